@@ -1,0 +1,39 @@
+# Two commands matter: `make demo` runs the product, `make test` runs the tests.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+# Tests and the benchmark run on the machine's PostgreSQL and Redis (see bin/ensure-services).
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/durable
+TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
+BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/durable_bench
+
+.PHONY: install test lint demo bench clean
+
+$(BIN)/.installed: pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+install: $(BIN)/.installed
+
+lint: install
+	$(BIN)/ruff check .
+
+test: install
+	bin/ensure-services
+	$(BIN)/ruff check .
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -q
+
+demo: install
+	$(BIN)/python manage.py migrate --no-input -v0
+	$(BIN)/python manage.py seed_demo
+	bin/demo
+
+bench: install
+	bin/ensure-services
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py bench_runtime
+
+clean:
+	rm -rf $(VENV) var *.egg-info

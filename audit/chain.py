@@ -1,0 +1,83 @@
+"""Appending to and verifying the per-run hash chain.
+
+Each record's hash covers its own content and the previous record's hash. The run row keeps
+the head of its chain (hash and sequence number), so appending needs no extra read: the
+caller, which already holds the run row locked, passes the head in and stores the new one.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.utils import timezone
+
+from .models import AuditRecord
+
+GENESIS = "0" * 64
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who caused a change: a user, or the system and the worker that acted for it."""
+
+    kind: str
+    label: str
+    user_id: int | None = None
+
+    @classmethod
+    def system(cls, worker: str = "system") -> "Actor":
+        return cls(kind=AuditRecord.ActorKind.SYSTEM, label=worker)
+
+    @classmethod
+    def for_user(cls, user) -> "Actor":
+        return cls(kind=AuditRecord.ActorKind.USER, label=user.get_username(), user_id=user.pk)
+
+
+def record_hash(*, run_id, seq, action, step_name, actor_kind, actor_label, actor_user_id,
+                reason, before, after, data, created_at: datetime, prev_hash) -> str:
+    """The hash of one record's content chained to its predecessor's hash."""
+    body = json.dumps(
+        [run_id, seq, action, step_name, actor_kind, actor_label, actor_user_id, reason,
+         before, after, data, created_at.isoformat(), prev_hash],
+        sort_keys=True, separators=(",", ":"), default=str,
+    )
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def build_record(*, run_id: int, head_seq: int, head_hash: str, action: str, actor: Actor,
+                 reason: str = "", step_name: str = "", before=None, after=None, data=None,
+                 created_at: datetime | None = None) -> AuditRecord:
+    """An unsaved record that extends the chain whose head is (head_seq, head_hash).
+
+    Callers save it (alone or in a bulk insert) in the transaction of the change it
+    describes, and store record.seq and record.hash as the run's new chain head.
+    """
+    created_at = created_at or timezone.now()
+    fields = dict(
+        run_id=run_id, seq=head_seq + 1, action=action, step_name=step_name,
+        actor_kind=actor.kind, actor_label=actor.label, actor_user_id=actor.user_id,
+        reason=reason, before=before or {}, after=after or {}, data=data or {},
+        created_at=created_at, prev_hash=head_hash or GENESIS,
+    )
+    # JSON round trip so the hash is computed over exactly what the database will return.
+    for key in ("before", "after", "data"):
+        fields[key] = json.loads(json.dumps(fields[key], default=str))
+    return AuditRecord(hash=record_hash(**fields), **fields)
+
+
+def verify_chain(records) -> AuditRecord | None:
+    """Return the first record of an ordered chain that does not verify, or None."""
+    prev_hash, expected_seq = GENESIS, 1
+    for record in records:
+        content = {
+            f: getattr(record, f) for f in (
+                "run_id", "seq", "action", "step_name", "actor_kind", "actor_label",
+                "actor_user_id", "reason", "before", "after", "data", "created_at",
+            )
+        }
+        if (record.seq != expected_seq or record.prev_hash != prev_hash
+                or record.hash != record_hash(prev_hash=prev_hash, **content)):
+            return record
+        prev_hash, expected_seq = record.hash, expected_seq + 1
+    return None

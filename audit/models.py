@@ -1,0 +1,67 @@
+"""The append-only audit trail: one log per run, chained by hashes.
+
+The log is the run's history, the console's timeline and the auditors' record at once;
+there is no second event table. Records are written only by audit.chain.append_record,
+inside the transaction of the change they describe.
+"""
+
+from django.db import models
+
+
+class AppendOnlyError(Exception):
+    """Raised on any attempt to change or remove an audit record."""
+
+
+class AuditQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise AppendOnlyError("audit records are append-only: update refused")
+
+    def delete(self):
+        raise AppendOnlyError("audit records are append-only: delete refused")
+
+
+class AuditRecord(models.Model):
+    class ActorKind(models.TextChoices):
+        SYSTEM = "system"
+        USER = "user"
+
+    # The run whose log this is. A string reference keeps audit free of imports from runs.
+    run = models.ForeignKey("runs.Run", on_delete=models.PROTECT, related_name="audit_records")
+    seq = models.PositiveIntegerField()
+    action = models.CharField(max_length=64)
+    step_name = models.CharField(max_length=200, blank=True)
+    actor_kind = models.CharField(max_length=16, choices=ActorKind.choices)
+    # A label and an id rather than a foreign key: deleting a user must never need to
+    # touch (and so be refused by) the append-only log.
+    actor_label = models.CharField(max_length=200)
+    actor_user_id = models.BigIntegerField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
+
+    objects = AuditQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq"], name="audit_unique_run_seq"),
+        ]
+        indexes = [
+            models.Index(fields=["created_at"], name="audit_created_idx"),
+            models.Index(fields=["action", "created_at"], name="audit_action_idx"),
+        ]
+        ordering = ["run_id", "seq"]
+
+    def __str__(self):
+        return f"run {self.run_id} #{self.seq} {self.action}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise AppendOnlyError(f"audit record {self.pk} is append-only: update refused")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError(f"audit record {self.pk} is append-only: delete refused")

@@ -1,0 +1,29 @@
+"""Production settings: the base settings plus the checks a deployment must pass."""
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .settings import *  # noqa: F403
+from .settings import DEVELOPMENT_SECRET_KEY, SECRET_KEY, env_flag
+
+DEBUG = env_flag("DEBUG", False)
+
+if SECRET_KEY == DEVELOPMENT_SECRET_KEY or len(SECRET_KEY) < 50:
+    raise ImproperlyConfigured(
+        "SECRET_KEY is the development key or shorter than 50 characters; "
+        "set SECRET_KEY in the environment to a long random value."
+    )
+
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SESSION_COOKIE_HTTPONLY = True
+SECURE_SSL_REDIRECT = env_flag("SECURE_SSL_REDIRECT", True)
+SECURE_HSTS_SECONDS = 31536000
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_HSTS_PRELOAD = True
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}

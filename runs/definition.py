@@ -1,0 +1,204 @@
+"""The definition API: workflows and their steps, declared in Python.
+
+    onboarding = Workflow("customer-onboarding", version=1, input=OnboardingIn)
+
+    @onboarding.write("create-customer", contract=Contract(...))
+    def create_customer(ctx): ...
+
+    @create_customer.reconcile
+    def find_customer(ctx): ...     # Found(ref) / NotFound() / Undetermined(why)
+
+A definition says what each step is and how to recover it; the runtime does the rest. Step
+functions never open transactions, never touch Run or Step rows and never see a secret: they
+get a StepContext.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from .retry import DEFAULT_POLICY, RetryPolicy
+
+READ, DECISION, WRITE, NOTIFY, APPROVAL = "read", "decision", "write", "notify", "approval"
+STEP_KINDS = (READ, DECISION, WRITE, NOTIFY, APPROVAL)
+LOW, HIGH = "low", "high"
+
+
+@dataclass(frozen=True)
+class Contract:
+    """A step's recovery contract, shown to operators next to the step."""
+
+    evidence: str = ""
+    rule: str = ""
+    stop: str = ""
+    owner: str = ""
+
+
+@dataclass(frozen=True)
+class Found:
+    """Reconciliation found the effect: here is its reference in the remote system."""
+
+    ref: str
+    result: Any = None
+
+
+@dataclass(frozen=True)
+class NotFound:
+    """Reconciliation has durable evidence that the effect did not happen."""
+
+
+@dataclass(frozen=True)
+class Undetermined:
+    """Reconciliation could not tell; a person must settle it."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What a side-effecting step returns: its result and the remote reference (evidence)."""
+
+    value: Any = None
+    remote_ref: str = ""
+
+
+@dataclass
+class StepDef:
+    workflow: "Workflow"
+    name: str
+    kind: str
+    fn: Callable
+    impact: str = LOW
+    version: int = 1
+    retry: RetryPolicy = DEFAULT_POLICY
+    contract: Contract = field(default_factory=Contract)
+    schema: type[BaseModel] | None = None
+    format_failure_budget: int = 0
+    honours_key: bool = False
+    reconcile_fn: Callable | None = None
+    compensate_fn: Callable | None = None
+
+    def __call__(self, ctx):
+        return self.fn(ctx)
+
+    def reconcile(self, fn: Callable) -> Callable:
+        """Declare how to look this step's effect up by its key."""
+        if self.kind not in (WRITE, NOTIFY):
+            raise TypeError(f"step {self.name!r}: only write and notify steps reconcile")
+        self.reconcile_fn = fn
+        return fn
+
+    def compensate(self, fn: Callable) -> Callable:
+        """Declare the business action that undoes this step (cancel, reverse, correct)."""
+        if self.kind != WRITE:
+            raise TypeError(f"step {self.name!r}: only write steps compensate")
+        self.compensate_fn = fn
+        return fn
+
+    @property
+    def has_side_effect(self) -> bool:
+        return self.kind in (WRITE, NOTIFY)
+
+
+class Workflow:
+    """A named, versioned sequence of steps with a validated input schema."""
+
+    def __init__(self, name: str, *, version: int, input: type[BaseModel],
+                 services: Callable[[], Any] | None = None, register: bool = True):
+        if not name or not isinstance(version, int) or version < 1:
+            raise ValueError("a workflow needs a name and a positive integer version")
+        self.name = name
+        self.version = version
+        self.input_schema = input
+        self.services_factory = services
+        self.steps: list[StepDef] = []
+        if register:
+            registry.register(self)
+
+    def __repr__(self):
+        return f"<Workflow {self.name} v{self.version}>"
+
+    def step(self, name: str) -> StepDef:
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise KeyError(f"workflow {self.name} v{self.version} has no step {name!r}")
+
+    def _declare(self, kind: str, name: str, **options) -> Callable[[Callable], StepDef]:
+        if any(s.name == name for s in self.steps):
+            raise ValueError(f"workflow {self.name}: step {name!r} declared twice")
+        impact = options.get("impact", LOW)
+        if impact not in (LOW, HIGH):
+            raise ValueError(f"step {name!r}: impact must be 'low' or 'high', not {impact!r}")
+
+        def decorator(fn: Callable) -> StepDef:
+            step = StepDef(workflow=self, name=name, kind=kind, fn=fn, **options)
+            self.steps.append(step)
+            return step
+
+        return decorator
+
+    def read(self, name: str, *, retry: RetryPolicy = DEFAULT_POLICY, version: int = 1,
+             contract: Contract | None = None):
+        """A step without side effects, retried freely by its policy."""
+        return self._declare(READ, name, retry=retry, version=version,
+                             contract=contract or Contract(rule="retry"))
+
+    def decision(self, name: str, *, schema: type[BaseModel], format_failure_budget: int = 2,
+                 retry: RetryPolicy = DEFAULT_POLICY, version: int = 1,
+                 contract: Contract | None = None):
+        """Ask a model for a proposal validated against `schema`; the accepted one is stored
+        and reused on every replay."""
+        return self._declare(DECISION, name, schema=schema, retry=retry, version=version,
+                             format_failure_budget=format_failure_budget,
+                             contract=contract or Contract(rule="stored decision reused"))
+
+    def write(self, name: str, *, impact: str = LOW, retry: RetryPolicy = DEFAULT_POLICY,
+              version: int = 1, contract: Contract | None = None, honours_key: bool = False):
+        """A step that changes another system. It sends ctx.key; `honours_key` says whether
+        the receiver deduplicates on it, which makes a resend after an unknown outcome safe."""
+        return self._declare(WRITE, name, impact=impact, retry=retry, version=version,
+                             contract=contract or Contract(), honours_key=honours_key)
+
+    def notify(self, name: str, *, impact: str = LOW, retry: RetryPolicy = DEFAULT_POLICY,
+               version: int = 1, contract: Contract | None = None, honours_key: bool = False):
+        """A message delivery; the provider's message id is stored as the remote reference."""
+        return self._declare(NOTIFY, name, impact=impact, retry=retry, version=version,
+                             contract=contract or Contract(), honours_key=honours_key)
+
+    def approval(self, name: str, *, version: int = 1, contract: Contract | None = None):
+        """A durable wait for a person's decision (built by the approvals app)."""
+        return self._declare(APPROVAL, name, impact=HIGH, version=version,
+                             contract=contract or Contract(rule="human confirmation"))
+
+
+class Registry:
+    """Maps (workflow name, version) to definitions. Old versions stay registered while
+    runs on them are open."""
+
+    def __init__(self):
+        self._workflows: dict[tuple[str, int], Workflow] = {}
+
+    def register(self, workflow: Workflow) -> None:
+        key = (workflow.name, workflow.version)
+        if key in self._workflows and self._workflows[key] is not workflow:
+            raise ValueError(f"workflow {workflow.name} v{workflow.version} registered twice")
+        self._workflows[key] = workflow
+
+    def unregister(self, workflow: Workflow) -> None:
+        self._workflows.pop((workflow.name, workflow.version), None)
+
+    def get(self, name: str, version: int) -> Workflow | None:
+        return self._workflows.get((name, version))
+
+    def latest(self, name: str) -> Workflow | None:
+        versions = [v for (n, v) in self._workflows if n == name]
+        return self._workflows[(name, max(versions))] if versions else None
+
+    def names(self) -> list[str]:
+        return sorted({n for (n, _) in self._workflows})
+
+
+registry = Registry()

@@ -1,0 +1,126 @@
+"""Error classes and the classification of every failure before any retry.
+
+Every side-effecting call ends succeeded, failed (evidence that nothing changed) or unknown
+(it may have happened). Classification decides which, from the exception alone, so that the
+executor never guesses: an unknown outcome is never relabelled failed.
+"""
+
+from dataclasses import dataclass
+
+import httpx
+
+from .models import ErrorClass
+from .redaction import redact_text
+
+
+class StepError(Exception):
+    """Base of the errors step code may raise to say what happened."""
+
+    error_class: str = ErrorClass.UNCLASSIFIED
+
+
+class TransientError(StepError):
+    """Nothing changed and trying again later may work (connection refused, 429, 503)."""
+
+    error_class = ErrorClass.TRANSIENT
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PermanentError(StepError):
+    """Nothing changed and trying again will not help (400, 401/403, policy rejection)."""
+
+    error_class = ErrorClass.PERMANENT
+
+
+class UnknownOutcome(StepError):
+    """The action may or may not have taken effect; only a lookup by key can tell."""
+
+    error_class = ErrorClass.UNKNOWN
+
+
+class ModelFormatError(StepError):
+    """A model's output failed its schema; the invalid output is kept for diagnosis."""
+
+    error_class = ErrorClass.MODEL_FORMAT
+
+    def __init__(self, message: str, *, output=None):
+        super().__init__(message)
+        self.output = output
+
+
+class TransitionNotAllowed(Exception):
+    """A transition was asked for from a state that does not allow it; nothing changed."""
+
+
+class StartRefused(Exception):
+    """A run could not be started; nothing was written."""
+
+
+class UnknownWorkflow(StartRefused):
+    pass
+
+
+class InvalidInput(StartRefused):
+    def __init__(self, message: str, *, errors: list[dict] | None = None):
+        super().__init__(message)
+        self.errors = errors or []
+
+
+class BusinessKeyConflict(StartRefused):
+    def __init__(self, message: str, *, run_id: int):
+        super().__init__(message)
+        self.run_id = run_id
+
+
+@dataclass(frozen=True)
+class Classified:
+    error_class: str
+    message: str
+    retry_after: float | None = None
+
+
+_TRANSIENT_STATUSES = {429, 503}
+# The server failed while handling the request: it may have committed first.
+_UNKNOWN_STATUSES = {500, 502, 504}
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    try:
+        return max(float(value), 0.0) if value is not None else None
+    except ValueError:
+        return None
+
+
+def classify(exc: BaseException, *, non_retryable: tuple[type[BaseException], ...] = ()) -> Classified:
+    """Classify an exception raised by step code.
+
+    httpx errors are classified by when they happened: a failure to connect means the
+    request never left (transient); a timeout or broken connection after sending means the
+    receiver may have committed (unknown). HTTP statuses: 429/503 transient (honouring
+    Retry-After), 500/502/504 unknown, other 4xx permanent.
+    """
+    message = redact_text(f"{type(exc).__name__}: {exc}")[:2000]
+    if isinstance(exc, StepError):
+        return Classified(exc.error_class, message, getattr(exc, "retry_after", None))
+    if non_retryable and isinstance(exc, non_retryable):
+        return Classified(ErrorClass.PERMANENT, message)
+    if isinstance(exc, httpx.HTTPStatusError):
+        status = exc.response.status_code
+        message = redact_text(f"HTTP {status} from {exc.request.url.host}{exc.request.url.path}: "
+                              f"{exc.response.text[:500]}")
+        if status in _TRANSIENT_STATUSES:
+            return Classified(ErrorClass.TRANSIENT, message, _retry_after(exc.response))
+        if status in _UNKNOWN_STATUSES:
+            return Classified(ErrorClass.UNKNOWN, message)
+        if 400 <= status < 500:
+            return Classified(ErrorClass.PERMANENT, message)
+        return Classified(ErrorClass.UNKNOWN, message)
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
+        return Classified(ErrorClass.TRANSIENT, message)
+    if isinstance(exc, httpx.TimeoutException | httpx.NetworkError | httpx.RemoteProtocolError):
+        return Classified(ErrorClass.UNKNOWN, message)
+    return Classified(ErrorClass.UNCLASSIFIED, message)

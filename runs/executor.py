@@ -1,0 +1,126 @@
+"""The executor: advances one run as far as it can go, checkpointing around every call.
+
+For each step: the intent is committed (step running, attempt counted, lease held), the step
+function is called outside any transaction with the step's key, and the outcome is committed
+together with the next step's intent. An unknown outcome is reconciled by key before
+anything else is sent. The executor decides nothing about state itself: it calls
+runs.transitions, which checks and records every move.
+"""
+
+import json
+import os
+import socket
+from types import MappingProxyType
+
+from pydantic import ValidationError
+
+from . import crashpoints, transitions
+from . import definition as d
+from .context import StepContext
+from .errors import Classified, classify
+from .models import ErrorClass, StepStatus
+
+
+def worker_name() -> str:
+    """This process's name in leases and audit records."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def advance_run(run_id: int, *, worker: str | None = None) -> str | None:
+    """Claim `run_id` and run it until it completes, waits or needs a person.
+
+    Returns the run's status afterwards, or None when the run was not claimable (another
+    worker holds it, it is not due, or it is final): a duplicate or stale wake-up is harmless.
+    """
+    worker = worker or worker_name()
+    lease = transitions.claim_run(run_id, worker=worker)
+    if lease is None:
+        return None
+    if lease.finished:
+        return lease.run.status
+    workflow = lease.definition
+    services = workflow.services_factory() if workflow.services_factory else None
+    validated_input = workflow.input_schema.model_validate(lease.run.input)
+    while lease.work is not None and not lease.finished:
+        step = lease.work
+        spec = workflow.step(step.name)
+        ctx = _context(lease, step, validated_input, services)
+        if lease.settle_first:
+            verdict, error = ask_remote(spec, ctx)
+            lease = transitions.settle_unknown(lease, step, verdict, error=error)
+            continue
+        crashpoints.reach(crashpoints.BEFORE_CALL, step.name)
+        outcome = call_step(spec, ctx)
+        crashpoints.reach(crashpoints.AFTER_CALL, step.name)
+        lease = transitions.record_outcome(lease, step, outcome)
+    return lease.run.status
+
+
+def _context(lease: transitions.Lease, step, validated_input, services) -> StepContext:
+    run = lease.run
+    results = {s.name: s.result for s in lease.steps if s.status == StepStatus.SUCCEEDED}
+    return StepContext(
+        run_id=run.pk, workflow=run.workflow_name, business_key=run.business_key,
+        input=validated_input, step=step.name, key=step.idempotency_key, attempt=step.attempt,
+        results=MappingProxyType(results), services=services, remote_ref=step.remote_ref,
+        _heartbeat=lambda: transitions.heartbeat(lease),
+    )
+
+
+def call_step(spec: d.StepDef, ctx: StepContext) -> transitions.Outcome:
+    """Call a step function and turn whatever happens into a classified Outcome."""
+    try:
+        value = spec.fn(ctx)
+    except Exception as exc:
+        return transitions.Outcome(
+            succeeded=False, error=classify(exc, non_retryable=spec.retry.non_retryable),
+            invalid_output=getattr(exc, "output", None),
+        )
+    remote_ref = ""
+    if isinstance(value, d.StepResult):
+        value, remote_ref = value.value, value.remote_ref
+    if spec.kind == d.DECISION:
+        try:
+            if isinstance(value, str | bytes):
+                accepted = spec.schema.model_validate_json(value)
+            else:
+                accepted = spec.schema.model_validate(value)
+        except ValidationError as exc:
+            return transitions.Outcome(
+                succeeded=False, invalid_output=value,
+                error=Classified(ErrorClass.MODEL_FORMAT,
+                                 f"output does not match {spec.schema.__name__}: "
+                                 f"{exc.error_count()} error(s): {_first_error(exc)}"),
+            )
+        value = accepted.model_dump(mode="json")
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        return transitions.Outcome(succeeded=False, error=Classified(
+            ErrorClass.UNCLASSIFIED, f"step returned a value that cannot be stored: {exc}"))
+    return transitions.Outcome(succeeded=True, value=value, remote_ref=str(remote_ref or ""))
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    return f"{'.'.join(map(str, err['loc'])) or 'output'}: {err['msg']}"
+
+
+def ask_remote(spec: d.StepDef, ctx: StepContext):
+    """Look a step's effect up by its key with the step's reconcile function.
+
+    Returns (verdict, error): Found, NotFound or Undetermined, or None when the step has no
+    reconcile function. A lookup that fails is Undetermined: only evidence settles an
+    unknown outcome.
+    """
+    if spec.reconcile_fn is None:
+        return None, ""
+    try:
+        verdict = spec.reconcile_fn(ctx)
+    except Exception as exc:
+        message = classify(exc).message
+        return d.Undetermined(f"lookup failed: {message}"), message
+    if not isinstance(verdict, d.Found | d.NotFound | d.Undetermined):
+        return d.Undetermined(f"reconcile returned {type(verdict).__name__}, expected "
+                              "Found, NotFound or Undetermined"), ""
+    return verdict, ""

@@ -1,0 +1,33 @@
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from audit.chain import Actor
+from runs.errors import StartRefused
+from runs.transitions import start_run
+
+
+class Command(BaseCommand):
+    help = ("Start a run of WORKFLOW for BUSINESS_KEY with --input JSON. Delivering the same "
+            "start twice finds the existing run.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("workflow")
+        parser.add_argument("business_key")
+        parser.add_argument("--input", default="{}", help="the run's input as a JSON object")
+
+    def handle(self, *args, workflow, business_key, input, **options):
+        try:
+            data = json.loads(input)
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"--input is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise CommandError("--input must be a JSON object")
+        try:
+            run, created = start_run(workflow=workflow, business_key=business_key, input=data,
+                                     actor=Actor.system("start_run command"))
+        except StartRefused as exc:
+            raise CommandError(str(exc)) from None
+        verb = "started" if created else "already exists:"
+        self.stdout.write(f"{verb} run {run.pk} ({run.workflow_name} {run.business_key}) "
+                          f"status {run.status}")

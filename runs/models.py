@@ -1,0 +1,179 @@
+"""Runs, their steps, and a row per registered workflow for permissions to attach to.
+
+Only runs/transitions.py changes these rows once they exist.
+"""
+
+from django.db import models
+from django.db.models import Q
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    ATTENTION = "attention"
+    COMPENSATING = "compensating"
+    COMPLETED = "completed"
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation_failed"
+    TERMINATED = "terminated"
+
+
+FINAL_RUN_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.COMPENSATED, RunStatus.TERMINATED})
+
+
+class StepStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    SCHEDULED = "scheduled"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+    WAITING = "waiting"
+    COMPENSATING = "compensating"
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation_failed"
+    SKIPPED = "skipped"
+
+
+class AttentionReason(models.TextChoices):
+    UNKNOWN_OUTCOME = "unknown_outcome", "unknown outcome not settled"
+    PERMANENT_ERROR = "permanent_error", "permanent error"
+    BUDGET_EXHAUSTED = "budget_exhausted", "retry budget exhausted"
+    MODEL_OUTPUT_PAUSED = "model_output_paused", "model output paused"
+    UNCLASSIFIED_ERROR = "unclassified_error", "unexpected error"
+    APPROVAL_TIMED_OUT = "approval_timed_out", "approval timed out"
+    DEFINITION_MISSING = "definition_missing", "definition missing"
+    COMPENSATION_FAILED = "compensation_failed", "compensation failed"
+    REOPENED = "reopened", "reopened by an operator"
+
+
+class ErrorClass(models.TextChoices):
+    TRANSIENT = "transient"
+    PERMANENT = "permanent"
+    UNKNOWN = "unknown"
+    MODEL_FORMAT = "model_format"
+    EXHAUSTED = "exhausted"
+    UNCLASSIFIED = "unclassified"
+
+
+class Workflow(models.Model):
+    """One row per workflow name: the object that per-workflow permissions attach to."""
+
+    name = models.CharField(max_length=200, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        permissions = [
+            ("view_runs", "Can view runs of this workflow"),
+            ("resume_run", "Can resume runs"),
+            ("reconcile_run", "Can reconcile steps"),
+            ("retry_step", "Can retry a step"),
+            ("compensate_run", "Can compensate runs"),
+            ("terminate_run", "Can cancel and terminate runs"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class Run(models.Model):
+    workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")
+    workflow_name = models.CharField(max_length=200)
+    workflow_version = models.PositiveIntegerField()
+    business_key = models.CharField(max_length=300)
+    input = models.JSONField()
+    input_hash = models.CharField(max_length=64)
+    status = models.CharField(max_length=32, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    attention_reason = models.CharField(max_length=32, choices=AttentionReason.choices, blank=True)
+    status_message = models.TextField(blank=True)
+    current_step = models.CharField(max_length=200, blank=True)
+    step_count = models.PositiveIntegerField(default=0)
+    steps_done = models.PositiveIntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+
+    # Lease and fencing: a worker owns the run while its lease lasts; every claim or takeover
+    # increments the token, and an outcome is recorded only under the token it was claimed with.
+    fencing_token = models.PositiveBigIntegerField(default=0)
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # When a waiting run is due again (retry backoff, timer).
+    next_wake_at = models.DateTimeField(null=True, blank=True)
+
+    # Head of this run's audit hash chain.
+    audit_seq = models.PositiveIntegerField(default=0)
+    audit_head = models.CharField(max_length=64, blank=True)
+
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow_name", "business_key"], name="run_unique_business_key"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["status", "updated_at"], name="run_status_updated_idx"),
+            # What is stuck: running past its lease.
+            models.Index(fields=["lease_expires_at"], name="run_lease_running_idx",
+                         condition=Q(status="running")),
+            # What is due: waiting runs whose time has come.
+            models.Index(fields=["next_wake_at"], name="run_wake_waiting_idx",
+                         condition=Q(status="waiting")),
+            # Queued runs nobody picked up (a lost broker message).
+            models.Index(fields=["updated_at"], name="run_queued_idx",
+                         condition=Q(status="queued")),
+            # The attention list.
+            models.Index(fields=["updated_at"], name="run_attention_idx",
+                         condition=Q(status__in=["attention", "compensation_failed"])),
+        ]
+
+    def __str__(self):
+        return f"{self.workflow_name} {self.business_key}"
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_RUN_STATUSES
+
+
+class Step(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    name = models.CharField(max_length=200)
+    position = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16)
+    impact = models.CharField(max_length=8)
+    version = models.PositiveIntegerField()
+    status = models.CharField(max_length=32, choices=StepStatus.choices, default=StepStatus.PENDING)
+    idempotency_key = models.CharField(max_length=64)
+    attempt = models.PositiveIntegerField(default=0)
+    # Attempts counted against the retry budget start here; an operator retry resets it.
+    budget_attempt_base = models.PositiveIntegerField(default=0)
+    budget_started_at = models.DateTimeField(null=True, blank=True)
+    format_failures = models.PositiveIntegerField(default=0)
+    remote_ref = models.CharField(max_length=300, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error_class = models.CharField(max_length=16, choices=ErrorClass.choices, blank=True)
+    error_message = models.TextField(blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "name"], name="step_unique_run_name"),
+        ]
+        indexes = [
+            models.Index(fields=["idempotency_key"], name="step_key_idx"),
+            models.Index(fields=["remote_ref"], name="step_remote_ref_idx",
+                         condition=~Q(remote_ref="")),
+        ]
+        ordering = ["run_id", "position"]
+
+    def __str__(self):
+        return f"{self.run_id}/{self.name}"

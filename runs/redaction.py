@@ -1,0 +1,38 @@
+"""Keep credentials out of checkpoints, audit records and logs."""
+
+import re
+
+REDACTED = "[redacted]"
+_SECRET_KEY_NAMES = re.compile(
+    r"pass(word)?|secret|token|api[-_]?key|authorization|cookie|credential|private[-_]?key",
+    re.IGNORECASE,
+)
+_SECRET_IN_TEXT = re.compile(
+    r"(?i)(bearer\s+|basic\s+)[A-Za-z0-9._~+/=-]+"
+    r"|\bsk-[A-Za-z0-9_-]{8,}"
+    r"|((?:password|secret|token|api[-_]?key)\s*[=:]\s*)[^\s&,;\"']+"
+)
+
+
+def redact_text(text: str) -> str:
+    """The text with bearer tokens, API keys and key=value secrets masked."""
+
+    def mask(match: re.Match) -> str:
+        prefix = match.group(1) or match.group(3) or ""
+        return f"{prefix}{REDACTED}"
+
+    return _SECRET_IN_TEXT.sub(mask, text)
+
+
+def redact(value):
+    """A copy of a JSON-like value with secret-looking keys and strings masked."""
+    if isinstance(value, dict):
+        return {
+            k: (REDACTED if isinstance(k, str) and _SECRET_KEY_NAMES.search(k) else redact(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    if isinstance(value, str):
+        return redact_text(value)
+    return value

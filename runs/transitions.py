@@ -1,0 +1,843 @@
+"""Every change of a run's or a step's state, and nothing else.
+
+Each public function here is one transition: in one durable transaction it locks the run
+row, checks the move against RUN_TRANSITIONS, writes the change and its audit records, and
+commits. Broker messages are sent after commit and are only wake-up hints. The executor (for
+automation) and the console (for operators) call these same functions.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from pydantic import ValidationError
+
+from audit.chain import Actor, build_record
+from audit.models import AuditRecord
+
+from . import definition as d
+from .errors import (
+    BusinessKeyConflict,
+    Classified,
+    InvalidInput,
+    TransitionNotAllowed,
+    UnknownWorkflow,
+)
+from .keys import step_key
+from .models import (
+    AttentionReason,
+    ErrorClass,
+    Run,
+    RunStatus,
+    Step,
+    StepStatus,
+    Workflow,
+)
+from .redaction import redact
+from .wakeup import wake_after_commit
+
+NEW = "new"  # the pseudo-state of a run that does not exist yet
+Q, R, W, A = RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.ATTENTION
+DONE, TERM = RunStatus.COMPLETED, RunStatus.TERMINATED
+CFAIL = RunStatus.COMPENSATION_FAILED
+
+
+@dataclass(frozen=True)
+class Move:
+    sources: frozenset
+    targets: frozenset
+
+
+def _move(sources, targets) -> Move:
+    return Move(frozenset(sources), frozenset(targets))
+
+
+# The one table of allowed run transitions: action -> (states it may start from, states it
+# may lead to). Every status change below goes through _Change.move, which checks it here.
+RUN_TRANSITIONS: dict[str, Move] = {
+    "start": _move({NEW}, {Q}),
+    # A worker takes a queued run, or a waiting run whose time has come.
+    "claim": _move({Q, W}, {R, A}),
+    # The lease holder records a step's outcome (and the next step's intent).
+    "record_outcome": _move({R}, {R, W, A, DONE, TERM}),
+    # The lease holder settles an unknown step after asking the remote system.
+    "settle_unknown": _move({R}, {R, W, A, DONE, TERM}),
+    # The sweeper takes a run back from a worker whose lease ran out.
+    "expire_lease": _move({R}, {Q}),
+    "resume": _move({A, W}, {Q}),
+    "reconcile": _move({A}, {Q, A}),
+    "retry_step": _move({A, W}, {Q}),
+    # Cancel stops at the next step boundary: at once when no step is in flight.
+    "cancel": _move({Q, R, W, A}, {R, TERM}),
+    "terminate": _move({Q, R, W, A, CFAIL}, {TERM}),
+    # A terminated run never resumes by accident: reopening is its own, explicit transition.
+    "reopen": _move({TERM}, {A}),
+}
+
+DONE_STEP_STATUSES = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})
+RUNNABLE_STEP_STATUSES = frozenset({StepStatus.PENDING, StepStatus.SCHEDULED, StepStatus.FAILED})
+
+
+def allowed(action: str, status: str) -> bool:
+    """Whether `action` may start from run status `status`."""
+    return status in RUN_TRANSITIONS[action].sources
+
+
+def _now(now: datetime | None) -> datetime:
+    return now or timezone.now()
+
+
+def input_hash(data) -> str:
+    """The hash that tells a redelivered start event from a different one."""
+    return hashlib.sha256(
+        json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+
+
+class _Change:
+    """The writes of one transition to one locked run: status moves checked against the
+    table, audit records chained from the run's head, everything saved together."""
+
+    def __init__(self, run: Run, action: str | None, actor: Actor, now: datetime, *,
+                 status: str | None = None):
+        """`action` None records evidence only and may not move the run."""
+        self.run, self.action, self.actor, self.now = run, action, actor, now
+        self.records: list[AuditRecord] = []
+        self.steps: dict[int, Step] = {}
+        self.wake_countdown: float | None = None
+        self.wake = False
+        status = run.status if status is None else status
+        if action is not None and not allowed(action, status):
+            raise TransitionNotAllowed(
+                f"{action} is not allowed for run {run.pk} ({run.workflow_name} "
+                f"{run.business_key}) in state {status}"
+            )
+
+    def move(self, to: str, *, reason: str = "", message: str = "") -> None:
+        if self.action is None or to not in RUN_TRANSITIONS[self.action].targets:
+            raise TransitionNotAllowed(f"{self.action} cannot lead run {self.run.pk} to {to}")
+        self.run.status = to
+        self.run.attention_reason = reason if to in (A, CFAIL) else ""
+        self.run.status_message = message
+        if to != R:
+            self.run.lease_owner, self.run.lease_expires_at = "", None
+        if to in (DONE, TERM):
+            self.run.finished_at = self.now
+        if to == Q:
+            self.wake = True
+
+    def audit(self, action: str, *, step: Step | None = None, reason: str = "",
+              before=None, after=None, data=None) -> None:
+        record = build_record(
+            run_id=self.run.pk, head_seq=self.run.audit_seq, head_hash=self.run.audit_head,
+            action=action, actor=self.actor, reason=reason,
+            step_name=step.name if step is not None else "",
+            before=before, after=after, data=redact(data) if data else None, created_at=self.now,
+        )
+        self.run.audit_seq, self.run.audit_head = record.seq, record.hash
+        self.records.append(record)
+
+    def step_changed(self, step: Step) -> None:
+        step.updated_at = self.now
+        self.steps[step.pk] = step
+
+    def save(self) -> None:
+        for step in self.steps.values():
+            step.save(update_fields=_STEP_FIELDS)
+        AuditRecord.objects.bulk_create(self.records)
+        self.run.updated_at = self.now
+        self.run.save(update_fields=_RUN_FIELDS)
+        if self.wake:
+            wake_after_commit(self.run.pk)
+        elif self.wake_countdown is not None:
+            wake_after_commit(self.run.pk, countdown=self.wake_countdown)
+
+
+_RUN_FIELDS = [
+    "status", "attention_reason", "status_message", "current_step", "steps_done",
+    "cancel_requested", "fencing_token", "lease_owner", "lease_expires_at", "heartbeat_at",
+    "next_wake_at", "audit_seq", "audit_head", "updated_at", "finished_at",
+]
+_STEP_FIELDS = [
+    "status", "attempt", "budget_attempt_base", "budget_started_at", "format_failures",
+    "remote_ref", "result", "error_class", "error_message", "next_attempt_at", "lease_owner",
+    "lease_expires_at", "started_at", "finished_at", "updated_at",
+]
+
+# Short retries also get a delayed wake-up hint so they need not wait for the sweeper; the
+# database row (next_wake_at) stays the source of truth, so a lost hint loses nothing.
+_MAX_HINT_COUNTDOWN = 30.0
+
+
+def _lock(run_id: int) -> Run:
+    try:
+        return Run.objects.select_for_update().get(pk=run_id)
+    except Run.DoesNotExist:
+        raise TransitionNotAllowed(f"run {run_id} does not exist") from None
+
+
+def _steps(run: Run) -> list[Step]:
+    return list(Step.objects.filter(run=run).order_by("position"))
+
+
+def _step(run: Run, name: str) -> Step:
+    try:
+        return Step.objects.get(run=run, name=name)
+    except Step.DoesNotExist:
+        raise TransitionNotAllowed(f"run {run.pk} has no step {name!r}") from None
+
+
+def _reset_budget(step: Step) -> None:
+    step.budget_attempt_base = step.attempt
+    step.budget_started_at = None
+    step.format_failures = 0
+    step.next_attempt_at = None
+
+
+def _snapshot(run: Run, step: Step | None = None) -> dict:
+    snap = {"status": run.status}
+    if run.attention_reason:
+        snap["attention_reason"] = run.attention_reason
+    if step is not None:
+        snap["step_status"] = step.status
+    return snap
+
+
+# --- starting a run ------------------------------------------------------------------------
+
+def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
+              now: datetime | None = None) -> tuple[Run, bool]:
+    """Start a run of the latest version of `workflow`, or find the one already started.
+
+    Returns (run, created). The same (workflow, business key, input) delivered twice, or by
+    two processes at once, gives one run. The same business key with a different input, an
+    unknown workflow and input that fails the workflow's schema are refused with an error
+    naming the problem, and nothing is written.
+    """
+    definition = d.registry.latest(workflow)
+    if definition is None:
+        raise UnknownWorkflow(f"unknown workflow {workflow!r}; registered: "
+                              f"{', '.join(d.registry.names()) or 'none'}")
+    if not business_key or not isinstance(business_key, str):
+        raise InvalidInput("business key must be a non-empty string",
+                           errors=[{"loc": ["business_key"], "msg": "required"}])
+    try:
+        validated = definition.input_schema.model_validate(input)
+    except ValidationError as exc:
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
+        fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in errors)
+        raise InvalidInput(f"input for {workflow} does not match its schema: {fields}",
+                           errors=errors) from None
+    data = validated.model_dump(mode="json")
+    digest = input_hash(data)
+    now = _now(now)
+
+    with transaction.atomic(durable=True):
+        row, _ = Workflow.objects.get_or_create(name=workflow)
+        try:
+            with transaction.atomic():
+                run = Run.objects.create(
+                    workflow=row, workflow_name=workflow, workflow_version=definition.version,
+                    business_key=business_key, input=data, input_hash=digest,
+                    status=Q, step_count=len(definition.steps),
+                    current_step=definition.steps[0].name if definition.steps else "",
+                    created_at=now, updated_at=now,
+                )
+        except IntegrityError:
+            # Another delivery of this event got there first (or committed while we waited
+            # on the unique index): same input means the same run.
+            existing = Run.objects.get(workflow_name=workflow, business_key=business_key)
+            if existing.input_hash != digest:
+                raise BusinessKeyConflict(
+                    f"business key {business_key!r} of {workflow} is already used by run "
+                    f"{existing.pk} with a different input", run_id=existing.pk,
+                ) from None
+            return existing, False
+        Step.objects.bulk_create([
+            Step(run=run, name=s.name, position=i, kind=s.kind, impact=s.impact,
+                 version=s.version, idempotency_key=step_key(business_key, s.name, s.version),
+                 updated_at=now)
+            for i, s in enumerate(definition.steps)
+        ])
+        change = _Change(run, "start", actor, now, status=NEW)
+        change.audit("started", before={"status": NEW}, after={"status": Q},
+                     data={"version": definition.version, "input_hash": digest})
+        change.wake = True
+        change.save()
+    return run, True
+
+
+# --- the executor's transitions ------------------------------------------------------------
+
+@dataclass
+class Lease:
+    """A worker's hold on a run: the token it claimed with and the rows as it left them."""
+
+    run: Run
+    steps: list[Step]
+    token: int
+    worker: str
+    definition: d.Workflow | None
+    work: Step | None = None
+    # True when `work` is a step whose outcome is unknown: reconcile it before anything else.
+    settle_first: bool = False
+    finished: bool = False
+    results: dict = field(default_factory=dict)
+
+    def by_name(self, name: str) -> Step:
+        return next(s for s in self.steps if s.name == name)
+
+
+def _lease_until(now: datetime) -> datetime:
+    return now + timedelta(seconds=settings.RUNS_LEASE_SECONDS)
+
+
+def claim_run(run_id: int, *, worker: str, now: datetime | None = None) -> Lease | None:
+    """Take a queued run, or a waiting run that is due, for `worker`.
+
+    Returns None when the run is not claimable (another worker has it, it is not due, it is
+    final): the caller backs off. The claim is a conditional update on the expected status
+    and fencing token, so two workers racing for one run get one claim; the first step's
+    intent is recorded in the same commit.
+    """
+    now = _now(now)
+    with transaction.atomic(durable=True):
+        try:
+            run = Run.objects.select_for_update().get(pk=run_id)
+        except Run.DoesNotExist:
+            return None
+        due = run.status == Q or (run.status == W and run.next_wake_at is not None
+                                  and run.next_wake_at <= now)
+        if not due:
+            return None
+        claimed = Run.objects.filter(
+            pk=run.pk, status=run.status, fencing_token=run.fencing_token
+        ).update(fencing_token=run.fencing_token + 1)
+        if claimed != 1:
+            return None
+        before = _snapshot(run)
+        run.fencing_token += 1
+        change = _Change(run, "claim", Actor.system(worker), now)
+        definition = d.registry.get(run.workflow_name, run.workflow_version)
+        lease = Lease(run=run, steps=_steps(run), token=run.fencing_token, worker=worker,
+                      definition=definition)
+        if definition is None:
+            change.move(A, reason=AttentionReason.DEFINITION_MISSING,
+                        message=f"{run.workflow_name} v{run.workflow_version} is not registered "
+                                "in this worker")
+            change.audit("definition_missing", before=before, after=_snapshot(run))
+            change.save()
+            lease.finished = True
+            return lease
+        change.move(R)
+        run.lease_owner, run.lease_expires_at, run.heartbeat_at = worker, _lease_until(now), now
+        run.next_wake_at = None
+        change.audit("claimed", before=before, after=_snapshot(run), data={"worker": worker})
+        _advance(change, lease)
+        change.save()
+    return lease
+
+
+def _definition_step(lease: Lease, step: Step) -> d.StepDef:
+    return lease.definition.step(step.name)
+
+
+def _advance(change: _Change, lease: Lease) -> None:
+    """Move the run to its next piece of work, within the current transaction.
+
+    Records the intent of the next runnable step, or leaves an unknown step for the executor
+    to reconcile, or completes the run. A cancel request takes effect here: at a boundary.
+    """
+    run, now = change.run, change.now
+    lease.work, lease.settle_first = None, False
+    if run.cancel_requested:
+        _terminate_in(change, lease.steps, reason="cancelled at a step boundary")
+        lease.finished = True
+        return
+    step = next((s for s in lease.steps if s.status not in DONE_STEP_STATUSES), None)
+    if step is None:
+        before = _snapshot(run)
+        change.move(DONE)
+        run.current_step = ""
+        change.audit("completed", before=before, after=_snapshot(run))
+        lease.finished = True
+        return
+    run.current_step = step.name
+    if step.status in (StepStatus.UNKNOWN, StepStatus.RUNNING):
+        lease.work, lease.settle_first = step, True
+        return
+    if step.kind == d.APPROVAL:
+        # Durable approval waits arrive with the approvals app; until then an approval step
+        # needs a person to settle it from the console.
+        before = _snapshot(run, step)
+        step.status = StepStatus.WAITING
+        change.step_changed(step)
+        change.move(A, reason=AttentionReason.UNKNOWN_OUTCOME,
+                    message=f"{step.name} waits for a person's approval")
+        change.audit("approval_requested", step=step, before=before, after=_snapshot(run, step))
+        lease.finished = True
+        return
+    before = step.status
+    step.status = StepStatus.RUNNING
+    step.attempt += 1
+    step.budget_started_at = step.budget_started_at or now
+    step.started_at = step.started_at or now
+    step.next_attempt_at = None
+    step.lease_owner, step.lease_expires_at = lease.worker, run.lease_expires_at
+    change.step_changed(step)
+    change.audit("intent", step=step, before={"step_status": before},
+                 after={"step_status": StepStatus.RUNNING},
+                 data={"attempt": step.attempt, "key": step.idempotency_key})
+    lease.work = step
+
+
+def _fenced(run: Run, lease: Lease) -> bool:
+    return run.fencing_token != lease.token or run.status != R
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one call of a step function ended with."""
+
+    succeeded: bool
+    value: object = None
+    remote_ref: str = ""
+    error: Classified | None = None
+    invalid_output: object = None
+
+
+def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
+                   now: datetime | None = None) -> Lease:
+    """Record a step's outcome under the lease it was called with, and the next intent.
+
+    If the lease was taken over (the token moved on) the result changes no state: it is kept
+    in the run's log as a late result, evidence for the operator. A run terminated while the
+    step was in flight gets the result recorded on the step, since nobody else will.
+    """
+    now = _now(now)
+    with transaction.atomic(durable=True):
+        run = _lock(lease.run.pk)
+        if _fenced(run, lease):
+            _record_late_result(run, step, outcome, lease, now)
+            lease.finished, lease.work = True, None
+            return lease
+        change = _Change(run, "record_outcome", Actor.system(lease.worker), now)
+        run.lease_expires_at, run.heartbeat_at = _lease_until(now), now
+        lease.run = run
+        if outcome.succeeded:
+            _succeed(change, lease, step, outcome.value, outcome.remote_ref, "succeeded")
+            _advance(change, lease)
+        else:
+            _fail(change, lease, step, outcome)
+        change.save()
+    return lease
+
+
+def _succeed(change: _Change, lease: Lease, step: Step, value, remote_ref: str,
+             action: str, data: dict | None = None) -> None:
+    before = step.status
+    step.status = StepStatus.SUCCEEDED
+    step.result = redact(value)
+    step.remote_ref = remote_ref or ""
+    step.error_class, step.error_message = "", ""
+    step.finished_at = change.now
+    step.lease_owner, step.lease_expires_at = "", None
+    change.step_changed(step)
+    change.run.steps_done = sum(1 for s in lease.steps if s.status in DONE_STEP_STATUSES)
+    change.audit(action, step=step, before={"step_status": before},
+                 after={"step_status": step.status, "remote_ref": step.remote_ref},
+                 data=data)
+
+
+def _fail(change: _Change, lease: Lease, step: Step, outcome: Outcome) -> None:
+    """Apply a classified error to the step and decide what the run does next."""
+    error, run, now = outcome.error, change.run, change.now
+    spec = _definition_step(lease, step)
+    before = _snapshot(run, step)
+    step.error_class, step.error_message = error.error_class, error.message
+    step.lease_owner, step.lease_expires_at = "", None
+    cls = error.error_class
+    if cls == ErrorClass.UNKNOWN and not spec.has_side_effect:
+        cls = ErrorClass.TRANSIENT  # nothing to duplicate: a read is simply tried again
+
+    if cls == ErrorClass.MODEL_FORMAT:
+        step.format_failures += 1
+        step.result = {"invalid_output": redact(outcome.invalid_output)}
+        if step.format_failures <= spec.format_failure_budget:
+            step.status = StepStatus.PENDING
+            change.step_changed(step)
+            change.audit("model_output_rejected", step=step, before=before,
+                         after=_snapshot(run, step), data={"error": error.message,
+                         "failures": step.format_failures})
+            _advance(change, lease)
+            return
+        step.status = StepStatus.FAILED
+        change.step_changed(step)
+        change.move(A, reason=AttentionReason.MODEL_OUTPUT_PAUSED,
+                    message=f"{step.name}: model output failed its schema "
+                            f"{step.format_failures} times")
+        change.audit("attention", step=step, before=before, after=_snapshot(run, step),
+                     data={"error": error.message})
+        lease.finished, lease.work = True, None
+        return
+
+    if cls == ErrorClass.TRANSIENT:
+        attempts = step.attempt - step.budget_attempt_base
+        elapsed = (now - step.budget_started_at).total_seconds() if step.budget_started_at else 0
+        delay = spec.retry.delay(attempts, retry_after=error.retry_after)
+        if spec.retry.allows_another(attempts_made=attempts, elapsed=elapsed, next_delay=delay):
+            step.status = StepStatus.SCHEDULED
+            step.next_attempt_at = now + timedelta(seconds=delay)
+            change.step_changed(step)
+            change.move(W)
+            run.next_wake_at = step.next_attempt_at
+            change.audit("retry_scheduled", step=step, before=before, after=_snapshot(run, step),
+                         data={"error": error.message, "attempt": step.attempt,
+                               "delay_seconds": round(delay, 3)})
+            if delay <= _MAX_HINT_COUNTDOWN:
+                change.wake_countdown = delay
+            lease.finished, lease.work = True, None
+            return
+        step.status = StepStatus.FAILED
+        step.error_class = ErrorClass.EXHAUSTED
+        change.step_changed(step)
+        change.move(A, reason=AttentionReason.BUDGET_EXHAUSTED,
+                    message=f"{step.name}: retry budget spent after {attempts} attempts; "
+                            f"last error: {error.message}")
+        change.audit("attention", step=step, before=before, after=_snapshot(run, step),
+                     data={"error": error.message})
+        lease.finished, lease.work = True, None
+        return
+
+    if cls == ErrorClass.PERMANENT:
+        step.status = StepStatus.FAILED
+        change.step_changed(step)
+        change.move(A, reason=AttentionReason.PERMANENT_ERROR,
+                    message=f"{step.name}: {error.message}")
+        change.audit("attention", step=step, before=before, after=_snapshot(run, step),
+                     data={"error": error.message})
+        lease.finished, lease.work = True, None
+        return
+
+    if cls == ErrorClass.UNKNOWN:
+        # It may have happened. Never relabel it failed: the executor reconciles by key
+        # before anything else is written.
+        step.status = StepStatus.UNKNOWN
+        change.step_changed(step)
+        change.audit("outcome_unknown", step=step, before=before, after=_snapshot(run, step),
+                     data={"error": error.message})
+        lease.work, lease.settle_first = step, True
+        return
+
+    # Unclassified: for a side-effecting step we cannot know whether it acted.
+    step.status = StepStatus.UNKNOWN if spec.has_side_effect else StepStatus.FAILED
+    step.error_class = ErrorClass.UNCLASSIFIED
+    change.step_changed(step)
+    change.move(A, reason=AttentionReason.UNCLASSIFIED_ERROR,
+                message=f"{step.name}: {error.message}")
+    change.audit("attention", step=step, before=before, after=_snapshot(run, step),
+                 data={"error": error.message})
+    lease.finished, lease.work = True, None
+
+
+def _record_late_result(run: Run, step: Step, outcome: Outcome, lease: Lease,
+                        now: datetime) -> None:
+    change = _Change(run, None, Actor.system(lease.worker), now)
+    data = {
+        "worker": lease.worker, "token": lease.token, "current_token": run.fencing_token,
+        "succeeded": outcome.succeeded, "remote_ref": outcome.remote_ref,
+        "value": outcome.value,
+        "error": outcome.error.message if outcome.error else "",
+    }
+    current = Step.objects.get(pk=step.pk)
+    if run.status == TERM and current.status == StepStatus.UNKNOWN and outcome.succeeded:
+        before = current.status
+        current.status = StepStatus.SUCCEEDED
+        current.result = redact(outcome.value)
+        current.remote_ref = outcome.remote_ref or ""
+        current.finished_at = now
+        change.step_changed(current)
+        change.audit("late_result_recorded", step=current, before={"step_status": before},
+                     after={"step_status": current.status, "remote_ref": current.remote_ref},
+                     data=data)
+    else:
+        change.audit("late_result", step=step, data=data)
+    change.save()
+
+
+def settle_unknown(lease: Lease, step: Step, verdict, *, error: str = "",
+                   now: datetime | None = None) -> Lease:
+    """Settle the lease holder's unknown step with what reconciliation found.
+
+    Found: the effect happened; the step succeeds with its remote reference. NotFound: the
+    effect did not happen; a low-impact step is sent again with the same key, a high-impact
+    step waits for a person. Undetermined (or no way to ask): a person must settle it.
+    """
+    now = _now(now)
+    spec = _definition_step(lease, step)
+    with transaction.atomic(durable=True):
+        run = _lock(lease.run.pk)
+        if _fenced(run, lease):
+            lease.finished, lease.work = True, None
+            return lease
+        change = _Change(run, "settle_unknown", Actor.system(lease.worker), now)
+        lease.run = run
+        run.lease_expires_at, run.heartbeat_at = _lease_until(now), now
+        before = _snapshot(run, step)
+        if isinstance(verdict, d.Found):
+            _succeed(change, lease, step, verdict.result, verdict.ref, "reconciled",
+                     data={"verdict": "found"})
+            _advance(change, lease)
+        elif spec.impact == d.LOW and (isinstance(verdict, d.NotFound)
+                                       or (verdict is None and spec.honours_key)):
+            step.status = StepStatus.PENDING
+            change.step_changed(step)
+            change.audit("reconciled", step=step, before=before, after=_snapshot(run, step),
+                         data={"verdict": "not found: sending again with the same key"
+                               if verdict is not None else
+                               "no lookup; sending again with the same key, which the "
+                               "receiver deduplicates"})
+            _advance(change, lease)
+        else:
+            if isinstance(verdict, d.NotFound):
+                why = "reconciliation found no effect, but a high-impact step is sent again " \
+                      "only after a person confirms"
+                label = "not found"
+            elif verdict is None:
+                why = ("no reconcile function, and a high-impact step is not resent without "
+                       "a person" if spec.honours_key else
+                       "no reconcile function and the receiver does not honour keys")
+                label = "cannot ask"
+            else:
+                why = f"reconciliation could not tell: {verdict.reason or error}"
+                label = "undetermined"
+            change.move(A, reason=AttentionReason.UNKNOWN_OUTCOME, message=f"{step.name}: {why}")
+            change.audit("attention", step=step, before=before, after=_snapshot(run, step),
+                         data={"verdict": label, "error": error})
+            lease.finished, lease.work = True, None
+        change.save()
+    return lease
+
+
+def heartbeat(lease: Lease, *, now: datetime | None = None) -> bool:
+    """Extend the lease of a long step. False if the lease was lost to another worker."""
+    now = _now(now)
+    with transaction.atomic(durable=True):
+        extended = Run.objects.filter(
+            pk=lease.run.pk, status=R, fencing_token=lease.token
+        ).update(lease_expires_at=_lease_until(now), heartbeat_at=now)
+    return extended == 1
+
+
+def expire_lease(run_id: int, *, now: datetime | None = None, actor: Actor | None = None) -> bool:
+    """Take a run back from a worker whose lease ran out (the sweeper calls this).
+
+    The fencing token moves on, so the old worker can no longer record anything. A
+    side-effecting step it was running becomes unknown (it may have acted) and is
+    reconciled before anything is sent again; a read or decision step simply runs again.
+    """
+    now = _now(now)
+    with transaction.atomic(durable=True):
+        run = _lock(run_id)
+        if run.status != R or run.lease_expires_at is None or run.lease_expires_at > now:
+            return False
+        change = _Change(run, "expire_lease", actor or Actor.system("sweeper"), now)
+        before = _snapshot(run)
+        previous_owner = run.lease_owner
+        run.fencing_token += 1
+        for step in Step.objects.filter(run=run, status=StepStatus.RUNNING):
+            step_before = step.status
+            if step.kind in (d.WRITE, d.NOTIFY):
+                step.status = StepStatus.UNKNOWN
+                step.error_class = ErrorClass.UNKNOWN
+                step.error_message = f"lease of {previous_owner} expired while running"
+            else:
+                step.status = StepStatus.PENDING
+            step.lease_owner, step.lease_expires_at = "", None
+            change.step_changed(step)
+            change.audit("step_lease_expired", step=step, before={"step_status": step_before},
+                         after={"step_status": step.status})
+        change.move(Q)
+        change.audit("lease_expired", before=before, after=_snapshot(run),
+                     data={"previous_owner": previous_owner})
+        change.save()
+    return True
+
+
+# --- operator actions (also available to automation) --------------------------------------
+
+def resume(run_id: int, *, actor: Actor, reason: str = "", now: datetime | None = None) -> Run:
+    """Continue a run from its last checkpoint.
+
+    The current step is tried again with its budget renewed; an unknown step is reconciled
+    first, never blindly resent.
+    """
+    now = _now(now)
+    with transaction.atomic(durable=True):
+        run = _lock(run_id)
+        change = _Change(run, "resume", actor, now)
+        before = _snapshot(run)
+        for step in _steps(run):
+            if step.status in (StepStatus.FAILED, StepStatus.SCHEDULED):
+                step.status = StepStatus.PENDING
+                _reset_budget(step)
+                change.step_changed(step)
+        run.next_wake_at = None
+        change.move(Q)
+        change.audit("resumed", reason=reason, before=before, after=_snapshot(run))
+        change.save()
+    return run
+
+
+def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str = "",
+              evidence: str = "", now: datetime | None = None) -> Run:
+    """Settle a step whose outcome a person or a lookup has established.
+
+    `verdict` is Found(ref) (the effect happened: the step succeeds and the run continues),
+    NotFound() (evidence nothing changed: the step is marked failed and waits for an explicit
+    retry) or Undetermined(reason) (still unknown; the run stays in attention).
+    """
+    now = _now(now)
+    with transaction.atomic(durable=True):
+        run = _lock(run_id)
+        change = _Change(run, "reconcile", actor, now)
+        step = _step(run, step_name)
+        if step.status not in (StepStatus.UNKNOWN, StepStatus.FAILED, StepStatus.WAITING):
+            raise TransitionNotAllowed(
+                f"step {step_name} of run {run_id} is {step.status}; only an unknown, failed "
+                "or waiting step can be reconciled")
+        before = _snapshot(run, step)
+        data = {"evidence": evidence}
+        if isinstance(verdict, d.Found):
+            step.status = StepStatus.SUCCEEDED
+            step.remote_ref = verdict.ref
+            step.result = redact(verdict.result) if verdict.result is not None else step.result
+            step.error_class, step.error_message = "", ""
+            step.finished_at = now
+            change.step_changed(step)
+            steps = _steps(run)
+            run.steps_done = sum(1 for s in steps if s.pk == step.pk or s.status in
+                                 DONE_STEP_STATUSES)
+            change.move(Q)
+            data["verdict"] = "found"
+        elif isinstance(verdict, d.NotFound):
+            step.status = StepStatus.FAILED
+            step.error_message = f"settled as not done: {evidence or reason}"
+            change.step_changed(step)
+            change.move(A, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
+                        message=f"{step_name} settled as not done; retry the step to send it "
+                                "again with the same key")
+            data["verdict"] = "not found"
+        else:
+            change.move(A, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
+                        message=f"{step_name}: still undetermined: "
+                                f"{getattr(verdict, 'reason', '')}")
+            data["verdict"] = "undetermined"
+        change.audit("reconciled", step=step, reason=reason, before=before,
+                     after=_snapshot(run, step), data=data)
+        change.save()
+    return run
+
+
+def retry_step(run_id: int, *, step_name: str, actor: Actor, reason: str = "",
+               now: datetime | None = None) -> Run:
+    """Send one step again with the same idempotency key, with a fresh retry budget.
+
+    This is the operator's explicit decision: an unknown step is resent without asking the
+    remote system first.
+    """
+    now = _now(now)
+    with transaction.atomic(durable=True):
+        run = _lock(run_id)
+        change = _Change(run, "retry_step", actor, now)
+        step = _step(run, step_name)
+        if step.status not in (StepStatus.FAILED, StepStatus.UNKNOWN, StepStatus.SCHEDULED):
+            raise TransitionNotAllowed(
+                f"step {step_name} of run {run_id} is {step.status}; only a failed, unknown "
+                "or scheduled step can be retried")
+        before = _snapshot(run, step)
+        step.status = StepStatus.PENDING
+        _reset_budget(step)
+        change.step_changed(step)
+        run.next_wake_at = None
+        change.move(Q)
+        change.audit("step_retried", step=step, reason=reason, before=before,
+                     after=_snapshot(run, step), data={"key": step.idempotency_key})
+        change.save()
+    return run
+
+
+def cancel(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
+    """Stop the run at the next step boundary: at once if no step is in flight."""
+    now = _now(now)
+    with transaction.atomic(durable=True):
+        run = _lock(run_id)
+        change = _Change(run, "cancel", actor, now)
+        before = _snapshot(run)
+        if run.status == R:
+            run.cancel_requested = True
+            change.audit("cancel_requested", reason=reason, before=before, after=before)
+        else:
+            _terminate_in(change, _steps(run), reason=reason, action="cancelled")
+        change.save()
+    return run
+
+
+def terminate(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
+    """End the run at once. A step still in flight becomes unknown; its result is recorded
+    when it arrives. The run resumes only through reopen."""
+    if not reason or not reason.strip():
+        raise ValueError("terminate needs a reason")
+    now = _now(now)
+    with transaction.atomic(durable=True):
+        run = _lock(run_id)
+        change = _Change(run, "terminate", actor, now)
+        _terminate_in(change, _steps(run), reason=reason)
+        change.save()
+    return run
+
+
+def _terminate_in(change: _Change, steps: list[Step], *, reason: str,
+                  action: str = "terminated") -> None:
+    run = change.run
+    before = _snapshot(run)
+    run.fencing_token += 1  # a worker still holding the run is fenced off from now on
+    for step in steps:
+        if step.status == StepStatus.RUNNING:
+            step.status = StepStatus.UNKNOWN
+            step.error_class = ErrorClass.UNKNOWN
+            step.error_message = "in flight when the run was terminated"
+            step.lease_owner, step.lease_expires_at = "", None
+            change.step_changed(step)
+        elif step.status in (StepStatus.PENDING, StepStatus.SCHEDULED):
+            step.status = StepStatus.SKIPPED
+            step.next_attempt_at = None
+            change.step_changed(step)
+    run.cancel_requested = False
+    run.next_wake_at = None
+    change.move(TERM, message=reason)
+    change.audit(action, reason=reason, before=before, after=_snapshot(run))
+
+
+def reopen(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
+    """Bring a terminated run back to attention, from where an operator can act on it."""
+    if not reason or not reason.strip():
+        raise ValueError("reopen needs a reason")
+    now = _now(now)
+    with transaction.atomic(durable=True):
+        run = _lock(run_id)
+        change = _Change(run, "reopen", actor, now)
+        before = _snapshot(run)
+        for step in _steps(run):
+            if step.status == StepStatus.SKIPPED:
+                step.status = StepStatus.PENDING
+                change.step_changed(step)
+        run.finished_at = None
+        change.move(A, reason=AttentionReason.REOPENED, message=reason)
+        change.audit("reopened", reason=reason, before=before, after=_snapshot(run))
+        change.save()
+    return run

@@ -1,0 +1,26 @@
+"""Wake-up hints to the broker. A hint only says "look at this run now": losing one costs
+latency (the sweeper finds the run), sending two costs nothing (the claim decides)."""
+
+import logging
+
+from django.db import transaction
+
+logger = logging.getLogger(__name__)
+
+
+def send_wakeup(run_id: int, *, countdown: float | None = None) -> bool:
+    """Ask a worker to advance `run_id`. Never raises: a broker outage is not a failure."""
+    try:
+        from .tasks import advance_run
+
+        advance_run.apply_async((run_id,), countdown=countdown)
+        return True
+    except Exception:
+        logger.warning("wake-up hint for run %s not sent; the sweeper will pick it up",
+                       run_id, exc_info=True)
+        return False
+
+
+def wake_after_commit(run_id: int, *, countdown: float | None = None) -> None:
+    """Send a wake-up hint once the current transaction has committed."""
+    transaction.on_commit(lambda: send_wakeup(run_id, countdown=countdown))

@@ -1,0 +1,32 @@
+"""Factories: runs started through the real start_run, then placed in the state a test needs."""
+
+import itertools
+
+from django.utils import timezone
+
+from audit.chain import Actor
+from runs.models import Run, Step
+from runs.transitions import start_run
+
+SYSTEM = Actor.system("test")
+_keys = itertools.count(1)
+
+
+def new_run(workflow="test-orders", **input_overrides) -> Run:
+    key = f"order-{next(_keys)}-{timezone.now().timestamp()}"
+    data = {"order": key, **input_overrides} if workflow == "test-orders" else input_overrides
+    run, created = start_run(workflow=workflow, business_key=key, input=data, actor=SYSTEM)
+    assert created
+    return run
+
+
+def place(run: Run, *, status: str, step_statuses: dict | None = None, **fields) -> Run:
+    """Put a run (and some of its steps) into a given state, as if it had got there."""
+    Run.objects.filter(pk=run.pk).update(status=status, **fields)
+    for name, step_status in (step_statuses or {}).items():
+        Step.objects.filter(run=run, name=name).update(status=step_status)
+    return Run.objects.get(pk=run.pk)
+
+
+def step(run: Run, name: str) -> Step:
+    return Step.objects.get(run=run, name=name)

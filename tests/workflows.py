@@ -1,0 +1,111 @@
+"""Workflows for the runtime's own tests, driven by a script of what each call does.
+
+`script` plays the remote systems: it records every call with the key it carried and keeps
+the effects of write steps by key (as a key-honouring receiver would), so tests can count
+effects afterwards.
+"""
+
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from runs.definition import Contract, Found, NotFound, StepResult, Workflow
+from runs.retry import RetryPolicy
+
+
+@dataclass
+class Script:
+    # step name -> list of things the next calls do: an exception to raise, a value to
+    # return, or the string "effect-then-raise" (commit the effect, then fail unknown).
+    plan: dict = field(default_factory=dict)
+    calls: list = field(default_factory=list)
+    effects: dict = field(default_factory=dict)  # key -> remote reference
+    reconcile_calls: list = field(default_factory=list)
+
+    def reset(self):
+        self.plan.clear()
+        self.calls.clear()
+        self.effects.clear()
+        self.reconcile_calls.clear()
+
+    def next_action(self, step):
+        queue = self.plan.get(step)
+        return queue.pop(0) if queue else None
+
+
+script = Script()
+
+
+class OrderIn(BaseModel):
+    order: str
+    amount: int = 100
+
+
+class Category(BaseModel):
+    category: str
+    confidence: float
+
+
+FAST = RetryPolicy(initial_interval=0.01, maximum_interval=0.05, maximum_attempts=3, jitter=0)
+
+orders = Workflow("test-orders", version=1, input=OrderIn)
+
+
+def _call(ctx, default):
+    script.calls.append((ctx.step, ctx.key, ctx.attempt))
+    action = script.next_action(ctx.step)
+    if action == "effect-then-raise":
+        from runs.errors import UnknownOutcome
+
+        script.effects.setdefault(ctx.key, f"{ctx.step}-{len(script.effects) + 1}")
+        raise UnknownOutcome("connection reset after the request was sent")
+    if isinstance(action, BaseException):
+        raise action
+    if action is not None:
+        return action
+    return default()
+
+
+@orders.read("fetch", retry=FAST)
+def fetch(ctx):
+    return _call(ctx, lambda: {"order": ctx.input.order, "amount": ctx.input.amount})
+
+
+@orders.decision("classify", schema=Category, format_failure_budget=1, retry=FAST)
+def classify(ctx):
+    return _call(ctx, lambda: {"category": "office", "confidence": 0.9})
+
+
+def _effect(ctx):
+    def commit():
+        ref = script.effects.setdefault(ctx.key, f"{ctx.step}-{len(script.effects) + 1}")
+        return StepResult({"ref": ref}, remote_ref=ref)
+
+    return commit
+
+
+@orders.write("create-task", retry=FAST, honours_key=True,
+              contract=Contract(evidence="task id", rule="reconcile by key", owner="ops"))
+def create_task(ctx):
+    return _call(ctx, _effect(ctx))
+
+
+@create_task.reconcile
+def find_task(ctx):
+    script.reconcile_calls.append((ctx.step, ctx.key))
+    ref = script.effects.get(ctx.key)
+    return Found(ref, {"ref": ref}) if ref else NotFound()
+
+
+@orders.write("post-ledger", impact="high", retry=FAST,
+              contract=Contract(evidence="ledger entry", rule="human confirmation",
+                                owner="finance"))
+def post_ledger(ctx):
+    return _call(ctx, _effect(ctx))
+
+
+@post_ledger.reconcile
+def find_ledger_entry(ctx):
+    script.reconcile_calls.append((ctx.step, ctx.key))
+    ref = script.effects.get(ctx.key)
+    return Found(ref, {"ref": ref}) if ref else NotFound()
