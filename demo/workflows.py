@@ -45,7 +45,8 @@ def send_confirmation(ctx):
     ref = standins.send_message(
         client_reference=ctx.key, recipient=ctx.input.email,
         subject=f"Welcome, {ctx.input.name}",
-        body=f"Your {ctx.input.plan} account is ready ({ctx.results['create-customer']['customer']}).",
+        body=f"Your {ctx.input.plan} account is ready "
+             f"({ctx.results['create-customer']['customer']}).",
     )
     return StepResult({"message": ref}, remote_ref=ref)
 

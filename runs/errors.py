@@ -95,7 +95,8 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-def classify(exc: BaseException, *, non_retryable: tuple[type[BaseException], ...] = ()) -> Classified:
+def classify(exc: BaseException, *,
+             non_retryable: tuple[type[BaseException], ...] = ()) -> Classified:
     """Classify an exception raised by step code.
 
     httpx errors are classified by when they happened: a failure to connect means the

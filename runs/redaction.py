@@ -18,7 +18,7 @@ def redact_text(text: str) -> str:
     """The text with bearer tokens, API keys and key=value secrets masked."""
 
     def mask(match: re.Match) -> str:
-        prefix = match.group(1) or match.group(3) or ""
+        prefix = match.group(1) or match.group(2) or ""
         return f"{prefix}{REDACTED}"
 
     return _SECRET_IN_TEXT.sub(mask, text)

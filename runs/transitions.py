@@ -61,7 +61,7 @@ def _move(sources, targets) -> Move:
 RUN_TRANSITIONS: dict[str, Move] = {
     "start": _move({NEW}, {Q}),
     # A worker takes a queued run, or a waiting run whose time has come.
-    "claim": _move({Q, W}, {R, A}),
+    "claim": _move({Q, W}, {R, A, DONE, TERM}),
     # The lease holder records a step's outcome (and the next step's intent).
     "record_outcome": _move({R}, {R, W, A, DONE, TERM}),
     # The lease holder settles an unknown step after asking the remote system.

@@ -1,0 +1,69 @@
+"""The audit trail is append-only (model and PostgreSQL trigger) and hash-chained; the
+verify_audit command names the first broken record."""
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import DatabaseError, connection, transaction
+
+from audit.chain import verify_chain
+from audit.models import AppendOnlyError, AuditRecord
+from runs import executor
+from tests.factories import new_run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def completed_run():
+    run = new_run()
+    executor.advance_run(run.pk, worker="w1")
+    return run
+
+
+def test_model_refuses_update_and_delete(completed_run):
+    record = AuditRecord.objects.filter(run=completed_run).first()
+    record.reason = "rewritten"
+    with pytest.raises(AppendOnlyError):
+        record.save()
+    with pytest.raises(AppendOnlyError):
+        record.delete()
+    with pytest.raises(AppendOnlyError):
+        AuditRecord.objects.filter(run=completed_run).update(reason="x")
+    with pytest.raises(AppendOnlyError):
+        AuditRecord.objects.filter(run=completed_run).delete()
+
+
+@pytest.mark.parametrize("sql", [
+    "UPDATE audit_auditrecord SET reason = 'rewritten' WHERE run_id = %s",
+    "DELETE FROM audit_auditrecord WHERE run_id = %s",
+])
+def test_postgresql_trigger_refuses_any_client(completed_run, sql):
+    with pytest.raises(DatabaseError, match="append-only"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(sql, [completed_run.pk])
+    assert AuditRecord.objects.filter(run=completed_run, reason="rewritten").count() == 0
+
+
+def test_chain_links_every_record_and_the_run_keeps_its_head(completed_run):
+    records = list(AuditRecord.objects.filter(run=completed_run).order_by("seq"))
+    assert verify_chain(records) is None
+    assert [r.seq for r in records] == list(range(1, len(records) + 1))
+    assert all(b.prev_hash == a.hash for a, b in zip(records, records[1:], strict=False))
+    completed_run.refresh_from_db()
+    assert completed_run.audit_head == records[-1].hash
+    assert completed_run.audit_seq == records[-1].seq
+
+
+def test_verify_audit_passes_then_names_the_first_tampered_record(completed_run, capsys):
+    call_command("verify_audit")
+    assert "all chains intact" in capsys.readouterr().out
+    victim = AuditRecord.objects.filter(run=completed_run).order_by("seq")[2]
+    with connection.cursor() as cursor:
+        # Only a superuser bypassing triggers can do this; that is what the chain is for.
+        cursor.execute("SET session_replication_role = replica")
+        cursor.execute("UPDATE audit_auditrecord SET reason = 'forged' WHERE id = %s",
+                       [victim.pk])
+        cursor.execute("SET session_replication_role = origin")
+    with pytest.raises(CommandError, match=f"id={victim.pk} seq=3"):
+        call_command("verify_audit")

@@ -1,0 +1,44 @@
+"""Settings come from the environment; production refuses the development secret key."""
+
+import os
+import subprocess
+import sys
+
+from django.conf import settings
+
+
+def _production_check(env):
+    code = ("import django; django.setup(); from django.conf import settings as s; "
+            "print(s.DEBUG, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE)")
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "console.production", **env},
+        capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_production_refuses_to_start_with_the_development_secret_key():
+    env = {k: v for k, v in os.environ.items() if k != "SECRET_KEY"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env={**env, "DJANGO_SETTINGS_MODULE": "console.production"},
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode != 0
+    assert "SECRET_KEY is the development key" in result.stderr
+
+
+def test_production_starts_with_a_real_secret_key_and_secure_cookies():
+    result = _production_check({"SECRET_KEY": "k" * 64})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True", "True"]
+
+
+def test_tests_run_on_postgresql_with_immediate_sqlite_as_the_embedded_default():
+    assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+    from console.settings import database_from_url
+
+    embedded = database_from_url(None)
+    assert embedded["ENGINE"] == "django.db.backends.sqlite3"
+    assert embedded["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+    assert "journal_mode=WAL" in embedded["OPTIONS"]["init_command"]
