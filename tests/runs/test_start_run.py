@@ -1,0 +1,91 @@
+"""start_run is idempotent on (workflow, business key, input), refuses a reused business key
+with a different input, and leaves nothing behind when it refuses."""
+
+import json
+
+import pytest
+
+from audit.models import AuditRecord
+from runs.errors import BusinessKeyConflict, InvalidInput, UnknownWorkflow
+from runs.models import Run, Step, Workflow
+from runs.transitions import start_run
+from tests.factories import SYSTEM
+from tests.processes import manage
+
+pytestmark = pytest.mark.django_db
+
+
+def _counts():
+    return Run.objects.count(), Step.objects.count(), AuditRecord.objects.count()
+
+
+def test_start_creates_a_queued_run_with_a_pending_step_per_declared_step():
+    run, created = start_run(workflow="test-orders", business_key="inv-1",
+                             input={"order": "inv-1"}, actor=SYSTEM)
+    assert created and run.status == "queued" and run.workflow_version == 1
+    assert list(run.steps.values_list("name", "status")) == [
+        ("fetch", "pending"), ("classify", "pending"), ("create-task", "pending"),
+        ("post-ledger", "pending")]
+    assert run.input == {"order": "inv-1", "amount": 100}
+    assert AuditRecord.objects.get(run=run).action == "started"
+
+
+def test_the_same_event_delivered_twice_gives_one_run():
+    first, created1 = start_run(workflow="test-orders", business_key="inv-2",
+                                input={"order": "inv-2"}, actor=SYSTEM)
+    again, created2 = start_run(workflow="test-orders", business_key="inv-2",
+                                input={"amount": 100, "order": "inv-2"}, actor=SYSTEM)
+    assert (created1, created2) == (True, False) and again.pk == first.pk
+    assert Run.objects.filter(business_key="inv-2").count() == 1
+
+
+def test_a_reused_business_key_with_different_input_is_refused_naming_the_run():
+    run, _ = start_run(workflow="test-orders", business_key="inv-3",
+                       input={"order": "inv-3"}, actor=SYSTEM)
+    before = _counts()
+    with pytest.raises(BusinessKeyConflict, match=f"already used by run {run.pk}") as exc:
+        start_run(workflow="test-orders", business_key="inv-3",
+                  input={"order": "inv-3", "amount": 5}, actor=SYSTEM)
+    assert exc.value.run_id == run.pk
+    assert _counts() == before
+
+
+def test_unknown_workflow_is_refused_and_nothing_is_written():
+    before = _counts()
+    with pytest.raises(UnknownWorkflow, match="unknown workflow 'nope'.*test-orders"):
+        start_run(workflow="nope", business_key="k", input={}, actor=SYSTEM)
+    assert _counts() == before and not Workflow.objects.filter(name="nope").exists()
+
+
+def test_input_failing_the_schema_is_refused_field_by_field_and_nothing_is_written():
+    before = _counts()
+    with pytest.raises(InvalidInput, match="plan") as exc:
+        start_run(workflow="customer-onboarding", business_key="c-1",
+                  input={"email": "not-an-email", "name": "Ann", "plan": "gold"}, actor=SYSTEM)
+    fields = {e["loc"][0] for e in exc.value.errors}
+    assert fields == {"email", "plan"}
+    assert _counts() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_starts_from_separate_processes_give_one_run():
+    payload = json.dumps({"email": "ann@example.com", "name": "Ann", "plan": "pro"})
+    processes = [manage("start_run", "customer-onboarding", "tenant-7:c-42", "--input", payload)
+                 for _ in range(8)]
+    outputs = [p.communicate(timeout=120) for p in processes]
+    assert all(p.returncode == 0 for p in processes), outputs
+    stdout = [out for out, _ in outputs]
+    assert sum(line.startswith("started") for line in stdout) == 1
+    assert sum(line.startswith("already exists") for line in stdout) == 7
+    run = Run.objects.get(business_key="tenant-7:c-42")
+    assert run.steps.count() == 3
+    assert AuditRecord.objects.filter(run=run, action="started").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_command_refuses_bad_input_with_a_clear_message():
+    process = manage("start_run", "customer-onboarding", "c-9", "--input", '{"plan": "gold"}')
+    out, err = process.communicate(timeout=60)
+    assert process.returncode != 0
+    assert "does not match its schema" in err and "email" in err
+    assert not Run.objects.filter(business_key="c-9").exists()
