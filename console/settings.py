@@ -119,7 +119,7 @@ LOGIN_URL = "/accounts/login/"
 # server, a worker and beat can talk without a broker server. Messages are only wake-up
 # hints: the database decides what work exists.
 BROKER_DIR = VAR_DIR / "broker"
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://localhost/")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     BROKER_DIR.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {

@@ -1,0 +1,38 @@
+from django.contrib.auth.models import Group, User
+from django.core.management.base import BaseCommand
+
+from audit.chain import Actor
+from runs.transitions import start_run
+
+DEMO_USERS = [
+    # username, password, superuser, group
+    ("admin", "admin-demo", True, None),
+    ("operator", "operator-demo", False, "operators"),
+    ("approver", "approver-demo", False, "approvers"),
+    ("auditor", "auditor-demo", False, "auditors"),
+]
+
+CUSTOMERS = [
+    ("tenant-42:cus-1001", {"email": "ada@example.com", "name": "Ada Lovelace", "plan": "pro"}),
+    ("tenant-42:cus-1002", {"email": "alan@example.com", "name": "Alan Turing", "plan": "free"}),
+    ("tenant-7:cus-2001", {"email": "grace@example.com", "name": "Grace Hopper",
+                           "plan": "enterprise"}),
+]
+
+
+class Command(BaseCommand):
+    help = "Create the demo logins and start a few demo runs (safe to run again)."
+
+    def handle(self, *args, **options):
+        for username, password, superuser, group in DEMO_USERS:
+            user, created = User.objects.get_or_create(
+                username=username, defaults={"is_staff": True, "is_superuser": superuser})
+            if created:
+                user.set_password(password)
+                user.save()
+            if group:
+                user.groups.add(Group.objects.get_or_create(name=group)[0])
+        for key, data in CUSTOMERS:
+            start_run(workflow="customer-onboarding", business_key=key, input=data,
+                      actor=Actor.system("seed_demo"))
+        self.stdout.write("demo logins: " + ", ".join(f"{u} / {p}" for u, p, _, _ in DEMO_USERS))
