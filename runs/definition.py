@@ -106,13 +106,17 @@ class Workflow:
     """A named, versioned sequence of steps with a validated input schema."""
 
     def __init__(self, name: str, *, version: int, input: type[BaseModel],
-                 services: Callable[[], Any] | None = None, register: bool = True):
+                 services: Callable[[], Any] | None = None, auto_compensate: bool = False,
+                 register: bool = True):
+        """`auto_compensate`: when a step fails with evidence that nothing changed, undo the
+        completed steps without waiting for a person, provided all of them are low impact."""
         if not name or not isinstance(version, int) or version < 1:
             raise ValueError("a workflow needs a name and a positive integer version")
         self.name = name
         self.version = version
         self.input_schema = input
         self.services_factory = services
+        self.auto_compensate = auto_compensate
         self.steps: list[StepDef] = []
         if register:
             registry.register(self)

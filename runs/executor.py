@@ -49,19 +49,25 @@ def advance_run(run_id: int, *, worker: str | None = None) -> str | None:
             verdict, error = ask_remote(spec, ctx)
             lease = transitions.settle_unknown(lease, step, verdict, error=error)
             continue
-        crashpoints.reach(crashpoints.BEFORE_CALL, step.name)
-        outcome = call_step(spec, ctx)
-        crashpoints.reach(crashpoints.AFTER_CALL, step.name)
+        point = f"{step.name}:compensate" if lease.compensating else step.name
+        crashpoints.reach(crashpoints.BEFORE_CALL, point)
+        outcome = call_compensation(spec, ctx) if lease.compensating else call_step(spec, ctx)
+        crashpoints.reach(crashpoints.AFTER_CALL, point)
         lease = transitions.record_outcome(lease, step, outcome)
     return lease.run.status
 
 
 def _context(lease: transitions.Lease, step, validated_input, services) -> StepContext:
     run = lease.run
-    results = {s.name: s.result for s in lease.steps if s.status == StepStatus.SUCCEEDED}
+    results = {s.name: s.result for s in lease.steps
+               if s.status in (StepStatus.SUCCEEDED, StepStatus.COMPENSATING)}
+    if lease.compensating:
+        key, attempt = step.compensation_key, step.compensation_attempt
+    else:
+        key, attempt = step.idempotency_key, step.attempt
     return StepContext(
         run_id=run.pk, workflow=run.workflow_name, business_key=run.business_key,
-        input=validated_input, step=step.name, key=step.idempotency_key, attempt=step.attempt,
+        input=validated_input, step=step.name, key=key, attempt=attempt,
         results=MappingProxyType(results), services=services, remote_ref=step.remote_ref,
         _heartbeat=lambda: transitions.heartbeat(lease),
     )
@@ -99,6 +105,19 @@ def call_step(spec: d.StepDef, ctx: StepContext) -> transitions.Outcome:
         return transitions.Outcome(succeeded=False, error=Classified(
             ErrorClass.UNCLASSIFIED, f"step returned a value that cannot be stored: {exc}"))
     return transitions.Outcome(succeeded=True, value=value, remote_ref=str(remote_ref or ""))
+
+
+def call_compensation(spec: d.StepDef, ctx: StepContext) -> transitions.Outcome:
+    """Call a step's compensation (ctx.key is the compensation's own key)."""
+    try:
+        value = spec.compensate_fn(ctx)
+    except Exception as exc:
+        return transitions.Outcome(
+            succeeded=False, error=classify(exc, non_retryable=spec.retry.non_retryable))
+    if isinstance(value, d.StepResult):
+        return transitions.Outcome(succeeded=True, value=value.value,
+                                   remote_ref=str(value.remote_ref or ""))
+    return transitions.Outcome(succeeded=True, value=value)
 
 
 def _first_error(exc: ValidationError) -> str:

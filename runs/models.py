@@ -117,12 +117,12 @@ class Run(models.Model):
         ]
         indexes = [
             models.Index(fields=["status", "updated_at"], name="run_status_updated_idx"),
-            # What is stuck: running past its lease.
-            models.Index(fields=["lease_expires_at"], name="run_lease_running_idx",
-                         condition=Q(status="running")),
-            # What is due: waiting runs whose time has come.
-            models.Index(fields=["next_wake_at"], name="run_wake_waiting_idx",
-                         condition=Q(status="waiting")),
+            # What is stuck: held past its lease.
+            models.Index(fields=["lease_expires_at"], name="run_lease_held_idx",
+                         condition=Q(status__in=["running", "compensating"])),
+            # What is due: waiting (or compensating) runs whose time has come.
+            models.Index(fields=["next_wake_at"], name="run_wake_due_idx",
+                         condition=Q(status__in=["waiting", "compensating"])),
             # Queued runs nobody picked up (a lost broker message).
             models.Index(fields=["updated_at"], name="run_queued_idx",
                          condition=Q(status="queued")),
@@ -153,6 +153,10 @@ class Step(models.Model):
     budget_attempt_base = models.PositiveIntegerField(default=0)
     budget_started_at = models.DateTimeField(null=True, blank=True)
     format_failures = models.PositiveIntegerField(default=0)
+    # The compensation is its own action with its own key, attempts and evidence.
+    compensation_key = models.CharField(max_length=64, blank=True)
+    compensation_attempt = models.PositiveIntegerField(default=0)
+    compensation_ref = models.CharField(max_length=300, blank=True)
     remote_ref = models.CharField(max_length=300, blank=True)
     result = models.JSONField(null=True, blank=True)
     error_class = models.CharField(max_length=16, choices=ErrorClass.choices, blank=True)

@@ -28,13 +28,13 @@ def sweep(*, now: datetime | None = None, limit: int = 500) -> SweepReport:
     now = now or timezone.now()
     report = SweepReport()
     expired = Run.objects.filter(
-        status=RunStatus.RUNNING, lease_expires_at__lt=now
+        status__in=[RunStatus.RUNNING, RunStatus.COMPENSATING], lease_expires_at__lt=now
     ).values_list("pk", flat=True)[:limit]
     for run_id in list(expired):
         if transitions.expire_lease(run_id, now=now):
             report.expired += 1
     due = Run.objects.filter(
-        status=RunStatus.WAITING, next_wake_at__lte=now
+        status__in=[RunStatus.WAITING, RunStatus.COMPENSATING], next_wake_at__lte=now
     ).values_list("pk", flat=True)[:limit]
     for run_id in list(due):
         send_wakeup(run_id)

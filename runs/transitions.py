@@ -27,7 +27,7 @@ from .errors import (
     TransitionNotAllowed,
     UnknownWorkflow,
 )
-from .keys import step_key
+from .keys import compensation_key, step_key
 from .models import (
     AttentionReason,
     ErrorClass,
@@ -43,7 +43,10 @@ from .wakeup import wake_after_commit
 NEW = "new"  # the pseudo-state of a run that does not exist yet
 Q, R, W, A = RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.ATTENTION
 DONE, TERM = RunStatus.COMPLETED, RunStatus.TERMINATED
-CFAIL = RunStatus.COMPENSATION_FAILED
+COMP, COMPED, CFAIL = (RunStatus.COMPENSATING, RunStatus.COMPENSATED,
+                       RunStatus.COMPENSATION_FAILED)
+# States in which a worker may hold the run's lease.
+HELD = frozenset({R, COMP})
 
 
 @dataclass(frozen=True)
@@ -60,20 +63,22 @@ def _move(sources, targets) -> Move:
 # may lead to). Every status change below goes through _Change.move, which checks it here.
 RUN_TRANSITIONS: dict[str, Move] = {
     "start": _move({NEW}, {Q}),
-    # A worker takes a queued run, or a waiting run whose time has come.
-    "claim": _move({Q, W}, {R, A, DONE, TERM}),
-    # The lease holder records a step's outcome (and the next step's intent).
-    "record_outcome": _move({R}, {R, W, A, DONE, TERM}),
+    # A worker takes a queued run, or a waiting or compensating run whose time has come.
+    "claim": _move({Q, W, COMP}, {R, A, DONE, TERM, COMP, COMPED, CFAIL}),
+    # The lease holder records a step's (or a compensation's) outcome and the next intent.
+    "record_outcome": _move({R, COMP}, {R, W, A, DONE, TERM, COMP, COMPED, CFAIL}),
     # The lease holder settles an unknown step after asking the remote system.
     "settle_unknown": _move({R}, {R, W, A, DONE, TERM}),
     # The sweeper takes a run back from a worker whose lease ran out.
-    "expire_lease": _move({R}, {Q}),
+    "expire_lease": _move({R, COMP}, {Q, COMP}),
     "resume": _move({A, W}, {Q}),
     "reconcile": _move({A}, {Q, A}),
     "retry_step": _move({A, W}, {Q}),
+    # Undo completed steps, newest first: by policy for low-impact steps, or by a person.
+    "compensate": _move({A, W, CFAIL}, {COMP}),
     # Cancel stops at the next step boundary: at once when no step is in flight.
     "cancel": _move({Q, R, W, A}, {R, TERM}),
-    "terminate": _move({Q, R, W, A, CFAIL}, {TERM}),
+    "terminate": _move({Q, R, W, A, COMP, CFAIL}, {TERM}),
     # A terminated run never resumes by accident: reopening is its own, explicit transition.
     "reopen": _move({TERM}, {A}),
 }
@@ -123,9 +128,9 @@ class _Change:
         self.run.status = to
         self.run.attention_reason = reason if to in (A, CFAIL) else ""
         self.run.status_message = message
-        if to != R:
+        if to not in HELD:
             self.run.lease_owner, self.run.lease_expires_at = "", None
-        if to in (DONE, TERM):
+        if to in (DONE, TERM, COMPED):
             self.run.finished_at = self.now
         if to == Q:
             self.wake = True
@@ -164,6 +169,7 @@ _RUN_FIELDS = [
 ]
 _STEP_FIELDS = [
     "status", "attempt", "budget_attempt_base", "budget_started_at", "format_failures",
+    "compensation_attempt", "compensation_ref",
     "remote_ref", "result", "error_class", "error_message", "next_attempt_at", "lease_owner",
     "lease_expires_at", "started_at", "finished_at", "updated_at",
 ]
@@ -260,6 +266,8 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
         Step.objects.bulk_create([
             Step(run=run, name=s.name, position=i, kind=s.kind, impact=s.impact,
                  version=s.version, idempotency_key=step_key(business_key, s.name, s.version),
+                 compensation_key=(compensation_key(business_key, s.name, s.version)
+                                   if s.compensate_fn else ""),
                  updated_at=now)
             for i, s in enumerate(definition.steps)
         ])
@@ -285,6 +293,8 @@ class Lease:
     work: Step | None = None
     # True when `work` is a step whose outcome is unknown: reconcile it before anything else.
     settle_first: bool = False
+    # True when `work` is a compensation to call rather than the step's action.
+    compensating: bool = False
     finished: bool = False
 
     def by_name(self, name: str) -> Step:
@@ -309,7 +319,7 @@ def claim_run(run_id: int, *, worker: str, now: datetime | None = None) -> Lease
             run = Run.objects.select_for_update().get(pk=run_id)
         except Run.DoesNotExist:
             return None
-        due = run.status == Q or (run.status == W and run.next_wake_at is not None
+        due = run.status == Q or (run.status in (W, COMP) and run.next_wake_at is not None
                                   and run.next_wake_at <= now)
         if not due:
             return None
@@ -332,13 +342,20 @@ def claim_run(run_id: int, *, worker: str, now: datetime | None = None) -> Lease
             change.save()
             lease.finished = True
             return lease
-        change.move(R)
+        change.move(COMP if run.status == COMP else R)
         run.lease_owner, run.lease_expires_at, run.heartbeat_at = worker, _lease_until(now), now
         run.next_wake_at = None
         change.audit("claimed", before=before, after=_snapshot(run), data={"worker": worker})
-        _advance(change, lease)
+        _next(change, lease)
         change.save()
     return lease
+
+
+def _next(change: _Change, lease: Lease) -> None:
+    if change.run.status == COMP:
+        _advance_compensation(change, lease)
+    else:
+        _advance(change, lease)
 
 
 def _definition_step(lease: Lease, step: Step) -> d.StepDef:
@@ -352,7 +369,7 @@ def _advance(change: _Change, lease: Lease) -> None:
     to reconcile, or completes the run. A cancel request takes effect here: at a boundary.
     """
     run, now = change.run, change.now
-    lease.work, lease.settle_first = None, False
+    lease.work, lease.settle_first, lease.compensating = None, False, False
     if run.cancel_requested:
         _terminate_in(change, lease.steps, reason="cancelled at a step boundary")
         lease.finished = True
@@ -395,7 +412,7 @@ def _advance(change: _Change, lease: Lease) -> None:
 
 
 def _fenced(run: Run, lease: Lease) -> bool:
-    return run.fencing_token != lease.token or run.status != R
+    return run.fencing_token != lease.token or run.status not in HELD
 
 
 @dataclass(frozen=True)
@@ -427,7 +444,9 @@ def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
         change = _Change(run, "record_outcome", Actor.system(lease.worker), now)
         run.lease_expires_at, run.heartbeat_at = _lease_until(now), now
         lease.run = run
-        if outcome.succeeded:
+        if lease.compensating:
+            _compensation_outcome(change, lease, step, outcome)
+        elif outcome.succeeded:
             _succeed(change, lease, step, outcome.value, outcome.remote_ref, "succeeded")
             _advance(change, lease)
         else:
@@ -504,22 +523,16 @@ def _fail(change: _Change, lease: Lease, step: Step, outcome: Outcome) -> None:
         step.status = StepStatus.FAILED
         step.error_class = ErrorClass.EXHAUSTED
         change.step_changed(step)
-        change.move(A, reason=AttentionReason.BUDGET_EXHAUSTED,
-                    message=f"{step.name}: retry budget spent after {attempts} attempts; "
-                            f"last error: {error.message}")
-        change.audit("attention", step=step, before=before, after=_snapshot(run, step),
-                     data={"error": error.message})
-        lease.finished, lease.work = True, None
+        _stop(change, lease, step, before, AttentionReason.BUDGET_EXHAUSTED,
+              f"{step.name}: retry budget spent after {attempts} attempts; "
+              f"last error: {error.message}", error.message)
         return
 
     if cls == ErrorClass.PERMANENT:
         step.status = StepStatus.FAILED
         change.step_changed(step)
-        change.move(A, reason=AttentionReason.PERMANENT_ERROR,
-                    message=f"{step.name}: {error.message}")
-        change.audit("attention", step=step, before=before, after=_snapshot(run, step),
-                     data={"error": error.message})
-        lease.finished, lease.work = True, None
+        _stop(change, lease, step, before, AttentionReason.PERMANENT_ERROR,
+              f"{step.name}: {error.message}", error.message)
         return
 
     if cls == ErrorClass.UNKNOWN:
@@ -539,6 +552,127 @@ def _fail(change: _Change, lease: Lease, step: Step, outcome: Outcome) -> None:
     change.move(A, reason=AttentionReason.UNCLASSIFIED_ERROR,
                 message=f"{step.name}: {error.message}")
     change.audit("attention", step=step, before=before, after=_snapshot(run, step),
+                 data={"error": error.message})
+    lease.finished, lease.work = True, None
+
+
+def _stop(change: _Change, lease: Lease, step: Step, before: dict, reason: str,
+          message: str, error: str) -> None:
+    """A step failed with evidence that nothing changed: undo the completed steps where the
+    workflow's policy allows it, otherwise stop for a person."""
+    plan = compensation_plan(lease.steps, lease.definition)
+    automatic = (lease.definition.auto_compensate and plan
+                 and all(s.impact == d.LOW for s in plan)
+                 and not any(s.status == StepStatus.UNKNOWN for s in lease.steps))
+    if automatic:
+        change.audit("failed", step=step, before=before, after=_snapshot(change.run, step),
+                     data={"error": error})
+        _begin_compensation(change, plan, reason=f"automatic, by policy: {message}")
+        _advance_compensation(change, lease)
+        return
+    change.move(A, reason=reason, message=message)
+    change.audit("attention", step=step, before=before, after=_snapshot(change.run, step),
+                 data={"error": error})
+    lease.finished, lease.work = True, None
+
+
+def compensation_plan(steps: list[Step], definition: d.Workflow | None) -> list[Step]:
+    """The steps a compensation would undo, in the order it would undo them: completed steps
+    that declare a compensation (and failed compensations, tried again), newest first."""
+    if definition is None:
+        return []
+    known = {s.name for s in definition.steps if s.compensate_fn is not None}
+    plan = [s for s in steps if s.name in known and s.status in (
+        StepStatus.SUCCEEDED, StepStatus.COMPENSATING, StepStatus.COMPENSATION_FAILED)]
+    return sorted(plan, key=lambda s: (s.finished_at or s.updated_at, s.position), reverse=True)
+
+
+def _begin_compensation(change: _Change, plan: list[Step], *, reason: str) -> None:
+    before = _snapshot(change.run)
+    for step in plan:
+        if step.status == StepStatus.COMPENSATION_FAILED:
+            step.status = StepStatus.COMPENSATING  # tried again with the same key
+            step.next_attempt_at = None
+            step.budget_started_at = None
+            change.step_changed(step)
+    change.move(COMP)
+    change.audit("compensation_started", reason=reason, before=before,
+                 after=_snapshot(change.run), data={"order": [s.name for s in plan]})
+
+
+def _advance_compensation(change: _Change, lease: Lease) -> None:
+    """Record the intent of the next compensation (newest completed step first), or finish."""
+    run, now = change.run, change.now
+    lease.work, lease.settle_first, lease.compensating = None, False, False
+    plan = [s for s in compensation_plan(lease.steps, lease.definition)
+            if s.status != StepStatus.COMPENSATION_FAILED]
+    if not plan:
+        before = _snapshot(run)
+        for step in lease.steps:
+            if step.status in (StepStatus.PENDING, StepStatus.SCHEDULED):
+                step.status = StepStatus.SKIPPED
+                change.step_changed(step)
+        change.move(COMPED)
+        run.current_step = ""
+        change.audit("compensated", before=before, after=_snapshot(run))
+        lease.finished = True
+        return
+    step = plan[0]
+    before = step.status
+    if before == StepStatus.SUCCEEDED:
+        step.budget_started_at = now  # the compensation's own retry budget starts now
+    step.status = StepStatus.COMPENSATING
+    step.compensation_attempt += 1
+    step.budget_started_at = step.budget_started_at or now
+    step.next_attempt_at = None
+    step.lease_owner, step.lease_expires_at = lease.worker, run.lease_expires_at
+    run.current_step = step.name
+    change.step_changed(step)
+    change.audit("compensation_intent", step=step, before={"step_status": before},
+                 after={"step_status": step.status},
+                 data={"attempt": step.compensation_attempt, "key": step.compensation_key})
+    lease.work, lease.compensating = step, True
+
+
+def _compensation_outcome(change: _Change, lease: Lease, step: Step, outcome: Outcome) -> None:
+    run, now = change.run, change.now
+    before = _snapshot(run, step)
+    step.lease_owner, step.lease_expires_at = "", None
+    if outcome.succeeded:
+        step.status = StepStatus.COMPENSATED
+        step.compensation_ref = outcome.remote_ref or ""
+        step.error_class, step.error_message = "", ""
+        change.step_changed(step)
+        change.audit("compensation_succeeded", step=step, before=before,
+                     after={**_snapshot(run, step), "compensation_ref": step.compensation_ref})
+        _advance_compensation(change, lease)
+        return
+    error = outcome.error
+    step.error_class, step.error_message = error.error_class, error.message
+    # A compensation carries its own key and must be idempotent, so an unknown outcome is
+    # settled by sending it again, within its step's retry budget.
+    if error.error_class in (ErrorClass.TRANSIENT, ErrorClass.UNKNOWN):
+        policy = _definition_step(lease, step).retry
+        attempts = step.compensation_attempt
+        elapsed = (now - step.budget_started_at).total_seconds() if step.budget_started_at else 0
+        delay = policy.delay(attempts, retry_after=error.retry_after)
+        if policy.allows_another(attempts_made=attempts, elapsed=elapsed, next_delay=delay):
+            step.next_attempt_at = now + timedelta(seconds=delay)
+            change.step_changed(step)
+            run.next_wake_at = step.next_attempt_at
+            run.lease_owner, run.lease_expires_at = "", None
+            change.audit("compensation_retry_scheduled", step=step, before=before,
+                         after=_snapshot(run, step),
+                         data={"error": error.message, "delay_seconds": round(delay, 3)})
+            if delay <= _MAX_HINT_COUNTDOWN:
+                change.wake_countdown = delay
+            lease.finished, lease.work = True, None
+            return
+    step.status = StepStatus.COMPENSATION_FAILED
+    change.step_changed(step)
+    change.move(CFAIL, reason=AttentionReason.COMPENSATION_FAILED,
+                message=f"compensation of {step.name} failed: {error.message}")
+    change.audit("compensation_failed", step=step, before=before, after=_snapshot(run, step),
                  data={"error": error.message})
     lease.finished, lease.work = True, None
 
@@ -643,7 +777,7 @@ def expire_lease(run_id: int, *, now: datetime | None = None, actor: Actor | Non
     now = _now(now)
     with transaction.atomic(durable=True):
         run = _lock(run_id)
-        if run.status != R or run.lease_expires_at is None or run.lease_expires_at > now:
+        if run.status not in HELD or run.lease_expires_at is None or run.lease_expires_at > now:
             return False
         change = _Change(run, "expire_lease", actor or Actor.system("sweeper"), now)
         before = _snapshot(run)
@@ -661,7 +795,14 @@ def expire_lease(run_id: int, *, now: datetime | None = None, actor: Actor | Non
             change.step_changed(step)
             change.audit("step_lease_expired", step=step, before={"step_status": step_before},
                          after={"step_status": step.status})
-        change.move(Q)
+        if run.status == COMP:
+            # The compensation in flight is sent again with its own key by the next worker.
+            change.move(COMP)
+            run.lease_owner, run.lease_expires_at = "", None
+            run.next_wake_at = now
+            change.wake = True
+        else:
+            change.move(Q)
         change.audit("lease_expired", before=before, after=_snapshot(run),
                      data={"previous_owner": previous_owner})
         change.save()
@@ -767,6 +908,40 @@ def retry_step(run_id: int, *, step_name: str, actor: Actor, reason: str = "",
         change.move(Q)
         change.audit("step_retried", step=step, reason=reason, before=before,
                      after=_snapshot(run, step), data={"key": step.idempotency_key})
+        change.save()
+    return run
+
+
+def compensate(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
+    """Undo the run's completed steps, newest first, each with its own key and audit record.
+
+    Refused while any step's outcome is unknown: whether to undo an action depends on
+    whether it happened, so that is settled first. A run whose compensation failed can be
+    compensated again: the failed compensation is sent again with the same key.
+    """
+    if not reason or not reason.strip():
+        raise ValueError("compensate needs a reason")
+    now = _now(now)
+    with transaction.atomic(durable=True):
+        run = _lock(run_id)
+        change = _Change(run, "compensate", actor, now)
+        definition = d.registry.get(run.workflow_name, run.workflow_version)
+        if definition is None:
+            raise TransitionNotAllowed(
+                f"{run.workflow_name} v{run.workflow_version} is not registered: its "
+                "compensations are unknown")
+        steps = _steps(run)
+        unknown = [s.name for s in steps if s.status == StepStatus.UNKNOWN]
+        if unknown:
+            raise TransitionNotAllowed(
+                f"settle {', '.join(unknown)} first: compensation starts only once it is known "
+                "whether the original action happened")
+        plan = compensation_plan(steps, definition)
+        if not plan:
+            raise TransitionNotAllowed(f"run {run_id} has no completed step to compensate")
+        _begin_compensation(change, plan, reason=reason)
+        run.next_wake_at = now  # due at once; the sweeper finds it if the hint is lost
+        change.wake = True
         change.save()
     return run
 

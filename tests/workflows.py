@@ -21,8 +21,10 @@ class Script:
     calls: list = field(default_factory=list)
     effects: dict = field(default_factory=dict)  # key -> remote reference
     reconcile_calls: list = field(default_factory=list)
+    compensations: dict = field(default_factory=dict)  # compensation key -> reference
 
     def reset(self):
+        self.compensations.clear()
         self.plan.clear()
         self.calls.clear()
         self.effects.clear()
@@ -97,6 +99,24 @@ def find_task(ctx):
     return Found(ref, {"ref": ref}) if ref else NotFound()
 
 
+@create_task.compensate
+def cancel_task(ctx):
+    return _compensation(ctx)
+
+
+def _compensation(ctx):
+    """Undo by key: record the compensation once per compensation key."""
+    def commit():
+        ref = script.compensations.setdefault(ctx.key, f"undo-{ctx.step}")
+        return StepResult({"undone": ctx.remote_ref}, remote_ref=ref)
+
+    script.calls.append((f"{ctx.step}:compensate", ctx.key, ctx.attempt))
+    action = script.next_action(f"{ctx.step}:compensate")
+    if isinstance(action, BaseException):
+        raise action
+    return commit()
+
+
 @orders.write("post-ledger", impact="high", retry=FAST,
               contract=Contract(evidence="ledger entry", rule="human confirmation",
                                 owner="finance"))
@@ -109,3 +129,37 @@ def find_ledger_entry(ctx):
     script.reconcile_calls.append((ctx.step, ctx.key))
     ref = script.effects.get(ctx.key)
     return Found(ref, {"ref": ref}) if ref else NotFound()
+
+
+@post_ledger.compensate
+def reverse_ledger_entry(ctx):
+    return _compensation(ctx)
+
+
+# A saga that undoes itself by policy when a late step fails with evidence.
+saga = Workflow("test-saga", version=1, input=OrderIn, auto_compensate=True)
+
+
+@saga.write("reserve-stock", retry=FAST)
+def reserve_stock(ctx):
+    return _call(ctx, _effect(ctx))
+
+
+@reserve_stock.compensate
+def release_stock(ctx):
+    return _compensation(ctx)
+
+
+@saga.write("charge-card", retry=FAST)
+def charge_card(ctx):
+    return _call(ctx, _effect(ctx))
+
+
+@charge_card.compensate
+def refund_card(ctx):
+    return _compensation(ctx)
+
+
+@saga.write("book-shipment", retry=FAST)
+def book_shipment(ctx):
+    return _call(ctx, _effect(ctx))

@@ -29,6 +29,9 @@ OPERATOR_ACTIONS = {
                    lambda run: transitions.retry_step(run.pk, step_name="create-task",
                                                       actor=SYSTEM, reason="r"),
                    RunStatus.QUEUED),
+    "compensate": ({"create-task": StepStatus.SUCCEEDED},
+                   lambda run: transitions.compensate(run.pk, actor=SYSTEM, reason="r"),
+                   RunStatus.COMPENSATING),
     "cancel": ({}, lambda run: transitions.cancel(run.pk, actor=SYSTEM, reason="r"), None),
     "terminate": ({}, lambda run: transitions.terminate(run.pk, actor=SYSTEM, reason="r"),
                   RunStatus.TERMINATED),
@@ -98,7 +101,7 @@ def test_claim_takes_only_a_queued_or_due_waiting_run(state):
 
 
 @pytest.mark.parametrize("state", ALL_STATES)
-def test_expire_lease_acts_only_on_a_running_run_past_its_lease(state):
+def test_expire_lease_acts_only_on_a_held_run_past_its_lease(state):
     from datetime import timedelta
 
     from django.utils import timezone
@@ -107,10 +110,13 @@ def test_expire_lease_acts_only_on_a_running_run_past_its_lease(state):
     run = place(new_run(), status=state, lease_expires_at=past, lease_owner="gone")
     before = _row_state(run.pk)
     changed = transitions.expire_lease(run.pk)
-    assert changed == (state == RunStatus.RUNNING)
+    assert changed == (state in (RunStatus.RUNNING, RunStatus.COMPENSATING))
     if changed:
         run = Run.objects.get(pk=run.pk)
-        assert run.status == RunStatus.QUEUED and run.fencing_token == before[1] + 1
+        # A compensating run stays compensating: its compensation is sent again.
+        expected = RunStatus.COMPENSATING if state == RunStatus.COMPENSATING else RunStatus.QUEUED
+        assert run.status == expected and run.fencing_token == before[1] + 1
+        assert run.lease_owner == ""
     else:
         assert _row_state(run.pk) == before
 
