@@ -106,6 +106,7 @@ class Run(models.Model):
     audit_head = models.CharField(max_length=64, blank=True)
 
     created_at = models.DateTimeField()
+    # When the status last changed (step progress within a status does not count).
     updated_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -140,7 +141,8 @@ class Run(models.Model):
 
 
 class Step(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    # No index of its own: the unique (run, name) index starts with run.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps", db_index=False)
     name = models.CharField(max_length=200)
     position = models.PositiveIntegerField()
     kind = models.CharField(max_length=16)

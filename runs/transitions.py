@@ -6,6 +6,7 @@ commits. Broker messages are sent after commit and are only wake-up hints. The e
 automation) and the console (for operators) call these same functions.
 """
 
+import copy
 import hashlib
 import json
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 from audit.chain import Actor, build_record
 from audit.models import AuditRecord
 
+from . import checkpoint_sql
 from . import definition as d
 from .errors import (
     BusinessKeyConflict,
@@ -38,7 +40,7 @@ from .models import (
     Workflow,
 )
 from .redaction import redact
-from .wakeup import wake_after_commit
+from .wakeup import send_wakeup, wake_after_commit
 
 NEW = "new"  # the pseudo-state of a run that does not exist yet
 Q, R, W, A = RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.ATTENTION
@@ -125,6 +127,10 @@ class _Change:
     def move(self, to: str, *, reason: str = "", message: str = "") -> None:
         if self.action is None or to not in RUN_TRANSITIONS[self.action].targets:
             raise TransitionNotAllowed(f"{self.action} cannot lead run {self.run.pk} to {to}")
+        if to != self.run.status:
+            # Run.updated_at is when the status last changed: step progress within a status
+            # leaves it (and so every index on it) alone, which keeps that update cheap.
+            self.run.updated_at = self.now
         self.run.status = to
         self.run.attention_reason = reason if to in (A, CFAIL) else ""
         self.run.status_message = message
@@ -154,7 +160,6 @@ class _Change:
         for step in self.steps.values():
             step.save(update_fields=_STEP_FIELDS)
         AuditRecord.objects.bulk_create(self.records)
-        self.run.updated_at = self.now
         self.run.save(update_fields=_RUN_FIELDS)
         if self.wake:
             wake_after_commit(self.run.pk)
@@ -305,6 +310,15 @@ def _lease_until(now: datetime) -> datetime:
     return now + timedelta(seconds=settings.RUNS_LEASE_SECONDS)
 
 
+def _extend_lease(run: Run, now: datetime) -> None:
+    # Renewed once half of it is used up rather than at every step: lease_expires_at is
+    # indexed, and leaving it alone lets PostgreSQL update the run row in place.
+    run.heartbeat_at = now
+    remaining = settings.RUNS_LEASE_SECONDS / 2
+    if run.lease_expires_at is None or (run.lease_expires_at - now).total_seconds() < remaining:
+        run.lease_expires_at = _lease_until(now)
+
+
 def claim_run(run_id: int, *, worker: str, now: datetime | None = None) -> Lease | None:
     """Take a queued run, or a waiting run that is due, for `worker`.
 
@@ -314,41 +328,74 @@ def claim_run(run_id: int, *, worker: str, now: datetime | None = None) -> Lease
     intent is recorded in the same commit.
     """
     now = _now(now)
+    if checkpoint_sql.supported():
+        return _claim_in_one_statement(run_id, worker, now)
     with transaction.atomic(durable=True):
-        try:
-            run = Run.objects.select_for_update().get(pk=run_id)
-        except Run.DoesNotExist:
-            return None
-        due = run.status == Q or (run.status in (W, COMP) and run.next_wake_at is not None
-                                  and run.next_wake_at <= now)
-        if not due:
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None or not _due(run, now):
             return None
         claimed = Run.objects.filter(
             pk=run.pk, status=run.status, fencing_token=run.fencing_token
         ).update(fencing_token=run.fencing_token + 1)
         if claimed != 1:
             return None
-        before = _snapshot(run)
-        run.fencing_token += 1
-        change = _Change(run, "claim", Actor.system(worker), now)
-        definition = d.registry.get(run.workflow_name, run.workflow_version)
-        lease = Lease(run=run, steps=_steps(run), token=run.fencing_token, worker=worker,
-                      definition=definition)
-        if definition is None:
-            change.move(A, reason=AttentionReason.DEFINITION_MISSING,
-                        message=f"{run.workflow_name} v{run.workflow_version} is not registered "
-                                "in this worker")
-            change.audit("definition_missing", before=before, after=_snapshot(run))
-            change.save()
-            lease.finished = True
-            return lease
-        change.move(COMP if run.status == COMP else R)
-        run.lease_owner, run.lease_expires_at, run.heartbeat_at = worker, _lease_until(now), now
-        run.next_wake_at = None
-        change.audit("claimed", before=before, after=_snapshot(run), data={"worker": worker})
-        _next(change, lease)
+        lease, change = _apply_claim(run, _steps(run), worker, now)
         change.save()
     return lease
+
+
+def _claim_in_one_statement(run_id: int, worker: str, now: datetime) -> Lease | None:
+    # Read without a lock, decide, then write claim and first intent in one statement that
+    # matches only if the run is still as read: of two racing workers, one matches.
+    # One read for the run and its steps: every read here is a transaction of its own.
+    steps = list(Step.objects.filter(run_id=run_id).select_related("run").order_by("position"))
+    run = steps[0].run if steps else Run.objects.filter(pk=run_id).first()
+    if run is None or not _due(run, now):
+        return None
+    for step in steps:
+        step.run = run
+    expect_status, expect_token, expect_seq = run.status, run.fencing_token, run.audit_seq
+    lease, change = _apply_claim(run, steps, worker, now)
+    written = checkpoint_sql.write_if_unchanged(
+        run=run, steps=list(change.steps.values()), records=change.records,
+        run_fields=_RUN_FIELDS, step_fields=_STEP_FIELDS, expect_token=expect_token,
+        expect_status=expect_status, expect_seq=expect_seq,
+    )
+    if not written:
+        return None
+    if change.wake:
+        send_wakeup(run.pk)
+    return lease
+
+
+def _due(run: Run, now: datetime) -> bool:
+    return run.status == Q or (run.status in (W, COMP) and run.next_wake_at is not None
+                               and run.next_wake_at <= now)
+
+
+def _apply_claim(run: Run, steps: list[Step], worker: str,
+                 now: datetime) -> tuple[Lease, "_Change"]:
+    """The claim itself, on rows read by the caller: new fencing token, lease, audit record,
+    and the first piece of work (or attention when the definition is missing)."""
+    before = _snapshot(run)
+    run.fencing_token += 1
+    change = _Change(run, "claim", Actor.system(worker), now)
+    definition = d.registry.get(run.workflow_name, run.workflow_version)
+    lease = Lease(run=run, steps=steps, token=run.fencing_token, worker=worker,
+                  definition=definition)
+    if definition is None:
+        change.move(A, reason=AttentionReason.DEFINITION_MISSING,
+                    message=f"{run.workflow_name} v{run.workflow_version} is not registered "
+                            "in this worker")
+        change.audit("definition_missing", before=before, after=_snapshot(run))
+        lease.finished = True
+        return lease, change
+    change.move(COMP if run.status == COMP else R)
+    run.lease_owner, run.lease_expires_at, run.heartbeat_at = worker, _lease_until(now), now
+    run.next_wake_at = None
+    change.audit("claimed", before=before, after=_snapshot(run), data={"worker": worker})
+    _next(change, lease)
+    return lease, change
 
 
 def _next(change: _Change, lease: Lease) -> None:
@@ -435,6 +482,9 @@ def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
     step was in flight gets the result recorded on the step, since nobody else will.
     """
     now = _now(now)
+    if outcome.succeeded and not lease.compensating and checkpoint_sql.supported():
+        if _record_success_in_one_statement(lease, step, outcome, now):
+            return lease
     with transaction.atomic(durable=True):
         run = _lock(lease.run.pk)
         if _fenced(run, lease):
@@ -442,7 +492,7 @@ def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
             lease.finished, lease.work = True, None
             return lease
         change = _Change(run, "record_outcome", Actor.system(lease.worker), now)
-        run.lease_expires_at, run.heartbeat_at = _lease_until(now), now
+        _extend_lease(run, now)
         lease.run = run
         if lease.compensating:
             _compensation_outcome(change, lease, step, outcome)
@@ -453,6 +503,41 @@ def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
             _fail(change, lease, step, outcome)
         change.save()
     return lease
+
+
+def _record_success_in_one_statement(lease: Lease, step: Step, outcome: Outcome,
+                                     now: datetime) -> bool:
+    """The hot path: the same transition as the locking path, applied to copies of the
+    lease holder's rows and written by one conditional statement (see checkpoint_sql).
+    False, with nothing written and the lease untouched, if the run moved on meanwhile."""
+    trial = copy.copy(lease)
+    trial.run = _shallow_copy(lease.run)
+    trial.steps = [_shallow_copy(s) for s in lease.steps]
+    expect_status, expect_seq = trial.run.status, trial.run.audit_seq
+    change = _Change(trial.run, "record_outcome", Actor.system(lease.worker), now)
+    _extend_lease(trial.run, now)
+    _succeed(change, trial, trial.by_name(step.name), outcome.value, outcome.remote_ref,
+             "succeeded")
+    _advance(change, trial)
+    written = checkpoint_sql.write_if_unchanged(
+        run=trial.run, steps=list(change.steps.values()), records=change.records,
+        run_fields=_RUN_FIELDS, step_fields=_STEP_FIELDS, expect_token=lease.token,
+        expect_status=expect_status, expect_seq=expect_seq,
+    )
+    if not written:
+        return False
+    lease.run, lease.steps, lease.work = trial.run, trial.steps, trial.work
+    lease.finished, lease.settle_first = trial.finished, trial.settle_first
+    if change.wake:  # the statement has committed: the hint can go now
+        send_wakeup(trial.run.pk)
+    return True
+
+
+def _shallow_copy(instance):
+    # copy.copy of a model instance goes through __reduce__ and costs ten times more.
+    clone = instance.__class__.__new__(instance.__class__)
+    clone.__dict__ = instance.__dict__.copy()
+    return clone
 
 
 def _succeed(change: _Change, lease: Lease, step: Step, value, remote_ref: str,
@@ -720,7 +805,7 @@ def settle_unknown(lease: Lease, step: Step, verdict, *, error: str = "",
             return lease
         change = _Change(run, "settle_unknown", Actor.system(lease.worker), now)
         lease.run = run
-        run.lease_expires_at, run.heartbeat_at = _lease_until(now), now
+        _extend_lease(run, now)
         before = _snapshot(run, step)
         if isinstance(verdict, d.Found):
             _succeed(change, lease, step, verdict.result, verdict.ref, "reconciled",
