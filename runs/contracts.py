@@ -1,0 +1,114 @@
+"""Recovery contracts: what each step does to the world and how it is recovered, and the
+verdict for a whole workflow, derived from the declarations alone (never hand-written).
+
+The console shows the same table on a workflow's page; `manage.py recovery_contract` prints it.
+"""
+
+from dataclasses import dataclass
+
+from . import definition as d
+
+RETRY_IS_SAFE = "retry is safe"
+NEEDS_COMPENSATION = "needs compensation"
+NEEDS_PERSON = "needs a person's confirmation"
+
+GO, LIMITED_TRIAL, STOP = "go", "limited trial", "stop"
+
+
+@dataclass(frozen=True)
+class StepContract:
+    step: str
+    kind: str
+    impact: str
+    side_effect: str
+    safe_to_rerun: str
+    rule: str
+    evidence: str
+    owner: str
+    stop_condition: str
+    classification: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    decision: str  # go, limited trial or stop
+    reason: str
+    next_action: str
+
+
+def _settles_unknown(step: d.StepDef) -> bool:
+    return step.reconcile_fn is not None or step.honours_key
+
+
+def step_contract(step: d.StepDef) -> StepContract:
+    """The recovery contract of one step, as its declaration implies it."""
+    if step.kind == d.READ:
+        side_effect, rerun = "none (reads)", "yes"
+    elif step.kind == d.DECISION:
+        side_effect = "none (asks a model)"
+        rerun = "yes: the accepted decision is stored and reused"
+    elif step.kind == d.APPROVAL:
+        side_effect, rerun = "waits for a person", "yes: the request is durable"
+    else:
+        side_effect = "yes: " + ("sends a message" if step.kind == d.NOTIFY
+                                 else "changes another system")
+        if step.honours_key and step.reconcile_fn:
+            rerun = "yes: same key, receiver deduplicates; lookup by key"
+        elif step.honours_key:
+            rerun = "yes: same key, receiver deduplicates"
+        elif step.reconcile_fn:
+            rerun = "only after a lookup by key finds nothing"
+        else:
+            rerun = "no: nothing can tell whether it happened"
+
+    if step.kind == d.APPROVAL or step.impact == d.HIGH:
+        classification = NEEDS_PERSON
+    elif step.has_side_effect and not _settles_unknown(step):
+        classification = NEEDS_PERSON
+    elif step.has_side_effect and step.compensate_fn is not None:
+        classification = NEEDS_COMPENSATION
+    else:
+        classification = RETRY_IS_SAFE
+
+    return StepContract(
+        step=step.name, kind=step.kind, impact=step.impact, side_effect=side_effect,
+        safe_to_rerun=rerun, rule=step.contract.rule or "-",
+        evidence=step.contract.evidence or "-", owner=step.contract.owner or "-",
+        stop_condition=step.contract.stop or f"{step.retry.maximum_attempts} attempts",
+        classification=classification,
+    )
+
+
+def workflow_verdict(workflow: d.Workflow) -> Verdict:
+    """Go, limited trial or stop, with the reason and the smallest next action."""
+    for step in workflow.steps:
+        if step.has_side_effect and not _settles_unknown(step):
+            return Verdict(
+                STOP,
+                f"{step.name} has no reconcile function and its receiver ignores keys: after a "
+                "timeout nothing can tell whether it happened",
+                f"add a reconcile function to {step.name} that looks the effect up by "
+                f"{step.contract.evidence or 'its key'}, or send the key to a receiver that "
+                "deduplicates on it",
+            )
+    for step in workflow.steps:
+        if step.has_side_effect and not step.contract.owner:
+            return Verdict(STOP, f"{step.name} has no owner to decide when it goes wrong",
+                           f"name an owner in the recovery contract of {step.name}")
+    people = [s for s in workflow.steps if step_contract(s).classification == NEEDS_PERSON]
+    if people:
+        names = ", ".join(s.name for s in people)
+        owners = ", ".join(sorted({s.contract.owner or "an owner" for s in people}))
+        return Verdict(
+            LIMITED_TRIAL,
+            f"{names} {'needs' if len(people) == 1 else 'need'} a person's confirmation after "
+            "an unknown outcome or before undoing",
+            f"run a limited trial with {owners} watching the attention list",
+        )
+    return Verdict(GO, "every step can be retried or compensated by the runtime alone",
+                   "none")
+
+
+def contract_table(workflow: d.Workflow) -> list[StepContract]:
+    """The recovery contract of every step, in order."""
+    return [step_contract(s) for s in workflow.steps]

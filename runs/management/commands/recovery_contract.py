@@ -1,0 +1,38 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from runs.contracts import contract_table, workflow_verdict
+from runs.definition import registry
+
+COLUMNS = [("step", "step"), ("side effect", "side_effect"), ("safe to re-run", "safe_to_rerun"),
+           ("rule", "rule"), ("evidence", "evidence"), ("owner", "owner"),
+           ("class", "classification")]
+
+
+class Command(BaseCommand):
+    help = ("Print a workflow's recovery contract: per step what it changes, whether it is "
+            "safe to re-run, the rule, the evidence and the owner; then the verdict.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("workflow")
+        parser.add_argument("--workflow-version", type=int, dest="workflow_version",
+                            help="a registered version (default: latest)")
+
+    def handle(self, *args, workflow, workflow_version=None, **options):
+        version = workflow_version
+        definition = (registry.get(workflow, version) if version else registry.latest(workflow))
+        if definition is None:
+            raise CommandError(f"unknown workflow {workflow!r}"
+                               f"{f' v{version}' if version else ''}; registered: "
+                               f"{', '.join(registry.names()) or 'none'}")
+        rows = [[getattr(c, attr) for _, attr in COLUMNS] for c in contract_table(definition)]
+        headers = [title for title, _ in COLUMNS]
+        widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
+        line = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
+        self.stdout.write(f"{definition.name} v{definition.version}\n")
+        self.stdout.write(line.format(*headers))
+        self.stdout.write("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+        for row in rows:
+            self.stdout.write(line.format(*row))
+        verdict = workflow_verdict(definition)
+        self.stdout.write(f"\nverdict: {verdict.decision}: {verdict.reason}")
+        self.stdout.write(f"next action: {verdict.next_action}")
