@@ -6,6 +6,9 @@ from .settings import *  # noqa: F403
 from .settings import DEVELOPMENT_SECRET_KEY, SECRET_KEY, env_flag
 
 DEBUG = env_flag("DEBUG", False)
+# The simulated external systems are for demos and tests; a deployment serves them only
+# when asked to.
+SANDBOX_ENABLED = env_flag("SANDBOX_ENABLED", False)
 
 if SECRET_KEY == DEVELOPMENT_SECRET_KEY or len(SECRET_KEY) < 50:
     raise ImproperlyConfigured(

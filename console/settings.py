@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "runs",
     "approvals",
     "demo",
+    "demo.sandbox",
     "console",
 ]
 
@@ -111,6 +112,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing root
 STATICFILES_DIRS = [BASE_DIR / "static"]
 
 LOGIN_URL = "/accounts/login/"
@@ -147,6 +149,19 @@ RUNS_REQUEUE_AFTER_SECONDS = float(os.environ.get("RUNS_REQUEUE_AFTER_SECONDS", 
 RUNS_WORKFLOW_MODULES = ["demo.workflows"] + [
     m.strip() for m in os.environ.get("RUNS_EXTRA_WORKFLOW_MODULES", "").split(",") if m.strip()
 ]
+
+# The sandbox: simulated external systems (invoices, task tracker, messenger, ledger,
+# customers, payments, an OpenAI-compatible model) served by this project under /sandbox/,
+# with fault injection. Workflows call them over real HTTP, like any remote system.
+SANDBOX_ENABLED = env_flag("SANDBOX_ENABLED", True)
+SANDBOX_BASE_URL = os.environ.get("SANDBOX_BASE_URL", "http://127.0.0.1:8000/sandbox")
+# How long the commit_then_timeout and slow faults hold a response.
+SANDBOX_HOLD_SECONDS = float(os.environ.get("SANDBOX_HOLD_SECONDS", "5"))
+MODEL_BASE_URL = os.environ.get("MODEL_BASE_URL", SANDBOX_BASE_URL + "/model/v1")
+MODEL_API_KEY = os.environ.get("MODEL_API_KEY", "sandbox-key")
+MODEL_NAME = os.environ.get("MODEL_NAME", "sandbox-classifier")
+# The timeout of every outbound call a workflow makes (connect, read, write, pool).
+EXTERNAL_TIMEOUT_SECONDS = float(os.environ.get("EXTERNAL_TIMEOUT_SECONDS", "3"))
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,120 @@
+"""The fault queue: which faults exist, for which endpoints, and who gets the next one.
+
+Faults make the simulated systems fail the way real ones do, on demand, so that every
+recovery path of the runtime can be shown and tested against real HTTP. Each endpoint has
+its own queue; the next call to an endpoint consumes its oldest fault. The management command
+`fault` and the staff-only /sandbox/faults endpoint both go through this module, so the rules
+(what is valid, what consuming means) live in one place. What each kind does to an HTTP
+exchange is demo.sandbox.injection's business.
+"""
+
+from django.db import transaction
+from django.db.models import F, Sum
+
+from .models import Fault
+
+ENDPOINTS = {
+    "invoices.read": "GET /sandbox/invoices/<number>",
+    "tracker.create": "POST /sandbox/tracker/tasks",
+    "tracker.lookup": "GET /sandbox/tracker/tasks?key=",
+    "tracker.cancel": "POST /sandbox/tracker/tasks/<id>/cancel",
+    "messenger.send": "POST /sandbox/messenger/messages",
+    "messenger.lookup": "GET /sandbox/messenger/messages?client_reference=",
+    "ledger.post": "POST /sandbox/ledger/entries",
+    "ledger.lookup": "GET /sandbox/ledger/entries?transaction_ref=",
+    "customers.create": "POST /sandbox/customers",
+    "customers.lookup": "GET /sandbox/customers?key=",
+    "payments.update": "POST /sandbox/payments/status",
+    "payments.lookup": "GET /sandbox/payments/status?key=",
+    "model.chat": "POST /sandbox/model/v1/chat/completions",
+}
+
+UNAVAILABLE = "unavailable"
+RATE_LIMIT = "rate_limit"
+FORBIDDEN = "forbidden"
+COMMIT_THEN_TIMEOUT = "commit_then_timeout"
+COMMIT_THEN_RESET = "commit_then_reset"
+MALFORMED = "malformed"
+SLOW = "slow"
+
+KINDS = {
+    UNAVAILABLE: "503 before any change",
+    RATE_LIMIT: "429 with Retry-After: 1, no change",
+    FORBIDDEN: "403, no change",
+    COMMIT_THEN_TIMEOUT: "commit the change, then hold the answer SANDBOX_HOLD_SECONDS",
+    COMMIT_THEN_RESET: "commit the change, then drop the connection mid-response",
+    MALFORMED: "model.chat only: answer with output that fails the classification schema",
+    SLOW: "wait SANDBOX_HOLD_SECONDS, then act and answer normally",
+}
+MODEL_ONLY_KINDS = {MALFORMED: "model.chat"}
+
+
+class FaultError(ValueError):
+    """A fault request that names an unknown endpoint or kind, or a bad count."""
+
+
+def validate(endpoint: str, kind: str, times: int = 1) -> None:
+    """Raise FaultError, listing what is valid, unless the fault can be queued."""
+    if endpoint not in ENDPOINTS:
+        raise FaultError(f"unknown endpoint {endpoint!r}; valid endpoints: "
+                         f"{', '.join(ENDPOINTS)}")
+    if kind not in KINDS:
+        raise FaultError(f"unknown fault kind {kind!r}; valid kinds: {', '.join(KINDS)}")
+    only = MODEL_ONLY_KINDS.get(kind)
+    if only and endpoint != only:
+        raise FaultError(f"fault kind {kind!r} applies only to the endpoint {only!r}")
+    if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+        raise FaultError(f"times must be a positive whole number, not {times!r}")
+
+
+def parse_times(value) -> int:
+    """The number of calls a fault should hit, from a form or JSON value (default 1)."""
+    if value is None or value == "":
+        return 1
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    raise FaultError(f"times must be a positive whole number, not {value!r}")
+
+
+def add(endpoint: str, kind: str, times: int = 1) -> Fault:
+    """Queue a fault for the next `times` calls to `endpoint`, behind any already queued."""
+    validate(endpoint, kind, times)
+    return Fault.objects.create(endpoint=endpoint, kind=kind, remaining=times)
+
+
+def pending() -> list[Fault]:
+    return list(Fault.objects.order_by("created_at", "pk"))
+
+
+def pending_count() -> int:
+    return Fault.objects.aggregate(n=Sum("remaining"))["n"] or 0
+
+
+def clear() -> int:
+    """Remove every queued fault; returns how many queue entries there were."""
+    deleted, _ = Fault.objects.all().delete()
+    return deleted
+
+
+def consume(endpoint: str) -> str | None:
+    """Take one use of the oldest fault queued for `endpoint` and return its kind (None when
+    the queue is empty).
+
+    Committed in its own transaction before the endpoint does anything, so that a fault is
+    spent even when the call it hits then fails. Concurrent calls wait for the row lock, so
+    "the next N calls" means exactly N: one use of a fault is never applied to two calls
+    and never skipped. (SQLite has no row locks; its immediate transactions serialise
+    writers, which gives the same guarantee.)
+    """
+    with transaction.atomic():
+        fault = (Fault.objects.filter(endpoint=endpoint).order_by("created_at", "pk")
+                 .select_for_update().first())
+        if fault is None:
+            return None
+        if fault.remaining <= 1:
+            fault.delete()
+        else:
+            Fault.objects.filter(pk=fault.pk).update(remaining=F("remaining") - 1)
+        return fault.kind
