@@ -92,8 +92,9 @@ class StepDef:
 
     def compensate(self, fn: Callable) -> Callable:
         """Declare the business action that undoes this step (cancel, reverse, correct)."""
-        if self.kind != WRITE:
-            raise TypeError(f"step {self.name!r}: only write steps compensate")
+        if self.kind not in (WRITE, NOTIFY):
+            raise TypeError(f"step {self.name!r}: only write and notify steps compensate "
+                            "(a notification's compensation is a correction)")
         self.compensate_fn = fn
         return fn
 
@@ -107,9 +108,11 @@ class Workflow:
 
     def __init__(self, name: str, *, version: int, input: type[BaseModel],
                  services: Callable[[], Any] | None = None, auto_compensate: bool = False,
-                 register: bool = True):
-        """`auto_compensate`: when a step fails with evidence that nothing changed, undo the
-        completed steps without waiting for a person, provided all of them are low impact."""
+                 example: dict | None = None, register: bool = True):
+        """`services` builds the clients steps reach as ctx.services (closed after each
+        claim if they have a close()). `auto_compensate`: when a step fails with evidence that
+        nothing changed, undo the completed steps without waiting for a person, provided all
+        of them are low impact. `example` is a valid input, used by the drill kit."""
         if not name or not isinstance(version, int) or version < 1:
             raise ValueError("a workflow needs a name and a positive integer version")
         self.name = name
@@ -117,6 +120,7 @@ class Workflow:
         self.input_schema = input
         self.services_factory = services
         self.auto_compensate = auto_compensate
+        self.example = example
         self.steps: list[StepDef] = []
         if register:
             registry.register(self)

@@ -40,6 +40,15 @@ def advance_run(run_id: int, *, worker: str | None = None) -> str | None:
         return lease.run.status
     workflow = lease.definition
     services = workflow.services_factory() if workflow.services_factory else None
+    try:
+        return _run_steps(lease, workflow, services)
+    finally:
+        close = getattr(services, "close", None)
+        if close is not None:
+            close()
+
+
+def _run_steps(lease: transitions.Lease, workflow: d.Workflow, services) -> str:
     validated_input = workflow.input_schema.model_validate(lease.run.input)
     while lease.work is not None and not lease.finished:
         step = lease.work

@@ -21,6 +21,17 @@ def _fresh_script():
 
 
 @pytest.fixture
+def live_sandbox(live_server, settings):
+    """The sandbox served by the test's live server; the settings (and so the demo clients
+    and any child process started through tests.processes) point at it."""
+    settings.SANDBOX_BASE_URL = f"{live_server.url}/sandbox"
+    settings.MODEL_BASE_URL = f"{live_server.url}/sandbox/model/v1"
+    settings.SANDBOX_HOLD_SECONDS = 3
+    settings.EXTERNAL_TIMEOUT_SECONDS = 1
+    return settings.SANDBOX_BASE_URL
+
+
+@pytest.fixture
 def script():
     from tests.workflows import script
 

@@ -19,7 +19,11 @@ def child_env(**extra) -> dict:
     db = connection.settings_dict
     url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
     env = {**os.environ, "DATABASE_URL": url, "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-           "RUNS_EXTRA_WORKFLOW_MODULES": "tests.workflows", "PYTHONPATH": str(ROOT)}
+           "RUNS_EXTRA_WORKFLOW_MODULES": "tests.workflows", "PYTHONPATH": str(ROOT),
+           # The sandbox the test serves (live_server), as the test process sees it.
+           "SANDBOX_BASE_URL": settings.SANDBOX_BASE_URL,
+           "MODEL_BASE_URL": settings.MODEL_BASE_URL,
+           "EXTERNAL_TIMEOUT_SECONDS": str(settings.EXTERNAL_TIMEOUT_SECONDS)}
     env.update({k: str(v) for k, v in extra.items()})
     return env
 

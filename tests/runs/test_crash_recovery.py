@@ -7,7 +7,7 @@ from django.conf import settings
 from django.core.management import call_command
 
 from audit.models import AuditRecord
-from demo.models import Customer, Message, PaymentUpdate
+from demo.sandbox.models import Customer, Message, PaymentUpdate
 from runs import sweeper
 from runs.models import Run, RunStatus, StepStatus
 from runs.transitions import start_run
@@ -19,7 +19,7 @@ LEASE = 2
 
 
 @pytest.fixture(autouse=True)
-def empty_broker():
+def empty_broker(live_sandbox):
     redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
 
 
@@ -72,7 +72,7 @@ def test_killed_after_intent_before_the_call_the_step_is_sent_again_with_the_sam
     run = _crash_then_recover(tmp_path, "before_call")
     created = step(run, "create-customer")
     assert created.attempt == 2
-    assert created.remote_ref == str(Customer.objects.get())
+    assert created.remote_ref == Customer.objects.get().ref
     actions = list(AuditRecord.objects.filter(run=run).values_list("action", flat=True))
     assert "lease_expired" in actions and "reconciled" in actions
     _assert_effects_once(run)
@@ -84,7 +84,7 @@ def test_killed_after_the_call_before_the_outcome_the_effect_is_reconciled_not_r
     created = step(run, "create-customer")
     # Reconciliation found the customer: the step was never sent a second time.
     assert created.attempt == 1
-    assert created.remote_ref == str(Customer.objects.get())
+    assert created.remote_ref == Customer.objects.get().ref
     reconciled = AuditRecord.objects.get(run=run, action="reconciled")
     assert reconciled.data["verdict"] == "found"
     _assert_effects_once(run)
