@@ -43,6 +43,7 @@ class AttentionReason(models.TextChoices):
     MODEL_OUTPUT_PAUSED = "model_output_paused", "model output paused"
     UNCLASSIFIED_ERROR = "unclassified_error", "unexpected error"
     APPROVAL_TIMED_OUT = "approval_timed_out", "approval timed out"
+    APPROVAL_REJECTED = "approval_rejected", "approval rejected"
     DEFINITION_MISSING = "definition_missing", "definition missing"
     COMPENSATION_FAILED = "compensation_failed", "compensation failed"
     REOPENED = "reopened", "reopened by an operator"

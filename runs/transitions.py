@@ -66,7 +66,7 @@ def _move(sources, targets) -> Move:
 RUN_TRANSITIONS: dict[str, Move] = {
     "start": _move({NEW}, {Q}),
     # A worker takes a queued run, or a waiting or compensating run whose time has come.
-    "claim": _move({Q, W, COMP}, {R, A, DONE, TERM, COMP, COMPED, CFAIL}),
+    "claim": _move({Q, W, COMP}, {R, W, A, DONE, TERM, COMP, COMPED, CFAIL}),
     # The lease holder records a step's (or a compensation's) outcome and the next intent.
     "record_outcome": _move({R, COMP}, {R, W, A, DONE, TERM, COMP, COMPED, CFAIL}),
     # The lease holder settles an unknown step after asking the remote system.
@@ -74,6 +74,8 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # The sweeper takes a run back from a worker whose lease ran out.
     "expire_lease": _move({R, COMP}, {Q, COMP}),
     "resume": _move({A, W}, {Q}),
+    # A person decided an approval step the run is waiting on.
+    "decide_approval": _move({W}, {Q, A}),
     "reconcile": _move({A}, {Q, A}),
     "retry_step": _move({A, W}, {Q}),
     # Undo completed steps, newest first: by policy for low-impact steps, or by a person.
@@ -434,13 +436,13 @@ def _advance(change: _Change, lease: Lease) -> None:
         lease.work, lease.settle_first = step, True
         return
     if step.kind == d.APPROVAL:
-        # Durable approval waits arrive with the approvals app; until then an approval step
-        # needs a person to settle it from the console.
+        # A durable wait: no worker is held; decide_approval moves the run on.
         before = _snapshot(run, step)
         step.status = StepStatus.WAITING
+        step.started_at = step.started_at or now
         change.step_changed(step)
-        change.move(A, reason=AttentionReason.UNKNOWN_OUTCOME,
-                    message=f"{step.name} waits for a person's approval")
+        change.move(W, message=f"{step.name} waits for a person's approval")
+        run.next_wake_at = None
         change.audit("approval_requested", step=step, before=before, after=_snapshot(run, step))
         lease.finished = True
         return
@@ -1027,6 +1029,45 @@ def compensate(run_id: int, *, actor: Actor, reason: str, now: datetime | None =
         _begin_compensation(change, plan, reason=reason)
         run.next_wake_at = now  # due at once; the sweeper finds it if the hint is lost
         change.wake = True
+        change.save()
+    return run
+
+
+def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor,
+                    comment: str = "", now: datetime | None = None) -> Run:
+    """Record a person's decision on the approval step the run waits on.
+
+    Approved: the step succeeds and the run continues. Rejected: the step fails and the run
+    waits for an operator in attention (rejection is a business outcome, not an error to
+    retry).
+    """
+    now = _now(now)
+    with transaction.atomic(durable=True):
+        run = _lock(run_id)
+        change = _Change(run, "decide_approval", actor, now)
+        step = _step(run, step_name)
+        if step.kind != d.APPROVAL or step.status != StepStatus.WAITING:
+            raise TransitionNotAllowed(
+                f"step {step_name} of run {run_id} is not an approval waiting for a decision "
+                f"({step.kind}, {step.status})")
+        before = _snapshot(run, step)
+        step.finished_at = now
+        step.result = {"approved": approved, "by": actor.label, "comment": comment}
+        if approved:
+            step.status = StepStatus.SUCCEEDED
+            step.remote_ref = f"approved by {actor.label}"
+            change.step_changed(step)
+            run.steps_done = sum(1 for s in _steps(run)
+                                 if s.pk == step.pk or s.status in DONE_STEP_STATUSES)
+            change.move(Q)
+        else:
+            step.status = StepStatus.FAILED
+            step.error_message = f"rejected by {actor.label}: {comment}"
+            change.step_changed(step)
+            change.move(A, reason=AttentionReason.APPROVAL_REJECTED,
+                        message=f"{step_name} rejected by {actor.label}")
+        change.audit("approval_decided", step=step, reason=comment, before=before,
+                     after=_snapshot(run, step), data={"approved": approved})
         change.save()
     return run
 

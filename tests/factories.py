@@ -14,7 +14,7 @@ _keys = itertools.count(1)
 
 def new_run(workflow="test-orders", **input_overrides) -> Run:
     key = f"order-{next(_keys)}-{timezone.now().timestamp()}"
-    data = {"order": key, **input_overrides} if workflow == "test-orders" else input_overrides
+    data = {"order": key, **input_overrides} if workflow.startswith("test-") else input_overrides
     run, created = start_run(workflow=workflow, business_key=key, input=data, actor=SYSTEM)
     assert created
     return run

@@ -163,3 +163,22 @@ def refund_card(ctx):
 @saga.write("book-shipment", retry=FAST)
 def book_shipment(ctx):
     return _call(ctx, _effect(ctx))
+
+
+# A run that waits for a person between two steps.
+approval = Workflow("test-approval", version=1, input=OrderIn)
+
+
+@approval.read("prepare", retry=FAST)
+def prepare(ctx):
+    return _call(ctx, lambda: {"order": ctx.input.order})
+
+
+@approval.approval("approve")
+def approve(ctx):
+    return None
+
+
+@approval.write("pay", retry=FAST, honours_key=True)
+def pay(ctx):
+    return _call(ctx, _effect(ctx))

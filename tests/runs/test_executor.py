@@ -277,3 +277,36 @@ def test_secrets_in_results_and_errors_are_redacted_before_checkpointing(script)
     assert "abc.def.ghi" not in message and "[redacted]" in message
     for record in AuditRecord.objects.filter(run=run):
         assert "sk-live" not in str(record.data) and "abc.def.ghi" not in str(record.data)
+
+
+def test_an_approval_step_waits_without_holding_a_worker_until_a_person_decides(script):
+    run = new_run("test-approval")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    run.refresh_from_db()
+    assert run.lease_owner == "" and run.next_wake_at is None
+    assert step(run, "approve").status == StepStatus.WAITING
+    assert transitions.claim_run(run.pk, worker="w2") is None  # nothing due: nobody waits
+    from django.contrib.auth.models import User
+
+    from audit.chain import Actor
+
+    approver = User.objects.create_user("ann")
+    transitions.decide_approval(run.pk, step_name="approve", approved=True,
+                                actor=Actor.for_user(approver), comment="ok")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
+    assert step(run, "approve").remote_ref == "approved by ann"
+    record = AuditRecord.objects.get(run=run, action="approval_decided")
+    assert record.actor_label == "ann" and record.actor_user_id == approver.pk
+
+
+def test_a_rejected_approval_stops_the_run_for_an_operator_and_sends_nothing(script):
+    run = new_run("test-approval")
+    executor.advance_run(run.pk, worker="w1")
+    transitions.decide_approval(run.pk, step_name="approve", approved=False, actor=SYSTEM,
+                                comment="wrong vendor")
+    run.refresh_from_db()
+    assert run.status == RunStatus.ATTENTION
+    assert run.attention_reason == AttentionReason.APPROVAL_REJECTED
+    assert script.effects == {}
+    with pytest.raises(transitions.TransitionNotAllowed, match="decide_approval is not allowed"):
+        transitions.decide_approval(run.pk, step_name="approve", approved=True, actor=SYSTEM)

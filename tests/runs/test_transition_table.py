@@ -32,6 +32,10 @@ OPERATOR_ACTIONS = {
     "compensate": ({"create-task": StepStatus.SUCCEEDED},
                    lambda run: transitions.compensate(run.pk, actor=SYSTEM, reason="r"),
                    RunStatus.COMPENSATING),
+    "decide_approval": ({"approve": StepStatus.WAITING},
+                        lambda run: transitions.decide_approval(
+                            run.pk, step_name="approve", approved=True, actor=SYSTEM),
+                        RunStatus.QUEUED),
     "cancel": ({}, lambda run: transitions.cancel(run.pk, actor=SYSTEM, reason="r"), None),
     "terminate": ({}, lambda run: transitions.terminate(run.pk, actor=SYSTEM, reason="r"),
                   RunStatus.TERMINATED),
@@ -63,7 +67,8 @@ def test_final_states_are_left_only_by_reopen():
 @pytest.mark.parametrize("action", sorted(OPERATOR_ACTIONS))
 def test_operator_transition_from_each_state_applies_or_is_refused_without_change(action, state):
     step_statuses, call, target = OPERATOR_ACTIONS[action]
-    run = place(new_run(), status=state, step_statuses=step_statuses)
+    workflow = "test-approval" if action == "decide_approval" else "test-orders"
+    run = place(new_run(workflow), status=state, step_statuses=step_statuses)
     before = _row_state(run.pk)
 
     if transitions.allowed(action, state):
