@@ -1,18 +1,25 @@
-"""Crash points at step boundaries, for crash tests and the drill kit.
+"""Crash and failure points at step boundaries, for crash tests and the drill kit.
 
 RUNS_CRASH_AT names one point as "<where>:<step name>", where is one of before_call (after
 the intent is committed, before the call) or after_call (after the call returned, before
-its outcome is committed). When a worker reaches it, it writes RUNS_CRASH_MARKER (if set)
-and then waits forever, so that a test can kill it with SIGKILL at exactly that point.
-With RUNS_CRASH_MODE=self the worker sends SIGKILL to itself instead. Unset, nothing happens.
+its outcome is committed); a compensation's points are named "<where>:<step>:compensate".
+When a worker reaches it, it writes RUNS_CRASH_MARKER (if set) and then waits forever, so
+that a test can kill it with SIGKILL at exactly that point. With RUNS_CRASH_MODE=self the
+worker sends SIGKILL to itself instead. Unset, nothing happens.
+
+failing(step) makes the executor of this process treat the step's next calls as refused
+permanently without calling it: a late failure for the compensation drill.
 """
 
 import os
 import signal
 import time
+from contextlib import contextmanager
 
 BEFORE_CALL = "before_call"
 AFTER_CALL = "after_call"
+
+_failing: set[str] = set()
 
 
 def reach(where: str, step_name: str) -> None:
@@ -27,3 +34,17 @@ def reach(where: str, step_name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     while True:
         time.sleep(60)
+
+
+def injected_failure(step_name: str) -> bool:
+    return step_name in _failing
+
+
+@contextmanager
+def failing(step_name: str):
+    """Within the block, calls of `step_name` in this process fail permanently."""
+    _failing.add(step_name)
+    try:
+        yield
+    finally:
+        _failing.discard(step_name)

@@ -60,7 +60,13 @@ def _run_steps(lease: transitions.Lease, workflow: d.Workflow, services) -> str:
             continue
         point = f"{step.name}:compensate" if lease.compensating else step.name
         crashpoints.reach(crashpoints.BEFORE_CALL, point)
-        outcome = call_compensation(spec, ctx) if lease.compensating else call_step(spec, ctx)
+        if crashpoints.injected_failure(point):
+            outcome = transitions.Outcome(succeeded=False, error=Classified(
+                ErrorClass.PERMANENT, f"drill: injected permanent failure of {point}"))
+        elif lease.compensating:
+            outcome = call_compensation(spec, ctx)
+        else:
+            outcome = call_step(spec, ctx)
         crashpoints.reach(crashpoints.AFTER_CALL, point)
         lease = transitions.record_outcome(lease, step, outcome)
     return lease.run.status

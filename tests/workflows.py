@@ -182,3 +182,13 @@ def approve(ctx):
 @approval.write("pay", retry=FAST, honours_key=True)
 def pay(ctx):
     return _call(ctx, _effect(ctx))
+
+
+# A workflow whose write step nothing can settle after a crash: no lookup, no key honoured.
+unsafe = Workflow("test-unsafe", version=1, input=OrderIn, example={"order": "drill"})
+
+
+@unsafe.write("post-unkeyed", retry=FAST,
+              contract=Contract(evidence="nothing", rule="hope", owner="nobody"))
+def post_unkeyed(ctx):
+    return _call(ctx, _effect(ctx))

@@ -1,0 +1,274 @@
+"""The drill kit: crash drills against any registered workflow, before it goes to production.
+
+Each drill starts a run of the workflow with its example input, breaks it at a step boundary
+the way production would (a worker process killed with SIGKILL, the same event delivered
+many times at once, a late permanent failure), lets the runtime recover it exactly as the
+sweeper and a worker would, and compares what happened with what must happen:
+
+1. crash before the first external request: the action is performed once;
+2. crash after the call, before its outcome is stored: reconciled or resent with the same
+   key, still one effect (fails, naming the fix, for a step nothing can settle);
+5. restart after a model decision was stored: the stored decision is reused;
+8. the same start event delivered 20 times at once: one run, each step called once;
+6. (where steps declare compensation) a late step fails: compensations run newest first.
+
+Runs are ordinary runs with business keys starting "drill:"; approval steps are approved by
+the actor "drill".
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection, connections
+from django.utils import timezone
+
+from audit.chain import Actor
+
+from . import crashpoints, executor, transitions
+from . import definition as d
+from .models import Run, RunStatus, Step, StepStatus
+
+DRILL = Actor.system("drill")
+SETTLED = {RunStatus.COMPLETED, RunStatus.COMPENSATED, RunStatus.TERMINATED,
+           RunStatus.ATTENTION, RunStatus.COMPENSATION_FAILED}
+
+
+@dataclass(frozen=True)
+class DrillResult:
+    drill: str
+    expected: str
+    observed: str
+    passed: bool | None  # None: does not apply to this workflow
+
+
+def run_drills(workflow: d.Workflow) -> list[DrillResult]:
+    """Run every drill that applies to `workflow` and report each."""
+    if workflow.example is None:
+        raise ValueError(f"{workflow.name} declares no example input: pass example={{...}} to "
+                         "its Workflow so the drills can start runs")
+    effects = [s for s in workflow.steps if s.has_side_effect]
+    results = []
+    if effects:
+        results.append(_drill_crash(workflow, effects[0], crashpoints.BEFORE_CALL, "1"))
+        results.append(_drill_crash(workflow, effects[0], crashpoints.AFTER_CALL, "2"))
+    else:
+        results += [DrillResult("1 crash before the request", "-", "no side-effecting step", None),
+                    DrillResult("2 crash after the call", "-", "no side-effecting step", None)]
+    results.append(_drill_decision(workflow))
+    results.append(_drill_concurrent_delivery(workflow))
+    results.append(_drill_compensation(workflow))
+    return results
+
+
+# --- the drills ----------------------------------------------------------------------------
+
+def _drill_crash(workflow, step: d.StepDef, where: str, number: str) -> DrillResult:
+    title = (f"{number} crash before the request ({step.name})" if where == crashpoints.BEFORE_CALL
+             else f"{number} crash after the call, before the outcome ({step.name})")
+    expected = "performed once, same key" if where == crashpoints.BEFORE_CALL \
+        else "one effect: reconciled or resent with the same key"
+    run = _start(workflow, f"crash-{where}")
+    if not _kill_at(run, f"{where}:{step.name}"):
+        return DrillResult(title, expected, "the worker never reached the crash point", False)
+    run = _recover(run)
+    row = Step.objects.get(run=run, name=step.name)
+    intents = _intent_keys(run, step.name)
+    if row.status != StepStatus.SUCCEEDED:
+        if row.status == StepStatus.UNKNOWN and step.reconcile_fn is None \
+                and not step.honours_key:
+            return DrillResult(title, expected,
+                               f"stuck unknown: {step.name} has neither a key-honouring receiver "
+                               "nor a reconcile function; add a reconcile function that looks "
+                               "the effect up by ctx.key, or send ctx.key to a receiver that "
+                               "deduplicates on it", False)
+        return DrillResult(title, expected, f"step {row.status}, run {run.status}: "
+                                            f"{run.status_message}", False)
+    problems = []
+    if len(set(intents)) != 1:
+        problems.append(f"{len(set(intents))} different keys sent")
+    sends = len(intents)
+    if sends > 1 and not step.honours_key and where == crashpoints.AFTER_CALL:
+        problems.append(f"sent {sends} times to a receiver that ignores keys")
+    lookup = _lookup(workflow, run, step)
+    if lookup is not None and lookup != row.remote_ref:
+        problems.append(f"lookup by key finds {lookup}, step recorded {row.remote_ref}")
+    if where == crashpoints.BEFORE_CALL:
+        how = f"{sends} intents (the first never called)"
+    else:
+        how = "found by key, not resent" if sends == 1 else f"resent ({sends} intents)"
+    observed = (f"{how}, one key, ref {row.remote_ref or '-'}; run {run.status}"
+                + (f"; {'; '.join(problems)}" if problems else ""))
+    return DrillResult(title, expected, observed, not problems and run.status != "attention")
+
+
+def _drill_decision(workflow) -> DrillResult:
+    title = "5 restart after the decision was stored"
+    expected = "stored decision reused, model not asked again"
+    steps = workflow.steps
+    index = next((i for i, s in enumerate(steps) if s.kind == d.DECISION), None)
+    if index is None or index + 1 >= len(steps):
+        return DrillResult(title, expected, "no decision step followed by another step", None)
+    decision, after = steps[index], steps[index + 1]
+    run = _start(workflow, "decision")
+    if not _kill_at(run, f"{crashpoints.BEFORE_CALL}:{after.name}"):
+        return DrillResult(title, expected, "the worker never reached the crash point", False)
+    stored = Step.objects.get(run=run, name=decision.name).result
+    run = _recover(run)
+    row = Step.objects.get(run=run, name=decision.name)
+    asked = len(_intent_keys(run, decision.name))
+    passed = asked == 1 and row.result == stored
+    return DrillResult(title, expected, f"asked {asked}x, decision "
+                                        f"{'unchanged' if row.result == stored else 'changed'}; "
+                                        f"run {run.status}", passed)
+
+
+def _drill_concurrent_delivery(workflow, deliveries: int = 20) -> DrillResult:
+    title = f"8 same start event delivered {deliveries}x at once"
+    expected = "one run, each step called once"
+    key = f"drill:concurrent:{uuid.uuid4().hex[:10]}"
+    barrier = threading.Barrier(deliveries)
+    created, errors = [], []
+
+    def deliver():
+        try:
+            barrier.wait(timeout=30)
+            created.append(transitions.start_run(workflow=workflow.name, business_key=key,
+                                                 input=workflow.example, actor=DRILL)[1])
+        except Exception as exc:  # reported below, never swallowed
+            errors.append(repr(exc))
+        finally:
+            connections.close_all()
+
+    _in_threads(deliver, deliveries)
+    runs = list(Run.objects.filter(workflow_name=workflow.name, business_key=key))
+    if errors or len(runs) != 1:
+        return DrillResult(title, expected, f"{len(runs)} runs; errors: {errors[:2]}", False)
+    run = runs[0]
+
+    def wake():
+        try:
+            executor.advance_run(run.pk, worker=f"drill-{threading.get_ident()}")
+        finally:
+            connections.close_all()
+
+    _in_threads(wake, 4)  # duplicate wake-ups racing for the same run
+    run = _recover(run)
+    calls = {s.name: len(_intent_keys(run, s.name)) for s in workflow.steps
+             if s.kind != d.APPROVAL}
+    repeated = {name: n for name, n in calls.items() if n != 1}
+    observed = (f"{len(runs)} run ({sum(created)} created), "
+                f"{'each step called once' if not repeated else f'repeated: {repeated}'}; "
+                f"run {run.status}")
+    return DrillResult(title, expected, observed,
+                       not repeated and sum(created) == 1 and run.status == RunStatus.COMPLETED)
+
+
+def _drill_compensation(workflow) -> DrillResult:
+    title = "6 late failure after earlier effects"
+    effects = [s for s in workflow.steps if s.has_side_effect]
+    late = effects[-1] if effects else None
+    undo = [s.name for s in workflow.steps[: workflow.steps.index(late)]
+            if s.compensate_fn is not None][::-1] if late else []
+    if not undo:
+        return DrillResult(title, "-", "no compensation declared before the last effect", None)
+    expected = f"compensated newest first: {', '.join(undo)}"
+    run = _start(workflow, "compensation")
+    with crashpoints.failing(late.name):
+        run = _recover(run, fresh=True)
+        if run.status == RunStatus.ATTENTION:  # no automatic policy: a person compensates
+            transitions.compensate(run.pk, actor=DRILL, reason="drill: undo after late failure")
+            run = _recover(run, fresh=True)
+    order = list(run.audit_records.filter(action="compensation_succeeded").order_by("seq")
+                 .values_list("step_name", flat=True))
+    passed = run.status == RunStatus.COMPENSATED and order == undo
+    return DrillResult(title, expected, f"run {run.status}; undone: {', '.join(order) or '-'}",
+                       passed)
+
+
+# --- how the drills break and recover runs -------------------------------------------------
+
+def _start(workflow, tag: str) -> Run:
+    key = f"drill:{tag}:{uuid.uuid4().hex[:10]}"
+    return transitions.start_run(workflow=workflow.name, business_key=key,
+                                 input=workflow.example, actor=DRILL)[0]
+
+
+def _kill_at(run: Run, point: str) -> bool:
+    """Advance the run in a worker process that SIGKILLs itself at `point`."""
+    manage = Path(settings.BASE_DIR) / "manage.py"
+    result = subprocess.run(
+        [sys.executable, str(manage), "advance_run", str(run.pk)], env=_child_env(point),
+        cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=300,
+    )
+    return result.returncode == -signal.SIGKILL
+
+
+def _child_env(point: str) -> dict:
+    db = connection.settings_dict
+    if connection.vendor == "postgresql":
+        auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+        url = f"postgres://{auth}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}"
+    else:
+        url = f"sqlite:///{db['NAME']}"
+    return {
+        **os.environ, "DATABASE_URL": url, "RUNS_CRASH_AT": point, "RUNS_CRASH_MODE": "self",
+        "RUNS_EXTRA_WORKFLOW_MODULES": ",".join(settings.RUNS_WORKFLOW_MODULES),
+        "SANDBOX_BASE_URL": getattr(settings, "SANDBOX_BASE_URL", ""),
+        "MODEL_BASE_URL": getattr(settings, "MODEL_BASE_URL", ""),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+    }
+
+
+def _recover(run: Run, *, fresh: bool = False, timeout: float = 120) -> Run:
+    """Do what the sweeper and a worker would: take the run back from the dead worker, then
+    advance it until it settles, approving approval steps as the drill actor."""
+    if not fresh:
+        # The killed worker's lease would run out; the drill does not wait for it.
+        transitions.expire_lease(run.pk, now=timezone.now() + timedelta(days=1), actor=DRILL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        executor.advance_run(run.pk, worker="drill")
+        run.refresh_from_db()
+        if run.status in SETTLED:
+            return run
+        waiting = Step.objects.filter(run=run, kind=d.APPROVAL, status=StepStatus.WAITING).first()
+        if waiting is not None:
+            transitions.decide_approval(run.pk, step_name=waiting.name, approved=True,
+                                        actor=DRILL, comment="approved by the drill")
+        elif run.next_wake_at is not None:
+            time.sleep(max(0.0, min((run.next_wake_at - timezone.now()).total_seconds(), 5)))
+        else:
+            time.sleep(0.05)
+    return run
+
+
+def _intent_keys(run: Run, step_name: str) -> list[str]:
+    return list(run.audit_records.filter(action="intent", step_name=step_name)
+                .values_list("data__key", flat=True))
+
+
+def _lookup(workflow, run: Run, step: d.StepDef) -> str | None:
+    if step.reconcile_fn is None:
+        return None
+    from .executor import ask_remote
+    from .reconciliation import reconcile_context
+
+    verdict, _ = ask_remote(step, reconcile_context(run, workflow, step.name))
+    return verdict.ref if isinstance(verdict, d.Found) else f"nothing ({verdict})"
+
+
+def _in_threads(target, count: int) -> None:
+    threads = [threading.Thread(target=target) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
