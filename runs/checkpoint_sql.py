@@ -48,10 +48,14 @@ def _statement(run_fields: tuple, step_fields: tuple) -> str:
     audit_columns = ", ".join(f.column for f in audit)
     return (
         f"WITH r AS (UPDATE {Run._meta.db_table} SET {run_set} "
-        "WHERE id = %s AND fencing_token = %s AND status = %s AND audit_seq = %s RETURNING id), "
+        "WHERE id = %s::bigint AND fencing_token = %s::bigint AND status = %s "
+        "AND audit_seq = %s::integer RETURNING id), "
         f"s AS (UPDATE {Step._meta.db_table} AS t SET {step_set} "
         f"FROM jsonb_to_recordset(%s::jsonb) AS v({_recordset(steps)}) "
-        "WHERE t.id = v.id AND EXISTS (SELECT 1 FROM r) RETURNING t.id), "
+        # The id list lets the planner use the primary key; it cannot guess how few rows
+        # the recordset holds and would otherwise scan the whole table.
+        "WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id AND EXISTS (SELECT 1 FROM r) "
+        "RETURNING t.id), "
         f"a AS (INSERT INTO {AuditRecord._meta.db_table} ({audit_columns}) "
         f"SELECT {audit_columns} FROM jsonb_to_recordset(%s::jsonb) AS v({_recordset(audit)}) "
         "WHERE EXISTS (SELECT 1 FROM r) RETURNING id) "
@@ -83,6 +87,7 @@ def write_if_unchanged(*, run: Run, steps: list[Step], records: list[AuditRecord
     params = [getattr(run, f.attname) for f in _fields(Run, run_fields)]
     params += [run.pk, expect_token, expect_status, expect_seq,
                _rows(steps, [Step._meta.pk, *_fields(Step, step_fields)]),
+               [step.pk for step in steps],
                _rows(records, _audit_fields())]
     connection.ensure_connection()
     # psycopg's own cursor binds parameters on the server, and prepare=True keeps the plan of
