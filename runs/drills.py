@@ -142,7 +142,8 @@ def _drill_concurrent_delivery(workflow, deliveries: int = 20) -> DrillResult:
         try:
             barrier.wait(timeout=30)
             created.append(transitions.start_run(workflow=workflow.name, business_key=key,
-                                                 input=workflow.example, actor=DRILL)[1])
+                                                 input=workflow.example, actor=DRILL,
+                                                 wake=False)[1])
         except Exception as exc:  # reported below, never swallowed
             errors.append(repr(exc))
         finally:
@@ -198,8 +199,9 @@ def _drill_compensation(workflow) -> DrillResult:
 
 def _start(workflow, tag: str) -> Run:
     key = f"drill:{tag}:{uuid.uuid4().hex[:10]}"
+    # No wake-up hint: the drill, not a running worker, must be the one to advance it.
     return transitions.start_run(workflow=workflow.name, business_key=key,
-                                 input=workflow.example, actor=DRILL)[0]
+                                 input=workflow.example, actor=DRILL, wake=False)[0]
 
 
 def _kill_at(run: Run, point: str) -> bool:

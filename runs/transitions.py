@@ -223,13 +223,15 @@ def _snapshot(run: Run, step: Step | None = None) -> dict:
 # --- starting a run ------------------------------------------------------------------------
 
 def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
-              now: datetime | None = None) -> tuple[Run, bool]:
+              now: datetime | None = None, wake: bool = True) -> tuple[Run, bool]:
     """Start a run of the latest version of `workflow`, or find the one already started.
 
     Returns (run, created). The same (workflow, business key, input) delivered twice, or by
     two processes at once, gives one run. The same business key with a different input, an
     unknown workflow and input that fails the workflow's schema are refused with an error
-    naming the problem, and nothing is written.
+    naming the problem, and nothing is written. With wake=False no worker is told about the
+    new run (the caller advances it itself, as the drill kit does); the sweeper still finds
+    it if nobody does.
     """
     definition = d.registry.latest(workflow)
     if definition is None:
@@ -281,7 +283,7 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
         change = _Change(run, "start", actor, now, status=NEW)
         change.audit("started", before={"status": NEW}, after={"status": Q},
                      data={"version": definition.version, "input_hash": digest})
-        change.wake = True
+        change.wake = wake
         change.save()
     return run, True
 

@@ -12,6 +12,13 @@ DEMO_USERS = [
     ("auditor", "auditor-demo", False, "auditors"),
 ]
 
+INVOICES = [
+    ("tenant-42:INV-1847", {"tenant": "tenant-42", "invoice_number": "INV-1847",
+                            "approver_email": "approver@example.com"}),
+    ("tenant-42:INV-1848", {"tenant": "tenant-42", "invoice_number": "INV-1848",
+                            "approver_email": "approver@example.com"}),
+]
+
 CUSTOMERS = [
     ("tenant-42:cus-1001", {"email": "ada@example.com", "name": "Ada Lovelace", "plan": "pro"}),
     ("tenant-42:cus-1002", {"email": "alan@example.com", "name": "Alan Turing", "plan": "free"}),
@@ -32,7 +39,9 @@ class Command(BaseCommand):
                 user.save()
             if group:
                 user.groups.add(Group.objects.get_or_create(name=group)[0])
-        for key, data in CUSTOMERS:
-            start_run(workflow="customer-onboarding", business_key=key, input=data,
-                      actor=Actor.system("seed_demo"))
+        for workflow, runs in (("customer-onboarding", CUSTOMERS),
+                               ("invoice-approval", INVOICES)):
+            for key, data in runs:
+                start_run(workflow=workflow, business_key=key, input=data,
+                          actor=Actor.system("seed_demo"))
         self.stdout.write("demo logins: " + ", ".join(f"{u} / {p}" for u, p, _, _ in DEMO_USERS))
