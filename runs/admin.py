@@ -1,6 +1,8 @@
 from django.contrib import admin
 from guardian.admin import GuardedModelAdmin
 
+from audit.admin import ReadOnlyAdmin
+
 from .models import Run, Step, Workflow
 
 
@@ -20,7 +22,7 @@ class StepInline(admin.TabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ReadOnlyAdmin):
     """Read-only: runs change only through runs.transitions (the console's actions)."""
 
     list_display = ["id", "workflow_name", "business_key", "status", "attention_reason",
@@ -28,12 +30,3 @@ class RunAdmin(admin.ModelAdmin):
     list_filter = ["status", "attention_reason", "workflow_name"]
     search_fields = ["business_key", "=id"]
     inlines = [StepInline]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -95,7 +95,9 @@ def workflow_verdict(workflow: d.Workflow) -> Verdict:
         if step.has_side_effect and not step.contract.owner:
             return Verdict(STOP, f"{step.name} has no owner to decide when it goes wrong",
                            f"name an owner in the recovery contract of {step.name}")
-    people = [s for s in workflow.steps if step_contract(s).classification == NEEDS_PERSON]
+    # An approval step is a person's decision by design, not a recovery that needs one.
+    people = [s for s in workflow.steps if s.kind != d.APPROVAL
+              and step_contract(s).classification == NEEDS_PERSON]
     if people:
         names = ", ".join(s.name for s in people)
         owners = ", ".join(sorted({s.contract.owner or "an owner" for s in people}))

@@ -584,12 +584,9 @@ def _fail(change: _Change, lease: Lease, step: Step, outcome: Outcome) -> None:
             return
         step.status = StepStatus.FAILED
         change.step_changed(step)
-        change.move(A, reason=AttentionReason.MODEL_OUTPUT_PAUSED,
-                    message=f"{step.name}: model output failed its schema "
-                            f"{step.format_failures} times")
-        change.audit("attention", step=step, before=before, after=_snapshot(run, step),
-                     data={"error": error.message})
-        lease.finished, lease.work = True, None
+        _halt(change, lease, step, before, A, AttentionReason.MODEL_OUTPUT_PAUSED,
+              f"{step.name}: model output failed its schema {step.format_failures} times",
+              error.message)
         return
 
     if cls == ErrorClass.TRANSIENT:
@@ -638,10 +635,16 @@ def _fail(change: _Change, lease: Lease, step: Step, outcome: Outcome) -> None:
     step.status = StepStatus.UNKNOWN if spec.has_side_effect else StepStatus.FAILED
     step.error_class = ErrorClass.UNCLASSIFIED
     change.step_changed(step)
-    change.move(A, reason=AttentionReason.UNCLASSIFIED_ERROR,
-                message=f"{step.name}: {error.message}")
-    change.audit("attention", step=step, before=before, after=_snapshot(run, step),
-                 data={"error": error.message})
+    _halt(change, lease, step, before, A, AttentionReason.UNCLASSIFIED_ERROR,
+          f"{step.name}: {error.message}", error.message)
+
+
+def _halt(change: _Change, lease: Lease, step: Step, before: dict, to: str, reason: str,
+          message: str, error: str, action: str = "attention") -> None:
+    """Stop the lease holder's work and leave the run for a person, saying why."""
+    change.move(to, reason=reason, message=message)
+    change.audit(action, step=step, before=before, after=_snapshot(change.run, step),
+                 data={"error": error})
     lease.finished, lease.work = True, None
 
 
@@ -659,10 +662,7 @@ def _stop(change: _Change, lease: Lease, step: Step, before: dict, reason: str,
         _begin_compensation(change, plan, reason=f"automatic, by policy: {message}")
         _advance_compensation(change, lease)
         return
-    change.move(A, reason=reason, message=message)
-    change.audit("attention", step=step, before=before, after=_snapshot(change.run, step),
-                 data={"error": error})
-    lease.finished, lease.work = True, None
+    _halt(change, lease, step, before, A, reason, message, error)
 
 
 def compensation_plan(steps: list[Step], definition: d.Workflow | None) -> list[Step]:
@@ -759,11 +759,9 @@ def _compensation_outcome(change: _Change, lease: Lease, step: Step, outcome: Ou
             return
     step.status = StepStatus.COMPENSATION_FAILED
     change.step_changed(step)
-    change.move(CFAIL, reason=AttentionReason.COMPENSATION_FAILED,
-                message=f"compensation of {step.name} failed: {error.message}")
-    change.audit("compensation_failed", step=step, before=before, after=_snapshot(run, step),
-                 data={"error": error.message})
-    lease.finished, lease.work = True, None
+    _halt(change, lease, step, before, CFAIL, AttentionReason.COMPENSATION_FAILED,
+          f"compensation of {step.name} failed: {error.message}", error.message,
+          action="compensation_failed")
 
 
 def _record_late_result(run: Run, step: Step, outcome: Outcome, lease: Lease,

@@ -4,6 +4,8 @@ queue faults from a browser (validated by demo.sandbox.faults, like the command)
 from django import forms
 from django.contrib import admin
 
+from audit.admin import ReadOnlyAdmin
+
 from . import faults
 from .models import Customer, Fault, LedgerEntry, Message, ModelCall, PaymentUpdate, Task
 
@@ -22,21 +24,12 @@ class MessageAdmin(admin.ModelAdmin):
 
 
 @admin.register(LedgerEntry)
-class LedgerEntryAdmin(admin.ModelAdmin):
+class LedgerEntryAdmin(ReadOnlyAdmin):
     """Read-only: a ledger is never edited; mistakes are reversed by a new entry."""
 
     list_display = ["__str__", "transaction_ref", "account", "amount", "currency", "reverses",
                     "created_at"]
     search_fields = ["transaction_ref", "account"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Customer)

@@ -2,6 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runs.definition import registry
 from runs.drills import run_drills
+from runs.management.tables import render_table
 
 
 class Command(BaseCommand):
@@ -23,14 +24,8 @@ class Command(BaseCommand):
         rows = [(r.drill, r.expected, r.observed,
                  "n/a" if r.passed is None else ("PASS" if r.passed else "FAIL"))
                 for r in results]
-        headers = ("drill", "expected", "observed", "pass")
-        widths = [max(len(x) for x in col) for col in zip(headers, *rows, strict=False)]
-        line = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
         self.stdout.write(f"drills for {definition.name} v{definition.version}")
-        self.stdout.write(line.format(*headers))
-        self.stdout.write("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-        for row in rows:
-            self.stdout.write(line.format(*row))
+        self.stdout.write(render_table(("drill", "expected", "observed", "pass"), rows))
         failed = [r.drill for r in results if r.passed is False]
         if failed:
             raise CommandError(f"{len(failed)} drill(s) failed: {'; '.join(failed)}")

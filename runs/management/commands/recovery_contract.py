@@ -2,6 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runs.contracts import contract_table, workflow_verdict
 from runs.definition import registry
+from runs.management.tables import render_table
 
 COLUMNS = [("step", "step"), ("side effect", "side_effect"), ("safe to re-run", "safe_to_rerun"),
            ("rule", "rule"), ("evidence", "evidence"), ("owner", "owner"),
@@ -25,14 +26,8 @@ class Command(BaseCommand):
                                f"{f' v{version}' if version else ''}; registered: "
                                f"{', '.join(registry.names()) or 'none'}")
         rows = [[getattr(c, attr) for _, attr in COLUMNS] for c in contract_table(definition)]
-        headers = [title for title, _ in COLUMNS]
-        widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
-        line = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
         self.stdout.write(f"{definition.name} v{definition.version}\n")
-        self.stdout.write(line.format(*headers))
-        self.stdout.write("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-        for row in rows:
-            self.stdout.write(line.format(*row))
+        self.stdout.write(render_table(tuple(title for title, _ in COLUMNS), rows))
         verdict = workflow_verdict(definition)
         self.stdout.write(f"\nverdict: {verdict.decision}: {verdict.reason}")
         self.stdout.write(f"next action: {verdict.next_action}")
