@@ -5,6 +5,7 @@ side-effecting step how to look its effect up (reconcile) and, where the busines
 how to undo it (compensate).
 """
 
+from datetime import timedelta
 from decimal import Decimal
 from typing import Literal
 
@@ -120,11 +121,18 @@ def send_correction(ctx):
     return StepResult(message, remote_ref=message["id"])
 
 
-@invoice.approval("approve-invoice",
+@invoice.approval("approve-invoice", approvers=("group:approvers",),
+                  remind_every=timedelta(hours=8), timeout=timedelta(days=2),
+                  on_timeout="escalate", escalate_to=("group:finance-deputies",),
                   contract=Contract(evidence="the approver's decision", rule="human decision",
                                     owner="finance-approvers"))
 def approve_invoice(ctx):
-    return None
+    """What the approver sees and approves: the invoice and the model's classification."""
+    bill, decision = ctx.results["read-invoice"], ctx.results["classify"]
+    return {"invoice": bill["number"], "vendor": bill["vendor"], "amount": bill["amount"],
+            "currency": bill["currency"], "category": decision["category"],
+            "confidence": decision["confidence"], "reasons": decision["reasons"],
+            "task": ctx.results["create-approval-task"]["id"]}
 
 
 @invoice.write("post-ledger-entry", impact="high", honours_key=True,

@@ -15,6 +15,7 @@ get a StepContext.
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -34,6 +35,20 @@ class Contract:
     rule: str = ""
     stop: str = ""
     owner: str = ""
+
+
+APPROVAL_TIMEOUT_POLICIES = ("escalate", "reject", "cancel")
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """Who may decide an approval step, and what happens while nobody does."""
+
+    approvers: tuple[str, ...]
+    remind_every: timedelta
+    timeout: timedelta
+    on_timeout: str
+    escalate_to: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,7 @@ class StepDef:
     schema: type[BaseModel] | None = None
     format_failure_budget: int = 0
     honours_key: bool = False
+    approval: ApprovalPolicy | None = None
     reconcile_fn: Callable | None = None
     compensate_fn: Callable | None = None
 
@@ -176,10 +192,36 @@ class Workflow:
         return self._declare(NOTIFY, name, impact=impact, retry=retry, version=version,
                              contract=contract or Contract(), honours_key=honours_key)
 
-    def approval(self, name: str, *, version: int = 1, contract: Contract | None = None):
-        """A durable wait for a person's decision (built by the approvals app)."""
-        return self._declare(APPROVAL, name, impact=HIGH, version=version,
-                             contract=contract or Contract(rule="human confirmation"))
+    def approval(self, name: str, *, approvers: tuple[str, ...], version: int = 1,
+                 remind_every: timedelta = timedelta(hours=24),
+                 timeout: timedelta = timedelta(days=3), on_timeout: str = "escalate",
+                 escalate_to: tuple[str, ...] = (), contract: Contract | None = None):
+        """A durable wait for a person's decision; the approvals app asks and records it.
+
+        The step function returns the snapshot a person approves (amounts, vendor, the
+        model's classification and its reasons), built from earlier results; it must not
+        call anything. `approvers` and `escalate_to` name users ("user:ann") and groups
+        ("group:finance-approvers"). At `timeout` the policy `on_timeout` applies:
+        "escalate" (to `escalate_to`), "reject" or "cancel" (the run goes to attention).
+        """
+        if on_timeout not in APPROVAL_TIMEOUT_POLICIES:
+            raise ValueError(f"approval {name!r}: on_timeout must be one of "
+                             f"{', '.join(APPROVAL_TIMEOUT_POLICIES)}, not {on_timeout!r}")
+        if on_timeout == "escalate" and not escalate_to:
+            raise ValueError(f"approval {name!r}: on_timeout='escalate' needs escalate_to")
+        if not approvers:
+            raise ValueError(f"approval {name!r}: name at least one approver")
+        for who in (*approvers, *escalate_to):
+            if not who.startswith(("user:", "group:")):
+                raise ValueError(f"approval {name!r}: {who!r} is neither 'user:...' nor "
+                                 "'group:...'")
+        return self._declare(
+            APPROVAL, name, impact=HIGH, version=version,
+            contract=contract or Contract(rule="human confirmation"),
+            approval=ApprovalPolicy(approvers=tuple(approvers), remind_every=remind_every,
+                                    timeout=timeout, on_timeout=on_timeout,
+                                    escalate_to=tuple(escalate_to)),
+        )
 
 
 class Registry:

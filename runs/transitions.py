@@ -74,8 +74,9 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # The sweeper takes a run back from a worker whose lease ran out.
     "expire_lease": _move({R, COMP}, {Q, COMP}),
     "resume": _move({A, W}, {Q}),
-    # A person decided an approval step the run is waiting on.
+    # A person decided an approval step the run is waiting on, or nobody did in time.
     "decide_approval": _move({W}, {Q, A}),
+    "approval_timed_out": _move({W}, {A}),
     "reconcile": _move({A}, {Q, A}),
     "retry_step": _move({A, W}, {Q}),
     # Undo completed steps, newest first: by policy for low-impact steps, or by a person.
@@ -1068,6 +1069,28 @@ def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor
                         message=f"{step_name} rejected by {actor.label}")
         change.audit("approval_decided", step=step, reason=comment, before=before,
                      after=_snapshot(run, step), data={"approved": approved})
+        change.save()
+    return run
+
+
+def approval_timed_out(run_id: int, *, step_name: str, actor: Actor, reason: str,
+                       now: datetime | None = None) -> Run:
+    """Nobody decided the approval in time and its policy is to cancel: the run goes to
+    attention, the step still waiting, for an operator to decide what happens."""
+    now = _now(now)
+    with transaction.atomic(durable=True):
+        run = _lock(run_id)
+        change = _Change(run, "approval_timed_out", actor, now)
+        step = _step(run, step_name)
+        if step.kind != d.APPROVAL or step.status != StepStatus.WAITING:
+            raise TransitionNotAllowed(
+                f"step {step_name} of run {run_id} is not an approval waiting for a decision "
+                f"({step.kind}, {step.status})")
+        before = _snapshot(run, step)
+        change.move(A, reason=AttentionReason.APPROVAL_TIMED_OUT,
+                    message=f"{step_name}: {reason}")
+        change.audit("approval_timed_out", step=step, reason=reason, before=before,
+                     after=_snapshot(run, step))
         change.save()
     return run
 

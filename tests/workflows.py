@@ -174,9 +174,9 @@ def prepare(ctx):
     return _call(ctx, lambda: {"order": ctx.input.order})
 
 
-@approval.approval("approve")
+@approval.approval("approve", approvers=("group:approvers",), on_timeout="reject")
 def approve(ctx):
-    return None
+    return {"order": ctx.results["prepare"]["order"], "amount": ctx.input.amount}
 
 
 @approval.write("pay", retry=FAST, honours_key=True)

@@ -36,6 +36,10 @@ OPERATOR_ACTIONS = {
                         lambda run: transitions.decide_approval(
                             run.pk, step_name="approve", approved=True, actor=SYSTEM),
                         RunStatus.QUEUED),
+    "approval_timed_out": ({"approve": StepStatus.WAITING},
+                           lambda run: transitions.approval_timed_out(
+                               run.pk, step_name="approve", actor=SYSTEM, reason="r"),
+                           RunStatus.ATTENTION),
     "cancel": ({}, lambda run: transitions.cancel(run.pk, actor=SYSTEM, reason="r"), None),
     "terminate": ({}, lambda run: transitions.terminate(run.pk, actor=SYSTEM, reason="r"),
                   RunStatus.TERMINATED),
@@ -67,7 +71,7 @@ def test_final_states_are_left_only_by_reopen():
 @pytest.mark.parametrize("action", sorted(OPERATOR_ACTIONS))
 def test_operator_transition_from_each_state_applies_or_is_refused_without_change(action, state):
     step_statuses, call, target = OPERATOR_ACTIONS[action]
-    workflow = "test-approval" if action == "decide_approval" else "test-orders"
+    workflow = "test-approval" if "approval" in action else "test-orders"
     run = place(new_run(workflow), status=state, step_statuses=step_statuses)
     before = _row_state(run.pk)
 
