@@ -116,6 +116,8 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missi
 STATICFILES_DIRS = [BASE_DIR / "static"]
 
 LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/runs/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 # Celery. The embedded default broker keeps messages in files under var/, so the web
 # server, a worker and beat can talk without a broker server. Messages are only wake-up

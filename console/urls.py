@@ -1,8 +1,25 @@
 from django.conf import settings
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from . import views
+
+console_patterns = [
+    path("runs/", views.runs_list, name="runs"),
+    path("runs/bulk/", views.bulk_action, name="bulk"),
+    path("runs/<int:run_id>/", views.run_detail, name="run"),
+    path("runs/<int:run_id>/<slug:action>/", views.run_action, name="action"),
+    path("attention/", views.attention, name="attention"),
+    path("audit/", views.audit_log, name="audit"),
+    path("workflows/<str:name>/", views.workflow_page, name="workflow"),
+]
+
 urlpatterns = [
+    path("", views.home, name="home"),
+    path("", include((console_patterns, "console"))),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
 ]
 

@@ -1,0 +1,266 @@
+"""The operator console's pages. Thin: parse, check the permission, call a selector or an
+action, render a page or the partial htmx swaps."""
+
+import csv
+import logging
+from datetime import datetime
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.dateparse import parse_datetime
+from django.views.decorators.http import require_GET, require_POST
+
+from audit.selectors import audit_records
+from runs import definition as d
+from runs import selectors
+from runs.contracts import contract_table, step_contract, workflow_verdict
+from runs.errors import TransitionNotAllowed
+from runs.models import Run, StepStatus
+
+from .actions import ACTIONS, ActionInputError, eligible_steps, explain, perform
+from .diffs import diff_rows
+from .forms import AuditFilterForm, RunFilterForm
+from .permissions import VIEW, grant_for
+
+logger = logging.getLogger(__name__)
+
+
+def _visible_ids(user):
+    grant = grant_for(user, VIEW)
+    if not grant.everywhere and not grant.workflow_ids:
+        raise PermissionDenied("You may not view runs.")
+    return None if grant.everywhere else grant.workflow_ids
+
+
+def _cursor(value: str):
+    try:
+        stamp, pk = value.rsplit("|", 1)
+        when = parse_datetime(stamp)
+        return (when, int(pk)) if when else None
+    except ValueError:
+        return None
+
+
+@require_GET
+@login_required
+def runs_list(request):
+    workflow_ids = _visible_ids(request.user)
+    if request.htmx and request.GET.get("rows"):
+        # Live refresh of the rows on screen (htmx polling), not a new query of the list.
+        ids = [int(x) for x in request.GET["rows"].split(",") if x.isdigit()][:200]
+        rows = selectors.runs_by_ids(ids, workflow_ids=workflow_ids)
+        return render(request, "console/_run_rows.html", {"runs": rows, "ids": ids,
+                                                           "live": _live(rows)})
+    form = RunFilterForm(request.GET or None)
+    filters = form.filters() if form.is_valid() else selectors.RunFilters()
+    after = _cursor(request.GET.get("after", ""))
+    rows, next_cursor = selectors.runs_page(filters, workflow_ids=workflow_ids, after=after)
+    query = request.GET.copy()
+    query.pop("after", None)
+    return render(request, "console/runs.html", {
+        "form": form, "runs": rows, "ids": [r.pk for r in rows], "live": _live(rows),
+        "counts": selectors.status_counts(workflow_ids=workflow_ids),
+        "next_cursor": f"{next_cursor[0].isoformat()}|{next_cursor[1]}" if next_cursor else "",
+        "query": query.urlencode(), "first_page": after is None,
+    })
+
+
+def _live(rows) -> bool:
+    # Keep polling while something on screen can still change by itself.
+    return any(not selectors.is_final(r) for r in rows)
+
+
+@require_GET
+@login_required
+def attention(request):
+    workflow_ids = _visible_ids(request.user)
+    runs = selectors.attention_runs(workflow_ids=workflow_ids)
+    grants = {name: grant_for(request.user, a.permission) for name, a in ACTIONS.items()}
+    for run in runs:
+        run.available_actions = [a for name, a in ACTIONS.items()
+                                 if a.allowed_in(run) and grants[name].covers(run.workflow_id)]
+    return render(request, "console/attention.html", {"runs": runs})
+
+
+def _load_visible_run(request, run_id: int):
+    try:
+        detail = selectors.run_detail(run_id)
+    except Run.DoesNotExist:
+        raise Http404(f"No run {run_id}.") from None
+    if not grant_for(request.user, VIEW).covers(detail.run.workflow_id):
+        raise PermissionDenied("You may not view this run.")
+    return detail
+
+
+def _detail_context(request, detail) -> dict:
+    run = detail.run
+    workflow = d.registry.get(run.workflow_name, run.workflow_version)
+    contracts = {}
+    if workflow is not None:
+        contracts = {s.name: step_contract(workflow.step(s.name)) for s in detail.steps
+                     if any(x.name == s.name for x in workflow.steps)}
+    actions = []
+    for name, action in ACTIONS.items():
+        if not action.allowed_in(run):
+            continue
+        if not grant_for(request.user, action.permission).covers(run.workflow_id):
+            continue
+        targets = eligible_steps(name, detail.steps)
+        if name in ("reconcile", "retry_step") and not targets:
+            continue
+        actions.append({"action": action, "steps": targets,
+                        "explanation": explain(name, run, detail.steps)})
+    for step in detail.steps:
+        step.contract = contracts.get(step.name)
+        step.duration = (step.finished_at - step.started_at
+                         if step.finished_at and step.started_at else None)
+    return {"run": run, "steps": detail.steps, "actions": actions,
+            "audit": [(r, diff_rows(r.before, r.after)) for r in detail.audit],
+            "approvals": _approval_requests(run), "live": not selectors.is_final(run)}
+
+
+def _approval_requests(run):
+    try:
+        from approvals.selectors import requests_for_run
+    except ImportError:
+        return []
+    return requests_for_run(run)
+
+
+@require_GET
+@login_required
+def run_detail(request, run_id: int):
+    detail = _load_visible_run(request, run_id)
+    context = _detail_context(request, detail)
+    if request.htmx and request.GET.get("part") == "live":
+        return render(request, "console/_run_live.html", context)
+    return render(request, "console/run_detail.html", context)
+
+
+@require_POST
+@login_required
+def run_action(request, run_id: int, action: str):
+    if action not in ACTIONS:
+        raise Http404(f"No action {action!r}.")
+    spec = ACTIONS[action]
+    detail = _load_visible_run(request, run_id)
+    run = detail.run
+    if not grant_for(request.user, spec.permission).covers(run.workflow_id):
+        logger.warning("refused %s on run %s for %s: no %s permission", action, run.pk,
+                       request.user.get_username(), spec.permission)
+        raise PermissionDenied(f"You may not {spec.label.lower()} this run.")
+    seen = request.POST.get("seen", "")
+    if seen != str(run.audit_seq):
+        messages.error(request, "The run moved on since this page was drawn: nothing was "
+                                "done. Check its state below and try again if still needed.")
+    else:
+        try:
+            perform(action, run, user=request.user, data=request.POST)
+            messages.success(request, f"{spec.label}: done.")
+        except (ActionInputError, TransitionNotAllowed, ValueError) as exc:
+            messages.error(request, f"{spec.label} was not done: {exc}")
+    url = reverse("console:run", args=[run.pk])
+    if request.htmx:
+        context = _detail_context(request, selectors.run_detail(run.pk))
+        return render(request, "console/_run_live.html", context)
+    return redirect(url)
+
+
+@require_POST
+@login_required
+def bulk_action(request):
+    action = request.POST.get("action", "")
+    if action not in ("resume", "reconcile", "terminate"):
+        raise Http404(f"No bulk action {action!r}.")
+    spec = ACTIONS[action]
+    grant = grant_for(request.user, spec.permission)
+    ids = [int(x) for x in request.POST.getlist("run") if x.isdigit()][:500]
+    acted, refused = [], []
+    for run in Run.objects.filter(pk__in=ids).order_by("pk"):
+        if not grant.covers(run.workflow_id):
+            logger.warning("refused bulk %s on run %s for %s", action, run.pk,
+                           request.user.get_username())
+            refused.append(f"{run.pk} (no permission)")
+            continue
+        try:
+            data = request.POST
+            if action == "reconcile":
+                unknown = [s.name for s in run.steps.all() if s.status == StepStatus.UNKNOWN]
+                if not unknown:
+                    raise ActionInputError("no unknown step")
+                data = {**request.POST.dict(), "step": unknown[0], "mode": "ask"}
+            perform(action, run, user=request.user, data=data)
+            acted.append(str(run.pk))
+        except (ActionInputError, TransitionNotAllowed, ValueError) as exc:
+            refused.append(f"{run.pk} ({exc})")
+    if acted:
+        messages.success(request, f"{spec.label} done for runs {', '.join(acted)}.")
+    if refused:
+        messages.error(request, f"{spec.label} refused for runs {'; '.join(refused)}.")
+    return redirect(f"{reverse('console:runs')}?{request.POST.get('query', '')}")
+
+
+@require_GET
+@login_required
+def audit_log(request):
+    workflow_ids = _visible_ids(request.user)
+    form = AuditFilterForm(request.GET or None)
+    records = audit_records(**(form.cleaned_data if form.is_valid() else {}),
+                            workflow_ids=workflow_ids)
+    if request.GET.get("format") == "csv":
+        return _audit_csv(records)
+    before = request.GET.get("before", "")
+    if before.isdigit():
+        records = records.filter(pk__lt=int(before))
+    page = list(records[:100])
+    query = request.GET.copy()
+    query.pop("before", None)
+    return render(request, "console/audit.html", {
+        "form": form, "records": page, "query": query.urlencode(),
+        "next_before": page[-1].pk if len(page) == 100 else "",
+    })
+
+
+class _Echo:
+    def write(self, value):
+        return value
+
+
+def _audit_csv(records):
+    writer = csv.writer(_Echo())
+    header = ["id", "run", "seq", "time", "actor", "action", "step", "reason", "before",
+              "after", "hash"]
+
+    def rows():
+        yield writer.writerow(header)
+        for r in records.iterator(chunk_size=2000):
+            yield writer.writerow([r.pk, r.run_id, r.seq, r.created_at.isoformat(),
+                                   r.actor_label, r.action, r.step_name, r.reason, r.before,
+                                   r.after, r.hash])
+
+    response = StreamingHttpResponse(rows(), content_type="text/csv")
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    response["Content-Disposition"] = f'attachment; filename="audit-{stamp}.csv"'
+    return response
+
+
+@require_GET
+@login_required
+def workflow_page(request, name: str):
+    _visible_ids(request.user)
+    workflow = d.registry.latest(name)
+    if workflow is None:
+        raise Http404(f"No workflow {name!r}.")
+    return render(request, "console/workflow.html", {
+        "workflow": workflow, "contracts": contract_table(workflow),
+        "verdict": workflow_verdict(workflow)})
+
+
+@require_GET
+def home(request):
+    return redirect("console:runs" if request.user.is_authenticated else "login")
+

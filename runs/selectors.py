@@ -1,0 +1,136 @@
+"""Reads for the console: the runs list, the attention list, a run's detail.
+
+Each is a fixed number of queries whatever the number of runs, steps and audit records:
+per-row facts (the last error, the current step's attempts) come from subqueries, and the
+caller passes the workflows the user may see, computed once per request.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
+from django.utils import timezone
+
+from audit.models import AuditRecord
+
+from .models import FINAL_RUN_STATUSES, Run, RunStatus, Step
+
+PAGE_SIZE = 50
+ATTENTION_STATUSES = (RunStatus.ATTENTION, RunStatus.COMPENSATION_FAILED)
+# A waiting run whose wake-up time passed this long ago is stuck: nobody picked it up.
+STUCK_GRACE = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class RunFilters:
+    status: str = ""
+    workflow: str = ""
+    step_status: str = ""
+    error_class: str = ""
+    attention: bool = False
+    stuck: bool = False
+    q: str = ""
+
+
+def _visible(workflow_ids: frozenset[int] | None) -> QuerySet:
+    runs = Run.objects.all()
+    return runs if workflow_ids is None else runs.filter(workflow_id__in=workflow_ids)
+
+
+def _with_row_facts(runs: QuerySet) -> QuerySet:
+    errored = Step.objects.filter(run=OuterRef("pk")).exclude(error_class="") \
+        .order_by("-updated_at")
+    current = Step.objects.filter(run=OuterRef("pk"), name=OuterRef("current_step"))
+    return runs.annotate(
+        last_error_class=Subquery(errored.values("error_class")[:1]),
+        last_error_message=Subquery(errored.values("error_message")[:1]),
+        last_error_step=Subquery(errored.values("name")[:1]),
+        current_attempt=Subquery(current.values("attempt")[:1]),
+    )
+
+
+def filter_runs(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
+                now: datetime | None = None) -> QuerySet:
+    """The runs a user may see that match `filters`."""
+    now = now or timezone.now()
+    runs = _visible(workflow_ids)
+    if filters.status:
+        runs = runs.filter(status=filters.status)
+    if filters.workflow:
+        runs = runs.filter(workflow_name=filters.workflow)
+    if filters.attention:
+        runs = runs.filter(status__in=ATTENTION_STATUSES)
+    if filters.stuck:
+        runs = runs.filter(
+            Q(status__in=[RunStatus.RUNNING, RunStatus.COMPENSATING], lease_expires_at__lt=now)
+            | Q(status=RunStatus.WAITING, next_wake_at__lt=now - STUCK_GRACE))
+    if filters.step_status:
+        runs = runs.filter(Exists(Step.objects.filter(run=OuterRef("pk"),
+                                                      status=filters.step_status)))
+    if filters.error_class:
+        runs = runs.filter(Exists(Step.objects.filter(run=OuterRef("pk"),
+                                                      error_class=filters.error_class)))
+    if filters.q:
+        q = filters.q.strip()
+        by_step = Step.objects.filter(run=OuterRef("pk")).filter(
+            Q(idempotency_key=q) | Q(remote_ref=q) | Q(compensation_ref=q))
+        match = Q(business_key__startswith=q) | Exists(by_step)
+        if q.isdigit():
+            match |= Q(pk=int(q))
+        runs = runs.filter(match)
+    return runs
+
+
+def runs_page(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
+              after: tuple[datetime, int] | None = None, limit: int = PAGE_SIZE,
+              now: datetime | None = None) -> tuple[list[Run], tuple[datetime, int] | None]:
+    """One page of the runs list, newest status change first, and the cursor of the next
+    page (keyset pagination: the cost of page N does not grow with N)."""
+    runs = filter_runs(filters, workflow_ids=workflow_ids, now=now)
+    if after is not None:
+        updated, pk = after
+        runs = runs.filter(Q(updated_at__lt=updated) | Q(updated_at=updated, pk__lt=pk))
+    rows = list(_with_row_facts(runs).order_by("-updated_at", "-pk")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, ((rows[-1].updated_at, rows[-1].pk) if more and rows else None)
+
+
+def runs_by_ids(ids: list[int], *, workflow_ids: frozenset[int] | None) -> list[Run]:
+    """Fresh rows for the live refresh of the rows a page shows."""
+    return list(_with_row_facts(_visible(workflow_ids).filter(pk__in=ids))
+                .order_by("-updated_at", "-pk"))
+
+
+def status_counts(*, workflow_ids: frozenset[int] | None) -> dict[str, int]:
+    """Runs per status, for the counts at the top of the list."""
+    rows = _visible(workflow_ids).values("status").annotate(n=Count("pk"))
+    counts = {s.value: 0 for s in RunStatus}
+    counts.update({row["status"]: row["n"] for row in rows})
+    return counts
+
+
+def attention_runs(*, workflow_ids: frozenset[int] | None, limit: int = 200) -> list[Run]:
+    """Every run that needs a person, oldest first."""
+    runs = _visible(workflow_ids).filter(status__in=ATTENTION_STATUSES).order_by("updated_at",
+                                                                                  "pk")
+    return list(_with_row_facts(runs)[:limit])
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    run: Run
+    steps: list[Step]
+    audit: list[AuditRecord]
+
+
+def run_detail(run_id: int) -> RunDetail:
+    """A run with its steps and its whole audit log (three queries)."""
+    run = Run.objects.select_related("workflow").get(pk=run_id)
+    steps = list(Step.objects.filter(run=run).order_by("position"))
+    audit = list(AuditRecord.objects.filter(run=run).order_by("seq"))
+    return RunDetail(run=run, steps=steps, audit=audit)
+
+
+def is_final(run: Run) -> bool:
+    return run.status in FINAL_RUN_STATUSES

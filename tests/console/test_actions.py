@@ -1,0 +1,138 @@
+"""Operator actions: permission-checked on the server whatever the page showed, POST and
+CSRF only, each calling the same transition as automation and leaving an audit record."""
+
+import logging
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from audit.models import AuditRecord
+from runs import executor
+from runs.models import Run, RunStatus, StepStatus
+from tests.factories import new_run, step
+
+pytestmark = pytest.mark.django_db
+
+
+def _post(client, run, action, **data):
+    data.setdefault("seen", str(Run.objects.get(pk=run.pk).audit_seq))
+    return client.post(reverse("console:action", args=[run.pk, action]), data)
+
+
+def _state(run):
+    run = Run.objects.get(pk=run.pk)
+    return run.status, run.audit_seq, list(run.steps.values_list("status", flat=True))
+
+
+def test_an_operator_reconciles_by_hand_with_evidence_and_the_run_continues(
+        client_for, operator, stuck_run):
+    client = client_for(operator)
+    response = _post(client, stuck_run, "reconcile", step="create-task", mode="found",
+                     remote_ref="TASK-77", evidence="seen in the tracker UI",
+                     reason="tracker returned 403 after creating it")
+    assert response.status_code == 302
+    run = Run.objects.get(pk=stuck_run.pk)
+    assert run.status == RunStatus.QUEUED
+    assert step(run, "create-task").remote_ref == "TASK-77"
+    record = AuditRecord.objects.filter(run=run, action="reconciled").get()
+    assert record.actor_label == "olga" and record.actor_user_id == operator.pk
+    assert record.data["evidence"] == "seen in the tracker UI"
+    assert record.before["status"] == "attention" and record.after["status"] == "queued"
+
+
+def test_the_buttons_an_auditor_sees_are_none_and_a_forged_post_is_refused(
+        client_for, auditor, stuck_run, caplog):
+    client = client_for(auditor)
+    page = client.get(reverse("console:run", args=[stuck_run.pk])).content.decode()
+    assert "Actions" not in page and "dialog-resume" not in page
+    before = _state(stuck_run)
+    with caplog.at_level(logging.WARNING, logger="console.views"):
+        response = _post(client, stuck_run, "resume", reason="forged")
+    assert response.status_code == 403
+    assert _state(stuck_run) == before
+    assert "refused resume" in caplog.text and "aude" in caplog.text
+
+
+def test_every_action_endpoint_refuses_get(client_for, operator, stuck_run):
+    client = client_for(operator)
+    for action in ("resume", "reconcile", "retry_step", "compensate", "cancel", "terminate",
+                   "reopen"):
+        response = client.get(reverse("console:action", args=[stuck_run.pk, action]))
+        assert response.status_code == 405, action
+    assert _state(stuck_run)[0] == RunStatus.ATTENTION
+
+
+def test_an_action_without_the_csrf_token_is_refused(operator, stuck_run):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(operator)
+    before = _state(stuck_run)
+    assert _post(client, stuck_run, "resume").status_code == 403
+    assert _state(stuck_run) == before
+
+
+def test_per_workflow_grants_allow_one_workflow_and_refuse_another(
+        client_for, finance_operator, stuck_run, script):
+    onboarding = new_run("customer-onboarding", email="a@example.com", name="A", plan="pro")
+    Run.objects.filter(pk=onboarding.pk).update(status=RunStatus.ATTENTION)
+    client = client_for(finance_operator)
+    assert client.get(reverse("console:run", args=[onboarding.pk])).status_code == 403
+    body = client.get(reverse("console:runs")).content.decode()
+    assert f"#{stuck_run.pk}<" in body and f"#{onboarding.pk}<" not in body
+    assert _post(client, onboarding, "terminate", reason="x").status_code == 403
+    assert Run.objects.get(pk=onboarding.pk).status == RunStatus.ATTENTION
+    assert _post(client, stuck_run, "terminate", reason="duplicate").status_code == 302
+    assert Run.objects.get(pk=stuck_run.pk).status == RunStatus.TERMINATED
+
+
+def test_a_run_that_moved_on_is_not_acted_on_twice(client_for, operator, stuck_run):
+    client = client_for(operator)
+    seen = str(stuck_run.audit_seq)
+    assert _post(client, stuck_run, "resume", seen=seen).status_code == 302
+    after_first = _state(stuck_run)
+    response = client.post(reverse("console:action", args=[stuck_run.pk, "resume"]),
+                           {"seen": seen}, follow=True)
+    assert "The run moved on" in response.content.decode()
+    assert _state(stuck_run) == after_first
+
+
+def test_compensate_and_terminate_need_a_reason(client_for, operator, stuck_run):
+    client = client_for(operator)
+    before = _state(stuck_run)
+    response = _post(client, stuck_run, "terminate", reason="  ")
+    assert response.status_code == 302 and _state(stuck_run) == before
+    page = client.get(reverse("console:run", args=[stuck_run.pk])).content.decode()
+    assert "needs a reason" in page
+
+
+def test_htmx_action_returns_the_refreshed_panel(client_for, operator, stuck_run):
+    client = client_for(operator)
+    response = client.post(reverse("console:action", args=[stuck_run.pk, "retry_step"]),
+                           {"seen": str(stuck_run.audit_seq), "step": "create-task"},
+                           HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert 'id="run-live"' in body and "Retry step: done." in body
+    assert step(stuck_run, "create-task").status == StepStatus.PENDING
+
+
+def test_bulk_actions_report_acted_and_refused_runs_with_an_audit_record_each(
+        client_for, finance_operator, stuck_run, script):
+    from runs.errors import PermanentError
+
+    script.plan["create-task"] = [PermanentError("no")]
+    second = new_run()
+    executor.advance_run(second.pk, worker="w1")
+    foreign = new_run("customer-onboarding", email="b@example.com", name="B", plan="free")
+    Run.objects.filter(pk=foreign.pk).update(status=RunStatus.ATTENTION)
+    client = client_for(finance_operator)
+    response = client.post(reverse("console:bulk"), {
+        "action": "terminate", "reason": "vendor fraud",
+        "run": [stuck_run.pk, second.pk, foreign.pk]}, follow=True)
+    body = response.content.decode()
+    assert f"done for runs {stuck_run.pk}, {second.pk}" in body
+    assert f"{foreign.pk} (no permission)" in body
+    assert Run.objects.get(pk=foreign.pk).status == RunStatus.ATTENTION
+    for run in (stuck_run, second):
+        assert AuditRecord.objects.filter(run=run, action="terminated",
+                                          actor_label="fin").count() == 1

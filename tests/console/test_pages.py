@@ -1,0 +1,117 @@
+"""The console's pages show what an operator needs, escaped, in a constant number of
+queries whatever the number of runs."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from runs import executor
+from tests.factories import new_run, step
+
+pytestmark = pytest.mark.django_db
+
+
+def test_runs_list_shows_status_counts_and_rows(client_for, operator, stuck_run):
+    response = client_for(operator).get(reverse("console:runs"))
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert f"#{stuck_run.pk}" in body and stuck_run.business_key in body
+    assert "permanent" in body
+
+
+def test_remote_error_text_is_escaped_everywhere(client_for, operator, stuck_run):
+    client = client_for(operator)
+    for url in (reverse("console:runs"), reverse("console:attention"),
+                reverse("console:run", args=[stuck_run.pk])):
+        body = client.get(url).content.decode()
+        assert "<script>alert(1)</script>" not in body
+    detail = client.get(reverse("console:run", args=[stuck_run.pk])).content.decode()
+    assert "&lt;script&gt;" in detail
+
+
+def test_search_finds_a_run_by_idempotency_key_and_by_remote_reference(client_for, operator,
+                                                                       script):
+    run = new_run()
+    executor.advance_run(run.pk, worker="w1")
+    other = new_run()
+    client = client_for(operator)
+    key = step(run, "create-task").idempotency_key
+    ref = step(run, "create-task").remote_ref
+    for q in (key, ref, run.business_key):
+        body = client.get(reverse("console:runs"), {"q": q}).content.decode()
+        assert f"#{run.pk}<" in body and f"#{other.pk}<" not in body
+
+
+def test_filters_narrow_the_list(client_for, operator, stuck_run, script):
+    done = new_run()
+    executor.advance_run(done.pk, worker="w1")
+    client = client_for(operator)
+    body = client.get(reverse("console:runs"), {"attention": "on"}).content.decode()
+    assert f"#{stuck_run.pk}<" in body and f"#{done.pk}<" not in body
+    body = client.get(reverse("console:runs"), {"error_class": "permanent"}).content.decode()
+    assert f"#{stuck_run.pk}<" in body and f"#{done.pk}<" not in body
+    body = client.get(reverse("console:runs"), {"status": "completed"}).content.decode()
+    assert f"#{done.pk}<" in body and f"#{stuck_run.pk}<" not in body
+
+
+def test_keyset_pagination_walks_every_run_once(client_for, operator, settings):
+    from runs import selectors
+
+    runs = [new_run() for _ in range(7)]
+    seen, after = [], None
+    while True:
+        page, after = selectors.runs_page(selectors.RunFilters(), workflow_ids=None,
+                                          after=after, limit=3)
+        seen += [r.pk for r in page]
+        if after is None:
+            break
+    assert sorted(seen) == sorted(r.pk for r in runs) and len(seen) == len(set(seen))
+
+
+def test_run_detail_shows_steps_keys_contract_and_audit(client_for, operator, stuck_run):
+    body = client_for(operator).get(reverse("console:run", args=[stuck_run.pk])).content.decode()
+    task = step(stuck_run, "create-task")
+    assert task.idempotency_key in body
+    assert "recovery contract" in body and "reconcile by key" in body
+    assert "intent" in body and "attention" in body
+
+
+def _queries(client, url):
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get(url).status_code == 200
+    return len(ctx)
+
+
+@pytest.mark.parametrize("page", ["console:runs", "console:attention", "console:audit"])
+def test_list_pages_cost_the_same_queries_for_10_and_60_runs(client_for, operator, script,
+                                                             page):
+    from runs.errors import PermanentError
+
+    client = client_for(operator)
+
+    def make(n):
+        for _ in range(n):
+            script.plan["create-task"] = [PermanentError("no")]
+            executor.advance_run(new_run().pk, worker="w1")
+
+    make(10)
+    small = _queries(client, reverse(page))
+    make(50)
+    assert _queries(client, reverse(page)) == small
+
+
+def test_run_detail_costs_the_same_queries_for_few_and_many_audit_records(client_for,
+                                                                          operator, script):
+    client = client_for(operator)
+    short = new_run()
+    long = new_run()
+    executor.advance_run(long.pk, worker="w1")
+    assert _queries(client, reverse("console:run", args=[short.pk])) == \
+        _queries(client, reverse("console:run", args=[long.pk]))
+
+
+def test_workflow_page_shows_the_recovery_contract_and_verdict(client_for, operator):
+    body = client_for(operator).get(reverse("console:workflow",
+                                            args=["invoice-approval"])).content.decode()
+    assert "Verdict: limited trial" in body and "post-ledger-entry" in body
