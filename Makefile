@@ -23,6 +23,7 @@ lint: install
 
 test: install
 	bin/ensure-services
+	bin/ensure-chromium
 	$(BIN)/ruff check .
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -q
 

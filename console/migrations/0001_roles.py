@@ -1,16 +1,8 @@
-"""The roles, as groups: operators act on runs, approvers decide approvals, auditors read,
-admins administer (Django admin). Per-workflow grants are object permissions added later."""
+"""Create the role groups (console.roles)."""
 
 from django.db import migrations
 
-ROLES = {
-    "operators": ["view_runs", "resume_run", "reconcile_run", "retry_step", "compensate_run",
-                  "terminate_run"],
-    "approvers": [],
-    "auditors": ["view_runs"],
-    "admins": ["view_runs", "resume_run", "reconcile_run", "retry_step", "compensate_run",
-               "terminate_run"],
-}
+from console.roles import ROLES, ensure_roles
 
 
 def create_roles(apps, schema_editor):
@@ -21,12 +13,7 @@ def create_roles(apps, schema_editor):
         app_config.models_module = True
         create_permissions(app_config, verbosity=0, apps=apps)
         app_config.models_module = None
-    Group = apps.get_model("auth", "Group")
-    Permission = apps.get_model("auth", "Permission")
-    for name, codenames in ROLES.items():
-        group, _ = Group.objects.get_or_create(name=name)
-        group.permissions.add(*Permission.objects.filter(
-            content_type__app_label="runs", codename__in=codenames))
+    ensure_roles(apps.get_model("auth", "Group"), apps.get_model("auth", "Permission"))
 
 
 def remove_roles(apps, schema_editor):

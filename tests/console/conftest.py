@@ -1,7 +1,8 @@
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from guardian.shortcuts import assign_perm
 
+from console.roles import ensure_roles
 from runs import executor
 from runs.errors import PermanentError
 from runs.models import Workflow
@@ -9,14 +10,20 @@ from tests.factories import new_run
 
 
 @pytest.fixture
-def operator(db):
+def roles(db):
+    # Transactional tests flush the database, groups from the migration included.
+    ensure_roles(Group, Permission)
+
+
+@pytest.fixture
+def operator(roles):
     user = User.objects.create_user("olga", password="pw")
     user.groups.add(Group.objects.get(name="operators"))
     return user
 
 
 @pytest.fixture
-def auditor(db):
+def auditor(roles):
     user = User.objects.create_user("aude", password="pw")
     user.groups.add(Group.objects.get(name="auditors"))
     return user

@@ -1,0 +1,71 @@
+"""Put the demo's runs into every state an operator meets: completed, retrying, unknown
+outcome, waiting for approval, compensated, compensation failed, terminated, permanent error.
+
+Each scenario queues its sandbox faults, starts its run without a wake-up hint and advances it
+here, so the faults hit the run they are meant for. Needs the web server (the sandbox) up.
+"""
+
+import uuid
+
+from django.contrib.auth.models import User
+from django.core.management.base import BaseCommand
+
+from audit.chain import Actor
+from demo.sandbox import faults
+from runs import executor, transitions
+from runs.models import Run
+
+SEED = Actor.system("demo_scenarios")
+INVOICE = {"tenant": "tenant-42", "approver_email": "approver@example.com"}
+CUSTOMER = {"email": "linus@example.com", "name": "Linus", "plan": "enterprise"}
+
+
+class Command(BaseCommand):
+    help = "Create one demo run in each state an operator meets (needs the sandbox up)."
+
+    def handle(self, *args, **options):
+        tag = uuid.uuid4().hex[:4]
+        approver = User.objects.filter(username="approver").first()
+        approve_as = Actor.for_user(approver) if approver else SEED
+
+        def invoice(number):
+            return self._start("invoice-approval", f"tenant-42:{number}-{tag}",
+                               {**INVOICE, "invoice_number": number})
+
+        def approved(run):
+            transitions.decide_approval(run.pk, step_name="approve-invoice", approved=True,
+                                        actor=approve_as, comment="looks right")
+            return run
+
+        self._advance(self._start("customer-onboarding", f"tenant-9:cus-ok-{tag}", CUSTOMER))
+        faults.add("invoices.read", faults.UNAVAILABLE, times=3)
+        self._advance(invoice("INV-RETRY"), "retrying (the worker finishes it)")
+        faults.add("tracker.create", faults.FORBIDDEN)
+        self._advance(invoice("INV-403"), "permanent error")
+        faults.add("payments.update", faults.COMMIT_THEN_TIMEOUT)
+        faults.add("payments.lookup", faults.UNAVAILABLE)
+        self._advance(self._start("customer-onboarding", f"tenant-9:cus-unknown-{tag}",
+                                  CUSTOMER), "unknown outcome")
+        self._advance(invoice("INV-WAIT"), "waiting for approval")
+        run = self._advance(invoice("INV-COMP"))
+        faults.add("ledger.post", faults.FORBIDDEN)
+        self._advance(approved(run), "compensated")
+        run = self._advance(invoice("INV-CFAIL"))
+        faults.add("ledger.post", faults.FORBIDDEN)
+        faults.add("tracker.cancel", faults.FORBIDDEN)
+        self._advance(approved(run), "compensation failed")
+        run = self._advance(invoice("INV-TERM"))
+        transitions.terminate(run.pk, actor=SEED, reason="duplicate of INV-1847")
+        self.stdout.write(f"  {run.business_key}: terminated")
+        faults.clear()
+
+    def _start(self, workflow, key, data) -> Run:
+        return transitions.start_run(workflow=workflow, business_key=key, input=data,
+                                     actor=SEED, wake=False)[0]
+
+    def _advance(self, run, label: str = "") -> Run:
+        executor.advance_run(run.pk, worker="demo_scenarios")
+        run.refresh_from_db()
+        if label:
+            self.stdout.write(f"  {run.business_key}: {run.status} ({label})")
+        return run

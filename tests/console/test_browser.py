@@ -1,0 +1,114 @@
+"""The console in a real browser (Playwright driving the system Chromium): an operator
+reconciles a run in attention; an auditor sees no action and a forged POST is refused.
+Screenshots of the list and detail pages go to var/screenshots/."""
+
+import os
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Group, User
+from playwright.sync_api import expect, sync_playwright
+
+from audit.models import AuditRecord
+from runs import executor
+from runs.errors import UnknownOutcome
+from runs.models import Run, RunStatus
+from tests.factories import new_run, step
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
+# between browser steps are still plain synchronous ones.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+pytestmark = pytest.mark.django_db(transaction=True)
+SCREENSHOTS = settings.BASE_DIR / "var" / "screenshots"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+
+
+@pytest.fixture
+def browser():
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def _user(name, group):
+    user = User.objects.create_user(name, password="pw-" + name)
+    user.groups.add(Group.objects.get(name=group))
+    return user
+
+
+def _sign_in(browser, live_server, name):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.get_by_label("Username").fill(name)
+    page.get_by_label("Password").fill("pw-" + name)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/runs/")
+    return page
+
+
+@pytest.fixture
+def unsettled_run(roles, script):
+    """A high-impact write whose outcome is unknown: only a person can settle it."""
+    script.plan["post-ledger"] = [UnknownOutcome("timeout after the ledger got the request")]
+    run = new_run()
+    executor.advance_run(run.pk, worker="w1")
+    assert Run.objects.get(pk=run.pk).status == RunStatus.ATTENTION
+    return run
+
+
+def test_an_operator_finds_a_run_in_attention_and_reconciles_it(browser, live_server,
+                                                                unsettled_run):
+    _user("olga", "operators")
+    page = _sign_in(browser, live_server, "olga")
+    page.screenshot(path=str(SCREENSHOTS / "runs-list.png"), full_page=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Attention").click()
+    page.get_by_role("link", name=f"#{unsettled_run.pk}").click()
+    expect(page.get_by_text("unknown outcome not settled")).to_be_visible()
+    page.screenshot(path=str(SCREENSHOTS / "run-detail.png"), full_page=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+
+    page.get_by_role("button", name="Reconcile…").click()
+    dialog = page.locator("#dialog-reconcile")
+    expect(dialog).to_be_visible()
+    page.keyboard.press("Escape")  # the dialog is keyboard-usable: Escape closes it
+    expect(dialog).to_be_hidden()
+    page.get_by_role("button", name="Reconcile…").click()
+    dialog.get_by_label("I found the effect: record it as done").check()
+    dialog.get_by_label("Remote reference (when found)").fill("LE-4242")
+    dialog.get_by_label("Evidence (required when recording by hand)").fill(
+        "entry LE-4242 in the ledger UI, same transaction reference")
+    dialog.get_by_label("Reason").fill("ledger timed out after committing")
+    dialog.get_by_role("button", name="Reconcile", exact=True).click()
+
+    expect(page.get_by_text("Reconcile: done.")).to_be_visible()
+    expect(page.locator("#run-live h1 .badge")).to_have_text("queued")
+    assert step(unsettled_run, "post-ledger").remote_ref == "LE-4242"
+    record = AuditRecord.objects.get(run=unsettled_run, action="reconciled", actor_label="olga")
+    page.reload()
+    row = page.locator("tr", has=page.get_by_role("cell", name="reconciled"))
+    expect(row.filter(has_text="olga")).to_have_count(1)
+    assert record.reason == "ledger timed out after committing"
+
+
+def test_an_auditor_sees_no_action_and_a_forged_post_is_refused(browser, live_server,
+                                                                unsettled_run):
+    _user("aude", "auditors")
+    page = _sign_in(browser, live_server, "aude")
+    page.goto(f"{live_server.url}/runs/{unsettled_run.pk}/")
+    expect(page.get_by_text("unknown outcome not settled")).to_be_visible()
+    expect(page.get_by_role("button", name="Reconcile…")).to_have_count(0)
+    expect(page.get_by_role("button", name="Terminate…")).to_have_count(0)
+    token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    response = page.request.post(
+        f"{live_server.url}/runs/{unsettled_run.pk}/terminate/",
+        form={"reason": "forged", "seen": str(unsettled_run.audit_seq)},
+        headers={"X-CSRFToken": token, "Referer": f"{live_server.url}/runs/"})
+    assert response.status == 403
+    assert Run.objects.get(pk=unsettled_run.pk).status == RunStatus.ATTENTION
+    assert not AuditRecord.objects.filter(run=unsettled_run, action="terminated").exists()
