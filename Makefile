@@ -35,6 +35,7 @@ demo: install
 bench: install
 	bin/ensure-services
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py bench_runtime
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py bench_console
 
 clean:
 	rm -rf $(VENV) var *.egg-info

@@ -64,6 +64,7 @@ def runs_list(request):
     return render(request, "console/runs.html", {
         "form": form, "runs": rows, "ids": [r.pk for r in rows], "live": _live(rows),
         "counts": selectors.status_counts(workflow_ids=workflow_ids),
+        "count_cap": selectors.COUNT_CAP,
         "next_cursor": f"{next_cursor[0].isoformat()}|{next_cursor[1]}" if next_cursor else "",
         "query": query.urlencode(), "first_page": after is None,
     })

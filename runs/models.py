@@ -119,6 +119,8 @@ class Run(models.Model):
         ]
         indexes = [
             models.Index(fields=["status", "updated_at"], name="run_status_updated_idx"),
+            # The runs list: newest status change first, keyset-paged on (updated_at, id).
+            models.Index(fields=["-updated_at", "-id"], name="run_updated_idx"),
             # What is stuck: held past its lease.
             models.Index(fields=["lease_expires_at"], name="run_lease_held_idx",
                          condition=Q(status__in=["running", "compensating"])),
