@@ -42,3 +42,16 @@ def test_tests_run_on_postgresql_with_immediate_sqlite_as_the_embedded_default()
     assert embedded["ENGINE"] == "django.db.backends.sqlite3"
     assert embedded["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
     assert "journal_mode=WAL" in embedded["OPTIONS"]["init_command"]
+
+
+def test_check_deploy_is_clean_with_production_settings():
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        env={**{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
+             "DJANGO_SETTINGS_MODULE": "console.production",
+             "SECRET_KEY": "a-long-random-production-key-" + "x1y2z3" * 8,
+             "ALLOWED_HOSTS": "console.example.com"},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout

@@ -2,8 +2,6 @@
 reconciles a run in attention; an auditor sees no action and a forged POST is refused.
 Screenshots of the list and detail pages go to var/screenshots/."""
 
-import os
-
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import Group, User
@@ -15,9 +13,6 @@ from runs.errors import UnknownOutcome
 from runs.models import Run, RunStatus
 from tests.factories import new_run, step
 
-# Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
-# between browser steps are still plain synchronous ones.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 pytestmark = pytest.mark.django_db(transaction=True)
 SCREENSHOTS = settings.BASE_DIR / "var" / "screenshots"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -26,7 +21,10 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 
 
 @pytest.fixture
-def browser():
+def browser(monkeypatch):
+    # Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
+    # between browser steps are still plain synchronous ones.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)

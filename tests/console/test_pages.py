@@ -7,6 +7,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from runs import executor
+from runs.models import Run
 from tests.factories import new_run, step
 
 pytestmark = pytest.mark.django_db
@@ -84,20 +85,19 @@ def _queries(client, url):
 
 
 @pytest.mark.parametrize("page", ["console:runs", "console:attention", "console:audit"])
-def test_list_pages_cost_the_same_queries_for_10_and_60_runs(client_for, operator, script,
-                                                             page):
+def test_list_pages_cost_the_same_queries_for_10_and_1000_runs(client_for, operator, script,
+                                                               page):
+    from django.core.management import call_command
+
     from runs.errors import PermanentError
 
     client = client_for(operator)
-
-    def make(n):
-        for _ in range(n):
-            script.plan["create-task"] = [PermanentError("no")]
-            executor.advance_run(new_run().pk, worker="w1")
-
-    make(10)
+    for _ in range(10):
+        script.plan["create-task"] = [PermanentError("no")]
+        executor.advance_run(new_run().pk, worker="w1")
     small = _queries(client, reverse(page))
-    make(50)
+    call_command("seed_scale", runs=1000, stdout=open("/dev/null", "w"))  # noqa: SIM115
+    assert Run.objects.count() == 1010
     assert _queries(client, reverse(page)) == small
 
 
@@ -115,3 +115,14 @@ def test_workflow_page_shows_the_recovery_contract_and_verdict(client_for, opera
     body = client_for(operator).get(reverse("console:workflow",
                                             args=["invoice-approval"])).content.decode()
     assert "Verdict: limited trial" in body and "post-ledger-entry" in body
+
+
+def test_audit_page_filters_and_exports_csv(client_for, operator, stuck_run):
+    client = client_for(operator)
+    body = client.get(reverse("console:audit"), {"action": "attention"}).content.decode()
+    assert f"#{stuck_run.pk}" in body and ">intent<" not in body
+    response = client.get(reverse("console:audit"), {"run": stuck_run.pk, "format": "csv"})
+    assert response["Content-Type"] == "text/csv"
+    lines = b"".join(response.streaming_content).decode().strip().splitlines()
+    assert lines[0].startswith("id,run,seq,time,actor,action")
+    assert len(lines) == 1 + stuck_run.audit_records.count()
