@@ -29,6 +29,7 @@ class Command(BaseCommand):
     def handle(self, *args, runs, repeat, **options):
         if connection.vendor != "postgresql":
             raise CommandError("bench_console needs PostgreSQL (set DATABASE_URL=postgres://...)")
+        call_command("migrate", verbosity=0)
         started = time.perf_counter()
         call_command("seed_scale", runs=runs, stdout=self.stdout)
         self.stdout.write(f"seeding checked in {time.perf_counter() - started:.1f}s")
