@@ -3,6 +3,7 @@ do in words, and which transition it calls (the same function automation calls).
 
 from dataclasses import dataclass
 
+from approvals.services import four_eyes_required, request_operator_action
 from audit.chain import Actor
 from runs import definition as d
 from runs import transitions
@@ -58,6 +59,16 @@ def eligible_steps(action: str, steps: list[Step]) -> list[Step]:
 
 def explain(action: str, run: Run, steps: list[Step]) -> list[str]:
     """What pressing the button will do, in words, for the confirmation dialog."""
+    lines = _explain(action, run, steps)
+    if action in ("compensate", "terminate") and any(
+            s.impact == d.HIGH and s.kind in (d.WRITE, d.NOTIFY)
+            and s.status == StepStatus.SUCCEEDED for s in steps):
+        lines.append("This run has a succeeded high-impact step: your request goes to a "
+                     "second person for approval (four eyes) and nothing happens until then.")
+    return lines
+
+
+def _explain(action: str, run: Run, steps: list[Step]) -> list[str]:
     workflow = d.registry.get(run.workflow_name, run.workflow_version)
     if action == "resume":
         return ["The run continues from its last checkpoint. A failed or scheduled step is "
@@ -97,10 +108,12 @@ def explain(action: str, run: Run, steps: list[Step]) -> list[str]:
     raise KeyError(action)
 
 
-def perform(action: str, run: Run, *, user, data: dict) -> None:
-    """Call the transition behind `action` with the operator's input. Raises
-    ActionInputError for missing input and TransitionNotAllowed if the run's state does not
-    allow it (both leave everything as it was)."""
+def perform(action: str, run: Run, *, user, data: dict) -> str:
+    """Call the transition behind `action` with the operator's input, and say what was done.
+    Compensating or terminating a run with a succeeded high-impact effect becomes a request
+    for a second person's approval instead (four eyes). Raises ActionInputError for missing
+    input and TransitionNotAllowed if the run's state does not allow it (both leave
+    everything as it was)."""
     actor = Actor.for_user(user)
     reason = (data.get("reason") or "").strip()
     spec = ACTIONS[action]
@@ -133,6 +146,11 @@ def perform(action: str, run: Run, *, user, data: dict) -> None:
         if not step:
             raise ActionInputError("Choose the step to retry.")
         transitions.retry_step(run.pk, step_name=step, actor=actor, reason=reason)
+    elif action in ("compensate", "terminate") and four_eyes_required(run, action):
+        request, created = request_operator_action(run, action=action, requested_by=user,
+                                                   reason=reason)
+        return (f"A second person must approve this: approval request {request.pk} "
+                f"{'created' if created else 'already waits'}; nothing was done yet.")
     elif action == "compensate":
         transitions.compensate(run.pk, actor=actor, reason=reason)
     elif action == "cancel":
@@ -143,3 +161,4 @@ def perform(action: str, run: Run, *, user, data: dict) -> None:
         transitions.reopen(run.pk, actor=actor, reason=reason)
     else:
         raise ActionInputError(f"Unknown action {action!r}.")
+    return f"{spec.label}: done."

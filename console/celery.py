@@ -14,3 +14,5 @@ def schedule_sweeper(sender, **kwargs):
     from django.conf import settings
 
     sender.add_periodic_task(settings.SWEEP_INTERVAL_SECONDS, sender.signature("runs.sweep"))
+    sender.add_periodic_task(settings.APPROVALS_SWEEP_INTERVAL_SECONDS,
+                             sender.signature("approvals.sweep"))

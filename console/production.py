@@ -1,5 +1,7 @@
 """Production settings: the base settings plus the checks a deployment must pass."""
 
+import os
+
 from django.core.exceptions import ImproperlyConfigured
 
 from .settings import *  # noqa: F403
@@ -30,3 +32,9 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
+
+# --- Structured logs (observability): JSON lines unless LOG_FORMAT=plain ------------------
+if os.environ.get("LOG_FORMAT", "json") == "json":
+    LOGGING["handlers"]["console"]["formatter"] = "json"  # noqa: F405
+    # Celery leaves the root logger to Django's LOGGING, so worker and beat lines are JSON too.
+    CELERY_WORKER_HIJACK_ROOT_LOGGER = False

@@ -129,6 +129,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR),
         "data_folder_out": str(BROKER_DIR),
+        "control_folder": str(BROKER_DIR / "control"),
     }
 else:
     # On Redis an unacknowledged message comes back after the visibility timeout; no task
@@ -172,3 +173,78 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
+
+# --- Approvals (approvals app): notification email, signed links, four eyes ---------------
+# The demo writes every email to a file under var/mail (open it to find the approval link);
+# set EMAIL_HOST (and EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS or
+# EMAIL_USE_SSL) to send through SMTP instead.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+if EMAIL_HOST:
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "587"))
+    EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+    EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+    EMAIL_USE_SSL = env_flag("EMAIL_USE_SSL", False)
+    EMAIL_USE_TLS = env_flag("EMAIL_USE_TLS", not EMAIL_USE_SSL)
+    EMAIL_TIMEOUT = float(os.environ.get("EMAIL_TIMEOUT", "10"))
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
+    EMAIL_FILE_PATH = VAR_DIR / "mail"
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "approvals@localhost")
+# Links in emails point here (the scheme, host and port people reach the console on).
+APPROVALS_BASE_URL = os.environ.get("APPROVALS_BASE_URL", "http://127.0.0.1:8000")
+# How long an approval link works, in seconds (it also dies once the request is decided).
+APPROVAL_LINK_MAX_AGE = int(os.environ.get("APPROVAL_LINK_MAX_AGE", str(3 * 24 * 3600)))
+APPROVALS_SWEEP_INTERVAL_SECONDS = float(
+    os.environ.get("APPROVALS_SWEEP_INTERVAL_SECONDS", str(SWEEP_INTERVAL_SECONDS)))
+# A notification is tried this many times (with exponential backoff) before it is failed.
+APPROVALS_NOTIFICATION_MAX_ATTEMPTS = int(os.environ.get("APPROVALS_NOTIFICATION_MAX_ATTEMPTS",
+                                                         "8"))
+# A claimed decision not yet applied to its run is tried again after this many seconds.
+APPROVALS_SETTLE_RETRY_SECONDS = float(os.environ.get("APPROVALS_SETTLE_RETRY_SECONDS", "60"))
+# Four eyes: who approves an operator's compensate or terminate of a run with a succeeded
+# high-impact step (never the operator who asked), and how long they have.
+APPROVALS_FOUR_EYES_APPROVERS = [
+    n.strip() for n in os.environ.get("APPROVALS_FOUR_EYES_APPROVERS",
+                                      "group:operators").split(",") if n.strip()
+]
+APPROVALS_FOUR_EYES_TIMEOUT_SECONDS = int(os.environ.get("APPROVALS_FOUR_EYES_TIMEOUT_SECONDS",
+                                                         str(24 * 3600)))
+APPROVALS_FOUR_EYES_REMIND_SECONDS = int(os.environ.get("APPROVALS_FOUR_EYES_REMIND_SECONDS",
+                                                        str(4 * 3600)))
+
+# --- Integration API and observability (api, observability apps) -------------------------
+# "ninja" serves the API docs page (Swagger UI) from our static files rather than a CDN.
+INSTALLED_APPS += ["ninja", "api", "observability"]
+# Requests per API token per window (a token's own rate_limit, set in admin, overrides it).
+API_RATE_LIMIT = int(os.environ.get("API_RATE_LIMIT", "120"))
+API_RATE_LIMIT_WINDOW_SECONDS = int(os.environ.get("API_RATE_LIMIT_WINDOW_SECONDS", "60"))
+# A token's last_used_at is written at most this often, so reads do not each write.
+API_TOKEN_LAST_USED_PRECISION_SECONDS = int(
+    os.environ.get("API_TOKEN_LAST_USED_PRECISION_SECONDS", "60"))
+# The rate-limit counters live in the "api" cache: Redis when API_CACHE_URL is set (needed
+# when several web processes serve the API, so that they share the counts), otherwise this
+# process's memory, which is enough for the one-process demo and needs no server.
+API_CACHE_URL = os.environ.get("API_CACHE_URL", "")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "api": ({"BACKEND": "django.core.cache.backends.redis.RedisCache",
+             "LOCATION": API_CACHE_URL, "KEY_PREFIX": "dwf",
+             "OPTIONS": {"socket_timeout": 0.5, "socket_connect_timeout": 0.5}}
+            if API_CACHE_URL else
+            {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "api"}),
+}
+API_RATE_LIMIT_CACHE = "api"
+# /metrics answers requests from this machine (without a forwarding header), and anyone who
+# sends "Authorization: Bearer $METRICS_TOKEN" when it is set.
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_ALLOW_LOCALHOST = env_flag("METRICS_ALLOW_LOCALHOST", True)
+# The step duration histogram covers steps that finished within this many seconds.
+METRICS_STEP_WINDOW_SECONDS = float(os.environ.get("METRICS_STEP_WINDOW_SECONDS", "3600"))
+# Logs: every line carries the run it is about (observability.logs); LOG_FORMAT=json writes
+# one JSON object per line (the default of console.production).
+LOGGING["filters"] = {"run_context": {"()": "observability.logs.ContextFilter"}}
+LOGGING["formatters"]["json"] = {"()": "observability.logs.JsonFormatter"}
+LOGGING["handlers"]["console"]["filters"] = ["run_context"]
+if os.environ.get("LOG_FORMAT", "plain") == "json":
+    LOGGING["handlers"]["console"]["formatter"] = "json"

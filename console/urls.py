@@ -21,6 +21,10 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("approvals/", include("approvals.urls")),
+    # The integration API (bearer tokens only) and the Prometheus endpoint.
+    path("api/", include("api.urls")),
+    path("metrics", include("observability.urls")),
 ]
 
 if settings.SANDBOX_ENABLED:

@@ -160,8 +160,8 @@ def run_action(request, run_id: int, action: str):
                                 "done. Check its state below and try again if still needed.")
     else:
         try:
-            perform(action, run, user=request.user, data=request.POST)
-            messages.success(request, f"{spec.label}: done.")
+            messages.success(request, perform(action, run, user=request.user,
+                                              data=request.POST))
         except (ActionInputError, TransitionNotAllowed, ValueError) as exc:
             messages.error(request, f"{spec.label} was not done: {exc}")
     url = reverse("console:run", args=[run.pk])

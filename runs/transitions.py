@@ -677,7 +677,8 @@ def compensation_plan(steps: list[Step], definition: d.Workflow | None) -> list[
     return sorted(plan, key=lambda s: (s.finished_at or s.updated_at, s.position), reverse=True)
 
 
-def _begin_compensation(change: _Change, plan: list[Step], *, reason: str) -> None:
+def _begin_compensation(change: _Change, plan: list[Step], *, reason: str,
+                        data: dict | None = None) -> None:
     before = _snapshot(change.run)
     for step in plan:
         if step.status == StepStatus.COMPENSATION_FAILED:
@@ -687,7 +688,8 @@ def _begin_compensation(change: _Change, plan: list[Step], *, reason: str) -> No
             change.step_changed(step)
     change.move(COMP)
     change.audit("compensation_started", reason=reason, before=before,
-                 after=_snapshot(change.run), data={"order": [s.name for s in plan]})
+                 after=_snapshot(change.run),
+                 data={**(data or {}), "order": [s.name for s in plan]})
 
 
 def _advance_compensation(change: _Change, lease: Lease) -> None:
@@ -1000,7 +1002,8 @@ def retry_step(run_id: int, *, step_name: str, actor: Actor, reason: str = "",
     return run
 
 
-def compensate(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
+def compensate(run_id: int, *, actor: Actor, reason: str, data: dict | None = None,
+               now: datetime | None = None) -> Run:
     """Undo the run's completed steps, newest first, each with its own key and audit record.
 
     Refused while any step's outcome is unknown: whether to undo an action depends on
@@ -1027,7 +1030,7 @@ def compensate(run_id: int, *, actor: Actor, reason: str, now: datetime | None =
         plan = compensation_plan(steps, definition)
         if not plan:
             raise TransitionNotAllowed(f"run {run_id} has no completed step to compensate")
-        _begin_compensation(change, plan, reason=reason)
+        _begin_compensation(change, plan, reason=reason, data=data)
         run.next_wake_at = now  # due at once; the sweeper finds it if the hint is lost
         change.wake = True
         change.save()
@@ -1035,7 +1038,8 @@ def compensate(run_id: int, *, actor: Actor, reason: str, now: datetime | None =
 
 
 def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor,
-                    comment: str = "", now: datetime | None = None) -> Run:
+                    comment: str = "", data: dict | None = None,
+                    now: datetime | None = None) -> Run:
     """Record a person's decision on the approval step the run waits on.
 
     Approved: the step succeeds and the run continues. Rejected: the step fails and the run
@@ -1068,7 +1072,7 @@ def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor
             change.move(A, reason=AttentionReason.APPROVAL_REJECTED,
                         message=f"{step_name} rejected by {actor.label}")
         change.audit("approval_decided", step=step, reason=comment, before=before,
-                     after=_snapshot(run, step), data={"approved": approved})
+                     after=_snapshot(run, step), data={**(data or {}), "approved": approved})
         change.save()
     return run
 
@@ -1111,7 +1115,8 @@ def cancel(run_id: int, *, actor: Actor, reason: str, now: datetime | None = Non
     return run
 
 
-def terminate(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
+def terminate(run_id: int, *, actor: Actor, reason: str, data: dict | None = None,
+              now: datetime | None = None) -> Run:
     """End the run at once. A step still in flight becomes unknown; its result is recorded
     when it arrives. The run resumes only through reopen."""
     if not reason or not reason.strip():
@@ -1120,13 +1125,13 @@ def terminate(run_id: int, *, actor: Actor, reason: str, now: datetime | None = 
     with transaction.atomic(durable=True):
         run = _lock(run_id)
         change = _Change(run, "terminate", actor, now)
-        _terminate_in(change, _steps(run), reason=reason)
+        _terminate_in(change, _steps(run), reason=reason, data=data)
         change.save()
     return run
 
 
 def _terminate_in(change: _Change, steps: list[Step], *, reason: str,
-                  action: str = "terminated") -> None:
+                  action: str = "terminated", data: dict | None = None) -> None:
     run = change.run
     before = _snapshot(run)
     run.fencing_token += 1  # a worker still holding the run is fenced off from now on
@@ -1144,7 +1149,7 @@ def _terminate_in(change: _Change, steps: list[Step], *, reason: str,
     run.cancel_requested = False
     run.next_wake_at = None
     change.move(TERM, message=reason)
-    change.audit(action, reason=reason, before=before, after=_snapshot(run))
+    change.audit(action, reason=reason, before=before, after=_snapshot(run), data=data)
 
 
 def reopen(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:

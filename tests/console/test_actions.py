@@ -136,3 +136,38 @@ def test_bulk_actions_report_acted_and_refused_runs_with_an_audit_record_each(
     for run in (stuck_run, second):
         assert AuditRecord.objects.filter(run=run, action="terminated",
                                           actor_label="fin").count() == 1
+
+
+def test_terminating_a_run_with_a_succeeded_high_impact_step_needs_a_second_person(
+        client_for, operator, roles, script):
+    import uuid
+
+    from django.contrib.auth.models import Group, User
+
+    from approvals import services as approvals
+    from approvals.models import ApprovalRequest
+    from tests.factories import place
+
+    run = place(new_run(), status=RunStatus.ATTENTION,
+                step_statuses={"create-task": StepStatus.SUCCEEDED,
+                               "post-ledger": StepStatus.SUCCEEDED})
+    client = client_for(operator)
+    page = client.get(reverse("console:run", args=[run.pk])).content.decode()
+    assert "second person for approval (four eyes)" in page
+    response = client.post(reverse("console:action", args=[run.pk, "terminate"]),
+                           {"reason": "customer cancelled", "seen": str(run.audit_seq)},
+                           follow=True)
+    assert "A second person must approve this" in response.content.decode()
+    assert Run.objects.get(pk=run.pk).status == RunStatus.ATTENTION
+    request = ApprovalRequest.objects.get(run=run)
+
+    # The operator cannot approve their own request; a colleague can.
+    with pytest.raises(Exception, match="may not decide"):
+        approvals.decide(request.pk, user=operator, approved=True, decision_id=uuid.uuid4())
+    colleague = User.objects.create_user("carl")
+    colleague.groups.add(Group.objects.get(name="operators"))
+    approvals.decide(request.pk, user=colleague, approved=True, decision_id=uuid.uuid4())
+    approvals.settle(request.pk)
+    assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
+    record = AuditRecord.objects.get(run=run, action="terminated")
+    assert record.actor_label == "olga" and record.data["approved_by"] == "carl"

@@ -110,3 +110,34 @@ def test_an_auditor_sees_no_action_and_a_forged_post_is_refused(browser, live_se
     assert response.status == 403
     assert Run.objects.get(pk=unsettled_run.pk).status == RunStatus.ATTENTION
     assert not AuditRecord.objects.filter(run=unsettled_run, action="terminated").exists()
+
+
+def test_an_approver_approves_from_the_link_in_the_email(browser, live_server, roles, script,
+                                                         settings, mailoutbox):
+    import re
+
+    from approvals import services as approvals
+
+    settings.APPROVALS_BASE_URL = live_server.url
+    _user("ann", "approvers").__class__.objects.filter(username="ann").update(
+        email="ann@example.com")
+    run = new_run("test-approval")
+    executor.advance_run(run.pk, worker="w1")
+    assert approvals.open_pending_requests() == 1
+    approvals.publish_notifications()
+    link = re.search(r"https?://\S+/link/\S+", mailoutbox[0].body).group(0)
+
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(link)  # not signed in yet: the login page, then back to the request
+    page.get_by_label("Username").fill("ann")
+    page.get_by_label("Password").fill("pw-ann")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("button", name="Approve")).to_be_visible()
+    assert step(run, "approve").status == "waiting"  # opening the link changed nothing
+    page.get_by_label("Comment").fill("amount matches the order")
+    page.get_by_role("button", name="Approve").click()
+    expect(page.get_by_text("Your decision (approved) is recorded.")).to_be_visible()
+    page.screenshot(path=str(SCREENSHOTS / "approval.png"), full_page=True)
+    assert step(run, "approve").status == "succeeded"
+    assert AuditRecord.objects.get(run=run, action="approval_decided").actor_label == "ann"
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED

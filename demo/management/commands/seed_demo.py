@@ -9,6 +9,8 @@ DEMO_USERS = [
     ("admin", "admin-demo", True, None),
     ("operator", "operator-demo", False, "operators"),
     ("approver", "approver-demo", False, "approvers"),
+    # The invoice approval escalates to finance-deputies when nobody decides in time.
+    ("deputy", "deputy-demo", False, "finance-deputies"),
     ("auditor", "auditor-demo", False, "auditors"),
 ]
 
@@ -36,7 +38,10 @@ class Command(BaseCommand):
                 username=username, defaults={"is_staff": True, "is_superuser": superuser})
             if created:
                 user.set_password(password)
-                user.save()
+            if not user.email:
+                # Approval notifications go by email (files in var/mail in the demo).
+                user.email = f"{username}@example.com"
+            user.save()
             if group:
                 user.groups.add(Group.objects.get_or_create(name=group)[0])
         for workflow, runs in (("customer-onboarding", CUSTOMERS),

@@ -1,0 +1,107 @@
+"""API tokens in Django admin: create (the token is shown once), scope, revoke.
+
+The plaintext is rendered straight into the response to the add form's POST (with
+Cache-Control: no-store) instead of a redirect and a flash message: a message would rest in
+the session or a cookie until displayed, and the secret must rest nowhere.
+"""
+
+from django import forms
+from django.contrib import admin, messages
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.cache import add_never_cache_headers, patch_cache_control
+
+from runs.definition import registry
+
+from .models import ApiToken
+from .tokens import assign_secret, token_revoke
+
+
+class ApiTokenForm(forms.ModelForm):
+    workflows = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="The workflows this token may start and read runs of. None: the token can "
+                  "do nothing.")
+
+    class Meta:
+        model = ApiToken
+        fields = ["name", "workflows", "rate_limit"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Registered workflows, plus any the token already names (an old, unregistered one
+        # stays visible rather than being silently dropped on save).
+        names = sorted(set(registry.names()) | set(self.instance.workflows or []))
+        self.fields["workflows"].choices = [(n, n) for n in names]
+
+    def clean_workflows(self):
+        return sorted(set(self.cleaned_data["workflows"]))
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    form = ApiTokenForm
+    list_display = ["name", "prefix", "scope", "rate_limit", "created_at", "last_used_at",
+                    "revoked_at"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["name", "prefix"]
+    actions = ["revoke"]
+
+    @admin.display(description="workflows")
+    def scope(self, token):
+        return ", ".join(token.workflows or []) or "(none)"
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return []
+        # The name is what the audit trail records: it never changes once used.
+        return ["name", "prefix", "created_at", "created_by", "last_used_at", "revoked_at",
+                "revoked_by"]
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ["name", "workflows", "rate_limit"]
+        return ["name", "prefix", "workflows", "rate_limit", "created_at", "created_by",
+                "last_used_at", "revoked_at", "revoked_by"]
+
+    def has_delete_permission(self, request, obj=None):
+        # Revoked, never deleted: the audit trail names tokens, and a name must keep
+        # meaning the token that acted.
+        return False
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            obj.created_at = timezone.now()
+            obj.created_by = request.user
+            # Kept on this request only, for response_add to show once.
+            request._api_token_plaintext = assign_secret(obj)
+        super().save_model(request, obj, form, change)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        plaintext = getattr(request, "_api_token_plaintext", None)
+        if plaintext is None:
+            return super().response_add(request, obj, post_url_continue)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"API token {obj.name} created",
+            "opts": self.model._meta,
+            "token": obj,
+            "plaintext": plaintext,
+            "change_url": reverse("admin:api_apitoken_change", args=[obj.pk]),
+            "list_url": reverse("admin:api_apitoken_changelist"),
+            "status_url": request.build_absolute_uri(reverse("api:start_run")),
+        }
+        response = TemplateResponse(request, "api/token_created.html", context)
+        add_never_cache_headers(response)
+        patch_cache_control(response, no_store=True)
+        return response
+
+    @admin.action(description="Revoke the selected tokens (at once, for good)")
+    def revoke(self, request, queryset):
+        revoked = 0
+        for token in queryset:
+            if token_revoke(token, by=request.user):
+                revoked += 1
+                self.log_change(request, token, "Revoked.")
+        self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)

@@ -1,0 +1,62 @@
+"""API tokens: how other systems authenticate to the integration API.
+
+A token is `dwf_<prefix>_<secret>`. The prefix (not secret) finds the row; the sha256 of the
+whole token is compared in constant time. Only the hash is stored: the plaintext is shown to
+the admin once, when the token is created, and exists nowhere afterwards. A token starts and
+reads runs of the workflows it names, and nothing else; it never opens the console.
+
+Rows change only through api/tokens.py (and the admin's edit of a token's scope and limit).
+"""
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+
+class ApiToken(models.Model):
+    # Audit records name the token as "api-token:<name>": names are unique and tokens are
+    # revoked rather than deleted, so a name always means one token.
+    name = models.CharField(
+        max_length=100, unique=True,
+        validators=[RegexValidator(r"^[a-z0-9][a-z0-9._-]*$",
+                                   "lower-case letters, digits, '.', '_' and '-'")],
+        help_text="Who uses it, e.g. 'erp-prod'. Audit records name it as api-token:NAME.")
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    hashed = models.CharField(max_length=64, editable=False,
+                              help_text="sha256 of the whole token (hex)")
+    workflows = models.JSONField(
+        default=list, blank=True,
+        help_text="Names of the workflows this token may start and read runs of (none: "
+                  "nothing).")
+    rate_limit = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Requests allowed per rate-limit window; empty: the API_RATE_LIMIT "
+                  "setting.")
+    created_at = models.DateTimeField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    # Updated at most once a minute (API_TOKEN_LAST_USED_PRECISION_SECONDS) so that reads
+    # do not each write.
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        verbose_name = "API token"
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    @property
+    def actor_label(self) -> str:
+        """How audit records and logs name this token."""
+        return f"api-token:{self.name}"
+
+    def may_use(self, workflow: str) -> bool:
+        return workflow in (self.workflows or [])

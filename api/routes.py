@@ -1,0 +1,250 @@
+"""The integration API: start a run, follow its state.
+
+Views are thin: check the token's scope, call runs.transitions.start_run (which writes the
+run, its steps and its first audit record in one transaction, or nothing), and describe the
+run with api.selectors. Every refusal names its reason in a stable `error` code.
+"""
+
+import json
+import logging
+import math
+
+from django.http import Http404
+from django.urls import reverse
+from ninja import NinjaAPI, Path, Status
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
+from pydantic import ValidationError as PydanticError
+
+from audit.chain import Actor
+from observability.logs import log_context
+from runs.definition import registry
+from runs.errors import BusinessKeyConflict, InvalidInput, UnknownWorkflow
+from runs.models import Run
+from runs.transitions import start_run
+
+from . import openapi, selectors
+from .auth import RateLimited, TokenAuth
+from .schemas import (
+    FINAL_STATES,
+    Conflict,
+    Error,
+    InvalidRequest,
+    RunAccepted,
+    RunState,
+    StartRunIn,
+)
+
+access_log = logging.getLogger("api.access")
+
+MAX_RUN_ID = 2**63 - 1
+_RETRY_AFTER = {"Retry-After": {"description": "Seconds until the token's rate-limit window "
+                                               "resets.", "schema": {"type": "integer"}}}
+_WWW_AUTHENTICATE = {"WWW-Authenticate": {"description": "Bearer",
+                                          "schema": {"type": "string"}}}
+_HEADERS = {"responses": {"429": {"headers": _RETRY_AFTER},
+                          "401": {"headers": _WWW_AUTHENTICATE}}}
+
+
+class JsonParser(Parser):
+    """JSON bodies, refusing NaN and Infinity (not JSON, and not storable in jsonb)."""
+
+    def parse_body(self, request):
+        return json.loads(request.body, parse_constant=_refuse_constant)
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+class IntegrationApi(NinjaAPI):
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        openapi.exact_start_body(schema, operation_id="start_run")
+        return schema
+
+    def create_response(self, request, data, *, status=None, temporal_response=None):
+        response = super().create_response(request, data, status=status,
+                                           temporal_response=temporal_response)
+        token = getattr(request, "auth", None)
+        # The access log: every call, with the token that made it (reads are audited here;
+        # starts are also in the run's audit log under the token's name).
+        access_log.info("%s %s %s", request.method, request.path, response.status_code,
+                        extra={"actor": token.actor_label if token is not None else "",
+                               "run_id": data.get("id") if isinstance(data, dict) else None})
+        return response
+
+
+api = IntegrationApi(
+    title="Durable workflows integration API",
+    version="1",
+    description="Start runs of registered workflows and follow their state. Authenticate "
+                "with `Authorization: Bearer <token>`; tokens are created by an admin in "
+                "Django admin and scoped to workflows.",
+    urls_namespace="api",
+    auth=TokenAuth(),
+    parser=JsonParser(),
+)
+
+
+def _error(request, status: int, code: str, detail: str, headers: dict | None = None):
+    response = api.create_response(request, {"error": code, "detail": detail}, status=status)
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request, exc):
+    detail = str(exc) if str(exc) != "Unauthorized" else \
+        "send an API token as 'Authorization: Bearer <token>'"
+    return _error(request, 401, "unauthorized", detail, {"WWW-Authenticate": "Bearer"})
+
+
+@api.exception_handler(RateLimited)
+def _rate_limited(request, exc):
+    return _error(request, 429, "rate_limited", str(exc),
+                  {"Retry-After": str(max(1, math.ceil(exc.retry_after)))})
+
+
+@api.exception_handler(HttpError)
+def _http_error(request, exc):
+    codes = {400: "bad_request", 403: "forbidden", 404: "not_found"}
+    return _error(request, exc.status_code, codes.get(exc.status_code, "error"), str(exc))
+
+
+@api.exception_handler(Http404)
+def _not_found(request, exc):
+    return _error(request, 404, "not_found", "not found")
+
+
+@api.exception_handler(ValidationError)
+def _invalid_request(request, exc):
+    errors = [{"loc": _body_loc(e.get("loc", ())), "msg": e.get("msg", ""),
+               "type": e.get("type", "")} for e in exc.errors]
+    return api.create_response(request, {
+        "error": "invalid_request", "detail": "the request does not match its schema",
+        "errors": errors}, status=422)
+
+
+def _body_loc(loc) -> list:
+    # Ninja reports ("body", "payload", "business_key"); callers know the body as sent.
+    loc = list(loc)
+    if loc[:2] == ["body", "payload"]:
+        return loc[2:] or ["body"]
+    return loc
+
+
+def _links(request, run_id: int) -> dict:
+    return {
+        "status_url": request.build_absolute_uri(reverse("api:run_state", args=[run_id])),
+        "console_url": request.build_absolute_uri(reverse("console:run", args=[run_id])),
+    }
+
+
+def _accepted(request, run: Run) -> dict:
+    return {"id": run.pk, "workflow": run.workflow_name, "business_key": run.business_key,
+            "state": selectors.state_of(run.status), **_links(request, run.pk)}
+
+
+@api.post(
+    "/runs", url_name="start_run", operation_id="start_run", summary="Start a run",
+    response={201: RunAccepted, 200: RunAccepted, 400: Error, 401: Error, 403: Error,
+              404: Error, 409: Conflict, 422: InvalidRequest, 429: Error},
+    openapi_extra=_HEADERS,
+    description="201: a new run. 200: the same event (workflow, business key and input) "
+                "delivered again: the run it started. 409: the business key is used by "
+                "another run with a different input (named in `existing_run`). 422: the "
+                "input does not match the workflow's schema, field by field. 404: no such "
+                "workflow. 403: the token may not start this workflow. Nothing is written "
+                "on any refusal.",
+)
+def start(request, payload: StartRunIn):
+    token = request.auth
+    with log_context(workflow=payload.workflow, business_key=payload.business_key,
+                     actor=token.actor_label):
+        definition = registry.latest(payload.workflow)
+        if definition is None:
+            allowed = ", ".join(n for n in registry.names() if token.may_use(n)) or "none"
+            return Status(404, _err("unknown_workflow",
+                                    f"unknown workflow {payload.workflow!r}; this token may "
+                                    f"start: {allowed}"))
+        if not token.may_use(payload.workflow):
+            return Status(403, _err("workflow_not_allowed",
+                                    f"this token may not start {payload.workflow} runs"))
+        try:
+            # Strict: the input must have the JSON types the published schema says ("5" is
+            # not an integer), whatever the runtime's own coercions.
+            validated = definition.input_schema.model_validate_json(
+                json.dumps(payload.input), strict=True)
+        except PydanticError as exc:
+            errors = [{"loc": ["input", *e["loc"]], "msg": e["msg"], "type": e["type"]}
+                      for e in exc.errors()]
+        else:
+            # What would be stored (fields the schema does not declare are dropped).
+            errors = openapi.unstorable(validated.model_dump(mode="json"), ["input"])
+        if errors:
+            return Status(422, _invalid_input(payload.workflow, errors))
+        try:
+            run, created = start_run(workflow=payload.workflow,
+                                     business_key=payload.business_key, input=payload.input,
+                                     actor=Actor.system(token.actor_label))
+        except UnknownWorkflow as exc:
+            return Status(404, _err("unknown_workflow", str(exc)))
+        except InvalidInput as exc:
+            return Status(422, _invalid_input(payload.workflow, [
+                {"loc": e["loc"] if e["loc"] == ["business_key"] else ["input", *e["loc"]],
+                 "msg": e["msg"], "type": "value_error"} for e in exc.errors]))
+        except BusinessKeyConflict as exc:
+            existing = Run.objects.get(pk=exc.run_id)
+            return Status(409, {**_err("business_key_conflict", str(exc)),
+                                "existing_run": _accepted(request, existing)})
+        with log_context(run_id=run.pk):
+            access_log.info("run %s %s", run.pk, "started" if created else "found again")
+        return Status(201 if created else 200, _accepted(request, run))
+
+
+def _err(code: str, detail: str) -> dict:
+    return {"error": code, "detail": detail}
+
+
+def _invalid_input(workflow: str, errors: list[dict]) -> dict:
+    fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
+    return {"error": "invalid_input",
+            "detail": f"input for {workflow} does not match its schema: {fields}",
+            "errors": errors}
+
+
+@api.get(
+    "/runs/{run_id}", url_name="run_state", operation_id="get_run", summary="A run's state",
+    response={200: RunState, 401: Error, 404: Error, 422: InvalidRequest, 429: Error},
+    openapi_extra=_HEADERS,
+    description="The run's state in a finite model: accepted, running (step n of m), "
+                "waiting (for approval or to retry), needs_attention (with the reason), "
+                "compensating, completed, compensated, compensation_failed, terminated. "
+                "Runs of workflows the token may not use are not found.",
+)
+def run_state(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
+    token = request.auth
+    run = selectors.visible_run(run_id, workflows=token.workflows or [])
+    if run is None:
+        return Status(404, _err("run_not_found", f"no run {run_id} for this token"))
+    view = selectors.run_view(run)
+    current, error = view.current, view.last_error
+    return Status(200, {
+        "id": run.pk, "workflow": run.workflow_name, "workflow_version": run.workflow_version,
+        "business_key": run.business_key, "state": view.state,
+        "final": view.state in FINAL_STATES, "description": view.description,
+        "step_count": run.step_count, "steps_done": run.steps_done,
+        "current_step": None if current is None else {
+            "name": current.name, "number": current.position + 1, "kind": current.kind,
+            "status": current.status, "attempt": current.attempt,
+            "next_attempt_at": current.next_attempt_at},
+        "waiting_for": view.waiting_for,
+        "attention_reason": run.attention_reason or None,
+        "message": run.status_message,
+        "last_error": None if error is None else {"error_class": error.error_class,
+                                                  "step": error.name},
+        "created_at": run.created_at, "updated_at": run.updated_at,
+        "finished_at": run.finished_at, **_links(request, run.pk),
+    })

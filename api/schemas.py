@@ -1,0 +1,105 @@
+"""The API's request and response shapes; the OpenAPI document is derived from them."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from ninja import Field, Schema
+
+from runs.models import AttentionReason, ErrorClass, StepStatus
+
+# A run as a caller sees it: a small, finite set of states.
+State = Literal["accepted", "running", "waiting", "needs_attention", "compensating",
+                "completed", "compensated", "compensation_failed", "terminated"]
+FINAL_STATES = ("completed", "compensated", "terminated")
+WaitingFor = Literal["approval", "retry"]
+Reason = Literal[tuple(r.value for r in AttentionReason)]
+ErrorClassName = Literal[tuple(c.value for c in ErrorClass)]
+StepStatusName = Literal[tuple(s.value for s in StepStatus)]
+StepKind = Literal["read", "decision", "write", "notify", "approval"]
+
+# PostgreSQL text cannot hold NUL characters; the document says so, the API refuses them.
+NO_NUL = r"^[^\u0000]+$"
+
+
+class StartRunIn(Schema):
+    workflow: str = Field(min_length=1, max_length=200, pattern=NO_NUL,
+                          description="The registered workflow to start (its latest version).")
+    business_key: str = Field(
+        min_length=1, max_length=300, pattern=NO_NUL,
+        description="Identifies the business event, e.g. 'tenant-42:inv-1847'. The same "
+                    "workflow, business key and input delivered again find the same run.")
+    input: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The run's input, validated strictly against the workflow's input schema.")
+
+
+class RunAccepted(Schema):
+    id: int
+    workflow: str
+    business_key: str
+    state: State
+    status_url: str
+    console_url: str
+
+
+class CurrentStep(Schema):
+    name: str
+    number: int = Field(description="1-based position of the step in the workflow.")
+    kind: StepKind
+    status: StepStatusName
+    attempt: int
+    next_attempt_at: datetime | None = Field(
+        description="When a scheduled retry is due (null unless the step waits to retry).")
+
+
+class LastError(Schema):
+    error_class: ErrorClassName
+    step: str
+
+
+class RunState(Schema):
+    id: int
+    workflow: str
+    workflow_version: int
+    business_key: str
+    state: State
+    final: bool
+    description: str = Field(description="The state in words, e.g. 'running step 2 of 4 "
+                                         "(classify)'.")
+    step_count: int
+    steps_done: int
+    current_step: CurrentStep | None
+    waiting_for: WaitingFor | None = Field(description="Set when state is 'waiting'.")
+    attention_reason: Reason | None = Field(
+        description="Set when state is 'needs_attention' or 'compensation_failed'.")
+    message: str = Field(description="What the runtime said about the current state.")
+    last_error: LastError | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    status_url: str
+    console_url: str
+
+
+class Error(Schema):
+    error: str = Field(description="A stable code, e.g. 'unknown_workflow'.")
+    detail: str
+
+
+class FieldError(Schema):
+    loc: list[str | int] = Field(description="Where in the request body, e.g. "
+                                             "['input', 'email'].")
+    msg: str
+    type: str
+
+
+class InvalidRequest(Schema):
+    error: Literal["invalid_request", "invalid_input"]
+    detail: str
+    errors: list[FieldError]
+
+
+class Conflict(Schema):
+    error: Literal["business_key_conflict"]
+    detail: str
+    existing_run: RunAccepted

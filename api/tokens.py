@@ -1,0 +1,104 @@
+"""Issuing, checking and revoking API tokens.
+
+A token has 256 bits of randomness, so a single unsalted sha256 is the right way to store
+it: there is nothing to brute-force (unlike a password), and the lookup stays one indexed
+query. The public prefix finds the row; the hashes are then compared in constant time, so
+the response time tells nothing about how much of a guessed token was right.
+"""
+
+import hashlib
+import hmac
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from .models import ApiToken
+
+logger = logging.getLogger(__name__)
+
+SCHEME = "dwf"
+
+
+def hash_token(plaintext: str) -> str:
+    return hashlib.sha256(plaintext.encode()).hexdigest()
+
+
+def _new_plaintext() -> tuple[str, str]:
+    prefix = secrets.token_hex(6)
+    return prefix, f"{SCHEME}_{prefix}_{secrets.token_urlsafe(32)}"
+
+
+def assign_secret(token: ApiToken) -> str:
+    """Give an unsaved token its prefix and hash; return the plaintext, which the caller
+    shows once and forgets."""
+    prefix, plaintext = _new_plaintext()
+    token.prefix, token.hashed = prefix, hash_token(plaintext)
+    return plaintext
+
+
+def token_create(*, name: str, workflows: list[str], rate_limit: int | None = None,
+                 created_by=None, now: datetime | None = None) -> tuple[ApiToken, str]:
+    """Create a token; returns it and its plaintext (shown once, never stored)."""
+    for _ in range(3):
+        token = ApiToken(name=name, workflows=sorted(set(workflows)), rate_limit=rate_limit,
+                         created_by=created_by, created_at=now or timezone.now())
+        plaintext = assign_secret(token)
+        try:
+            with transaction.atomic():
+                token.save()
+        except IntegrityError:
+            if ApiToken.objects.filter(name=name).exists():
+                raise
+            continue  # a prefix collision (1 in 2**48 per pair): draw again
+        logger.info("API token %s created for workflows %s", name, ", ".join(token.workflows))
+        return token, plaintext
+    raise RuntimeError("could not draw an unused token prefix")
+
+
+def token_revoke(token: ApiToken, *, by=None, now: datetime | None = None) -> bool:
+    """Revoke a token at once (the next request with it gets 401). False if it already was."""
+    now = now or timezone.now()
+    revoked = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+        revoked_at=now, revoked_by=by)
+    if revoked:
+        token.revoked_at, token.revoked_by = now, by
+        logger.info("API token %s revoked by %s", token.name, by or "system")
+    return bool(revoked)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The outcome of checking a presented token: the token, or why it was refused."""
+
+    token: ApiToken | None
+    problem: str = ""
+
+
+def token_check(plaintext: str, *, now: datetime | None = None) -> Checked:
+    """Find the active token `plaintext` is, recording that it was used."""
+    scheme, _, rest = plaintext.partition("_")
+    prefix, _, secret = rest.partition("_")
+    if scheme != SCHEME or not prefix or not secret or len(plaintext) > 200:
+        return Checked(None, "invalid token")
+    token = ApiToken.objects.filter(prefix=prefix).first()
+    # Compared even when no row matched, so both cases take the same time.
+    stored = token.hashed if token is not None else "0" * 64
+    if not hmac.compare_digest(stored, hash_token(plaintext)) or token is None:
+        return Checked(None, "invalid token")
+    if token.revoked_at is not None:
+        # Only the holder of the real secret learns that it was revoked.
+        return Checked(None, "token revoked")
+    _touch(token, now or timezone.now())
+    return Checked(token)
+
+
+def _touch(token: ApiToken, now: datetime) -> None:
+    precision = timedelta(seconds=settings.API_TOKEN_LAST_USED_PRECISION_SECONDS)
+    if token.last_used_at is None or now - token.last_used_at >= precision:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now

@@ -1,0 +1,201 @@
+"""Durable approval requests, who may decide them, and the notifications that ask.
+
+A request's life: `pending` until a person decides it (`approved` / `rejected`), nobody does
+in time (`rejected` by the timeout policy, or `expired`: the run goes to attention), its
+payload changes (`superseded` by a newer request), or the run stops waiting on it for
+another reason (`withdrawn`). A decision is claimed on the request first and applied to the
+run afterwards (runs' transitions commit on their own); `settled_at` says it reached the
+run, or could not and why (`apply_error`). A request is *open* until it is settled: at most
+one open request exists per run and step (or per run and operator action).
+
+Rows here change only through approvals/services.py.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from guardian.models import GroupObjectPermissionBase, UserObjectPermissionBase
+
+DECIDE_CODENAME = "decide_approvalrequest"
+DECIDE_PERMISSION = f"approvals.{DECIDE_CODENAME}"
+
+
+class RequestKind(models.TextChoices):
+    STEP = "step", "approval step"
+    OPERATOR_ACTION = "operator_action", "operator action (four eyes)"
+
+
+class RequestStatus(models.TextChoices):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    SUPERSEDED = "superseded"
+    WITHDRAWN = "withdrawn"
+
+
+DECIDED_STATUSES = frozenset({RequestStatus.APPROVED, RequestStatus.REJECTED,
+                              RequestStatus.EXPIRED})
+
+
+class ApprovalRequest(models.Model):
+    kind = models.CharField(max_length=16, choices=RequestKind.choices, default=RequestKind.STEP)
+    run = models.ForeignKey("runs.Run", on_delete=models.PROTECT,
+                            related_name="approval_requests")
+    # The approval step this request asks about (kind "step")...
+    step_name = models.CharField(max_length=200, blank=True)
+    # ...or the operator action a second person must approve (kind "operator_action"),
+    # its parameters and who asked for it (who therefore may not decide it).
+    action = models.CharField(max_length=100, blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                     on_delete=models.SET_NULL, related_name="+")
+
+    # What is to be approved, as a person sees it, and the sha256 of its canonical JSON.
+    # A request's snapshot never changes: a changed payload makes a new request.
+    snapshot = models.JSONField()
+    snapshot_hash = models.CharField(max_length=64)
+
+    status = models.CharField(max_length=16, choices=RequestStatus.choices,
+                              default=RequestStatus.PENDING)
+    # Why the approvers could not all be resolved or notified (an unknown group, a user
+    # without an email address): shown to operators, never fatal.
+    problem = models.TextField(blank=True)
+
+    # The policy, copied from the step's declaration when the request is made so that the
+    # sweeper never depends on the code of the moment.
+    approvers = models.JSONField(default=list)          # "user:ann", "group:finance"
+    escalate_to = models.JSONField(default=list, blank=True)
+    remind_every = models.DurationField(null=True, blank=True)
+    timeout = models.DurationField()
+    on_timeout = models.CharField(max_length=16)        # escalate / reject / cancel / expire
+    escalation_level = models.PositiveSmallIntegerField(default=0)
+
+    requested_at = models.DateTimeField()
+    due_at = models.DateTimeField()
+    next_reminder_at = models.DateTimeField(null=True, blank=True)
+    reminder_count = models.PositiveIntegerField(default=0)
+
+    # The decision. decision_id comes from the form the person submitted: the same form
+    # sent twice carries the same id and is recognised.
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    decided_by_label = models.CharField(max_length=200, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_id = models.UUIDField(null=True, blank=True, unique=True)
+    comment = models.TextField(blank=True)
+    superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                                      related_name="supersedes")
+
+    # Applying the decision to the run (or running the operator action).
+    settled_at = models.DateTimeField(null=True, blank=True)
+    apply_after = models.DateTimeField(null=True, blank=True)
+    apply_attempts = models.PositiveIntegerField(default=0)
+    apply_error = models.TextField(blank=True)
+
+    class Meta:
+        default_permissions = ("view",)
+        permissions = [(DECIDE_CODENAME, "Can decide approval requests")]
+        constraints = [
+            # One open request per run and step (or operator action): two sweeps racing to
+            # open one make one, and a decided request blocks a new one until it is settled.
+            models.UniqueConstraint(
+                fields=["run", "kind", "step_name", "action"],
+                condition=Q(settled_at__isnull=True), name="approval_one_open_request",
+            ),
+        ]
+        indexes = [
+            # The sweeper's queries: what is due, what needs a reminder, what is decided
+            # but not yet applied. Partial, so their cost follows the number of due rows.
+            models.Index(fields=["due_at"], name="approval_pending_due_idx",
+                         condition=Q(status="pending")),
+            models.Index(fields=["next_reminder_at"], name="approval_reminder_due_idx",
+                         condition=Q(status="pending")),
+            models.Index(fields=["apply_after"], name="approval_unsettled_idx",
+                         condition=Q(settled_at__isnull=True) & ~Q(status="pending")),
+        ]
+
+    def __str__(self):
+        subject = self.step_name or self.action
+        return f"approval request {self.pk} ({subject}, {self.status})"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == RequestStatus.PENDING
+
+    @property
+    def subject(self) -> str:
+        """What is asked, in a few words."""
+        if self.kind == RequestKind.OPERATOR_ACTION:
+            return f"operator action: {self.action}"
+        return self.step_name
+
+    @property
+    def current_approvers(self) -> list[str]:
+        """Who may decide now: the approvers, and the deputies once escalated."""
+        names = list(self.approvers)
+        if self.escalation_level:
+            names += [n for n in self.escalate_to if n not in names]
+        return names
+
+
+class ApprovalRequestUserObjectPermission(UserObjectPermissionBase):
+    """Guardian object permissions with a real foreign key: the inbox joins them by index."""
+
+    content_object = models.ForeignKey(ApprovalRequest, on_delete=models.CASCADE)
+
+
+class ApprovalRequestGroupObjectPermission(GroupObjectPermissionBase):
+    content_object = models.ForeignKey(ApprovalRequest, on_delete=models.CASCADE)
+
+
+class NotificationStatus(models.TextChoices):
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"       # gave up after the last attempt
+    SKIPPED = "skipped"     # the request no longer waits for anyone: nothing to ask
+
+
+class NotificationKind(models.TextChoices):
+    REQUEST = "request"
+    REMINDER = "reminder"
+    ESCALATION = "escalation"
+
+
+class Notification(models.Model):
+    """The outbox: one email to one recipient, written in the transaction that made it
+    necessary and delivered by the sweeper's publisher, with retries."""
+
+    request = models.ForeignKey(ApprovalRequest, on_delete=models.PROTECT,
+                                related_name="notifications")
+    kind = models.CharField(max_length=16, choices=NotificationKind.choices)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                             on_delete=models.SET_NULL, related_name="+")
+    recipient = models.EmailField()
+    subject = models.CharField(max_length=300)
+    # The text without the link: the signed link is made when the email is sent, so that
+    # it is fresh and no usable link rests in the database.
+    body = models.TextField()
+    status = models.CharField(max_length=16, choices=NotificationStatus.choices,
+                              default=NotificationStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    # The Message-ID header, fixed when the row is made: every attempt carries the same one,
+    # so a resend after a crash between sending and recording is recognisable downstream.
+    message_id = models.CharField(max_length=300)
+    # What the provider answered (SMTP and Django's other backends give nothing back, so
+    # this is the Message-ID as sent): stored once delivery succeeded.
+    provider_message_id = models.CharField(max_length=300, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        default_permissions = ("view",)
+        indexes = [
+            models.Index(fields=["next_attempt_at"], name="notification_due_idx",
+                         condition=Q(status="pending")),
+        ]
+
+    def __str__(self):
+        return f"{self.kind} to {self.recipient} ({self.status})"

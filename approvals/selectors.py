@@ -1,0 +1,55 @@
+"""Approval reads: the approver's inbox and the request a page shows."""
+
+from datetime import datetime
+
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
+
+from .models import (
+    DECIDE_CODENAME,
+    DECIDE_PERMISSION,
+    ApprovalRequest,
+    ApprovalRequestGroupObjectPermission,
+    ApprovalRequestUserObjectPermission,
+    RequestStatus,
+)
+
+
+def decidable_by(user) -> QuerySet[ApprovalRequest]:
+    """Pending requests `user` may decide, by the rule in approvals.permissions, as one
+    query: superusers and holders of the global permission see every pending request,
+    others those their object permissions (their own or their groups') cover; never one
+    they asked for themselves (four eyes)."""
+    pending = ApprovalRequest.objects.filter(status=RequestStatus.PENDING)
+    if not user.is_authenticated or not user.is_active:
+        return pending.none()
+    if not (user.is_superuser or user.has_perm(DECIDE_PERMISSION)):
+        mine = ApprovalRequestUserObjectPermission.objects.filter(
+            content_object=OuterRef("pk"), user=user, permission__codename=DECIDE_CODENAME)
+        my_groups = ApprovalRequestGroupObjectPermission.objects.filter(
+            content_object=OuterRef("pk"), group__user=user,
+            permission__codename=DECIDE_CODENAME)
+        pending = pending.filter(Exists(mine) | Exists(my_groups))
+    return pending.filter(~Q(requested_by=user) | Q(requested_by__isnull=True))
+
+
+def inbox(user, *, now: datetime | None = None) -> QuerySet[ApprovalRequest]:
+    """What waits for `user`: the requests they may decide, the earliest due (so the
+    overdue) first, with their runs, in one query."""
+    return (decidable_by(user).select_related("run")
+            .order_by("due_at", "requested_at", "pk"))
+
+
+def request_for_page(pk: int) -> ApprovalRequest:
+    return (ApprovalRequest.objects.select_related("run", "decided_by", "superseded_by")
+            .get(pk=pk))
+
+
+def is_overdue(request: ApprovalRequest, now: datetime | None = None) -> bool:
+    return request.is_pending and request.due_at <= (now or timezone.now())
+
+
+def requests_for_run(run) -> list[ApprovalRequest]:
+    """A run's approval requests, newest first (the run page lists them)."""
+    return list(ApprovalRequest.objects.filter(run=run).select_related("decided_by")
+                .order_by("-requested_at", "-pk"))

@@ -1,0 +1,113 @@
+"""What a person approves: the snapshot an approval step's function returns, its hash, and
+its rows as a page or an email shows them."""
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from django.core.serializers.json import DjangoJSONEncoder
+
+from runs import definition as d
+from runs.models import Run
+from runs.reconciliation import reconcile_context
+
+
+class SnapshotUnavailable(Exception):
+    """The step's snapshot cannot be computed now (definition missing, step function failed)."""
+
+
+def canonical_json(value) -> str:
+    """The one serialisation the hash is taken over: sorted keys, no spaces, UTF-8."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      cls=DjangoJSONEncoder)
+
+
+def snapshot_hash(snapshot) -> str:
+    return hashlib.sha256(canonical_json(snapshot).encode()).hexdigest()
+
+
+def normalise(value):
+    """The value as the database will give it back (Decimals, dates as JSON), so a
+    snapshot hashes the same before it is stored and after it is read."""
+    return json.loads(canonical_json(value))
+
+
+def compute_snapshot(run: Run, step_name: str) -> tuple[dict, str]:
+    """Call the approval step's function on the run's results as they are now.
+
+    Returns (snapshot, hash). The step function builds the snapshot from earlier results
+    and calls nothing; the services object it could reach is closed afterwards anyway.
+    """
+    workflow = d.registry.get(run.workflow_name, run.workflow_version)
+    if workflow is None:
+        raise SnapshotUnavailable(f"{run.workflow_name} v{run.workflow_version} is not "
+                                  "registered in this process")
+    try:
+        spec = workflow.step(step_name)
+    except KeyError as exc:
+        raise SnapshotUnavailable(str(exc)) from None
+    if spec.kind != d.APPROVAL:
+        raise SnapshotUnavailable(f"step {step_name} of {workflow.name} is not an approval")
+    ctx = reconcile_context(run, workflow, step_name)
+    try:
+        value = spec.fn(ctx)
+        snapshot = normalise(value if isinstance(value, dict) else {"value": value})
+    except Exception as exc:
+        raise SnapshotUnavailable(f"{step_name}: the snapshot function failed: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        close = getattr(ctx.services, "close", None)
+        if close is not None:
+            close()
+    return snapshot, snapshot_hash(snapshot)
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    value: str = ""
+    items: tuple[str, ...] = ()
+
+
+def _label(key: str) -> str:
+    return str(key).replace("_", " ").replace("-", " ").strip().capitalize()
+
+
+def _text(value) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict | list):
+        return canonical_json(value)
+    return str(value)
+
+
+def snapshot_rows(snapshot) -> list[Row]:
+    """The snapshot as labelled rows for a person: an amount next to its currency, lists
+    (such as the model's reasons) as items. Values are plain text; templates escape them."""
+    if not isinstance(snapshot, dict):
+        return [Row("Value", _text(snapshot))]
+    rows = []
+    for key, value in snapshot.items():
+        if key == "currency" and "amount" in snapshot:
+            continue
+        if key == "amount" and "currency" in snapshot:
+            rows.append(Row("Amount", f"{_text(value)} {_text(snapshot['currency'])}"))
+        elif isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
+            rows.append(Row(_label(key), items=tuple(_text(v) for v in value)))
+        else:
+            rows.append(Row(_label(key), _text(value)))
+    return rows
+
+
+def snapshot_text(snapshot) -> str:
+    """The rows as plain text lines, for an email."""
+    lines = []
+    for row in snapshot_rows(snapshot):
+        if row.items:
+            lines.append(f"  {row.label}:")
+            lines += [f"    - {item}" for item in row.items]
+        else:
+            lines.append(f"  {row.label}: {row.value}")
+    return "\n".join(lines)

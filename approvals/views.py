@@ -1,0 +1,121 @@
+"""The approver's pages: the inbox, a request with its approve / reject form, and the link
+from the notification email.
+
+Reading never changes anything (mail scanners follow links): only the POST to `decide`, with
+its CSRF token, records a decision, through approvals.services.decide.
+"""
+
+import logging
+import uuid
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from . import selectors, services
+from .forms import DecisionForm
+from .models import ApprovalRequest
+from .permissions import can_decide, can_view, is_requester
+from .snapshots import snapshot_rows
+from .tokens import LinkCheck, approval_link_token
+
+logger = logging.getLogger(__name__)
+
+# Like PasswordResetConfirmView's INTERNAL_RESET_SESSION_TOKEN: link tokens live in the
+# session, keyed by request id, once the link has been opened.
+SESSION_TOKENS = "_approval_link_tokens"
+
+
+@require_GET
+@never_cache
+def link(request, pk: int, token: str):
+    """The link from the email. A valid token is moved into the session and the browser is
+    sent to the token-less page (which asks to sign in first if needed); an expired, used
+    or tampered link gets a page saying which, never an error."""
+    approval = ApprovalRequest.objects.filter(pk=pk).first()
+    check = approval_link_token.check_token(approval, token)
+    if check is LinkCheck.VALID:
+        tokens = dict(request.session.get(SESSION_TOKENS, {}))
+        tokens[str(pk)] = token
+        request.session[SESSION_TOKENS] = tokens
+        return redirect("approvals:detail", pk=pk)
+    if check is LinkCheck.INVALID:
+        logger.warning("approval link for request %s refused: invalid signature", pk)
+    status = 400 if check is LinkCheck.INVALID else 410
+    return render(request, "approvals/link_error.html",
+                  {"check": check.value, "approval": approval if check is not
+                   LinkCheck.INVALID else None}, status=status)
+
+
+def _forbidden(request, approval: ApprovalRequest):
+    logger.warning("approval request %s: %s (id %s) refused at %s %s", approval.pk,
+                   request.user.get_username(), request.user.pk, request.method, request.path)
+    return render(request, "approvals/forbidden.html", {"approval": approval}, status=403)
+
+
+def _page(request, approval: ApprovalRequest, form: DecisionForm | None = None, *,
+          status: int = 200):
+    link_problem = None
+    token = request.session.get(SESSION_TOKENS, {}).get(str(approval.pk))
+    if token:
+        check = approval_link_token.check_token(approval, token)
+        if check is not LinkCheck.VALID:
+            link_problem = check.value
+    decidable = approval.is_pending and can_decide(request.user, approval)
+    if decidable and form is None:
+        form = DecisionForm(initial={"decision_id": uuid.uuid4()})
+    return render(request, "approvals/detail.html", {
+        "approval": approval, "run": approval.run, "rows": snapshot_rows(approval.snapshot),
+        "form": form if decidable else None, "can_decide": decidable,
+        "is_requester": is_requester(request.user, approval),
+        "overdue": selectors.is_overdue(approval), "link_problem": link_problem,
+    }, status=status)
+
+
+@login_required
+@require_GET
+def detail(request, pk: int):
+    approval = get_object_or_404(ApprovalRequest.objects.select_related(
+        "run", "superseded_by"), pk=pk)
+    if not can_view(request.user, approval):
+        return _forbidden(request, approval)
+    return _page(request, approval)
+
+
+@login_required
+@require_POST
+def decide(request, pk: int):
+    approval = get_object_or_404(ApprovalRequest.objects.select_related(
+        "run", "superseded_by"), pk=pk)
+    if not can_view(request.user, approval):
+        return _forbidden(request, approval)
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        return _page(request, approval, form, status=400)
+    try:
+        result = services.decide(
+            approval.pk, user=request.user, approved=form.approved,
+            comment=form.cleaned_data["comment"], decision_id=form.cleaned_data["decision_id"])
+    except PermissionDenied:
+        return _forbidden(request, approval)
+    tokens = dict(request.session.get(SESSION_TOKENS, {}))
+    if tokens.pop(str(pk), None) is not None:
+        request.session[SESSION_TOKENS] = tokens
+    level = {"recorded": messages.SUCCESS, "already_recorded": messages.INFO}.get(
+        result.outcome, messages.WARNING)
+    messages.add_message(request, level, result.message)
+    target = result.new_request or result.request
+    return redirect("approvals:detail", pk=target.pk)
+
+
+@login_required
+@require_GET
+def inbox(request):
+    """What waits for me: requests I may decide, the earliest due (the overdue) first."""
+    page = Paginator(selectors.inbox(request.user), 50).get_page(request.GET.get("page"))
+    return render(request, "approvals/inbox.html", {"page": page, "now": timezone.now()})

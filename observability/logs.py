@@ -1,0 +1,101 @@
+"""Structured logs: one JSON object per line, carrying the run a line is about.
+
+The fields of the run in hand (run id, workflow, business key, step, idempotency key, who
+acts) live in a context variable, bound with `log_context(...)` around the work; a filter on
+the handler copies them onto every record, whichever logger wrote it (the runtime's, httpx's,
+Celery's), so no call site has to pass `extra=`. Context variables follow threads and asyncio
+tasks correctly, which thread-locals would not under an async server.
+
+This module imports nothing from Django or the apps, so LOGGING can name it before the apps
+are loaded, and the runtime can import it without a dependency cycle.
+"""
+
+import contextvars
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+from runs.redaction import redact_text
+
+# The fields a line may carry about the run it concerns, in the order they are written.
+CONTEXT_FIELDS = ("run_id", "workflow", "business_key", "step", "idempotency_key", "actor",
+                  "task_id")
+
+# Holds a dict that is replaced, never changed in place (so a copied context cannot see a
+# later change); None until something is bound.
+_context: contextvars.ContextVar[dict | None] = contextvars.ContextVar("log_context",
+                                                                      default=None)
+
+
+def _fields() -> dict:
+    return _context.get() or {}
+
+
+@contextmanager
+def log_context(**fields) -> Iterator[None]:
+    """Add `fields` to every log line written inside the block (nested blocks add to the
+    outer one's fields and restore them on exit)."""
+    unknown = set(fields) - set(CONTEXT_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown log context fields: {', '.join(sorted(unknown))}")
+    token = _context.set({**_fields(), **{k: v for k, v in fields.items()
+                                              if v not in (None, "")}})
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def bind(**fields) -> contextvars.Token:
+    """Like log_context, for code that cannot wrap a block (signal handlers): pass the
+    returned token to unbind()."""
+    return _context.set({**_fields(), **{k: v for k, v in fields.items()
+                                             if k in CONTEXT_FIELDS and v not in (None, "")}})
+
+
+def unbind(token: contextvars.Token) -> None:
+    _context.reset(token)
+
+
+def current() -> dict:
+    return dict(_fields())
+
+
+class ContextFilter(logging.Filter):
+    """Copies the bound context onto each record (a value passed with `extra=` wins)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for key, value in _fields().items():
+            if not hasattr(record, key):
+                setattr(record, key, value)
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, the run context, and the
+    exception if any. Messages and tracebacks (free text, which may quote a remote system's
+    answer) pass the same redaction as checkpoints, so a bearer token or an api_key=... in
+    an error text never reaches the log."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(
+                timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": redact_text(record.getMessage()),
+        }
+        # Identifiers our own code binds, written as they are (redacting them would mask
+        # "api-token:NAME", which looks like a token=value pair and is the opposite).
+        for key in CONTEXT_FIELDS:
+            value = getattr(record, key, None)
+            if value not in (None, ""):
+                line[key] = value if isinstance(value, int | float) else str(value)
+        line["process"] = record.process
+        if record.exc_info:
+            line["exception"] = redact_text(self.formatException(record.exc_info))
+        if record.stack_info:
+            line["stack"] = redact_text(self.formatStack(record.stack_info))
+        return json.dumps(line, ensure_ascii=False, default=str)

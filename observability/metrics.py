@@ -1,0 +1,236 @@
+"""Prometheus metrics, computed at scrape time from the database.
+
+The database is the source of truth for every run, so the numbers come from a few aggregate
+queries when Prometheus asks, and nothing is counted in the runtime's hot path: a worker that
+crashes loses no increment, every web process reports the same values, and no metric write
+ever competes with a checkpoint. Each query reads an index (see Run.Meta.indexes and
+AuditRecord.Meta.indexes); the costs are in docs/operations.md.
+
+Counters (`*_total`) are counts of audit records of one kind, which only ever grow (the log
+is append-only), so Prometheus' rate() over them is the rate of retries, unknown outcomes...
+The step duration histogram is a gauge histogram: the distribution of the durations of steps
+that finished within the last METRICS_STEP_WINDOW_SECONDS, read it with histogram_quantile()
+directly (no rate()).
+"""
+
+import logging
+from datetime import timedelta
+
+from django.apps import apps
+from django.conf import settings
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, Q, Sum
+from django.utils import timezone
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeHistogramMetricFamily,
+    GaugeMetricFamily,
+)
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+from audit.models import AuditRecord
+from runs.definition import registry as workflows
+from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
+
+logger = logging.getLogger(__name__)
+
+ATTENTION_STATUSES = (RunStatus.ATTENTION, RunStatus.COMPENSATION_FAILED)
+HELD_STATUSES = (RunStatus.RUNNING, RunStatus.COMPENSATING)
+DUE_STATUSES = (RunStatus.WAITING, RunStatus.COMPENSATING)
+
+# Counters derived from the audit log: metric name -> (help, audit action).
+AUDIT_COUNTERS = {
+    "durable_step_retries": ("Retries scheduled after a transient error (audit "
+                             "'retry_scheduled' records).", "retry_scheduled"),
+    "durable_unknown_outcomes": ("Step calls whose outcome was unknown (audit "
+                                 "'outcome_unknown' records).", "outcome_unknown"),
+    "durable_lease_expiries": ("Runs taken back from a worker whose lease expired (audit "
+                               "'lease_expired' records).", "lease_expired"),
+    "durable_model_output_rejections": ("Model outputs that failed their schema (audit "
+                                        "'model_output_rejected' records).",
+                                        "model_output_rejected"),
+    "durable_late_results": ("Results that arrived after the worker's lease was taken over "
+                             "(audit 'late_result' records).", "late_result"),
+}
+
+# Seconds. Reads and model calls take well under a second, writes a few, approvals hours.
+DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600, 6 * 3600,
+                    24 * 3600)
+
+
+def _seconds(delta) -> float:
+    if delta is None:
+        return 0.0
+    if isinstance(delta, timedelta):
+        return delta.total_seconds()
+    return float(delta) / 1_000_000  # a database that returns microseconds
+
+
+class RuntimeCollector(Collector):
+    """Collects the runtime's metrics at scrape time; yields `durable_metrics_up 0` (and
+    nothing else) when the database cannot be read, so an alert can say so."""
+
+    def collect(self):
+        up = GaugeMetricFamily("durable_metrics_up",
+                               "1 if the last scrape could read the database, else 0.")
+        try:
+            families = list(self._families(timezone.now()))
+        except Exception:
+            logger.exception("metrics: reading the database failed")
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from families
+
+    def _families(self, now):
+        names = set(workflows.names())
+        yield from self._runs(now, names)
+        yield from self._attention(names)
+        yield from self._stuck(now, names)
+        yield from self._lag(now)
+        yield from self._audit_counters()
+        yield self._step_durations(now)
+        if apps.is_installed("approvals"):
+            yield from self._approvals(now)
+
+    def _runs(self, now, names):
+        runs = GaugeMetricFamily("durable_runs", "Runs by workflow and status.",
+                                 labels=["workflow", "status"])
+        counts = {(r["workflow_name"], r["status"]): r["n"] for r in
+                  Run.objects.values("workflow_name", "status").annotate(n=Count("id"))
+                  .order_by()}
+        # Every registered workflow has a series for every status, zeros included, so that
+        # a rule over one status never sees a missing series as "no problem".
+        for name in sorted(names | {w for w, _ in counts}):
+            for status in RunStatus:
+                runs.add_metric([name, status.value], counts.get((name, status.value), 0))
+        yield runs
+
+    def _attention(self, names):
+        family = GaugeMetricFamily(
+            "durable_runs_attention",
+            "Runs waiting for a person (attention or compensation_failed) by workflow and "
+            "reason.", labels=["workflow", "reason"])
+        counts = {(r["workflow_name"], r["attention_reason"]): r["n"] for r in
+                  Run.objects.filter(status__in=ATTENTION_STATUSES)
+                  .values("workflow_name", "attention_reason").annotate(n=Count("id"))
+                  .order_by()}
+        for name in sorted(names | {w for w, _ in counts}):
+            for reason in AttentionReason:
+                family.add_metric([name, reason.value], counts.pop((name, reason.value), 0))
+        for (name, reason), n in sorted(counts.items()):  # a reason this code does not know
+            family.add_metric([name, reason or "unspecified"], n)
+        yield family
+
+    def _stuck(self, now, names):
+        family = GaugeMetricFamily(
+            "durable_steps_stuck_past_lease",
+            "Runs whose worker's lease expired while a step (or compensation) was in flight "
+            "and that the sweeper has not taken back yet.", labels=["workflow"])
+        counts = dict(Run.objects.filter(status__in=HELD_STATUSES, lease_expires_at__lt=now)
+                      .values_list("workflow_name").annotate(n=Count("id")).order_by())
+        for name in sorted(names | set(counts)):
+            family.add_metric([name], counts.get(name, 0))
+        yield family
+
+    def _lag(self, now):
+        due = Run.objects.filter(status__in=DUE_STATUSES, next_wake_at__lte=now).aggregate(
+            n=Count("id"), oldest=Min("next_wake_at"))
+        lag = GaugeMetricFamily(
+            "durable_sweeper_lag_seconds",
+            "Age of the oldest waiting run whose wake-up time has passed (0 if none is due).")
+        lag.add_metric([], (now - due["oldest"]).total_seconds() if due["oldest"] else 0)
+        yield lag
+        count = GaugeMetricFamily("durable_runs_due",
+                                  "Waiting runs whose wake-up time has passed.")
+        count.add_metric([], due["n"])
+        yield count
+        queued = Run.objects.filter(status=RunStatus.QUEUED).aggregate(oldest=Min("updated_at"))
+        oldest = GaugeMetricFamily(
+            "durable_queued_oldest_seconds",
+            "How long the oldest queued run has waited for a worker (0 if none is queued).")
+        oldest.add_metric([], (now - queued["oldest"]).total_seconds()
+                          if queued["oldest"] else 0)
+        yield oldest
+
+    def _audit_counters(self):
+        actions = {action: name for name, (_, action) in AUDIT_COUNTERS.items()}
+        counts = dict(AuditRecord.objects.filter(action__in=list(actions))
+                      .values_list("action").annotate(n=Count("id")).order_by())
+        for name, (help_text, action) in AUDIT_COUNTERS.items():
+            family = CounterMetricFamily(name, help_text)
+            family.add_metric([], counts.get(action, 0))
+            yield family
+
+    def _step_durations(self, now):
+        window = settings.METRICS_STEP_WINDOW_SECONDS
+        family = GaugeHistogramMetricFamily(
+            "durable_step_duration_seconds",
+            f"Durations (first attempt to success, retries included) of the steps that "
+            f"finished in the last {window:g} seconds, by workflow and step kind.",
+            labels=["workflow", "kind"])
+        cutoff = now - timedelta(seconds=window)
+        duration = ExpressionWrapper(F("finished_at") - F("started_at"),
+                                     output_field=DurationField())
+        buckets = {f"le_{i}": Count("id", filter=Q(duration__lte=timedelta(seconds=b)))
+                   for i, b in enumerate(DURATION_BUCKETS)}
+        # Recent steps are found through their runs' status change time (an index); a
+        # step of a run that has stayed in one status for the whole window is not counted.
+        rows = (Step.objects.filter(run__updated_at__gte=cutoff, finished_at__gte=cutoff,
+                                    started_at__isnull=False, status=StepStatus.SUCCEEDED)
+                .annotate(duration=duration)
+                .values("run__workflow_name", "kind")
+                .annotate(total=Count("id"), seconds=Sum("duration"), **buckets)
+                .order_by("run__workflow_name", "kind"))
+        for row in rows:
+            cumulative = [(floatToGoString(b), row[f"le_{i}"])
+                          for i, b in enumerate(DURATION_BUCKETS)]
+            cumulative.append(("+Inf", row["total"]))
+            family.add_metric([row["run__workflow_name"], row["kind"]], cumulative,
+                              gsum_value=_seconds(row["seconds"]))
+        return family
+
+    def _approvals(self, now):
+        from approvals.models import (
+            ApprovalRequest,
+            Notification,
+            NotificationStatus,
+            RequestStatus,
+        )
+
+        pending = ApprovalRequest.objects.filter(status=RequestStatus.PENDING).aggregate(
+            n=Count("id"), overdue=Count("id", filter=Q(due_at__lte=now)))
+        family = GaugeMetricFamily("durable_approvals_pending",
+                                   "Approval requests waiting for a decision.")
+        family.add_metric([], pending["n"])
+        yield family
+        family = GaugeMetricFamily(
+            "durable_approvals_overdue",
+            "Pending approval requests past their due time (the timeout policy is late).")
+        family.add_metric([], pending["overdue"])
+        yield family
+        # The approvals' notifications are this project's outbox.
+        backlog = Notification.objects.filter(status=NotificationStatus.PENDING).aggregate(
+            n=Count("id"), oldest=Min("created_at"))
+        family = GaugeMetricFamily("durable_outbox_backlog",
+                                   "Outbox messages (approval notifications) not delivered "
+                                   "yet.")
+        family.add_metric([], backlog["n"])
+        yield family
+        family = GaugeMetricFamily(
+            "durable_outbox_oldest_seconds",
+            "Age of the oldest undelivered outbox message (0 if none).")
+        family.add_metric([], (now - backlog["oldest"]).total_seconds()
+                          if backlog["oldest"] else 0)
+        yield family
+        family = GaugeMetricFamily("durable_outbox_failed",
+                                   "Outbox messages given up after their last attempt.")
+        family.add_metric([], Notification.objects.filter(status=NotificationStatus.FAILED).count())
+        yield family
+
+
+registry = CollectorRegistry(auto_describe=False)
+registry.register(RuntimeCollector())

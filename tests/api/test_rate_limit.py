@@ -1,0 +1,61 @@
+"""Per-token rate limits: 429 with Retry-After once a token's window is spent; other tokens
+are not affected. Counted in the locmem cache (the demo) and in Redis (production)."""
+
+import os
+import uuid
+
+import pytest
+from django.test import override_settings
+
+from tests.api.conftest import post_run
+
+pytestmark = pytest.mark.django_db
+
+REDIS_URL = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
+
+
+def _redis_caches():
+    return {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "api": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                # A prefix of its own: the counters expire after a window, and clear() would
+                # flush the whole Redis database, the tests' broker included.
+                "LOCATION": REDIS_URL, "KEY_PREFIX": f"dwf-test-{uuid.uuid4().hex}"},
+    }
+
+
+def _exhaust(client, make_token):
+    _, limited = make_token("limited", rate_limit=3)
+    _, other = make_token("other")
+    statuses = [client.get("/api/runs/1", HTTP_AUTHORIZATION=f"Bearer {limited}").status_code
+                for _ in range(4)]
+    assert statuses == [404, 404, 404, 429]
+    response = post_run(client, {"workflow": "test-orders", "business_key": "k",
+                                 "input": {"order": "o"}},
+                        HTTP_AUTHORIZATION=f"Bearer {limited}")
+    assert response.status_code == 429
+    assert response.json()["error"] == "rate_limited"
+    assert 1 <= int(response["Retry-After"]) <= 60
+    # Another token has its own window.
+    assert client.get("/api/runs/1", HTTP_AUTHORIZATION=f"Bearer {other}").status_code == 404
+
+
+def test_a_token_past_its_limit_gets_429_with_retry_after(client, make_token):
+    _exhaust(client, make_token)
+
+
+def test_the_limit_is_counted_in_redis_when_configured(client, make_token):
+    with override_settings(CACHES=_redis_caches()):
+        from django.core.cache import caches
+
+        assert type(caches["api"]).__name__ == "RedisCache"
+        _exhaust(client, make_token)
+
+
+def test_the_window_resets(make_token):
+    from api import ratelimit
+
+    verdicts = [ratelimit.hit("t", limit=2, window=60, now=120.0 + i) for i in range(3)]
+    assert [v.allowed for v in verdicts] == [True, True, False]
+    assert verdicts[-1].retry_after == 58
+    assert ratelimit.hit("t", limit=2, window=60, now=180.5).allowed

@@ -1,0 +1,130 @@
+"""API tokens: created by admins and shown once, stored hashed, scoped to workflows,
+revocable, last use recorded; the API opens to tokens only and tokens open nothing else."""
+
+import hashlib
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from api.models import ApiToken
+from api.tokens import token_check, token_revoke
+from tests.api.conftest import post_run
+from tests.factories import new_run
+
+pytestmark = pytest.mark.django_db
+
+ORDER = {"workflow": "test-orders", "business_key": "k-1", "input": {"order": "o-1"}}
+
+
+def _bearer(plaintext):
+    return {"HTTP_AUTHORIZATION": f"Bearer {plaintext}"}
+
+
+def test_the_plaintext_is_stored_nowhere_only_its_sha256(make_token):
+    token, plaintext = make_token()
+    row = ApiToken.objects.filter(pk=token.pk).values().get()
+    assert plaintext not in repr(row)
+    secret = plaintext.split("_", 2)[2]
+    assert secret not in repr(row)
+    assert row["hashed"] == hashlib.sha256(plaintext.encode()).hexdigest()
+    assert plaintext.startswith(f"dwf_{row['prefix']}_") and len(secret) >= 43
+
+
+def test_a_wrong_secret_with_a_real_prefix_is_refused(make_token):
+    _, plaintext = make_token()
+    forged = plaintext[:-4] + ("AAAA" if not plaintext.endswith("AAAA") else "BBBB")
+    assert token_check(forged).token is None
+    assert token_check(plaintext).token is not None
+
+
+@pytest.mark.parametrize("header", [None, "Bearer", "Bearer dwf_nope_nope", "Basic dXNlcjpwdw==",
+                                    "Token abc"])
+def test_without_a_valid_token_the_api_answers_401(client, make_token, header):
+    make_token()
+    extra = {"HTTP_AUTHORIZATION": header} if header else {}
+    for response in (post_run(client, ORDER, **extra), client.get("/api/runs/1", **extra)):
+        assert response.status_code == 401
+        assert response["WWW-Authenticate"] == "Bearer"
+        assert response.json()["error"] == "unauthorized"
+
+
+def test_a_revoked_token_is_refused_at_once(client, make_token):
+    token, plaintext = make_token()
+    assert post_run(client, ORDER, **_bearer(plaintext)).status_code == 201
+    assert token_revoke(token)
+    response = client.get("/api/runs/1", **_bearer(plaintext))
+    assert response.status_code == 401 and response.json()["detail"] == "token revoked"
+    assert not token_revoke(token)  # already revoked
+
+
+def test_last_use_is_recorded(client, make_token):
+    token, plaintext = make_token()
+    assert token.last_used_at is None
+    before = timezone.now()
+    client.get("/api/runs/1", **_bearer(plaintext))
+    token.refresh_from_db()
+    assert token.last_used_at is not None and token.last_used_at >= before
+
+
+def test_a_console_session_does_not_open_the_api(client, make_token):
+    make_token()
+    admin = User.objects.create_superuser("root", password="pw")
+    client.force_login(admin)
+    assert client.get("/runs/").status_code == 200  # the session works for the console
+    assert post_run(client, ORDER).status_code == 401
+    assert client.get("/api/runs/1").status_code == 401
+
+
+def test_a_token_does_not_open_the_console_or_the_admin(client, make_token):
+    _, plaintext = make_token()
+    for path in ("/runs/", "/attention/", "/admin/"):
+        response = client.get(path, **_bearer(plaintext))
+        assert response.status_code == 302 and "login" in response["Location"], path
+
+
+def test_a_token_reads_runs_of_its_workflows_only(client, make_token):
+    _, orders_token = make_token("orders", workflows=["test-orders"])
+    _, saga_token = make_token("saga", workflows=["test-saga"])
+    run = new_run("test-saga")
+    assert client.get(f"/api/runs/{run.pk}", **_bearer(saga_token)).status_code == 200
+    response = client.get(f"/api/runs/{run.pk}", **_bearer(orders_token))
+    # Not 403: a token does not learn that runs of other workflows exist.
+    assert response.status_code == 404 and response.json()["error"] == "run_not_found"
+
+
+def test_an_admin_creates_a_token_and_sees_it_exactly_once(client):
+    admin = User.objects.create_superuser("root", password="pw")
+    client.force_login(admin)
+    form = client.get("/admin/api/apitoken/add/")
+    assert form.status_code == 200 and b"test-orders" in form.content
+    response = client.post("/admin/api/apitoken/add/", {
+        "name": "erp-prod", "workflows": ["test-orders", "test-saga"], "rate_limit": ""})
+    assert response.status_code == 200, response.content
+    token = ApiToken.objects.get(name="erp-prod")
+    plaintext = response.context["plaintext"]
+    assert plaintext.encode() in response.content
+    assert "no-store" in response["Cache-Control"]
+    assert token.hashed == hashlib.sha256(plaintext.encode()).hexdigest()
+    assert token.workflows == ["test-orders", "test-saga"] and token.created_by == admin
+    # Never again: not on the token's page, not in the list, not in a message.
+    for path in (f"/admin/api/apitoken/{token.pk}/change/", "/admin/api/apitoken/"):
+        page = client.get(path)
+        assert page.status_code == 200 and plaintext.encode() not in page.content
+    # And it works.
+    client.logout()
+    assert post_run(client, ORDER, **_bearer(plaintext)).status_code == 201
+
+
+def test_an_admin_revokes_tokens_and_cannot_delete_them(client, make_token):
+    token, plaintext = make_token()
+    admin = User.objects.create_superuser("root", password="pw")
+    client.force_login(admin)
+    response = client.post("/admin/api/apitoken/", {
+        "action": "revoke", "_selected_action": [token.pk]}, follow=True)
+    assert response.status_code == 200
+    token.refresh_from_db()
+    assert token.revoked_at is not None and token.revoked_by == admin
+    assert client.get(f"/admin/api/apitoken/{token.pk}/delete/").status_code == 403
+    client.logout()
+    assert client.get("/api/runs/1", **_bearer(plaintext)).status_code == 401
