@@ -181,6 +181,9 @@ class Step(models.Model):
             models.Index(fields=["idempotency_key"], name="step_key_idx"),
             models.Index(fields=["remote_ref"], name="step_remote_ref_idx",
                          condition=~Q(remote_ref="")),
+            # The console's "last error" column and error-class filter: few steps have one.
+            models.Index(fields=["run", "error_class"], name="step_error_idx",
+                         condition=~Q(error_class="")),
         ]
         ordering = ["run_id", "position"]
 
