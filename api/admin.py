@@ -90,7 +90,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
             "plaintext": plaintext,
             "change_url": reverse("admin:api_apitoken_change", args=[obj.pk]),
             "list_url": reverse("admin:api_apitoken_changelist"),
-            "status_url": request.build_absolute_uri(reverse("api:start_run")),
+            "start_url": request.build_absolute_uri(reverse("api:start_run")),
         }
         response = TemplateResponse(request, "api/token_created.html", context)
         add_never_cache_headers(response)
