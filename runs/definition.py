@@ -92,6 +92,9 @@ class StepDef:
     schema: type[BaseModel] | None = None
     format_failure_budget: int = 0
     honours_key: bool = False
+    # After a timeout, a receiver that ignores keys may still be working on the request, so
+    # "not found" becomes evidence only once this many seconds have passed.
+    lookup_delay: float = 10.0
     approval: ApprovalPolicy | None = None
     reconcile_fn: Callable | None = None
     compensate_fn: Callable | None = None
@@ -180,17 +183,25 @@ class Workflow:
                              contract=contract or Contract(rule="stored decision reused"))
 
     def write(self, name: str, *, impact: str = LOW, retry: RetryPolicy = DEFAULT_POLICY,
-              version: int = 1, contract: Contract | None = None, honours_key: bool = False):
+              version: int = 1, contract: Contract | None = None, honours_key: bool = False,
+              lookup_delay: float = 10.0):
         """A step that changes another system. It sends ctx.key; `honours_key` says whether
-        the receiver deduplicates on it, which makes a resend after an unknown outcome safe."""
+        the receiver deduplicates on it, which makes a resend after an unknown outcome safe.
+        For a receiver that does not, a lookup that finds nothing is trusted only
+        `lookup_delay` seconds after the unknown outcome (the request may still be in
+        flight)."""
         return self._declare(WRITE, name, impact=impact, retry=retry, version=version,
-                             contract=contract or Contract(), honours_key=honours_key)
+                             contract=contract or Contract(), honours_key=honours_key,
+                             lookup_delay=lookup_delay)
 
     def notify(self, name: str, *, impact: str = LOW, retry: RetryPolicy = DEFAULT_POLICY,
-               version: int = 1, contract: Contract | None = None, honours_key: bool = False):
-        """A message delivery; the provider's message id is stored as the remote reference."""
+               version: int = 1, contract: Contract | None = None, honours_key: bool = False,
+               lookup_delay: float = 10.0):
+        """A message delivery; the provider's message id is stored as the remote reference.
+        `honours_key` and `lookup_delay` as for write."""
         return self._declare(NOTIFY, name, impact=impact, retry=retry, version=version,
-                             contract=contract or Contract(), honours_key=honours_key)
+                             contract=contract or Contract(), honours_key=honours_key,
+                             lookup_delay=lookup_delay)
 
     def approval(self, name: str, *, approvers: tuple[str, ...], version: int = 1,
                  remind_every: timedelta = timedelta(hours=24),

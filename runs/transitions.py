@@ -223,6 +223,20 @@ def _snapshot(run: Run, step: Step | None = None) -> dict:
 
 # --- starting a run ------------------------------------------------------------------------
 
+BUSINESS_KEY_MAX = Run._meta.get_field("business_key").max_length
+
+
+def _storable(text: str) -> bool:
+    # PostgreSQL text and jsonb refuse NUL and lone surrogates; refuse them up front.
+    if "\x00" in text or "\\u0000" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
               now: datetime | None = None, wake: bool = True) -> tuple[Run, bool]:
     """Start a run of the latest version of `workflow`, or find the one already started.
@@ -241,6 +255,11 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
     if not business_key or not isinstance(business_key, str):
         raise InvalidInput("business key must be a non-empty string",
                            errors=[{"loc": ["business_key"], "msg": "required"}])
+    if len(business_key) > BUSINESS_KEY_MAX or not _storable(business_key):
+        raise InvalidInput(
+            f"business key must be at most {BUSINESS_KEY_MAX} characters of text without NUL "
+            "or unpaired surrogates",
+            errors=[{"loc": ["business_key"], "msg": "too long or not storable"}])
     try:
         validated = definition.input_schema.model_validate(input)
     except ValidationError as exc:
@@ -249,6 +268,10 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
         raise InvalidInput(f"input for {workflow} does not match its schema: {fields}",
                            errors=errors) from None
     data = validated.model_dump(mode="json")
+    if not _storable(json.dumps(data, ensure_ascii=False)):
+        raise InvalidInput(f"input for {workflow} holds NUL characters or unpaired surrogates, "
+                           "which cannot be stored", errors=[{"loc": ["input"],
+                                                              "msg": "not storable"}])
     digest = input_hash(data)
     now = _now(now)
 
@@ -816,9 +839,27 @@ def settle_unknown(lease: Lease, step: Step, verdict, *, error: str = "",
             _succeed(change, lease, step, verdict.result, verdict.ref, "reconciled",
                      data={"verdict": "found"})
             _advance(change, lease)
+        elif (spec.impact == d.LOW and isinstance(verdict, d.NotFound)
+              and not spec.honours_key and _too_early_to_trust(step, spec, now)):
+            # The receiver ignores keys and the request may still be in flight: "not found"
+            # now proves nothing. Look again once it has had time to land.
+            step.next_attempt_at = step.next_attempt_at or \
+                now + timedelta(seconds=spec.lookup_delay)
+            change.step_changed(step)
+            change.move(W, message=f"{step.name}: not found yet; looking again at "
+                                   f"{step.next_attempt_at:%H:%M:%S} before sending again")
+            run.next_wake_at = step.next_attempt_at
+            change.audit("reconcile_scheduled", step=step, before=before,
+                         after=_snapshot(run, step),
+                         data={"verdict": "not found yet",
+                               "recheck_at": step.next_attempt_at.isoformat()})
+            if spec.lookup_delay <= _MAX_HINT_COUNTDOWN:
+                change.wake_countdown = spec.lookup_delay
+            lease.finished, lease.work = True, None
         elif spec.impact == d.LOW and (isinstance(verdict, d.NotFound)
                                        or (verdict is None and spec.honours_key)):
             step.status = StepStatus.PENDING
+            step.next_attempt_at = None
             change.step_changed(step)
             change.audit("reconciled", step=step, before=before, after=_snapshot(run, step),
                          data={"verdict": "not found: sending again with the same key"
@@ -845,6 +886,11 @@ def settle_unknown(lease: Lease, step: Step, verdict, *, error: str = "",
             lease.finished, lease.work = True, None
         change.save()
     return lease
+
+
+def _too_early_to_trust(step: Step, spec: d.StepDef, now: datetime) -> bool:
+    return spec.lookup_delay > 0 and (step.next_attempt_at is None
+                                      or step.next_attempt_at > now)
 
 
 def heartbeat(lease: Lease, *, now: datetime | None = None) -> bool:

@@ -192,3 +192,19 @@ unsafe = Workflow("test-unsafe", version=1, input=OrderIn, example={"order": "dr
               contract=Contract(evidence="nothing", rule="hope", owner="nobody"))
 def post_unkeyed(ctx):
     return _call(ctx, _effect(ctx))
+
+
+# A notification to a receiver that ignores keys but records the client reference.
+messages = Workflow("test-messages", version=1, input=OrderIn)
+
+
+@messages.notify("send", retry=FAST, lookup_delay=5)
+def send(ctx):
+    return _call(ctx, _effect(ctx))
+
+
+@send.reconcile
+def find_sent(ctx):
+    script.reconcile_calls.append((ctx.step, ctx.key))
+    ref = script.effects.get(ctx.key)
+    return Found(ref, {"ref": ref}) if ref else NotFound()

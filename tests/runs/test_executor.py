@@ -11,7 +11,7 @@ from audit.models import AuditRecord
 from runs import executor, transitions
 from runs.errors import PermanentError, TransientError, UnknownOutcome
 from runs.keys import step_key
-from runs.models import AttentionReason, ErrorClass, Run, RunStatus, StepStatus
+from runs.models import AttentionReason, ErrorClass, Run, RunStatus, Step, StepStatus
 from tests.factories import SYSTEM, new_run, step
 
 pytestmark = pytest.mark.django_db
@@ -310,3 +310,38 @@ def test_a_rejected_approval_stops_the_run_for_an_operator_and_sends_nothing(scr
     assert script.effects == {}
     with pytest.raises(transitions.TransitionNotAllowed, match="decide_approval is not allowed"):
         transitions.decide_approval(run.pk, step_name="approve", approved=True, actor=SYSTEM)
+
+
+def test_a_receiver_that_ignores_keys_is_not_resent_until_not_found_can_be_trusted(script):
+    script.plan["send"] = [UnknownOutcome("timeout: the messenger may still be sending")]
+    run = new_run("test-messages")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    run.refresh_from_db()
+    sent = step(run, "send")
+    assert sent.status == StepStatus.UNKNOWN and [c[0] for c in script.calls] == ["send"]
+    assert sent.next_attempt_at == run.next_wake_at
+    assert (sent.next_attempt_at - timezone.now()).total_seconds() > 4
+    assert transitions.claim_run(run.pk, worker="w2") is None  # not before the delay
+    # The slow request lands meanwhile: the second lookup finds it and nothing is resent.
+    script.effects[sent.idempotency_key] = "MSG-late"
+    _make_due(run)
+    assert executor.advance_run(run.pk, worker="w2") == RunStatus.COMPLETED
+    assert step(run, "send").remote_ref == "MSG-late"
+    assert [c[0] for c in script.calls] == ["send"]
+
+
+def _make_due(run):
+    past = timezone.now() - timedelta(seconds=1)
+    Run.objects.filter(pk=run.pk).update(next_wake_at=past)
+    Step.objects.filter(run=run, name="send").update(next_attempt_at=past)
+
+
+def test_not_found_after_the_lookup_delay_resends_once_with_the_same_key(script):
+    script.plan["send"] = [UnknownOutcome("timeout")]
+    run = new_run("test-messages")
+    executor.advance_run(run.pk, worker="w1")
+    _make_due(run)
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
+    calls = [c for c in script.calls if c[0] == "send"]
+    assert len(calls) == 2 and calls[0][1] == calls[1][1]
+    assert len(script.reconcile_calls) == 2

@@ -89,3 +89,16 @@ def test_the_command_refuses_bad_input_with_a_clear_message():
     assert process.returncode != 0
     assert "does not match its schema" in err and "email" in err
     assert not Run.objects.filter(business_key="c-9").exists()
+
+
+@pytest.mark.parametrize("key, data", [
+    ("k" * 301, {"order": "o"}),
+    ("bad\x00key", {"order": "o"}),
+    ("good-key", {"order": "nul\x00inside"}),
+    ("good-key", {"order": "lone \ud800 surrogate"}),
+])
+def test_unstorable_keys_and_input_are_refused_before_anything_is_written(key, data):
+    before = _counts()
+    with pytest.raises(InvalidInput):
+        start_run(workflow="test-orders", business_key=key, input=data, actor=SYSTEM)
+    assert _counts() == before
