@@ -10,58 +10,15 @@ This module imports nothing from Django or the apps, so LOGGING can name it befo
 are loaded, and the runtime can import it without a dependency cycle.
 """
 
-import contextvars
 import json
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 
+from runs.logcontext import CONTEXT_FIELDS, _fields, bind, current, log_context, unbind
 from runs.redaction import redact_text
 
-# The fields a line may carry about the run it concerns, in the order they are written.
-CONTEXT_FIELDS = ("run_id", "workflow", "business_key", "step", "idempotency_key", "actor",
-                  "task_id")
-
-# Holds a dict that is replaced, never changed in place (so a copied context cannot see a
-# later change); None until something is bound.
-_context: contextvars.ContextVar[dict | None] = contextvars.ContextVar("log_context",
-                                                                      default=None)
-
-
-def _fields() -> dict:
-    return _context.get() or {}
-
-
-@contextmanager
-def log_context(**fields) -> Iterator[None]:
-    """Add `fields` to every log line written inside the block (nested blocks add to the
-    outer one's fields and restore them on exit)."""
-    unknown = set(fields) - set(CONTEXT_FIELDS)
-    if unknown:
-        raise ValueError(f"unknown log context fields: {', '.join(sorted(unknown))}")
-    token = _context.set({**_fields(), **{k: v for k, v in fields.items()
-                                              if v not in (None, "")}})
-    try:
-        yield
-    finally:
-        _context.reset(token)
-
-
-def bind(**fields) -> contextvars.Token:
-    """Like log_context, for code that cannot wrap a block (signal handlers): pass the
-    returned token to unbind()."""
-    return _context.set({**_fields(), **{k: v for k, v in fields.items()
-                                             if k in CONTEXT_FIELDS and v not in (None, "")}})
-
-
-def unbind(token: contextvars.Token) -> None:
-    _context.reset(token)
-
-
-def current() -> dict:
-    return dict(_fields())
-
+__all__ = ["CONTEXT_FIELDS", "ContextFilter", "JsonFormatter", "bind", "current",
+           "log_context", "unbind"]
 
 class ContextFilter(logging.Filter):
     """Copies the bound context onto each record (a value passed with `extra=` wins)."""

@@ -8,6 +8,7 @@ runs.transitions, which checks and records every move.
 """
 
 import json
+import logging
 import os
 import socket
 from types import MappingProxyType
@@ -18,7 +19,10 @@ from . import crashpoints, transitions
 from . import definition as d
 from .context import StepContext
 from .errors import Classified, classify
+from .logcontext import log_context
 from .models import ErrorClass, StepStatus
+
+logger = logging.getLogger(__name__)
 
 
 def worker_name() -> str:
@@ -33,6 +37,11 @@ def advance_run(run_id: int, *, worker: str | None = None) -> str | None:
     worker holds it, it is not due, or it is final): a duplicate or stale wake-up is harmless.
     """
     worker = worker or worker_name()
+    with log_context(run_id=run_id):
+        return _advance_claimed(run_id, worker)
+
+
+def _advance_claimed(run_id: int, worker: str) -> str | None:
     lease = transitions.claim_run(run_id, worker=worker)
     if lease is None:
         return None
@@ -54,21 +63,35 @@ def _run_steps(lease: transitions.Lease, workflow: d.Workflow, services) -> str:
         step = lease.work
         spec = workflow.step(step.name)
         ctx = _context(lease, step, validated_input, services)
-        if lease.settle_first:
-            verdict, error = ask_remote(spec, ctx)
-            lease = transitions.settle_unknown(lease, step, verdict, error=error)
-            continue
-        point = f"{step.name}:compensate" if lease.compensating else step.name
-        crashpoints.reach(crashpoints.BEFORE_CALL, point)
-        if crashpoints.injected_failure(point):
-            outcome = transitions.Outcome(succeeded=False, error=Classified(
-                ErrorClass.PERMANENT, f"drill: injected permanent failure of {point}"))
-        elif lease.compensating:
-            outcome = call_compensation(spec, ctx)
-        else:
-            outcome = call_step(spec, ctx)
-        crashpoints.reach(crashpoints.AFTER_CALL, point)
-        lease = transitions.record_outcome(lease, step, outcome)
+        with log_context(workflow=ctx.workflow, business_key=ctx.business_key,
+                         step=ctx.step, idempotency_key=ctx.key):
+            lease = _work_once(lease, step, spec, ctx)
+    return lease.run.status
+
+
+def _work_once(lease: transitions.Lease, step, spec: d.StepDef,
+               ctx: StepContext) -> transitions.Lease:
+    if lease.settle_first:
+        verdict, error = ask_remote(spec, ctx)
+        logger.info("step %s: outcome unknown; lookup by key: %s", step.name,
+                    verdict or "no reconcile function")
+        return transitions.settle_unknown(lease, step, verdict, error=error)
+    point = f"{step.name}:compensate" if lease.compensating else step.name
+    crashpoints.reach(crashpoints.BEFORE_CALL, point)
+    if crashpoints.injected_failure(point):
+        outcome = transitions.Outcome(succeeded=False, error=Classified(
+            ErrorClass.PERMANENT, f"drill: injected permanent failure of {point}"))
+    elif lease.compensating:
+        outcome = call_compensation(spec, ctx)
+    else:
+        outcome = call_step(spec, ctx)
+    crashpoints.reach(crashpoints.AFTER_CALL, point)
+    if outcome.succeeded:
+        logger.debug("%s succeeded (attempt %s)", point, ctx.attempt)
+    else:
+        logger.warning("%s failed (attempt %s): %s: %s", point, ctx.attempt,
+                       outcome.error.error_class, outcome.error.message)
+    return transitions.record_outcome(lease, step, outcome)
     return lease.run.status
 
 

@@ -345,3 +345,19 @@ def test_not_found_after_the_lookup_delay_resends_once_with_the_same_key(script)
     calls = [c for c in script.calls if c[0] == "send"]
     assert len(calls) == 2 and calls[0][1] == calls[1][1]
     assert len(script.reconcile_calls) == 2
+
+
+def test_runtime_log_lines_carry_the_run_step_and_idempotency_key(script, caplog):
+    import logging
+
+    from observability.logs import ContextFilter
+
+    script.plan["create-task"] = [TransientError("503 from the tracker")]
+    run = new_run()
+    caplog.handler.addFilter(ContextFilter())
+    with caplog.at_level(logging.WARNING, logger="runs.executor"):
+        executor.advance_run(run.pk, worker="w1")
+    [record] = [r for r in caplog.records if r.name == "runs.executor"]
+    assert record.run_id == run.pk and record.business_key == run.business_key
+    assert record.step == "create-task"
+    assert record.idempotency_key == step(run, "create-task").idempotency_key
