@@ -12,9 +12,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers, patch_cache_control
 
+from audit.admin import ReadOnlyAdmin
 from runs.definition import registry
 
-from .models import ApiToken
+from .models import ApiToken, WebhookDelivery, WebhookSubscriber
 from .tokens import assign_secret, token_revoke
 
 
@@ -105,3 +106,21 @@ class ApiTokenAdmin(admin.ModelAdmin):
                 revoked += 1
                 self.log_change(request, token, "Revoked.")
         self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)
+
+
+@admin.register(WebhookSubscriber)
+class WebhookSubscriberAdmin(admin.ModelAdmin):
+    list_display = ["name", "url", "active", "workflows", "last_event_id", "created_at"]
+    list_filter = ["active"]
+    readonly_fields = ["last_event_id"]
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
+    """Each delivery with its attempts; written only by the publisher."""
+
+    list_display = ["delivery_id", "subscriber", "event", "status", "attempts",
+                    "last_status_code", "next_attempt_at", "delivered_at"]
+    list_filter = ["status", "subscriber"]
+    search_fields = ["=delivery_id"]
+    list_select_related = ["subscriber", "event"]

@@ -60,3 +60,53 @@ class ApiToken(models.Model):
 
     def may_use(self, workflow: str) -> bool:
         return workflow in (self.workflows or [])
+
+
+class WebhookSubscriber(models.Model):
+    """A system that wants the progress events of runs, registered by an admin."""
+
+    name = models.CharField(max_length=100, unique=True)
+    url = models.URLField(max_length=500)
+    # Signs each delivery (HMAC-SHA256 over timestamp and body); shown to the admin to hand
+    # to the receiver, never sent.
+    secret = models.CharField(max_length=128)
+    workflows = models.JSONField(default=list, blank=True,
+                                 help_text="workflow names; empty means every workflow")
+    active = models.BooleanField(default=True)
+    # Events up to this id have been turned into deliveries for this subscriber.
+    last_event_id = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.name
+
+
+class WebhookDelivery(models.Model):
+    """One event for one subscriber, with every attempt to deliver it."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed"
+
+    subscriber = models.ForeignKey(WebhookSubscriber, on_delete=models.CASCADE,
+                                   related_name="deliveries")
+    event = models.ForeignKey("runs.RunEvent", on_delete=models.CASCADE,
+                              related_name="deliveries")
+    # Sent with every attempt, so that a receiver can drop a redelivery it already has.
+    delivery_id = models.UUIDField(unique=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    last_status_code = models.PositiveIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["subscriber", "event"],
+                                               name="webhook_one_delivery_per_event")]
+        indexes = [models.Index(fields=["next_attempt_at"], name="webhook_due_idx",
+                                condition=models.Q(status="pending"))]
+
+    def __str__(self):
+        return f"{self.delivery_id} to {self.subscriber}"

@@ -16,3 +16,5 @@ def schedule_sweeper(sender, **kwargs):
     sender.add_periodic_task(settings.SWEEP_INTERVAL_SECONDS, sender.signature("runs.sweep"))
     sender.add_periodic_task(settings.APPROVALS_SWEEP_INTERVAL_SECONDS,
                              sender.signature("approvals.sweep"))
+    sender.add_periodic_task(settings.WEBHOOK_PUBLISH_INTERVAL_SECONDS,
+                             sender.signature("api.publish_webhooks"))

@@ -248,3 +248,8 @@ LOGGING["formatters"]["json"] = {"()": "observability.logs.JsonFormatter"}
 LOGGING["handlers"]["console"]["filters"] = ["run_context"]
 if os.environ.get("LOG_FORMAT", "plain") == "json":
     LOGGING["handlers"]["console"]["formatter"] = "json"
+
+# --- Progress events to webhook subscribers (api.webhooks) --------------------------------
+WEBHOOK_PUBLISH_INTERVAL_SECONDS = float(os.environ.get("WEBHOOK_PUBLISH_INTERVAL_SECONDS",
+                                                        "2"))
+WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("WEBHOOK_TIMEOUT_SECONDS", "5"))

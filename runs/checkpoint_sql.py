@@ -20,7 +20,7 @@ from django.db import connection
 
 from audit.models import AuditRecord
 
-from .models import Run, Step
+from .models import Run, RunEvent, Step
 
 
 def _fields(model, names):
@@ -29,6 +29,10 @@ def _fields(model, names):
 
 def _audit_fields():
     return [f for f in AuditRecord._meta.concrete_fields if not f.primary_key]
+
+
+def _event_fields():
+    return [f for f in RunEvent._meta.concrete_fields if not f.primary_key]
 
 
 def _recordset(fields) -> str:
@@ -46,6 +50,8 @@ def _statement(run_fields: tuple, step_fields: tuple) -> str:
     step_set = ", ".join(f"{f.column} = v.{f.column}" for f in steps[1:])
     audit = _audit_fields()
     audit_columns = ", ".join(f.column for f in audit)
+    events = _event_fields()
+    event_columns = ", ".join(f.column for f in events)
     return (
         f"WITH r AS (UPDATE {Run._meta.db_table} SET {run_set} "
         "WHERE id = %s::bigint AND fencing_token = %s::bigint AND status = %s "
@@ -58,6 +64,9 @@ def _statement(run_fields: tuple, step_fields: tuple) -> str:
         "RETURNING t.id), "
         f"a AS (INSERT INTO {AuditRecord._meta.db_table} ({audit_columns}) "
         f"SELECT {audit_columns} FROM jsonb_to_recordset(%s::jsonb) AS v({_recordset(audit)}) "
+        "WHERE EXISTS (SELECT 1 FROM r) RETURNING id), "
+        f"e AS (INSERT INTO {RunEvent._meta.db_table} ({event_columns}) "
+        f"SELECT {event_columns} FROM jsonb_to_recordset(%s::jsonb) AS v({_recordset(events)}) "
         "WHERE EXISTS (SELECT 1 FROM r) RETURNING id) "
         "SELECT count(*) FROM r"
     )
@@ -79,16 +88,17 @@ def supported() -> bool:
 
 
 def write_if_unchanged(*, run: Run, steps: list[Step], records: list[AuditRecord],
-                       run_fields: list[str], step_fields: list[str], expect_token: int,
-                       expect_status: str, expect_seq: int) -> bool:
-    """Write the run, steps and audit records in one statement if the run row still has the
-    expected token, status and audit chain head. Returns whether anything was written."""
+                       events: list[RunEvent], run_fields: list[str], step_fields: list[str],
+                       expect_token: int, expect_status: str, expect_seq: int) -> bool:
+    """Write the run, steps, audit records and status events in one statement if the run
+    row still has the expected token, status and audit chain head. Returns whether anything
+    was written."""
     sql = _statement(tuple(run_fields), tuple(step_fields))
     params = [getattr(run, f.attname) for f in _fields(Run, run_fields)]
     params += [run.pk, expect_token, expect_status, expect_seq,
                _rows(steps, [Step._meta.pk, *_fields(Step, step_fields)]),
                [step.pk for step in steps],
-               _rows(records, _audit_fields())]
+               _rows(records, _audit_fields()), _rows(events, _event_fields())]
     connection.ensure_connection()
     # psycopg's own cursor binds parameters on the server, and prepare=True keeps the plan of
     # this always-identical statement on the server: no query text to rebuild or re-plan.

@@ -189,3 +189,20 @@ class Step(models.Model):
 
     def __str__(self):
         return f"{self.run_id}/{self.name}"
+
+
+class RunEvent(models.Model):
+    """A change of a run's status, written in the transaction of the transition that made
+    it: the outbox from which progress events reach subscribers (api.webhooks)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events",
+                            db_index=False)
+    status_from = models.CharField(max_length=32)
+    status_to = models.CharField(max_length=32)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "id"], name="runevent_run_idx")]
+
+    def __str__(self):
+        return f"run {self.run_id}: {self.status_from} -> {self.status_to}"

@@ -34,6 +34,7 @@ from .models import (
     AttentionReason,
     ErrorClass,
     Run,
+    RunEvent,
     RunStatus,
     Step,
     StepStatus,
@@ -117,10 +118,12 @@ class _Change:
         """`action` None records evidence only and may not move the run."""
         self.run, self.action, self.actor, self.now = run, action, actor, now
         self.records: list[AuditRecord] = []
+        self.events: list[RunEvent] = []
         self.steps: dict[int, Step] = {}
         self.wake_countdown: float | None = None
         self.wake = False
         status = run.status if status is None else status
+        self.status_seen = status
         if action is not None and not allowed(action, status):
             raise TransitionNotAllowed(
                 f"{action} is not allowed for run {run.pk} ({run.workflow_name} "
@@ -134,6 +137,10 @@ class _Change:
             # Run.updated_at is when the status last changed: step progress within a status
             # leaves it (and so every index on it) alone, which keeps that update cheap.
             self.run.updated_at = self.now
+            # The progress event, in this same transaction (the outbox of api.webhooks).
+            self.events.append(RunEvent(run_id=self.run.pk, status_from=self.status_seen,
+                                        status_to=to, created_at=self.now))
+            self.status_seen = to
         self.run.status = to
         self.run.attention_reason = reason if to in (A, CFAIL) else ""
         self.run.status_message = message
@@ -163,6 +170,8 @@ class _Change:
         for step in self.steps.values():
             step.save(update_fields=_STEP_FIELDS)
         AuditRecord.objects.bulk_create(self.records)
+        if self.events:
+            RunEvent.objects.bulk_create(self.events)
         self.run.save(update_fields=_RUN_FIELDS)
         if self.wake:
             wake_after_commit(self.run.pk)
@@ -307,6 +316,8 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
         change = _Change(run, "start", actor, now, status=NEW)
         change.audit("started", before={"status": NEW}, after={"status": Q},
                      data={"version": definition.version, "input_hash": digest})
+        change.events.append(RunEvent(run_id=run.pk, status_from=NEW, status_to=Q,
+                                      created_at=now))
         change.wake = wake
         change.save()
     return run, True
@@ -386,6 +397,7 @@ def _claim_in_one_statement(run_id: int, worker: str, now: datetime) -> Lease | 
     lease, change = _apply_claim(run, steps, worker, now)
     written = checkpoint_sql.write_if_unchanged(
         run=run, steps=list(change.steps.values()), records=change.records,
+        events=change.events,
         run_fields=_RUN_FIELDS, step_fields=_STEP_FIELDS, expect_token=expect_token,
         expect_status=expect_status, expect_seq=expect_seq,
     )
@@ -549,6 +561,7 @@ def _record_success_in_one_statement(lease: Lease, step: Step, outcome: Outcome,
     _advance(change, trial)
     written = checkpoint_sql.write_if_unchanged(
         run=trial.run, steps=list(change.steps.values()), records=change.records,
+        events=change.events,
         run_fields=_RUN_FIELDS, step_fields=_STEP_FIELDS, expect_token=lease.token,
         expect_status=expect_status, expect_seq=expect_seq,
     )

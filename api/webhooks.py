@@ -1,0 +1,129 @@
+"""Progress events to subscribers: the run events written by the runtime's transitions (the
+outbox) become one delivery per subscriber, sent with retries and backoff, each signed.
+
+Signature: the header `X-Webhook-Signature: sha256=<hex>` is HMAC-SHA256 with the
+subscriber's secret over `<X-Webhook-Timestamp>.<body>`; receivers recompute it, compare in
+constant time and refuse old timestamps. `X-Webhook-Id` is the delivery id, the same on every
+attempt, for deduplication. A failing endpoint only delays its own deliveries: the runtime
+never waits for a subscriber.
+"""
+
+import hashlib
+import hmac
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import httpx
+from django.conf import settings
+from django.utils import timezone
+
+from runs.models import RunEvent
+
+from .models import WebhookDelivery, WebhookSubscriber
+
+logger = logging.getLogger(__name__)
+MAX_ATTEMPTS = 10
+MAX_BACKOFF_SECONDS = 3600
+
+
+@dataclass
+class PublishReport:
+    queued: int = 0
+    delivered: int = 0
+    failed: int = 0
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    """The signature header's value for `body` sent at `timestamp`."""
+    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
+
+
+def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
+    """Turn new run events into deliveries, per subscriber, in event order."""
+    now = now or timezone.now()
+    queued = 0
+    for subscriber in WebhookSubscriber.objects.filter(active=True):
+        events = RunEvent.objects.filter(pk__gt=subscriber.last_event_id).order_by("pk")
+        if subscriber.workflows:
+            events = events.filter(run__workflow_name__in=subscriber.workflows)
+        batch = list(events.values_list("pk", flat=True)[:limit])
+        if not batch:
+            continue
+        WebhookDelivery.objects.bulk_create(
+            [WebhookDelivery(subscriber=subscriber, event_id=pk, delivery_id=uuid.uuid4(),
+                             next_attempt_at=now) for pk in batch],
+            ignore_conflicts=True)
+        WebhookSubscriber.objects.filter(pk=subscriber.pk).update(last_event_id=batch[-1])
+        queued += len(batch)
+    return queued
+
+
+def _body(delivery: WebhookDelivery) -> bytes:
+    event, run = delivery.event, delivery.event.run
+    return json.dumps({
+        "delivery_id": str(delivery.delivery_id),
+        "type": "run.status_changed",
+        "run": {"id": run.pk, "workflow": run.workflow_name, "business_key": run.business_key,
+                "status_url": f"/api/runs/{run.pk}"},
+        "from": event.status_from, "to": event.status_to,
+        "at": event.created_at.isoformat(),
+    }, separators=(",", ":")).encode()
+
+
+def send_due(*, now: datetime | None = None, limit: int = 100) -> PublishReport:
+    """Send the deliveries that are due; a failure is tried again later with backoff."""
+    now = now or timezone.now()
+    report = PublishReport()
+    due = (WebhookDelivery.objects.filter(status=WebhookDelivery.Status.PENDING,
+                                          next_attempt_at__lte=now)
+           .select_related("subscriber", "event__run").order_by("next_attempt_at")[:limit])
+    with httpx.Client(timeout=settings.WEBHOOK_TIMEOUT_SECONDS) as client:
+        for delivery in due:
+            body = _body(delivery)
+            stamp = str(int(now.timestamp()))
+            error, code = "", None
+            try:
+                response = client.post(delivery.subscriber.url, content=body, headers={
+                    "Content-Type": "application/json",
+                    "X-Webhook-Id": str(delivery.delivery_id),
+                    "X-Webhook-Timestamp": stamp,
+                    "X-Webhook-Signature": sign(delivery.subscriber.secret, stamp, body),
+                })
+                code = response.status_code
+                if not 200 <= code < 300:
+                    error = f"HTTP {code}"
+            except httpx.HTTPError as exc:
+                error = f"{type(exc).__name__}: {exc}"[:500]
+            _record_attempt(delivery, now, code, error, report)
+    return report
+
+
+def _record_attempt(delivery, now, code, error, report) -> None:
+    attempts = delivery.attempts + 1
+    fields = {"attempts": attempts, "last_status_code": code, "last_error": error}
+    if not error:
+        fields.update(status=WebhookDelivery.Status.DELIVERED, delivered_at=now)
+        report.delivered += 1
+    elif attempts >= MAX_ATTEMPTS:
+        fields.update(status=WebhookDelivery.Status.FAILED)
+        report.failed += 1
+        logger.warning("webhook %s to %s failed for good: %s", delivery.delivery_id,
+                       delivery.subscriber, error)
+    else:
+        backoff = min(2 ** attempts, MAX_BACKOFF_SECONDS)
+        fields.update(next_attempt_at=now + timedelta(seconds=backoff))
+        logger.info("webhook %s to %s failed (%s); next try in %ss", delivery.delivery_id,
+                    delivery.subscriber, error, backoff)
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(**fields)
+
+
+def publish(*, now: datetime | None = None) -> PublishReport:
+    """One pass of the publisher (Celery beat): queue new events, send what is due."""
+    queued = queue_deliveries(now=now)
+    report = send_due(now=now)
+    report.queued = queued
+    return report

@@ -1,0 +1,119 @@
+"""Progress events: written in the transaction of each status change, delivered to
+subscribers signed, with a delivery id, retried with backoff; a failing endpoint never
+holds the runtime up."""
+
+import hashlib
+import hmac
+import json
+import threading
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.utils import timezone
+
+from api import webhooks
+from api.models import WebhookDelivery, WebhookSubscriber
+from runs import executor, transitions
+from runs.models import RunEvent, RunStatus
+from tests.factories import SYSTEM, new_run
+
+pytestmark = pytest.mark.django_db
+
+
+class Receiver:
+    def __init__(self):
+        self.requests, self.fail_next = [], 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.requests.append((dict(self.headers), body))
+                status = 500 if receiver.fail_next > 0 else 204
+                receiver.fail_next -= 1
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.server.shutdown()
+
+
+def _events(run):
+    return list(RunEvent.objects.filter(run=run).order_by("pk")
+                .values_list("status_from", "status_to"))
+
+
+def test_every_status_change_writes_its_event_in_the_transition(script):
+    run = new_run()
+    assert _events(run) == [("new", "queued")]
+    executor.advance_run(run.pk, worker="w1")  # the one-statement hot path included
+    assert _events(run) == [("new", "queued"), ("queued", "running"),
+                            ("running", "completed")]
+    with pytest.raises(transitions.TransitionNotAllowed):
+        transitions.resume(run.pk, actor=SYSTEM, reason="refused")
+    assert len(_events(run)) == 3  # a refused transition writes nothing
+
+
+def test_deliveries_are_signed_and_carry_a_delivery_id(receiver, script):
+    WebhookSubscriber.objects.create(name="crm", url=receiver.url, secret="s3cret")
+    run = new_run()
+    executor.advance_run(run.pk, worker="w1")
+    report = webhooks.publish()
+    assert (report.queued, report.delivered) == (3, 3)
+    tos = []
+    for headers, body in receiver.requests:
+        expected = "sha256=" + hmac.new(
+            b"s3cret", headers["X-Webhook-Timestamp"].encode() + b"." + body,
+            hashlib.sha256).hexdigest()
+        assert hmac.compare_digest(headers["X-Webhook-Signature"], expected)
+        payload = json.loads(body)
+        assert payload["delivery_id"] == headers["X-Webhook-Id"]
+        assert payload["run"]["id"] == run.pk
+        tos.append(payload["to"])
+    assert tos == ["queued", "running", "completed"]
+    assert webhooks.publish().queued == 0  # nothing twice
+
+
+def test_a_failing_endpoint_gets_the_same_delivery_again_with_backoff(receiver, script):
+    WebhookSubscriber.objects.create(name="crm", url=receiver.url, secret="k")
+    run = new_run()
+    receiver.fail_next = 2
+    now = timezone.now()
+    webhooks.publish(now=now)
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.status == "pending" and delivery.attempts == 1
+    assert delivery.last_status_code == 500
+    assert delivery.next_attempt_at == now + timedelta(seconds=2)
+    # The runtime does not wait for the subscriber.
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
+    webhooks.send_due(now=now + timedelta(seconds=1))  # not due yet: nothing sent
+    assert len(receiver.requests) == 1
+    webhooks.send_due(now=now + timedelta(seconds=2))
+    assert WebhookDelivery.objects.get(pk=delivery.pk).next_attempt_at == \
+        now + timedelta(seconds=2 + 4)
+    webhooks.send_due(now=now + timedelta(seconds=6))
+    delivery.refresh_from_db()
+    assert delivery.status == "delivered" and delivery.attempts == 3
+    ids = {h["X-Webhook-Id"] for h, _ in receiver.requests if b'"to":"queued"' in _}
+    assert ids == {str(delivery.delivery_id)}
+
+
+def test_a_subscriber_gets_only_its_workflows(receiver, script):
+    WebhookSubscriber.objects.create(name="crm", url=receiver.url, secret="k",
+                                     workflows=["customer-onboarding"])
+    new_run()
+    assert webhooks.publish().queued == 0
+    assert receiver.requests == []
