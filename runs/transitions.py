@@ -214,6 +214,11 @@ def _step(run: Run, name: str) -> Step:
         raise TransitionNotAllowed(f"run {run.pk} has no step {name!r}") from None
 
 
+def _steps_done_with(run: Run, step: Step) -> int:
+    """How many steps are done once `step` (being settled now) counts as done."""
+    return sum(1 for s in _steps(run) if s.pk == step.pk or s.status in DONE_STEP_STATUSES)
+
+
 def _reset_budget(step: Step) -> None:
     step.budget_attempt_base = step.attempt
     step.budget_started_at = None
@@ -1009,9 +1014,7 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
             step.error_class, step.error_message = "", ""
             step.finished_at = now
             change.step_changed(step)
-            steps = _steps(run)
-            run.steps_done = sum(1 for s in steps if s.pk == step.pk or s.status in
-                                 DONE_STEP_STATUSES)
+            run.steps_done = _steps_done_with(run, step)
             change.move(Q)
             data["verdict"] = "found"
         elif isinstance(verdict, d.NotFound):
@@ -1109,11 +1112,7 @@ def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor
     with transaction.atomic(durable=True):
         run = _lock(run_id)
         change = _Change(run, "decide_approval", actor, now)
-        step = _step(run, step_name)
-        if step.kind != d.APPROVAL or step.status != StepStatus.WAITING:
-            raise TransitionNotAllowed(
-                f"step {step_name} of run {run_id} is not an approval waiting for a decision "
-                f"({step.kind}, {step.status})")
+        step = _waiting_approval(run, step_name)
         before = _snapshot(run, step)
         step.finished_at = now
         step.result = {"approved": approved, "by": actor.label, "comment": comment}
@@ -1121,8 +1120,7 @@ def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor
             step.status = StepStatus.SUCCEEDED
             step.remote_ref = f"approved by {actor.label}"
             change.step_changed(step)
-            run.steps_done = sum(1 for s in _steps(run)
-                                 if s.pk == step.pk or s.status in DONE_STEP_STATUSES)
+            run.steps_done = _steps_done_with(run, step)
             change.move(Q)
         else:
             step.status = StepStatus.FAILED
@@ -1136,6 +1134,15 @@ def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor
     return run
 
 
+def _waiting_approval(run: Run, step_name: str) -> Step:
+    step = _step(run, step_name)
+    if step.kind != d.APPROVAL or step.status != StepStatus.WAITING:
+        raise TransitionNotAllowed(
+            f"step {step_name} of run {run.pk} is not an approval waiting for a decision "
+            f"({step.kind}, {step.status})")
+    return step
+
+
 def approval_timed_out(run_id: int, *, step_name: str, actor: Actor, reason: str,
                        now: datetime | None = None) -> Run:
     """Nobody decided the approval in time and its policy is to cancel: the run goes to
@@ -1144,11 +1151,7 @@ def approval_timed_out(run_id: int, *, step_name: str, actor: Actor, reason: str
     with transaction.atomic(durable=True):
         run = _lock(run_id)
         change = _Change(run, "approval_timed_out", actor, now)
-        step = _step(run, step_name)
-        if step.kind != d.APPROVAL or step.status != StepStatus.WAITING:
-            raise TransitionNotAllowed(
-                f"step {step_name} of run {run_id} is not an approval waiting for a decision "
-                f"({step.kind}, {step.status})")
+        step = _waiting_approval(run, step_name)
         before = _snapshot(run, step)
         change.move(A, reason=AttentionReason.APPROVAL_TIMED_OUT,
                     message=f"{step_name}: {reason}")
