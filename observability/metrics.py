@@ -230,6 +230,28 @@ class RuntimeCollector(Collector):
                                    "Outbox messages given up after their last attempt.")
         family.add_metric([], Notification.objects.filter(status=NotificationStatus.FAILED).count())
         yield family
+        yield from self._webhooks(now)
+
+    def _webhooks(self, now):
+        from api.models import WebhookDelivery
+
+        backlog = WebhookDelivery.objects.filter(
+            status=WebhookDelivery.Status.PENDING).aggregate(
+            n=Count("id"), oldest=Min("event__created_at"))
+        family = GaugeMetricFamily("durable_webhook_backlog",
+                                   "Progress events not yet delivered to a subscriber.")
+        family.add_metric([], backlog["n"])
+        yield family
+        family = GaugeMetricFamily("durable_webhook_oldest_seconds",
+                                   "Age of the oldest undelivered progress event (0 if none).")
+        family.add_metric([], (now - backlog["oldest"]).total_seconds()
+                          if backlog["oldest"] else 0)
+        yield family
+        family = GaugeMetricFamily("durable_webhook_failed",
+                                   "Deliveries given up after their last attempt.")
+        family.add_metric([], WebhookDelivery.objects.filter(
+            status=WebhookDelivery.Status.FAILED).count())
+        yield family
 
 
 registry = CollectorRegistry(auto_describe=False)

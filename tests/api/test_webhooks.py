@@ -117,3 +117,17 @@ def test_a_subscriber_gets_only_its_workflows(receiver, script):
     new_run()
     assert webhooks.publish().queued == 0
     assert receiver.requests == []
+
+
+def test_the_webhook_backlog_is_a_metric(receiver, script):
+    from prometheus_client import generate_latest
+
+    from observability.metrics import registry
+
+    WebhookSubscriber.objects.create(name="crm", url=receiver.url, secret="k")
+    new_run()
+    receiver.fail_next = 5
+    webhooks.publish()
+    text = generate_latest(registry).decode()
+    assert "durable_webhook_backlog 1.0" in text
+    assert "durable_webhook_failed 0.0" in text
