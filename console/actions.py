@@ -38,6 +38,7 @@ ACTIONS = {a.name: a for a in [
     Action("resume", "Resume", needs_reason=False),
     Action("reconcile", "Reconcile", needs_reason=False),
     Action("retry_step", "Retry step", needs_reason=False),
+    Action("ask_again", "Ask the model again", needs_reason=True),
     Action("compensate", "Compensate", needs_reason=True, danger=True),
     Action("cancel", "Cancel", needs_reason=True),
     Action("terminate", "Terminate", needs_reason=True, danger=True),
@@ -54,6 +55,8 @@ def eligible_steps(action: str, steps: list[Step]) -> list[Step]:
         return [s for s in steps if s.status in RECONCILE_STEP_STATUSES]
     if action == "retry_step":
         return [s for s in steps if s.status in RETRY_STEP_STATUSES]
+    if action == "ask_again":
+        return [s for s in steps if s.kind == d.DECISION and s.status == StepStatus.SUCCEEDED]
     return []
 
 
@@ -83,6 +86,10 @@ def _explain(action: str, run: Run, steps: list[Step]) -> list[str]:
         return ["Sends the chosen step again with the same idempotency key and a fresh "
                 "retry budget. For an unknown step this skips the lookup: you take "
                 "responsibility that sending again is safe."]
+    if action == "ask_again":
+        return ["Discards the stored model decision of the chosen step and asks the model "
+                "again (a new decision version). The old decision is kept in the audit "
+                "record. Refused once a later step has acted on the old decision."]
     if action == "compensate":
         plan = transitions.compensation_plan(steps, workflow)
         if not plan:
@@ -146,6 +153,10 @@ def perform(action: str, run: Run, *, user, data: dict) -> str:
         if not step:
             raise ActionInputError("Choose the step to retry.")
         transitions.retry_step(run.pk, step_name=step, actor=actor, reason=reason)
+    elif action == "ask_again":
+        if not step:
+            raise ActionInputError("Choose the decision to ask again.")
+        transitions.ask_again(run.pk, step_name=step, actor=actor, reason=reason)
     elif action in ("compensate", "terminate") and four_eyes_required(run, action):
         request, created = request_operator_action(run, action=action, requested_by=user,
                                                    reason=reason)

@@ -19,6 +19,7 @@ ACTION_PERMISSIONS = {
     "reopen": "resume_run",
     "reconcile": "reconcile_run",
     "retry_step": "retry_step",
+    "ask_again": "retry_step",
     "compensate": "compensate_run",
     "cancel": "terminate_run",
     "terminate": "terminate_run",

@@ -111,7 +111,7 @@ def _detail_context(request, detail) -> dict:
         if not grant_for(request.user, action.permission).covers(run.workflow_id):
             continue
         targets = eligible_steps(name, detail.steps)
-        if name in ("reconcile", "retry_step") and not targets:
+        if name in ("reconcile", "retry_step", "ask_again") and not targets:
             continue
         actions.append({"action": action, "steps": targets,
                         "explanation": explain(name, run, detail.steps)})

@@ -80,6 +80,9 @@ RUN_TRANSITIONS: dict[str, Move] = {
     "approval_timed_out": _move({W}, {A}),
     "reconcile": _move({A}, {Q, A}),
     "retry_step": _move({A, W}, {Q}),
+    # Ask the model again for a stored decision: explicit, with a reason, before anything
+    # acted on the old one.
+    "ask_again": _move({A, W}, {Q}),
     # Undo completed steps, newest first: by policy for low-impact steps, or by a person.
     "compensate": _move({A, W, CFAIL}, {COMP}),
     # Cancel stops at the next step boundary: at once when no step is in flight.
@@ -1157,6 +1160,46 @@ def approval_timed_out(run_id: int, *, step_name: str, actor: Actor, reason: str
                     message=f"{step_name}: {reason}")
         change.audit("approval_timed_out", step=step, reason=reason, before=before,
                      after=_snapshot(run, step))
+        change.save()
+    return run
+
+
+def ask_again(run_id: int, *, step_name: str, actor: Actor, reason: str,
+              now: datetime | None = None) -> Run:
+    """Discard a stored model decision so the model is asked again, as a new decision
+    version. Refused once a later side-effecting step has acted on the old decision
+    (compensate first). The old decision stays in the audit record."""
+    if not reason or not reason.strip():
+        raise ValueError("asking the model again needs a reason")
+    now = _now(now)
+    with transaction.atomic(durable=True):
+        run = _lock(run_id)
+        change = _Change(run, "ask_again", actor, now)
+        steps = _steps(run)
+        step = next((s for s in steps if s.name == step_name), None)
+        if step is None or step.kind != d.DECISION or step.status != StepStatus.SUCCEEDED:
+            raise TransitionNotAllowed(
+                f"step {step_name} of run {run_id} is not a stored decision")
+        acted = [s.name for s in steps if s.position > step.position and
+                 s.kind in (d.WRITE, d.NOTIFY) and s.status not in
+                 (StepStatus.PENDING, StepStatus.SKIPPED, StepStatus.FAILED)]
+        if acted:
+            raise TransitionNotAllowed(
+                f"{', '.join(acted)} already acted on this decision; compensate first")
+        before = _snapshot(run, step)
+        previous = step.result
+        version = step.attempt + 1
+        step.status = StepStatus.PENDING
+        step.result = None
+        _reset_budget(step)
+        change.step_changed(step)
+        run.steps_done = sum(1 for s in steps if s.pk != step.pk and
+                             s.status in DONE_STEP_STATUSES)
+        run.next_wake_at = None
+        change.move(Q)
+        change.audit("decision_discarded", step=step, reason=reason, before=before,
+                     after=_snapshot(run, step),
+                     data={"previous_decision": previous, "next_version": version})
         change.save()
     return run
 

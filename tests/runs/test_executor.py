@@ -361,3 +361,28 @@ def test_runtime_log_lines_carry_the_run_step_and_idempotency_key(script, caplog
     assert record.run_id == run.pk and record.business_key == run.business_key
     assert record.step == "create-task"
     assert record.idempotency_key == step(run, "create-task").idempotency_key
+
+
+def test_asking_the_model_again_is_explicit_audited_and_keeps_the_old_decision(script):
+    script.plan["create-task"] = [PermanentError("tracker refused the category")]
+    run = new_run()
+    executor.advance_run(run.pk, worker="w1")
+    old = step(run, "classify").result
+    script.plan["classify"] = [{"category": "software", "confidence": 0.7}]
+    transitions.ask_again(run.pk, step_name="classify", actor=SYSTEM,
+                          reason="the model misread the vendor")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
+    assert [c[0] for c in script.calls].count("classify") == 2
+    assert step(run, "classify").result == {"category": "software", "confidence": 0.7}
+    record = AuditRecord.objects.get(run=run, action="decision_discarded")
+    assert record.data["previous_decision"] == old
+    assert record.reason == "the model misread the vendor"
+
+
+def test_a_decision_that_a_later_step_acted_on_cannot_be_asked_again(script):
+    script.plan["post-ledger"] = [PermanentError("ledger closed")]
+    run = new_run()
+    executor.advance_run(run.pk, worker="w1")
+    with pytest.raises(transitions.TransitionNotAllowed, match="create-task already acted"):
+        transitions.ask_again(run.pk, step_name="classify", actor=SYSTEM, reason="r")
+    assert step(run, "classify").status == StepStatus.SUCCEEDED
