@@ -21,12 +21,14 @@ from django.conf import settings
 from django.utils import timezone
 
 from runs.models import RunEvent
+from runs.retry import RetryPolicy
 
 from .models import WebhookDelivery, WebhookSubscriber
 
 logger = logging.getLogger(__name__)
-MAX_ATTEMPTS = 10
-MAX_BACKOFF_SECONDS = 3600
+# Backoff 2, 4, 8 ... seconds, at most an hour; given up after ten attempts.
+RETRY = RetryPolicy(initial_interval=2, backoff_coefficient=2, maximum_interval=3600,
+                    maximum_attempts=10, jitter=0)
 
 
 @dataclass
@@ -108,13 +110,13 @@ def _record_attempt(delivery, now, code, error, report) -> None:
     if not error:
         fields.update(status=WebhookDelivery.Status.DELIVERED, delivered_at=now)
         report.delivered += 1
-    elif attempts >= MAX_ATTEMPTS:
+    elif attempts >= RETRY.maximum_attempts:
         fields.update(status=WebhookDelivery.Status.FAILED)
         report.failed += 1
         logger.warning("webhook %s to %s failed for good: %s", delivery.delivery_id,
                        delivery.subscriber, error)
     else:
-        backoff = min(2 ** attempts, MAX_BACKOFF_SECONDS)
+        backoff = RETRY.base_delay(attempts)
         fields.update(next_attempt_at=now + timedelta(seconds=backoff))
         logger.info("webhook %s to %s failed (%s); next try in %ss", delivery.delivery_id,
                     delivery.subscriber, error, backoff)

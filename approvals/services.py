@@ -37,6 +37,7 @@ from runs import definition as d
 from runs import transitions
 from runs.errors import TransitionNotAllowed
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
+from runs.retry import RetryPolicy
 
 from .models import (
     DECIDE_CODENAME,
@@ -488,9 +489,18 @@ def _mark_settled(request: ApprovalRequest, now: datetime, error: str) -> bool:
     return True
 
 
+NOTIFICATION_RETRY_SECONDS = 30
+
+
+def _backoff(initial: float) -> RetryPolicy:
+    # The runtime's retry policy, used for its backoff arithmetic: doubling, capped at an hour.
+    return RetryPolicy(initial_interval=initial, backoff_coefficient=2,
+                       maximum_interval=max(initial, 3600), jitter=0)
+
+
 def _retry_later(request: ApprovalRequest, error: str, now: datetime) -> bool:
     attempts = request.apply_attempts + 1
-    delay = min(settings.APPROVALS_SETTLE_RETRY_SECONDS * 2 ** (attempts - 1), 3600)
+    delay = _backoff(settings.APPROVALS_SETTLE_RETRY_SECONDS).base_delay(attempts)
     ApprovalRequest.objects.filter(pk=request.pk, settled_at__isnull=True).update(
         apply_attempts=attempts, apply_error=error,
         apply_after=now + timedelta(seconds=delay))
@@ -724,7 +734,7 @@ def _deliver(pk: int, now: datetime) -> str | None:
                 note.status = NotificationStatus.FAILED
                 outcome = "failed"
             else:
-                delay = min(30 * 2 ** (note.attempts - 1), 3600)
+                delay = _backoff(NOTIFICATION_RETRY_SECONDS).base_delay(note.attempts)
                 note.next_attempt_at = now + timedelta(seconds=delay)
                 outcome = "retrying"
             logger.warning("notification %s to %s: attempt %s failed: %s", note.pk,

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
+from approvals.selectors import requests_for_run
 from audit.selectors import audit_records
 from runs import definition as d
 from runs import selectors
@@ -121,15 +122,7 @@ def _detail_context(request, detail) -> dict:
                          if step.finished_at and step.started_at else None)
     return {"run": run, "steps": detail.steps, "actions": actions,
             "audit": [(r, diff_rows(r.before, r.after)) for r in detail.audit],
-            "approvals": _approval_requests(run), "live": not selectors.is_final(run)}
-
-
-def _approval_requests(run):
-    try:
-        from approvals.selectors import requests_for_run
-    except ImportError:
-        return []
-    return requests_for_run(run)
+            "approvals": requests_for_run(run), "live": not selectors.is_final(run)}
 
 
 @require_GET

@@ -222,6 +222,12 @@ def _steps_done_with(run: Run, step: Step) -> int:
     return sum(1 for s in _steps(run) if s.pk == step.pk or s.status in DONE_STEP_STATUSES)
 
 
+def _require_reason(reason: str, what: str) -> None:
+    # Checked before any lock is taken: a refusal writes nothing.
+    if not reason or not reason.strip():
+        raise ValueError(f"{what} needs a reason")
+
+
 def _reset_budget(step: Step) -> None:
     step.budget_attempt_base = step.attempt
     step.budget_started_at = None
@@ -1075,8 +1081,7 @@ def compensate(run_id: int, *, actor: Actor, reason: str, data: dict | None = No
     whether it happened, so that is settled first. A run whose compensation failed can be
     compensated again: the failed compensation is sent again with the same key.
     """
-    if not reason or not reason.strip():
-        raise ValueError("compensate needs a reason")
+    _require_reason(reason, "compensate")
     now = _now(now)
     with transaction.atomic(durable=True):
         run = _lock(run_id)
@@ -1169,8 +1174,7 @@ def ask_again(run_id: int, *, step_name: str, actor: Actor, reason: str,
     """Discard a stored model decision so the model is asked again, as a new decision
     version. Refused once a later side-effecting step has acted on the old decision
     (compensate first). The old decision stays in the audit record."""
-    if not reason or not reason.strip():
-        raise ValueError("asking the model again needs a reason")
+    _require_reason(reason, "asking the model again")
     now = _now(now)
     with transaction.atomic(durable=True):
         run = _lock(run_id)
@@ -1224,8 +1228,7 @@ def terminate(run_id: int, *, actor: Actor, reason: str, data: dict | None = Non
               now: datetime | None = None) -> Run:
     """End the run at once. A step still in flight becomes unknown; its result is recorded
     when it arrives. The run resumes only through reopen."""
-    if not reason or not reason.strip():
-        raise ValueError("terminate needs a reason")
+    _require_reason(reason, "terminate")
     now = _now(now)
     with transaction.atomic(durable=True):
         run = _lock(run_id)
@@ -1259,8 +1262,7 @@ def _terminate_in(change: _Change, steps: list[Step], *, reason: str,
 
 def reopen(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
     """Bring a terminated run back to attention, from where an operator can act on it."""
-    if not reason or not reason.strip():
-        raise ValueError("reopen needs a reason")
+    _require_reason(reason, "reopen")
     now = _now(now)
     with transaction.atomic(durable=True):
         run = _lock(run_id)
