@@ -1,7 +1,6 @@
 """The operator console's pages. Thin: parse, check the permission, call a selector or an
 action, render a page or the partial htmx swaps."""
 
-import csv
 import logging
 from datetime import datetime
 
@@ -15,6 +14,7 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.selectors import requests_for_run
+from audit.csv_export import audit_csv_lines
 from audit.selectors import audit_records
 from runs import definition as d
 from runs import selectors
@@ -219,24 +219,8 @@ def audit_log(request):
     })
 
 
-class _Echo:
-    def write(self, value):
-        return value
-
-
 def _audit_csv(records):
-    writer = csv.writer(_Echo())
-    header = ["id", "run", "seq", "time", "actor", "action", "step", "reason", "before",
-              "after", "hash"]
-
-    def rows():
-        yield writer.writerow(header)
-        for r in records.iterator(chunk_size=2000):
-            yield writer.writerow([r.pk, r.run_id, r.seq, r.created_at.isoformat(),
-                                   r.actor_label, r.action, r.step_name, r.reason, r.before,
-                                   r.after, r.hash])
-
-    response = StreamingHttpResponse(rows(), content_type="text/csv")
+    response = StreamingHttpResponse(audit_csv_lines(records), content_type="text/csv")
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     response["Content-Disposition"] = f'attachment; filename="audit-{stamp}.csv"'
     return response

