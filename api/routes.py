@@ -9,6 +9,7 @@ import json
 import logging
 import math
 
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from django.urls import reverse
 from ninja import NinjaAPI, Path, Status
@@ -25,6 +26,7 @@ from runs.transitions import start_run
 
 from . import openapi, selectors
 from .auth import RateLimited, TokenAuth
+from .middleware import body_limit_text
 from .schemas import (
     FINAL_STATES,
     Conflict,
@@ -36,6 +38,7 @@ from .schemas import (
 )
 
 access_log = logging.getLogger("api.access")
+logger = logging.getLogger(__name__)
 
 MAX_RUN_ID = 2**63 - 1
 _RETRY_AFTER = {"Retry-After": {"description": "Seconds until the token's rate-limit window "
@@ -116,6 +119,20 @@ def _http_error(request, exc):
 @api.exception_handler(Http404)
 def _not_found(request, exc):
     return _error(request, 404, "not_found", "not found")
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_large(request, exc):
+    return _error(request, 413, "request_too_large",
+                  f"the request body is larger than the limit of {body_limit_text()}")
+
+
+@api.exception_handler(Exception)
+def _server_error(request, exc):
+    # Ninja's own handler answers a traceback as text when DEBUG is on and leaves it to
+    # Django's HTML page when off: the caller gets JSON either way, the log the traceback.
+    logger.exception("unhandled error in %s %s", request.method, request.path)
+    return _error(request, 500, "server_error", "internal error; it has been logged")
 
 
 @api.exception_handler(ValidationError)

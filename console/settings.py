@@ -26,7 +26,9 @@ def env_flag(name: str, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-DEBUG = env_flag("DEBUG", True)
+# Off unless DEBUG=1 is set (bin/demo sets it for the local demo): Django's debug pages show
+# tracebacks and settings to anyone who can make a request fail.
+DEBUG = env_flag("DEBUG", False)
 ALLOWED_HOSTS = [
     h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1").split(",")
     if h.strip()
@@ -53,6 +55,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Every error under /api/ is JSON, whatever produced it.
+    "api.middleware.JsonErrorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -110,10 +114,17 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
+# The largest request body read (Django's default, made explicit): larger ones get 413.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE",
+                                                 str(2_621_440)))
+
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing root
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# Whitenoise serves static files straight from the apps and static/ (no collectstatic) when
+# DEBUG is off too; console.production serves only what collectstatic gathered.
+WHITENOISE_USE_FINDERS = True
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/runs/"

@@ -27,6 +27,12 @@ urlpatterns = [
     path("metrics", include("observability.urls")),
 ]
 
+# The product's own error pages (a body over the upload limit gets 413 through bad_request).
+handler400 = "console.errors.bad_request"
+handler403 = "console.errors.permission_denied"
+handler404 = "console.errors.page_not_found"
+handler500 = "console.errors.server_error"
+
 if settings.SANDBOX_ENABLED:
     # The simulated external systems the demo workflows call over HTTP.
     urlpatterns.append(path("sandbox/", include("demo.sandbox.urls")))

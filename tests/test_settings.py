@@ -55,3 +55,19 @@ def test_check_deploy_is_clean_with_production_settings():
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_debug_is_off_unless_the_environment_turns_it_on():
+    code = ("import django; django.setup(); from django.conf import settings as s; "
+            "print(s.DEBUG)")
+    env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "DJANGO_SETTINGS_MODULE")}
+
+    def debug(**extra):
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                env={**env, "DJANGO_SETTINGS_MODULE": "console.settings",
+                                     **extra}, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    assert debug() == "False"
+    assert debug(DEBUG="1") == "True"

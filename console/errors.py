@@ -1,0 +1,50 @@
+"""The product's own error pages, used by console.urls as Django's handler400/403/404/500.
+
+Django has no handler413. A body over DATA_UPLOAD_MAX_MEMORY_SIZE raises RequestDataTooBig
+wherever the body is first read (often CsrfViewMiddleware reading request.POST), and Django
+turns that, a SuspiciousOperation, into a call of handler400 with the exception. No
+middleware can catch it first (each layer already converts exceptions into responses), so
+bad_request is where a too-large body becomes a 413 page. The API answers its own errors as
+JSON (api.routes, api.middleware).
+"""
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpResponseServerError
+from django.shortcuts import render
+from django.template import loader
+from django.views.decorators.csrf import requires_csrf_token
+
+from api.middleware import body_limit_text
+
+
+@requires_csrf_token
+def bad_request(request, exception=None):
+    """400, or 413 when the body was over the upload limit."""
+    if isinstance(exception, RequestDataTooBig):
+        return request_too_large(request, exception)
+    return render(request, "400.html", status=400)
+
+
+@requires_csrf_token
+def request_too_large(request, exception=None):
+    """413: the body was over DATA_UPLOAD_MAX_MEMORY_SIZE; the page names the limit."""
+    return render(request, "413.html", {"limit": body_limit_text()}, status=413)
+
+
+@requires_csrf_token
+def permission_denied(request, exception=None):
+    """403 with the refusal's own message (the views write it for the person refused)."""
+    message = str(exception) if exception is not None and exception.args else ""
+    return render(request, "403.html", {"message": message}, status=403)
+
+
+@requires_csrf_token
+def page_not_found(request, exception=None):
+    """404. The exception is not shown: for an unknown URL it lists the URL patterns."""
+    return render(request, "404.html", {"request_path": request.path}, status=404)
+
+
+def server_error(request):
+    """500, rendered without the request's context: whatever failed (the database, the
+    session) must not be needed to draw the page that says so."""
+    return HttpResponseServerError(loader.get_template("500.html").render())
