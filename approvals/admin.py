@@ -35,7 +35,7 @@ class NotificationAdmin(ReadOnlyAdmin):
     """The outbox: read-only; the sweeper's publisher delivers and retries."""
 
     list_display = ["id", "request", "kind", "recipient", "status", "attempts",
-                    "next_attempt_at", "sent_at", "provider_message_id"]
+                    "next_attempt_at", "sent_at", "provider_message_id", "last_error"]
     list_filter = ["status", "kind"]
     search_fields = ["recipient", "=request__id", "provider_message_id", "message_id"]
     list_select_related = ["request"]

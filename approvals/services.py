@@ -26,7 +26,8 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.core.mail import EmailMessage
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Case, Exists, F, OuterRef, Q, TextField, Value, When
+from django.db.models.functions import Concat
 from django.urls import reverse
 from django.utils import timezone
 from guardian.shortcuts import assign_perm
@@ -39,6 +40,7 @@ from runs.errors import TransitionNotAllowed
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
 from runs.retry import RetryPolicy
 
+from .email_headers import header_text
 from .models import (
     DECIDE_CODENAME,
     DECIDED_STATUSES,
@@ -153,14 +155,20 @@ def _queue_notifications(request: ApprovalRequest, recipients: list[_Recipient],
     ])
 
 
+SUBJECT_MAX = Notification._meta.get_field("subject").max_length
+
+
 def _message(request: ApprovalRequest, kind: str) -> tuple[str, str]:
     run = request.run
-    what = (f"{run.workflow_name} {run.business_key}: {request.step_name}"
+    # Names and the business key come from callers and other systems: only their
+    # header-safe form goes into the subject (and the same one-line form into the body).
+    workflow, key = header_text(run.workflow_name), header_text(run.business_key)
+    what = (f"{workflow} {key}: {header_text(request.step_name)}"
             if request.kind == RequestKind.STEP else
-            f"{request.action} of run {run.pk} ({run.workflow_name} {run.business_key})")
+            f"{header_text(request.action)} of run {run.pk} ({workflow} {key})")
     prefix = {NotificationKind.REMINDER: "Reminder: ",
               NotificationKind.ESCALATION: "Escalated: "}.get(kind, "")
-    subject = f"{prefix}approval needed: {what}"[:300]
+    subject = header_text(f"{prefix}approval needed: {what}", limit=SUBJECT_MAX)
     lines = [f"Your decision is needed: {what}."]
     if kind == NotificationKind.ESCALATION:
         lines.append(f"Nobody decided in time, so it now comes to you as well "
@@ -722,32 +730,62 @@ def _deliver(pk: int, now: datetime) -> str | None:
             return "skipped"
         note.attempts += 1
         try:
-            days = settings.APPROVAL_LINK_MAX_AGE / 86400
-            body = (f"{note.body}\n\nOpen the request (sign in first; the link works for "
-                    f"{days:g} days and only while the request is pending):\n"
-                    f"{request_link(request, now=now)}\n")
-            EmailMessage(subject=note.subject, body=body, to=[note.recipient],
-                         headers={"Message-ID": note.message_id}).send(fail_silently=False)
+            email = _email(note, request, now)
         except Exception as exc:
-            note.last_error = f"{type(exc).__name__}: {exc}"[:2000]
-            if note.attempts >= settings.APPROVALS_NOTIFICATION_MAX_ATTEMPTS:
-                note.status = NotificationStatus.FAILED
-                outcome = "failed"
-            else:
-                delay = _backoff(NOTIFICATION_RETRY_SECONDS).base_delay(note.attempts)
-                note.next_attempt_at = now + timedelta(seconds=delay)
-                outcome = "retrying"
-            logger.warning("notification %s to %s: attempt %s failed: %s", note.pk,
-                           note.recipient, note.attempts, note.last_error)
+            # A message that cannot be built (a recipient address with a line break, say)
+            # will not build on the next attempt either: it fails now, with its reason.
+            outcome = _give_up(note, request, f"cannot be built: {type(exc).__name__}: {exc}")
         else:
-            note.status = NotificationStatus.SENT
-            note.sent_at = now
-            note.provider_message_id = note.message_id
-            note.last_error = ""
-            outcome = "sent"
+            try:
+                email.send(fail_silently=False)
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                if note.attempts >= settings.APPROVALS_NOTIFICATION_MAX_ATTEMPTS:
+                    outcome = _give_up(note, request,
+                                       f"not sent after {note.attempts} attempts: {error}")
+                else:
+                    note.last_error = error[:2000]
+                    delay = _backoff(NOTIFICATION_RETRY_SECONDS).base_delay(note.attempts)
+                    note.next_attempt_at = now + timedelta(seconds=delay)
+                    outcome = "retrying"
+                    logger.warning("notification %s to %s: attempt %s failed: %s", note.pk,
+                                   note.recipient, note.attempts, note.last_error)
+            else:
+                note.status = NotificationStatus.SENT
+                note.sent_at = now
+                note.provider_message_id = note.message_id
+                note.last_error = ""
+                outcome = "sent"
         note.save(update_fields=["status", "attempts", "next_attempt_at", "last_error",
                                  "sent_at", "provider_message_id"])
     return outcome
+
+
+def _email(note: Notification, request: ApprovalRequest, now: datetime) -> EmailMessage:
+    """The notification as an email, its headers checked: raises if it cannot be built."""
+    days = settings.APPROVAL_LINK_MAX_AGE / 86400
+    body = (f"{note.body}\n\nOpen the request (sign in first; the link works for "
+            f"{days:g} days and only while the request is pending):\n"
+            f"{request_link(request, now=now)}\n")
+    # The subject again through header_text: rows queued before subjects were sanitised.
+    email = EmailMessage(subject=header_text(note.subject, limit=SUBJECT_MAX), body=body,
+                         to=[note.recipient], headers={"Message-ID": note.message_id})
+    email.message()  # builds every header now, so a bad one fails here, not half-sent
+    return email
+
+
+def _give_up(note: Notification, request: ApprovalRequest, reason: str) -> str:
+    """Mark `note` failed with its reason, and say so on its request (shown on the run's
+    page and the request's page) so that a person learns the approvers were not told."""
+    note.status = NotificationStatus.FAILED
+    note.last_error = reason[:2000]
+    problem = f"notification to {note.recipient} failed: {note.last_error}"[:2000]
+    ApprovalRequest.objects.filter(pk=request.pk).update(problem=Case(
+        When(problem="", then=Value(problem)),
+        default=Concat(F("problem"), Value("; " + problem)), output_field=TextField()))
+    logger.warning("notification %s to %s: given up: %s", note.pk, note.recipient,
+                   note.last_error)
+    return "failed"
 
 
 # --- the sweep -----------------------------------------------------------------------------

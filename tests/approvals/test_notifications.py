@@ -4,12 +4,14 @@ link; failures are retried with backoff; the message id is stored."""
 from urllib.parse import urlparse
 
 import pytest
+from django.contrib.auth.models import User
 from django.urls import resolve
 
 from approvals import services
 from approvals.models import Notification
 from approvals.tokens import LinkCheck, approval_link_token
 from runs.models import Run, RunStatus
+from tests.api.test_metrics import scrape, value
 from tests.approvals.conftest import later, open_request, waiting_run
 
 pytestmark = pytest.mark.django_db
@@ -109,3 +111,64 @@ def test_the_email_shows_the_snapshot_for_a_person(approvers, mailoutbox):
     assert "  Amount: 1234 EUR" in body
     assert "  Reasons:\n    - known vendor\n    - <b>bold</b> & co" in body  # plain text
     assert request.snapshot["currency"] == "EUR"
+
+
+INJECTED_KEY = "tenant-1:inv-1\r\nBcc: evil@example.com"
+
+
+def test_a_business_key_with_a_line_break_never_reaches_a_mail_header(approvers, mailoutbox,
+                                                                      t0):
+    # A run from before start_run refused control characters in business keys.
+    run = waiting_run()
+    Run.objects.filter(pk=run.pk).update(business_key=INJECTED_KEY)
+    open_request(run, t0)
+    report = services.publish_notifications(now=t0)
+    assert (report.sent, report.failed) == (2, 0)
+    for message in mailoutbox:
+        assert message.subject == \
+            "approval needed: test-approval tenant-1:inv-1 Bcc: evil@example.com: approve"
+        built = message.message()
+        assert built["Bcc"] is None and "evil@example.com" not in message.recipients()
+        assert "\n" not in built["Subject"] and "\r" not in built["Subject"]
+
+
+def test_a_queued_subject_with_a_line_break_is_sent_sanitised(pending, mailoutbox, t0):
+    Notification.objects.filter(request=pending).update(subject="approve\r\nBcc: x@example.com")
+    assert services.publish_notifications(now=t0).sent == 2
+    assert {m.subject for m in mailoutbox} == {"approve Bcc: x@example.com"}
+
+
+def test_a_notification_that_cannot_be_built_fails_at_once_with_its_reason_everywhere(
+        pending, client, mailoutbox, t0):
+    Notification.objects.filter(recipient="ann@example.com").update(
+        recipient="ann@example.com\r\nBcc: evil@example.com")
+    report = services.publish_notifications(now=t0)
+    assert (report.sent, report.retrying, report.failed) == (1, 0, 1)
+    note = Notification.objects.get(recipient__startswith="ann@")
+    assert note.status == "failed" and note.attempts == 1
+    assert note.last_error.startswith("cannot be built: BadHeaderError")
+    pending.refresh_from_db()
+    assert "failed: cannot be built: BadHeaderError" in pending.problem
+    # Not retried: a later pass sends nothing and leaves it failed.
+    assert services.publish_notifications(now=later(t0, days=1)).failed == 0
+    assert [m.to for m in mailoutbox] == [["bob@example.com"]]
+
+    client.force_login(User.objects.create_superuser("root", password="pw"))
+    page = client.get(f"/runs/{pending.run_id}/").content.decode()
+    assert "cannot be built: BadHeaderError" in page
+    assert value(scrape(client), "durable_outbox_failed") == 1
+
+
+def test_a_notification_given_up_after_its_retries_says_why_on_its_request(
+        pending, settings, t0):
+    settings.EMAIL_BACKEND = "tests.approvals.backends.RefusingBackend"
+    settings.APPROVALS_NOTIFICATION_MAX_ATTEMPTS = 2
+    services.publish_notifications(now=t0)
+    assert services.publish_notifications(now=later(t0, seconds=30)).failed == 2
+    note = Notification.objects.get(recipient="ann@example.com")
+    assert note.status == "failed"
+    assert note.last_error == ("not sent after 2 attempts: SMTPServerDisconnected: "
+                               "connection unexpectedly closed")
+    pending.refresh_from_db()
+    assert f"notification to ann@example.com failed: {note.last_error}" in pending.problem
+    assert "notification to bob@example.com failed" in pending.problem
