@@ -3,9 +3,9 @@
 Faults make the simulated systems fail the way real ones do, on demand, so that every
 recovery path of the runtime can be shown and tested against real HTTP. Each endpoint has
 its own queue; the next call to an endpoint consumes its oldest fault. The management command
-`fault` and the staff-only /sandbox/faults endpoint both go through this module, so the rules
-(what is valid, what consuming means) live in one place. What each kind does to an HTTP
-exchange is demo.sandbox.injection's business.
+`fault` and the /sandbox/faults endpoint (for holders of sandbox.queue_fault) both go through
+this module, so the rules (what is valid, what consuming means) live in one place. What each
+kind does to an HTTP exchange is demo.sandbox.injection's business.
 """
 
 from django.db import transaction

@@ -236,6 +236,9 @@ class Fault(models.Model):
     class Meta:
         ordering = ["created_at", "pk"]
         indexes = [models.Index(fields=["endpoint", "created_at"], name="sandbox_fault_queue")]
+        # Queueing a fault changes what the sandbox does to every workflow that calls it:
+        # a permission of its own (superusers have it), not merely being staff.
+        permissions = [("queue_fault", "Can queue a fault through /sandbox/faults")]
 
     def __str__(self):
         return f"{self.endpoint}: {self.kind} x{self.remaining}"

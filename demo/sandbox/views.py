@@ -1,9 +1,10 @@
 """The HTTP endpoints of the simulated external systems.
 
 They stand for other companies' JSON APIs, so they are CSRF-exempt and speak JSON only,
-except /sandbox/faults, which is ours: staff-only and CSRF-protected. Each endpoint runs in
-autocommit (never inside ATOMIC_REQUESTS), so that its change is committed before a fault
-holds or cuts the answer, as on a remote system that committed and then failed to reply.
+except /sandbox/faults, which is ours: for holders of sandbox.queue_fault, CSRF-protected.
+Each endpoint runs in autocommit (never inside ATOMIC_REQUESTS), so that its change is
+committed before a fault holds or cuts the answer, as on a remote system that committed and
+then failed to reply.
 """
 
 import functools
@@ -308,6 +309,8 @@ def chat_completions(request):
 
 # Statistics and faults --------------------------------------------------------------------
 
+QUEUE_FAULT = "sandbox.queue_fault"
+
 
 @remote_api(["GET"])
 def stats(request):
@@ -327,11 +330,11 @@ def stats(request):
 @ensure_csrf_cookie
 @require_http_methods(["GET", "POST"])
 def fault_queue(request):
-    """Staff-only: list the queued faults (GET) or queue one (POST, form or JSON
-    {endpoint, kind, times}). Not exempt from CSRF: queuing a fault changes what the
-    sandbox does to every workflow calling it."""
-    if not (request.user.is_authenticated and request.user.is_staff):
-        return JsonResponse({"error": "staff only"}, status=403)
+    """For holders of sandbox.queue_fault (and superusers): list the queued faults (GET) or
+    queue one (POST, form or JSON {endpoint, kind, times}). Not exempt from CSRF: queuing a
+    fault changes what the sandbox does to every workflow calling it."""
+    if not request.user.has_perm(QUEUE_FAULT):
+        return JsonResponse({"error": f"needs the {QUEUE_FAULT} permission"}, status=403)
     if request.method == "POST":
         if request.content_type == "application/json":
             try:

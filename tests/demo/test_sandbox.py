@@ -2,6 +2,7 @@
 `manage.py runserver`) answering real httpx and openai calls, on PostgreSQL, with faults
 injected the way an operator would. Every test checks what the systems' tables hold after."""
 
+import io
 import json
 import socket
 import subprocess
@@ -14,7 +15,7 @@ from typing import Literal
 import httpx
 import openai
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.core.management import CommandError, call_command
 from django.test import Client
 from pydantic import BaseModel, Field, ValidationError
@@ -430,16 +431,23 @@ def test_fault_command_lists_and_clears(capsys):
 
 
 @pytest.fixture
-def staff():
-    return User.objects.create_user("staff", password="pw", is_staff=True)
+def fault_queuer():
+    """A user holding the dedicated permission, and nothing else."""
+    user = User.objects.create_user("chaos", password="pw")
+    user.user_permissions.add(Permission.objects.get(content_type__app_label="sandbox",
+                                                     codename="queue_fault"))
+    return user
 
 
-def test_fault_endpoint_refuses_anonymous_and_non_staff_users():
-    member = User.objects.create_user("member", password="pw")
-    anonymous, logged_in = Client(enforce_csrf_checks=True), Client(enforce_csrf_checks=True)
-    logged_in.force_login(member)
+def test_fault_endpoint_refuses_anonymous_users_staff_and_the_demo_auditor():
+    # Being staff is not enough: queueing a fault needs sandbox.queue_fault or a superuser.
+    member = User.objects.create_user("member", password="pw", is_staff=True)
+    call_command("seed_demo", stdout=io.StringIO())
+    clients = [Client(enforce_csrf_checks=True) for _ in range(3)]
+    clients[1].force_login(member)
+    clients[2].force_login(User.objects.get(username="auditor"))
 
-    for client in (anonymous, logged_in):
+    for client in clients:
         assert client.get("/sandbox/faults").status_code == 403
         token = client.cookies["csrftoken"].value
         response = client.post("/sandbox/faults", {"endpoint": "tracker.create",
@@ -449,9 +457,9 @@ def test_fault_endpoint_refuses_anonymous_and_non_staff_users():
     assert Fault.objects.count() == 0
 
 
-def test_fault_endpoint_needs_the_csrf_token(staff):
+def test_fault_endpoint_needs_the_csrf_token(fault_queuer):
     client = Client(enforce_csrf_checks=True)
-    client.force_login(staff)
+    client.force_login(fault_queuer)
     form = {"endpoint": "tracker.create", "kind": "unavailable", "times": "2"}
 
     without_token = client.post("/sandbox/faults", form)
@@ -474,6 +482,39 @@ def test_fault_endpoint_needs_the_csrf_token(staff):
     assert list(Fault.objects.values_list("endpoint", "kind", "remaining")) == [
         ("tracker.create", "unavailable", 2), ("model.chat", "malformed", 1)]
     assert client.get("/sandbox/faults").json()["pending"][0]["kind"] == "unavailable"
+
+
+def test_a_superuser_may_queue_a_fault():
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", password="pw"))
+    response = client.post("/sandbox/faults", {"endpoint": "ledger.post", "kind": "forbidden"})
+    assert response.status_code == 201 and Fault.objects.count() == 1
+
+
+def test_only_the_demo_admin_is_staff():
+    call_command("seed_demo", stdout=io.StringIO())
+    # Seeding again puts right a database seeded when every demo user was staff.
+    User.objects.update(is_staff=True)
+    call_command("seed_demo", stdout=io.StringIO())
+    assert list(User.objects.filter(is_staff=True).values_list("username", flat=True)) == \
+        ["admin"]
+    assert list(User.objects.filter(is_superuser=True).values_list("username", flat=True)) == \
+        ["admin"]
+
+
+def test_the_sandbox_is_not_served_with_production_settings():
+    code = ("import django; django.setup(); from django.urls import Resolver404, resolve\n"
+            "for path in ('/sandbox/faults', '/sandbox/stats', '/sandbox/tracker/tasks'):\n"
+            "    try:\n        resolve(path)\n        print('served', path)\n"
+            "    except Resolver404:\n        print('absent', path)\n")
+    env = {k: v for k, v in child_env().items() if k != "SANDBOX_ENABLED"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={**env, "DJANGO_SETTINGS_MODULE": "console.production",
+             "SECRET_KEY": "a-long-random-production-key-" + "x1y2z3" * 8})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:3] == ["absent /sandbox/faults", "absent /sandbox/stats",
+                                              "absent /sandbox/tracker/tasks"]
 
 
 # The model endpoint -----------------------------------------------------------------------

@@ -34,10 +34,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         for username, password, superuser, group in DEMO_USERS:
-            user, created = User.objects.get_or_create(
-                username=username, defaults={"is_staff": True, "is_superuser": superuser})
+            user, created = User.objects.get_or_create(username=username)
             if created:
                 user.set_password(password)
+            # Least privilege: only the admin may open Django admin (is_staff); the others
+            # work through the console with their group's permissions. Set on every run,
+            # so a database seeded when every demo user was staff is put right.
+            user.is_staff = user.is_superuser = superuser
             if not user.email:
                 # Approval notifications go by email (files in var/mail in the demo).
                 user.email = f"{username}@example.com"
