@@ -1,4 +1,4 @@
-"""API tokens in Django admin: create (the token is shown once), scope, revoke.
+"""API tokens in Django admin: create (the token is shown once), scope, expiry, revoke.
 
 The plaintext is rendered straight into the response to the add form's POST (with
 Cache-Control: no-store) instead of a redirect and a flash message: a message would rest in
@@ -16,7 +16,7 @@ from audit.admin import ReadOnlyAdmin
 from runs.definition import registry
 
 from .models import ApiToken, WebhookDelivery, WebhookSubscriber
-from .tokens import assign_secret, token_revoke
+from .tokens import assign_secret, default_expiry, token_revoke
 
 
 class ApiTokenForm(forms.ModelForm):
@@ -27,10 +27,13 @@ class ApiTokenForm(forms.ModelForm):
 
     class Meta:
         model = ApiToken
-        fields = ["name", "workflows", "rate_limit"]
+        fields = ["name", "workflows", "rate_limit", "expires_at"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        if self.instance.pk is None:
+            # A new token gets the default lifetime unless the admin changes or clears it.
+            self.fields["expires_at"].initial = default_expiry(timezone.now())
         # Registered workflows, plus any the token already names (an old, unregistered one
         # stays visible rather than being silently dropped on save).
         names = sorted(set(registry.names()) | set(self.instance.workflows or []))
@@ -44,7 +47,7 @@ class ApiTokenForm(forms.ModelForm):
 class ApiTokenAdmin(admin.ModelAdmin):
     form = ApiTokenForm
     list_display = ["name", "prefix", "scope", "rate_limit", "created_at", "last_used_at",
-                    "revoked_at"]
+                    "expires_at", "revoked_at"]
     list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "prefix"]
     actions = ["revoke"]
@@ -62,9 +65,9 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ["name", "workflows", "rate_limit"]
-        return ["name", "prefix", "workflows", "rate_limit", "created_at", "created_by",
-                "last_used_at", "revoked_at", "revoked_by"]
+            return ["name", "workflows", "rate_limit", "expires_at"]
+        return ["name", "prefix", "workflows", "rate_limit", "expires_at", "created_at",
+                "created_by", "last_used_at", "revoked_at", "revoked_by"]
 
     def has_delete_permission(self, request, obj=None):
         # Revoked, never deleted: the audit trail names tokens, and a name must keep

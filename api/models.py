@@ -5,7 +5,8 @@ whole token is compared in constant time. Only the hash is stored: the plaintext
 the admin once, when the token is created, and exists nowhere afterwards. A token starts and
 reads runs of the workflows it names, and nothing else; it never opens the console.
 
-Rows change only through api/tokens.py (and the admin's edit of a token's scope and limit).
+Rows change only through api/tokens.py (and the admin's edit of a token's scope, limit and
+expiry).
 """
 
 from django.conf import settings
@@ -41,6 +42,11 @@ class ApiToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="+")
+    # A leaked token that nobody revoked stops working on its own. New tokens get
+    # API_TOKEN_DEFAULT_DAYS; an admin may set another moment, or none.
+    expires_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="From this moment the token is refused (401). Empty: it never expires.")
 
     class Meta:
         verbose_name = "API token"
@@ -52,6 +58,9 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+    def is_expired(self, now) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
 
     @property
     def actor_label(self) -> str:

@@ -41,12 +41,31 @@ def assign_secret(token: ApiToken) -> str:
     return plaintext
 
 
+class _Default:
+    """Marks an expiry left to the API_TOKEN_DEFAULT_DAYS setting."""
+
+
+DEFAULT_EXPIRY = _Default()
+
+
+def default_expiry(now: datetime) -> datetime | None:
+    """When a token made at `now` expires by default: API_TOKEN_DEFAULT_DAYS later, or never
+    when the setting is None."""
+    days = settings.API_TOKEN_DEFAULT_DAYS
+    return None if days is None else now + timedelta(days=days)
+
+
 def token_create(*, name: str, workflows: list[str], rate_limit: int | None = None,
-                 created_by=None, now: datetime | None = None) -> tuple[ApiToken, str]:
-    """Create a token; returns it and its plaintext (shown once, never stored)."""
+                 expires_at: datetime | None | _Default = DEFAULT_EXPIRY, created_by=None,
+                 now: datetime | None = None) -> tuple[ApiToken, str]:
+    """Create a token; returns it and its plaintext (shown once, never stored). It expires
+    at `expires_at` (None: never), by default API_TOKEN_DEFAULT_DAYS from now."""
+    now = now or timezone.now()
+    if isinstance(expires_at, _Default):
+        expires_at = default_expiry(now)
     for _ in range(3):
         token = ApiToken(name=name, workflows=sorted(set(workflows)), rate_limit=rate_limit,
-                         created_by=created_by, created_at=now or timezone.now())
+                         expires_at=expires_at, created_by=created_by, created_at=now)
         plaintext = assign_secret(token)
         try:
             with transaction.atomic():
@@ -80,7 +99,8 @@ class Checked:
 
 
 def token_check(plaintext: str, *, now: datetime | None = None) -> Checked:
-    """Find the active token `plaintext` is, recording that it was used."""
+    """Find the active, unexpired token `plaintext` is, recording that it was used."""
+    now = now or timezone.now()
     scheme, _, rest = plaintext.partition("_")
     prefix, _, secret = rest.partition("_")
     if scheme != SCHEME or not prefix or not secret or len(plaintext) > 200:
@@ -93,7 +113,9 @@ def token_check(plaintext: str, *, now: datetime | None = None) -> Checked:
     if token.revoked_at is not None:
         # Only the holder of the real secret learns that it was revoked.
         return Checked(None, "token revoked")
-    _touch(token, now or timezone.now())
+    if token.is_expired(now):
+        return Checked(None, "token expired")
+    _touch(token, now)
     return Checked(token)
 
 
@@ -102,3 +124,12 @@ def _touch(token: ApiToken, now: datetime) -> None:
     if token.last_used_at is None or now - token.last_used_at >= precision:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
+
+
+def tokens_expiring_soon(now: datetime | None = None) -> int:
+    """How many usable tokens expire within API_TOKEN_EXPIRY_WARNING_DAYS (for metrics):
+    their callers will get 401 soon unless someone issues them a new token."""
+    now = now or timezone.now()
+    horizon = now + timedelta(days=settings.API_TOKEN_EXPIRY_WARNING_DAYS)
+    return ApiToken.objects.filter(revoked_at__isnull=True, expires_at__gt=now,
+                                   expires_at__lte=horizon).count()

@@ -233,6 +233,12 @@ API_RATE_LIMIT_WINDOW_SECONDS = int(os.environ.get("API_RATE_LIMIT_WINDOW_SECOND
 # A token's last_used_at is written at most this often, so reads do not each write.
 API_TOKEN_LAST_USED_PRECISION_SECONDS = int(
     os.environ.get("API_TOKEN_LAST_USED_PRECISION_SECONDS", "60"))
+# New API tokens expire after this many days unless the admin sets another expiry (or
+# none); API_TOKEN_DEFAULT_DAYS=none makes new tokens never expire by default.
+_token_days = os.environ.get("API_TOKEN_DEFAULT_DAYS", "90").strip().lower()
+API_TOKEN_DEFAULT_DAYS = None if _token_days in ("", "none", "never") else int(_token_days)
+# The metric durable_api_tokens_expiring_soon counts tokens expiring within this many days.
+API_TOKEN_EXPIRY_WARNING_DAYS = int(os.environ.get("API_TOKEN_EXPIRY_WARNING_DAYS", "7"))
 # The rate-limit counters live in the "api" cache: Redis when API_CACHE_URL is set (needed
 # when several web processes serve the API, so that they share the counts), otherwise this
 # process's memory, which is enough for the one-process demo and needs no server.

@@ -231,6 +231,17 @@ class RuntimeCollector(Collector):
         family.add_metric([], Notification.objects.filter(status=NotificationStatus.FAILED).count())
         yield family
         yield from self._webhooks(now)
+        yield self._api_tokens(now)
+
+    def _api_tokens(self, now):
+        from api.tokens import tokens_expiring_soon
+
+        family = GaugeMetricFamily(
+            "durable_api_tokens_expiring_soon",
+            f"Usable API tokens that expire within {settings.API_TOKEN_EXPIRY_WARNING_DAYS} "
+            f"days (API_TOKEN_EXPIRY_WARNING_DAYS): their callers get 401 after that.")
+        family.add_metric([], tokens_expiring_soon(now))
+        return family
 
     def _webhooks(self, now):
         from api.models import WebhookDelivery

@@ -1,15 +1,18 @@
 """API tokens: created by admins and shown once, stored hashed, scoped to workflows,
-revocable, last use recorded; the API opens to tokens only and tokens open nothing else."""
+revocable, expiring, last use recorded; the API opens to tokens only and tokens open nothing
+else."""
 
 import hashlib
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
 from api.models import ApiToken
-from api.tokens import token_check, token_revoke
+from api.tokens import token_check, token_create, token_revoke, tokens_expiring_soon
 from tests.api.conftest import post_run
+from tests.api.test_metrics import scrape, value
 from tests.factories import new_run
 
 pytestmark = pytest.mark.django_db
@@ -128,3 +131,63 @@ def test_an_admin_revokes_tokens_and_cannot_delete_them(client, make_token):
     assert client.get(f"/admin/api/apitoken/{token.pk}/delete/").status_code == 403
     client.logout()
     assert client.get("/api/runs/1", **_bearer(plaintext)).status_code == 401
+
+
+def test_an_expired_token_is_refused_with_401_json(client):
+    now = timezone.now()
+    token, plaintext = token_create(name="erp", workflows=["test-orders"],
+                                    expires_at=now + timedelta(minutes=5))
+    assert post_run(client, ORDER, **_bearer(plaintext)).status_code == 201
+    assert token_check(plaintext, now=now + timedelta(minutes=5)).problem == "token expired"
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=now - timedelta(seconds=1))
+    for response in (post_run(client, {**ORDER, "business_key": "k-2"}, **_bearer(plaintext)),
+                     client.get("/api/runs/1", **_bearer(plaintext))):
+        assert response.status_code == 401
+        assert response.json() == {"error": "unauthorized", "detail": "token expired"}
+        assert response["WWW-Authenticate"] == "Bearer"
+
+
+def test_a_new_token_expires_after_the_default_lifetime_unless_told_otherwise(settings):
+    now = timezone.now()
+    settings.API_TOKEN_DEFAULT_DAYS = 30
+    token, _ = token_create(name="a", workflows=[], now=now)
+    assert token.expires_at == now + timedelta(days=30)
+    token, _ = token_create(name="b", workflows=[], expires_at=None, now=now)
+    assert token.expires_at is None
+    settings.API_TOKEN_DEFAULT_DAYS = None
+    token, plaintext = token_create(name="c", workflows=[], now=now)
+    assert token.expires_at is None
+    assert token_check(plaintext, now=now + timedelta(days=3650)).token == token
+
+
+def test_an_admin_sets_the_expiry_and_sees_the_default_prefilled(client, settings):
+    settings.API_TOKEN_DEFAULT_DAYS = 30
+    client.force_login(User.objects.create_superuser("root", password="pw"))
+    form = client.get("/admin/api/apitoken/add/")
+    initial = form.context["adminform"].form.fields["expires_at"].initial
+    assert abs(initial - (timezone.now() + timedelta(days=30))) < timedelta(minutes=1)
+    response = client.post("/admin/api/apitoken/add/", {
+        "name": "erp-prod", "workflows": ["test-orders"], "rate_limit": "",
+        "expires_at_0": "2031-01-02", "expires_at_1": "03:04:05"})
+    assert response.status_code == 200, response.content
+    token = ApiToken.objects.get(name="erp-prod")
+    assert token.expires_at.isoformat() == "2031-01-02T03:04:05+00:00"
+    assert b"It expires on 2031-01-02 03:04 UTC" in response.content
+    # And an admin can change it later (here: clear it, for a token that never expires).
+    change = client.post(f"/admin/api/apitoken/{token.pk}/change/", {
+        "workflows": ["test-orders"], "rate_limit": "", "expires_at_0": "", "expires_at_1": ""})
+    assert change.status_code == 302, change.content
+    token.refresh_from_db()
+    assert token.expires_at is None
+
+
+def test_metrics_count_the_usable_tokens_expiring_within_seven_days(client):
+    now = timezone.now()
+    for name, expiry in [("soon", now + timedelta(days=6)), ("later", now + timedelta(days=8)),
+                         ("never", None), ("past", now - timedelta(days=1)),
+                         ("revoked-soon", now + timedelta(days=1))]:
+        token, _ = token_create(name=name, workflows=[], expires_at=expiry)
+        if name == "revoked-soon":
+            token_revoke(token)
+    assert tokens_expiring_soon(now) == 1
+    assert value(scrape(client), "durable_api_tokens_expiring_soon") == 1
