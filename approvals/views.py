@@ -22,6 +22,7 @@ from .forms import DecisionForm
 from .models import ApprovalRequest
 from .permissions import can_decide, can_view, is_requester
 from .snapshots import snapshot_rows
+from .throttle import link_failed, link_lockout
 from .tokens import LinkCheck, approval_link_token
 
 logger = logging.getLogger(__name__)
@@ -36,7 +37,11 @@ SESSION_TOKENS = "_approval_link_tokens"
 def link(request, pk: int, token: str):
     """The link from the email. A valid token is moved into the session and the browser is
     sent to the token-less page (which asks to sign in first if needed); an expired, used
-    or tampered link gets a page saying which, never an error."""
+    or tampered link gets a page saying which, never an error. Tampered links count
+    against the address like failed logins (approvals.throttle)."""
+    lockout = link_lockout(request)
+    if lockout is not None:
+        return lockout
     approval = ApprovalRequest.objects.filter(pk=pk).first()
     check = approval_link_token.check_token(approval, token)
     if check is LinkCheck.VALID:
@@ -46,6 +51,7 @@ def link(request, pk: int, token: str):
         return redirect("approvals:detail", pk=pk)
     if check is LinkCheck.INVALID:
         logger.warning("approval link for request %s refused: invalid signature", pk)
+        link_failed(request)
     status = 400 if check is LinkCheck.INVALID else 410
     return render(request, "approvals/link_error.html",
                   {"check": check.value, "approval": approval if check is not

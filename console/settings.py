@@ -7,6 +7,7 @@ use console.production as the settings module there.
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -44,6 +45,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "guardian",
+    "axes",
     "audit",
     "runs",
     "approvals",
@@ -64,6 +66,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: turns a login refused for too many failures into the lockout page (429).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -104,10 +108,24 @@ DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL"))}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
+    # First: refuses every login (console and admin alike) while its user and address are
+    # locked out, before a password is even checked.
+    "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
 ANONYMOUS_USER_NAME = None
+
+# Login throttling (django-axes): after AXES_FAILURE_LIMIT failed logins for one username
+# from one address, that pair is refused for AXES_COOLOFF_MINUTES. Attempts and lockouts are
+# listed in Django admin (Axes -> Access attempts; delete one to lift its lockout) and
+# `manage.py axes_reset` clears them all. A successful login clears its pair's failures.
+# The address is REMOTE_ADDR: behind a proxy, set AXES_CLIENT_IP_CALLABLE (see axes' docs).
+AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("AXES_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -1,0 +1,28 @@
+"""Throttling the approval link, the same way (django-axes) and with the same limits as logins.
+
+The link's token is a bearer secret: whoever has it reaches the request's page. Tokens are
+HMACs and cannot be guessed, but a client trying link after link is still refused like one
+trying password after password: its invalid links count as failed logins of the pseudo-user
+LINK_USER from its address (AXES_FAILURE_LIMIT, AXES_COOLOFF_TIME), listed and clearable in
+Django admin with the other lockouts. LINK_USER cannot be a real username (Django's allow no
+spaces or brackets), so it never locks out a person's login.
+"""
+
+from axes.handlers.proxy import AxesProxyHandler
+from axes.helpers import get_lockout_response
+from django.contrib.auth.signals import user_login_failed
+
+LINK_USER = "(approval link)"
+_CREDENTIALS = {"username": LINK_USER}
+
+
+def link_lockout(request):
+    """The lockout response (429) if `request`'s address may not try links now, else None."""
+    if AxesProxyHandler.is_allowed(request, _CREDENTIALS):
+        return None
+    return get_lockout_response(request, credentials=_CREDENTIALS)
+
+
+def link_failed(request) -> None:
+    """Count an invalid link from `request`'s address as a failed login."""
+    user_login_failed.send(sender=__name__, credentials=dict(_CREDENTIALS), request=request)
