@@ -45,8 +45,10 @@ _RETRY_AFTER = {"Retry-After": {"description": "Seconds until the token's rate-l
                                                "resets.", "schema": {"type": "integer"}}}
 _WWW_AUTHENTICATE = {"WWW-Authenticate": {"description": "Bearer",
                                           "schema": {"type": "string"}}}
-_HEADERS = {"responses": {"429": {"headers": _RETRY_AFTER},
-                          "401": {"headers": _WWW_AUTHENTICATE}}}
+# Integer keys, like ninja's own: string keys would give the JSON document a second "429"
+# and "401" in each operation's responses, which Swagger UI refuses to render.
+_HEADERS = {"responses": {429: {"headers": _RETRY_AFTER},
+                          401: {"headers": _WWW_AUTHENTICATE}}}
 
 
 class JsonParser(Parser):
