@@ -12,6 +12,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from .content_security import POLICY as CSP_POLICY
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -46,6 +48,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "guardian",
     "axes",
+    "csp",
     "audit",
     "runs",
     "approvals",
@@ -59,6 +62,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Every error under /api/ is JSON, whatever produced it.
     "api.middleware.JsonErrorsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -69,6 +73,11 @@ MIDDLEWARE = [
     # Last: turns a login refused for too many failures into the lockout page (429).
     "axes.middleware.AxesMiddleware",
 ]
+
+# The Content-Security-Policy (console.content_security) is enforced everywhere, so the
+# demo and the tests run under the same policy as production. django-csp leaves it off
+# Django's debug pages (404 and 500 with DEBUG on), which need inline styles and scripts.
+CONTENT_SECURITY_POLICY = CSP_POLICY
 
 ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "console.wsgi.application"

@@ -1,6 +1,7 @@
 """The console in a real browser (Playwright driving the system Chromium): an operator
 reconciles a run in attention; an auditor sees no action and a forged POST is refused.
-Screenshots of the list and detail pages go to var/screenshots/."""
+Every page runs under the production Content-Security-Policy, and a test fails on any
+violation a page reports. Screenshots of the list and detail pages go to var/screenshots/."""
 
 import pytest
 from django.conf import settings
@@ -8,6 +9,7 @@ from django.contrib.auth.models import Group, User
 from playwright.sync_api import expect, sync_playwright
 
 from audit.models import AuditRecord
+from console.content_security import POLICY
 from runs import executor
 from runs.errors import UnknownOutcome
 from runs.models import Run, RunStatus
@@ -20,16 +22,61 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-sync"]
 
 
+# Runs in every page before its own scripts; bindings and init scripts are not subject to
+# the page's policy, so a violation is reported even when the policy blocks everything else.
+REPORT_VIOLATIONS = """
+document.addEventListener("securitypolicyviolation", (e) => {
+  window.__cspViolation(`${e.effectiveDirective} blocked ${e.blockedURI || "inline"} `
+                        + `in ${e.sourceFile || e.documentURI}:${e.lineNumber}`);
+});
+"""
+
+
+class PolicedBrowser:
+    """Chromium whose pages record every Content-Security-Policy violation they report
+    (the securitypolicyviolation event and Chromium's console message) and the policy
+    header of every document they load."""
+
+    def __init__(self, chromium):
+        self.chromium = chromium
+        self.violations: list[str] = []
+        self.policies: list[str | None] = []
+
+    def new_page(self, **options):
+        context = self.chromium.new_context(**options)
+        context.expose_binding("__cspViolation",
+                               lambda source, text: self.violations.append(text))
+        context.add_init_script(REPORT_VIOLATIONS)
+        page = context.new_page()
+        page.on("console", self._console)
+        page.on("response", self._response)
+        return page
+
+    def _console(self, message):
+        if "Content Security Policy" in message.text:
+            self.violations.append(message.text)
+
+    def _response(self, response):
+        if response.request.resource_type == "document":
+            self.policies.append(response.headers.get("content-security-policy"))
+
+
 @pytest.fixture
-def browser(monkeypatch):
+def browser(monkeypatch, settings):
     # Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
     # between browser steps are still plain synchronous ones.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    # The production policy (console.production enforces the same one).
+    settings.CONTENT_SECURITY_POLICY = POLICY
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield chromium
+        policed = PolicedBrowser(chromium)
+        yield policed
         chromium.close()
+    assert policed.policies and all("script-src 'self'" in (h or "")
+                                    for h in policed.policies), policed.policies
+    assert policed.violations == [], "\n".join(policed.violations)
 
 
 def _user(name, group):
@@ -141,3 +188,23 @@ def test_an_approver_approves_from_the_link_in_the_email(browser, live_server, r
     assert step(run, "approve").status == "succeeded"
     assert AuditRecord.objects.get(run=run, action="approval_decided").actor_label == "ann"
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
+
+
+def test_every_page_works_under_the_production_policy(browser, live_server, unsettled_run):
+    User.objects.create_superuser("root", password="pw-root")
+    page = _sign_in(browser, live_server, "root")
+    for path in ("/runs/", "/attention/", "/audit/", "/workflows/test-orders/",
+                 "/approvals/", "/admin/", "/admin/api/apitoken/add/",
+                 "/admin/axes/accessattempt/", "/api/docs", "/no-such-page/"):
+        page.goto(f"{live_server.url}{path}")
+        page.wait_for_load_state("networkidle")
+    # The run page's dialogs open and close through static/js/console.js.
+    page.goto(f"{live_server.url}/runs/{unsettled_run.pk}/")
+    page.get_by_role("button", name="Terminate…").click()
+    dialog = page.locator("#dialog-terminate")
+    expect(dialog).to_be_visible()
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_be_hidden()
+    # Swagger UI draws the API's operations from /api/openapi.json.
+    page.goto(f"{live_server.url}/api/docs")
+    expect(page.get_by_text("/api/runs").first).to_be_visible()
