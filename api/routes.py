@@ -265,5 +265,9 @@ def run_state(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         "last_error": None if error is None else {"error_class": error.error_class,
                                                   "step": error.name},
         "created_at": run.created_at, "updated_at": run.updated_at,
-        "finished_at": run.finished_at, **_links(request, run.pk),
+        "finished_at": run.finished_at,
+        "operator_actions": [{"name": a.name, "label": a.label,
+                              "needs_second_person": a.needs_second_person(view.steps)}
+                             for a in view.operator_actions],
+        **_links(request, run.pk),
     })

@@ -19,13 +19,16 @@ StepKind = Literal["read", "decision", "write", "notify", "approval"]
 
 # PostgreSQL text cannot hold NUL characters; the document says so, the API refuses them.
 NO_NUL = r"^[^\u0000]+$"
+# A business key reaches mail subjects and log lines: no control characters at all (the
+# same rule runs.transitions.start_run applies to every caller).
+NO_CONTROL = r"^[^\u0000-\u001f\u007f-\u009f]+$"
 
 
 class StartRunIn(Schema):
     workflow: str = Field(min_length=1, max_length=200, pattern=NO_NUL,
                           description="The registered workflow to start (its latest version).")
     business_key: str = Field(
-        min_length=1, max_length=300, pattern=NO_NUL,
+        min_length=1, max_length=300, pattern=NO_CONTROL,
         description="Identifies the business event, e.g. 'tenant-42:inv-1847'. The same "
                     "workflow, business key and input delivered again find the same run.")
     input: dict[str, Any] = Field(
@@ -57,6 +60,13 @@ class LastError(Schema):
     step: str
 
 
+class OperatorAction(Schema):
+    name: str = Field(description="The action's name, e.g. 'reconcile'.")
+    label: str
+    needs_second_person: bool = Field(
+        description="Whether a second person must approve it (four eyes) on this run.")
+
+
 class RunState(Schema):
     id: int
     workflow: str
@@ -77,6 +87,9 @@ class RunState(Schema):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    operator_actions: list[OperatorAction] = Field(
+        description="What an operator can do with the run now, in the console (empty for a "
+                    "run that needs nobody).")
     status_url: str
     console_url: str
 

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+from runs.actions import offered
 from runs.models import Run, RunStatus, Step, StepStatus
 
 # The run statuses of the runtime, as the finite set of states the API promises.
@@ -30,6 +31,9 @@ class RunView:
     current: Step | None
     waiting_for: str | None
     last_error: Step | None
+    # What an operator can do with the run now (from runs.actions, the one table).
+    operator_actions: list
+    steps: list[Step]
 
 
 def visible_run(run_id: int, *, workflows: list[str]) -> Run | None:
@@ -49,7 +53,7 @@ def run_view(run: Run) -> RunView:
         waiting_for = "approval" if current is not None and (
             current.kind == "approval" and current.status == StepStatus.WAITING) else "retry"
     return RunView(run=run, state=state, current=current, waiting_for=waiting_for,
-                   last_error=last_error,
+                   last_error=last_error, operator_actions=offered(run, steps), steps=steps,
                    description=_describe(run, state, current, waiting_for))
 
 

@@ -36,6 +36,8 @@ from audit.chain import Actor
 from audit.models import AuditRecord
 from runs import definition as d
 from runs import transitions
+from runs.actions import ACTIONS
+from runs.actions import Request as ActionRequest
 from runs.errors import TransitionNotAllowed
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
 from runs.retry import RetryPolicy
@@ -51,7 +53,6 @@ from .models import (
     RequestKind,
     RequestStatus,
 )
-from .operator_actions import operator_action
 from .permissions import can_decide
 from .snapshots import (
     SnapshotUnavailable,
@@ -437,16 +438,15 @@ def _apply(request: ApprovalRequest, now: datetime) -> None:
     if request.kind == RequestKind.OPERATOR_ACTION:
         if request.status != RequestStatus.APPROVED:
             return  # rejected or expired: the action is simply not taken
-        fn = operator_action(request.action)
-        if fn is None:
-            raise LookupError(f"no operator action {request.action!r} is registered in this "
-                              "process")
-        requester = request.snapshot.get("requested_by", "")
-        fn(run_id=request.run_id, reason=request.snapshot.get("reason", ""),
-           params=dict(request.params),
-           requested_by=Actor(kind=AuditRecord.ActorKind.USER, label=requester,
-                              user_id=request.requested_by_id),
-           approved_by=_decider(request))
+        # The same action, through the same table and transition, as the operator asked
+        # for; the transition checks again that the approver is a second person.
+        requester = Actor(kind=AuditRecord.ActorKind.USER,
+                          label=request.snapshot.get("requested_by", ""),
+                          user_id=request.requested_by_id)
+        ACTIONS[request.action].perform(
+            request.run_id, actor=requester, approved_by=_decider(request),
+            request=ActionRequest(reason=request.snapshot.get("reason", ""),
+                                  step=dict(request.params).get("step", "")))
         return
     if request.status == RequestStatus.EXPIRED:
         transitions.approval_timed_out(request.run_id, step_name=request.step_name,
@@ -827,20 +827,8 @@ def sweep(*, now: datetime | None = None) -> SweepReport:
 
 
 # --- four eyes for operators ---------------------------------------------------------------
-
-FOUR_EYES_ACTIONS = ("compensate", "terminate")
-
-
-# An approval step is high impact by nature but changes nothing outside: only effects count.
-EFFECT_KINDS = (d.WRITE, d.NOTIFY)
-
-
-def four_eyes_required(run: Run, action: str) -> bool:
-    """Compensating or terminating a run with a succeeded high-impact step needs a second
-    person's approval."""
-    return action in FOUR_EYES_ACTIONS and Step.objects.filter(
-        run=run, impact=d.HIGH, kind__in=EFFECT_KINDS, status=StepStatus.SUCCEEDED).exists()
-
+# When an operator action needs a second person is decided by runs.transitions
+# (needs_second_person), which also refuses the action without one.
 
 def request_operator_action(run: Run | int, *, action: str, requested_by, reason: str,
                             params: dict | None = None, approvers: list[str] | None = None,
@@ -850,21 +838,21 @@ def request_operator_action(run: Run | int, *, action: str, requested_by, reason
     The payload is the operator's request (action, run, reason, params). Anyone holding the
     decide permission may approve it except `requested_by`; the approvers named in
     settings.APPROVALS_FOUR_EYES_APPROVERS (or `approvers`) get it as an object permission
-    and an email. Once approved, the function registered under `action` (see
-    approvals.operator_actions) is called. Returns (request, created): an open request for
-    the same action on the same run is returned as it is rather than duplicated.
+    and an email. Once approved, the action is performed through runs.actions with the
+    approver as the second person. Returns (request, created): an open request for the
+    same action on the same run is returned as it is rather than duplicated.
     """
-    if operator_action(action) is None:
-        raise ValueError(f"no operator action {action!r} is registered; register it with "
-                         "approvals.operator_actions.register_operator_action")
+    spec = ACTIONS.get(action)
+    if spec is None or not spec.may_need_second_person:
+        raise ValueError(f"{action!r} is not an operator action that takes a second person; "
+                         f"those are: {', '.join(sorted(transitions.SECOND_PERSON_ACTIONS))}")
     if not reason or not reason.strip():
         raise ValueError("an operator action needs a reason")
     now = _now(now)
     run = run if isinstance(run, Run) else Run.objects.get(pk=run)
     names = list(approvers or settings.APPROVALS_FOUR_EYES_APPROVERS)
-    high_impact = list(Step.objects.filter(run=run, impact=d.HIGH, kind__in=EFFECT_KINDS,
-                                           status=StepStatus.SUCCEEDED)
-                       .order_by("position").values_list("name", flat=True))
+    high_impact = [s.name for s in transitions.high_impact_effects(
+        list(Step.objects.filter(run=run).order_by("position")))]
     snapshot = normalise({
         "action": action, "run": run.pk, "workflow": run.workflow_name,
         "business_key": run.business_key, "run_status": run.status,

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from django.core.serializers.json import DjangoJSONEncoder
 
 from runs import definition as d
+from runs.context import context_outside_executor
 from runs.models import Run
-from runs.reconciliation import reconcile_context
 
 
 class SnapshotUnavailable(Exception):
@@ -48,17 +48,15 @@ def compute_snapshot(run: Run, step_name: str) -> tuple[dict, str]:
         raise SnapshotUnavailable(str(exc)) from None
     if spec.kind != d.APPROVAL:
         raise SnapshotUnavailable(f"step {step_name} of {workflow.name} is not an approval")
-    ctx = reconcile_context(run, workflow, step_name)
+    # The snapshot function builds from earlier results and must not call anything.
     try:
-        value = spec.fn(ctx)
+        with context_outside_executor(run, step_name, definition=workflow,
+                                      with_services=False) as ctx:
+            value = spec.fn(ctx)
         snapshot = normalise(value if isinstance(value, dict) else {"value": value})
     except Exception as exc:
         raise SnapshotUnavailable(f"{step_name}: the snapshot function failed: "
                                   f"{type(exc).__name__}: {exc}") from exc
-    finally:
-        close = getattr(ctx.services, "close", None)
-        if close is not None:
-            close()
     return snapshot, snapshot_hash(snapshot)
 
 

@@ -11,19 +11,10 @@ from dataclasses import dataclass
 
 from guardian.shortcuts import get_objects_for_user
 
-from runs.models import Run, Workflow
+from runs.models import Workflow
 
+# The codename to see runs; each operator action names its own in runs.actions.
 VIEW = "view_runs"
-ACTION_PERMISSIONS = {
-    "resume": "resume_run",
-    "reopen": "resume_run",
-    "reconcile": "reconcile_run",
-    "retry_step": "retry_step",
-    "ask_again": "retry_step",
-    "compensate": "compensate_run",
-    "cancel": "terminate_run",
-    "terminate": "terminate_run",
-}
 
 
 @dataclass(frozen=True)
@@ -47,8 +38,3 @@ def grant_for(user, codename: str) -> Grant:
     objects = get_objects_for_user(user, f"runs.{codename}", klass=Workflow,
                                    accept_global_perms=False, with_superuser=False)
     return Grant(False, frozenset(objects.values_list("pk", flat=True)))
-
-
-def can(user, codename: str, run: Run) -> bool:
-    """Whether `user` may do `codename` on `run`: the rule every action endpoint checks."""
-    return grant_for(user, codename).covers(run.workflow_id)

@@ -18,11 +18,12 @@ from audit.csv_export import audit_csv_lines
 from audit.selectors import audit_records
 from runs import definition as d
 from runs import selectors
+from runs.actions import ACTIONS, offered
 from runs.contracts import contract_table, step_contract, workflow_verdict
 from runs.errors import TransitionNotAllowed
-from runs.models import Run, StepStatus
+from runs.models import Run, Step
 
-from .actions import ACTIONS, ActionInputError, eligible_steps, explain, perform
+from .actions import ActionInputError, perform
 from .diffs import diff_rows
 from .forms import AuditFilterForm, RunFilterForm
 from .permissions import VIEW, grant_for
@@ -82,9 +83,10 @@ def attention(request):
     workflow_ids = _visible_ids(request.user)
     runs = selectors.attention_runs(workflow_ids=workflow_ids)
     grants = {name: grant_for(request.user, a.permission) for name, a in ACTIONS.items()}
+    steps = selectors.steps_of(runs)
     for run in runs:
-        run.available_actions = [a for name, a in ACTIONS.items()
-                                 if a.allowed_in(run) and grants[name].covers(run.workflow_id)]
+        run.available_actions = [a for a in offered(run, steps.get(run.pk, []))
+                                 if grants[a.name].covers(run.workflow_id)]
     return render(request, "console/attention.html", {"runs": runs})
 
 
@@ -105,17 +107,10 @@ def _detail_context(request, detail) -> dict:
     if workflow is not None:
         contracts = {s.name: step_contract(workflow.step(s.name)) for s in detail.steps
                      if any(x.name == s.name for x in workflow.steps)}
-    actions = []
-    for name, action in ACTIONS.items():
-        if not action.allowed_in(run):
-            continue
-        if not grant_for(request.user, action.permission).covers(run.workflow_id):
-            continue
-        targets = eligible_steps(name, detail.steps)
-        if name in ("reconcile", "retry_step", "ask_again") and not targets:
-            continue
-        actions.append({"action": action, "steps": targets,
-                        "explanation": explain(name, run, detail.steps)})
+    actions = [{"action": action, "steps": action.eligible_steps(run, detail.steps),
+                "explanation": action.explain(run, detail.steps)}
+               for action in offered(run, detail.steps)
+               if grant_for(request.user, action.permission).covers(run.workflow_id)]
     for step in detail.steps:
         step.contract = contracts.get(step.name)
         step.duration = (step.finished_at - step.started_at
@@ -164,11 +159,15 @@ def run_action(request, run_id: int, action: str):
     return redirect(url)
 
 
+# The actions the runs list offers for many runs at once.
+BULK_ACTIONS = ("resume", "reconcile", "terminate")
+
+
 @require_POST
 @login_required
 def bulk_action(request):
     action = request.POST.get("action", "")
-    if action not in ("resume", "reconcile", "terminate"):
+    if action not in BULK_ACTIONS:
         raise Http404(f"No bulk action {action!r}.")
     spec = ACTIONS[action]
     grant = grant_for(request.user, spec.permission)
@@ -181,12 +180,14 @@ def bulk_action(request):
             refused.append(f"{run.pk} (no permission)")
             continue
         try:
-            data = request.POST
-            if action == "reconcile":
-                unknown = [s.name for s in run.steps.all() if s.status == StepStatus.UNKNOWN]
-                if not unknown:
-                    raise ActionInputError("no unknown step")
-                data = {**request.POST.dict(), "step": unknown[0], "mode": "ask"}
+            data = request.POST.dict()
+            if spec.takes_step:
+                # In bulk, a step action aims at the first step it applies to.
+                steps = list(Step.objects.filter(run=run).order_by("position"))
+                targets = spec.eligible_steps(run, steps)
+                if not targets:
+                    raise ActionInputError(spec.refusal(run, steps) or "no step to act on")
+                data = {**data, "step": targets[0].name, "mode": "ask"}
             perform(action, run, user=request.user, data=data)
             acted.append(str(run.pk))
         except (ActionInputError, TransitionNotAllowed, ValueError) as exc:

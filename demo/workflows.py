@@ -63,7 +63,7 @@ def classify(ctx):
 @invoice.write("create-approval-task", honours_key=True,
                retry=RetryPolicy(initial_interval=1, maximum_attempts=5),
                contract=Contract(evidence="task id in the tracker", rule="reconcile by key",
-                                 stop="permanent error or 5 attempts", owner="finance-ops"))
+                                 owner="finance-ops"))
 def create_approval_task(ctx):
     bill, decision = ctx.results["read-invoice"], ctx.results["classify"]
     task = ctx.services.tracker.create_task(
@@ -108,16 +108,21 @@ def find_notification(ctx):
     return Found(sent[0]["id"], sent[0]) if sent else NotFound()
 
 
+@notify_approver.compensation_preview
+def correction(ctx):
+    """The correction message, built without sending it: a person sees it before it goes."""
+    bill = ctx.results["read-invoice"]
+    return {"to": ctx.input.approver_email,
+            "subject": f"Disregard: invoice {bill['number']} no longer needs your approval",
+            "body": "The approval request was withdrawn."}
+
+
 @notify_approver.compensate
 def send_correction(ctx):
-    bill = ctx.results["read-invoice"]
     # The correction's own key is its client reference: looked up before sending again.
     sent = ctx.services.messenger.find(ctx.key)
     message = sent[0] if sent else ctx.services.messenger.send(
-        to=ctx.input.approver_email, client_reference=ctx.key,
-        subject=f"Disregard: invoice {bill['number']} no longer needs your approval",
-        body="The approval request was withdrawn.",
-    )
+        client_reference=ctx.key, **correction(ctx))
     return StepResult(message, remote_ref=message["id"])
 
 
@@ -138,7 +143,7 @@ def approve_invoice(ctx):
 @invoice.write("post-ledger-entry", impact="high", honours_key=True,
                contract=Contract(evidence="ledger entry id for the transaction reference",
                                  rule="reconcile by transaction reference; a person confirms "
-                                      "anything unsettled", stop="any unknown outcome",
+                                      "anything unsettled",
                                  owner="finance-ops"))
 def post_ledger_entry(ctx):
     bill, decision = ctx.results["read-invoice"], ctx.results["classify"]
@@ -183,7 +188,7 @@ onboarding = Workflow(
 @onboarding.write(
     "create-customer", honours_key=True, retry=RetryPolicy(maximum_attempts=5),
     contract=Contract(evidence="customer id in the customer system", rule="reconcile by key",
-                      stop="permanent error or 5 attempts", owner="customer-ops"),
+                      owner="customer-ops"),
 )
 def create_customer(ctx):
     customer = ctx.services.customers.create(key=ctx.key, email=ctx.input.email,
@@ -199,7 +204,7 @@ def find_customer(ctx):
 @onboarding.notify(
     "send-confirmation-email",
     contract=Contract(evidence="provider message id", rule="reconcile by client reference",
-                      stop="permanent error or 5 attempts", owner="customer-ops"),
+                      owner="customer-ops"),
 )
 def send_confirmation(ctx):
     message = ctx.services.messenger.send(
@@ -219,7 +224,7 @@ def find_confirmation(ctx):
 @onboarding.write(
     "update-payment-status", impact="high", honours_key=True,
     contract=Contract(evidence="payment update id", rule="human confirmation after an unknown "
-                      "outcome", stop="any unknown outcome", owner="finance-ops"),
+                      "outcome", owner="finance-ops"),
 )
 def update_payment_status(ctx):
     status = "trial" if ctx.input.plan == "free" else "awaiting_payment"

@@ -74,9 +74,42 @@ def step_contract(step: d.StepDef) -> StepContract:
         step=step.name, kind=step.kind, impact=step.impact, side_effect=side_effect,
         safe_to_rerun=rerun, rule=step.contract.rule or "-",
         evidence=step.contract.evidence or "-", owner=step.contract.owner or "-",
-        stop_condition=step.contract.stop or f"{step.retry.maximum_attempts} attempts",
+        stop_condition=stop_condition(step),
         classification=classification,
     )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def stop_condition(step: d.StepDef) -> str:
+    """When the runtime stops this step for a person, derived from the rules it applies
+    (never typed by hand, so it cannot disagree with what the runtime does)."""
+    budget = (f"{_plural(step.retry.maximum_attempts, 'attempt')} or "
+              f"{step.retry.maximum_elapsed:g} s spent")
+    if step.kind == d.APPROVAL:
+        policy = step.approval
+        return f"no decision within {policy.timeout}: {policy.on_timeout}"
+    if step.kind == d.READ:
+        return f"a permanent error, or {budget}"
+    if step.kind == d.DECISION:
+        return (f"a permanent error, {budget}, or output failing its schema "
+                f"{step.format_failure_budget + 1} times")
+    stops = ["a permanent error",
+             f"{budget} (retries and resends after an unknown outcome count alike)"]
+    if step.reconcile_fn is None and (step.impact == d.HIGH or not step.honours_key):
+        stops.append("any unknown outcome (nothing can look it up)")
+    else:
+        if step.reconcile_fn is not None:
+            stops.append(f"{_plural(step.lookup_attempts, 'failed lookup')} by key")
+            stops.append("a lookup that cannot tell")
+        if step.impact == d.HIGH:
+            stops.append("an unknown outcome a lookup does not find (a person decides "
+                         "whether to send again; one that is found settles by itself)")
+    if step.compensate_fn is not None and step.impact == d.HIGH:
+        stops.append("its undo, which waits for a person to confirm")
+    return "; ".join(stops)
 
 
 def workflow_verdict(workflow: d.Workflow) -> Verdict:

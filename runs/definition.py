@@ -29,11 +29,11 @@ LOW, HIGH = "low", "high"
 
 @dataclass(frozen=True)
 class Contract:
-    """A step's recovery contract, shown to operators next to the step."""
+    """A step's recovery contract, shown to operators next to the step. The stop condition
+    is not declared: runs.contracts derives it from the rules the runtime applies."""
 
     evidence: str = ""
     rule: str = ""
-    stop: str = ""
     owner: str = ""
 
 
@@ -72,6 +72,14 @@ class Undetermined:
 
 
 @dataclass(frozen=True)
+class LookupFailed(Undetermined):
+    """The lookup itself failed (the receiver's lookup endpoint erred or was unreachable).
+
+    The runtime produces this, reconcile functions do not return it: a lookup is a read, so
+    it is asked again with backoff, within the step's lookup budget, before a person is."""
+
+
+@dataclass(frozen=True)
 class StepResult:
     """What a side-effecting step returns: its result and the remote reference (evidence)."""
 
@@ -95,9 +103,15 @@ class StepDef:
     # After a timeout, a receiver that ignores keys may still be working on the request, so
     # "not found" becomes evidence only once this many seconds have passed.
     lookup_delay: float = 10.0
+    # How many failed lookups by key (errors, not answers) before a person is asked.
+    lookup_attempts: int = 3
     approval: ApprovalPolicy | None = None
     reconcile_fn: Callable | None = None
     compensate_fn: Callable | None = None
+    # Builds, from the input and earlier results and without calling anything, what the
+    # compensation will send (for a correction message: recipient, subject, body). Shown to
+    # the person who confirms the undo of a high-impact step.
+    compensation_preview_fn: Callable | None = None
 
     def __call__(self, ctx):
         return self.fn(ctx)
@@ -115,6 +129,14 @@ class StepDef:
             raise TypeError(f"step {self.name!r}: only write and notify steps compensate "
                             "(a notification's compensation is a correction)")
         self.compensate_fn = fn
+        return fn
+
+    def compensation_preview(self, fn: Callable) -> Callable:
+        """Declare what this step's compensation will send, built without sending it: the
+        undo of a high-impact step waits for a person, who sees this first."""
+        if self.kind not in (WRITE, NOTIFY):
+            raise TypeError(f"step {self.name!r}: only write and notify steps compensate")
+        self.compensation_preview_fn = fn
         return fn
 
     @property
@@ -159,6 +181,8 @@ class Workflow:
         impact = options.get("impact", LOW)
         if impact not in (LOW, HIGH):
             raise ValueError(f"step {name!r}: impact must be 'low' or 'high', not {impact!r}")
+        if options.get("lookup_attempts", 1) < 1:
+            raise ValueError(f"step {name!r}: lookup_attempts must be at least 1")
 
         def decorator(fn: Callable) -> StepDef:
             step = StepDef(workflow=self, name=name, kind=kind, fn=fn, **options)
@@ -184,24 +208,27 @@ class Workflow:
 
     def write(self, name: str, *, impact: str = LOW, retry: RetryPolicy = DEFAULT_POLICY,
               version: int = 1, contract: Contract | None = None, honours_key: bool = False,
-              lookup_delay: float = 10.0):
+              lookup_delay: float = 10.0, lookup_attempts: int = 3):
         """A step that changes another system. It sends ctx.key; `honours_key` says whether
         the receiver deduplicates on it, which makes a resend after an unknown outcome safe.
         For a receiver that does not, a lookup that finds nothing is trusted only
         `lookup_delay` seconds after the unknown outcome (the request may still be in
-        flight)."""
+        flight). A lookup that fails is asked again, `lookup_attempts` times in all, before
+        a person is asked."""
         return self._declare(WRITE, name, impact=impact, retry=retry, version=version,
                              contract=contract or Contract(), honours_key=honours_key,
-                             lookup_delay=lookup_delay)
+                             lookup_delay=lookup_delay, lookup_attempts=lookup_attempts)
 
-    def notify(self, name: str, *, impact: str = LOW, retry: RetryPolicy = DEFAULT_POLICY,
+    def notify(self, name: str, *, impact: str = HIGH, retry: RetryPolicy = DEFAULT_POLICY,
                version: int = 1, contract: Contract | None = None, honours_key: bool = False,
-               lookup_delay: float = 10.0):
-        """A message delivery; the provider's message id is stored as the remote reference.
-        `honours_key` and `lookup_delay` as for write."""
+               lookup_delay: float = 10.0, lookup_attempts: int = 3):
+        """A message delivery to a person; the provider's message id is stored as the remote
+        reference. High impact unless declared otherwise: a message cannot be taken back, so
+        it is not resent after an unknown outcome, nor corrected, without a person.
+        The other options as for write."""
         return self._declare(NOTIFY, name, impact=impact, retry=retry, version=version,
                              contract=contract or Contract(), honours_key=honours_key,
-                             lookup_delay=lookup_delay)
+                             lookup_delay=lookup_delay, lookup_attempts=lookup_attempts)
 
     def approval(self, name: str, *, approvers: tuple[str, ...], version: int = 1,
                  remind_every: timedelta = timedelta(hours=24),

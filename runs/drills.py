@@ -35,9 +35,13 @@ from audit.chain import Actor
 
 from . import crashpoints, executor, transitions
 from . import definition as d
-from .models import Run, RunStatus, Step, StepStatus
+from .actions import ACTIONS, Request
+from .context import context_outside_executor
+from .models import AttentionReason, Run, RunStatus, Step, StepStatus
 
 DRILL = Actor.system("drill")
+# A compensation a person starts after a high-impact effect needs a second person.
+DRILL_SECOND = Actor.system("drill-second-person")
 SETTLED = {RunStatus.COMPLETED, RunStatus.COMPENSATED, RunStatus.TERMINATED,
            RunStatus.ATTENTION, RunStatus.COMPENSATION_FAILED}
 
@@ -177,22 +181,44 @@ def _drill_compensation(workflow) -> DrillResult:
     title = "6 late failure after earlier effects"
     effects = [s for s in workflow.steps if s.has_side_effect]
     late = effects[-1] if effects else None
-    undo = [s.name for s in workflow.steps[: workflow.steps.index(late)]
+    undo = [s for s in workflow.steps[: workflow.steps.index(late)]
             if s.compensate_fn is not None][::-1] if late else []
     if not undo:
         return DrillResult(title, "-", "no compensation declared before the last effect", None)
-    expected = f"compensated newest first: {', '.join(undo)}"
+    high = [s.name for s in undo if s.impact == d.HIGH]
+    expected = (f"compensated newest first: {', '.join(s.name for s in undo)}"
+                + (f"; paused before undoing {', '.join(high)} until a person confirms, "
+                   "nothing sent or undone before that" if high else ""))
     run = _start(workflow, "compensation")
+    pauses, early = [], []
     with crashpoints.failing(late.name):
         run = _recover(run, fresh=True)
-        if run.status == RunStatus.ATTENTION:  # no automatic policy: a person compensates
-            transitions.compensate(run.pk, actor=DRILL, reason="drill: undo after late failure")
+        if run.status == RunStatus.ATTENTION and \
+                run.attention_reason != AttentionReason.COMPENSATION_PAUSED:
+            # No automatic policy: a person compensates (a second person approving it).
+            transitions.compensate(run.pk, actor=DRILL, reason="drill: undo after late failure",
+                                   approved_by=DRILL_SECOND)
+            run = _recover(run, fresh=True)
+        while (run.status == RunStatus.ATTENTION
+               and run.attention_reason == AttentionReason.COMPENSATION_PAUSED):
+            pauses.append(run.current_step)
+            # What must hold at the pause: this undo not sent, no older one started.
+            older = [s.name for s in undo[undo.index(workflow.step(run.current_step)) + 1:]]
+            early += list(run.audit_records.filter(
+                action__in=("compensation_intent", "compensation_succeeded"),
+                step_name__in=[run.current_step, *older]).values_list("step_name", flat=True))
+            ACTIONS["confirm_compensation"].perform(
+                run.pk, actor=DRILL, request=Request(reason="drill: correction checked",
+                                                     step=run.current_step))
             run = _recover(run, fresh=True)
     order = list(run.audit_records.filter(action="compensation_succeeded").order_by("seq")
                  .values_list("step_name", flat=True))
-    passed = run.status == RunStatus.COMPENSATED and order == undo
-    return DrillResult(title, expected, f"run {run.status}; undone: {', '.join(order) or '-'}",
-                       passed)
+    passed = (run.status == RunStatus.COMPENSATED and order == [s.name for s in undo]
+              and pauses == high and not early)
+    observed = (f"run {run.status}; undone: {', '.join(order) or '-'}"
+                + (f"; paused at {', '.join(pauses)}" if pauses else "")
+                + (f"; sent before confirmation: {', '.join(early)}" if early else ""))
+    return DrillResult(title, expected, observed, passed)
 
 
 # --- how the drills break and recover runs -------------------------------------------------
@@ -261,10 +287,9 @@ def _intent_keys(run: Run, step_name: str) -> list[str]:
 def _lookup(workflow, run: Run, step: d.StepDef) -> str | None:
     if step.reconcile_fn is None:
         return None
-    from .executor import ask_remote
-    from .reconciliation import reconcile_context
-
-    verdict, _ = ask_remote(step, reconcile_context(run, workflow, step.name))
+    with context_outside_executor(run, step.name, definition=workflow,
+                                  with_services=True) as ctx:
+        verdict, _ = executor.ask_remote(step, ctx)
     return verdict.ref if isinstance(verdict, d.Found) else f"nothing ({verdict})"
 
 

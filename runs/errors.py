@@ -55,6 +55,16 @@ class TransitionNotAllowed(Exception):
     """A transition was asked for from a state that does not allow it; nothing changed."""
 
 
+class ReasonRequired(TransitionNotAllowed, ValueError):
+    """An operator transition was called without a reason; nothing changed."""
+
+
+class SecondPersonRequired(TransitionNotAllowed):
+    """The action ends a run or undoes or abandons its effects after a high-impact effect
+    took place: it needs a second person's approval, and none (or the actor's own) was
+    given. Nothing changed."""
+
+
 class StartRefused(Exception):
     """A run could not be started; nothing was written."""
 

@@ -11,16 +11,16 @@ import json
 import logging
 import os
 import socket
-from types import MappingProxyType
+from functools import partial
 
 from pydantic import ValidationError
 
 from . import crashpoints, transitions
 from . import definition as d
-from .context import StepContext
+from .context import StepContext, build_context, opened_services
 from .errors import Classified, classify
 from .logcontext import log_context
-from .models import ErrorClass, StepStatus
+from .models import ErrorClass
 
 logger = logging.getLogger(__name__)
 
@@ -48,24 +48,17 @@ def _advance_claimed(run_id: int, worker: str) -> str | None:
     if lease.finished:
         return lease.run.status
     workflow = lease.definition
-    services = workflow.services_factory() if workflow.services_factory else None
-    try:
-        return _run_steps(lease, workflow, services)
-    finally:
-        close = getattr(services, "close", None)
-        if close is not None:
-            close()
-
-
-def _run_steps(lease: transitions.Lease, workflow: d.Workflow, services) -> str:
-    validated_input = workflow.input_schema.model_validate(lease.run.input)
-    while lease.work is not None and not lease.finished:
-        step = lease.work
-        spec = workflow.step(step.name)
-        ctx = _context(lease, step, validated_input, services)
-        with log_context(workflow=ctx.workflow, business_key=ctx.business_key,
-                         step=ctx.step, idempotency_key=ctx.key):
-            lease = _work_once(lease, step, spec, ctx)
+    with opened_services(workflow) as services:
+        validated_input = workflow.input_schema.model_validate(lease.run.input)
+        while lease.work is not None and not lease.finished:
+            step = lease.work
+            ctx = build_context(lease.run, lease.steps, step, definition=workflow,
+                                services=services, validated_input=validated_input,
+                                compensating=lease.compensating,
+                                heartbeat=partial(transitions.heartbeat, lease))
+            with log_context(workflow=ctx.workflow, business_key=ctx.business_key,
+                             step=ctx.step, idempotency_key=ctx.key):
+                lease = _work_once(lease, step, workflow.step(step.name), ctx)
     return lease.run.status
 
 
@@ -92,23 +85,6 @@ def _work_once(lease: transitions.Lease, step, spec: d.StepDef,
         logger.warning("%s failed (attempt %s): %s: %s", point, ctx.attempt,
                        outcome.error.error_class, outcome.error.message)
     return transitions.record_outcome(lease, step, outcome)
-    return lease.run.status
-
-
-def _context(lease: transitions.Lease, step, validated_input, services) -> StepContext:
-    run = lease.run
-    results = {s.name: s.result for s in lease.steps
-               if s.status in (StepStatus.SUCCEEDED, StepStatus.COMPENSATING)}
-    if lease.compensating:
-        key, attempt = step.compensation_key, step.compensation_attempt
-    else:
-        key, attempt = step.idempotency_key, step.attempt
-    return StepContext(
-        run_id=run.pk, workflow=run.workflow_name, business_key=run.business_key,
-        input=validated_input, step=step.name, key=key, attempt=attempt,
-        results=MappingProxyType(results), services=services, remote_ref=step.remote_ref,
-        _heartbeat=lambda: transitions.heartbeat(lease),
-    )
 
 
 def call_step(spec: d.StepDef, ctx: StepContext) -> transitions.Outcome:
@@ -167,8 +143,8 @@ def ask_remote(spec: d.StepDef, ctx: StepContext):
     """Look a step's effect up by its key with the step's reconcile function.
 
     Returns (verdict, error): Found, NotFound or Undetermined, or None when the step has no
-    reconcile function. A lookup that fails is Undetermined: only evidence settles an
-    unknown outcome.
+    reconcile function. A lookup that raises is LookupFailed (an Undetermined: only evidence
+    settles an unknown outcome), which the runtime asks again within the lookup budget.
     """
     if spec.reconcile_fn is None:
         return None, ""
@@ -176,7 +152,7 @@ def ask_remote(spec: d.StepDef, ctx: StepContext):
         verdict = spec.reconcile_fn(ctx)
     except Exception as exc:
         message = classify(exc).message
-        return d.Undetermined(f"lookup failed: {message}"), message
+        return d.LookupFailed(f"lookup failed: {message}"), message
     if not isinstance(verdict, d.Found | d.NotFound | d.Undetermined):
         return d.Undetermined(f"reconcile returned {type(verdict).__name__}, expected "
                               "Found, NotFound or Undetermined"), ""

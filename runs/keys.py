@@ -1,19 +1,27 @@
 """Stable idempotency keys.
 
-A key depends only on what the action is (business key, step, step version), never on the
-attempt, the worker or the time, so every resend of the same action carries the same key.
+A key depends only on what the action is (workflow, business key, step, step version), never
+on the attempt, the worker or the time, so every resend of the same action carries the same
+key. The workflow is part of it because a run is identified by (workflow, business key): two
+workflows that share a business key and a step name perform two different actions.
+
+Keys are computed once, when a run's steps are created, and stored on the step rows: a run
+in flight keeps the key it started with even if this formula changes.
 """
 
 import hashlib
 
 
-def step_key(business_key: str, step_name: str, step_version: int) -> str:
+def step_key(workflow: str, business_key: str, step_name: str, step_version: int) -> str:
     """The idempotency key a step sends with every attempt of its action."""
-    return hashlib.sha256(f"{business_key}:{step_name}:v{step_version}".encode()).hexdigest()
+    return hashlib.sha256(
+        f"{workflow}:{business_key}:{step_name}:v{step_version}".encode()
+    ).hexdigest()
 
 
-def compensation_key(business_key: str, step_name: str, step_version: int) -> str:
+def compensation_key(workflow: str, business_key: str, step_name: str,
+                     step_version: int) -> str:
     """The key of a step's compensation, distinct from the key of the action it undoes."""
     return hashlib.sha256(
-        f"{business_key}:{step_name}:compensate:v{step_version}".encode()
+        f"{workflow}:{business_key}:{step_name}:compensate:v{step_version}".encode()
     ).hexdigest()

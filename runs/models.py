@@ -47,6 +47,7 @@ class AttentionReason(models.TextChoices):
     DEFINITION_MISSING = "definition_missing", "definition missing"
     COMPENSATION_FAILED = "compensation_failed", "compensation failed"
     REOPENED = "reopened", "reopened by an operator"
+    COMPENSATION_PAUSED = "compensation_paused", "undo of a high-impact step needs a person"
 
 
 class ErrorClass(models.TextChoices):
@@ -158,6 +159,8 @@ class Step(models.Model):
     budget_attempt_base = models.PositiveIntegerField(default=0)
     budget_started_at = models.DateTimeField(null=True, blank=True)
     format_failures = models.PositiveIntegerField(default=0)
+    # Failed lookups by key since the outcome became unknown (a lookup is a read: retried).
+    lookup_failures = models.PositiveIntegerField(default=0)
     # The compensation is its own action with its own key, attempts and evidence.
     compensation_key = models.CharField(max_length=64, blank=True)
     compensation_attempt = models.PositiveIntegerField(default=0)

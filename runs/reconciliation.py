@@ -4,19 +4,17 @@ The executor settles unknown outcomes the same way (executor.ask_remote); this i
 console's entry point, for a run that is waiting for a person.
 """
 
-from types import MappingProxyType
-
 from audit.chain import Actor
 
 from . import definition as d
 from . import transitions
-from .context import StepContext
+from .context import context_outside_executor
 from .errors import TransitionNotAllowed
 from .executor import ask_remote
-from .models import Run, Step, StepStatus
+from .models import Run
 
 
-def reconcile_step(run_id: int, *, step_name: str, actor: Actor, reason: str = "") -> Run:
+def reconcile_step(run_id: int, *, step_name: str, actor: Actor, reason: str) -> Run:
     """Ask the remote system whether `step_name` of `run_id` took effect, and settle it.
 
     The lookup runs outside any transaction; the transition then re-checks the run's state
@@ -28,27 +26,13 @@ def reconcile_step(run_id: int, *, step_name: str, actor: Actor, reason: str = "
         raise TransitionNotAllowed(
             f"{run.workflow_name} v{run.workflow_version} is not registered; record the "
             "outcome by hand with evidence instead")
-    verdict, error = ask_remote(workflow.step(step_name),
-                                reconcile_context(run, workflow, step_name))
-    if verdict is None:
+    spec = workflow.step(step_name)
+    if spec.reconcile_fn is None:
         raise TransitionNotAllowed(
             f"step {step_name} has no reconcile function; record the outcome by hand with "
             "evidence instead")
+    with context_outside_executor(run, step_name, definition=workflow,
+                                  with_services=True) as ctx:
+        verdict, error = ask_remote(spec, ctx)
     return transitions.reconcile(run_id, step_name=step_name, verdict=verdict, actor=actor,
                                  reason=reason, evidence=error or f"lookup by key: {verdict}")
-
-
-def reconcile_context(run: Run, workflow: d.Workflow, step_name: str) -> StepContext:
-    """The context a step's reconcile function gets outside the executor: the step's key and
-    the results recorded so far."""
-    steps = list(Step.objects.filter(run=run).order_by("position"))
-    step = next(s for s in steps if s.name == step_name)
-    return StepContext(
-        run_id=run.pk, workflow=run.workflow_name, business_key=run.business_key,
-        input=workflow.input_schema.model_validate(run.input), step=step.name,
-        key=step.idempotency_key, attempt=step.attempt,
-        results=MappingProxyType({s.name: s.result for s in steps
-                                  if s.status == StepStatus.SUCCEEDED}),
-        services=workflow.services_factory() if workflow.services_factory else None,
-        remote_ref=step.remote_ref,
-    )

@@ -120,6 +120,15 @@ def attention_runs(*, workflow_ids: frozenset[int] | None, limit: int = 200) -> 
     return list(_with_row_facts(runs)[:limit])
 
 
+def steps_of(runs: list[Run]) -> dict[int, list[Step]]:
+    """The steps of each of `runs`, in order, in one query (what actions a list page offers
+    depends on them)."""
+    steps: dict[int, list[Step]] = {run.pk: [] for run in runs}
+    for step in Step.objects.filter(run_id__in=list(steps)).order_by("run_id", "position"):
+        steps[step.run_id].append(step)
+    return steps
+
+
 @dataclass(frozen=True)
 class RunDetail:
     run: Run

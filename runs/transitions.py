@@ -9,6 +9,7 @@ automation) and the console (for operators) call these same functions.
 import copy
 import hashlib
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -26,6 +27,8 @@ from .errors import (
     BusinessKeyConflict,
     Classified,
     InvalidInput,
+    ReasonRequired,
+    SecondPersonRequired,
     TransitionNotAllowed,
     UnknownWorkflow,
 )
@@ -90,10 +93,11 @@ RUN_TRANSITIONS: dict[str, Move] = {
     "terminate": _move({Q, R, W, A, COMP, CFAIL}, {TERM}),
     # A terminated run never resumes by accident: reopening is its own, explicit transition.
     "reopen": _move({TERM}, {A}),
+    # A person confirms the undo of a high-impact step a compensation paused at.
+    "confirm_compensation": _move({A}, {COMP}),
 }
 
 DONE_STEP_STATUSES = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})
-RUNNABLE_STEP_STATUSES = frozenset({StepStatus.PENDING, StepStatus.SCHEDULED, StepStatus.FAILED})
 
 
 def allowed(action: str, status: str) -> bool:
@@ -189,6 +193,7 @@ _RUN_FIELDS = [
 ]
 _STEP_FIELDS = [
     "status", "attempt", "budget_attempt_base", "budget_started_at", "format_failures",
+    "lookup_failures",
     "compensation_attempt", "compensation_ref",
     "remote_ref", "result", "error_class", "error_message", "next_attempt_at", "lease_owner",
     "lease_expires_at", "started_at", "finished_at", "updated_at",
@@ -223,15 +228,17 @@ def _steps_done_with(run: Run, step: Step) -> int:
 
 
 def _require_reason(reason: str, what: str) -> None:
-    # Checked before any lock is taken: a refusal writes nothing.
-    if not reason or not reason.strip():
-        raise ValueError(f"{what} needs a reason")
+    # Every operator transition calls this first, before any lock is taken: a refusal
+    # writes nothing, whichever caller (console, API, CLI, a second person's approval) it is.
+    if not isinstance(reason, str) or not reason.strip():
+        raise ReasonRequired(f"{what} needs a reason")
 
 
 def _reset_budget(step: Step) -> None:
     step.budget_attempt_base = step.attempt
     step.budget_started_at = None
     step.format_failures = 0
+    step.lookup_failures = 0
     step.next_attempt_at = None
 
 
@@ -247,6 +254,12 @@ def _snapshot(run: Run, step: Step | None = None) -> dict:
 # --- starting a run ------------------------------------------------------------------------
 
 BUSINESS_KEY_MAX = Run._meta.get_field("business_key").max_length
+
+
+def _control_characters(text: str) -> bool:
+    # A business key ends up in mail subjects, log lines and file names: no line breaks,
+    # no other control characters.
+    return any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text)
 
 
 def _storable(text: str) -> bool:
@@ -283,6 +296,10 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
             f"business key must be at most {BUSINESS_KEY_MAX} characters of text without NUL "
             "or unpaired surrogates",
             errors=[{"loc": ["business_key"], "msg": "too long or not storable"}])
+    if _control_characters(business_key):
+        raise InvalidInput(
+            "business key must not contain control characters (line breaks, tabs, ...)",
+            errors=[{"loc": ["business_key"], "msg": "contains control characters"}])
     try:
         validated = definition.input_schema.model_validate(input)
     except ValidationError as exc:
@@ -321,8 +338,9 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
             return existing, False
         Step.objects.bulk_create([
             Step(run=run, name=s.name, position=i, kind=s.kind, impact=s.impact,
-                 version=s.version, idempotency_key=step_key(business_key, s.name, s.version),
-                 compensation_key=(compensation_key(business_key, s.name, s.version)
+                 version=s.version,
+                 idempotency_key=step_key(workflow, business_key, s.name, s.version),
+                 compensation_key=(compensation_key(workflow, business_key, s.name, s.version)
                                    if s.compensate_fn else ""),
                  updated_at=now)
             for i, s in enumerate(definition.steps)
@@ -613,7 +631,7 @@ def _succeed(change: _Change, lease: Lease, step: Step, value, remote_ref: str,
 
 def _fail(change: _Change, lease: Lease, step: Step, outcome: Outcome) -> None:
     """Apply a classified error to the step and decide what the run does next."""
-    error, run, now = outcome.error, change.run, change.now
+    error, run = outcome.error, change.run
     spec = _definition_step(lease, step)
     before = _snapshot(run, step)
     step.error_class, step.error_message = error.error_class, error.message
@@ -641,28 +659,8 @@ def _fail(change: _Change, lease: Lease, step: Step, outcome: Outcome) -> None:
         return
 
     if cls == ErrorClass.TRANSIENT:
-        attempts = step.attempt - step.budget_attempt_base
-        elapsed = (now - step.budget_started_at).total_seconds() if step.budget_started_at else 0
-        delay = spec.retry.delay(attempts, retry_after=error.retry_after)
-        if spec.retry.allows_another(attempts_made=attempts, elapsed=elapsed, next_delay=delay):
-            step.status = StepStatus.SCHEDULED
-            step.next_attempt_at = now + timedelta(seconds=delay)
-            change.step_changed(step)
-            change.move(W)
-            run.next_wake_at = step.next_attempt_at
-            change.audit("retry_scheduled", step=step, before=before, after=_snapshot(run, step),
-                         data={"error": error.message, "attempt": step.attempt,
-                               "delay_seconds": round(delay, 3)})
-            if delay <= _MAX_HINT_COUNTDOWN:
-                change.wake_countdown = delay
-            lease.finished, lease.work = True, None
-            return
-        step.status = StepStatus.FAILED
-        step.error_class = ErrorClass.EXHAUSTED
-        change.step_changed(step)
-        _stop(change, lease, step, before, AttentionReason.BUDGET_EXHAUSTED,
-              f"{step.name}: retry budget spent after {attempts} attempts; "
-              f"last error: {error.message}", error.message)
+        _send_again(change, lease, step, before=before, why="transient error",
+                    error=error.message, retry_after=error.retry_after)
         return
 
     if cls == ErrorClass.PERMANENT:
@@ -690,6 +688,59 @@ def _fail(change: _Change, lease: Lease, step: Step, outcome: Outcome) -> None:
           f"{step.name}: {error.message}", error.message)
 
 
+def _send_again(change: _Change, lease: Lease, step: Step, *, before: dict, why: str,
+                error: str, retry_after: float | None = None, compensation: bool = False,
+                action: str = "", data: dict | None = None) -> None:
+    """Schedule one more sending of `step` (or of its compensation), or stop.
+
+    Every path that sends a step again comes through here: a retry after a transient error,
+    a resend after a lookup by key found nothing, a resend to a receiver that honours keys
+    without a lookup, and a compensation tried again. The attempt counts against the step's
+    budget (attempts and elapsed time) and the next one waits out the step's backoff; once
+    the budget is spent the run stops for a person with a reason that says so.
+    """
+    run, now = change.run, change.now
+    policy = _definition_step(lease, step).retry
+    attempts = (step.compensation_attempt if compensation
+                else step.attempt - step.budget_attempt_base)
+    elapsed = (now - step.budget_started_at).total_seconds() if step.budget_started_at else 0
+    delay = policy.delay(attempts, retry_after=retry_after)
+    step.lease_owner, step.lease_expires_at = "", None
+    if policy.allows_another(attempts_made=attempts, elapsed=elapsed, next_delay=delay):
+        step.next_attempt_at = now + timedelta(seconds=delay)
+        if compensation:
+            # The run stays compensating, released until the retry is due.
+            run.lease_owner, run.lease_expires_at = "", None
+        else:
+            step.status = StepStatus.SCHEDULED
+            change.move(W)
+        change.step_changed(step)
+        run.next_wake_at = step.next_attempt_at
+        change.audit(action or ("compensation_retry_scheduled" if compensation
+                                 else "retry_scheduled"),
+                     step=step, before=before, after=_snapshot(run, step),
+                     data={**(data or {}), "why": why, "error": error, "attempt": attempts,
+                           "delay_seconds": round(delay, 3)})
+        if delay <= _MAX_HINT_COUNTDOWN:
+            change.wake_countdown = delay
+        lease.finished, lease.work = True, None
+        return
+    spent = (f"retry budget spent after {attempts} attempt{'s' if attempts != 1 else ''} "
+             f"({why}); last error: {error}")
+    if compensation:
+        step.status = StepStatus.COMPENSATION_FAILED
+        change.step_changed(step)
+        _halt(change, lease, step, before, CFAIL, AttentionReason.COMPENSATION_FAILED,
+              f"compensation of {step.name} failed: {spent}", error,
+              action="compensation_failed")
+        return
+    step.status = StepStatus.FAILED
+    step.error_class = ErrorClass.EXHAUSTED
+    change.step_changed(step)
+    _stop(change, lease, step, before, AttentionReason.BUDGET_EXHAUSTED,
+          f"{step.name}: {spent}", error)
+
+
 def _halt(change: _Change, lease: Lease, step: Step, before: dict, to: str, reason: str,
           message: str, error: str, action: str = "attention") -> None:
     """Stop the lease holder's work and leave the run for a person, saying why."""
@@ -702,10 +753,11 @@ def _halt(change: _Change, lease: Lease, step: Step, before: dict, to: str, reas
 def _stop(change: _Change, lease: Lease, step: Step, before: dict, reason: str,
           message: str, error: str) -> None:
     """A step failed with evidence that nothing changed: undo the completed steps where the
-    workflow's policy allows it, otherwise stop for a person."""
+    workflow's policy allows it, otherwise stop for a person. An automatic compensation
+    undoes only low-impact steps by itself: it pauses for a person at any high-impact undo
+    (see _advance_compensation)."""
     plan = compensation_plan(lease.steps, lease.definition)
     automatic = (lease.definition.auto_compensate and plan
-                 and all(s.impact == d.LOW for s in plan)
                  and not any(s.status == StepStatus.UNKNOWN for s in lease.steps))
     if automatic:
         change.audit("failed", step=step, before=before, after=_snapshot(change.run, step),
@@ -760,6 +812,20 @@ def _advance_compensation(change: _Change, lease: Lease) -> None:
         lease.finished = True
         return
     step = plan[0]
+    if step.impact == d.HIGH and step.status == StepStatus.SUCCEEDED:
+        # Undoing a high-impact effect sends something that cannot be taken back (a
+        # correction to a person, a reversing entry): prepared and shown, sent only once a
+        # person confirms (confirm_compensation); older undos wait behind it.
+        before = _snapshot(run, step)
+        run.current_step = step.name
+        change.move(A, reason=AttentionReason.COMPENSATION_PAUSED,
+                    message=f"compensation paused before undoing {step.name} (high impact): "
+                            "confirm what it will send to carry on")
+        change.audit("compensation_paused", step=step, before=before,
+                     after=_snapshot(run, step),
+                     data={"waiting": [s.name for s in plan]})
+        lease.finished = True
+        return
     before = step.status
     if before == StepStatus.SUCCEEDED:
         step.budget_started_at = now  # the compensation's own retry budget starts now
@@ -777,7 +843,7 @@ def _advance_compensation(change: _Change, lease: Lease) -> None:
 
 
 def _compensation_outcome(change: _Change, lease: Lease, step: Step, outcome: Outcome) -> None:
-    run, now = change.run, change.now
+    run = change.run
     before = _snapshot(run, step)
     step.lease_owner, step.lease_expires_at = "", None
     if outcome.succeeded:
@@ -794,22 +860,9 @@ def _compensation_outcome(change: _Change, lease: Lease, step: Step, outcome: Ou
     # A compensation carries its own key and must be idempotent, so an unknown outcome is
     # settled by sending it again, within its step's retry budget.
     if error.error_class in (ErrorClass.TRANSIENT, ErrorClass.UNKNOWN):
-        policy = _definition_step(lease, step).retry
-        attempts = step.compensation_attempt
-        elapsed = (now - step.budget_started_at).total_seconds() if step.budget_started_at else 0
-        delay = policy.delay(attempts, retry_after=error.retry_after)
-        if policy.allows_another(attempts_made=attempts, elapsed=elapsed, next_delay=delay):
-            step.next_attempt_at = now + timedelta(seconds=delay)
-            change.step_changed(step)
-            run.next_wake_at = step.next_attempt_at
-            run.lease_owner, run.lease_expires_at = "", None
-            change.audit("compensation_retry_scheduled", step=step, before=before,
-                         after=_snapshot(run, step),
-                         data={"error": error.message, "delay_seconds": round(delay, 3)})
-            if delay <= _MAX_HINT_COUNTDOWN:
-                change.wake_countdown = delay
-            lease.finished, lease.work = True, None
-            return
+        _send_again(change, lease, step, before=before, why=f"{error.error_class} error",
+                    error=error.message, retry_after=error.retry_after, compensation=True)
+        return
     step.status = StepStatus.COMPENSATION_FAILED
     change.step_changed(step)
     _halt(change, lease, step, before, CFAIL, AttentionReason.COMPENSATION_FAILED,
@@ -847,9 +900,12 @@ def settle_unknown(lease: Lease, step: Step, verdict, *, error: str = "",
                    now: datetime | None = None) -> Lease:
     """Settle the lease holder's unknown step with what reconciliation found.
 
-    Found: the effect happened; the step succeeds with its remote reference. NotFound: the
-    effect did not happen; a low-impact step is sent again with the same key, a high-impact
-    step waits for a person. Undetermined (or no way to ask): a person must settle it.
+    Found: the effect happened (the key is the evidence, whatever the impact); the step
+    succeeds with its remote reference. LookupFailed: the lookup itself erred; it is a read,
+    so it is asked again with backoff until the step's lookup budget is spent. NotFound, or
+    no lookup but a receiver that honours keys: a low-impact step is sent again with the
+    same key, as a counted, backed-off attempt (see _send_again); a high-impact step waits
+    for a person. Undetermined (or no way to ask): a person must settle it.
     """
     now = _now(now)
     spec = _definition_step(lease, step)
@@ -863,37 +919,30 @@ def settle_unknown(lease: Lease, step: Step, verdict, *, error: str = "",
         _extend_lease(run, now)
         before = _snapshot(run, step)
         if isinstance(verdict, d.Found):
+            step.lookup_failures = 0
             _succeed(change, lease, step, verdict.result, verdict.ref, "reconciled",
                      data={"verdict": "found"})
             _advance(change, lease)
+        elif isinstance(verdict, d.LookupFailed):
+            _lookup_failed(change, lease, step, spec, before, verdict)
         elif (spec.impact == d.LOW and isinstance(verdict, d.NotFound)
               and not spec.honours_key and _too_early_to_trust(step, spec, now)):
             # The receiver ignores keys and the request may still be in flight: "not found"
             # now proves nothing. Look again once it has had time to land.
-            step.next_attempt_at = step.next_attempt_at or \
-                now + timedelta(seconds=spec.lookup_delay)
-            change.step_changed(step)
-            change.move(W, message=f"{step.name}: not found yet; looking again at "
-                                   f"{step.next_attempt_at:%H:%M:%S} before sending again")
-            run.next_wake_at = step.next_attempt_at
-            change.audit("reconcile_scheduled", step=step, before=before,
-                         after=_snapshot(run, step),
-                         data={"verdict": "not found yet",
-                               "recheck_at": step.next_attempt_at.isoformat()})
-            if spec.lookup_delay <= _MAX_HINT_COUNTDOWN:
-                change.wake_countdown = spec.lookup_delay
-            lease.finished, lease.work = True, None
+            # Measured from the first "not found": a second lookup before then changes nothing.
+            at = step.next_attempt_at or now + timedelta(seconds=spec.lookup_delay)
+            _look_again(change, lease, step, before, at=at,
+                        message=f"{step.name}: not found yet; looking again before sending "
+                                "again", data={"verdict": "not found yet"})
         elif spec.impact == d.LOW and (isinstance(verdict, d.NotFound)
                                        or (verdict is None and spec.honours_key)):
-            step.status = StepStatus.PENDING
-            step.next_attempt_at = None
-            change.step_changed(step)
-            change.audit("reconciled", step=step, before=before, after=_snapshot(run, step),
-                         data={"verdict": "not found: sending again with the same key"
-                               if verdict is not None else
-                               "no lookup; sending again with the same key, which the "
-                               "receiver deduplicates"})
-            _advance(change, lease)
+            step.lookup_failures = 0
+            why = ("lookup by key found nothing" if verdict is not None else
+                   "no lookup; the receiver deduplicates on the key")
+            _send_again(change, lease, step, before=before, why=why,
+                        error=step.error_message or error, action="reconciled",
+                        data={"verdict": "not found" if verdict is not None else "cannot ask",
+                              "then": "send again with the same key"})
         else:
             if isinstance(verdict, d.NotFound):
                 why = "reconciliation found no effect, but a high-impact step is sent again " \
@@ -913,6 +962,48 @@ def settle_unknown(lease: Lease, step: Step, verdict, *, error: str = "",
             lease.finished, lease.work = True, None
         change.save()
     return lease
+
+
+def _lookup_failed(change: _Change, lease: Lease, step: Step, spec: d.StepDef, before: dict,
+                   verdict: d.LookupFailed) -> None:
+    """A lookup by key erred: ask again with the step's backoff, or, once its lookup budget
+    is spent, stop for a person saying how many lookups failed and how."""
+    step.lookup_failures += 1
+    failures = step.lookup_failures
+    if failures < spec.lookup_attempts:
+        _look_again(change, lease, step, before,
+                    at=change.now + timedelta(seconds=spec.retry.delay(failures)),
+                    message=f"{step.name}: lookup by key failed ({failures} of "
+                            f"{spec.lookup_attempts}); asking again",
+                    data={"verdict": "lookup failed", "error": verdict.reason,
+                          "lookup_failures": failures}, action="lookup_retry_scheduled")
+        return
+    change.step_changed(step)
+    change.move(A, reason=AttentionReason.UNKNOWN_OUTCOME,
+                message=f"{step.name}: {failures} lookup{'s' if failures != 1 else ''} by key "
+                        f"failed, the last with: {verdict.reason}; the outcome is still "
+                        "unknown")
+    change.audit("attention", step=step, before=before, after=_snapshot(change.run, step),
+                 data={"verdict": "lookup failed", "error": verdict.reason,
+                       "lookup_failures": failures})
+    lease.finished, lease.work = True, None
+
+
+def _look_again(change: _Change, lease: Lease, step: Step, before: dict, *, at: datetime,
+                message: str, data: dict, action: str = "reconcile_scheduled") -> None:
+    """Release the run until the step's effect is looked up again at `at` (the step stays
+    unknown: nothing is sent before the lookup)."""
+    run, now = change.run, change.now
+    step.next_attempt_at = at
+    change.step_changed(step)
+    change.move(W, message=message)
+    run.next_wake_at = step.next_attempt_at
+    change.audit(action, step=step, before=before, after=_snapshot(run, step),
+                 data={**data, "recheck_at": step.next_attempt_at.isoformat()})
+    wait = (step.next_attempt_at - now).total_seconds()
+    if wait <= _MAX_HINT_COUNTDOWN:
+        change.wake_countdown = max(wait, 0.0)
+    lease.finished, lease.work = True, None
 
 
 def _too_early_to_trust(step: Step, spec: d.StepDef, now: datetime) -> bool:
@@ -972,32 +1063,210 @@ def expire_lease(run_id: int, *, now: datetime | None = None, actor: Actor | Non
     return True
 
 
-# --- operator actions (also available to automation) --------------------------------------
+# --- operator actions: when each can succeed ----------------------------------------------
+# One answer to "can this action succeed on this run (and step)?": the transitions below
+# refuse with it, and every caller (console, bulk actions, API, CLI, through runs.actions)
+# offers an action only where it returns None. A rule written here cannot drift from the
+# rule a caller shows.
 
-def resume(run_id: int, *, actor: Actor, reason: str = "", now: datetime | None = None) -> Run:
+STEP_ACTIONS = frozenset({"reconcile", "retry_step", "ask_again", "confirm_compensation"})
+# Actions that end a run, or undo or abandon its effects.
+SECOND_PERSON_ACTIONS = frozenset({"cancel", "terminate", "compensate"})
+# Actions that move a run forward again, which a compensation under way rules out.
+FORWARD_ACTIONS = frozenset({"resume", "reconcile", "retry_step", "ask_again"})
+EFFECT_KINDS = (d.WRITE, d.NOTIFY)
+# A step in one of these states has an effect in another system (not yet undone).
+_EFFECT_STANDS = frozenset({StepStatus.SUCCEEDED, StepStatus.COMPENSATING,
+                            StepStatus.COMPENSATION_FAILED})
+_UNDO_STARTED = frozenset({StepStatus.COMPENSATING, StepStatus.COMPENSATED,
+                           StepStatus.COMPENSATION_FAILED})
+
+
+def high_impact_effects(steps: list[Step]) -> list[Step]:
+    """The high-impact steps whose effect exists in another system (not yet undone)."""
+    return [s for s in steps if s.kind in EFFECT_KINDS and s.impact == d.HIGH
+            and s.status in _EFFECT_STANDS]
+
+
+def needs_second_person(action: str, steps: list[Step]) -> bool:
+    """Whether `action` needs a second person's approval: it ends the run, or undoes or
+    abandons its effects, after a high-impact effect took place. The one rule, for every
+    caller and for single and bulk actions alike."""
+    return action in SECOND_PERSON_ACTIONS and bool(high_impact_effects(steps))
+
+
+def paused_undo(run: Run, steps: list[Step], definition: d.Workflow | None) -> Step | None:
+    """The high-impact step whose undo a paused compensation waits to have confirmed."""
+    if run.status != A or run.attention_reason != AttentionReason.COMPENSATION_PAUSED:
+        return None
+    plan = compensation_plan(steps, definition)
+    return plan[0] if plan and plan[0].status == StepStatus.SUCCEEDED else None
+
+
+def step_refusal(action: str, run: Run, step: Step, steps: list[Step],
+                 definition: d.Workflow | None) -> str | None:
+    """Why `action` cannot be aimed at `step`, or None if it can."""
+    where = f"step {step.name} of run {run.pk}"
+    if action == "reconcile":
+        if step.status not in (StepStatus.UNKNOWN, StepStatus.FAILED):
+            return f"{where} is {step.status}; only an unknown or failed step can be reconciled"
+        if step.kind not in EFFECT_KINDS:
+            return f"{where} changes nothing in another system: there is nothing to reconcile"
+    elif action == "retry_step":
+        if step.status == StepStatus.UNKNOWN:
+            return (f"the outcome of {step.name} is unknown: reconcile it first (look it up "
+                    "by key, or record what you found); sending it again blindly could do it "
+                    "twice")
+        if step.status not in (StepStatus.FAILED, StepStatus.SCHEDULED):
+            return f"{where} is {step.status}; only a failed or scheduled step can be retried"
+    elif action == "ask_again":
+        if step.kind != d.DECISION or step.status != StepStatus.SUCCEEDED:
+            return f"{where} is not a stored decision"
+        acted = [s.name for s in steps if s.position > step.position
+                 and s.kind in EFFECT_KINDS and s.status not in
+                 (StepStatus.PENDING, StepStatus.SKIPPED, StepStatus.FAILED)]
+        if acted:
+            return f"{', '.join(acted)} already acted on this decision; compensate first"
+    elif action == "confirm_compensation":
+        paused = paused_undo(run, steps, definition)
+        if paused is None or paused.pk != step.pk:
+            return f"no compensation waits for the undo of {step.name} to be confirmed"
+    else:
+        return f"{action} is not aimed at a step"
+    return None
+
+
+def refusal(action: str, run: Run, steps: list[Step], definition: d.Workflow | None, *,
+            step: Step | None = None) -> str | None:
+    """Why the operator action `action` cannot succeed on `run` (aimed at `step`, for the
+    actions that take one), or None if it can. Without `step`, a step action can succeed if
+    any step of the run qualifies."""
+    if not allowed(action, run.status):
+        return (f"{action} is not allowed for run {run.pk} ({run.workflow_name} "
+                f"{run.business_key}) in state {run.status}")
+    if action in FORWARD_ACTIONS and (any(s.status in _UNDO_STARTED for s in steps)
+                                      or paused_undo(run, steps, definition)):
+        return (f"run {run.pk} is being compensated: carry the compensation on (confirm, "
+                "compensate) or terminate it; it does not go forward again")
+    if action == "compensate":
+        if definition is None:
+            return (f"{run.workflow_name} v{run.workflow_version} is not registered: its "
+                    "compensations are unknown")
+        unknown = [s.name for s in steps if s.status == StepStatus.UNKNOWN]
+        if unknown:
+            return (f"settle {', '.join(unknown)} first: compensation starts only once it is "
+                    "known whether the original action happened")
+        paused = paused_undo(run, steps, definition)
+        if paused is not None:
+            return (f"the compensation is under way, paused at the undo of {paused.name}: "
+                    "confirm it to carry on")
+        if not compensation_plan(steps, definition):
+            return f"run {run.pk} has no completed step to compensate"
+    if action == "confirm_compensation" and paused_undo(run, steps, definition) is None:
+        return f"run {run.pk} is not paused at the undo of a high-impact step"
+    if action in STEP_ACTIONS:
+        if step is not None:
+            return step_refusal(action, run, step, steps, definition)
+        if not eligible_steps(action, run, steps, definition):
+            return f"no step of run {run.pk} can be the target of {action}"
+    return None
+
+
+def eligible_steps(action: str, run: Run, steps: list[Step],
+                   definition: d.Workflow | None) -> list[Step]:
+    """The steps `action` can be aimed at (empty for actions on the whole run)."""
+    if action not in STEP_ACTIONS:
+        return []
+    return [s for s in steps if step_refusal(action, run, s, steps, definition) is None]
+
+
+def _same_person(a: Actor, b: Actor) -> bool:
+    if a.user_id is not None or b.user_id is not None:
+        return a.user_id == b.user_id
+    return a.label == b.label
+
+
+@dataclass
+class _Operation:
+    """What an operator transition works on, locked and checked."""
+
+    change: _Change
+    run: Run
+    steps: list[Step]
+    step: Step | None
+    definition: d.Workflow | None
+
+
+@contextmanager
+def _operator_transition(run_id: int, action: str, *, actor: Actor, reason: str,
+                         now: datetime | None, step_name: str | None = None,
+                         approved_by: Actor | None = None):
+    """The skeleton of every operator transition: a reason, the run locked, the move checked
+    against the table, the action checked against refusal() and the four-eyes rule; then the
+    body's changes saved together, or (if the body raises) nothing at all."""
+    _require_reason(reason, action.replace("_", " "))
+    now = _now(now)
+    with transaction.atomic(durable=True):
+        run = _lock(run_id)
+        change = _Change(run, action, actor, now)
+        steps = _steps(run)
+        step = None
+        if step_name is not None:
+            step = next((s for s in steps if s.name == step_name), None)
+            if step is None:
+                raise TransitionNotAllowed(f"run {run_id} has no step {step_name!r}")
+        definition = d.registry.get(run.workflow_name, run.workflow_version)
+        refused = refusal(action, run, steps, definition, step=step)
+        if refused:
+            raise TransitionNotAllowed(refused)
+        if needs_second_person(action, steps):
+            names = ", ".join(s.name for s in high_impact_effects(steps))
+            if approved_by is None:
+                raise SecondPersonRequired(
+                    f"{action} of run {run_id} needs a second person's approval: high-impact "
+                    f"effects took place ({names})")
+            if _same_person(actor, approved_by):
+                raise SecondPersonRequired(
+                    f"{action} of run {run_id} must be approved by someone other than "
+                    f"{actor.label}")
+        yield _Operation(change, run, steps, step, definition)
+        change.save()
+
+
+def _four_eyes_data(data: dict | None, approved_by: Actor | None) -> dict | None:
+    if approved_by is None:
+        return data
+    return {**(data or {}), "approved_by": approved_by.label}
+
+
+# --- operator actions (also available to automation) --------------------------------------
+# Every one needs a reason and is refused, with nothing written, where refusal() says it
+# cannot succeed. runs.actions is the table callers read.
+
+def resume(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
     """Continue a run from its last checkpoint.
 
     The current step is tried again with its budget renewed; an unknown step is reconciled
     first, never blindly resent.
     """
-    now = _now(now)
-    with transaction.atomic(durable=True):
-        run = _lock(run_id)
-        change = _Change(run, "resume", actor, now)
+    with _operator_transition(run_id, "resume", actor=actor, reason=reason, now=now) as op:
+        run, change = op.run, op.change
         before = _snapshot(run)
-        for step in _steps(run):
+        for step in op.steps:
             if step.status in (StepStatus.FAILED, StepStatus.SCHEDULED):
                 step.status = StepStatus.PENDING
                 _reset_budget(step)
                 change.step_changed(step)
+            elif step.status == StepStatus.UNKNOWN and step.lookup_failures:
+                step.lookup_failures = 0  # the person asks for the lookups to be tried again
+                change.step_changed(step)
         run.next_wake_at = None
         change.move(Q)
         change.audit("resumed", reason=reason, before=before, after=_snapshot(run))
-        change.save()
     return run
 
 
-def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str = "",
+def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str,
               evidence: str = "", now: datetime | None = None) -> Run:
     """Settle a step whose outcome a person or a lookup has established.
 
@@ -1005,23 +1274,18 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
     NotFound() (evidence nothing changed: the step is marked failed and waits for an explicit
     retry) or Undetermined(reason) (still unknown; the run stays in attention).
     """
-    now = _now(now)
-    with transaction.atomic(durable=True):
-        run = _lock(run_id)
-        change = _Change(run, "reconcile", actor, now)
-        step = _step(run, step_name)
-        if step.status not in (StepStatus.UNKNOWN, StepStatus.FAILED, StepStatus.WAITING):
-            raise TransitionNotAllowed(
-                f"step {step_name} of run {run_id} is {step.status}; only an unknown, failed "
-                "or waiting step can be reconciled")
+    with _operator_transition(run_id, "reconcile", actor=actor, reason=reason, now=now,
+                              step_name=step_name) as op:
+        run, change, step = op.run, op.change, op.step
         before = _snapshot(run, step)
         data = {"evidence": evidence}
+        step.lookup_failures = 0
         if isinstance(verdict, d.Found):
             step.status = StepStatus.SUCCEEDED
             step.remote_ref = verdict.ref
             step.result = redact(verdict.result) if verdict.result is not None else step.result
             step.error_class, step.error_message = "", ""
-            step.finished_at = now
+            step.finished_at = change.now
             change.step_changed(step)
             run.steps_done = _steps_done_with(run, step)
             change.move(Q)
@@ -1035,32 +1299,23 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
                                 "again with the same key")
             data["verdict"] = "not found"
         else:
+            change.step_changed(step)
             change.move(A, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
                         message=f"{step_name}: still undetermined: "
                                 f"{getattr(verdict, 'reason', '')}")
             data["verdict"] = "undetermined"
         change.audit("reconciled", step=step, reason=reason, before=before,
                      after=_snapshot(run, step), data=data)
-        change.save()
     return run
 
 
-def retry_step(run_id: int, *, step_name: str, actor: Actor, reason: str = "",
+def retry_step(run_id: int, *, step_name: str, actor: Actor, reason: str,
                now: datetime | None = None) -> Run:
-    """Send one step again with the same idempotency key, with a fresh retry budget.
-
-    This is the operator's explicit decision: an unknown step is resent without asking the
-    remote system first.
-    """
-    now = _now(now)
-    with transaction.atomic(durable=True):
-        run = _lock(run_id)
-        change = _Change(run, "retry_step", actor, now)
-        step = _step(run, step_name)
-        if step.status not in (StepStatus.FAILED, StepStatus.UNKNOWN, StepStatus.SCHEDULED):
-            raise TransitionNotAllowed(
-                f"step {step_name} of run {run_id} is {step.status}; only a failed, unknown "
-                "or scheduled step can be retried")
+    """Send one failed or scheduled step again with the same idempotency key, with a fresh
+    retry budget. A step whose outcome is unknown is refused: reconcile it first."""
+    with _operator_transition(run_id, "retry_step", actor=actor, reason=reason, now=now,
+                              step_name=step_name) as op:
+        run, change, step = op.run, op.change, op.step
         before = _snapshot(run, step)
         step.status = StepStatus.PENDING
         _reset_budget(step)
@@ -1069,41 +1324,47 @@ def retry_step(run_id: int, *, step_name: str, actor: Actor, reason: str = "",
         change.move(Q)
         change.audit("step_retried", step=step, reason=reason, before=before,
                      after=_snapshot(run, step), data={"key": step.idempotency_key})
-        change.save()
     return run
 
 
 def compensate(run_id: int, *, actor: Actor, reason: str, data: dict | None = None,
-               now: datetime | None = None) -> Run:
+               approved_by: Actor | None = None, now: datetime | None = None) -> Run:
     """Undo the run's completed steps, newest first, each with its own key and audit record.
 
     Refused while any step's outcome is unknown: whether to undo an action depends on
-    whether it happened, so that is settled first. A run whose compensation failed can be
-    compensated again: the failed compensation is sent again with the same key.
+    whether it happened, so that is settled first. After a high-impact effect it needs a
+    second person (`approved_by`). A run whose compensation failed can be compensated
+    again: the failed compensation is sent again with the same key.
     """
-    _require_reason(reason, "compensate")
-    now = _now(now)
-    with transaction.atomic(durable=True):
-        run = _lock(run_id)
-        change = _Change(run, "compensate", actor, now)
-        definition = d.registry.get(run.workflow_name, run.workflow_version)
-        if definition is None:
-            raise TransitionNotAllowed(
-                f"{run.workflow_name} v{run.workflow_version} is not registered: its "
-                "compensations are unknown")
-        steps = _steps(run)
-        unknown = [s.name for s in steps if s.status == StepStatus.UNKNOWN]
-        if unknown:
-            raise TransitionNotAllowed(
-                f"settle {', '.join(unknown)} first: compensation starts only once it is known "
-                "whether the original action happened")
-        plan = compensation_plan(steps, definition)
-        if not plan:
-            raise TransitionNotAllowed(f"run {run_id} has no completed step to compensate")
-        _begin_compensation(change, plan, reason=reason, data=data)
-        run.next_wake_at = now  # due at once; the sweeper finds it if the hint is lost
+    with _operator_transition(run_id, "compensate", actor=actor, reason=reason, now=now,
+                              approved_by=approved_by) as op:
+        run, change = op.run, op.change
+        plan = compensation_plan(op.steps, op.definition)
+        _begin_compensation(change, plan, reason=reason,
+                            data=_four_eyes_data(data, approved_by))
+        run.next_wake_at = change.now  # due at once; the sweeper finds it if the hint is lost
         change.wake = True
-        change.save()
+    return run
+
+
+def confirm_compensation(run_id: int, *, step_name: str, actor: Actor, reason: str,
+                         data: dict | None = None, now: datetime | None = None) -> Run:
+    """A person confirms the undo of a high-impact step at which a compensation paused
+    (`data` records what they were shown it would send); the compensation carries on with
+    it, then with the older undos."""
+    with _operator_transition(run_id, "confirm_compensation", actor=actor, reason=reason,
+                              now=now, step_name=step_name) as op:
+        run, change, step = op.run, op.change, op.step
+        before = _snapshot(run, step)
+        step.status = StepStatus.COMPENSATING
+        step.budget_started_at = change.now  # the compensation's own retry budget starts now
+        step.next_attempt_at = None
+        change.step_changed(step)
+        change.move(COMP)
+        run.next_wake_at = change.now
+        change.wake = True
+        change.audit("compensation_confirmed", step=step, reason=reason, before=before,
+                     after=_snapshot(run, step), data=data)
     return run
 
 
@@ -1174,22 +1435,9 @@ def ask_again(run_id: int, *, step_name: str, actor: Actor, reason: str,
     """Discard a stored model decision so the model is asked again, as a new decision
     version. Refused once a later side-effecting step has acted on the old decision
     (compensate first). The old decision stays in the audit record."""
-    _require_reason(reason, "asking the model again")
-    now = _now(now)
-    with transaction.atomic(durable=True):
-        run = _lock(run_id)
-        change = _Change(run, "ask_again", actor, now)
-        steps = _steps(run)
-        step = next((s for s in steps if s.name == step_name), None)
-        if step is None or step.kind != d.DECISION or step.status != StepStatus.SUCCEEDED:
-            raise TransitionNotAllowed(
-                f"step {step_name} of run {run_id} is not a stored decision")
-        acted = [s.name for s in steps if s.position > step.position and
-                 s.kind in (d.WRITE, d.NOTIFY) and s.status not in
-                 (StepStatus.PENDING, StepStatus.SKIPPED, StepStatus.FAILED)]
-        if acted:
-            raise TransitionNotAllowed(
-                f"{', '.join(acted)} already acted on this decision; compensate first")
+    with _operator_transition(run_id, "ask_again", actor=actor, reason=reason, now=now,
+                              step_name=step_name) as op:
+        run, change, step = op.run, op.change, op.step
         before = _snapshot(run, step)
         previous = step.result
         version = step.attempt + 1
@@ -1197,45 +1445,44 @@ def ask_again(run_id: int, *, step_name: str, actor: Actor, reason: str,
         step.result = None
         _reset_budget(step)
         change.step_changed(step)
-        run.steps_done = sum(1 for s in steps if s.pk != step.pk and
+        run.steps_done = sum(1 for s in op.steps if s.pk != step.pk and
                              s.status in DONE_STEP_STATUSES)
         run.next_wake_at = None
         change.move(Q)
         change.audit("decision_discarded", step=step, reason=reason, before=before,
                      after=_snapshot(run, step),
                      data={"previous_decision": previous, "next_version": version})
-        change.save()
     return run
 
 
-def cancel(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
-    """Stop the run at the next step boundary: at once if no step is in flight."""
-    now = _now(now)
-    with transaction.atomic(durable=True):
-        run = _lock(run_id)
-        change = _Change(run, "cancel", actor, now)
+def cancel(run_id: int, *, actor: Actor, reason: str, approved_by: Actor | None = None,
+           now: datetime | None = None) -> Run:
+    """Stop the run at the next step boundary: at once if no step is in flight. After a
+    high-impact effect it needs a second person (`approved_by`)."""
+    with _operator_transition(run_id, "cancel", actor=actor, reason=reason, now=now,
+                              approved_by=approved_by) as op:
+        run, change = op.run, op.change
         before = _snapshot(run)
+        data = _four_eyes_data(None, approved_by)
         if run.status == R:
             run.cancel_requested = True
-            change.audit("cancel_requested", reason=reason, before=before, after=before)
+            change.audit("cancel_requested", reason=reason, before=before, after=before,
+                         data=data)
         else:
-            _terminate_in(change, _steps(run), reason=reason, action="cancelled")
-        change.save()
+            _terminate_in(change, op.steps, reason=reason, action="cancelled", data=data)
     return run
 
 
 def terminate(run_id: int, *, actor: Actor, reason: str, data: dict | None = None,
-              now: datetime | None = None) -> Run:
+              approved_by: Actor | None = None, now: datetime | None = None) -> Run:
     """End the run at once. A step still in flight becomes unknown; its result is recorded
-    when it arrives. The run resumes only through reopen."""
-    _require_reason(reason, "terminate")
-    now = _now(now)
-    with transaction.atomic(durable=True):
-        run = _lock(run_id)
-        change = _Change(run, "terminate", actor, now)
-        _terminate_in(change, _steps(run), reason=reason, data=data)
-        change.save()
-    return run
+    when it arrives. The run resumes only through reopen. After a high-impact effect it
+    needs a second person (`approved_by`)."""
+    with _operator_transition(run_id, "terminate", actor=actor, reason=reason, now=now,
+                              approved_by=approved_by) as op:
+        _terminate_in(op.change, op.steps, reason=reason,
+                      data=_four_eyes_data(data, approved_by))
+    return op.run
 
 
 def _terminate_in(change: _Change, steps: list[Step], *, reason: str,
@@ -1262,18 +1509,14 @@ def _terminate_in(change: _Change, steps: list[Step], *, reason: str,
 
 def reopen(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
     """Bring a terminated run back to attention, from where an operator can act on it."""
-    _require_reason(reason, "reopen")
-    now = _now(now)
-    with transaction.atomic(durable=True):
-        run = _lock(run_id)
-        change = _Change(run, "reopen", actor, now)
+    with _operator_transition(run_id, "reopen", actor=actor, reason=reason, now=now) as op:
+        run, change = op.run, op.change
         before = _snapshot(run)
-        for step in _steps(run):
+        for step in op.steps:
             if step.status == StepStatus.SKIPPED:
                 step.status = StepStatus.PENDING
                 change.step_changed(step)
         run.finished_at = None
         change.move(A, reason=AttentionReason.REOPENED, message=reason)
         change.audit("reopened", reason=reason, before=before, after=_snapshot(run))
-        change.save()
     return run

@@ -198,7 +198,8 @@ def post_unkeyed(ctx):
 messages = Workflow("test-messages", version=1, input=OrderIn)
 
 
-@messages.notify("send", retry=FAST, lookup_delay=5)
+# Declared low impact (a notify is high unless declared otherwise) to test resends.
+@messages.notify("send", impact="low", retry=FAST, lookup_delay=5)
 def send(ctx):
     return _call(ctx, _effect(ctx))
 
@@ -208,3 +209,81 @@ def find_sent(ctx):
     script.reconcile_calls.append((ctx.step, ctx.key))
     ref = script.effects.get(ctx.key)
     return Found(ref, {"ref": ref}) if ref else NotFound()
+
+
+# A write to a real HTTP receiver (tests.receiver), to prove what is sent, and how often,
+# when the receiver misbehaves forever.
+class Receiver:
+    url = ""
+
+
+receiver = Receiver()
+RECEIVER_POLICY = RetryPolicy(initial_interval=0.2, backoff_coefficient=2, maximum_interval=2,
+                              maximum_attempts=4, jitter=0)
+remote = Workflow("test-remote", version=1, input=OrderIn)
+
+
+def _http(method: str, path: str, **kwargs):
+    import httpx
+
+    response = httpx.request(method, f"{receiver.url}{path}", timeout=2, **kwargs)
+    response.raise_for_status()
+    return response.json()
+
+
+@remote.write("post-update", retry=RECEIVER_POLICY, honours_key=True,
+              contract=Contract(evidence="update id", rule="reconcile by key", owner="ops"))
+def post_update(ctx):
+    body = _http("POST", "/updates", json={"order": ctx.input.order},
+                 headers={"Idempotency-Key": ctx.key})
+    return StepResult(body, remote_ref=body["id"])
+
+
+def _look_up(path: str):
+    import httpx
+
+    try:
+        body = _http("GET", path)
+    except httpx.HTTPStatusError as exc:
+        if exc.response.status_code == 404:
+            return NotFound()
+        raise
+    return Found(body["id"], body)
+
+
+@post_update.reconcile
+def find_update(ctx):
+    return _look_up(f"/updates/{ctx.key}")
+
+
+@remote.write("post-payment", impact="high", retry=RECEIVER_POLICY, honours_key=True,
+              contract=Contract(evidence="payment id", rule="reconcile by key", owner="ops"))
+def post_payment(ctx):
+    body = _http("POST", "/payments", json={"order": ctx.input.order},
+                 headers={"Idempotency-Key": ctx.key})
+    return StepResult(body, remote_ref=body["id"])
+
+
+@post_payment.reconcile
+def find_payment(ctx):
+    return _look_up(f"/payments/{ctx.key}")
+
+
+# Two workflows that share a step name, against the sandbox's tracker (which honours keys).
+def _tracker_workflow(name: str) -> Workflow:
+    from demo.clients import build_services
+
+    workflow = Workflow(name, version=1, input=OrderIn, services=build_services)
+
+    @workflow.write("create-task", honours_key=True, retry=FAST,
+                    contract=Contract(evidence="task id", rule="reconcile by key", owner="ops"))
+    def create(ctx):
+        task = ctx.services.tracker.create_task(key=ctx.key, title=f"{name} {ctx.input.order}",
+                                                assignee="ops")
+        return StepResult(task, remote_ref=task["id"])
+
+    return workflow
+
+
+tracker_a = _tracker_workflow("test-tracker-a")
+tracker_b = _tracker_workflow("test-tracker-b")

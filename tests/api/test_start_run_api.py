@@ -138,3 +138,15 @@ def test_the_response_is_json_with_the_documented_content_type(api_client):
     response = post_run(api_client, ORDER)
     assert response["Content-Type"].startswith("application/json")
     json.loads(response.content)
+
+
+def test_a_business_key_with_control_characters_is_422_naming_the_field(api_client):
+    before = _rows()
+    response = post_run(api_client, {**ORDER,
+                                     "business_key": "tenant-1:inv-1\r\nBcc: evil@example.com"})
+    assert response.status_code == 422, response.content
+    body = response.json()
+    # The documented schema refuses it (a pattern on business_key), before start_run would.
+    assert body["error"] == "invalid_request"
+    assert [e["loc"][-1] for e in body["errors"]] == ["business_key"]
+    assert _rows() == before

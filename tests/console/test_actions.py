@@ -88,18 +88,19 @@ def test_per_workflow_grants_allow_one_workflow_and_refuse_another(
 def test_a_run_that_moved_on_is_not_acted_on_twice(client_for, operator, stuck_run):
     client = client_for(operator)
     seen = str(stuck_run.audit_seq)
-    assert _post(client, stuck_run, "resume", seen=seen).status_code == 302
+    assert _post(client, stuck_run, "resume", seen=seen, reason="fixed").status_code == 302
     after_first = _state(stuck_run)
     response = client.post(reverse("console:action", args=[stuck_run.pk, "resume"]),
-                           {"seen": seen}, follow=True)
+                           {"seen": seen, "reason": "fixed"}, follow=True)
     assert "The run moved on" in response.content.decode()
     assert _state(stuck_run) == after_first
 
 
-def test_compensate_and_terminate_need_a_reason(client_for, operator, stuck_run):
+@pytest.mark.parametrize("action", ["terminate", "resume", "retry_step"])
+def test_every_action_needs_a_reason(client_for, operator, stuck_run, action):
     client = client_for(operator)
     before = _state(stuck_run)
-    response = _post(client, stuck_run, "terminate", reason="  ")
+    response = _post(client, stuck_run, action, reason="  ", step="create-task")
     assert response.status_code == 302 and _state(stuck_run) == before
     page = client.get(reverse("console:run", args=[stuck_run.pk])).content.decode()
     assert "needs a reason" in page
@@ -108,7 +109,8 @@ def test_compensate_and_terminate_need_a_reason(client_for, operator, stuck_run)
 def test_htmx_action_returns_the_refreshed_panel(client_for, operator, stuck_run):
     client = client_for(operator)
     response = client.post(reverse("console:action", args=[stuck_run.pk, "retry_step"]),
-                           {"seen": str(stuck_run.audit_seq), "step": "create-task"},
+                           {"seen": str(stuck_run.audit_seq), "step": "create-task",
+                            "reason": "receiver fixed"},
                            HTTP_HX_REQUEST="true")
     assert response.status_code == 200
     body = response.content.decode()
@@ -171,3 +173,52 @@ def test_terminating_a_run_with_a_succeeded_high_impact_step_needs_a_second_pers
     assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
     record = AuditRecord.objects.get(run=run, action="terminated")
     assert record.actor_label == "olga" and record.data["approved_by"] == "carl"
+
+
+def _high_impact_run():
+    from tests.factories import place
+
+    return place(new_run(), status=RunStatus.ATTENTION,
+                 step_statuses={"create-task": StepStatus.SUCCEEDED,
+                                "post-ledger": StepStatus.SUCCEEDED})
+
+
+@pytest.mark.parametrize("action", ["cancel", "terminate", "compensate"])
+def test_ending_or_undoing_after_a_high_impact_effect_goes_to_a_second_person(
+        client_for, operator, roles, action):
+    from approvals.models import ApprovalRequest
+
+    run = _high_impact_run()
+    before = _state(run)
+    response = _post(client_for(operator), run, action, reason="customer cancelled")
+    assert response.status_code == 302
+    assert _state(run) == before
+    request = ApprovalRequest.objects.get(run=run)
+    assert request.action == action and request.snapshot["completed_high_impact_steps"] == [
+        "post-ledger"]
+
+
+def test_a_bulk_terminate_after_a_high_impact_effect_goes_to_a_second_person(
+        client_for, operator, roles):
+    from approvals.models import ApprovalRequest
+
+    run = _high_impact_run()
+    before = _state(run)
+    response = client_for(operator).post(reverse("console:bulk"), {
+        "action": "terminate", "reason": "vendor fraud", "run": [run.pk]}, follow=True)
+    assert response.status_code == 200
+    assert _state(run) == before
+    assert ApprovalRequest.objects.filter(run=run, action="terminate").count() == 1
+
+
+def test_the_buttons_on_a_run_page_are_the_actions_its_transitions_accept(
+        client_for, operator, stuck_run):
+    from runs.actions import offered
+
+    page = client_for(operator).get(reverse("console:run", args=[stuck_run.pk]))
+    shown = {name for name in ("resume", "reconcile", "retry_step", "ask_again", "compensate",
+                               "confirm_compensation", "cancel", "terminate", "reopen")
+             if f'id="action-{name}"' in page.content.decode()}
+    run = Run.objects.get(pk=stuck_run.pk)
+    assert shown == {a.name for a in offered(run, list(run.steps.order_by("position")))}
+    assert "retry_step" in shown or "reconcile" in shown

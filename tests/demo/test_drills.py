@@ -13,6 +13,7 @@ from audit.models import AuditRecord
 from demo.sandbox import faults
 from demo.sandbox.models import Customer, LedgerEntry, Message, ModelCall, PaymentUpdate, Task
 from runs import executor, sweeper, transitions
+from runs.actions import ACTIONS, Request, compensation_preview
 from runs.errors import TransitionNotAllowed
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
 from runs.tasks import start_run as start_run_task
@@ -188,7 +189,7 @@ def test_drill_4_permanent_authorization_error_stops_without_spending_retries(wo
 def test_drill_5_restart_after_the_decision_reuses_it_without_asking_the_model(worker,
                                                                               tmp_path):
     run = _invoice()
-    _crash(worker, tmp_path, "before_call:notify-approver")
+    _crash(worker, tmp_path, "before_call:create-approval-task")
     assert ModelCall.objects.count() == 1
     decision = _step(run, "classify").result
     worker("rescuer")
@@ -199,17 +200,35 @@ def test_drill_5_restart_after_the_decision_reuses_it_without_asking_the_model(w
     _assert_aftermath(run)
 
 
-def test_drill_6_a_late_failure_compensates_earlier_effects_in_reverse_order(worker):
+def test_drill_6_a_late_failure_compensates_newest_first_pausing_at_the_correction(worker):
     faults.add("ledger.post", faults.FORBIDDEN)
     run = _invoice()
     worker()
     run = _until_approval(run)
     _approve(run)
+    # The newest undo is a correction to a person (high impact): prepared, not sent.
+    run = _until(run, RunStatus.ATTENTION)
+    assert run.attention_reason == AttentionReason.COMPENSATION_PAUSED
+    assert run.current_step == "notify-approver"
+    assert Message.objects.count() == 1  # only the approval request itself
+    assert Task.objects.get().status != Task.CANCELLED  # nothing older undone either
+    assert not _actions(run, "compensation_intent")
+    preview = compensation_preview(run, "notify-approver")
+    assert preview["to"] == "approver@example.com" and "Disregard" in preview["subject"]
+
+    ACTIONS["confirm_compensation"].perform(
+        run.pk, actor=Actor.system("operator"),
+        request=Request(reason="checked the correction", step="notify-approver"))
     run = _until(run, RunStatus.COMPENSATED)
     undone = [r.step_name for r in _actions(run, "compensation_succeeded")]
     assert undone == ["notify-approver", "create-approval-task"]
-    assert Task.objects.get().status == Task.CANCELLED
-    assert Message.objects.count() == 2  # the request and its correction
+    confirmed = _actions(run, "compensation_confirmed")
+    assert len(confirmed) == 1 and confirmed[0].data["will_send"] == preview
+    corrections = Message.objects.exclude(subject__startswith="Invoice")
+    assert corrections.count() == 1 and corrections.get().subject == preview["subject"]
+    task = Task.objects.get()
+    assert task.status == Task.CANCELLED
+    assert task.cancelled_at > corrections.get().created_at  # the task after the correction
     assert LedgerEntry.objects.count() == 0
     assert _step(run, "post-ledger-entry").status == StepStatus.FAILED
     _assert_aftermath(run)
@@ -222,6 +241,10 @@ def test_drill_7_a_failed_compensation_stays_visible_not_a_clean_rollback(worker
     worker()
     run = _until_approval(run)
     _approve(run)
+    run = _until(run, RunStatus.ATTENTION)  # paused at the correction to the approver
+    ACTIONS["confirm_compensation"].perform(
+        run.pk, actor=Actor.system("operator"),
+        request=Request(reason="checked the correction", step="notify-approver"))
     run = _until(run, RunStatus.COMPENSATION_FAILED)
     assert run.attention_reason == AttentionReason.COMPENSATION_FAILED
     assert "create-approval-task" in run.status_message

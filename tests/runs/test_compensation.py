@@ -27,7 +27,7 @@ def test_a_late_failure_undoes_earlier_effects_in_reverse_order_by_policy(script
         s = step(run, name)
         assert s.status == StepStatus.COMPENSATED and s.compensation_ref == f"undo-{name}"
         assert s.remote_ref  # the original evidence stays
-        assert s.compensation_key == compensation_key(run.business_key, name, 1)
+        assert s.compensation_key == compensation_key("test-saga", run.business_key, name, 1)
         assert s.compensation_key != s.idempotency_key
     assert step(run, "book-shipment").status == StepStatus.FAILED
     assert len(script.compensations) == 2

@@ -85,3 +85,28 @@ def test_the_command_prints_the_table_and_the_verdict(capsys):
 def test_the_command_refuses_an_unknown_workflow():
     with pytest.raises(CommandError, match="unknown workflow 'nope'"):
         call_command("recovery_contract", "nope")
+
+
+def test_the_stop_condition_is_derived_from_the_rules_the_runtime_applies():
+    from demo.workflows import invoice
+
+    stops = {c.step: c.stop_condition for c in contract_table(invoice)}
+    ledger = stops["post-ledger-entry"]
+    # A found entry settles by itself: the contract no longer says "any unknown outcome".
+    assert "any unknown outcome" not in ledger
+    assert "3 failed lookups by key" in ledger and "a lookup does not find" in ledger
+    assert "5 attempts" in ledger and "count alike" in ledger
+    assert "its undo, which waits for a person" in ledger
+    # A notify step is high impact by default; the demo keeps that default.
+    assert invoice.step("notify-approver").impact == "high"
+    assert "its undo, which waits for a person" in stops["notify-approver"]
+    assert "its undo" not in stops["create-approval-task"]
+    # Nothing can look up a write whose receiver ignores keys and that has no lookup.
+    unsettled = {c.step: c.stop_condition for c in contract_table(
+        _workflow(ledger_reconciles=False))}
+    assert "any unknown outcome" in unsettled["post-ledger-entry"]
+
+
+def test_a_contract_cannot_declare_its_own_stop_condition():
+    with pytest.raises(TypeError):
+        Contract(stop="any unknown outcome")

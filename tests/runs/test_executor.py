@@ -67,12 +67,14 @@ def test_outcome_and_next_intent_share_one_commit(script):
     assert all(a.created_at == b.created_at for a, b in pairs)
 
 
-def test_idempotency_key_is_stable_and_derived_from_business_key_step_and_version(script):
+def test_idempotency_key_is_stable_and_derived_from_workflow_business_key_step_and_version(
+        script):
     run = new_run()
     s = step(run, "create-task")
-    assert s.idempotency_key == step_key(run.business_key, "create-task", 1)
+    assert s.idempotency_key == step_key("test-orders", run.business_key, "create-task", 1)
     assert len(s.idempotency_key) == 64
-    assert step_key(run.business_key, "create-task", 2) != s.idempotency_key
+    assert step_key("test-orders", run.business_key, "create-task", 2) != s.idempotency_key
+    assert step_key("test-saga", run.business_key, "create-task", 1) != s.idempotency_key
 
 
 def test_same_key_is_sent_on_every_attempt_and_on_an_operator_retry(script):
@@ -148,9 +150,15 @@ def test_unknown_outcome_is_reconciled_by_key_and_never_relabelled_failed(script
 def test_unknown_outcome_not_found_resends_a_low_impact_step_with_the_same_key(script):
     script.plan["create-task"] = [UnknownOutcome("timeout after send")]
     run = new_run()
+    # The resend is an attempt like any other: counted, and after the step's backoff.
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    resend = AuditRecord.objects.get(run=run, action="reconciled")
+    assert resend.data["verdict"] == "not found" and resend.data["attempt"] == 1
+    _make_due(run)
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
     calls = [c for c in script.calls if c[0] == "create-task"]
     assert len(calls) == 2 and calls[0][1] == calls[1][1]
+    assert [c[2] for c in calls] == [1, 2]
     assert len(script.effects) == 2
 
 
@@ -333,13 +341,15 @@ def test_a_receiver_that_ignores_keys_is_not_resent_until_not_found_can_be_trust
 def _make_due(run):
     past = timezone.now() - timedelta(seconds=1)
     Run.objects.filter(pk=run.pk).update(next_wake_at=past)
-    Step.objects.filter(run=run, name="send").update(next_attempt_at=past)
+    Step.objects.filter(run=run, next_attempt_at__isnull=False).update(next_attempt_at=past)
 
 
 def test_not_found_after_the_lookup_delay_resends_once_with_the_same_key(script):
     script.plan["send"] = [UnknownOutcome("timeout")]
     run = new_run("test-messages")
     executor.advance_run(run.pk, worker="w1")
+    _make_due(run)  # the lookup after the delay finds nothing: a counted, backed-off resend
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
     _make_due(run)
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
     calls = [c for c in script.calls if c[0] == "send"]

@@ -102,3 +102,22 @@ def test_unstorable_keys_and_input_are_refused_before_anything_is_written(key, d
     with pytest.raises(InvalidInput):
         start_run(workflow="test-orders", business_key=key, input=data, actor=SYSTEM)
     assert _counts() == before
+
+
+@pytest.mark.parametrize("key", ["inv-1\r\nBcc: evil@example.com", "tab\there", "bell\x07",
+                                 "c1\x85control"])
+def test_a_business_key_with_control_characters_is_refused_naming_the_field(key):
+    before = _counts()
+    with pytest.raises(InvalidInput, match="business key must not contain control") as info:
+        start_run(workflow="test-orders", business_key=key, input={"order": "o"},
+                  actor=SYSTEM)
+    assert info.value.errors[0]["loc"] == ["business_key"]
+    assert _counts() == before
+
+
+def test_the_command_refuses_a_business_key_with_a_line_break():
+    process = manage("start_run", "test-orders", "k-1\nBcc: x@example.com", "--input",
+                     '{"order": "o"}')
+    out, err = process.communicate(timeout=60)
+    assert process.returncode != 0 and "control characters" in err
+    assert not Run.objects.filter(business_key__startswith="k-1").exists()

@@ -7,7 +7,7 @@ from audit.models import AuditRecord
 from runs import transitions
 from runs.definition import Found
 from runs.errors import TransitionNotAllowed
-from runs.models import Run, RunStatus, StepStatus
+from runs.models import AttentionReason, Run, RunStatus, StepStatus
 from runs.transitions import RUN_TRANSITIONS
 from tests.factories import SYSTEM, new_run, place
 
@@ -44,6 +44,11 @@ OPERATOR_ACTIONS = {
                            lambda run: transitions.approval_timed_out(
                                run.pk, step_name="approve", actor=SYSTEM, reason="r"),
                            RunStatus.ATTENTION),
+    "confirm_compensation": ({"create-task": StepStatus.SUCCEEDED,
+                              "post-ledger": StepStatus.SUCCEEDED},
+                             lambda run: transitions.confirm_compensation(
+                                 run.pk, step_name="post-ledger", actor=SYSTEM, reason="r"),
+                             RunStatus.COMPENSATING),
     "cancel": ({}, lambda run: transitions.cancel(run.pk, actor=SYSTEM, reason="r"), None),
     "terminate": ({}, lambda run: transitions.terminate(run.pk, actor=SYSTEM, reason="r"),
                   RunStatus.TERMINATED),
@@ -76,7 +81,9 @@ def test_final_states_are_left_only_by_reopen():
 def test_operator_transition_from_each_state_applies_or_is_refused_without_change(action, state):
     step_statuses, call, target = OPERATOR_ACTIONS[action]
     workflow = "test-approval" if "approval" in action else "test-orders"
-    run = place(new_run(workflow), status=state, step_statuses=step_statuses)
+    paused = {"attention_reason": AttentionReason.COMPENSATION_PAUSED} \
+        if action == "confirm_compensation" else {}
+    run = place(new_run(workflow), status=state, step_statuses=step_statuses, **paused)
     before = _row_state(run.pk)
 
     if transitions.allowed(action, state):
@@ -140,14 +147,10 @@ def test_step_level_refusals_name_the_step_and_change_nothing():
     with pytest.raises(TransitionNotAllowed, match="step create-task .* is pending"):
         transitions.retry_step(run.pk, step_name="create-task", actor=SYSTEM, reason="r")
     with pytest.raises(TransitionNotAllowed, match="step fetch .* is pending"):
-        transitions.reconcile(run.pk, step_name="fetch", verdict=Found("x"), actor=SYSTEM)
+        transitions.reconcile(run.pk, step_name="fetch", verdict=Found("x"), actor=SYSTEM,
+                              reason="r")
     with pytest.raises(TransitionNotAllowed, match="has no step 'nope'"):
         transitions.retry_step(run.pk, step_name="nope", actor=SYSTEM, reason="r")
     assert _row_state(run.pk) == before
 
 
-def test_terminate_without_a_reason_is_refused():
-    run = new_run()
-    with pytest.raises(ValueError, match="reason"):
-        transitions.terminate(run.pk, actor=SYSTEM, reason="  ")
-    assert Run.objects.get(pk=run.pk).status == RunStatus.QUEUED

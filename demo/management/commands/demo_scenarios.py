@@ -1,21 +1,25 @@
 """Put the demo's runs into every state an operator meets: completed, retrying, unknown
-outcome, waiting for approval, compensated, compensation failed, terminated, permanent error.
+outcome, waiting for approval, compensation paused at a correction, compensation failed,
+terminated, permanent error.
 
 Each scenario queues its sandbox faults, starts its run without a wake-up hint and advances it
 here, so the faults hit the run they are meant for. Needs the web server (the sandbox) up.
 """
 
+import time
 import uuid
 
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand
+from django.utils import timezone
 
 from audit.chain import Actor
 from demo.sandbox import faults
 from runs import executor, transitions
-from runs.models import Run
+from runs.models import Run, RunStatus
 
 SEED = Actor.system("demo_scenarios")
+SEED_SECOND = Actor.system("demo_scenarios (second person)")
 INVOICE = {"tenant": "tenant-42", "approver_email": "approver@example.com"}
 CUSTOMER = {"email": "linus@example.com", "name": "Linus", "plan": "enterprise"}
 
@@ -44,17 +48,22 @@ class Command(BaseCommand):
         faults.add("payments.update", faults.COMMIT_THEN_TIMEOUT)
         faults.add("payments.lookup", faults.UNAVAILABLE)
         self._advance(self._start("customer-onboarding", f"tenant-9:cus-unknown-{tag}",
-                                  CUSTOMER), "unknown outcome")
+                                  CUSTOMER), "unknown outcome", lookups=True)
         self._advance(invoice("INV-WAIT"), "waiting for approval")
         run = self._advance(invoice("INV-COMP"))
         faults.add("ledger.post", faults.FORBIDDEN)
-        self._advance(approved(run), "compensated")
+        self._advance(approved(run), "compensation paused at the correction to the approver")
         run = self._advance(invoice("INV-CFAIL"))
         faults.add("ledger.post", faults.FORBIDDEN)
         faults.add("tracker.cancel", faults.FORBIDDEN)
-        self._advance(approved(run), "compensation failed")
+        self._advance(approved(run))
+        transitions.confirm_compensation(run.pk, step_name="notify-approver", actor=SEED,
+                                         reason="correction checked")
+        self._advance(run, "compensation failed")
         run = self._advance(invoice("INV-TERM"))
-        transitions.terminate(run.pk, actor=SEED, reason="duplicate of INV-1847")
+        # The approver was notified (a high-impact effect): a second person agreed.
+        transitions.terminate(run.pk, actor=SEED, reason="duplicate of INV-1847",
+                              approved_by=SEED_SECOND)
         self.stdout.write(f"  {run.business_key}: terminated")
         faults.clear()
         # Last, so that no other scenario meets its faults: the worker retries it to the end.
@@ -65,9 +74,14 @@ class Command(BaseCommand):
         return transitions.start_run(workflow=workflow, business_key=key, input=data,
                                      actor=SEED, wake=False)[0]
 
-    def _advance(self, run, label: str = "") -> Run:
+    def _advance(self, run, label: str = "", *, lookups: bool = False) -> Run:
         executor.advance_run(run.pk, worker="demo_scenarios")
         run.refresh_from_db()
+        # A failed lookup by key is asked again after a backoff: wait those out.
+        while lookups and run.status == RunStatus.WAITING and run.next_wake_at:
+            time.sleep(max((run.next_wake_at - timezone.now()).total_seconds(), 0))
+            executor.advance_run(run.pk, worker="demo_scenarios")
+            run.refresh_from_db()
         if label:
             self.stdout.write(f"  {run.business_key}: {run.status} ({label})")
         return run

@@ -29,13 +29,14 @@ FROM generate_series(%(start)s, %(stop)s) AS g,
 
 STEPS_SQL = """
 INSERT INTO runs_step (run_id, name, position, kind, impact, version, status,
-    idempotency_key, attempt, budget_attempt_base, format_failures, compensation_key,
+    idempotency_key, attempt, budget_attempt_base, format_failures, lookup_failures,
+    compensation_key,
     compensation_attempt, compensation_ref, remote_ref, error_class, error_message,
     lease_owner, started_at, finished_at, updated_at)
 SELECT r.id, 'step-' || (p + 1), p, 'write', 'low', 1,
     CASE WHEN r.status = 'attention' AND p = 6 THEN 'unknown'
          WHEN r.status = 'attention' AND p > 6 THEN 'pending' ELSE 'succeeded' END,
-    md5(r.business_key || ':' || p) || md5(p || ':' || r.business_key), 1, 0, 0, '', 0, '',
+    md5(r.business_key || ':' || p) || md5(p || ':' || r.business_key), 1, 0, 0, 0, '', 0, '',
     'REF-' || r.id || '-' || p,
     CASE WHEN r.status = 'attention' AND p = 6 THEN 'unknown' ELSE '' END,
     CASE WHEN r.status = 'attention' AND p = 6 THEN 'ReadTimeout after the request was sent'

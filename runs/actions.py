@@ -1,0 +1,253 @@
+"""The operator actions, defined once: the console, its bulk actions, the API and the CLI
+read this table.
+
+Each action names its transition (in runs.transitions, the same function automation
+calls), the permission it needs on the run's workflow, its label, and the sentence that
+says what it will do. Which runs and steps it applies to, whether it needs a second person,
+and that it needs a reason are decided by the transitions themselves (transitions.refusal,
+transitions.needs_second_person, and every operator transition refusing an empty reason),
+so what a caller offers is what the transition accepts, and no caller can skip a rule.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from audit.chain import Actor
+
+from . import definition as d
+from . import transitions
+from .context import context_outside_executor
+from .contracts import step_contract
+from .models import Run, Step
+from .reconciliation import reconcile_step
+
+
+class ActionInputError(ValueError):
+    """The input for an action is incomplete or inconsistent; nothing was done."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a person asked for: the action's input, as any caller collects it."""
+
+    reason: str
+    step: str = ""
+    # reconcile: "ask" (look it up by key now), "found" or "not_found" (recorded by hand)
+    mode: str = "ask"
+    remote_ref: str = ""
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class OperatorAction:
+    name: str
+    label: str
+    # The codename of the runs.Workflow permission (global or per workflow) it needs.
+    permission: str
+    summary: str
+    call: Callable[..., Run]
+    danger: bool = False
+
+    @property
+    def takes_step(self) -> bool:
+        return self.name in transitions.STEP_ACTIONS
+
+    @property
+    def may_need_second_person(self) -> bool:
+        return self.name in transitions.SECOND_PERSON_ACTIONS
+
+    def refusal(self, run: Run, steps: list[Step], step: Step | None = None) -> str | None:
+        """Why this action cannot succeed on `run` now, or None: the transition's own rule."""
+        return transitions.refusal(self.name, run, steps, _definition(run), step=step)
+
+    def eligible_steps(self, run: Run, steps: list[Step]) -> list[Step]:
+        return transitions.eligible_steps(self.name, run, steps, _definition(run))
+
+    def needs_second_person(self, steps: list[Step]) -> bool:
+        return transitions.needs_second_person(self.name, steps)
+
+    def explain(self, run: Run, steps: list[Step]) -> list[str]:
+        """What pressing the button will do, in words, for the confirmation dialog."""
+        lines = [self.summary, *_DETAILS.get(self.name, _no_details)(run, steps)]
+        if self.needs_second_person(steps):
+            lines.append("This run has a high-impact effect that took place: your request "
+                         "goes to a second person for approval (four eyes) and nothing "
+                         "happens until then.")
+        return lines
+
+    def perform(self, run_id: int, *, actor: Actor, request: Request,
+                approved_by: Actor | None = None) -> Run:
+        """Call the transition with a person's input. Raises ActionInputError for missing
+        input and TransitionNotAllowed where the run does not allow it (nothing changes)."""
+        if self.takes_step and not request.step:
+            raise ActionInputError(f"{self.label}: choose the step.")
+        return self.call(run_id, actor=actor, request=request, approved_by=approved_by)
+
+
+def _definition(run: Run) -> d.Workflow | None:
+    return d.registry.get(run.workflow_name, run.workflow_version)
+
+
+# --- what each action does with a person's input -------------------------------------------
+
+def _resume(run_id, *, actor, request, approved_by):
+    return transitions.resume(run_id, actor=actor, reason=request.reason)
+
+
+def _reconcile(run_id, *, actor, request, approved_by):
+    if request.mode == "ask":
+        return reconcile_step(run_id, step_name=request.step, actor=actor,
+                              reason=request.reason)
+    if request.mode not in ("found", "not_found"):
+        raise ActionInputError(f"Unknown reconcile mode {request.mode!r}.")
+    if not request.evidence.strip():
+        raise ActionInputError("Recording an outcome by hand needs evidence.")
+    if request.mode == "found" and not request.remote_ref.strip():
+        raise ActionInputError("Give the remote reference of the effect you found.")
+    verdict = d.Found(request.remote_ref.strip()) if request.mode == "found" else d.NotFound()
+    return transitions.reconcile(run_id, step_name=request.step, verdict=verdict, actor=actor,
+                                 reason=request.reason, evidence=request.evidence.strip())
+
+
+def _retry_step(run_id, *, actor, request, approved_by):
+    return transitions.retry_step(run_id, step_name=request.step, actor=actor,
+                                  reason=request.reason)
+
+
+def _ask_again(run_id, *, actor, request, approved_by):
+    return transitions.ask_again(run_id, step_name=request.step, actor=actor,
+                                 reason=request.reason)
+
+
+def _compensate(run_id, *, actor, request, approved_by):
+    return transitions.compensate(run_id, actor=actor, reason=request.reason,
+                                  approved_by=approved_by)
+
+
+def _confirm_compensation(run_id, *, actor, request, approved_by):
+    run = Run.objects.get(pk=run_id)
+    preview = compensation_preview(run, request.step)
+    return transitions.confirm_compensation(
+        run_id, step_name=request.step, actor=actor, reason=request.reason,
+        data={"will_send": preview} if preview is not None else None)
+
+
+def _cancel(run_id, *, actor, request, approved_by):
+    return transitions.cancel(run_id, actor=actor, reason=request.reason,
+                              approved_by=approved_by)
+
+
+def _terminate(run_id, *, actor, request, approved_by):
+    return transitions.terminate(run_id, actor=actor, reason=request.reason,
+                                 approved_by=approved_by)
+
+
+def _reopen(run_id, *, actor, request, approved_by):
+    return transitions.reopen(run_id, actor=actor, reason=request.reason)
+
+
+ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
+    OperatorAction(
+        "resume", "Resume", "resume_run",
+        "The run continues from its last checkpoint. A failed or scheduled step is tried "
+        "again with a fresh retry budget and the same idempotency key; a step whose outcome "
+        "is unknown is looked up by key first, never blindly resent.", _resume),
+    OperatorAction(
+        "reconcile", "Reconcile", "reconcile_run",
+        "Settles a step whose outcome is unknown (or failed): either ask the remote system "
+        "by the step's key, or record what you established yourself, with evidence. Found: "
+        "the step succeeds and the run continues. Not found: the step is marked failed and "
+        "waits for an explicit retry.", _reconcile),
+    OperatorAction(
+        "retry_step", "Retry step", "retry_step",
+        "Sends the chosen failed or scheduled step again with the same idempotency key and "
+        "a fresh retry budget. A step whose outcome is unknown must be reconciled first.",
+        _retry_step),
+    OperatorAction(
+        "ask_again", "Ask the model again", "retry_step",
+        "Discards the stored model decision of the chosen step and asks the model again (a "
+        "new decision version). The old decision is kept in the audit record. Refused once "
+        "a later step has acted on the old decision.", _ask_again),
+    OperatorAction(
+        "compensate", "Compensate", "compensate_run",
+        "Undoes the completed steps, newest first, each with its own idempotency key. The "
+        "undo of a high-impact step pauses until a person confirms what it will send.",
+        _compensate, danger=True),
+    OperatorAction(
+        "confirm_compensation", "Confirm the undo", "compensate_run",
+        "Sends the prepared undo of the high-impact step the compensation paused at, then "
+        "carries on with the older undos.", _confirm_compensation, danger=True),
+    OperatorAction(
+        "cancel", "Cancel", "terminate_run",
+        "Stops the run at the next step boundary: at once if no step is in flight, "
+        "otherwise after the current step's outcome is recorded.", _cancel),
+    OperatorAction(
+        "terminate", "Terminate", "terminate_run",
+        "Ends the run now. A step still in flight is marked unknown and its result is "
+        "recorded when it arrives. The run can only come back through Reopen.",
+        _terminate, danger=True),
+    OperatorAction(
+        "reopen", "Reopen", "resume_run",
+        "Brings the terminated run back to attention, from where it can be resumed, "
+        "reconciled or compensated.", _reopen),
+]}
+
+
+def offered(run: Run, steps: list[Step]) -> list[OperatorAction]:
+    """The actions that can succeed on `run` now, in the table's order (before checking
+    who may use them)."""
+    return [a for a in ACTIONS.values() if a.refusal(run, steps) is None]
+
+
+# --- the details an explanation adds for this run -------------------------------------------
+
+def _no_details(run: Run, steps: list[Step]) -> list[str]:
+    return []
+
+
+def _compensation_details(run: Run, steps: list[Step]) -> list[str]:
+    workflow = _definition(run)
+    plan = transitions.compensation_plan(steps, workflow)
+    if not plan:
+        return ["There is no completed step to compensate."]
+    lines = ["Order (newest completed step first):"]
+    for i, step in enumerate(plan, 1):
+        impact = " - HIGH IMPACT: pauses for a person to confirm" \
+            if step.impact == d.HIGH else ""
+        rule = step_contract(workflow.step(step.name)).rule if workflow else ""
+        lines.append(f"{i}. {step.name} ({step.remote_ref or 'no reference'}){impact}"
+                     f"{': ' + rule if rule and rule != '-' else ''}")
+    lines.append("A compensation that fails leaves the run in compensation_failed.")
+    return lines
+
+
+def _confirmation_details(run: Run, steps: list[Step]) -> list[str]:
+    paused = transitions.paused_undo(run, steps, _definition(run))
+    if paused is None:
+        return []
+    preview = compensation_preview(run, paused.name)
+    if preview is None:
+        return [f"The undo of {paused.name} ({paused.remote_ref or 'no reference'}) declares "
+                "no preview of what it sends."]
+    return [f"The undo of {paused.name} will send:",
+            *(f"{field}: {value}" for field, value in preview.items())]
+
+
+_DETAILS = {"compensate": _compensation_details,
+            "confirm_compensation": _confirmation_details}
+
+
+def compensation_preview(run: Run, step_name: str) -> dict | None:
+    """What the compensation of `step_name` will send, built by the step's declared
+    compensation preview without sending anything; None if it declares none."""
+    workflow = _definition(run)
+    if workflow is None:
+        return None
+    spec = workflow.step(step_name)
+    if spec.compensation_preview_fn is None:
+        return None
+    with context_outside_executor(run, step_name, definition=workflow, with_services=False,
+                                  compensating=True) as ctx:
+        value = spec.compensation_preview_fn(ctx)
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) \
+        else {"message": str(value)}

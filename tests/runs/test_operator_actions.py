@@ -1,0 +1,179 @@
+"""The one table of operator actions and the rules the transitions enforce for every caller:
+a reason, no blind resend of an unknown outcome, a second person after a high-impact effect,
+and an action offered exactly where the transition accepts it."""
+
+import pytest
+
+from audit.chain import Actor
+from audit.models import AuditRecord
+from runs import transitions
+from runs.actions import ACTIONS, Request, offered
+from runs.definition import Found, NotFound
+from runs.errors import ReasonRequired, SecondPersonRequired, TransitionNotAllowed
+from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
+from tests.factories import SYSTEM, new_run, place
+
+pytestmark = pytest.mark.django_db
+
+ALL_STATES = [s.value for s in RunStatus]
+OPERATOR = Actor(kind=AuditRecord.ActorKind.USER, label="olga", user_id=101)
+SECOND = Actor(kind=AuditRecord.ActorKind.USER, label="sam", user_id=102)
+S = StepStatus
+
+# Step states (of test-orders: fetch, classify, create-task, post-ledger) that make each
+# operator action meaningful somewhere, plus the states that should rule actions out.
+SCENARIOS = {
+    "fresh": ({}, {}),
+    "unknown write": ({"fetch": S.SUCCEEDED, "classify": S.SUCCEEDED,
+                       "create-task": S.UNKNOWN}, {}),
+    "failed write": ({"fetch": S.SUCCEEDED, "classify": S.SUCCEEDED,
+                      "create-task": S.FAILED}, {}),
+    "scheduled write": ({"fetch": S.SUCCEEDED, "classify": S.SUCCEEDED,
+                         "create-task": S.SCHEDULED}, {}),
+    "stored decision": ({"fetch": S.SUCCEEDED, "classify": S.SUCCEEDED}, {}),
+    "low-impact effect": ({"fetch": S.SUCCEEDED, "classify": S.SUCCEEDED,
+                           "create-task": S.SUCCEEDED, "post-ledger": S.FAILED}, {}),
+    "high-impact effect": ({"fetch": S.SUCCEEDED, "classify": S.SUCCEEDED,
+                            "create-task": S.SUCCEEDED, "post-ledger": S.SUCCEEDED}, {}),
+    "paused at a high-impact undo": (
+        {"fetch": S.SUCCEEDED, "classify": S.SUCCEEDED, "create-task": S.SUCCEEDED,
+         "post-ledger": S.SUCCEEDED},
+        {"attention_reason": AttentionReason.COMPENSATION_PAUSED}),
+    "partly compensated": ({"fetch": S.SUCCEEDED, "classify": S.SUCCEEDED,
+                            "create-task": S.COMPENSATED, "post-ledger": S.FAILED}, {}),
+}
+
+
+def _placed(state: str, scenario: str) -> Run:
+    step_statuses, fields = SCENARIOS[scenario]
+    run = place(new_run(), status=state, step_statuses=step_statuses, **fields)
+    Step.objects.filter(run=run, status=S.SUCCEEDED).update(remote_ref="REF-1")
+    return run
+
+
+def _steps(run: Run) -> list[Step]:
+    return list(Step.objects.filter(run=run).order_by("position"))
+
+
+def _request(action: str, step: str = "") -> Request:
+    if action == "reconcile":
+        return Request(reason="checked", step=step, mode="found", remote_ref="T-9",
+                       evidence="seen in the tracker")
+    return Request(reason="checked", step=step)
+
+
+def _accepted(action: str, state: str, scenario: str) -> bool:
+    """Whether the transition itself accepts `action` here (on any step, for a step
+    action), each try on a fresh run placed the same way."""
+    spec = ACTIONS[action]
+    targets = [s.name for s in _steps(_placed(state, scenario))] if spec.takes_step else [""]
+    for target in targets:
+        run = _placed(state, scenario)
+        try:
+            spec.perform(run.pk, actor=OPERATOR, approved_by=SECOND,
+                         request=_request(action, target))
+            return True
+        except TransitionNotAllowed:
+            continue
+    return False
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("state", ALL_STATES)
+def test_an_action_is_offered_exactly_where_its_transition_accepts_it(state, scenario):
+    run = _placed(state, scenario)
+    shown = {a.name for a in offered(run, _steps(run))}
+    accepted = {name for name in ACTIONS if _accepted(name, state, scenario)}
+    assert shown == accepted
+
+
+@pytest.mark.parametrize("reason", ["", "   ", "\n\t"])
+@pytest.mark.parametrize("action", sorted(ACTIONS))
+def test_every_operator_transition_refuses_an_empty_reason_and_writes_nothing(action, reason):
+    # A run where the action would otherwise succeed.
+    where = {
+        "resume": (RunStatus.ATTENTION, "failed write"),
+        "reconcile": (RunStatus.ATTENTION, "unknown write"),
+        "retry_step": (RunStatus.ATTENTION, "failed write"),
+        "ask_again": (RunStatus.ATTENTION, "stored decision"),
+        "compensate": (RunStatus.ATTENTION, "low-impact effect"),
+        "confirm_compensation": (RunStatus.ATTENTION, "paused at a high-impact undo"),
+        "cancel": (RunStatus.ATTENTION, "fresh"),
+        "terminate": (RunStatus.ATTENTION, "fresh"),
+        "reopen": (RunStatus.TERMINATED, "fresh"),
+    }[action]
+    spec = ACTIONS[action]
+    run = _placed(*where)
+    step = spec.eligible_steps(run, _steps(run))[0].name if spec.takes_step else ""
+    assert spec.refusal(run, _steps(run)) is None, "the run must allow the action"
+    before = (Run.objects.get(pk=run.pk).audit_seq, list(Step.objects.filter(run=run)
+                                                         .values_list("status", "attempt")))
+    request = _request(action, step)
+    with pytest.raises(ReasonRequired, match="needs a reason"):
+        spec.perform(run.pk, actor=OPERATOR, approved_by=SECOND,
+                     request=Request(**{**request.__dict__, "reason": reason}))
+    after = (Run.objects.get(pk=run.pk).audit_seq, list(Step.objects.filter(run=run)
+                                                        .values_list("status", "attempt")))
+    assert after == before
+
+
+def test_retry_step_on_a_step_whose_outcome_is_unknown_is_refused_until_it_is_reconciled():
+    run = _placed(RunStatus.ATTENTION, "unknown write")
+    with pytest.raises(TransitionNotAllowed, match="unknown: reconcile it first"):
+        transitions.retry_step(run.pk, step_name="create-task", actor=OPERATOR,
+                               reason="resend it")
+    assert Step.objects.get(run=run, name="create-task").status == S.UNKNOWN
+    assert "retry_step" not in {a.name for a in offered(run, _steps(run))}
+
+    transitions.reconcile(run.pk, step_name="create-task", verdict=NotFound(), actor=OPERATOR,
+                          reason="not in the tracker", evidence="searched by key")
+    transitions.retry_step(run.pk, step_name="create-task", actor=OPERATOR, reason="resend")
+    assert Step.objects.get(run=run, name="create-task").status == S.PENDING
+
+
+@pytest.mark.parametrize("action", ["cancel", "terminate", "compensate"])
+def test_ending_or_undoing_after_a_high_impact_effect_needs_a_second_person(action):
+    run = _placed(RunStatus.ATTENTION, "high-impact effect")
+    seq = run.audit_seq
+    call = {"cancel": transitions.cancel, "terminate": transitions.terminate,
+            "compensate": transitions.compensate}[action]
+    with pytest.raises(SecondPersonRequired, match="post-ledger"):
+        call(run.pk, actor=OPERATOR, reason="stop it")
+    with pytest.raises(SecondPersonRequired, match="someone other than olga"):
+        call(run.pk, actor=OPERATOR, reason="stop it", approved_by=OPERATOR)
+    assert Run.objects.get(pk=run.pk).audit_seq == seq
+
+    call(run.pk, actor=OPERATOR, reason="stop it", approved_by=SECOND)
+    record = AuditRecord.objects.filter(run=run).order_by("-seq").first()
+    assert record.actor_label == "olga" and record.data["approved_by"] == "sam"
+
+
+def test_a_low_impact_effect_alone_needs_no_second_person():
+    run = _placed(RunStatus.ATTENTION, "low-impact effect")
+    assert not ACTIONS["cancel"].needs_second_person(_steps(run))
+    transitions.cancel(run.pk, actor=OPERATOR, reason="not needed")
+    assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
+
+
+def test_ask_the_model_again_is_not_offered_on_a_workflow_without_a_decision():
+    run = place(new_run("test-saga"), status=RunStatus.ATTENTION,
+                step_statuses={"reserve-stock": S.SUCCEEDED})
+    assert "ask_again" not in {a.name for a in offered(run, _steps(run))}
+    with pytest.raises(TransitionNotAllowed, match="not a stored decision"):
+        transitions.ask_again(run.pk, step_name="reserve-stock", actor=SYSTEM, reason="why")
+
+
+def test_compensate_is_not_offered_while_a_step_is_unsettled():
+    run = place(new_run(), status=RunStatus.ATTENTION, step_statuses={
+        "create-task": S.SUCCEEDED, "post-ledger": S.UNKNOWN})
+    assert ACTIONS["compensate"].refusal(run, _steps(run)).startswith("settle post-ledger")
+    assert "compensate" not in {a.name for a in offered(run, _steps(run))}
+
+
+def test_a_waiting_approval_step_cannot_be_reconciled_into_an_approval():
+    run = place(new_run("test-approval"), status=RunStatus.ATTENTION,
+                step_statuses={"prepare": S.SUCCEEDED, "approve": S.WAITING})
+    with pytest.raises(TransitionNotAllowed, match="only an unknown or failed step"):
+        transitions.reconcile(run.pk, step_name="approve", verdict=Found("yes"),
+                              actor=OPERATOR, reason="approved on the phone")
+    assert Step.objects.get(run=run, name="approve").status == S.WAITING
