@@ -20,11 +20,13 @@ install: $(BIN)/.installed
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 test: install
 	bin/ensure-services
 	bin/ensure-chromium
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -q
 
 demo: install

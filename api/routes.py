@@ -18,9 +18,10 @@ from ninja.parser import Parser
 from pydantic import ValidationError as PydanticError
 
 from audit.chain import Actor
-from observability.logs import log_context
 from runs.definition import registry
 from runs.errors import BusinessKeyConflict, InvalidInput, UnknownWorkflow
+from runs.investigation import investigate
+from runs.logcontext import log_context
 from runs.models import Run
 from runs.transitions import start_run
 
@@ -32,6 +33,7 @@ from .schemas import (
     Conflict,
     Error,
     InvalidRequest,
+    Investigation,
     RunAccepted,
     RunState,
     StartRunIn,
@@ -232,6 +234,26 @@ def _invalid_input(workflow: str, errors: list[dict]) -> dict:
     return {"error": "invalid_input",
             "detail": f"input for {workflow} does not match its schema: {fields}",
             "errors": errors}
+
+
+@api.get(
+    "/runs/{run_id}/investigation", url_name="run_investigation",
+    operation_id="get_run_investigation", summary="A run's investigation card",
+    response={200: Investigation, 401: Error, 404: Error, 422: InvalidRequest, 429: Error},
+    openapi_extra=_HEADERS,
+    description="A read-only report for the person about to act: facts with their evidence "
+                "apart from inferences, which effects exist in other systems, what is "
+                "unconfirmed, the duplicate risk of each action the run offers, and a go / "
+                "limited / stop verdict with the smallest next step. With lookups=true, "
+                "steps whose outcome is unknown are looked up by key now (reads).",
+)
+def run_investigation(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
+                      lookups: bool = False):
+    token = request.auth
+    run = selectors.visible_run(run_id, workflows=token.workflows or [])
+    if run is None:
+        return Status(404, _err("run_not_found", f"no run {run_id} for this token"))
+    return Status(200, investigate(run, lookups=lookups).as_dict())
 
 
 @api.get(

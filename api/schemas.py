@@ -116,3 +116,41 @@ class Conflict(Schema):
     error: Literal["business_key_conflict"]
     detail: str
     existing_run: RunAccepted
+
+
+class InvestigationFact(Schema):
+    text: str
+    evidence: str = Field(description="Where it comes from: an audit record number, the step "
+                                      "row, or a lookup by key made for this report.")
+
+
+class InvestigationStep(Schema):
+    step: str
+    kind: str
+    impact: str
+    status: str
+    effect: Literal["exists", "does not exist", "unconfirmed", "none"]
+    remote_ref: str
+    recovery: str
+
+
+class InvestigationRisk(Schema):
+    action: str
+    label: str
+    duplicate_risk: str
+
+
+class Investigation(Schema):
+    run_id: int
+    workflow: str
+    business_key: str
+    status: str
+    made_at: datetime
+    lookups_made: bool
+    facts: list[InvestigationFact]
+    inferences: list[str] = Field(description="Conclusions drawn, not observed.")
+    unconfirmed: list[str]
+    steps: list[InvestigationStep]
+    risks: list[InvestigationRisk]
+    verdict: Literal["go", "limited", "stop"]
+    next_step: str

@@ -6,6 +6,6 @@ class ApprovalsConfig(AppConfig):
     verbose_name = "Approvals"
 
     def ready(self):
-        # Registers the approvals.sweep task in every process (console.celery discovers
-        # only runs' tasks by itself), so beat's schedule finds it in the worker.
+        # Registers the approvals.sweep task in every process at start, not only once
+        # console.celery's autodiscovery has run, so beat's schedule finds it.
         from . import tasks  # noqa: F401

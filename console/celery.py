@@ -6,7 +6,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 app = Celery("console")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["runs"])
+app.autodiscover_tasks()  # the tasks module of every installed app
 
 
 @app.on_after_finalize.connect

@@ -9,10 +9,12 @@ console_patterns = [
     path("runs/", views.runs_list, name="runs"),
     path("runs/bulk/", views.bulk_action, name="bulk"),
     path("runs/<int:run_id>/", views.run_detail, name="run"),
+    path("runs/<int:run_id>/investigation/", views.run_investigation, name="investigation"),
     path("runs/<int:run_id>/<slug:action>/", views.run_action, name="action"),
     path("attention/", views.attention, name="attention"),
     path("audit/", views.audit_log, name="audit"),
     path("workflows/<str:name>/", views.workflow_page, name="workflow"),
+    path("runbooks/<slug:reason>/", views.runbook, name="runbook"),
 ]
 
 urlpatterns = [

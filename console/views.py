@@ -7,7 +7,7 @@ from datetime import datetime
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, StreamingHttpResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
@@ -21,12 +21,15 @@ from runs import selectors
 from runs.actions import ACTIONS, offered
 from runs.contracts import contract_table, step_contract, workflow_verdict
 from runs.errors import TransitionNotAllowed
+from runs.guidance import recommend
+from runs.investigation import investigate, to_markdown
 from runs.models import Run, Step
 
 from .actions import ActionInputError, perform
 from .diffs import diff_rows
 from .forms import AuditFilterForm, RunFilterForm
 from .permissions import VIEW, grant_for
+from .runbooks import runbook_section
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +118,13 @@ def _detail_context(request, detail) -> dict:
         step.contract = contracts.get(step.name)
         step.duration = (step.finished_at - step.started_at
                          if step.finished_at and step.started_at else None)
+    recommendation = recommend(run, detail.steps)
+    recommended = None
+    if recommendation is not None and recommendation.action is not None:
+        recommended = next((item["action"] for item in actions
+                            if item["action"].name == recommendation.action.name), None)
     return {"run": run, "steps": detail.steps, "actions": actions,
+            "recommendation": recommendation, "recommended": recommended,
             "audit": [(r, diff_rows(r.before, r.after)) for r in detail.audit],
             "approvals": requests_for_run(run), "live": not selectors.is_final(run)}
 
@@ -127,7 +136,28 @@ def run_detail(request, run_id: int):
     context = _detail_context(request, detail)
     if request.htmx and request.GET.get("part") == "live":
         return render(request, "console/_run_live.html", context)
-    return render(request, "console/run_detail.html", context)
+    return render(request, "console/run_detail.html", {**context,
+                                                       "card": investigate(detail.run)})
+
+
+@require_GET
+@login_required
+def run_investigation(request, run_id: int):
+    """The investigation card: a page, or Markdown to paste into a ticket. Lookups by key
+    (reads, but they reach other systems) need the reconcile permission."""
+    detail = _load_visible_run(request, run_id)
+    run = detail.run
+    lookups = request.GET.get("lookups") == "1"
+    if lookups and not grant_for(request.user, ACTIONS["reconcile"].permission).covers(
+            run.workflow_id):
+        raise PermissionDenied("Looking effects up in other systems needs the reconcile "
+                               "permission.")
+    card = investigate(run, lookups=lookups)
+    if request.GET.get("format") == "md":
+        response = HttpResponse(to_markdown(card), content_type="text/markdown; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-investigation.md"'
+        return response
+    return render(request, "console/investigation.html", {"run": run, "card": card})
 
 
 @require_POST
@@ -237,6 +267,17 @@ def workflow_page(request, name: str):
     return render(request, "console/workflow.html", {
         "workflow": workflow, "contracts": contract_table(workflow),
         "verdict": workflow_verdict(workflow)})
+
+
+@require_GET
+@login_required
+def runbook(request, reason: str):
+    text = runbook_section(reason)
+    if text is None:
+        raise Http404(f"No runbook for {reason!r}.")
+    title, _, body = text.partition("\n")
+    return render(request, "console/runbook.html", {
+        "title": title.lstrip("# "), "paragraphs": [p for p in body.split("\n\n") if p.strip()]})
 
 
 @require_GET

@@ -29,29 +29,36 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from audit.actions import AuditAction
 from audit.models import AuditRecord
 from runs.definition import registry as workflows
-from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
+from runs.models import (
+    ATTENTION_RUN_STATUSES,
+    HELD_RUN_STATUSES,
+    AttentionReason,
+    Run,
+    RunStatus,
+    Step,
+    StepStatus,
+)
 
 logger = logging.getLogger(__name__)
 
-ATTENTION_STATUSES = (RunStatus.ATTENTION, RunStatus.COMPENSATION_FAILED)
-HELD_STATUSES = (RunStatus.RUNNING, RunStatus.COMPENSATING)
 DUE_STATUSES = (RunStatus.WAITING, RunStatus.COMPENSATING)
 
 # Counters derived from the audit log: metric name -> (help, audit action).
 AUDIT_COUNTERS = {
     "durable_step_retries": ("Retries scheduled after a transient error (audit "
-                             "'retry_scheduled' records).", "retry_scheduled"),
+                             "'retry_scheduled' records).", AuditAction.RETRY_SCHEDULED),
     "durable_unknown_outcomes": ("Step calls whose outcome was unknown (audit "
-                                 "'outcome_unknown' records).", "outcome_unknown"),
+                                 "'outcome_unknown' records).", AuditAction.OUTCOME_UNKNOWN),
     "durable_lease_expiries": ("Runs taken back from a worker whose lease expired (audit "
-                               "'lease_expired' records).", "lease_expired"),
+                               "'lease_expired' records).", AuditAction.LEASE_EXPIRED),
     "durable_model_output_rejections": ("Model outputs that failed their schema (audit "
                                         "'model_output_rejected' records).",
-                                        "model_output_rejected"),
+                                        AuditAction.MODEL_OUTPUT_REJECTED),
     "durable_late_results": ("Results that arrived after the worker's lease was taken over "
-                             "(audit 'late_result' records).", "late_result"),
+                             "(audit 'late_result' records).", AuditAction.LATE_RESULT),
 }
 
 # Seconds. Reads and model calls take well under a second, writes a few, approvals hours.
@@ -95,6 +102,12 @@ class RuntimeCollector(Collector):
         yield self._step_durations(now)
         if apps.is_installed("approvals"):
             yield from self._approvals(now)
+        # Apps above this one (the API) bring their own families: their AppConfig.ready()
+        # sets `metric_families`, a function of the time, so nothing here imports them.
+        for config in apps.get_app_configs():
+            families = getattr(config, "metric_families", None)
+            if families is not None:
+                yield from families(now)
 
     def _runs(self, now, names):
         runs = GaugeMetricFamily("durable_runs", "Runs by workflow and status.",
@@ -115,7 +128,7 @@ class RuntimeCollector(Collector):
             "Runs waiting for a person (attention or compensation_failed) by workflow and "
             "reason.", labels=["workflow", "reason"])
         counts = {(r["workflow_name"], r["attention_reason"]): r["n"] for r in
-                  Run.objects.filter(status__in=ATTENTION_STATUSES)
+                  Run.objects.filter(status__in=ATTENTION_RUN_STATUSES)
                   .values("workflow_name", "attention_reason").annotate(n=Count("id"))
                   .order_by()}
         for name in sorted(names | {w for w, _ in counts}):
@@ -130,7 +143,7 @@ class RuntimeCollector(Collector):
             "durable_steps_stuck_past_lease",
             "Runs whose worker's lease expired while a step (or compensation) was in flight "
             "and that the sweeper has not taken back yet.", labels=["workflow"])
-        counts = dict(Run.objects.filter(status__in=HELD_STATUSES, lease_expires_at__lt=now)
+        counts = dict(Run.objects.filter(status__in=HELD_RUN_STATUSES, lease_expires_at__lt=now)
                       .values_list("workflow_name").annotate(n=Count("id")).order_by())
         for name in sorted(names | set(counts)):
             family.add_metric([name], counts.get(name, 0))
@@ -229,39 +242,6 @@ class RuntimeCollector(Collector):
         family = GaugeMetricFamily("durable_outbox_failed",
                                    "Outbox messages given up after their last attempt.")
         family.add_metric([], Notification.objects.filter(status=NotificationStatus.FAILED).count())
-        yield family
-        yield from self._webhooks(now)
-        yield self._api_tokens(now)
-
-    def _api_tokens(self, now):
-        from api.tokens import tokens_expiring_soon
-
-        family = GaugeMetricFamily(
-            "durable_api_tokens_expiring_soon",
-            f"Usable API tokens that expire within {settings.API_TOKEN_EXPIRY_WARNING_DAYS} "
-            f"days (API_TOKEN_EXPIRY_WARNING_DAYS): their callers get 401 after that.")
-        family.add_metric([], tokens_expiring_soon(now))
-        return family
-
-    def _webhooks(self, now):
-        from api.models import WebhookDelivery
-
-        backlog = WebhookDelivery.objects.filter(
-            status=WebhookDelivery.Status.PENDING).aggregate(
-            n=Count("id"), oldest=Min("event__created_at"))
-        family = GaugeMetricFamily("durable_webhook_backlog",
-                                   "Progress events not yet delivered to a subscriber.")
-        family.add_metric([], backlog["n"])
-        yield family
-        family = GaugeMetricFamily("durable_webhook_oldest_seconds",
-                                   "Age of the oldest undelivered progress event (0 if none).")
-        family.add_metric([], (now - backlog["oldest"]).total_seconds()
-                          if backlog["oldest"] else 0)
-        yield family
-        family = GaugeMetricFamily("durable_webhook_failed",
-                                   "Deliveries given up after their last attempt.")
-        family.add_metric([], WebhookDelivery.objects.filter(
-            status=WebhookDelivery.Status.FAILED).count())
         yield family
 
 

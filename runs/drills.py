@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db import connection, connections
 from django.utils import timezone
 
+from audit.actions import AuditAction
 from audit.chain import Actor
 
 from . import crashpoints, executor, transitions
@@ -205,13 +206,14 @@ def _drill_compensation(workflow) -> DrillResult:
             # What must hold at the pause: this undo not sent, no older one started.
             older = [s.name for s in undo[undo.index(workflow.step(run.current_step)) + 1:]]
             early += list(run.audit_records.filter(
-                action__in=("compensation_intent", "compensation_succeeded"),
+                action__in=(AuditAction.COMPENSATION_INTENT,
+                            AuditAction.COMPENSATION_SUCCEEDED),
                 step_name__in=[run.current_step, *older]).values_list("step_name", flat=True))
             ACTIONS["confirm_compensation"].perform(
                 run.pk, actor=DRILL, request=Request(reason="drill: correction checked",
                                                      step=run.current_step))
             run = _recover(run, fresh=True)
-    order = list(run.audit_records.filter(action="compensation_succeeded").order_by("seq")
+    order = list(run.audit_records.filter(action=AuditAction.COMPENSATION_SUCCEEDED).order_by("seq")
                  .values_list("step_name", flat=True))
     passed = (run.status == RunStatus.COMPENSATED and order == [s.name for s in undo]
               and pauses == high and not early)
@@ -280,7 +282,7 @@ def _recover(run: Run, *, fresh: bool = False, timeout: float = 120) -> Run:
 
 
 def _intent_keys(run: Run, step_name: str) -> list[str]:
-    return list(run.audit_records.filter(action="intent", step_name=step_name)
+    return list(run.audit_records.filter(action=AuditAction.INTENT, step_name=step_name)
                 .values_list("data__key", flat=True))
 
 

@@ -19,7 +19,12 @@ class RunStatus(models.TextChoices):
     TERMINATED = "terminated"
 
 
+# The run-status sets, defined once for the runtime, the console, the API and the metrics.
 FINAL_RUN_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.COMPENSATED, RunStatus.TERMINATED})
+# A person must act (compensation_failed is not final: it is in the attention list too).
+ATTENTION_RUN_STATUSES = frozenset({RunStatus.ATTENTION, RunStatus.COMPENSATION_FAILED})
+# A worker may hold the run's lease.
+HELD_RUN_STATUSES = frozenset({RunStatus.RUNNING, RunStatus.COMPENSATING})
 
 
 class StepStatus(models.TextChoices):

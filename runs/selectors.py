@@ -13,10 +13,9 @@ from django.utils import timezone
 
 from audit.models import AuditRecord
 
-from .models import FINAL_RUN_STATUSES, Run, RunStatus, Step
+from .models import ATTENTION_RUN_STATUSES, FINAL_RUN_STATUSES, Run, RunStatus, Step
 
 PAGE_SIZE = 50
-ATTENTION_STATUSES = (RunStatus.ATTENTION, RunStatus.COMPENSATION_FAILED)
 # A waiting run whose wake-up time passed this long ago is stuck: nobody picked it up.
 STUCK_GRACE = timedelta(minutes=1)
 
@@ -59,7 +58,7 @@ def filter_runs(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
     if filters.workflow:
         runs = runs.filter(workflow_name=filters.workflow)
     if filters.attention:
-        runs = runs.filter(status__in=ATTENTION_STATUSES)
+        runs = runs.filter(status__in=ATTENTION_RUN_STATUSES)
     if filters.stuck:
         runs = runs.filter(
             Q(status__in=[RunStatus.RUNNING, RunStatus.COMPENSATING], lease_expires_at__lt=now)
@@ -115,7 +114,7 @@ def status_counts(*, workflow_ids: frozenset[int] | None) -> dict[str, int]:
 
 def attention_runs(*, workflow_ids: frozenset[int] | None, limit: int = 200) -> list[Run]:
     """Every run that needs a person, oldest first."""
-    runs = _visible(workflow_ids).filter(status__in=ATTENTION_STATUSES).order_by("updated_at",
+    runs = _visible(workflow_ids).filter(status__in=ATTENTION_RUN_STATUSES).order_by("updated_at",
                                                                                   "pk")
     return list(_with_row_facts(runs)[:limit])
 

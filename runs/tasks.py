@@ -8,11 +8,12 @@ from audit.chain import Actor
 
 from . import executor, sweeper, transitions
 from .errors import StartRefused
+from .wakeup import ADVANCE_RUN_TASK
 
 logger = logging.getLogger(__name__)
 
 
-@shared_task(name="runs.advance_run")
+@shared_task(name=ADVANCE_RUN_TASK)
 def advance_run(run_id: int) -> str | None:
     return executor.advance_run(run_id)
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 from api import webhooks
 from api.models import WebhookDelivery, WebhookSubscriber
 from runs import executor, transitions
+from runs.errors import TransitionNotAllowed
 from runs.models import RunEvent, RunStatus
 from tests.factories import SYSTEM, new_run
 
@@ -62,7 +63,7 @@ def test_every_status_change_writes_its_event_in_the_transition(script):
     executor.advance_run(run.pk, worker="w1")  # the one-statement hot path included
     assert _events(run) == [("new", "queued"), ("queued", "running"),
                             ("running", "completed")]
-    with pytest.raises(transitions.TransitionNotAllowed):
+    with pytest.raises(TransitionNotAllowed):
         transitions.resume(run.pk, actor=SYSTEM, reason="refused")
     assert len(_events(run)) == 3  # a refused transition writes nothing
 

@@ -67,3 +67,24 @@ def test_verify_audit_passes_then_names_the_first_tampered_record(completed_run,
         cursor.execute("SET session_replication_role = origin")
     with pytest.raises(CommandError, match=f"id={victim.pk} seq=3"):
         call_command("verify_audit")
+
+
+@pytest.mark.django_db
+def test_every_action_a_run_writes_is_named_in_the_one_enumeration(script):
+    from django.utils import timezone
+
+    from audit.actions import AuditAction
+    from runs.errors import PermanentError, UnknownOutcome
+    from runs.models import Run
+
+    script.plan["create-task"] = [UnknownOutcome("reset"), "effect-then-raise"]
+    script.plan["book-shipment"] = [PermanentError("no carrier")]
+    runs = [new_run(), new_run("test-saga")]
+    for run in runs:
+        for _ in range(5):
+            executor.advance_run(run.pk, worker="w1")
+            # Due now rather than after the backoff.
+            Run.objects.filter(pk=run.pk, status="waiting").update(next_wake_at=timezone.now())
+    written = set(AuditRecord.objects.filter(run__in=runs).values_list("action", flat=True))
+    assert len(written) > 8
+    assert written <= set(AuditAction)

@@ -5,7 +5,7 @@ import pytest
 
 from audit.models import AuditRecord
 from runs import executor, transitions
-from runs.errors import PermanentError, TransientError, UnknownOutcome
+from runs.errors import PermanentError, TransientError, TransitionNotAllowed, UnknownOutcome
 from runs.keys import compensation_key
 from runs.models import AttentionReason, Run, RunStatus, StepStatus
 from tests.factories import SYSTEM, new_run, step
@@ -42,7 +42,7 @@ def test_an_unknown_outcome_never_starts_automatic_compensation(script):
     # book-shipment has no reconcile and its receiver does not honour keys: a person decides.
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.ATTENTION
     assert script.compensations == {}
-    with pytest.raises(transitions.TransitionNotAllowed, match="settle book-shipment first"):
+    with pytest.raises(TransitionNotAllowed, match="settle book-shipment first"):
         transitions.compensate(run.pk, actor=SYSTEM, reason="undo")
 
 
@@ -94,5 +94,5 @@ def test_a_transient_compensation_error_is_retried_by_the_steps_policy(script):
 def test_compensate_is_refused_when_nothing_completed(script):
     run = new_run()
     Run.objects.filter(pk=run.pk).update(status=RunStatus.ATTENTION)
-    with pytest.raises(transitions.TransitionNotAllowed, match="no completed step"):
+    with pytest.raises(TransitionNotAllowed, match="no completed step"):
         transitions.compensate(run.pk, actor=SYSTEM, reason="undo")

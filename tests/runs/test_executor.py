@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from audit.models import AuditRecord
 from runs import executor, transitions
-from runs.errors import PermanentError, TransientError, UnknownOutcome
+from runs.errors import PermanentError, TransientError, TransitionNotAllowed, UnknownOutcome
 from runs.keys import step_key
 from runs.models import AttentionReason, ErrorClass, Run, RunStatus, Step, StepStatus
 from tests.factories import SYSTEM, new_run, step
@@ -256,7 +256,7 @@ def test_terminate_is_immediate_and_a_late_result_is_recorded_when_it_arrives(sc
     assert step(run, "fetch").remote_ref == "R1"
     assert AuditRecord.objects.filter(run=run, action="late_result_recorded").count() == 1
     # A terminated run does not resume by accident...
-    with pytest.raises(transitions.TransitionNotAllowed):
+    with pytest.raises(TransitionNotAllowed):
         transitions.resume(run.pk, actor=SYSTEM, reason="oops")
     assert executor.advance_run(run.pk, worker="w1") is None
     # ...only through the explicit reopen.
@@ -316,7 +316,7 @@ def test_a_rejected_approval_stops_the_run_for_an_operator_and_sends_nothing(scr
     assert run.status == RunStatus.ATTENTION
     assert run.attention_reason == AttentionReason.APPROVAL_REJECTED
     assert script.effects == {}
-    with pytest.raises(transitions.TransitionNotAllowed, match="decide_approval is not allowed"):
+    with pytest.raises(TransitionNotAllowed, match="decide_approval is not allowed"):
         transitions.decide_approval(run.pk, step_name="approve", approved=True, actor=SYSTEM)
 
 
@@ -393,6 +393,6 @@ def test_a_decision_that_a_later_step_acted_on_cannot_be_asked_again(script):
     script.plan["post-ledger"] = [PermanentError("ledger closed")]
     run = new_run()
     executor.advance_run(run.pk, worker="w1")
-    with pytest.raises(transitions.TransitionNotAllowed, match="create-task already acted"):
+    with pytest.raises(TransitionNotAllowed, match="create-task already acted"):
         transitions.ask_again(run.pk, step_name="classify", actor=SYSTEM, reason="r")
     assert step(run, "classify").status == StepStatus.SUCCEEDED

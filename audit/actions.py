@@ -1,0 +1,50 @@
+"""The actions of the audit log, named once: the transitions write them, the metrics count
+them, the console filters by them and the tests look for them. A StrEnum, so a value is the
+plain string stored in AuditRecord.action (and hashed into the chain)."""
+
+from enum import StrEnum
+
+
+class AuditAction(StrEnum):
+    # a run's life
+    STARTED = "started"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    DEFINITION_MISSING = "definition_missing"
+    LEASE_EXPIRED = "lease_expired"
+    STEP_LEASE_EXPIRED = "step_lease_expired"
+    # a step's outcome
+    INTENT = "intent"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    OUTCOME_UNKNOWN = "outcome_unknown"
+    RETRY_SCHEDULED = "retry_scheduled"
+    MODEL_OUTPUT_REJECTED = "model_output_rejected"
+    ATTENTION = "attention"
+    LATE_RESULT = "late_result"
+    LATE_RESULT_RECORDED = "late_result_recorded"
+    # unknown outcomes settled
+    RECONCILED = "reconciled"
+    RECONCILE_SCHEDULED = "reconcile_scheduled"
+    LOOKUP_RETRY_SCHEDULED = "lookup_retry_scheduled"
+    # compensation
+    COMPENSATION_STARTED = "compensation_started"
+    COMPENSATION_INTENT = "compensation_intent"
+    COMPENSATION_SUCCEEDED = "compensation_succeeded"
+    COMPENSATION_RETRY_SCHEDULED = "compensation_retry_scheduled"
+    COMPENSATION_FAILED = "compensation_failed"
+    COMPENSATION_PAUSED = "compensation_paused"
+    COMPENSATION_CONFIRMED = "compensation_confirmed"
+    COMPENSATED = "compensated"
+    # approvals
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECIDED = "approval_decided"
+    APPROVAL_TIMED_OUT = "approval_timed_out"
+    # operator actions
+    RESUMED = "resumed"
+    STEP_RETRIED = "step_retried"
+    DECISION_DISCARDED = "decision_discarded"
+    CANCEL_REQUESTED = "cancel_requested"
+    CANCELLED = "cancelled"
+    TERMINATED = "terminated"
+    REOPENED = "reopened"

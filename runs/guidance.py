@@ -1,0 +1,122 @@
+"""The smallest safe next action for a run that needs a person, in words.
+
+Derived from the run's attention reason, the step it concerns (its status, impact and
+recovery contract) and the operator actions the transitions accept now (runs.actions), so
+the console never recommends what would be refused. Read-only: nothing here changes a run.
+"""
+
+from dataclasses import dataclass
+
+from . import definition as d
+from .actions import ACTIONS, OperatorAction
+from .contracts import step_contract
+from .models import AttentionReason, Run, RunStatus, Step, StepStatus
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What happened, what is known and what is not, and the one next action."""
+
+    happened: str
+    known: list[str]
+    unknown: list[str]
+    action: OperatorAction | None
+    step: str
+    why: str
+    # The attention reason, whose runbook section says more (docs/operations.md).
+    reason: str
+
+    @property
+    def reason_label(self) -> str:
+        return AttentionReason(self.reason).label
+
+    @property
+    def action_name(self) -> str:
+        return self.action.name if self.action else ""
+
+
+def _concerned_step(run: Run, steps: list[Step]) -> Step | None:
+    by_name = {s.name: s for s in steps}
+    for status in (StepStatus.UNKNOWN, StepStatus.COMPENSATION_FAILED, StepStatus.FAILED,
+                   StepStatus.WAITING):
+        hit = next((s for s in steps if s.status == status), None)
+        if hit is not None:
+            return hit
+    return by_name.get(run.current_step)
+
+
+def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
+    """The recommended next action for a run in attention (or whose compensation failed);
+    None for a run that needs nobody."""
+    if run.status not in (RunStatus.ATTENTION, RunStatus.COMPENSATION_FAILED):
+        return None
+    workflow = d.registry.get(run.workflow_name, run.workflow_version)
+    step = _concerned_step(run, steps)
+    spec = None
+    if workflow is not None and step is not None:
+        try:
+            spec = workflow.step(step.name)
+        except KeyError:
+            spec = None
+    reason = run.attention_reason or AttentionReason.UNKNOWN_OUTCOME
+    known = [f"{s.name}: done, evidence {s.remote_ref}" for s in steps
+             if s.status == StepStatus.SUCCEEDED and s.remote_ref and s.kind in (d.WRITE,
+                                                                                 d.NOTIFY)]
+    unknown: list[str] = []
+    name = step.name if step is not None else ""
+    happened = run.status_message or run.get_attention_reason_display()
+
+    def offer(action: str, why: str, target: str = "") -> Recommendation:
+        spec_action = ACTIONS[action]
+        target_step = next((s for s in steps if s.name == target), None)
+        refused = spec_action.refusal(run, steps, step=target_step)
+        return Recommendation(happened=happened, known=known, unknown=unknown,
+                              action=None if refused else spec_action,
+                              step=target if not refused else "",
+                              why=why if not refused else f"{why} (not possible now: {refused})",
+                              reason=reason)
+
+    if reason == AttentionReason.UNKNOWN_OUTCOME or (
+            step is not None and step.status == StepStatus.UNKNOWN):
+        unknown.append(f"whether {name} took effect in the remote system")
+        if spec is not None and spec.reconcile_fn is not None:
+            return offer("reconcile", f"Look {name} up by its key now: found settles it and "
+                         "the run continues; not found marks it failed, to retry with the same "
+                         "key.", name)
+        return offer("reconcile", f"{name} has no lookup: check the remote system by hand "
+                     f"({step_contract(spec).evidence if spec else 'its evidence'}) and record "
+                     "what you found, with evidence.", name)
+    if reason == AttentionReason.COMPENSATION_PAUSED:
+        return offer("confirm_compensation", f"Check what the undo of {name} will send, then "
+                     "confirm it; the older undos follow.", name)
+    if reason == AttentionReason.COMPENSATION_FAILED:
+        unknown.append("which effects of the undone steps still stand, beyond the evidence")
+        return offer("compensate", f"Fix what made the undo of {name} fail, then compensate "
+                     "again: the failed undo is sent again with its own key.")
+    if reason == AttentionReason.BUDGET_EXHAUSTED:
+        return offer("retry_step", f"{name} ran out of attempts with evidence each time that "
+                     "nothing changed. Once the remote system is back, retry it (same key, "
+                     "fresh budget).", name)
+    if reason == AttentionReason.PERMANENT_ERROR:
+        return offer("retry_step", f"The remote system refused {name}. Fix the cause (data, "
+                     "credentials, permission) first, then retry it; if the business no longer "
+                     "wants it, compensate instead.", name)
+    if reason == AttentionReason.MODEL_OUTPUT_PAUSED:
+        return offer("retry_step", f"The model's answers for {name} failed their schema; its "
+                     "invalid output is kept on the step. Fix the prompt or the model, then "
+                     "retry it.", name)
+    if reason == AttentionReason.UNCLASSIFIED_ERROR:
+        return offer("retry_step", f"{name} raised an unexpected error. Read it, fix the "
+                     "code or the data, then retry.", name)
+    if reason in (AttentionReason.APPROVAL_TIMED_OUT, AttentionReason.APPROVAL_REJECTED):
+        who = ", ".join(spec.approval.approvers) if spec is not None and spec.approval else \
+            "the approvers"
+        if reason == AttentionReason.APPROVAL_REJECTED:
+            return offer("compensate", f"{name} was rejected: a business decision. Undo what "
+                         "the run did so far.")
+        return offer("resume", f"Nobody decided {name} in time: chase {who}, then resume to "
+                     "wait for their decision again.")
+    if reason == AttentionReason.DEFINITION_MISSING:
+        return offer("resume", f"No worker knows {run.workflow_name} "
+                     f"v{run.workflow_version}: deploy that version, then resume.")
+    return offer("resume", "Read the run's history, settle anything unknown, then resume.")

@@ -1,0 +1,59 @@
+"""Every change of a run's or a step's state, and nothing else.
+
+Each public function here is one transition: in one durable transaction it locks the run
+row, checks the move against RUN_TRANSITIONS, writes the change and its audit records, and
+commits. Broker messages are sent after commit and are only wake-up hints. The executor (for
+automation) and the console (for operators) call these same functions.
+
+The package, by concern: kernel (the table, _Change, locking, audit), start (starting a
+run), lease_cycle (claim, outcomes, unknown outcomes, heartbeats, lease expiry), resends
+(the one path that sends a step again), compensation, operator_rules (when an operator
+action can succeed, four eyes), operator (the operator actions), approval_waits.
+"""
+
+from .approval_waits import approval_timed_out, decide_approval
+from .compensation import compensation_plan
+from .kernel import (
+    DONE_STEP_STATUSES,
+    HELD,
+    NEW,
+    RUN_TRANSITIONS,
+    Lease,
+    Outcome,
+    allowed,
+    input_hash,
+)
+from .lease_cycle import claim_run, expire_lease, heartbeat, record_outcome, settle_unknown
+from .operator import (
+    ask_again,
+    cancel,
+    compensate,
+    confirm_compensation,
+    reconcile,
+    reopen,
+    resume,
+    retry_step,
+    terminate,
+)
+from .operator_rules import (
+    EFFECT_KINDS,
+    SECOND_PERSON_ACTIONS,
+    STEP_ACTIONS,
+    eligible_steps,
+    high_impact_effects,
+    needs_second_person,
+    paused_undo,
+    refusal,
+    step_refusal,
+)
+from .start import start_run
+
+__all__ = [
+    "DONE_STEP_STATUSES", "EFFECT_KINDS", "HELD", "NEW", "RUN_TRANSITIONS",
+    "SECOND_PERSON_ACTIONS", "STEP_ACTIONS", "Lease", "Outcome", "allowed",
+    "approval_timed_out", "ask_again", "cancel", "claim_run", "compensate",
+    "compensation_plan", "confirm_compensation", "decide_approval", "eligible_steps",
+    "expire_lease", "heartbeat", "high_impact_effects", "input_hash", "needs_second_person",
+    "paused_undo", "reconcile", "record_outcome", "refusal", "reopen", "resume", "retry_step",
+    "settle_unknown", "start_run", "step_refusal", "terminate",
+]

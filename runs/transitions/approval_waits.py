@@ -1,0 +1,80 @@
+"""The transitions of an approval step: a person's decision, or nobody deciding in time.
+The approvals app calls them once a decision is recorded on its request."""
+
+from datetime import datetime
+
+from audit.actions import AuditAction
+from audit.chain import Actor
+
+from .. import definition as d
+from ..errors import (
+    TransitionNotAllowed,
+)
+from ..models import (
+    AttentionReason,
+    Run,
+    Step,
+    StepStatus,
+)
+from .kernel import (  # the package's shared vocabulary
+    A,
+    Q,
+    _locked,
+    _snapshot,
+    _step,
+    _steps_done_with,
+)
+
+
+def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor,
+                    comment: str = "", data: dict | None = None,
+                    now: datetime | None = None) -> Run:
+    """Record a person's decision on the approval step the run waits on.
+
+    Approved: the step succeeds and the run continues. Rejected: the step fails and the run
+    waits for an operator in attention (rejection is a business outcome, not an error to
+    retry).
+    """
+    with _locked(run_id, "decide_approval", actor=actor, now=now) as change:
+        run, now = change.run, change.now
+        step = _waiting_approval(run, step_name)
+        before = _snapshot(run, step)
+        step.finished_at = now
+        step.result = {"approved": approved, "by": actor.label, "comment": comment}
+        if approved:
+            step.status = StepStatus.SUCCEEDED
+            step.remote_ref = f"approved by {actor.label}"
+            change.step_changed(step)
+            run.steps_done = _steps_done_with(run, step)
+            change.move(Q)
+        else:
+            step.status = StepStatus.FAILED
+            step.error_message = f"rejected by {actor.label}: {comment}"
+            change.step_changed(step)
+            change.move(A, reason=AttentionReason.APPROVAL_REJECTED,
+                        message=f"{step_name} rejected by {actor.label}")
+        change.audit(AuditAction.APPROVAL_DECIDED, step=step, reason=comment, before=before,
+                     after=_snapshot(run, step), data={**(data or {}), "approved": approved})
+    return run
+
+def _waiting_approval(run: Run, step_name: str) -> Step:
+    step = _step(run, step_name)
+    if step.kind != d.APPROVAL or step.status != StepStatus.WAITING:
+        raise TransitionNotAllowed(
+            f"step {step_name} of run {run.pk} is not an approval waiting for a decision "
+            f"({step.kind}, {step.status})")
+    return step
+
+def approval_timed_out(run_id: int, *, step_name: str, actor: Actor, reason: str,
+                       now: datetime | None = None) -> Run:
+    """Nobody decided the approval in time and its policy is to cancel: the run goes to
+    attention, the step still waiting, for an operator to decide what happens."""
+    with _locked(run_id, "approval_timed_out", actor=actor, now=now) as change:
+        run = change.run
+        step = _waiting_approval(run, step_name)
+        before = _snapshot(run, step)
+        change.move(A, reason=AttentionReason.APPROVAL_TIMED_OUT,
+                    message=f"{step_name}: {reason}")
+        change.audit(AuditAction.APPROVAL_TIMED_OUT, step=step, reason=reason, before=before,
+                     after=_snapshot(run, step))
+    return run

@@ -1,0 +1,131 @@
+"""Compensation: the plan (completed steps that declare an undo, newest first), starting it,
+the next undo's intent (pausing before a high-impact one), and an undo's outcome."""
+
+
+
+
+from audit.actions import AuditAction
+
+from .. import definition as d
+from ..models import (
+    AttentionReason,
+    ErrorClass,
+    Step,
+    StepStatus,
+)
+from .kernel import (  # the package's shared vocabulary
+    CFAIL,
+    COMP,
+    COMPED,
+    A,
+    Lease,
+    Outcome,
+    _Change,
+    _halt,
+    _snapshot,
+)
+from .resends import schedule_resend
+
+
+def compensation_plan(steps: list[Step], definition: d.Workflow | None) -> list[Step]:
+    """The steps a compensation would undo, in the order it would undo them: completed steps
+    that declare a compensation (and failed compensations, tried again), newest first."""
+    if definition is None:
+        return []
+    known = {s.name for s in definition.steps if s.compensate_fn is not None}
+    plan = [s for s in steps if s.name in known and s.status in (
+        StepStatus.SUCCEEDED, StepStatus.COMPENSATING, StepStatus.COMPENSATION_FAILED)]
+    return sorted(plan, key=lambda s: (s.finished_at or s.updated_at, s.position), reverse=True)
+
+def _begin_compensation(change: _Change, plan: list[Step], *, reason: str,
+                        data: dict | None = None) -> None:
+    before = _snapshot(change.run)
+    for step in plan:
+        if step.status == StepStatus.COMPENSATION_FAILED:
+            step.status = StepStatus.COMPENSATING  # tried again with the same key
+            step.next_attempt_at = None
+            step.budget_started_at = None
+            change.step_changed(step)
+    change.move(COMP)
+    change.audit(AuditAction.COMPENSATION_STARTED, reason=reason, before=before,
+                 after=_snapshot(change.run),
+                 data={**(data or {}), "order": [s.name for s in plan]})
+
+def _advance_compensation(change: _Change, lease: Lease) -> None:
+    """Record the intent of the next compensation (newest completed step first), or finish."""
+    run, now = change.run, change.now
+    lease.work, lease.settle_first, lease.compensating = None, False, False
+    plan = [s for s in compensation_plan(lease.steps, lease.definition)
+            if s.status != StepStatus.COMPENSATION_FAILED]
+    if not plan:
+        before = _snapshot(run)
+        for step in lease.steps:
+            if step.status in (StepStatus.PENDING, StepStatus.SCHEDULED):
+                step.status = StepStatus.SKIPPED
+                change.step_changed(step)
+        change.move(COMPED)
+        run.current_step = ""
+        change.audit(AuditAction.COMPENSATED, before=before, after=_snapshot(run))
+        lease.finished = True
+        return
+    step = plan[0]
+    if step.impact == d.HIGH and step.status == StepStatus.SUCCEEDED:
+        # Undoing a high-impact effect sends something that cannot be taken back (a
+        # correction to a person, a reversing entry): prepared and shown, sent only once a
+        # person confirms (confirm_compensation); older undos wait behind it.
+        before = _snapshot(run, step)
+        run.current_step = step.name
+        change.move(A, reason=AttentionReason.COMPENSATION_PAUSED,
+                    message=f"compensation paused before undoing {step.name} (high impact): "
+                            "confirm what it will send to carry on")
+        change.audit(AuditAction.COMPENSATION_PAUSED, step=step, before=before,
+                     after=_snapshot(run, step),
+                     data={"waiting": [s.name for s in plan]})
+        lease.finished = True
+        return
+    before = step.status
+    if before == StepStatus.SUCCEEDED:
+        step.budget_started_at = now  # the compensation's own retry budget starts now
+    step.status = StepStatus.COMPENSATING
+    step.compensation_attempt += 1
+    step.budget_started_at = step.budget_started_at or now
+    step.next_attempt_at = None
+    step.lease_owner, step.lease_expires_at = lease.worker, run.lease_expires_at
+    run.current_step = step.name
+    change.step_changed(step)
+    change.audit(AuditAction.COMPENSATION_INTENT, step=step, before={"step_status": before},
+                 after={"step_status": step.status},
+                 data={"attempt": step.compensation_attempt, "key": step.compensation_key})
+    lease.work, lease.compensating = step, True
+
+def _compensation_outcome(change: _Change, lease: Lease, step: Step, outcome: Outcome) -> None:
+    run = change.run
+    before = _snapshot(run, step)
+    step.lease_owner, step.lease_expires_at = "", None
+    if outcome.succeeded:
+        step.status = StepStatus.COMPENSATED
+        step.compensation_ref = outcome.remote_ref or ""
+        step.error_class, step.error_message = "", ""
+        change.step_changed(step)
+        change.audit(AuditAction.COMPENSATION_SUCCEEDED, step=step, before=before,
+                     after={**_snapshot(run, step), "compensation_ref": step.compensation_ref})
+        _advance_compensation(change, lease)
+        return
+    error = outcome.error
+    step.error_class, step.error_message = error.error_class, error.message
+    # A compensation carries its own key and must be idempotent, so an unknown outcome is
+    # settled by sending it again, within its step's retry budget.
+    if error.error_class in (ErrorClass.TRANSIENT, ErrorClass.UNKNOWN):
+        spent = schedule_resend(change, lease, step, before=before,
+                                why=f"{error.error_class} error", error=error.message,
+                                retry_after=error.retry_after, compensation=True)
+        if spent is None:
+            return
+        error_message = f"{error.message} ({spent})"
+    else:
+        error_message = error.message
+    step.status = StepStatus.COMPENSATION_FAILED
+    change.step_changed(step)
+    _halt(change, lease, step, before, CFAIL, AttentionReason.COMPENSATION_FAILED,
+          f"compensation of {step.name} failed: {error_message}", error.message,
+          action=AuditAction.COMPENSATION_FAILED)

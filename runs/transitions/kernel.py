@@ -1,0 +1,319 @@
+"""The kernel of the state machine: the one table of allowed run transitions, the writes of
+one transition to one locked run (_Change: status moves checked against the table, audit
+records chained from the run's head, progress events, everything saved together), and the
+small pieces every transition shares. The other modules of this package build on it."""
+
+import hashlib
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from audit.actions import AuditAction
+from audit.chain import Actor, build_record
+from audit.models import AuditRecord
+
+from .. import definition as d
+from ..errors import (
+    Classified,
+    ReasonRequired,
+    TransitionNotAllowed,
+)
+from ..models import (
+    HELD_RUN_STATUSES,
+    ErrorClass,
+    Run,
+    RunEvent,
+    RunStatus,
+    Step,
+    StepStatus,
+)
+from ..redaction import redact
+from ..wakeup import wake_after_commit
+
+NEW = "new"  # the pseudo-state of a run that does not exist yet
+
+Q, R, W, A = RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.ATTENTION
+
+DONE, TERM = RunStatus.COMPLETED, RunStatus.TERMINATED
+
+COMP, COMPED, CFAIL = (RunStatus.COMPENSATING, RunStatus.COMPENSATED,
+                       RunStatus.COMPENSATION_FAILED)
+# States in which a worker may hold the run's lease.
+
+HELD = HELD_RUN_STATUSES
+
+@dataclass(frozen=True)
+class Move:
+    sources: frozenset
+    targets: frozenset
+
+def _move(sources, targets) -> Move:
+    return Move(frozenset(sources), frozenset(targets))
+
+
+# The one table of allowed run transitions: action -> (states it may start from, states it
+# may lead to). Every status change below goes through _Change.move, which checks it here.
+RUN_TRANSITIONS: dict[str, Move] = {
+    "start": _move({NEW}, {Q}),
+    # A worker takes a queued run, or a waiting or compensating run whose time has come.
+    "claim": _move({Q, W, COMP}, {R, W, A, DONE, TERM, COMP, COMPED, CFAIL}),
+    # The lease holder records a step's (or a compensation's) outcome and the next intent.
+    "record_outcome": _move({R, COMP}, {R, W, A, DONE, TERM, COMP, COMPED, CFAIL}),
+    # The lease holder settles an unknown step after asking the remote system.
+    "settle_unknown": _move({R}, {R, W, A, DONE, TERM}),
+    # The sweeper takes a run back from a worker whose lease ran out.
+    "expire_lease": _move({R, COMP}, {Q, COMP}),
+    "resume": _move({A, W}, {Q}),
+    # A person decided an approval step the run is waiting on, or nobody did in time.
+    "decide_approval": _move({W}, {Q, A}),
+    "approval_timed_out": _move({W}, {A}),
+    "reconcile": _move({A}, {Q, A}),
+    "retry_step": _move({A, W}, {Q}),
+    # Ask the model again for a stored decision: explicit, with a reason, before anything
+    # acted on the old one.
+    "ask_again": _move({A, W}, {Q}),
+    # Undo completed steps, newest first: by policy for low-impact steps, or by a person.
+    "compensate": _move({A, W, CFAIL}, {COMP}),
+    # Cancel stops at the next step boundary: at once when no step is in flight.
+    "cancel": _move({Q, R, W, A}, {R, TERM}),
+    "terminate": _move({Q, R, W, A, COMP, CFAIL}, {TERM}),
+    # A terminated run never resumes by accident: reopening is its own, explicit transition.
+    "reopen": _move({TERM}, {A}),
+    # A person confirms the undo of a high-impact step a compensation paused at.
+    "confirm_compensation": _move({A}, {COMP}),
+}
+
+DONE_STEP_STATUSES = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})
+
+def allowed(action: str, status: str) -> bool:
+    """Whether `action` may start from run status `status`."""
+    return status in RUN_TRANSITIONS[action].sources
+
+def _now(now: datetime | None) -> datetime:
+    return now or timezone.now()
+
+def input_hash(data) -> str:
+    """The hash that tells a redelivered start event from a different one."""
+    return hashlib.sha256(
+        json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+
+class _Change:
+    """The writes of one transition to one locked run: status moves checked against the
+    table, audit records chained from the run's head, everything saved together."""
+
+    def __init__(self, run: Run, action: str | None, actor: Actor, now: datetime, *,
+                 status: str | None = None):
+        """`action` None records evidence only and may not move the run."""
+        self.run, self.action, self.actor, self.now = run, action, actor, now
+        self.records: list[AuditRecord] = []
+        self.events: list[RunEvent] = []
+        self.steps: dict[int, Step] = {}
+        self.wake_countdown: float | None = None
+        self.wake = False
+        status = run.status if status is None else status
+        self.status_seen = status
+        if action is not None and not allowed(action, status):
+            raise TransitionNotAllowed(
+                f"{action} is not allowed for run {run.pk} ({run.workflow_name} "
+                f"{run.business_key}) in state {status}"
+            )
+
+    def move(self, to: str, *, reason: str = "", message: str = "") -> None:
+        if self.action is None or to not in RUN_TRANSITIONS[self.action].targets:
+            raise TransitionNotAllowed(f"{self.action} cannot lead run {self.run.pk} to {to}")
+        if to != self.run.status:
+            # Run.updated_at is when the status last changed: step progress within a status
+            # leaves it (and so every index on it) alone, which keeps that update cheap.
+            self.run.updated_at = self.now
+            # The progress event, in this same transaction (the outbox of api.webhooks).
+            self.events.append(RunEvent(run_id=self.run.pk, status_from=self.status_seen,
+                                        status_to=to, created_at=self.now))
+            self.status_seen = to
+        self.run.status = to
+        self.run.attention_reason = reason if to in (A, CFAIL) else ""
+        self.run.status_message = message
+        if to not in HELD:
+            self.run.lease_owner, self.run.lease_expires_at = "", None
+        if to in (DONE, TERM, COMPED):
+            self.run.finished_at = self.now
+        if to == Q:
+            self.wake = True
+
+    def audit(self, action: str, *, step: Step | None = None, reason: str = "",
+              before=None, after=None, data=None) -> None:
+        record = build_record(
+            run_id=self.run.pk, head_seq=self.run.audit_seq, head_hash=self.run.audit_head,
+            action=action, actor=self.actor, reason=reason,
+            step_name=step.name if step is not None else "",
+            before=before, after=after, data=redact(data) if data else None, created_at=self.now,
+        )
+        self.run.audit_seq, self.run.audit_head = record.seq, record.hash
+        self.records.append(record)
+
+    def step_changed(self, step: Step) -> None:
+        step.updated_at = self.now
+        self.steps[step.pk] = step
+
+    def save(self) -> None:
+        for step in self.steps.values():
+            step.save(update_fields=_STEP_FIELDS)
+        AuditRecord.objects.bulk_create(self.records)
+        if self.events:
+            RunEvent.objects.bulk_create(self.events)
+        self.run.save(update_fields=_RUN_FIELDS)
+        if self.wake:
+            wake_after_commit(self.run.pk)
+        elif self.wake_countdown is not None:
+            wake_after_commit(self.run.pk, countdown=self.wake_countdown)
+
+_RUN_FIELDS = [
+    "status", "attention_reason", "status_message", "current_step", "steps_done",
+    "cancel_requested", "fencing_token", "lease_owner", "lease_expires_at", "heartbeat_at",
+    "next_wake_at", "audit_seq", "audit_head", "updated_at", "finished_at",
+]
+
+_STEP_FIELDS = [
+    "status", "attempt", "budget_attempt_base", "budget_started_at", "format_failures",
+    "lookup_failures",
+    "compensation_attempt", "compensation_ref",
+    "remote_ref", "result", "error_class", "error_message", "next_attempt_at", "lease_owner",
+    "lease_expires_at", "started_at", "finished_at", "updated_at",
+]
+
+# Short retries also get a delayed wake-up hint so they need not wait for the sweeper; the
+# database row (next_wake_at) stays the source of truth, so a lost hint loses nothing.
+
+_MAX_HINT_COUNTDOWN = 30.0
+
+def _lock(run_id: int) -> Run:
+    try:
+        return Run.objects.select_for_update().get(pk=run_id)
+    except Run.DoesNotExist:
+        raise TransitionNotAllowed(f"run {run_id} does not exist") from None
+
+def _steps(run: Run) -> list[Step]:
+    return list(Step.objects.filter(run=run).order_by("position"))
+
+def _step(run: Run, name: str) -> Step:
+    try:
+        return Step.objects.get(run=run, name=name)
+    except Step.DoesNotExist:
+        raise TransitionNotAllowed(f"run {run.pk} has no step {name!r}") from None
+
+def _steps_done_with(run: Run, step: Step) -> int:
+    """How many steps are done once `step` (being settled now) counts as done."""
+    return sum(1 for s in _steps(run) if s.pk == step.pk or s.status in DONE_STEP_STATUSES)
+
+def _require_reason(reason: str, what: str) -> None:
+    # Every operator transition calls this first, before any lock is taken: a refusal
+    # writes nothing, whichever caller (console, API, CLI, a second person's approval) it is.
+    if not isinstance(reason, str) or not reason.strip():
+        raise ReasonRequired(f"{what} needs a reason")
+
+def _reset_budget(step: Step) -> None:
+    step.budget_attempt_base = step.attempt
+    step.budget_started_at = None
+    step.format_failures = 0
+    step.lookup_failures = 0
+    step.next_attempt_at = None
+
+def _snapshot(run: Run, step: Step | None = None) -> dict:
+    snap = {"status": run.status}
+    if run.attention_reason:
+        snap["attention_reason"] = run.attention_reason
+    if step is not None:
+        snap["step_status"] = step.status
+    return snap
+
+@dataclass
+class Lease:
+    """A worker's hold on a run: the token it claimed with and the rows as it left them."""
+
+    run: Run
+    steps: list[Step]
+    token: int
+    worker: str
+    definition: d.Workflow | None
+    work: Step | None = None
+    # True when `work` is a step whose outcome is unknown: reconcile it before anything else.
+    settle_first: bool = False
+    # True when `work` is a compensation to call rather than the step's action.
+    compensating: bool = False
+    finished: bool = False
+
+    def by_name(self, name: str) -> Step:
+        return next(s for s in self.steps if s.name == name)
+
+def _lease_until(now: datetime) -> datetime:
+    return now + timedelta(seconds=settings.RUNS_LEASE_SECONDS)
+
+def _extend_lease(run: Run, now: datetime) -> None:
+    # Renewed once half of it is used up rather than at every step: lease_expires_at is
+    # indexed, and leaving it alone lets PostgreSQL update the run row in place.
+    run.heartbeat_at = now
+    remaining = settings.RUNS_LEASE_SECONDS / 2
+    if run.lease_expires_at is None or (run.lease_expires_at - now).total_seconds() < remaining:
+        run.lease_expires_at = _lease_until(now)
+
+def _definition_step(lease: Lease, step: Step) -> d.StepDef:
+    return lease.definition.step(step.name)
+
+def _fenced(run: Run, lease: Lease) -> bool:
+    return run.fencing_token != lease.token or run.status not in HELD
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one call of a step function ended with."""
+
+    succeeded: bool
+    value: object = None
+    remote_ref: str = ""
+    error: Classified | None = None
+    invalid_output: object = None
+
+def _halt(change: _Change, lease: Lease, step: Step, before: dict, to: str, reason: str,
+          message: str, error: str, action: str = AuditAction.ATTENTION) -> None:
+    """Stop the lease holder's work and leave the run for a person, saying why."""
+    change.move(to, reason=reason, message=message)
+    change.audit(action, step=step, before=before, after=_snapshot(change.run, step),
+                 data={"error": error})
+    lease.finished, lease.work = True, None
+
+def _terminate_in(change: _Change, steps: list[Step], *, reason: str,
+                  action: str = AuditAction.TERMINATED, data: dict | None = None) -> None:
+    run = change.run
+    before = _snapshot(run)
+    run.fencing_token += 1  # a worker still holding the run is fenced off from now on
+    for step in steps:
+        if step.status == StepStatus.RUNNING:
+            step.status = StepStatus.UNKNOWN
+            step.error_class = ErrorClass.UNKNOWN
+            step.error_message = "in flight when the run was terminated"
+            step.lease_owner, step.lease_expires_at = "", None
+            change.step_changed(step)
+        elif step.status in (StepStatus.PENDING, StepStatus.SCHEDULED):
+            step.status = StepStatus.SKIPPED
+            step.next_attempt_at = None
+            change.step_changed(step)
+    run.cancel_requested = False
+    run.next_wake_at = None
+    change.move(TERM, message=reason)
+    change.audit(action, reason=reason, before=before, after=_snapshot(run), data=data)
+
+
+@contextmanager
+def _locked(run_id: int, action: str, *, actor: Actor, now: datetime | None):
+    """The skeleton of a transition on an existing run: in one durable transaction, lock the
+    run, check `action` may start from its state, let the body change it, save everything.
+    If the body raises, nothing is written."""
+    with transaction.atomic(durable=True):
+        run = _lock(run_id)
+        change = _Change(run, action, actor, _now(now))
+        yield change
+        change.save()

@@ -1,0 +1,217 @@
+"""The operator actions (also available to automation): resume, reconcile, retry a step, ask
+the model again, compensate, confirm an undo, cancel, terminate, reopen. Each needs a reason
+and is refused, with nothing written, where operator_rules.refusal says it cannot succeed;
+runs.actions is the table callers read."""
+
+from datetime import datetime
+
+from audit.actions import AuditAction
+from audit.chain import Actor
+
+from .. import definition as d
+from ..models import (
+    AttentionReason,
+    Run,
+    StepStatus,
+)
+from ..redaction import redact
+from .compensation import _begin_compensation, compensation_plan
+from .kernel import (  # the package's shared vocabulary
+    COMP,
+    DONE_STEP_STATUSES,
+    A,
+    Q,
+    R,
+    _reset_budget,
+    _snapshot,
+    _steps_done_with,
+    _terminate_in,
+)
+from .operator_rules import _four_eyes_data, _operator_transition
+
+
+def resume(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
+    """Continue a run from its last checkpoint.
+
+    The current step is tried again with its budget renewed; an unknown step is reconciled
+    first, never blindly resent.
+    """
+    with _operator_transition(run_id, "resume", actor=actor, reason=reason, now=now) as op:
+        run, change = op.run, op.change
+        before = _snapshot(run)
+        for step in op.steps:
+            if step.status in (StepStatus.FAILED, StepStatus.SCHEDULED):
+                step.status = StepStatus.PENDING
+                _reset_budget(step)
+                change.step_changed(step)
+            elif step.status == StepStatus.UNKNOWN and step.lookup_failures:
+                step.lookup_failures = 0  # the person asks for the lookups to be tried again
+                change.step_changed(step)
+        run.next_wake_at = None
+        change.move(Q)
+        change.audit(AuditAction.RESUMED, reason=reason, before=before, after=_snapshot(run))
+    return run
+
+def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str,
+              evidence: str = "", now: datetime | None = None) -> Run:
+    """Settle a step whose outcome a person or a lookup has established.
+
+    `verdict` is Found(ref) (the effect happened: the step succeeds and the run continues),
+    NotFound() (evidence nothing changed: the step is marked failed and waits for an explicit
+    retry) or Undetermined(reason) (still unknown; the run stays in attention).
+    """
+    with _operator_transition(run_id, "reconcile", actor=actor, reason=reason, now=now,
+                              step_name=step_name) as op:
+        run, change, step = op.run, op.change, op.step
+        before = _snapshot(run, step)
+        data = {"evidence": evidence}
+        step.lookup_failures = 0
+        if isinstance(verdict, d.Found):
+            step.status = StepStatus.SUCCEEDED
+            step.remote_ref = verdict.ref
+            step.result = redact(verdict.result) if verdict.result is not None else step.result
+            step.error_class, step.error_message = "", ""
+            step.finished_at = change.now
+            change.step_changed(step)
+            run.steps_done = _steps_done_with(run, step)
+            change.move(Q)
+            data["verdict"] = "found"
+        elif isinstance(verdict, d.NotFound):
+            step.status = StepStatus.FAILED
+            step.error_message = f"settled as not done: {evidence or reason}"
+            change.step_changed(step)
+            change.move(A, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
+                        message=f"{step_name} settled as not done; retry the step to send it "
+                                "again with the same key")
+            data["verdict"] = "not found"
+        else:
+            change.step_changed(step)
+            change.move(A, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
+                        message=f"{step_name}: still undetermined: "
+                                f"{getattr(verdict, 'reason', '')}")
+            data["verdict"] = "undetermined"
+        change.audit(AuditAction.RECONCILED, step=step, reason=reason, before=before,
+                     after=_snapshot(run, step), data=data)
+    return run
+
+def retry_step(run_id: int, *, step_name: str, actor: Actor, reason: str,
+               now: datetime | None = None) -> Run:
+    """Send one failed or scheduled step again with the same idempotency key, with a fresh
+    retry budget. A step whose outcome is unknown is refused: reconcile it first."""
+    with _operator_transition(run_id, "retry_step", actor=actor, reason=reason, now=now,
+                              step_name=step_name) as op:
+        run, change, step = op.run, op.change, op.step
+        before = _snapshot(run, step)
+        step.status = StepStatus.PENDING
+        _reset_budget(step)
+        change.step_changed(step)
+        run.next_wake_at = None
+        change.move(Q)
+        change.audit(AuditAction.STEP_RETRIED, step=step, reason=reason, before=before,
+                     after=_snapshot(run, step), data={"key": step.idempotency_key})
+    return run
+
+def compensate(run_id: int, *, actor: Actor, reason: str, data: dict | None = None,
+               approved_by: Actor | None = None, now: datetime | None = None) -> Run:
+    """Undo the run's completed steps, newest first, each with its own key and audit record.
+
+    Refused while any step's outcome is unknown: whether to undo an action depends on
+    whether it happened, so that is settled first. After a high-impact effect it needs a
+    second person (`approved_by`). A run whose compensation failed can be compensated
+    again: the failed compensation is sent again with the same key.
+    """
+    with _operator_transition(run_id, "compensate", actor=actor, reason=reason, now=now,
+                              approved_by=approved_by) as op:
+        run, change = op.run, op.change
+        plan = compensation_plan(op.steps, op.definition)
+        _begin_compensation(change, plan, reason=reason,
+                            data=_four_eyes_data(data, approved_by))
+        run.next_wake_at = change.now  # due at once; the sweeper finds it if the hint is lost
+        change.wake = True
+    return run
+
+def confirm_compensation(run_id: int, *, step_name: str, actor: Actor, reason: str,
+                         data: dict | None = None, now: datetime | None = None) -> Run:
+    """A person confirms the undo of a high-impact step at which a compensation paused
+    (`data` records what they were shown it would send); the compensation carries on with
+    it, then with the older undos."""
+    with _operator_transition(run_id, "confirm_compensation", actor=actor, reason=reason,
+                              now=now, step_name=step_name) as op:
+        run, change, step = op.run, op.change, op.step
+        before = _snapshot(run, step)
+        step.status = StepStatus.COMPENSATING
+        step.budget_started_at = change.now  # the compensation's own retry budget starts now
+        step.next_attempt_at = None
+        change.step_changed(step)
+        change.move(COMP)
+        run.next_wake_at = change.now
+        change.wake = True
+        change.audit(AuditAction.COMPENSATION_CONFIRMED, step=step, reason=reason, before=before,
+                     after=_snapshot(run, step), data=data)
+    return run
+
+def ask_again(run_id: int, *, step_name: str, actor: Actor, reason: str,
+              now: datetime | None = None) -> Run:
+    """Discard a stored model decision so the model is asked again, as a new decision
+    version. Refused once a later side-effecting step has acted on the old decision
+    (compensate first). The old decision stays in the audit record."""
+    with _operator_transition(run_id, "ask_again", actor=actor, reason=reason, now=now,
+                              step_name=step_name) as op:
+        run, change, step = op.run, op.change, op.step
+        before = _snapshot(run, step)
+        previous = step.result
+        version = step.attempt + 1
+        step.status = StepStatus.PENDING
+        step.result = None
+        _reset_budget(step)
+        change.step_changed(step)
+        run.steps_done = sum(1 for s in op.steps if s.pk != step.pk and
+                             s.status in DONE_STEP_STATUSES)
+        run.next_wake_at = None
+        change.move(Q)
+        change.audit(AuditAction.DECISION_DISCARDED, step=step, reason=reason, before=before,
+                     after=_snapshot(run, step),
+                     data={"previous_decision": previous, "next_version": version})
+    return run
+
+def cancel(run_id: int, *, actor: Actor, reason: str, approved_by: Actor | None = None,
+           now: datetime | None = None) -> Run:
+    """Stop the run at the next step boundary: at once if no step is in flight. After a
+    high-impact effect it needs a second person (`approved_by`)."""
+    with _operator_transition(run_id, "cancel", actor=actor, reason=reason, now=now,
+                              approved_by=approved_by) as op:
+        run, change = op.run, op.change
+        before = _snapshot(run)
+        data = _four_eyes_data(None, approved_by)
+        if run.status == R:
+            run.cancel_requested = True
+            change.audit(AuditAction.CANCEL_REQUESTED, reason=reason, before=before, after=before,
+                         data=data)
+        else:
+            _terminate_in(change, op.steps, reason=reason, action=AuditAction.CANCELLED, data=data)
+    return run
+
+def terminate(run_id: int, *, actor: Actor, reason: str, data: dict | None = None,
+              approved_by: Actor | None = None, now: datetime | None = None) -> Run:
+    """End the run at once. A step still in flight becomes unknown; its result is recorded
+    when it arrives. The run resumes only through reopen. After a high-impact effect it
+    needs a second person (`approved_by`)."""
+    with _operator_transition(run_id, "terminate", actor=actor, reason=reason, now=now,
+                              approved_by=approved_by) as op:
+        _terminate_in(op.change, op.steps, reason=reason,
+                      data=_four_eyes_data(data, approved_by))
+    return op.run
+
+def reopen(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
+    """Bring a terminated run back to attention, from where an operator can act on it."""
+    with _operator_transition(run_id, "reopen", actor=actor, reason=reason, now=now) as op:
+        run, change = op.run, op.change
+        before = _snapshot(run)
+        for step in op.steps:
+            if step.status == StepStatus.SKIPPED:
+                step.status = StepStatus.PENDING
+                change.step_changed(step)
+        run.finished_at = None
+        change.move(A, reason=AttentionReason.REOPENED, message=reason)
+        change.audit(AuditAction.REOPENED, reason=reason, before=before, after=_snapshot(run))
+    return run

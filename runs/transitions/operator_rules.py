@@ -1,0 +1,193 @@
+"""When each operator action can succeed, and who must agree: one answer to "can this action
+succeed on this run (and step)?". The operator transitions refuse with it, and every caller
+(console, bulk actions, API, CLI, through runs.actions) offers an action only where it
+returns None, so a rule written here cannot drift from the rule a caller shows."""
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+from audit.chain import Actor
+
+from .. import definition as d
+from ..errors import (
+    SecondPersonRequired,
+    TransitionNotAllowed,
+)
+from ..models import (
+    AttentionReason,
+    Run,
+    Step,
+    StepStatus,
+)
+from .compensation import compensation_plan
+from .kernel import (  # the package's shared vocabulary
+    A,
+    _Change,
+    _locked,
+    _require_reason,
+    _steps,
+    allowed,
+)
+
+STEP_ACTIONS = frozenset({"reconcile", "retry_step", "ask_again", "confirm_compensation"})
+# Actions that end a run, or undo or abandon its effects.
+
+SECOND_PERSON_ACTIONS = frozenset({"cancel", "terminate", "compensate"})
+# Actions that move a run forward again, which a compensation under way rules out.
+
+FORWARD_ACTIONS = frozenset({"resume", "reconcile", "retry_step", "ask_again"})
+
+EFFECT_KINDS = (d.WRITE, d.NOTIFY)
+# A step in one of these states has an effect in another system (not yet undone).
+
+_EFFECT_STANDS = frozenset({StepStatus.SUCCEEDED, StepStatus.COMPENSATING,
+                            StepStatus.COMPENSATION_FAILED})
+
+_UNDO_STARTED = frozenset({StepStatus.COMPENSATING, StepStatus.COMPENSATED,
+                           StepStatus.COMPENSATION_FAILED})
+
+def high_impact_effects(steps: list[Step]) -> list[Step]:
+    """The high-impact steps whose effect exists in another system (not yet undone)."""
+    return [s for s in steps if s.kind in EFFECT_KINDS and s.impact == d.HIGH
+            and s.status in _EFFECT_STANDS]
+
+def needs_second_person(action: str, steps: list[Step]) -> bool:
+    """Whether `action` needs a second person's approval: it ends the run, or undoes or
+    abandons its effects, after a high-impact effect took place. The one rule, for every
+    caller and for single and bulk actions alike."""
+    return action in SECOND_PERSON_ACTIONS and bool(high_impact_effects(steps))
+
+def paused_undo(run: Run, steps: list[Step], definition: d.Workflow | None) -> Step | None:
+    """The high-impact step whose undo a paused compensation waits to have confirmed."""
+    if run.status != A or run.attention_reason != AttentionReason.COMPENSATION_PAUSED:
+        return None
+    plan = compensation_plan(steps, definition)
+    return plan[0] if plan and plan[0].status == StepStatus.SUCCEEDED else None
+
+def step_refusal(action: str, run: Run, step: Step, steps: list[Step],
+                 definition: d.Workflow | None) -> str | None:
+    """Why `action` cannot be aimed at `step`, or None if it can."""
+    where = f"step {step.name} of run {run.pk}"
+    if action == "reconcile":
+        if step.status not in (StepStatus.UNKNOWN, StepStatus.FAILED):
+            return f"{where} is {step.status}; only an unknown or failed step can be reconciled"
+        if step.kind not in EFFECT_KINDS:
+            return f"{where} changes nothing in another system: there is nothing to reconcile"
+    elif action == "retry_step":
+        if step.status == StepStatus.UNKNOWN:
+            return (f"the outcome of {step.name} is unknown: reconcile it first (look it up "
+                    "by key, or record what you found); sending it again blindly could do it "
+                    "twice")
+        if step.status not in (StepStatus.FAILED, StepStatus.SCHEDULED):
+            return f"{where} is {step.status}; only a failed or scheduled step can be retried"
+    elif action == "ask_again":
+        if step.kind != d.DECISION or step.status != StepStatus.SUCCEEDED:
+            return f"{where} is not a stored decision"
+        acted = [s.name for s in steps if s.position > step.position
+                 and s.kind in EFFECT_KINDS and s.status not in
+                 (StepStatus.PENDING, StepStatus.SKIPPED, StepStatus.FAILED)]
+        if acted:
+            return f"{', '.join(acted)} already acted on this decision; compensate first"
+    elif action == "confirm_compensation":
+        paused = paused_undo(run, steps, definition)
+        if paused is None or paused.pk != step.pk:
+            return f"no compensation waits for the undo of {step.name} to be confirmed"
+    else:
+        return f"{action} is not aimed at a step"
+    return None
+
+def refusal(action: str, run: Run, steps: list[Step], definition: d.Workflow | None, *,
+            step: Step | None = None) -> str | None:
+    """Why the operator action `action` cannot succeed on `run` (aimed at `step`, for the
+    actions that take one), or None if it can. Without `step`, a step action can succeed if
+    any step of the run qualifies."""
+    if not allowed(action, run.status):
+        return (f"{action} is not allowed for run {run.pk} ({run.workflow_name} "
+                f"{run.business_key}) in state {run.status}")
+    if action in FORWARD_ACTIONS and (any(s.status in _UNDO_STARTED for s in steps)
+                                      or paused_undo(run, steps, definition)):
+        return (f"run {run.pk} is being compensated: carry the compensation on (confirm, "
+                "compensate) or terminate it; it does not go forward again")
+    if action == "compensate":
+        if definition is None:
+            return (f"{run.workflow_name} v{run.workflow_version} is not registered: its "
+                    "compensations are unknown")
+        unknown = [s.name for s in steps if s.status == StepStatus.UNKNOWN]
+        if unknown:
+            return (f"settle {', '.join(unknown)} first: compensation starts only once it is "
+                    "known whether the original action happened")
+        paused = paused_undo(run, steps, definition)
+        if paused is not None:
+            return (f"the compensation is under way, paused at the undo of {paused.name}: "
+                    "confirm it to carry on")
+        if not compensation_plan(steps, definition):
+            return f"run {run.pk} has no completed step to compensate"
+    if action == "confirm_compensation" and paused_undo(run, steps, definition) is None:
+        return f"run {run.pk} is not paused at the undo of a high-impact step"
+    if action in STEP_ACTIONS:
+        if step is not None:
+            return step_refusal(action, run, step, steps, definition)
+        if not eligible_steps(action, run, steps, definition):
+            return f"no step of run {run.pk} can be the target of {action}"
+    return None
+
+def eligible_steps(action: str, run: Run, steps: list[Step],
+                   definition: d.Workflow | None) -> list[Step]:
+    """The steps `action` can be aimed at (empty for actions on the whole run)."""
+    if action not in STEP_ACTIONS:
+        return []
+    return [s for s in steps if step_refusal(action, run, s, steps, definition) is None]
+
+def _same_person(a: Actor, b: Actor) -> bool:
+    if a.user_id is not None or b.user_id is not None:
+        return a.user_id == b.user_id
+    return a.label == b.label
+
+@dataclass
+class _Operation:
+    """What an operator transition works on, locked and checked."""
+
+    change: _Change
+    run: Run
+    steps: list[Step]
+    step: Step | None
+    definition: d.Workflow | None
+
+@contextmanager
+def _operator_transition(run_id: int, action: str, *, actor: Actor, reason: str,
+                         now: datetime | None, step_name: str | None = None,
+                         approved_by: Actor | None = None):
+    """The skeleton of every operator transition: a reason, the run locked, the move checked
+    against the table, the action checked against refusal() and the four-eyes rule; then the
+    body's changes saved together, or (if the body raises) nothing at all."""
+    _require_reason(reason, action.replace("_", " "))
+    with _locked(run_id, action, actor=actor, now=now) as change:
+        run = change.run
+        steps = _steps(run)
+        step = None
+        if step_name is not None:
+            step = next((s for s in steps if s.name == step_name), None)
+            if step is None:
+                raise TransitionNotAllowed(f"run {run_id} has no step {step_name!r}")
+        definition = d.registry.get(run.workflow_name, run.workflow_version)
+        refused = refusal(action, run, steps, definition, step=step)
+        if refused:
+            raise TransitionNotAllowed(refused)
+        if needs_second_person(action, steps):
+            names = ", ".join(s.name for s in high_impact_effects(steps))
+            if approved_by is None:
+                raise SecondPersonRequired(
+                    f"{action} of run {run_id} needs a second person's approval: high-impact "
+                    f"effects took place ({names})")
+            if _same_person(actor, approved_by):
+                raise SecondPersonRequired(
+                    f"{action} of run {run_id} must be approved by someone other than "
+                    f"{actor.label}")
+        yield _Operation(change, run, steps, step, definition)
+
+
+def _four_eyes_data(data: dict | None, approved_by: Actor | None) -> dict | None:
+    if approved_by is None:
+        return data
+    return {**(data or {}), "approved_by": approved_by.label}
