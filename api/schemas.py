@@ -129,6 +129,7 @@ class InvestigationStep(Schema):
     kind: str
     impact: str
     status: str
+    does: str = Field(description="What the step did or will do, in one line.")
     effect: Literal["exists", "does not exist", "unconfirmed", "none"]
     remote_ref: str
     recovery: str

@@ -66,14 +66,17 @@ def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
 
 def _body(delivery: WebhookDelivery) -> bytes:
     event, run = delivery.event, delivery.event.run
-    return json.dumps({
+    body = {
         "delivery_id": str(delivery.delivery_id),
-        "type": "run.status_changed",
+        "type": "run.step_completed" if event.step_name else "run.status_changed",
         "run": {"id": run.pk, "workflow": run.workflow_name, "business_key": run.business_key,
                 "status_url": f"/api/runs/{run.pk}"},
         "from": event.status_from, "to": event.status_to,
         "at": event.created_at.isoformat(),
-    }, separators=(",", ":")).encode()
+    }
+    if event.step_name:
+        body["step"] = {"name": event.step_name, "outcome": event.outcome}
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def send_due(*, now: datetime | None = None, limit: int = 100) -> PublishReport:

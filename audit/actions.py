@@ -36,8 +36,13 @@ class AuditAction(StrEnum):
     COMPENSATION_PAUSED = "compensation_paused"
     COMPENSATION_CONFIRMED = "compensation_confirmed"
     COMPENSATED = "compensated"
-    # approvals
+    # approvals (the request's lifecycle is evidence on the run's chain)
     APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_OPENED = "approval_opened"
+    APPROVAL_REMINDED = "approval_reminded"
+    APPROVAL_ESCALATED = "approval_escalated"
+    APPROVAL_SUPERSEDED = "approval_superseded"
+    APPROVAL_WITHDRAWN = "approval_withdrawn"
     APPROVAL_DECIDED = "approval_decided"
     APPROVAL_TIMED_OUT = "approval_timed_out"
     # operator actions

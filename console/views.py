@@ -22,14 +22,15 @@ from runs.actions import ACTIONS, offered
 from runs.contracts import contract_table, step_contract, workflow_verdict
 from runs.errors import TransitionNotAllowed
 from runs.guidance import recommend
+from runs.intentions import step_lines
 from runs.investigation import investigate, to_markdown
 from runs.models import Run, Step
 
 from .actions import ActionInputError, perform
-from .diffs import diff_rows
 from .forms import AuditFilterForm, RunFilterForm
 from .permissions import VIEW, grant_for
 from .runbooks import runbook_section
+from .timeline import run_timeline
 
 logger = logging.getLogger(__name__)
 
@@ -84,13 +85,20 @@ def _live(rows) -> bool:
 @login_required
 def attention(request):
     workflow_ids = _visible_ids(request.user)
-    runs = selectors.attention_runs(workflow_ids=workflow_ids)
+    after = _cursor(request.GET.get("after", ""))
+    page = selectors.attention_page(workflow_ids=workflow_ids, after=after,
+                                    limit=selectors.ATTENTION_PAGE_SIZE)
     grants = {name: grant_for(request.user, a.permission) for name, a in ACTIONS.items()}
-    steps = selectors.steps_of(runs)
-    for run in runs:
+    steps = selectors.steps_of(page.runs)
+    for run in page.runs:
         run.available_actions = [a for a in offered(run, steps.get(run.pk, []))
                                  if grants[a.name].covers(run.workflow_id)]
-    return render(request, "console/attention.html", {"runs": runs})
+    cursor = page.next_cursor
+    return render(request, "console/attention.html", {
+        "runs": page.runs, "total": page.total, "more_than_cap": page.more_than_cap,
+        "next_cursor": f"{cursor[0].isoformat()}|{cursor[1]}" if cursor else "",
+        "first_page": after is None,
+    })
 
 
 def _load_visible_run(request, run_id: int):
@@ -110,6 +118,9 @@ def _detail_context(request, detail) -> dict:
     if workflow is not None:
         contracts = {s.name: step_contract(workflow.step(s.name)) for s in detail.steps
                      if any(x.name == s.name for x in workflow.steps)}
+    lines = step_lines(run, detail.steps)
+    for step in detail.steps:
+        step.will_do = lines[step.name]
     actions = [{"action": action, "steps": action.eligible_steps(run, detail.steps),
                 "explanation": action.explain(run, detail.steps)}
                for action in offered(run, detail.steps)
@@ -125,7 +136,7 @@ def _detail_context(request, detail) -> dict:
                             if item["action"].name == recommendation.action.name), None)
     return {"run": run, "steps": detail.steps, "actions": actions,
             "recommendation": recommendation, "recommended": recommended,
-            "audit": [(r, diff_rows(r.before, r.after)) for r in detail.audit],
+            "timeline": run_timeline(run, detail.audit),
             "approvals": requests_for_run(run), "live": not selectors.is_final(run)}
 
 

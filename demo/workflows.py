@@ -60,7 +60,7 @@ def classify(ctx):
     return ctx.services.model.classify_invoice(ctx.results["read-invoice"])
 
 
-@invoice.write("create-approval-task", honours_key=True,
+@invoice.write("create-approval-task", honours_key=True, system="the task tracker",
                retry=RetryPolicy(initial_interval=1, maximum_attempts=5),
                contract=Contract(evidence="task id in the tracker", rule="reconcile by key",
                                  owner="finance-ops"))
@@ -75,6 +75,13 @@ def create_approval_task(ctx):
     return StepResult(task, remote_ref=task["id"])
 
 
+@create_approval_task.describe
+def describe_approval_task(ctx):
+    bill, decision = ctx.results["read-invoice"], ctx.results["classify"]
+    return (f"create a task for {decision['approver_group']} to approve invoice "
+            f"{bill['number']} from {bill['vendor']} in the tracker")
+
+
 @create_approval_task.reconcile
 def find_approval_task(ctx):
     return _found_or_not(ctx.services.tracker.find_task(ctx.key))
@@ -87,7 +94,7 @@ def cancel_approval_task(ctx):
     return StepResult(task, remote_ref=task["id"])
 
 
-@invoice.notify("notify-approver",
+@invoice.notify("notify-approver", system="the messenger",
                 contract=Contract(evidence="provider message id",
                                   rule="reconcile by client reference (the messenger ignores "
                                        "keys)", owner="finance-ops"))
@@ -100,6 +107,12 @@ def notify_approver(ctx):
              f"{ctx.results['create-approval-task']['id']}.",
     )
     return StepResult(message, remote_ref=message["id"])
+
+
+@notify_approver.describe
+def describe_notification(ctx):
+    return (f"email {ctx.input.approver_email} that invoice "
+            f"{ctx.results['read-invoice']['number']} waits for approval")
 
 
 @notify_approver.reconcile
@@ -140,7 +153,7 @@ def approve_invoice(ctx):
             "task": ctx.results["create-approval-task"]["id"]}
 
 
-@invoice.write("post-ledger-entry", impact="high", honours_key=True,
+@invoice.write("post-ledger-entry", impact="high", honours_key=True, system="the ledger",
                contract=Contract(evidence="ledger entry id for the transaction reference",
                                  rule="reconcile by transaction reference; a person confirms "
                                       "anything unsettled",
@@ -153,6 +166,13 @@ def post_ledger_entry(ctx):
         memo=f"invoice {bill['number']} from {bill['vendor']}",
     )
     return StepResult(entry, remote_ref=entry["id"])
+
+
+@post_ledger_entry.describe
+def describe_ledger_entry(ctx):
+    bill, decision = ctx.results["read-invoice"], ctx.results["classify"]
+    return (f"post {Decimal(bill['amount']):,.2f} {bill['currency']} to "
+            f"expenses:{decision['category']} for invoice {bill['number']}")
 
 
 @post_ledger_entry.reconcile
@@ -187,6 +207,7 @@ onboarding = Workflow(
 
 @onboarding.write(
     "create-customer", honours_key=True, retry=RetryPolicy(maximum_attempts=5),
+    system="the customer system",
     contract=Contract(evidence="customer id in the customer system", rule="reconcile by key",
                       owner="customer-ops"),
 )
@@ -202,7 +223,7 @@ def find_customer(ctx):
 
 
 @onboarding.notify(
-    "send-confirmation-email",
+    "send-confirmation-email", system="the messenger",
     contract=Contract(evidence="provider message id", rule="reconcile by client reference",
                       owner="customer-ops"),
 )
@@ -222,7 +243,7 @@ def find_confirmation(ctx):
 
 
 @onboarding.write(
-    "update-payment-status", impact="high", honours_key=True,
+    "update-payment-status", impact="high", honours_key=True, system="payments",
     contract=Contract(evidence="payment update id", rule="human confirmation after an unknown "
                       "outcome", owner="finance-ops"),
 )

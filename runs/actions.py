@@ -17,7 +17,7 @@ from audit.chain import Actor
 from . import definition as d
 from . import transitions
 from .context import context_outside_executor
-from .contracts import step_contract
+from .intentions import step_lines
 from .models import Run, Step
 from .reconciliation import reconcile_step
 
@@ -210,13 +210,16 @@ def _compensation_details(run: Run, steps: list[Step]) -> list[str]:
     plan = transitions.compensation_plan(steps, workflow)
     if not plan:
         return ["There is no completed step to compensate."]
-    lines = ["Order (newest completed step first):"]
+    did = step_lines(run, steps)
+    lines = ["Order (newest completed step first), each undo with what it will do:"]
     for i, step in enumerate(plan, 1):
         impact = " - HIGH IMPACT: pauses for a person to confirm" \
             if step.impact == d.HIGH else ""
-        rule = step_contract(workflow.step(step.name)).rule if workflow else ""
-        lines.append(f"{i}. {step.name} ({step.remote_ref or 'no reference'}){impact}"
-                     f"{': ' + rule if rule and rule != '-' else ''}")
+        preview = compensation_preview(run, step.name)
+        undo = ("sends " + "; ".join(f"{k}: {v}" for k, v in preview.items()) if preview
+                else f"undoes: {did[step.name]}")
+        lines.append(f"{i}. {step.name} ({step.remote_ref or 'no reference'}){impact}: "
+                     f"{undo}")
     lines.append("A compensation that fails leaves the run in compensation_failed.")
     return lines
 

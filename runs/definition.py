@@ -108,6 +108,11 @@ class StepDef:
     approval: ApprovalPolicy | None = None
     reconcile_fn: Callable | None = None
     compensate_fn: Callable | None = None
+    # The system a write or notify step changes, named for people ("the tracker").
+    system: str = ""
+    # Builds, from the input and earlier results and without calling anything, one line
+    # saying what the step will do ("post 1,200.00 EUR to expenses:software for INV-1847").
+    describe_fn: Callable | None = None
     # Builds, from the input and earlier results and without calling anything, what the
     # compensation will send (for a correction message: recipient, subject, body). Shown to
     # the person who confirms the undo of a high-impact step.
@@ -130,6 +135,21 @@ class StepDef:
                             "(a notification's compensation is a correction)")
         self.compensate_fn = fn
         return fn
+
+    def describe(self, fn: Callable) -> Callable:
+        """Declare the one line that says what this step will do, computed from the input
+        and earlier results. It is stored with the intent checkpoint and shown to people."""
+        self.describe_fn = fn
+        return fn
+
+    @property
+    def plain_description(self) -> str:
+        """What the step does when it declares no description: its kind and system."""
+        where = f" in {self.system}" if self.system else ""
+        return {READ: f"read{where}", DECISION: "ask the model for a decision",
+                WRITE: f"change{where or ' another system'}",
+                NOTIFY: f"send a message{where}",
+                APPROVAL: "wait for a person's approval"}[self.kind]
 
     def compensation_preview(self, fn: Callable) -> Callable:
         """Declare what this step's compensation will send, built without sending it: the
@@ -208,27 +228,29 @@ class Workflow:
 
     def write(self, name: str, *, impact: str = LOW, retry: RetryPolicy = DEFAULT_POLICY,
               version: int = 1, contract: Contract | None = None, honours_key: bool = False,
-              lookup_delay: float = 10.0, lookup_attempts: int = 3):
+              lookup_delay: float = 10.0, lookup_attempts: int = 3, system: str = ""):
         """A step that changes another system. It sends ctx.key; `honours_key` says whether
         the receiver deduplicates on it, which makes a resend after an unknown outcome safe.
         For a receiver that does not, a lookup that finds nothing is trusted only
         `lookup_delay` seconds after the unknown outcome (the request may still be in
         flight). A lookup that fails is asked again, `lookup_attempts` times in all, before
-        a person is asked."""
+        a person is asked. `system` names the system it changes, for people."""
         return self._declare(WRITE, name, impact=impact, retry=retry, version=version,
                              contract=contract or Contract(), honours_key=honours_key,
-                             lookup_delay=lookup_delay, lookup_attempts=lookup_attempts)
+                             lookup_delay=lookup_delay, lookup_attempts=lookup_attempts,
+                             system=system)
 
     def notify(self, name: str, *, impact: str = HIGH, retry: RetryPolicy = DEFAULT_POLICY,
                version: int = 1, contract: Contract | None = None, honours_key: bool = False,
-               lookup_delay: float = 10.0, lookup_attempts: int = 3):
+               lookup_delay: float = 10.0, lookup_attempts: int = 3, system: str = ""):
         """A message delivery to a person; the provider's message id is stored as the remote
         reference. High impact unless declared otherwise: a message cannot be taken back, so
         it is not resent after an unknown outcome, nor corrected, without a person.
         The other options as for write."""
         return self._declare(NOTIFY, name, impact=impact, retry=retry, version=version,
                              contract=contract or Contract(), honours_key=honours_key,
-                             lookup_delay=lookup_delay, lookup_attempts=lookup_attempts)
+                             lookup_delay=lookup_delay, lookup_attempts=lookup_attempts,
+                             system=system)
 
     def approval(self, name: str, *, approvers: tuple[str, ...], version: int = 1,
                  remind_every: timedelta = timedelta(hours=24),

@@ -22,6 +22,7 @@ from .context import context_outside_executor
 from .contracts import NEEDS_COMPENSATION, NEEDS_PERSON, step_contract
 from .executor import ask_remote
 from .guidance import recommend
+from .intentions import step_lines
 from .models import Run, Step, StepStatus
 
 GO, LIMITED, STOP = "go", "limited", "stop"
@@ -41,6 +42,7 @@ class StepFinding:
     kind: str
     impact: str
     status: str
+    does: str  # what it did or will do, in one line
     effect: str  # "exists", "does not exist", "unconfirmed" or "none" (no side effect)
     remote_ref: str
     recovery: str  # retry is safe / needs compensation / needs a person
@@ -90,9 +92,11 @@ def investigate(run: Run, *, lookups: bool = False) -> Investigation:
         f"run is {run.status}" + (f" ({run.get_attention_reason_display()}): "
                                   f"{run.status_message}" if run.attention_reason else ""),
         f"run row; audit #{last}"))
+    lines = step_lines(run, steps)
     for step in steps:
         spec = _spec(workflow, step)
-        card.steps.append(_assess(card, run, step, spec, records, workflow, lookups))
+        card.steps.append(_assess(card, run, step, spec, records, workflow, lookups,
+                                  lines[step.name]))
     _risks(card, run, steps, workflow)
     _verdict(card, run, steps)
     return card
@@ -114,7 +118,7 @@ def _record(records: list[AuditRecord], step: Step, actions) -> str:
 
 def _assess(card: Investigation, run: Run, step: Step, spec: d.StepDef | None,
             records: list[AuditRecord], workflow: d.Workflow | None,
-            lookups: bool) -> StepFinding:
+            lookups: bool, does: str) -> StepFinding:
     recovery = step_contract(spec).classification if spec is not None else NEEDS_PERSON
     effect = "none"
     side_effect = step.kind in (d.WRITE, d.NOTIFY)
@@ -158,7 +162,7 @@ def _assess(card: Investigation, run: Run, step: Step, spec: d.StepDef | None,
                                "with the same key would not duplicate it (from the "
                                "declaration, not observed)")
     return StepFinding(step=step.name, kind=step.kind, impact=step.impact, status=step.status,
-                       effect=effect, remote_ref=step.remote_ref, recovery=recovery)
+                       does=does, effect=effect, remote_ref=step.remote_ref, recovery=recovery)
 
 
 def _unknown_effect(card: Investigation, run: Run, step: Step, spec: d.StepDef | None,
@@ -250,9 +254,10 @@ def to_markdown(card: Investigation) -> str:
     lines += [f"- _inference:_ {text}" for text in card.inferences] or ["- none"]
     lines += ["", "## Unconfirmed", ""]
     lines += [f"- {text}" for text in card.unconfirmed] or ["- nothing"]
-    lines += ["", "## Steps", "", "| step | kind | impact | status | effect | ref | recovery |",
+    lines += ["", "## Steps", "",
+              "| step | does | impact | status | effect | ref | recovery |",
               "|---|---|---|---|---|---|---|"]
-    lines += ["| " + " | ".join(_cell(v) for v in (s.step, s.kind, s.impact, s.status, s.effect,
+    lines += ["| " + " | ".join(_cell(v) for v in (s.step, s.does, s.impact, s.status, s.effect,
                                                   s.remote_ref or "-", s.recovery)) + " |"
               for s in card.steps]
     lines += ["", "## Duplicate risk of each possible action", ""]

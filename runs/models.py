@@ -139,6 +139,9 @@ class Run(models.Model):
             # The attention list.
             models.Index(fields=["updated_at"], name="run_attention_idx",
                          condition=Q(status__in=["attention", "compensation_failed"])),
+            # Search by the start of a business key (LIKE 'q%' under any collation).
+            models.Index(fields=["business_key"], name="run_business_key_prefix_idx",
+                         opclasses=["varchar_pattern_ops"]),
         ]
 
     def __str__(self):
@@ -164,6 +167,8 @@ class Step(models.Model):
     budget_attempt_base = models.PositiveIntegerField(default=0)
     budget_started_at = models.DateTimeField(null=True, blank=True)
     format_failures = models.PositiveIntegerField(default=0)
+    # What the step will do, in one line, as computed when its intent was recorded.
+    intended_action = models.TextField(blank=True, default="", db_default="")
     # Failed lookups by key since the outcome became unknown (a lookup is a read: retried).
     lookup_failures = models.PositiveIntegerField(default=0)
     # The compensation is its own action with its own key, attempts and evidence.
@@ -189,6 +194,8 @@ class Step(models.Model):
             models.Index(fields=["idempotency_key"], name="step_key_idx"),
             models.Index(fields=["remote_ref"], name="step_remote_ref_idx",
                          condition=~Q(remote_ref="")),
+            models.Index(fields=["compensation_ref"], name="step_compensation_ref_idx",
+                         condition=~Q(compensation_ref="")),
             # The console's "last error" column and error-class filter: few steps have one.
             models.Index(fields=["run", "error_class"], name="step_error_idx",
                          condition=~Q(error_class="")),
@@ -200,13 +207,17 @@ class Step(models.Model):
 
 
 class RunEvent(models.Model):
-    """A change of a run's status, written in the transaction of the transition that made
-    it: the outbox from which progress events reach subscribers (api.webhooks)."""
+    """A change of a run's status, or a step's outcome, written in the transaction of the
+    transition that made it: the outbox from which progress events reach subscribers
+    (api.webhooks)."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events",
                             db_index=False)
     status_from = models.CharField(max_length=32)
     status_to = models.CharField(max_length=32)
+    # Set for a step's outcome (the audit action that recorded it); empty for a status change.
+    step_name = models.CharField(max_length=200, blank=True, default="", db_default="")
+    outcome = models.CharField(max_length=40, blank=True, default="", db_default="")
     created_at = models.DateTimeField()
 
     class Meta:

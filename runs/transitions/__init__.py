@@ -11,7 +11,11 @@ run), lease_cycle (claim, outcomes, unknown outcomes, heartbeats, lease expiry),
 action can succeed, four eyes), operator (the operator actions), approval_waits.
 """
 
-from .approval_waits import approval_timed_out, decide_approval
+from .approval_waits import (
+    approval_timed_out,
+    decide_approval,
+    record_approval_event,
+)
 from .compensation import compensation_plan
 from .kernel import (
     DONE_STEP_STATUSES,
@@ -54,6 +58,7 @@ __all__ = [
     "approval_timed_out", "ask_again", "cancel", "claim_run", "compensate",
     "compensation_plan", "confirm_compensation", "decide_approval", "eligible_steps",
     "expire_lease", "heartbeat", "high_impact_effects", "input_hash", "needs_second_person",
-    "paused_undo", "reconcile", "record_outcome", "refusal", "reopen", "resume", "retry_step",
+    "paused_undo", "reconcile", "record_approval_event", "record_outcome", "refusal",
+    "reopen", "resume", "retry_step",
     "settle_unknown", "start_run", "step_refusal", "terminate",
 ]

@@ -3,6 +3,8 @@ The approvals app calls them once a decision is recorded on its request."""
 
 from datetime import datetime
 
+from django.db import transaction
+
 from audit.actions import AuditAction
 from audit.chain import Actor
 
@@ -19,7 +21,10 @@ from ..models import (
 from .kernel import (  # the package's shared vocabulary
     A,
     Q,
+    _Change,
+    _lock,
     _locked,
+    _now,
     _snapshot,
     _step,
     _steps_done_with,
@@ -78,3 +83,27 @@ def approval_timed_out(run_id: int, *, step_name: str, actor: Actor, reason: str
         change.audit(AuditAction.APPROVAL_TIMED_OUT, step=step, reason=reason, before=before,
                      after=_snapshot(run, step))
     return run
+
+
+# What the approvals app records on the run's chain about a request, besides the decision.
+APPROVAL_EVIDENCE = frozenset({
+    AuditAction.APPROVAL_OPENED, AuditAction.APPROVAL_REMINDED, AuditAction.APPROVAL_ESCALATED,
+    AuditAction.APPROVAL_SUPERSEDED, AuditAction.APPROVAL_WITHDRAWN,
+})
+
+
+def record_approval_event(run_id: int, *, action: str, step_name: str, actor: Actor,
+                          reason: str = "", data: dict | None = None,
+                          now: datetime | None = None) -> None:
+    """Append an approval request's lifecycle event (opened, reminded, escalated,
+    superseded, withdrawn) to the run's hash-chained audit log, changing no state.
+
+    Not durable on purpose: it joins the caller's transaction, so the event commits with
+    the request row it describes, or not at all."""
+    if action not in APPROVAL_EVIDENCE:
+        raise ValueError(f"{action!r} is not an approval lifecycle event")
+    with transaction.atomic():
+        run = _lock(run_id)
+        change = _Change(run, None, actor, _now(now))
+        change.audit(action, step_name=step_name, reason=reason, data=data)
+        change.save()

@@ -103,6 +103,15 @@ def input_hash(data) -> str:
         json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()
 
+# The audit actions that record a step's outcome; each also makes a progress event.
+STEP_OUTCOMES = frozenset({
+    AuditAction.SUCCEEDED, AuditAction.RECONCILED, AuditAction.FAILED,
+    AuditAction.OUTCOME_UNKNOWN, AuditAction.RETRY_SCHEDULED,
+    AuditAction.COMPENSATION_SUCCEEDED, AuditAction.COMPENSATION_FAILED,
+    AuditAction.APPROVAL_DECIDED,
+})
+
+
 class _Change:
     """The writes of one transition to one locked run: status moves checked against the
     table, audit records chained from the run's head, everything saved together."""
@@ -146,15 +155,20 @@ class _Change:
             self.wake = True
 
     def audit(self, action: str, *, step: Step | None = None, reason: str = "",
-              before=None, after=None, data=None) -> None:
+              before=None, after=None, data=None, step_name: str = "") -> None:
         record = build_record(
             run_id=self.run.pk, head_seq=self.run.audit_seq, head_hash=self.run.audit_head,
             action=action, actor=self.actor, reason=reason,
-            step_name=step.name if step is not None else "",
+            step_name=step.name if step is not None else step_name,
             before=before, after=after, data=redact(data) if data else None, created_at=self.now,
         )
         self.run.audit_seq, self.run.audit_head = record.seq, record.hash
         self.records.append(record)
+        if step is not None and action in STEP_OUTCOMES:
+            # A progress event per step outcome, in this same transaction.
+            self.events.append(RunEvent(run_id=self.run.pk, status_from=self.status_seen,
+                                        status_to=self.status_seen, step_name=step.name,
+                                        outcome=action, created_at=self.now))
 
     def step_changed(self, step: Step) -> None:
         step.updated_at = self.now
@@ -180,7 +194,7 @@ _RUN_FIELDS = [
 
 _STEP_FIELDS = [
     "status", "attempt", "budget_attempt_base", "budget_started_at", "format_failures",
-    "lookup_failures",
+    "lookup_failures", "intended_action",
     "compensation_attempt", "compensation_ref",
     "remote_ref", "result", "error_class", "error_message", "next_attempt_at", "lease_owner",
     "lease_expires_at", "started_at", "finished_at", "updated_at",

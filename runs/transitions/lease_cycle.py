@@ -12,6 +12,7 @@ from audit.chain import Actor
 
 from .. import checkpoint_sql
 from .. import definition as d
+from ..intentions import intended_action
 from ..models import (
     AttentionReason,
     ErrorClass,
@@ -177,6 +178,8 @@ def _advance(change: _Change, lease: Lease) -> None:
         return
     before = step.status
     step.status = StepStatus.RUNNING
+    step.intended_action = intended_action(lease.definition, _definition_step(lease, step),
+                                           run, lease.steps, step)
     step.attempt += 1
     step.budget_started_at = step.budget_started_at or now
     step.started_at = step.started_at or now
@@ -185,7 +188,8 @@ def _advance(change: _Change, lease: Lease) -> None:
     change.step_changed(step)
     change.audit(AuditAction.INTENT, step=step, before={"step_status": before},
                  after={"step_status": StepStatus.RUNNING},
-                 data={"attempt": step.attempt, "key": step.idempotency_key})
+                 data={"attempt": step.attempt, "key": step.idempotency_key,
+                       "will_do": step.intended_action})
     lease.work = step
 
 def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,

@@ -53,8 +53,20 @@ def receiver():
 
 
 def _events(run):
-    return list(RunEvent.objects.filter(run=run).order_by("pk")
+    return list(RunEvent.objects.filter(run=run, step_name="").order_by("pk")
                 .values_list("status_from", "status_to"))
+
+
+def test_every_step_outcome_writes_its_event_in_the_transition(script):
+    from runs.errors import TransientError
+
+    script.plan["create-task"] = [TransientError("503")]
+    run = new_run()
+    executor.advance_run(run.pk, worker="w1")  # one-statement successes and a retry
+    outcomes = list(RunEvent.objects.filter(run=run).exclude(step_name="").order_by("pk")
+                    .values_list("step_name", "outcome"))
+    assert outcomes == [("fetch", "succeeded"), ("classify", "succeeded"),
+                        ("create-task", "retry_scheduled")]
 
 
 def test_every_status_change_writes_its_event_in_the_transition(script):
@@ -73,8 +85,9 @@ def test_deliveries_are_signed_and_carry_a_delivery_id(receiver, script):
     run = new_run()
     executor.advance_run(run.pk, worker="w1")
     report = webhooks.publish()
-    assert (report.queued, report.delivered) == (3, 3)
-    tos = []
+    # Three status changes and four step outcomes (fetch, classify, create-task, post-ledger).
+    assert (report.queued, report.delivered) == (7, 7)
+    tos, steps = [], []
     for headers, body in receiver.requests:
         expected = "sha256=" + hmac.new(
             b"s3cret", headers["X-Webhook-Timestamp"].encode() + b"." + body,
@@ -83,8 +96,14 @@ def test_deliveries_are_signed_and_carry_a_delivery_id(receiver, script):
         payload = json.loads(body)
         assert payload["delivery_id"] == headers["X-Webhook-Id"]
         assert payload["run"]["id"] == run.pk
-        tos.append(payload["to"])
+        if payload["type"] == "run.step_completed":
+            steps.append((payload["step"]["name"], payload["step"]["outcome"]))
+        else:
+            assert payload["type"] == "run.status_changed"
+            tos.append(payload["to"])
     assert tos == ["queued", "running", "completed"]
+    assert steps == [("fetch", "succeeded"), ("classify", "succeeded"),
+                     ("create-task", "succeeded"), ("post-ledger", "succeeded")]
     assert webhooks.publish().queued == 0  # nothing twice
 
 

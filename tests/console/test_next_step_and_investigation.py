@@ -74,3 +74,16 @@ def test_the_api_serves_the_investigation_card(client, unknown_run):
     other = new_run("test-saga")
     assert client.get(f"/api/runs/{other.pk}/investigation",
                       HTTP_AUTHORIZATION=f"Bearer {plaintext}").status_code == 404
+
+
+def test_the_run_page_shows_each_step_s_line(client_for, operator, script):
+    run = new_run()
+    from runs import executor
+
+    executor.advance_run(run.pk, worker="w1")
+    body = client_for(operator).get(reverse("console:run", args=[run.pk])).content.decode()
+    assert "change another system" in body and "ask the model for a decision" in body
+    from runs.intentions import step_lines
+
+    lines = step_lines(Run.objects.get(pk=run.pk), list(run.steps.order_by("position")))
+    assert lines["fetch"] == "read"
