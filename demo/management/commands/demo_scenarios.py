@@ -46,7 +46,8 @@ class Command(BaseCommand):
         faults.add("tracker.create", faults.FORBIDDEN)
         self._advance(invoice("INV-403"), "permanent error")
         faults.add("payments.update", faults.COMMIT_THEN_TIMEOUT)
-        faults.add("payments.lookup", faults.UNAVAILABLE)
+        # Every lookup by key fails (the runtime asks three times before a person).
+        faults.add("payments.lookup", faults.UNAVAILABLE, times=3)
         self._advance(self._start("customer-onboarding", f"tenant-9:cus-unknown-{tag}",
                                   CUSTOMER), "unknown outcome", lookups=True)
         self._advance(invoice("INV-WAIT"), "waiting for approval")
