@@ -98,10 +98,18 @@ TEMPLATES = [
 ]
 
 
+# Connections are kept and reused (by web requests and by Celery tasks alike, see
+# console.celery) for up to DB_CONN_MAX_AGE seconds, and checked before their first use in
+# each request or task: one that the server killed, or that a failover left pointing at a
+# dead primary, is replaced instead of failing the work. 0 closes them after every request
+# and task (a new session for each).
+DB_CONN_MAX_AGE = int(os.environ.get("DB_CONN_MAX_AGE", "600"))
+
+
 def database_from_url(url: str | None) -> dict:
     if not url:
         url = f"sqlite:///{VAR_DIR / 'durable.sqlite3'}"
-    config = dj_database_url.parse(url, conn_max_age=0)
+    config = dj_database_url.parse(url, conn_max_age=DB_CONN_MAX_AGE, conn_health_checks=True)
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # IMMEDIATE takes the write lock when a transaction begins, so two writers queue on
         # the busy timeout instead of failing with "database is locked" half way through.
@@ -179,6 +187,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Celery's Django fixup closes every database connection before and after each task unless
+# this is set; then it closes them only once every CELERY_DB_REUSE_MAX tasks. Between those,
+# console.celery hands the connections to Django's own age and health checks.
+CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000"))
 SWEEP_INTERVAL_SECONDS = float(os.environ.get("SWEEP_INTERVAL_SECONDS", "2"))
 
 # The runtime.

@@ -102,7 +102,9 @@ def write_if_unchanged(*, run: Run, steps: list[Step], records: list[AuditRecord
     connection.ensure_connection()
     # psycopg's own cursor binds parameters on the server, and prepare=True keeps the plan of
     # this always-identical statement on the server: no query text to rebuild or re-plan.
-    with psycopg.Cursor(connection.connection) as cursor:
+    # wrap_database_errors: a lost connection raises Django's OperationalError and marks the
+    # connection for the check that replaces it, as with any ORM statement.
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, params, prepare=True)
         (matched,) = cursor.fetchone()
     return matched == 1

@@ -3,6 +3,7 @@
 import logging
 
 from celery import shared_task
+from django.db import InterfaceError, OperationalError
 
 from audit.chain import Actor
 
@@ -13,9 +14,23 @@ from .wakeup import ADVANCE_RUN_TASK
 logger = logging.getLogger(__name__)
 
 
-@shared_task(name=ADVANCE_RUN_TASK)
-def advance_run(run_id: int) -> str | None:
-    return executor.advance_run(run_id)
+# A task whose database connection was lost (killed by the server, a restart, a failover) is
+# tried again on a new one (console.celery drops the broken connection after the task).
+# Trying again does nothing twice: every transition checks the run's state before it
+# writes, so one that committed just before the connection went is not applied again, and a
+# step whose outcome could not be recorded keeps its lease until it expires and is then
+# settled by reconciliation by key, never sent again blindly.
+CONNECTION_LOST = (InterfaceError, OperationalError)
+RETRY = {"bind": True, "max_retries": 5, "default_retry_delay": 1}
+
+
+@shared_task(name=ADVANCE_RUN_TASK, **RETRY)
+def advance_run(self, run_id: int) -> str | None:
+    try:
+        return executor.advance_run(run_id)
+    except CONNECTION_LOST as exc:
+        logger.warning("run %s: database connection lost (%s); trying again", run_id, exc)
+        raise self.retry(exc=exc) from exc
 
 
 @shared_task(name="runs.sweep")
@@ -24,8 +39,8 @@ def sweep() -> dict:
     return report.__dict__
 
 
-@shared_task(name="runs.start_run")
-def start_run(workflow: str, business_key: str, input: dict) -> dict:
+@shared_task(name="runs.start_run", **RETRY)
+def start_run(self, workflow: str, business_key: str, input: dict) -> dict:
     """Start a run from a queue event. Delivery is at least once: a redelivered event finds
     the run it started. A refused event is logged, not retried: retrying cannot fix it."""
     try:
@@ -36,4 +51,8 @@ def start_run(workflow: str, business_key: str, input: dict) -> dict:
     except StartRefused as exc:
         logger.error("start event refused: %s", exc)
         return {"refused": str(exc)}
+    except CONNECTION_LOST as exc:
+        logger.warning("start event for %s: database connection lost (%s); trying again",
+                       business_key, exc)
+        raise self.retry(exc=exc) from exc
     return {"run_id": run.pk, "created": created}
