@@ -1,0 +1,184 @@
+"""The world every case of the security matrix runs against: one user per role, each with
+its own browser (a test client that enforces CSRF and holds a session and a csrftoken
+cookie), an API token, a run waiting for an approval with its open request, and a run in
+each state the operator actions need. Built through the real transitions and factories,
+on PostgreSQL, once per module (see conftest.py); every test rolls back to it."""
+
+import itertools
+from dataclasses import dataclass
+from importlib import import_module
+
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth.models import Group, Permission, User
+from django.http import HttpRequest
+from django.middleware.csrf import get_token
+from django.test import Client
+from django.test.client import ClientHandler
+from guardian.shortcuts import assign_perm
+
+from api.tokens import token_create
+from approvals.models import ApprovalRequest
+from approvals.tasks import sweep
+from console.roles import ensure_roles
+from runs import executor
+from runs.actions import ACTIONS
+from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus, Workflow
+from tests.factories import new_run, place
+
+PASSWORD = "matrix-pw"
+_keys = itertools.count(1)
+
+# The run states the operator actions need: each action is tried on a run where it can
+# succeed, so that a refusal is a refusal of the request, not of the run's state.
+SCENARIOS = {
+    # An effect failed: resume, reconcile, retry or ask the model again, cancel, terminate.
+    "failed_write": dict(status=RunStatus.ATTENTION,
+                         attention_reason=AttentionReason.PERMANENT_ERROR,
+                         step_statuses={"fetch": StepStatus.SUCCEEDED,
+                                        "classify": StepStatus.SUCCEEDED,
+                                        "create-task": StepStatus.FAILED}),
+    # A low-impact effect took place, the next failed: compensate (no second person).
+    "compensable": dict(status=RunStatus.ATTENTION,
+                        attention_reason=AttentionReason.PERMANENT_ERROR,
+                        step_statuses={"fetch": StepStatus.SUCCEEDED,
+                                       "classify": StepStatus.SUCCEEDED,
+                                       "create-task": StepStatus.SUCCEEDED,
+                                       "post-ledger": StepStatus.FAILED}),
+    # A compensation paused at the undo of the high-impact ledger entry: confirm it.
+    "paused_undo": dict(status=RunStatus.ATTENTION,
+                        attention_reason=AttentionReason.COMPENSATION_PAUSED,
+                        step_statuses={"fetch": StepStatus.SUCCEEDED,
+                                       "classify": StepStatus.SUCCEEDED,
+                                       "create-task": StepStatus.SUCCEEDED,
+                                       "post-ledger": StepStatus.SUCCEEDED}),
+    "terminated": dict(status=RunStatus.TERMINATED,
+                       step_statuses={"fetch": StepStatus.SUCCEEDED}),
+}
+
+# Which scenario each operator action is tried on. A new action in runs.actions.ACTIONS
+# fails test_every_operator_action_is_tried_on_a_run_where_it_can_succeed until it is
+# added here.
+ACTION_SCENARIOS = {
+    "resume": "failed_write",
+    "reconcile": "failed_write",
+    "retry_step": "failed_write",
+    "ask_again": "failed_write",
+    "compensate": "compensable",
+    "confirm_compensation": "paused_undo",
+    "cancel": "failed_write",
+    "terminate": "failed_write",
+    "reopen": "terminated",
+}
+
+# The workflow the per-workflow operator may act on: not the one the runs belong to.
+OTHER_WORKFLOW = "test-saga"
+
+
+@dataclass
+class World:
+    users: dict[str, User | None]
+    sessions: dict[str, str | None]  # role -> session key
+    csrf_cookies: dict[str, str]  # role -> the csrftoken cookie (the secret)
+    csrf: dict[str, str]  # role -> the token a page puts in its forms
+    token_plaintext: str
+    approval: ApprovalRequest
+    runs: dict[str, Run]
+    clients: dict[str, Client] | None = None
+
+    def browse(self) -> "World":
+        """Fresh browsers for a test: a request of the last test may have signed one out,
+        or in as someone else."""
+        self.clients = {role: _client(self, role) for role in self.sessions}
+        return self
+
+    def run(self, scenario: str = "failed_write") -> Run:
+        return self.runs[scenario]
+
+    def fresh(self, scenario: str = "failed_write") -> Run:
+        return Run.objects.get(pk=self.runs[scenario].pk)
+
+    def steps(self, scenario: str) -> list[Step]:
+        return list(Step.objects.filter(run=self.runs[scenario]).order_by("position"))
+
+    def unique(self, prefix: str) -> str:
+        return f"{prefix}-{next(_keys)}"
+
+
+def _user(username: str, *groups: str, **flags) -> User:
+    user = User.objects.create_user(username, email=f"{username}@example.com",
+                                    password=PASSWORD, **flags)
+    for name in groups:
+        user.groups.add(Group.objects.get(name=name))
+    return user
+
+
+def _session(user: User) -> str:
+    """A session as login() leaves it."""
+    session = import_module(settings.SESSION_ENGINE).SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.save()
+    return session.session_key
+
+
+def _csrf() -> tuple[str, str]:
+    """(the csrftoken cookie, the masked token a page built from it puts in its forms)."""
+    request = HttpRequest()
+    token = get_token(request)
+    return request.META["CSRF_COOKIE"], token
+
+
+_handler: ClientHandler | None = None
+
+
+def _client(world: World, role: str) -> Client:
+    """A client that enforces CSRF like a browser, with the role's cookies."""
+    global _handler
+    extra = {"HTTP_AUTHORIZATION": f"Bearer {world.token_plaintext}"} \
+        if role == "api_token" else {}
+    client = Client(enforce_csrf_checks=True, **extra)
+    # One handler for every client: loading the middleware (WhiteNoise indexes the static
+    # files) costs more than a whole test.
+    _handler = _handler or client.handler
+    client.handler = _handler
+    if world.sessions[role] is not None:
+        client.cookies[settings.SESSION_COOKIE_NAME] = world.sessions[role]
+    client.cookies[settings.CSRF_COOKIE_NAME] = world.csrf_cookies[role]
+    return client
+
+
+def build_world(roles) -> World:
+    ensure_roles(Group, Permission)
+    users: dict[str, User | None] = {
+        "anonymous": None,
+        "api_token": None,
+        "auditor": _user("aude", "auditors"),
+        "approver": _user("ann", "approvers"),
+        "other_operator": _user("otto"),
+        "operator": _user("olga", "operators"),
+        "superuser": _user("root", is_staff=True, is_superuser=True),
+    }
+    # Every operator permission, on another workflow's row only (django-guardian).
+    other, _ = Workflow.objects.get_or_create(name=OTHER_WORKFLOW)
+    for codename in {"view_runs", *(a.permission for a in ACTIONS.values())}:
+        assign_perm(f"runs.{codename}", users["other_operator"], other)
+
+    _, plaintext = token_create(name="matrix-erp", workflows=["test-orders"])
+
+    waiting = new_run("test-approval")
+    executor.advance_run(waiting.pk, worker="w1")
+    assert Run.objects.get(pk=waiting.pk).status == RunStatus.WAITING
+    # The approvals sweeper (as Celery beat runs it) opens the request and notifies.
+    assert sweep()["opened"] == 1
+    approval = ApprovalRequest.objects.get(run=waiting, status="pending")
+
+    runs = {name: place(new_run(), **spec) for name, spec in SCENARIOS.items()}
+    csrf = {role: _csrf() for role in roles}
+    return World(users=users,
+                 sessions={role: _session(users[role]) if users[role] else None
+                           for role in roles},
+                 csrf_cookies={role: cookie for role, (cookie, _) in csrf.items()},
+                 csrf={role: token for role, (_, token) in csrf.items()},
+                 token_plaintext=plaintext, approval=approval, runs=runs)
