@@ -25,6 +25,8 @@ def test_the_invoice_workflow_passes_every_drill(capsys):
                    "6 late failure"):
         assert number in out
     assert "FAIL" not in out
+    # Drill 6 expects the pause at the correction to the approver (a high-impact undo).
+    assert "paused at notify-approver" in out and "sent before confirmation" not in out
     # Drills ran real runs against the sandbox: one task per run that got that far, never two.
     drilled = Run.objects.filter(business_key__startswith="drill:",
                                  workflow_name="invoice-approval")
