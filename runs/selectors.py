@@ -50,7 +50,8 @@ def _with_row_facts(runs: QuerySet) -> QuerySet:
 
 def filter_runs(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
                 now: datetime | None = None) -> QuerySet:
-    """The runs a user may see that match `filters`."""
+    """The runs a user may see that match `filters`, all but the search (filters.q): that
+    is a union of index lookups, see runs_page."""
     now = now or timezone.now()
     runs = _visible(workflow_ids)
     if filters.status:
@@ -69,27 +70,46 @@ def filter_runs(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
     if filters.error_class:
         runs = runs.filter(Exists(Step.objects.filter(run=OuterRef("pk"),
                                                       error_class=filters.error_class)))
-    if filters.q:
-        q = filters.q.strip()
-        by_step = Step.objects.filter(run=OuterRef("pk")).filter(
-            Q(idempotency_key=q) | Q(remote_ref=q) | Q(compensation_ref=q))
-        match = Q(business_key__startswith=q) | Exists(by_step)
-        if q.isdigit():
-            match |= Q(pk=int(q))
-        runs = runs.filter(match)
     return runs
 
 
+# What a search matches, each through its own index: the start of a business key
+# (run_business_key_prefix_idx), or exactly a step's idempotency key (step_key_idx), remote
+# reference (step_remote_ref_idx) or compensation reference (step_compensation_ref_idx).
+SEARCHED_STEP_FIELDS = ("idempotency_key", "remote_ref", "compensation_ref")
+
+
+def search_branches(runs: QuerySet, q: str) -> list[QuerySet]:
+    """`runs` narrowed to each way a run can match the search `q`, one queryset per way."""
+    branches = [runs.filter(business_key__startswith=q)]
+    branches += [runs.filter(pk__in=Step.objects.filter(**{field: q}).values("run_id"))
+                 for field in SEARCHED_STEP_FIELDS]
+    if q.isascii() and q.isdigit() and int(q) < 2**63:
+        branches.append(runs.filter(pk=int(q)))
+    return branches
+
+
 def runs_page(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
-              after: tuple[datetime, int] | None = None, limit: int = PAGE_SIZE,
+              after: tuple[datetime, int] | None = None, limit: int | None = None,
               now: datetime | None = None) -> tuple[list[Run], tuple[datetime, int] | None]:
     """One page of the runs list, newest status change first, and the cursor of the next
     page (keyset pagination: the cost of page N does not grow with N)."""
+    limit = limit or PAGE_SIZE
+    order = ("-updated_at", "-pk")
     runs = filter_runs(filters, workflow_ids=workflow_ids, now=now)
     if after is not None:
         updated, pk = after
         runs = runs.filter(Q(updated_at__lt=updated) | Q(updated_at=updated, pk__lt=pk))
-    rows = list(_with_row_facts(runs).order_by("-updated_at", "-pk")[: limit + 1])
+    q = filters.q.strip()
+    if q:
+        # One OR across the ways of matching would be one plan for all of them, and the
+        # best PostgreSQL has for it walks every run or every step (seconds at ten million
+        # steps). Instead each way is its own query, ordered and cut to a page along its
+        # own index, and the page is the first rows of their union: one extra query.
+        branches = [b.order_by(*order).values_list("pk", flat=True)[: limit + 1]
+                    for b in search_branches(runs, q)]
+        runs = Run.objects.filter(pk__in=list(branches[0].union(*branches[1:])))
+    rows = list(_with_row_facts(runs).order_by(*order)[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
     return rows, ((rows[-1].updated_at, rows[-1].pk) if more and rows else None)
@@ -112,11 +132,37 @@ def status_counts(*, workflow_ids: frozenset[int] | None) -> dict[str, int]:
     return {s.value: runs.filter(status=s.value)[: COUNT_CAP + 1].count() for s in RunStatus}
 
 
-def attention_runs(*, workflow_ids: frozenset[int] | None, limit: int = 200) -> list[Run]:
-    """Every run that needs a person, oldest first."""
-    runs = _visible(workflow_ids).filter(status__in=ATTENTION_RUN_STATUSES).order_by("updated_at",
-                                                                                  "pk")
-    return list(_with_row_facts(runs)[:limit])
+ATTENTION_PAGE_SIZE = 50
+
+
+@dataclass(frozen=True)
+class AttentionPage:
+    runs: list[Run]
+    # How many runs need a person, counted up to COUNT_CAP; `more_than_cap` when there are
+    # more (then `total` is COUNT_CAP).
+    total: int
+    more_than_cap: bool
+    next_cursor: tuple[datetime, int] | None
+
+
+def attention_page(*, workflow_ids: frozenset[int] | None,
+                   after: tuple[datetime, int] | None = None,
+                   limit: int | None = None) -> AttentionPage:
+    """One page of the runs that need a person, oldest first, keyset-paged on (updated_at,
+    id) along run_attention_idx, and how many there are in all (two queries)."""
+    limit = limit or ATTENTION_PAGE_SIZE
+    runs = _visible(workflow_ids).filter(status__in=ATTENTION_RUN_STATUSES)
+    total = runs[: COUNT_CAP + 1].count()
+    if after is not None:
+        updated, pk = after
+        runs = runs.filter(Q(updated_at__gt=updated) | Q(updated_at=updated, pk__gt=pk))
+    rows = list(_with_row_facts(runs).order_by("updated_at", "pk")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return AttentionPage(runs=rows, total=min(total, COUNT_CAP),
+                         more_than_cap=total > COUNT_CAP,
+                         next_cursor=(rows[-1].updated_at, rows[-1].pk) if more and rows
+                         else None)
 
 
 def steps_of(runs: list[Run]) -> dict[int, list[Step]]:
