@@ -19,7 +19,7 @@ class NotificationInline(admin.TabularInline):
 
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(ReadOnlyAdmin):
-    """Read-only: requests change only through approvals.services (decisions, the sweep)."""
+    """Read-only: requests change only through approvals.decisions and the sweep (schedule)."""
 
     list_display = ["id", "run", "kind", "step_name", "action", "status", "escalation_level",
                     "requested_at", "due_at", "decided_by_label", "decided_at", "settled_at"]

@@ -8,7 +8,8 @@ run afterwards (runs' transitions commit on their own); `settled_at` says it rea
 run, or could not and why (`apply_error`). A request is *open* until it is settled: at most
 one open request exists per run and step (or per run and operator action).
 
-Rows here change only through approvals/services.py.
+Rows here change only through the approvals app's writers: requests, decisions, schedule,
+notifications and four_eyes.
 """
 
 from django.conf import settings

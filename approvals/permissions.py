@@ -12,26 +12,26 @@ whatever else they hold.
 from .models import DECIDE_PERMISSION, ApprovalRequest
 
 
-def has_decide_permission(user, request: ApprovalRequest) -> bool:
+def has_decide_permission(user, approval: ApprovalRequest) -> bool:
     """The permission rule alone, without the four-eyes exclusion."""
     if user is None or not user.is_authenticated or not user.is_active:
         return False
     if user.is_superuser or user.has_perm(DECIDE_PERMISSION):
         return True
-    return user.has_perm(DECIDE_PERMISSION, request)
+    return user.has_perm(DECIDE_PERMISSION, approval)
 
 
-def is_requester(user, request: ApprovalRequest) -> bool:
-    return request.requested_by_id is not None and request.requested_by_id == user.pk
+def is_requester(user, approval: ApprovalRequest) -> bool:
+    return approval.requested_by_id is not None and approval.requested_by_id == user.pk
 
 
-def can_decide(user, request: ApprovalRequest) -> bool:
-    """Whether `user` may decide `request` (if it is still pending)."""
-    return has_decide_permission(user, request) and not is_requester(user, request)
+def can_decide(user, approval: ApprovalRequest) -> bool:
+    """Whether `user` may decide `approval` (if it is still pending)."""
+    return has_decide_permission(user, approval) and not is_requester(user, approval)
 
 
-def can_view(user, request: ApprovalRequest) -> bool:
+def can_view(user, approval: ApprovalRequest) -> bool:
     """Approvers see the request; so does the operator who asked for the action."""
     if user is None or not user.is_authenticated:
         return False
-    return has_decide_permission(user, request) or is_requester(user, request)
+    return has_decide_permission(user, approval) or is_requester(user, approval)

@@ -45,8 +45,8 @@ def request_for_page(pk: int) -> ApprovalRequest:
             .get(pk=pk))
 
 
-def is_overdue(request: ApprovalRequest, now: datetime | None = None) -> bool:
-    return request.is_pending and request.due_at <= (now or timezone.now())
+def is_overdue(approval: ApprovalRequest, now: datetime | None = None) -> bool:
+    return approval.is_pending and approval.due_at <= (now or timezone.now())
 
 
 def requests_for_run(run) -> list[ApprovalRequest]:

@@ -32,16 +32,23 @@ def normalise(value):
     return json.loads(canonical_json(value))
 
 
+def registered_workflow(run: Run) -> d.Workflow:
+    """The definition `run` was started with; SnapshotUnavailable if this process does not
+    have it."""
+    workflow = d.registry.get(run.workflow_name, run.workflow_version)
+    if workflow is None:
+        raise SnapshotUnavailable(f"{run.workflow_name} v{run.workflow_version} is not "
+                                  "registered in this process")
+    return workflow
+
+
 def compute_snapshot(run: Run, step_name: str) -> tuple[dict, str]:
     """Call the approval step's function on the run's results as they are now.
 
     Returns (snapshot, hash). The step function builds the snapshot from earlier results
     and calls nothing; the services object it could reach is closed afterwards anyway.
     """
-    workflow = d.registry.get(run.workflow_name, run.workflow_version)
-    if workflow is None:
-        raise SnapshotUnavailable(f"{run.workflow_name} v{run.workflow_version} is not "
-                                  "registered in this process")
+    workflow = registered_workflow(run)
     try:
         spec = workflow.step(step_name)
     except KeyError as exc:

@@ -2,9 +2,9 @@
 
 from celery import shared_task
 
-from . import services
+from . import schedule
 
 
 @shared_task(name="approvals.sweep")
 def sweep() -> dict:
-    return services.sweep().as_dict()
+    return schedule.sweep().as_dict()

@@ -40,15 +40,15 @@ class ApprovalLinkTokenGenerator:
     key_salt = "approvals.tokens.ApprovalLinkTokenGenerator"
     algorithm = "sha256"
 
-    def make_token(self, request: ApprovalRequest, *, now: datetime | None = None) -> str:
-        """A token for `request` in its current state, made at `now`."""
-        return self._token(request.pk, request.status, request.snapshot_hash,
+    def make_token(self, approval: ApprovalRequest, *, now: datetime | None = None) -> str:
+        """A token for `approval` in its current state, made at `now`."""
+        return self._token(approval.pk, approval.status, approval.snapshot_hash,
                            self._seconds(now), settings.SECRET_KEY)
 
-    def check_token(self, request: ApprovalRequest | None, token: str | None, *,
+    def check_token(self, approval: ApprovalRequest | None, token: str | None, *,
                     now: datetime | None = None) -> LinkCheck:
-        """Whether `token` is a live link to `request`, and if not, why not."""
-        if request is None or not token or not isinstance(token, str):
+        """Whether `token` is a live link to `approval`, and if not, why not."""
+        if approval is None or not token or not isinstance(token, str):
             return LinkCheck.INVALID
         try:
             ts_b36, _ = token.split("-")
@@ -56,12 +56,12 @@ class ApprovalLinkTokenGenerator:
         except ValueError:
             return LinkCheck.INVALID
         secrets = [settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS]
-        if not self._matches(request.pk, request.status, request.snapshot_hash, ts, token,
+        if not self._matches(approval.pk, approval.status, approval.snapshot_hash, ts, token,
                              secrets):
             # Made by us while the request was pending, but it is not pending any more?
             # Then the link was used (or overtaken), not forged: say so.
-            if request.status != RequestStatus.PENDING and self._matches(
-                    request.pk, RequestStatus.PENDING, request.snapshot_hash, ts, token,
+            if approval.status != RequestStatus.PENDING and self._matches(
+                    approval.pk, RequestStatus.PENDING, approval.snapshot_hash, ts, token,
                     secrets):
                 return LinkCheck.USED
             return LinkCheck.INVALID

@@ -2,7 +2,7 @@
 from the notification email.
 
 Reading never changes anything (mail scanners follow links): only the POST to `decide`, with
-its CSRF token, records a decision, through approvals.services.decide.
+its CSRF token, records a decision, through approvals.decisions.decide.
 """
 
 import logging
@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from . import selectors, services
+from . import decisions, selectors
 from .forms import DecisionForm
 from .models import ApprovalRequest
 from .permissions import can_decide, can_view, is_requester
@@ -83,11 +83,15 @@ def _page(request, approval: ApprovalRequest, form: DecisionForm | None = None, 
     }, status=status)
 
 
+def _approval_or_404(pk: int) -> ApprovalRequest:
+    return get_object_or_404(ApprovalRequest.objects.select_related(
+        "run", "superseded_by"), pk=pk)
+
+
 @login_required
 @require_GET
 def detail(request, pk: int):
-    approval = get_object_or_404(ApprovalRequest.objects.select_related(
-        "run", "superseded_by"), pk=pk)
+    approval = _approval_or_404(pk)
     if not can_view(request.user, approval):
         return _forbidden(request, approval)
     return _page(request, approval)
@@ -96,15 +100,14 @@ def detail(request, pk: int):
 @login_required
 @require_POST
 def decide(request, pk: int):
-    approval = get_object_or_404(ApprovalRequest.objects.select_related(
-        "run", "superseded_by"), pk=pk)
+    approval = _approval_or_404(pk)
     if not can_view(request.user, approval):
         return _forbidden(request, approval)
     form = DecisionForm(request.POST)
     if not form.is_valid():
         return _page(request, approval, form, status=400)
     try:
-        result = services.decide(
+        result = decisions.decide(
             approval.pk, user=request.user, approved=form.approved,
             comment=form.cleaned_data["comment"], decision_id=form.cleaned_data["decision_id"])
     except PermissionDenied:

@@ -2,7 +2,7 @@
 action in runs.actions (the one table), or, where the transition's four-eyes rule says a
 second person must approve, into an approval request for that person."""
 
-from approvals.services import request_operator_action
+from approvals.four_eyes import request_operator_action
 from audit.chain import Actor
 from runs.actions import ACTIONS, ActionInputError, Request
 from runs.models import Run, Step

@@ -5,7 +5,7 @@ from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
 import tests.approvals.workflows  # noqa: F401  (registers the extra approval workflows)
-from approvals import services
+from approvals import requests
 from approvals.models import ApprovalRequest
 from runs import executor
 from runs.models import Run, RunStatus
@@ -69,7 +69,7 @@ def waiting_run(workflow="test-approval", **input) -> Run:
 
 
 def open_request(run: Run, now=None) -> ApprovalRequest:
-    assert services.open_pending_requests(now=now or timezone.now()) >= 1
+    assert requests.open_pending_requests(now=now or timezone.now()) >= 1
     return ApprovalRequest.objects.get(run=run, status="pending")
 
 

@@ -10,7 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.urls import reverse
 
-from approvals import services
+from approvals import decisions, notifications, requests
 from approvals.models import ApprovalRequest, Notification
 from audit.chain import Actor
 from audit.models import AuditRecord
@@ -100,15 +100,15 @@ def test_the_same_decision_twice_changes_nothing_the_second_time(pending, ann, c
     assert AuditRecord.objects.filter(run_id=pending.run_id).count() == records
     assert _decided_records(pending.run_id).count() == 1
 
-    again = services.decide(pending.pk, user=ann, approved=True, decision_id=decision_id)
+    again = decisions.decide(pending.pk, user=ann, approved=True, decision_id=decision_id)
     assert again.outcome == "already_recorded" and not again.recorded
     assert _decided_records(pending.run_id).count() == 1
 
 
 def test_a_second_approver_is_told_who_decided_first_and_when(pending, ann, bob):
-    first = services.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4())
-    second = services.decide(pending.pk, user=bob, approved=False, comment="no",
-                             decision_id=uuid.uuid4())
+    first = decisions.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4())
+    second = decisions.decide(pending.pk, user=bob, approved=False, comment="no",
+                              decision_id=uuid.uuid4())
     assert first.recorded and second.outcome == "already_decided"
     assert "Already approved by ann at" in second.message
     pending.refresh_from_db()
@@ -125,7 +125,7 @@ def test_two_approvers_racing_the_first_wins_and_the_second_is_told(approvers, a
     def decide(user, approved):
         try:
             barrier.wait(timeout=10)
-            results[user.username] = services.decide(
+            results[user.username] = decisions.decide(
                 request.pk, user=user, approved=approved, comment=f"{user.username} decides",
                 decision_id=uuid.uuid4())
         except Exception as exc:  # pragma: no cover - surfaced by the assertions below
@@ -160,7 +160,7 @@ def test_a_changed_payload_supersedes_the_request_and_the_approval_is_refused(pe
         result={"order": "corrected-order"})
     audit_before = AuditRecord.objects.filter(run_id=pending.run_id).count()
 
-    result = services.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4())
+    result = decisions.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4())
 
     assert result.outcome == "superseded" and not result.recorded
     pending.refresh_from_db()
@@ -177,20 +177,20 @@ def test_a_changed_payload_supersedes_the_request_and_the_approval_is_refused(pe
     assert AuditRecord.objects.filter(run=run).count() == audit_before
 
     # The old request's pending notifications are never sent; the new one's are.
-    report = services.publish_notifications()
+    report = notifications.publish_notifications()
     assert (report.sent, report.skipped) == (2, 2)
     assert all(f"/approvals/{new.pk}/link/" in m.body for m in mailoutbox)
 
-    approved = services.decide(new.pk, user=ann, approved=True, decision_id=uuid.uuid4())
+    approved = decisions.decide(new.pk, user=ann, approved=True, decision_id=uuid.uuid4())
     assert approved.recorded
     assert Run.objects.get(pk=run.pk).status == RunStatus.QUEUED
-    assert services.decide(pending.pk, user=ann, approved=True,
-                           decision_id=uuid.uuid4()).outcome == "closed"
+    assert decisions.decide(pending.pk, user=ann, approved=True,
+                            decision_id=uuid.uuid4()).outcome == "closed"
 
 
 def test_a_decision_on_a_run_terminated_meanwhile_is_kept_with_the_reason(pending, ann):
     transitions.terminate(pending.run_id, actor=Actor.system("ops"), reason="vendor fraud")
-    result = services.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4())
+    result = decisions.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4())
     assert result.recorded and "could not be applied to the run" in result.message
     pending.refresh_from_db()
     assert pending.status == "approved" and pending.decided_by == ann
@@ -204,20 +204,20 @@ def test_a_crash_between_the_decision_and_the_run_loses_nothing(pending, ann, mo
     def worker_died(*args, **kwargs):
         raise RuntimeError("connection to the database lost")
 
-    monkeypatch.setattr(services.transitions, "decide_approval", worker_died)
-    result = services.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4(),
-                             now=t0)
+    monkeypatch.setattr(decisions.transitions, "decide_approval", worker_died)
+    result = decisions.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4(),
+                              now=t0)
     assert result.recorded
     pending.refresh_from_db()
     assert pending.status == "approved" and pending.settled_at is None
     assert "connection to the database lost" in pending.apply_error
     assert Run.objects.get(pk=pending.run_id).status == RunStatus.WAITING
     # The open, decided request blocks a second request for the same step.
-    assert services.open_pending_requests(now=t0) == 0
+    assert requests.open_pending_requests(now=t0) == 0
 
     monkeypatch.undo()
-    assert services.settle_decisions(now=later(t0, seconds=59)) == 0
-    assert services.settle_decisions(now=later(t0, seconds=60)) == 1
+    assert decisions.settle_decisions(now=later(t0, seconds=59)) == 0
+    assert decisions.settle_decisions(now=later(t0, seconds=60)) == 1
     pending.refresh_from_db()
     assert pending.settled_at is not None and pending.apply_error == ""
     assert Run.objects.get(pk=pending.run_id).status == RunStatus.QUEUED
@@ -227,7 +227,7 @@ def test_a_crash_between_the_decision_and_the_run_loses_nothing(pending, ann, mo
     ApprovalRequest.objects.filter(pk=pending.pk).update(settled_at=None)
     run = Run.objects.get(pk=pending.run_id)
     Run.objects.filter(pk=run.pk).update(status=RunStatus.WAITING)
-    assert services.settle(pending.pk, now=later(t0, seconds=120))
+    assert decisions.settle(pending.pk, now=later(t0, seconds=120))
     pending.refresh_from_db()
     assert pending.apply_error == "" and _decided_records(run.pk).count() == 1
 
@@ -243,7 +243,7 @@ def test_someone_who_is_not_an_approver_gets_403_and_nothing_changes(pending, ca
     assert response.status_code == 403
     assert b"You may not decide this request" in response.content
     with pytest.raises(PermissionDenied):
-        services.decide(pending.pk, user=carol, approved=True, decision_id=uuid.uuid4())
+        decisions.decide(pending.pk, user=carol, approved=True, decision_id=uuid.uuid4())
     pending.refresh_from_db()
     assert pending.status == "pending" and pending.decision_id is None
     assert AuditRecord.objects.filter(run_id=pending.run_id).count() == records
@@ -253,17 +253,17 @@ def test_someone_who_is_not_an_approver_gets_403_and_nothing_changes(pending, ca
 
 def test_superusers_and_holders_of_the_global_permission_may_decide(pending, carol, db):
     root = User.objects.create_superuser("root", "root@example.com", "pw")
-    assert services.decide(pending.pk, user=root, approved=True,
-                           decision_id=uuid.uuid4()).recorded
+    assert decisions.decide(pending.pk, user=root, approved=True,
+                            decision_id=uuid.uuid4()).recorded
     other = open_request(waiting_run())
     carol.user_permissions.add(Permission.objects.get(codename="decide_approvalrequest"))
     carol = User.objects.get(pk=carol.pk)
-    assert services.decide(other.pk, user=carol, approved=True,
-                           decision_id=uuid.uuid4()).recorded
+    assert decisions.decide(other.pk, user=carol, approved=True,
+                            decision_id=uuid.uuid4()).recorded
 
 
 def test_an_inactive_approver_may_not_decide(pending, ann):
     ann.is_active = False
     ann.save()
     with pytest.raises(PermissionDenied):
-        services.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4())
+        decisions.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4())

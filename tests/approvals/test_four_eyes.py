@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
 
-from approvals import services
+from approvals import decisions, four_eyes, schedule
 from approvals.models import ApprovalRequest, Notification
 from approvals.permissions import can_decide, can_view
 from audit.chain import Actor
@@ -71,7 +71,7 @@ def test_the_requester_may_not_decide_another_operator_may_and_the_action_runs_o
     olga, omar = operators
     olga.is_superuser = True  # not even a superuser approves their own request
     olga.save()
-    request, created = services.request_operator_action(
+    request, created = four_eyes.request_operator_action(
         stopped_run, action="terminate", requested_by=olga, reason="vendor fraud",
         now=t0)
     assert created and request.kind == "operator_action" and request.status == "pending"
@@ -85,15 +85,15 @@ def test_the_requester_may_not_decide_another_operator_may_and_the_action_runs_o
 
     assert can_view(olga, request) and not can_decide(olga, request)
     with pytest.raises(PermissionDenied):
-        services.decide(request.pk, user=olga, approved=True, decision_id=uuid.uuid4())
+        decisions.decide(request.pk, user=olga, approved=True, decision_id=uuid.uuid4())
     assert _terminations(stopped_run) == 0
 
-    again, created = services.request_operator_action(
+    again, created = four_eyes.request_operator_action(
         stopped_run, action="terminate", requested_by=omar, reason="same thing")
     assert again == request and not created
 
-    result = services.decide(request.pk, user=omar, approved=True, comment="agreed",
-                             decision_id=uuid.uuid4())
+    result = decisions.decide(request.pk, user=omar, approved=True, comment="agreed",
+                              decision_id=uuid.uuid4())
     assert result.recorded
     request.refresh_from_db()
     assert request.settled_at is not None and request.apply_error == ""
@@ -103,22 +103,22 @@ def test_the_requester_may_not_decide_another_operator_may_and_the_action_runs_o
     assert record.actor_label == "olga" and record.reason == "vendor fraud"
     assert record.data["approved_by"] == "omar"
     # A second click, or the sweeper, does not run it again.
-    services.sweep(now=later(t0, days=5))
+    schedule.sweep(now=later(t0, days=5))
     assert _terminations(stopped_run) == 1
 
 
 def test_a_rejected_or_expired_operator_request_does_nothing(stopped_run, operators, t0):
     olga, omar = operators
-    request, _ = services.request_operator_action(
+    request, _ = four_eyes.request_operator_action(
         stopped_run, action="terminate", requested_by=olga, reason="r", now=t0)
-    services.decide(request.pk, user=omar, approved=False, comment="not needed",
-                    decision_id=uuid.uuid4())
+    decisions.decide(request.pk, user=omar, approved=False, comment="not needed",
+                     decision_id=uuid.uuid4())
     request.refresh_from_db()
     assert request.status == "rejected" and request.settled_at is not None
-    expiring, created = services.request_operator_action(
+    expiring, created = four_eyes.request_operator_action(
         stopped_run, action="terminate", requested_by=olga, reason="again", now=t0)
     assert created
-    services.sweep(now=later(t0, days=1))
+    schedule.sweep(now=later(t0, days=1))
     expiring.refresh_from_db()
     assert expiring.status == "expired" and expiring.settled_at is not None
     assert _terminations(stopped_run) == 0
@@ -130,11 +130,11 @@ def test_an_action_without_four_eyes_or_a_missing_reason_is_refused(stopped_run,
     olga, _ = operators
     for action in ("delete", "resume"):
         with pytest.raises(ValueError, match="not an operator action that takes a second"):
-            services.request_operator_action(stopped_run, action=action, requested_by=olga,
-                                             reason="x")
+            four_eyes.request_operator_action(stopped_run, action=action, requested_by=olga,
+                                              reason="x")
     with pytest.raises(ValueError, match="needs a reason"):
-        services.request_operator_action(stopped_run, action="terminate", requested_by=olga,
-                                         reason="  ")
+        four_eyes.request_operator_action(stopped_run, action="terminate", requested_by=olga,
+                                          reason="  ")
     assert ApprovalRequest.objects.count() == 0
 
 

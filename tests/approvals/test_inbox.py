@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from approvals import selectors, services
+from approvals import requests, selectors
 from approvals.models import ApprovalRequest
 from tests.approvals.conftest import later, open_request, waiting_run
 
@@ -51,7 +51,7 @@ def test_the_inbox_costs_the_same_queries_for_one_request_as_for_many(approvers,
         assert client.get(reverse("approvals:inbox")).status_code == 200
     for _ in range(6):
         waiting_run()
-    services.open_pending_requests()
+    requests.open_pending_requests()
     with CaptureQueriesContext(connection) as seven:
         response = client.get(reverse("approvals:inbox"))
     assert len(response.context["page"]) == 7

@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 from django.utils.http import int_to_base36
 
-from approvals import services
+from approvals import decisions
 from approvals.models import ApprovalRequest, Notification
 from approvals.tokens import LinkCheck, approval_link_token
 from approvals.views import SESSION_TOKENS
@@ -70,7 +70,7 @@ def test_a_tampered_link_is_invalid(pending, t0):
 
 def test_a_link_dies_once_its_request_is_decided_or_superseded(pending, ann, t0):
     token = approval_link_token.make_token(pending, now=t0)
-    services.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4(), now=t0)
+    decisions.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4(), now=t0)
     pending.refresh_from_db()
     assert _check(pending, token, t0) is LinkCheck.USED
     # A link made for a request in another state (the payload hash is covered too) is not
@@ -139,8 +139,8 @@ def test_a_tampered_link_gets_a_page_that_says_so(pending, client, caplog):
 
 def test_a_used_link_says_the_request_is_no_longer_pending(pending, ann, client):
     token = approval_link_token.make_token(pending)
-    services.decide(pending.pk, user=ann, approved=False, comment="duplicate invoice",
-                    decision_id=uuid.uuid4())
+    decisions.decide(pending.pk, user=ann, approved=False, comment="duplicate invoice",
+                     decision_id=uuid.uuid4())
     response = client.get(_link(pending, token))
     assert response.status_code == 410
     assert b"no longer pending" in response.content and b"rejected" in response.content

@@ -4,7 +4,7 @@ request, with its permissions and notifications, in one transaction."""
 import pytest
 from django.contrib.auth.models import Group, User
 
-from approvals import services
+from approvals import notifications, requests, schedule
 from approvals.models import (
     DECIDE_PERMISSION,
     ApprovalRequest,
@@ -37,7 +37,7 @@ def test_a_run_at_its_approval_step_gets_one_request_while_no_worker_is_held(app
     assert ApprovalRequest.objects.count() == 0
     audit_before = AuditRecord.objects.filter(run=run).count()
 
-    assert services.open_pending_requests(now=t0) == 1
+    assert requests.open_pending_requests(now=t0) == 1
 
     request = ApprovalRequest.objects.get()
     assert request.run_id == run.pk and request.step_name == "approve"
@@ -63,7 +63,7 @@ def test_a_run_at_its_approval_step_gets_one_request_while_no_worker_is_held(app
     assert AuditRecord.objects.filter(run=run).count() == audit_before
 
     # Another sweep (or two at once) opens nothing more.
-    assert services.open_pending_requests(now=later(t0, seconds=2)) == 0
+    assert requests.open_pending_requests(now=later(t0, seconds=2)) == 0
     assert ApprovalRequest.objects.count() == 1 and Notification.objects.count() == 2
 
 
@@ -74,8 +74,8 @@ def test_the_request_its_permissions_and_its_notifications_commit_together_or_no
     def outbox_down(*args, **kwargs):
         raise RuntimeError("outbox insert failed")
 
-    monkeypatch.setattr(services, "_queue_notifications", outbox_down)
-    assert services.open_pending_requests() == 0          # logged, not raised
+    monkeypatch.setattr(notifications, "_queue_notifications", outbox_down)
+    assert requests.open_pending_requests() == 0          # logged, not raised
     assert "not opened; will retry" in caplog.text
     assert ApprovalRequest.objects.count() == 0
     assert Notification.objects.count() == 0
@@ -84,7 +84,7 @@ def test_the_request_its_permissions_and_its_notifications_commit_together_or_no
     assert run.status == RunStatus.WAITING
 
     monkeypatch.undo()
-    assert services.open_pending_requests() == 1
+    assert requests.open_pending_requests() == 1
     assert ApprovalRequest.objects.count() == 1
     assert Notification.objects.count() == 2 and _perm_rows() == 1
 
@@ -92,7 +92,7 @@ def test_the_request_its_permissions_and_its_notifications_commit_together_or_no
 def test_an_unknown_approver_group_is_recorded_on_the_request_and_the_sweep_goes_on(t0, caplog):
     Group.objects.filter(name="approvers").delete()  # made by the roles migration
     first, second = waiting_run(), waiting_run()
-    assert services.open_pending_requests(now=t0) == 2
+    assert requests.open_pending_requests(now=t0) == 2
     for request in ApprovalRequest.objects.all():
         assert request.status == "pending"
         assert request.problem == "unknown group 'approvers'"
@@ -102,7 +102,7 @@ def test_an_unknown_approver_group_is_recorded_on_the_request_and_the_sweep_goes
     # Once the group exists, the next reminder grants and notifies it.
     ann = User.objects.create_user("ann", email="ann@example.com")
     ann.groups.add(Group.objects.create(name="approvers"))
-    assert services.send_reminders(now=later(t0, hours=24)) == 2
+    assert schedule.send_reminders(now=later(t0, hours=24)) == 2
     for request in ApprovalRequest.objects.all():
         assert request.problem == "" and request.reminder_count == 1
         assert User.objects.get(pk=ann.pk).has_perm(DECIDE_PERMISSION, request)
@@ -114,7 +114,7 @@ def test_approvers_without_an_email_address_are_granted_and_named_as_the_problem
     nomail = User.objects.create_user("nomail")
     nomail.groups.add(Group.objects.get_or_create(name="approvers")[0])
     waiting_run()
-    services.open_pending_requests(now=t0)
+    requests.open_pending_requests(now=t0)
     request = ApprovalRequest.objects.get()
     assert request.problem == "nomail has no email address"
     assert Notification.objects.count() == 0
@@ -124,15 +124,15 @@ def test_approvers_without_an_email_address_are_granted_and_named_as_the_problem
 def test_a_request_whose_run_stops_waiting_is_withdrawn_and_its_emails_not_sent(pending, t0,
                                                                                 mailoutbox):
     transitions.terminate(pending.run_id, actor=Actor.system("test"), reason="customer left")
-    assert services.withdraw_stale_requests(now=t0) == 1
+    assert schedule.withdraw_stale_requests(now=t0) == 1
     pending.refresh_from_db()
     assert pending.status == "withdrawn" and pending.settled_at == t0
     assert "run terminated" in pending.comment
-    report = services.publish_notifications(now=t0)
+    report = notifications.publish_notifications(now=t0)
     assert report.sent == 0 and report.skipped == 2 and mailoutbox == []
     assert set(Notification.objects.values_list("status", flat=True)) == {"skipped"}
     # Nothing is opened again for a terminated run.
-    assert services.open_pending_requests(now=t0) == 0
+    assert requests.open_pending_requests(now=t0) == 0
     assert ApprovalRequest.objects.count() == 1
 
 
@@ -140,6 +140,6 @@ def test_a_run_resumed_by_an_operator_keeps_its_request(pending, t0):
     """An operator's resume of a waiting run passes through queued back to waiting on the
     same step: the request stays as it is."""
     transitions.resume(pending.run_id, actor=Actor.system("test"), reason="nudge")
-    assert services.withdraw_stale_requests(now=t0) == 0
+    assert schedule.withdraw_stale_requests(now=t0) == 0
     pending.refresh_from_db()
     assert pending.status == "pending"

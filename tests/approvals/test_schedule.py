@@ -6,7 +6,7 @@ import uuid
 import pytest
 from django.contrib.auth.models import User
 
-from approvals import services
+from approvals import decisions, notifications, schedule
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest, Notification
 from audit.chain import Actor
 from audit.models import AuditRecord
@@ -29,30 +29,30 @@ def _quiet(report):
 
 def test_reminders_follow_the_interval_until_the_due_time(pending, t0):
     # test-approval: remind every 24 hours, time out after 3 days.
-    services.publish_notifications(now=t0)
-    assert _quiet(services.sweep(now=later(t0, hours=23, minutes=59)))
+    notifications.publish_notifications(now=t0)
+    assert _quiet(schedule.sweep(now=later(t0, hours=23, minutes=59)))
     assert _notes(pending, "reminder") == []
 
-    report = services.sweep(now=later(t0, hours=24))
+    report = schedule.sweep(now=later(t0, hours=24))
     assert report.reminded == 1 and report.sent == 2
     pending.refresh_from_db()
     assert pending.reminder_count == 1
     assert pending.next_reminder_at == later(t0, hours=48)
     assert _notes(pending, "reminder") == ["ann@example.com", "bob@example.com"]
-    assert _quiet(services.sweep(now=later(t0, hours=47)))
+    assert _quiet(schedule.sweep(now=later(t0, hours=47)))
 
-    assert services.sweep(now=later(t0, hours=48)).reminded == 1
+    assert schedule.sweep(now=later(t0, hours=48)).reminded == 1
     pending.refresh_from_db()
     # The next would fall on the due time itself: the timeout comes instead.
     assert pending.reminder_count == 2 and pending.next_reminder_at is None
     assert len(_notes(pending, "reminder")) == 4
-    assert _quiet(services.sweep(now=later(t0, hours=71, minutes=59)))
+    assert _quiet(schedule.sweep(now=later(t0, hours=71, minutes=59)))
     assert pending.status == "pending"
 
 
 def test_a_timeout_that_rejects_stops_the_run_in_attention(pending, t0, script):
-    assert services.sweep(now=later(t0, days=3, seconds=-1)).timed_out == 0
-    report = services.sweep(now=later(t0, days=3))
+    assert schedule.sweep(now=later(t0, days=3, seconds=-1)).timed_out == 0
+    report = schedule.sweep(now=later(t0, days=3))
     assert report.timed_out == 1
     pending.refresh_from_db()
     assert pending.status == "rejected" and pending.decided_by is None
@@ -67,7 +67,7 @@ def test_a_timeout_that_rejects_stops_the_run_in_attention(pending, t0, script):
     assert record.data["approved"] is False
     assert record.data["payload_hash"] == pending.snapshot_hash
     # Nothing more happens, however often the sweep runs.
-    assert _quiet(services.sweep(now=later(t0, days=30)))
+    assert _quiet(schedule.sweep(now=later(t0, days=30)))
     assert ApprovalRequest.objects.count() == 1
     assert "pay" not in [c[0] for c in script.calls]
 
@@ -77,8 +77,8 @@ def test_a_timeout_that_cancels_sends_the_run_to_attention_with_the_step_waiting
     run = waiting_run("test-approval-cancel")
     request = open_request(run, t0)
     assert _notes(request, "request") == ["ann@example.com"]
-    assert services.sweep(now=later(t0, hours=12)).reminded == 1
-    report = services.sweep(now=later(t0, days=1))
+    assert schedule.sweep(now=later(t0, hours=12)).reminded == 1
+    report = schedule.sweep(now=later(t0, days=1))
     assert report.timed_out == 1
     request.refresh_from_db()
     assert request.status == "expired" and request.settled_at is not None
@@ -90,14 +90,14 @@ def test_a_timeout_that_cancels_sends_the_run_to_attention_with_the_step_waiting
     assert AuditRecord.objects.filter(run=run, action="approval_timed_out").count() == 1
     assert not AuditRecord.objects.filter(run=run, action="approval_decided").exists()
     # A late click changes nothing.
-    late = services.decide(request.pk, user=ann, approved=True, decision_id=uuid.uuid4())
+    late = decisions.decide(request.pk, user=ann, approved=True, decision_id=uuid.uuid4())
     assert late.outcome == "closed"
-    assert _quiet(services.sweep(now=later(t0, days=2)))
+    assert _quiet(schedule.sweep(now=later(t0, days=2)))
 
     # An operator resumes the run: it waits again, and a new request asks again.
     transitions.resume(run.pk, actor=Actor.system("ops"), reason="ask again")
     executor.advance_run(run.pk, worker="w1")
-    assert services.sweep(now=later(t0, days=2, hours=1)).opened == 1
+    assert schedule.sweep(now=later(t0, days=2, hours=1)).opened == 1
     assert ApprovalRequest.objects.filter(run=run, status="pending").count() == 1
 
 
@@ -107,9 +107,9 @@ def test_a_timeout_that_escalates_grants_the_deputies_and_restarts_the_reminders
     run = waiting_run("test-approval-escalate")
     request = open_request(run, t0)
     assert not User.objects.get(pk=dora.pk).has_perm(DECIDE_PERMISSION, request)
-    assert services.sweep(now=later(t0, hours=8)).reminded == 1
+    assert schedule.sweep(now=later(t0, hours=8)).reminded == 1
 
-    report = services.sweep(now=later(t0, days=2))
+    report = schedule.sweep(now=later(t0, days=2))
     assert report.escalated == 1 and report.timed_out == 0
     request.refresh_from_db()
     assert request.status == "pending" and request.escalation_level == 1
@@ -121,15 +121,15 @@ def test_a_timeout_that_escalates_grants_the_deputies_and_restarts_the_reminders
     assert run.status == RunStatus.WAITING
 
     # Reminders restart, now to approvers and deputies alike.
-    assert services.sweep(now=later(t0, days=2, hours=8)).reminded == 1
+    assert schedule.sweep(now=later(t0, days=2, hours=8)).reminded == 1
     restarted = Notification.objects.filter(request=request, kind="reminder",
                                             created_at=later(t0, days=2, hours=8))
     assert sorted(restarted.values_list("recipient", flat=True)) == [
         "ann@example.com", "bob@example.com", "dora@example.com"]
 
     # The deputy decides.
-    result = services.decide(request.pk, user=dora, approved=True, decision_id=uuid.uuid4(),
-                             now=later(t0, days=3))
+    result = decisions.decide(request.pk, user=dora, approved=True, decision_id=uuid.uuid4(),
+                              now=later(t0, days=3))
     assert result.recorded
     assert Run.objects.get(pk=run.pk).status == RunStatus.QUEUED
 
@@ -137,8 +137,8 @@ def test_a_timeout_that_escalates_grants_the_deputies_and_restarts_the_reminders
 def test_after_escalation_a_second_timeout_sends_the_run_to_attention(approvers, dora, t0):
     run = waiting_run("test-approval-escalate")
     request = open_request(run, t0)
-    services.sweep(now=later(t0, days=2))
-    report = services.sweep(now=later(t0, days=4))
+    schedule.sweep(now=later(t0, days=2))
+    report = schedule.sweep(now=later(t0, days=4))
     assert report.timed_out == 1 and report.escalated == 0
     request.refresh_from_db()
     assert request.status == "expired" and request.escalation_level == 1
@@ -153,7 +153,7 @@ def test_a_reminder_finds_a_changed_payload_and_supersedes_the_request(pending, 
 
     Step.objects.filter(run_id=pending.run_id, name="prepare").update(
         result={"order": "amended"})
-    assert services.sweep(now=later(t0, hours=24)).reminded == 1
+    assert schedule.sweep(now=later(t0, hours=24)).reminded == 1
     pending.refresh_from_db()
     assert pending.status == "superseded"
     new = pending.superseded_by
@@ -167,9 +167,9 @@ def test_the_schedule_lives_in_the_database_so_a_repeated_or_restarted_sweep_doe
     """Each pass reads what is due from the rows and moves their times on in the same
     commit: a second pass at the same instant (another beat, a restarted worker) finds
     nothing to do."""
-    assert services.sweep(now=later(t0, hours=24)).reminded == 1
-    assert _quiet(services.sweep(now=later(t0, hours=24)))
-    assert services.sweep(now=later(t0, days=3)).timed_out == 1
-    assert _quiet(services.sweep(now=later(t0, days=3)))
+    assert schedule.sweep(now=later(t0, hours=24)).reminded == 1
+    assert _quiet(schedule.sweep(now=later(t0, hours=24)))
+    assert schedule.sweep(now=later(t0, days=3)).timed_out == 1
+    assert _quiet(schedule.sweep(now=later(t0, days=3)))
     # The overdue second reminder is not sent: the timeout came first.
     assert Notification.objects.filter(request=pending, kind="reminder").count() == 2

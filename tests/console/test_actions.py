@@ -146,7 +146,7 @@ def test_terminating_a_run_with_a_succeeded_high_impact_step_needs_a_second_pers
 
     from django.contrib.auth.models import Group, User
 
-    from approvals import services as approvals
+    from approvals.decisions import decide, settle
     from approvals.models import ApprovalRequest
     from tests.factories import place
 
@@ -165,11 +165,11 @@ def test_terminating_a_run_with_a_succeeded_high_impact_step_needs_a_second_pers
 
     # The operator cannot approve their own request; a colleague can.
     with pytest.raises(Exception, match="may not decide"):
-        approvals.decide(request.pk, user=operator, approved=True, decision_id=uuid.uuid4())
+        decide(request.pk, user=operator, approved=True, decision_id=uuid.uuid4())
     colleague = User.objects.create_user("carl")
     colleague.groups.add(Group.objects.get(name="operators"))
-    approvals.decide(request.pk, user=colleague, approved=True, decision_id=uuid.uuid4())
-    approvals.settle(request.pk)
+    decide(request.pk, user=colleague, approved=True, decision_id=uuid.uuid4())
+    settle(request.pk)
     assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
     record = AuditRecord.objects.get(run=run, action="terminated")
     assert record.actor_label == "olga" and record.data["approved_by"] == "carl"

@@ -163,15 +163,16 @@ def test_an_approver_approves_from_the_link_in_the_email(browser, live_server, r
                                                          settings, mailoutbox):
     import re
 
-    from approvals import services as approvals
+    from approvals.notifications import publish_notifications
+    from approvals.requests import open_pending_requests
 
     settings.APPROVALS_BASE_URL = live_server.url
     _user("ann", "approvers").__class__.objects.filter(username="ann").update(
         email="ann@example.com")
     run = new_run("test-approval")
     executor.advance_run(run.pk, worker="w1")
-    assert approvals.open_pending_requests() == 1
-    approvals.publish_notifications()
+    assert open_pending_requests() == 1
+    publish_notifications()
     link = re.search(r"https?://\S+/link/\S+", mailoutbox[0].body).group(0)
 
     page = browser.new_page(viewport={"width": 1280, "height": 900})

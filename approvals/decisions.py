@@ -1,0 +1,255 @@
+"""Decisions: a person's approve or reject, claimed on the request, then applied to the run.
+
+A decision goes back to the run through runs' transitions (decide_approval,
+approval_timed_out), or for an operator action through runs.actions. Those transitions
+commit on their own (durable), so every decision is made in two commits: first the decision
+is claimed on the locked request (which also settles races and duplicates), then it is
+applied to the run (`settle`). A request whose decision is claimed but not applied stays
+open (settled_at is null) and the sweeper applies it again later (`settle_decisions`), so a
+crash between the two loses nothing.
+
+Every function takes an optional `now` so tests drive the schedules with a controlled clock;
+all state lives in the database, so a restart changes nothing.
+"""
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
+
+from audit.chain import Actor
+from audit.models import AuditRecord
+from runs import transitions
+from runs.actions import ACTIONS
+from runs.actions import Request as ActionRequest
+from runs.errors import TransitionNotAllowed
+from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
+
+from .backoff import retry_delay
+from .models import DECIDED_STATUSES, ApprovalRequest, RequestKind, RequestStatus
+from .notifications import time_text
+from .permissions import can_decide
+from .requests import current_snapshot, supersede
+from .snapshots import SnapshotUnavailable
+
+logger = logging.getLogger(__name__)
+
+SYSTEM_LABEL = "approvals"
+SYSTEM = Actor.system(SYSTEM_LABEL)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What became of a person's decision, with a sentence to show them."""
+
+    outcome: str  # recorded, already_recorded, already_decided, closed, superseded, unavailable
+    message: str
+    request: ApprovalRequest
+    new_request: ApprovalRequest | None = None
+
+    @property
+    def recorded(self) -> bool:
+        return self.outcome == "recorded"
+
+
+def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | str,
+           comment: str = "", now: datetime | None = None) -> Decision:
+    """Record `user`'s decision on request `request_id` and apply it to the run.
+
+    Raises PermissionDenied (and logs it) if `user` may not decide, and
+    ApprovalRequest.DoesNotExist for an unknown id; nothing changes in either case.
+    Otherwise nothing changes either unless the returned Decision is `recorded`:
+    - the same decision_id again (double click, resent form): `already_recorded`;
+    - decided already by someone else (the first of two racing approvers wins):
+      `already_decided`, saying by whom and when;
+    - superseded, withdrawn or timed out: `closed`;
+    - the payload differs from the one this request shows: the request is superseded, a
+      new one is made and notified, and this decision is refused (`superseded`): an
+      approval never applies to a payload it did not see;
+    - the payload cannot be computed now: `unavailable`.
+    """
+    now = now or timezone.now()
+    decision_id = uuid.UUID(str(decision_id))
+    comment = (comment or "").strip()
+    approval = ApprovalRequest.objects.select_related("run").get(pk=request_id)
+    # Recomputed before the transaction: it reads the run's results and calls the step's
+    # snapshot function, neither of which should hold the request's lock. The comparison
+    # happens under the lock below; a change in between is caught by the next reminder or
+    # the next decision, never applied as approved.
+    current = (current_snapshot(approval)
+               if approval.kind == RequestKind.STEP and approval.is_pending else None)
+    with transaction.atomic(durable=True):
+        approval = ApprovalRequest.objects.select_for_update(of=("self",)).select_related(
+            "run").get(pk=request_id)
+        if not can_decide(user, approval):
+            logger.warning("approval request %s: %s (id %s) may not decide it; refused",
+                           approval.pk, user.get_username(), user.pk)
+            raise PermissionDenied(f"you may not decide approval request {approval.pk}")
+        if approval.decision_id == decision_id:
+            return Decision("already_recorded",
+                            f"Your decision ({approval.status}) was already recorded at "
+                            f"{time_text(approval.decided_at)}; nothing changed.", approval)
+        if ApprovalRequest.objects.filter(decision_id=decision_id).exists():
+            return Decision("already_recorded", "This form was already used for another "
+                            "decision; nothing changed.", approval)
+        if not approval.is_pending:
+            return _closed(approval)
+        if isinstance(current, SnapshotUnavailable):
+            return Decision("unavailable", f"What this request asks about cannot be checked "
+                            f"now ({current}); nothing was decided. Try again later.", approval)
+        if current is not None and current[1] != approval.snapshot_hash:
+            new = supersede(approval, *current, now)
+            return Decision(
+                "superseded",
+                f"The payload changed since this request was made, so it was replaced by "
+                f"request {new.pk}; nothing was approved or rejected. Review the new "
+                "request.", approval, new)
+        approval.status = RequestStatus.APPROVED if approved else RequestStatus.REJECTED
+        approval.decided_by = user
+        approval.decided_by_label = user.get_username()
+        approval.decided_at = now
+        approval.decision_id = decision_id
+        approval.comment = comment
+        approval.apply_after = now + timedelta(seconds=settings.APPROVALS_SETTLE_RETRY_SECONDS)
+        approval.save(update_fields=["status", "decided_by", "decided_by_label", "decided_at",
+                                     "decision_id", "comment", "apply_after"])
+    settle(approval.pk, now=now)
+    approval.refresh_from_db()
+    message = f"Your decision ({approval.status}) is recorded."
+    if approval.apply_error:
+        message += f" It could not be applied to the run: {approval.apply_error}"
+    return Decision("recorded", message, approval)
+
+
+def _closed(approval: ApprovalRequest) -> Decision:
+    if approval.status in (RequestStatus.APPROVED, RequestStatus.REJECTED) \
+            and approval.decided_by_id is not None:
+        return Decision("already_decided",
+                        f"Already {approval.status} by {approval.decided_by_label} at "
+                        f"{time_text(approval.decided_at)}; your decision was not recorded.",
+                        approval)
+    if approval.status == RequestStatus.SUPERSEDED:
+        return Decision("closed", f"This request was replaced by request "
+                        f"{approval.superseded_by_id} because its payload changed; nothing "
+                        "was decided.", approval, approval.superseded_by)
+    return Decision("closed", f"This request is {approval.status} "
+                    f"({approval.comment or 'no longer waiting for a decision'}); nothing "
+                    "was decided.", approval)
+
+
+def _decider(approval: ApprovalRequest) -> Actor:
+    if approval.decided_by_id is not None:
+        return Actor(kind=AuditRecord.ActorKind.USER, label=approval.decided_by_label,
+                     user_id=approval.decided_by_id)
+    return Actor.system(approval.decided_by_label or SYSTEM_LABEL)
+
+
+def settle(request_id: int, *, now: datetime | None = None) -> bool:
+    """Apply a claimed decision to the run (or run the approved operator action) and mark
+    the request settled. True once settled. A refusal that will not change (the run was
+    terminated meanwhile) settles the request with the reason in apply_error: the decision
+    stays recorded. Anything else leaves it open for the sweeper to try again."""
+    now = now or timezone.now()
+    approval = ApprovalRequest.objects.select_related("run").get(pk=request_id)
+    if approval.settled_at is not None or approval.status not in DECIDED_STATUSES:
+        return approval.settled_at is not None
+    try:
+        _apply(approval, now)
+    except TransitionNotAllowed as exc:
+        if _refusal_is_passing(approval):
+            return _retry_later(approval, f"not applied yet: {exc}", now)
+        error = "" if _already_applied(approval) else f"not applied: {exc}"
+        if error:
+            logger.warning("approval request %s: %s", approval.pk, error)
+        return _mark_settled(approval, now, error)
+    except Exception as exc:
+        logger.exception("approval request %s: applying the decision failed", approval.pk)
+        return _retry_later(approval, f"{type(exc).__name__}: {exc}", now)
+    return _mark_settled(approval, now, "")
+
+
+def settle_decisions(*, now: datetime | None = None, limit: int = 200) -> int:
+    """Apply decisions that were claimed but not applied (the process died in between, or
+    the run was passing through another state). Returns how many settled."""
+    now = now or timezone.now()
+    due = ApprovalRequest.objects.filter(settled_at__isnull=True, status__in=DECIDED_STATUSES,
+                                         apply_after__lte=now)
+    return sum(settle(pk, now=now) for pk in
+               list(due.order_by("apply_after").values_list("pk", flat=True)[:limit]))
+
+
+def _apply(approval: ApprovalRequest, now: datetime) -> None:
+    if approval.kind == RequestKind.OPERATOR_ACTION:
+        if approval.status != RequestStatus.APPROVED:
+            return  # rejected or expired: the action is simply not taken
+        # The same action, through the same table and transition, as the operator asked
+        # for; the transition checks again that the approver is a second person.
+        requester = Actor(kind=AuditRecord.ActorKind.USER,
+                          label=approval.snapshot.get("requested_by", ""),
+                          user_id=approval.requested_by_id)
+        ACTIONS[approval.action].perform(
+            approval.run_id, actor=requester, approved_by=_decider(approval),
+            request=ActionRequest(reason=approval.snapshot.get("reason", ""),
+                                  step=dict(approval.params).get("step", "")))
+        return
+    if approval.status == RequestStatus.EXPIRED:
+        transitions.approval_timed_out(approval.run_id, step_name=approval.step_name,
+                                       actor=SYSTEM, reason=approval.comment, now=now)
+        return
+    transitions.decide_approval(approval.run_id, step_name=approval.step_name,
+                                approved=approval.status == RequestStatus.APPROVED,
+                                actor=_decider(approval), comment=approval.comment,
+                                data={"approval_request": approval.pk,
+                                      "payload_hash": approval.snapshot_hash,
+                                      "decision_id": str(approval.decision_id or "")},
+                                now=now)
+
+
+def _refusal_is_passing(approval: ApprovalRequest) -> bool:
+    """A run passing through queued or running (an operator resumed it) comes back to
+    waiting on the same step: the decision is applied then."""
+    if approval.kind != RequestKind.STEP:
+        return False
+    run = Run.objects.get(pk=approval.run_id)
+    step = Step.objects.filter(run=run, name=approval.step_name).first()
+    return (step is not None and step.status == StepStatus.WAITING
+            and run.status in (RunStatus.QUEUED, RunStatus.RUNNING))
+
+
+def _already_applied(approval: ApprovalRequest) -> bool:
+    """Whether the run already shows this decision (applied by an earlier attempt that
+    died before recording it)."""
+    if approval.kind != RequestKind.STEP:
+        return False
+    step = Step.objects.select_related("run").filter(run_id=approval.run_id,
+                                                     name=approval.step_name).first()
+    if step is None:
+        return False
+    if approval.status == RequestStatus.EXPIRED:
+        return (step.status == StepStatus.WAITING and step.run.status == RunStatus.ATTENTION
+                and step.run.attention_reason == AttentionReason.APPROVAL_TIMED_OUT)
+    expected = StepStatus.SUCCEEDED if approval.status == RequestStatus.APPROVED \
+        else StepStatus.FAILED
+    result = step.result if isinstance(step.result, dict) else {}
+    return (step.status == expected and result.get("by") == _decider(approval).label
+            and approval.comment == result.get("comment"))
+
+
+def _mark_settled(approval: ApprovalRequest, now: datetime, error: str) -> bool:
+    ApprovalRequest.objects.filter(pk=approval.pk, settled_at__isnull=True).update(
+        settled_at=now, apply_error=error, apply_after=None)
+    return True
+
+
+def _retry_later(approval: ApprovalRequest, error: str, now: datetime) -> bool:
+    attempts = approval.apply_attempts + 1
+    delay = retry_delay(settings.APPROVALS_SETTLE_RETRY_SECONDS, attempts)
+    ApprovalRequest.objects.filter(pk=approval.pk, settled_at__isnull=True).update(
+        apply_attempts=attempts, apply_error=error,
+        apply_after=now + timedelta(seconds=delay))
+    return False

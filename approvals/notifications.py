@@ -1,0 +1,253 @@
+"""Asking people: who an approval request's approvers are, the decide permission they get,
+the notification outbox (one row per person, queued in the transaction that asks them), and
+the publisher that sends what is due through Django's email backend.
+
+Every function takes an optional `now` so tests drive the schedules with a controlled clock;
+all state lives in the database, so a restart changes nothing.
+"""
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from email.utils import make_msgid
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.mail import EmailMessage
+from django.db import transaction
+from django.db.models import Case, F, TextField, Value, When
+from django.db.models.functions import Concat
+from django.urls import reverse
+from django.utils import timezone
+from guardian.shortcuts import assign_perm
+
+from .backoff import retry_delay
+from .email_headers import header_text
+from .models import (
+    DECIDE_CODENAME,
+    ApprovalRequest,
+    Notification,
+    NotificationKind,
+    NotificationStatus,
+    RequestKind,
+)
+from .snapshots import snapshot_text
+from .tokens import approval_link_token
+
+logger = logging.getLogger(__name__)
+
+NOTIFICATION_RETRY_SECONDS = 30
+SUBJECT_MAX = Notification._meta.get_field("subject").max_length
+
+
+def time_text(moment: datetime | None) -> str:
+    """A time as people read it in a message: "2024-05-01 09:30 UTC" ("?" if unknown)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else "?"
+
+
+# --- approvers and the outbox --------------------------------------------------------------
+
+@dataclass
+class _Recipient:
+    user: object
+    email: str
+
+
+def _resolve(names: list[str]) -> tuple[list, list[Group], list[str]]:
+    """("user:ann", "group:finance") -> users, groups and what could not be resolved."""
+    User = get_user_model()
+    users, groups, problems = [], [], []
+    for name in names:
+        kind, _, value = name.partition(":")
+        if kind == "user":
+            user = User.objects.filter(**{User.USERNAME_FIELD: value}).first()
+            if user is None:
+                problems.append(f"unknown user {value!r}")
+            elif not user.is_active:
+                problems.append(f"user {value!r} is inactive")
+            else:
+                users.append(user)
+        elif kind == "group":
+            group = Group.objects.filter(name=value).first()
+            if group is None:
+                problems.append(f"unknown group {value!r}")
+            else:
+                groups.append(group)
+        else:
+            problems.append(f"{name!r} is neither 'user:...' nor 'group:...'")
+    return users, groups, problems
+
+
+def grant_and_notify(approval: ApprovalRequest, names: list[str], kind: str,
+                     now: datetime) -> list[str]:
+    """Grant the decide permission on `approval` to `names` and queue one notification per
+    person with an email address, in the caller's transaction. Returns the problems found
+    (unknown users or groups, people without an address): recorded, never raised."""
+    users, groups, problems = _resolve(names)
+    for user in users:
+        assign_perm(DECIDE_CODENAME, user, approval)
+    for group in groups:
+        assign_perm(DECIDE_CODENAME, group, approval)
+    recipients: dict[int, _Recipient] = {}
+    seen = {approval.requested_by_id}  # four eyes: whoever asked is not asked to decide
+    members = get_user_model().objects.filter(groups__in=groups, is_active=True).distinct()
+    for user in [*users, *members]:
+        if user.pk in seen:
+            continue
+        seen.add(user.pk)
+        if not user.email:
+            problems.append(f"{user.get_username()} has no email address")
+            continue
+        recipients[user.pk] = _Recipient(user, user.email)
+    if not recipients and not problems:
+        problems.append(f"nobody to notify among {', '.join(names)}")
+    _queue_notifications(approval, list(recipients.values()), kind, now)
+    return problems
+
+
+def _queue_notifications(approval: ApprovalRequest, recipients: list[_Recipient], kind: str,
+                         now: datetime) -> list[Notification]:
+    subject, body = _message(approval, kind)
+    domain = settings.DEFAULT_FROM_EMAIL.rpartition("@")[2] or "localhost"
+    return Notification.objects.bulk_create([
+        Notification(request=approval, kind=kind, user=r.user, recipient=r.email,
+                     subject=subject, body=body, next_attempt_at=now, created_at=now,
+                     message_id=make_msgid(idstring=f"approval-{approval.pk}", domain=domain))
+        for r in recipients
+    ])
+
+
+def _message(approval: ApprovalRequest, kind: str) -> tuple[str, str]:
+    run = approval.run
+    # Names and the business key come from callers and other systems: only their
+    # header-safe form goes into the subject (and the same one-line form into the body).
+    workflow, key = header_text(run.workflow_name), header_text(run.business_key)
+    what = (f"{workflow} {key}: {header_text(approval.step_name)}"
+            if approval.kind == RequestKind.STEP else
+            f"{header_text(approval.action)} of run {run.pk} ({workflow} {key})")
+    prefix = {NotificationKind.REMINDER: "Reminder: ",
+              NotificationKind.ESCALATION: "Escalated: "}.get(kind, "")
+    subject = header_text(f"{prefix}approval needed: {what}", limit=SUBJECT_MAX)
+    lines = [f"Your decision is needed: {what}."]
+    if kind == NotificationKind.ESCALATION:
+        lines.append(f"Nobody decided in time, so it now comes to you as well "
+                     f"(escalation {approval.escalation_level}).")
+    if approval.kind == RequestKind.OPERATOR_ACTION:
+        lines.append("An operator asked for this action; it needs a second person's approval.")
+    lines += [f"Requested {time_text(approval.requested_at)}, "
+              f"due {time_text(approval.due_at)}.", "",
+              "What you are asked to approve:", snapshot_text(approval.snapshot), "",
+              f"Payload sha256: {approval.snapshot_hash}"]
+    return subject, "\n".join(lines)
+
+
+# --- the outbox publisher ------------------------------------------------------------------
+
+@dataclass
+class PublishReport:
+    sent: int = 0
+    retrying: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+
+def request_link(approval: ApprovalRequest, *, now: datetime | None = None) -> str:
+    """The absolute, signed link to `approval` in its current state."""
+    token = approval_link_token.make_token(approval, now=now)
+    path = reverse("approvals:link", kwargs={"pk": approval.pk, "token": token})
+    return settings.APPROVALS_BASE_URL.rstrip("/") + path
+
+
+def publish_notifications(*, now: datetime | None = None, limit: int = 100) -> PublishReport:
+    """Send the notifications that are due, through Django's email backend.
+
+    Each is sent holding its row's lock, so two publishers never send the same one; a
+    failure schedules another attempt with exponential backoff, and after
+    APPROVALS_NOTIFICATION_MAX_ATTEMPTS the notification is marked failed. A notification
+    whose request no longer waits for anyone is skipped: nobody is asked about something
+    already decided.
+    """
+    now = now or timezone.now()
+    report = PublishReport()
+    due = Notification.objects.filter(status=NotificationStatus.PENDING,
+                                      next_attempt_at__lte=now)
+    for pk in list(due.order_by("next_attempt_at", "pk").values_list("pk", flat=True)[:limit]):
+        outcome = _deliver(pk, now)
+        if outcome is not None:
+            setattr(report, outcome, getattr(report, outcome) + 1)
+    return report
+
+
+def _deliver(pk: int, now: datetime) -> str | None:
+    with transaction.atomic(durable=True):
+        note = (Notification.objects.select_for_update(skip_locked=True, of=("self",))
+                .select_related("request", "request__run")
+                .filter(pk=pk, status=NotificationStatus.PENDING, next_attempt_at__lte=now)
+                .first())
+        if note is None:
+            return None
+        approval = note.request
+        if not approval.is_pending:
+            note.status = NotificationStatus.SKIPPED
+            note.last_error = f"request {approval.status} before delivery"
+            note.save(update_fields=["status", "last_error"])
+            return "skipped"
+        note.attempts += 1
+        try:
+            email = _email(note, approval, now)
+        except Exception as exc:
+            # A message that cannot be built (a recipient address with a line break, say)
+            # will not build on the next attempt either: it fails now, with its reason.
+            outcome = _give_up(note, approval, f"cannot be built: {type(exc).__name__}: {exc}")
+        else:
+            try:
+                email.send(fail_silently=False)
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                if note.attempts >= settings.APPROVALS_NOTIFICATION_MAX_ATTEMPTS:
+                    outcome = _give_up(note, approval,
+                                       f"not sent after {note.attempts} attempts: {error}")
+                else:
+                    note.last_error = error[:2000]
+                    delay = retry_delay(NOTIFICATION_RETRY_SECONDS, note.attempts)
+                    note.next_attempt_at = now + timedelta(seconds=delay)
+                    outcome = "retrying"
+                    logger.warning("notification %s to %s: attempt %s failed: %s", note.pk,
+                                   note.recipient, note.attempts, note.last_error)
+            else:
+                note.status = NotificationStatus.SENT
+                note.sent_at = now
+                note.provider_message_id = note.message_id
+                note.last_error = ""
+                outcome = "sent"
+        note.save(update_fields=["status", "attempts", "next_attempt_at", "last_error",
+                                 "sent_at", "provider_message_id"])
+    return outcome
+
+
+def _email(note: Notification, approval: ApprovalRequest, now: datetime) -> EmailMessage:
+    """The notification as an email, its headers checked: raises if it cannot be built."""
+    days = settings.APPROVAL_LINK_MAX_AGE / 86400
+    body = (f"{note.body}\n\nOpen the request (sign in first; the link works for "
+            f"{days:g} days and only while the request is pending):\n"
+            f"{request_link(approval, now=now)}\n")
+    # The subject again through header_text: rows queued before subjects were sanitised.
+    email = EmailMessage(subject=header_text(note.subject, limit=SUBJECT_MAX), body=body,
+                         to=[note.recipient], headers={"Message-ID": note.message_id})
+    email.message()  # builds every header now, so a bad one fails here, not half-sent
+    return email
+
+
+def _give_up(note: Notification, approval: ApprovalRequest, reason: str) -> str:
+    """Mark `note` failed with its reason, and say so on its request (shown on the run's
+    page and the request's page) so that a person learns the approvers were not told."""
+    note.status = NotificationStatus.FAILED
+    note.last_error = reason[:2000]
+    problem = f"notification to {note.recipient} failed: {note.last_error}"[:2000]
+    ApprovalRequest.objects.filter(pk=approval.pk).update(problem=Case(
+        When(problem="", then=Value(problem)),
+        default=Concat(F("problem"), Value("; " + problem)), output_field=TextField()))
+    logger.warning("notification %s to %s: given up: %s", note.pk, note.recipient,
+                   note.last_error)
+    return "failed"

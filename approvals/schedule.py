@@ -1,0 +1,229 @@
+"""What happens to a request while nobody decides it: reminders, timeouts and escalation,
+withdrawal once the run stops waiting for it, and the sweep that runs all of them.
+
+The sweep (Celery beat, every few seconds, approvals.tasks) works row by row, each row in
+its own transaction; nothing is kept in memory between passes. Every function takes an
+optional `now` so tests drive the schedules with a controlled clock; all state lives in the
+database, so a restart changes nothing.
+"""
+
+import logging
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from runs.models import RunStatus, Step, StepStatus
+
+from .decisions import SYSTEM_LABEL, settle, settle_decisions
+from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
+from .notifications import grant_and_notify, publish_notifications
+from .requests import current_snapshot, next_reminder, open_pending_requests, supersede
+
+logger = logging.getLogger(__name__)
+
+# Run states in which a pending request for one of its steps can no longer be decided:
+# the sweeper withdraws it. (Queued and running are passing states: an operator's resume
+# of a waiting run goes through them back to waiting.)
+_NOT_WAITING = [RunStatus.ATTENTION, RunStatus.COMPENSATING, RunStatus.COMPENSATION_FAILED,
+                RunStatus.COMPLETED, RunStatus.COMPENSATED, RunStatus.TERMINATED]
+_FINAL = [RunStatus.COMPLETED, RunStatus.COMPENSATED, RunStatus.TERMINATED]
+
+
+def _lock_pending(pk: int, *conditions: Q, **filters) -> ApprovalRequest | None:
+    """Request `pk`, locked, if it is still pending and matches; None if it is not, or if
+    another sweep holds it."""
+    return (ApprovalRequest.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("run")
+            .filter(*conditions, pk=pk, status=RequestStatus.PENDING, **filters).first())
+
+
+# --- reminders -----------------------------------------------------------------------------
+
+def send_reminders(*, now: datetime | None = None, limit: int = 200) -> int:
+    """Remind the current approvers of every pending request whose reminder is due. A
+    request whose payload changed meanwhile is superseded instead (the new request's
+    notification is the reminder)."""
+    now = now or timezone.now()
+    count = 0
+    due = ApprovalRequest.objects.filter(status=RequestStatus.PENDING,
+                                         next_reminder_at__lte=now)
+    for pk in list(due.order_by("next_reminder_at").values_list("pk", flat=True)[:limit]):
+        try:
+            count += _remind(pk, now)
+        except Exception:
+            logger.exception("approval request %s: reminder failed; will retry", pk)
+    return count
+
+
+def _remind(pk: int, now: datetime) -> int:
+    approval = ApprovalRequest.objects.select_related("run").get(pk=pk)
+    current = current_snapshot(approval) if approval.kind == RequestKind.STEP else None
+    with transaction.atomic(durable=True):
+        approval = _lock_pending(pk, next_reminder_at__lte=now)
+        if approval is None:
+            return 0  # decided meanwhile, or another sweep has it
+        if isinstance(current, tuple) and current[1] != approval.snapshot_hash:
+            supersede(approval, *current, now)
+            return 1
+        # The grants are made again: a group created since the request was made (an
+        # unknown group is recorded as a problem) now gets its permission and its email.
+        problems = grant_and_notify(approval, approval.current_approvers,
+                                    NotificationKind.REMINDER, now)
+        approval.reminder_count += 1
+        approval.next_reminder_at = next_reminder(now, approval.remind_every, approval.due_at)
+        approval.problem = "; ".join(problems)
+        approval.save(update_fields=["reminder_count", "next_reminder_at", "problem"])
+    return 1
+
+
+# --- timeouts and escalation ---------------------------------------------------------------
+
+@dataclass
+class TimeoutReport:
+    escalated: int = 0
+    timed_out: int = 0
+
+
+def apply_timeouts(*, now: datetime | None = None, limit: int = 200) -> TimeoutReport:
+    """Apply the timeout policy of every pending request past its due time.
+
+    escalate: the deputies (escalate_to) get the permission and a notification, a new due
+    time is set and reminders start again; at the next timeout the run goes to attention
+    (escalation happens once). reject: the request is rejected by the system and the run
+    stops in attention as after any rejection. cancel: the run goes to attention, its step
+    still waiting, for an operator to decide what happens.
+    """
+    now = now or timezone.now()
+    report = TimeoutReport()
+    due = ApprovalRequest.objects.filter(status=RequestStatus.PENDING, due_at__lte=now)
+    for pk in list(due.order_by("due_at").values_list("pk", flat=True)[:limit]):
+        try:
+            outcome = _time_out(pk, now)
+        except Exception:
+            logger.exception("approval request %s: timeout failed; will retry", pk)
+            continue
+        if outcome == "escalated":
+            report.escalated += 1
+        elif outcome == "timed_out":
+            report.timed_out += 1
+            settle(pk, now=now)
+    return report
+
+
+def _time_out(pk: int, now: datetime) -> str | None:
+    with transaction.atomic(durable=True):
+        approval = _lock_pending(pk, due_at__lte=now)
+        if approval is None:
+            return None
+        waited = now - approval.requested_at
+        if approval.on_timeout == "escalate" and approval.escalation_level == 0 \
+                and approval.escalate_to:
+            approval.escalation_level = 1
+            approval.due_at = now + approval.timeout
+            approval.next_reminder_at = next_reminder(now, approval.remind_every,
+                                                      approval.due_at)
+            problems = grant_and_notify(approval, approval.escalate_to,
+                                        NotificationKind.ESCALATION, now)
+            approval.problem = "; ".join(problems)
+            approval.save(update_fields=["escalation_level", "due_at", "next_reminder_at",
+                                         "problem"])
+            logger.info("approval request %s escalated to %s", pk,
+                        ", ".join(approval.escalate_to))
+            return "escalated"
+        if approval.on_timeout == "reject":
+            approval.status = RequestStatus.REJECTED
+            approval.comment = f"no decision within {_duration(waited)}: rejected by the " \
+                               "timeout policy"
+        else:
+            approval.status = RequestStatus.EXPIRED
+            after = (f" and after escalation to {', '.join(approval.escalate_to)}"
+                     if approval.escalation_level else "")
+            approval.comment = f"no decision within {_duration(waited)}{after}"
+        approval.decided_by_label = SYSTEM_LABEL
+        approval.decided_at = now
+        approval.apply_after = now + timedelta(seconds=settings.APPROVALS_SETTLE_RETRY_SECONDS)
+        approval.next_reminder_at = None
+        approval.save(update_fields=["status", "comment", "decided_by_label", "decided_at",
+                                     "apply_after", "next_reminder_at"])
+        logger.info("approval request %s timed out: %s", pk, approval.comment)
+    return "timed_out"
+
+
+def _duration(delta: timedelta) -> str:
+    hours = delta.total_seconds() / 3600
+    return f"{hours / 24:.1f} days" if hours >= 48 else f"{hours:.1f} hours"
+
+
+# --- withdrawal ----------------------------------------------------------------------------
+
+def withdraw_stale_requests(*, now: datetime | None = None, limit: int = 200) -> int:
+    """Withdraw pending requests that can no longer be decided: their run stopped waiting
+    on the step (terminated, compensated, decided or settled by an operator), or, for an
+    operator action, the run is final."""
+    now = now or timezone.now()
+    step_waiting = Step.objects.filter(run=OuterRef("run"), name=OuterRef("step_name"),
+                                       status=StepStatus.WAITING)
+    stale_q = ((Q(kind=RequestKind.STEP) & (~Exists(step_waiting)
+                                            | Q(run__status__in=_NOT_WAITING)))
+               | Q(kind=RequestKind.OPERATOR_ACTION, run__status__in=_FINAL))
+    stale = ApprovalRequest.objects.filter(status=RequestStatus.PENDING)
+    count = 0
+    for pk in list(stale.filter(stale_q).values_list("pk", flat=True)[:limit]):
+        with transaction.atomic(durable=True):
+            approval = _lock_pending(pk, stale_q)
+            if approval is None:
+                continue
+            step = Step.objects.filter(run_id=approval.run_id, name=approval.step_name).first()
+            approval.status = RequestStatus.WITHDRAWN
+            approval.settled_at = now
+            approval.next_reminder_at = None
+            approval.comment = (f"the run no longer waits for this decision (run "
+                                f"{approval.run.status}"
+                                + (f", step {step.status})" if step else ")"))
+            approval.save(update_fields=["status", "settled_at", "next_reminder_at",
+                                         "comment"])
+            logger.info("approval request %s withdrawn: %s", pk, approval.comment)
+            count += 1
+    return count
+
+
+# --- the sweep -----------------------------------------------------------------------------
+
+@dataclass
+class SweepReport:
+    opened: int = 0
+    withdrawn: int = 0
+    escalated: int = 0
+    timed_out: int = 0
+    reminded: int = 0
+    settled: int = 0
+    sent: int = 0
+    retrying: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def sweep(*, now: datetime | None = None) -> SweepReport:
+    """One pass of the approvals sweeper (Celery beat, every few seconds): open requests,
+    withdraw stale ones, apply timeouts, send reminders, apply claimed decisions, deliver
+    notifications. Each part works row by row in its own transactions; nothing is kept in
+    memory between passes."""
+    now = now or timezone.now()
+    report = SweepReport()
+    report.opened = open_pending_requests(now=now)
+    report.withdrawn = withdraw_stale_requests(now=now)
+    timeouts = apply_timeouts(now=now)
+    report.escalated, report.timed_out = timeouts.escalated, timeouts.timed_out
+    report.reminded = send_reminders(now=now)
+    report.settled = settle_decisions(now=now)
+    published = publish_notifications(now=now)
+    report.sent, report.retrying = published.sent, published.retrying
+    report.failed, report.skipped = published.failed, published.skipped
+    return report
