@@ -114,16 +114,19 @@ def test_an_operator_finds_a_run_in_attention_and_reconciles_it(browser, live_se
 
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Attention").click()
     page.get_by_role("link", name=f"#{unsettled_run.pk}").click()
-    expect(page.get_by_text("unknown outcome not settled")).to_be_visible()
+    expect(page.get_by_text("unknown outcome not settled", exact=True)).to_be_visible()
+    # The page leads with one recommended action: look the ledger entry up by its key.
+    expect(page.locator("#next-step")).to_contain_text("Look post-ledger up by its key")
+    expect(page.locator("button.primary")).to_have_count(1)
     page.screenshot(path=str(SCREENSHOTS / "run-detail.png"), full_page=True)
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
 
-    page.get_by_role("button", name="Reconcile…").click()
+    page.locator("#recommended-reconcile").click()
     dialog = page.locator("#dialog-reconcile")
     expect(dialog).to_be_visible()
     page.keyboard.press("Escape")  # the dialog is keyboard-usable: Escape closes it
     expect(dialog).to_be_hidden()
-    page.get_by_role("button", name="Reconcile…").click()
+    page.locator("#recommended-reconcile").click()
     dialog.get_by_label("I found the effect: record it as done").check()
     dialog.get_by_label("Remote reference (when found)").fill("LE-4242")
     dialog.get_by_label("Evidence (required when recording by hand)").fill(
@@ -146,7 +149,7 @@ def test_an_auditor_sees_no_action_and_a_forged_post_is_refused(browser, live_se
     _user("aude", "auditors")
     page = _sign_in(browser, live_server, "aude")
     page.goto(f"{live_server.url}/runs/{unsettled_run.pk}/")
-    expect(page.get_by_text("unknown outcome not settled")).to_be_visible()
+    expect(page.get_by_text("unknown outcome not settled", exact=True)).to_be_visible()
     expect(page.get_by_role("button", name="Reconcile…")).to_have_count(0)
     expect(page.get_by_role("button", name="Terminate…")).to_have_count(0)
     token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
