@@ -18,7 +18,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
+from audit.actions import AuditAction
+from audit.chain import Actor
 from runs import definition as d
+from runs import transitions
 from runs.models import Run, RunStatus, Step, StepStatus
 
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
@@ -26,6 +29,21 @@ from .notifications import grant_and_notify
 from .snapshots import SnapshotUnavailable, compute_snapshot, registered_workflow
 
 logger = logging.getLogger(__name__)
+
+# Who records an approval request's lifecycle on the run's audit chain.
+LIFECYCLE_ACTOR = Actor.system("approvals")
+
+
+def record_lifecycle(approval: ApprovalRequest, action: str, now: datetime, *,
+                     reason: str = "", **data) -> None:
+    """In the caller's transaction: append what happened to `approval` (opened, reminded,
+    escalated, superseded, withdrawn) to its run's hash-chained audit log, so the run's
+    history holds its approvals' lifecycle, not only the request row."""
+    transitions.record_approval_event(
+        approval.run_id, action=action, step_name=approval.step_name, actor=LIFECYCLE_ACTOR,
+        reason=reason, now=now,
+        data={"approval_request": approval.pk, "kind": approval.kind,
+              **({"operator_action": approval.action} if approval.action else {}), **data})
 
 
 def next_reminder(start: datetime, every: timedelta | None, due: datetime) -> datetime | None:
@@ -99,6 +117,9 @@ def create_request(*, now: datetime, approvers: list[str], remind_every: timedel
         due_at=due, next_reminder_at=next_reminder(now, remind_every, due), **fields)
     _record_problems(approval, grant_and_notify(approval, approvers,
                                                 NotificationKind.REQUEST, now))
+    record_lifecycle(approval, AuditAction.APPROVAL_OPENED, now, approvers=list(approvers),
+                     due_at=due.isoformat(), payload_hash=approval.snapshot_hash,
+                     problem=approval.problem)
     return approval
 
 
@@ -127,6 +148,8 @@ def supersede(approval: ApprovalRequest, snapshot: dict, digest: str,
     approval.comment = (f"payload changed while pending: sha256 {approval.snapshot_hash} "
                         f"became {digest}")
     approval.save(update_fields=["status", "settled_at", "comment"])
+    record_lifecycle(approval, AuditAction.APPROVAL_SUPERSEDED, now, reason=approval.comment,
+                     payload_hash=digest)
     policy = d.ApprovalPolicy(
         approvers=tuple(approval.approvers), remind_every=approval.remind_every,
         timeout=approval.timeout, on_timeout=approval.on_timeout,

@@ -16,21 +16,32 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from runs.models import RunStatus, Step, StepStatus
+from audit.actions import AuditAction
+from runs.models import (
+    ATTENTION_RUN_STATUSES,
+    FINAL_RUN_STATUSES,
+    RunStatus,
+    Step,
+    StepStatus,
+)
 
 from .decisions import SYSTEM_LABEL, settle, settle_decisions
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
 from .notifications import grant_and_notify, publish_notifications
-from .requests import current_snapshot, next_reminder, open_pending_requests, supersede
+from .requests import (
+    current_snapshot,
+    next_reminder,
+    open_pending_requests,
+    record_lifecycle,
+    supersede,
+)
 
 logger = logging.getLogger(__name__)
 
 # Run states in which a pending request for one of its steps can no longer be decided:
 # the sweeper withdraws it. (Queued and running are passing states: an operator's resume
 # of a waiting run goes through them back to waiting.)
-_NOT_WAITING = [RunStatus.ATTENTION, RunStatus.COMPENSATING, RunStatus.COMPENSATION_FAILED,
-                RunStatus.COMPLETED, RunStatus.COMPENSATED, RunStatus.TERMINATED]
-_FINAL = [RunStatus.COMPLETED, RunStatus.COMPENSATED, RunStatus.TERMINATED]
+_NOT_WAITING = [*ATTENTION_RUN_STATUSES, RunStatus.COMPENSATING, *FINAL_RUN_STATUSES]
 
 
 def _lock_pending(pk: int, *conditions: Q, **filters) -> ApprovalRequest | None:
@@ -77,6 +88,8 @@ def _remind(pk: int, now: datetime) -> int:
         approval.next_reminder_at = next_reminder(now, approval.remind_every, approval.due_at)
         approval.problem = "; ".join(problems)
         approval.save(update_fields=["reminder_count", "next_reminder_at", "problem"])
+        record_lifecycle(approval, AuditAction.APPROVAL_REMINDED, now,
+                         reminder=approval.reminder_count, problem=approval.problem)
     return 1
 
 
@@ -131,6 +144,9 @@ def _time_out(pk: int, now: datetime) -> str | None:
             approval.problem = "; ".join(problems)
             approval.save(update_fields=["escalation_level", "due_at", "next_reminder_at",
                                          "problem"])
+            record_lifecycle(approval, AuditAction.APPROVAL_ESCALATED, now,
+                             escalated_to=list(approval.escalate_to),
+                             due_at=approval.due_at.isoformat(), problem=approval.problem)
             logger.info("approval request %s escalated to %s", pk,
                         ", ".join(approval.escalate_to))
             return "escalated"
@@ -169,7 +185,7 @@ def withdraw_stale_requests(*, now: datetime | None = None, limit: int = 200) ->
                                        status=StepStatus.WAITING)
     stale_q = ((Q(kind=RequestKind.STEP) & (~Exists(step_waiting)
                                             | Q(run__status__in=_NOT_WAITING)))
-               | Q(kind=RequestKind.OPERATOR_ACTION, run__status__in=_FINAL))
+               | Q(kind=RequestKind.OPERATOR_ACTION, run__status__in=FINAL_RUN_STATUSES))
     stale = ApprovalRequest.objects.filter(status=RequestStatus.PENDING)
     count = 0
     for pk in list(stale.filter(stale_q).values_list("pk", flat=True)[:limit]):
@@ -186,6 +202,8 @@ def withdraw_stale_requests(*, now: datetime | None = None, limit: int = 200) ->
                                 + (f", step {step.status})" if step else ")"))
             approval.save(update_fields=["status", "settled_at", "next_reminder_at",
                                          "comment"])
+            record_lifecycle(approval, AuditAction.APPROVAL_WITHDRAWN, now,
+                             reason=approval.comment)
             logger.info("approval request %s withdrawn: %s", pk, approval.comment)
             count += 1
     return count

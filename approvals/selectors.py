@@ -5,12 +5,17 @@ from datetime import datetime
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from runs.actions import ACTIONS
+from runs.intentions import step_lines
+from runs.models import Step
+
 from .models import (
     DECIDE_CODENAME,
     DECIDE_PERMISSION,
     ApprovalRequest,
     ApprovalRequestGroupObjectPermission,
     ApprovalRequestUserObjectPermission,
+    RequestKind,
     RequestStatus,
 )
 
@@ -40,11 +45,6 @@ def inbox(user, *, now: datetime | None = None) -> QuerySet[ApprovalRequest]:
             .order_by("due_at", "requested_at", "pk"))
 
 
-def request_for_page(pk: int) -> ApprovalRequest:
-    return (ApprovalRequest.objects.select_related("run", "decided_by", "superseded_by")
-            .get(pk=pk))
-
-
 def is_overdue(approval: ApprovalRequest, now: datetime | None = None) -> bool:
     return approval.is_pending and approval.due_at <= (now or timezone.now())
 
@@ -53,3 +53,20 @@ def requests_for_run(run) -> list[ApprovalRequest]:
     """A run's approval requests, newest first (the run page lists them)."""
     return list(ApprovalRequest.objects.filter(run=run).select_related("decided_by")
                 .order_by("-requested_at", "-pk"))
+
+
+def what_follows(approval: ApprovalRequest) -> list[str]:
+    """What an approval sets off, in words, for the person deciding: for an approval step,
+    what each later step of the run will do; for an operator's action, what the action
+    does to this run."""
+    run = approval.run
+    steps = list(Step.objects.filter(run=run).order_by("position"))
+    if approval.kind == RequestKind.OPERATOR_ACTION:
+        action = ACTIONS.get(approval.action)
+        return action.explain(run, steps) if action else []
+    lines = step_lines(run, steps)
+    position = next((s.position for s in steps if s.name == approval.step_name), None)
+    if position is None:
+        return []
+    return [f"{s.name}: {lines[s.name]}" + (" (high impact)" if s.impact == "high" else "")
+            for s in steps if s.position > position]

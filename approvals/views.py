@@ -77,6 +77,7 @@ def _page(request, approval: ApprovalRequest, form: DecisionForm | None = None, 
         form = DecisionForm(initial={"decision_id": uuid.uuid4()})
     return render(request, "approvals/detail.html", {
         "approval": approval, "run": approval.run, "rows": snapshot_rows(approval.snapshot),
+        "follows": selectors.what_follows(approval),
         "form": form if decidable else None, "can_decide": decidable,
         "is_requester": is_requester(request.user, approval),
         "overdue": selectors.is_overdue(approval), "link_problem": link_problem,

@@ -174,7 +174,11 @@ def test_a_changed_payload_supersedes_the_request_and_the_approval_is_refused(pe
     run = Run.objects.get(pk=pending.run_id)
     assert run.status == RunStatus.WAITING
     assert step(run, "approve").status == StepStatus.WAITING
-    assert AuditRecord.objects.filter(run=run).count() == audit_before
+    # The run's chain holds the lifecycle, in order: the old request superseded, the new
+    # one opened, and no decision.
+    added = list(AuditRecord.objects.filter(run=run).order_by("seq")[audit_before:]
+                 .values_list("action", "data__approval_request"))
+    assert added == [("approval_superseded", pending.pk), ("approval_opened", new.pk)]
 
     # The old request's pending notifications are never sent; the new one's are.
     report = notifications.publish_notifications()

@@ -65,3 +65,16 @@ def test_the_page_shows_the_snapshot_escaped(approvers, ann, client):
     assert "990 EUR" in html
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; co" in html and "<b>bold</b>" not in html
     assert request.snapshot_hash in html
+
+
+def test_the_page_says_what_happens_once_it_is_approved(approvers, ann, client):
+    from django.urls import reverse
+
+    from tests.approvals.conftest import open_request, waiting_run
+
+    approval = open_request(waiting_run(amount=75))
+    client.force_login(ann)
+    html = client.get(reverse("approvals:detail", kwargs={"pk": approval.pk})).content.decode()
+    assert 'id="what-follows"' in html and "What happens once it is approved" in html
+    # test-approval's only later step is "pay", a write it declares no description for.
+    assert "pay: change another system" in html

@@ -57,10 +57,15 @@ def test_a_run_at_its_approval_step_gets_one_request_while_no_worker_is_held(app
         ("ann@example.com", "request", "pending"), ("bob@example.com", "request", "pending")]
     assert all(n.message_id and n.provider_message_id == "" for n in notes)
 
-    # The run is untouched: still waiting, nobody holds it, no audit record added.
+    # The run's state is untouched (still waiting, nobody holds it); its chain records that
+    # the request was opened, for whom and until when.
     run.refresh_from_db()
     assert run.status == RunStatus.WAITING and run.lease_owner == ""
-    assert AuditRecord.objects.filter(run=run).count() == audit_before
+    [opened] = AuditRecord.objects.filter(run=run).order_by("seq")[audit_before:]
+    assert opened.action == "approval_opened" and opened.step_name == "approve"
+    assert opened.data["approval_request"] == request.pk
+    assert opened.data["approvers"] == ["group:approvers"]
+    assert opened.data["payload_hash"] == request.snapshot_hash
 
     # Another sweep (or two at once) opens nothing more.
     assert requests.open_pending_requests(now=later(t0, seconds=2)) == 0

@@ -173,3 +173,27 @@ def test_the_schedule_lives_in_the_database_so_a_repeated_or_restarted_sweep_doe
     assert _quiet(schedule.sweep(now=later(t0, days=3)))
     # The overdue second reminder is not sent: the timeout came first.
     assert Notification.objects.filter(request=pending, kind="reminder").count() == 2
+
+
+def test_the_request_lifecycle_is_written_into_the_runs_hash_chained_audit_log(
+        approvers, dora, t0):
+    from django.core.management import call_command
+
+    run = waiting_run("test-approval-escalate")
+    approval = open_request(run, now=t0)
+    schedule.sweep(now=later(t0, hours=9))     # a reminder
+    schedule.sweep(now=later(t0, days=2, hours=1))  # past due: escalated to the deputies
+    transitions.terminate(run.pk, actor=Actor.system("ops"), reason="order withdrawn")
+    schedule.sweep(now=later(t0, days=2, hours=2))  # the run no longer waits: withdrawn
+
+    lifecycle = [(r.action, r.data.get("approval_request")) for r in
+                 AuditRecord.objects.filter(run=run, action__startswith="approval_")
+                 .order_by("seq")]
+    assert lifecycle == [("approval_requested", None), ("approval_opened", approval.pk),
+                         ("approval_reminded", approval.pk),
+                         ("approval_escalated", approval.pk),
+                         ("approval_withdrawn", approval.pk)]
+    escalated = AuditRecord.objects.get(run=run, action="approval_escalated")
+    assert escalated.data["escalated_to"] == ["group:finance-deputies"]
+    assert escalated.actor_label == "approvals"
+    call_command("verify_audit")  # the chain still holds, every record linked
