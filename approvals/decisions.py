@@ -25,8 +25,7 @@ from django.utils import timezone
 from audit.chain import Actor
 from audit.models import AuditRecord
 from runs import transitions
-from runs.actions import ACTIONS
-from runs.actions import Request as ActionRequest
+from runs.actions import ACTIONS, ActionInput
 from runs.errors import TransitionNotAllowed
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
 
@@ -194,7 +193,7 @@ def _apply(approval: ApprovalRequest, now: datetime) -> None:
                           user_id=approval.requested_by_id)
         ACTIONS[approval.action].perform(
             approval.run_id, actor=requester, approved_by=_decider(approval),
-            request=ActionRequest(reason=approval.snapshot.get("reason", ""),
+            given=ActionInput(reason=approval.snapshot.get("reason", ""),
                                   step=dict(approval.params).get("step", "")))
         return
     if approval.status == RequestStatus.EXPIRED:

@@ -4,18 +4,18 @@ second person must approve, into an approval request for that person."""
 
 from approvals.four_eyes import request_operator_action
 from audit.chain import Actor
-from runs.actions import ACTIONS, ActionInputError, Request
+from runs.actions import ACTIONS, ActionInput, ActionInputError
 from runs.models import Run, Step
 
-__all__ = ["ActionInputError", "perform", "request_from"]
+__all__ = ["ActionInputError", "perform", "input_from"]
 
 
-def request_from(data) -> Request:
+def input_from(data) -> ActionInput:
     """The action's input from a posted form (or any mapping of strings)."""
     def field(name: str, default: str = "") -> str:
         return (data.get(name) or default).strip()
 
-    return Request(reason=field("reason"), step=field("step"), mode=field("mode", "ask"),
+    return ActionInput(reason=field("reason"), step=field("step"), mode=field("mode", "ask"),
                    remote_ref=field("remote_ref"), evidence=field("evidence"))
 
 
@@ -26,18 +26,18 @@ def perform(action: str, run: Run, *, user, data) -> str:
     instead. Raises ActionInputError for missing input and TransitionNotAllowed if the run's
     state does not allow it (both leave everything as it was)."""
     spec = ACTIONS[action]
-    request = request_from(data)
+    given = input_from(data)
     steps = list(Step.objects.filter(run=run).order_by("position"))
     if spec.needs_second_person(steps):
-        if not request.reason:
+        if not given.reason:
             raise ActionInputError(f"{spec.label} needs a reason.")
         refused = spec.refusal(run, steps)
         if refused:
             raise ActionInputError(refused)
         approval, created = request_operator_action(
-            run, action=action, requested_by=user, reason=request.reason,
-            params={"step": request.step} if request.step else None)
+            run, action=action, requested_by=user, reason=given.reason,
+            params={"step": given.step} if given.step else None)
         return (f"A second person must approve this: approval request {approval.pk} "
                 f"{'created' if created else 'already waits'}; nothing was done yet.")
-    spec.perform(run.pk, actor=Actor.for_user(user), request=request)
+    spec.perform(run.pk, actor=Actor.for_user(user), given=given)
     return f"{spec.label}: done."

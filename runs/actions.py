@@ -27,7 +27,7 @@ class ActionInputError(ValueError):
 
 
 @dataclass(frozen=True)
-class Request:
+class ActionInput:
     """What a person asked for: the action's input, as any caller collects it."""
 
     reason: str
@@ -75,13 +75,13 @@ class OperatorAction:
                          "happens until then.")
         return lines
 
-    def perform(self, run_id: int, *, actor: Actor, request: Request,
+    def perform(self, run_id: int, *, actor: Actor, given: ActionInput,
                 approved_by: Actor | None = None) -> Run:
         """Call the transition with a person's input. Raises ActionInputError for missing
         input and TransitionNotAllowed where the run does not allow it (nothing changes)."""
-        if self.takes_step and not request.step:
+        if self.takes_step and not given.step:
             raise ActionInputError(f"{self.label}: choose the step.")
-        return self.call(run_id, actor=actor, request=request, approved_by=approved_by)
+        return self.call(run_id, actor=actor, given=given, approved_by=approved_by)
 
 
 def _definition(run: Run) -> d.Workflow | None:
@@ -90,60 +90,60 @@ def _definition(run: Run) -> d.Workflow | None:
 
 # --- what each action does with a person's input -------------------------------------------
 
-def _resume(run_id, *, actor, request, approved_by):
-    return transitions.resume(run_id, actor=actor, reason=request.reason)
+def _resume(run_id, *, actor, given, approved_by):
+    return transitions.resume(run_id, actor=actor, reason=given.reason)
 
 
-def _reconcile(run_id, *, actor, request, approved_by):
-    if request.mode == "ask":
-        return reconcile_step(run_id, step_name=request.step, actor=actor,
-                              reason=request.reason)
-    if request.mode not in ("found", "not_found"):
-        raise ActionInputError(f"Unknown reconcile mode {request.mode!r}.")
-    if not request.evidence.strip():
+def _reconcile(run_id, *, actor, given, approved_by):
+    if given.mode == "ask":
+        return reconcile_step(run_id, step_name=given.step, actor=actor,
+                              reason=given.reason)
+    if given.mode not in ("found", "not_found"):
+        raise ActionInputError(f"Unknown reconcile mode {given.mode!r}.")
+    if not given.evidence.strip():
         raise ActionInputError("Recording an outcome by hand needs evidence.")
-    if request.mode == "found" and not request.remote_ref.strip():
+    if given.mode == "found" and not given.remote_ref.strip():
         raise ActionInputError("Give the remote reference of the effect you found.")
-    verdict = d.Found(request.remote_ref.strip()) if request.mode == "found" else d.NotFound()
-    return transitions.reconcile(run_id, step_name=request.step, verdict=verdict, actor=actor,
-                                 reason=request.reason, evidence=request.evidence.strip())
+    verdict = d.Found(given.remote_ref.strip()) if given.mode == "found" else d.NotFound()
+    return transitions.reconcile(run_id, step_name=given.step, verdict=verdict, actor=actor,
+                                 reason=given.reason, evidence=given.evidence.strip())
 
 
-def _retry_step(run_id, *, actor, request, approved_by):
-    return transitions.retry_step(run_id, step_name=request.step, actor=actor,
-                                  reason=request.reason)
+def _retry_step(run_id, *, actor, given, approved_by):
+    return transitions.retry_step(run_id, step_name=given.step, actor=actor,
+                                  reason=given.reason)
 
 
-def _ask_again(run_id, *, actor, request, approved_by):
-    return transitions.ask_again(run_id, step_name=request.step, actor=actor,
-                                 reason=request.reason)
+def _ask_again(run_id, *, actor, given, approved_by):
+    return transitions.ask_again(run_id, step_name=given.step, actor=actor,
+                                 reason=given.reason)
 
 
-def _compensate(run_id, *, actor, request, approved_by):
-    return transitions.compensate(run_id, actor=actor, reason=request.reason,
+def _compensate(run_id, *, actor, given, approved_by):
+    return transitions.compensate(run_id, actor=actor, reason=given.reason,
                                   approved_by=approved_by)
 
 
-def _confirm_compensation(run_id, *, actor, request, approved_by):
+def _confirm_compensation(run_id, *, actor, given, approved_by):
     run = Run.objects.get(pk=run_id)
-    preview = compensation_preview(run, request.step)
+    preview = compensation_preview(run, given.step)
     return transitions.confirm_compensation(
-        run_id, step_name=request.step, actor=actor, reason=request.reason,
+        run_id, step_name=given.step, actor=actor, reason=given.reason,
         data={"will_send": preview} if preview is not None else None)
 
 
-def _cancel(run_id, *, actor, request, approved_by):
-    return transitions.cancel(run_id, actor=actor, reason=request.reason,
+def _cancel(run_id, *, actor, given, approved_by):
+    return transitions.cancel(run_id, actor=actor, reason=given.reason,
                               approved_by=approved_by)
 
 
-def _terminate(run_id, *, actor, request, approved_by):
-    return transitions.terminate(run_id, actor=actor, reason=request.reason,
+def _terminate(run_id, *, actor, given, approved_by):
+    return transitions.terminate(run_id, actor=actor, reason=given.reason,
                                  approved_by=approved_by)
 
 
-def _reopen(run_id, *, actor, request, approved_by):
-    return transitions.reopen(run_id, actor=actor, reason=request.reason)
+def _reopen(run_id, *, actor, given, approved_by):
+    return transitions.reopen(run_id, actor=actor, reason=given.reason)
 
 
 ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [

@@ -36,7 +36,7 @@ from audit.chain import Actor
 
 from . import crashpoints, executor, transitions
 from . import definition as d
-from .actions import ACTIONS, Request
+from .actions import ACTIONS, ActionInput
 from .context import context_outside_executor
 from .models import AttentionReason, Run, RunStatus, Step, StepStatus
 
@@ -210,7 +210,7 @@ def _drill_compensation(workflow) -> DrillResult:
                             AuditAction.COMPENSATION_SUCCEEDED),
                 step_name__in=[run.current_step, *older]).values_list("step_name", flat=True))
             ACTIONS["confirm_compensation"].perform(
-                run.pk, actor=DRILL, request=Request(reason="drill: correction checked",
+                run.pk, actor=DRILL, given=ActionInput(reason="drill: correction checked",
                                                      step=run.current_step))
             run = _recover(run, fresh=True)
     order = list(run.audit_records.filter(action=AuditAction.COMPENSATION_SUCCEEDED).order_by("seq")

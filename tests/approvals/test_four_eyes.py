@@ -13,7 +13,7 @@ from approvals.permissions import can_decide, can_view
 from audit.chain import Actor
 from audit.models import AuditRecord
 from runs import executor
-from runs.actions import ACTIONS, Request
+from runs.actions import ACTIONS, ActionInput
 from runs.errors import SecondPersonRequired
 from runs.models import Run, RunStatus, Step
 from tests.approvals.conftest import later
@@ -142,5 +142,5 @@ def test_the_transition_refuses_a_terminate_without_the_second_person(stopped_ru
     olga, _ = operators
     with pytest.raises(SecondPersonRequired):
         ACTIONS["terminate"].perform(stopped_run.pk, actor=Actor.for_user(olga),
-                                     request=Request(reason="fraud"))
+                                     given=ActionInput(reason="fraud"))
     assert Run.objects.get(pk=stopped_run.pk).status == RunStatus.ATTENTION

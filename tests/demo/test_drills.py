@@ -13,7 +13,7 @@ from audit.models import AuditRecord
 from demo.sandbox import faults
 from demo.sandbox.models import Customer, LedgerEntry, Message, ModelCall, PaymentUpdate, Task
 from runs import executor, sweeper, transitions
-from runs.actions import ACTIONS, Request, compensation_preview
+from runs.actions import ACTIONS, ActionInput, compensation_preview
 from runs.errors import TransitionNotAllowed
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
 from runs.tasks import start_run as start_run_task
@@ -218,7 +218,7 @@ def test_drill_6_a_late_failure_compensates_newest_first_pausing_at_the_correcti
 
     ACTIONS["confirm_compensation"].perform(
         run.pk, actor=Actor.system("operator"),
-        request=Request(reason="checked the correction", step="notify-approver"))
+        given=ActionInput(reason="checked the correction", step="notify-approver"))
     run = _until(run, RunStatus.COMPENSATED)
     undone = [r.step_name for r in _actions(run, "compensation_succeeded")]
     assert undone == ["notify-approver", "create-approval-task"]
@@ -244,7 +244,7 @@ def test_drill_7_a_failed_compensation_stays_visible_not_a_clean_rollback(worker
     run = _until(run, RunStatus.ATTENTION)  # paused at the correction to the approver
     ACTIONS["confirm_compensation"].perform(
         run.pk, actor=Actor.system("operator"),
-        request=Request(reason="checked the correction", step="notify-approver"))
+        given=ActionInput(reason="checked the correction", step="notify-approver"))
     run = _until(run, RunStatus.COMPENSATION_FAILED)
     assert run.attention_reason == AttentionReason.COMPENSATION_FAILED
     assert "create-approval-task" in run.status_message

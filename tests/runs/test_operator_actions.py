@@ -7,7 +7,7 @@ import pytest
 from audit.chain import Actor
 from audit.models import AuditRecord
 from runs import transitions
-from runs.actions import ACTIONS, Request, offered
+from runs.actions import ACTIONS, ActionInput, offered
 from runs.definition import Found, NotFound
 from runs.errors import ReasonRequired, SecondPersonRequired, TransitionNotAllowed
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
@@ -55,11 +55,11 @@ def _steps(run: Run) -> list[Step]:
     return list(Step.objects.filter(run=run).order_by("position"))
 
 
-def _request(action: str, step: str = "") -> Request:
+def _request(action: str, step: str = "") -> ActionInput:
     if action == "reconcile":
-        return Request(reason="checked", step=step, mode="found", remote_ref="T-9",
+        return ActionInput(reason="checked", step=step, mode="found", remote_ref="T-9",
                        evidence="seen in the tracker")
-    return Request(reason="checked", step=step)
+    return ActionInput(reason="checked", step=step)
 
 
 def _accepted(action: str, state: str, scenario: str) -> bool:
@@ -71,7 +71,7 @@ def _accepted(action: str, state: str, scenario: str) -> bool:
         run = _placed(state, scenario)
         try:
             spec.perform(run.pk, actor=OPERATOR, approved_by=SECOND,
-                         request=_request(action, target))
+                         given=_request(action, target))
             return True
         except TransitionNotAllowed:
             continue
@@ -108,10 +108,10 @@ def test_every_operator_transition_refuses_an_empty_reason_and_writes_nothing(ac
     assert spec.refusal(run, _steps(run)) is None, "the run must allow the action"
     before = (Run.objects.get(pk=run.pk).audit_seq, list(Step.objects.filter(run=run)
                                                          .values_list("status", "attempt")))
-    request = _request(action, step)
+    given = _request(action, step)
     with pytest.raises(ReasonRequired, match="needs a reason"):
         spec.perform(run.pk, actor=OPERATOR, approved_by=SECOND,
-                     request=Request(**{**request.__dict__, "reason": reason}))
+                     given=ActionInput(**{**given.__dict__, "reason": reason}))
     after = (Run.objects.get(pk=run.pk).audit_seq, list(Step.objects.filter(run=run)
                                                         .values_list("status", "attempt")))
     assert after == before

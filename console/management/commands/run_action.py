@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from audit.chain import Actor
 from console.permissions import grant_for
-from runs.actions import ACTIONS, ActionInputError, Request
+from runs.actions import ACTIONS, ActionInput, ActionInputError
 from runs.errors import TransitionNotAllowed
 from runs.models import Run, Step
 
@@ -52,10 +52,10 @@ class Command(BaseCommand):
                 raise CommandError(f"{second.get_username()} may not approve "
                                    f"{spec.label.lower()} (needs runs.{spec.permission})")
             approved_by = Actor.for_user(second)
-        request = Request(reason=options["reason"], step=options["step"], mode=options["mode"],
+        given = ActionInput(reason=options["reason"], step=options["step"], mode=options["mode"],
                           remote_ref=options["remote_ref"], evidence=options["evidence"])
         try:
-            run = spec.perform(run.pk, actor=Actor.for_user(user), request=request,
+            run = spec.perform(run.pk, actor=Actor.for_user(user), given=given,
                                approved_by=approved_by)
         except (ActionInputError, TransitionNotAllowed) as exc:
             raise CommandError(f"{spec.label} was not done: {exc}") from None
