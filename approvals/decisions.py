@@ -194,7 +194,7 @@ def _apply(approval: ApprovalRequest, now: datetime) -> None:
         ACTIONS[approval.action].perform(
             approval.run_id, actor=requester, approved_by=_decider(approval),
             given=ActionInput(reason=approval.snapshot.get("reason", ""),
-                                  step=dict(approval.params).get("step", "")))
+                              step=dict(approval.params).get("step", "")))
         return
     if approval.status == RequestStatus.EXPIRED:
         transitions.approval_timed_out(approval.run_id, step_name=approval.step_name,

@@ -211,7 +211,7 @@ def _drill_compensation(workflow) -> DrillResult:
                 step_name__in=[run.current_step, *older]).values_list("step_name", flat=True))
             ACTIONS["confirm_compensation"].perform(
                 run.pk, actor=DRILL, given=ActionInput(reason="drill: correction checked",
-                                                     step=run.current_step))
+                                                       step=run.current_step))
             run = _recover(run, fresh=True)
     order = list(run.audit_records.filter(action=AuditAction.COMPENSATION_SUCCEEDED).order_by("seq")
                  .values_list("step_name", flat=True))
