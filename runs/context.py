@@ -1,12 +1,12 @@
 """What a step function sees: the run's business key and input, its key, its attempt,
 earlier steps' results and the services object. Never a Run or Step row, never a secret."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
+from .artifacts import Results
 from .models import Step
 
 
@@ -19,7 +19,7 @@ class StepContext:
     step: str
     key: str
     attempt: int
-    results: MappingProxyType
+    results: Mapping  # read-only; a large result is read from its artifact when asked for
     services: Any = None
     remote_ref: str = ""
     _heartbeat: Callable[[], bool] = field(default=lambda: True, repr=False)
@@ -51,8 +51,7 @@ def build_context(run, steps, step, *, definition, services, validated_input=Non
     return StepContext(
         run_id=run.pk, workflow=run.workflow_name, business_key=run.business_key,
         input=validated_input, step=step.name, key=key, attempt=attempt,
-        results=MappingProxyType({s.name: s.result for s in steps
-                                  if s.status in _RESULT_STATUSES}),
+        results=Results({s.name: s.result for s in steps if s.status in _RESULT_STATUSES}),
         services=services, remote_ref=step.remote_ref,
         _heartbeat=heartbeat or (lambda: True),
     )

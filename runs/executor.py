@@ -15,7 +15,7 @@ from functools import partial
 
 from pydantic import ValidationError
 
-from . import crashpoints, transitions
+from . import artifacts, crashpoints, transitions
 from . import definition as d
 from .context import StepContext, build_context, opened_services
 from .errors import Classified, classify
@@ -118,6 +118,12 @@ def call_step(spec: d.StepDef, ctx: StepContext) -> transitions.Outcome:
     except (TypeError, ValueError) as exc:
         return transitions.Outcome(succeeded=False, error=Classified(
             ErrorClass.UNCLASSIFIED, f"step returned a value that cannot be stored: {exc}"))
+    try:
+        value = artifacts.keep(ctx.run_id, ctx.step, value)
+    except artifacts.ResultTooLarge as exc:
+        # Trying again returns the same result: a permanent error, naming limit and size.
+        return transitions.Outcome(succeeded=False,
+                                   error=Classified(ErrorClass.PERMANENT, str(exc)))
     return transitions.Outcome(succeeded=True, value=value, remote_ref=str(remote_ref or ""))
 
 

@@ -287,3 +287,22 @@ def _tracker_workflow(name: str) -> Workflow:
 
 tracker_a = _tracker_workflow("test-tracker-a")
 tracker_b = _tracker_workflow("test-tracker-b")
+
+
+# A step whose result is as large as its input says, read by the next step.
+class BlobIn(BaseModel):
+    order: str
+    size: int = 10
+
+
+big = Workflow("test-big-result", version=1, input=BlobIn)
+
+
+@big.read("produce", retry=FAST)
+def produce(ctx):
+    return {"blob": "x" * ctx.input.size}
+
+
+@big.read("consume", retry=FAST)
+def consume(ctx):
+    return {"length": len(ctx.results["produce"]["blob"])}

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from audit.actions import AuditAction
 from audit.chain import Actor
 
+from .. import artifacts
 from .. import definition as d
 from ..errors import (
     BusinessKeyConflict,
@@ -87,6 +88,12 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
         raise InvalidInput(f"input for {workflow} holds NUL characters or unpaired surrogates, "
                            "which cannot be stored", errors=[{"loc": ["input"],
                                                               "msg": "not storable"}])
+    size = len(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > artifacts.input_limit():
+        raise InvalidInput(
+            f"input for {workflow} is {size:,} bytes, over the limit of "
+            f"{artifacts.input_limit():,} bytes (RUNS_INPUT_MAX_BYTES)",
+            errors=[{"loc": ["input"], "msg": "too large"}])
     digest = input_hash(data)
     now = _now(now)
 

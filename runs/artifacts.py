@@ -1,0 +1,102 @@
+"""Bounded state: a step result above the inline threshold is stored as an artifact through
+Django's storage API, and the step keeps its reference, size and sha256; a result above the
+hard limit is refused. So a 10 MB result is written once, not rewritten into every
+checkpoint's WAL, and claims and list pages never load it.
+
+Limits (settings, with their defaults): RUNS_RESULT_INLINE_BYTES (64 KB),
+RUNS_RESULT_MAX_BYTES (32 MB), RUNS_INPUT_MAX_BYTES (256 KB). Artifacts go to the storage
+named "artifacts" in STORAGES when there is one (any django-storages backend), else to the
+file system under VAR_DIR/artifacts.
+"""
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import FileSystemStorage, Storage, storages
+
+ARTIFACT = "$artifact"
+
+
+def limit(name: str, default: int) -> int:
+    """A size limit in bytes from the settings."""
+    return int(getattr(settings, name, default))
+
+
+def inline_limit() -> int:
+    return limit("RUNS_RESULT_INLINE_BYTES", 64 * 1024)
+
+
+def result_limit() -> int:
+    return limit("RUNS_RESULT_MAX_BYTES", 32 * 1024 * 1024)
+
+
+def input_limit() -> int:
+    return limit("RUNS_INPUT_MAX_BYTES", 256 * 1024)
+
+
+class ResultTooLarge(ValueError):
+    """A step result over RUNS_RESULT_MAX_BYTES: the message names the limit and the size."""
+
+
+def storage() -> Storage:
+    if "artifacts" in settings.STORAGES:
+        return storages["artifacts"]
+    return FileSystemStorage(location=Path(settings.VAR_DIR) / "artifacts")
+
+
+def is_artifact(value) -> bool:
+    return isinstance(value, dict) and ARTIFACT in value
+
+
+def keep(run_id: int, step_name: str, value):
+    """`value` as it is to be stored on the step: itself when small, else a reference to
+    the artifact written now (named by its content, so writing it again after a crash is
+    harmless). Raises ResultTooLarge above the hard limit, having written nothing."""
+    body = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    size = len(body)
+    if size > result_limit():
+        raise ResultTooLarge(f"the result is {size:,} bytes, over the limit of "
+                             f"{result_limit():,} bytes (RUNS_RESULT_MAX_BYTES)")
+    if size <= inline_limit():
+        return value
+    digest = hashlib.sha256(body).hexdigest()
+    name = f"runs/{run_id}/{step_name}-{digest[:32]}.json"
+    where = storage()
+    if not where.exists(name):
+        name = where.save(name, ContentFile(body))
+    return {ARTIFACT: name, "size": size, "sha256": digest}
+
+
+def load(value):
+    """The stored value behind an artifact reference (checked against its sha256), or the
+    value itself."""
+    if not is_artifact(value):
+        return value
+    with storage().open(value[ARTIFACT], "rb") as handle:
+        body = handle.read()
+    if hashlib.sha256(body).hexdigest() != value["sha256"]:
+        raise ValueError(f"artifact {value[ARTIFACT]} does not match its sha256")
+    return json.loads(body)
+
+
+class Results(Mapping):
+    """Earlier steps' results for a step context: artifacts are read only when a step asks
+    for that result, once."""
+
+    def __init__(self, stored: dict):
+        self._stored, self._loaded = stored, {}
+
+    def __getitem__(self, name):
+        if name not in self._loaded:
+            self._loaded[name] = load(self._stored[name])
+        return self._loaded[name]
+
+    def __iter__(self) -> Iterator:
+        return iter(self._stored)
+
+    def __len__(self) -> int:
+        return len(self._stored)
