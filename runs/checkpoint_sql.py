@@ -108,3 +108,20 @@ def write_if_unchanged(*, run: Run, steps: list[Step], records: list[AuditRecord
         cursor.execute(sql, params, prepare=True)
         (matched,) = cursor.fetchone()
     return matched == 1
+
+
+def update_rows(model, objects: list, field_names: list[str]) -> None:
+    """Write `field_names` of many rows of `model` in one statement (their values travel as
+    one JSON array, as the checkpoint's do): the batch transitions' counterpart of
+    save(update_fields=...) per row, without the CASE per row and field of bulk_update."""
+    if not objects:
+        return
+    fields = [model._meta.pk, *_fields(model, field_names)]
+    table = model._meta.db_table
+    assignments = ", ".join(f"{f.column} = v.{f.column}" for f in fields[1:])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS t SET {assignments} "
+            f"FROM jsonb_to_recordset(%s::jsonb) AS v({_recordset(fields)}) "
+            "WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id",
+            [_rows(objects, fields), [obj.pk for obj in objects]])

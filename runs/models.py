@@ -139,6 +139,13 @@ class Run(models.Model):
             # The attention list.
             models.Index(fields=["updated_at"], name="run_attention_idx",
                          condition=Q(status__in=["attention", "compensation_failed"])),
+            # Runs not finished, by status, workflow and reason: the metrics count them from
+            # this index alone (index-only scans), at the cost of the open runs, whatever
+            # the number of finished ones.
+            models.Index(fields=["status", "workflow_name", "attention_reason"],
+                         name="run_open_idx",
+                         condition=Q(status__in=["queued", "running", "waiting", "attention",
+                                                 "compensating", "compensation_failed"])),
             # Search by the start of a business key (LIKE 'q%' under any collation).
             models.Index(fields=["business_key"], name="run_business_key_prefix_idx",
                          opclasses=["varchar_pattern_ops"]),

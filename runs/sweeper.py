@@ -2,7 +2,9 @@
 sends wake-up hints for runs that are due or were never picked up.
 
 Its queries read partial indexes (see Run.Meta.indexes), so their cost follows the number
-of due rows, not the size of the table.
+of due rows, not the size of the table. Expired leases are taken back in batches, a
+transaction each, and only one pass runs at a time (runs.single_pass): one that outlasts
+the interval is not joined by the next.
 """
 
 from dataclasses import dataclass
@@ -13,7 +15,12 @@ from django.utils import timezone
 
 from . import transitions
 from .models import Run, RunStatus
-from .wakeup import send_wakeup
+from .single_pass import single_pass
+from .wakeup import send_wakeups
+
+JOB = "runs.sweep"
+# Runs taken back per transaction: few enough that their locks are held for milliseconds.
+BATCH = 100
 
 
 @dataclass
@@ -21,29 +28,34 @@ class SweepReport:
     expired: int = 0
     due: int = 0
     requeued: int = 0
+    # Another pass held the job's lock: this one did nothing.
+    locked_out: bool = False
 
 
 def sweep(*, now: datetime | None = None, limit: int = 500) -> SweepReport:
-    """One pass of the sweeper."""
-    now = now or timezone.now()
+    """One pass of the sweeper, unless another pass is running."""
+    with single_pass(JOB) as mine:
+        if not mine:
+            return SweepReport(locked_out=True)
+        return _sweep(now or timezone.now(), limit)
+
+
+def _sweep(now: datetime, limit: int) -> SweepReport:
     report = SweepReport()
-    expired = Run.objects.filter(
+    expired = list(Run.objects.filter(
         status__in=[RunStatus.RUNNING, RunStatus.COMPENSATING], lease_expires_at__lt=now
-    ).values_list("pk", flat=True)[:limit]
-    for run_id in list(expired):
-        if transitions.expire_lease(run_id, now=now):
-            report.expired += 1
-    due = Run.objects.filter(
+    ).order_by("pk").values_list("pk", flat=True)[:limit])
+    for start in range(0, len(expired), BATCH):
+        report.expired += len(transitions.expire_leases(expired[start:start + BATCH], now=now))
+    due = list(Run.objects.filter(
         status__in=[RunStatus.WAITING, RunStatus.COMPENSATING], next_wake_at__lte=now
-    ).values_list("pk", flat=True)[:limit]
-    for run_id in list(due):
-        send_wakeup(run_id)
-        report.due += 1
+    ).values_list("pk", flat=True)[:limit])
+    send_wakeups(due)
+    report.due = len(due)
     stale = now - timedelta(seconds=settings.RUNS_REQUEUE_AFTER_SECONDS)
-    lost = Run.objects.filter(
+    lost = list(Run.objects.filter(
         status=RunStatus.QUEUED, updated_at__lt=stale
-    ).values_list("pk", flat=True)[:limit]
-    for run_id in list(lost):
-        send_wakeup(run_id)
-        report.requeued += 1
+    ).values_list("pk", flat=True)[:limit])
+    send_wakeups(lost)
+    report.requeued = len(lost)
     return report

@@ -24,6 +24,29 @@ def send_wakeup(run_id: int, *, countdown: float | None = None) -> bool:
         return False
 
 
+def send_wakeups(run_ids: list[int]) -> int:
+    """send_wakeup for many runs through one broker connection (a sweep that takes hundreds
+    of runs back). Returns how many hints went out; never raises."""
+    sent = 0
+    if not run_ids:
+        return sent
+    try:
+        with current_app.producer_or_acquire() as producer:
+            for run_id in run_ids:
+                current_app.send_task(ADVANCE_RUN_TASK, args=(run_id,), producer=producer)
+                sent += 1
+    except Exception:
+        logger.warning("%s of %s wake-up hints not sent; the sweeper will pick them up",
+                       len(run_ids) - sent, len(run_ids), exc_info=True)
+    return sent
+
+
 def wake_after_commit(run_id: int, *, countdown: float | None = None) -> None:
     """Send a wake-up hint once the current transaction has committed."""
     transaction.on_commit(lambda: send_wakeup(run_id, countdown=countdown))
+
+
+def wake_all_after_commit(run_ids: list[int]) -> None:
+    """send_wakeups once the current transaction has committed."""
+    if run_ids:
+        transaction.on_commit(lambda: send_wakeups(run_ids))

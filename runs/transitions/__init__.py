@@ -27,7 +27,14 @@ from .kernel import (
     allowed,
     input_hash,
 )
-from .lease_cycle import claim_run, expire_lease, heartbeat, record_outcome, settle_unknown
+from .lease_cycle import (
+    claim_run,
+    expire_lease,
+    expire_leases,
+    heartbeat,
+    record_outcome,
+    settle_unknown,
+)
 from .operator import (
     ask_again,
     cancel,
@@ -57,7 +64,8 @@ __all__ = [
     "SECOND_PERSON_ACTIONS", "STEP_ACTIONS", "Lease", "Outcome", "allowed",
     "approval_timed_out", "ask_again", "cancel", "claim_run", "compensate",
     "compensation_plan", "confirm_compensation", "decide_approval", "eligible_steps",
-    "expire_lease", "heartbeat", "high_impact_effects", "input_hash", "needs_second_person",
+    "expire_lease", "expire_leases", "heartbeat", "high_impact_effects", "input_hash",
+    "needs_second_person",
     "paused_undo", "reconcile", "record_approval_event", "record_outcome", "refusal",
     "reopen", "resume", "retry_step",
     "settle_unknown", "start_run", "step_refusal", "terminate",

@@ -17,6 +17,7 @@ from audit.actions import AuditAction
 from audit.chain import Actor, build_record
 from audit.models import AuditRecord
 
+from .. import checkpoint_sql
 from .. import definition as d
 from ..errors import (
     Classified,
@@ -33,7 +34,7 @@ from ..models import (
     StepStatus,
 )
 from ..redaction import redact
-from ..wakeup import wake_after_commit
+from ..wakeup import wake_after_commit, wake_all_after_commit
 
 NEW = "new"  # the pseudo-state of a run that does not exist yet
 
@@ -199,6 +200,30 @@ _STEP_FIELDS = [
     "remote_ref", "result", "error_class", "error_message", "next_attempt_at", "lease_owner",
     "lease_expires_at", "started_at", "finished_at", "updated_at",
 ]
+
+def save_changes(changes: list[_Change]) -> None:
+    """Save the changes of many runs, in the caller's transaction, with one statement per
+    table instead of four per run (the sweeper takes runs back in batches)."""
+    steps = [step for change in changes for step in change.steps.values()]
+    runs = [change.run for change in changes]
+    if checkpoint_sql.supported():
+        checkpoint_sql.update_rows(Step, steps, _STEP_FIELDS)
+    else:
+        for step in steps:
+            step.save(update_fields=_STEP_FIELDS)
+    AuditRecord.objects.bulk_create([r for change in changes for r in change.records])
+    events = [e for change in changes for e in change.events]
+    if events:
+        RunEvent.objects.bulk_create(events)
+    if checkpoint_sql.supported():
+        checkpoint_sql.update_rows(Run, runs, _RUN_FIELDS)
+    else:
+        for run in runs:
+            run.save(update_fields=_RUN_FIELDS)
+    wake_all_after_commit([change.run.pk for change in changes if change.wake])
+    for change in changes:
+        if not change.wake and change.wake_countdown is not None:
+            wake_after_commit(change.run.pk, countdown=change.wake_countdown)
 
 # Short retries also get a delayed wake-up hint so they need not wait for the sweeper; the
 # database row (next_wake_at) stays the source of truth, so a lost hint loses nothing.

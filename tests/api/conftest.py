@@ -13,6 +13,14 @@ def _fresh_rate_limits(settings):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _fresh_metric_counts():
+    # Each test's database starts over; so does the metrics' count of finished runs.
+    from observability.metrics import finished_runs
+
+    finished_runs.forget()
+
+
 @pytest.fixture
 def make_token(db):
     """make_token(name, workflows=[...], rate_limit=None) -> (token, plaintext)."""

@@ -3,10 +3,15 @@ the runs list (plain, filtered, and searched by each thing a search matches), th
 list and a run's detail, rendered through Django's full stack (middleware, permission
 prefetch, templates) by the test client, as an operator. Each page is timed in interleaved
 rounds, so a burst of load on the machine lands on every page alike; each line gives the
-median, the 95th percentile and the page's number of queries."""
+median, the 95th percentile and the page's number of queries.
+
+Then the background work at the same size: one pass of the runs sweep and of the approvals
+sweep with nothing due, one runs sweep pass after a mass worker death left LEASE_RUNS leases
+expired, and a metrics scrape."""
 
 import statistics
 import time
+from datetime import timedelta
 
 from django.contrib.auth.models import Group, Permission, User
 from django.core.management import call_command
@@ -14,15 +19,21 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from audit.actions import AuditAction
 from audit.chain import Actor, build_record
 from audit.models import AuditRecord
 from console.roles import ensure_roles
-from runs.models import Run, RunStatus, Step
+from observability.metrics import finished_runs
+from runs import sweeper
+from runs.models import Run, RunStatus, Step, StepStatus
 
 # The issue's targets, in ms.
 TARGETS = {"search": 50, "list": 100, "detail": 30}
+BACKGROUND_TARGETS = {"sweep": 10, "sweep_due": 1000, "metrics": 50}
+LEASE_RUNS = 500
+LEASE_KEY = "bench:lease-"
 AUDIT_RECORDS = 500
 LONG_RUN_KEY = f"bench:audit-{AUDIT_RECORDS}"
 COMPENSATION_REF = "CMP-bench-1"
@@ -88,6 +99,52 @@ class Command(BaseCommand):
         self._line("search", searches)
         self.stdout.write("targets: median under {search} ms for a search, {list} ms for a "
                           "list, {detail} ms for a run's detail".format(**TARGETS))
+        self._background(client, stuck, repeat)
+
+    def _background(self, client, model: Run, repeat: int) -> None:
+        held = self._lease_runs(model)
+        self._release(held)  # nothing due: the lease runs sit completed
+        times = []
+        for _ in range(repeat + 3):
+            t0 = time.perf_counter()
+            report = sweeper.sweep()
+            times.append((time.perf_counter() - t0) * 1000)
+        self._line("runs sweep", times[3:])
+        if report.expired or report.due or report.requeued:
+            self.stdout.write(f"  (that pass was not idle: {report})")
+        times = []
+        for _ in range(5):
+            self._expire(held)
+            t0 = time.perf_counter()
+            report = sweeper.sweep()
+            times.append((time.perf_counter() - t0) * 1000)
+            if report.expired != LEASE_RUNS:
+                raise CommandError(f"the sweep took back {report.expired} of {LEASE_RUNS} "
+                                   "expired leases")
+            self._release(held)
+        self._line(f"runs sweep {LEASE_RUNS} due", times)
+        times = []
+        for i in range(repeat + 3):
+            t0 = time.perf_counter()
+            response = client.get("/metrics")
+            elapsed = (time.perf_counter() - t0) * 1000
+            if response.status_code != 200 or b"durable_metrics_up 1.0" not in response.content:
+                raise CommandError(f"/metrics answered {response.status_code}")
+            if i >= 3:
+                times.append(elapsed)
+        self._line("metrics", times)
+        # What one scrape in METRICS_FINISHED_RECOUNT_SECONDS (per web process) costs.
+        times = []
+        for _ in range(3):
+            finished_runs.forget()
+            t0 = time.perf_counter()
+            client.get("/metrics")
+            times.append((time.perf_counter() - t0) * 1000)
+        self._line("metrics, recounting finished runs", times)
+        self.stdout.write("targets: median under {sweep} ms for a sweep with nothing due, "
+                          "{sweep_due} ms for the runs sweep with {n} expired leases, "
+                          "{metrics} ms for a metrics scrape".format(n=LEASE_RUNS,
+                                                                    **BACKGROUND_TARGETS))
 
     def _line(self, name, times, queries=None):
         p95 = sorted(times)[max(0, int(len(times) * 0.95) - 1)]
@@ -131,3 +188,52 @@ class Command(BaseCommand):
     def _compensated_step(self, run_id: int) -> None:
         # seed_scale compensates nothing; one step with a reference gives the search a hit.
         Step.objects.filter(run_id=run_id, position=3).update(compensation_ref=COMPENSATION_REF)
+
+    def _lease_runs(self, model: Run) -> list[int]:
+        """LEASE_RUNS runs shaped like `model` for the lease-expiry pass (made once)."""
+        have = Run.objects.filter(business_key__startswith=LEASE_KEY).count()
+        if have < LEASE_RUNS:
+            with transaction.atomic():
+                run = Run.objects.get(pk=model.pk)
+                steps = list(Step.objects.filter(run=run))
+                runs = []
+                for n in range(have, LEASE_RUNS):
+                    copy = Run(**{f.attname: getattr(run, f.attname)
+                                  for f in Run._meta.concrete_fields if not f.primary_key})
+                    copy.business_key, copy.audit_seq, copy.audit_head = f"{LEASE_KEY}{n}", 0, ""
+                    runs.append(copy)
+                runs = Run.objects.bulk_create(runs)
+                Step.objects.bulk_create([
+                    Step(**{**{f.attname: getattr(step, f.attname)
+                               for f in Step._meta.concrete_fields if not f.primary_key},
+                            "run_id": copy.pk,
+                            "idempotency_key": f"{copy.business_key}:{step.name}"[:64]})
+                    for copy in runs for step in steps])
+        return list(Run.objects.filter(business_key__startswith=LEASE_KEY)
+                    .values_list("pk", flat=True))
+
+    def _expire(self, ids: list[int]) -> None:
+        """Put the runs where a mass worker death leaves them: running, the fourth step in
+        flight, the lease expired a minute ago."""
+        now = timezone.now()
+        ago = now - timedelta(minutes=1)
+        Run.objects.filter(pk__in=ids).update(
+            status=RunStatus.RUNNING, attention_reason="", current_step="step-4",
+            lease_owner="bench-dead-worker", lease_expires_at=ago, heartbeat_at=ago,
+            next_wake_at=None, updated_at=ago, finished_at=None)
+        steps = Step.objects.filter(run_id__in=ids)
+        steps.filter(position__lt=3).update(status=StepStatus.SUCCEEDED)
+        steps.filter(position=3).update(status=StepStatus.RUNNING, error_class="",
+                                        error_message="", lease_owner="bench-dead-worker",
+                                        lease_expires_at=ago)
+        steps.filter(position__gt=3).update(status=StepStatus.PENDING)
+
+    def _release(self, ids: list[int]) -> None:
+        """Put the runs back to completed, so that they are not due for anything."""
+        now = timezone.now() - timedelta(days=30)
+        Run.objects.filter(pk__in=ids).update(
+            status=RunStatus.COMPLETED, current_step="", lease_owner="", lease_expires_at=None,
+            next_wake_at=None, updated_at=now, finished_at=now)
+        Step.objects.filter(run_id__in=ids).update(
+            status=StepStatus.SUCCEEDED, error_class="", error_message="", lease_owner="",
+            lease_expires_at=None)
