@@ -24,6 +24,7 @@ from runs.models import (
     Step,
     StepStatus,
 )
+from runs.single_pass import single_pass
 
 from .decisions import SYSTEM_LABEL, settle, settle_decisions
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
@@ -211,6 +212,9 @@ def withdraw_stale_requests(*, now: datetime | None = None, limit: int = 200) ->
 
 # --- the sweep -----------------------------------------------------------------------------
 
+JOB = "approvals.sweep"
+
+
 @dataclass
 class SweepReport:
     opened: int = 0
@@ -223,6 +227,8 @@ class SweepReport:
     retrying: int = 0
     failed: int = 0
     skipped: int = 0
+    # Another pass held the job's lock: this one did nothing.
+    locked_out: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -232,8 +238,14 @@ def sweep(*, now: datetime | None = None) -> SweepReport:
     """One pass of the approvals sweeper (Celery beat, every few seconds): open requests,
     withdraw stale ones, apply timeouts, send reminders, apply claimed decisions, deliver
     notifications. Each part works row by row in its own transactions; nothing is kept in
-    memory between passes."""
-    now = now or timezone.now()
+    memory between passes. Only one pass runs at a time (runs.single_pass)."""
+    with single_pass(JOB) as mine:
+        if not mine:
+            return SweepReport(locked_out=True)
+        return _sweep(now or timezone.now())
+
+
+def _sweep(now: datetime) -> SweepReport:
     report = SweepReport()
     report.opened = open_pending_requests(now=now)
     report.withdrawn = withdraw_stale_requests(now=now)

@@ -203,6 +203,10 @@ class Step(models.Model):
                          condition=~Q(remote_ref="")),
             models.Index(fields=["compensation_ref"], name="step_compensation_ref_idx",
                          condition=~Q(compensation_ref="")),
+            # The approval steps runs wait on (the approvals sweep opens their requests):
+            # few at any time, whatever the number of runs.
+            models.Index(fields=["run"], name="step_approval_waiting_idx",
+                         condition=Q(kind="approval", status="waiting")),
             # The console's "last error" column and error-class filter: few steps have one.
             models.Index(fields=["run", "error_class"], name="step_error_idx",
                          condition=~Q(error_class="")),

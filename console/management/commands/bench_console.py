@@ -21,6 +21,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from approvals import schedule as approvals_schedule
 from audit.actions import AuditAction
 from audit.chain import Actor, build_record
 from audit.models import AuditRecord
@@ -112,6 +113,14 @@ class Command(BaseCommand):
         self._line("runs sweep", times[3:])
         if report.expired or report.due or report.requeued:
             self.stdout.write(f"  (that pass was not idle: {report})")
+        times = []
+        for _ in range(repeat + 3):
+            t0 = time.perf_counter()
+            approvals = approvals_schedule.sweep()
+            times.append((time.perf_counter() - t0) * 1000)
+        self._line("approvals sweep", times[3:])
+        if any(approvals.as_dict().values()):
+            self.stdout.write(f"  (that pass was not idle: {approvals})")
         times = []
         for _ in range(5):
             self._expire(held)

@@ -1,0 +1,62 @@
+"""The approvals sweep costs what is due, not what the database holds: the approval steps
+runs wait on come from their own partial index, and only one pass runs at a time."""
+
+import os
+import re
+
+import psycopg
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from approvals import schedule
+from approvals.models import ApprovalRequest
+from runs.models import Run, RunStatus
+from runs.single_pass import lock_key
+from tests.approvals.conftest import waiting_run
+
+pytestmark = pytest.mark.django_db
+
+
+def _plan(sql) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SET enable_seqscan = off")  # tiny tables are cheapest to scan
+        try:
+            cursor.execute("EXPLAIN ANALYZE " + sql)
+            return "\n".join(row[0] for row in cursor.fetchall())
+        finally:
+            cursor.execute("RESET enable_seqscan")
+
+
+def test_finding_the_approval_steps_to_open_reads_only_the_waiting_ones(approvers):
+    call_command("seed_scale", runs=600, stdout=open(os.devnull, "w"))  # noqa: SIM115
+    assert Run.objects.filter(status=RunStatus.WAITING).count() > 10  # waiting, not on us
+    run = waiting_run()
+    with CaptureQueriesContext(connection) as ctx:
+        report = schedule.sweep()
+    assert report.opened == 1 and ApprovalRequest.objects.filter(run=run).exists()
+    (sql,) = [q["sql"] for q in ctx.captured_queries
+              if q["sql"].startswith('SELECT "runs_step"') and "approval" in q["sql"]]
+    plan = _plan(sql)
+    assert "step_approval_waiting_idx" in plan, plan
+    read = sum(int(rows) * int(loops) for rows, loops in re.findall(
+        r"Scan .*on runs_(?:run|step) .*actual .* rows=(\d+) loops=(\d+)", plan))
+    assert read <= 4, plan
+
+
+def test_two_passes_of_the_approvals_sweep_never_run_at_once(approvers):
+    run = waiting_run()
+    db = connection.settings_dict
+    other = psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"],
+                            dbname=db["NAME"], autocommit=True)
+    try:
+        other.execute("SELECT pg_advisory_lock(%s)", [lock_key(schedule.JOB)])
+        report = schedule.sweep()
+        assert report.locked_out and report.opened == 0
+        assert not ApprovalRequest.objects.filter(run=run).exists()
+        other.execute("SELECT pg_advisory_unlock(%s)", [lock_key(schedule.JOB)])
+        report = schedule.sweep()
+        assert not report.locked_out and report.opened == 1
+    finally:
+        other.close()
