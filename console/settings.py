@@ -297,9 +297,9 @@ METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 METRICS_ALLOW_LOCALHOST = env_flag("METRICS_ALLOW_LOCALHOST", True)
 # The step duration histogram covers steps that finished within this many seconds.
 METRICS_STEP_WINDOW_SECONDS = float(os.environ.get("METRICS_STEP_WINDOW_SECONDS", "3600"))
-# Runs that finished (completed, compensated, terminated) more than a minute ago are counted
-# once per this many seconds by each web process, those since at every scrape (see
-# observability.metrics). 0 counts them all at every scrape.
+# Runs that finished (completed, compensated, terminated) and audit records written more than
+# a minute ago are counted once per this many seconds by each web process, the newer ones at
+# every scrape (see observability.metrics). 0 counts them all at every scrape.
 METRICS_FINISHED_RECOUNT_SECONDS = float(os.environ.get("METRICS_FINISHED_RECOUNT_SECONDS",
                                                         "600"))
 # Logs: every line carries the run it is about (observability.logs); LOG_FORMAT=json writes

@@ -130,6 +130,55 @@ class FinishedRuns:
 finished_runs = FinishedRuns()
 
 
+class AuditCounts:
+    """The audit counters (records of the actions in AUDIT_COUNTERS), without counting the
+    whole log at every scrape: it only grows, and counting it grew with it.
+
+    The log is append-only and its ids grow with time, so the count splits at a mark, the
+    newest record older than FINISH_MARGIN at the recount: records up to it are counted once
+    per METRICS_FINISHED_RECOUNT_SECONDS, those after it at every scrape along
+    audit_action_idx (action, id), at the cost of the records written since.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._counted_at = None
+        self._mark = 0
+        self._before = Counter()
+
+    def counts(self, now) -> Counter:
+        counted = AuditRecord.objects.filter(
+            action__in=[action for _, action in AUDIT_COUNTERS.values()])
+        with self._lock:
+            if self._counted_at is None or now < self._counted_at or \
+                    (now - self._counted_at).total_seconds() >= \
+                    settings.METRICS_FINISHED_RECOUNT_SECONDS:
+                # Walks the primary key down from the newest record: the last minute's.
+                mark = (AuditRecord.objects.filter(created_at__lte=now - FINISH_MARGIN)
+                        .order_by("-id").values_list("id", flat=True).first()) or 0
+                self._before = _by_action(counted.filter(id__lte=mark))
+                self._counted_at, self._mark = now, mark
+            mark, before = self._mark, self._before
+        return before + _by_action(counted.filter(id__gt=mark))
+
+    def forget(self) -> None:
+        with self._lock:
+            self._counted_at = None
+
+
+def _by_action(records) -> Counter:
+    return Counter(dict(records.values_list("action").annotate(n=Count("*")).order_by()))
+
+
+audit_counts = AuditCounts()
+
+
+def recount_history() -> None:
+    """Count the finished runs and the past audit records in full at the next scrape."""
+    finished_runs.forget()
+    audit_counts.forget()
+
+
 class RuntimeCollector(Collector):
     """Collects the runtime's metrics at scrape time; yields `durable_metrics_up 0` (and
     nothing else) when the database cannot be read, so an alert can say so."""
@@ -161,7 +210,7 @@ class RuntimeCollector(Collector):
         yield from self._attention(names)
         yield from self._stuck(now, names)
         yield from self._lag(now)
-        yield from self._audit_counters()
+        yield from self._audit_counters(now)
         yield self._step_durations(now)
         if apps.is_installed("approvals"):
             yield from self._approvals(now)
@@ -231,10 +280,8 @@ class RuntimeCollector(Collector):
                           if queued["oldest"] else 0)
         yield oldest
 
-    def _audit_counters(self):
-        actions = {action: name for name, (_, action) in AUDIT_COUNTERS.items()}
-        counts = dict(AuditRecord.objects.filter(action__in=list(actions))
-                      .values_list("action").annotate(n=Count("id")).order_by())
+    def _audit_counters(self, now):
+        counts = audit_counts.counts(now)
         for name, (help_text, action) in AUDIT_COUNTERS.items():
             family = CounterMetricFamily(name, help_text)
             family.add_metric([], counts.get(action, 0))

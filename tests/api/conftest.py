@@ -15,10 +15,10 @@ def _fresh_rate_limits(settings):
 
 @pytest.fixture(autouse=True)
 def _fresh_metric_counts():
-    # Each test's database starts over; so does the metrics' count of finished runs.
-    from observability.metrics import finished_runs
+    # Each test's database starts over; so do the metrics' counts of history.
+    from observability.metrics import recount_history
 
-    finished_runs.forget()
+    recount_history()
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """A metrics scrape costs what is open or recent, not what the database holds: finished runs
-are counted in full once per METRICS_FINISHED_RECOUNT_SECONDS, those finished since at every
-scrape, and every other count reads an index."""
+and past audit records are counted in full once per METRICS_FINISHED_RECOUNT_SECONDS, the
+newer ones at every scrape, and every other count reads an index."""
 
 import os
 import re
@@ -13,8 +13,10 @@ from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from observability.metrics import finished_runs
+from audit.models import AuditRecord
+from observability.metrics import recount_history
 from runs import executor
+from runs.errors import TransientError
 from runs.models import FINAL_RUN_STATUSES, Run, RunStatus
 from tests.api.test_metrics import scrape, value
 from tests.factories import new_run, place
@@ -24,6 +26,15 @@ pytestmark = pytest.mark.django_db
 
 def _completed(samples):
     return value(samples, "durable_runs", workflow="test-orders", status="completed")
+
+
+def _retries_long_ago(run, n):
+    """`n` retry records on `run`'s log, written two hours ago (content beside the point)."""
+    long_ago = timezone.now() - timedelta(hours=2)
+    AuditRecord.objects.bulk_create([
+        AuditRecord(run=run, seq=10_000 + i, action="retry_scheduled", actor_kind="system",
+                    actor_label="old", created_at=long_ago, prev_hash="0" * 64,
+                    hash=f"{i:064x}") for i in range(n)])
 
 
 def _finished_long_ago(n):
@@ -43,8 +54,20 @@ def test_finished_runs_are_counted_once_then_only_those_finished_since(client, s
     # ... while a run that finishes now is counted at once.
     assert executor.advance_run(new_run().pk, worker="w1") == RunStatus.COMPLETED
     assert _completed(scrape(client)) == 4
-    finished_runs.forget()
+    recount_history()
     assert _completed(scrape(client)) == 5
+
+
+def test_audit_counters_count_the_old_records_once_then_only_the_new_ones(client, settings,
+                                                                         script):
+    settings.METRICS_FINISHED_RECOUNT_SECONDS = 600
+    _retries_long_ago(new_run(), 5)
+    assert value(scrape(client), "durable_step_retries_total") == 5
+    script.plan["fetch"] = [TransientError("503")]
+    executor.advance_run(new_run().pk, worker="w1")  # a retry now: counted at once
+    assert value(scrape(client), "durable_step_retries_total") == 6
+    recount_history()
+    assert value(scrape(client), "durable_step_retries_total") == 6
 
 
 def test_with_no_recount_interval_every_scrape_counts_everything(client, settings):
@@ -56,8 +79,9 @@ def test_with_no_recount_interval_every_scrape_counts_everything(client, setting
 
 
 def _rows_read(sql) -> int:
-    """Rows the scans of runs and steps return when `sql` runs (EXPLAIN ANALYZE), with the
-    plan PostgreSQL picks for a big table (on tiny ones, a scan of everything is cheapest)."""
+    """Rows the scans of runs, steps and audit records return when `sql` runs (EXPLAIN
+    ANALYZE), with the plan PostgreSQL picks for a big table (on tiny ones, a scan of
+    everything is cheapest)."""
     with connection.cursor() as cursor:
         cursor.execute("SET enable_seqscan = off")
         try:
@@ -67,8 +91,8 @@ def _rows_read(sql) -> int:
             cursor.execute("RESET enable_seqscan")
     read = 0
     for line in plan:
-        found = re.search(r"Scan .*on (runs_run|runs_step) .*actual .* rows=(\d+) loops=(\d+)",
-                          line)
+        found = re.search(r"Scan .*on (runs_run|runs_step|audit_auditrecord) .*actual .* "
+                          r"rows=(\d+) loops=(\d+)", line)
         if found:
             read += int(found.group(2)) * int(found.group(3))
     return read
@@ -82,6 +106,7 @@ def test_a_scrape_after_the_recount_reads_what_is_open_or_recent_not_every_run(c
         updated_at=F("updated_at") - timedelta(hours=2))
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE runs_run")
+    _retries_long_ago(new_run(), 600)
     executor.advance_run(new_run().pk, worker="w1")
     scrape(client)  # the recount: the one full read
     with CaptureQueriesContext(connection) as ctx:
@@ -89,13 +114,16 @@ def test_a_scrape_after_the_recount_reads_what_is_open_or_recent_not_every_run(c
     finished = Run.objects.filter(status__in=FINAL_RUN_STATUSES).count()
     assert sum(v for (name, labels), v in samples.items() if name == "durable_runs"
                and dict(labels)["status"] in FINAL_RUN_STATUSES) == finished > 550
+    assert value(samples, "durable_step_retries_total") == 600
     reads = [q["sql"] for q in ctx.captured_queries
-             if 'FROM "runs_run"' in q["sql"] or 'FROM "runs_step"' in q["sql"]]
-    assert len(reads) >= 6
+             if any(f'FROM "{table}"' in q["sql"]
+                    for table in ("runs_run", "runs_step", "audit_auditrecord"))]
+    assert len(reads) >= 7
     read = sum(_rows_read(sql) for sql in reads)
     open_runs = Run.objects.exclude(status__in=FINAL_RUN_STATUSES).count()
     recent = Run.objects.filter(updated_at__gt=timezone.now() - timedelta(minutes=2)).count()
     # The open runs (counted twice: by status, and in attention by reason), the runs that
-    # finished since the recount's horizon, and their steps: not the finished runs.
+    # finished since the recount's horizon, their steps and their records: not the finished
+    # runs, nor the old records.
     assert read <= 2 * open_runs + 12 * recent, (read, open_runs, recent)
     assert read < finished / 2
