@@ -3,6 +3,7 @@ action, render a page or the partial htmx swaps."""
 
 import logging
 from datetime import datetime
+from functools import lru_cache, partial
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -119,12 +120,14 @@ def _detail_context(request, detail) -> dict:
         contracts = {s.name: step_contract(workflow.step(s.name)) for s in detail.steps
                      if any(x.name == s.name for x in workflow.steps)}
     lines = step_lines(run, detail.steps)
+    # Several actions share a permission: ask for each one once.
+    grants = lru_cache(maxsize=None)(partial(grant_for, request.user))
     for step in detail.steps:
         step.will_do = lines[step.name]
     actions = [{"action": action, "steps": action.eligible_steps(run, detail.steps),
                 "explanation": action.explain(run, detail.steps)}
                for action in offered(run, detail.steps)
-               if grant_for(request.user, action.permission).covers(run.workflow_id)]
+               if grants(action.permission).covers(run.workflow_id)]
     for step in detail.steps:
         step.contract = contracts.get(step.name)
         step.duration = (step.finished_at - step.started_at
@@ -147,8 +150,8 @@ def run_detail(request, run_id: int):
     context = _detail_context(request, detail)
     if request.htmx and request.GET.get("part") == "live":
         return render(request, "console/_run_live.html", context)
-    return render(request, "console/run_detail.html", {**context,
-                                                       "card": investigate(detail.run)})
+    card = investigate(detail.run, steps=detail.steps, records=detail.audit)
+    return render(request, "console/run_detail.html", {**context, "card": card})
 
 
 @require_GET

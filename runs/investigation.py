@@ -77,12 +77,16 @@ class Investigation:
         return data
 
 
-def investigate(run: Run, *, lookups: bool = False) -> Investigation:
+def investigate(run: Run, *, lookups: bool = False, steps: list[Step] | None = None,
+                records: list[AuditRecord] | None = None) -> Investigation:
     """The investigation card of `run`. With lookups=True, each step whose outcome is unknown
-    is looked up by its key now (a read), and what the remote system said becomes a fact."""
-    steps = list(Step.objects.filter(run=run).order_by("position"))
-    records = list(AuditRecord.objects.filter(run=run).order_by("seq")
-                   .only("seq", "action", "step_name", "created_at"))
+    is looked up by its key now (a read), and what the remote system said becomes a fact.
+    A caller that has the run's steps and audit records in order already passes them."""
+    if steps is None:
+        steps = list(Step.objects.filter(run=run).order_by("position"))
+    if records is None:
+        records = list(AuditRecord.objects.filter(run=run).order_by("seq")
+                       .only("seq", "action", "step_name", "created_at"))
     workflow = d.registry.get(run.workflow_name, run.workflow_version)
     card = Investigation(run_id=run.pk, workflow=run.workflow_name,
                          business_key=run.business_key, status=run.status,
