@@ -22,10 +22,12 @@ from django.utils import timezone
 
 from runs.models import RunEvent
 from runs.retry import RetryPolicy
+from runs.single_pass import single_pass
 
 from .models import WebhookDelivery, WebhookSubscriber
 
 logger = logging.getLogger(__name__)
+JOB = "api.publish_webhooks"
 # Backoff 2, 4, 8 ... seconds, at most an hour; given up after ten attempts.
 RETRY = RetryPolicy(initial_interval=2, backoff_coefficient=2, maximum_interval=3600,
                     maximum_attempts=10, jitter=0)
@@ -36,6 +38,8 @@ class PublishReport:
     queued: int = 0
     delivered: int = 0
     failed: int = 0
+    # Another pass held the job's lock: this one did nothing.
+    locked_out: bool = False
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
@@ -127,7 +131,20 @@ def _record_attempt(delivery, now, code, error, report) -> None:
 
 
 def publish(*, now: datetime | None = None) -> PublishReport:
-    """One pass of the publisher (Celery beat): queue new events, send what is due."""
+    """One pass of the publisher (Celery beat): queue new events, send what is due.
+
+    Only one pass runs at a time (runs.single_pass). Two overlapping passes would read the
+    same subscriber cursor and the same due deliveries: each event queued twice is refused
+    by the unique (subscriber, event), but each due delivery would be POSTed twice, and a
+    slow endpoint (up to WEBHOOK_TIMEOUT_SECONDS per delivery) easily outlasts beat's
+    interval."""
+    with single_pass(JOB) as mine:
+        if not mine:
+            return PublishReport(locked_out=True)
+        return _publish(now)
+
+
+def _publish(now: datetime | None) -> PublishReport:
     queued = queue_deliveries(now=now)
     report = send_due(now=now)
     report.queued = queued

@@ -151,3 +151,32 @@ def test_the_webhook_backlog_is_a_metric(receiver, script):
     text = generate_latest(registry).decode()
     assert "durable_webhook_backlog 1.0" in text
     assert "durable_webhook_failed 0.0" in text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_passes_of_the_publisher_never_run_at_once(receiver, script):
+    import psycopg
+    from django.db import connection
+
+    from runs.single_pass import lock_key
+
+    WebhookSubscriber.objects.create(name="crm", url=receiver.url, secret="k")
+    new_run()
+    db = connection.settings_dict
+    other = psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"],
+                            dbname=db["NAME"], autocommit=True)
+    try:
+        # Another pass, in another worker, holds the job's lock: this one sends nothing,
+        # so a due delivery is never POSTed by two passes at once.
+        other.execute("SELECT pg_advisory_lock(%s)", [lock_key(webhooks.JOB)])
+        report = webhooks.publish()
+        assert (report.locked_out, report.queued, report.delivered) == (True, 0, 0)
+        assert not WebhookDelivery.objects.exists() and receiver.requests == []
+        other.execute("SELECT pg_advisory_unlock(%s)", [lock_key(webhooks.JOB)])
+        report = webhooks.publish()
+        assert (report.locked_out, report.queued, report.delivered) == (False, 1, 1)
+        # The pass let go of the lock when it ended.
+        assert other.execute("SELECT pg_try_advisory_lock(%s)",
+                             [lock_key(webhooks.JOB)]).fetchone()[0]
+    finally:
+        other.close()
