@@ -6,6 +6,9 @@ BIN := $(VENV)/bin
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/durable
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/durable_bench
+# The migration linter only reads migration files; sqlmigrate needs a connection to quote
+# values, to any database of the server.
+LINT_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 
 .PHONY: install test lint demo bench clean
 
@@ -27,6 +30,7 @@ test: install
 	bin/ensure-chromium
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	DATABASE_URL=$(LINT_DATABASE_URL) $(BIN)/python manage.py lint_migrations
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -q
 
 demo: install
