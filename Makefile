@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/durable
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/durable_bench
+BENCH_BROKER_URL ?= redis://127.0.0.1:6379/14
 # The migration linter only reads migration files; sqlmigrate needs a connection to quote
 # values, to any database of the server.
 LINT_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
@@ -40,7 +41,8 @@ demo: install
 
 bench: install
 	bin/ensure-services
-	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py bench_runtime
+	DATABASE_URL=$(BENCH_DATABASE_URL) CELERY_BROKER_URL=$(BENCH_BROKER_URL) \
+		$(BIN)/python manage.py bench_runtime
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python manage.py bench_console
 
 clean:

@@ -1,60 +1,59 @@
-"""Benchmark the runtime on PostgreSQL: steps per second and commits per step.
+"""Benchmark the runtime as production runs it: start_run in the caller, a real Celery worker
+advancing the runs from broker wake-ups, PostgreSQL counting the commits.
 
     make bench
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/durable_bench \
-        .venv/bin/python manage.py bench_runtime [--runs 200]
+    CELERY_BROKER_URL=redis://127.0.0.1:6379/14 \
+        .venv/bin/python manage.py bench_runtime [--runs 100] [--rounds 5]
 
-Starts N runs of a ten-step no-op workflow (not timed), then advances them one after another
-in this process, as one worker would (timed). Every step is a write step, so the full
-checkpoint path is measured: intent, outcome and audit records. The commits are counted by
-the server (pg_stat_database.xact_commit), so a stray autocommit SELECT counts as what it
-is. The figure is compared with a bare loop of one-row UPDATE + COMMIT on the same server:
-the runtime cannot be faster than the commits it needs.
+It starts `celery -A console worker` (prefork, --concurrency 1 by default: one process, one
+step at a time, the unit a deployment multiplies) and reports how long it took to be ready.
+Then, in several interleaved rounds, a bare loop of one-row INSERT + COMMIT on a connection
+with the worker's settings, and a batch of ten-step no-op workflows: each run started by
+start_run here (with its wake-up hint, timed per call) and advanced by the worker; the batch
+is timed from the first start_run to the last run completed. Every step is a write step, so
+the full checkpoint path is measured: intent, outcome, audit records, progress events.
+
+Commits are counted by the server (pg_stat_database.xact_commit) over the whole timed part:
+start_run's, the worker's (its connection check, claim and checkpoints) and, subtracted
+again, the bench's own reads. WAL is the server's pg_current_wal_lsn difference, so any
+other database of the cluster writing at the same time inflates it: the command says when
+others wrote rows during a round. The medians are printed; one run whose step returns 10 MB
+is then measured on its own (peak RSS of the worker process executing it, WAL written).
 """
 
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
 import psycopg
-from celery.signals import before_task_publish
+from celery import current_app
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from psycopg import errors as pg_errors
 from psycopg import sql
-from pydantic import BaseModel
 
 from audit.chain import Actor
-from runs.definition import Workflow
-from runs.executor import advance_run
+from runs import bench_workflows as bw
 from runs.models import Run, RunStatus
 from runs.transitions import start_run
 
-STEPS = 10
+ROOT = Path(settings.BASE_DIR)
 CALIBRATION_SELECTS = 50
-COMMITS_PER_STEP_TARGET = 2.0
+POLL_SECONDS = 0.01
+
 RATIO_TARGET = 0.3
-
-
-class BenchIn(BaseModel):
-    n: int
-
-
-bench = Workflow("bench-noop-10", version=1, input=BenchIn)
-
-
-def _declare_step(i: int):
-    """One no-op write step; a factory so each function keeps its own `i`."""
-
-    @bench.write(f"step-{i}")
-    def noop(ctx):
-        return {"step": i, "n": ctx.input.n}
-
-    return noop
-
-
-BENCH_STEPS = [_declare_step(i) for i in range(1, STEPS + 1)]
+WAL_PER_STEP_TARGET = 1200
+START_RUN_MS_TARGET = 3.0
+COMMITS_PER_STEP_TARGET = 1.2
 
 
 def _server_params() -> dict:
@@ -69,38 +68,111 @@ def _server_params() -> dict:
     return {k: v for k, v in params.items() if v is not None}
 
 
-class _Counter:
-    """Counts SQL statements on the Django connection and wake-up hints published."""
+def _proc_children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in
+                Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
 
-    def __init__(self):
-        self.queries = 0
-        self.hints = 0
 
-    def __call__(self, execute, sql_, params, many, context):
-        self.queries += 1
-        return execute(sql_, params, many, context)
+def _proc_status_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise CommandError(f"/proc/{pid}/status has no {field}")
 
-    def on_publish(self, sender=None, **kwargs):
-        self.hints += 1
+
+def _proc_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _median(values) -> float:
+    return statistics.median(values)
+
+
+class Worker:
+    """A `celery -A console worker` child process with the bench workflows registered."""
+
+    def __init__(self, concurrency: int, log_dir: Path):
+        self.log_path = log_dir / "worker.log"
+        self.log_dir = log_dir
+        env = {**os.environ, "RUNS_EXTRA_WORKFLOW_MODULES": ",".join(
+                   m for m in (os.environ.get("RUNS_EXTRA_WORKFLOW_MODULES", ""),
+                               "runs.bench_workflows") if m),
+               "PGAPPNAME": "bench-worker"}
+        self.started = time.perf_counter()
+        with open(self.log_path, "w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "console", "worker", "--loglevel=INFO",
+                 f"--concurrency={concurrency}", "-n", f"bench-{uuid.uuid4().hex[:8]}@%h"],
+                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        self.ready_seconds = None
+
+    def wait_ready(self, timeout: float = 60) -> float:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise CommandError(f"the worker exited ({self.process.returncode}):\n"
+                                   + self.log_path.read_text()[-3000:])
+            if " ready." in self.log_path.read_text():
+                self.ready_seconds = time.perf_counter() - self.started
+                return self.ready_seconds
+            time.sleep(0.02)
+        raise CommandError(f"the worker was not ready after {timeout}s:\n"
+                           + self.log_path.read_text()[-3000:])
+
+    def children(self) -> list[int]:
+        return _proc_children(self.process.pid)
+
+    def cpu_seconds(self) -> float:
+        return sum(_proc_cpu_seconds(pid) for pid in self.children())
+
+    def flush_stats(self, timeout: float = 30) -> None:
+        """Have the worker report its session's counters, and wait until it has."""
+        done = self.log_dir / f"flushed-{uuid.uuid4().hex}"
+        current_app.send_task("runs.bench_flush_stats", args=(str(done),))
+        deadline = time.monotonic() + timeout
+        while not done.exists():
+            if time.monotonic() > deadline:
+                raise CommandError("the worker did not answer the statistics flush")
+            time.sleep(0.005)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
 
 
 class Command(BaseCommand):
-    help = ("Benchmark the runtime on PostgreSQL: steps/s and commits per step of a ten-step "
-            "no-op workflow, against a bare UPDATE+COMMIT loop.")
+    help = ("Benchmark the runtime through a real Celery worker on PostgreSQL: steps/s, "
+            "commits and WAL per step, start_run ms, against a bare INSERT+COMMIT loop.")
     # The database may not exist yet: no system check may touch it before handle() creates it.
     requires_system_checks = []
-    READ_OVERHEAD = 2  # commits of one _commit_count call: the flush and the read
+    READ_OVERHEAD = 2  # commits of one _counters call: the flush and the read
 
     def add_arguments(self, parser):
-        parser.add_argument("--runs", type=int, default=200,
-                            help="runs to start and advance (default 200)")
+        parser.add_argument("--runs", type=int, default=100,
+                            help="ten-step runs per round (default 100)")
+        parser.add_argument("--rounds", type=int, default=5,
+                            help="interleaved rounds of bare loop and runs (default 5)")
         parser.add_argument("--bare-seconds", type=float, default=2.0,
-                            help="duration of the bare UPDATE+COMMIT loop (default 2)")
+                            help="duration of each bare INSERT+COMMIT loop (default 2)")
+        parser.add_argument("--concurrency", type=int, default=1,
+                            help="worker processes (default 1: compared with one bare "
+                                 "connection)")
 
     def handle(self, *args, **options):
-        runs, bare_seconds = options["runs"], options["bare_seconds"]
-        if runs < 1:
-            raise CommandError("--runs must be at least 1")
+        runs, rounds = options["runs"], options["rounds"]
+        bare_seconds, concurrency = options["bare_seconds"], options["concurrency"]
+        if runs < 1 or rounds < 1 or concurrency < 1:
+            raise CommandError("--runs, --rounds and --concurrency must be at least 1")
         if bare_seconds <= 0:
             raise CommandError("--bare-seconds must be positive")
         if connection.vendor != "postgresql":
@@ -115,52 +187,84 @@ class Command(BaseCommand):
             raise CommandError("bench_runtime needs PostgreSQL 15 or later "
                                "(pg_stat_force_next_flush); the server is "
                                f"{connection.pg_version}")
-
         out = self.stdout
+        broker = settings.CELERY_BROKER_URL
         out.write(f"database: {connection.settings_dict['NAME']} on "
                   f"{connection.settings_dict.get('HOST') or 'local socket'}, PostgreSQL "
-                  f"{connection.pg_version // 10000}.{connection.pg_version % 10000}")
+                  f"{connection.pg_version // 10000}.{connection.pg_version % 10000}; broker: "
+                  f"{broker.split('://', 1)[0]}://{broker.rsplit('@', 1)[-1].split('://')[-1]}")
         out.write(f"DEBUG={settings.DEBUG}" + (" (Django logs every query; DEBUG=0 measures "
                                                 "without)" if settings.DEBUG else ""))
         self._warn_other_sessions()
         self._calibrate()
+        current_app.control.purge()  # hints left over from an interrupted bench
 
-        counter = _Counter()
-        before_task_publish.connect(counter.on_publish, weak=False)
-        try:
-            run_ids = self._start_runs(runs)
-            start_hints, counter.hints = counter.hints, 0
-            steps, elapsed, commits, queries = self._advance_all(run_ids, counter)
-            timed_hints = counter.hints
-        finally:
-            before_task_publish.disconnect(counter.on_publish)
+        with tempfile.TemporaryDirectory(prefix="bench-runtime-") as tmp:
+            worker = Worker(concurrency, Path(tmp))
+            try:
+                ready = worker.wait_ready()
+                out.write(f"worker: celery prefork --concurrency={concurrency}, ready in "
+                          f"{ready:.2f}s (not timed)")
+                self._run_batch(worker, 10, label="warm-up")
+                probe = self._probe_overhead(worker)
+                results = []
+                for i in range(rounds):
+                    bare = self._bare_loop(bare_seconds)
+                    batch = self._run_batch(worker, runs, label=f"round {i + 1}",
+                                            probe=probe)
+                    batch["bare"] = bare
+                    results.append(batch)
+                    out.write(
+                        f"round {i + 1}: bare {bare:.0f} commits/s; {batch['steps_s']:.1f} "
+                        f"steps/s; {batch['commits_step']:.2f} commits/step; "
+                        f"{batch['wal_step']:.0f} WAL bytes/step; start_run "
+                        f"{batch['start_ms']:.2f} ms; worker CPU {batch['cpu_ms_step']:.2f} "
+                        f"ms/step" + (f"; other databases wrote {batch['foreign']} "
+                                      "rows meanwhile (WAL inflated)"
+                                      if batch["foreign"] else ""))
+                large = self._large_result(worker)
+            finally:
+                worker.stop()
+        self._report(results, large)
 
-        not_done = Run.objects.filter(pk__in=run_ids).exclude(status=RunStatus.COMPLETED)
-        if not_done.exists():
-            raise CommandError(f"{not_done.count()} of {runs} runs are not completed in the "
-                               "database after the timed part")
+    # --- report --------------------------------------------------------------------------
 
-        bare_rate, bare_commits = self._bare_loop(bare_seconds)
+    def _report(self, results: list[dict], large: dict) -> None:
+        out = self.stdout
+        steps_s = _median(r["steps_s"] for r in results)
+        bare = _median(r["bare"] for r in results)
+        ratio = _median(r["steps_s"] / r["bare"] for r in results)
+        commits = _median(r["commits_step"] for r in results)
+        wal = _median(r["wal_step"] for r in results)
+        start_ms = _median(r["start_ms"] for r in results)
 
-        steps_per_s = steps / elapsed
-        commits_per_step = commits / steps
-        ratio = steps_per_s / bare_rate
-        out.write(f"runs: {runs} x {STEPS} write steps in {elapsed:.2f}s on one worker; "
-                  f"{commits} commits, {queries} SQL statements through the ORM "
-                  f"({queries / steps:.2f} per step; the one-statement checkpoints go "
-                  "through psycopg directly and are not in this count)")
-        out.write(f"wake-up hints published: {start_hints} while starting (not timed), "
-                  f"{timed_hints} in the timed part")
-        out.write(f"bare loop: {bare_commits} UPDATE+COMMIT in {bare_seconds:.1f}s")
+        def verdict(ok: bool) -> str:
+            return "met" if ok else "MISSED"
+
+        out.write(f"medians over {len(results)} rounds (ratio: the median of each round's "
+                  "steps/s over its bare commits/s):")
+        out.write(f"steps/s: {steps_s:.1f}")
+        out.write(f"bare commits/s: {bare:.1f}")
+        out.write(f"ratio: {ratio:.3f}")
+        out.write(f"commits per step: {commits:.2f}")
+        out.write(f"WAL bytes per step: {wal:.0f}")
+        out.write(f"start_run ms: {start_ms:.2f}")
+        out.write(f"worker CPU ms per step: "
+                  f"{_median(r['cpu_ms_step'] for r in results):.2f}")
+        out.write(f"10MB result peak MB: {large['peak_mb']:.1f}")
+        out.write(f"10MB result WAL MB: {large['wal_mb']:.3f}")
+        out.write(f"10MB result: the worker process peaked at {large['hwm_mb']:.0f} MB RSS "
+                  f"({large['peak_mb']:.1f} MB over its {large['base_mb']:.0f} MB before the "
+                  f"run); the run took {large['seconds']:.2f}s")
         out.write(
-            f"targets: commits per step <= {COMMITS_PER_STEP_TARGET:g} "
-            f"({'met' if commits_per_step <= COMMITS_PER_STEP_TARGET else 'MISSED'}), "
-            f"ratio >= {RATIO_TARGET:g} ({'met' if ratio >= RATIO_TARGET else 'MISSED'})"
-        )
-        out.write(f"steps/s: {steps_per_s:.2f}")
-        out.write(f"commits per step: {commits_per_step:.2f}")
-        out.write(f"bare commits/s: {bare_rate:.2f}")
-        out.write(f"ratio: {ratio:.2f}")
+            "targets: "
+            f"ratio >= {RATIO_TARGET:g} ({verdict(ratio >= RATIO_TARGET)}), "
+            f"WAL bytes per step <= {WAL_PER_STEP_TARGET:,} "
+            f"({verdict(wal <= WAL_PER_STEP_TARGET)}), "
+            f"start_run ms <= {START_RUN_MS_TARGET:g} "
+            f"({verdict(start_ms <= START_RUN_MS_TARGET)}), "
+            f"commits per step <= {COMMITS_PER_STEP_TARGET:g} "
+            f"({verdict(commits <= COMMITS_PER_STEP_TARGET)})")
 
     # --- setup ---------------------------------------------------------------------------
 
@@ -192,30 +296,41 @@ class Command(BaseCommand):
             self.stderr.write(f"warning: {others} other session(s) on this database; their "
                               "commits would be counted as ours")
 
-    def _commit_count(self) -> int:
-        """The database's committed transactions, with this session's own counts flushed.
+    def _counters(self) -> tuple[int, str, int]:
+        """(this database's committed transactions, the server's WAL position, the rows the
+        other databases wrote), with this session's own counts flushed.
 
         A backend flushes its statistics when it goes idle, at most about once a second
         unless forced. pg_stat_force_next_flush() forces the flush at the end of its own
         (autocommit) transaction, which is therefore counted; the SELECT that reads the
-        counter is one more commit, counted by the next read. Between two calls the
+        counters is one more commit, counted by the next read. Between two calls the
         counter thus grows by the commits in between plus 2.
         """
         if connection.in_atomic_block or not connection.get_autocommit():
             raise CommandError("commit counting needs the connection in autocommit")
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_stat_force_next_flush()")
-            cursor.execute("SELECT xact_commit FROM pg_stat_database "
-                           "WHERE datname = current_database()")
-            return cursor.fetchone()[0]
+            cursor.execute(
+                "SELECT sum(xact_commit) FILTER (WHERE datname = current_database()), "
+                "pg_current_wal_lsn()::text, "
+                "sum(tup_inserted + tup_updated + tup_deleted) "
+                "FILTER (WHERE datname IS DISTINCT FROM current_database()) "
+                "FROM pg_stat_database")
+            mine, lsn, others = cursor.fetchone()
+            return int(mine), lsn, int(others or 0)
+
+    def _wal_bytes(self, start: str, end: str) -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)", [end, start])
+            return int(cursor.fetchone()[0])
 
     def _calibrate(self) -> None:
         """Check the counter on a known number of commits: one per autocommit SELECT."""
-        before = self._commit_count()
+        before = self._counters()[0]
         with connection.cursor() as cursor:
             for _ in range(CALIBRATION_SELECTS):
                 cursor.execute("SELECT 1")
-        counted = self._commit_count() - before - self.READ_OVERHEAD
+        counted = self._counters()[0] - before - self.READ_OVERHEAD
         if counted != CALIBRATION_SELECTS:
             self.stderr.write(f"warning: commit counter check counted {counted} commits for "
                               f"{CALIBRATION_SELECTS} autocommit SELECTs; another session "
@@ -224,55 +339,117 @@ class Command(BaseCommand):
             self.stdout.write(f"commit counter check: {CALIBRATION_SELECTS} autocommit SELECTs "
                               f"counted as {counted} commits")
 
-    def _start_runs(self, runs: int) -> list[int]:
-        batch = uuid.uuid4().hex[:12]
-        actor = Actor.system("bench")
-        run_ids = []
-        for i in range(runs):
-            run, created = start_run(workflow=bench.name, business_key=f"bench-{batch}-{i}",
-                                     input={"n": i}, actor=actor)
-            if not created:
-                raise CommandError(f"run bench-{batch}-{i} already existed")
-            run_ids.append(run.pk)
-        return run_ids
+    def _probe_overhead(self, worker: Worker) -> int:
+        """Commits of one statistics flush by the worker (its connection check and the
+        flush): measured, then subtracted from each round."""
+        worker.flush_stats()
+        before = self._counters()[0]
+        worker.flush_stats()
+        overhead = self._counters()[0] - before - self.READ_OVERHEAD
+        self.stdout.write(f"worker statistics flush: {overhead} commit(s), subtracted")
+        return overhead
 
     # --- the measurements -----------------------------------------------------------------
 
-    def _advance_all(self, run_ids: list[int], counter: _Counter):
-        """Advance every run to the end, one after another; (steps, seconds, commits,
-        statements) of the timed part."""
-        statuses: dict[str, int] = {}
-        before = self._commit_count()
-        with connection.execute_wrapper(counter):
-            started = time.perf_counter()
-            for run_id in run_ids:
-                status = advance_run(run_id, worker="bench")
-                statuses[str(status)] = statuses.get(str(status), 0) + 1
-            elapsed = time.perf_counter() - started
-        commits = self._commit_count() - before - self.READ_OVERHEAD
-        if statuses.get(RunStatus.COMPLETED.value, 0) != len(run_ids):
-            raise CommandError(f"not every run completed: {statuses}")
-        return len(run_ids) * STEPS, elapsed, commits, counter.queries
+    def _run_batch(self, worker: Worker, runs: int, *, label: str, probe: int = 0,
+                   workflow=bw.noop, steps: int = bw.STEPS) -> dict:
+        """Start `runs` runs here and wait until the worker has completed them all."""
+        actor = Actor.system("bench")
+        batch = uuid.uuid4().hex[:12]
+        worker.flush_stats()
+        commits_before, lsn_before, foreign_before = self._counters()
+        cpu_before = worker.cpu_seconds()
+        start_times, run_ids = [], []
+        started = time.perf_counter()
+        for i in range(runs):
+            t = time.perf_counter()
+            run, created = start_run(workflow=workflow.name, business_key=f"{batch}-{i}",
+                                     input={"n": i}, actor=actor)
+            start_times.append(time.perf_counter() - t)
+            if not created:
+                raise CommandError(f"run {batch}-{i} already existed")
+            run_ids.append(run.pk)
+        polls = 0
+        deadline = time.monotonic() + 60 + runs
+        with connection.cursor() as cursor:
+            # Runs are claimed in the order they were woken: the last one ends last, nearly
+            # always; the count afterwards checks them all.
+            for run_id in (run_ids[-1], None):
+                while True:
+                    if run_id is None:
+                        cursor.execute("SELECT count(*) FROM runs_run WHERE id = ANY(%s) "
+                                       "AND status NOT IN ('completed', 'attention')",
+                                       [run_ids])
+                    else:
+                        cursor.execute("SELECT count(*) FROM runs_run WHERE id = %s AND "
+                                       "status NOT IN ('completed', 'attention')", [run_id])
+                    polls += 1
+                    if cursor.fetchone()[0] == 0:
+                        break
+                    if time.monotonic() > deadline:
+                        raise CommandError(f"{label}: runs not finished after "
+                                           f"{60 + runs}s; worker log: {worker.log_path}")
+                    time.sleep(POLL_SECONDS)
+        elapsed = time.perf_counter() - started
+        cpu = worker.cpu_seconds() - cpu_before
+        worker.flush_stats()
+        commits_after, lsn_after, foreign_after = self._counters()
+        stuck = Run.objects.filter(pk__in=run_ids).exclude(status=RunStatus.COMPLETED)
+        if stuck.exists():
+            raise CommandError(f"{label}: {stuck.count()} of {runs} runs did not complete: "
+                               f"{list(stuck.values_list('pk', 'status', 'status_message')[:3])}")
+        total_steps = runs * steps
+        commits = commits_after - commits_before - self.READ_OVERHEAD - polls - probe
+        wal = self._wal_bytes(lsn_before, lsn_after)
+        return {
+            "elapsed": elapsed, "steps_s": total_steps / elapsed,
+            "commits_step": commits / total_steps, "wal_step": wal / total_steps,
+            "wal": wal, "start_ms": 1000 * statistics.fmean(start_times),
+            "cpu_ms_step": 1000 * cpu / total_steps,
+            "foreign": foreign_after - foreign_before,
+        }
 
-    def _bare_loop(self, seconds: float) -> tuple[float, int]:
-        """Commits per second of a one-row UPDATE + COMMIT loop on the same database."""
-        params = _server_params()
-        with psycopg.connect(dbname=settings.DATABASES["default"]["NAME"], autocommit=False,
-                             **params) as bare:
+    def _large_result(self, worker: Worker) -> dict:
+        """One run whose step returns 10 MB, through the worker: the peak RSS of the worker
+        process over what it held before, and the WAL the run wrote."""
+        children = worker.children()
+        base = {}
+        for pid in children:
+            # "5" resets the peak RSS (VmHWM) to the current RSS.
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+            base[pid] = _proc_status_kb(pid, "VmRSS")
+        batch = self._run_batch(worker, 1, label="10MB result", workflow=bw.large, steps=1)
+        peaks = {pid: _proc_status_kb(pid, "VmHWM") for pid in children}
+        pid = max(children, key=lambda p: peaks[p] - base[p])
+        return {"peak_mb": (peaks[pid] - base[pid]) / 1024, "hwm_mb": peaks[pid] / 1024,
+                "base_mb": base[pid] / 1024, "wal_mb": batch["wal"] / 1e6,
+                "seconds": batch["elapsed"]}
+
+    def _bare_loop(self, seconds: float) -> float:
+        """Commits per second of a one-row INSERT + COMMIT loop on a connection opened with
+        the worker's connection parameters (Django's, so the same synchronous_commit and
+        options)."""
+        bare = connection.get_new_connection(connection.get_connection_params())
+        try:
+            bare.autocommit = False
             with bare.cursor() as cursor:
                 cursor.execute("CREATE TABLE IF NOT EXISTS bench_bare "
-                               "(id int PRIMARY KEY, v int)")
-                cursor.execute("INSERT INTO bench_bare (id, v) VALUES (1, 0) "
-                               "ON CONFLICT (id) DO NOTHING")
+                               "(id bigserial PRIMARY KEY, v int NOT NULL)")
+                cursor.execute("TRUNCATE bench_bare")
                 bare.commit()
                 commits = 0
                 started = time.perf_counter()
                 deadline = started + seconds
                 while True:
-                    cursor.execute("UPDATE bench_bare SET v = v + 1 WHERE id = 1")
+                    cursor.execute("INSERT INTO bench_bare (v) VALUES (%s)", [commits])
                     bare.commit()
                     commits += 1
                     now = time.perf_counter()
                     if now >= deadline:
                         break
-        return commits / (now - started), commits
+                # Report this session's commits now, not as it exits during the next round.
+                cursor.execute("SELECT pg_stat_force_next_flush()")
+                bare.commit()
+        finally:
+            bare.close()
+        return commits / (now - started)
