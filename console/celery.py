@@ -28,15 +28,22 @@ def keep_healthy_connections(sender=None, **kwargs):
     pg_terminate_backend, a restart, a failover) is so replaced before the task uses it,
     instead of failing the task's first statement.
 
+    A task marked replaces_broken_connection (runs.tasks.advance_run, the hot path) skips
+    that check: it tries its work once more at once on a new connection when the first one
+    turns out dead, instead of paying a "SELECT 1" (a round trip and a transaction) per run.
+
     Celery's Django fixup would close them all instead (see CELERY_DB_REUSE_MAX): a new
     session, with its authentication and catalog warm-up, for every task."""
     if getattr(getattr(sender, "request", None), "is_eager", False):
         return  # run inline by its caller, inside the caller's task or transaction
     from django.db import connections
 
+    check = not getattr(sender, "replaces_broken_connection", False)
     for conn in connections.all(initialized_only=True):
         if not conn.in_atomic_block:
             conn.close_if_unusable_or_obsolete()
+            if not check and conn.connection is not None:
+                conn.health_check_done = True
 
 
 @worker_init.connect

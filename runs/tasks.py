@@ -3,7 +3,7 @@
 import logging
 
 from celery import shared_task
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, connection
 
 from audit.chain import Actor
 
@@ -24,10 +24,20 @@ CONNECTION_LOST = (InterfaceError, OperationalError)
 RETRY = {"bind": True, "max_retries": 5, "default_retry_delay": 1}
 
 
-@shared_task(name=ADVANCE_RUN_TASK, **RETRY)
+# replaces_broken_connection: console.celery skips its "SELECT 1" before this task, which
+# replaces a connection found dead at its first statement itself, at once.
+@shared_task(name=ADVANCE_RUN_TASK, replaces_broken_connection=True, **RETRY)
 def advance_run(self, run_id: int) -> str | None:
     try:
-        return executor.advance_run(run_id)
+        try:
+            return executor.advance_run(run_id)
+        except CONNECTION_LOST as exc:
+            # Most often the session died while the worker waited (killed, a restart, a
+            # failover): once more at once, on a new connection.
+            logger.info("run %s: database connection lost (%s); trying again on a new one",
+                        run_id, exc)
+            connection.close()
+            return executor.advance_run(run_id)
     except CONNECTION_LOST as exc:
         logger.warning("run %s: database connection lost (%s); trying again", run_id, exc)
         raise self.retry(exc=exc) from exc

@@ -86,21 +86,24 @@ def claim_run(run_id: int, *, worker: str, now: datetime | None = None) -> Lease
 def _claim_in_one_statement(run_id: int, worker: str, now: datetime) -> Lease | None:
     # Read without a lock, decide, then write claim and first intent in one statement that
     # matches only if the run is still as read: of two racing workers, one matches.
-    # One read for the run and its steps: every read here is a transaction of its own.
-    steps = list(Step.objects.filter(run_id=run_id).select_related("run").order_by("position"))
-    run = steps[0].run if steps else Run.objects.filter(pk=run_id).first()
-    if run is None or not _due(run, now):
-        return None
-    for step in steps:
-        step.run = run
-    expect_status, expect_token, expect_seq = run.status, run.fencing_token, run.audit_seq
-    lease, change = _apply_claim(run, steps, worker, now)
-    written = checkpoint_sql.write_if_unchanged(
-        run=run, steps=list(change.steps.values()), records=change.records,
-        events=change.events,
-        run_fields=_RUN_FIELDS, step_fields=_STEP_FIELDS, expect_token=expect_token,
-        expect_status=expect_status, expect_seq=expect_seq,
-    )
+    # One read for the run and its steps, in the transaction of the write: one commit per
+    # claim, not one for the read and one for the write.
+    with transaction.atomic(durable=True):
+        steps = list(Step.objects.filter(run_id=run_id).select_related("run")
+                     .order_by("position"))
+        run = steps[0].run if steps else Run.objects.filter(pk=run_id).first()
+        if run is None or not _due(run, now):
+            return None
+        for step in steps:
+            step.run = run
+        expect_status, expect_token, expect_seq = run.status, run.fencing_token, run.audit_seq
+        lease, change = _apply_claim(run, steps, worker, now)
+        written = checkpoint_sql.write_if_unchanged(
+            run=run, steps=list(change.steps.values()), records=change.records,
+            events=change.events,
+            run_fields=_RUN_FIELDS, step_fields=_STEP_FIELDS, expect_token=expect_token,
+            expect_status=expect_status, expect_seq=expect_seq,
+        )
     if not written:
         return None
     if change.wake:
