@@ -45,6 +45,15 @@ class AuditAction(StrEnum):
     APPROVAL_WITHDRAWN = "approval_withdrawn"
     APPROVAL_DECIDED = "approval_decided"
     APPROVAL_TIMED_OUT = "approval_timed_out"
+    # agent steps: each model turn, and each tool call it asks for (the call's outcome,
+    # reconciliation, retries and attention use the step actions above, with the call named
+    # in the record's data as "tool_call": "<turn>.<index>")
+    AGENT_TURN_STORED = "agent_turn_stored"
+    TOOL_CALL_INVALID = "tool_call_invalid"
+    TOOL_CALL_INTENT = "tool_call_intent"
+    TOOL_CALL_SUCCEEDED = "tool_call_succeeded"
+    TOOL_CALL_APPROVAL_REQUESTED = "tool_call_approval_requested"
+    TOOL_CALL_APPROVAL_DECIDED = "tool_call_approval_decided"
     # operator actions
     RESUMED = "resumed"
     STEP_RETRIED = "step_retried"

@@ -101,6 +101,13 @@ class Ledger(_RemoteSystem):
         return self._find("/ledger/entries", {"transaction_ref": transaction_ref})
 
 
+class VendorRegistry(_RemoteSystem):
+    """Read-only: the vendor record for a name (status, bank account), or None."""
+
+    def find(self, name: str) -> dict | None:
+        return self._find("/vendors", {"name": name})
+
+
 class CustomerSystem(_RemoteSystem):
     def create(self, key: str, email: str, name: str, plan: str) -> dict:
         return self._call("POST", "/customers", key=key,
@@ -202,6 +209,7 @@ class Services:
     customers: CustomerSystem
     payments: PaymentSystem
     model: ModelClient
+    vendors: VendorRegistry | None = None
 
     def close(self) -> None:
         self.tracker._http.close()  # one httpx client is shared by the HTTP systems
@@ -216,6 +224,7 @@ def build_services() -> Services:
     return Services(
         invoices=InvoiceSource(http), tracker=TaskTracker(http), messenger=Messenger(http),
         ledger=Ledger(http), customers=CustomerSystem(http), payments=PaymentSystem(http),
+        vendors=VendorRegistry(http),
         model=ModelClient(base_url=settings.MODEL_BASE_URL, api_key=settings.MODEL_API_KEY,
                           model=settings.MODEL_NAME,
                           timeout=settings.EXTERNAL_TIMEOUT_SECONDS),

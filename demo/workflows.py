@@ -257,3 +257,7 @@ def update_payment_status(ctx):
 @update_payment_status.reconcile
 def find_payment_update(ctx):
     return _found_or_not(ctx.services.payments.find(ctx.key))
+
+
+# The invoice-triage agent (its own module: an agent step and its tools).
+from . import agent_workflow  # noqa: E402, F401

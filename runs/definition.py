@@ -13,6 +13,7 @@ functions never open transactions, never touch Run or Step rows and never see a 
 get a StepContext.
 """
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -23,7 +24,9 @@ from pydantic import BaseModel
 from .retry import DEFAULT_POLICY, RetryPolicy
 
 READ, DECISION, WRITE, NOTIFY, APPROVAL = "read", "decision", "write", "notify", "approval"
-STEP_KINDS = (READ, DECISION, WRITE, NOTIFY, APPROVAL)
+# A model that chooses its tools, turn after turn (see AgentSpec at the end of this module).
+AGENT = "agent"
+STEP_KINDS = (READ, DECISION, WRITE, NOTIFY, APPROVAL, AGENT)
 LOW, HIGH = "low", "high"
 
 
@@ -149,7 +152,8 @@ class StepDef:
         return {READ: f"read{where}", DECISION: "ask the model for a decision",
                 WRITE: f"change{where or ' another system'}",
                 NOTIFY: f"send a message{where}",
-                APPROVAL: "wait for a person's approval"}[self.kind]
+                APPROVAL: "wait for a person's approval",
+                AGENT: "let the model choose its tools"}[self.kind]
 
     def compensation_preview(self, fn: Callable) -> Callable:
         """Declare what this step's compensation will send, built without sending it: the
@@ -169,11 +173,14 @@ class Workflow:
 
     def __init__(self, name: str, *, version: int, input: type[BaseModel],
                  services: Callable[[], Any] | None = None, auto_compensate: bool = False,
-                 example: dict | None = None, register: bool = True):
+                 example: dict | None = None, register: bool = True,
+                 retention_days: int | None = None):
         """`services` builds the clients steps reach as ctx.services (closed after each
         claim if they have a close()). `auto_compensate`: when a step fails with evidence that
         nothing changed, undo the completed steps without waiting for a person, provided all
-        of them are low impact. `example` is a valid input, used by the drill kit."""
+        of them are low impact. `example` is a valid input, used by the drill kit.
+        `retention_days`: how long its finished runs stay in the hot tables before the
+        archive app moves them to an archive file (None: the RUNS_RETENTION_DAYS setting)."""
         if not name or not isinstance(version, int) or version < 1:
             raise ValueError("a workflow needs a name and a positive integer version")
         self.name = name
@@ -182,6 +189,10 @@ class Workflow:
         self.services_factory = services
         self.auto_compensate = auto_compensate
         self.example = example
+        if retention_days is not None and (not isinstance(retention_days, int)
+                                           or retention_days < 0):
+            raise ValueError("retention_days must be a whole number of days, 0 or more")
+        self.retention_days = retention_days
         self.steps: list[StepDef] = []
         if register:
             registry.register(self)
@@ -283,6 +294,29 @@ class Workflow:
                                     escalate_to=tuple(escalate_to)),
         )
 
+    def agent(self, name: str, *, system_prompt: str, model: str = "",
+              budget: "AgentBudget | None" = None, schema_error_budget: int = 2,
+              retry: RetryPolicy = DEFAULT_POLICY, version: int = 1,
+              contract: Contract | None = None) -> "AgentSpec":
+        """An agent step: a model (through the openai client, against settings.MODEL_BASE_URL;
+        `model` defaults to settings.MODEL_NAME) that chooses which of the step's tools to call
+        for several turns, within `budget`. Every turn is stored before any tool it asks for
+        runs; every tool call is a checkpointed, keyed child of the step. `retry` applies to
+        the model calls."""
+        if any(s.name == name for s in self.steps):
+            raise ValueError(f"workflow {self.name}: step {name!r} declared twice")
+        if schema_error_budget < 0:
+            raise ValueError(f"agent {name!r}: schema_error_budget must be >= 0")
+        spec = AgentSpec(workflow=self, name=name, kind=AGENT, fn=_undo_tool_calls,
+                         version=version, retry=retry,
+                         contract=contract or Contract(rule="each tool call reconciled by its "
+                                                            "key; turns stored and reused"),
+                         model=model, system_prompt=system_prompt,
+                         budget=budget or AgentBudget(),
+                         schema_error_budget=schema_error_budget)
+        self.steps.append(spec)
+        return spec
+
 
 class Registry:
     """Maps (workflow name, version) to definitions. Old versions stay registered while
@@ -312,3 +346,155 @@ class Registry:
 
 
 registry = Registry()
+
+
+# --- agent steps ---------------------------------------------------------------------------
+#
+#     triage = invoice.agent("triage", system_prompt="...", budget=AgentBudget(max_turns=8))
+#
+#     @triage.tool("post-ledger", kind=WRITE, impact=HIGH, honours_keys=True,
+#                  args=PostLedgerArgs, redact=("iban",))
+#     def post_ledger(ctx, args): ...      # ctx.key: this tool call's own idempotency key
+#
+#     @post_ledger.reconcile
+#     def find_entry(ctx, args): ...       # Found(ref) / NotFound() / Undetermined(why)
+#
+# The model chooses which tool to call with which arguments; each call is a recorded child
+# of the step with its own key, state, attempts and evidence (runs.agents runs them).
+
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@dataclass(frozen=True)
+class AgentBudget:
+    """How far an agent step may go before a person is asked: model turns, tool calls and
+    tokens (prompt and completion) over the whole step."""
+
+    max_turns: int = 10
+    max_tool_calls: int = 20
+    max_tokens: int = 100_000
+
+    def __post_init__(self):
+        if min(self.max_turns, self.max_tool_calls, self.max_tokens) < 1:
+            raise ValueError("an AgentBudget's limits must be positive")
+
+
+@dataclass
+class ToolSpec:
+    """One tool an agent may call, declared like a step: its kind, impact, whether its
+    receiver honours keys, the schema of its arguments, and how to look its effect up by
+    key (reconcile) and undo it (compensate). Its functions take (ctx, args): a
+    StepContext whose key is the tool call's own key, and the validated arguments."""
+
+    agent: "AgentSpec"
+    name: str
+    kind: str
+    fn: Callable
+    args: type[BaseModel]
+    impact: str = LOW
+    honours_key: bool = False
+    # Argument fields shown as [redacted] wherever the call is displayed or audited.
+    redact: tuple[str, ...] = ()
+    retry: RetryPolicy = DEFAULT_POLICY
+    lookup_delay: float = 10.0
+    lookup_attempts: int = 3
+    # (args) -> bool: whether this call waits for a person's approval of its arguments.
+    # Unset: every call of a high-impact tool does.
+    approve_if: Callable | None = None
+    description: str = ""
+    system: str = ""
+    reconcile_fn: Callable | None = None
+    compensate_fn: Callable | None = None
+
+    @property
+    def has_side_effect(self) -> bool:
+        return self.kind in (WRITE, NOTIFY)
+
+    def needs_approval(self, args: BaseModel) -> bool:
+        if self.approve_if is not None:
+            return bool(self.approve_if(args))
+        return self.impact == HIGH and self.has_side_effect
+
+    def reconcile(self, fn: Callable) -> Callable:
+        """Declare how to look this tool's effect up by the call's key."""
+        if not self.has_side_effect:
+            raise TypeError(f"tool {self.name!r}: only write and notify tools reconcile")
+        self.reconcile_fn = fn
+        return fn
+
+    def compensate(self, fn: Callable) -> Callable:
+        """Declare the business action that undoes one call of this tool."""
+        if not self.has_side_effect:
+            raise TypeError(f"tool {self.name!r}: only write and notify tools compensate")
+        self.compensate_fn = fn
+        # The agent step now has something to undo: it joins the run's compensation plan
+        # (and gets a compensation key when a run starts).
+        self.agent.compensate_fn = _undo_tool_calls
+        return fn
+
+    def openai_tool(self) -> dict:
+        """The tool as the chat completions API takes it (tools=[...])."""
+        return {"type": "function", "function": {
+            "name": self.name, "description": self.description or f"{self.kind} tool",
+            "parameters": self.args.model_json_schema()}}
+
+
+def _undo_tool_calls(ctx):
+    # A marker: an agent step's compensation is its tool calls' compensations, newest
+    # first, each checkpointed; the executor runs them (runs.agents), never this.
+    raise RuntimeError("an agent step's compensation runs through runs.agents")
+
+
+@dataclass
+class AgentSpec(StepDef):
+    """A step in which a model chooses its tools for several turns (see ToolSpec)."""
+
+    model: str = ""
+    system_prompt: str = ""
+    budget: AgentBudget = field(default_factory=AgentBudget)
+    # Tool calls whose arguments fail their schema that are returned to the model as an
+    # error before the run stops for a person.
+    schema_error_budget: int = 2
+    tools: dict[str, ToolSpec] = field(default_factory=dict)
+    # (ctx) -> str: the task, as the first user message. Unset: the run's input as JSON.
+    prompt_fn: Callable | None = None
+
+    def tool(self, name: str, *, args: type[BaseModel], kind: str = READ, impact: str = LOW,
+             honours_keys: bool = False, redact: tuple[str, ...] = (),
+             retry: RetryPolicy = DEFAULT_POLICY, lookup_delay: float = 10.0,
+             lookup_attempts: int = 3, approve_if: Callable | None = None,
+             system: str = "") -> Callable[[Callable], ToolSpec]:
+        """Declare a tool the model may call; the decorated function performs one call."""
+        if not TOOL_NAME.fullmatch(name):
+            raise ValueError(f"tool {name!r}: a name of 1-64 letters, digits, '_' or '-'")
+        if name in self.tools:
+            raise ValueError(f"agent {self.name!r}: tool {name!r} declared twice")
+        if kind not in (READ, WRITE, NOTIFY):
+            raise ValueError(f"tool {name!r}: kind must be read, write or notify")
+        if impact not in (LOW, HIGH):
+            raise ValueError(f"tool {name!r}: impact must be 'low' or 'high'")
+        if not (isinstance(args, type) and issubclass(args, BaseModel)):
+            raise TypeError(f"tool {name!r}: args must be a pydantic model")
+
+        def decorator(fn: Callable) -> ToolSpec:
+            tool = ToolSpec(agent=self, name=name, kind=kind, fn=fn, args=args,
+                            impact=impact, honours_key=honours_keys, redact=tuple(redact),
+                            retry=retry, lookup_delay=lookup_delay,
+                            lookup_attempts=lookup_attempts, approve_if=approve_if,
+                            description=" ".join((fn.__doc__ or "").split()), system=system)
+            self.tools[name] = tool
+            if impact == HIGH and kind in (WRITE, NOTIFY):
+                # The step carries the impact of its strongest tool: its effects are not
+                # undone, nor the run ended after them, without a person.
+                self.impact = HIGH
+            return tool
+
+        return decorator
+
+    def prompt(self, fn: Callable) -> Callable:
+        """Declare the task the model is given, built from the input and earlier results."""
+        self.prompt_fn = fn
+        return fn
+
+    def openai_tools(self) -> list[dict]:
+        return [tool.openai_tool() for tool in self.tools.values()]

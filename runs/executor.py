@@ -15,7 +15,7 @@ from functools import partial
 
 from pydantic import ValidationError
 
-from . import artifacts, crashpoints, transitions
+from . import agent_loop, artifacts, crashpoints, transitions
 from . import definition as d
 from .context import StepContext, build_context, opened_services
 from .errors import Classified, classify
@@ -64,6 +64,15 @@ def _advance_claimed(run_id: int, worker: str) -> str | None:
 
 def _work_once(lease: transitions.Lease, step, spec: d.StepDef,
                ctx: StepContext) -> transitions.Lease:
+    if spec.kind == d.AGENT:
+        # Its tool calls are checkpointed, settled and undone one by one (agent_loop);
+        # the step's own outcome (final answer, model error, undo done) is recorded here.
+        work = agent_loop.compensate_agent_step if lease.compensating \
+            else agent_loop.run_agent_step
+        result = work(lease, step, spec, ctx)
+        if isinstance(result, transitions.Lease):
+            return result
+        return transitions.record_outcome(lease, lease.by_name(step.name), result)
     if lease.settle_first:
         verdict, error = ask_remote(spec, ctx)
         logger.info("step %s: outcome unknown; lookup by key: %s", step.name,

@@ -25,3 +25,18 @@ def compensation_key(workflow: str, business_key: str, step_name: str,
     return hashlib.sha256(
         f"{workflow}:{business_key}:{step_name}:compensate:v{step_version}".encode()
     ).hexdigest()
+
+
+def tool_call_key(workflow: str, business_key: str, step_name: str, step_version: int,
+                  turn: int, call_index: int, tool: str) -> str:
+    """The key of one tool call of an agent step: the call is identified by its place in the
+    stored conversation (turn, index), which a crash or an operator retry never changes."""
+    return hashlib.sha256(
+        f"{workflow}:{business_key}:{step_name}:v{step_version}:turn{turn}:call{call_index}:"
+        f"{tool}".encode()
+    ).hexdigest()
+
+
+def tool_compensation_key(call_key: str) -> str:
+    """The key of a tool call's compensation, distinct from the call's own."""
+    return hashlib.sha256(f"{call_key}:compensate".encode()).hexdigest()

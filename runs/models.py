@@ -236,3 +236,7 @@ class RunEvent(models.Model):
 
     def __str__(self):
         return f"run {self.run_id}: {self.status_from} -> {self.status_to}"
+
+
+# The record of agent steps (their turns and tool calls) lives in its own module.
+from .agent_models import AgentTurn, ToolCall, ToolCallStatus  # noqa: E402, F401

@@ -26,6 +26,7 @@ ENDPOINTS = {
     "customers.lookup": "GET /sandbox/customers?key=",
     "payments.update": "POST /sandbox/payments/status",
     "payments.lookup": "GET /sandbox/payments/status?key=",
+    "vendors.lookup": "GET /sandbox/vendors?name=",
     "model.chat": "POST /sandbox/model/v1/chat/completions",
 }
 

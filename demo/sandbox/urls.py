@@ -14,6 +14,7 @@ urlpatterns = [
     path("ledger/entries", views.ledger_entries, name="ledger-entries"),
     path("customers", views.customers, name="customers"),
     path("payments/status", views.payment_status, name="payment-status"),
+    path("vendors", views.vendor, name="vendors"),
     path("model/v1/chat/completions", views.chat_completions, name="model-chat"),
     path("stats", views.stats, name="stats"),
     path("faults", views.fault_queue, name="faults"),

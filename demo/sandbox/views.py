@@ -21,9 +21,9 @@ from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 from django.views.decorators.http import require_http_methods
 
-from . import classifier, faults
+from . import agent_model, classifier, faults
 from .injection import with_faults
-from .invoices import invoice_for
+from .invoices import invoice_for, vendor_named
 from .models import (
     Customer,
     LedgerEntry,
@@ -298,6 +298,8 @@ def chat_completions(request):
         return _model_error(400, "'model' is required", "invalid_request_error")
     if not isinstance(messages, list) or not messages:
         return _model_error(400, "'messages' must be a non-empty list", "invalid_request_error")
+    if data.get("tools"):
+        return _agent_turn(model, messages)
     prompt = classifier.last_user_text(messages)
     malformed = request.sandbox_fault == faults.MALFORMED
     content = classifier.answer(prompt, malformed=malformed)
@@ -305,6 +307,28 @@ def chat_completions(request):
                                     malformed=malformed)
     return JsonResponse(classifier.completion(completion_id=call.ref, model=model,
                                               prompt=prompt, content=content))
+
+
+def _agent_turn(model: str, messages: list) -> JsonResponse:
+    """The next turn of a model offered tools (see agent_model): recorded as a ModelCall
+    like any completion, so tests can count how often the model was asked."""
+    content, calls = agent_model.answer(messages)
+    call = ModelCall.objects.create(
+        model=model, prompt=classifier.last_user_text(messages) or str(messages[-1])[:2000],
+        content=json.dumps({"content": content, "tool_calls": calls}))
+    return JsonResponse(agent_model.completion(completion_id=call.ref, model=model,
+                                               messages=messages, content=content,
+                                               tool_calls=calls))
+
+
+# Vendors (read-only, derived from the invoice source's vendors) ----------------------------
+
+
+@remote_api(["GET"])
+@with_faults("vendors.lookup")
+def vendor(request):
+    found = vendor_named(_query(request, "name"))
+    return _found(None) if found is None else JsonResponse(found)
 
 
 # Statistics and faults --------------------------------------------------------------------

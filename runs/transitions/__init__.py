@@ -8,9 +8,15 @@ automation) and the console (for operators) call these same functions.
 The package, by concern: kernel (the table, _Change, locking, audit), start (starting a
 run), lease_cycle (claim, outcomes, unknown outcomes, heartbeats, lease expiry), resends
 (the one path that sends a step again), compensation, operator_rules (when an operator
-action can succeed, four eyes), operator (the operator actions), approval_waits.
+action can succeed, four eyes), operator (the operator actions), approval_waits,
+agent_calls (an agent step's model turns and tool calls).
 """
 
+from .agent_calls import (
+    decide_tool_call,
+    reconcile_tool_call,
+    waiting_tool_calls,
+)
 from .approval_waits import (
     approval_timed_out,
     decide_approval,
@@ -62,7 +68,8 @@ from .start import start_run
 __all__ = [
     "DONE_STEP_STATUSES", "EFFECT_KINDS", "HELD", "NEW", "RUN_TRANSITIONS",
     "SECOND_PERSON_ACTIONS", "STEP_ACTIONS", "Lease", "Outcome", "allowed",
-    "approval_timed_out", "ask_again", "cancel", "claim_run", "compensate",
+    "approval_timed_out", "ask_again", "decide_tool_call", "reconcile_tool_call",
+    "waiting_tool_calls", "cancel", "claim_run", "compensate",
     "compensation_plan", "confirm_compensation", "decide_approval", "eligible_steps",
     "expire_lease", "expire_leases", "heartbeat", "high_impact_effects", "input_hash",
     "needs_second_person",

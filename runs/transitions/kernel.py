@@ -87,6 +87,13 @@ RUN_TRANSITIONS: dict[str, Move] = {
     "reopen": _move({TERM}, {A}),
     # A person confirms the undo of a high-impact step a compensation paused at.
     "confirm_compensation": _move({A}, {COMP}),
+    # An agent step (runs.transitions.agent_calls): the lease holder stores a model turn
+    # (stopping for a person at an invented tool or a spent budget), checkpoints each tool
+    # call's intent and outcome, settles it by key, or waits for a person's approval of it.
+    "agent_turn": _move({R}, {R, A}),
+    "tool_call": _move({R}, {R, W, A}),
+    "tool_compensation": _move({COMP}, {COMP}),
+    "reconcile_tool_call": _move({A}, {Q, A}),
 }
 
 DONE_STEP_STATUSES = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})

@@ -19,6 +19,8 @@ from ..models import (
     Run,
     Step,
     StepStatus,
+    ToolCall,
+    ToolCallStatus,
 )
 from .compensation import compensation_plan
 from .kernel import (  # the package's shared vocabulary
@@ -30,13 +32,15 @@ from .kernel import (  # the package's shared vocabulary
     allowed,
 )
 
-STEP_ACTIONS = frozenset({"reconcile", "retry_step", "ask_again", "confirm_compensation"})
+STEP_ACTIONS = frozenset({"reconcile", "retry_step", "ask_again", "confirm_compensation",
+                          "reconcile_tool_call"})
 # Actions that end a run, or undo or abandon its effects.
 
 SECOND_PERSON_ACTIONS = frozenset({"cancel", "terminate", "compensate"})
 # Actions that move a run forward again, which a compensation under way rules out.
 
-FORWARD_ACTIONS = frozenset({"resume", "reconcile", "retry_step", "ask_again"})
+FORWARD_ACTIONS = frozenset({"resume", "reconcile", "retry_step", "ask_again",
+                             "reconcile_tool_call"})
 
 EFFECT_KINDS = (d.WRITE, d.NOTIFY)
 # A step in one of these states has an effect in another system (not yet undone).
@@ -89,6 +93,12 @@ def step_refusal(action: str, run: Run, step: Step, steps: list[Step],
                  (StepStatus.PENDING, StepStatus.SKIPPED, StepStatus.FAILED)]
         if acted:
             return f"{', '.join(acted)} already acted on this decision; compensate first"
+    elif action == "reconcile_tool_call":
+        # An agent step's tool call (runs.transitions.agent_calls): the step is unknown
+        # while one of its calls is.
+        if step.kind != d.AGENT or step.status != StepStatus.UNKNOWN or not \
+                ToolCall.objects.filter(step=step, status=ToolCallStatus.UNKNOWN).exists():
+            return f"{where} has no tool call whose outcome is unknown"
     elif action == "confirm_compensation":
         paused = paused_undo(run, steps, definition)
         if paused is None or paused.pk != step.pk:

@@ -1,0 +1,255 @@
+"""The executor of agent steps: under the run's lease, settle what a crash left behind, run
+the model's tool calls one at a time with a checkpoint before and after each, and ask the
+model for its next turn only once every call of the last one is settled.
+
+Order of work, each time round (every decision is re-read from the database, so a worker
+that takes over after a crash starts from exactly the same place):
+1. calls left running by a dead worker: unknown (a write or notify may have acted);
+2. unknown calls: looked up by key with the tool's reconcile function, then settled;
+3. the next pending or due call: approval first if its tool needs one (bound to the hash
+   of its arguments), then intent, the call with its own key, outcome;
+4. the last stored turn had no tool calls: that answer is the step's result;
+5. otherwise the model is asked (messages rebuilt from the stored turns and tool results),
+   and its answer is stored before anything it asks for runs.
+
+The model is asked through the openai client against settings.MODEL_BASE_URL. A model call
+changes nothing, so its errors are transient or permanent, never unknown; they are the
+step's errors (retried by the step's policy, stored turns reused).
+"""
+
+import dataclasses
+import json
+import logging
+
+import openai
+from django.conf import settings
+
+from . import crashpoints, transitions
+from . import definition as d
+from .agent_models import ToolCall, ToolCallStatus
+from .context import StepContext
+from .errors import Classified, PermanentError, TransientError, classify
+from .models import ErrorClass, Step
+from .transitions import agent_calls as calls_tx
+
+logger = logging.getLogger(__name__)
+S = ToolCallStatus
+# A crash point after a model turn was stored ("after_turn:<step>"), for the drills.
+AFTER_TURN = "after_turn"
+
+
+def run_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpec,
+                   ctx: StepContext) -> transitions.Lease | transitions.Outcome:
+    """Advance the agent step as far as it goes under this lease. Returns the lease when a
+    transition stopped the work (waiting, attention, lease lost), or the step's Outcome
+    (its final answer, or the model's error) for the lease cycle to record."""
+    name = step.name
+    client = None
+    try:
+        while True:
+            if lease.finished or lease.work is None or lease.work.name != name:
+                return lease
+            step = lease.by_name(name)
+            calls = calls_tx.calls_of(step)
+            running = [c for c in calls if c.status == S.RUNNING]
+            if running:
+                lease = calls_tx.take_back_calls(lease, step, running)
+                continue
+            unknown = next((c for c in calls if c.status == S.UNKNOWN), None)
+            if unknown is not None:
+                tool = spec.tools.get(unknown.tool)
+                verdict, error = ask_tool_remote(tool, _tool_ctx(ctx, unknown), unknown)
+                logger.info("%s tool call %s (%s): outcome unknown; lookup by key: %s",
+                            name, unknown.ref, unknown.tool, verdict or "no reconcile")
+                lease = calls_tx.settle_tool_call(lease, step, unknown, verdict, error=error)
+                continue
+            due = next((c for c in calls if c.status in (S.PENDING, S.SCHEDULED)), None)
+            if due is not None:
+                lease = _run_call(lease, step, spec, ctx, due)
+                continue
+            if any(c.status == S.WAITING for c in calls):
+                return lease  # cannot happen under a lease: a waiting call holds none
+            turns = calls_tx.turns_of(step)
+            if turns and not turns[-1].tool_calls:
+                return transitions.Outcome(succeeded=True, value=final_result(turns, calls))
+            spent = calls_tx.budget_spent(step, spec, asking=True)
+            if spent is not None:
+                return calls_tx.agent_budget_spent(lease, step, spent[1])
+            if client is None:
+                client = model_client()
+            try:
+                turn = ask_model(client, spec, messages(spec, ctx, turns, calls))
+            except Exception as exc:
+                return transitions.Outcome(succeeded=False, error=classify(exc))
+            lease = calls_tx.record_agent_turn(lease, step, turn)
+            crashpoints.reach(AFTER_TURN, name)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _run_call(lease, step: Step, spec: d.AgentSpec, ctx: StepContext, call: ToolCall):
+    tool = spec.tools[call.tool]
+    args = tool.args.model_validate(call.arguments)
+    if tool.needs_approval(args) and call.approved_hash != call.args_hash:
+        return calls_tx.await_tool_approval(lease, step, call)
+    call = calls_tx.begin_tool_call(lease, step, call)
+    if call is None:
+        return lease
+    point = f"{step.name}/{call.tool}"
+    crashpoints.reach(crashpoints.BEFORE_CALL, point)
+    if crashpoints.injected_failure(point):
+        outcome = transitions.Outcome(succeeded=False, error=Classified(
+            ErrorClass.PERMANENT, f"drill: injected permanent failure of {point}"))
+    else:
+        outcome = call_tool(tool, _tool_ctx(ctx, call), args)
+    crashpoints.reach(crashpoints.AFTER_CALL, point)
+    return calls_tx.record_tool_outcome(lease, step, call, outcome)
+
+
+def _tool_ctx(ctx: StepContext, call: ToolCall, *, compensating: bool = False) -> StepContext:
+    """The step's context, narrowed to one tool call: its own key, attempt and reference."""
+    if compensating:
+        return dataclasses.replace(ctx, key=call.compensation_key,
+                                   attempt=call.compensation_attempt,
+                                   remote_ref=call.remote_ref)
+    return dataclasses.replace(ctx, key=call.idempotency_key, attempt=call.attempt,
+                               remote_ref=call.remote_ref)
+
+
+def call_tool(tool: d.ToolSpec, ctx: StepContext, args) -> transitions.Outcome:
+    """Call a tool function and turn whatever happens into a classified Outcome."""
+    try:
+        value = tool.fn(ctx, args)
+    except Exception as exc:
+        return transitions.Outcome(succeeded=False,
+                                   error=classify(exc, non_retryable=tool.retry.non_retryable))
+    remote_ref = ""
+    if isinstance(value, d.StepResult):
+        value, remote_ref = value.value, value.remote_ref
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        return transitions.Outcome(succeeded=False, error=Classified(
+            ErrorClass.UNCLASSIFIED, f"tool returned a value that cannot be stored: {exc}"))
+    return transitions.Outcome(succeeded=True, value=value, remote_ref=str(remote_ref or ""))
+
+
+def ask_tool_remote(tool: d.ToolSpec | None, ctx: StepContext, call: ToolCall):
+    """Look a tool call's effect up by its key: (verdict, error), as executor.ask_remote."""
+    if tool is None or tool.reconcile_fn is None:
+        return None, ""
+    try:
+        verdict = tool.reconcile_fn(ctx, tool.args.model_validate(call.arguments))
+    except Exception as exc:
+        message = classify(exc).message
+        return d.LookupFailed(f"lookup failed: {message}"), message
+    if not isinstance(verdict, d.Found | d.NotFound | d.Undetermined):
+        return d.Undetermined(f"reconcile returned {type(verdict).__name__}, expected "
+                              "Found, NotFound or Undetermined"), ""
+    return verdict, ""
+
+
+def compensate_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpec,
+                          ctx: StepContext) -> transitions.Lease | transitions.Outcome:
+    """The agent step's compensation: its tool calls' undos, newest first, each with its
+    own key and a checkpoint before and after. Returns the step's compensation Outcome
+    (a failure leaves the failed call compensating, to be sent again with its key)."""
+    for call in calls_tx.compensation_order(step, spec):
+        tool = spec.tools[call.tool]
+        call = calls_tx.begin_tool_compensation(lease, step, call)
+        if call is None:
+            return lease
+        point = f"{step.name}/{call.tool}:compensate"
+        crashpoints.reach(crashpoints.BEFORE_CALL, point)
+        try:
+            value = tool.compensate_fn(_tool_ctx(ctx, call, compensating=True),
+                                       tool.args.model_validate(call.arguments))
+        except Exception as exc:
+            return transitions.Outcome(succeeded=False, error=classify(
+                exc, non_retryable=tool.retry.non_retryable))
+        crashpoints.reach(crashpoints.AFTER_CALL, point)
+        ref = value.remote_ref if isinstance(value, d.StepResult) else ""
+        lease = calls_tx.record_tool_compensation(
+            lease, step, call, transitions.Outcome(succeeded=True, remote_ref=ref))
+        if lease.finished:
+            return lease
+    return transitions.Outcome(succeeded=True, value=None)
+
+
+# --- the conversation ----------------------------------------------------------------------
+
+def messages(spec: d.AgentSpec, ctx: StepContext, turns, calls: list[ToolCall]) -> list[dict]:
+    """The conversation so far, rebuilt from what is stored: the same every time."""
+    task = spec.prompt_fn(ctx) if spec.prompt_fn else json.dumps(
+        ctx.input.model_dump(mode="json"), sort_keys=True)
+    out = [{"role": "system", "content": spec.system_prompt},
+           {"role": "user", "content": str(task)}]
+    by_turn: dict[int, list[ToolCall]] = {}
+    for call in calls:
+        by_turn.setdefault(call.turn, []).append(call)
+    for turn in turns:
+        message = {"role": "assistant", "content": turn.content or None}
+        if turn.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.get("id"), "type": "function",
+                 "function": {"name": c.get("name"), "arguments": c.get("arguments") or "{}"}}
+                for c in turn.tool_calls]
+        out.append(message)
+        for call in by_turn.get(turn.index, []):
+            out.append({"role": "tool", "tool_call_id": call.call_id,
+                        "content": tool_message(call)})
+    return out
+
+
+def tool_message(call: ToolCall) -> str:
+    """What the model is told about one settled call."""
+    if call.status in (S.SUCCEEDED, S.COMPENSATING, S.COMPENSATED, S.COMPENSATION_FAILED):
+        return json.dumps(call.result if call.result is not None else {"ok": True})
+    if call.status == S.INVALID:
+        return json.dumps({"error": f"invalid call, not executed: {call.error_message}"})
+    if call.status == S.DECLINED:
+        return json.dumps({"error": f"declined, not executed: {call.error_message}"})
+    return json.dumps({"error": f"failed, nothing changed: {call.error_message}"})
+
+
+def final_result(turns, calls: list[ToolCall]) -> dict:
+    return {"answer": turns[-1].content, "turns": len(turns), "tool_calls": len(calls),
+            "tokens": sum(t.prompt_tokens + t.completion_tokens for t in turns)}
+
+
+# --- the model -----------------------------------------------------------------------------
+
+def model_client() -> openai.OpenAI:
+    # Retries are the runtime's business (max_retries=0), as for the demo's model client.
+    return openai.OpenAI(base_url=settings.MODEL_BASE_URL, api_key=settings.MODEL_API_KEY,
+                         timeout=settings.EXTERNAL_TIMEOUT_SECONDS, max_retries=0)
+
+
+def ask_model(client: openai.OpenAI, spec: d.AgentSpec, conversation: list[dict]
+              ) -> calls_tx.ModelTurn:
+    """One chat completion with the step's tools. Raises TransientError or PermanentError."""
+    try:
+        completion = client.chat.completions.create(
+            model=spec.model or settings.MODEL_NAME, messages=conversation,
+            tools=spec.openai_tools())
+    except openai.APIConnectionError as exc:  # includes APITimeoutError
+        raise TransientError(f"model endpoint unreachable or too slow: "
+                             f"{type(exc).__name__}") from exc
+    except openai.RateLimitError as exc:
+        raise TransientError("model endpoint rate limit (HTTP 429)") from exc
+    except openai.APIStatusError as exc:
+        error = TransientError if exc.status_code >= 500 else PermanentError
+        raise error(f"model endpoint refused: HTTP {exc.status_code}") from exc
+    if not completion.choices:
+        raise TransientError("the model answered with no choice")
+    choice = completion.choices[0]
+    message = choice.message
+    asked = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+             for c in (message.tool_calls or []) if getattr(c, "function", None)]
+    usage = completion.usage
+    return calls_tx.ModelTurn(
+        content=message.content or "", tool_calls=asked,
+        finish_reason=choice.finish_reason or "", model_ref=completion.id or "",
+        prompt_tokens=usage.prompt_tokens if usage else 0,
+        completion_tokens=usage.completion_tokens if usage else 0)

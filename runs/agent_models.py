@@ -1,0 +1,107 @@
+"""The durable record of an agent step: each model turn, and each tool call it asked for.
+
+A turn is stored before any tool it asks for runs, and reused after a crash: the model is
+never asked the same turn twice. A tool call is a child of the step with its own state,
+attempts, idempotency key and evidence. Only runs.transitions changes these rows.
+"""
+
+from django.db import models
+from django.db.models import Q
+
+
+class ToolCallStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"          # intent recorded, the call may be under way
+    SCHEDULED = "scheduled"      # sent again at next_attempt_at
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"            # evidence that nothing changed
+    UNKNOWN = "unknown"          # it may have happened: reconciled by key before anything else
+    INVALID = "invalid"          # arguments failed the tool's schema: never executed
+    WAITING = "waiting"          # for a person's approval of its arguments
+    DECLINED = "declined"        # a person declined it: never executed
+    COMPENSATING = "compensating"
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation_failed"
+
+
+class AgentTurn(models.Model):
+    """One answer of the model: its content, the tool calls it asked for, its token usage."""
+
+    step = models.ForeignKey("runs.Step", on_delete=models.CASCADE, related_name="agent_turns",
+                             db_index=False)
+    index = models.PositiveIntegerField()
+    content = models.TextField(blank=True)
+    # [{"id": ..., "name": ..., "arguments": "<the raw JSON text the model sent>"}]
+    tool_calls = models.JSONField(default=list)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    model_ref = models.CharField(max_length=200, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["step", "index"],
+                                               name="agentturn_unique_step_index")]
+        ordering = ["step_id", "index"]
+
+    def __str__(self):
+        return f"{self.step_id}/turn {self.index}"
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ToolCall(models.Model):
+    """One tool call of an agent step, checkpointed before and after it runs."""
+
+    step = models.ForeignKey("runs.Step", on_delete=models.CASCADE, related_name="tool_calls",
+                             db_index=False)
+    turn = models.PositiveIntegerField()
+    index = models.PositiveIntegerField()
+    # The id the model gave the call (tool results are matched to it in the conversation).
+    call_id = models.CharField(max_length=200)
+    tool = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, blank=True)
+    impact = models.CharField(max_length=8, blank=True)
+    # The validated arguments (or, for invalid ones, what the model sent, kept as evidence).
+    arguments = models.JSONField(null=True, blank=True)
+    args_hash = models.CharField(max_length=64)
+    status = models.CharField(max_length=32, choices=ToolCallStatus.choices,
+                              default=ToolCallStatus.PENDING)
+    idempotency_key = models.CharField(max_length=64)
+    compensation_key = models.CharField(max_length=64, blank=True)
+    attempt = models.PositiveIntegerField(default=0)
+    lookup_failures = models.PositiveIntegerField(default=0)
+    compensation_attempt = models.PositiveIntegerField(default=0)
+    # The hash of the arguments a person approved (a call runs only if it matches).
+    approved_hash = models.CharField(max_length=64, blank=True)
+    approved_by = models.CharField(max_length=200, blank=True)
+    remote_ref = models.CharField(max_length=300, blank=True)
+    compensation_ref = models.CharField(max_length=300, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error_class = models.CharField(max_length=16, blank=True)
+    error_message = models.TextField(blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["step", "turn", "index"],
+                                               name="toolcall_unique_step_turn_index")]
+        indexes = [
+            models.Index(fields=["idempotency_key"], name="toolcall_key_idx"),
+            # Tool calls a person must look at: few at any time.
+            models.Index(fields=["step"], name="toolcall_unsettled_idx",
+                         condition=Q(status__in=["unknown", "waiting"])),
+        ]
+        ordering = ["step_id", "turn", "index"]
+
+    def __str__(self):
+        return f"{self.step_id}/turn {self.turn}/call {self.index} {self.tool}"
+
+    @property
+    def ref(self) -> str:
+        """How people and operator actions name the call within its step: turn.index."""
+        return f"{self.turn}.{self.index}"

@@ -1,0 +1,712 @@
+"""The transitions of an agent step: a model turn stored, and each tool call it asks for
+checkpointed before and after it runs, settled by key when its outcome is unknown, held
+for a person's approval of its arguments, and undone in the run's compensation.
+
+Each function is one transition of the run, as in the rest of this package: in one durable
+transaction, the run locked and checked against RUN_TRANSITIONS under the lease's fencing
+token, the turn or call rows written with the audit records. The step's own life (its
+intent at each claim, its success once the model answers without tool calls) goes through
+the lease cycle like any step's.
+"""
+
+import hashlib
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from pydantic import BaseModel, ValidationError
+
+from audit.actions import AuditAction
+from audit.chain import Actor
+
+from .. import definition as d
+from ..agent_models import AgentTurn, ToolCall, ToolCallStatus
+from ..errors import TransitionNotAllowed
+from ..keys import tool_call_key, tool_compensation_key
+from ..models import AttentionReason, ErrorClass, Run, Step, StepStatus
+from ..redaction import REDACTED, redact
+from .kernel import (  # the package's shared vocabulary
+    _MAX_HINT_COUNTDOWN,
+    A,
+    Lease,
+    Outcome,
+    Q,
+    W,
+    _Change,
+    _extend_lease,
+    _fenced,
+    _halt,
+    _lock,
+    _locked,
+    _now,
+    _snapshot,
+)
+from .operator_rules import _operator_transition
+
+S = ToolCallStatus
+# A call in one of these states is settled: the model can be told how it went.
+SETTLED = frozenset({S.SUCCEEDED, S.FAILED, S.INVALID, S.DECLINED, S.COMPENSATING,
+                     S.COMPENSATED, S.COMPENSATION_FAILED})
+# A call in one of these states has an effect in another system (not yet undone).
+EFFECT_STANDS = frozenset({S.SUCCEEDED, S.COMPENSATING, S.COMPENSATION_FAILED})
+
+
+@dataclass(frozen=True)
+class ModelTurn:
+    """What the model answered, as the executor read it from the completion."""
+
+    content: str
+    tool_calls: list[dict]  # [{"id", "name", "arguments": raw JSON text}]
+    finish_reason: str = ""
+    model_ref: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+def args_hash(arguments) -> str:
+    """The hash a person's approval of a tool call is bound to."""
+    return hashlib.sha256(json.dumps(arguments, sort_keys=True, separators=(",", ":"),
+                                     default=str).encode()).hexdigest()
+
+
+def shown_arguments(tool: d.ToolSpec | None, arguments):
+    """A call's arguments as people and audit records see them: the tool's declared fields
+    and anything that looks like a credential masked."""
+    if isinstance(arguments, dict) and tool is not None:
+        arguments = {k: (REDACTED if k in tool.redact else v) for k, v in arguments.items()}
+    return redact(arguments)
+
+
+def calls_of(step: Step) -> list[ToolCall]:
+    return list(ToolCall.objects.filter(step=step).order_by("turn", "index"))
+
+
+def turns_of(step: Step) -> list[AgentTurn]:
+    return list(AgentTurn.objects.filter(step=step).order_by("index"))
+
+
+def _spec(lease: Lease, step: Step) -> d.AgentSpec:
+    return lease.definition.step(step.name)
+
+
+def _call_data(call: ToolCall, tool: d.ToolSpec | None = None, **more) -> dict:
+    return {"tool_call": call.ref, "tool": call.tool, **more}
+
+
+@contextmanager
+def _holding(lease: Lease, action: str, now: datetime | None = None):
+    """The skeleton of the lease holder's agent transitions: the run locked, still under
+    the lease's token, the move checked; the body's changes saved together. Yields None,
+    writing nothing, if the lease was taken over (the executor then stops)."""
+    now = _now(now)
+    with transaction.atomic(durable=True):
+        run = _lock(lease.run.pk)
+        if _fenced(run, lease):
+            lease.finished, lease.work = True, None
+            yield None
+            return
+        change = _Change(run, action, Actor.system(lease.worker), now)
+        _extend_lease(run, now)
+        lease.run = run
+        yield change
+        change.save()
+
+
+# --- a model turn --------------------------------------------------------------------------
+
+def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
+                      now: datetime | None = None) -> Lease:
+    """Store the model's answer before any tool it asks for runs, with a row per tool call
+    (its key fixed by its place in the conversation). Arguments that fail the tool's schema
+    are kept as evidence and never executed; past the step's schema error budget, or for a
+    tool the step does not declare, or past the turn, call or token budget, the run stops
+    for a person, saying which."""
+    spec = _spec(lease, step)
+    with _holding(lease, "agent_turn", now) as change:
+        if change is None:
+            return lease
+        now = change.now
+        index = AgentTurn.objects.filter(step=step).count()
+        AgentTurn.objects.create(
+            step=step, index=index, content=turn.content or "", tool_calls=turn.tool_calls,
+            finish_reason=turn.finish_reason, model_ref=turn.model_ref,
+            prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens,
+            created_at=now)
+        rows, invented, invalid = [], [], []
+        for position, asked in enumerate(turn.tool_calls):
+            row = _new_call(change.run, step, spec, index, position, asked, now)
+            rows.append(row)
+            if row.tool not in spec.tools:
+                invented.append(row.tool)
+            elif row.status == S.INVALID:
+                invalid.append(row)
+        ToolCall.objects.bulk_create(rows)
+        change.audit(AuditAction.AGENT_TURN_STORED, step=step, data={
+            "turn": index, "content": turn.content[:500] if turn.content else "",
+            "tool_calls": [f"{r.ref} {r.tool}" for r in rows],
+            "tokens": turn.prompt_tokens + turn.completion_tokens,
+            "model_ref": turn.model_ref})
+        for row in invalid:
+            change.audit(AuditAction.TOOL_CALL_INVALID, step=step,
+                         data=_call_data(row, error=row.error_message,
+                                         arguments=shown_arguments(spec.tools[row.tool],
+                                                                   row.arguments)))
+        stop = _turn_stops(step, spec, invented)
+        if stop is not None:
+            reason, message = stop
+            before = _snapshot(change.run, step)
+            step.status = StepStatus.FAILED
+            step.error_class = ErrorClass.MODEL_FORMAT if reason == \
+                AttentionReason.MODEL_OUTPUT_PAUSED else ErrorClass.EXHAUSTED
+            step.error_message = message
+            step.lease_owner, step.lease_expires_at = "", None
+            change.step_changed(step)
+            _halt(change, lease, step, before, A, reason, f"{step.name}: {message}", message)
+    return lease
+
+
+def _new_call(run: Run, step: Step, spec: d.AgentSpec, turn: int, position: int, asked: dict,
+              now: datetime) -> ToolCall:
+    name = str(asked.get("name") or "")[:200]
+    tool = spec.tools.get(name)
+    key = tool_call_key(run.workflow_name, run.business_key, step.name, step.version, turn,
+                        position, name)
+    row = ToolCall(step=step, turn=turn, index=position, call_id=str(asked.get("id") or
+                                                                    f"call_{turn}_{position}"),
+                   tool=name, idempotency_key=key, updated_at=now,
+                   kind=tool.kind if tool else "", impact=tool.impact if tool else "")
+    raw = asked.get("arguments") or "{}"
+    try:
+        parsed = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        parsed = {"unparsed": str(raw)[:2000]}
+        row.error_message = "the arguments are not JSON"
+    if tool is None:
+        row.status, row.arguments = S.INVALID, redact(parsed)
+        row.error_class = ErrorClass.MODEL_FORMAT
+        row.error_message = f"no tool named {name!r}: the step declares " \
+                            f"{', '.join(spec.tools) or 'none'}"
+    elif row.error_message:
+        row.status, row.arguments, row.error_class = S.INVALID, parsed, ErrorClass.MODEL_FORMAT
+    else:
+        try:
+            valid: BaseModel = tool.args.model_validate(parsed)
+        except ValidationError as exc:
+            row.status, row.arguments = S.INVALID, parsed
+            row.error_class = ErrorClass.MODEL_FORMAT
+            row.error_message = (f"arguments do not match {tool.args.__name__}: "
+                                 f"{exc.error_count()} error(s): " + "; ".join(
+                                     f"{'.'.join(map(str, e['loc'])) or 'arguments'}: "
+                                     f"{e['msg']}" for e in exc.errors()[:3]))
+        else:
+            row.arguments = valid.model_dump(mode="json")
+            if tool.compensate_fn is not None:
+                row.compensation_key = tool_compensation_key(key)
+    row.args_hash = args_hash(row.arguments)
+    if row.status == S.INVALID:
+        row.finished_at = now
+    return row
+
+
+def _turn_stops(step: Step, spec: d.AgentSpec, invented: list[str]) -> tuple[str, str] | None:
+    """Why the turn just stored stops the run for a person, or None."""
+    if invented:
+        return (AttentionReason.MODEL_OUTPUT_PAUSED,
+                f"the model asked for {', '.join(repr(n) for n in invented)}, which the step "
+                f"does not declare (it declares {', '.join(spec.tools)})")
+    calls = ToolCall.objects.filter(step=step)
+    invalid = calls.filter(status=S.INVALID).count()
+    if invalid > spec.schema_error_budget:
+        return (AttentionReason.MODEL_OUTPUT_PAUSED,
+                f"{invalid} tool calls had arguments that fail their schema (budget "
+                f"{spec.schema_error_budget}); the last: "
+                f"{calls.filter(status=S.INVALID).last().error_message}")
+    return budget_spent(step, spec)
+
+
+def budget_spent(step: Step, spec: d.AgentSpec, *, asking: bool = False
+                 ) -> tuple[str, str] | None:
+    """Which of the agent's budgets is spent, or None. `asking`: before another turn."""
+    budget = spec.budget
+    turns = list(AgentTurn.objects.filter(step=step).values_list("prompt_tokens",
+                                                                 "completion_tokens"))
+    calls = ToolCall.objects.filter(step=step).count()
+    tokens = sum(p + c for p, c in turns)
+    why = None
+    if calls > budget.max_tool_calls:
+        why = f"tool call budget spent: the model asked for {calls} calls, at most " \
+              f"{budget.max_tool_calls}"
+    elif tokens > budget.max_tokens:
+        why = f"token budget spent: {tokens} tokens used, at most {budget.max_tokens}"
+    elif asking and len(turns) >= budget.max_turns:
+        why = f"turn budget spent: {len(turns)} model turns without a final answer, at " \
+              f"most {budget.max_turns}"
+    return (AttentionReason.BUDGET_EXHAUSTED, why) if why else None
+
+
+def agent_budget_spent(lease: Lease, step: Step, message: str, *,
+                       now: datetime | None = None) -> Lease:
+    """Stop before asking the model again: a budget is spent."""
+    with _holding(lease, "agent_turn", now) as change:
+        if change is None:
+            return lease
+        before = _snapshot(change.run, step)
+        step.status, step.error_class, step.error_message = (StepStatus.FAILED,
+                                                            ErrorClass.EXHAUSTED, message)
+        step.lease_owner, step.lease_expires_at = "", None
+        change.step_changed(step)
+        _halt(change, lease, step, before, A, AttentionReason.BUDGET_EXHAUSTED,
+              f"{step.name}: {message}", message)
+    return lease
+
+
+# --- a tool call ---------------------------------------------------------------------------
+
+def _fresh(call: ToolCall) -> ToolCall:
+    """The call as committed (the run's lock is held: nobody else changes it meanwhile)."""
+    return ToolCall.objects.get(pk=call.pk)
+
+
+def _save(call: ToolCall, now: datetime) -> None:
+    call.updated_at = now
+    call.save()
+
+
+def begin_tool_call(lease: Lease, step: Step, call: ToolCall, *,
+                    now: datetime | None = None) -> ToolCall | None:
+    """The intent checkpoint: the call running, its attempt counted, its key in the audit
+    record. Returns the call as recorded, or None if the lease was lost."""
+    tool = _spec(lease, step).tools[call.tool]
+    with _holding(lease, "tool_call", now) as change:
+        if change is None:
+            return None
+        call = _fresh(call)
+        before = call.status
+        call.status = S.RUNNING
+        call.attempt += 1
+        call.started_at = call.started_at or change.now
+        call.next_attempt_at = None
+        _save(call, change.now)
+        change.step_changed(step)  # the step's updated_at: progress within the step
+        change.audit(AuditAction.TOOL_CALL_INTENT, step=step,
+                     before={"call_status": before}, after={"call_status": call.status},
+                     data=_call_data(call, key=call.idempotency_key, attempt=call.attempt,
+                                     arguments=shown_arguments(tool, call.arguments)))
+    return call
+
+
+def record_tool_outcome(lease: Lease, step: Step, call: ToolCall, outcome: Outcome, *,
+                        now: datetime | None = None) -> Lease:
+    """The outcome checkpoint of one tool call, classified as a step's would be:
+    succeeded; transient (sent again with the tool's backoff, within its budget); unknown
+    (settled by key before anything else runs); permanent or unclassified (a person)."""
+    spec = _spec(lease, step)
+    tool = spec.tools[call.tool]
+    with _holding(lease, "tool_call", now) as change:
+        if change is None:
+            _late_tool_result(lease, step, call, outcome)
+            return lease
+        call = _fresh(call)
+        before = _snapshot(change.run, step)
+        now = change.now
+        if outcome.succeeded:
+            _call_succeeded(change, step, call, outcome.value, outcome.remote_ref,
+                            AuditAction.TOOL_CALL_SUCCEEDED)
+            return lease
+        error = outcome.error
+        call.error_class, call.error_message = error.error_class, error.message
+        cls = error.error_class
+        if cls == ErrorClass.UNKNOWN and not tool.has_side_effect:
+            cls = ErrorClass.TRANSIENT  # a read has nothing to duplicate
+        if cls == ErrorClass.TRANSIENT:
+            _resend_or_stop(change, lease, step, call, tool, before, why="transient error",
+                            error=error.message, retry_after=error.retry_after)
+        elif cls == ErrorClass.UNKNOWN:
+            call.status = S.UNKNOWN
+            _save(call, now)
+            change.step_changed(step)
+            change.audit(AuditAction.OUTCOME_UNKNOWN, step=step,
+                         data=_call_data(call, error=error.message))
+        elif cls == ErrorClass.PERMANENT:
+            call.status, call.finished_at = S.FAILED, now
+            _save(call, now)
+            _stop_step(change, lease, step, before, StepStatus.FAILED,
+                       AttentionReason.PERMANENT_ERROR,
+                       f"tool {call.tool} (call {call.ref}): {error.message}", error.message)
+        else:
+            call.status = S.UNKNOWN if tool.has_side_effect else S.FAILED
+            call.error_class = ErrorClass.UNCLASSIFIED
+            _save(call, now)
+            _stop_step(change, lease, step, before,
+                       StepStatus.UNKNOWN if tool.has_side_effect else StepStatus.FAILED,
+                       AttentionReason.UNCLASSIFIED_ERROR,
+                       f"tool {call.tool} (call {call.ref}): {error.message}", error.message)
+    return lease
+
+
+def _call_succeeded(change: _Change, step: Step, call: ToolCall, value, remote_ref: str,
+                    action: str, **data) -> None:
+    before = call.status
+    call.status = S.SUCCEEDED
+    call.result = redact(value)
+    call.remote_ref = str(remote_ref or "")[:300]
+    call.error_class, call.error_message = "", ""
+    call.lookup_failures = 0
+    call.finished_at = change.now
+    _save(call, change.now)
+    change.step_changed(step)
+    change.audit(action, step=step, before={"call_status": before},
+                 after={"call_status": call.status, "remote_ref": call.remote_ref},
+                 data=_call_data(call, **data))
+
+
+def _stop_step(change: _Change, lease: Lease, step: Step, before: dict, step_status: str,
+               reason: str, message: str, error: str) -> None:
+    step.status = step_status
+    step.error_message = message
+    step.error_class = ErrorClass.UNKNOWN if step_status == StepStatus.UNKNOWN else \
+        ErrorClass.PERMANENT if reason == AttentionReason.PERMANENT_ERROR else \
+        ErrorClass.EXHAUSTED if reason == AttentionReason.BUDGET_EXHAUSTED else \
+        ErrorClass.UNCLASSIFIED
+    step.lease_owner, step.lease_expires_at = "", None
+    change.step_changed(step)
+    _halt(change, lease, step, before, A, reason, f"{step.name}: {message}", error)
+
+
+def _release_until(change: _Change, lease: Lease, step: Step, at: datetime) -> None:
+    """Release the run until `at`, when the sweeper (or a wake-up hint) brings it back."""
+    run = change.run
+    step.status = StepStatus.SCHEDULED
+    step.next_attempt_at = at
+    step.lease_owner, step.lease_expires_at = "", None
+    change.step_changed(step)
+    change.move(W, message=f"{step.name}: a tool call is due again at {at:%H:%M:%S}")
+    run.next_wake_at = at
+    wait = (at - change.now).total_seconds()
+    if wait <= _MAX_HINT_COUNTDOWN:
+        change.wake_countdown = max(wait, 0.0)
+    lease.finished, lease.work = True, None
+
+
+def _resend_or_stop(change: _Change, lease: Lease, step: Step, call: ToolCall,
+                    tool: d.ToolSpec, before: dict, *, why: str, error: str,
+                    retry_after: float | None = None, data: dict | None = None) -> None:
+    """Send the call again with the same key after the tool's backoff, if its budget
+    (attempts and elapsed time, the tool's RetryPolicy) allows; else stop for a person.
+    The tool call's counterpart of resends.schedule_resend: the same policy arithmetic,
+    counted on the call rather than the step."""
+    policy, now = tool.retry, change.now
+    elapsed = (now - call.started_at).total_seconds() if call.started_at else 0
+    delay = policy.delay(call.attempt, retry_after=retry_after)
+    if not policy.allows_another(attempts_made=call.attempt, elapsed=elapsed,
+                                 next_delay=delay):
+        call.status, call.error_class, call.finished_at = S.FAILED, ErrorClass.EXHAUSTED, now
+        _save(call, now)
+        spent = (f"retry budget spent after {call.attempt} attempt"
+                 f"{'s' if call.attempt != 1 else ''} ({why}); last error: {error}")
+        _stop_step(change, lease, step, before, StepStatus.FAILED,
+                   AttentionReason.BUDGET_EXHAUSTED,
+                   f"tool {call.tool} (call {call.ref}): {spent}", error)
+        return
+    call.status = S.SCHEDULED
+    call.next_attempt_at = now + timedelta(seconds=delay)
+    _save(call, now)
+    _release_until(change, lease, step, call.next_attempt_at)
+    change.audit(AuditAction.RETRY_SCHEDULED, step=step, before=before,
+                 after=_snapshot(change.run, step),
+                 data=_call_data(call, **(data or {}), why=why, error=error,
+                                 attempt=call.attempt, delay_seconds=round(delay, 3)))
+
+
+def _late_tool_result(lease: Lease, step: Step, call: ToolCall, outcome: Outcome) -> None:
+    """A result that arrived after the lease was taken over: kept as evidence only."""
+    with transaction.atomic(durable=True):
+        run = _lock(lease.run.pk)
+        change = _Change(run, None, Actor.system(lease.worker), _now(None))
+        change.audit(AuditAction.LATE_RESULT, step=step, data=_call_data(
+            call, worker=lease.worker, claim=lease.token, current_claim=run.fencing_token,
+            succeeded=outcome.succeeded, remote_ref=outcome.remote_ref, value=outcome.value,
+            error=outcome.error.message if outcome.error else ""))
+        change.save()
+
+
+def take_back_calls(lease: Lease, step: Step, running: list[ToolCall], *,
+                    now: datetime | None = None) -> Lease:
+    """Tool calls a dead worker left running: a write or notify may have acted, so its
+    outcome is unknown (settled by key next); a read simply runs again."""
+    spec = _spec(lease, step)
+    with _holding(lease, "tool_call", now) as change:
+        if change is None:
+            return lease
+        for call in running:
+            call = _fresh(call)
+            if call.status != S.RUNNING:
+                continue
+            tool = spec.tools.get(call.tool)
+            side_effect = tool is None or tool.has_side_effect
+            call.status = S.UNKNOWN if side_effect else S.PENDING
+            if side_effect:
+                call.error_class = ErrorClass.UNKNOWN
+                call.error_message = "the worker running it stopped before its outcome " \
+                                     "was recorded"
+            _save(call, change.now)
+            change.audit(AuditAction.STEP_LEASE_EXPIRED, step=step,
+                         before={"call_status": S.RUNNING}, after={"call_status": call.status},
+                         data=_call_data(call))
+        change.step_changed(step)
+    return lease
+
+
+def settle_tool_call(lease: Lease, step: Step, call: ToolCall, verdict, *, error: str = "",
+                     now: datetime | None = None) -> Lease:
+    """Settle an unknown tool call with what the lookup by its key found, by the rules of
+    settle_unknown: Found settles it whatever its impact (the key is the evidence); a failed
+    lookup is asked again within the tool's lookup budget; not found (or no lookup, to a
+    receiver that honours keys) sends a low-impact call again with the same key, counted
+    and backed off; anything else, and any high-impact call, waits for a person."""
+    tool = _spec(lease, step).tools[call.tool]
+    with _holding(lease, "tool_call", now) as change:
+        if change is None:
+            return lease
+        call = _fresh(call)
+        before = _snapshot(change.run, step)
+        now = change.now
+        if isinstance(verdict, d.Found):
+            _call_succeeded(change, step, call, verdict.result, verdict.ref,
+                            AuditAction.RECONCILED, verdict="found")
+        elif isinstance(verdict, d.LookupFailed):
+            call.lookup_failures += 1
+            if call.lookup_failures < tool.lookup_attempts:
+                call.next_attempt_at = now + timedelta(
+                    seconds=tool.retry.delay(call.lookup_failures))
+                _save(call, now)
+                _release_until(change, lease, step, call.next_attempt_at)
+                change.audit(AuditAction.LOOKUP_RETRY_SCHEDULED, step=step, before=before,
+                             after=_snapshot(change.run, step),
+                             data=_call_data(call, verdict="lookup failed",
+                                             error=verdict.reason,
+                                             lookup_failures=call.lookup_failures))
+            else:
+                _save(call, now)
+                _stop_step(change, lease, step, before, StepStatus.UNKNOWN,
+                           AttentionReason.UNKNOWN_OUTCOME,
+                           f"tool {call.tool} (call {call.ref}): {call.lookup_failures} "
+                           f"lookups by key failed, the last with: {verdict.reason}; the "
+                           "outcome is still unknown", verdict.reason)
+        elif (tool.impact == d.LOW and isinstance(verdict, d.NotFound)
+              and not tool.honours_key and tool.lookup_delay > 0
+              and (call.next_attempt_at is None or call.next_attempt_at > now)):
+            call.next_attempt_at = call.next_attempt_at or \
+                now + timedelta(seconds=tool.lookup_delay)
+            _save(call, now)
+            _release_until(change, lease, step, call.next_attempt_at)
+            change.audit(AuditAction.RECONCILE_SCHEDULED, step=step, before=before,
+                         after=_snapshot(change.run, step),
+                         data=_call_data(call, verdict="not found yet"))
+        elif tool.impact == d.LOW and (isinstance(verdict, d.NotFound)
+                                       or (verdict is None and tool.honours_key)):
+            call.lookup_failures = 0
+            change.audit(AuditAction.RECONCILED, step=step, data=_call_data(
+                call, verdict="not found" if verdict is not None else "cannot ask",
+                then="send again with the same key"))
+            _resend_or_stop(change, lease, step, call, tool, before,
+                            why="lookup by key found nothing" if verdict is not None else
+                                "no lookup; the receiver deduplicates on the key",
+                            error=call.error_message or error)
+        else:
+            if isinstance(verdict, d.NotFound):
+                why = "the lookup by key found no effect, but a high-impact call is sent " \
+                      "again only after a person confirms"
+            elif verdict is None:
+                why = "no reconcile function, and a high-impact call is not resent " \
+                      "without a person" if tool.honours_key else \
+                      "no reconcile function and the receiver does not honour keys"
+            else:
+                why = f"reconciliation could not tell: {verdict.reason or error}"
+            _save(call, now)
+            _stop_step(change, lease, step, before, StepStatus.UNKNOWN,
+                       AttentionReason.UNKNOWN_OUTCOME,
+                       f"tool {call.tool} (call {call.ref}): {why}", error)
+    return lease
+
+
+# --- a person's approval of a tool call ----------------------------------------------------
+
+def await_tool_approval(lease: Lease, step: Step, call: ToolCall, *,
+                        now: datetime | None = None) -> Lease:
+    """A high-impact call waits for a person's approval of exactly these arguments (the
+    request carries their hash). No worker is held meanwhile."""
+    tool = _spec(lease, step).tools[call.tool]
+    with _holding(lease, "tool_call", now) as change:
+        if change is None:
+            return lease
+        call = _fresh(call)
+        before = _snapshot(change.run, step)
+        call.status = S.WAITING
+        _save(call, change.now)
+        step.status = StepStatus.WAITING
+        step.lease_owner, step.lease_expires_at = "", None
+        change.step_changed(step)
+        change.move(W, message=f"{step.name}: tool {call.tool} (call {call.ref}) waits for "
+                               "a person's approval of its arguments")
+        change.run.next_wake_at = None
+        change.audit(AuditAction.TOOL_CALL_APPROVAL_REQUESTED, step=step, before=before,
+                     after=_snapshot(change.run, step),
+                     data=_call_data(call, args_hash=call.args_hash,
+                                     arguments=shown_arguments(tool, call.arguments)))
+        lease.finished, lease.work = True, None
+    return lease
+
+
+def waiting_tool_calls(run: Run) -> list[ToolCall]:
+    """The tool calls of `run` that wait for a person's approval."""
+    return list(ToolCall.objects.filter(step__run=run, status=S.WAITING)
+                .select_related("step").order_by("step__position", "turn", "index"))
+
+
+def _call_named(run: Run, step_name: str, call_ref: str) -> tuple[Step, ToolCall]:
+    try:
+        turn, index = (int(part) for part in str(call_ref).split("."))
+        call = ToolCall.objects.select_related("step").get(
+            step__run=run, step__name=step_name, turn=turn, index=index)
+    except (ValueError, ToolCall.DoesNotExist):
+        raise TransitionNotAllowed(f"run {run.pk} has no tool call {call_ref!r} in step "
+                                   f"{step_name!r}") from None
+    return call.step, call
+
+
+def decide_tool_call(run_id: int, *, step_name: str, call_ref: str, args_hash: str,
+                     approved: bool, actor: Actor, comment: str = "",
+                     now: datetime | None = None) -> Run:
+    """Record a person's decision on a tool call waiting for approval. The decision is
+    bound to the hash of the arguments the person saw: it is refused if the call no longer
+    waits (decided, or superseded by a later call) or its arguments hash differently.
+    Approved: the call runs. Declined: it never runs, and the model is told."""
+    with _locked(run_id, "decide_approval", actor=actor, now=now) as change:
+        run = change.run
+        step, call = _call_named(run, step_name, call_ref)
+        if call.status != S.WAITING:
+            raise TransitionNotAllowed(
+                f"tool call {call_ref} of {step_name} is {call.status}, not waiting for "
+                "approval: this decision is for a request that no longer stands")
+        if args_hash != call.args_hash:
+            raise TransitionNotAllowed(
+                f"the approval is for arguments with hash {args_hash[:12]}, but tool call "
+                f"{call_ref} of {step_name} has arguments with hash {call.args_hash[:12]}: "
+                "an approval never authorises other arguments")
+        before = _snapshot(run, step)
+        if approved:
+            call.status, call.approved_hash = S.PENDING, args_hash
+            call.approved_by = actor.label[:200]
+        else:
+            call.status, call.finished_at = S.DECLINED, change.now
+            call.error_message = f"declined by {actor.label}: {comment}".strip()
+        _save(call, change.now)
+        step.status = StepStatus.PENDING
+        change.step_changed(step)
+        change.move(Q)
+        change.audit(AuditAction.TOOL_CALL_APPROVAL_DECIDED, step=step, reason=comment,
+                     before=before, after=_snapshot(run, step),
+                     data=_call_data(call, approved=approved, args_hash=args_hash))
+    return run
+
+
+# --- compensation --------------------------------------------------------------------------
+
+def compensation_order(step: Step, spec: d.AgentSpec) -> list[ToolCall]:
+    """The calls of an agent step to undo, newest first: those whose effect stands and whose
+    tool declares a compensation."""
+    undoable = {name for name, tool in spec.tools.items() if tool.compensate_fn is not None}
+    calls = [c for c in calls_of(step) if c.tool in undoable and c.status in EFFECT_STANDS]
+    return sorted(calls, key=lambda c: (c.finished_at or c.updated_at, c.turn, c.index),
+                  reverse=True)
+
+
+def begin_tool_compensation(lease: Lease, step: Step, call: ToolCall, *,
+                            now: datetime | None = None) -> ToolCall | None:
+    with _holding(lease, "tool_compensation", now) as change:
+        if change is None:
+            return None
+        call = _fresh(call)
+        before = call.status
+        call.status = S.COMPENSATING
+        call.compensation_attempt += 1
+        _save(call, change.now)
+        change.step_changed(step)
+        change.audit(AuditAction.COMPENSATION_INTENT, step=step,
+                     before={"call_status": before}, after={"call_status": call.status},
+                     data=_call_data(call, key=call.compensation_key,
+                                     attempt=call.compensation_attempt))
+    return call
+
+
+def record_tool_compensation(lease: Lease, step: Step, call: ToolCall, outcome: Outcome, *,
+                             now: datetime | None = None) -> Lease:
+    """A tool call's undo succeeded (a failure is the step's compensation failing, recorded
+    by the lease cycle: the call stays compensating and is sent again with its key)."""
+    with _holding(lease, "tool_compensation", now) as change:
+        if change is None:
+            return lease
+        call = _fresh(call)
+        call.status = S.COMPENSATED
+        call.compensation_ref = str(outcome.remote_ref or "")[:300]
+        _save(call, change.now)
+        change.step_changed(step)
+        change.audit(AuditAction.COMPENSATION_SUCCEEDED, step=step,
+                     before={"call_status": S.COMPENSATING},
+                     after={"call_status": call.status,
+                            "compensation_ref": call.compensation_ref},
+                     data=_call_data(call))
+    return lease
+
+
+# --- operator: settle one tool call --------------------------------------------------------
+
+def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
+                        actor: Actor, reason: str, evidence: str = "",
+                        now: datetime | None = None) -> Run:
+    """Settle an unknown tool call with what a person or a lookup by key established.
+    Found: the call succeeded; the run goes on (the model is told the result). NotFound:
+    the call is marked failed (the model is told it did not happen), the run goes on.
+    Undetermined: still unknown, the run stays with a person."""
+    with _operator_transition(run_id, "reconcile_tool_call", actor=actor, reason=reason,
+                              now=now, step_name=step_name) as op:
+        run, change = op.run, op.change
+        step, call = _call_named(run, step_name, call_ref)
+        step = op.step
+        if call.status != S.UNKNOWN:
+            raise TransitionNotAllowed(f"tool call {call_ref} of {step_name} is "
+                                       f"{call.status}; only an unknown call is reconciled")
+        before = _snapshot(run, step)
+        data = _call_data(call, evidence=evidence)
+        if isinstance(verdict, d.Found):
+            call.status, call.remote_ref = S.SUCCEEDED, verdict.ref[:300]
+            call.result = redact(verdict.result) if verdict.result is not None else call.result
+            call.error_class, call.error_message = "", ""
+            call.finished_at = change.now
+            data["verdict"] = "found"
+        elif isinstance(verdict, d.NotFound):
+            call.status, call.finished_at = S.FAILED, change.now
+            call.error_message = f"settled as not done: {evidence or reason}"
+            data["verdict"] = "not found"
+        else:
+            data["verdict"] = "undetermined"
+        call.lookup_failures = 0
+        _save(call, change.now)
+        still_unknown = ToolCall.objects.filter(step=step, status=S.UNKNOWN).exists()
+        if still_unknown:
+            change.step_changed(step)
+            change.move(A, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
+                        message=f"{step_name}: the outcome of a tool call is still unknown "
+                                f"({data['verdict']} for call {call_ref})")
+        else:
+            step.status = StepStatus.PENDING
+            step.error_class, step.error_message = "", ""
+            step.lookup_failures = 0
+            change.step_changed(step)
+            change.move(Q)
+        change.audit(AuditAction.RECONCILED, step=step, reason=reason, before=before,
+                     after=_snapshot(run, step), data=data)
+    return run

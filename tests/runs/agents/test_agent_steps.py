@@ -1,0 +1,192 @@
+"""Agent steps against the sandbox's model over real HTTP, advanced in this process: every
+turn stored before its tools run, each tool call keyed and checkpointed, budgets and bad
+arguments stopping where they must. Each test counts what the sandbox holds afterwards."""
+
+import pytest
+from django.utils import timezone
+
+from audit.chain import Actor
+from audit.models import AuditRecord
+from demo.sandbox.models import LedgerEntry, ModelCall, Task
+from runs import executor, keys, transitions
+from runs.errors import TransitionNotAllowed
+from runs.models import AgentTurn, AttentionReason, Run, RunStatus, Step, ToolCall
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ACTOR = Actor.system("test")
+SMALL = "INV-2001"   # 345.48 EUR: posted without asking anyone
+LARGE = "INV-1847"   # 3924.01 EUR: the posting waits for a person's approval
+
+
+@pytest.fixture(autouse=True)
+def sandbox(live_sandbox):
+    return live_sandbox
+
+
+def start(number=SMALL, notes="", key=None):
+    run, _ = transitions.start_run(
+        workflow="invoice-triage", business_key=key or f"tenant-42:{number}",
+        input={"tenant": "tenant-42", "invoice_number": number,
+               "requester_email": "requester@example.com", "notes": notes},
+        actor=ACTOR, wake=False)
+    return run
+
+
+def advance(run, times=10):
+    for _ in range(times):
+        executor.advance_run(run.pk, worker="w1")
+        run.refresh_from_db()
+        if run.status == RunStatus.WAITING and run.next_wake_at is not None:
+            Run.objects.filter(pk=run.pk).update(next_wake_at=timezone.now())
+            continue
+        if run.status != RunStatus.QUEUED:
+            break
+    return run
+
+
+def calls(run):
+    return list(ToolCall.objects.filter(step__run=run).order_by("turn", "index"))
+
+
+def test_the_agent_runs_its_tools_once_each_and_completes(sandbox):
+    run = advance(start())
+    assert run.status == RunStatus.COMPLETED, run.status_message
+    made = calls(run)
+    assert [c.tool for c in made] == ["read-invoice", "lookup-vendor", "open-approval-task",
+                                      "post-ledger"]
+    assert all(c.status == "succeeded" and c.attempt == 1 for c in made)
+    assert Task.objects.count() == 1 and LedgerEntry.objects.count() == 1
+    entry = LedgerEntry.objects.get()
+    post = made[3]
+    assert entry.transaction_ref == post.idempotency_key == keys.tool_call_key(
+        "invoice-triage", run.business_key, "triage", 1, 3, 0, "post-ledger")
+    assert post.remote_ref == entry.ref and str(entry.amount) == "345.48"
+    # Four turns with tool calls and a final answer: five model requests, no more.
+    assert AgentTurn.objects.filter(step__run=run).count() == 5
+    assert ModelCall.objects.count() == 5
+    triage = Step.objects.get(run=run, name="triage")
+    assert "LE-" in triage.result["answer"] and triage.result["tool_calls"] == 4
+    # Every call's intent precedes its outcome in the audit chain.
+    actions = list(AuditRecord.objects.filter(run=run).order_by("seq")
+                   .values_list("action", "data__tool_call"))
+    for c in made:
+        intent = actions.index(("tool_call_intent", c.ref))
+        assert actions.index(("tool_call_succeeded", c.ref)) > intent
+    # The declared redaction holds in the audit trail.
+    intent = AuditRecord.objects.get(run=run, action="tool_call_intent",
+                                     data__tool_call=post.ref)
+    assert intent.data["arguments"]["iban"] == "[redacted]"
+
+
+def test_a_large_posting_waits_for_an_approval_bound_to_its_arguments(sandbox):
+    run = advance(start(LARGE))
+    assert run.status == RunStatus.WAITING and run.next_wake_at is None
+    (waiting,) = transitions.waiting_tool_calls(run)
+    assert waiting.tool == "post-ledger" and LedgerEntry.objects.count() == 0
+    assert Task.objects.count() == 1  # the low-impact task did not wait
+    with pytest.raises(TransitionNotAllowed, match="never authorises"):
+        transitions.decide_tool_call(run.pk, step_name="triage", call_ref=waiting.ref,
+                                     args_hash="0" * 64, approved=True, actor=ACTOR)
+    assert LedgerEntry.objects.count() == 0
+    transitions.decide_tool_call(run.pk, step_name="triage", call_ref=waiting.ref,
+                                 args_hash=waiting.args_hash, approved=True, actor=ACTOR)
+    run = advance(run)
+    assert run.status == RunStatus.COMPLETED, run.status_message
+    assert LedgerEntry.objects.count() == 1
+    # A second decision on the same request changes nothing: it no longer waits.
+    with pytest.raises(TransitionNotAllowed):
+        transitions.decide_tool_call(run.pk, step_name="triage", call_ref=waiting.ref,
+                                     args_hash=waiting.args_hash, approved=True, actor=ACTOR)
+
+
+def test_changed_arguments_after_a_decline_need_their_own_approval(sandbox):
+    run = advance(start(LARGE, notes="[sandbox-script: invoice-triage change-args]"))
+    (first,) = transitions.waiting_tool_calls(run)
+    transitions.decide_tool_call(run.pk, step_name="triage", call_ref=first.ref,
+                                 args_hash=first.args_hash, approved=False, actor=ACTOR,
+                                 comment="too much for one posting")
+    run = advance(run)
+    # The model proposes another amount: a new call, waiting for its own approval.
+    (second,) = transitions.waiting_tool_calls(run)
+    assert second.pk != first.pk and second.args_hash != first.args_hash
+    assert second.arguments["amount"] != first.arguments["amount"]
+    # The approval of the first arguments authorises nothing now.
+    for ref in (first.ref, second.ref):
+        with pytest.raises(TransitionNotAllowed):
+            transitions.decide_tool_call(run.pk, step_name="triage", call_ref=ref,
+                                         args_hash=first.args_hash, approved=True,
+                                         actor=ACTOR)
+    transitions.decide_tool_call(run.pk, step_name="triage", call_ref=second.ref,
+                                 args_hash=second.args_hash, approved=True, actor=ACTOR)
+    run = advance(run)
+    assert run.status == RunStatus.COMPLETED, run.status_message
+    entry = LedgerEntry.objects.get()
+    assert f"{entry.amount:.2f}" == second.arguments["amount"]
+    assert ToolCall.objects.get(pk=first.pk).status == "declined"
+
+
+def test_invalid_arguments_are_kept_returned_to_the_model_and_never_executed(sandbox):
+    run = advance(start(notes="[sandbox-script: invoice-triage invalid-args-once]"))
+    assert run.status == RunStatus.COMPLETED, run.status_message
+    invalid = ToolCall.objects.get(step__run=run, status="invalid")
+    assert invalid.tool == "post-ledger" and invalid.arguments["amount"] == "a lot"
+    assert invalid.attempt == 0 and "amount" in invalid.error_message
+    assert LedgerEntry.objects.count() == 1
+    assert AuditRecord.objects.filter(run=run, action="tool_call_invalid").count() == 1
+
+
+def test_arguments_invalid_past_the_schema_error_budget_stop_the_run(sandbox):
+    run = advance(start(notes="[sandbox-script: invoice-triage invalid-args-always]"))
+    assert run.status == RunStatus.ATTENTION
+    assert run.attention_reason == AttentionReason.MODEL_OUTPUT_PAUSED
+    assert "3 tool calls had arguments that fail their schema (budget 2)" in \
+        run.status_message
+    assert LedgerEntry.objects.count() == 0
+
+
+def test_an_invented_tool_stops_the_run_naming_it(sandbox):
+    run = advance(start(notes="[sandbox-script: invoice-triage invent-tool]"))
+    assert run.status == RunStatus.ATTENTION
+    assert run.attention_reason == AttentionReason.MODEL_OUTPUT_PAUSED
+    assert "'wire-money'" in run.status_message
+    invented = ToolCall.objects.get(step__run=run, tool="wire-money")
+    assert invented.status == "invalid" and invented.attempt == 0
+    assert Task.objects.count() == 0 and LedgerEntry.objects.count() == 0
+
+
+def test_a_model_that_never_finishes_spends_its_budget_and_stops(sandbox):
+    run = advance(start(notes="[sandbox-script: invoice-triage loop]"), times=3)
+    assert run.status == RunStatus.ATTENTION
+    assert run.attention_reason == AttentionReason.BUDGET_EXHAUSTED
+    assert "budget spent" in run.status_message
+    assert ModelCall.objects.count() <= 8  # max_turns
+    assert Task.objects.count() == 0
+
+
+def test_a_rate_limited_call_is_sent_again_with_the_same_key(sandbox):
+    from demo.sandbox import faults
+
+    faults.add("ledger.post", faults.RATE_LIMIT, times=1)
+    run = advance(start())
+    assert run.status == RunStatus.COMPLETED, run.status_message
+    post = ToolCall.objects.get(step__run=run, tool="post-ledger")
+    assert post.attempt == 2 and LedgerEntry.objects.count() == 1
+    intents = AuditRecord.objects.filter(run=run, action="tool_call_intent",
+                                         data__tool_call=post.ref)
+    assert {r.data["key"] for r in intents} == {post.idempotency_key}
+    assert AuditRecord.objects.filter(run=run, action="retry_scheduled",
+                                      data__tool_call=post.ref).count() == 1
+
+
+def test_an_unknown_outcome_is_reconciled_by_key_not_sent_again(sandbox):
+    from demo.sandbox import faults
+
+    faults.add("ledger.post", faults.COMMIT_THEN_TIMEOUT, times=1)
+    run = advance(start())
+    assert run.status == RunStatus.COMPLETED, run.status_message
+    post = ToolCall.objects.get(step__run=run, tool="post-ledger")
+    assert post.attempt == 1 and post.remote_ref == LedgerEntry.objects.get().ref
+    reconciled = AuditRecord.objects.get(run=run, action="reconciled",
+                                         data__tool_call=post.ref)
+    assert reconciled.data["verdict"] == "found"
