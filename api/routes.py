@@ -19,7 +19,7 @@ from pydantic import ValidationError as PydanticError
 
 from audit.chain import Actor
 from runs.definition import registry
-from runs.errors import BusinessKeyConflict, InvalidInput, UnknownWorkflow
+from runs.errors import BusinessKeyConflict, InvalidInput, RunArchived, UnknownWorkflow
 from runs.investigation import investigate
 from runs.logcontext import log_context
 from runs.models import Run
@@ -30,6 +30,7 @@ from .auth import RateLimited, TokenAuth
 from .middleware import body_limit_text
 from .schemas import (
     FINAL_STATES,
+    ArchivedConflict,
     Conflict,
     Error,
     InvalidRequest,
@@ -171,11 +172,14 @@ def _accepted(request, run: Run) -> dict:
 @api.post(
     "/runs", url_name="start_run", operation_id="start_run", summary="Start a run",
     response={201: RunAccepted, 200: RunAccepted, 400: Error, 401: Error, 403: Error,
-              404: Error, 409: Conflict, 422: InvalidRequest, 429: Error},
+              404: Error, 409: Conflict | ArchivedConflict, 422: InvalidRequest, 429: Error},
     openapi_extra=_HEADERS,
     description="201: a new run. 200: the same event (workflow, business key and input) "
                 "delivered again: the run it started. 409: the business key is used by "
-                "another run with a different input (named in `existing_run`). 422: the "
+                "another run with a different input (named in `existing_run`), or by a run "
+                "that finished and was archived (error `run_archived`, the run and its "
+                "archive file named in `archived_run`; nothing is started, whatever the "
+                "input: a business key is never reused). 422: the "
                 "input does not match the workflow's schema, field by field. 404: no such "
                 "workflow. 403: the token may not start this workflow. Nothing is written "
                 "on any refusal.",
@@ -220,9 +224,22 @@ def start(request, payload: StartRunIn):
             existing = Run.objects.get(pk=exc.run_id)
             return Status(409, {**_err("business_key_conflict", str(exc)),
                                 "existing_run": _accepted(request, existing)})
+        except RunArchived as exc:
+            return Status(409, {**_err("run_archived", str(exc)),
+                                "archived_run": _archived(request, exc)})
         with log_context(run_id=run.pk):
             access_log.info("run %s %s", run.pk, "started" if created else "found again")
         return Status(201 if created else 200, _accepted(request, run))
+
+
+def _archived(request, exc: RunArchived) -> dict:
+    tombstone = exc.archived
+    return {"id": tombstone.original_run_id, "workflow": tombstone.workflow_name,
+            "business_key": tombstone.business_key, "final_state": tombstone.final_status,
+            "finished_at": tombstone.finished_at, "archived_at": tombstone.archived_at,
+            "archive_file": tombstone.archive_file.name, "same_input": exc.same_input,
+            "console_url": request.build_absolute_uri(
+                reverse("console:archived_run", args=[tombstone.original_run_id]))}
 
 
 def _err(code: str, detail: str) -> dict:

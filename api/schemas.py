@@ -118,6 +118,26 @@ class Conflict(Schema):
     existing_run: RunAccepted
 
 
+class ArchivedRunOut(Schema):
+    id: int = Field(description="The run's id when it was in the hot tables.")
+    workflow: str
+    business_key: str
+    final_state: Literal[FINAL_STATES]
+    finished_at: datetime | None
+    archived_at: datetime
+    archive_file: str = Field(description="The archive file that holds the run, its steps "
+                                          "and its audit records.")
+    same_input: bool = Field(description="Whether this start had the run's own input: the "
+                                         "same event delivered again.")
+    console_url: str
+
+
+class ArchivedConflict(Schema):
+    error: Literal["run_archived"]
+    detail: str
+    archived_run: ArchivedRunOut
+
+
 class InvestigationFact(Schema):
     text: str
     evidence: str = Field(description="Where it comes from: an audit record number, the step "

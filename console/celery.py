@@ -19,6 +19,8 @@ def schedule_sweeper(sender, **kwargs):
                              sender.signature("approvals.sweep"))
     sender.add_periodic_task(settings.WEBHOOK_PUBLISH_INTERVAL_SECONDS,
                              sender.signature("api.publish_webhooks"))
+    sender.add_periodic_task(settings.ARCHIVE_INTERVAL_SECONDS,
+                             sender.signature("archive.archive_runs"))
 
 
 def keep_healthy_connections(sender=None, **kwargs):

@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "audit",
     "runs",
     "approvals",
+    "archive",
     "demo",
     "demo.sandbox",
     "console",
@@ -314,3 +315,15 @@ if os.environ.get("LOG_FORMAT", "plain") == "json":
 WEBHOOK_PUBLISH_INTERVAL_SECONDS = float(os.environ.get("WEBHOOK_PUBLISH_INTERVAL_SECONDS",
                                                         "2"))
 WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("WEBHOOK_TIMEOUT_SECONDS", "5"))
+
+# --- Retention and archival (archive app) --------------------------------------------------
+# Finished runs (completed, compensated, terminated) stay in the hot tables this many days
+# after they finished, then a beat job moves them to gzip JSON Lines archive files (a
+# workflow may say otherwise: Workflow(..., retention_days=N)). Files go to the storage named
+# "archive" in STORAGES when configured (any django-storages backend), else VAR_DIR/archive.
+RUNS_RETENTION_DAYS = int(os.environ.get("RUNS_RETENTION_DAYS", "90"))
+ARCHIVE_INTERVAL_SECONDS = float(os.environ.get("ARCHIVE_INTERVAL_SECONDS", "3600"))
+# Runs per archive file, per pass of the job, and removed from the hot tables per transaction.
+ARCHIVE_RUNS_PER_FILE = int(os.environ.get("ARCHIVE_RUNS_PER_FILE", "1000"))
+ARCHIVE_MAX_RUNS_PER_PASS = int(os.environ.get("ARCHIVE_MAX_RUNS_PER_PASS", "20000"))
+ARCHIVE_REMOVE_BATCH = int(os.environ.get("ARCHIVE_REMOVE_BATCH", "100"))

@@ -9,6 +9,7 @@ console_patterns = [
     path("runs/", views.runs_list, name="runs"),
     path("runs/bulk/", views.bulk_action, name="bulk"),
     path("runs/<int:run_id>/", views.run_detail, name="run"),
+    path("runs/archived/<int:run_id>/", views.archived_run, name="archived_run"),
     path("runs/<int:run_id>/investigation/", views.run_investigation, name="investigation"),
     path("runs/<int:run_id>/<slug:action>/", views.run_action, name="action"),
     path("attention/", views.attention, name="attention"),

@@ -15,6 +15,9 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.selectors import requests_for_run
+from archive import selectors as archived
+from archive.models import ArchivedRun
+from archive.reading import ArchiveUnreadable, read_archived_run
 from audit.csv_export import audit_csv_lines
 from audit.selectors import audit_records
 from runs import definition as d
@@ -68,7 +71,11 @@ def runs_list(request):
     rows, next_cursor = selectors.runs_page(filters, workflow_ids=workflow_ids, after=after)
     query = request.GET.copy()
     query.pop("after", None)
+    # A search also finds runs moved to the archive (by business key or run id): read only.
+    archived_rows = (archived.archived_matching(filters.q, workflow_ids=workflow_ids)
+                     if filters.q and after is None else [])
     return render(request, "console/runs.html", {
+        "archived": archived_rows,
         "form": form, "runs": rows, "ids": [r.pk for r in rows], "live": _live(rows),
         "counts": selectors.status_counts(workflow_ids=workflow_ids),
         "count_cap": selectors.COUNT_CAP,
@@ -292,6 +299,25 @@ def runbook(request, reason: str):
     title, _, body = text.partition("\n")
     return render(request, "console/runbook.html", {
         "title": title.lstrip("# "), "paragraphs": [p for p in body.split("\n\n") if p.strip()]})
+
+
+@require_GET
+@login_required
+def archived_run(request, run_id: int):
+    """A run moved to the archive, read back from its archive file: no actions."""
+    try:
+        tombstone = archived.archived_run(run_id)
+    except ArchivedRun.DoesNotExist:
+        raise Http404(f"No archived run {run_id}.") from None
+    if not grant_for(request.user, VIEW).covers(tombstone.workflow_id):
+        raise PermissionDenied("You may not view this run.")
+    try:
+        detail, problem = read_archived_run(tombstone), ""
+    except ArchiveUnreadable as exc:
+        logger.error("archived run %s: %s", run_id, exc)
+        detail, problem = None, str(exc)
+    return render(request, "console/archived_run.html", {
+        "tombstone": tombstone, "detail": detail, "problem": problem})
 
 
 @require_GET

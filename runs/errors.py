@@ -85,6 +85,18 @@ class BusinessKeyConflict(StartRefused):
         self.run_id = run_id
 
 
+class RunArchived(StartRefused):
+    """The business key belongs to a run that finished and was moved to an archive file:
+    nothing was started (the key is never reused by accident). `archived` is the tombstone
+    (the archive app's ArchivedRun, see runs.retention); `same_input` says whether this is
+    the same start event delivered again or another input for the same key."""
+
+    def __init__(self, message: str, *, archived, same_input: bool):
+        super().__init__(message)
+        self.archived = archived
+        self.same_input = same_input
+
+
 @dataclass(frozen=True)
 class Classified:
     error_class: str

@@ -10,11 +10,12 @@ from pydantic import ValidationError
 from audit.actions import AuditAction
 from audit.chain import Actor
 
-from .. import artifacts
+from .. import artifacts, retention
 from .. import definition as d
 from ..errors import (
     BusinessKeyConflict,
     InvalidInput,
+    RunArchived,
     UnknownWorkflow,
 )
 from ..keys import compensation_key, step_key
@@ -48,6 +49,20 @@ def _storable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+def _refuse_if_archived(workflow: str, business_key: str, digest: str) -> None:
+    # One probe of a unique index per new run (see runs.retention).
+    archived = retention.archived_run(workflow, business_key)
+    if archived is None:
+        return
+    same = archived.input_hash == digest
+    raise RunArchived(
+        f"business key {business_key!r} of {workflow} belongs to run "
+        f"{archived.original_run_id}, which finished ({archived.final_status}) and was "
+        f"archived to {archived.archive_file.name}; nothing was started"
+        + ("" if same else " (and this input differs from that run's)"),
+        archived=archived, same_input=same)
+
 
 def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
               now: datetime | None = None, wake: bool = True) -> tuple[Run, bool]:
@@ -111,13 +126,24 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
         except IntegrityError:
             # Another delivery of this event got there first (or committed while we waited
             # on the unique index): same input means the same run.
-            existing = Run.objects.get(workflow_name=workflow, business_key=business_key)
+            existing = Run.objects.filter(workflow_name=workflow,
+                                          business_key=business_key).first()
+            if existing is None:
+                # Archived between our insert and this read (archiving writes the tombstone
+                # in the transaction that deletes the row, so this read sees it).
+                _refuse_if_archived(workflow, business_key, digest)
+                raise
             if existing.input_hash != digest:
                 raise BusinessKeyConflict(
                     f"business key {business_key!r} of {workflow} is already used by run "
                     f"{existing.pk} with a different input", run_id=existing.pk,
                 ) from None
             return existing, False
+        # The unique constraint protects the key only while its run is in the hot table;
+        # once archived, a tombstone keeps it. Looked up after the insert, not before: an
+        # insert that waited on an archiving transaction deleting the old row succeeds when
+        # that commits, and this statement then sees the tombstone it committed with.
+        _refuse_if_archived(workflow, business_key, digest)
         Step.objects.bulk_create([
             Step(run=run, name=s.name, position=i, kind=s.kind, impact=s.impact,
                  version=s.version,

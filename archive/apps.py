@@ -1,0 +1,18 @@
+from django.apps import AppConfig
+
+
+class ArchiveConfig(AppConfig):
+    name = "archive"
+    verbose_name = "Retention and archival"
+
+    def ready(self):
+        from audit.offline import register_catalogue
+        from runs.retention import register_archived_lookup
+
+        from .reading import recorded_archive
+        from .selectors import archived_for_key
+
+        # start_run keeps the business keys of archived runs closed (runs.retention).
+        register_archived_lookup(archived_for_key)
+        # verify_audit --archive compares a file with what was recorded when it was written.
+        register_catalogue(recorded_archive)

@@ -1,0 +1,308 @@
+"""Moving finished runs out of the hot tables into archive files.
+
+A run is archived once it is final (completed, compensated, terminated) and both its last
+status change and its finish are older than its workflow's retention: the Workflow's
+`retention_days`, else the RUNS_RETENTION_DAYS setting (90 days). One pass, run by beat
+(archive.tasks) or by `manage.py archive_runs`, holds the job's lock (runs.single_pass) so
+two passes never archive the same runs, and for each file of up to ARCHIVE_RUNS_PER_FILE
+runs:
+
+1. reads the runs, their steps, events, audit records, approval requests and notifications
+   in one repeatable-read snapshot and writes them as gzip-compressed JSON Lines (a header
+   line, then one line per run) to the archive storage (STORAGES "archive", any
+   django-storages backend, else the file system under VAR_DIR/archive);
+2. records the file (ArchiveFile: name, sha256, size, the head of every chain it closes)
+   and commits, before anything is removed;
+3. removes the runs from the hot tables, ARCHIVE_REMOVE_BATCH runs per short transaction:
+   lock the run rows, keep any run that changed since it was read (an operator reopened a
+   terminated run, a late result was recorded: its chain head moved), write a tombstone per
+   run (ArchivedRun, which start_run consults through runs.retention), delete its rows,
+   and log the removal (ArchiveRemoval: who, when, which file, which chain heads).
+
+The audit table stays append-only: the model refuses every delete, and the database trigger
+(this app's migration 0002) refuses a DELETE unless the transaction declared the archive
+file it archives to (SET LOCAL audit.archival = its sha256) and the record's run has a
+tombstone pointing at that file. Only step 3 does both.
+
+A crash leaves nothing half done that matters: a file written but not recorded is an
+orphan in storage and its runs are archived again by the next pass; a file recorded but not
+fully removed is finished by the next pass (finish_unfinished). Step results kept as
+artifacts (runs.artifacts) stay in their storage; the archive keeps their references.
+"""
+
+import contextlib
+import getpass
+import gzip
+import hashlib
+import json
+import socket
+import tempfile
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.files import File
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from approvals.models import ApprovalRequest, Notification
+from audit.models import AuditRecord
+from audit.offline import record_to_dict, to_json
+from runs import definition as d
+from runs.models import FINAL_RUN_STATUSES, Run, RunEvent, Step
+from runs.single_pass import single_pass
+
+from .models import ArchivedRun, ArchiveFile, ArchiveRemoval
+from .reading import storage
+
+JOB = "archive.archive_runs"
+FORMAT = 1
+
+
+def retention_days(workflow_name: str) -> int:
+    """How many days a finished run of `workflow_name` stays in the hot tables."""
+    definition = d.registry.latest(workflow_name)
+    override = getattr(definition, "retention_days", None)
+    return settings.RUNS_RETENTION_DAYS if override is None else override
+
+
+def eligible(now: datetime, older_than_days: int | None = None):
+    """The finished runs whose retention is over (or, with `older_than_days`, that finished
+    longer ago than that, whatever their workflow says), oldest first.
+
+    Read through the (status, updated_at) index: a final run's updated_at is when it became
+    final (or changed since), so the range on it bounds the scan to old finished runs."""
+    default_days = settings.RUNS_RETENTION_DAYS if older_than_days is None else older_than_days
+    default_cut = now - timedelta(days=default_days)
+    overrides = {}
+    for name in d.registry.names() if older_than_days is None else ():
+        days = retention_days(name)
+        if days != default_days:
+            overrides[name] = now - timedelta(days=days)
+    newest_cut = max([default_cut, *overrides.values()])
+
+    def older_than(cut):
+        return Q(updated_at__lt=cut) & (Q(finished_at__isnull=True) | Q(finished_at__lt=cut))
+
+    per_workflow = ~Q(workflow_name__in=list(overrides)) & older_than(default_cut)
+    for name, cut in overrides.items():
+        per_workflow |= Q(workflow_name=name) & older_than(cut)
+    return (Run.objects.filter(status__in=list(FINAL_RUN_STATUSES), updated_at__lt=newest_cut)
+            .filter(per_workflow).order_by("updated_at", "pk"))
+
+
+@dataclass
+class ArchiveReport:
+    files: list[str] = field(default_factory=list)
+    runs_written: int = 0
+    runs_removed: int = 0
+    runs_kept: int = 0
+    bytes_written: int = 0
+    # With dry_run: how many runs a pass would archive (up to its maximum).
+    eligible: int = 0
+    dry_run: bool = False
+    # Another pass held the job's lock: this one did nothing.
+    locked_out: bool = False
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def default_actor() -> str:
+    return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def archive_runs(*, actor: str, now: datetime | None = None, runs_per_file: int | None = None,
+                 max_runs: int | None = None, remove_batch: int | None = None,
+                 dry_run: bool = False, older_than_days: int | None = None) -> ArchiveReport:
+    """One archiving pass, unless another one is running. `actor` says who (the command
+    and its operating-system user, or the beat task and its worker); it is recorded with
+    each file and each removal."""
+    now = now or timezone.now()
+    runs_per_file = runs_per_file or settings.ARCHIVE_RUNS_PER_FILE
+    max_runs = settings.ARCHIVE_MAX_RUNS_PER_PASS if max_runs is None else max_runs
+    remove_batch = remove_batch or settings.ARCHIVE_REMOVE_BATCH
+    report = ArchiveReport(dry_run=dry_run)
+    with single_pass(JOB) as mine:
+        if not mine:
+            report.locked_out = True
+            return report
+        if dry_run:
+            report.eligible = len(eligible(now, older_than_days)
+                                  .values_list("pk", flat=True)[:max_runs])
+            return report
+        finish_unfinished(actor=actor, remove_batch=remove_batch, report=report)
+        after = None
+        while report.runs_written < max_runs:
+            runs = eligible(now, older_than_days)
+            if after is not None:
+                # Keyset: runs kept in the hot tables are not taken again in this pass.
+                runs = runs.filter(Q(updated_at__gt=after[0])
+                                   | Q(updated_at=after[0], pk__gt=after[1]))
+            batch = list(runs.values_list("updated_at", "pk")[
+                :min(runs_per_file, max_runs - report.runs_written)])
+            if not batch:
+                break
+            after = batch[-1]
+            archive = write_file(sorted(pk for _, pk in batch), actor=actor, now=now)
+            if archive is None:
+                continue
+            report.files.append(archive.name)
+            report.runs_written += archive.run_count
+            report.bytes_written += archive.size
+            remove(archive, actor=actor, remove_batch=remove_batch, report=report)
+    return report
+
+
+def _row(instance) -> dict:
+    return {f.attname: getattr(instance, f.attname) for f in instance._meta.concrete_fields}
+
+
+def _grouped(queryset, key: str) -> dict:
+    groups: dict = {}
+    for instance in queryset:
+        groups.setdefault(getattr(instance, key), []).append(_row(instance))
+    return groups
+
+
+@contextlib.contextmanager
+def _snapshot():
+    """A transaction whose reads all see one snapshot (PostgreSQL: repeatable read)."""
+    with transaction.atomic():
+        # Only as the transaction's first statement (not inside a caller's transaction).
+        if connection.vendor == "postgresql" and len(connection.atomic_blocks) == 1:
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        yield
+
+
+def write_file(run_ids: list[int], *, actor: str, now: datetime) -> ArchiveFile | None:
+    """Write the runs to a new archive file and record it; nothing is removed yet. None
+    when none of the runs exists any more."""
+    heads = {}
+    finished = []
+    runs_in_file = records = 0
+    with tempfile.TemporaryFile() as raw:
+        with _snapshot():
+            runs = list(Run.objects.filter(pk__in=run_ids).order_by("pk"))
+            ids = [r.pk for r in runs]
+            steps = _grouped(Step.objects.filter(run_id__in=ids).order_by("run_id", "position"),
+                             "run_id")
+            events = _grouped(RunEvent.objects.filter(run_id__in=ids).order_by("run_id", "id"),
+                              "run_id")
+            requests = _grouped(ApprovalRequest.objects.filter(run_id__in=ids)
+                                .order_by("run_id", "id"), "run_id")
+            notes = _grouped(Notification.objects.filter(request__run_id__in=ids)
+                             .order_by("request_id", "id"), "request_id")
+            audit: dict = {}
+            for record in (AuditRecord.objects.filter(run_id__in=ids)
+                           .order_by("run_id", "seq").iterator(chunk_size=5000)):
+                audit.setdefault(record.run_id, []).append(record_to_dict(record))
+        if not runs:
+            return None
+        with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as out:
+            def line(obj):
+                out.write(json.dumps(obj, default=to_json, ensure_ascii=False,
+                                     separators=(",", ":")).encode())
+                out.write(b"\n")
+
+            line({"archive": {"format": FORMAT, "created_at": now, "created_by": actor,
+                              "runs": len(runs)}})
+            for run in runs:
+                run_requests = requests.get(run.pk, [])
+                line({"run": _row(run), "steps": steps.get(run.pk, []),
+                      "events": events.get(run.pk, []), "audit": audit.get(run.pk, []),
+                      "approvals": run_requests,
+                      "notifications": [n for r in run_requests for n in notes.get(r["id"], [])]})
+                heads[str(run.pk)] = [run.audit_seq, run.audit_head]
+                records += len(audit.get(run.pk, []))
+                runs_in_file += 1
+                if run.finished_at:
+                    finished.append(run.finished_at)
+        size = raw.tell()
+        raw.seek(0)
+        digest = _sha256(raw)
+        raw.seek(0)
+        name = (f"runs/{now:%Y/%m/%d}/runs-{ids[0]}-{ids[-1]}-{now:%H%M%S}-"
+                f"{digest[:12]}.jsonl.gz")
+        where = storage()
+        if not where.exists(name):
+            name = where.save(name, File(raw, name=name))
+    return ArchiveFile.objects.create(
+        name=name, sha256=digest, size=size, run_count=runs_in_file, record_count=records,
+        first_finished_at=min(finished, default=None),
+        last_finished_at=max(finished, default=None), heads=heads, created_at=now,
+        created_by=actor)
+
+
+def _sha256(handle) -> str:
+    digest = hashlib.sha256()
+    while chunk := handle.read(1 << 20):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def remove(archive: ArchiveFile, *, actor: str, remove_batch: int,
+           report: ArchiveReport) -> None:
+    """Remove the file's runs that are still hot, a short transaction per batch."""
+    pending = sorted(Run.objects.filter(pk__in=[int(k) for k in archive.heads])
+                     .values_list("pk", flat=True))
+    kept = list(archive.kept_run_ids)
+    for start in range(0, len(pending), remove_batch):
+        removed, changed = _remove_batch(archive, pending[start:start + remove_batch],
+                                         actor=actor)
+        report.runs_removed += removed
+        report.runs_kept += len(changed)
+        kept += changed
+    ArchiveFile.objects.filter(pk=archive.pk).update(removal_finished_at=timezone.now(),
+                                                     kept_run_ids=kept)
+
+
+def _remove_batch(archive: ArchiveFile, run_ids: list[int], *,
+                  actor: str) -> tuple[int, list[int]]:
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                # Transaction-local: the audit trigger lets this transaction delete the
+                # records of runs tombstoned to this file, and nothing else.
+                cursor.execute("SELECT set_config('audit.archival', %s, true)",
+                               [archive.sha256])
+        runs = list(Run.objects.select_for_update().filter(pk__in=run_ids).order_by("pk"))
+        removable, changed = [], []
+        for run in runs:
+            unchanged = [run.audit_seq, run.audit_head] == archive.heads.get(str(run.pk))
+            (removable if unchanged and run.status in FINAL_RUN_STATUSES else changed).append(run)
+        if not removable:
+            return 0, [r.pk for r in changed]
+        ids = [r.pk for r in removable]
+        ArchivedRun.objects.bulk_create([
+            ArchivedRun(original_run_id=r.pk, workflow_id=r.workflow_id,
+                        workflow_name=r.workflow_name, workflow_version=r.workflow_version,
+                        business_key=r.business_key, input_hash=r.input_hash,
+                        final_status=r.status, created_at=r.created_at,
+                        finished_at=r.finished_at, archived_at=now, archive_file=archive)
+            for r in removable])
+        # The one path that deletes audit records: SQL, since the model refuses (and the
+        # trigger checks the tombstones written just above).
+        with connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {AuditRecord._meta.db_table} "
+                           f"WHERE run_id = ANY(%s)", [ids])
+        Notification.objects.filter(request__run_id__in=ids).delete()
+        # Requests point at the requests they superseded: the newest go first.
+        for request in (ApprovalRequest.objects.filter(run_id__in=ids)
+                        .order_by("-id").only("pk")):
+            request.delete()
+        # Steps, events and what hangs off them (webhook deliveries) go with the run.
+        Run.objects.filter(pk__in=ids).delete()
+        ArchiveRemoval.objects.create(
+            archive_file=archive, removed_at=now, actor=actor, run_count=len(ids),
+            heads={str(r.pk): [r.audit_seq, r.audit_head] for r in removable})
+    return len(ids), [r.pk for r in changed]
+
+
+def finish_unfinished(*, actor: str, remove_batch: int, report: ArchiveReport) -> None:
+    """Finish the removals a crashed pass left: its file is written and recorded."""
+    for archive in ArchiveFile.objects.filter(removal_finished_at__isnull=True).order_by("pk"):
+        remove(archive, actor=actor, remove_batch=remove_batch, report=report)

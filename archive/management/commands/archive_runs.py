@@ -1,0 +1,52 @@
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from archive import archiving
+
+
+class Command(BaseCommand):
+    help = ("Move finished runs older than their retention (RUNS_RETENTION_DAYS, or the "
+            "workflow's retention_days) out of the hot tables into gzip JSON Lines archive "
+            "files, then remove them in short batches. What beat does every "
+            "ARCHIVE_INTERVAL_SECONDS.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--older-than-days", type=int, default=None,
+                            help="retention for this pass, for every workflow (default: the "
+                                 "setting and each workflow's retention_days)")
+        parser.add_argument("--dry-run", action="store_true",
+                            help="count the runs a pass would archive; write nothing")
+        parser.add_argument("--batch", type=int, default=None,
+                            help=f"runs per archive file (default "
+                                 f"{settings.ARCHIVE_RUNS_PER_FILE})")
+        parser.add_argument("--max-runs", type=int, default=None,
+                            help=f"runs per pass (default {settings.ARCHIVE_MAX_RUNS_PER_PASS})")
+        parser.add_argument("--remove-batch", type=int, default=None,
+                            help=f"runs removed per transaction (default "
+                                 f"{settings.ARCHIVE_REMOVE_BATCH})")
+        parser.add_argument("--actor", default="",
+                            help="who runs the pass, as recorded (default: user@host)")
+
+    def handle(self, *args, older_than_days, dry_run, batch, max_runs, remove_batch, actor,
+               **options):
+        for name, value in (("--batch", batch), ("--max-runs", max_runs),
+                            ("--remove-batch", remove_batch)):
+            if value is not None and value < 1:
+                raise CommandError(f"{name} must be at least 1")
+        if older_than_days is not None and older_than_days < 0:
+            raise CommandError("--older-than-days must be 0 or more")
+        actor = f"archive_runs command ({actor or archiving.default_actor()})"
+        report = archiving.archive_runs(
+            actor=actor, runs_per_file=batch, max_runs=max_runs, remove_batch=remove_batch,
+            dry_run=dry_run, older_than_days=older_than_days)
+        if report.locked_out:
+            raise CommandError("another archiving pass is running; nothing done")
+        if dry_run:
+            self.stdout.write(f"dry run: {report.eligible} runs would be archived")
+            return
+        for name in report.files:
+            self.stdout.write(f"wrote {name}")
+        self.stdout.write(
+            f"archived {report.runs_removed} runs in {len(report.files)} files "
+            f"({report.bytes_written} bytes); {report.runs_kept} changed since they were "
+            "read and stay in the hot tables")

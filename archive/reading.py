@@ -1,0 +1,92 @@
+"""Reading archives: the storage they live in, a run back from its file, and what was
+recorded about a file (for verify_audit --archive, see audit.offline)."""
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.storage import FileSystemStorage, Storage, storages
+
+from audit.models import AuditRecord
+from audit.offline import RecordedArchive, archive_lines, chain_problem, record_from_dict
+
+from .models import ArchiveFile
+
+
+def storage() -> Storage:
+    """The storage named "archive" in STORAGES when there is one (any django-storages
+    backend), else the file system under VAR_DIR/archive."""
+    if "archive" in settings.STORAGES:
+        return storages["archive"]
+    return FileSystemStorage(location=Path(settings.VAR_DIR) / "archive")
+
+
+def recorded_archive(name: str, sha256: str) -> RecordedArchive | None:
+    """What was recorded about a file when it was written, found by its content's sha256,
+    else by its name (a changed file), else by its base name (a renamed copy)."""
+    archive = (ArchiveFile.objects.filter(sha256=sha256).first()
+               or ArchiveFile.objects.filter(name=name).first()
+               or ArchiveFile.objects.filter(name__endswith=f"/{Path(name).name}").first())
+    if archive is None:
+        return None
+    return RecordedArchive(name=archive.name, sha256=archive.sha256, size=archive.size,
+                           heads=archive.heads)
+
+
+def _dates(row: dict) -> dict:
+    """Timestamps (the fields named *_at) as datetimes, for display."""
+    out = dict(row)
+    for key, value in row.items():
+        if key.endswith("_at") and isinstance(value, str):
+            try:
+                out[key] = datetime.fromisoformat(value)
+            except ValueError:
+                pass
+    return out
+
+
+@dataclass
+class ArchivedRunDetail:
+    """A run as its archive file holds it: plain rows, read only."""
+
+    run: dict
+    steps: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+    audit: list[AuditRecord] = field(default_factory=list)
+    approvals: list[dict] = field(default_factory=list)
+    notifications: list[dict] = field(default_factory=list)
+    # Why the run's audit chain does not verify against the head recorded for the file.
+    chain_problem: str | None = None
+
+
+class ArchiveUnreadable(Exception):
+    """The run's archive file is missing from storage or does not hold the run."""
+
+
+def read_archived_run(tombstone) -> ArchivedRunDetail:
+    """The run of a tombstone (runs.models.ArchivedRun), read from its archive file, its
+    audit chain verified against the head recorded when the file was written."""
+    archive = tombstone.archive_file
+    wanted = tombstone.original_run_id
+    try:
+        with storage().open(archive.name, "rb") as handle:
+            line = next((line for line in archive_lines(handle)
+                         if line.get("run", {}).get("id") == wanted), None)
+    except (OSError, EOFError, ValueError) as exc:
+        raise ArchiveUnreadable(f"archive file {archive.name} cannot be read: {exc}") from exc
+    if line is None:
+        raise ArchiveUnreadable(f"archive file {archive.name} does not hold run {wanted}")
+    records = [record_from_dict(r) for r in line.get("audit", [])]
+    head = archive.heads.get(str(wanted)) or [None, None]
+    return ArchivedRunDetail(
+        run=_dates(line["run"]), steps=[_dates(s) for s in line.get("steps", [])],
+        events=[_dates(e) for e in line.get("events", [])], audit=records,
+        approvals=[_dates(a) for a in line.get("approvals", [])],
+        notifications=[_dates(n) for n in line.get("notifications", [])],
+        chain_problem=chain_problem(wanted, records, head[0], head[1]))
+
+
+def pretty(value) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)

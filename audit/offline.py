@@ -1,0 +1,182 @@
+"""Audit chains outside the database: records as JSON, and the offline check of an archive.
+
+The archive app moves finished runs out of the hot tables into gzip-compressed JSON Lines
+files. The audit app owns how its records are written there and how their chains are
+checked, so that `manage.py verify_audit --archive FILE` needs nothing but the file (and
+this code): each record is rebuilt as an unsaved AuditRecord and checked with the same
+hashing as the live chains (audit.chain.verify_chain).
+
+What this module relies on in an archive file: one JSON object per line; a line holding a
+run has "run" (the run's row, with "id", "audit_seq" and "audit_head": the head of its
+chain as the run row kept it) and "audit" (its records, as record_to_dict writes them, in
+sequence order). Other lines (a header) are skipped.
+
+The file's own facts (its sha256, and the chain heads recorded when it was written) live
+in the archive app's tables. Audit imports nothing from above it: the archive app registers
+a lookup (register_catalogue) that verify_audit asks when it is installed, as each app
+registers its own metrics collector.
+"""
+
+import gzip
+import hashlib
+import io
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import models
+
+from .chain import verify_chain
+from .models import AuditRecord
+
+_FIELDS = [f for f in AuditRecord._meta.concrete_fields]
+_DATETIMES = {f.attname for f in _FIELDS if isinstance(f, models.DateTimeField)}
+
+
+def to_json(value):
+    """`default` for json.dumps: datetimes in full (isoformat keeps the microseconds the
+    chain's hashes cover; DjangoJSONEncoder would cut them to milliseconds)."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def record_to_dict(record: AuditRecord) -> dict:
+    """Every stored field of a record, by column name (run_id, not run)."""
+    return {f.attname: getattr(record, f.attname) for f in _FIELDS}
+
+
+def record_from_dict(data: dict) -> AuditRecord:
+    """An unsaved record with exactly the values record_to_dict wrote."""
+    values = {}
+    for name, value in data.items():
+        if name in _DATETIMES and isinstance(value, str):
+            value = datetime.fromisoformat(value)
+        values[name] = value
+    return AuditRecord(**values)
+
+
+def chain_problem(run_id, records: list[AuditRecord], head_seq: int | None,
+                  head_hash: str | None) -> str | None:
+    """Why the chain of run `run_id` does not verify, naming the record, or None."""
+    broken = verify_chain(records)
+    if broken is not None:
+        return (f"audit chain of run {run_id} is broken at seq={broken.seq} "
+                f"action={broken.action}")
+    last_seq, last_hash = (records[-1].seq, records[-1].hash) if records else (0, "")
+    if head_seq is not None and (last_seq != head_seq or last_hash != (head_hash or "")):
+        return (f"audit chain of run {run_id} ends at seq={last_seq} but its recorded head "
+                f"is seq={head_seq} hash={(head_hash or '')[:12]}...: records are missing "
+                "or were replaced")
+    return None
+
+
+@dataclass(frozen=True)
+class RecordedArchive:
+    """What the database recorded about an archive file when it was written."""
+
+    name: str
+    sha256: str
+    size: int
+    heads: dict  # run id (a string) -> [seq, hash]
+
+
+# name -> RecordedArchive | None, set by the archive app (see the module docstring).
+_catalogue: Callable[[str, str], RecordedArchive | None] | None = None
+
+
+def register_catalogue(lookup: Callable[[str, str], RecordedArchive | None]) -> None:
+    """Let verify_audit find what was recorded about a file: lookup(name, sha256)."""
+    global _catalogue
+    _catalogue = lookup
+
+
+def recorded_archive(name: str, sha256: str) -> RecordedArchive | None:
+    return _catalogue(name, sha256) if _catalogue is not None else None
+
+
+@dataclass
+class ArchiveCheck:
+    sha256: str = ""
+    size: int = 0
+    runs: int = 0
+    records: int = 0
+    heads: dict = field(default_factory=dict)  # run id (a string) -> [seq, hash]
+    problems: list[str] = field(default_factory=list)
+
+
+class _Hashing(io.RawIOBase):
+    """Reads through to `raw`, hashing and counting every byte on the way."""
+
+    def __init__(self, raw):
+        self.raw, self.digest, self.size = raw, hashlib.sha256(), 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        chunk = self.raw.read(len(buffer))
+        n = len(chunk)
+        buffer[:n] = chunk
+        self.digest.update(chunk)
+        self.size += n
+        return n
+
+
+def archive_lines(handle) -> Iterator[dict]:
+    """The JSON objects of a gzip JSON Lines file opened in binary mode."""
+    with gzip.open(handle, "rt", encoding="utf-8") as text:
+        for number, line in enumerate(text, start=1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"line {number} is not JSON: {exc}") from None
+
+
+def check_archive(handle) -> ArchiveCheck:
+    """Verify every run's chain in an archive file (binary handle) from the file alone:
+    each record's hash, the sequence, and the chain's end against the head the run row
+    kept. Returns the file's sha256 and size as read, and the heads it found."""
+    hashing = _Hashing(handle)
+    report = ArchiveCheck()
+    try:
+        for line in archive_lines(io.BufferedReader(hashing)):
+            run = line.get("run")
+            if run is None:
+                continue
+            records = [record_from_dict(r) for r in line.get("audit", [])]
+            problem = chain_problem(run["id"], records, run.get("audit_seq"),
+                                    run.get("audit_head"))
+            if problem:
+                report.problems.append(problem)
+            report.runs += 1
+            report.records += len(records)
+            if records:
+                report.heads[str(run["id"])] = [records[-1].seq, records[-1].hash]
+    except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:
+        report.problems.append(f"the archive cannot be read: {exc}")
+    # Hash what gzip did not need to read (nothing, for a well-formed file).
+    while hashing.read(1 << 16):
+        pass
+    report.sha256, report.size = hashing.digest.hexdigest(), hashing.size
+    return report
+
+
+def compare_with_recorded(report: ArchiveCheck, recorded: RecordedArchive) -> list[str]:
+    """Differences between a file as read and what was recorded when it was written."""
+    problems = []
+    if report.sha256 != recorded.sha256 or report.size != recorded.size:
+        problems.append(f"the file's sha256 {report.sha256[:12]}... ({report.size} bytes) is "
+                        f"not the recorded {recorded.sha256[:12]}... ({recorded.size} bytes)")
+    for run_id, head in sorted(recorded.heads.items(), key=lambda item: int(item[0])):
+        found = report.heads.get(run_id)
+        if found is None:
+            problems.append(f"run {run_id} is recorded in the archive but missing from it")
+        elif list(found) != list(head):
+            problems.append(f"audit chain of run {run_id} ends at seq={found[0]}, not at the "
+                            f"recorded head seq={head[0]} hash={head[1][:12]}...")
+    for run_id in report.heads.keys() - recorded.heads.keys():
+        problems.append(f"run {run_id} is in the file but not recorded in its archive")
+    return problems
