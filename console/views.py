@@ -34,7 +34,8 @@ from .actions import ActionInputError, perform
 from .forms import AuditFilterForm, RunFilterForm
 from .permissions import VIEW, grant_for
 from .runbooks import runbook_section
-from .timeline import run_timeline
+from .timeline import PAGE as TIMELINE_PAGE
+from .timeline import timeline_page
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ def _load_visible_run(request, run_id: int):
     return detail
 
 
-def _detail_context(request, detail) -> dict:
+def _detail_context(request, detail, *, before: int | None = None) -> dict:
     run = detail.run
     workflow = d.registry.get(run.workflow_name, run.workflow_version)
     contracts = {}
@@ -146,7 +147,7 @@ def _detail_context(request, detail) -> dict:
                             if item["action"].name == recommendation.action.name), None)
     return {"run": run, "steps": detail.steps, "actions": actions,
             "recommendation": recommendation, "recommended": recommended,
-            "timeline": run_timeline(run, detail.audit),
+            "timeline": timeline_page(run, before=before), "timeline_page": TIMELINE_PAGE,
             "approvals": requests_for_run(run), "live": not selectors.is_final(run)}
 
 
@@ -154,7 +155,14 @@ def _detail_context(request, detail) -> dict:
 @login_required
 def run_detail(request, run_id: int):
     detail = _load_visible_run(request, run_id)
-    context = _detail_context(request, detail)
+    # ?before=SEQ: the timeline's page before that audit record (older entries).
+    before = request.GET.get("before", "")
+    before = int(before) if before.isdigit() and len(before) < 10 else None
+    if request.htmx and request.GET.get("part") == "timeline":
+        return render(request, "console/_timeline_rows.html", {
+            "run": detail.run, "timeline": timeline_page(detail.run, before=before),
+            "timeline_page": TIMELINE_PAGE})
+    context = _detail_context(request, detail, before=before)
     if request.htmx and request.GET.get("part") == "live":
         return render(request, "console/_run_live.html", context)
     card = investigate(detail.run, steps=detail.steps, records=detail.audit)

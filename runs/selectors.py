@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Exists, Max, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from audit.models import AuditRecord
@@ -187,10 +187,17 @@ class RunDetail:
 
 
 def run_detail(run_id: int) -> RunDetail:
-    """A run with its steps and its whole audit log (three queries)."""
+    """A run with its steps and the outline of its audit log, three queries. The outline is
+    the newest record of each (step, action), in seq order, as unsaved records holding
+    seq, action and step_name: all the investigation card cites (the newest record of a
+    kind), tens of rows where a run retried for days has thousands of records. The records
+    in full are read a page at a time, for the timeline (console.timeline)."""
     run = Run.objects.select_related("workflow").get(pk=run_id)
     steps = list(Step.objects.filter(run=run).order_by("position"))
-    audit = list(AuditRecord.objects.filter(run=run).order_by("seq"))
+    outline = (AuditRecord.objects.filter(run=run).values("step_name", "action")
+               .annotate(newest=Max("seq")).order_by("newest"))
+    audit = [AuditRecord(run=run, seq=row["newest"], action=row["action"],
+                         step_name=row["step_name"]) for row in outline]
     return RunDetail(run=run, steps=steps, audit=audit)
 
 
