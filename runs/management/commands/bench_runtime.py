@@ -219,8 +219,8 @@ class Command(BaseCommand):
                         f"steps/s; {batch['commits_step']:.2f} commits/step; "
                         f"{batch['wal_step']:.0f} WAL bytes/step; start_run "
                         f"{batch['start_ms']:.2f} ms; worker CPU {batch['cpu_ms_step']:.2f} "
-                        f"ms/step" + (f"; other databases wrote {batch['foreign']} "
-                                      "rows meanwhile (WAL inflated)"
+                        f"ms/step" + (f"; other databases' row counters moved by "
+                                      f"{batch['foreign']} meanwhile (WAL inflated)"
                                       if batch["foreign"] else ""))
                 large = self._large_result(worker)
             finally:
