@@ -54,6 +54,8 @@ class AuditAction(StrEnum):
     TOOL_CALL_SUCCEEDED = "tool_call_succeeded"
     TOOL_CALL_APPROVAL_REQUESTED = "tool_call_approval_requested"
     TOOL_CALL_APPROVAL_DECIDED = "tool_call_approval_decided"
+    TOOL_CALL_COMPENSATION_INTENT = "tool_call_compensation_intent"
+    TOOL_CALL_COMPENSATED = "tool_call_compensated"
     # operator actions
     RESUMED = "resumed"
     STEP_RETRIED = "step_retried"

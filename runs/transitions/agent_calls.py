@@ -635,7 +635,7 @@ def begin_tool_compensation(lease: Lease, step: Step, call: ToolCall, *,
         call.compensation_attempt += 1
         _save(call, change.now)
         change.step_changed(step)
-        change.audit(AuditAction.COMPENSATION_INTENT, step=step,
+        change.audit(AuditAction.TOOL_CALL_COMPENSATION_INTENT, step=step,
                      before={"call_status": before}, after={"call_status": call.status},
                      data=_call_data(call, key=call.compensation_key,
                                      attempt=call.compensation_attempt))
@@ -654,7 +654,7 @@ def record_tool_compensation(lease: Lease, step: Step, call: ToolCall, outcome: 
         call.compensation_ref = str(outcome.remote_ref or "")[:300]
         _save(call, change.now)
         change.step_changed(step)
-        change.audit(AuditAction.COMPENSATION_SUCCEEDED, step=step,
+        change.audit(AuditAction.TOOL_CALL_COMPENSATED, step=step,
                      before={"call_status": S.COMPENSATING},
                      after={"call_status": call.status,
                             "compensation_ref": call.compensation_ref},

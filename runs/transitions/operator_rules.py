@@ -52,8 +52,9 @@ _UNDO_STARTED = frozenset({StepStatus.COMPENSATING, StepStatus.COMPENSATED,
                            StepStatus.COMPENSATION_FAILED})
 
 def high_impact_effects(steps: list[Step]) -> list[Step]:
-    """The high-impact steps whose effect exists in another system (not yet undone)."""
-    return [s for s in steps if s.kind in EFFECT_KINDS and s.impact == d.HIGH
+    """The high-impact steps whose effect exists in another system (not yet undone). An
+    agent step counts once it completed with a high-impact tool declared."""
+    return [s for s in steps if s.kind in (*EFFECT_KINDS, d.AGENT) and s.impact == d.HIGH
             and s.status in _EFFECT_STANDS]
 
 def needs_second_person(action: str, steps: list[Step]) -> bool:

@@ -190,3 +190,39 @@ def test_an_unknown_outcome_is_reconciled_by_key_not_sent_again(sandbox):
     reconciled = AuditRecord.objects.get(run=run, action="reconciled",
                                          data__tool_call=post.ref)
     assert reconciled.data["verdict"] == "found"
+
+
+def test_a_late_failure_undoes_the_agents_effects_newest_first(sandbox):
+    from runs import crashpoints
+
+    run = start()
+    with crashpoints.failing("tell-requester"):
+        run = advance(run)
+    assert run.status == RunStatus.ATTENTION
+    assert run.attention_reason == AttentionReason.PERMANENT_ERROR
+    entry, task = LedgerEntry.objects.get(), Task.objects.get()
+    # The agent posted to the ledger (high impact): undoing it takes a second person, and
+    # the compensation pauses before the agent's undo until a person confirms it.
+    with pytest.raises(TransitionNotAllowed, match="second person"):
+        transitions.compensate(run.pk, actor=ACTOR, reason="requester unreachable")
+    transitions.compensate(run.pk, actor=ACTOR, reason="requester unreachable",
+                           approved_by=Actor.system("second"))
+    run = advance(run)
+    assert run.status == RunStatus.ATTENTION
+    assert run.attention_reason == AttentionReason.COMPENSATION_PAUSED
+    assert LedgerEntry.objects.count() == 1
+    transitions.confirm_compensation(run.pk, step_name="triage", actor=ACTOR,
+                                     reason="reversal checked")
+    run = advance(run)
+    assert run.status == RunStatus.COMPENSATED, run.status_message
+    undone = list(AuditRecord.objects.filter(run=run, action="tool_call_compensated")
+                  .order_by("seq").values_list("data__tool", flat=True))
+    assert undone == ["post-ledger", "open-approval-task"]
+    reversal = LedgerEntry.objects.get(reverses=entry)
+    assert reversal.amount == -entry.amount
+    task.refresh_from_db()
+    assert task.status == Task.CANCELLED and task.cancelled_at > reversal.created_at
+    post = ToolCall.objects.get(step__run=run, tool="post-ledger")
+    assert post.status == "compensated" and post.compensation_ref == reversal.ref
+    assert reversal.transaction_ref == post.compensation_key != post.idempotency_key
+    assert Step.objects.get(run=run, name="triage").status == "compensated"
