@@ -101,6 +101,42 @@ def test_list_pages_cost_the_same_queries_for_10_and_1000_runs(client_for, opera
     assert _queries(client, reverse(page)) == small
 
 
+@pytest.mark.parametrize("page", ["console:runs", "console:attention"])
+def test_list_pages_cost_the_same_queries_for_a_page_of_10_and_of_1000_rows(
+        client_for, operator, script, monkeypatch, page):
+    """No query per row: the same page drawn with 10 rows and with 1,000 (the page size
+    raised to 1,000 for the test)."""
+    import re
+
+    from django.core.management import call_command
+
+    from runs import selectors
+    from runs.errors import PermanentError
+    from runs.models import RunStatus
+
+    monkeypatch.setattr(selectors, "PAGE_SIZE", 1000)
+    monkeypatch.setattr(selectors, "ATTENTION_PAGE_SIZE", 1000)
+    client = client_for(operator)
+    for _ in range(10):
+        script.plan["create-task"] = [PermanentError("no")]
+        executor.advance_run(new_run().pk, worker="w1")
+
+    def rows_and_queries():
+        with CaptureQueriesContext(connection) as ctx:
+            body = client.get(reverse(page)).content.decode()
+        return len(re.findall(r'">#\d+</a>', body)), len(ctx)
+
+    rows, small = rows_and_queries()
+    assert rows == 10
+    call_command("seed_scale", runs=990, stdout=open("/dev/null", "w"))  # noqa: SIM115
+    # Every seeded run in attention too, with the reason the first ten have.
+    reason = Run.objects.filter(status=RunStatus.ATTENTION).values_list(
+        "attention_reason", flat=True).first()
+    Run.objects.filter(business_key__startswith="scale:").update(
+        status=RunStatus.ATTENTION, attention_reason=reason)
+    assert rows_and_queries() == (1000, small)
+
+
 def test_run_detail_costs_the_same_queries_for_few_and_many_audit_records(client_for,
                                                                           operator, script):
     client = client_for(operator)
