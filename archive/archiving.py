@@ -58,6 +58,10 @@ from .reading import storage
 
 JOB = "archive.archive_runs"
 FORMAT = 1
+# What removal reads of a run (not its input): the checks and the tombstone.
+TOMBSTONE_FIELDS = ("status", "audit_seq", "audit_head", "workflow_id", "workflow_name",
+                    "workflow_version", "business_key", "input_hash", "created_at",
+                    "finished_at")
 
 
 def retention_days(workflow_name: str) -> int:
@@ -160,9 +164,11 @@ def _row(instance) -> dict:
 
 
 def _grouped(queryset, key: str) -> dict:
+    """Rows as dicts of their columns (no model instances: thousands per file), by `key`."""
     groups: dict = {}
-    for instance in queryset:
-        groups.setdefault(getattr(instance, key), []).append(_row(instance))
+    names = [f.attname for f in queryset.model._meta.concrete_fields]
+    for row in queryset.values(*names):
+        groups.setdefault(row[key], []).append(row)
     return groups
 
 
@@ -269,7 +275,8 @@ def _remove_batch(archive: ArchiveFile, run_ids: list[int], *,
                 # records of runs tombstoned to this file, and nothing else.
                 cursor.execute("SELECT set_config('audit.archival', %s, true)",
                                [archive.sha256])
-        runs = list(Run.objects.select_for_update().filter(pk__in=run_ids).order_by("pk"))
+        runs = list(Run.objects.select_for_update().filter(pk__in=run_ids).order_by("pk")
+                    .only(*TOMBSTONE_FIELDS))
         removable, changed = [], []
         for run in runs:
             unchanged = [run.audit_seq, run.audit_head] == archive.heads.get(str(run.pk))
