@@ -294,8 +294,9 @@ def _remove_batch(archive: ArchiveFile, run_ids: list[int], *,
         # The one path that deletes audit records: SQL, since the model refuses (and the
         # trigger checks the tombstones written just above).
         with connection.cursor() as cursor:
+            marks = ", ".join(["%s"] * len(ids))
             cursor.execute(f"DELETE FROM {AuditRecord._meta.db_table} "
-                           f"WHERE run_id = ANY(%s)", [ids])
+                           f"WHERE run_id IN ({marks})", ids)
         Notification.objects.filter(request__run_id__in=ids).delete()
         # Requests point at the requests they superseded: the newest go first.
         for request in (ApprovalRequest.objects.filter(run_id__in=ids)
