@@ -68,7 +68,8 @@ class PostLedgerArgs(BaseModel):
 
 triage_invoices = Workflow(
     "invoice-triage", version=1, input=TriageIn, services=build_services,
-    example={"tenant": "tenant-42", "invoice_number": "INV-1847",
+    # Below the approval threshold, so a drill's worker runs it end to end in one go.
+    example={"tenant": "tenant-42", "invoice_number": "INV-2001",
              "requester_email": "requester@example.com"},
 )
 
@@ -159,7 +160,10 @@ def reverse_ledger_entry(ctx, args):
     return StepResult(entry, remote_ref=entry["id"])
 
 
-@triage_invoices.notify("tell-requester", system="the messenger",
+# Low impact: an informational note to the person who sent the invoice in (after a lookup
+# that finds nothing it is sent again, once the messenger has had two seconds to land it).
+@triage_invoices.notify("tell-requester", impact="low", lookup_delay=2.0,
+                        system="the messenger",
                         contract=Contract(evidence="provider message id",
                                           rule="reconcile by client reference",
                                           owner="finance-ops"))

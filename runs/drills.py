@@ -9,6 +9,8 @@ sweeper and a worker would, and compares what happened with what must happen:
 2. crash after the call, before its outcome is stored: reconciled or resent with the same
    key, still one effect (fails, naming the fix, for a step nothing can settle);
 5. restart after a model decision was stored: the stored decision is reused;
+2a, 5a. (for an agent step) crash after a tool call committed at its receiver: reconciled
+   by the call's key, one effect; crash after a model turn was stored: the turn is reused;
 8. the same start event delivered 20 times at once: one run, each step called once;
 6. (where steps declare compensation) a late step fails: compensations run newest first.
 
@@ -33,12 +35,14 @@ from django.utils import timezone
 
 from audit.actions import AuditAction
 from audit.chain import Actor
+from audit.models import AuditRecord
 
 from . import crashpoints, executor, transitions
 from . import definition as d
 from .actions import ACTIONS, ActionInput
+from .agent_loop import AFTER_TURN
 from .context import context_outside_executor
-from .models import AttentionReason, Run, RunStatus, Step, StepStatus
+from .models import AgentTurn, AttentionReason, Run, RunStatus, Step, StepStatus, ToolCall
 
 DRILL = Actor.system("drill")
 # A compensation a person starts after a high-impact effect needs a second person.
@@ -69,6 +73,8 @@ def run_drills(workflow: d.Workflow) -> list[DrillResult]:
         results += [DrillResult("1 crash before the request", "-", "no side-effecting step", None),
                     DrillResult("2 crash after the call", "-", "no side-effecting step", None)]
     results.append(_drill_decision(workflow))
+    for agent in (s for s in workflow.steps if s.kind == d.AGENT):
+        results += _agent_drills(workflow, agent)
     results.append(_drill_concurrent_delivery(workflow))
     results.append(_drill_compensation(workflow))
     return results
@@ -169,7 +175,9 @@ def _drill_concurrent_delivery(workflow, deliveries: int = 20) -> DrillResult:
     _in_threads(wake, 4)  # duplicate wake-ups racing for the same run
     run = _recover(run)
     calls = {s.name: len(_intent_keys(run, s.name)) for s in workflow.steps
-             if s.kind != d.APPROVAL}
+             if s.kind not in (d.APPROVAL, d.AGENT)}
+    # An agent step is claimed again after each wait: each of its tool calls counts.
+    calls.update(_tool_call_intents(run))
     repeated = {name: n for name, n in calls.items() if n != 1}
     observed = (f"{len(runs)} run ({sum(created)} created), "
                 f"{'each step called once' if not repeated else f'repeated: {repeated}'}; "
@@ -223,6 +231,63 @@ def _drill_compensation(workflow) -> DrillResult:
     return DrillResult(title, expected, observed, passed)
 
 
+def _agent_drills(workflow, agent: d.AgentSpec) -> list[DrillResult]:
+    """An agent step's drills: a crash after a tool call committed at its receiver, and a
+    crash after a model turn was stored."""
+    results = []
+    writes = [t for t in agent.tools.values() if t.has_side_effect]
+    title = f"2a crash after a tool call committed ({agent.name}/" \
+            f"{writes[0].name if writes else '-'})"
+    expected = "one effect: the call reconciled by its key, not resent"
+    if not writes:
+        results.append(DrillResult(title, "-", "the agent has no write or notify tool", None))
+    else:
+        tool = writes[0]
+        run = _start(workflow, "agent-crash-after-call")
+        if not _kill_at(run, f"{crashpoints.AFTER_CALL}:{agent.name}/{tool.name}"):
+            results.append(DrillResult(title, expected, "the worker never reached the "
+                                                         "crash point (the model never "
+                                                         "called it?)", False))
+        else:
+            run = _recover(run)
+            call = ToolCall.objects.filter(step__run=run, tool=tool.name).first()
+            sends = len(_tool_intents(run, call)) if call else 0
+            passed = (call is not None and call.status == "succeeded" and sends == 1
+                      and run.status == RunStatus.COMPLETED)
+            results.append(DrillResult(title, expected, (
+                f"call {call.status if call else 'missing'}, sent {sends}x, ref "
+                f"{(call.remote_ref if call else '') or '-'}; run {run.status}"), passed))
+    title = f"5a restart after a model turn was stored ({agent.name})"
+    expected = "the stored turn reused: model requests = stored turns"
+    run = _start(workflow, "agent-crash-after-turn")
+    if not _kill_at(run, f"{AFTER_TURN}:{agent.name}"):
+        return results + [DrillResult(title, expected, "the worker never reached the crash "
+                                                       "point", False)]
+    stored = list(AgentTurn.objects.filter(step__run=run).values_list("index", "tool_calls"))
+    run = _recover(run)
+    turns = list(AgentTurn.objects.filter(step__run=run).order_by("index")
+                 .values_list("index", "tool_calls"))
+    reused = turns[:len(stored)] == stored
+    asked_again = AuditRecord.objects.filter(run=run, action=AuditAction.AGENT_TURN_STORED,
+                                             data__turn__lt=len(stored)).count() - len(stored)
+    passed = reused and asked_again == 0 and run.status == RunStatus.COMPLETED
+    results.append(DrillResult(title, expected, (
+        f"{len(stored)} turn stored before the crash, {'reused' if reused else 'CHANGED'}; "
+        f"{len(turns)} turns in all; run {run.status}"), passed))
+    return results
+
+
+def _tool_intents(run: Run, call) -> list:
+    return list(run.audit_records.filter(action=AuditAction.TOOL_CALL_INTENT,
+                                         data__tool_call=call.ref, step_name=call.step.name))
+
+
+def _tool_call_intents(run: Run) -> dict[str, int]:
+    return {f"{c.step.name}/{c.ref} {c.tool}": len(_tool_intents(run, c))
+            for c in ToolCall.objects.filter(step__run=run, attempt__gt=0)
+            .select_related("step")}
+
+
 # --- how the drills break and recover runs -------------------------------------------------
 
 def _start(workflow, tag: str) -> Run:
@@ -271,7 +336,14 @@ def _recover(run: Run, *, fresh: bool = False, timeout: float = 120) -> Run:
         if run.status in SETTLED:
             return run
         waiting = Step.objects.filter(run=run, kind=d.APPROVAL, status=StepStatus.WAITING).first()
-        if waiting is not None:
+        calls = transitions.waiting_tool_calls(run)
+        if calls:
+            # A tool call waiting for approval: approved, bound to its arguments' hash.
+            transitions.decide_tool_call(run.pk, step_name=calls[0].step.name,
+                                         call_ref=calls[0].ref, args_hash=calls[0].args_hash,
+                                         approved=True, actor=DRILL,
+                                         comment="approved by the drill")
+        elif waiting is not None:
             transitions.decide_approval(run.pk, step_name=waiting.name, approved=True,
                                         actor=DRILL, comment="approved by the drill")
         elif run.next_wake_at is not None:

@@ -577,6 +577,11 @@ def _call_named(run: Run, step_name: str, call_ref: str) -> tuple[Step, ToolCall
     return call.step, call
 
 
+def find_call(run: Run, step_name: str, call_ref: str) -> ToolCall:
+    """Tool call `call_ref` ("turn.index") of `step_name` in `run`, read without a lock."""
+    return _call_named(run, step_name, call_ref)[1]
+
+
 def decide_tool_call(run_id: int, *, step_name: str, call_ref: str, args_hash: str,
                      approved: bool, actor: Actor, comment: str = "",
                      now: datetime | None = None) -> Run:

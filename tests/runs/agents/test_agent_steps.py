@@ -226,3 +226,36 @@ def test_a_late_failure_undoes_the_agents_effects_newest_first(sandbox):
     assert post.status == "compensated" and post.compensation_ref == reversal.ref
     assert reversal.transaction_ref == post.compensation_key != post.idempotency_key
     assert Step.objects.get(run=run, name="triage").status == "compensated"
+
+
+def test_an_operator_settles_one_unknown_tool_call_by_its_key(sandbox):
+    from demo.sandbox import faults
+    from runs.agent_loop import reconcile_tool_call_by_key
+
+    faults.add("ledger.post", faults.COMMIT_THEN_TIMEOUT, times=1)
+    faults.add("ledger.lookup", faults.UNAVAILABLE, times=3)
+    run = advance(start())
+    assert run.status == RunStatus.ATTENTION, run.status_message
+    assert run.attention_reason == AttentionReason.UNKNOWN_OUTCOME
+    assert "3 lookups by key failed" in run.status_message
+    post = ToolCall.objects.get(step__run=run, tool="post-ledger")
+    assert post.status == "unknown" and LedgerEntry.objects.count() == 1
+    step = Step.objects.get(run=run, name="triage")
+    assert step.status == "unknown"
+    # Nothing is undone, nor sent again, while it is unknown.
+    with pytest.raises(TransitionNotAllowed, match="settle triage first"):
+        transitions.compensate(run.pk, actor=ACTOR, reason="undo",
+                               approved_by=Actor.system("second"))
+    with pytest.raises(TransitionNotAllowed, match="reason"):
+        reconcile_tool_call_by_key(run.pk, step_name="triage", call_ref=post.ref,
+                                   actor=ACTOR, reason=" ")
+    reconcile_tool_call_by_key(run.pk, step_name="triage", call_ref=post.ref, actor=ACTOR,
+                               reason="the ledger answers again")
+    post.refresh_from_db()
+    assert post.status == "succeeded" and post.remote_ref == LedgerEntry.objects.get().ref
+    run = advance(run)
+    assert run.status == RunStatus.COMPLETED, run.status_message
+    assert LedgerEntry.objects.count() == 1 and post.attempt == 1
+    record = AuditRecord.objects.filter(run=run, action="reconciled",
+                                        data__tool_call=post.ref).last()
+    assert record.actor_label == "test" and record.reason == "the ledger answers again"
