@@ -259,3 +259,15 @@ def test_an_operator_settles_one_unknown_tool_call_by_its_key(sandbox):
     record = AuditRecord.objects.filter(run=run, action="reconciled",
                                         data__tool_call=post.ref).last()
     assert record.actor_label == "test" and record.reason == "the ledger answers again"
+
+
+def test_the_run_page_shows_the_conversation_with_declared_fields_redacted(sandbox, client):
+    from django.contrib.auth.models import User
+
+    run = advance(start())
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    post = ToolCall.objects.get(step__run=run, tool="post-ledger")
+    assert "Agent triage: 5 turns, 4 tool calls" in page
+    assert post.idempotency_key in page and post.remote_ref in page
+    assert "[redacted]" in page and post.arguments["iban"] not in page

@@ -1,0 +1,60 @@
+"""What the console shows of an agent step: its conversation, turn by turn, each tool call
+with its arguments (redacted where the tool declares it), state, key, remote reference,
+last error and the tokens of the turn. Two queries whatever the number of turns and calls."""
+
+from dataclasses import dataclass, field
+
+from . import definition as d
+from .agent_models import AgentTurn, ToolCall
+from .models import Step
+from .transitions.agent_calls import shown_arguments
+
+
+@dataclass
+class Turn:
+    index: int
+    content: str
+    tokens: int
+    model_ref: str
+    calls: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class Conversation:
+    step: str
+    turns: list[Turn]
+
+    @property
+    def tokens(self) -> int:
+        return sum(t.tokens for t in self.turns)
+
+    @property
+    def tool_calls(self) -> int:
+        return sum(len(t.calls) for t in self.turns)
+
+
+def conversations(run, steps: list[Step]) -> list[Conversation]:
+    """The conversation of each agent step of `run` (empty for a run without one)."""
+    agents = [s for s in steps if s.kind == d.AGENT]
+    if not agents:
+        return []
+    workflow = d.registry.get(run.workflow_name, run.workflow_version)
+    names = {s.pk: s.name for s in agents}
+    turns: dict[int, dict[int, Turn]] = {pk: {} for pk in names}
+    for t in AgentTurn.objects.filter(step_id__in=list(names)).order_by("step_id", "index"):
+        turns[t.step_id][t.index] = Turn(t.index, t.content, t.tokens, t.model_ref)
+    for c in ToolCall.objects.filter(step_id__in=list(names)).order_by("step_id", "turn",
+                                                                       "index"):
+        tool = None
+        if workflow is not None:
+            spec = workflow.step(names[c.step_id])
+            tool = spec.tools.get(c.tool) if isinstance(spec, d.AgentSpec) else None
+        turn = turns[c.step_id].setdefault(c.turn, Turn(c.turn, "", 0, ""))
+        turn.calls.append({
+            "ref": c.ref, "tool": c.tool, "kind": c.kind, "impact": c.impact,
+            "status": c.status, "arguments": shown_arguments(tool, c.arguments),
+            "args_hash": c.args_hash, "key": c.idempotency_key, "attempt": c.attempt,
+            "remote_ref": c.remote_ref, "compensation_ref": c.compensation_ref,
+            "error_class": c.error_class, "error": c.error_message,
+            "approved_by": c.approved_by})
+    return [Conversation(names[pk], list(turns[pk].values())) for pk in names]
