@@ -43,7 +43,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.files import File
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest, Notification
@@ -291,6 +291,8 @@ def _remove_batch(archive: ArchiveFile, run_ids: list[int], *,
                         final_status=r.status, created_at=r.created_at,
                         finished_at=r.finished_at, archived_at=now, archive_file=archive)
             for r in removable])
+        audit_actions = dict(AuditRecord.objects.filter(run_id__in=ids).values_list("action")
+                             .annotate(n=Count("*")).order_by())
         # The one path that deletes audit records: SQL, since the model refuses (and the
         # trigger checks the tombstones written just above).
         with connection.cursor() as cursor:
@@ -306,7 +308,8 @@ def _remove_batch(archive: ArchiveFile, run_ids: list[int], *,
         Run.objects.filter(pk__in=ids).delete()
         ArchiveRemoval.objects.create(
             archive_file=archive, removed_at=now, actor=actor, run_count=len(ids),
-            heads={str(r.pk): [r.audit_seq, r.audit_head] for r in removable})
+            heads={str(r.pk): [r.audit_seq, r.audit_head] for r in removable},
+            audit_actions=audit_actions)
     return len(ids), [r.pk for r in changed]
 
 

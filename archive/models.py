@@ -52,6 +52,9 @@ class ArchiveRemoval(models.Model):
     run_count = models.PositiveIntegerField()
     # Run id (a string) -> [seq, hash] of the audit chains removed.
     heads = models.JSONField()
+    # Audit action -> records of it this removal deleted: the metrics' counters are counts
+    # of audit records and must not go down when records leave for an archive.
+    audit_actions = models.JSONField(null=True, blank=True)
 
     def __str__(self):
         return f"{self.run_count} runs of {self.archive_file} removed by {self.actor}"

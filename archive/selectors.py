@@ -1,6 +1,8 @@
 """Reads of archived runs for the console: search by business key, one run's tombstone."""
 
-from .models import ArchivedRun
+from collections import Counter
+
+from .models import ArchivedRun, ArchiveRemoval
 
 SEARCH_LIMIT = 20
 
@@ -32,3 +34,12 @@ def archived_for_key(workflow: str, business_key: str) -> ArchivedRun | None:
     """The tombstone of (workflow, business key), for start_run (runs.retention): one probe
     of the unique index; the archive file is read only when one is found."""
     return ArchivedRun.objects.filter(workflow_name=workflow, business_key=business_key).first()
+
+
+def removed_audit_actions() -> Counter:
+    """Audit records removed to archives, by action, from the removals' own counts."""
+    removed = Counter()
+    for counts in (ArchiveRemoval.objects.exclude(audit_actions=None)
+                   .values_list("audit_actions", flat=True).iterator()):
+        removed.update(counts)
+    return removed

@@ -32,6 +32,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from archive.selectors import removed_audit_actions
 from audit.actions import AuditAction
 from audit.models import AuditRecord
 from runs.definition import registry as workflows
@@ -138,6 +139,11 @@ class AuditCounts:
     newest record older than FINISH_MARGIN at the recount: records up to it are counted once
     per METRICS_FINISHED_RECOUNT_SECONDS, those after it at every scrape along
     audit_action_idx (action, id), at the cost of the records written since.
+
+    Archival removes old records (all below the mark) and counts what each removal took
+    (archive.ArchiveRemoval.audit_actions); the recount adds those counts, read in the
+    scrape's one snapshot with the records left, so a counter never goes down. A removal
+    after the recount leaves its records in the recounted figure until the next one.
     """
 
     def __init__(self):
@@ -157,6 +163,8 @@ class AuditCounts:
                 mark = (AuditRecord.objects.filter(created_at__lte=now - FINISH_MARGIN)
                         .order_by("-id").values_list("id", flat=True).first()) or 0
                 self._before = _by_action(counted.filter(id__lte=mark))
+                if apps.is_installed("archive"):
+                    self._before.update(removed_audit_actions())
                 self._counted_at, self._mark = now, mark
             mark, before = self._mark, self._before
         return before + _by_action(counted.filter(id__gt=mark))
@@ -187,12 +195,20 @@ class RuntimeCollector(Collector):
         up = GaugeMetricFamily("durable_metrics_up",
                                "1 if the last scrape could read the database, else 0.")
         try:
+            # Inside a caller's transaction (a test's) the snapshot is the caller's to set.
+            own_transaction = not connection.in_atomic_block
             with transaction.atomic():
                 if connection.vendor == "postgresql":
+                    # One snapshot for every figure (repeatable read: under read committed
+                    # each statement has its own), so records an archival removal takes
+                    # away are either still counted or in its counts, never both or neither.
                     # The scrape's aggregates run in milliseconds, but a planner that
                     # overestimates one (the step durations' join) crosses jit_above_cost
-                    # and spends 40 ms compiling it. One transaction: one snapshot for all.
+                    # and spends 40 ms compiling it.
                     with connection.cursor() as cursor:
+                        if own_transaction:
+                            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, "
+                                           "READ ONLY")
                         cursor.execute("SET LOCAL jit = off")
                 families = list(self._families(timezone.now()))
         except Exception:
