@@ -16,7 +16,8 @@ def input_from(data) -> ActionInput:
         return (data.get(name) or default).strip()
 
     return ActionInput(reason=field("reason"), step=field("step"), mode=field("mode", "ask"),
-                   remote_ref=field("remote_ref"), evidence=field("evidence"))
+                   remote_ref=field("remote_ref"), evidence=field("evidence"),
+                   call=field("call"))
 
 
 def perform(action: str, run: Run, *, user, data) -> str:

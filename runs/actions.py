@@ -16,10 +16,12 @@ from audit.chain import Actor
 
 from . import definition as d
 from . import transitions
+from .agent_loop import reconcile_tool_call_by_key
 from .context import context_outside_executor
 from .intentions import step_lines
 from .models import Run, Step
 from .reconciliation import reconcile_step
+from .tool_call_undo import undo_tool_call
 
 
 class ActionInputError(ValueError):
@@ -36,6 +38,8 @@ class ActionInput:
     mode: str = "ask"
     remote_ref: str = ""
     evidence: str = ""
+    # The tool call ("turn.index") of the step, for the actions aimed at one tool call.
+    call: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,10 @@ class OperatorAction:
     @property
     def takes_step(self) -> bool:
         return self.name in transitions.STEP_ACTIONS
+
+    @property
+    def takes_call(self) -> bool:
+        return self.name in transitions.TOOL_CALL_ACTIONS
 
     @property
     def may_need_second_person(self) -> bool:
@@ -81,6 +89,8 @@ class OperatorAction:
         input and TransitionNotAllowed where the run does not allow it (nothing changes)."""
         if self.takes_step and not given.step:
             raise ActionInputError(f"{self.label}: choose the step.")
+        if self.takes_call and not given.call:
+            raise ActionInputError(f"{self.label}: choose the tool call.")
         return self.call(run_id, actor=actor, given=given, approved_by=approved_by)
 
 
@@ -142,6 +152,37 @@ def _terminate(run_id, *, actor, given, approved_by):
                                  approved_by=approved_by)
 
 
+def _reconcile_tool_call(run_id, *, actor, given, approved_by):
+    if given.mode == "ask":
+        return reconcile_tool_call_by_key(run_id, step_name=given.step, call_ref=given.call,
+                                          actor=actor, reason=given.reason)
+    if given.mode not in ("found", "not_found"):
+        raise ActionInputError(f"Unknown reconcile mode {given.mode!r}.")
+    if not given.evidence.strip():
+        raise ActionInputError("Recording an outcome by hand needs evidence.")
+    if given.mode == "found" and not given.remote_ref.strip():
+        raise ActionInputError("Give the remote reference of the effect you found.")
+    verdict = d.Found(given.remote_ref.strip()) if given.mode == "found" else d.NotFound()
+    return transitions.reconcile_tool_call(
+        run_id, step_name=given.step, call_ref=given.call, verdict=verdict, actor=actor,
+        reason=given.reason, evidence=given.evidence.strip())
+
+
+def _retry_tool_call(run_id, *, actor, given, approved_by):
+    return transitions.retry_tool_call(run_id, step_name=given.step, call_ref=given.call,
+                                       actor=actor, reason=given.reason)
+
+
+def _compensate_tool_call(run_id, *, actor, given, approved_by):
+    call = undo_tool_call(run_id, step_name=given.step, call_ref=given.call, actor=actor,
+                          reason=given.reason)
+    if call.status != "compensated":
+        raise ActionInputError(f"the undo of tool call {call.ref} ({call.tool}) failed: "
+                               f"{call.error_message}. It is recorded; ask again to send "
+                               "the undo again with the same key.")
+    return Run.objects.get(pk=run_id)
+
+
 def _reopen(run_id, *, actor, given, approved_by):
     return transitions.reopen(run_id, actor=actor, reason=given.reason)
 
@@ -190,6 +231,23 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
         "reopen", "Reopen", "resume_run",
         "Brings the terminated run back to attention, from where it can be resumed, "
         "reconciled or compensated.", _reopen),
+    # Aimed at one tool call of an agent step (the run page offers them on the call).
+    OperatorAction(
+        "reconcile_tool_call", "Reconcile tool call", "reconcile_run",
+        "Settles one tool call whose outcome is unknown: ask the remote system by the "
+        "call's key, or record what you established yourself, with evidence. Found: the "
+        "call succeeded and the agent goes on. Not found: the call is marked failed and the "
+        "model is told it did not happen.", _reconcile_tool_call),
+    OperatorAction(
+        "retry_tool_call", "Retry tool call", "retry_step",
+        "Sends the failed tool call again with the same idempotency key (after a person's "
+        "approval of its arguments where its tool asks for one). Refused once the model "
+        "has answered after the failure.", _retry_tool_call),
+    OperatorAction(
+        "compensate_tool_call", "Undo tool call", "compensate_run",
+        "Undoes this one tool call now with its own compensation key; the run stays with "
+        "you. A high-impact call is undone only through the run's Compensate (four eyes).",
+        _compensate_tool_call, danger=True),
 ]}
 
 

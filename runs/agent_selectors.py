@@ -8,6 +8,7 @@ from . import definition as d
 from .agent_models import AgentTurn, ToolCall
 from .models import Step
 from .transitions.agent_calls import shown_arguments
+from .transitions.tool_call_rules import TOOL_CALL_ACTIONS, call_refusal
 
 
 @dataclass
@@ -40,9 +41,11 @@ def conversations(run, steps: list[Step]) -> list[Conversation]:
         return []
     workflow = d.registry.get(run.workflow_name, run.workflow_version)
     names = {s.pk: s.name for s in agents}
+    by_pk = {s.pk: s for s in agents}
     turns: dict[int, dict[int, Turn]] = {pk: {} for pk in names}
     for t in AgentTurn.objects.filter(step_id__in=list(names)).order_by("step_id", "index"):
         turns[t.step_id][t.index] = Turn(t.index, t.content, t.tokens, t.model_ref)
+    newest = {pk: max(turns[pk], default=0) for pk in names}
     for c in ToolCall.objects.filter(step_id__in=list(names)).order_by("step_id", "turn",
                                                                        "index"):
         tool = None
@@ -56,5 +59,11 @@ def conversations(run, steps: list[Step]) -> list[Conversation]:
             "args_hash": c.args_hash, "key": c.idempotency_key, "attempt": c.attempt,
             "remote_ref": c.remote_ref, "compensation_ref": c.compensation_ref,
             "error_class": c.error_class, "error": c.error_message,
-            "approved_by": c.approved_by})
+            "approved_by": c.approved_by, "step": names[c.step_id],
+            "slug": f"{names[c.step_id]}-{c.turn}-{c.index}",
+            # The operator actions this call's state allows (who may use them is the
+            # page's business), read from the rows in hand.
+            "ops": [a for a in TOOL_CALL_ACTIONS
+                    if call_refusal(a, run, by_pk[c.step_id], c, tool,
+                                    last_turn=newest[c.step_id]) is None]})
     return [Conversation(names[pk], list(turns[pk].values())) for pk in names]

@@ -8,6 +8,15 @@ from runs.agent_selectors import conversations
 register = template.Library()
 
 
-@register.inclusion_tag("console/partials/agent_conversation.html")
-def agent_conversation(run, steps):
-    return {"conversations": conversations(run, steps)}
+@register.inclusion_tag("console/partials/agent_conversation.html", takes_context=True)
+def agent_conversation(context, run, steps):
+    """`actions` in the page's context are those the run offers and the person may use; a
+    call shows the tool-call ones its state allows."""
+    offered = {item["action"].name: item["action"] for item in context.get("actions", [])
+               if item["action"].takes_call}
+    convs = conversations(run, steps)
+    for conv in convs:
+        for turn in conv.turns:
+            for call in turn.calls:
+                call["actions"] = [offered[name] for name in call["ops"] if name in offered]
+    return {"conversations": convs, "run": run, "csrf_token": context.get("csrf_token")}

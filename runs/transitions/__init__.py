@@ -17,6 +17,11 @@ from .agent_calls import (
     reconcile_tool_call,
     waiting_tool_calls,
 )
+from .agent_operator import (
+    begin_tool_call_undo,
+    record_tool_call_undo,
+    retry_tool_call,
+)
 from .approval_waits import (
     approval_timed_out,
     decide_approval,
@@ -64,12 +69,14 @@ from .operator_rules import (
     step_refusal,
 )
 from .start import start_run
+from .tool_call_rules import TOOL_CALL_ACTIONS, call_refusal
 
 __all__ = [
     "DONE_STEP_STATUSES", "EFFECT_KINDS", "HELD", "NEW", "RUN_TRANSITIONS",
     "SECOND_PERSON_ACTIONS", "STEP_ACTIONS", "Lease", "Outcome", "allowed",
     "approval_timed_out", "ask_again", "decide_tool_call", "reconcile_tool_call",
-    "waiting_tool_calls", "cancel", "claim_run", "compensate",
+    "waiting_tool_calls", "TOOL_CALL_ACTIONS", "begin_tool_call_undo", "call_refusal",
+    "record_tool_call_undo", "retry_tool_call", "cancel", "claim_run", "compensate",
     "compensation_plan", "confirm_compensation", "decide_approval", "eligible_steps",
     "expire_lease", "expire_leases", "heartbeat", "high_impact_effects", "input_hash",
     "needs_second_person",

@@ -94,6 +94,10 @@ RUN_TRANSITIONS: dict[str, Move] = {
     "tool_call": _move({R}, {R, W, A}),
     "tool_compensation": _move({COMP}, {COMP}),
     "reconcile_tool_call": _move({A}, {Q, A}),
+    # A person sends one failed tool call again, or undoes one whose effect stands
+    # (runs.transitions.agent_operator); the undo leaves the run with the person.
+    "retry_tool_call": _move({A}, {Q}),
+    "compensate_tool_call": _move({A}, {A}),
 }
 
 DONE_STEP_STATUSES = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})

@@ -31,16 +31,17 @@ from .kernel import (  # the package's shared vocabulary
     _steps,
     allowed,
 )
+from .tool_call_rules import step_refusal as tool_call_step_refusal
 
 STEP_ACTIONS = frozenset({"reconcile", "retry_step", "ask_again", "confirm_compensation",
-                          "reconcile_tool_call"})
+                          "reconcile_tool_call", "retry_tool_call", "compensate_tool_call"})
 # Actions that end a run, or undo or abandon its effects.
 
 SECOND_PERSON_ACTIONS = frozenset({"cancel", "terminate", "compensate"})
 # Actions that move a run forward again, which a compensation under way rules out.
 
 FORWARD_ACTIONS = frozenset({"resume", "reconcile", "retry_step", "ask_again",
-                             "reconcile_tool_call"})
+                             "reconcile_tool_call", "retry_tool_call"})
 
 EFFECT_KINDS = (d.WRITE, d.NOTIFY)
 # A step in one of these states has an effect in another system (not yet undone).
@@ -100,6 +101,8 @@ def step_refusal(action: str, run: Run, step: Step, steps: list[Step],
         if step.kind != d.AGENT or step.status != StepStatus.UNKNOWN or not \
                 ToolCall.objects.filter(step=step, status=ToolCallStatus.UNKNOWN).exists():
             return f"{where} has no tool call whose outcome is unknown"
+    elif action in ("retry_tool_call", "compensate_tool_call"):
+        return tool_call_step_refusal(action, run, step, definition)
     elif action == "confirm_compensation":
         paused = paused_undo(run, steps, definition)
         if paused is None or paused.pk != step.pk:

@@ -1,0 +1,178 @@
+"""The operator actions on one tool call of an agent step, through the run page's POST (the
+one action table, runs.actions): reconcile by key, retry with the same key, undo one call.
+The invoice-triage agent runs against the sandbox over real HTTP; each test counts what the
+receiver holds afterwards."""
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from audit.chain import Actor
+from audit.models import AuditRecord
+from demo.sandbox import faults
+from demo.sandbox.models import LedgerEntry, Task
+from runs import executor, transitions
+from runs.errors import TransitionNotAllowed
+from runs.models import AttentionReason, Run, RunStatus, Step, ToolCall
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ACTOR = Actor.system("test")
+
+
+@pytest.fixture(autouse=True)
+def sandbox(live_sandbox):
+    return live_sandbox
+
+
+def start(key):
+    run, _ = transitions.start_run(
+        workflow="invoice-triage", business_key=f"tenant-42:{key}",
+        input={"tenant": "tenant-42", "invoice_number": "INV-2001",
+               "requester_email": "requester@example.com"}, actor=ACTOR, wake=False)
+    return run
+
+
+def advance(run, times=10):
+    for _ in range(times):
+        executor.advance_run(run.pk, worker="w1")
+        run.refresh_from_db()
+        if run.status == RunStatus.WAITING and run.next_wake_at is not None:
+            Run.objects.filter(pk=run.pk).update(next_wake_at=timezone.now())
+            continue
+        if run.status != RunStatus.QUEUED:
+            break
+    return run
+
+
+def post(client, run, action, **data):
+    run.refresh_from_db()
+    return client.post(reverse("console:action", args=[run.pk, action]),
+                       {"seen": str(run.audit_seq), "step": "triage", **data}, follow=True)
+
+
+def ledger_call(run):
+    return ToolCall.objects.get(step__run=run, tool="post-ledger")
+
+
+def unknown_posting(key="unknown"):
+    """The ledger committed, then timed out; three lookups by key failed: a person's."""
+    faults.add("ledger.post", faults.COMMIT_THEN_TIMEOUT, times=1)
+    faults.add("ledger.lookup", faults.UNAVAILABLE, times=3)
+    run = advance(start(key))
+    assert run.attention_reason == AttentionReason.UNKNOWN_OUTCOME, run.status_message
+    return run
+
+
+def refused_posting(key="refused"):
+    """The ledger refused the posting (403): the call failed, the task stands."""
+    faults.add("ledger.post", faults.FORBIDDEN, times=1)
+    run = advance(start(key))
+    assert run.attention_reason == AttentionReason.PERMANENT_ERROR, run.status_message
+    assert ledger_call(run).status == "failed" and LedgerEntry.objects.count() == 0
+    return run
+
+
+def test_the_run_page_offers_reconcile_on_the_unknown_call_only(client_for, operator):
+    run = unknown_posting()
+    call = ledger_call(run)
+    page = client_for(operator).get(reverse("console:run", args=[run.pk])).content.decode()
+    assert f'id="call-reconcile_tool_call-triage-{call.turn}-{call.index}"' in page
+    assert page.count('data-opens-dialog="dialog-reconcile_tool_call-') == 1
+    assert f'name="call" value="{call.ref}"' in page and call.idempotency_key in page
+    # Not in the run's general actions card, which has no way to choose the call.
+    assert 'id="action-reconcile_tool_call"' not in page
+
+
+def test_reconcile_one_tool_call_by_its_key_from_the_run_page(client_for, operator):
+    run = unknown_posting()
+    call = ledger_call(run)
+    client = client_for(operator)
+    page = post(client, run, "reconcile_tool_call", call=call.ref, mode="ask", reason=" ")
+    assert "was not done" in page.content.decode()
+    assert ledger_call(run).status == "unknown"
+    page = post(client, run, "reconcile_tool_call", call=call.ref, mode="ask",
+                reason="the ledger answers again")
+    assert "Reconcile tool call: done." in page.content.decode()
+    call.refresh_from_db()
+    entry = LedgerEntry.objects.get()
+    assert call.status == "succeeded" and call.remote_ref == entry.ref
+    record = AuditRecord.objects.get(run=run, action="reconciled", data__tool_call=call.ref,
+                                     actor_label="olga")
+    assert record.reason == "the ledger answers again" and record.data["verdict"] == "found"
+    assert advance(run).status == RunStatus.COMPLETED
+    assert LedgerEntry.objects.count() == 1
+
+
+def test_an_auditor_may_not_reconcile_a_tool_call(client_for, auditor):
+    run = unknown_posting()
+    response = post(client_for(auditor), run, "reconcile_tool_call", call=ledger_call(run).ref,
+                    mode="ask", reason="forged")
+    assert response.status_code == 403
+    assert ledger_call(run).status == "unknown"
+
+
+def test_retry_a_failed_tool_call_with_the_same_key(client_for, operator):
+    run = refused_posting()
+    call = ledger_call(run)
+    page = post(client_for(operator), run, "retry_tool_call", call=call.ref,
+                reason="the ledger granted the account").content.decode()
+    assert "Retry tool call: done." in page
+    run = advance(run)
+    assert run.status == RunStatus.COMPLETED, run.status_message
+    call.refresh_from_db()
+    entry = LedgerEntry.objects.get()
+    assert call.status == "succeeded" and call.attempt == 2
+    assert entry.transaction_ref == call.idempotency_key
+    assert AuditRecord.objects.get(run=run, action="step_retried",
+                                   data__tool_call=call.ref).data["key"] == call.idempotency_key
+
+
+def test_retry_is_refused_once_the_model_answered_after_the_failure(sandbox):
+    run = refused_posting("answered")
+    call = ledger_call(run)
+    step = Step.objects.get(run=run, name="triage")
+    from runs.models import AgentTurn
+
+    AgentTurn.objects.create(step=step, index=call.turn + 1, content="moving on",
+                             created_at=timezone.now())
+    with pytest.raises(TransitionNotAllowed, match="already answered"):
+        transitions.retry_tool_call(run.pk, step_name="triage", call_ref=call.ref,
+                                    actor=ACTOR, reason="again")
+    assert ledger_call(run).status == "failed"
+
+
+def test_undo_one_low_impact_call_and_never_a_high_impact_one(client_for, operator):
+    run = refused_posting("undo")
+    task_call = ToolCall.objects.get(step__run=run, tool="open-approval-task")
+    client = client_for(operator)
+    page = client.get(reverse("console:run", args=[run.pk])).content.decode()
+    assert "dialog-compensate_tool_call-triage-" in page
+    page = post(client, run, "compensate_tool_call", call=task_call.ref,
+                reason="invoice withdrawn").content.decode()
+    assert "Undo tool call: done." in page
+    task_call.refresh_from_db()
+    task = Task.objects.get()
+    assert task_call.status == "compensated" and task.status == Task.CANCELLED
+    assert task_call.compensation_ref
+    run.refresh_from_db()
+    assert run.status == RunStatus.ATTENTION
+    intent = AuditRecord.objects.get(run=run, action="tool_call_compensation_intent")
+    assert intent.reason == "invoice withdrawn" and intent.data["key"] == \
+        task_call.compensation_key
+    assert AuditRecord.objects.filter(run=run, action="tool_call_compensated").count() == 1
+    # Once undone, never again.
+    with pytest.raises(TransitionNotAllowed, match="no tool call that compensate"):
+        transitions.begin_tool_call_undo(run.pk, step_name="triage", call_ref=task_call.ref,
+                                         actor=ACTOR, reason="again")
+
+
+def test_a_high_impact_call_is_not_undone_alone(sandbox):
+    faults.add("messenger.send", faults.FORBIDDEN, times=1)
+    run = advance(start("high"))
+    assert run.status == RunStatus.ATTENTION, run.status_message
+    call = ledger_call(run)
+    assert call.status == "succeeded"
+    with pytest.raises(TransitionNotAllowed, match="second person"):
+        transitions.begin_tool_call_undo(run.pk, step_name="triage", call_ref=call.ref,
+                                         actor=ACTOR, reason="undo it")
+    assert LedgerEntry.objects.count() == 1
