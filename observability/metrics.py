@@ -47,6 +47,8 @@ from runs.models import (
     StepStatus,
 )
 
+from .agent_metrics import agent_counts, agent_families
+
 logger = logging.getLogger(__name__)
 
 DUE_STATUSES = (RunStatus.WAITING, RunStatus.COMPENSATING)
@@ -185,6 +187,7 @@ def recount_history() -> None:
     """Count the finished runs and the past audit records in full at the next scrape."""
     finished_runs.forget()
     audit_counts.forget()
+    agent_counts.forget()
 
 
 class RuntimeCollector(Collector):
@@ -228,6 +231,7 @@ class RuntimeCollector(Collector):
         yield from self._lag(now)
         yield from self._audit_counters(now)
         yield self._step_durations(now)
+        yield from agent_families(now, names)
         if apps.is_installed("approvals"):
             yield from self._approvals(now)
         # Apps above this one (the API) bring their own families: their AppConfig.ready()

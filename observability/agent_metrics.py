@@ -1,0 +1,131 @@
+"""The metrics of agent steps: model turns, tokens and tool calls (by tool and state), per
+workflow, without reading every turn and call at every scrape.
+
+A run's turns and calls change only while the run is open; once it finished (completed,
+compensated, terminated) they stay as they are. So the counts split like the finished runs'
+(observability.metrics.FinishedRuns): the turns and calls of runs that finished before a
+horizon are counted once per METRICS_FINISHED_RECOUNT_SECONDS, those of open runs and of
+runs finished since at every scrape, found along run_status_updated_idx, their steps along
+step_unique_run_name and their rows along the (step, turn[, index]) unique indexes. A scrape
+costs what is open or recent, not what the database holds.
+
+They are gauges, like durable_runs: what the hot tables hold. A run moved to the archive
+takes its turns and calls with it at the next recount, and one reopened after the recount
+stays counted where it was until the next.
+"""
+
+import threading
+from collections import Counter
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Count, Q, Sum
+from prometheus_client.core import GaugeMetricFamily
+
+from runs import definition as d
+from runs.models import FINAL_RUN_STATUSES, AgentTurn, RunStatus, ToolCall, ToolCallStatus
+
+OPEN_STATUSES = sorted(set(RunStatus) - FINAL_RUN_STATUSES)
+# As metrics.FINISH_MARGIN (that module reads this one): a run finished this long before a
+# recount is certainly committed.
+FINISH_MARGIN = timedelta(seconds=60)
+# The states a person acts on: a series for each declared tool even at zero, for alerts.
+ALERT_STATES = (ToolCallStatus.UNKNOWN.value, ToolCallStatus.WAITING.value)
+
+
+def _turns(rows) -> Counter:
+    """{(workflow, "turns" | "prompt" | "completion"): n}"""
+    counts = Counter()
+    for r in (rows.values("step__run__workflow_name")
+              .annotate(n=Count("*"), prompt=Sum("prompt_tokens"),
+                        completion=Sum("completion_tokens")).order_by()):
+        name = r["step__run__workflow_name"]
+        counts[(name, "turns")] += r["n"]
+        counts[(name, "prompt")] += r["prompt"] or 0
+        counts[(name, "completion")] += r["completion"] or 0
+    return counts
+
+
+def _calls(rows) -> Counter:
+    """{(workflow, tool, status): n}"""
+    return Counter({(r["step__run__workflow_name"], r["tool"], r["status"]): r["n"]
+                    for r in rows.values("step__run__workflow_name", "tool", "status")
+                    .annotate(n=Count("*")).order_by()})
+
+
+class AgentCounts:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._counted_at = None
+        self._horizon = None
+        self._turns = Counter()
+        self._calls = Counter()
+
+    def counts(self, now) -> tuple[Counter, Counter]:
+        finished = Q(step__run__status__in=FINAL_RUN_STATUSES)
+        with self._lock:
+            if self._counted_at is None or now < self._counted_at or \
+                    (now - self._counted_at).total_seconds() >= \
+                    settings.METRICS_FINISHED_RECOUNT_SECONDS:
+                horizon = now - FINISH_MARGIN
+                before = finished & Q(step__run__updated_at__lte=horizon)
+                self._turns = _turns(AgentTurn.objects.filter(before))
+                self._calls = _calls(ToolCall.objects.filter(before))
+                self._counted_at, self._horizon = now, horizon
+            horizon, turns, calls = self._horizon, self._turns, self._calls
+        since = Q(step__run__status__in=OPEN_STATUSES) | (
+            finished & Q(step__run__updated_at__gt=horizon))
+        return (turns + _turns(AgentTurn.objects.filter(since)),
+                calls + _calls(ToolCall.objects.filter(since)))
+
+    def forget(self) -> None:
+        with self._lock:
+            self._counted_at = None
+
+
+agent_counts = AgentCounts()
+
+
+def declared_tools(names) -> dict[str, set[str]]:
+    """{workflow: the tools its agent steps declare} for the registered workflows (their
+    latest versions) that have an agent step."""
+    tools = {}
+    for name in names:
+        workflow = d.registry.latest(name)
+        agents = [s for s in workflow.steps if isinstance(s, d.AgentSpec)] if workflow else []
+        if agents:
+            tools[name] = {tool for s in agents for tool in s.tools}
+    return tools
+
+
+def agent_families(now, names):
+    """The agent metric families. Of `names` (the registered workflows), those with an
+    agent step get their series even at zero."""
+    turns, calls = agent_counts.counts(now)
+    tools = declared_tools(names)
+    workflows = sorted(set(tools) | {w for w, _ in turns} | {w for w, _, _ in calls})
+    family = GaugeMetricFamily("durable_agent_turns",
+                               "Model turns stored by agent steps, by workflow.",
+                               labels=["workflow"])
+    for name in workflows:
+        family.add_metric([name], turns.get((name, "turns"), 0))
+    yield family
+    family = GaugeMetricFamily("durable_agent_tokens",
+                               "Tokens the model used in agent steps' turns, by workflow and "
+                               "type (prompt, completion).", labels=["workflow", "type"])
+    for name in workflows:
+        for kind in ("prompt", "completion"):
+            family.add_metric([name, kind], turns.get((name, kind), 0))
+    yield family
+    family = GaugeMetricFamily(
+        "durable_agent_tool_calls",
+        "Tool calls the model asked for in agent steps, by workflow, tool and state "
+        "(unknown: to be reconciled by key; waiting: for a person's approval).",
+        labels=["workflow", "tool", "status"])
+    for name, declared in tools.items():
+        for tool in declared:
+            for status in ALERT_STATES:
+                calls.setdefault((name, tool, status), 0)
+    for (name, tool, status), n in sorted(calls.items()):
+        family.add_metric([name, tool, status], n)
+    yield family
