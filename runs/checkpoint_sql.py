@@ -125,3 +125,109 @@ def update_rows(model, objects: list, field_names: list[str]) -> None:
             f"FROM jsonb_to_recordset(%s::jsonb) AS v({_recordset(fields)}) "
             "WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id",
             [_rows(objects, fields), [obj.pk for obj in objects]])
+
+
+@lru_cache(maxsize=4)
+def _start_statement(tombstones: str | None) -> str:
+    # The run, its steps, its first audit record and its progress event in one statement,
+    # its own transaction in autocommit. The run is inserted only if this statement's
+    # snapshot holds neither a run nor a tombstone (runs.retention) for the key; everything
+    # else only if the run was.
+    from .models import Workflow
+
+    run_fields = [f for f in Run._meta.concrete_fields if f.attname != "workflow_id"]
+    run_columns = ", ".join(f.column for f in run_fields)
+    steps = [f for f in Step._meta.concrete_fields if not f.primary_key]
+    step_columns = ", ".join(f.column for f in steps)
+    audit_columns = ", ".join(f.column for f in _audit_fields())
+    event_columns = ", ".join(f.column for f in _event_fields())
+    workflows, runs = Workflow._meta.db_table, Run._meta.db_table
+    archived = (f"AND NOT EXISTS (SELECT 1 FROM {tombstones} "
+                "WHERE workflow_name = %(workflow)s AND business_key = %(key)s) "
+                if tombstones else "")
+    return (
+        f"WITH w AS (INSERT INTO {workflows} (name, created_at) "
+        "VALUES (%(workflow)s, %(now)s) ON CONFLICT (name) DO NOTHING RETURNING id), "
+        f"r AS (INSERT INTO {runs} ({run_columns}, workflow_id) "
+        f"SELECT {run_columns}, coalesce((SELECT id FROM w), "
+        f"(SELECT id FROM {workflows} WHERE name = %(workflow)s)) "
+        f"FROM jsonb_to_recordset(%(run)s::jsonb) AS v({_recordset(run_fields)}) "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {runs} "
+        "WHERE workflow_name = %(workflow)s AND business_key = %(key)s) "
+        f"{archived}"
+        "ON CONFLICT (workflow_name, business_key) DO NOTHING RETURNING id, workflow_id), "
+        f"s AS (INSERT INTO {Step._meta.db_table} ({step_columns}) "
+        f"SELECT {step_columns} FROM jsonb_to_recordset(%(steps)s::jsonb) "
+        f"AS v({_recordset(steps)}) WHERE EXISTS (SELECT 1 FROM r)), "
+        f"a AS (INSERT INTO {AuditRecord._meta.db_table} ({audit_columns}) "
+        f"SELECT {audit_columns} FROM jsonb_to_recordset(%(audit)s::jsonb) "
+        f"AS v({_recordset(_audit_fields())}) WHERE EXISTS (SELECT 1 FROM r)), "
+        f"e AS (INSERT INTO {RunEvent._meta.db_table} ({event_columns}) "
+        f"SELECT {event_columns} FROM jsonb_to_recordset(%(events)s::jsonb) "
+        f"AS v({_recordset(_event_fields())}) WHERE EXISTS (SELECT 1 FROM r)) "
+        # The id of this process's next run, taken now so that it costs no statement then.
+        f"SELECT workflow_id, nextval(pg_get_serial_sequence('{runs}', 'id')) FROM r"
+    )
+
+
+# The next run id of this process, per database: taken from the sequence by the statement
+# that inserted the previous run (see next_run_id).
+_next_ids: dict[tuple, int] = {}
+
+
+def _id_slot() -> tuple:
+    return (connection.alias, connection.settings_dict["NAME"])
+
+
+def next_run_id() -> int:
+    """A run id from the run table's sequence, before the run exists: its first audit
+    record's hash covers it. Taken by the previous insert_run_if_new of this process (one
+    statement less per run); the first one of a process is asked for. An id so kept may be
+    lower than ids other processes used meanwhile: run ids are unique, not in start order
+    (created_at is)."""
+    run_id = _next_ids.get(_id_slot())
+    if run_id is None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, 'id'))",
+                           [Run._meta.db_table])
+            run_id = _next_ids[_id_slot()] = cursor.fetchone()[0]
+    return run_id
+
+
+def forget_run_id() -> None:
+    """Drop the kept run id (a statement failed: the id may have been used)."""
+    _next_ids.pop(_id_slot(), None)
+
+
+def step_row_template(step: Step) -> dict:
+    """`step`'s columns as insert_run_if_new takes them (a dict to copy and fill in per run,
+    cheaper than a model instance per step)."""
+    return {f.column: getattr(step, f.attname)
+            for f in Step._meta.concrete_fields if not f.primary_key}
+
+
+def insert_run_if_new(*, run: Run, steps: list[dict], records: list[AuditRecord],
+                      events: list[RunEvent], tombstones: str | None) -> int | None:
+    """Insert `run` (its pk already taken from the sequence), its steps, audit records and
+    events in one statement, unless its (workflow, business key) is taken by a run or by a
+    tombstone in `tombstones`. Returns the run's workflow row id, or None if nothing was
+    written. The workflow row is made if it is missing."""
+    run_fields = [f for f in Run._meta.concrete_fields if f.attname != "workflow_id"]
+    params = {
+        "workflow": run.workflow_name, "key": run.business_key, "now": run.created_at,
+        "run": _rows([run], run_fields),
+        "steps": json.dumps(steps, default=_json_default, separators=(",", ":")),
+        "audit": _rows(records, _audit_fields()), "events": _rows(events, _event_fields()),
+    }
+    connection.ensure_connection()
+    try:
+        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(_start_statement(tombstones), params, prepare=True)
+            row = cursor.fetchone()
+    except Exception:
+        forget_run_id()
+        raise
+    if row is None:
+        return None  # the kept id is still unused
+    _next_ids[_id_slot()] = row[1]
+    return row[0]

@@ -17,11 +17,21 @@ tombstone has original_run_id, final_status, input_hash, finished_at and archive
 from collections.abc import Callable
 
 _lookup: Callable[[str, str], object | None] | None = None
+_table: str | None = None
 
 
-def register_archived_lookup(lookup: Callable[[str, str], object | None]) -> None:
-    global _lookup
-    _lookup = lookup
+def register_archived_lookup(lookup: Callable[[str, str], object | None], *,
+                             table: str | None = None) -> None:
+    """`table` names the tombstones' table (columns workflow_name and business_key, unique
+    together): start_run's insert then checks it in its own statement instead of asking
+    `lookup` first, and calls `lookup` only to explain a refusal."""
+    global _lookup, _table
+    _lookup, _table = lookup, table
+
+
+def archived_table() -> str | None:
+    """The tombstones' table registered with the lookup, or None."""
+    return _table if _lookup is not None else None
 
 
 def archived_run(workflow: str, business_key: str):

@@ -2,15 +2,16 @@
 their stable keys, all in one transaction or not at all."""
 
 import json
+from contextlib import nullcontext
 from datetime import datetime
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from pydantic import ValidationError
 
 from audit.actions import AuditAction
 from audit.chain import Actor
 
-from .. import artifacts, retention
+from .. import artifacts, checkpoint_sql, retention
 from .. import definition as d
 from ..errors import (
     BusinessKeyConflict,
@@ -25,6 +26,7 @@ from ..models import (
     Step,
     Workflow,
 )
+from ..wakeup import wake_after_commit
 from .kernel import (  # the package's shared vocabulary
     NEW,
     Q,
@@ -111,7 +113,109 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
             errors=[{"loc": ["input"], "msg": "too large"}])
     digest = input_hash(data)
     now = _now(now)
+    if not checkpoint_sql.supported():
+        return _start_with_orm(definition, workflow=workflow, business_key=business_key,
+                               data=data, digest=digest, actor=actor, now=now, wake=wake)
+    if connection.atomic_blocks and not connection.atomic_blocks[-1]._from_testcase:
+        # The one statement below commits on its own, as a durable atomic block would.
+        raise RuntimeError("start_run commits on its own: call it outside any transaction")
+    tombstones = retention.archived_table()
+    if tombstones is None:
+        _refuse_if_archived(workflow, business_key, digest)  # a lookup without a table
+    for _ in range(3):
+        run, steps, change = _new_rows(definition, workflow=workflow,
+                                       business_key=business_key, data=data, digest=digest,
+                                       actor=actor, now=now,
+                                       run_id=checkpoint_sql.next_run_id())
+        # One statement, its own transaction: the run, its steps, its first audit record and
+        # its progress event, or nothing if the key is taken. The key is free only if the
+        # statement's snapshot holds neither a run nor a tombstone for it. Archiving deletes
+        # the run and writes its tombstone in one transaction, so one snapshot sees exactly
+        # one of them (or the run while archiving is under way): the insert never reuses
+        # the key of an archived run, even when it waits on the archiving transaction.
+        try:
+            with _savepoint_if_nested():
+                workflow_id = checkpoint_sql.insert_run_if_new(
+                    run=run, steps=steps, records=change.records, events=change.events,
+                    tombstones=tombstones)
+        except IntegrityError as exc:
+            # The kept run id was taken after all (the sequence was reset, as tests may
+            # do): it is forgotten, and the next try asks the sequence.
+            if "pkey" not in str(exc):
+                raise
+            continue
+        if workflow_id is not None:
+            run.workflow_id = workflow_id
+            run._state.adding, run._state.db = False, connection.alias
+            if wake:
+                wake_after_commit(run.pk)
+            return run, True
+        # Taken: by another delivery of this event (same input, the same run), by a
+        # different input, or by an archived run.
+        existing = Run.objects.filter(workflow_name=workflow, business_key=business_key).first()
+        if existing is not None:
+            if existing.input_hash != digest:
+                raise BusinessKeyConflict(
+                    f"business key {business_key!r} of {workflow} is already used by run "
+                    f"{existing.pk} with a different input", run_id=existing.pk,
+                )
+            return existing, False
+        _refuse_if_archived(workflow, business_key, digest)
+        # The run this statement saw was removed since (not archived): try again.
+    raise RuntimeError(f"business key {business_key!r} of {workflow} kept changing hands; "
+                       "nothing was started")
 
+
+def _savepoint_if_nested():
+    # Inside a test's transaction a failed statement needs a savepoint to roll back to;
+    # outside any (production) the statement is its own transaction and needs none.
+    return transaction.atomic() if connection.in_atomic_block else nullcontext()
+
+
+def _new_rows(definition, *, workflow: str, business_key: str, data: dict, digest: str,
+              actor: Actor, now: datetime, run_id: int | None):
+    """The unsaved run, its steps and the change holding its first audit record and
+    progress event (chained from `run_id`, which the hash covers)."""
+    run = Run(pk=run_id, workflow_name=workflow, workflow_version=definition.version,
+              business_key=business_key, input=data, input_hash=digest,
+              status=Q, step_count=len(definition.steps),
+              current_step=definition.steps[0].name if definition.steps else "",
+              created_at=now, updated_at=now)
+    steps = []
+    for s, template in zip(definition.steps, _step_templates(definition), strict=True):
+        row = dict(template, run_id=run_id, updated_at=now,
+                   idempotency_key=step_key(workflow, business_key, s.name, s.version))
+        if s.compensate_fn:
+            row["compensation_key"] = compensation_key(workflow, business_key, s.name,
+                                                       s.version)
+        steps.append(row)
+    change = _Change(run, "start", actor, now, status=NEW)
+    change.audit(AuditAction.STARTED, before={"status": NEW}, after={"status": Q},
+                 data={"version": definition.version, "input_hash": digest})
+    change.events.append(RunEvent(run_id=run_id, status_from=NEW, status_to=Q,
+                                  created_at=now))
+    return run, steps, change
+
+
+# A workflow definition's step rows with everything but the run, the keys and the time:
+# built once per definition, copied per run.
+_TEMPLATES: dict[int, tuple] = {}
+
+
+def _step_templates(definition) -> list[dict]:
+    cached = _TEMPLATES.get(id(definition))
+    if cached is None or cached[0] is not definition:
+        rows = [checkpoint_sql.step_row_template(
+                    Step(name=s.name, position=i, kind=s.kind, impact=s.impact,
+                         version=s.version))
+                for i, s in enumerate(definition.steps)]
+        cached = _TEMPLATES[id(definition)] = (definition, rows)
+    return cached[1]
+
+
+def _start_with_orm(definition, *, workflow: str, business_key: str, data: dict, digest: str,
+                    actor: Actor, now: datetime, wake: bool) -> tuple[Run, bool]:
+    """start_run on databases other than PostgreSQL (the embedded SQLite of the demo)."""
     with transaction.atomic(durable=True):
         row, _ = Workflow.objects.get_or_create(name=workflow)
         try:
@@ -124,13 +228,9 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
                     created_at=now, updated_at=now,
                 )
         except IntegrityError:
-            # Another delivery of this event got there first (or committed while we waited
-            # on the unique index): same input means the same run.
             existing = Run.objects.filter(workflow_name=workflow,
                                           business_key=business_key).first()
             if existing is None:
-                # Archived between our insert and this read (archiving writes the tombstone
-                # in the transaction that deletes the row, so this read sees it).
                 _refuse_if_archived(workflow, business_key, digest)
                 raise
             if existing.input_hash != digest:
@@ -139,20 +239,12 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
                     f"{existing.pk} with a different input", run_id=existing.pk,
                 ) from None
             return existing, False
-        # The unique constraint protects the key only while its run is in the hot table;
-        # once archived, a tombstone keeps it. Looked up after the insert, not before: an
-        # insert that waited on an archiving transaction deleting the old row succeeds when
-        # that commits, and this statement then sees the tombstone it committed with.
         _refuse_if_archived(workflow, business_key, digest)
-        Step.objects.bulk_create([
-            Step(run=run, name=s.name, position=i, kind=s.kind, impact=s.impact,
-                 version=s.version,
-                 idempotency_key=step_key(workflow, business_key, s.name, s.version),
-                 compensation_key=(compensation_key(workflow, business_key, s.name, s.version)
-                                   if s.compensate_fn else ""),
-                 updated_at=now)
-            for i, s in enumerate(definition.steps)
-        ])
+        _, rows, _ = _new_rows(definition, workflow=workflow, business_key=business_key,
+                               data=data, digest=digest, actor=actor, now=now, run_id=run.pk)
+        Step.objects.bulk_create([Step(**{Step._meta.get_field(column).attname: value
+                                          for column, value in row.items()})
+                                  for row in rows])
         change = _Change(run, "start", actor, now, status=NEW)
         change.audit(AuditAction.STARTED, before={"status": NEW}, after={"status": Q},
                      data={"version": definition.version, "input_hash": digest})
