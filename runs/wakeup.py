@@ -2,6 +2,7 @@
 latency (the sweeper finds the run), sending two costs nothing (the claim decides)."""
 
 import logging
+import uuid
 
 from celery import current_app
 from django.db import transaction
@@ -11,12 +12,33 @@ logger = logging.getLogger(__name__)
 ADVANCE_RUN_TASK = "runs.advance_run"  # runs.tasks.advance_run
 
 
+_routes: dict[int, dict] = {}
+
+
+def _publish(run_id: int, producer=None) -> None:
+    """What send_task does for a hint, without what a hint never needs (a result to wait
+    for, a parent task to trace, native delayed delivery): the message is made and published
+    through a producer of the app's pool, on the route the router gives the task (asked
+    once per app). Half the cost of send_task; the before/after_task_publish signals fire."""
+    app = current_app._get_current_object()
+    route = _routes.get(id(app))
+    if route is None:
+        route = _routes[id(app)] = app.amqp.router.route({}, ADVANCE_RUN_TASK, (), {})
+    message = app.amqp.create_task_message(str(uuid.uuid4()), ADVANCE_RUN_TASK, (run_id,), {},
+                                           **route)
+    with app.producer_or_acquire(producer) as pooled:
+        app.amqp.send_task_message(pooled, ADVANCE_RUN_TASK, message, **route)
+
+
 def send_wakeup(run_id: int, *, countdown: float | None = None) -> bool:
     """Ask a worker to advance `run_id`. Never raises: a broker outage is not a failure."""
     try:
         # By name: the task module imports the executor, which imports the transitions,
         # which send hints; naming the task keeps that a line, not a circle.
-        current_app.send_task(ADVANCE_RUN_TASK, args=(run_id,), countdown=countdown)
+        if countdown:
+            current_app.send_task(ADVANCE_RUN_TASK, args=(run_id,), countdown=countdown)
+        else:
+            _publish(run_id)
         return True
     except Exception:
         logger.warning("wake-up hint for run %s not sent; the sweeper will pick it up",
@@ -33,7 +55,7 @@ def send_wakeups(run_ids: list[int]) -> int:
     try:
         with current_app.producer_or_acquire() as producer:
             for run_id in run_ids:
-                current_app.send_task(ADVANCE_RUN_TASK, args=(run_id,), producer=producer)
+                _publish(run_id, producer)
                 sent += 1
     except Exception:
         logger.warning("%s of %s wake-up hints not sent; the sweeper will pick them up",
