@@ -143,8 +143,14 @@ def _detail_context(request, detail, *, before: int | None = None) -> dict:
     recommendation = recommend(run, detail.steps)
     recommended = None
     if recommendation is not None and recommendation.action is not None:
-        recommended = next((item["action"] for item in actions
-                            if item["action"].name == recommendation.action.name), None)
+        if recommendation.call_slug:
+            # Aimed at one tool call: its own dialog sits with the call on the page.
+            action = recommendation.action
+            recommended = action if grants(action.permission).covers(run.workflow_id) \
+                else None
+        else:
+            recommended = next((item["action"] for item in actions
+                                if item["action"].name == recommendation.action.name), None)
     return {"run": run, "steps": detail.steps, "actions": actions,
             "recommendation": recommendation, "recommended": recommended,
             "timeline": timeline_page(run, before=before), "timeline_page": TIMELINE_PAGE,

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 
 from . import definition as d
 from .actions import ACTIONS, OperatorAction
+from .agent_models import ToolCall, ToolCallStatus
 from .contracts import step_contract
 from .models import AttentionReason, Run, RunStatus, Step, StepStatus
+from .transitions.tool_call_rules import call_refusal
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,9 @@ class Recommendation:
     why: str
     # The attention reason, whose runbook section says more (docs/operations.md).
     reason: str
+    # For an action aimed at one tool call of an agent step: the call's slug on the run
+    # page (step-turn-index), whose own dialog the recommendation opens.
+    call_slug: str = ""
 
     @property
     def reason_label(self) -> str:
@@ -76,6 +81,10 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
                               why=why if not refused else f"{why} (not possible now: {refused})",
                               reason=reason)
 
+    if step is not None and step.kind == d.AGENT and step.status == StepStatus.UNKNOWN:
+        call = unknown_tool_call(step)
+        if call is not None:
+            return _reconcile_tool_call(run, step, call, happened, known, reason)
     if reason == AttentionReason.UNKNOWN_OUTCOME or (
             step is not None and step.status == StepStatus.UNKNOWN):
         unknown.append(f"whether {name} took effect in the remote system")
@@ -120,3 +129,25 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
         return offer("resume", f"No worker knows {run.workflow_name} "
                      f"v{run.workflow_version}: deploy that version, then resume.")
     return offer("resume", "Read the run's history, settle anything unknown, then resume.")
+
+
+def unknown_tool_call(step: Step) -> ToolCall | None:
+    """The agent step's oldest tool call whose outcome is unknown (one query)."""
+    return (ToolCall.objects.filter(step=step, status=ToolCallStatus.UNKNOWN)
+            .order_by("turn", "index").first())
+
+
+def _reconcile_tool_call(run: Run, step: Step, call: ToolCall, happened: str,
+                         known: list[str], reason: str) -> Recommendation:
+    action = ACTIONS["reconcile_tool_call"]
+    where = f"tool call {call.ref} ({call.tool}) of {step.name}"
+    # The rule is the transition's; the tool's declaration only changes the wording.
+    refused = call_refusal(action.name, run, step, call, None, last_turn=call.turn)
+    why = (f"Look {where} up by its key {call.idempotency_key} now: found settles it and the "
+           "agent goes on; not found marks it failed and the model is told so.")
+    return Recommendation(
+        happened=happened, known=known,
+        unknown=[f"whether {where} took effect in the remote system"],
+        action=None if refused else action, step=step.name if not refused else "",
+        why=why if not refused else f"{why} (not possible now: {refused})", reason=reason,
+        call_slug="" if refused else f"{step.name}-{call.turn}-{call.index}")

@@ -13,6 +13,7 @@ from demo.sandbox import faults
 from demo.sandbox.models import LedgerEntry, Task
 from runs import executor, transitions
 from runs.errors import TransitionNotAllowed
+from runs.guidance import recommend
 from runs.models import AttentionReason, Run, RunStatus, Step, ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -77,7 +78,11 @@ def test_the_run_page_offers_reconcile_on_the_unknown_call_only(client_for, oper
     call = ledger_call(run)
     page = client_for(operator).get(reverse("console:run", args=[run.pk])).content.decode()
     assert f'id="call-reconcile_tool_call-triage-{call.turn}-{call.index}"' in page
-    assert page.count('data-opens-dialog="dialog-reconcile_tool_call-') == 1
+    slug = f"triage-{call.turn}-{call.index}"
+    # The call's own button, and the next-step card's, which opens the same dialog.
+    assert page.count('data-opens-dialog="dialog-reconcile_tool_call-') == 2
+    assert page.count(f'data-opens-dialog="dialog-reconcile_tool_call-{slug}"') == 2
+    assert 'id="recommended-reconcile_tool_call"' in page
     assert f'name="call" value="{call.ref}"' in page and call.idempotency_key in page
     # Not in the run's general actions card, which has no way to choose the call.
     assert 'id="action-reconcile_tool_call"' not in page
@@ -176,3 +181,18 @@ def test_a_high_impact_call_is_not_undone_alone(sandbox):
         transitions.begin_tool_call_undo(run.pk, step_name="triage", call_ref=call.ref,
                                          actor=ACTOR, reason="undo it")
     assert LedgerEntry.objects.count() == 1
+
+
+def test_the_next_step_points_at_the_unknown_tool_call_by_its_key(client_for, operator,
+                                                                  auditor):
+    run = unknown_posting()
+    call = ledger_call(run)
+    advice = recommend(run, list(run.steps.order_by("position")))
+    assert advice.action.name == "reconcile_tool_call" and advice.step == "triage"
+    assert call.idempotency_key in advice.why and "nothing to reconcile" not in advice.why
+    assert advice.unknown == [f"whether tool call {call.ref} (post-ledger) of triage took "
+                              "effect in the remote system"]
+    # Someone who may not reconcile sees the advice without the button.
+    page = client_for(auditor).get(reverse("console:run", args=[run.pk])).content.decode()
+    assert 'id="recommended-reconcile_tool_call"' not in page
+    assert "You may not reconcile tool call this run" in page
