@@ -421,8 +421,11 @@ def _resend_or_stop(change: _Change, lease: Lease, step: Step, call: ToolCall,
 
 
 def _late_tool_result(lease: Lease, step: Step, call: ToolCall, outcome: Outcome) -> None:
-    """A result that arrived after the lease was taken over: kept as evidence only."""
-    with transaction.atomic(durable=True):
+    """A result that arrived after the lease was taken over: kept as evidence only.
+
+    Called from inside _holding's transaction (which found the lease fenced off), so it
+    joins it rather than opening a durable one of its own."""
+    with transaction.atomic():
         run = _lock(lease.run.pk)
         change = _Change(run, None, Actor.system(lease.worker), _now(None))
         change.audit(AuditAction.LATE_RESULT, step=step, data=_call_data(
@@ -584,11 +587,12 @@ def find_call(run: Run, step_name: str, call_ref: str) -> ToolCall:
 
 def decide_tool_call(run_id: int, *, step_name: str, call_ref: str, args_hash: str,
                      approved: bool, actor: Actor, comment: str = "",
-                     now: datetime | None = None) -> Run:
+                     data: dict | None = None, now: datetime | None = None) -> Run:
     """Record a person's decision on a tool call waiting for approval. The decision is
     bound to the hash of the arguments the person saw: it is refused if the call no longer
     waits (decided, or superseded by a later call) or its arguments hash differently.
-    Approved: the call runs. Declined: it never runs, and the model is told."""
+    Approved: the call runs. Declined: it never runs, and the model is told. `data` (the
+    approval request the decision came from, say) joins the audit record."""
     with _locked(run_id, "decide_approval", actor=actor, now=now) as change:
         run = change.run
         step, call = _call_named(run, step_name, call_ref)
@@ -614,7 +618,8 @@ def decide_tool_call(run_id: int, *, step_name: str, call_ref: str, args_hash: s
         change.move(Q)
         change.audit(AuditAction.TOOL_CALL_APPROVAL_DECIDED, step=step, reason=comment,
                      before=before, after=_snapshot(run, step),
-                     data=_call_data(call, approved=approved, args_hash=args_hash))
+                     data=_call_data(call, **(data or {}), approved=approved,
+                                     args_hash=args_hash))
     return run
 
 

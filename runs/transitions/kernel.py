@@ -347,6 +347,8 @@ def _terminate_in(change: _Change, steps: list[Step], *, reason: str,
             step.error_message = "in flight when the run was terminated"
             step.lease_owner, step.lease_expires_at = "", None
             change.step_changed(step)
+            if step.kind == d.AGENT:
+                _calls_in_flight_at_terminate(change, step)
         elif step.status in (StepStatus.PENDING, StepStatus.SCHEDULED):
             step.status = StepStatus.SKIPPED
             step.next_attempt_at = None
@@ -355,6 +357,30 @@ def _terminate_in(change: _Change, steps: list[Step], *, reason: str,
     run.next_wake_at = None
     change.move(TERM, message=reason)
     change.audit(action, reason=reason, before=before, after=_snapshot(run), data=data)
+
+
+def _calls_in_flight_at_terminate(change: _Change, step: Step) -> None:
+    """The tool calls of an agent step in flight when its run is terminated, settled as the
+    step is: a call that may have acted elsewhere (write, notify) becomes unknown, to be
+    reconciled by its key if the run is reopened, and its result is kept as evidence when
+    it arrives; a read changes nothing and is simply pending again."""
+    from ..agent_models import ToolCall, ToolCallStatus  # the models module imports ours
+
+    for call in ToolCall.objects.filter(step=step, status=ToolCallStatus.RUNNING):
+        if call.kind in (d.WRITE, d.NOTIFY) or not call.kind:
+            call.status = ToolCallStatus.UNKNOWN
+            call.error_class = ErrorClass.UNKNOWN
+            call.error_message = "in flight when the run was terminated"
+        else:
+            call.status = ToolCallStatus.PENDING
+        call.updated_at = change.now
+        call.save(update_fields=["status", "error_class", "error_message", "updated_at"])
+        if call.status == ToolCallStatus.UNKNOWN:
+            change.audit(AuditAction.OUTCOME_UNKNOWN, step=step,
+                         before={"call_status": ToolCallStatus.RUNNING},
+                         after={"call_status": call.status},
+                         data={"tool_call": call.ref, "tool": call.tool,
+                               "key": call.idempotency_key, "error": call.error_message})
 
 
 @contextmanager

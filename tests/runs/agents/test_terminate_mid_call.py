@@ -1,0 +1,77 @@
+"""Terminating a run while one of its agent's tool calls is in flight: the call is settled as
+a step in flight is, unknown (it may have acted), and its result, when it arrives, is kept as
+evidence without changing the terminated run."""
+
+import pytest
+
+from audit.chain import Actor
+from audit.models import AuditRecord
+from demo.agent_workflow import triage
+from demo.sandbox.models import LedgerEntry
+from runs import executor, transitions
+from runs.models import Run, RunStatus, Step, StepStatus, ToolCall
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def call_ref(call):
+    return LedgerEntry.objects.get(transaction_ref=call.idempotency_key).ref
+
+OPERATOR = Actor.system("operator")
+
+
+@pytest.fixture(autouse=True)
+def sandbox(live_sandbox):
+    return live_sandbox
+
+
+def _start(number="INV-2001"):
+    run, _ = transitions.start_run(
+        workflow="invoice-triage", business_key=f"tenant-42:{number}",
+        input={"tenant": "tenant-42", "invoice_number": number,
+               "requester_email": "requester@example.com"},
+        actor=Actor.system("test"), wake=False)
+    return run
+
+
+@pytest.fixture
+def terminated_mid_post(monkeypatch):
+    """post-ledger's function terminates its run, as an operator would at that instant,
+    before it posts: the call is running when the run ends."""
+    tool = triage.tools["post-ledger"]
+    post = tool.fn
+    seen = {}
+
+    def terminate_then_post(ctx, args):
+        seen["status"] = ToolCall.objects.get(step__run_id=ctx.run_id,
+                                              tool="post-ledger").status
+        transitions.terminate(ctx.run_id, actor=OPERATOR, reason="stop this triage")
+        return post(ctx, args)
+
+    monkeypatch.setattr(tool, "fn", terminate_then_post)
+    return seen
+
+
+def test_a_write_call_in_flight_at_terminate_becomes_unknown_and_its_late_result_is_kept(
+        terminated_mid_post):
+    run = _start()
+    for _ in range(10):
+        executor.advance_run(run.pk, worker="w1")
+        run.refresh_from_db()
+        if run.status != RunStatus.QUEUED:
+            break
+    assert run.status == RunStatus.TERMINATED
+    assert terminated_mid_post["status"] == "running"
+    call = ToolCall.objects.get(step__run=run, tool="post-ledger")
+    assert call.status == "unknown" and call.error_class == "unknown"
+    assert call.error_message == "in flight when the run was terminated"
+    assert Step.objects.get(run=run, name="triage").status == StepStatus.UNKNOWN
+    # The posting did happen at the ledger: the call's late result is evidence only.
+    assert LedgerEntry.objects.filter(transaction_ref=call.idempotency_key).count() == 1
+    records = list(AuditRecord.objects.filter(run=run).order_by("seq")
+                   .values_list("action", "data__tool_call"))
+    assert records.index(("outcome_unknown", call.ref)) < records.index(("terminated", None))
+    late = AuditRecord.objects.get(run=run, action="late_result", data__tool_call=call.ref)
+    assert late.data["succeeded"] is True and late.data["remote_ref"] == call_ref(call)
+    assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
+    assert ToolCall.objects.filter(step__run=run, status="running").count() == 0
