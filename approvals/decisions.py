@@ -1,7 +1,9 @@
 """Decisions: a person's approve or reject, claimed on the request, then applied to the run.
 
 A decision goes back to the run through runs' transitions (decide_approval,
-approval_timed_out), or for an operator action through runs.actions. Those transitions
+approval_timed_out; decide_tool_call for an agent's tool call, with the hash of the
+arguments the request showed: the transition alone decides whether that still stands), or
+for an operator action through runs.actions. Those transitions
 commit on their own (durable), so every decision is made in two commits: first the decision
 is claimed on the locked request (which also settles races and duplicates), then it is
 applied to the run (`settle`). A request whose decision is claimed but not applied stays
@@ -27,7 +29,15 @@ from audit.models import AuditRecord
 from runs import transitions
 from runs.actions import ACTIONS, ActionInput
 from runs.errors import TransitionNotAllowed
-from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
+from runs.models import (
+    AttentionReason,
+    Run,
+    RunStatus,
+    Step,
+    StepStatus,
+    ToolCall,
+    ToolCallStatus,
+)
 
 from .backoff import retry_delay
 from .models import DECIDED_STATUSES, ApprovalRequest, RequestKind, RequestStatus
@@ -133,8 +143,10 @@ def _closed(approval: ApprovalRequest) -> Decision:
                         f"{time_text(approval.decided_at)}; your decision was not recorded.",
                         approval)
     if approval.status == RequestStatus.SUPERSEDED:
+        why = ("the model proposed other arguments for the tool call"
+               if approval.kind == RequestKind.TOOL_CALL else "its payload changed")
         return Decision("closed", f"This request was replaced by request "
-                        f"{approval.superseded_by_id} because its payload changed; nothing "
+                        f"{approval.superseded_by_id} because {why}; nothing "
                         "was decided.", approval, approval.superseded_by)
     return Decision("closed", f"This request is {approval.status} "
                     f"({approval.comment or 'no longer waiting for a decision'}); nothing "
@@ -196,6 +208,20 @@ def _apply(approval: ApprovalRequest, now: datetime) -> None:
             given=ActionInput(reason=approval.snapshot.get("reason", ""),
                               step=dict(approval.params).get("step", "")))
         return
+    if approval.kind == RequestKind.TOOL_CALL:
+        # The one rule of tool call approvals (the call still waits, with arguments of
+        # exactly this hash) is the transition's: a refusal comes back as
+        # TransitionNotAllowed and is recorded on the request. Nobody deciding in time
+        # declines the call: it never runs, and the model is told.
+        approved = approval.status == RequestStatus.APPROVED
+        transitions.decide_tool_call(
+            approval.run_id, step_name=approval.step_name,
+            call_ref=approval.params.get("tool_call", ""),
+            args_hash=approval.params.get("args_hash", ""), approved=approved,
+            actor=_decider(approval), comment=approval.comment,
+            data={"approval_request": approval.pk, "payload_hash": approval.snapshot_hash,
+                  "decision_id": str(approval.decision_id or "")}, now=now)
+        return
     if approval.status == RequestStatus.EXPIRED:
         transitions.approval_timed_out(approval.run_id, step_name=approval.step_name,
                                        actor=SYSTEM, reason=approval.comment, now=now)
@@ -212,6 +238,10 @@ def _apply(approval: ApprovalRequest, now: datetime) -> None:
 def _refusal_is_passing(approval: ApprovalRequest) -> bool:
     """A run passing through queued or running (an operator resumed it) comes back to
     waiting on the same step: the decision is applied then."""
+    if approval.kind == RequestKind.TOOL_CALL:
+        call = _call(approval)
+        return (call is not None and call.status == ToolCallStatus.WAITING
+                and call.step.run.status in (RunStatus.QUEUED, RunStatus.RUNNING))
     if approval.kind != RequestKind.STEP:
         return False
     run = Run.objects.get(pk=approval.run_id)
@@ -223,6 +253,15 @@ def _refusal_is_passing(approval: ApprovalRequest) -> bool:
 def _already_applied(approval: ApprovalRequest) -> bool:
     """Whether the run already shows this decision (applied by an earlier attempt that
     died before recording it)."""
+    if approval.kind == RequestKind.TOOL_CALL:
+        call = _call(approval)
+        if call is None:
+            return False
+        if approval.status == RequestStatus.APPROVED:
+            return (call.approved_hash == approval.params.get("args_hash")
+                    and call.approved_by == _decider(approval).label)
+        return call.status == ToolCallStatus.DECLINED and \
+            call.error_message.startswith(f"declined by {_decider(approval).label}")
     if approval.kind != RequestKind.STEP:
         return False
     step = Step.objects.select_related("run").filter(run_id=approval.run_id,
@@ -237,6 +276,11 @@ def _already_applied(approval: ApprovalRequest) -> bool:
     result = step.result if isinstance(step.result, dict) else {}
     return (step.status == expected and result.get("by") == _decider(approval).label
             and approval.comment == result.get("comment"))
+
+
+def _call(approval: ApprovalRequest) -> ToolCall | None:
+    return (ToolCall.objects.select_related("step__run").filter(pk=approval.tool_call_id)
+            .first() if approval.tool_call_id else None)
 
 
 def _mark_settled(approval: ApprovalRequest, now: datetime, error: str) -> bool:

@@ -24,6 +24,7 @@ DECIDE_PERMISSION = f"approvals.{DECIDE_CODENAME}"
 class RequestKind(models.TextChoices):
     STEP = "step", "approval step"
     OPERATOR_ACTION = "operator_action", "operator action (four eyes)"
+    TOOL_CALL = "tool_call", "agent tool call"
 
 
 class RequestStatus(models.TextChoices):
@@ -43,8 +44,15 @@ class ApprovalRequest(models.Model):
     kind = models.CharField(max_length=16, choices=RequestKind.choices, default=RequestKind.STEP)
     run = models.ForeignKey("runs.Run", on_delete=models.PROTECT,
                             related_name="approval_requests")
-    # The approval step this request asks about (kind "step")...
+    # The approval step this request asks about (kind "step"), or the agent step whose tool
+    # call it asks about (kind "tool_call": the call itself below, its ref and the hash of
+    # its arguments in params)...
     step_name = models.CharField(max_length=200, blank=True)
+    # No database constraint or index (an added foreign key would scan the table under a
+    # lock): requests are found by run, and a run's requests are removed before its calls.
+    tool_call = models.ForeignKey("runs.ToolCall", null=True, blank=True,
+                                  on_delete=models.DO_NOTHING, db_constraint=False,
+                                  db_index=False, related_name="+")
     # ...or the operator action a second person must approve (kind "operator_action"),
     # its parameters and who asked for it (who therefore may not decide it).
     action = models.CharField(max_length=100, blank=True)
@@ -129,6 +137,9 @@ class ApprovalRequest(models.Model):
         """What is asked, in a few words."""
         if self.kind == RequestKind.OPERATOR_ACTION:
             return f"operator action: {self.action}"
+        if self.kind == RequestKind.TOOL_CALL:
+            return f"{self.step_name}: tool {self.params.get('tool', '?')} " \
+                   f"(call {self.params.get('tool_call', '?')})"
         return self.step_name
 
     @property

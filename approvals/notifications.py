@@ -123,9 +123,13 @@ def _message(approval: ApprovalRequest, kind: str) -> tuple[str, str]:
     # Names and the business key come from callers and other systems: only their
     # header-safe form goes into the subject (and the same one-line form into the body).
     workflow, key = header_text(run.workflow_name), header_text(run.business_key)
-    what = (f"{workflow} {key}: {header_text(approval.step_name)}"
-            if approval.kind == RequestKind.STEP else
-            f"{header_text(approval.action)} of run {run.pk} ({workflow} {key})")
+    if approval.kind == RequestKind.STEP:
+        what = f"{workflow} {key}: {header_text(approval.step_name)}"
+    elif approval.kind == RequestKind.TOOL_CALL:
+        what = (f"{workflow} {key}: tool {header_text(approval.params.get('tool', '?'))} "
+                f"in {header_text(approval.step_name)}")
+    else:
+        what = f"{header_text(approval.action)} of run {run.pk} ({workflow} {key})"
     prefix = {NotificationKind.REMINDER: "Reminder: ",
               NotificationKind.ESCALATION: "Escalated: "}.get(kind, "")
     subject = header_text(f"{prefix}approval needed: {what}", limit=SUBJECT_MAX)
@@ -135,6 +139,9 @@ def _message(approval: ApprovalRequest, kind: str) -> tuple[str, str]:
                      f"(escalation {approval.escalation_level}).")
     if approval.kind == RequestKind.OPERATOR_ACTION:
         lines.append("An operator asked for this action; it needs a second person's approval.")
+    if approval.kind == RequestKind.TOOL_CALL:
+        lines.append("The agent's model asked to call this tool. It runs only once approved, "
+                     "once, with exactly these arguments; if rejected, the model is told.")
     lines += [f"Requested {time_text(approval.requested_at)}, "
               f"due {time_text(approval.due_at)}.", "",
               "What you are asked to approve:", snapshot_text(approval.snapshot), "",

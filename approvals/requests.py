@@ -1,11 +1,12 @@
-"""Opening approval requests: one for each approval step a run waits on, and a new one when
-the payload of a pending request changed (the old one is superseded: it can never be
-approved).
+"""Opening approval requests: one for each approval step a run waits on, one for each agent
+tool call that waits for a person, and a new one when the payload of a pending request
+changed (the old one is superseded: it can never be approved).
 
 runs commits a run that reaches an approval step as: run `waiting`, step `waiting`, audit
-record `approval_requested`; it knows nothing of this app. The sweeper (approvals.schedule)
-notices such steps and opens a request for each here: the request, its approvers'
-permissions and their notifications in one transaction.
+record `approval_requested`; a tool call that waits as: run `waiting`, agent step and call
+`waiting`, audit record `tool_call_approval_requested`. It knows nothing of this app. The
+sweeper (approvals.schedule) notices such steps and calls and opens a request for each
+here: the request, its approvers' permissions and their notifications in one transaction.
 
 Every function takes an optional `now` so tests drive the schedules with a controlled clock;
 all state lives in the database, so a restart changes nothing.
@@ -22,11 +23,18 @@ from audit.actions import AuditAction
 from audit.chain import Actor
 from runs import definition as d
 from runs import transitions
-from runs.models import Run, RunStatus, Step, StepStatus
+from runs.models import Run, RunStatus, Step, StepStatus, ToolCall, ToolCallStatus
+from runs.transitions.agent_calls import shown_arguments
 
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
 from .notifications import grant_and_notify
-from .snapshots import SnapshotUnavailable, compute_snapshot, registered_workflow
+from .snapshots import (
+    SnapshotUnavailable,
+    compute_snapshot,
+    normalise,
+    registered_workflow,
+    snapshot_hash,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +51,10 @@ def record_lifecycle(approval: ApprovalRequest, action: str, now: datetime, *,
         approval.run_id, action=action, step_name=approval.step_name, actor=LIFECYCLE_ACTOR,
         reason=reason, now=now,
         data={"approval_request": approval.pk, "kind": approval.kind,
-              **({"operator_action": approval.action} if approval.action else {}), **data})
+              **({"operator_action": approval.action} if approval.action else {}),
+              **({"tool_call": approval.params.get("tool_call"),
+                  "args_hash": approval.params.get("args_hash")}
+                 if approval.kind == RequestKind.TOOL_CALL else {}), **data})
 
 
 def next_reminder(start: datetime, every: timedelta | None, due: datetime) -> datetime | None:
@@ -66,10 +77,23 @@ def waiting_approval_steps(limit: int = 200):
             .select_related("run").order_by("run_id")[:limit])
 
 
+def waiting_tool_calls(limit: int = 200):
+    """Agent tool calls that runs is waiting on for a person and that have no open request
+    (the calls' partial index holds only unknown and waiting calls: few at any time)."""
+    open_for_call = ApprovalRequest.objects.filter(
+        run=OuterRef("step__run"), kind=RequestKind.TOOL_CALL, step_name=OuterRef("step__name"),
+        tool_call=OuterRef("pk"), settled_at__isnull=True)
+    return (ToolCall.objects
+            .filter(status=ToolCallStatus.WAITING, step__status=StepStatus.WAITING,
+                    step__run__status=RunStatus.WAITING)
+            .filter(~Exists(open_for_call))
+            .select_related("step", "step__run").order_by("step__run_id", "pk")[:limit])
+
+
 def open_pending_requests(*, now: datetime | None = None, limit: int = 200) -> int:
-    """Open a request for every approval step a run waits on that has none. Returns how
-    many were opened. A step whose request cannot be made (its snapshot fails, say) is
-    logged and tried again at the next sweep; it never stops the others."""
+    """Open a request for every approval step a run waits on, and every tool call, that has
+    none. Returns how many were opened. One whose request cannot be made (its snapshot
+    fails, say) is logged and tried again at the next sweep; it never stops the others."""
     now = now or timezone.now()
     opened = 0
     for step in waiting_approval_steps(limit):
@@ -79,6 +103,13 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200) -> i
         except Exception:
             logger.exception("approval request for run %s step %s not opened; will retry",
                              step.run_id, step.name)
+    for call in waiting_tool_calls(limit):
+        try:
+            if open_tool_call_request(call, now=now) is not None:
+                opened += 1
+        except Exception:
+            logger.exception("approval request for run %s tool call %s not opened; will "
+                             "retry", call.step.run_id, call.pk)
     return opened
 
 
@@ -105,6 +136,64 @@ def open_request(run: Run, step_name: str, *,
         return None
 
 
+def tool_call_snapshot(call: ToolCall, tool: d.ToolSpec) -> tuple[dict, str]:
+    """What a person approves of a tool call: the tool, where it acts, and its arguments as
+    people see them (declared fields and anything like a credential masked), with the hash
+    of the full arguments that the decision is bound to. The snapshot's own hash (the
+    link's) changes with the arguments, since it holds their hash."""
+    snapshot = normalise({
+        "tool": call.tool, "tool_call": call.ref, "agent_step": call.step.name,
+        "system": tool.system or "-", "impact": tool.impact,
+        "description": tool.description or f"{tool.kind} tool",
+        "arguments": shown_arguments(tool, call.arguments),
+        "arguments_sha256": call.args_hash,
+    })
+    return snapshot, snapshot_hash(snapshot)
+
+
+def open_tool_call_request(call: ToolCall, *,
+                           now: datetime | None = None) -> ApprovalRequest | None:
+    """Open the request for tool call `call`, which waits for a person: the request, its
+    approvers' permissions and notifications in one transaction. A request still pending
+    for another call of the same agent step (the model proposed changed arguments since)
+    is superseded by it: its link says so, and it can never be approved. None if the call
+    no longer waits or another process opened its request first."""
+    now = now or timezone.now()
+    run, step = call.step.run, call.step
+    tool = registered_workflow(run).step(step.name).tools.get(call.tool)
+    if tool is None:
+        raise SnapshotUnavailable(f"{step.name} declares no tool {call.tool!r}")
+    snapshot, digest = tool_call_snapshot(call, tool)
+    policy = tool.approval_policy
+    if policy is None:
+        raise SnapshotUnavailable(f"tool {call.tool!r} declares no approvers")
+    fields = {"kind": RequestKind.TOOL_CALL, "run": run, "step_name": step.name,
+              "tool_call": call, "snapshot": snapshot, "snapshot_hash": digest,
+              "params": {"tool_call": call.ref, "tool": call.tool,
+                         "args_hash": call.args_hash}}
+    try:
+        with transaction.atomic(durable=True):
+            waiting = ToolCall.objects.filter(
+                pk=call.pk, status=ToolCallStatus.WAITING, args_hash=call.args_hash,
+                step__status=StepStatus.WAITING, step__run__status=RunStatus.WAITING).exists()
+            if not waiting:
+                return None
+            stale = (ApprovalRequest.objects.select_for_update(of=("self",))
+                     .select_related("run")
+                     .filter(run=run, kind=RequestKind.TOOL_CALL, step_name=step.name,
+                             status=RequestStatus.PENDING).exclude(tool_call=call).first())
+            if stale is not None:
+                return _supersede(stale, digest, now, lambda: _policy_request(
+                    policy=policy, now=now, **fields),
+                    why=f"the model proposed other arguments: call {call.ref} of "
+                        f"{call.tool} (arguments sha256 {call.args_hash}) replaces call "
+                        f"{stale.params.get('tool_call')}")
+            return _policy_request(policy=policy, now=now, **fields)
+    except IntegrityError:
+        logger.info("approval request for run %s tool call %s already open", run.pk, call.ref)
+        return None
+
+
 def create_request(*, now: datetime, approvers: list[str], remind_every: timedelta | None,
                    timeout: timedelta, **fields) -> ApprovalRequest:
     """In the caller's transaction: a pending request asked at `now` and due `timeout`
@@ -123,13 +212,18 @@ def create_request(*, now: datetime, approvers: list[str], remind_every: timedel
     return approval
 
 
+def _policy_request(*, policy: d.ApprovalPolicy, now: datetime, **fields) -> ApprovalRequest:
+    """create_request with who is asked and the schedule taken from `policy`."""
+    return create_request(
+        approvers=list(policy.approvers), escalate_to=list(policy.escalate_to),
+        remind_every=policy.remind_every, timeout=policy.timeout,
+        on_timeout=policy.on_timeout, now=now, **fields)
+
+
 def _step_request(*, run: Run, step_name: str, snapshot: dict, digest: str,
                   policy: d.ApprovalPolicy, now: datetime) -> ApprovalRequest:
-    return create_request(
-        kind=RequestKind.STEP, run=run, step_name=step_name, snapshot=snapshot,
-        snapshot_hash=digest, approvers=list(policy.approvers),
-        escalate_to=list(policy.escalate_to), remind_every=policy.remind_every,
-        timeout=policy.timeout, on_timeout=policy.on_timeout, now=now)
+    return _policy_request(kind=RequestKind.STEP, run=run, step_name=step_name,
+                           snapshot=snapshot, snapshot_hash=digest, policy=policy, now=now)
 
 
 def _record_problems(approval: ApprovalRequest, problems: list[str]) -> None:
@@ -143,22 +237,31 @@ def supersede(approval: ApprovalRequest, snapshot: dict, digest: str,
               now: datetime) -> ApprovalRequest:
     """In the caller's transaction, with `approval` locked: the payload changed, so this
     request can never be approved; a new one asks about the new payload."""
-    approval.status = RequestStatus.SUPERSEDED
-    approval.settled_at = now  # first: it frees the one-open-request constraint
-    approval.comment = (f"payload changed while pending: sha256 {approval.snapshot_hash} "
-                        f"became {digest}")
-    approval.save(update_fields=["status", "settled_at", "comment"])
-    record_lifecycle(approval, AuditAction.APPROVAL_SUPERSEDED, now, reason=approval.comment,
-                     payload_hash=digest)
     policy = d.ApprovalPolicy(
         approvers=tuple(approval.approvers), remind_every=approval.remind_every,
         timeout=approval.timeout, on_timeout=approval.on_timeout,
         escalate_to=tuple(approval.escalate_to))
-    new = _step_request(run=approval.run, step_name=approval.step_name, snapshot=snapshot,
-                        digest=digest, policy=policy, now=now)
+    return _supersede(approval, digest, now, lambda: _step_request(
+        run=approval.run, step_name=approval.step_name, snapshot=snapshot, digest=digest,
+        policy=policy, now=now))
+
+
+def _supersede(approval: ApprovalRequest, digest: str, now: datetime, make_new, *,
+               why: str = "") -> ApprovalRequest:
+    """Mark `approval` (locked) superseded, then make its successor with `make_new()`."""
+    approval.status = RequestStatus.SUPERSEDED
+    approval.settled_at = now  # first: it frees the one-open-request constraint
+    approval.next_reminder_at = None
+    approval.comment = why or (f"payload changed while pending: sha256 "
+                               f"{approval.snapshot_hash} became {digest}")
+    approval.save(update_fields=["status", "settled_at", "next_reminder_at", "comment"])
+    record_lifecycle(approval, AuditAction.APPROVAL_SUPERSEDED, now, reason=approval.comment,
+                     payload_hash=digest)
+    new = make_new()
     approval.superseded_by = new
     approval.save(update_fields=["superseded_by"])
-    logger.info("approval request %s superseded by %s: payload changed", approval.pk, new.pk)
+    logger.info("approval request %s superseded by %s: %s", approval.pk, new.pk,
+                approval.comment)
     return new
 
 

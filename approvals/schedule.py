@@ -23,6 +23,8 @@ from runs.models import (
     RunStatus,
     Step,
     StepStatus,
+    ToolCall,
+    ToolCallStatus,
 )
 from runs.single_pass import single_pass
 
@@ -179,13 +181,20 @@ def _duration(delta: timedelta) -> str:
 
 def withdraw_stale_requests(*, now: datetime | None = None, limit: int = 200) -> int:
     """Withdraw pending requests that can no longer be decided: their run stopped waiting
-    on the step (terminated, compensated, decided or settled by an operator), or, for an
-    operator action, the run is final."""
+    on the step or the tool call (terminated, compensated, decided or settled by an
+    operator), or, for an operator action, the run is final."""
     now = now or timezone.now()
     step_waiting = Step.objects.filter(run=OuterRef("run"), name=OuterRef("step_name"),
                                        status=StepStatus.WAITING)
+    call_waiting = ToolCall.objects.filter(pk=OuterRef("tool_call_id"),
+                                           status=ToolCallStatus.WAITING)
     stale_q = ((Q(kind=RequestKind.STEP) & (~Exists(step_waiting)
                                             | Q(run__status__in=_NOT_WAITING)))
+               # A call decided elsewhere while its run goes on (queued, running) may be
+               # followed by the model's next proposal: that supersedes the request.
+               | (Q(kind=RequestKind.TOOL_CALL)
+                  & ((~Exists(call_waiting) & Q(run__status=RunStatus.WAITING))
+                     | Q(run__status__in=_NOT_WAITING)))
                | Q(kind=RequestKind.OPERATOR_ACTION, run__status__in=FINAL_RUN_STATUSES))
     stale = ApprovalRequest.objects.filter(status=RequestStatus.PENDING)
     count = 0
@@ -195,12 +204,16 @@ def withdraw_stale_requests(*, now: datetime | None = None, limit: int = 200) ->
             if approval is None:
                 continue
             step = Step.objects.filter(run_id=approval.run_id, name=approval.step_name).first()
+            call = (ToolCall.objects.filter(pk=approval.tool_call_id).first()
+                    if approval.tool_call_id else None)
             approval.status = RequestStatus.WITHDRAWN
             approval.settled_at = now
             approval.next_reminder_at = None
             approval.comment = (f"the run no longer waits for this decision (run "
                                 f"{approval.run.status}"
-                                + (f", step {step.status})" if step else ")"))
+                                + (f", step {step.status}" if step else "")
+                                + (f", tool call {call.ref} {call.status}" if call else "")
+                                + ")")
             approval.save(update_fields=["status", "settled_at", "next_reminder_at",
                                          "comment"])
             record_lifecycle(approval, AuditAction.APPROVAL_WITHDRAWN, now,

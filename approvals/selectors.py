@@ -68,5 +68,26 @@ def what_follows(approval: ApprovalRequest) -> list[str]:
     position = next((s.position for s in steps if s.name == approval.step_name), None)
     if position is None:
         return []
-    return [f"{s.name}: {lines[s.name]}" + (" (high impact)" if s.impact == "high" else "")
-            for s in steps if s.position > position]
+    later = [f"{s.name}: {lines[s.name]}" + (" (high impact)" if s.impact == "high" else "")
+             for s in steps if s.position > position]
+    if approval.kind == RequestKind.TOOL_CALL:
+        return [*_tool_call_follows(approval), *(
+            [f"Once the agent {approval.step_name} finishes, the run goes on:"] + later
+            if later else [])]
+    return later
+
+
+def _tool_call_follows(approval: ApprovalRequest) -> list[str]:
+    snapshot, call = approval.snapshot, approval.tool_call
+    tool, system = snapshot.get("tool", "?"), snapshot.get("system", "-")
+    key = f" with its own idempotency key {call.idempotency_key[:12]}…" if call else ""
+    return [
+        f"Approved: {tool} runs once, with exactly these arguments{key}"
+        + (f", against {system}" if system != "-" else "")
+        + f"; its result goes back to the model, which chooses the next step of "
+          f"{approval.step_name}.",
+        f"Rejected: {tool} never runs; the model is told it was declined, with your "
+        "comment.",
+        "If the model proposes other arguments, this request is replaced and cannot be "
+        "approved.",
+    ]

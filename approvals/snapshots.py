@@ -99,6 +99,9 @@ def snapshot_rows(snapshot) -> list[Row]:
             continue
         if key == "amount" and "currency" in snapshot:
             rows.append(Row("Amount", f"{_text(value)} {_text(snapshot['currency'])}"))
+        elif key == "arguments" and isinstance(value, dict):
+            # A tool call's arguments: one row each, as the tool receives them.
+            rows += [Row(f"Argument {k}", _text(v)) for k, v in value.items()]
         elif isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
             rows.append(Row(_label(key), items=tuple(_text(v) for v in value)))
         else:

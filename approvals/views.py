@@ -86,7 +86,7 @@ def _page(request, approval: ApprovalRequest, form: DecisionForm | None = None, 
 
 def _approval_or_404(pk: int) -> ApprovalRequest:
     return get_object_or_404(ApprovalRequest.objects.select_related(
-        "run", "superseded_by"), pk=pk)
+        "run", "superseded_by", "tool_call"), pk=pk)
 
 
 @login_required

@@ -9,6 +9,7 @@ agent, the requester is told by email: a late step whose failure undoes the agen
 effects, newest first.
 """
 
+from datetime import timedelta
 from decimal import Decimal
 
 from pydantic import BaseModel, EmailStr, Field
@@ -23,6 +24,7 @@ from runs.definition import (
     NotFound,
     StepResult,
     Workflow,
+    tool_approval,
 )
 from runs.errors import PermanentError
 from runs.retry import RetryPolicy
@@ -137,7 +139,13 @@ def cancel_approval_task(ctx, args):
 
 @triage.tool("post-ledger", kind=WRITE, impact=HIGH, honours_keys=True, args=PostLedgerArgs,
              redact=("iban",), system="the ledger",
-             approve_if=lambda args: Decimal(args.amount) >= THRESHOLD)
+             approve_if=lambda args: Decimal(args.amount) >= THRESHOLD,
+             # Asked like the invoice workflow's approve-invoice step: the approvers by
+             # email, reminded, escalated to the deputies; nobody deciding declines it.
+             approval=tool_approval(approvers=("group:approvers",),
+                                    remind_every=timedelta(hours=8), timeout=timedelta(days=2),
+                                    on_timeout="escalate",
+                                    escalate_to=("group:finance-deputies",)))
 def post_ledger(ctx, args):
     """Post the invoice to the ledger (the amount as a decimal string, e.g. "120.00")."""
     entry = ctx.services.ledger.post(

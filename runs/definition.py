@@ -54,6 +54,35 @@ class ApprovalPolicy:
     escalate_to: tuple[str, ...] = ()
 
 
+# A tool call nobody decides in time is declined (the model is told; nothing runs), at once
+# ("reject") or once the deputies have not decided either ("escalate").
+TOOL_APPROVAL_TIMEOUT_POLICIES = ("escalate", "reject")
+
+
+def tool_approval(*, approvers: tuple[str, ...], remind_every: timedelta = timedelta(hours=8),
+                  timeout: timedelta = timedelta(days=1), on_timeout: str = "reject",
+                  escalate_to: tuple[str, ...] = ()) -> ApprovalPolicy:
+    """Who approves an agent's tool calls that wait for a person, and what happens while
+    nobody does: declared on the agent (`wf.agent(..., approval=...)`, for all its tools)
+    or on one tool (`@agent.tool(..., approval=...)`). The approvals app asks them as it
+    asks an approval step's approvers: an email with a signed link, reminders every
+    `remind_every`, and at `timeout` the call is declined ("reject"), or first escalated
+    to `escalate_to` and declined at the next timeout ("escalate")."""
+    if on_timeout not in TOOL_APPROVAL_TIMEOUT_POLICIES:
+        raise ValueError(f"tool approval: on_timeout must be one of "
+                         f"{', '.join(TOOL_APPROVAL_TIMEOUT_POLICIES)}, not {on_timeout!r}")
+    if on_timeout == "escalate" and not escalate_to:
+        raise ValueError("tool approval: on_timeout='escalate' needs escalate_to")
+    if not approvers:
+        raise ValueError("tool approval: name at least one approver")
+    for who in (*approvers, *escalate_to):
+        if not who.startswith(("user:", "group:")):
+            raise ValueError(f"tool approval: {who!r} is neither 'user:...' nor 'group:...'")
+    return ApprovalPolicy(approvers=tuple(approvers), remind_every=remind_every,
+                          timeout=timeout, on_timeout=on_timeout,
+                          escalate_to=tuple(escalate_to))
+
+
 @dataclass(frozen=True)
 class Found:
     """Reconciliation found the effect: here is its reference in the remote system."""
@@ -297,12 +326,14 @@ class Workflow:
     def agent(self, name: str, *, system_prompt: str, model: str = "",
               budget: "AgentBudget | None" = None, schema_error_budget: int = 2,
               retry: RetryPolicy = DEFAULT_POLICY, version: int = 1,
-              contract: Contract | None = None) -> "AgentSpec":
+              contract: Contract | None = None,
+              approval: ApprovalPolicy | None = None) -> "AgentSpec":
         """An agent step: a model (through the openai client, against settings.MODEL_BASE_URL;
         `model` defaults to settings.MODEL_NAME) that chooses which of the step's tools to call
         for several turns, within `budget`. Every turn is stored before any tool it asks for
         runs; every tool call is a checkpointed, keyed child of the step. `retry` applies to
-        the model calls."""
+        the model calls. `approval` (see tool_approval) says who approves the tool calls
+        that wait for a person, unless a tool declares its own."""
         if any(s.name == name for s in self.steps):
             raise ValueError(f"workflow {self.name}: step {name!r} declared twice")
         if schema_error_budget < 0:
@@ -313,7 +344,7 @@ class Workflow:
                                                             "key; turns stored and reused"),
                          model=model, system_prompt=system_prompt,
                          budget=budget or AgentBudget(),
-                         schema_error_budget=schema_error_budget)
+                         schema_error_budget=schema_error_budget, approval=approval)
         self.steps.append(spec)
         return spec
 
@@ -401,6 +432,8 @@ class ToolSpec:
     # (args) -> bool: whether this call waits for a person's approval of its arguments.
     # Unset: every call of a high-impact tool does.
     approve_if: Callable | None = None
+    # Who approves such a call (see tool_approval). Unset: the agent's.
+    approval: ApprovalPolicy | None = None
     description: str = ""
     system: str = ""
     reconcile_fn: Callable | None = None
@@ -410,10 +443,19 @@ class ToolSpec:
     def has_side_effect(self) -> bool:
         return self.kind in (WRITE, NOTIFY)
 
+    @property
+    def may_need_approval(self) -> bool:
+        return self.approve_if is not None or (self.impact == HIGH and self.has_side_effect)
+
     def needs_approval(self, args: BaseModel) -> bool:
         if self.approve_if is not None:
             return bool(self.approve_if(args))
         return self.impact == HIGH and self.has_side_effect
+
+    @property
+    def approval_policy(self) -> ApprovalPolicy | None:
+        """Who approves this tool's calls: the tool's policy, or else the agent's."""
+        return self.approval or self.agent.approval
 
     def reconcile(self, fn: Callable) -> Callable:
         """Declare how to look this tool's effect up by the call's key."""
@@ -463,8 +505,12 @@ class AgentSpec(StepDef):
              honours_keys: bool = False, redact: tuple[str, ...] = (),
              retry: RetryPolicy = DEFAULT_POLICY, lookup_delay: float = 10.0,
              lookup_attempts: int = 3, approve_if: Callable | None = None,
+             approval: ApprovalPolicy | None = None,
              system: str = "") -> Callable[[Callable], ToolSpec]:
-        """Declare a tool the model may call; the decorated function performs one call."""
+        """Declare a tool the model may call; the decorated function performs one call. A
+        call waits for a person's approval of its arguments if `approve_if(args)` says so
+        (unset: every call of a high-impact write or notify tool); `approval` (or the
+        agent's) says who is asked."""
         if not TOOL_NAME.fullmatch(name):
             raise ValueError(f"tool {name!r}: a name of 1-64 letters, digits, '_' or '-'")
         if name in self.tools:
@@ -481,7 +527,12 @@ class AgentSpec(StepDef):
                             impact=impact, honours_key=honours_keys, redact=tuple(redact),
                             retry=retry, lookup_delay=lookup_delay,
                             lookup_attempts=lookup_attempts, approve_if=approve_if,
+                            approval=approval,
                             description=" ".join((fn.__doc__ or "").split()), system=system)
+            if tool.may_need_approval and tool.approval_policy is None:
+                raise ValueError(f"tool {name!r}: its calls may wait for a person's approval; "
+                                 "declare who approves them (approval=tool_approval(...) on "
+                                 "the tool or on the agent)")
             self.tools[name] = tool
             if impact == HIGH and kind in (WRITE, NOTIFY):
                 # The step carries the impact of its strongest tool: its effects are not

@@ -3,11 +3,17 @@
 Every drill ends by counting the external objects and the model requests, and checking
 what must not have happened."""
 
+import uuid
+
 import pytest
 import redis
 from django.conf import settings
+from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 
+from approvals import decisions
+from approvals import schedule as approvals_sweep
+from approvals.models import ApprovalRequest
 from audit.chain import Actor
 from audit.models import AuditRecord
 from demo.sandbox import faults
@@ -73,6 +79,22 @@ def _until_call_waits(run, timeout=90):
 
     return wait_for(waiting, timeout=timeout, interval=0.3,
                     what=f"a tool call of run {run.pk} to wait for approval")[0]
+
+
+def _request_for(call, timeout=30):
+    """The approval request the approvals sweep (beat's other job) opens for `call`."""
+    def opened():
+        approvals_sweep.sweep()
+        return ApprovalRequest.objects.filter(tool_call=call, status="pending").first()
+
+    return wait_for(opened, timeout=timeout, interval=0.3,
+                    what=f"an approval request for tool call {call.ref}")
+
+
+def _approver(name):
+    user = User.objects.create_user(name, email=f"{name}@example.com", password="pw")
+    user.groups.add(Group.objects.get_or_create(name="approvers")[0])
+    return user
 
 
 def _crash(worker, tmp_path, point):
@@ -169,17 +191,24 @@ def test_agent_drill_twenty_deliveries_make_one_run_and_each_tool_call_once(work
 
 
 def test_agent_drill_an_approval_never_authorises_arguments_the_model_changed(worker):
+    ann, bob = _approver("ann"), _approver("bob")
     run = _triage(LARGE, notes="[sandbox-script: invoice-triage change-args]")
     worker()
     first = _until_call_waits(run)
     assert first.tool == "post-ledger" and LedgerEntry.objects.count() == 0
-    transitions.decide_tool_call(run.pk, step_name="triage", call_ref=first.ref,
-                                 args_hash=first.args_hash, approved=False, actor=PERSON,
-                                 comment="split it")
+    # The person decides on the request the approvals app opened, as from the email.
+    asked = _request_for(first)
+    assert asked.params["args_hash"] == first.args_hash
+    assert decisions.decide(asked.pk, user=ann, approved=False, decision_id=uuid.uuid4(),
+                            comment="split it").recorded
     second = _until_call_waits(run)
     assert second.arguments["amount"] != first.arguments["amount"]
+    again = _request_for(second)
+    assert again.pk != asked.pk and again.params["args_hash"] == second.args_hash
     # An approval of the first arguments arriving now (a second approver, an old link):
     # refused, and nothing is posted.
+    late = decisions.decide(asked.pk, user=bob, approved=True, decision_id=uuid.uuid4())
+    assert late.outcome == "already_decided"
     with pytest.raises(TransitionNotAllowed):
         transitions.decide_tool_call(run.pk, step_name="triage", call_ref=first.ref,
                                      args_hash=first.args_hash, approved=True, actor=PERSON)
@@ -187,8 +216,8 @@ def test_agent_drill_an_approval_never_authorises_arguments_the_model_changed(wo
         transitions.decide_tool_call(run.pk, step_name="triage", call_ref=second.ref,
                                      args_hash=first.args_hash, approved=True, actor=PERSON)
     assert LedgerEntry.objects.count() == 0
-    transitions.decide_tool_call(run.pk, step_name="triage", call_ref=second.ref,
-                                 args_hash=second.args_hash, approved=True, actor=PERSON)
+    assert decisions.decide(again.pk, user=bob, approved=True,
+                            decision_id=uuid.uuid4()).recorded
     run = _until(run, RunStatus.COMPLETED)
     assert LedgerEntry.objects.count() == 1
     assert f"{LedgerEntry.objects.get().amount:.2f}" == second.arguments["amount"]
