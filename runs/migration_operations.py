@@ -8,7 +8,7 @@ nobody writes to a demo while it migrates.
 """
 
 from django.contrib.postgres import operations as postgres
-from django.db.migrations.operations import AddIndex
+from django.db.migrations.operations import AddIndex, RemoveIndex
 
 
 class AddIndexConcurrently(postgres.AddIndexConcurrently):
@@ -21,3 +21,20 @@ class AddIndexConcurrently(postgres.AddIndexConcurrently):
         if schema_editor.connection.vendor == "postgresql":
             return super().database_backwards(app_label, schema_editor, from_state, to_state)
         return AddIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
+
+
+class RemoveIndexConcurrently(postgres.RemoveIndexConcurrently):
+    """DROP INDEX CONCURRENTLY on PostgreSQL (no lock that blocks writes); the ordinary
+    removal elsewhere."""
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            return super().database_forwards(app_label, schema_editor, from_state, to_state)
+        return RemoveIndex.database_forwards(self, app_label, schema_editor, from_state,
+                                             to_state)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            return super().database_backwards(app_label, schema_editor, from_state, to_state)
+        return RemoveIndex.database_backwards(self, app_label, schema_editor, from_state,
+                                              to_state)
