@@ -12,9 +12,11 @@ from audit.models import AuditRecord
 from demo.sandbox import faults
 from demo.sandbox.models import LedgerEntry, Task
 from runs import executor, transitions
-from runs.errors import TransitionNotAllowed
+from runs.actions import ACTIONS, ActionInput
+from runs.errors import ReasonRequired, TransitionNotAllowed
 from runs.guidance import recommend
 from runs.models import AttentionReason, Run, RunStatus, Step, ToolCall
+from runs.transitions.tool_call_rules import TOOL_CALL_ACTIONS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ACTOR = Actor.system("test")
@@ -196,3 +198,23 @@ def test_the_next_step_points_at_the_unknown_tool_call_by_its_key(client_for, op
     page = client_for(auditor).get(reverse("console:run", args=[run.pk])).content.decode()
     assert 'id="recommended-reconcile_tool_call"' not in page
     assert "You may not reconcile tool call this run" in page
+
+
+@pytest.mark.parametrize("action", TOOL_CALL_ACTIONS)
+def test_every_tool_call_action_refuses_an_empty_reason_and_writes_nothing(sandbox, action):
+    run = unknown_posting("noreason") if action == "reconcile_tool_call" else \
+        refused_posting("noreason")
+    call = ledger_call(run) if action != "compensate_tool_call" else \
+        ToolCall.objects.get(step__run=run, tool="open-approval-task")
+    steps = list(run.steps.order_by("position"))
+    assert ACTIONS[action].refusal(run, steps) is None, "the run must allow the action"
+    before = (run.audit_seq, list(ToolCall.objects.filter(step__run=run)
+                                  .values_list("status", "attempt")), LedgerEntry.objects.count())
+    for reason in ("", "   ", "\n\t"):
+        with pytest.raises(ReasonRequired, match="needs a reason"):
+            ACTIONS[action].perform(run.pk, actor=ACTOR, given=ActionInput(
+                reason=reason, step="triage", call=call.ref, mode="ask"))
+    after = (Run.objects.get(pk=run.pk).audit_seq, list(
+        ToolCall.objects.filter(step__run=run).values_list("status", "attempt")),
+        LedgerEntry.objects.count())
+    assert after == before

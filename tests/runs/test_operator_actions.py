@@ -11,6 +11,7 @@ from runs.actions import ACTIONS, ActionInput, offered
 from runs.definition import Found, NotFound
 from runs.errors import ReasonRequired, SecondPersonRequired, TransitionNotAllowed
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
+from runs.transitions.tool_call_rules import TOOL_CALL_ACTIONS
 from tests.factories import SYSTEM, new_run, place
 
 pytestmark = pytest.mark.django_db
@@ -59,6 +60,10 @@ def _request(action: str, step: str = "") -> ActionInput:
     if action == "reconcile":
         return ActionInput(reason="checked", step=step, mode="found", remote_ref="T-9",
                        evidence="seen in the tracker")
+    if action in TOOL_CALL_ACTIONS:
+        # These workflows have no agent step: no step has a first tool call to act on.
+        return ActionInput(reason="checked", step=step, mode="found", remote_ref="T-9",
+                           evidence="seen in the ledger", call="0.0")
     return ActionInput(reason="checked", step=step)
 
 
@@ -88,8 +93,10 @@ def test_an_action_is_offered_exactly_where_its_transition_accepts_it(state, sce
 
 
 @pytest.mark.parametrize("reason", ["", "   ", "\n\t"])
-@pytest.mark.parametrize("action", sorted(ACTIONS))
+@pytest.mark.parametrize("action", sorted(set(ACTIONS) - set(TOOL_CALL_ACTIONS)))
 def test_every_operator_transition_refuses_an_empty_reason_and_writes_nothing(action, reason):
+    # The actions on one tool call: tests/console/test_agent_tool_call_actions.py, on a
+    # real agent run.
     # A run where the action would otherwise succeed.
     where = {
         "resume": (RunStatus.ATTENTION, "failed write"),
