@@ -306,3 +306,35 @@ def produce(ctx):
 @big.read("consume", retry=FAST)
 def consume(ctx):
     return {"length": len(ctx.results["produce"]["blob"])}
+
+
+# An agent step whose tools play their remote systems through `script` (tests that place
+# its tool calls by hand; the conversation tests use the demo's agent and the sandbox).
+class NoteArgs(BaseModel):
+    text: str
+
+
+agentic = Workflow("test-agent", version=1, input=OrderIn)
+assist = agentic.agent("assist", system_prompt="Take notes.")
+
+
+@assist.tool("write-note", kind="write", honours_keys=True, args=NoteArgs)
+def write_note(ctx, args):
+    """Write a note."""
+    script.calls.append(("write-note", ctx.key, ctx.attempt))
+    ref = script.effects.setdefault(ctx.key, f"NOTE-{len(script.effects) + 1}")
+    return StepResult({"note": ref}, remote_ref=ref)
+
+
+@write_note.reconcile
+def find_note(ctx, args):
+    script.reconcile_calls.append(("write-note", ctx.key))
+    ref = script.effects.get(ctx.key)
+    return Found(ref) if ref else NotFound()
+
+
+@write_note.compensate
+def delete_note(ctx, args):
+    script.calls.append(("write-note:compensate", ctx.key, ctx.attempt))
+    ref = script.compensations.setdefault(ctx.key, f"DEL-{len(script.compensations) + 1}")
+    return StepResult({"deleted": ctx.remote_ref}, remote_ref=ref)

@@ -166,6 +166,8 @@ def _action_body(world: World, role: str, action: str | None) -> Body:
     if spec.takes_step:
         eligible = spec.eligible_steps(run, world.steps(scenario))
         data["step"] = eligible[0].name if eligible else ""
+    if spec.takes_call:
+        data["call"] = "1.0"  # the agent scenarios' one tool call (world._agent_run)
     return data, FORM
 
 

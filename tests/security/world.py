@@ -15,6 +15,7 @@ from django.http import HttpRequest
 from django.middleware.csrf import get_token
 from django.test import Client
 from django.test.client import ClientHandler
+from django.utils import timezone
 from guardian.shortcuts import assign_perm
 
 from api.tokens import token_create
@@ -23,7 +24,20 @@ from approvals.tasks import sweep
 from console.roles import ensure_roles
 from runs import executor
 from runs.actions import ACTIONS
-from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus, Workflow
+from runs.keys import tool_call_key, tool_compensation_key
+from runs.models import (
+    AgentTurn,
+    AttentionReason,
+    ErrorClass,
+    Run,
+    RunStatus,
+    Step,
+    StepStatus,
+    ToolCall,
+    ToolCallStatus,
+    Workflow,
+)
+from runs.transitions.agent_calls import args_hash
 from tests.factories import new_run, place
 
 PASSWORD = "matrix-pw"
@@ -69,6 +83,19 @@ ACTION_SCENARIOS = {
     "cancel": "failed_write",
     "terminate": "failed_write",
     "reopen": "terminated",
+    "reconcile_tool_call": "unknown_tool_call",
+    "retry_tool_call": "failed_tool_call",
+    "compensate_tool_call": "done_tool_call",
+}
+
+# The agent runs the actions on one tool call need: (step status, the call's status).
+AGENT_SCENARIOS = {
+    "unknown_tool_call": (StepStatus.UNKNOWN, ToolCallStatus.UNKNOWN,
+                          AttentionReason.UNKNOWN_OUTCOME),
+    "failed_tool_call": (StepStatus.FAILED, ToolCallStatus.FAILED,
+                         AttentionReason.PERMANENT_ERROR),
+    "done_tool_call": (StepStatus.FAILED, ToolCallStatus.SUCCEEDED,
+                       AttentionReason.PERMANENT_ERROR),
 }
 
 # The workflow the per-workflow operator may act on: not the one the runs belong to.
@@ -149,6 +176,27 @@ def _client(world: World, role: str) -> Client:
     return client
 
 
+def _agent_run(step_status: str, call_status: str, reason: str) -> Run:
+    """A test-agent run in attention whose one tool call (turn 1, call 0) is as given."""
+    run = place(new_run("test-agent"), status=RunStatus.ATTENTION, attention_reason=reason,
+                step_statuses={"assist": step_status})
+    step = Step.objects.get(run=run, name="assist")
+    now = timezone.now()
+    arguments = {"text": "hello"}
+    AgentTurn.objects.create(step=step, index=1, created_at=now, tool_calls=[
+        {"id": "call-1", "name": "write-note", "arguments": '{"text": "hello"}'}])
+    key = tool_call_key(run.workflow_name, run.business_key, "assist", 1, 1, 0, "write-note")
+    ToolCall.objects.create(
+        step=step, turn=1, index=0, call_id="call-1", tool="write-note", kind="write",
+        impact="low", arguments=arguments, args_hash=args_hash(arguments), status=call_status,
+        idempotency_key=key, compensation_key=tool_compensation_key(key), attempt=1,
+        remote_ref="NOTE-1" if call_status == ToolCallStatus.SUCCEEDED else "",
+        error_class=ErrorClass.PERMANENT if call_status == ToolCallStatus.FAILED else "",
+        error_message="refused" if call_status == ToolCallStatus.FAILED else "",
+        started_at=now, updated_at=now)
+    return run
+
+
 def build_world(roles) -> World:
     ensure_roles(Group, Permission)
     users: dict[str, User | None] = {
@@ -175,6 +223,7 @@ def build_world(roles) -> World:
     approval = ApprovalRequest.objects.get(run=waiting, status="pending")
 
     runs = {name: place(new_run(), **spec) for name, spec in SCENARIOS.items()}
+    runs.update({name: _agent_run(*spec) for name, spec in AGENT_SCENARIOS.items()})
     csrf = {role: _csrf() for role in roles}
     return World(users=users,
                  sessions={role: _session(users[role]) if users[role] else None
