@@ -24,7 +24,7 @@ import logging
 import openai
 from django.conf import settings
 
-from . import crashpoints, transitions
+from . import crashpoints, lookups, transitions
 from . import definition as d
 from .agent_models import ToolCall, ToolCallStatus
 from .context import StepContext, context_outside_executor
@@ -139,15 +139,7 @@ def ask_tool_remote(tool: d.ToolSpec | None, ctx: StepContext, call: ToolCall):
     """Look a tool call's effect up by its key: (verdict, error), as executor.ask_remote."""
     if tool is None or tool.reconcile_fn is None:
         return None, ""
-    try:
-        verdict = tool.reconcile_fn(ctx, tool.args.model_validate(call.arguments))
-    except Exception as exc:
-        message = classify(exc).message
-        return d.LookupFailed(f"lookup failed: {message}"), message
-    if not isinstance(verdict, d.Found | d.NotFound | d.Undetermined):
-        return d.Undetermined(f"reconcile returned {type(verdict).__name__}, expected "
-                              "Found, NotFound or Undetermined"), ""
-    return verdict, ""
+    return lookups.ask(lambda: tool.reconcile_fn(ctx, tool.args.model_validate(call.arguments)))
 
 
 def compensate_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpec,

@@ -15,7 +15,7 @@ from functools import partial
 
 from pydantic import ValidationError
 
-from . import agent_loop, artifacts, crashpoints, transitions
+from . import agent_loop, artifacts, crashpoints, lookups, transitions
 from . import definition as d
 from .context import StepContext, build_context, opened_services
 from .errors import Classified, classify
@@ -163,12 +163,4 @@ def ask_remote(spec: d.StepDef, ctx: StepContext):
     """
     if spec.reconcile_fn is None:
         return None, ""
-    try:
-        verdict = spec.reconcile_fn(ctx)
-    except Exception as exc:
-        message = classify(exc).message
-        return d.LookupFailed(f"lookup failed: {message}"), message
-    if not isinstance(verdict, d.Found | d.NotFound | d.Undetermined):
-        return d.Undetermined(f"reconcile returned {type(verdict).__name__}, expected "
-                              "Found, NotFound or Undetermined"), ""
-    return verdict, ""
+    return lookups.ask(spec.reconcile_fn, ctx)
