@@ -391,7 +391,7 @@ registry = Registry()
 #     def find_entry(ctx, args): ...       # Found(ref) / NotFound() / Undetermined(why)
 #
 # The model chooses which tool to call with which arguments; each call is a recorded child
-# of the step with its own key, state, attempts and evidence (runs.agents runs them).
+# of the step with its own key, state, attempts and evidence (runs.agent_loop runs them).
 
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -483,8 +483,8 @@ class ToolSpec:
 
 def _undo_tool_calls(ctx):
     # A marker: an agent step's compensation is its tool calls' compensations, newest
-    # first, each checkpointed; the executor runs them (runs.agents), never this.
-    raise RuntimeError("an agent step's compensation runs through runs.agents")
+    # first, each checkpointed; the executor runs them (runs.agent_loop), never this.
+    raise RuntimeError("an agent step's compensation runs through runs.agent_loop")
 
 
 @dataclass
