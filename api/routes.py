@@ -18,6 +18,7 @@ from ninja.parser import Parser
 from pydantic import ValidationError as PydanticError
 
 from audit.chain import Actor
+from runs.agent_selectors import conversations
 from runs.definition import registry
 from runs.errors import BusinessKeyConflict, InvalidInput, RunArchived, UnknownWorkflow
 from runs.investigation import investigate
@@ -280,6 +281,9 @@ def run_investigation(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
     description="The run's state in a finite model: accepted, running (step n of m), "
                 "waiting (for approval or to retry), needs_attention (with the reason), "
                 "compensating, completed, compensated, compensation_failed, terminated. "
+                "Each agent step comes with a summary of its conversation: turns, tokens "
+                "and its tool calls (state, key, remote reference, attempts, last error, "
+                "arguments redacted as the tool declares). "
                 "Runs of workflows the token may not use are not found.",
 )
 def run_state(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
@@ -308,5 +312,25 @@ def run_state(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         "operator_actions": [{"name": a.name, "label": a.label,
                               "needs_second_person": a.needs_second_person(view.steps)}
                              for a in view.operator_actions],
+        "agent_steps": _agent_steps(run, view.steps),
         **_links(request, run.pk),
     })
+
+
+def _agent_steps(run: Run, steps) -> list[dict]:
+    """The conversation of each agent step, as the console reads it (two queries however
+    many steps, turns and calls; none for a workflow without agent steps)."""
+    return [{"step": conv.step, "turns": len(conv.turns),
+             "prompt_tokens": conv.prompt_tokens, "completion_tokens": conv.completion_tokens,
+             "tool_calls": [_tool_call(c) for turn in conv.turns for c in turn.calls]}
+            for conv in conversations(run, steps)]
+
+
+def _tool_call(call: dict) -> dict:
+    error = None
+    if call["error_class"] or call["error"]:
+        error = {"error_class": call["error_class"] or None, "message": call["error"]}
+    return {"ref": call["ref"], "tool": call["tool"], "state": call["status"],
+            "idempotency_key": call["key"], "remote_ref": call["remote_ref"],
+            "attempts": call["attempt"], "last_error": error,
+            "arguments": call["arguments"]}

@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
-from runs.models import AttentionReason, ErrorClass, StepStatus
+from runs.models import AttentionReason, ErrorClass, StepStatus, ToolCallStatus
 
 # A run as a caller sees it: a small, finite set of states.
 State = Literal["accepted", "running", "waiting", "needs_attention", "compensating",
@@ -15,7 +15,8 @@ WaitingFor = Literal["approval", "retry"]
 Reason = Literal[tuple(r.value for r in AttentionReason)]
 ErrorClassName = Literal[tuple(c.value for c in ErrorClass)]
 StepStatusName = Literal[tuple(s.value for s in StepStatus)]
-StepKind = Literal["read", "decision", "write", "notify", "approval"]
+StepKind = Literal["read", "decision", "write", "notify", "approval", "agent"]
+ToolCallStateName = Literal[tuple(s.value for s in ToolCallStatus)]
 
 # PostgreSQL text cannot hold NUL characters; the document says so, the API refuses them.
 NO_NUL = r"^[^\u0000]+$"
@@ -67,6 +68,37 @@ class OperatorAction(Schema):
         description="Whether a second person must approve it (four eyes) on this run.")
 
 
+class ToolCallError(Schema):
+    error_class: ErrorClassName | None = Field(
+        description="The class of the call's last error, when it was classified.")
+    message: str = Field(description="The last error as recorded (credentials masked).")
+
+
+class AgentToolCall(Schema):
+    ref: str = Field(description="The call within its step: 'turn.index', e.g. '2.0'.")
+    tool: str
+    state: ToolCallStateName
+    idempotency_key: str = Field(description="Sent with every attempt of this call; the "
+                                             "same across crashes and operator retries.")
+    remote_ref: str = Field(description="The reference the other system gave the effect "
+                                        "(empty until there is one).")
+    attempts: int
+    last_error: ToolCallError | None
+    arguments: Any = Field(
+        description="The call's arguments as people see them: the fields its tool declares "
+                    "secret, and anything that looks like a credential, are '[redacted]'; "
+                    "the whole value is '[redacted]' when the tool is no longer declared.")
+
+
+class AgentStep(Schema):
+    step: str = Field(description="The agent step's name.")
+    turns: int = Field(description="Model turns stored so far.")
+    prompt_tokens: int
+    completion_tokens: int
+    tool_calls: list[AgentToolCall] = Field(description="In the order the model asked for "
+                                                        "them (turn, then index).")
+
+
 class RunState(Schema):
     id: int
     workflow: str
@@ -90,6 +122,9 @@ class RunState(Schema):
     operator_actions: list[OperatorAction] = Field(
         description="What an operator can do with the run now, in the console (empty for a "
                     "run that needs nobody).")
+    agent_steps: list[AgentStep] = Field(
+        description="For each agent step of the workflow, a summary of its conversation "
+                    "(empty for a workflow without agent steps).")
     status_url: str
     console_url: str
 
