@@ -5,9 +5,27 @@ Allowed if the user is a superuser, or holds the global permission
 `approvals.decide_approvalrequest`, or holds it on this request as a django-guardian object
 permission (granted to the user or to one of their groups when the request is made or
 escalated). Guardian does not treat a global permission as satisfying an object check,
-hence the explicit order. Four eyes: whoever asked for an operator action never decides it,
-whatever else they hold.
+hence the explicit order. Four eyes: whoever asked for a request (its `requested_by`) never
+decides it, whatever else they hold. One rule, is_requester, for every kind of request:
+
+- an operator action (approvals.four_eyes): the operator who asked for it;
+- an agent's tool call (approvals.requests.open_tool_call_request): the operator whose
+  retry_tool_call sent that call again most recently, when a person did (tool_call_requester).
+  A retried call whose tool asks for approval of its arguments waits for a person again
+  (runs.transitions.agent_operator), so the person who resends money is never the one
+  who approves the resend. A call the model asked for and nobody retried has no requester:
+  runs are started by API tokens and by the system, never on a user's behalf (a token
+  records the admin who created it, not a person who asks), so there is nobody else to
+  exclude;
+- an approval step: no requester (the workflow asks), so any approver decides.
+The requester is left out of the approvers' notifications and inbox, and is refused by
+can_decide when deciding.
 """
+
+from django.contrib.auth import get_user_model
+
+from audit.actions import AuditAction
+from audit.models import AuditRecord
 
 from .models import DECIDE_PERMISSION, ApprovalRequest
 
@@ -23,6 +41,17 @@ def has_decide_permission(user, approval: ApprovalRequest) -> bool:
 
 def is_requester(user, approval: ApprovalRequest) -> bool:
     return approval.requested_by_id is not None and approval.requested_by_id == user.pk
+
+
+def tool_call_requester(call) -> int | None:
+    """The user id of whoever sent agent tool call `call` again as an operator
+    (retry_tool_call) most recently, or None: the requester of its approval request. Read
+    from the run's audit log, where each retry is recorded with its call and its actor."""
+    return (AuditRecord.objects
+            .filter(run_id=call.step.run_id, action=AuditAction.STEP_RETRIED,
+                    step_name=call.step.name, data__tool_call=call.ref,
+                    actor_user_id__in=get_user_model().objects.values("pk"))
+            .order_by("-seq").values_list("actor_user_id", flat=True).first())
 
 
 def can_decide(user, approval: ApprovalRequest) -> bool:

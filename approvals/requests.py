@@ -28,6 +28,7 @@ from runs.transitions.agent_calls import shown_arguments
 
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
 from .notifications import grant_and_notify
+from .permissions import tool_call_requester
 from .snapshots import (
     SnapshotUnavailable,
     compute_snapshot,
@@ -170,7 +171,9 @@ def open_tool_call_request(call: ToolCall, *,
     fields = {"kind": RequestKind.TOOL_CALL, "run": run, "step_name": step.name,
               "tool_call": call, "snapshot": snapshot, "snapshot_hash": digest,
               "params": {"tool_call": call.ref, "tool": call.tool,
-                         "args_hash": call.args_hash}}
+                         "args_hash": call.args_hash},
+              # Four eyes: the operator who sent this call again may not approve it.
+              "requested_by_id": tool_call_requester(call)}
     try:
         with transaction.atomic(durable=True):
             waiting = ToolCall.objects.filter(

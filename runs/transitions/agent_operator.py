@@ -43,15 +43,25 @@ def retry_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
                     reason: str, now: datetime | None = None) -> Run:
     """Send one failed tool call again with the same idempotency key: the call and its step
     pending, the run queued; the worker sends it (after a person's approval of its
-    arguments where its tool asks for one and the arguments are not approved yet). Refused
+    arguments where its tool asks for one). Refused
     once the model has answered after the failure (it was told the call failed). The call's
     elapsed-time budget starts again; its attempts go on counting, so a call past its
-    attempt budget gets this one send."""
+    attempt budget gets this one send.
+
+    An approval of the call's arguments is spent by the send it authorised: a call whose
+    tool asks for approval of these arguments waits for a person again before it is
+    resent, and the operator who retried it is that approval request's requester, who may
+    not decide it (four eyes, approvals.permissions)."""
     with _operator_transition(run_id, "retry_tool_call", actor=actor, reason=reason, now=now,
                               step_name=step_name) as op:
         run, change = op.run, op.change
         step, call = _checked(op, "retry_tool_call", step_name, call_ref)
         before = _snapshot(run, step)
+        tool = tool_of(op.definition, step, call)
+        approval_spent = bool(call.approved_hash) and tool is not None and \
+            tool.needs_approval(tool.args.model_validate(call.arguments))
+        if approval_spent:
+            call.approved_hash, call.approved_by = "", ""
         call.status, call.finished_at = S.PENDING, None
         call.started_at, call.next_attempt_at = None, None
         call.lookup_failures = 0
@@ -64,7 +74,8 @@ def retry_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
         change.audit(AuditAction.STEP_RETRIED, step=step, reason=reason, before=before,
                      after=_snapshot(run, step),
                      data=_call_data(call, key=call.idempotency_key, attempt=call.attempt,
-                                     last_error=call.error_message))
+                                     last_error=call.error_message,
+                                     **({"approval_spent": True} if approval_spent else {})))
     return run
 
 

@@ -248,3 +248,52 @@ def test_a_tool_call_nobody_approves_in_time_is_escalated_then_declined(ann, dor
     run = Run.objects.get(pk=run.pk)
     assert run.status == RunStatus.QUEUED
     assert LedgerEntry.objects.count() == 0
+
+
+def test_the_operator_who_sent_a_call_again_may_not_approve_it(ann, bob, client, mailoutbox):
+    """Four eyes on a resend: an approval is spent by the send it authorised, so a retried
+    call waits for a person again, and the operator who retried it (ann, an approver too)
+    is the request's requester: not asked, not shown it, refused when deciding, by the same
+    rule (approvals.permissions.can_decide) as an operator action's requester."""
+    from django.core.exceptions import PermissionDenied
+
+    from approvals.selectors import inbox
+    from demo.sandbox import faults
+
+    faults.add("ledger.post", faults.FORBIDDEN, times=1)
+    run = _start()
+    call = _waiting_call(run)
+    schedule.sweep()
+    first = ApprovalRequest.objects.get(run=run)
+    assert first.requested_by_id is None  # the model asked: nobody to exclude
+    assert decisions.decide(first.pk, user=ann, approved=True,
+                            decision_id=uuid.uuid4()).recorded
+    run = _advance(run)
+    call.refresh_from_db()
+    assert run.status == RunStatus.ATTENTION and call.status == "failed"
+    assert LedgerEntry.objects.count() == 0
+
+    transitions.retry_tool_call(run.pk, step_name="triage", call_ref=call.ref,
+                                actor=Actor.for_user(ann), reason="the ledger granted it")
+    call.refresh_from_db()
+    assert call.approved_hash == "" and AuditRecord.objects.get(
+        run=run, action="step_retried", data__tool_call=call.ref).data["approval_spent"]
+    assert _waiting_call(run).pk == call.pk  # the same call, the same key, waiting again
+    mailoutbox.clear()
+    schedule.sweep()
+    second = ApprovalRequest.objects.get(run=run, settled_at__isnull=True)
+    assert second.tool_call_id == call.pk and second.requested_by_id == ann.pk
+    assert [m.to for m in mailoutbox] == [["bob@example.com"]]
+    assert second not in inbox(ann) and second in inbox(bob)
+    with pytest.raises(PermissionDenied):
+        decisions.decide(second.pk, user=ann, approved=True, decision_id=uuid.uuid4())
+    client.force_login(ann)
+    assert _decide(client, second, "approve").status_code == 403
+    second.refresh_from_db()
+    assert second.status == "pending" and LedgerEntry.objects.count() == 0
+
+    assert decisions.decide(second.pk, user=bob, approved=True,
+                            decision_id=uuid.uuid4()).recorded
+    run = _advance(run)
+    assert run.status == RunStatus.COMPLETED, run.status_message
+    assert LedgerEntry.objects.filter(transaction_ref=call.idempotency_key).count() == 1
