@@ -14,8 +14,13 @@ sweeper and a worker would, and compares what happened with what must happen:
 8. the same start event delivered 20 times at once: one run, each step called once;
 6. (where steps declare compensation) a late step fails: compensations run newest first.
 
-Runs are ordinary runs with business keys starting "drill:"; approval steps are approved by
-the actor "drill".
+Runs are ordinary runs with business keys starting "drill:"; what they wait for (approval
+steps, tool calls waiting for a person) is approved by "drill". With the approvals app
+installed, through its approval requests: it registers its approver here
+(register_approver, in its AppConfig.ready; runs cannot import it), which opens each request
+and decides it as the drill user, so the drill exercises the path a person's approval takes.
+Without one, the fallback approves straight through the transitions (decide_tool_call,
+decide_approval) as the actor "drill", and the drill table says so.
 """
 
 import os
@@ -25,6 +30,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -43,6 +49,22 @@ from .actions import ACTIONS, ActionInput
 from .agent_loop import AFTER_TURN
 from .context import context_outside_executor
 from .models import AgentTurn, AttentionReason, Run, RunStatus, Step, StepStatus, ToolCall
+
+# What approves a drill run's waits (approvals.drill.approve_for_drill, registered by the
+# approvals app): approve(run) -> whether a decision was recorded. None: the fallback.
+_approver: Callable[[Run], bool] | None = None
+
+
+def register_approver(approve: Callable[[Run], bool]) -> None:
+    global _approver
+    _approver = approve
+
+
+def approval_path() -> str:
+    """How the drills approve what their runs wait for, for the drill table."""
+    if _approver is not None:
+        return "through approval requests (the approvals app)"
+    return "straight through the transitions (fallback: no approvals app)"
 
 DRILL = Actor.system("drill")
 # A compensation a person starts after a high-impact effect needs a second person.
@@ -325,7 +347,8 @@ def _child_env(point: str) -> dict:
 
 def _recover(run: Run, *, fresh: bool = False, timeout: float = 120) -> Run:
     """Do what the sweeper and a worker would: take the run back from the dead worker, then
-    advance it until it settles, approving approval steps as the drill actor."""
+    advance it until it settles, approving what it waits for as the drill (through the
+    registered approver, or straight through the transitions without one)."""
     if not fresh:
         # The killed worker's lease would run out; the drill does not wait for it.
         transitions.expire_lease(run.pk, now=timezone.now() + timedelta(days=1), actor=DRILL)
@@ -337,7 +360,11 @@ def _recover(run: Run, *, fresh: bool = False, timeout: float = 120) -> Run:
             return run
         waiting = Step.objects.filter(run=run, kind=d.APPROVAL, status=StepStatus.WAITING).first()
         calls = transitions.waiting_tool_calls(run)
-        if calls:
+        if _approver is not None and (calls or waiting is not None):
+            # The real path: the approval request, decided as the drill user.
+            if not _approver(run):
+                time.sleep(0.05)
+        elif calls:
             # A tool call waiting for approval: approved, bound to its arguments' hash.
             transitions.decide_tool_call(run.pk, step_name=calls[0].step.name,
                                          call_ref=calls[0].ref, args_hash=calls[0].args_hash,

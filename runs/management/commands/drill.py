@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.definition import registry
-from runs.drills import run_drills
+from runs.drills import approval_path, run_drills
 from runs.management.tables import render_table
 
 
@@ -26,6 +26,7 @@ class Command(BaseCommand):
                 for r in results]
         self.stdout.write(f"drills for {definition.name} v{definition.version}")
         self.stdout.write(render_table(("drill", "expected", "observed", "pass"), rows))
+        self.stdout.write(f"approvals: {approval_path()}")
         failed = [r.drill for r in results if r.passed is False]
         if failed:
             raise CommandError(f"{len(failed)} drill(s) failed: {'; '.join(failed)}")

@@ -1,0 +1,57 @@
+"""The drill kit's approver: what a drill run waits for is approved through its approval
+request, the path a person's approval takes, not straight through the transition.
+
+runs.drills cannot import this app (approvals sits above runs), so ApprovalsConfig.ready
+registers approve_for_drill with runs.drills.register_approver. For each tool call and
+approval step the run waits on, the request is opened as the sweeper would (its approvers
+granted and notified), the drill's own user is granted the decide permission on that request
+alone, and decides it with approvals.decisions.decide: the claim on the request, then
+decide_tool_call / decide_approval applied by settle, with the request's payload hash.
+
+The drill user ("drill") has no password and no permission but those object permissions.
+"""
+
+import uuid
+
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from guardian.shortcuts import assign_perm
+
+from runs import definition as d
+from runs import transitions
+from runs.models import Run, Step, StepStatus
+
+from .decisions import decide
+from .models import DECIDE_CODENAME, ApprovalRequest, RequestKind, RequestStatus
+from .requests import open_request, open_tool_call_request
+
+DRILL_USERNAME = "drill"
+
+
+def drill_user():
+    user, created = get_user_model().objects.get_or_create(username=DRILL_USERNAME)
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    return user
+
+
+def approve_for_drill(run: Run) -> bool:
+    """Open and approve, as the drill user, every request `run` waits on. True if a
+    decision was recorded (the run can be advanced again)."""
+    now = timezone.now()
+    for call in transitions.waiting_tool_calls(run):
+        open_tool_call_request(call, now=now)
+    for step in Step.objects.filter(run=run, kind=d.APPROVAL, status=StepStatus.WAITING):
+        open_request(run, step.name, now=now)
+    user = drill_user()
+    recorded = False
+    pending = ApprovalRequest.objects.filter(
+        run=run, status=RequestStatus.PENDING, settled_at__isnull=True,
+        kind__in=(RequestKind.TOOL_CALL, RequestKind.STEP)).order_by("pk")
+    for approval in pending:
+        assign_perm(DECIDE_CODENAME, user, approval)
+        decision = decide(approval.pk, user=user, approved=True, decision_id=uuid.uuid4(),
+                          comment="approved by the drill")
+        recorded = recorded or decision.recorded
+    return recorded
