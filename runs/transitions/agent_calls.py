@@ -76,6 +76,10 @@ def shown_arguments(tool: d.ToolSpec | None, arguments):
     and anything that looks like a credential masked."""
     if isinstance(arguments, dict) and tool is not None:
         arguments = {k: (REDACTED if k in tool.redact else v) for k, v in arguments.items()}
+    elif tool is not None and tool.redact and arguments is not None:
+        # Text the model sent that is not an object (kept as evidence of invalid
+        # arguments): a declared field may be anywhere in it.
+        return REDACTED
     return redact(arguments)
 
 
@@ -554,6 +558,7 @@ def await_tool_approval(lease: Lease, step: Step, call: ToolCall, *,
         change.step_changed(step)
         change.move(W, message=f"{step.name}: tool {call.tool} (call {call.ref}) waits for "
                                "a person's approval of its arguments")
+        change.wait_for_person(step, call)
         change.run.next_wake_at = None
         change.audit(AuditAction.TOOL_CALL_APPROVAL_REQUESTED, step=step, before=before,
                      after=_snapshot(change.run, step),
