@@ -4,8 +4,9 @@ changed (the old one is superseded: it can never be approved).
 
 runs commits a run that reaches an approval step as: run `waiting`, step `waiting`, audit
 record `approval_requested`; a tool call that waits as: run `waiting`, agent step and call
-`waiting`, audit record `tool_call_approval_requested`. It knows nothing of this app. The
-sweeper (approvals.schedule) notices such steps and calls and opens a request for each
+`waiting`, audit record `tool_call_approval_requested`, and in both cases a row in its
+ApprovalWait table while the wait lasts. It knows nothing of this app. The sweeper
+(approvals.schedule) reads those rows and opens a request for each step and call
 here: the request, its approvers' permissions and their notifications in one transaction.
 
 Every function takes an optional `now` so tests drive the schedules with a controlled clock;
@@ -16,14 +17,22 @@ import logging
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from audit.actions import AuditAction
 from audit.chain import Actor
 from runs import definition as d
 from runs import transitions
-from runs.models import Run, RunStatus, Step, StepStatus, ToolCall, ToolCallStatus
+from runs.models import (
+    ApprovalWait,
+    Run,
+    RunStatus,
+    Step,
+    StepStatus,
+    ToolCall,
+    ToolCallStatus,
+)
 from runs.transitions.agent_calls import shown_arguments
 
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
@@ -67,28 +76,26 @@ def next_reminder(start: datetime, every: timedelta | None, due: datetime) -> da
 
 
 def waiting_approval_steps(limit: int = 200):
-    """Approval steps that runs is waiting on and that have no open request."""
+    """The approval steps runs wait on that have no open request, as ApprovalWait rows
+    (run joined): runs keeps a row for each wait while it lasts, so this reads the waits
+    of the moment, whatever the number of runs and steps."""
     open_for_step = ApprovalRequest.objects.filter(
-        run=OuterRef("run"), kind=RequestKind.STEP, step_name=OuterRef("name"),
+        run=OuterRef("run"), kind=RequestKind.STEP, step_name=OuterRef("step_name"),
         settled_at__isnull=True)
-    return (Step.objects
-            .filter(run__status=RunStatus.WAITING, name=F("run__current_step"),
-                    kind=d.APPROVAL, status=StepStatus.WAITING)
+    return (ApprovalWait.objects.filter(tool_call__isnull=True)
             .filter(~Exists(open_for_step))
-            .select_related("run").order_by("run_id")[:limit])
+            .select_related("run").order_by("id")[:limit])
 
 
 def waiting_tool_calls(limit: int = 200):
-    """Agent tool calls that runs is waiting on for a person and that have no open request
-    (the calls' partial index holds only unknown and waiting calls: few at any time)."""
+    """Agent tool calls that runs wait on for a person and that have no open request, from
+    the ApprovalWait rows of the moment (the calls themselves are not searched)."""
     open_for_call = ApprovalRequest.objects.filter(
-        run=OuterRef("step__run"), kind=RequestKind.TOOL_CALL, step_name=OuterRef("step__name"),
-        tool_call=OuterRef("pk"), settled_at__isnull=True)
-    return (ToolCall.objects
-            .filter(status=ToolCallStatus.WAITING, step__status=StepStatus.WAITING,
-                    step__run__status=RunStatus.WAITING)
-            .filter(~Exists(open_for_call))
-            .select_related("step", "step__run").order_by("step__run_id", "pk")[:limit])
+        tool_call=OuterRef("tool_call"), kind=RequestKind.TOOL_CALL, settled_at__isnull=True)
+    waits = (ApprovalWait.objects.filter(tool_call__isnull=False)
+             .filter(~Exists(open_for_call)).order_by("id").values("tool_call")[:limit])
+    return (ToolCall.objects.filter(pk__in=waits)
+            .select_related("step", "step__run").order_by("step__run_id", "pk"))
 
 
 def open_pending_requests(*, now: datetime | None = None, limit: int = 200) -> int:
@@ -97,13 +104,13 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200) -> i
     fails, say) is logged and tried again at the next sweep; it never stops the others."""
     now = now or timezone.now()
     opened = 0
-    for step in waiting_approval_steps(limit):
+    for wait in waiting_approval_steps(limit):
         try:
-            if open_request(step.run, step.name, now=now) is not None:
+            if open_request(wait.run, wait.step_name, now=now) is not None:
                 opened += 1
         except Exception:
             logger.exception("approval request for run %s step %s not opened; will retry",
-                             step.run_id, step.name)
+                             wait.run_id, wait.step_name)
     for call in waiting_tool_calls(limit):
         try:
             if open_tool_call_request(call, now=now) is not None:

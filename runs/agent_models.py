@@ -6,7 +6,6 @@ attempts, idempotency key and evidence. Only runs.transitions changes these rows
 """
 
 from django.db import models
-from django.db.models import Q
 
 
 class ToolCallStatus(models.TextChoices):
@@ -91,10 +90,11 @@ class ToolCall(models.Model):
         constraints = [models.UniqueConstraint(fields=["step", "turn", "index"],
                                                name="toolcall_unique_step_turn_index")]
         indexes = [
+            # No index names status: a call's row is updated in place (HOT) at each of its
+            # checkpoints. The unknown calls of a step are read through the unique index
+            # above (a step has a handful of calls); the calls runs wait on for a person,
+            # from runs.ApprovalWait.
             models.Index(fields=["idempotency_key"], name="toolcall_key_idx"),
-            # Tool calls a person must look at: few at any time.
-            models.Index(fields=["step"], name="toolcall_unsettled_idx",
-                         condition=Q(status__in=["unknown", "waiting"])),
         ]
         ordering = ["step_id", "turn", "index"]
 

@@ -195,10 +195,9 @@ class Step(models.Model):
 
     class Meta:
         # A step's update is HOT (in place, no index entries written) only when no indexed
-        # column changes, predicates included. step_approval_waiting_idx names status, so
-        # step updates are not HOT: about 580 WAL bytes per step. Without it the approvals
-        # sweep walked the runs table (0.5-1.3 s a pass at a million runs); finding
-        # approval waits from a table of their own would give both.
+        # column changes, predicates included: no index here may name status (or any
+        # column a step's progress changes). The approval steps runs wait on are found
+        # from their own table, ApprovalWait.
         constraints = [
             models.UniqueConstraint(fields=["run", "name"], name="step_unique_run_name"),
         ]
@@ -208,10 +207,6 @@ class Step(models.Model):
                          condition=~Q(remote_ref="")),
             models.Index(fields=["compensation_ref"], name="step_compensation_ref_idx",
                          condition=~Q(compensation_ref="")),
-            # The approval steps runs wait on (the approvals sweep opens their requests):
-            # few at any time, whatever the number of runs.
-            models.Index(fields=["run"], name="step_approval_waiting_idx",
-                         condition=Q(kind="approval", status="waiting")),
             # The console's "last error" column and error-class filter: few steps have one.
             models.Index(fields=["run", "error_class"], name="step_error_idx",
                          condition=~Q(error_class="")),
@@ -241,6 +236,26 @@ class RunEvent(models.Model):
 
     def __str__(self):
         return f"run {self.run_id}: {self.status_from} -> {self.status_to}"
+
+
+class ApprovalWait(models.Model):
+    """A person's decision a run waits on: an approval step, or an agent's tool call
+    (tool_call set). Inserted in the transaction in which the run starts waiting for it,
+    deleted in the one in which the run stops waiting (runs.transitions.kernel, _Change):
+    the approvals sweep reads these few rows instead of searching the steps, and no index
+    of runs_step has to name a step's status."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approval_waits")
+    step_name = models.CharField(max_length=200)
+    # Deleted with its run (a tool call goes only with its step, and so its run); no index:
+    # the table holds the waits of the moment, a handful.
+    tool_call = models.ForeignKey("runs.ToolCall", on_delete=models.CASCADE, null=True,
+                                  blank=True, related_name="+", db_index=False)
+    created_at = models.DateTimeField()
+
+    def __str__(self):
+        return f"run {self.run_id} waits on {self.step_name}" + (
+            f" (tool call {self.tool_call_id})" if self.tool_call_id else "")
 
 
 # The record of agent steps (their turns and tool calls) lives in its own module.

@@ -26,6 +26,7 @@ from ..errors import (
 )
 from ..models import (
     HELD_RUN_STATUSES,
+    ApprovalWait,
     ErrorClass,
     Run,
     RunEvent,
@@ -137,6 +138,10 @@ class _Change:
         self.steps: dict[int, Step] = {}
         self.wake_countdown: float | None = None
         self.wake = False
+        # The decisions the run starts waiting on in this change (approval steps, tool
+        # calls), and whether it stopped waiting on those it waited on (ApprovalWait rows).
+        self.waits_begun: list[tuple[Step, object]] = []
+        self.waits_ended = False
         status = run.status if status is None else status
         self.status_seen = status
         if action is not None and not allowed(action, status):
@@ -148,6 +153,12 @@ class _Change:
     def move(self, to: str, *, reason: str = "", message: str = "") -> None:
         if self.action is None or to not in RUN_TRANSITIONS[self.action].targets:
             raise TransitionNotAllowed(f"{self.action} cannot lead run {self.run.pk} to {to}")
+        if self.status_seen == W and to != W:
+            # The one place a run stops waiting, whichever transition moves it (a decision,
+            # a timeout, resume, retry, ask again, compensate, cancel, terminate): whatever
+            # it waited on for a person is no longer waited on, its ApprovalWait rows go.
+            self.waits_ended = True
+            self.waits_begun.clear()
         if to != self.run.status:
             # Run.updated_at is when the status last changed: step progress within a status
             # leaves it (and so every index on it) alone, which keeps that update cheap.
@@ -182,6 +193,16 @@ class _Change:
                                         status_to=self.status_seen, step_name=step.name,
                                         outcome=action, created_at=self.now))
 
+    def wait_for_person(self, step: Step, call=None) -> None:
+        """The run, moving to waiting in this change, waits for a person's decision on
+        `step` (an approval step) or on its tool call `call`: the approvals sweep finds it
+        from the ApprovalWait row saved with the change."""
+        self.waits_begun.append((step, call))
+
+    @property
+    def waits_changed(self) -> bool:
+        return self.waits_ended or bool(self.waits_begun)
+
     def step_changed(self, step: Step) -> None:
         step.updated_at = self.now
         self.steps[step.pk] = step
@@ -193,6 +214,7 @@ class _Change:
         if self.events:
             RunEvent.objects.bulk_create(self.events)
         self.run.save(update_fields=_RUN_FIELDS)
+        save_waits([self])
         if self.wake:
             wake_after_commit(self.run.pk)
         elif self.wake_countdown is not None:
@@ -231,10 +253,24 @@ def save_changes(changes: list[_Change]) -> None:
     else:
         for run in runs:
             run.save(update_fields=_RUN_FIELDS)
+    save_waits(changes)
     wake_all_after_commit([change.run.pk for change in changes if change.wake])
     for change in changes:
         if not change.wake and change.wake_countdown is not None:
             wake_after_commit(change.run.pk, countdown=change.wake_countdown)
+
+def save_waits(changes: list[_Change]) -> None:
+    """In the caller's transaction: the ApprovalWait rows of runs that stopped waiting go,
+    those of the decisions runs started waiting on are inserted. Nothing is written (no
+    statement sent) for a change that did neither, the common case."""
+    ended = [change.run.pk for change in changes if change.waits_ended]
+    if ended:
+        ApprovalWait.objects.filter(run_id__in=ended).delete()
+    begun = [ApprovalWait(run_id=change.run.pk, step_name=step.name, tool_call=call,
+                          created_at=change.now)
+             for change in changes for step, call in change.waits_begun]
+    if begun:
+        ApprovalWait.objects.bulk_create(begun)
 
 # Short retries also get a delayed wake-up hint so they need not wait for the sweeper; the
 # database row (next_wake_at) stays the source of truth, so a lost hint loses nothing.

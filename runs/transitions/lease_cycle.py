@@ -55,6 +55,7 @@ from .kernel import (  # the package's shared vocabulary
     _steps,
     _terminate_in,
     save_changes,
+    save_waits,
 )
 from .resends import schedule_resend
 
@@ -104,6 +105,8 @@ def _claim_in_one_statement(run_id: int, worker: str, now: datetime) -> Lease | 
             run_fields=_RUN_FIELDS, step_fields=_STEP_FIELDS, expect_token=expect_token,
             expect_status=expect_status, expect_seq=expect_seq,
         )
+        if written:
+            save_waits([change])
     if not written:
         return None
     if change.wake:
@@ -175,6 +178,7 @@ def _advance(change: _Change, lease: Lease) -> None:
         step.started_at = step.started_at or now
         change.step_changed(step)
         change.move(W, message=f"{step.name} waits for a person's approval")
+        change.wait_for_person(step)
         run.next_wake_at = None
         change.audit(AuditAction.APPROVAL_REQUESTED, step=step,
                      before=before, after=_snapshot(run, step))
@@ -242,6 +246,10 @@ def _record_success_in_one_statement(lease: Lease, step: Step, outcome: Outcome,
     _succeed(change, trial, trial.by_name(step.name), outcome.value, outcome.remote_ref,
              AuditAction.SUCCEEDED)
     _advance(change, trial)
+    if change.waits_changed:
+        # The run stops at an approval: its wait row must commit with it, which the one
+        # statement does not write. The locking path does (rare: once per approval).
+        return False
     written = checkpoint_sql.write_if_unchanged(
         run=trial.run, steps=list(change.steps.values()), records=change.records,
         events=change.events,
