@@ -73,6 +73,9 @@ triage_invoices = Workflow(
     # Below the approval threshold, so a drill's worker runs it end to end in one go.
     example={"tenant": "tenant-42", "invoice_number": "INV-2001",
              "requester_email": "requester@example.com"},
+    # 3,924.01 EUR: the ledger posting waits for a person (the drill kit's approval drill).
+    approval_example={"tenant": "tenant-42", "invoice_number": "INV-1847",
+                      "requester_email": "requester@example.com"},
 )
 
 triage = triage_invoices.agent(

@@ -203,11 +203,13 @@ class Workflow:
     def __init__(self, name: str, *, version: int, input: type[BaseModel],
                  services: Callable[[], Any] | None = None, auto_compensate: bool = False,
                  example: dict | None = None, register: bool = True,
-                 retention_days: int | None = None):
+                 retention_days: int | None = None, approval_example: dict | None = None):
         """`services` builds the clients steps reach as ctx.services (closed after each
         claim if they have a close()). `auto_compensate`: when a step fails with evidence that
         nothing changed, undo the completed steps without waiting for a person, provided all
-        of them are low impact. `example` is a valid input, used by the drill kit.
+        of them are low impact. `example` is a valid input, used by the drill kit;
+        `approval_example` one whose agent asks a person to approve a tool call (the kit's
+        approval drill).
         `retention_days`: how long its finished runs stay in the hot tables before the
         archive app moves them to an archive file (None: the RUNS_RETENTION_DAYS setting)."""
         if not name or not isinstance(version, int) or version < 1:
@@ -218,6 +220,7 @@ class Workflow:
         self.services_factory = services
         self.auto_compensate = auto_compensate
         self.example = example
+        self.approval_example = approval_example
         if retention_days is not None and (not isinstance(retention_days, int)
                                            or retention_days < 0):
             raise ValueError("retention_days must be a whole number of days, 0 or more")

@@ -11,6 +11,9 @@ sweeper and a worker would, and compares what happened with what must happen:
 5. restart after a model decision was stored: the stored decision is reused;
 2a, 5a. (for an agent step) crash after a tool call committed at its receiver: reconciled
    by the call's key, one effect; crash after a model turn was stored: the turn is reused;
+7a. (for an agent whose tool waits for a person, given the workflow's approval_example) an
+   approval of arguments other than those waiting is refused and sends nothing; the
+   approval of what waits runs the call once;
 8. the same start event delivered 20 times at once: one run, each step called once;
 6. (where steps declare compensation) a late step fails: compensations run newest first.
 
@@ -48,7 +51,9 @@ from . import definition as d
 from .actions import ACTIONS, ActionInput
 from .agent_loop import AFTER_TURN
 from .context import context_outside_executor
+from .errors import TransitionNotAllowed
 from .models import AgentTurn, AttentionReason, Run, RunStatus, Step, StepStatus, ToolCall
+from .transitions.agent_calls import args_hash
 
 # What approves a drill run's waits (approvals.drill.approve_for_drill, registered by the
 # approvals app): approve(run) -> whether a decision was recorded. None: the fallback.
@@ -279,6 +284,7 @@ def _agent_drills(workflow, agent: d.AgentSpec) -> list[DrillResult]:
             results.append(DrillResult(title, expected, (
                 f"call {call.status if call else 'missing'}, sent {sends}x, ref "
                 f"{(call.remote_ref if call else '') or '-'}; run {run.status}"), passed))
+    results.append(_drill_approval_binding(workflow, agent))
     title = f"5a restart after a model turn was stored ({agent.name})"
     expected = "the stored turn reused: model requests = stored turns"
     run = _start(workflow, "agent-crash-after-turn")
@@ -299,6 +305,54 @@ def _agent_drills(workflow, agent: d.AgentSpec) -> list[DrillResult]:
     return results
 
 
+def _drill_approval_binding(workflow, agent: d.AgentSpec) -> DrillResult:
+    """A person's approval authorises the arguments they saw and no others: an approval
+    carrying another hash (the arguments changed after the person looked) is refused and
+    sends nothing; the approval of what waits runs the call once."""
+    title = f"7a an approval bound to the call's arguments ({agent.name})"
+    expected = ("an approval of other arguments refused, nothing sent; the approved call "
+                "runs once")
+    gated = [t for t in agent.tools.values() if t.has_side_effect
+             and (t.approve_if is not None or t.impact == d.HIGH)]
+    if not gated:
+        return DrillResult(title, "-", "no tool waits for a person's approval", None)
+    if workflow.approval_example is None:
+        return DrillResult(title, expected, "the workflow declares no approval_example input",
+                           False)
+    run = _start(workflow, "agent-approval", input=workflow.approval_example)
+    deadline = time.monotonic() + 120
+    calls = []
+    while not calls and time.monotonic() < deadline:
+        executor.advance_run(run.pk, worker="drill")
+        run.refresh_from_db()
+        calls = transitions.waiting_tool_calls(run)
+        if not calls and run.status in SETTLED:
+            break
+    if not calls:
+        return DrillResult(title, expected, f"no tool call waited for approval; run "
+                                            f"{run.status}", False)
+    call = calls[0]
+    changed = {**(call.arguments or {}), "changed-after-review": True}
+    try:
+        transitions.decide_tool_call(run.pk, step_name=call.step.name, call_ref=call.ref,
+                                     args_hash=args_hash(changed), approved=True, actor=DRILL,
+                                     comment="an approval of other arguments")
+        refused = False
+    except TransitionNotAllowed:
+        refused = True
+    call.refresh_from_db()
+    sent_before = len(_tool_intents(run, call))
+    run = _recover(run, fresh=True)
+    call.refresh_from_db()
+    sends = len(_tool_intents(run, call))
+    passed = (refused and sent_before == 0 and sends == 1 and call.status == "succeeded"
+              and run.status == RunStatus.COMPLETED)
+    return DrillResult(title, expected, (
+        f"other arguments {'refused' if refused else 'ACCEPTED'}, {sent_before} sent; "
+        f"{call.tool} {call.status}, sent {sends}x after its approval; run {run.status}"),
+        passed)
+
+
 def _tool_intents(run: Run, call) -> list:
     return list(run.audit_records.filter(action=AuditAction.TOOL_CALL_INTENT,
                                          data__tool_call=call.ref, step_name=call.step.name))
@@ -312,11 +366,11 @@ def _tool_call_intents(run: Run) -> dict[str, int]:
 
 # --- how the drills break and recover runs -------------------------------------------------
 
-def _start(workflow, tag: str) -> Run:
+def _start(workflow, tag: str, input: dict | None = None) -> Run:
     key = f"drill:{tag}:{uuid.uuid4().hex[:10]}"
     # No wake-up hint: the drill, not a running worker, must be the one to advance it.
     return transitions.start_run(workflow=workflow.name, business_key=key,
-                                 input=workflow.example, actor=DRILL, wake=False)[0]
+                                 input=input or workflow.example, actor=DRILL, wake=False)[0]
 
 
 def _kill_at(run: Run, point: str) -> bool:

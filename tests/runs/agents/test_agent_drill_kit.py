@@ -27,8 +27,10 @@ def test_the_triage_agent_passes_every_drill(capsys):
     assert "approvals: through approval requests" in out
     assert "all applicable drills passed" in out and "FAIL" not in out
     for drill in ("1 crash before", "2 crash after", "2a crash after a tool call committed",
-                  "5a restart after a model turn", "8 same start event", "6 late failure"):
+                  "5a restart after a model turn", "7a an approval bound to the call's",
+                  "8 same start event", "6 late failure"):
         assert drill in out
+    assert "other arguments refused, 0 sent; post-ledger succeeded, sent 1x" in out
     assert "paused at triage" in out
     drilled = Run.objects.filter(business_key__startswith="drill:",
                                  workflow_name="invoice-triage")
