@@ -21,6 +21,15 @@ INVOICES = [
                             "approver_email": "approver@example.com"}),
 ]
 
+# The invoice-triage agent: one below the ledger's approval threshold (runs end to end),
+# one above it (the posting waits for the approver).
+TRIAGES = [
+    ("tenant-42:triage-INV-2001", {"tenant": "tenant-42", "invoice_number": "INV-2001",
+                                   "requester_email": "requester@example.com"}),
+    ("tenant-42:triage-INV-1847", {"tenant": "tenant-42", "invoice_number": "INV-1847",
+                                   "requester_email": "requester@example.com"}),
+]
+
 CUSTOMERS = [
     ("tenant-42:cus-1001", {"email": "ada@example.com", "name": "Ada Lovelace", "plan": "pro"}),
     ("tenant-42:cus-1002", {"email": "alan@example.com", "name": "Alan Turing", "plan": "free"}),
@@ -48,7 +57,8 @@ class Command(BaseCommand):
             if group:
                 user.groups.add(Group.objects.get_or_create(name=group)[0])
         for workflow, runs in (("customer-onboarding", CUSTOMERS),
-                               ("invoice-approval", INVOICES)):
+                               ("invoice-approval", INVOICES),
+                               ("invoice-triage", TRIAGES)):
             for key, data in runs:
                 start_run(workflow=workflow, business_key=key, input=data,
                           actor=Actor.system("seed_demo"))
