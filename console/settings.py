@@ -106,11 +106,25 @@ TEMPLATES = [
 # and task (a new session for each).
 DB_CONN_MAX_AGE = int(os.environ.get("DB_CONN_MAX_AGE", "600"))
 
+# Server-side prepared statements for the statements that ask for them (the runtime's
+# one-statement checkpoints and start_run, runs.checkpoint_sql): parsed and planned once per
+# connection instead of at every step. Django's psycopg backend turns them off unless
+# prepare_threshold is set (it defaults to None, which makes psycopg ignore prepare=True);
+# the ORM's own queries stay unprepared (client-side binding). A new connection prepares
+# its statements again by itself. Set DB_PREPARED_STATEMENTS=0 behind a pooler that cannot
+# keep them (PgBouncer in transaction mode before 1.21, which the sweeps' advisory locks
+# rule out anyway: see docs/operations.md).
+DB_PREPARED_STATEMENTS = os.environ.get("DB_PREPARED_STATEMENTS", "1") != "0"
+
 
 def database_from_url(url: str | None) -> dict:
     if not url:
         url = f"sqlite:///{VAR_DIR / 'durable.sqlite3'}"
     config = dj_database_url.parse(url, conn_max_age=DB_CONN_MAX_AGE, conn_health_checks=True)
+    if config["ENGINE"] == "django.db.backends.postgresql" and DB_PREPARED_STATEMENTS:
+        # psycopg's default threshold; only statements run through psycopg's own
+        # (server-binding) cursor can be prepared, and the hot ones say prepare=True.
+        config.setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # IMMEDIATE takes the write lock when a transaction begins, so two writers queue on
         # the busy timeout instead of failing with "database is locked" half way through.

@@ -12,11 +12,13 @@ is written and the caller takes the locking path, which sees what changed.
 """
 
 import json
+import weakref
+from contextlib import contextmanager
 from datetime import datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import psycopg
-from django.db import connection
+from django.db import connection, transaction
 
 from audit.models import AuditRecord
 
@@ -87,6 +89,37 @@ def supported() -> bool:
     return connection.vendor == "postgresql"
 
 
+# The psycopg connections told to keep one generic plan per prepared statement.
+_generic_plans: weakref.WeakSet = weakref.WeakSet()
+
+
+@contextmanager
+def _prepared_cursor():
+    """psycopg's own cursor on Django's connection: it binds parameters on the server, so
+    `execute(..., prepare=True)` parses and plans a statement once per connection
+    (settings: prepare_threshold; without it psycopg ignores prepare=True). A new
+    connection (after a health check or a lost session) prepares its statements again.
+
+    PostgreSQL would still re-plan the checkpoint at every execution: its generic plan's
+    estimate (the step id list) looks dearer than a custom one, though both take the same
+    primary keys. force_generic_plan, set once per session, keeps the one plan; it touches
+    prepared statements only, and the ORM's queries are not prepared (client-side binding).
+
+    wrap_database_errors: a lost connection raises Django's OperationalError and marks the
+    connection for the check that replaces it, as with any ORM statement.
+    """
+    connection.ensure_connection()
+    raw = connection.connection
+    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+        if raw not in _generic_plans:
+            # Transactional, like any SET: the session counts as set once it has committed
+            # (at once in autocommit; never inside a test's transaction, which sets it again
+            # at each statement).
+            cursor.execute("SET plan_cache_mode = force_generic_plan")
+            transaction.on_commit(partial(_generic_plans.add, raw))
+        yield cursor
+
+
 def write_if_unchanged(*, run: Run, steps: list[Step], records: list[AuditRecord],
                        events: list[RunEvent], run_fields: list[str], step_fields: list[str],
                        expect_token: int, expect_status: str, expect_seq: int) -> bool:
@@ -99,12 +132,8 @@ def write_if_unchanged(*, run: Run, steps: list[Step], records: list[AuditRecord
                _rows(steps, [Step._meta.pk, *_fields(Step, step_fields)]),
                [step.pk for step in steps],
                _rows(records, _audit_fields()), _rows(events, _event_fields())]
-    connection.ensure_connection()
-    # psycopg's own cursor binds parameters on the server, and prepare=True keeps the plan of
-    # this always-identical statement on the server: no query text to rebuild or re-plan.
-    # wrap_database_errors: a lost connection raises Django's OperationalError and marks the
-    # connection for the check that replaces it, as with any ORM statement.
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+    # Prepared: this always-identical statement is parsed and planned once per connection.
+    with _prepared_cursor() as cursor:
         cursor.execute(sql, params, prepare=True)
         (matched,) = cursor.fetchone()
     return matched == 1
@@ -219,9 +248,8 @@ def insert_run_if_new(*, run: Run, steps: list[dict], records: list[AuditRecord]
         "steps": json.dumps(steps, default=_json_default, separators=(",", ":")),
         "audit": _rows(records, _audit_fields()), "events": _rows(events, _event_fields()),
     }
-    connection.ensure_connection()
     try:
-        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        with _prepared_cursor() as cursor:
             cursor.execute(_start_statement(tombstones), params, prepare=True)
             row = cursor.fetchone()
     except Exception:
