@@ -19,6 +19,8 @@ from functools import lru_cache, partial
 
 import psycopg
 from django.db import connection, transaction
+from django.db.models import signals
+from django.db.models.base import ModelState
 
 from audit.models import AuditRecord
 
@@ -118,6 +120,60 @@ def _prepared_cursor():
             cursor.execute("SET plan_cache_mode = force_generic_plan")
             transaction.on_commit(partial(_generic_plans.add, raw))
         yield cursor
+
+
+@lru_cache(maxsize=1)
+def _claim_read() -> tuple[str, "_Loader", "_Loader"]:
+    steps, runs = Step._meta.concrete_fields, Run._meta.concrete_fields
+    columns = ", ".join([f"s.{f.column}" for f in steps] + [f"r.{f.column}" for f in runs])
+    return (f"SELECT {columns} FROM {Step._meta.db_table} s "
+            f"JOIN {Run._meta.db_table} r ON r.id = s.run_id "
+            "WHERE s.run_id = %s::bigint ORDER BY s.position",
+            _Loader(Step, 0), _Loader(Run, len(steps)))
+
+
+class _Loader:
+    """Model instances from a slice of a row, as the ORM's from_db makes them (the same
+    field converters, e.g. JSONField's), without compiling a query per read and, when no
+    receiver listens to pre_init/post_init, without Model.__init__'s per-field work."""
+
+    def __init__(self, model, start: int):
+        fields = model._meta.concrete_fields
+        self.model, self.start, self.stop = model, start, start + len(fields)
+        self.attnames = [f.attname for f in fields]
+        self.converters = [(i, f.from_db_value) for i, f in enumerate(fields)
+                           if hasattr(f, "from_db_value")]
+
+    def __call__(self, row, alias: str):
+        values = list(row[self.start:self.stop])
+        for i, convert in self.converters:
+            values[i] = convert(values[i], None, connection)
+        model = self.model
+        if signals.pre_init.has_listeners(model) or signals.post_init.has_listeners(model):
+            return model.from_db(alias, None, values)
+        instance = model.__new__(model)
+        instance.__dict__.update(zip(self.attnames, values, strict=True))
+        state = instance._state = ModelState()
+        state.adding, state.db = False, alias
+        return instance
+
+
+def read_run_and_steps(run_id: int) -> tuple[Run | None, list[Step]]:
+    """The run and its steps in position order (each step's .run is the run), by one
+    prepared statement: what the claim reads, through the ORM, cost about as much CPU as the
+    rest of the claim. (None, []) when the run has no steps; the caller asks for the run."""
+    sql, load_step, load_run = _claim_read()
+    with _prepared_cursor() as cursor:
+        cursor.execute(sql, [run_id], prepare=True)
+        rows = cursor.fetchall()
+    if not rows:
+        return None, []
+    alias = connection.alias
+    run = load_run(rows[0], alias)
+    steps = [load_step(row, alias) for row in rows]
+    for step in steps:
+        step.run = run
+    return run, steps
 
 
 def write_if_unchanged(*, run: Run, steps: list[Step], records: list[AuditRecord],

@@ -90,13 +90,11 @@ def _claim_in_one_statement(run_id: int, worker: str, now: datetime) -> Lease | 
     # One read for the run and its steps, in the transaction of the write: one commit per
     # claim, not one for the read and one for the write.
     with transaction.atomic(durable=True):
-        steps = list(Step.objects.filter(run_id=run_id).select_related("run")
-                     .order_by("position"))
-        run = steps[0].run if steps else Run.objects.filter(pk=run_id).first()
+        run, steps = checkpoint_sql.read_run_and_steps(run_id)
+        if run is None:
+            run = Run.objects.filter(pk=run_id).first()
         if run is None or not _due(run, now):
             return None
-        for step in steps:
-            step.run = run
         expect_status, expect_token, expect_seq = run.status, run.fencing_token, run.audit_seq
         lease, change = _apply_claim(run, steps, worker, now)
         written = checkpoint_sql.write_if_unchanged(
