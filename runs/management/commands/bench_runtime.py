@@ -433,9 +433,10 @@ class Command(BaseCommand):
         try:
             bare.autocommit = False
             with bare.cursor() as cursor:
-                cursor.execute("CREATE TABLE IF NOT EXISTS bench_bare "
-                               "(id bigserial PRIMARY KEY, v int NOT NULL)")
-                cursor.execute("TRUNCATE bench_bare")
+                # The bench's own scratch table, made afresh: an earlier bench version left
+                # one of another shape in databases it ran on.
+                cursor.execute("DROP TABLE IF EXISTS bench_bare")
+                cursor.execute("CREATE TABLE bench_bare (id bigserial PRIMARY KEY, v int NOT NULL)")
                 bare.commit()
                 commits = 0
                 started = time.perf_counter()
