@@ -50,7 +50,7 @@ from approvals.models import ApprovalRequest, Notification
 from audit.models import AuditRecord
 from audit.offline import record_to_dict, to_json
 from runs import definition as d
-from runs.models import FINAL_RUN_STATUSES, Run, RunEvent, Step
+from runs.models import FINAL_RUN_STATUSES, AgentTurn, Run, RunEvent, Step, ToolCall
 from runs.single_pass import single_pass
 
 from .models import ArchivedRun, ArchiveFile, ArchiveRemoval
@@ -197,6 +197,11 @@ def write_file(run_ids: list[int], *, actor: str, now: datetime) -> ArchiveFile 
                              "run_id")
             events = _grouped(RunEvent.objects.filter(run_id__in=ids).order_by("run_id", "id"),
                               "run_id")
+            # Agent steps' conversations: their rows go with the steps (CASCADE).
+            turns = _grouped(AgentTurn.objects.filter(step__run_id__in=ids)
+                             .order_by("step_id", "index"), "step_id")
+            calls = _grouped(ToolCall.objects.filter(step__run_id__in=ids)
+                             .order_by("step_id", "turn", "index"), "step_id")
             requests = _grouped(ApprovalRequest.objects.filter(run_id__in=ids)
                                 .order_by("run_id", "id"), "run_id")
             notes = _grouped(Notification.objects.filter(request__run_id__in=ids)
@@ -217,7 +222,10 @@ def write_file(run_ids: list[int], *, actor: str, now: datetime) -> ArchiveFile 
                               "runs": len(runs)}})
             for run in runs:
                 run_requests = requests.get(run.pk, [])
-                line({"run": _row(run), "steps": steps.get(run.pk, []),
+                run_steps = steps.get(run.pk, [])
+                line({"run": _row(run), "steps": run_steps,
+                      "agent_turns": [t for st in run_steps for t in turns.get(st["id"], [])],
+                      "tool_calls": [c for st in run_steps for c in calls.get(st["id"], [])],
                       "events": events.get(run.pk, []), "audit": audit.get(run.pk, []),
                       "approvals": run_requests,
                       "notifications": [n for r in run_requests for n in notes.get(r["id"], [])]})
@@ -300,10 +308,11 @@ def _remove_batch(archive: ArchiveFile, run_ids: list[int], *,
             cursor.execute(f"DELETE FROM {AuditRecord._meta.db_table} "
                            f"WHERE run_id IN ({marks})", ids)
         Notification.objects.filter(request__run_id__in=ids).delete()
-        # Requests point at the requests they superseded: the newest go first.
-        for request in (ApprovalRequest.objects.filter(run_id__in=ids)
-                        .order_by("-id").only("pk")):
-            request.delete()
+        # Requests point at the requests they superseded (PROTECT): unlink them, then one
+        # DELETE for the batch rather than one per request while the runs are locked.
+        requests = ApprovalRequest.objects.filter(run_id__in=ids)
+        requests.exclude(superseded_by=None).update(superseded_by=None)
+        requests.delete()
         # Steps, events and what hangs off them (webhook deliveries) go with the run.
         Run.objects.filter(pk__in=ids).delete()
         ArchiveRemoval.objects.create(

@@ -225,3 +225,29 @@ def test_a_recorded_file_whose_removal_was_interrupted_is_finished_by_the_next_p
 
     assert report.runs_removed == 2 and report.files == []
     assert ArchiveFile.objects.get().removal_finished_at is not None
+
+
+def test_an_agent_steps_turns_and_tool_calls_go_to_the_archive_with_their_run(archive_dir):
+    from runs.models import AgentTurn, ToolCall
+    from tests.factories import place
+
+    run = place(new_run("test-agent"), status=RunStatus.COMPLETED,
+                step_statuses={"assist": "succeeded"})
+    step = Step.objects.get(run=run, name="assist")
+    now = timezone.now()
+    AgentTurn.objects.create(step=step, index=1, content="noting", created_at=now,
+                             prompt_tokens=7, completion_tokens=3)
+    ToolCall.objects.create(step=step, turn=1, index=0, call_id="c1", tool="write-note",
+                            arguments={"text": "hi"}, args_hash="h" * 64, status="succeeded",
+                            idempotency_key="k" * 64, remote_ref="NOTE-1", updated_at=now)
+    age(run, days=40)
+
+    call_command("archive_runs")
+
+    assert not ToolCall.objects.filter(step__run_id=run.pk).exists()
+    (line,) = [x for x in _lines(archive_dir / ArchiveFile.objects.get().name)[1:]
+               if x["run"]["id"] == run.pk]
+    assert [(t["index"], t["content"], t["prompt_tokens"]) for t in line["agent_turns"]] == \
+        [(1, "noting", 7)]
+    assert [(c["tool"], c["idempotency_key"], c["remote_ref"], c["arguments"])
+            for c in line["tool_calls"]] == [("write-note", "k" * 64, "NOTE-1", {"text": "hi"})]
