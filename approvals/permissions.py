@@ -24,8 +24,7 @@ can_decide when deciding.
 
 from django.contrib.auth import get_user_model
 
-from audit.actions import AuditAction
-from audit.models import AuditRecord
+from runs.transitions.agent_calls import retried_by
 
 from .models import DECIDE_PERMISSION, ApprovalRequest
 
@@ -47,11 +46,10 @@ def tool_call_requester(call) -> int | None:
     """The user id of whoever sent agent tool call `call` again as an operator
     (retry_tool_call) most recently, or None: the requester of its approval request. Read
     from the run's audit log, where each retry is recorded with its call and its actor."""
-    return (AuditRecord.objects
-            .filter(run_id=call.step.run_id, action=AuditAction.STEP_RETRIED,
-                    step_name=call.step.name, data__tool_call=call.ref,
-                    actor_user_id__in=get_user_model().objects.values("pk"))
-            .order_by("-seq").values_list("actor_user_id", flat=True).first())
+    user_id = retried_by(call)  # the rule decide_tool_call enforces for every caller
+    if user_id is None or not get_user_model().objects.filter(pk=user_id).exists():
+        return None
+    return user_id
 
 
 def can_decide(user, approval: ApprovalRequest) -> bool:

@@ -20,10 +20,11 @@ from pydantic import BaseModel, ValidationError
 
 from audit.actions import AuditAction
 from audit.chain import Actor
+from audit.models import AuditRecord
 
 from .. import definition as d
 from ..agent_models import AgentTurn, ToolCall, ToolCallStatus
-from ..errors import TransitionNotAllowed
+from ..errors import SecondPersonRequired, TransitionNotAllowed
 from ..keys import tool_call_key, tool_compensation_key
 from ..models import AttentionReason, ErrorClass, Run, Step, StepStatus
 from ..redaction import REDACTED, redact
@@ -44,13 +45,12 @@ from .kernel import (  # the package's shared vocabulary
     _snapshot,
 )
 from .operator_rules import _operator_transition
+from .tool_call_rules import EFFECT_STANDS
 
 S = ToolCallStatus
 # A call in one of these states is settled: the model can be told how it went.
 SETTLED = frozenset({S.SUCCEEDED, S.FAILED, S.INVALID, S.DECLINED, S.COMPENSATING,
                      S.COMPENSATED, S.COMPENSATION_FAILED})
-# A call in one of these states has an effect in another system (not yet undone).
-EFFECT_STANDS = frozenset({S.SUCCEEDED, S.COMPENSATING, S.COMPENSATION_FAILED})
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def _spec(lease: Lease, step: Step) -> d.AgentSpec:
     return lease.definition.step(step.name)
 
 
-def _call_data(call: ToolCall, tool: d.ToolSpec | None = None, **more) -> dict:
+def _call_data(call: ToolCall, **more) -> dict:
     return {"tool_call": call.ref, "tool": call.tool, **more}
 
 
@@ -574,6 +574,17 @@ def waiting_tool_calls(run: Run) -> list[ToolCall]:
                 .select_related("step").order_by("step__position", "turn", "index"))
 
 
+def retried_by(call: ToolCall) -> int | None:
+    """The user id of the operator who last sent `call` again (retry_tool_call, recorded
+    with the call in the run's audit log), or None. Four eyes: that person does not decide
+    the approval the resend waits for."""
+    return (AuditRecord.objects
+            .filter(run_id=call.step.run_id, action=AuditAction.STEP_RETRIED,
+                    step_name=call.step.name, data__tool_call=call.ref,
+                    actor_user_id__isnull=False)
+            .order_by("-seq").values_list("actor_user_id", flat=True).first())
+
+
 def _call_named(run: Run, step_name: str, call_ref: str) -> tuple[Step, ToolCall]:
     try:
         turn, index = (int(part) for part in str(call_ref).split("."))
@@ -610,6 +621,10 @@ def decide_tool_call(run_id: int, *, step_name: str, call_ref: str, args_hash: s
                 f"the approval is for arguments with hash {args_hash[:12]}, but tool call "
                 f"{call_ref} of {step_name} has arguments with hash {call.args_hash[:12]}: "
                 "an approval never authorises other arguments")
+        if actor.user_id is not None and actor.user_id == retried_by(call):
+            raise SecondPersonRequired(
+                f"{actor.label} sent tool call {call_ref} of {step_name} again: a second "
+                "person decides its approval")
         before = _snapshot(run, step)
         if approved:
             call.status, call.approved_hash = S.PENDING, args_hash

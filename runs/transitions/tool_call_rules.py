@@ -9,9 +9,7 @@ from ..models import ErrorClass, Run, Step, StepStatus
 from .kernel import A
 
 S = ToolCallStatus
-# A call in one of these states has an effect in another system (not yet undone), as in
-# agent_calls.EFFECT_STANDS (not imported from there: agent_calls builds on
-# operator_rules, which reads this module).
+# A call in one of these states has an effect in another system (not yet undone).
 EFFECT_STANDS = frozenset({S.SUCCEEDED, S.COMPENSATING, S.COMPENSATION_FAILED})
 
 # The actions of the table (runs.actions) that are aimed at one tool call.

@@ -17,26 +17,18 @@ from audit.chain import Actor
 from audit.models import AuditRecord
 from demo.sandbox.models import LedgerEntry
 from runs import executor, transitions
+from runs.errors import SecondPersonRequired
 from runs.models import Run, RunStatus, ToolCall
+from tests.agent_runs import LARGE, start_triage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-LARGE = "INV-1847"  # 3924.01 EUR: the posting waits for a person's approval
 CHANGE_ARGS = "[sandbox-script: invoice-triage change-args]"
 
 
 @pytest.fixture(autouse=True)
 def sandbox(live_sandbox):
     return live_sandbox
-
-
-def _start(notes=""):
-    run, _ = transitions.start_run(
-        workflow="invoice-triage", business_key=f"tenant-42:{LARGE}",
-        input={"tenant": "tenant-42", "invoice_number": LARGE,
-               "requester_email": "requester@example.com", "notes": notes},
-        actor=Actor.system("test"), wake=False)
-    return run
 
 
 def _advance(run, times=10):
@@ -68,7 +60,7 @@ def _decide(client, request, decision, comment=""):
 
 def test_a_waiting_tool_call_opens_exactly_one_request_and_one_email_with_a_working_link(
         ann, client, mailoutbox):
-    run = _start()
+    run = start_triage(LARGE)
     call = _waiting_call(run)
     schedule.sweep()
     schedule.sweep()  # a second pass opens nothing more and sends nothing more
@@ -103,7 +95,7 @@ def test_a_waiting_tool_call_opens_exactly_one_request_and_one_email_with_a_work
 
 
 def test_the_approver_approves_through_the_page_and_the_call_runs_once(ann, client):
-    run = _start()
+    run = start_triage(LARGE)
     call = _waiting_call(run)
     schedule.sweep()
     request = ApprovalRequest.objects.get(run=run)
@@ -129,7 +121,7 @@ def test_the_approver_approves_through_the_page_and_the_call_runs_once(ann, clie
 
 
 def test_a_rejection_on_the_page_is_returned_to_the_model_and_nothing_is_posted(ann, client):
-    run = _start()
+    run = start_triage(LARGE)
     call = _waiting_call(run)
     schedule.sweep()
     request = ApprovalRequest.objects.get(run=run)
@@ -146,7 +138,7 @@ def test_a_rejection_on_the_page_is_returned_to_the_model_and_nothing_is_posted(
 
 def test_changed_arguments_supersede_the_old_request_and_its_link_says_so(
         ann, client, mailoutbox):
-    run = _start(notes=CHANGE_ARGS)
+    run = start_triage(LARGE, notes=CHANGE_ARGS)
     first = _waiting_call(run)
     schedule.sweep()
     old = ApprovalRequest.objects.get(run=run)
@@ -183,7 +175,7 @@ def test_changed_arguments_supersede_the_old_request_and_its_link_says_so(
 
 
 def test_an_approval_of_a_call_the_model_moved_on_from_is_refused_by_the_runtime(ann):
-    run = _start(notes=CHANGE_ARGS)
+    run = start_triage(LARGE, notes=CHANGE_ARGS)
     first = _waiting_call(run)
     schedule.sweep()
     old = ApprovalRequest.objects.get(run=run)
@@ -202,7 +194,7 @@ def test_an_approval_of_a_call_the_model_moved_on_from_is_refused_by_the_runtime
 
 
 def test_a_user_who_is_not_an_approver_gets_403_and_decides_nothing(ann, carol, client):
-    run = _start()
+    run = start_triage(LARGE)
     call = _waiting_call(run)
     schedule.sweep()
     request = ApprovalRequest.objects.get(run=run)
@@ -217,7 +209,7 @@ def test_a_user_who_is_not_an_approver_gets_403_and_decides_nothing(ann, carol, 
 
 def test_of_two_approvers_the_first_decision_counts_and_the_call_runs_once(
         ann, bob, client):
-    run = _start()
+    run = start_triage(LARGE)
     _waiting_call(run)
     schedule.sweep()
     request = ApprovalRequest.objects.get(run=run)
@@ -230,7 +222,7 @@ def test_of_two_approvers_the_first_decision_counts_and_the_call_runs_once(
 
 
 def test_a_tool_call_nobody_approves_in_time_is_escalated_then_declined(ann, dora):
-    run = _start()
+    run = start_triage(LARGE)
     call = _waiting_call(run)
     t0 = timezone.now()
     schedule.sweep(now=t0)
@@ -261,7 +253,7 @@ def test_the_operator_who_sent_a_call_again_may_not_approve_it(ann, bob, client,
     from demo.sandbox import faults
 
     faults.add("ledger.post", faults.FORBIDDEN, times=1)
-    run = _start()
+    run = start_triage(LARGE)
     call = _waiting_call(run)
     schedule.sweep()
     first = ApprovalRequest.objects.get(run=run)
@@ -289,6 +281,11 @@ def test_the_operator_who_sent_a_call_again_may_not_approve_it(ann, bob, client,
         decisions.decide(second.pk, user=ann, approved=True, decision_id=uuid.uuid4())
     client.force_login(ann)
     assert _decide(client, second, "approve").status_code == 403
+    # The transition holds the rule for every caller, not only for the approval pages.
+    with pytest.raises(SecondPersonRequired, match="a second person decides"):
+        transitions.decide_tool_call(run.pk, step_name="triage", call_ref=call.ref,
+                                     args_hash=call.args_hash, approved=True,
+                                     actor=Actor.for_user(ann))
     second.refresh_from_db()
     assert second.status == "pending" and LedgerEntry.objects.count() == 0
 
