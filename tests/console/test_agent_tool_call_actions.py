@@ -7,44 +7,23 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from audit.chain import Actor
 from audit.models import AuditRecord
 from demo.sandbox import faults
 from demo.sandbox.models import LedgerEntry, Task
-from runs import executor, transitions
+from runs import transitions
 from runs.actions import ACTIONS, ActionInput
 from runs.errors import ReasonRequired, TransitionNotAllowed
 from runs.guidance import recommend
 from runs.models import AttentionReason, Run, RunStatus, Step, ToolCall
 from runs.transitions.tool_call_rules import TOOL_CALL_ACTIONS
+from tests.agent_runs import ACTOR, advance, start_triage
 
 pytestmark = pytest.mark.django_db(transaction=True)
-ACTOR = Actor.system("test")
 
 
 @pytest.fixture(autouse=True)
 def sandbox(live_sandbox):
     return live_sandbox
-
-
-def start(key):
-    run, _ = transitions.start_run(
-        workflow="invoice-triage", business_key=f"tenant-42:{key}",
-        input={"tenant": "tenant-42", "invoice_number": "INV-2001",
-               "requester_email": "requester@example.com"}, actor=ACTOR, wake=False)
-    return run
-
-
-def advance(run, times=10):
-    for _ in range(times):
-        executor.advance_run(run.pk, worker="w1")
-        run.refresh_from_db()
-        if run.status == RunStatus.WAITING and run.next_wake_at is not None:
-            Run.objects.filter(pk=run.pk).update(next_wake_at=timezone.now())
-            continue
-        if run.status != RunStatus.QUEUED:
-            break
-    return run
 
 
 def post(client, run, action, **data):
@@ -61,7 +40,7 @@ def unknown_posting(key="unknown"):
     """The ledger committed, then timed out; three lookups by key failed: a person's."""
     faults.add("ledger.post", faults.COMMIT_THEN_TIMEOUT, times=1)
     faults.add("ledger.lookup", faults.UNAVAILABLE, times=3)
-    run = advance(start(key))
+    run = advance(start_triage(key=f"tenant-42:{key}"))
     assert run.attention_reason == AttentionReason.UNKNOWN_OUTCOME, run.status_message
     return run
 
@@ -69,7 +48,7 @@ def unknown_posting(key="unknown"):
 def refused_posting(key="refused"):
     """The ledger refused the posting (403): the call failed, the task stands."""
     faults.add("ledger.post", faults.FORBIDDEN, times=1)
-    run = advance(start(key))
+    run = advance(start_triage(key=f"tenant-42:{key}"))
     assert run.attention_reason == AttentionReason.PERMANENT_ERROR, run.status_message
     assert ledger_call(run).status == "failed" and LedgerEntry.objects.count() == 0
     return run
@@ -175,7 +154,7 @@ def test_undo_one_low_impact_call_and_never_a_high_impact_one(client_for, operat
 
 def test_a_high_impact_call_is_not_undone_alone(sandbox):
     faults.add("messenger.send", faults.FORBIDDEN, times=1)
-    run = advance(start("high"))
+    run = advance(start_triage(key="tenant-42:high"))
     assert run.status == RunStatus.ATTENTION, run.status_message
     call = ledger_call(run)
     assert call.status == "succeeded"

@@ -3,20 +3,17 @@ turn stored before its tools run, each tool call keyed and checkpointed, budgets
 arguments stopping where they must. Each test counts what the sandbox holds afterwards."""
 
 import pytest
-from django.utils import timezone
 
 from audit.chain import Actor
 from audit.models import AuditRecord
 from demo.sandbox.models import LedgerEntry, ModelCall, Task
-from runs import executor, keys, transitions
+from runs import keys, transitions
 from runs.errors import TransitionNotAllowed
-from runs.models import AgentTurn, AttentionReason, Run, RunStatus, Step, ToolCall
+from runs.models import AgentTurn, AttentionReason, RunStatus, Step, ToolCall
+from tests.agent_runs import ACTOR, LARGE, advance, start_triage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ACTOR = Actor.system("test")
-SMALL = "INV-2001"   # 345.48 EUR: posted without asking anyone
-LARGE = "INV-1847"   # 3924.01 EUR: the posting waits for a person's approval
 
 
 @pytest.fixture(autouse=True)
@@ -24,33 +21,12 @@ def sandbox(live_sandbox):
     return live_sandbox
 
 
-def start(number=SMALL, notes="", key=None):
-    run, _ = transitions.start_run(
-        workflow="invoice-triage", business_key=key or f"tenant-42:{number}",
-        input={"tenant": "tenant-42", "invoice_number": number,
-               "requester_email": "requester@example.com", "notes": notes},
-        actor=ACTOR, wake=False)
-    return run
-
-
-def advance(run, times=10):
-    for _ in range(times):
-        executor.advance_run(run.pk, worker="w1")
-        run.refresh_from_db()
-        if run.status == RunStatus.WAITING and run.next_wake_at is not None:
-            Run.objects.filter(pk=run.pk).update(next_wake_at=timezone.now())
-            continue
-        if run.status != RunStatus.QUEUED:
-            break
-    return run
-
-
 def calls(run):
     return list(ToolCall.objects.filter(step__run=run).order_by("turn", "index"))
 
 
 def test_the_agent_runs_its_tools_once_each_and_completes(sandbox):
-    run = advance(start())
+    run = advance(start_triage())
     assert run.status == RunStatus.COMPLETED, run.status_message
     made = calls(run)
     assert [c.tool for c in made] == ["read-invoice", "lookup-vendor", "open-approval-task",
@@ -80,7 +56,7 @@ def test_the_agent_runs_its_tools_once_each_and_completes(sandbox):
 
 
 def test_a_large_posting_waits_for_an_approval_bound_to_its_arguments(sandbox):
-    run = advance(start(LARGE))
+    run = advance(start_triage(LARGE))
     assert run.status == RunStatus.WAITING and run.next_wake_at is None
     (waiting,) = transitions.waiting_tool_calls(run)
     assert waiting.tool == "post-ledger" and LedgerEntry.objects.count() == 0
@@ -101,7 +77,7 @@ def test_a_large_posting_waits_for_an_approval_bound_to_its_arguments(sandbox):
 
 
 def test_changed_arguments_after_a_decline_need_their_own_approval(sandbox):
-    run = advance(start(LARGE, notes="[sandbox-script: invoice-triage change-args]"))
+    run = advance(start_triage(LARGE, notes="[sandbox-script: invoice-triage change-args]"))
     (first,) = transitions.waiting_tool_calls(run)
     transitions.decide_tool_call(run.pk, step_name="triage", call_ref=first.ref,
                                  args_hash=first.args_hash, approved=False, actor=ACTOR,
@@ -127,7 +103,7 @@ def test_changed_arguments_after_a_decline_need_their_own_approval(sandbox):
 
 
 def test_invalid_arguments_are_kept_returned_to_the_model_and_never_executed(sandbox):
-    run = advance(start(notes="[sandbox-script: invoice-triage invalid-args-once]"))
+    run = advance(start_triage(notes="[sandbox-script: invoice-triage invalid-args-once]"))
     assert run.status == RunStatus.COMPLETED, run.status_message
     invalid = ToolCall.objects.get(step__run=run, status="invalid")
     assert invalid.tool == "post-ledger" and invalid.arguments["amount"] == "a lot"
@@ -137,7 +113,7 @@ def test_invalid_arguments_are_kept_returned_to_the_model_and_never_executed(san
 
 
 def test_arguments_invalid_past_the_schema_error_budget_stop_the_run(sandbox):
-    run = advance(start(notes="[sandbox-script: invoice-triage invalid-args-always]"))
+    run = advance(start_triage(notes="[sandbox-script: invoice-triage invalid-args-always]"))
     assert run.status == RunStatus.ATTENTION
     assert run.attention_reason == AttentionReason.MODEL_OUTPUT_PAUSED
     assert "3 tool calls had arguments that fail their schema (budget 2)" in \
@@ -146,7 +122,7 @@ def test_arguments_invalid_past_the_schema_error_budget_stop_the_run(sandbox):
 
 
 def test_an_invented_tool_stops_the_run_naming_it(sandbox):
-    run = advance(start(notes="[sandbox-script: invoice-triage invent-tool]"))
+    run = advance(start_triage(notes="[sandbox-script: invoice-triage invent-tool]"))
     assert run.status == RunStatus.ATTENTION
     assert run.attention_reason == AttentionReason.MODEL_OUTPUT_PAUSED
     assert "'wire-money'" in run.status_message
@@ -156,7 +132,7 @@ def test_an_invented_tool_stops_the_run_naming_it(sandbox):
 
 
 def test_a_model_that_never_finishes_spends_its_budget_and_stops(sandbox):
-    run = advance(start(notes="[sandbox-script: invoice-triage loop]"), times=3)
+    run = advance(start_triage(notes="[sandbox-script: invoice-triage loop]"), times=3)
     assert run.status == RunStatus.ATTENTION
     assert run.attention_reason == AttentionReason.BUDGET_EXHAUSTED
     assert "budget spent" in run.status_message
@@ -168,7 +144,7 @@ def test_a_rate_limited_call_is_sent_again_with_the_same_key(sandbox):
     from demo.sandbox import faults
 
     faults.add("ledger.post", faults.RATE_LIMIT, times=1)
-    run = advance(start())
+    run = advance(start_triage())
     assert run.status == RunStatus.COMPLETED, run.status_message
     post = ToolCall.objects.get(step__run=run, tool="post-ledger")
     assert post.attempt == 2 and LedgerEntry.objects.count() == 1
@@ -183,7 +159,7 @@ def test_an_unknown_outcome_is_reconciled_by_key_not_sent_again(sandbox):
     from demo.sandbox import faults
 
     faults.add("ledger.post", faults.COMMIT_THEN_TIMEOUT, times=1)
-    run = advance(start())
+    run = advance(start_triage())
     assert run.status == RunStatus.COMPLETED, run.status_message
     post = ToolCall.objects.get(step__run=run, tool="post-ledger")
     assert post.attempt == 1 and post.remote_ref == LedgerEntry.objects.get().ref
@@ -195,7 +171,7 @@ def test_an_unknown_outcome_is_reconciled_by_key_not_sent_again(sandbox):
 def test_a_late_failure_undoes_the_agents_effects_newest_first(sandbox):
     from runs import crashpoints
 
-    run = start()
+    run = start_triage()
     with crashpoints.failing("tell-requester"):
         run = advance(run)
     assert run.status == RunStatus.ATTENTION
@@ -234,7 +210,7 @@ def test_an_operator_settles_one_unknown_tool_call_by_its_key(sandbox):
 
     faults.add("ledger.post", faults.COMMIT_THEN_TIMEOUT, times=1)
     faults.add("ledger.lookup", faults.UNAVAILABLE, times=3)
-    run = advance(start())
+    run = advance(start_triage())
     assert run.status == RunStatus.ATTENTION, run.status_message
     assert run.attention_reason == AttentionReason.UNKNOWN_OUTCOME
     assert "3 lookups by key failed" in run.status_message
@@ -264,7 +240,7 @@ def test_an_operator_settles_one_unknown_tool_call_by_its_key(sandbox):
 def test_the_run_page_shows_the_conversation_with_declared_fields_redacted(sandbox, client):
     from django.contrib.auth.models import User
 
-    run = advance(start())
+    run = advance(start_triage())
     client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
     page = client.get(f"/runs/{run.pk}/").content.decode()
     post = ToolCall.objects.get(step__run=run, tool="post-ledger")

@@ -10,6 +10,7 @@ from demo.agent_workflow import triage
 from demo.sandbox.models import LedgerEntry
 from runs import executor, transitions
 from runs.models import Run, RunStatus, Step, StepStatus, ToolCall
+from tests.agent_runs import start_triage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,15 +24,6 @@ OPERATOR = Actor.system("operator")
 @pytest.fixture(autouse=True)
 def sandbox(live_sandbox):
     return live_sandbox
-
-
-def _start(number="INV-2001"):
-    run, _ = transitions.start_run(
-        workflow="invoice-triage", business_key=f"tenant-42:{number}",
-        input={"tenant": "tenant-42", "invoice_number": number,
-               "requester_email": "requester@example.com"},
-        actor=Actor.system("test"), wake=False)
-    return run
 
 
 @pytest.fixture
@@ -54,7 +46,7 @@ def terminated_mid_post(monkeypatch):
 
 def test_a_write_call_in_flight_at_terminate_becomes_unknown_and_its_late_result_is_kept(
         terminated_mid_post):
-    run = _start()
+    run = start_triage()
     for _ in range(10):
         executor.advance_run(run.pk, worker="w1")
         run.refresh_from_db()

@@ -6,7 +6,7 @@ import pytest
 
 from runs import transitions
 from runs.models import ApprovalWait, Run, RunStatus
-from tests.runs.agents.test_agent_steps import ACTOR, LARGE, advance, start
+from tests.agent_runs import ACTOR, LARGE, advance, start_triage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,7 +21,7 @@ def waits(run: Run) -> list[tuple[str, int | None]]:
 
 
 def test_a_waiting_call_has_its_row_until_it_is_approved():
-    run = advance(start(LARGE))
+    run = advance(start_triage(LARGE))
     (call,) = transitions.waiting_tool_calls(run)
     assert waits(run) == [("triage", call.pk)]
     transitions.decide_tool_call(run.pk, step_name="triage", call_ref=call.ref,
@@ -32,7 +32,7 @@ def test_a_waiting_call_has_its_row_until_it_is_approved():
 
 
 def test_a_declined_call_replaced_by_new_arguments_waits_on_the_new_call_only():
-    run = advance(start(LARGE, notes="[sandbox-script: invoice-triage change-args]"))
+    run = advance(start_triage(LARGE, notes="[sandbox-script: invoice-triage change-args]"))
     (first,) = transitions.waiting_tool_calls(run)
     transitions.decide_tool_call(run.pk, step_name="triage", call_ref=first.ref,
                                  args_hash=first.args_hash, approved=False, actor=ACTOR,
@@ -44,7 +44,7 @@ def test_a_declined_call_replaced_by_new_arguments_waits_on_the_new_call_only():
 
 
 def test_terminating_a_run_waiting_on_a_call_removes_its_row():
-    run = advance(start(LARGE))
+    run = advance(start_triage(LARGE))
     assert len(waits(run)) == 1
     transitions.terminate(run.pk, actor=ACTOR, reason="invoice withdrawn")
     assert waits(run) == []

@@ -1,0 +1,36 @@
+"""Runs of the demo's invoice-triage agent for the tests that drive one in this process
+(against the sandbox over real HTTP: the tests take the live_sandbox fixture)."""
+
+from django.utils import timezone
+
+from audit.chain import Actor
+from runs import executor, transitions
+from runs.models import Run, RunStatus
+
+ACTOR = Actor.system("test")
+SMALL = "INV-2001"   # 345.48 EUR: posted without asking anyone
+LARGE = "INV-1847"   # 3924.01 EUR: the posting waits for a person's approval
+
+
+def start_triage(number: str = SMALL, notes: str = "", key: str | None = None) -> Run:
+    """Start (without a wake-up hint: the test advances it) a triage of invoice `number`."""
+    data = {"tenant": "tenant-42", "invoice_number": number,
+            "requester_email": "requester@example.com", "notes": notes}
+    run, _ = transitions.start_run(workflow="invoice-triage",
+                                   business_key=key or f"tenant-42:{number}", input=data,
+                                   actor=ACTOR, wake=False)
+    return run
+
+
+def advance(run: Run, times: int = 10) -> Run:
+    """Advance the run as a worker would until it stops for something other than time: a
+    retry it waits for is brought forward."""
+    for _ in range(times):
+        executor.advance_run(run.pk, worker="w1")
+        run.refresh_from_db()
+        if run.status == RunStatus.WAITING and run.next_wake_at is not None:
+            Run.objects.filter(pk=run.pk).update(next_wake_at=timezone.now())
+            continue
+        if run.status != RunStatus.QUEUED:
+            break
+    return run
