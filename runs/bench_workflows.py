@@ -1,10 +1,6 @@
 """The workflows `manage.py bench_runtime` runs: registered only where this module is imported
 (the bench command, and the worker it starts with RUNS_EXTRA_WORKFLOW_MODULES naming it)."""
 
-import os
-from pathlib import Path
-
-from celery import shared_task
 from pydantic import BaseModel
 
 from .definition import Workflow
@@ -40,14 +36,3 @@ large = Workflow("bench-result-10mb", version=1, input=BenchIn)
 def produce(ctx):
     """A step whose result is 10 MB of JSON (stored as an artifact above the inline limit)."""
     return {"blob": "x" * LARGE_RESULT_BYTES, "n": ctx.input.n}
-
-
-@shared_task(name="runs.bench_flush_stats")
-def flush_stats(done_path: str) -> None:
-    """Have this worker's database session report its counters now (a backend otherwise
-    reports them up to ten seconds after it goes idle), then say so through `done_path`."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_force_next_flush()")
-    Path(done_path).write_text(str(os.getpid()))

@@ -14,12 +14,14 @@ start_run here (with its wake-up hint, timed per call) and advanced by the worke
 is timed from the first start_run to the last run completed. Every step is a write step, so
 the full checkpoint path is measured: intent, outcome, audit records, progress events.
 
-Commits are counted by the server (pg_stat_database.xact_commit) over the whole timed part:
-start_run's, the worker's (its connection check, claim and checkpoints) and, subtracted
-again, the bench's own reads. WAL is the server's pg_current_wal_lsn difference, so any
-other database of the cluster writing at the same time inflates it: the command says when
-others wrote rows during a round. The medians are printed; one run whose step returns 10 MB
-is then measured on its own (peak RSS of the worker process executing it, WAL written).
+Commits and WAL are read by the server from its own write-ahead log over the timed part
+(pg_walinspect): the COMMIT records of the transactions that wrote to this database (start_run's
+and the worker's; a read-only transaction writes none and costs no flush), and the bytes of
+every record of those transactions or touching this database's pages, full-page images
+included. Other databases of the cluster writing meanwhile are left out, and nothing depends on
+when a backend reports its statistics. The medians are printed, with the relations that wrote
+the most WAL per step; one run whose step returns 10 MB is then measured on its own (peak RSS
+of the worker process executing it, WAL written).
 """
 
 import os
@@ -47,8 +49,35 @@ from runs.models import Run, RunStatus
 from runs.transitions import start_run
 
 ROOT = Path(settings.BASE_DIR)
-CALIBRATION_SELECTS = 50
 POLL_SECONDS = 0.01
+
+# The window's records: those of this database's write transactions (found by the pages they
+# touch) and any other record touching its pages (pruning, hint-bit page images).
+_WAL_RECORDS = """
+WITH records AS (
+    SELECT xid, resource_manager, record_type, record_length,
+           block_ref ~ ('rel [0-9]+/' || (SELECT oid FROM pg_database
+                                          WHERE datname = current_database()) || '/') AS mine,
+           block_ref
+    FROM pg_get_wal_records_info(%(start)s::pg_lsn, %(end)s::pg_lsn)
+),
+writers AS (SELECT DISTINCT xid FROM records WHERE mine AND xid <> '0'),
+ours AS (SELECT * FROM records WHERE mine OR xid IN (SELECT xid FROM writers))
+"""
+WAL_WINDOW_SQL = _WAL_RECORDS + """
+SELECT count(*) FILTER (WHERE resource_manager = 'Transaction' AND record_type LIKE 'COMMIT%%'),
+       sum(record_length)
+FROM ours
+"""
+# Each record's bytes to the relation of its first page (a commit record has none).
+WAL_BY_RELATION_SQL = _WAL_RECORDS + """
+SELECT coalesce(c.relname, '(' || lower(o.resource_manager) || ')'), sum(o.record_length)
+FROM ours o
+LEFT JOIN pg_class c
+  ON c.relfilenode = substring(o.block_ref from 'rel [0-9]+/[0-9]+/([0-9]+)')::oid
+GROUP BY 1
+"""
+WAL_RELATIONS_SHOWN = 8
 
 RATIO_TARGET = 0.3
 WAL_PER_STEP_TARGET = 1200
@@ -130,16 +159,6 @@ class Worker:
     def cpu_seconds(self) -> float:
         return sum(_proc_cpu_seconds(pid) for pid in self.children())
 
-    def flush_stats(self, timeout: float = 30) -> None:
-        """Have the worker report its session's counters, and wait until it has."""
-        done = self.log_dir / f"flushed-{uuid.uuid4().hex}"
-        current_app.send_task("runs.bench_flush_stats", args=(str(done),))
-        deadline = time.monotonic() + timeout
-        while not done.exists():
-            if time.monotonic() > deadline:
-                raise CommandError("the worker did not answer the statistics flush")
-            time.sleep(0.005)
-
     def stop(self) -> None:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
@@ -155,7 +174,6 @@ class Command(BaseCommand):
             "commits and WAL per step, start_run ms, against a bare INSERT+COMMIT loop.")
     # The database may not exist yet: no system check may touch it before handle() creates it.
     requires_system_checks = []
-    READ_OVERHEAD = 2  # commits of one _counters call: the flush and the read
 
     def add_arguments(self, parser):
         parser.add_argument("--runs", type=int, default=100,
@@ -184,9 +202,9 @@ class Command(BaseCommand):
         self._ensure_database()
         call_command("migrate", verbosity=0)
         if connection.pg_version < 150000:
-            raise CommandError("bench_runtime needs PostgreSQL 15 or later "
-                               "(pg_stat_force_next_flush); the server is "
-                               f"{connection.pg_version}")
+            raise CommandError("bench_runtime needs PostgreSQL 15 or later (pg_walinspect); "
+                               f"the server is {connection.pg_version}")
+        self._ensure_walinspect()
         out = self.stdout
         broker = settings.CELERY_BROKER_URL
         out.write(f"database: {connection.settings_dict['NAME']} on "
@@ -195,8 +213,6 @@ class Command(BaseCommand):
                   f"{broker.split('://', 1)[0]}://{broker.rsplit('@', 1)[-1].split('://')[-1]}")
         out.write(f"DEBUG={settings.DEBUG}" + (" (Django logs every query; DEBUG=0 measures "
                                                 "without)" if settings.DEBUG else ""))
-        self._warn_other_sessions()
-        self._calibrate()
         current_app.control.purge()  # hints left over from an interrupted bench
 
         with tempfile.TemporaryDirectory(prefix="bench-runtime-") as tmp:
@@ -206,12 +222,10 @@ class Command(BaseCommand):
                 out.write(f"worker: celery prefork --concurrency={concurrency}, ready in "
                           f"{ready:.2f}s (not timed)")
                 self._run_batch(worker, 10, label="warm-up")
-                probe = self._probe_overhead(worker)
                 results = []
                 for i in range(rounds):
                     bare = self._bare_loop(bare_seconds)
-                    batch = self._run_batch(worker, runs, label=f"round {i + 1}",
-                                            probe=probe)
+                    batch = self._run_batch(worker, runs, label=f"round {i + 1}")
                     batch["bare"] = bare
                     results.append(batch)
                     out.write(
@@ -219,9 +233,7 @@ class Command(BaseCommand):
                         f"steps/s; {batch['commits_step']:.2f} commits/step; "
                         f"{batch['wal_step']:.0f} WAL bytes/step; start_run "
                         f"{batch['start_ms']:.2f} ms; worker CPU {batch['cpu_ms_step']:.2f} "
-                        f"ms/step" + (f"; other databases' row counters moved by "
-                                      f"{batch['foreign']} meanwhile (WAL inflated)"
-                                      if batch["foreign"] else ""))
+                        f"ms/step")
                 large = self._large_result(worker)
             finally:
                 worker.stop()
@@ -249,6 +261,12 @@ class Command(BaseCommand):
         out.write(f"commits per step: {commits:.2f}")
         out.write(f"WAL bytes per step: {wal:.0f}")
         out.write(f"start_run ms: {start_ms:.2f}")
+        relations = {name for r in results for name in r["wal_by_relation"]}
+        by_relation = {name: _median(r["wal_by_relation"].get(name, 0) for r in results)
+                       for name in relations}
+        top = sorted(by_relation.items(), key=lambda item: -item[1])[:WAL_RELATIONS_SHOWN]
+        out.write("WAL bytes per step by relation: "
+                  + ", ".join(f"{name} {size:.0f}" for name, size in top))
         out.write(f"worker CPU ms per step: "
                   f"{_median(r['cpu_ms_step'] for r in results):.2f}")
         out.write(f"10MB result peak MB: {large['peak_mb']:.1f}")
@@ -287,77 +305,40 @@ class Command(BaseCommand):
         except psycopg.OperationalError as exc:
             raise CommandError(f"cannot reach PostgreSQL to create {name}: {exc}") from exc
 
-    def _warn_other_sessions(self) -> None:
+    def _ensure_walinspect(self) -> None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+        except Exception as exc:
+            raise CommandError(
+                "bench_runtime reads commits and WAL from the server's write-ahead log through "
+                f"the pg_walinspect extension (PostgreSQL contrib), which failed: {exc}"
+            ) from exc
+
+    def _flushed_lsn(self) -> str:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                           "current_database() AND pid <> pg_backend_pid()")
-            others = cursor.fetchone()[0]
-        if others:
-            self.stderr.write(f"warning: {others} other session(s) on this database; their "
-                              "commits would be counted as ours")
+            cursor.execute("SELECT pg_current_wal_flush_lsn()::text")
+            return cursor.fetchone()[0]
 
-    def _counters(self) -> tuple[int, str, int]:
-        """(this database's committed transactions, the server's WAL position, the rows the
-        other databases wrote), with this session's own counts flushed.
-
-        A backend flushes its statistics when it goes idle, at most about once a second
-        unless forced. pg_stat_force_next_flush() forces the flush at the end of its own
-        (autocommit) transaction, which is therefore counted; the SELECT that reads the
-        counters is one more commit, counted by the next read. Between two calls the
-        counter thus grows by the commits in between plus 2.
-        """
-        if connection.in_atomic_block or not connection.get_autocommit():
-            raise CommandError("commit counting needs the connection in autocommit")
+    def _wal_window(self, start: str, end: str) -> dict:
+        """What this database wrote to the WAL between two flushed positions: the COMMIT
+        records of its write transactions, the bytes of every record of those transactions
+        or touching its pages (full-page images included), and those bytes by relation."""
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_stat_force_next_flush()")
-            cursor.execute(
-                "SELECT sum(xact_commit) FILTER (WHERE datname = current_database()), "
-                "pg_current_wal_lsn()::text, "
-                "sum(tup_inserted + tup_updated + tup_deleted) "
-                "FILTER (WHERE datname IS DISTINCT FROM current_database()) "
-                "FROM pg_stat_database")
-            mine, lsn, others = cursor.fetchone()
-            return int(mine), lsn, int(others or 0)
-
-    def _wal_bytes(self, start: str, end: str) -> int:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)", [end, start])
-            return int(cursor.fetchone()[0])
-
-    def _calibrate(self) -> None:
-        """Check the counter on a known number of commits: one per autocommit SELECT."""
-        before = self._counters()[0]
-        with connection.cursor() as cursor:
-            for _ in range(CALIBRATION_SELECTS):
-                cursor.execute("SELECT 1")
-        counted = self._counters()[0] - before - self.READ_OVERHEAD
-        if counted != CALIBRATION_SELECTS:
-            self.stderr.write(f"warning: commit counter check counted {counted} commits for "
-                              f"{CALIBRATION_SELECTS} autocommit SELECTs; another session "
-                              "is committing on this database and the figure is inflated")
-        else:
-            self.stdout.write(f"commit counter check: {CALIBRATION_SELECTS} autocommit SELECTs "
-                              f"counted as {counted} commits")
-
-    def _probe_overhead(self, worker: Worker) -> int:
-        """Commits of one statistics flush by the worker (its connection check and the
-        flush): measured, then subtracted from each round."""
-        worker.flush_stats()
-        before = self._counters()[0]
-        worker.flush_stats()
-        overhead = self._counters()[0] - before - self.READ_OVERHEAD
-        self.stdout.write(f"worker statistics flush: {overhead} commit(s), subtracted")
-        return overhead
+            cursor.execute(WAL_WINDOW_SQL, {"start": start, "end": end})
+            commits, total = cursor.fetchone()
+            cursor.execute(WAL_BY_RELATION_SQL, {"start": start, "end": end})
+            by_relation = dict(cursor.fetchall())
+        return {"commits": int(commits), "bytes": int(total or 0), "by_relation": by_relation}
 
     # --- the measurements -----------------------------------------------------------------
 
-    def _run_batch(self, worker: Worker, runs: int, *, label: str, probe: int = 0,
+    def _run_batch(self, worker: Worker, runs: int, *, label: str,
                    workflow=bw.noop, steps: int = bw.STEPS) -> dict:
         """Start `runs` runs here and wait until the worker has completed them all."""
         actor = Actor.system("bench")
         batch = uuid.uuid4().hex[:12]
-        worker.flush_stats()
-        commits_before, lsn_before, foreign_before = self._counters()
+        lsn_before = self._flushed_lsn()
         cpu_before = worker.cpu_seconds()
         start_times, run_ids = [], []
         started = time.perf_counter()
@@ -369,7 +350,6 @@ class Command(BaseCommand):
             if not created:
                 raise CommandError(f"run {batch}-{i} already existed")
             run_ids.append(run.pk)
-        polls = 0
         deadline = time.monotonic() + 60 + runs
         with connection.cursor() as cursor:
             # Runs are claimed in the order they were woken: the last one ends last, nearly
@@ -383,7 +363,6 @@ class Command(BaseCommand):
                     else:
                         cursor.execute("SELECT count(*) FROM runs_run WHERE id = %s AND "
                                        "status NOT IN ('completed', 'attention')", [run_id])
-                    polls += 1
                     if cursor.fetchone()[0] == 0:
                         break
                     if time.monotonic() > deadline:
@@ -392,21 +371,21 @@ class Command(BaseCommand):
                     time.sleep(POLL_SECONDS)
         elapsed = time.perf_counter() - started
         cpu = worker.cpu_seconds() - cpu_before
-        worker.flush_stats()
-        commits_after, lsn_after, foreign_after = self._counters()
+        # Every commit of the batch is flushed by now (synchronous_commit): the last run's
+        # completion was seen above.
+        wal = self._wal_window(lsn_before, self._flushed_lsn())
         stuck = Run.objects.filter(pk__in=run_ids).exclude(status=RunStatus.COMPLETED)
         if stuck.exists():
             raise CommandError(f"{label}: {stuck.count()} of {runs} runs did not complete: "
                                f"{list(stuck.values_list('pk', 'status', 'status_message')[:3])}")
         total_steps = runs * steps
-        commits = commits_after - commits_before - self.READ_OVERHEAD - polls - probe
-        wal = self._wal_bytes(lsn_before, lsn_after)
         return {
             "elapsed": elapsed, "steps_s": total_steps / elapsed,
-            "commits_step": commits / total_steps, "wal_step": wal / total_steps,
-            "wal": wal, "start_ms": 1000 * statistics.fmean(start_times),
+            "commits_step": wal["commits"] / total_steps, "wal_step": wal["bytes"] / total_steps,
+            "wal": wal["bytes"], "start_ms": 1000 * statistics.fmean(start_times),
             "cpu_ms_step": 1000 * cpu / total_steps,
-            "foreign": foreign_after - foreign_before,
+            "wal_by_relation": {name: size / total_steps
+                                for name, size in wal["by_relation"].items()},
         }
 
     def _large_result(self, worker: Worker) -> dict:
@@ -448,9 +427,6 @@ class Command(BaseCommand):
                     now = time.perf_counter()
                     if now >= deadline:
                         break
-                # Report this session's commits now, not as it exits during the next round.
-                cursor.execute("SELECT pg_stat_force_next_flush()")
-                bare.commit()
         finally:
             bare.close()
         return commits / (now - started)
