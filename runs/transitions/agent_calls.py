@@ -45,7 +45,7 @@ from .kernel import (  # the package's shared vocabulary
     _snapshot,
 )
 from .operator_rules import _operator_transition
-from .tool_call_rules import EFFECT_STANDS
+from .tool_call_rules import EFFECT_STANDS, call_refusal, last_turn, tool_of
 
 S = ToolCallStatus
 # A call in one of these states is settled: the model can be told how it went.
@@ -596,6 +596,19 @@ def _call_named(run: Run, step_name: str, call_ref: str) -> tuple[Step, ToolCall
     return call.step, call
 
 
+
+def checked_call(op, action: str, step_name: str, call_ref: str) -> tuple[Step, ToolCall]:
+    """The step (the row operation `op` locked and will save) and its tool call `call_ref`,
+    once tool_call_rules.call_refusal allows `action` on it: the one check of every operator
+    action aimed at one call, whoever asks."""
+    step, call = _call_named(op.run, step_name, call_ref)
+    step = op.step
+    refused = call_refusal(action, op.run, step, call, tool_of(op.definition, step, call),
+                           last_turn=last_turn(step))
+    if refused:
+        raise TransitionNotAllowed(refused)
+    return step, call
+
 def find_call(run: Run, step_name: str, call_ref: str) -> ToolCall:
     """Tool call `call_ref` ("turn.index") of `step_name` in `run`, read without a lock."""
     return _call_named(run, step_name, call_ref)[1]
@@ -704,11 +717,7 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
     with _operator_transition(run_id, "reconcile_tool_call", actor=actor, reason=reason,
                               now=now, step_name=step_name) as op:
         run, change = op.run, op.change
-        step, call = _call_named(run, step_name, call_ref)
-        step = op.step
-        if call.status != S.UNKNOWN:
-            raise TransitionNotAllowed(f"tool call {call_ref} of {step_name} is "
-                                       f"{call.status}; only an unknown call is reconciled")
+        step, call = checked_call(op, "reconcile_tool_call", step_name, call_ref)
         before = _snapshot(run, step)
         data = _call_data(call, evidence=evidence)
         if isinstance(verdict, d.Found):

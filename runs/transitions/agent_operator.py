@@ -19,24 +19,13 @@ from audit.actions import AuditAction
 from audit.chain import Actor
 
 from ..agent_models import ToolCall, ToolCallStatus
-from ..errors import TransitionNotAllowed
-from ..models import ErrorClass, Run, Step, StepStatus
-from .agent_calls import _call_data, _call_named, _save
+from ..models import ErrorClass, Run, StepStatus
+from .agent_calls import _call_data, _save, checked_call
 from .kernel import Q, _Change, _lock, _now, _reset_budget, _snapshot
 from .operator_rules import _operator_transition
-from .tool_call_rules import call_refusal, last_turn, tool_of
+from .tool_call_rules import tool_of
 
 S = ToolCallStatus
-
-
-def _checked(op, action: str, step_name: str, call_ref: str) -> tuple[Step, ToolCall]:
-    step, call = _call_named(op.run, step_name, call_ref)
-    step = op.step  # the row the operation locked and will save
-    refused = call_refusal(action, op.run, step, call, tool_of(op.definition, step, call),
-                           last_turn=last_turn(step))
-    if refused:
-        raise TransitionNotAllowed(refused)
-    return step, call
 
 
 def retry_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
@@ -55,7 +44,7 @@ def retry_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
     with _operator_transition(run_id, "retry_tool_call", actor=actor, reason=reason, now=now,
                               step_name=step_name) as op:
         run, change = op.run, op.change
-        step, call = _checked(op, "retry_tool_call", step_name, call_ref)
+        step, call = checked_call(op, "retry_tool_call", step_name, call_ref)
         before = _snapshot(run, step)
         tool = tool_of(op.definition, step, call)
         approval_spent = bool(call.approved_hash) and tool is not None and \
@@ -86,7 +75,7 @@ def begin_tool_call_undo(run_id: int, *, step_name: str, call_ref: str, actor: A
     with _operator_transition(run_id, "compensate_tool_call", actor=actor, reason=reason,
                               now=now, step_name=step_name) as op:
         change = op.change
-        step, call = _checked(op, "compensate_tool_call", step_name, call_ref)
+        step, call = checked_call(op, "compensate_tool_call", step_name, call_ref)
         before = call.status
         call.status = S.COMPENSATING
         call.compensation_attempt += 1

@@ -127,6 +127,28 @@ def test_retry_is_refused_once_the_model_answered_after_the_failure(sandbox):
     assert ledger_call(run).status == "failed"
 
 
+def test_only_an_unknown_call_is_reconciled_whoever_asks(sandbox):
+    # The transition itself refuses (tool_call_rules.call_refusal), not only the page that
+    # offers the action: the step has an unknown call, but the one aimed at has settled,
+    # and reconciling it as found would overwrite its real outcome.
+    run = unknown_posting("not-this-call")
+    settled = ToolCall.objects.filter(step__run=run, status="succeeded").first()
+    assert settled is not None
+    ref_before = settled.remote_ref
+    records = AuditRecord.objects.filter(run=run).count()
+    from runs.definition import Found
+
+    with pytest.raises(TransitionNotAllowed, match="only an unknown call is reconciled"):
+        transitions.reconcile_tool_call(run.pk, step_name="triage", call_ref=settled.ref,
+                                        verdict=Found(ref="FORGED-1"), actor=ACTOR,
+                                        reason="it happened")
+    settled.refresh_from_db()
+    assert (settled.status, settled.remote_ref) == ("succeeded", ref_before)
+    assert ledger_call(run).status == "unknown"
+    assert AuditRecord.objects.filter(run=run).count() == records
+    assert Run.objects.get(pk=run.pk).status == RunStatus.ATTENTION
+
+
 def test_undo_one_low_impact_call_and_never_a_high_impact_one(client_for, operator):
     run = refused_posting("undo")
     task_call = ToolCall.objects.get(step__run=run, tool="open-approval-task")
