@@ -14,11 +14,13 @@ The drill user ("drill") has no password and no permission but those object perm
 import uuid
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 from guardian.shortcuts import assign_perm
 
 from runs import definition as d
 from runs import transitions
+from runs.drills import is_drill_run
 from runs.models import Run, Step, StepStatus
 
 from .decisions import decide
@@ -38,7 +40,11 @@ def drill_user():
 
 def approve_for_drill(run: Run) -> bool:
     """Open and approve, as the drill user, every request `run` waits on. True if a
-    decision was recorded (the run can be advanced again)."""
+    decision was recorded (the run can be advanced again). Refuses any run a drill did not
+    start: the drill user approves drills, never real work."""
+    if not is_drill_run(run):
+        raise PermissionDenied(f"run {run.pk} ({run.business_key}) is not a drill run; the "
+                               "drill approver decides nothing for it")
     now = timezone.now()
     for call in transitions.waiting_tool_calls(run):
         open_tool_call_request(call, now=now)

@@ -60,6 +60,15 @@ from .transitions.agent_calls import args_hash
 _approver: Callable[[Run], bool] | None = None
 
 
+# Every drill run's business key starts with this: what tells a drill run from real work.
+DRILL_KEY_PREFIX = "drill:"
+
+
+def is_drill_run(run: Run) -> bool:
+    """Whether `run` was started by a drill (the drill approver acts on nothing else)."""
+    return run.business_key.startswith(DRILL_KEY_PREFIX)
+
+
 def register_approver(approve: Callable[[Run], bool]) -> None:
     global _approver
     _approver = approve
@@ -172,7 +181,7 @@ def _drill_decision(workflow) -> DrillResult:
 def _drill_concurrent_delivery(workflow, deliveries: int = 20) -> DrillResult:
     title = f"8 same start event delivered {deliveries}x at once"
     expected = "one run, each step called once"
-    key = f"drill:concurrent:{uuid.uuid4().hex[:10]}"
+    key = f"{DRILL_KEY_PREFIX}concurrent:{uuid.uuid4().hex[:10]}"
     barrier = threading.Barrier(deliveries)
     created, errors = [], []
 
@@ -367,7 +376,7 @@ def _tool_call_intents(run: Run) -> dict[str, int]:
 # --- how the drills break and recover runs -------------------------------------------------
 
 def _start(workflow, tag: str, input: dict | None = None) -> Run:
-    key = f"drill:{tag}:{uuid.uuid4().hex[:10]}"
+    key = f"{DRILL_KEY_PREFIX}{tag}:{uuid.uuid4().hex[:10]}"
     # No wake-up hint: the drill, not a running worker, must be the one to advance it.
     return transitions.start_run(workflow=workflow.name, business_key=key,
                                  input=input or workflow.example, actor=DRILL, wake=False)[0]
