@@ -17,11 +17,24 @@ import logging
 import threading
 from collections import Counter
 from datetime import timedelta
+from itertools import accumulate
 
 from django.apps import apps
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, Q, Sum
+from django.db.models import (
+    Case,
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    Min,
+    Q,
+    Sum,
+    Value,
+    When,
+)
 from django.utils import timezone
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
@@ -90,6 +103,18 @@ def _by_workflow_and_status(runs) -> Counter:
     # COUNT(*), not COUNT(id): the open runs are then counted from run_open_idx alone.
     return Counter({(r["workflow_name"], r["status"]): r["n"] for r in
                     runs.values("workflow_name", "status").annotate(n=Count("*")).order_by()})
+
+
+def _open_runs() -> Counter:
+    """{(workflow, status, attention_reason): n} of the open runs, in one read of
+    run_open_idx, which holds exactly these columns for exactly these runs: durable_runs
+    and durable_runs_attention are both sums of it (one pass over the ~40,000 open runs of
+    a million-run table instead of two). Grouped in the index's column order, the counts
+    stream out of the index in order: no hashing or sorting of the rows (4 ms, not 11)."""
+    return Counter({(r["workflow_name"], r["status"], r["attention_reason"]): r["n"]
+                    for r in Run.objects.filter(status__in=OPEN_STATUSES)
+                    .values("status", "workflow_name", "attention_reason")
+                    .annotate(n=Count("*")).order_by()})
 
 
 class FinishedRuns:
@@ -207,12 +232,17 @@ class RuntimeCollector(Collector):
                     # away are either still counted or in its counts, never both or neither.
                     # The scrape's aggregates run in milliseconds, but a planner that
                     # overestimates one (the step durations' join) crosses jit_above_cost
-                    # and spends 40 ms compiling it.
+                    # and spends 40 ms compiling it; and, dividing that overestimate among
+                    # parallel workers, it prefers reading all of runs_run in parallel
+                    # (150 ms at a million runs) to the thousand recent runs along
+                    # run_updated_idx (1 ms). Every aggregate here reads an index range:
+                    # workers would only add their start-up.
                     with connection.cursor() as cursor:
                         if own_transaction:
                             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, "
                                            "READ ONLY")
                         cursor.execute("SET LOCAL jit = off")
+                        cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
                 families = list(self._families(timezone.now()))
         except Exception:
             logger.exception("metrics: reading the database failed")
@@ -225,8 +255,9 @@ class RuntimeCollector(Collector):
 
     def _families(self, now):
         names = set(workflows.names())
-        yield from self._runs(now, names)
-        yield from self._attention(names)
+        open_runs = _open_runs()
+        yield from self._runs(now, names, open_runs)
+        yield from self._attention(names, open_runs)
         yield from self._stuck(now, names)
         yield from self._lag(now)
         yield from self._audit_counters(now)
@@ -241,10 +272,12 @@ class RuntimeCollector(Collector):
             if families is not None:
                 yield from families(now)
 
-    def _runs(self, now, names):
+    def _runs(self, now, names, open_runs: Counter):
         runs = GaugeMetricFamily("durable_runs", "Runs by workflow and status.",
                                  labels=["workflow", "status"])
-        counts = _by_workflow_and_status(Run.objects.filter(status__in=OPEN_STATUSES))
+        counts = Counter()
+        for (name, status, _), n in open_runs.items():
+            counts[(name, status)] += n
         counts.update(finished_runs.counts(now))
         # Every registered workflow has a series for every status, zeros included, so that
         # a rule over one status never sees a missing series as "no problem".
@@ -253,15 +286,15 @@ class RuntimeCollector(Collector):
                 runs.add_metric([name, status.value], counts.get((name, status.value), 0))
         yield runs
 
-    def _attention(self, names):
+    def _attention(self, names, open_runs: Counter):
         family = GaugeMetricFamily(
             "durable_runs_attention",
             "Runs waiting for a person (attention or compensation_failed) by workflow and "
             "reason.", labels=["workflow", "reason"])
-        counts = {(r["workflow_name"], r["attention_reason"]): r["n"] for r in
-                  Run.objects.filter(status__in=ATTENTION_RUN_STATUSES)
-                  .values("workflow_name", "attention_reason").annotate(n=Count("*"))
-                  .order_by()}
+        counts = Counter()
+        for (name, status, reason), n in open_runs.items():
+            if status in ATTENTION_RUN_STATUSES:
+                counts[(name, reason)] += n
         for name in sorted(names | {w for w, _ in counts}):
             for reason in AttentionReason:
                 family.add_metric([name, reason.value], counts.pop((name, reason.value), 0))
@@ -317,22 +350,30 @@ class RuntimeCollector(Collector):
         cutoff = now - timedelta(seconds=window)
         duration = ExpressionWrapper(F("finished_at") - F("started_at"),
                                      output_field=DurationField())
-        buckets = {f"le_{i}": Count("id", filter=Q(duration__lte=timedelta(seconds=b)))
-                   for i, b in enumerate(DURATION_BUCKETS)}
+        # Each step is counted in its own bucket (the first bound its duration is within),
+        # the cumulative le counts summed here: the database aggregates two values per step
+        # instead of sixteen (a third of the query's time at a thousand steps a minute).
+        bucket = Case(*[When(duration__lte=timedelta(seconds=b), then=Value(i))
+                        for i, b in enumerate(DURATION_BUCKETS)],
+                      default=Value(len(DURATION_BUCKETS)), output_field=IntegerField())
         # Recent steps are found through their runs' status change time (an index); a
         # step of a run that has stayed in one status for the whole window is not counted.
         rows = (Step.objects.filter(run__updated_at__gte=cutoff, finished_at__gte=cutoff,
                                     started_at__isnull=False, status=StepStatus.SUCCEEDED)
-                .annotate(duration=duration)
-                .values("run__workflow_name", "kind")
-                .annotate(total=Count("id"), seconds=Sum("duration"), **buckets)
-                .order_by("run__workflow_name", "kind"))
+                .annotate(duration=duration, bucket=bucket)
+                .values("run__workflow_name", "kind", "bucket")
+                .annotate(n=Count("id"), seconds=Sum("duration")).order_by())
+        counts, seconds = {}, Counter()
         for row in rows:
-            cumulative = [(floatToGoString(b), row[f"le_{i}"])
-                          for i, b in enumerate(DURATION_BUCKETS)]
-            cumulative.append(("+Inf", row["total"]))
-            family.add_metric([row["run__workflow_name"], row["kind"]], cumulative,
-                              gsum_value=_seconds(row["seconds"]))
+            key = (row["run__workflow_name"], row["kind"])
+            counts.setdefault(key, [0] * (len(DURATION_BUCKETS) + 1))[row["bucket"]] += row["n"]
+            seconds[key] += _seconds(row["seconds"])
+        for key in sorted(counts):
+            cumulative = list(accumulate(counts[key]))
+            buckets = [(floatToGoString(b), cumulative[i])
+                       for i, b in enumerate(DURATION_BUCKETS)]
+            buckets.append(("+Inf", cumulative[-1]))
+            family.add_metric(list(key), buckets, gsum_value=seconds[key])
         return family
 
     def _approvals(self, now):
@@ -355,8 +396,13 @@ class RuntimeCollector(Collector):
         family.add_metric([], pending["overdue"])
         yield family
         # The approvals' notifications are this project's outbox.
-        backlog = Notification.objects.filter(status=NotificationStatus.PENDING).aggregate(
-            n=Count("id"), oldest=Min("created_at"))
+        # Backlog and failures in one read (the failed ones have no index of their own).
+        pending = Q(status=NotificationStatus.PENDING)
+        backlog = (Notification.objects
+                   .filter(status__in=[NotificationStatus.PENDING, NotificationStatus.FAILED])
+                   .aggregate(n=Count("id", filter=pending),
+                              oldest=Min("created_at", filter=pending),
+                              failed=Count("id", filter=Q(status=NotificationStatus.FAILED))))
         family = GaugeMetricFamily("durable_outbox_backlog",
                                    "Outbox messages (approval notifications) not delivered "
                                    "yet.")
@@ -370,7 +416,7 @@ class RuntimeCollector(Collector):
         yield family
         family = GaugeMetricFamily("durable_outbox_failed",
                                    "Outbox messages given up after their last attempt.")
-        family.add_metric([], Notification.objects.filter(status=NotificationStatus.FAILED).count())
+        family.add_metric([], backlog["failed"])
         yield family
 
 

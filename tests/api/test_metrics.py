@@ -1,11 +1,15 @@
 """/metrics: the runtime's metrics, computed from the database at scrape time, served to
 this machine or to the bearer of METRICS_TOKEN."""
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from runs import executor
 from runs.errors import TransientError
+from runs.models import RunStatus, Step, StepStatus
 from tests.factories import new_run, place
 
 pytestmark = pytest.mark.django_db
@@ -121,3 +125,26 @@ def test_openmetrics_is_served_when_asked_for(client):
     assert response.status_code == 200
     assert response["Content-Type"].startswith("application/openmetrics-text")
     assert response.content.rstrip().endswith(b"# EOF")
+
+
+def test_each_duration_bucket_counts_every_step_within_its_bound(client):
+    # Four write steps of one workflow, 0.04 s, 3 s, 3 s and two days long: each le bucket
+    # holds the steps at or under its bound, +Inf all of them, the sum their total.
+    now = timezone.now()
+    for seconds in (0.04, 3, 3, 2 * 86400):
+        run = place(new_run(), status=RunStatus.COMPLETED, updated_at=now, finished_at=now)
+        Step.objects.filter(run=run).update(status=StepStatus.SKIPPED)
+        write = Step.objects.filter(run=run, kind="write").order_by("position").first()
+        Step.objects.filter(pk=write.pk).update(status=StepStatus.SUCCEEDED, finished_at=now,
+                                                started_at=now - timedelta(seconds=seconds))
+    samples = scrape(client)
+
+    def bucket(le):
+        return value(samples, "durable_step_duration_seconds_bucket", workflow="test-orders",
+                     kind="write", le=le)
+
+    assert [bucket(le) for le in ("0.05", "2.5", "5.0", "86400.0", "+Inf")] == [1, 1, 3, 3, 4]
+    assert value(samples, "durable_step_duration_seconds_gcount", workflow="test-orders",
+                 kind="write") == 4
+    assert value(samples, "durable_step_duration_seconds_gsum", workflow="test-orders",
+                 kind="write") == pytest.approx(0.04 + 3 + 3 + 2 * 86400)
