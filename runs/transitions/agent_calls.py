@@ -43,6 +43,7 @@ from .kernel import (  # the package's shared vocabulary
     _locked,
     _now,
     _snapshot,
+    release_calls_in_flight,
 )
 from .operator_rules import _operator_transition
 from .tool_call_rules import EFFECT_STANDS, call_refusal, last_turn, tool_of
@@ -443,25 +444,13 @@ def take_back_calls(lease: Lease, step: Step, running: list[ToolCall], *,
                     now: datetime | None = None) -> Lease:
     """Tool calls a dead worker left running: a write or notify may have acted, so its
     outcome is unknown (settled by key next); a read simply runs again."""
-    spec = _spec(lease, step)
     with _holding(lease, "tool_call", now) as change:
         if change is None:
             return lease
-        for call in running:
-            call = _fresh(call)
-            if call.status != S.RUNNING:
-                continue
-            tool = spec.tools.get(call.tool)
-            side_effect = tool is None or tool.has_side_effect
-            call.status = S.UNKNOWN if side_effect else S.PENDING
-            if side_effect:
-                call.error_class = ErrorClass.UNKNOWN
-                call.error_message = "the worker running it stopped before its outcome " \
-                                     "was recorded"
-            _save(call, change.now)
-            change.audit(AuditAction.STEP_LEASE_EXPIRED, step=step,
-                         before={"call_status": S.RUNNING}, after={"call_status": call.status},
-                         data=_call_data(call))
+        still_running = [call for call in map(_fresh, running) if call.status == S.RUNNING]
+        release_calls_in_flight(
+            change, step, calls=still_running, action=AuditAction.STEP_LEASE_EXPIRED,
+            why="the worker running it stopped before its outcome was recorded")
         change.step_changed(step)
     return lease
 

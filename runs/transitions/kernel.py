@@ -384,7 +384,8 @@ def _terminate_in(change: _Change, steps: list[Step], *, reason: str,
             step.lease_owner, step.lease_expires_at = "", None
             change.step_changed(step)
             if step.kind == d.AGENT:
-                _calls_in_flight_at_terminate(change, step)
+                release_calls_in_flight(change, step, action=action,
+                                        why="in flight when the run was terminated")
         elif step.status in (StepStatus.PENDING, StepStatus.SCHEDULED):
             step.status = StepStatus.SKIPPED
             step.next_attempt_at = None
@@ -395,28 +396,31 @@ def _terminate_in(change: _Change, steps: list[Step], *, reason: str,
     change.audit(action, reason=reason, before=before, after=_snapshot(run), data=data)
 
 
-def _calls_in_flight_at_terminate(change: _Change, step: Step) -> None:
-    """The tool calls of an agent step in flight when its run is terminated, settled as the
-    step is: a call that may have acted elsewhere (write, notify) becomes unknown, to be
-    reconciled by its key if the run is reopened, and its result is kept as evidence when
-    it arrives; a read changes nothing and is simply pending again."""
+def release_calls_in_flight(change: _Change, step: Step, *, why: str, action: str,
+                            calls: list | None = None) -> None:
+    """Tool calls of agent step `step` left running, whether their worker stopped before
+    recording an outcome or their run was terminated: a call that may have acted elsewhere
+    (a write, a notify, or a call of no recorded kind) becomes unknown, to be settled by its
+    key (its result is kept as evidence if it arrives); a read changed nothing and is pending
+    again. Each one gets its audit record, `action`. `calls`: those the caller read as
+    running, or (None) the step's calls running now."""
     from ..agent_models import ToolCall, ToolCallStatus  # the models module imports ours
 
-    for call in ToolCall.objects.filter(step=step, status=ToolCallStatus.RUNNING):
+    if calls is None:
+        calls = ToolCall.objects.filter(step=step, status=ToolCallStatus.RUNNING)
+    for call in calls:
         if call.kind in (d.WRITE, d.NOTIFY) or not call.kind:
             call.status = ToolCallStatus.UNKNOWN
-            call.error_class = ErrorClass.UNKNOWN
-            call.error_message = "in flight when the run was terminated"
+            call.error_class, call.error_message = ErrorClass.UNKNOWN, why
         else:
             call.status = ToolCallStatus.PENDING
         call.updated_at = change.now
         call.save(update_fields=["status", "error_class", "error_message", "updated_at"])
-        if call.status == ToolCallStatus.UNKNOWN:
-            change.audit(AuditAction.OUTCOME_UNKNOWN, step=step,
-                         before={"call_status": ToolCallStatus.RUNNING},
-                         after={"call_status": call.status},
-                         data={"tool_call": call.ref, "tool": call.tool,
-                               "key": call.idempotency_key, "error": call.error_message})
+        change.audit(action, step=step, before={"call_status": ToolCallStatus.RUNNING},
+                     after={"call_status": call.status},
+                     data={"tool_call": call.ref, "tool": call.tool,
+                           "key": call.idempotency_key,
+                           **({"error": why} if call.status == ToolCallStatus.UNKNOWN else {})})
 
 
 @contextmanager

@@ -62,8 +62,37 @@ def test_a_write_call_in_flight_at_terminate_becomes_unknown_and_its_late_result
     assert LedgerEntry.objects.filter(transaction_ref=call.idempotency_key).count() == 1
     records = list(AuditRecord.objects.filter(run=run).order_by("seq")
                    .values_list("action", "data__tool_call"))
-    assert records.index(("outcome_unknown", call.ref)) < records.index(("terminated", None))
+    # The call's own record, in the terminate's transaction, before the run's.
+    assert records.index(("terminated", call.ref)) < records.index(("terminated", None))
     late = AuditRecord.objects.get(run=run, action="late_result", data__tool_call=call.ref)
     assert late.data["succeeded"] is True and late.data["remote_ref"] == call_ref(call)
     assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
     assert ToolCall.objects.filter(step__run=run, status="running").count() == 0
+
+
+def test_a_read_call_in_flight_at_terminate_is_pending_again_and_recorded(monkeypatch):
+    # A read changed nothing elsewhere: nothing to reconcile, but its move from running is
+    # written to the audit log like every other change of a call.
+    tool = triage.tools["read-invoice"]
+    read = tool.fn
+
+    def terminate_then_read(ctx, args):
+        transitions.terminate(ctx.run_id, actor=OPERATOR, reason="stop this triage")
+        return read(ctx, args)
+
+    monkeypatch.setattr(tool, "fn", terminate_then_read)
+    run = start_triage(key="tenant-42:terminated-mid-read")
+    for _ in range(10):
+        executor.advance_run(run.pk, worker="w1")
+        run.refresh_from_db()
+        if run.status != RunStatus.QUEUED:
+            break
+    assert run.status == RunStatus.TERMINATED
+    call = ToolCall.objects.get(step__run=run, tool="read-invoice")
+    assert (call.status, call.error_class) == ("pending", "")
+    record = AuditRecord.objects.get(run=run, action="terminated", data__tool_call=call.ref)
+    assert (record.before, record.after) == ({"call_status": "running"},
+                                             {"call_status": "pending"})
+    assert "error" not in record.data
+    assert not AuditRecord.objects.filter(run=run, action="outcome_unknown").exists()
+    assert LedgerEntry.objects.count() == 0
