@@ -73,10 +73,13 @@ class Timeline:
     before: int | None  # the page was asked for with ?before= (not the newest)
 
 
-def timeline_page(run, *, before: int | None = None, size: int = PAGE) -> Timeline:
+def timeline_page(run, *, before: int | None = None, size: int = PAGE,
+                  approval_requests: list | None = None) -> Timeline:
     """The `size` audit records of `run` before seq `before` (without it: the newest), with
     the notifications and webhook deliveries that happened between the first of them and
-    the next page's first: pages follow one another without a gap or an overlap."""
+    the next page's first: pages follow one another without a gap or an overlap.
+    `approval_requests`, when the caller has read the run's, saves the query for
+    notifications if there are none (a notification belongs to an approval request)."""
     records = (AuditRecord.objects.filter(run=run).order_by("-seq")
                .defer("run", "actor_user_id", "prev_hash", "hash"))
     until = None
@@ -88,15 +91,18 @@ def timeline_page(run, *, before: int | None = None, size: int = PAGE) -> Timeli
     more = len(records) > size
     records = records[:size][::-1]
     since = records[0].created_at if more else None
-    return Timeline(entries=run_timeline(run, records, since=since, until=until),
+    notifications = approval_requests is None or bool(approval_requests)
+    return Timeline(entries=run_timeline(run, records, since=since, until=until,
+                                         notifications=notifications),
                     older=records[0].seq if more else None,
                     older_records=records[0].seq - 1 if records else 0, before=before)
 
 
 def run_timeline(run, audit: list[AuditRecord], *, since: datetime | None = None,
-                 until: datetime | None = None) -> list[Entry]:
+                 until: datetime | None = None, notifications: bool = True) -> list[Entry]:
     """The run's timeline, oldest first (audit records keep their chain order on a tie):
-    `audit`, and the notifications and deliveries from `since` (included) to `until`."""
+    `audit`, and the notifications (unless `notifications` is False: the caller knows
+    there are none) and deliveries from `since` (included) to `until`."""
     entries = [Entry(at=r.created_at, source="audit", title=r.action.replace("_", " "),
                      actor=actor_name(r.actor_label, r.actor_kind), step=r.step_name,
                      reason=r.reason, detail=(r.data or {}).get("error", ""), seq=r.seq,
@@ -115,7 +121,7 @@ def run_timeline(run, audit: list[AuditRecord], *, since: datetime | None = None
         notes, deliveries = notes.filter(at__gte=since), deliveries.filter(at__gte=since)
     if until is not None:
         notes, deliveries = notes.filter(at__lt=until), deliveries.filter(at__lt=until)
-    for note in notes.order_by("pk"):
+    for note in (notes.order_by("pk") if notifications else []):
         if note.sent_at is None and not note.last_error:
             continue
         entries.append(Entry(

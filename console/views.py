@@ -151,10 +151,12 @@ def _detail_context(request, detail, *, before: int | None = None) -> dict:
         else:
             recommended = next((item["action"] for item in actions
                                 if item["action"].name == recommendation.action.name), None)
+    approvals = requests_for_run(run)
     return {"run": run, "steps": detail.steps, "actions": actions,
             "recommendation": recommendation, "recommended": recommended,
-            "timeline": timeline_page(run, before=before), "timeline_page": TIMELINE_PAGE,
-            "approvals": requests_for_run(run), "live": not selectors.is_final(run)}
+            "timeline": timeline_page(run, before=before, approval_requests=approvals),
+            "timeline_page": TIMELINE_PAGE, "approvals": approvals,
+            "live": not selectors.is_final(run)}
 
 
 @require_GET

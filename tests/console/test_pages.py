@@ -162,3 +162,21 @@ def test_audit_page_filters_and_exports_csv(client_for, operator, stuck_run):
     lines = b"".join(response.streaming_content).decode().strip().splitlines()
     assert lines[0].startswith("id,run,seq,time,actor,action")
     assert len(lines) == 1 + stuck_run.audit_records.count()
+
+
+def test_the_status_counts_are_one_query_each_status_counted_up_to_the_cap(monkeypatch):
+    from runs import selectors
+    from runs.models import RunStatus
+
+    monkeypatch.setattr(selectors, "COUNT_CAP", 2)
+    runs = [new_run() for _ in range(4)]
+    assert {r.status for r in runs} == {RunStatus.QUEUED}
+    with CaptureQueriesContext(connection) as ctx:
+        counts = selectors.status_counts(workflow_ids=None)
+    assert len(ctx) == 1
+    # Past the cap a count says cap + 1 ("more than"); the page shows "2+".
+    assert counts == {**dict.fromkeys(RunStatus.values, 0), RunStatus.QUEUED: 3}
+    assert selectors.status_counts(workflow_ids=frozenset({runs[0].workflow_id + 1})) == \
+        dict.fromkeys(RunStatus.values, 0)
+    assert selectors.status_counts(workflow_ids=frozenset()) == \
+        dict.fromkeys(RunStatus.values, 0)

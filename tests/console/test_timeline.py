@@ -156,3 +156,34 @@ def test_older_timeline_pages_follow_on_without_a_gap_or_an_overlap(client_for, 
     body = client.get(reverse("console:run", args=[run.pk]), {"before": 30}).content.decode()
     shown = [int(n) for n in re.findall(r'<tr class="t-audit">\s*<td>(\d+)</td>', body)]
     assert shown == list(range(10, 30)) and "Newest entries" in body
+
+
+def _notification_queries(ctx) -> int:
+    return sum("approvals_notification" in q["sql"] for q in ctx.captured_queries)
+
+
+def test_the_run_page_asks_for_approval_emails_only_when_the_run_has_an_approval_request(
+        client_for, operator, stuck_run, settings):
+    from django.contrib.auth.models import Group, User
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    import tests.approvals.workflows  # noqa: F401  (registers test-approval)
+    from approvals import notifications, requests
+
+    client = client_for(operator)
+    with CaptureQueriesContext(connection) as ctx:
+        client.get(reverse("console:run", args=[stuck_run.pk]))
+    assert _notification_queries(ctx) == 0
+
+    settings.APPROVALS_BASE_URL = "http://testserver"
+    approver = User.objects.create_user("ann", email="ann@example.com", password="pw")
+    approver.groups.add(Group.objects.get_or_create(name="approvers")[0])
+    waiting = new_run("test-approval")
+    executor.advance_run(waiting.pk, worker="w1")
+    assert requests.open_pending_requests() >= 1
+    assert notifications.publish_notifications().sent == 1
+    with CaptureQueriesContext(connection) as ctx:
+        body = client.get(reverse("console:run", args=[waiting.pk])).content.decode()
+    assert _notification_queries(ctx) == 1
+    assert "email sent to ann@example.com" in body
