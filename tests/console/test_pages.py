@@ -180,3 +180,17 @@ def test_the_status_counts_are_one_query_each_status_counted_up_to_the_cap(monke
         dict.fromkeys(RunStatus.values, 0)
     assert selectors.status_counts(workflow_ids=frozenset()) == \
         dict.fromkeys(RunStatus.values, 0)
+
+
+def test_the_filter_form_shows_the_chosen_options_selected_and_any_elsewhere(client_for,
+                                                                            operator):
+    body = client_for(operator).get(reverse("console:runs"), {
+        "status": "waiting", "error_class": "unknown"}).content.decode()
+    assert '<select name="status" id="id_status">' in body
+    assert '<option value="waiting" selected>waiting</option>' in body
+    assert '<option value="unknown" selected>unknown</option>' in body
+    assert '<option value="compensation_failed">compensation failed</option>' in body
+    step_status = body[body.index('<select name="step_status"'):]
+    assert step_status.index('<option value="" selected>any</option>') < \
+        step_status.index("</select>")
+    assert "selected>any" not in body[body.index('name="status"'):body.index('name="workflow"')]
