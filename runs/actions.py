@@ -104,19 +104,24 @@ def _resume(run_id, *, actor, given, approved_by):
     return transitions.resume(run_id, actor=actor, reason=given.reason)
 
 
+def _hand_verdict(given: ActionInput):
+    """The outcome a person records by hand (reconcile of a step or of one tool call): found,
+    naming the effect's remote reference, or not found. The transition itself refuses it
+    without evidence (kernel._require_evidence)."""
+    if given.mode not in ("found", "not_found"):
+        raise ActionInputError(f"Unknown reconcile mode {given.mode!r}.")
+    if given.mode == "found" and not given.remote_ref.strip():
+        raise ActionInputError("Give the remote reference of the effect you found.")
+    return d.Found(given.remote_ref.strip()) if given.mode == "found" else d.NotFound()
+
+
 def _reconcile(run_id, *, actor, given, approved_by):
     if given.mode == "ask":
         return reconcile_step(run_id, step_name=given.step, actor=actor,
                               reason=given.reason)
-    if given.mode not in ("found", "not_found"):
-        raise ActionInputError(f"Unknown reconcile mode {given.mode!r}.")
-    if not given.evidence.strip():
-        raise ActionInputError("Recording an outcome by hand needs evidence.")
-    if given.mode == "found" and not given.remote_ref.strip():
-        raise ActionInputError("Give the remote reference of the effect you found.")
-    verdict = d.Found(given.remote_ref.strip()) if given.mode == "found" else d.NotFound()
-    return transitions.reconcile(run_id, step_name=given.step, verdict=verdict, actor=actor,
-                                 reason=given.reason, evidence=given.evidence.strip())
+    return transitions.reconcile(run_id, step_name=given.step, verdict=_hand_verdict(given),
+                                 actor=actor, reason=given.reason,
+                                 evidence=given.evidence.strip())
 
 
 def _retry_step(run_id, *, actor, given, approved_by):
@@ -156,16 +161,9 @@ def _reconcile_tool_call(run_id, *, actor, given, approved_by):
     if given.mode == "ask":
         return reconcile_tool_call_by_key(run_id, step_name=given.step, call_ref=given.call,
                                           actor=actor, reason=given.reason)
-    if given.mode not in ("found", "not_found"):
-        raise ActionInputError(f"Unknown reconcile mode {given.mode!r}.")
-    if not given.evidence.strip():
-        raise ActionInputError("Recording an outcome by hand needs evidence.")
-    if given.mode == "found" and not given.remote_ref.strip():
-        raise ActionInputError("Give the remote reference of the effect you found.")
-    verdict = d.Found(given.remote_ref.strip()) if given.mode == "found" else d.NotFound()
     return transitions.reconcile_tool_call(
-        run_id, step_name=given.step, call_ref=given.call, verdict=verdict, actor=actor,
-        reason=given.reason, evidence=given.evidence.strip())
+        run_id, step_name=given.step, call_ref=given.call, verdict=_hand_verdict(given),
+        actor=actor, reason=given.reason, evidence=given.evidence.strip())
 
 
 def _retry_tool_call(run_id, *, actor, given, approved_by):

@@ -59,6 +59,11 @@ class ReasonRequired(TransitionNotAllowed, ValueError):
     """An operator transition was called without a reason; nothing changed."""
 
 
+class EvidenceRequired(TransitionNotAllowed, ValueError):
+    """An outcome was settled (found, or not found) without saying what established it;
+    nothing changed."""
+
+
 class SecondPersonRequired(TransitionNotAllowed):
     """The action ends a run or undoes or abandons its effects after a high-impact effect
     took place: it needs a second person's approval, and none (or the actor's own) was

@@ -42,6 +42,7 @@ from .kernel import (  # the package's shared vocabulary
     _lock,
     _locked,
     _now,
+    _require_evidence,
     _snapshot,
     release_calls_in_flight,
 )
@@ -703,6 +704,7 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
     Found: the call succeeded; the run goes on (the model is told the result). NotFound:
     the call is marked failed (the model is told it did not happen), the run goes on.
     Undetermined: still unknown, the run stays with a person."""
+    _require_evidence(verdict, evidence, f"reconcile tool call {call_ref} of {step_name}")
     with _operator_transition(run_id, "reconcile_tool_call", actor=actor, reason=reason,
                               now=now, step_name=step_name) as op:
         run, change = op.run, op.change

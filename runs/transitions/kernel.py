@@ -21,6 +21,7 @@ from .. import checkpoint_sql
 from .. import definition as d
 from ..errors import (
     Classified,
+    EvidenceRequired,
     ReasonRequired,
     TransitionNotAllowed,
 )
@@ -301,6 +302,14 @@ def _require_reason(reason: str, what: str) -> None:
     # writes nothing, whichever caller (console, API, CLI, a second person's approval) it is.
     if not isinstance(reason, str) or not reason.strip():
         raise ReasonRequired(f"{what} needs a reason")
+
+def _require_evidence(verdict, evidence: str, what: str) -> None:
+    # Settling an outcome is evidence in the audit log: a lookup by key says what it asked
+    # and got, a person what they checked. Refused before any lock, like a missing reason.
+    if isinstance(verdict, (d.Found, d.NotFound)) and not (evidence or "").strip():
+        raise EvidenceRequired(f"{what}: settling an outcome as found or not found needs "
+                               "the evidence for it")
+
 
 def _reset_budget(step: Step) -> None:
     step.budget_attempt_base = step.attempt

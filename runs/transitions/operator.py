@@ -22,6 +22,7 @@ from .kernel import (  # the package's shared vocabulary
     A,
     Q,
     R,
+    _require_evidence,
     _reset_budget,
     _snapshot,
     _steps_done_with,
@@ -60,6 +61,7 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
     NotFound() (evidence nothing changed: the step is marked failed and waits for an explicit
     retry) or Undetermined(reason) (still unknown; the run stays in attention).
     """
+    _require_evidence(verdict, evidence, f"reconcile {step_name}")
     with _operator_transition(run_id, "reconcile", actor=actor, reason=reason, now=now,
                               step_name=step_name) as op:
         run, change, step = op.run, op.change, op.step

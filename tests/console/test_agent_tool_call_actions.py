@@ -141,7 +141,7 @@ def test_only_an_unknown_call_is_reconciled_whoever_asks(sandbox):
     with pytest.raises(TransitionNotAllowed, match="only an unknown call is reconciled"):
         transitions.reconcile_tool_call(run.pk, step_name="triage", call_ref=settled.ref,
                                         verdict=Found(ref="FORGED-1"), actor=ACTOR,
-                                        reason="it happened")
+                                        reason="it happened", evidence="a forged receipt")
     settled.refresh_from_db()
     assert (settled.status, settled.remote_ref) == ("succeeded", ref_before)
     assert ledger_call(run).status == "unknown"

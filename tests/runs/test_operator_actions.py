@@ -9,7 +9,12 @@ from audit.models import AuditRecord
 from runs import transitions
 from runs.actions import ACTIONS, ActionInput, offered
 from runs.definition import Found, NotFound
-from runs.errors import ReasonRequired, SecondPersonRequired, TransitionNotAllowed
+from runs.errors import (
+    EvidenceRequired,
+    ReasonRequired,
+    SecondPersonRequired,
+    TransitionNotAllowed,
+)
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
 from runs.transitions.tool_call_rules import TOOL_CALL_ACTIONS
 from tests.factories import SYSTEM, new_run, place
@@ -124,6 +129,20 @@ def test_every_operator_transition_refuses_an_empty_reason_and_writes_nothing(ac
     assert after == before
 
 
+@pytest.mark.parametrize("evidence", ["", "  \n"])
+@pytest.mark.parametrize("verdict", [Found("T-9"), NotFound()], ids=["found", "not found"])
+def test_settling_an_outcome_without_evidence_is_refused_and_writes_nothing(verdict, evidence):
+    # The transition refuses, not the form: the API, the CLI and the console call it alike.
+    run = _placed(RunStatus.ATTENTION, "unknown write")
+    seq = Run.objects.get(pk=run.pk).audit_seq
+    with pytest.raises(EvidenceRequired, match="needs the evidence"):
+        transitions.reconcile(run.pk, step_name="create-task", verdict=verdict,
+                              actor=OPERATOR, reason="checked", evidence=evidence)
+    assert Run.objects.get(pk=run.pk).audit_seq == seq
+    step = Step.objects.get(run=run, name="create-task")
+    assert (step.status, step.remote_ref) == (S.UNKNOWN, "")
+
+
 def test_retry_step_on_a_step_whose_outcome_is_unknown_is_refused_until_it_is_reconciled():
     run = _placed(RunStatus.ATTENTION, "unknown write")
     with pytest.raises(TransitionNotAllowed, match="unknown: reconcile it first"):
@@ -182,5 +201,6 @@ def test_a_waiting_approval_step_cannot_be_reconciled_into_an_approval():
                 step_statuses={"prepare": S.SUCCEEDED, "approve": S.WAITING})
     with pytest.raises(TransitionNotAllowed, match="only an unknown or failed step"):
         transitions.reconcile(run.pk, step_name="approve", verdict=Found("yes"),
-                              actor=OPERATOR, reason="approved on the phone")
+                              actor=OPERATOR, reason="approved on the phone",
+                              evidence="a phone call with the approver")
     assert Step.objects.get(run=run, name="approve").status == S.WAITING

@@ -148,7 +148,7 @@ def test_step_level_refusals_name_the_step_and_change_nothing():
         transitions.retry_step(run.pk, step_name="create-task", actor=SYSTEM, reason="r")
     with pytest.raises(TransitionNotAllowed, match="step fetch .* is pending"):
         transitions.reconcile(run.pk, step_name="fetch", verdict=Found("x"), actor=SYSTEM,
-                              reason="r")
+                              reason="r", evidence="e")
     with pytest.raises(TransitionNotAllowed, match="has no step 'nope'"):
         transitions.retry_step(run.pk, step_name="nope", actor=SYSTEM, reason="r")
     assert _row_state(run.pk) == before
