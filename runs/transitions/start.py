@@ -181,6 +181,14 @@ def _new_rows(definition, *, workflow: str, business_key: str, data: dict, diges
               status=Q, step_count=len(definition.steps),
               current_step=definition.steps[0].name if definition.steps else "",
               created_at=now, updated_at=now)
+    steps = _step_rows(definition, workflow=workflow, business_key=business_key,
+                       run_id=run_id, now=now)
+    return run, steps, _first_change(run, definition, digest=digest, actor=actor, now=now)
+
+
+def _step_rows(definition, *, workflow: str, business_key: str, run_id: int | None,
+               now: datetime) -> list[dict]:
+    """The rows of a new run's steps, each with its idempotency key (and its compensation's)."""
     steps = []
     for s, template in zip(definition.steps, _step_templates(definition), strict=True):
         row = dict(template, run_id=run_id, updated_at=now,
@@ -189,12 +197,18 @@ def _new_rows(definition, *, workflow: str, business_key: str, data: dict, diges
             row["compensation_key"] = compensation_key(workflow, business_key, s.name,
                                                        s.version)
         steps.append(row)
+    return steps
+
+
+def _first_change(run: Run, definition, *, digest: str, actor: Actor,
+                  now: datetime) -> _Change:
+    """The start transition of `run`: its first audit record and its progress event."""
     change = _Change(run, "start", actor, now, status=NEW)
     change.audit(AuditAction.STARTED, before={"status": NEW}, after={"status": Q},
                  data={"version": definition.version, "input_hash": digest})
-    change.events.append(RunEvent(run_id=run_id, status_from=NEW, status_to=Q,
+    change.events.append(RunEvent(run_id=run.pk, status_from=NEW, status_to=Q,
                                   created_at=now))
-    return run, steps, change
+    return change
 
 
 # A workflow definition's step rows with everything but the run, the keys and the time:
@@ -240,16 +254,12 @@ def _start_with_orm(definition, *, workflow: str, business_key: str, data: dict,
                 ) from None
             return existing, False
         _refuse_if_archived(workflow, business_key, digest)
-        _, rows, _ = _new_rows(definition, workflow=workflow, business_key=business_key,
-                               data=data, digest=digest, actor=actor, now=now, run_id=run.pk)
+        rows = _step_rows(definition, workflow=workflow, business_key=business_key,
+                          run_id=run.pk, now=now)
         Step.objects.bulk_create([Step(**{Step._meta.get_field(column).attname: value
                                           for column, value in row.items()})
                                   for row in rows])
-        change = _Change(run, "start", actor, now, status=NEW)
-        change.audit(AuditAction.STARTED, before={"status": NEW}, after={"status": Q},
-                     data={"version": definition.version, "input_hash": digest})
-        change.events.append(RunEvent(run_id=run.pk, status_from=NEW, status_to=Q,
-                                      created_at=now))
+        change = _first_change(run, definition, digest=digest, actor=actor, now=now)
         change.wake = wake
         change.save()
     return run, True
