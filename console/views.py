@@ -33,6 +33,7 @@ from runs.models import Run, Step
 from .actions import ActionInputError, perform
 from .forms import AuditFilterForm, RunFilterForm
 from .permissions import VIEW, grant_for
+from .run_rows import run_rows
 from .runbooks import runbook_section
 from .timeline import PAGE as TIMELINE_PAGE
 from .timeline import timeline_page
@@ -63,9 +64,9 @@ def runs_list(request):
     if request.htmx and request.GET.get("rows"):
         # Live refresh of the rows on screen (htmx polling), not a new query of the list.
         ids = [int(x) for x in request.GET["rows"].split(",") if x.isdigit()][:200]
-        rows = selectors.runs_by_ids(ids, workflow_ids=workflow_ids)
-        return render(request, "console/_run_rows.html", {"runs": rows, "ids": ids,
-                                                           "live": _live(rows)})
+        runs = selectors.runs_by_ids(ids, workflow_ids=workflow_ids)
+        return render(request, "console/_run_rows.html", {"rows": run_rows(runs), "ids": ids,
+                                                           "live": _live(runs)})
     form = RunFilterForm(request.GET or None)
     filters = form.filters() if form.is_valid() else selectors.RunFilters()
     after = _cursor(request.GET.get("after", ""))
@@ -77,7 +78,8 @@ def runs_list(request):
                      if filters.q and after is None else [])
     return render(request, "console/runs.html", {
         "archived": archived_rows,
-        "form": form, "runs": rows, "ids": [r.pk for r in rows], "live": _live(rows),
+        "form": form, "rows": run_rows(rows), "ids": [r.pk for r in rows],
+        "live": _live(rows),
         "counts": selectors.status_counts(workflow_ids=workflow_ids),
         "count_cap": selectors.COUNT_CAP,
         "next_cursor": f"{next_cursor[0].isoformat()}|{next_cursor[1]}" if next_cursor else "",

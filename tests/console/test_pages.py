@@ -194,3 +194,25 @@ def test_the_filter_form_shows_the_chosen_options_selected_and_any_elsewhere(cli
     assert step_status.index('<option value="" selected>any</option>') < \
         step_status.index("</select>")
     assert "selected>any" not in body[body.index('name="status"'):body.index('name="workflow"')]
+
+
+def test_a_runs_list_row_links_the_run_and_shows_its_last_error_cut_with_the_whole_in_a_title(
+        client_for, operator, script):
+    from runs.errors import PermanentError
+
+    message = "403 from tracker: " + "x" * 120
+    script.plan["create-task"] = [PermanentError(message)]
+    run = new_run()
+    executor.advance_run(run.pk, worker="w1")
+    run.refresh_from_db()
+    body = client_for(operator).get(reverse("console:runs")).content.decode()
+    row = body[body.index(f'value="{run.pk}"'):]
+    row = row[:row.index("</tr>")]
+    assert f'<a href="{reverse("console:run", args=[run.pk])}">#{run.pk}</a>' in row
+    assert f'<a href="{reverse("console:workflow", args=[run.workflow_name])}">' in row
+    assert f"v{run.workflow_version}<" in row
+    assert run.get_attention_reason_display() in row
+    assert f"{run.current_step} <span class=\"muted\">{run.steps_done}/{run.step_count}" in row
+    stored = step(run, "create-task").error_message
+    assert len(stored) > 90 and message in stored
+    assert f'title="{stored}"' in row and f">{stored[:89]}…</span>" in row
