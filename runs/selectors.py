@@ -221,7 +221,7 @@ def run_detail(run_id: int) -> RunDetail:
     seq, action and step_name: all the investigation card cites (the newest record of a
     kind), tens of rows where a run retried for days has thousands of records. The records
     in full are read a page at a time, for the timeline (console.timeline)."""
-    run = Run.objects.select_related("workflow").get(pk=run_id)
+    run = Run.objects.get(pk=run_id)
     steps = list(Step.objects.filter(run=run).order_by("position"))
     outline = (AuditRecord.objects.filter(run=run).values("step_name", "action")
                .annotate(newest=Max("seq")).order_by("newest"))
