@@ -14,21 +14,16 @@ takes its turns and calls with it at the next recount, and one reopened after th
 stays counted where it was until the next.
 """
 
-import threading
 from collections import Counter
-from datetime import timedelta
 
-from django.conf import settings
 from django.db.models import Count, Q, Sum
 from prometheus_client.core import GaugeMetricFamily
 
 from runs import definition as d
-from runs.models import FINAL_RUN_STATUSES, AgentTurn, RunStatus, ToolCall, ToolCallStatus
+from runs.models import FINAL_RUN_STATUSES, AgentTurn, ToolCall, ToolCallStatus
 
-OPEN_STATUSES = sorted(set(RunStatus) - FINAL_RUN_STATUSES)
-# As metrics.FINISH_MARGIN (that module reads this one): a run finished this long before a
-# recount is certainly committed.
-FINISH_MARGIN = timedelta(seconds=60)
+from .history_counts import OPEN_STATUSES, HistoryCount
+
 # The states a person acts on: a series for each declared tool even at zero, for alerts.
 ALERT_STATES = (ToolCallStatus.UNKNOWN.value, ToolCallStatus.WAITING.value)
 
@@ -53,34 +48,22 @@ def _calls(rows) -> Counter:
                     .annotate(n=Count("*")).order_by()})
 
 
-class AgentCounts:
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._counted_at = None
-        self._horizon = None
-        self._turns = Counter()
-        self._calls = Counter()
+class AgentCounts(HistoryCount):
+    """(turns, calls) of agent steps: those of runs finished before the split recounted only
+    when due, those of open runs and of runs finished since at every scrape."""
 
-    def counts(self, now) -> tuple[Counter, Counter]:
-        finished = Q(step__run__status__in=FINAL_RUN_STATUSES)
-        with self._lock:
-            if self._counted_at is None or now < self._counted_at or \
-                    (now - self._counted_at).total_seconds() >= \
-                    settings.METRICS_FINISHED_RECOUNT_SECONDS:
-                horizon = now - FINISH_MARGIN
-                before = finished & Q(step__run__updated_at__lte=horizon)
-                self._turns = _turns(AgentTurn.objects.filter(before))
-                self._calls = _calls(ToolCall.objects.filter(before))
-                self._counted_at, self._horizon = now, horizon
-            horizon, turns, calls = self._horizon, self._turns, self._calls
-        since = Q(step__run__status__in=OPEN_STATUSES) | (
-            finished & Q(step__run__updated_at__gt=horizon))
-        return (turns + _turns(AgentTurn.objects.filter(since)),
-                calls + _calls(ToolCall.objects.filter(since)))
+    def count_before(self, horizon):
+        before = Q(step__run__status__in=FINAL_RUN_STATUSES,
+                   step__run__updated_at__lte=horizon)
+        return _turns(AgentTurn.objects.filter(before)), _calls(ToolCall.objects.filter(before))
 
-    def forget(self) -> None:
-        with self._lock:
-            self._counted_at = None
+    def count_after(self, horizon):
+        since = Q(step__run__status__in=OPEN_STATUSES) | Q(
+            step__run__status__in=FINAL_RUN_STATUSES, step__run__updated_at__gt=horizon)
+        return _turns(AgentTurn.objects.filter(since)), _calls(ToolCall.objects.filter(since))
+
+    def combine(self, before, after):
+        return before[0] + after[0], before[1] + after[1]
 
 
 agent_counts = AgentCounts()

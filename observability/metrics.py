@@ -14,7 +14,6 @@ directly (no rate()).
 """
 
 import logging
-import threading
 from collections import Counter
 from datetime import timedelta
 from itertools import accumulate
@@ -61,6 +60,7 @@ from runs.models import (
 )
 
 from .agent_metrics import agent_counts, agent_families
+from .history_counts import FINISH_MARGIN, OPEN_STATUSES, HistoryCount
 
 logger = logging.getLogger(__name__)
 
@@ -94,11 +94,6 @@ def _seconds(delta) -> float:
     return float(delta) / 1_000_000  # a database that returns microseconds
 
 
-OPEN_STATUSES = sorted(set(RunStatus) - FINAL_RUN_STATUSES)
-# A run finished this long before a recount is certainly committed, and its clock read.
-FINISH_MARGIN = timedelta(seconds=60)
-
-
 def _by_workflow_and_status(runs) -> Counter:
     # COUNT(*), not COUNT(id): the open runs are then counted from run_open_idx alone.
     return Counter({(r["workflow_name"], r["status"]): r["n"] for r in
@@ -117,55 +112,34 @@ def _open_runs() -> Counter:
                     .annotate(n=Count("*")).order_by()})
 
 
-class FinishedRuns:
-    """How many runs finished (completed, compensated, terminated), by workflow and status,
-    without reading every run at every scrape.
+class FinishedRuns(HistoryCount):
+    """How many runs finished (completed, compensated, terminated), by workflow and status.
 
     Finished runs are nearly all of the table and only grow; counting them read all of it
     (313 ms at a million runs). A run's updated_at is the time its status last changed, so
-    the count splits at a horizon: runs that finished before it are counted once per
-    METRICS_FINISHED_RECOUNT_SECONDS (the one full read), those after it at every scrape
-    along run_status_updated_idx, at the cost of the runs finished since the recount. The
-    horizon lies FINISH_MARGIN before the recount, so no transition in flight then can
-    commit a finish behind it. A finished run that leaves the table or its final status
-    (reopened, archived) stays in the count until the next recount.
+    the runs that finished before the split are recounted only when due, those after it at
+    every scrape along run_status_updated_idx. A finished run that leaves the table or its
+    final status (reopened, archived) stays in the count until the next recount.
     """
 
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._counted_at = None
-        self._horizon = None
-        self._before = Counter()
+    def count_before(self, horizon):
+        return _by_workflow_and_status(
+            Run.objects.filter(status__in=FINAL_RUN_STATUSES, updated_at__lte=horizon))
 
-    def counts(self, now) -> Counter:
-        finished = Run.objects.filter(status__in=FINAL_RUN_STATUSES)
-        with self._lock:
-            if self._counted_at is None or now < self._counted_at or \
-                    (now - self._counted_at).total_seconds() >= \
-                    settings.METRICS_FINISHED_RECOUNT_SECONDS:
-                horizon = now - FINISH_MARGIN
-                self._before = _by_workflow_and_status(finished.filter(updated_at__lte=horizon))
-                self._counted_at, self._horizon = now, horizon
-            horizon, before = self._horizon, self._before
-        return before + _by_workflow_and_status(finished.filter(updated_at__gt=horizon))
-
-    def forget(self) -> None:
-        """Count everything again at the next scrape."""
-        with self._lock:
-            self._counted_at = None
+    def count_after(self, horizon):
+        return _by_workflow_and_status(
+            Run.objects.filter(status__in=FINAL_RUN_STATUSES, updated_at__gt=horizon))
 
 
 finished_runs = FinishedRuns()
 
 
-class AuditCounts:
-    """The audit counters (records of the actions in AUDIT_COUNTERS), without counting the
-    whole log at every scrape: it only grows, and counting it grew with it.
+class AuditCounts(HistoryCount):
+    """The audit counters (records of the actions in AUDIT_COUNTERS).
 
-    The log is append-only and its ids grow with time, so the count splits at a mark, the
-    newest record older than FINISH_MARGIN at the recount: records up to it are counted once
-    per METRICS_FINISHED_RECOUNT_SECONDS, those after it at every scrape along
-    audit_action_idx (action, id), at the cost of the records written since.
+    The log is append-only and its ids grow with time, so it splits at a mark, the newest
+    record older than FINISH_MARGIN at the recount: records up to it are recounted only when
+    due, those after it at every scrape along audit_action_idx (action, id).
 
     Archival removes old records (all below the mark) and counts what each removal took
     (archive.ArchiveRemoval.audit_actions); the recount adds those counts, read in the
@@ -173,32 +147,24 @@ class AuditCounts:
     after the recount leaves its records in the recounted figure until the next one.
     """
 
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._counted_at = None
-        self._mark = 0
-        self._before = Counter()
-
-    def counts(self, now) -> Counter:
-        counted = AuditRecord.objects.filter(
+    @staticmethod
+    def _counted():
+        return AuditRecord.objects.filter(
             action__in=[action for _, action in AUDIT_COUNTERS.values()])
-        with self._lock:
-            if self._counted_at is None or now < self._counted_at or \
-                    (now - self._counted_at).total_seconds() >= \
-                    settings.METRICS_FINISHED_RECOUNT_SECONDS:
-                # Walks the primary key down from the newest record: the last minute's.
-                mark = (AuditRecord.objects.filter(created_at__lte=now - FINISH_MARGIN)
-                        .order_by("-id").values_list("id", flat=True).first()) or 0
-                self._before = _by_action(counted.filter(id__lte=mark))
-                if apps.is_installed("archive"):
-                    self._before.update(removed_audit_actions())
-                self._counted_at, self._mark = now, mark
-            mark, before = self._mark, self._before
-        return before + _by_action(counted.filter(id__gt=mark))
 
-    def forget(self) -> None:
-        with self._lock:
-            self._counted_at = None
+    def split_at(self, now):
+        # Walks the primary key down from the newest record: the last minute's.
+        return (AuditRecord.objects.filter(created_at__lte=now - FINISH_MARGIN)
+                .order_by("-id").values_list("id", flat=True).first()) or 0
+
+    def count_before(self, mark):
+        before = _by_action(self._counted().filter(id__lte=mark))
+        if apps.is_installed("archive"):
+            before.update(removed_audit_actions())
+        return before
+
+    def count_after(self, mark):
+        return _by_action(self._counted().filter(id__gt=mark))
 
 
 def _by_action(records) -> Counter:

@@ -1,0 +1,60 @@
+"""Counts over a history that only grows (finished runs, the audit log, the turns and tool
+calls of finished runs), without reading all of it at every scrape.
+
+The history splits at a point that moves forward with time: what lies before it is counted
+once per METRICS_FINISHED_RECOUNT_SECONDS (the one full read), what lies after it at every
+scrape, along an index, at the cost of what happened since the recount. The split lies
+FINISH_MARGIN before the recount, so nothing a transaction in flight then commits can land
+behind it. Each kind of count says where its split lies and how each side is counted.
+"""
+
+import threading
+from datetime import timedelta
+
+from django.conf import settings
+
+from runs.models import FINAL_RUN_STATUSES, RunStatus
+
+OPEN_STATUSES = sorted(set(RunStatus) - FINAL_RUN_STATUSES)
+# A run finished (or a record written) this long before a recount is certainly committed.
+FINISH_MARGIN = timedelta(seconds=60)
+
+
+class HistoryCount:
+    """The count of one history, recounted in full only when due (see the module)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._counted_at = None
+        self._split = None
+        self._before = None
+
+    def split_at(self, now):
+        """Where the history splits at a recount at `now`."""
+        return now - FINISH_MARGIN
+
+    def count_before(self, split):
+        raise NotImplementedError
+
+    def count_after(self, split):
+        raise NotImplementedError
+
+    def combine(self, before, after):
+        return before + after
+
+    def counts(self, now):
+        """The count at `now`: the recount's (made now if due) plus what came after it."""
+        with self._lock:
+            if self._counted_at is None or now < self._counted_at or \
+                    (now - self._counted_at).total_seconds() >= \
+                    settings.METRICS_FINISHED_RECOUNT_SECONDS:
+                split = self.split_at(now)
+                self._before = self.count_before(split)
+                self._counted_at, self._split = now, split
+            split, before = self._split, self._before
+        return self.combine(before, self.count_after(split))
+
+    def forget(self) -> None:
+        """Count everything again at the next scrape."""
+        with self._lock:
+            self._counted_at = None
