@@ -136,8 +136,9 @@ class Run(models.Model):
             # Queued runs nobody picked up (a lost broker message).
             models.Index(fields=["updated_at"], name="run_queued_idx",
                          condition=Q(status="queued")),
-            # The attention list.
-            models.Index(fields=["updated_at"], name="run_attention_idx",
+            # The attention list, and the runs list filtered to runs in attention: its page
+            # of ids (keyset on updated_at, id) is read from this index alone.
+            models.Index(fields=["updated_at", "id"], name="run_attention_keyset_idx",
                          condition=Q(status__in=["attention", "compensation_failed"])),
             # Runs not finished, by status, workflow and reason: the metrics count them from
             # this index alone (index-only scans), at the cost of the open runs, whatever

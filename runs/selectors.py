@@ -183,7 +183,7 @@ def attention_page(*, workflow_ids: frozenset[int] | None,
                    after: tuple[datetime, int] | None = None,
                    limit: int | None = None) -> AttentionPage:
     """One page of the runs that need a person, oldest first, keyset-paged on (updated_at,
-    id) along run_attention_idx, and how many there are in all (two queries)."""
+    id) along run_attention_keyset_idx, and how many there are in all (two queries)."""
     limit = limit or ATTENTION_PAGE_SIZE
     runs = _visible(workflow_ids).filter(status__in=ATTENTION_RUN_STATUSES)
     total = runs[: COUNT_CAP + 1].count()
