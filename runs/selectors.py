@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from audit.models import AuditRecord
 
+from .agent_models import AgentTurn
 from .models import ATTENTION_RUN_STATUSES, FINAL_RUN_STATUSES, Run, RunStatus, Step
 
 PAGE_SIZE = 50
@@ -200,10 +201,16 @@ def attention_page(*, workflow_ids: frozenset[int] | None,
 
 
 def steps_of(runs: list[Run]) -> dict[int, list[Step]]:
-    """The steps of each of `runs`, in order, in one query (what actions a list page offers
-    depends on them)."""
+    """The steps of each of `runs`, in order, with what the actions on one tool call are
+    offered from (an agent step's calls and its newest turn): two queries for the page,
+    whatever its runs (what actions a list page offers depends on them)."""
     steps: dict[int, list[Step]] = {run.pk: [] for run in runs}
-    for step in Step.objects.filter(run_id__in=list(steps)).order_by("run_id", "position"):
+    newest_turn = (AgentTurn.objects.filter(step=OuterRef("pk")).order_by("-index")
+                   .values("index")[:1])
+    rows = (Step.objects.filter(run_id__in=list(steps)).order_by("run_id", "position")
+            .annotate(newest_turn=Subquery(newest_turn))
+            .prefetch_related("tool_calls"))
+    for step in rows:
         steps[step.run_id].append(step)
     return steps
 

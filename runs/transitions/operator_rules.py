@@ -19,7 +19,6 @@ from ..models import (
     Run,
     Step,
     StepStatus,
-    ToolCall,
     ToolCallStatus,
 )
 from .compensation import compensation_plan
@@ -98,8 +97,8 @@ def step_refusal(action: str, run: Run, step: Step, steps: list[Step],
     elif action == "reconcile_tool_call":
         # An agent step's tool call (runs.transitions.agent_calls): the step is unknown
         # while one of its calls is.
-        if step.kind != d.AGENT or step.status != StepStatus.UNKNOWN or not \
-                ToolCall.objects.filter(step=step, status=ToolCallStatus.UNKNOWN).exists():
+        if step.kind != d.AGENT or step.status != StepStatus.UNKNOWN or not any(
+                c.status == ToolCallStatus.UNKNOWN for c in step.tool_calls.all()):
             return f"{where} has no tool call whose outcome is unknown"
     elif action in ("retry_tool_call", "compensate_tool_call"):
         return tool_call_step_refusal(action, run, step, definition)

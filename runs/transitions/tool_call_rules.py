@@ -71,13 +71,12 @@ def step_refusal(action: str, run: Run, step: Step,
     if action == "compensate_tool_call" and step.status in (StepStatus.PENDING,
                                                             StepStatus.SKIPPED):
         return f"{where} has not run: no tool call to undo"
-    calls = ToolCall.objects.filter(step=step)
-    if action == "retry_tool_call":
-        calls = calls.filter(status=S.FAILED)
-    else:
-        calls = calls.filter(status__in=EFFECT_STANDS)
-    calls = [c for c in calls if action == "retry_tool_call" or (
-        (tool := tool_of(definition, step, c)) is not None and tool.compensate_fn is not None)]
+    # step.tool_calls.all() is what a list page prefetched (runs.selectors.steps_of), or
+    # one query; a transition's fresh rows always query.
+    wanted = {S.FAILED} if action == "retry_tool_call" else EFFECT_STANDS
+    calls = [c for c in step.tool_calls.all() if c.status in wanted and (
+        action == "retry_tool_call" or ((tool := tool_of(definition, step, c)) is not None
+                                        and tool.compensate_fn is not None))]
     newest = last_turn(step) if calls else -1
     refusals = [call_refusal(action, run, step, c, tool_of(definition, step, c),
                              last_turn=newest) for c in calls]
@@ -89,5 +88,9 @@ def step_refusal(action: str, run: Run, step: Step,
 
 
 def last_turn(step: Step) -> int:
+    """The index of `step`'s newest stored turn (0 if none): read with the step by a list
+    page (runs.selectors.steps_of), else asked for."""
+    if hasattr(step, "newest_turn"):
+        return step.newest_turn or 0
     return AgentTurn.objects.filter(step=step).order_by("-index").values_list(
         "index", flat=True).first() or 0

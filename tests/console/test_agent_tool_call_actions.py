@@ -69,6 +69,28 @@ def test_the_run_page_offers_reconcile_on_the_unknown_call_only(client_for, oper
     assert 'id="action-reconcile_tool_call"' not in page
 
 
+def test_the_attention_list_offers_tool_call_actions_without_a_query_per_agent_run(
+        client_for, operator):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = client_for(operator)
+
+    def drawn():
+        with CaptureQueriesContext(connection) as ctx:
+            page = client.get(reverse("console:attention")).content.decode()
+        return page, len(ctx)
+
+    refused_posting("listed-1")
+    page, one = drawn()
+    assert "Retry tool call" in page and "Reconcile tool call" not in page
+    unknown_posting("listed-2")
+    unknown_posting("listed-3")
+    page, three = drawn()
+    assert page.count("Reconcile tool call") == 2 and "Retry tool call" in page
+    assert three == one
+
+
 def test_reconcile_one_tool_call_by_its_key_from_the_run_page(client_for, operator):
     run = unknown_posting()
     call = ledger_call(run)
