@@ -8,9 +8,9 @@ from audit.chain import Actor
 from audit.models import AuditRecord
 from demo.agent_workflow import triage
 from demo.sandbox.models import LedgerEntry
-from runs import executor, transitions
+from runs import transitions
 from runs.models import Run, RunStatus, Step, StepStatus, ToolCall
-from tests.agent_runs import start_triage
+from tests.agent_runs import advance, start_triage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,12 +46,7 @@ def terminated_mid_post(monkeypatch):
 
 def test_a_write_call_in_flight_at_terminate_becomes_unknown_and_its_late_result_is_kept(
         terminated_mid_post):
-    run = start_triage()
-    for _ in range(10):
-        executor.advance_run(run.pk, worker="w1")
-        run.refresh_from_db()
-        if run.status != RunStatus.QUEUED:
-            break
+    run = advance(start_triage())
     assert run.status == RunStatus.TERMINATED
     assert terminated_mid_post["status"] == "running"
     call = ToolCall.objects.get(step__run=run, tool="post-ledger")
@@ -81,12 +76,7 @@ def test_a_read_call_in_flight_at_terminate_is_pending_again_and_recorded(monkey
         return read(ctx, args)
 
     monkeypatch.setattr(tool, "fn", terminate_then_read)
-    run = start_triage(key="tenant-42:terminated-mid-read")
-    for _ in range(10):
-        executor.advance_run(run.pk, worker="w1")
-        run.refresh_from_db()
-        if run.status != RunStatus.QUEUED:
-            break
+    run = advance(start_triage(key="tenant-42:terminated-mid-read"))
     assert run.status == RunStatus.TERMINATED
     call = ToolCall.objects.get(step__run=run, tool="read-invoice")
     assert (call.status, call.error_class) == ("pending", "")
