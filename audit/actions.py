@@ -64,3 +64,13 @@ class AuditAction(StrEnum):
     CANCELLED = "cancelled"
     TERMINATED = "terminated"
     REOPENED = "reopened"
+
+
+# The records every run and step writes on its way through (a ten-step run: 22 of its 23):
+# nearly all of the log. audit_uncommon_action_idx leaves them out; a search for one of them
+# walks the log newest first and meets one at once.
+ROUTINE_ACTIONS = (
+    AuditAction.STARTED, AuditAction.CLAIMED, AuditAction.INTENT, AuditAction.SUCCEEDED,
+    AuditAction.COMPLETED, AuditAction.AGENT_TURN_STORED, AuditAction.TOOL_CALL_INTENT,
+    AuditAction.TOOL_CALL_SUCCEEDED,
+)

@@ -139,7 +139,8 @@ class AuditCounts(HistoryCount):
 
     The log is append-only and its ids grow with time, so it splits at a mark, the newest
     record older than FINISH_MARGIN at the recount: records up to it are recounted only when
-    due, those after it at every scrape along audit_action_idx (action, id).
+    due, those after it at every scrape along audit_uncommon_action_idx (action, id; the
+    counted actions are not routine ones, audit.actions.ROUTINE_ACTIONS).
 
     Archival removes old records (all below the mark) and counts what each removal took
     (archive.ArchiveRemoval.audit_actions); the recount adds those counts, read in the

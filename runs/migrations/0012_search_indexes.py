@@ -1,9 +1,9 @@
 # Indexes for the console's search, built without blocking writes (see
-# runs.migration_operations): the start of a business key, and compensation references.
+# audit.migration_operations): the start of a business key, and compensation references.
 
 from django.db import migrations, models
 
-from runs.migration_operations import AddIndexConcurrently
+from audit.migration_operations import AddIndexConcurrently
 
 
 class Migration(migrations.Migration):

@@ -1,9 +1,9 @@
 # The metrics' count of runs not finished, from an index alone, built without blocking
-# writes (see runs.migration_operations).
+# writes (see audit.migration_operations).
 
 from django.db import migrations, models
 
-from runs.migration_operations import AddIndexConcurrently
+from audit.migration_operations import AddIndexConcurrently
 
 
 class Migration(migrations.Migration):

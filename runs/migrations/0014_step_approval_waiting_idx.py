@@ -1,9 +1,9 @@
 # The approval steps runs wait on, for the approvals sweep, built without blocking writes
-# (see runs.migration_operations).
+# (see audit.migration_operations).
 
 from django.db import migrations, models
 
-from runs.migration_operations import AddIndexConcurrently
+from audit.migration_operations import AddIndexConcurrently
 
 
 class Migration(migrations.Migration):

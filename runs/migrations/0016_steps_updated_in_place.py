@@ -3,11 +3,11 @@
 # update and writes a new entry into every index of the table at every checkpoint. The
 # approvals sweep finds the approval steps runs wait on from the waiting runs instead
 # (an index on run status), so the partial index on waiting approval steps goes, without blocking
-# writes (see runs.migration_operations).
+# writes (see audit.migration_operations).
 
 from django.db import migrations
 
-from runs.migration_operations import RemoveIndexConcurrently
+from audit.migration_operations import RemoveIndexConcurrently
 
 
 class Migration(migrations.Migration):

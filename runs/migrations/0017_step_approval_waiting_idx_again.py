@@ -1,11 +1,11 @@
 # The partial index on waiting approval steps comes back (0016 dropped it so that step
 # updates could be HOT). Without it, the approvals sweep walked the runs table: at a million
 # runs one pass took 0.5-1.3 s against 1 ms with the index, every 2 s. Built without
-# blocking writes (see runs.migration_operations).
+# blocking writes (see audit.migration_operations).
 
 from django.db import migrations, models
 
-from runs.migration_operations import AddIndexConcurrently
+from audit.migration_operations import AddIndexConcurrently
 
 
 class Migration(migrations.Migration):

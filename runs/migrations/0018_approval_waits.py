@@ -6,12 +6,12 @@
 #
 # The new table is empty and new: creating it locks nothing that is in use. The backfill
 # reads the waits of the moment through the partial index it then drops (a handful of rows).
-# Both indexes are dropped without blocking writes (see runs.migration_operations).
+# Both indexes are dropped without blocking writes (see audit.migration_operations).
 
 import django.db.models.deletion
 from django.db import migrations, models
 
-from runs.migration_operations import RemoveIndexConcurrently
+from audit.migration_operations import RemoveIndexConcurrently
 
 
 def backfill(apps, schema_editor):

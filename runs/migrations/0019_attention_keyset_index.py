@@ -1,12 +1,12 @@
 # The attention index gains the run id, the runs list's keyset tiebreak: the page of ids of
 # the list filtered to runs in attention is then read from the index alone (at a million
 # runs, 957 buffers instead of 9,941). The new index is built before the old one is dropped,
-# both without blocking writes (see runs.migration_operations), so the attention list is
+# both without blocking writes (see audit.migration_operations), so the attention list is
 # never without one.
 
 from django.db import migrations, models
 
-from runs.migration_operations import AddIndexConcurrently, RemoveIndexConcurrently
+from audit.migration_operations import AddIndexConcurrently, RemoveIndexConcurrently
 
 
 class Migration(migrations.Migration):

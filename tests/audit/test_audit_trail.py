@@ -88,3 +88,31 @@ def test_every_action_a_run_writes_is_named_in_the_one_enumeration(script):
     written = set(AuditRecord.objects.filter(run__in=runs).values_list("action", flat=True))
     assert len(written) > 8
     assert written <= set(AuditAction)
+
+
+def test_the_index_of_uncommon_actions_leaves_out_no_action_the_metrics_count():
+    # The metrics' audit counters are counted along audit_uncommon_action_idx, which holds
+    # no routine record: a counted action that became routine would be counted by a scan
+    # of the whole log at every scrape.
+    from audit.actions import ROUTINE_ACTIONS
+    from observability.metrics import AUDIT_COUNTERS
+
+    counted = {action for _, action in AUDIT_COUNTERS.values()}
+    assert counted and not counted & set(ROUTINE_ACTIONS)
+
+
+@pytest.mark.django_db
+def test_the_audit_filter_finds_routine_and_uncommon_actions_alike(script):
+    # The filter by action reads the uncommon ones from their index and the routine ones
+    # by walking the log newest first: both answer.
+    from audit.actions import AuditAction
+    from audit.selectors import audit_records
+    from runs.errors import TransientError
+
+    script.plan["create-task"] = [TransientError("503")]
+    run = new_run()
+    executor.advance_run(run.pk, worker="w1")
+    intents = audit_records(action=AuditAction.INTENT)
+    retries = audit_records(action=AuditAction.RETRY_SCHEDULED)
+    assert [r.step_name for r in intents] == ["create-task", "classify", "fetch"]
+    assert [(r.run_id, r.step_name) for r in retries] == [(run.pk, "create-task")]

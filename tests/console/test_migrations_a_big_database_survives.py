@@ -75,7 +75,7 @@ def probe_app(tmp_path, monkeypatch, settings):
         (package / "migrations" / f"{name}.py").write_text(
             "from django.contrib.postgres.functions import RandomUUID\n"
             "from django.db import migrations, models\n"
-            "from runs.migration_operations import AddIndexConcurrently\n\n\n"
+            "from audit.migration_operations import AddIndexConcurrently\n\n\n"
             "class Migration(migrations.Migration):\n"
             f"    dependencies = [{previous!r}]\n"
             + textwrap.indent(textwrap.dedent(body).strip(), "    ") + "\n")

@@ -8,7 +8,7 @@ while the migration runs. This command lints the SQL of every migration (sqlmigr
 django-migration-linter, plus the checks below that it lacks, and fails on:
 
 - CREATE INDEX / DROP INDEX / REINDEX without CONCURRENTLY (use
-  runs.migration_operations.AddIndexConcurrently, or RemoveIndexConcurrently, in a
+  audit.migration_operations.AddIndexConcurrently, or RemoveIndexConcurrently, in a
   migration with `atomic = False`), and unique constraints added to an existing table;
 - ALTER COLUMN ... TYPE (a rewrite, unless binary-coercible: decide, then ignore by name);
 - a NOT NULL column without a database default (`db_default`, kept by Django, where a

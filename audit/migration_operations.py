@@ -1,0 +1,43 @@
+"""Migration operations that a big database survives.
+
+AddIndexConcurrently builds an index with CREATE INDEX CONCURRENTLY on PostgreSQL: writes to
+the table go on during the build (a plain CREATE INDEX blocks them for as long as it takes,
+minutes on the runs or steps table of a year of work). Migrations using it must say
+`atomic = False`. Other databases (SQLite, the demo's) build the index the ordinary way:
+nobody writes to a demo while it migrates.
+
+The module lives in audit, the lowest of the project's apps, so that the migrations of every
+app (audit's own included) may use it.
+"""
+
+from django.contrib.postgres import operations as postgres
+from django.db.migrations.operations import AddIndex, RemoveIndex
+
+
+class AddIndexConcurrently(postgres.AddIndexConcurrently):
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            return super().database_forwards(app_label, schema_editor, from_state, to_state)
+        return AddIndex.database_forwards(self, app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            return super().database_backwards(app_label, schema_editor, from_state, to_state)
+        return AddIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
+
+
+class RemoveIndexConcurrently(postgres.RemoveIndexConcurrently):
+    """DROP INDEX CONCURRENTLY on PostgreSQL (no lock that blocks writes); the ordinary
+    removal elsewhere."""
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            return super().database_forwards(app_label, schema_editor, from_state, to_state)
+        return RemoveIndex.database_forwards(self, app_label, schema_editor, from_state,
+                                             to_state)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            return super().database_backwards(app_label, schema_editor, from_state, to_state)
+        return RemoveIndex.database_backwards(self, app_label, schema_editor, from_state,
+                                              to_state)
