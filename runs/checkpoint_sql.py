@@ -212,6 +212,21 @@ def update_rows(model, objects: list, field_names: list[str]) -> None:
             [_rows(objects, fields), [obj.pk for obj in objects]])
 
 
+def insert_rows(model, objects: list) -> None:
+    """Insert many new rows of `model` (audit records, run events) in one statement, their
+    values one JSON array as the checkpoint's are: the batch transitions' counterpart of
+    bulk_create, without a parameter per field and row. The rows' ids are not read back."""
+    if not objects:
+        return
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    columns = ", ".join(f.column for f in fields)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {model._meta.db_table} ({columns}) SELECT {columns} "
+            f"FROM jsonb_to_recordset(%s::jsonb) AS v({_recordset(fields)})",
+            [_rows(objects, fields)])
+
+
 @lru_cache(maxsize=4)
 def _start_statement(tombstones: str | None) -> str:
     # The run, its steps, its first audit record and its progress event in one statement,

@@ -209,17 +209,7 @@ class _Change:
         self.steps[step.pk] = step
 
     def save(self) -> None:
-        for step in self.steps.values():
-            step.save(update_fields=_STEP_FIELDS)
-        AuditRecord.objects.bulk_create(self.records)
-        if self.events:
-            RunEvent.objects.bulk_create(self.events)
-        self.run.save(update_fields=_RUN_FIELDS)
-        save_waits([self])
-        if self.wake:
-            wake_after_commit(self.run.pk)
-        elif self.wake_countdown is not None:
-            wake_after_commit(self.run.pk, countdown=self.wake_countdown)
+        save_changes([self])
 
 _RUN_FIELDS = [
     "status", "attention_reason", "status_message", "current_step", "steps_done",
@@ -236,22 +226,22 @@ _STEP_FIELDS = [
 ]
 
 def save_changes(changes: list[_Change]) -> None:
-    """Save the changes of many runs, in the caller's transaction, with one statement per
-    table instead of four per run (the sweeper takes runs back in batches)."""
+    """Save the changes of one run or of many (the sweeper takes runs back in batches), in
+    the caller's transaction, with one statement per table on PostgreSQL."""
     steps = [step for change in changes for step in change.steps.values()]
     runs = [change.run for change in changes]
+    records = [r for change in changes for r in change.records]
+    events = [e for change in changes for e in change.events]
     if checkpoint_sql.supported():
         checkpoint_sql.update_rows(Step, steps, _STEP_FIELDS)
+        checkpoint_sql.insert_rows(AuditRecord, records)
+        checkpoint_sql.insert_rows(RunEvent, events)
+        checkpoint_sql.update_rows(Run, runs, _RUN_FIELDS)
     else:
         for step in steps:
             step.save(update_fields=_STEP_FIELDS)
-    AuditRecord.objects.bulk_create([r for change in changes for r in change.records])
-    events = [e for change in changes for e in change.events]
-    if events:
+        AuditRecord.objects.bulk_create(records)
         RunEvent.objects.bulk_create(events)
-    if checkpoint_sql.supported():
-        checkpoint_sql.update_rows(Run, runs, _RUN_FIELDS)
-    else:
         for run in runs:
             run.save(update_fields=_RUN_FIELDS)
     save_waits(changes)
