@@ -60,9 +60,10 @@ def build_record(*, run_id: int, head_seq: int, head_hash: str, action: str, act
         reason=reason, before=before or {}, after=after or {}, data=data or {},
         created_at=created_at, prev_hash=head_hash or GENESIS,
     )
-    # JSON round trip so the hash is computed over exactly what the database will return.
-    for key in ("before", "after", "data"):
-        fields[key] = json.loads(json.dumps(fields[key], default=str))
+    # JSON round trip (one for the three) so the hash is computed over exactly what the
+    # database will return.
+    fields["before"], fields["after"], fields["data"] = json.loads(json.dumps(
+        [fields["before"], fields["after"], fields["data"]], default=str))
     return AuditRecord(hash=record_hash(**fields), **fields)
 
 
