@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import Exists, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Exists, Max, OuterRef, Q, QuerySet, Subquery, prefetch_related_objects
 from django.utils import timezone
 
 from audit.models import AuditRecord
 
 from .agent_models import AgentTurn
+from .definition import AGENT
 from .models import ATTENTION_RUN_STATUSES, FINAL_RUN_STATUSES, Run, RunStatus, Step
 
 PAGE_SIZE = 50
@@ -201,17 +202,22 @@ def attention_page(*, workflow_ids: frozenset[int] | None,
 
 
 def steps_of(runs: list[Run]) -> dict[int, list[Step]]:
-    """The steps of each of `runs`, in order, with what the actions on one tool call are
-    offered from (an agent step's calls and its newest turn): two queries for the page,
-    whatever its runs (what actions a list page offers depends on them)."""
+    """The steps of each of `runs`, in order, in one query (what actions a list page offers
+    depends on them); for agent steps also what the actions on one tool call are offered
+    from, their calls and newest turn: two more queries for the page when it has any,
+    whatever their number."""
     steps: dict[int, list[Step]] = {run.pk: [] for run in runs}
-    newest_turn = (AgentTurn.objects.filter(step=OuterRef("pk")).order_by("-index")
-                   .values("index")[:1])
-    rows = (Step.objects.filter(run_id__in=list(steps)).order_by("run_id", "position")
-            .annotate(newest_turn=Subquery(newest_turn))
-            .prefetch_related("tool_calls"))
-    for step in rows:
+    agent_steps = []
+    for step in Step.objects.filter(run_id__in=list(steps)).order_by("run_id", "position"):
         steps[step.run_id].append(step)
+        if step.kind == AGENT:
+            agent_steps.append(step)
+    if agent_steps:
+        prefetch_related_objects(agent_steps, "tool_calls")
+        newest = dict(AgentTurn.objects.filter(step__in=agent_steps).values("step_id")
+                      .annotate(newest=Max("index")).values_list("step_id", "newest"))
+        for step in agent_steps:
+            step.newest_turn = newest.get(step.pk, 0)
     return steps
 
 
