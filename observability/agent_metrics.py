@@ -3,7 +3,7 @@ workflow, without reading every turn and call at every scrape.
 
 A run's turns and calls change only while the run is open; once it finished (completed,
 compensated, terminated) they stay as they are. So the counts split like the finished runs'
-(observability.metrics.FinishedRuns): the turns and calls of runs that finished before a
+(observability.metrics.finished_runs): the turns and calls of runs that finished before a
 horizon are counted once per METRICS_FINISHED_RECOUNT_SECONDS, those of open runs and of
 runs finished since at every scrape, found along run_status_updated_idx, their steps along
 step_unique_run_name and their rows along the (step, turn[, index]) unique indexes. A scrape
@@ -48,25 +48,25 @@ def _calls(rows) -> Counter:
                     .annotate(n=Count("*")).order_by()})
 
 
-class AgentCounts(HistoryCount):
-    """(turns, calls) of agent steps: those of runs finished before the split recounted only
-    when due, those of open runs and of runs finished since at every scrape."""
-
-    def count_before(self, horizon):
-        before = Q(step__run__status__in=FINAL_RUN_STATUSES,
-                   step__run__updated_at__lte=horizon)
-        return _turns(AgentTurn.objects.filter(before)), _calls(ToolCall.objects.filter(before))
-
-    def count_after(self, horizon):
-        since = Q(step__run__status__in=OPEN_STATUSES) | Q(
-            step__run__status__in=FINAL_RUN_STATUSES, step__run__updated_at__gt=horizon)
-        return _turns(AgentTurn.objects.filter(since)), _calls(ToolCall.objects.filter(since))
-
-    def combine(self, before, after):
-        return before[0] + after[0], before[1] + after[1]
+def _agent_counts(rows: Q) -> tuple[Counter, Counter]:
+    return _turns(AgentTurn.objects.filter(rows)), _calls(ToolCall.objects.filter(rows))
 
 
-agent_counts = AgentCounts()
+def _finished_by(horizon) -> Q:
+    return Q(step__run__status__in=FINAL_RUN_STATUSES, step__run__updated_at__lte=horizon)
+
+
+def _open_or_finished_since(horizon) -> Q:
+    return Q(step__run__status__in=OPEN_STATUSES) | Q(
+        step__run__status__in=FINAL_RUN_STATUSES, step__run__updated_at__gt=horizon)
+
+
+# (turns, calls) of agent steps: those of runs finished before the split recounted only when
+# due, those of open runs and of runs finished since at every scrape.
+agent_counts = HistoryCount(
+    count_before=lambda horizon: _agent_counts(_finished_by(horizon)),
+    count_after=lambda horizon: _agent_counts(_open_or_finished_since(horizon)),
+    combine=lambda before, after: (before[0] + after[0], before[1] + after[1]))
 
 
 def declared_tools(names) -> dict[str, set[str]]:

@@ -5,11 +5,12 @@ The history splits at a point that moves forward with time: what lies before it 
 once per METRICS_FINISHED_RECOUNT_SECONDS (the one full read), what lies after it at every
 scrape, along an index, at the cost of what happened since the recount. The split lies
 FINISH_MARGIN before the recount, so nothing a transaction in flight then commits can land
-behind it. Each kind of count says where its split lies and how each side is counted.
+behind it. Each count gives where its split lies and how each side is counted.
 """
 
 import threading
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from django.conf import settings
 
@@ -20,27 +21,30 @@ OPEN_STATUSES = sorted(set(RunStatus) - FINAL_RUN_STATUSES)
 FINISH_MARGIN = timedelta(seconds=60)
 
 
-class HistoryCount:
-    """The count of one history, recounted in full only when due (see the module)."""
+def margin_before(now: datetime) -> datetime:
+    """The split of a history ordered by time: FINISH_MARGIN before the recount."""
+    return now - FINISH_MARGIN
 
-    def __init__(self):
+
+def add(before, after):
+    """Two counts of one history (Counters) as one."""
+    return before + after
+
+
+class HistoryCount:
+    """The count of one history, recounted in full only when due (see the module).
+
+    `count_before(split)` and `count_after(split)` count each side of the split that
+    `split_at(now)` gives at a recount; `combine(before, after)` makes them one count."""
+
+    def __init__(self, *, count_before: Callable, count_after: Callable,
+                 split_at: Callable = margin_before, combine: Callable = add):
+        self._count_before, self._count_after = count_before, count_after
+        self._split_at, self._combine = split_at, combine
         self._lock = threading.Lock()
         self._counted_at = None
         self._split = None
         self._before = None
-
-    def split_at(self, now):
-        """Where the history splits at a recount at `now`."""
-        return now - FINISH_MARGIN
-
-    def count_before(self, split):
-        raise NotImplementedError
-
-    def count_after(self, split):
-        raise NotImplementedError
-
-    def combine(self, before, after):
-        return before + after
 
     def counts(self, now):
         """The count at `now`: the recount's (made now if due) plus what came after it."""
@@ -48,11 +52,11 @@ class HistoryCount:
             if self._counted_at is None or now < self._counted_at or \
                     (now - self._counted_at).total_seconds() >= \
                     settings.METRICS_FINISHED_RECOUNT_SECONDS:
-                split = self.split_at(now)
-                self._before = self.count_before(split)
+                split = self._split_at(now)
+                self._before = self._count_before(split)
                 self._counted_at, self._split = now, split
             split, before = self._split, self._before
-        return self.combine(before, self.count_after(split))
+        return self._combine(before, self._count_after(split))
 
     def forget(self) -> None:
         """Count everything again at the next scrape."""

@@ -112,67 +112,55 @@ def _open_runs() -> Counter:
                     .annotate(n=Count("*")).order_by()})
 
 
-class FinishedRuns(HistoryCount):
-    """How many runs finished (completed, compensated, terminated), by workflow and status.
-
-    Finished runs are nearly all of the table and only grow; counting them read all of it
-    (313 ms at a million runs). A run's updated_at is the time its status last changed, so
-    the runs that finished before the split are recounted only when due, those after it at
-    every scrape along run_status_updated_idx. A finished run that leaves the table or its
-    final status (reopened, archived) stays in the count until the next recount.
-    """
-
-    def count_before(self, horizon):
-        return _by_workflow_and_status(
-            Run.objects.filter(status__in=FINAL_RUN_STATUSES, updated_at__lte=horizon))
-
-    def count_after(self, horizon):
-        return _by_workflow_and_status(
-            Run.objects.filter(status__in=FINAL_RUN_STATUSES, updated_at__gt=horizon))
+def _finished_runs(**updated) -> Counter:
+    return _by_workflow_and_status(Run.objects.filter(status__in=FINAL_RUN_STATUSES, **updated))
 
 
-finished_runs = FinishedRuns()
+# How many runs finished (completed, compensated, terminated), by workflow and status.
+# Finished runs are nearly all of the table and only grow; counting them read all of it (313
+# ms at a million runs). A run's updated_at is the time its status last changed, so the runs
+# that finished before the split are recounted only when due, those after it at every scrape
+# along run_status_updated_idx. A finished run that leaves the table or its final status
+# (reopened, archived) stays in the count until the next recount.
+finished_runs = HistoryCount(
+    count_before=lambda horizon: _finished_runs(updated_at__lte=horizon),
+    count_after=lambda horizon: _finished_runs(updated_at__gt=horizon))
 
 
-class AuditCounts(HistoryCount):
-    """The audit counters (records of the actions in AUDIT_COUNTERS).
+def _audit_counted(**ids) -> Counter:
+    return _by_action(AuditRecord.objects.filter(
+        action__in=[action for _, action in AUDIT_COUNTERS.values()], **ids))
 
-    The log is append-only and its ids grow with time, so it splits at a mark, the newest
-    record older than FINISH_MARGIN at the recount: records up to it are recounted only when
-    due, those after it at every scrape along audit_uncommon_action_idx (action, id; the
-    counted actions are not routine ones, audit.actions.ROUTINE_ACTIONS).
 
-    Archival removes old records (all below the mark) and counts what each removal took
-    (archive.ArchiveRemoval.audit_actions); the recount adds those counts, read in the
-    scrape's one snapshot with the records left, so a counter never goes down. A removal
-    after the recount leaves its records in the recounted figure until the next one.
-    """
+def _audit_mark(now) -> int:
+    # The newest record older than FINISH_MARGIN, found walking the primary key down from
+    # the newest record: the last minute's.
+    return (AuditRecord.objects.filter(created_at__lte=now - FINISH_MARGIN)
+            .order_by("-id").values_list("id", flat=True).first()) or 0
 
-    @staticmethod
-    def _counted():
-        return AuditRecord.objects.filter(
-            action__in=[action for _, action in AUDIT_COUNTERS.values()])
 
-    def split_at(self, now):
-        # Walks the primary key down from the newest record: the last minute's.
-        return (AuditRecord.objects.filter(created_at__lte=now - FINISH_MARGIN)
-                .order_by("-id").values_list("id", flat=True).first()) or 0
-
-    def count_before(self, mark):
-        before = _by_action(self._counted().filter(id__lte=mark))
-        if apps.is_installed("archive"):
-            before.update(removed_audit_actions())
-        return before
-
-    def count_after(self, mark):
-        return _by_action(self._counted().filter(id__gt=mark))
+def _audit_before(mark) -> Counter:
+    before = _audit_counted(id__lte=mark)
+    if apps.is_installed("archive"):
+        before.update(removed_audit_actions())
+    return before
 
 
 def _by_action(records) -> Counter:
     return Counter(dict(records.values_list("action").annotate(n=Count("*")).order_by()))
 
 
-audit_counts = AuditCounts()
+# The audit counters (records of the actions in AUDIT_COUNTERS). The log is append-only and
+# its ids grow with time, so it splits at a mark, the newest record older than FINISH_MARGIN
+# at the recount: records up to it are recounted only when due, those after it at every
+# scrape along audit_uncommon_action_idx (action, id; the counted actions are not routine
+# ones, audit.actions.ROUTINE_ACTIONS). Archival removes old records (all below the mark)
+# and counts what each removal took (archive.ArchiveRemoval.audit_actions); the recount adds
+# those counts, read in the scrape's one snapshot with the records left, so a counter never
+# goes down. A removal after the recount leaves its records in the recounted figure until
+# the next one.
+audit_counts = HistoryCount(split_at=_audit_mark, count_before=_audit_before,
+                            count_after=lambda mark: _audit_counted(id__gt=mark))
 
 
 def recount_history() -> None:
