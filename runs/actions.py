@@ -16,11 +16,10 @@ from audit.chain import Actor
 
 from . import definition as d
 from . import transitions
-from .agent_loop import reconcile_tool_call_by_key
 from .context import context_outside_executor
 from .intentions import step_lines
 from .models import Run, Step
-from .reconciliation import reconcile_step
+from .reconciliation import reconcile_step, reconcile_tool_call_by_key
 from .tool_call_undo import undo_tool_call
 
 

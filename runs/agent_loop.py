@@ -27,9 +27,9 @@ from django.conf import settings
 from . import crashpoints, lookups, transitions
 from . import definition as d
 from .agent_models import ToolCall, ToolCallStatus
-from .context import StepContext, context_outside_executor
-from .errors import Classified, PermanentError, TransientError, TransitionNotAllowed, classify
-from .models import ErrorClass, Run, Step
+from .context import StepContext
+from .errors import Classified, PermanentError, TransientError, classify
+from .models import ErrorClass, Step
 from .transitions import agent_calls as calls_tx
 
 logger = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpec,
             unknown = next((c for c in calls if c.status == S.UNKNOWN), None)
             if unknown is not None:
                 tool = spec.tools.get(unknown.tool)
-                verdict, error = ask_tool_remote(tool, _tool_ctx(ctx, unknown), unknown)
+                verdict, error = ask_tool_remote(tool, tool_context(ctx, unknown), unknown)
                 logger.info("%s tool call %s (%s): outcome unknown; lookup by key: %s",
                             name, unknown.ref, unknown.tool, verdict or "no reconcile")
                 lease = calls_tx.settle_tool_call(lease, step, unknown, verdict, error=error)
@@ -102,12 +102,13 @@ def _run_call(lease, step: Step, spec: d.AgentSpec, ctx: StepContext, call: Tool
         outcome = transitions.Outcome(succeeded=False, error=Classified(
             ErrorClass.PERMANENT, f"drill: injected permanent failure of {point}"))
     else:
-        outcome = call_tool(tool, _tool_ctx(ctx, call), args)
+        outcome = call_tool(tool, tool_context(ctx, call), args)
     crashpoints.reach(crashpoints.AFTER_CALL, point)
     return calls_tx.record_tool_outcome(lease, step, call, outcome)
 
 
-def _tool_ctx(ctx: StepContext, call: ToolCall, *, compensating: bool = False) -> StepContext:
+def tool_context(ctx: StepContext, call: ToolCall, *,
+                 compensating: bool = False) -> StepContext:
     """The step's context, narrowed to one tool call: its own key, attempt and reference."""
     if compensating:
         return dataclasses.replace(ctx, key=call.compensation_key,
@@ -155,7 +156,7 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpe
         point = f"{step.name}/{call.tool}:compensate"
         crashpoints.reach(crashpoints.BEFORE_CALL, point)
         try:
-            value = tool.compensate_fn(_tool_ctx(ctx, call, compensating=True),
+            value = tool.compensate_fn(tool_context(ctx, call, compensating=True),
                                        tool.args.model_validate(call.arguments))
         except Exception as exc:
             return transitions.Outcome(succeeded=False, error=classify(
@@ -245,31 +246,3 @@ def ask_model(client: openai.OpenAI, spec: d.AgentSpec, conversation: list[dict]
         finish_reason=choice.finish_reason or "", model_ref=completion.id or "",
         prompt_tokens=usage.prompt_tokens if usage else 0,
         completion_tokens=usage.completion_tokens if usage else 0)
-
-
-# --- an operator's lookup of one tool call -------------------------------------------------
-
-def reconcile_tool_call_by_key(run_id: int, *, step_name: str, call_ref: str, actor,
-                               reason: str):
-    """Ask the remote system whether tool call `call_ref` (turn.index) of `step_name` took
-    effect, by its key, and settle it (transitions.reconcile_tool_call). The lookup runs
-    outside any transaction; the transition re-checks everything under the run's lock."""
-    run = Run.objects.get(pk=run_id)
-    workflow = d.registry.get(run.workflow_name, run.workflow_version)
-    if workflow is None:
-        raise TransitionNotAllowed(
-            f"{run.workflow_name} v{run.workflow_version} is not registered; record the "
-            "outcome by hand with evidence instead")
-    spec = workflow.step(step_name)
-    call = calls_tx.find_call(run, step_name, call_ref)
-    tool = spec.tools.get(call.tool) if isinstance(spec, d.AgentSpec) else None
-    if tool is None or tool.reconcile_fn is None:
-        raise TransitionNotAllowed(
-            f"tool {call.tool} declares no reconcile function; record the outcome by hand "
-            "with evidence instead")
-    with context_outside_executor(run, step_name, definition=workflow,
-                                  with_services=True) as ctx:
-        verdict, error = ask_tool_remote(tool, _tool_ctx(ctx, call), call)
-    return transitions.reconcile_tool_call(
-        run_id, step_name=step_name, call_ref=call_ref, verdict=verdict, actor=actor,
-        reason=reason, evidence=error or f"lookup by key: {verdict}")

@@ -1,31 +1,29 @@
-"""Operator reconciliation: ask the remote system by key, then record what it said.
+"""Operator reconciliation: ask the remote system by key, then record what it said, for a
+step or for one tool call of an agent step.
 
-The executor settles unknown outcomes the same way (executor.ask_remote); this is the
-console's entry point, for a run that is waiting for a person.
+The executor settles unknown outcomes the same way (executor.ask_remote, agent_loop's
+ask_tool_remote); this is the console's entry point, for a run that is waiting for a person.
+The lookup runs outside any transaction; the transition then re-checks the run's state
+under its lock, so a run that moved on meanwhile is refused, not double-settled.
 """
 
 from audit.chain import Actor
 
 from . import definition as d
 from . import transitions
+from .agent_loop import ask_tool_remote, tool_context
 from .context import context_outside_executor
 from .errors import TransitionNotAllowed
 from .executor import ask_remote
 from .models import Run
+from .transitions.agent_calls import find_call
 
 
 def reconcile_step(run_id: int, *, step_name: str, actor: Actor, reason: str) -> Run:
-    """Ask the remote system whether `step_name` of `run_id` took effect, and settle it.
-
-    The lookup runs outside any transaction; the transition then re-checks the run's state
-    under its lock, so a run that moved on meanwhile is refused, not double-settled.
-    """
+    """Ask the remote system whether `step_name` of `run_id` took effect, and settle it
+    (transitions.reconcile)."""
     run = Run.objects.get(pk=run_id)
-    workflow = d.registry.get(run.workflow_name, run.workflow_version)
-    if workflow is None:
-        raise TransitionNotAllowed(
-            f"{run.workflow_name} v{run.workflow_version} is not registered; record the "
-            "outcome by hand with evidence instead")
+    workflow = _registered(run)
     spec = workflow.step(step_name)
     if spec.reconcile_fn is None:
         raise TransitionNotAllowed(
@@ -35,4 +33,39 @@ def reconcile_step(run_id: int, *, step_name: str, actor: Actor, reason: str) ->
                                   with_services=True) as ctx:
         verdict, error = ask_remote(spec, ctx)
     return transitions.reconcile(run_id, step_name=step_name, verdict=verdict, actor=actor,
-                                 reason=reason, evidence=error or f"lookup by key: {verdict}")
+                                 reason=reason, evidence=_evidence(verdict, error))
+
+
+def reconcile_tool_call_by_key(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
+                               reason: str) -> Run:
+    """Ask the remote system whether tool call `call_ref` (turn.index) of `step_name` took
+    effect, by its key, and settle it (transitions.reconcile_tool_call)."""
+    run = Run.objects.get(pk=run_id)
+    workflow = _registered(run)
+    spec = workflow.step(step_name)
+    call = find_call(run, step_name, call_ref)
+    tool = spec.tools.get(call.tool) if isinstance(spec, d.AgentSpec) else None
+    if tool is None or tool.reconcile_fn is None:
+        raise TransitionNotAllowed(
+            f"tool {call.tool} declares no reconcile function; record the outcome by hand "
+            "with evidence instead")
+    with context_outside_executor(run, step_name, definition=workflow,
+                                  with_services=True) as ctx:
+        verdict, error = ask_tool_remote(tool, tool_context(ctx, call), call)
+    return transitions.reconcile_tool_call(
+        run_id, step_name=step_name, call_ref=call_ref, verdict=verdict, actor=actor,
+        reason=reason, evidence=_evidence(verdict, error))
+
+
+def _registered(run: Run) -> d.Workflow:
+    workflow = d.registry.get(run.workflow_name, run.workflow_version)
+    if workflow is None:
+        raise TransitionNotAllowed(
+            f"{run.workflow_name} v{run.workflow_version} is not registered; record the "
+            "outcome by hand with evidence instead")
+    return workflow
+
+
+def _evidence(verdict, error: str) -> str:
+    # What the lookup asked and got, the evidence the transition requires.
+    return error or f"lookup by key: {verdict}"

@@ -206,7 +206,7 @@ def test_a_late_failure_undoes_the_agents_effects_newest_first(sandbox):
 
 def test_an_operator_settles_one_unknown_tool_call_by_its_key(sandbox):
     from demo.sandbox import faults
-    from runs.agent_loop import reconcile_tool_call_by_key
+    from runs.reconciliation import reconcile_tool_call_by_key
 
     faults.add("ledger.post", faults.COMMIT_THEN_TIMEOUT, times=1)
     faults.add("ledger.lookup", faults.UNAVAILABLE, times=3)
