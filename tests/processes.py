@@ -72,3 +72,17 @@ def wait_for(predicate, *, timeout: float = 30, interval: float = 0.1, what: str
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def until_status(run, *statuses, timeout: float = 60):
+    """Wait until `run` (advanced by worker processes) is in one of `statuses`, sweeping as
+    beat would meanwhile (expired leases, due retries, lost wake-ups); returns it fresh."""
+    from runs import sweeper
+    from runs.models import Run
+
+    def reached():
+        sweeper.sweep()
+        return Run.objects.get(pk=run.pk).status in statuses
+
+    wait_for(reached, timeout=timeout, interval=0.3, what=f"run {run.pk} to reach {statuses}")
+    return Run.objects.get(pk=run.pk)

@@ -6,8 +6,6 @@ what must not have happened."""
 import uuid
 
 import pytest
-import redis
-from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 
@@ -22,33 +20,14 @@ from runs import sweeper, transitions
 from runs.errors import TransitionNotAllowed
 from runs.models import AgentTurn, AttentionReason, Run, RunStatus, ToolCall
 from runs.tasks import start_run as start_run_task
-from tests.processes import kill_hard, start_worker, stop, wait_for
+from tests.agent_runs import LARGE, SMALL
+from tests.processes import kill_hard, until_status, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("sandbox_and_broker")]
 
-LEASE = 2
 PERSON = Actor.system("drill-approver")
-SMALL, LARGE = "INV-2001", "INV-1847"  # 345.48 EUR, and 3924.01 EUR (approval first)
 TOOLS = ["read-invoice", "lookup-vendor", "open-approval-task", "post-ledger"]
-
-
-@pytest.fixture(autouse=True)
-def sandbox_and_broker(live_sandbox):
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
-
-
-@pytest.fixture
-def worker(tmp_path):
-    started = []
-
-    def start(name="worker", **env):
-        process = start_worker(name, tmp_path, RUNS_LEASE_SECONDS=LEASE, **env)
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        stop(process)
 
 
 def _input(number, notes=""):
@@ -64,12 +43,7 @@ def _triage(number=SMALL, notes=""):
 
 
 def _until(run, *statuses, timeout=90):
-    def reached():
-        sweeper.sweep()  # beat's job: expired leases, due retries, lost wake-ups
-        return Run.objects.get(pk=run.pk).status in statuses
-
-    wait_for(reached, timeout=timeout, interval=0.3, what=f"run {run.pk} to reach {statuses}")
-    return Run.objects.get(pk=run.pk)
+    return until_status(run, *statuses, timeout=timeout)
 
 
 def _until_call_waits(run, timeout=90):

@@ -3,8 +3,6 @@ drill is a crash) calling the sandbox over real HTTP. Every drill ends by counti
 external objects and checking what must not have happened."""
 
 import pytest
-import redis
-from django.conf import settings
 from django.core.management import call_command
 from django.utils import timezone
 
@@ -17,31 +15,12 @@ from runs.actions import ACTIONS, ActionInput, compensation_preview
 from runs.errors import TransitionNotAllowed
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
 from runs.tasks import start_run as start_run_task
-from tests.processes import kill_hard, start_worker, stop, wait_for
+from tests.processes import kill_hard, until_status, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("sandbox_and_broker")]
 
-LEASE = 2
 APPROVER = Actor.system("drill-approver")
-
-
-@pytest.fixture(autouse=True)
-def sandbox_and_broker(live_sandbox):
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
-
-
-@pytest.fixture
-def worker(tmp_path):
-    started = []
-
-    def start(name="worker", **env):
-        process = start_worker(name, tmp_path, RUNS_LEASE_SECONDS=LEASE, **env)
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        stop(process)
 
 
 def _invoice(number="INV-1847"):
@@ -54,12 +33,7 @@ def _invoice(number="INV-1847"):
 
 
 def _until(run, *statuses, timeout=60):
-    def reached():
-        sweeper.sweep()  # beat's job: expired leases, due retries, lost wake-ups
-        return Run.objects.get(pk=run.pk).status in statuses
-
-    wait_for(reached, timeout=timeout, interval=0.3, what=f"run {run.pk} to reach {statuses}")
-    return Run.objects.get(pk=run.pk)
+    return until_status(run, *statuses, timeout=timeout)
 
 
 def _until_approval(run, timeout=60):
