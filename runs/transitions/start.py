@@ -6,6 +6,7 @@ from contextlib import nullcontext
 from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
+from psycopg import errors as pg_errors
 from pydantic import ValidationError
 
 from audit.actions import AuditAction
@@ -139,9 +140,7 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
                     run=run, steps=steps, records=change.records, events=change.events,
                     tombstones=tombstones)
         except IntegrityError as exc:
-            # The kept run id was taken after all (the sequence was reset, as tests may
-            # do): it is forgotten, and the next try asks the sequence.
-            if "pkey" not in str(exc):
+            if not _worth_another_try(exc):
                 raise
             continue
         if workflow_id is not None:
@@ -164,6 +163,18 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
         # The run this statement saw was removed since (not archived): try again.
     raise RuntimeError(f"business key {business_key!r} of {workflow} kept changing hands; "
                        "nothing was started")
+
+
+def _worth_another_try(exc: IntegrityError) -> bool:
+    """Whether the start statement failed for a reason its next try (a new snapshot, a new
+    run id) does not meet again: the kept run id was taken after all (the sequence was
+    reset, as tests may do; it is forgotten and the next try asks the sequence), or the
+    workflow's row was made by another start that committed while this statement waited on
+    it, a row this statement's snapshot cannot see (its run came out without a workflow)."""
+    cause = exc.__cause__
+    if isinstance(cause, pg_errors.NotNullViolation):
+        return cause.diag.column_name == "workflow_id"
+    return "pkey" in str(exc)
 
 
 def _savepoint_if_nested():

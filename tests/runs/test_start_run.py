@@ -4,6 +4,7 @@ with a different input, and leaves nothing behind when it refuses."""
 import json
 
 import pytest
+from django.db import connection
 
 from audit.models import AuditRecord
 from runs.errors import BusinessKeyConflict, InvalidInput, UnknownWorkflow
@@ -148,3 +149,32 @@ def test_the_embedded_database_path_starts_the_same_run_with_one_chained_record(
     run.refresh_from_db()
     assert (run.audit_seq, run.audit_head) == (1, records[0].hash)
     assert RunEvent.objects.filter(run=run).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_start_that_waits_on_the_first_creation_of_its_workflow_row_still_starts_the_run():
+    # Another start is creating the workflow's row and has not committed: this start's
+    # statement waits on that row, and its snapshot (taken before) cannot see it once it is
+    # committed. The start tries again instead of failing.
+    import threading
+
+    import psycopg
+
+    assert not Workflow.objects.filter(name="test-orders").exists()
+    settings = connection.settings_dict
+    blocker = psycopg.connect(host=settings["HOST"], port=settings["PORT"] or 5432,
+                              user=settings["USER"], password=settings["PASSWORD"],
+                              dbname=settings["NAME"])
+    blocker.execute("INSERT INTO runs_workflow (name, created_at) VALUES ('test-orders', now())")
+    committed = threading.Timer(0.5, blocker.commit)
+    committed.start()
+    try:
+        run, created = start_run(workflow="test-orders", business_key="inv-race",
+                                 input={"order": "inv-race"}, actor=SYSTEM)
+    finally:
+        committed.join()
+        blocker.close()
+    workflow = Workflow.objects.get(name="test-orders")
+    assert created and Run.objects.get(pk=run.pk).workflow_id == workflow.pk
+    assert Run.objects.filter(business_key="inv-race").count() == 1
+    assert AuditRecord.objects.filter(run=run).count() == 1
