@@ -127,3 +127,4 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
     list_filter = ["status", "subscriber"]
     search_fields = ["=delivery_id"]
     list_select_related = ["subscriber", "event"]
+    ordering = ["-id"]
