@@ -27,6 +27,7 @@ class AccessAction(StrEnum):
     SUPERUSER_STATUS_CHANGED = "superuser_status_changed"
     API_TOKEN_CREATED = "api_token_created"
     API_TOKEN_REVOKED = "api_token_revoked"
+    API_TOKEN_SCOPE_CHANGED = "api_token_scope_changed"
 
 
 def access_hash(record: AccessRecord) -> str:
