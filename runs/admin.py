@@ -3,6 +3,8 @@ so read-only (they change only through runs.transitions, the console's actions),
 along indexes at a million runs. A search finds runs through the console's own search
 (runs.selectors.search_branches), so admin and console cannot disagree about what matches."""
 
+from functools import cache
+
 from django.contrib import admin
 from django.db import connection
 from django.urls import reverse
@@ -118,13 +120,22 @@ class RunAdmin(RunSearchAdmin):
 
     @admin.display(description="console")
     def console_link(self, run):
-        return format_html('<a href="{}">open in the console</a>',
-                           reverse("console:run", args=[run.pk]))
+        return format_html('<a href="{}">open in the console</a>', console_run_url(run.pk))
+
+
+@cache
+def _console_run_path() -> str:
+    return reverse("console:run", args=[987654321]).replace("987654321", "{}")
+
+
+def console_run_url(run_id: int) -> str:
+    """The console's page of run `run_id`: reverse() once, not once per row of a list
+    (fifty reverses cost the runs list about a tenth of its time)."""
+    return _console_run_path().format(int(run_id))
 
 
 def _run_link(run_id):
-    return format_html('<a href="{}">run {}</a>', reverse("console:run", args=[run_id]),
-                       run_id)
+    return format_html('<a href="{}">run {}</a>', console_run_url(run_id), run_id)
 
 
 @admin.register(ToolCall)
