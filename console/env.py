@@ -182,6 +182,8 @@ def parse(variable: Variable, raw: str):
         except ValueError:
             raise refuse("a number") from None
     if variable.kind == BOOL:
+        if text == "":  # set but empty (DEBUG=): off, as before the table existed
+            return False
         if text.lower() in TRUE | FALSE:
             return text.lower() in TRUE
         raise refuse("a flag (1/0, true/false, yes/no, on/off)")

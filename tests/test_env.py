@@ -54,6 +54,7 @@ def test_values_are_typed_and_a_malformed_one_is_refused_naming_it():
     assert env("RUNS_LEASE_SECONDS", environ={"RUNS_LEASE_SECONDS": " 12.5 "}) == 12.5
     assert env("DEBUG", environ={"DEBUG": "Yes"}) is True
     assert env("DEBUG", environ={"DEBUG": "off"}) is False
+    assert env("SANDBOX_ENABLED", environ={"SANDBOX_ENABLED": ""}) is False
     assert env("ALLOWED_HOSTS", environ={"ALLOWED_HOSTS": "a.example, ,b.example"}) == [
         "a.example", "b.example"]
     assert env("API_TOKEN_DEFAULT_DAYS", environ={"API_TOKEN_DEFAULT_DAYS": "never"}) is None
