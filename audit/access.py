@@ -75,12 +75,6 @@ def verify_access_chain(records: Iterable[AccessRecord]) -> AccessRecord | None:
     return None
 
 
-def changed(before: Iterable, after: Iterable) -> tuple[list, list]:
-    """What was added and what removed between two collections, each sorted."""
-    before, after = set(before), set(after)
-    return sorted(after - before), sorted(before - after)
-
-
 def access_records(*, actor: str = "", action: str = "", since=None, until=None):
     """The access chain's records matching the filters, newest first."""
     records = AccessRecord.objects.all()
