@@ -232,7 +232,9 @@ def ask_model(client: openai.OpenAI, spec: d.AgentSpec, conversation: list[dict]
     except openai.RateLimitError as exc:
         raise TransientError("model endpoint rate limit (HTTP 429)") from exc
     except openai.APIStatusError as exc:
-        error = TransientError if exc.status_code >= 500 else PermanentError
+        # 501: the endpoint does not do this at all (not done, and never will be).
+        error = TransientError if exc.status_code >= 500 and exc.status_code != 501 \
+            else PermanentError
         raise error(f"model endpoint refused: HTTP {exc.status_code}") from exc
     if not completion.choices:
         raise TransientError("the model answered with no choice")
