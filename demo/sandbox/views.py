@@ -354,6 +354,8 @@ def chat_completions(request):
         return _model_error(400, "'messages' must be a non-empty list", "invalid_request_error")
     if data.get("tools"):
         return _agent_turn(model, messages)
+    if agent_model.is_summary_request(messages):
+        return _agent_turn(model, messages, summary=True)
     prompt = classifier.last_user_text(messages)
     malformed = request.sandbox_fault == faults.MALFORMED
     content = classifier.answer(prompt, malformed=malformed)
@@ -363,12 +365,14 @@ def chat_completions(request):
                                               prompt=prompt, content=content))
 
 
-def _agent_turn(model: str, messages: list) -> JsonResponse:
-    """The next turn of a model offered tools (see agent_model): recorded as a ModelCall
-    like any completion, so tests can count how often the model was asked."""
-    content, calls = agent_model.answer(messages)
+def _agent_turn(model: str, messages: list, *, summary: bool = False) -> JsonResponse:
+    """The next turn of a model offered tools, or its summary of a conversation (see
+    agent_model): recorded as a ModelCall like any completion, with the messages it was
+    sent (as JSON), so tests can count how often the model was asked, and what for."""
+    content, calls = (agent_model.summarise(messages), []) if summary else \
+        agent_model.answer(messages)
     call = ModelCall.objects.create(
-        model=model, prompt=classifier.last_user_text(messages) or str(messages[-1])[:2000],
+        model=model, prompt=json.dumps(messages),
         content=json.dumps({"content": content, "tool_calls": calls}))
     return JsonResponse(agent_model.completion(completion_id=call.ref, model=model,
                                                messages=messages, content=content,
