@@ -9,7 +9,8 @@ not cover). Like any turn it is stored before anything goes on and reused on rep
 model is never asked for the same summary twice. Later turns are sent the summary in place
 of the turns it covers; those turns (and their tool calls) stay stored in full, as rows, on
 the run page and in the API. A later summary covers the earlier one too (it is sent as part
-of the conversation it summarises), so only the newest summary is ever sent.
+of the conversation it summarises), so only the newest summary is ever sent. A summary is
+a model call: it counts against the agent's turn and token budgets like any turn.
 
 Sizes are estimated as characters / 4 of the messages as JSON: the same every time for the
 same stored turns, so a replay makes the same decision.
