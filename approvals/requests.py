@@ -16,7 +16,7 @@ all state lives in the database, so a restart changes nothing.
 import logging
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
@@ -129,16 +129,46 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200) -> i
         try:
             if open_request(wait.run, wait.step_name, now=now) is not None:
                 opened += 1
-        except Exception:
+        except Exception as exc:
+            if connection_lost(exc):
+                return stop_on_lost_connection(exc, opened)
             logger.exception("approval request for run %s step %s not opened; will retry",
                              wait.run_id, wait.step_name)
     for call in waiting_tool_calls(limit):
         try:
             if open_tool_call_request(call, now=now) is not None:
                 opened += 1
-        except Exception:
+        except Exception as exc:
+            if connection_lost(exc):
+                return stop_on_lost_connection(exc, opened)
             logger.exception("approval request for run %s tool call %s not opened; will "
                              "retry", call.step.run_id, call.pk)
+    return opened
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether `exc` is, or was caused by, a failure of the database connection itself
+    (a snapshot function's failure wraps the error it met)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, OperationalError | InterfaceError):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def stop_on_lost_connection(exc: BaseException, opened: int) -> int:
+    """The database connection failed during the batch (the server restarted, the session
+    was terminated). Every later row would fail on the same dead connection, each with its
+    own traceback: close it instead, so that the next query (the rest of this sweep, or the
+    next pass) opens a new one, and stop the batch with one line. What was not opened is
+    still unasked, and the next pass opens it. Returns how many were opened."""
+    connection.close()
+    cause = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    logger.error("approval requests: database connection lost after %d opened (%s: %s); "
+                 "batch stopped, the next pass opens the rest", opened, type(exc).__name__,
+                 cause)
     return opened
 
 

@@ -4,9 +4,13 @@ Each call goes out through httpx with the configured timeout and ends in
 `raise_for_status()`, so that a failure reaches the runtime as the httpx exception it is
 and runs.errors.classify() can tell a refusal before any change (connect error, 429, 503:
 transient; other 4xx: permanent) from an outcome nobody can know (timeout or broken
-connection after sending, 5xx: unknown). Clients therefore never catch and re-label httpx
-errors. The model client is the exception: a model call has no side effect, so a timeout
-there is simply worth another try, and it translates the openai package's errors itself.
+connection after sending, 500/502/504: unknown; 501: permanent). Clients therefore never
+catch and re-label httpx errors, with one exception that says more than its status: a 422
+refusing an idempotency key reused with other arguments is raised as
+runs.errors.IdempotencyKeyReused (permanent, naming the key and both arguments' hashes),
+read from the answer by the same function classify() uses. The model client is the
+exception: a model call has no side effect, so a timeout there is simply worth another try,
+and it translates the openai package's errors itself.
 
 Credentials stay inside the client objects: no method returns them, and the reprs leave
 them out, so they cannot reach a step's result, a checkpoint or a log line.
@@ -19,7 +23,7 @@ import httpx
 import openai
 from django.conf import settings
 
-from runs.errors import PermanentError, TransientError
+from runs.errors import PermanentError, TransientError, key_reused
 
 
 class _RemoteSystem:
@@ -35,6 +39,9 @@ class _RemoteSystem:
               params=None) -> dict:
         headers = {"Idempotency-Key": key} if key is not None else None
         response = self._http.request(method, path, headers=headers, json=body, params=params)
+        reused = key_reused(response)
+        if reused is not None:
+            raise reused
         response.raise_for_status()
         return response.json()
 
@@ -165,7 +172,9 @@ class ModelClient:
             raise TransientError("model endpoint rate limit (HTTP 429)",
                                  retry_after=_retry_after(exc.response)) from exc
         except openai.APIStatusError as exc:
-            error = TransientError if exc.status_code >= 500 else PermanentError
+            # 501: the endpoint does not do this at all (not done, and never will be).
+            error = TransientError if exc.status_code >= 500 and exc.status_code != 501 \
+                else PermanentError
             raise error(f"model endpoint refused: HTTP {exc.status_code}: "
                         f"{_error_detail(exc.body)}") from exc
         if not completion.choices:

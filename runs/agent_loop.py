@@ -10,7 +10,8 @@ that takes over after a crash starts from exactly the same place):
    of its arguments), then intent, the call with its own key, outcome;
 4. the last stored turn had no tool calls: that answer is the step's result;
 5. otherwise the model is asked (messages rebuilt from the stored turns and tool results),
-   and its answer is stored before anything it asks for runs.
+   and its answer is stored before anything it asks for runs. A conversation past the
+   agent's context budget is first summarised by a stored turn (runs.agent_history).
 
 The model is asked through the openai client against settings.MODEL_BASE_URL. A model call
 changes nothing, so its errors are transient or permanent, never unknown; they are the
@@ -24,7 +25,7 @@ import logging
 import openai
 from django.conf import settings
 
-from . import crashpoints, lookups, transitions
+from . import agent_history, crashpoints, lookups, transitions
 from . import definition as d
 from .agent_models import ToolCall, ToolCallStatus
 from .context import StepContext
@@ -70,19 +71,26 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpec,
             if any(c.status == S.WAITING for c in calls):
                 return lease  # cannot happen under a lease: a waiting call holds none
             turns = calls_tx.turns_of(step)
-            if turns and not turns[-1].tool_calls:
+            if turns and not turns[-1].tool_calls and not turns[-1].summarises:
                 return transitions.Outcome(succeeded=True, value=final_result(turns, calls))
             spent = calls_tx.budget_spent(step, spec, asking=True)
             if spent is not None:
                 return calls_tx.agent_budget_spent(lease, step, spent[1])
             if client is None:
                 client = model_client()
+            conversation = messages(spec, ctx, turns, calls)
+            cut = agent_history.summary_cut(spec.context_budget, spec.keep_turns,
+                                            conversation, turns)
             try:
-                turn = ask_model(client, spec, messages(spec, ctx, turns, calls))
+                if cut is None:
+                    turn = ask_model(client, spec, conversation)
+                else:
+                    turn = ask_for_summary(client, spec, cut,
+                                           messages(spec, ctx, turns, calls, until=cut))
             except Exception as exc:
                 return transitions.Outcome(succeeded=False, error=classify(exc))
             lease = calls_tx.record_agent_turn(lease, step, turn)
-            crashpoints.reach(AFTER_TURN, name)
+            crashpoints.reach(AFTER_TURN if cut is None else agent_history.AFTER_SUMMARY, name)
     finally:
         if client is not None:
             client.close()
@@ -172,16 +180,24 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpe
 
 # --- the conversation ----------------------------------------------------------------------
 
-def messages(spec: d.AgentSpec, ctx: StepContext, turns, calls: list[ToolCall]) -> list[dict]:
-    """The conversation so far, rebuilt from what is stored: the same every time."""
+def messages(spec: d.AgentSpec, ctx: StepContext, turns, calls: list[ToolCall], *,
+             until: int | None = None) -> list[dict]:
+    """The conversation so far, rebuilt from what is stored: the same every time. The
+    newest summary turn stands for the turns it covers; `until`: only the turns before
+    that index."""
     task = spec.prompt_fn(ctx) if spec.prompt_fn else json.dumps(
         ctx.input.model_dump(mode="json"), sort_keys=True)
     out = [{"role": "system", "content": spec.system_prompt},
            {"role": "user", "content": str(task)}]
+    summary, shown = agent_history.visible(turns)
+    if summary is not None:
+        out.append(agent_history.summary_message(summary))
     by_turn: dict[int, list[ToolCall]] = {}
     for call in calls:
         by_turn.setdefault(call.turn, []).append(call)
-    for turn in turns:
+    for turn in shown:
+        if until is not None and turn.index >= until:
+            break
         message = {"role": "assistant", "content": turn.content or None}
         if turn.tool_calls:
             message["tool_calls"] = [
@@ -219,20 +235,33 @@ def model_client() -> openai.OpenAI:
                          timeout=settings.EXTERNAL_TIMEOUT_SECONDS, max_retries=0)
 
 
-def ask_model(client: openai.OpenAI, spec: d.AgentSpec, conversation: list[dict]
-              ) -> calls_tx.ModelTurn:
-    """One chat completion with the step's tools. Raises TransientError or PermanentError."""
+def ask_for_summary(client: openai.OpenAI, spec: d.AgentSpec, cut: int,
+                    older: list[dict]) -> calls_tx.ModelTurn:
+    """The model's summary of `older` (the conversation before turn `cut`), as a turn that
+    stands for those turns from now on. Raises as ask_model does."""
+    turn = ask_model(client, spec, agent_history.summary_request(older), tools=False)
+    if not turn.content.strip():
+        raise TransientError("the model answered the summary request with no text")
+    return dataclasses.replace(turn, tool_calls=[], summarises=cut)
+
+
+def ask_model(client: openai.OpenAI, spec: d.AgentSpec, conversation: list[dict], *,
+              tools: bool = True) -> calls_tx.ModelTurn:
+    """One chat completion, with the step's tools unless `tools` is False. Raises
+    TransientError or PermanentError."""
+    offered = {"tools": spec.openai_tools()} if tools else {}
     try:
         completion = client.chat.completions.create(
-            model=spec.model or settings.MODEL_NAME, messages=conversation,
-            tools=spec.openai_tools())
+            model=spec.model or settings.MODEL_NAME, messages=conversation, **offered)
     except openai.APIConnectionError as exc:  # includes APITimeoutError
         raise TransientError(f"model endpoint unreachable or too slow: "
                              f"{type(exc).__name__}") from exc
     except openai.RateLimitError as exc:
         raise TransientError("model endpoint rate limit (HTTP 429)") from exc
     except openai.APIStatusError as exc:
-        error = TransientError if exc.status_code >= 500 else PermanentError
+        # 501: the endpoint does not do this at all (not done, and never will be).
+        error = TransientError if exc.status_code >= 500 and exc.status_code != 501 \
+            else PermanentError
         raise error(f"model endpoint refused: HTTP {exc.status_code}") from exc
     if not completion.choices:
         raise TransientError("the model answered with no choice")

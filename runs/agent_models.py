@@ -36,6 +36,9 @@ class AgentTurn(models.Model):
     model_ref = models.CharField(max_length=200, blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
+    # A summary turn: the model's summary of the turns before this index (0: an ordinary
+    # turn). Later turns are sent the summary instead of those turns, which stay stored.
+    summarises = models.PositiveIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField()
 
     class Meta:

@@ -26,6 +26,12 @@ class Turn:
     calls: list[dict] = field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # A summary turn: it stands for the turns before this index (runs.agent_history).
+    summarises: int = 0
+
+    @property
+    def summary_of(self) -> str:
+        return f"0-{self.summarises - 1}" if self.summarises else ""
 
 
 @dataclass
@@ -62,7 +68,8 @@ def conversations(run, steps: list[Step]) -> list[Conversation]:
     for t in AgentTurn.objects.filter(step_id__in=list(names)).order_by("step_id", "index"):
         turns[t.step_id][t.index] = Turn(t.index, t.content, t.tokens, t.model_ref,
                                           prompt_tokens=t.prompt_tokens,
-                                          completion_tokens=t.completion_tokens)
+                                          completion_tokens=t.completion_tokens,
+                                          summarises=t.summarises)
     newest = {pk: max(turns[pk], default=0) for pk in names}
     for c in ToolCall.objects.filter(step_id__in=list(names)).order_by("step_id", "turn",
                                                                        "index"):

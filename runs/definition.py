@@ -330,24 +330,30 @@ class Workflow:
               budget: "AgentBudget | None" = None, schema_error_budget: int = 2,
               retry: RetryPolicy = DEFAULT_POLICY, version: int = 1,
               contract: Contract | None = None,
-              approval: ApprovalPolicy | None = None) -> "AgentSpec":
+              approval: ApprovalPolicy | None = None, context_budget: int = 0,
+              keep_turns: int = 2) -> "AgentSpec":
         """An agent step: a model (through the openai client, against settings.MODEL_BASE_URL;
         `model` defaults to settings.MODEL_NAME) that chooses which of the step's tools to call
         for several turns, within `budget`. Every turn is stored before any tool it asks for
         runs; every tool call is a checkpointed, keyed child of the step. `retry` applies to
         the model calls. `approval` (see tool_approval) says who approves the tool calls
-        that wait for a person, unless a tool declares its own."""
+        that wait for a person, unless a tool declares its own. `context_budget` (estimated
+        tokens, 0: none) bounds what each model turn is sent: past it, the turns before the
+        last `keep_turns` are summarised by a stored model turn (see runs.agent_history)."""
         if any(s.name == name for s in self.steps):
             raise ValueError(f"workflow {self.name}: step {name!r} declared twice")
         if schema_error_budget < 0:
             raise ValueError(f"agent {name!r}: schema_error_budget must be >= 0")
+        if context_budget < 0 or keep_turns < 0:
+            raise ValueError(f"agent {name!r}: context_budget and keep_turns must be >= 0")
         spec = AgentSpec(workflow=self, name=name, kind=AGENT, fn=_undo_tool_calls,
                          version=version, retry=retry,
                          contract=contract or Contract(rule="each tool call reconciled by its "
                                                             "key; turns stored and reused"),
                          model=model, system_prompt=system_prompt,
                          budget=budget or AgentBudget(),
-                         schema_error_budget=schema_error_budget, approval=approval)
+                         schema_error_budget=schema_error_budget, approval=approval,
+                         context_budget=context_budget, keep_turns=keep_turns)
         self.steps.append(spec)
         return spec
 
@@ -503,6 +509,11 @@ class AgentSpec(StepDef):
     tools: dict[str, ToolSpec] = field(default_factory=dict)
     # (ctx) -> str: the task, as the first user message. Unset: the run's input as JSON.
     prompt_fn: Callable | None = None
+    # The most a model turn is sent, in estimated tokens (0: no bound). Past it, the turns
+    # before the last `keep_turns` are summarised by a model call that is itself a stored
+    # turn; the model is then sent the summary instead of them (runs.agent_history).
+    context_budget: int = 0
+    keep_turns: int = 2
 
     def tool(self, name: str, *, args: type[BaseModel], kind: str = READ, impact: str = LOW,
              honours_keys: bool = False, redact: tuple[str, ...] = (),

@@ -41,6 +41,24 @@ class UnknownOutcome(StepError):
     error_class = ErrorClass.UNKNOWN
 
 
+class IdempotencyKeyReused(PermanentError):
+    """The receiver holds an earlier request with this idempotency key and other arguments,
+    and refused this one (HTTP 422, code `idempotency_key_reused`): it kept the first and did
+    nothing now. Sending again cannot help, since the key stays while the arguments changed
+    (a new decision, a step whose code changed without a new version): a person decides."""
+
+    def __init__(self, *, key: str, first_hash: str, request_hash: str, receiver: str = ""):
+        where = f" at {receiver}" if receiver else ""
+        super().__init__(
+            f"idempotency key {key} was used before with other arguments{where}: first "
+            f"request's arguments sha256 {first_hash or '?'}, this request's sha256 "
+            f"{request_hash or '?'}. The receiver refused this request and kept the first; "
+            "not sent again")
+        self.key = key
+        self.first_hash = first_hash
+        self.request_hash = request_hash
+
+
 class ModelFormatError(StepError):
     """A model's output failed its schema; the invalid output is kept for diagnosis."""
 
@@ -112,6 +130,34 @@ class Classified:
 _TRANSIENT_STATUSES = {429, 503}
 # The server failed while handling the request: it may have committed first.
 _UNKNOWN_STATUSES = {500, 502, 504}
+# Not Implemented: the server does not support the request at all, so it did nothing (a
+# definite "not done", like a 4xx, and no later attempt will find it implemented).
+_NOT_DONE_STATUSES = {501}
+# How a receiver says that an idempotency key came back with other arguments.
+KEY_REUSED_CODE = "idempotency_key_reused"
+
+
+def key_reused(response: httpx.Response) -> IdempotencyKeyReused | None:
+    """The refusal of a key reused with other arguments, read from a receiver's answer (HTTP
+    422 whose JSON body has code `idempotency_key_reused`, the key, and the sha256 of the
+    first request's arguments and of this one's), or None for any other answer."""
+    if response.status_code != 422:
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    detail = body.get("error") if isinstance(body.get("error"), dict) else body
+    if detail.get("code") != KEY_REUSED_CODE:
+        return None
+    key = str(detail.get("idempotency_key") or response.request.headers.get(
+        "Idempotency-Key", "?"))
+    return IdempotencyKeyReused(
+        key=key[:200], first_hash=str(detail.get("first_request_sha256") or "")[:64],
+        request_hash=str(detail.get("request_sha256") or "")[:64],
+        receiver=f"{response.request.url.host}{response.request.url.path}")
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -129,7 +175,9 @@ def classify(exc: BaseException, *,
     httpx errors are classified by when they happened: a failure to connect means the
     request never left (transient); a timeout or broken connection after sending means the
     receiver may have committed (unknown). HTTP statuses: 429/503 transient (honouring
-    Retry-After), 500/502/504 unknown, other 4xx permanent.
+    Retry-After), 500/502/504 unknown, other 4xx and 501 permanent; a 422 refusing a key
+    reused with other arguments is permanent and says so, naming the key and both
+    arguments' hashes.
     """
     message = redact_text(f"{type(exc).__name__}: {exc}")[:2000]
     if isinstance(exc, StepError):
@@ -140,6 +188,12 @@ def classify(exc: BaseException, *,
         status = exc.response.status_code
         message = redact_text(f"HTTP {status} from {exc.request.url.host}{exc.request.url.path}: "
                               f"{exc.response.text[:500]}")
+        reused = key_reused(exc.response)
+        if reused is not None:
+            return Classified(ErrorClass.PERMANENT, redact_text(str(reused)))
+        if status in _NOT_DONE_STATUSES:
+            return Classified(ErrorClass.PERMANENT, f"{message} (not implemented: the "
+                              "receiver did nothing)")
         if status in _TRANSIENT_STATUSES:
             return Classified(ErrorClass.TRANSIENT, message, _retry_after(exc.response))
         if status in _UNKNOWN_STATUSES:

@@ -338,3 +338,33 @@ def delete_note(ctx, args):
     script.calls.append(("write-note:compensate", ctx.key, ctx.attempt))
     ref = script.compensations.setdefault(ctx.key, f"DEL-{len(script.compensations) + 1}")
     return StepResult({"deleted": ctx.remote_ref}, remote_ref=ref)
+
+
+# The invoice-triage agent with a small context budget (runs.agent_history): its tools are
+# the demo's; past SUMMARISED_CONTEXT_BUDGET estimated tokens, the turns before the last
+# one are summarised by a stored turn.
+SUMMARISED_CONTEXT_BUDGET = 550
+
+
+def _summarised_triage() -> Workflow:
+    import dataclasses
+
+    from demo import agent_workflow as demo_triage
+    from demo.clients import build_services
+    from runs.definition import AgentBudget
+
+    workflow = Workflow("test-triage-summarised", version=1, input=demo_triage.TriageIn,
+                        services=build_services)
+    agent = workflow.agent("triage", system_prompt=demo_triage.triage.system_prompt,
+                           budget=AgentBudget(max_turns=12, max_tool_calls=10,
+                                              max_tokens=20_000),
+                           contract=demo_triage.triage.contract,
+                           context_budget=SUMMARISED_CONTEXT_BUDGET, keep_turns=1)
+    agent.prompt(demo_triage.triage_task)
+    for name, tool in demo_triage.triage.tools.items():
+        agent.tools[name] = dataclasses.replace(tool, agent=agent)
+    agent.impact = demo_triage.triage.impact
+    return workflow
+
+
+summarised_triage = _summarised_triage()

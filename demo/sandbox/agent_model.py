@@ -16,6 +16,13 @@ misbehave on purpose, for the tests and the drills:
   loop                  looks the vendor up again and again, never finishing
   both-writes           opens the task and posts to the ledger in one turn (two calls)
   change-args           after a declined post-ledger, proposes a different amount
+
+It also answers a request to summarise a conversation (sent without tools; its system
+message asks to "summarise the conversation" and its user message carries the conversation
+as a JSON array): a short text, with the facts the script needs later as a tail
+"[sandbox-facts: {...}]" (each call's tool and a compact result, and how many turns the
+summary stands for). A conversation that carries such a summary is read as if the turns it
+summarises were there, so the agent goes on where it was.
 """
 
 import json
@@ -27,6 +34,12 @@ TRIAGE = "invoice-triage"
 DIRECTIVE = re.compile(r"\[sandbox-script:\s*([a-z0-9-]+)((?:\s+[a-z0-9-]+)*)\s*\]")
 INVOICE_NUMBER = re.compile(r"\b(INV-[A-Za-z0-9-]+)")
 INVENTED_TOOL = "wire-money"
+SUMMARY_REQUEST = re.compile(r"summari[sz]e the conversation", re.IGNORECASE)
+FACTS = re.compile(r"\[sandbox-facts: (\{.*\})\]", re.DOTALL)
+# What a summary keeps of each tool's result: the fields the script reads later.
+KEPT_FIELDS = {"read-invoice": ("number", "vendor", "amount", "currency", "lines"),
+               "lookup-vendor": ("name", "iban"), "open-approval-task": ("id",),
+               "post-ledger": ("id",)}
 
 
 def _text(content) -> str:
@@ -56,7 +69,10 @@ class Conversation:
             if not isinstance(message, dict):
                 continue
             role = message.get("role")
-            if role == "user" and not self.task:
+            facts = FACTS.search(_text(message.get("content"))) if role == "user" else None
+            if facts:
+                self._recall(facts.group(1))
+            elif role == "user" and not self.task:
                 self.task = _text(message.get("content"))
             elif role == "assistant":
                 self.turns += 1
@@ -70,6 +86,31 @@ class Conversation:
                 except ValueError:
                     value = {"error": _text(message.get("content"))}
                 self.results[message.get("tool_call_id")] = value
+
+    def _recall(self, text: str) -> None:
+        """Take in the facts of an earlier summary, as if its turns were here."""
+        try:
+            facts = json.loads(text)
+        except ValueError:
+            return
+        self.turns += int(facts.get("turns") or 0)
+        for position, fact in enumerate(facts.get("calls") or []):
+            ident = f"summarised_{len(self.calls)}_{position}"
+            self.calls.append({"id": ident, "name": fact.get("name"), "arguments": None})
+            self.results[ident] = fact.get("result")
+
+    def facts(self) -> dict:
+        """What a summary of this conversation keeps."""
+        calls = []
+        for call in self.calls:
+            result = self.results.get(call["id"])
+            if isinstance(result, dict) and "error" not in result:
+                kept = KEPT_FIELDS.get(call["name"])
+                result = {k: result.get(k) for k in kept} if kept else result
+            elif isinstance(result, dict):
+                result = {"error": str(result["error"])[:120]}
+            calls.append({"name": call["name"], "result": result})
+        return {"turns": self.turns, "calls": calls}
 
     def outcomes(self, name: str) -> list:
         return [self.results.get(c["id"]) for c in self.calls if c["name"] == name]
@@ -93,6 +134,29 @@ def answer(messages: list) -> tuple[str, list[dict]]:
     if script != TRIAGE:
         return f"unknown sandbox script {script!r}: nothing to do", []
     return _triage(talk, flags)
+
+
+def is_summary_request(messages: list) -> bool:
+    return any(isinstance(m, dict) and m.get("role") == "system"
+               and SUMMARY_REQUEST.search(_text(m.get("content"))) for m in messages)
+
+
+def summarise(messages: list) -> str:
+    """The summary of the conversation a summary request carries (as a JSON array in its
+    user message): what was done, and the facts tail."""
+    text = next((_text(m.get("content")) for m in messages
+                 if isinstance(m, dict) and m.get("role") == "user"), "")
+    start = text.find("[")
+    try:
+        older, _ = json.JSONDecoder().raw_decode(text[start:]) if start >= 0 else ([], 0)
+    except ValueError:
+        older = []
+    talk = Conversation(older if isinstance(older, list) else [])
+    facts = talk.facts()
+    done = "; ".join(f"{c['name']}: {'failed' if 'error' in (c['result'] or {}) else 'done'}"
+                     for c in facts["calls"]) or "nothing yet"
+    return (f"{talk.turns} earlier turns. Task: {talk.task[:200]}. Done so far: {done}.\n"
+            f"[sandbox-facts: {json.dumps(facts, sort_keys=True)}]")
 
 
 def _triage(talk: Conversation, flags: set[str]) -> tuple[str, list[dict]]:
@@ -142,7 +206,8 @@ def completion(*, completion_id: str, model: str, messages: list, content: str,
                tool_calls: list[dict]) -> dict:
     """A chat.completion with tool calls, as the OpenAI API returns it. Call ids are
     deterministic: the turn's number and the call's place in it."""
-    turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+    # Turns a summary in the conversation stands for count too: call ids stay unique.
+    turn = Conversation(messages).turns
     calls = [{"id": f"call_{turn}_{i}", "type": "function",
               "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
              for i, c in enumerate(tool_calls)]

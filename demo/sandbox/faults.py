@@ -33,6 +33,7 @@ ENDPOINTS = {
 UNAVAILABLE = "unavailable"
 RATE_LIMIT = "rate_limit"
 FORBIDDEN = "forbidden"
+NOT_IMPLEMENTED = "not_implemented"
 COMMIT_THEN_TIMEOUT = "commit_then_timeout"
 COMMIT_THEN_RESET = "commit_then_reset"
 MALFORMED = "malformed"
@@ -42,6 +43,7 @@ KINDS = {
     UNAVAILABLE: "503 before any change",
     RATE_LIMIT: "429 with Retry-After: 1, no change",
     FORBIDDEN: "403, no change",
+    NOT_IMPLEMENTED: "501, no change",
     COMMIT_THEN_TIMEOUT: "commit the change, then hold the answer SANDBOX_HOLD_SECONDS",
     COMMIT_THEN_RESET: "commit the change, then drop the connection mid-response",
     MALFORMED: "model.chat only: answer with output that fails the classification schema",

@@ -3,8 +3,8 @@
 Every sandbox endpoint view is wrapped by `with_faults(endpoint)`, which consumes the
 endpoint's next fault (demo.sandbox.faults) and plays it out:
 
-- unavailable / rate_limit / forbidden: answer 503 / 429 (Retry-After: 1) / 403 at once; the
-  endpoint does nothing.
+- unavailable / rate_limit / forbidden / not_implemented: answer 503 / 429 (Retry-After: 1)
+  / 403 / 501 at once; the endpoint does nothing.
 - slow: wait SANDBOX_HOLD_SECONDS, then act and answer normally (a client with a shorter
   timeout gives up before anything happened, and the change lands after it left).
 - commit_then_timeout: act (the change is committed: views run in autocommit), then hold the
@@ -34,6 +34,7 @@ _REFUSALS = {
     faults.UNAVAILABLE: (503, "service unavailable (injected fault); nothing was changed"),
     faults.RATE_LIMIT: (429, "rate limit exceeded (injected fault); nothing was changed"),
     faults.FORBIDDEN: (403, "forbidden (injected fault); nothing was changed"),
+    faults.NOT_IMPLEMENTED: (501, "not implemented (injected fault); nothing was changed"),
 }
 
 

@@ -4,10 +4,14 @@ They stand for other companies' JSON APIs, so they are CSRF-exempt and speak JSO
 except /sandbox/faults, which is ours: for holders of sandbox.queue_fault, CSRF-protected.
 Each endpoint runs in autocommit (never inside ATOMIC_REQUESTS), so that its change is
 committed before a fault holds or cuts the answer, as on a remote system that committed and
-then failed to reply.
+then failed to reply. A write repeated with its key (the ledger's key is the transaction
+reference) returns the first result; repeated with other arguments it is refused, as real
+APIs refuse it: HTTP 422, code idempotency_key_reused, with the hash of each request's
+arguments.
 """
 
 import functools
+import hashlib
 import hmac
 import json
 from decimal import Decimal, InvalidOperation
@@ -45,6 +49,37 @@ class Invalid(Exception):
         self.status = status
 
 
+class KeyReused(Exception):
+    """A key came back with other arguments than its first request's: refused, as real APIs
+    do (HTTP 422, code idempotency_key_reused), naming the key and both arguments' hashes;
+    the first request's object stays as it was."""
+
+    def __init__(self, key: str, first: dict, sent: dict):
+        super().__init__(f"the key {key} was used before with other arguments; a key may "
+                         "only be sent again with the arguments it was first sent with")
+        self.key = key
+        self.first_hash = arguments_hash(first)
+        self.request_hash = arguments_hash(sent)
+
+    def as_json(self) -> dict:
+        return {"error": str(self), "code": KEY_REUSED, "idempotency_key": self.key,
+                "first_request_sha256": self.first_hash, "request_sha256": self.request_hash}
+
+
+KEY_REUSED = "idempotency_key_reused"
+
+
+def arguments_hash(arguments: dict) -> str:
+    return hashlib.sha256(json.dumps(arguments, sort_keys=True, separators=(",", ":"),
+                                     default=str).encode()).hexdigest()
+
+
+def same_arguments(key: str, first: dict, sent: dict) -> None:
+    """Raise KeyReused unless a repeated request carries its first request's arguments."""
+    if arguments_hash(first) != arguments_hash(sent):
+        raise KeyReused(key, first, sent)
+
+
 def remote_api(methods: list[str]):
     """A view of a simulated remote system: CSRF-exempt, autocommit, JSON errors."""
 
@@ -57,6 +92,8 @@ def remote_api(methods: list[str]):
                 return JsonResponse({"error": str(exc)}, status=exc.status)
             except LedgerRefused as exc:
                 return JsonResponse({"error": str(exc)}, status=422)
+            except KeyReused as exc:
+                return JsonResponse(exc.as_json(), status=422)
 
         return transaction.non_atomic_requests(csrf_exempt(require_http_methods(methods)(wrapper)))
 
@@ -138,9 +175,12 @@ def create_task(request):
     details = data.get("details") or {}
     if not isinstance(details, dict):
         raise Invalid("'details' must be an object")
-    task, created = Task.objects.get_or_create(idempotency_key=key, defaults={
-        "title": _text(data, "title"), "assignee": _text(data, "assignee", max_length=200),
-        "details": details})
+    sent = {"title": _text(data, "title"), "assignee": _text(data, "assignee", max_length=200),
+            "details": details}
+    task, created = Task.objects.get_or_create(idempotency_key=key, defaults=sent)
+    if not created:
+        same_arguments(key, {"title": task.title, "assignee": task.assignee,
+                             "details": task.details}, sent)
     return _saved(task, created)
 
 
@@ -157,7 +197,10 @@ def cancel_task(request, task_id):
     pk = Task.pk_from_ref(task_id)
     if pk is None or not Task.objects.filter(pk=pk).exists():
         raise Invalid(f"no task {task_id}", status=404)
-    return JsonResponse(Task.cancel(pk, reason=reason, key=key).as_json())
+    task = Task.cancel(pk, reason=reason, key=key)
+    if task.cancel_key == key:
+        same_arguments(key, {"reason": task.cancel_reason}, {"reason": reason})
+    return JsonResponse(task.as_json())
 
 
 # Messenger --------------------------------------------------------------------------------
@@ -197,11 +240,17 @@ def ledger_entries(request):
 def post_entry(request):
     data = _body(request)
     reverses = _text(data, "reverses", required=False, max_length=40) or None
-    entry, created = LedgerEntry.post(
-        transaction_ref=_text(data, "transaction_ref", max_length=200),
-        account=_text(data, "account", max_length=100), amount=_amount(data),
-        currency=(_text(data, "currency", required=False, max_length=3) or "EUR").upper(),
-        memo=_text(data, "memo", required=False, max_length=500), reverses=reverses)
+    ref = _text(data, "transaction_ref", max_length=200)
+    sent = {"account": _text(data, "account", max_length=100), "amount": _amount(data),
+            "currency": (_text(data, "currency", required=False, max_length=3) or "EUR").upper(),
+            "memo": _text(data, "memo", required=False, max_length=500), "reverses": reverses}
+    entry, created = LedgerEntry.post(transaction_ref=ref, **sent)
+    if not created:
+        # The transaction reference is the ledger's idempotency key.
+        same_arguments(ref, {"account": entry.account, "amount": entry.amount,
+                             "currency": entry.currency, "memo": entry.memo,
+                             "reverses": entry.reverses.ref if entry.reverses_id else None},
+                       sent)
     return _saved(entry, created)
 
 
@@ -242,9 +291,12 @@ def create_customer(request):
         validate_email(email)
     except ValidationError:
         raise Invalid(f"{email!r} is not an email address") from None
-    customer, created = Customer.objects.get_or_create(idempotency_key=key, defaults={
-        "email": email, "name": _text(data, "name", max_length=200),
-        "plan": _text(data, "plan", max_length=40)})
+    sent = {"email": email, "name": _text(data, "name", max_length=200),
+            "plan": _text(data, "plan", max_length=40)}
+    customer, created = Customer.objects.get_or_create(idempotency_key=key, defaults=sent)
+    if not created:
+        same_arguments(key, {"email": customer.email, "name": customer.name,
+                             "plan": customer.plan}, sent)
     return _saved(customer, created)
 
 
@@ -262,9 +314,11 @@ def payment_status(request):
 def update_payment(request):
     key = _idempotency_key(request)
     data = _body(request)
-    update, created = PaymentUpdate.objects.get_or_create(idempotency_key=key, defaults={
-        "customer_id": _text(data, "customer_id", max_length=64),
-        "status": _text(data, "status", max_length=40)})
+    sent = {"customer_id": _text(data, "customer_id", max_length=64),
+            "status": _text(data, "status", max_length=40)}
+    update, created = PaymentUpdate.objects.get_or_create(idempotency_key=key, defaults=sent)
+    if not created:
+        same_arguments(key, {"customer_id": update.customer_id, "status": update.status}, sent)
     return _saved(update, created)
 
 
@@ -300,6 +354,8 @@ def chat_completions(request):
         return _model_error(400, "'messages' must be a non-empty list", "invalid_request_error")
     if data.get("tools"):
         return _agent_turn(model, messages)
+    if agent_model.is_summary_request(messages):
+        return _agent_turn(model, messages, summary=True)
     prompt = classifier.last_user_text(messages)
     malformed = request.sandbox_fault == faults.MALFORMED
     content = classifier.answer(prompt, malformed=malformed)
@@ -309,12 +365,14 @@ def chat_completions(request):
                                               prompt=prompt, content=content))
 
 
-def _agent_turn(model: str, messages: list) -> JsonResponse:
-    """The next turn of a model offered tools (see agent_model): recorded as a ModelCall
-    like any completion, so tests can count how often the model was asked."""
-    content, calls = agent_model.answer(messages)
+def _agent_turn(model: str, messages: list, *, summary: bool = False) -> JsonResponse:
+    """The next turn of a model offered tools, or its summary of a conversation (see
+    agent_model): recorded as a ModelCall like any completion, with the messages it was
+    sent (as JSON), so tests can count how often the model was asked, and what for."""
+    content, calls = (agent_model.summarise(messages), []) if summary else \
+        agent_model.answer(messages)
     call = ModelCall.objects.create(
-        model=model, prompt=classifier.last_user_text(messages) or str(messages[-1])[:2000],
+        model=model, prompt=json.dumps(messages),
         content=json.dumps({"content": content, "tool_calls": calls}))
     return JsonResponse(agent_model.completion(completion_id=call.ref, model=model,
                                                messages=messages, content=content,

@@ -65,6 +65,8 @@ class ModelTurn:
     model_ref: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # A summary of the turns before this index (runs.agent_history); 0: an ordinary turn.
+    summarises: int = 0
 
 
 def args_hash(arguments) -> str:
@@ -139,7 +141,7 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
             step=step, index=index, content=turn.content or "", tool_calls=turn.tool_calls,
             finish_reason=turn.finish_reason, model_ref=turn.model_ref,
             prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens,
-            created_at=now)
+            summarises=turn.summarises, created_at=now)
         rows, invented, invalid = [], [], []
         for position, asked in enumerate(turn.tool_calls):
             row = _new_call(change.run, step, spec, index, position, asked, now)
@@ -153,7 +155,8 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
             "turn": index, "content": turn.content[:500] if turn.content else "",
             "tool_calls": [f"{r.ref} {r.tool}" for r in rows],
             "tokens": turn.prompt_tokens + turn.completion_tokens,
-            "model_ref": turn.model_ref})
+            "model_ref": turn.model_ref,
+            **({"summarises": turn.summarises} if turn.summarises else {})})
         for row in invalid:
             change.audit(AuditAction.TOOL_CALL_INVALID, step=step,
                          data=_call_data(row, error=row.error_message,

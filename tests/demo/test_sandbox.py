@@ -31,7 +31,7 @@ from demo.sandbox.models import (
     PaymentUpdate,
     Task,
 )
-from runs.errors import PermanentError, TransientError, classify
+from runs.errors import IdempotencyKeyReused, PermanentError, TransientError, classify
 from runs.models import ErrorClass
 from tests.processes import ROOT, child_env, stop, wait_for
 
@@ -97,7 +97,7 @@ def raised(call):
 
 def test_tracker_creates_one_task_per_idempotency_key(sandbox):
     first = create_task(sandbox)
-    again = create_task(sandbox, title="a different title, same key")
+    again = create_task(sandbox)
     other = create_task(sandbox, key="key-2")
 
     assert first.status_code == 201
@@ -186,7 +186,7 @@ def post_entry(sandbox, ref, amount="125.00", reverses=None):
 
 def test_ledger_posts_once_per_transaction_ref(sandbox):
     first = post_entry(sandbox, "tx-1")
-    again = post_entry(sandbox, "tx-1", amount="999.00")
+    again = post_entry(sandbox, "tx-1")
     found = sandbox.get("/ledger/entries", params={"transaction_ref": "tx-1"})
     missing = sandbox.get("/ledger/entries", params={"transaction_ref": "tx-2"})
     bad_amount = post_entry(sandbox, "tx-3", amount="12.345")
@@ -217,6 +217,88 @@ def test_ledger_reverses_an_entry_once(sandbox):
     assert LedgerEntry.objects.count() == 2
     assert LedgerEntry.objects.filter(reverses__isnull=False).count() == 1
     assert sum(e.amount for e in LedgerEntry.objects.all()) == Decimal("0.00")
+
+
+# A key sent again with other arguments ----------------------------------------------------
+
+
+def test_every_keyed_write_refuses_its_key_with_other_arguments_and_keeps_the_first(sandbox):
+    task = create_task(sandbox, key="k-task").json()
+    entry = post_entry(sandbox, "k-ledger").json()
+    customer = sandbox.post("/customers", headers={"Idempotency-Key": "k-cus"},
+                            json={"email": "ada@example.com", "name": "Ada", "plan": "pro"})
+    payment = sandbox.post("/payments/status", headers={"Idempotency-Key": "k-pay"},
+                           json={"customer_id": "CUS-1", "status": "trial"})
+    cancel = sandbox.post(f"/tracker/tasks/{task['id']}/cancel",
+                          headers={"Idempotency-Key": "k-cancel"}, json={"reason": "paid"})
+    assert customer.status_code == payment.status_code == 201 and cancel.status_code == 200
+
+    refused = {
+        "k-task": create_task(sandbox, key="k-task", title="Approve invoice INV-2"),
+        "k-ledger": post_entry(sandbox, "k-ledger", amount="999.00"),
+        "k-cus": sandbox.post("/customers", headers={"Idempotency-Key": "k-cus"},
+                              json={"email": "ada@example.com", "name": "Ada", "plan": "max"}),
+        "k-pay": sandbox.post("/payments/status", headers={"Idempotency-Key": "k-pay"},
+                              json={"customer_id": "CUS-1", "status": "active"}),
+        "k-cancel": sandbox.post(f"/tracker/tasks/{task['id']}/cancel",
+                                 headers={"Idempotency-Key": "k-cancel"},
+                                 json={"reason": "another reason"}),
+    }
+    for key, response in refused.items():
+        body = response.json()
+        assert response.status_code == 422, (key, body)
+        assert body["code"] == "idempotency_key_reused" and body["idempotency_key"] == key
+        assert len(body["first_request_sha256"]) == len(body["request_sha256"]) == 64
+        assert body["first_request_sha256"] != body["request_sha256"]
+        assert key in body["error"]
+    # The first request's hash is the same however often the key comes back.
+    again = create_task(sandbox, key="k-task", title="Approve invoice INV-3").json()
+    assert again["first_request_sha256"] == \
+        refused["k-task"].json()["first_request_sha256"]
+    assert again["request_sha256"] != refused["k-task"].json()["request_sha256"]
+
+    # Nothing changed: one object each, as first sent.
+    assert Task.objects.count() == 1 and LedgerEntry.objects.count() == 1
+    assert Customer.objects.count() == 1 and PaymentUpdate.objects.count() == 1
+    assert Task.objects.get().title == "Approve invoice INV-1"
+    assert Task.objects.get().cancel_reason == "paid"
+    assert LedgerEntry.objects.get().amount == Decimal(entry["amount"])
+    assert Customer.objects.get().plan == "pro" and PaymentUpdate.objects.get().status == "trial"
+    # The same arguments again still return the first result.
+    assert create_task(sandbox, key="k-task").json() == sandbox.get(
+        "/tracker/tasks", params={"key": "k-task"}).json()
+
+
+def test_the_clients_raise_a_reused_key_as_a_permanent_error_naming_key_and_hashes(services):
+    services.tracker.create_task("k-1", "Approve invoice INV-1", "ada")
+    services.ledger.post("tx-1", "6000-office", "125.00", "EUR", "invoice INV-1")
+
+    task_exc = raised(lambda: services.tracker.create_task("k-1", "Approve INV-9", "ada"))
+    ledger_exc = raised(lambda: services.ledger.post("tx-1", "6000-office", "126.00", "EUR",
+                                                     "invoice INV-1"))
+
+    for exc, key in ((task_exc, "k-1"), (ledger_exc, "tx-1")):
+        assert isinstance(exc, IdempotencyKeyReused) and exc.key == key
+        assert len(exc.first_hash) == len(exc.request_hash) == 64
+        classified = classify(exc)
+        assert classified.error_class == ErrorClass.PERMANENT
+        assert f"idempotency key {key} was used before with other arguments" in \
+            classified.message
+        assert exc.first_hash in classified.message and exc.request_hash in classified.message
+    assert Task.objects.count() == 1 and LedgerEntry.objects.count() == 1
+
+
+def test_not_implemented_is_a_definite_not_done(services):
+    faults.add("payments.update", faults.NOT_IMPLEMENTED)
+    faults.add("model.chat", faults.NOT_IMPLEMENTED)
+
+    exc = raised(lambda: services.payments.update("pay-key", "CUS-1", "trial"))
+    model_exc = raised(lambda: services.model.classify_invoice({"number": "INV-1"}))
+
+    assert isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code == 501
+    assert classify(exc).error_class == ErrorClass.PERMANENT
+    assert type(model_exc) is PermanentError and "HTTP 501" in str(model_exc)
+    assert PaymentUpdate.objects.count() == 0 and ModelCall.objects.count() == 0
 
 
 # Customers, payments, invoices, stats -----------------------------------------------------

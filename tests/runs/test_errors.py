@@ -1,6 +1,7 @@
 """Classification before any retry, from real httpx exceptions raised against a real local
 HTTP server."""
 
+import json
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -8,7 +9,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from runs.errors import PermanentError, TransientError, UnknownOutcome, classify
+from runs.errors import (
+    IdempotencyKeyReused,
+    PermanentError,
+    TransientError,
+    UnknownOutcome,
+    classify,
+    key_reused,
+)
 from runs.models import ErrorClass
 
 
@@ -21,6 +29,17 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if path == "reset":
             self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if path == "reused":
+            body = json.dumps({"error": "the key k-1 was used before with other arguments",
+                               "code": "idempotency_key_reused", "idempotency_key": "k-1",
+                               "first_request_sha256": "a" * 64,
+                               "request_sha256": "b" * 64}).encode()
+            self.send_response(422)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
             return
         status = int(path)
         self.send_response(status)
@@ -55,10 +74,37 @@ def _raised(url, timeout=0.3):
     (429, ErrorClass.TRANSIENT), (503, ErrorClass.TRANSIENT),
     (400, ErrorClass.PERMANENT), (401, ErrorClass.PERMANENT), (403, ErrorClass.PERMANENT),
     (404, ErrorClass.PERMANENT), (409, ErrorClass.PERMANENT), (422, ErrorClass.PERMANENT),
-    (500, ErrorClass.UNKNOWN), (504, ErrorClass.UNKNOWN),
+    (500, ErrorClass.UNKNOWN), (502, ErrorClass.UNKNOWN), (504, ErrorClass.UNKNOWN),
+    # Not Implemented: a definite "not done", never an unknown outcome.
+    (501, ErrorClass.PERMANENT),
 ])
 def test_http_statuses_are_classified(server, status, expected):
     assert classify(_raised(f"{server}/{status}")).error_class == expected
+
+
+def test_501_says_the_receiver_did_nothing(server):
+    classified = classify(_raised(f"{server}/501"))
+    assert classified.error_class == ErrorClass.PERMANENT
+    assert "HTTP 501" in classified.message and "did nothing" in classified.message
+
+
+def test_a_key_reused_with_other_arguments_is_permanent_and_names_the_key_and_both_hashes(
+        server):
+    exc = _raised(f"{server}/reused")
+    assert isinstance(exc, httpx.HTTPStatusError)
+    classified = classify(exc)
+    assert classified.error_class == ErrorClass.PERMANENT and classified.retry_after is None
+    assert "idempotency key k-1 was used before with other arguments" in classified.message
+    assert f"sha256 {'a' * 64}" in classified.message
+    assert f"sha256 {'b' * 64}" in classified.message
+    assert "not sent again" in classified.message
+    # The same refusal raised as the runtime's own error (as the demo clients raise it).
+    reused = key_reused(exc.response)
+    assert isinstance(reused, IdempotencyKeyReused) and isinstance(reused, PermanentError)
+    assert (reused.key, reused.first_hash, reused.request_hash) == ("k-1", "a" * 64, "b" * 64)
+    assert classify(reused).error_class == ErrorClass.PERMANENT
+    # Any other 422 is a plain permanent refusal, not a reused key.
+    assert key_reused(_raised(f"{server}/422").response) is None
 
 
 def test_429_honours_retry_after(server):

@@ -1,6 +1,8 @@
 """Perform an operator action from the command line, as a named user, through the same
 table (runs.actions), permission rule and transitions as the console."""
 
+import re
+
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
@@ -21,6 +23,10 @@ class Command(BaseCommand):
         parser.add_argument("--user", required=True, help="the person acting (a username)")
         parser.add_argument("--reason", default="")
         parser.add_argument("--step", default="")
+        parser.add_argument("--call", default="", metavar="STEP:CALL",
+                            help="the tool call, for the tool-call actions: the agent step "
+                                 "and the call's turn.index, e.g. triage:2.0 (or only 2.0 "
+                                 "with --step)")
         parser.add_argument("--mode", default="ask", choices=["ask", "found", "not_found"],
                             help="reconcile: ask the remote system, or record by hand")
         parser.add_argument("--remote-ref", default="")
@@ -52,8 +58,15 @@ class Command(BaseCommand):
                 raise CommandError(f"{second.get_username()} may not approve "
                                    f"{spec.label.lower()} (needs runs.{spec.permission})")
             approved_by = Actor.for_user(second)
-        given = ActionInput(reason=options["reason"], step=options["step"], mode=options["mode"],
-                          remote_ref=options["remote_ref"], evidence=options["evidence"])
+        step, call = target(options["step"], options["call"])
+        if call and not spec.takes_call:
+            raise CommandError(f"{spec.label} is not aimed at one tool call: leave out --call")
+        if spec.takes_call and not call:
+            raise CommandError(f"{spec.label} is aimed at one tool call: name it with --call "
+                               "STEP:TURN.INDEX (the run page shows each call's turn.index)")
+        given = ActionInput(reason=options["reason"], step=step, mode=options["mode"],
+                            remote_ref=options["remote_ref"], evidence=options["evidence"],
+                            call=call)
         try:
             run = spec.perform(run.pk, actor=Actor.for_user(user), given=given,
                                approved_by=approved_by)
@@ -69,3 +82,26 @@ class Command(BaseCommand):
         if not user.is_active:
             raise CommandError(f"user {username!r} is not active")
         return user
+
+
+def target(step: str, call: str) -> tuple[str, str]:
+    """(step, call) from --step and --call: --call names STEP:TURN.INDEX, or TURN.INDEX of
+    the step --step names."""
+    step, call = step.strip(), call.strip()
+    if not call:
+        return step, ""
+    named, sep, ref = call.rpartition(":")
+    if sep:
+        if not named:
+            raise CommandError(f"--call {call!r}: give it as STEP:TURN.INDEX, e.g. triage:2.0")
+        if step and named != step:
+            raise CommandError(f"--call {call!r} names step {named!r} but --step says "
+                               f"{step!r}")
+        step = named
+    if not step:
+        raise CommandError(f"--call {call!r}: name the agent step too, as STEP:TURN.INDEX "
+                           "(e.g. triage:2.0), or with --step")
+    if not re.fullmatch(r"\d+\.\d+", ref):
+        raise CommandError(f"--call {call!r}: the call is TURN.INDEX, as the run page shows "
+                           "it (e.g. 2.0)")
+    return step, ref

@@ -1,0 +1,63 @@
+"""A write whose key the receiver already holds with other arguments (a task opened by an
+earlier version of the step, say): the receiver refuses it (HTTP 422, code
+idempotency_key_reused); the run stops for a person after that one send, with an error that
+names the key and both arguments' hashes, and nothing is sent again."""
+
+import pytest
+from django.core.signals import request_started
+
+from audit.actions import AuditAction
+from audit.models import AuditRecord
+from demo.sandbox.models import Task
+from runs import executor, transitions
+from runs.keys import step_key
+from runs.models import AttentionReason, ErrorClass, Run, RunStatus, Step
+from tests.factories import SYSTEM
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def task_posts():
+    """The POSTs the sandbox's tracker received (counted by the receiving server)."""
+    seen = []
+
+    def count(sender, environ, **kwargs):
+        if environ.get("REQUEST_METHOD") == "POST" and \
+                environ.get("PATH_INFO", "").endswith("/tracker/tasks"):
+            seen.append(environ.get("HTTP_IDEMPOTENCY_KEY"))
+
+    request_started.connect(count, weak=False)
+    yield seen
+    request_started.disconnect(count)
+
+
+def test_a_write_refused_for_a_reused_key_goes_to_attention_after_one_send(live_sandbox,
+                                                                          task_posts, settings):
+    # A slow answer on a busy machine would be an unknown outcome: not this test's case.
+    settings.EXTERNAL_TIMEOUT_SECONDS = 15
+    business_key = "tenant-1:reused"
+    key = step_key("test-tracker-a", business_key, "create-task", 1)
+    # The receiver already holds this key, first sent with another title.
+    Task.objects.create(idempotency_key=key, title="an earlier title", assignee="ops")
+    run, _ = transitions.start_run(workflow="test-tracker-a", business_key=business_key,
+                                   input={"order": business_key}, actor=SYSTEM, wake=False)
+
+    for _ in range(3):  # whatever a worker does next, nothing is sent again
+        executor.advance_run(run.pk, worker="w1")
+
+    run = Run.objects.get(pk=run.pk)
+    step = Step.objects.get(run=run, name="create-task")
+    assert run.status == RunStatus.ATTENTION, run.status_message
+    assert run.attention_reason == AttentionReason.PERMANENT_ERROR
+    assert task_posts == [key]
+    assert step.status == "failed" and step.attempt == 1 and step.next_attempt_at is None
+    assert step.error_class == ErrorClass.PERMANENT
+    assert f"idempotency key {key} was used before with other arguments" in \
+        step.error_message
+    assert step.error_message.count("sha256 ") == 2
+    # The receiver holds the one task it had, unchanged.
+    assert list(Task.objects.values_list("idempotency_key", "title")) == [
+        (key, "an earlier title")]
+    assert not AuditRecord.objects.filter(run=run, action__in=[
+        AuditAction.RETRY_SCHEDULED, AuditAction.RECONCILE_SCHEDULED]).exists()
