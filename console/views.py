@@ -30,7 +30,7 @@ from audit.csv_export import audit_csv_lines
 from audit.selectors import audit_records
 from runs import definition as d
 from runs import selectors
-from runs.actions import ACTIONS, offered
+from runs.actions import ACTIONS, ActionInput, offered
 from runs.contracts import contract_table, step_contract, workflow_verdict
 from runs.errors import TransitionNotAllowed
 from runs.guidance import recommend
@@ -38,7 +38,6 @@ from runs.intentions import step_lines
 from runs.investigation import investigate, to_markdown
 from runs.models import Run
 
-from .actions import input_from
 from .forms import AuditFilterForm, RunFilterForm
 from .permissions import VIEW, grant_for
 from .run_rows import run_rows
@@ -212,7 +211,7 @@ def run_investigation(request, run_id: int):
 def run_action(request, run_id: int, action: str):
     seen = request.POST.get("seen", "")
     try:
-        outcome = act(action, run_id, user=request.user, given=input_from(request.POST),
+        outcome = act(action, run_id, user=request.user, given=ActionInput.from_form(request.POST),
                       seen=int(seen) if seen.isdigit() else -1)
     except (NoSuchAction, NoSuchRun) as exc:
         raise Http404(str(exc)) from None
@@ -240,7 +239,7 @@ def bulk_action(request):
     ids = [int(x) for x in request.POST.getlist("run") if x.isdigit()][:500]
     acted, refused = [], []
     for run in Run.objects.filter(pk__in=ids).order_by("pk"):
-        given = input_from(request.POST)
+        given = ActionInput.from_form(request.POST)
         if spec.takes_step:
             # In bulk, a step action aims at the first step it applies to.
             targets = spec.eligible_steps(run, list(run.steps.order_by("position")))
