@@ -55,6 +55,23 @@ def _err(code: str, detail: str) -> dict:
     return {"error": code, "detail": detail}
 
 
+def _unknown_query(request, known: tuple[str, ...]) -> Status | None:
+    """A 422 naming the query parameters the operation does not know: a misspelt filter
+    would otherwise widen the list silently."""
+    unknown = [name for name in request.GET if name not in known]
+    if not unknown:
+        return None
+    return Status(422, {"error": "invalid_request",
+                        "detail": f"unknown query parameter(s): {', '.join(map(repr, unknown))}; "
+                                  f"known: {', '.join(known) or 'none'}",
+                        "errors": [{"loc": ["query", name], "msg": "unknown parameter",
+                                    "type": "extra_forbidden"} for name in unknown]})
+
+
+LIST_PARAMETERS = ("status", "workflow", "step_status", "error_class", "attention", "stuck",
+                   "q", "after", "limit")
+
+
 def _no_person(token) -> Status:
     return Status(403, _err("no_acting_user",
                             f"token {token.name} acts for nobody: an admin names the person "
@@ -89,6 +106,8 @@ def register(api, *, headers: dict) -> None:
                   attention: bool = False, stuck: bool = False,
                   q: str = Query("", max_length=300), after: str = Query("", max_length=80),
                   limit: int = Query(50, ge=1, le=200)):
+        if (refused := _unknown_query(request, LIST_PARAMETERS)) is not None:
+            return refused
         token = request.auth
         filters = RunFilters(status=status, workflow=workflow.replace("\x00", ""),
                              step_status=step_status, error_class=error_class,
@@ -162,6 +181,8 @@ def register(api, *, headers: dict) -> None:
     def run_history(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
                     before: int | None = Query(None, ge=1, le=MAX_RUN_ID),
                     limit: int = Query(selectors.HISTORY_PAGE, ge=1, le=200)):
+        if (refused := _unknown_query(request, ("before", "limit"))) is not None:
+            return refused
         token = request.auth
         run = selectors.visible_run(run_id, workflows=token.workflows or [])
         if run is None:
@@ -176,11 +197,13 @@ def register(api, *, headers: dict) -> None:
     @api.get(
         "/approvals", url_name="approval_requests", operation_id="list_approval_requests",
         summary="Approval requests the token's person may decide",
-        response={200: ApprovalList, 401: Error, 403: Error, 429: Error},
+        response={200: ApprovalList, 401: Error, 403: Error, 422: InvalidRequest, 429: Error},
         openapi_extra=headers,
         description="Pending requests of the token's workflows that its acting user may "
                     "decide (never one they asked for), the earliest due first.")
     def approval_requests(request):
+        if (refused := _unknown_query(request, ())) is not None:
+            return refused
         token = request.auth
         if token.acting_user is None:
             return _no_person(token)
@@ -191,14 +214,15 @@ def register(api, *, headers: dict) -> None:
     @api.post(
         "/approvals/{request_id}/decision", url_name="decide_approval",
         operation_id="decide_approval_request", summary="Approve or reject a request",
-        response={200: DecisionOut, 401: Error, 403: Error, 404: Error, 409: Error,
+        response={200: DecisionOut, 400: Error, 401: Error, 403: Error, 404: Error, 409: Error,
                   422: InvalidRequest, 429: Error},
         openapi_extra=headers,
         description="The token's acting user decides, as themselves (four eyes: never a "
                     "request they asked for). 200: recorded (or this decision_id was "
                     "already recorded: nothing changed). 409: decided by someone else, "
                     "closed, or superseded because its payload changed (`detail` says "
-                    "which). 403: the token acts for nobody, or its person may not decide.")
+                    "which). 403: the token acts for nobody, or its person may not decide. "
+                    "400: a body that is not JSON.")
     def decide_approval(request, payload: DecisionIn,
                         request_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         token = request.auth
