@@ -116,13 +116,7 @@ def register(api, *, headers: dict) -> None:
                                  workflow_ids=selectors.token_workflow_ids(token.workflows or []),
                                  after=selectors.decode_cursor(after), limit=limit)
         return Status(200, {"runs": [{
-            "id": run.pk, "workflow": run.workflow_name,
-            "workflow_version": run.workflow_version, "business_key": run.business_key,
-            "state": selectors.state_of(run.status), "status": run.status,
-            "attention_reason": run.attention_reason or None,
-            "current_step": run.current_step or None,
-            "last_error_class": run.last_error_class or None,
-            "created_at": run.created_at, "updated_at": run.updated_at,
+            **selectors.summary_of(run),
             "status_url": request.build_absolute_uri(reverse("api:run_state", args=[run.pk])),
         } for run in rows], "next_cursor": selectors.encode_cursor(cursor)})
 
@@ -188,11 +182,8 @@ def register(api, *, headers: dict) -> None:
         if run is None:
             return Status(404, _err("run_not_found", f"no run {run_id} for this token"))
         page = selectors.history_page(run, before=before, size=limit)
-        return Status(200, {"run_id": run.pk, "older": page.older, "entries": [{
-            "seq": r.seq, "at": r.created_at, "action": r.action, "actor": r.actor_label,
-            "actor_kind": r.actor_kind, "step": r.step_name, "reason": r.reason,
-            "before": r.before or {}, "after": r.after or {}, "data": r.data or {},
-        } for r in page.records]})
+        return Status(200, {"run_id": run.pk, "older": page.older,
+                            "entries": [selectors.history_entry(r) for r in page.records]})
 
     @api.get(
         "/approvals", url_name="approval_requests", operation_id="list_approval_requests",

@@ -125,3 +125,23 @@ def history_page(run: Run, *, before: int | None = None,
     more = len(page) > size
     page = page[:size][::-1]
     return HistoryPage(records=page, older=page[0].seq if more and page else None)
+
+
+def summary_of(run: Run) -> dict:
+    """One row of the runs list as the API and the CLI print it (a run from
+    runs.selectors.runs_page, which carries its last error class)."""
+    return {"id": run.pk, "workflow": run.workflow_name,
+            "workflow_version": run.workflow_version, "business_key": run.business_key,
+            "state": state_of(run.status), "status": run.status,
+            "attention_reason": run.attention_reason or None,
+            "current_step": run.current_step or None,
+            "last_error_class": getattr(run, "last_error_class", None) or None,
+            "created_at": run.created_at, "updated_at": run.updated_at}
+
+
+def history_entry(record: AuditRecord) -> dict:
+    """One audit record as the API and the CLI print a run's history."""
+    return {"seq": record.seq, "at": record.created_at, "action": record.action,
+            "actor": record.actor_label, "actor_kind": record.actor_kind,
+            "step": record.step_name, "reason": record.reason, "before": record.before or {},
+            "after": record.after or {}, "data": record.data or {}}

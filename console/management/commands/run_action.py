@@ -10,17 +10,16 @@ one who agreed.
 """
 
 import getpass
-import json
 import os
 import uuid
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.decisions import decide
 from approvals.models import ApprovalRequest, RequestKind
 from approvals.operator_actions import ActionInputError, NoSuchAction, NoSuchRun, act
+from console.cli import print_json, user_named
 from runs.actions import ACTIONS, ActionInput
 from runs.errors import TransitionNotAllowed
 from runs.models import Run, Step
@@ -71,11 +70,11 @@ class Command(BaseCommand):
             raise CommandError(f"{ACTIONS[options['action']].label} was not done: "
                                f"{exc}") from None
         if options["json"]:
-            self.stdout.write(json.dumps({
+            print_json(self.stdout, {
                 "action": outcome.action, "run": outcome.run_id, "done": outcome.done,
                 "status": outcome.run.status if outcome.run else None,
                 "approval_request": outcome.approval.pk if outcome.approval else None,
-                "message": outcome.message}))
+                "message": outcome.message})
         elif outcome.done:
             self.stdout.write(f"{outcome.message} run {outcome.run_id} is {outcome.run.status}")
         else:
@@ -90,9 +89,9 @@ class Command(BaseCommand):
         steps = list(Step.objects.filter(run=run).order_by("position"))
         refusals = {name: action.refusal(run, steps) for name, action in ACTIONS.items()}
         if as_json:
-            self.stdout.write(json.dumps([{"action": name, "offered": refused is None,
-                                           "refusal": refused}
-                                          for name, refused in refusals.items()]))
+            print_json(self.stdout, [{"action": name, "offered": refused is None,
+                                      "refusal": refused}
+                                     for name, refused in refusals.items()])
             return
         for name, refused in refusals.items():
             self.stdout.write(f"{name:22} {'-' if refused else 'offered'}"
@@ -116,21 +115,11 @@ class Command(BaseCommand):
         except PermissionDenied as exc:
             raise CommandError(str(exc)) from None
         if options["json"]:
-            self.stdout.write(json.dumps({"request": request.pk, "outcome": decision.outcome,
-                                          "status": decision.request.status,
-                                          "message": decision.message}))
+            print_json(self.stdout, {"request": request.pk, "outcome": decision.outcome,
+                                     "status": decision.request.status,
+                                     "message": decision.message})
         else:
             self.stdout.write(decision.message)
         if not decision.recorded:
             raise CommandError(decision.message)
 
-
-def user_named(username: str):
-    """The active user `username`, or a CommandError naming what is wrong."""
-    try:
-        user = get_user_model().objects.get(username=username)
-    except get_user_model().DoesNotExist:
-        raise CommandError(f"no user {username!r}") from None
-    if not user.is_active:
-        raise CommandError(f"user {username!r} is not active")
-    return user
