@@ -56,17 +56,22 @@ class ActionOutcome:
     run: Run | None = None
     approval: ApprovalRequest | None = None
     created: bool = False
+    # A second person must agree and the caller gathers such runs into one request itself
+    # (a bulk job): nothing was done and no request was made.
+    deferred: bool = False
 
     @property
     def done(self) -> bool:
-        return self.approval is None
+        return self.approval is None and not self.deferred
 
 
-def act(action: str, run_id: int, *, user, given: ActionInput,
-        seen: int | None = None) -> ActionOutcome:
+def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None = None,
+        defer_second_person: bool = False) -> ActionOutcome:
     """Take operator action `action` on run `run_id` as `user`, with `given` (the reason and
     the action's parameters). `seen`: the run's audit sequence on the caller's page, if it
-    has one; the action is refused if the run moved on since.
+    has one; the action is refused if the run moved on since. `defer_second_person`: where a
+    second person must agree, answer so (`deferred`) instead of opening a request (a bulk
+    job opens one request for all such runs).
 
     Raises NoSuchAction, NoSuchRun, ActionForbidden (logged), StalePage, ActionInputError
     (incomplete input) or TransitionNotAllowed (the run's state refuses it, with the
@@ -87,9 +92,11 @@ def act(action: str, run_id: int, *, user, given: ActionInput,
                         "Check its state and try again if still needed.")
     try:
         run = spec.perform(run_id, actor=Actor.for_user(user), given=given)
-    except SecondPersonRequired:
+    except SecondPersonRequired as exc:
         # The transition refused only for want of a second person (every other refusal
         # comes first): ask one. request_operator_action refuses an empty reason too.
+        if defer_second_person:
+            return ActionOutcome(action, run_id, message=str(exc), deferred=True)
         try:
             approval, created = request_operator_action(
                 run_id, action=action, requested_by=user, reason=given.reason,
