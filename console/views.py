@@ -38,6 +38,7 @@ from runs.intentions import step_lines
 from runs.investigation import investigate, to_markdown
 from runs.models import Run
 
+from .bulk_views import BULK_BY_FILTER
 from .forms import AuditFilterForm, RunFilterForm
 from .permissions import VIEW, grant_for
 from .run_rows import run_rows
@@ -91,6 +92,7 @@ def runs_list(request):
         "count_cap": selectors.COUNT_CAP,
         "next_cursor": f"{next_cursor[0].isoformat()}|{next_cursor[1]}" if next_cursor else "",
         "query": query.urlencode(), "first_page": after is None,
+        "bulk_actions": BULK_BY_FILTER,
     })
 
 
