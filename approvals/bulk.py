@@ -19,6 +19,7 @@ import logging
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
@@ -45,6 +46,10 @@ Outcome = BulkOutcome.Outcome
 
 class BulkRefused(ValueError):
     """A bulk job cannot start as asked; nothing was written."""
+
+
+class BulkForbidden(PermissionDenied):
+    """The person may take the action on no run at all; nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -87,8 +92,9 @@ def marked(reason: str, job_id: int) -> str:
 def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
                    params: dict | None = None, now: datetime | None = None) -> BulkJob:
     """Record a bulk job over the runs `filters` matches now that `user` may see; a worker
-    carries it out (run_bulk_job). Refuses an unknown action, a missing reason, and a step
-    or tool-call action (aimed at one step each, which a filter cannot name)."""
+    carries it out (run_bulk_job). Refuses an unknown action, a missing reason, a tool-call
+    action (aimed at one call, which a filter cannot name), and a person who may take the
+    action nowhere (BulkForbidden)."""
     spec = ACTIONS.get(action)
     if spec is None:
         raise BulkRefused(f"no action {action!r}")
@@ -96,6 +102,12 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
         raise BulkRefused(f"{spec.label} is aimed at one tool call: not in bulk")
     if not reason or not reason.strip():
         raise BulkRefused("a bulk action needs a reason")
+    grant = grant_for(user, spec.permission)
+    if not grant.everywhere and not grant.workflow_ids:
+        # Each run is checked again as it is acted on; this spares a job that could only
+        # be refused run by run.
+        raise BulkForbidden(f"{user.get_username()} may not {spec.label.lower()} any run "
+                            f"(needs runs.{spec.permission})")
     now = now or timezone.now()
     runs = _visible_runs(user, filters)
     with transaction.atomic():
