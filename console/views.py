@@ -217,6 +217,9 @@ def run_action(request, run_id: int, action: str):
                       seen=int(seen) if seen.isdigit() else -1)
     except (NoSuchAction, NoSuchRun) as exc:
         raise Http404(str(exc)) from None
+    except ActionForbidden:
+        raise PermissionDenied(f"You may not {ACTIONS[action].label.lower()} this run.") \
+            from None
     except (ActionInputError, TransitionNotAllowed) as exc:
         messages.error(request, f"{ACTIONS[action].label} was not done: {exc}")
     else:
