@@ -34,7 +34,7 @@ class ApiTokenForm(forms.ModelForm):
 
     class Meta:
         model = ApiToken
-        fields = ["name", "workflows", "rate_limit", "expires_at"]
+        fields = ["name", "workflows", "rate_limit", "expires_at", "acting_user"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -67,13 +67,15 @@ class ApiTokenAdmin(admin.ModelAdmin):
         if obj is None:
             return []
         # The name is what the audit trail records: it never changes once used.
-        return ["name", "prefix", "created_at", "created_by", "last_used_at", "revoked_at",
-                "revoked_by"]
+        # So is the person it acts for: their name is in the audit records it wrote.
+        return ["name", "prefix", "acting_user", "created_at", "created_by", "last_used_at",
+                "revoked_at", "revoked_by"]
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ["name", "workflows", "rate_limit", "expires_at"]
-        return ["name", "prefix", "workflows", "rate_limit", "expires_at", "created_at",
+            return ["name", "workflows", "rate_limit", "expires_at", "acting_user"]
+        return ["name", "prefix", "workflows", "rate_limit", "expires_at", "acting_user",
+                "created_at",
                 "created_by", "last_used_at", "revoked_at", "revoked_by"]
 
     def has_delete_permission(self, request, obj=None):

@@ -36,6 +36,16 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField()
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="+")
+    # The person the token acts for in operator actions and approval decisions, with that
+    # person's permissions (within the token's workflows) and named as that person in the
+    # audit trail. None: the token starts and reads runs only.
+    # No index: a few rows per deployment, and a user's deletion is its only reverse lookup.
+    acting_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+        related_name="api_tokens", db_index=False,
+        help_text="The person this token acts for in operator actions and approval "
+                  "decisions (with their permissions, within the token's workflows). Empty: "
+                  "the token only starts and reads runs.")
     # Updated at most once a minute (API_TOKEN_LAST_USED_PRECISION_SECONDS) so that reads
     # do not each write.
     last_used_at = models.DateTimeField(null=True, blank=True)

@@ -1,4 +1,5 @@
-"""The integration API: start a run, follow its state.
+"""The integration API: start a run, follow its state (and, in api.operator_routes, the
+operator's surface: list, act, history, approval decisions).
 
 Views are thin: check the token's scope, call runs.transitions.start_run (which writes the
 run, its steps and its first audit record in one transaction, or nothing), and describe the
@@ -26,11 +27,12 @@ from runs.logcontext import log_context
 from runs.models import Run
 from runs.transitions import start_run
 
-from . import openapi, selectors
+from . import openapi, operator_routes, selectors
 from .auth import RateLimited, TokenAuth
 from .middleware import body_limit_text
 from .schemas import (
     FINAL_STATES,
+    MAX_RUN_ID,
     ArchivedConflict,
     Conflict,
     Error,
@@ -44,7 +46,6 @@ from .schemas import (
 access_log = logging.getLogger("api.access")
 logger = logging.getLogger(__name__)
 
-MAX_RUN_ID = 2**63 - 1
 _RETRY_AFTER = {"Retry-After": {"description": "Seconds until the token's rate-limit window "
                                                "resets.", "schema": {"type": "integer"}}}
 _WWW_AUTHENTICATE = {"WWW-Authenticate": {"description": "Bearer",
@@ -334,3 +335,6 @@ def _tool_call(call: dict) -> dict:
             "idempotency_key": call["key"], "remote_ref": call["remote_ref"],
             "attempts": call["attempt"], "last_error": error,
             "arguments": call["arguments"]}
+
+
+operator_routes.register(api, headers=_HEADERS)

@@ -18,6 +18,9 @@ StepStatusName = Literal[tuple(s.value for s in StepStatus)]
 StepKind = Literal["read", "decision", "write", "notify", "approval", "agent"]
 ToolCallStateName = Literal[tuple(s.value for s in ToolCallStatus)]
 
+# The largest id a path may name (PostgreSQL's bigint).
+MAX_RUN_ID = 2**63 - 1
+
 # PostgreSQL text cannot hold NUL characters; the document says so, the API refuses them.
 NO_NUL = r"^[^\u0000]+$"
 # A business key reaches mail subjects and log lines: no control characters at all (the
@@ -210,3 +213,111 @@ class Investigation(Schema):
     risks: list[InvestigationRisk]
     verdict: Literal["go", "limited", "stop"]
     next_step: str
+
+
+# --- the operator's surface: lists, actions, history, approval decisions ------------------
+
+class RunSummary(Schema):
+    id: int
+    workflow: str
+    workflow_version: int
+    business_key: str
+    state: State
+    status: str = Field(description="The runtime's own status name (e.g. 'attention').")
+    attention_reason: Reason | None
+    current_step: str | None
+    last_error_class: ErrorClassName | None
+    created_at: datetime
+    updated_at: datetime
+    status_url: str
+
+
+class RunPage(Schema):
+    runs: list[RunSummary] = Field(description="Newest status change first.")
+    next_cursor: str | None = Field(
+        description="Pass as `after` for the next page (keyset paging: every page costs the "
+                    "same); null on the last page.")
+
+
+class ActionIn(Schema):
+    reason: str = Field(min_length=1, max_length=2000, pattern=NO_NUL,
+                        description="Why: recorded in the audit trail. Required.")
+    step: str = Field("", max_length=200, pattern=r"^[^\u0000]*$",
+                      description="The step, for the actions aimed at one.")
+    call: str = Field("", max_length=40, pattern=r"^[^\u0000]*$",
+                      description="The tool call ('turn.index'), for the tool-call actions.")
+    mode: Literal["ask", "found", "not_found"] = Field(
+        "ask", description="reconcile: ask the remote system by key, or record by hand.")
+    remote_ref: str = Field("", max_length=500, pattern=r"^[^\u0000]*$",
+                            description="reconcile found: the effect's remote reference.")
+    evidence: str = Field("", max_length=2000, pattern=r"^[^\u0000]*$",
+                          description="reconcile by hand: what established it.")
+
+
+class ApprovalRequestOut(Schema):
+    id: int
+    kind: str
+    run_id: int
+    action: str = Field(description="The operator action asked for (four eyes), or empty.")
+    step: str
+    status: str
+    requested_by: str | None
+    requested_at: datetime
+    due_at: datetime
+    reason: str = Field(description="The requester's reason, for an operator action.")
+    decide_url: str
+
+
+class ActionDone(Schema):
+    action: str
+    run_id: int
+    message: str
+    state: State
+    status_url: str
+
+
+class ActionPending(Schema):
+    action: str
+    run_id: int
+    message: str
+    approval_request: ApprovalRequestOut
+
+
+class HistoryEntry(Schema):
+    seq: int = Field(description="The record's place in the run's audit chain.")
+    at: datetime
+    action: str
+    actor: str
+    actor_kind: str
+    step: str
+    reason: str
+    before: dict[str, Any]
+    after: dict[str, Any]
+    data: dict[str, Any]
+
+
+class HistoryPage(Schema):
+    run_id: int
+    entries: list[HistoryEntry] = Field(description="Oldest first within the page.")
+    older: int | None = Field(description="Pass as `before` for the page of older entries; "
+                                          "null when none is older.")
+
+
+class ApprovalList(Schema):
+    requests: list[ApprovalRequestOut]
+
+
+class DecisionIn(Schema):
+    approve: bool
+    decision_id: str = Field(
+        pattern=r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
+                r"[0-9a-fA-F]{12}$",
+        description="A UUID the caller makes once per decision: sending it again changes "
+                    "nothing.")
+    comment: str = Field("", max_length=2000, pattern=r"^[^\u0000]*$")
+
+
+class DecisionOut(Schema):
+    outcome: Literal["recorded", "already_recorded"]
+    message: str
+    approval_request: ApprovalRequestOut

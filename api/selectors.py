@@ -1,9 +1,14 @@
-"""Reads for the API: a run as a caller sees it, in two queries (the run, its steps)."""
+"""Reads for the API: a run as a caller sees it, in two queries (the run, its steps); a
+run's history a page at a time; the keyset cursor of the runs list."""
 
 from dataclasses import dataclass
+from datetime import datetime
 
+from django.utils.dateparse import parse_datetime
+
+from audit.models import AuditRecord
 from runs.actions import offered
-from runs.models import Run, RunStatus, Step, StepStatus
+from runs.models import Run, RunStatus, Step, StepStatus, Workflow
 
 # The run statuses of the runtime, as the finite set of states the API promises.
 STATE_OF_STATUS = {
@@ -79,3 +84,64 @@ def _describe(run: Run, state: str, current: Step | None, waiting_for: str | Non
     return {"completed": f"completed all {run.step_count} steps",
             "compensated": "compensated: completed steps were undone",
             "terminated": "terminated"}[state]
+
+
+def token_workflow_ids(workflows: list[str]) -> frozenset[int]:
+    """The ids of the workflow rows a token's workflow names stand for."""
+    return frozenset(Workflow.objects.filter(name__in=workflows).values_list("pk", flat=True))
+
+
+def encode_cursor(cursor: tuple[datetime, int] | None) -> str | None:
+    return f"{cursor[0].isoformat()}|{cursor[1]}" if cursor else None
+
+
+def decode_cursor(value: str) -> tuple[datetime, int] | None:
+    """The keyset cursor a page handed out, or None for a malformed one (the first page)."""
+    stamp, _, pk = value.rpartition("|")
+    when = parse_datetime(stamp) if stamp else None
+    if when is None or not pk.isdigit() or len(pk) > 19:
+        return None
+    return when, int(pk)
+
+
+# Audit records on one page of a run's history over the API.
+HISTORY_PAGE = 50
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    records: list[AuditRecord]
+    older: int | None
+
+
+def history_page(run: Run, *, before: int | None = None,
+                 size: int = HISTORY_PAGE) -> HistoryPage:
+    """The run's audit records before seq `before` (the newest without it), oldest first,
+    along the (run, seq) index: every page costs one query, however long the history."""
+    records = AuditRecord.objects.filter(run=run).order_by("-seq")
+    if before is not None:
+        records = records.filter(seq__lt=before)
+    page = list(records[:size + 1])
+    more = len(page) > size
+    page = page[:size][::-1]
+    return HistoryPage(records=page, older=page[0].seq if more and page else None)
+
+
+def summary_of(run: Run) -> dict:
+    """One row of the runs list as the API and the CLI print it (a run from
+    runs.selectors.runs_page, which carries its last error class)."""
+    return {"id": run.pk, "workflow": run.workflow_name,
+            "workflow_version": run.workflow_version, "business_key": run.business_key,
+            "state": state_of(run.status), "status": run.status,
+            "attention_reason": run.attention_reason or None,
+            "current_step": run.current_step or None,
+            "last_error_class": getattr(run, "last_error_class", None) or None,
+            "created_at": run.created_at, "updated_at": run.updated_at}
+
+
+def history_entry(record: AuditRecord) -> dict:
+    """One audit record as the API and the CLI print a run's history."""
+    return {"seq": record.seq, "at": record.created_at, "action": record.action,
+            "actor": record.actor_label, "actor_kind": record.actor_kind,
+            "step": record.step_name, "reason": record.reason, "before": record.before or {},
+            "after": record.after or {}, "data": record.data or {}}

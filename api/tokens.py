@@ -60,7 +60,7 @@ def default_expiry(now: datetime) -> datetime | None:
 
 def token_create(*, name: str, workflows: list[str], rate_limit: int | None = None,
                  expires_at: datetime | None | _Default = DEFAULT_EXPIRY, created_by=None,
-                 now: datetime | None = None) -> tuple[ApiToken, str]:
+                 acting_user=None, now: datetime | None = None) -> tuple[ApiToken, str]:
     """Create a token; returns it and its plaintext (shown once, never stored). It expires
     at `expires_at` (None: never), by default API_TOKEN_DEFAULT_DAYS from now."""
     now = now or timezone.now()
@@ -68,7 +68,8 @@ def token_create(*, name: str, workflows: list[str], rate_limit: int | None = No
         expires_at = default_expiry(now)
     for _ in range(3):
         token = ApiToken(name=name, workflows=sorted(set(workflows)), rate_limit=rate_limit,
-                         expires_at=expires_at, created_by=created_by, created_at=now)
+                         expires_at=expires_at, created_by=created_by, created_at=now,
+                         acting_user=acting_user)
         plaintext = assign_secret(token)
         try:
             with transaction.atomic():

@@ -40,6 +40,7 @@ from runs.models import (
 )
 
 from .backoff import retry_delay
+from .bulk import apply_approved
 from .models import DECIDED_STATUSES, ApprovalRequest, RequestKind, RequestStatus
 from .notifications import time_text
 from .permissions import can_decide
@@ -203,6 +204,11 @@ def _apply(approval: ApprovalRequest, now: datetime) -> None:
         requester = Actor(kind=AuditRecord.ActorKind.USER,
                           label=approval.snapshot.get("requested_by", ""),
                           user_id=approval.requested_by_id)
+        if approval.params.get("bulk_job"):
+            # One request for the runs of a bulk job that needed a second person.
+            apply_approved(approval.params["bulk_job"], actor=requester,
+                           approved_by=_decider(approval))
+            return
         ACTIONS[approval.action].perform(
             approval.run_id, actor=requester, approved_by=_decider(approval),
             given=ActionInput(reason=approval.snapshot.get("reason", ""),

@@ -71,3 +71,40 @@ def request_operator_action(run: Run | int, *, action: str, requested_by, reason
     logger.info("operator action %s on run %s requested by %s: approval request %s",
                 action, run.pk, requested_by.get_username(), approval.pk)
     return approval, True
+
+
+def request_bulk_operator_action(job, run_ids: list[int], *,
+                                 now: datetime | None = None) -> ApprovalRequest | None:
+    """One approval request for the runs of bulk job `job` that need a second person: it
+    lists them all, and approving it performs the job's action on each (approvals.decisions)
+    with the approver as the second person. The request hangs on one of the runs (a request
+    belongs to a run): the first without an open request of its own for the action. None if
+    every run has one (each is then decided on its own)."""
+    now = now or timezone.now()
+    spec = ACTIONS[job.action]
+    if not spec.may_need_second_person:
+        raise ValueError(f"{job.action!r} never takes a second person")
+    snapshot = normalise({
+        "action": job.action, "bulk_job": job.pk, "runs": sorted(run_ids),
+        "run_count": len(run_ids), "filters": job.filters,
+        "requested_by": job.requested_by.get_username(), "reason": job.reason,
+        "params": {"bulk_job": job.pk, "runs": sorted(run_ids), **(job.params or {})},
+    })
+    names = list(settings.APPROVALS_FOUR_EYES_APPROVERS)
+    for anchor in Run.objects.filter(pk__in=run_ids).order_by("pk"):
+        try:
+            with transaction.atomic(durable=True):
+                approval = create_request(
+                    kind=RequestKind.OPERATOR_ACTION, run=anchor, action=job.action,
+                    params=snapshot["params"], requested_by=job.requested_by,
+                    snapshot=snapshot, snapshot_hash=snapshot_hash(snapshot), approvers=names,
+                    remind_every=timedelta(seconds=settings.APPROVALS_FOUR_EYES_REMIND_SECONDS),
+                    timeout=timedelta(seconds=settings.APPROVALS_FOUR_EYES_TIMEOUT_SECONDS),
+                    on_timeout="cancel", now=now)
+        except IntegrityError:
+            continue  # this run already has an open request for the action
+        logger.info("bulk job %s: %s on %d runs requested by %s: approval request %s",
+                    job.pk, job.action, len(run_ids), job.requested_by.get_username(),
+                    approval.pk)
+        return approval
+    return None

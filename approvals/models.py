@@ -211,3 +211,71 @@ class Notification(models.Model):
 
     def __str__(self):
         return f"{self.kind} to {self.recipient} ({self.status})"
+
+
+class BulkJobStatus(models.TextChoices):
+    RUNNING = "running"
+    DONE = "done"
+    CANCELLED = "cancelled"
+
+
+class BulkJob(models.Model):
+    """One operator action on every run a filter matched when the job started, worked
+    through in the background a batch at a time (approvals.bulk). Its runs are those that
+    matched then (ids up to `last_run_id`); `cursor` is the last run id looked at. Rows
+    change only through approvals.bulk."""
+
+    action = models.CharField(max_length=100)
+    filters = models.JSONField(default=dict)
+    reason = models.TextField()
+    params = models.JSONField(default=dict, blank=True)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                     related_name="+")
+    status = models.CharField(max_length=16, choices=BulkJobStatus.choices,
+                              default=BulkJobStatus.RUNNING)
+    total = models.PositiveIntegerField(default=0)
+    last_run_id = models.BigIntegerField(default=0)
+    cursor = models.BigIntegerField(default=0)
+    # A worker holds the job until then; past it (the worker died) another takes it over.
+    lease_until = models.DateTimeField(null=True, blank=True)
+    # The one four-eyes request for the runs that need a second person, once made.
+    approval = models.ForeignKey("ApprovalRequest", null=True, blank=True,
+                                 on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cancelled_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                     on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        indexes = [models.Index(fields=["lease_until"], name="bulk_job_running_idx",
+                                condition=Q(status="running"))]
+
+    def __str__(self):
+        return f"bulk {self.action} #{self.pk}"
+
+
+class BulkOutcome(models.Model):
+    """What the job did with one run. Written (as `claimed`) before the action and
+    completed after it: the unique constraint is what keeps a job from acting twice on a
+    run, whatever crashes in between (approvals.bulk recovers a claimed row from the
+    run's audit trail)."""
+
+    class Outcome(models.TextChoices):
+        CLAIMED = "claimed"
+        DONE = "done"
+        SECOND_PERSON = "second_person", "waits for a second person"
+        REFUSED = "refused"
+        FORBIDDEN = "forbidden"
+
+    job = models.ForeignKey(BulkJob, on_delete=models.CASCADE, related_name="outcomes")
+    run_id = models.BigIntegerField()
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    message = models.TextField(blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "run_id"],
+                                               name="bulk_one_outcome_per_run")]
+
+    def __str__(self):
+        return f"{self.job}: run {self.run_id} {self.outcome}"

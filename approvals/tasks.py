@@ -2,9 +2,22 @@
 
 from celery import shared_task
 
-from . import schedule
+from . import bulk, schedule
+from .models import BulkJobStatus
 
 
 @shared_task(name="approvals.sweep")
 def sweep() -> dict:
-    return schedule.sweep().as_dict()
+    report = schedule.sweep().as_dict()
+    # Bulk jobs no worker holds (just started, or their worker died) go to a worker.
+    for job_id in bulk.stalled_jobs():
+        bulk_job.delay(job_id)
+    return report
+
+
+@shared_task(name="approvals.bulk_job")
+def bulk_job(job_id: int) -> None:
+    """A few batches of a bulk job, then the rest in the next task (other work interleaves)."""
+    job = bulk.run_bulk_job(job_id, batches=5)
+    if job.status == BulkJobStatus.RUNNING and job.lease_until is None:
+        bulk_job.delay(job_id)

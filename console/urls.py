@@ -3,11 +3,15 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import views
+from . import bulk_views, views
 
 console_patterns = [
     path("runs/", views.runs_list, name="runs"),
     path("runs/bulk/", views.bulk_action, name="bulk"),
+    path("runs/bulk/preview/", bulk_views.bulk_preview_page, name="bulk_preview"),
+    path("runs/bulk/jobs/", bulk_views.bulk_start, name="bulk_start"),
+    path("runs/bulk/jobs/<int:job_id>/", bulk_views.bulk_job_page, name="bulk_job"),
+    path("runs/bulk/jobs/<int:job_id>/cancel/", bulk_views.bulk_cancel, name="bulk_cancel"),
     path("runs/<int:run_id>/", views.run_detail, name="run"),
     path("runs/archived/<int:run_id>/", views.archived_run, name="archived_run"),
     path("runs/<int:run_id>/investigation/", views.run_investigation, name="investigation"),

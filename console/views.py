@@ -2,6 +2,7 @@
 action, render a page or the partial htmx swaps."""
 
 import logging
+from dataclasses import replace
 from datetime import datetime
 from functools import lru_cache, partial
 
@@ -14,6 +15,13 @@ from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
+from approvals.operator_actions import (
+    ActionForbidden,
+    ActionInputError,
+    NoSuchAction,
+    NoSuchRun,
+    act,
+)
 from approvals.selectors import requests_for_run
 from archive import selectors as archived
 from archive.models import ArchivedRun
@@ -23,15 +31,15 @@ from audit.csv_export import access_csv_lines, audit_csv_lines
 from audit.selectors import audit_records
 from runs import definition as d
 from runs import selectors
-from runs.actions import ACTIONS, offered
+from runs.actions import ACTIONS, ActionInput, offered
 from runs.contracts import contract_table, step_contract, workflow_verdict
 from runs.errors import TransitionNotAllowed
 from runs.guidance import recommend
 from runs.intentions import step_lines
 from runs.investigation import investigate, to_markdown
-from runs.models import Run, Step
+from runs.models import Run
 
-from .actions import ActionInputError, perform
+from .bulk_views import BULK_BY_FILTER
 from .forms import AuditFilterForm, RunFilterForm
 from .permissions import VIEW, grant_for
 from .run_rows import run_rows
@@ -85,6 +93,7 @@ def runs_list(request):
         "count_cap": selectors.COUNT_CAP,
         "next_cursor": f"{next_cursor[0].isoformat()}|{next_cursor[1]}" if next_cursor else "",
         "query": query.urlencode(), "first_page": after is None,
+        "bulk_actions": BULK_BY_FILTER,
     })
 
 
@@ -203,30 +212,23 @@ def run_investigation(request, run_id: int):
 @require_POST
 @login_required
 def run_action(request, run_id: int, action: str):
-    if action not in ACTIONS:
-        raise Http404(f"No action {action!r}.")
-    spec = ACTIONS[action]
-    detail = _load_visible_run(request, run_id)
-    run = detail.run
-    if not grant_for(request.user, spec.permission).covers(run.workflow_id):
-        logger.warning("refused %s on run %s for %s: no %s permission", action, run.pk,
-                       request.user.get_username(), spec.permission)
-        raise PermissionDenied(f"You may not {spec.label.lower()} this run.")
     seen = request.POST.get("seen", "")
-    if seen != str(run.audit_seq):
-        messages.error(request, "The run moved on since this page was drawn: nothing was "
-                                "done. Check its state below and try again if still needed.")
+    try:
+        outcome = act(action, run_id, user=request.user, given=ActionInput.from_form(request.POST),
+                      seen=int(seen) if seen.isdigit() else -1)
+    except (NoSuchAction, NoSuchRun) as exc:
+        raise Http404(str(exc)) from None
+    except ActionForbidden:
+        raise PermissionDenied(f"You may not {ACTIONS[action].label.lower()} this run.") \
+            from None
+    except (ActionInputError, TransitionNotAllowed) as exc:
+        messages.error(request, f"{ACTIONS[action].label} was not done: {exc}")
     else:
-        try:
-            messages.success(request, perform(action, run, user=request.user,
-                                              data=request.POST))
-        except (ActionInputError, TransitionNotAllowed, ValueError) as exc:
-            messages.error(request, f"{spec.label} was not done: {exc}")
-    url = reverse("console:run", args=[run.pk])
+        messages.success(request, outcome.message)
     if request.htmx:
-        context = _detail_context(request, selectors.run_detail(run.pk))
-        return render(request, "console/_run_live.html", context)
-    return redirect(url)
+        detail = _load_visible_run(request, run_id)
+        return render(request, "console/_run_live.html", _detail_context(request, detail))
+    return redirect(reverse("console:run", args=[run_id]))
 
 
 # The actions the runs list offers for many runs at once.
@@ -240,27 +242,20 @@ def bulk_action(request):
     if action not in BULK_ACTIONS:
         raise Http404(f"No bulk action {action!r}.")
     spec = ACTIONS[action]
-    grant = grant_for(request.user, spec.permission)
     ids = [int(x) for x in request.POST.getlist("run") if x.isdigit()][:500]
     acted, refused = [], []
     for run in Run.objects.filter(pk__in=ids).order_by("pk"):
-        if not grant.covers(run.workflow_id):
-            logger.warning("refused bulk %s on run %s for %s", action, run.pk,
-                           request.user.get_username())
-            refused.append(f"{run.pk} (no permission)")
-            continue
+        given = ActionInput.from_form(request.POST)
+        if spec.takes_step:
+            # In bulk, a step action aims at the first step it applies to.
+            targets = spec.eligible_steps(run, list(run.steps.order_by("position")))
+            given = replace(given, step=targets[0].name if targets else "", mode="ask")
         try:
-            data = request.POST.dict()
-            if spec.takes_step:
-                # In bulk, a step action aims at the first step it applies to.
-                steps = list(Step.objects.filter(run=run).order_by("position"))
-                targets = spec.eligible_steps(run, steps)
-                if not targets:
-                    raise ActionInputError(spec.refusal(run, steps) or "no step to act on")
-                data = {**data, "step": targets[0].name, "mode": "ask"}
-            perform(action, run, user=request.user, data=data)
+            act(action, run.pk, user=request.user, given=given)
             acted.append(str(run.pk))
-        except (ActionInputError, TransitionNotAllowed, ValueError) as exc:
+        except ActionForbidden:
+            refused.append(f"{run.pk} (no permission)")
+        except (ActionInputError, TransitionNotAllowed) as exc:
             refused.append(f"{run.pk} ({exc})")
     if acted:
         messages.success(request, f"{spec.label} done for runs {', '.join(acted)}.")

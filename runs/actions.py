@@ -40,6 +40,16 @@ class ActionInput:
     # The tool call ("turn.index") of the step, for the actions aimed at one tool call.
     call: str = ""
 
+    @classmethod
+    def from_form(cls, data) -> "ActionInput":
+        """The input from a posted form (or any mapping of strings)."""
+        def field(name: str, default: str = "") -> str:
+            return (data.get(name) or default).strip()
+
+        return cls(reason=field("reason"), step=field("step"), mode=field("mode", "ask"),
+                   remote_ref=field("remote_ref"), evidence=field("evidence"),
+                   call=field("call"))
+
 
 @dataclass(frozen=True)
 class OperatorAction:

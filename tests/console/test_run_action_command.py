@@ -3,7 +3,6 @@
 import io
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.core.management import CommandError, call_command
 
 from audit.models import AuditRecord
@@ -26,22 +25,18 @@ def effected_run():
                                 "post-ledger": StepStatus.SUCCEEDED})
 
 
-def test_terminate_from_the_cli_after_a_high_impact_effect_needs_a_second_person(
+def test_terminate_from_the_cli_after_a_high_impact_effect_opens_a_request(
         operator, effected_run):
-    with pytest.raises(CommandError, match="second person"):
-        _run_action(effected_run.pk, "terminate", "--user", "olga", "--reason", "fraud")
-    with pytest.raises(CommandError, match="someone other than olga"):
-        _run_action(effected_run.pk, "terminate", "--user", "olga", "--reason", "fraud",
-                    "--approved-by", "olga")
-    assert Run.objects.get(pk=effected_run.pk).status == RunStatus.ATTENTION
+    from approvals.models import ApprovalRequest
 
-    colleague = User.objects.create_user("carl")
-    colleague.groups.add(Group.objects.get(name="operators"))
-    out = _run_action(effected_run.pk, "terminate", "--user", "olga", "--reason", "fraud",
-                      "--approved-by", "carl")
-    assert "Terminate: done" in out
-    record = AuditRecord.objects.get(run=effected_run, action="terminated")
-    assert record.actor_label == "olga" and record.data["approved_by"] == "carl"
+    out = _run_action(effected_run.pk, "terminate", "--user", "olga", "--reason", "fraud")
+    request = ApprovalRequest.objects.get(run=effected_run, action="terminate")
+    assert f"approval request {request.pk} created" in out and "--decide" in out
+    assert Run.objects.get(pk=effected_run.pk).status == RunStatus.ATTENTION
+    assert not AuditRecord.objects.filter(run=effected_run, action="terminated").exists()
+    with pytest.raises(CommandError, match="unrecognized arguments: --approved-by"):
+        _run_action(effected_run.pk, "terminate", "--user", "olga", "--reason", "fraud",
+                    "--approved-by", "carl")
 
 
 def test_the_cli_refuses_an_empty_reason_and_a_user_without_the_permission(

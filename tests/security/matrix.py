@@ -183,6 +183,47 @@ def _bulk_actions() -> Iterable[str]:
     return BULK_ACTIONS
 
 
+def _bulk_filter_body(world: World, role: str, item: str | None) -> Body:
+    return {"action": "resume", "status": "attention", "reason": "security matrix"}, FORM
+
+
+def _bulk_job_kwargs(world: World, view: View, item: str | None) -> dict:
+    from approvals.bulk import start_bulk_job
+    from runs.selectors import RunFilters
+
+    job = start_bulk_job("resume", RunFilters(status="attention"),
+                         user=world.users["operator"], reason="security matrix")
+    return {"job_id": job.pk}
+
+
+def _token_just_used() -> None:
+    # A token's last use is stamped at most once a minute, refused requests included: here
+    # it is stamped before the entry's requests, so that they are judged on what they write.
+    from django.utils import timezone
+
+    from api.models import ApiToken
+
+    ApiToken.objects.update(last_used_at=timezone.now())
+
+
+def _api_action_kwargs(world: World, view: View, item: str | None) -> dict:
+    _token_just_used()
+    return {"run_id": world.run("failed_write").pk, "action": "resume"}
+
+
+def _api_decision_kwargs(world: World, view: View, item: str | None) -> dict:
+    _token_just_used()
+    return {"request_id": world.approval.pk}
+
+
+def _api_action_body(world: World, role: str, item: str | None) -> Body:
+    return {"reason": "security matrix"}, JSON
+
+
+def _api_decision_body(world: World, role: str, item: str | None) -> Body:
+    return {"approve": True, "decision_id": str(uuid.uuid4())}, JSON
+
+
 def _decide_body(world: World, role: str, item: str | None) -> Body:
     return {"decision": "approve", "comment": "security matrix",
             "decision_id": str(uuid.uuid4())}, FORM
@@ -265,6 +306,13 @@ ENTRIES: list[tuple[str, Entry]] = [
         "An operator action on many runs: each run checked against the permission.",
         may=frozenset({"operator", "superuser"}), body=_bulk_body, expand=_bulk_actions,
         changes=True, passed=bulk_went_through, refused=bulk_refused)),
+    ("console:bulk_start", Entry(
+        "A bulk job by filter: the action's permission on some workflow (each run is checked "
+        "again as the job reaches it), POST, CSRF.",
+        may=frozenset({"operator", "other_operator", "superuser"}), body=_bulk_filter_body)),
+    ("console:bulk_cancel", Entry(
+        "Cancel a bulk job: the person who started it (and the superuser), POST, CSRF.",
+        may=frozenset({"operator", "superuser"}), kwargs=_bulk_job_kwargs)),
     ("approvals:decide", Entry(
         "Approve or reject: approvers of the request (and the superuser), POST, CSRF.",
         may=frozenset({"approver", "superuser"}),
@@ -275,9 +323,19 @@ ENTRIES: list[tuple[str, Entry]] = [
     ("logout", Entry("The console's logout: POST only, CSRF-checked.", may=EVERYONE,
                      passed=answered)),
     # The integration API: a bearer token, never a cookie, so no CSRF token either.
-    ("api:start_run", Entry(
-        "Start a run: a token for the workflow; a console session is not a token.",
-        may=frozenset({"api_token"}), body=_start_run_body, changes=True, csrf=False)),
+    ("api:run_action", Entry(
+        "An operator action over the API: only a token that acts for a person with the "
+        "permission (the matrix's token acts for nobody: 403).",
+        may=NOBODY, kwargs=_api_action_kwargs, body=_api_action_body, csrf=False)),
+    ("api:decide_approval", Entry(
+        "An approval decision over the API: only a token whose person may decide (the "
+        "matrix's token acts for nobody: 403).",
+        may=NOBODY, kwargs=_api_decision_kwargs, body=_api_decision_body, csrf=False)),
+    ("api:(start_run|list_runs)", Entry(
+        "Start a run (POST) or list runs (GET): a token for the workflow; a console "
+        "session is not a token.",
+        may=frozenset({"api_token"}), readers=frozenset({"api_token"}), body=_start_run_body,
+        changes=True, csrf=False)),
     ("api:(openapi-json|openapi-view)", Entry(
         "The API's description and its docs page: read-only, for any method.",
         may=EVERYONE, readers=EVERYONE)),

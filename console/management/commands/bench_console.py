@@ -18,11 +18,13 @@ from django.contrib.auth.models import Group, Permission, User
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
+from django.db.models import Count
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals import schedule as approvals_schedule
+from approvals.bulk import bulk_preview
 from audit.actions import AuditAction
 from audit.chain import Actor, build_record
 from audit.models import AuditRecord
@@ -30,10 +32,12 @@ from console.roles import ensure_roles
 from observability.metrics import recount_history
 from runs import sweeper
 from runs.models import Run, RunStatus, Step, StepStatus
+from runs.selectors import RunFilters
 
 # The issue's targets, in ms.
 TARGETS = {"search": 50, "list": 100, "detail": 30}
-BACKGROUND_TARGETS = {"sweep": 10, "sweep_due": 1000, "metrics": 50}
+BACKGROUND_TARGETS = {"sweep": 10, "sweep_due": 1000, "metrics": 50, "bulk_preview": 500}
+BULK_RUNS = 100_000
 LEASE_RUNS = 500
 LEASE_KEY = "bench:lease-"
 AUDIT_RECORDS = 500
@@ -120,6 +124,7 @@ class Command(BaseCommand):
         self.stdout.write("targets: median under {search} ms for a search, {list} ms for a "
                           "list, {detail} ms for a run's detail".format(**TARGETS))
         self._admin(searched, repeat)
+        self._bulk_preview(user, repeat)
         self._background(client, stuck, repeat)
 
     def _admin(self, searched: Step, repeat: int) -> None:
@@ -150,6 +155,23 @@ class Command(BaseCommand):
             self._line(name, times[name], queries[name])
         self.stdout.write("targets: median under {list} ms for the admin's runs list and "
                           "its search".format(**TARGETS))
+
+    def _bulk_preview(self, user, repeat: int) -> None:
+        """The preview of a bulk action over the status whose runs number nearest 100,000
+        (the count, how many the operator may act on, how many the action accepts)."""
+        counts = dict(Run.objects.values_list("status").annotate(n=Count("pk"))
+                      .values_list("status", "n"))
+        status = min(counts, key=lambda s: abs(counts[s] - BULK_RUNS))
+        filters = RunFilters(status=status)
+        times = []
+        for i in range(repeat + 3):
+            t0 = time.perf_counter()
+            preview = bulk_preview("terminate", filters, user=user)
+            if i >= 3:
+                times.append((time.perf_counter() - t0) * 1000)
+        self._line("bulk preview 100k runs", times)
+        self.stdout.write(f"  ({preview.matching} runs matched: status {status}; target: "
+                          f"median under {BACKGROUND_TARGETS['bulk_preview']} ms)")
 
     def _background(self, client, model: Run, repeat: int) -> None:
         held = self._lease_runs(model)

@@ -1,24 +1,40 @@
-"""Perform an operator action from the command line, as a named user, through the same
-table (runs.actions), permission rule and transitions as the console."""
+"""Perform an operator action from the command line, as a named user, through the one
+function every caller uses (approvals.operator_actions.act): the same table, permission
+rule, four-eyes rule and transitions as the console and the API.
 
+Four eyes: an action that needs a second person opens an approval request, as it does in
+the console. The second person decides it as themselves: in the console, over the API, or
+here with --decide REQUEST --user B, which asks for B's password (or reads it from the
+RUN_ACTION_PASSWORD environment variable), so that nobody names another person as the
+one who agreed.
+"""
+
+import getpass
+import os
 import re
+import uuid
 
-from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
-from audit.chain import Actor
-from console.permissions import grant_for
-from runs.actions import ACTIONS, ActionInput, ActionInputError
+from approvals.decisions import decide
+from approvals.models import ApprovalRequest, RequestKind
+from approvals.operator_actions import ActionInputError, NoSuchAction, NoSuchRun, act
+from console.cli import print_json, user_named
+from runs.actions import ACTIONS, ActionInput
 from runs.errors import TransitionNotAllowed
 from runs.models import Run, Step
 
+PASSWORD_VARIABLE = "RUN_ACTION_PASSWORD"
+
 
 class Command(BaseCommand):
-    help = ("Perform an operator action on a run as USER: "
-            + ", ".join(ACTIONS) + ". Without an action, list what the run offers.")
+    help = ("Perform an operator action on a run as USER: " + ", ".join(ACTIONS)
+            + ". Without an action, list what the run offers. With --decide REQUEST, decide "
+              "a four-eyes request as USER (authenticated by password).")
 
     def add_arguments(self, parser):
-        parser.add_argument("run", type=int)
+        parser.add_argument("run", type=int, nargs="?")
         parser.add_argument("action", nargs="?", choices=list(ACTIONS))
         parser.add_argument("--user", required=True, help="the person acting (a username)")
         parser.add_argument("--reason", default="")
@@ -31,57 +47,91 @@ class Command(BaseCommand):
                             help="reconcile: ask the remote system, or record by hand")
         parser.add_argument("--remote-ref", default="")
         parser.add_argument("--evidence", default="")
-        parser.add_argument("--approved-by", default="",
-                            help="the second person (a username) where four eyes apply")
+        parser.add_argument("--decide", type=int, metavar="REQUEST",
+                            help="decide this four-eyes approval request as USER")
+        parser.add_argument("--reject", action="store_true",
+                            help="with --decide: reject (the default is to approve)")
+        parser.add_argument("--comment", default="")
+        parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
     def handle(self, *args, **options):
-        user = self._user(options["user"])
-        try:
-            run = Run.objects.get(pk=options["run"])
-        except Run.DoesNotExist:
-            raise CommandError(f"no run {options['run']}") from None
-        steps = list(Step.objects.filter(run=run).order_by("position"))
+        user = user_named(options["user"])
+        if options["decide"] is not None:
+            return self._decide(user, options)
+        if options["run"] is None:
+            raise CommandError("give a run id (or --decide REQUEST)")
         if not options["action"]:
-            for action in ACTIONS.values():
-                refused = action.refusal(run, steps)
-                self.stdout.write(f"{action.name:22} {'-' if refused else 'offered'}"
-                                  f"{': ' + refused if refused else ''}")
-            return
-        spec = ACTIONS[options["action"]]
-        if not grant_for(user, spec.permission).covers(run.workflow_id):
-            raise CommandError(f"{user.get_username()} may not {spec.label.lower()} run "
-                               f"{run.pk} (needs runs.{spec.permission})")
-        approved_by = None
-        if options["approved_by"]:
-            second = self._user(options["approved_by"])
-            if not grant_for(second, spec.permission).covers(run.workflow_id):
-                raise CommandError(f"{second.get_username()} may not approve "
-                                   f"{spec.label.lower()} (needs runs.{spec.permission})")
-            approved_by = Actor.for_user(second)
+            return self._offered(options["run"], options["json"])
+        spec = ACTIONS.get(options["action"])
         step, call = target(options["step"], options["call"])
-        if call and not spec.takes_call:
+        if spec is not None and call and not spec.takes_call:
             raise CommandError(f"{spec.label} is not aimed at one tool call: leave out --call")
-        if spec.takes_call and not call:
+        if spec is not None and spec.takes_call and not call:
             raise CommandError(f"{spec.label} is aimed at one tool call: name it with --call "
                                "STEP:TURN.INDEX (the run page shows each call's turn.index)")
-        given = ActionInput(reason=options["reason"], step=step, mode=options["mode"],
-                            remote_ref=options["remote_ref"], evidence=options["evidence"],
-                            call=call)
+        given = ActionInput(reason=options["reason"], step=step,
+                            mode=options["mode"], remote_ref=options["remote_ref"],
+                            evidence=options["evidence"], call=call)
         try:
-            run = spec.perform(run.pk, actor=Actor.for_user(user), given=given,
-                               approved_by=approved_by)
+            outcome = act(options["action"], options["run"], user=user, given=given)
+        except (NoSuchAction, NoSuchRun, PermissionDenied) as exc:
+            raise CommandError(str(exc)) from None
         except (ActionInputError, TransitionNotAllowed) as exc:
-            raise CommandError(f"{spec.label} was not done: {exc}") from None
-        self.stdout.write(f"{spec.label}: done; run {run.pk} is {run.status}")
+            raise CommandError(f"{ACTIONS[options['action']].label} was not done: "
+                               f"{exc}") from None
+        if options["json"]:
+            print_json(self.stdout, {
+                "action": outcome.action, "run": outcome.run_id, "done": outcome.done,
+                "status": outcome.run.status if outcome.run else None,
+                "approval_request": outcome.approval.pk if outcome.approval else None,
+                "message": outcome.message})
+        elif outcome.done:
+            self.stdout.write(f"{outcome.message} run {outcome.run_id} is {outcome.run.status}")
+        else:
+            self.stdout.write(f"{outcome.message} Another person decides it: run_action "
+                              f"--decide {outcome.approval.pk} --user THEM")
 
-    def _user(self, username: str):
+    def _offered(self, run_id: int, as_json: bool):
         try:
-            user = get_user_model().objects.get(username=username)
-        except get_user_model().DoesNotExist:
-            raise CommandError(f"no user {username!r}") from None
-        if not user.is_active:
-            raise CommandError(f"user {username!r} is not active")
-        return user
+            run = Run.objects.get(pk=run_id)
+        except Run.DoesNotExist:
+            raise CommandError(f"no run {run_id}") from None
+        steps = list(Step.objects.filter(run=run).order_by("position"))
+        refusals = {name: action.refusal(run, steps) for name, action in ACTIONS.items()}
+        if as_json:
+            print_json(self.stdout, [{"action": name, "offered": refused is None,
+                                      "refusal": refused}
+                                     for name, refused in refusals.items()])
+            return
+        for name, refused in refusals.items():
+            self.stdout.write(f"{name:22} {'-' if refused else 'offered'}"
+                              f"{': ' + refused if refused else ''}")
+
+    def _decide(self, user, options):
+        password = os.environ.get(PASSWORD_VARIABLE)
+        if password is None:
+            password = getpass.getpass(f"password of {user.get_username()}: ")
+        # The second person proves who they are: naming them is not agreeing for them.
+        if not user.check_password(password):
+            raise CommandError(f"wrong password for {user.get_username()}; nothing decided")
+        try:
+            request = ApprovalRequest.objects.get(pk=options["decide"],
+                                                  kind=RequestKind.OPERATOR_ACTION)
+        except ApprovalRequest.DoesNotExist:
+            raise CommandError(f"no four-eyes request {options['decide']}") from None
+        try:
+            decision = decide(request.pk, user=user, approved=not options["reject"],
+                              decision_id=uuid.uuid4(), comment=options["comment"])
+        except PermissionDenied as exc:
+            raise CommandError(str(exc)) from None
+        if options["json"]:
+            print_json(self.stdout, {"request": request.pk, "outcome": decision.outcome,
+                                     "status": decision.request.status,
+                                     "message": decision.message})
+        else:
+            self.stdout.write(decision.message)
+        if not decision.recorded:
+            raise CommandError(decision.message)
 
 
 def target(step: str, call: str) -> tuple[str, str]:

@@ -1,0 +1,237 @@
+"""The operator's surface over the API: list and search runs, take any action of the table,
+read a run's history, and decide approval requests.
+
+Actions and decisions are a person's: a token acts for the user an admin named on it
+(ApiToken.acting_user), with that user's permissions, within the token's workflows, and
+the audit trail names that user. Each action is the one function every caller uses
+(approvals.operator_actions.act): the same permission rule, four-eyes rule and transitions
+as the console and the CLI. A token without a person lists and reads, and is refused (403)
+the rest.
+"""
+
+import uuid
+from typing import Literal
+
+from django.core.exceptions import PermissionDenied
+from django.urls import reverse
+from ninja import Path, Query, Status
+
+from approvals.decisions import decide
+from approvals.models import ApprovalRequest, RequestKind
+from approvals.operator_actions import (
+    ActionForbidden,
+    ActionInputError,
+    NoSuchRun,
+    act,
+)
+from approvals.selectors import inbox
+from runs.actions import ACTIONS, ActionInput
+from runs.errors import EvidenceRequired, ReasonRequired, TransitionNotAllowed
+from runs.models import ErrorClass, RunStatus, StepStatus
+from runs.selectors import RunFilters, runs_page
+
+from . import selectors
+from .schemas import (
+    MAX_RUN_ID,
+    ActionDone,
+    ActionIn,
+    ActionPending,
+    ApprovalList,
+    DecisionIn,
+    DecisionOut,
+    Error,
+    HistoryPage,
+    InvalidRequest,
+    RunPage,
+)
+
+ActionName = Literal[tuple(ACTIONS)]
+RunStatusName = Literal[("", *RunStatus.values)]
+StepStatusName = Literal[("", *StepStatus.values)]
+ErrorClassName = Literal[("", *ErrorClass.values)]
+
+
+def _err(code: str, detail: str) -> dict:
+    return {"error": code, "detail": detail}
+
+
+def _unknown_query(request, known: tuple[str, ...]) -> Status | None:
+    """A 422 naming the query parameters the operation does not know: a misspelt filter
+    would otherwise widen the list silently."""
+    unknown = [name for name in request.GET if name not in known]
+    if not unknown:
+        return None
+    return Status(422, {"error": "invalid_request",
+                        "detail": f"unknown query parameter(s): {', '.join(map(repr, unknown))}; "
+                                  f"known: {', '.join(known) or 'none'}",
+                        "errors": [{"loc": ["query", name], "msg": "unknown parameter",
+                                    "type": "extra_forbidden"} for name in unknown]})
+
+
+LIST_PARAMETERS = ("status", "workflow", "step_status", "error_class", "attention", "stuck",
+                   "q", "after", "limit")
+
+
+def _no_person(token) -> Status:
+    return Status(403, _err("no_acting_user",
+                            f"token {token.name} acts for nobody: an admin names the person "
+                            "it acts for (acting user) before it can act or decide"))
+
+
+def _approval(request, approval: ApprovalRequest) -> dict:
+    snapshot = approval.snapshot if isinstance(approval.snapshot, dict) else {}
+    operator = approval.kind == RequestKind.OPERATOR_ACTION
+    return {"id": approval.pk, "kind": approval.kind, "run_id": approval.run_id,
+            "action": approval.action, "step": approval.step_name, "status": approval.status,
+            "requested_by": snapshot.get("requested_by") if operator else None,
+            "requested_at": approval.requested_at, "due_at": approval.due_at,
+            "reason": snapshot.get("reason", "") if operator else "",
+            "decide_url": request.build_absolute_uri(
+                reverse("approvals:detail", args=[approval.pk]))}
+
+
+def register(api, *, headers: dict) -> None:
+    """Add the operator's operations to `api` (api.routes' NinjaAPI)."""
+
+    @api.get(
+        "/runs", url_name="list_runs", operation_id="list_runs", summary="List and search runs",
+        response={200: RunPage, 401: Error, 422: InvalidRequest, 429: Error},
+        openapi_extra=headers,
+        description="The console's runs list: the same filters and search (business key, "
+                    "idempotency key or remote reference), newest status change first, a "
+                    "page at a time (keyset: pass `next_cursor` as `after`). Only runs of "
+                    "the token's workflows.")
+    def list_runs(request, status: RunStatusName = "", workflow: str = Query("", max_length=200),
+                  step_status: StepStatusName = "", error_class: ErrorClassName = "",
+                  attention: bool = False, stuck: bool = False,
+                  q: str = Query("", max_length=300), after: str = Query("", max_length=80),
+                  limit: int = Query(50, ge=1, le=200)):
+        if (refused := _unknown_query(request, LIST_PARAMETERS)) is not None:
+            return refused
+        token = request.auth
+        filters = RunFilters(status=status, workflow=workflow.replace("\x00", ""),
+                             step_status=step_status, error_class=error_class,
+                             attention=attention, stuck=stuck, q=q.replace("\x00", ""))
+        rows, cursor = runs_page(filters,
+                                 workflow_ids=selectors.token_workflow_ids(token.workflows or []),
+                                 after=selectors.decode_cursor(after), limit=limit)
+        return Status(200, {"runs": [{
+            **selectors.summary_of(run),
+            "status_url": request.build_absolute_uri(reverse("api:run_state", args=[run.pk])),
+        } for run in rows], "next_cursor": selectors.encode_cursor(cursor)})
+
+    @api.post(
+        "/runs/{run_id}/actions/{action}", url_name="run_action", operation_id="run_action",
+        summary="Take an operator action on a run",
+        response={200: ActionDone, 202: ActionPending, 400: Error, 401: Error, 403: Error,
+                  404: Error, 409: Error, 422: InvalidRequest, 429: Error},
+        openapi_extra=headers,
+        description="Any action of the operator table (the run's `operator_actions` say "
+                    "which it offers now), as the token's acting user, with a reason. 200: "
+                    "done. 202: a second person must approve it (four eyes): the approval "
+                    "request is returned and nothing is done until another person decides "
+                    "it. 409: the run's state refuses it (the refusal in `detail`). 400: "
+                    "input the action needs is missing (a step, a tool call, evidence). 403: "
+                    "the token acts for nobody, or its person lacks the permission. 404: no "
+                    "such run among the token's workflows. Nothing is written on a refusal.")
+    def run_action(request, action: ActionName, payload: ActionIn,
+                   run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
+        token = request.auth
+        if selectors.visible_run(run_id, workflows=token.workflows or []) is None:
+            return Status(404, _err("run_not_found", f"no run {run_id} for this token"))
+        if token.acting_user is None:
+            return _no_person(token)
+        given = ActionInput(reason=payload.reason, step=payload.step.strip(),
+                            call=payload.call.strip(), mode=payload.mode,
+                            remote_ref=payload.remote_ref, evidence=payload.evidence)
+        try:
+            outcome = act(action, run_id, user=token.acting_user, given=given)
+        except ActionForbidden as exc:
+            return Status(403, _err("forbidden", str(exc)))
+        except NoSuchRun as exc:
+            return Status(404, _err("run_not_found", str(exc)))
+        except (ActionInputError, ReasonRequired, EvidenceRequired) as exc:
+            return Status(400, _err("invalid_action_input", str(exc)))
+        except TransitionNotAllowed as exc:
+            return Status(409, _err("refused", str(exc)))
+        if not outcome.done:
+            return Status(202, {"action": action, "run_id": run_id,
+                                "message": outcome.message,
+                                "approval_request": _approval(request, outcome.approval)})
+        return Status(200, {"action": action, "run_id": run_id, "message": outcome.message,
+                            "state": selectors.state_of(outcome.run.status),
+                            "status_url": request.build_absolute_uri(
+                                reverse("api:run_state", args=[run_id]))})
+
+    @api.get(
+        "/runs/{run_id}/history", url_name="run_history", operation_id="get_run_history",
+        summary="A run's history",
+        response={200: HistoryPage, 401: Error, 404: Error, 422: InvalidRequest, 429: Error},
+        openapi_extra=headers,
+        description="The run's audit trail as JSON, a page at a time: each record with its "
+                    "actor, reason, the state before and after, and its data (credentials "
+                    "masked as recorded). Newest page first; pass `older` as `before` for "
+                    "the page before.")
+    def run_history(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
+                    before: int | None = Query(None, ge=1, le=MAX_RUN_ID),
+                    limit: int = Query(selectors.HISTORY_PAGE, ge=1, le=200)):
+        if (refused := _unknown_query(request, ("before", "limit"))) is not None:
+            return refused
+        token = request.auth
+        run = selectors.visible_run(run_id, workflows=token.workflows or [])
+        if run is None:
+            return Status(404, _err("run_not_found", f"no run {run_id} for this token"))
+        page = selectors.history_page(run, before=before, size=limit)
+        return Status(200, {"run_id": run.pk, "older": page.older,
+                            "entries": [selectors.history_entry(r) for r in page.records]})
+
+    @api.get(
+        "/approvals", url_name="approval_requests", operation_id="list_approval_requests",
+        summary="Approval requests the token's person may decide",
+        response={200: ApprovalList, 401: Error, 403: Error, 422: InvalidRequest, 429: Error},
+        openapi_extra=headers,
+        description="Pending requests of the token's workflows that its acting user may "
+                    "decide (never one they asked for), the earliest due first.")
+    def approval_requests(request):
+        if (refused := _unknown_query(request, ())) is not None:
+            return refused
+        token = request.auth
+        if token.acting_user is None:
+            return _no_person(token)
+        pending = inbox(token.acting_user).filter(
+            run__workflow_name__in=token.workflows or [])[:200]
+        return Status(200, {"requests": [_approval(request, a) for a in pending]})
+
+    @api.post(
+        "/approvals/{request_id}/decision", url_name="decide_approval",
+        operation_id="decide_approval_request", summary="Approve or reject a request",
+        response={200: DecisionOut, 400: Error, 401: Error, 403: Error, 404: Error, 409: Error,
+                  422: InvalidRequest, 429: Error},
+        openapi_extra=headers,
+        description="The token's acting user decides, as themselves (four eyes: never a "
+                    "request they asked for). 200: recorded (or this decision_id was "
+                    "already recorded: nothing changed). 409: decided by someone else, "
+                    "closed, or superseded because its payload changed (`detail` says "
+                    "which). 403: the token acts for nobody, or its person may not decide. "
+                    "400: a body that is not JSON.")
+    def decide_approval(request, payload: DecisionIn,
+                        request_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
+        token = request.auth
+        approval = ApprovalRequest.objects.filter(
+            pk=request_id, run__workflow_name__in=token.workflows or []).first()
+        if approval is None:
+            return Status(404, _err("request_not_found",
+                                    f"no approval request {request_id} for this token"))
+        if token.acting_user is None:
+            return _no_person(token)
+        try:
+            decision = decide(approval.pk, user=token.acting_user, approved=payload.approve,
+                              decision_id=uuid.UUID(payload.decision_id),
+                              comment=payload.comment)
+        except PermissionDenied as exc:
+            return Status(403, _err("forbidden", str(exc)))
+        body = {"outcome": decision.outcome, "message": decision.message,
+                "approval_request": _approval(request, decision.request)}
+        if decision.outcome in ("recorded", "already_recorded"):
+            return Status(200, body)
+        return Status(409, _err(decision.outcome, decision.message))

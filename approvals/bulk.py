@@ -1,0 +1,266 @@
+"""Bulk by filter: one operator action on every run a filter matches, as a durable
+background job.
+
+A job fixes its runs when it starts (those matching, up to the newest run id then), and is
+worked through a batch at a time by whichever worker holds its lease (Celery task
+approvals.bulk_job; the approvals sweep hands a job whose worker died to another). Each run
+goes through the one function every caller uses (approvals.operator_actions.act): the
+permission rule, the transition's refusals, one audit record per run. Runs that need a
+second person are gathered and, at the end, go into one approval request that lists them.
+
+Never twice on a run: before acting, the job claims the run with an outcome row (unique per
+job and run) in its own commit; a claim found without its outcome (the worker died between
+the two) is settled from the run's audit trail, where every record the job writes carries
+the job's mark in its reason: the transition writes its record in the commit of its change,
+so a record proves the action happened, and its absence that it did not.
+"""
+
+import logging
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timedelta
+
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from audit.models import AuditRecord
+from runs import crashpoints
+from runs.actions import ACTIONS, ActionInput
+from runs.errors import TransitionNotAllowed
+from runs.models import Run, RunStatus
+from runs.permissions import VIEW, grant_for
+from runs.selectors import RunFilters, filter_runs
+from runs.transitions import allowed
+
+from .four_eyes import request_bulk_operator_action
+from .models import BulkJob, BulkJobStatus, BulkOutcome
+from .operator_actions import ActionForbidden, ActionInputError, act
+
+logger = logging.getLogger(__name__)
+
+BATCH = 200
+LEASE = timedelta(seconds=60)
+Outcome = BulkOutcome.Outcome
+
+
+class BulkRefused(ValueError):
+    """A bulk job cannot start as asked; nothing was written."""
+
+
+class BulkForbidden(PermissionDenied):
+    """The person may take the action on no run at all; nothing was written."""
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a bulk action would touch: the runs the filter matches (that the person may
+    see), how many of them the person may take the action on, and how many of those the
+    action's transition accepts in their present state."""
+
+    matching: int
+    may_act: int
+    acceptable: int
+
+
+def _visible_runs(user, filters: RunFilters):
+    grant = grant_for(user, VIEW)
+    if not grant.everywhere and not grant.workflow_ids:
+        return Run.objects.none()
+    return filter_runs(filters, workflow_ids=None if grant.everywhere else grant.workflow_ids)
+
+
+def bulk_preview(action: str, filters: RunFilters, *, user) -> Preview:
+    """The counts a person sees before starting a bulk action, in one query."""
+    spec = ACTIONS.get(action)
+    if spec is None:
+        raise BulkRefused(f"no action {action!r}")
+    grant = grant_for(user, spec.permission)
+    may = Q() if grant.everywhere else Q(workflow_id__in=grant.workflow_ids)
+    accepted = [s for s in RunStatus.values if allowed(action, s)]
+    counts = _visible_runs(user, filters).aggregate(
+        matching=Count("pk"), may_act=Count("pk", filter=may),
+        acceptable=Count("pk", filter=may & Q(status__in=accepted)))
+    return Preview(**counts)
+
+
+def marked(reason: str, job_id: int) -> str:
+    """The reason the job's audit records carry: the person's, with the job's mark."""
+    return f"{reason.strip()} [bulk job {job_id}]"
+
+
+def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
+                   params: dict | None = None, now: datetime | None = None) -> BulkJob:
+    """Record a bulk job over the runs `filters` matches now that `user` may see; a worker
+    carries it out (run_bulk_job). Refuses an unknown action, a missing reason, a tool-call
+    action (aimed at one call, which a filter cannot name), and a person who may take the
+    action nowhere (BulkForbidden)."""
+    spec = ACTIONS.get(action)
+    if spec is None:
+        raise BulkRefused(f"no action {action!r}")
+    if spec.takes_call:
+        raise BulkRefused(f"{spec.label} is aimed at one tool call: not in bulk")
+    if not reason or not reason.strip():
+        raise BulkRefused("a bulk action needs a reason")
+    grant = grant_for(user, spec.permission)
+    if not grant.everywhere and not grant.workflow_ids:
+        # Each run is checked again as it is acted on; this spares a job that could only
+        # be refused run by run.
+        raise BulkForbidden(f"{user.get_username()} may not {spec.label.lower()} any run "
+                            f"(needs runs.{spec.permission})")
+    now = now or timezone.now()
+    runs = _visible_runs(user, filters)
+    with transaction.atomic():
+        last = runs.order_by("-pk").values_list("pk", flat=True).first() or 0
+        job = BulkJob.objects.create(
+            action=action, filters=asdict(filters), reason=reason.strip(),
+            params=params or {}, requested_by=user, created_at=now, last_run_id=last,
+            total=runs.filter(pk__lte=last).count())
+    logger.info("bulk job %s: %s on %d runs by %s", job.pk, action, job.total,
+                user.get_username())
+    return job
+
+
+def cancel_bulk_job(job_id: int, *, user) -> bool:
+    """Stop a running job before its next run; what it did stays done. False if it had
+    already finished."""
+    return bool(BulkJob.objects.filter(pk=job_id, status=BulkJobStatus.RUNNING).update(
+        status=BulkJobStatus.CANCELLED, cancelled_by=user, finished_at=timezone.now(),
+        lease_until=None))
+
+
+def _take(job_id: int, now: datetime) -> bool:
+    """Hold the job's lease (free, or expired: its worker died)."""
+    return bool(BulkJob.objects.filter(
+        Q(lease_until__isnull=True) | Q(lease_until__lte=now), pk=job_id,
+        status=BulkJobStatus.RUNNING).update(lease_until=now + LEASE))
+
+
+def run_bulk_job(job_id: int, *, batches: int | None = None,
+                 now: datetime | None = None) -> BulkJob:
+    """Work job `job_id` through, a batch of runs at a time, while it is running and this
+    worker holds its lease (`batches`: stop after that many, for a worker that hands on)."""
+    if not _take(job_id, now or timezone.now()):
+        return BulkJob.objects.get(pk=job_id)
+    job = BulkJob.objects.select_related("requested_by").get(pk=job_id)
+    # A claim left by a worker that died: settled first, since the action it may have
+    # taken can have moved its run out of the filter.
+    for run_id in BulkOutcome.objects.filter(job=job, outcome=Outcome.CLAIMED) \
+            .values_list("run_id", flat=True):
+        _one(job, run_id)
+    done_batches = 0
+    while batches is None or done_batches < batches:
+        job = BulkJob.objects.select_related("requested_by").get(pk=job_id)
+        if job.status != BulkJobStatus.RUNNING:
+            return job
+        ids = list(_visible_runs(job.requested_by, RunFilters(**job.filters))
+                   .filter(pk__gt=job.cursor, pk__lte=job.last_run_id)
+                   .order_by("pk").values_list("pk", flat=True)[:BATCH])
+        for run_id in ids:
+            if BulkJob.objects.filter(pk=job_id, status=BulkJobStatus.RUNNING).exists():
+                _one(job, run_id)
+            else:
+                return BulkJob.objects.get(pk=job_id)
+            BulkJob.objects.filter(pk=job_id).update(
+                cursor=run_id, lease_until=timezone.now() + LEASE)
+        done_batches += 1
+        if len(ids) < BATCH:
+            return _finish(job)
+    BulkJob.objects.filter(pk=job_id).update(lease_until=None)
+    return BulkJob.objects.get(pk=job_id)
+
+
+def _one(job: BulkJob, run_id: int) -> None:
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            BulkOutcome.objects.create(job=job, run_id=run_id, outcome=Outcome.CLAIMED, at=now)
+    except IntegrityError:
+        existing = BulkOutcome.objects.get(job=job, run_id=run_id)
+        if existing.outcome != Outcome.CLAIMED:
+            return  # settled before the worker died: never again
+        if AuditRecord.objects.filter(run_id=run_id, reason=marked(job.reason, job.pk)) \
+                .exists():
+            _settle(job, run_id, Outcome.DONE, "done (found in the audit trail after a "
+                                               "worker stopped)")
+            return
+    crashpoints.reach("bulk_claimed", str(run_id))
+    spec = ACTIONS[job.action]
+    given = ActionInput(reason=marked(job.reason, job.pk), mode="ask",
+                        **{k: v for k, v in (job.params or {}).items() if k == "step"})
+    if spec.takes_step and not given.step:
+        # A step action aims at the first step of each run it applies to.
+        run = Run.objects.get(pk=run_id)
+        targets = spec.eligible_steps(run, list(run.steps.order_by("position")))
+        given = replace(given, step=targets[0].name if targets else "")
+    try:
+        outcome = act(job.action, run_id, user=job.requested_by, given=given,
+                      defer_second_person=True)
+    except ActionForbidden as exc:
+        _settle(job, run_id, Outcome.FORBIDDEN, str(exc))
+    except (ActionInputError, TransitionNotAllowed, LookupError) as exc:
+        _settle(job, run_id, Outcome.REFUSED, str(exc))
+    else:
+        crashpoints.reach("bulk_acted", str(run_id))
+        _settle(job, run_id, Outcome.SECOND_PERSON if outcome.deferred else Outcome.DONE,
+                outcome.message)
+
+
+def _settle(job: BulkJob, run_id: int, outcome: str, message: str) -> None:
+    BulkOutcome.objects.filter(job=job, run_id=run_id).update(
+        outcome=outcome, message=message[:2000], at=timezone.now())
+
+
+def _finish(job: BulkJob) -> BulkJob:
+    waiting = list(BulkOutcome.objects.filter(job=job, outcome=Outcome.SECOND_PERSON)
+                   .order_by("run_id").values_list("run_id", flat=True))
+    approval = None
+    if waiting and job.approval_id is None:
+        approval = request_bulk_operator_action(job, waiting)
+    fields = {"status": BulkJobStatus.DONE, "finished_at": timezone.now(), "lease_until": None}
+    if approval is not None:
+        fields["approval"] = approval
+    BulkJob.objects.filter(pk=job.pk, status=BulkJobStatus.RUNNING).update(**fields)
+    return BulkJob.objects.get(pk=job.pk)
+
+
+def apply_approved(job_id: int, *, actor, approved_by) -> None:
+    """The second person approved the job's request: the action on each run that waited
+    for them, each through its transition with both people named (approvals.decisions)."""
+    job = BulkJob.objects.get(pk=job_id)
+    spec = ACTIONS[job.action]
+    for row in BulkOutcome.objects.filter(job=job, outcome=Outcome.SECOND_PERSON) \
+            .order_by("run_id"):
+        try:
+            spec.perform(row.run_id, actor=actor, approved_by=approved_by,
+                         given=ActionInput(reason=marked(job.reason, job.pk)))
+        except TransitionNotAllowed as exc:
+            _settle(job, row.run_id, Outcome.REFUSED, f"after approval: {exc}")
+        else:
+            _settle(job, row.run_id, Outcome.DONE,
+                    f"{spec.label}: done, approved by {approved_by.label}")
+
+
+@dataclass(frozen=True)
+class Progress:
+    job: BulkJob
+    counts: dict[str, int]
+
+    @property
+    def handled(self) -> int:
+        return sum(n for outcome, n in self.counts.items() if outcome != Outcome.CLAIMED)
+
+
+def bulk_progress(job_id: int) -> Progress:
+    job = BulkJob.objects.select_related("approval").get(pk=job_id)
+    counts = dict(BulkOutcome.objects.filter(job=job).values_list("outcome")
+                  .annotate(n=Count("pk")).values_list("outcome", "n"))
+    return Progress(job, counts)
+
+
+def stalled_jobs(now: datetime | None = None) -> list[int]:
+    """Running jobs no worker holds (never taken, or their worker died)."""
+    now = now or timezone.now()
+    return list(BulkJob.objects.filter(Q(lease_until__isnull=True) | Q(lease_until__lte=now),
+                                       status=BulkJobStatus.RUNNING)
+                .values_list("pk", flat=True)[:50])

@@ -1,0 +1,110 @@
+"""An operator action, with every check it owns, in one function for every caller.
+
+The console's run page and its bulk job, the CLI and the API each call `act` in one line:
+it checks the permission (runs.permissions, the one rule), the stale-page guard where the
+caller drew a page, and calls the action's transition through runs.actions (which refuses
+what the run's state does not allow, an empty reason and a missing step). Where the
+transition answers that a second person must agree (four eyes), `act` opens an approval
+request instead, which another person decides as themselves (approvals.decisions); no
+caller can name the second person, so no audit record names anyone who did not act.
+"""
+
+import logging
+from dataclasses import dataclass
+
+from django.core.exceptions import PermissionDenied
+
+from audit.chain import Actor
+from runs.actions import ACTIONS, ActionInput, ActionInputError
+from runs.errors import SecondPersonRequired, TransitionNotAllowed
+from runs.models import Run
+from runs.permissions import run_access
+
+from .four_eyes import request_operator_action
+from .models import ApprovalRequest
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ActionForbidden", "ActionInputError", "ActionOutcome", "NoSuchAction",
+           "NoSuchRun", "StalePage", "act"]
+
+
+class ActionForbidden(PermissionDenied):
+    """The person may not take this action on this run; nothing was done."""
+
+
+class NoSuchRun(LookupError):
+    """No run has this id; nothing was done."""
+
+
+class NoSuchAction(LookupError):
+    """The action is not one of the table's; nothing was done."""
+
+
+class StalePage(TransitionNotAllowed):
+    """The run moved on since the caller's page was drawn; nothing was done."""
+
+
+@dataclass(frozen=True)
+class ActionOutcome:
+    """What became of an action: done (`run` is the run after it), or waiting for a second
+    person (`approval` is the request, `created` False if it already waited)."""
+
+    action: str
+    run_id: int
+    message: str
+    run: Run | None = None
+    approval: ApprovalRequest | None = None
+    created: bool = False
+    # A second person must agree and the caller gathers such runs into one request itself
+    # (a bulk job): nothing was done and no request was made.
+    deferred: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.approval is None and not self.deferred
+
+
+def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None = None,
+        defer_second_person: bool = False) -> ActionOutcome:
+    """Take operator action `action` on run `run_id` as `user`, with `given` (the reason and
+    the action's parameters). `seen`: the run's audit sequence on the caller's page, if it
+    has one; the action is refused if the run moved on since. `defer_second_person`: where a
+    second person must agree, answer so (`deferred`) instead of opening a request (a bulk
+    job opens one request for all such runs).
+
+    Raises NoSuchAction, NoSuchRun, ActionForbidden (logged), StalePage, ActionInputError
+    (incomplete input) or TransitionNotAllowed (the run's state refuses it, with the
+    transition's words); in every case nothing was written."""
+    spec = ACTIONS.get(action)
+    if spec is None:
+        raise NoSuchAction(f"no action {action!r}; the actions are: {', '.join(ACTIONS)}")
+    access = run_access(user, spec.permission, run_id)
+    if access is None:
+        raise NoSuchRun(f"no run {run_id}")
+    if not access.allowed:
+        logger.warning("refused %s on run %s for %s: no %s permission", action, run_id,
+                       user.get_username(), spec.permission)
+        raise ActionForbidden(f"{user.get_username()} may not {spec.label.lower()} run "
+                              f"{run_id} (needs runs.{spec.permission})")
+    if seen is not None and seen != access.audit_seq:
+        raise StalePage("The run moved on since this page was drawn: nothing was done. "
+                        "Check its state and try again if still needed.")
+    try:
+        run = spec.perform(run_id, actor=Actor.for_user(user), given=given)
+    except SecondPersonRequired as exc:
+        # The transition refused only for want of a second person (every other refusal
+        # comes first): ask one. request_operator_action refuses an empty reason too.
+        if defer_second_person:
+            return ActionOutcome(action, run_id, message=str(exc), deferred=True)
+        try:
+            approval, created = request_operator_action(
+                run_id, action=action, requested_by=user, reason=given.reason,
+                params={"step": given.step} if given.step else None)
+        except ValueError as exc:
+            raise ActionInputError(str(exc)) from None
+        return ActionOutcome(
+            action, run_id, approval=approval, created=created,
+            message=f"A second person must approve this: approval request {approval.pk} "
+                    f"{'created' if created else 'already waits'}; nothing was done yet.")
+    return ActionOutcome(action, run_id, run=run, message=f"{spec.label}: done.")

@@ -1,0 +1,112 @@
+"""Bulk by filter in the console: preview what a filter matches, start the job with one
+reason, follow its progress and per-run outcomes, cancel it. The job is approvals.bulk's;
+these views parse, check and render."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from approvals.bulk import (
+    BulkRefused,
+    bulk_preview,
+    bulk_progress,
+    cancel_bulk_job,
+    start_bulk_job,
+)
+from approvals.models import BulkJob, BulkOutcome
+from runs.actions import ACTIONS
+from runs.selectors import RunFilters
+
+from .forms import RunFilterForm
+
+# Tool-call actions aim at one call each: a filter cannot name it.
+BULK_BY_FILTER = [a for a in ACTIONS.values() if not a.takes_call]
+OUTCOMES_SHOWN = 200
+
+
+def _filters(data) -> tuple[RunFilterForm, RunFilters]:
+    form = RunFilterForm(data)
+    return form, (form.filters() if form.is_valid() else RunFilters())
+
+
+def _action(name: str):
+    if name not in {a.name for a in BULK_BY_FILTER}:
+        raise Http404(f"No bulk action {name!r}.")
+    return ACTIONS[name]
+
+
+@require_GET
+@login_required
+def bulk_preview_page(request):
+    spec = _action(request.GET.get("action", ""))
+    form, filters = _filters(request.GET)
+    query = request.GET.copy()
+    query.pop("action", None)
+    return render(request, "console/bulk_preview.html", {
+        "action": spec, "actions": BULK_BY_FILTER, "form": form, "query": query.urlencode(),
+        "preview": bulk_preview(spec.name, filters, user=request.user),
+        "filters": {k: v for k, v in (form.cleaned_data if form.is_valid() else {}).items()
+                    if v}})
+
+
+@require_POST
+@login_required
+def bulk_start(request):
+    spec = _action(request.POST.get("action", ""))
+    _, filters = _filters(request.POST)
+    try:
+        job = start_bulk_job(spec.name, filters, user=request.user,
+                             reason=request.POST.get("reason", ""))
+    except BulkRefused as exc:
+        messages.error(request, f"Nothing was started: {exc}")
+        return redirect(f"{reverse('console:bulk_preview')}?{request.POST.get('query', '')}"
+                        f"&action={spec.name}")
+    # A wake-up hint: the approvals sweep hands the job to a worker if this is lost.
+    transaction.on_commit(lambda: _enqueue(job.pk))
+    return redirect("console:bulk_job", job_id=job.pk)
+
+
+def _enqueue(job_id: int) -> None:
+    from approvals.tasks import bulk_job
+
+    bulk_job.delay(job_id)
+
+
+def _visible_job(request, job_id: int) -> BulkJob:
+    job = BulkJob.objects.filter(pk=job_id).first()
+    if job is None:
+        raise Http404(f"No bulk job {job_id}.")
+    if job.requested_by_id != request.user.pk and not request.user.is_superuser:
+        raise PermissionDenied("This bulk job is another person's.")
+    return job
+
+
+@require_GET
+@login_required
+def bulk_job_page(request, job_id: int):
+    _visible_job(request, job_id)
+    progress = bulk_progress(job_id)
+    outcomes = (BulkOutcome.objects.filter(job_id=job_id).exclude(outcome="done")
+                .order_by("run_id")[:OUTCOMES_SHOWN])
+    template = "console/_bulk_progress.html" if request.htmx else "console/bulk_job.html"
+    return render(request, template, {
+        "job": progress.job, "counts": progress.counts, "handled": progress.handled,
+        "outcomes": outcomes, "label": ACTIONS[progress.job.action].label,
+        "live": progress.job.status == "running"})
+
+
+@require_POST
+@login_required
+def bulk_cancel(request, job_id: int):
+    _visible_job(request, job_id)
+    if cancel_bulk_job(job_id, user=request.user):
+        messages.success(request, "Cancelled: no further run is acted on; what was done "
+                                  "stays done.")
+    else:
+        messages.error(request, "The job had already finished.")
+    return redirect("console:bulk_job", job_id=job_id)

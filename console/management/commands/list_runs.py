@@ -1,0 +1,61 @@
+"""List and search runs from the command line: the console's filters, search and keyset
+paging (runs.selectors.runs_page), as text or --json."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from api.selectors import decode_cursor, encode_cursor, summary_of
+from console.cli import print_json, user_named
+from runs.models import ErrorClass, RunStatus, StepStatus
+from runs.permissions import VIEW, grant_for
+from runs.selectors import RunFilters, runs_page
+
+
+class Command(BaseCommand):
+    help = "List runs, newest status change first, with the console's filters and search."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--status", default="", choices=["", *RunStatus.values])
+        parser.add_argument("--workflow", default="")
+        parser.add_argument("--step-status", default="", choices=["", *StepStatus.values])
+        parser.add_argument("--error-class", default="", choices=["", *ErrorClass.values])
+        parser.add_argument("--attention", action="store_true", help="needs attention")
+        parser.add_argument("--stuck", action="store_true")
+        parser.add_argument("-q", "--search", default="",
+                            help="business key, idempotency key or remote reference")
+        parser.add_argument("--after", default="", help="the cursor a page printed last")
+        parser.add_argument("--limit", type=int, default=50)
+        parser.add_argument("--user", default="",
+                            help="list only the runs this user may see (a username)")
+        parser.add_argument("--json", action="store_true")
+
+    def handle(self, *args, **options):
+        if not 1 <= options["limit"] <= 1000:
+            raise CommandError("--limit must be between 1 and 1000")
+        after = None
+        if options["after"]:
+            after = decode_cursor(options["after"])
+            if after is None:
+                raise CommandError(f"--after {options['after']!r} is not a cursor this "
+                                   "command printed")
+        workflow_ids = None
+        if options["user"]:
+            grant = grant_for(user_named(options["user"]), VIEW)
+            workflow_ids = None if grant.everywhere else grant.workflow_ids
+        filters = RunFilters(status=options["status"], workflow=options["workflow"],
+                             step_status=options["step_status"],
+                             error_class=options["error_class"],
+                             attention=options["attention"], stuck=options["stuck"],
+                             q=options["search"])
+        rows, cursor = runs_page(filters, workflow_ids=workflow_ids, after=after,
+                                 limit=options["limit"])
+        runs = [summary_of(run) for run in rows]
+        if options["json"]:
+            print_json(self.stdout, {"runs": runs, "next_cursor": encode_cursor(cursor)})
+            return
+        for run in runs:
+            self.stdout.write(
+                f"{run['id']:>10}  {run['status']:<20} {run['workflow']:<24} "
+                f"{run['business_key']:<32} {run['current_step'] or '-':<20} "
+                f"{run['updated_at']:%Y-%m-%d %H:%M:%S}")
+        if cursor:
+            self.stdout.write(f"next page: --after '{encode_cursor(cursor)}'")

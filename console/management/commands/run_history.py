@@ -1,0 +1,40 @@
+"""Print a run's history (its audit trail) from the command line, a page at a time, as
+text or --json."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from api.selectors import HISTORY_PAGE, history_entry, history_page
+from console.cli import print_json
+from runs.models import Run
+
+
+class Command(BaseCommand):
+    help = "Print a run's audit trail, oldest first within a page (the newest page first)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("run", type=int)
+        parser.add_argument("--before", type=int, help="the seq a page printed as 'older'")
+        parser.add_argument("--limit", type=int, default=HISTORY_PAGE)
+        parser.add_argument("--json", action="store_true")
+
+    def handle(self, *args, **options):
+        if not 1 <= options["limit"] <= 1000:
+            raise CommandError("--limit must be between 1 and 1000")
+        try:
+            run = Run.objects.get(pk=options["run"])
+        except Run.DoesNotExist:
+            raise CommandError(f"no run {options['run']}") from None
+        page = history_page(run, before=options["before"], size=options["limit"])
+        entries = [history_entry(r) for r in page.records]
+        if options["json"]:
+            print_json(self.stdout, {"run_id": run.pk, "entries": entries,
+                                     "older": page.older})
+            return
+        for e in entries:
+            changed = (f" {e['before'].get('status')} -> {e['after'].get('status')}"
+                       if e["before"].get("status") != e["after"].get("status") else "")
+            self.stdout.write(f"{e['seq']:>5} {e['at']:%Y-%m-%d %H:%M:%S} {e['action']:<26} "
+                              f"{e['actor']:<20} {e['step'] or '-':<20}{changed}"
+                              f"{'  reason: ' + e['reason'] if e['reason'] else ''}")
+        if page.older:
+            self.stdout.write(f"older entries: --before {page.older}")

@@ -1,0 +1,52 @@
+"""Show one run from the command line: its state, its steps and the actions it offers, as
+text or --json."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from api.selectors import run_view
+from console.cli import print_json
+from runs.models import Run
+
+
+class Command(BaseCommand):
+    help = "Show a run: its state, steps (key, remote reference, last error) and actions."
+
+    def add_arguments(self, parser):
+        parser.add_argument("run", type=int)
+        parser.add_argument("--json", action="store_true")
+
+    def handle(self, *args, **options):
+        try:
+            run = Run.objects.get(pk=options["run"])
+        except Run.DoesNotExist:
+            raise CommandError(f"no run {options['run']}") from None
+        view = run_view(run)
+        shown = {
+            "id": run.pk, "workflow": run.workflow_name, "workflow_version": run.workflow_version,
+            "business_key": run.business_key, "state": view.state, "status": run.status,
+            "description": view.description, "attention_reason": run.attention_reason or None,
+            "message": run.status_message, "created_at": run.created_at,
+            "updated_at": run.updated_at, "finished_at": run.finished_at,
+            "steps": [{"name": s.name, "kind": s.kind, "impact": s.impact, "status": s.status,
+                       "attempt": s.attempt, "idempotency_key": s.idempotency_key,
+                       "remote_ref": s.remote_ref, "error_class": s.error_class or None,
+                       "error": s.error_message} for s in view.steps],
+            "operator_actions": [{"name": a.name, "label": a.label,
+                                  "needs_second_person": a.needs_second_person(view.steps)}
+                                 for a in view.operator_actions],
+        }
+        if options["json"]:
+            print_json(self.stdout, shown)
+            return
+        self.stdout.write(f"run {run.pk}: {run.workflow_name} v{run.workflow_version} "
+                          f"{run.business_key}")
+        self.stdout.write(f"  {view.description}")
+        if run.status_message:
+            self.stdout.write(f"  {run.status_message}")
+        for step in shown["steps"]:
+            self.stdout.write(f"  {step['name']:<24} {step['status']:<20} attempt "
+                              f"{step['attempt']}  ref {step['remote_ref'] or '-'}"
+                              f"{'  ' + step['error'] if step['error'] else ''}")
+        actions = ", ".join(a["name"] + (" (four eyes)" if a["needs_second_person"] else "")
+                            for a in shown["operator_actions"])
+        self.stdout.write(f"  actions: {actions or 'none'}")

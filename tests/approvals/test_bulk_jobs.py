@@ -1,0 +1,157 @@
+"""Bulk by filter: a preview with the count and how many the person may act on, a durable
+job that acts once per run (one audit record each) through the one function every caller
+uses, one four-eyes request for the runs that need a second person, cancel, and a worker
+killed with SIGKILL mid-job whose successor neither skips nor repeats a run."""
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+from django.utils import timezone
+from guardian.shortcuts import assign_perm
+
+from approvals.bulk import (
+    LEASE,
+    bulk_preview,
+    bulk_progress,
+    cancel_bulk_job,
+    marked,
+    run_bulk_job,
+    start_bulk_job,
+)
+from approvals.decisions import decide
+from approvals.models import ApprovalRequest, BulkOutcome
+from audit.models import AuditRecord
+from console.roles import ensure_roles
+from runs.models import Run, RunStatus, StepStatus, Workflow
+from runs.selectors import RunFilters
+from tests.factories import new_run, place
+from tests.processes import manage
+
+ATTENTION = RunFilters(status=RunStatus.ATTENTION)
+
+
+@pytest.fixture
+def people(db):
+    ensure_roles(Group, Permission)
+    operators = Group.objects.get(name="operators")
+    olga, carl = User.objects.create_user("olga"), User.objects.create_user("carl")
+    for user in (olga, carl):
+        user.groups.add(operators)
+    return olga, carl
+
+
+def _failed(workflow="test-orders"):
+    return place(new_run(workflow), status=RunStatus.ATTENTION,
+                 step_statuses={"create-task": StepStatus.FAILED}
+                 if workflow == "test-orders" else None)
+
+
+def _effected():
+    return place(new_run(), status=RunStatus.ATTENTION,
+                 step_statuses={"create-task": StepStatus.SUCCEEDED,
+                                "post-ledger": StepStatus.SUCCEEDED})
+
+
+def _marked_records(job, run):
+    return AuditRecord.objects.filter(run=run, reason=marked(job.reason, job.pk)).count()
+
+
+@pytest.mark.django_db
+def test_the_preview_counts_what_matches_and_what_the_person_may_act_on(people):
+    orders = [_failed() for _ in range(3)]
+    [_failed("test-saga") for _ in range(2)]
+    place(new_run(), status=RunStatus.COMPLETED)
+    viewer = User.objects.create_user("vera")
+    viewer.user_permissions.add(Permission.objects.get(codename="view_runs"))
+    assign_perm("runs.terminate_run", viewer, Workflow.objects.get(name="test-orders"))
+    assert bulk_preview("terminate", ATTENTION, user=viewer).matching == 5
+    assert bulk_preview("terminate", ATTENTION, user=viewer).may_act == 3
+    everything = bulk_preview("reopen", RunFilters(), user=people[0])
+    assert (everything.matching, everything.may_act, everything.acceptable) == (6, 6, 0)
+    assert Run.objects.filter(pk__in=[r.pk for r in orders],
+                              status=RunStatus.ATTENTION).count() == 3
+
+
+@pytest.mark.django_db
+def test_a_job_acts_once_per_run_and_sends_the_rest_to_one_four_eyes_request(people):
+    olga, carl = people
+    plain = [_failed() for _ in range(4)]
+    effected = [_effected() for _ in range(2)]
+    job = start_bulk_job("terminate", ATTENTION, user=olga, reason="vendor fraud")
+    assert job.total == 6
+    job = run_bulk_job(job.pk)
+    progress = bulk_progress(job.pk)
+    assert job.status == "done" and progress.counts == {"done": 4, "second_person": 2}
+    for run in plain:
+        assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
+        assert _marked_records(job, run) == 1
+    request = ApprovalRequest.objects.get(pk=job.approval_id)
+    assert request.snapshot["runs"] == sorted(r.pk for r in effected)
+    assert ApprovalRequest.objects.count() == 1
+    assert all(Run.objects.get(pk=r.pk).status == RunStatus.ATTENTION for r in effected)
+
+    with pytest.raises(Exception, match="may not decide"):
+        decide(request.pk, user=olga, approved=True, decision_id=uuid.uuid4())
+    decide(request.pk, user=carl, approved=True, decision_id=uuid.uuid4())
+    for run in effected:
+        assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
+        record = AuditRecord.objects.get(run=run, action="terminated")
+        assert record.actor_label == "olga" and record.data["approved_by"] == "carl"
+    assert bulk_progress(job.pk).counts == {"done": 6}
+    # Running it again changes nothing.
+    run_bulk_job(job.pk)
+    assert all(_marked_records(job, r) == 1 for r in plain + effected)
+
+
+@pytest.mark.django_db
+def test_a_cancelled_job_stops_and_what_it_did_stays(people):
+    olga, _ = people
+    runs = [_failed() for _ in range(3)]
+    job = start_bulk_job("terminate", ATTENTION, user=olga, reason="stop it")
+    assert cancel_bulk_job(job.pk, user=olga)
+    assert run_bulk_job(job.pk).status == "cancelled"
+    assert not BulkOutcome.objects.filter(job=job).exists()
+    assert all(Run.objects.get(pk=r.pk).status == RunStatus.ATTENTION for r in runs)
+    assert not cancel_bulk_job(job.pk, user=olga)
+
+
+@pytest.mark.django_db
+def test_refusals_and_missing_permissions_are_outcomes_not_failures(people):
+    olga, _ = people
+    fin = User.objects.create_user("fin")
+    fin.user_permissions.add(Permission.objects.get(codename="view_runs"))
+    assign_perm("runs.resume_run", fin, Workflow.objects.get_or_create(name="test-orders")[0])
+    orders, saga = _failed(), _failed("test-saga")
+    job = run_bulk_job(start_bulk_job("resume", ATTENTION, user=fin, reason="retry all").pk)
+    outcomes = dict(BulkOutcome.objects.filter(job=job).values_list("run_id", "outcome"))
+    assert outcomes == {orders.pk: "done", saga.pk: "forbidden"}
+    assert Run.objects.get(pk=saga.pk).status == RunStatus.ATTENTION
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("point", ["bulk_claimed", "bulk_acted"])
+def test_a_worker_killed_mid_job_is_taken_over_without_skipping_or_repeating(people,
+                                                                              point):
+    olga, _ = people
+    runs = [_failed() for _ in range(6)]
+    job = start_bulk_job("terminate", ATTENTION, user=olga, reason="incident 42")
+    victim = runs[2]
+    worker = manage("bulk_action", "run", str(job.pk), RUNS_CRASH_AT=f"{point}:{victim.pk}",
+                    RUNS_CRASH_MODE="self")
+    worker.communicate(timeout=120)
+    assert worker.returncode == -9  # SIGKILL, at that point
+    claimed = dict(BulkOutcome.objects.filter(job=job).values_list("run_id", "outcome"))
+    assert claimed == {runs[0].pk: "done", runs[1].pk: "done", victim.pk: "claimed"}
+    assert _marked_records(job, victim) == (1 if point == "bulk_acted" else 0)
+
+    # Another worker, once the dead one's lease is over.
+    assert run_bulk_job(job.pk).status == "running"  # the lease still holds: nothing done
+    job = run_bulk_job(job.pk, now=timezone.now() + LEASE + timedelta(seconds=1))
+    assert job.status == "done"
+    assert bulk_progress(job.pk).counts == {"done": 6}
+    for run in runs:
+        assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
+        assert _marked_records(job, run) == 1, run.pk
+        assert AuditRecord.objects.filter(run=run, action="terminated").count() == 1
