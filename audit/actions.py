@@ -11,6 +11,8 @@ class AuditAction(StrEnum):
     CLAIMED = "claimed"
     COMPLETED = "completed"
     DEFINITION_MISSING = "definition_missing"
+    # the workflow's dispatch is paused: the run's next step waits (runs.dispatch)
+    DISPATCH_HELD = "dispatch_held"
     LEASE_EXPIRED = "lease_expired"
     STEP_LEASE_EXPIRED = "step_lease_expired"
     # a step's outcome

@@ -93,6 +93,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # The banner of a workflow whose dispatch is paused (runs.dispatch).
+                "console.world_views.dispatch_banner",
             ],
         },
     },
@@ -207,6 +209,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # console.celery hands the connections to Django's own age and health checks.
 CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000"))
 SWEEP_INTERVAL_SECONDS = float(os.environ.get("SWEEP_INTERVAL_SECONDS", "2"))
+# How often beat looks for due schedule slots (runs.schedules); a slot starts within this.
+SCHEDULES_INTERVAL_SECONDS = float(os.environ.get("SCHEDULES_INTERVAL_SECONDS", "5"))
 
 # The runtime.
 RUNS_LEASE_SECONDS = float(os.environ.get("RUNS_LEASE_SECONDS", "30"))

@@ -378,6 +378,9 @@ class Registry:
     def names(self) -> list[str]:
         return sorted({n for (n, _) in self._workflows})
 
+    def versions(self, name: str) -> list[Workflow]:
+        return [w for (n, _), w in sorted(self._workflows.items()) if n == name]
+
 
 registry = Registry()
 

@@ -78,6 +78,7 @@ class Workflow(models.Model):
             ("retry_step", "Can retry a step"),
             ("compensate_run", "Can compensate runs"),
             ("terminate_run", "Can cancel and terminate runs"),
+            ("pause_dispatch", "Can pause and resume a workflow's dispatch and schedules"),
         ]
 
     def __str__(self):
@@ -261,3 +262,6 @@ class ApprovalWait(models.Model):
 
 # The record of agent steps (their turns and tool calls) lives in its own module.
 from .agent_models import AgentTurn, ToolCall, ToolCallStatus  # noqa: E402, F401
+
+# Schedules, dispatch pauses and their control records (runs.schedules, runs.dispatch).
+from .world_models import ControlRecord, DispatchPause, ScheduleState  # noqa: E402, F401

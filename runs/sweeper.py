@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from . import transitions
+from . import dispatch, transitions
 from .models import Run, RunStatus
 from .single_pass import single_pass
 from .wakeup import send_wakeups
@@ -47,15 +47,17 @@ def _sweep(now: datetime, limit: int) -> SweepReport:
     ).order_by("pk").values_list("pk", flat=True)[:limit])
     for start in range(0, len(expired), BATCH):
         report.expired += len(transitions.expire_leases(expired[start:start + BATCH], now=now))
-    due = list(Run.objects.filter(
-        status__in=[RunStatus.WAITING, RunStatus.COMPENSATING], next_wake_at__lte=now
-    ).values_list("pk", flat=True)[:limit])
+    # A paused workflow's runs are left alone: its retries and timers hold (runs.dispatch).
+    held = dispatch.held_runs_filter()
+    due = Run.objects.filter(
+        status__in=[RunStatus.WAITING, RunStatus.COMPENSATING], next_wake_at__lte=now)
+    due = list((due if held is None else due.exclude(held)).values_list("pk", flat=True)[:limit])
     send_wakeups(due)
     report.due = len(due)
     stale = now - timedelta(seconds=settings.RUNS_REQUEUE_AFTER_SECONDS)
-    lost = list(Run.objects.filter(
-        status=RunStatus.QUEUED, updated_at__lt=stale
-    ).values_list("pk", flat=True)[:limit])
+    lost = Run.objects.filter(status=RunStatus.QUEUED, updated_at__lt=stale)
+    lost = list((lost if held is None else lost.exclude(held)).values_list("pk", flat=True)
+                [:limit])
     send_wakeups(lost)
     report.requeued = len(lost)
     return report

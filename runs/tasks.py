@@ -7,7 +7,7 @@ from django.db import InterfaceError, OperationalError, connection
 
 from audit.chain import Actor
 
-from . import executor, sweeper, transitions
+from . import executor, schedules, sweeper, transitions
 from .errors import StartRefused
 from .wakeup import ADVANCE_RUN_TASK
 
@@ -47,6 +47,13 @@ def advance_run(self, run_id: int) -> str | None:
 def sweep() -> dict:
     report = sweeper.sweep()
     return report.__dict__
+
+
+@shared_task(name="runs.fire_schedules")
+def fire_schedules() -> dict:
+    report = schedules.fire_due_schedules()
+    return {"started": len(report.started), "found": len(report.found),
+            "skipped": report.skipped, "locked_out": report.locked_out}
 
 
 @shared_task(name="runs.start_run", **RETRY)

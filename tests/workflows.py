@@ -6,11 +6,13 @@ effects afterwards.
 """
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from pydantic import BaseModel
 
 from runs.definition import Contract, Found, NotFound, StepResult, Workflow
 from runs.retry import RetryPolicy
+from runs.schedules import Schedule
 
 
 @dataclass
@@ -338,3 +340,38 @@ def delete_note(ctx, args):
     script.calls.append(("write-note:compensate", ctx.key, ctx.attempt))
     ref = script.compensations.setdefault(ctx.key, f"DEL-{len(script.compensations) + 1}")
     return StepResult({"deleted": ctx.remote_ref}, remote_ref=ref)
+
+
+# Started by a schedule: one run per minute slot, its input derived from the slot.
+class SlotIn(BaseModel):
+    slot: str
+
+
+nightly = Workflow("test-scheduled", version=1, input=SlotIn)
+
+
+@nightly.read("tally", retry=FAST)
+def tally(ctx):
+    return _call(ctx, lambda: {"slot": ctx.input.slot})
+
+
+def _slot_input(slot):
+    return {"slot": slot.isoformat()}
+
+
+every_minute = Schedule(nightly, "every-minute", every=timedelta(minutes=1), catch_up="all",
+                        input=_slot_input)
+
+
+# Two steps towards two remote systems, for pausing the dispatch towards one of them.
+two_systems = Workflow("test-two-systems", version=1, input=OrderIn)
+
+
+@two_systems.write("to-ledger", retry=FAST, system="ledger")
+def to_ledger(ctx):
+    return _call(ctx, lambda: StepResult({"ok": True}, remote_ref=f"L-{ctx.input.order}"))
+
+
+@two_systems.write("to-tracker", retry=FAST, system="tracker")
+def to_tracker(ctx):
+    return _call(ctx, lambda: StepResult({"ok": True}, remote_ref=f"T-{ctx.input.order}"))

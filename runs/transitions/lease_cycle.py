@@ -10,7 +10,7 @@ from django.db import transaction
 from audit.actions import AuditAction
 from audit.chain import Actor
 
-from .. import checkpoint_sql
+from .. import checkpoint_sql, dispatch
 from .. import definition as d
 from ..intentions import intended_action
 from ..models import (
@@ -112,8 +112,16 @@ def _claim_in_one_statement(run_id: int, worker: str, now: datetime) -> Lease | 
     return lease
 
 def _due(run: Run, now: datetime) -> bool:
-    return run.status == Q or (run.status in (W, COMP) and run.next_wake_at is not None
-                               and run.next_wake_at <= now)
+    due = run.status == Q or (run.status in (W, COMP) and run.next_wake_at is not None
+                              and run.next_wake_at <= now)
+    return due and not _held(run)
+
+def _held(run: Run) -> bool:
+    # A paused dispatch (runs.dispatch) keeps the run where it is: queued stays queued.
+    definition = d.registry.get(run.workflow_name, run.workflow_version)
+    if definition is None:
+        return dispatch.holds(run.workflow_name) is not None
+    return dispatch.holds_step(definition, run.current_step) is not None
 
 def _apply_claim(run: Run, steps: list[Step], worker: str,
                  now: datetime) -> tuple[Lease, "_Change"]:
@@ -180,6 +188,17 @@ def _advance(change: _Change, lease: Lease) -> None:
         run.next_wake_at = None
         change.audit(AuditAction.APPROVAL_REQUESTED, step=step,
                      before=before, after=_snapshot(run, step))
+        lease.finished = True
+        return
+    pause = dispatch.holds_step(lease.definition, step.name)
+    if pause is not None:
+        # The step before finished; this one does not start while the dispatch is paused.
+        # Due at once, so the sweeper wakes it as soon as the pause is lifted.
+        before = _snapshot(run)
+        change.move(W, message=f"dispatch paused by {pause.paused_by}: {pause.reason}")
+        run.next_wake_at = now
+        change.audit(AuditAction.DISPATCH_HELD, step=step, before=before,
+                     after=_snapshot(run), data={"system": pause.system})
         lease.finished = True
         return
     before = step.status
