@@ -209,6 +209,11 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # console.celery hands the connections to Django's own age and health checks.
 CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000"))
 SWEEP_INTERVAL_SECONDS = float(os.environ.get("SWEEP_INTERVAL_SECONDS", "2"))
+# Where the rate limits of remote systems (runs.limits) keep their shared windows: Redis,
+# by default the broker's when it is Redis; empty: in each process (the demo's one worker).
+RUNS_LIMITS_REDIS_URL = os.environ.get(
+    "RUNS_LIMITS_REDIS_URL",
+    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "")
 # How often beat looks for due schedule slots (runs.schedules); a slot starts within this.
 SCHEDULES_INTERVAL_SECONDS = float(os.environ.get("SCHEDULES_INTERVAL_SECONDS", "5"))
 

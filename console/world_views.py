@@ -6,6 +6,7 @@ runs.dispatch, redirect."""
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db.models import Subquery
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -14,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from audit.chain import Actor
 from runs import definition as d
 from runs import dispatch, schedules
-from runs.models import Run, Workflow
+from runs.models import DispatchPause, Run, Workflow
 
 from .permissions import VIEW, grant_for
 
@@ -85,33 +86,30 @@ def dispatch_pause(request, workflow: str):
 def dispatch_banner(request) -> dict:
     """Context processor: the pauses of the workflow a page is about (a run's page, the
     workflow's page, the runs list filtered to it, the schedules list), for the banner of
-    base.html. At most one query (a run's workflow name), whatever the page shows."""
+    base.html. One query on those pages, none on others, whatever the page shows (read
+    here, not through runs.dispatch's per-process cache, so a page always tells the truth)."""
     match = getattr(request, "resolver_match", None)
-    if match is None or not getattr(request, "user", None) or \
-            not request.user.is_authenticated:
+    user = getattr(request, "user", None)
+    if match is None or match.namespace != "console" or user is None or \
+            not user.is_authenticated:
         return {}
-    pauses = dispatch.current_pauses()
+    pauses = DispatchPause.objects.order_by("workflow_name", "system")
     extra = {}
-    if match.url_name == "workflow" and match.namespace == "console":
-        # The workflow's page offers pause and resume to those who may.
+    if match.url_name == "workflow":
         name = match.kwargs.get("name", "")
-        extra = {"may_pause_dispatch": dispatch.may_pause(request.user, name),
+        pauses = list(pauses.filter(workflow_name=name))
+        # The workflow's page offers pause and resume to those who may.
+        extra = {"may_pause_dispatch": dispatch.may_pause(user, name),
                  "dispatch_systems": sorted({s.system for wf in d.registry.versions(name)
                                              for s in wf.steps if s.system}),
-                 "workflow_pauses": pauses.get(name, [])}
-    if not pauses:
-        return extra
-    names: set[str] = set()
-    if match.url_name == "workflow":
-        names.add(match.kwargs.get("name", ""))
-    elif "run_id" in match.kwargs and match.namespace == "console":
-        name = Run.objects.filter(pk=match.kwargs["run_id"]).values_list(
-            "workflow_name", flat=True).first()
-        if name:
-            names.add(name)
+                 "workflow_pauses": pauses}
+    elif match.url_name in ("run", "investigation") and "run_id" in match.kwargs:
+        pauses = list(pauses.filter(workflow_name=Subquery(
+            Run.objects.filter(pk=match.kwargs["run_id"]).values("workflow_name")[:1])))
     elif match.url_name == "runs" and request.GET.get("workflow"):
-        names.add(request.GET["workflow"])
-    elif match.url_name in ("schedules", "attention"):
-        names.update(pauses)
-    shown = [p for name in sorted(names) for p in pauses.get(name, ())]
-    return {"dispatch_pauses": shown, **extra} if shown else extra
+        pauses = list(pauses.filter(workflow_name=request.GET["workflow"]))
+    elif match.url_name == "schedules":
+        pauses = list(pauses)
+    else:
+        return {}
+    return {"dispatch_pauses": pauses, **extra}

@@ -15,7 +15,7 @@ from functools import partial
 
 from pydantic import ValidationError
 
-from . import agent_loop, artifacts, crashpoints, lookups, transitions
+from . import agent_loop, artifacts, crashpoints, limits, lookups, transitions
 from . import definition as d
 from .context import StepContext, build_context, opened_services
 from .errors import Classified, classify
@@ -86,7 +86,8 @@ def _work_once(lease: transitions.Lease, step, spec: d.StepDef,
     elif lease.compensating:
         outcome = call_compensation(spec, ctx)
     else:
-        outcome = call_step(spec, ctx)
+        # Within its remote system's rate, shared by every worker (runs.limits).
+        outcome = limits.call_within_limits(spec, ctx, call_step)
     crashpoints.reach(crashpoints.AFTER_CALL, point)
     if outcome.succeeded:
         logger.debug("%s succeeded (attempt %s)", point, ctx.attempt)

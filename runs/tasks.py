@@ -7,7 +7,7 @@ from django.db import InterfaceError, OperationalError, connection
 
 from audit.chain import Actor
 
-from . import executor, schedules, sweeper, transitions
+from . import executor, limits, schedules, sweeper, transitions
 from .errors import StartRefused
 from .wakeup import ADVANCE_RUN_TASK
 
@@ -30,14 +30,17 @@ RETRY = {"bind": True, "max_retries": 5, "default_retry_delay": 1}
 def advance_run(self, run_id: int) -> str | None:
     try:
         try:
-            return executor.advance_run(run_id)
+            status = executor.advance_run(run_id)
         except CONNECTION_LOST as exc:
             # Most often the session died while the worker waited (killed, a restart, a
             # failover): once more at once, on a new connection.
             logger.info("run %s: database connection lost (%s); trying again on a new one",
                         run_id, exc)
             connection.close()
-            return executor.advance_run(run_id)
+            status = executor.advance_run(run_id)
+        # A slot under the workflow's limits may have freed: the runs it held back go next.
+        limits.wake_after_release(run_id, status)
+        return status
     except CONNECTION_LOST as exc:
         logger.warning("run %s: database connection lost (%s); trying again", run_id, exc)
         raise self.retry(exc=exc) from exc

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from pydantic import BaseModel
 
+from runs import limits
 from runs.definition import Contract, Found, NotFound, StepResult, Workflow
 from runs.retry import RetryPolicy
 from runs.schedules import Schedule
@@ -375,3 +376,52 @@ def to_ledger(ctx):
 @two_systems.write("to-tracker", retry=FAST, system="tracker")
 def to_tracker(ctx):
     return _call(ctx, lambda: StepResult({"ok": True}, remote_ref=f"T-{ctx.input.order}"))
+
+
+# A receiver that allows 5 requests a second, and vendors served one at a time, for the
+# limits the runtime enforces (runs.limits). Worker processes find the receiver through
+# TEST_LIMITED_RECEIVER_URL; this process through limited_receiver.url.
+class VendorIn(BaseModel):
+    order: str
+    vendor: str = "acme"
+
+
+limited_receiver = Receiver()
+
+
+def _limited_post(ctx, path: str):
+    import os
+
+    import httpx
+
+    base = limited_receiver.url or os.environ.get("TEST_LIMITED_RECEIVER_URL", "")
+    response = httpx.post(f"{base}{path}", json={"order": ctx.input.order,
+                                                  "vendor": getattr(ctx.input, "vendor", "")},
+                          headers={"Idempotency-Key": ctx.key}, timeout=5)
+    response.raise_for_status()
+    return StepResult(response.json(), remote_ref=response.json()["id"])
+
+
+rated = Workflow("test-rated", version=1, input=VendorIn)
+
+
+@rated.write("send", retry=FAST, honours_key=True, system="limited-receiver")
+def send_rated(ctx):
+    return _limited_post(ctx, "/rated")
+
+
+vendors = Workflow("test-vendors", version=1, input=VendorIn)
+
+
+@vendors.write("order-goods", retry=FAST, honours_key=True, system="vendor-desk")
+def order_goods(ctx):
+    return _limited_post(ctx, "/vendor")
+
+
+@vendors.write("confirm-order", retry=FAST, honours_key=True, system="vendor-desk")
+def confirm_order(ctx):
+    return _limited_post(ctx, "/vendor")
+
+
+limits.rate_limit("limited-receiver", per_second=5)
+limits.limit_workflow(vendors, concurrency_key="vendor")

@@ -10,7 +10,7 @@ from django.db import transaction
 from audit.actions import AuditAction
 from audit.chain import Actor
 
-from .. import checkpoint_sql, dispatch
+from .. import checkpoint_sql, dispatch, limits
 from .. import definition as d
 from ..intentions import intended_action
 from ..models import (
@@ -114,7 +114,8 @@ def _claim_in_one_statement(run_id: int, worker: str, now: datetime) -> Lease | 
 def _due(run: Run, now: datetime) -> bool:
     due = run.status == Q or (run.status in (W, COMP) and run.next_wake_at is not None
                               and run.next_wake_at <= now)
-    return due and not _held(run)
+    # Limits count held runs under a lock taken here, kept until the claim commits.
+    return due and not _held(run) and limits.admits(run)
 
 def _held(run: Run) -> bool:
     # A paused dispatch (runs.dispatch) keeps the run where it is: queued stays queued.
