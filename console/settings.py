@@ -214,6 +214,9 @@ SWEEP_INTERVAL_SECONDS = float(os.environ.get("SWEEP_INTERVAL_SECONDS", "2"))
 RUNS_LIMITS_REDIS_URL = os.environ.get(
     "RUNS_LIMITS_REDIS_URL",
     CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "")
+# A rate limit's window is one second plus this margin: what may lie between a call's
+# admission and its arrival at the receiver (scheduling, network).
+RUNS_RATE_MARGIN_MS = int(os.environ.get("RUNS_RATE_MARGIN_MS", "200"))
 # How often beat looks for due schedule slots (runs.schedules); a slot starts within this.
 SCHEDULES_INTERVAL_SECONDS = float(os.environ.get("SCHEDULES_INTERVAL_SECONDS", "5"))
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from audit.chain import Actor
 
 from . import definition as d
-from . import transitions
+from . import tracing, transitions
 from .context import context_outside_executor
 from .intentions import step_lines
 from .models import Run, Step
@@ -90,7 +90,12 @@ class OperatorAction:
             raise ActionInputError(f"{self.label}: choose the step.")
         if self.takes_call and not given.call:
             raise ActionInputError(f"{self.label}: choose the tool call.")
-        return self.call(run_id, actor=actor, given=given, approved_by=approved_by)
+        run = self.call(run_id, actor=actor, given=given, approved_by=approved_by)
+        tracing.event(f"operator {self.name}", run, attributes={
+            "operator.action": self.name, "operator.actor": actor.label,
+            "operator.reason": given.reason[:500], "step.name": given.step,
+            "operator.second_person": approved_by.label if approved_by else ""})
+        return run
 
 
 def _definition(run: Run) -> d.Workflow | None:

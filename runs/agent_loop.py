@@ -24,7 +24,7 @@ import logging
 import openai
 from django.conf import settings
 
-from . import crashpoints, lookups, transitions
+from . import crashpoints, lookups, tracing, transitions
 from . import definition as d
 from .agent_models import ToolCall, ToolCallStatus
 from .context import StepContext
@@ -78,7 +78,8 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpec,
             if client is None:
                 client = model_client()
             try:
-                turn = ask_model(client, spec, messages(spec, ctx, turns, calls))
+                with tracing.step_span(ctx, kind="model", what="model call"):
+                    turn = ask_model(client, spec, messages(spec, ctx, turns, calls))
             except Exception as exc:
                 return transitions.Outcome(succeeded=False, error=classify(exc))
             lease = calls_tx.record_agent_turn(lease, step, turn)
@@ -102,7 +103,10 @@ def _run_call(lease, step: Step, spec: d.AgentSpec, ctx: StepContext, call: Tool
         outcome = transitions.Outcome(succeeded=False, error=Classified(
             ErrorClass.PERMANENT, f"drill: injected permanent failure of {point}"))
     else:
-        outcome = call_tool(tool, tool_context(ctx, call), args)
+        call_ctx = tool_context(ctx, call)
+        with tracing.step_span(call_ctx, kind="tool", what=f"tool {call.tool}") as span:
+            outcome = call_tool(tool, call_ctx, args)
+            tracing.record_outcome(span, outcome)
     crashpoints.reach(crashpoints.AFTER_CALL, point)
     return calls_tx.record_tool_outcome(lease, step, call, outcome)
 

@@ -44,9 +44,11 @@ from .wakeup import send_wakeups
 
 logger = logging.getLogger(__name__)
 
-# The window of a rate limit, widened a little so that a request admitted at the end of one
-# window cannot reach the receiver inside the next (the network's jitter).
-WINDOW_MS = 1050
+# The window of a rate limit, widened so that a request admitted at the end of one window
+# does not reach the receiver inside the next: between admission and arrival lie the
+# worker's scheduling and the network (RUNS_RATE_MARGIN_MS, 200 ms by default).
+def window_ms() -> int:
+    return 1000 + int(getattr(settings, "RUNS_RATE_MARGIN_MS", 200))
 # How long a worker waits for a slot between looks, at most.
 POLL_SECONDS = 0.05
 
@@ -191,7 +193,7 @@ class _RedisWindows:
             self.counter += 1
             member = f"{id(self)}:{time.time_ns()}:{self.counter}"
         wait_ms = self.admit_script(keys=[f"durable:rate:{system}", f"durable:block:{system}"],
-                                    args=[per_window, WINDOW_MS, member])
+                                    args=[per_window, window_ms(), member])
         return int(wait_ms) / 1000
 
     def block(self, system: str, seconds: float) -> None:
@@ -210,12 +212,12 @@ class _LocalWindows:
             if self.blocked.get(system, 0) > now:
                 return self.blocked[system] - now
             window = self.windows.setdefault(system, deque())
-            while window and window[0] <= now - WINDOW_MS / 1000:
+            while window and window[0] <= now - window_ms() / 1000:
                 window.popleft()
             if len(window) < per_window:
                 window.append(now)
                 return 0.0
-            return max(window[0] + WINDOW_MS / 1000 - now, 0.001)
+            return max(window[0] + window_ms() / 1000 - now, 0.001)
 
     def block(self, system: str, seconds: float) -> None:
         with self.lock:

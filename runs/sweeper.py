@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from . import dispatch, transitions
+from . import dispatch, tracing, transitions
 from .models import Run, RunStatus
 from .single_pass import single_pass
 from .wakeup import send_wakeups
@@ -46,7 +46,13 @@ def _sweep(now: datetime, limit: int) -> SweepReport:
         status__in=[RunStatus.RUNNING, RunStatus.COMPENSATING], lease_expires_at__lt=now
     ).order_by("pk").values_list("pk", flat=True)[:limit])
     for start in range(0, len(expired), BATCH):
-        report.expired += len(transitions.expire_leases(expired[start:start + BATCH], now=now))
+        taken = transitions.expire_leases(expired[start:start + BATCH], now=now)
+        report.expired += len(taken)
+        if tracing.enabled():
+            # The dead worker's span of the step never ended; this one says what became of it.
+            for run in Run.objects.filter(pk__in=taken).only(
+                    "pk", "workflow_name", "workflow_version", "business_key"):
+                tracing.event("lease expired", run, error="worker lost its lease mid-step")
     # A paused workflow's runs are left alone: its retries and timers hold (runs.dispatch).
     held = dispatch.held_runs_filter()
     due = Run.objects.filter(

@@ -101,9 +101,8 @@ def test_two_hundred_runs_never_send_more_than_five_a_second_and_meet_no_429(rec
                                  input={"order": f"o{i}"}, actor=SYSTEM)[0].pk
            for i in range(200)]
     all_completed(ids, timeout=150)
+    assert (receiver.rejected, receiver.busiest_second()) == (0, 5)
     assert len(receiver.arrivals) == 200           # one call per run: nothing was refused
-    assert receiver.rejected == 0
-    assert receiver.busiest_second() <= 5
     # ... and the limit was the pace, not a slow machine: about 5 a second.
     span = max(receiver.arrivals) - min(receiver.arrivals)
     assert span >= 199 / 5 * 0.95
