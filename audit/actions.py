@@ -13,6 +13,10 @@ class AuditAction(StrEnum):
     DEFINITION_MISSING = "definition_missing"
     # the workflow's dispatch is paused: the run's next step waits (runs.dispatch)
     DISPATCH_HELD = "dispatch_held"
+    # durable timers: a run sleeps until a time, the sweeper (or a person, early) wakes it
+    TIMER_STARTED = "timer_started"
+    TIMER_FIRED = "timer_fired"
+    TIMER_WOKEN = "timer_woken"
     LEASE_EXPIRED = "lease_expired"
     STEP_LEASE_EXPIRED = "step_lease_expired"
     # a step's outcome

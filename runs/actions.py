@@ -108,6 +108,10 @@ def _resume(run_id, *, actor, given, approved_by):
     return transitions.resume(run_id, actor=actor, reason=given.reason)
 
 
+def _wake_timer(run_id, *, actor, given, approved_by):
+    return transitions.wake_timer(run_id, actor=actor, reason=given.reason)
+
+
 def _hand_verdict(given: ActionInput):
     """The outcome a person records by hand (reconcile of a step or of one tool call): found,
     naming the effect's remote reference, or not found. The transition itself refuses it
@@ -229,6 +233,10 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
         "Ends the run now. A step still in flight is marked unknown and its result is "
         "recorded when it arrives. The run can only come back through Reopen.",
         _terminate, danger=True),
+    OperatorAction(
+        "wake_timer", "Wake now", "resume_run",
+        "Ends the timer the run sleeps on now, before its time: the run goes on with its "
+        "next step at once.", _wake_timer),
     OperatorAction(
         "reopen", "Reopen", "resume_run",
         "Brings the terminated run back to attention, from where it can be resumed, "

@@ -26,7 +26,9 @@ from .retry import DEFAULT_POLICY, RetryPolicy
 READ, DECISION, WRITE, NOTIFY, APPROVAL = "read", "decision", "write", "notify", "approval"
 # A model that chooses its tools, turn after turn (see AgentSpec at the end of this module).
 AGENT = "agent"
-STEP_KINDS = (READ, DECISION, WRITE, NOTIFY, APPROVAL, AGENT)
+# A durable timer: the run sleeps, holding no process, until a time (runs.transitions.timers).
+SLEEP = "sleep"
+STEP_KINDS = (READ, DECISION, WRITE, NOTIFY, APPROVAL, AGENT, SLEEP)
 LOW, HIGH = "low", "high"
 
 
@@ -138,6 +140,9 @@ class StepDef:
     # How many failed lookups by key (errors, not answers) before a person is asked.
     lookup_attempts: int = 3
     approval: ApprovalPolicy | None = None
+    # A sleep step: for how long, or until when (a function of the run's input).
+    sleep_for: timedelta | None = None
+    sleep_until: Callable[[dict], Any] | None = None
     reconcile_fn: Callable | None = None
     compensate_fn: Callable | None = None
     # The system a write or notify step changes, named for people ("the tracker").
@@ -182,7 +187,8 @@ class StepDef:
                 WRITE: f"change{where or ' another system'}",
                 NOTIFY: f"send a message{where}",
                 APPROVAL: "wait for a person's approval",
-                AGENT: "let the model choose its tools"}[self.kind]
+                AGENT: "let the model choose its tools",
+                SLEEP: "sleep until its time"}[self.kind]
 
     def compensation_preview(self, fn: Callable) -> Callable:
         """Declare what this step's compensation will send, built without sending it: the
@@ -294,6 +300,18 @@ class Workflow:
                              contract=contract or Contract(), honours_key=honours_key,
                              lookup_delay=lookup_delay, lookup_attempts=lookup_attempts,
                              system=system)
+
+    def sleep(self, name: str, *, duration: timedelta | None = None,
+              until: Callable[[dict], Any] | None = None) -> StepDef:
+        """A durable timer: the run sleeps for `duration`, or until the aware datetime
+        `until(input)` returns, holding no process; the sweeper wakes it, and an operator can
+        wake it early with a reason. Not a decorator: it declares the step itself."""
+        if (duration is None) == (until is None):
+            raise ValueError(f"sleep {name!r}: give either duration or until")
+        if duration is not None and duration <= timedelta(0):
+            raise ValueError(f"sleep {name!r}: duration must be positive")
+        return self._declare(SLEEP, name, sleep_for=duration, sleep_until=until,
+                             contract=Contract(rule="wait for the time"))(lambda ctx: None)
 
     def approval(self, name: str, *, approvers: tuple[str, ...], version: int = 1,
                  remind_every: timedelta = timedelta(hours=24),

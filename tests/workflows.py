@@ -425,3 +425,20 @@ def confirm_order(ctx):
 
 limits.rate_limit("limited-receiver", per_second=5)
 limits.limit_workflow(vendors, concurrency_key="vendor")
+
+
+# A durable timer between two reads: the run sleeps an hour, holding no process.
+sleepy = Workflow("test-sleepy", version=1, input=OrderIn)
+
+
+@sleepy.read("look", retry=FAST)
+def look(ctx):
+    return _call(ctx, lambda: {"looked": ctx.input.order})
+
+
+sleepy.sleep("cool-off", duration=timedelta(hours=1))
+
+
+@sleepy.read("look-again", retry=FAST)
+def look_again(ctx):
+    return _call(ctx, lambda: {"looked_again": ctx.input.order})

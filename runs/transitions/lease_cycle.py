@@ -58,6 +58,7 @@ from .kernel import (  # the package's shared vocabulary
     save_waits,
 )
 from .resends import schedule_resend
+from .timers import sleeps
 
 
 def claim_run(run_id: int, *, worker: str, now: datetime | None = None) -> Lease | None:
@@ -177,6 +178,13 @@ def _advance(change: _Change, lease: Lease) -> None:
     run.current_step = step.name
     if step.status in (StepStatus.UNKNOWN, StepStatus.RUNNING):
         lease.work, lease.settle_first = step, True
+        return
+    if step.kind == d.SLEEP:
+        # A durable timer (runs.transitions.timers): asleep until its time, or done now.
+        if sleeps(change, lease, step):
+            return
+        _succeed(change, lease, step, {"woke_at": now.isoformat()}, "", AuditAction.TIMER_FIRED)
+        _advance(change, lease)
         return
     if step.kind == d.APPROVAL:
         # A durable wait: no worker is held; decide_approval moves the run on.
