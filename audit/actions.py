@@ -17,6 +17,12 @@ class AuditAction(StrEnum):
     TIMER_STARTED = "timer_started"
     TIMER_FIRED = "timer_fired"
     TIMER_WOKEN = "timer_woken"
+    # external events: a run waits for one, receives it (or a person delivers or skips it),
+    # or its timeout passes
+    EVENT_AWAITED = "event_awaited"
+    EVENT_RECEIVED = "event_received"
+    EVENT_SKIPPED = "event_skipped"
+    EVENT_TIMED_OUT = "event_timed_out"
     LEASE_EXPIRED = "lease_expired"
     STEP_LEASE_EXPIRED = "step_lease_expired"
     # a step's outcome

@@ -6,6 +6,7 @@ postgres:// URL and CELERY_BROKER_URL to a redis:// or amqp:// URL for a real de
 use console.production as the settings module there.
 """
 
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -217,6 +218,9 @@ RUNS_LIMITS_REDIS_URL = os.environ.get(
 # A rate limit's window is one second plus this margin: what may lie between a call's
 # admission and its arrival at the receiver (scheduling, network).
 RUNS_RATE_MARGIN_MS = int(os.environ.get("RUNS_RATE_MARGIN_MS", "200"))
+# The sources that may send external events as signed webhooks (runs.events), as JSON:
+# {"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}.
+RUNS_EVENT_SOURCES = json.loads(os.environ.get("RUNS_EVENT_SOURCES", "{}"))
 # How often beat looks for due schedule slots (runs.schedules); a slot starts within this.
 SCHEDULES_INTERVAL_SECONDS = float(os.environ.get("SCHEDULES_INTERVAL_SECONDS", "5"))
 

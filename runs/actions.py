@@ -9,13 +9,14 @@ transitions.needs_second_person, and every operator transition refusing an empty
 so what a caller offers is what the transition accepts, and no caller can skip a rule.
 """
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from audit.chain import Actor
 
 from . import definition as d
-from . import tracing, transitions
+from . import events, tracing, transitions
 from .context import context_outside_executor
 from .intentions import step_lines
 from .models import Run, Step
@@ -106,6 +107,28 @@ def _definition(run: Run) -> d.Workflow | None:
 
 def _resume(run_id, *, actor, given, approved_by):
     return transitions.resume(run_id, actor=actor, reason=given.reason)
+
+
+def _deliver_event(run_id, *, actor, given, approved_by):
+    try:
+        payload = json.loads(given.evidence or "{}")
+    except ValueError:
+        raise ActionInputError("Deliver event: the payload (evidence) is not JSON.") from None
+    run = Run.objects.get(pk=run_id)
+    step = transitions.waiting_event_step(list(run.steps.all()))
+    if step is None:
+        raise ActionInputError("Deliver event: the run does not wait for an event.")
+    try:
+        payload = events.validated(run.workflow_name, _definition(run).step(step.name)
+                                   .event_name, payload)
+    except events.EventRefused as exc:
+        raise ActionInputError(f"Deliver event: {exc}") from None
+    return transitions.deliver_event_by_hand(run_id, payload=payload, actor=actor,
+                                             reason=given.reason)
+
+
+def _skip_event(run_id, *, actor, given, approved_by):
+    return transitions.skip_event(run_id, actor=actor, reason=given.reason)
 
 
 def _wake_timer(run_id, *, actor, given, approved_by):
@@ -233,6 +256,15 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
         "Ends the run now. A step still in flight is marked unknown and its result is "
         "recorded when it arrives. The run can only come back through Reopen.",
         _terminate, danger=True),
+    OperatorAction(
+        "event_received", "Deliver event", "reconcile_run",
+        "Delivers the event the run waits for, as the other system should have sent it: "
+        "the payload (JSON, in the evidence field) is checked against the step's schema and "
+        "becomes its result; the run goes on.", _deliver_event),
+    OperatorAction(
+        "skip_event", "Skip event", "resume_run",
+        "Ends the wait without the event: the step is skipped and the run goes on with its "
+        "next step.", _skip_event),
     OperatorAction(
         "wake_timer", "Wake now", "resume_run",
         "Ends the timer the run sleeps on now, before its time: the run goes on with its "

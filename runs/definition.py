@@ -28,7 +28,13 @@ READ, DECISION, WRITE, NOTIFY, APPROVAL = "read", "decision", "write", "notify",
 AGENT = "agent"
 # A durable timer: the run sleeps, holding no process, until a time (runs.transitions.timers).
 SLEEP = "sleep"
-STEP_KINDS = (READ, DECISION, WRITE, NOTIFY, APPROVAL, AGENT, SLEEP)
+# A wait for an external event matched by a correlation key (runs.transitions.events).
+EVENT = "event"
+STEP_KINDS = (READ, DECISION, WRITE, NOTIFY, APPROVAL, AGENT, SLEEP, EVENT)
+# What an event wait does when its timeout passes with no event: the step fails (the run
+# goes to attention), the run goes to a person still waiting (who may deliver or skip), or
+# the run continues with the declared default.
+EVENT_TIMEOUT_POLICIES = ("fail", "escalate", "continue")
 LOW, HIGH = "low", "high"
 
 
@@ -143,6 +149,13 @@ class StepDef:
     # A sleep step: for how long, or until when (a function of the run's input).
     sleep_for: timedelta | None = None
     sleep_until: Callable[[dict], Any] | None = None
+    # An event step: the event's name, its correlation key from the run's input (None: the
+    # business key), how long to wait and what then (EVENT_TIMEOUT_POLICIES).
+    event_name: str = ""
+    correlate: Callable[[dict], str] | None = None
+    timeout: timedelta | None = None
+    on_timeout: str = ""
+    default: Any = None
     reconcile_fn: Callable | None = None
     compensate_fn: Callable | None = None
     # The system a write or notify step changes, named for people ("the tracker").
@@ -188,7 +201,8 @@ class StepDef:
                 NOTIFY: f"send a message{where}",
                 APPROVAL: "wait for a person's approval",
                 AGENT: "let the model choose its tools",
-                SLEEP: "sleep until its time"}[self.kind]
+                SLEEP: "sleep until its time",
+                EVENT: f"wait for the event {self.event_name}"}[self.kind]
 
     def compensation_preview(self, fn: Callable) -> Callable:
         """Declare what this step's compensation will send, built without sending it: the
@@ -312,6 +326,27 @@ class Workflow:
             raise ValueError(f"sleep {name!r}: duration must be positive")
         return self._declare(SLEEP, name, sleep_for=duration, sleep_until=until,
                              contract=Contract(rule="wait for the time"))(lambda ctx: None)
+
+    def wait_for_event(self, name: str, *, event: str, schema: type[BaseModel] | None = None,
+                       correlate: Callable[[dict], str] | None = None,
+                       timeout: timedelta | None = None, on_timeout: str = "escalate",
+                       default: Any = None) -> StepDef:
+        """A durable wait for the external event `event` whose correlation key is
+        `correlate(input)` (by default the run's business key). Its payload, validated
+        against `schema`, becomes the step's result. An event that arrives before the run
+        gets here is kept and consumed when it does. After `timeout`, `on_timeout` applies
+        (EVENT_TIMEOUT_POLICIES; "continue" goes on with `default` as the result). Not a
+        decorator: it declares the step itself."""
+        if not event:
+            raise ValueError(f"event wait {name!r}: name the event")
+        if on_timeout not in EVENT_TIMEOUT_POLICIES:
+            raise ValueError(f"event wait {name!r}: on_timeout must be one of "
+                             f"{', '.join(EVENT_TIMEOUT_POLICIES)}, not {on_timeout!r}")
+        if timeout is not None and timeout <= timedelta(0):
+            raise ValueError(f"event wait {name!r}: timeout must be positive")
+        return self._declare(EVENT, name, event_name=event, schema=schema, correlate=correlate,
+                             timeout=timeout, on_timeout=on_timeout, default=default,
+                             contract=Contract(rule="wait for the event"))(lambda ctx: None)
 
     def approval(self, name: str, *, approvers: tuple[str, ...], version: int = 1,
                  remind_every: timedelta = timedelta(hours=24),

@@ -53,6 +53,7 @@ class AttentionReason(models.TextChoices):
     COMPENSATION_FAILED = "compensation_failed", "compensation failed"
     REOPENED = "reopened", "reopened by an operator"
     COMPENSATION_PAUSED = "compensation_paused", "undo of a high-impact step needs a person"
+    EVENT_TIMED_OUT = "event_timed_out", "awaited event did not arrive in time"
 
 
 class ErrorClass(models.TextChoices):
@@ -264,4 +265,9 @@ class ApprovalWait(models.Model):
 from .agent_models import AgentTurn, ToolCall, ToolCallStatus  # noqa: E402, F401
 
 # Schedules, dispatch pauses and their control records (runs.schedules, runs.dispatch).
-from .world_models import ControlRecord, DispatchPause, ScheduleState  # noqa: E402, F401
+from .world_models import (  # noqa: E402, F401
+    ControlRecord,
+    DispatchPause,
+    ExternalEvent,
+    ScheduleState,
+)

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from . import dispatch, tracing, transitions
+from . import dispatch, events, tracing, transitions
 from .models import Run, RunStatus
 from .single_pass import single_pass
 from .wakeup import send_wakeups
@@ -28,6 +28,8 @@ class SweepReport:
     expired: int = 0
     due: int = 0
     requeued: int = 0
+    # Kept events delivered to runs that began to wait for them (runs.events).
+    events: int = 0
     # Another pass held the job's lock: this one did nothing.
     locked_out: bool = False
 
@@ -66,4 +68,5 @@ def _sweep(now: datetime, limit: int) -> SweepReport:
                 [:limit])
     send_wakeups(lost)
     report.requeued = len(lost)
+    report.events = events.consume_kept_events(now=now)
     return report

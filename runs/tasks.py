@@ -7,8 +7,9 @@ from django.db import InterfaceError, OperationalError, connection
 
 from audit.chain import Actor
 
-from . import executor, limits, schedules, sweeper, transitions
+from . import events, executor, limits, schedules, sweeper, transitions
 from .errors import StartRefused
+from .models import RunStatus
 from .wakeup import ADVANCE_RUN_TASK
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,9 @@ def advance_run(self, run_id: int) -> str | None:
             status = executor.advance_run(run_id)
         # A slot under the workflow's limits may have freed: the runs it held back go next.
         limits.wake_after_release(run_id, status)
+        if status == RunStatus.WAITING:
+            # An event that came before the run began to wait for it is delivered now.
+            events.consume_kept_for_run(run_id)
         return status
     except CONNECTION_LOST as exc:
         logger.warning("run %s: database connection lost (%s); trying again", run_id, exc)

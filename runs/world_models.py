@@ -94,3 +94,35 @@ class ControlRecord(models.Model):
 
     def delete(self, *args, **kwargs):
         raise ControlRecordAppendOnly(f"control record {self.pk} is append-only")
+
+
+class ExternalEvent(models.Model):
+    """An event from another system (POST /api/events, a signed webhook, or a person),
+    stored in the transaction of the transition that consumes it, or kept until a run
+    waits for it. Its id per source makes a redelivery change nothing."""
+
+    workflow_name = models.CharField(max_length=200)
+    source = models.CharField(max_length=100)
+    event_id = models.CharField(max_length=200)
+    event_name = models.CharField(max_length=200)
+    correlation_key = models.CharField(max_length=300)
+    payload = models.JSONField(default=dict)
+    received_at = models.DateTimeField()
+    consumed_run_id = models.BigIntegerField(null=True, blank=True)
+    consumed_step = models.CharField(max_length=200, blank=True, default="")
+    consumed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workflow_name", "source", "event_id"],
+                                    name="external_event_unique_id"),
+        ]
+        indexes = [
+            # The events kept for a run that does not wait for them yet: few, found by key.
+            models.Index(fields=["workflow_name", "event_name", "correlation_key"],
+                         name="external_event_kept_idx",
+                         condition=models.Q(consumed_at__isnull=True)),
+        ]
+
+    def __str__(self):
+        return f"{self.source}:{self.event_id} {self.event_name} ({self.correlation_key})"

@@ -442,3 +442,32 @@ sleepy.sleep("cool-off", duration=timedelta(hours=1))
 @sleepy.read("look-again", retry=FAST)
 def look_again(ctx):
     return _call(ctx, lambda: {"looked_again": ctx.input.order})
+
+
+# Waits for a payment provider's callback, matched by the run's business key.
+class PaymentSettled(BaseModel):
+    amount: int
+    reference: str
+
+
+def _payment_workflow(name: str, on_timeout: str) -> Workflow:
+    workflow = Workflow(name, version=1, input=OrderIn)
+
+    @workflow.read("invoice", retry=FAST)
+    def invoice(ctx):
+        return _call(ctx, lambda: {"order": ctx.input.order})
+
+    workflow.wait_for_event("payment", event="payment.settled", schema=PaymentSettled,
+                            timeout=timedelta(hours=1), on_timeout=on_timeout,
+                            default={"amount": 0, "reference": "none"})
+
+    @workflow.read("book", retry=FAST)
+    def book(ctx):
+        return _call(ctx, lambda: {"paid": ctx.results.get("payment")})
+
+    return workflow
+
+
+payment_wait = _payment_workflow("test-payment-wait", "escalate")
+payment_wait_continue = _payment_workflow("test-payment-continue", "continue")
+payment_wait_fail = _payment_workflow("test-payment-fail", "fail")

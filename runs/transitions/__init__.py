@@ -28,6 +28,14 @@ from .approval_waits import (
     record_approval_event,
 )
 from .compensation import compensation_plan
+from .events import (
+    DuplicateEvent,
+    awaiting_ref,
+    deliver_event,
+    deliver_event_by_hand,
+    skip_event,
+    waiting_event_step,
+)
 from .kernel import (
     DONE_STEP_STATUSES,
     HELD,
@@ -84,4 +92,6 @@ __all__ = [
     "paused_undo", "reconcile", "record_approval_event", "record_outcome", "refusal",
     "reopen", "resume", "retry_step",
     "settle_unknown", "sleeping_step", "start_run", "step_refusal", "terminate", "wake_timer",
+    "DuplicateEvent", "awaiting_ref", "deliver_event", "deliver_event_by_hand", "skip_event",
+    "waiting_event_step",
 ]

@@ -28,6 +28,7 @@ from .compensation import (
     _compensation_outcome,
     compensation_plan,
 )
+from .events import awaits
 from .kernel import (  # the package's shared vocabulary
     _MAX_HINT_COUNTDOWN,
     _RUN_FIELDS,
@@ -184,6 +185,13 @@ def _advance(change: _Change, lease: Lease) -> None:
         if sleeps(change, lease, step):
             return
         _succeed(change, lease, step, {"woke_at": now.isoformat()}, "", AuditAction.TIMER_FIRED)
+        _advance(change, lease)
+        return
+    if step.kind == d.EVENT:
+        # A wait for an external event (runs.transitions.events); over by a timeout policy
+        # that continues with a default.
+        if awaits(change, lease, step):
+            return
         _advance(change, lease)
         return
     if step.kind == d.APPROVAL:
