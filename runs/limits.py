@@ -136,11 +136,15 @@ def wake_after_release(run_id: int, status: str | None) -> int:
     if name not in _workflows:
         return 0
     limits = _workflows[name]
-    room = limits.max_in_flight or 1
-    queued = (Run.objects.filter(workflow_name__in=list(_workflows), status=RunStatus.QUEUED)
-              .annotate(priority=_priority()).order_by("-priority", "created_at", "pk")
-              .values_list("pk", flat=True)[:room * 2])
-    return send_wakeups(list(queued))
+    return send_wakeups(queued_by_priority((limits.max_in_flight or 1) * 2))
+
+
+def queued_by_priority(count: int) -> list[int]:
+    """The queued runs of limited workflows to wake next: higher priority first, then the
+    oldest."""
+    return list(Run.objects.filter(workflow_name__in=list(_workflows), status=RunStatus.QUEUED)
+                .annotate(priority=_priority()).order_by("-priority", "created_at", "pk")
+                .values_list("pk", flat=True)[:count])
 
 
 def _priority():

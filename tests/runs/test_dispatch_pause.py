@@ -133,3 +133,14 @@ def test_the_permission_is_the_one_rule_global_or_on_the_workflow_row():
     assert not dispatch.may_pause(finance, "test-two-systems")
     assert dispatch.may_pause(boss, "test-two-systems")
     assert Run.objects.count() == 1
+
+
+def test_a_timer_due_while_paused_holds_until_resumed(script):
+    run = new_run("test-sleepy")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    pause("test-sleepy")
+    later = timezone.now() + timedelta(hours=2)
+    assert sweeper.sweep(now=later).due == 0
+    assert transitions.claim_run(run.pk, worker="w1", now=later) is None
+    resume("test-sleepy")
+    assert sweeper.sweep(now=later).due == 1

@@ -163,3 +163,16 @@ def test_a_retry_after_blocks_the_system_for_every_caller():
         assert time.monotonic() - started >= 0.5
     finally:
         limits.forget(system="blocked-system")
+
+
+@pytest.mark.django_db
+def test_when_a_slot_frees_higher_priority_workflows_go_first(script):
+    limits.limit_workflow("test-orders", max_in_flight=1, priority=1)
+    limits.limit_workflow("test-remote", max_in_flight=1, priority=9)
+    try:
+        low = [new_run().pk for _ in range(2)]
+        high = new_run("test-remote").pk
+        assert limits.queued_by_priority(3) == [high, *low]
+    finally:
+        limits.forget(workflow="test-orders")
+        limits.forget(workflow="test-remote")
