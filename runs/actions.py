@@ -110,19 +110,23 @@ def _resume(run_id, *, actor, given, approved_by):
 
 
 def _deliver_event(run_id, *, actor, given, approved_by):
-    try:
-        payload = json.loads(given.evidence or "{}")
-    except ValueError:
-        raise ActionInputError("Deliver event: the payload (evidence) is not JSON.") from None
     run = Run.objects.get(pk=run_id)
     step = transitions.waiting_event_step(list(run.steps.all()))
-    if step is None:
-        raise ActionInputError("Deliver event: the run does not wait for an event.")
-    try:
-        payload = events.validated(run.workflow_name, _definition(run).step(step.name)
-                                   .event_name, payload)
-    except events.EventRefused as exc:
-        raise ActionInputError(f"Deliver event: {exc}") from None
+    definition = _definition(run)
+    payload = {}
+    # The payload is checked only where the transition could accept it: otherwise its own
+    # refusal (no reason, not waiting for an event) is the answer.
+    if step is not None and definition is not None and given.reason.strip():
+        try:
+            payload = json.loads(given.evidence or "{}")
+        except ValueError:
+            raise ActionInputError("Deliver event: the payload (evidence) is not JSON.") \
+                from None
+        try:
+            payload = events.validated(run.workflow_name,
+                                       definition.step(step.name).event_name, payload)
+        except events.EventRefused as exc:
+            raise ActionInputError(f"Deliver event: {exc}") from None
     return transitions.deliver_event_by_hand(run_id, payload=payload, actor=actor,
                                              reason=given.reason)
 

@@ -183,3 +183,18 @@ def test_a_signed_webhook_is_checked_for_signature_and_replay(client, settings, 
     assert post(now, events.signature("s3cret", now, body)).json()["status"] == "duplicate"
     assert ExternalEvent.objects.get().source == "webhook:psp"
     assert timezone.now()
+
+
+@pytest.mark.parametrize("action", ["event_received", "skip_event"])
+@pytest.mark.parametrize("reason", ["", "   "])
+def test_deliver_and_skip_refuse_an_empty_reason_and_write_nothing(script, action, reason):
+    from runs.errors import ReasonRequired
+
+    run = waiting()
+    seq = run.audit_seq
+    with pytest.raises(ReasonRequired):
+        ACTIONS[action].perform(run.pk, actor=OLGA, given=ActionInput(
+            reason=reason, evidence=json.dumps(PAID)))
+    run.refresh_from_db()
+    assert run.audit_seq == seq and step(run, "payment").status == StepStatus.WAITING
+    assert not ExternalEvent.objects.exists()
