@@ -126,6 +126,8 @@ def provider(*processors) -> TracerProvider:
 def run_started(run) -> None:
     """The run's span: a short one at its start, bearing the ids every later span of the
     run names as its parent, so that backends show the run as the root of its trace."""
+    if not enabled():
+        return
     token = _next_ids.set(_ids(run.pk, run.workflow_name, run.business_key))
     try:
         span = tracer().start_span(f"run {run.workflow_name}", context=Context(),
@@ -140,6 +142,9 @@ def run_span(name: str, run, *, attributes: dict | None = None,
              kind: SpanKind = SpanKind.INTERNAL) -> Iterator[trace.Span]:
     """A span of `run`'s trace, current for the block (so outgoing calls carry it). An
     exception leaving the block is recorded on the span and raised on."""
+    if not enabled():
+        yield trace.INVALID_SPAN
+        return
     with tracer().start_as_current_span(
             name, context=run_context(run), kind=kind,
             attributes={**run_attributes(run), **(attributes or {})}) as span:
@@ -149,6 +154,10 @@ def run_span(name: str, run, *, attributes: dict | None = None,
 @contextmanager
 def step_span(ctx, *, kind: str, what: str = "step") -> Iterator[trace.Span]:
     """The span of one call of a step (or its compensation, or its lookup by key)."""
+    if not enabled():
+        # Off (the default): not even the ids are derived, the hot path pays nothing.
+        yield trace.INVALID_SPAN
+        return
     attributes = {"step.name": ctx.step, "step.kind": kind, "idempotency.key": ctx.key,
                   "attempt": ctx.attempt}
     with tracer().start_as_current_span(
