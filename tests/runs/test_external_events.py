@@ -198,3 +198,14 @@ def test_deliver_and_skip_refuse_an_empty_reason_and_write_nothing(script, actio
     run.refresh_from_db()
     assert run.audit_seq == seq and step(run, "payment").status == StepStatus.WAITING
     assert not ExternalEvent.objects.exists()
+
+
+def test_the_run_page_says_what_it_waits_for_and_delivers_by_hand(admin_client, script):
+    run = waiting()
+    page = admin_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "waits for the event payment.settled" in page and "Deliver event" in page
+    assert 'name="evidence" id="payload-' in page
+    admin_client.post(f"/runs/{run.pk}/event_received/", {
+        "seen": str(run.audit_seq), "reason": "confirmed by the PSP's support",
+        "evidence": json.dumps(PAID)})
+    assert step(run, "payment").result == PAID
