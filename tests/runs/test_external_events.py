@@ -8,7 +8,6 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.utils import timezone
 
 from api.tokens import token_create
 from audit.actions import AuditAction
@@ -182,7 +181,6 @@ def test_a_signed_webhook_is_checked_for_signature_and_replay(client, settings, 
     # The same delivery replayed inside the window: a duplicate, nothing changes.
     assert post(now, events.signature("s3cret", now, body)).json()["status"] == "duplicate"
     assert ExternalEvent.objects.get().source == "webhook:psp"
-    assert timezone.now()
 
 
 @pytest.mark.parametrize("action", ["event_received", "skip_event"])
