@@ -217,7 +217,7 @@ RUNS_LIMITS_REDIS_URL = os.environ.get(
     CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "")
 # A rate limit's window is one second plus this margin: what may lie between a call's
 # admission and its arrival at the receiver (scheduling, network).
-RUNS_RATE_MARGIN_MS = int(os.environ.get("RUNS_RATE_MARGIN_MS", "200"))
+RUNS_RATE_MARGIN_MS = int(os.environ.get("RUNS_RATE_MARGIN_MS", "400"))
 # The sources that may send external events as signed webhooks (runs.events), as JSON:
 # {"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}.
 RUNS_EVENT_SOURCES = json.loads(os.environ.get("RUNS_EVENT_SOURCES", "{}"))

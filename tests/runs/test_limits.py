@@ -29,8 +29,8 @@ class LimitedReceiver:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 start = time.monotonic()
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 status = 200
                 if self.path.startswith("/rated"):
                     with receiver.lock:
@@ -100,8 +100,9 @@ def test_two_hundred_runs_never_send_more_than_five_a_second_and_meet_no_429(rec
     ids = [transitions.start_run(workflow="test-rated", business_key=f"rated-{i}",
                                  input={"order": f"o{i}"}, actor=SYSTEM)[0].pk
            for i in range(200)]
-    all_completed(ids, timeout=150)
-    assert (receiver.rejected, receiver.busiest_second()) == (0, 5)
+    all_completed(ids, timeout=200)
+    assert receiver.rejected == 0
+    assert receiver.busiest_second() <= 5
     assert len(receiver.arrivals) == 200           # one call per run: nothing was refused
     # ... and the limit was the pace, not a slow machine: about 5 a second.
     span = max(receiver.arrivals) - min(receiver.arrivals)
