@@ -11,6 +11,18 @@ class AuditAction(StrEnum):
     CLAIMED = "claimed"
     COMPLETED = "completed"
     DEFINITION_MISSING = "definition_missing"
+    # the workflow's dispatch is paused: the run's next step waits (runs.dispatch)
+    DISPATCH_HELD = "dispatch_held"
+    # durable timers: a run sleeps until a time, the sweeper (or a person, early) wakes it
+    TIMER_STARTED = "timer_started"
+    TIMER_FIRED = "timer_fired"
+    TIMER_WOKEN = "timer_woken"
+    # external events: a run waits for one, receives it (or a person delivers or skips it),
+    # or its timeout passes
+    EVENT_AWAITED = "event_awaited"
+    EVENT_RECEIVED = "event_received"
+    EVENT_SKIPPED = "event_skipped"
+    EVENT_TIMED_OUT = "event_timed_out"
     LEASE_EXPIRED = "lease_expired"
     STEP_LEASE_EXPIRED = "step_lease_expired"
     # a step's outcome

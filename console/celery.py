@@ -15,6 +15,8 @@ def schedule_sweeper(sender, **kwargs):
     from django.conf import settings
 
     sender.add_periodic_task(settings.SWEEP_INTERVAL_SECONDS, sender.signature("runs.sweep"))
+    sender.add_periodic_task(settings.SCHEDULES_INTERVAL_SECONDS,
+                             sender.signature("runs.fire_schedules"))
     sender.add_periodic_task(settings.APPROVALS_SWEEP_INTERVAL_SECONDS,
                              sender.signature("approvals.sweep"))
     sender.add_periodic_task(settings.WEBHOOK_PUBLISH_INTERVAL_SECONDS,

@@ -80,6 +80,13 @@ VARIABLES: list[Variable] = [
     V("RUNS_RESULT_MAX_BYTES", INT, "33554432",
       "a step result larger than this fails the step (permanent error)"),
     V("RUNS_INPUT_MAX_BYTES", INT, "262144", "a run input larger than this is refused"),
+    V("RUNS_LIMITS_REDIS_URL", STR, None, "Redis for the rate limits shared by every worker "
+      "(runs.limits); empty: each process alone", shown="CELERY_BROKER_URL when it is Redis"),
+    V("RUNS_RATE_MARGIN_MS", INT, "400", "a rate limit's window is one second plus this margin "
+      "(scheduling and network between admission and arrival)"),
+    V("RUNS_EVENT_SOURCES", STR, "{}", "sources that may send signed event webhooks, as JSON: "
+      '{"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}'),
+    V("SCHEDULES_INTERVAL_SECONDS", FLOAT, "5", "how often beat looks for due schedule slots"),
     V("EXTERNAL_TIMEOUT_SECONDS", FLOAT, "3",
       "the timeout of every outbound call a workflow makes"),
     V("RUNS_CRASH_AT", STR, "", "drills and tests only: the crash point a worker dies at"),
@@ -142,6 +149,15 @@ VARIABLES: list[Variable] = [
       "finished runs and old audit records are recounted this often (0: every scrape)"),
     V("WEBHOOK_PUBLISH_INTERVAL_SECONDS", FLOAT, "2", "how often progress events are published"),
     V("WEBHOOK_TIMEOUT_SECONDS", FLOAT, "5", "the timeout of one webhook delivery"),
+    # Traces (OpenTelemetry's own variables, read by runs.tracing and its exporter)
+    V("OTEL_EXPORTER_OTLP_ENDPOINT", STR, "", "where traces are exported over OTLP/HTTP; "
+      "empty: no export, and tracing costs nothing"),
+    V("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", STR, "",
+      "the traces endpoint, when it differs from OTEL_EXPORTER_OTLP_ENDPOINT"),
+    V("OTEL_SERVICE_NAME", STR, "durable-workflows", "the service name spans carry"),
+    # Command line
+    V("RUN_ACTION_PASSWORD", STR, "", "run_action --decide: the deciding person's password, "
+      "instead of the prompt (scripts)"),
     # Retention
     V("RUNS_RETENTION_DAYS", INT, "90", "finished runs stay in the hot tables this many days"),
     V("ARCHIVE_INTERVAL_SECONDS", FLOAT, "3600", "how often beat runs the archive job"),
@@ -156,7 +172,7 @@ BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}
 # unless it is declared above.
 OUR_PREFIXES = ("RUNS_", "API_", "APPROVALS_", "APPROVAL_", "ARCHIVE_", "METRICS_",
                 "WEBHOOK_", "SANDBOX_", "MODEL_", "AXES_", "DB_", "SWEEP_", "EXTERNAL_",
-                "EMAIL_")
+                "EMAIL_", "SCHEDULES_")
 
 _UNSET = object()
 

@@ -3,11 +3,11 @@ admins administer. Per-workflow grants are guardian object permissions on top.""
 
 ROLES = {
     "operators": ["view_runs", "resume_run", "reconcile_run", "retry_step", "compensate_run",
-                  "terminate_run"],
+                  "terminate_run", "pause_dispatch"],
     "approvers": ["view_runs"],  # to see the run behind what they approve
     "auditors": ["view_runs"],
     "admins": ["view_runs", "resume_run", "reconcile_run", "retry_step", "compensate_run",
-               "terminate_run"],
+               "terminate_run", "pause_dispatch"],
 }
 
 

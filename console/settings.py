@@ -7,6 +7,7 @@ use console.production as the settings module there. Every environment variable 
 once, with its type, default and meaning, in console.env, and read here through env().
 """
 
+import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -83,6 +84,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # The banner of a workflow whose dispatch is paused (runs.dispatch).
+                "console.world_views.dispatch_banner",
             ],
         },
     },
@@ -196,6 +199,19 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # console.celery hands the connections to Django's own age and health checks.
 CELERY_DB_REUSE_MAX = env("CELERY_DB_REUSE_MAX")
 SWEEP_INTERVAL_SECONDS = env("SWEEP_INTERVAL_SECONDS")
+# Where the rate limits of remote systems (runs.limits) keep their shared windows: Redis,
+# by default the broker's when it is Redis; empty: in each process (the demo's one worker).
+RUNS_LIMITS_REDIS_URL = env(
+    "RUNS_LIMITS_REDIS_URL",
+    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "")
+# A rate limit's window is one second plus this margin: what may lie between a call's
+# admission and its arrival at the receiver (scheduling, network).
+RUNS_RATE_MARGIN_MS = env("RUNS_RATE_MARGIN_MS")
+# The sources that may send external events as signed webhooks (runs.events), as JSON:
+# {"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}.
+RUNS_EVENT_SOURCES = json.loads(env("RUNS_EVENT_SOURCES") or "{}")
+# How often beat looks for due schedule slots (runs.schedules); a slot starts within this.
+SCHEDULES_INTERVAL_SECONDS = env("SCHEDULES_INTERVAL_SECONDS")
 
 # The runtime.
 RUNS_LEASE_SECONDS = env("RUNS_LEASE_SECONDS")

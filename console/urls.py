@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import bulk_views, views
+from . import bulk_views, views, world_views
 
 console_patterns = [
     path("runs/", views.runs_list, name="runs"),
@@ -20,6 +20,11 @@ console_patterns = [
     path("audit/", views.audit_log, name="audit"),
     path("workflows/<str:name>/", views.workflow_page, name="workflow"),
     path("runbooks/<slug:reason>/", views.runbook, name="runbook"),
+    path("schedules/", world_views.schedules_page, name="schedules"),
+    path("schedules/<str:workflow>/<str:name>/pause/", world_views.schedule_pause,
+         name="schedule_pause"),
+    path("workflows/<str:workflow>/dispatch/", world_views.dispatch_pause,
+         name="dispatch_pause"),
 ]
 
 urlpatterns = [

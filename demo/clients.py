@@ -23,6 +23,7 @@ import httpx
 import openai
 from django.conf import settings
 
+from runs import tracing
 from runs.errors import PermanentError, TransientError, key_reused
 
 
@@ -228,8 +229,10 @@ class Services:
 def build_services() -> Services:
     """The clients, configured from settings when called (not at import), so that a worker
     and a test see the current SANDBOX_BASE_URL, MODEL_* and EXTERNAL_TIMEOUT_SECONDS."""
+    # Every request carries the trace context of the step that makes it (traceparent).
     http = httpx.Client(base_url=settings.SANDBOX_BASE_URL,
-                        timeout=settings.EXTERNAL_TIMEOUT_SECONDS)
+                        timeout=settings.EXTERNAL_TIMEOUT_SECONDS,
+                        event_hooks={"request": [tracing.inject_headers]})
     return Services(
         invoices=InvoiceSource(http), tracker=TaskTracker(http), messenger=Messenger(http),
         ledger=Ledger(http), customers=CustomerSystem(http), payments=PaymentSystem(http),

@@ -60,6 +60,7 @@ from runs.models import (
 )
 
 from .agent_metrics import agent_counts, agent_families
+from .dispatch_metrics import dispatch_families
 from .history_counts import FINISH_MARGIN, OPEN_STATUSES, HistoryCount
 
 logger = logging.getLogger(__name__)
@@ -218,6 +219,7 @@ class RuntimeCollector(Collector):
         yield from self._audit_counters(now)
         yield self._step_durations(now)
         yield from agent_families(now, names)
+        yield from dispatch_families(now, names)
         if apps.is_installed("approvals"):
             yield from self._approvals(now)
         # Apps above this one (the API) bring their own families: their AppConfig.ready()

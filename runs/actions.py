@@ -9,13 +9,14 @@ transitions.needs_second_person, and every operator transition refusing an empty
 so what a caller offers is what the transition accepts, and no caller can skip a rule.
 """
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from audit.chain import Actor
 
 from . import definition as d
-from . import transitions
+from . import events, tracing, transitions
 from .context import context_outside_executor
 from .intentions import step_lines
 from .models import Run, Step
@@ -100,7 +101,12 @@ class OperatorAction:
             raise ActionInputError(f"{self.label}: choose the step.")
         if self.takes_call and not given.call:
             raise ActionInputError(f"{self.label}: choose the tool call.")
-        return self.call(run_id, actor=actor, given=given, approved_by=approved_by)
+        run = self.call(run_id, actor=actor, given=given, approved_by=approved_by)
+        tracing.event(f"operator {self.name}", run, attributes={
+            "operator.action": self.name, "operator.actor": actor.label,
+            "operator.reason": given.reason[:500], "step.name": given.step,
+            "operator.second_person": approved_by.label if approved_by else ""})
+        return run
 
 
 def _definition(run: Run) -> d.Workflow | None:
@@ -111,6 +117,36 @@ def _definition(run: Run) -> d.Workflow | None:
 
 def _resume(run_id, *, actor, given, approved_by):
     return transitions.resume(run_id, actor=actor, reason=given.reason)
+
+
+def _deliver_event(run_id, *, actor, given, approved_by):
+    run = Run.objects.get(pk=run_id)
+    step = transitions.waiting_event_step(list(run.steps.all()))
+    definition = _definition(run)
+    payload = {}
+    # The payload is checked only where the transition could accept it: otherwise its own
+    # refusal (no reason, not waiting for an event) is the answer.
+    if step is not None and definition is not None and given.reason.strip():
+        try:
+            payload = json.loads(given.evidence or "{}")
+        except ValueError:
+            raise ActionInputError("Deliver event: the payload (evidence) is not JSON.") \
+                from None
+        try:
+            payload = events.validated(run.workflow_name,
+                                       definition.step(step.name).event_name, payload)
+        except events.EventRefused as exc:
+            raise ActionInputError(f"Deliver event: {exc}") from None
+    return transitions.deliver_event_by_hand(run_id, payload=payload, actor=actor,
+                                             reason=given.reason)
+
+
+def _skip_event(run_id, *, actor, given, approved_by):
+    return transitions.skip_event(run_id, actor=actor, reason=given.reason)
+
+
+def _wake_timer(run_id, *, actor, given, approved_by):
+    return transitions.wake_timer(run_id, actor=actor, reason=given.reason)
 
 
 def _hand_verdict(given: ActionInput):
@@ -234,6 +270,19 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
         "Ends the run now. A step still in flight is marked unknown and its result is "
         "recorded when it arrives. The run can only come back through Reopen.",
         _terminate, danger=True),
+    OperatorAction(
+        "event_received", "Deliver event", "reconcile_run",
+        "Delivers the event the run waits for, as the other system should have sent it: "
+        "the payload (JSON, in the evidence field) is checked against the step's schema and "
+        "becomes its result; the run goes on.", _deliver_event),
+    OperatorAction(
+        "skip_event", "Skip event", "resume_run",
+        "Ends the wait without the event: the step is skipped and the run goes on with its "
+        "next step.", _skip_event),
+    OperatorAction(
+        "wake_timer", "Wake now", "resume_run",
+        "Ends the timer the run sleeps on now, before its time: the run goes on with its "
+        "next step at once.", _wake_timer),
     OperatorAction(
         "reopen", "Reopen", "resume_run",
         "Brings the terminated run back to attention, from where it can be resumed, "

@@ -25,7 +25,7 @@ import logging
 import openai
 from django.conf import settings
 
-from . import agent_history, crashpoints, lookups, transitions
+from . import agent_history, crashpoints, lookups, tracing, transitions
 from . import definition as d
 from .agent_models import ToolCall, ToolCallStatus
 from .context import StepContext
@@ -82,11 +82,12 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpec,
             cut = agent_history.summary_cut(spec.context_budget, spec.keep_turns,
                                             conversation, turns)
             try:
-                if cut is None:
-                    turn = ask_model(client, spec, conversation)
-                else:
-                    turn = ask_for_summary(client, spec, cut,
-                                           messages(spec, ctx, turns, calls, until=cut))
+                with tracing.step_span(ctx, kind="model", what="model call"):
+                    if cut is None:
+                        turn = ask_model(client, spec, conversation)
+                    else:
+                        turn = ask_for_summary(client, spec, cut,
+                                               messages(spec, ctx, turns, calls, until=cut))
             except Exception as exc:
                 return transitions.Outcome(succeeded=False, error=classify(exc))
             lease = calls_tx.record_agent_turn(lease, step, turn)
@@ -110,7 +111,10 @@ def _run_call(lease, step: Step, spec: d.AgentSpec, ctx: StepContext, call: Tool
         outcome = transitions.Outcome(succeeded=False, error=Classified(
             ErrorClass.PERMANENT, f"drill: injected permanent failure of {point}"))
     else:
-        outcome = call_tool(tool, tool_context(ctx, call), args)
+        call_ctx = tool_context(ctx, call)
+        with tracing.step_span(call_ctx, kind="tool", what=f"tool {call.tool}") as span:
+            outcome = call_tool(tool, call_ctx, args)
+            tracing.record_outcome(span, outcome)
     crashpoints.reach(crashpoints.AFTER_CALL, point)
     return calls_tx.record_tool_outcome(lease, step, call, outcome)
 

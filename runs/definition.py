@@ -26,7 +26,15 @@ from .retry import DEFAULT_POLICY, RetryPolicy
 READ, DECISION, WRITE, NOTIFY, APPROVAL = "read", "decision", "write", "notify", "approval"
 # A model that chooses its tools, turn after turn (see AgentSpec at the end of this module).
 AGENT = "agent"
-STEP_KINDS = (READ, DECISION, WRITE, NOTIFY, APPROVAL, AGENT)
+# A durable timer: the run sleeps, holding no process, until a time (runs.transitions.timers).
+SLEEP = "sleep"
+# A wait for an external event matched by a correlation key (runs.transitions.events).
+EVENT = "event"
+STEP_KINDS = (READ, DECISION, WRITE, NOTIFY, APPROVAL, AGENT, SLEEP, EVENT)
+# What an event wait does when its timeout passes with no event: the step fails (the run
+# goes to attention), the run goes to a person still waiting (who may deliver or skip), or
+# the run continues with the declared default.
+EVENT_TIMEOUT_POLICIES = ("fail", "escalate", "continue")
 LOW, HIGH = "low", "high"
 
 
@@ -138,6 +146,16 @@ class StepDef:
     # How many failed lookups by key (errors, not answers) before a person is asked.
     lookup_attempts: int = 3
     approval: ApprovalPolicy | None = None
+    # A sleep step: for how long, or until when (a function of the run's input).
+    sleep_for: timedelta | None = None
+    sleep_until: Callable[[dict], Any] | None = None
+    # An event step: the event's name, its correlation key from the run's input (None: the
+    # business key), how long to wait and what then (EVENT_TIMEOUT_POLICIES).
+    event_name: str = ""
+    correlate: Callable[[dict], str] | None = None
+    timeout: timedelta | None = None
+    on_timeout: str = ""
+    default: Any = None
     reconcile_fn: Callable | None = None
     compensate_fn: Callable | None = None
     # The system a write or notify step changes, named for people ("the tracker").
@@ -182,7 +200,9 @@ class StepDef:
                 WRITE: f"change{where or ' another system'}",
                 NOTIFY: f"send a message{where}",
                 APPROVAL: "wait for a person's approval",
-                AGENT: "let the model choose its tools"}[self.kind]
+                AGENT: "let the model choose its tools",
+                SLEEP: "sleep until its time",
+                EVENT: f"wait for the event {self.event_name}"}[self.kind]
 
     def compensation_preview(self, fn: Callable) -> Callable:
         """Declare what this step's compensation will send, built without sending it: the
@@ -295,6 +315,39 @@ class Workflow:
                              lookup_delay=lookup_delay, lookup_attempts=lookup_attempts,
                              system=system)
 
+    def sleep(self, name: str, *, duration: timedelta | None = None,
+              until: Callable[[dict], Any] | None = None) -> StepDef:
+        """A durable timer: the run sleeps for `duration`, or until the aware datetime
+        `until(input)` returns, holding no process; the sweeper wakes it, and an operator can
+        wake it early with a reason. Not a decorator: it declares the step itself."""
+        if (duration is None) == (until is None):
+            raise ValueError(f"sleep {name!r}: give either duration or until")
+        if duration is not None and duration <= timedelta(0):
+            raise ValueError(f"sleep {name!r}: duration must be positive")
+        return self._declare(SLEEP, name, sleep_for=duration, sleep_until=until,
+                             contract=Contract(rule="wait for the time"))(lambda ctx: None)
+
+    def wait_for_event(self, name: str, *, event: str, schema: type[BaseModel] | None = None,
+                       correlate: Callable[[dict], str] | None = None,
+                       timeout: timedelta | None = None, on_timeout: str = "escalate",
+                       default: Any = None) -> StepDef:
+        """A durable wait for the external event `event` whose correlation key is
+        `correlate(input)` (by default the run's business key). Its payload, validated
+        against `schema`, becomes the step's result. An event that arrives before the run
+        gets here is kept and consumed when it does. After `timeout`, `on_timeout` applies
+        (EVENT_TIMEOUT_POLICIES; "continue" goes on with `default` as the result). Not a
+        decorator: it declares the step itself."""
+        if not event:
+            raise ValueError(f"event wait {name!r}: name the event")
+        if on_timeout not in EVENT_TIMEOUT_POLICIES:
+            raise ValueError(f"event wait {name!r}: on_timeout must be one of "
+                             f"{', '.join(EVENT_TIMEOUT_POLICIES)}, not {on_timeout!r}")
+        if timeout is not None and timeout <= timedelta(0):
+            raise ValueError(f"event wait {name!r}: timeout must be positive")
+        return self._declare(EVENT, name, event_name=event, schema=schema, correlate=correlate,
+                             timeout=timeout, on_timeout=on_timeout, default=default,
+                             contract=Contract(rule="wait for the event"))(lambda ctx: None)
+
     def approval(self, name: str, *, approvers: tuple[str, ...], version: int = 1,
                  remind_every: timedelta = timedelta(hours=24),
                  timeout: timedelta = timedelta(days=3), on_timeout: str = "escalate",
@@ -383,6 +436,9 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted({n for (n, _) in self._workflows})
+
+    def versions(self, name: str) -> list[Workflow]:
+        return [w for (n, _), w in sorted(self._workflows.items()) if n == name]
 
 
 registry = Registry()

@@ -15,7 +15,7 @@ from functools import partial
 
 from pydantic import ValidationError
 
-from . import agent_loop, artifacts, crashpoints, lookups, transitions
+from . import agent_loop, artifacts, crashpoints, limits, lookups, tracing, transitions
 from . import definition as d
 from .context import StepContext, build_context, opened_services
 from .errors import Classified, classify
@@ -74,19 +74,25 @@ def _work_once(lease: transitions.Lease, step, spec: d.StepDef,
             return result
         return transitions.record_outcome(lease, lease.by_name(step.name), result)
     if lease.settle_first:
-        verdict, error = ask_remote(spec, ctx)
+        with tracing.step_span(ctx, kind=spec.kind, what="lookup") as span:
+            verdict, error = ask_remote(spec, ctx)
+            tracing.record_verdict(span, verdict, error)
         logger.info("step %s: outcome unknown; lookup by key: %s", step.name,
                     verdict or "no reconcile function")
         return transitions.settle_unknown(lease, step, verdict, error=error)
     point = f"{step.name}:compensate" if lease.compensating else step.name
     crashpoints.reach(crashpoints.BEFORE_CALL, point)
-    if crashpoints.injected_failure(point):
-        outcome = transitions.Outcome(succeeded=False, error=Classified(
-            ErrorClass.PERMANENT, f"drill: injected permanent failure of {point}"))
-    elif lease.compensating:
-        outcome = call_compensation(spec, ctx)
-    else:
-        outcome = call_step(spec, ctx)
+    with tracing.step_span(ctx, kind=spec.kind,
+                           what="compensate" if lease.compensating else "step") as span:
+        if crashpoints.injected_failure(point):
+            outcome = transitions.Outcome(succeeded=False, error=Classified(
+                ErrorClass.PERMANENT, f"drill: injected permanent failure of {point}"))
+        elif lease.compensating:
+            outcome = call_compensation(spec, ctx)
+        else:
+            # Within its remote system's rate, shared by every worker (runs.limits).
+            outcome = limits.call_within_limits(spec, ctx, call_step)
+        tracing.record_outcome(span, outcome)
     crashpoints.reach(crashpoints.AFTER_CALL, point)
     if outcome.succeeded:
         logger.debug("%s succeeded (attempt %s)", point, ctx.attempt)

@@ -53,6 +53,7 @@ class AttentionReason(models.TextChoices):
     COMPENSATION_FAILED = "compensation_failed", "compensation failed"
     REOPENED = "reopened", "reopened by an operator"
     COMPENSATION_PAUSED = "compensation_paused", "undo of a high-impact step needs a person"
+    EVENT_TIMED_OUT = "event_timed_out", "awaited event did not arrive in time"
 
 
 class ErrorClass(models.TextChoices):
@@ -78,6 +79,7 @@ class Workflow(models.Model):
             ("retry_step", "Can retry a step"),
             ("compensate_run", "Can compensate runs"),
             ("terminate_run", "Can cancel and terminate runs"),
+            ("pause_dispatch", "Can pause and resume a workflow's dispatch and schedules"),
         ]
 
     def __str__(self):
@@ -261,3 +263,11 @@ class ApprovalWait(models.Model):
 
 # The record of agent steps (their turns and tool calls) lives in its own module.
 from .agent_models import AgentTurn, ToolCall, ToolCallStatus  # noqa: E402, F401
+
+# Schedules, dispatch pauses and their control records (runs.schedules, runs.dispatch).
+from .world_models import (  # noqa: E402, F401
+    ControlRecord,
+    DispatchPause,
+    ExternalEvent,
+    ScheduleState,
+)

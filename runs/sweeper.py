@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from . import transitions
+from . import dispatch, events, tracing, transitions
 from .models import Run, RunStatus
 from .single_pass import single_pass
 from .wakeup import send_wakeups
@@ -28,6 +28,8 @@ class SweepReport:
     expired: int = 0
     due: int = 0
     requeued: int = 0
+    # Kept events delivered to runs that began to wait for them (runs.events).
+    events: int = 0
     # Another pass held the job's lock: this one did nothing.
     locked_out: bool = False
 
@@ -46,16 +48,25 @@ def _sweep(now: datetime, limit: int) -> SweepReport:
         status__in=[RunStatus.RUNNING, RunStatus.COMPENSATING], lease_expires_at__lt=now
     ).order_by("pk").values_list("pk", flat=True)[:limit])
     for start in range(0, len(expired), BATCH):
-        report.expired += len(transitions.expire_leases(expired[start:start + BATCH], now=now))
-    due = list(Run.objects.filter(
-        status__in=[RunStatus.WAITING, RunStatus.COMPENSATING], next_wake_at__lte=now
-    ).values_list("pk", flat=True)[:limit])
+        taken = transitions.expire_leases(expired[start:start + BATCH], now=now)
+        report.expired += len(taken)
+        if tracing.enabled():
+            # The dead worker's span of the step never ended; this one says what became of it.
+            for run in Run.objects.filter(pk__in=taken).only(
+                    "pk", "workflow_name", "workflow_version", "business_key"):
+                tracing.event("lease expired", run, error="worker lost its lease mid-step")
+    # A paused workflow's runs are left alone: its retries and timers hold (runs.dispatch).
+    held = dispatch.held_runs_filter()
+    due = Run.objects.filter(
+        status__in=[RunStatus.WAITING, RunStatus.COMPENSATING], next_wake_at__lte=now)
+    due = list((due if held is None else due.exclude(held)).values_list("pk", flat=True)[:limit])
     send_wakeups(due)
     report.due = len(due)
     stale = now - timedelta(seconds=settings.RUNS_REQUEUE_AFTER_SECONDS)
-    lost = list(Run.objects.filter(
-        status=RunStatus.QUEUED, updated_at__lt=stale
-    ).values_list("pk", flat=True)[:limit])
+    lost = Run.objects.filter(status=RunStatus.QUEUED, updated_at__lt=stale)
+    lost = list((lost if held is None else lost.exclude(held)).values_list("pk", flat=True)
+                [:limit])
     send_wakeups(lost)
     report.requeued = len(lost)
+    report.events = events.consume_kept_events(now=now)
     return report

@@ -7,8 +7,9 @@ from django.db import InterfaceError, OperationalError, connection
 
 from audit.chain import Actor
 
-from . import executor, sweeper, transitions
+from . import events, executor, limits, schedules, sweeper, transitions
 from .errors import StartRefused
+from .models import RunStatus
 from .wakeup import ADVANCE_RUN_TASK
 
 logger = logging.getLogger(__name__)
@@ -30,14 +31,20 @@ RETRY = {"bind": True, "max_retries": 5, "default_retry_delay": 1}
 def advance_run(self, run_id: int) -> str | None:
     try:
         try:
-            return executor.advance_run(run_id)
+            status = executor.advance_run(run_id)
         except CONNECTION_LOST as exc:
             # Most often the session died while the worker waited (killed, a restart, a
             # failover): once more at once, on a new connection.
             logger.info("run %s: database connection lost (%s); trying again on a new one",
                         run_id, exc)
             connection.close()
-            return executor.advance_run(run_id)
+            status = executor.advance_run(run_id)
+        # A slot under the workflow's limits may have freed: the runs it held back go next.
+        limits.wake_after_release(run_id, status)
+        if status == RunStatus.WAITING:
+            # An event that came before the run began to wait for it is delivered now.
+            events.consume_kept_for_run(run_id)
+        return status
     except CONNECTION_LOST as exc:
         logger.warning("run %s: database connection lost (%s); trying again", run_id, exc)
         raise self.retry(exc=exc) from exc
@@ -47,6 +54,13 @@ def advance_run(self, run_id: int) -> str | None:
 def sweep() -> dict:
     report = sweeper.sweep()
     return report.__dict__
+
+
+@shared_task(name="runs.fire_schedules")
+def fire_schedules() -> dict:
+    report = schedules.fire_due_schedules()
+    return {"started": len(report.started), "found": len(report.found),
+            "skipped": report.skipped, "locked_out": report.locked_out}
 
 
 @shared_task(name="runs.start_run", **RETRY)

@@ -6,11 +6,14 @@ effects afterwards.
 """
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from pydantic import BaseModel
 
+from runs import limits
 from runs.definition import Contract, Found, NotFound, StepResult, Workflow
 from runs.retry import RetryPolicy
+from runs.schedules import Schedule
 
 
 @dataclass
@@ -368,3 +371,133 @@ def _summarised_triage() -> Workflow:
 
 
 summarised_triage = _summarised_triage()
+
+
+# Started by a schedule: one run per minute slot, its input derived from the slot.
+class SlotIn(BaseModel):
+    slot: str
+
+
+nightly = Workflow("test-scheduled", version=1, input=SlotIn)
+
+
+@nightly.read("tally", retry=FAST)
+def tally(ctx):
+    return _call(ctx, lambda: {"slot": ctx.input.slot})
+
+
+def _slot_input(slot):
+    return {"slot": slot.isoformat()}
+
+
+every_minute = Schedule(nightly, "every-minute", every=timedelta(minutes=1), catch_up="all",
+                        input=_slot_input)
+
+
+# Two steps towards two remote systems, for pausing the dispatch towards one of them.
+two_systems = Workflow("test-two-systems", version=1, input=OrderIn)
+
+
+@two_systems.write("to-ledger", retry=FAST, system="ledger")
+def to_ledger(ctx):
+    return _call(ctx, lambda: StepResult({"ok": True}, remote_ref=f"L-{ctx.input.order}"))
+
+
+@two_systems.write("to-tracker", retry=FAST, system="tracker")
+def to_tracker(ctx):
+    return _call(ctx, lambda: StepResult({"ok": True}, remote_ref=f"T-{ctx.input.order}"))
+
+
+# A receiver that allows 5 requests a second, and vendors served one at a time, for the
+# limits the runtime enforces (runs.limits). Worker processes find the receiver through
+# TEST_LIMITED_RECEIVER_URL; this process through limited_receiver.url.
+class VendorIn(BaseModel):
+    order: str
+    vendor: str = "acme"
+
+
+limited_receiver = Receiver()
+
+
+def _limited_post(ctx, path: str):
+    import os
+
+    import httpx
+
+    base = limited_receiver.url or os.environ.get("TEST_LIMITED_RECEIVER_URL", "")
+    response = httpx.post(f"{base}{path}", json={"order": ctx.input.order,
+                                                  "vendor": getattr(ctx.input, "vendor", "")},
+                          headers={"Idempotency-Key": ctx.key}, timeout=5)
+    response.raise_for_status()
+    return StepResult(response.json(), remote_ref=response.json()["id"])
+
+
+rated = Workflow("test-rated", version=1, input=VendorIn)
+
+
+@rated.write("send", retry=FAST, honours_key=True, system="limited-receiver")
+def send_rated(ctx):
+    return _limited_post(ctx, "/rated")
+
+
+vendors = Workflow("test-vendors", version=1, input=VendorIn)
+
+
+@vendors.write("order-goods", retry=FAST, honours_key=True, system="vendor-desk")
+def order_goods(ctx):
+    return _limited_post(ctx, "/vendor")
+
+
+@vendors.write("confirm-order", retry=FAST, honours_key=True, system="vendor-desk")
+def confirm_order(ctx):
+    return _limited_post(ctx, "/vendor")
+
+
+limits.rate_limit("limited-receiver", per_second=5)
+limits.limit_workflow(vendors, concurrency_key="vendor")
+
+
+# A durable timer between two reads: the run sleeps an hour, holding no process.
+sleepy = Workflow("test-sleepy", version=1, input=OrderIn)
+
+
+@sleepy.read("look", retry=FAST)
+def look(ctx):
+    return _call(ctx, lambda: {"looked": ctx.input.order})
+
+
+sleepy.sleep("cool-off", duration=timedelta(hours=1))
+
+
+@sleepy.read("look-again", retry=FAST)
+def look_again(ctx):
+    return _call(ctx, lambda: {"looked_again": ctx.input.order})
+
+
+# Waits for a payment provider's callback, matched by the run's business key.
+class PaymentSettled(BaseModel):
+    amount: int
+    reference: str
+
+
+def _payment_workflow(name: str, on_timeout: str) -> Workflow:
+    workflow = Workflow(name, version=1, input=OrderIn)
+
+    @workflow.read("invoice", retry=FAST)
+    def invoice(ctx):
+        return _call(ctx, lambda: {"order": ctx.input.order})
+
+    workflow.wait_for_event("payment", event="payment.settled", schema=PaymentSettled,
+                            timeout=timedelta(hours=1), on_timeout=on_timeout,
+                            default={"amount": 0, "reference": "none"})
+
+    @workflow.read("book", retry=FAST)
+    def book(ctx):
+        return _call(ctx, lambda: {"paid": ctx.results.get("payment")})
+
+    return workflow
+
+
+payment_wait = _payment_workflow("test-payment-wait", "escalate")
+payment_wait_continue = _payment_workflow("test-payment-continue", "continue")
+payment_wait_fail = _payment_workflow("test-payment-fail", "fail")

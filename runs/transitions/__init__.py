@@ -28,6 +28,14 @@ from .approval_waits import (
     record_approval_event,
 )
 from .compensation import compensation_plan
+from .events import (
+    DuplicateEvent,
+    awaiting_ref,
+    deliver_event,
+    deliver_event_by_hand,
+    skip_event,
+    waiting_event_step,
+)
 from .kernel import (
     DONE_STEP_STATUSES,
     HELD,
@@ -69,6 +77,7 @@ from .operator_rules import (
     step_refusal,
 )
 from .start import start_run
+from .timers import sleeping_step, wake_timer
 from .tool_call_rules import TOOL_CALL_ACTIONS, call_refusal
 
 __all__ = [
@@ -82,5 +91,7 @@ __all__ = [
     "needs_second_person",
     "paused_undo", "reconcile", "record_approval_event", "record_outcome", "refusal",
     "reopen", "resume", "retry_step",
-    "settle_unknown", "start_run", "step_refusal", "terminate",
+    "settle_unknown", "sleeping_step", "start_run", "step_refusal", "terminate", "wake_timer",
+    "DuplicateEvent", "awaiting_ref", "deliver_event", "deliver_event_by_hand", "skip_event",
+    "waiting_event_step",
 ]

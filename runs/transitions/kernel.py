@@ -72,6 +72,11 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # The sweeper takes a run back from a worker whose lease ran out.
     "expire_lease": _move({R, COMP}, {Q, COMP}),
     "resume": _move({A, W}, {Q}),
+    # A person wakes a run sleeping on a timer before its time (runs.transitions.timers).
+    "wake_timer": _move({W}, {Q}),
+    # The event a run waits for arrived (or a person delivered it, or skipped the wait).
+    "event_received": _move({W, A}, {Q}),
+    "skip_event": _move({W, A}, {Q}),
     # A person decided an approval step the run is waiting on, or nobody did in time.
     "decide_approval": _move({W}, {Q, A}),
     "approval_timed_out": _move({W}, {A}),

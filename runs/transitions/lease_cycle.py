@@ -10,7 +10,7 @@ from django.db import transaction
 from audit.actions import AuditAction
 from audit.chain import Actor
 
-from .. import checkpoint_sql
+from .. import checkpoint_sql, dispatch, limits
 from .. import definition as d
 from ..intentions import intended_action
 from ..models import (
@@ -28,6 +28,7 @@ from .compensation import (
     _compensation_outcome,
     compensation_plan,
 )
+from .events import awaits
 from .kernel import (  # the package's shared vocabulary
     _MAX_HINT_COUNTDOWN,
     _RUN_FIELDS,
@@ -58,6 +59,7 @@ from .kernel import (  # the package's shared vocabulary
     save_waits,
 )
 from .resends import schedule_resend
+from .timers import sleeps
 
 
 def claim_run(run_id: int, *, worker: str, now: datetime | None = None) -> Lease | None:
@@ -112,8 +114,17 @@ def _claim_in_one_statement(run_id: int, worker: str, now: datetime) -> Lease | 
     return lease
 
 def _due(run: Run, now: datetime) -> bool:
-    return run.status == Q or (run.status in (W, COMP) and run.next_wake_at is not None
-                               and run.next_wake_at <= now)
+    due = run.status == Q or (run.status in (W, COMP) and run.next_wake_at is not None
+                              and run.next_wake_at <= now)
+    # Limits count held runs under a lock taken here, kept until the claim commits.
+    return due and not _held(run) and limits.admits(run)
+
+def _held(run: Run) -> bool:
+    # A paused dispatch (runs.dispatch) keeps the run where it is: queued stays queued.
+    definition = d.registry.get(run.workflow_name, run.workflow_version)
+    if definition is None:
+        return dispatch.holds(run.workflow_name) is not None
+    return dispatch.holds_step(definition, run.current_step) is not None
 
 def _apply_claim(run: Run, steps: list[Step], worker: str,
                  now: datetime) -> tuple[Lease, "_Change"]:
@@ -169,6 +180,20 @@ def _advance(change: _Change, lease: Lease) -> None:
     if step.status in (StepStatus.UNKNOWN, StepStatus.RUNNING):
         lease.work, lease.settle_first = step, True
         return
+    if step.kind == d.SLEEP:
+        # A durable timer (runs.transitions.timers): asleep until its time, or done now.
+        if sleeps(change, lease, step):
+            return
+        _succeed(change, lease, step, {"woke_at": now.isoformat()}, "", AuditAction.TIMER_FIRED)
+        _advance(change, lease)
+        return
+    if step.kind == d.EVENT:
+        # A wait for an external event (runs.transitions.events); over by a timeout policy
+        # that continues with a default.
+        if awaits(change, lease, step):
+            return
+        _advance(change, lease)
+        return
     if step.kind == d.APPROVAL:
         # A durable wait: no worker is held; decide_approval moves the run on.
         before = _snapshot(run, step)
@@ -180,6 +205,17 @@ def _advance(change: _Change, lease: Lease) -> None:
         run.next_wake_at = None
         change.audit(AuditAction.APPROVAL_REQUESTED, step=step,
                      before=before, after=_snapshot(run, step))
+        lease.finished = True
+        return
+    pause = dispatch.holds_step(lease.definition, step.name)
+    if pause is not None:
+        # The step before finished; this one does not start while the dispatch is paused.
+        # Due at once, so the sweeper wakes it as soon as the pause is lifted.
+        before = _snapshot(run)
+        change.move(W, message=f"dispatch paused by {pause.paused_by}: {pause.reason}")
+        run.next_wake_at = now
+        change.audit(AuditAction.DISPATCH_HELD, step=step, before=before,
+                     after=_snapshot(run), data={"system": pause.system})
         lease.finished = True
         return
     before = step.status

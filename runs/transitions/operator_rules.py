@@ -136,6 +136,12 @@ def refusal(action: str, run: Run, steps: list[Step], definition: d.Workflow | N
                     "confirm it to carry on")
         if not compensation_plan(steps, definition):
             return f"run {run.pk} has no completed step to compensate"
+    if action in ("event_received", "skip_event") and not any(
+            s.kind == d.EVENT and s.status == StepStatus.WAITING for s in steps):
+        return f"run {run.pk} does not wait for an event"
+    if action == "wake_timer" and not any(s.kind == d.SLEEP and s.status == StepStatus.WAITING
+                                          for s in steps):
+        return f"run {run.pk} is not sleeping on a timer"
     if action == "confirm_compensation" and paused_undo(run, steps, definition) is None:
         return f"run {run.pk} is not paused at the undo of a high-impact step"
     if action in STEP_ACTIONS:

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from audit.actions import AuditAction
 from audit.chain import Actor
 
-from .. import artifacts, checkpoint_sql, retention
+from .. import artifacts, checkpoint_sql, retention, tracing
 from .. import definition as d
 from ..errors import (
     BusinessKeyConflict,
@@ -148,6 +148,7 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
             run._state.adding, run._state.db = False, connection.alias
             if wake:
                 wake_after_commit(run.pk)
+            tracing.run_started(run)
             return run, True
         # Taken: by another delivery of this event (same input, the same run), by a
         # different input, or by an archived run.
@@ -273,4 +274,5 @@ def _start_with_orm(definition, *, workflow: str, business_key: str, data: dict,
         change = _first_change(run, definition, digest=digest, actor=actor, now=now)
         change.wake = wake
         change.save()
+    tracing.run_started(run)
     return run, True

@@ -22,6 +22,8 @@ from tests.factories import SYSTEM, new_run, place
 pytestmark = pytest.mark.django_db
 
 ALL_STATES = [s.value for s in RunStatus]
+# The actions on a run sleeping on a timer or waiting for an event (none of test-orders).
+WAIT_ACTIONS = ("wake_timer", "event_received", "skip_event")
 OPERATOR = Actor(kind=AuditRecord.ActorKind.USER, label="olga", user_id=101)
 SECOND = Actor(kind=AuditRecord.ActorKind.USER, label="sam", user_id=102)
 S = StepStatus
@@ -98,10 +100,12 @@ def test_an_action_is_offered_exactly_where_its_transition_accepts_it(state, sce
 
 
 @pytest.mark.parametrize("reason", ["", "   ", "\n\t"])
-@pytest.mark.parametrize("action", sorted(set(ACTIONS) - set(TOOL_CALL_ACTIONS)))
+@pytest.mark.parametrize("action", sorted(set(ACTIONS) - set(TOOL_CALL_ACTIONS)
+                                          - set(WAIT_ACTIONS)))
 def test_every_operator_transition_refuses_an_empty_reason_and_writes_nothing(action, reason):
     # The actions on one tool call: tests/console/test_agent_tool_call_actions.py, on a
-    # real agent run.
+    # real agent run; those on a timer or an event wait: tests/runs/test_timers.py and
+    # tests/runs/test_external_events.py, on runs that wait so.
     # A run where the action would otherwise succeed.
     where = {
         "resume": (RunStatus.ATTENTION, "failed write"),

@@ -25,7 +25,6 @@ from runs.actions import ACTIONS, ActionInput
 from runs.errors import TransitionNotAllowed
 from runs.models import Run, Step
 
-PASSWORD_VARIABLE = "RUN_ACTION_PASSWORD"
 
 
 class Command(BaseCommand):
@@ -108,7 +107,7 @@ class Command(BaseCommand):
                               f"{': ' + refused if refused else ''}")
 
     def _decide(self, user, options):
-        password = os.environ.get(PASSWORD_VARIABLE)
+        password = os.environ.get("RUN_ACTION_PASSWORD")
         if password is None:
             password = getpass.getpass(f"password of {user.get_username()}: ")
         # The second person proves who they are: naming them is not agreeing for them.

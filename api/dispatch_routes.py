@@ -1,0 +1,113 @@
+"""The integration API's pause switch: read, pause and resume a workflow's dispatch (all
+its steps, or those reaching one remote system), as the console and the CLI do.
+
+A token may do it for the workflows it may use, if the person who created it may pause
+them (runs.dispatch.may_pause): a token is never more than its maker. The control record
+names the token."""
+
+from datetime import datetime
+
+from ninja import Path, Schema, Status
+from pydantic import Field
+
+from audit.chain import Actor
+from runs import dispatch
+from runs.definition import registry
+
+from .routes import api
+from .schemas import Error, InvalidRequest
+
+_HEADERS = {"responses": {429: {"headers": {"Retry-After": {
+    "description": "Seconds until the token's rate-limit window resets.",
+    "schema": {"type": "integer"}}}}}}
+
+
+class PauseIn(Schema):
+    reason: str = Field(min_length=1, max_length=2000, description="Why; recorded.")
+    system: str = Field("", max_length=200,
+                        description="Only the steps reaching this remote system; empty: "
+                                    "the whole workflow.")
+
+
+class PauseOut(Schema):
+    system: str
+    reason: str
+    paused_by: str
+    paused_at: datetime
+
+
+class DispatchState(Schema):
+    workflow: str
+    paused: bool = Field(description="The whole workflow is paused.")
+    pauses: list[PauseOut]
+
+
+def _err(code: str, detail: str) -> dict:
+    return {"error": code, "detail": detail}
+
+
+def _state(workflow: str) -> dict:
+    dispatch.forget_cache()
+    pauses = dispatch.current_pauses().get(workflow, [])
+    return {"workflow": workflow, "paused": any(not p.system for p in pauses),
+            "pauses": [{"system": p.system, "reason": p.reason, "paused_by": p.paused_by,
+                        "paused_at": p.paused_at} for p in pauses]}
+
+
+def _refusal(token, workflow: str):
+    if registry.latest(workflow) is None or not token.may_use(workflow):
+        return Status(404, _err("unknown_workflow",
+                                f"no workflow {workflow!r} for this token"))
+    return None
+
+
+@api.get("/workflows/{workflow}/dispatch", url_name="dispatch_state",
+         operation_id="get_dispatch", summary="Whether a workflow's dispatch is paused",
+         response={200: DispatchState, 401: Error, 404: Error, 422: InvalidRequest,
+                   429: Error}, openapi_extra=_HEADERS)
+def dispatch_state(request, workflow: str = Path(..., max_length=200)):
+    refused = _refusal(request.auth, workflow)
+    return refused or Status(200, _state(workflow))
+
+
+def _change(request, workflow: str, payload: PauseIn, *, pause: bool):
+    token = request.auth
+    refused = _refusal(token, workflow)
+    if refused:
+        return refused
+    if token.created_by is None or not dispatch.may_pause(token.created_by, workflow):
+        return Status(403, _err("not_allowed", f"this token may not pause or resume "
+                                               f"{workflow} (its maker lacks "
+                                               f"runs.{dispatch.PERMISSION})"))
+    call = dispatch.pause_dispatch if pause else dispatch.resume_dispatch
+    try:
+        call(workflow=workflow, system=payload.system, reason=payload.reason,
+             actor=Actor.system(token.actor_label))
+    except dispatch.DispatchConflict as exc:
+        return Status(409, _err("already_paused" if pause else "not_paused", str(exc)))
+    except dispatch.DispatchError as exc:
+        return Status(422, {"error": "invalid_request", "detail": str(exc), "errors": [
+            {"loc": ["body"], "msg": str(exc), "type": "value_error"}]})
+    return Status(200, _state(workflow))
+
+
+_RESPONSES = {200: DispatchState, 400: Error, 401: Error, 403: Error, 404: Error, 409: Error,
+              422: InvalidRequest, 429: Error}
+
+
+@api.post("/workflows/{workflow}/dispatch/pause", url_name="pause_dispatch",
+          operation_id="pause_dispatch", summary="Pause a workflow's dispatch",
+          response=_RESPONSES, openapi_extra=_HEADERS,
+          description="Starts are still accepted and kept queued; steps in flight finish; no "
+                      "new step starts; retries and timers hold. 409 if already paused.")
+def pause(request, payload: PauseIn, workflow: str = Path(..., max_length=200)):
+    return _change(request, workflow, payload, pause=True)
+
+
+@api.post("/workflows/{workflow}/dispatch/resume", url_name="resume_dispatch",
+          operation_id="resume_dispatch", summary="Resume a workflow's dispatch",
+          response=_RESPONSES, openapi_extra=_HEADERS,
+          description="Lifts the pause (of `system`, if given) and wakes the runs it held. "
+                      "409 if not paused.")
+def resume(request, payload: PauseIn, workflow: str = Path(..., max_length=200)):
+    return _change(request, workflow, payload, pause=False)

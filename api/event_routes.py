@@ -1,0 +1,94 @@
+"""External events in: POST /api/events for a token that may use the event's workflow, and
+POST /api/events/webhook/{source} for a source that signs its deliveries (HMAC-SHA256 over
+the timestamp and the body, with the source's secret, within a window against replay).
+
+Thin: check who sends, then runs.events.receive_event delivers the event to the run that
+waits for it, or keeps it for the run that will. A redelivered event (same source and id)
+answers 200 and changes nothing."""
+
+from ninja import Path, Schema, Status
+from pydantic import Field
+
+from audit.chain import Actor
+from runs import events
+
+from .routes import api
+from .schemas import Error, InvalidRequest
+
+_HEADERS = {"responses": {429: {"headers": {"Retry-After": {
+    "description": "Seconds until the token's rate-limit window resets.",
+    "schema": {"type": "integer"}}}}}}
+
+
+class EventIn(Schema):
+    workflow: str = Field(min_length=1, max_length=200)
+    event: str = Field(min_length=1, max_length=200, description="The event's name, as the "
+                       "waiting step declares it.")
+    event_id: str = Field(min_length=1, max_length=200, description="Unique per source: a "
+                          "redelivery with the same id changes nothing.")
+    correlation_key: str = Field(min_length=1, max_length=300, description="Matches the "
+                                 "run: by default its business key.")
+    payload: dict = Field(default_factory=dict)
+
+
+class EventReceipt(Schema):
+    status: str = Field(description="delivered (to the waiting run), kept (no run waits for "
+                                    "it yet) or duplicate (received before)")
+    run_id: int | None = None
+
+
+def _receive(payload: EventIn, *, source: str, actor: Actor):
+    try:
+        receipt = events.receive_event(
+            workflow=payload.workflow, event=payload.event, key=payload.correlation_key,
+            event_id=payload.event_id, source=source, payload=payload.payload, actor=actor)
+    except events.EventRefused as exc:
+        if exc.errors:
+            return Status(422, {"error": "invalid_input", "detail": str(exc),
+                                "errors": [{**e, "type": "value_error"} for e in exc.errors]})
+        return Status(404, {"error": "unknown_event", "detail": str(exc)})
+    status = 200 if receipt.status == "duplicate" else 202
+    return Status(status, {"status": receipt.status, "run_id": receipt.run_id})
+
+
+_RESPONSES = {200: EventReceipt, 202: EventReceipt, 400: Error, 401: Error, 403: Error,
+              404: Error, 422: InvalidRequest, 429: Error}
+
+
+@api.post("/events", url_name="receive_event", operation_id="receive_event",
+          summary="Send an external event", response=_RESPONSES, openapi_extra=_HEADERS,
+          description="202: delivered to the run waiting for it, or kept for the run that "
+                      "will wait for it. 200: this source and id were received before; "
+                      "nothing changed. 422: the payload does not match the waiting step's "
+                      "schema. 404: no such workflow or event. 403: the token may not use "
+                      "the workflow.")
+def receive(request, payload: EventIn):
+    token = request.auth
+    if not token.may_use(payload.workflow):
+        return Status(403, {"error": "workflow_not_allowed",
+                            "detail": f"this token may not send events to {payload.workflow}"})
+    return _receive(payload, source=token.actor_label, actor=Actor.system(token.actor_label))
+
+
+@api.post("/events/webhook/{source}", url_name="event_webhook", auth=None,
+          operation_id="receive_signed_event", summary="Send an external event, signed",
+          response=_RESPONSES,
+          description="For a source configured in RUNS_EVENT_SOURCES. Headers: "
+                      "X-Event-Timestamp (seconds since the epoch, within 300 s of now) and "
+                      "X-Event-Signature (hex HMAC-SHA256 of '<timestamp>.<raw body>' with "
+                      "the source's secret). 401 if either check fails. Otherwise as POST "
+                      "/events.")
+def receive_signed(request, payload: EventIn, source: str = Path(..., max_length=100)):
+    try:
+        config = events.verify_webhook(
+            source, timestamp=request.headers.get("X-Event-Timestamp", ""),
+            sent_signature=request.headers.get("X-Event-Signature", ""), body=request.body)
+    except events.EventRefused as exc:
+        return Status(401, {"error": "bad_signature", "detail": str(exc)})
+    allowed = config.get("workflows")
+    if allowed is not None and payload.workflow not in allowed:
+        return Status(403, {"error": "workflow_not_allowed",
+                            "detail": f"source {source} may not send events to "
+                                      f"{payload.workflow}"})
+    return _receive(payload, source=f"webhook:{source}",
+                    actor=Actor.system(f"webhook:{source}"))

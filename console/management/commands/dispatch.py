@@ -1,0 +1,56 @@
+"""Pause or resume a workflow's dispatch (for all its steps, or only those reaching one
+remote system) as a named user with a reason, or show what is paused."""
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from audit.chain import Actor
+from runs import dispatch
+
+from .schedules import active_user
+
+
+class Command(BaseCommand):
+    help = "Show paused workflows, or pause/resume a workflow's dispatch."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="what", required=True)
+        status = sub.add_parser("status")
+        status.add_argument("--json", action="store_true")
+        for name in ("pause", "resume"):
+            p = sub.add_parser(name)
+            p.add_argument("workflow")
+            p.add_argument("--system", default="",
+                           help="only the steps that reach this remote system")
+            p.add_argument("--user", required=True)
+            p.add_argument("--reason", required=True)
+
+    def handle(self, *args, **options):
+        if options["what"] == "status":
+            dispatch.forget_cache()
+            pauses = [p for ps in dispatch.current_pauses().values() for p in ps]
+            if options["json"]:
+                self.stdout.write(json.dumps([{
+                    "workflow": p.workflow_name, "system": p.system, "reason": p.reason,
+                    "paused_by": p.paused_by, "paused_at": p.paused_at.isoformat()}
+                    for p in pauses], indent=2))
+            for p in [] if options["json"] else pauses:
+                self.stdout.write(f"{p.workflow_name}{' (' + p.system + ')' if p.system else ''}"
+                                  f": paused by {p.paused_by} at {p.paused_at:%Y-%m-%d %H:%M}"
+                                  f": {p.reason}")
+            return
+        user = active_user(options["user"])
+        workflow = options["workflow"]
+        if not dispatch.may_pause(user, workflow):
+            raise CommandError(f"{user.get_username()} may not pause or resume {workflow} "
+                               f"(needs runs.{dispatch.PERMISSION})")
+        call = dispatch.pause_dispatch if options["what"] == "pause" else dispatch.resume_dispatch
+        try:
+            call(workflow=workflow, system=options["system"], actor=Actor.for_user(user),
+                 reason=options["reason"])
+        except dispatch.DispatchError as exc:
+            raise CommandError(str(exc)) from None
+        where = f" for {options['system']}" if options["system"] else ""
+        self.stdout.write(f"{workflow}{where}: "
+                          f"{'paused' if options['what'] == 'pause' else 'resumed'}")

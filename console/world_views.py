@@ -1,0 +1,115 @@
+"""The console's pages for waiting on the world: the schedules list, pausing and resuming
+a schedule or a workflow's dispatch, and the banner a paused workflow shows on each of its
+pages. Thin, like console.views: check the permission, call runs.schedules or
+runs.dispatch, redirect."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db.models import Subquery
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from audit.chain import Actor
+from runs import definition as d
+from runs import dispatch, schedules
+from runs.models import DispatchPause, Run, Workflow
+
+from .permissions import VIEW, grant_for
+
+
+def _visible_names(user) -> set[str] | None:
+    grant = grant_for(user, VIEW)
+    if grant.everywhere:
+        return None
+    if not grant.workflow_ids:
+        raise PermissionDenied("You may not view runs.")
+    return set(Workflow.objects.filter(pk__in=grant.workflow_ids)
+               .values_list("name", flat=True))
+
+
+@require_GET
+@login_required
+def schedules_page(request):
+    names = _visible_names(request.user)
+    rows = schedules.schedule_rows(workflows=names)
+    pause_grant = grant_for(request.user, dispatch.PERMISSION)
+    ids = dict(Workflow.objects.filter(name__in={r.schedule.workflow_name for r in rows})
+               .values_list("name", "pk"))
+    for row in rows:
+        row.may_pause = row.schedule.workflow_name in ids and pause_grant.covers(
+            ids[row.schedule.workflow_name])
+    return render(request, "console/schedules.html", {"rows": rows})
+
+
+@require_POST
+@login_required
+def schedule_pause(request, workflow: str, name: str):
+    if schedules.registry.get(workflow, name) is None:
+        raise Http404(f"No schedule {name!r} of {workflow!r}.")
+    if not dispatch.may_pause(request.user, workflow):
+        raise PermissionDenied("You may not pause or resume this schedule.")
+    paused = request.POST.get("paused") == "1"
+    try:
+        schedules.set_paused(workflow=workflow, name=name, paused=paused,
+                             actor=Actor.for_user(request.user),
+                             reason=request.POST.get("reason", ""))
+        messages.success(request, f"Schedule {name} {'paused' if paused else 'resumed'}.")
+    except schedules.ScheduleError as exc:
+        messages.error(request, f"Nothing was changed: {exc}")
+    return redirect("console:schedules")
+
+
+@require_POST
+@login_required
+def dispatch_pause(request, workflow: str):
+    if d.registry.latest(workflow) is None:
+        raise Http404(f"No workflow {workflow!r}.")
+    if not dispatch.may_pause(request.user, workflow):
+        raise PermissionDenied("You may not pause or resume this workflow.")
+    pause = request.POST.get("paused") == "1"
+    call = dispatch.pause_dispatch if pause else dispatch.resume_dispatch
+    system = request.POST.get("system", "").strip()
+    try:
+        call(workflow=workflow, system=system, actor=Actor.for_user(request.user),
+             reason=request.POST.get("reason", ""))
+        where = f" towards {system}" if system else ""
+        messages.success(request, f"Dispatch of {workflow}{where} "
+                                  f"{'paused' if pause else 'resumed'}.")
+    except dispatch.DispatchError as exc:
+        messages.error(request, f"Nothing was changed: {exc}")
+    return redirect(reverse("console:workflow", args=[workflow]))
+
+
+def dispatch_banner(request) -> dict:
+    """Context processor: the pauses of the workflow a page is about (a run's page, the
+    workflow's page, the runs list filtered to it, the schedules list), for the banner of
+    base.html. One query on those pages, none on others, whatever the page shows (read
+    here, not through runs.dispatch's per-process cache, so a page always tells the truth)."""
+    match = getattr(request, "resolver_match", None)
+    user = getattr(request, "user", None)
+    if match is None or match.namespace != "console" or user is None or \
+            not user.is_authenticated:
+        return {}
+    pauses = DispatchPause.objects.order_by("workflow_name", "system")
+    extra = {}
+    if match.url_name == "workflow":
+        name = match.kwargs.get("name", "")
+        pauses = list(pauses.filter(workflow_name=name))
+        # The workflow's page offers pause and resume to those who may.
+        extra = {"may_pause_dispatch": dispatch.may_pause(user, name),
+                 "dispatch_systems": sorted({s.system for wf in d.registry.versions(name)
+                                             for s in wf.steps if s.system}),
+                 "workflow_pauses": pauses}
+    elif match.url_name in ("run", "investigation") and "run_id" in match.kwargs:
+        pauses = list(pauses.filter(workflow_name=Subquery(
+            Run.objects.filter(pk=match.kwargs["run_id"]).values("workflow_name")[:1])))
+    elif match.url_name == "runs" and request.GET.get("workflow"):
+        pauses = list(pauses.filter(workflow_name=request.GET["workflow"]))
+    elif match.url_name == "schedules":
+        pauses = list(pauses)
+    else:
+        return {}
+    return {"dispatch_pauses": pauses, **extra}

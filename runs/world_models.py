@@ -1,0 +1,128 @@
+"""Rows for waiting on the world and sharing it fairly: each declared schedule's progress
+(the last slot it handled, whether it is paused), the pauses of a workflow's dispatch, and
+the append-only record of who paused or resumed what, and why.
+
+None of these is a run's or a step's state: a schedule starts runs through start_run, a
+pause only keeps the runtime from claiming runs (runs.dispatch)."""
+
+from django.db import models
+
+
+class ScheduleState(models.Model):
+    """The progress of one declared schedule (runs.schedules.Schedule), shared by every
+    scheduler: the slots up to last_slot_at are handled."""
+
+    workflow_name = models.CharField(max_length=200)
+    name = models.CharField(max_length=200)
+    last_slot_at = models.DateTimeField(null=True, blank=True)
+    last_run_id = models.BigIntegerField(null=True, blank=True)
+    paused = models.BooleanField(default=False)
+    pause_reason = models.TextField(blank=True)
+    paused_by = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workflow_name", "name"],
+                                    name="schedule_state_unique_name"),
+        ]
+
+    def __str__(self):
+        return f"{self.workflow_name} schedule {self.name}"
+
+
+class DispatchPause(models.Model):
+    """A workflow whose dispatch is paused: for every step (system empty), or only for the
+    steps that reach one remote system. Deleted on resume; the history stays in
+    ControlRecord."""
+
+    workflow_name = models.CharField(max_length=200)
+    system = models.CharField(max_length=200, blank=True, default="")
+    reason = models.TextField()
+    paused_by = models.CharField(max_length=200)
+    paused_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workflow_name", "system"],
+                                    name="dispatch_pause_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.workflow_name} paused" + (f" for {self.system}" if self.system else "")
+
+
+class ControlRecordQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise ControlRecordAppendOnly("control records are append-only: update refused")
+
+    def delete(self):
+        raise ControlRecordAppendOnly("control records are append-only: delete refused")
+
+
+class ControlRecordAppendOnly(Exception):
+    pass
+
+
+class ControlRecord(models.Model):
+    """Who paused or resumed a workflow's dispatch or a schedule, when and why. These act on
+    a workflow, not on one run, so they sit outside the runs' audit chains, append-only like
+    them."""
+
+    action = models.CharField(max_length=40)
+    workflow_name = models.CharField(max_length=200)
+    # The remote system of a dispatch pause, or the schedule's name.
+    target = models.CharField(max_length=200, blank=True, default="")
+    actor_label = models.CharField(max_length=200)
+    actor_user_id = models.BigIntegerField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+
+    objects = ControlRecordQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["workflow_name", "id"], name="control_workflow_idx")]
+
+    def __str__(self):
+        return f"{self.action} {self.workflow_name} {self.target}".strip()
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise ControlRecordAppendOnly(f"control record {self.pk} is append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ControlRecordAppendOnly(f"control record {self.pk} is append-only")
+
+
+class ExternalEvent(models.Model):
+    """An event from another system (POST /api/events, a signed webhook, or a person),
+    stored in the transaction of the transition that consumes it, or kept until a run
+    waits for it. Its id per source makes a redelivery change nothing."""
+
+    workflow_name = models.CharField(max_length=200)
+    source = models.CharField(max_length=100)
+    event_id = models.CharField(max_length=200)
+    event_name = models.CharField(max_length=200)
+    correlation_key = models.CharField(max_length=300)
+    payload = models.JSONField(default=dict)
+    received_at = models.DateTimeField()
+    consumed_run_id = models.BigIntegerField(null=True, blank=True)
+    consumed_step = models.CharField(max_length=200, blank=True, default="")
+    consumed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workflow_name", "source", "event_id"],
+                                    name="external_event_unique_id"),
+        ]
+        indexes = [
+            # The events kept for a run that does not wait for them yet: few, found by key.
+            models.Index(fields=["workflow_name", "event_name", "correlation_key"],
+                         name="external_event_kept_idx",
+                         condition=models.Q(consumed_at__isnull=True)),
+        ]
+
+    def __str__(self):
+        return f"{self.source}:{self.event_id} {self.event_name} ({self.correlation_key})"
