@@ -26,7 +26,6 @@ from runs.errors import TransitionNotAllowed
 from runs.models import Run, Step
 
 
-
 class Command(BaseCommand):
     help = ("Perform an operator action on a run as USER: " + ", ".join(ACTIONS)
             + ". Without an action, list what the run offers. With --decide REQUEST, decide "
