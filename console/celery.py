@@ -1,7 +1,15 @@
 import os
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_init
+from celery.signals import (
+    task_postrun,
+    task_prerun,
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
@@ -53,3 +61,49 @@ def _connect_connection_checks(**kwargs):
     # Workers only: the web server has Django's own request signals for this.
     task_prerun.connect(keep_healthy_connections, weak=False, dispatch_uid="db-prerun")
     task_postrun.connect(keep_healthy_connections, weak=False, dispatch_uid="db-postrun")
+
+
+# The worker registry (runs.workers): the process that runs tasks beats, the one whose pid
+# its leases carry. The prefork and solo pools announce it with worker_process_init (each
+# child; the worker itself for solo); the thread pools do not, so the worker registers
+# itself once ready.
+_heartbeat = None
+
+
+def _consumed_queues(app) -> str:
+    try:
+        return ",".join(sorted(app.amqp.queues.consume_from or app.amqp.queues))
+    except Exception:  # the registry must never keep a worker from starting
+        return ""
+
+
+def _start_heartbeat(app) -> None:
+    global _heartbeat
+    from runs.workers import Heartbeat
+
+    _heartbeat = Heartbeat(queues=_consumed_queues(app)).start()
+
+
+def _stop_heartbeat() -> None:
+    global _heartbeat
+    if _heartbeat is not None:
+        _heartbeat.stop()
+        _heartbeat = None
+
+
+@worker_ready.connect
+def _register_worker(sender=None, **kwargs):
+    pool = getattr(sender, "pool", None)
+    if _heartbeat is None and "prefork" not in type(pool).__module__:
+        _start_heartbeat(sender.app)
+
+
+@worker_process_init.connect
+def _register_pool_process(**kwargs):
+    _start_heartbeat(app)
+
+
+@worker_shutdown.connect
+@worker_process_shutdown.connect
+def _unregister(**kwargs):
+    _stop_heartbeat()

@@ -210,6 +210,9 @@ SWEEP_INTERVAL_SECONDS = float(os.environ.get("SWEEP_INTERVAL_SECONDS", "2"))
 
 # The runtime.
 RUNS_LEASE_SECONDS = float(os.environ.get("RUNS_LEASE_SECONDS", "30"))
+# How often a worker writes its heartbeat row (runs.workers); silent past a lease, it is
+# marked on the workers page.
+WORKER_HEARTBEAT_SECONDS = float(os.environ.get("WORKER_HEARTBEAT_SECONDS", "10"))
 # A queued run that no worker picked up within this many seconds is enqueued again by the
 # sweeper (its broker message was lost).
 RUNS_REQUEUE_AFTER_SECONDS = float(os.environ.get("RUNS_REQUEUE_AFTER_SECONDS", "10"))

@@ -3,16 +3,19 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import views
+from . import list_views, views
 
 console_patterns = [
     path("runs/", views.runs_list, name="runs"),
     path("runs/bulk/", views.bulk_action, name="bulk"),
+    path("runs/views/", list_views.save_view, name="save_view"),
+    path("runs/views/<int:view_id>/delete/", list_views.delete_view, name="delete_view"),
     path("runs/<int:run_id>/", views.run_detail, name="run"),
     path("runs/archived/<int:run_id>/", views.archived_run, name="archived_run"),
     path("runs/<int:run_id>/investigation/", views.run_investigation, name="investigation"),
     path("runs/<int:run_id>/<slug:action>/", views.run_action, name="action"),
     path("attention/", views.attention, name="attention"),
+    path("workers/", list_views.workers_page, name="workers"),
     path("audit/", views.audit_log, name="audit"),
     path("workflows/<str:name>/", views.workflow_page, name="workflow"),
     path("runbooks/<slug:reason>/", views.runbook, name="runbook"),
