@@ -81,7 +81,10 @@ def _after(runs: QuerySet, sort: str, cursor: tuple) -> QuerySet:
     for i, column in enumerate(columns):
         equal = {c: v for c, v in zip(columns[:i], cursor[:i], strict=True)}
         condition |= Q(**equal, **{f"{column}__{beyond}": cursor[i]})
-    return runs.filter(condition)
+    # Implied by the condition, but PostgreSQL takes only this form as where to start
+    # reading the index: without it, page N would walk the N-1 pages before it.
+    start = {f"{columns[0]}__{beyond}e": cursor[0]}
+    return runs.filter(condition, **start)
 
 
 def cursor_of(run: Run, sort: str) -> tuple:
