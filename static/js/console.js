@@ -88,3 +88,14 @@ document.addEventListener("DOMContentLoaded", () => {
     document.getElementById("id_q")?.focus();
   }
 });
+
+// The live rows of a list are swapped every few seconds: the row the keyboard is on stays
+// marked across the swap.
+let markedRow = null;
+document.addEventListener("keyup", () => {
+  markedRow = document.querySelector("tr.current")?.dataset.href || markedRow;
+});
+document.addEventListener("htmx:afterSettle", () => {
+  if (!markedRow || document.querySelector("tr.current")) return;
+  document.querySelector(`tr[data-href="${CSS.escape(markedRow)}"]`)?.classList.add("current");
+});
