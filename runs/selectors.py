@@ -140,10 +140,12 @@ def filter_runs(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
     if filters.status:
         runs = runs.filter(status=filters.status)
     if filters.workflow:
-        # A part of a name finds the workflows it names (the runs are then read by their
-        # workflow row, an exact match).
-        runs = runs.filter(workflow_name__in=workflow_names_matching(filters.workflow)
-                           .values("name"))
+        # A part of a name finds the workflows it names, read first (a query of the small
+        # workflows table): given the names as constants the planner reads the runs of
+        # those workflows, and none at all when no workflow matches, where a subquery
+        # made it walk every run by the list's order, testing each against it.
+        names = list(workflow_names_matching(filters.workflow).values_list("name", flat=True))
+        runs = runs.filter(workflow_name__in=names) if names else runs.none()
     if filters.attention:
         runs = runs.filter(status__in=ATTENTION_RUN_STATUSES)
     if filters.stuck:

@@ -85,8 +85,11 @@ def test_the_workflow_filter_takes_part_of_a_name(client_for, operator):
                                          ("test-orders", orders, saga)):
         shown = _shown(client.get(reverse("console:runs"), {"workflow": text}).content.decode())
         assert expected.pk in shown and not_expected.pk not in shown, text
-    assert _shown(client.get(reverse("console:runs"),
-                             {"workflow": "no-such"}).content.decode()) == []
+    for params in ({"workflow": "no-such"}, {"workflow": "no-such", "q": orders.business_key},
+                   {"workflow": "no-such", "new_since": timezone.now().isoformat()}):
+        polled = {"HTTP_HX_REQUEST": "true"} if "new_since" in params else {}
+        response = client.get(reverse("console:runs"), params, **polled)
+        assert response.status_code == 200 and _shown(response.content.decode()) == []
 
 
 def test_new_searches_are_answered_from_indexes(client_for, operator, script):
