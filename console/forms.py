@@ -28,10 +28,12 @@ class PlainSelect(forms.Select):
 class RunFilterForm(forms.Form):
     q = forms.CharField(required=False, label="Search",
                         widget=forms.TextInput(attrs={
-                            "placeholder": "business key, idempotency key or remote ref"}))
+                            "placeholder": "business key (or its end), key (or its first "
+                                           "12 characters), reference or run id"}))
     status = forms.ChoiceField(required=False, choices=_choices(RunStatus.values),
                                widget=PlainSelect)
-    workflow = forms.CharField(required=False)
+    workflow = forms.CharField(required=False, widget=forms.TextInput(
+        attrs={"placeholder": "all or part of its name"}))
     step_status = forms.ChoiceField(required=False, label="Step status",
                                     choices=_choices(StepStatus.values), widget=PlainSelect)
     error_class = forms.ChoiceField(required=False, label="Error class",
