@@ -1,4 +1,5 @@
 import os
+import socket
 
 from celery import Celery
 from celery.signals import (
@@ -63,11 +64,13 @@ def _connect_connection_checks(**kwargs):
     task_postrun.connect(keep_healthy_connections, weak=False, dispatch_uid="db-postrun")
 
 
-# The worker registry (runs.workers): the process that runs tasks beats, the one whose pid
-# its leases carry. The prefork and solo pools announce it with worker_process_init (each
-# child; the worker itself for solo); the thread pools do not, so the worker registers
-# itself once ready.
+# The worker registry (runs.workers). A worker beats on the database session its tasks
+# use, so it keeps one session: after each task (at most every WORKER_HEARTBEAT_SECONDS)
+# and on its timer while idle (the event loop's timer, on the thread that runs tasks with
+# the solo pool). With the prefork pool each pool process beats after its own tasks and
+# the worker beats for all of them while they idle.
 _heartbeat = None
+_pool_names = None  # the prefork pool's process names, None when the worker runs tasks
 
 
 def _consumed_queues(app) -> str:
@@ -77,33 +80,60 @@ def _consumed_queues(app) -> str:
         return ""
 
 
-def _start_heartbeat(app) -> None:
-    global _heartbeat
+def _new_heartbeat():
     from runs.workers import Heartbeat
 
-    _heartbeat = Heartbeat(queues=_consumed_queues(app)).start()
+    return Heartbeat(queues=_consumed_queues(app))
 
 
-def _stop_heartbeat() -> None:
-    global _heartbeat
-    if _heartbeat is not None:
-        _heartbeat.stop()
-        _heartbeat = None
-
-
-@worker_ready.connect
-def _register_worker(sender=None, **kwargs):
-    pool = getattr(sender, "pool", None)
-    if _heartbeat is None and "prefork" not in type(pool).__module__:
-        _start_heartbeat(sender.app)
+def _prefork_processes(pool):
+    """The names (host:pid, as in their leases) of a prefork pool's processes, or None
+    for a pool whose tasks run in the worker's own process."""
+    if "prefork" not in type(pool).__module__:
+        return None
+    host = socket.gethostname()
+    processes = getattr(getattr(pool, "_pool", None), "_pool", None) or []
+    return [f"{host}:{process.pid}" for process in processes if process.pid]
 
 
 @worker_process_init.connect
-def _register_pool_process(**kwargs):
-    _start_heartbeat(app)
+def _pool_process_beats(**kwargs):
+    # No database access here: a forked process first drops the connections it inherited.
+    global _heartbeat
+    _heartbeat = _new_heartbeat()
+
+
+@worker_ready.connect
+def _worker_beats(sender=None, **kwargs):
+    from django.conf import settings
+
+    global _heartbeat, _pool_names
+    if _heartbeat is None:  # a thread pool: no worker_process_init
+        _heartbeat = _new_heartbeat()
+    heartbeat = _heartbeat
+    _pool_names = _prefork_processes(getattr(sender, "pool", None))
+
+    def idle_beat():
+        heartbeat(_prefork_processes(sender.pool) if _pool_names is not None else None)
+
+    heartbeat(_pool_names, force=True)
+    sender.timer.call_repeatedly(settings.WORKER_HEARTBEAT_SECONDS, idle_beat)
+
+
+@task_postrun.connect
+def _beat_after_task(sender=None, **kwargs):
+    if _heartbeat is not None and not getattr(getattr(sender, "request", None), "is_eager",
+                                              False):
+        _heartbeat()
+
+
+@worker_process_shutdown.connect
+def _pool_process_stops(**kwargs):
+    if _heartbeat is not None:
+        _heartbeat.stop()
 
 
 @worker_shutdown.connect
-@worker_process_shutdown.connect
-def _unregister(**kwargs):
-    _stop_heartbeat()
+def _worker_stops(**kwargs):
+    if _heartbeat is not None and _pool_names is None:
+        _heartbeat.stop()

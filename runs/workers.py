@@ -8,12 +8,12 @@ worker, a script calling the executor) still shows, as unregistered."""
 import logging
 import os
 import socket
-import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -33,7 +33,8 @@ RUNS_NAMED = 20
 
 
 def beat(*, queues: str = "", name: str | None = None) -> None:
-    """Record that this process is alive (its first beat registers it)."""
+    """Record that the process `name` (this one by default) is alive; its first beat
+    registers it."""
     name = name or worker_name()
     host, _, pid = name.rpartition(":")
     updated = Worker.objects.filter(name=name).update(heartbeat_at=Now(), stopped_at=None,
@@ -46,45 +47,40 @@ def beat(*, queues: str = "", name: str | None = None) -> None:
 
 
 def stopped(*, name: str | None = None) -> None:
-    """Record that this process stopped cleanly (it holds no lease any more)."""
+    """Record that the process `name` stopped cleanly (it holds no lease any more)."""
     Worker.objects.filter(name=name or worker_name()).update(stopped_at=Now(),
                                                             heartbeat_at=Now())
 
 
 class Heartbeat:
-    """A daemon thread that beats every WORKER_HEARTBEAT_SECONDS until stopped. Its own
-    database connection (Django's are per thread), closed after each beat: a worker idle
-    for hours keeps no session open for it."""
+    """The beats of one worker, written on the database session its tasks already use
+    (no session of its own: a worker keeps exactly one), from the thread that runs its
+    tasks: around each task, and on the worker's timer while it is idle. With the prefork
+    pool the worker itself beats for its pool's processes, which beat around their own
+    tasks. A failed beat (the database away) is logged and tried again at the next one."""
 
     def __init__(self, *, queues: str = ""):
         self.queues = queues
-        self.name = worker_name()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="worker-heartbeat",
-                                        daemon=True)
+        self.last = float("-inf")
 
-    def start(self) -> "Heartbeat":
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while True:
-            try:
-                beat(queues=self.queues, name=self.name)
-            except Exception:  # a database outage must not kill the thread: it beats later
-                logger.exception("worker heartbeat failed")
-            finally:
-                connection.close()
-            if self._stop.wait(settings.WORKER_HEARTBEAT_SECONDS):
-                break
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+    def __call__(self, names=None, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.last < settings.WORKER_HEARTBEAT_SECONDS:
+            return
+        self.last = now
         try:
-            stopped(name=self.name)
-        finally:
-            connection.close()
+            for name in names or [worker_name()]:
+                beat(queues=self.queues, name=name)
+        except DatabaseError:
+            logger.exception("worker heartbeat failed")
+            connection.close_if_unusable_or_obsolete()
+
+    def stop(self, names=None) -> None:
+        try:
+            for name in names or [worker_name()]:
+                stopped(name=name)
+        except DatabaseError:
+            logger.exception("could not record the worker's stop")
 
 
 @dataclass
@@ -129,8 +125,8 @@ def workers_page(*, workflow_ids: frozenset[int] | None,
     held = Run.objects.filter(status__in=HELD).exclude(lease_owner="")
     if workflow_ids is not None:
         held = held.filter(workflow_id__in=workflow_ids)
-    for owner, pk, expires in held.order_by("pk").values_list("lease_owner", "pk",
-                                                              "lease_expires_at"):
+    for owner, pk, expires, renewed in held.order_by("pk").values_list(
+            "lease_owner", "pk", "lease_expires_at", "heartbeat_at"):
         row = rows.get(owner)
         if row is None:
             host, _, pid = owner.rpartition(":")
@@ -143,5 +139,11 @@ def workers_page(*, workflow_ids: frozenset[int] | None,
             row.held.append(pk)
         if expires is not None and expires < now:
             row.expired += 1
+        # A lease renewed is a sign of life too: a worker busy with one long step beats
+        # only after it (its beats share the thread that runs the step), but the step
+        # renews its lease meanwhile.
+        if row.registered and renewed is not None and renewed > row.heartbeat_at:
+            row.heartbeat_at = renewed
+            row.silent = row.stopped_at is None and renewed < now - lease
     return WorkersPage(workers=list(rows.values()), lease_seconds=settings.RUNS_LEASE_SECONDS,
                        now=now)

@@ -119,3 +119,21 @@ def test_the_workers_page_needs_the_view_permission_and_costs_two_queries(
         body = client.get(reverse("console:workers")).content.decode()
     assert len(many) == len(few)
     assert body.count('class="badge s-succeeded">alive') == 25
+
+
+def test_a_worker_busy_with_a_long_step_is_alive_while_it_renews_the_lease(
+        client_for, operator):
+    """A worker beats on the thread that runs its tasks: during a long step only the step's
+    lease renewals say it is alive."""
+    long_ago = timezone.now() - timedelta(minutes=10)
+    busy = Worker.objects.create(name="busy:1", host="busy", pid=1, started_at=long_ago,
+                                 heartbeat_at=long_ago)
+    gone = Worker.objects.create(name="gone:2", host="gone", pid=2, started_at=long_ago,
+                                 heartbeat_at=long_ago)
+    place(new_run(), status=RunStatus.RUNNING, lease_owner=busy.name,
+          heartbeat_at=timezone.now(), lease_expires_at=timezone.now() + timedelta(seconds=30))
+    place(new_run(), status=RunStatus.RUNNING, lease_owner=gone.name, heartbeat_at=long_ago,
+          lease_expires_at=long_ago)
+    body = client_for(operator).get(reverse("console:workers")).content.decode()
+    assert "alive" in _row(body, busy.name) and "silent" not in _row(body, busy.name)
+    assert "silent" in _row(body, gone.name) and "1 past the lease" in _row(body, gone.name)
