@@ -114,7 +114,10 @@ def _worker_beats(sender=None, **kwargs):
     _pool_names = _prefork_processes(getattr(sender, "pool", None))
 
     def idle_beat():
-        heartbeat(_prefork_processes(sender.pool) if _pool_names is not None else None)
+        global _pool_names
+        if _pool_names is not None:  # processes come and go (max-tasks-per-child, crashes)
+            _pool_names = _prefork_processes(sender.pool)
+        heartbeat(_pool_names)
 
     heartbeat(_pool_names, force=True)
     sender.timer.call_repeatedly(settings.WORKER_HEARTBEAT_SECONDS, idle_beat)
@@ -135,5 +138,6 @@ def _pool_process_stops(**kwargs):
 
 @worker_shutdown.connect
 def _worker_stops(**kwargs):
-    if _heartbeat is not None and _pool_names is None:
-        _heartbeat.stop()
+    # For the prefork pool, its processes as last seen (they may be gone by now).
+    if _heartbeat is not None:
+        _heartbeat.stop(_pool_names)

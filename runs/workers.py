@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 HELD = (RunStatus.RUNNING, RunStatus.COMPENSATING)
 # Workers that stopped (or went silent) longer ago than this leave the page.
 SHOWN_FOR = timedelta(days=1)
+# Rows of workers silent or stopped this long are deleted when a worker starts.
+FORGOTTEN_AFTER = timedelta(days=7)
 # At most this many workers, and this many held runs named per worker, on the page.
 WORKERS_SHOWN = 500
 RUNS_NAMED = 20
@@ -69,6 +71,9 @@ class Heartbeat:
             return
         self.last = now
         try:
+            if force:  # a worker starting: the rows of processes long gone are dropped
+                Worker.objects.filter(heartbeat_at__lt=timezone.now() - FORGOTTEN_AFTER) \
+                    .delete()
             for name in names or [worker_name()]:
                 beat(queues=self.queues, name=name)
         except DatabaseError:

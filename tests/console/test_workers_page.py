@@ -42,11 +42,16 @@ def _row(body: str, name: str) -> str:
 def test_a_worker_registers_holds_runs_and_is_marked_silent_after_a_kill(
         client_for, operator, tmp_path, settings):
     settings.RUNS_LEASE_SECONDS = LEASE
+    week_ago = timezone.now() - timedelta(days=8)
+    Worker.objects.create(name="long-gone:7", host="long-gone", pid=7, started_at=week_ago,
+                          heartbeat_at=week_ago)
     process = start_worker("registry", tmp_path, WORKER_HEARTBEAT_SECONDS=0.3,
                            RUNS_LEASE_SECONDS=LEASE)
     try:
         worker = wait_for(lambda: Worker.objects.filter(pid=process.pid).first(),
                           what="the worker's first heartbeat")
+        # A starting worker drops the rows of processes gone for more than a week.
+        assert not Worker.objects.filter(name="long-gone:7").exists()
         first = worker.heartbeat_at
         wait_for(lambda: Worker.objects.get(pk=worker.pk).heartbeat_at > first,
                  what="a second heartbeat")
