@@ -338,3 +338,22 @@ def test_every_sort_order_is_read_along_an_index_from_the_cursor_on(sort):
         assert all(allowed and allowed in line for line in sorts), text
         if after is not None:  # the next page starts reading at the cursor
             assert all(plan[i + 1].startswith("Index Cond") for i in scans), text
+
+
+def test_a_search_keeps_the_sort_order_and_pages_it(client_for, operator):
+    now = timezone.now()
+    runs = [_run_with_key(f"tenant-{i}:INV-77") for i in range(3)]
+    for i, run in enumerate(runs):  # created in the opposite order of their ids
+        place(run, status=RunStatus.QUEUED, created_at=now - timedelta(minutes=i))
+    by_created = [r.pk for r in reversed(runs)]
+    seen, after = [], None
+    while True:
+        page, after = selectors.runs_page(selectors.RunFilters(q="INV-77", sort="created"),
+                                          workflow_ids=None, after=after, limit=2)
+        seen += [r.pk for r in page]
+        if after is None:
+            break
+    assert seen == by_created
+    client = client_for(operator)
+    assert _search(client, "INV-77", sort="-created") == by_created[::-1]
+    assert _search(client, "INV-77", sort="workflow") == [r.pk for r in runs]
