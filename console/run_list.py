@@ -47,6 +47,11 @@ def decode_cursor(value: str, sort: str) -> tuple | None:
     return tuple(cursor)
 
 
+def shown_ids(value: str) -> list[int]:
+    """The ids of the runs a page shows, as its "new runs" poll sends them back."""
+    return [int(x) for x in value.split(",") if x.isdigit() and len(x) < 19][:200]
+
+
 def parse_stamp(value: str) -> datetime | None:
     """The moment a page was drawn, as its "new runs" poll sends it back."""
     try:

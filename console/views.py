@@ -73,15 +73,17 @@ def runs_list(request):
     form = RunFilterForm(request.GET or None)
     filters = form.filters() if form.is_valid() else selectors.RunFilters()
     query = request.GET.copy()
-    for name in ("after", "new_since"):
+    for name in ("after", "new_since", "shown"):
         query.pop(name, None)
     since = run_list.parse_stamp(request.GET.get("new_since", ""))
     if request.htmx and since is not None:
         # The "N new" bar's poll: one count along the page's own index.
-        count = selectors.new_runs_count(filters, workflow_ids=workflow_ids, since=since)
+        shown = run_list.shown_ids(request.GET.get("shown", ""))
+        count = selectors.new_runs_count(filters, workflow_ids=workflow_ids, since=since,
+                                         shown=shown)
         return render(request, "console/_new_runs.html", {
             "new_count": count, "new_cap": selectors.NEW_CAP, "drawn_at": since.isoformat(),
-            "poll_url": reverse("console:runs"), "query": query.urlencode()})
+            "poll_url": reverse("console:runs"), "query": query.urlencode(), "ids": shown})
     after = run_list.decode_cursor(request.GET.get("after", ""), filters.sort)
     rows, next_cursor = selectors.runs_page(filters, workflow_ids=workflow_ids, after=after)
     # A search also finds runs moved to the archive (by business key or run id): read only.
@@ -113,10 +115,12 @@ def attention(request):
     since = run_list.parse_stamp(request.GET.get("new_since", ""))
     if request.htmx and since is not None:
         # The "N new" bar's poll: one count along the attention list's index.
+        shown = run_list.shown_ids(request.GET.get("shown", ""))
         return render(request, "console/_new_runs.html", {
-            "new_count": selectors.attention_new_count(workflow_ids=workflow_ids, since=since),
+            "new_count": selectors.attention_new_count(workflow_ids=workflow_ids, since=since,
+                                                       shown=shown),
             "new_cap": selectors.NEW_CAP, "drawn_at": since.isoformat(),
-            "poll_url": reverse("console:attention"), "query": ""})
+            "poll_url": reverse("console:attention"), "query": "", "ids": shown})
     drawn_at = timezone.now()
     after = _cursor(request.GET.get("after", ""))
     page = selectors.attention_page(workflow_ids=workflow_ids, after=after,
@@ -132,7 +136,7 @@ def attention(request):
         "next_cursor": f"{cursor[0].isoformat()}|{cursor[1]}" if cursor else "",
         "first_page": after is None,
         "drawn_at": drawn_at.isoformat(), "poll_url": reverse("console:attention"),
-        "query": "",
+        "query": "", "ids": [run.pk for run in page.runs],
     })
 
 

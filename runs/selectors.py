@@ -246,15 +246,22 @@ def runs_page(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
 
 
 NEW_CAP = 99
+# A run's updated_at is stamped by the clock of the process that changed it, and becomes
+# visible when its transaction commits, a moment later: a page drawn meanwhile missed it
+# although its stamp is older than the page. The "new" count looks this far back before
+# the page was drawn, leaving out the runs the page shows.
+NEW_LOOKBACK = timedelta(seconds=5)
 
 
 def new_runs_count(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
-                   since: datetime, now: datetime | None = None) -> int:
-    """How many runs matching `filters` changed status (or started) after `since`, the
-    moment a page was drawn, counted up to NEW_CAP + 1: one query, along the same indexes
-    as the page (the updated_at range of run_updated_idx, or each search branch's)."""
+                   since: datetime, shown: list[int] | tuple = (),
+                   now: datetime | None = None) -> int:
+    """How many runs matching `filters`, other than the `shown` ones, changed status (or
+    started) after `since` (the moment a page was drawn, less NEW_LOOKBACK), counted up to
+    NEW_CAP + 1: one query, along the same indexes as the page (the updated_at range of
+    run_updated_idx, or each search branch's)."""
     runs = filter_runs(filters, workflow_ids=workflow_ids, now=now) \
-        .filter(updated_at__gt=since)
+        .filter(updated_at__gt=since - NEW_LOOKBACK).exclude(pk__in=list(shown))
     q = filters.q.strip()
     if not q:
         return runs.values("pk")[: NEW_CAP + 1].count()
@@ -327,11 +334,14 @@ def attention_page(*, workflow_ids: frozenset[int] | None,
                          else None)
 
 
-def attention_new_count(*, workflow_ids: frozenset[int] | None, since: datetime) -> int:
-    """How many runs entered attention (or moved within it) after `since`, up to
-    NEW_CAP + 1: one range of run_attention_keyset_idx."""
+def attention_new_count(*, workflow_ids: frozenset[int] | None, since: datetime,
+                        shown: list[int] | tuple = ()) -> int:
+    """How many runs other than the `shown` ones entered attention (or moved within it)
+    after `since` (less NEW_LOOKBACK, see there), up to NEW_CAP + 1: one range of
+    run_attention_keyset_idx."""
     runs = _visible(workflow_ids).filter(status__in=ATTENTION_RUN_STATUSES,
-                                         updated_at__gt=since)
+                                         updated_at__gt=since - NEW_LOOKBACK) \
+        .exclude(pk__in=list(shown))
     return runs.values("pk")[: NEW_CAP + 1].count()
 
 

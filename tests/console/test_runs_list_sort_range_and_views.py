@@ -357,3 +357,23 @@ def test_a_search_keeps_the_sort_order_and_pages_it(client_for, operator):
     client = client_for(operator)
     assert _search(client, "INV-77", sort="-created") == by_created[::-1]
     assert _search(client, "INV-77", sort="workflow") == [r.pk for r in runs]
+
+
+def test_the_new_runs_bar_counts_a_run_committed_after_the_page_with_an_older_stamp(
+        client_for, operator):
+    """A run's updated_at is stamped before its transaction commits (and by another
+    process's clock): one a page missed counts as new although its stamp is older than the
+    page; one the page shows never does."""
+    shown = place(new_run(), status=RunStatus.ATTENTION, updated_at=timezone.now())
+    client = client_for(operator)
+    body = client.get(reverse("console:attention")).content.decode()
+    poll_url = re.search(r'hx-get="([^"]+new_since=[^"]+)"', body).group(1).replace("&amp;",
+                                                                                     "&")
+    assert f"shown={shown.pk}" in poll_url
+    drawn_at = timezone.now()
+    place(shown, status=RunStatus.ATTENTION, updated_at=drawn_at)  # moved, still shown
+    late = place(new_run(), status=RunStatus.ATTENTION,
+                 updated_at=drawn_at - timedelta(seconds=2))
+    bar = client.get(poll_url, HTTP_HX_REQUEST="true").content.decode()
+    assert "1 new — show" in bar and f"shown={shown.pk}" in bar
+    assert late.pk in _shown(client.get(reverse("console:attention")).content.decode())
