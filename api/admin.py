@@ -12,11 +12,18 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers, patch_cache_control
 
+from audit.access import AccessAction
 from audit.admin import ReadOnlyAdmin
 from runs.definition import registry
 
 from .models import ApiToken, WebhookDelivery, WebhookSubscriber
-from .tokens import assign_secret, default_expiry, token_revoke
+from .tokens import (
+    assign_secret,
+    default_expiry,
+    record_token_access,
+    token_revoke,
+    token_scope,
+)
 
 
 class ApiTokenForm(forms.ModelForm):
@@ -75,12 +82,21 @@ class ApiTokenAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request, obj, form, change):
+        # The admin's change form runs in one transaction: the token and its record in the
+        # access chain commit together.
         if not change:
             obj.created_at = timezone.now()
             obj.created_by = request.user
             # Kept on this request only, for response_add to show once.
             request._api_token_plaintext = assign_secret(obj)
+            super().save_model(request, obj, form, change)
+            record_token_access(obj, AccessAction.API_TOKEN_CREATED, by=request.user)
+            return
+        before = token_scope(ApiToken.objects.get(pk=obj.pk))
         super().save_model(request, obj, form, change)
+        if token_scope(obj) != before:
+            record_token_access(obj, AccessAction.API_TOKEN_SCOPE_CHANGED, by=request.user,
+                                before=before)
 
     def response_add(self, request, obj, post_url_continue=None):
         plaintext = getattr(request, "_api_token_plaintext", None)
@@ -127,3 +143,4 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
     list_filter = ["status", "subscriber"]
     search_fields = ["=delivery_id"]
     list_select_related = ["subscriber", "event"]
+    ordering = ["-id"]

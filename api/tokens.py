@@ -17,6 +17,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from audit.access import AccessAction, record_access_change
+from audit.chain import Actor
+
 from .models import ApiToken
 
 logger = logging.getLogger(__name__)
@@ -70,6 +73,7 @@ def token_create(*, name: str, workflows: list[str], rate_limit: int | None = No
         try:
             with transaction.atomic():
                 token.save()
+                record_token_access(token, AccessAction.API_TOKEN_CREATED, by=created_by)
         except IntegrityError:
             if ApiToken.objects.filter(name=name).exists():
                 raise
@@ -82,12 +86,34 @@ def token_create(*, name: str, workflows: list[str], rate_limit: int | None = No
 def token_revoke(token: ApiToken, *, by=None, now: datetime | None = None) -> bool:
     """Revoke a token at once (the next request with it gets 401). False if it already was."""
     now = now or timezone.now()
-    revoked = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
-        revoked_at=now, revoked_by=by)
+    with transaction.atomic():
+        revoked = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+            revoked_at=now, revoked_by=by)
+        if revoked:
+            record_token_access(token, AccessAction.API_TOKEN_REVOKED, by=by,
+                                before=token_scope(token), after={})
     if revoked:
         token.revoked_at, token.revoked_by = now, by
         logger.info("API token %s revoked by %s", token.name, by or "system")
     return bool(revoked)
+
+
+def token_scope(token: ApiToken) -> dict:
+    """What a token lets its holder do, as the access chain records it (never its secret)."""
+    return {"prefix": token.prefix, "workflows": sorted(token.workflows or []),
+            "rate_limit": token.rate_limit,
+            "expires_at": token.expires_at.isoformat() if token.expires_at else None}
+
+
+def record_token_access(token: ApiToken, action: str, *, by, before: dict | None = None,
+                        after: dict | None = None) -> None:
+    """Append a token's creation, revocation or change of scope to the access chain, in the
+    caller's transaction. Created: nothing before, its scope after."""
+    record_access_change(
+        action=action, subject=f"token {token.name}",
+        actor=Actor.for_user(by) if by is not None else Actor.system(),
+        before={} if before is None else before,
+        after=token_scope(token) if after is None else after)
 
 
 @dataclass(frozen=True)

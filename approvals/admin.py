@@ -1,8 +1,9 @@
 from django.contrib import admin
 
-from audit.admin import ReadOnlyAdmin
+from audit.admin import ReadOnlyAdmin, choices_filter
+from runs.admin import RunSearchAdmin
 
-from .models import ApprovalRequest, Notification
+from .models import ApprovalRequest, Notification, NotificationKind, NotificationStatus
 
 
 class NotificationInline(admin.TabularInline):
@@ -18,15 +19,15 @@ class NotificationInline(admin.TabularInline):
 
 
 @admin.register(ApprovalRequest)
-class ApprovalRequestAdmin(ReadOnlyAdmin):
-    """Read-only: requests change only through approvals.decisions and the sweep (schedule)."""
+class ApprovalRequestAdmin(RunSearchAdmin):
+    """Read-only: requests change only through approvals.decisions and the sweep (schedule).
+    The search finds the requests of the runs the console's search finds."""
 
     list_display = ["id", "run", "kind", "step_name", "action", "status", "escalation_level",
                     "requested_at", "due_at", "decided_by_label", "decided_at", "settled_at"]
-    list_filter = ["status", "kind", "escalation_level"]
-    search_fields = ["=id", "=run__id", "run__business_key", "step_name", "action",
-                     "decided_by_label", "snapshot_hash"]
+    list_filter = ["status", "kind"]
     list_select_related = ["run"]
+    ordering = ["-id"]
     inlines = [NotificationInline]
 
 
@@ -36,6 +37,8 @@ class NotificationAdmin(ReadOnlyAdmin):
 
     list_display = ["id", "request", "kind", "recipient", "status", "attempts",
                     "next_attempt_at", "sent_at", "provider_message_id", "last_error"]
-    list_filter = ["status", "kind"]
-    search_fields = ["recipient", "=request__id", "provider_message_id", "message_id"]
+    list_filter = [choices_filter("status", "status", NotificationStatus.values),
+                   choices_filter("kind", "kind", NotificationKind.values)]
+    search_fields = ["=request__id"]
     list_select_related = ["request"]
+    ordering = ["-id"]

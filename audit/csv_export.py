@@ -46,3 +46,14 @@ def audit_csv_lines(records) -> Iterator[str]:
              r.step_name, r.reason, r.before, r.after, r.hash]
             for r in records.iterator(chunk_size=2000))
     return csv_lines(AUDIT_HEADER, rows)
+
+
+ACCESS_HEADER = ["seq", "time", "actor", "action", "subject", "reason", "before", "after",
+                 "hash"]
+
+
+def access_csv_lines(records) -> Iterator[str]:
+    """The access chain's records (a queryset) as CSV lines, read in chunks."""
+    rows = ([r.seq, r.created_at.isoformat(), r.actor_label, r.action, r.subject, r.reason,
+             r.before, r.after, r.hash] for r in records.iterator(chunk_size=2000))
+    return csv_lines(ACCESS_HEADER, rows)

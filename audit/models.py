@@ -74,3 +74,51 @@ class AuditRecord(models.Model):
 
     def delete(self, *args, **kwargs):
         raise AppendOnlyError(f"audit record {self.pk} is append-only: delete refused")
+
+
+class AccessRecord(models.Model):
+    """A change to who may do what: an object or global permission, a group membership,
+    staff or superuser status, an API token created or revoked. These belong to no run,
+    so they form a chain of their own, appended by audit.access.record_access_change,
+    append-only like the runs' (the model and, on PostgreSQL, a trigger refuse changes)."""
+
+    seq = models.PositiveIntegerField(unique=True)
+    action = models.CharField(max_length=64)
+    # Whose access changed, in words ("user alice", "group operators", "token ci-deploy").
+    subject = models.CharField(max_length=300)
+    actor_kind = models.CharField(max_length=16, choices=AuditRecord.ActorKind.choices)
+    actor_label = models.CharField(max_length=200)
+    actor_user_id = models.BigIntegerField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
+
+    objects = AuditQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["seq"]
+
+    def __str__(self):
+        return f"access #{self.seq} {self.action} {self.subject}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise AppendOnlyError(f"access record {self.pk} is append-only: update refused")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError(f"access record {self.pk} is append-only: delete refused")
+
+
+class AccessChainHead(models.Model):
+    """The head of the access chain, one row: appending locks it, so two admins granting at
+    once extend the chain one after the other instead of both from the same head."""
+
+    seq = models.PositiveIntegerField(default=0)
+    hash = models.CharField(max_length=64, blank=True)
+
+    def __str__(self):
+        return f"access chain head #{self.seq}"

@@ -1,17 +1,20 @@
 """Production settings: the base settings plus the checks a deployment must pass."""
 
-import os
-
 from django.core.exceptions import ImproperlyConfigured
 
 from .content_security import POLICY as CSP_POLICY
+from .env import check_environment, env
 from .settings import *  # noqa: F403
-from .settings import DEVELOPMENT_SECRET_KEY, SECRET_KEY, env_flag
+from .settings import DEVELOPMENT_SECRET_KEY, SECRET_KEY
 
-DEBUG = env_flag("DEBUG", False)
+# Every variable that looks like one of ours is declared (console.env) and well formed:
+# a misspelt name would otherwise be ignored, and the default silently used instead.
+check_environment()
+
+DEBUG = env("DEBUG")
 # The simulated external systems are for demos and tests; a deployment serves them only
 # when asked to.
-SANDBOX_ENABLED = env_flag("SANDBOX_ENABLED", False)
+SANDBOX_ENABLED = env("SANDBOX_ENABLED", False)
 
 if SECRET_KEY == DEVELOPMENT_SECRET_KEY or len(SECRET_KEY) < 50:
     raise ImproperlyConfigured(
@@ -22,7 +25,7 @@ if SECRET_KEY == DEVELOPMENT_SECRET_KEY or len(SECRET_KEY) < 50:
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 SESSION_COOKIE_HTTPONLY = True
-SECURE_SSL_REDIRECT = env_flag("SECURE_SSL_REDIRECT", True)
+SECURE_SSL_REDIRECT = env("SECURE_SSL_REDIRECT")
 SECURE_HSTS_SECONDS = 31536000
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
@@ -38,7 +41,7 @@ STORAGES = {
 }
 
 # --- Structured logs (observability): JSON lines unless LOG_FORMAT=plain ------------------
-if os.environ.get("LOG_FORMAT", "json") == "json":
+if env("LOG_FORMAT", "json") == "json":
     LOGGING["handlers"]["console"]["formatter"] = "json"  # noqa: F405
     # Celery leaves the root logger to Django's LOGGING, so worker and beat lines are JSON too.
     CELERY_WORKER_HIJACK_ROOT_LOGGER = False

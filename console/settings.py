@@ -3,39 +3,29 @@
 With nothing set, the project runs on the embedded default: a SQLite file in var/ and a
 Celery broker on the local filesystem, so `make demo` needs no server. Set DATABASE_URL to a
 postgres:// URL and CELERY_BROKER_URL to a redis:// or amqp:// URL for a real deployment, and
-use console.production as the settings module there.
+use console.production as the settings module there. Every environment variable is declared
+once, with its type, default and meaning, in console.env, and read here through env().
 """
 
-import os
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 
 from .content_security import POLICY as CSP_POLICY
+from .env import env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
+VAR_DIR = env("VAR_DIR", BASE_DIR / "var")
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEVELOPMENT_SECRET_KEY = "development-only-secret-key-never-use-in-production"
-SECRET_KEY = os.environ.get("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
-
-
-def env_flag(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
-
+SECRET_KEY = env("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
 
 # Off unless DEBUG=1 is set (bin/demo sets it for the local demo): Django's debug pages show
 # tracebacks and settings to anyone who can make a request fail.
-DEBUG = env_flag("DEBUG", False)
-ALLOWED_HOSTS = [
-    h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1").split(",")
-    if h.strip()
-]
+DEBUG = env("DEBUG")
+ALLOWED_HOSTS = env("ALLOWED_HOSTS")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -104,7 +94,7 @@ TEMPLATES = [
 # each request or task: one that the server killed, or that a failover left pointing at a
 # dead primary, is replaced instead of failing the work. 0 closes them after every request
 # and task (a new session for each).
-DB_CONN_MAX_AGE = int(os.environ.get("DB_CONN_MAX_AGE", "600"))
+DB_CONN_MAX_AGE = env("DB_CONN_MAX_AGE")
 
 # Server-side prepared statements for the statements that ask for them (the runtime's
 # one-statement checkpoints and start_run, runs.checkpoint_sql): parsed and planned once per
@@ -114,7 +104,7 @@ DB_CONN_MAX_AGE = int(os.environ.get("DB_CONN_MAX_AGE", "600"))
 # its statements again by itself. Set DB_PREPARED_STATEMENTS=0 behind a pooler that cannot
 # keep them (PgBouncer in transaction mode before 1.21, which the sweeps' advisory locks
 # rule out anyway: see docs/operations.md).
-DB_PREPARED_STATEMENTS = os.environ.get("DB_PREPARED_STATEMENTS", "1") != "0"
+DB_PREPARED_STATEMENTS = env("DB_PREPARED_STATEMENTS")
 
 
 def database_from_url(url: str | None) -> dict:
@@ -136,7 +126,7 @@ def database_from_url(url: str | None) -> dict:
     return config
 
 
-DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL"))}
+DATABASES = {"default": database_from_url(env("DATABASE_URL"))}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
@@ -153,8 +143,8 @@ ANONYMOUS_USER_NAME = None
 # listed in Django admin (Axes -> Access attempts; delete one to lift its lockout) and
 # `manage.py axes_reset` clears them all. A successful login clears its pair's failures.
 # The address is REMOTE_ADDR: behind a proxy, set AXES_CLIENT_IP_CALLABLE (see axes' docs).
-AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
-AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("AXES_COOLOFF_MINUTES", "15")))
+AXES_FAILURE_LIMIT = env("AXES_FAILURE_LIMIT")
+AXES_COOLOFF_TIME = timedelta(minutes=env("AXES_COOLOFF_MINUTES"))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
@@ -165,8 +155,7 @@ USE_I18N = True
 USE_TZ = True
 
 # The largest request body read (Django's default, made explicit): larger ones get 413.
-DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE",
-                                                 str(2_621_440)))
+DATA_UPLOAD_MAX_MEMORY_SIZE = env("DATA_UPLOAD_MAX_MEMORY_SIZE")
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
@@ -184,7 +173,7 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 # server, a worker and beat can talk without a broker server. Messages are only wake-up
 # hints: the database decides what work exists.
 BROKER_DIR = VAR_DIR / "broker"
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://localhost/")
+CELERY_BROKER_URL = env("CELERY_BROKER_URL")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     BROKER_DIR.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -205,101 +194,95 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Celery's Django fixup closes every database connection before and after each task unless
 # this is set; then it closes them only once every CELERY_DB_REUSE_MAX tasks. Between those,
 # console.celery hands the connections to Django's own age and health checks.
-CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000"))
-SWEEP_INTERVAL_SECONDS = float(os.environ.get("SWEEP_INTERVAL_SECONDS", "2"))
+CELERY_DB_REUSE_MAX = env("CELERY_DB_REUSE_MAX")
+SWEEP_INTERVAL_SECONDS = env("SWEEP_INTERVAL_SECONDS")
 
 # The runtime.
-RUNS_LEASE_SECONDS = float(os.environ.get("RUNS_LEASE_SECONDS", "30"))
+RUNS_LEASE_SECONDS = env("RUNS_LEASE_SECONDS")
 # How often a worker writes its heartbeat row (runs.workers); silent past a lease, it is
 # marked on the workers page.
-WORKER_HEARTBEAT_SECONDS = float(os.environ.get("WORKER_HEARTBEAT_SECONDS", "10"))
+WORKER_HEARTBEAT_SECONDS = env("WORKER_HEARTBEAT_SECONDS")
 # A queued run that no worker picked up within this many seconds is enqueued again by the
 # sweeper (its broker message was lost).
-RUNS_REQUEUE_AFTER_SECONDS = float(os.environ.get("RUNS_REQUEUE_AFTER_SECONDS", "10"))
+RUNS_REQUEUE_AFTER_SECONDS = env("RUNS_REQUEUE_AFTER_SECONDS")
+# Bounded state (runs.artifacts): results past the first are stored once as artifacts,
+# past the second fail their step; inputs past the third are refused at start.
+RUNS_RESULT_INLINE_BYTES = env("RUNS_RESULT_INLINE_BYTES")
+RUNS_RESULT_MAX_BYTES = env("RUNS_RESULT_MAX_BYTES")
+RUNS_INPUT_MAX_BYTES = env("RUNS_INPUT_MAX_BYTES")
 # Modules that define workflows; importing them registers the workflows.
-RUNS_WORKFLOW_MODULES = ["demo.workflows"] + [
-    m.strip() for m in os.environ.get("RUNS_EXTRA_WORKFLOW_MODULES", "").split(",") if m.strip()
-]
+RUNS_WORKFLOW_MODULES = ["demo.workflows", *env("RUNS_EXTRA_WORKFLOW_MODULES")]
 
 # The sandbox: simulated external systems (invoices, task tracker, messenger, ledger,
 # customers, payments, an OpenAI-compatible model) served by this project under /sandbox/,
 # with fault injection. Workflows call them over real HTTP, like any remote system.
-SANDBOX_ENABLED = env_flag("SANDBOX_ENABLED", True)
-SANDBOX_BASE_URL = os.environ.get("SANDBOX_BASE_URL", "http://127.0.0.1:8000/sandbox")
+SANDBOX_ENABLED = env("SANDBOX_ENABLED")
+SANDBOX_BASE_URL = env("SANDBOX_BASE_URL")
 # How long the commit_then_timeout and slow faults hold a response.
-SANDBOX_HOLD_SECONDS = float(os.environ.get("SANDBOX_HOLD_SECONDS", "5"))
-MODEL_BASE_URL = os.environ.get("MODEL_BASE_URL", SANDBOX_BASE_URL + "/model/v1")
-MODEL_API_KEY = os.environ.get("MODEL_API_KEY", "sandbox-key")
-MODEL_NAME = os.environ.get("MODEL_NAME", "sandbox-classifier")
+SANDBOX_HOLD_SECONDS = env("SANDBOX_HOLD_SECONDS")
+MODEL_BASE_URL = env("MODEL_BASE_URL", SANDBOX_BASE_URL + "/model/v1")
+MODEL_API_KEY = env("MODEL_API_KEY")
+MODEL_NAME = env("MODEL_NAME")
 # The timeout of every outbound call a workflow makes (connect, read, write, pool).
-EXTERNAL_TIMEOUT_SECONDS = float(os.environ.get("EXTERNAL_TIMEOUT_SECONDS", "3"))
+EXTERNAL_TIMEOUT_SECONDS = env("EXTERNAL_TIMEOUT_SECONDS")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL")},
 }
 
 # --- Approvals (approvals app): notification email, signed links, four eyes ---------------
 # The demo writes every email to a file under var/mail (open it to find the approval link);
 # set EMAIL_HOST (and EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS or
 # EMAIL_USE_SSL) to send through SMTP instead.
-EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_HOST = env("EMAIL_HOST")
 if EMAIL_HOST:
     EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-    EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "587"))
-    EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
-    EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
-    EMAIL_USE_SSL = env_flag("EMAIL_USE_SSL", False)
-    EMAIL_USE_TLS = env_flag("EMAIL_USE_TLS", not EMAIL_USE_SSL)
-    EMAIL_TIMEOUT = float(os.environ.get("EMAIL_TIMEOUT", "10"))
+    EMAIL_PORT = env("EMAIL_PORT")
+    EMAIL_HOST_USER = env("EMAIL_HOST_USER")
+    EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD")
+    EMAIL_USE_SSL = env("EMAIL_USE_SSL")
+    EMAIL_USE_TLS = env("EMAIL_USE_TLS", not EMAIL_USE_SSL)
+    EMAIL_TIMEOUT = env("EMAIL_TIMEOUT")
 else:
     EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
     EMAIL_FILE_PATH = VAR_DIR / "mail"
-DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "approvals@localhost")
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL")
 # Links in emails point here (the scheme, host and port people reach the console on).
-APPROVALS_BASE_URL = os.environ.get("APPROVALS_BASE_URL", "http://127.0.0.1:8000")
+APPROVALS_BASE_URL = env("APPROVALS_BASE_URL")
 # How long an approval link works, in seconds (it also dies once the request is decided).
-APPROVAL_LINK_MAX_AGE = int(os.environ.get("APPROVAL_LINK_MAX_AGE", str(3 * 24 * 3600)))
-APPROVALS_SWEEP_INTERVAL_SECONDS = float(
-    os.environ.get("APPROVALS_SWEEP_INTERVAL_SECONDS", str(SWEEP_INTERVAL_SECONDS)))
+APPROVAL_LINK_MAX_AGE = env("APPROVAL_LINK_MAX_AGE")
+APPROVALS_SWEEP_INTERVAL_SECONDS = env("APPROVALS_SWEEP_INTERVAL_SECONDS", SWEEP_INTERVAL_SECONDS)
 # A notification is tried this many times (with exponential backoff) before it is failed.
-APPROVALS_NOTIFICATION_MAX_ATTEMPTS = int(os.environ.get("APPROVALS_NOTIFICATION_MAX_ATTEMPTS",
-                                                         "8"))
+APPROVALS_NOTIFICATION_MAX_ATTEMPTS = env("APPROVALS_NOTIFICATION_MAX_ATTEMPTS")
 # A claimed decision not yet applied to its run is tried again after this many seconds.
-APPROVALS_SETTLE_RETRY_SECONDS = float(os.environ.get("APPROVALS_SETTLE_RETRY_SECONDS", "60"))
+APPROVALS_SETTLE_RETRY_SECONDS = env("APPROVALS_SETTLE_RETRY_SECONDS")
 # Four eyes: who approves an operator's compensate or terminate of a run with a succeeded
 # high-impact step (never the operator who asked), and how long they have.
-APPROVALS_FOUR_EYES_APPROVERS = [
-    n.strip() for n in os.environ.get("APPROVALS_FOUR_EYES_APPROVERS",
-                                      "group:operators").split(",") if n.strip()
-]
-APPROVALS_FOUR_EYES_TIMEOUT_SECONDS = int(os.environ.get("APPROVALS_FOUR_EYES_TIMEOUT_SECONDS",
-                                                         str(24 * 3600)))
-APPROVALS_FOUR_EYES_REMIND_SECONDS = int(os.environ.get("APPROVALS_FOUR_EYES_REMIND_SECONDS",
-                                                        str(4 * 3600)))
+APPROVALS_FOUR_EYES_APPROVERS = env("APPROVALS_FOUR_EYES_APPROVERS")
+APPROVALS_FOUR_EYES_TIMEOUT_SECONDS = env("APPROVALS_FOUR_EYES_TIMEOUT_SECONDS")
+APPROVALS_FOUR_EYES_REMIND_SECONDS = env("APPROVALS_FOUR_EYES_REMIND_SECONDS")
 
 # --- Integration API and observability (api, observability apps) -------------------------
 # "ninja" serves the API docs page (Swagger UI) from our static files rather than a CDN.
 INSTALLED_APPS += ["ninja", "api", "observability"]
 # Requests per API token per window (a token's own rate_limit, set in admin, overrides it).
-API_RATE_LIMIT = int(os.environ.get("API_RATE_LIMIT", "120"))
-API_RATE_LIMIT_WINDOW_SECONDS = int(os.environ.get("API_RATE_LIMIT_WINDOW_SECONDS", "60"))
+API_RATE_LIMIT = env("API_RATE_LIMIT")
+API_RATE_LIMIT_WINDOW_SECONDS = env("API_RATE_LIMIT_WINDOW_SECONDS")
 # A token's last_used_at is written at most this often, so reads do not each write.
-API_TOKEN_LAST_USED_PRECISION_SECONDS = int(
-    os.environ.get("API_TOKEN_LAST_USED_PRECISION_SECONDS", "60"))
+API_TOKEN_LAST_USED_PRECISION_SECONDS = env("API_TOKEN_LAST_USED_PRECISION_SECONDS")
 # New API tokens expire after this many days unless the admin sets another expiry (or
 # none); API_TOKEN_DEFAULT_DAYS=none makes new tokens never expire by default.
-_token_days = os.environ.get("API_TOKEN_DEFAULT_DAYS", "90").strip().lower()
-API_TOKEN_DEFAULT_DAYS = None if _token_days in ("", "none", "never") else int(_token_days)
+API_TOKEN_DEFAULT_DAYS = env("API_TOKEN_DEFAULT_DAYS")
 # The metric durable_api_tokens_expiring_soon counts tokens expiring within this many days.
-API_TOKEN_EXPIRY_WARNING_DAYS = int(os.environ.get("API_TOKEN_EXPIRY_WARNING_DAYS", "7"))
+API_TOKEN_EXPIRY_WARNING_DAYS = env("API_TOKEN_EXPIRY_WARNING_DAYS")
 # The rate-limit counters live in the "api" cache: Redis when API_CACHE_URL is set (needed
 # when several web processes serve the API, so that they share the counts), otherwise this
 # process's memory, which is enough for the one-process demo and needs no server.
-API_CACHE_URL = os.environ.get("API_CACHE_URL", "")
+API_CACHE_URL = env("API_CACHE_URL")
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "api": ({"BACKEND": "django.core.cache.backends.redis.RedisCache",
@@ -311,36 +294,34 @@ CACHES = {
 API_RATE_LIMIT_CACHE = "api"
 # /metrics answers requests from this machine (without a forwarding header), and anyone who
 # sends "Authorization: Bearer $METRICS_TOKEN" when it is set.
-METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
-METRICS_ALLOW_LOCALHOST = env_flag("METRICS_ALLOW_LOCALHOST", True)
+METRICS_TOKEN = env("METRICS_TOKEN")
+METRICS_ALLOW_LOCALHOST = env("METRICS_ALLOW_LOCALHOST")
 # The step duration histogram covers steps that finished within this many seconds.
-METRICS_STEP_WINDOW_SECONDS = float(os.environ.get("METRICS_STEP_WINDOW_SECONDS", "3600"))
+METRICS_STEP_WINDOW_SECONDS = env("METRICS_STEP_WINDOW_SECONDS")
 # Runs that finished (completed, compensated, terminated) and audit records written more than
 # a minute ago are counted once per this many seconds by each web process, the newer ones at
 # every scrape (see observability.metrics). 0 counts them all at every scrape.
-METRICS_FINISHED_RECOUNT_SECONDS = float(os.environ.get("METRICS_FINISHED_RECOUNT_SECONDS",
-                                                        "600"))
+METRICS_FINISHED_RECOUNT_SECONDS = env("METRICS_FINISHED_RECOUNT_SECONDS")
 # Logs: every line carries the run it is about (observability.logs); LOG_FORMAT=json writes
 # one JSON object per line (the default of console.production).
 LOGGING["filters"] = {"run_context": {"()": "observability.logs.ContextFilter"}}
 LOGGING["formatters"]["json"] = {"()": "observability.logs.JsonFormatter"}
 LOGGING["handlers"]["console"]["filters"] = ["run_context"]
-if os.environ.get("LOG_FORMAT", "plain") == "json":
+if env("LOG_FORMAT") == "json":
     LOGGING["handlers"]["console"]["formatter"] = "json"
 
 # --- Progress events to webhook subscribers (api.webhooks) --------------------------------
-WEBHOOK_PUBLISH_INTERVAL_SECONDS = float(os.environ.get("WEBHOOK_PUBLISH_INTERVAL_SECONDS",
-                                                        "2"))
-WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("WEBHOOK_TIMEOUT_SECONDS", "5"))
+WEBHOOK_PUBLISH_INTERVAL_SECONDS = env("WEBHOOK_PUBLISH_INTERVAL_SECONDS")
+WEBHOOK_TIMEOUT_SECONDS = env("WEBHOOK_TIMEOUT_SECONDS")
 
 # --- Retention and archival (archive app) --------------------------------------------------
 # Finished runs (completed, compensated, terminated) stay in the hot tables this many days
 # after they finished, then a beat job moves them to gzip JSON Lines archive files (a
 # workflow may say otherwise: Workflow(..., retention_days=N)). Files go to the storage named
 # "archive" in STORAGES when configured (any django-storages backend), else VAR_DIR/archive.
-RUNS_RETENTION_DAYS = int(os.environ.get("RUNS_RETENTION_DAYS", "90"))
-ARCHIVE_INTERVAL_SECONDS = float(os.environ.get("ARCHIVE_INTERVAL_SECONDS", "3600"))
+RUNS_RETENTION_DAYS = env("RUNS_RETENTION_DAYS")
+ARCHIVE_INTERVAL_SECONDS = env("ARCHIVE_INTERVAL_SECONDS")
 # Runs per archive file, per pass of the job, and removed from the hot tables per transaction.
-ARCHIVE_RUNS_PER_FILE = int(os.environ.get("ARCHIVE_RUNS_PER_FILE", "1000"))
-ARCHIVE_MAX_RUNS_PER_PASS = int(os.environ.get("ARCHIVE_MAX_RUNS_PER_PASS", "20000"))
-ARCHIVE_REMOVE_BATCH = int(os.environ.get("ARCHIVE_REMOVE_BATCH", "100"))
+ARCHIVE_RUNS_PER_FILE = env("ARCHIVE_RUNS_PER_FILE")
+ARCHIVE_MAX_RUNS_PER_PASS = env("ARCHIVE_MAX_RUNS_PER_PASS")
+ARCHIVE_REMOVE_BATCH = env("ARCHIVE_REMOVE_BATCH")

@@ -19,7 +19,8 @@ from approvals.selectors import requests_for_run
 from archive import selectors as archived
 from archive.models import ArchivedRun
 from archive.reading import ArchiveUnreadable, read_archived_run
-from audit.csv_export import audit_csv_lines
+from audit.access import access_records
+from audit.csv_export import access_csv_lines, audit_csv_lines
 from audit.selectors import audit_records
 from runs import definition as d
 from runs import selectors
@@ -301,6 +302,8 @@ def bulk_action(request):
 def audit_log(request):
     workflow_ids = _visible_ids(request.user)
     form = AuditFilterForm(request.GET or None)
+    if request.GET.get("log") == "access":
+        return _access_log(request, form, sees_all=workflow_ids is None)
     records = audit_records(**(form.cleaned_data if form.is_valid() else {}),
                             workflow_ids=workflow_ids)
     if request.GET.get("format") == "csv":
@@ -317,10 +320,32 @@ def audit_log(request):
     })
 
 
-def _audit_csv(records):
-    response = StreamingHttpResponse(audit_csv_lines(records), content_type="text/csv")
+def _access_log(request, form, *, sees_all: bool):
+    """The access chain (who was given or lost what): for those who see every workflow's
+    runs (auditors, superusers), as it concerns them all."""
+    if not sees_all:
+        raise PermissionDenied("The access log is for those who may view every workflow.")
+    filters = form.cleaned_data if form.is_valid() else {}
+    records = access_records(**{k: filters.get(k) for k in ("actor", "action", "since",
+                                                             "until")})
+    if request.GET.get("format") == "csv":
+        return _audit_csv(records, lines=access_csv_lines, name="access")
+    before = request.GET.get("before", "")
+    if before.isdigit():
+        records = records.filter(seq__lt=int(before))
+    page = list(records[:100])
+    query = request.GET.copy()
+    query.pop("before", None)
+    return render(request, "console/audit.html", {
+        "form": form, "access": page, "query": query.urlencode(),
+        "next_before": page[-1].seq if len(page) == 100 else "",
+    })
+
+
+def _audit_csv(records, *, lines=audit_csv_lines, name="audit"):
+    response = StreamingHttpResponse(lines(records), content_type="text/csv")
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    response["Content-Disposition"] = f'attachment; filename="audit-{stamp}.csv"'
+    response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.csv"'
     return response
 
 

@@ -293,7 +293,7 @@ ENTRIES: list[tuple[str, Entry]] = [
     ("admin:(index|app_list|password_change|password_change_done|autocomplete|jsi18n"
      "|view_on_site)", ADMIN_STAFF_ONLY),
     (r"admin:\w+_(changelist|add|history|delete|change|password_change|permissions"
-     r"|permissions_manage_user|permissions_manage_group)", ADMIN_STAFF_ONLY),
+     r"|permissions_manage_user|permissions_manage_group|access|role)", ADMIN_STAFF_ONLY),
     (r"route:admin/\w+/\w+/<path:object_id>/",
      Entry(ADMIN_STAFF_ONLY.why, may=STAFF, readers=STAFF, url=_admin_object_url,
            passed=past_the_admin_guard)),

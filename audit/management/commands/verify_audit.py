@@ -4,13 +4,15 @@ from django.conf import settings
 from django.core.files.storage import FileSystemStorage, storages
 from django.core.management.base import BaseCommand, CommandError
 
+from audit.access import verify_access_chain
 from audit.chain import verify_chain
-from audit.models import AuditRecord
+from audit.models import AccessRecord, AuditRecord
 from audit.offline import check_archive, compare_with_recorded, recorded_archive
 
 
 class Command(BaseCommand):
-    help = ("Verify every run's audit hash chain; exit non-zero naming the first broken record. "
+    help = ("Verify every run's audit hash chain and the access chain (permission "
+            "changes); exit non-zero naming the first broken record. "
             "With --archive FILE, verify the chains of an archive file instead, offline: from "
             "the file alone, and against its recorded sha256 and chain heads when the "
             "database has them.")
@@ -46,7 +48,14 @@ class Command(BaseCommand):
         if chain:
             check(current_run, chain)
             runs += 1
+        access = AccessRecord.objects.order_by("seq")
+        broken = verify_access_chain(access.iterator(chunk_size=2000))
+        if broken is not None:
+            raise CommandError(f"the access chain is broken at record id={broken.pk} "
+                               f"seq={broken.seq} action={broken.action}")
         self.stdout.write(f"verified {records} audit records in {runs} runs: all chains intact")
+        self.stdout.write(f"verified {access.count()} access records (permission changes): "
+                          "chain intact")
 
     def verify_archive(self, name: str):
         path = Path(name)

@@ -1,7 +1,8 @@
 """Server time of the console's pages on a production-sized database (see seed_scale):
 the runs list (plain, filtered, and searched by each thing a search matches), the attention
 list and a run's detail, rendered through Django's full stack (middleware, permission
-prefetch, templates) by the test client, as an operator. Each page is timed in interleaved
+prefetch, templates) by the test client, as an operator; then Django admin's runs list and
+its search, as a superuser. Each page is timed in interleaved
 rounds, so a burst of load on the machine lands on every page alike; each line gives the
 median, the 95th percentile and the page's number of queries.
 
@@ -127,7 +128,37 @@ class Command(BaseCommand):
         self._line("search", searches)
         self.stdout.write("targets: median under {search} ms for a search, {list} ms for a "
                           "list, {detail} ms for a run's detail".format(**TARGETS))
+        self._admin(searched, repeat)
         self._background(client, stuck, repeat)
+
+    def _admin(self, searched: Step, repeat: int) -> None:
+        """Django admin's runs changelist, plain and searched (by the start of a business
+        key and by an idempotency key, through the console's search), as a superuser."""
+        admin, _ = User.objects.get_or_create(username="bench-admin", defaults={
+            "is_staff": True, "is_superuser": True})
+        client = Client(HTTP_HOST="localhost")
+        client.force_login(admin)
+        pages = {"admin runs list": ["/admin/runs/run/"],
+                 "admin search": ["/admin/runs/run/?q=scale:9999",
+                                  f"/admin/runs/run/?q={searched.idempotency_key}"]}
+        times = {name: [] for name in pages}
+        queries = {}
+        for i in range(repeat + 3):
+            for name, urls in pages.items():
+                for url in urls:
+                    with CaptureQueriesContext(connection) as ctx:
+                        t0 = time.perf_counter()
+                        response = client.get(url)
+                        elapsed = (time.perf_counter() - t0) * 1000
+                    if response.status_code != 200:
+                        raise CommandError(f"{url} answered {response.status_code}")
+                    if i >= 3:
+                        times[name].append(elapsed)
+                    queries[name] = len(ctx)
+        for name in pages:
+            self._line(name, times[name], queries[name])
+        self.stdout.write("targets: median under {list} ms for the admin's runs list and "
+                          "its search".format(**TARGETS))
 
     def _background(self, client, model: Run, repeat: int) -> None:
         held = self._lease_runs(model)

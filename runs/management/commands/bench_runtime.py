@@ -14,6 +14,16 @@ start_run here (with its wake-up hint, timed per call) and advanced by the worke
 is timed from the first start_run to the last run completed. Every step is a write step, so
 the full checkpoint path is measured: intent, outcome, audit records, progress events.
 
+Each round lasts at least --round-seconds (10 by default) on each side: the warm-up measures
+the worker's rate and sizes the batches so that one takes about that long, and the bare loop
+of the same round runs for as long as its batch took. Short windows let a burst of load on
+the machine flip a verdict; ten seconds a side and the median of five rounds do not. Every
+figure is printed as its median with the min..max over the rounds.
+
+Database CPU is the backend CPU the server spent for the bench (the worker's connections and
+start_run's), read from /proc for the backends' pids: it is measured when the server runs on
+this machine, and printed as "n/a" otherwise.
+
 Commits and WAL are read by the server from its own write-ahead log over the timed part
 (pg_walinspect): the COMMIT records of the transactions that wrote to this database (start_run's
 and the worker's; a read-only transaction writes none and costs no flush), and the bytes of
@@ -83,6 +93,15 @@ RATIO_TARGET = 0.3
 WAL_PER_STEP_TARGET = 1200
 START_RUN_MS_TARGET = 3.0
 COMMITS_PER_STEP_TARGET = 1.2
+WORKER_CPU_MS_TARGET = 0.4
+DB_CPU_MS_TARGET = 0.3
+
+# The backends serving the bench: the worker's connections (PGAPPNAME) and this process's.
+BENCH_BACKENDS_SQL = """
+SELECT pid FROM pg_stat_activity
+WHERE datname = current_database()
+  AND (application_name = 'bench-worker' OR pid = pg_backend_pid())
+"""
 
 
 def _server_params() -> dict:
@@ -119,6 +138,27 @@ def _proc_cpu_seconds(pid: int) -> float:
 
 def _median(values) -> float:
     return statistics.median(values)
+
+
+def _shown(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _backends_cpu_seconds() -> dict[int, float] | None:
+    """CPU seconds of each backend serving the bench, or None when the server's processes
+    are not on this machine (then /proc has no such pid, or another program's)."""
+    with connection.cursor() as cursor:
+        cursor.execute(BENCH_BACKENDS_SQL)
+        pids = [row[0] for row in cursor.fetchall()]
+    cpu = {}
+    for pid in pids:
+        try:
+            if not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"postgres"):
+                return None
+            cpu[pid] = _proc_cpu_seconds(pid)
+        except OSError:
+            return None
+    return cpu
 
 
 class Worker:
@@ -176,23 +216,25 @@ class Command(BaseCommand):
     requires_system_checks = []
 
     def add_arguments(self, parser):
-        parser.add_argument("--runs", type=int, default=100,
-                            help="ten-step runs per round (default 100)")
+        parser.add_argument("--runs", type=int, default=0,
+                            help="ten-step runs per round (default 0: as many as take "
+                                 "--round-seconds at the warm-up's rate)")
+        parser.add_argument("--round-seconds", type=float, default=10.0,
+                            help="the least duration of each side of a round (default 10)")
         parser.add_argument("--rounds", type=int, default=5,
                             help="interleaved rounds of bare loop and runs (default 5)")
-        parser.add_argument("--bare-seconds", type=float, default=2.0,
-                            help="duration of each bare INSERT+COMMIT loop (default 2)")
         parser.add_argument("--concurrency", type=int, default=1,
                             help="worker processes (default 1: compared with one bare "
                                  "connection)")
 
     def handle(self, *args, **options):
         runs, rounds = options["runs"], options["rounds"]
-        bare_seconds, concurrency = options["bare_seconds"], options["concurrency"]
-        if runs < 1 or rounds < 1 or concurrency < 1:
-            raise CommandError("--runs, --rounds and --concurrency must be at least 1")
-        if bare_seconds <= 0:
-            raise CommandError("--bare-seconds must be positive")
+        round_seconds, concurrency = options["round_seconds"], options["concurrency"]
+        if runs < 0 or rounds < 1 or concurrency < 1:
+            raise CommandError("--rounds and --concurrency must be at least 1, --runs at "
+                               "least 0")
+        if round_seconds <= 0:
+            raise CommandError("--round-seconds must be positive")
         if connection.vendor != "postgresql":
             raise CommandError(
                 "bench_runtime measures PostgreSQL commits, but the default database is "
@@ -221,19 +263,30 @@ class Command(BaseCommand):
                 ready = worker.wait_ready()
                 out.write(f"worker: celery prefork --concurrency={concurrency}, ready in "
                           f"{ready:.2f}s (not timed)")
-                self._run_batch(worker, 10, label="warm-up")
+                warm = self._run_batch(worker, 10, label="warm-up")
+                if not runs:
+                    warm = self._run_batch(worker, max(10, int(warm["steps_s"] / bw.STEPS)),
+                                           label="warm-up")
+                    # A margin over the warm-up's rate, which a warm cache outruns.
+                    runs = max(10, round(1.5 * round_seconds * warm["steps_s"] / bw.STEPS))
+                out.write(f"rounds: {rounds} of {runs} ten-step runs, each beside a bare loop "
+                          f"as long as its batch (at least {round_seconds:g}s)")
                 results = []
                 for i in range(rounds):
-                    bare = self._bare_loop(bare_seconds)
                     batch = self._run_batch(worker, runs, label=f"round {i + 1}")
+                    bare = self._bare_loop(max(round_seconds, batch["elapsed"]))
+                    if batch["elapsed"] < round_seconds:
+                        # Shorter than a round should be: the next batches are made longer.
+                        runs = round(1.2 * runs * round_seconds / batch["elapsed"])
                     batch["bare"] = bare
                     results.append(batch)
                     out.write(
-                        f"round {i + 1}: bare {bare:.0f} commits/s; {batch['steps_s']:.1f} "
+                        f"round {i + 1} ({batch['elapsed']:.1f}s): bare {bare:.0f} commits/s; "
+                        f"{batch['steps_s']:.1f} "
                         f"steps/s; {batch['commits_step']:.2f} commits/step; "
                         f"{batch['wal_step']:.0f} WAL bytes/step; start_run "
                         f"{batch['start_ms']:.2f} ms; worker CPU {batch['cpu_ms_step']:.2f} "
-                        f"ms/step")
+                        f"ms/step; database CPU {_shown(batch['db_cpu_ms_step'])} ms/step")
                 large = self._large_result(worker)
             finally:
                 worker.stop()
@@ -243,32 +296,44 @@ class Command(BaseCommand):
 
     def _report(self, results: list[dict], large: dict) -> None:
         out = self.stdout
-        steps_s = _median(r["steps_s"] for r in results)
-        bare = _median(r["bare"] for r in results)
-        ratio = _median(r["steps_s"] / r["bare"] for r in results)
+        for r in results:
+            r["ratio"] = r["steps_s"] / r["bare"]
+        ratio = _median(r["ratio"] for r in results)
         commits = _median(r["commits_step"] for r in results)
         wal = _median(r["wal_step"] for r in results)
         start_ms = _median(r["start_ms"] for r in results)
+        cpu_ms = _median(r["cpu_ms_step"] for r in results)
+        db_cpu = [r["db_cpu_ms_step"] for r in results if r["db_cpu_ms_step"] is not None]
+        db_cpu_ms = _median(db_cpu) if len(db_cpu) == len(results) else None
+
+        def spread(name: str, fmt: str) -> str:
+            values = [r[name] for r in results]
+            return (f"{format(_median(values), fmt)} "
+                    f"({format(min(values), fmt)}..{format(max(values), fmt)})")
 
         def verdict(ok: bool) -> str:
             return "met" if ok else "MISSED"
 
         out.write(f"medians over {len(results)} rounds (ratio: the median of each round's "
                   "steps/s over its bare commits/s):")
-        out.write(f"steps/s: {steps_s:.1f}")
-        out.write(f"bare commits/s: {bare:.1f}")
-        out.write(f"ratio: {ratio:.3f}")
-        out.write(f"commits per step: {commits:.2f}")
-        out.write(f"WAL bytes per step: {wal:.0f}")
-        out.write(f"start_run ms: {start_ms:.2f}")
+        out.write(f"steps/s: {spread('steps_s', '.1f')}")
+        out.write(f"bare commits/s: {spread('bare', '.1f')}")
+        out.write(f"ratio: {spread('ratio', '.3f')}")
+        out.write(f"commits per step: {spread('commits_step', '.2f')}")
+        out.write(f"WAL bytes per step: {spread('wal_step', '.0f')}")
+        out.write(f"start_run ms: {spread('start_ms', '.2f')}")
         relations = {name for r in results for name in r["wal_by_relation"]}
         by_relation = {name: _median(r["wal_by_relation"].get(name, 0) for r in results)
                        for name in relations}
         top = sorted(by_relation.items(), key=lambda item: -item[1])[:WAL_RELATIONS_SHOWN]
         out.write("WAL bytes per step by relation: "
                   + ", ".join(f"{name} {size:.0f}" for name, size in top))
-        out.write(f"worker CPU ms per step: "
-                  f"{_median(r['cpu_ms_step'] for r in results):.2f}")
+        out.write(f"worker CPU ms per step: {spread('cpu_ms_step', '.2f')}")
+        if db_cpu_ms is None:
+            out.write("database CPU ms per step: n/a (the server's backends are not "
+                      "processes of this machine)")
+        else:
+            out.write(f"database CPU ms per step: {spread('db_cpu_ms_step', '.2f')}")
         out.write(f"10MB result peak MB: {large['peak_mb']:.1f}")
         out.write(f"10MB result WAL MB: {large['wal_mb']:.3f}")
         out.write(f"10MB result: the worker process peaked at {large['hwm_mb']:.0f} MB RSS "
@@ -282,7 +347,11 @@ class Command(BaseCommand):
             f"start_run ms <= {START_RUN_MS_TARGET:g} "
             f"({verdict(start_ms <= START_RUN_MS_TARGET)}), "
             f"commits per step <= {COMMITS_PER_STEP_TARGET:g} "
-            f"({verdict(commits <= COMMITS_PER_STEP_TARGET)})")
+            f"({verdict(commits <= COMMITS_PER_STEP_TARGET)}), "
+            f"worker CPU ms per step <= {WORKER_CPU_MS_TARGET:g} "
+            f"({verdict(cpu_ms <= WORKER_CPU_MS_TARGET)}), "
+            f"database CPU ms per step <= {DB_CPU_MS_TARGET:g} "
+            f"({'n/a' if db_cpu_ms is None else verdict(db_cpu_ms <= DB_CPU_MS_TARGET)})")
 
     # --- setup ---------------------------------------------------------------------------
 
@@ -340,6 +409,7 @@ class Command(BaseCommand):
         batch = uuid.uuid4().hex[:12]
         lsn_before = self._flushed_lsn()
         cpu_before = worker.cpu_seconds()
+        db_before = _backends_cpu_seconds()
         start_times, run_ids = [], []
         started = time.perf_counter()
         for i in range(runs):
@@ -371,6 +441,11 @@ class Command(BaseCommand):
                     time.sleep(POLL_SECONDS)
         elapsed = time.perf_counter() - started
         cpu = worker.cpu_seconds() - cpu_before
+        db_after = _backends_cpu_seconds()
+        # A backend that started during the batch counts from zero; one that ended is lost
+        # (the worker keeps its connections for DB_CONN_MAX_AGE, longer than a round).
+        db_cpu = (None if db_before is None or db_after is None else
+                  sum(seconds - db_before.get(pid, 0.0) for pid, seconds in db_after.items()))
         # Every commit of the batch is flushed by now (synchronous_commit): the last run's
         # completion was seen above.
         wal = self._wal_window(lsn_before, self._flushed_lsn())
@@ -384,6 +459,7 @@ class Command(BaseCommand):
             "commits_step": wal["commits"] / total_steps, "wal_step": wal["bytes"] / total_steps,
             "wal": wal["bytes"], "start_ms": 1000 * statistics.fmean(start_times),
             "cpu_ms_step": 1000 * cpu / total_steps,
+            "db_cpu_ms_step": None if db_cpu is None else 1000 * db_cpu / total_steps,
             "wal_by_relation": {name: size / total_steps
                                 for name, size in wal["by_relation"].items()},
         }

@@ -1,0 +1,89 @@
+"""The access chain: who may do what, and every change to it.
+
+A grant or revocation of an object or global permission, a group membership, staff or
+superuser status, and an API token created or revoked each append one AccessRecord (actor,
+time, reason where given, before and after) in the transaction of the change. The records
+form one hash chain of their own, hashed as a run's records are (audit.chain.record_hash,
+with no run and no step), and verified by `manage.py verify_audit` with the runs' chains.
+"""
+
+import json
+from collections.abc import Iterable
+from enum import StrEnum
+
+from django.db import transaction
+from django.utils import timezone
+
+from .chain import GENESIS, Actor, record_hash
+from .models import AccessChainHead, AccessRecord
+
+
+class AccessAction(StrEnum):
+    OBJECT_PERMISSION_GRANTED = "object_permission_granted"
+    OBJECT_PERMISSION_REVOKED = "object_permission_revoked"
+    GLOBAL_PERMISSIONS_CHANGED = "global_permissions_changed"
+    GROUP_MEMBERSHIP_CHANGED = "group_membership_changed"
+    STAFF_STATUS_CHANGED = "staff_status_changed"
+    SUPERUSER_STATUS_CHANGED = "superuser_status_changed"
+    API_TOKEN_CREATED = "api_token_created"
+    API_TOKEN_REVOKED = "api_token_revoked"
+    API_TOKEN_SCOPE_CHANGED = "api_token_scope_changed"
+
+
+def access_hash(record: AccessRecord) -> str:
+    """The record's hash over its content and its predecessor's: the runs' record hash, the
+    subject standing in the place of the step."""
+    return record_hash(
+        run_id=None, seq=record.seq, action=record.action, step_name=record.subject,
+        actor_kind=record.actor_kind, actor_label=record.actor_label,
+        actor_user_id=record.actor_user_id, reason=record.reason, before=record.before,
+        after=record.after, data={}, created_at=record.created_at, prev_hash=record.prev_hash)
+
+
+def record_access_change(*, action: str, subject: str, actor: Actor, before: dict,
+                         after: dict, reason: str = "") -> AccessRecord:
+    """Append one record to the access chain, in the caller's transaction when there is one
+    (so the record commits or rolls back with the change it describes)."""
+    with transaction.atomic():
+        head, _ = AccessChainHead.objects.select_for_update().get_or_create(pk=1)
+        record = AccessRecord(
+            seq=head.seq + 1, action=str(action), subject=subject, actor_kind=actor.kind,
+            actor_label=actor.label, actor_user_id=actor.user_id, reason=reason,
+            before=before, after=after, created_at=timezone.now(),
+            prev_hash=head.hash or GENESIS)
+        # The JSON round trip the database makes, before hashing (sorted lists stay lists).
+        record.before, record.after = _as_stored(record.before), _as_stored(record.after)
+        record.hash = access_hash(record)
+        record.save()
+        head.seq, head.hash = record.seq, record.hash
+        head.save(update_fields=["seq", "hash"])
+    return record
+
+
+def _as_stored(value: dict) -> dict:
+    return json.loads(json.dumps(value, default=str))
+
+
+def verify_access_chain(records: Iterable[AccessRecord]) -> AccessRecord | None:
+    """The first record of the chain (in seq order) that does not verify, or None."""
+    prev_hash, expected_seq = GENESIS, 1
+    for record in records:
+        if (record.seq != expected_seq or record.prev_hash != prev_hash
+                or record.hash != access_hash(record)):
+            return record
+        prev_hash, expected_seq = record.hash, expected_seq + 1
+    return None
+
+
+def access_records(*, actor: str = "", action: str = "", since=None, until=None):
+    """The access chain's records matching the filters, newest first."""
+    records = AccessRecord.objects.all()
+    if actor:
+        records = records.filter(actor_label=actor)
+    if action:
+        records = records.filter(action=action)
+    if since:
+        records = records.filter(created_at__gte=since)
+    if until:
+        records = records.filter(created_at__lt=until)
+    return records.order_by("-seq")

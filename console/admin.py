@@ -1,0 +1,244 @@
+"""Who may do what, in Django admin: a page per workflow and per user listing it, a form
+that grants or revokes a role on a workflow, and every permission change made through
+admin recorded in the access chain (console.access).
+
+Django's own user and group admins are replaced by subclasses whose save hooks record the
+change: the admin saves a user's row in save_model and the groups and permissions in
+save_related, in one transaction, so save_model reads what was there before and
+save_related, once everything is saved, writes the records in that same transaction (a
+signal on the many-to-many tables would see each table's change alone, without the actor
+or the reason). Guardian's object-permission forms on the workflow page are wrapped the
+same way.
+"""
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.forms import UserChangeForm
+from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+from guardian.admin import AdminGroupObjectPermissionsForm, AdminUserObjectPermissionsForm
+
+from runs.admin import WorkflowAdmin
+from runs.models import Workflow
+
+from .access import (
+    RoleError,
+    change_role,
+    group_permissions,
+    record_group_permissions,
+    record_object_permissions,
+    record_user_changes,
+    user_access,
+    user_snapshot,
+    workflow_access,
+)
+from .roles import ROLES
+
+User = get_user_model()
+
+REASON_HELP = "Why (kept in the access chain with the change)."
+
+
+# --- workflows: who may do what, roles, guardian's forms ------------------------------------
+
+
+class RoleForm(forms.Form):
+    user = forms.ModelChoiceField(queryset=User.objects.filter(is_active=True)
+                                  .order_by("username"), required=False)
+    group = forms.ModelChoiceField(queryset=Group.objects.order_by("name"), required=False)
+    role = forms.ChoiceField(choices=[(r, f"{r}: {', '.join(c)}") for r, c in ROLES.items()])
+    operation = forms.ChoiceField(choices=[("grant", "grant"), ("revoke", "revoke")])
+    reason = forms.CharField(required=False, max_length=500, help_text=REASON_HELP)
+
+    def clean(self):
+        data = super().clean()
+        if bool(data.get("user")) == bool(data.get("group")):
+            raise forms.ValidationError("Choose either a user or a group (one of them).")
+        return data
+
+
+def _audited(form_class, holder_attr: str, by):
+    """Guardian's object-permission form, recording what its save changed."""
+
+    class Audited(form_class):
+        def save_obj_perms(self):
+            before = set(self.get_obj_perms_field_initial())
+            with transaction.atomic():
+                super().save_obj_perms()
+                after = set(self.cleaned_data[self.get_obj_perms_field_name()])
+                record_object_permissions(holder=getattr(self, holder_attr), obj=self.obj,
+                                          before=before, after=after, by=by)
+
+    return Audited
+
+
+admin.site.unregister(Workflow)
+
+
+@admin.register(Workflow)
+class WorkflowAccessAdmin(WorkflowAdmin):
+    list_display = ["name", "created_at", "access_link"]
+
+    @admin.display(description="who may do what")
+    def access_link(self, workflow):
+        return format_html('<a href="{}">who may do what</a>',
+                           reverse("admin:runs_workflow_access", args=[workflow.pk]))
+
+    def get_urls(self):
+        return [
+            path("<int:object_id>/access/", self.admin_site.admin_view(self.access_view),
+                 name="runs_workflow_access"),
+            path("<int:object_id>/role/", self.admin_site.admin_view(self.role_view),
+                 name="runs_workflow_role"),
+            *super().get_urls(),
+        ]
+
+    def get_obj_perms_manage_user_form(self, request):
+        return _audited(AdminUserObjectPermissionsForm, "user", request.user)
+
+    def get_obj_perms_manage_group_form(self, request):
+        return _audited(AdminGroupObjectPermissionsForm, "group", request.user)
+
+    def access_view(self, request, object_id):
+        workflow = get_object_or_404(Workflow, pk=object_id)
+        if not self.has_view_permission(request, workflow):
+            raise PermissionDenied
+        return TemplateResponse(request, "admin/access/workflow.html", {
+            **self.admin_site.each_context(request), "opts": self.model._meta,
+            "title": f"Who may do what on {workflow.name}", "workflow": workflow,
+            "rows": workflow_access(workflow),
+            "role_url": reverse("admin:runs_workflow_role", args=[workflow.pk]),
+        })
+
+    def role_view(self, request, object_id):
+        workflow = get_object_or_404(Workflow, pk=object_id)
+        if not self.has_change_permission(request, workflow):
+            raise PermissionDenied
+        form = RoleForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                changed = change_role(workflow=workflow, role=data["role"],
+                                      grant=data["operation"] == "grant", by=request.user,
+                                      user=data["user"], group=data["group"],
+                                      reason=data["reason"])
+            except RoleError as exc:
+                form.add_error(None, str(exc))
+            else:
+                who = data["user"] or data["group"]
+                if changed:
+                    messages.success(request, f"Role {data['role']} {data['operation']}ed "
+                                              f"on {workflow.name} for {who}.")
+                else:
+                    messages.info(request, f"Nothing changed: {who} already "
+                                           f"{'had' if data['operation'] == 'grant' else 'lacked'}"
+                                           f" role {data['role']} on {workflow.name}.")
+                return redirect("admin:runs_workflow_access", object_id=workflow.pk)
+        return TemplateResponse(request, "admin/access/role.html", {
+            **self.admin_site.each_context(request), "opts": self.model._meta,
+            "title": f"Grant or revoke a role on {workflow.name}", "workflow": workflow,
+            "form": form,
+        }, status=400 if form.errors else 200)
+
+
+# --- users and groups: audited saves, and a user's access page -----------------------------
+
+
+class AuditedUserChangeForm(UserChangeForm):
+    access_reason = forms.CharField(label="Reason", required=False, max_length=500,
+                                    help_text=REASON_HELP)
+
+
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class AuditedUserAdmin(UserAdmin):
+    form = AuditedUserChangeForm
+    fieldsets = [*UserAdmin.fieldsets, ("Reason for this change", {"fields": ["access_reason"]})]
+    list_display = [*UserAdmin.list_display, "access_link"]
+
+    @admin.display(description="who may do what")
+    def access_link(self, user):
+        return format_html('<a href="{}">what this user may do</a>',
+                           reverse("admin:auth_user_access", args=[user.pk]))
+
+    def get_urls(self):
+        return [path("<int:object_id>/access/", self.admin_site.admin_view(self.access_view),
+                     name="auth_user_access"), *super().get_urls()]
+
+    def access_view(self, request, object_id):
+        user = get_object_or_404(User, pk=object_id)
+        if not self.has_view_permission(request, user):
+            raise PermissionDenied
+        return TemplateResponse(request, "admin/access/user.html", {
+            **self.admin_site.each_context(request), "opts": self.model._meta,
+            "title": f"What {user.get_username()} may do", "subject": user,
+            "rows": user_access(user),
+        })
+
+    def save_model(self, request, obj, form, change):
+        # Before the row is saved: its groups and permissions are still the old ones here.
+        request.access_before = user_snapshot(User.objects.get(pk=obj.pk) if change else None)
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        record_user_changes(user=form.instance, before=request.access_before,
+                            after=user_snapshot(form.instance), by=request.user,
+                            reason=form.cleaned_data.get("access_reason", ""))
+
+    def delete_model(self, request, obj):
+        before = user_snapshot(obj)
+        super().delete_model(request, obj)
+        record_user_changes(user=obj, before=before, after=user_snapshot(None),
+                            by=request.user, reason="user deleted")
+
+    def delete_queryset(self, request, queryset):
+        for user in queryset:
+            self.delete_model(request, user)
+
+
+class AuditedGroupForm(forms.ModelForm):
+    access_reason = forms.CharField(label="Reason", required=False, max_length=500,
+                                    help_text=REASON_HELP)
+
+    class Meta:
+        model = Group
+        fields = ["name", "permissions", "access_reason"]
+
+
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class AuditedGroupAdmin(GroupAdmin):
+    form = AuditedGroupForm
+
+    def save_model(self, request, obj, form, change):
+        request.access_before = group_permissions(Group.objects.get(pk=obj.pk)
+                                                  if change else None)
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        record_group_permissions(group=form.instance, before=request.access_before,
+                                 after=group_permissions(form.instance), by=request.user,
+                                 reason=form.cleaned_data.get("access_reason", ""))
+
+    def delete_model(self, request, obj):
+        before = group_permissions(obj)
+        super().delete_model(request, obj)
+        record_group_permissions(group=obj, before=before, after=[], by=request.user,
+                                 reason="group deleted")
+
+    def delete_queryset(self, request, queryset):
+        for group in queryset:
+            self.delete_model(request, group)

@@ -1,0 +1,256 @@
+"""Every environment variable the project reads, declared once: its name, its type, its
+default and one line of meaning. console.settings reads each through `env()`, which refuses
+a malformed value with a message naming the variable, what it expected and what it got;
+console.production also refuses a variable that looks like one of ours but is not declared
+(a typo such as RUNS_LEASE_SECOND would otherwise be silently ignored). docs/operations.md
+carries the table as `markdown_table()` prints it, and a test keeps the two the same.
+"""
+
+import difflib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+STR, INT, FLOAT, BOOL, LIST, PATH = "string", "integer", "number", "flag", "list", "path"
+# A whole number of days, or none / never (empty: the same).
+DAYS = "days or none"
+TRUE, FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    kind: str
+    # As it would be written in the environment; None: unset (empty, or computed, see shown).
+    default: str | None
+    meaning: str
+    # The default as the table shows it, when it is computed from other values.
+    shown: str = ""
+    # For a string with a fixed set of values.
+    choices: tuple[str, ...] = ()
+
+    @property
+    def default_text(self) -> str:
+        if self.shown:
+            return self.shown
+        return "(empty)" if self.default in (None, "") else self.default
+
+
+V = Variable
+VARIABLES: list[Variable] = [
+    # Deployment
+    V("DJANGO_SETTINGS_MODULE", STR, "console.settings",
+      "console.production in a deployment: secure cookies, HSTS, JSON logs, these checks"),
+    V("SECRET_KEY", STR, None, "50+ random characters; signs sessions and approval links",
+      shown="a development key (refused by console.production)"),
+    V("DEBUG", BOOL, "0", "Django's debug pages; only the local demo turns it on"),
+    V("ALLOWED_HOSTS", LIST, "localhost,127.0.0.1", "the console's host names, comma separated"),
+    V("VAR_DIR", PATH, None, "where the embedded database, broker, mail, archives and artifacts "
+      "live by default", shown="var/ in the project"),
+    V("SECURE_SSL_REDIRECT", BOOL, "1", "console.production: redirect plain HTTP to HTTPS"),
+    V("DATA_UPLOAD_MAX_MEMORY_SIZE", INT, "2621440",
+      "the largest request body read, in bytes; larger ones get 413"),
+    # Database and broker
+    V("DATABASE_URL", STR, None, "postgres://user:password@host:5432/dbname (PostgreSQL 14+)",
+      shown="SQLite in VAR_DIR (the demo)"),
+    V("DB_CONN_MAX_AGE", INT, "600",
+      "seconds a database connection is reused; 0 opens one per request and task"),
+    V("DB_PREPARED_STATEMENTS", BOOL, "1",
+      "server-side prepared checkpoints; 0 behind a pooler that cannot keep them"),
+    V("CELERY_BROKER_URL", STR, "filesystem://localhost/",
+      "redis://host:6379/0 or amqp://...; the default needs no server (the demo)"),
+    V("CELERY_DB_REUSE_MAX", INT, "1000",
+      "tasks a worker runs before closing its database connections"),
+    # Login throttling
+    V("AXES_FAILURE_LIMIT", INT, "5", "failed logins for one username from one address "
+      "before that pair is locked out"),
+    V("AXES_COOLOFF_MINUTES", FLOAT, "15", "how long a lockout lasts"),
+    # The runtime
+    V("SWEEP_INTERVAL_SECONDS", FLOAT, "2", "how often beat runs the runs sweeper"),
+    V("RUNS_LEASE_SECONDS", FLOAT, "30", "how long a worker owns a run between heartbeats"),
+    V("WORKER_HEARTBEAT_SECONDS", FLOAT, "10",
+      "how often each worker process writes its row for the Workers page"),
+    V("RUNS_REQUEUE_AFTER_SECONDS", FLOAT, "10",
+      "a queued run nobody picked up is enqueued again after this long"),
+    V("RUNS_EXTRA_WORKFLOW_MODULES", LIST, "",
+      "your workflow modules, comma separated, e.g. billing.workflows"),
+    V("RUNS_RESULT_INLINE_BYTES", INT, "65536",
+      "a step result larger than this is stored once as an artifact"),
+    V("RUNS_RESULT_MAX_BYTES", INT, "33554432",
+      "a step result larger than this fails the step (permanent error)"),
+    V("RUNS_INPUT_MAX_BYTES", INT, "262144", "a run input larger than this is refused"),
+    V("EXTERNAL_TIMEOUT_SECONDS", FLOAT, "3",
+      "the timeout of every outbound call a workflow makes"),
+    V("RUNS_CRASH_AT", STR, "", "drills and tests only: the crash point a worker dies at"),
+    V("RUNS_CRASH_MARKER", STR, "", "drills and tests only: file marking the crash as done"),
+    V("RUNS_CRASH_MODE", STR, "", "drills and tests only: self (the worker kills itself)",
+      choices=("", "self")),
+    # Sandbox and model
+    V("SANDBOX_ENABLED", BOOL, "1", "serve the simulated external systems under /sandbox/",
+      shown="1 (0 in console.production)"),
+    V("SANDBOX_BASE_URL", STR, "http://127.0.0.1:8000/sandbox",
+      "where workflows reach the sandbox"),
+    V("SANDBOX_HOLD_SECONDS", FLOAT, "5", "how long the slow sandbox faults hold a response"),
+    V("MODEL_BASE_URL", STR, None, "the OpenAI-compatible endpoint agent and decision steps "
+      "ask", shown="SANDBOX_BASE_URL/model/v1"),
+    V("MODEL_API_KEY", STR, "sandbox-key", "the model endpoint's key"),
+    V("MODEL_NAME", STR, "sandbox-classifier", "the model asked unless a step names one"),
+    # Logs
+    V("LOG_LEVEL", STR, "INFO", "the root logger's level",
+      choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
+    V("LOG_FORMAT", STR, "plain", "plain or json (one JSON object per line)",
+      shown="plain (json in console.production)", choices=("plain", "json")),
+    # Approvals
+    V("EMAIL_HOST", STR, "", "SMTP server for notifications; empty writes them to VAR_DIR/mail"),
+    V("EMAIL_PORT", INT, "587", "SMTP port"),
+    V("EMAIL_HOST_USER", STR, "", "SMTP user"),
+    V("EMAIL_HOST_PASSWORD", STR, "", "SMTP password"),
+    V("EMAIL_USE_SSL", BOOL, "0", "SMTP over TLS from the start"),
+    V("EMAIL_USE_TLS", BOOL, None, "SMTP with STARTTLS", shown="1 unless EMAIL_USE_SSL"),
+    V("EMAIL_TIMEOUT", FLOAT, "10", "seconds an SMTP exchange may take"),
+    V("DEFAULT_FROM_EMAIL", STR, "approvals@localhost", "the notifications' sender"),
+    V("APPROVALS_BASE_URL", STR, "http://127.0.0.1:8000",
+      "the URL people reach the console on, for links in emails"),
+    V("APPROVAL_LINK_MAX_AGE", INT, "259200", "seconds an approval link works"),
+    V("APPROVALS_SWEEP_INTERVAL_SECONDS", FLOAT, None, "how often beat runs the approvals sweep",
+      shown="SWEEP_INTERVAL_SECONDS"),
+    V("APPROVALS_NOTIFICATION_MAX_ATTEMPTS", INT, "8",
+      "tries of a notification before it is failed"),
+    V("APPROVALS_SETTLE_RETRY_SECONDS", FLOAT, "60",
+      "a decision not yet applied to its run is tried again after this long"),
+    V("APPROVALS_FOUR_EYES_APPROVERS", LIST, "group:operators",
+      "who approves a four-eyes operator action (user:NAME, group:NAME), comma separated"),
+    V("APPROVALS_FOUR_EYES_TIMEOUT_SECONDS", INT, "86400", "how long they have"),
+    V("APPROVALS_FOUR_EYES_REMIND_SECONDS", INT, "14400", "how often they are reminded"),
+    # API, metrics, webhooks
+    V("API_RATE_LIMIT", INT, "120", "requests per API token per window"),
+    V("API_RATE_LIMIT_WINDOW_SECONDS", INT, "60", "the rate limit's window"),
+    V("API_TOKEN_LAST_USED_PRECISION_SECONDS", INT, "60",
+      "a token's last use is written at most this often"),
+    V("API_TOKEN_DEFAULT_DAYS", DAYS, "90", "new API tokens expire after this many days "
+      "(none: never)"),
+    V("API_TOKEN_EXPIRY_WARNING_DAYS", INT, "7",
+      "the metric of tokens expiring soon counts this many days ahead"),
+    V("API_CACHE_URL", STR, "", "redis://host:6379/1 for the API's rate-limit counters, shared "
+      "by every web process; empty: this process's memory"),
+    V("METRICS_TOKEN", STR, "", "the bearer token Prometheus sends to /metrics"),
+    V("METRICS_ALLOW_LOCALHOST", BOOL, "1", "/metrics answers this machine without a token"),
+    V("METRICS_STEP_WINDOW_SECONDS", FLOAT, "3600",
+      "the step-duration histogram covers steps finished within this long"),
+    V("METRICS_FINISHED_RECOUNT_SECONDS", FLOAT, "600",
+      "finished runs and old audit records are recounted this often (0: every scrape)"),
+    V("WEBHOOK_PUBLISH_INTERVAL_SECONDS", FLOAT, "2", "how often progress events are published"),
+    V("WEBHOOK_TIMEOUT_SECONDS", FLOAT, "5", "the timeout of one webhook delivery"),
+    # Retention
+    V("RUNS_RETENTION_DAYS", INT, "90", "finished runs stay in the hot tables this many days"),
+    V("ARCHIVE_INTERVAL_SECONDS", FLOAT, "3600", "how often beat runs the archive job"),
+    V("ARCHIVE_RUNS_PER_FILE", INT, "1000", "runs per archive file"),
+    V("ARCHIVE_MAX_RUNS_PER_PASS", INT, "20000", "runs archived per pass of the job"),
+    V("ARCHIVE_REMOVE_BATCH", INT, "100",
+      "runs removed from the hot tables per transaction"),
+]
+BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}
+
+# A variable with one of these prefixes is taken for one of ours: production refuses it
+# unless it is declared above.
+OUR_PREFIXES = ("RUNS_", "API_", "APPROVALS_", "APPROVAL_", "ARCHIVE_", "METRICS_",
+                "WEBHOOK_", "SANDBOX_", "MODEL_", "AXES_", "DB_", "SWEEP_", "EXTERNAL_",
+                "EMAIL_", "WORKER_")
+
+_UNSET = object()
+
+
+def parse(variable: Variable, raw: str):
+    """The typed value of `raw` for `variable`; ImproperlyConfigured naming both if it is
+    malformed."""
+    text = raw.strip()
+
+    def refuse(expected: str):
+        return ImproperlyConfigured(
+            f"environment variable {variable.name}={raw!r} is not {expected} "
+            f"({variable.meaning}; default {variable.default_text})")
+
+    if variable.kind == INT:
+        try:
+            return int(text)
+        except ValueError:
+            raise refuse("a whole number") from None
+    if variable.kind == FLOAT:
+        try:
+            return float(text)
+        except ValueError:
+            raise refuse("a number") from None
+    if variable.kind == BOOL:
+        if text == "":  # set but empty (DEBUG=): off, as before the table existed
+            return False
+        if text.lower() in TRUE | FALSE:
+            return text.lower() in TRUE
+        raise refuse("a flag (1/0, true/false, yes/no, on/off)")
+    if variable.kind == LIST:
+        return [part.strip() for part in text.split(",") if part.strip()]
+    if variable.kind == DAYS:
+        if text.lower() in ("", "none", "never"):
+            return None
+        try:
+            return int(text)
+        except ValueError:
+            raise refuse("a whole number of days or 'none'") from None
+    if variable.kind == PATH:
+        return Path(text)
+    if variable.choices and text not in variable.choices:
+        raise refuse("one of " + ", ".join(repr(c) for c in variable.choices))
+    return raw
+
+
+def env(name: str, default=_UNSET, *, environ: Mapping[str, str] | None = None):
+    """The value of the declared variable `name`, typed; its declared default when unset
+    (or `default`, for one computed from other settings)."""
+    variable = BY_NAME[name]  # a KeyError here: declare the variable in VARIABLES first
+    environ = os.environ if environ is None else environ
+    raw = environ.get(name)
+    if raw is None:
+        if default is not _UNSET:
+            return default
+        return None if variable.default is None else parse(variable, variable.default)
+    return parse(variable, raw)
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Variables in the environment that look like ours (OUR_PREFIXES) but are not declared,
+    each with the declared name it most resembles."""
+    environ = os.environ if environ is None else environ
+    problems = []
+    for name in sorted(environ):
+        if name.startswith(OUR_PREFIXES) and name not in BY_NAME:
+            near = difflib.get_close_matches(name, BY_NAME, n=1)
+            problems.append(f"{name}" + (f" (did you mean {near[0]}?)" if near else ""))
+    return problems
+
+
+def check_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse unknown variables and malformed values, naming every one of them at once."""
+    environ = os.environ if environ is None else environ
+    problems = [f"unknown environment variable {p}" for p in unknown_variables(environ)]
+    for variable in VARIABLES:
+        if variable.name in environ:
+            try:
+                parse(variable, environ[variable.name])
+            except ImproperlyConfigured as exc:
+                problems.append(str(exc))
+    if problems:
+        raise ImproperlyConfigured(
+            "the environment has problems; the table of variables is in "
+            "docs/operations.md (Settings):\n  " + "\n  ".join(problems))
+
+
+def markdown_table() -> str:
+    """The table docs/operations.md shows."""
+    lines = ["| variable | type | default | meaning |", "|---|---|---|---|"]
+    for v in VARIABLES:
+        kind = v.kind + (f" ({' / '.join(c or '(empty)' for c in v.choices)})"
+                         if v.choices else "")
+        lines.append(f"| `{v.name}` | {kind} | {v.default_text} | {v.meaning} |")
+    return "\n".join(lines) + "\n"
