@@ -1,7 +1,16 @@
 import os
+import socket
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_init
+from celery.signals import (
+    task_postrun,
+    task_prerun,
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
@@ -55,3 +64,82 @@ def _connect_connection_checks(**kwargs):
     # Workers only: the web server has Django's own request signals for this.
     task_prerun.connect(keep_healthy_connections, weak=False, dispatch_uid="db-prerun")
     task_postrun.connect(keep_healthy_connections, weak=False, dispatch_uid="db-postrun")
+
+
+# The worker registry (runs.workers). A worker beats on the database session its tasks
+# use, so it keeps one session: after each task (at most every WORKER_HEARTBEAT_SECONDS)
+# and on its timer while idle (the event loop's timer, on the thread that runs tasks with
+# the solo pool). With the prefork pool each pool process beats after its own tasks and
+# the worker beats for all of them while they idle.
+_heartbeat = None
+_pool_names = None  # the prefork pool's process names, None when the worker runs tasks
+
+
+def _consumed_queues(app) -> str:
+    try:
+        return ",".join(sorted(app.amqp.queues.consume_from or app.amqp.queues))
+    except Exception:  # the registry must never keep a worker from starting
+        return ""
+
+
+def _new_heartbeat():
+    from runs.workers import Heartbeat
+
+    return Heartbeat(queues=_consumed_queues(app))
+
+
+def _prefork_processes(pool):
+    """The names (host:pid, as in their leases) of a prefork pool's processes, or None
+    for a pool whose tasks run in the worker's own process."""
+    if "prefork" not in type(pool).__module__:
+        return None
+    host = socket.gethostname()
+    processes = getattr(getattr(pool, "_pool", None), "_pool", None) or []
+    return [f"{host}:{process.pid}" for process in processes if process.pid]
+
+
+@worker_process_init.connect
+def _pool_process_beats(**kwargs):
+    # No database access here: a forked process first drops the connections it inherited.
+    global _heartbeat
+    _heartbeat = _new_heartbeat()
+
+
+@worker_ready.connect
+def _worker_beats(sender=None, **kwargs):
+    from django.conf import settings
+
+    global _heartbeat, _pool_names
+    if _heartbeat is None:  # a thread pool: no worker_process_init
+        _heartbeat = _new_heartbeat()
+    heartbeat = _heartbeat
+    _pool_names = _prefork_processes(getattr(sender, "pool", None))
+
+    def idle_beat():
+        global _pool_names
+        if _pool_names is not None:  # processes come and go (max-tasks-per-child, crashes)
+            _pool_names = _prefork_processes(sender.pool)
+        heartbeat(_pool_names)
+
+    heartbeat(_pool_names, force=True)
+    sender.timer.call_repeatedly(settings.WORKER_HEARTBEAT_SECONDS, idle_beat)
+
+
+@task_postrun.connect
+def _beat_after_task(sender=None, **kwargs):
+    if _heartbeat is not None and not getattr(getattr(sender, "request", None), "is_eager",
+                                              False):
+        _heartbeat()
+
+
+@worker_process_shutdown.connect
+def _pool_process_stops(**kwargs):
+    if _heartbeat is not None:
+        _heartbeat.stop()
+
+
+@worker_shutdown.connect
+def _worker_stops(**kwargs):
+    # For the prefork pool, its processes as last seen (they may be gone by now).
+    if _heartbeat is not None:
+        _heartbeat.stop(_pool_names)

@@ -71,6 +71,8 @@ VARIABLES: list[Variable] = [
     # The runtime
     V("SWEEP_INTERVAL_SECONDS", FLOAT, "2", "how often beat runs the runs sweeper"),
     V("RUNS_LEASE_SECONDS", FLOAT, "30", "how long a worker owns a run between heartbeats"),
+    V("WORKER_HEARTBEAT_SECONDS", FLOAT, "10",
+      "how often each worker process writes its row for the Workers page"),
     V("RUNS_REQUEUE_AFTER_SECONDS", FLOAT, "10",
       "a queued run nobody picked up is enqueued again after this long"),
     V("RUNS_EXTRA_WORKFLOW_MODULES", LIST, "",
@@ -172,7 +174,7 @@ BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}
 # unless it is declared above.
 OUR_PREFIXES = ("RUNS_", "API_", "APPROVALS_", "APPROVAL_", "ARCHIVE_", "METRICS_",
                 "WEBHOOK_", "SANDBOX_", "MODEL_", "AXES_", "DB_", "SWEEP_", "EXTERNAL_",
-                "EMAIL_", "SCHEDULES_")
+                "EMAIL_", "SCHEDULES_", "WORKER_")
 
 _UNSET = object()
 

@@ -3,7 +3,7 @@ from django.forms.utils import flatatt
 from django.utils.html import format_html, format_html_join
 
 from runs.models import ErrorClass, RunStatus, StepStatus
-from runs.selectors import RunFilters
+from runs.selectors import DEFAULT_SORT, SORTS, TIME_FIELDS, RunFilters
 
 
 def _choices(values):
@@ -28,19 +28,46 @@ class PlainSelect(forms.Select):
 class RunFilterForm(forms.Form):
     q = forms.CharField(required=False, label="Search",
                         widget=forms.TextInput(attrs={
-                            "placeholder": "business key, idempotency key or remote ref"}))
+                            "placeholder": "business key (or its end), key (or its first "
+                                           "12 characters), reference or run id"}))
     status = forms.ChoiceField(required=False, choices=_choices(RunStatus.values),
                                widget=PlainSelect)
-    workflow = forms.CharField(required=False)
+    workflow = forms.CharField(required=False, widget=forms.TextInput(
+        attrs={"placeholder": "all or part of its name"}))
     step_status = forms.ChoiceField(required=False, label="Step status",
                                     choices=_choices(StepStatus.values), widget=PlainSelect)
     error_class = forms.ChoiceField(required=False, label="Error class",
                                     choices=_choices(ErrorClass.values), widget=PlainSelect)
     attention = forms.BooleanField(required=False, label="Needs attention")
     stuck = forms.BooleanField(required=False, label="Stuck")
+    time_field = forms.ChoiceField(required=False, label="Time of",
+                                   choices=[(f, f) for f in TIME_FIELDS], widget=PlainSelect)
+    period = forms.ChoiceField(required=False, label="In the last",
+                               choices=[("", "any time"), ("1h", "hour"), ("24h", "day"),
+                                        ("7d", "week")], widget=PlainSelect)
+    since = forms.DateTimeField(required=False, label="From", widget=forms.DateTimeInput(
+        attrs={"type": "datetime-local"}))
+    until = forms.DateTimeField(required=False, label="Until", widget=forms.DateTimeInput(
+        attrs={"type": "datetime-local"}))
+    sort = forms.ChoiceField(required=False, label="Sort by", widget=PlainSelect, choices=[
+        (f"{sign}{name}", f"{name} {label}") for name in SORTS
+        for sign, label in (("-", "(descending)"), ("", "(ascending)"))])
+
+    def clean(self):
+        data = super().clean()
+        since, until = data.get("since"), data.get("until")
+        if since and until and since >= until:
+            raise forms.ValidationError("The time range is empty: From must be before Until.")
+        if data.get("period") and (since or until):
+            raise forms.ValidationError("Choose either a period (\"In the last\") or dates "
+                                        "(From, Until), not both.")
+        return data
 
     def filters(self) -> RunFilters:
-        return RunFilters(**self.cleaned_data)
+        data = dict(self.cleaned_data)
+        data["time_field"] = data.get("time_field") or "updated"
+        data["sort"] = data.get("sort") or DEFAULT_SORT
+        return RunFilters(**data)
 
 
 class AuditFilterForm(forms.Form):

@@ -215,6 +215,9 @@ SCHEDULES_INTERVAL_SECONDS = env("SCHEDULES_INTERVAL_SECONDS")
 
 # The runtime.
 RUNS_LEASE_SECONDS = env("RUNS_LEASE_SECONDS")
+# How often a worker writes its heartbeat row (runs.workers); silent past a lease, it is
+# marked on the workers page.
+WORKER_HEARTBEAT_SECONDS = env("WORKER_HEARTBEAT_SECONDS")
 # A queued run that no worker picked up within this many seconds is enqueued again by the
 # sweeper (its broker message was lost).
 RUNS_REQUEUE_AFTER_SECONDS = env("RUNS_REQUEUE_AFTER_SECONDS")

@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import bulk_views, views, world_views
+from . import bulk_views, list_views, views, world_views
 
 console_patterns = [
     path("runs/", views.runs_list, name="runs"),
@@ -12,11 +12,14 @@ console_patterns = [
     path("runs/bulk/jobs/", bulk_views.bulk_start, name="bulk_start"),
     path("runs/bulk/jobs/<int:job_id>/", bulk_views.bulk_job_page, name="bulk_job"),
     path("runs/bulk/jobs/<int:job_id>/cancel/", bulk_views.bulk_cancel, name="bulk_cancel"),
+    path("runs/views/", list_views.save_view, name="save_view"),
+    path("runs/views/<int:view_id>/delete/", list_views.delete_view, name="delete_view"),
     path("runs/<int:run_id>/", views.run_detail, name="run"),
     path("runs/archived/<int:run_id>/", views.archived_run, name="archived_run"),
     path("runs/<int:run_id>/investigation/", views.run_investigation, name="investigation"),
     path("runs/<int:run_id>/<slug:action>/", views.run_action, name="action"),
     path("attention/", views.attention, name="attention"),
+    path("workers/", list_views.workers_page, name="workers"),
     path("audit/", views.audit_log, name="audit"),
     path("workflows/<str:name>/", views.workflow_page, name="workflow"),
     path("runbooks/<slug:reason>/", views.runbook, name="runbook"),

@@ -12,6 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
@@ -39,6 +40,7 @@ from runs.intentions import step_lines
 from runs.investigation import investigate, to_markdown
 from runs.models import Run
 
+from . import run_list, saved_views
 from .bulk_views import BULK_BY_FILTER
 from .forms import AuditFilterForm, RunFilterForm
 from .permissions import VIEW, grant_for
@@ -76,12 +78,23 @@ def runs_list(request):
         runs = selectors.runs_by_ids(ids, workflow_ids=workflow_ids)
         return render(request, "console/_run_rows.html", {"rows": run_rows(runs), "ids": ids,
                                                            "live": _live(runs)})
+    drawn_at = timezone.now()
     form = RunFilterForm(request.GET or None)
     filters = form.filters() if form.is_valid() else selectors.RunFilters()
-    after = _cursor(request.GET.get("after", ""))
-    rows, next_cursor = selectors.runs_page(filters, workflow_ids=workflow_ids, after=after)
     query = request.GET.copy()
-    query.pop("after", None)
+    for name in ("after", "new_since", "shown"):
+        query.pop(name, None)
+    since = run_list.parse_stamp(request.GET.get("new_since", ""))
+    if request.htmx and since is not None:
+        # The "N new" bar's poll: one count along the page's own index.
+        shown = run_list.shown_ids(request.GET.get("shown", ""))
+        count = selectors.new_runs_count(filters, workflow_ids=workflow_ids, since=since,
+                                         shown=shown)
+        return render(request, "console/_new_runs.html", {
+            "new_count": count, "new_cap": selectors.NEW_CAP, "drawn_at": since.isoformat(),
+            "poll_url": reverse("console:runs"), "query": query.urlencode(), "ids": shown})
+    after = run_list.decode_cursor(request.GET.get("after", ""), filters.sort)
+    rows, next_cursor = selectors.runs_page(filters, workflow_ids=workflow_ids, after=after)
     # A search also finds runs moved to the archive (by business key or run id): read only.
     archived_rows = (archived.archived_matching(filters.q, workflow_ids=workflow_ids)
                      if filters.q and after is None else [])
@@ -91,9 +104,12 @@ def runs_list(request):
         "live": _live(rows),
         "counts": selectors.status_counts(workflow_ids=workflow_ids),
         "count_cap": selectors.COUNT_CAP,
-        "next_cursor": f"{next_cursor[0].isoformat()}|{next_cursor[1]}" if next_cursor else "",
+        "next_cursor": run_list.encode_cursor(next_cursor),
         "query": query.urlencode(), "first_page": after is None,
         "bulk_actions": BULK_BY_FILTER,
+        "drawn_at": drawn_at.isoformat(), "poll_url": reverse("console:runs"),
+        "saved_views": saved_views.visible_to(request.user),
+        "sort_links": run_list.sort_links(query, filters.sort),
     })
 
 
@@ -106,6 +122,16 @@ def _live(rows) -> bool:
 @login_required
 def attention(request):
     workflow_ids = _visible_ids(request.user)
+    since = run_list.parse_stamp(request.GET.get("new_since", ""))
+    if request.htmx and since is not None:
+        # The "N new" bar's poll: one count along the attention list's index.
+        shown = run_list.shown_ids(request.GET.get("shown", ""))
+        return render(request, "console/_new_runs.html", {
+            "new_count": selectors.attention_new_count(workflow_ids=workflow_ids, since=since,
+                                                       shown=shown),
+            "new_cap": selectors.NEW_CAP, "drawn_at": since.isoformat(),
+            "poll_url": reverse("console:attention"), "query": "", "ids": shown})
+    drawn_at = timezone.now()
     after = _cursor(request.GET.get("after", ""))
     page = selectors.attention_page(workflow_ids=workflow_ids, after=after,
                                     limit=selectors.ATTENTION_PAGE_SIZE)
@@ -119,6 +145,8 @@ def attention(request):
         "runs": page.runs, "total": page.total, "more_than_cap": page.more_than_cap,
         "next_cursor": f"{cursor[0].isoformat()}|{cursor[1]}" if cursor else "",
         "first_page": after is None,
+        "drawn_at": drawn_at.isoformat(), "poll_url": reverse("console:attention"),
+        "query": "", "ids": [run.pk for run in page.runs],
     })
 
 

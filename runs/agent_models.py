@@ -6,6 +6,7 @@ attempts, idempotency key and evidence. Only runs.transitions changes these rows
 """
 
 from django.db import models
+from django.db.models import Q
 
 
 class ToolCallStatus(models.TextChoices):
@@ -97,7 +98,13 @@ class ToolCall(models.Model):
             # checkpoints. The unknown calls of a step are read through the unique index
             # above (a step has a handful of calls); the calls runs wait on for a person,
             # from runs.ApprovalWait.
-            models.Index(fields=["idempotency_key"], name="toolcall_key_idx"),
+            # Searched by exact key or key prefix, and by the references other systems gave.
+            models.Index(fields=["idempotency_key"], name="toolcall_key_prefix_idx",
+                         opclasses=["varchar_pattern_ops"]),
+            models.Index(fields=["remote_ref"], name="toolcall_remote_ref_idx",
+                         condition=~Q(remote_ref="")),
+            models.Index(fields=["compensation_ref"], name="toolcall_compensation_ref_idx",
+                         condition=~Q(compensation_ref="")),
         ]
         ordering = ["step_id", "turn", "index"]
 

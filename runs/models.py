@@ -152,6 +152,16 @@ class Run(models.Model):
             # Search by the start of a business key (LIKE 'q%' under any collation).
             models.Index(fields=["business_key"], name="run_business_key_prefix_idx",
                          opclasses=["varchar_pattern_ops"]),
+            # Search by the end of a business key ("INV-1847" finds "tenant-42:INV-1847")
+            # reads run_business_key_suffix_idx, on reverse(business_key) text_pattern_ops:
+            # the reversed key starts with the reversed search. It is made by migration
+            # 0020 in SQL (PostgreSQL only), not declared here: Django renders an operator
+            # class on an expression only with django.contrib.postgres installed.
+            # The runs list sorted by creation, or by current step, keyset-paged on
+            # (that column, id) along these (sorted by workflow it pages along the unique
+            # (workflow_name, business_key), by status along run_status_updated_idx).
+            models.Index(fields=["created_at", "id"], name="run_created_idx"),
+            models.Index(fields=["current_step", "id"], name="run_current_step_idx"),
         ]
 
     def __str__(self):
@@ -205,7 +215,10 @@ class Step(models.Model):
             models.UniqueConstraint(fields=["run", "name"], name="step_unique_run_name"),
         ]
         indexes = [
-            models.Index(fields=["idempotency_key"], name="step_key_idx"),
+            # Exact keys and key prefixes (the 12 characters a page shows), under any
+            # collation: pattern_ops answers both = and LIKE 'prefix%'.
+            models.Index(fields=["idempotency_key"], name="step_key_prefix_idx",
+                         opclasses=["varchar_pattern_ops"]),
             models.Index(fields=["remote_ref"], name="step_remote_ref_idx",
                          condition=~Q(remote_ref="")),
             models.Index(fields=["compensation_ref"], name="step_compensation_ref_idx",
@@ -263,6 +276,9 @@ class ApprovalWait(models.Model):
 
 # The record of agent steps (their turns and tool calls) lives in its own module.
 from .agent_models import AgentTurn, ToolCall, ToolCallStatus  # noqa: E402, F401
+
+# The registry of worker processes, from their heartbeats.
+from .worker_models import Worker  # noqa: E402, F401
 
 # Schedules, dispatch pauses and their control records (runs.schedules, runs.dispatch).
 from .world_models import (  # noqa: E402, F401

@@ -26,3 +26,76 @@ document.addEventListener("htmx:beforeRequest", (event) => {
     event.preventDefault();
   }
 });
+
+// Keyboard shortcuts (listed on the #shortcuts-help dialog, which "?" opens): j and k move
+// between the rows of a list (focusing the row's first link, so Enter opens it), o opens
+// the row, / goes to the runs search, g then a, r or w goes to Attention, Runs or Workers.
+// Keys typed into a field, or with a modifier, are the field's and the browser's.
+let pendingG = false;
+document.addEventListener("keydown", (event) => {
+  if (event.ctrlKey || event.metaKey || event.altKey) return;
+  const target = event.target;
+  if (target.closest("input, textarea, select, [contenteditable]")) return;
+  const help = document.getElementById("shortcuts-help");
+  if (!help || (document.querySelector("dialog[open]") && event.key !== "?")) return;
+  const urls = document.body.dataset;
+  if (pendingG) {
+    pendingG = false;
+    const goTo = {a: urls.attentionUrl, r: urls.runsUrl, w: urls.workersUrl}[event.key];
+    if (goTo) {
+      event.preventDefault();
+      window.location.assign(goTo);
+    }
+    return;
+  }
+  const rows = Array.from(document.querySelectorAll("tr[data-href]"));
+  const current = rows.findIndex((row) => row.classList.contains("current"));
+  const move = (index) => {
+    if (!rows.length) return;
+    const next = rows[Math.max(0, Math.min(rows.length - 1, index))];
+    rows.forEach((row) => row.classList.remove("current"));
+    next.classList.add("current");
+    (next.querySelector("a") || next).focus();
+  };
+  switch (event.key) {
+    case "j": event.preventDefault(); move(current + 1); break;
+    case "k": event.preventDefault(); move(current < 0 ? 0 : current - 1); break;
+    case "o":
+      if (current >= 0) {
+        event.preventDefault();
+        window.location.assign(rows[current].dataset.href);
+      }
+      break;
+    case "/": {
+      event.preventDefault();
+      const search = document.getElementById("id_q");
+      if (search) search.focus();
+      else window.location.assign(`${urls.runsUrl}?focus=search`);
+      break;
+    }
+    case "g": pendingG = true; break;
+    case "?":
+      event.preventDefault();
+      if (help.open) help.close(); else help.showModal();
+      break;
+    default: break;
+  }
+});
+
+// Arriving from "/" on another page: the search box takes the focus.
+document.addEventListener("DOMContentLoaded", () => {
+  if (new URLSearchParams(window.location.search).get("focus") === "search") {
+    document.getElementById("id_q")?.focus();
+  }
+});
+
+// The live rows of a list are swapped every few seconds: the row the keyboard is on stays
+// marked across the swap.
+let markedRow = null;
+document.addEventListener("keyup", () => {
+  markedRow = document.querySelector("tr.current")?.dataset.href || markedRow;
+});
+document.addEventListener("htmx:afterSettle", () => {
+  if (!markedRow || document.querySelector("tr.current")) return;
+  document.querySelector(`tr[data-href="${CSS.escape(markedRow)}"]`)?.classList.add("current");
+});

@@ -31,7 +31,7 @@ from audit.models import AuditRecord
 from console.roles import ensure_roles
 from observability.metrics import recount_history
 from runs import sweeper
-from runs.models import Run, RunStatus, Step, StepStatus
+from runs.models import Run, RunStatus, Step, StepStatus, Worker
 from runs.selectors import RunFilters
 
 # The issue's targets, in ms.
@@ -43,6 +43,7 @@ LEASE_KEY = "bench:lease-"
 AUDIT_RECORDS = 500
 LONG_RUN_KEY = f"bench:audit-{AUDIT_RECORDS}"
 COMPENSATION_REF = "CMP-bench-1"
+BENCH_WORKERS = 16
 
 
 class Command(BaseCommand):
@@ -90,15 +91,23 @@ class Command(BaseCommand):
                                     position=3)
         long_run = self._run_with_long_audit_log(stuck)
         self._compensated_step(searched.run_id)
+        self._register_workers()
         self.stdout.write(f"{Run.objects.count()} runs in the database")
         pages = {
             "runs list": ("list", "/runs/"),
             "runs list, filtered": ("list", "/runs/?error_class=unknown&attention=on"),
+            "runs list, sorted by created": ("list", "/runs/?sort=-created"),
+            "runs list, last 24 h": ("list", "/runs/?period=24h"),
+            "workers page": ("list", "/workers/"),
             "attention list": ("list", "/attention/"),
             "run detail": ("detail", f"/runs/{stuck.pk}/"),
             f"run detail, {AUDIT_RECORDS} audit records": ("detail", f"/runs/{long_run.pk}/"),
             "search by business key": ("search", "/runs/?q=scale:9999"),
             "search by idempotency key": ("search", f"/runs/?q={searched.idempotency_key}"),
+            "search by key prefix": ("search", f"/runs/?q={searched.idempotency_key[:12]}"),
+            # The end of a business key, as people type it without its prefix.
+            "search by business key suffix": (
+                "search", f"/runs/?q={searched.run.business_key.rpartition(':')[2]}"),
             "search by remote reference": ("search", f"/runs/?q={searched.remote_ref}"),
             "search by compensation reference": ("search", f"/runs/?q={COMPENSATION_REF}"),
             "search, nothing found": ("search", "/runs/?q=no-such-key"),
@@ -231,6 +240,14 @@ class Command(BaseCommand):
         extra = f", {queries} queries" if queries is not None else ""
         self.stdout.write(f"{name} median ms: {statistics.median(times):.1f} "
                           f"(p95 {p95:.1f}{extra})")
+
+    def _register_workers(self) -> None:
+        """A fleet's worth of worker rows for the workers page (a registry holds one row
+        per process seen lately, whatever the number of runs)."""
+        for i in range(BENCH_WORKERS):
+            Worker.objects.update_or_create(name=f"bench-worker:{i}", defaults={
+                "host": "bench-worker", "pid": i, "queues": "celery",
+                "started_at": timezone.now(), "heartbeat_at": timezone.now()})
 
     def _run_with_long_audit_log(self, model: Run) -> Run:
         """A run shaped like `model` whose log holds AUDIT_RECORDS records: a step retried

@@ -1,0 +1,77 @@
+"""The runs list's own pieces: its page cursor in a URL, and the "N new" bar that polls for
+runs that started matching after the page was drawn."""
+
+import json
+from datetime import datetime
+
+from django.utils.dateparse import parse_datetime
+
+from runs import selectors
+
+
+def encode_cursor(cursor: tuple | None) -> str:
+    """A page cursor (the sort columns' values of the last row shown) for a URL."""
+    if cursor is None:
+        return ""
+    return json.dumps([v.isoformat() if isinstance(v, datetime) else v for v in cursor],
+                      separators=(",", ":"))
+
+
+def decode_cursor(value: str, sort: str) -> tuple | None:
+    """The cursor `value` carries for the order `sort`, or None (first page) when it is
+    not one: a hand-edited or stale link starts over rather than failing."""
+    if not value:
+        return None
+    columns, _ = selectors.sort_columns(sort)
+    try:
+        raw = json.loads(value)
+    except ValueError:
+        return None
+    if not isinstance(raw, list) or len(raw) != len(columns):
+        return None
+    cursor = []
+    for column, item in zip(columns, raw, strict=True):
+        if column.endswith("_at"):
+            when = parse_datetime(item) if isinstance(item, str) else None
+            if when is None:
+                return None
+            cursor.append(when)
+        elif column == "id":
+            if not isinstance(item, int) or isinstance(item, bool):
+                return None
+            cursor.append(item)
+        elif isinstance(item, str):
+            cursor.append(item)
+        else:
+            return None
+    return tuple(cursor)
+
+
+def shown_ids(value: str) -> list[int]:
+    """The ids of the runs a page shows, as its "new runs" poll sends them back."""
+    return [int(x) for x in value.split(",") if x.isdigit() and len(x) < 19][:200]
+
+
+def parse_stamp(value: str) -> datetime | None:
+    """The moment a page was drawn, as its "new runs" poll sends it back."""
+    try:
+        return parse_datetime(value)
+    except ValueError:
+        return None
+
+
+def sort_links(query, sort: str) -> dict[str, dict]:
+    """For each sortable column of the list, the link that sorts by it (descending first,
+    then flipping) and the arrow of the current order: the list's other parameters kept."""
+    current = sort.lstrip("-")
+    descending = sort.startswith("-")
+    links = {}
+    for name in selectors.SORTS:
+        params = query.copy()
+        params.pop("after", None)
+        params["sort"] = name if (name == current and descending) else f"-{name}"
+        links[name] = {"href": f"?{params.urlencode()}",
+                       "arrow": ("↓" if descending else "↑") if name == current else "",
+                       "aria": ("descending" if descending else "ascending")
+                       if name == current else "none"}
+    return links
