@@ -12,6 +12,7 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.selectors import requests_for_run
@@ -34,7 +35,7 @@ from .actions import ActionInputError, perform
 from .forms import AuditFilterForm, RunFilterForm
 from .permissions import VIEW, grant_for
 from .run_rows import run_rows
-from .runbooks import runbook_section
+from .runbooks import runbook_html, runbook_section
 from .timeline import PAGE as TIMELINE_PAGE
 from .timeline import timeline_page
 
@@ -316,7 +317,7 @@ def runbook(request, reason: str):
         raise Http404(f"No runbook for {reason!r}.")
     title, _, body = text.partition("\n")
     return render(request, "console/runbook.html", {
-        "title": title.lstrip("# "), "paragraphs": [p for p in body.split("\n\n") if p.strip()]})
+        "title": title.lstrip("# "), "body": mark_safe(runbook_html(body))})  # noqa: S308
 
 
 @require_GET
