@@ -184,7 +184,8 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_ROOT = BASE_DIR / "static" / "root"
 
 LOGIN_URL = "/accounts/login/"
-LOGIN_REDIRECT_URL = "/runs/"
+# The home page sends each person to a page they may see (console.views.home).
+LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 # Celery. The embedded default broker keeps messages in files under var/, so the web

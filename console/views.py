@@ -341,5 +341,11 @@ def archived_run(request, run_id: int):
 
 @require_GET
 def home(request):
-    return redirect("console:runs" if request.user.is_authenticated else "login")
+    """Where signing in lands (LOGIN_REDIRECT_URL): the runs for whoever may see runs, the
+    approvals inbox for everyone else, never a page the person is refused."""
+    if not request.user.is_authenticated:
+        return redirect("login")
+    grant = grant_for(request.user, VIEW)
+    return redirect("console:runs" if grant.everywhere or grant.workflow_ids
+                    else "approvals:inbox")
 
