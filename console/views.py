@@ -36,6 +36,7 @@ from .forms import AuditFilterForm, RunFilterForm
 from .permissions import VIEW, grant_for
 from .run_rows import run_rows
 from .runbooks import runbook_html, runbook_section
+from .step_times import step_times
 from .timeline import PAGE as TIMELINE_PAGE
 from .timeline import timeline_page
 
@@ -139,10 +140,11 @@ def _detail_context(request, detail, *, before: int | None = None) -> dict:
                 "explanation": action.explain(run, detail.steps)}
                for action in offered(run, detail.steps)
                if grants(action.permission).covers(run.workflow_id)]
+    times = step_times(run, detail.steps)
     for step in detail.steps:
         step.contract = contracts.get(step.name)
-        step.duration = (step.finished_at - step.started_at
-                         if step.finished_at and step.started_at else None)
+        # Execution time, and apart from it the time the step waited (backoff, attention).
+        step.took = times.get(step.name)
     recommendation = recommend(run, detail.steps)
     recommended = None
     if recommendation is not None and recommendation.action is not None:
