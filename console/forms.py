@@ -38,6 +38,7 @@ class RunFilterForm(forms.Form):
                                     choices=_choices(ErrorClass.values), widget=PlainSelect)
     attention = forms.BooleanField(required=False, label="Needs attention")
     stuck = forms.BooleanField(required=False, label="Stuck")
+    drills = forms.BooleanField(required=False, label="Drill runs too")
 
     def filters(self) -> RunFilters:
         return RunFilters(**self.cleaned_data)

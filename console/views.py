@@ -99,8 +99,9 @@ def _live(rows) -> bool:
 def attention(request):
     workflow_ids = _visible_ids(request.user)
     after = _cursor(request.GET.get("after", ""))
+    drills = request.GET.get("drills") == "1"
     page = selectors.attention_page(workflow_ids=workflow_ids, after=after,
-                                    limit=selectors.ATTENTION_PAGE_SIZE)
+                                    limit=selectors.ATTENTION_PAGE_SIZE, drills=drills)
     grants = {name: grant_for(request.user, a.permission) for name, a in ACTIONS.items()}
     steps = selectors.steps_of(page.runs)
     for run in page.runs:
@@ -110,7 +111,7 @@ def attention(request):
     return render(request, "console/attention.html", {
         "runs": page.runs, "total": page.total, "more_than_cap": page.more_than_cap,
         "next_cursor": f"{cursor[0].isoformat()}|{cursor[1]}" if cursor else "",
-        "first_page": after is None,
+        "first_page": after is None, "drills": drills,
     })
 
 

@@ -98,6 +98,9 @@ class Run(models.Model):
     step_count = models.PositiveIntegerField(default=0)
     steps_done = models.PositiveIntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
+    # Started by the drill kit (runs.drills): kept out of the console's lists and attention
+    # count unless asked for, notifies nobody, removed by `manage.py remove_drill_runs`.
+    drill = models.BooleanField(default=False, db_default=False)
 
     # Lease and fencing: a worker owns the run while its lease lasts; every claim or takeover
     # increments the token, and an outcome is recorded only under the token it was claimed with.

@@ -32,6 +32,8 @@ class RunFilters:
     attention: bool = False
     stuck: bool = False
     q: str = ""
+    # Drill runs (runs.drills) are left out unless asked for.
+    drills: bool = False
 
 
 def _visible(workflow_ids: frozenset[int] | None) -> QuerySet:
@@ -65,6 +67,8 @@ def filter_runs(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
     is a union of index lookups, see runs_page."""
     now = now or timezone.now()
     runs = _visible(workflow_ids)
+    if not filters.drills:
+        runs = runs.filter(drill=False)
     if filters.status:
         runs = runs.filter(status=filters.status)
     if filters.workflow:
@@ -183,11 +187,13 @@ class AttentionPage:
 
 def attention_page(*, workflow_ids: frozenset[int] | None,
                    after: tuple[datetime, int] | None = None,
-                   limit: int | None = None) -> AttentionPage:
+                   limit: int | None = None, drills: bool = False) -> AttentionPage:
     """One page of the runs that need a person, oldest first, keyset-paged on (updated_at,
     id) along run_attention_keyset_idx, and how many there are in all (two queries)."""
     limit = limit or ATTENTION_PAGE_SIZE
     runs = _visible(workflow_ids).filter(status__in=ATTENTION_RUN_STATUSES)
+    if not drills:  # drill runs (runs.drills) count only when asked for
+        runs = runs.filter(drill=False)
     total = runs[: COUNT_CAP + 1].count()
     if after is not None:
         updated, pk = after
