@@ -338,8 +338,15 @@ def archived_run(request, run_id: int):
     except ArchiveUnreadable as exc:
         logger.error("archived run %s: %s", run_id, exc)
         detail, problem = None, str(exc)
+    tool_calls = []
+    if detail is not None:
+        names = {step.get("id"): step.get("name", "") for step in detail.steps}
+        tool_calls = [{**call, "step_name": names.get(call.get("step_id") or call.get("step"),
+                                                      "")}
+                      for call in detail.tool_calls]
     return render(request, "console/archived_run.html", {
-        "tombstone": tombstone, "detail": detail, "problem": problem})
+        "tombstone": tombstone, "detail": detail, "problem": problem,
+        "tool_calls": tool_calls})
 
 
 @require_GET
