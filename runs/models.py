@@ -143,6 +143,11 @@ class Run(models.Model):
             # of ids (keyset on updated_at, id) is read from this index alone.
             models.Index(fields=["updated_at", "id"], name="run_attention_keyset_idx",
                          condition=Q(status__in=["attention", "compensation_failed"])),
+            # The same, without drill runs (what the console shows unless asked): its count
+            # and page stay index-only with drill runs left out.
+            models.Index(fields=["updated_at", "id"], name="run_attention_live_idx",
+                         condition=Q(status__in=["attention", "compensation_failed"],
+                                     drill=False)),
             # Runs not finished, by status, workflow and reason: the metrics count them from
             # this index alone (index-only scans), at the cost of the open runs, whatever
             # the number of finished ones.
