@@ -162,7 +162,12 @@ def status_counts(*, workflow_ids: frozenset[int] | None) -> dict[str, int]:
     # counts cost the same index ranges, and a page pays one round trip for them, not ten.
     parts, params = [], []
     for status in RunStatus:
-        capped = runs.filter(status=status.value).values("pk")[: COUNT_CAP + 1]
+        counted = runs.filter(status=status.value)
+        if status in ATTENTION_RUN_STATUSES:
+            # The attention counts leave drill runs out, as the attention list does
+            # (run_attention_live_idx answers them alone).
+            counted = counted.filter(drill=False)
+        capped = counted.values("pk")[: COUNT_CAP + 1]
         sql, capped_params = capped.query.sql_with_params()
         parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped)")
         params.extend(capped_params)

@@ -79,8 +79,9 @@ def test_drill_runs_are_kept_apart_notify_nobody_and_are_removed_by_one_command(
     operator = User.objects.create_user("olga")
     operator.groups.add(Group.objects.get(name="operators"))
     client.force_login(operator)
-    runs_page = client.get(reverse("console:runs")).content.decode()
-    assert "drill:" not in runs_page
+    listed = client.get(reverse("console:runs"))
+    assert "drill:" not in listed.content.decode()
+    assert listed.context["counts"]["attention"] == 0
     assert "drill:" in client.get(reverse("console:runs"), {"drills": "on"}).content.decode()
     attention = client.get(reverse("console:attention"))
     assert attention.context["total"] == 0 and "drill:" not in attention.content.decode()
