@@ -10,7 +10,13 @@ from playwright.sync_api import expect
 from runs import executor
 from runs.models import Run, RunStatus
 from tests.console.test_agent_conversation_page import agent_run
-from tests.console.test_browser import SCREENSHOTS, _sign_in, _user, browser  # noqa: F401
+from tests.console.test_browser import (  # noqa: F401
+    SCREENSHOTS,
+    _sign_in,
+    _user,
+    browser,
+    unsettled_run,
+)
 from tests.factories import new_run, place
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -83,3 +89,21 @@ def test_an_agent_step_shows_its_conversation(browser, live_server, roles):  # n
     expect(conversation).to_contain_text("[redacted]")
     expect(conversation).not_to_contain_text("DE89370400440532013000")
     page.screenshot(path=str(SCREENSHOTS / "agent-conversation.png"), full_page=True)
+
+
+def test_the_reconcile_dialog_s_step_selector_stays_inside_it(browser, live_server,  # noqa: F811
+                                                              unsettled_run):  # noqa: F811
+    _user("olga", "operators")
+    page = _sign_in(browser, live_server, "olga")
+    page.set_viewport_size({"width": 420, "height": 900})
+    page.goto(f"{live_server.url}/runs/{unsettled_run.pk}/")
+    page.locator("#recommended-reconcile").click()
+    dialog = page.locator("#dialog-reconcile")
+    expect(dialog).to_be_visible()
+    # The recommended step is the one chosen, and its long option text does not widen it.
+    expect(dialog.locator("select[name=step]")).to_have_value("post-ledger")
+    assert dialog.evaluate("d => d.scrollWidth <= d.clientWidth")
+    box, select = dialog.bounding_box(), dialog.locator("select[name=step]").bounding_box()
+    assert select["x"] + select["width"] <= box["x"] + box["width"]
+    # The favicon the pages link to is served.
+    assert page.request.get(f"{live_server.url}/favicon.ico").status == 200
