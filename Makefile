@@ -34,9 +34,8 @@ test: install
 	DATABASE_URL=$(LINT_DATABASE_URL) $(BIN)/python manage.py lint_migrations
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -q
 
+# bin/demo checks the port, migrates, seeds and starts everything.
 demo: install
-	$(BIN)/python manage.py migrate --no-input -v0
-	$(BIN)/python manage.py seed_demo
 	bin/demo
 
 bench: install

@@ -16,7 +16,7 @@ so a record proves the action happened, and its absence that it did not.
 """
 
 import logging
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.core.exceptions import PermissionDenied
@@ -113,7 +113,7 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
     with transaction.atomic():
         last = runs.order_by("-pk").values_list("pk", flat=True).first() or 0
         job = BulkJob.objects.create(
-            action=action, filters=asdict(filters), reason=reason.strip(),
+            action=action, filters=filters.to_json(), reason=reason.strip(),
             params=params or {}, requested_by=user, created_at=now, last_run_id=last,
             total=runs.filter(pk__lte=last).count())
     logger.info("bulk job %s: %s on %d runs by %s", job.pk, action, job.total,
@@ -153,7 +153,7 @@ def run_bulk_job(job_id: int, *, batches: int | None = None,
         job = BulkJob.objects.select_related("requested_by").get(pk=job_id)
         if job.status != BulkJobStatus.RUNNING:
             return job
-        ids = list(_visible_runs(job.requested_by, RunFilters(**job.filters))
+        ids = list(_visible_runs(job.requested_by, RunFilters.from_json(job.filters))
                    .filter(pk__gt=job.cursor, pk__lte=job.last_run_id)
                    .order_by("pk").values_list("pk", flat=True)[:BATCH])
         for run_id in ids:

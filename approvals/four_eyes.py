@@ -9,8 +9,12 @@ import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
+from guardian.shortcuts import get_users_with_perms
 
 from runs import transitions
 from runs.actions import ACTIONS
@@ -29,9 +33,10 @@ def request_operator_action(run: Run | int, *, action: str, requested_by, reason
     """Ask a second person to approve an operator's action on a run.
 
     The payload is the operator's request (action, run, reason, params). Anyone holding the
-    decide permission may approve it except `requested_by`; the approvers named in
-    settings.APPROVALS_FOUR_EYES_APPROVERS (or `approvers`) get it as an object permission
-    and an email. Once approved, the action is performed through runs.actions with the
+    decide permission may approve it except `requested_by`; every other person holding the
+    action's own permission on the run's workflow (action_holders), and the approvers named
+    in settings.APPROVALS_FOUR_EYES_APPROVERS (or `approvers`), get it as an object
+    permission and an email. Once approved, the action is performed through runs.actions with the
     approver as the second person. Returns (request, created): an open request for the
     same action on the same run is returned as it is rather than duplicated.
     """
@@ -44,6 +49,8 @@ def request_operator_action(run: Run | int, *, action: str, requested_by, reason
     now = now or timezone.now()
     run = run if isinstance(run, Run) else Run.objects.get(pk=run)
     names = list(approvers or settings.APPROVALS_FOUR_EYES_APPROVERS)
+    names += [f"user:{username}" for username in action_holders(run, spec.permission)
+              if username != requested_by.get_username()]
     high_impact = [s.name for s in transitions.high_impact_effects(
         list(Step.objects.filter(run=run).order_by("position")))]
     snapshot = normalise({
@@ -108,3 +115,22 @@ def request_bulk_operator_action(job, run_ids: list[int], *,
                     approval.pk)
         return approval
     return None
+
+
+def action_holders(run: Run, codename: str) -> list[str]:
+    """The usernames of the active people who may do the action with permission `codename`
+    on `run`'s workflow: superusers, holders of the global permission (themselves or through
+    a group), holders of the object permission on the workflow row. The same rule as the
+    console's (console.permissions.grant_for), asked the other way round, in three queries."""
+    users = get_user_model().objects.filter(is_active=True)
+    permission = Permission.objects.filter(content_type__app_label="runs",
+                                           codename=codename).first()
+    everywhere = Q(is_superuser=True)
+    if permission is not None:
+        everywhere |= Q(user_permissions=permission) | Q(groups__permissions=permission)
+    names = set(users.filter(everywhere).values_list("username", flat=True))
+    if run.workflow_id is not None:
+        holders = get_users_with_perms(run.workflow, only_with_perms_in=[codename],
+                                       with_group_users=True, with_superusers=False)
+        names |= {u.get_username() for u in holders if u.is_active}
+    return sorted(names)

@@ -57,6 +57,8 @@ class ArchivedRunDetail:
     audit: list[AuditRecord] = field(default_factory=list)
     approvals: list[dict] = field(default_factory=list)
     notifications: list[dict] = field(default_factory=list)
+    # Agent steps' tool calls, as the file holds them (step_id, turn, index, tool, status...).
+    tool_calls: list[dict] = field(default_factory=list)
     # Why the run's audit chain does not verify against the head recorded for the file.
     chain_problem: str | None = None
 
@@ -85,6 +87,7 @@ def read_archived_run(tombstone) -> ArchivedRunDetail:
         events=[_dates(e) for e in line.get("events", [])], audit=records,
         approvals=[_dates(a) for a in line.get("approvals", [])],
         notifications=[_dates(n) for n in line.get("notifications", [])],
+        tool_calls=line.get("tool_calls", []),
         chain_problem=chain_problem(wanted, records, head[0], head[1]))
 
 

@@ -40,6 +40,7 @@ class RunFilterForm(forms.Form):
                                     choices=_choices(ErrorClass.values), widget=PlainSelect)
     attention = forms.BooleanField(required=False, label="Needs attention")
     stuck = forms.BooleanField(required=False, label="Stuck")
+    drills = forms.BooleanField(required=False, label="Drill runs too")
     time_field = forms.ChoiceField(required=False, label="Time of",
                                    choices=[(f, f) for f in TIME_FIELDS], widget=PlainSelect)
     period = forms.ChoiceField(required=False, label="In the last",

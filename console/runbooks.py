@@ -5,6 +5,8 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+import markdown
+import nh3
 from django.conf import settings
 
 GUIDE = Path(settings.BASE_DIR) / "docs" / "operations.md"
@@ -25,3 +27,15 @@ def _sections() -> dict[str, str]:
 def runbook_section(reason: str) -> str | None:
     """The runbook text for attention reason `reason` (Markdown), or None."""
     return _sections().get(reason)
+
+
+def runbook_html(markdown_text: str) -> str:
+    """A runbook section rendered from Markdown and sanitised: the guide is ours, but what
+    reaches the page is limited to harmless tags whatever the file holds."""
+    html = markdown.markdown(markdown_text, extensions=["fenced_code", "tables"])
+    return nh3.clean(html, tags=SAFE_TAGS, attributes={"a": {"href", "title"}},
+                     url_schemes={"http", "https", "mailto"})
+
+
+SAFE_TAGS = {"p", "a", "ul", "ol", "li", "code", "pre", "em", "strong", "blockquote", "h2",
+             "h3", "h4", "table", "thead", "tbody", "tr", "th", "td", "br", "hr"}

@@ -8,6 +8,7 @@ once, with its type, default and meaning, in console.env, and read here through 
 """
 
 import json
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -97,7 +98,11 @@ TEMPLATES = [
 # each request or task: one that the server killed, or that a failover left pointing at a
 # dead primary, is replaced instead of failing the work. 0 closes them after every request
 # and task (a new session for each).
-DB_CONN_MAX_AGE = env("DB_CONN_MAX_AGE")
+# Django's development server (runserver, what `make demo` runs) serves each request on a
+# new thread: a connection kept past the request belongs to a thread that is gone, and
+# PostgreSQL soon refuses every other process ("too many clients"). There the default is 0.
+RUNSERVER = sys.argv[1:2] == ["runserver"]
+DB_CONN_MAX_AGE = env("DB_CONN_MAX_AGE", 0) if RUNSERVER else env("DB_CONN_MAX_AGE")
 
 # Server-side prepared statements for the statements that ask for them (the runtime's
 # one-statement checkpoints and start_run, runs.checkpoint_sql): parsed and planned once per
@@ -167,9 +172,12 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 # Whitenoise serves static files straight from the apps and static/ (no collectstatic) when
 # DEBUG is off too; console.production serves only what collectstatic gathered.
 WHITENOISE_USE_FINDERS = True
+# Files browsers ask for at the site's root (/favicon.ico), served by whitenoise as they are.
+WHITENOISE_ROOT = BASE_DIR / "static" / "root"
 
 LOGIN_URL = "/accounts/login/"
-LOGIN_REDIRECT_URL = "/runs/"
+# The home page sends each person to a page they may see (console.views.home).
+LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 # Celery. The embedded default broker keeps messages in files under var/, so the web

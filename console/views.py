@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.operator_actions import (
@@ -45,7 +46,8 @@ from .bulk_views import BULK_BY_FILTER
 from .forms import AuditFilterForm, RunFilterForm
 from .permissions import VIEW, grant_for
 from .run_rows import run_rows
-from .runbooks import runbook_section
+from .runbooks import runbook_html, runbook_section
+from .step_times import step_times
 from .timeline import PAGE as TIMELINE_PAGE
 from .timeline import timeline_page
 
@@ -133,8 +135,9 @@ def attention(request):
             "poll_url": reverse("console:attention"), "query": "", "ids": shown})
     drawn_at = timezone.now()
     after = _cursor(request.GET.get("after", ""))
+    drills = request.GET.get("drills") == "1"
     page = selectors.attention_page(workflow_ids=workflow_ids, after=after,
-                                    limit=selectors.ATTENTION_PAGE_SIZE)
+                                    limit=selectors.ATTENTION_PAGE_SIZE, drills=drills)
     grants = {name: grant_for(request.user, a.permission) for name, a in ACTIONS.items()}
     steps = selectors.steps_of(page.runs)
     for run in page.runs:
@@ -144,7 +147,7 @@ def attention(request):
     return render(request, "console/attention.html", {
         "runs": page.runs, "total": page.total, "more_than_cap": page.more_than_cap,
         "next_cursor": f"{cursor[0].isoformat()}|{cursor[1]}" if cursor else "",
-        "first_page": after is None,
+        "first_page": after is None, "drills": drills,
         "drawn_at": drawn_at.isoformat(), "poll_url": reverse("console:attention"),
         "query": "", "ids": [run.pk for run in page.runs],
     })
@@ -176,10 +179,11 @@ def _detail_context(request, detail, *, before: int | None = None) -> dict:
                 "explanation": action.explain(run, detail.steps)}
                for action in offered(run, detail.steps)
                if grants(action.permission).covers(run.workflow_id)]
+    times = step_times(run, detail.steps)
     for step in detail.steps:
         step.contract = contracts.get(step.name)
-        step.duration = (step.finished_at - step.started_at
-                         if step.finished_at and step.started_at else None)
+        # Execution time, and apart from it the time the step waited (backoff, attention).
+        step.took = times.get(step.name)
     recommendation = recommend(run, detail.steps)
     recommended = None
     if recommendation is not None and recommendation.action is not None:
@@ -364,7 +368,7 @@ def runbook(request, reason: str):
         raise Http404(f"No runbook for {reason!r}.")
     title, _, body = text.partition("\n")
     return render(request, "console/runbook.html", {
-        "title": title.lstrip("# "), "paragraphs": [p for p in body.split("\n\n") if p.strip()]})
+        "title": title.lstrip("# "), "body": mark_safe(runbook_html(body))})  # noqa: S308
 
 
 @require_GET
@@ -382,11 +386,24 @@ def archived_run(request, run_id: int):
     except ArchiveUnreadable as exc:
         logger.error("archived run %s: %s", run_id, exc)
         detail, problem = None, str(exc)
+    tool_calls = []
+    if detail is not None:
+        names = {step.get("id"): step.get("name", "") for step in detail.steps}
+        tool_calls = [{**call, "step_name": names.get(call.get("step_id") or call.get("step"),
+                                                      "")}
+                      for call in detail.tool_calls]
     return render(request, "console/archived_run.html", {
-        "tombstone": tombstone, "detail": detail, "problem": problem})
+        "tombstone": tombstone, "detail": detail, "problem": problem,
+        "tool_calls": tool_calls})
 
 
 @require_GET
 def home(request):
-    return redirect("console:runs" if request.user.is_authenticated else "login")
+    """Where signing in lands (LOGIN_REDIRECT_URL): the runs for whoever may see runs, the
+    approvals inbox for everyone else, never a page the person is refused."""
+    if not request.user.is_authenticated:
+        return redirect("login")
+    grant = grant_for(request.user, VIEW)
+    return redirect("console:runs" if grant.everywhere or grant.workflow_ids
+                    else "approvals:inbox")
 

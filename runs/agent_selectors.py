@@ -1,13 +1,17 @@
 """What the console shows of an agent step: its conversation, turn by turn, each tool call
 with its arguments (redacted where the tool declares it), state, key, remote reference,
-last error and the tokens of the turn. Two queries whatever the number of turns and calls.
-The integration API (GET /api/runs/{id}) reads the same conversations.
+last error and the tokens of the turn, and its result (masked as the arguments are). Three
+queries whatever the number of turns and calls; a long conversation is read a page of
+turns at a time (`first_turn`, `turns`). The integration API (GET /api/runs/{id}) reads the
+same conversations.
 
 Arguments are shown through shown_arguments with the tool's declaration; a call whose tool
 is no longer declared (its workflow version is gone) has no declaration to honour, so its
 arguments are not shown at all rather than shown unmasked."""
 
 from dataclasses import dataclass, field
+
+from django.db.models import Count, Max
 
 from . import definition as d
 from .agent_models import AgentTurn, ToolCall
@@ -38,6 +42,27 @@ class Turn:
 class Conversation:
     step: str
     turns: list[Turn]
+    # The agent's instructions, as the model received them first (its definition's).
+    system_prompt: str = ""
+    # Paging: the turns shown are first_turn .. first_turn + len(turns) - 1 of turn_count.
+    first_turn: int = 0
+    turn_count: int = 0
+    page_size: int = 0
+
+    @property
+    def last_shown(self) -> int:
+        return self.turns[-1].index if self.turns else self.first_turn
+
+    @property
+    def earlier(self) -> int | None:
+        """The first turn of the page before this one, None on the first page."""
+        return max(self.first_turn - self.page_size, 0) if self.first_turn > 0 else None
+
+    @property
+    def later(self) -> int | None:
+        """The first turn of the page after this one, None on the last page."""
+        following = self.first_turn + self.page_size
+        return following if self.page_size and following < self.turn_count else None
 
     @property
     def tokens(self) -> int:
@@ -56,32 +81,51 @@ class Conversation:
         return sum(len(t.calls) for t in self.turns)
 
 
-def conversations(run, steps: list[Step]) -> list[Conversation]:
-    """The conversation of each agent step of `run` (empty for a run without one)."""
+# Turns per page of a conversation on the run page.
+TURN_PAGE = 50
+
+
+def conversations(run, steps: list[Step], *, first_turn: int = 0,
+                  turns: int | None = None) -> list[Conversation]:
+    """The conversation of each agent step of `run` (empty for a run without one): with
+    `turns`, the page of that many turns from `first_turn` on, each with its calls."""
     agents = [s for s in steps if s.kind == d.AGENT]
     if not agents:
         return []
     workflow = d.registry.get(run.workflow_name, run.workflow_version)
     names = {s.pk: s.name for s in agents}
     by_pk = {s.pk: s for s in agents}
-    turns: dict[int, dict[int, Turn]] = {pk: {} for pk in names}
-    for t in AgentTurn.objects.filter(step_id__in=list(names)).order_by("step_id", "index"):
-        turns[t.step_id][t.index] = Turn(t.index, t.content, t.tokens, t.model_ref,
-                                          prompt_tokens=t.prompt_tokens,
-                                          completion_tokens=t.completion_tokens,
-                                          summarises=t.summarises)
-    newest = {pk: max(turns[pk], default=0) for pk in names}
-    for c in ToolCall.objects.filter(step_id__in=list(names)).order_by("step_id", "turn",
-                                                                       "index"):
+    window = {} if turns is None else {"index__gte": first_turn,
+                                       "index__lt": first_turn + turns}
+    call_window = {} if turns is None else {"turn__gte": first_turn,
+                                            "turn__lt": first_turn + turns}
+    # How many turns each step has, and its newest (what the call actions need), in one.
+    extent = {row["step_id"]: row for row in AgentTurn.objects.filter(
+        step_id__in=list(names)).values("step_id").annotate(n=Count("*"), newest=Max("index"))
+        .order_by()}
+    by_step: dict[int, dict[int, Turn]] = {pk: {} for pk in names}
+    for t in AgentTurn.objects.filter(step_id__in=list(names), **window).order_by(
+            "step_id", "index"):
+        by_step[t.step_id][t.index] = Turn(t.index, t.content, t.tokens, t.model_ref,
+                                            prompt_tokens=t.prompt_tokens,
+                                            completion_tokens=t.completion_tokens,
+                                            summarises=t.summarises)
+    newest = {pk: (extent[pk]["newest"] if pk in extent else 0) for pk in names}
+    for c in ToolCall.objects.filter(step_id__in=list(names), **call_window).order_by(
+            "step_id", "turn", "index"):
         tool = None
         if workflow is not None:
             spec = workflow.step(names[c.step_id])
             tool = spec.tools.get(c.tool) if isinstance(spec, d.AgentSpec) else None
-        turn = turns[c.step_id].setdefault(c.turn, Turn(c.turn, "", 0, ""))
+        turn = by_step[c.step_id].setdefault(c.turn, Turn(c.turn, "", 0, ""))
         turn.calls.append({
             "ref": c.ref, "tool": c.tool, "kind": c.kind, "impact": c.impact,
             "status": c.status, "arguments": (shown_arguments(tool, c.arguments) if tool is not None
                           else REDACTED),
+            # What the tool returned, masked as its arguments are (declared fields and
+            # anything that looks like a credential).
+            "result": (None if c.result is None else shown_arguments(tool, c.result)
+                       if tool is not None else REDACTED),
             "args_hash": c.args_hash, "key": c.idempotency_key, "attempt": c.attempt,
             "remote_ref": c.remote_ref, "compensation_ref": c.compensation_ref,
             "error_class": c.error_class, "error": c.error_message,
@@ -92,4 +136,22 @@ def conversations(run, steps: list[Step]) -> list[Conversation]:
             "ops": [a for a in TOOL_CALL_ACTIONS
                     if call_refusal(a, run, by_pk[c.step_id], c, tool,
                                     last_turn=newest[c.step_id]) is None]})
-    return [Conversation(names[pk], list(turns[pk].values())) for pk in names]
+    result = []
+    for pk in names:
+        spec = _agent_spec(workflow, names[pk])
+        result.append(Conversation(
+            names[pk], sorted(by_step[pk].values(), key=lambda t: t.index),
+            system_prompt=spec.system_prompt if spec is not None else "",
+            first_turn=first_turn if turns is not None else 0,
+            turn_count=extent[pk]["n"] if pk in extent else 0, page_size=turns or 0))
+    return result
+
+
+def _agent_spec(workflow: d.Workflow | None, name: str) -> d.AgentSpec | None:
+    if workflow is None:
+        return None
+    try:
+        spec = workflow.step(name)
+    except KeyError:
+        return None
+    return spec if isinstance(spec, d.AgentSpec) else None

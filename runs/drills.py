@@ -17,7 +17,10 @@ sweeper and a worker would, and compares what happened with what must happen:
 8. the same start event delivered 20 times at once: one run, each step called once;
 6. (where steps declare compensation) a late step fails: compensations run newest first.
 
-Runs are ordinary runs with business keys starting "drill:"; what they wait for (approval
+Runs are ordinary runs with business keys starting "drill:", flagged Run.drill: the
+console leaves them out of its lists and attention count unless asked, approval requests
+for them notify nobody, and `manage.py remove_drill_runs` archives and removes them. What
+they wait for (approval
 steps, tool calls waiting for a person) is approved by "drill". With the approvals app
 installed, through its approval requests: it registers its approver here
 (register_approver, in its AppConfig.ready; runs cannot import it), which opens each request
@@ -103,17 +106,48 @@ def run_drills(workflow: d.Workflow) -> list[DrillResult]:
     effects = [s for s in workflow.steps if s.has_side_effect]
     results = []
     if effects:
-        results.append(_drill_crash(workflow, effects[0], crashpoints.BEFORE_CALL, "1"))
-        results.append(_drill_crash(workflow, effects[0], crashpoints.AFTER_CALL, "2"))
+        results.append(run_guarded("1 crash before the request", _drill_crash, workflow,
+                                effects[0], crashpoints.BEFORE_CALL, "1"))
+        results.append(run_guarded("2 crash after the call", _drill_crash, workflow, effects[0],
+                                crashpoints.AFTER_CALL, "2"))
     else:
         results += [DrillResult("1 crash before the request", "-", "no side-effecting step", None),
                     DrillResult("2 crash after the call", "-", "no side-effecting step", None)]
-    results.append(_drill_decision(workflow))
+    results.append(run_guarded("5 restart after the decision was stored", _drill_decision,
+                            workflow))
     for agent in (s for s in workflow.steps if s.kind == d.AGENT):
-        results += _agent_drills(workflow, agent)
-    results.append(_drill_concurrent_delivery(workflow))
-    results.append(_drill_compensation(workflow))
+        try:
+            results += _agent_drills(workflow, agent)
+        except Exception as exc:  # reported as the drill's failure, never a traceback
+            results.append(_failed(f"agent drills ({agent.name})", exc))
+    results.append(run_guarded("8 same start event delivered at once",
+                            _drill_concurrent_delivery, workflow))
+    results.append(run_guarded("6 late failure after earlier effects", _drill_compensation,
+                            workflow))
     return results
+
+
+def run_guarded(title: str, drill: Callable[..., DrillResult], *args) -> DrillResult:
+    """One drill; what it could not do (a refused transition, a remote system that does not
+    answer) is its failed row in the table, so the other drills still run and report."""
+    try:
+        return drill(*args)
+    except Exception as exc:
+        return _failed(title, exc)
+
+
+def _failed(title: str, exc: Exception) -> DrillResult:
+    name = "refused" if isinstance(exc, TransitionNotAllowed) else type(exc).__name__
+    return DrillResult(title, "-", f"the drill could not finish: {name}: {exc}", False)
+
+
+def mark_drill_run(run: Run) -> Run:
+    """Flag `run` as a drill run (Run.drill) before anything advances it, so that from its
+    first wait on it is kept out of the lists and notifies nobody. A marker, not a state:
+    start_run made the run and the transitions move it."""
+    Run.objects.filter(pk=run.pk).update(drill=True)
+    run.drill = True
+    return run
 
 
 # --- the drills ----------------------------------------------------------------------------
@@ -200,7 +234,7 @@ def _drill_concurrent_delivery(workflow, deliveries: int = 20) -> DrillResult:
     runs = list(Run.objects.filter(workflow_name=workflow.name, business_key=key))
     if errors or len(runs) != 1:
         return DrillResult(title, expected, f"{len(runs)} runs; errors: {errors[:2]}", False)
-    run = runs[0]
+    run = mark_drill_run(runs[0])
 
     def wake():
         try:
@@ -378,8 +412,9 @@ def _tool_call_intents(run: Run) -> dict[str, int]:
 def _start(workflow, tag: str, input: dict | None = None) -> Run:
     key = f"{DRILL_KEY_PREFIX}{tag}:{uuid.uuid4().hex[:10]}"
     # No wake-up hint: the drill, not a running worker, must be the one to advance it.
-    return transitions.start_run(workflow=workflow.name, business_key=key,
-                                 input=input or workflow.example, actor=DRILL, wake=False)[0]
+    return mark_drill_run(transitions.start_run(
+        workflow=workflow.name, business_key=key, input=input or workflow.example,
+        actor=DRILL, wake=False)[0])
 
 
 def _kill_at(run: Run, point: str) -> bool:

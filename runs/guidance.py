@@ -30,6 +30,8 @@ class Recommendation:
     # For an action aimed at one tool call of an agent step: the call's slug on the run
     # page (step-turn-index), whose own dialog the recommendation opens.
     call_slug: str = ""
+    # The action meant, also when it is refused now (then `action` is None).
+    meant: str = ""
 
     @property
     def reason_label(self) -> str:
@@ -57,19 +59,22 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
         return None
     workflow = d.registry.get(run.workflow_name, run.workflow_version)
     step = _concerned_step(run, steps)
-    spec = None
-    if workflow is not None and step is not None:
-        try:
-            spec = workflow.step(step.name)
-        except KeyError:
-            spec = None
     reason = run.attention_reason or AttentionReason.UNKNOWN_OUTCOME
     known = [f"{s.name}: done, evidence {s.remote_ref}" for s in steps
              if s.status == StepStatus.SUCCEEDED and s.remote_ref and s.kind in (d.WRITE,
                                                                                  d.NOTIFY)]
     unknown: list[str] = []
-    name = step.name if step is not None else ""
     happened = run.status_message or run.get_attention_reason_display()
+    if step is not None and step.kind == d.AGENT and step.status == StepStatus.UNKNOWN:
+        call = unknown_tool_call(step)
+        if call is not None:
+            return _reconcile_tool_call(run, step, call, happened, known, reason)
+    # The step is the one the recommended action's transition would act on: a run paused
+    # before the undo of one step may hold another step that failed, and naming that one
+    # would recommend what the transition refuses.
+    step = waits_at(run, steps, _action_for(reason, step), step)
+    spec = _spec(workflow, step)
+    name = step.name if step is not None else ""
 
     def offer(action: str, why: str, target: str = "") -> Recommendation:
         spec_action = ACTIONS[action]
@@ -79,12 +84,8 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
                               action=None if refused else spec_action,
                               step=target if not refused else "",
                               why=why if not refused else f"{why} (not possible now: {refused})",
-                              reason=reason)
+                              reason=reason, meant=action)
 
-    if step is not None and step.kind == d.AGENT and step.status == StepStatus.UNKNOWN:
-        call = unknown_tool_call(step)
-        if call is not None:
-            return _reconcile_tool_call(run, step, call, happened, known, reason)
     if reason == AttentionReason.UNKNOWN_OUTCOME or (
             step is not None and step.status == StepStatus.UNKNOWN):
         unknown.append(f"whether {name} took effect in the remote system")
@@ -129,6 +130,43 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
         return offer("resume", f"No worker knows {run.workflow_name} "
                      f"v{run.workflow_version}: deploy that version, then resume.")
     return offer("resume", "Read the run's history, settle anything unknown, then resume.")
+
+
+def _spec(workflow: d.Workflow | None, step: Step | None) -> d.StepDef | None:
+    if workflow is None or step is None:
+        return None
+    try:
+        return workflow.step(step.name)
+    except KeyError:
+        return None
+
+
+def _action_for(reason: str, step: Step | None) -> str:
+    """The action recommend() offers for `reason` (the branches below, in one table)."""
+    if reason == AttentionReason.UNKNOWN_OUTCOME or (
+            step is not None and step.status == StepStatus.UNKNOWN):
+        return "reconcile"
+    return {
+        AttentionReason.COMPENSATION_PAUSED: "confirm_compensation",
+        AttentionReason.COMPENSATION_FAILED: "compensate",
+        AttentionReason.BUDGET_EXHAUSTED: "retry_step",
+        AttentionReason.PERMANENT_ERROR: "retry_step",
+        AttentionReason.MODEL_OUTPUT_PAUSED: "retry_step",
+        AttentionReason.UNCLASSIFIED_ERROR: "retry_step",
+        AttentionReason.APPROVAL_REJECTED: "compensate",
+    }.get(reason, "resume")
+
+
+def waits_at(run: Run, steps: list[Step], action: str, step: Step | None) -> Step | None:
+    """The step `action` would act on: `step` when the transition accepts it there, else
+    the first step it accepts (for an action that takes no step, `step` as it is)."""
+    spec = ACTIONS[action]
+    if not spec.takes_step:
+        return step
+    eligible = spec.eligible_steps(run, steps)
+    if step is not None and any(s.name == step.name for s in eligible):
+        return step
+    return eligible[0] if eligible else step
 
 
 def unknown_tool_call(step: Step) -> ToolCall | None:

@@ -8,7 +8,7 @@ recovered, and a go / limited / stop verdict with the smallest next step. Nothin
 changes a run: lookups are reads, and they are made only when asked for.
 """
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
 from django.utils import timezone
@@ -103,7 +103,34 @@ def investigate(run: Run, *, lookups: bool = False, steps: list[Step] | None = N
                                   lines[step.name]))
     _risks(card, run, steps, workflow)
     _verdict(card, run, steps)
+    if lookups:
+        _settled_by_lookup(card)
     return card
+
+
+def _settled_by_lookup(card: Investigation) -> None:
+    """A step still unknown in its row whose lookup made now found the effect (or proved
+    it absent) is reported once, as found: not also as unconfirmed, and the next step says
+    to record what the lookup found."""
+    settled = {f.step: f for f in card.steps
+               if f.status == StepStatus.UNKNOWN and f.effect in ("exists", "does not exist")}
+    if not settled:
+        return
+    card.unconfirmed = [text for text in card.unconfirmed
+                        if not any(text.startswith((f"{name}:", f"whether {name} "))
+                                   for name in settled)]
+    for index, finding in enumerate(card.steps):
+        if finding.step in settled:
+            found = [f.text.split("found ", 1)[1] for f in card.facts
+                     if f.text.startswith(f"{finding.step} took effect: found ")]
+            card.steps[index] = replace(
+                finding, status="unknown until recorded",
+                remote_ref=finding.remote_ref or (found[-1] if found else ""))
+    first = next(f for f in card.steps if f.step in settled)
+    what = (f"found it ({first.remote_ref or 'see the facts'})" if first.effect == "exists"
+            else "found nothing, and the receiver honours keys")
+    card.next_step = (f"Reconcile: {first.step}: the lookup by key just now {what}; "
+                      "reconcile looks it up again and records it, and the run continues.")
 
 
 def _spec(workflow: d.Workflow | None, step: Step) -> d.StepDef | None:

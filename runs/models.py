@@ -100,6 +100,9 @@ class Run(models.Model):
     step_count = models.PositiveIntegerField(default=0)
     steps_done = models.PositiveIntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
+    # Started by the drill kit (runs.drills): kept out of the console's lists and attention
+    # count unless asked for, notifies nobody, removed by `manage.py remove_drill_runs`.
+    drill = models.BooleanField(default=False, db_default=False)
 
     # Lease and fencing: a worker owns the run while its lease lasts; every claim or takeover
     # increments the token, and an outcome is recorded only under the token it was claimed with.
@@ -142,6 +145,11 @@ class Run(models.Model):
             # of ids (keyset on updated_at, id) is read from this index alone.
             models.Index(fields=["updated_at", "id"], name="run_attention_keyset_idx",
                          condition=Q(status__in=["attention", "compensation_failed"])),
+            # The same, without drill runs (what the console shows unless asked): its count
+            # and page stay index-only with drill runs left out.
+            models.Index(fields=["updated_at", "id"], name="run_attention_live_idx",
+                         condition=Q(status__in=["attention", "compensation_failed"],
+                                     drill=False)),
             # Runs not finished, by status, workflow and reason: the metrics count them from
             # this index alone (index-only scans), at the cost of the open runs, whatever
             # the number of finished ones.

@@ -5,7 +5,7 @@ per-row facts (the last error, the current step's attempts) come from subqueries
 caller passes the workflows the user may see, computed once per request.
 """
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection
@@ -55,6 +55,22 @@ class RunFilters:
     until: datetime | None = None
     # One of SORTS, "-" first for the descending order.
     sort: str = DEFAULT_SORT
+
+    # Drill runs (runs.drills) are left out unless asked for.
+    drills: bool = False
+
+    def to_json(self) -> dict:
+        """The filters as JSON can hold them (a bulk job keeps the filter it acts on)."""
+        return {name: value.isoformat() if isinstance(value, datetime) else value
+                for name, value in asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "RunFilters":
+        values = dict(data)
+        for name in ("since", "until"):
+            if values.get(name):
+                values[name] = datetime.fromisoformat(values[name])
+        return cls(**values)
 
 
 def sort_columns(sort: str) -> tuple[tuple[str, ...], bool]:
@@ -137,6 +153,8 @@ def filter_runs(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
     is a union of index lookups, see runs_page."""
     now = now or timezone.now()
     runs = _visible(workflow_ids)
+    if not filters.drills:
+        runs = runs.filter(drill=False)
     if filters.status:
         runs = runs.filter(status=filters.status)
     if filters.workflow:
@@ -291,7 +309,12 @@ def status_counts(*, workflow_ids: frozenset[int] | None) -> dict[str, int]:
     # counts cost the same index ranges, and a page pays one round trip for them, not ten.
     parts, params = [], []
     for status in RunStatus:
-        capped = runs.filter(status=status.value).values("pk")[: COUNT_CAP + 1]
+        counted = runs.filter(status=status.value)
+        if status in ATTENTION_RUN_STATUSES:
+            # The attention counts leave drill runs out, as the attention list does
+            # (run_attention_live_idx answers them alone).
+            counted = counted.filter(drill=False)
+        capped = counted.values("pk")[: COUNT_CAP + 1]
         sql, capped_params = capped.query.sql_with_params()
         parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped)")
         params.extend(capped_params)
@@ -316,11 +339,13 @@ class AttentionPage:
 
 def attention_page(*, workflow_ids: frozenset[int] | None,
                    after: tuple[datetime, int] | None = None,
-                   limit: int | None = None) -> AttentionPage:
+                   limit: int | None = None, drills: bool = False) -> AttentionPage:
     """One page of the runs that need a person, oldest first, keyset-paged on (updated_at,
     id) along run_attention_keyset_idx, and how many there are in all (two queries)."""
     limit = limit or ATTENTION_PAGE_SIZE
     runs = _visible(workflow_ids).filter(status__in=ATTENTION_RUN_STATUSES)
+    if not drills:  # drill runs (runs.drills) count only when asked for
+        runs = runs.filter(drill=False)
     total = runs[: COUNT_CAP + 1].count()
     if after is not None:
         updated, pk = after

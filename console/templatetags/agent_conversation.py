@@ -1,9 +1,10 @@
 """{% agent_conversation run steps %}: the conversation of a run's agent steps, on the
-run's page (nothing for a run without an agent step)."""
+run's page (nothing for a run without an agent step), a page of turns at a time
+(?turns_from=N, runs.agent_selectors.TURN_PAGE turns)."""
 
 from django import template
 
-from runs.agent_selectors import conversations
+from runs.agent_selectors import TURN_PAGE, conversations
 
 register = template.Library()
 
@@ -14,7 +15,10 @@ def agent_conversation(context, run, steps):
     call shows the tool-call ones its state allows."""
     offered = {item["action"].name: item["action"] for item in context.get("actions", [])
                if item["action"].takes_call}
-    convs = conversations(run, steps)
+    request = context.get("request")
+    start = request.GET.get("turns_from", "") if request is not None else ""
+    first_turn = int(start) if start.isdigit() and len(start) < 7 else 0
+    convs = conversations(run, steps, first_turn=first_turn, turns=TURN_PAGE)
     for conv in convs:
         for turn in conv.turns:
             for call in turn.calls:

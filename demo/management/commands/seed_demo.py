@@ -5,13 +5,14 @@ from audit.chain import Actor
 from runs.transitions import start_run
 
 DEMO_USERS = [
-    # username, password, superuser, group
-    ("admin", "admin-demo", True, None),
-    ("operator", "operator-demo", False, "operators"),
-    ("approver", "approver-demo", False, "approvers"),
-    # The invoice approval escalates to finance-deputies when nobody decides in time.
-    ("deputy", "deputy-demo", False, "finance-deputies"),
-    ("auditor", "auditor-demo", False, "auditors"),
+    # username, password, superuser, groups
+    ("admin", "admin-demo", True, ()),
+    ("operator", "operator-demo", False, ("operators",)),
+    ("approver", "approver-demo", False, ("approvers",)),
+    # The invoice approval escalates to finance-deputies when nobody decides in time. The
+    # deputy is an operator too: the second person an operator's four-eyes request needs.
+    ("deputy", "deputy-demo", False, ("finance-deputies", "operators")),
+    ("auditor", "auditor-demo", False, ("auditors",)),
 ]
 
 INVOICES = [
@@ -42,7 +43,7 @@ class Command(BaseCommand):
     help = "Create the demo logins and start a few demo runs (safe to run again)."
 
     def handle(self, *args, **options):
-        for username, password, superuser, group in DEMO_USERS:
+        for username, password, superuser, groups in DEMO_USERS:
             user, created = User.objects.get_or_create(username=username)
             if created:
                 user.set_password(password)
@@ -54,7 +55,7 @@ class Command(BaseCommand):
                 # Approval notifications go by email (files in var/mail in the demo).
                 user.email = f"{username}@example.com"
             user.save()
-            if group:
+            for group in groups:
                 user.groups.add(Group.objects.get_or_create(name=group)[0])
         for workflow, runs in (("customer-onboarding", CUSTOMERS),
                                ("invoice-approval", INVOICES),

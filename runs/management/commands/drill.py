@@ -1,3 +1,9 @@
+import os
+import uuid
+from pathlib import Path
+
+import httpx
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.definition import registry
@@ -5,29 +11,97 @@ from runs.drills import approval_path, run_drills
 from runs.management.tables import render_table
 
 
+def sandbox_candidates() -> list[tuple[str, str]]:
+    """Where the drills may find the demo's sandbox, each with where it came from, in the
+    order they are tried: SANDBOX_BASE_URL alone when it is set in the environment; else the
+    running demo's (bin/demo writes its port to VAR_DIR/demo.port), then the setting's
+    default."""
+    if os.environ.get("SANDBOX_BASE_URL"):
+        return [(settings.SANDBOX_BASE_URL, "SANDBOX_BASE_URL")]
+    candidates = []
+    port_file = Path(settings.VAR_DIR) / "demo.port"
+    try:
+        port = int(port_file.read_text().strip())
+        candidates.append((f"http://127.0.0.1:{port}/sandbox",
+                           f"the running demo's port in {port_file}"))
+    except (OSError, ValueError):
+        pass
+    if settings.SANDBOX_BASE_URL not in [url for url, _ in candidates]:
+        candidates.append((settings.SANDBOX_BASE_URL, "the SANDBOX_BASE_URL setting"))
+    return candidates
+
+
+def sandbox_answers(url: str) -> str | None:
+    """None if the demo's sandbox answers at `url`, else what went wrong. The probe is a
+    lookup by a key nobody used: a read that changes nothing."""
+    try:
+        response = httpx.get(f"{url}/tracker/tasks", params={"key": f"probe-{uuid.uuid4()}"},
+                             timeout=3)
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if response.status_code != 404 or response.headers.get("content-type", "").split(";")[0] \
+            != "application/json":
+        return f"HTTP {response.status_code} from something that is not the demo's sandbox"
+    return None
+
+
 class Command(BaseCommand):
     help = ("Run the crash drills (1, 2, 5, 8 and, with compensation, 6) against a registered "
-            "workflow and print drill / expected / observed / pass. Exits non-zero if one fails.")
+            "workflow and print drill / expected / observed / pass. Exits non-zero if one fails. "
+            "Drill runs are flagged, kept out of the console's lists, notify nobody, and "
+            "`manage.py remove_drill_runs` removes them.")
 
     def add_arguments(self, parser):
         parser.add_argument("workflow")
+        parser.add_argument("--sandbox", default="",
+                            help="the demo sandbox's URL (default: SANDBOX_BASE_URL, else the "
+                                 "running `make demo`'s port, else " + settings.SANDBOX_BASE_URL
+                                 + ")")
 
-    def handle(self, *args, workflow, **options):
+    def handle(self, *args, workflow, sandbox, **options):
         definition = registry.latest(workflow)
         if definition is None:
             raise CommandError(f"unknown workflow {workflow!r}; registered: "
                                f"{', '.join(registry.names()) or 'none'}")
+        if _calls_the_sandbox(definition):
+            candidates = ([(sandbox.rstrip("/"), "--sandbox")] if sandbox
+                          else sandbox_candidates())
+            tried = []
+            for url, source in candidates:
+                problem = sandbox_answers(url)
+                if problem is None:
+                    break
+                tried.append(f"{url} (from {source}): {problem}")
+            else:
+                raise CommandError(
+                    "no demo sandbox answers; tried " + "; ".join(tried) + ". Start the demo "
+                    "(make demo, or PORT=... make demo), or point the drills at its sandbox "
+                    "with --sandbox http://127.0.0.1:PORT/sandbox or SANDBOX_BASE_URL=...")
+            self.stdout.write(f"sandbox: {url} (from {source})")
+            settings.SANDBOX_BASE_URL = url
+            if not os.environ.get("MODEL_BASE_URL"):
+                settings.MODEL_BASE_URL = f"{url}/model/v1"
         try:
             results = run_drills(definition)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+        except Exception as exc:  # what no drill row could hold: a message, not a traceback
+            raise CommandError(f"the drills stopped: {type(exc).__name__}: {exc}") from None
         rows = [(r.drill, r.expected, r.observed,
                  "n/a" if r.passed is None else ("PASS" if r.passed else "FAIL"))
                 for r in results]
         self.stdout.write(f"drills for {definition.name} v{definition.version}")
         self.stdout.write(render_table(("drill", "expected", "observed", "pass"), rows))
         self.stdout.write(f"approvals: {approval_path()}")
+        self.stdout.write("drill runs are left out of the console's lists (tick 'Drill runs "
+                          "too' to see them); remove them with: manage.py remove_drill_runs")
         failed = [r.drill for r in results if r.passed is False]
         if failed:
             raise CommandError(f"{len(failed)} drill(s) failed: {'; '.join(failed)}")
         self.stdout.write("all applicable drills passed")
+
+
+def _calls_the_sandbox(definition) -> bool:
+    # The demo's workflows call the simulated systems; a user's own workflows do not.
+    return settings.SANDBOX_ENABLED and any(
+        step.fn.__module__.startswith("demo.") for step in definition.steps)
