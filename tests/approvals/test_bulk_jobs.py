@@ -155,3 +155,20 @@ def test_a_worker_killed_mid_job_is_taken_over_without_skipping_or_repeating(peo
         assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
         assert _marked_records(job, run) == 1, run.pk
         assert AuditRecord.objects.filter(run=run, action="terminated").count() == 1
+
+
+@pytest.mark.django_db
+def test_a_job_over_a_time_range_keeps_its_range_and_acts_only_within_it(people):
+    olga, _ = people
+    inside = _failed()
+    earlier = _failed()
+    Run.objects.filter(pk=earlier.pk).update(created_at=timezone.now() - timedelta(days=3))
+    since = timezone.now() - timedelta(days=1)
+    job = start_bulk_job("terminate", RunFilters(status=RunStatus.ATTENTION,
+                                                 time_field="created", since=since),
+                         user=olga, reason="the last day only")
+    job = run_bulk_job(job.pk)
+    assert RunFilters.from_json(job.filters).since == since
+    assert dict(BulkOutcome.objects.filter(job=job).values_list("run_id", "outcome")) == {
+        inside.pk: "done"}
+    assert Run.objects.get(pk=earlier.pk).status == RunStatus.ATTENTION
