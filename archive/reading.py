@@ -9,6 +9,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files.storage import FileSystemStorage, Storage, storages
 
+from audit import seals
 from audit.models import AuditRecord
 from audit.offline import RecordedArchive, archive_lines, chain_problem, record_from_dict
 
@@ -57,7 +58,8 @@ class ArchivedRunDetail:
     audit: list[AuditRecord] = field(default_factory=list)
     approvals: list[dict] = field(default_factory=list)
     notifications: list[dict] = field(default_factory=list)
-    # Why the run's audit chain does not verify against the head recorded for the file.
+    # Why the run does not verify: against its seal, or its audit chain against the head
+    # recorded for the file.
     chain_problem: str | None = None
 
 
@@ -85,7 +87,10 @@ def read_archived_run(tombstone) -> ArchivedRunDetail:
         events=[_dates(e) for e in line.get("events", [])], audit=records,
         approvals=[_dates(a) for a in line.get("approvals", [])],
         notifications=[_dates(n) for n in line.get("notifications", [])],
-        chain_problem=chain_problem(wanted, records, head[0], head[1]))
+        chain_problem="; ".join(filter(None, [
+            *seals.run_problems(wanted, {k: v for k, v in line.items() if k != "seal"},
+                                line.get("seal")),
+            chain_problem(wanted, records, head[0], head[1])])) or None)
 
 
 def pretty(value) -> str:

@@ -6,7 +6,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .content_security import POLICY as CSP_POLICY
 from .settings import *  # noqa: F403
-from .settings import DEVELOPMENT_SECRET_KEY, SECRET_KEY, env_flag
+from .settings import DEVELOPMENT_KEY_ID, DEVELOPMENT_SECRET_KEY, SECRET_KEY, env_flag
 
 DEBUG = env_flag("DEBUG", False)
 # The simulated external systems are for demos and tests; a deployment serves them only
@@ -18,6 +18,12 @@ if SECRET_KEY == DEVELOPMENT_SECRET_KEY or len(SECRET_KEY) < 50:
         "SECRET_KEY is the development key or shorter than 50 characters; "
         "set SECRET_KEY in the environment to a long random value."
     )
+
+for _ring in ("ARCHIVE_SIGNING_KEYS",):
+    if DEVELOPMENT_KEY_ID in globals()[_ring] or not os.environ.get(_ring, "").strip():
+        raise ImproperlyConfigured(
+            f"{_ring} is not set: set it to \"id:secret\" (a long random secret; add new "
+            "keys in front and keep old ones after them to rotate).")
 
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True

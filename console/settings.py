@@ -6,11 +6,14 @@ postgres:// URL and CELERY_BROKER_URL to a redis:// or amqp:// URL for a real de
 use console.production as the settings module there.
 """
 
+import base64
+import hashlib
 import os
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from .content_security import POLICY as CSP_POLICY
 
@@ -20,6 +23,26 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEVELOPMENT_SECRET_KEY = "development-only-secret-key-never-use-in-production"
 SECRET_KEY = os.environ.get("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
+
+
+def key_ring(name: str, purpose: str) -> dict[str, str]:
+    """Keys by id from `name` in the environment ("id:secret,id:secret", the first one in
+    use, the others kept to read what they signed or encrypted), else one development key
+    derived from SECRET_KEY for `purpose` (console.production refuses it)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        derived = hashlib.sha256(f"{SECRET_KEY}:{purpose}".encode()).digest()
+        return {DEVELOPMENT_KEY_ID: base64.urlsafe_b64encode(derived).decode()}
+    ring = {}
+    for entry in raw.split(","):
+        key_id, sep, secret = entry.strip().partition(":")
+        if not sep or not key_id.strip() or not secret.strip():
+            raise ImproperlyConfigured(f"{name}: {entry.strip()!r} is not id:secret")
+        ring[key_id.strip()] = secret.strip()
+    return ring
+
+
+DEVELOPMENT_KEY_ID = "dev"
 
 
 def env_flag(name: str, default: bool) -> bool:
@@ -341,3 +364,6 @@ ARCHIVE_INTERVAL_SECONDS = float(os.environ.get("ARCHIVE_INTERVAL_SECONDS", "360
 ARCHIVE_RUNS_PER_FILE = int(os.environ.get("ARCHIVE_RUNS_PER_FILE", "1000"))
 ARCHIVE_MAX_RUNS_PER_PASS = int(os.environ.get("ARCHIVE_MAX_RUNS_PER_PASS", "20000"))
 ARCHIVE_REMOVE_BATCH = int(os.environ.get("ARCHIVE_REMOVE_BATCH", "100"))
+# Each archived run and each file is sealed with an HMAC-SHA256 (audit.seals) so that a copy
+# verifies on its own: "id:secret,..." with the signing key first; older keys still verify.
+ARCHIVE_SIGNING_KEYS = key_ring("ARCHIVE_SIGNING_KEYS", "archive-signing")
