@@ -175,7 +175,22 @@ ANONYMOUS_USER_NAME = None
 # from one address, that pair is refused for AXES_COOLOFF_MINUTES. Attempts and lockouts are
 # listed in Django admin (Axes -> Access attempts; delete one to lift its lockout) and
 # `manage.py axes_reset` clears them all. A successful login clears its pair's failures.
-# The address is REMOTE_ADDR: behind a proxy, set AXES_CLIENT_IP_CALLABLE (see axes' docs).
+# The address is found as TRUSTED_PROXY_COUNT says (console.client_address): 0, clients
+# connect directly (REMOTE_ADDR); N, behind N proxies that each append to X-Forwarded-For.
+# console.production requires it to be set.
+PROXY_COUNT_RULE = ("TRUSTED_PROXY_COUNT must state how the client's address is found: 0 when "
+                    "clients connect directly, N (1-10) behind N proxies that each append to "
+                    "X-Forwarded-For")
+
+
+def proxy_count(raw: str) -> int:
+    if not raw.isdigit() or int(raw) > 10:
+        raise ImproperlyConfigured(f"{PROXY_COUNT_RULE} (got {raw!r}).")
+    return int(raw)
+
+
+TRUSTED_PROXY_COUNT = proxy_count(os.environ.get("TRUSTED_PROXY_COUNT", "0").strip())
+AXES_CLIENT_IP_CALLABLE = "console.client_address.client_ip"
 AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("AXES_COOLOFF_MINUTES", "15")))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
@@ -367,3 +382,9 @@ ARCHIVE_REMOVE_BATCH = int(os.environ.get("ARCHIVE_REMOVE_BATCH", "100"))
 # Each archived run and each file is sealed with an HMAC-SHA256 (audit.seals) so that a copy
 # verifies on its own: "id:secret,..." with the signing key first; older keys still verify.
 ARCHIVE_SIGNING_KEYS = key_ring("ARCHIVE_SIGNING_KEYS", "archive-signing")
+
+# --- Sensitive fields (runs.sensitive) ------------------------------------------------------
+# Fields a step or tool declares sensitive are stored encrypted (Fernet: AES-128-CBC with
+# HMAC-SHA256) in every table and archive file: "id:key,..." with 32-byte url-safe base64
+# keys (Fernet.generate_key()), the one that encrypts first; older ones still decrypt.
+FIELD_ENCRYPTION_KEYS = key_ring("FIELD_ENCRYPTION_KEYS", "field-encryption")
