@@ -427,7 +427,9 @@ class ToolSpec:
     args: type[BaseModel]
     impact: str = LOW
     honours_key: bool = False
-    # Argument fields shown as [redacted] wherever the call is displayed or audited.
+    # Sensitive fields: arguments shown as [redacted] wherever the call is displayed or
+    # audited, and these fields of its arguments and results stored encrypted
+    # (runs.sensitive) in every table and archive file.
     redact: tuple[str, ...] = ()
     retry: RetryPolicy = DEFAULT_POLICY
     lookup_delay: float = 10.0
