@@ -52,3 +52,37 @@ def test_a_model_left_out_would_be_found(monkeypatch):
 
     assert {m._meta.label for m in _linked_to_runs() - archived - transient} == {
         "runs.ApprovalWait"}
+
+
+@pytest.mark.django_db
+def test_webhook_deliveries_go_to_the_archive_with_their_run_and_leave_the_table(
+        finished_run, archive_dir):
+    import gzip
+    import json
+    import uuid
+
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from api.models import WebhookDelivery, WebhookSubscriber
+    from archive.models import ArchiveFile
+    from runs.models import RunEvent
+
+    run = finished_run(days=40)
+    other = finished_run(days=1)  # stays hot, and so does its delivery
+    subscriber = WebhookSubscriber.objects.create(name="erp", url="https://erp.example/h",
+                                                  secret="s" * 40)
+    for r in (run, other):
+        WebhookDelivery.objects.create(
+            subscriber=subscriber, event=RunEvent.objects.filter(run=r).first(),
+            delivery_id=uuid.uuid4(), status="delivered", attempts=1,
+            next_attempt_at=timezone.now(), last_status_code=204)
+
+    call_command("archive_runs")
+
+    assert list(WebhookDelivery.objects.values_list("event__run_id", flat=True)) == [other.pk]
+    with gzip.open(archive_dir / ArchiveFile.objects.get().name, "rt") as handle:
+        (line,) = [x for x in map(json.loads, handle) if x.get("run", {}).get("id") == run.pk]
+    (delivery,) = line["webhook_deliveries"]
+    assert delivery["status"] == "delivered" and delivery["last_status_code"] == 204
+    assert "webhook_deliveries" in line["seal"]["digests"]
