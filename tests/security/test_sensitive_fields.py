@@ -116,3 +116,57 @@ def test_production_refuses_the_development_keys(missing):
                             env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert f"{missing} is not set" in result.stderr
+
+
+IBAN = "DE89370400440532013000"
+
+
+@pytest.fixture
+def paying():
+    """A workflow whose read step returns a bank account it declares sensitive, and whose
+    write step sends it: what the write received is kept in `sent`."""
+    from runs import definition as d
+    from runs.definition import Found, StepResult, Workflow
+    from tests.workflows import OrderIn
+
+    workflow = Workflow("test-sensitive-step", version=1, input=OrderIn)
+    sent = []
+
+    @workflow.read("fetch-account", sensitive=("iban",))
+    def fetch_account(ctx):
+        return {"holder": "ACME", "iban": IBAN}
+
+    @workflow.write("pay", impact="high", sensitive=("iban",))
+    def pay(ctx):
+        sent.append(ctx.results["fetch-account"]["iban"])
+        return StepResult({"payment": "P-1", "iban": ctx.results["fetch-account"]["iban"]},
+                          remote_ref="P-1")
+
+    @pay.reconcile
+    def find_payment(ctx):
+        return Found("P-1", {"iban": IBAN})
+
+    yield workflow, sent
+    d.registry.unregister(workflow)
+
+
+@pytest.mark.django_db
+def test_a_steps_declared_result_fields_are_sealed_and_read_in_clear_by_later_steps(
+        paying, caplog):
+    from audit.chain import Actor
+    from runs import executor, transitions
+    from runs.models import Step
+
+    caplog.set_level(logging.DEBUG)
+    _, sent = paying
+    run, _ = transitions.start_run(workflow="test-sensitive-step", business_key="pay-1",
+                                   input={"order": "o-1"}, actor=Actor.system("test"))
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
+
+    assert sent == [IBAN]  # the effect got the value itself
+    fetched = Step.objects.get(run=run, name="fetch-account").result
+    paid = Step.objects.get(run=run, name="pay").result
+    assert fetched["holder"] == "ACME" and sensitive.is_sealed(fetched["iban"])
+    assert paid["payment"] == "P-1" and sensitive.is_sealed(paid["iban"])
+    assert _tables_holding(IBAN) == []
+    assert IBAN not in caplog.text
