@@ -180,3 +180,19 @@ def test_keys_rotate_by_id_and_an_unknown_key_fails(archived, tmp_path, settings
     # A key of the same id but another secret (a forger's): nothing verifies.
     settings.ARCHIVE_SIGNING_KEYS = {old_id: "not-the-secret"}
     assert f"run {agent}: its seal does not verify" in _verify(copy)
+
+
+def test_a_copy_claiming_the_unsealed_format_verifies_only_against_its_record(archived,
+                                                                              tmp_path):
+    path, plain, agent = archived
+    lines = _read(path)
+    lines[0]["archive"]["format"] = 1
+    for line in lines:
+        line.pop("seal", None)
+    lines = [x for x in lines if x]
+    _line(lines, plain)["run"]["input"]["order"] = "someone-else's order"
+
+    error = _verify(_copy(lines, tmp_path, "old-format.jsonl.gz"))
+
+    assert "written before archives were sealed" in error
+    assert "nothing vouches for its content" in error

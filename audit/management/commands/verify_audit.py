@@ -71,6 +71,10 @@ class Command(BaseCommand):
                               "checking the file alone")
         if recorded is not None:
             problems += compare_with_recorded(report, recorded)
+        elif report.unsealed:
+            problems.append("the file says it was written before archives were sealed "
+                            "(format 1) and this database has no record of its sha256: "
+                            "nothing vouches for its content")
         if problems:
             raise CommandError(f"archive {name}: " + "; ".join(problems))
         against = ("its seals and its recorded sha256 and chain heads" if recorded is not None
