@@ -34,6 +34,7 @@ from .schemas import (
     FINAL_STATES,
     MAX_RUN_ID,
     ArchivedConflict,
+    ArchivedGone,
     Conflict,
     Error,
     InvalidRequest,
@@ -228,18 +229,18 @@ def start(request, payload: StartRunIn):
                                 "existing_run": _accepted(request, existing)})
         except RunArchived as exc:
             return Status(409, {**_err("run_archived", str(exc)),
-                                "archived_run": _archived(request, exc)})
+                                "archived_run": _archived(request, exc.archived,
+                                                          same_input=exc.same_input)})
         with log_context(run_id=run.pk):
             access_log.info("run %s %s", run.pk, "started" if created else "found again")
         return Status(201 if created else 200, _accepted(request, run))
 
 
-def _archived(request, exc: RunArchived) -> dict:
-    tombstone = exc.archived
+def _archived(request, tombstone, *, same_input: bool | None = None) -> dict:
     return {"id": tombstone.original_run_id, "workflow": tombstone.workflow_name,
             "business_key": tombstone.business_key, "final_state": tombstone.final_status,
             "finished_at": tombstone.finished_at, "archived_at": tombstone.archived_at,
-            "archive_file": tombstone.archive_file.name, "same_input": exc.same_input,
+            "archive_file": tombstone.archive_file.name, "same_input": same_input,
             "console_url": request.build_absolute_uri(
                 reverse("console:archived_run", args=[tombstone.original_run_id]))}
 
@@ -277,7 +278,8 @@ def run_investigation(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
 
 @api.get(
     "/runs/{run_id}", url_name="run_state", operation_id="get_run", summary="A run's state",
-    response={200: RunState, 401: Error, 404: Error, 422: InvalidRequest, 429: Error},
+    response={200: RunState, 401: Error, 404: Error, 410: ArchivedGone, 422: InvalidRequest,
+              429: Error},
     openapi_extra=_HEADERS,
     description="The run's state in a finite model: accepted, running (step n of m), "
                 "waiting (for approval or to retry), needs_attention (with the reason), "
@@ -285,12 +287,18 @@ def run_investigation(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
                 "Each agent step comes with a summary of its conversation: turns, tokens "
                 "and its tool calls (state, key, remote reference, attempts, last error, "
                 "arguments redacted as the tool declares). "
-                "Runs of workflows the token may not use are not found.",
+                "Runs of workflows the token may not use are not found. 410: the run "
+                "finished and was archived (error `run_archived`, with its archive file).",
 )
 def run_state(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
     token = request.auth
     run = selectors.visible_run(run_id, workflows=token.workflows or [])
     if run is None:
+        tombstone = selectors.visible_archived_run(run_id, workflows=token.workflows or [])
+        if tombstone is not None:
+            return Status(410, {**_err("run_archived", (
+                f"run {run_id} finished ({tombstone.final_status}) and was archived to "
+                f"{tombstone.archive_file.name}")), "archived_run": _archived(request, tombstone)})
         return Status(404, _err("run_not_found", f"no run {run_id} for this token"))
     view = selectors.run_view(run)
     current, error = view.current, view.last_error

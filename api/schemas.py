@@ -23,9 +23,11 @@ MAX_RUN_ID = 2**63 - 1
 
 # PostgreSQL text cannot hold NUL characters; the document says so, the API refuses them.
 NO_NUL = r"^[^\u0000]+$"
-# A business key reaches mail subjects and log lines: no control characters at all (the
-# same rule runs.transitions.start_run applies to every caller).
-NO_CONTROL = r"^[^\u0000-\u001f\u007f-\u009f]+$"
+# A business key reaches mail subjects and log lines: no control characters at all, no
+# Unicode line or paragraph separators, no bidirectional or other invisible format
+# characters (runs.transitions.start_run applies the same rule to every caller).
+NO_CONTROL = (r"^[^\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u2028-\u202e"
+              r"\u2060-\u206f\ufeff\ufff9-\ufffb]+$")
 
 
 class StartRunIn(Schema):
@@ -165,12 +167,19 @@ class ArchivedRunOut(Schema):
     archived_at: datetime
     archive_file: str = Field(description="The archive file that holds the run, its steps "
                                           "and its audit records.")
-    same_input: bool = Field(description="Whether this start had the run's own input: the "
-                                         "same event delivered again.")
+    same_input: bool | None = Field(
+        None, description="Whether this start had the run's own input: the same event "
+                          "delivered again (null when the answer is not to a start).")
     console_url: str
 
 
 class ArchivedConflict(Schema):
+    error: Literal["run_archived"]
+    detail: str
+    archived_run: ArchivedRunOut
+
+
+class ArchivedGone(Schema):
     error: Literal["run_archived"]
     detail: str
     archived_run: ArchivedRunOut

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from django.utils.dateparse import parse_datetime
 
+from archive.models import ArchivedRun
 from audit.models import AuditRecord
 from runs.actions import offered
 from runs.models import Run, RunStatus, Step, StepStatus, Workflow
@@ -44,6 +45,12 @@ class RunView:
 def visible_run(run_id: int, *, workflows: list[str]) -> Run | None:
     """The run, if it is one of `workflows`' (a token never learns that other runs exist)."""
     return Run.objects.filter(pk=run_id, workflow_name__in=workflows).first()
+
+
+def visible_archived_run(run_id: int, *, workflows: list[str]) -> ArchivedRun | None:
+    """The tombstone of archived run `run_id`, if it is one of `workflows`'."""
+    return (ArchivedRun.objects.select_related("archive_file")
+            .filter(original_run_id=run_id, workflow_name__in=workflows).first())
 
 
 def run_view(run: Run) -> RunView:

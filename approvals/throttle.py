@@ -5,7 +5,9 @@ HMACs and cannot be guessed, but a client trying link after link is still refuse
 trying password after password: its invalid links count as failed logins of the pseudo-user
 LINK_USER from its address (AXES_FAILURE_LIMIT, AXES_COOLOFF_TIME), listed and clearable in
 Django admin with the other lockouts. LINK_USER cannot be a real username (Django's allow no
-spaces or brackets), so it never locks out a person's login.
+spaces or brackets), so it never locks out a person's login. A locked-out address still
+opens valid links (approvals.views.link): only its invalid ones are refused. The address is
+found as the deployment states (TRUSTED_PROXY_COUNT, console.client_address).
 """
 
 from axes.handlers.proxy import AxesProxyHandler

@@ -7,17 +7,19 @@ status change and its finish are older than its workflow's retention: the Workfl
 two passes never archive the same runs, and for each file of up to ARCHIVE_RUNS_PER_FILE
 runs:
 
-1. reads the runs, their steps, events, audit records, approval requests and notifications
-   in one repeatable-read snapshot and writes them as gzip-compressed JSON Lines (a header
-   line, then one line per run) to the archive storage (STORAGES "archive", any
-   django-storages backend, else the file system under VAR_DIR/archive);
+1. asks each app for its rows of the runs (archive.parts: the runs and their steps,
+   events, agent turns and tool calls; audit records; approval requests and notifications;
+   webhook deliveries) in one repeatable-read snapshot and writes them as gzip-compressed
+   JSON Lines (a header line, one line per run with its seal, then the file's seal: see
+   audit.seals) to the archive storage (STORAGES "archive", any django-storages backend,
+   else the file system under VAR_DIR/archive);
 2. records the file (ArchiveFile: name, sha256, size, the head of every chain it closes)
    and commits, before anything is removed;
 3. removes the runs from the hot tables, ARCHIVE_REMOVE_BATCH runs per short transaction:
    lock the run rows, keep any run that changed since it was read (an operator reopened a
    terminated run, a late result was recorded: its chain head moved), write a tombstone per
-   run (ArchivedRun, which start_run consults through runs.retention), delete its rows,
-   and log the removal (ArchiveRemoval: who, when, which file, which chain heads).
+   run (ArchivedRun, which start_run consults through runs.retention), let each app
+   delete its rows, and log the removal (ArchiveRemoval: who, when, which file, which chain heads).
 
 The audit table stays append-only: the model refuses every delete, and the database trigger
 (this app's migration 0002) refuses a DELETE unless the transaction declared the archive
@@ -46,18 +48,20 @@ from django.db import connection, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from approvals.models import ApprovalRequest, Notification
+from audit import seals
 from audit.models import AuditRecord
-from audit.offline import record_to_dict, to_json
+from audit.offline import to_json
 from runs import definition as d
-from runs.models import FINAL_RUN_STATUSES, AgentTurn, Run, RunEvent, Step, ToolCall
+from runs.models import FINAL_RUN_STATUSES, Run
 from runs.single_pass import single_pass
 
+from . import parts
 from .models import ArchivedRun, ArchiveFile, ArchiveRemoval
 from .reading import storage
 
 JOB = "archive.archive_runs"
-FORMAT = 1
+# 2: every run sealed, and the file too (audit.seals).
+FORMAT = 2
 # What removal reads of a run (not its input): the checks and the tombstone.
 TOMBSTONE_FIELDS = ("status", "audit_seq", "audit_head", "workflow_id", "workflow_name",
                     "workflow_version", "business_key", "input_hash", "created_at",
@@ -159,19 +163,6 @@ def archive_runs(*, actor: str, now: datetime | None = None, runs_per_file: int 
     return report
 
 
-def _row(instance) -> dict:
-    return {f.attname: getattr(instance, f.attname) for f in instance._meta.concrete_fields}
-
-
-def _grouped(queryset, key: str) -> dict:
-    """Rows as dicts of their columns (no model instances: thousands per file), by `key`."""
-    groups: dict = {}
-    names = [f.attname for f in queryset.model._meta.concrete_fields]
-    for row in queryset.values(*names):
-        groups.setdefault(row[key], []).append(row)
-    return groups
-
-
 @contextlib.contextmanager
 def _snapshot():
     """A transaction whose reads all see one snapshot (PostgreSQL: repeatable read)."""
@@ -185,55 +176,42 @@ def _snapshot():
 
 def write_file(run_ids: list[int], *, actor: str, now: datetime) -> ArchiveFile | None:
     """Write the runs to a new archive file and record it; nothing is removed yet. None
-    when none of the runs exists any more."""
+    when none of the runs exists any more.
+
+    Each app writes its own rows of the runs (archive.parts); each run's line carries its
+    seal and the file ends with the file's seal (audit.seals), so that the file verifies
+    on its own."""
     heads = {}
     finished = []
-    runs_in_file = records = 0
+    records = 0
     with tempfile.TemporaryFile() as raw:
         with _snapshot():
-            runs = list(Run.objects.filter(pk__in=run_ids).order_by("pk"))
-            ids = [r.pk for r in runs]
-            steps = _grouped(Step.objects.filter(run_id__in=ids).order_by("run_id", "position"),
-                             "run_id")
-            events = _grouped(RunEvent.objects.filter(run_id__in=ids).order_by("run_id", "id"),
-                              "run_id")
-            # Agent steps' conversations: their rows go with the steps (CASCADE).
-            turns = _grouped(AgentTurn.objects.filter(step__run_id__in=ids)
-                             .order_by("step_id", "index"), "step_id")
-            calls = _grouped(ToolCall.objects.filter(step__run_id__in=ids)
-                             .order_by("step_id", "turn", "index"), "step_id")
-            requests = _grouped(ApprovalRequest.objects.filter(run_id__in=ids)
-                                .order_by("run_id", "id"), "run_id")
-            notes = _grouped(Notification.objects.filter(request__run_id__in=ids)
-                             .order_by("request_id", "id"), "request_id")
-            audit: dict = {}
-            for record in (AuditRecord.objects.filter(run_id__in=ids)
-                           .order_by("run_id", "seq").iterator(chunk_size=5000)):
-                audit.setdefault(record.run_id, []).append(record_to_dict(record))
-        if not runs:
+            found = parts.rows(run_ids)
+        if not found:
             return None
+        ids = sorted(found)
         with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as out:
             def line(obj):
                 out.write(json.dumps(obj, default=to_json, ensure_ascii=False,
                                      separators=(",", ":")).encode())
                 out.write(b"\n")
 
-            line({"archive": {"format": FORMAT, "created_at": now, "created_by": actor,
-                              "runs": len(runs)}})
-            for run in runs:
-                run_requests = requests.get(run.pk, [])
-                run_steps = steps.get(run.pk, [])
-                line({"run": _row(run), "steps": run_steps,
-                      "agent_turns": [t for st in run_steps for t in turns.get(st["id"], [])],
-                      "tool_calls": [c for st in run_steps for c in calls.get(st["id"], [])],
-                      "events": events.get(run.pk, []), "audit": audit.get(run.pk, []),
-                      "approvals": run_requests,
-                      "notifications": [n for r in run_requests for n in notes.get(r["id"], [])]})
-                heads[str(run.pk)] = [run.audit_seq, run.audit_head]
-                records += len(audit.get(run.pk, []))
-                runs_in_file += 1
-                if run.finished_at:
-                    finished.append(run.finished_at)
+            header = {"format": FORMAT, "created_at": now, "created_by": actor,
+                      "runs": len(ids)}
+            line({"archive": header})
+            run_seals = []
+            for run_id in ids:
+                sections = found[run_id]
+                seal = seals.seal_run(run_id, sections)
+                line({**sections, "seal": seal})
+                run_seals.append((run_id, seal["mac"]))
+                run = sections["run"]
+                heads[str(run_id)] = [run["audit_seq"], run["audit_head"]]
+                records += len(sections.get("audit", []))
+                if run["finished_at"]:
+                    finished.append(run["finished_at"])
+            line({"seal": seals.seal_file(json.loads(json.dumps(header, default=to_json)),
+                                          run_seals)})
         size = raw.tell()
         raw.seek(0)
         digest = _sha256(raw)
@@ -244,7 +222,7 @@ def write_file(run_ids: list[int], *, actor: str, now: datetime) -> ArchiveFile 
         if not where.exists(name):
             name = where.save(name, File(raw, name=name))
     return ArchiveFile.objects.create(
-        name=name, sha256=digest, size=size, run_count=runs_in_file, record_count=records,
+        name=name, sha256=digest, size=size, run_count=len(ids), record_count=records,
         first_finished_at=min(finished, default=None),
         last_finished_at=max(finished, default=None), heads=heads, created_at=now,
         created_by=actor)
@@ -301,20 +279,9 @@ def _remove_batch(archive: ArchiveFile, run_ids: list[int], *,
             for r in removable])
         audit_actions = dict(AuditRecord.objects.filter(run_id__in=ids).values_list("action")
                              .annotate(n=Count("*")).order_by())
-        # The one path that deletes audit records: SQL, since the model refuses (and the
-        # trigger checks the tombstones written just above).
-        with connection.cursor() as cursor:
-            marks = ", ".join(["%s"] * len(ids))
-            cursor.execute(f"DELETE FROM {AuditRecord._meta.db_table} "
-                           f"WHERE run_id IN ({marks})", ids)
-        Notification.objects.filter(request__run_id__in=ids).delete()
-        # Requests point at the requests they superseded (PROTECT): unlink them, then one
-        # DELETE for the batch rather than one per request while the runs are locked.
-        requests = ApprovalRequest.objects.filter(run_id__in=ids)
-        requests.exclude(superseded_by=None).update(superseded_by=None)
-        requests.delete()
-        # Steps, events and what hangs off them (webhook deliveries) go with the run.
-        Run.objects.filter(pk__in=ids).delete()
+        # Each app removes its own rows of the runs (archive.parts); the audit app's
+        # DELETE passes its trigger through the tombstones written just above.
+        parts.remove(ids)
         ArchiveRemoval.objects.create(
             archive_file=archive, removed_at=now, actor=actor, run_count=len(ids),
             heads={str(r.pk): [r.audit_seq, r.audit_head] for r in removable},

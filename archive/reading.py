@@ -9,6 +9,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files.storage import FileSystemStorage, Storage, storages
 
+from audit import seals
 from audit.models import AuditRecord
 from audit.offline import RecordedArchive, archive_lines, chain_problem, record_from_dict
 
@@ -59,7 +60,8 @@ class ArchivedRunDetail:
     notifications: list[dict] = field(default_factory=list)
     # Agent steps' tool calls, as the file holds them (step_id, turn, index, tool, status...).
     tool_calls: list[dict] = field(default_factory=list)
-    # Why the run's audit chain does not verify against the head recorded for the file.
+    # Why the run does not verify: against its seal, or its audit chain against the head
+    # recorded for the file.
     chain_problem: str | None = None
 
 
@@ -88,7 +90,10 @@ def read_archived_run(tombstone) -> ArchivedRunDetail:
         approvals=[_dates(a) for a in line.get("approvals", [])],
         notifications=[_dates(n) for n in line.get("notifications", [])],
         tool_calls=line.get("tool_calls", []),
-        chain_problem=chain_problem(wanted, records, head[0], head[1]))
+        chain_problem="; ".join(filter(None, [
+            *seals.run_problems(wanted, {k: v for k, v in line.items() if k != "seal"},
+                                line.get("seal")),
+            chain_problem(wanted, records, head[0], head[1])])) or None)
 
 
 def pretty(value) -> str:

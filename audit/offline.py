@@ -6,10 +6,11 @@ checked, so that `manage.py verify_audit --archive FILE` needs nothing but the f
 this code): each record is rebuilt as an unsaved AuditRecord and checked with the same
 hashing as the live chains (audit.chain.verify_chain).
 
-What this module relies on in an archive file: one JSON object per line; a line holding a
-run has "run" (the run's row, with "id", "audit_seq" and "audit_head": the head of its
-chain as the run row kept it) and "audit" (its records, as record_to_dict writes them, in
-sequence order). Other lines (a header) are skipped.
+What this module relies on in an archive file: one JSON object per line; a header line
+("archive"); a line per run with "run" (the run's row, with "id", "audit_seq" and
+"audit_head": the head of its chain as the run row kept it), "audit" (its records, as
+record_to_dict writes them, in sequence order), the run's other parts, and "seal" (see
+audit.seals); last, the file's own "seal".
 
 The file's own facts (its sha256, and the chain heads recorded when it was written) live
 in the archive app's tables. Audit imports nothing from above it: the archive app registers
@@ -27,6 +28,7 @@ from datetime import datetime
 
 from django.db import models
 
+from . import seals
 from .chain import verify_chain
 from .models import AuditRecord
 
@@ -104,6 +106,9 @@ class ArchiveCheck:
     records: int = 0
     heads: dict = field(default_factory=dict)  # run id (a string) -> [seq, hash]
     problems: list[str] = field(default_factory=list)
+    # Written before archives were sealed (format 1): it verifies only against the record
+    # of its sha256 in the database.
+    unsealed: bool = False
 
 
 class _Hashing(io.RawIOBase):
@@ -136,16 +141,34 @@ def archive_lines(handle) -> Iterator[dict]:
 
 
 def check_archive(handle) -> ArchiveCheck:
-    """Verify every run's chain in an archive file (binary handle) from the file alone:
-    each record's hash, the sequence, and the chain's end against the head the run row
-    kept. Returns the file's sha256 and size as read, and the heads it found."""
+    """Verify an archive file (binary handle) from the file and the signing keys alone:
+    each run's seal (every part of the run as sealed, with a key this installation holds),
+    each record's hash, the sequence, the chain's end against the head the run row kept,
+    and the file's seal (no run removed, added or reordered, the file not cut short).
+    Returns the file's sha256 and size as read, and the heads it found."""
     hashing = _Hashing(handle)
     report = ArchiveCheck()
+    header = file_seal = None
+    run_seals: list[tuple[int, str]] = []
     try:
         for line in archive_lines(io.BufferedReader(hashing)):
             run = line.get("run")
             if run is None:
+                if "archive" in line and header is None and not run_seals:
+                    header = line["archive"]
+                    report.unsealed = header.get("format") == 1
+                elif "seal" in line and file_seal is None:
+                    file_seal = line["seal"]
+                else:
+                    report.problems.append("the file holds a line that is neither its "
+                                           "header, a run nor its seal, or one out of place")
                 continue
+            if file_seal is not None:
+                report.problems.append(f"run {run['id']} comes after the file's seal")
+            sections = {k: v for k, v in line.items() if k != "seal"}
+            if not report.unsealed:
+                report.problems += seals.run_problems(run["id"], sections, line.get("seal"))
+            run_seals.append((run["id"], str((line.get("seal") or {}).get("mac", ""))))
             records = [record_from_dict(r) for r in line.get("audit", [])]
             problem = chain_problem(run["id"], records, run.get("audit_seq"),
                                     run.get("audit_head"))
@@ -155,7 +178,9 @@ def check_archive(handle) -> ArchiveCheck:
             report.records += len(records)
             if records:
                 report.heads[str(run["id"])] = [records[-1].seq, records[-1].hash]
-    except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:
+        if not report.unsealed:
+            report.problems += seals.file_problems(header, run_seals, file_seal)
+    except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError) as exc:
         report.problems.append(f"the archive cannot be read: {exc}")
     # Hash what gzip did not need to read (nothing, for a well-formed file).
     while hashing.read(1 << 16):

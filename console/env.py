@@ -167,6 +167,16 @@ VARIABLES: list[Variable] = [
     V("ARCHIVE_MAX_RUNS_PER_PASS", INT, "20000", "runs archived per pass of the job"),
     V("ARCHIVE_REMOVE_BATCH", INT, "100",
       "runs removed from the hot tables per transaction"),
+    # Keys and the client's address
+    V("ARCHIVE_SIGNING_KEYS", STR, "", "id:secret,... (signing key first, older ones still "
+      "verify): the HMAC-SHA256 seals of archive files",
+      shown="a development key from SECRET_KEY (refused by console.production)"),
+    V("FIELD_ENCRYPTION_KEYS", STR, "", "id:key,... (Fernet keys, the one in use first): "
+      "declared sensitive fields encrypted at rest",
+      shown="a development key from SECRET_KEY (refused by console.production)"),
+    V("TRUSTED_PROXY_COUNT", STR, "0", "how the client's address is found: 0, clients connect "
+      "directly; N, behind N proxies appending to X-Forwarded-For (required by "
+      "console.production)"),
 ]
 BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}
 

@@ -1,11 +1,19 @@
 """Production settings: the base settings plus the checks a deployment must pass."""
 
+import base64
+import os
+
 from django.core.exceptions import ImproperlyConfigured
 
 from .content_security import POLICY as CSP_POLICY
 from .env import check_environment, env
 from .settings import *  # noqa: F403
-from .settings import DEVELOPMENT_SECRET_KEY, SECRET_KEY
+from .settings import (
+    DEVELOPMENT_KEY_ID,
+    DEVELOPMENT_SECRET_KEY,
+    PROXY_COUNT_RULE,
+    SECRET_KEY,
+)
 
 # Every variable that looks like one of ours is declared (console.env) and well formed:
 # a misspelt name would otherwise be ignored, and the default silently used instead.
@@ -21,6 +29,31 @@ if SECRET_KEY == DEVELOPMENT_SECRET_KEY or len(SECRET_KEY) < 50:
         "SECRET_KEY is the development key or shorter than 50 characters; "
         "set SECRET_KEY in the environment to a long random value."
     )
+
+# The development keys are derived from values anyone can read in this code.
+for _ring in ("ARCHIVE_SIGNING_KEYS", "FIELD_ENCRYPTION_KEYS"):
+    if DEVELOPMENT_KEY_ID in globals()[_ring] or not os.environ.get(_ring, "").strip():
+        raise ImproperlyConfigured(
+            f"{_ring} is not set: set it to \"id:secret\" (a long random secret; add new "
+            "keys in front and keep old ones after them to rotate).")
+for _id, _secret in ARCHIVE_SIGNING_KEYS.items():  # noqa: F405
+    if len(_secret) < 32:
+        raise ImproperlyConfigured(f"ARCHIVE_SIGNING_KEYS: key {_id!r} is shorter than 32 "
+                                   "characters.")
+for _id, _secret in FIELD_ENCRYPTION_KEYS.items():  # noqa: F405
+    try:
+        _ok = len(base64.urlsafe_b64decode(_secret.encode())) == 32
+    except ValueError:
+        _ok = False
+    if not _ok:
+        raise ImproperlyConfigured(f"FIELD_ENCRYPTION_KEYS: key {_id!r} is not 32 bytes of "
+                                   "url-safe base64 (make one with Fernet.generate_key()).")
+
+# Throttles count per client address; a wrong guess of how it is found either lets one
+# client lock every approver out (all behind one proxy address) or lets a client pick its
+# own address. The deployment says which.
+if not os.environ.get("TRUSTED_PROXY_COUNT", "").strip():
+    raise ImproperlyConfigured(f"{PROXY_COUNT_RULE} (it is not set).")
 
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True

@@ -7,12 +7,15 @@ use console.production as the settings module there. Every environment variable 
 once, with its type, default and meaning, in console.env, and read here through env().
 """
 
+import base64
+import hashlib
 import json
 import sys
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from .content_security import POLICY as CSP_POLICY
 from .env import env
@@ -23,6 +26,27 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEVELOPMENT_SECRET_KEY = "development-only-secret-key-never-use-in-production"
 SECRET_KEY = env("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
+
+
+def key_ring(name: str, raw: str | None, purpose: str) -> dict[str, str]:
+    """Keys by id from `raw`, the value of variable `name` ("id:secret,id:secret", the first one in
+    use, the others kept to read what they signed or encrypted), else one development key
+    derived from SECRET_KEY for `purpose` (console.production refuses it)."""
+    raw = (raw or "").strip()
+    if not raw:
+        derived = hashlib.sha256(f"{SECRET_KEY}:{purpose}".encode()).digest()
+        return {DEVELOPMENT_KEY_ID: base64.urlsafe_b64encode(derived).decode()}
+    ring = {}
+    for entry in raw.split(","):
+        key_id, sep, secret = entry.strip().partition(":")
+        if not sep or not key_id.strip() or not secret.strip():
+            raise ImproperlyConfigured(f"{name}: {entry.strip()!r} is not id:secret")
+        ring[key_id.strip()] = secret.strip()
+    return ring
+
+
+DEVELOPMENT_KEY_ID = "dev"
+
 
 # Off unless DEBUG=1 is set (bin/demo sets it for the local demo): Django's debug pages show
 # tracebacks and settings to anyone who can make a request fail.
@@ -150,7 +174,22 @@ ANONYMOUS_USER_NAME = None
 # from one address, that pair is refused for AXES_COOLOFF_MINUTES. Attempts and lockouts are
 # listed in Django admin (Axes -> Access attempts; delete one to lift its lockout) and
 # `manage.py axes_reset` clears them all. A successful login clears its pair's failures.
-# The address is REMOTE_ADDR: behind a proxy, set AXES_CLIENT_IP_CALLABLE (see axes' docs).
+# The address is found as TRUSTED_PROXY_COUNT says (console.client_address): 0, clients
+# connect directly (REMOTE_ADDR); N, behind N proxies that each append to X-Forwarded-For.
+# console.production requires it to be set.
+PROXY_COUNT_RULE = ("TRUSTED_PROXY_COUNT must state how the client's address is found: 0 when "
+                    "clients connect directly, N (1-10) behind N proxies that each append to "
+                    "X-Forwarded-For")
+
+
+def proxy_count(raw: str) -> int:
+    if not raw.isdigit() or int(raw) > 10:
+        raise ImproperlyConfigured(f"{PROXY_COUNT_RULE} (got {raw!r}).")
+    return int(raw)
+
+
+TRUSTED_PROXY_COUNT = proxy_count((env("TRUSTED_PROXY_COUNT") or "0").strip())
+AXES_CLIENT_IP_CALLABLE = "console.client_address.client_ip"
 AXES_FAILURE_LIMIT = env("AXES_FAILURE_LIMIT")
 AXES_COOLOFF_TIME = timedelta(minutes=env("AXES_COOLOFF_MINUTES"))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
@@ -349,3 +388,14 @@ ARCHIVE_INTERVAL_SECONDS = env("ARCHIVE_INTERVAL_SECONDS")
 ARCHIVE_RUNS_PER_FILE = env("ARCHIVE_RUNS_PER_FILE")
 ARCHIVE_MAX_RUNS_PER_PASS = env("ARCHIVE_MAX_RUNS_PER_PASS")
 ARCHIVE_REMOVE_BATCH = env("ARCHIVE_REMOVE_BATCH")
+# Each archived run and each file is sealed with an HMAC-SHA256 (audit.seals) so that a copy
+# verifies on its own: "id:secret,..." with the signing key first; older keys still verify.
+ARCHIVE_SIGNING_KEYS = key_ring("ARCHIVE_SIGNING_KEYS", env("ARCHIVE_SIGNING_KEYS"),
+                                "archive-signing")
+
+# --- Sensitive fields (runs.sensitive) ------------------------------------------------------
+# Fields a step or tool declares sensitive are stored encrypted (Fernet: AES-128-CBC with
+# HMAC-SHA256) in every table and archive file: "id:key,..." with 32-byte url-safe base64
+# keys (Fernet.generate_key()), the one that encrypts first; older ones still decrypt.
+FIELD_ENCRYPTION_KEYS = key_ring("FIELD_ENCRYPTION_KEYS", env("FIELD_ENCRYPTION_KEYS"),
+                                 "field-encryption")

@@ -39,7 +39,7 @@ from runs.errors import TransitionNotAllowed
 from runs.guidance import recommend
 from runs.intentions import step_lines
 from runs.investigation import investigate, to_markdown
-from runs.models import Run
+from runs.models import Run, Workflow
 
 from . import run_list, saved_views
 from .bulk_views import BULK_BY_FILTER
@@ -351,10 +351,13 @@ def _audit_csv(records, *, lines=audit_csv_lines, name="audit"):
 @require_GET
 @login_required
 def workflow_page(request, name: str):
-    _visible_ids(request.user)
+    visible = _visible_ids(request.user)
     workflow = d.registry.latest(name)
     if workflow is None:
         raise Http404(f"No workflow {name!r}.")
+    # Its definition, contracts and owners are shown to those who may view its runs.
+    if visible is not None and not Workflow.objects.filter(name=name, pk__in=visible).exists():
+        raise PermissionDenied("You may not view this workflow.")
     return render(request, "console/workflow.html", {
         "workflow": workflow, "contracts": contract_table(workflow),
         "verdict": workflow_verdict(workflow)})
@@ -363,6 +366,8 @@ def workflow_page(request, name: str):
 @require_GET
 @login_required
 def runbook(request, reason: str):
+    # Operations' procedures are for the people who operate runs.
+    _visible_ids(request.user)
     text = runbook_section(reason)
     if text is None:
         raise Http404(f"No runbook for {reason!r}.")

@@ -25,7 +25,7 @@ import logging
 import openai
 from django.conf import settings
 
-from . import agent_history, crashpoints, lookups, tracing, transitions
+from . import agent_history, crashpoints, lookups, sensitive, tracing, transitions
 from . import definition as d
 from .agent_models import ToolCall, ToolCallStatus
 from .context import StepContext
@@ -99,7 +99,7 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpec,
 
 def _run_call(lease, step: Step, spec: d.AgentSpec, ctx: StepContext, call: ToolCall):
     tool = spec.tools[call.tool]
-    args = tool.args.model_validate(call.arguments)
+    args = tool.args.model_validate(sensitive.opened(call.arguments))
     if tool.needs_approval(args) and call.approved_hash != call.args_hash:
         return calls_tx.await_tool_approval(lease, step, call)
     call = calls_tx.begin_tool_call(lease, step, call)
@@ -152,7 +152,8 @@ def ask_tool_remote(tool: d.ToolSpec | None, ctx: StepContext, call: ToolCall):
     """Look a tool call's effect up by its key: (verdict, error), as executor.ask_remote."""
     if tool is None or tool.reconcile_fn is None:
         return None, ""
-    return lookups.ask(lambda: tool.reconcile_fn(ctx, tool.args.model_validate(call.arguments)))
+    args = tool.args.model_validate(sensitive.opened(call.arguments))
+    return lookups.ask(lambda: tool.reconcile_fn(ctx, args))
 
 
 def compensate_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpec,
@@ -169,7 +170,7 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpe
         crashpoints.reach(crashpoints.BEFORE_CALL, point)
         try:
             value = tool.compensate_fn(tool_context(ctx, call, compensating=True),
-                                       tool.args.model_validate(call.arguments))
+                                       tool.args.model_validate(sensitive.opened(call.arguments)))
         except Exception as exc:
             return transitions.Outcome(succeeded=False, error=classify(
                 exc, non_retryable=tool.retry.non_retryable))
@@ -206,7 +207,8 @@ def messages(spec: d.AgentSpec, ctx: StepContext, turns, calls: list[ToolCall], 
         if turn.tool_calls:
             message["tool_calls"] = [
                 {"id": c.get("id"), "type": "function",
-                 "function": {"name": c.get("name"), "arguments": c.get("arguments") or "{}"}}
+                 "function": {"name": c.get("name"),
+                              "arguments": sensitive.opened(c.get("arguments")) or "{}"}}
                 for c in turn.tool_calls]
         out.append(message)
         for call in by_turn.get(turn.index, []):
@@ -218,7 +220,8 @@ def messages(spec: d.AgentSpec, ctx: StepContext, turns, calls: list[ToolCall], 
 def tool_message(call: ToolCall) -> str:
     """What the model is told about one settled call."""
     if call.status in (S.SUCCEEDED, S.COMPENSATING, S.COMPENSATED, S.COMPENSATION_FAILED):
-        return json.dumps(call.result if call.result is not None else {"ok": True})
+        return json.dumps(sensitive.opened(call.result) if call.result is not None
+                          else {"ok": True})
     if call.status == S.INVALID:
         return json.dumps({"error": f"invalid call, not executed: {call.error_message}"})
     if call.status == S.DECLINED:

@@ -18,6 +18,8 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import FileSystemStorage, Storage, storages
 
+from . import sensitive
+
 ARTIFACT = "$artifact"
 
 
@@ -92,7 +94,8 @@ class Results(Mapping):
 
     def __getitem__(self, name):
         if name not in self._loaded:
-            self._loaded[name] = load(self._stored[name])
+            # A step function sees earlier results as they were returned: in clear.
+            self._loaded[name] = sensitive.opened(load(self._stored[name]))
         return self._loaded[name]
 
     def __iter__(self) -> Iterator:

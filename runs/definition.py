@@ -167,6 +167,9 @@ class StepDef:
     # compensation will send (for a correction message: recipient, subject, body). Shown to
     # the person who confirms the undo of a high-impact step.
     compensation_preview_fn: Callable | None = None
+    # Fields of the step's result stored encrypted (runs.sensitive) in every table, artifact
+    # and archive file; later steps read them in clear through ctx.results.
+    sensitive: tuple[str, ...] = ()
 
     def __call__(self, ctx):
         return self.fn(ctx)
@@ -275,23 +278,27 @@ class Workflow:
         return decorator
 
     def read(self, name: str, *, retry: RetryPolicy = DEFAULT_POLICY, version: int = 1,
-             contract: Contract | None = None):
-        """A step without side effects, retried freely by its policy."""
+             contract: Contract | None = None, sensitive: tuple[str, ...] = ()):
+        """A step without side effects, retried freely by its policy. `sensitive` names
+        fields of its result stored encrypted (as for every kind of step)."""
         return self._declare(READ, name, retry=retry, version=version,
-                             contract=contract or Contract(rule="retry"))
+                             contract=contract or Contract(rule="retry"),
+                             sensitive=tuple(sensitive))
 
     def decision(self, name: str, *, schema: type[BaseModel], format_failure_budget: int = 2,
                  retry: RetryPolicy = DEFAULT_POLICY, version: int = 1,
-                 contract: Contract | None = None):
+                 contract: Contract | None = None, sensitive: tuple[str, ...] = ()):
         """Ask a model for a proposal validated against `schema`; the accepted one is stored
         and reused on every replay."""
         return self._declare(DECISION, name, schema=schema, retry=retry, version=version,
                              format_failure_budget=format_failure_budget,
-                             contract=contract or Contract(rule="stored decision reused"))
+                             contract=contract or Contract(rule="stored decision reused"),
+                             sensitive=tuple(sensitive))
 
     def write(self, name: str, *, impact: str = LOW, retry: RetryPolicy = DEFAULT_POLICY,
               version: int = 1, contract: Contract | None = None, honours_key: bool = False,
-              lookup_delay: float = 10.0, lookup_attempts: int = 3, system: str = ""):
+              lookup_delay: float = 10.0, lookup_attempts: int = 3, system: str = "",
+              sensitive: tuple[str, ...] = ()):
         """A step that changes another system. It sends ctx.key; `honours_key` says whether
         the receiver deduplicates on it, which makes a resend after an unknown outcome safe.
         For a receiver that does not, a lookup that finds nothing is trusted only
@@ -301,11 +308,12 @@ class Workflow:
         return self._declare(WRITE, name, impact=impact, retry=retry, version=version,
                              contract=contract or Contract(), honours_key=honours_key,
                              lookup_delay=lookup_delay, lookup_attempts=lookup_attempts,
-                             system=system)
+                             system=system, sensitive=tuple(sensitive))
 
     def notify(self, name: str, *, impact: str = HIGH, retry: RetryPolicy = DEFAULT_POLICY,
                version: int = 1, contract: Contract | None = None, honours_key: bool = False,
-               lookup_delay: float = 10.0, lookup_attempts: int = 3, system: str = ""):
+               lookup_delay: float = 10.0, lookup_attempts: int = 3, system: str = "",
+               sensitive: tuple[str, ...] = ()):
         """A message delivery to a person; the provider's message id is stored as the remote
         reference. High impact unless declared otherwise: a message cannot be taken back, so
         it is not resent after an unknown outcome, nor corrected, without a person.
@@ -313,7 +321,7 @@ class Workflow:
         return self._declare(NOTIFY, name, impact=impact, retry=retry, version=version,
                              contract=contract or Contract(), honours_key=honours_key,
                              lookup_delay=lookup_delay, lookup_attempts=lookup_attempts,
-                             system=system)
+                             system=system, sensitive=tuple(sensitive))
 
     def sleep(self, name: str, *, duration: timedelta | None = None,
               until: Callable[[dict], Any] | None = None) -> StepDef:
@@ -489,7 +497,9 @@ class ToolSpec:
     args: type[BaseModel]
     impact: str = LOW
     honours_key: bool = False
-    # Argument fields shown as [redacted] wherever the call is displayed or audited.
+    # Sensitive fields: arguments shown as [redacted] wherever the call is displayed or
+    # audited, and these fields of its arguments and results stored encrypted
+    # (runs.sensitive) in every table and archive file.
     redact: tuple[str, ...] = ()
     retry: RetryPolicy = DEFAULT_POLICY
     lookup_delay: float = 10.0

@@ -7,6 +7,7 @@ anything else is sent. The executor decides nothing about state itself: it calls
 runs.transitions, which checks and records every move.
 """
 
+import dataclasses
 import json
 import logging
 import os
@@ -15,7 +16,7 @@ from functools import partial
 
 from pydantic import ValidationError
 
-from . import agent_loop, artifacts, crashpoints, limits, lookups, tracing, transitions
+from . import agent_loop, artifacts, crashpoints, limits, lookups, sensitive, tracing, transitions
 from . import definition as d
 from .context import StepContext, build_context, opened_services
 from .errors import Classified, classify
@@ -122,7 +123,7 @@ def call_step(spec: d.StepDef, ctx: StepContext) -> transitions.Outcome:
                 accepted = spec.schema.model_validate(value)
         except ValidationError as exc:
             return transitions.Outcome(
-                succeeded=False, invalid_output=value,
+                succeeded=False, invalid_output=sensitive.seal_fields(value, spec.sensitive),
                 error=Classified(ErrorClass.MODEL_FORMAT,
                                  f"output does not match {spec.schema.__name__}: "
                                  f"{exc.error_count()} error(s): {_first_error(exc)}"),
@@ -133,6 +134,8 @@ def call_step(spec: d.StepDef, ctx: StepContext) -> transitions.Outcome:
     except (TypeError, ValueError) as exc:
         return transitions.Outcome(succeeded=False, error=Classified(
             ErrorClass.UNCLASSIFIED, f"step returned a value that cannot be stored: {exc}"))
+    # Sealed before it is stored anywhere: the step's row, an artifact, the archive.
+    value = sensitive.seal_fields(value, spec.sensitive)
     try:
         value = artifacts.keep(ctx.run_id, ctx.step, value)
     except artifacts.ResultTooLarge as exc:
@@ -169,4 +172,9 @@ def ask_remote(spec: d.StepDef, ctx: StepContext):
     """
     if spec.reconcile_fn is None:
         return None, ""
-    return lookups.ask(spec.reconcile_fn, ctx)
+    verdict, error = lookups.ask(spec.reconcile_fn, ctx)
+    if isinstance(verdict, d.Found) and spec.sensitive:
+        verdict = dataclasses.replace(verdict,
+                                      result=sensitive.seal_fields(verdict.result,
+                                                                   spec.sensitive))
+    return verdict, error

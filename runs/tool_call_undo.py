@@ -7,7 +7,7 @@ import dataclasses
 from audit.chain import Actor
 
 from . import definition as d
-from . import transitions
+from . import sensitive, transitions
 from .context import context_outside_executor
 from .errors import TransitionNotAllowed, classify
 from .models import Run, ToolCall
@@ -33,7 +33,8 @@ def undo_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
             ctx = dataclasses.replace(ctx, key=call.compensation_key,
                                       attempt=call.compensation_attempt,
                                       remote_ref=call.remote_ref)
-            value = tool.compensate_fn(ctx, tool.args.model_validate(call.arguments))
+            args = tool.args.model_validate(sensitive.opened(call.arguments))
+            value = tool.compensate_fn(ctx, args)
         ref = value.remote_ref if isinstance(value, d.StepResult) else ""
     except Exception as exc:  # recorded as the undo's outcome, then shown to the person
         failure = classify(exc, non_retryable=tool.retry.non_retryable)

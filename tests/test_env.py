@@ -11,6 +11,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from console.env import BY_NAME, VARIABLES, check_environment, env, markdown_table
+from tests.test_settings import PRODUCTION_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = re.compile(r"<!-- settings table: generated from console/env.py -->\n(.*?)"
@@ -87,7 +88,7 @@ def _start(settings_module: str, **extra):
     return subprocess.run(
         [sys.executable, "-c", "import django; django.setup()"],
         env={**environ, "DJANGO_SETTINGS_MODULE": settings_module,
-             "SECRET_KEY": "k" * 64, **extra},
+             "SECRET_KEY": "k" * 64, **PRODUCTION_ENV, **extra},
         capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 

@@ -6,13 +6,20 @@ import sys
 
 from django.conf import settings
 
+# What a deployment must state besides its secret key: signing and encryption keys, and
+# how the client's address is found.
+PRODUCTION_ENV = {"ARCHIVE_SIGNING_KEYS": "a1:" + "s" * 48,
+                  "FIELD_ENCRYPTION_KEYS": "f1:" + "A" * 43 + "=",
+                  "TRUSTED_PROXY_COUNT": "0"}
+
 
 def _production_check(env):
     code = ("import django; django.setup(); from django.conf import settings as s; "
             "print(s.DEBUG, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE)")
     return subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "console.production", **env},
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "console.production", **PRODUCTION_ENV,
+             **env},
         capture_output=True, text=True, timeout=60,
     )
 
@@ -48,7 +55,7 @@ def test_check_deploy_is_clean_with_production_settings():
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         env={**{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
-             "DJANGO_SETTINGS_MODULE": "console.production",
+             "DJANGO_SETTINGS_MODULE": "console.production", **PRODUCTION_ENV,
              "SECRET_KEY": "a-long-random-production-key-" + "x1y2z3" * 8,
              "ALLOWED_HOSTS": "console.example.com"},
         capture_output=True, text=True, timeout=120,

@@ -23,6 +23,7 @@ from audit.chain import Actor
 from audit.models import AuditRecord
 
 from .. import definition as d
+from .. import sensitive
 from ..agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ..errors import SecondPersonRequired, TransitionNotAllowed
 from ..keys import tool_call_key, tool_compensation_key
@@ -138,7 +139,8 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
         now = change.now
         index = AgentTurn.objects.filter(step=step).count()
         AgentTurn.objects.create(
-            step=step, index=index, content=turn.content or "", tool_calls=turn.tool_calls,
+            step=step, index=index, content=turn.content or "",
+            tool_calls=sensitive.seal_asked_calls(turn.tool_calls, spec.tools),
             finish_reason=turn.finish_reason, model_ref=turn.model_ref,
             prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens,
             summarises=turn.summarises, created_at=now)
@@ -213,7 +215,10 @@ def _new_call(run: Run, step: Step, spec: d.AgentSpec, turn: int, position: int,
             row.arguments = valid.model_dump(mode="json")
             if tool.compensate_fn is not None:
                 row.compensation_key = tool_compensation_key(key)
+    # The hash covers the arguments in clear (an approval is of what is sent); the row
+    # keeps the declared fields sealed.
     row.args_hash = args_hash(row.arguments)
+    row.arguments = sensitive.seal_arguments(row.arguments, tool, spec.tools)
     if row.status == S.INVALID:
         row.finished_at = now
     return row
@@ -359,7 +364,8 @@ def _call_succeeded(change: _Change, step: Step, call: ToolCall, value, remote_r
                     action: str, **data) -> None:
     before = call.status
     call.status = S.SUCCEEDED
-    call.result = redact(value)
+    call.result = sensitive.seal_result(redact(value), tool_of(
+        d.registry.get(change.run.workflow_name, change.run.workflow_version), step, call))
     call.remote_ref = str(remote_ref or "")[:300]
     call.error_class, call.error_message = "", ""
     call.lookup_failures = 0
@@ -439,7 +445,8 @@ def _late_tool_result(lease: Lease, step: Step, call: ToolCall, outcome: Outcome
         change = _Change(run, None, Actor.system(lease.worker), _now(None))
         change.audit(AuditAction.LATE_RESULT, step=step, data=_call_data(
             call, worker=lease.worker, claim=lease.token, current_claim=run.fencing_token,
-            succeeded=outcome.succeeded, remote_ref=outcome.remote_ref, value=outcome.value,
+            succeeded=outcome.succeeded, remote_ref=outcome.remote_ref,
+            value=sensitive.seal_result(outcome.value, tool_of(lease.definition, step, call)),
             error=outcome.error.message if outcome.error else ""))
         change.save()
 
@@ -716,7 +723,9 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
         data = _call_data(call, evidence=evidence)
         if isinstance(verdict, d.Found):
             call.status, call.remote_ref = S.SUCCEEDED, verdict.ref[:300]
-            call.result = redact(verdict.result) if verdict.result is not None else call.result
+            call.result = sensitive.seal_result(
+                redact(verdict.result), tool_of(op.definition, step, call)) \
+                if verdict.result is not None else call.result
             call.error_class, call.error_message = "", ""
             call.finished_at = change.now
             data["verdict"] = "found"

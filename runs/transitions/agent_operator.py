@@ -18,6 +18,7 @@ from django.db import transaction
 from audit.actions import AuditAction
 from audit.chain import Actor
 
+from .. import sensitive
 from ..agent_models import ToolCall, ToolCallStatus
 from ..models import ErrorClass, Run, StepStatus
 from .agent_calls import _call_data, _save, checked_call
@@ -48,7 +49,7 @@ def retry_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
         before = _snapshot(run, step)
         tool = tool_of(op.definition, step, call)
         approval_spent = bool(call.approved_hash) and tool is not None and \
-            tool.needs_approval(tool.args.model_validate(call.arguments))
+            tool.needs_approval(tool.args.model_validate(sensitive.opened(call.arguments)))
         if approval_spent:
             call.approved_hash, call.approved_by = "", ""
         call.status, call.finished_at = S.PENDING, None

@@ -2,6 +2,7 @@
 their stable keys, all in one transaction or not at all."""
 
 import json
+import unicodedata
 from contextlib import nullcontext
 from datetime import datetime
 
@@ -39,9 +40,10 @@ from .kernel import (  # the package's shared vocabulary
 BUSINESS_KEY_MAX = Run._meta.get_field("business_key").max_length
 
 def _control_characters(text: str) -> bool:
-    # A business key ends up in mail subjects, log lines and file names: no line breaks,
-    # no other control characters.
-    return any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text)
+    # A business key ends up in mail subjects, log lines and file names: no line breaks
+    # (U+2028 and U+2029 included), no other control characters, and no invisible format
+    # characters (bidirectional overrides and isolates make a key read as another one).
+    return any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text)
 
 def _storable(text: str) -> bool:
     # PostgreSQL text and jsonb refuse NUL and lone surrogates; refuse them up front.
@@ -92,7 +94,8 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
             errors=[{"loc": ["business_key"], "msg": "too long or not storable"}])
     if _control_characters(business_key):
         raise InvalidInput(
-            "business key must not contain control characters (line breaks, tabs, ...)",
+            "business key must not contain control characters (line breaks, tabs, Unicode "
+            "line or paragraph separators, bidirectional controls, ...)",
             errors=[{"loc": ["business_key"], "msg": "contains control characters"}])
     try:
         validated = definition.input_schema.model_validate(input)

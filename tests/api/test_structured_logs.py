@@ -11,6 +11,7 @@ from celery import signals
 from observability.logs import ContextFilter, JsonFormatter, current, log_context
 from runs.tasks import advance_run as advance_run_task
 from tests.api.conftest import post_run
+from tests.test_settings import PRODUCTION_ENV
 
 
 @pytest.fixture
@@ -95,7 +96,7 @@ def test_production_logs_are_json(tmp_path):
             "logging.getLogger('runs').warning('hello')")
     result = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "console.production",
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "console.production", **PRODUCTION_ENV,
              "SECRET_KEY": "k" * 64, "VAR_DIR": str(tmp_path)},
         capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

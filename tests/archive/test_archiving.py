@@ -50,7 +50,8 @@ def test_finished_runs_past_retention_move_to_an_archive_file_and_leave_the_hot_
     assert archive.heads == {str(r.pk): [r.audit_seq, r.audit_head] for r in runs}
     lines = _lines(archive_dir / archive.name)
     assert lines[0]["archive"]["runs"] == 3
-    by_id = {line["run"]["id"]: line for line in lines[1:]}
+    assert set(lines[-1]) == {"seal"} and lines[-1]["seal"]["runs"] == 3
+    by_id = {line["run"]["id"]: line for line in lines[1:-1]}
     assert sorted(by_id) == ids
     for run in runs:
         line = by_id[run.pk]
@@ -245,7 +246,7 @@ def test_an_agent_steps_turns_and_tool_calls_go_to_the_archive_with_their_run(ar
     call_command("archive_runs")
 
     assert not ToolCall.objects.filter(step__run_id=run.pk).exists()
-    (line,) = [x for x in _lines(archive_dir / ArchiveFile.objects.get().name)[1:]
+    (line,) = [x for x in _lines(archive_dir / ArchiveFile.objects.get().name)[1:-1]
                if x["run"]["id"] == run.pk]
     assert [(t["index"], t["content"], t["prompt_tokens"]) for t in line["agent_turns"]] == \
         [(1, "noting", 7)]

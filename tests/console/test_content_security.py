@@ -14,6 +14,7 @@ import pytest
 from django.conf import settings
 
 from console.content_security import POLICY
+from tests.test_settings import PRODUCTION_ENV
 
 ROOT = Path(settings.BASE_DIR)
 TEMPLATES = sorted(p for p in ROOT.glob("**/templates/**/*.html")
@@ -63,7 +64,7 @@ def test_production_settings_enforce_the_same_policy():
             "getattr(s, 'CONTENT_SECURITY_POLICY_REPORT_ONLY', None)]))")
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "console.production",
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "console.production", **PRODUCTION_ENV,
              "SECRET_KEY": "a-long-random-production-key-" + "x1y2z3" * 8})
     assert result.returncode == 0, result.stderr
     policy, middleware, report_only = json.loads(result.stdout.strip().splitlines()[-1])

@@ -34,6 +34,7 @@ from demo.sandbox.models import (
 from runs.errors import IdempotencyKeyReused, PermanentError, TransientError, classify
 from runs.models import ErrorClass
 from tests.processes import ROOT, child_env, stop, wait_for
+from tests.test_settings import PRODUCTION_ENV
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -592,7 +593,7 @@ def test_the_sandbox_is_not_served_with_production_settings():
     env = {k: v for k, v in child_env().items() if k != "SANDBOX_ENABLED"}
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
-        env={**env, "DJANGO_SETTINGS_MODULE": "console.production",
+        env={**env, "DJANGO_SETTINGS_MODULE": "console.production", **PRODUCTION_ENV,
              "SECRET_KEY": "a-long-random-production-key-" + "x1y2z3" * 8})
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[:3] == ["absent /sandbox/faults", "absent /sandbox/stats",

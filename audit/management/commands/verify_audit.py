@@ -13,9 +13,9 @@ from audit.offline import check_archive, compare_with_recorded, recorded_archive
 class Command(BaseCommand):
     help = ("Verify every run's audit hash chain and the access chain (permission "
             "changes); exit non-zero naming the first broken record. "
-            "With --archive FILE, verify the chains of an archive file instead, offline: from "
-            "the file alone, and against its recorded sha256 and chain heads when the "
-            "database has them.")
+            "With --archive FILE, verify an archive file instead, offline: every run against "
+            "its seal (ARCHIVE_SIGNING_KEYS) and its chain, the file against its own seal, "
+            "and against its recorded sha256 and chain heads when the database has them.")
 
     def add_arguments(self, parser):
         parser.add_argument(
@@ -80,10 +80,14 @@ class Command(BaseCommand):
                               "checking the file alone")
         if recorded is not None:
             problems += compare_with_recorded(report, recorded)
+        elif report.unsealed:
+            problems.append("the file says it was written before archives were sealed "
+                            "(format 1) and this database has no record of its sha256: "
+                            "nothing vouches for its content")
         if problems:
             raise CommandError(f"archive {name}: " + "; ".join(problems))
-        against = ("its recorded sha256 and chain heads" if recorded is not None
-                   else "the file alone (no record of it in this database)")
+        against = ("its seals and its recorded sha256 and chain heads" if recorded is not None
+                   else "its seals and the file alone (no record of it in this database)")
         self.stdout.write(
             f"verified archive {name}: {report.records} audit records in {report.runs} runs, "
             f"sha256 {report.sha256}, against {against}: all chains intact")
