@@ -11,13 +11,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from audit.actions import AuditAction
 from audit.chain import Actor, build_record
 from audit.models import AuditRecord
 
-from .. import checkpoint_sql
+from .. import checkpoint_sql, dbclock
 from .. import definition as d
 from ..errors import (
     Classified,
@@ -109,7 +108,8 @@ def allowed(action: str, status: str) -> bool:
     return status in RUN_TRANSITIONS[action].sources
 
 def _now(now: datetime | None) -> datetime:
-    return now or timezone.now()
+    # Leases and due times are judged by the database's clock, never a worker's.
+    return now or dbclock.now()
 
 def input_hash(data) -> str:
     """The hash that tells a redelivered start event from a different one."""

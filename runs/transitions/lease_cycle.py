@@ -5,7 +5,10 @@ taking back runs whose lease ran out. The executor calls these."""
 import copy
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models.functions import Now
 
 from audit.actions import AuditAction
 from audit.chain import Actor
@@ -512,12 +515,18 @@ def _too_early_to_trust(step: Step, spec: d.StepDef, now: datetime) -> bool:
                                       or step.next_attempt_at > now)
 
 def heartbeat(lease: Lease, *, now: datetime | None = None) -> bool:
-    """Extend the lease of a long step. False if the lease was lost to another worker."""
-    now = _now(now)
+    """Extend the lease of a long step. False if the lease was lost to another worker.
+
+    The new expiry is the database server's now() plus the lease, computed in the statement:
+    a worker whose clock runs ahead cannot give itself a longer lease."""
+    stamp = Value(now) if now is not None else Now()
     with transaction.atomic(durable=True):
         extended = Run.objects.filter(
             pk=lease.run.pk, status=R, fencing_token=lease.token
-        ).update(lease_expires_at=_lease_until(now), heartbeat_at=now)
+        ).update(lease_expires_at=ExpressionWrapper(
+                     stamp + timedelta(seconds=settings.RUNS_LEASE_SECONDS),
+                     output_field=DateTimeField()),
+                 heartbeat_at=stamp)
     return extended == 1
 
 def expire_lease(run_id: int, *, now: datetime | None = None, actor: Actor | None = None) -> bool:
@@ -527,14 +536,7 @@ def expire_lease(run_id: int, *, now: datetime | None = None, actor: Actor | Non
     side-effecting step it was running becomes unknown (it may have acted) and is
     reconciled before anything is sent again; a read or decision step simply runs again.
     """
-    now = _now(now)
-    with transaction.atomic(durable=True):
-        run = _lock(run_id)
-        if not _lease_ran_out(run, now):
-            return False
-        running = list(Step.objects.filter(run=run, status=StepStatus.RUNNING))
-        _take_back(run, running, now, actor).save()
-    return True
+    return bool(expire_leases([run_id], now=now, actor=actor))
 
 
 def expire_leases(run_ids: list[int], *, now: datetime | None = None,
@@ -543,22 +545,23 @@ def expire_leases(run_ids: list[int], *, now: datetime | None = None,
     a mass worker death the sweeper takes hundreds of runs back, and one transaction each
     would cost a commit and half a dozen round trips per run. Returns the runs taken back;
     the others (a heartbeat came in time, another pass took them) are left as they are.
-    The caller keeps batches small: every run of a batch stays locked until it commits."""
-    now = _now(now)
+    The caller keeps batches small: every run of a batch stays locked until it commits.
+
+    Whether a lease ran out is judged in the locking statement by the database server's
+    now(), not by this process's clock: a sweeper whose clock runs ahead takes no live lease.
+    """
     with transaction.atomic(durable=True):
         # Locked in id order, as every batch locks them: two batches cannot deadlock.
-        runs = [run for run in Run.objects.select_for_update().filter(pk__in=run_ids)
-                .order_by("pk") if _lease_ran_out(run, now)]
+        runs = list(Run.objects.select_for_update().filter(
+            pk__in=run_ids, status__in=list(HELD),
+            lease_expires_at__lte=Now() if now is None else now).order_by("pk"))
+        # Stamped in the same transaction: now() is the time the locks were taken.
+        now = _now(now)
         running: dict[int, list[Step]] = {run.pk: [] for run in runs}
         for step in Step.objects.filter(run_id__in=list(running), status=StepStatus.RUNNING):
             running[step.run_id].append(step)
         save_changes([_take_back(run, running[run.pk], now, actor) for run in runs])
     return [run.pk for run in runs]
-
-
-def _lease_ran_out(run: Run, now: datetime) -> bool:
-    return run.status in HELD and run.lease_expires_at is not None \
-        and run.lease_expires_at <= now
 
 
 def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None) -> _Change:
