@@ -19,6 +19,7 @@ from ..models import (
     Run,
     Step,
     StepStatus,
+    ToolCall,
     ToolCallStatus,
 )
 from .compensation import compensation_plan
@@ -43,24 +44,57 @@ FORWARD_ACTIONS = frozenset({"resume", "reconcile", "retry_step", "ask_again",
                              "reconcile_tool_call", "retry_tool_call"})
 
 EFFECT_KINDS = (d.WRITE, d.NOTIFY)
-# A step in one of these states has an effect in another system (not yet undone).
-
-_EFFECT_STANDS = frozenset({StepStatus.SUCCEEDED, StepStatus.COMPENSATING,
-                            StepStatus.COMPENSATION_FAILED})
 
 _UNDO_STARTED = frozenset({StepStatus.COMPENSATING, StepStatus.COMPENSATED,
                            StepStatus.COMPENSATION_FAILED})
 
-def high_impact_effects(steps: list[Step]) -> list[Step]:
-    """The high-impact steps whose effect exists in another system (not yet undone). An
-    agent step counts once it completed with a high-impact tool declared."""
-    return [s for s in steps if s.kind in (*EFFECT_KINDS, d.AGENT) and s.impact == d.HIGH
-            and s.status in _EFFECT_STANDS]
+# The states in which an effect stands or may stand: the second person is asked about each.
+_MAY_STAND = {
+    StepStatus.SUCCEEDED: "succeeded",
+    StepStatus.UNKNOWN: "outcome unknown: may have happened",
+    StepStatus.COMPENSATING: "being undone",
+    StepStatus.COMPENSATION_FAILED: "undo failed: still stands",
+}
+_CALL_MAY_STAND = {
+    ToolCallStatus.SUCCEEDED: "succeeded",
+    ToolCallStatus.UNKNOWN: "outcome unknown: may have happened",
+    ToolCallStatus.COMPENSATING: "being undone",
+    ToolCallStatus.COMPENSATION_FAILED: "undo failed: still stands",
+}
+
+@dataclass(frozen=True)
+class StandingEffect:
+    """A high-impact effect that stands or may stand in another system: a step's, or one
+    tool call of an agent step."""
+
+    name: str
+    status: str
+    state: str
+    step: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.state}"
+
+def high_impact_effects(steps: list[Step]) -> list[StandingEffect]:
+    """The high-impact effects that stand or may stand in another system (succeeded or
+    unknown, not yet undone): those of the run's write and notify steps, and each tool call
+    of its agent steps, whatever state the agent step itself is in."""
+    effects = [StandingEffect(s.name, s.status, _MAY_STAND[s.status], s.name) for s in steps
+               if s.kind in EFFECT_KINDS and s.impact == d.HIGH and s.status in _MAY_STAND]
+    agents = {s.pk: s.name for s in steps if s.kind == d.AGENT}
+    if agents:
+        calls = ToolCall.objects.filter(step_id__in=list(agents), impact=d.HIGH,
+                                        status__in=list(_CALL_MAY_STAND)).order_by(
+            "step_id", "turn", "index").only("step_id", "turn", "index", "tool", "status")
+        effects += [StandingEffect(f"{agents[c.step_id]}: tool call {c.ref} {c.tool}",
+                                   c.status, _CALL_MAY_STAND[c.status], agents[c.step_id])
+                    for c in calls]
+    return effects
 
 def needs_second_person(action: str, steps: list[Step]) -> bool:
     """Whether `action` needs a second person's approval: it ends the run, or undoes or
-    abandons its effects, after a high-impact effect took place. The one rule, for every
-    caller and for single and bulk actions alike."""
+    abandons its effects, while a high-impact effect stands or may stand. The one rule, for
+    every caller and for single and bulk actions alike."""
     return action in SECOND_PERSON_ACTIONS and bool(high_impact_effects(steps))
 
 def paused_undo(run: Run, steps: list[Step], definition: d.Workflow | None) -> Step | None:
@@ -188,11 +222,11 @@ def _operator_transition(run_id: int, action: str, *, actor: Actor, reason: str,
         if refused:
             raise TransitionNotAllowed(refused)
         if needs_second_person(action, steps):
-            names = ", ".join(s.name for s in high_impact_effects(steps))
+            names = "; ".join(str(e) for e in high_impact_effects(steps))
             if approved_by is None:
                 raise SecondPersonRequired(
                     f"{action} of run {run_id} needs a second person's approval: high-impact "
-                    f"effects took place ({names})")
+                    f"effects stand or may stand ({names})")
             if _same_person(actor, approved_by):
                 raise SecondPersonRequired(
                     f"{action} of run {run_id} must be approved by someone other than "
