@@ -75,6 +75,12 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpec,
             spent = calls_tx.budget_spent(step, spec, asking=True)
             if spent is not None:
                 return calls_tx.agent_budget_spent(lease, step, spent[1])
+            # A cancel request is read before every model turn (and, under the run's lock,
+            # before every tool call): nothing new starts once it has committed.
+            lease = calls_tx.stop_if_cancelled(lease, step,
+                                               where=f"before model turn {len(turns)}")
+            if lease.finished:
+                return lease
             if client is None:
                 client = model_client()
             try:

@@ -44,6 +44,7 @@ from .kernel import (  # the package's shared vocabulary
     _now,
     _require_evidence,
     _snapshot,
+    _terminate_in,
     release_calls_in_flight,
 )
 from .operator_rules import _operator_transition
@@ -102,10 +103,15 @@ def _call_data(call: ToolCall, **more) -> dict:
 
 
 @contextmanager
-def _holding(lease: Lease, action: str, now: datetime | None = None):
+def _holding(lease: Lease, action: str, now: datetime | None = None, *,
+             cancel_before: str = "", cancel_after: str = ""):
     """The skeleton of the lease holder's agent transitions: the run locked, still under
     the lease's token, the move checked; the body's changes saved together. Yields None,
-    writing nothing, if the lease was taken over (the executor then stops)."""
+    writing nothing, if the lease was taken over (the executor then stops).
+
+    A cancel request is read here, under the run's lock: `cancel_before` names the work
+    about to start (none starts: yields None), `cancel_after` the work just settled (the
+    body's changes are kept, then the run stops)."""
     now = _now(now)
     with transaction.atomic(durable=True):
         run = _lock(lease.run.pk)
@@ -116,8 +122,41 @@ def _holding(lease: Lease, action: str, now: datetime | None = None):
         change = _Change(run, action, Actor.system(lease.worker), now)
         _extend_lease(run, now)
         lease.run = run
+        if cancel_before and run.cancel_requested:
+            _cancel_inside(change, lease, cancel_before)
+            change.save()
+            yield None
+            return
         yield change
+        if cancel_after and run.cancel_requested and not lease.finished:
+            _cancel_inside(change, lease, cancel_after)
         change.save()
+
+
+def _cancel_inside(change: _Change, lease: Lease, where: str) -> None:
+    """A cancel request takes effect inside the agent step: nothing new starts, the calls
+    made so far and the conversation are kept, and the record says where it took effect."""
+    step = lease.work
+    if step is not None and step.status == StepStatus.RUNNING:
+        step.status = StepStatus.FAILED
+        step.error_class = ""
+        step.error_message = f"cancelled by a person {where}"
+        step.lease_owner, step.lease_expires_at = "", None
+        change.step_changed(step)
+    _terminate_in(change, lease.steps, reason=f"cancel took effect {where}",
+                  action=AuditAction.CANCELLED,
+                  data={"step": step.name if step else "", "where": where})
+    lease.finished, lease.work = True, None
+
+
+def stop_if_cancelled(lease: Lease, step: Step, *, where: str) -> Lease:
+    """Read the run's cancel request before work the lease holder is about to start (a
+    model turn); if there is one, the run stops here. A plain read first: the lock is taken
+    only when a cancel is pending."""
+    if Run.objects.filter(pk=lease.run.pk, cancel_requested=True).exists():
+        with _holding(lease, "agent_turn", cancel_before=where):
+            pass
+    return lease
 
 
 # --- a model turn --------------------------------------------------------------------------
@@ -285,7 +324,8 @@ def begin_tool_call(lease: Lease, step: Step, call: ToolCall, *,
     """The intent checkpoint: the call running, its attempt counted, its key in the audit
     record. Returns the call as recorded, or None if the lease was lost."""
     tool = _spec(lease, step).tools[call.tool]
-    with _holding(lease, "tool_call", now) as change:
+    where = f"before tool call {call.ref} ({call.tool})"
+    with _holding(lease, "tool_call", now, cancel_before=where) as change:
         if change is None:
             return None
         call = _fresh(call)
@@ -310,7 +350,8 @@ def record_tool_outcome(lease: Lease, step: Step, call: ToolCall, outcome: Outco
     (settled by key before anything else runs); permanent or unclassified (a person)."""
     spec = _spec(lease, step)
     tool = spec.tools[call.tool]
-    with _holding(lease, "tool_call", now) as change:
+    where = f"after tool call {call.ref} ({call.tool}) settled"
+    with _holding(lease, "tool_call", now, cancel_after=where) as change:
         if change is None:
             _late_tool_result(lease, step, call, outcome)
             return lease

@@ -91,8 +91,10 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # An agent step (runs.transitions.agent_calls): the lease holder stores a model turn
     # (stopping for a person at an invented tool or a spent budget), checkpoints each tool
     # call's intent and outcome, settles it by key, or waits for a person's approval of it.
-    "agent_turn": _move({R}, {R, A}),
-    "tool_call": _move({R}, {R, W, A}),
+    # A cancel request takes effect inside the agent step, before its next model turn or
+    # tool call (TERM).
+    "agent_turn": _move({R}, {R, A, TERM}),
+    "tool_call": _move({R}, {R, W, A, TERM}),
     "tool_compensation": _move({COMP}, {COMP}),
     "reconcile_tool_call": _move({A}, {Q, A}),
     # A person sends one failed tool call again, or undoes one whose effect stands
