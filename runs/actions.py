@@ -18,7 +18,7 @@ from . import definition as d
 from . import transitions
 from .context import context_outside_executor
 from .intentions import step_lines
-from .models import Run, Step
+from .models import Run, Step, StepStatus
 from .reconciliation import reconcile_step, reconcile_tool_call_by_key
 from .tool_call_undo import undo_tool_call
 
@@ -291,8 +291,22 @@ def _confirmation_details(run: Run, steps: list[Step]) -> list[str]:
             *(f"{field}: {value}" for field, value in preview.items())]
 
 
+def _ending_details(run: Run, steps: list[Step]) -> list[str]:
+    """Before anyone confirms ending the run: the effects whose outcome is unknown (or in
+    flight, which become unknown), which keep the run in attention until settled."""
+    unsettled = [str(e) for e in transitions.unsettled_effects(steps)]
+    unsettled += [f"{s.name}: in flight: its outcome will be unknown" for s in steps
+                  if s.status == StepStatus.RUNNING and s.kind in transitions.EFFECT_KINDS]
+    if not unsettled:
+        return []
+    return ["Effects not settled (they may have happened):", *unsettled,
+            "The run stays in attention until each is settled (reconcile), then it is "
+            "terminated."]
+
+
 _DETAILS = {"compensate": _compensation_details,
-            "confirm_compensation": _confirmation_details}
+            "confirm_compensation": _confirmation_details,
+            "terminate": _ending_details, "cancel": _ending_details}
 
 
 def compensation_preview(run: Run, step_name: str) -> dict | None:

@@ -85,6 +85,14 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
         call = unknown_tool_call(step)
         if call is not None:
             return _reconcile_tool_call(run, step, call, happened, known, reason)
+    if reason == AttentionReason.ENDED_UNSETTLED and step is not None:
+        unknown.append(f"whether {name} took effect in the remote system")
+        how = ("look it up by its key" if spec is not None and spec.reconcile_fn is not None
+               else "check the remote system by hand and record what you found, with "
+                    "evidence")
+        return offer("reconcile", f"The run was ended while {name}'s outcome was unknown: "
+                     f"{how}. Settling it does not send the run on; once every effect is "
+                     "settled the run is terminated.", name)
     if reason == AttentionReason.UNKNOWN_OUTCOME or (
             step is not None and step.status == StepStatus.UNKNOWN):
         unknown.append(f"whether {name} took effect in the remote system")

@@ -53,6 +53,9 @@ class AttentionReason(models.TextChoices):
     COMPENSATION_FAILED = "compensation_failed", "compensation failed"
     REOPENED = "reopened", "reopened by an operator"
     COMPENSATION_PAUSED = "compensation_paused", "undo of a high-impact step needs a person"
+    # Terminated or cancelled while an effect's outcome was unknown: the run stays with a
+    # person until each such effect is settled, then it is terminated.
+    ENDED_UNSETTLED = "ended_unsettled", "ended with an effect not settled"
 
 
 class ErrorClass(models.TextChoices):

@@ -67,6 +67,7 @@ from .operator_rules import (
     paused_undo,
     refusal,
     step_refusal,
+    unsettled_effects,
 )
 from .start import start_run
 from .tool_call_rules import TOOL_CALL_ACTIONS, call_refusal
@@ -82,5 +83,5 @@ __all__ = [
     "needs_second_person",
     "paused_undo", "reconcile", "record_approval_event", "record_outcome", "refusal",
     "reopen", "resume", "retry_step",
-    "settle_unknown", "start_run", "step_refusal", "terminate",
+    "settle_unknown", "start_run", "step_refusal", "terminate", "unsettled_effects",
 ]

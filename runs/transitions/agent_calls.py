@@ -45,7 +45,9 @@ from .kernel import (  # the package's shared vocabulary
     _require_evidence,
     _snapshot,
     _terminate_in,
+    end_or_hold,
     release_calls_in_flight,
+    unsettled_effects,
 )
 from .operator_rules import _operator_transition
 from .tool_call_rules import EFFECT_STANDS, call_refusal, last_turn, tool_of
@@ -767,7 +769,17 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
         call.lookup_failures = 0
         _save(call, change.now)
         still_unknown = ToolCall.objects.filter(step=step, status=S.UNKNOWN).exists()
-        if still_unknown:
+        if run.attention_reason == AttentionReason.ENDED_UNSETTLED:
+            # A person ended the run while this call was unknown: settling it never sends
+            # the agent on; once every effect is settled the run is terminated.
+            if not still_unknown and step.status == StepStatus.UNKNOWN:
+                step.status = StepStatus.FAILED
+                step.error_class = ""
+                step.error_message = "ended by a person; its tool calls are settled"
+            change.step_changed(step)
+            end_or_hold(change, unsettled_effects(op.steps),
+                        message=f"every effect settled (call {call_ref}: {data['verdict']})")
+        elif still_unknown:
             change.step_changed(step)
             change.move(A, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
                         message=f"{step_name}: the outcome of a tool call is still unknown "

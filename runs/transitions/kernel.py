@@ -27,6 +27,7 @@ from ..errors import (
 from ..models import (
     HELD_RUN_STATUSES,
     ApprovalWait,
+    AttentionReason,
     ErrorClass,
     Run,
     RunEvent,
@@ -74,7 +75,7 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # A person decided an approval step the run is waiting on, or nobody did in time.
     "decide_approval": _move({W}, {Q, A}),
     "approval_timed_out": _move({W}, {A}),
-    "reconcile": _move({A}, {Q, A}),
+    "reconcile": _move({A}, {Q, A, TERM}),
     "retry_step": _move({A, W}, {Q}),
     # Ask the model again for a stored decision: explicit, with a reason, before anything
     # acted on the old one.
@@ -82,8 +83,10 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # Undo completed steps, newest first: by policy for low-impact steps, or by a person.
     "compensate": _move({A, W, CFAIL}, {COMP}),
     # Cancel stops at the next step boundary: at once when no step is in flight.
-    "cancel": _move({Q, R, W, A}, {R, TERM}),
-    "terminate": _move({Q, R, W, A, COMP, CFAIL}, {TERM}),
+    # Ending a run while an effect's outcome is unknown leaves it in attention until each
+    # such effect is settled (AttentionReason.ENDED_UNSETTLED).
+    "cancel": _move({Q, R, W, A}, {R, TERM, A}),
+    "terminate": _move({Q, R, W, A, COMP, CFAIL}, {TERM, A}),
     # A terminated run never resumes by accident: reopening is its own, explicit transition.
     "reopen": _move({TERM}, {A}),
     # A person confirms the undo of a high-impact step a compensation paused at.
@@ -96,7 +99,7 @@ RUN_TRANSITIONS: dict[str, Move] = {
     "agent_turn": _move({R}, {R, A, TERM}),
     "tool_call": _move({R}, {R, W, A, TERM}),
     "tool_compensation": _move({COMP}, {COMP}),
-    "reconcile_tool_call": _move({A}, {Q, A}),
+    "reconcile_tool_call": _move({A}, {Q, A, TERM}),
     # A person sends one failed tool call again, or undoes one whose effect stands
     # (runs.transitions.agent_operator); the undo leaves the run with the person.
     "retry_tool_call": _move({A}, {Q}),
@@ -393,8 +396,54 @@ def _terminate_in(change: _Change, steps: list[Step], *, reason: str,
             change.step_changed(step)
     run.cancel_requested = False
     run.next_wake_at = None
-    change.move(TERM, message=reason)
+    unsettled = unsettled_effects(steps)
+    if unsettled:
+        data = {**(data or {}), "unsettled": [str(e) for e in unsettled]}
+    end_or_hold(change, unsettled, message=reason)
     change.audit(action, reason=reason, before=before, after=_snapshot(run), data=data)
+
+
+@dataclass(frozen=True)
+class Effect:
+    """An effect in another system, named for people: a step's, or one tool call of an agent
+    step, with its state in words."""
+
+    name: str
+    status: str
+    state: str
+    step: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.state}"
+
+
+def unsettled_effects(steps: list[Step]) -> list[Effect]:
+    """The effects of the run whose outcome is unknown (they may have happened): its write
+    and notify steps, and the tool calls of its agent steps."""
+    from ..agent_models import ToolCall, ToolCallStatus  # the models module imports ours
+
+    unknown = "outcome unknown: may have happened"
+    found = [Effect(s.name, s.status, unknown, s.name) for s in steps
+             if s.kind in (d.WRITE, d.NOTIFY) and s.status == StepStatus.UNKNOWN]
+    agents = {s.pk: s.name for s in steps if s.kind == d.AGENT}
+    if agents:
+        found += [Effect(f"{agents[c.step_id]}: tool call {c.ref} {c.tool}", c.status, unknown,
+                         agents[c.step_id])
+                  for c in ToolCall.objects.filter(step_id__in=list(agents),
+                                                   status=ToolCallStatus.UNKNOWN)
+                  .order_by("step_id", "turn", "index")]
+    return found
+
+
+def end_or_hold(change: _Change, unsettled: list[Effect], *, message: str) -> None:
+    """End a run a person ended: terminated, unless an effect is still unsettled; then it
+    stays in attention with its own reason until each is settled (a lookup or a person)."""
+    if unsettled:
+        names = "; ".join(str(e) for e in unsettled)
+        change.move(A, reason=AttentionReason.ENDED_UNSETTLED,
+                    message=f"ended ({message}); not settled yet: {names}")
+    else:
+        change.move(TERM, message=message)
 
 
 def release_calls_in_flight(change: _Change, step: Step, *, why: str, action: str,

@@ -25,11 +25,13 @@ from ..models import (
 from .compensation import compensation_plan
 from .kernel import (  # the package's shared vocabulary
     A,
+    Effect,
     _Change,
     _locked,
     _require_reason,
     _steps,
     allowed,
+    unsettled_effects,
 )
 from .tool_call_rules import step_refusal as tool_call_step_refusal
 
@@ -38,6 +40,8 @@ STEP_ACTIONS = frozenset({"reconcile", "retry_step", "ask_again", "confirm_compe
 # Actions that end a run, or undo or abandon its effects.
 
 SECOND_PERSON_ACTIONS = frozenset({"cancel", "terminate", "compensate"})
+# What a run ended with an effect unsettled still allows: settling it.
+SETTLE_ACTIONS = frozenset({"reconcile", "reconcile_tool_call"})
 # Actions that move a run forward again, which a compensation under way rules out.
 
 FORWARD_ACTIONS = frozenset({"resume", "reconcile", "retry_step", "ask_again",
@@ -62,31 +66,18 @@ _CALL_MAY_STAND = {
     ToolCallStatus.COMPENSATION_FAILED: "undo failed: still stands",
 }
 
-@dataclass(frozen=True)
-class StandingEffect:
-    """A high-impact effect that stands or may stand in another system: a step's, or one
-    tool call of an agent step."""
-
-    name: str
-    status: str
-    state: str
-    step: str
-
-    def __str__(self) -> str:
-        return f"{self.name}: {self.state}"
-
-def high_impact_effects(steps: list[Step]) -> list[StandingEffect]:
+def high_impact_effects(steps: list[Step]) -> list[Effect]:
     """The high-impact effects that stand or may stand in another system (succeeded or
     unknown, not yet undone): those of the run's write and notify steps, and each tool call
     of its agent steps, whatever state the agent step itself is in."""
-    effects = [StandingEffect(s.name, s.status, _MAY_STAND[s.status], s.name) for s in steps
+    effects = [Effect(s.name, s.status, _MAY_STAND[s.status], s.name) for s in steps
                if s.kind in EFFECT_KINDS and s.impact == d.HIGH and s.status in _MAY_STAND]
     agents = {s.pk: s.name for s in steps if s.kind == d.AGENT}
     if agents:
         calls = ToolCall.objects.filter(step_id__in=list(agents), impact=d.HIGH,
                                         status__in=list(_CALL_MAY_STAND)).order_by(
             "step_id", "turn", "index").only("step_id", "turn", "index", "tool", "status")
-        effects += [StandingEffect(f"{agents[c.step_id]}: tool call {c.ref} {c.tool}",
+        effects += [Effect(f"{agents[c.step_id]}: tool call {c.ref} {c.tool}",
                                    c.status, _CALL_MAY_STAND[c.status], agents[c.step_id])
                     for c in calls]
     return effects
@@ -152,6 +143,11 @@ def refusal(action: str, run: Run, steps: list[Step], definition: d.Workflow | N
     if not allowed(action, run.status):
         return (f"{action} is not allowed for run {run.pk} ({run.workflow_name} "
                 f"{run.business_key}) in state {run.status}")
+    if run.status == A and run.attention_reason == AttentionReason.ENDED_UNSETTLED \
+            and action not in SETTLE_ACTIONS:
+        names = "; ".join(str(e) for e in unsettled_effects(steps))
+        return (f"run {run.pk} was ended and waits only for its unsettled effects to be "
+                f"settled (reconcile): {names}")
     if action in FORWARD_ACTIONS and (any(s.status in _UNDO_STARTED for s in steps)
                                       or paused_undo(run, steps, definition)):
         return (f"run {run.pk} is being compensated: carry the compensation on (confirm, "
