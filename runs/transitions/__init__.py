@@ -37,6 +37,7 @@ from .kernel import (
     Outcome,
     allowed,
     input_hash,
+    within_caller_transaction,
 )
 from .lease_cycle import (
     claim_run,
@@ -84,4 +85,5 @@ __all__ = [
     "paused_undo", "reconcile", "record_approval_event", "record_outcome", "refusal",
     "reopen", "resume", "retry_step",
     "settle_unknown", "start_run", "step_refusal", "terminate", "unsettled_effects",
+    "within_caller_transaction",
 ]

@@ -3,6 +3,7 @@ one transition to one locked run (_Change: status moves checked against the tabl
 records chained from the run's head, progress events, everything saved together), and the
 small pieces every transition shares. The other modules of this package build on it."""
 
+import contextvars
 import hashlib
 import json
 from contextlib import contextmanager
@@ -473,12 +474,30 @@ def release_calls_in_flight(change: _Change, step: Step, *, why: str, action: st
                            **({"error": why} if call.status == ToolCallStatus.UNKNOWN else {})})
 
 
+_joined = contextvars.ContextVar("runs_transition_joined", default=False)
+
+
+@contextmanager
+def within_caller_transaction():
+    """Run the transitions called inside in the caller's open transaction (a savepoint
+    each) rather than in their own durable one: approvals apply a decision to the run in the
+    transaction that records the decision, so one is never committed without the other.
+    The caller locks the run before anything else, as every transition does."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("within_caller_transaction needs an open transaction")
+    token = _joined.set(True)
+    try:
+        yield
+    finally:
+        _joined.reset(token)
+
+
 @contextmanager
 def _locked(run_id: int, action: str, *, actor: Actor, now: datetime | None):
     """The skeleton of a transition on an existing run: in one durable transaction, lock the
     run, check `action` may start from its state, let the body change it, save everything.
     If the body raises, nothing is written."""
-    with transaction.atomic(durable=True):
+    with transaction.atomic(durable=not _joined.get()):
         run = _lock(run_id)
         change = _Change(run, action, actor, _now(now))
         yield change
