@@ -6,19 +6,19 @@ commits. Broker messages are sent after commit and are only wake-up hints. The e
 automation) and the console (for operators) call these same functions.
 
 The package, by concern: kernel (the table, _Change, locking, audit), start (starting a
-run), lease_cycle (claim, outcomes, unknown outcomes, heartbeats, lease expiry), resends
+run), lease_cycle (claim, outcomes, heartbeats, lease expiry), unknown_outcome (settling
+an unknown outcome by a lookup), resends
 (the one path that sends a step again), compensation, operator_rules (when an operator
 action can succeed, four eyes), operator (the operator actions), approval_waits,
-agent_calls (an agent step's model turns and tool calls).
+agent_calls (an agent step's tool calls), agent_turns (its model turns), agent_compensation
+(the undo of its calls), agent_operator (a person's actions on one call).
 """
 
-from .agent_calls import (
-    decide_tool_call,
-    reconcile_tool_call,
-    waiting_tool_calls,
-)
+from .agent_calls import waiting_tool_calls
 from .agent_operator import (
     begin_tool_call_undo,
+    decide_tool_call,
+    reconcile_tool_call,
     record_tool_call_undo,
     retry_tool_call,
 )
@@ -45,7 +45,6 @@ from .lease_cycle import (
     expire_leases,
     heartbeat,
     record_outcome,
-    settle_unknown,
 )
 from .operator import (
     ask_again,
@@ -72,6 +71,7 @@ from .operator_rules import (
 )
 from .start import start_run
 from .tool_call_rules import TOOL_CALL_ACTIONS, call_refusal
+from .unknown_outcome import settle_unknown
 
 __all__ = [
     "DONE_STEP_STATUSES", "EFFECT_KINDS", "HELD", "NEW", "RUN_TRANSITIONS",

@@ -28,7 +28,6 @@ from ..errors import (
 from ..models import (
     HELD_RUN_STATUSES,
     ApprovalWait,
-    AttentionReason,
     ErrorClass,
     Run,
     RunEvent,
@@ -38,6 +37,7 @@ from ..models import (
 )
 from ..redaction import redact
 from ..wakeup import wake_after_commit, wake_all_after_commit
+from .unsettled import Effect, end_or_hold, unsettled_effects  # noqa: F401 - the vocabulary
 
 NEW = "new"  # the pseudo-state of a run that does not exist yet
 
@@ -402,49 +402,6 @@ def _terminate_in(change: _Change, steps: list[Step], *, reason: str,
         data = {**(data or {}), "unsettled": [str(e) for e in unsettled]}
     end_or_hold(change, unsettled, message=reason)
     change.audit(action, reason=reason, before=before, after=_snapshot(run), data=data)
-
-
-@dataclass(frozen=True)
-class Effect:
-    """An effect in another system, named for people: a step's, or one tool call of an agent
-    step, with its state in words."""
-
-    name: str
-    status: str
-    state: str
-    step: str
-
-    def __str__(self) -> str:
-        return f"{self.name}: {self.state}"
-
-
-def unsettled_effects(steps: list[Step]) -> list[Effect]:
-    """The effects of the run whose outcome is unknown (they may have happened): its write
-    and notify steps, and the tool calls of its agent steps."""
-    from ..agent_models import ToolCall, ToolCallStatus  # the models module imports ours
-
-    unknown = "outcome unknown: may have happened"
-    found = [Effect(s.name, s.status, unknown, s.name) for s in steps
-             if s.kind in (d.WRITE, d.NOTIFY) and s.status == StepStatus.UNKNOWN]
-    agents = {s.pk: s.name for s in steps if s.kind == d.AGENT}
-    if agents:
-        found += [Effect(f"{agents[c.step_id]}: tool call {c.ref} {c.tool}", c.status, unknown,
-                         agents[c.step_id])
-                  for c in ToolCall.objects.filter(step_id__in=list(agents),
-                                                   status=ToolCallStatus.UNKNOWN)
-                  .order_by("step_id", "turn", "index")]
-    return found
-
-
-def end_or_hold(change: _Change, unsettled: list[Effect], *, message: str) -> None:
-    """End a run a person ended: terminated, unless an effect is still unsettled; then it
-    stays in attention with its own reason until each is settled (a lookup or a person)."""
-    if unsettled:
-        names = "; ".join(str(e) for e in unsettled)
-        change.move(A, reason=AttentionReason.ENDED_UNSETTLED,
-                    message=f"ended ({message}); not settled yet: {names}")
-    else:
-        change.move(TERM, message=message)
 
 
 def release_calls_in_flight(change: _Change, step: Step, *, why: str, action: str,
