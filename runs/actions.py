@@ -170,6 +170,11 @@ def _retry_tool_call(run_id, *, actor, given, approved_by):
                                        actor=actor, reason=given.reason)
 
 
+def _cancel_tool_call(run_id, *, actor, given, approved_by):
+    return transitions.cancel_tool_call(run_id, step_name=given.step, call_ref=given.call,
+                                        actor=actor, reason=given.reason)
+
+
 def _compensate_tool_call(run_id, *, actor, given, approved_by):
     call = undo_tool_call(run_id, step_name=given.step, call_ref=given.call, actor=actor,
                           reason=given.reason)
@@ -245,6 +250,11 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
         "Undoes this one tool call now with its own compensation key; the run stays with "
         "you. A high-impact call is undone only through the run's Compensate (four eyes).",
         _compensate_tool_call, danger=True),
+    OperatorAction(
+        "cancel_tool_call", "Cancel tool call", "terminate_run",
+        "Cancels this one tool call before it runs (pending, or waiting for approval of its "
+        "arguments); the run goes on and the model is told in its next turn that a person "
+        "cancelled it. Its approval request is withdrawn.", _cancel_tool_call, danger=True),
 ]}
 
 

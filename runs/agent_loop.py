@@ -209,6 +209,9 @@ def tool_message(call: ToolCall) -> str:
         return json.dumps(call.result if call.result is not None else {"ok": True})
     if call.status == S.INVALID:
         return json.dumps({"error": f"invalid call, not executed: {call.error_message}"})
+    if call.status == S.CANCELLED:
+        return json.dumps({"error": f"a person cancelled this call; it was not executed: "
+                                    f"{call.error_message}"})
     if call.status == S.DECLINED:
         return json.dumps({"error": f"declined, not executed: {call.error_message}"})
     return json.dumps({"error": f"failed, nothing changed: {call.error_message}"})

@@ -17,6 +17,7 @@ agent_calls (an agent step's tool calls), agent_turns (its model turns), agent_c
 from .agent_calls import waiting_tool_calls
 from .agent_operator import (
     begin_tool_call_undo,
+    cancel_tool_call,
     decide_tool_call,
     reconcile_tool_call,
     record_tool_call_undo,
@@ -78,7 +79,8 @@ __all__ = [
     "SECOND_PERSON_ACTIONS", "STEP_ACTIONS", "Lease", "Outcome", "allowed",
     "approval_timed_out", "ask_again", "decide_tool_call", "reconcile_tool_call",
     "waiting_tool_calls", "TOOL_CALL_ACTIONS", "begin_tool_call_undo", "call_refusal",
-    "record_tool_call_undo", "retry_tool_call", "cancel", "claim_run", "compensate",
+    "record_tool_call_undo", "retry_tool_call", "cancel_tool_call", "cancel", "claim_run",
+    "compensate",
     "compensation_plan", "confirm_compensation", "decide_approval", "eligible_steps",
     "expire_lease", "expire_leases", "heartbeat", "high_impact_effects", "input_hash",
     "needs_second_person",

@@ -46,7 +46,7 @@ from .tool_call_rules import call_refusal, last_turn, tool_of
 
 S = ToolCallStatus
 # A call in one of these states is settled: the model can be told how it went.
-SETTLED = frozenset({S.SUCCEEDED, S.FAILED, S.INVALID, S.DECLINED, S.COMPENSATING,
+SETTLED = frozenset({S.SUCCEEDED, S.FAILED, S.INVALID, S.DECLINED, S.CANCELLED, S.COMPENSATING,
                      S.COMPENSATED, S.COMPENSATION_FAILED})
 
 

@@ -27,6 +27,7 @@ from .agent_calls import _call_data, _call_named, _save, checked_call, retried_b
 from .kernel import (
     A,
     Q,
+    W,
     _Change,
     _lock,
     _locked,
@@ -80,6 +81,36 @@ def retry_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
                      data=_call_data(call, key=call.idempotency_key, attempt=call.attempt,
                                      last_error=call.error_message,
                                      **({"approval_spent": True} if approval_spent else {})))
+    return run
+
+
+def cancel_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
+                     reason: str, now: datetime | None = None) -> Run:
+    """Cancel one tool call that has not run (pending, scheduled, or waiting for a person's
+    approval of its arguments) without cancelling the run: it never runs, the model is told
+    in its next turn that a person cancelled it, and its approval request is withdrawn (the
+    approvals sweep). A run that waited only on it goes on; one in attention stays there."""
+    with _operator_transition(run_id, "cancel_tool_call", actor=actor, reason=reason,
+                              now=now, step_name=step_name) as op:
+        run, change = op.run, op.change
+        step, call = checked_call(op, "cancel_tool_call", step_name, call_ref)
+        before = _snapshot(run, step)
+        was = call.status
+        call.status, call.finished_at = S.CANCELLED, change.now
+        call.next_attempt_at = None
+        call.error_class, call.error_message = "", f"cancelled by {actor.label}: {reason}"
+        _save(call, change.now)
+        others_wait = ToolCall.objects.filter(step=step, status=S.WAITING).exclude(
+            pk=call.pk).exists()
+        if run.status == W and not others_wait:
+            step.status = StepStatus.PENDING
+            step.lease_owner, step.lease_expires_at = "", None
+            run.next_wake_at = None
+            change.move(Q)
+        change.step_changed(step)
+        change.audit(AuditAction.TOOL_CALL_CANCELLED, step=step, reason=reason, before=before,
+                     after=_snapshot(run, step),
+                     data=_call_data(call, previous_status=was, key=call.idempotency_key))
     return run
 
 

@@ -105,6 +105,8 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # (runs.transitions.agent_operator); the undo leaves the run with the person.
     "retry_tool_call": _move({A}, {Q}),
     "compensate_tool_call": _move({A}, {A}),
+    # A person cancels one pending or approval-waiting call; the agent goes on without it.
+    "cancel_tool_call": _move({W, A}, {Q, W, A}),
 }
 
 DONE_STEP_STATUSES = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})

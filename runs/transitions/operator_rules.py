@@ -36,7 +36,8 @@ from .kernel import (  # the package's shared vocabulary
 from .tool_call_rules import step_refusal as tool_call_step_refusal
 
 STEP_ACTIONS = frozenset({"reconcile", "retry_step", "ask_again", "confirm_compensation",
-                          "reconcile_tool_call", "retry_tool_call", "compensate_tool_call"})
+                          "reconcile_tool_call", "retry_tool_call", "compensate_tool_call",
+                          "cancel_tool_call"})
 # Actions that end a run, or undo or abandon its effects.
 
 SECOND_PERSON_ACTIONS = frozenset({"cancel", "terminate", "compensate"})
@@ -125,7 +126,7 @@ def step_refusal(action: str, run: Run, step: Step, steps: list[Step],
         if step.kind != d.AGENT or step.status != StepStatus.UNKNOWN or not any(
                 c.status == ToolCallStatus.UNKNOWN for c in step.tool_calls.all()):
             return f"{where} has no tool call whose outcome is unknown"
-    elif action in ("retry_tool_call", "compensate_tool_call"):
+    elif action in ("retry_tool_call", "compensate_tool_call", "cancel_tool_call"):
         return tool_call_step_refusal(action, run, step, definition)
     elif action == "confirm_compensation":
         paused = paused_undo(run, steps, definition)
