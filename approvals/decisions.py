@@ -1,14 +1,17 @@
-"""Decisions: a person's approve or reject, claimed on the request, then applied to the run.
+"""Decisions: a person's approve or reject, recorded on the request and applied to the run
+in the same transaction.
 
 A decision goes back to the run through runs' transitions (decide_approval,
 approval_timed_out; decide_tool_call for an agent's tool call, with the hash of the
 arguments the request showed: the transition alone decides whether that still stands), or
-for an operator action through runs.actions. Those transitions
-commit on their own (durable), so every decision is made in two commits: first the decision
-is claimed on the locked request (which also settles races and duplicates), then it is
-applied to the run (`settle`). A request whose decision is claimed but not applied stays
-open (settled_at is null) and the sweeper applies it again later (`settle_decisions`), so a
-crash between the two loses nothing.
+for an operator action through runs.actions. They run inside the decision's transaction
+(runs.transitions.within_caller_transaction): the run is locked first, as every transition
+locks it, then the request; the decision is recorded, applied, and the request marked
+settled, all in one commit. A crash anywhere in between leaves neither. A refusal that
+will pass (the run is passing through queued or running) or an unexpected error keeps the
+decision recorded and unsettled, and the sweeper applies it later (`settle_decisions`).
+The run's records carry the decision's id, and that id (never a message's text) tells
+whether a decision was already applied.
 
 Every function takes an optional `now` so tests drive the schedules with a controlled clock;
 all state lives in the database, so a restart changes nothing.
@@ -30,7 +33,6 @@ from runs import transitions
 from runs.actions import ACTIONS, ActionInput
 from runs.errors import TransitionNotAllowed
 from runs.models import (
-    AttentionReason,
     Run,
     RunStatus,
     Step,
@@ -94,6 +96,8 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
     current = (current_snapshot(approval)
                if approval.kind == RequestKind.STEP and approval.is_pending else None)
     with transaction.atomic(durable=True):
+        # The run first, then the request: the order every transition locks in.
+        _lock_run(approval.run_id)
         approval = ApprovalRequest.objects.select_for_update(of=("self",)).select_related(
             "run").get(pk=request_id)
         if not can_decide(user, approval):
@@ -128,7 +132,7 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
         approval.apply_after = now + timedelta(seconds=settings.APPROVALS_SETTLE_RETRY_SECONDS)
         approval.save(update_fields=["status", "decided_by", "decided_by_label", "decided_at",
                                      "decision_id", "comment", "apply_after"])
-    settle(approval.pk, now=now)
+        _apply_and_settle(approval, now)
     approval.refresh_from_db()
     message = f"Your decision ({approval.status}) is recorded."
     if approval.apply_error:
@@ -162,23 +166,38 @@ def _decider(approval: ApprovalRequest) -> Actor:
 
 
 def settle(request_id: int, *, now: datetime | None = None) -> bool:
-    """Apply a claimed decision to the run (or run the approved operator action) and mark
-    the request settled. True once settled. A refusal that will not change (the run was
-    terminated meanwhile) settles the request with the reason in apply_error: the decision
-    stays recorded. Anything else leaves it open for the sweeper to try again."""
+    """Apply a recorded decision that is not applied yet (the sweeper calls this) and mark
+    the request settled, in one transaction. True once settled."""
     now = now or timezone.now()
-    approval = ApprovalRequest.objects.select_related("run").get(pk=request_id)
-    if approval.settled_at is not None or approval.status not in DECIDED_STATUSES:
-        return approval.settled_at is not None
+    run_id = ApprovalRequest.objects.filter(pk=request_id).values_list("run_id", flat=True)
+    with transaction.atomic(durable=True):
+        _lock_run(run_id.get())
+        approval = ApprovalRequest.objects.select_for_update(of=("self",)).select_related(
+            "run").get(pk=request_id)
+        if approval.settled_at is not None or approval.status not in DECIDED_STATUSES:
+            return approval.settled_at is not None
+        return _apply_and_settle(approval, now)
+
+
+def _lock_run(run_id: int) -> None:
+    list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
+
+
+def _apply_and_settle(approval: ApprovalRequest, now: datetime) -> bool:
+    """Inside the caller's transaction, with the run and the request locked: apply the
+    decision to the run (a savepoint: a refusal writes nothing to the run) and record on the
+    request how that went. A refusal that will not change (the run was terminated meanwhile)
+    settles the request with the reason in apply_error: the decision stays recorded."""
+    if _already_applied(approval):
+        return _mark_settled(approval, now, "")
     try:
-        _apply(approval, now)
+        with transaction.atomic(), transitions.within_caller_transaction():
+            _apply(approval, now)
     except TransitionNotAllowed as exc:
         if _refusal_is_passing(approval):
             return _retry_later(approval, f"not applied yet: {exc}", now)
-        error = "" if _already_applied(approval) else f"not applied: {exc}"
-        if error:
-            logger.warning("approval request %s: %s", approval.pk, error)
-        return _mark_settled(approval, now, error)
+        logger.warning("approval request %s: not applied: %s", approval.pk, exc)
+        return _mark_settled(approval, now, f"not applied: {exc}")
     except Exception as exc:
         logger.exception("approval request %s: applying the decision failed", approval.pk)
         return _retry_later(approval, f"{type(exc).__name__}: {exc}", now)
@@ -257,31 +276,9 @@ def _refusal_is_passing(approval: ApprovalRequest) -> bool:
 
 
 def _already_applied(approval: ApprovalRequest) -> bool:
-    """Whether the run already shows this decision (applied by an earlier attempt that
-    died before recording it)."""
-    if approval.kind == RequestKind.TOOL_CALL:
-        call = _call(approval)
-        if call is None:
-            return False
-        if approval.status == RequestStatus.APPROVED:
-            return (call.approved_hash == approval.params.get("args_hash")
-                    and call.approved_by == _decider(approval).label)
-        return call.status == ToolCallStatus.DECLINED and \
-            call.error_message.startswith(f"declined by {_decider(approval).label}")
-    if approval.kind != RequestKind.STEP:
-        return False
-    step = Step.objects.select_related("run").filter(run_id=approval.run_id,
-                                                     name=approval.step_name).first()
-    if step is None:
-        return False
-    if approval.status == RequestStatus.EXPIRED:
-        return (step.status == StepStatus.WAITING and step.run.status == RunStatus.ATTENTION
-                and step.run.attention_reason == AttentionReason.APPROVAL_TIMED_OUT)
-    expected = StepStatus.SUCCEEDED if approval.status == RequestStatus.APPROVED \
-        else StepStatus.FAILED
-    result = step.result if isinstance(step.result, dict) else {}
-    return (step.status == expected and result.get("by") == _decider(approval).label
-            and approval.comment == result.get("comment"))
+    """Whether the run's records already hold this decision, recognised by its id."""
+    return approval.decision_id is not None and AuditRecord.objects.filter(
+        run_id=approval.run_id, data__decision_id=str(approval.decision_id)).exists()
 
 
 def _call(approval: ApprovalRequest) -> ToolCall | None:

@@ -51,13 +51,14 @@ def request_operator_action(run: Run | int, *, action: str, requested_by, reason
     names = list(approvers or settings.APPROVALS_FOUR_EYES_APPROVERS)
     names += [f"user:{username}" for username in action_holders(run, spec.permission)
               if username != requested_by.get_username()]
-    high_impact = [s.name for s in transitions.high_impact_effects(
+    # Each effect with its state: the second person sees what may have happened too.
+    high_impact = [str(e) for e in transitions.high_impact_effects(
         list(Step.objects.filter(run=run).order_by("position")))]
     snapshot = normalise({
         "action": action, "run": run.pk, "workflow": run.workflow_name,
         "business_key": run.business_key, "run_status": run.status,
         "requested_by": requested_by.get_username(), "reason": reason.strip(),
-        "params": params or {}, "completed_high_impact_steps": high_impact,
+        "params": params or {}, "high_impact_effects": high_impact,
     })
     timeout = timedelta(seconds=settings.APPROVALS_FOUR_EYES_TIMEOUT_SECONDS)
     every = timedelta(seconds=settings.APPROVALS_FOUR_EYES_REMIND_SECONDS)

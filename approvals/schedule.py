@@ -188,13 +188,16 @@ def withdraw_stale_requests(*, now: datetime | None = None, limit: int = 200) ->
                                        status=StepStatus.WAITING)
     call_waiting = ToolCall.objects.filter(pk=OuterRef("tool_call_id"),
                                            status=ToolCallStatus.WAITING)
+    # A call a person cancelled is never decided, whatever its run does meanwhile.
+    call_cancelled = ToolCall.objects.filter(pk=OuterRef("tool_call_id"),
+                                             status=ToolCallStatus.CANCELLED)
     stale_q = ((Q(kind=RequestKind.STEP) & (~Exists(step_waiting)
                                             | Q(run__status__in=_NOT_WAITING)))
                # A call decided elsewhere while its run goes on (queued, running) may be
                # followed by the model's next proposal: that supersedes the request.
                | (Q(kind=RequestKind.TOOL_CALL)
                   & ((~Exists(call_waiting) & Q(run__status=RunStatus.WAITING))
-                     | Q(run__status__in=_NOT_WAITING)))
+                     | Q(run__status__in=_NOT_WAITING) | Exists(call_cancelled)))
                | Q(kind=RequestKind.OPERATOR_ACTION, run__status__in=FINAL_RUN_STATUSES))
     stale = ApprovalRequest.objects.filter(status=RequestStatus.PENDING)
     count = 0

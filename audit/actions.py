@@ -68,6 +68,7 @@ class AuditAction(StrEnum):
     TOOL_CALL_APPROVAL_DECIDED = "tool_call_approval_decided"
     TOOL_CALL_COMPENSATION_INTENT = "tool_call_compensation_intent"
     TOOL_CALL_COMPENSATED = "tool_call_compensated"
+    TOOL_CALL_CANCELLED = "tool_call_cancelled"
     # operator actions
     RESUMED = "resumed"
     STEP_RETRIED = "step_retried"

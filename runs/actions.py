@@ -19,7 +19,7 @@ from . import definition as d
 from . import events, tracing, transitions
 from .context import context_outside_executor
 from .intentions import step_lines
-from .models import Run, Step
+from .models import Run, Step, StepStatus
 from .reconciliation import reconcile_step, reconcile_tool_call_by_key
 from .tool_call_undo import undo_tool_call
 
@@ -216,6 +216,11 @@ def _retry_tool_call(run_id, *, actor, given, approved_by):
                                        actor=actor, reason=given.reason)
 
 
+def _cancel_tool_call(run_id, *, actor, given, approved_by):
+    return transitions.cancel_tool_call(run_id, step_name=given.step, call_ref=given.call,
+                                        actor=actor, reason=given.reason)
+
+
 def _compensate_tool_call(run_id, *, actor, given, approved_by):
     call = undo_tool_call(run_id, step_name=given.step, call_ref=given.call, actor=actor,
                           reason=given.reason)
@@ -304,6 +309,11 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
         "Undoes this one tool call now with its own compensation key; the run stays with "
         "you. A high-impact call is undone only through the run's Compensate (four eyes).",
         _compensate_tool_call, danger=True),
+    OperatorAction(
+        "cancel_tool_call", "Cancel tool call", "terminate_run",
+        "Cancels this one tool call before it runs (pending, or waiting for approval of its "
+        "arguments); the run goes on and the model is told in its next turn that a person "
+        "cancelled it. Its approval request is withdrawn.", _cancel_tool_call, danger=True),
 ]}
 
 
@@ -350,8 +360,22 @@ def _confirmation_details(run: Run, steps: list[Step]) -> list[str]:
             *(f"{field}: {value}" for field, value in preview.items())]
 
 
+def _ending_details(run: Run, steps: list[Step]) -> list[str]:
+    """Before anyone confirms ending the run: the effects whose outcome is unknown (or in
+    flight, which become unknown), which keep the run in attention until settled."""
+    unsettled = [str(e) for e in transitions.unsettled_effects(steps)]
+    unsettled += [f"{s.name}: in flight: its outcome will be unknown" for s in steps
+                  if s.status == StepStatus.RUNNING and s.kind in transitions.EFFECT_KINDS]
+    if not unsettled:
+        return []
+    return ["Effects not settled (they may have happened):", *unsettled,
+            "The run stays in attention until each is settled (reconcile), then it is "
+            "terminated."]
+
+
 _DETAILS = {"compensate": _compensation_details,
-            "confirm_compensation": _confirmation_details}
+            "confirm_compensation": _confirmation_details,
+            "terminate": _ending_details, "cancel": _ending_details}
 
 
 def compensation_preview(run: Run, step_name: str) -> dict | None:

@@ -32,6 +32,8 @@ from .context import StepContext
 from .errors import Classified, PermanentError, TransientError, classify
 from .models import ErrorClass, Step
 from .transitions import agent_calls as calls_tx
+from .transitions import agent_compensation as undo_tx
+from .transitions import agent_turns as turns_tx
 
 logger = logging.getLogger(__name__)
 S = ToolCallStatus
@@ -73,9 +75,15 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpec,
             turns = calls_tx.turns_of(step)
             if turns and not turns[-1].tool_calls and not turns[-1].summarises:
                 return transitions.Outcome(succeeded=True, value=final_result(turns, calls))
-            spent = calls_tx.budget_spent(step, spec, asking=True)
+            spent = turns_tx.budget_spent(step, spec, asking=True)
             if spent is not None:
-                return calls_tx.agent_budget_spent(lease, step, spent[1])
+                return turns_tx.agent_budget_spent(lease, step, spent[1])
+            # A cancel request is read before every model turn (and, under the run's lock,
+            # before every tool call): nothing new starts once it has committed.
+            lease = turns_tx.stop_if_cancelled(lease, step,
+                                               where=f"before model turn {len(turns)}")
+            if lease.finished:
+                return lease
             if client is None:
                 client = model_client()
             conversation = messages(spec, ctx, turns, calls)
@@ -90,7 +98,7 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpec,
                                                messages(spec, ctx, turns, calls, until=cut))
             except Exception as exc:
                 return transitions.Outcome(succeeded=False, error=classify(exc))
-            lease = calls_tx.record_agent_turn(lease, step, turn)
+            lease = turns_tx.record_agent_turn(lease, step, turn)
             crashpoints.reach(AFTER_TURN if cut is None else agent_history.AFTER_SUMMARY, name)
     finally:
         if client is not None:
@@ -161,9 +169,9 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpe
     """The agent step's compensation: its tool calls' undos, newest first, each with its
     own key and a checkpoint before and after. Returns the step's compensation Outcome
     (a failure leaves the failed call compensating, to be sent again with its key)."""
-    for call in calls_tx.compensation_order(step, spec):
+    for call in undo_tx.compensation_order(step, spec):
         tool = spec.tools[call.tool]
-        call = calls_tx.begin_tool_compensation(lease, step, call)
+        call = undo_tx.begin_tool_compensation(lease, step, call)
         if call is None:
             return lease
         point = f"{step.name}/{call.tool}:compensate"
@@ -176,7 +184,7 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpe
                 exc, non_retryable=tool.retry.non_retryable))
         crashpoints.reach(crashpoints.AFTER_CALL, point)
         ref = value.remote_ref if isinstance(value, d.StepResult) else ""
-        lease = calls_tx.record_tool_compensation(
+        lease = undo_tx.record_tool_compensation(
             lease, step, call, transitions.Outcome(succeeded=True, remote_ref=ref))
         if lease.finished:
             return lease
@@ -224,6 +232,9 @@ def tool_message(call: ToolCall) -> str:
                           else {"ok": True})
     if call.status == S.INVALID:
         return json.dumps({"error": f"invalid call, not executed: {call.error_message}"})
+    if call.status == S.CANCELLED:
+        return json.dumps({"error": f"a person cancelled this call; it was not executed: "
+                                    f"{call.error_message}"})
     if call.status == S.DECLINED:
         return json.dumps({"error": f"declined, not executed: {call.error_message}"})
     return json.dumps({"error": f"failed, nothing changed: {call.error_message}"})

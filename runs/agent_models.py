@@ -19,6 +19,7 @@ class ToolCallStatus(models.TextChoices):
     INVALID = "invalid"          # arguments failed the tool's schema: never executed
     WAITING = "waiting"          # for a person's approval of its arguments
     DECLINED = "declined"        # a person declined it: never executed
+    CANCELLED = "cancelled"      # a person cancelled it before it ran: never executed
     COMPENSATING = "compensating"
     COMPENSATED = "compensated"
     COMPENSATION_FAILED = "compensation_failed"

@@ -1,3 +1,4 @@
+import os
 from importlib import import_module
 
 from django.apps import AppConfig
@@ -16,3 +17,21 @@ class RunsConfig(AppConfig):
         # Importing a workflow module registers its workflows.
         for module in settings.RUNS_WORKFLOW_MODULES:
             import_module(module)
+        _shift_clock_for_tests()
+
+
+def _shift_clock_for_tests() -> None:
+    """RUNS_TEST_CLOCK_OFFSET_SECONDS moves this process's clock (tests only): the lease tests
+    start a worker whose clock runs ahead of the database's, as a drifting host's would."""
+    offset = float(os.environ.get("RUNS_TEST_CLOCK_OFFSET_SECONDS") or 0)
+    if not offset:
+        return
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    from django.utils import timezone
+
+    def shifted_now():
+        return datetime.fromtimestamp(time.time(), tz=UTC) + timedelta(seconds=offset)
+
+    timezone.now = shifted_now

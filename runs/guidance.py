@@ -86,6 +86,14 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
                               why=why if not refused else f"{why} (not possible now: {refused})",
                               reason=reason, meant=action)
 
+    if reason == AttentionReason.ENDED_UNSETTLED and step is not None:
+        unknown.append(f"whether {name} took effect in the remote system")
+        how = ("look it up by its key" if spec is not None and spec.reconcile_fn is not None
+               else "check the remote system by hand and record what you found, with "
+                    "evidence")
+        return offer("reconcile", f"The run was ended while {name}'s outcome was unknown: "
+                     f"{how}. Settling it does not send the run on; once every effect is "
+                     "settled the run is terminated.", name)
     if reason == AttentionReason.UNKNOWN_OUTCOME or (
             step is not None and step.status == StepStatus.UNKNOWN):
         unknown.append(f"whether {name} took effect in the remote system")

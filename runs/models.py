@@ -54,6 +54,9 @@ class AttentionReason(models.TextChoices):
     REOPENED = "reopened", "reopened by an operator"
     COMPENSATION_PAUSED = "compensation_paused", "undo of a high-impact step needs a person"
     EVENT_TIMED_OUT = "event_timed_out", "awaited event did not arrive in time"
+    # Terminated or cancelled while an effect's outcome was unknown: the run stays with a
+    # person until each such effect is settled, then it is terminated.
+    ENDED_UNSETTLED = "ended_unsettled", "ended with an effect not settled"
 
 
 class ErrorClass(models.TextChoices):

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.utils import timezone
+from django.db.models.functions import Now
 
-from . import dispatch, events, tracing, transitions
+from . import dbclock, dispatch, events, tracing, transitions
 from .models import Run, RunStatus
 from .single_pass import single_pass
 from .wakeup import send_wakeups
@@ -39,13 +39,16 @@ def sweep(*, now: datetime | None = None, limit: int = 500) -> SweepReport:
     with single_pass(JOB) as mine:
         if not mine:
             return SweepReport(locked_out=True)
-        return _sweep(now or timezone.now(), limit)
+        return _sweep(now, limit)
 
 
-def _sweep(now: datetime, limit: int) -> SweepReport:
+def _sweep(now: datetime | None, limit: int) -> SweepReport:
+    # Leases and due times are judged by the database server's now() in each statement
+    # (unless a caller gives a time): a sweeper whose clock runs ahead takes no live lease.
+    server_now = Now() if now is None else now
     report = SweepReport()
     expired = list(Run.objects.filter(
-        status__in=[RunStatus.RUNNING, RunStatus.COMPENSATING], lease_expires_at__lt=now
+        status__in=[RunStatus.RUNNING, RunStatus.COMPENSATING], lease_expires_at__lt=server_now
     ).order_by("pk").values_list("pk", flat=True)[:limit])
     for start in range(0, len(expired), BATCH):
         taken = transitions.expire_leases(expired[start:start + BATCH], now=now)
@@ -58,11 +61,11 @@ def _sweep(now: datetime, limit: int) -> SweepReport:
     # A paused workflow's runs are left alone: its retries and timers hold (runs.dispatch).
     held = dispatch.held_runs_filter()
     due = Run.objects.filter(
-        status__in=[RunStatus.WAITING, RunStatus.COMPENSATING], next_wake_at__lte=now)
+        status__in=[RunStatus.WAITING, RunStatus.COMPENSATING], next_wake_at__lte=server_now)
     due = list((due if held is None else due.exclude(held)).values_list("pk", flat=True)[:limit])
     send_wakeups(due)
     report.due = len(due)
-    stale = now - timedelta(seconds=settings.RUNS_REQUEUE_AFTER_SECONDS)
+    stale = (now or dbclock.now()) - timedelta(seconds=settings.RUNS_REQUEUE_AFTER_SECONDS)
     lost = Run.objects.filter(status=RunStatus.QUEUED, updated_at__lt=stale)
     lost = list((lost if held is None else lost.exclude(held)).values_list("pk", flat=True)
                 [:limit])

@@ -6,19 +6,20 @@ commits. Broker messages are sent after commit and are only wake-up hints. The e
 automation) and the console (for operators) call these same functions.
 
 The package, by concern: kernel (the table, _Change, locking, audit), start (starting a
-run), lease_cycle (claim, outcomes, unknown outcomes, heartbeats, lease expiry), resends
+run), lease_cycle (claim, outcomes, heartbeats, lease expiry), unknown_outcome (settling
+an unknown outcome by a lookup), resends
 (the one path that sends a step again), compensation, operator_rules (when an operator
 action can succeed, four eyes), operator (the operator actions), approval_waits,
-agent_calls (an agent step's model turns and tool calls).
+agent_calls (an agent step's tool calls), agent_turns (its model turns), agent_compensation
+(the undo of its calls), agent_operator (a person's actions on one call).
 """
 
-from .agent_calls import (
-    decide_tool_call,
-    reconcile_tool_call,
-    waiting_tool_calls,
-)
+from .agent_calls import waiting_tool_calls
 from .agent_operator import (
     begin_tool_call_undo,
+    cancel_tool_call,
+    decide_tool_call,
+    reconcile_tool_call,
     record_tool_call_undo,
     retry_tool_call,
 )
@@ -45,6 +46,7 @@ from .kernel import (
     Outcome,
     allowed,
     input_hash,
+    within_caller_transaction,
 )
 from .lease_cycle import (
     claim_run,
@@ -52,7 +54,6 @@ from .lease_cycle import (
     expire_leases,
     heartbeat,
     record_outcome,
-    settle_unknown,
 )
 from .operator import (
     ask_again,
@@ -75,17 +76,20 @@ from .operator_rules import (
     paused_undo,
     refusal,
     step_refusal,
+    unsettled_effects,
 )
 from .start import start_run
 from .timers import sleeping_step, wake_timer
 from .tool_call_rules import TOOL_CALL_ACTIONS, call_refusal
+from .unknown_outcome import settle_unknown
 
 __all__ = [
     "DONE_STEP_STATUSES", "EFFECT_KINDS", "HELD", "NEW", "RUN_TRANSITIONS",
     "SECOND_PERSON_ACTIONS", "STEP_ACTIONS", "Lease", "Outcome", "allowed",
     "approval_timed_out", "ask_again", "decide_tool_call", "reconcile_tool_call",
     "waiting_tool_calls", "TOOL_CALL_ACTIONS", "begin_tool_call_undo", "call_refusal",
-    "record_tool_call_undo", "retry_tool_call", "cancel", "claim_run", "compensate",
+    "record_tool_call_undo", "retry_tool_call", "cancel_tool_call", "cancel", "claim_run",
+    "compensate",
     "compensation_plan", "confirm_compensation", "decide_approval", "eligible_steps",
     "expire_lease", "expire_leases", "heartbeat", "high_impact_effects", "input_hash",
     "needs_second_person",
@@ -93,5 +97,5 @@ __all__ = [
     "reopen", "resume", "retry_step",
     "settle_unknown", "sleeping_step", "start_run", "step_refusal", "terminate", "wake_timer",
     "DuplicateEvent", "awaiting_ref", "deliver_event", "deliver_event_by_hand", "skip_event",
-    "waiting_event_step",
+    "waiting_event_step", "unsettled_effects", "within_caller_transaction",
 ]

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from pydantic import BaseModel, ValidationError
 
 from audit.actions import AuditAction
 from audit.chain import Actor
@@ -25,8 +24,7 @@ from audit.models import AuditRecord
 from .. import definition as d
 from .. import sensitive
 from ..agent_models import AgentTurn, ToolCall, ToolCallStatus
-from ..errors import SecondPersonRequired, TransitionNotAllowed
-from ..keys import tool_call_key, tool_compensation_key
+from ..errors import TransitionNotAllowed
 from ..models import AttentionReason, ErrorClass, Run, Step, StepStatus
 from ..redaction import REDACTED, redact
 from .kernel import (  # the package's shared vocabulary
@@ -34,25 +32,22 @@ from .kernel import (  # the package's shared vocabulary
     A,
     Lease,
     Outcome,
-    Q,
     W,
     _Change,
     _extend_lease,
     _fenced,
     _halt,
     _lock,
-    _locked,
     _now,
-    _require_evidence,
     _snapshot,
+    _terminate_in,
     release_calls_in_flight,
 )
-from .operator_rules import _operator_transition
-from .tool_call_rules import EFFECT_STANDS, call_refusal, last_turn, tool_of
+from .tool_call_rules import call_refusal, last_turn, tool_of
 
 S = ToolCallStatus
 # A call in one of these states is settled: the model can be told how it went.
-SETTLED = frozenset({S.SUCCEEDED, S.FAILED, S.INVALID, S.DECLINED, S.COMPENSATING,
+SETTLED = frozenset({S.SUCCEEDED, S.FAILED, S.INVALID, S.DECLINED, S.CANCELLED, S.COMPENSATING,
                      S.COMPENSATED, S.COMPENSATION_FAILED})
 
 
@@ -105,10 +100,15 @@ def _call_data(call: ToolCall, **more) -> dict:
 
 
 @contextmanager
-def _holding(lease: Lease, action: str, now: datetime | None = None):
+def _holding(lease: Lease, action: str, now: datetime | None = None, *,
+             cancel_before: str = "", cancel_after: str = ""):
     """The skeleton of the lease holder's agent transitions: the run locked, still under
     the lease's token, the move checked; the body's changes saved together. Yields None,
-    writing nothing, if the lease was taken over (the executor then stops)."""
+    writing nothing, if the lease was taken over (the executor then stops).
+
+    A cancel request is read here, under the run's lock: `cancel_before` names the work
+    about to start (none starts: yields None), `cancel_after` the work just settled (the
+    body's changes are kept, then the run stops)."""
     now = _now(now)
     with transaction.atomic(durable=True):
         run = _lock(lease.run.pk)
@@ -119,161 +119,31 @@ def _holding(lease: Lease, action: str, now: datetime | None = None):
         change = _Change(run, action, Actor.system(lease.worker), now)
         _extend_lease(run, now)
         lease.run = run
+        if cancel_before and run.cancel_requested:
+            _cancel_inside(change, lease, cancel_before)
+            change.save()
+            yield None
+            return
         yield change
+        if cancel_after and run.cancel_requested and not lease.finished:
+            _cancel_inside(change, lease, cancel_after)
         change.save()
 
 
-# --- a model turn --------------------------------------------------------------------------
-
-def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
-                      now: datetime | None = None) -> Lease:
-    """Store the model's answer before any tool it asks for runs, with a row per tool call
-    (its key fixed by its place in the conversation). Arguments that fail the tool's schema
-    are kept as evidence and never executed; past the step's schema error budget, or for a
-    tool the step does not declare, or past the turn, call or token budget, the run stops
-    for a person, saying which."""
-    spec = _spec(lease, step)
-    with _holding(lease, "agent_turn", now) as change:
-        if change is None:
-            return lease
-        now = change.now
-        index = AgentTurn.objects.filter(step=step).count()
-        AgentTurn.objects.create(
-            step=step, index=index, content=turn.content or "",
-            tool_calls=sensitive.seal_asked_calls(turn.tool_calls, spec.tools),
-            finish_reason=turn.finish_reason, model_ref=turn.model_ref,
-            prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens,
-            summarises=turn.summarises, created_at=now)
-        rows, invented, invalid = [], [], []
-        for position, asked in enumerate(turn.tool_calls):
-            row = _new_call(change.run, step, spec, index, position, asked, now)
-            rows.append(row)
-            if row.tool not in spec.tools:
-                invented.append(row.tool)
-            elif row.status == S.INVALID:
-                invalid.append(row)
-        ToolCall.objects.bulk_create(rows)
-        change.audit(AuditAction.AGENT_TURN_STORED, step=step, data={
-            "turn": index, "content": turn.content[:500] if turn.content else "",
-            "tool_calls": [f"{r.ref} {r.tool}" for r in rows],
-            "tokens": turn.prompt_tokens + turn.completion_tokens,
-            "model_ref": turn.model_ref,
-            **({"summarises": turn.summarises} if turn.summarises else {})})
-        for row in invalid:
-            change.audit(AuditAction.TOOL_CALL_INVALID, step=step,
-                         data=_call_data(row, error=row.error_message,
-                                         arguments=shown_arguments(spec.tools[row.tool],
-                                                                   row.arguments)))
-        stop = _turn_stops(step, spec, invented)
-        if stop is not None:
-            reason, message = stop
-            before = _snapshot(change.run, step)
-            step.status = StepStatus.FAILED
-            step.error_class = ErrorClass.MODEL_FORMAT if reason == \
-                AttentionReason.MODEL_OUTPUT_PAUSED else ErrorClass.EXHAUSTED
-            step.error_message = message
-            step.lease_owner, step.lease_expires_at = "", None
-            change.step_changed(step)
-            _halt(change, lease, step, before, A, reason, f"{step.name}: {message}", message)
-    return lease
-
-
-def _new_call(run: Run, step: Step, spec: d.AgentSpec, turn: int, position: int, asked: dict,
-              now: datetime) -> ToolCall:
-    name = str(asked.get("name") or "")[:200]
-    tool = spec.tools.get(name)
-    key = tool_call_key(run.workflow_name, run.business_key, step.name, step.version, turn,
-                        position, name)
-    row = ToolCall(step=step, turn=turn, index=position, call_id=str(asked.get("id") or
-                                                                    f"call_{turn}_{position}"),
-                   tool=name, idempotency_key=key, updated_at=now,
-                   kind=tool.kind if tool else "", impact=tool.impact if tool else "")
-    raw = asked.get("arguments") or "{}"
-    try:
-        parsed = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        parsed = {"unparsed": str(raw)[:2000]}
-        row.error_message = "the arguments are not JSON"
-    if tool is None:
-        row.status, row.arguments = S.INVALID, redact(parsed)
-        row.error_class = ErrorClass.MODEL_FORMAT
-        row.error_message = f"no tool named {name!r}: the step declares " \
-                            f"{', '.join(spec.tools) or 'none'}"
-    elif row.error_message:
-        row.status, row.arguments, row.error_class = S.INVALID, parsed, ErrorClass.MODEL_FORMAT
-    else:
-        try:
-            valid: BaseModel = tool.args.model_validate(parsed)
-        except ValidationError as exc:
-            row.status, row.arguments = S.INVALID, parsed
-            row.error_class = ErrorClass.MODEL_FORMAT
-            row.error_message = (f"arguments do not match {tool.args.__name__}: "
-                                 f"{exc.error_count()} error(s): " + "; ".join(
-                                     f"{'.'.join(map(str, e['loc'])) or 'arguments'}: "
-                                     f"{e['msg']}" for e in exc.errors()[:3]))
-        else:
-            row.arguments = valid.model_dump(mode="json")
-            if tool.compensate_fn is not None:
-                row.compensation_key = tool_compensation_key(key)
-    # The hash covers the arguments in clear (an approval is of what is sent); the row
-    # keeps the declared fields sealed.
-    row.args_hash = args_hash(row.arguments)
-    row.arguments = sensitive.seal_arguments(row.arguments, tool, spec.tools)
-    if row.status == S.INVALID:
-        row.finished_at = now
-    return row
-
-
-def _turn_stops(step: Step, spec: d.AgentSpec, invented: list[str]) -> tuple[str, str] | None:
-    """Why the turn just stored stops the run for a person, or None."""
-    if invented:
-        return (AttentionReason.MODEL_OUTPUT_PAUSED,
-                f"the model asked for {', '.join(repr(n) for n in invented)}, which the step "
-                f"does not declare (it declares {', '.join(spec.tools)})")
-    calls = ToolCall.objects.filter(step=step)
-    invalid = calls.filter(status=S.INVALID).count()
-    if invalid > spec.schema_error_budget:
-        return (AttentionReason.MODEL_OUTPUT_PAUSED,
-                f"{invalid} tool calls had arguments that fail their schema (budget "
-                f"{spec.schema_error_budget}); the last: "
-                f"{calls.filter(status=S.INVALID).last().error_message}")
-    return budget_spent(step, spec)
-
-
-def budget_spent(step: Step, spec: d.AgentSpec, *, asking: bool = False
-                 ) -> tuple[str, str] | None:
-    """Which of the agent's budgets is spent, or None. `asking`: before another turn."""
-    budget = spec.budget
-    turns = list(AgentTurn.objects.filter(step=step).values_list("prompt_tokens",
-                                                                 "completion_tokens"))
-    calls = ToolCall.objects.filter(step=step).count()
-    tokens = sum(p + c for p, c in turns)
-    why = None
-    if calls > budget.max_tool_calls:
-        why = f"tool call budget spent: the model asked for {calls} calls, at most " \
-              f"{budget.max_tool_calls}"
-    elif tokens > budget.max_tokens:
-        why = f"token budget spent: {tokens} tokens used, at most {budget.max_tokens}"
-    elif asking and len(turns) >= budget.max_turns:
-        why = f"turn budget spent: {len(turns)} model turns without a final answer, at " \
-              f"most {budget.max_turns}"
-    return (AttentionReason.BUDGET_EXHAUSTED, why) if why else None
-
-
-def agent_budget_spent(lease: Lease, step: Step, message: str, *,
-                       now: datetime | None = None) -> Lease:
-    """Stop before asking the model again: a budget is spent."""
-    with _holding(lease, "agent_turn", now) as change:
-        if change is None:
-            return lease
-        before = _snapshot(change.run, step)
-        step.status, step.error_class, step.error_message = (StepStatus.FAILED,
-                                                            ErrorClass.EXHAUSTED, message)
+def _cancel_inside(change: _Change, lease: Lease, where: str) -> None:
+    """A cancel request takes effect inside the agent step: nothing new starts, the calls
+    made so far and the conversation are kept, and the record says where it took effect."""
+    step = lease.work
+    if step is not None and step.status == StepStatus.RUNNING:
+        step.status = StepStatus.FAILED
+        step.error_class = ""
+        step.error_message = f"cancelled by a person {where}"
         step.lease_owner, step.lease_expires_at = "", None
         change.step_changed(step)
-        _halt(change, lease, step, before, A, AttentionReason.BUDGET_EXHAUSTED,
-              f"{step.name}: {message}", message)
-    return lease
+    _terminate_in(change, lease.steps, reason=f"cancel took effect {where}",
+                  action=AuditAction.CANCELLED,
+                  data={"step": step.name if step else "", "where": where})
+    lease.finished, lease.work = True, None
 
 
 # --- a tool call ---------------------------------------------------------------------------
@@ -293,7 +163,8 @@ def begin_tool_call(lease: Lease, step: Step, call: ToolCall, *,
     """The intent checkpoint: the call running, its attempt counted, its key in the audit
     record. Returns the call as recorded, or None if the lease was lost."""
     tool = _spec(lease, step).tools[call.tool]
-    with _holding(lease, "tool_call", now) as change:
+    where = f"before tool call {call.ref} ({call.tool})"
+    with _holding(lease, "tool_call", now, cancel_before=where) as change:
         if change is None:
             return None
         call = _fresh(call)
@@ -318,7 +189,8 @@ def record_tool_outcome(lease: Lease, step: Step, call: ToolCall, outcome: Outco
     (settled by key before anything else runs); permanent or unclassified (a person)."""
     spec = _spec(lease, step)
     tool = spec.tools[call.tool]
-    with _holding(lease, "tool_call", now) as change:
+    where = f"after tool call {call.ref} ({call.tool}) settled"
+    with _holding(lease, "tool_call", now, cancel_after=where) as change:
         if change is None:
             _late_tool_result(lease, step, call, outcome)
             return lease
@@ -612,143 +484,3 @@ def checked_call(op, action: str, step_name: str, call_ref: str) -> tuple[Step, 
 def find_call(run: Run, step_name: str, call_ref: str) -> ToolCall:
     """Tool call `call_ref` ("turn.index") of `step_name` in `run`, read without a lock."""
     return _call_named(run, step_name, call_ref)[1]
-
-
-def decide_tool_call(run_id: int, *, step_name: str, call_ref: str, args_hash: str,
-                     approved: bool, actor: Actor, comment: str = "",
-                     data: dict | None = None, now: datetime | None = None) -> Run:
-    """Record a person's decision on a tool call waiting for approval. The decision is
-    bound to the hash of the arguments the person saw: it is refused if the call no longer
-    waits (decided, or superseded by a later call) or its arguments hash differently.
-    Approved: the call runs. Declined: it never runs, and the model is told. `data` (the
-    approval request the decision came from, say) joins the audit record."""
-    with _locked(run_id, "decide_approval", actor=actor, now=now) as change:
-        run = change.run
-        step, call = _call_named(run, step_name, call_ref)
-        if call.status != S.WAITING:
-            raise TransitionNotAllowed(
-                f"tool call {call_ref} of {step_name} is {call.status}, not waiting for "
-                "approval: this decision is for a request that no longer stands")
-        if args_hash != call.args_hash:
-            raise TransitionNotAllowed(
-                f"the approval is for arguments with hash {args_hash[:12]}, but tool call "
-                f"{call_ref} of {step_name} has arguments with hash {call.args_hash[:12]}: "
-                "an approval never authorises other arguments")
-        if actor.user_id is not None and actor.user_id == retried_by(call):
-            raise SecondPersonRequired(
-                f"{actor.label} sent tool call {call_ref} of {step_name} again: a second "
-                "person decides its approval")
-        before = _snapshot(run, step)
-        if approved:
-            call.status, call.approved_hash = S.PENDING, args_hash
-            call.approved_by = actor.label[:200]
-        else:
-            call.status, call.finished_at = S.DECLINED, change.now
-            call.error_message = f"declined by {actor.label}: {comment}".strip()
-        _save(call, change.now)
-        step.status = StepStatus.PENDING
-        change.step_changed(step)
-        change.move(Q)
-        change.audit(AuditAction.TOOL_CALL_APPROVAL_DECIDED, step=step, reason=comment,
-                     before=before, after=_snapshot(run, step),
-                     data=_call_data(call, **(data or {}), approved=approved,
-                                     args_hash=args_hash))
-    return run
-
-
-# --- compensation --------------------------------------------------------------------------
-
-def compensation_order(step: Step, spec: d.AgentSpec) -> list[ToolCall]:
-    """The calls of an agent step to undo, newest first: those whose effect stands and whose
-    tool declares a compensation."""
-    undoable = {name for name, tool in spec.tools.items() if tool.compensate_fn is not None}
-    calls = [c for c in calls_of(step) if c.tool in undoable and c.status in EFFECT_STANDS]
-    return sorted(calls, key=lambda c: (c.finished_at or c.updated_at, c.turn, c.index),
-                  reverse=True)
-
-
-def begin_tool_compensation(lease: Lease, step: Step, call: ToolCall, *,
-                            now: datetime | None = None) -> ToolCall | None:
-    with _holding(lease, "tool_compensation", now) as change:
-        if change is None:
-            return None
-        call = _fresh(call)
-        before = call.status
-        call.status = S.COMPENSATING
-        call.compensation_attempt += 1
-        _save(call, change.now)
-        change.step_changed(step)
-        change.audit(AuditAction.TOOL_CALL_COMPENSATION_INTENT, step=step,
-                     before={"call_status": before}, after={"call_status": call.status},
-                     data=_call_data(call, key=call.compensation_key,
-                                     attempt=call.compensation_attempt))
-    return call
-
-
-def record_tool_compensation(lease: Lease, step: Step, call: ToolCall, outcome: Outcome, *,
-                             now: datetime | None = None) -> Lease:
-    """A tool call's undo succeeded (a failure is the step's compensation failing, recorded
-    by the lease cycle: the call stays compensating and is sent again with its key)."""
-    with _holding(lease, "tool_compensation", now) as change:
-        if change is None:
-            return lease
-        call = _fresh(call)
-        call.status = S.COMPENSATED
-        call.compensation_ref = str(outcome.remote_ref or "")[:300]
-        _save(call, change.now)
-        change.step_changed(step)
-        change.audit(AuditAction.TOOL_CALL_COMPENSATED, step=step,
-                     before={"call_status": S.COMPENSATING},
-                     after={"call_status": call.status,
-                            "compensation_ref": call.compensation_ref},
-                     data=_call_data(call))
-    return lease
-
-
-# --- operator: settle one tool call --------------------------------------------------------
-
-def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
-                        actor: Actor, reason: str, evidence: str = "",
-                        now: datetime | None = None) -> Run:
-    """Settle an unknown tool call with what a person or a lookup by key established.
-    Found: the call succeeded; the run goes on (the model is told the result). NotFound:
-    the call is marked failed (the model is told it did not happen), the run goes on.
-    Undetermined: still unknown, the run stays with a person."""
-    _require_evidence(verdict, evidence, f"reconcile tool call {call_ref} of {step_name}")
-    with _operator_transition(run_id, "reconcile_tool_call", actor=actor, reason=reason,
-                              now=now, step_name=step_name) as op:
-        run, change = op.run, op.change
-        step, call = checked_call(op, "reconcile_tool_call", step_name, call_ref)
-        before = _snapshot(run, step)
-        data = _call_data(call, evidence=evidence)
-        if isinstance(verdict, d.Found):
-            call.status, call.remote_ref = S.SUCCEEDED, verdict.ref[:300]
-            call.result = sensitive.seal_result(
-                redact(verdict.result), tool_of(op.definition, step, call)) \
-                if verdict.result is not None else call.result
-            call.error_class, call.error_message = "", ""
-            call.finished_at = change.now
-            data["verdict"] = "found"
-        elif isinstance(verdict, d.NotFound):
-            call.status, call.finished_at = S.FAILED, change.now
-            call.error_message = f"settled as not done: {evidence or reason}"
-            data["verdict"] = "not found"
-        else:
-            data["verdict"] = "undetermined"
-        call.lookup_failures = 0
-        _save(call, change.now)
-        still_unknown = ToolCall.objects.filter(step=step, status=S.UNKNOWN).exists()
-        if still_unknown:
-            change.step_changed(step)
-            change.move(A, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
-                        message=f"{step_name}: the outcome of a tool call is still unknown "
-                                f"({data['verdict']} for call {call_ref})")
-        else:
-            step.status = StepStatus.PENDING
-            step.error_class, step.error_message = "", ""
-            step.lookup_failures = 0
-            change.step_changed(step)
-            change.move(Q)
-        change.audit(AuditAction.RECONCILED, step=step, reason=reason, before=before,
-                     after=_snapshot(run, step), data=data)
-    return run

@@ -1,6 +1,6 @@
 """The operator actions on one tool call of an agent step: send a failed call again with its
-own key, and undo one call whose effect stands. (Settling an unknown call is
-agent_calls.reconcile_tool_call.)
+own key, undo one call whose effect stands, settle an unknown call with evidence, and a
+person's decision on a call waiting for approval of its arguments.
 
 Each is an operator transition like the others (runs.transitions.operator): a reason, the run
 locked and its move checked against RUN_TRANSITIONS, the call checked under the lock, the
@@ -18,11 +18,27 @@ from django.db import transaction
 from audit.actions import AuditAction
 from audit.chain import Actor
 
+from .. import definition as d
 from .. import sensitive
 from ..agent_models import ToolCall, ToolCallStatus
-from ..models import ErrorClass, Run, StepStatus
-from .agent_calls import _call_data, _save, checked_call
-from .kernel import Q, _Change, _lock, _now, _reset_budget, _snapshot
+from ..errors import SecondPersonRequired, TransitionNotAllowed
+from ..models import AttentionReason, ErrorClass, Run, StepStatus
+from ..redaction import redact
+from .agent_calls import _call_data, _call_named, _save, checked_call, retried_by
+from .kernel import (
+    A,
+    Q,
+    W,
+    _Change,
+    _lock,
+    _locked,
+    _now,
+    _require_evidence,
+    _reset_budget,
+    _snapshot,
+    end_or_hold,
+    unsettled_effects,
+)
 from .operator_rules import _operator_transition
 from .tool_call_rules import tool_of
 
@@ -66,6 +82,36 @@ def retry_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
                      data=_call_data(call, key=call.idempotency_key, attempt=call.attempt,
                                      last_error=call.error_message,
                                      **({"approval_spent": True} if approval_spent else {})))
+    return run
+
+
+def cancel_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
+                     reason: str, now: datetime | None = None) -> Run:
+    """Cancel one tool call that has not run (pending, scheduled, or waiting for a person's
+    approval of its arguments) without cancelling the run: it never runs, the model is told
+    in its next turn that a person cancelled it, and its approval request is withdrawn (the
+    approvals sweep). A run that waited only on it goes on; one in attention stays there."""
+    with _operator_transition(run_id, "cancel_tool_call", actor=actor, reason=reason,
+                              now=now, step_name=step_name) as op:
+        run, change = op.run, op.change
+        step, call = checked_call(op, "cancel_tool_call", step_name, call_ref)
+        before = _snapshot(run, step)
+        was = call.status
+        call.status, call.finished_at = S.CANCELLED, change.now
+        call.next_attempt_at = None
+        call.error_class, call.error_message = "", f"cancelled by {actor.label}: {reason}"
+        _save(call, change.now)
+        others_wait = ToolCall.objects.filter(step=step, status=S.WAITING).exclude(
+            pk=call.pk).exists()
+        if run.status == W and not others_wait:
+            step.status = StepStatus.PENDING
+            step.lease_owner, step.lease_expires_at = "", None
+            run.next_wake_at = None
+            change.move(Q)
+        change.step_changed(step)
+        change.audit(AuditAction.TOOL_CALL_CANCELLED, step=step, reason=reason, before=before,
+                     after=_snapshot(run, step),
+                     data=_call_data(call, previous_status=was, key=call.idempotency_key))
     return run
 
 
@@ -125,3 +171,102 @@ def record_tool_call_undo(run_id: int, *, call_id: int, attempt: int, actor: Act
                          data=_call_data(call, error=error, operator=True))
         change.save()
     return call
+
+
+def decide_tool_call(run_id: int, *, step_name: str, call_ref: str, args_hash: str,
+                     approved: bool, actor: Actor, comment: str = "",
+                     data: dict | None = None, now: datetime | None = None) -> Run:
+    """Record a person's decision on a tool call waiting for approval. The decision is
+    bound to the hash of the arguments the person saw: it is refused if the call no longer
+    waits (decided, or superseded by a later call) or its arguments hash differently.
+    Approved: the call runs. Declined: it never runs, and the model is told. `data` (the
+    approval request the decision came from, say) joins the audit record."""
+    with _locked(run_id, "decide_approval", actor=actor, now=now) as change:
+        run = change.run
+        step, call = _call_named(run, step_name, call_ref)
+        if call.status != S.WAITING:
+            raise TransitionNotAllowed(
+                f"tool call {call_ref} of {step_name} is {call.status}, not waiting for "
+                "approval: this decision is for a request that no longer stands")
+        if args_hash != call.args_hash:
+            raise TransitionNotAllowed(
+                f"the approval is for arguments with hash {args_hash[:12]}, but tool call "
+                f"{call_ref} of {step_name} has arguments with hash {call.args_hash[:12]}: "
+                "an approval never authorises other arguments")
+        if actor.user_id is not None and actor.user_id == retried_by(call):
+            raise SecondPersonRequired(
+                f"{actor.label} sent tool call {call_ref} of {step_name} again: a second "
+                "person decides its approval")
+        before = _snapshot(run, step)
+        if approved:
+            call.status, call.approved_hash = S.PENDING, args_hash
+            call.approved_by = actor.label[:200]
+        else:
+            call.status, call.finished_at = S.DECLINED, change.now
+            call.error_message = f"declined by {actor.label}: {comment}".strip()
+        _save(call, change.now)
+        step.status = StepStatus.PENDING
+        change.step_changed(step)
+        change.move(Q)
+        change.audit(AuditAction.TOOL_CALL_APPROVAL_DECIDED, step=step, reason=comment,
+                     before=before, after=_snapshot(run, step),
+                     data=_call_data(call, **(data or {}), approved=approved,
+                                     args_hash=args_hash))
+    return run
+
+
+def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
+                        actor: Actor, reason: str, evidence: str = "",
+                        now: datetime | None = None) -> Run:
+    """Settle an unknown tool call with what a person or a lookup by key established.
+    Found: the call succeeded; the run goes on (the model is told the result). NotFound:
+    the call is marked failed (the model is told it did not happen), the run goes on.
+    Undetermined: still unknown, the run stays with a person."""
+    _require_evidence(verdict, evidence, f"reconcile tool call {call_ref} of {step_name}")
+    with _operator_transition(run_id, "reconcile_tool_call", actor=actor, reason=reason,
+                              now=now, step_name=step_name) as op:
+        run, change = op.run, op.change
+        step, call = checked_call(op, "reconcile_tool_call", step_name, call_ref)
+        before = _snapshot(run, step)
+        data = _call_data(call, evidence=evidence)
+        if isinstance(verdict, d.Found):
+            call.status, call.remote_ref = S.SUCCEEDED, verdict.ref[:300]
+            call.result = sensitive.seal_result(
+                redact(verdict.result), tool_of(op.definition, step, call)) \
+                if verdict.result is not None else call.result
+            call.error_class, call.error_message = "", ""
+            call.finished_at = change.now
+            data["verdict"] = "found"
+        elif isinstance(verdict, d.NotFound):
+            call.status, call.finished_at = S.FAILED, change.now
+            call.error_message = f"settled as not done: {evidence or reason}"
+            data["verdict"] = "not found"
+        else:
+            data["verdict"] = "undetermined"
+        call.lookup_failures = 0
+        _save(call, change.now)
+        still_unknown = ToolCall.objects.filter(step=step, status=S.UNKNOWN).exists()
+        if run.attention_reason == AttentionReason.ENDED_UNSETTLED:
+            # A person ended the run while this call was unknown: settling it never sends
+            # the agent on; once every effect is settled the run is terminated.
+            if not still_unknown and step.status == StepStatus.UNKNOWN:
+                step.status = StepStatus.FAILED
+                step.error_class = ""
+                step.error_message = "ended by a person; its tool calls are settled"
+            change.step_changed(step)
+            end_or_hold(change, unsettled_effects(op.steps),
+                        message=f"every effect settled (call {call_ref}: {data['verdict']})")
+        elif still_unknown:
+            change.step_changed(step)
+            change.move(A, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
+                        message=f"{step_name}: the outcome of a tool call is still unknown "
+                                f"({data['verdict']} for call {call_ref})")
+        else:
+            step.status = StepStatus.PENDING
+            step.error_class, step.error_message = "", ""
+            step.lookup_failures = 0
+            change.step_changed(step)
+            change.move(Q)
+        change.audit(AuditAction.RECONCILED, step=step, reason=reason, before=before,
+                     after=_snapshot(run, step), data=data)
+    return run

@@ -3,6 +3,7 @@ one transition to one locked run (_Change: status moves checked against the tabl
 records chained from the run's head, progress events, everything saved together), and the
 small pieces every transition shares. The other modules of this package build on it."""
 
+import contextvars
 import hashlib
 import json
 from contextlib import contextmanager
@@ -11,13 +12,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from audit.actions import AuditAction
 from audit.chain import Actor, build_record
 from audit.models import AuditRecord
 
-from .. import checkpoint_sql
+from .. import checkpoint_sql, dbclock
 from .. import definition as d
 from ..errors import (
     Classified,
@@ -37,6 +37,7 @@ from ..models import (
 )
 from ..redaction import redact
 from ..wakeup import wake_after_commit, wake_all_after_commit
+from .unsettled import Effect, end_or_hold, unsettled_effects  # noqa: F401 - the vocabulary
 
 NEW = "new"  # the pseudo-state of a run that does not exist yet
 
@@ -80,7 +81,7 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # A person decided an approval step the run is waiting on, or nobody did in time.
     "decide_approval": _move({W}, {Q, A}),
     "approval_timed_out": _move({W}, {A}),
-    "reconcile": _move({A}, {Q, A}),
+    "reconcile": _move({A}, {Q, A, TERM}),
     "retry_step": _move({A, W}, {Q}),
     # Ask the model again for a stored decision: explicit, with a reason, before anything
     # acted on the old one.
@@ -88,8 +89,10 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # Undo completed steps, newest first: by policy for low-impact steps, or by a person.
     "compensate": _move({A, W, CFAIL}, {COMP}),
     # Cancel stops at the next step boundary: at once when no step is in flight.
-    "cancel": _move({Q, R, W, A}, {R, TERM}),
-    "terminate": _move({Q, R, W, A, COMP, CFAIL}, {TERM}),
+    # Ending a run while an effect's outcome is unknown leaves it in attention until each
+    # such effect is settled (AttentionReason.ENDED_UNSETTLED).
+    "cancel": _move({Q, R, W, A}, {R, TERM, A}),
+    "terminate": _move({Q, R, W, A, COMP, CFAIL}, {TERM, A}),
     # A terminated run never resumes by accident: reopening is its own, explicit transition.
     "reopen": _move({TERM}, {A}),
     # A person confirms the undo of a high-impact step a compensation paused at.
@@ -97,14 +100,18 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # An agent step (runs.transitions.agent_calls): the lease holder stores a model turn
     # (stopping for a person at an invented tool or a spent budget), checkpoints each tool
     # call's intent and outcome, settles it by key, or waits for a person's approval of it.
-    "agent_turn": _move({R}, {R, A}),
-    "tool_call": _move({R}, {R, W, A}),
+    # A cancel request takes effect inside the agent step, before its next model turn or
+    # tool call (TERM).
+    "agent_turn": _move({R}, {R, A, TERM}),
+    "tool_call": _move({R}, {R, W, A, TERM}),
     "tool_compensation": _move({COMP}, {COMP}),
-    "reconcile_tool_call": _move({A}, {Q, A}),
+    "reconcile_tool_call": _move({A}, {Q, A, TERM}),
     # A person sends one failed tool call again, or undoes one whose effect stands
     # (runs.transitions.agent_operator); the undo leaves the run with the person.
     "retry_tool_call": _move({A}, {Q}),
     "compensate_tool_call": _move({A}, {A}),
+    # A person cancels one pending or approval-waiting call; the agent goes on without it.
+    "cancel_tool_call": _move({W, A}, {Q, W, A}),
 }
 
 DONE_STEP_STATUSES = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})
@@ -114,7 +121,8 @@ def allowed(action: str, status: str) -> bool:
     return status in RUN_TRANSITIONS[action].sources
 
 def _now(now: datetime | None) -> datetime:
-    return now or timezone.now()
+    # Leases and due times are judged by the database's clock, never a worker's.
+    return now or dbclock.now()
 
 def input_hash(data) -> str:
     """The hash that tells a redelivered start event from a different one."""
@@ -396,7 +404,10 @@ def _terminate_in(change: _Change, steps: list[Step], *, reason: str,
             change.step_changed(step)
     run.cancel_requested = False
     run.next_wake_at = None
-    change.move(TERM, message=reason)
+    unsettled = unsettled_effects(steps)
+    if unsettled:
+        data = {**(data or {}), "unsettled": [str(e) for e in unsettled]}
+    end_or_hold(change, unsettled, message=reason)
     change.audit(action, reason=reason, before=before, after=_snapshot(run), data=data)
 
 
@@ -427,12 +438,30 @@ def release_calls_in_flight(change: _Change, step: Step, *, why: str, action: st
                            **({"error": why} if call.status == ToolCallStatus.UNKNOWN else {})})
 
 
+_joined = contextvars.ContextVar("runs_transition_joined", default=False)
+
+
+@contextmanager
+def within_caller_transaction():
+    """Run the transitions called inside in the caller's open transaction (a savepoint
+    each) rather than in their own durable one: approvals apply a decision to the run in the
+    transaction that records the decision, so one is never committed without the other.
+    The caller locks the run before anything else, as every transition does."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("within_caller_transaction needs an open transaction")
+    token = _joined.set(True)
+    try:
+        yield
+    finally:
+        _joined.reset(token)
+
+
 @contextmanager
 def _locked(run_id: int, action: str, *, actor: Actor, now: datetime | None):
     """The skeleton of a transition on an existing run: in one durable transaction, lock the
     run, check `action` may start from its state, let the body change it, save everything.
     If the body raises, nothing is written."""
-    with transaction.atomic(durable=True):
+    with transaction.atomic(durable=not _joined.get()):
         run = _lock(run_id)
         change = _Change(run, action, actor, _now(now))
         yield change

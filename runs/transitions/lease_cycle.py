@@ -5,7 +5,10 @@ taking back runs whose lease ran out. The executor calls these."""
 import copy
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models.functions import Now
 
 from audit.actions import AuditAction
 from audit.chain import Actor
@@ -30,7 +33,6 @@ from .compensation import (
 )
 from .events import awaits
 from .kernel import (  # the package's shared vocabulary
-    _MAX_HINT_COUNTDOWN,
     _RUN_FIELDS,
     _STEP_FIELDS,
     COMP,
@@ -435,125 +437,19 @@ def _record_late_result(run: Run, step: Step, outcome: Outcome, lease: Lease,
         change.audit(AuditAction.LATE_RESULT, step=step, data=data)
     change.save()
 
-def settle_unknown(lease: Lease, step: Step, verdict, *, error: str = "",
-                   now: datetime | None = None) -> Lease:
-    """Settle the lease holder's unknown step with what reconciliation found.
-
-    Found: the effect happened (the key is the evidence, whatever the impact); the step
-    succeeds with its remote reference. LookupFailed: the lookup itself erred; it is a read,
-    so it is asked again with backoff until the step's lookup budget is spent. NotFound, or
-    no lookup but a receiver that honours keys: a low-impact step is sent again with the
-    same key, as a counted, backed-off attempt (see _send_again); a high-impact step waits
-    for a person. Undetermined (or no way to ask): a person must settle it.
-    """
-    now = _now(now)
-    spec = _definition_step(lease, step)
-    with transaction.atomic(durable=True):
-        run = _lock(lease.run.pk)
-        if _fenced(run, lease):
-            lease.finished, lease.work = True, None
-            return lease
-        change = _Change(run, "settle_unknown", Actor.system(lease.worker), now)
-        lease.run = run
-        _extend_lease(run, now)
-        before = _snapshot(run, step)
-        if isinstance(verdict, d.Found):
-            step.lookup_failures = 0
-            _succeed(change, lease, step, verdict.result, verdict.ref, AuditAction.RECONCILED,
-                     data={"verdict": "found"})
-            _advance(change, lease)
-        elif isinstance(verdict, d.LookupFailed):
-            _lookup_failed(change, lease, step, spec, before, verdict)
-        elif (spec.impact == d.LOW and isinstance(verdict, d.NotFound)
-              and not spec.honours_key and _too_early_to_trust(step, spec, now)):
-            # The receiver ignores keys and the request may still be in flight: "not found"
-            # now proves nothing. Look again once it has had time to land.
-            # Measured from the first "not found": a second lookup before then changes nothing.
-            at = step.next_attempt_at or now + timedelta(seconds=spec.lookup_delay)
-            _look_again(change, lease, step, before, at=at,
-                        message=f"{step.name}: not found yet; looking again before sending "
-                                "again", data={"verdict": "not found yet"})
-        elif spec.impact == d.LOW and (isinstance(verdict, d.NotFound)
-                                       or (verdict is None and spec.honours_key)):
-            step.lookup_failures = 0
-            why = ("lookup by key found nothing" if verdict is not None else
-                   "no lookup; the receiver deduplicates on the key")
-            _resend_or_stop(change, lease, step, before=before, why=why,
-                            error=step.error_message or error, action=AuditAction.RECONCILED,
-                            data={"verdict": "not found" if verdict is not None
-                                  else "cannot ask", "then": "send again with the same key"})
-        else:
-            if isinstance(verdict, d.NotFound):
-                why = "reconciliation found no effect, but a high-impact step is sent again " \
-                      "only after a person confirms"
-                label = "not found"
-            elif verdict is None:
-                why = ("no reconcile function, and a high-impact step is not resent without "
-                       "a person" if spec.honours_key else
-                       "no reconcile function and the receiver does not honour keys")
-                label = "cannot ask"
-            else:
-                why = f"reconciliation could not tell: {verdict.reason or error}"
-                label = "undetermined"
-            change.move(A, reason=AttentionReason.UNKNOWN_OUTCOME, message=f"{step.name}: {why}")
-            change.audit(AuditAction.ATTENTION, step=step,
-                         before=before, after=_snapshot(run, step),
-                         data={"verdict": label, "error": error})
-            lease.finished, lease.work = True, None
-        change.save()
-    return lease
-
-def _lookup_failed(change: _Change, lease: Lease, step: Step, spec: d.StepDef, before: dict,
-                   verdict: d.LookupFailed) -> None:
-    """A lookup by key erred: ask again with the step's backoff, or, once its lookup budget
-    is spent, stop for a person saying how many lookups failed and how."""
-    step.lookup_failures += 1
-    failures = step.lookup_failures
-    if failures < spec.lookup_attempts:
-        _look_again(change, lease, step, before,
-                    at=change.now + timedelta(seconds=spec.retry.delay(failures)),
-                    message=f"{step.name}: lookup by key failed ({failures} of "
-                            f"{spec.lookup_attempts}); asking again",
-                    data={"verdict": "lookup failed", "error": verdict.reason,
-                          "lookup_failures": failures}, action=AuditAction.LOOKUP_RETRY_SCHEDULED)
-        return
-    change.step_changed(step)
-    change.move(A, reason=AttentionReason.UNKNOWN_OUTCOME,
-                message=f"{step.name}: {failures} lookup{'s' if failures != 1 else ''} by key "
-                        f"failed, the last with: {verdict.reason}; the outcome is still "
-                        "unknown")
-    change.audit(AuditAction.ATTENTION, step=step, before=before, after=_snapshot(change.run, step),
-                 data={"verdict": "lookup failed", "error": verdict.reason,
-                       "lookup_failures": failures})
-    lease.finished, lease.work = True, None
-
-def _look_again(change: _Change, lease: Lease, step: Step, before: dict, *, at: datetime,
-                message: str, data: dict, action: str = AuditAction.RECONCILE_SCHEDULED) -> None:
-    """Release the run until the step's effect is looked up again at `at` (the step stays
-    unknown: nothing is sent before the lookup)."""
-    run, now = change.run, change.now
-    step.next_attempt_at = at
-    change.step_changed(step)
-    change.move(W, message=message)
-    run.next_wake_at = step.next_attempt_at
-    change.audit(action, step=step, before=before, after=_snapshot(run, step),
-                 data={**data, "recheck_at": step.next_attempt_at.isoformat()})
-    wait = (step.next_attempt_at - now).total_seconds()
-    if wait <= _MAX_HINT_COUNTDOWN:
-        change.wake_countdown = max(wait, 0.0)
-    lease.finished, lease.work = True, None
-
-def _too_early_to_trust(step: Step, spec: d.StepDef, now: datetime) -> bool:
-    return spec.lookup_delay > 0 and (step.next_attempt_at is None
-                                      or step.next_attempt_at > now)
-
 def heartbeat(lease: Lease, *, now: datetime | None = None) -> bool:
-    """Extend the lease of a long step. False if the lease was lost to another worker."""
-    now = _now(now)
+    """Extend the lease of a long step. False if the lease was lost to another worker.
+
+    The new expiry is the database server's now() plus the lease, computed in the statement:
+    a worker whose clock runs ahead cannot give itself a longer lease."""
+    stamp = Value(now) if now is not None else Now()
     with transaction.atomic(durable=True):
         extended = Run.objects.filter(
             pk=lease.run.pk, status=R, fencing_token=lease.token
-        ).update(lease_expires_at=_lease_until(now), heartbeat_at=now)
+        ).update(lease_expires_at=ExpressionWrapper(
+                     stamp + timedelta(seconds=settings.RUNS_LEASE_SECONDS),
+                     output_field=DateTimeField()),
+                 heartbeat_at=stamp)
     return extended == 1
 
 def expire_lease(run_id: int, *, now: datetime | None = None, actor: Actor | None = None) -> bool:
@@ -563,14 +459,7 @@ def expire_lease(run_id: int, *, now: datetime | None = None, actor: Actor | Non
     side-effecting step it was running becomes unknown (it may have acted) and is
     reconciled before anything is sent again; a read or decision step simply runs again.
     """
-    now = _now(now)
-    with transaction.atomic(durable=True):
-        run = _lock(run_id)
-        if not _lease_ran_out(run, now):
-            return False
-        running = list(Step.objects.filter(run=run, status=StepStatus.RUNNING))
-        _take_back(run, running, now, actor).save()
-    return True
+    return bool(expire_leases([run_id], now=now, actor=actor))
 
 
 def expire_leases(run_ids: list[int], *, now: datetime | None = None,
@@ -579,22 +468,23 @@ def expire_leases(run_ids: list[int], *, now: datetime | None = None,
     a mass worker death the sweeper takes hundreds of runs back, and one transaction each
     would cost a commit and half a dozen round trips per run. Returns the runs taken back;
     the others (a heartbeat came in time, another pass took them) are left as they are.
-    The caller keeps batches small: every run of a batch stays locked until it commits."""
-    now = _now(now)
+    The caller keeps batches small: every run of a batch stays locked until it commits.
+
+    Whether a lease ran out is judged in the locking statement by the database server's
+    now(), not by this process's clock: a sweeper whose clock runs ahead takes no live lease.
+    """
     with transaction.atomic(durable=True):
         # Locked in id order, as every batch locks them: two batches cannot deadlock.
-        runs = [run for run in Run.objects.select_for_update().filter(pk__in=run_ids)
-                .order_by("pk") if _lease_ran_out(run, now)]
+        runs = list(Run.objects.select_for_update().filter(
+            pk__in=run_ids, status__in=list(HELD),
+            lease_expires_at__lte=Now() if now is None else now).order_by("pk"))
+        # Stamped in the same transaction: now() is the time the locks were taken.
+        now = _now(now)
         running: dict[int, list[Step]] = {run.pk: [] for run in runs}
         for step in Step.objects.filter(run_id__in=list(running), status=StepStatus.RUNNING):
             running[step.run_id].append(step)
         save_changes([_take_back(run, running[run.pk], now, actor) for run in runs])
     return [run.pk for run in runs]
-
-
-def _lease_ran_out(run: Run, now: datetime) -> bool:
-    return run.status in HELD and run.lease_expires_at is not None \
-        and run.lease_expires_at <= now
 
 
 def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None) -> _Change:

@@ -27,6 +27,8 @@ from .kernel import (  # the package's shared vocabulary
     _snapshot,
     _steps_done_with,
     _terminate_in,
+    end_or_hold,
+    unsettled_effects,
 )
 from .operator_rules import _four_eyes_data, _operator_transition
 
@@ -67,6 +69,9 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
         run, change, step = op.run, op.change, op.step
         before = _snapshot(run, step)
         data = {"evidence": evidence}
+        # A run a person ended while this effect was unknown: settling it never sends the
+        # run on; once every effect is settled the run is terminated.
+        ended = run.attention_reason == AttentionReason.ENDED_UNSETTLED
         step.lookup_failures = 0
         if isinstance(verdict, d.Found):
             step.status = StepStatus.SUCCEEDED
@@ -76,15 +81,17 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
             step.finished_at = change.now
             change.step_changed(step)
             run.steps_done = _steps_done_with(run, step)
-            change.move(Q)
+            if not ended:
+                change.move(Q)
             data["verdict"] = "found"
         elif isinstance(verdict, d.NotFound):
             step.status = StepStatus.FAILED
             step.error_message = f"settled as not done: {evidence or reason}"
             change.step_changed(step)
-            change.move(A, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
-                        message=f"{step_name} settled as not done; retry the step to send it "
-                                "again with the same key")
+            if not ended:
+                change.move(A, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
+                            message=f"{step_name} settled as not done; retry the step to send "
+                                    "it again with the same key")
             data["verdict"] = "not found"
         else:
             change.step_changed(step)
@@ -92,6 +99,9 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
                         message=f"{step_name}: still undetermined: "
                                 f"{getattr(verdict, 'reason', '')}")
             data["verdict"] = "undetermined"
+        if ended:
+            end_or_hold(change, unsettled_effects(op.steps),
+                        message=f"every effect settled ({step_name}: {data['verdict']})")
         change.audit(AuditAction.RECONCILED, step=step, reason=reason, before=before,
                      after=_snapshot(run, step), data=data)
     return run

@@ -19,48 +19,74 @@ from ..models import (
     Run,
     Step,
     StepStatus,
+    ToolCall,
     ToolCallStatus,
 )
 from .compensation import compensation_plan
 from .kernel import (  # the package's shared vocabulary
     A,
+    Effect,
     _Change,
     _locked,
     _require_reason,
     _steps,
     allowed,
+    unsettled_effects,
 )
 from .tool_call_rules import step_refusal as tool_call_step_refusal
 
 STEP_ACTIONS = frozenset({"reconcile", "retry_step", "ask_again", "confirm_compensation",
-                          "reconcile_tool_call", "retry_tool_call", "compensate_tool_call"})
+                          "reconcile_tool_call", "retry_tool_call", "compensate_tool_call",
+                          "cancel_tool_call"})
 # Actions that end a run, or undo or abandon its effects.
 
 SECOND_PERSON_ACTIONS = frozenset({"cancel", "terminate", "compensate"})
+# What a run ended with an effect unsettled still allows: settling it.
+SETTLE_ACTIONS = frozenset({"reconcile", "reconcile_tool_call"})
 # Actions that move a run forward again, which a compensation under way rules out.
 
 FORWARD_ACTIONS = frozenset({"resume", "reconcile", "retry_step", "ask_again",
                              "reconcile_tool_call", "retry_tool_call"})
 
 EFFECT_KINDS = (d.WRITE, d.NOTIFY)
-# A step in one of these states has an effect in another system (not yet undone).
-
-_EFFECT_STANDS = frozenset({StepStatus.SUCCEEDED, StepStatus.COMPENSATING,
-                            StepStatus.COMPENSATION_FAILED})
 
 _UNDO_STARTED = frozenset({StepStatus.COMPENSATING, StepStatus.COMPENSATED,
                            StepStatus.COMPENSATION_FAILED})
 
-def high_impact_effects(steps: list[Step]) -> list[Step]:
-    """The high-impact steps whose effect exists in another system (not yet undone). An
-    agent step counts once it completed with a high-impact tool declared."""
-    return [s for s in steps if s.kind in (*EFFECT_KINDS, d.AGENT) and s.impact == d.HIGH
-            and s.status in _EFFECT_STANDS]
+# The states in which an effect stands or may stand: the second person is asked about each.
+_MAY_STAND = {
+    StepStatus.SUCCEEDED: "succeeded",
+    StepStatus.UNKNOWN: "outcome unknown: may have happened",
+    StepStatus.COMPENSATING: "being undone",
+    StepStatus.COMPENSATION_FAILED: "undo failed: still stands",
+}
+_CALL_MAY_STAND = {
+    ToolCallStatus.SUCCEEDED: "succeeded",
+    ToolCallStatus.UNKNOWN: "outcome unknown: may have happened",
+    ToolCallStatus.COMPENSATING: "being undone",
+    ToolCallStatus.COMPENSATION_FAILED: "undo failed: still stands",
+}
+
+def high_impact_effects(steps: list[Step]) -> list[Effect]:
+    """The high-impact effects that stand or may stand in another system (succeeded or
+    unknown, not yet undone): those of the run's write and notify steps, and each tool call
+    of its agent steps, whatever state the agent step itself is in."""
+    effects = [Effect(s.name, s.status, _MAY_STAND[s.status], s.name) for s in steps
+               if s.kind in EFFECT_KINDS and s.impact == d.HIGH and s.status in _MAY_STAND]
+    agents = {s.pk: s.name for s in steps if s.kind == d.AGENT}
+    if agents:
+        calls = ToolCall.objects.filter(step_id__in=list(agents), impact=d.HIGH,
+                                        status__in=list(_CALL_MAY_STAND)).order_by(
+            "step_id", "turn", "index").only("step_id", "turn", "index", "tool", "status")
+        effects += [Effect(f"{agents[c.step_id]}: tool call {c.ref} {c.tool}",
+                                   c.status, _CALL_MAY_STAND[c.status], agents[c.step_id])
+                    for c in calls]
+    return effects
 
 def needs_second_person(action: str, steps: list[Step]) -> bool:
     """Whether `action` needs a second person's approval: it ends the run, or undoes or
-    abandons its effects, after a high-impact effect took place. The one rule, for every
-    caller and for single and bulk actions alike."""
+    abandons its effects, while a high-impact effect stands or may stand. The one rule, for
+    every caller and for single and bulk actions alike."""
     return action in SECOND_PERSON_ACTIONS and bool(high_impact_effects(steps))
 
 def paused_undo(run: Run, steps: list[Step], definition: d.Workflow | None) -> Step | None:
@@ -100,7 +126,7 @@ def step_refusal(action: str, run: Run, step: Step, steps: list[Step],
         if step.kind != d.AGENT or step.status != StepStatus.UNKNOWN or not any(
                 c.status == ToolCallStatus.UNKNOWN for c in step.tool_calls.all()):
             return f"{where} has no tool call whose outcome is unknown"
-    elif action in ("retry_tool_call", "compensate_tool_call"):
+    elif action in ("retry_tool_call", "compensate_tool_call", "cancel_tool_call"):
         return tool_call_step_refusal(action, run, step, definition)
     elif action == "confirm_compensation":
         paused = paused_undo(run, steps, definition)
@@ -118,6 +144,11 @@ def refusal(action: str, run: Run, steps: list[Step], definition: d.Workflow | N
     if not allowed(action, run.status):
         return (f"{action} is not allowed for run {run.pk} ({run.workflow_name} "
                 f"{run.business_key}) in state {run.status}")
+    if run.status == A and run.attention_reason == AttentionReason.ENDED_UNSETTLED \
+            and action not in SETTLE_ACTIONS:
+        names = "; ".join(str(e) for e in unsettled_effects(steps))
+        return (f"run {run.pk} was ended and waits only for its unsettled effects to be "
+                f"settled (reconcile): {names}")
     if action in FORWARD_ACTIONS and (any(s.status in _UNDO_STARTED for s in steps)
                                       or paused_undo(run, steps, definition)):
         return (f"run {run.pk} is being compensated: carry the compensation on (confirm, "
@@ -194,11 +225,11 @@ def _operator_transition(run_id: int, action: str, *, actor: Actor, reason: str,
         if refused:
             raise TransitionNotAllowed(refused)
         if needs_second_person(action, steps):
-            names = ", ".join(s.name for s in high_impact_effects(steps))
+            names = "; ".join(str(e) for e in high_impact_effects(steps))
             if approved_by is None:
                 raise SecondPersonRequired(
                     f"{action} of run {run_id} needs a second person's approval: high-impact "
-                    f"effects took place ({names})")
+                    f"effects stand or may stand ({names})")
             if _same_person(actor, approved_by):
                 raise SecondPersonRequired(
                     f"{action} of run {run_id} must be approved by someone other than "

@@ -6,14 +6,17 @@ nothing but the step's calls and turns, and call_refusal reads nothing at all.""
 from .. import definition as d
 from ..agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ..models import ErrorClass, Run, Step, StepStatus
-from .kernel import A
+from .kernel import A, W
 
 S = ToolCallStatus
 # A call in one of these states has an effect in another system (not yet undone).
 EFFECT_STANDS = frozenset({S.SUCCEEDED, S.COMPENSATING, S.COMPENSATION_FAILED})
 
 # The actions of the table (runs.actions) that are aimed at one tool call.
-TOOL_CALL_ACTIONS = ("reconcile_tool_call", "retry_tool_call", "compensate_tool_call")
+TOOL_CALL_ACTIONS = ("reconcile_tool_call", "retry_tool_call", "compensate_tool_call",
+                     "cancel_tool_call")
+# A call in one of these states has not run and can be cancelled by a person.
+NOT_STARTED = frozenset({S.PENDING, S.SCHEDULED, S.WAITING})
 
 
 def tool_of(definition: d.Workflow | None, step: Step, call: ToolCall) -> d.ToolSpec | None:
@@ -29,6 +32,14 @@ def call_refusal(action: str, run: Run, step: Step, call: ToolCall, tool: d.Tool
     of the step's newest stored turn. Reads nothing: the console asks it for every call on
     the page."""
     where = f"tool call {call.ref} ({call.tool}) of {step.name}"
+    if action == "cancel_tool_call":
+        if run.status not in (A, W):
+            return (f"run {run.pk} is {run.status}; a tool call is cancelled while its run "
+                    "waits or is in attention")
+        if call.status not in NOT_STARTED:
+            return (f"{where} is {call.status}; only a call that has not run (pending, "
+                    "scheduled or waiting for approval) is cancelled")
+        return None
     if run.status != A:
         return f"run {run.pk} is {run.status}; a tool call is acted on while it is in attention"
     if action == "reconcile_tool_call":
@@ -73,10 +84,11 @@ def step_refusal(action: str, run: Run, step: Step,
         return f"{where} has not run: no tool call to undo"
     # step.tool_calls.all() is what a list page prefetched (runs.selectors.steps_of), or
     # one query; a transition's fresh rows always query.
-    wanted = {S.FAILED} if action == "retry_tool_call" else EFFECT_STANDS
+    wanted = {S.FAILED} if action == "retry_tool_call" else \
+        NOT_STARTED if action == "cancel_tool_call" else EFFECT_STANDS
     calls = [c for c in step.tool_calls.all() if c.status in wanted and (
-        action == "retry_tool_call" or ((tool := tool_of(definition, step, c)) is not None
-                                        and tool.compensate_fn is not None))]
+        action != "compensate_tool_call" or ((tool := tool_of(definition, step, c)) is not None
+                                             and tool.compensate_fn is not None))]
     newest = last_turn(step) if calls else -1
     refusals = [call_refusal(action, run, step, c, tool_of(definition, step, c),
                              last_turn=newest) for c in calls]

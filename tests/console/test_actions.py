@@ -201,8 +201,8 @@ def test_ending_or_undoing_after_a_high_impact_effect_goes_to_a_second_person(
     assert response.status_code == 302
     _assert_only_a_request_was_opened(run, before)
     request = ApprovalRequest.objects.get(run=run)
-    assert request.action == action and request.snapshot["completed_high_impact_steps"] == [
-        "post-ledger"]
+    assert request.action == action and request.snapshot["high_impact_effects"] == [
+        "post-ledger: succeeded"]
 
 
 def test_a_bulk_terminate_after_a_high_impact_effect_goes_to_a_second_person(

@@ -16,7 +16,7 @@ from runs.errors import ReasonRequired, TransitionNotAllowed
 from runs.guidance import recommend
 from runs.models import AttentionReason, Run, RunStatus, Step, ToolCall
 from runs.transitions.tool_call_rules import TOOL_CALL_ACTIONS
-from tests.agent_runs import ACTOR, advance, start_triage
+from tests.agent_runs import ACTOR, LARGE, advance, start_triage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -225,8 +225,12 @@ def test_the_next_step_points_at_the_unknown_tool_call_by_its_key(client_for, op
 
 @pytest.mark.parametrize("action", TOOL_CALL_ACTIONS)
 def test_every_tool_call_action_refuses_an_empty_reason_and_writes_nothing(sandbox, action):
-    run = unknown_posting("noreason") if action == "reconcile_tool_call" else \
-        refused_posting("noreason")
+    if action == "cancel_tool_call":
+        # A posting that waits for a person's approval of its arguments.
+        run = advance(start_triage(LARGE, key="tenant-42:noreason-cancel"))
+    else:
+        run = unknown_posting("noreason") if action == "reconcile_tool_call" else \
+            refused_posting("noreason")
     call = ledger_call(run) if action != "compensate_tool_call" else \
         ToolCall.objects.get(step__run=run, tool="open-approval-task")
     steps = list(run.steps.order_by("position"))

@@ -86,6 +86,7 @@ ACTION_SCENARIOS = {
     "reconcile_tool_call": "unknown_tool_call",
     "retry_tool_call": "failed_tool_call",
     "compensate_tool_call": "done_tool_call",
+    "cancel_tool_call": "pending_tool_call",
 }
 
 # The agent runs the actions on one tool call need: (step status, the call's status).
@@ -96,6 +97,8 @@ AGENT_SCENARIOS = {
                          AttentionReason.PERMANENT_ERROR),
     "done_tool_call": (StepStatus.FAILED, ToolCallStatus.SUCCEEDED,
                        AttentionReason.PERMANENT_ERROR),
+    "pending_tool_call": (StepStatus.FAILED, ToolCallStatus.PENDING,
+                          AttentionReason.PERMANENT_ERROR),
 }
 
 # The workflow the per-workflow operator may act on: not the one the runs belong to.

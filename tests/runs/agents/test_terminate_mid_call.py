@@ -9,6 +9,7 @@ from audit.models import AuditRecord
 from demo.agent_workflow import triage
 from demo.sandbox.models import LedgerEntry
 from runs import transitions
+from runs.definition import Found
 from runs.models import Run, RunStatus, Step, StepStatus, ToolCall
 from tests.agent_runs import advance, start_triage
 
@@ -47,7 +48,8 @@ def terminated_mid_post(monkeypatch):
 def test_a_write_call_in_flight_at_terminate_becomes_unknown_and_its_late_result_is_kept(
         terminated_mid_post):
     run = advance(start_triage())
-    assert run.status == RunStatus.TERMINATED
+    # Ended with the posting's outcome unknown: the run stays with a person until settled.
+    assert (run.status, run.attention_reason) == (RunStatus.ATTENTION, "ended_unsettled")
     assert terminated_mid_post["status"] == "running"
     call = ToolCall.objects.get(step__run=run, tool="post-ledger")
     assert call.status == "unknown" and call.error_class == "unknown"
@@ -61,8 +63,15 @@ def test_a_write_call_in_flight_at_terminate_becomes_unknown_and_its_late_result
     assert records.index(("terminated", call.ref)) < records.index(("terminated", None))
     late = AuditRecord.objects.get(run=run, action="late_result", data__tool_call=call.ref)
     assert late.data["succeeded"] is True and late.data["remote_ref"] == call_ref(call)
-    assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
+    assert Run.objects.get(pk=run.pk).status == RunStatus.ATTENTION
     assert ToolCall.objects.filter(step__run=run, status="running").count() == 0
+    # Settling the posting by its key ends the run; the agent does not go on.
+    transitions.reconcile_tool_call(run.pk, step_name="triage", call_ref=call.ref,
+                                    verdict=Found(call_ref(call)), actor=OPERATOR,
+                                    reason="found at the ledger", evidence="ledger by key")
+    run = Run.objects.get(pk=run.pk)
+    assert run.status == RunStatus.TERMINATED
+    assert ToolCall.objects.filter(step__run=run).count() == 4
 
 
 def test_a_read_call_in_flight_at_terminate_is_pending_again_and_recorded(monkeypatch):

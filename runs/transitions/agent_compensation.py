@@ -1,0 +1,61 @@
+"""The undo of an agent step's tool calls in the run's compensation: newest first, each with
+its own compensation key and a checkpoint before and after (the executor's
+agent_loop.compensate_agent_step calls these under the run's lease)."""
+
+from datetime import datetime
+
+from audit.actions import AuditAction
+
+from .. import definition as d
+from ..agent_models import ToolCall
+from ..models import Step
+from .agent_calls import S, _call_data, _fresh, _holding, _save, calls_of
+from .kernel import Lease, Outcome
+from .tool_call_rules import EFFECT_STANDS
+
+
+def compensation_order(step: Step, spec: d.AgentSpec) -> list[ToolCall]:
+    """The calls of an agent step to undo, newest first: those whose effect stands and whose
+    tool declares a compensation."""
+    undoable = {name for name, tool in spec.tools.items() if tool.compensate_fn is not None}
+    calls = [c for c in calls_of(step) if c.tool in undoable and c.status in EFFECT_STANDS]
+    return sorted(calls, key=lambda c: (c.finished_at or c.updated_at, c.turn, c.index),
+                  reverse=True)
+
+
+def begin_tool_compensation(lease: Lease, step: Step, call: ToolCall, *,
+                            now: datetime | None = None) -> ToolCall | None:
+    with _holding(lease, "tool_compensation", now) as change:
+        if change is None:
+            return None
+        call = _fresh(call)
+        before = call.status
+        call.status = S.COMPENSATING
+        call.compensation_attempt += 1
+        _save(call, change.now)
+        change.step_changed(step)
+        change.audit(AuditAction.TOOL_CALL_COMPENSATION_INTENT, step=step,
+                     before={"call_status": before}, after={"call_status": call.status},
+                     data=_call_data(call, key=call.compensation_key,
+                                     attempt=call.compensation_attempt))
+    return call
+
+
+def record_tool_compensation(lease: Lease, step: Step, call: ToolCall, outcome: Outcome, *,
+                             now: datetime | None = None) -> Lease:
+    """A tool call's undo succeeded (a failure is the step's compensation failing, recorded
+    by the lease cycle: the call stays compensating and is sent again with its key)."""
+    with _holding(lease, "tool_compensation", now) as change:
+        if change is None:
+            return lease
+        call = _fresh(call)
+        call.status = S.COMPENSATED
+        call.compensation_ref = str(outcome.remote_ref or "")[:300]
+        _save(call, change.now)
+        change.step_changed(step)
+        change.audit(AuditAction.TOOL_CALL_COMPENSATED, step=step,
+                     before={"call_status": S.COMPENSATING},
+                     after={"call_status": call.status,
+                            "compensation_ref": call.compensation_ref},
+                     data=_call_data(call))
+    return lease
