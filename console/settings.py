@@ -107,6 +107,19 @@ DB_CONN_MAX_AGE = env("DB_CONN_MAX_AGE")
 DB_PREPARED_STATEMENTS = env("DB_PREPARED_STATEMENTS")
 
 
+# The threads mode of a worker (docs/operations.md, "Many calls in flight"): with
+# DB_POOL_MAX_SIZE set, each process keeps a pool of at most that many PostgreSQL
+# connections (Django's psycopg pool), shared by all its threads. The executor gives its
+# connection back to the pool while a step waits on a remote system, so hundreds of steps in
+# flight need only as many connections as are checkpointing at once. Pooled connections are
+# not persistent ones: DB_CONN_MAX_AGE does not apply (Django requires it to be 0). A
+# thread waits at most DB_POOL_TIMEOUT seconds for a free connection. 0 (the default) keeps
+# one persistent connection per process, the right choice for the prefork pool.
+DB_POOL_MAX_SIZE = env("DB_POOL_MAX_SIZE")
+DB_POOL_MIN_SIZE = env("DB_POOL_MIN_SIZE")
+DB_POOL_TIMEOUT = env("DB_POOL_TIMEOUT")
+
+
 def database_from_url(url: str | None) -> dict:
     if not url:
         url = f"sqlite:///{VAR_DIR / 'durable.sqlite3'}"
@@ -115,6 +128,12 @@ def database_from_url(url: str | None) -> dict:
         # psycopg's default threshold; only statements run through psycopg's own
         # (server-binding) cursor can be prepared, and the hot ones say prepare=True.
         config.setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
+    if config["ENGINE"] == "django.db.backends.postgresql" and DB_POOL_MAX_SIZE > 0:
+        config["CONN_MAX_AGE"] = 0
+        config.setdefault("OPTIONS", {})["pool"] = {
+            "min_size": min(DB_POOL_MIN_SIZE, DB_POOL_MAX_SIZE), "max_size": DB_POOL_MAX_SIZE,
+            "timeout": DB_POOL_TIMEOUT,
+        }
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # IMMEDIATE takes the write lock when a transaction begins, so two writers queue on
         # the busy timeout instead of failing with "database is locked" half way through.

@@ -1,0 +1,128 @@
+"""A worker in the threads mode (celery --pool=threads, DB_POOL_MAX_SIZE) holds many steps
+that wait on a remote system at once: they overlap, the worker's PostgreSQL sessions stay
+within its pool, each step makes its effect once, and a SIGKILL with dozens in flight ends,
+after lease expiry and a second worker, with every step's effect made exactly once."""
+
+import threading
+import time
+import uuid
+
+import pytest
+import redis
+from django.conf import settings
+from django.db import connection
+
+from audit.chain import Actor
+from runs import bench_workflows  # noqa: F401 - registers bench-remote-1s here too
+from runs.bench_receiver import SlowReceiver
+from runs.models import Run, RunStatus, Step, StepStatus
+from runs.transitions import start_run
+from tests.processes import kill_hard, start_worker, stop, until_status, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+STEPS = 50
+POOL = 4
+STARTER = Actor.system("in-flight-test")
+MODULES = "tests.workflows,runs.bench_workflows"
+
+
+@pytest.fixture(autouse=True)
+def empty_broker():
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+
+
+@pytest.fixture
+def receiver():
+    with SlowReceiver(delay=1.0) as server:
+        yield server
+
+
+def _threads_worker(name, log_dir, application_name, **env):
+    worker = start_worker(name, log_dir, pool="threads", concurrency=STEPS,
+                          DB_POOL_MAX_SIZE=POOL, PGAPPNAME=application_name,
+                          RUNS_EXTRA_WORKFLOW_MODULES=MODULES, **env)
+    wait_for(lambda: " ready." in (log_dir / f"{name}.log").read_text(), timeout=60,
+             what=f"worker {name} to be ready")
+    return worker
+
+
+def _sessions(application_name) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                       [application_name])
+        return cursor.fetchone()[0]
+
+
+def _start(receiver, prefix) -> list[Run]:
+    return [start_run(workflow="bench-remote-1s", business_key=f"{prefix}-{i}",
+                      input={"n": i, "url": receiver.url}, actor=STARTER)[0]
+            for i in range(STEPS)]
+
+
+def _one_effect_per_step(runs, receiver):
+    steps = list(Step.objects.filter(run__in=runs))
+    assert len(steps) == STEPS
+    assert all(s.status == StepStatus.SUCCEEDED for s in steps)
+    # Every step's key reached the receiver exactly once, and nothing else did.
+    assert receiver.posts == {s.idempotency_key: 1 for s in steps}
+    assert {s.remote_ref for s in steps} == set(receiver.effects.values())
+    assert len(receiver.effects) == STEPS
+
+
+def test_fifty_steps_wait_on_the_remote_at_once_within_a_bounded_pool(tmp_path, receiver):
+    app = f"inflight-{uuid.uuid4().hex[:10]}"
+    worker = _threads_worker("inflight", tmp_path, app)
+    most_sessions, sampling = [0], threading.Event()
+
+    def sample():
+        while not sampling.is_set():
+            most_sessions[0] = max(most_sessions[0], _sessions(app))
+            time.sleep(0.05)
+
+    try:
+        started = time.monotonic()
+        runs = _start(receiver, "overlap")
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            wait_for(lambda: Run.objects.filter(pk__in=[r.pk for r in runs],
+                                                status=RunStatus.COMPLETED).count() == STEPS,
+                     timeout=60, interval=0.05, what="every run to complete")
+        finally:
+            sampling.set()
+            sampler.join()
+        elapsed = time.monotonic() - started
+    finally:
+        stop(worker)
+    print(f"\n{STEPS} steps of 1 s: {elapsed:.1f}s, at most {receiver.max_holding} at the "
+          f"receiver at once, at most {most_sessions[0]} worker sessions")
+    # One at a time they would take 50 s; together, about one.
+    assert elapsed < 15
+    assert receiver.max_holding >= 20
+    assert 1 <= most_sessions[0] <= POOL
+    _one_effect_per_step(runs, receiver)
+
+
+def test_sigkill_with_dozens_in_flight_ends_with_each_effect_made_once(tmp_path, receiver):
+    app = f"inflight-{uuid.uuid4().hex[:10]}"
+    first = _threads_worker("first", tmp_path, app, RUNS_LEASE_SECONDS=2)
+    try:
+        runs = _start(receiver, "crash")
+        wait_for(lambda: receiver.holding >= 20, timeout=30, interval=0.01,
+                 what="many steps in flight at the receiver")
+        in_flight = receiver.holding
+        kill_hard(first)
+    finally:
+        stop(first)
+    ids = [r.pk for r in runs]
+    unfinished = Run.objects.filter(pk__in=ids).exclude(status=RunStatus.COMPLETED).count()
+    assert unfinished >= 20  # their outcomes were lost with the worker
+    second = _threads_worker("second", tmp_path, app, RUNS_LEASE_SECONDS=2)
+    try:
+        for run in runs:
+            until_status(run, RunStatus.COMPLETED, timeout=90)
+    finally:
+        stop(second)
+    print(f"\nkilled with {in_flight} in flight and {unfinished} runs unfinished; all "
+          f"completed by the second worker, {sum(receiver.posts.values())} POSTs")
+    _one_effect_per_step(runs, receiver)
