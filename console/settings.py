@@ -130,6 +130,10 @@ def database_from_url(url: str | None) -> dict:
         config.setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
     if config["ENGINE"] == "django.db.backends.postgresql" and DB_POOL_MAX_SIZE > 0:
         config["CONN_MAX_AGE"] = 0
+        # No "SELECT 1" round trip each time a connection is lent (two or three times a
+        # step): a connection the server killed fails its first statement, the task tries
+        # once more on a new one (runs.tasks), and the pool drops a broken one given back.
+        config["CONN_HEALTH_CHECKS"] = False
         config.setdefault("OPTIONS", {})["pool"] = {
             "min_size": min(DB_POOL_MIN_SIZE, DB_POOL_MAX_SIZE), "max_size": DB_POOL_MAX_SIZE,
             "timeout": DB_POOL_TIMEOUT,
@@ -218,6 +222,9 @@ SWEEP_INTERVAL_SECONDS = env("SWEEP_INTERVAL_SECONDS")
 
 # The runtime.
 RUNS_LEASE_SECONDS = env("RUNS_LEASE_SECONDS")
+# The threads mode of a worker: one statement each this many seconds extends the leases
+# of all the steps the process holds in their remote call (runs.heartbeats); 0: off.
+RUNS_HEARTBEAT_SECONDS = env("RUNS_HEARTBEAT_SECONDS")
 # A queued run that no worker picked up within this many seconds is enqueued again by the
 # sweeper (its broker message was lost).
 RUNS_REQUEUE_AFTER_SECONDS = env("RUNS_REQUEUE_AFTER_SECONDS")

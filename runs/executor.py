@@ -16,7 +16,7 @@ from functools import partial
 from django.db import connection
 from pydantic import ValidationError
 
-from . import agent_loop, artifacts, crashpoints, lookups, transitions
+from . import agent_loop, artifacts, crashpoints, heartbeats, lookups, transitions
 from . import definition as d
 from .context import StepContext, build_context, opened_services
 from .errors import Classified, classify
@@ -76,7 +76,8 @@ def _work_once(lease: transitions.Lease, step, spec: d.StepDef,
         return transitions.record_outcome(lease, lease.by_name(step.name), result)
     if lease.settle_first:
         release_connection()
-        verdict, error = ask_remote(spec, ctx)
+        with heartbeats.held(lease):
+            verdict, error = ask_remote(spec, ctx)
         logger.info("step %s: outcome unknown; lookup by key: %s", step.name,
                     verdict or "no reconcile function")
         return transitions.settle_unknown(lease, step, verdict, error=error)
@@ -87,9 +88,11 @@ def _work_once(lease: transitions.Lease, step, spec: d.StepDef,
         outcome = transitions.Outcome(succeeded=False, error=Classified(
             ErrorClass.PERMANENT, f"drill: injected permanent failure of {point}"))
     elif lease.compensating:
-        outcome = call_compensation(spec, ctx)
+        with heartbeats.held(lease):
+            outcome = call_compensation(spec, ctx)
     else:
-        outcome = call_step(spec, ctx)
+        with heartbeats.held(lease):
+            outcome = call_step(spec, ctx)
     crashpoints.reach(crashpoints.AFTER_CALL, point)
     if outcome.succeeded:
         logger.debug("%s succeeded (attempt %s)", point, ctx.attempt)

@@ -12,7 +12,9 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from audit.actions import AuditAction
 from audit.chain import Actor
+from audit.models import AuditRecord
 from runs import bench_workflows  # noqa: F401 - registers bench-remote-1s here too
 from runs.bench_receiver import SlowReceiver
 from runs.models import Run, RunStatus, Step, StepStatus
@@ -126,3 +128,26 @@ def test_sigkill_with_dozens_in_flight_ends_with_each_effect_made_once(tmp_path,
     print(f"\nkilled with {in_flight} in flight and {unfinished} runs unfinished; all "
           f"completed by the second worker, {sum(receiver.posts.values())} POSTs")
     _one_effect_per_step(runs, receiver)
+
+
+def test_one_heartbeat_keeps_alive_every_lease_of_a_call_longer_than_it(tmp_path):
+    """Leases of 1.5 s, calls of 3 s, the sweeper taking back every expired lease all along:
+    the process's heartbeat (one statement for all its steps) keeps every lease, so no run is
+    taken back and each effect is made once. Without it each lease runs out mid-call."""
+    app = f"inflight-{uuid.uuid4().hex[:10]}"
+    with SlowReceiver(delay=3.0) as receiver:
+        worker = _threads_worker("beating", tmp_path, app, RUNS_LEASE_SECONDS=1.5,
+                                 RUNS_HEARTBEAT_SECONDS=0.3)
+        try:
+            runs = _start(receiver, "beat")
+            wait_for(lambda: receiver.holding >= 20, timeout=30, interval=0.01,
+                     what="many steps in flight at the receiver")
+            for run in runs:
+                until_status(run, RunStatus.COMPLETED, timeout=60)
+        finally:
+            stop(worker)
+        taken_back = AuditRecord.objects.filter(
+            run__in=runs, action__in=[AuditAction.LEASE_EXPIRED,
+                                      AuditAction.STEP_LEASE_EXPIRED]).count()
+        assert taken_back == 0
+        _one_effect_per_step(runs, receiver)

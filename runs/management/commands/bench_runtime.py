@@ -525,7 +525,8 @@ class Command(BaseCommand):
         (created beforehand, then all woken: the clock runs from the first wake-up to the
         last run completed), and the worker process's peak RSS meanwhile."""
         worker = Worker(threads, tmp, pool="threads", name="worker-threads",
-                        env={"DB_POOL_MAX_SIZE": str(pool), "PGAPPNAME": IN_FLIGHT_APP})
+                        env={"DB_POOL_MAX_SIZE": str(pool), "PGAPPNAME": IN_FLIGHT_APP,
+                             "RUNS_HEARTBEAT_SECONDS": "10"})
         try:
             ready = worker.wait_ready()
             self.stdout.write(f"worker: celery threads --concurrency={threads}, "
@@ -542,7 +543,8 @@ class Command(BaseCommand):
         finally:
             worker.stop()
         self.stdout.write(f"in-flight ({batch['elapsed']:.1f}s): {batch['steps']} steps, at "
-                          f"most {receiver.max_holding} at the receiver at once")
+                          f"most {receiver.max_holding} at the receiver at once; worker CPU "
+                          f"{batch['cpu_ms_step']:.2f} ms/step")
         return {"in_flight": receiver.max_holding, "steps_s": batch["steps"] / batch["elapsed"],
                 "rss_mb": rss_kb / 1024, "threads": threads, "pool": pool,
                 "steps": batch["steps"], "seconds": batch["elapsed"],
@@ -557,6 +559,7 @@ class Command(BaseCommand):
                              wake=False)[0].pk for i in range(runs)]
         deadline = time.monotonic() + 60 + runs / 10
         sessions, sampled = 0, 0.0
+        cpu_before = _proc_cpu_seconds(worker.process.pid)
         started = time.perf_counter()
         send_wakeups(run_ids)
         with connection.cursor() as cursor:
@@ -578,7 +581,9 @@ class Command(BaseCommand):
         if stuck.exists():
             raise CommandError(f"{label}: {stuck.count()} of {runs} runs did not complete: "
                                f"{list(stuck.values_list('pk', 'status', 'status_message')[:3])}")
-        return {"elapsed": elapsed, "steps": runs, "sessions": sessions}
+        return {"elapsed": elapsed, "steps": runs, "sessions": sessions,
+                "cpu_ms_step": 1000 * (_proc_cpu_seconds(worker.process.pid) - cpu_before)
+                / runs}
 
     def _bare_loop(self, seconds: float) -> float:
         """Commits per second of a one-row INSERT + COMMIT loop on a connection opened with
