@@ -6,12 +6,20 @@ POST /effects with an Idempotency-Key makes the effect when the request arrives 
 delay: a caller killed while waiting has made it), and a second POST with the same key makes
 none and answers with the first one's id. GET /effects/<key> looks an effect up by key (404
 when there is none), at once. It counts the requests per key and the most held at once.
+send_effect and look_up_effect are a step's call and its lookup by key against it.
 """
 
 import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+from pydantic import BaseModel
+
+from .definition import Found, NotFound, StepResult
+
+REMOTE_TIMEOUT_SECONDS = 10.0
 
 
 class _Server(ThreadingHTTPServer):
@@ -30,6 +38,7 @@ class SlowReceiver:
         self.effects: dict[str, str] = {}  # key -> id
         self.posts: dict[str, int] = {}  # key -> POSTs received
         self.holding = 0
+        self.held: dict[str, float] = {}  # key -> when its POST arrived, while it is held
         self.max_holding = 0
         self._lock = threading.Lock()
         receiver = self
@@ -51,12 +60,14 @@ class SlowReceiver:
                     receiver.posts[key] = receiver.posts.get(key, 0) + 1
                     ref = receiver.effects.setdefault(key, f"E-{len(receiver.effects) + 1}")
                     receiver.holding += 1
+                    receiver.held[key] = time.monotonic()
                     receiver.max_holding = max(receiver.max_holding, receiver.holding)
                 try:
                     time.sleep(receiver.delay)
                 finally:
                     with receiver._lock:
                         receiver.holding -= 1
+                        receiver.held.pop(key, None)
                 self._send(200, {"id": ref})
 
             def do_GET(self):
@@ -80,6 +91,12 @@ class SlowReceiver:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
+    def arrived_within(self, seconds: float) -> set[str]:
+        """The keys of the POSTs held now that arrived within the last `seconds`."""
+        with self._lock:
+            now = time.monotonic()
+            return {key for key, at in self.held.items() if now - at < seconds}
+
     def __enter__(self):
         self.thread.start()
         return self
@@ -87,3 +104,40 @@ class SlowReceiver:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
+
+
+class RemoteIn(BaseModel):
+    n: int
+    url: str  # the receiver's
+
+
+_client = None
+_client_lock = threading.Lock()
+
+
+def _http() -> httpx.Client:
+    """One HTTP client for every thread of the process (httpx clients are thread-safe): a
+    client per call would build a TLS context and a connection pool each time."""
+    global _client
+    with _client_lock:
+        if _client is None:
+            _client = httpx.Client(timeout=REMOTE_TIMEOUT_SECONDS, limits=httpx.Limits(
+                max_connections=None, max_keepalive_connections=1000))
+        return _client
+
+
+def send_effect(ctx) -> StepResult:
+    """A write step's call: POST /effects with the step's key."""
+    response = _http().post(f"{ctx.input.url}/effects", json={"n": ctx.input.n},
+                            headers={"Idempotency-Key": ctx.key})
+    response.raise_for_status()
+    body = response.json()
+    return StepResult(body, remote_ref=body["id"])
+
+
+def look_up_effect(ctx) -> Found | NotFound:
+    response = _http().get(f"{ctx.input.url}/effects/{ctx.key}")
+    if response.status_code == 404:
+        return NotFound()
+    response.raise_for_status()
+    return Found(response.json()["id"])

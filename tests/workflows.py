@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
+from runs.bench_receiver import RemoteIn, look_up_effect, send_effect
 from runs.definition import Contract, Found, NotFound, StepResult, Workflow
 from runs.retry import RetryPolicy
 
@@ -338,3 +339,25 @@ def delete_note(ctx, args):
     script.calls.append(("write-note:compensate", ctx.key, ctx.attempt))
     ref = script.compensations.setdefault(ctx.key, f"DEL-{len(script.compensations) + 1}")
     return StepResult({"deleted": ctx.remote_ref}, remote_ref=ref)
+
+
+# Two writes to a receiver that answers after a delay (runs.bench_receiver), for the threads
+# mode of a worker: many runs wait on their first call at once.
+two_calls = Workflow("test-two-remote-calls", version=1, input=RemoteIn)
+
+
+def _declare_remote_call(name: str):
+    @two_calls.write(name, honours_key=True, lookup_delay=1.0,
+                     contract=Contract(evidence="effect id", rule="reconcile by key",
+                                       owner="ops"))
+    def call(ctx):
+        return send_effect(ctx)
+
+    @call.reconcile
+    def find(ctx):
+        return look_up_effect(ctx)
+
+    return call
+
+
+REMOTE_CALLS = [_declare_remote_call(name) for name in ("first-call", "second-call")]

@@ -18,7 +18,7 @@ from audit.models import AuditRecord
 from runs import bench_workflows  # noqa: F401 - registers bench-remote-1s here too
 from runs.bench_receiver import SlowReceiver
 from runs.models import Run, RunStatus, Step, StepStatus
-from runs.transitions import start_run
+from runs.transitions import cancel, start_run
 from tests.processes import kill_hard, start_worker, stop, until_status, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -151,3 +151,39 @@ def test_one_heartbeat_keeps_alive_every_lease_of_a_call_longer_than_it(tmp_path
                                       AuditAction.STEP_LEASE_EXPIRED]).count()
         assert taken_back == 0
         _one_effect_per_step(runs, receiver)
+
+
+def test_cancel_while_dozens_wait_on_the_remote_stops_each_run_after_its_call(tmp_path):
+    """Cancel, read at the step boundary, works the same with many steps in one process:
+    each call in flight ends and is recorded, and no cancelled run sends its next step. The
+    runs cancelled are those whose first call reached the receiver within the last second:
+    with calls of 4 s they are all still in flight when the last cancel is committed."""
+    app = f"inflight-{uuid.uuid4().hex[:10]}"
+    with SlowReceiver(delay=4.0) as receiver:
+        worker = _threads_worker("cancel", tmp_path, app)
+        try:
+            runs = [start_run(workflow="test-two-remote-calls", business_key=f"cancel-{i}",
+                              input={"n": i, "url": receiver.url}, actor=STARTER)[0]
+                    for i in range(STEPS)]
+            wait_for(lambda: receiver.holding >= 20, timeout=30, interval=0.01,
+                     what="many first calls in flight")
+            fresh = receiver.arrived_within(1.0)
+            cancelled = set(Step.objects.filter(idempotency_key__in=fresh)
+                            .values_list("run_id", flat=True))
+            for run_id in cancelled:
+                cancel(run_id, actor=STARTER, reason="the order was withdrawn")
+            for run in runs:
+                until_status(run, RunStatus.TERMINATED, RunStatus.COMPLETED, timeout=60)
+        finally:
+            stop(worker)
+    assert len(cancelled) >= 10
+    steps = {(s.run_id, s.name): s for s in Step.objects.filter(run__in=runs)}
+    for run in Run.objects.filter(pk__in=[r.pk for r in runs]):
+        first, second = steps[(run.pk, "first-call")], steps[(run.pk, "second-call")]
+        assert first.status == StepStatus.SUCCEEDED
+        if run.pk in cancelled:
+            assert (run.status, second.status) == (RunStatus.TERMINATED, StepStatus.SKIPPED)
+        else:
+            assert (run.status, second.status) == (RunStatus.COMPLETED, StepStatus.SUCCEEDED)
+    sent = {s.idempotency_key: 1 for s in steps.values() if s.status == StepStatus.SUCCEEDED}
+    assert receiver.posts == sent
