@@ -75,7 +75,7 @@ VARIABLES: list[Variable] = [
     # The runtime
     V("SWEEP_INTERVAL_SECONDS", FLOAT, "2", "how often beat runs the runs sweeper"),
     V("RUNS_LEASE_SECONDS", FLOAT, "30", "how long a worker owns a run between heartbeats"),
-    V("RUNS_HEARTBEAT_SECONDS", FLOAT, "0", "one statement this often extends the leases "
+    V("RUNS_HEARTBEAT_SECONDS", FLOAT, "0", "one transaction this often extends the leases "
       "of every step a worker process holds in its remote call (threads mode); 0: off"),
     V("RUNS_REQUEUE_AFTER_SECONDS", FLOAT, "10",
       "a queued run nobody picked up is enqueued again after this long"),

@@ -222,7 +222,7 @@ SWEEP_INTERVAL_SECONDS = env("SWEEP_INTERVAL_SECONDS")
 
 # The runtime.
 RUNS_LEASE_SECONDS = env("RUNS_LEASE_SECONDS")
-# The threads mode of a worker: one statement each this many seconds extends the leases
+# The threads mode of a worker: one transaction each this many seconds extends the leases
 # of all the steps the process holds in their remote call (runs.heartbeats); 0: off.
 RUNS_HEARTBEAT_SECONDS = env("RUNS_HEARTBEAT_SECONDS")
 # A queued run that no worker picked up within this many seconds is enqueued again by the

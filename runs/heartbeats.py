@@ -2,7 +2,7 @@
 
 A step waiting on a remote system cannot heartbeat itself. In the threads mode of a worker
 (docs/operations.md) one process holds hundreds of such steps: each is registered here for
-the length of its call, and one thread extends every registered lease in one statement each
+the length of its call, and one thread extends every registered lease in one transaction each
 RUNS_HEARTBEAT_SECONDS (transitions.heartbeat_many), instead of a statement per step. Fencing
 is untouched: a lease is extended only while its token matches, so one the sweeper took back
 stays taken, and the step's outcome is then kept as a late result. A step is registered only

@@ -521,7 +521,7 @@ def heartbeat(lease: Lease, *, now: datetime | None = None) -> bool:
     return extended == 1
 
 def heartbeat_many(tokens: dict[int, int], *, now: datetime | None = None) -> int:
-    """Extend, in one statement, the leases of the runs one process holds in flight
+    """Extend, in one transaction, the leases of the runs one process holds in flight
     ({run id: fencing token}, runs.heartbeats). Each lease is extended only while its token
     still matches: one taken back by the sweeper stays taken. Returns how many were."""
     if not tokens:
@@ -531,8 +531,13 @@ def heartbeat_many(tokens: dict[int, int], *, now: datetime | None = None) -> in
     for run_id, token in tokens.items():
         held |= models.Q(pk=run_id, fencing_token=token)
     with transaction.atomic(durable=True):
-        return Run.objects.filter(held, status__in=HELD).update(
-            lease_expires_at=_lease_until(now), heartbeat_at=now)
+        # A row locked by a transition (an outcome being recorded, the sweeper taking the
+        # lease back) is skipped until the next beat, never waited on: a beat that waited
+        # could deadlock with a sweep locking the same rows in another order.
+        free = list(Run.objects.filter(held, status__in=HELD).order_by("pk")
+                    .select_for_update(skip_locked=True).values_list("pk", flat=True))
+        return Run.objects.filter(pk__in=free).update(lease_expires_at=_lease_until(now),
+                                                      heartbeat_at=now)
 
 
 def expire_lease(run_id: int, *, now: datetime | None = None, actor: Actor | None = None) -> bool:

@@ -6,6 +6,7 @@ after lease expiry and a second worker, with every step's effect made exactly on
 import threading
 import time
 import uuid
+from datetime import timedelta
 
 import pytest
 import redis
@@ -18,7 +19,7 @@ from audit.models import AuditRecord
 from runs import bench_workflows  # noqa: F401 - registers bench-remote-1s here too
 from runs.bench_receiver import SlowReceiver
 from runs.models import Run, RunStatus, Step, StepStatus
-from runs.transitions import cancel, start_run
+from runs.transitions import cancel, claim_run, expire_lease, heartbeat_many, start_run
 from tests.processes import kill_hard, start_worker, stop, until_status, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -187,3 +188,22 @@ def test_cancel_while_dozens_wait_on_the_remote_stops_each_run_after_its_call(tm
             assert (run.status, second.status) == (RunStatus.COMPLETED, StepStatus.SUCCEEDED)
     sent = {s.idempotency_key: 1 for s in steps.values() if s.status == StepStatus.SUCCEEDED}
     assert receiver.posts == sent
+
+
+def test_one_heartbeat_extends_only_the_leases_still_held():
+    """The process's heartbeat is fenced like every write: a lease the sweeper took back
+    (its token moved) stays taken; the others are extended."""
+    kept, lost = (start_run(workflow="test-orders", business_key=f"beat-{name}",
+                            input={"order": name}, actor=STARTER, wake=False)[0]
+                  for name in ("kept", "lost"))
+    kept_lease, lost_lease = (claim_run(run.pk, worker="w1") for run in (kept, lost))
+    expired_at = Run.objects.get(pk=lost.pk).lease_expires_at
+    assert expire_lease(lost.pk, now=expired_at + timedelta(seconds=1))
+    before = Run.objects.get(pk=kept.pk).lease_expires_at
+
+    assert heartbeat_many({kept.pk: kept_lease.token, lost.pk: lost_lease.token}) == 1
+
+    kept.refresh_from_db()
+    lost.refresh_from_db()
+    assert kept.lease_expires_at > before
+    assert (lost.status, lost.lease_owner) == (RunStatus.QUEUED, "")
