@@ -60,6 +60,10 @@ VARIABLES: list[Variable] = [
       "seconds a database connection is reused; 0 opens one per request and task"),
     V("DB_PREPARED_STATEMENTS", BOOL, "1",
       "server-side prepared checkpoints; 0 behind a pooler that cannot keep them"),
+    V("DB_POOL_MAX_SIZE", INT, "0", "a PostgreSQL connection pool of this size per process, "
+      "shared by its threads (the threads mode of a worker); 0: one persistent connection"),
+    V("DB_POOL_MIN_SIZE", INT, "2", "connections the pool keeps open when idle"),
+    V("DB_POOL_TIMEOUT", FLOAT, "60", "seconds a thread waits for a free pooled connection"),
     V("CELERY_BROKER_URL", STR, "filesystem://localhost/",
       "redis://host:6379/0 or amqp://...; the default needs no server (the demo)"),
     V("CELERY_DB_REUSE_MAX", INT, "1000",
@@ -73,6 +77,8 @@ VARIABLES: list[Variable] = [
     V("RUNS_LEASE_SECONDS", FLOAT, "30", "how long a worker owns a run between heartbeats"),
     V("WORKER_HEARTBEAT_SECONDS", FLOAT, "10",
       "how often each worker process writes its row for the Workers page"),
+    V("RUNS_HEARTBEAT_SECONDS", FLOAT, "0", "one transaction this often extends the leases "
+      "of every step a worker process holds in its remote call (threads mode); 0: off"),
     V("RUNS_REQUEUE_AFTER_SECONDS", FLOAT, "10",
       "a queued run nobody picked up is enqueued again after this long"),
     V("RUNS_EXTRA_WORKFLOW_MODULES", LIST, "",

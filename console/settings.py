@@ -139,6 +139,19 @@ DB_CONN_MAX_AGE = env("DB_CONN_MAX_AGE", 0) if RUNSERVER else env("DB_CONN_MAX_A
 DB_PREPARED_STATEMENTS = env("DB_PREPARED_STATEMENTS")
 
 
+# The threads mode of a worker (docs/operations.md, "Many calls in flight"): with
+# DB_POOL_MAX_SIZE set, each process keeps a pool of at most that many PostgreSQL
+# connections (Django's psycopg pool), shared by all its threads. The executor gives its
+# connection back to the pool while a step waits on a remote system, so hundreds of steps in
+# flight need only as many connections as are checkpointing at once. Pooled connections are
+# not persistent ones: DB_CONN_MAX_AGE does not apply (Django requires it to be 0). A
+# thread waits at most DB_POOL_TIMEOUT seconds for a free connection. 0 (the default) keeps
+# one persistent connection per process, the right choice for the prefork pool.
+DB_POOL_MAX_SIZE = env("DB_POOL_MAX_SIZE")
+DB_POOL_MIN_SIZE = env("DB_POOL_MIN_SIZE")
+DB_POOL_TIMEOUT = env("DB_POOL_TIMEOUT")
+
+
 def database_from_url(url: str | None) -> dict:
     if not url:
         url = f"sqlite:///{VAR_DIR / 'durable.sqlite3'}"
@@ -147,6 +160,16 @@ def database_from_url(url: str | None) -> dict:
         # psycopg's default threshold; only statements run through psycopg's own
         # (server-binding) cursor can be prepared, and the hot ones say prepare=True.
         config.setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
+    if config["ENGINE"] == "django.db.backends.postgresql" and DB_POOL_MAX_SIZE > 0:
+        config["CONN_MAX_AGE"] = 0
+        # No "SELECT 1" round trip each time a connection is lent (two or three times a
+        # step): a connection the server killed fails its first statement, the task tries
+        # once more on a new one (runs.tasks), and the pool drops a broken one given back.
+        config["CONN_HEALTH_CHECKS"] = False
+        config.setdefault("OPTIONS", {})["pool"] = {
+            "min_size": min(DB_POOL_MIN_SIZE, DB_POOL_MAX_SIZE), "max_size": DB_POOL_MAX_SIZE,
+            "timeout": DB_POOL_TIMEOUT,
+        }
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # IMMEDIATE takes the write lock when a transaction begins, so two writers queue on
         # the busy timeout instead of failing with "database is locked" half way through.
@@ -265,6 +288,9 @@ RUNS_LEASE_SECONDS = env("RUNS_LEASE_SECONDS")
 # How often a worker writes its heartbeat row (runs.workers); silent past a lease, it is
 # marked on the workers page.
 WORKER_HEARTBEAT_SECONDS = env("WORKER_HEARTBEAT_SECONDS")
+# The threads mode of a worker: one transaction each this many seconds extends the leases
+# of all the steps the process holds in their remote call (runs.heartbeats); 0: off.
+RUNS_HEARTBEAT_SECONDS = env("RUNS_HEARTBEAT_SECONDS")
 # A queued run that no worker picked up within this many seconds is enqueued again by the
 # sweeper (its broker message was lost).
 RUNS_REQUEUE_AFTER_SECONDS = env("RUNS_REQUEUE_AFTER_SECONDS")

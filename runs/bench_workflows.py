@@ -3,7 +3,8 @@
 
 from pydantic import BaseModel
 
-from .definition import Workflow
+from .bench_receiver import RemoteIn, look_up_effect, send_effect
+from .definition import Contract, Workflow
 
 STEPS = 10
 LARGE_RESULT_BYTES = 10 * 1024 * 1024
@@ -36,3 +37,19 @@ large = Workflow("bench-result-10mb", version=1, input=BenchIn)
 def produce(ctx):
     """A step whose result is 10 MB of JSON (stored as an artifact above the inline limit)."""
     return {"blob": "x" * LARGE_RESULT_BYTES, "n": ctx.input.n}
+
+
+# One write step to a remote system that answers after a second (runs.bench_receiver): the
+# step spends nearly all its time waiting, which a worker in the threads mode overlaps.
+remote = Workflow("bench-remote-1s", version=1, input=RemoteIn)
+
+
+@remote.write("call-remote", honours_key=True, lookup_delay=1.0,
+              contract=Contract(evidence="effect id", rule="reconcile by key", owner="bench"))
+def call_remote(ctx):
+    return send_effect(ctx)
+
+
+@call_remote.reconcile
+def find_remote_effect(ctx):
+    return look_up_effect(ctx)

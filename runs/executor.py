@@ -14,9 +14,20 @@ import os
 import socket
 from functools import partial
 
+from django.db import connection
 from pydantic import ValidationError
 
-from . import agent_loop, artifacts, crashpoints, limits, lookups, sensitive, tracing, transitions
+from . import (
+    agent_loop,
+    artifacts,
+    crashpoints,
+    heartbeats,
+    limits,
+    lookups,
+    sensitive,
+    tracing,
+    transitions,
+)
 from . import definition as d
 from .context import StepContext, build_context, opened_services
 from .errors import Classified, classify
@@ -75,7 +86,9 @@ def _work_once(lease: transitions.Lease, step, spec: d.StepDef,
             return result
         return transitions.record_outcome(lease, lease.by_name(step.name), result)
     if lease.settle_first:
-        with tracing.step_span(ctx, kind=spec.kind, what="lookup") as span:
+        release_connection()
+        with tracing.step_span(ctx, kind=spec.kind, what="lookup") as span, \
+                heartbeats.held(lease):
             verdict, error = ask_remote(spec, ctx)
             tracing.record_verdict(span, verdict, error)
         logger.info("step %s: outcome unknown; lookup by key: %s", step.name,
@@ -83,8 +96,10 @@ def _work_once(lease: transitions.Lease, step, spec: d.StepDef,
         return transitions.settle_unknown(lease, step, verdict, error=error)
     point = f"{step.name}:compensate" if lease.compensating else step.name
     crashpoints.reach(crashpoints.BEFORE_CALL, point)
+    release_connection()
     with tracing.step_span(ctx, kind=spec.kind,
-                           what="compensate" if lease.compensating else "step") as span:
+                           what="compensate" if lease.compensating else "step") as span, \
+            heartbeats.held(lease):
         if crashpoints.injected_failure(point):
             outcome = transitions.Outcome(succeeded=False, error=Classified(
                 ErrorClass.PERMANENT, f"drill: injected permanent failure of {point}"))
@@ -101,6 +116,20 @@ def _work_once(lease: transitions.Lease, step, spec: d.StepDef,
         logger.warning("%s failed (attempt %s): %s: %s", point, ctx.attempt,
                        outcome.error.error_class, outcome.error.message)
     return transitions.record_outcome(lease, step, outcome)
+
+
+def release_connection() -> None:
+    """Give this thread's database connection back to the pool before a remote call.
+
+    With a connection pool (DB_POOL_MAX_SIZE, the threads mode of a worker) the intent is
+    committed by now and nothing is held open: the call may wait a second or a minute on
+    the remote system, and the threads beside it need the connection meanwhile. The outcome
+    checkpoint takes one from the pool again. Without a pool the process keeps its one
+    persistent connection: closing it would cost a new session per step.
+    """
+    if connection.settings_dict.get("OPTIONS", {}).get("pool") \
+            and not connection.in_atomic_block:
+        connection.close()
 
 
 def call_step(spec: d.StepDef, ctx: StepContext) -> transitions.Outcome:

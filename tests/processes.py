@@ -34,11 +34,14 @@ def manage(*args, **env) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
-def start_worker(name: str, log_dir: Path, **env) -> subprocess.Popen:
-    """A real Celery worker (solo pool: the task runs in the process we may kill)."""
+def start_worker(name: str, log_dir: Path, *, pool: str = "solo", concurrency: int = 1,
+                 **env) -> subprocess.Popen:
+    """A real Celery worker (solo pool by default: the task runs in the process we may kill;
+    the threads pool runs `concurrency` tasks at once in that one process too)."""
     log = open(log_dir / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool=solo",
+        [sys.executable, "-m", "celery", "-A", "console", "worker", f"--pool={pool}",
+         f"--concurrency={concurrency}",
          "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
          "-n", f"{name}@%h"],
         cwd=ROOT, env=child_env(**env), stdout=log, stderr=subprocess.STDOUT,

@@ -11,6 +11,7 @@ from datetime import timedelta
 from pydantic import BaseModel
 
 from runs import limits
+from runs.bench_receiver import RemoteIn, look_up_effect, send_effect
 from runs.definition import Contract, Found, NotFound, StepResult, Workflow
 from runs.retry import RetryPolicy
 from runs.schedules import Schedule
@@ -501,3 +502,25 @@ def _payment_workflow(name: str, on_timeout: str) -> Workflow:
 payment_wait = _payment_workflow("test-payment-wait", "escalate")
 payment_wait_continue = _payment_workflow("test-payment-continue", "continue")
 payment_wait_fail = _payment_workflow("test-payment-fail", "fail")
+
+
+# Two writes to a receiver that answers after a delay (runs.bench_receiver), for the threads
+# mode of a worker: many runs wait on their first call at once.
+two_calls = Workflow("test-two-remote-calls", version=1, input=RemoteIn)
+
+
+def _declare_remote_call(name: str):
+    @two_calls.write(name, honours_key=True, lookup_delay=1.0,
+                     contract=Contract(evidence="effect id", rule="reconcile by key",
+                                       owner="ops"))
+    def call(ctx):
+        return send_effect(ctx)
+
+    @call.reconcile
+    def find(ctx):
+        return look_up_effect(ctx)
+
+    return call
+
+
+REMOTE_CALLS = [_declare_remote_call(name) for name in ("first-call", "second-call")]

@@ -53,6 +53,7 @@ from .lease_cycle import (
     expire_lease,
     expire_leases,
     heartbeat,
+    heartbeat_many,
     record_outcome,
 )
 from .operator import (
@@ -91,7 +92,8 @@ __all__ = [
     "record_tool_call_undo", "retry_tool_call", "cancel_tool_call", "cancel", "claim_run",
     "compensate",
     "compensation_plan", "confirm_compensation", "decide_approval", "eligible_steps",
-    "expire_lease", "expire_leases", "heartbeat", "high_impact_effects", "input_hash",
+    "expire_lease", "expire_leases", "heartbeat", "heartbeat_many", "high_impact_effects",
+    "input_hash",
     "needs_second_person",
     "paused_undo", "reconcile", "record_approval_event", "record_outcome", "refusal",
     "reopen", "resume", "retry_step",

@@ -6,7 +6,7 @@ import copy
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 
@@ -438,19 +438,42 @@ def _record_late_result(run: Run, step: Step, outcome: Outcome, lease: Lease,
     change.save()
 
 def heartbeat(lease: Lease, *, now: datetime | None = None) -> bool:
-    """Extend the lease of a long step. False if the lease was lost to another worker.
-
-    The new expiry is the database server's now() plus the lease, computed in the statement:
-    a worker whose clock runs ahead cannot give itself a longer lease."""
-    stamp = Value(now) if now is not None else Now()
+    """Extend the lease of a long step. False if the lease was lost to another worker."""
     with transaction.atomic(durable=True):
         extended = Run.objects.filter(
             pk=lease.run.pk, status=R, fencing_token=lease.token
-        ).update(lease_expires_at=ExpressionWrapper(
-                     stamp + timedelta(seconds=settings.RUNS_LEASE_SECONDS),
-                     output_field=DateTimeField()),
-                 heartbeat_at=stamp)
+        ).update(**extended_lease(now))
     return extended == 1
+
+
+def extended_lease(now: datetime | None) -> dict:
+    """The columns a heartbeat sets: the expiry is the database server's now() plus the
+    lease, computed in the statement (unless a caller gives a time), so a worker whose clock
+    runs ahead cannot give itself a longer lease."""
+    stamp = Value(now) if now is not None else Now()
+    return {"lease_expires_at": ExpressionWrapper(
+                stamp + timedelta(seconds=settings.RUNS_LEASE_SECONDS),
+                output_field=DateTimeField()),
+            "heartbeat_at": stamp}
+
+
+def heartbeat_many(tokens: dict[int, int], *, now: datetime | None = None) -> int:
+    """Extend, in one transaction, the leases of the runs one process holds in flight
+    ({run id: fencing token}, runs.heartbeats). Each lease is extended only while its token
+    still matches: one taken back by the sweeper stays taken. Returns how many were."""
+    if not tokens:
+        return 0
+    held = models.Q()
+    for run_id, token in tokens.items():
+        held |= models.Q(pk=run_id, fencing_token=token)
+    with transaction.atomic(durable=True):
+        # A row locked by a transition (an outcome being recorded, the sweeper taking the
+        # lease back) is skipped until the next beat, never waited on: a beat that waited
+        # could deadlock with a sweep locking the same rows in another order.
+        free = list(Run.objects.filter(held, status__in=HELD).order_by("pk")
+                    .select_for_update(skip_locked=True).values_list("pk", flat=True))
+        return Run.objects.filter(pk__in=free).update(**extended_lease(now))
+
 
 def expire_lease(run_id: int, *, now: datetime | None = None, actor: Actor | None = None) -> bool:
     """Take a run back from a worker whose lease ran out (the sweeper calls this).
