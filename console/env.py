@@ -97,6 +97,8 @@ VARIABLES: list[Variable] = [
     V("SCHEDULES_INTERVAL_SECONDS", FLOAT, "5", "how often beat looks for due schedule slots"),
     V("EXTERNAL_TIMEOUT_SECONDS", FLOAT, "3",
       "the timeout of every outbound call a workflow makes"),
+    V("RUNS_TEST_CLOCK_OFFSET_SECONDS", FLOAT, "0", "tests only: seconds this process's clock "
+      "is moved (a worker whose clock is wrong)"),
     V("RUNS_CRASH_AT", STR, "", "drills and tests only: the crash point a worker dies at"),
     V("RUNS_CRASH_MARKER", STR, "", "drills and tests only: file marking the crash as done"),
     V("RUNS_CRASH_MODE", STR, "", "drills and tests only: self (the worker kills itself)",
