@@ -74,7 +74,8 @@ def test_the_role_form_grants_and_revokes_a_role_and_the_pages_show_it(client, r
         "user": bob.pk, "role": "operators", "operation": "grant", "reason": "on call"})
     assert response.status_code == 302
     assert set(get_perms(bob, workflow)) == {"view_runs", "resume_run", "reconcile_run",
-                                            "retry_step", "compensate_run", "terminate_run"}
+                                            "retry_step", "compensate_run", "terminate_run",
+                                            "pause_dispatch"}
     assert names(access_page(client, workflow)["Terminate (terminate)"], "this workflow") \
         == {"bob"}
     mine = client.get(f"/admin/auth/user/{bob.pk}/access/").context["rows"]
