@@ -6,7 +6,7 @@ commits. Broker messages are sent after commit and are only wake-up hints. The e
 automation) and the console (for operators) call these same functions.
 
 The package, by concern: kernel (the table, _Change, locking, audit), start (starting a
-run), lease_cycle (claim, outcomes, heartbeats, lease expiry), unknown_outcome (settling
+run), lease_cycle (claim, outcomes), leases (heartbeats, lease expiry), unknown_outcome (settling
 an unknown outcome by a lookup), resends
 (the one path that sends a step again), compensation, operator_rules (when an operator
 action can succeed, four eyes), operator (the operator actions), approval_waits,
@@ -48,14 +48,8 @@ from .kernel import (
     input_hash,
     within_caller_transaction,
 )
-from .lease_cycle import (
-    claim_run,
-    expire_lease,
-    expire_leases,
-    heartbeat,
-    heartbeat_many,
-    record_outcome,
-)
+from .lease_cycle import claim_run, record_outcome
+from .leases import expire_lease, expire_leases, heartbeat, heartbeat_many
 from .operator import (
     ask_again,
     cancel,

@@ -3,12 +3,9 @@ next intent, settle unknown outcomes with what a lookup found, heartbeats, and t
 taking back runs whose lease ran out. The executor calls these."""
 
 import copy
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
-from django.db import models, transaction
-from django.db.models import DateTimeField, ExpressionWrapper, Value
-from django.db.models.functions import Now
+from django.db import transaction
 
 from audit.actions import AuditAction
 from audit.chain import Actor
@@ -38,7 +35,6 @@ from .kernel import (  # the package's shared vocabulary
     COMP,
     DONE,
     DONE_STEP_STATUSES,
-    HELD,
     TERM,
     A,
     Lease,
@@ -57,7 +53,6 @@ from .kernel import (  # the package's shared vocabulary
     _snapshot,
     _steps,
     _terminate_in,
-    save_changes,
     save_waits,
 )
 from .resends import schedule_resend
@@ -436,106 +431,3 @@ def _record_late_result(run: Run, step: Step, outcome: Outcome, lease: Lease,
     else:
         change.audit(AuditAction.LATE_RESULT, step=step, data=data)
     change.save()
-
-def heartbeat(lease: Lease, *, now: datetime | None = None) -> bool:
-    """Extend the lease of a long step. False if the lease was lost to another worker."""
-    with transaction.atomic(durable=True):
-        extended = Run.objects.filter(
-            pk=lease.run.pk, status=R, fencing_token=lease.token
-        ).update(**extended_lease(now))
-    return extended == 1
-
-
-def extended_lease(now: datetime | None) -> dict:
-    """The columns a heartbeat sets: the expiry is the database server's now() plus the
-    lease, computed in the statement (unless a caller gives a time), so a worker whose clock
-    runs ahead cannot give itself a longer lease."""
-    stamp = Value(now) if now is not None else Now()
-    return {"lease_expires_at": ExpressionWrapper(
-                stamp + timedelta(seconds=settings.RUNS_LEASE_SECONDS),
-                output_field=DateTimeField()),
-            "heartbeat_at": stamp}
-
-
-def heartbeat_many(tokens: dict[int, int], *, now: datetime | None = None) -> int:
-    """Extend, in one transaction, the leases of the runs one process holds in flight
-    ({run id: fencing token}, runs.heartbeats). Each lease is extended only while its token
-    still matches: one taken back by the sweeper stays taken. Returns how many were."""
-    if not tokens:
-        return 0
-    held = models.Q()
-    for run_id, token in tokens.items():
-        held |= models.Q(pk=run_id, fencing_token=token)
-    with transaction.atomic(durable=True):
-        # A row locked by a transition (an outcome being recorded, the sweeper taking the
-        # lease back) is skipped until the next beat, never waited on: a beat that waited
-        # could deadlock with a sweep locking the same rows in another order.
-        free = list(Run.objects.filter(held, status__in=HELD).order_by("pk")
-                    .select_for_update(skip_locked=True).values_list("pk", flat=True))
-        return Run.objects.filter(pk__in=free).update(**extended_lease(now))
-
-
-def expire_lease(run_id: int, *, now: datetime | None = None, actor: Actor | None = None) -> bool:
-    """Take a run back from a worker whose lease ran out (the sweeper calls this).
-
-    The fencing token moves on, so the old worker can no longer record anything. A
-    side-effecting step it was running becomes unknown (it may have acted) and is
-    reconciled before anything is sent again; a read or decision step simply runs again.
-    """
-    return bool(expire_leases([run_id], now=now, actor=actor))
-
-
-def expire_leases(run_ids: list[int], *, now: datetime | None = None,
-                  actor: Actor | None = None) -> list[int]:
-    """expire_lease for many runs at once, in one transaction and a few statements: after
-    a mass worker death the sweeper takes hundreds of runs back, and one transaction each
-    would cost a commit and half a dozen round trips per run. Returns the runs taken back;
-    the others (a heartbeat came in time, another pass took them) are left as they are.
-    The caller keeps batches small: every run of a batch stays locked until it commits.
-
-    Whether a lease ran out is judged in the locking statement by the database server's
-    now(), not by this process's clock: a sweeper whose clock runs ahead takes no live lease.
-    """
-    with transaction.atomic(durable=True):
-        # Locked in id order, as every batch locks them: two batches cannot deadlock.
-        runs = list(Run.objects.select_for_update().filter(
-            pk__in=run_ids, status__in=list(HELD),
-            lease_expires_at__lte=Now() if now is None else now).order_by("pk"))
-        # Stamped in the same transaction: now() is the time the locks were taken.
-        now = _now(now)
-        running: dict[int, list[Step]] = {run.pk: [] for run in runs}
-        for step in Step.objects.filter(run_id__in=list(running), status=StepStatus.RUNNING):
-            running[step.run_id].append(step)
-        save_changes([_take_back(run, running[run.pk], now, actor) for run in runs])
-    return [run.pk for run in runs]
-
-
-def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None) -> _Change:
-    change = _Change(run, "expire_lease", actor or Actor.system("sweeper"), now)
-    before = _snapshot(run)
-    previous_owner = run.lease_owner
-    run.fencing_token += 1
-    for step in running:
-        step_before = step.status
-        if step.kind in (d.WRITE, d.NOTIFY):
-            step.status = StepStatus.UNKNOWN
-            step.error_class = ErrorClass.UNKNOWN
-            step.error_message = f"lease of {previous_owner} expired while running"
-        else:
-            step.status = StepStatus.PENDING
-        step.lease_owner, step.lease_expires_at = "", None
-        change.step_changed(step)
-        change.audit(AuditAction.STEP_LEASE_EXPIRED, step=step,
-                     before={"step_status": step_before},
-                     after={"step_status": step.status})
-    if run.status == COMP:
-        # The compensation in flight is sent again with its own key by the next worker.
-        change.move(COMP)
-        run.lease_owner, run.lease_expires_at = "", None
-        run.next_wake_at = now
-        change.wake = True
-    else:
-        change.move(Q)
-    change.audit(AuditAction.LEASE_EXPIRED, before=before, after=_snapshot(run),
-                 data={"previous_owner": previous_owner})
-    return change

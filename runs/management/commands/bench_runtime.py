@@ -34,11 +34,7 @@ the most WAL per step; one run whose step returns 10 MB is then measured on its 
 of the worker process executing it, WAL written).
 """
 
-import os
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -55,6 +51,17 @@ from psycopg import sql
 
 from audit.chain import Actor
 from runs import bench_workflows as bw
+from runs.bench_processes import (
+    WAL_BY_RELATION_SQL,
+    WAL_WINDOW_SQL,
+    Worker,
+    backends_cpu_seconds,
+    median,
+    proc_cpu_seconds,
+    proc_status_kb,
+    server_params,
+    shown,
+)
 from runs.bench_receiver import SlowReceiver
 from runs.models import Run, RunStatus
 from runs.transitions import start_run
@@ -63,32 +70,6 @@ from runs.wakeup import send_wakeups
 ROOT = Path(settings.BASE_DIR)
 POLL_SECONDS = 0.01
 
-# The window's records: those of this database's write transactions (found by the pages they
-# touch) and any other record touching its pages (pruning, hint-bit page images).
-_WAL_RECORDS = """
-WITH records AS (
-    SELECT xid, resource_manager, record_type, record_length,
-           block_ref ~ ('rel [0-9]+/' || (SELECT oid FROM pg_database
-                                          WHERE datname = current_database()) || '/') AS mine,
-           block_ref
-    FROM pg_get_wal_records_info(%(start)s::pg_lsn, %(end)s::pg_lsn)
-),
-writers AS (SELECT DISTINCT xid FROM records WHERE mine AND xid <> '0'),
-ours AS (SELECT * FROM records WHERE mine OR xid IN (SELECT xid FROM writers))
-"""
-WAL_WINDOW_SQL = _WAL_RECORDS + """
-SELECT count(*) FILTER (WHERE resource_manager = 'Transaction' AND record_type LIKE 'COMMIT%%'),
-       sum(record_length)
-FROM ours
-"""
-# Each record's bytes to the relation of its first page (a commit record has none).
-WAL_BY_RELATION_SQL = _WAL_RECORDS + """
-SELECT coalesce(c.relname, '(' || lower(o.resource_manager) || ')'), sum(o.record_length)
-FROM ours o
-LEFT JOIN pg_class c
-  ON c.relfilenode = substring(o.block_ref from 'rel [0-9]+/[0-9]+/([0-9]+)')::oid
-GROUP BY 1
-"""
 WAL_RELATIONS_SHOWN = 8
 
 RATIO_TARGET = 0.3
@@ -104,121 +85,6 @@ IN_FLIGHT_RSS_MB_TARGET = 1000
 # first fills the pipeline, the rest keep it full.
 IN_FLIGHT_BATCHES = 3
 IN_FLIGHT_APP = "bench-worker-threads"
-
-# The backends serving the bench: the worker's connections (PGAPPNAME) and this process's.
-BENCH_BACKENDS_SQL = """
-SELECT pid FROM pg_stat_activity
-WHERE datname = current_database()
-  AND (application_name = 'bench-worker' OR pid = pg_backend_pid())
-"""
-
-
-def _server_params() -> dict:
-    """Host, port, user and password of the default database, for plain psycopg."""
-    db = settings.DATABASES["default"]
-    params = {
-        "host": db.get("HOST") or None,
-        "port": str(db["PORT"]) if db.get("PORT") else None,
-        "user": db.get("USER") or None,
-        "password": db.get("PASSWORD") or None,
-    }
-    return {k: v for k, v in params.items() if v is not None}
-
-
-def _proc_children(pid: int) -> list[int]:
-    try:
-        return [int(p) for p in
-                Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
-def _proc_status_kb(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise CommandError(f"/proc/{pid}/status has no {field}")
-
-
-def _proc_cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _median(values) -> float:
-    return statistics.median(values)
-
-
-def _shown(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
-
-
-def _backends_cpu_seconds() -> dict[int, float] | None:
-    """CPU seconds of each backend serving the bench, or None when the server's processes
-    are not on this machine (then /proc has no such pid, or another program's)."""
-    with connection.cursor() as cursor:
-        cursor.execute(BENCH_BACKENDS_SQL)
-        pids = [row[0] for row in cursor.fetchall()]
-    cpu = {}
-    for pid in pids:
-        try:
-            if not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"postgres"):
-                return None
-            cpu[pid] = _proc_cpu_seconds(pid)
-        except OSError:
-            return None
-    return cpu
-
-
-class Worker:
-    """A `celery -A console worker` child process with the bench workflows registered."""
-
-    def __init__(self, concurrency: int, log_dir: Path, *, pool: str = "prefork",
-                 name: str = "worker", env: dict | None = None):
-        self.log_path = log_dir / f"{name}.log"
-        self.log_dir = log_dir
-        env = {**os.environ, "RUNS_EXTRA_WORKFLOW_MODULES": ",".join(
-                   m for m in (os.environ.get("RUNS_EXTRA_WORKFLOW_MODULES", ""),
-                               "runs.bench_workflows") if m),
-               "PGAPPNAME": "bench-worker", **(env or {})}
-        self.started = time.perf_counter()
-        with open(self.log_path, "w") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "console", "worker", "--loglevel=INFO",
-                 f"--pool={pool}", f"--concurrency={concurrency}",
-                 "-n", f"bench-{uuid.uuid4().hex[:8]}@%h"],
-                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
-        self.ready_seconds = None
-
-    def wait_ready(self, timeout: float = 60) -> float:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise CommandError(f"the worker exited ({self.process.returncode}):\n"
-                                   + self.log_path.read_text()[-3000:])
-            if " ready." in self.log_path.read_text():
-                self.ready_seconds = time.perf_counter() - self.started
-                return self.ready_seconds
-            time.sleep(0.02)
-        raise CommandError(f"the worker was not ready after {timeout}s:\n"
-                           + self.log_path.read_text()[-3000:])
-
-    def children(self) -> list[int]:
-        return _proc_children(self.process.pid)
-
-    def cpu_seconds(self) -> float:
-        return sum(_proc_cpu_seconds(pid) for pid in self.children())
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
-
 
 class Command(BaseCommand):
     help = ("Benchmark the runtime through a real Celery worker on PostgreSQL: steps/s, "
@@ -305,7 +171,7 @@ class Command(BaseCommand):
                         f"steps/s; {batch['commits_step']:.2f} commits/step; "
                         f"{batch['wal_step']:.0f} WAL bytes/step; start_run "
                         f"{batch['start_ms']:.2f} ms; worker CPU {batch['cpu_ms_step']:.2f} "
-                        f"ms/step; database CPU {_shown(batch['db_cpu_ms_step'])} ms/step")
+                        f"ms/step; database CPU {shown(batch['db_cpu_ms_step'])} ms/step")
                 large = self._large_result(worker)
             finally:
                 worker.stop()
@@ -318,17 +184,17 @@ class Command(BaseCommand):
         out = self.stdout
         for r in results:
             r["ratio"] = r["steps_s"] / r["bare"]
-        ratio = _median(r["ratio"] for r in results)
-        commits = _median(r["commits_step"] for r in results)
-        wal = _median(r["wal_step"] for r in results)
-        start_ms = _median(r["start_ms"] for r in results)
-        cpu_ms = _median(r["cpu_ms_step"] for r in results)
+        ratio = median(r["ratio"] for r in results)
+        commits = median(r["commits_step"] for r in results)
+        wal = median(r["wal_step"] for r in results)
+        start_ms = median(r["start_ms"] for r in results)
+        cpu_ms = median(r["cpu_ms_step"] for r in results)
         db_cpu = [r["db_cpu_ms_step"] for r in results if r["db_cpu_ms_step"] is not None]
-        db_cpu_ms = _median(db_cpu) if len(db_cpu) == len(results) else None
+        db_cpu_ms = median(db_cpu) if len(db_cpu) == len(results) else None
 
         def spread(name: str, fmt: str) -> str:
             values = [r[name] for r in results]
-            return (f"{format(_median(values), fmt)} "
+            return (f"{format(median(values), fmt)} "
                     f"({format(min(values), fmt)}..{format(max(values), fmt)})")
 
         def verdict(ok: bool) -> str:
@@ -343,7 +209,7 @@ class Command(BaseCommand):
         out.write(f"WAL bytes per step: {spread('wal_step', '.0f')}")
         out.write(f"start_run ms: {spread('start_ms', '.2f')}")
         relations = {name for r in results for name in r["wal_by_relation"]}
-        by_relation = {name: _median(r["wal_by_relation"].get(name, 0) for r in results)
+        by_relation = {name: median(r["wal_by_relation"].get(name, 0) for r in results)
                        for name in relations}
         top = sorted(by_relation.items(), key=lambda item: -item[1])[:WAL_RELATIONS_SHOWN]
         out.write("WAL bytes per step by relation: "
@@ -400,7 +266,7 @@ class Command(BaseCommand):
             raise CommandError("the default database has no NAME")
         try:
             with psycopg.connect(dbname="postgres", autocommit=True,
-                                 **_server_params()) as admin:
+                                 **server_params()) as admin:
                 exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s",
                                        [name]).fetchone()
                 if exists is None:
@@ -447,7 +313,7 @@ class Command(BaseCommand):
         batch = uuid.uuid4().hex[:12]
         lsn_before = self._flushed_lsn()
         cpu_before = worker.cpu_seconds()
-        db_before = _backends_cpu_seconds()
+        db_before = backends_cpu_seconds()
         start_times, run_ids = [], []
         started = time.perf_counter()
         for i in range(runs):
@@ -479,7 +345,7 @@ class Command(BaseCommand):
                     time.sleep(POLL_SECONDS)
         elapsed = time.perf_counter() - started
         cpu = worker.cpu_seconds() - cpu_before
-        db_after = _backends_cpu_seconds()
+        db_after = backends_cpu_seconds()
         # A backend that started during the batch counts from zero; one that ended is lost
         # (the worker keeps its connections for DB_CONN_MAX_AGE, longer than a round).
         db_cpu = (None if db_before is None or db_after is None else
@@ -510,9 +376,9 @@ class Command(BaseCommand):
         for pid in children:
             # "5" resets the peak RSS (VmHWM) to the current RSS.
             Path(f"/proc/{pid}/clear_refs").write_text("5")
-            base[pid] = _proc_status_kb(pid, "VmRSS")
+            base[pid] = proc_status_kb(pid, "VmRSS")
         batch = self._run_batch(worker, 1, label="10MB result", workflow=bw.large, steps=1)
-        peaks = {pid: _proc_status_kb(pid, "VmHWM") for pid in children}
+        peaks = {pid: proc_status_kb(pid, "VmHWM") for pid in children}
         pid = max(children, key=lambda p: peaks[p] - base[p])
         return {"peak_mb": (peaks[pid] - base[pid]) / 1024, "hwm_mb": peaks[pid] / 1024,
                 "base_mb": base[pid] / 1024, "wal_mb": batch["wal"] / 1e6,
@@ -539,7 +405,7 @@ class Command(BaseCommand):
                 Path(f"/proc/{worker.process.pid}/clear_refs").write_text("5")
                 batch = self._remote_batch(worker, receiver, IN_FLIGHT_BATCHES * threads,
                                            label="in-flight")
-                rss_kb = _proc_status_kb(worker.process.pid, "VmHWM")
+                rss_kb = proc_status_kb(worker.process.pid, "VmHWM")
         finally:
             worker.stop()
         self.stdout.write(f"in-flight ({batch['elapsed']:.1f}s): {batch['steps']} steps, at "
@@ -559,7 +425,7 @@ class Command(BaseCommand):
                              wake=False)[0].pk for i in range(runs)]
         deadline = time.monotonic() + 60 + runs / 10
         sessions, sampled = 0, 0.0
-        cpu_before = _proc_cpu_seconds(worker.process.pid)
+        cpu_before = proc_cpu_seconds(worker.process.pid)
         started = time.perf_counter()
         send_wakeups(run_ids)
         with connection.cursor() as cursor:
@@ -582,7 +448,7 @@ class Command(BaseCommand):
             raise CommandError(f"{label}: {stuck.count()} of {runs} runs did not complete: "
                                f"{list(stuck.values_list('pk', 'status', 'status_message')[:3])}")
         return {"elapsed": elapsed, "steps": runs, "sessions": sessions,
-                "cpu_ms_step": 1000 * (_proc_cpu_seconds(worker.process.pid) - cpu_before)
+                "cpu_ms_step": 1000 * (proc_cpu_seconds(worker.process.pid) - cpu_before)
                 / runs}
 
     def _bare_loop(self, seconds: float) -> float:

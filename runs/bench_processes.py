@@ -1,0 +1,161 @@
+"""What bench_runtime measures outside itself: what the server wrote to its WAL (the queries
+over pg_walinspect), the Celery worker it starts (a child process with the bench workflows
+registered) and what /proc says of processes (children, peak memory, CPU), the bench's own
+and the database server's backends when the server runs on this machine."""
+
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import CommandError
+from django.db import connection
+
+ROOT = Path(settings.BASE_DIR)
+
+# The window's records: those of this database's write transactions (found by the pages they
+# touch) and any other record touching its pages (pruning, hint-bit page images).
+WAL_RECORDS = """
+WITH records AS (
+    SELECT xid, resource_manager, record_type, record_length,
+           block_ref ~ ('rel [0-9]+/' || (SELECT oid FROM pg_database
+                                          WHERE datname = current_database()) || '/') AS mine,
+           block_ref
+    FROM pg_get_wal_records_info(%(start)s::pg_lsn, %(end)s::pg_lsn)
+),
+writers AS (SELECT DISTINCT xid FROM records WHERE mine AND xid <> '0'),
+ours AS (SELECT * FROM records WHERE mine OR xid IN (SELECT xid FROM writers))
+"""
+WAL_WINDOW_SQL = WAL_RECORDS + """
+SELECT count(*) FILTER (WHERE resource_manager = 'Transaction' AND record_type LIKE 'COMMIT%%'),
+       sum(record_length)
+FROM ours
+"""
+# Each record's bytes to the relation of its first page (a commit record has none).
+WAL_BY_RELATION_SQL = WAL_RECORDS + """
+SELECT coalesce(c.relname, '(' || lower(o.resource_manager) || ')'), sum(o.record_length)
+FROM ours o
+LEFT JOIN pg_class c
+  ON c.relfilenode = substring(o.block_ref from 'rel [0-9]+/[0-9]+/([0-9]+)')::oid
+GROUP BY 1
+"""
+
+
+# The backends serving the bench: the worker's connections (PGAPPNAME) and this process's.
+BENCH_BACKENDS_SQL = """
+SELECT pid FROM pg_stat_activity
+WHERE datname = current_database()
+  AND (application_name = 'bench-worker' OR pid = pg_backend_pid())
+"""
+
+
+def server_params() -> dict:
+    """Host, port, user and password of the default database, for plain psycopg."""
+    db = settings.DATABASES["default"]
+    params = {
+        "host": db.get("HOST") or None,
+        "port": str(db["PORT"]) if db.get("PORT") else None,
+        "user": db.get("USER") or None,
+        "password": db.get("PASSWORD") or None,
+    }
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def proc_children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in
+                Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def proc_status_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise CommandError(f"/proc/{pid}/status has no {field}")
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def median(values) -> float:
+    return statistics.median(values)
+
+
+def shown(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def backends_cpu_seconds() -> dict[int, float] | None:
+    """CPU seconds of each backend serving the bench, or None when the server's processes
+    are not on this machine (then /proc has no such pid, or another program's)."""
+    with connection.cursor() as cursor:
+        cursor.execute(BENCH_BACKENDS_SQL)
+        pids = [row[0] for row in cursor.fetchall()]
+    cpu = {}
+    for pid in pids:
+        try:
+            if not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"postgres"):
+                return None
+            cpu[pid] = proc_cpu_seconds(pid)
+        except OSError:
+            return None
+    return cpu
+
+
+class Worker:
+    """A `celery -A console worker` child process with the bench workflows registered."""
+
+    def __init__(self, concurrency: int, log_dir: Path, *, pool: str = "prefork",
+                 name: str = "worker", env: dict | None = None):
+        self.log_path = log_dir / f"{name}.log"
+        self.log_dir = log_dir
+        env = {**os.environ, "RUNS_EXTRA_WORKFLOW_MODULES": ",".join(
+                   m for m in (os.environ.get("RUNS_EXTRA_WORKFLOW_MODULES", ""),
+                               "runs.bench_workflows") if m),
+               "PGAPPNAME": "bench-worker", **(env or {})}
+        self.started = time.perf_counter()
+        with open(self.log_path, "w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "console", "worker", "--loglevel=INFO",
+                 f"--pool={pool}", f"--concurrency={concurrency}",
+                 "-n", f"bench-{uuid.uuid4().hex[:8]}@%h"],
+                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        self.ready_seconds = None
+
+    def wait_ready(self, timeout: float = 60) -> float:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise CommandError(f"the worker exited ({self.process.returncode}):\n"
+                                   + self.log_path.read_text()[-3000:])
+            if " ready." in self.log_path.read_text():
+                self.ready_seconds = time.perf_counter() - self.started
+                return self.ready_seconds
+            time.sleep(0.02)
+        raise CommandError(f"the worker was not ready after {timeout}s:\n"
+                           + self.log_path.read_text()[-3000:])
+
+    def children(self) -> list[int]:
+        return proc_children(self.process.pid)
+
+    def cpu_seconds(self) -> float:
+        return sum(proc_cpu_seconds(pid) for pid in self.children())
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
