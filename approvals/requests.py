@@ -24,6 +24,7 @@ from audit.actions import AuditAction
 from audit.chain import Actor
 from runs import definition as d
 from runs import transitions
+from runs.contracts import stop_gate_policy
 from runs.models import (
     ApprovalWait,
     Run,
@@ -179,7 +180,9 @@ def open_request(run: Run, step_name: str, *,
     None if the step no longer waits or another process opened it first."""
     now = now or timezone.now()
     snapshot, digest = compute_snapshot(run, step_name)
-    policy = registered_workflow(run).step(step_name).approval
+    spec = registered_workflow(run).step(step_name)
+    # A step with the stop verdict waits before each attempt; it may name no approvers.
+    policy = spec.approval if spec.kind == d.APPROVAL else stop_gate_policy(spec)
     try:
         with transaction.atomic(durable=True):
             waiting = Step.objects.filter(run_id=run.pk, name=step_name,

@@ -501,3 +501,31 @@ def _payment_workflow(name: str, on_timeout: str) -> Workflow:
 payment_wait = _payment_workflow("test-payment-wait", "escalate")
 payment_wait_continue = _payment_workflow("test-payment-continue", "continue")
 payment_wait_fail = _payment_workflow("test-payment-fail", "fail")
+
+
+# The stop verdict enforced (runs.transitions.stop_gate): a high-impact payment to a real
+# HTTP receiver (tests.receiver) that ignores keys, with nothing to look a payment up by.
+# Worker processes find the receiver through TEST_STOP_RECEIVER_URL; this process through
+# stop_receiver.url.
+stop_receiver = Receiver()
+unsettleable = Workflow("test-stop-verdict", version=1, input=OrderIn)
+
+
+@unsettleable.write("pay-unkeyed", impact="high", retry=FAST, system="payments receiver",
+                    contract=Contract(evidence="nothing", rule="human confirmation",
+                                      owner="stop-approvers"))
+def pay_unkeyed(ctx):
+    import os
+
+    import httpx
+
+    base = stop_receiver.url or os.environ.get("TEST_STOP_RECEIVER_URL", "")
+    response = httpx.post(f"{base}/pay", json={"order": ctx.input.order,
+                                               "amount": ctx.input.amount}, timeout=5)
+    response.raise_for_status()
+    return StepResult(response.json(), remote_ref=response.json()["id"])
+
+
+@pay_unkeyed.describe
+def describe_payment(ctx):
+    return f"pay {ctx.input.amount} EUR for order {ctx.input.order}"

@@ -1,0 +1,164 @@
+"""The `stop` verdict is enforced: a high-impact payment with no lookup by key, to a receiver
+that ignores keys, never runs unattended. With a real worker, nothing is paid until a
+person approves the attempt; then it is paid once; a retry after a transient error asks
+again; a rejection pays nothing. Payments are counted at a real HTTP receiver."""
+
+import pytest
+import redis
+from django.contrib.auth.models import Group, User
+
+from approvals import decisions, requests
+from approvals.models import ApprovalRequest, RequestStatus
+from audit.models import AuditRecord
+from runs.contracts import STOP, step_verdict, workflow_verdict
+from runs.models import AttentionReason, RunStatus, StepStatus
+from runs.transitions import start_run
+from tests.factories import SYSTEM
+from tests.processes import start_worker, stop, until_status, wait_for
+from tests.receiver import ScriptedReceiver
+from tests.workflows import stop_receiver, unsettleable
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _approval_settings(settings):
+    settings.APPROVALS_BASE_URL = "http://testserver"
+    settings.APPROVAL_LINK_MAX_AGE = 3 * 24 * 3600
+    settings.APPROVALS_SETTLE_RETRY_SECONDS = 60
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+
+
+@pytest.fixture
+def receiver():
+    with ScriptedReceiver() as server:
+        stop_receiver.url = server.url
+        yield server
+    stop_receiver.url = ""
+
+
+@pytest.fixture
+def worker(receiver, tmp_path):
+    process = start_worker("stop-verdict", tmp_path, TEST_STOP_RECEIVER_URL=receiver.url)
+    yield process
+    stop(process)
+
+
+@pytest.fixture
+def approver(db):
+    user = User.objects.create_user("pia", email="pia@example.com", password="pw")
+    user.groups.add(Group.objects.get_or_create(name="stop-approvers")[0])
+    return user
+
+
+def _paid(receiver) -> int:
+    return len(receiver.sent("POST", "/pay"))
+
+
+def _start(order: str):
+    run, _ = start_run(workflow="test-stop-verdict", business_key=order,
+                       input={"order": order, "amount": 120}, actor=SYSTEM)
+    return run
+
+
+def _asked(run, count: int) -> ApprovalRequest:
+    """Wait until the run waits for a person and the approvals sweep has opened the
+    `count`-th request; return that request."""
+    run = until_status(run, RunStatus.WAITING)
+
+    def opened():
+        requests.open_pending_requests()
+        asked = ApprovalRequest.objects.filter(run=run).order_by("pk")
+        return asked[count - 1] if asked.count() >= count else None
+
+    return wait_for(opened, timeout=30, what=f"approval request {count} of run {run.pk}")
+
+
+def _decide(approval: ApprovalRequest, user, *, approved: bool, comment: str = ""):
+    outcome = decisions.decide(approval.pk, user=user, approved=approved,
+                               decision_id=f"00000000-0000-0000-0000-{approval.pk:012d}",
+                               comment=comment)
+    assert outcome.recorded, outcome.message
+
+
+def test_the_probe_workflow_has_the_stop_verdict():
+    spec = unsettleable.step("pay-unkeyed")
+    assert workflow_verdict(unsettleable).decision == STOP
+    verdict = step_verdict(spec)
+    assert verdict is not None and verdict.decision == STOP
+    assert "no reconcile function" in verdict.reason
+
+
+def test_nothing_is_paid_until_a_person_approves_then_paid_once(receiver, worker, approver):
+    run = _start("stop-1")
+    approval = _asked(run, 1)
+
+    # The worker had the run and left it waiting: nothing was sent.
+    assert _paid(receiver) == 0
+    step = run.steps.get(name="pay-unkeyed")
+    assert step.status == StepStatus.WAITING and step.attempt == 0
+    run.refresh_from_db()
+    assert run.status == RunStatus.WAITING
+    assert "waits for a person before attempt 1" in run.status_message
+    assert "no reconcile function" in run.status_message
+    # The request names the intended action, where it goes, and why a person decides.
+    assert approval.snapshot["intended_action"] == "pay 120 EUR for order stop-1"
+    assert approval.snapshot["system"] == "payments receiver"
+    assert approval.snapshot["attempt"] == 1
+    assert approval.snapshot["verdict"] == STOP
+    assert "receiver ignores keys" in approval.snapshot["why_a_person_approves"]
+    assert approval.approvers == ["group:stop-approvers"]
+
+    _decide(approval, approver, approved=True)
+    run = until_status(run, RunStatus.COMPLETED)
+
+    assert _paid(receiver) == 1
+    step = run.steps.get(name="pay-unkeyed")
+    assert step.status == StepStatus.SUCCEEDED and step.attempt == 1
+    assert step.approved_attempt == 1
+    approval.refresh_from_db()
+    assert approval.status == RequestStatus.APPROVED and approval.settled_at is not None
+    decided = AuditRecord.objects.get(run=run, action="approval_decided")
+    assert decided.data["decision_id"] == str(approval.decision_id)
+    assert decided.data["attempt"] == 1
+
+
+def test_a_retry_after_a_transient_error_asks_again(receiver, worker, approver):
+    receiver.answer("POST", "/pay", 503, 200)
+    run = _start("stop-2")
+    first = _asked(run, 1)
+    _decide(first, approver, approved=True)
+
+    # The first attempt met a 503 (nothing paid); the retry waits for a new approval.
+    second = _asked(run, 2)
+    assert _paid(receiver) == 1  # the refused request, and no other
+    assert second.pk != first.pk and second.snapshot["attempt"] == 2
+    step = run.steps.get(name="pay-unkeyed")
+    assert step.status == StepStatus.WAITING and step.attempt == 1
+    assert step.approved_attempt == 1  # the first approval does not carry over
+    # Wait a while longer: the worker does not send the retry on its own.
+    until_status(run, RunStatus.WAITING)
+    assert _paid(receiver) == 1
+
+    _decide(second, approver, approved=True)
+    run = until_status(run, RunStatus.COMPLETED)
+    assert _paid(receiver) == 2
+    step = run.steps.get(name="pay-unkeyed")
+    assert step.status == StepStatus.SUCCEEDED and step.attempt == 2
+    assert ApprovalRequest.objects.filter(run=run).count() == 2
+
+
+def test_a_rejection_pays_nothing(receiver, worker, approver):
+    run = _start("stop-3")
+    approval = _asked(run, 1)
+    _decide(approval, approver, approved=False, comment="not this vendor")
+
+    run = until_status(run, RunStatus.ATTENTION)
+    assert run.attention_reason == AttentionReason.APPROVAL_REJECTED
+    step = run.steps.get(name="pay-unkeyed")
+    assert step.status == StepStatus.FAILED and step.attempt == 0
+    assert "rejected by pia: not this vendor; nothing was sent" in step.error_message
+    # However often it is swept and woken, nothing is sent.
+    until_status(run, RunStatus.ATTENTION)
+    assert _paid(receiver) == 0
+    assert ApprovalRequest.objects.filter(run=run).count() == 1
