@@ -9,7 +9,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 
 from runs import definition as d
 from runs.context import context_outside_executor
-from runs.contracts import step_verdict
+from runs.contracts import effect_verdict
 from runs.models import Run, Step
 
 
@@ -55,7 +55,7 @@ def compute_snapshot(run: Run, step_name: str) -> tuple[dict, str]:
     except KeyError as exc:
         raise SnapshotUnavailable(str(exc)) from None
     if spec.kind != d.APPROVAL:
-        verdict = step_verdict(spec)
+        verdict = effect_verdict(spec)
         if verdict is None:
             raise SnapshotUnavailable(f"step {step_name} of {workflow.name} is not an approval")
         return attempt_snapshot(run, spec, verdict)

@@ -155,19 +155,20 @@ def contract_table(workflow: d.Workflow) -> list[StepContract]:
 STOP_GATE_TIMEOUT = timedelta(days=1)
 
 
-def step_verdict(step: d.StepDef) -> Verdict | None:
-    """The verdict of one step, when the step alone forces it: `stop` for a high-impact
-    effect that nothing can settle after an unknown outcome (no lookup by key, a receiver
-    that ignores keys). Such a step never runs unattended: before each of its attempts the
-    run waits for a person (runs.transitions.stop_gate). None: the step needs no person
-    before it runs (a low-impact one stops after an unknown outcome instead)."""
-    if not step.has_side_effect or step.impact != d.HIGH or _settles_unknown(step):
+def effect_verdict(spec: "d.StepDef | d.ToolSpec") -> Verdict | None:
+    """The verdict of one step or agent tool, when it alone forces it: `stop` for a
+    high-impact effect that nothing can settle after an unknown outcome (no lookup by key, a
+    receiver that ignores keys). Such an effect never runs unattended: before each of its
+    attempts the run waits for a person (runs.transitions.stop_gate for a step, the tool-call
+    approval for a tool). None: it needs no person before it runs (a low-impact one stops
+    after an unknown outcome instead)."""
+    if not spec.has_side_effect or spec.impact != d.HIGH or _settles_unknown(spec):
         return None
     return Verdict(
         STOP,
-        f"{step.name} has no reconcile function and its receiver ignores keys: after a "
+        f"{spec.name} has no reconcile function and its receiver ignores keys: after a "
         "timeout nothing can tell whether it happened, so a person approves each attempt",
-        f"add a reconcile function to {step.name}, or send the key to a receiver that "
+        f"add a reconcile function to {spec.name}, or send the key to a receiver that "
         "deduplicates on it",
     )
 

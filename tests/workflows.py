@@ -529,3 +529,30 @@ def pay_unkeyed(ctx):
 @pay_unkeyed.describe
 def describe_payment(ctx):
     return f"pay {ctx.input.amount} EUR for order {ctx.input.order}"
+
+
+# The invoice-triage agent whose ledger posting has the stop verdict: declared as a receiver
+# that ignores keys, with no lookup. Its approve_if (only large amounts) no longer decides:
+# every attempt of every posting waits for a person.
+def _triage_with_unsettleable_posting() -> Workflow:
+    import dataclasses
+
+    from demo import agent_workflow as demo_triage
+    from demo.clients import build_services
+
+    workflow = Workflow("test-triage-stop-verdict", version=1, input=demo_triage.TriageIn,
+                        services=build_services)
+    agent = workflow.agent("triage", system_prompt=demo_triage.triage.system_prompt,
+                           budget=demo_triage.triage.budget,
+                           contract=demo_triage.triage.contract)
+    agent.prompt(demo_triage.triage_task)
+    for name, tool in demo_triage.triage.tools.items():
+        agent.tools[name] = dataclasses.replace(tool, agent=agent)
+    agent.tools["post-ledger"] = dataclasses.replace(
+        demo_triage.triage.tools["post-ledger"], agent=agent, honours_key=False,
+        reconcile_fn=None)
+    agent.impact = demo_triage.triage.impact
+    return workflow
+
+
+triage_stop_verdict = _triage_with_unsettleable_posting()

@@ -1,6 +1,6 @@
 """The stop verdict, enforced: a step whose recovery contract cannot be written (a
 high-impact effect with no lookup by key and a receiver that ignores keys, see
-runs.contracts.step_verdict) never runs unattended. Before each of its attempts (the first,
+runs.contracts.effect_verdict) never runs unattended. Before each of its attempts (the first,
 a retry after a transient error, a resend an operator asked for) the run waits for a
 person, through the approval steps' own wait: step `waiting`, an ApprovalWait row, and the
 approvals app's request, notifications and pages. The approval names the attempt it
@@ -9,7 +9,7 @@ allows; decide_approval applies it, and the attempt after that asks again."""
 from audit.actions import AuditAction
 
 from .. import definition as d
-from ..contracts import step_verdict
+from ..contracts import effect_verdict
 from ..intentions import intended_action
 from ..models import AttentionReason, ErrorClass, Step, StepStatus
 from .kernel import A, Lease, Q, W, _Change, _snapshot
@@ -20,14 +20,14 @@ WAIT_MESSAGE = "{step} waits for a person before attempt {attempt}: {reason}"
 
 def is_gated(spec: d.StepDef) -> bool:
     """Whether each attempt of `spec` waits for a person's approval."""
-    return step_verdict(spec) is not None
+    return effect_verdict(spec) is not None
 
 
 def waits_before_attempt(change: _Change, lease: Lease, step: Step, spec: d.StepDef) -> bool:
     """Within the transition that would record `step`'s intent: if the step has the stop
     verdict and its next attempt is not approved, the run waits for a person instead, and
     nothing is sent. True when it waits."""
-    verdict = step_verdict(spec)
+    verdict = effect_verdict(spec)
     attempt = step.attempt + 1
     if verdict is None or step.approved_attempt == attempt:
         return False

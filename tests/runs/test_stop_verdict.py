@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group, User
 from approvals import decisions, requests
 from approvals.models import ApprovalRequest, RequestStatus
 from audit.models import AuditRecord
-from runs.contracts import STOP, step_verdict, workflow_verdict
+from runs.contracts import STOP, effect_verdict, workflow_verdict
 from runs.models import AttentionReason, RunStatus, StepStatus
 from runs.transitions import start_run
 from tests.factories import SYSTEM
@@ -84,7 +84,7 @@ def _decide(approval: ApprovalRequest, user, *, approved: bool, comment: str = "
 def test_the_probe_workflow_has_the_stop_verdict():
     spec = unsettleable.step("pay-unkeyed")
     assert workflow_verdict(unsettleable).decision == STOP
-    verdict = step_verdict(spec)
+    verdict = effect_verdict(spec)
     assert verdict is not None and verdict.decision == STOP
     assert "no reconcile function" in verdict.reason
 
@@ -162,3 +162,36 @@ def test_a_rejection_pays_nothing(receiver, worker, approver):
     until_status(run, RunStatus.ATTENTION)
     assert _paid(receiver) == 0
     assert ApprovalRequest.objects.filter(run=run).count() == 1
+
+
+def test_a_tool_with_the_stop_verdict_waits_for_a_person_before_each_call(live_sandbox):
+    from demo.sandbox.models import LedgerEntry
+    from runs import transitions
+    from tests.agent_runs import SMALL, advance
+
+    # A small amount: the demo's approve_if would post it without asking anyone.
+    data = {"tenant": "tenant-42", "invoice_number": SMALL,
+            "requester_email": "requester@example.com", "notes": ""}
+    run, _ = transitions.start_run(workflow="test-triage-stop-verdict",
+                                   business_key=f"stop:{SMALL}", input=data, actor=SYSTEM,
+                                   wake=False)
+    run = advance(run)
+    assert run.status == RunStatus.WAITING
+    (call,) = transitions.waiting_tool_calls(run)
+    assert call.tool == "post-ledger"
+    assert LedgerEntry.objects.count() == 0
+
+    assert requests.open_pending_requests() == 1
+    approval = ApprovalRequest.objects.get(run=run, tool_call=call)
+    assert approval.snapshot["verdict"] == STOP and approval.snapshot["attempt"] == 1
+    assert "no reconcile function" in approval.snapshot["why_a_person_approves"]
+    approver = User.objects.create_user("tia", password="pw")
+    approver.groups.add(Group.objects.get_or_create(name="approvers")[0])
+    _decide(approval, approver, approved=True)
+
+    run = advance(run)
+    assert run.status == RunStatus.COMPLETED
+    assert LedgerEntry.objects.count() == 1
+    call.refresh_from_db()
+    # The approval was spent by the attempt it allowed.
+    assert call.attempt == 1 and call.approved_hash == ""
