@@ -1,7 +1,8 @@
 """The `stop` verdict is enforced: a high-impact payment with no lookup by key, to a receiver
 that ignores keys, never runs unattended. With a real worker, nothing is paid until a
 person approves the attempt; then it is paid once; a retry after a transient error asks
-again; a rejection pays nothing. Payments are counted at a real HTTP receiver."""
+again, as does an operator's retry; a rejection pays nothing. Payments are counted at a real
+HTTP receiver. An agent tool with the stop verdict waits before each call attempt alike."""
 
 import pytest
 import redis
@@ -10,9 +11,13 @@ from django.contrib.auth.models import Group, User
 from approvals import decisions, requests
 from approvals.models import ApprovalRequest, RequestStatus
 from audit.models import AuditRecord
+from demo.sandbox import faults
+from demo.sandbox.models import LedgerEntry
+from runs import executor, transitions
 from runs.contracts import STOP, effect_verdict, workflow_verdict
-from runs.models import AttentionReason, RunStatus, StepStatus
+from runs.models import AttentionReason, RunStatus, StepStatus, ToolCallStatus
 from runs.transitions import start_run
+from tests.agent_runs import SMALL, advance
 from tests.factories import SYSTEM
 from tests.processes import start_worker, stop, until_status, wait_for
 from tests.receiver import ScriptedReceiver
@@ -165,10 +170,10 @@ def test_a_rejection_pays_nothing(receiver, worker, approver):
 
 
 def test_a_tool_with_the_stop_verdict_waits_for_a_person_before_each_call(live_sandbox):
-    from demo.sandbox.models import LedgerEntry
-    from runs import transitions
-    from tests.agent_runs import SMALL, advance
 
+    # The tool's approvers, before the request grants them the decision.
+    approver = User.objects.create_user("tia", password="pw")
+    approver.groups.add(Group.objects.get_or_create(name="approvers")[0])
     # A small amount: the demo's approve_if would post it without asking anyone.
     data = {"tenant": "tenant-42", "invoice_number": SMALL,
             "requester_email": "requester@example.com", "notes": ""}
@@ -185,13 +190,50 @@ def test_a_tool_with_the_stop_verdict_waits_for_a_person_before_each_call(live_s
     approval = ApprovalRequest.objects.get(run=run, tool_call=call)
     assert approval.snapshot["verdict"] == STOP and approval.snapshot["attempt"] == 1
     assert "no reconcile function" in approval.snapshot["why_a_person_approves"]
-    approver = User.objects.create_user("tia", password="pw")
-    approver.groups.add(Group.objects.get_or_create(name="approvers")[0])
+    # The approved attempt meets a 503: its retry waits for a person again.
+    faults.add("ledger.post", faults.UNAVAILABLE, times=1)
     _decide(approval, approver, approved=True)
+
+    run = advance(run)
+    assert run.status == RunStatus.WAITING
+    call.refresh_from_db()
+    assert call.status == ToolCallStatus.WAITING and call.attempt == 1
+    assert call.approved_hash == ""  # spent by the attempt it allowed
+    assert LedgerEntry.objects.count() == 0
+    assert requests.open_pending_requests() == 1
+    second = ApprovalRequest.objects.filter(run=run, tool_call=call).order_by("pk").last()
+    assert second.pk != approval.pk and second.snapshot["attempt"] == 2
+    _decide(second, approver, approved=True)
 
     run = advance(run)
     assert run.status == RunStatus.COMPLETED
     assert LedgerEntry.objects.count() == 1
     call.refresh_from_db()
-    # The approval was spent by the attempt it allowed.
-    assert call.attempt == 1 and call.approved_hash == ""
+    assert call.attempt == 2 and call.approved_hash == ""
+
+
+def test_an_operator_retry_asks_again_before_it_sends(receiver, approver):
+
+    # The first attempt is refused for good (400): attention, then an operator retries.
+    receiver.answer("POST", "/pay", 400, 200)
+    run = _start("stop-4")
+    executor.advance_run(run.pk, worker="w1")
+    assert requests.open_pending_requests() == 1
+    _decide(ApprovalRequest.objects.get(run=run), approver, approved=True)
+    executor.advance_run(run.pk, worker="w1")
+    run.refresh_from_db()
+    assert run.status == RunStatus.ATTENTION and _paid(receiver) == 1
+
+    transitions.retry_step(run.pk, step_name="pay-unkeyed", actor=SYSTEM,
+                           reason="vendor fixed its account")
+    executor.advance_run(run.pk, worker="w1")
+    run.refresh_from_db()
+    # The operator's retry is an attempt like any other: a person approves it first.
+    assert run.status == RunStatus.WAITING and _paid(receiver) == 1
+    assert requests.open_pending_requests() == 1
+    second = ApprovalRequest.objects.filter(run=run).order_by("pk").last()
+    assert second.snapshot["attempt"] == 2
+    _decide(second, approver, approved=True)
+    executor.advance_run(run.pk, worker="w1")
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED and _paid(receiver) == 2
