@@ -126,6 +126,12 @@ def workflow_verdict(workflow: d.Workflow) -> Verdict:
                 "deduplicates on it",
             )
     for step in workflow.steps:
+        for tool in getattr(step, "tools", {}).values():
+            # An agent's tool that nothing can settle stops the workflow as a step does.
+            stop = effect_verdict(tool)
+            if stop is not None:
+                return Verdict(STOP, f"tool {step.name}/{stop.reason}", stop.next_action)
+    for step in workflow.steps:
         if step.has_side_effect and not step.contract.owner:
             return Verdict(STOP, f"{step.name} has no owner to decide when it goes wrong",
                            f"name an owner in the recovery contract of {step.name}")

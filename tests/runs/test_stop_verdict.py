@@ -7,6 +7,7 @@ HTTP receiver. An agent tool with the stop verdict waits before each call attemp
 import pytest
 import redis
 from django.contrib.auth.models import Group, User
+from django.core.management import call_command
 
 from approvals import decisions, requests
 from approvals.models import ApprovalRequest, RequestStatus
@@ -92,6 +93,16 @@ def test_the_probe_workflow_has_the_stop_verdict():
     verdict = effect_verdict(spec)
     assert verdict is not None and verdict.decision == STOP
     assert "no reconcile function" in verdict.reason
+
+
+def test_the_command_names_each_effect_that_waits_for_a_person(capsys):
+    call_command("recovery_contract", "test-stop-verdict")
+    assert "pay-unkeyed: stop: a person approves each attempt" in capsys.readouterr().out
+    call_command("recovery_contract", "test-triage-stop-verdict")
+    out = capsys.readouterr().out
+    assert "verdict: stop: tool triage/post-ledger has no reconcile function" in out
+    assert "triage/post-ledger: stop: a person approves each attempt" in out
+    assert "triage/open-approval-task:" not in out  # it reconciles by key
 
 
 def test_nothing_is_paid_until_a_person_approves_then_paid_once(receiver, worker, approver):
