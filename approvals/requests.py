@@ -24,6 +24,7 @@ from audit.actions import AuditAction
 from audit.chain import Actor
 from runs import definition as d
 from runs import transitions
+from runs.contracts import effect_verdict, stop_gate_policy
 from runs.models import (
     ApprovalWait,
     Run,
@@ -179,7 +180,9 @@ def open_request(run: Run, step_name: str, *,
     None if the step no longer waits or another process opened it first."""
     now = now or timezone.now()
     snapshot, digest = compute_snapshot(run, step_name)
-    policy = registered_workflow(run).step(step_name).approval
+    spec = registered_workflow(run).step(step_name)
+    # A step with the stop verdict waits before each attempt; it may name no approvers.
+    policy = spec.approval if spec.kind == d.APPROVAL else stop_gate_policy(spec)
     try:
         with transaction.atomic(durable=True):
             waiting = Step.objects.filter(run_id=run.pk, name=step_name,
@@ -200,12 +203,16 @@ def tool_call_snapshot(call: ToolCall, tool: d.ToolSpec) -> tuple[dict, str]:
     people see them (declared fields and anything like a credential masked), with the hash
     of the full arguments that the decision is bound to. The snapshot's own hash (the
     link's) changes with the arguments, since it holds their hash."""
+    verdict = effect_verdict(tool)
     snapshot = normalise({
         "tool": call.tool, "tool_call": call.ref, "agent_step": call.step.name,
         "system": tool.system or "-", "impact": tool.impact,
         "description": tool.description or f"{tool.kind} tool",
         "arguments": shown_arguments(tool, call.arguments),
         "arguments_sha256": call.args_hash,
+        # The stop verdict: each attempt is approved, and the person is told why.
+        **({"attempt": call.attempt + 1, "verdict": verdict.decision,
+            "why_a_person_approves": verdict.reason} if verdict is not None else {}),
     })
     return snapshot, snapshot_hash(snapshot)
 
@@ -224,6 +231,8 @@ def open_tool_call_request(call: ToolCall, *,
         raise SnapshotUnavailable(f"{step.name} declares no tool {call.tool!r}")
     snapshot, digest = tool_call_snapshot(call, tool)
     policy = tool.approval_policy
+    if policy is None and effect_verdict(tool) is not None:
+        policy = stop_gate_policy(tool.agent)
     if policy is None:
         raise SnapshotUnavailable(f"tool {call.tool!r} declares no approvers")
     fields = {"kind": RequestKind.TOOL_CALL, "run": run, "step_name": step.name,

@@ -9,7 +9,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 
 from runs import definition as d
 from runs.context import context_outside_executor
-from runs.models import Run
+from runs.contracts import effect_verdict
+from runs.models import Run, Step
 
 
 class SnapshotUnavailable(Exception):
@@ -54,7 +55,10 @@ def compute_snapshot(run: Run, step_name: str) -> tuple[dict, str]:
     except KeyError as exc:
         raise SnapshotUnavailable(str(exc)) from None
     if spec.kind != d.APPROVAL:
-        raise SnapshotUnavailable(f"step {step_name} of {workflow.name} is not an approval")
+        verdict = effect_verdict(spec)
+        if verdict is None:
+            raise SnapshotUnavailable(f"step {step_name} of {workflow.name} is not an approval")
+        return attempt_snapshot(run, spec, verdict)
     # The snapshot function builds from earlier results and must not call anything.
     try:
         with context_outside_executor(run, step_name, definition=workflow,
@@ -64,6 +68,23 @@ def compute_snapshot(run: Run, step_name: str) -> tuple[dict, str]:
     except Exception as exc:
         raise SnapshotUnavailable(f"{step_name}: the snapshot function failed: "
                                   f"{type(exc).__name__}: {exc}") from exc
+    return snapshot, snapshot_hash(snapshot)
+
+
+def attempt_snapshot(run: Run, spec: d.StepDef, verdict) -> tuple[dict, str]:
+    """What a person approves before one attempt of a step with the stop verdict: the
+    action as the step describes it (a redacted summary of what it sends), the system it
+    changes, the attempt and key, and why no recovery contract can be written for it. The
+    attempt is part of the hash: an approval allows that attempt and no other."""
+    step = Step.objects.filter(run=run, name=spec.name).first()
+    if step is None:
+        raise SnapshotUnavailable(f"run {run.pk} has no step {spec.name!r}")
+    snapshot = normalise({
+        "intended_action": step.intended_action or spec.plain_description,
+        "system": spec.system or "-", "step": spec.name, "impact": spec.impact,
+        "attempt": step.attempt + 1, "idempotency_key": step.idempotency_key,
+        "verdict": verdict.decision, "why_a_person_approves": verdict.reason,
+    })
     return snapshot, snapshot_hash(snapshot)
 
 

@@ -34,7 +34,7 @@ from audit.selectors import audit_records
 from runs import definition as d
 from runs import selectors
 from runs.actions import ACTIONS, ActionInput, offered
-from runs.contracts import contract_table, step_contract, workflow_verdict
+from runs.contracts import contract_table, effect_verdict, step_contract, workflow_verdict
 from runs.errors import TransitionNotAllowed
 from runs.guidance import recommend
 from runs.intentions import step_lines
@@ -166,10 +166,11 @@ def _load_visible_run(request, run_id: int):
 def _detail_context(request, detail, *, before: int | None = None) -> dict:
     run = detail.run
     workflow = d.registry.get(run.workflow_name, run.workflow_version)
-    contracts = {}
+    contracts, verdicts = {}, {}
     if workflow is not None:
         contracts = {s.name: step_contract(workflow.step(s.name)) for s in detail.steps
                      if any(x.name == s.name for x in workflow.steps)}
+        verdicts = {name: effect_verdict(workflow.step(name)) for name in contracts}
     lines = step_lines(run, detail.steps)
     # Several actions share a permission: ask for each one once.
     grants = lru_cache(maxsize=None)(partial(grant_for, request.user))
@@ -182,6 +183,8 @@ def _detail_context(request, detail, *, before: int | None = None) -> dict:
     times = step_times(run, detail.steps)
     for step in detail.steps:
         step.contract = contracts.get(step.name)
+        # The stop verdict: the step waits for a person before each attempt.
+        step.verdict = verdicts.get(step.name)
         # Execution time, and apart from it the time the step waited (backoff, attention).
         step.took = times.get(step.name)
     recommendation = recommend(run, detail.steps)

@@ -5,6 +5,7 @@ The console shows the same table on a workflow's page; `manage.py recovery_contr
 """
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from . import definition as d
 
@@ -125,6 +126,12 @@ def workflow_verdict(workflow: d.Workflow) -> Verdict:
                 "deduplicates on it",
             )
     for step in workflow.steps:
+        for tool in getattr(step, "tools", {}).values():
+            # An agent's tool that nothing can settle stops the workflow as a step does.
+            stop = effect_verdict(tool)
+            if stop is not None:
+                return Verdict(STOP, f"tool {step.name}/{stop.reason}", stop.next_action)
+    for step in workflow.steps:
         if step.has_side_effect and not step.contract.owner:
             return Verdict(STOP, f"{step.name} has no owner to decide when it goes wrong",
                            f"name an owner in the recovery contract of {step.name}")
@@ -147,3 +154,36 @@ def workflow_verdict(workflow: d.Workflow) -> Verdict:
 def contract_table(workflow: d.Workflow) -> list[StepContract]:
     """The recovery contract of every step, in order."""
     return [step_contract(s) for s in workflow.steps]
+
+
+# Who is asked before each effect of a step with the stop verdict when the step names no
+# approvers: its owner's group, within a working day, else the run goes to attention.
+STOP_GATE_TIMEOUT = timedelta(days=1)
+
+
+def effect_verdict(spec: "d.StepDef | d.ToolSpec") -> Verdict | None:
+    """The verdict of one step or agent tool, when it alone forces it: `stop` for a
+    high-impact effect that nothing can settle after an unknown outcome (no lookup by key, a
+    receiver that ignores keys). Such an effect never runs unattended: before each of its
+    attempts the run waits for a person (runs.transitions.stop_gate for a step, the tool-call
+    approval for a tool). None: it needs no person before it runs (a low-impact one stops
+    after an unknown outcome instead)."""
+    if not spec.has_side_effect or spec.impact != d.HIGH or _settles_unknown(spec):
+        return None
+    return Verdict(
+        STOP,
+        f"{spec.name} has no reconcile function and its receiver ignores keys: after a "
+        "timeout nothing can tell whether it happened, so a person approves each attempt",
+        f"add a reconcile function to {spec.name}, or send the key to a receiver that "
+        "deduplicates on it",
+    )
+
+
+def stop_gate_policy(step: d.StepDef) -> d.ApprovalPolicy:
+    """Who approves each attempt of a step with the stop verdict: the approvers it declares,
+    else the group of its contract's owner."""
+    if step.approval is not None:
+        return step.approval
+    owner = step.contract.owner or "operators"
+    return d.ApprovalPolicy(approvers=(f"group:{owner}",), remind_every=timedelta(hours=4),
+                            timeout=STOP_GATE_TIMEOUT, on_timeout="cancel")

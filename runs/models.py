@@ -202,6 +202,9 @@ class Step(models.Model):
     intended_action = models.TextField(blank=True, default="", db_default="")
     # Failed lookups by key since the outcome became unknown (a lookup is a read: retried).
     lookup_failures = models.PositiveIntegerField(default=0)
+    # A step with the stop verdict (runs.contracts.effect_verdict) runs only the attempt a
+    # person approved: this is that attempt's number, 0 while none is approved.
+    approved_attempt = models.PositiveIntegerField(default=0, db_default=0)
     # The compensation is its own action with its own key, attempts and evidence.
     compensation_key = models.CharField(max_length=64, blank=True)
     compensation_attempt = models.PositiveIntegerField(default=0)

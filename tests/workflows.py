@@ -524,3 +524,58 @@ def _declare_remote_call(name: str):
 
 
 REMOTE_CALLS = [_declare_remote_call(name) for name in ("first-call", "second-call")]
+
+
+# The stop verdict enforced (runs.transitions.stop_gate): a high-impact payment to a real
+# HTTP receiver (tests.receiver) that ignores keys, with nothing to look a payment up by.
+# Worker processes find the receiver through TEST_STOP_RECEIVER_URL; this process through
+# stop_receiver.url.
+stop_receiver = Receiver()
+unsettleable = Workflow("test-stop-verdict", version=1, input=OrderIn)
+
+
+@unsettleable.write("pay-unkeyed", impact="high", retry=FAST, system="payments receiver",
+                    contract=Contract(evidence="nothing", rule="human confirmation",
+                                      owner="stop-approvers"))
+def pay_unkeyed(ctx):
+    import os
+
+    import httpx
+
+    base = stop_receiver.url or os.environ.get("TEST_STOP_RECEIVER_URL", "")
+    response = httpx.post(f"{base}/pay", json={"order": ctx.input.order,
+                                               "amount": ctx.input.amount}, timeout=5)
+    response.raise_for_status()
+    return StepResult(response.json(), remote_ref=response.json()["id"])
+
+
+@pay_unkeyed.describe
+def describe_payment(ctx):
+    return f"pay {ctx.input.amount} EUR for order {ctx.input.order}"
+
+
+# The invoice-triage agent whose ledger posting has the stop verdict: declared as a receiver
+# that ignores keys, with no lookup. Its approve_if (only large amounts) no longer decides:
+# every attempt of every posting waits for a person.
+def _triage_with_unsettleable_posting() -> Workflow:
+    import dataclasses
+
+    from demo import agent_workflow as demo_triage
+    from demo.clients import build_services
+
+    workflow = Workflow("test-triage-stop-verdict", version=1, input=demo_triage.TriageIn,
+                        services=build_services)
+    agent = workflow.agent("triage", system_prompt=demo_triage.triage.system_prompt,
+                           budget=demo_triage.triage.budget,
+                           contract=demo_triage.triage.contract)
+    agent.prompt(demo_triage.triage_task)
+    for name, tool in demo_triage.triage.tools.items():
+        agent.tools[name] = dataclasses.replace(tool, agent=agent)
+    agent.tools["post-ledger"] = dataclasses.replace(
+        demo_triage.triage.tools["post-ledger"], agent=agent, honours_key=False,
+        reconcile_fn=None)
+    agent.impact = demo_triage.triage.impact
+    return workflow
+
+
+triage_stop_verdict = _triage_with_unsettleable_posting()

@@ -24,6 +24,7 @@ from audit.models import AuditRecord
 from .. import definition as d
 from .. import sensitive
 from ..agent_models import AgentTurn, ToolCall, ToolCallStatus
+from ..contracts import effect_verdict
 from ..errors import TransitionNotAllowed
 from ..models import AttentionReason, ErrorClass, Run, Step, StepStatus
 from ..redaction import REDACTED, redact
@@ -171,6 +172,9 @@ def begin_tool_call(lease: Lease, step: Step, call: ToolCall, *,
         before = call.status
         call.status = S.RUNNING
         call.attempt += 1
+        if effect_verdict(tool) is not None:
+            # The stop verdict: an approval allows one attempt; a retry asks again.
+            call.approved_hash = ""
         call.started_at = call.started_at or change.now
         call.next_attempt_at = None
         _save(call, change.now)

@@ -18,6 +18,7 @@ from ..models import (
     Step,
     StepStatus,
 )
+from . import stop_gate
 from .kernel import (  # the package's shared vocabulary
     A,
     Q,
@@ -44,6 +45,15 @@ def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor
         run, now = change.run, change.now
         step = _waiting_approval(run, step_name)
         before = _snapshot(run, step)
+        if step.kind != d.APPROVAL:
+            # The approval of one attempt of a step with the stop verdict.
+            stop_gate.apply_decision(change, step, approved=approved, by=actor.label,
+                                     comment=comment)
+            change.audit(AuditAction.APPROVAL_DECIDED, step=step, reason=comment,
+                         before=before, after=_snapshot(run, step),
+                         data={**(data or {}), "approved": approved,
+                               "attempt": step.attempt + 1})
+            return run
         step.finished_at = now
         step.result = {"approved": approved, "by": actor.label, "comment": comment}
         if approved:
@@ -64,11 +74,19 @@ def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor
 
 def _waiting_approval(run: Run, step_name: str) -> Step:
     step = _step(run, step_name)
-    if step.kind != d.APPROVAL or step.status != StepStatus.WAITING:
+    gated = step.kind in (d.WRITE, d.NOTIFY) and _gated(run, step_name)
+    if (step.kind != d.APPROVAL and not gated) or step.status != StepStatus.WAITING:
         raise TransitionNotAllowed(
             f"step {step_name} of run {run.pk} is not an approval waiting for a decision "
             f"({step.kind}, {step.status})")
     return step
+
+def _gated(run: Run, step_name: str) -> bool:
+    definition = d.registry.get(run.workflow_name, run.workflow_version)
+    try:
+        return definition is not None and stop_gate.is_gated(definition.step(step_name))
+    except KeyError:
+        return False
 
 def approval_timed_out(run_id: int, *, step_name: str, actor: Actor, reason: str,
                        now: datetime | None = None) -> Run:

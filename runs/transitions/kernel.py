@@ -232,7 +232,7 @@ _RUN_FIELDS = [
 
 _STEP_FIELDS = [
     "status", "attempt", "budget_attempt_base", "budget_started_at", "format_failures",
-    "lookup_failures", "intended_action",
+    "lookup_failures", "intended_action", "approved_attempt",
     "compensation_attempt", "compensation_ref",
     "remote_ref", "result", "error_class", "error_message", "next_attempt_at", "lease_owner",
     "lease_expires_at", "started_at", "finished_at", "updated_at",

@@ -22,6 +22,7 @@ from ..models import (
 )
 from ..redaction import redact
 from ..wakeup import send_wakeup
+from . import stop_gate
 from .compensation import (
     _advance_compensation,
     _begin_compensation,
@@ -214,6 +215,8 @@ def _advance(change: _Change, lease: Lease) -> None:
         change.audit(AuditAction.DISPATCH_HELD, step=step, before=before,
                      after=_snapshot(run), data={"system": pause.system})
         lease.finished = True
+        return
+    if stop_gate.waits_before_attempt(change, lease, step, _definition_step(lease, step)):
         return
     before = step.status
     step.status = StepStatus.RUNNING

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.contracts import contract_table, workflow_verdict
+from runs.contracts import contract_table, effect_verdict, workflow_verdict
 from runs.definition import registry
 from runs.management.tables import render_table
 
@@ -31,3 +31,12 @@ class Command(BaseCommand):
         verdict = workflow_verdict(definition)
         self.stdout.write(f"\nverdict: {verdict.decision}: {verdict.reason}")
         self.stdout.write(f"next action: {verdict.next_action}")
+        # Enforced, not advisory: these wait for a person before each attempt.
+        for step in definition.steps:
+            effects = [(step.name, step), *((f"{step.name}/{name}", tool) for name, tool
+                                            in getattr(step, "tools", {}).items())]
+            for label, spec in effects:
+                stop = effect_verdict(spec)
+                if stop is not None:
+                    self.stdout.write(f"{label}: {stop.decision}: a person approves each "
+                                      f"attempt before it runs ({stop.reason})")
