@@ -283,7 +283,7 @@ def _api_dispatch_kwargs(world: World, view: View, item: str | None) -> dict:
     return {"workflow": "test-orders"}
 
 
-def _event_body(world: World, role: str, item: str | None) -> Body:
+def event_body(world: World, role: str, item: str | None) -> Body:
     # The same event id each time: the first delivery goes through, later ones are
     # redeliveries that change nothing.
     return {"workflow": WAITING_SCENARIOS["waiting_event"], "event": "payment.settled",
@@ -409,14 +409,14 @@ ENTRIES: list[tuple[str, Entry]] = [
     ("api:receive_event", Entry(
         "Send an external event: a token that may use the event's workflow; it is "
         "delivered to the run that waits for it. A console session is not a token.",
-        may=frozenset({"api_token"}), kwargs=_api_event_kwargs, body=_event_body,
+        may=frozenset({"api_token"}), kwargs=_api_event_kwargs, body=event_body,
         changes=True, csrf=False)),
     ("api:event_webhook", Entry(
         "Send an external event, signed: only a delivery with a valid HMAC signature of a "
         "configured source (401 otherwise); neither a session nor a bearer token counts, "
         "and the matrix never signs, so nobody gets through.",
         may=NOBODY, kwargs=lambda world, view, item: {"source": WEBHOOK_SOURCE},
-        body=_event_body, csrf=False)),
+        body=event_body, csrf=False)),
     ("api:(openapi-json|openapi-view)", Entry(
         "The API's description and its docs page: read-only, for any method.",
         may=EVERYONE, readers=EVERYONE)),
