@@ -8,15 +8,18 @@ import pytest
 from django.db import transaction
 from django.test import override_settings
 
+from runs import dispatch
+
 from .matrix import ROLES
-from .world import World, build_world
+from .world import EVENT_SOURCES, World, build_world
 
 
 @pytest.fixture(scope="module")
 def _module_world(django_db_setup, django_db_blocker):
     # Users are made once; the production password hasher would only add seconds.
     with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"],
-                           APPROVALS_BASE_URL="http://testserver"):
+                           APPROVALS_BASE_URL="http://testserver",
+                           RUNS_EVENT_SOURCES=EVENT_SOURCES):
         block = transaction.atomic()
         block._from_testcase = True
         with django_db_blocker.unblock():
@@ -36,4 +39,7 @@ def _module_world(django_db_setup, django_db_blocker):
 @pytest.fixture
 def world(_module_world, db) -> World:
     """The module's world, with fresh browsers for this test."""
+    # A dispatch pause of the last test was rolled back; the per-process cache of pauses
+    # must not outlive it.
+    dispatch.forget_cache()
     return _module_world.browse()

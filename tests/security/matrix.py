@@ -26,9 +26,18 @@ from django.urls import reverse
 from runs.actions import ACTIONS
 
 from .urlconf import View, state_changing_views
-from .world import ACTION_SCENARIOS, PASSWORD, World
+from .world import (
+    ACTION_FIELDS,
+    ACTION_SCENARIOS,
+    EVENT_PAYLOAD,
+    PASSWORD,
+    WAITING_SCENARIOS,
+    WEBHOOK_SOURCE,
+    World,
+)
 
-# anonymous: no session. api_token: no session, an API bearer token for test-orders.
+# anonymous: no session. api_token: no session, an API bearer token for test-orders and the
+# event-waiting workflow (world.WAITING_SCENARIOS), made by nobody.
 # other_operator: every operator permission, but on another workflow's row only.
 # In the order the matrix runs them: those refused most often first.
 ROLES = ("anonymous", "api_token", "auditor", "approver", "other_operator", "operator",
@@ -168,6 +177,7 @@ def _action_body(world: World, role: str, action: str | None) -> Body:
         data["step"] = eligible[0].name if eligible else ""
     if spec.takes_call:
         data["call"] = "1.0"  # the agent scenarios' one tool call (world._agent_run)
+    data.update(ACTION_FIELDS.get(action, {}))
     return data, FORM
 
 
@@ -247,6 +257,45 @@ def _json_body(world: World, role: str, item: str | None) -> Body:
     return {}, JSON
 
 
+def _save_view_body(world: World, role: str, item: str | None) -> Body:
+    return {"name": "security matrix", "query": "status=attention"}, FORM
+
+
+def _saved_view_kwargs(world: World, view: View, item: str | None) -> dict:
+    from console.saved_views import save_view
+
+    # Shared, so that everyone who may see runs sees it; still only its owner deletes it.
+    saved = save_view(user=world.users["operator"], name="matrix shared",
+                      query="status=attention", shared=True)
+    return {"view_id": saved.pk}
+
+
+def _schedule_kwargs(world: World, view: View, item: str | None) -> dict:
+    return {"workflow": "test-scheduled", "name": "every-minute"}  # tests.workflows
+
+
+def _pause_body(world: World, role: str, item: str | None) -> Body:
+    return {"paused": "1", "reason": "security matrix"}, FORM
+
+
+def _api_dispatch_kwargs(world: World, view: View, item: str | None) -> dict:
+    _token_just_used()
+    return {"workflow": "test-orders"}
+
+
+def event_body(world: World, role: str, item: str | None) -> Body:
+    # The same event id each time: the first delivery goes through, later ones are
+    # redeliveries that change nothing.
+    return {"workflow": WAITING_SCENARIOS["waiting_event"], "event": "payment.settled",
+            "event_id": "evt-matrix", "correlation_key": world.run("waiting_event").business_key,
+            "payload": EVENT_PAYLOAD}, JSON
+
+
+def _api_event_kwargs(world: World, view: View, item: str | None) -> dict:
+    _token_just_used()
+    return {}
+
+
 def _sandbox_enabled() -> bool:
     return settings.SANDBOX_ENABLED
 
@@ -318,6 +367,23 @@ ENTRIES: list[tuple[str, Entry]] = [
         may=frozenset({"approver", "superuser"}),
         kwargs=lambda world, view, item: {"pk": world.approval.pk}, body=_decide_body,
         changes=True)),
+    ("console:save_view", Entry(
+        "Save a view of the runs list: whoever may see runs (on some workflow), POST, CSRF.",
+        may=frozenset({"auditor", "approver", "other_operator", "operator", "superuser"}),
+        body=_save_view_body)),
+    ("console:delete_view", Entry(
+        "Delete a saved view: its owner only (a shared view too; not even the superuser), "
+        "POST, CSRF.",
+        may=frozenset({"operator"}), kwargs=_saved_view_kwargs)),
+    ("console:schedule_pause", Entry(
+        "Pause or resume a schedule: runs.pause_dispatch on its workflow (runs.dispatch."
+        "may_pause), POST, CSRF.",
+        may=frozenset({"operator", "superuser"}), kwargs=_schedule_kwargs, body=_pause_body)),
+    ("console:dispatch_pause", Entry(
+        "Pause or resume a workflow's dispatch: runs.pause_dispatch on the workflow "
+        "(runs.dispatch.may_pause), POST, CSRF.",
+        may=frozenset({"operator", "superuser"}),
+        kwargs=lambda world, view, item: {"workflow": "test-orders"}, body=_pause_body)),
     ("login", Entry("The console's login: open to everyone, CSRF-checked.",
                     may=EVERYONE, readers=EVERYONE, body=_login_body)),
     ("logout", Entry("The console's logout: POST only, CSRF-checked.", may=EVERYONE,
@@ -336,6 +402,21 @@ ENTRIES: list[tuple[str, Entry]] = [
         "session is not a token.",
         may=frozenset({"api_token"}), readers=frozenset({"api_token"}), body=_start_run_body,
         changes=True, csrf=False)),
+    ("api:(pause_dispatch|resume_dispatch)", Entry(
+        "Pause or resume a workflow's dispatch over the API: only a token whose maker may "
+        "pause it (the matrix's token has no maker: 403); a console session is not a token.",
+        may=NOBODY, kwargs=_api_dispatch_kwargs, body=_api_action_body, csrf=False)),
+    ("api:receive_event", Entry(
+        "Send an external event: a token that may use the event's workflow; it is "
+        "delivered to the run that waits for it. A console session is not a token.",
+        may=frozenset({"api_token"}), kwargs=_api_event_kwargs, body=event_body,
+        changes=True, csrf=False)),
+    ("api:event_webhook", Entry(
+        "Send an external event, signed: only a delivery with a valid HMAC signature of a "
+        "configured source (401 otherwise); neither a session nor a bearer token counts, "
+        "and the matrix never signs, so nobody gets through.",
+        may=NOBODY, kwargs=lambda world, view, item: {"source": WEBHOOK_SOURCE},
+        body=event_body, csrf=False)),
     ("api:(openapi-json|openapi-view)", Entry(
         "The API's description and its docs page: read-only, for any method.",
         may=EVERYONE, readers=EVERYONE)),

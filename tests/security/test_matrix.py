@@ -10,17 +10,31 @@ runs, their steps, the audit records and the approval requests as they were, and
 every table unwritten; what each role may do must go through, and the first such request
 must change the product, which proves that the refusals were refusals of a live action."""
 
+import json
 import re
+import time
 
 import pytest
+from django.urls import reverse
 
 from console.views import BULK_ACTIONS
+from runs import events
 from runs.actions import ACTIONS, offered
 
-from .matrix import ENTRIES, GET, METHODS, ROLES, entry_for, is_csrf_refusal, send, targets
+from .matrix import (
+    ENTRIES,
+    GET,
+    METHODS,
+    ROLES,
+    entry_for,
+    event_body,
+    is_csrf_refusal,
+    send,
+    targets,
+)
 from .state import snapshot
 from .urlconf import state_changing_views
-from .world import ACTION_SCENARIOS
+from .world import ACTION_SCENARIOS, EVENT_SOURCES, WEBHOOK_SOURCE
 
 TARGETS = targets()
 
@@ -64,6 +78,21 @@ def test_every_operator_action_is_tried_on_a_run_where_it_can_succeed(world):
         assert name in can, (f"{name} cannot succeed on the {scenario!r} run (it offers "
                              f"{sorted(can)}): fix SCENARIOS or ACTION_SCENARIOS in "
                              "tests/security/world.py")
+
+
+def test_the_webhook_refuses_the_matrix_for_want_of_a_signature_only(world):
+    """The matrix sends the webhook no signature and every role is refused; the same body,
+    signed with the source's secret, is delivered: the refusals are the signature's."""
+    data, content_type = event_body(world, "anonymous", None)
+    body = json.dumps(data).encode()
+    now = str(int(time.time()))
+    response = world.clients["anonymous"].post(
+        reverse("api:event_webhook", kwargs={"source": WEBHOOK_SOURCE}), body,
+        content_type=content_type, HTTP_X_EVENT_TIMESTAMP=now,
+        HTTP_X_EVENT_SIGNATURE=events.signature(EVENT_SOURCES[WEBHOOK_SOURCE]["secret"], now,
+                                                body))
+    assert response.status_code == 202, response.content
+    assert response.json() == {"status": "delivered", "run_id": world.run("waiting_event").pk}
 
 
 def _location(response) -> str:

@@ -5,6 +5,7 @@ each state the operator actions need. Built through the real transitions and fac
 on PostgreSQL, once per module (see conftest.py); every test rolls back to it."""
 
 import itertools
+import json
 from dataclasses import dataclass
 from importlib import import_module
 
@@ -83,10 +84,36 @@ ACTION_SCENARIOS = {
     "cancel": "failed_write",
     "terminate": "failed_write",
     "reopen": "terminated",
+    "event_received": "waiting_event",
+    "skip_event": "waiting_event",
+    "wake_timer": "sleeping",
     "reconcile_tool_call": "unknown_tool_call",
     "retry_tool_call": "failed_tool_call",
     "compensate_tool_call": "done_tool_call",
     "cancel_tool_call": "pending_tool_call",
+}
+
+# The runs that wait on the world, brought there by the executor as a worker brings them
+# (the step's wait is set up by the executor, not by a field placed by hand).
+WAITING_SCENARIOS = {
+    # Waits for the payment provider's payment.settled: deliver it by hand, or skip it.
+    "waiting_event": "test-payment-wait",
+    # Sleeps an hour on a durable timer: wake it now.
+    "sleeping": "test-sleepy",
+}
+
+# The payload the waiting_event run's step accepts (tests.workflows.PaymentSettled).
+EVENT_PAYLOAD = {"amount": 120, "reference": "PSP-MATRIX"}
+# The signed-webhook source the world configures (RUNS_EVENT_SOURCES, see conftest.py):
+# the matrix never signs, so the refusals are of the signature, not of an unknown source.
+WEBHOOK_SOURCE = "psp"
+EVENT_SOURCES = {WEBHOOK_SOURCE: {"secret": "matrix-webhook-secret",
+                                  "workflows": [WAITING_SCENARIOS["waiting_event"]]}}
+
+# What an operator action's form needs beyond the fields every action gets.
+ACTION_FIELDS = {
+    # The event's payload goes in the evidence field, as JSON the step's schema accepts.
+    "event_received": {"evidence": json.dumps(EVENT_PAYLOAD)},
 }
 
 # The agent runs the actions on one tool call need: (step status, the call's status).
@@ -200,6 +227,12 @@ def _agent_run(step_status: str, call_status: str, reason: str) -> Run:
     return run
 
 
+def _waiting_run(workflow: str) -> Run:
+    run = new_run(workflow)
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    return Run.objects.get(pk=run.pk)
+
+
 def build_world(roles) -> World:
     ensure_roles(Group, Permission)
     users: dict[str, User | None] = {
@@ -216,7 +249,9 @@ def build_world(roles) -> World:
     for codename in {"view_runs", *(a.permission for a in ACTIONS.values())}:
         assign_perm(f"runs.{codename}", users["other_operator"], other)
 
-    _, plaintext = token_create(name="matrix-erp", workflows=["test-orders"])
+    # test-orders for starting runs; the event-waiting workflow for sending it events.
+    _, plaintext = token_create(name="matrix-erp",
+                                workflows=["test-orders", WAITING_SCENARIOS["waiting_event"]])
 
     waiting = new_run("test-approval")
     executor.advance_run(waiting.pk, worker="w1")
@@ -227,6 +262,7 @@ def build_world(roles) -> World:
 
     runs = {name: place(new_run(), **spec) for name, spec in SCENARIOS.items()}
     runs.update({name: _agent_run(*spec) for name, spec in AGENT_SCENARIOS.items()})
+    runs.update({name: _waiting_run(workflow) for name, workflow in WAITING_SCENARIOS.items()})
     csrf = {role: _csrf() for role in roles}
     return World(users=users,
                  sessions={role: _session(users[role]) if users[role] else None
