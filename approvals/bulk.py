@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
@@ -40,7 +41,7 @@ from .operator_actions import ActionForbidden, ActionInputError, act
 logger = logging.getLogger(__name__)
 
 BATCH = 200
-LEASE = timedelta(seconds=60)
+LEASE = timedelta(seconds=settings.BULK_JOB_LEASE_SECONDS)
 Outcome = BulkOutcome.Outcome
 
 
