@@ -2,9 +2,12 @@
 with new keys, the earlier steps' results are reused, the effects that stand are named
 first, and a high-impact effect standing needs a second person."""
 
+import uuid
+
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 
+from approvals.decisions import decide
 from approvals.models import ApprovalRequest
 from approvals.operator_actions import act
 from audit.chain import Actor
@@ -113,6 +116,17 @@ def test_through_the_one_action_function_it_opens_an_approval_request(script):
     assert request.status == "pending"
     assert Run.objects.get(pk=run.pk).generation == 0
     assert len(_calls(script, "post-ledger")) == 1
+    # Another person approves: the re-run happens then, of the step asked for, both named.
+    carl = User.objects.create_user("carl")
+    carl.groups.add(Group.objects.get(name="operators"))
+    decide(request.pk, user=carl, approved=True, decision_id=uuid.uuid4())
+    run.refresh_from_db()
+    assert run.generation == 1 and step(run, "post-ledger").generation == 1
+    assert step(run, "create-task").generation == 0
+    record = AuditRecord.objects.get(run=run, action="rerun_from_step")
+    assert record.actor_label.startswith("olga") and "carl" in record.data["approved_by"]
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
+    assert len(_calls(script, "post-ledger")) == 2
 
 
 def test_refused_where_it_cannot_succeed(script):
@@ -174,3 +188,41 @@ def test_where_the_run_can_be_compensated_the_dialog_offers_it_first(script, cli
     client.force_login(olga)
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert 'id="rerun-compensate-first" data-opens-dialog="dialog-compensate"' in page
+
+
+def test_over_the_api_and_the_cli_like_every_action_of_the_table(script, client):
+    from django.core.management import call_command
+
+    from api.tokens import token_create
+
+    ensure_roles(Group, Permission)
+    olga = User.objects.create_user("olga")
+    olga.groups.add(Group.objects.get(name="operators"))
+    _, plaintext = token_create(name="ops", workflows=["test-saga", "test-orders"],
+                                acting_user=olga)
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {plaintext}"}
+    saga = _completed()
+    state = client.get(f"/api/runs/{saga.pk}", **headers).json()
+    assert "rerun_from_step" in str(state)  # among the actions the run offers
+    done = client.post(f"/api/runs/{saga.pk}/actions/rerun_from_step",
+                       {"reason": "carrier lost it", "step": "book-shipment"},
+                       content_type="application/json", **headers)
+    assert done.status_code == 200, done.content
+    assert Run.objects.get(pk=saga.pk).generation == 1
+    orders = _completed("test-orders")
+    pending = client.post(f"/api/runs/{orders.pk}/actions/rerun_from_step",
+                          {"reason": "again", "step": "post-ledger"},
+                          content_type="application/json", **headers)
+    assert pending.status_code == 202
+    request = ApprovalRequest.objects.get(pk=pending.json()["approval_request"]["id"])
+    assert request.action == "rerun_from_step" and request.params["step"] == "post-ledger"
+    refused = client.post(f"/api/runs/{saga.pk}/actions/rerun_from_step",
+                          {"reason": "again", "step": "book-shipment"},
+                          content_type="application/json", **headers)
+    assert refused.status_code == 409  # queued now: not finished or stopped
+    executor.advance_run(saga.pk, worker="w1")
+    call_command("run_action", str(saga.pk), "rerun_from_step", "--user", "olga",
+                 "--step", "charge-card", "--reason", "card processor lost it")
+    assert Run.objects.get(pk=saga.pk).generation == 2
+    assert step(saga, "charge-card").generation == 2
+    assert step(saga, "reserve-stock").generation == 0
