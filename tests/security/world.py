@@ -83,6 +83,7 @@ ACTION_SCENARIOS = {
     "cancel": "failed_write",
     "terminate": "failed_write",
     "reopen": "terminated",
+    "rerun_from_step": "failed_write",
     "reconcile_tool_call": "unknown_tool_call",
     "retry_tool_call": "failed_tool_call",
     "compensate_tool_call": "done_tool_call",
