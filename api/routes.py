@@ -27,7 +27,7 @@ from runs.logcontext import log_context
 from runs.models import Run
 from runs.transitions import start_run
 
-from . import openapi, operator_routes, selectors
+from . import bulk_routes, openapi, operator_routes, selectors
 from .auth import RateLimited, TokenAuth
 from .middleware import body_limit_text
 from .schemas import (
@@ -346,3 +346,4 @@ def _tool_call(call: dict) -> dict:
 
 
 operator_routes.register(api, headers=_HEADERS)
+bulk_routes.register(api, headers=_HEADERS)

@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
@@ -40,7 +41,7 @@ from .operator_actions import ActionForbidden, ActionInputError, act
 logger = logging.getLogger(__name__)
 
 BATCH = 200
-LEASE = timedelta(seconds=60)
+LEASE = timedelta(seconds=settings.BULK_JOB_LEASE_SECONDS)
 Outcome = BulkOutcome.Outcome
 
 
@@ -185,14 +186,7 @@ def _one(job: BulkJob, run_id: int) -> None:
                                                "worker stopped)")
             return
     crashpoints.reach("bulk_claimed", str(run_id))
-    spec = ACTIONS[job.action]
-    given = ActionInput(reason=marked(job.reason, job.pk), mode="ask",
-                        **{k: v for k, v in (job.params or {}).items() if k == "step"})
-    if spec.takes_step and not given.step:
-        # A step action aims at the first step of each run it applies to.
-        run = Run.objects.get(pk=run_id)
-        targets = spec.eligible_steps(run, list(run.steps.order_by("position")))
-        given = replace(given, step=targets[0].name if targets else "")
+    given = _given(job, run_id)
     try:
         outcome = act(job.action, run_id, user=job.requested_by, given=given,
                       defer_second_person=True)
@@ -204,6 +198,19 @@ def _one(job: BulkJob, run_id: int) -> None:
         crashpoints.reach("bulk_acted", str(run_id))
         _settle(job, run_id, Outcome.SECOND_PERSON if outcome.deferred else Outcome.DONE,
                 outcome.message)
+
+
+def _given(job: BulkJob, run_id: int) -> ActionInput:
+    """The input of the job's action on one run: the job's reason (marked) and step."""
+    spec = ACTIONS[job.action]
+    given = ActionInput(reason=marked(job.reason, job.pk), mode="ask",
+                        **{k: v for k, v in (job.params or {}).items() if k == "step"})
+    if spec.takes_step and not given.step:
+        # A step action aims at the first step of each run it applies to.
+        run = Run.objects.get(pk=run_id)
+        targets = spec.eligible_steps(run, list(run.steps.order_by("position")))
+        given = replace(given, step=targets[0].name if targets else "")
+    return given
 
 
 def _settle(job: BulkJob, run_id: int, outcome: str, message: str) -> None:
@@ -232,9 +239,10 @@ def apply_approved(job_id: int, *, actor, approved_by) -> None:
     for row in BulkOutcome.objects.filter(job=job, outcome=Outcome.SECOND_PERSON) \
             .order_by("run_id"):
         try:
+            # A step action (a re-run from a step) aims at the same step as when it waited.
             spec.perform(row.run_id, actor=actor, approved_by=approved_by,
-                         given=ActionInput(reason=marked(job.reason, job.pk)))
-        except TransitionNotAllowed as exc:
+                         given=_given(job, row.run_id))
+        except (TransitionNotAllowed, ActionInputError) as exc:
             _settle(job, row.run_id, Outcome.REFUSED, f"after approval: {exc}")
         else:
             _settle(job, row.run_id, Outcome.DONE,

@@ -77,6 +77,7 @@ class AuditAction(StrEnum):
     CANCELLED = "cancelled"
     TERMINATED = "terminated"
     REOPENED = "reopened"
+    RERUN_FROM_STEP = "rerun_from_step"
 
 
 # The records every run and step writes on its way through (a ten-step run: 22 of its 23):

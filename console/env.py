@@ -75,6 +75,9 @@ VARIABLES: list[Variable] = [
     # The runtime
     V("SWEEP_INTERVAL_SECONDS", FLOAT, "2", "how often beat runs the runs sweeper"),
     V("RUNS_LEASE_SECONDS", FLOAT, "30", "how long a worker owns a run between heartbeats"),
+    V("BULK_JOB_LEASE_SECONDS", FLOAT, "60",
+      "how long a worker holds a bulk job between batches; a job whose worker died goes "
+      "to another after this"),
     V("WORKER_HEARTBEAT_SECONDS", FLOAT, "10",
       "how often each worker process writes its row for the Workers page"),
     V("RUNS_HEARTBEAT_SECONDS", FLOAT, "0", "one transaction this often extends the leases "

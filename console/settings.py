@@ -285,6 +285,8 @@ SCHEDULES_INTERVAL_SECONDS = env("SCHEDULES_INTERVAL_SECONDS")
 
 # The runtime.
 RUNS_LEASE_SECONDS = env("RUNS_LEASE_SECONDS")
+# How long a worker holds a bulk job (approvals.bulk) between batches.
+BULK_JOB_LEASE_SECONDS = env("BULK_JOB_LEASE_SECONDS")
 # How often a worker writes its heartbeat row (runs.workers); silent past a lease, it is
 # marked on the workers page.
 WORKER_HEARTBEAT_SECONDS = env("WORKER_HEARTBEAT_SECONDS")

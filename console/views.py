@@ -36,6 +36,7 @@ from runs import selectors
 from runs.actions import ACTIONS, ActionInput, offered
 from runs.contracts import contract_table, effect_verdict, step_contract, workflow_verdict
 from runs.errors import TransitionNotAllowed
+from runs.generations import generations
 from runs.guidance import recommend
 from runs.intentions import step_lines
 from runs.investigation import investigate, to_markdown
@@ -200,6 +201,7 @@ def _detail_context(request, detail, *, before: int | None = None) -> dict:
                                 if item["action"].name == recommendation.action.name), None)
     approvals = requests_for_run(run)
     return {"run": run, "steps": detail.steps, "actions": actions,
+            "generations": generations(run),
             "recommendation": recommendation, "recommended": recommended,
             "timeline": timeline_page(run, before=before, approval_requests=approvals),
             "timeline_page": TIMELINE_PAGE, "approvals": approvals,

@@ -87,7 +87,8 @@ class OperatorAction:
     def explain(self, run: Run, steps: list[Step]) -> list[str]:
         """What pressing the button will do, in words, for the confirmation dialog."""
         lines = [self.summary, *_DETAILS.get(self.name, _no_details)(run, steps)]
-        if self.needs_second_person(steps):
+        # A re-run counts only the effects from the chosen step on: its details say so.
+        if self.name != "rerun_from_step" and self.needs_second_person(steps):
             lines.append("This run has a high-impact effect that took place: your request "
                          "goes to a second person for approval (four eyes) and nothing "
                          "happens until then.")
@@ -235,6 +236,11 @@ def _reopen(run_id, *, actor, given, approved_by):
     return transitions.reopen(run_id, actor=actor, reason=given.reason)
 
 
+def _rerun_from_step(run_id, *, actor, given, approved_by):
+    return transitions.rerun_from_step(run_id, step_name=given.step, actor=actor,
+                                       reason=given.reason, approved_by=approved_by)
+
+
 ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
     OperatorAction(
         "resume", "Resume", "resume_run",
@@ -292,6 +298,13 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
         "reopen", "Reopen", "resume_run",
         "Brings the terminated run back to attention, from where it can be resumed, "
         "reconciled or compensated.", _reopen),
+    OperatorAction(
+        "rerun_from_step", "Re-run from step", "retry_step",
+        "Sends the chosen step and every later step again as a new attempt generation, "
+        "with new idempotency keys (a receiver that honours keys acts anew); the earlier "
+        "steps' results are reused. What the earlier generation did stays in the audit "
+        "record; an effect that stands is not undone by this.", _rerun_from_step,
+        danger=True),
     # Aimed at one tool call of an agent step (the run page offers them on the call).
     OperatorAction(
         "reconcile_tool_call", "Reconcile tool call", "reconcile_run",
@@ -373,7 +386,37 @@ def _ending_details(run: Run, steps: list[Step]) -> list[str]:
             "terminated."]
 
 
-_DETAILS = {"compensate": _compensation_details,
+def _rerun_details(run: Run, steps: list[Step]) -> list[str]:
+    """The effects that already stand from each step a re-run could start at, with their
+    state, and the compensation the workflow declares for them, offered first."""
+    lines = []
+    workflow = _definition(run)
+    eligible = transitions.eligible_steps("rerun_from_step", run, steps, workflow)
+    first = eligible[0] if eligible else None
+    standing = transitions.standing_effects(steps, first) if first is not None else []
+    if standing:
+        lines.append(f"Effects that already stand (from {first.name} on; a later chosen step "
+                     "leaves out the earlier ones) and would be sent again with a new key:")
+        lines += [str(e) for e in standing]
+        names = {e.step for e in standing}
+        undoable = [s.name for s in steps if s.name in names and workflow is not None
+                    and workflow.step(s.name).compensate_fn is not None]
+        if undoable:
+            why_not = transitions.refusal("compensate", run, steps, workflow)
+            lines.append(f"The workflow declares a compensation for {', '.join(undoable)}: "
+                         + ("compensate first (the Compensate action) to undo what stands, "
+                            "then re-run, so nothing is done twice." if why_not is None else
+                            f"Compensate is not offered now ({why_not}); the re-run leaves "
+                            "what stands in place."))
+        if transitions.high_impact_effects(transitions.rerun_range(steps, first)):
+            lines.append("A high-impact effect stands from that step on: a second person "
+                         "must approve the re-run (four eyes).")
+    elif first is not None:
+        lines.append(f"No write or notification stands from {first.name} on.")
+    return lines
+
+
+_DETAILS = {"compensate": _compensation_details, "rerun_from_step": _rerun_details,
             "confirm_compensation": _confirmation_details,
             "terminate": _ending_details, "cancel": _ending_details}
 

@@ -7,23 +7,35 @@ workflows that share a business key and a step name perform two different action
 
 Keys are computed once, when a run's steps are created, and stored on the step rows: a run
 in flight keeps the key it started with even if this formula changes.
+
+A re-run from a chosen step (runs.transitions.rerun) sends that step and the later ones as a
+new attempt generation: generation G > 0 adds ":gG" to the key, so a receiver that honours
+keys performs the action anew instead of answering with the old result. Generation 0 leaves
+the key as it always was.
 """
 
 import hashlib
 
 
-def step_key(workflow: str, business_key: str, step_name: str, step_version: int) -> str:
+def _generation(generation: int) -> str:
+    return f":g{generation}" if generation > 0 else ""
+
+
+def step_key(workflow: str, business_key: str, step_name: str, step_version: int,
+             generation: int = 0) -> str:
     """The idempotency key a step sends with every attempt of its action."""
     return hashlib.sha256(
-        f"{workflow}:{business_key}:{step_name}:v{step_version}".encode()
+        f"{workflow}:{business_key}:{step_name}:v{step_version}{_generation(generation)}"
+        .encode()
     ).hexdigest()
 
 
 def compensation_key(workflow: str, business_key: str, step_name: str,
-                     step_version: int) -> str:
+                     step_version: int, generation: int = 0) -> str:
     """The key of a step's compensation, distinct from the key of the action it undoes."""
     return hashlib.sha256(
-        f"{workflow}:{business_key}:{step_name}:compensate:v{step_version}".encode()
+        f"{workflow}:{business_key}:{step_name}:compensate:v{step_version}"
+        f"{_generation(generation)}".encode()
     ).hexdigest()
 
 

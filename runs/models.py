@@ -102,6 +102,9 @@ class Run(models.Model):
     current_step = models.CharField(max_length=200, blank=True)
     step_count = models.PositiveIntegerField(default=0)
     steps_done = models.PositiveIntegerField(default=0)
+    # The attempt generation: 0 as started, +1 at each re-run from a chosen step (the steps
+    # sent again carry it in their keys, runs.keys).
+    generation = models.PositiveIntegerField(default=0, db_default=0)
     cancel_requested = models.BooleanField(default=False)
     # Started by the drill kit (runs.drills): kept out of the console's lists and attention
     # count unless asked for, notifies nobody, removed by `manage.py remove_drill_runs`.
@@ -193,6 +196,8 @@ class Step(models.Model):
     version = models.PositiveIntegerField()
     status = models.CharField(max_length=32, choices=StepStatus.choices, default=StepStatus.PENDING)
     idempotency_key = models.CharField(max_length=64)
+    # The run generation this step's current state (and key) belongs to.
+    generation = models.PositiveIntegerField(default=0, db_default=0)
     attempt = models.PositiveIntegerField(default=0)
     # Attempts counted against the retry budget start here; an operator retry resets it.
     budget_attempt_base = models.PositiveIntegerField(default=0)

@@ -11,7 +11,8 @@ an unknown outcome by a lookup), resends
 (the one path that sends a step again), compensation, operator_rules (when an operator
 action can succeed, four eyes), operator (the operator actions), approval_waits,
 agent_calls (an agent step's tool calls), agent_turns (its model turns), agent_compensation
-(the undo of its calls), agent_operator (a person's actions on one call).
+(the undo of its calls), agent_operator (a person's actions on one call), rerun and
+rerun_rules (re-run from a chosen step as a new generation).
 """
 
 from .agent_calls import waiting_tool_calls
@@ -73,6 +74,8 @@ from .operator_rules import (
     step_refusal,
     unsettled_effects,
 )
+from .rerun import rerun_from_step
+from .rerun_rules import rerun_range, standing_effects
 from .start import start_run
 from .timers import sleeping_step, wake_timer
 from .tool_call_rules import TOOL_CALL_ACTIONS, call_refusal
@@ -94,4 +97,5 @@ __all__ = [
     "settle_unknown", "sleeping_step", "start_run", "step_refusal", "terminate", "wake_timer",
     "DuplicateEvent", "awaiting_ref", "deliver_event", "deliver_event_by_hand", "skip_event",
     "waiting_event_step", "unsettled_effects", "within_caller_transaction",
+    "rerun_from_step", "rerun_range", "standing_effects",
 ]

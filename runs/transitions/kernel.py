@@ -95,6 +95,9 @@ RUN_TRANSITIONS: dict[str, Move] = {
     "terminate": _move({Q, R, W, A, COMP, CFAIL}, {TERM, A}),
     # A terminated run never resumes by accident: reopening is its own, explicit transition.
     "reopen": _move({TERM}, {A}),
+    # A person re-runs a finished or stopped run from a chosen step, as a new generation
+    # (runs.transitions.rerun).
+    "rerun_from_step": _move({DONE, TERM, A, COMPED, CFAIL}, {Q}),
     # A person confirms the undo of a high-impact step a compensation paused at.
     "confirm_compensation": _move({A}, {COMP}),
     # An agent step (runs.transitions.agent_calls): the lease holder stores a model turn

@@ -33,14 +33,15 @@ from .kernel import (  # the package's shared vocabulary
     allowed,
     unsettled_effects,
 )
+from .rerun_rules import rerun_range, rerun_step_refusal
 from .tool_call_rules import step_refusal as tool_call_step_refusal
 
 STEP_ACTIONS = frozenset({"reconcile", "retry_step", "ask_again", "confirm_compensation",
                           "reconcile_tool_call", "retry_tool_call", "compensate_tool_call",
-                          "cancel_tool_call"})
+                          "cancel_tool_call", "rerun_from_step"})
 # Actions that end a run, or undo or abandon its effects.
 
-SECOND_PERSON_ACTIONS = frozenset({"cancel", "terminate", "compensate"})
+SECOND_PERSON_ACTIONS = frozenset({"cancel", "terminate", "compensate", "rerun_from_step"})
 # What a run ended with an effect unsettled still allows: settling it.
 SETTLE_ACTIONS = frozenset({"reconcile", "reconcile_tool_call"})
 # Actions that move a run forward again, which a compensation under way rules out.
@@ -83,11 +84,16 @@ def high_impact_effects(steps: list[Step]) -> list[Effect]:
                     for c in calls]
     return effects
 
-def needs_second_person(action: str, steps: list[Step]) -> bool:
+def needs_second_person(action: str, steps: list[Step], step: Step | None = None) -> bool:
     """Whether `action` needs a second person's approval: it ends the run, or undoes or
-    abandons its effects, while a high-impact effect stands or may stand. The one rule, for
-    every caller and for single and bulk actions alike."""
-    return action in SECOND_PERSON_ACTIONS and bool(high_impact_effects(steps))
+    abandons its effects, or sends them again (a re-run), while a high-impact effect stands
+    or may stand. The one rule, for every caller and for single and bulk actions alike. A
+    re-run from `step` counts the effects from that step on (without `step`: all of them)."""
+    if action not in SECOND_PERSON_ACTIONS:
+        return False
+    if action == "rerun_from_step" and step is not None:
+        steps = rerun_range(steps, step)
+    return bool(high_impact_effects(steps))
 
 def paused_undo(run: Run, steps: list[Step], definition: d.Workflow | None) -> Step | None:
     """The high-impact step whose undo a paused compensation waits to have confirmed."""
@@ -128,6 +134,11 @@ def step_refusal(action: str, run: Run, step: Step, steps: list[Step],
             return f"{where} has no tool call whose outcome is unknown"
     elif action in ("retry_tool_call", "compensate_tool_call", "cancel_tool_call"):
         return tool_call_step_refusal(action, run, step, definition)
+    elif action == "rerun_from_step":
+        if paused_undo(run, steps, definition) is not None:
+            return (f"run {run.pk} is paused in its compensation: confirm the undo or "
+                    "terminate it first")
+        return rerun_step_refusal(run, step, steps)
     elif action == "confirm_compensation":
         paused = paused_undo(run, steps, definition)
         if paused is None or paused.pk != step.pk:
@@ -224,8 +235,9 @@ def _operator_transition(run_id: int, action: str, *, actor: Actor, reason: str,
         refused = refusal(action, run, steps, definition, step=step)
         if refused:
             raise TransitionNotAllowed(refused)
-        if needs_second_person(action, steps):
-            names = "; ".join(str(e) for e in high_impact_effects(steps))
+        if needs_second_person(action, steps, step):
+            counted = rerun_range(steps, step) if action == "rerun_from_step" else steps
+            names = "; ".join(str(e) for e in high_impact_effects(counted))
             if approved_by is None:
                 raise SecondPersonRequired(
                     f"{action} of run {run_id} needs a second person's approval: high-impact "

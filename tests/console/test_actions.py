@@ -224,7 +224,8 @@ def test_the_buttons_on_a_run_page_are_the_actions_its_transitions_accept(
 
     page = client_for(operator).get(reverse("console:run", args=[stuck_run.pk]))
     shown = {name for name in ("resume", "reconcile", "retry_step", "ask_again", "compensate",
-                               "confirm_compensation", "cancel", "terminate", "reopen")
+                               "confirm_compensation", "cancel", "terminate", "reopen",
+                               "rerun_from_step")
              if f'id="action-{name}"' in page.content.decode()
              or f'id="recommended-{name}"' in page.content.decode()}
     run = Run.objects.get(pk=stuck_run.pk)

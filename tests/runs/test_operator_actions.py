@@ -117,6 +117,7 @@ def test_every_operator_transition_refuses_an_empty_reason_and_writes_nothing(ac
         "cancel": (RunStatus.ATTENTION, "fresh"),
         "terminate": (RunStatus.ATTENTION, "fresh"),
         "reopen": (RunStatus.TERMINATED, "fresh"),
+        "rerun_from_step": (RunStatus.ATTENTION, "failed write"),
     }[action]
     spec = ACTIONS[action]
     run = _placed(*where)

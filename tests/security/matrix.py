@@ -221,6 +221,22 @@ def _api_action_kwargs(world: World, view: View, item: str | None) -> dict:
     return {"run_id": world.run("failed_write").pk, "action": "resume"}
 
 
+def _api_bulk_kwargs(world: World, view: View, item: str | None) -> dict:
+    _token_just_used()
+    if view.key != "api:cancel_bulk_job":
+        return {}
+    from approvals.bulk import start_bulk_job
+    from runs.selectors import RunFilters
+
+    job = start_bulk_job("resume", RunFilters(status="attention"),
+                         user=world.users["operator"], reason="security matrix")
+    return {"job_id": job.pk}
+
+
+def _api_bulk_body(world: World, role: str, item: str | None) -> Body:
+    return {"action": "resume", "reason": "security matrix"}, JSON
+
+
 def _api_decision_kwargs(world: World, view: View, item: str | None) -> dict:
     _token_just_used()
     return {"request_id": world.approval.pk}
@@ -393,6 +409,10 @@ ENTRIES: list[tuple[str, Entry]] = [
         "An operator action over the API: only a token that acts for a person with the "
         "permission (the matrix's token acts for nobody: 403).",
         may=NOBODY, kwargs=_api_action_kwargs, body=_api_action_body, csrf=False)),
+    ("api:(start_bulk_job|cancel_bulk_job)", Entry(
+        "A bulk job over the API: only a token that acts for a person (the matrix's token "
+        "acts for nobody: 403).",
+        may=NOBODY, kwargs=_api_bulk_kwargs, body=_api_bulk_body, csrf=False)),
     ("api:decide_approval", Entry(
         "An approval decision over the API: only a token whose person may decide (the "
         "matrix's token acts for nobody: 403).",

@@ -87,6 +87,7 @@ ACTION_SCENARIOS = {
     "event_received": "waiting_event",
     "skip_event": "waiting_event",
     "wake_timer": "sleeping",
+    "rerun_from_step": "failed_write",
     "reconcile_tool_call": "unknown_tool_call",
     "retry_tool_call": "failed_tool_call",
     "compensate_tool_call": "done_tool_call",

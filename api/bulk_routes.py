@@ -1,0 +1,139 @@
+"""Bulk by filter over the API: start a bulk job, follow its progress, cancel it.
+
+The job is the console's (approvals.bulk): a durable background job that acts through the
+one function every caller uses, once per run, one audit record per run, the runs that need
+a second person gathered into one approval request. Over the API it acts as the token's
+acting user, on one of the token's workflows, and only that person sees and cancels it.
+"""
+
+from django.db import transaction
+from django.urls import reverse
+from ninja import Path, Status
+
+from approvals.bulk import (
+    BulkForbidden,
+    BulkRefused,
+    bulk_progress,
+    cancel_bulk_job,
+    start_bulk_job,
+)
+from approvals.models import BulkJob
+from runs.selectors import RunFilters
+
+from .bulk_schemas import BulkIn, BulkJobOut
+from .schemas import MAX_RUN_ID, Error, InvalidRequest
+
+
+def _err(code: str, detail: str) -> dict:
+    return {"error": code, "detail": detail}
+
+
+def _no_person(token) -> Status:
+    return Status(403, _err("no_acting_user",
+                            f"token {token.name} acts for nobody: an admin names the person "
+                            "it acts for (acting user) before it can start a bulk job"))
+
+
+def _job(request, job_id: int) -> dict:
+    progress = bulk_progress(job_id)
+    job = progress.job
+    return {"id": job.pk, "action": job.action, "reason": job.reason, "status": job.status,
+            "total": job.total, "handled": progress.handled, "outcomes": progress.counts,
+            "approval_request_id": job.approval_id, "created_at": job.created_at,
+            "finished_at": job.finished_at,
+            "status_url": request.build_absolute_uri(reverse("api:bulk_job",
+                                                             args=[job.pk]))}
+
+
+def _enqueue(job_id: int) -> None:
+    from approvals.tasks import bulk_job
+
+    bulk_job.delay(job_id)
+
+
+def _own_job(token, job_id: int) -> BulkJob | None:
+    if token.acting_user is None:
+        return None
+    return BulkJob.objects.filter(pk=job_id, requested_by=token.acting_user).first()
+
+
+def register(api, *, headers: dict) -> None:
+    """Add the bulk-job operations to `api` (api.routes' NinjaAPI)."""
+
+    @api.post(
+        "/bulk", url_name="start_bulk_job", operation_id="start_bulk_job",
+        summary="Start a bulk action on every run a filter matches",
+        response={202: BulkJobOut, 400: Error, 401: Error, 403: Error, 422: InvalidRequest,
+                  429: Error},
+        openapi_extra=headers,
+        description="One action of the operator table, with one reason, on every run of one "
+                    "of the token's workflows that the filters match when the job starts, "
+                    "as the token's acting user. 202: the job is recorded and runs in the "
+                    "background (follow `status_url`). Each run is checked as it is acted "
+                    "on (permission, the transition's refusal); runs that need a second "
+                    "person go into one approval request. 400: the workflow is not the "
+                    "token's, or the action cannot run in bulk. 403: the token acts for "
+                    "nobody, or its person may take the action on no run.")
+    def start_bulk(request, payload: BulkIn):
+        token = request.auth
+        if token.acting_user is None:
+            return _no_person(token)
+        mine = list(token.workflows or [])
+        workflow = payload.filters.workflow.strip() or (mine[0] if len(mine) == 1 else "")
+        if workflow not in mine:
+            return Status(400, _err("invalid_bulk_job",
+                                    "name the workflow (filters.workflow), one of the "
+                                    f"token's: {', '.join(mine) or 'none'}"))
+        f = payload.filters
+        filters = RunFilters(workflow=workflow, status=f.status, step_status=f.step_status,
+                             error_class=f.error_class, attention=f.attention,
+                             stuck=f.stuck, q=f.q)
+        try:
+            with transaction.atomic():
+                job = start_bulk_job(payload.action, filters, user=token.acting_user,
+                                     reason=payload.reason,
+                                     params={"step": payload.step.strip()}
+                                     if payload.step.strip() else None)
+                # A wake-up hint: the approvals sweep hands the job to a worker if lost.
+                transaction.on_commit(lambda: _enqueue(job.pk))
+        except BulkForbidden as exc:
+            return Status(403, _err("forbidden", str(exc)))
+        except BulkRefused as exc:
+            return Status(400, _err("invalid_bulk_job", str(exc)))
+        return Status(202, _job(request, job.pk))
+
+    @api.get(
+        "/bulk/{job_id}", url_name="bulk_job", operation_id="get_bulk_job",
+        summary="A bulk job's progress",
+        response={200: BulkJobOut, 401: Error, 403: Error, 404: Error, 422: InvalidRequest,
+                  429: Error},
+        openapi_extra=headers,
+        description="Its status, how many runs it matched and has handled, and how many "
+                    "ended each way. 404: no such job of the token's person.")
+    def get_bulk(request, job_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
+        token = request.auth
+        if token.acting_user is None:
+            return _no_person(token)
+        if _own_job(token, job_id) is None:
+            return Status(404, _err("bulk_job_not_found", f"no bulk job {job_id} of "
+                                                          "this token's person"))
+        return Status(200, _job(request, job_id))
+
+    @api.post(
+        "/bulk/{job_id}/cancel", url_name="cancel_bulk_job", operation_id="cancel_bulk_job",
+        summary="Cancel a bulk job",
+        response={200: BulkJobOut, 401: Error, 403: Error, 404: Error, 409: Error,
+                  422: InvalidRequest, 429: Error},
+        openapi_extra=headers,
+        description="No further run is acted on; what was done stays done. 409: the job "
+                    "had already finished.")
+    def cancel_bulk(request, job_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
+        token = request.auth
+        if token.acting_user is None:
+            return _no_person(token)
+        if _own_job(token, job_id) is None:
+            return Status(404, _err("bulk_job_not_found", f"no bulk job {job_id} of "
+                                                          "this token's person"))
+        if not cancel_bulk_job(job_id, user=token.acting_user):
+            return Status(409, _err("finished", f"bulk job {job_id} had already finished"))
+        return Status(200, _job(request, job_id))

@@ -1,0 +1,57 @@
+"""The bodies of the bulk-job operations (api.bulk_routes)."""
+
+from datetime import datetime
+from typing import Literal
+
+from ninja import Field, Schema
+
+from approvals.models import BulkJobStatus, BulkOutcome
+from runs.actions import ACTIONS
+from runs.models import ErrorClass, RunStatus, StepStatus
+from runs.transitions import TOOL_CALL_ACTIONS
+
+BulkActionName = Literal[tuple(name for name in ACTIONS if name not in TOOL_CALL_ACTIONS)]
+_NO_NUL = r"^[^\u0000]*$"
+
+
+class BulkFilters(Schema):
+    """The runs list's filters: the job acts on every run they match when it starts."""
+
+    workflow: str = Field("", max_length=200, pattern=_NO_NUL,
+                          description="One of the token's workflows; may be left out when "
+                                      "the token has only one.")
+    status: Literal[("", *RunStatus.values)] = ""
+    step_status: Literal[("", *StepStatus.values)] = ""
+    error_class: Literal[("", *ErrorClass.values)] = ""
+    attention: bool = False
+    stuck: bool = False
+    q: str = Field("", max_length=300, pattern=_NO_NUL,
+                   description="Business key, idempotency key or remote reference.")
+
+
+class BulkIn(Schema):
+    action: BulkActionName = Field(description="Any action of the table but those aimed "
+                                               "at one tool call.")
+    reason: str = Field(min_length=1, max_length=2000, pattern=r"^[^\u0000]+$",
+                        description="Why: recorded in each run's audit record. Required.")
+    filters: BulkFilters = Field(default_factory=BulkFilters)
+    step: str = Field("", max_length=200, pattern=_NO_NUL,
+                      description="For a step action: the step on every run (else the first "
+                                  "step each run allows).")
+
+
+class BulkJobOut(Schema):
+    id: int
+    action: str
+    reason: str
+    status: Literal[tuple(BulkJobStatus.values)]
+    total: int = Field(description="The runs the filter matched when the job started.")
+    handled: int = Field(description="Runs with an outcome so far.")
+    outcomes: dict[Literal[tuple(BulkOutcome.Outcome.values)], int] = Field(
+        description="How many runs ended each way so far (done, refused, forbidden, "
+                    "second_person; claimed: being acted on).")
+    approval_request_id: int | None = Field(
+        description="The one request listing the runs that need a second person.")
+    created_at: datetime
+    finished_at: datetime | None
+    status_url: str
