@@ -29,6 +29,7 @@ from runs.actions import ACTIONS, ActionInput
 from runs.errors import EvidenceRequired, ReasonRequired, TransitionNotAllowed
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.selectors import RunFilters, runs_page
+from runs.workers import workers_page
 
 from . import selectors
 from .schemas import (
@@ -43,6 +44,7 @@ from .schemas import (
     HistoryPage,
     InvalidRequest,
     RunPage,
+    WorkerList,
 )
 
 ActionName = Literal[tuple(ACTIONS)]
@@ -184,6 +186,26 @@ def register(api, *, headers: dict) -> None:
         page = selectors.history_page(run, before=before, size=limit)
         return Status(200, {"run_id": run.pk, "older": page.older,
                             "entries": [selectors.history_entry(r) for r in page.records]})
+
+    @api.get(
+        "/workers", url_name="workers", operation_id="list_workers",
+        summary="Workers and the runs they hold",
+        response={200: WorkerList, 401: Error, 422: InvalidRequest, 429: Error},
+        openapi_extra=headers,
+        description="The console's workers page: each worker process seen lately (host, "
+                    "process, queues, last heartbeat, since when), those silent past a lease "
+                    "marked, and the runs of the token's workflows each holds now.")
+    def list_workers(request):
+        if (refused := _unknown_query(request, ())) is not None:
+            return refused
+        page = workers_page(workflow_ids=selectors.token_workflow_ids(
+            request.auth.workflows or []))
+        return Status(200, {"lease_seconds": page.lease_seconds, "workers": [{
+            "name": w.name, "host": w.host, "pid": w.pid, "queues": w.queues,
+            "started_at": w.started_at, "heartbeat_at": w.heartbeat_at,
+            "stopped_at": w.stopped_at, "silent": w.silent, "registered": w.registered,
+            "held_runs": w.held, "held_count": w.held_count, "expired_leases": w.expired,
+        } for w in page.workers]})
 
     @api.get(
         "/approvals", url_name="approval_requests", operation_id="list_approval_requests",

@@ -248,6 +248,27 @@ class RunPage(Schema):
                     "same); null on the last page.")
 
 
+class WorkerOut(Schema):
+    name: str = Field(description="host:pid, as leases name their holder.")
+    host: str
+    pid: int | None
+    queues: str
+    started_at: datetime | None
+    heartbeat_at: datetime | None = Field(description="The worker's last heartbeat.")
+    stopped_at: datetime | None = Field(description="Set when the worker stopped cleanly.")
+    silent: bool = Field(description="No heartbeat for longer than a lease (and not stopped).")
+    registered: bool = Field(description="False: a lease holder that never wrote a heartbeat.")
+    held_runs: list[int] = Field(description="Runs of the token's workflows it holds now (the "
+                                             "first ones).")
+    held_count: int
+    expired_leases: int = Field(description="Of those, how many leases ran out.")
+
+
+class WorkerList(Schema):
+    workers: list[WorkerOut] = Field(description="Newest heartbeat first.")
+    lease_seconds: float
+
+
 class ActionIn(Schema):
     reason: str = Field(min_length=1, max_length=2000, pattern=NO_NUL,
                         description="Why: recorded in the audit trail. Required.")

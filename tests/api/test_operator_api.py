@@ -167,3 +167,30 @@ def test_history_is_the_audit_trail_a_page_at_a_time(client, bearer):
         range(1, Run.objects.get(pk=run.pk).audit_seq + 1))
     assert everything["older"] is None
     assert client.get("/api/runs/999999999/history", **headers).status_code == 404
+
+
+def test_the_workers_list_names_each_worker_and_only_the_tokens_runs_it_holds(client,
+                                                                              bearer):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from runs import workers
+    from runs.models import Worker
+
+    workers.beat(name="host-a:101", queues="celery")
+    workers.beat(name="host-b:202", queues="celery")
+    Worker.objects.filter(name="host-b:202").update(
+        heartbeat_at=timezone.now() - timedelta(minutes=10))
+    mine, theirs = _failed_run(), place(new_run("test-saga"), status=RunStatus.ATTENTION)
+    Run.objects.filter(pk__in=[mine.pk, theirs.pk]).update(
+        status=RunStatus.RUNNING, lease_owner="host-a:101",
+        lease_expires_at=timezone.now() + timedelta(seconds=30))
+
+    page = client.get("/api/workers", **bearer()).json()
+
+    by_name = {w["name"]: w for w in page["workers"]}
+    assert by_name["host-a:101"]["held_runs"] == [mine.pk]  # not the other workflow's run
+    assert by_name["host-a:101"]["silent"] is False
+    assert by_name["host-b:202"]["silent"] is True and by_name["host-b:202"]["held_count"] == 0
+    assert client.get("/api/workers", {"page": 2}, **bearer()).status_code == 422
