@@ -6,9 +6,8 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from audit.chain import Actor
+from console.cli import user_named
 from runs import dispatch
-
-from .schedules import active_user
 
 
 class Command(BaseCommand):
@@ -40,7 +39,7 @@ class Command(BaseCommand):
                                   f": paused by {p.paused_by} at {p.paused_at:%Y-%m-%d %H:%M}"
                                   f": {p.reason}")
             return
-        user = active_user(options["user"])
+        user = user_named(options["user"])
         workflow = options["workflow"]
         if not dispatch.may_pause(user, workflow):
             raise CommandError(f"{user.get_username()} may not pause or resume {workflow} "

@@ -4,11 +4,11 @@ and resume one as a named user with a reason."""
 
 import json
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_datetime
 
 from audit.chain import Actor
+from console.cli import user_named
 from runs import dispatch, schedules
 
 
@@ -43,7 +43,7 @@ class Command(BaseCommand):
                                           "skipped": report.skipped,
                                           "locked_out": report.locked_out}))
             return
-        user = active_user(options["user"])
+        user = user_named(options["user"])
         if not dispatch.may_pause(user, options["workflow"]):
             raise CommandError(f"{user.get_username()} may not pause or resume schedules of "
                                f"{options['workflow']} (needs runs.{dispatch.PERMISSION})")
@@ -75,13 +75,3 @@ class Command(BaseCommand):
                               f"[{r.schedule.expression} {r.schedule.timezone}, catch-up "
                               f"{r.schedule.catch_up}] {state}; next: "
                               + ", ".join(s.isoformat() for s in r.next_fires))
-
-
-def active_user(username: str):
-    try:
-        user = get_user_model().objects.get(username=username)
-    except get_user_model().DoesNotExist:
-        raise CommandError(f"no user {username!r}") from None
-    if not user.is_active:
-        raise CommandError(f"user {username!r} is not active")
-    return user
