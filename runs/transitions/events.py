@@ -154,10 +154,19 @@ def _store_event(run: Run, step: Step, *, source: str, event_id: str, payload: d
 
 def _received(change: _Change, step: Step, payload, *, ref: str, data: dict,
               reason: str = "") -> None:
+    _end_wait(change, step, StepStatus.SUCCEEDED, AuditAction.EVENT_RECEIVED,
+              result=redact(payload), ref=ref, reason=reason, data=data)
+
+
+def _end_wait(change: _Change, step: Step, status: str, action: str, *, result=None,
+              ref: str = "", reason: str = "", data: dict | None = None) -> None:
+    """The one way an event wait ends (received, delivered by hand, skipped): the step takes
+    `status` and the run goes on."""
     run = change.run
     before = _snapshot(run, step)
-    step.status = StepStatus.SUCCEEDED
-    step.result = redact(payload)
+    step.status = status
+    if result is not None:
+        step.result = result
     step.remote_ref = ref
     step.next_attempt_at = None
     step.finished_at = change.now
@@ -165,7 +174,7 @@ def _received(change: _Change, step: Step, payload, *, ref: str, data: dict,
     run.steps_done = _steps_done_with(run, step)
     run.next_wake_at = None
     change.move(Q)
-    change.audit(AuditAction.EVENT_RECEIVED, step=step, reason=reason, before=before,
+    change.audit(action, step=step, reason=reason, before=before,
                  after=_snapshot(run, step), data=data)
 
 
@@ -196,17 +205,8 @@ def skip_event(run_id: int, *, actor: Actor, reason: str, now: datetime | None =
     """A person ends the wait without the event: the step is skipped, the run goes on."""
     with _operator_transition(run_id, "skip_event", actor=actor, reason=reason,
                               now=now) as op:
-        run, change = op.run, op.change
+        run = op.run
         step = waiting_event_step(op.steps)
-        before = _snapshot(run, step)
-        step.status = StepStatus.SKIPPED
-        step.remote_ref = ""
-        step.next_attempt_at = None
-        step.finished_at = change.now
-        change.step_changed(step)
-        run.steps_done = _steps_done_with(run, step)
-        run.next_wake_at = None
-        change.move(Q)
-        change.audit(AuditAction.EVENT_SKIPPED, step=step, reason=reason, before=before,
-                     after=_snapshot(run, step))
+        _end_wait(op.change, step, StepStatus.SKIPPED, AuditAction.EVENT_SKIPPED,
+                  reason=reason)
     return run
