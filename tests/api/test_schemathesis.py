@@ -52,7 +52,7 @@ def test_the_document_tested_is_the_one_the_server_serves(client):
 
 
 @schema.parametrize()
-@settings(max_examples=60, deadline=None, database=None,
+@settings(max_examples=30, deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
 def test_the_api_keeps_its_documented_contract(case, live_server, api_token):
     case.call_and_validate(base_url=live_server.url,
