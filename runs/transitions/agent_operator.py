@@ -101,7 +101,8 @@ def cancel_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor
         call.next_attempt_at = None
         call.error_class, call.error_message = "", f"cancelled by {actor.label}: {reason}"
         _save(call, change.now)
-        others_wait = ToolCall.objects.filter(step=step, status=S.WAITING).exclude(
+        others_wait = ToolCall.objects.filter(step=step, generation=step.generation,
+                                              status=S.WAITING).exclude(
             pk=call.pk).exists()
         if run.status == W and not others_wait:
             step.status = StepStatus.PENDING
@@ -245,7 +246,8 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
             data["verdict"] = "undetermined"
         call.lookup_failures = 0
         _save(call, change.now)
-        still_unknown = ToolCall.objects.filter(step=step, status=S.UNKNOWN).exists()
+        still_unknown = ToolCall.objects.filter(step=step, generation=step.generation,
+                                                status=S.UNKNOWN).exists()
         if run.attention_reason == AttentionReason.ENDED_UNSETTLED:
             # A person ended the run while this call was unknown: settling it never sends
             # the agent on; once every effect is settled the run is terminated.
