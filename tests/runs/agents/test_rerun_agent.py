@@ -5,10 +5,12 @@ calls whose effect stands are named first and weighed for four eyes as steps' ef
 Against the sandbox over real HTTP: the requests it receives are counted."""
 
 import pytest
+from django.contrib.auth.models import Group, Permission, User
 from django.core.signals import request_started
 
 from audit.chain import Actor
 from audit.models import AuditRecord
+from console.roles import ensure_roles
 from demo.sandbox.models import LedgerEntry, ModelCall, Task
 from runs import crashpoints, keys, transitions
 from runs.actions import ACTIONS
@@ -146,7 +148,11 @@ def test_within_the_new_generation_its_own_stored_turns_are_reused(received):
     assert ToolCall.objects.get(step__run=run, generation=0, turn=3).attempt == 1
 
 
-def test_a_call_of_an_earlier_generation_is_history_not_a_target():
+def test_the_run_page_shows_each_generation_of_the_conversation(client):
+    ensure_roles(Group, Permission)
+    olga = User.objects.create_user("olga")
+    olga.groups.add(Group.objects.get(name="operators"))
+    client.force_login(olga)
     run = advance(start_triage())
     transitions.rerun_from_step(run.pk, step_name="triage", actor=ACTOR, reason="again",
                                 approved_by=SECOND)
@@ -156,3 +162,11 @@ def test_a_call_of_an_earlier_generation_is_history_not_a_target():
         "compensate_tool_call", Run.objects.get(pk=run.pk), old_task.step, old_task, None,
         last_turn=0)
     assert "generation 0, which a re-run replaced" in refused
+
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="agent-triage"' in page and "Agent triage, generation 1 (current)" in page
+    assert 'id="agent-triage-g0"' in page and "generation 0 (history" in page
+    assert "5 turns and 4 tool calls kept" in page
+    # Both generations' calls are listed with their keys.
+    for call in ToolCall.objects.filter(step__run=run):
+        assert call.idempotency_key in page
