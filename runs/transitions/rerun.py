@@ -19,12 +19,26 @@ from audit.actions import AuditAction
 from audit.chain import Actor
 
 from .. import definition as d
-from ..agent_models import AgentTurn, ToolCall
+from ..agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ..keys import compensation_key, step_key
 from ..models import Run, Step, StepStatus
 from .kernel import DONE_STEP_STATUSES, Q, _reset_budget, _snapshot
 from .operator_rules import _four_eyes_data, _operator_transition
 from .rerun_rules import rerun_range, standing_effects
+
+# The calls of a replaced generation that never ran: the re-run cancels them, so nothing
+# (an approval decided late, say) runs them after their conversation was abandoned.
+NEVER_RAN = (ToolCallStatus.PENDING, ToolCallStatus.SCHEDULED, ToolCallStatus.WAITING)
+
+
+def _cancel_never_ran(step: Step, generation: int, now: datetime) -> list[str]:
+    calls = ToolCall.objects.filter(step=step, generation=step.generation,
+                                    status__in=NEVER_RAN)
+    refs = [f"{turn}.{index}" for turn, index in calls.values_list("turn", "index")]
+    calls.update(status=ToolCallStatus.CANCELLED, finished_at=now, next_attempt_at=None,
+                 error_message=f"never ran: the re-run as generation {generation} replaced "
+                               "its conversation", updated_at=now)
+    return refs
 
 
 def _previous(step: Step) -> dict:
@@ -56,6 +70,9 @@ def rerun_from_step(run_id: int, *, step_name: str, actor: Actor, reason: str,
         standing = [str(e) for e in standing_effects(op.steps, step)]
         previous = [_previous(s) for s in sent_again]
         generation = run.generation + 1
+        for s, kept in zip(sent_again, previous, strict=True):
+            if s.kind == d.AGENT:
+                kept["cancelled_calls"] = _cancel_never_ran(s, generation, change.now)
         run.generation = generation
         for s in sent_again:
             s.generation = generation

@@ -26,10 +26,11 @@ _CALL_STANDS = {
     ToolCallStatus.UNKNOWN: "outcome unknown: may have happened",
     ToolCallStatus.COMPENSATION_FAILED: "undo failed: still stands",
 }
-# A call in one of these states is not settled: a re-run would leave it behind unfinished.
+# A call in one of these states may have acted and is not settled: a re-run would leave it
+# behind unfinished. (A call that never ran, pending or waiting for approval, is cancelled
+# by the re-run: rerun.NEVER_RAN.)
 _CALL_UNSETTLED = {
     ToolCallStatus.UNKNOWN: "its outcome is unknown",
-    ToolCallStatus.WAITING: "it waits for a person's approval",
     ToolCallStatus.RUNNING: "it is in flight",
     ToolCallStatus.COMPENSATING: "it is being undone",
 }
@@ -89,7 +90,7 @@ def rerun_step_refusal(run: Run, step: Step, steps: list[Step]) -> str | None:
     unsettled = [f"tool call {c.ref} {c.tool} of {agent.name} ({_CALL_UNSETTLED[c.status]})"
                  for agent, c in _calls(sent_again, _CALL_UNSETTLED)]
     if unsettled:
-        return (f"settle {'; '.join(unsettled)} first (reconcile, approve or decline, or "
-                "let its undo finish): whether its effect happened decides whether the "
+        return (f"settle {'; '.join(unsettled)} first (reconcile it, or let its undo "
+                "finish): whether its effect happened decides whether the "
                 "re-run's new conversation does it twice")
     return None

@@ -14,9 +14,9 @@ from console.roles import ensure_roles
 from demo.sandbox.models import LedgerEntry, ModelCall, Task
 from runs import crashpoints, keys, transitions
 from runs.actions import ACTIONS
-from runs.errors import SecondPersonRequired
+from runs.errors import SecondPersonRequired, TransitionNotAllowed
 from runs.models import AgentTurn, Run, RunStatus, Step, ToolCall
-from tests.agent_runs import ACTOR, advance, start_triage
+from tests.agent_runs import ACTOR, LARGE, advance, start_triage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -170,3 +170,36 @@ def test_the_run_page_shows_each_generation_of_the_conversation(client):
     # Both generations' calls are listed with their keys.
     for call in ToolCall.objects.filter(step__run=run):
         assert call.idempotency_key in page
+
+
+def test_a_call_that_never_ran_is_cancelled_and_its_approval_authorises_nothing_new():
+    run = advance(start_triage(LARGE))
+    (waiting,) = transitions.waiting_tool_calls(run)
+    transitions.terminate(run.pk, actor=ACTOR, reason="wrong vendor data")
+    # Nothing high-impact stands (the posting waited): no second person is needed.
+    transitions.rerun_from_step(run.pk, step_name="triage", actor=ACTOR,
+                                reason="vendor data fixed")
+    old = ToolCall.objects.get(pk=waiting.pk)
+    assert old.status == "cancelled" and "never ran" in old.error_message
+    record = AuditRecord.objects.get(run=run, action="rerun_from_step")
+    (previous,) = [p for p in record.data["previous_steps"] if p["step"] == "triage"]
+    assert previous["cancelled_calls"] == [waiting.ref]
+
+    run = advance(run)
+    assert run.status == RunStatus.WAITING, run.status_message
+    (again,) = transitions.waiting_tool_calls(run)
+    assert again.generation == 1 and again.ref == waiting.ref
+    assert again.args_hash == waiting.args_hash and again.pk != waiting.pk
+    # A decision on the earlier generation's request does not authorise the new call, even
+    # with the same arguments.
+    with pytest.raises(TransitionNotAllowed, match="earlier generation"):
+        transitions.decide_tool_call(run.pk, step_name="triage", call_ref=waiting.ref,
+                                     args_hash=waiting.args_hash, approved=True, actor=ACTOR,
+                                     call_id=waiting.pk)
+    transitions.decide_tool_call(run.pk, step_name="triage", call_ref=again.ref,
+                                 args_hash=again.args_hash, approved=True, actor=ACTOR,
+                                 call_id=again.pk)
+    run = advance(run)
+    assert run.status == RunStatus.COMPLETED, run.status_message
+    assert list(LedgerEntry.objects.values_list("transaction_ref", flat=True)) == [
+        again.idempotency_key]
