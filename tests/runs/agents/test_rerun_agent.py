@@ -203,3 +203,33 @@ def test_a_call_that_never_ran_is_cancelled_and_its_approval_authorises_nothing_
     assert run.status == RunStatus.COMPLETED, run.status_message
     assert list(LedgerEntry.objects.values_list("transaction_ref", flat=True)) == [
         again.idempotency_key]
+
+
+def test_a_call_whose_outcome_is_unknown_is_settled_first(monkeypatch):
+    from demo.agent_workflow import triage
+    from runs.definition import Found
+
+    tool = triage.tools["post-ledger"]
+    post = tool.fn
+
+    def terminate_then_post(ctx, args):
+        transitions.terminate(ctx.run_id, actor=ACTOR, reason="stop this triage")
+        return post(ctx, args)
+
+    monkeypatch.setattr(tool, "fn", terminate_then_post)
+    run = advance(start_triage())
+    assert run.attention_reason == "ended_unsettled"
+    unknown = ToolCall.objects.get(step__run=run, tool="post-ledger", status="unknown")
+    with pytest.raises(TransitionNotAllowed, match="post-ledger: outcome unknown"):
+        transitions.rerun_from_step(run.pk, step_name="triage", actor=ACTOR, reason="again",
+                                    approved_by=SECOND)
+    entry = LedgerEntry.objects.get(transaction_ref=unknown.idempotency_key)
+    transitions.reconcile_tool_call(run.pk, step_name="triage", call_ref=unknown.ref,
+                                    verdict=Found(entry.ref), actor=ACTOR,
+                                    reason="found at the ledger", evidence="ledger by key")
+    assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
+    # Settled, it stands: named in the dialog, and the re-run needs a second person.
+    assert any(line.startswith("triage: tool call 3.0 post-ledger: succeeded (high impact")
+               for line in _explain(run))
+    with pytest.raises(SecondPersonRequired):
+        transitions.rerun_from_step(run.pk, step_name="triage", actor=ACTOR, reason="again")
