@@ -332,7 +332,8 @@ def _agent_steps(run: Run, steps) -> list[dict]:
     return [{"step": conv.step, "turns": len(conv.turns),
              "prompt_tokens": conv.prompt_tokens, "completion_tokens": conv.completion_tokens,
              "tool_calls": [_tool_call(c) for turn in conv.turns for c in turn.calls]}
-            for conv in conversations(run, steps)]
+            # The current generation's: a re-run's earlier conversations are on the run page.
+            for conv in conversations(run, steps) if conv.current]
 
 
 def _tool_call(call: dict) -> dict:

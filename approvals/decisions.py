@@ -243,7 +243,7 @@ def _apply(approval: ApprovalRequest, now: datetime) -> None:
             approval.run_id, step_name=approval.step_name,
             call_ref=approval.params.get("tool_call", ""),
             args_hash=approval.params.get("args_hash", ""), approved=approved,
-            actor=_decider(approval), comment=approval.comment,
+            call_id=approval.tool_call_id, actor=_decider(approval), comment=approval.comment,
             data={"approval_request": approval.pk, "payload_hash": approval.snapshot_hash,
                   "decision_id": str(approval.decision_id or "")}, now=now)
         return

@@ -145,8 +145,8 @@ class ToolCallAdmin(RunSearchAdmin):
 
     run_path = "step__run"
     exact_fields = ("idempotency_key",)
-    list_display = ["id", "run", "step_name", "ref", "tool", "impact", "status", "attempt",
-                    "remote_ref", "error_class", "updated_at"]
+    list_display = ["id", "run", "step_name", "generation", "ref", "tool", "impact", "status",
+                    "attempt", "remote_ref", "error_class", "updated_at"]
     list_filter = [choices_filter("status", "status", ToolCallStatus.values)]
     list_select_related = ["step"]
     ordering = ["-id"]
@@ -165,8 +165,8 @@ class AgentTurnAdmin(RunSearchAdmin):
     """Each stored answer of the model: reused on replay, never asked again, never edited."""
 
     run_path = "step__run"
-    list_display = ["id", "run", "step_name", "index", "finish_reason", "model_ref",
-                    "prompt_tokens", "completion_tokens", "created_at"]
+    list_display = ["id", "run", "step_name", "generation", "index", "finish_reason",
+                    "model_ref", "prompt_tokens", "completion_tokens", "created_at"]
     list_select_related = ["step"]
     ordering = ["-id"]
 

@@ -30,6 +30,10 @@ class AgentTurn(models.Model):
 
     step = models.ForeignKey("runs.Step", on_delete=models.CASCADE, related_name="agent_turns",
                              db_index=False)
+    # The step's attempt generation the turn belongs to (Step.generation): a re-run from a
+    # chosen step (runs.transitions.rerun) starts the agent's conversation afresh in a new
+    # generation, and the earlier generations' turns stay stored as its history.
+    generation = models.PositiveIntegerField(default=0, db_default=0)
     index = models.PositiveIntegerField()
     content = models.TextField(blank=True)
     # [{"id": ..., "name": ..., "arguments": "<the raw JSON text the model sent>"}]
@@ -44,9 +48,9 @@ class AgentTurn(models.Model):
     created_at = models.DateTimeField()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["step", "index"],
-                                               name="agentturn_unique_step_index")]
-        ordering = ["step_id", "index"]
+        constraints = [models.UniqueConstraint(fields=["step", "generation", "index"],
+                                               name="agentturn_unique_step_gen_index")]
+        ordering = ["step_id", "generation", "index"]
 
     def __str__(self):
         return f"{self.step_id}/turn {self.index}"
@@ -61,6 +65,8 @@ class ToolCall(models.Model):
 
     step = models.ForeignKey("runs.Step", on_delete=models.CASCADE, related_name="tool_calls",
                              db_index=False)
+    # As AgentTurn.generation: the calls of earlier generations are kept as they ended.
+    generation = models.PositiveIntegerField(default=0, db_default=0)
     turn = models.PositiveIntegerField()
     index = models.PositiveIntegerField()
     # The id the model gave the call (tool results are matched to it in the conversation).
@@ -92,8 +98,8 @@ class ToolCall(models.Model):
     updated_at = models.DateTimeField()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["step", "turn", "index"],
-                                               name="toolcall_unique_step_turn_index")]
+        constraints = [models.UniqueConstraint(fields=["step", "generation", "turn", "index"],
+                                               name="toolcall_unique_step_gen_turn_index")]
         indexes = [
             # No index names status: a call's row is updated in place (HOT) at each of its
             # checkpoints. The unknown calls of a step are read through the unique index
@@ -107,7 +113,7 @@ class ToolCall(models.Model):
             models.Index(fields=["compensation_ref"], name="toolcall_compensation_ref_idx",
                          condition=~Q(compensation_ref="")),
         ]
-        ordering = ["step_id", "turn", "index"]
+        ordering = ["step_id", "generation", "turn", "index"]
 
     def __str__(self):
         return f"{self.step_id}/turn {self.turn}/call {self.index} {self.tool}"

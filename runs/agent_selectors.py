@@ -48,6 +48,10 @@ class Conversation:
     first_turn: int = 0
     turn_count: int = 0
     page_size: int = 0
+    # The step's attempt generation this conversation belongs to: a re-run from a chosen
+    # step (runs.transitions.rerun) starts a new one, and the earlier ones are history.
+    generation: int = 0
+    current: bool = True
 
     @property
     def last_shown(self) -> int:
@@ -88,7 +92,9 @@ TURN_PAGE = 50
 def conversations(run, steps: list[Step], *, first_turn: int = 0,
                   turns: int | None = None) -> list[Conversation]:
     """The conversation of each agent step of `run` (empty for a run without one): with
-    `turns`, the page of that many turns from `first_turn` on, each with its calls."""
+    `turns`, the page of that many turns from `first_turn` on, each with its calls. A step
+    re-run as a new generation has one conversation per generation that stored a turn,
+    the current one first (offered the call actions), then the earlier ones, newest first."""
     agents = [s for s in steps if s.kind == d.AGENT]
     if not agents:
         return []
@@ -99,25 +105,29 @@ def conversations(run, steps: list[Step], *, first_turn: int = 0,
                                        "index__lt": first_turn + turns}
     call_window = {} if turns is None else {"turn__gte": first_turn,
                                             "turn__lt": first_turn + turns}
-    # How many turns each step has, and its newest (what the call actions need), in one.
-    extent = {row["step_id"]: row for row in AgentTurn.objects.filter(
-        step_id__in=list(names)).values("step_id").annotate(n=Count("*"), newest=Max("index"))
-        .order_by()}
-    by_step: dict[int, dict[int, Turn]] = {pk: {} for pk in names}
+    # How many turns each generation of each step has, and its newest (what the call
+    # actions need), in one.
+    extent = {(row["step_id"], row["generation"]): row for row in AgentTurn.objects.filter(
+        step_id__in=list(names)).values("step_id", "generation").annotate(
+        n=Count("*"), newest=Max("index")).order_by()}
+    current = {pk: by_pk[pk].generation for pk in names}
+    by_step: dict[tuple[int, int], dict[int, Turn]] = {
+        (pk, current[pk]): {} for pk in names}
     for t in AgentTurn.objects.filter(step_id__in=list(names), **window).order_by(
-            "step_id", "index"):
-        by_step[t.step_id][t.index] = Turn(t.index, t.content, t.tokens, t.model_ref,
-                                            prompt_tokens=t.prompt_tokens,
-                                            completion_tokens=t.completion_tokens,
-                                            summarises=t.summarises)
-    newest = {pk: (extent[pk]["newest"] if pk in extent else 0) for pk in names}
+            "step_id", "generation", "index"):
+        by_step.setdefault((t.step_id, t.generation), {})[t.index] = Turn(
+            t.index, t.content, t.tokens, t.model_ref, prompt_tokens=t.prompt_tokens,
+            completion_tokens=t.completion_tokens, summarises=t.summarises)
+    newest = {pk: (extent[pk, current[pk]]["newest"] if (pk, current[pk]) in extent else 0)
+              for pk in names}
     for c in ToolCall.objects.filter(step_id__in=list(names), **call_window).order_by(
-            "step_id", "turn", "index"):
+            "step_id", "generation", "turn", "index"):
         tool = None
         if workflow is not None:
             spec = workflow.step(names[c.step_id])
             tool = spec.tools.get(c.tool) if isinstance(spec, d.AgentSpec) else None
-        turn = by_step[c.step_id].setdefault(c.turn, Turn(c.turn, "", 0, ""))
+        turn = by_step.setdefault((c.step_id, c.generation), {}).setdefault(
+            c.turn, Turn(c.turn, "", 0, ""))
         turn.calls.append({
             "ref": c.ref, "tool": c.tool, "kind": c.kind, "impact": c.impact,
             "status": c.status, "arguments": (shown_arguments(tool, c.arguments) if tool is not None
@@ -130,7 +140,8 @@ def conversations(run, steps: list[Step], *, first_turn: int = 0,
             "remote_ref": c.remote_ref, "compensation_ref": c.compensation_ref,
             "error_class": c.error_class, "error": c.error_message,
             "approved_by": c.approved_by, "step": names[c.step_id],
-            "slug": f"{names[c.step_id]}-{c.turn}-{c.index}",
+            "slug": f"{names[c.step_id]}-{c.turn}-{c.index}" + (
+                f"-g{c.generation}" if c.generation != current[c.step_id] else ""),
             # The operator actions this call's state allows (who may use them is the
             # page's business), read from the rows in hand.
             "ops": [a for a in TOOL_CALL_ACTIONS
@@ -139,11 +150,14 @@ def conversations(run, steps: list[Step], *, first_turn: int = 0,
     result = []
     for pk in names:
         spec = _agent_spec(workflow, names[pk])
-        result.append(Conversation(
-            names[pk], sorted(by_step[pk].values(), key=lambda t: t.index),
+        generations = sorted({g for step_pk, g in [*by_step, *extent] if step_pk == pk},
+                             key=lambda g: (g != current[pk], -g))
+        result += [Conversation(
+            names[pk], sorted(by_step.get((pk, g), {}).values(), key=lambda t: t.index),
             system_prompt=spec.system_prompt if spec is not None else "",
             first_turn=first_turn if turns is not None else 0,
-            turn_count=extent[pk]["n"] if pk in extent else 0, page_size=turns or 0))
+            turn_count=extent[pk, g]["n"] if (pk, g) in extent else 0, page_size=turns or 0,
+            generation=g, current=g == current[pk]) for g in generations]
     return result
 
 

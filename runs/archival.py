@@ -29,8 +29,9 @@ def rows(run_ids: list[int]) -> dict[int, dict]:
     for step in row_values(Step.objects.filter(run_id__in=run_ids).order_by("run_id",
                                                                             "position")):
         out[step["run_id"]]["steps"].append(step)
-    for name, model, order in (("agent_turns", AgentTurn, ("step_id", "index")),
-                               ("tool_calls", ToolCall, ("step_id", "turn", "index"))):
+    for name, model, order in (("agent_turns", AgentTurn, ("step_id", "generation", "index")),
+                               ("tool_calls", ToolCall, ("step_id", "generation", "turn",
+                                                        "index"))):
         for row in row_values(model.objects.filter(step__run_id__in=run_ids).order_by(*order),
                               ("archived_run_id", "step__run_id")):
             out[row.pop("archived_run_id")][name].append(row)

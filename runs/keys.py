@@ -40,12 +40,13 @@ def compensation_key(workflow: str, business_key: str, step_name: str,
 
 
 def tool_call_key(workflow: str, business_key: str, step_name: str, step_version: int,
-                  turn: int, call_index: int, tool: str) -> str:
+                  turn: int, call_index: int, tool: str, generation: int = 0) -> str:
     """The key of one tool call of an agent step: the call is identified by its place in the
-    stored conversation (turn, index), which a crash or an operator retry never changes."""
+    stored conversation (turn, index) of the step's generation, which a crash or an operator
+    retry never changes; a re-run's new conversation (generation G > 0) adds ":gG"."""
     return hashlib.sha256(
         f"{workflow}:{business_key}:{step_name}:v{step_version}:turn{turn}:call{call_index}:"
-        f"{tool}".encode()
+        f"{tool}{_generation(generation)}".encode()
     ).hexdigest()
 
 

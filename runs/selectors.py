@@ -9,7 +9,17 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import Exists, Max, OuterRef, Q, QuerySet, Subquery, prefetch_related_objects
+from django.db.models import (
+    Exists,
+    F,
+    Max,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    prefetch_related_objects,
+)
 from django.db.models.functions import Reverse
 from django.utils import timezone
 
@@ -382,8 +392,12 @@ def steps_of(runs: list[Run]) -> dict[int, list[Step]]:
         if step.kind == AGENT:
             agent_steps.append(step)
     if agent_steps:
-        prefetch_related_objects(agent_steps, "tool_calls")
-        newest = dict(AgentTurn.objects.filter(step__in=agent_steps).values("step_id")
+        # The current generation's (a re-run's earlier ones are history, not acted on).
+        current = F("step__generation")
+        prefetch_related_objects(agent_steps, Prefetch(
+            "tool_calls", queryset=ToolCall.objects.filter(generation=current)))
+        newest = dict(AgentTurn.objects.filter(step__in=agent_steps, generation=current)
+                      .values("step_id")
                       .annotate(newest=Max("index")).values_list("step_id", "newest"))
         for step in agent_steps:
             step.newest_turn = newest.get(step.pk, 0)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import F
 
 from audit.actions import AuditAction
 from audit.chain import Actor
@@ -85,11 +86,15 @@ def shown_arguments(tool: d.ToolSpec | None, arguments):
 
 
 def calls_of(step: Step) -> list[ToolCall]:
-    return list(ToolCall.objects.filter(step=step).order_by("turn", "index"))
+    """The tool calls of the step's current generation (a re-run's earlier ones are history)."""
+    return list(ToolCall.objects.filter(step=step, generation=step.generation)
+                .order_by("turn", "index"))
 
 
 def turns_of(step: Step) -> list[AgentTurn]:
-    return list(AgentTurn.objects.filter(step=step).order_by("index"))
+    """The model turns of the step's current generation."""
+    return list(AgentTurn.objects.filter(step=step, generation=step.generation)
+                .order_by("index"))
 
 
 def _spec(lease: Lease, step: Step) -> d.AgentSpec:
@@ -446,7 +451,8 @@ def await_tool_approval(lease: Lease, step: Step, call: ToolCall, *,
 
 def waiting_tool_calls(run: Run) -> list[ToolCall]:
     """The tool calls of `run` that wait for a person's approval."""
-    return list(ToolCall.objects.filter(step__run=run, status=S.WAITING)
+    return list(ToolCall.objects.filter(step__run=run, status=S.WAITING,
+                                        generation=F("step__generation"))
                 .select_related("step").order_by("step__position", "turn", "index"))
 
 
@@ -465,7 +471,8 @@ def _call_named(run: Run, step_name: str, call_ref: str) -> tuple[Step, ToolCall
     try:
         turn, index = (int(part) for part in str(call_ref).split("."))
         call = ToolCall.objects.select_related("step").get(
-            step__run=run, step__name=step_name, turn=turn, index=index)
+            step__run=run, step__name=step_name, generation=F("step__generation"),
+            turn=turn, index=index)
     except (ValueError, ToolCall.DoesNotExist):
         raise TransitionNotAllowed(f"run {run.pk} has no tool call {call_ref!r} in step "
                                    f"{step_name!r}") from None

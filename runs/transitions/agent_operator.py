@@ -101,7 +101,8 @@ def cancel_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor
         call.next_attempt_at = None
         call.error_class, call.error_message = "", f"cancelled by {actor.label}: {reason}"
         _save(call, change.now)
-        others_wait = ToolCall.objects.filter(step=step, status=S.WAITING).exclude(
+        others_wait = ToolCall.objects.filter(step=step, generation=step.generation,
+                                              status=S.WAITING).exclude(
             pk=call.pk).exists()
         if run.status == W and not others_wait:
             step.status = StepStatus.PENDING
@@ -175,15 +176,23 @@ def record_tool_call_undo(run_id: int, *, call_id: int, attempt: int, actor: Act
 
 def decide_tool_call(run_id: int, *, step_name: str, call_ref: str, args_hash: str,
                      approved: bool, actor: Actor, comment: str = "",
-                     data: dict | None = None, now: datetime | None = None) -> Run:
+                     data: dict | None = None, now: datetime | None = None,
+                     call_id: int | None = None) -> Run:
     """Record a person's decision on a tool call waiting for approval. The decision is
     bound to the hash of the arguments the person saw: it is refused if the call no longer
     waits (decided, or superseded by a later call) or its arguments hash differently.
     Approved: the call runs. Declined: it never runs, and the model is told. `data` (the
-    approval request the decision came from, say) joins the audit record."""
+    approval request the decision came from, say) joins the audit record. `call_id`: the
+    call row the request was made for, where known."""
     with _locked(run_id, "decide_approval", actor=actor, now=now) as change:
         run = change.run
         step, call = _call_named(run, step_name, call_ref)
+        if call_id is not None and call.pk != call_id:
+            # A re-run's new generation has a call of the same name (turn.index): a
+            # decision on the earlier generation's call never authorises it.
+            raise TransitionNotAllowed(
+                f"this decision is for tool call {call_ref} of an earlier generation of "
+                f"{step_name}, which a re-run replaced: it authorises nothing now")
         if call.status != S.WAITING:
             raise TransitionNotAllowed(
                 f"tool call {call_ref} of {step_name} is {call.status}, not waiting for "
@@ -245,7 +254,8 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
             data["verdict"] = "undetermined"
         call.lookup_failures = 0
         _save(call, change.now)
-        still_unknown = ToolCall.objects.filter(step=step, status=S.UNKNOWN).exists()
+        still_unknown = ToolCall.objects.filter(step=step, generation=step.generation,
+                                                status=S.UNKNOWN).exists()
         if run.attention_reason == AttentionReason.ENDED_UNSETTLED:
             # A person ended the run while this call was unknown: settling it never sends
             # the agent on; once every effect is settled the run is terminated.

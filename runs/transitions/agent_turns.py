@@ -50,9 +50,9 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
         if change is None:
             return lease
         now = change.now
-        index = AgentTurn.objects.filter(step=step).count()
+        index = AgentTurn.objects.filter(step=step, generation=step.generation).count()
         AgentTurn.objects.create(
-            step=step, index=index, content=turn.content or "",
+            step=step, generation=step.generation, index=index, content=turn.content or "",
             tool_calls=sensitive.seal_asked_calls(turn.tool_calls, spec.tools),
             finish_reason=turn.finish_reason, model_ref=turn.model_ref,
             prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens,
@@ -96,10 +96,10 @@ def _new_call(run: Run, step: Step, spec: d.AgentSpec, turn: int, position: int,
     name = str(asked.get("name") or "")[:200]
     tool = spec.tools.get(name)
     key = tool_call_key(run.workflow_name, run.business_key, step.name, step.version, turn,
-                        position, name)
-    row = ToolCall(step=step, turn=turn, index=position, call_id=str(asked.get("id") or
-                                                                    f"call_{turn}_{position}"),
-                   tool=name, idempotency_key=key, updated_at=now,
+                        position, name, step.generation)
+    row = ToolCall(step=step, generation=step.generation, turn=turn, index=position,
+                   call_id=str(asked.get("id") or f"call_{turn}_{position}"), tool=name,
+                   idempotency_key=key, updated_at=now,
                    kind=tool.kind if tool else "", impact=tool.impact if tool else "")
     raw = asked.get("arguments") or "{}"
     try:
@@ -143,7 +143,7 @@ def _turn_stops(step: Step, spec: d.AgentSpec, invented: list[str]) -> tuple[str
         return (AttentionReason.MODEL_OUTPUT_PAUSED,
                 f"the model asked for {', '.join(repr(n) for n in invented)}, which the step "
                 f"does not declare (it declares {', '.join(spec.tools)})")
-    calls = ToolCall.objects.filter(step=step)
+    calls = ToolCall.objects.filter(step=step, generation=step.generation)
     invalid = calls.filter(status=S.INVALID).count()
     if invalid > spec.schema_error_budget:
         return (AttentionReason.MODEL_OUTPUT_PAUSED,
@@ -157,9 +157,10 @@ def budget_spent(step: Step, spec: d.AgentSpec, *, asking: bool = False
                  ) -> tuple[str, str] | None:
     """Which of the agent's budgets is spent, or None. `asking`: before another turn."""
     budget = spec.budget
-    turns = list(AgentTurn.objects.filter(step=step).values_list("prompt_tokens",
-                                                                 "completion_tokens"))
-    calls = ToolCall.objects.filter(step=step).count()
+    # A re-run's new generation has the whole budget again, as its step's attempts do.
+    turns = list(AgentTurn.objects.filter(step=step, generation=step.generation)
+                 .values_list("prompt_tokens", "completion_tokens"))
+    calls = ToolCall.objects.filter(step=step, generation=step.generation).count()
     tokens = sum(p + c for p, c in turns)
     why = None
     if calls > budget.max_tool_calls:

@@ -425,7 +425,8 @@ def release_calls_in_flight(change: _Change, step: Step, *, why: str, action: st
     from ..agent_models import ToolCall, ToolCallStatus  # the models module imports ours
 
     if calls is None:
-        calls = ToolCall.objects.filter(step=step, status=ToolCallStatus.RUNNING)
+        calls = ToolCall.objects.filter(step=step, generation=step.generation,
+                                        status=ToolCallStatus.RUNNING)
     for call in calls:
         if call.kind in (d.WRITE, d.NOTIFY) or not call.kind:
             call.status = ToolCallStatus.UNKNOWN

@@ -7,6 +7,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import F
+
 from audit.chain import Actor
 
 from .. import definition as d
@@ -76,7 +78,10 @@ def high_impact_effects(steps: list[Step]) -> list[Effect]:
                if s.kind in EFFECT_KINDS and s.impact == d.HIGH and s.status in _MAY_STAND]
     agents = {s.pk: s.name for s in steps if s.kind == d.AGENT}
     if agents:
+        # The current generation's: a re-run's earlier ones are weighed when it is asked for
+        # (rerun_rules.standing_effects), as the earlier generations of a step are.
         calls = ToolCall.objects.filter(step_id__in=list(agents), impact=d.HIGH,
+                                        generation=F("step__generation"),
                                         status__in=list(_CALL_MAY_STAND)).order_by(
             "step_id", "turn", "index").only("step_id", "turn", "index", "tool", "status")
         effects += [Effect(f"{agents[c.step_id]}: tool call {c.ref} {c.tool}",

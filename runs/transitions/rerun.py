@@ -3,6 +3,11 @@ again as a new attempt generation, with new idempotency keys (runs.keys), so a r
 honours keys performs them anew rather than answering with the old result; the earlier
 steps' results are reused as they stand.
 
+An agent step in the range starts its conversation afresh in the new generation: the model
+is asked anew, and each tool call it asks for gets a key of that generation
+(keys.tool_call_key). The earlier generation's turns and calls stay stored as its history;
+the agent loop reads only the step's current generation.
+
 The effects that already stand from the chosen step on are not undone by a re-run: they are
 named to the person before (runs.actions) and written, with every re-run step's previous
 state and key, into the audit record, which is how the run page shows each generation. A
@@ -13,19 +18,43 @@ from datetime import datetime
 from audit.actions import AuditAction
 from audit.chain import Actor
 
+from .. import definition as d
+from ..agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ..keys import compensation_key, step_key
 from ..models import Run, Step, StepStatus
 from .kernel import DONE_STEP_STATUSES, Q, _reset_budget, _snapshot
 from .operator_rules import _four_eyes_data, _operator_transition
 from .rerun_rules import rerun_range, standing_effects
 
+# The calls of a replaced generation that never ran: the re-run cancels them, so nothing
+# (an approval decided late, say) runs them after their conversation was abandoned.
+NEVER_RAN = (ToolCallStatus.PENDING, ToolCallStatus.SCHEDULED, ToolCallStatus.WAITING)
+
+
+def _cancel_never_ran(step: Step, generation: int, now: datetime) -> list[str]:
+    calls = ToolCall.objects.filter(step=step, generation=step.generation,
+                                    status__in=NEVER_RAN)
+    refs = [f"{turn}.{index}" for turn, index in calls.values_list("turn", "index")]
+    calls.update(status=ToolCallStatus.CANCELLED, finished_at=now, next_attempt_at=None,
+                 error_message=f"never ran: the re-run as generation {generation} replaced "
+                               "its conversation", updated_at=now)
+    return refs
+
 
 def _previous(step: Step) -> dict:
-    """What the audit record keeps of a step's previous generation."""
+    """What the audit record keeps of a step's previous generation. An agent step's turns
+    and tool calls stay stored under that generation (runs.agent_models): the record
+    counts them."""
+    kept = {}
+    if step.kind == d.AGENT:
+        kept = {"turns": AgentTurn.objects.filter(step=step, generation=step.generation).count(),
+                "tool_calls": ToolCall.objects.filter(step=step,
+                                                      generation=step.generation).count()}
     return {"step": step.name, "generation": step.generation, "status": step.status,
             "key": step.idempotency_key, "remote_ref": step.remote_ref,
             "attempt": step.attempt, "error_message": step.error_message[:500],
-            "finished_at": step.finished_at.isoformat() if step.finished_at else None}
+            "finished_at": step.finished_at.isoformat() if step.finished_at else None,
+            **kept}
 
 
 def rerun_from_step(run_id: int, *, step_name: str, actor: Actor, reason: str,
@@ -41,6 +70,9 @@ def rerun_from_step(run_id: int, *, step_name: str, actor: Actor, reason: str,
         standing = [str(e) for e in standing_effects(op.steps, step)]
         previous = [_previous(s) for s in sent_again]
         generation = run.generation + 1
+        for s, kept in zip(sent_again, previous, strict=True):
+            if s.kind == d.AGENT:
+                kept["cancelled_calls"] = _cancel_never_ran(s, generation, change.now)
         run.generation = generation
         for s in sent_again:
             s.generation = generation

@@ -32,6 +32,9 @@ def call_refusal(action: str, run: Run, step: Step, call: ToolCall, tool: d.Tool
     of the step's newest stored turn. Reads nothing: the console asks it for every call on
     the page."""
     where = f"tool call {call.ref} ({call.tool}) of {step.name}"
+    if call.generation != step.generation:
+        return (f"{where} belongs to generation {call.generation}, which a re-run replaced "
+                f"(now {step.generation}): it is kept as history, not acted on")
     if action == "cancel_tool_call":
         if run.status not in (A, W):
             return (f"run {run.pk} is {run.status}; a tool call is cancelled while its run "
@@ -86,7 +89,8 @@ def step_refusal(action: str, run: Run, step: Step,
     # one query; a transition's fresh rows always query.
     wanted = {S.FAILED} if action == "retry_tool_call" else \
         NOT_STARTED if action == "cancel_tool_call" else EFFECT_STANDS
-    calls = [c for c in step.tool_calls.all() if c.status in wanted and (
+    calls = [c for c in step.tool_calls.all() if c.generation == step.generation
+             and c.status in wanted and (
         action != "compensate_tool_call" or ((tool := tool_of(definition, step, c)) is not None
                                              and tool.compensate_fn is not None))]
     newest = last_turn(step) if calls else -1
@@ -104,5 +108,6 @@ def last_turn(step: Step) -> int:
     page (runs.selectors.steps_of), else asked for."""
     if hasattr(step, "newest_turn"):
         return step.newest_turn or 0
-    return AgentTurn.objects.filter(step=step).order_by("-index").values_list(
+    return AgentTurn.objects.filter(step=step, generation=step.generation).order_by(
+        "-index").values_list(
         "index", flat=True).first() or 0

@@ -3,6 +3,8 @@ means: the run stays with a person, with its own reason, until each one is settl
 
 from dataclasses import dataclass
 
+from django.db.models import F
+
 from .. import definition as d
 from ..models import AttentionReason, RunStatus, Step, StepStatus
 
@@ -34,6 +36,7 @@ def unsettled_effects(steps: list[Step]) -> list[Effect]:
         found += [Effect(f"{agents[c.step_id]}: tool call {c.ref} {c.tool}", c.status, unknown,
                          agents[c.step_id])
                   for c in ToolCall.objects.filter(step_id__in=list(agents),
+                                                   generation=F("step__generation"),
                                                    status=ToolCallStatus.UNKNOWN)
                   .order_by("step_id", "turn", "index")]
     return found
