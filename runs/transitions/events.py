@@ -204,7 +204,7 @@ def skip_event(run_id: int, *, actor: Actor, reason: str, now: datetime | None =
         step.next_attempt_at = None
         step.finished_at = change.now
         change.step_changed(step)
-        run.steps_done = _steps_done_with(run, step)
+        run.steps_done = _steps_done_with(run, step, op.steps)
         run.next_wake_at = None
         change.move(Q)
         change.audit(AuditAction.EVENT_SKIPPED, step=step, reason=reason, before=before,

@@ -299,9 +299,11 @@ def _step(run: Run, name: str) -> Step:
     except Step.DoesNotExist:
         raise TransitionNotAllowed(f"run {run.pk} has no step {name!r}") from None
 
-def _steps_done_with(run: Run, step: Step) -> int:
-    """How many steps are done once `step` (being settled now) counts as done."""
-    return sum(1 for s in _steps(run) if s.pk == step.pk or s.status in DONE_STEP_STATUSES)
+def _steps_done_with(run: Run, step: Step, steps: list[Step] | None = None) -> int:
+    """How many steps are done once `step` (being settled now) counts as done. `steps`: the
+    run's steps as the transition already read them under its lock (not read again)."""
+    steps = _steps(run) if steps is None else steps
+    return sum(1 for s in steps if s.pk == step.pk or s.status in DONE_STEP_STATUSES)
 
 def _require_reason(reason: str, what: str) -> None:
     # Every operator transition calls this first, before any lock is taken: a refusal

@@ -80,7 +80,7 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
             step.error_class, step.error_message = "", ""
             step.finished_at = change.now
             change.step_changed(step)
-            run.steps_done = _steps_done_with(run, step)
+            run.steps_done = _steps_done_with(run, step, op.steps)
             if not ended:
                 change.move(Q)
             data["verdict"] = "found"
