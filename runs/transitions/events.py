@@ -32,7 +32,7 @@ from .kernel import (  # the package's shared vocabulary
     _step,
     _steps_done_with,
 )
-from .operator_rules import _operator_transition
+from .operator import operator_transition
 
 AWAITING = "awaiting-event:"
 
@@ -181,7 +181,7 @@ def deliver_event_by_hand(run_id: int, *, payload: dict, actor: Actor, reason: s
                           now: datetime | None = None) -> Run:
     """A person delivers the awaited event (what the other system should have sent), with a
     reason; recorded as an event of source "operator"."""
-    with _operator_transition(run_id, "event_received", actor=actor, reason=reason,
+    with operator_transition(run_id, "event_received", actor=actor, reason=reason,
                               now=now) as op:
         step = waiting_event_step(op.steps)
         event_id = f"run-{op.run.pk}-{step.name}-{op.change.now.timestamp()}"
@@ -194,7 +194,7 @@ def deliver_event_by_hand(run_id: int, *, payload: dict, actor: Actor, reason: s
 
 def skip_event(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
     """A person ends the wait without the event: the step is skipped, the run goes on."""
-    with _operator_transition(run_id, "skip_event", actor=actor, reason=reason,
+    with operator_transition(run_id, "skip_event", actor=actor, reason=reason,
                               now=now) as op:
         run, change = op.run, op.change
         step = waiting_event_step(op.steps)
