@@ -285,6 +285,9 @@ def save_waits(changes: list[_Change]) -> None:
 _MAX_HINT_COUNTDOWN = 30.0
 
 def _lock(run_id: int) -> Run:
+    held = _held_by_caller.get()
+    if held and held[0].pk == run_id:
+        return held.pop()
     try:
         return Run.objects.select_for_update().get(pk=run_id)
     except Run.DoesNotExist:
@@ -444,20 +447,28 @@ def release_calls_in_flight(change: _Change, step: Step, *, why: str, action: st
 
 
 _joined = contextvars.ContextVar("runs_transition_joined", default=False)
+# The run row the caller locked, taken (once) by the first transition on it.
+_held_by_caller: contextvars.ContextVar[list[Run] | None] = contextvars.ContextVar(
+    "runs_transition_held_by_caller", default=None)
 
 
 @contextmanager
-def within_caller_transaction():
+def within_caller_transaction(locked: Run | None = None):
     """Run the transitions called inside in the caller's open transaction (a savepoint
     each) rather than in their own durable one: approvals apply a decision to the run in the
     transaction that records the decision, so one is never committed without the other.
-    The caller locks the run before anything else, as every transition does."""
+    The caller locks the run before anything else, as every transition does. `locked`: that
+    row, read with select_for_update in this transaction (an operator action locks it with
+    its permission check): the first transition on it takes it instead of reading it again;
+    any later one reads it again, since a refused transition may leave the row changed."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("within_caller_transaction needs an open transaction")
     token = _joined.set(True)
+    held = _held_by_caller.set([locked] if locked is not None else [])
     try:
         yield
     finally:
+        _held_by_caller.reset(held)
         _joined.reset(token)
 
 
