@@ -59,7 +59,7 @@ def retry_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
     resent, and the operator who retried it is that approval request's requester, who may
     not decide it (four eyes, approvals.permissions)."""
     with operator_transition(run_id, "retry_tool_call", actor=actor, reason=reason, now=now,
-                              step_name=step_name) as op:
+                             step_name=step_name) as op:
         run, change = op.run, op.change
         step, call = checked_call(op, "retry_tool_call", step_name, call_ref)
         before = _snapshot(run, step)
@@ -92,7 +92,7 @@ def cancel_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor
     in its next turn that a person cancelled it, and its approval request is withdrawn (the
     approvals sweep). A run that waited only on it goes on; one in attention stays there."""
     with operator_transition(run_id, "cancel_tool_call", actor=actor, reason=reason,
-                              now=now, step_name=step_name) as op:
+                             now=now, step_name=step_name) as op:
         run, change = op.run, op.change
         step, call = checked_call(op, "cancel_tool_call", step_name, call_ref)
         before = _snapshot(run, step)
@@ -120,7 +120,7 @@ def begin_tool_call_undo(run_id: int, *, step_name: str, call_ref: str, actor: A
     """The intent of undoing one tool call: the call compensating, its undo attempt counted,
     the key in the audit record. The run stays in attention. Returns the call."""
     with operator_transition(run_id, "compensate_tool_call", actor=actor, reason=reason,
-                              now=now, step_name=step_name) as op:
+                             now=now, step_name=step_name) as op:
         change = op.change
         step, call = checked_call(op, "compensate_tool_call", step_name, call_ref)
         before = call.status
@@ -224,7 +224,7 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
     Undetermined: still unknown, the run stays with a person."""
     _require_evidence(verdict, evidence, f"reconcile tool call {call_ref} of {step_name}")
     with operator_transition(run_id, "reconcile_tool_call", actor=actor, reason=reason,
-                              now=now, step_name=step_name) as op:
+                             now=now, step_name=step_name) as op:
         run, change = op.run, op.change
         step, call = checked_call(op, "reconcile_tool_call", step_name, call_ref)
         before = _snapshot(run, step)

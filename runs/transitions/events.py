@@ -182,7 +182,7 @@ def deliver_event_by_hand(run_id: int, *, payload: dict, actor: Actor, reason: s
     """A person delivers the awaited event (what the other system should have sent), with a
     reason; recorded as an event of source "operator"."""
     with operator_transition(run_id, "event_received", actor=actor, reason=reason,
-                              now=now) as op:
+                             now=now) as op:
         step = waiting_event_step(op.steps)
         event_id = f"run-{op.run.pk}-{step.name}-{op.change.now.timestamp()}"
         _store_event(op.run, step, source="operator", event_id=event_id, payload=payload,
@@ -195,7 +195,7 @@ def deliver_event_by_hand(run_id: int, *, payload: dict, actor: Actor, reason: s
 def skip_event(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
     """A person ends the wait without the event: the step is skipped, the run goes on."""
     with operator_transition(run_id, "skip_event", actor=actor, reason=reason,
-                              now=now) as op:
+                             now=now) as op:
         run, change = op.run, op.change
         step = waiting_event_step(op.steps)
         before = _snapshot(run, step)

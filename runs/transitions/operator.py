@@ -48,6 +48,7 @@ def _same_person(a: Actor, b: Actor) -> bool:
         return a.user_id == b.user_id
     return a.label == b.label
 
+
 @dataclass
 class Operation:
     """What an operator transition works on, locked and checked."""
@@ -58,10 +59,11 @@ class Operation:
     step: Step | None
     definition: d.Workflow | None
 
+
 @contextmanager
 def operator_transition(run_id: int, action: str, *, actor: Actor, reason: str,
-                         now: datetime | None, step_name: str | None = None,
-                         approved_by: Actor | None = None):
+                        now: datetime | None, step_name: str | None = None,
+                        approved_by: Actor | None = None):
     """The skeleton of every operator transition: a reason, the run locked, the move checked
     against the table, the action checked against refusal() and the four-eyes rule; then the
     body's changes saved together, or (if the body raises) nothing at all."""
@@ -130,7 +132,7 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
     """
     _require_evidence(verdict, evidence, f"reconcile {step_name}")
     with operator_transition(run_id, "reconcile", actor=actor, reason=reason, now=now,
-                              step_name=step_name) as op:
+                             step_name=step_name) as op:
         run, change, step = op.run, op.change, op.step
         before = _snapshot(run, step)
         data = {"evidence": evidence}
@@ -176,7 +178,7 @@ def retry_step(run_id: int, *, step_name: str, actor: Actor, reason: str,
     """Send one failed or scheduled step again with the same idempotency key, with a fresh
     retry budget. A step whose outcome is unknown is refused: reconcile it first."""
     with operator_transition(run_id, "retry_step", actor=actor, reason=reason, now=now,
-                              step_name=step_name) as op:
+                             step_name=step_name) as op:
         run, change, step = op.run, op.change, op.step
         before = _snapshot(run, step)
         step.status = StepStatus.PENDING
@@ -198,7 +200,7 @@ def compensate(run_id: int, *, actor: Actor, reason: str, data: dict | None = No
     again: the failed compensation is sent again with the same key.
     """
     with operator_transition(run_id, "compensate", actor=actor, reason=reason, now=now,
-                              approved_by=approved_by) as op:
+                             approved_by=approved_by) as op:
         run, change = op.run, op.change
         plan = compensation_plan(op.steps, op.definition)
         _begin_compensation(change, plan, reason=reason,
@@ -213,7 +215,7 @@ def confirm_compensation(run_id: int, *, step_name: str, actor: Actor, reason: s
     (`data` records what they were shown it would send); the compensation carries on with
     it, then with the older undos."""
     with operator_transition(run_id, "confirm_compensation", actor=actor, reason=reason,
-                              now=now, step_name=step_name) as op:
+                             now=now, step_name=step_name) as op:
         run, change, step = op.run, op.change, op.step
         before = _snapshot(run, step)
         step.status = StepStatus.COMPENSATING
@@ -233,7 +235,7 @@ def ask_again(run_id: int, *, step_name: str, actor: Actor, reason: str,
     version. Refused once a later side-effecting step has acted on the old decision
     (compensate first). The old decision stays in the audit record."""
     with operator_transition(run_id, "ask_again", actor=actor, reason=reason, now=now,
-                              step_name=step_name) as op:
+                             step_name=step_name) as op:
         run, change, step = op.run, op.change, op.step
         before = _snapshot(run, step)
         previous = step.result
@@ -256,7 +258,7 @@ def cancel(run_id: int, *, actor: Actor, reason: str, approved_by: Actor | None 
     """Stop the run at the next step boundary: at once if no step is in flight. After a
     high-impact effect it needs a second person (`approved_by`)."""
     with operator_transition(run_id, "cancel", actor=actor, reason=reason, now=now,
-                              approved_by=approved_by) as op:
+                             approved_by=approved_by) as op:
         run, change = op.run, op.change
         before = _snapshot(run)
         data = four_eyes_data(None, approved_by)
@@ -274,7 +276,7 @@ def terminate(run_id: int, *, actor: Actor, reason: str, data: dict | None = Non
     when it arrives. The run resumes only through reopen. After a high-impact effect it
     needs a second person (`approved_by`)."""
     with operator_transition(run_id, "terminate", actor=actor, reason=reason, now=now,
-                              approved_by=approved_by) as op:
+                             approved_by=approved_by) as op:
         _terminate_in(op.change, op.steps, reason=reason,
                       data=four_eyes_data(data, approved_by))
     return op.run

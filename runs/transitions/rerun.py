@@ -34,7 +34,7 @@ def rerun_from_step(run_id: int, *, step_name: str, actor: Actor, reason: str,
     generation with new keys; the earlier steps' results are reused. Needs a second person
     where a high-impact effect stands from that step on (`approved_by`)."""
     with operator_transition(run_id, "rerun_from_step", actor=actor, reason=reason, now=now,
-                              step_name=step_name, approved_by=approved_by) as op:
+                             step_name=step_name, approved_by=approved_by) as op:
         run, change, step = op.run, op.change, op.step
         before = {**_snapshot(run, step), "generation": run.generation}
         sent_again = rerun_range(op.steps, step)

@@ -65,7 +65,7 @@ def wake_timer(run_id: int, *, actor: Actor, reason: str, now: datetime | None =
     """Wake a run sleeping on a timer now, before its time; the sleep step then succeeds at
     the next claim and the run goes on."""
     with operator_transition(run_id, "wake_timer", actor=actor, reason=reason,
-                              now=now) as op:
+                             now=now) as op:
         run, change = op.run, op.change
         step = sleeping_step(op.steps)
         before = _snapshot(run, step)
