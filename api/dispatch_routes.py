@@ -10,6 +10,7 @@ from datetime import datetime
 from ninja import Path, Schema, Status
 from pydantic import Field
 
+from approvals.operator_actions import ActionForbidden, act_on_workflow
 from audit.chain import Actor
 from runs import dispatch
 from runs.definition import registry
@@ -75,14 +76,17 @@ def _change(request, workflow: str, payload: PauseIn, *, pause: bool):
     refused = _refusal(token, workflow)
     if refused:
         return refused
-    if token.created_by is None or not dispatch.may_pause(token.created_by, workflow):
-        return Status(403, _err("not_allowed", f"this token may not pause or resume "
-                                               f"{workflow} (its maker lacks "
-                                               f"runs.{dispatch.PERMISSION})"))
-    call = dispatch.pause_dispatch if pause else dispatch.resume_dispatch
+    forbidden = Status(403, _err("not_allowed", f"this token may not pause or resume "
+                                                f"{workflow} (its maker lacks "
+                                                f"runs.{dispatch.PERMISSION})"))
+    if token.created_by is None:
+        return forbidden
     try:
-        call(workflow=workflow, system=payload.system, reason=payload.reason,
-             actor=Actor.system(token.actor_label))
+        act_on_workflow("pause_dispatch" if pause else "resume_dispatch", workflow,
+                        system=payload.system, reason=payload.reason, user=token.created_by,
+                        actor=Actor.system(token.actor_label))
+    except ActionForbidden:
+        return forbidden
     except dispatch.DispatchConflict as exc:
         return Status(409, _err("already_paused" if pause else "not_paused", str(exc)))
     except dispatch.DispatchError as exc:

@@ -4,29 +4,41 @@ The console's run page and its bulk job, the CLI and the API each call `act` in 
 it checks the permission (runs.permissions, the one rule), the stale-page guard where the
 caller drew a page, and calls the action's transition through runs.actions (which refuses
 what the run's state does not allow, an empty reason and a missing step). Where the
+transition is the action's first work, the check locks the run in the same query and the
+transition goes on in that transaction with that row: one statement checks and locks, and
+nothing can move the run between the page's check and the change. Where the
 transition answers that a second person must agree (four eyes), `act` opens an approval
 request instead, which another person decides as themselves (approvals.decisions); no
 caller can name the second person, so no audit record names anyone who did not act.
+
+Actions on a whole workflow (pausing and resuming its dispatch, or one of its schedules) go
+through `act_on_workflow` the same way: one table, the permission (runs.dispatch.may_pause)
+checked there, and each caller calling it in one line.
 """
 
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 
 from audit.chain import Actor
+from runs import definition, dispatch, schedules
 from runs.actions import ACTIONS, ActionInput, ActionInputError
 from runs.errors import SecondPersonRequired, TransitionNotAllowed
 from runs.models import Run
 from runs.permissions import run_access
+from runs.transitions import within_caller_transaction
 
 from .four_eyes import request_operator_action
 from .models import ApprovalRequest
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ActionForbidden", "ActionInputError", "ActionOutcome", "NoSuchAction",
-           "NoSuchRun", "StalePage", "act"]
+__all__ = ["WORKFLOW_ACTIONS", "ActionForbidden", "ActionInputError", "ActionOutcome",
+           "NoSuchAction", "NoSuchRun", "NoSuchWorkflow", "StalePage", "act",
+           "act_on_workflow"]
 
 
 class ActionForbidden(PermissionDenied):
@@ -35,6 +47,10 @@ class ActionForbidden(PermissionDenied):
 
 class NoSuchRun(LookupError):
     """No run has this id; nothing was done."""
+
+
+class NoSuchWorkflow(LookupError):
+    """No workflow (or no schedule of it) has this name; nothing was done."""
 
 
 class NoSuchAction(LookupError):
@@ -79,19 +95,13 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
     spec = ACTIONS.get(action)
     if spec is None:
         raise NoSuchAction(f"no action {action!r}; the actions are: {', '.join(ACTIONS)}")
-    access = run_access(user, spec.permission, run_id)
-    if access is None:
-        raise NoSuchRun(f"no run {run_id}")
-    if not access.allowed:
-        logger.warning("refused %s on run %s for %s: no %s permission", action, run_id,
-                       user.get_username(), spec.permission)
-        raise ActionForbidden(f"{user.get_username()} may not {spec.label.lower()} run "
-                              f"{run_id} (needs runs.{spec.permission})")
-    if seen is not None and seen != access.audit_seq:
-        raise StalePage("The run moved on since this page was drawn: nothing was done. "
-                        "Check its state and try again if still needed.")
+    locks = spec.transition_first(given)
     try:
-        run = spec.perform(run_id, actor=Actor.for_user(user), given=given)
+        with transaction.atomic(durable=True) if locks else nullcontext():
+            access = run_access(user, spec.permission, run_id, lock=locks)
+            _check(access, action, spec, run_id, user, seen)
+            with within_caller_transaction(locked=access.run) if locks else nullcontext():
+                run = spec.perform(run_id, actor=Actor.for_user(user), given=given)
     except SecondPersonRequired as exc:
         # The transition refused only for want of a second person (every other refusal
         # comes first): ask one. request_operator_action refuses an empty reason too.
@@ -108,3 +118,69 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
             message=f"A second person must approve this: approval request {approval.pk} "
                     f"{'created' if created else 'already waits'}; nothing was done yet.")
     return ActionOutcome(action, run_id, run=run, message=f"{spec.label}: done.")
+
+
+def _check(access, action: str, spec, run_id: int, user, seen: int | None) -> None:
+    if access is None:
+        raise NoSuchRun(f"no run {run_id}")
+    if not access.allowed:
+        logger.warning("refused %s on run %s for %s: no %s permission", action, run_id,
+                       user.get_username(), spec.permission)
+        raise ActionForbidden(f"{user.get_username()} may not {spec.label.lower()} run "
+                              f"{run_id} (needs runs.{spec.permission})")
+    if seen is not None and seen != access.audit_seq:
+        raise StalePage("The run moved on since this page was drawn: nothing was done. "
+                        "Check its state and try again if still needed.")
+
+
+def _pause_schedule(workflow, *, actor, reason, system, schedule):
+    return schedules.set_paused(workflow=workflow, name=schedule, paused=True, actor=actor,
+                                reason=reason)
+
+
+def _resume_schedule(workflow, *, actor, reason, system, schedule):
+    return schedules.set_paused(workflow=workflow, name=schedule, paused=False, actor=actor,
+                                reason=reason)
+
+
+def _pause_dispatch(workflow, *, actor, reason, system, schedule):
+    return dispatch.pause_dispatch(workflow=workflow, system=system, actor=actor,
+                                   reason=reason)
+
+
+def _resume_dispatch(workflow, *, actor, reason, system, schedule):
+    return dispatch.resume_dispatch(workflow=workflow, system=system, actor=actor,
+                                    reason=reason)
+
+
+# The actions on a whole workflow; each needs runs.dispatch.PERMISSION on it.
+WORKFLOW_ACTIONS = {"pause_dispatch": _pause_dispatch, "resume_dispatch": _resume_dispatch,
+                    "pause_schedule": _pause_schedule, "resume_schedule": _resume_schedule}
+
+
+def act_on_workflow(action: str, workflow: str, *, user, reason: str, system: str = "",
+                    schedule: str = "", actor: Actor | None = None):
+    """Take workflow action `action` (WORKFLOW_ACTIONS) on `workflow` as `user`: pause or
+    resume its dispatch (towards `system` only, if given) or its schedule `schedule`.
+    `actor`: how the record names who did it, if not `user` (an API token, acting with its
+    maker's permission). Returns what the action returns (the pause, the runs woken, the
+    schedule's state).
+
+    Raises NoSuchAction, NoSuchWorkflow, ActionForbidden (logged), or the action's own
+    refusal (runs.dispatch.DispatchError, runs.schedules.ScheduleError); in every case
+    nothing was written."""
+    call = WORKFLOW_ACTIONS.get(action)
+    if call is None:
+        raise NoSuchAction(f"no workflow action {action!r}; the actions are: "
+                           f"{', '.join(WORKFLOW_ACTIONS)}")
+    if definition.registry.latest(workflow) is None:
+        raise NoSuchWorkflow(f"no workflow {workflow!r}")
+    if action.endswith("_schedule") and schedules.registry.get(workflow, schedule) is None:
+        raise NoSuchWorkflow(f"no schedule {schedule!r} of {workflow!r}")
+    if not dispatch.may_pause(user, workflow):
+        logger.warning("refused %s on %s for %s: no %s permission", action, workflow,
+                       user.get_username(), dispatch.PERMISSION)
+        raise ActionForbidden(f"{user.get_username()} may not pause or resume {workflow} "
+                              f"(needs runs.{dispatch.PERMISSION})")
+    return call(workflow, actor=actor or Actor.for_user(user), reason=reason, system=system,
+                schedule=schedule)

@@ -1,7 +1,7 @@
 """The console's pages for waiting on the world: the schedules list, pausing and resuming
 a schedule or a workflow's dispatch, and the banner a paused workflow shows on each of its
-pages. Thin, like console.views: check the permission, call runs.schedules or
-runs.dispatch, redirect."""
+pages. Thin, like console.views: pausing and resuming go through
+approvals.operator_actions.act_on_workflow (the permission and the change), then redirect."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from audit.chain import Actor
+from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
 from runs import definition as d
 from runs import dispatch, schedules
 from runs.models import DispatchPause, Run, Workflow
@@ -47,39 +47,39 @@ def schedules_page(request):
 @require_POST
 @login_required
 def schedule_pause(request, workflow: str, name: str):
-    if schedules.registry.get(workflow, name) is None:
-        raise Http404(f"No schedule {name!r} of {workflow!r}.")
-    if not dispatch.may_pause(request.user, workflow):
-        raise PermissionDenied("You may not pause or resume this schedule.")
     paused = request.POST.get("paused") == "1"
     try:
-        schedules.set_paused(workflow=workflow, name=name, paused=paused,
-                             actor=Actor.for_user(request.user),
-                             reason=request.POST.get("reason", ""))
-        messages.success(request, f"Schedule {name} {'paused' if paused else 'resumed'}.")
+        act_on_workflow("pause_schedule" if paused else "resume_schedule", workflow,
+                        schedule=name, user=request.user, reason=request.POST.get("reason", ""))
+    except NoSuchWorkflow as exc:
+        raise Http404(str(exc)) from None
+    except ActionForbidden:
+        raise PermissionDenied("You may not pause or resume this schedule.") from None
     except schedules.ScheduleError as exc:
         messages.error(request, f"Nothing was changed: {exc}")
+    else:
+        messages.success(request, f"Schedule {name} {'paused' if paused else 'resumed'}.")
     return redirect("console:schedules")
 
 
 @require_POST
 @login_required
 def dispatch_pause(request, workflow: str):
-    if d.registry.latest(workflow) is None:
-        raise Http404(f"No workflow {workflow!r}.")
-    if not dispatch.may_pause(request.user, workflow):
-        raise PermissionDenied("You may not pause or resume this workflow.")
     pause = request.POST.get("paused") == "1"
-    call = dispatch.pause_dispatch if pause else dispatch.resume_dispatch
     system = request.POST.get("system", "").strip()
     try:
-        call(workflow=workflow, system=system, actor=Actor.for_user(request.user),
-             reason=request.POST.get("reason", ""))
+        act_on_workflow("pause_dispatch" if pause else "resume_dispatch", workflow,
+                        system=system, user=request.user, reason=request.POST.get("reason", ""))
+    except NoSuchWorkflow as exc:
+        raise Http404(str(exc)) from None
+    except ActionForbidden:
+        raise PermissionDenied("You may not pause or resume this workflow.") from None
+    except dispatch.DispatchError as exc:
+        messages.error(request, f"Nothing was changed: {exc}")
+    else:
         where = f" towards {system}" if system else ""
         messages.success(request, f"Dispatch of {workflow}{where} "
                                   f"{'paused' if pause else 'resumed'}.")
-    except dispatch.DispatchError as exc:
-        messages.error(request, f"Nothing was changed: {exc}")
     return redirect(reverse("console:workflow", args=[workflow]))
 
 

@@ -70,6 +70,15 @@ class OperatorAction:
     def takes_call(self) -> bool:
         return self.name in transitions.TOOL_CALL_ACTIONS
 
+    def transition_first(self, given: ActionInput) -> bool:
+        """Whether the action's first work is its transition, so a caller may lock the run
+        with its own checks and hold the lock into the transition. Not for the actions that
+        first ask or undo something in another system (never done under a lock) or read
+        and check the run's input on their own (the event's payload, the undo's preview)."""
+        if self.name in ("reconcile", "reconcile_tool_call"):
+            return given.mode != "ask"
+        return self.name not in _WORK_BEFORE_TRANSITION
+
     @property
     def may_need_second_person(self) -> bool:
         return self.name in transitions.SECOND_PERSON_ACTIONS
@@ -108,6 +117,11 @@ class OperatorAction:
             "operator.reason": given.reason[:500], "step.name": given.step,
             "operator.second_person": approved_by.label if approved_by else ""})
         return run
+
+
+# The actions whose call does work of its own before their transition (see the adapters).
+_WORK_BEFORE_TRANSITION = frozenset({"event_received", "confirm_compensation",
+                                     "compensate_tool_call"})
 
 
 def _definition(run: Run) -> d.Workflow | None:

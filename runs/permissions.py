@@ -51,36 +51,50 @@ def grant_for(user, codename: str) -> Grant:
 @dataclass(frozen=True)
 class RunAccess:
     """One run as a permission check sees it: whether `user` may, and the run's chain head
-    (what a page that showed the run has seen)."""
+    (what a page that showed the run has seen). `run`: the run's row, locked, when the check
+    was asked to lock it."""
 
     run_id: int
     workflow_id: int
     audit_seq: int
     allowed: bool
+    run: Run | None = None
 
 
-def run_access(user, codename: str, run_id: int) -> RunAccess | None:
+def run_access(user, codename: str, run_id: int, *, lock: bool = False) -> RunAccess | None:
     """Whether `user` may do `codename` on run `run_id` (None: no such run), in one query:
-    the same rule as grant_for, asked of one run's workflow."""
-    run = Run.objects.filter(pk=run_id)
+    the same rule as grant_for, asked of one run's workflow. `lock`: the same query also
+    locks the run's row (SELECT ... FOR UPDATE, in the caller's transaction) and returns it,
+    so a caller that goes on to change the run checks and locks in one statement."""
+    runs = Run.objects.filter(pk=run_id)
+    held = ()
     if not user.is_authenticated or not user.is_active:
-        row = run.values_list("workflow_id", "audit_seq").first()
-        return None if row is None else RunAccess(run_id, row[0], row[1], False)
-    if user.is_superuser:
-        row = run.values_list("workflow_id", "audit_seq").first()
-        return None if row is None else RunAccess(run_id, row[0], row[1], True)
-    perm = Q(permission__codename=codename, permission__content_type__app_label="runs")
-    workflow_row = Q(content_type__app_label="runs", content_type__model="workflow",
-                     object_pk=Cast(OuterRef("workflow_id"), CharField()))
-    row = run.annotate(
-        held_globally=Exists(Permission.objects.filter(
-            Q(user=user) | Q(group__user=user), codename=codename,
-            content_type__app_label="runs")),
-        held_by_user=Exists(UserObjectPermission.objects.filter(perm, workflow_row, user=user)),
-        held_by_group=Exists(GroupObjectPermission.objects.filter(perm, workflow_row,
-                                                                  group__user=user)),
-    ).values_list("workflow_id", "audit_seq", "held_globally", "held_by_user",
-                  "held_by_group").first()
+        verdict = False
+    elif user.is_superuser:
+        verdict = True
+    else:
+        verdict = None
+        perm = Q(permission__codename=codename, permission__content_type__app_label="runs")
+        workflow_row = Q(content_type__app_label="runs", content_type__model="workflow",
+                         object_pk=Cast(OuterRef("workflow_id"), CharField()))
+        annotations = {
+            "held_globally": Exists(Permission.objects.filter(
+                Q(user=user) | Q(group__user=user), codename=codename,
+                content_type__app_label="runs")),
+            "held_by_user": Exists(UserObjectPermission.objects.filter(
+                perm, workflow_row, user=user)),
+            "held_by_group": Exists(GroupObjectPermission.objects.filter(
+                perm, workflow_row, group__user=user)),
+        }
+        runs = runs.annotate(**annotations)
+        held = tuple(annotations)
+    if lock:
+        run = runs.select_for_update().first()
+        if run is None:
+            return None
+        allowed = verdict if verdict is not None else any(getattr(run, h) for h in held)
+        return RunAccess(run_id, run.workflow_id, run.audit_seq, allowed, run=run)
+    row = runs.values_list("workflow_id", "audit_seq", *held).first()
     if row is None:
         return None
-    return RunAccess(run_id, row[0], row[1], any(row[2:]))
+    return RunAccess(run_id, row[0], row[1], verdict if verdict is not None else any(row[2:]))

@@ -9,7 +9,8 @@ The package, by concern: kernel (the table, _Change, locking, audit), start (sta
 run), lease_cycle (claim, outcomes), leases (heartbeats, lease expiry), unknown_outcome (settling
 an unknown outcome by a lookup), resends
 (the one path that sends a step again), compensation, operator_rules (when an operator
-action can succeed, four eyes), operator (the operator actions), approval_waits,
+action can succeed, who must agree), operator (the operator actions and their skeleton:
+reason, lock, refusal, four eyes), approval_waits,
 agent_calls (an agent step's tool calls), agent_turns (its model turns), agent_compensation
 (the undo of its calls), agent_operator (a person's actions on one call), rerun and
 rerun_rules (re-run from a chosen step as a new generation).

@@ -39,7 +39,7 @@ from .kernel import (
     end_or_hold,
     unsettled_effects,
 )
-from .operator_rules import _operator_transition
+from .operator import operator_transition
 from .tool_call_rules import tool_of
 
 S = ToolCallStatus
@@ -58,8 +58,8 @@ def retry_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
     tool asks for approval of these arguments waits for a person again before it is
     resent, and the operator who retried it is that approval request's requester, who may
     not decide it (four eyes, approvals.permissions)."""
-    with _operator_transition(run_id, "retry_tool_call", actor=actor, reason=reason, now=now,
-                              step_name=step_name) as op:
+    with operator_transition(run_id, "retry_tool_call", actor=actor, reason=reason, now=now,
+                             step_name=step_name) as op:
         run, change = op.run, op.change
         step, call = checked_call(op, "retry_tool_call", step_name, call_ref)
         before = _snapshot(run, step)
@@ -91,8 +91,8 @@ def cancel_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor
     approval of its arguments) without cancelling the run: it never runs, the model is told
     in its next turn that a person cancelled it, and its approval request is withdrawn (the
     approvals sweep). A run that waited only on it goes on; one in attention stays there."""
-    with _operator_transition(run_id, "cancel_tool_call", actor=actor, reason=reason,
-                              now=now, step_name=step_name) as op:
+    with operator_transition(run_id, "cancel_tool_call", actor=actor, reason=reason,
+                             now=now, step_name=step_name) as op:
         run, change = op.run, op.change
         step, call = checked_call(op, "cancel_tool_call", step_name, call_ref)
         before = _snapshot(run, step)
@@ -120,8 +120,8 @@ def begin_tool_call_undo(run_id: int, *, step_name: str, call_ref: str, actor: A
                          reason: str, now: datetime | None = None) -> ToolCall:
     """The intent of undoing one tool call: the call compensating, its undo attempt counted,
     the key in the audit record. The run stays in attention. Returns the call."""
-    with _operator_transition(run_id, "compensate_tool_call", actor=actor, reason=reason,
-                              now=now, step_name=step_name) as op:
+    with operator_transition(run_id, "compensate_tool_call", actor=actor, reason=reason,
+                             now=now, step_name=step_name) as op:
         change = op.change
         step, call = checked_call(op, "compensate_tool_call", step_name, call_ref)
         before = call.status
@@ -232,8 +232,8 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
     the call is marked failed (the model is told it did not happen), the run goes on.
     Undetermined: still unknown, the run stays with a person."""
     _require_evidence(verdict, evidence, f"reconcile tool call {call_ref} of {step_name}")
-    with _operator_transition(run_id, "reconcile_tool_call", actor=actor, reason=reason,
-                              now=now, step_name=step_name) as op:
+    with operator_transition(run_id, "reconcile_tool_call", actor=actor, reason=reason,
+                             now=now, step_name=step_name) as op:
         run, change = op.run, op.change
         step, call = checked_call(op, "reconcile_tool_call", step_name, call_ref)
         before = _snapshot(run, step)

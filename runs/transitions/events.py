@@ -32,7 +32,7 @@ from .kernel import (  # the package's shared vocabulary
     _step,
     _steps_done_with,
 )
-from .operator_rules import _operator_transition
+from .operator import operator_transition
 
 AWAITING = "awaiting-event:"
 
@@ -153,13 +153,14 @@ def _store_event(run: Run, step: Step, *, source: str, event_id: str, payload: d
 
 
 def _received(change: _Change, step: Step, payload, *, ref: str, data: dict,
-              reason: str = "") -> None:
+              reason: str = "", steps: list[Step] | None = None) -> None:
     _end_wait(change, step, StepStatus.SUCCEEDED, AuditAction.EVENT_RECEIVED,
-              result=redact(payload), ref=ref, reason=reason, data=data)
+              result=redact(payload), ref=ref, reason=reason, data=data, steps=steps)
 
 
 def _end_wait(change: _Change, step: Step, status: str, action: str, *, result=None,
-              ref: str = "", reason: str = "", data: dict | None = None) -> None:
+              ref: str = "", reason: str = "", data: dict | None = None,
+              steps: list[Step] | None = None) -> None:
     """The one way an event wait ends (received, delivered by hand, skipped): the step takes
     `status` and the run goes on."""
     run = change.run
@@ -171,7 +172,7 @@ def _end_wait(change: _Change, step: Step, status: str, action: str, *, result=N
     step.next_attempt_at = None
     step.finished_at = change.now
     change.step_changed(step)
-    run.steps_done = _steps_done_with(run, step)
+    run.steps_done = _steps_done_with(run, step, steps)
     run.next_wake_at = None
     change.move(Q)
     change.audit(action, step=step, reason=reason, before=before,
@@ -190,23 +191,24 @@ def deliver_event_by_hand(run_id: int, *, payload: dict, actor: Actor, reason: s
                           now: datetime | None = None) -> Run:
     """A person delivers the awaited event (what the other system should have sent), with a
     reason; recorded as an event of source "operator"."""
-    with _operator_transition(run_id, "event_received", actor=actor, reason=reason,
-                              now=now) as op:
+    with operator_transition(run_id, "event_received", actor=actor, reason=reason,
+                             now=now) as op:
         step = waiting_event_step(op.steps)
         event_id = f"run-{op.run.pk}-{step.name}-{op.change.now.timestamp()}"
         _store_event(op.run, step, source="operator", event_id=event_id, payload=payload,
                      kept=None, now=op.change.now)
         _received(op.change, step, payload, ref=f"event:operator:{event_id}",
-                  data={"source": "operator", "by_hand": True}, reason=reason)
+                  data={"source": "operator", "by_hand": True}, reason=reason,
+                  steps=op.steps)
     return op.run
 
 
 def skip_event(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
     """A person ends the wait without the event: the step is skipped, the run goes on."""
-    with _operator_transition(run_id, "skip_event", actor=actor, reason=reason,
-                              now=now) as op:
+    with operator_transition(run_id, "skip_event", actor=actor, reason=reason,
+                             now=now) as op:
         run = op.run
         step = waiting_event_step(op.steps)
         _end_wait(op.change, step, StepStatus.SKIPPED, AuditAction.EVENT_SKIPPED,
-                  reason=reason)
+                  reason=reason, steps=op.steps)
     return run

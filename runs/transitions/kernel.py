@@ -285,6 +285,9 @@ def save_waits(changes: list[_Change]) -> None:
 _MAX_HINT_COUNTDOWN = 30.0
 
 def _lock(run_id: int) -> Run:
+    held = _held_by_caller.get()
+    if held and held[0].pk == run_id:
+        return held.pop()
     try:
         return Run.objects.select_for_update().get(pk=run_id)
     except Run.DoesNotExist:
@@ -299,9 +302,11 @@ def _step(run: Run, name: str) -> Step:
     except Step.DoesNotExist:
         raise TransitionNotAllowed(f"run {run.pk} has no step {name!r}") from None
 
-def _steps_done_with(run: Run, step: Step) -> int:
-    """How many steps are done once `step` (being settled now) counts as done."""
-    return sum(1 for s in _steps(run) if s.pk == step.pk or s.status in DONE_STEP_STATUSES)
+def _steps_done_with(run: Run, step: Step, steps: list[Step] | None = None) -> int:
+    """How many steps are done once `step` (being settled now) counts as done. `steps`: the
+    run's steps as the transition already read them under its lock (not read again)."""
+    steps = _steps(run) if steps is None else steps
+    return sum(1 for s in steps if s.pk == step.pk or s.status in DONE_STEP_STATUSES)
 
 def _require_reason(reason: str, what: str) -> None:
     # Every operator transition calls this first, before any lock is taken: a refusal
@@ -443,20 +448,28 @@ def release_calls_in_flight(change: _Change, step: Step, *, why: str, action: st
 
 
 _joined = contextvars.ContextVar("runs_transition_joined", default=False)
+# The run row the caller locked, taken (once) by the first transition on it.
+_held_by_caller: contextvars.ContextVar[list[Run] | None] = contextvars.ContextVar(
+    "runs_transition_held_by_caller", default=None)
 
 
 @contextmanager
-def within_caller_transaction():
+def within_caller_transaction(locked: Run | None = None):
     """Run the transitions called inside in the caller's open transaction (a savepoint
     each) rather than in their own durable one: approvals apply a decision to the run in the
     transaction that records the decision, so one is never committed without the other.
-    The caller locks the run before anything else, as every transition does."""
+    The caller locks the run before anything else, as every transition does. `locked`: that
+    row, read with select_for_update in this transaction (an operator action locks it with
+    its permission check): the first transition on it takes it instead of reading it again;
+    any later one reads it again, since a refused transition may leave the row changed."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("within_caller_transaction needs an open transaction")
     token = _joined.set(True)
+    held = _held_by_caller.set([locked] if locked is not None else [])
     try:
         yield
     finally:
+        _held_by_caller.reset(held)
         _joined.reset(token)
 
 

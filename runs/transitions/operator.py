@@ -1,17 +1,22 @@
 """The operator actions (also available to automation): resume, reconcile, retry a step, ask
-the model again, compensate, confirm an undo, cancel, terminate, reopen. Each needs a reason
-and is refused, with nothing written, where operator_rules.refusal says it cannot succeed;
-runs.actions is the table callers read."""
+the model again, compensate, confirm an undo, cancel, terminate, reopen, and the skeleton
+every operator transition is written in (operator_transition). Each needs a reason and is
+refused, with nothing written, where operator_rules.refusal says it cannot succeed or a
+second person must agree; runs.actions is the table callers read."""
 
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 
 from audit.actions import AuditAction
 from audit.chain import Actor
 
 from .. import definition as d
+from ..errors import SecondPersonRequired, TransitionNotAllowed
 from ..models import (
     AttentionReason,
     Run,
+    Step,
     StepStatus,
 )
 from ..redaction import redact
@@ -22,15 +27,77 @@ from .kernel import (  # the package's shared vocabulary
     A,
     Q,
     R,
+    _Change,
+    _locked,
     _require_evidence,
+    _require_reason,
     _reset_budget,
     _snapshot,
+    _steps,
     _steps_done_with,
     _terminate_in,
     end_or_hold,
     unsettled_effects,
 )
-from .operator_rules import _four_eyes_data, _operator_transition
+from .operator_rules import high_impact_effects, needs_second_person, refusal
+from .rerun_rules import rerun_range
+
+
+def _same_person(a: Actor, b: Actor) -> bool:
+    if a.user_id is not None or b.user_id is not None:
+        return a.user_id == b.user_id
+    return a.label == b.label
+
+
+@dataclass
+class Operation:
+    """What an operator transition works on, locked and checked."""
+
+    change: _Change
+    run: Run
+    steps: list[Step]
+    step: Step | None
+    definition: d.Workflow | None
+
+
+@contextmanager
+def operator_transition(run_id: int, action: str, *, actor: Actor, reason: str,
+                        now: datetime | None, step_name: str | None = None,
+                        approved_by: Actor | None = None):
+    """The skeleton of every operator transition: a reason, the run locked, the move checked
+    against the table, the action checked against refusal() and the four-eyes rule; then the
+    body's changes saved together, or (if the body raises) nothing at all."""
+    _require_reason(reason, action.replace("_", " "))
+    with _locked(run_id, action, actor=actor, now=now) as change:
+        run = change.run
+        steps = _steps(run)
+        step = None
+        if step_name is not None:
+            step = next((s for s in steps if s.name == step_name), None)
+            if step is None:
+                raise TransitionNotAllowed(f"run {run_id} has no step {step_name!r}")
+        definition = d.registry.get(run.workflow_name, run.workflow_version)
+        refused = refusal(action, run, steps, definition, step=step)
+        if refused:
+            raise TransitionNotAllowed(refused)
+        if needs_second_person(action, steps, step):
+            counted = rerun_range(steps, step) if action == "rerun_from_step" else steps
+            names = "; ".join(str(e) for e in high_impact_effects(counted))
+            if approved_by is None:
+                raise SecondPersonRequired(
+                    f"{action} of run {run_id} needs a second person's approval: high-impact "
+                    f"effects stand or may stand ({names})")
+            if _same_person(actor, approved_by):
+                raise SecondPersonRequired(
+                    f"{action} of run {run_id} must be approved by someone other than "
+                    f"{actor.label}")
+        yield Operation(change, run, steps, step, definition)
+
+
+def four_eyes_data(data: dict | None, approved_by: Actor | None) -> dict | None:
+    if approved_by is None:
+        return data
+    return {**(data or {}), "approved_by": approved_by.label}
 
 
 def resume(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
@@ -39,7 +106,7 @@ def resume(run_id: int, *, actor: Actor, reason: str, now: datetime | None = Non
     The current step is tried again with its budget renewed; an unknown step is reconciled
     first, never blindly resent.
     """
-    with _operator_transition(run_id, "resume", actor=actor, reason=reason, now=now) as op:
+    with operator_transition(run_id, "resume", actor=actor, reason=reason, now=now) as op:
         run, change = op.run, op.change
         before = _snapshot(run)
         for step in op.steps:
@@ -64,8 +131,8 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
     retry) or Undetermined(reason) (still unknown; the run stays in attention).
     """
     _require_evidence(verdict, evidence, f"reconcile {step_name}")
-    with _operator_transition(run_id, "reconcile", actor=actor, reason=reason, now=now,
-                              step_name=step_name) as op:
+    with operator_transition(run_id, "reconcile", actor=actor, reason=reason, now=now,
+                             step_name=step_name) as op:
         run, change, step = op.run, op.change, op.step
         before = _snapshot(run, step)
         data = {"evidence": evidence}
@@ -80,7 +147,7 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
             step.error_class, step.error_message = "", ""
             step.finished_at = change.now
             change.step_changed(step)
-            run.steps_done = _steps_done_with(run, step)
+            run.steps_done = _steps_done_with(run, step, op.steps)
             if not ended:
                 change.move(Q)
             data["verdict"] = "found"
@@ -110,8 +177,8 @@ def retry_step(run_id: int, *, step_name: str, actor: Actor, reason: str,
                now: datetime | None = None) -> Run:
     """Send one failed or scheduled step again with the same idempotency key, with a fresh
     retry budget. A step whose outcome is unknown is refused: reconcile it first."""
-    with _operator_transition(run_id, "retry_step", actor=actor, reason=reason, now=now,
-                              step_name=step_name) as op:
+    with operator_transition(run_id, "retry_step", actor=actor, reason=reason, now=now,
+                             step_name=step_name) as op:
         run, change, step = op.run, op.change, op.step
         before = _snapshot(run, step)
         step.status = StepStatus.PENDING
@@ -132,12 +199,12 @@ def compensate(run_id: int, *, actor: Actor, reason: str, data: dict | None = No
     second person (`approved_by`). A run whose compensation failed can be compensated
     again: the failed compensation is sent again with the same key.
     """
-    with _operator_transition(run_id, "compensate", actor=actor, reason=reason, now=now,
-                              approved_by=approved_by) as op:
+    with operator_transition(run_id, "compensate", actor=actor, reason=reason, now=now,
+                             approved_by=approved_by) as op:
         run, change = op.run, op.change
         plan = compensation_plan(op.steps, op.definition)
         _begin_compensation(change, plan, reason=reason,
-                            data=_four_eyes_data(data, approved_by))
+                            data=four_eyes_data(data, approved_by))
         run.next_wake_at = change.now  # due at once; the sweeper finds it if the hint is lost
         change.wake = True
     return run
@@ -147,8 +214,8 @@ def confirm_compensation(run_id: int, *, step_name: str, actor: Actor, reason: s
     """A person confirms the undo of a high-impact step at which a compensation paused
     (`data` records what they were shown it would send); the compensation carries on with
     it, then with the older undos."""
-    with _operator_transition(run_id, "confirm_compensation", actor=actor, reason=reason,
-                              now=now, step_name=step_name) as op:
+    with operator_transition(run_id, "confirm_compensation", actor=actor, reason=reason,
+                             now=now, step_name=step_name) as op:
         run, change, step = op.run, op.change, op.step
         before = _snapshot(run, step)
         step.status = StepStatus.COMPENSATING
@@ -167,8 +234,8 @@ def ask_again(run_id: int, *, step_name: str, actor: Actor, reason: str,
     """Discard a stored model decision so the model is asked again, as a new decision
     version. Refused once a later side-effecting step has acted on the old decision
     (compensate first). The old decision stays in the audit record."""
-    with _operator_transition(run_id, "ask_again", actor=actor, reason=reason, now=now,
-                              step_name=step_name) as op:
+    with operator_transition(run_id, "ask_again", actor=actor, reason=reason, now=now,
+                             step_name=step_name) as op:
         run, change, step = op.run, op.change, op.step
         before = _snapshot(run, step)
         previous = step.result
@@ -190,11 +257,11 @@ def cancel(run_id: int, *, actor: Actor, reason: str, approved_by: Actor | None 
            now: datetime | None = None) -> Run:
     """Stop the run at the next step boundary: at once if no step is in flight. After a
     high-impact effect it needs a second person (`approved_by`)."""
-    with _operator_transition(run_id, "cancel", actor=actor, reason=reason, now=now,
-                              approved_by=approved_by) as op:
+    with operator_transition(run_id, "cancel", actor=actor, reason=reason, now=now,
+                             approved_by=approved_by) as op:
         run, change = op.run, op.change
         before = _snapshot(run)
-        data = _four_eyes_data(None, approved_by)
+        data = four_eyes_data(None, approved_by)
         if run.status == R:
             run.cancel_requested = True
             change.audit(AuditAction.CANCEL_REQUESTED, reason=reason, before=before, after=before,
@@ -208,15 +275,15 @@ def terminate(run_id: int, *, actor: Actor, reason: str, data: dict | None = Non
     """End the run at once. A step still in flight becomes unknown; its result is recorded
     when it arrives. The run resumes only through reopen. After a high-impact effect it
     needs a second person (`approved_by`)."""
-    with _operator_transition(run_id, "terminate", actor=actor, reason=reason, now=now,
-                              approved_by=approved_by) as op:
+    with operator_transition(run_id, "terminate", actor=actor, reason=reason, now=now,
+                             approved_by=approved_by) as op:
         _terminate_in(op.change, op.steps, reason=reason,
-                      data=_four_eyes_data(data, approved_by))
+                      data=four_eyes_data(data, approved_by))
     return op.run
 
 def reopen(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
     """Bring a terminated run back to attention, from where an operator can act on it."""
-    with _operator_transition(run_id, "reopen", actor=actor, reason=reason, now=now) as op:
+    with operator_transition(run_id, "reopen", actor=actor, reason=reason, now=now) as op:
         run, change = op.run, op.change
         before = _snapshot(run)
         for step in op.steps:

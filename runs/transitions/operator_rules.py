@@ -3,19 +3,9 @@ succeed on this run (and step)?". The operator transitions refuse with it, and e
 (console, bulk actions, API, CLI, through runs.actions) offers an action only where it
 returns None, so a rule written here cannot drift from the rule a caller shows."""
 
-from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime
-
 from django.db.models import F
 
-from audit.chain import Actor
-
 from .. import definition as d
-from ..errors import (
-    SecondPersonRequired,
-    TransitionNotAllowed,
-)
 from ..models import (
     AttentionReason,
     Run,
@@ -28,10 +18,6 @@ from .compensation import compensation_plan
 from .kernel import (  # the package's shared vocabulary
     A,
     Effect,
-    _Change,
-    _locked,
-    _require_reason,
-    _steps,
     allowed,
     unsettled_effects,
 )
@@ -204,57 +190,3 @@ def eligible_steps(action: str, run: Run, steps: list[Step],
     if action not in STEP_ACTIONS:
         return []
     return [s for s in steps if step_refusal(action, run, s, steps, definition) is None]
-
-def _same_person(a: Actor, b: Actor) -> bool:
-    if a.user_id is not None or b.user_id is not None:
-        return a.user_id == b.user_id
-    return a.label == b.label
-
-@dataclass
-class _Operation:
-    """What an operator transition works on, locked and checked."""
-
-    change: _Change
-    run: Run
-    steps: list[Step]
-    step: Step | None
-    definition: d.Workflow | None
-
-@contextmanager
-def _operator_transition(run_id: int, action: str, *, actor: Actor, reason: str,
-                         now: datetime | None, step_name: str | None = None,
-                         approved_by: Actor | None = None):
-    """The skeleton of every operator transition: a reason, the run locked, the move checked
-    against the table, the action checked against refusal() and the four-eyes rule; then the
-    body's changes saved together, or (if the body raises) nothing at all."""
-    _require_reason(reason, action.replace("_", " "))
-    with _locked(run_id, action, actor=actor, now=now) as change:
-        run = change.run
-        steps = _steps(run)
-        step = None
-        if step_name is not None:
-            step = next((s for s in steps if s.name == step_name), None)
-            if step is None:
-                raise TransitionNotAllowed(f"run {run_id} has no step {step_name!r}")
-        definition = d.registry.get(run.workflow_name, run.workflow_version)
-        refused = refusal(action, run, steps, definition, step=step)
-        if refused:
-            raise TransitionNotAllowed(refused)
-        if needs_second_person(action, steps, step):
-            counted = rerun_range(steps, step) if action == "rerun_from_step" else steps
-            names = "; ".join(str(e) for e in high_impact_effects(counted))
-            if approved_by is None:
-                raise SecondPersonRequired(
-                    f"{action} of run {run_id} needs a second person's approval: high-impact "
-                    f"effects stand or may stand ({names})")
-            if _same_person(actor, approved_by):
-                raise SecondPersonRequired(
-                    f"{action} of run {run_id} must be approved by someone other than "
-                    f"{actor.label}")
-        yield _Operation(change, run, steps, step, definition)
-
-
-def _four_eyes_data(data: dict | None, approved_by: Actor | None) -> dict | None:
-    if approved_by is None:
-        return data
-    return {**(data or {}), "approved_by": approved_by.label}

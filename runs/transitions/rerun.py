@@ -23,7 +23,7 @@ from ..agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ..keys import compensation_key, step_key
 from ..models import Run, Step, StepStatus
 from .kernel import DONE_STEP_STATUSES, Q, _reset_budget, _snapshot
-from .operator_rules import _four_eyes_data, _operator_transition
+from .operator import four_eyes_data, operator_transition
 from .rerun_rules import rerun_range, standing_effects
 
 # The calls of a replaced generation that never ran: the re-run cancels them, so nothing
@@ -62,8 +62,8 @@ def rerun_from_step(run_id: int, *, step_name: str, actor: Actor, reason: str,
     """Send `step_name` and the later steps of a finished or stopped run again as a new
     generation with new keys; the earlier steps' results are reused. Needs a second person
     where a high-impact effect stands from that step on (`approved_by`)."""
-    with _operator_transition(run_id, "rerun_from_step", actor=actor, reason=reason, now=now,
-                              step_name=step_name, approved_by=approved_by) as op:
+    with operator_transition(run_id, "rerun_from_step", actor=actor, reason=reason, now=now,
+                             step_name=step_name, approved_by=approved_by) as op:
         run, change, step = op.run, op.change, op.step
         before = {**_snapshot(run, step), "generation": run.generation}
         sent_again = rerun_range(op.steps, step)
@@ -105,7 +105,7 @@ def rerun_from_step(run_id: int, *, step_name: str, actor: Actor, reason: str,
         change.move(Q)
         change.audit(AuditAction.RERUN_FROM_STEP, step=step, reason=reason, before=before,
                      after={**_snapshot(run, step), "generation": generation},
-                     data=_four_eyes_data({"generation": generation,
+                     data=four_eyes_data({"generation": generation,
                                            "previous_generation": generation - 1,
                                            "from_step": step.name, "standing": standing,
                                            "previous_steps": previous}, approved_by))

@@ -14,7 +14,7 @@ from audit.chain import Actor
 from .. import definition as d
 from ..models import Run, Step, StepStatus
 from .kernel import Lease, Q, W, _Change, _definition_step, _snapshot
-from .operator_rules import _operator_transition
+from .operator import operator_transition
 
 
 def wake_time(spec: d.StepDef, run: Run, now: datetime) -> datetime:
@@ -64,8 +64,8 @@ def sleeping_step(steps: list[Step]) -> Step | None:
 def wake_timer(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
     """Wake a run sleeping on a timer now, before its time; the sleep step then succeeds at
     the next claim and the run goes on."""
-    with _operator_transition(run_id, "wake_timer", actor=actor, reason=reason,
-                              now=now) as op:
+    with operator_transition(run_id, "wake_timer", actor=actor, reason=reason,
+                             now=now) as op:
         run, change = op.run, op.change
         step = sleeping_step(op.steps)
         before = _snapshot(run, step)

@@ -1,9 +1,10 @@
 """The permission rule in its two shapes (every workflow at once for lists, one run in one
-query for an action) gives the same answer for every way of holding a permission."""
+query for an action, that query locking the run where the action goes on to change it)
+gives the same answer for every way of holding a permission."""
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from guardian.shortcuts import assign_perm
 
@@ -55,6 +56,14 @@ def test_one_run_and_every_workflow_give_the_same_answer(people):
         grant = grant_for(user, "resume_run")
         assert one_by_one == [grant.covers(run.workflow_id) for run in runs] == expected[name], \
             name
+        # The shape that also locks the run (an operator action): the same answer, and the
+        # run's row with it, from one statement.
+        with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+            locked = [run_access(user, "resume_run", run.pk, lock=True) for run in runs]
+        assert [a.allowed for a in locked] == expected[name], name
+        assert [a.run.pk for a in locked] == [run.pk for run in runs]
+        assert [q["sql"].endswith("FOR UPDATE") for q in queries.captured_queries
+                if not q["sql"].startswith("SAVEPOINT")] == [True] * len(runs), name
 
 
 def test_no_such_run_is_none_and_the_chain_head_comes_with_the_answer(people):

@@ -392,12 +392,12 @@ ENTRIES: list[tuple[str, Entry]] = [
         "POST, CSRF.",
         may=frozenset({"operator"}), kwargs=_saved_view_kwargs)),
     ("console:schedule_pause", Entry(
-        "Pause or resume a schedule: runs.pause_dispatch on its workflow (runs.dispatch."
-        "may_pause), POST, CSRF.",
+        "Pause or resume a schedule: runs.pause_dispatch on its workflow (approvals."
+        "operator_actions.act_on_workflow), POST, CSRF.",
         may=frozenset({"operator", "superuser"}), kwargs=_schedule_kwargs, body=_pause_body)),
     ("console:dispatch_pause", Entry(
         "Pause or resume a workflow's dispatch: runs.pause_dispatch on the workflow "
-        "(runs.dispatch.may_pause), POST, CSRF.",
+        "(approvals.operator_actions.act_on_workflow), POST, CSRF.",
         may=frozenset({"operator", "superuser"}),
         kwargs=lambda world, view, item: {"workflow": "test-orders"}, body=_pause_body)),
     ("login", Entry("The console's login: open to everyone, CSRF-checked.",

@@ -5,7 +5,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from audit.chain import Actor
+from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
 from console.cli import user_named
 from runs import dispatch
 
@@ -41,14 +41,10 @@ class Command(BaseCommand):
             return
         user = user_named(options["user"])
         workflow = options["workflow"]
-        if not dispatch.may_pause(user, workflow):
-            raise CommandError(f"{user.get_username()} may not pause or resume {workflow} "
-                               f"(needs runs.{dispatch.PERMISSION})")
-        call = dispatch.pause_dispatch if options["what"] == "pause" else dispatch.resume_dispatch
         try:
-            call(workflow=workflow, system=options["system"], actor=Actor.for_user(user),
-                 reason=options["reason"])
-        except dispatch.DispatchError as exc:
+            act_on_workflow(f"{options['what']}_dispatch", workflow, system=options["system"],
+                            user=user, reason=options["reason"])
+        except (NoSuchWorkflow, ActionForbidden, dispatch.DispatchError) as exc:
             raise CommandError(str(exc)) from None
         where = f" for {options['system']}" if options["system"] else ""
         self.stdout.write(f"{workflow}{where}: "

@@ -7,9 +7,9 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_datetime
 
-from audit.chain import Actor
+from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
 from console.cli import user_named
-from runs import dispatch, schedules
+from runs import schedules
 
 
 class Command(BaseCommand):
@@ -44,14 +44,11 @@ class Command(BaseCommand):
                                           "locked_out": report.locked_out}))
             return
         user = user_named(options["user"])
-        if not dispatch.may_pause(user, options["workflow"]):
-            raise CommandError(f"{user.get_username()} may not pause or resume schedules of "
-                               f"{options['workflow']} (needs runs.{dispatch.PERMISSION})")
         try:
-            state = schedules.set_paused(workflow=options["workflow"], name=options["schedule"],
-                                         paused=options["what"] == "pause",
-                                         actor=Actor.for_user(user), reason=options["reason"])
-        except schedules.ScheduleError as exc:
+            state = act_on_workflow(f"{options['what']}_schedule", options["workflow"],
+                                    schedule=options["schedule"], user=user,
+                                    reason=options["reason"])
+        except (NoSuchWorkflow, ActionForbidden, schedules.ScheduleError) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"schedule {state.name} of {state.workflow_name}: "
                           f"{'paused' if state.paused else 'running'}")
