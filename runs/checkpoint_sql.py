@@ -87,10 +87,6 @@ def _rows(objects, fields) -> str:
                       default=_json_default, separators=(",", ":"))
 
 
-def supported() -> bool:
-    return connection.vendor == "postgresql"
-
-
 # The psycopg connections told to keep one generic plan per prepared statement.
 _generic_plans: weakref.WeakSet = weakref.WeakSet()
 
@@ -297,13 +293,6 @@ def next_run_id() -> int:
 def forget_run_id() -> None:
     """Drop the kept run id (a statement failed: the id may have been used)."""
     _next_ids.pop(_id_slot(), None)
-
-
-def step_row_template(step: Step) -> dict:
-    """`step`'s columns as insert_run_if_new takes them (a dict to copy and fill in per run,
-    cheaper than a model instance per step)."""
-    return {f.column: getattr(step, f.attname)
-            for f in Step._meta.concrete_fields if not f.primary_key}
 
 
 def insert_run_if_new(*, run: Run, steps: list[dict], records: list[AuditRecord],

@@ -24,7 +24,8 @@ pytestmark = pytest.mark.django_db
 MAX_QUERIES = 10
 # The project's modules one action runs through (the request middleware included): the
 # caller's side is the view, act, the permission rule, the action table and the action's
-# trace span; the rest is the transition's, with the database clock (14 to 16 by action).
+# trace span; the rest is the transition's, with the store (runs.store: the database
+# clock; 14 to 16 by action).
 MAX_MODULES = 16
 CALLER_SIDE = {"api/middleware.py", "console/views.py", "approvals/operator_actions.py",
                "runs/permissions.py", "runs/actions.py", "runs/tracing.py"}
@@ -90,5 +91,5 @@ def test_an_action_reaches_its_audit_record_in_few_queries_and_modules(
     assert len(modules) <= MAX_MODULES, sorted(modules)
     transition_side = {"runs/transitions/", "runs/definition.py", "runs/redaction.py",
                        "runs/checkpoint_sql.py", "runs/wakeup.py", "audit/chain.py",
-                       "runs/dbclock.py", "runs/registry.py"}
+                       "runs/store.py", "runs/registry.py"}
     assert {m for m in modules if not m.startswith(tuple(transition_side))} == CALLER_SIDE
