@@ -12,6 +12,7 @@ one write lock, the lock PostgreSQL takes per row with SELECT ... FOR UPDATE.
 The store tests (tests/runs/test_store.py) run on both databases in `make test`.
 """
 
+import abc
 import contextlib
 import fcntl
 import threading
@@ -25,14 +26,16 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 from psycopg import errors as pg_errors
 
+from audit.actions import AuditAction
 from audit.models import AuditRecord
 
 from . import checkpoint_sql
 from .models import Run, RunEvent, Step, Workflow
 
 
-class Store:
-    """What the two databases share; each subclass holds what differs."""
+class Store(abc.ABC):
+    """One interface for both databases. Its bodies are the ORM's way, which SQLite takes;
+    PostgresStore overrides them where it has a cheaper one."""
 
     name = ""
 
@@ -64,7 +67,10 @@ class Store:
         return list(queryset.select_for_update(skip_locked=skip_locked))
 
     def transaction_lock(self, key: int) -> None:
-        """Serialise, until the transaction ends, every transaction that takes `key`."""
+        """Serialise, until the transaction ends, every transaction that takes `key`. Here
+        (SQLite) there is nothing to take: an immediate transaction already excludes every
+        other writer."""
+        return None
 
     # --- writes of a transition -----------------------------------------------------------
 
@@ -113,15 +119,23 @@ class Store:
 
     # --- starting a run -------------------------------------------------------------------
 
+    @abc.abstractmethod
     def next_run_id(self) -> int:
-        raise NotImplementedError
+        """An id for a run about to be inserted, which no other run has or will get: its
+        first audit record's hash covers it, so it is taken before the insert."""
 
     def forget_run_id(self) -> None:
         """Drop an id kept for the next run (a statement failed: it may have been used)."""
+        return None
 
+    @abc.abstractmethod
     def insert_run_if_new(self, *, run: Run, steps: list[dict], records: list[AuditRecord],
                           events: list[RunEvent], tombstones: str | None) -> int | None:
-        raise NotImplementedError
+        """Insert `run` (its pk from next_run_id), its steps (column dicts), audit records
+        and events, all or nothing, in a transaction of their own, unless its (workflow,
+        business key) is taken by a run or by a tombstone in the table `tombstones`. Returns
+        the run's workflow row id (the row is made if missing), or None if nothing was
+        written."""
 
     def start_may_try_again(self, exc: IntegrityError) -> bool:
         """Whether insert_run_if_new failed for a reason its next try does not meet again."""
@@ -130,15 +144,14 @@ class Store:
     # --- time, locks across processes, snapshots ----------------------------------------
 
     def now(self) -> datetime:
-        """The time leases and due times are judged by: the database's clock."""
+        """The time leases and due times are judged by: the database's clock (an embedded
+        database lives in this process: its clock is this one)."""
         return timezone.now()
 
-    @contextlib.contextmanager
-    def pass_lock(self, job: str, key: int) -> Iterator[bool]:
-        """Hold `job`'s lock (or `key`'s) for the block if nobody else does; yields whether
-        it is held (runs.single_pass)."""
-        raise NotImplementedError
-        yield False
+    @abc.abstractmethod
+    def pass_lock(self, job: str, key: int) -> contextlib.AbstractContextManager[bool]:
+        """Hold `job`'s lock (or `key`'s) for the block if nobody else does, across every
+        process; the context yields whether it is held (runs.single_pass)."""
 
     @contextlib.contextmanager
     def snapshot(self, *, fast_aggregates: bool = False) -> Iterator[None]:
@@ -148,13 +161,13 @@ class Store:
 
     def allow_archival_removal(self, archive_sha256: str) -> None:
         """In the caller's transaction: let it delete the audit records of runs tombstoned
-        to the archive file with this digest (the append-only guard refuses anything else)."""
+        to the archive file with this digest (the append-only guard refuses anything else;
+        SQLite has no such guard)."""
+        return None
 
     def executing_by_step(self, run_id: int, now: datetime) -> dict[str, timedelta]:
         """{step name: time spent between each intent and the record after it} of a run,
         an intent still open counting until `now` (console.step_times)."""
-        from audit.actions import AuditAction
-
         totals: dict[str, timedelta] = {}
         open_intents: dict[str, datetime] = {}
         records = (AuditRecord.objects.filter(run_id=run_id).exclude(step_name="")
@@ -169,10 +182,9 @@ class Store:
             totals[name] = totals.get(name, timedelta(0)) + (now - began)
         return totals
 
+    @abc.abstractmethod
     def url(self) -> str:
         """A DATABASE_URL for a child process to reach this same database."""
-        raise NotImplementedError
-
 
 
 class PostgresStore(Store):
@@ -280,8 +292,6 @@ class PostgresStore(Store):
             cursor.execute("SELECT set_config('audit.archival', %s, true)", [archive_sha256])
 
     def executing_by_step(self, run_id: int, now: datetime) -> dict[str, timedelta]:
-        from audit.actions import AuditAction
-
         with connection.cursor() as cursor:
             cursor.execute(_EXECUTING_SQL.format(
                 table=connection.ops.quote_name(AuditRecord._meta.db_table)),
