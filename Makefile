@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 # Tests and the benchmark run on the machine's PostgreSQL and Redis (see bin/ensure-services).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/durable
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
+# make test runs the store tests (runs.store) again on SQLite, the demo's embedded database,
+# kept here with its lock files.
+STORE_TEST_DIR ?= /tmp/durable-store-tests
 BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/durable_bench
 BENCH_BROKER_URL ?= redis://127.0.0.1:6379/14
 # The migration linter only reads migration files; sqlmigrate needs a connection to quote
@@ -33,6 +36,10 @@ test: install
 	$(BIN)/lint-imports
 	DATABASE_URL=$(LINT_DATABASE_URL) $(BIN)/python manage.py lint_migrations
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -q
+	rm -rf $(STORE_TEST_DIR) && mkdir -p $(STORE_TEST_DIR)
+	DATABASE_URL=sqlite:///$(STORE_TEST_DIR)/durable.sqlite3 VAR_DIR=$(STORE_TEST_DIR) \
+		CELERY_BROKER_URL=$(TEST_BROKER_URL) STORE_TESTS_ON_SQLITE=1 \
+		$(BIN)/pytest -q -m store tests/runs/test_store.py
 
 # bin/demo checks the port, migrates, seeds and starts everything.
 demo: install

@@ -32,7 +32,6 @@ fully removed is finished by the next pass (finish_unfinished). Step results kep
 artifacts (runs.artifacts) stay in their storage; the archive keeps their references.
 """
 
-import contextlib
 import getpass
 import gzip
 import hashlib
@@ -44,7 +43,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.files import File
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
@@ -52,6 +51,7 @@ from audit import seals
 from audit.models import AuditRecord
 from audit.offline import to_json
 from runs import definition as d
+from runs import store
 from runs.models import FINAL_RUN_STATUSES, Run
 from runs.single_pass import single_pass
 
@@ -163,15 +163,9 @@ def archive_runs(*, actor: str, now: datetime | None = None, runs_per_file: int 
     return report
 
 
-@contextlib.contextmanager
 def _snapshot():
-    """A transaction whose reads all see one snapshot (PostgreSQL: repeatable read)."""
-    with transaction.atomic():
-        # Only as the transaction's first statement (not inside a caller's transaction).
-        if connection.vendor == "postgresql" and len(connection.atomic_blocks) == 1:
-            with connection.cursor() as cursor:
-                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        yield
+    """A transaction whose reads all see one snapshot (runs.store)."""
+    return store.current().snapshot()
 
 
 def write_file(run_ids: list[int], *, actor: str, now: datetime) -> ArchiveFile | None:
@@ -255,12 +249,7 @@ def _remove_batch(archive: ArchiveFile, run_ids: list[int], *,
                   actor: str) -> tuple[int, list[int]]:
     now = timezone.now()
     with transaction.atomic(durable=True):
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                # Transaction-local: the audit trigger lets this transaction delete the
-                # records of runs tombstoned to this file, and nothing else.
-                cursor.execute("SELECT set_config('audit.archival', %s, true)",
-                               [archive.sha256])
+        store.current().allow_archival_removal(archive.sha256)
         runs = list(Run.objects.select_for_update().filter(pk__in=run_ids).order_by("pk")
                     .only(*TOMBSTONE_FIELDS))
         removable, changed = [], []

@@ -25,7 +25,9 @@ def estimated_count(queryset) -> int:
     the admin's runs list 200 ms on every load."""
     queryset = queryset.order_by()
     exact = queryset[: COUNT_CAP + 1].count()
-    if exact <= COUNT_CAP or connection.vendor != "postgresql":
+    # The estimate needs a plan in JSON (PostgreSQL's EXPLAIN; audit sits below runs.store,
+    # so it asks Django what the database can explain rather than which database it is).
+    if exact <= COUNT_CAP or "JSON" not in connection.features.supported_explain_formats:
         return exact if exact <= COUNT_CAP else queryset.count()
     plan = json.loads(queryset.explain(format="json"))
     return max(COUNT_CAP + 1, int(plan[0]["Plan"]["Plan Rows"]))

@@ -129,7 +129,7 @@ RUNSERVER = sys.argv[1:2] == ["runserver"]
 DB_CONN_MAX_AGE = env("DB_CONN_MAX_AGE", 0) if RUNSERVER else env("DB_CONN_MAX_AGE")
 
 # Server-side prepared statements for the statements that ask for them (the runtime's
-# one-statement checkpoints and start_run, runs.checkpoint_sql): parsed and planned once per
+# one-statement checkpoints and start_run, runs.store.postgres): parsed and planned once per
 # connection instead of at every step. Django's psycopg backend turns them off unless
 # prepare_threshold is set (it defaults to None, which makes psycopg ignore prepare=True);
 # the ORM's own queries stay unprepared (client-side binding). A new connection prepares

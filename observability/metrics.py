@@ -20,7 +20,6 @@ from itertools import accumulate
 
 from django.apps import apps
 from django.conf import settings
-from django.db import connection, transaction
 from django.db.models import (
     Case,
     Count,
@@ -47,6 +46,7 @@ from prometheus_client.utils import floatToGoString
 from archive.selectors import removed_audit_actions
 from audit.actions import AuditAction
 from audit.models import AuditRecord
+from runs import store
 from runs.definition import registry as workflows
 from runs.models import (
     ATTENTION_RUN_STATUSES,
@@ -179,26 +179,11 @@ class RuntimeCollector(Collector):
         up = GaugeMetricFamily("durable_metrics_up",
                                "1 if the last scrape could read the database, else 0.")
         try:
-            # Inside a caller's transaction (a test's) the snapshot is the caller's to set.
-            own_transaction = not connection.in_atomic_block
-            with transaction.atomic():
-                if connection.vendor == "postgresql":
-                    # One snapshot for every figure (repeatable read: under read committed
-                    # each statement has its own), so records an archival removal takes
-                    # away are either still counted or in its counts, never both or neither.
-                    # The scrape's aggregates run in milliseconds, but a planner that
-                    # overestimates one (the step durations' join) crosses jit_above_cost
-                    # and spends 40 ms compiling it; and, dividing that overestimate among
-                    # parallel workers, it prefers reading all of runs_run in parallel
-                    # (150 ms at a million runs) to the thousand recent runs along
-                    # run_updated_idx (1 ms). Every aggregate here reads an index range:
-                    # workers would only add their start-up.
-                    with connection.cursor() as cursor:
-                        if own_transaction:
-                            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, "
-                                           "READ ONLY")
-                        cursor.execute("SET LOCAL jit = off")
-                        cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+            # One snapshot for every figure, so records an archival removal takes away are
+            # either still counted or in its counts, never both or neither; its aggregates
+            # read index ranges (runs.store: fast_aggregates). Inside a caller's
+            # transaction (a test's) the snapshot is the caller's.
+            with store.current().snapshot(fast_aggregates=True):
                 families = list(self._families(timezone.now()))
         except Exception:
             logger.exception("metrics: reading the database failed")

@@ -42,14 +42,14 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connections
 from django.utils import timezone
 
 from audit.actions import AuditAction
 from audit.chain import Actor
 from audit.models import AuditRecord
 
-from . import crashpoints, executor, transitions
+from . import crashpoints, executor, store, transitions
 from . import definition as d
 from .actions import ACTIONS, ActionInput
 from .agent_loop import AFTER_TURN
@@ -428,14 +428,9 @@ def _kill_at(run: Run, point: str) -> bool:
 
 
 def _child_env(point: str) -> dict:
-    db = connection.settings_dict
-    if connection.vendor == "postgresql":
-        auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-        url = f"postgres://{auth}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}"
-    else:
-        url = f"sqlite:///{db['NAME']}"
     return {
-        **os.environ, "DATABASE_URL": url, "RUNS_CRASH_AT": point, "RUNS_CRASH_MODE": "self",
+        **os.environ, "DATABASE_URL": store.current().url(), "RUNS_CRASH_AT": point,
+        "RUNS_CRASH_MODE": "self",
         "RUNS_EXTRA_WORKFLOW_MODULES": ",".join(settings.RUNS_WORKFLOW_MODULES),
         "SANDBOX_BASE_URL": getattr(settings, "SANDBOX_BASE_URL", ""),
         "MODEL_BASE_URL": getattr(settings, "MODEL_BASE_URL", ""),

@@ -34,10 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import Case, IntegerField, Value, When
 
 from . import definition as d
+from . import store
 from .models import HELD_RUN_STATUSES, Run, RunStatus
 from .single_pass import lock_key
 from .wakeup import send_wakeups
@@ -112,10 +112,7 @@ def admits(run: Run) -> bool:
     limits = _workflows.get(run.workflow_name)
     if limits is None or (limits.max_in_flight is None and not limits.concurrency_key):
         return True
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)",
-                           [lock_key(f"limits:{run.workflow_name}")])
+    store.current().transaction_lock(lock_key(f"limits:{run.workflow_name}"))
     held = Run.objects.filter(workflow_name=run.workflow_name,
                               status__in=HELD_RUN_STATUSES).exclude(pk=run.pk)
     if limits.max_in_flight is not None and held.count() >= limits.max_in_flight:

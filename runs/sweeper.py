@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db.models.functions import Now
 
-from . import dbclock, dispatch, events, tracing, transitions
+from . import dispatch, events, store, tracing, transitions
 from .models import Run, RunStatus
 from .single_pass import single_pass
 from .wakeup import send_wakeups
@@ -65,7 +65,8 @@ def _sweep(now: datetime | None, limit: int) -> SweepReport:
     due = list((due if held is None else due.exclude(held)).values_list("pk", flat=True)[:limit])
     send_wakeups(due)
     report.due = len(due)
-    stale = (now or dbclock.now()) - timedelta(seconds=settings.RUNS_REQUEUE_AFTER_SECONDS)
+    stale = ((now or store.current().now())
+             - timedelta(seconds=settings.RUNS_REQUEUE_AFTER_SECONDS))
     lost = Run.objects.filter(status=RunStatus.QUEUED, updated_at__lt=stale)
     lost = list((lost if held is None else lost.exclude(held)).values_list("pk", flat=True)
                 [:limit])

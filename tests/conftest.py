@@ -1,14 +1,33 @@
+import os
+
 import pytest
 from django.db import connection
 
+# The store tests (marked `store`) run on PostgreSQL with the rest, and again on SQLite, the
+# demo's embedded database, with this variable set (the Makefile's test target does both).
+STORE_TESTS_ON_SQLITE = "STORE_TESTS_ON_SQLITE"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "store: runs.store's tests, run on PostgreSQL and on SQLite (make test)")
+
 
 @pytest.fixture(autouse=True, scope="session")
-def _require_postgresql(django_db_setup, django_db_blocker):
-    # Concurrency, locking and the audit trigger are tested for real: on PostgreSQL only.
+def _require_postgresql(request, django_db_setup, django_db_blocker):
+    # Concurrency, locking and the audit trigger are tested for real: on PostgreSQL only,
+    # except the store tests, which also run on the demo's SQLite when asked to (and only
+    # they: a session that selected anything else stops here, nothing is skipped).
     with django_db_blocker.unblock():
-        if connection.vendor != "postgresql":
-            pytest.exit("the tests run on PostgreSQL: set DATABASE_URL=postgres://... "
-                        "(make test does)", returncode=2)
+        if connection.vendor == "postgresql":
+            return
+    others = [item.nodeid for item in request.session.items
+              if item.get_closest_marker("store") is None]
+    if os.environ.get(STORE_TESTS_ON_SQLITE) and not others:
+        return
+    pytest.exit("the tests run on PostgreSQL: set DATABASE_URL=postgres://... (make test "
+                "does); on SQLite only the store tests run, with "
+                f"{STORE_TESTS_ON_SQLITE}=1 and -m store", returncode=2)
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import transaction
 from django.db.models import F
 
 from audit.actions import AuditAction
@@ -23,7 +22,7 @@ from audit.chain import Actor
 from audit.models import AuditRecord
 
 from .. import definition as d
-from .. import sensitive
+from .. import sensitive, store
 from ..agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ..contracts import effect_verdict
 from ..errors import TransitionNotAllowed
@@ -116,7 +115,7 @@ def _holding(lease: Lease, action: str, now: datetime | None = None, *,
     about to start (none starts: yields None), `cancel_after` the work just settled (the
     body's changes are kept, then the run stops)."""
     now = _now(now)
-    with transaction.atomic(durable=True):
+    with store.current().transaction():
         run = _lock(lease.run.pk)
         if _fenced(run, lease):
             lease.finished, lease.work = True, None
@@ -321,7 +320,7 @@ def _late_tool_result(lease: Lease, step: Step, call: ToolCall, outcome: Outcome
 
     Called from inside _holding's transaction (which found the lease fenced off), so it
     joins it rather than opening a durable one of its own."""
-    with transaction.atomic():
+    with store.current().transaction(durable=False):
         run = _lock(lease.run.pk)
         change = _Change(run, None, Actor.system(lease.worker), _now(None))
         change.audit(AuditAction.LATE_RESULT, step=step, data=_call_data(

@@ -13,13 +13,11 @@ again with the same compensation key.
 
 from datetime import datetime
 
-from django.db import transaction
-
 from audit.actions import AuditAction
 from audit.chain import Actor
 
 from .. import definition as d
-from .. import sensitive
+from .. import sensitive, store
 from ..agent_models import ToolCall, ToolCallStatus
 from ..errors import SecondPersonRequired, TransitionNotAllowed
 from ..models import AttentionReason, ErrorClass, Run, StepStatus
@@ -142,7 +140,7 @@ def record_tool_call_undo(run_id: int, *, call_id: int, attempt: int, actor: Act
     """The outcome of an operator's undo of one tool call (`error` empty: it succeeded).
     Evidence: recorded whatever state the run is in now, and moving no run state; a call
     whose undo was asked for again meanwhile (another attempt) keeps the newer one's."""
-    with transaction.atomic(durable=True):
+    with store.current().transaction():
         call = ToolCall.objects.select_related("step").get(pk=call_id)
         run = _lock(call.step.run_id)
         change = _Change(run, None, actor, _now(now))

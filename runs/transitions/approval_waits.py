@@ -3,12 +3,11 @@ The approvals app calls them once a decision is recorded on its request."""
 
 from datetime import datetime
 
-from django.db import transaction
-
 from audit.actions import AuditAction
 from audit.chain import Actor
 
 from .. import definition as d
+from .. import store
 from ..errors import (
     TransitionNotAllowed,
 )
@@ -120,7 +119,7 @@ def record_approval_event(run_id: int, *, action: str, step_name: str, actor: Ac
     the request row it describes, or not at all."""
     if action not in APPROVAL_EVIDENCE:
         raise ValueError(f"{action!r} is not an approval lifecycle event")
-    with transaction.atomic():
+    with store.current().transaction(durable=False):
         run = _lock(run_id)
         change = _Change(run, None, actor, _now(now))
         change.audit(action, step_name=step_name, reason=reason, data=data)

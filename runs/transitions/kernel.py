@@ -17,8 +17,8 @@ from audit.actions import AuditAction
 from audit.chain import Actor, build_record
 from audit.models import AuditRecord
 
-from .. import checkpoint_sql, dbclock
 from .. import definition as d
+from .. import store
 from ..errors import (
     Classified,
     EvidenceRequired,
@@ -125,7 +125,7 @@ def allowed(action: str, status: str) -> bool:
 
 def _now(now: datetime | None) -> datetime:
     # Leases and due times are judged by the database's clock, never a worker's.
-    return now or dbclock.now()
+    return now or store.current().now()
 
 def input_hash(data) -> str:
     """The hash that tells a redelivered start event from a different one."""
@@ -243,23 +243,16 @@ _STEP_FIELDS = [
 
 def save_changes(changes: list[_Change]) -> None:
     """Save the changes of one run or of many (the sweeper takes runs back in batches), in
-    the caller's transaction, with one statement per table on PostgreSQL."""
+    the caller's transaction (one statement per table on PostgreSQL, runs.store)."""
     steps = [step for change in changes for step in change.steps.values()]
     runs = [change.run for change in changes]
     records = [r for change in changes for r in change.records]
     events = [e for change in changes for e in change.events]
-    if checkpoint_sql.supported():
-        checkpoint_sql.update_rows(Step, steps, _STEP_FIELDS)
-        checkpoint_sql.insert_rows(AuditRecord, records)
-        checkpoint_sql.insert_rows(RunEvent, events)
-        checkpoint_sql.update_rows(Run, runs, _RUN_FIELDS)
-    else:
-        for step in steps:
-            step.save(update_fields=_STEP_FIELDS)
-        AuditRecord.objects.bulk_create(records)
-        RunEvent.objects.bulk_create(events)
-        for run in runs:
-            run.save(update_fields=_RUN_FIELDS)
+    db = store.current()
+    db.update_rows(Step, steps, _STEP_FIELDS)
+    db.insert_rows(AuditRecord, records)
+    db.insert_rows(RunEvent, events)
+    db.update_rows(Run, runs, _RUN_FIELDS)
     save_waits(changes)
     wake_all_after_commit([change.run.pk for change in changes if change.wake])
     for change in changes:
@@ -288,10 +281,10 @@ def _lock(run_id: int) -> Run:
     held = _held_by_caller.get()
     if held and held[0].pk == run_id:
         return held.pop()
-    try:
-        return Run.objects.select_for_update().get(pk=run_id)
-    except Run.DoesNotExist:
-        raise TransitionNotAllowed(f"run {run_id} does not exist") from None
+    run = store.current().lock_run(run_id)
+    if run is None:
+        raise TransitionNotAllowed(f"run {run_id} does not exist")
+    return run
 
 def _steps(run: Run) -> list[Step]:
     return list(Step.objects.filter(run=run).order_by("position"))
@@ -478,7 +471,7 @@ def _locked(run_id: int, action: str, *, actor: Actor, now: datetime | None):
     """The skeleton of a transition on an existing run: in one durable transaction, lock the
     run, check `action` may start from its state, let the body change it, save everything.
     If the body raises, nothing is written."""
-    with transaction.atomic(durable=not _joined.get()):
+    with store.current().transaction(durable=not _joined.get()):
         run = _lock(run_id)
         change = _Change(run, action, actor, _now(now))
         yield change

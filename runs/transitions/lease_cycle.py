@@ -5,13 +5,11 @@ taking back runs whose lease ran out. The executor calls these."""
 import copy
 from datetime import datetime
 
-from django.db import transaction
-
 from audit.actions import AuditAction
 from audit.chain import Actor
 
-from .. import checkpoint_sql, dispatch, limits
 from .. import definition as d
+from .. import dispatch, limits, store
 from ..intentions import intended_action
 from ..models import (
     AttentionReason,
@@ -52,7 +50,6 @@ from .kernel import (  # the package's shared vocabulary
     _lock,
     _now,
     _snapshot,
-    _steps,
     _terminate_in,
     save_waits,
 )
@@ -68,36 +65,23 @@ def claim_run(run_id: int, *, worker: str, now: datetime | None = None) -> Lease
     and fencing token, so two workers racing for one run get one claim; the first step's
     intent is recorded in the same commit.
     """
-    now = _now(now)
-    if checkpoint_sql.supported():
-        return _claim_in_one_statement(run_id, worker, now)
-    with transaction.atomic(durable=True):
-        run = Run.objects.select_for_update().filter(pk=run_id).first()
-        if run is None or not _due(run, now):
-            return None
-        claimed = Run.objects.filter(
-            pk=run.pk, status=run.status, fencing_token=run.fencing_token
-        ).update(fencing_token=run.fencing_token + 1)
-        if claimed != 1:
-            return None
-        lease, change = _apply_claim(run, _steps(run), worker, now)
-        change.save()
-    return lease
+    return _claim_in_one_statement(run_id, worker, _now(now))
 
 def _claim_in_one_statement(run_id: int, worker: str, now: datetime) -> Lease | None:
     # Read without a lock, decide, then write claim and first intent in one statement that
     # matches only if the run is still as read: of two racing workers, one matches.
     # One read for the run and its steps, in the transaction of the write: one commit per
     # claim, not one for the read and one for the write.
-    with transaction.atomic(durable=True):
-        run, steps = checkpoint_sql.read_run_and_steps(run_id)
+    db = store.current()
+    with db.transaction():
+        run, steps = db.read_run_and_steps(run_id)
         if run is None:
             run = Run.objects.filter(pk=run_id).first()
         if run is None or not _due(run, now):
             return None
         expect_status, expect_token, expect_seq = run.status, run.fencing_token, run.audit_seq
         lease, change = _apply_claim(run, steps, worker, now)
-        written = checkpoint_sql.write_if_unchanged(
+        written = db.write_if_unchanged(
             run=run, steps=list(change.steps.values()), records=change.records,
             events=change.events,
             run_fields=_RUN_FIELDS, step_fields=_STEP_FIELDS, expect_token=expect_token,
@@ -243,10 +227,10 @@ def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
     step was in flight gets the result recorded on the step, since nobody else will.
     """
     now = _now(now)
-    if outcome.succeeded and not lease.compensating and checkpoint_sql.supported():
+    if outcome.succeeded and not lease.compensating:
         if _record_success_in_one_statement(lease, step, outcome, now):
             return lease
-    with transaction.atomic(durable=True):
+    with store.current().transaction():
         run = _lock(lease.run.pk)
         if _fenced(run, lease):
             _record_late_result(run, step, outcome, lease, now)
@@ -269,7 +253,7 @@ def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
 def _record_success_in_one_statement(lease: Lease, step: Step, outcome: Outcome,
                                      now: datetime) -> bool:
     """The hot path: the same transition as the locking path, applied to copies of the
-    lease holder's rows and written by one conditional statement (see checkpoint_sql).
+    lease holder's rows and written by one conditional statement (see runs.store).
     False, with nothing written and the lease untouched, if the run moved on meanwhile."""
     trial = copy.copy(lease)
     trial.run = _shallow_copy(lease.run)
@@ -284,7 +268,7 @@ def _record_success_in_one_statement(lease: Lease, step: Step, outcome: Outcome,
         # The run stops at an approval: its wait row must commit with it, which the one
         # statement does not write. The locking path does (rare: once per approval).
         return False
-    written = checkpoint_sql.write_if_unchanged(
+    written = store.current().write_if_unchanged(
         run=trial.run, steps=list(change.steps.values()), records=change.records,
         events=change.events,
         run_fields=_RUN_FIELDS, step_fields=_STEP_FIELDS, expect_token=lease.token,

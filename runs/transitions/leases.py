@@ -7,7 +7,7 @@ fencing token: a lease taken back stays taken, and its old holder records nothin
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import models
 from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 
@@ -15,13 +15,14 @@ from audit.actions import AuditAction
 from audit.chain import Actor
 
 from .. import definition as d
+from .. import store
 from ..models import ErrorClass, Run, Step, StepStatus
 from .kernel import COMP, HELD, Lease, Q, R, _Change, _now, _snapshot, save_changes
 
 
 def heartbeat(lease: Lease, *, now: datetime | None = None) -> bool:
     """Extend the lease of a long step. False if the lease was lost to another worker."""
-    with transaction.atomic(durable=True):
+    with store.current().transaction():
         extended = Run.objects.filter(
             pk=lease.run.pk, status=R, fencing_token=lease.token
         ).update(**extended_lease(now))
@@ -48,12 +49,13 @@ def heartbeat_many(tokens: dict[int, int], *, now: datetime | None = None) -> in
     held = models.Q()
     for run_id, token in tokens.items():
         held |= models.Q(pk=run_id, fencing_token=token)
-    with transaction.atomic(durable=True):
+    db = store.current()
+    with db.transaction():
         # A row locked by a transition (an outcome being recorded, the sweeper taking the
         # lease back) is skipped until the next beat, never waited on: a beat that waited
         # could deadlock with a sweep locking the same rows in another order.
-        free = list(Run.objects.filter(held, status__in=HELD).order_by("pk")
-                    .select_for_update(skip_locked=True).values_list("pk", flat=True))
+        free = db.lock_runs(Run.objects.filter(held, status__in=HELD).order_by("pk")
+                            .values_list("pk", flat=True), skip_locked=True)
         return Run.objects.filter(pk__in=free).update(**extended_lease(now))
 
 
@@ -78,9 +80,10 @@ def expire_leases(run_ids: list[int], *, now: datetime | None = None,
     Whether a lease ran out is judged in the locking statement by the database server's
     now(), not by this process's clock: a sweeper whose clock runs ahead takes no live lease.
     """
-    with transaction.atomic(durable=True):
+    db = store.current()
+    with db.transaction():
         # Locked in id order, as every batch locks them: two batches cannot deadlock.
-        runs = list(Run.objects.select_for_update().filter(
+        runs = db.lock_runs(Run.objects.filter(
             pk__in=run_ids, status__in=list(HELD),
             lease_expires_at__lte=Now() if now is None else now).order_by("pk"))
         # Stamped in the same transaction: now() is the time the locks were taken.

@@ -7,13 +7,12 @@ from contextlib import nullcontext
 from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
-from psycopg import errors as pg_errors
 from pydantic import ValidationError
 
 from audit.actions import AuditAction
 from audit.chain import Actor
 
-from .. import artifacts, checkpoint_sql, retention, tracing
+from .. import artifacts, retention, store, tracing
 from .. import definition as d
 from ..errors import (
     BusinessKeyConflict,
@@ -26,7 +25,6 @@ from ..models import (
     Run,
     RunEvent,
     Step,
-    Workflow,
 )
 from ..wakeup import wake_after_commit
 from .kernel import (  # the package's shared vocabulary
@@ -117,9 +115,7 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
             errors=[{"loc": ["input"], "msg": "too large"}])
     digest = input_hash(data)
     now = _now(now)
-    if not checkpoint_sql.supported():
-        return _start_with_orm(definition, workflow=workflow, business_key=business_key,
-                               data=data, digest=digest, actor=actor, now=now, wake=wake)
+    db = store.current()
     if connection.atomic_blocks and not connection.atomic_blocks[-1]._from_testcase:
         # The one statement below commits on its own, as a durable atomic block would.
         raise RuntimeError("start_run commits on its own: call it outside any transaction")
@@ -130,20 +126,21 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
         run, steps, change = _new_rows(definition, workflow=workflow,
                                        business_key=business_key, data=data, digest=digest,
                                        actor=actor, now=now,
-                                       run_id=checkpoint_sql.next_run_id())
-        # One statement, its own transaction: the run, its steps, its first audit record and
-        # its progress event, or nothing if the key is taken. The key is free only if the
-        # statement's snapshot holds neither a run nor a tombstone for it. Archiving deletes
-        # the run and writes its tombstone in one transaction, so one snapshot sees exactly
-        # one of them (or the run while archiving is under way): the insert never reuses
-        # the key of an archived run, even when it waits on the archiving transaction.
+                                       run_id=db.next_run_id())
+        # One statement (runs.store), its own transaction: the run, its steps, its first
+        # audit record and its progress event, or nothing if the key is taken. The key is
+        # free only if the statement's snapshot holds neither a run nor a tombstone for it.
+        # Archiving deletes the run and writes its tombstone in one transaction, so one
+        # snapshot sees exactly one of them (or the run while archiving is under way): the
+        # insert never reuses the key of an archived run, even when it waits on the
+        # archiving transaction.
         try:
             with _savepoint_if_nested():
-                workflow_id = checkpoint_sql.insert_run_if_new(
+                workflow_id = db.insert_run_if_new(
                     run=run, steps=steps, records=change.records, events=change.events,
                     tombstones=tombstones)
         except IntegrityError as exc:
-            if not _worth_another_try(exc):
+            if not db.start_may_try_again(exc):
                 raise
             continue
         if workflow_id is not None:
@@ -167,18 +164,6 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
         # The run this statement saw was removed since (not archived): try again.
     raise RuntimeError(f"business key {business_key!r} of {workflow} kept changing hands; "
                        "nothing was started")
-
-
-def _worth_another_try(exc: IntegrityError) -> bool:
-    """Whether the start statement failed for a reason its next try (a new snapshot, a new
-    run id) does not meet again: the kept run id was taken after all (the sequence was
-    reset, as tests may do; it is forgotten and the next try asks the sequence), or the
-    workflow's row was made by another start that committed while this statement waited on
-    it, a row this statement's snapshot cannot see (its run came out without a workflow)."""
-    cause = exc.__cause__
-    if isinstance(cause, pg_errors.NotNullViolation):
-        return cause.diag.column_name == "workflow_id"
-    return "pkey" in str(exc)
 
 
 def _savepoint_if_nested():
@@ -234,7 +219,7 @@ _TEMPLATES: dict[int, tuple] = {}
 def _step_templates(definition) -> list[dict]:
     cached = _TEMPLATES.get(id(definition))
     if cached is None or cached[0] is not definition:
-        rows = [checkpoint_sql.step_row_template(
+        rows = [_step_row_template(
                     Step(name=s.name, position=i, kind=s.kind, impact=s.impact,
                          version=s.version))
                 for i, s in enumerate(definition.steps)]
@@ -242,40 +227,8 @@ def _step_templates(definition) -> list[dict]:
     return cached[1]
 
 
-def _start_with_orm(definition, *, workflow: str, business_key: str, data: dict, digest: str,
-                    actor: Actor, now: datetime, wake: bool) -> tuple[Run, bool]:
-    """start_run on databases other than PostgreSQL (the embedded SQLite of the demo)."""
-    with transaction.atomic(durable=True):
-        row, _ = Workflow.objects.get_or_create(name=workflow)
-        try:
-            with transaction.atomic():
-                run = Run.objects.create(
-                    workflow=row, workflow_name=workflow, workflow_version=definition.version,
-                    business_key=business_key, input=data, input_hash=digest,
-                    status=Q, step_count=len(definition.steps),
-                    current_step=definition.steps[0].name if definition.steps else "",
-                    created_at=now, updated_at=now,
-                )
-        except IntegrityError:
-            existing = Run.objects.filter(workflow_name=workflow,
-                                          business_key=business_key).first()
-            if existing is None:
-                _refuse_if_archived(workflow, business_key, digest)
-                raise
-            if existing.input_hash != digest:
-                raise BusinessKeyConflict(
-                    f"business key {business_key!r} of {workflow} is already used by run "
-                    f"{existing.pk} with a different input", run_id=existing.pk,
-                ) from None
-            return existing, False
-        _refuse_if_archived(workflow, business_key, digest)
-        rows = _step_rows(definition, workflow=workflow, business_key=business_key,
-                          run_id=run.pk, now=now)
-        Step.objects.bulk_create([Step(**{Step._meta.get_field(column).attname: value
-                                          for column, value in row.items()})
-                                  for row in rows])
-        change = _first_change(run, definition, digest=digest, actor=actor, now=now)
-        change.wake = wake
-        change.save()
-    tracing.run_started(run)
-    return run, True
+def _step_row_template(step: Step) -> dict:
+    """`step`'s columns as the store's insert_run_if_new takes them (a dict to copy and fill
+    in per run, cheaper than a model instance per step)."""
+    return {f.column: getattr(step, f.attname)
+            for f in Step._meta.concrete_fields if not f.primary_key}

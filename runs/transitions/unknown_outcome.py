@@ -4,12 +4,11 @@ that cannot tell is asked again within the lookup budget, then a person decides)
 
 from datetime import datetime, timedelta
 
-from django.db import transaction
-
 from audit.actions import AuditAction
 from audit.chain import Actor
 
 from .. import definition as d
+from .. import store
 from ..models import (
     AttentionReason,
     Step,
@@ -43,7 +42,7 @@ def settle_unknown(lease: Lease, step: Step, verdict, *, error: str = "",
     """
     now = _now(now)
     spec = _definition_step(lease, step)
-    with transaction.atomic(durable=True):
+    with store.current().transaction():
         run = _lock(lease.run.pk)
         if _fenced(run, lease):
             lease.finished, lease.work = True, None

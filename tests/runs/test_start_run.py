@@ -124,33 +124,6 @@ def test_the_command_refuses_a_business_key_with_a_line_break():
     assert not Run.objects.filter(business_key__startswith="k-1").exists()
 
 
-def test_the_embedded_database_path_starts_the_same_run_with_one_chained_record(monkeypatch):
-    # start_run's path for databases other than PostgreSQL (the demo's SQLite), taken here
-    # on PostgreSQL: the rows and the first record must be what the one-statement path makes.
-    from audit.chain import verify_chain
-    from runs import checkpoint_sql
-    from runs.keys import step_key
-    from runs.models import RunEvent
-
-    monkeypatch.setattr(checkpoint_sql, "supported", lambda: False)
-    run, created = start_run(workflow="test-orders", business_key="inv-orm",
-                             input={"order": "inv-orm"}, actor=SYSTEM)
-    again, created_again = start_run(workflow="test-orders", business_key="inv-orm",
-                                     input={"order": "inv-orm"}, actor=SYSTEM)
-    assert (created, created_again) == (True, False) and again.pk == run.pk
-    steps = list(Step.objects.filter(run=run).order_by("position"))
-    assert [(s.name, s.status) for s in steps] == [
-        ("fetch", "pending"), ("classify", "pending"), ("create-task", "pending"),
-        ("post-ledger", "pending")]
-    assert all(s.idempotency_key == step_key("test-orders", "inv-orm", s.name, s.version)
-               for s in steps)
-    records = list(AuditRecord.objects.filter(run=run).order_by("seq"))
-    assert [r.action for r in records] == ["started"] and verify_chain(records) is None
-    run.refresh_from_db()
-    assert (run.audit_seq, run.audit_head) == (1, records[0].hash)
-    assert RunEvent.objects.filter(run=run).count() == 1
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_start_that_waits_on_the_first_creation_of_its_workflow_row_still_starts_the_run():
     # Another start is creating the workflow's row and has not committed: this start's

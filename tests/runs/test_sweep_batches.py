@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from audit.models import AuditRecord
-from runs import single_pass, sweeper, transitions
+from runs import single_pass, store, sweeper, transitions
 from runs.models import Run, RunEvent, RunStatus, StepStatus
 from tests.factories import new_run, step
 
@@ -105,13 +105,15 @@ def test_two_passes_of_the_sweep_never_run_at_once():
         other.close()
 
 
-def test_without_postgresql_a_file_lock_keeps_passes_apart(tmp_path):
-    path = tmp_path / "locks" / "runs.sweep.lock"
-    with single_pass._file_lock(path) as first:
-        with single_pass._file_lock(path) as second:
+def test_without_postgresql_a_file_lock_keeps_passes_apart(tmp_path, settings):
+    settings.VAR_DIR = tmp_path
+    sqlite, key = store.SqliteStore(), single_pass.lock_key("runs.sweep")
+    with sqlite.pass_lock("runs.sweep", key) as first:
+        with sqlite.pass_lock("runs.sweep", key) as second:
             assert (first, second) == (True, False)
-    with single_pass._file_lock(path) as again:
+    with sqlite.pass_lock("runs.sweep", key) as again:
         assert again
+    assert (tmp_path / "locks" / "runs.sweep.lock").exists()
 
 
 @pytest.mark.django_db

@@ -29,7 +29,7 @@ from audit.chain import Actor, build_record
 from audit.models import AuditRecord
 from console.roles import ensure_roles
 from observability.metrics import recount_history
-from runs import sweeper
+from runs import store, sweeper
 from runs.models import Run, RunStatus, Step, StepStatus, Worker
 from runs.selectors import RunFilters
 
@@ -71,7 +71,7 @@ class Command(BaseCommand):
                           f"{time.perf_counter() - started:.1f}s)")
 
     def handle(self, *args, runs, repeat, **options):
-        if connection.vendor != "postgresql":
+        if store.current().name != "postgresql":
             raise CommandError("bench_console needs PostgreSQL (set DATABASE_URL=postgres://...)")
         call_command("migrate", verbosity=0)
         started = time.perf_counter()

@@ -51,6 +51,7 @@ from psycopg import sql
 
 from audit.chain import Actor
 from runs import bench_workflows as bw
+from runs import store
 from runs.bench_processes import (
     WAL_BY_RELATION_SQL,
     WAL_WINDOW_SQL,
@@ -120,10 +121,10 @@ class Command(BaseCommand):
                                "least 0")
         if round_seconds <= 0:
             raise CommandError("--round-seconds must be positive")
-        if connection.vendor != "postgresql":
+        if store.current().name != "postgresql":
             raise CommandError(
                 "bench_runtime measures PostgreSQL commits, but the default database is "
-                f"{connection.vendor} ({settings.DATABASES['default']['ENGINE']}). Run it with "
+                f"{store.current().name} ({settings.DATABASES['default']['ENGINE']}). Run it with "
                 "DATABASE_URL=postgres://postgres@127.0.0.1:5432/durable_bench (make bench)."
             )
         self._ensure_database()

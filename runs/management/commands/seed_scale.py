@@ -5,6 +5,8 @@ SQL (minutes, not hours). Runs already seeded are kept: running it again adds no
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 
+from runs import store
+
 WORKFLOW = "bench-noop-10"
 STEPS = 10
 
@@ -54,7 +56,7 @@ class Command(BaseCommand):
         parser.add_argument("--runs", type=int, default=1_000_000)
 
     def handle(self, *args, runs, **options):
-        if connection.vendor != "postgresql":
+        if store.current().name != "postgresql":
             raise CommandError("seed_scale needs PostgreSQL (set DATABASE_URL=postgres://...)")
         with connection.cursor() as cursor:
             cursor.execute("INSERT INTO runs_workflow (name, created_at) VALUES (%s, now()) "

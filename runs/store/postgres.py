@@ -1,4 +1,7 @@
-"""A transition's writes as one conditional statement, for the executor's hot path.
+"""PostgreSQL, production's database: the store's methods, and the statements that make a
+transition's writes one statement.
+
+A transition's writes as one conditional statement, for the executor's hot path.
 
 Recording a step's outcome together with the next step's intent costs, through the ORM, a
 SELECT ... FOR UPDATE, two step UPDATEs, an audit INSERT and a run UPDATE between BEGIN and
@@ -11,20 +14,28 @@ The step updates and audit inserts only happen if that row matched. If it did no
 is written and the caller takes the locking path, which sees what changed.
 """
 
+import contextlib
 import json
+import threading
+import time
 import weakref
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache, partial
 
 import psycopg
-from django.db import connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import signals
 from django.db.models.base import ModelState
+from django.utils import timezone
+from psycopg import errors as pg_errors
 
+from audit.actions import AuditAction
 from audit.models import AuditRecord
 
-from .models import Run, RunEvent, Step
+from ..models import Run, RunEvent, Step
+from .base import Store
 
 
 def _fields(model, names):
@@ -85,10 +96,6 @@ def _json_default(value):
 def _rows(objects, fields) -> str:
     return json.dumps([{f.column: getattr(obj, f.attname) for f in fields} for obj in objects],
                       default=_json_default, separators=(",", ":"))
-
-
-def supported() -> bool:
-    return connection.vendor == "postgresql"
 
 
 # The psycopg connections told to keep one generic plan per prepared statement.
@@ -233,7 +240,7 @@ def _start_statement(tombstones: str | None) -> str:
     # its own transaction in autocommit. The run is inserted only if this statement's
     # snapshot holds neither a run nor a tombstone (runs.retention) for the key; everything
     # else only if the run was.
-    from .models import Workflow
+    from ..models import Workflow
 
     run_fields = [f for f in Run._meta.concrete_fields if f.attname != "workflow_id"]
     run_columns = ", ".join(f.column for f in run_fields)
@@ -299,13 +306,6 @@ def forget_run_id() -> None:
     _next_ids.pop(_id_slot(), None)
 
 
-def step_row_template(step: Step) -> dict:
-    """`step`'s columns as insert_run_if_new takes them (a dict to copy and fill in per run,
-    cheaper than a model instance per step)."""
-    return {f.column: getattr(step, f.attname)
-            for f in Step._meta.concrete_fields if not f.primary_key}
-
-
 def insert_run_if_new(*, run: Run, steps: list[dict], records: list[AuditRecord],
                       events: list[RunEvent], tombstones: str | None) -> int | None:
     """Insert `run` (its pk already taken from the sequence), its steps, audit records and
@@ -330,3 +330,131 @@ def insert_run_if_new(*, run: Run, steps: list[dict], records: list[AuditRecord]
         return None  # the kept id is still unused
     _next_ids[_id_slot()] = row[1]
     return row[0]
+
+
+class PostgresStore(Store):
+    name = "postgresql"
+
+    # The clock: workers' clocks drift and can be wrong by minutes; the database server is
+    # one clock all workers share. Statements that judge a lease (expiry, heartbeat) use the
+    # server's now() inside the statement. Times a transition stamps in Python (a claim's
+    # lease, the next attempt, audit times) come from now(): this process's clock corrected
+    # by its measured offset from the server's, measured again every REMEASURE_SECONDS so a
+    # worker whose clock jumps is corrected within that time, at the cost of one short
+    # query per interval, not one per transition.
+    REMEASURE_SECONDS = 30.0
+
+    def __init__(self):
+        self._clock_lock = threading.Lock()
+        self._offset: timedelta | None = None
+        self._measured_at = 0.0
+
+    def update_rows(self, model, objects: list, field_names: list[str]) -> None:
+        # One statement per table, the values one JSON array (below).
+        update_rows(model, objects, field_names)
+
+    def insert_rows(self, model, objects: list) -> None:
+        insert_rows(model, objects)
+
+    def read_run_and_steps(self, run_id: int) -> tuple[Run | None, list[Step]]:
+        return read_run_and_steps(run_id)
+
+    def write_if_unchanged(self, **rows) -> bool:
+        # One statement: in autocommit its own transaction, the commit of the hot path.
+        return write_if_unchanged(**rows)
+
+    def transaction_lock(self, key: int) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+
+    def next_run_id(self) -> int:
+        return next_run_id()
+
+    def forget_run_id(self) -> None:
+        forget_run_id()
+
+    def insert_run_if_new(self, **rows) -> int | None:
+        return insert_run_if_new(**rows)
+
+    def start_may_try_again(self, exc: IntegrityError) -> bool:
+        # The kept run id was taken after all (the sequence was reset, as tests may do; it
+        # is forgotten and the next try asks the sequence), or the workflow's row was made
+        # by another start that committed while this statement waited on it, a row this
+        # statement's snapshot cannot see (its run came out without a workflow).
+        cause = exc.__cause__
+        if isinstance(cause, pg_errors.NotNullViolation):
+            return cause.diag.column_name == "workflow_id"
+        return "pkey" in str(exc)
+
+    def now(self) -> datetime:
+        if self._offset is None or time.monotonic() - self._measured_at > self.REMEASURE_SECONDS:
+            with self._clock_lock:
+                before = timezone.now()
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT clock_timestamp()")
+                    server = cursor.fetchone()[0]
+                after = timezone.now()
+                self._offset = server - (before + (after - before) / 2)
+                self._measured_at = time.monotonic()
+        return timezone.now() + self._offset
+
+    @contextlib.contextmanager
+    def pass_lock(self, job: str, key: int) -> Iterator[bool]:
+        # A session-level advisory lock, released when the pass ends, or by the server
+        # when the worker's session dies. It needs a session of its own: behind a
+        # transaction-pooling PgBouncer, point workers at PostgreSQL itself.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+            (held,) = cursor.fetchone()
+        try:
+            yield held
+        finally:
+            if held:
+                # A session that died during the pass took its lock with it.
+                with contextlib.suppress(DatabaseError), connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+
+    @contextlib.contextmanager
+    def snapshot(self, *, fast_aggregates: bool = False) -> Iterator[None]:
+        with transaction.atomic(), connection.cursor() as cursor:
+            # Repeatable read, so every statement sees the one snapshot (under read
+            # committed each has its own); settable only as the transaction's first
+            # statement, so not inside a caller's transaction, whose snapshot it is.
+            if len(connection.atomic_blocks) == 1:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            if fast_aggregates:
+                # Aggregates along index ranges run in milliseconds, but a planner that
+                # overestimates one crosses jit_above_cost (40 ms compiling it) or prefers
+                # a parallel scan of a whole table: workers would only add their start-up.
+                cursor.execute("SET LOCAL jit = off")
+                cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+            yield
+
+    def allow_archival_removal(self, archive_sha256: str) -> None:
+        # Transaction-local: the audit trigger lets this transaction delete the records of
+        # runs tombstoned to this file, and nothing else.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('audit.archival', %s, true)", [archive_sha256])
+
+    def executing_by_step(self, run_id: int, now: datetime) -> dict[str, timedelta]:
+        with connection.cursor() as cursor:
+            cursor.execute(_EXECUTING_SQL.format(
+                table=connection.ops.quote_name(AuditRecord._meta.db_table)),
+                [now, run_id, AuditAction.INTENT])
+            return dict(cursor.fetchall())
+
+    def url(self) -> str:
+        db = connection.settings_dict
+        auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+        return f"postgres://{auth}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+# Each intent's time until the step's next record, summed per step, in one query.
+_EXECUTING_SQL = """
+SELECT step_name, SUM(COALESCE(next_at, %s) - created_at)
+FROM (SELECT step_name, action, created_at,
+             LEAD(created_at) OVER (PARTITION BY step_name ORDER BY seq) AS next_at
+      FROM {table} WHERE run_id = %s AND step_name <> '') AS attempts
+WHERE action = %s
+GROUP BY step_name
+"""

@@ -1,0 +1,28 @@
+"""The database behind the runtime, as one object: PostgreSQL in production, SQLite (WAL,
+immediate transactions) for the one-command demo. Every difference between the two lives
+here, behind the same methods on both; the kernel and its helpers ask `current()` and never
+which database they are on (tests/runs/test_one_dialect.py keeps it so).
+
+Where PostgreSQL has a cheaper way, it takes it: a transition's writes in one statement
+(runs.store.postgres), the clock of the database server, advisory locks, repeatable-read
+snapshots. SQLite reaches the same outcomes through the ORM: its transactions are immediate
+(console.settings), so the first statement of a transaction already holds the database's
+one write lock, the lock PostgreSQL takes per row with SELECT ... FOR UPDATE.
+
+The store tests (tests/runs/test_store.py) run on both databases in `make test`.
+"""
+
+from django.db import connection
+
+from .base import Store
+from .postgres import PostgresStore
+from .sqlite import SqliteStore
+
+__all__ = ["PostgresStore", "SqliteStore", "Store", "current"]
+
+_STORES = {"postgresql": PostgresStore(), "sqlite": SqliteStore()}
+
+
+def current() -> Store:
+    """The store of the default database (the one place that asks which it is)."""
+    return _STORES[connection.vendor]

@@ -1,0 +1,168 @@
+"""The store's interface, with the ORM's way of each method (what SQLite uses)."""
+
+import abc
+import contextlib
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from audit.actions import AuditAction
+from audit.models import AuditRecord
+
+from ..models import Run, RunEvent, Step
+
+
+class Store(abc.ABC):
+    """One interface for both databases. Its bodies are the ORM's way, which SQLite takes;
+    PostgresStore overrides them where it has a cheaper one."""
+
+    name = ""
+
+    # --- the one transaction skeleton ---------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self, *, durable: bool = True) -> Iterator[None]:
+        """A transition's transaction: durable (its own commit, refused inside another
+        transaction) unless the caller joins it to its own (kernel.within_caller_transaction)."""
+        with transaction.atomic(durable=durable):
+            yield
+
+    @contextlib.contextmanager
+    def locked_run(self, run_id: int, *, durable: bool = True) -> Iterator[Run | None]:
+        """The skeleton of a transition on an existing run: a transaction whose first
+        statement locks the run; yields it (None if there is no such run). Whatever the
+        body writes commits with it, or nothing does if the body raises."""
+        with self.transaction(durable=durable):
+            yield self.lock_run(run_id)
+
+    def lock_run(self, run_id: int) -> Run | None:
+        """The run, locked until the transaction ends. On SQLite select_for_update is
+        ignored: the immediate transaction holds the write lock already."""
+        return Run.objects.select_for_update().filter(pk=run_id).first()
+
+    def lock_runs(self, queryset, *, skip_locked: bool = False) -> list:
+        """The rows of `queryset`, locked (those another transaction holds skipped, if
+        `skip_locked`): batches lock in the order the caller gives, so two cannot deadlock."""
+        return list(queryset.select_for_update(skip_locked=skip_locked))
+
+    def transaction_lock(self, key: int) -> None:
+        """Serialise, until the transaction ends, every transaction that takes `key`. Here
+        (SQLite) there is nothing to take: an immediate transaction already excludes every
+        other writer."""
+        return None
+
+    # --- writes of a transition -----------------------------------------------------------
+
+    def update_rows(self, model, objects: list, field_names: list[str]) -> None:
+        """Write `field_names` of each of `objects` (rows of `model`)."""
+        for obj in objects:
+            obj.save(update_fields=field_names)
+
+    def insert_rows(self, model, objects: list) -> None:
+        """Insert new rows of `model` (audit records, run events); ids are not read back."""
+        if objects:
+            model.objects.bulk_create(objects)
+
+    def read_run_and_steps(self, run_id: int) -> tuple[Run | None, list[Step]]:
+        """The run and its steps in position order (each step's .run is the run);
+        (None, []) when the run has no steps."""
+        steps = list(Step.objects.filter(run_id=run_id).select_related("run")
+                     .order_by("position"))
+        if not steps:
+            return None, []
+        run = steps[0].run
+        for step in steps:
+            step.run = run
+        return run, steps
+
+    def write_if_unchanged(self, *, run: Run, steps: list[Step], records: list[AuditRecord],
+                           events: list[RunEvent], run_fields: list[str],
+                           step_fields: list[str], expect_token: int, expect_status: str,
+                           expect_seq: int) -> bool:
+        """Write the run, steps, audit records and status events if the run row still has
+        the expected fencing token, status and audit chain head (every transition appends
+        to the chain: an unchanged head means nobody else touched the run), all or nothing.
+        Returns whether anything was written."""
+        with transaction.atomic():
+            values = {name: getattr(run, Run._meta.get_field(name).attname)
+                      for name in run_fields}
+            matched = Run.objects.filter(
+                pk=run.pk, fencing_token=expect_token, status=expect_status,
+                audit_seq=expect_seq).update(**values)
+            if matched != 1:
+                return False
+            self.update_rows(Step, steps, step_fields)
+            self.insert_rows(AuditRecord, records)
+            self.insert_rows(RunEvent, events)
+        return True
+
+    # --- starting a run -------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def next_run_id(self) -> int:
+        """An id for a run about to be inserted, which no other run has or will get: its
+        first audit record's hash covers it, so it is taken before the insert."""
+
+    def forget_run_id(self) -> None:
+        """Drop an id kept for the next run (a statement failed: it may have been used)."""
+        return None
+
+    @abc.abstractmethod
+    def insert_run_if_new(self, *, run: Run, steps: list[dict], records: list[AuditRecord],
+                          events: list[RunEvent], tombstones: str | None) -> int | None:
+        """Insert `run` (its pk from next_run_id), its steps (column dicts), audit records
+        and events, all or nothing, in a transaction of their own, unless its (workflow,
+        business key) is taken by a run or by a tombstone in the table `tombstones`. Returns
+        the run's workflow row id (the row is made if missing), or None if nothing was
+        written."""
+
+    def start_may_try_again(self, exc: IntegrityError) -> bool:
+        """Whether insert_run_if_new failed for a reason its next try does not meet again."""
+        return False
+
+    # --- time, locks across processes, snapshots ----------------------------------------
+
+    def now(self) -> datetime:
+        """The time leases and due times are judged by: the database's clock (an embedded
+        database lives in this process: its clock is this one)."""
+        return timezone.now()
+
+    @abc.abstractmethod
+    def pass_lock(self, job: str, key: int) -> contextlib.AbstractContextManager[bool]:
+        """Hold `job`'s lock (or `key`'s) for the block if nobody else does, across every
+        process; the context yields whether it is held (runs.single_pass)."""
+
+    @contextlib.contextmanager
+    def snapshot(self, *, fast_aggregates: bool = False) -> Iterator[None]:
+        """A read-only transaction whose reads all see one snapshot."""
+        with transaction.atomic():
+            yield
+
+    def allow_archival_removal(self, archive_sha256: str) -> None:
+        """In the caller's transaction: let it delete the audit records of runs tombstoned
+        to the archive file with this digest (the append-only guard refuses anything else;
+        SQLite has no such guard)."""
+        return None
+
+    def executing_by_step(self, run_id: int, now: datetime) -> dict[str, timedelta]:
+        """{step name: time spent between each intent and the record after it} of a run,
+        an intent still open counting until `now` (console.step_times)."""
+        totals: dict[str, timedelta] = {}
+        open_intents: dict[str, datetime] = {}
+        records = (AuditRecord.objects.filter(run_id=run_id).exclude(step_name="")
+                   .order_by("seq").values_list("step_name", "action", "created_at"))
+        for name, action, at in records:
+            began = open_intents.pop(name, None)
+            if began is not None:
+                totals[name] = totals.get(name, timedelta(0)) + (at - began)
+            if action == AuditAction.INTENT:
+                open_intents[name] = at
+        for name, began in open_intents.items():
+            totals[name] = totals.get(name, timedelta(0)) + (now - began)
+        return totals
+
+    @abc.abstractmethod
+    def url(self) -> str:
+        """A DATABASE_URL for a child process to reach this same database."""
