@@ -69,7 +69,8 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # The lease holder records a step's (or a compensation's) outcome and the next intent.
     "record_outcome": _move({R, COMP}, {R, W, A, DONE, TERM, COMP, COMPED, CFAIL}),
     # The lease holder settles an unknown step after asking the remote system.
-    "settle_unknown": _move({R}, {R, W, A, DONE, TERM}),
+    # A resend whose budget is spent stops the run, or undoes it by policy (COMP).
+    "settle_unknown": _move({R}, {R, W, A, DONE, TERM, COMP, COMPED}),
     # The sweeper takes a run back from a worker whose lease ran out.
     "expire_lease": _move({R, COMP}, {Q, COMP}),
     "resume": _move({A, W}, {Q}),
@@ -106,7 +107,7 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # A cancel request takes effect inside the agent step, before its next model turn or
     # tool call (TERM).
     "agent_turn": _move({R}, {R, A, TERM}),
-    "tool_call": _move({R}, {R, W, A, TERM}),
+    "tool_call": _move({R}, {R, W, A, TERM, COMP, COMPED}),
     "tool_compensation": _move({COMP}, {COMP}),
     "reconcile_tool_call": _move({A}, {Q, A, TERM}),
     # A person sends one failed tool call again, or undoes one whose effect stands
