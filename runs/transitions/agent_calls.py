@@ -123,20 +123,12 @@ def begin_tool_call(lease: Lease, step: Step, call: ToolCall, *,
         if asks and call.approved_hash != call.args_hash:
             _await_approval(change, lease, step, call, tool)
             return None
-        before = call.status
-        call.status = S.RUNNING
-        call.attempt += 1
         if gated:
             # The stop verdict: an approval allows one attempt; a retry asks again.
             call.approved_hash = ""
-        call.started_at = call.started_at or change.now
-        call.next_attempt_at = None
-        _save(call, change.now)
-        change.step_changed(step)  # the step's updated_at: progress within the step
-        change.audit(AuditAction.TOOL_CALL_INTENT, step=step,
-                     before={"call_status": before}, after={"call_status": call.status},
-                     data=_call_data(call, key=call.idempotency_key, attempt=call.attempt,
-                                     arguments=shown_arguments(tool, call.arguments)))
+        effects.CallEffect(lease, step, call).begun(
+            change, AuditAction.TOOL_CALL_INTENT,
+            arguments=shown_arguments(tool, call.arguments))
     return call
 
 

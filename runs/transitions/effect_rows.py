@@ -24,8 +24,22 @@ SUCCEEDED, FAILED, UNKNOWN = StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus
 
 
 class EffectRow:
-    """What both kinds of effect do the same way: their undo's intent and success, on the
-    row's own compensation key, attempt and reference."""
+    """What both kinds of effect do the same way: their intent, and their undo's intent and
+    success (on the row's own compensation key, attempt and reference)."""
+
+    def begun(self, change: _Change, action: str, **data) -> None:
+        """The intent checkpoint: the effect running, its attempt counted, its key and what
+        it will do in the audit record, committed before the effect is called."""
+        row = self.row
+        before = row.status
+        row.status = RUNNING
+        row.attempt += 1
+        row.started_at = row.started_at or change.now
+        row.next_attempt_at = None
+        self.save(change)
+        change.audit(action, step=self.step, before={self.status_key: before},
+                     after={self.status_key: row.status},
+                     data=self.data(attempt=row.attempt, key=row.idempotency_key, **data))
 
     def undo_begun(self, change: _Change, action: str, **data) -> None:
         """The intent of the effect's undo: compensating, its attempt counted, its own key

@@ -415,6 +415,18 @@ def _terminate_in(change: _Change, steps: list[Step], *, reason: str,
     change.audit(action, reason=reason, before=before, after=_snapshot(run), data=data)
 
 
+def taken_back(row, kind: str, why: str) -> None:
+    """An effect (a step's, or a tool call's) left running by a worker that stopped before
+    recording its outcome: one that may have acted elsewhere (a write, a notify, or a call
+    of no recorded kind) is unknown, settled by its key next; anything else changed nothing
+    and runs again."""
+    if kind in (d.WRITE, d.NOTIFY) or not kind:
+        row.status = StepStatus.UNKNOWN
+        row.error_class, row.error_message = ErrorClass.UNKNOWN, why
+    else:
+        row.status = StepStatus.PENDING
+
+
 def release_calls_in_flight(change: _Change, step: Step, *, why: str, action: str,
                             calls: list | None = None) -> None:
     """Tool calls of agent step `step` left running, whether their worker stopped before
@@ -428,11 +440,7 @@ def release_calls_in_flight(change: _Change, step: Step, *, why: str, action: st
     if calls is None:
         calls = ToolCall.objects.filter(step=step, status=ToolCallStatus.RUNNING)
     for call in calls:
-        if call.kind in (d.WRITE, d.NOTIFY) or not call.kind:
-            call.status = ToolCallStatus.UNKNOWN
-            call.error_class, call.error_message = ErrorClass.UNKNOWN, why
-        else:
-            call.status = ToolCallStatus.PENDING
+        taken_back(call, call.kind, why)
         call.updated_at = change.now
         call.save(update_fields=["status", "error_class", "error_message", "updated_at"])
         change.audit(action, step=step, before={"call_status": ToolCallStatus.RUNNING},

@@ -10,18 +10,27 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from audit.chain import Actor
 from audit.models import AuditRecord
 from runs import transitions
-from runs.definition import Found, LookupFailed
-from runs.errors import Classified
+from runs.definition import Found, LookupFailed, Undetermined
+from runs.errors import Classified, EvidenceRequired
 from runs.models import AttentionReason, ErrorClass, Run, RunStatus, Step, ToolCall
-from runs.transitions import agent_calls, effects, lease_cycle, unknown_outcome
+from runs.transitions import (
+    agent_calls,
+    agent_compensation,
+    compensation,
+    effects,
+    lease_cycle,
+    unknown_outcome,
+)
 from runs.transitions.agent_calls import args_hash
 from tests.factories import new_run
 from tests.workflows import FAST
 
 pytestmark = pytest.mark.django_db
 
+OPERATOR = Actor.system("operator")
 TRANSIENT = transitions.Outcome(False, error=Classified(ErrorClass.TRANSIENT, "HTTP 503"))
 UNKNOWN = transitions.Outcome(False, error=Classified(ErrorClass.UNKNOWN, "timed out"))
 
@@ -56,6 +65,10 @@ class StepEffect:
     def row(self):
         return Step.objects.get(run=self.run, name=self.name)
 
+    def person_settles(self, verdict, evidence):
+        transitions.reconcile(self.run.pk, step_name=self.name, verdict=verdict, actor=OPERATOR,
+                              reason="checked", evidence=evidence)
+
 
 class CallEffect(StepEffect):
     """A tool call of an agent step, recorded through agent_calls."""
@@ -87,6 +100,11 @@ class CallEffect(StepEffect):
 
     def row(self):
         return ToolCall.objects.get(pk=self.call.pk)
+
+    def person_settles(self, verdict, evidence):
+        transitions.reconcile_tool_call(self.run.pk, step_name="act", call_ref=self.call.ref,
+                                        verdict=verdict, actor=OPERATOR, reason="checked",
+                                        evidence=evidence)
 
 
 KINDS = pytest.mark.parametrize("kind", [StepEffect, CallEffect], ids=["step", "tool_call"])
@@ -153,6 +171,29 @@ def test_a_lookup_that_keeps_failing_stops_for_a_person_once_its_budget_is_spent
 
 
 @KINDS
+def test_a_person_settles_an_unknown_effect_with_evidence(kind):
+    effect = kind()
+    effect.send()
+    effect.record(UNKNOWN)
+    effect.settle(Undetermined("the ledger is down"))
+    run = _run(effect)
+    assert run.status == RunStatus.ATTENTION
+    assert run.attention_reason == AttentionReason.UNKNOWN_OUTCOME
+    assert "reconciliation could not tell: the ledger is down" in run.status_message
+    with pytest.raises(EvidenceRequired):
+        effect.person_settles(Found("REF-9"), evidence="")
+    assert effect.row().status == "unknown"
+    effect.person_settles(Found("REF-9"), evidence="seen in the ledger UI")
+    row = effect.row()
+    assert (row.status, row.remote_ref) == ("succeeded", "REF-9")
+    assert _run(effect).status == RunStatus.QUEUED
+    (settled,) = [r for r in _records(effect, "reconciled") if r.actor_user_id is None
+                  and r.reason == "checked"]
+    assert settled.data["verdict"] == "found"
+    assert settled.data["evidence"] == "seen in the ledger UI"
+
+
+@KINDS
 def test_the_late_result_of_a_fenced_off_worker_is_evidence_and_changes_nothing(kind):
     effect = kind()
     effect.send()
@@ -191,7 +232,8 @@ TRANSITIONS = {"settle_unknown", "settle_tool_call", "_record_success_in_one_sta
 
 
 def test_steps_and_tool_calls_keep_no_rule_of_their_own():
-    for module in (lease_cycle, unknown_outcome, agent_calls):
+    for module in (lease_cycle, unknown_outcome, agent_calls, agent_compensation,
+                   compensation):
         own = {name for name, fn in inspect.getmembers(module, inspect.isfunction)
                if fn.__module__ == module.__name__}
         copies = {name for name in own if RULE.search(name)} - TRANSITIONS
