@@ -112,7 +112,7 @@ def begin_tool_call_undo(run_id: int, *, step_name: str, call_ref: str, actor: A
         change = op.change
         step, call = checked_call(op, "compensate_tool_call", step_name, call_ref)
         effects.CallEffect(op, step, call).undo_begun(
-            change, AuditAction.TOOL_CALL_COMPENSATION_INTENT, operator=True)
+            change, AuditAction.TOOL_CALL_COMPENSATION_INTENT, reason=reason, operator=True)
     return call
 
 

@@ -16,7 +16,7 @@ from .. import sensitive
 from ..agent_models import ToolCall
 from ..models import ErrorClass, Step, StepStatus
 from ..redaction import redact
-from .kernel import _Change, _reset_budget
+from .kernel import DONE_STEP_STATUSES, _Change, _reset_budget
 
 # Step and tool-call states share their names (StepStatus, ToolCallStatus): one set serves.
 PENDING, RUNNING, SCHEDULED = StepStatus.PENDING, StepStatus.RUNNING, StepStatus.SCHEDULED
@@ -41,7 +41,7 @@ class EffectRow:
                      after={self.status_key: row.status},
                      data=self.data(attempt=row.attempt, key=row.idempotency_key, **data))
 
-    def undo_begun(self, change: _Change, action: str, **data) -> None:
+    def undo_begun(self, change: _Change, action: str, *, reason: str = "", **data) -> None:
         """The intent of the effect's undo: compensating, its attempt counted, its own key
         in the audit record."""
         row = self.row
@@ -49,7 +49,7 @@ class EffectRow:
         row.status = StepStatus.COMPENSATING
         row.compensation_attempt += 1
         self.save(change)
-        change.audit(action, step=self.step, before={self.status_key: before},
+        change.audit(action, step=self.step, reason=reason, before={self.status_key: before},
                      after={self.status_key: row.status},
                      data=self.data(**data, attempt=row.compensation_attempt,
                                     key=row.compensation_key))
@@ -121,7 +121,7 @@ class StepEffect(EffectRow):
 
     def succeeded(self, change: _Change) -> None:
         change.run.steps_done = sum(1 for s in self.context.steps
-                                    if s.status in (StepStatus.SUCCEEDED, StepStatus.SKIPPED))
+                                    if s.status in DONE_STEP_STATUSES)
 
     def settle_next(self, lease) -> None:
         # The executor looks the step up by key before anything else is written.

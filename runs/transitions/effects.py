@@ -1,15 +1,17 @@
 """The one effect machine: the rules every effect in another system goes through, whether it
 is a step's call or one tool call of an agent step (and the undo of a step).
 
-An effect is seen through an adapter, StepEffect or CallEffect: its row (a Step or a
-ToolCall, with the same field names), its spec (the StepDef or the ToolSpec: impact, retry
-policy, lookup), the step that holds it, and how it is saved. Each rule below is written
-once, for both kinds: the outcome checkpoint (succeed), error classification (fail), the
-one resend path with its budget and backoff (resend_or_stop, over resends.schedule_resend),
-an unknown outcome looked up by key within the lookup budget (settle), stopping for a person
-or undoing by policy (stop, halt), the late result of a fenced-off worker (late_result), and
-an undo's outcome (undo_outcome). The transitions (lease_cycle, unknown_outcome, agent_calls)
-lock the run, build the adapter and call these inside their change.
+An effect is seen through an adapter (effect_rows.StepEffect or CallEffect): its row, a Step
+or a ToolCall with the same field names; its spec, the StepDef or the ToolSpec (impact,
+retry policy, lookup); the step that holds it; and how it is saved. Each rule is written
+once, for both kinds: the intent checkpoint (EffectRow.begun), the outcome checkpoint
+(succeed), error classification (fail), the one resend path with its budget and backoff
+(resend_or_stop, over resends.schedule_resend), an unknown outcome looked up by key within
+the lookup budget (settle), stopping for a person or undoing by policy (stop, halt), the
+late result of a fenced-off worker (late_result), settlement and a resend by a person
+(settled_by_person, sent_again_by_person), and an undo's outcome (undo_outcome). The
+transitions (lease_cycle, unknown_outcome, agent_calls, operator, agent_operator) lock the
+run, build the adapter and call these inside their change.
 """
 
 from datetime import timedelta
@@ -34,7 +36,6 @@ from .kernel import (  # the package's shared vocabulary
 )
 from .resends import release_until, schedule_resend
 
-# --- the rules -----------------------------------------------------------------------------
 
 def succeed(change: _Change, effect: Effect, value, remote_ref: str, action: str,
             **data) -> None:

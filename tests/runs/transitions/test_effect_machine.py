@@ -114,6 +114,14 @@ def _run(effect) -> Run:
     return Run.objects.get(pk=effect.run.pk)
 
 
+def _unknown(effect):
+    """`effect`, sent once, its outcome unknown."""
+    effect.send()
+    effect.record(UNKNOWN)
+    assert effect.row().status == "unknown"
+    return effect
+
+
 def _records(effect, action):
     return list(AuditRecord.objects.filter(run_id=effect.run.pk, action=action).order_by("seq"))
 
@@ -139,10 +147,7 @@ def test_a_transient_error_is_sent_again_within_the_budget_then_the_run_stops(ki
 
 @KINDS
 def test_an_unknown_outcome_is_looked_up_by_key_and_found_settles_it(kind):
-    effect = kind()
-    effect.send()
-    effect.record(UNKNOWN)
-    assert effect.row().status == "unknown"
+    effect = _unknown(kind())
     # A lookup that errs is a read: asked again after the backoff, within its budget.
     effect.settle(LookupFailed("HTTP 503"))
     assert effect.row().status == "unknown" and effect.row().lookup_failures == 1
@@ -158,9 +163,7 @@ def test_an_unknown_outcome_is_looked_up_by_key_and_found_settles_it(kind):
 
 @KINDS
 def test_a_lookup_that_keeps_failing_stops_for_a_person_once_its_budget_is_spent(kind):
-    effect = kind()
-    effect.send()
-    effect.record(UNKNOWN)
+    effect = _unknown(kind())
     effect.settle(LookupFailed("HTTP 503"))
     effect.settle(LookupFailed("HTTP 503"))
     run = _run(effect)
@@ -172,9 +175,7 @@ def test_a_lookup_that_keeps_failing_stops_for_a_person_once_its_budget_is_spent
 
 @KINDS
 def test_a_person_settles_an_unknown_effect_with_evidence(kind):
-    effect = kind()
-    effect.send()
-    effect.record(UNKNOWN)
+    effect = _unknown(kind())
     effect.settle(Undetermined("the ledger is down"))
     run = _run(effect)
     assert run.status == RunStatus.ATTENTION
