@@ -615,3 +615,30 @@ def gated_pay(ctx):
                   approval=tool_approval(approvers=("group:operators",)))
 def gated_pay_tool(ctx, args):
     raise AssertionError("driven by hand")
+
+
+# The same effects after a step that undoes by policy (auto_compensate): a failure of
+# either kind undoes "reserve".
+saga_step = Workflow("test-effect-saga-step", version=1, input=OrderIn, auto_compensate=True)
+saga_call = Workflow("test-effect-saga-call", version=1, input=OrderIn, auto_compensate=True)
+for _saga in (saga_step, saga_call):
+    @_saga.write("reserve", retry=FAST, honours_key=True)
+    def _reserve(ctx):
+        raise AssertionError("driven by hand")
+
+    @_reserve.compensate
+    def _release(ctx):
+        raise AssertionError("driven by hand")
+
+
+@saga_step.write("note", retry=FAST, honours_key=True)
+def saga_note(ctx):
+    raise AssertionError("driven by hand")
+
+
+saga_agent = saga_call.agent("act", system_prompt="Act.")
+
+
+@saga_agent.tool("note", kind="write", honours_keys=True, args=NoteArgs, retry=FAST)
+def saga_note_tool(ctx, args):
+    raise AssertionError("driven by hand")

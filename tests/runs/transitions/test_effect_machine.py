@@ -33,6 +33,8 @@ pytestmark = pytest.mark.django_db
 OPERATOR = Actor.system("operator")
 TRANSIENT = transitions.Outcome(False, error=Classified(ErrorClass.TRANSIENT, "HTTP 503"))
 UNKNOWN = transitions.Outcome(False, error=Classified(ErrorClass.UNKNOWN, "timed out"))
+PERMANENT = transitions.Outcome(False, error=Classified(ErrorClass.PERMANENT, "HTTP 400"))
+DONE = transitions.Outcome(True, value={}, remote_ref="R-1")
 
 
 class StepEffect:
@@ -47,6 +49,9 @@ class StepEffect:
             run = Run.objects.get(pk=self.run.pk)
             self.lease = transitions.claim_run(run.pk, worker="w1",
                                                now=run.next_wake_at or timezone.now())
+        while self.lease.work is not None and self.lease.work.name != self.name:
+            # A step before this effect's: done.
+            self.lease = transitions.record_outcome(self.lease, self.lease.work, DONE)
 
     def send(self):
         self._claim()
@@ -143,6 +148,21 @@ def test_a_transient_error_is_sent_again_within_the_budget_then_the_run_stops(ki
     assert "retry budget spent after 3 attempts" in run.status_message
     assert (row.status, row.error_class) == ("failed", ErrorClass.EXHAUSTED)
     assert len(_records(effect, "retry_scheduled")) == FAST.maximum_attempts - 1
+
+
+@pytest.mark.parametrize("kind,workflow", [(StepEffect, "test-effect-saga-step"),
+                                           (CallEffect, "test-effect-saga-call")],
+                         ids=["step", "tool_call"])
+def test_a_permanent_error_undoes_the_completed_steps_where_the_policy_says_so(kind, workflow):
+    effect = kind(workflow)
+    effect.send()
+    effect.record(PERMANENT)
+    run = _run(effect)
+    assert run.status == RunStatus.COMPENSATING
+    assert effect.row().status == "failed"
+    (started,) = _records(effect, "compensation_started")
+    assert started.reason.startswith("automatic, by policy:") and "HTTP 400" in started.reason
+    assert Step.objects.get(run=run, name="reserve").status == "compensating"
 
 
 @KINDS
