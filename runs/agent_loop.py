@@ -29,7 +29,6 @@ from . import agent_history, crashpoints, lookups, sensitive, tracing, transitio
 from . import definition as d
 from .agent_models import ToolCall, ToolCallStatus
 from .context import StepContext
-from .contracts import effect_verdict
 from .errors import Classified, PermanentError, TransientError, classify
 from .models import ErrorClass, Step
 from .transitions import agent_calls as calls_tx
@@ -109,11 +108,7 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: d.AgentSpec,
 def _run_call(lease, step: Step, spec: d.AgentSpec, ctx: StepContext, call: ToolCall):
     tool = spec.tools[call.tool]
     args = tool.args.model_validate(sensitive.opened(call.arguments))
-    # A tool with the stop verdict waits for a person before every attempt, whatever its
-    # approve_if says (its approval is spent by the attempt it allowed).
-    gated = effect_verdict(tool) is not None
-    if (gated or tool.needs_approval(args)) and call.approved_hash != call.args_hash:
-        return calls_tx.await_tool_approval(lease, step, call)
+    # None: nothing is sent (it waits for a person's approval, a cancel, a lost lease).
     call = calls_tx.begin_tool_call(lease, step, call)
     if call is None:
         return lease

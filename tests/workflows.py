@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from runs import limits
 from runs.bench_receiver import RemoteIn, look_up_effect, send_effect
+from runs.declarations import tool_approval
 from runs.definition import Contract, Found, NotFound, StepResult, Workflow
 from runs.retry import RetryPolicy
 from runs.schedules import Schedule
@@ -579,3 +580,65 @@ def _triage_with_unsettleable_posting() -> Workflow:
 
 
 triage_stop_verdict = _triage_with_unsettleable_posting()
+
+
+# One effect, two kinds of row (tests/runs/transitions/test_effect_machine.py): a write step
+# and an agent's tool call with the same contract, driven through their transitions by hand
+# (their functions are never called). "pay" has the stop verdict: high impact, no lookup,
+# a receiver that ignores keys; its tool asks no approval of its own (approve_if).
+effect_step = Workflow("test-effect-step", version=1, input=OrderIn)
+effect_call = Workflow("test-effect-call", version=1, input=OrderIn)
+effect_agent = effect_call.agent("act", system_prompt="Act.")
+gated_step = Workflow("test-gated-step", version=1, input=OrderIn)
+gated_call = Workflow("test-gated-call", version=1, input=OrderIn)
+gated_agent = gated_call.agent("act", system_prompt="Act.")
+
+
+@effect_step.write("note", retry=FAST, honours_key=True, lookup_attempts=2)
+def effect_note(ctx):
+    raise AssertionError("driven by hand")
+
+
+@effect_agent.tool("note", kind="write", honours_keys=True, args=NoteArgs, retry=FAST,
+                   lookup_attempts=2)
+def effect_note_tool(ctx, args):
+    raise AssertionError("driven by hand")
+
+
+@gated_step.write("pay", impact="high", retry=FAST)
+def gated_pay(ctx):
+    raise AssertionError("driven by hand")
+
+
+@gated_agent.tool("pay", kind="write", impact="high", args=NoteArgs, retry=FAST,
+                  approve_if=lambda args: False,
+                  approval=tool_approval(approvers=("group:operators",)))
+def gated_pay_tool(ctx, args):
+    raise AssertionError("driven by hand")
+
+
+# The same effects after a step that undoes by policy (auto_compensate): a failure of
+# either kind undoes "reserve".
+saga_step = Workflow("test-effect-saga-step", version=1, input=OrderIn, auto_compensate=True)
+saga_call = Workflow("test-effect-saga-call", version=1, input=OrderIn, auto_compensate=True)
+for _saga in (saga_step, saga_call):
+    @_saga.write("reserve", retry=FAST, honours_key=True)
+    def _reserve(ctx):
+        raise AssertionError("driven by hand")
+
+    @_reserve.compensate
+    def _release(ctx):
+        raise AssertionError("driven by hand")
+
+
+@saga_step.write("note", retry=FAST, honours_key=True)
+def saga_note(ctx):
+    raise AssertionError("driven by hand")
+
+
+saga_agent = saga_call.agent("act", system_prompt="Act.")
+
+
+@saga_agent.tool("note", kind="write", honours_keys=True, args=NoteArgs, retry=FAST)
+def saga_note_tool(ctx, args):
+    raise AssertionError("driven by hand")

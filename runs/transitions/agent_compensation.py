@@ -9,8 +9,10 @@ from audit.actions import AuditAction
 from .. import definition as d
 from ..agent_models import ToolCall
 from ..models import Step
-from .agent_calls import S, _call_data, _fresh, _holding, _save, calls_of
+from .agent_calls import _fresh, calls_of
+from .effect_rows import CallEffect
 from .kernel import Lease, Outcome
+from .lease_cycle import holding
 from .tool_call_rules import EFFECT_STANDS
 
 
@@ -25,19 +27,12 @@ def compensation_order(step: Step, spec: d.AgentSpec) -> list[ToolCall]:
 
 def begin_tool_compensation(lease: Lease, step: Step, call: ToolCall, *,
                             now: datetime | None = None) -> ToolCall | None:
-    with _holding(lease, "tool_compensation", now) as change:
+    with holding(lease, "tool_compensation", now) as change:
         if change is None:
             return None
         call = _fresh(call)
-        before = call.status
-        call.status = S.COMPENSATING
-        call.compensation_attempt += 1
-        _save(call, change.now)
-        change.step_changed(step)
-        change.audit(AuditAction.TOOL_CALL_COMPENSATION_INTENT, step=step,
-                     before={"call_status": before}, after={"call_status": call.status},
-                     data=_call_data(call, key=call.compensation_key,
-                                     attempt=call.compensation_attempt))
+        CallEffect(lease, step, call).undo_begun(change,
+                                                 AuditAction.TOOL_CALL_COMPENSATION_INTENT)
     return call
 
 
@@ -45,17 +40,9 @@ def record_tool_compensation(lease: Lease, step: Step, call: ToolCall, outcome: 
                              now: datetime | None = None) -> Lease:
     """A tool call's undo succeeded (a failure is the step's compensation failing, recorded
     by the lease cycle: the call stays compensating and is sent again with its key)."""
-    with _holding(lease, "tool_compensation", now) as change:
+    with holding(lease, "tool_compensation", now) as change:
         if change is None:
             return lease
-        call = _fresh(call)
-        call.status = S.COMPENSATED
-        call.compensation_ref = str(outcome.remote_ref or "")[:300]
-        _save(call, change.now)
-        change.step_changed(step)
-        change.audit(AuditAction.TOOL_CALL_COMPENSATED, step=step,
-                     before={"call_status": S.COMPENSATING},
-                     after={"call_status": call.status,
-                            "compensation_ref": call.compensation_ref},
-                     data=_call_data(call))
+        CallEffect(lease, step, _fresh(call)).undone(change, outcome.remote_ref,
+                                                     AuditAction.TOOL_CALL_COMPENSATED)
     return lease

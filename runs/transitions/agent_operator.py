@@ -16,12 +16,11 @@ from datetime import datetime
 from audit.actions import AuditAction
 from audit.chain import Actor
 
-from .. import definition as d
 from .. import sensitive, store
 from ..agent_models import ToolCall, ToolCallStatus
 from ..errors import SecondPersonRequired, TransitionNotAllowed
 from ..models import AttentionReason, ErrorClass, Run, StepStatus
-from ..redaction import redact
+from . import effects
 from .agent_calls import _call_data, _call_named, _save, checked_call, retried_by
 from .kernel import (
     A,
@@ -32,7 +31,6 @@ from .kernel import (
     _locked,
     _now,
     _require_evidence,
-    _reset_budget,
     _snapshot,
     end_or_hold,
     unsettled_effects,
@@ -66,20 +64,10 @@ def retry_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
             tool.needs_approval(tool.args.model_validate(sensitive.opened(call.arguments)))
         if approval_spent:
             call.approved_hash, call.approved_by = "", ""
-        call.status, call.finished_at = S.PENDING, None
-        call.started_at, call.next_attempt_at = None, None
-        call.lookup_failures = 0
-        _save(call, change.now)
-        step.status = StepStatus.PENDING
-        _reset_budget(step)
-        change.step_changed(step)
-        run.next_wake_at = None
-        change.move(Q)
-        change.audit(AuditAction.STEP_RETRIED, step=step, reason=reason, before=before,
-                     after=_snapshot(run, step),
-                     data=_call_data(call, key=call.idempotency_key, attempt=call.attempt,
-                                     last_error=call.error_message,
-                                     **({"approval_spent": True} if approval_spent else {})))
+        effects.sent_again_by_person(
+            change, effects.CallEffect(op, step, call), reason=reason, before=before,
+            attempt=call.attempt, last_error=call.error_message,
+            **({"approval_spent": True} if approval_spent else {}))
     return run
 
 
@@ -122,15 +110,8 @@ def begin_tool_call_undo(run_id: int, *, step_name: str, call_ref: str, actor: A
                              now=now, step_name=step_name) as op:
         change = op.change
         step, call = checked_call(op, "compensate_tool_call", step_name, call_ref)
-        before = call.status
-        call.status = S.COMPENSATING
-        call.compensation_attempt += 1
-        _save(call, change.now)
-        change.step_changed(step)
-        change.audit(AuditAction.TOOL_CALL_COMPENSATION_INTENT, step=step, reason=reason,
-                     before={"call_status": before}, after={"call_status": call.status},
-                     data=_call_data(call, key=call.compensation_key,
-                                     attempt=call.compensation_attempt, operator=True))
+        effects.CallEffect(op, step, call).undo_begun(
+            change, AuditAction.TOOL_CALL_COMPENSATION_INTENT, reason=reason, operator=True)
     return call
 
 
@@ -151,14 +132,9 @@ def record_tool_call_undo(run_id: int, *, call_id: int, attempt: int, actor: Act
                 call, undo_attempt=attempt, remote_ref=remote_ref, error=error,
                 now_status=call.status))
         elif not error:
-            call.status = S.COMPENSATED
-            call.compensation_ref = str(remote_ref or "")[:300]
-            _save(call, change.now)
-            change.audit(AuditAction.TOOL_CALL_COMPENSATED, step=step,
-                         before={"call_status": S.COMPENSATING},
-                         after={"call_status": call.status,
-                                "compensation_ref": call.compensation_ref},
-                         data=_call_data(call, operator=True))
+            # No spec is needed to record what the undo did: no definition is read.
+            effects.CallEffect(None, step, call).undone(
+                change, remote_ref, AuditAction.TOOL_CALL_COMPENSATED, operator=True)
         else:
             call.status = S.COMPENSATION_FAILED
             call.error_class = error_class or ErrorClass.UNCLASSIFIED
@@ -235,23 +211,9 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
         run, change = op.run, op.change
         step, call = checked_call(op, "reconcile_tool_call", step_name, call_ref)
         before = _snapshot(run, step)
-        data = _call_data(call, evidence=evidence)
-        if isinstance(verdict, d.Found):
-            call.status, call.remote_ref = S.SUCCEEDED, verdict.ref[:300]
-            call.result = sensitive.seal_result(
-                redact(verdict.result), tool_of(op.definition, step, call)) \
-                if verdict.result is not None else call.result
-            call.error_class, call.error_message = "", ""
-            call.finished_at = change.now
-            data["verdict"] = "found"
-        elif isinstance(verdict, d.NotFound):
-            call.status, call.finished_at = S.FAILED, change.now
-            call.error_message = f"settled as not done: {evidence or reason}"
-            data["verdict"] = "not found"
-        else:
-            data["verdict"] = "undetermined"
-        call.lookup_failures = 0
-        _save(call, change.now)
+        effect = effects.CallEffect(op, step, call)
+        data = effect.data(evidence=evidence, verdict=effects.settled_by_person(
+            change, effect, verdict, evidence=evidence, reason=reason))
         still_unknown = ToolCall.objects.filter(step=step, generation=step.generation,
                                                 status=S.UNKNOWN).exists()
         if run.attention_reason == AttentionReason.ENDED_UNSETTLED:

@@ -20,12 +20,12 @@ from .agent_calls import (
     ModelTurn,
     S,
     _call_data,
-    _holding,
     _spec,
     args_hash,
     shown_arguments,
 )
 from .kernel import A, Lease, _halt, _snapshot
+from .lease_cycle import holding
 
 
 def stop_if_cancelled(lease: Lease, step: Step, *, where: str) -> Lease:
@@ -33,7 +33,7 @@ def stop_if_cancelled(lease: Lease, step: Step, *, where: str) -> Lease:
     model turn); if there is one, the run stops here. A plain read first: the lock is taken
     only when a cancel is pending."""
     if Run.objects.filter(pk=lease.run.pk, cancel_requested=True).exists():
-        with _holding(lease, "agent_turn", cancel_before=where):
+        with holding(lease, "agent_turn", cancel_before=where):
             pass
     return lease
 
@@ -46,7 +46,7 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
     tool the step does not declare, or past the turn, call or token budget, the run stops
     for a person, saying which."""
     spec = _spec(lease, step)
-    with _holding(lease, "agent_turn", now) as change:
+    with holding(lease, "agent_turn", now) as change:
         if change is None:
             return lease
         now = change.now
@@ -177,7 +177,7 @@ def budget_spent(step: Step, spec: d.AgentSpec, *, asking: bool = False
 def agent_budget_spent(lease: Lease, step: Step, message: str, *,
                        now: datetime | None = None) -> Lease:
     """Stop before asking the model again: a budget is spent."""
-    with _holding(lease, "agent_turn", now) as change:
+    with holding(lease, "agent_turn", now) as change:
         if change is None:
             return lease
         before = _snapshot(change.run, step)

@@ -1,30 +1,24 @@
 """Compensation: the plan (completed steps that declare an undo, newest first), starting it,
-the next undo's intent (pausing before a high-impact one), and an undo's outcome."""
-
-
-
+and the next undo's intent (pausing before a high-impact one). An undo's outcome is an
+effect's outcome (effects.undo_outcome)."""
 
 from audit.actions import AuditAction
 
 from .. import definition as d
 from ..models import (
     AttentionReason,
-    ErrorClass,
     Step,
     StepStatus,
 )
+from .effect_rows import StepEffect
 from .kernel import (  # the package's shared vocabulary
-    CFAIL,
     COMP,
     COMPED,
     A,
     Lease,
-    Outcome,
     _Change,
-    _halt,
     _snapshot,
 )
-from .resends import schedule_resend
 
 
 def compensation_plan(steps: list[Step], definition: d.Workflow | None) -> list[Step]:
@@ -37,7 +31,7 @@ def compensation_plan(steps: list[Step], definition: d.Workflow | None) -> list[
         StepStatus.SUCCEEDED, StepStatus.COMPENSATING, StepStatus.COMPENSATION_FAILED)]
     return sorted(plan, key=lambda s: (s.finished_at or s.updated_at, s.position), reverse=True)
 
-def _begin_compensation(change: _Change, plan: list[Step], *, reason: str,
+def begin_compensation(change: _Change, plan: list[Step], *, reason: str,
                         data: dict | None = None) -> None:
     before = _snapshot(change.run)
     for step in plan:
@@ -51,7 +45,7 @@ def _begin_compensation(change: _Change, plan: list[Step], *, reason: str,
                  after=_snapshot(change.run),
                  data={**(data or {}), "order": [s.name for s in plan]})
 
-def _advance_compensation(change: _Change, lease: Lease) -> None:
+def advance_compensation(change: _Change, lease: Lease) -> None:
     """Record the intent of the next compensation (newest completed step first), or finish."""
     run, now = change.run, change.now
     lease.work, lease.settle_first, lease.compensating = None, False, False
@@ -83,49 +77,11 @@ def _advance_compensation(change: _Change, lease: Lease) -> None:
                      data={"waiting": [s.name for s in plan]})
         lease.finished = True
         return
-    before = step.status
-    if before == StepStatus.SUCCEEDED:
+    if step.status == StepStatus.SUCCEEDED:
         step.budget_started_at = now  # the compensation's own retry budget starts now
-    step.status = StepStatus.COMPENSATING
-    step.compensation_attempt += 1
     step.budget_started_at = step.budget_started_at or now
     step.next_attempt_at = None
     step.lease_owner, step.lease_expires_at = lease.worker, run.lease_expires_at
     run.current_step = step.name
-    change.step_changed(step)
-    change.audit(AuditAction.COMPENSATION_INTENT, step=step, before={"step_status": before},
-                 after={"step_status": step.status},
-                 data={"attempt": step.compensation_attempt, "key": step.compensation_key})
+    StepEffect(lease, step).undo_begun(change, AuditAction.COMPENSATION_INTENT)
     lease.work, lease.compensating = step, True
-
-def _compensation_outcome(change: _Change, lease: Lease, step: Step, outcome: Outcome) -> None:
-    run = change.run
-    before = _snapshot(run, step)
-    step.lease_owner, step.lease_expires_at = "", None
-    if outcome.succeeded:
-        step.status = StepStatus.COMPENSATED
-        step.compensation_ref = outcome.remote_ref or ""
-        step.error_class, step.error_message = "", ""
-        change.step_changed(step)
-        change.audit(AuditAction.COMPENSATION_SUCCEEDED, step=step, before=before,
-                     after={**_snapshot(run, step), "compensation_ref": step.compensation_ref})
-        _advance_compensation(change, lease)
-        return
-    error = outcome.error
-    step.error_class, step.error_message = error.error_class, error.message
-    # A compensation carries its own key and must be idempotent, so an unknown outcome is
-    # settled by sending it again, within its step's retry budget.
-    if error.error_class in (ErrorClass.TRANSIENT, ErrorClass.UNKNOWN):
-        spent = schedule_resend(change, lease, step, before=before,
-                                why=f"{error.error_class} error", error=error.message,
-                                retry_after=error.retry_after, compensation=True)
-        if spent is None:
-            return
-        error_message = f"{error.message} ({spent})"
-    else:
-        error_message = error.message
-    step.status = StepStatus.COMPENSATION_FAILED
-    change.step_changed(step)
-    _halt(change, lease, step, before, CFAIL, AttentionReason.COMPENSATION_FAILED,
-          f"compensation of {step.name} failed: {error_message}", error.message,
-          action=AuditAction.COMPENSATION_FAILED)

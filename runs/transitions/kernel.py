@@ -69,7 +69,8 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # The lease holder records a step's (or a compensation's) outcome and the next intent.
     "record_outcome": _move({R, COMP}, {R, W, A, DONE, TERM, COMP, COMPED, CFAIL}),
     # The lease holder settles an unknown step after asking the remote system.
-    "settle_unknown": _move({R}, {R, W, A, DONE, TERM}),
+    # A resend whose budget is spent stops the run, or undoes it by policy (COMP).
+    "settle_unknown": _move({R}, {R, W, A, DONE, TERM, COMP, COMPED}),
     # The sweeper takes a run back from a worker whose lease ran out.
     "expire_lease": _move({R, COMP}, {Q, COMP}),
     "resume": _move({A, W}, {Q}),
@@ -106,7 +107,7 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # A cancel request takes effect inside the agent step, before its next model turn or
     # tool call (TERM).
     "agent_turn": _move({R}, {R, A, TERM}),
-    "tool_call": _move({R}, {R, W, A, TERM}),
+    "tool_call": _move({R}, {R, W, A, TERM, COMP, COMPED}),
     "tool_compensation": _move({COMP}, {COMP}),
     "reconcile_tool_call": _move({A}, {Q, A, TERM}),
     # A person sends one failed tool call again, or undoes one whose effect stands
@@ -412,6 +413,18 @@ def _terminate_in(change: _Change, steps: list[Step], *, reason: str,
     change.audit(action, reason=reason, before=before, after=_snapshot(run), data=data)
 
 
+def taken_back(row, kind: str, why: str) -> None:
+    """An effect (a step's, or a tool call's) left running by a worker that stopped before
+    recording its outcome: one that may have acted elsewhere (a write, a notify, or a call
+    of no recorded kind) is unknown, settled by its key next; anything else changed nothing
+    and runs again."""
+    if kind in (d.WRITE, d.NOTIFY) or not kind:
+        row.status = StepStatus.UNKNOWN
+        row.error_class, row.error_message = ErrorClass.UNKNOWN, why
+    else:
+        row.status = StepStatus.PENDING
+
+
 def release_calls_in_flight(change: _Change, step: Step, *, why: str, action: str,
                             calls: list | None = None) -> None:
     """Tool calls of agent step `step` left running, whether their worker stopped before
@@ -426,11 +439,7 @@ def release_calls_in_flight(change: _Change, step: Step, *, why: str, action: st
         calls = ToolCall.objects.filter(step=step, generation=step.generation,
                                         status=ToolCallStatus.RUNNING)
     for call in calls:
-        if call.kind in (d.WRITE, d.NOTIFY) or not call.kind:
-            call.status = ToolCallStatus.UNKNOWN
-            call.error_class, call.error_message = ErrorClass.UNKNOWN, why
-        else:
-            call.status = ToolCallStatus.PENDING
+        taken_back(call, call.kind, why)
         call.updated_at = change.now
         call.save(update_fields=["status", "error_class", "error_message", "updated_at"])
         change.audit(action, step=step, before={"call_status": ToolCallStatus.RUNNING},

@@ -3,6 +3,7 @@ next intent, settle unknown outcomes with what a lookup found, heartbeats, and t
 taking back runs whose lease ran out. The executor calls these."""
 
 import copy
+from contextlib import contextmanager
 from datetime import datetime
 
 from audit.actions import AuditAction
@@ -13,20 +14,13 @@ from .. import dispatch, limits, store
 from ..intentions import intended_action
 from ..models import (
     AttentionReason,
-    ErrorClass,
     Run,
     Step,
     StepStatus,
 )
-from ..redaction import redact
 from ..wakeup import send_wakeup
-from . import stop_gate
-from .compensation import (
-    _advance_compensation,
-    _begin_compensation,
-    _compensation_outcome,
-    compensation_plan,
-)
+from . import effects, stop_gate
+from .compensation import advance_compensation
 from .events import awaits
 from .kernel import (  # the package's shared vocabulary
     _RUN_FIELDS,
@@ -34,7 +28,6 @@ from .kernel import (  # the package's shared vocabulary
     COMP,
     DONE,
     DONE_STEP_STATUSES,
-    TERM,
     A,
     Lease,
     Outcome,
@@ -45,7 +38,6 @@ from .kernel import (  # the package's shared vocabulary
     _definition_step,
     _extend_lease,
     _fenced,
-    _halt,
     _lease_until,
     _lock,
     _now,
@@ -53,7 +45,6 @@ from .kernel import (  # the package's shared vocabulary
     _terminate_in,
     save_waits,
 )
-from .resends import schedule_resend
 from .timers import sleeps
 
 
@@ -134,7 +125,7 @@ def _apply_claim(run: Run, steps: list[Step], worker: str,
 
 def _next(change: _Change, lease: Lease) -> None:
     if change.run.status == COMP:
-        _advance_compensation(change, lease)
+        advance_compensation(change, lease)
     else:
         _advance(change, lease)
 
@@ -166,7 +157,8 @@ def _advance(change: _Change, lease: Lease) -> None:
         # A durable timer (runs.transitions.timers): asleep until its time, or done now.
         if sleeps(change, lease, step):
             return
-        _succeed(change, lease, step, {"woke_at": now.isoformat()}, "", AuditAction.TIMER_FIRED)
+        effects.succeed(change, effects.StepEffect(lease, step), {"woke_at": now.isoformat()},
+                        "", AuditAction.TIMER_FIRED)
         _advance(change, lease)
         return
     if step.kind == d.EVENT:
@@ -202,21 +194,62 @@ def _advance(change: _Change, lease: Lease) -> None:
         return
     if stop_gate.waits_before_attempt(change, lease, step, _definition_step(lease, step)):
         return
-    before = step.status
-    step.status = StepStatus.RUNNING
     step.intended_action = intended_action(lease.definition, _definition_step(lease, step),
                                            run, lease.steps, step)
-    step.attempt += 1
     step.budget_started_at = step.budget_started_at or now
-    step.started_at = step.started_at or now
-    step.next_attempt_at = None
     step.lease_owner, step.lease_expires_at = lease.worker, run.lease_expires_at
-    change.step_changed(step)
-    change.audit(AuditAction.INTENT, step=step, before={"step_status": before},
-                 after={"step_status": StepStatus.RUNNING},
-                 data={"attempt": step.attempt, "key": step.idempotency_key,
-                       "will_do": step.intended_action})
+    effects.StepEffect(lease, step).begun(change, AuditAction.INTENT,
+                                          will_do=step.intended_action)
     lease.work = step
+
+
+@contextmanager
+def holding(lease: Lease, action: str, now: datetime | None = None, *,
+             cancel_before: str = "", cancel_after: str = ""):
+    """The skeleton of the lease holder's transitions (a step's outcome or its lookup, an
+    agent's turns and tool calls): the run locked, still under the lease's token, the move
+    checked; the body's changes saved together. Yields None, writing nothing, if the lease
+    was taken over (the executor then stops).
+
+    A cancel request is read here, under the run's lock: `cancel_before` names the work
+    about to start (none starts: yields None), `cancel_after` the work just settled (the
+    body's changes are kept, then the run stops)."""
+    now = _now(now)
+    with store.current().transaction():
+        run = _lock(lease.run.pk)
+        if _fenced(run, lease):
+            lease.finished, lease.work = True, None
+            yield None
+            return
+        change = _Change(run, action, Actor.system(lease.worker), now)
+        _extend_lease(run, now)
+        lease.run = run
+        if cancel_before and run.cancel_requested:
+            _cancel_inside(change, lease, cancel_before)
+            change.save()
+            yield None
+            return
+        yield change
+        if cancel_after and run.cancel_requested and not lease.finished:
+            _cancel_inside(change, lease, cancel_after)
+        change.save()
+
+
+def _cancel_inside(change: _Change, lease: Lease, where: str) -> None:
+    """A cancel request takes effect inside the agent step: nothing new starts, the calls
+    made so far and the conversation are kept, and the record says where it took effect."""
+    step = lease.work
+    if step is not None and step.status == StepStatus.RUNNING:
+        step.status = StepStatus.FAILED
+        step.error_class = ""
+        step.error_message = f"cancelled by a person {where}"
+        step.lease_owner, step.lease_expires_at = "", None
+        change.step_changed(step)
+    _terminate_in(change, lease.steps, reason=f"cancel took effect {where}",
+                  action=AuditAction.CANCELLED,
+                  data={"step": step.name if step else "", "where": where})
+    lease.finished, lease.work = True, None
+
 
 def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
                    now: datetime | None = None) -> Lease:
@@ -230,24 +263,20 @@ def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
     if outcome.succeeded and not lease.compensating:
         if _record_success_in_one_statement(lease, step, outcome, now):
             return lease
-    with store.current().transaction():
-        run = _lock(lease.run.pk)
-        if _fenced(run, lease):
-            _record_late_result(run, step, outcome, lease, now)
-            lease.finished, lease.work = True, None
+    with holding(lease, "record_outcome", now) as change:
+        if change is None:
+            effects.late_result(_lock(lease.run.pk), lease, effects.StepEffect(lease, step),
+                                outcome, now)
             return lease
-        change = _Change(run, "record_outcome", Actor.system(lease.worker), now)
-        _extend_lease(run, now)
-        lease.run = run
+        effect = effects.StepEffect(lease, step)
         if lease.compensating:
-            _compensation_outcome(change, lease, step, outcome)
+            effects.undo_outcome(change, lease, step, outcome)
         elif outcome.succeeded:
-            _succeed(change, lease, step, outcome.value, outcome.remote_ref,
-                     AuditAction.SUCCEEDED)
+            effects.succeed(change, effect, outcome.value, outcome.remote_ref,
+                            AuditAction.SUCCEEDED)
             _advance(change, lease)
-        else:
-            _fail(change, lease, step, outcome)
-        change.save()
+        elif effects.fail(change, lease, effect, outcome):
+            _advance(change, lease)
     return lease
 
 def _record_success_in_one_statement(lease: Lease, step: Step, outcome: Outcome,
@@ -261,8 +290,8 @@ def _record_success_in_one_statement(lease: Lease, step: Step, outcome: Outcome,
     expect_status, expect_seq = trial.run.status, trial.run.audit_seq
     change = _Change(trial.run, "record_outcome", Actor.system(lease.worker), now)
     _extend_lease(trial.run, now)
-    _succeed(change, trial, trial.by_name(step.name), outcome.value, outcome.remote_ref,
-             AuditAction.SUCCEEDED)
+    effects.succeed(change, effects.StepEffect(trial, trial.by_name(step.name)),
+                    outcome.value, outcome.remote_ref, AuditAction.SUCCEEDED)
     _advance(change, trial)
     if change.waits_changed:
         # The run stops at an approval: its wait row must commit with it, which the one
@@ -287,134 +316,3 @@ def _shallow_copy(instance):
     clone = instance.__class__.__new__(instance.__class__)
     clone.__dict__ = instance.__dict__.copy()
     return clone
-
-def _succeed(change: _Change, lease: Lease, step: Step, value, remote_ref: str,
-             action: str, data: dict | None = None) -> None:
-    before = step.status
-    step.status = StepStatus.SUCCEEDED
-    step.result = redact(value)
-    step.remote_ref = remote_ref or ""
-    step.error_class, step.error_message = "", ""
-    step.finished_at = change.now
-    step.lease_owner, step.lease_expires_at = "", None
-    change.step_changed(step)
-    change.run.steps_done = sum(1 for s in lease.steps if s.status in DONE_STEP_STATUSES)
-    change.audit(action, step=step, before={"step_status": before},
-                 after={"step_status": step.status, "remote_ref": step.remote_ref},
-                 data=data)
-
-def _fail(change: _Change, lease: Lease, step: Step, outcome: Outcome) -> None:
-    """Apply a classified error to the step and decide what the run does next."""
-    error, run = outcome.error, change.run
-    spec = _definition_step(lease, step)
-    before = _snapshot(run, step)
-    step.error_class, step.error_message = error.error_class, error.message
-    step.lease_owner, step.lease_expires_at = "", None
-    cls = error.error_class
-    if cls == ErrorClass.UNKNOWN and not spec.has_side_effect:
-        cls = ErrorClass.TRANSIENT  # nothing to duplicate: a read is simply tried again
-
-    if cls == ErrorClass.MODEL_FORMAT:
-        step.format_failures += 1
-        step.result = {"invalid_output": redact(outcome.invalid_output)}
-        if step.format_failures <= spec.format_failure_budget:
-            step.status = StepStatus.PENDING
-            change.step_changed(step)
-            change.audit(AuditAction.MODEL_OUTPUT_REJECTED, step=step, before=before,
-                         after=_snapshot(run, step), data={"error": error.message,
-                         "failures": step.format_failures})
-            _advance(change, lease)
-            return
-        step.status = StepStatus.FAILED
-        change.step_changed(step)
-        _halt(change, lease, step, before, A, AttentionReason.MODEL_OUTPUT_PAUSED,
-              f"{step.name}: model output failed its schema {step.format_failures} times",
-              error.message)
-        return
-
-    if cls == ErrorClass.TRANSIENT:
-        _resend_or_stop(change, lease, step, before=before, why="transient error",
-                        error=error.message, retry_after=error.retry_after)
-        return
-
-    if cls == ErrorClass.PERMANENT:
-        step.status = StepStatus.FAILED
-        change.step_changed(step)
-        _stop(change, lease, step, before, AttentionReason.PERMANENT_ERROR,
-              f"{step.name}: {error.message}", error.message)
-        return
-
-    if cls == ErrorClass.UNKNOWN:
-        # It may have happened. Never relabel it failed: the executor reconciles by key
-        # before anything else is written.
-        step.status = StepStatus.UNKNOWN
-        change.step_changed(step)
-        change.audit(AuditAction.OUTCOME_UNKNOWN, step=step,
-                     before=before, after=_snapshot(run, step),
-                     data={"error": error.message})
-        lease.work, lease.settle_first = step, True
-        return
-
-    # Unclassified: for a side-effecting step we cannot know whether it acted.
-    step.status = StepStatus.UNKNOWN if spec.has_side_effect else StepStatus.FAILED
-    step.error_class = ErrorClass.UNCLASSIFIED
-    change.step_changed(step)
-    _halt(change, lease, step, before, A, AttentionReason.UNCLASSIFIED_ERROR,
-          f"{step.name}: {error.message}", error.message)
-
-def _resend_or_stop(change: _Change, lease: Lease, step: Step, *, before: dict, **resend
-                    ) -> None:
-    """Send the step again if its budget allows (see resends), else fail it as exhausted
-    (each attempt had evidence that nothing changed) and stop."""
-    spent = schedule_resend(change, lease, step, before=before, **resend)
-    if spent is None:
-        return
-    step.status = StepStatus.FAILED
-    step.error_class = ErrorClass.EXHAUSTED
-    change.step_changed(step)
-    _stop(change, lease, step, before, AttentionReason.BUDGET_EXHAUSTED,
-          f"{step.name}: {spent}", resend["error"])
-
-
-def _stop(change: _Change, lease: Lease, step: Step, before: dict, reason: str,
-          message: str, error: str) -> None:
-    """A step failed with evidence that nothing changed: undo the completed steps where the
-    workflow's policy allows it, otherwise stop for a person. An automatic compensation
-    undoes only low-impact steps by itself: it pauses for a person at any high-impact undo
-    (see _advance_compensation)."""
-    plan = compensation_plan(lease.steps, lease.definition)
-    automatic = (lease.definition.auto_compensate and plan
-                 and not any(s.status == StepStatus.UNKNOWN for s in lease.steps))
-    if automatic:
-        change.audit(AuditAction.FAILED, step=step,
-                     before=before, after=_snapshot(change.run, step),
-                     data={"error": error})
-        _begin_compensation(change, plan, reason=f"automatic, by policy: {message}")
-        _advance_compensation(change, lease)
-        return
-    _halt(change, lease, step, before, A, reason, message, error)
-
-def _record_late_result(run: Run, step: Step, outcome: Outcome, lease: Lease,
-                        now: datetime) -> None:
-    change = _Change(run, None, Actor.system(lease.worker), now)
-    data = {
-        # "claim", not "token": the redaction filter rightly masks anything named token.
-        "worker": lease.worker, "claim": lease.token, "current_claim": run.fencing_token,
-        "succeeded": outcome.succeeded, "remote_ref": outcome.remote_ref,
-        "value": outcome.value,
-        "error": outcome.error.message if outcome.error else "",
-    }
-    current = Step.objects.get(pk=step.pk)
-    if run.status == TERM and current.status == StepStatus.UNKNOWN and outcome.succeeded:
-        before = current.status
-        current.status = StepStatus.SUCCEEDED
-        current.result = redact(outcome.value)
-        current.remote_ref = outcome.remote_ref or ""
-        current.finished_at = now
-        change.step_changed(current)
-        change.audit(AuditAction.LATE_RESULT_RECORDED, step=current, before={"step_status": before},
-                     after={"step_status": current.status, "remote_ref": current.remote_ref},
-                     data=data)
-    else:
-        change.audit(AuditAction.LATE_RESULT, step=step, data=data)
-    change.save()

@@ -14,10 +14,20 @@ from django.db.models.functions import Now
 from audit.actions import AuditAction
 from audit.chain import Actor
 
-from .. import definition as d
 from .. import store
-from ..models import ErrorClass, Run, Step, StepStatus
-from .kernel import COMP, HELD, Lease, Q, R, _Change, _now, _snapshot, save_changes
+from ..models import Run, Step, StepStatus
+from .kernel import (
+    COMP,
+    HELD,
+    Lease,
+    Q,
+    R,
+    _Change,
+    _now,
+    _snapshot,
+    save_changes,
+    taken_back,
+)
 
 
 def heartbeat(lease: Lease, *, now: datetime | None = None) -> bool:
@@ -102,12 +112,7 @@ def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None
     run.fencing_token += 1
     for step in running:
         step_before = step.status
-        if step.kind in (d.WRITE, d.NOTIFY):
-            step.status = StepStatus.UNKNOWN
-            step.error_class = ErrorClass.UNKNOWN
-            step.error_message = f"lease of {previous_owner} expired while running"
-        else:
-            step.status = StepStatus.PENDING
+        taken_back(step, step.kind, f"lease of {previous_owner} expired while running")
         step.lease_owner, step.lease_expires_at = "", None
         change.step_changed(step)
         change.audit(AuditAction.STEP_LEASE_EXPIRED, step=step,

@@ -19,8 +19,8 @@ from ..models import (
     Step,
     StepStatus,
 )
-from ..redaction import redact
-from .compensation import _begin_compensation, compensation_plan
+from . import effects
+from .compensation import begin_compensation, compensation_plan
 from .kernel import (  # the package's shared vocabulary
     COMP,
     DONE_STEP_STATUSES,
@@ -34,7 +34,6 @@ from .kernel import (  # the package's shared vocabulary
     _reset_budget,
     _snapshot,
     _steps,
-    _steps_done_with,
     _terminate_in,
     end_or_hold,
     unsettled_effects,
@@ -135,40 +134,24 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
                              step_name=step_name) as op:
         run, change, step = op.run, op.change, op.step
         before = _snapshot(run, step)
-        data = {"evidence": evidence}
         # A run a person ended while this effect was unknown: settling it never sends the
         # run on; once every effect is settled the run is terminated.
         ended = run.attention_reason == AttentionReason.ENDED_UNSETTLED
-        step.lookup_failures = 0
-        if isinstance(verdict, d.Found):
-            step.status = StepStatus.SUCCEEDED
-            step.remote_ref = verdict.ref
-            step.result = redact(verdict.result) if verdict.result is not None else step.result
-            step.error_class, step.error_message = "", ""
-            step.finished_at = change.now
-            change.step_changed(step)
-            run.steps_done = _steps_done_with(run, step, op.steps)
-            if not ended:
-                change.move(Q)
-            data["verdict"] = "found"
-        elif isinstance(verdict, d.NotFound):
-            step.status = StepStatus.FAILED
-            step.error_message = f"settled as not done: {evidence or reason}"
-            change.step_changed(step)
-            if not ended:
-                change.move(A, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
-                            message=f"{step_name} settled as not done; retry the step to send "
-                                    "it again with the same key")
-            data["verdict"] = "not found"
-        else:
-            change.step_changed(step)
-            change.move(A, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
-                        message=f"{step_name}: still undetermined: "
-                                f"{getattr(verdict, 'reason', '')}")
-            data["verdict"] = "undetermined"
+        data = {"evidence": evidence, "verdict": effects.settled_by_person(
+            change, effects.StepEffect(op, step), verdict, evidence=evidence, reason=reason)}
         if ended:
             end_or_hold(change, unsettled_effects(op.steps),
                         message=f"every effect settled ({step_name}: {data['verdict']})")
+        elif isinstance(verdict, d.Found):
+            change.move(Q)
+        elif isinstance(verdict, d.NotFound):
+            change.move(A, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
+                        message=f"{step_name} settled as not done; retry the step to send "
+                                "it again with the same key")
+        else:
+            change.move(A, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
+                        message=f"{step_name}: still undetermined: "
+                                f"{getattr(verdict, 'reason', '')}")
         change.audit(AuditAction.RECONCILED, step=step, reason=reason, before=before,
                      after=_snapshot(run, step), data=data)
     return run
@@ -179,16 +162,9 @@ def retry_step(run_id: int, *, step_name: str, actor: Actor, reason: str,
     retry budget. A step whose outcome is unknown is refused: reconcile it first."""
     with operator_transition(run_id, "retry_step", actor=actor, reason=reason, now=now,
                              step_name=step_name) as op:
-        run, change, step = op.run, op.change, op.step
-        before = _snapshot(run, step)
-        step.status = StepStatus.PENDING
-        _reset_budget(step)
-        change.step_changed(step)
-        run.next_wake_at = None
-        change.move(Q)
-        change.audit(AuditAction.STEP_RETRIED, step=step, reason=reason, before=before,
-                     after=_snapshot(run, step), data={"key": step.idempotency_key})
-    return run
+        effects.sent_again_by_person(op.change, effects.StepEffect(op, op.step),
+                                     reason=reason, before=_snapshot(op.run, op.step))
+    return op.run
 
 def compensate(run_id: int, *, actor: Actor, reason: str, data: dict | None = None,
                approved_by: Actor | None = None, now: datetime | None = None) -> Run:
@@ -203,8 +179,8 @@ def compensate(run_id: int, *, actor: Actor, reason: str, data: dict | None = No
                              approved_by=approved_by) as op:
         run, change = op.run, op.change
         plan = compensation_plan(op.steps, op.definition)
-        _begin_compensation(change, plan, reason=reason,
-                            data=four_eyes_data(data, approved_by))
+        begin_compensation(change, plan, reason=reason,
+                           data=four_eyes_data(data, approved_by))
         run.next_wake_at = change.now  # due at once; the sweeper finds it if the hint is lost
         change.wake = True
     return run

@@ -39,9 +39,10 @@ PATH = ["console/views.py", "approvals/operator_actions.py", "runs/actions.py",
         "runs/transitions/operator.py", "runs/transitions/kernel.py", "runs/store/postgres.py"]
 # Every project module one action runs through, the leaves included (the request
 # middleware, the permission rule, the trace span, the database clock, redaction, the
-# wake-up hint, the store: the package that chooses it and its PostgreSQL module): the
-# caller's side and the transition's (15 to 17 by action).
-MAX_MODULES = 17
+# wake-up hint, the store: the package that chooses it and its PostgreSQL module, the
+# effect machine: its rules and the row adapters): the caller's side and the transition's
+# (15 to 18 by action).
+MAX_MODULES = 18
 CALLER_SIDE = {"api/middleware.py", "console/views.py", "approvals/operator_actions.py",
                "runs/permissions.py", "runs/actions.py", "runs/tracing.py"}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep

@@ -1,0 +1,269 @@
+"""One effect machine: a step's call and an agent's tool call go through the same rules
+(runs.transitions.effects). Each rule is shown on both kinds of effect, driven through
+their own transitions by hand, and the step and tool-call modules are checked to keep no
+copy of a rule of their own."""
+
+import inspect
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from audit.chain import Actor
+from audit.models import AuditRecord
+from runs import transitions
+from runs.definition import Found, LookupFailed, Undetermined
+from runs.errors import Classified, EvidenceRequired
+from runs.models import AttentionReason, ErrorClass, Run, RunStatus, Step, ToolCall
+from runs.transitions import (
+    agent_calls,
+    agent_compensation,
+    compensation,
+    effects,
+    lease_cycle,
+    unknown_outcome,
+)
+from runs.transitions.agent_calls import args_hash
+from tests.factories import new_run
+from tests.workflows import FAST
+
+pytestmark = pytest.mark.django_db
+
+OPERATOR = Actor.system("operator")
+TRANSIENT = transitions.Outcome(False, error=Classified(ErrorClass.TRANSIENT, "HTTP 503"))
+UNKNOWN = transitions.Outcome(False, error=Classified(ErrorClass.UNKNOWN, "timed out"))
+PERMANENT = transitions.Outcome(False, error=Classified(ErrorClass.PERMANENT, "HTTP 400"))
+DONE = transitions.Outcome(True, value={}, remote_ref="R-1")
+
+
+class StepEffect:
+    """A write step, recorded through the lease cycle."""
+
+    def __init__(self, workflow="test-effect-step"):
+        self.run = new_run(workflow)
+        self.lease = None
+
+    def _claim(self):
+        if self.lease is None or self.lease.finished:
+            run = Run.objects.get(pk=self.run.pk)
+            self.lease = transitions.claim_run(run.pk, worker="w1",
+                                               now=run.next_wake_at or timezone.now())
+        while self.lease.work is not None and self.lease.work.name != self.name:
+            # A step before this effect's: done.
+            self.lease = transitions.record_outcome(self.lease, self.lease.work, DONE)
+
+    def send(self):
+        self._claim()
+
+    def record(self, outcome, lease=None):
+        lease = lease or self.lease
+        self.lease = transitions.record_outcome(lease, lease.by_name(self.name), outcome)
+
+    def settle(self, verdict):
+        self._claim()
+        assert self.lease.settle_first
+        self.lease = transitions.settle_unknown(self.lease, self.lease.work, verdict)
+
+    name = "note"
+
+    def row(self):
+        return Step.objects.get(run=self.run, name=self.name)
+
+    def person_settles(self, verdict, evidence):
+        transitions.reconcile(self.run.pk, step_name=self.name, verdict=verdict, actor=OPERATOR,
+                              reason="checked", evidence=evidence)
+
+
+class CallEffect(StepEffect):
+    """A tool call of an agent step, recorded through agent_calls."""
+
+    name = "act"
+
+    def __init__(self, workflow="test-effect-call", tool="note"):
+        super().__init__(workflow)
+        step = Step.objects.get(run=self.run, name="act")
+        self.call = ToolCall.objects.create(
+            step=step, turn=1, index=0, call_id="c1", tool=tool, kind="write",
+            arguments={"text": "hi"}, args_hash=args_hash({"text": "hi"}),
+            idempotency_key="k" * 64, updated_at=timezone.now())
+
+    def send(self):
+        self._claim()
+        begun = agent_calls.begin_tool_call(self.lease, self.lease.by_name("act"), self.call)
+        self.call = begun or self.call
+
+    def record(self, outcome, lease=None):
+        lease = lease or self.lease
+        self.lease = agent_calls.record_tool_outcome(lease, lease.by_name("act"), self.call,
+                                                     outcome)
+
+    def settle(self, verdict):
+        self._claim()
+        self.lease = agent_calls.settle_tool_call(self.lease, self.lease.by_name("act"),
+                                                  self.call, verdict)
+
+    def row(self):
+        return ToolCall.objects.get(pk=self.call.pk)
+
+    def person_settles(self, verdict, evidence):
+        transitions.reconcile_tool_call(self.run.pk, step_name="act", call_ref=self.call.ref,
+                                        verdict=verdict, actor=OPERATOR, reason="checked",
+                                        evidence=evidence)
+
+
+KINDS = pytest.mark.parametrize("kind", [StepEffect, CallEffect], ids=["step", "tool_call"])
+
+
+def _run(effect) -> Run:
+    return Run.objects.get(pk=effect.run.pk)
+
+
+def _unknown(effect):
+    """`effect`, sent once, its outcome unknown."""
+    effect.send()
+    effect.record(UNKNOWN)
+    assert effect.row().status == "unknown"
+    return effect
+
+
+def _records(effect, action):
+    return list(AuditRecord.objects.filter(run_id=effect.run.pk, action=action).order_by("seq"))
+
+
+@KINDS
+def test_a_transient_error_is_sent_again_within_the_budget_then_the_run_stops(kind):
+    effect = kind()
+    for attempt in range(1, FAST.maximum_attempts + 1):
+        effect.send()
+        assert (effect.row().status, effect.row().attempt) == ("running", attempt)
+        effect.record(TRANSIENT)
+        if attempt < FAST.maximum_attempts:
+            run = _run(effect)
+            assert effect.row().status == "scheduled" and run.status == RunStatus.WAITING
+            assert run.next_wake_at > timezone.now() - timedelta(seconds=5)
+    run, row = _run(effect), effect.row()
+    assert run.status == RunStatus.ATTENTION
+    assert run.attention_reason == AttentionReason.BUDGET_EXHAUSTED
+    assert "retry budget spent after 3 attempts" in run.status_message
+    assert (row.status, row.error_class) == ("failed", ErrorClass.EXHAUSTED)
+    assert len(_records(effect, "retry_scheduled")) == FAST.maximum_attempts - 1
+
+
+@pytest.mark.parametrize("kind,workflow", [(StepEffect, "test-effect-saga-step"),
+                                           (CallEffect, "test-effect-saga-call")],
+                         ids=["step", "tool_call"])
+def test_a_permanent_error_undoes_the_completed_steps_where_the_policy_says_so(kind, workflow):
+    effect = kind(workflow)
+    effect.send()
+    effect.record(PERMANENT)
+    run = _run(effect)
+    assert run.status == RunStatus.COMPENSATING
+    assert effect.row().status == "failed"
+    (started,) = _records(effect, "compensation_started")
+    assert started.reason.startswith("automatic, by policy:") and "HTTP 400" in started.reason
+    assert Step.objects.get(run=run, name="reserve").status == "compensating"
+
+
+@KINDS
+def test_an_unknown_outcome_is_looked_up_by_key_and_found_settles_it(kind):
+    effect = _unknown(kind())
+    # A lookup that errs is a read: asked again after the backoff, within its budget.
+    effect.settle(LookupFailed("HTTP 503"))
+    assert effect.row().status == "unknown" and effect.row().lookup_failures == 1
+    assert _run(effect).status == RunStatus.WAITING
+    (again,) = _records(effect, "lookup_retry_scheduled")
+    assert again.data["verdict"] == "lookup failed" and again.data["lookup_failures"] == 1
+    effect.settle(Found("REF-7", {"ok": True}))
+    row = effect.row()
+    assert (row.status, row.remote_ref, row.lookup_failures) == ("succeeded", "REF-7", 0)
+    (found,) = _records(effect, "reconciled")
+    assert found.data["verdict"] == "found"
+
+
+@KINDS
+def test_a_lookup_that_keeps_failing_stops_for_a_person_once_its_budget_is_spent(kind):
+    effect = _unknown(kind())
+    effect.settle(LookupFailed("HTTP 503"))
+    effect.settle(LookupFailed("HTTP 503"))
+    run = _run(effect)
+    assert run.status == RunStatus.ATTENTION
+    assert run.attention_reason == AttentionReason.UNKNOWN_OUTCOME
+    assert "2 lookups by key failed, the last with: HTTP 503" in run.status_message
+    assert effect.row().status == "unknown"  # never relabelled failed
+
+
+@KINDS
+def test_a_person_settles_an_unknown_effect_with_evidence(kind):
+    effect = _unknown(kind())
+    effect.settle(Undetermined("the ledger is down"))
+    run = _run(effect)
+    assert run.status == RunStatus.ATTENTION
+    assert run.attention_reason == AttentionReason.UNKNOWN_OUTCOME
+    assert "reconciliation could not tell: the ledger is down" in run.status_message
+    with pytest.raises(EvidenceRequired):
+        effect.person_settles(Found("REF-9"), evidence="")
+    assert effect.row().status == "unknown"
+    effect.person_settles(Found("REF-9"), evidence="seen in the ledger UI")
+    row = effect.row()
+    assert (row.status, row.remote_ref) == ("succeeded", "REF-9")
+    assert _run(effect).status == RunStatus.QUEUED
+    (settled,) = [r for r in _records(effect, "reconciled") if r.actor_user_id is None
+                  and r.reason == "checked"]
+    assert settled.data["verdict"] == "found"
+    assert settled.data["evidence"] == "seen in the ledger UI"
+
+
+@KINDS
+def test_the_late_result_of_a_fenced_off_worker_is_evidence_and_changes_nothing(kind):
+    effect = kind()
+    effect.send()
+    old = effect.lease
+    assert transitions.expire_lease(effect.run.pk,
+                                    now=timezone.now() + timedelta(seconds=3600))
+    before = effect.row()
+    effect.record(transitions.Outcome(True, value={"late": 1}, remote_ref="OLD-1"), lease=old)
+    after = effect.row()
+    assert (after.status, after.remote_ref, after.result) == \
+        (before.status, before.remote_ref, before.result)
+    assert _run(effect).status == RunStatus.QUEUED
+    (late,) = _records(effect, "late_result")
+    assert late.data["succeeded"] is True and late.data["remote_ref"] == "OLD-1"
+    assert late.data["claim"] == old.token and late.data["current_claim"] == old.token + 1
+
+
+@pytest.mark.parametrize("kind,workflow", [(StepEffect, "test-gated-step"),
+                                           (CallEffect, "test-gated-call")],
+                         ids=["step", "tool_call"])
+def test_the_stop_verdict_holds_each_kind_before_its_first_attempt(kind, workflow):
+    effect = kind(workflow) if kind is StepEffect else kind(workflow, tool="pay")
+    if kind is StepEffect:
+        effect.name = "pay"
+    effect.send()
+    run, row = _run(effect), effect.row()
+    assert run.status == RunStatus.WAITING and run.next_wake_at is None
+    assert (row.status, row.attempt) == ("waiting", 0)  # nothing was sent
+
+
+# The rules of the machine, by name: a function of the step or tool-call modules whose name
+# says it does one of these is a copy of it.
+RULE = re.compile(r"succe|fail|resend|retry|settle|look|late|stop|release|halt|unknown")
+# The transitions themselves: each locks the run and hands the effect to the machine.
+TRANSITIONS = {"settle_unknown", "settle_tool_call", "_record_success_in_one_statement"}
+
+
+def test_steps_and_tool_calls_keep_no_rule_of_their_own():
+    for module in (lease_cycle, unknown_outcome, agent_calls, agent_compensation,
+                   compensation):
+        own = {name for name, fn in inspect.getmembers(module, inspect.isfunction)
+               if fn.__module__ == module.__name__}
+        copies = {name for name in own if RULE.search(name)} - TRANSITIONS
+        assert not copies, f"{module.__name__} has rules of its own: {sorted(copies)}"
+    # The transitions of both kinds hand the effect to the same functions.
+    for transition, rules in [
+            (lease_cycle.record_outcome, {"succeed", "fail", "late_result", "undo_outcome"}),
+            (agent_calls.record_tool_outcome, {"succeed", "fail", "late_result"}),
+            (unknown_outcome.settle_unknown, {"settle"}),
+            (agent_calls.settle_tool_call, {"settle"})]:
+        assert rules <= set(transition.__code__.co_names), transition.__name__
+    assert lease_cycle.effects is effects and agent_calls.effects is effects
