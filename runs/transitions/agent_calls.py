@@ -28,6 +28,7 @@ from ..contracts import effect_verdict
 from ..errors import TransitionNotAllowed
 from ..models import AttentionReason, ErrorClass, Run, Step, StepStatus
 from ..redaction import REDACTED, redact
+from .attempts import intent_of_call
 from .kernel import (  # the package's shared vocabulary
     _MAX_HINT_COUNTDOWN,
     A,
@@ -161,28 +162,25 @@ def _save(call: ToolCall, now: datetime) -> None:
 
 def begin_tool_call(lease: Lease, step: Step, call: ToolCall, *,
                     now: datetime | None = None) -> ToolCall | None:
-    """The intent checkpoint: the call running, its attempt counted, its key in the audit
-    record. Returns the call as recorded, or None if the lease was lost."""
+    """The intent checkpoint: the call running, its attempt counted and started, in its
+    row (the record of its outcome carries them). Returns the call as recorded, or None if
+    the lease was lost."""
     tool = _spec(lease, step).tools[call.tool]
     where = f"before tool call {call.ref} ({call.tool})"
     with _holding(lease, "tool_call", now, cancel_before=where) as change:
         if change is None:
             return None
         call = _fresh(call)
-        before = call.status
         call.status = S.RUNNING
         call.attempt += 1
         if effect_verdict(tool) is not None:
             # The stop verdict: an approval allows one attempt; a retry asks again.
             call.approved_hash = ""
         call.started_at = call.started_at or change.now
+        call.attempt_started_at = change.now
         call.next_attempt_at = None
-        _save(call, change.now)
+        _save(call, change.now)  # the intent checkpoint; its outcome's record carries it
         change.step_changed(step)  # the step's updated_at: progress within the step
-        change.audit(AuditAction.TOOL_CALL_INTENT, step=step,
-                     before={"call_status": before}, after={"call_status": call.status},
-                     data=_call_data(call, key=call.idempotency_key, attempt=call.attempt,
-                                     arguments=shown_arguments(tool, call.arguments)))
     return call
 
 
@@ -218,7 +216,7 @@ def record_tool_outcome(lease: Lease, step: Step, call: ToolCall, outcome: Outco
             _save(call, now)
             change.step_changed(step)
             change.audit(AuditAction.OUTCOME_UNKNOWN, step=step,
-                         data=_call_data(call, error=error.message))
+                         data=_call_data(call, **intent_of_call(call), error=error.message))
         elif cls == ErrorClass.PERMANENT:
             call.status, call.finished_at = S.FAILED, now
             _save(call, now)
@@ -248,6 +246,8 @@ def _call_succeeded(change: _Change, step: Step, call: ToolCall, value, remote_r
     call.finished_at = change.now
     _save(call, change.now)
     change.step_changed(step)
+    if before == S.RUNNING:
+        data = {**intent_of_call(call), **data}
     change.audit(action, step=step, before={"call_status": before},
                  after={"call_status": call.status, "remote_ref": call.remote_ref},
                  data=_call_data(call, **data))
@@ -307,8 +307,8 @@ def _resend_or_stop(change: _Change, lease: Lease, step: Step, call: ToolCall,
     _release_until(change, lease, step, call.next_attempt_at)
     change.audit(AuditAction.RETRY_SCHEDULED, step=step, before=before,
                  after=_snapshot(change.run, step),
-                 data=_call_data(call, **(data or {}), why=why, error=error,
-                                 attempt=call.attempt, delay_seconds=round(delay, 3)))
+                 data=_call_data(call, **intent_of_call(call), **(data or {}), why=why,
+                                 error=error, delay_seconds=round(delay, 3)))
 
 
 def _late_tool_result(lease: Lease, step: Step, call: ToolCall, outcome: Outcome) -> None:

@@ -92,10 +92,8 @@ def _advance_compensation(change: _Change, lease: Lease) -> None:
     step.next_attempt_at = None
     step.lease_owner, step.lease_expires_at = lease.worker, run.lease_expires_at
     run.current_step = step.name
+    step.attempt_started_at = now
     change.step_changed(step)
-    change.audit(AuditAction.COMPENSATION_INTENT, step=step, before={"step_status": before},
-                 after={"step_status": step.status},
-                 data={"attempt": step.compensation_attempt, "key": step.compensation_key})
     lease.work, lease.compensating = step, True
 
 def _compensation_outcome(change: _Change, lease: Lease, step: Step, outcome: Outcome) -> None:

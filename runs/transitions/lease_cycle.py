@@ -218,20 +218,17 @@ def _advance(change: _Change, lease: Lease) -> None:
         return
     if stop_gate.waits_before_attempt(change, lease, step, _definition_step(lease, step)):
         return
-    before = step.status
+    # The intent checkpoint is the row itself; the attempt's outcome record carries it.
     step.status = StepStatus.RUNNING
     step.intended_action = intended_action(lease.definition, _definition_step(lease, step),
                                            run, lease.steps, step)
     step.attempt += 1
     step.budget_started_at = step.budget_started_at or now
     step.started_at = step.started_at or now
+    step.attempt_started_at = now
     step.next_attempt_at = None
     step.lease_owner, step.lease_expires_at = lease.worker, run.lease_expires_at
     change.step_changed(step)
-    change.audit(AuditAction.INTENT, step=step, before={"step_status": before},
-                 after={"step_status": StepStatus.RUNNING},
-                 data={"attempt": step.attempt, "key": step.idempotency_key,
-                       "will_do": step.intended_action})
     lease.work = step
 
 def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
