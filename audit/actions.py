@@ -88,3 +88,13 @@ ROUTINE_ACTIONS = (
     AuditAction.COMPLETED, AuditAction.AGENT_TURN_STORED, AuditAction.TOOL_CALL_INTENT,
     AuditAction.TOOL_CALL_SUCCEEDED,
 )
+
+
+# The records of a step's outcome: each is a progress event for subscribers (api.webhooks
+# reads them from the chain; the runtime writes nothing else for them).
+STEP_OUTCOMES = (
+    AuditAction.SUCCEEDED, AuditAction.RECONCILED, AuditAction.FAILED,
+    AuditAction.OUTCOME_UNKNOWN, AuditAction.RETRY_SCHEDULED,
+    AuditAction.COMPENSATION_SUCCEEDED, AuditAction.COMPENSATION_FAILED,
+    AuditAction.APPROVAL_DECIDED,
+)

@@ -11,7 +11,7 @@ app (audit's own included) may use it.
 """
 
 from django.contrib.postgres import operations as postgres
-from django.db.migrations.operations import AddIndex, RemoveIndex
+from django.db.migrations.operations import AddConstraint, AddIndex, RemoveIndex
 
 
 class AddIndexConcurrently(postgres.AddIndexConcurrently):
@@ -41,3 +41,17 @@ class RemoveIndexConcurrently(postgres.RemoveIndexConcurrently):
             return super().database_backwards(app_label, schema_editor, from_state, to_state)
         return RemoveIndex.database_backwards(self, app_label, schema_editor, from_state,
                                               to_state)
+
+
+class AddUniqueConstraintConcurrently(AddConstraint):
+    """A partial unique constraint (Django builds it as a unique index) built with CREATE
+    UNIQUE INDEX CONCURRENTLY on PostgreSQL; the ordinary way elsewhere. `atomic = False`
+    in the migration, as for AddIndexConcurrently."""
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor != "postgresql":
+            return super().database_forwards(app_label, schema_editor, from_state, to_state)
+        model = to_state.apps.get_model(app_label, self.model_name)
+        sql = str(self.constraint.create_sql(model, schema_editor))
+        schema_editor.execute(sql.replace("CREATE UNIQUE INDEX", "CREATE UNIQUE INDEX "
+                                          "CONCURRENTLY", 1))
