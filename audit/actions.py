@@ -25,7 +25,8 @@ class AuditAction(StrEnum):
     EVENT_TIMED_OUT = "event_timed_out"
     LEASE_EXPIRED = "lease_expired"
     STEP_LEASE_EXPIRED = "step_lease_expired"
-    # a step's outcome
+    # a step's outcome (intent records are no longer written: the intent is the step's row
+    # and the outcome's record carries it; the name stays for the chains that hold some)
     INTENT = "intent"
     SUCCEEDED = "succeeded"
     FAILED = "failed"

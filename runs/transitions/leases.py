@@ -86,7 +86,10 @@ def expire_leases(run_ids: list[int], *, now: datetime | None = None,
         # Stamped in the same transaction: now() is the time the locks were taken.
         now = _now(now)
         running: dict[int, list[Step]] = {run.pk: [] for run in runs}
-        for step in Step.objects.filter(run_id__in=list(running), status=StepStatus.RUNNING):
+        # A compensation in flight holds its step's lease owner (cleared when it ends).
+        in_flight = models.Q(status=StepStatus.RUNNING) | (
+            models.Q(status=StepStatus.COMPENSATING) & ~models.Q(lease_owner=""))
+        for step in Step.objects.filter(in_flight, run_id__in=list(running)):
             running[step.run_id].append(step)
         save_changes([_take_back(run, running[run.pk], now, actor) for run in runs])
     return [run.pk for run in runs]
@@ -98,8 +101,11 @@ def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None
     previous_owner = run.lease_owner
     run.fencing_token += 1
     for step in running:
+        # The record of the attempt the dead worker left in the row (it carries its intent).
         step_before = step.status
-        if step.kind in (d.WRITE, d.NOTIFY):
+        if step_before == StepStatus.COMPENSATING:
+            pass  # sent again with its own key by the next worker
+        elif step.kind in (d.WRITE, d.NOTIFY):
             step.status = StepStatus.UNKNOWN
             step.error_class = ErrorClass.UNKNOWN
             step.error_message = f"lease of {previous_owner} expired while running"

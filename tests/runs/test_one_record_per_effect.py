@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from audit.models import AuditRecord
 from runs import executor, transitions
-from runs.errors import TransientError
-from runs.models import Run, RunEvent, Step, StepStatus
+from runs.errors import PermanentError, TransientError
+from runs.models import Run, RunEvent, RunStatus, Step, StepStatus
 from runs.transitions.attempts import result_digest
 from tests.factories import new_run, step
 
@@ -88,4 +88,30 @@ def test_a_dead_workers_intent_gets_its_record_from_the_take_back(script):
     assert record.data["key"] == fetch.idempotency_key and record.data["attempt"] == 1
     assert record.data["started_at"] == fetch.attempt_started_at.isoformat()
     assert record.data["will_do"] == fetch.intended_action
+    call_command("verify_audit")
+
+
+def test_an_undo_in_flight_gets_its_record_from_the_take_back_with_its_own_key(script):
+    script.plan["book-shipment"] = [PermanentError("refused")]
+    script.plan["charge-card:compensate"] = [TransientError("503")]
+    run = new_run("test-saga", order="o-9")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPENSATING
+    run.refresh_from_db()
+    lease = transitions.claim_run(run.pk, worker="doomed", now=run.next_wake_at)
+    assert lease.compensating and lease.work.name == "charge-card"
+    assert transitions.expire_lease(run.pk, now=timezone.now() + timedelta(days=1))
+    card = step(run, "charge-card")
+    records = list(AuditRecord.objects.filter(run=run, step_name="charge-card")
+                   .order_by("seq").values_list("action", "data"))
+    assert [a for a, _ in records] == ["succeeded", "compensation_retry_scheduled",
+                                       "step_lease_expired"]
+    taken_back = records[-1][1]
+    assert taken_back["key"] == card.compensation_key != card.idempotency_key
+    assert taken_back["attempt"] == 2
+    assert taken_back["started_at"] == card.attempt_started_at.isoformat()
+    # The next worker sends the undo again, with the same key, and records its outcome.
+    assert card.status == StepStatus.COMPENSATING and card.lease_owner == ""
+    Run.objects.filter(pk=run.pk).update(next_wake_at=timezone.now())  # the sweep was "now"
+    assert executor.advance_run(run.pk, worker="w3") == RunStatus.COMPENSATED
+    assert len(script.compensations) == 2
     call_command("verify_audit")
