@@ -11,7 +11,7 @@ app (audit's own included) may use it.
 """
 
 from django.contrib.postgres import operations as postgres
-from django.db.migrations.operations import AddConstraint, AddIndex, RemoveIndex
+from django.db.migrations.operations import AddConstraint, AddIndex, AlterField, RemoveIndex
 
 
 class AddIndexConcurrently(postgres.AddIndexConcurrently):
@@ -55,3 +55,17 @@ class AddUniqueConstraintConcurrently(AddConstraint):
         sql = str(self.constraint.create_sql(model, schema_editor))
         schema_editor.execute(sql.replace("CREATE UNIQUE INDEX", "CREATE UNIQUE INDEX "
                                           "CONCURRENTLY", 1))
+
+
+class AlterFieldToNullable(AlterField):
+    """A column made nullable, and nothing else: on PostgreSQL one DROP NOT NULL (a catalog
+    change). Django's AlterField of a foreign key also drops and re-adds its constraint,
+    which scans the table under a lock; the ordinary alteration elsewhere."""
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor != "postgresql":
+            return super().database_forwards(app_label, schema_editor, from_state, to_state)
+        model = to_state.apps.get_model(app_label, self.model_name)
+        quote = schema_editor.quote_name
+        schema_editor.execute(f"ALTER TABLE {quote(model._meta.db_table)} ALTER COLUMN "
+                              f"{quote(model._meta.get_field(self.name).column)} DROP NOT NULL")

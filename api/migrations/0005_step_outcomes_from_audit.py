@@ -6,19 +6,18 @@ row for each): deliveries may point at a record, each subscriber has a second cu
 import django.db.models.deletion
 from django.db import migrations, models
 
-from audit.migration_operations import AddUniqueConstraintConcurrently
+from audit.migration_operations import AlterFieldToNullable
 
 
 def start_at_the_head(apps, schema_editor):
     # The step outcomes written before this migration have their RunEvent rows, which the
     # existing subscribers' event cursor still covers: their record cursor starts after them.
-    record = apps.get_model("audit", "AuditRecord")
-    head = record.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    AuditRecord = apps.get_model("audit", "AuditRecord")  # noqa: N806 - a model class
+    head = AuditRecord.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     apps.get_model("api", "WebhookSubscriber").objects.update(last_record_id=head)
 
 
 class Migration(migrations.Migration):
-    atomic = False  # the unique index is built concurrently
 
     dependencies = [
         ('api', '0004_token_acting_user'),
@@ -37,14 +36,10 @@ class Migration(migrations.Migration):
             name='last_record_id',
             field=models.BigIntegerField(db_default=0, default=0),
         ),
-        migrations.AlterField(
+        AlterFieldToNullable(
             model_name='webhookdelivery',
             name='event',
             field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='deliveries', to='runs.runevent'),
         ),
         migrations.RunPython(start_at_the_head, migrations.RunPython.noop),
-        AddUniqueConstraintConcurrently(
-            model_name='webhookdelivery',
-            constraint=models.UniqueConstraint(condition=models.Q(('record__isnull', False)), fields=('subscriber', 'record'), name='webhook_one_delivery_per_record'),
-        ),
     ]
