@@ -131,18 +131,20 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
 @admin.register(WebhookSubscriber)
 class WebhookSubscriberAdmin(admin.ModelAdmin):
-    list_display = ["name", "url", "active", "workflows", "last_event_id", "created_at"]
+    list_display = ["name", "url", "active", "workflows", "last_event_id", "last_record_id",
+                    "created_at"]
     list_filter = ["active"]
-    readonly_fields = ["last_event_id"]
+    readonly_fields = ["last_event_id", "last_record_id"]
 
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(ReadOnlyAdmin):
     """Each delivery with its attempts; written only by the publisher."""
 
-    list_display = ["delivery_id", "subscriber", "event", "status", "attempts",
+    # A status change's event, or a step outcome's audit record.
+    list_display = ["delivery_id", "subscriber", "event", "record", "status", "attempts",
                     "last_status_code", "next_attempt_at", "delivered_at"]
     list_filter = ["status", "subscriber"]
     search_fields = ["=delivery_id"]
-    list_select_related = ["subscriber", "event"]
+    list_select_related = ["subscriber", "event", "record"]
     ordering = ["-id"]

@@ -92,8 +92,12 @@ class WebhookSubscriber(models.Model):
     workflows = models.JSONField(default=list, blank=True,
                                  help_text="workflow names; empty means every workflow")
     active = models.BooleanField(default=True)
-    # Events up to this id have been turned into deliveries for this subscriber.
+    # Status-change events (runs.RunEvent) up to this id have been turned into deliveries
+    # for this subscriber.
     last_event_id = models.BigIntegerField(default=0)
+    # Likewise the audit records of step outcomes up to this id: a step's outcome is told
+    # from its record in the run's chain, not from a second row written for subscribers.
+    last_record_id = models.BigIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):
@@ -101,7 +105,8 @@ class WebhookSubscriber(models.Model):
 
 
 class WebhookDelivery(models.Model):
-    """One event for one subscriber, with every attempt to deliver it."""
+    """One event for one subscriber, with every attempt to deliver it: a run's status change
+    (event) or a step's outcome (record, its audit record)."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -110,8 +115,14 @@ class WebhookDelivery(models.Model):
 
     subscriber = models.ForeignKey(WebhookSubscriber, on_delete=models.CASCADE,
                                    related_name="deliveries")
-    event = models.ForeignKey("runs.RunEvent", on_delete=models.CASCADE,
-                              related_name="deliveries")
+    event = models.ForeignKey("runs.RunEvent", on_delete=models.CASCADE, null=True,
+                              blank=True, related_name="deliveries")
+    # No index of its own: the unique (subscriber, record) below serves the lookups. No
+    # database constraint either: adding one would scan the table under a lock, and records
+    # leave only with their run's deliveries (archive.parts).
+    record = models.ForeignKey("audit.AuditRecord", on_delete=models.CASCADE, null=True,
+                               blank=True, related_name="+", db_index=False,
+                               db_constraint=False)
     # Sent with every attempt, so that a receiver can drop a redelivery it already has.
     delivery_id = models.UUIDField(unique=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
@@ -122,8 +133,13 @@ class WebhookDelivery(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["subscriber", "event"],
-                                               name="webhook_one_delivery_per_event")]
+        constraints = [
+            models.UniqueConstraint(fields=["subscriber", "event"],
+                                    name="webhook_one_delivery_per_event"),
+            models.UniqueConstraint(fields=["subscriber", "record"],
+                                    condition=models.Q(record__isnull=False),
+                                    name="webhook_one_delivery_per_record"),
+        ]
         indexes = [models.Index(fields=["next_attempt_at"], name="webhook_due_idx",
                                 condition=models.Q(status="pending"))]
 

@@ -1,5 +1,6 @@
-"""Progress events to subscribers: the run events written by the runtime's transitions (the
-outbox) become one delivery per subscriber, sent with retries and backoff, each signed.
+"""Progress events to subscribers: the run events written by the runtime's transitions for
+each status change, and the audit records of step outcomes (the one record each effect
+writes), become one delivery per subscriber, sent with retries and backoff, each signed.
 
 Signature: the header `X-Webhook-Signature: sha256=<hex>` is HMAC-SHA256 with the
 subscriber's secret over `<X-Webhook-Timestamp>.<body>`; receivers recompute it, compare in
@@ -20,6 +21,8 @@ import httpx
 from django.conf import settings
 from django.utils import timezone
 
+from audit.actions import STEP_OUTCOMES
+from audit.models import AuditRecord
 from runs.models import RunEvent
 from runs.retry import RetryPolicy
 from runs.single_pass import single_pass
@@ -49,37 +52,61 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
 
 
 def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
-    """Turn new run events into deliveries, per subscriber, in event order."""
+    """Turn new status changes and step outcomes into deliveries, per subscriber, each in
+    the order it was written. Two cursors per subscriber, each read by primary key from
+    where it stopped: the cost follows what is new, not the size of either table."""
     now = now or timezone.now()
     queued = 0
     for subscriber in WebhookSubscriber.objects.filter(active=True):
         events = RunEvent.objects.filter(pk__gt=subscriber.last_event_id).order_by("pk")
+        records = (AuditRecord.objects.filter(pk__gt=subscriber.last_record_id,
+                                              action__in=[str(a) for a in STEP_OUTCOMES])
+                   .exclude(step_name="").order_by("pk"))
         if subscriber.workflows:
             events = events.filter(run__workflow_name__in=subscriber.workflows)
-        batch = list(events.values_list("pk", flat=True)[:limit])
-        if not batch:
+            records = records.filter(run__workflow_name__in=subscriber.workflows)
+        event_ids = list(events.values_list("pk", flat=True)[:limit])
+        record_ids = list(records.values_list("pk", flat=True)[:limit])
+        if not event_ids and not record_ids:
             continue
         WebhookDelivery.objects.bulk_create(
             [WebhookDelivery(subscriber=subscriber, event_id=pk, delivery_id=uuid.uuid4(),
-                             next_attempt_at=now) for pk in batch],
+                             next_attempt_at=now) for pk in event_ids]
+            + [WebhookDelivery(subscriber=subscriber, record_id=pk, delivery_id=uuid.uuid4(),
+                               next_attempt_at=now) for pk in record_ids],
             ignore_conflicts=True)
-        WebhookSubscriber.objects.filter(pk=subscriber.pk).update(last_event_id=batch[-1])
-        queued += len(batch)
+        WebhookSubscriber.objects.filter(pk=subscriber.pk).update(
+            last_event_id=event_ids[-1] if event_ids else subscriber.last_event_id,
+            last_record_id=record_ids[-1] if record_ids else subscriber.last_record_id)
+        queued += len(event_ids) + len(record_ids)
     return queued
 
 
 def _body(delivery: WebhookDelivery) -> bytes:
-    event, run = delivery.event, delivery.event.run
+    if delivery.record_id is not None:
+        record = delivery.record
+        run, at = record.run, record.created_at
+        # A step's outcome: the run's status around it as the record saw it, when it says.
+        status_from = (record.before or {}).get("status", "")
+        moved = {"from": status_from,
+                 "to": (record.after or {}).get("status", status_from)}
+        step = {"name": record.step_name, "outcome": record.action}
+    else:
+        event = delivery.event
+        run, at = event.run, event.created_at
+        moved = {"from": event.status_from, "to": event.status_to}
+        # Step outcomes written before they were read from the audit chain.
+        step = {"name": event.step_name, "outcome": event.outcome} if event.step_name else None
     body = {
         "delivery_id": str(delivery.delivery_id),
-        "type": "run.step_completed" if event.step_name else "run.status_changed",
+        "type": "run.step_completed" if step else "run.status_changed",
         "run": {"id": run.pk, "workflow": run.workflow_name, "business_key": run.business_key,
                 "status_url": f"/api/runs/{run.pk}"},
-        "from": event.status_from, "to": event.status_to,
-        "at": event.created_at.isoformat(),
+        **moved,
+        "at": at.isoformat(),
     }
-    if event.step_name:
-        body["step"] = {"name": event.step_name, "outcome": event.outcome}
+    if step:
+        body["step"] = step
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -89,7 +116,8 @@ def send_due(*, now: datetime | None = None, limit: int = 100) -> PublishReport:
     report = PublishReport()
     due = (WebhookDelivery.objects.filter(status=WebhookDelivery.Status.PENDING,
                                           next_attempt_at__lte=now)
-           .select_related("subscriber", "event__run").order_by("next_attempt_at")[:limit])
+           .select_related("subscriber", "event__run", "record__run")
+           .order_by("next_attempt_at", "pk")[:limit])
     with httpx.Client(timeout=settings.WEBHOOK_TIMEOUT_SECONDS) as client:
         for delivery in due:
             body = _body(delivery)

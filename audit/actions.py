@@ -25,7 +25,8 @@ class AuditAction(StrEnum):
     EVENT_TIMED_OUT = "event_timed_out"
     LEASE_EXPIRED = "lease_expired"
     STEP_LEASE_EXPIRED = "step_lease_expired"
-    # a step's outcome
+    # a step's outcome (intent records are no longer written: the intent is the step's row
+    # and the outcome's record carries it; the name stays for the chains that hold some)
     INTENT = "intent"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -87,4 +88,14 @@ ROUTINE_ACTIONS = (
     AuditAction.STARTED, AuditAction.CLAIMED, AuditAction.INTENT, AuditAction.SUCCEEDED,
     AuditAction.COMPLETED, AuditAction.AGENT_TURN_STORED, AuditAction.TOOL_CALL_INTENT,
     AuditAction.TOOL_CALL_SUCCEEDED,
+)
+
+
+# The records of a step's outcome: each is a progress event for subscribers (api.webhooks
+# reads them from the chain; the runtime writes nothing else for them).
+STEP_OUTCOMES = (
+    AuditAction.SUCCEEDED, AuditAction.RECONCILED, AuditAction.FAILED,
+    AuditAction.OUTCOME_UNKNOWN, AuditAction.RETRY_SCHEDULED,
+    AuditAction.COMPENSATION_SUCCEEDED, AuditAction.COMPENSATION_FAILED,
+    AuditAction.APPROVAL_DECIDED,
 )

@@ -11,7 +11,7 @@ app (audit's own included) may use it.
 """
 
 from django.contrib.postgres import operations as postgres
-from django.db.migrations.operations import AddIndex, RemoveIndex
+from django.db.migrations.operations import AddConstraint, AddIndex, AlterField, RemoveIndex
 
 
 class AddIndexConcurrently(postgres.AddIndexConcurrently):
@@ -41,3 +41,44 @@ class RemoveIndexConcurrently(postgres.RemoveIndexConcurrently):
             return super().database_backwards(app_label, schema_editor, from_state, to_state)
         return RemoveIndex.database_backwards(self, app_label, schema_editor, from_state,
                                               to_state)
+
+
+class AddUniqueConstraintConcurrently(AddConstraint):
+    """A unique constraint whose index is built with CREATE UNIQUE INDEX CONCURRENTLY on
+    PostgreSQL (a plain one then adopts that index); the ordinary way elsewhere.
+    `atomic = False` in the migration, as for AddIndexConcurrently."""
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor != "postgresql":
+            return super().database_forwards(app_label, schema_editor, from_state, to_state)
+        model = to_state.apps.get_model(app_label, self.model_name)
+        if self.constraint.condition is None:
+            # A plain unique constraint is an ALTER TABLE that builds its index under a
+            # lock: build the index concurrently, then make it the constraint (a catalog
+            # change).
+            quote = schema_editor.quote_name
+            table, name = quote(model._meta.db_table), quote(self.constraint.name)
+            columns = ", ".join(quote(model._meta.get_field(f).column)
+                                for f in self.constraint.fields)
+            schema_editor.execute(f"CREATE UNIQUE INDEX CONCURRENTLY {name} ON {table} "
+                                  f"({columns})")
+            schema_editor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} UNIQUE "
+                                  f"USING INDEX {name}")
+            return
+        sql = str(self.constraint.create_sql(model, schema_editor))
+        schema_editor.execute(sql.replace("CREATE UNIQUE INDEX", "CREATE UNIQUE INDEX "
+                                          "CONCURRENTLY", 1))
+
+
+class AlterFieldToNullable(AlterField):
+    """A column made nullable, and nothing else: on PostgreSQL one DROP NOT NULL (a catalog
+    change). Django's AlterField of a foreign key also drops and re-adds its constraint,
+    which scans the table under a lock; the ordinary alteration elsewhere."""
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor != "postgresql":
+            return super().database_forwards(app_label, schema_editor, from_state, to_state)
+        model = to_state.apps.get_model(app_label, self.model_name)
+        quote = schema_editor.quote_name
+        schema_editor.execute(f"ALTER TABLE {quote(model._meta.db_table)} ALTER COLUMN "
+                              f"{quote(model._meta.get_field(self.name).column)} DROP NOT NULL")

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -112,11 +113,14 @@ def run_timeline(run, audit: list[AuditRecord], *, since: datetime | None = None
     notes = (Notification.objects.filter(request__run=run).select_related("request")
              .only("kind", "recipient", "sent_at", "last_error", "request__step_name")
              .annotate(at=Coalesce("sent_at", "created_at")))
-    deliveries = (WebhookDelivery.objects.filter(event__run=run)
-                  .select_related("subscriber", "event")
+    # A status change is delivered from its event, a step's outcome from its audit record.
+    deliveries = (WebhookDelivery.objects.filter(Q(event__run=run) | Q(record__run=run))
+                  .select_related("subscriber", "event", "record")
                   .only("delivered_at", "last_error", "subscriber__name", "event__step_name",
-                        "event__outcome", "event__status_from", "event__status_to")
-                  .annotate(at=Coalesce("delivered_at", "event__created_at")))
+                        "event__outcome", "event__status_from", "event__status_to",
+                        "record__step_name", "record__action")
+                  .annotate(at=Coalesce("delivered_at", "event__created_at",
+                                        "record__created_at")))
     if since is not None:
         notes, deliveries = notes.filter(at__gte=since), deliveries.filter(at__gte=since)
     if until is not None:
@@ -132,15 +136,19 @@ def run_timeline(run, audit: list[AuditRecord], *, since: datetime | None = None
     for delivery in deliveries.order_by("pk"):
         if delivery.delivered_at is None and not delivery.last_error:
             continue
-        event = delivery.event
-        what = (f"{event.step_name} {event.outcome}" if event.step_name
-                else f"{event.status_from} → {event.status_to}")
+        event, record = delivery.event, delivery.record
+        if record is not None:
+            step, what = record.step_name, f"{record.step_name} {record.action}"
+        else:
+            step = event.step_name
+            what = (f"{event.step_name} {event.outcome}" if event.step_name
+                    else f"{event.status_from} → {event.status_to}")
         entries.append(Entry(
             at=delivery.at, source="webhook",
             title=f"progress event ({what}) "
                   f"{'delivered' if delivery.delivered_at else 'not delivered'} to "
                   f"{delivery.subscriber.name}",
-            step=event.step_name, detail=delivery.last_error))
+            step=step, detail=delivery.last_error))
     order = {"audit": 0, "notification": 1, "webhook": 2}
     entries.sort(key=lambda e: (e.at, order[e.source], e.seq or 0))
     return entries

@@ -94,6 +94,8 @@ class ToolCall(models.Model):
     error_message = models.TextField(blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    # When the attempt now in flight (or the last one) began, as on a step.
+    attempt_started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField()
 

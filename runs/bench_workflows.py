@@ -19,7 +19,7 @@ noop = Workflow("bench-noop-10", version=1, input=BenchIn)
 
 def _declare_step(i: int):
     """One no-op write step; a factory so each function keeps its own `i`. Write steps take
-    the full checkpoint path: intent, outcome and their audit records."""
+    the full checkpoint path: the intent in the step's row, the outcome and its record."""
 
     @noop.write(f"step-{i}")
     def step(ctx):

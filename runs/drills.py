@@ -283,10 +283,9 @@ def _drill_compensation(workflow) -> DrillResult:
             pauses.append(run.current_step)
             # What must hold at the pause: this undo not sent, no older one started.
             older = [s.name for s in undo[undo.index(workflow.step(run.current_step)) + 1:]]
-            early += list(run.audit_records.filter(
-                action__in=(AuditAction.COMPENSATION_INTENT,
-                            AuditAction.COMPENSATION_SUCCEEDED),
-                step_name__in=[run.current_step, *older]).values_list("step_name", flat=True))
+            # The undo's intent is its step's row (compensating, an attempt counted).
+            early += [s.name for s in Step.objects.filter(
+                run=run, name__in=[run.current_step, *older], compensation_attempt__gt=0)]
             ACTIONS["confirm_compensation"].perform(
                 run.pk, actor=DRILL, given=ActionInput(reason="drill: correction checked",
                                                        step=run.current_step))
@@ -397,12 +396,11 @@ def _drill_approval_binding(workflow, agent: d.AgentSpec) -> DrillResult:
 
 
 def _tool_intents(run: Run, call) -> list:
-    return list(run.audit_records.filter(action=AuditAction.TOOL_CALL_INTENT,
-                                         data__tool_call=call.ref, step_name=call.step.name))
+    return list(range(ToolCall.objects.get(pk=call.pk).attempt))  # the row is the intent
 
 
 def _tool_call_intents(run: Run) -> dict[str, int]:
-    return {f"{c.step.name}/{c.ref} {c.tool}": len(_tool_intents(run, c))
+    return {f"{c.step.name}/{c.ref} {c.tool}": c.attempt
             for c in ToolCall.objects.filter(step__run=run, attempt__gt=0)
             .select_related("step")}
 
@@ -474,8 +472,10 @@ def _recover(run: Run, *, fresh: bool = False, timeout: float = 120) -> Run:
 
 
 def _intent_keys(run: Run, step_name: str) -> list[str]:
-    return list(run.audit_records.filter(action=AuditAction.INTENT, step_name=step_name)
-                .values_list("data__key", flat=True))
+    # The key of each attempt, from the one record that ended it (the intent is the row).
+    return list(run.audit_records.filter(step_name=step_name, data__has_key="started_at")
+                .exclude(data__has_key="tool_call").exclude(before__step_status="compensating")
+                .order_by("seq").values_list("data__key", flat=True))
 
 
 def _lookup(workflow, run: Run, step: d.StepDef) -> str | None:

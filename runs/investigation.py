@@ -177,15 +177,16 @@ def _assess(card: Investigation, run: Run, step: Step, spec: d.StepDef | None,
                                                            AuditAction.ATTENTION,
                                                            AuditAction.RECONCILED))))
         elif step.status in (StepStatus.PENDING, StepStatus.SKIPPED):
-            intents = [r for r in records if r.step_name == step.name
-                       and r.action == AuditAction.INTENT]
-            if not intents:
+            # The intent checkpoint is the step's row: an attempt counted there was sent.
+            if not step.attempt:
                 effect = "does not exist"
-                card.facts.append(Fact(f"{step.name} was never sent", "no intent record"))
+                card.facts.append(Fact(f"{step.name} was never sent", "no attempt recorded"))
             else:
-                effect = "unconfirmed"
-                card.unconfirmed.append(f"{step.name}: sent before (audit "
-                                        f"#{intents[-1].seq}), now {step.status}")
+                ended = [r for r in records if r.step_name == step.name
+                         and "started_at" in (r.data or {})]
+                seen = f"audit #{ended[-1].seq}" if ended else f"attempt {step.attempt}"
+                card.unconfirmed.append(f"{step.name}: sent before ({seen}), "
+                                        f"now {step.status}")
         elif step.status in (StepStatus.UNKNOWN, StepStatus.RUNNING, StepStatus.SCHEDULED):
             effect = _unknown_effect(card, run, step, spec, workflow, lookups)
     if spec is not None and side_effect and spec.honours_key and effect == "unconfirmed":

@@ -222,6 +222,9 @@ class Step(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    # When the attempt now in flight (or the last one) began: the intent checkpoint is this
+    # row, and the record of the attempt's outcome carries this time (runs.transitions.kernel).
+    attempt_started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField()
 

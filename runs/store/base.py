@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
-from audit.actions import AuditAction
 from audit.models import AuditRecord
 
 from ..models import Run, RunEvent, Step
@@ -146,21 +146,18 @@ class Store(abc.ABC):
         SQLite has no such guard)."""
         return None
 
-    def executing_by_step(self, run_id: int, now: datetime) -> dict[str, timedelta]:
-        """{step name: time spent between each intent and the record after it} of a run,
-        an intent still open counting until `now` (console.step_times)."""
+    def executing_by_step(self, run_id: int) -> dict[str, timedelta]:
+        """{step name: the time its ended attempts took}: each attempt's one record (its
+        outcome, or the take-back of its lease) carries when it started; a tool call's
+        records carry its own attempts, within its step's, and are not counted
+        (console.step_times; an attempt still in flight is counted there from its row)."""
         totals: dict[str, timedelta] = {}
-        open_intents: dict[str, datetime] = {}
         records = (AuditRecord.objects.filter(run_id=run_id).exclude(step_name="")
-                   .order_by("seq").values_list("step_name", "action", "created_at"))
-        for name, action, at in records:
-            began = open_intents.pop(name, None)
-            if began is not None:
-                totals[name] = totals.get(name, timedelta(0)) + (at - began)
-            if action == AuditAction.INTENT:
-                open_intents[name] = at
-        for name, began in open_intents.items():
-            totals[name] = totals.get(name, timedelta(0)) + (now - began)
+                   .values_list("step_name", "data", "created_at"))
+        for name, data, at in records:
+            began = (data or {}).get("started_at")
+            if began and "tool_call" not in data:
+                totals[name] = totals.get(name, timedelta(0)) + (at - parse_datetime(began))
         return totals
 
     @abc.abstractmethod

@@ -31,7 +31,6 @@ from django.db.models.base import ModelState
 from django.utils import timezone
 from psycopg import errors as pg_errors
 
-from audit.actions import AuditAction
 from audit.models import AuditRecord
 
 from ..models import Run, RunEvent, Step
@@ -436,11 +435,11 @@ class PostgresStore(Store):
         with connection.cursor() as cursor:
             cursor.execute("SELECT set_config('audit.archival', %s, true)", [archive_sha256])
 
-    def executing_by_step(self, run_id: int, now: datetime) -> dict[str, timedelta]:
+    def executing_by_step(self, run_id: int) -> dict[str, timedelta]:
         with connection.cursor() as cursor:
             cursor.execute(_EXECUTING_SQL.format(
                 table=connection.ops.quote_name(AuditRecord._meta.db_table)),
-                [now, run_id, AuditAction.INTENT])
+                [run_id])
             return dict(cursor.fetchall())
 
     def url(self) -> str:
@@ -449,12 +448,12 @@ class PostgresStore(Store):
         return f"postgres://{auth}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
-# Each intent's time until the step's next record, summed per step, in one query.
+# Each ended attempt's time (its record carries when it started), summed per step, in one
+# query; a tool call's records carry its own attempts (within its step's): not counted.
 _EXECUTING_SQL = """
-SELECT step_name, SUM(COALESCE(next_at, %s) - created_at)
-FROM (SELECT step_name, action, created_at,
-             LEAD(created_at) OVER (PARTITION BY step_name ORDER BY seq) AS next_at
-      FROM {table} WHERE run_id = %s AND step_name <> '') AS attempts
-WHERE action = %s
+SELECT step_name, SUM(created_at - (data->>'started_at')::timestamptz)
+FROM {table}
+WHERE run_id = %s AND step_name <> '' AND data->>'started_at' IS NOT NULL
+  AND data->>'tool_call' IS NULL
 GROUP BY step_name
 """

@@ -132,9 +132,7 @@ def begin_tool_call(lease: Lease, step: Step, call: ToolCall, *,
         if gated:
             # The stop verdict: an approval allows one attempt; a retry asks again.
             call.approved_hash = ""
-        effects.CallEffect(lease, step, call).begun(
-            change, AuditAction.TOOL_CALL_INTENT,
-            arguments=shown_arguments(tool, call.arguments))
+        effects.CallEffect(lease, step, call).begun(change)
     return call
 
 

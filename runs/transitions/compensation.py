@@ -83,5 +83,5 @@ def advance_compensation(change: _Change, lease: Lease) -> None:
     step.next_attempt_at = None
     step.lease_owner, step.lease_expires_at = lease.worker, run.lease_expires_at
     run.current_step = step.name
-    StepEffect(lease, step).undo_begun(change, AuditAction.COMPENSATION_INTENT)
+    StepEffect(lease, step).undo_begun(change)
     lease.work, lease.compensating = step, True

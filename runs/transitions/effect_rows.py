@@ -16,6 +16,7 @@ from .. import sensitive
 from ..agent_models import ToolCall
 from ..models import ErrorClass, Step, StepStatus
 from ..redaction import redact
+from .attempts import intent_of_call
 from .kernel import DONE_STEP_STATUSES, _Change, _reset_budget
 
 # Step and tool-call states share their names (StepStatus, ToolCallStatus): one set serves.
@@ -27,32 +28,34 @@ class EffectRow:
     """What both kinds of effect do the same way: their intent, and their undo's intent and
     success (on the row's own compensation key, attempt and reference)."""
 
-    def begun(self, change: _Change, action: str, **data) -> None:
-        """The intent checkpoint: the effect running, its attempt counted, its key and what
-        it will do in the audit record, committed before the effect is called."""
+    def begun(self, change: _Change) -> None:
+        """The intent checkpoint, in the row itself (no record of its own): the effect
+        running, its attempt counted and started, committed before the effect is called. The
+        one record that ends the attempt carries it (runs.transitions.attempts)."""
         row = self.row
-        before = row.status
         row.status = RUNNING
         row.attempt += 1
         row.started_at = row.started_at or change.now
+        row.attempt_started_at = change.now
         row.next_attempt_at = None
         self.save(change)
-        change.audit(action, step=self.step, before={self.status_key: before},
-                     after={self.status_key: row.status},
-                     data=self.data(attempt=row.attempt, key=row.idempotency_key, **data))
 
-    def undo_begun(self, change: _Change, action: str, *, reason: str = "", **data) -> None:
-        """The intent of the effect's undo: compensating, its attempt counted, its own key
-        in the audit record."""
+    def undo_begun(self, change: _Change, action: str | None = None, *, reason: str = "",
+                   **data) -> None:
+        """The intent of the effect's undo, in the row: compensating, its attempt counted and
+        started. `action`: a record of its own as well (a person's undo of one tool call
+        records who asked and why)."""
         row = self.row
         before = row.status
         row.status = StepStatus.COMPENSATING
         row.compensation_attempt += 1
+        row.attempt_started_at = change.now
         self.save(change)
-        change.audit(action, step=self.step, reason=reason, before={self.status_key: before},
-                     after={self.status_key: row.status},
-                     data=self.data(**data, attempt=row.compensation_attempt,
-                                    key=row.compensation_key))
+        if action is not None:
+            change.audit(action, step=self.step, reason=reason,
+                         before={self.status_key: before}, after={self.status_key: row.status},
+                         data=self.data(**data, attempt=row.compensation_attempt,
+                                        key=row.compensation_key))
 
     def undone(self, change: _Change, remote_ref: str, action: str, **data) -> None:
         """The effect's undo succeeded: compensated, with the undo's remote reference."""
@@ -162,7 +165,10 @@ class CallEffect(EffectRow):
         return self.row.started_at
 
     def data(self, **more) -> dict:
-        return {"tool_call": self.row.ref, "tool": self.row.tool, **more}
+        # A step's records get its intent from the kernel (Change.audit); a call's records
+        # carry the call's own, checkpointed in its row.
+        intent = intent_of_call(self.row) if self.row.attempt_started_at else {}
+        return {"tool_call": self.row.ref, "tool": self.row.tool, **intent, **more}
 
     def sealed(self, value):
         return sensitive.seal_result(redact(value), self.spec)

@@ -1,6 +1,6 @@
 """The kernel of the state machine: the one table of allowed run transitions, the writes of
 one transition to one locked run (_Change: status moves checked against the table, audit
-records chained from the run's head, progress events, everything saved together), and the
+records chained from the run's head, status-change events, everything saved together), and the
 small pieces every transition shares. The other modules of this package build on it."""
 
 import contextvars
@@ -37,6 +37,7 @@ from ..models import (
 )
 from ..redaction import redact
 from ..wakeup import wake_after_commit, wake_all_after_commit
+from .attempts import ATTEMPT_ENDS, OPEN_INTENTS, intent_of, intent_of_call
 from .unsettled import Effect, end_or_hold, unsettled_effects  # noqa: F401 - the vocabulary
 
 NEW = "new"  # the pseudo-state of a run that does not exist yet
@@ -134,15 +135,6 @@ def input_hash(data) -> str:
         json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()
 
-# The audit actions that record a step's outcome; each also makes a progress event.
-STEP_OUTCOMES = frozenset({
-    AuditAction.SUCCEEDED, AuditAction.RECONCILED, AuditAction.FAILED,
-    AuditAction.OUTCOME_UNKNOWN, AuditAction.RETRY_SCHEDULED,
-    AuditAction.COMPENSATION_SUCCEEDED, AuditAction.COMPENSATION_FAILED,
-    AuditAction.APPROVAL_DECIDED,
-})
-
-
 class _Change:
     """The writes of one transition to one locked run: status moves checked against the
     table, audit records chained from the run's head, everything saved together."""
@@ -197,6 +189,11 @@ class _Change:
 
     def audit(self, action: str, *, step: Step | None = None, reason: str = "",
               before=None, after=None, data=None, step_name: str = "") -> None:
+        if (step is not None and action in ATTEMPT_ENDS and before
+                and before.get("step_status") in OPEN_INTENTS
+                and not (data and "tool_call" in data)):
+            undo = before["step_status"] == StepStatus.COMPENSATING
+            data = {**intent_of(step, undo=undo), **(data or {})}
         record = build_record(
             run_id=self.run.pk, head_seq=self.run.audit_seq, head_hash=self.run.audit_head,
             action=action, actor=self.actor, reason=reason,
@@ -205,11 +202,6 @@ class _Change:
         )
         self.run.audit_seq, self.run.audit_head = record.seq, record.hash
         self.records.append(record)
-        if step is not None and action in STEP_OUTCOMES:
-            # A progress event per step outcome, in this same transaction.
-            self.events.append(RunEvent(run_id=self.run.pk, status_from=self.status_seen,
-                                        status_to=self.status_seen, step_name=step.name,
-                                        outcome=action, created_at=self.now))
 
     def wait_for_person(self, step: Step, call=None) -> None:
         """The run, moving to waiting in this change, waits for a person's decision on
@@ -239,7 +231,7 @@ _STEP_FIELDS = [
     "lookup_failures", "intended_action", "approved_attempt",
     "compensation_attempt", "compensation_ref",
     "remote_ref", "result", "error_class", "error_message", "next_attempt_at", "lease_owner",
-    "lease_expires_at", "started_at", "finished_at", "updated_at",
+    "lease_expires_at", "started_at", "attempt_started_at", "finished_at", "updated_at",
 ]
 
 def save_changes(changes: list[_Change]) -> None:
@@ -444,8 +436,7 @@ def release_calls_in_flight(change: _Change, step: Step, *, why: str, action: st
         call.save(update_fields=["status", "error_class", "error_message", "updated_at"])
         change.audit(action, step=step, before={"call_status": ToolCallStatus.RUNNING},
                      after={"call_status": call.status},
-                     data={"tool_call": call.ref, "tool": call.tool,
-                           "key": call.idempotency_key,
+                     data={"tool_call": call.ref, "tool": call.tool, **intent_of_call(call),
                            **({"error": why} if call.status == ToolCallStatus.UNKNOWN else {})})
 
 

@@ -198,8 +198,7 @@ def _advance(change: _Change, lease: Lease) -> None:
                                            run, lease.steps, step)
     step.budget_started_at = step.budget_started_at or now
     step.lease_owner, step.lease_expires_at = lease.worker, run.lease_expires_at
-    effects.StepEffect(lease, step).begun(change, AuditAction.INTENT,
-                                          will_do=step.intended_action)
+    effects.StepEffect(lease, step).begun(change)
     lease.work = step
 
 

@@ -99,7 +99,10 @@ def expire_leases(run_ids: list[int], *, now: datetime | None = None,
         # Stamped in the same transaction: now() is the time the locks were taken.
         now = _now(now)
         running: dict[int, list[Step]] = {run.pk: [] for run in runs}
-        for step in Step.objects.filter(run_id__in=list(running), status=StepStatus.RUNNING):
+        # A compensation in flight holds its step's lease owner (cleared when it ends).
+        in_flight = models.Q(status=StepStatus.RUNNING) | (
+            models.Q(status=StepStatus.COMPENSATING) & ~models.Q(lease_owner=""))
+        for step in Step.objects.filter(in_flight, run_id__in=list(running)):
             running[step.run_id].append(step)
         save_changes([_take_back(run, running[run.pk], now, actor) for run in runs])
     return [run.pk for run in runs]
@@ -111,8 +114,10 @@ def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None
     previous_owner = run.lease_owner
     run.fencing_token += 1
     for step in running:
+        # The record of the attempt the dead worker left in the row (it carries its intent).
         step_before = step.status
-        taken_back(step, step.kind, f"lease of {previous_owner} expired while running")
+        if step_before != StepStatus.COMPENSATING:  # an undo is sent again with its own key
+            taken_back(step, step.kind, f"lease of {previous_owner} expired while running")
         step.lease_owner, step.lease_expires_at = "", None
         change.step_changed(step)
         change.audit(AuditAction.STEP_LEASE_EXPIRED, step=step,

@@ -16,7 +16,7 @@ from api import webhooks
 from api.models import WebhookDelivery, WebhookSubscriber
 from runs import executor, transitions
 from runs.errors import TransitionNotAllowed
-from runs.models import RunEvent, RunStatus
+from runs.models import Run, RunEvent, RunStatus
 from tests.factories import SYSTEM, new_run
 
 pytestmark = pytest.mark.django_db
@@ -57,16 +57,32 @@ def _events(run):
                 .values_list("status_from", "status_to"))
 
 
-def test_every_step_outcome_writes_its_event_in_the_transition(script):
+def test_a_step_outcome_is_written_once_its_audit_record_and_told_from_it(receiver,
+                                                                           script):
     from runs.errors import TransientError
 
+    WebhookSubscriber.objects.create(name="crm", url=receiver.url, secret="k")
     script.plan["create-task"] = [TransientError("503")]
     run = new_run()
     executor.advance_run(run.pk, worker="w1")  # one-statement successes and a retry
-    outcomes = list(RunEvent.objects.filter(run=run).exclude(step_name="").order_by("pk")
-                    .values_list("step_name", "outcome"))
-    assert outcomes == [("fetch", "succeeded"), ("classify", "succeeded"),
-                        ("create-task", "retry_scheduled")]
+    # No second row for subscribers: only the run's status changes have events.
+    assert not RunEvent.objects.filter(run=run).exclude(step_name="").exists()
+    webhooks.publish()
+    steps = [json.loads(body)["step"] for _, body in receiver.requests
+             if b"run.step_completed" in body]
+    assert [(s["name"], s["outcome"]) for s in steps] == [
+        ("fetch", "succeeded"), ("classify", "succeeded"), ("create-task", "retry_scheduled")]
+    delivered = WebhookDelivery.objects.filter(record__isnull=False)
+    assert sorted(d.record.action for d in delivered) == sorted(
+        ["succeeded", "succeeded", "retry_scheduled"])
+    # Once each, however often the publisher runs; the next outcome is told in its turn.
+    assert webhooks.publish().queued == 0
+    Run.objects.filter(pk=run.pk).update(next_wake_at=timezone.now())  # the retry is due
+    executor.advance_run(run.pk, worker="w1")
+    assert webhooks.publish().queued >= 1
+    told = [json.loads(body)["step"]["name"] for _, body in receiver.requests
+            if b"run.step_completed" in body]
+    assert told.count("fetch") == 1 and told.count("create-task") == 2
 
 
 def test_every_status_change_writes_its_event_in_the_transition(script):

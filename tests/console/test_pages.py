@@ -75,7 +75,7 @@ def test_run_detail_shows_steps_keys_contract_and_audit(client_for, operator, st
     task = step(stuck_run, "create-task")
     assert task.idempotency_key in body
     assert "recovery contract" in body and "reconcile by key" in body
-    assert "intent" in body and "attention" in body
+    assert "succeeded" in body and "attention" in body
 
 
 def _queries(client, url):

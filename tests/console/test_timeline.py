@@ -24,14 +24,13 @@ def test_the_timeline_merges_audit_records_and_webhook_deliveries_in_time_order(
     from django.utils import timezone
 
     from api.models import WebhookDelivery, WebhookSubscriber
-    from runs.models import RunEvent
 
     run = new_run()
     executor.advance_run(run.pk, worker="box-7:4242")
     subscriber = WebhookSubscriber.objects.create(name="crm", url="http://127.0.0.1:9/",
                                                   secret="s")
-    event = RunEvent.objects.filter(run=run, step_name="create-task").get()
-    WebhookDelivery.objects.create(subscriber=subscriber, event=event, delivery_id=uuid.uuid4(),
+    record = run.audit_records.get(step_name="create-task", action="succeeded")
+    WebhookDelivery.objects.create(subscriber=subscriber, record=record, delivery_id=uuid.uuid4(),
                                    status="delivered", attempts=1,
                                    next_attempt_at=timezone.now(), delivered_at=timezone.now())
     run = Run.objects.get(pk=run.pk)

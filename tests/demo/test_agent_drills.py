@@ -86,8 +86,9 @@ def _calls(run):
 
 
 def _intents(run, call):
-    return list(AuditRecord.objects.filter(run=run, action="tool_call_intent",
-                                           data__tool_call=call.ref))
+    # Each attempt of the call, from the one record that ended it (the intent is the row).
+    return list(AuditRecord.objects.filter(run=run, data__tool_call=call.ref,
+                                           data__has_key="started_at"))
 
 
 def _assert_aftermath(run):

@@ -2,6 +2,8 @@
 drill is a crash) calling the sandbox over real HTTP. Every drill ends by counting the
 external objects and checking what must not have happened."""
 
+from datetime import datetime
+
 import pytest
 from django.core.management import call_command
 from django.utils import timezone
@@ -132,9 +134,11 @@ def test_drill_3_rate_limited_twice_then_success_backs_off_and_completes(worker)
     assert len(retries) == 2
     # Retry-After: 1 is honoured, and each wait is at least as long as the server asked.
     assert all(r.data["delay_seconds"] >= 1 for r in retries)
-    intents = [r.created_at for r in _actions(run, "intent")
-               if r.step_name == "create-approval-task"]
-    gaps = [(b - a).total_seconds() for a, b in zip(intents, intents[1:], strict=False)]
+    # When each attempt started, from the one record that ended it.
+    ended = [r for r in run.audit_records.filter(step_name="create-approval-task",
+                                                 data__has_key="started_at").order_by("seq")]
+    starts = [datetime.fromisoformat(r.data["started_at"]) for r in ended]
+    gaps = [(b - a).total_seconds() for a, b in zip(starts, starts[1:], strict=False)]
     assert len(gaps) == 2 and all(gap >= 1 for gap in gaps)
     _approve(run)
     _until(run, RunStatus.COMPLETED)
@@ -186,7 +190,7 @@ def test_drill_6_a_late_failure_compensates_newest_first_pausing_at_the_correcti
     assert run.current_step == "notify-approver"
     assert Message.objects.count() == 1  # only the approval request itself
     assert Task.objects.get().status != Task.CANCELLED  # nothing older undone either
-    assert not _actions(run, "compensation_intent")
+    assert not run.steps.filter(compensation_attempt__gt=0).exists()  # no undo begun
     preview = compensation_preview(run, "notify-approver")
     assert preview["to"] == "approver@example.com" and "Disregard" in preview["subject"]
 

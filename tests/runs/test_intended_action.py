@@ -21,8 +21,9 @@ def test_the_intent_checkpoint_stores_what_the_step_will_do(script):
     executor.advance_run(run.pk, worker="w1")
     step = Step.objects.get(run=run, name="create-task")
     assert step.intended_action == "change another system"
-    intent = AuditRecord.objects.filter(run=run, step_name="create-task", action="intent").get()
-    assert intent.data["will_do"] == step.intended_action
+    # The record of the attempt's outcome carries what it was to do.
+    outcome = AuditRecord.objects.get(run=run, step_name="create-task", action="succeeded")
+    assert outcome.data["will_do"] == step.intended_action
 
 
 def test_a_declared_description_is_computed_from_the_input_and_earlier_results():

@@ -4,7 +4,7 @@ again on SQLite (the demo's embedded database), so both paths are held to one
 specification."""
 
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection, connections, transaction
@@ -204,25 +204,24 @@ def test_a_pass_lock_is_held_by_one_pass_at_a_time():
     assert _held_elsewhere(job) is True
 
 
-def test_executing_by_step_sums_each_intent_to_the_record_after_it(script):
+def test_executing_by_step_sums_each_attempt_from_its_start_to_its_record(script):
     script.plan["fetch"] = [TransientError("503")]
     run = new_run()
     executor.advance_run(run.pk, worker="w1")
-    later = timezone.now() + timedelta(seconds=30)
     Run.objects.filter(pk=run.pk).update(next_wake_at=timezone.now())
     executor.advance_run(run.pk, worker="w1")
-    expected, open_at = {}, {}
-    for name, action, at in (AuditRecord.objects.filter(run=run).exclude(step_name="")
-                             .order_by("seq").values_list("step_name", "action",
-                                                          "created_at")):
-        if name in open_at:
-            expected[name] = expected.get(name, timedelta(0)) + at - open_at.pop(name)
-        if action == "intent":
-            open_at[name] = at
-    for name, at in open_at.items():
-        expected[name] = expected.get(name, timedelta(0)) + later - at
+    expected = {}
+    for name, data, at in (AuditRecord.objects.filter(run=run).exclude(step_name="")
+                           .values_list("step_name", "data", "created_at")):
+        if data and data.get("started_at"):
+            began = datetime.fromisoformat(data["started_at"])
+            expected[name] = expected.get(name, timedelta(0)) + at - began
     assert set(expected) == {"fetch", "classify", "create-task", "post-ledger"}
-    assert store.current().executing_by_step(run.pk, later) == expected
+    # fetch: two attempts, each its own record carrying its start
+    fetch_records = AuditRecord.objects.filter(run=run, step_name="fetch",
+                                               data__started_at__isnull=False)
+    assert fetch_records.count() == 2
+    assert store.current().executing_by_step(run.pk) == expected
 
 
 def test_a_snapshot_is_a_transaction_reads_run_in():
@@ -247,7 +246,7 @@ def test_a_run_completes_with_one_effect_per_write_and_a_chain_that_verifies(scr
                 .values_list("status_to", flat=True)) == ["queued", "running", "completed"]
 
 
-def test_a_claim_is_taken_once_and_each_outcome_records_the_next_intent():
+def test_a_claim_is_taken_once_and_each_outcome_records_the_next_intent_in_its_row():
     run = new_run()
     lease = transitions.claim_run(run.pk, worker="w1")
     assert lease is not None and lease.work.name == "fetch"
@@ -256,8 +255,11 @@ def test_a_claim_is_taken_once_and_each_outcome_records_the_next_intent():
     assert lease.work.name == "classify"
     run.refresh_from_db()
     assert (run.status, run.lease_owner, run.fencing_token) == (RunStatus.RUNNING, "w1", 1)
-    assert [a for a, _ in _actions(run)] == ["started", "claimed", "intent", "succeeded",
-                                             "intent"]
+    # The intent is the row (running, its attempt started); the outcome is the one record.
+    assert [a for a, _ in _actions(run)] == ["started", "claimed", "succeeded"]
+    classify = step(run, "classify")
+    assert (classify.status, classify.attempt) == (StepStatus.RUNNING, 1)
+    assert classify.attempt_started_at is not None
 
 
 def test_an_unknown_outcome_is_settled_by_key_and_never_sent_again(script):
@@ -269,7 +271,7 @@ def test_an_unknown_outcome_is_settled_by_key_and_never_sent_again(script):
     assert [c[0] for c in script.calls].count("create-task") == 1
     assert script.reconcile_calls == [("create-task", task.idempotency_key)]
     actions = [a for a, name in _actions(run) if name == "create-task"]
-    assert actions[:2] == ["intent", "outcome_unknown"] and "reconciled" in actions
+    assert actions[0] == "outcome_unknown" and "reconciled" in actions
 
 
 def test_a_transient_error_is_retried_when_due_with_the_same_key(script):

@@ -266,15 +266,15 @@ class Command(BaseCommand):
             Step.objects.bulk_create(steps)
             records, actor = [], Actor.system("bench")
             for n in range(AUDIT_RECORDS):
-                intent = n % 2 == 0
+                # One record per attempt, carrying its intent (the step's row held it).
                 record = build_record(
                     run_id=run.pk, head_seq=run.audit_seq, head_hash=run.audit_head,
-                    action=AuditAction.INTENT if intent else AuditAction.RETRY_SCHEDULED,
+                    action=AuditAction.RETRY_SCHEDULED,
                     actor=actor, step_name=run.current_step or "step-7",
-                    before={"step_status": "scheduled" if intent else "running"},
-                    after={"step_status": "running" if intent else "scheduled"},
-                    data={"attempt": n // 2 + 1} if intent else
-                    {"error": "503 Service Unavailable", "delay_seconds": 60})
+                    before={"step_status": "running"}, after={"step_status": "scheduled"},
+                    data={"attempt": n + 1, "key": steps[0].idempotency_key,
+                          "started_at": run.created_at.isoformat(),
+                          "error": "503 Service Unavailable", "delay_seconds": 60})
                 records.append(record)
                 run.audit_seq, run.audit_head = record.seq, record.hash
             AuditRecord.objects.bulk_create(records)

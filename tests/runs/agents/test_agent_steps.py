@@ -2,6 +2,8 @@
 turn stored before its tools run, each tool call keyed and checkpointed, budgets and bad
 arguments stopping where they must. Each test counts what the sandbox holds afterwards."""
 
+import json
+
 import pytest
 
 from audit.chain import Actor
@@ -10,6 +12,7 @@ from demo.sandbox.models import LedgerEntry, ModelCall, Task
 from runs import keys, transitions
 from runs.errors import TransitionNotAllowed
 from runs.models import AgentTurn, AttentionReason, RunStatus, Step, ToolCall
+from runs.transitions.attempts import result_digest
 from tests.agent_runs import ACTOR, LARGE, advance, start_triage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -43,16 +46,17 @@ def test_the_agent_runs_its_tools_once_each_and_completes(sandbox):
     assert ModelCall.objects.count() == 5
     triage = Step.objects.get(run=run, name="triage")
     assert "LE-" in triage.result["answer"] and triage.result["tool_calls"] == 4
-    # Every call's intent precedes its outcome in the audit chain.
-    actions = list(AuditRecord.objects.filter(run=run).order_by("seq")
-                   .values_list("action", "data__tool_call"))
+    # Each call's one record carries its intent (key, start, arguments' hash) and outcome.
     for c in made:
-        intent = actions.index(("tool_call_intent", c.ref))
-        assert actions.index(("tool_call_succeeded", c.ref)) > intent
-    # The declared redaction holds in the audit trail.
-    intent = AuditRecord.objects.get(run=run, action="tool_call_intent",
-                                     data__tool_call=post.ref)
-    assert intent.data["arguments"]["iban"] == "[redacted]"
+        (record,) = AuditRecord.objects.filter(run=run, data__tool_call=c.ref)
+        assert record.action == "tool_call_succeeded"
+        assert (record.data["key"], record.data["args_hash"]) == (c.idempotency_key,
+                                                                  c.args_hash)
+        assert record.data["started_at"] == c.attempt_started_at.isoformat()
+        assert record.data["result_sha256"] == result_digest(c.result)
+    # The declared redaction holds in the audit trail: the arguments are not in it.
+    chain = json.dumps(list(AuditRecord.objects.filter(run=run).values_list("data")))
+    assert post.arguments["iban"] not in chain
 
 
 def test_a_large_posting_waits_for_an_approval_bound_to_its_arguments(sandbox):
@@ -148,9 +152,9 @@ def test_a_rate_limited_call_is_sent_again_with_the_same_key(sandbox):
     assert run.status == RunStatus.COMPLETED, run.status_message
     post = ToolCall.objects.get(step__run=run, tool="post-ledger")
     assert post.attempt == 2 and LedgerEntry.objects.count() == 1
-    intents = AuditRecord.objects.filter(run=run, action="tool_call_intent",
-                                         data__tool_call=post.ref)
-    assert {r.data["key"] for r in intents} == {post.idempotency_key}
+    attempts = AuditRecord.objects.filter(run=run, data__tool_call=post.ref,
+                                          data__has_key="started_at")
+    assert [r.data["key"] for r in attempts] == [post.idempotency_key] * 2
     assert AuditRecord.objects.filter(run=run, action="retry_scheduled",
                                       data__tool_call=post.ref).count() == 1
 
