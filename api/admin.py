@@ -14,7 +14,7 @@ from django.utils.cache import add_never_cache_headers, patch_cache_control
 
 from audit.access import AccessAction
 from audit.admin import ReadOnlyAdmin
-from runs.definition import registry
+from runs.definitions.definition import registry
 
 from .models import ApiToken, WebhookDelivery, WebhookSubscriber
 from .tokens import (

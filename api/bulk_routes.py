@@ -18,7 +18,7 @@ from approvals.bulk import (
     start_bulk_job,
 )
 from approvals.models import BulkJob
-from runs.selectors import RunFilters
+from runs.reads.selectors import RunFilters
 
 from .bulk_schemas import BulkIn, BulkJobOut
 from .schemas import MAX_RUN_ID, Error, InvalidRequest

@@ -6,9 +6,9 @@ from typing import Literal
 from ninja import Field, Schema
 
 from approvals.models import BulkJobStatus, BulkOutcome
-from runs.actions import ACTIONS
+from runs.machine.transitions import TOOL_CALL_ACTIONS
 from runs.models import ErrorClass, RunStatus, StepStatus
-from runs.transitions import TOOL_CALL_ACTIONS
+from runs.operator.actions import ACTIONS
 
 BulkActionName = Literal[tuple(name for name in ACTIONS if name not in TOOL_CALL_ACTIONS)]
 _NO_NUL = r"^[^\u0000]*$"

@@ -2,7 +2,7 @@
 its steps, or those reaching one remote system), as the console and the CLI do.
 
 A token may do it for the workflows it may use, if the person who created it may pause
-them (runs.dispatch.may_pause): a token is never more than its maker. The control record
+them (runs.machine.dispatch.may_pause): a token is never more than its maker. The control record
 names the token."""
 
 from datetime import datetime
@@ -12,8 +12,8 @@ from pydantic import Field
 
 from approvals.operator_actions import ActionForbidden, act_on_workflow
 from audit.chain import Actor
-from runs import dispatch
-from runs.definition import registry
+from runs.definitions.definition import registry
+from runs.machine import dispatch
 
 from .routes import api
 from .schemas import Error, InvalidRequest

@@ -2,7 +2,7 @@
 POST /api/events/webhook/{source} for a source that signs its deliveries (HMAC-SHA256 over
 the timestamp and the body, with the source's secret, within a window against replay).
 
-Thin: check who sends, then runs.events.receive_event delivers the event to the run that
+Thin: check who sends, then runs.waiting.events.receive_event delivers the event to the run that
 waits for it, or keeps it for the run that will. A redelivered event (same source and id)
 answers 200 and changes nothing."""
 
@@ -10,7 +10,7 @@ from ninja import Path, Schema, Status
 from pydantic import Field
 
 from audit.chain import Actor
-from runs import events
+from runs.waiting import events
 
 from .routes import api
 from .schemas import Error, InvalidRequest

@@ -10,7 +10,7 @@ accepts.
 
 import re
 
-from runs.definition import registry
+from runs.definitions.definition import registry
 
 _NUL = "\x00"
 NO_NUL_PATTERN = r"^[^\u0000]*$"

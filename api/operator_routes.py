@@ -25,11 +25,11 @@ from approvals.operator_actions import (
     act,
 )
 from approvals.selectors import inbox
-from runs.actions import ACTIONS, ActionInput
-from runs.errors import EvidenceRequired, ReasonRequired, TransitionNotAllowed
+from runs.machine.errors import EvidenceRequired, ReasonRequired, TransitionNotAllowed
 from runs.models import ErrorClass, RunStatus, StepStatus
-from runs.selectors import RunFilters, runs_page
-from runs.workers import workers_page
+from runs.operator.actions import ACTIONS, ActionInput
+from runs.reads.selectors import RunFilters, runs_page
+from runs.reads.workers import workers_page
 
 from . import selectors
 from .schemas import (

@@ -1,7 +1,7 @@
 """The integration API: start a run, follow its state (and, in api.operator_routes, the
 operator's surface: list, act, history, approval decisions).
 
-Views are thin: check the token's scope, call runs.transitions.start_run (which writes the
+Views are thin: check the token's scope, call runs.machine.transitions.start_run (which writes the
 run, its steps and its first audit record in one transaction, or nothing), and describe the
 run with api.selectors. Every refusal names its reason in a stable `error` code.
 """
@@ -19,13 +19,13 @@ from ninja.parser import Parser
 from pydantic import ValidationError as PydanticError
 
 from audit.chain import Actor
-from runs.agent_selectors import conversations
-from runs.definition import registry
-from runs.errors import BusinessKeyConflict, InvalidInput, RunArchived, UnknownWorkflow
-from runs.investigation import investigate
-from runs.logcontext import log_context
+from runs.definitions.definition import registry
+from runs.machine.errors import BusinessKeyConflict, InvalidInput, RunArchived, UnknownWorkflow
+from runs.machine.logcontext import log_context
+from runs.machine.transitions import start_run
 from runs.models import Run
-from runs.transitions import start_run
+from runs.operator.investigation import investigate
+from runs.reads.agent_selectors import conversations
 
 from . import bulk_routes, openapi, operator_routes, selectors
 from .auth import RateLimited, TokenAuth

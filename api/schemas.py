@@ -25,7 +25,7 @@ MAX_RUN_ID = 2**63 - 1
 NO_NUL = r"^[^\u0000]+$"
 # A business key reaches mail subjects and log lines: no control characters at all, no
 # Unicode line or paragraph separators, no bidirectional or other invisible format
-# characters (runs.transitions.start_run applies the same rule to every caller).
+# characters (runs.machine.transitions.start_run applies the same rule to every caller).
 NO_CONTROL = (r"^[^\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u2028-\u202e"
               r"\u2060-\u206f\ufeff\ufff9-\ufffb]+$")
 

@@ -8,8 +8,8 @@ from django.utils.dateparse import parse_datetime
 
 from archive.models import ArchivedRun
 from audit.models import AuditRecord
-from runs.actions import offered
 from runs.models import Run, RunStatus, Step, StepStatus, Workflow
+from runs.operator.actions import offered
 
 # The run statuses of the runtime, as the finite set of states the API promises.
 STATE_OF_STATUS = {
@@ -37,7 +37,7 @@ class RunView:
     current: Step | None
     waiting_for: str | None
     last_error: Step | None
-    # What an operator can do with the run now (from runs.actions, the one table).
+    # What an operator can do with the run now (from runs.operator.actions, the one table).
     operator_actions: list
     steps: list[Step]
 
@@ -136,7 +136,7 @@ def history_page(run: Run, *, before: int | None = None,
 
 def summary_of(run: Run) -> dict:
     """One row of the runs list as the API and the CLI print it (a run from
-    runs.selectors.runs_page, which carries its last error class)."""
+    runs.reads.selectors.runs_page, which carries its last error class)."""
     return {"id": run.pk, "workflow": run.workflow_name,
             "workflow_version": run.workflow_version, "business_key": run.business_key,
             "state": state_of(run.status), "status": run.status,

@@ -23,9 +23,9 @@ from django.utils import timezone
 
 from audit.actions import STEP_OUTCOMES
 from audit.models import AuditRecord
+from runs.definitions.retry import RetryPolicy
+from runs.machine.single_pass import single_pass
 from runs.models import RunEvent
-from runs.retry import RetryPolicy
-from runs.single_pass import single_pass
 
 from .models import WebhookDelivery, WebhookSubscriber
 
@@ -161,7 +161,7 @@ def _record_attempt(delivery, now, code, error, report) -> None:
 def publish(*, now: datetime | None = None) -> PublishReport:
     """One pass of the publisher (Celery beat): queue new events, send what is due.
 
-    Only one pass runs at a time (runs.single_pass). Two overlapping passes would read the
+    Only one pass runs at a time (runs.machine.single_pass). Two overlapping passes would read the
     same subscriber cursor and the same due deliveries: each event queued twice is refused
     by the unique (subscriber, event), but each due delivery would be POSTed twice, and a
     slow endpoint (up to WEBHOOK_TIMEOUT_SECONDS per delivery) easily outlasts beat's

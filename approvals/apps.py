@@ -8,9 +8,9 @@ class ApprovalsConfig(AppConfig):
     def ready(self):
         # Registers the approvals.sweep task in every process at start, not only once
         # console.celery's autodiscovery has run, so beat's schedule finds it.
-        # The drill kit (runs.drills) approves what its runs wait for through the approval
+        # The drill kit (runs.operator.drills) approves what its runs wait for through the approval
         # requests of this app, the path a person's approval takes.
-        from runs.drills import register_approver
+        from runs.operator.drills import register_approver
 
         from . import tasks  # noqa: F401
         from .drill import approve_for_drill

@@ -1,7 +1,7 @@
 """How long the approvals app waits before trying again: a notification that could not be
 sent, a decision that could not be applied to its run."""
 
-from runs.retry import RetryPolicy
+from runs.definitions.retry import RetryPolicy
 
 
 def retry_delay(initial: float, attempt: int) -> float:

@@ -26,13 +26,13 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from audit.models import AuditRecord
-from runs import crashpoints
-from runs.actions import ACTIONS, ActionInput
-from runs.errors import TransitionNotAllowed
+from runs.machine import crashpoints
+from runs.machine.errors import TransitionNotAllowed
+from runs.machine.transitions import allowed
 from runs.models import Run, RunStatus
+from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import VIEW, grant_for
-from runs.selectors import RunFilters, filter_runs
-from runs.transitions import allowed
+from runs.reads.selectors import RunFilters, filter_runs
 
 from .four_eyes import request_bulk_operator_action
 from .models import BulkJob, BulkJobStatus, BulkOutcome
@@ -182,7 +182,7 @@ def _one(job: BulkJob, run_id: int) -> None:
             return  # settled before the worker died: never again
         if AuditRecord.objects.filter(run_id=run_id, reason=marked(job.reason, job.pk)) \
                 .exists():
-            _settle(job, run_id, Outcome.DONE, "done (found in the audit trail after a "
+            _finish_row(job, run_id, Outcome.DONE, "done (found in the audit trail after a "
                                                "worker stopped)")
             return
     crashpoints.reach("bulk_claimed", str(run_id))
@@ -191,12 +191,12 @@ def _one(job: BulkJob, run_id: int) -> None:
         outcome = act(job.action, run_id, user=job.requested_by, given=given,
                       defer_second_person=True)
     except ActionForbidden as exc:
-        _settle(job, run_id, Outcome.FORBIDDEN, str(exc))
+        _finish_row(job, run_id, Outcome.FORBIDDEN, str(exc))
     except (ActionInputError, TransitionNotAllowed, LookupError) as exc:
-        _settle(job, run_id, Outcome.REFUSED, str(exc))
+        _finish_row(job, run_id, Outcome.REFUSED, str(exc))
     else:
         crashpoints.reach("bulk_acted", str(run_id))
-        _settle(job, run_id, Outcome.SECOND_PERSON if outcome.deferred else Outcome.DONE,
+        _finish_row(job, run_id, Outcome.SECOND_PERSON if outcome.deferred else Outcome.DONE,
                 outcome.message)
 
 
@@ -213,7 +213,7 @@ def _given(job: BulkJob, run_id: int) -> ActionInput:
     return given
 
 
-def _settle(job: BulkJob, run_id: int, outcome: str, message: str) -> None:
+def _finish_row(job: BulkJob, run_id: int, outcome: str, message: str) -> None:
     BulkOutcome.objects.filter(job=job, run_id=run_id).update(
         outcome=outcome, message=message[:2000], at=timezone.now())
 
@@ -243,9 +243,9 @@ def apply_approved(job_id: int, *, actor, approved_by) -> None:
             spec.perform(row.run_id, actor=actor, approved_by=approved_by,
                          given=_given(job, row.run_id))
         except (TransitionNotAllowed, ActionInputError) as exc:
-            _settle(job, row.run_id, Outcome.REFUSED, f"after approval: {exc}")
+            _finish_row(job, row.run_id, Outcome.REFUSED, f"after approval: {exc}")
         else:
-            _settle(job, row.run_id, Outcome.DONE,
+            _finish_row(job, row.run_id, Outcome.DONE,
                     f"{spec.label}: done, approved by {approved_by.label}")
 
 

@@ -4,12 +4,12 @@ in the same transaction.
 A decision goes back to the run through runs' transitions (decide_approval,
 approval_timed_out; decide_tool_call for an agent's tool call, with the hash of the
 arguments the request showed: the transition alone decides whether that still stands), or
-for an operator action through runs.actions. They run inside the decision's transaction
-(runs.transitions.within_caller_transaction): the run is locked first, as every transition
+for an operator action through runs.operator.actions. They run inside the decision's transaction
+(runs.machine.transitions.within_caller_transaction): the run is locked first, as every transition
 locks it, then the request; the decision is recorded, applied, and the request marked
 settled, all in one commit. A crash anywhere in between leaves neither. A refusal that
 will pass (the run is passing through queued or running) or an unexpected error keeps the
-decision recorded and unsettled, and the sweeper applies it later (`settle_decisions`).
+decision recorded and unsettled, and the sweeper applies it later (`apply_pending_decisions`).
 The run's records carry the decision's id, and that id (never a message's text) tells
 whether a decision was already applied.
 
@@ -29,9 +29,8 @@ from django.utils import timezone
 
 from audit.chain import Actor
 from audit.models import AuditRecord
-from runs import transitions
-from runs.actions import ACTIONS, ActionInput
-from runs.errors import TransitionNotAllowed
+from runs.machine import transitions
+from runs.machine.errors import TransitionNotAllowed
 from runs.models import (
     Run,
     RunStatus,
@@ -40,6 +39,7 @@ from runs.models import (
     ToolCall,
     ToolCallStatus,
 )
+from runs.operator.actions import ACTIONS, ActionInput
 
 from .backoff import retry_delay
 from .bulk import apply_approved
@@ -132,7 +132,7 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
         approval.apply_after = now + timedelta(seconds=settings.APPROVALS_SETTLE_RETRY_SECONDS)
         approval.save(update_fields=["status", "decided_by", "decided_by_label", "decided_at",
                                      "decision_id", "comment", "apply_after"])
-        _apply_and_settle(approval, now)
+        _apply_and_close(approval, now)
     approval.refresh_from_db()
     message = f"Your decision ({approval.status}) is recorded."
     if approval.apply_error:
@@ -165,7 +165,7 @@ def _decider(approval: ApprovalRequest) -> Actor:
     return Actor.system(approval.decided_by_label or SYSTEM_LABEL)
 
 
-def settle(request_id: int, *, now: datetime | None = None) -> bool:
+def apply_to_run(request_id: int, *, now: datetime | None = None) -> bool:
     """Apply a recorded decision that is not applied yet (the sweeper calls this) and mark
     the request settled, in one transaction. True once settled."""
     now = now or timezone.now()
@@ -176,20 +176,20 @@ def settle(request_id: int, *, now: datetime | None = None) -> bool:
             "run").get(pk=request_id)
         if approval.settled_at is not None or approval.status not in DECIDED_STATUSES:
             return approval.settled_at is not None
-        return _apply_and_settle(approval, now)
+        return _apply_and_close(approval, now)
 
 
 def _lock_run(run_id: int) -> None:
     list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
 
 
-def _apply_and_settle(approval: ApprovalRequest, now: datetime) -> bool:
+def _apply_and_close(approval: ApprovalRequest, now: datetime) -> bool:
     """Inside the caller's transaction, with the run and the request locked: apply the
     decision to the run (a savepoint: a refusal writes nothing to the run) and record on the
     request how that went. A refusal that will not change (the run was terminated meanwhile)
     settles the request with the reason in apply_error: the decision stays recorded."""
     if _already_applied(approval):
-        return _mark_settled(approval, now, "")
+        return _mark_applied(approval, now, "")
     try:
         with transaction.atomic(), transitions.within_caller_transaction():
             _apply(approval, now)
@@ -197,20 +197,20 @@ def _apply_and_settle(approval: ApprovalRequest, now: datetime) -> bool:
         if _refusal_is_passing(approval):
             return _retry_later(approval, f"not applied yet: {exc}", now)
         logger.warning("approval request %s: not applied: %s", approval.pk, exc)
-        return _mark_settled(approval, now, f"not applied: {exc}")
+        return _mark_applied(approval, now, f"not applied: {exc}")
     except Exception as exc:
         logger.exception("approval request %s: applying the decision failed", approval.pk)
         return _retry_later(approval, f"{type(exc).__name__}: {exc}", now)
-    return _mark_settled(approval, now, "")
+    return _mark_applied(approval, now, "")
 
 
-def settle_decisions(*, now: datetime | None = None, limit: int = 200) -> int:
+def apply_pending_decisions(*, now: datetime | None = None, limit: int = 200) -> int:
     """Apply decisions that were claimed but not applied (the process died in between, or
     the run was passing through another state). Returns how many settled."""
     now = now or timezone.now()
     due = ApprovalRequest.objects.filter(settled_at__isnull=True, status__in=DECIDED_STATUSES,
                                          apply_after__lte=now)
-    return sum(settle(pk, now=now) for pk in
+    return sum(apply_to_run(pk, now=now) for pk in
                list(due.order_by("apply_after").values_list("pk", flat=True)[:limit]))
 
 
@@ -286,7 +286,7 @@ def _call(approval: ApprovalRequest) -> ToolCall | None:
             .first() if approval.tool_call_id else None)
 
 
-def _mark_settled(approval: ApprovalRequest, now: datetime, error: str) -> bool:
+def _mark_applied(approval: ApprovalRequest, now: datetime, error: str) -> bool:
     ApprovalRequest.objects.filter(pk=approval.pk, settled_at__isnull=True).update(
         settled_at=now, apply_error=error, apply_after=None)
     return True

@@ -1,12 +1,12 @@
 """The drill kit's approver: what a drill run waits for is approved through its approval
 request, the path a person's approval takes, not straight through the transition.
 
-runs.drills cannot import this app (approvals sits above runs), so ApprovalsConfig.ready
-registers approve_for_drill with runs.drills.register_approver. For each tool call and
+runs.operator.drills cannot import this app (approvals sits above runs), so ApprovalsConfig.ready
+registers approve_for_drill with runs.operator.drills.register_approver. For each tool call and
 approval step the run waits on, the request is opened as the sweeper would (its approvers
 granted and notified), the drill's own user is granted the decide permission on that request
 alone, and decides it with approvals.decisions.decide: the claim on the request, then
-decide_tool_call / decide_approval applied by settle, with the request's payload hash.
+decide_tool_call / decide_approval applied by apply_to_run, with the request's payload hash.
 
 The drill user ("drill") has no password and no permission but those object permissions.
 """
@@ -18,10 +18,10 @@ from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 from guardian.shortcuts import assign_perm
 
-from runs import definition as d
-from runs import transitions
-from runs.drills import is_drill_run
+from runs.definitions import definition
+from runs.machine import transitions
 from runs.models import Run, Step, StepStatus
+from runs.operator.drills import is_drill_run
 
 from .decisions import decide
 from .models import DECIDE_CODENAME, ApprovalRequest, RequestKind, RequestStatus
@@ -48,7 +48,7 @@ def approve_for_drill(run: Run) -> bool:
     now = timezone.now()
     for call in transitions.waiting_tool_calls(run):
         open_tool_call_request(call, now=now)
-    for step in Step.objects.filter(run=run, kind=d.APPROVAL, status=StepStatus.WAITING):
+    for step in Step.objects.filter(run=run, kind=definition.APPROVAL, status=StepStatus.WAITING):
         open_request(run, step.name, now=now)
     user = drill_user()
     recorded = False

@@ -1,7 +1,7 @@
 """Four eyes for operators: an operator action that needs a second person becomes an approval
 request, and runs once another person approves it (approvals.decisions applies it).
 
-When an operator action needs a second person is decided by runs.transitions
+When an operator action needs a second person is decided by runs.machine.transitions
 (needs_second_person), which also refuses the action without one.
 """
 
@@ -16,9 +16,9 @@ from django.db.models import Q
 from django.utils import timezone
 from guardian.shortcuts import get_users_with_perms
 
-from runs import transitions
-from runs.actions import ACTIONS
+from runs.machine import transitions
 from runs.models import Run, Step
+from runs.operator.actions import ACTIONS
 
 from .models import ApprovalRequest, RequestKind
 from .requests import create_request
@@ -36,8 +36,8 @@ def request_operator_action(run: Run | int, *, action: str, requested_by, reason
     decide permission may approve it except `requested_by`; every other person holding the
     action's own permission on the run's workflow (action_holders), and the approvers named
     in settings.APPROVALS_FOUR_EYES_APPROVERS (or `approvers`), get it as an object
-    permission and an email. Once approved, the action is performed through runs.actions with the
-    approver as the second person. Returns (request, created): an open request for the
+    permission and an email. Once approved, the action is performed through runs.operator.actions
+    with the approver as the second person. Returns (request, created): an open request for the
     same action on the same run is returned as it is rather than duplicated.
     """
     spec = ACTIONS.get(action)

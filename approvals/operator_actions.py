@@ -2,7 +2,7 @@
 
 The console's run page and its bulk job, the CLI and the API each call `act` in one line:
 it checks the permission (runs.permissions, the one rule), the stale-page guard where the
-caller drew a page, and calls the action's transition through runs.actions (which refuses
+caller drew a page, and calls the action's transition through runs.operator.actions (which refuses
 what the run's state does not allow, an empty reason and a missing step). Where the
 transition is the action's first work, the check locks the run in the same query and the
 transition goes on in that transaction with that row: one statement checks and locks, and
@@ -12,7 +12,7 @@ request instead, which another person decides as themselves (approvals.decisions
 caller can name the second person, so no audit record names anyone who did not act.
 
 Actions on a whole workflow (pausing and resuming its dispatch, or one of its schedules) go
-through `act_on_workflow` the same way: one table, the permission (runs.dispatch.may_pause)
+through `act_on_workflow` the same way: one table, the permission (runs.machine.dispatch.may_pause)
 checked there, and each caller calling it in one line.
 """
 
@@ -24,12 +24,14 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from audit.chain import Actor
-from runs import definition, dispatch, schedules
-from runs.actions import ACTIONS, ActionInput, ActionInputError
-from runs.errors import SecondPersonRequired, TransitionNotAllowed
+from runs.definitions import definition
+from runs.machine import dispatch
+from runs.machine.errors import SecondPersonRequired, TransitionNotAllowed
+from runs.machine.transitions import within_caller_transaction
 from runs.models import Run
+from runs.operator.actions import ACTIONS, ActionInput, ActionInputError
 from runs.permissions import run_access
-from runs.transitions import within_caller_transaction
+from runs.waiting import schedules
 
 from .four_eyes import request_operator_action
 from .models import ApprovalRequest
@@ -153,7 +155,7 @@ def _resume_dispatch(workflow, *, actor, reason, system, schedule):
                                     reason=reason)
 
 
-# The actions on a whole workflow; each needs runs.dispatch.PERMISSION on it.
+# The actions on a whole workflow; each needs runs.machine.dispatch.PERMISSION on it.
 WORKFLOW_ACTIONS = {"pause_dispatch": _pause_dispatch, "resume_dispatch": _resume_dispatch,
                     "pause_schedule": _pause_schedule, "resume_schedule": _resume_schedule}
 
@@ -167,8 +169,8 @@ def act_on_workflow(action: str, workflow: str, *, user, reason: str, system: st
     schedule's state).
 
     Raises NoSuchAction, NoSuchWorkflow, ActionForbidden (logged), or the action's own
-    refusal (runs.dispatch.DispatchError, runs.schedules.ScheduleError); in every case
-    nothing was written."""
+    refusal (runs.machine.dispatch.DispatchError, runs.waiting.schedules.ScheduleError); in every
+    case nothing was written."""
     call = WORKFLOW_ACTIONS.get(action)
     if call is None:
         raise NoSuchAction(f"no workflow action {action!r}; the actions are: "

@@ -12,7 +12,7 @@ decides it, whatever else they hold. One rule, is_requester, for every kind of r
 - an agent's tool call (approvals.requests.open_tool_call_request): the operator whose
   retry_tool_call sent that call again most recently, when a person did (tool_call_requester).
   A retried call whose tool asks for approval of its arguments waits for a person again
-  (runs.transitions.agent_operator), so the person who resends money is never the one
+  (runs.machine.transitions.agent_operator), so the person who resends money is never the one
   who approves the resend. A call the model asked for and nobody retried has no requester:
   runs are started by API tokens and by the system, never on a user's behalf (a token
   records the admin who created it, not a person who asks), so there is nobody else to
@@ -24,7 +24,7 @@ can_decide when deciding.
 
 from django.contrib.auth import get_user_model
 
-from runs.transitions.agent_calls import retried_by
+from runs.machine.transitions.agent_calls import retried_by
 
 from .models import DECIDE_PERMISSION, ApprovalRequest
 

@@ -22,9 +22,10 @@ from django.utils import timezone
 
 from audit.actions import AuditAction
 from audit.chain import Actor
-from runs import definition as d
-from runs import transitions
-from runs.contracts import effect_verdict, stop_gate_policy
+from runs.definitions import definition
+from runs.definitions.contracts import effect_verdict, stop_gate_policy
+from runs.machine import transitions
+from runs.machine.transitions.agent_calls import shown_arguments
 from runs.models import (
     ApprovalWait,
     Run,
@@ -34,7 +35,6 @@ from runs.models import (
     ToolCall,
     ToolCallStatus,
 )
-from runs.transitions.agent_calls import shown_arguments
 
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
 from .notifications import grant_and_notify
@@ -182,7 +182,7 @@ def open_request(run: Run, step_name: str, *,
     snapshot, digest = compute_snapshot(run, step_name)
     spec = registered_workflow(run).step(step_name)
     # A step with the stop verdict waits before each attempt; it may name no approvers.
-    policy = spec.approval if spec.kind == d.APPROVAL else stop_gate_policy(spec)
+    policy = spec.approval if spec.kind == definition.APPROVAL else stop_gate_policy(spec)
     try:
         with transaction.atomic(durable=True):
             waiting = Step.objects.filter(run_id=run.pk, name=step_name,
@@ -198,7 +198,7 @@ def open_request(run: Run, step_name: str, *,
         return None
 
 
-def tool_call_snapshot(call: ToolCall, tool: d.ToolSpec) -> tuple[dict, str]:
+def tool_call_snapshot(call: ToolCall, tool: definition.ToolSpec) -> tuple[dict, str]:
     """What a person approves of a tool call: the tool, where it acts, and its arguments as
     people see them (declared fields and anything like a credential masked), with the hash
     of the full arguments that the decision is bound to. The snapshot's own hash (the
@@ -282,7 +282,8 @@ def create_request(*, now: datetime, approvers: list[str], remind_every: timedel
     return approval
 
 
-def _policy_request(*, policy: d.ApprovalPolicy, now: datetime, **fields) -> ApprovalRequest:
+def _policy_request(*, policy: definition.ApprovalPolicy, now: datetime,
+                    **fields) -> ApprovalRequest:
     """create_request with who is asked and the schedule taken from `policy`."""
     return create_request(
         approvers=list(policy.approvers), escalate_to=list(policy.escalate_to),
@@ -291,7 +292,7 @@ def _policy_request(*, policy: d.ApprovalPolicy, now: datetime, **fields) -> App
 
 
 def _step_request(*, run: Run, step_name: str, snapshot: dict, digest: str,
-                  policy: d.ApprovalPolicy, now: datetime) -> ApprovalRequest:
+                  policy: definition.ApprovalPolicy, now: datetime) -> ApprovalRequest:
     return _policy_request(kind=RequestKind.STEP, run=run, step_name=step_name,
                            snapshot=snapshot, snapshot_hash=digest, policy=policy, now=now)
 
@@ -307,7 +308,7 @@ def supersede(approval: ApprovalRequest, snapshot: dict, digest: str,
               now: datetime) -> ApprovalRequest:
     """In the caller's transaction, with `approval` locked: the payload changed, so this
     request can never be approved; a new one asks about the new payload."""
-    policy = d.ApprovalPolicy(
+    policy = definition.ApprovalPolicy(
         approvers=tuple(approval.approvers), remind_every=approval.remind_every,
         timeout=approval.timeout, on_timeout=approval.on_timeout,
         escalate_to=tuple(approval.escalate_to))

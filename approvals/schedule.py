@@ -17,6 +17,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from audit.actions import AuditAction
+from runs.machine.single_pass import single_pass
 from runs.models import (
     ATTENTION_RUN_STATUSES,
     FINAL_RUN_STATUSES,
@@ -26,9 +27,8 @@ from runs.models import (
     ToolCall,
     ToolCallStatus,
 )
-from runs.single_pass import single_pass
 
-from .decisions import SYSTEM_LABEL, settle, settle_decisions
+from .decisions import SYSTEM_LABEL, apply_pending_decisions, apply_to_run
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
 from .notifications import grant_and_notify, publish_notifications
 from .requests import (
@@ -126,7 +126,7 @@ def apply_timeouts(*, now: datetime | None = None, limit: int = 200) -> TimeoutR
             report.escalated += 1
         elif outcome == "timed_out":
             report.timed_out += 1
-            settle(pk, now=now)
+            apply_to_run(pk, now=now)
     return report
 
 
@@ -254,7 +254,7 @@ def sweep(*, now: datetime | None = None) -> SweepReport:
     """One pass of the approvals sweeper (Celery beat, every few seconds): open requests,
     withdraw stale ones, apply timeouts, send reminders, apply claimed decisions, deliver
     notifications. Each part works row by row in its own transactions; nothing is kept in
-    memory between passes. Only one pass runs at a time (runs.single_pass)."""
+    memory between passes. Only one pass runs at a time (runs.machine.single_pass)."""
     with single_pass(JOB) as mine:
         if not mine:
             return SweepReport(locked_out=True)
@@ -272,7 +272,7 @@ def _sweep(now: datetime) -> SweepReport:
         timeouts = apply_timeouts(now=now)
         report.escalated, report.timed_out = timeouts.escalated, timeouts.timed_out
         report.reminded = send_reminders(now=now)
-        report.settled = settle_decisions(now=now)
+        report.settled = apply_pending_decisions(now=now)
     published = publish_notifications(now=now)
     report.sent, report.retrying = published.sent, published.retrying
     report.failed, report.skipped = published.failed, published.skipped

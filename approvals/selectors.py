@@ -5,9 +5,9 @@ from datetime import datetime
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from runs.actions import ACTIONS
-from runs.intentions import step_lines
+from runs.machine.intentions import step_lines
 from runs.models import Step
+from runs.operator.actions import ACTIONS
 
 from .models import (
     DECIDE_CODENAME,

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from django.core.serializers.json import DjangoJSONEncoder
 
-from runs import definition as d
-from runs.context import context_outside_executor
-from runs.contracts import effect_verdict
+from runs.definitions import definition
+from runs.definitions.contracts import effect_verdict
+from runs.machine.context import context_outside_executor
 from runs.models import Run, Step
 
 
@@ -33,10 +33,10 @@ def normalise(value):
     return json.loads(canonical_json(value))
 
 
-def registered_workflow(run: Run) -> d.Workflow:
+def registered_workflow(run: Run) -> definition.Workflow:
     """The definition `run` was started with; SnapshotUnavailable if this process does not
     have it."""
-    workflow = d.registry.get(run.workflow_name, run.workflow_version)
+    workflow = definition.registry.get(run.workflow_name, run.workflow_version)
     if workflow is None:
         raise SnapshotUnavailable(f"{run.workflow_name} v{run.workflow_version} is not "
                                   "registered in this process")
@@ -54,7 +54,7 @@ def compute_snapshot(run: Run, step_name: str) -> tuple[dict, str]:
         spec = workflow.step(step_name)
     except KeyError as exc:
         raise SnapshotUnavailable(str(exc)) from None
-    if spec.kind != d.APPROVAL:
+    if spec.kind != definition.APPROVAL:
         verdict = effect_verdict(spec)
         if verdict is None:
             raise SnapshotUnavailable(f"step {step_name} of {workflow.name} is not an approval")
@@ -71,7 +71,7 @@ def compute_snapshot(run: Run, step_name: str) -> tuple[dict, str]:
     return snapshot, snapshot_hash(snapshot)
 
 
-def attempt_snapshot(run: Run, spec: d.StepDef, verdict) -> tuple[dict, str]:
+def attempt_snapshot(run: Run, spec: definition.StepDef, verdict) -> tuple[dict, str]:
     """What a person approves before one attempt of a step with the stop verdict: the
     action as the step describes it (a redacted summary of what it sends), the system it
     changes, the attempt and key, and why no recovery contract can be written for it. The

@@ -7,13 +7,13 @@ class ArchiveConfig(AppConfig):
 
     def ready(self):
         from audit.offline import register_catalogue
-        from runs.retention import register_archived_lookup
+        from runs.machine.retention import register_archived_lookup
 
         from .models import ArchivedRun
         from .reading import recorded_archive
         from .selectors import archived_for_key
 
-        # start_run keeps the business keys of archived runs closed (runs.retention).
+        # start_run keeps the business keys of archived runs closed (runs.machine.retention).
         register_archived_lookup(archived_for_key, table=ArchivedRun._meta.db_table)
         # verify_audit --archive compares a file with what was recorded when it was written.
         register_catalogue(recorded_archive)

@@ -3,7 +3,7 @@
 A run is archived once it is final (completed, compensated, terminated) and both its last
 status change and its finish are older than its workflow's retention: the Workflow's
 `retention_days`, else the RUNS_RETENTION_DAYS setting (90 days). One pass, run by beat
-(archive.tasks) or by `manage.py archive_runs`, holds the job's lock (runs.single_pass) so
+(archive.tasks) or by `manage.py archive_runs`, holds the job's lock (runs.machine.single_pass) so
 two passes never archive the same runs, and for each file of up to ARCHIVE_RUNS_PER_FILE
 runs:
 
@@ -18,7 +18,7 @@ runs:
 3. removes the runs from the hot tables, ARCHIVE_REMOVE_BATCH runs per short transaction:
    lock the run rows, keep any run that changed since it was read (an operator reopened a
    terminated run, a late result was recorded: its chain head moved), write a tombstone per
-   run (ArchivedRun, which start_run consults through runs.retention), let each app
+   run (ArchivedRun, which start_run consults through runs.machine.retention), let each app
    delete its rows, and log the removal (ArchiveRemoval: who, when, which file, which chain heads).
 
 The audit table stays append-only: the model refuses every delete, and the database trigger
@@ -29,7 +29,7 @@ tombstone pointing at that file. Only step 3 does both.
 A crash leaves nothing half done that matters: a file written but not recorded is an
 orphan in storage and its runs are archived again by the next pass; a file recorded but not
 fully removed is finished by the next pass (finish_unfinished). Step results kept as
-artifacts (runs.artifacts) stay in their storage; the archive keeps their references.
+artifacts (runs.machine.artifacts) stay in their storage; the archive keeps their references.
 """
 
 import getpass
@@ -50,10 +50,10 @@ from django.utils import timezone
 from audit import seals
 from audit.models import AuditRecord
 from audit.offline import to_json
-from runs import definition as d
 from runs import store
+from runs.definitions import definition
+from runs.machine.single_pass import single_pass
 from runs.models import FINAL_RUN_STATUSES, Run
-from runs.single_pass import single_pass
 
 from . import parts
 from .models import ArchivedRun, ArchiveFile, ArchiveRemoval
@@ -70,8 +70,8 @@ TOMBSTONE_FIELDS = ("status", "audit_seq", "audit_head", "workflow_id", "workflo
 
 def retention_days(workflow_name: str) -> int:
     """How many days a finished run of `workflow_name` stays in the hot tables."""
-    definition = d.registry.latest(workflow_name)
-    override = getattr(definition, "retention_days", None)
+    workflow_def = definition.registry.latest(workflow_name)
+    override = getattr(workflow_def, "retention_days", None)
     return settings.RUNS_RETENTION_DAYS if override is None else override
 
 
@@ -84,7 +84,7 @@ def eligible(now: datetime, older_than_days: int | None = None):
     default_days = settings.RUNS_RETENTION_DAYS if older_than_days is None else older_than_days
     default_cut = now - timedelta(days=default_days)
     overrides = {}
-    for name in d.registry.names() if older_than_days is None else ():
+    for name in definition.registry.names() if older_than_days is None else ():
         days = retention_days(name)
         if days != default_days:
             overrides[name] = now - timedelta(days=days)
@@ -163,7 +163,7 @@ def archive_runs(*, actor: str, now: datetime | None = None, runs_per_file: int 
     return report
 
 
-def _snapshot():
+def _repeatable_read():
     """A transaction whose reads all see one snapshot (runs.store)."""
     return store.current().snapshot()
 
@@ -179,7 +179,7 @@ def write_file(run_ids: list[int], *, actor: str, now: datetime) -> ArchiveFile 
     finished = []
     records = 0
     with tempfile.TemporaryFile() as raw:
-        with _snapshot():
+        with _repeatable_read():
             found = parts.rows(run_ids)
         if not found:
             return None

@@ -64,7 +64,7 @@ class ArchivedRun(models.Model):
     """What stays of a run in the database once it is archived: a tombstone.
 
     It keeps the run's identity (workflow, business key) closed after the run row is gone:
-    start_run asks for it (runs.retention) and answers a late start event with this run
+    start_run asks for it (runs.machine.retention) and answers a late start event with this run
     instead of starting the work again. It is also what the console searches by business
     key, and what the audit trigger checks before it lets the archival path delete a run's
     records. Written only in the transaction that deletes the run's hot rows.

@@ -31,7 +31,7 @@ def archived_run(run_id: int) -> ArchivedRun:
 
 
 def archived_for_key(workflow: str, business_key: str) -> ArchivedRun | None:
-    """The tombstone of (workflow, business key), for start_run (runs.retention): one probe
+    """The tombstone of (workflow, business key), for start_run (runs.machine.retention): one probe
     of the unique index; the archive file is read only when one is found."""
     return ArchivedRun.objects.filter(workflow_name=workflow, business_key=business_key).first()
 

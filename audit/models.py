@@ -1,8 +1,9 @@
 """The append-only audit trail: one log per run, chained by hashes.
 
 The log is the run's history, the console's timeline and the auditors' record at once;
-there is no second event table. Records are written only by audit.chain.append_record,
-inside the transaction of the change they describe.
+there is no second event table. Records are built only by audit.chain.build_record and
+written by the transitions (runs.machine.transitions.kernel, Change.audit), inside the
+transaction of the change they describe.
 """
 
 from django.db import models

@@ -27,9 +27,9 @@ from guardian.shortcuts import assign_perm, remove_perm
 from approvals.models import DECIDE_CODENAME
 from audit.access import AccessAction, record_access_change
 from audit.chain import Actor
-from runs import definition
-from runs.actions import ACTIONS
+from runs.definitions import definition
 from runs.models import Workflow
+from runs.operator.actions import ACTIONS
 
 from .permissions import VIEW
 from .roles import ROLES
@@ -58,7 +58,7 @@ class Capability:
 
 def capabilities() -> list[tuple[str, str]]:
     """(label, runs codename) of everything done on a workflow's runs: view, and each
-    operator action of runs.actions.ACTIONS."""
+    operator action of runs.operator.actions.ACTIONS."""
     return [("view runs", VIEW)] + [(f"{a.label} ({a.name})", a.permission)
                                     for a in ACTIONS.values()]
 
@@ -285,7 +285,7 @@ def change_role(*, workflow: Workflow, role: str, grant: bool, by, user=None, gr
     return True
 
 
-def user_snapshot(user) -> dict:
+def user_audit_state(user) -> dict:
     """What a user's own row says about their access (never their password)."""
     if user is None or user.pk is None:
         return {"is_staff": False, "is_superuser": False, "groups": [], "permissions": []}

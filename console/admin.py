@@ -36,7 +36,7 @@ from .access import (
     record_object_permissions,
     record_user_changes,
     user_access,
-    user_snapshot,
+    user_audit_state,
     workflow_access,
 )
 from .roles import ROLES
@@ -186,19 +186,19 @@ class AuditedUserAdmin(UserAdmin):
 
     def save_model(self, request, obj, form, change):
         # Before the row is saved: its groups and permissions are still the old ones here.
-        request.access_before = user_snapshot(User.objects.get(pk=obj.pk) if change else None)
+        request.access_before = user_audit_state(User.objects.get(pk=obj.pk) if change else None)
         super().save_model(request, obj, form, change)
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
         record_user_changes(user=form.instance, before=request.access_before,
-                            after=user_snapshot(form.instance), by=request.user,
+                            after=user_audit_state(form.instance), by=request.user,
                             reason=form.cleaned_data.get("access_reason", ""))
 
     def delete_model(self, request, obj):
-        before = user_snapshot(obj)
+        before = user_audit_state(obj)
         super().delete_model(request, obj)
-        record_user_changes(user=obj, before=before, after=user_snapshot(None),
+        record_user_changes(user=obj, before=before, after=user_audit_state(None),
                             by=request.user, reason="user deleted")
 
     def delete_queryset(self, request, queryset):

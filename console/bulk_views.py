@@ -19,8 +19,8 @@ from approvals.bulk import (
     start_bulk_job,
 )
 from approvals.models import BulkJob, BulkOutcome
-from runs.actions import ACTIONS
-from runs.selectors import RunFilters
+from runs.operator.actions import ACTIONS
+from runs.reads.selectors import RunFilters
 
 from .forms import RunFilterForm
 

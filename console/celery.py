@@ -66,7 +66,7 @@ def _connect_connection_checks(**kwargs):
     task_postrun.connect(keep_healthy_connections, weak=False, dispatch_uid="db-postrun")
 
 
-# The worker registry (runs.workers). A worker beats on the database session its tasks
+# The worker registry (runs.reads.workers). A worker beats on the database session its tasks
 # use, so it keeps one session: after each task (at most every WORKER_HEARTBEAT_SECONDS)
 # and on its timer while idle (the event loop's timer, on the thread that runs tasks with
 # the solo pool). With the prefork pool each pool process beats after its own tasks and
@@ -83,7 +83,7 @@ def _consumed_queues(app) -> str:
 
 
 def _new_heartbeat():
-    from runs.workers import Heartbeat
+    from runs.reads.workers import Heartbeat
 
     return Heartbeat(queues=_consumed_queues(app))
 

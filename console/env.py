@@ -92,7 +92,8 @@ VARIABLES: list[Variable] = [
       "a step result larger than this fails the step (permanent error)"),
     V("RUNS_INPUT_MAX_BYTES", INT, "262144", "a run input larger than this is refused"),
     V("RUNS_LIMITS_REDIS_URL", STR, None, "Redis for the rate limits shared by every worker "
-      "(runs.limits); empty: each process alone", shown="CELERY_BROKER_URL when it is Redis"),
+      "(runs.machine.limits); empty: each process alone",
+      shown="CELERY_BROKER_URL when it is Redis"),
     V("RUNS_RATE_MARGIN_MS", INT, "400", "a rate limit's window is one second plus this margin "
       "(scheduling and network between admission and arrival)"),
     V("RUNS_EVENT_SOURCES", STR, "{}", "sources that may send signed event webhooks, as JSON: "
@@ -162,7 +163,7 @@ VARIABLES: list[Variable] = [
       "finished runs and old audit records are recounted this often (0: every scrape)"),
     V("WEBHOOK_PUBLISH_INTERVAL_SECONDS", FLOAT, "2", "how often progress events are published"),
     V("WEBHOOK_TIMEOUT_SECONDS", FLOAT, "5", "the timeout of one webhook delivery"),
-    # Traces (OpenTelemetry's own variables, read by runs.tracing and its exporter)
+    # Traces (OpenTelemetry's own variables, read by runs.machine.tracing and its exporter)
     V("OTEL_EXPORTER_OTLP_ENDPOINT", STR, "", "where traces are exported over OTLP/HTTP; "
       "empty: no export, and tracing costs nothing"),
     V("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", STR, "",

@@ -3,7 +3,7 @@ from django.forms.utils import flatatt
 from django.utils.html import format_html, format_html_join
 
 from runs.models import ErrorClass, RunStatus, StepStatus
-from runs.selectors import DEFAULT_SORT, SORTS, TIME_FIELDS, RunFilters
+from runs.reads.selectors import DEFAULT_SORT, SORTS, TIME_FIELDS, RunFilters
 
 
 def _choices(values):

@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from runs import workers
+from runs.reads import workers
 
 from . import saved_views
 from .models import SavedView

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.utils.dateparse import parse_datetime
 
-from runs import selectors
+from runs.reads import selectors
 
 
 def encode_cursor(cursor: tuple | None) -> str:

@@ -41,7 +41,7 @@ class RunRow:
 
 
 def run_rows(runs: list[Run]) -> list[RunRow]:
-    """`runs` (with the row facts of runs.selectors) as the runs list draws them."""
+    """`runs` (with the row facts of runs.reads.selectors) as the runs list draws them."""
     # Most rows of a page share a workflow: its link is reversed once.
     workflow_hrefs = {name: reverse("console:workflow", args=[name])
                       for name in {run.workflow_name for run in runs}}

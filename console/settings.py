@@ -109,7 +109,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                # The banner of a workflow whose dispatch is paused (runs.dispatch).
+                # The banner of a workflow whose dispatch is paused (runs.machine.dispatch).
                 "console.world_views.dispatch_banner",
             ],
         },
@@ -269,7 +269,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # console.celery hands the connections to Django's own age and health checks.
 CELERY_DB_REUSE_MAX = env("CELERY_DB_REUSE_MAX")
 SWEEP_INTERVAL_SECONDS = env("SWEEP_INTERVAL_SECONDS")
-# Where the rate limits of remote systems (runs.limits) keep their shared windows: Redis,
+# Where the rate limits of remote systems (runs.machine.limits) keep their shared windows: Redis,
 # by default the broker's when it is Redis; empty: in each process (the demo's one worker).
 RUNS_LIMITS_REDIS_URL = env(
     "RUNS_LIMITS_REDIS_URL",
@@ -277,26 +277,26 @@ RUNS_LIMITS_REDIS_URL = env(
 # A rate limit's window is one second plus this margin: what may lie between a call's
 # admission and its arrival at the receiver (scheduling, network).
 RUNS_RATE_MARGIN_MS = env("RUNS_RATE_MARGIN_MS")
-# The sources that may send external events as signed webhooks (runs.events), as JSON:
+# The sources that may send external events as signed webhooks (runs.waiting.events), as JSON:
 # {"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}.
 RUNS_EVENT_SOURCES = json.loads(env("RUNS_EVENT_SOURCES") or "{}")
-# How often beat looks for due schedule slots (runs.schedules); a slot starts within this.
+# How often beat looks for due schedule slots (runs.waiting.schedules); a slot starts within this.
 SCHEDULES_INTERVAL_SECONDS = env("SCHEDULES_INTERVAL_SECONDS")
 
 # The runtime.
 RUNS_LEASE_SECONDS = env("RUNS_LEASE_SECONDS")
 # How long a worker holds a bulk job (approvals.bulk) between batches.
 BULK_JOB_LEASE_SECONDS = env("BULK_JOB_LEASE_SECONDS")
-# How often a worker writes its heartbeat row (runs.workers); silent past a lease, it is
+# How often a worker writes its heartbeat row (runs.reads.workers); silent past a lease, it is
 # marked on the workers page.
 WORKER_HEARTBEAT_SECONDS = env("WORKER_HEARTBEAT_SECONDS")
 # The threads mode of a worker: one transaction each this many seconds extends the leases
-# of all the steps the process holds in their remote call (runs.heartbeats); 0: off.
+# of all the steps the process holds in their remote call (runs.execution.heartbeats); 0: off.
 RUNS_HEARTBEAT_SECONDS = env("RUNS_HEARTBEAT_SECONDS")
 # A queued run that no worker picked up within this many seconds is enqueued again by the
 # sweeper (its broker message was lost).
 RUNS_REQUEUE_AFTER_SECONDS = env("RUNS_REQUEUE_AFTER_SECONDS")
-# Bounded state (runs.artifacts): results past the first are stored once as artifacts,
+# Bounded state (runs.machine.artifacts): results past the first are stored once as artifacts,
 # past the second fail their step; inputs past the third are refused at start.
 RUNS_RESULT_INLINE_BYTES = env("RUNS_RESULT_INLINE_BYTES")
 RUNS_RESULT_MAX_BYTES = env("RUNS_RESULT_MAX_BYTES")
@@ -421,7 +421,7 @@ ARCHIVE_REMOVE_BATCH = env("ARCHIVE_REMOVE_BATCH")
 ARCHIVE_SIGNING_KEYS = key_ring("ARCHIVE_SIGNING_KEYS", env("ARCHIVE_SIGNING_KEYS"),
                                 "archive-signing")
 
-# --- Sensitive fields (runs.sensitive) ------------------------------------------------------
+# --- Sensitive fields (runs.machine.sensitive) ----------------------------------------------------
 # Fields a step or tool declares sensitive are stored encrypted (Fernet: AES-128-CBC with
 # HMAC-SHA256) in every table and archive file: "id:key,..." with 32-byte url-safe base64
 # keys (Fernet.generate_key()), the one that encrypts first; older ones still decrypt.

@@ -31,16 +31,21 @@ from archive.reading import ArchiveUnreadable, read_archived_run
 from audit.access import access_records
 from audit.csv_export import access_csv_lines, audit_csv_lines
 from audit.selectors import audit_records
-from runs import definition as d
-from runs import selectors
-from runs.actions import ACTIONS, ActionInput, offered
-from runs.contracts import contract_table, effect_verdict, step_contract, workflow_verdict
-from runs.errors import TransitionNotAllowed
-from runs.generations import generations
-from runs.guidance import recommend
-from runs.intentions import step_lines
-from runs.investigation import investigate, to_markdown
+from runs.definitions import definition
+from runs.definitions.contracts import (
+    contract_table,
+    effect_verdict,
+    step_contract,
+    workflow_verdict,
+)
+from runs.machine.errors import TransitionNotAllowed
+from runs.machine.intentions import step_lines
 from runs.models import Run, Workflow
+from runs.operator.actions import ACTIONS, ActionInput, offered
+from runs.operator.guidance import recommend
+from runs.operator.investigation import investigate, to_markdown
+from runs.reads import selectors
+from runs.reads.generations import generations
 
 from . import run_list, saved_views
 from .bulk_views import BULK_BY_FILTER
@@ -166,7 +171,7 @@ def _load_visible_run(request, run_id: int):
 
 def _detail_context(request, detail, *, before: int | None = None) -> dict:
     run = detail.run
-    workflow = d.registry.get(run.workflow_name, run.workflow_version)
+    workflow = definition.registry.get(run.workflow_name, run.workflow_version)
     contracts, verdicts = {}, {}
     if workflow is not None:
         contracts = {s.name: step_contract(workflow.step(s.name)) for s in detail.steps
@@ -357,7 +362,7 @@ def _audit_csv(records, *, lines=audit_csv_lines, name="audit"):
 @login_required
 def workflow_page(request, name: str):
     visible = _visible_ids(request.user)
-    workflow = d.registry.latest(name)
+    workflow = definition.registry.latest(name)
     if workflow is None:
         raise Http404(f"No workflow {name!r}.")
     # Its definition, contracts and owners are shown to those who may view its runs.

@@ -13,9 +13,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
-from runs import definition as d
-from runs import dispatch, schedules
+from runs.definitions import definition
+from runs.machine import dispatch
 from runs.models import DispatchPause, Run, Workflow
+from runs.waiting import schedules
 
 from .permissions import VIEW, grant_for
 
@@ -87,7 +88,8 @@ def dispatch_banner(request) -> dict:
     """Context processor: the pauses of the workflow a page is about (a run's page, the
     workflow's page, the runs list filtered to it, the schedules list), for the banner of
     base.html. One query on those pages, none on others, whatever the page shows (read
-    here, not through runs.dispatch's per-process cache, so a page always tells the truth)."""
+    here, not through runs.machine.dispatch's per-process cache, so a page always tells the
+    truth)."""
     match = getattr(request, "resolver_match", None)
     user = getattr(request, "user", None)
     if match is None or match.namespace != "console" or user is None or \
@@ -100,7 +102,7 @@ def dispatch_banner(request) -> dict:
         pauses = list(pauses.filter(workflow_name=name))
         # The workflow's page offers pause and resume to those who may.
         extra = {"may_pause_dispatch": dispatch.may_pause(user, name),
-                 "dispatch_systems": sorted({s.system for wf in d.registry.versions(name)
+                 "dispatch_systems": sorted({s.system for wf in definition.registry.versions(name)
                                              for s in wf.steps if s.system}),
                  "workflow_pauses": pauses}
     elif match.url_name in ("run", "investigation") and "run_id" in match.kwargs:

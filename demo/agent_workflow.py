@@ -14,7 +14,7 @@ from decimal import Decimal
 
 from pydantic import BaseModel, EmailStr, Field
 
-from runs.definition import (
+from runs.definitions.definition import (
     HIGH,
     READ,
     WRITE,
@@ -26,8 +26,8 @@ from runs.definition import (
     Workflow,
     tool_approval,
 )
-from runs.errors import PermanentError
-from runs.retry import RetryPolicy
+from runs.definitions.retry import RetryPolicy
+from runs.machine.errors import PermanentError
 
 from .clients import build_services
 

@@ -2,12 +2,12 @@
 
 Each call goes out through httpx with the configured timeout and ends in
 `raise_for_status()`, so that a failure reaches the runtime as the httpx exception it is
-and runs.errors.classify() can tell a refusal before any change (connect error, 429, 503:
+and runs.machine.errors.classify() can tell a refusal before any change (connect error, 429, 503:
 transient; other 4xx: permanent) from an outcome nobody can know (timeout or broken
 connection after sending, 500/502/504: unknown; 501: permanent). Clients therefore never
 catch and re-label httpx errors, with one exception that says more than its status: a 422
 refusing an idempotency key reused with other arguments is raised as
-runs.errors.IdempotencyKeyReused (permanent, naming the key and both arguments' hashes),
+runs.machine.errors.IdempotencyKeyReused (permanent, naming the key and both arguments' hashes),
 read from the answer by the same function classify() uses. The model client is the
 exception: a model call has no side effect, so a timeout there is simply worth another try,
 and it translates the openai package's errors itself.
@@ -23,8 +23,8 @@ import httpx
 import openai
 from django.conf import settings
 
-from runs import tracing
-from runs.errors import PermanentError, TransientError, key_reused
+from runs.machine import tracing
+from runs.machine.errors import PermanentError, TransientError, key_reused
 
 
 class _RemoteSystem:

@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, EmailStr, Field
 
-from runs.definition import Contract, Found, NotFound, StepResult, Workflow
-from runs.retry import RetryPolicy
+from runs.definitions.definition import Contract, Found, NotFound, StepResult, Workflow
+from runs.definitions.retry import RetryPolicy
 
 from .clients import build_services
 

@@ -19,7 +19,7 @@ from collections import Counter
 from django.db.models import Count, Q, Sum
 from prometheus_client.core import GaugeMetricFamily
 
-from runs import definition as d
+from runs.definitions import definition
 from runs.models import FINAL_RUN_STATUSES, AgentTurn, ToolCall, ToolCallStatus
 
 from .history_counts import OPEN_STATUSES, HistoryCount
@@ -74,8 +74,9 @@ def declared_tools(names) -> dict[str, set[str]]:
     latest versions) that have an agent step."""
     tools = {}
     for name in names:
-        workflow = d.registry.latest(name)
-        agents = [s for s in workflow.steps if isinstance(s, d.AgentSpec)] if workflow else []
+        workflow = definition.registry.latest(name)
+        agents = [s for s in workflow.steps if isinstance(s,
+                                                          definition.AgentSpec)] if workflow else []
         if agents:
             tools[name] = {tool for s in agents for tool in s.tools}
     return tools

@@ -4,8 +4,9 @@ when it runs, so an alert can fire on a pause left on for too long."""
 
 from prometheus_client.core import GaugeMetricFamily
 
-from runs import dispatch, schedules
+from runs.machine import dispatch
 from runs.models import DispatchPause, ScheduleState
+from runs.waiting import schedules
 
 
 def dispatch_families(now, names):

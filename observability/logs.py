@@ -14,8 +14,8 @@ import json
 import logging
 from datetime import UTC, datetime
 
-from runs.logcontext import CONTEXT_FIELDS, _fields, bind, current, log_context, unbind
-from runs.redaction import redact_text
+from runs.machine.logcontext import CONTEXT_FIELDS, bind, current, log_context, log_fields, unbind
+from runs.machine.redaction import redact_text
 
 __all__ = ["CONTEXT_FIELDS", "ContextFilter", "JsonFormatter", "bind", "current",
            "log_context", "unbind"]
@@ -24,7 +24,7 @@ class ContextFilter(logging.Filter):
     """Copies the bound context onto each record (a value passed with `extra=` wins)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        for key, value in _fields().items():
+        for key, value in log_fields().items():
             if not hasattr(record, key):
                 setattr(record, key, value)
         return True

@@ -47,7 +47,7 @@ from archive.selectors import removed_audit_actions
 from audit.actions import AuditAction
 from audit.models import AuditRecord
 from runs import store
-from runs.definition import registry as workflows
+from runs.definitions.definition import registry as workflows
 from runs.models import (
     ATTENTION_RUN_STATUSES,
     FINAL_RUN_STATUSES,

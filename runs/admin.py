@@ -1,7 +1,7 @@
 """Runs, their steps, agent turns, tool calls and approval waits in Django admin: evidence,
-so read-only (they change only through runs.transitions, the console's actions), and read
+so read-only (they change only through runs.machine.transitions, the console's actions), and read
 along indexes at a million runs. A search finds runs through the console's own search
-(runs.selectors.search_branches), so admin and console cannot disagree about what matches."""
+(runs.reads.selectors.search_branches), so admin and console cannot disagree about what matches."""
 
 from functools import cache
 
@@ -17,7 +17,7 @@ from audit.models import AuditRecord
 
 from .agent_models import AgentTurn, ToolCall, ToolCallStatus
 from .models import ATTENTION_RUN_STATUSES, ApprovalWait, AttentionReason, Run, Step, Workflow
-from .selectors import search_branches
+from .reads.selectors import search_branches
 
 # A search by the start of a business key can match every run; the admin lists the newest
 # this many of each way of matching, as the console pages through the newest first.
@@ -107,7 +107,7 @@ class StepInline(admin.TabularInline):
 
 @admin.register(Run)
 class RunAdmin(RunSearchAdmin):
-    """Read-only: runs change only through runs.transitions (the console's actions)."""
+    """Read-only: runs change only through runs.machine.transitions (the console's actions)."""
 
     run_path = ""
     list_display = ["id", "workflow_name", "business_key", "status", "attention_reason",

@@ -2,7 +2,7 @@
 
 A turn is stored before any tool it asks for runs, and reused after a crash: the model is
 never asked the same turn twice. A tool call is a child of the step with its own state,
-attempts, idempotency key and evidence. Only runs.transitions changes these rows.
+attempts, idempotency key and evidence. Only runs.machine.transitions changes these rows.
 """
 
 from django.db import models
@@ -31,7 +31,7 @@ class AgentTurn(models.Model):
     step = models.ForeignKey("runs.Step", on_delete=models.CASCADE, related_name="agent_turns",
                              db_index=False)
     # The step's attempt generation the turn belongs to (Step.generation): a re-run from a
-    # chosen step (runs.transitions.rerun) starts the agent's conversation afresh in a new
+    # chosen step (runs.machine.transitions.rerun) starts the agent's conversation afresh in a new
     # generation, and the earlier generations' turns stay stored as its history.
     generation = models.PositiveIntegerField(default=0, db_default=0)
     index = models.PositiveIntegerField()

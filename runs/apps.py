@@ -11,7 +11,7 @@ class RunsConfig(AppConfig):
     def ready(self):
         from django.conf import settings
 
-        from . import tracing
+        from .machine import tracing
 
         tracing.configure()  # OTLP export when an endpoint is configured; off otherwise
         # Importing a workflow module registers its workflows.

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 from pydantic import BaseModel
 
-from .definition import Found, NotFound, StepResult
+from .definitions.definition import Found, NotFound, StepResult
 
 REMOTE_TIMEOUT_SECONDS = 10.0
 

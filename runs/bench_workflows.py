@@ -4,7 +4,7 @@
 from pydantic import BaseModel
 
 from .bench_receiver import RemoteIn, look_up_effect, send_effect
-from .definition import Contract, Workflow
+from .definitions.definition import Contract, Workflow
 
 STEPS = 10
 LARGE_RESULT_BYTES = 10 * 1024 * 1024

@@ -1,6 +1,6 @@
 """Runs, their steps, and a row per registered workflow for permissions to attach to.
 
-Only runs/transitions.py changes these rows once they exist.
+Only runs/machine/transitions/ changes these rows once they exist.
 """
 
 from django.db import models
@@ -103,10 +103,10 @@ class Run(models.Model):
     step_count = models.PositiveIntegerField(default=0)
     steps_done = models.PositiveIntegerField(default=0)
     # The attempt generation: 0 as started, +1 at each re-run from a chosen step (the steps
-    # sent again carry it in their keys, runs.keys).
+    # sent again carry it in their keys, runs.machine.keys).
     generation = models.PositiveIntegerField(default=0, db_default=0)
     cancel_requested = models.BooleanField(default=False)
-    # Started by the drill kit (runs.drills): kept out of the console's lists and attention
+    # Started by the drill kit (runs.operator.drills): kept out of the console's lists and attention
     # count unless asked for, notifies nobody, removed by `manage.py remove_drill_runs`.
     drill = models.BooleanField(default=False, db_default=False)
 
@@ -207,8 +207,8 @@ class Step(models.Model):
     intended_action = models.TextField(blank=True, default="", db_default="")
     # Failed lookups by key since the outcome became unknown (a lookup is a read: retried).
     lookup_failures = models.PositiveIntegerField(default=0)
-    # A step with the stop verdict (runs.contracts.effect_verdict) runs only the attempt a
-    # person approved: this is that attempt's number, 0 while none is approved.
+    # A step with the stop verdict (runs.definitions.contracts.effect_verdict) runs only the attempt
+    # a person approved: this is that attempt's number, 0 while none is approved.
     approved_attempt = models.PositiveIntegerField(default=0, db_default=0)
     # The compensation is its own action with its own key, attempts and evidence.
     compensation_key = models.CharField(max_length=64, blank=True)
@@ -223,7 +223,8 @@ class Step(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     # When the attempt now in flight (or the last one) began: the intent checkpoint is this
-    # row, and the record of the attempt's outcome carries this time (runs.transitions.kernel).
+    # row, and the record of the attempt's outcome carries this time
+    # (runs.machine.transitions.kernel).
     attempt_started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField()
@@ -279,7 +280,7 @@ class RunEvent(models.Model):
 class ApprovalWait(models.Model):
     """A person's decision a run waits on: an approval step, or an agent's tool call
     (tool_call set). Inserted in the transaction in which the run starts waiting for it,
-    deleted in the one in which the run stops waiting (runs.transitions.kernel, _Change):
+    deleted in the one in which the run stops waiting (runs.machine.transitions.kernel, _Change):
     the approvals sweep reads these few rows instead of searching the steps, and no index
     of runs_step has to name a step's status."""
 
@@ -302,7 +303,8 @@ from .agent_models import AgentTurn, ToolCall, ToolCallStatus  # noqa: E402, F40
 # The registry of worker processes, from their heartbeats.
 from .worker_models import Worker  # noqa: E402, F401
 
-# Schedules, dispatch pauses and their control records (runs.schedules, runs.dispatch).
+# Schedules, dispatch pauses and their control records (runs.waiting.schedules,
+# runs.machine.dispatch).
 from .world_models import (  # noqa: E402, F401
     ControlRecord,
     DispatchPause,

@@ -21,7 +21,7 @@ from guardian.shortcuts import get_objects_for_user
 
 from .models import Run, Workflow
 
-# The codename to see runs; each operator action names its own in runs.actions.
+# The codename to see runs; each operator action names its own in runs.operator.actions.
 VIEW = "view_runs"
 
 

@@ -7,10 +7,12 @@ from django.db import InterfaceError, OperationalError, connection
 
 from audit.chain import Actor
 
-from . import events, executor, limits, schedules, sweeper, transitions
-from .errors import StartRefused
+from .execution import executor, sweeper
+from .machine import limits, transitions
+from .machine.errors import StartRefused
+from .machine.wakeup import ADVANCE_RUN_TASK
 from .models import RunStatus
-from .wakeup import ADVANCE_RUN_TASK
+from .waiting import events, schedules
 
 logger = logging.getLogger(__name__)
 

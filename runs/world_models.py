@@ -3,13 +3,13 @@
 the append-only record of who paused or resumed what, and why.
 
 None of these is a run's or a step's state: a schedule starts runs through start_run, a
-pause only keeps the runtime from claiming runs (runs.dispatch)."""
+pause only keeps the runtime from claiming runs (runs.machine.dispatch)."""
 
 from django.db import models
 
 
 class ScheduleState(models.Model):
-    """The progress of one declared schedule (runs.schedules.Schedule), shared by every
+    """The progress of one declared schedule (runs.waiting.schedules.Schedule), shared by every
     scheduler: the slots up to last_slot_at are handled."""
 
     workflow_name = models.CharField(max_length=200)

@@ -4,7 +4,8 @@
 from django.utils import timezone
 
 from audit.chain import Actor
-from runs import executor, transitions
+from runs.execution import executor
+from runs.machine import transitions
 from runs.models import Run, RunStatus
 
 ACTOR = Actor.system("test")

@@ -5,8 +5,8 @@ import itertools
 from django.utils import timezone
 
 from audit.chain import Actor
+from runs.machine.transitions import start_run
 from runs.models import Run, Step
-from runs.transitions import start_run
 
 SYSTEM = Actor.system("test")
 _keys = itertools.count(1)

@@ -80,7 +80,7 @@ def wait_for(predicate, *, timeout: float = 30, interval: float = 0.1, what: str
 def until_status(run, *statuses, timeout: float = 60):
     """Wait until `run` (advanced by worker processes) is in one of `statuses`, sweeping as
     beat would meanwhile (expired leases, due retries, lost wake-ups); returns it fresh."""
-    from runs import sweeper
+    from runs.execution import sweeper
     from runs.models import Run
 
     def reached():

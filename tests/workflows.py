@@ -10,12 +10,12 @@ from datetime import timedelta
 
 from pydantic import BaseModel
 
-from runs import limits
 from runs.bench_receiver import RemoteIn, look_up_effect, send_effect
-from runs.declarations import tool_approval
-from runs.definition import Contract, Found, NotFound, StepResult, Workflow
-from runs.retry import RetryPolicy
-from runs.schedules import Schedule
+from runs.definitions.declarations import tool_approval
+from runs.definitions.definition import Contract, Found, NotFound, StepResult, Workflow
+from runs.definitions.retry import RetryPolicy
+from runs.machine import limits
+from runs.waiting.schedules import Schedule
 
 
 @dataclass
@@ -62,7 +62,7 @@ def _call(ctx, default):
     script.calls.append((ctx.step, ctx.key, ctx.attempt))
     action = script.next_action(ctx.step)
     if action == "effect-then-raise":
-        from runs.errors import UnknownOutcome
+        from runs.machine.errors import UnknownOutcome
 
         script.effects.setdefault(ctx.key, f"{ctx.step}-{len(script.effects) + 1}")
         raise UnknownOutcome("connection reset after the request was sent")
@@ -345,7 +345,7 @@ def delete_note(ctx, args):
     return StepResult({"deleted": ctx.remote_ref}, remote_ref=ref)
 
 
-# The invoice-triage agent with a small context budget (runs.agent_history): its tools are
+# The invoice-triage agent with a small context budget (runs.agents.agent_history): its tools are
 # the demo's; past SUMMARISED_CONTEXT_BUDGET estimated tokens, the turns before the last
 # one are summarised by a stored turn.
 SUMMARISED_CONTEXT_BUDGET = 550
@@ -356,7 +356,7 @@ def _summarised_triage() -> Workflow:
 
     from demo import agent_workflow as demo_triage
     from demo.clients import build_services
-    from runs.definition import AgentBudget
+    from runs.definitions.definition import AgentBudget
 
     workflow = Workflow("test-triage-summarised", version=1, input=demo_triage.TriageIn,
                         services=build_services)
@@ -411,7 +411,7 @@ def to_tracker(ctx):
 
 
 # A receiver that allows 5 requests a second, and vendors served one at a time, for the
-# limits the runtime enforces (runs.limits). Worker processes find the receiver through
+# limits the runtime enforces (runs.machine.limits). Worker processes find the receiver through
 # TEST_LIMITED_RECEIVER_URL; this process through limited_receiver.url.
 class VendorIn(BaseModel):
     order: str
@@ -527,7 +527,7 @@ def _declare_remote_call(name: str):
 REMOTE_CALLS = [_declare_remote_call(name) for name in ("first-call", "second-call")]
 
 
-# The stop verdict enforced (runs.transitions.stop_gate): a high-impact payment to a real
+# The stop verdict enforced (runs.machine.transitions.stop_gate): a high-impact payment to a real
 # HTTP receiver (tests.receiver) that ignores keys, with nothing to look a payment up by.
 # Worker processes find the receiver through TEST_STOP_RECEIVER_URL; this process through
 # stop_receiver.url.

@@ -1,10 +1,10 @@
 """{% agent_conversation run steps %}: the conversation of a run's agent steps, on the
 run's page (nothing for a run without an agent step), a page of turns at a time
-(?turns_from=N, runs.agent_selectors.TURN_PAGE turns)."""
+(?turns_from=N, runs.reads.agent_selectors.TURN_PAGE turns)."""
 
 from django import template
 
-from runs.agent_selectors import TURN_PAGE, conversations
+from runs.reads.agent_selectors import TURN_PAGE, conversations
 
 register = template.Library()
 

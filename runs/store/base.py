@@ -132,7 +132,7 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def pass_lock(self, job: str, key: int) -> contextlib.AbstractContextManager[bool]:
         """Hold `job`'s lock (or `key`'s) for the block if nobody else does, across every
-        process; the context yields whether it is held (runs.single_pass)."""
+        process; the context yields whether it is held (runs.machine.single_pass)."""
 
     @contextlib.contextmanager
     def snapshot(self, *, fast_aggregates: bool = False) -> Iterator[None]:

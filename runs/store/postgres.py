@@ -237,7 +237,7 @@ def insert_rows(model, objects: list) -> None:
 def _start_statement(tombstones: str | None) -> str:
     # The run, its steps, its first audit record and its progress event in one statement,
     # its own transaction in autocommit. The run is inserted only if this statement's
-    # snapshot holds neither a run nor a tombstone (runs.retention) for the key; everything
+    # snapshot holds neither a run nor a tombstone (runs.machine.retention) for the key; everything
     # else only if the run was.
     from ..models import Workflow
 

@@ -1,5 +1,5 @@
 """Evidence in Django admin: visible, never changed or deleted there, not even by a
-superuser. Runs, steps and tool calls change only through runs.transitions."""
+superuser. Runs, steps and tool calls change only through runs.machine.transitions."""
 
 import pytest
 from django.contrib import admin

@@ -15,7 +15,7 @@ from api.models import WebhookDelivery, WebhookSubscriber
 from approvals.models import ApprovalRequest, Notification
 from audit.admin import COUNT_CAP, estimated_count
 from runs.models import AgentTurn, ApprovalWait, Run, RunEvent, Step, ToolCall
-from runs.selectors import RunFilters, runs_page
+from runs.reads.selectors import RunFilters, runs_page
 from tests.factories import new_run, place
 
 pytestmark = pytest.mark.django_db

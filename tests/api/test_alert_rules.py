@@ -37,7 +37,7 @@ def test_each_rule_is_complete(rule):
 
 @pytest.mark.django_db
 def test_every_metric_a_rule_uses_is_exposed(client):
-    from runs import executor
+    from runs.execution import executor
     from tests.factories import new_run
 
     # A finished run, so that the step duration histogram has samples too.

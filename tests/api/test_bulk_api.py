@@ -13,7 +13,7 @@ from approvals.decisions import decide
 from approvals.models import BulkJob
 from audit.models import AuditRecord
 from console.roles import ensure_roles
-from runs import executor
+from runs.execution import executor
 from runs.models import Run, RunStatus, StepStatus
 from tests.factories import new_run, place
 

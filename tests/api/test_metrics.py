@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from runs import executor
-from runs.errors import TransientError
+from runs.execution import executor
+from runs.machine.errors import TransientError
 from runs.models import RunStatus, Step, StepStatus
 from tests.factories import new_run, place
 

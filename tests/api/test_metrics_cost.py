@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from audit.models import AuditRecord
 from observability.metrics import recount_history
-from runs import executor
-from runs.errors import TransientError
+from runs.execution import executor
+from runs.machine.errors import TransientError
 from runs.models import FINAL_RUN_STATUSES, Run, RunStatus
 from tests.api.test_metrics import scrape, value
 from tests.factories import new_run, place

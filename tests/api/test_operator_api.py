@@ -175,8 +175,8 @@ def test_the_workers_list_names_each_worker_and_only_the_tokens_runs_it_holds(cl
 
     from django.utils import timezone
 
-    from runs import workers
     from runs.models import Worker
+    from runs.reads import workers
 
     workers.beat(name="host-a:101", queues="celery")
     workers.beat(name="host-b:202", queues="celery")

@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from runs import executor
-from runs.errors import PermanentError
+from runs.execution import executor
+from runs.machine.errors import PermanentError
 from runs.models import RunStatus, Step
 from tests.factories import new_run, place
 

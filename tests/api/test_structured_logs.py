@@ -73,10 +73,10 @@ def test_an_api_start_logs_with_the_run_and_the_token(json_lines, api_client):
 def test_a_celery_task_logs_with_the_run_it_advances(json_lines):
     signals.task_prerun.send(sender=advance_run_task, task_id="t-1", task=advance_run_task,
                              args=(7,), kwargs={})
-    logging.getLogger("runs.executor").info("inside the task")
+    logging.getLogger("runs.execution.executor").info("inside the task")
     signals.task_postrun.send(sender=advance_run_task, task_id="t-1", task=advance_run_task,
                               args=(7,), kwargs={}, retval=None, state="SUCCESS")
-    logging.getLogger("runs.executor").info("after the task")
+    logging.getLogger("runs.execution.executor").info("after the task")
     inside, after = json_lines()
     assert (inside["run_id"], inside["task_id"]) == (7, "t-1")
     assert "run_id" not in after

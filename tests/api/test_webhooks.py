@@ -14,8 +14,9 @@ from django.utils import timezone
 
 from api import webhooks
 from api.models import WebhookDelivery, WebhookSubscriber
-from runs import executor, transitions
-from runs.errors import TransitionNotAllowed
+from runs.execution import executor
+from runs.machine import transitions
+from runs.machine.errors import TransitionNotAllowed
 from runs.models import Run, RunEvent, RunStatus
 from tests.factories import SYSTEM, new_run
 
@@ -59,7 +60,7 @@ def _events(run):
 
 def test_a_step_outcome_is_written_once_its_audit_record_and_told_from_it(receiver,
                                                                            script):
-    from runs.errors import TransientError
+    from runs.machine.errors import TransientError
 
     WebhookSubscriber.objects.create(name="crm", url=receiver.url, secret="k")
     script.plan["create-task"] = [TransientError("503")]
@@ -174,7 +175,7 @@ def test_two_passes_of_the_publisher_never_run_at_once(receiver, script):
     import psycopg
     from django.db import connection
 
-    from runs.single_pass import lock_key
+    from runs.machine.single_pass import lock_key
 
     WebhookSubscriber.objects.create(name="crm", url=receiver.url, secret="k")
     new_run()

@@ -7,7 +7,7 @@ from django.utils import timezone
 import tests.approvals.workflows  # noqa: F401  (registers the extra approval workflows)
 from approvals import requests
 from approvals.models import ApprovalRequest
-from runs import executor
+from runs.execution import executor
 from runs.models import Run, RunStatus
 from tests.factories import new_run
 

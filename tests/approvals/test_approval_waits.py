@@ -10,9 +10,10 @@ from django.contrib.auth.models import User
 from approvals import requests
 from approvals.models import ApprovalRequest, RequestStatus
 from audit.chain import Actor
-from runs import executor, transitions
+from runs.execution import executor
+from runs.machine import transitions
+from runs.machine.transitions.kernel import RUN_TRANSITIONS, WAITING, Change
 from runs.models import ApprovalWait, Run, RunStatus, Step, StepStatus
-from runs.transitions.kernel import RUN_TRANSITIONS, W, _Change
 from tests.approvals.conftest import later, waiting_run
 
 pytestmark = pytest.mark.django_db
@@ -88,14 +89,14 @@ def test_a_superseded_request_leaves_the_wait_standing(approvers, t0):
 
 
 @pytest.mark.parametrize("action", [a for a, move in RUN_TRANSITIONS.items()
-                                    if W in move.sources])
+                                    if WAITING in move.sources])
 def test_the_kernel_ends_the_waits_of_every_move_out_of_waiting(action):
     # The rule is the kernel's, not each transition's: any move from waiting to another
     # state (a transition added later included) ends whatever the run waited on.
     for to in RUN_TRANSITIONS[action].targets:
         run = Run(pk=1, status=RunStatus.WAITING, audit_seq=0, audit_head="")
-        change = _Change(run, action, OPS, run.created_at)
+        change = Change(run, action, OPS, run.created_at)
         change.wait_for_person(Step(name="approve"))
         change.move(to)
-        assert change.waits_ended == (to != W), (action, to)
-        assert change.waits_begun == ([] if to != W else change.waits_begun)
+        assert change.waits_ended == (to != WAITING), (action, to)
+        assert change.waits_begun == ([] if to != WAITING else change.waits_begun)

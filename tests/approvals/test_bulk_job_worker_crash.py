@@ -14,7 +14,7 @@ from approvals.models import BulkJob, BulkOutcome
 from audit.models import AuditRecord
 from console.roles import ensure_roles
 from runs.models import Run, RunStatus, StepStatus
-from runs.selectors import RunFilters
+from runs.reads.selectors import RunFilters
 from tests.factories import new_run, place
 from tests.processes import kill_hard, start_worker, stop, wait_for
 

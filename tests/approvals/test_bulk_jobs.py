@@ -25,7 +25,7 @@ from approvals.models import ApprovalRequest, BulkOutcome
 from audit.models import AuditRecord
 from console.roles import ensure_roles
 from runs.models import Run, RunStatus, StepStatus, Workflow
-from runs.selectors import RunFilters
+from runs.reads.selectors import RunFilters
 from tests.factories import new_run, place
 from tests.processes import manage
 

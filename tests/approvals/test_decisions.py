@@ -14,7 +14,8 @@ from approvals import decisions, notifications, requests
 from approvals.models import ApprovalRequest, Notification
 from audit.chain import Actor
 from audit.models import AuditRecord
-from runs import executor, transitions
+from runs.execution import executor
+from runs.machine import transitions
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
 from tests.approvals.conftest import later, open_request, waiting_run
 from tests.factories import step
@@ -220,18 +221,18 @@ def test_a_crash_between_the_decision_and_the_run_loses_nothing(pending, ann, mo
     assert requests.open_pending_requests(now=t0) == 0
 
     monkeypatch.undo()
-    assert decisions.settle_decisions(now=later(t0, seconds=59)) == 0
-    assert decisions.settle_decisions(now=later(t0, seconds=60)) == 1
+    assert decisions.apply_pending_decisions(now=later(t0, seconds=59)) == 0
+    assert decisions.apply_pending_decisions(now=later(t0, seconds=60)) == 1
     pending.refresh_from_db()
     assert pending.settled_at is not None and pending.apply_error == ""
     assert Run.objects.get(pk=pending.run_id).status == RunStatus.QUEUED
     assert _decided_records(pending.run_id).get().actor_label == "ann"
-    # A settle that finds its decision already applied (it died after the run's commit)
+    # An apply_to_run that finds its decision already applied (it died after the run's commit)
     # records no error and applies nothing twice.
     ApprovalRequest.objects.filter(pk=pending.pk).update(settled_at=None)
     run = Run.objects.get(pk=pending.run_id)
     Run.objects.filter(pk=run.pk).update(status=RunStatus.WAITING)
-    assert decisions.settle(pending.pk, now=later(t0, seconds=120))
+    assert decisions.apply_to_run(pending.pk, now=later(t0, seconds=120))
     pending.refresh_from_db()
     assert pending.apply_error == "" and _decided_records(run.pk).count() == 1
 

@@ -12,10 +12,10 @@ from approvals.models import ApprovalRequest, Notification
 from approvals.permissions import can_decide, can_view
 from audit.chain import Actor
 from audit.models import AuditRecord
-from runs import executor
-from runs.actions import ACTIONS, ActionInput
-from runs.errors import SecondPersonRequired
+from runs.execution import executor
+from runs.machine.errors import SecondPersonRequired
 from runs.models import Run, RunStatus, Step
+from runs.operator.actions import ACTIONS, ActionInput
 from tests.approvals.conftest import later
 from tests.factories import new_run, place
 
@@ -43,7 +43,7 @@ def stopped_run(script):
 @pytest.fixture
 def early_run(script):
     """A test-orders run stopped in attention before its high-impact step."""
-    from runs.errors import PermanentError
+    from runs.machine.errors import PermanentError
 
     script.plan["create-task"] = [PermanentError("403")]
     run = new_run()

@@ -11,8 +11,8 @@ from audit.models import AuditRecord
 from demo.agent_workflow import triage
 from demo.sandbox import faults
 from demo.sandbox.models import LedgerEntry
-from runs import transitions
-from runs.errors import SecondPersonRequired
+from runs.machine import transitions
+from runs.machine.errors import SecondPersonRequired
 from runs.models import Run, RunStatus, Step, ToolCall
 from tests.agent_runs import advance, start_triage
 from tests.factories import new_run, place

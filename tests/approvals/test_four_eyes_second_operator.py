@@ -15,7 +15,7 @@ from approvals import decisions, four_eyes
 from approvals.models import Notification
 from approvals.permissions import can_decide
 from console.roles import ensure_roles
-from runs import executor
+from runs.execution import executor
 from runs.models import Run, RunStatus, Workflow
 from tests.factories import new_run, place
 

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from approvals import decisions, schedule
 from approvals.models import ApprovalRequest, RequestStatus
 from audit.chain import Actor
-from runs import transitions
+from runs.machine import transitions
 from runs.models import Run, RunStatus
 from tests.approvals.conftest import later, waiting_run
 

@@ -15,7 +15,7 @@ from approvals.models import (
 from approvals.snapshots import canonical_json, snapshot_hash
 from audit.chain import Actor
 from audit.models import AuditRecord
-from runs import transitions
+from runs.machine import transitions
 from runs.models import RunStatus, StepStatus
 from tests.approvals.conftest import later, waiting_run
 from tests.factories import step

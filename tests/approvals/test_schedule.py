@@ -10,7 +10,8 @@ from approvals import decisions, notifications, schedule
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest, Notification
 from audit.chain import Actor
 from audit.models import AuditRecord
-from runs import executor, transitions
+from runs.execution import executor
+from runs.machine import transitions
 from runs.models import AttentionReason, Run, RunStatus, StepStatus
 from tests.approvals.conftest import later, open_request, waiting_run
 from tests.factories import step

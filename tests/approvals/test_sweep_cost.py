@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 
 from approvals import schedule
 from approvals.models import ApprovalRequest
+from runs.machine.single_pass import lock_key
 from runs.models import Run, RunStatus
-from runs.single_pass import lock_key
 from tests.approvals.conftest import waiting_run
 
 pytestmark = pytest.mark.django_db

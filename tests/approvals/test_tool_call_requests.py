@@ -16,8 +16,9 @@ from approvals.models import ApprovalRequest, Notification
 from audit.chain import Actor
 from audit.models import AuditRecord
 from demo.sandbox.models import LedgerEntry
-from runs import executor, transitions
-from runs.errors import SecondPersonRequired
+from runs.execution import executor
+from runs.machine import transitions
+from runs.machine.errors import SecondPersonRequired
 from runs.models import Run, RunStatus, ToolCall
 from tests.agent_runs import LARGE, start_triage
 

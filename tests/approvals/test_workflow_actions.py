@@ -17,7 +17,7 @@ from approvals.operator_actions import (
     act_on_workflow,
 )
 from audit.chain import Actor
-from runs import dispatch
+from runs.machine import dispatch
 from runs.models import ControlRecord, DispatchPause, ScheduleState, Workflow
 from tests.factories import new_run
 

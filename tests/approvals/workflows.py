@@ -3,7 +3,7 @@ which rejects at its timeout)."""
 
 from datetime import timedelta
 
-from runs.definition import Workflow
+from runs.definitions.definition import Workflow
 from tests.workflows import FAST, OrderIn, script
 
 

@@ -3,7 +3,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from runs import executor
+from runs.execution import executor
 from runs.models import Run, RunStatus
 from tests.factories import new_run
 

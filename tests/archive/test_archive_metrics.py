@@ -5,8 +5,8 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from archive.models import ArchiveRemoval
-from runs import executor
-from runs.errors import TransientError
+from runs.execution import executor
+from runs.machine.errors import TransientError
 from runs.models import Run, Step
 from tests.api.test_metrics import scrape, value
 from tests.archive.conftest import age

@@ -13,8 +13,8 @@ from approvals.models import ApprovalRequest, Notification
 from archive.archiving import archive_runs
 from archive.models import ArchivedRun, ArchiveFile, ArchiveRemoval
 from audit.models import AuditRecord
-from runs import definition as d
-from runs import executor
+from runs.definitions import definition
+from runs.execution import executor
 from runs.models import Run, RunEvent, RunStatus, Step
 from tests.archive.conftest import age
 from tests.factories import new_run
@@ -96,8 +96,8 @@ def test_terminated_and_compensated_runs_are_archived_like_completed_ones():
 
 
 def test_a_workflow_retention_days_overrides_the_setting(finished_run, monkeypatch):
-    monkeypatch.setattr(d.registry.latest("test-saga"), "retention_days", 400)
-    monkeypatch.setattr(d.registry.latest("test-approval"), "retention_days", 2)
+    monkeypatch.setattr(definition.registry.latest("test-saga"), "retention_days", 400)
+    monkeypatch.setattr(definition.registry.latest("test-approval"), "retention_days", 2)
     kept_longer = age(new_run("test-saga"), days=100, status=RunStatus.COMPLETED)
     due_sooner = age(new_run("test-approval"), days=3, status=RunStatus.TERMINATED)
     by_setting = finished_run(days=31)
@@ -111,7 +111,7 @@ def test_a_workflow_retention_days_overrides_the_setting(finished_run, monkeypat
 
 
 def test_older_than_days_applies_one_retention_to_every_workflow(finished_run, monkeypatch):
-    monkeypatch.setattr(d.registry.latest("test-saga"), "retention_days", 400)
+    monkeypatch.setattr(definition.registry.latest("test-saga"), "retention_days", 400)
     saga = age(new_run("test-saga"), days=100, status=RunStatus.COMPLETED)
     orders = finished_run(days=100)
 

@@ -16,10 +16,10 @@ from approvals.models import ApprovalRequest, Notification
 from archive.models import ArchivedRun, ArchiveFile
 from audit.chain import Actor
 from audit.models import AuditRecord
-from runs import sweeper
-from runs.errors import RunArchived
+from runs.execution import sweeper
+from runs.machine.errors import RunArchived
+from runs.machine.transitions import start_run
 from runs.models import Run, RunEvent, Step
-from runs.transitions import start_run
 from tests.processes import manage, start_worker, stop
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,7 +8,7 @@ from django.db import DatabaseError, connection, transaction
 
 from audit.chain import verify_chain
 from audit.models import AppendOnlyError, AuditRecord
-from runs import executor
+from runs.execution import executor
 from tests.factories import new_run
 
 pytestmark = pytest.mark.django_db
@@ -74,7 +74,7 @@ def test_every_action_a_run_writes_is_named_in_the_one_enumeration(script):
     from django.utils import timezone
 
     from audit.actions import AuditAction
-    from runs.errors import PermanentError, UnknownOutcome
+    from runs.machine.errors import PermanentError, UnknownOutcome
     from runs.models import Run
 
     script.plan["create-task"] = [UnknownOutcome("reset"), "effect-then-raise"]
@@ -107,7 +107,7 @@ def test_the_audit_filter_finds_routine_and_uncommon_actions_alike(script):
     # by walking the log newest first: both answer.
     from audit.actions import AuditAction
     from audit.selectors import audit_records
-    from runs.errors import TransientError
+    from runs.machine.errors import TransientError
 
     script.plan["create-task"] = [TransientError("503")]
     run = new_run()

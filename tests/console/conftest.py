@@ -3,8 +3,8 @@ from django.contrib.auth.models import Group, Permission, User
 from guardian.shortcuts import assign_perm
 
 from console.roles import ensure_roles
-from runs import executor
-from runs.errors import PermanentError
+from runs.execution import executor
+from runs.machine.errors import PermanentError
 from runs.models import Workflow
 from tests.factories import new_run
 

@@ -35,8 +35,9 @@ MAX_QUERIES_HTMX = 17
 # written: the view, act, the action table, the transition (and its skeleton), the kernel's
 # save, the statement. 7 while the skeleton lived apart from the transitions.
 MAX_PATH_FILES = 6
-PATH = ["console/views.py", "approvals/operator_actions.py", "runs/actions.py",
-        "runs/transitions/operator.py", "runs/transitions/kernel.py", "runs/store/postgres.py"]
+PATH = ["console/views.py", "approvals/operator_actions.py", "runs/operator/actions.py",
+        "runs/machine/transitions/operator.py", "runs/machine/transitions/kernel.py",
+        "runs/store/postgres.py"]
 # Every project module one action runs through, the leaves included (the request
 # middleware, the permission rule, the trace span, the database clock, redaction, the
 # wake-up hint, the store: the package that chooses it and its PostgreSQL module, the
@@ -44,7 +45,7 @@ PATH = ["console/views.py", "approvals/operator_actions.py", "runs/actions.py",
 # (15 to 18 by action).
 MAX_MODULES = 18
 CALLER_SIDE = {"api/middleware.py", "console/views.py", "approvals/operator_actions.py",
-               "runs/permissions.py", "runs/actions.py", "runs/tracing.py"}
+               "runs/permissions.py", "runs/operator/actions.py", "runs/machine/tracing.py"}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 
@@ -134,9 +135,10 @@ def test_an_action_reaches_its_audit_record_in_few_queries_and_modules(
     assert len(paths) == 1 and len(paths[0]) <= MAX_PATH_FILES, paths
     assert paths[0] == PATH, paths
     assert len(modules) <= MAX_MODULES, sorted(modules)
-    transition_side = {"runs/transitions/", "runs/definition.py", "runs/redaction.py",
-                       "runs/store/", "runs/wakeup.py", "audit/chain.py",
-                       "runs/registry.py"}
+    transition_side = {"runs/machine/transitions/", "runs/definitions/definition.py",
+                       "runs/machine/redaction.py",
+                       "runs/store/", "runs/machine/wakeup.py", "audit/chain.py",
+                       "runs/definitions/registry.py"}
     assert {m for m in modules if not m.startswith(tuple(transition_side))} == CALLER_SIDE
 
 

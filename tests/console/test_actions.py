@@ -8,7 +8,7 @@ from django.test import Client
 from django.urls import reverse
 
 from audit.models import AuditRecord
-from runs import executor
+from runs.execution import executor
 from runs.models import Run, RunStatus, StepStatus
 from tests.factories import new_run, step
 
@@ -120,7 +120,7 @@ def test_htmx_action_returns_the_refreshed_panel(client_for, operator, stuck_run
 
 def test_bulk_actions_report_acted_and_refused_runs_with_an_audit_record_each(
         client_for, finance_operator, stuck_run, script):
-    from runs.errors import PermanentError
+    from runs.machine.errors import PermanentError
 
     script.plan["create-task"] = [PermanentError("no")]
     second = new_run()
@@ -146,7 +146,7 @@ def test_terminating_a_run_with_a_succeeded_high_impact_step_needs_a_second_pers
 
     from django.contrib.auth.models import Group, User
 
-    from approvals.decisions import decide, settle
+    from approvals.decisions import apply_to_run, decide
     from approvals.models import ApprovalRequest
     from tests.factories import place
 
@@ -169,7 +169,7 @@ def test_terminating_a_run_with_a_succeeded_high_impact_step_needs_a_second_pers
     colleague = User.objects.create_user("carl")
     colleague.groups.add(Group.objects.get(name="operators"))
     decide(request.pk, user=colleague, approved=True, decision_id=uuid.uuid4())
-    settle(request.pk)
+    apply_to_run(request.pk)
     assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
     record = AuditRecord.objects.get(run=run, action="terminated")
     assert record.actor_label == "olga" and record.data["approved_by"] == "carl"
@@ -220,7 +220,7 @@ def test_a_bulk_terminate_after_a_high_impact_effect_goes_to_a_second_person(
 
 def test_the_buttons_on_a_run_page_are_the_actions_its_transitions_accept(
         client_for, operator, stuck_run):
-    from runs.actions import offered
+    from runs.operator.actions import offered
 
     page = client_for(operator).get(reverse("console:run", args=[stuck_run.pk]))
     shown = {name for name in ("resume", "reconcile", "retry_step", "ask_again", "compensate",

@@ -10,8 +10,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from archive.archiving import ArchiveReport, remove, write_file
-from runs.agent_selectors import TURN_PAGE
 from runs.models import Run, ToolCall
+from runs.reads.agent_selectors import TURN_PAGE
 from tests.console.test_agent_conversation_page import agent_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,9 +9,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from runs import keys, transitions
+from runs.machine import keys, transitions
+from runs.machine.transitions.agent_calls import args_hash
 from runs.models import AgentTurn, Step, ToolCall
-from runs.transitions.agent_calls import args_hash
 from tests.factories import SYSTEM
 
 pytestmark = pytest.mark.django_db(transaction=True)

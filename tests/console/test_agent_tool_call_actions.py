@@ -1,5 +1,5 @@
 """The operator actions on one tool call of an agent step, through the run page's POST (the
-one action table, runs.actions): reconcile by key, retry with the same key, undo one call.
+one action table, runs.operator.actions): reconcile by key, retry with the same key, undo one call.
 The invoice-triage agent runs against the sandbox over real HTTP; each test counts what the
 receiver holds afterwards."""
 
@@ -10,12 +10,12 @@ from django.utils import timezone
 from audit.models import AuditRecord
 from demo.sandbox import faults
 from demo.sandbox.models import LedgerEntry, Task
-from runs import transitions
-from runs.actions import ACTIONS, ActionInput
-from runs.errors import ReasonRequired, TransitionNotAllowed
-from runs.guidance import recommend
+from runs.machine import transitions
+from runs.machine.errors import ReasonRequired, TransitionNotAllowed
+from runs.machine.transitions.tool_call_rules import TOOL_CALL_ACTIONS
 from runs.models import AttentionReason, Run, RunStatus, Step, ToolCall
-from runs.transitions.tool_call_rules import TOOL_CALL_ACTIONS
+from runs.operator.actions import ACTIONS, ActionInput
+from runs.operator.guidance import recommend
 from tests.agent_runs import ACTOR, LARGE, advance, start_triage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -158,7 +158,7 @@ def test_only_an_unknown_call_is_reconciled_whoever_asks(sandbox):
     assert settled is not None
     ref_before = settled.remote_ref
     records = AuditRecord.objects.filter(run=run).count()
-    from runs.definition import Found
+    from runs.definitions.definition import Found
 
     with pytest.raises(TransitionNotAllowed, match="only an unknown call is reconciled"):
         transitions.reconcile_tool_call(run.pk, step_name="triage", call_ref=settled.ref,

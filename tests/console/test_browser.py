@@ -10,8 +10,8 @@ from playwright.sync_api import expect, sync_playwright
 
 from audit.models import AuditRecord
 from console.content_security import POLICY
-from runs import executor
-from runs.errors import UnknownOutcome
+from runs.execution import executor
+from runs.machine.errors import UnknownOutcome
 from runs.models import Run, RunStatus
 from tests.factories import new_run, step
 
@@ -79,13 +79,13 @@ def browser(monkeypatch, settings):
     assert policed.violations == [], "\n".join(policed.violations)
 
 
-def _user(name, group):
+def make_user(name, group):
     user = User.objects.create_user(name, password="pw-" + name)
     user.groups.add(Group.objects.get(name=group))
     return user
 
 
-def _sign_in(browser, live_server, name):
+def sign_in(browser, live_server, name):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(f"{live_server.url}/accounts/login/")
     page.get_by_label("Username").fill(name)
@@ -107,8 +107,8 @@ def unsettled_run(roles, script):
 
 def test_an_operator_finds_a_run_in_attention_and_reconciles_it(browser, live_server,
                                                                 unsettled_run):
-    _user("olga", "operators")
-    page = _sign_in(browser, live_server, "olga")
+    make_user("olga", "operators")
+    page = sign_in(browser, live_server, "olga")
     page.screenshot(path=str(SCREENSHOTS / "runs-list.png"), full_page=True)
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
 
@@ -146,8 +146,8 @@ def test_an_operator_finds_a_run_in_attention_and_reconciles_it(browser, live_se
 
 def test_an_auditor_sees_no_action_and_a_forged_post_is_refused(browser, live_server,
                                                                 unsettled_run):
-    _user("aude", "auditors")
-    page = _sign_in(browser, live_server, "aude")
+    make_user("aude", "auditors")
+    page = sign_in(browser, live_server, "aude")
     page.goto(f"{live_server.url}/runs/{unsettled_run.pk}/")
     expect(page.get_by_text("unknown outcome not settled", exact=True)).to_be_visible()
     expect(page.get_by_role("button", name="Reconcile…")).to_have_count(0)
@@ -170,7 +170,7 @@ def test_an_approver_approves_from_the_link_in_the_email(browser, live_server, r
     from approvals.requests import open_pending_requests
 
     settings.APPROVALS_BASE_URL = live_server.url
-    _user("ann", "approvers").__class__.objects.filter(username="ann").update(
+    make_user("ann", "approvers").__class__.objects.filter(username="ann").update(
         email="ann@example.com")
     run = new_run("test-approval")
     executor.advance_run(run.pk, worker="w1")
@@ -196,7 +196,7 @@ def test_an_approver_approves_from_the_link_in_the_email(browser, live_server, r
 
 def test_every_page_works_under_the_production_policy(browser, live_server, unsettled_run):
     User.objects.create_superuser("root", password="pw-root")
-    page = _sign_in(browser, live_server, "root")
+    page = sign_in(browser, live_server, "root")
     for path in ("/runs/", "/attention/", "/audit/", "/workflows/test-orders/",
                  "/approvals/", "/admin/", "/admin/api/apitoken/add/",
                  "/admin/axes/accessattempt/", "/api/docs", "/no-such-page/"):

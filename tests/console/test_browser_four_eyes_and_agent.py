@@ -7,14 +7,14 @@ import pytest
 from django.contrib.auth.models import Group, User
 from playwright.sync_api import expect
 
-from runs import executor
+from runs.execution import executor
 from runs.models import Run, RunStatus
 from tests.console.test_agent_conversation_page import agent_run
 from tests.console.test_browser import (  # noqa: F401
     SCREENSHOTS,
-    _sign_in,
-    _user,
     browser,
+    make_user,
+    sign_in,
     unsettled_run,
 )
 from tests.factories import new_run, place
@@ -33,9 +33,9 @@ def ledger_posted_run(roles, script):
 def test_a_second_operator_completes_a_four_eyes_terminate(browser, live_server,  # noqa: F811
                                                            ledger_posted_run):
     for name in ("olga", "omar"):
-        _user(name, "operators")
+        make_user(name, "operators")
         User.objects.filter(username=name).update(email=f"{name}@example.com")
-    page = _sign_in(browser, live_server, "olga")
+    page = sign_in(browser, live_server, "olga")
     page.goto(f"{live_server.url}/runs/{ledger_posted_run.pk}/")
     page.get_by_role("button", name="Terminate…").click()
     dialog = page.locator("#dialog-terminate")
@@ -44,7 +44,7 @@ def test_a_second_operator_completes_a_four_eyes_terminate(browser, live_server,
     expect(page.locator(".messages")).to_contain_text("second person")
     assert Run.objects.get(pk=ledger_posted_run.pk).status == RunStatus.ATTENTION
 
-    second = _sign_in(browser, live_server, "omar")
+    second = sign_in(browser, live_server, "omar")
     second.goto(f"{live_server.url}/runs/{ledger_posted_run.pk}/")
     # The run page links its approval request; the other operator may decide it.
     second.locator('#run-live a[href^="/approvals/"]').first.click()
@@ -73,9 +73,9 @@ def test_signing_in_without_access_to_runs_lands_on_the_approvals_inbox(
 
 
 def test_an_agent_step_shows_its_conversation(browser, live_server, roles):  # noqa: F811
-    _user("olga", "operators")
+    make_user("olga", "operators")
     run = agent_run(3, content="Reading invoice INV-2001 first.")
-    page = _sign_in(browser, live_server, "olga")
+    page = sign_in(browser, live_server, "olga")
     page.goto(f"{live_server.url}/runs/{run.pk}/")
     prompt = page.locator("details.system-prompt")
     expect(prompt).to_contain_text("System prompt")
@@ -93,8 +93,8 @@ def test_an_agent_step_shows_its_conversation(browser, live_server, roles):  # n
 
 def test_the_reconcile_dialog_s_step_selector_stays_inside_it(browser, live_server,  # noqa: F811
                                                               unsettled_run):  # noqa: F811
-    _user("olga", "operators")
-    page = _sign_in(browser, live_server, "olga")
+    make_user("olga", "operators")
+    page = sign_in(browser, live_server, "olga")
     page.set_viewport_size({"width": 420, "height": 900})
     page.goto(f"{live_server.url}/runs/{unsettled_run.pk}/")
     page.locator("#recommended-reconcile").click()

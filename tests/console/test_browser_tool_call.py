@@ -13,9 +13,10 @@ from audit.chain import Actor
 from audit.models import AuditRecord
 from demo.sandbox import faults
 from demo.sandbox.models import LedgerEntry
-from runs import executor, transitions
+from runs.execution import executor
+from runs.machine import transitions
 from runs.models import AttentionReason, Run, RunStatus, ToolCall
-from tests.console.test_browser import SCREENSHOTS, _sign_in, _user, browser  # noqa: F401
+from tests.console.test_browser import SCREENSHOTS, browser, make_user, sign_in  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,8 +46,8 @@ def unknown_tool_call(live_sandbox, roles):
 def test_an_operator_reconciles_one_tool_call_by_its_key(browser, live_server,  # noqa: F811
                                                          unknown_tool_call):
     run, call = unknown_tool_call
-    _user("olga", "operators")
-    page = _sign_in(browser, live_server, "olga")
+    make_user("olga", "operators")
+    page = sign_in(browser, live_server, "olga")
     page.goto(f"{live_server.url}/runs/{run.pk}/")
 
     # The conversation shows the call with its key, and offers reconcile on that call only.

@@ -9,10 +9,10 @@ from django.urls import reverse
 
 from audit.models import AuditRecord
 from console.step_times import step_times
-from runs import executor
-from runs.errors import UnknownOutcome
-from runs.investigation import investigate
+from runs.execution import executor
+from runs.machine.errors import UnknownOutcome
 from runs.models import Run, Step
+from runs.operator.investigation import investigate
 from tests.factories import new_run
 
 pytestmark = pytest.mark.django_db

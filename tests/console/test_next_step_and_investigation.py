@@ -4,7 +4,7 @@ investigation card is on the page, as its own page, as Markdown and from the API
 import pytest
 from django.urls import reverse
 
-from runs.errors import UnknownOutcome
+from runs.machine.errors import UnknownOutcome
 from runs.models import Run, Step
 from tests.factories import new_run
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def unknown_run(script):
-    from runs import executor
+    from runs.execution import executor
 
     script.plan["post-ledger"] = [UnknownOutcome("timeout after send")]
     run = new_run()
@@ -78,12 +78,12 @@ def test_the_api_serves_the_investigation_card(client, unknown_run):
 
 def test_the_run_page_shows_each_step_s_line(client_for, operator, script):
     run = new_run()
-    from runs import executor
+    from runs.execution import executor
 
     executor.advance_run(run.pk, worker="w1")
     body = client_for(operator).get(reverse("console:run", args=[run.pk])).content.decode()
     assert "change another system" in body and "ask the model for a decision" in body
-    from runs.intentions import step_lines
+    from runs.machine.intentions import step_lines
 
     lines = step_lines(Run.objects.get(pk=run.pk), list(run.steps.order_by("position")))
     assert lines["fetch"] == "read"

@@ -6,7 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from runs import executor
+from runs.execution import executor
 from runs.models import Run
 from tests.factories import new_run, step
 
@@ -57,7 +57,7 @@ def test_filters_narrow_the_list(client_for, operator, stuck_run, script):
 
 
 def test_keyset_pagination_walks_every_run_once(client_for, operator, settings):
-    from runs import selectors
+    from runs.reads import selectors
 
     runs = [new_run() for _ in range(7)]
     seen, after = [], None
@@ -89,7 +89,7 @@ def test_list_pages_cost_the_same_queries_for_10_and_1000_runs(client_for, opera
                                                                page):
     from django.core.management import call_command
 
-    from runs.errors import PermanentError
+    from runs.machine.errors import PermanentError
 
     client = client_for(operator)
     for _ in range(10):
@@ -110,9 +110,9 @@ def test_list_pages_cost_the_same_queries_for_a_page_of_10_and_of_1000_rows(
 
     from django.core.management import call_command
 
-    from runs import selectors
-    from runs.errors import PermanentError
+    from runs.machine.errors import PermanentError
     from runs.models import RunStatus
+    from runs.reads import selectors
 
     monkeypatch.setattr(selectors, "PAGE_SIZE", 1000)
     monkeypatch.setattr(selectors, "ATTENTION_PAGE_SIZE", 1000)
@@ -165,8 +165,8 @@ def test_audit_page_filters_and_exports_csv(client_for, operator, stuck_run):
 
 
 def test_the_status_counts_are_one_query_each_status_counted_up_to_the_cap(monkeypatch):
-    from runs import selectors
     from runs.models import RunStatus
+    from runs.reads import selectors
 
     monkeypatch.setattr(selectors, "COUNT_CAP", 2)
     runs = [new_run() for _ in range(4)]
@@ -198,7 +198,7 @@ def test_the_filter_form_shows_the_chosen_options_selected_and_any_elsewhere(cli
 
 def test_a_runs_list_row_links_the_run_and_shows_its_last_error_cut_with_the_whole_in_a_title(
         client_for, operator, script):
-    from runs.errors import PermanentError
+    from runs.machine.errors import PermanentError
 
     message = "403 from tracker: " + "x" * 120
     script.plan["create-task"] = [PermanentError(message)]

@@ -16,9 +16,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console.models import SavedView
-from runs import executor, selectors
+from runs.execution import executor
+from runs.machine.transitions import start_run
 from runs.models import Run, RunStatus, ToolCall
-from runs.transitions import start_run
+from runs.reads import selectors
 from tests.factories import SYSTEM, new_run, place, step
 
 pytestmark = pytest.mark.django_db

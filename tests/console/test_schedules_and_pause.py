@@ -11,8 +11,9 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.tokens import token_create
-from runs import dispatch, schedules
+from runs.machine import dispatch
 from runs.models import ControlRecord, DispatchPause, Run, ScheduleState
+from runs.waiting import schedules
 from tests.factories import SYSTEM, new_run
 
 pytestmark = pytest.mark.django_db

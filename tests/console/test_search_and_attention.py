@@ -11,9 +11,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from runs import executor, selectors
-from runs.errors import PermanentError
+from runs.execution import executor
+from runs.machine.errors import PermanentError
 from runs.models import Run, RunStatus, Step
+from runs.reads import selectors
 from tests.factories import new_run, place, step
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console.runbooks import runbook_html
-from runs import executor
+from runs.execution import executor
 from tests.factories import new_run
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ import pytest
 from django.urls import reverse
 
 from approvals import requests
-from runs import executor
+from runs.execution import executor
 from runs.models import RunStatus
 from tests.factories import new_run
 

@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from console.timeline import actor_name, run_timeline
-from runs import executor
+from runs.execution import executor
 from runs.models import Run
 from tests.factories import new_run
 

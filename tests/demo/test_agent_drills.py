@@ -16,8 +16,9 @@ from audit.chain import Actor
 from audit.models import AuditRecord
 from demo.sandbox import faults
 from demo.sandbox.models import LedgerEntry, Message, ModelCall, Task
-from runs import sweeper, transitions
-from runs.errors import TransitionNotAllowed
+from runs.execution import sweeper
+from runs.machine import transitions
+from runs.machine.errors import TransitionNotAllowed
 from runs.models import AgentTurn, AttentionReason, Run, RunStatus, ToolCall
 from runs.tasks import start_run as start_run_task
 from tests.agent_runs import LARGE, SMALL

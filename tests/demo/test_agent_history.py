@@ -1,4 +1,4 @@
-"""An agent's conversation kept within its context budget (runs.agent_history): the
+"""An agent's conversation kept within its context budget (runs.agents.agent_history): the
 invoice-triage agent with a small budget (tests.workflows.summarised_triage) against the
 sandbox's model over real HTTP. Past the budget, the older turns are summarised by a model
 call that is a stored turn, reused after a crash (a worker SIGKILLed right after it was
@@ -14,7 +14,8 @@ from django.urls import reverse
 
 from audit.chain import Actor
 from demo.sandbox.models import LedgerEntry, ModelCall, Task
-from runs import agent_history, transitions
+from runs.agents import agent_history
+from runs.machine import transitions
 from runs.models import AgentTurn, RunStatus, ToolCall
 from tests.agent_runs import SMALL, advance
 from tests.processes import kill_hard, until_status, wait_for

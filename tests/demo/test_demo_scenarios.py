@@ -11,8 +11,8 @@ from django.urls import reverse
 
 from console.roles import ensure_roles
 from demo.sandbox import faults
-from runs.guidance import recommend
 from runs.models import Run, RunStatus, Step
+from runs.operator.guidance import recommend
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,10 +14,10 @@ from django.urls import reverse
 from approvals.models import Notification
 from audit.models import AuditRecord
 from console.roles import ensure_roles
-from runs import drills
-from runs.errors import TransitionNotAllowed
+from runs.machine.errors import TransitionNotAllowed
 from runs.management.commands.drill import sandbox_candidates
 from runs.models import Run
+from runs.operator import drills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,10 +12,11 @@ from audit.chain import Actor
 from audit.models import AuditRecord
 from demo.sandbox import faults
 from demo.sandbox.models import Customer, LedgerEntry, Message, ModelCall, PaymentUpdate, Task
-from runs import executor, sweeper, transitions
-from runs.actions import ACTIONS, ActionInput, compensation_preview
-from runs.errors import TransitionNotAllowed
+from runs.execution import executor, sweeper
+from runs.machine import transitions
+from runs.machine.errors import TransitionNotAllowed
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
+from runs.operator.actions import ACTIONS, ActionInput, compensation_preview
 from runs.tasks import start_run as start_run_task
 from tests.processes import kill_hard, until_status, wait_for
 

@@ -9,8 +9,9 @@ from django.core.signals import request_started
 from audit.actions import AuditAction
 from audit.models import AuditRecord
 from demo.sandbox.models import Task
-from runs import executor, transitions
-from runs.keys import step_key
+from runs.execution import executor
+from runs.machine import transitions
+from runs.machine.keys import step_key
 from runs.models import AttentionReason, ErrorClass, Run, RunStatus, Step
 from tests.factories import SYSTEM
 

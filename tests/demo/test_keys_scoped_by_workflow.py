@@ -7,8 +7,9 @@ import hashlib
 import pytest
 
 from demo.sandbox.models import Task
-from runs import executor, transitions
-from runs.keys import step_key
+from runs.execution import executor
+from runs.machine import transitions
+from runs.machine.keys import step_key
 from runs.models import RunStatus, Step
 from tests.factories import SYSTEM
 

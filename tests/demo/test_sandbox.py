@@ -31,7 +31,7 @@ from demo.sandbox.models import (
     PaymentUpdate,
     Task,
 )
-from runs.errors import IdempotencyKeyReused, PermanentError, TransientError, classify
+from runs.machine.errors import IdempotencyKeyReused, PermanentError, TransientError, classify
 from runs.models import ErrorClass
 from tests.processes import ROOT, child_env, stop, wait_for
 from tests.test_settings import PRODUCTION_ENV

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from runs import artifacts, executor, transitions
-from runs.errors import InvalidInput
+from runs.execution import executor
+from runs.machine import artifacts, transitions
+from runs.machine.errors import InvalidInput
 from runs.models import AttentionReason, Run, RunStatus, Step
 from tests.factories import SYSTEM
 

@@ -4,9 +4,10 @@ each audited; by policy only for low-impact steps; a failure is never a clean ro
 import pytest
 
 from audit.models import AuditRecord
-from runs import executor, transitions
-from runs.errors import PermanentError, TransientError, TransitionNotAllowed, UnknownOutcome
-from runs.keys import compensation_key
+from runs.execution import executor
+from runs.machine import transitions
+from runs.machine.errors import PermanentError, TransientError, TransitionNotAllowed, UnknownOutcome
+from runs.machine.keys import compensation_key
 from runs.models import AttentionReason, Run, RunStatus, StepStatus
 from tests.factories import SYSTEM, new_run, step
 

@@ -5,7 +5,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from pydantic import BaseModel
 
-from runs.contracts import (
+from runs.definitions.contracts import (
     GO,
     LIMITED_TRIAL,
     NEEDS_COMPENSATION,
@@ -15,7 +15,7 @@ from runs.contracts import (
     contract_table,
     workflow_verdict,
 )
-from runs.definition import Contract, Workflow
+from runs.definitions.definition import Contract, Workflow
 
 
 class In(BaseModel):

@@ -8,9 +8,9 @@ from django.core.management import call_command
 
 from audit.models import AuditRecord
 from demo.sandbox.models import Customer, Message, PaymentUpdate
-from runs import sweeper
+from runs.execution import sweeper
+from runs.machine.transitions import start_run
 from runs.models import Run, RunStatus, StepStatus
-from runs.transitions import start_run
 from tests.factories import SYSTEM, step
 from tests.processes import kill_hard, start_worker, stop, wait_for
 

@@ -11,8 +11,9 @@ from guardian.shortcuts import assign_perm
 
 from audit.actions import AuditAction
 from audit.models import AuditRecord
-from runs import dispatch, executor, sweeper, transitions
-from runs.errors import TransientError
+from runs.execution import executor, sweeper
+from runs.machine import dispatch, transitions
+from runs.machine.errors import TransientError
 from runs.models import ControlRecord, Run, RunStatus, StepStatus, Workflow
 from tests.factories import SYSTEM, new_run, step
 

@@ -6,13 +6,15 @@ lists the unsettled effects before anyone confirms. Once settled, the run is ter
 import pytest
 
 from audit.chain import Actor
-from runs import executor, selectors, transitions
-from runs.actions import ACTIONS, offered
-from runs.definition import Found, NotFound
-from runs.errors import TransitionNotAllowed, UnknownOutcome
-from runs.guidance import recommend
-from runs.investigation import investigate
+from runs.definitions.definition import Found, NotFound
+from runs.execution import executor
+from runs.machine import transitions
+from runs.machine.errors import TransitionNotAllowed, UnknownOutcome
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
+from runs.operator.actions import ACTIONS, offered
+from runs.operator.guidance import recommend
+from runs.operator.investigation import investigate
+from runs.reads import selectors
 
 pytestmark = pytest.mark.django_db
 OPERATOR = Actor.system("olga")

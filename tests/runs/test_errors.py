@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from runs.errors import (
+from runs.machine.errors import (
     IdempotencyKeyReused,
     PermanentError,
     TransientError,

@@ -8,9 +8,10 @@ import pytest
 from django.utils import timezone
 
 from audit.models import AuditRecord
-from runs import executor, transitions
-from runs.errors import PermanentError, TransientError, TransitionNotAllowed, UnknownOutcome
-from runs.keys import step_key
+from runs.execution import executor
+from runs.machine import transitions
+from runs.machine.errors import PermanentError, TransientError, TransitionNotAllowed, UnknownOutcome
+from runs.machine.keys import step_key
 from runs.models import AttentionReason, ErrorClass, Run, RunStatus, Step, StepStatus
 from tests.factories import SYSTEM, new_run, step
 
@@ -179,7 +180,7 @@ def test_high_impact_unknown_outcome_waits_for_a_person_even_when_lookup_finds_n
 
 
 def _found(ref):
-    from runs.definition import Found
+    from runs.definitions.definition import Found
 
     return Found(ref)
 
@@ -364,9 +365,9 @@ def test_runtime_log_lines_carry_the_run_step_and_idempotency_key(script, caplog
     script.plan["create-task"] = [TransientError("503 from the tracker")]
     run = new_run()
     caplog.handler.addFilter(ContextFilter())
-    with caplog.at_level(logging.WARNING, logger="runs.executor"):
+    with caplog.at_level(logging.WARNING, logger="runs.execution.executor"):
         executor.advance_run(run.pk, worker="w1")
-    [record] = [r for r in caplog.records if r.name == "runs.executor"]
+    [record] = [r for r in caplog.records if r.name == "runs.execution.executor"]
     assert record.run_id == run.pk and record.business_key == run.business_key
     assert record.step == "create-task"
     assert record.idempotency_key == step(run, "create-task").idempotency_key

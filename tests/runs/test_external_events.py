@@ -13,9 +13,11 @@ from api.tokens import token_create
 from audit.actions import AuditAction
 from audit.chain import Actor
 from audit.models import AuditRecord
-from runs import events, executor, sweeper, transitions
-from runs.actions import ACTIONS, ActionInput
+from runs.execution import executor, sweeper
+from runs.machine import transitions
 from runs.models import AttentionReason, ExternalEvent, RunStatus, StepStatus
+from runs.operator.actions import ACTIONS, ActionInput
+from runs.waiting import events
 from tests.factories import new_run, step
 
 pytestmark = pytest.mark.django_db
@@ -186,7 +188,7 @@ def test_a_signed_webhook_is_checked_for_signature_and_replay(client, settings, 
 @pytest.mark.parametrize("action", ["event_received", "skip_event"])
 @pytest.mark.parametrize("reason", ["", "   "])
 def test_deliver_and_skip_refuse_an_empty_reason_and_write_nothing(script, action, reason):
-    from runs.errors import ReasonRequired
+    from runs.machine.errors import ReasonRequired
 
     run = waiting()
     seq = run.audit_seq

@@ -4,9 +4,9 @@ and is offered whenever the transition accepts it: never a step the run does not
 
 import pytest
 
-from runs.actions import ACTIONS
-from runs.guidance import recommend
 from runs.models import AttentionReason, RunStatus, Step
+from runs.operator.actions import ACTIONS
+from runs.operator.guidance import recommend
 from tests.factories import new_run, place
 
 pytestmark = pytest.mark.django_db

@@ -18,8 +18,8 @@ from audit.chain import Actor
 from audit.models import AuditRecord
 from runs import bench_workflows  # noqa: F401 - registers bench-remote-1s here too
 from runs.bench_receiver import SlowReceiver
+from runs.machine.transitions import cancel, claim_run, expire_lease, heartbeat_many, start_run
 from runs.models import Run, RunStatus, Step, StepStatus
-from runs.transitions import cancel, claim_run, expire_lease, heartbeat_many, start_run
 from tests.processes import kill_hard, start_worker, stop, until_status, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

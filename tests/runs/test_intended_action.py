@@ -6,9 +6,9 @@ import pytest
 
 from audit.models import AuditRecord
 from demo.workflows import invoice
-from runs import executor
-from runs.definition import Workflow
-from runs.intentions import intended_action
+from runs.definitions.definition import Workflow
+from runs.execution import executor
+from runs.machine.intentions import intended_action
 from runs.models import Step
 from tests.factories import new_run
 from tests.workflows import OrderIn

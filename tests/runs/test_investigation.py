@@ -4,11 +4,11 @@ kept apart from inferences, and never recommending what the transitions would re
 import pytest
 
 from audit.models import AuditRecord
-from runs import executor
-from runs.errors import PermanentError, TransientError, UnknownOutcome
-from runs.guidance import recommend
-from runs.investigation import LIMITED, investigate, to_markdown
+from runs.execution import executor
+from runs.machine.errors import PermanentError, TransientError, UnknownOutcome
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
+from runs.operator.guidance import recommend
+from runs.operator.investigation import LIMITED, investigate, to_markdown
 from tests.factories import new_run, place
 
 pytestmark = pytest.mark.django_db

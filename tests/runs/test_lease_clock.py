@@ -8,9 +8,9 @@ from django.conf import settings
 
 from audit.models import AuditRecord
 from demo.sandbox.models import Customer, Message, PaymentUpdate
-from runs import transitions
+from runs.machine import transitions
+from runs.machine.transitions import start_run
 from runs.models import Run, RunStatus, StepStatus
-from runs.transitions import start_run
 from tests.factories import SYSTEM, new_run
 from tests.processes import manage, start_worker, stop, until_status
 

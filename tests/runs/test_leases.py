@@ -9,7 +9,8 @@ from django.db import connection
 from django.utils import timezone
 
 from audit.models import AuditRecord
-from runs import executor, sweeper, transitions
+from runs.execution import executor, sweeper
+from runs.machine import transitions
 from runs.models import Run, RunStatus, StepStatus
 from tests.factories import new_run, step
 
@@ -100,7 +101,7 @@ def test_heartbeat_extends_the_lease_only_for_the_current_holder(script):
 
 @pytest.mark.django_db
 def test_sweeper_finds_only_what_is_due(script):
-    from runs.errors import TransientError
+    from runs.machine.errors import TransientError
 
     script.plan["fetch"] = [TransientError("503")]
     waiting = new_run()

@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.conf import settings
 
-from runs import limits, sweeper, transitions
+from runs.execution import sweeper
+from runs.machine import limits, transitions
 from runs.models import Run, RunStatus
 from tests.factories import SYSTEM, new_run
 from tests.processes import kill_hard, start_worker, wait_for

@@ -11,10 +11,11 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from audit.models import AuditRecord
-from runs import executor, transitions
-from runs.errors import PermanentError, TransientError
+from runs.execution import executor
+from runs.machine import transitions
+from runs.machine.errors import PermanentError, TransientError
+from runs.machine.transitions.attempts import result_digest
 from runs.models import Run, RunEvent, RunStatus, Step, StepStatus
-from runs.transitions.attempts import result_digest
 from tests.factories import new_run, step
 
 pytestmark = pytest.mark.django_db

@@ -6,17 +6,17 @@ import pytest
 
 from audit.chain import Actor
 from audit.models import AuditRecord
-from runs import transitions
-from runs.actions import ACTIONS, ActionInput, offered
-from runs.definition import Found, NotFound
-from runs.errors import (
+from runs.definitions.definition import Found, NotFound
+from runs.machine import transitions
+from runs.machine.errors import (
     EvidenceRequired,
     ReasonRequired,
     SecondPersonRequired,
     TransitionNotAllowed,
 )
+from runs.machine.transitions.tool_call_rules import TOOL_CALL_ACTIONS
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
-from runs.transitions.tool_call_rules import TOOL_CALL_ACTIONS
+from runs.operator.actions import ACTIONS, ActionInput, offered
 from tests.factories import SYSTEM, new_run, place
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ each execution; a replaced connection prepares them again."""
 import pytest
 from django.db import connection
 
-from runs import executor
+from runs.execution import executor
 from runs.models import RunStatus
 from tests.factories import new_run
 

@@ -13,11 +13,12 @@ from approvals.operator_actions import act
 from audit.chain import Actor
 from audit.models import AuditRecord
 from console.roles import ensure_roles
-from runs import executor, transitions
-from runs.actions import ACTIONS, ActionInput
-from runs.errors import PermanentError, SecondPersonRequired, TransitionNotAllowed
-from runs.keys import compensation_key, step_key
+from runs.execution import executor
+from runs.machine import transitions
+from runs.machine.errors import PermanentError, SecondPersonRequired, TransitionNotAllowed
+from runs.machine.keys import compensation_key, step_key
 from runs.models import Run, RunStatus, StepStatus
+from runs.operator.actions import ACTIONS, ActionInput
 from tests.factories import SYSTEM, new_run, step
 
 pytestmark = pytest.mark.django_db

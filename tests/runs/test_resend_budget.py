@@ -8,7 +8,8 @@ import pytest
 from django.utils import timezone
 
 from audit.models import AuditRecord
-from runs import executor, transitions
+from runs.execution import executor
+from runs.machine import transitions
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
 from tests.factories import SYSTEM, new_run
 from tests.receiver import ScriptedReceiver

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from runs.retry import RetryPolicy
+from runs.definitions.retry import RetryPolicy
 
 
 def test_backoff_grows_by_the_coefficient_until_the_maximum_interval():

@@ -7,7 +7,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditRecord
-from runs import transitions
+from runs.machine import transitions
 from runs.models import Run, RunStatus, StepStatus
 from tests.factories import SYSTEM, new_run, place
 

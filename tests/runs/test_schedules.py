@@ -10,9 +10,9 @@ import pytest
 from django.db import connection
 
 from audit.chain import Actor
-from runs import schedules
 from runs.models import ControlRecord, Run, ScheduleState
-from runs.schedules import Schedule, ScheduleError, fire_schedule
+from runs.waiting import schedules
+from runs.waiting.schedules import Schedule, ScheduleError, fire_schedule
 from tests.processes import manage
 from tests.workflows import every_minute, nightly
 

@@ -7,9 +7,9 @@ import pytest
 from django.db import connection
 
 from audit.models import AuditRecord
-from runs.errors import BusinessKeyConflict, InvalidInput, UnknownWorkflow
+from runs.machine.errors import BusinessKeyConflict, InvalidInput, UnknownWorkflow
+from runs.machine.transitions import start_run
 from runs.models import Run, Step, Workflow
-from runs.transitions import start_run
 from tests.factories import SYSTEM
 from tests.processes import manage
 

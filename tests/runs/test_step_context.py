@@ -4,12 +4,13 @@ snapshots and undo previews: it closes the clients it opens, every time."""
 import pytest
 
 from audit.chain import Actor
-from runs import definition as d
-from runs import executor, transitions
-from runs.definition import Found, Workflow
-from runs.errors import UnknownOutcome
+from runs.definitions import definition
+from runs.definitions.definition import Found, Workflow
+from runs.execution import executor
+from runs.machine import transitions
+from runs.machine.errors import UnknownOutcome
 from runs.models import Run, RunStatus
-from runs.reconciliation import reconcile_step
+from runs.operator.reconciliation import reconcile_step
 from tests.workflows import OrderIn
 
 pytestmark = pytest.mark.django_db
@@ -39,7 +40,7 @@ def counted():
 
     Clients.opened = Clients.closed = 0
     yield workflow
-    d.registry.unregister(workflow)
+    definition.registry.unregister(workflow)
 
 
 def test_every_context_closes_the_clients_it_opened(counted):

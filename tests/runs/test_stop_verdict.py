@@ -14,10 +14,11 @@ from approvals.models import ApprovalRequest, RequestStatus
 from audit.models import AuditRecord
 from demo.sandbox import faults
 from demo.sandbox.models import LedgerEntry
-from runs import executor, transitions
-from runs.contracts import STOP, effect_verdict, workflow_verdict
+from runs.definitions.contracts import STOP, effect_verdict, workflow_verdict
+from runs.execution import executor
+from runs.machine import transitions
+from runs.machine.transitions import start_run
 from runs.models import AttentionReason, RunStatus, StepStatus, ToolCallStatus
-from runs.transitions import start_run
 from tests.agent_runs import SMALL, advance
 from tests.factories import SYSTEM
 from tests.processes import start_worker, stop, until_status, wait_for

@@ -12,12 +12,14 @@ from django.utils import timezone
 
 from audit.chain import Actor, build_record, verify_chain
 from audit.models import AuditRecord
-from runs import executor, store, transitions
-from runs.errors import BusinessKeyConflict, TransientError, TransitionNotAllowed
-from runs.keys import step_key
+from runs import store
+from runs.execution import executor
+from runs.machine import transitions
+from runs.machine.errors import BusinessKeyConflict, TransientError, TransitionNotAllowed
+from runs.machine.keys import step_key
+from runs.machine.single_pass import lock_key
+from runs.machine.transitions import Outcome
 from runs.models import Run, RunEvent, RunStatus, Step, StepStatus
-from runs.single_pass import lock_key
-from runs.transitions import Outcome
 from tests.factories import SYSTEM, new_run, step
 
 pytestmark = [pytest.mark.django_db, pytest.mark.store]

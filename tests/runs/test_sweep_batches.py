@@ -12,7 +12,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from audit.models import AuditRecord
-from runs import single_pass, store, sweeper, transitions
+from runs import store
+from runs.execution import sweeper
+from runs.machine import single_pass, transitions
 from runs.models import Run, RunEvent, RunStatus, StepStatus
 from tests.factories import new_run, step
 

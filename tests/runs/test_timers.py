@@ -10,11 +10,12 @@ from django.utils import timezone
 from audit.actions import AuditAction
 from audit.chain import Actor
 from audit.models import AuditRecord
-from runs import executor, sweeper, transitions
-from runs.actions import ACTIONS, ActionInput
-from runs.definition import Workflow, registry
-from runs.errors import ReasonRequired, TransientError, TransitionNotAllowed
+from runs.definitions.definition import Workflow, registry
+from runs.execution import executor, sweeper
+from runs.machine import transitions
+from runs.machine.errors import ReasonRequired, TransientError, TransitionNotAllowed
 from runs.models import RunStatus, StepStatus
+from runs.operator.actions import ACTIONS, ActionInput
 from tests.factories import new_run, step
 from tests.workflows import OrderIn
 

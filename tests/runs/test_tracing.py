@@ -16,10 +16,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from audit.chain import Actor
-from runs import executor, sweeper, tracing, transitions
-from runs.actions import ACTIONS, ActionInput
-from runs.errors import TransientError
+from runs.execution import executor, sweeper
+from runs.machine import tracing, transitions
+from runs.machine.errors import TransientError
 from runs.models import RunStatus
+from runs.operator.actions import ACTIONS, ActionInput
 from tests.factories import new_run, step
 
 pytestmark = pytest.mark.django_db

@@ -4,11 +4,11 @@ table allows or is refused with a clear error and no change at all."""
 import pytest
 
 from audit.models import AuditRecord
-from runs import transitions
-from runs.definition import Found
-from runs.errors import TransitionNotAllowed
+from runs.definitions.definition import Found
+from runs.machine import transitions
+from runs.machine.errors import TransitionNotAllowed
+from runs.machine.transitions import RUN_TRANSITIONS
 from runs.models import AttentionReason, Run, RunStatus, StepStatus
-from runs.transitions import RUN_TRANSITIONS
 from tests.factories import SYSTEM, new_run, place
 
 pytestmark = pytest.mark.django_db
@@ -72,7 +72,7 @@ def test_every_transition_in_the_table_names_real_states():
 
 def test_final_states_are_left_only_by_reopen():
     # And by a re-run from a chosen step: as explicit, a person's with a reason, and a new
-    # generation with new keys (runs.transitions.rerun).
+    # generation with new keys (runs.machine.transitions.rerun).
     for action, move in RUN_TRANSITIONS.items():
         left = move.sources & {RunStatus.COMPLETED, RunStatus.COMPENSATED, RunStatus.TERMINATED}
         assert not left or action in ("reopen", "rerun_from_step"), action

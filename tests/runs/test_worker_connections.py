@@ -14,9 +14,9 @@ from django.db import connection
 
 from audit.chain import Actor
 from demo.sandbox.models import Customer, Message, PaymentUpdate
-from runs import sweeper
+from runs.execution import sweeper
+from runs.machine.transitions import start_run
 from runs.models import Run, RunStatus, Step, StepStatus
-from runs.transitions import start_run
 from tests.processes import start_worker, stop, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,7 +8,7 @@ import pytest
 from django.db import transaction
 from django.test import override_settings
 
-from runs import dispatch
+from runs.machine import dispatch
 
 from .matrix import ROLES
 from .world import EVENT_SOURCES, World, build_world

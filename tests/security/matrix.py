@@ -6,7 +6,7 @@ without a name; a regular expression matched in full) to how the matrix calls th
 fill the URL, what to post, who may. A view that can change state and matches no entry
 fails test_every_view_that_can_change_state_is_in_the_matrix, which names it: add it here.
 Views whose URL takes an item the matrix expands (every operator action of
-runs.actions.ACTIONS, every bulk action) get one target per item, so a new action is in
+runs.operator.actions.ACTIONS, every bulk action) get one target per item, so a new action is in
 the matrix the moment it exists.
 """
 
@@ -23,7 +23,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from runs.actions import ACTIONS
+from runs.operator.actions import ACTIONS
 
 from .urlconf import View, state_changing_views
 from .world import (
@@ -199,7 +199,7 @@ def _bulk_filter_body(world: World, role: str, item: str | None) -> Body:
 
 def _bulk_job_kwargs(world: World, view: View, item: str | None) -> dict:
     from approvals.bulk import start_bulk_job
-    from runs.selectors import RunFilters
+    from runs.reads.selectors import RunFilters
 
     job = start_bulk_job("resume", RunFilters(status="attention"),
                          user=world.users["operator"], reason="security matrix")
@@ -226,7 +226,7 @@ def _api_bulk_kwargs(world: World, view: View, item: str | None) -> dict:
     if view.key != "api:cancel_bulk_job":
         return {}
     from approvals.bulk import start_bulk_job
-    from runs.selectors import RunFilters
+    from runs.reads.selectors import RunFilters
 
     job = start_bulk_job("resume", RunFilters(status="attention"),
                          user=world.users["operator"], reason="security matrix")

@@ -3,7 +3,7 @@ every role x GET / POST without the CSRF token / POST with it.
 
 A view that accepts more than GET cannot be added without appearing here: it either
 matches an entry of matrix.ENTRIES and becomes a target, or fails the first test below,
-which names it. Every operator action of runs.actions.ACTIONS and every bulk action is a
+which names it. Every operator action of runs.operator.actions.ACTIONS and every bulk action is a
 target of its own. For each target, every refusal must be a refusal (sent to sign in, 400,
 401, 403, 404, 405; the CSRF check's own page where the token is missing) and leave the
 runs, their steps, the audit records and the approval requests as they were, and indeed
@@ -18,8 +18,8 @@ import pytest
 from django.urls import reverse
 
 from console.views import BULK_ACTIONS
-from runs import events
-from runs.actions import ACTIONS, offered
+from runs.operator.actions import ACTIONS, offered
+from runs.waiting import events
 
 from .matrix import (
     ENTRIES,

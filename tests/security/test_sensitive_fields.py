@@ -17,7 +17,7 @@ from django.db import connection
 from archive.archiving import archive_runs
 from archive.models import ArchiveFile
 from demo.sandbox.models import LedgerEntry
-from runs import sensitive
+from runs.machine import sensitive
 from runs.models import RunStatus, ToolCall
 from tests.agent_runs import SMALL, advance, start_triage
 from tests.archive.conftest import age
@@ -125,8 +125,8 @@ IBAN = "DE89370400440532013000"
 def paying():
     """A workflow whose read step returns a bank account it declares sensitive, and whose
     write step sends it: what the write received is kept in `sent`."""
-    from runs import definition as d
-    from runs.definition import Found, StepResult, Workflow
+    from runs.definitions import definition
+    from runs.definitions.definition import Found, StepResult, Workflow
     from tests.workflows import OrderIn
 
     workflow = Workflow("test-sensitive-step", version=1, input=OrderIn)
@@ -147,14 +147,15 @@ def paying():
         return Found("P-1", {"iban": IBAN})
 
     yield workflow, sent
-    d.registry.unregister(workflow)
+    definition.registry.unregister(workflow)
 
 
 @pytest.mark.django_db
 def test_a_steps_declared_result_fields_are_sealed_and_read_in_clear_by_later_steps(
         paying, caplog):
     from audit.chain import Actor
-    from runs import executor, transitions
+    from runs.execution import executor
+    from runs.machine import transitions
     from runs.models import Step
 
     caplog.set_level(logging.DEBUG)

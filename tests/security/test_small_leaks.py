@@ -11,10 +11,10 @@ from api.tokens import token_create
 from archive.archiving import archive_runs
 from audit.chain import Actor
 from console.roles import ensure_roles
-from runs import executor
-from runs.errors import InvalidInput
+from runs.execution import executor
+from runs.machine.errors import InvalidInput
+from runs.machine.transitions import start_run
 from runs.models import Run, RunStatus, Workflow
-from runs.transitions import start_run
 from tests.archive.conftest import age
 from tests.factories import new_run
 

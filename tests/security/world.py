@@ -23,9 +23,9 @@ from api.tokens import token_create
 from approvals.models import ApprovalRequest
 from approvals.tasks import sweep
 from console.roles import ensure_roles
-from runs import executor
-from runs.actions import ACTIONS
-from runs.keys import tool_call_key, tool_compensation_key
+from runs.execution import executor
+from runs.machine.keys import tool_call_key, tool_compensation_key
+from runs.machine.transitions.agent_calls import args_hash
 from runs.models import (
     AgentTurn,
     AttentionReason,
@@ -38,7 +38,7 @@ from runs.models import (
     ToolCallStatus,
     Workflow,
 )
-from runs.transitions.agent_calls import args_hash
+from runs.operator.actions import ACTIONS
 from tests.factories import new_run, place
 
 PASSWORD = "matrix-pw"
@@ -71,7 +71,7 @@ SCENARIOS = {
                        step_statuses={"fetch": StepStatus.SUCCEEDED}),
 }
 
-# Which scenario each operator action is tried on. A new action in runs.actions.ACTIONS
+# Which scenario each operator action is tried on. A new action in runs.operator.actions.ACTIONS
 # fails test_every_operator_action_is_tried_on_a_run_where_it_can_succeed until it is
 # added here.
 ACTION_SCENARIOS = {

@@ -29,9 +29,10 @@ from audit.chain import Actor, build_record
 from audit.models import AuditRecord
 from console.roles import ensure_roles
 from observability.metrics import recount_history
-from runs import store, sweeper
+from runs import store
+from runs.execution import sweeper
 from runs.models import Run, RunStatus, Step, StepStatus, Worker
-from runs.selectors import RunFilters
+from runs.reads.selectors import RunFilters
 
 # The targets, in ms.
 TARGETS = {"search": 50, "list": 100, "detail": 30}

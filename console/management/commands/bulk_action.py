@@ -13,9 +13,9 @@ from approvals.bulk import (
 )
 from approvals.models import BulkJob
 from console.cli import print_json, user_named
-from runs.actions import ACTIONS
 from runs.models import ErrorClass, RunStatus, StepStatus
-from runs.selectors import RunFilters
+from runs.operator.actions import ACTIONS
+from runs.reads.selectors import RunFilters
 
 
 class Command(BaseCommand):

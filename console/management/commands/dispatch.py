@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
 from console.cli import user_named
-from runs import dispatch
+from runs.machine import dispatch
 
 
 class Command(BaseCommand):

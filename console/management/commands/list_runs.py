@@ -1,5 +1,5 @@
 """List and search runs from the command line: the console's filters, search and keyset
-paging (runs.selectors.runs_page), as text or --json."""
+paging (runs.reads.selectors.runs_page), as text or --json."""
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -7,7 +7,7 @@ from api.selectors import decode_cursor, encode_cursor, summary_of
 from console.cli import print_json, user_named
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.permissions import VIEW, grant_for
-from runs.selectors import RunFilters, runs_page
+from runs.reads.selectors import RunFilters, runs_page
 
 
 class Command(BaseCommand):

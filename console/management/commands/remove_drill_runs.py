@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from archive.archiving import ArchiveReport, default_actor, remove, write_file
 from audit.chain import Actor
-from runs import transitions
-from runs.errors import TransitionNotAllowed
+from runs.machine import transitions
+from runs.machine.errors import TransitionNotAllowed
 from runs.models import FINAL_RUN_STATUSES, Run
 
 CLEANER = Actor.system("remove_drill_runs")

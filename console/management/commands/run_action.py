@@ -21,9 +21,9 @@ from approvals.decisions import decide
 from approvals.models import ApprovalRequest, RequestKind
 from approvals.operator_actions import ActionInputError, NoSuchAction, NoSuchRun, act
 from console.cli import print_json, user_named
-from runs.actions import ACTIONS, ActionInput
-from runs.errors import TransitionNotAllowed
+from runs.machine.errors import TransitionNotAllowed
 from runs.models import Run, Step
+from runs.operator.actions import ACTIONS, ActionInput
 
 
 class Command(BaseCommand):

@@ -9,7 +9,7 @@ from django.utils.dateparse import parse_datetime
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
 from console.cli import user_named
-from runs import schedules
+from runs.waiting import schedules
 
 
 class Command(BaseCommand):

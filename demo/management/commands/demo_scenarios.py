@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from audit.chain import Actor
 from demo.sandbox import faults
-from runs import executor, transitions
+from runs.execution import executor
+from runs.machine import transitions
 from runs.models import Run, RunStatus
 
 SEED = Actor.system("demo_scenarios")

@@ -2,7 +2,7 @@ from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand
 
 from audit.chain import Actor
-from runs.transitions import start_run
+from runs.machine.transitions import start_run
 
 DEMO_USERS = [
     # username, password, superuser, groups

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from runs.executor import advance_run
+from runs.execution.executor import advance_run
 
 
 class Command(BaseCommand):

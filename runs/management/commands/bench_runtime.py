@@ -64,9 +64,9 @@ from runs.bench_processes import (
     shown,
 )
 from runs.bench_receiver import SlowReceiver
+from runs.machine.transitions import start_run
+from runs.machine.wakeup import send_wakeups
 from runs.models import Run, RunStatus
-from runs.transitions import start_run
-from runs.wakeup import send_wakeups
 
 ROOT = Path(settings.BASE_DIR)
 POLL_SECONDS = 0.01

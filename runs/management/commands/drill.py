@@ -6,9 +6,9 @@ import httpx
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.definition import registry
-from runs.drills import approval_path, run_drills
+from runs.definitions.definition import registry
 from runs.management.tables import render_table
+from runs.operator.drills import approval_path, run_drills
 
 
 def sandbox_candidates() -> list[tuple[str, str]]:

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.contracts import contract_table, effect_verdict, workflow_verdict
-from runs.definition import registry
+from runs.definitions.contracts import contract_table, effect_verdict, workflow_verdict
+from runs.definitions.definition import registry
 from runs.management.tables import render_table
 
 COLUMNS = [("step", "step"), ("side effect", "side_effect"), ("safe to re-run", "safe_to_rerun"),

@@ -3,8 +3,8 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from audit.chain import Actor
-from runs.errors import StartRefused
-from runs.transitions import start_run
+from runs.machine.errors import StartRefused
+from runs.machine.transitions import start_run
 
 
 class Command(BaseCommand):

@@ -9,8 +9,8 @@ from django.core.management import call_command
 from approvals.models import ApprovalRequest
 from audit.models import AuditRecord
 from demo.sandbox.models import LedgerEntry, ModelCall
-from runs import drills
 from runs.models import AgentTurn, Run
+from runs.operator import drills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,7 +46,7 @@ def _large_run(tag):
     """An invoice above the ledger's approval threshold: its posting waits for a person
     (the workflow's example stays below it, so the drills above never wait)."""
     from audit.chain import Actor
-    from runs import transitions
+    from runs.machine import transitions
 
     return transitions.start_run(
         workflow="invoice-triage", business_key=f"drill:{tag}",
@@ -56,7 +56,7 @@ def _large_run(tag):
 
 
 def test_the_drill_approves_a_waiting_tool_call_through_its_approval_request():
-    run = drills._recover(_large_run("approved-by-request"), fresh=True)
+    run = drills.recover(_large_run("approved-by-request"), fresh=True)
     assert run.status == "completed", run.status_message
     (request,) = ApprovalRequest.objects.filter(run=run)
     assert (request.kind, request.status, request.decided_by_label) == \
@@ -71,7 +71,7 @@ def test_the_drill_approves_a_waiting_tool_call_through_its_approval_request():
 def test_without_the_approvals_app_the_drill_approves_through_the_transitions(monkeypatch):
     monkeypatch.setattr(drills, "_approver", None)
     assert drills.approval_path().startswith("straight through the transitions")
-    run = drills._recover(_large_run("fallback"), fresh=True)
+    run = drills.recover(_large_run("fallback"), fresh=True)
     assert run.status == "completed", run.status_message
     assert not ApprovalRequest.objects.filter(run=run).exists()
     decided = AuditRecord.objects.filter(run=run, action="tool_call_approval_decided")

@@ -9,10 +9,10 @@ import pytest
 from audit.chain import Actor
 from audit.models import AuditRecord
 from demo.sandbox.models import LedgerEntry, ModelCall, Task
-from runs import keys, transitions
-from runs.errors import TransitionNotAllowed
+from runs.machine import keys, transitions
+from runs.machine.errors import TransitionNotAllowed
+from runs.machine.transitions.attempts import result_digest
 from runs.models import AgentTurn, AttentionReason, RunStatus, Step, ToolCall
-from runs.transitions.attempts import result_digest
 from tests.agent_runs import ACTOR, LARGE, advance, start_triage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -173,7 +173,7 @@ def test_an_unknown_outcome_is_reconciled_by_key_not_sent_again(sandbox):
 
 
 def test_a_late_failure_undoes_the_agents_effects_newest_first(sandbox):
-    from runs import crashpoints
+    from runs.machine import crashpoints
 
     run = start_triage()
     with crashpoints.failing("tell-requester"):
@@ -210,7 +210,7 @@ def test_a_late_failure_undoes_the_agents_effects_newest_first(sandbox):
 
 def test_an_operator_settles_one_unknown_tool_call_by_its_key(sandbox):
     from demo.sandbox import faults
-    from runs.reconciliation import reconcile_tool_call_by_key
+    from runs.operator.reconciliation import reconcile_tool_call_by_key
 
     faults.add("ledger.post", faults.COMMIT_THEN_TIMEOUT, times=1)
     faults.add("ledger.lookup", faults.UNAVAILABLE, times=3)

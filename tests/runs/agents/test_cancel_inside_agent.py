@@ -10,9 +10,10 @@ from audit.chain import Actor
 from audit.models import AuditRecord
 from demo.sandbox import faults
 from demo.sandbox.models import LedgerEntry, Task
-from runs import agent_loop, transitions
+from runs.agents import agent_loop
+from runs.machine import transitions
+from runs.machine.wakeup import send_wakeup
 from runs.models import AgentTurn, Run, RunStatus, Step, ToolCall
-from runs.wakeup import send_wakeup
 from tests.agent_runs import advance, start_triage
 from tests.processes import start_worker, stop, until_status, wait_for
 
@@ -81,7 +82,7 @@ def test_a_cancel_during_a_model_turn_stops_before_the_tool_call_it_asked_for(
 
 def test_a_cancel_between_tool_call_and_model_turn_stops_before_the_model_is_asked(
         live_sandbox, monkeypatch):
-    from runs.transitions import agent_calls
+    from runs.machine.transitions import agent_calls
 
     record = agent_calls.record_tool_outcome
     asked = []

@@ -10,10 +10,11 @@ from approvals import requests, schedule
 from approvals.models import ApprovalRequest
 from audit.models import AuditRecord
 from demo.sandbox.models import LedgerEntry
-from runs import agent_loop, transitions
-from runs.actions import ACTIONS, ActionInput, offered
-from runs.errors import TransitionNotAllowed
+from runs.agents import agent_loop
+from runs.machine import transitions
+from runs.machine.errors import TransitionNotAllowed
 from runs.models import ApprovalWait, Run, RunStatus, Step, ToolCall
+from runs.operator.actions import ACTIONS, ActionInput, offered
 from tests.agent_runs import ACTOR, LARGE, SMALL, advance, start_triage
 
 pytestmark = pytest.mark.django_db(transaction=True)

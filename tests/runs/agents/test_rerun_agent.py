@@ -12,10 +12,10 @@ from audit.chain import Actor
 from audit.models import AuditRecord
 from console.roles import ensure_roles
 from demo.sandbox.models import LedgerEntry, ModelCall, Task
-from runs import crashpoints, keys, transitions
-from runs.actions import ACTIONS
-from runs.errors import SecondPersonRequired, TransitionNotAllowed
+from runs.machine import crashpoints, keys, transitions
+from runs.machine.errors import SecondPersonRequired, TransitionNotAllowed
 from runs.models import AgentTurn, Run, RunStatus, Step, ToolCall
+from runs.operator.actions import ACTIONS
 from tests.agent_runs import ACTOR, LARGE, advance, start_triage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -207,7 +207,7 @@ def test_a_call_that_never_ran_is_cancelled_and_its_approval_authorises_nothing_
 
 def test_a_call_whose_outcome_is_unknown_is_settled_first(monkeypatch):
     from demo.agent_workflow import triage
-    from runs.definition import Found
+    from runs.definitions.definition import Found
 
     tool = triage.tools["post-ledger"]
     post = tool.fn

@@ -2,9 +2,9 @@
 
 from pydantic import BaseModel
 
-from runs.definition import Workflow
-from runs.redaction import REDACTED
-from runs.transitions.agent_calls import shown_arguments
+from runs.definitions.definition import Workflow
+from runs.machine.redaction import REDACTED
+from runs.machine.transitions.agent_calls import shown_arguments
 from tests.workflows import OrderIn
 
 

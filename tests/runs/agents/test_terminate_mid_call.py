@@ -8,8 +8,8 @@ from audit.chain import Actor
 from audit.models import AuditRecord
 from demo.agent_workflow import triage
 from demo.sandbox.models import LedgerEntry
-from runs import transitions
-from runs.definition import Found
+from runs.definitions.definition import Found
+from runs.machine import transitions
 from runs.models import Run, RunStatus, Step, StepStatus, ToolCall
 from tests.agent_runs import advance, start_triage
 

@@ -4,7 +4,7 @@ old request superseded) or the run's end removes it."""
 
 import pytest
 
-from runs import transitions
+from runs.machine import transitions
 from runs.models import ApprovalWait, Run, RunStatus
 from tests.agent_runs import ACTOR, LARGE, advance, start_triage
 

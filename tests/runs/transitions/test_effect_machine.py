@@ -1,5 +1,5 @@
 """One effect machine: a step's call and an agent's tool call go through the same rules
-(runs.transitions.effects). Each rule is shown on both kinds of effect, driven through
+(runs.machine.transitions.effects). Each rule is shown on both kinds of effect, driven through
 their own transitions by hand, and the step and tool-call modules are checked to keep no
 copy of a rule of their own."""
 
@@ -12,11 +12,10 @@ from django.utils import timezone
 
 from audit.chain import Actor
 from audit.models import AuditRecord
-from runs import transitions
-from runs.definition import Found, LookupFailed, Undetermined
-from runs.errors import Classified, EvidenceRequired
-from runs.models import AttentionReason, ErrorClass, Run, RunStatus, Step, ToolCall
-from runs.transitions import (
+from runs.definitions.definition import Found, LookupFailed, Undetermined
+from runs.machine import transitions
+from runs.machine.errors import Classified, EvidenceRequired
+from runs.machine.transitions import (
     agent_calls,
     agent_compensation,
     compensation,
@@ -24,7 +23,8 @@ from runs.transitions import (
     lease_cycle,
     unknown_outcome,
 )
-from runs.transitions.agent_calls import args_hash
+from runs.machine.transitions.agent_calls import args_hash
+from runs.models import AttentionReason, ErrorClass, Run, RunStatus, Step, ToolCall
 from tests.factories import new_run
 from tests.workflows import FAST
 

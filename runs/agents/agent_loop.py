@@ -1,0 +1,295 @@
+"""The executor of agent steps: under the run's lease, settle what a crash left behind, run
+the model's tool calls one at a time with a checkpoint before and after each, and ask the
+model for its next turn only once every call of the last one is settled.
+
+Order of work, each time round (every decision is re-read from the database, so a worker
+that takes over after a crash starts from exactly the same place):
+1. calls left running by a dead worker: unknown (a write or notify may have acted);
+2. unknown calls: looked up by key with the tool's reconcile function, then settled;
+3. the next pending or due call: approval first if its tool needs one (bound to the hash
+   of its arguments), then intent, the call with its own key, outcome;
+4. the last stored turn had no tool calls: that answer is the step's result;
+5. otherwise the model is asked (messages rebuilt from the stored turns and tool results),
+   and its answer is stored before anything it asks for runs. A conversation past the
+   agent's context budget is first summarised by a stored turn (runs.agents.agent_history).
+
+The model is asked through the openai client against settings.MODEL_BASE_URL. A model call
+changes nothing, so its errors are transient or permanent, never unknown; they are the
+step's errors (retried by the step's policy, stored turns reused).
+"""
+
+import dataclasses
+import json
+import logging
+
+import openai
+from django.conf import settings
+
+from ..agent_models import ToolCall, ToolCallStatus
+from ..definitions import definition
+from ..machine import crashpoints, lookups, sensitive, tracing, transitions
+from ..machine.context import StepContext
+from ..machine.errors import Classified, PermanentError, TransientError, classify
+from ..machine.transitions import agent_calls as calls_tx
+from ..machine.transitions import agent_compensation as undo_tx
+from ..machine.transitions import agent_turns as turns_tx
+from ..models import ErrorClass, Step
+from . import agent_history
+
+logger = logging.getLogger(__name__)
+S = ToolCallStatus
+# A crash point after a model turn was stored ("after_turn:<step>"), for the drills.
+AFTER_TURN = "after_turn"
+
+
+def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentSpec,
+                   ctx: StepContext) -> transitions.Lease | transitions.Outcome:
+    """Advance the agent step as far as it goes under this lease. Returns the lease when a
+    transition stopped the work (waiting, attention, lease lost), or the step's Outcome
+    (its final answer, or the model's error) for the lease cycle to record."""
+    name = step.name
+    client = None
+    try:
+        while True:
+            if lease.finished or lease.work is None or lease.work.name != name:
+                return lease
+            step = lease.by_name(name)
+            calls = calls_tx.calls_of(step)
+            running = [c for c in calls if c.status == S.RUNNING]
+            if running:
+                lease = calls_tx.take_back_calls(lease, step, running)
+                continue
+            unknown = next((c for c in calls if c.status == S.UNKNOWN), None)
+            if unknown is not None:
+                tool = spec.tools.get(unknown.tool)
+                verdict, error = ask_tool_remote(tool, tool_context(ctx, unknown), unknown)
+                logger.info("%s tool call %s (%s): outcome unknown; lookup by key: %s",
+                            name, unknown.ref, unknown.tool, verdict or "no reconcile")
+                lease = calls_tx.settle_tool_call(lease, step, unknown, verdict, error=error)
+                continue
+            due = next((c for c in calls if c.status in (S.PENDING, S.SCHEDULED)), None)
+            if due is not None:
+                lease = _run_call(lease, step, spec, ctx, due)
+                continue
+            if any(c.status == S.WAITING for c in calls):
+                return lease  # cannot happen under a lease: a waiting call holds none
+            turns = calls_tx.turns_of(step)
+            if turns and not turns[-1].tool_calls and not turns[-1].summarises:
+                return transitions.Outcome(succeeded=True, value=final_result(turns, calls))
+            spent = turns_tx.budget_spent(step, spec, asking=True)
+            if spent is not None:
+                return turns_tx.agent_budget_spent(lease, step, spent[1])
+            # A cancel request is read before every model turn (and, under the run's lock,
+            # before every tool call): nothing new starts once it has committed.
+            lease = turns_tx.stop_if_cancelled(lease, step,
+                                               where=f"before model turn {len(turns)}")
+            if lease.finished:
+                return lease
+            if client is None:
+                client = model_client()
+            conversation = messages(spec, ctx, turns, calls)
+            cut = agent_history.summary_cut(spec.context_budget, spec.keep_turns,
+                                            conversation, turns)
+            try:
+                with tracing.step_span(ctx, kind="model", what="model call"):
+                    if cut is None:
+                        turn = ask_model(client, spec, conversation)
+                    else:
+                        turn = ask_for_summary(client, spec, cut,
+                                               messages(spec, ctx, turns, calls, until=cut))
+            except Exception as exc:
+                return transitions.Outcome(succeeded=False, error=classify(exc))
+            lease = turns_tx.record_agent_turn(lease, step, turn)
+            crashpoints.reach(AFTER_TURN if cut is None else agent_history.AFTER_SUMMARY, name)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _run_call(lease, step: Step, spec: definition.AgentSpec, ctx: StepContext, call: ToolCall):
+    tool = spec.tools[call.tool]
+    args = tool.args.model_validate(sensitive.opened(call.arguments))
+    # None: nothing is sent (it waits for a person's approval, a cancel, a lost lease).
+    call = calls_tx.begin_tool_call(lease, step, call)
+    if call is None:
+        return lease
+    point = f"{step.name}/{call.tool}"
+    crashpoints.reach(crashpoints.BEFORE_CALL, point)
+    if crashpoints.injected_failure(point):
+        outcome = transitions.Outcome(succeeded=False, error=Classified(
+            ErrorClass.PERMANENT, f"drill: injected permanent failure of {point}"))
+    else:
+        call_ctx = tool_context(ctx, call)
+        with tracing.step_span(call_ctx, kind="tool", what=f"tool {call.tool}") as span:
+            outcome = call_tool(tool, call_ctx, args)
+            tracing.record_outcome(span, outcome)
+    crashpoints.reach(crashpoints.AFTER_CALL, point)
+    return calls_tx.record_tool_outcome(lease, step, call, outcome)
+
+
+def tool_context(ctx: StepContext, call: ToolCall, *,
+                 compensating: bool = False) -> StepContext:
+    """The step's context, narrowed to one tool call: its own key, attempt and reference."""
+    if compensating:
+        return dataclasses.replace(ctx, key=call.compensation_key,
+                                   attempt=call.compensation_attempt,
+                                   remote_ref=call.remote_ref)
+    return dataclasses.replace(ctx, key=call.idempotency_key, attempt=call.attempt,
+                               remote_ref=call.remote_ref)
+
+
+def call_tool(tool: definition.ToolSpec, ctx: StepContext, args) -> transitions.Outcome:
+    """Call a tool function and turn whatever happens into a classified Outcome."""
+    try:
+        value = tool.fn(ctx, args)
+    except Exception as exc:
+        return transitions.Outcome(succeeded=False,
+                                   error=classify(exc, non_retryable=tool.retry.non_retryable))
+    remote_ref = ""
+    if isinstance(value, definition.StepResult):
+        value, remote_ref = value.value, value.remote_ref
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        return transitions.Outcome(succeeded=False, error=Classified(
+            ErrorClass.UNCLASSIFIED, f"tool returned a value that cannot be stored: {exc}"))
+    return transitions.Outcome(succeeded=True, value=value, remote_ref=str(remote_ref or ""))
+
+
+def ask_tool_remote(tool: definition.ToolSpec | None, ctx: StepContext, call: ToolCall):
+    """Look a tool call's effect up by its key: (verdict, error), as executor.ask_remote."""
+    if tool is None or tool.reconcile_fn is None:
+        return None, ""
+    args = tool.args.model_validate(sensitive.opened(call.arguments))
+    return lookups.ask(lambda: tool.reconcile_fn(ctx, args))
+
+
+def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentSpec,
+                          ctx: StepContext) -> transitions.Lease | transitions.Outcome:
+    """The agent step's compensation: its tool calls' undos, newest first, each with its
+    own key and a checkpoint before and after. Returns the step's compensation Outcome
+    (a failure leaves the failed call compensating, to be sent again with its key)."""
+    for call in undo_tx.compensation_order(step, spec):
+        tool = spec.tools[call.tool]
+        call = undo_tx.begin_tool_compensation(lease, step, call)
+        if call is None:
+            return lease
+        point = f"{step.name}/{call.tool}:compensate"
+        crashpoints.reach(crashpoints.BEFORE_CALL, point)
+        try:
+            value = tool.compensate_fn(tool_context(ctx, call, compensating=True),
+                                       tool.args.model_validate(sensitive.opened(call.arguments)))
+        except Exception as exc:
+            return transitions.Outcome(succeeded=False, error=classify(
+                exc, non_retryable=tool.retry.non_retryable))
+        crashpoints.reach(crashpoints.AFTER_CALL, point)
+        ref = value.remote_ref if isinstance(value, definition.StepResult) else ""
+        lease = undo_tx.record_tool_compensation(
+            lease, step, call, transitions.Outcome(succeeded=True, remote_ref=ref))
+        if lease.finished:
+            return lease
+    return transitions.Outcome(succeeded=True, value=None)
+
+
+# --- the conversation ----------------------------------------------------------------------
+
+def messages(spec: definition.AgentSpec, ctx: StepContext, turns, calls: list[ToolCall], *,
+             until: int | None = None) -> list[dict]:
+    """The conversation so far, rebuilt from what is stored: the same every time. The
+    newest summary turn stands for the turns it covers; `until`: only the turns before
+    that index."""
+    task = spec.prompt_fn(ctx) if spec.prompt_fn else json.dumps(
+        ctx.input.model_dump(mode="json"), sort_keys=True)
+    out = [{"role": "system", "content": spec.system_prompt},
+           {"role": "user", "content": str(task)}]
+    summary, shown = agent_history.visible(turns)
+    if summary is not None:
+        out.append(agent_history.summary_message(summary))
+    by_turn: dict[int, list[ToolCall]] = {}
+    for call in calls:
+        by_turn.setdefault(call.turn, []).append(call)
+    for turn in shown:
+        if until is not None and turn.index >= until:
+            break
+        message = {"role": "assistant", "content": turn.content or None}
+        if turn.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.get("id"), "type": "function",
+                 "function": {"name": c.get("name"),
+                              "arguments": sensitive.opened(c.get("arguments")) or "{}"}}
+                for c in turn.tool_calls]
+        out.append(message)
+        for call in by_turn.get(turn.index, []):
+            out.append({"role": "tool", "tool_call_id": call.call_id,
+                        "content": tool_message(call)})
+    return out
+
+
+def tool_message(call: ToolCall) -> str:
+    """What the model is told about one settled call."""
+    if call.status in (S.SUCCEEDED, S.COMPENSATING, S.COMPENSATED, S.COMPENSATION_FAILED):
+        return json.dumps(sensitive.opened(call.result) if call.result is not None
+                          else {"ok": True})
+    if call.status == S.INVALID:
+        return json.dumps({"error": f"invalid call, not executed: {call.error_message}"})
+    if call.status == S.CANCELLED:
+        return json.dumps({"error": f"a person cancelled this call; it was not executed: "
+                                    f"{call.error_message}"})
+    if call.status == S.DECLINED:
+        return json.dumps({"error": f"declined, not executed: {call.error_message}"})
+    return json.dumps({"error": f"failed, nothing changed: {call.error_message}"})
+
+
+def final_result(turns, calls: list[ToolCall]) -> dict:
+    return {"answer": turns[-1].content, "turns": len(turns), "tool_calls": len(calls),
+            "tokens": sum(t.prompt_tokens + t.completion_tokens for t in turns)}
+
+
+# --- the model -----------------------------------------------------------------------------
+
+def model_client() -> openai.OpenAI:
+    # Retries are the runtime's business (max_retries=0), as for the demo's model client.
+    return openai.OpenAI(base_url=settings.MODEL_BASE_URL, api_key=settings.MODEL_API_KEY,
+                         timeout=settings.EXTERNAL_TIMEOUT_SECONDS, max_retries=0)
+
+
+def ask_for_summary(client: openai.OpenAI, spec: definition.AgentSpec, cut: int,
+                    older: list[dict]) -> calls_tx.ModelTurn:
+    """The model's summary of `older` (the conversation before turn `cut`), as a turn that
+    stands for those turns from now on. Raises as ask_model does."""
+    turn = ask_model(client, spec, agent_history.summary_request(older), tools=False)
+    if not turn.content.strip():
+        raise TransientError("the model answered the summary request with no text")
+    return dataclasses.replace(turn, tool_calls=[], summarises=cut)
+
+
+def ask_model(client: openai.OpenAI, spec: definition.AgentSpec, conversation: list[dict], *,
+              tools: bool = True) -> calls_tx.ModelTurn:
+    """One chat completion, with the step's tools unless `tools` is False. Raises
+    TransientError or PermanentError."""
+    offered = {"tools": spec.openai_tools()} if tools else {}
+    try:
+        completion = client.chat.completions.create(
+            model=spec.model or settings.MODEL_NAME, messages=conversation, **offered)
+    except openai.APIConnectionError as exc:  # includes APITimeoutError
+        raise TransientError(f"model endpoint unreachable or too slow: "
+                             f"{type(exc).__name__}") from exc
+    except openai.RateLimitError as exc:
+        raise TransientError("model endpoint rate limit (HTTP 429)") from exc
+    except openai.APIStatusError as exc:
+        # 501: the endpoint does not do this at all (not done, and never will be).
+        error = TransientError if exc.status_code >= 500 and exc.status_code != 501 \
+            else PermanentError
+        raise error(f"model endpoint refused: HTTP {exc.status_code}") from exc
+    if not completion.choices:
+        raise TransientError("the model answered with no choice")
+    choice = completion.choices[0]
+    message = choice.message
+    asked = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+             for c in (message.tool_calls or []) if getattr(c, "function", None)]
+    usage = completion.usage
+    return calls_tx.ModelTurn(
+        content=message.content or "", tool_calls=asked,
+        finish_reason=choice.finish_reason or "", model_ref=completion.id or "",
+        prompt_tokens=usage.prompt_tokens if usage else 0,
+        completion_tokens=usage.completion_tokens if usage else 0)

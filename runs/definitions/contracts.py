@@ -1,0 +1,189 @@
+"""Recovery contracts: what each step does to the world and how it is recovered, and the
+verdict for a whole workflow, derived from the declarations alone (never hand-written).
+
+The console shows the same table on a workflow's page; `manage.py recovery_contract` prints it.
+"""
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from . import definition
+
+RETRY_IS_SAFE = "retry is safe"
+NEEDS_COMPENSATION = "needs compensation"
+NEEDS_PERSON = "needs a person's confirmation"
+
+GO, LIMITED_TRIAL, STOP = "go", "limited trial", "stop"
+
+
+@dataclass(frozen=True)
+class StepContract:
+    step: str
+    kind: str
+    impact: str
+    side_effect: str
+    safe_to_rerun: str
+    rule: str
+    evidence: str
+    owner: str
+    stop_condition: str
+    classification: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    decision: str  # go, limited trial or stop
+    reason: str
+    next_action: str
+
+
+def _settles_unknown(step: definition.StepDef) -> bool:
+    return step.reconcile_fn is not None or step.honours_key
+
+
+def step_contract(step: definition.StepDef) -> StepContract:
+    """The recovery contract of one step, as its declaration implies it."""
+    if step.kind == definition.READ:
+        side_effect, rerun = "none (reads)", "yes"
+    elif step.kind == definition.DECISION:
+        side_effect = "none (asks a model)"
+        rerun = "yes: the accepted decision is stored and reused"
+    elif step.kind == definition.APPROVAL:
+        side_effect, rerun = "waits for a person", "yes: the request is durable"
+    else:
+        side_effect = "yes: " + ("sends a message" if step.kind == definition.NOTIFY
+                                 else "changes another system")
+        if step.honours_key and step.reconcile_fn:
+            rerun = "yes: same key, receiver deduplicates; lookup by key"
+        elif step.honours_key:
+            rerun = "yes: same key, receiver deduplicates"
+        elif step.reconcile_fn:
+            rerun = "only after a lookup by key finds nothing"
+        else:
+            rerun = "no: nothing can tell whether it happened"
+
+    if step.kind == definition.APPROVAL or step.impact == definition.HIGH:
+        classification = NEEDS_PERSON
+    elif step.has_side_effect and not _settles_unknown(step):
+        classification = NEEDS_PERSON
+    elif step.has_side_effect and step.compensate_fn is not None:
+        classification = NEEDS_COMPENSATION
+    else:
+        classification = RETRY_IS_SAFE
+
+    return StepContract(
+        step=step.name, kind=step.kind, impact=step.impact, side_effect=side_effect,
+        safe_to_rerun=rerun, rule=step.contract.rule or "-",
+        evidence=step.contract.evidence or "-", owner=step.contract.owner or "-",
+        stop_condition=stop_condition(step),
+        classification=classification,
+    )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def stop_condition(step: definition.StepDef) -> str:
+    """When the runtime stops this step for a person, derived from the rules it applies
+    (never typed by hand, so it cannot disagree with what the runtime does)."""
+    budget = (f"{_plural(step.retry.maximum_attempts, 'attempt')} or "
+              f"{step.retry.maximum_elapsed:g} s spent")
+    if step.kind == definition.APPROVAL:
+        policy = step.approval
+        return f"no decision within {policy.timeout}: {policy.on_timeout}"
+    if step.kind == definition.READ:
+        return f"a permanent error, or {budget}"
+    if step.kind == definition.DECISION:
+        return (f"a permanent error, {budget}, or output failing its schema "
+                f"{step.format_failure_budget + 1} times")
+    stops = ["a permanent error",
+             f"{budget} (retries and resends after an unknown outcome count alike)"]
+    if step.reconcile_fn is None and (step.impact == definition.HIGH or not step.honours_key):
+        stops.append("any unknown outcome (nothing can look it up)")
+    else:
+        if step.reconcile_fn is not None:
+            stops.append(f"{_plural(step.lookup_attempts, 'failed lookup')} by key")
+            stops.append("a lookup that cannot tell")
+        if step.impact == definition.HIGH:
+            stops.append("an unknown outcome a lookup does not find (a person decides "
+                         "whether to send again; one that is found settles by itself)")
+    if step.compensate_fn is not None and step.impact == definition.HIGH:
+        stops.append("its undo, which waits for a person to confirm")
+    return "; ".join(stops)
+
+
+def workflow_verdict(workflow: definition.Workflow) -> Verdict:
+    """Go, limited trial or stop, with the reason and the smallest next action."""
+    for step in workflow.steps:
+        if step.has_side_effect and not _settles_unknown(step):
+            return Verdict(
+                STOP,
+                f"{step.name} has no reconcile function and its receiver ignores keys: after a "
+                "timeout nothing can tell whether it happened",
+                f"add a reconcile function to {step.name} that looks the effect up by "
+                f"{step.contract.evidence or 'its key'}, or send the key to a receiver that "
+                "deduplicates on it",
+            )
+    for step in workflow.steps:
+        for tool in getattr(step, "tools", {}).values():
+            # An agent's tool that nothing can settle stops the workflow as a step does.
+            stop = effect_verdict(tool)
+            if stop is not None:
+                return Verdict(STOP, f"tool {step.name}/{stop.reason}", stop.next_action)
+    for step in workflow.steps:
+        if step.has_side_effect and not step.contract.owner:
+            return Verdict(STOP, f"{step.name} has no owner to decide when it goes wrong",
+                           f"name an owner in the recovery contract of {step.name}")
+    # An approval step is a person's decision by design, not a recovery that needs one.
+    people = [s for s in workflow.steps if s.kind != definition.APPROVAL
+              and step_contract(s).classification == NEEDS_PERSON]
+    if people:
+        names = ", ".join(s.name for s in people)
+        owners = ", ".join(sorted({s.contract.owner or "an owner" for s in people}))
+        return Verdict(
+            LIMITED_TRIAL,
+            f"{names} {'needs' if len(people) == 1 else 'need'} a person's confirmation after "
+            "an unknown outcome or before undoing",
+            f"run a limited trial with {owners} watching the attention list",
+        )
+    return Verdict(GO, "every step can be retried or compensated by the runtime alone",
+                   "none")
+
+
+def contract_table(workflow: definition.Workflow) -> list[StepContract]:
+    """The recovery contract of every step, in order."""
+    return [step_contract(s) for s in workflow.steps]
+
+
+# Who is asked before each effect of a step with the stop verdict when the step names no
+# approvers: its owner's group, within a working day, else the run goes to attention.
+STOP_GATE_TIMEOUT = timedelta(days=1)
+
+
+def effect_verdict(spec: "definition.StepDef | definition.ToolSpec") -> Verdict | None:
+    """The verdict of one step or agent tool, when it alone forces it: `stop` for a
+    high-impact effect that nothing can settle after an unknown outcome (no lookup by key, a
+    receiver that ignores keys). Such an effect never runs unattended: before each of its
+    attempts the run waits for a person (runs.machine.transitions.stop_gate for a step, the
+    tool-call approval for a tool). None: it needs no person before it runs (a low-impact one stops
+    after an unknown outcome instead)."""
+    if not spec.has_side_effect or spec.impact != definition.HIGH or _settles_unknown(spec):
+        return None
+    return Verdict(
+        STOP,
+        f"{spec.name} has no reconcile function and its receiver ignores keys: after a "
+        "timeout nothing can tell whether it happened, so a person approves each attempt",
+        f"add a reconcile function to {spec.name}, or send the key to a receiver that "
+        "deduplicates on it",
+    )
+
+
+def stop_gate_policy(step: definition.StepDef) -> definition.ApprovalPolicy:
+    """Who approves each attempt of a step with the stop verdict: the approvers it declares,
+    else the group of its contract's owner."""
+    if step.approval is not None:
+        return step.approval
+    owner = step.contract.owner or "operators"
+    return definition.ApprovalPolicy(approvers=(f"group:{owner}",), remind_every=timedelta(hours=4),
+                            timeout=STOP_GATE_TIMEOUT, on_timeout="cancel")

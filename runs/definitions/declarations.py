@@ -1,0 +1,224 @@
+"""What a step declares (StepDef: its kind, impact, retry policy and functions; its recovery
+contract, who approves), and what its functions return (a lookup's verdict, a result with its
+remote reference). Part of the definition API: runs.definitions.definition names all of these as its
+own."""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from .retry import DEFAULT_POLICY, RetryPolicy
+
+READ, DECISION, WRITE, NOTIFY, APPROVAL = "read", "decision", "write", "notify", "approval"
+# A model that chooses its tools, turn after turn (runs.definitions.definition.AgentSpec).
+AGENT = "agent"
+# A durable timer: the run sleeps, holding no process, until a time
+# (runs.machine.transitions.timers).
+SLEEP = "sleep"
+# A wait for an external event matched by a correlation key (runs.machine.transitions.events).
+EVENT = "event"
+STEP_KINDS = (READ, DECISION, WRITE, NOTIFY, APPROVAL, AGENT, SLEEP, EVENT)
+# What an event wait does when its timeout passes with no event: the step fails (the run
+# goes to attention), the run goes to a person still waiting (who may deliver or skip), or
+# the run continues with the declared default.
+EVENT_TIMEOUT_POLICIES = ("fail", "escalate", "continue")
+LOW, HIGH = "low", "high"
+
+
+@dataclass(frozen=True)
+class Contract:
+    """A step's recovery contract, shown to operators next to the step. The stop condition
+    is not declared: runs.definitions.contracts derives it from the rules the runtime applies."""
+
+    evidence: str = ""
+    rule: str = ""
+    owner: str = ""
+
+
+APPROVAL_TIMEOUT_POLICIES = ("escalate", "reject", "cancel")
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """Who may decide an approval step, and what happens while nobody does."""
+
+    approvers: tuple[str, ...]
+    remind_every: timedelta
+    timeout: timedelta
+    on_timeout: str
+    escalate_to: tuple[str, ...] = ()
+
+
+# A tool call nobody decides in time is declined (the model is told; nothing runs), at once
+# ("reject") or once the deputies have not decided either ("escalate").
+TOOL_APPROVAL_TIMEOUT_POLICIES = ("escalate", "reject")
+
+
+def tool_approval(*, approvers: tuple[str, ...], remind_every: timedelta = timedelta(hours=8),
+                  timeout: timedelta = timedelta(days=1), on_timeout: str = "reject",
+                  escalate_to: tuple[str, ...] = ()) -> ApprovalPolicy:
+    """Who approves an agent's tool calls that wait for a person, and what happens while
+    nobody does: declared on the agent (`wf.agent(..., approval=...)`, for all its tools)
+    or on one tool (`@agent.tool(..., approval=...)`). The approvals app asks them as it
+    asks an approval step's approvers: an email with a signed link, reminders every
+    `remind_every`, and at `timeout` the call is declined ("reject"), or first escalated
+    to `escalate_to` and declined at the next timeout ("escalate")."""
+    if on_timeout not in TOOL_APPROVAL_TIMEOUT_POLICIES:
+        raise ValueError(f"tool approval: on_timeout must be one of "
+                         f"{', '.join(TOOL_APPROVAL_TIMEOUT_POLICIES)}, not {on_timeout!r}")
+    if on_timeout == "escalate" and not escalate_to:
+        raise ValueError("tool approval: on_timeout='escalate' needs escalate_to")
+    if not approvers:
+        raise ValueError("tool approval: name at least one approver")
+    for who in (*approvers, *escalate_to):
+        if not who.startswith(("user:", "group:")):
+            raise ValueError(f"tool approval: {who!r} is neither 'user:...' nor 'group:...'")
+    return ApprovalPolicy(approvers=tuple(approvers), remind_every=remind_every,
+                          timeout=timeout, on_timeout=on_timeout,
+                          escalate_to=tuple(escalate_to))
+
+
+@dataclass(frozen=True)
+class Found:
+    """Reconciliation found the effect: here is its reference in the remote system."""
+
+    ref: str
+    result: Any = None
+
+
+@dataclass(frozen=True)
+class NotFound:
+    """Reconciliation has durable evidence that the effect did not happen."""
+
+
+@dataclass(frozen=True)
+class Undetermined:
+    """Reconciliation could not tell; a person must settle it."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class LookupFailed(Undetermined):
+    """The lookup itself failed (the receiver's lookup endpoint erred or was unreachable).
+
+    The runtime produces this, reconcile functions do not return it: a lookup is a read, so
+    it is asked again with backoff, within the step's lookup budget, before a person is."""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What a side-effecting step returns: its result and the remote reference (evidence)."""
+
+    value: Any = None
+    remote_ref: str = ""
+
+
+@dataclass(frozen=True)
+class AgentBudget:
+    """How far an agent step may go before a person is asked: model turns, tool calls and
+    tokens (prompt and completion) over the whole step."""
+
+    max_turns: int = 10
+    max_tool_calls: int = 20
+    max_tokens: int = 100_000
+
+    def __post_init__(self):
+        if min(self.max_turns, self.max_tool_calls, self.max_tokens) < 1:
+            raise ValueError("an AgentBudget's limits must be positive")
+
+
+@dataclass
+class StepDef:
+    workflow: Any  # the runs.definitions.definition.Workflow that declares it
+    name: str
+    kind: str
+    fn: Callable
+    impact: str = LOW
+    version: int = 1
+    retry: RetryPolicy = DEFAULT_POLICY
+    contract: Contract = field(default_factory=Contract)
+    schema: type[BaseModel] | None = None
+    format_failure_budget: int = 0
+    honours_key: bool = False
+    # After a timeout, a receiver that ignores keys may still be working on the request, so
+    # "not found" becomes evidence only once this many seconds have passed.
+    lookup_delay: float = 10.0
+    # How many failed lookups by key (errors, not answers) before a person is asked.
+    lookup_attempts: int = 3
+    approval: ApprovalPolicy | None = None
+    # A sleep step: for how long, or until when (a function of the run's input).
+    sleep_for: timedelta | None = None
+    sleep_until: Callable[[dict], Any] | None = None
+    # An event step: the event's name, its correlation key from the run's input (None: the
+    # business key), how long to wait and what then (EVENT_TIMEOUT_POLICIES).
+    event_name: str = ""
+    correlate: Callable[[dict], str] | None = None
+    timeout: timedelta | None = None
+    on_timeout: str = ""
+    default: Any = None
+    reconcile_fn: Callable | None = None
+    compensate_fn: Callable | None = None
+    # The system a write or notify step changes, named for people ("the tracker").
+    system: str = ""
+    # Builds, from the input and earlier results and without calling anything, one line
+    # saying what the step will do ("post 1,200.00 EUR to expenses:software for INV-1847").
+    describe_fn: Callable | None = None
+    # Builds, from the input and earlier results and without calling anything, what the
+    # compensation will send (for a correction message: recipient, subject, body). Shown to
+    # the person who confirms the undo of a high-impact step.
+    compensation_preview_fn: Callable | None = None
+    # Fields of the step's result stored encrypted (runs.machine.sensitive) in every table, artifact
+    # and archive file; later steps read them in clear through ctx.results.
+    sensitive: tuple[str, ...] = ()
+
+    def __call__(self, ctx):
+        return self.fn(ctx)
+
+    def reconcile(self, fn: Callable) -> Callable:
+        """Declare how to look this step's effect up by its key."""
+        if self.kind not in (WRITE, NOTIFY):
+            raise TypeError(f"step {self.name!r}: only write and notify steps reconcile")
+        self.reconcile_fn = fn
+        return fn
+
+    def compensate(self, fn: Callable) -> Callable:
+        """Declare the business action that undoes this step (cancel, reverse, correct)."""
+        if self.kind not in (WRITE, NOTIFY):
+            raise TypeError(f"step {self.name!r}: only write and notify steps compensate "
+                            "(a notification's compensation is a correction)")
+        self.compensate_fn = fn
+        return fn
+
+    def describe(self, fn: Callable) -> Callable:
+        """Declare the one line that says what this step will do, computed from the input
+        and earlier results. It is stored with the intent checkpoint and shown to people."""
+        self.describe_fn = fn
+        return fn
+
+    @property
+    def plain_description(self) -> str:
+        """What the step does when it declares no description: its kind and system."""
+        where = f" in {self.system}" if self.system else ""
+        return {READ: f"read{where}", DECISION: "ask the model for a decision",
+                WRITE: f"change{where or ' another system'}",
+                NOTIFY: f"send a message{where}",
+                APPROVAL: "wait for a person's approval",
+                AGENT: "let the model choose its tools",
+                SLEEP: "sleep until its time",
+                EVENT: f"wait for the event {self.event_name}"}[self.kind]
+
+    def compensation_preview(self, fn: Callable) -> Callable:
+        """Declare what this step's compensation will send, built without sending it: the
+        undo of a high-impact step waits for a person, who sees this first."""
+        if self.kind not in (WRITE, NOTIFY):
+            raise TypeError(f"step {self.name!r}: only write and notify steps compensate")
+        self.compensation_preview_fn = fn
+        return fn
+
+    @property
+    def has_side_effect(self) -> bool:
+        return self.kind in (WRITE, NOTIFY)

@@ -1,0 +1,421 @@
+"""The definition API: workflows and their steps, declared in Python.
+
+    onboarding = Workflow("customer-onboarding", version=1, input=OnboardingIn)
+
+    @onboarding.write("create-customer", contract=Contract(...))
+    def create_customer(ctx): ...
+
+    @create_customer.reconcile
+    def find_customer(ctx): ...     # Found(ref) / NotFound() / Undetermined(why)
+
+A definition says what each step is and how to recover it; the runtime does the rest. Step
+functions never open transactions, never touch Run or Step rows and never see a secret: they
+get a StepContext.
+"""
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+# What a step declares (its contract, its approvers) and what its functions return (lookup
+# verdicts, results) live in runs.definitions.declarations; this module's API names them as its own.
+from .declarations import (  # noqa: F401
+    AGENT,
+    APPROVAL,
+    APPROVAL_TIMEOUT_POLICIES,
+    DECISION,
+    EVENT,
+    EVENT_TIMEOUT_POLICIES,
+    HIGH,
+    LOW,
+    NOTIFY,
+    READ,
+    SLEEP,
+    STEP_KINDS,
+    TOOL_APPROVAL_TIMEOUT_POLICIES,
+    WRITE,
+    AgentBudget,
+    ApprovalPolicy,
+    Contract,
+    Found,
+    LookupFailed,
+    NotFound,
+    StepDef,
+    StepResult,
+    Undetermined,
+    tool_approval,
+)
+
+# The catalogue of registered workflows lives in runs.definitions.registry;
+# runs.definitions.definition names it.
+from .registry import Registry, registry  # noqa: F401
+from .retry import DEFAULT_POLICY, RetryPolicy
+
+
+class Workflow:
+    """A named, versioned sequence of steps with a validated input schema."""
+
+    def __init__(self, name: str, *, version: int, input: type[BaseModel],
+                 services: Callable[[], Any] | None = None, auto_compensate: bool = False,
+                 example: dict | None = None, register: bool = True,
+                 retention_days: int | None = None, approval_example: dict | None = None):
+        """`services` builds the clients steps reach as ctx.services (closed after each
+        claim if they have a close()). `auto_compensate`: when a step fails with evidence that
+        nothing changed, undo the completed steps without waiting for a person, provided all
+        of them are low impact. `example` is a valid input, used by the drill kit;
+        `approval_example` one whose agent asks a person to approve a tool call (the kit's
+        approval drill).
+        `retention_days`: how long its finished runs stay in the hot tables before the
+        archive app moves them to an archive file (None: the RUNS_RETENTION_DAYS setting)."""
+        if not name or not isinstance(version, int) or version < 1:
+            raise ValueError("a workflow needs a name and a positive integer version")
+        self.name = name
+        self.version = version
+        self.input_schema = input
+        self.services_factory = services
+        self.auto_compensate = auto_compensate
+        self.example = example
+        self.approval_example = approval_example
+        if retention_days is not None and (not isinstance(retention_days, int)
+                                           or retention_days < 0):
+            raise ValueError("retention_days must be a whole number of days, 0 or more")
+        self.retention_days = retention_days
+        self.steps: list[StepDef] = []
+        if register:
+            registry.register(self)
+
+    def __repr__(self):
+        return f"<Workflow {self.name} v{self.version}>"
+
+    def step(self, name: str) -> StepDef:
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise KeyError(f"workflow {self.name} v{self.version} has no step {name!r}")
+
+    def _declare(self, kind: str, name: str, **options) -> Callable[[Callable], StepDef]:
+        if any(s.name == name for s in self.steps):
+            raise ValueError(f"workflow {self.name}: step {name!r} declared twice")
+        impact = options.get("impact", LOW)
+        if impact not in (LOW, HIGH):
+            raise ValueError(f"step {name!r}: impact must be 'low' or 'high', not {impact!r}")
+        if options.get("lookup_attempts", 1) < 1:
+            raise ValueError(f"step {name!r}: lookup_attempts must be at least 1")
+
+        def decorator(fn: Callable) -> StepDef:
+            step = StepDef(workflow=self, name=name, kind=kind, fn=fn, **options)
+            self.steps.append(step)
+            return step
+
+        return decorator
+
+    def read(self, name: str, *, retry: RetryPolicy = DEFAULT_POLICY, version: int = 1,
+             contract: Contract | None = None, sensitive: tuple[str, ...] = ()):
+        """A step without side effects, retried freely by its policy. `sensitive` names
+        fields of its result stored encrypted (as for every kind of step)."""
+        return self._declare(READ, name, retry=retry, version=version,
+                             contract=contract or Contract(rule="retry"),
+                             sensitive=tuple(sensitive))
+
+    def decision(self, name: str, *, schema: type[BaseModel], format_failure_budget: int = 2,
+                 retry: RetryPolicy = DEFAULT_POLICY, version: int = 1,
+                 contract: Contract | None = None, sensitive: tuple[str, ...] = ()):
+        """Ask a model for a proposal validated against `schema`; the accepted one is stored
+        and reused on every replay."""
+        return self._declare(DECISION, name, schema=schema, retry=retry, version=version,
+                             format_failure_budget=format_failure_budget,
+                             contract=contract or Contract(rule="stored decision reused"),
+                             sensitive=tuple(sensitive))
+
+    def write(self, name: str, *, impact: str = LOW, retry: RetryPolicy = DEFAULT_POLICY,
+              version: int = 1, contract: Contract | None = None, honours_key: bool = False,
+              lookup_delay: float = 10.0, lookup_attempts: int = 3, system: str = "",
+              sensitive: tuple[str, ...] = ()):
+        """A step that changes another system. It sends ctx.key; `honours_key` says whether
+        the receiver deduplicates on it, which makes a resend after an unknown outcome safe.
+        For a receiver that does not, a lookup that finds nothing is trusted only
+        `lookup_delay` seconds after the unknown outcome (the request may still be in
+        flight). A lookup that fails is asked again, `lookup_attempts` times in all, before
+        a person is asked. `system` names the system it changes, for people."""
+        return self._declare(WRITE, name, impact=impact, retry=retry, version=version,
+                             contract=contract or Contract(), honours_key=honours_key,
+                             lookup_delay=lookup_delay, lookup_attempts=lookup_attempts,
+                             system=system, sensitive=tuple(sensitive))
+
+    def notify(self, name: str, *, impact: str = HIGH, retry: RetryPolicy = DEFAULT_POLICY,
+               version: int = 1, contract: Contract | None = None, honours_key: bool = False,
+               lookup_delay: float = 10.0, lookup_attempts: int = 3, system: str = "",
+               sensitive: tuple[str, ...] = ()):
+        """A message delivery to a person; the provider's message id is stored as the remote
+        reference. High impact unless declared otherwise: a message cannot be taken back, so
+        it is not resent after an unknown outcome, nor corrected, without a person.
+        The other options as for write."""
+        return self._declare(NOTIFY, name, impact=impact, retry=retry, version=version,
+                             contract=contract or Contract(), honours_key=honours_key,
+                             lookup_delay=lookup_delay, lookup_attempts=lookup_attempts,
+                             system=system, sensitive=tuple(sensitive))
+
+    def sleep(self, name: str, *, duration: timedelta | None = None,
+              until: Callable[[dict], Any] | None = None) -> StepDef:
+        """A durable timer: the run sleeps for `duration`, or until the aware datetime
+        `until(input)` returns, holding no process; the sweeper wakes it, and an operator can
+        wake it early with a reason. Not a decorator: it declares the step itself."""
+        if (duration is None) == (until is None):
+            raise ValueError(f"sleep {name!r}: give either duration or until")
+        if duration is not None and duration <= timedelta(0):
+            raise ValueError(f"sleep {name!r}: duration must be positive")
+        return self._declare(SLEEP, name, sleep_for=duration, sleep_until=until,
+                             contract=Contract(rule="wait for the time"))(lambda ctx: None)
+
+    def wait_for_event(self, name: str, *, event: str, schema: type[BaseModel] | None = None,
+                       correlate: Callable[[dict], str] | None = None,
+                       timeout: timedelta | None = None, on_timeout: str = "escalate",
+                       default: Any = None) -> StepDef:
+        """A durable wait for the external event `event` whose correlation key is
+        `correlate(input)` (by default the run's business key). Its payload, validated
+        against `schema`, becomes the step's result. An event that arrives before the run
+        gets here is kept and consumed when it does. After `timeout`, `on_timeout` applies
+        (EVENT_TIMEOUT_POLICIES; "continue" goes on with `default` as the result). Not a
+        decorator: it declares the step itself."""
+        if not event:
+            raise ValueError(f"event wait {name!r}: name the event")
+        if on_timeout not in EVENT_TIMEOUT_POLICIES:
+            raise ValueError(f"event wait {name!r}: on_timeout must be one of "
+                             f"{', '.join(EVENT_TIMEOUT_POLICIES)}, not {on_timeout!r}")
+        if timeout is not None and timeout <= timedelta(0):
+            raise ValueError(f"event wait {name!r}: timeout must be positive")
+        return self._declare(EVENT, name, event_name=event, schema=schema, correlate=correlate,
+                             timeout=timeout, on_timeout=on_timeout, default=default,
+                             contract=Contract(rule="wait for the event"))(lambda ctx: None)
+
+    def approval(self, name: str, *, approvers: tuple[str, ...], version: int = 1,
+                 remind_every: timedelta = timedelta(hours=24),
+                 timeout: timedelta = timedelta(days=3), on_timeout: str = "escalate",
+                 escalate_to: tuple[str, ...] = (), contract: Contract | None = None):
+        """A durable wait for a person's decision; the approvals app asks and records it.
+
+        The step function returns the snapshot a person approves (amounts, vendor, the
+        model's classification and its reasons), built from earlier results; it must not
+        call anything. `approvers` and `escalate_to` name users ("user:ann") and groups
+        ("group:finance-approvers"). At `timeout` the policy `on_timeout` applies:
+        "escalate" (to `escalate_to`), "reject" or "cancel" (the run goes to attention).
+        """
+        if on_timeout not in APPROVAL_TIMEOUT_POLICIES:
+            raise ValueError(f"approval {name!r}: on_timeout must be one of "
+                             f"{', '.join(APPROVAL_TIMEOUT_POLICIES)}, not {on_timeout!r}")
+        if on_timeout == "escalate" and not escalate_to:
+            raise ValueError(f"approval {name!r}: on_timeout='escalate' needs escalate_to")
+        if not approvers:
+            raise ValueError(f"approval {name!r}: name at least one approver")
+        for who in (*approvers, *escalate_to):
+            if not who.startswith(("user:", "group:")):
+                raise ValueError(f"approval {name!r}: {who!r} is neither 'user:...' nor "
+                                 "'group:...'")
+        return self._declare(
+            APPROVAL, name, impact=HIGH, version=version,
+            contract=contract or Contract(rule="human confirmation"),
+            approval=ApprovalPolicy(approvers=tuple(approvers), remind_every=remind_every,
+                                    timeout=timeout, on_timeout=on_timeout,
+                                    escalate_to=tuple(escalate_to)),
+        )
+
+    def agent(self, name: str, *, system_prompt: str, model: str = "",
+              budget: "AgentBudget | None" = None, schema_error_budget: int = 2,
+              retry: RetryPolicy = DEFAULT_POLICY, version: int = 1,
+              contract: Contract | None = None,
+              approval: ApprovalPolicy | None = None, context_budget: int = 0,
+              keep_turns: int = 2) -> "AgentSpec":
+        """An agent step: a model (through the openai client, against settings.MODEL_BASE_URL;
+        `model` defaults to settings.MODEL_NAME) that chooses which of the step's tools to call
+        for several turns, within `budget`. Every turn is stored before any tool it asks for
+        runs; every tool call is a checkpointed, keyed child of the step. `retry` applies to
+        the model calls. `approval` (see tool_approval) says who approves the tool calls
+        that wait for a person, unless a tool declares its own. `context_budget` (estimated
+        tokens, 0: none) bounds what each model turn is sent: past it, the turns before the
+        last `keep_turns` are summarised by a stored model turn (see runs.agents.agent_history)."""
+        if any(s.name == name for s in self.steps):
+            raise ValueError(f"workflow {self.name}: step {name!r} declared twice")
+        if schema_error_budget < 0:
+            raise ValueError(f"agent {name!r}: schema_error_budget must be >= 0")
+        if context_budget < 0 or keep_turns < 0:
+            raise ValueError(f"agent {name!r}: context_budget and keep_turns must be >= 0")
+        spec = AgentSpec(workflow=self, name=name, kind=AGENT, fn=_undo_tool_calls,
+                         version=version, retry=retry,
+                         contract=contract or Contract(rule="each tool call reconciled by its "
+                                                            "key; turns stored and reused"),
+                         model=model, system_prompt=system_prompt,
+                         budget=budget or AgentBudget(),
+                         schema_error_budget=schema_error_budget, approval=approval,
+                         context_budget=context_budget, keep_turns=keep_turns)
+        self.steps.append(spec)
+        return spec
+
+
+
+# --- agent steps ---------------------------------------------------------------------------
+#
+#     triage = invoice.agent("triage", system_prompt="...", budget=AgentBudget(max_turns=8))
+#
+#     @triage.tool("post-ledger", kind=WRITE, impact=HIGH, honours_keys=True,
+#                  args=PostLedgerArgs, redact=("iban",))
+#     def post_ledger(ctx, args): ...      # ctx.key: this tool call's own idempotency key
+#
+#     @post_ledger.reconcile
+#     def find_entry(ctx, args): ...       # Found(ref) / NotFound() / Undetermined(why)
+#
+# The model chooses which tool to call with which arguments; each call is a recorded child
+# of the step with its own key, state, attempts and evidence (runs.agents.agent_loop runs them).
+
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@dataclass
+class ToolSpec:
+    """One tool an agent may call, declared like a step: its kind, impact, whether its
+    receiver honours keys, the schema of its arguments, and how to look its effect up by
+    key (reconcile) and undo it (compensate). Its functions take (ctx, args): a
+    StepContext whose key is the tool call's own key, and the validated arguments."""
+
+    agent: "AgentSpec"
+    name: str
+    kind: str
+    fn: Callable
+    args: type[BaseModel]
+    impact: str = LOW
+    honours_key: bool = False
+    # Sensitive fields: arguments shown as [redacted] wherever the call is displayed or
+    # audited, and these fields of its arguments and results stored encrypted
+    # (runs.machine.sensitive) in every table and archive file.
+    redact: tuple[str, ...] = ()
+    retry: RetryPolicy = DEFAULT_POLICY
+    lookup_delay: float = 10.0
+    lookup_attempts: int = 3
+    # (args) -> bool: whether this call waits for a person's approval of its arguments.
+    # Unset: every call of a high-impact tool does.
+    approve_if: Callable | None = None
+    # Who approves such a call (see tool_approval). Unset: the agent's.
+    approval: ApprovalPolicy | None = None
+    description: str = ""
+    system: str = ""
+    reconcile_fn: Callable | None = None
+    compensate_fn: Callable | None = None
+
+    @property
+    def has_side_effect(self) -> bool:
+        return self.kind in (WRITE, NOTIFY)
+
+    @property
+    def may_need_approval(self) -> bool:
+        return self.approve_if is not None or (self.impact == HIGH and self.has_side_effect)
+
+    def needs_approval(self, args: BaseModel) -> bool:
+        if self.approve_if is not None:
+            return bool(self.approve_if(args))
+        return self.impact == HIGH and self.has_side_effect
+
+    @property
+    def approval_policy(self) -> ApprovalPolicy | None:
+        """Who approves this tool's calls: the tool's policy, or else the agent's."""
+        return self.approval or self.agent.approval
+
+    def reconcile(self, fn: Callable) -> Callable:
+        """Declare how to look this tool's effect up by the call's key."""
+        if not self.has_side_effect:
+            raise TypeError(f"tool {self.name!r}: only write and notify tools reconcile")
+        self.reconcile_fn = fn
+        return fn
+
+    def compensate(self, fn: Callable) -> Callable:
+        """Declare the business action that undoes one call of this tool."""
+        if not self.has_side_effect:
+            raise TypeError(f"tool {self.name!r}: only write and notify tools compensate")
+        self.compensate_fn = fn
+        # The agent step now has something to undo: it joins the run's compensation plan
+        # (and gets a compensation key when a run starts).
+        self.agent.compensate_fn = _undo_tool_calls
+        return fn
+
+    def openai_tool(self) -> dict:
+        """The tool as the chat completions API takes it (tools=[...])."""
+        return {"type": "function", "function": {
+            "name": self.name, "description": self.description or f"{self.kind} tool",
+            "parameters": self.args.model_json_schema()}}
+
+
+def _undo_tool_calls(ctx):
+    # A marker: an agent step's compensation is its tool calls' compensations, newest
+    # first, each checkpointed; the executor runs them (runs.agents.agent_loop), never this.
+    raise RuntimeError("an agent step's compensation runs through runs.agents.agent_loop")
+
+
+@dataclass
+class AgentSpec(StepDef):
+    """A step in which a model chooses its tools for several turns (see ToolSpec)."""
+
+    model: str = ""
+    system_prompt: str = ""
+    budget: AgentBudget = field(default_factory=AgentBudget)
+    # Tool calls whose arguments fail their schema that are returned to the model as an
+    # error before the run stops for a person.
+    schema_error_budget: int = 2
+    tools: dict[str, ToolSpec] = field(default_factory=dict)
+    # (ctx) -> str: the task, as the first user message. Unset: the run's input as JSON.
+    prompt_fn: Callable | None = None
+    # The most a model turn is sent, in estimated tokens (0: no bound). Past it, the turns
+    # before the last `keep_turns` are summarised by a model call that is itself a stored
+    # turn; the model is then sent the summary instead of them (runs.agents.agent_history).
+    context_budget: int = 0
+    keep_turns: int = 2
+
+    def tool(self, name: str, *, args: type[BaseModel], kind: str = READ, impact: str = LOW,
+             honours_keys: bool = False, redact: tuple[str, ...] = (),
+             retry: RetryPolicy = DEFAULT_POLICY, lookup_delay: float = 10.0,
+             lookup_attempts: int = 3, approve_if: Callable | None = None,
+             approval: ApprovalPolicy | None = None,
+             system: str = "") -> Callable[[Callable], ToolSpec]:
+        """Declare a tool the model may call; the decorated function performs one call. A
+        call waits for a person's approval of its arguments if `approve_if(args)` says so
+        (unset: every call of a high-impact write or notify tool); `approval` (or the
+        agent's) says who is asked."""
+        if not TOOL_NAME.fullmatch(name):
+            raise ValueError(f"tool {name!r}: a name of 1-64 letters, digits, '_' or '-'")
+        if name in self.tools:
+            raise ValueError(f"agent {self.name!r}: tool {name!r} declared twice")
+        if kind not in (READ, WRITE, NOTIFY):
+            raise ValueError(f"tool {name!r}: kind must be read, write or notify")
+        if impact not in (LOW, HIGH):
+            raise ValueError(f"tool {name!r}: impact must be 'low' or 'high'")
+        if not (isinstance(args, type) and issubclass(args, BaseModel)):
+            raise TypeError(f"tool {name!r}: args must be a pydantic model")
+
+        def decorator(fn: Callable) -> ToolSpec:
+            tool = ToolSpec(agent=self, name=name, kind=kind, fn=fn, args=args,
+                            impact=impact, honours_key=honours_keys, redact=tuple(redact),
+                            retry=retry, lookup_delay=lookup_delay,
+                            lookup_attempts=lookup_attempts, approve_if=approve_if,
+                            approval=approval,
+                            description=" ".join((fn.__doc__ or "").split()), system=system)
+            if tool.may_need_approval and tool.approval_policy is None:
+                raise ValueError(f"tool {name!r}: its calls may wait for a person's approval; "
+                                 "declare who approves them (approval=tool_approval(...) on "
+                                 "the tool or on the agent)")
+            self.tools[name] = tool
+            if impact == HIGH and kind in (WRITE, NOTIFY):
+                # The step carries the impact of its strongest tool: its effects are not
+                # undone, nor the run ended after them, without a person.
+                self.impact = HIGH
+            return tool
+
+        return decorator
+
+    def prompt(self, fn: Callable) -> Callable:
+        """Declare the task the model is given, built from the input and earlier results."""
+        self.prompt_fn = fn
+        return fn
+
+    def openai_tools(self) -> list[dict]:
+        return [tool.openai_tool() for tool in self.tools.values()]

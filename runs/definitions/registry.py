@@ -1,0 +1,38 @@
+"""The catalogue of workflow definitions (runs.definitions.definition.Workflow) by name and version:
+old versions stay registered while runs on them are open. runs.definitions.definition names it as
+its own (`d.registry`)."""
+
+from typing import Any
+
+
+class Registry:
+    """Maps (workflow name, version) to definitions. Old versions stay registered while
+    runs on them are open."""
+
+    def __init__(self):
+        self._workflows: dict[tuple[str, int], Any] = {}
+
+    def register(self, workflow) -> None:
+        key = (workflow.name, workflow.version)
+        if key in self._workflows and self._workflows[key] is not workflow:
+            raise ValueError(f"workflow {workflow.name} v{workflow.version} registered twice")
+        self._workflows[key] = workflow
+
+    def unregister(self, workflow) -> None:
+        self._workflows.pop((workflow.name, workflow.version), None)
+
+    def get(self, name: str, version: int) -> Any:
+        return self._workflows.get((name, version))
+
+    def latest(self, name: str) -> Any:
+        versions = [v for (n, v) in self._workflows if n == name]
+        return self._workflows[(name, max(versions))] if versions else None
+
+    def names(self) -> list[str]:
+        return sorted({n for (n, _) in self._workflows})
+
+    def versions(self, name: str) -> list:
+        return [w for (n, _), w in sorted(self._workflows.items()) if n == name]
+
+
+registry = Registry()

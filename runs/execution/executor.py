@@ -1,0 +1,201 @@
+"""The executor: advances one run as far as it can go, checkpointing around every call.
+
+For each step: the intent is committed (step running, attempt counted, lease held), the step
+function is called outside any transaction with the step's key, and the outcome is committed
+together with the next step's intent. An unknown outcome is reconciled by key before
+anything else is sent. The executor decides nothing about state itself: it calls
+runs.machine.transitions, which checks and records every move.
+"""
+
+import dataclasses
+import json
+import logging
+import os
+import socket
+from functools import partial
+
+from django.db import connection
+from pydantic import ValidationError
+
+from ..agents import agent_loop
+from ..definitions import definition
+from ..machine import artifacts, crashpoints, limits, lookups, sensitive, tracing, transitions
+from ..machine.context import StepContext, build_context, opened_services
+from ..machine.errors import Classified, classify
+from ..machine.logcontext import log_context
+from ..models import ErrorClass
+from . import heartbeats
+
+logger = logging.getLogger(__name__)
+
+
+def worker_name() -> str:
+    """This process's name in leases and audit records."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def advance_run(run_id: int, *, worker: str | None = None) -> str | None:
+    """Claim `run_id` and run it until it completes, waits or needs a person.
+
+    Returns the run's status afterwards, or None when the run was not claimable (another
+    worker holds it, it is not due, or it is final): a duplicate or stale wake-up is harmless.
+    """
+    worker = worker or worker_name()
+    with log_context(run_id=run_id):
+        return _advance_claimed(run_id, worker)
+
+
+def _advance_claimed(run_id: int, worker: str) -> str | None:
+    lease = transitions.claim_run(run_id, worker=worker)
+    if lease is None:
+        return None
+    if lease.finished:
+        return lease.run.status
+    workflow = lease.definition
+    with opened_services(workflow) as services:
+        validated_input = workflow.input_schema.model_validate(lease.run.input)
+        while lease.work is not None and not lease.finished:
+            step = lease.work
+            ctx = build_context(lease.run, lease.steps, step, definition=workflow,
+                                services=services, validated_input=validated_input,
+                                compensating=lease.compensating,
+                                heartbeat=partial(transitions.heartbeat, lease))
+            with log_context(workflow=ctx.workflow, business_key=ctx.business_key,
+                             step=ctx.step, idempotency_key=ctx.key):
+                lease = _work_once(lease, step, workflow.step(step.name), ctx)
+    return lease.run.status
+
+
+def _work_once(lease: transitions.Lease, step, spec: definition.StepDef,
+               ctx: StepContext) -> transitions.Lease:
+    if spec.kind == definition.AGENT:
+        # Its tool calls are checkpointed, settled and undone one by one (agent_loop);
+        # the step's own outcome (final answer, model error, undo done) is recorded here.
+        work = agent_loop.compensate_agent_step if lease.compensating \
+            else agent_loop.run_agent_step
+        result = work(lease, step, spec, ctx)
+        if isinstance(result, transitions.Lease):
+            return result
+        return transitions.record_outcome(lease, lease.by_name(step.name), result)
+    if lease.settle_first:
+        release_connection()
+        with tracing.step_span(ctx, kind=spec.kind, what="lookup") as span, \
+                heartbeats.held(lease):
+            verdict, error = ask_remote(spec, ctx)
+            tracing.record_verdict(span, verdict, error)
+        logger.info("step %s: outcome unknown; lookup by key: %s", step.name,
+                    verdict or "no reconcile function")
+        return transitions.settle_unknown(lease, step, verdict, error=error)
+    point = f"{step.name}:compensate" if lease.compensating else step.name
+    crashpoints.reach(crashpoints.BEFORE_CALL, point)
+    release_connection()
+    with tracing.step_span(ctx, kind=spec.kind,
+                           what="compensate" if lease.compensating else "step") as span, \
+            heartbeats.held(lease):
+        if crashpoints.injected_failure(point):
+            outcome = transitions.Outcome(succeeded=False, error=Classified(
+                ErrorClass.PERMANENT, f"drill: injected permanent failure of {point}"))
+        elif lease.compensating:
+            outcome = call_compensation(spec, ctx)
+        else:
+            # Within its remote system's rate, shared by every worker (runs.machine.limits).
+            outcome = limits.call_within_limits(spec, ctx, call_step)
+        tracing.record_outcome(span, outcome)
+    crashpoints.reach(crashpoints.AFTER_CALL, point)
+    if outcome.succeeded:
+        logger.debug("%s succeeded (attempt %s)", point, ctx.attempt)
+    else:
+        logger.warning("%s failed (attempt %s): %s: %s", point, ctx.attempt,
+                       outcome.error.error_class, outcome.error.message)
+    return transitions.record_outcome(lease, step, outcome)
+
+
+def release_connection() -> None:
+    """Give this thread's database connection back to the pool before a remote call.
+
+    With a connection pool (DB_POOL_MAX_SIZE, the threads mode of a worker) the intent is
+    committed by now and nothing is held open: the call may wait a second or a minute on
+    the remote system, and the threads beside it need the connection meanwhile. The outcome
+    checkpoint takes one from the pool again. Without a pool the process keeps its one
+    persistent connection: closing it would cost a new session per step.
+    """
+    if connection.settings_dict.get("OPTIONS", {}).get("pool") \
+            and not connection.in_atomic_block:
+        connection.close()
+
+
+def call_step(spec: definition.StepDef, ctx: StepContext) -> transitions.Outcome:
+    """Call a step function and turn whatever happens into a classified Outcome."""
+    try:
+        value = spec.fn(ctx)
+    except Exception as exc:
+        return transitions.Outcome(
+            succeeded=False, error=classify(exc, non_retryable=spec.retry.non_retryable),
+            invalid_output=getattr(exc, "output", None),
+        )
+    remote_ref = ""
+    if isinstance(value, definition.StepResult):
+        value, remote_ref = value.value, value.remote_ref
+    if spec.kind == definition.DECISION:
+        try:
+            if isinstance(value, str | bytes):
+                accepted = spec.schema.model_validate_json(value)
+            else:
+                accepted = spec.schema.model_validate(value)
+        except ValidationError as exc:
+            return transitions.Outcome(
+                succeeded=False, invalid_output=sensitive.seal_fields(value, spec.sensitive),
+                error=Classified(ErrorClass.MODEL_FORMAT,
+                                 f"output does not match {spec.schema.__name__}: "
+                                 f"{exc.error_count()} error(s): {_first_error(exc)}"),
+            )
+        value = accepted.model_dump(mode="json")
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        return transitions.Outcome(succeeded=False, error=Classified(
+            ErrorClass.UNCLASSIFIED, f"step returned a value that cannot be stored: {exc}"))
+    # Sealed before it is stored anywhere: the step's row, an artifact, the archive.
+    value = sensitive.seal_fields(value, spec.sensitive)
+    try:
+        value = artifacts.keep(ctx.run_id, ctx.step, value)
+    except artifacts.ResultTooLarge as exc:
+        # Trying again returns the same result: a permanent error, naming limit and size.
+        return transitions.Outcome(succeeded=False,
+                                   error=Classified(ErrorClass.PERMANENT, str(exc)))
+    return transitions.Outcome(succeeded=True, value=value, remote_ref=str(remote_ref or ""))
+
+
+def call_compensation(spec: definition.StepDef, ctx: StepContext) -> transitions.Outcome:
+    """Call a step's compensation (ctx.key is the compensation's own key)."""
+    try:
+        value = spec.compensate_fn(ctx)
+    except Exception as exc:
+        return transitions.Outcome(
+            succeeded=False, error=classify(exc, non_retryable=spec.retry.non_retryable))
+    if isinstance(value, definition.StepResult):
+        return transitions.Outcome(succeeded=True, value=value.value,
+                                   remote_ref=str(value.remote_ref or ""))
+    return transitions.Outcome(succeeded=True, value=value)
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    return f"{'.'.join(map(str, err['loc'])) or 'output'}: {err['msg']}"
+
+
+def ask_remote(spec: definition.StepDef, ctx: StepContext):
+    """Look a step's effect up by its key with the step's reconcile function.
+
+    Returns (verdict, error): Found, NotFound or Undetermined, or None when the step has no
+    reconcile function. A lookup that raises is LookupFailed (an Undetermined: only evidence
+    settles an unknown outcome), which the runtime asks again within the lookup budget.
+    """
+    if spec.reconcile_fn is None:
+        return None, ""
+    verdict, error = lookups.ask(spec.reconcile_fn, ctx)
+    if isinstance(verdict, definition.Found) and spec.sensitive:
+        verdict = dataclasses.replace(verdict,
+                                      result=sensitive.seal_fields(verdict.result,
+                                                                   spec.sensitive))
+    return verdict, error

@@ -1,0 +1,82 @@
+"""What a step function sees: the run's business key and input, its key, its attempt,
+earlier steps' results and the services object. Never a Run or Step row, never a secret."""
+
+from collections.abc import Callable, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..models import Step
+from .artifacts import Results
+
+
+@dataclass(frozen=True)
+class StepContext:
+    run_id: int
+    workflow: str
+    business_key: str
+    input: Any
+    step: str
+    key: str
+    attempt: int
+    results: Mapping  # read-only; a large result is read from its artifact when asked for
+    services: Any = None
+    remote_ref: str = ""
+    _heartbeat: Callable[[], bool] = field(default=lambda: True, repr=False)
+
+    def heartbeat(self) -> bool:
+        """Extend this worker's lease during a long step. False means the lease was lost:
+        another worker owns the run now and this step's result will only be kept as evidence."""
+        return self._heartbeat()
+
+
+# Steps whose result a later step (or a compensation, or a reconcile function) may read:
+# what happened stays a fact while it is being undone, and after.
+_RESULT_STATUSES = frozenset({"succeeded", "compensating", "compensated",
+                              "compensation_failed"})
+
+
+def build_context(run, steps, step, *, definition, services, validated_input=None,
+                  compensating: bool = False,
+                  heartbeat: Callable[[], bool] | None = None) -> StepContext:
+    """The one way to build what a step function, its reconcile, its compensation, its
+    compensation preview or an approval snapshot sees. `run` and `steps` are rows (read
+    here, never handed on); a compensation gets its own key and attempt count."""
+    if validated_input is None:
+        validated_input = definition.input_schema.model_validate(run.input)
+    if compensating:
+        key, attempt = step.compensation_key, step.compensation_attempt
+    else:
+        key, attempt = step.idempotency_key, step.attempt
+    return StepContext(
+        run_id=run.pk, workflow=run.workflow_name, business_key=run.business_key,
+        input=validated_input, step=step.name, key=key, attempt=attempt,
+        results=Results({s.name: s.result for s in steps if s.status in _RESULT_STATUSES}),
+        services=services, remote_ref=step.remote_ref,
+        _heartbeat=heartbeat or (lambda: True),
+    )
+
+
+@contextmanager
+def opened_services(definition, *, wanted: bool = True):
+    """The workflow's services (HTTP and model clients), closed on the way out."""
+    services = definition.services_factory() if wanted and definition.services_factory \
+        else None
+    try:
+        yield services
+    finally:
+        close = getattr(services, "close", None)
+        if close is not None:
+            close()
+
+
+@contextmanager
+def context_outside_executor(run, step_name: str, *, definition, with_services: bool,
+                             compensating: bool = False):
+    """A step's context for work done outside the executor (an operator's lookup, an
+    approval snapshot, a compensation preview), with the clients it opens closed after."""
+    steps = list(Step.objects.filter(run=run).order_by("position"))
+    step = next(s for s in steps if s.name == step_name)
+    with opened_services(definition, wanted=with_services) as services:
+        yield build_context(run, steps, step, definition=definition, services=services,
+                            compensating=compensating)

@@ -1,0 +1,176 @@
+"""Pausing a workflow's dispatch, for all its steps or for the steps that reach one remote
+system (during an incident there).
+
+While a workflow is paused: starts are accepted and stay queued; no worker claims its runs
+(runs.machine.transitions.lease_cycle asks `holds` before a claim and before each next step's
+intent); a step in flight finishes and records its outcome, and the run then waits, its
+next step not started; the sweeper sends no wake-ups for it (retries and timers hold). A
+pause for one system holds a run only when its next step reaches that system.
+
+Resuming deletes the pause and sends a wake-up to each run it held (the sweeper would find
+them within RUNS_REQUEUE_AFTER_SECONDS anyway). Both are recorded in ControlRecord with who
+and why.
+"""
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from audit.chain import Actor
+
+from ..definitions import definition
+from ..models import ControlRecord, DispatchPause, Run, RunStatus, Workflow
+from .wakeup import send_wakeups
+
+# A pause is read before every claim and step: kept for this long per process, so a busy
+# worker asks the database about it once a second, not once per step.
+CACHE_SECONDS = 1.0
+PERMISSION = "pause_dispatch"
+
+
+class DispatchError(ValueError):
+    """A pause or resume that cannot be done as asked; nothing was changed."""
+
+
+class DispatchConflict(DispatchError):
+    """Paused already, or not paused: the pause is not in the state the caller expects."""
+
+
+@dataclass(frozen=True)
+class Pause:
+    workflow_name: str
+    system: str
+    reason: str
+    paused_by: str
+    paused_at: datetime
+
+
+_cache: tuple[float, dict[str, list[Pause]]] | None = None
+
+
+def forget_cache() -> None:
+    global _cache
+    _cache = None
+
+
+def current_pauses() -> dict[str, list[Pause]]:
+    """Every pause in force, by workflow name (read at most once per CACHE_SECONDS)."""
+    global _cache
+    now = time.monotonic()
+    if _cache is not None and now - _cache[0] < CACHE_SECONDS:
+        return _cache[1]
+    pauses: dict[str, list[Pause]] = {}
+    for row in DispatchPause.objects.order_by("workflow_name", "system"):
+        pauses.setdefault(row.workflow_name, []).append(Pause(
+            row.workflow_name, row.system, row.reason, row.paused_by, row.paused_at))
+    _cache = (now, pauses)
+    return pauses
+
+
+def holds(workflow_name: str, system: str | None = None) -> Pause | None:
+    """The pause that keeps a step reaching `system` of `workflow_name` from starting
+    (system None: whether the whole workflow is paused)."""
+    for pause in current_pauses().get(workflow_name, ()):
+        if not pause.system or (system is not None and pause.system == system):
+            return pause
+    return None
+
+
+def holds_step(workflow_def: definition.Workflow, step_name: str) -> Pause | None:
+    """The pause, if any, that keeps step `step_name` of a run of `definition` from
+    starting."""
+    try:
+        system = workflow_def.step(step_name).system
+    except KeyError:
+        system = ""
+    return holds(workflow_def.name, system)
+
+
+def held_runs_filter() -> Q | None:
+    """The runs a pause holds, as a filter for the sweeper to leave out (None: none held):
+    whole workflows, and for a system pause the runs whose current step reaches it."""
+    held = None
+    for name, pauses in current_pauses().items():
+        if any(not p.system for p in pauses):
+            clause = Q(workflow_name=name)
+        else:
+            systems = {p.system for p in pauses}
+            steps = {s.name for wf in definition.registry.versions(name) for s in wf.steps
+                     if s.system in systems}
+            if not steps:
+                continue
+            clause = Q(workflow_name=name, current_step__in=sorted(steps))
+        held = clause if held is None else held | clause
+    return held
+
+
+def may_pause(user, workflow_name: str) -> bool:
+    """The one permission rule (console.permissions) for pausing: superuser, the global
+    permission, or the object permission on the workflow's row."""
+    if not user.is_authenticated or not user.is_active:
+        return False
+    if user.is_superuser or user.has_perm(f"runs.{PERMISSION}"):
+        return True
+    row = Workflow.objects.filter(name=workflow_name).first()
+    return row is not None and user.has_perm(f"runs.{PERMISSION}", row)
+
+
+def _check(workflow_name: str, system: str, reason: str) -> None:
+    workflow_def = definition.registry.latest(workflow_name)
+    if workflow_def is None:
+        raise DispatchError(f"unknown workflow {workflow_name!r}")
+    if not reason or not reason.strip():
+        raise DispatchError("a reason is required to pause or resume dispatch")
+    if system and not any(s.system == system for wf in definition.registry.versions(workflow_name)
+                          for s in wf.steps):
+        known = sorted({s.system for s in workflow_def.steps if s.system})
+        raise DispatchError(f"no step of {workflow_name} reaches a system {system!r}; "
+                            f"its systems: {', '.join(known) or 'none declared'}")
+
+
+def pause_dispatch(*, workflow: str, actor: Actor, reason: str, system: str = "",
+                   now: datetime | None = None) -> DispatchPause:
+    """Pause `workflow`'s dispatch (only towards `system` if given)."""
+    _check(workflow, system, reason)
+    now = now or timezone.now()
+    try:
+        with transaction.atomic():
+            pause = DispatchPause.objects.create(workflow_name=workflow, system=system,
+                                                 reason=reason, paused_by=actor.label,
+                                                 paused_at=now)
+            ControlRecord.objects.create(action="dispatch_paused", workflow_name=workflow,
+                                         target=system, actor_label=actor.label,
+                                         actor_user_id=actor.user_id, reason=reason,
+                                         created_at=now)
+    except IntegrityError:
+        raise DispatchConflict(f"{workflow} is already paused"
+                            + (f" for {system}" if system else "")) from None
+    forget_cache()
+    return pause
+
+
+def resume_dispatch(*, workflow: str, actor: Actor, reason: str, system: str = "",
+                    now: datetime | None = None) -> int:
+    """Resume `workflow`'s dispatch (the pause for `system`, if given). Returns how many
+    held runs were woken."""
+    _check(workflow, system, reason)
+    now = now or timezone.now()
+    with transaction.atomic():
+        deleted, _ = DispatchPause.objects.filter(workflow_name=workflow,
+                                                  system=system).delete()
+        if not deleted:
+            raise DispatchConflict(f"{workflow} is not paused"
+                                + (f" for {system}" if system else ""))
+        ControlRecord.objects.create(action="dispatch_resumed", workflow_name=workflow,
+                                     target=system, actor_label=actor.label,
+                                     actor_user_id=actor.user_id, reason=reason,
+                                     created_at=now)
+    forget_cache()
+    held = list(Run.objects.filter(
+        Q(status=RunStatus.QUEUED) | Q(status=RunStatus.WAITING, next_wake_at__lte=now),
+        workflow_name=workflow).values_list("pk", flat=True)[:10000])
+    return send_wakeups(held)

@@ -1,0 +1,102 @@
+"""Every change of a run's or a step's state, and nothing else.
+
+Each public function here is one transition: in one durable transaction it locks the run
+row, checks the move against RUN_TRANSITIONS, writes the change and its audit records, and
+commits. Broker messages are sent after commit and are only wake-up hints. The executor (for
+automation) and the console (for operators) call these same functions.
+
+The package, by concern: kernel (the table, Change, locking, audit), start (starting a
+run), lease_cycle (claim, outcomes), leases (heartbeats, lease expiry), unknown_outcome (settling
+an unknown outcome by a lookup), resends
+(the one path that sends a step again), compensation, operator_rules (when an operator
+action can succeed, who must agree), operator (the operator actions and their skeleton:
+reason, lock, refusal, four eyes), approval_waits,
+agent_calls (an agent step's tool calls), agent_turns (its model turns), agent_compensation
+(the undo of its calls), agent_operator (a person's actions on one call), rerun and
+rerun_rules (re-run from a chosen step as a new generation).
+"""
+
+from .agent_calls import waiting_tool_calls
+from .agent_operator import (
+    begin_tool_call_undo,
+    cancel_tool_call,
+    decide_tool_call,
+    reconcile_tool_call,
+    record_tool_call_undo,
+    retry_tool_call,
+)
+from .approval_waits import (
+    approval_timed_out,
+    decide_approval,
+    record_approval_event,
+)
+from .compensation import compensation_plan
+from .events import (
+    DuplicateEvent,
+    awaiting_ref,
+    deliver_event,
+    deliver_event_by_hand,
+    skip_event,
+    waiting_event_step,
+)
+from .kernel import (
+    DONE_STEP_STATUSES,
+    HELD,
+    NEW,
+    RUN_TRANSITIONS,
+    Lease,
+    Outcome,
+    allowed,
+    input_hash,
+    within_caller_transaction,
+)
+from .lease_cycle import claim_run, record_outcome
+from .leases import expire_lease, expire_leases, heartbeat, heartbeat_many
+from .operator import (
+    ask_again,
+    cancel,
+    compensate,
+    confirm_compensation,
+    reconcile,
+    reopen,
+    resume,
+    retry_step,
+    terminate,
+)
+from .operator_rules import (
+    EFFECT_KINDS,
+    SECOND_PERSON_ACTIONS,
+    STEP_ACTIONS,
+    eligible_steps,
+    high_impact_effects,
+    needs_second_person,
+    paused_undo,
+    refusal,
+    step_refusal,
+    unsettled_effects,
+)
+from .rerun import rerun_from_step
+from .rerun_rules import rerun_range, standing_effects
+from .start import start_run
+from .timers import sleeping_step, wake_timer
+from .tool_call_rules import TOOL_CALL_ACTIONS, call_refusal
+from .unknown_outcome import settle_unknown
+
+__all__ = [
+    "DONE_STEP_STATUSES", "EFFECT_KINDS", "HELD", "NEW", "RUN_TRANSITIONS",
+    "SECOND_PERSON_ACTIONS", "STEP_ACTIONS", "Lease", "Outcome", "allowed",
+    "approval_timed_out", "ask_again", "decide_tool_call", "reconcile_tool_call",
+    "waiting_tool_calls", "TOOL_CALL_ACTIONS", "begin_tool_call_undo", "call_refusal",
+    "record_tool_call_undo", "retry_tool_call", "cancel_tool_call", "cancel", "claim_run",
+    "compensate",
+    "compensation_plan", "confirm_compensation", "decide_approval", "eligible_steps",
+    "expire_lease", "expire_leases", "heartbeat", "heartbeat_many", "high_impact_effects",
+    "input_hash",
+    "needs_second_person",
+    "paused_undo", "reconcile", "record_approval_event", "record_outcome", "refusal",
+    "reopen", "resume", "retry_step",
+    "settle_unknown", "sleeping_step", "start_run", "step_refusal", "terminate", "wake_timer",
+    "DuplicateEvent", "awaiting_ref", "deliver_event", "deliver_event_by_hand", "skip_event",
+    "waiting_event_step", "unsettled_effects", "within_caller_transaction",
+    "rerun_from_step", "rerun_range", "standing_effects",
+]

@@ -1,0 +1,257 @@
+"""The transitions of an agent step: a model turn stored, and each tool call it asks for
+checkpointed before and after it runs, settled by key when its outcome is unknown, held
+for a person's approval of its arguments, and undone in the run's compensation.
+
+Each function is one transition of the run, as in the rest of this package: in one durable
+transaction, the run locked and checked against RUN_TRANSITIONS under the lease's fencing
+token, the turn or call rows written with the audit records. The step's own life (its
+intent at each claim, its success once the model answers without tool calls) goes through
+the lease cycle like any step's.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import F
+
+from audit.actions import AuditAction
+from audit.models import AuditRecord
+
+from ...agent_models import AgentTurn, ToolCall, ToolCallStatus
+from ...definitions import definition
+from ...models import Run, Step, StepStatus
+from .. import sensitive
+from ..errors import TransitionNotAllowed
+from ..redaction import REDACTED, redact
+from . import effects, stop_gate
+from .kernel import (  # the package's shared vocabulary
+    WAITING,
+    Change,
+    Lease,
+    Outcome,
+    audit_state,
+    lock_run,
+    release_calls_in_flight,
+    transition_time,
+)
+from .lease_cycle import holding
+from .tool_call_rules import call_refusal, last_turn, tool_of
+
+S = ToolCallStatus
+# A call in one of these states is settled: the model can be told how it went.
+SETTLED = frozenset({S.SUCCEEDED, S.FAILED, S.INVALID, S.DECLINED, S.CANCELLED, S.COMPENSATING,
+                     S.COMPENSATED, S.COMPENSATION_FAILED})
+
+
+@dataclass(frozen=True)
+class ModelTurn:
+    """What the model answered, as the executor read it from the completion."""
+
+    content: str
+    tool_calls: list[dict]  # [{"id", "name", "arguments": raw JSON text}]
+    finish_reason: str = ""
+    model_ref: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    # A summary of the turns before this index (runs.agents.agent_history); 0: an ordinary turn.
+    summarises: int = 0
+
+
+def args_hash(arguments) -> str:
+    """The hash a person's approval of a tool call is bound to."""
+    return hashlib.sha256(json.dumps(arguments, sort_keys=True, separators=(",", ":"),
+                                     default=str).encode()).hexdigest()
+
+
+def shown_arguments(tool: definition.ToolSpec | None, arguments):
+    """A call's arguments as people and audit records see them: the tool's declared fields
+    and anything that looks like a credential masked."""
+    if isinstance(arguments, dict) and tool is not None:
+        arguments = {k: (REDACTED if k in tool.redact else v) for k, v in arguments.items()}
+    elif tool is not None and tool.redact and arguments is not None:
+        # Text the model sent that is not an object (kept as evidence of invalid
+        # arguments): a declared field may be anywhere in it.
+        return REDACTED
+    return redact(arguments)
+
+
+def calls_of(step: Step) -> list[ToolCall]:
+    """The tool calls of the step's current generation (a re-run's earlier ones are history)."""
+    return list(ToolCall.objects.filter(step=step, generation=step.generation)
+                .order_by("turn", "index"))
+
+
+def turns_of(step: Step) -> list[AgentTurn]:
+    """The model turns of the step's current generation."""
+    return list(AgentTurn.objects.filter(step=step, generation=step.generation)
+                .order_by("index"))
+
+
+def agent_spec(lease: Lease, step: Step) -> definition.AgentSpec:
+    return lease.definition.step(step.name)
+
+
+def call_data(call: ToolCall, **more) -> dict:
+    return {"tool_call": call.ref, "tool": call.tool, **more}
+
+
+# --- a tool call ---------------------------------------------------------------------------
+
+def fresh_call(call: ToolCall) -> ToolCall:
+    """The call as committed (the run's lock is held: nobody else changes it meanwhile)."""
+    return ToolCall.objects.get(pk=call.pk)
+
+
+def save_call(call: ToolCall, now: datetime) -> None:
+    call.updated_at = now
+    call.save()
+
+
+def begin_tool_call(lease: Lease, step: Step, call: ToolCall, *,
+                    now: datetime | None = None) -> ToolCall | None:
+    """The intent checkpoint: the call running, its attempt counted, its key in the audit
+    record. Returns the call as recorded, or None if nothing is sent: the lease was lost,
+    a cancel request stopped the run, or the call waits for a person's approval of its
+    arguments. It waits when its tool has the stop verdict (stop_gate.is_gated, the gate a
+    step's attempts wait at too) or asks for approval of these arguments, unless a person
+    approved exactly them."""
+    tool = agent_spec(lease, step).tools[call.tool]
+    where = f"before tool call {call.ref} ({call.tool})"
+    with holding(lease, "tool_call", now, cancel_before=where) as change:
+        if change is None:
+            return None
+        call = fresh_call(call)
+        gated = stop_gate.is_gated(tool)
+        asks = gated or tool.needs_approval(
+            tool.args.model_validate(sensitive.opened(call.arguments)))
+        if asks and call.approved_hash != call.args_hash:
+            _await_approval(change, lease, step, call, tool)
+            return None
+        if gated:
+            # The stop verdict: an approval allows one attempt; a retry asks again.
+            call.approved_hash = ""
+        effects.CallEffect(lease, step, call).begun(change)
+    return call
+
+
+def record_tool_outcome(lease: Lease, step: Step, call: ToolCall, outcome: Outcome, *,
+                        now: datetime | None = None) -> Lease:
+    """The outcome checkpoint of one tool call, by the effect machine's rules (effects.succeed,
+    effects.fail), as a step's: succeeded; transient (sent again with the tool's backoff,
+    within its budget); unknown (settled by key before anything else runs); permanent or
+    unclassified (a person). A result that arrives after the lease was taken over is kept
+    as evidence only (effects.late_result)."""
+    where = f"after tool call {call.ref} ({call.tool}) settled"
+    with holding(lease, "tool_call", now, cancel_after=where) as change:
+        if change is None:
+            effects.late_result(lock_run(lease.run.pk), lease, effects.CallEffect(lease, step,
+                                                                                  call),
+                                outcome, transition_time(now))
+            return lease
+        effect = effects.CallEffect(lease, step, fresh_call(call))
+        if outcome.succeeded:
+            effects.succeed(change, effect, outcome.value, outcome.remote_ref,
+                            AuditAction.TOOL_CALL_SUCCEEDED)
+        else:
+            effects.fail(change, lease, effect, outcome)
+    return lease
+
+
+def take_back_calls(lease: Lease, step: Step, running: list[ToolCall], *,
+                    now: datetime | None = None) -> Lease:
+    """Tool calls a dead worker left running: a write or notify may have acted, so its
+    outcome is unknown (settled by key next); a read simply runs again."""
+    with holding(lease, "tool_call", now) as change:
+        if change is None:
+            return lease
+        still_running = [call for call in map(fresh_call, running) if call.status == S.RUNNING]
+        release_calls_in_flight(
+            change, step, calls=still_running, action=AuditAction.STEP_LEASE_EXPIRED,
+            why="the worker running it stopped before its outcome was recorded")
+        change.step_changed(step)
+    return lease
+
+
+def settle_tool_call(lease: Lease, step: Step, call: ToolCall, verdict, *, error: str = "",
+                     now: datetime | None = None) -> Lease:
+    """Settle an unknown tool call with what the lookup by its key found, by the one rule of
+    an unknown outcome (effects.settle), as a step's is settled."""
+    with holding(lease, "tool_call", now) as change:
+        if change is None:
+            return lease
+        effects.settle(change, lease, effects.CallEffect(lease, step, fresh_call(call)), verdict,
+                       error=error)
+    return lease
+
+
+# --- a person's approval of a tool call ----------------------------------------------------
+
+def _await_approval(change: Change, lease: Lease, step: Step, call: ToolCall,
+                    tool: definition.ToolSpec) -> None:
+    """The call waits for a person's approval of exactly these arguments (the request
+    carries their hash). No worker is held meanwhile."""
+    before = audit_state(change.run, step)
+    call.status = S.WAITING
+    save_call(call, change.now)
+    step.status = StepStatus.WAITING
+    step.lease_owner, step.lease_expires_at = "", None
+    change.step_changed(step)
+    change.move(WAITING, message=f"{step.name}: tool {call.tool} (call {call.ref}) waits for "
+                           "a person's approval of its arguments")
+    change.wait_for_person(step, call)
+    change.run.next_wake_at = None
+    change.audit(AuditAction.TOOL_CALL_APPROVAL_REQUESTED, step=step, before=before,
+                 after=audit_state(change.run, step),
+                 data=call_data(call, args_hash=call.args_hash,
+                                 arguments=shown_arguments(tool, call.arguments)))
+    lease.finished, lease.work = True, None
+
+
+def waiting_tool_calls(run: Run) -> list[ToolCall]:
+    """The tool calls of `run` that wait for a person's approval."""
+    return list(ToolCall.objects.filter(step__run=run, status=S.WAITING,
+                                        generation=F("step__generation"))
+                .select_related("step").order_by("step__position", "turn", "index"))
+
+
+def retried_by(call: ToolCall) -> int | None:
+    """The user id of the operator who last sent `call` again (retry_tool_call, recorded
+    with the call in the run's audit log), or None. Four eyes: that person does not decide
+    the approval the resend waits for."""
+    return (AuditRecord.objects
+            .filter(run_id=call.step.run_id, action=AuditAction.STEP_RETRIED,
+                    step_name=call.step.name, data__tool_call=call.ref,
+                    actor_user_id__isnull=False)
+            .order_by("-seq").values_list("actor_user_id", flat=True).first())
+
+
+def call_named(run: Run, step_name: str, call_ref: str) -> tuple[Step, ToolCall]:
+    try:
+        turn, index = (int(part) for part in str(call_ref).split("."))
+        call = ToolCall.objects.select_related("step").get(
+            step__run=run, step__name=step_name, generation=F("step__generation"),
+            turn=turn, index=index)
+    except (ValueError, ToolCall.DoesNotExist):
+        raise TransitionNotAllowed(f"run {run.pk} has no tool call {call_ref!r} in step "
+                                   f"{step_name!r}") from None
+    return call.step, call
+
+
+
+def checked_call(op, action: str, step_name: str, call_ref: str) -> tuple[Step, ToolCall]:
+    """The step (the row operation `op` locked and will save) and its tool call `call_ref`,
+    once tool_call_rules.call_refusal allows `action` on it: the one check of every operator
+    action aimed at one call, whoever asks."""
+    step, call = call_named(op.run, step_name, call_ref)
+    step = op.step
+    refused = call_refusal(action, op.run, step, call, tool_of(op.definition, step, call),
+                           last_turn=last_turn(step))
+    if refused:
+        raise TransitionNotAllowed(refused)
+    return step, call
+
+def find_call(run: Run, step_name: str, call_ref: str) -> ToolCall:
+    """Tool call `call_ref` ("turn.index") of `step_name` in `run`, read without a lock."""
+    return call_named(run, step_name, call_ref)[1]

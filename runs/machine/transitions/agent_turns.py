@@ -1,0 +1,192 @@
+"""The lease holder's transitions of an agent step's model turns: the cancel request read
+before each turn is asked, the model's answer stored (with a row per tool call it asks
+for) before anything it asks for runs, and the step's turn, call and token budgets.
+The tool calls' own checkpoints are agent_calls'."""
+
+import json
+from datetime import datetime
+
+from pydantic import BaseModel, ValidationError
+
+from audit.actions import AuditAction
+
+from ...agent_models import AgentTurn, ToolCall
+from ...definitions import definition
+from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
+from .. import sensitive
+from ..keys import tool_call_key, tool_compensation_key
+from ..redaction import redact
+from .agent_calls import (
+    ModelTurn,
+    S,
+    agent_spec,
+    args_hash,
+    call_data,
+    shown_arguments,
+)
+from .kernel import ATTENTION, Lease, audit_state, halt
+from .lease_cycle import holding
+
+
+def stop_if_cancelled(lease: Lease, step: Step, *, where: str) -> Lease:
+    """Read the run's cancel request before work the lease holder is about to start (a
+    model turn); if there is one, the run stops here. A plain read first: the lock is taken
+    only when a cancel is pending."""
+    if Run.objects.filter(pk=lease.run.pk, cancel_requested=True).exists():
+        with holding(lease, "agent_turn", cancel_before=where):
+            pass
+    return lease
+
+
+def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
+                      now: datetime | None = None) -> Lease:
+    """Store the model's answer before any tool it asks for runs, with a row per tool call
+    (its key fixed by its place in the conversation). Arguments that fail the tool's schema
+    are kept as evidence and never executed; past the step's schema error budget, or for a
+    tool the step does not declare, or past the turn, call or token budget, the run stops
+    for a person, saying which."""
+    spec = agent_spec(lease, step)
+    with holding(lease, "agent_turn", now) as change:
+        if change is None:
+            return lease
+        now = change.now
+        index = AgentTurn.objects.filter(step=step, generation=step.generation).count()
+        AgentTurn.objects.create(
+            step=step, generation=step.generation, index=index, content=turn.content or "",
+            tool_calls=sensitive.seal_asked_calls(turn.tool_calls, spec.tools),
+            finish_reason=turn.finish_reason, model_ref=turn.model_ref,
+            prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens,
+            summarises=turn.summarises, created_at=now)
+        rows, invented, invalid = [], [], []
+        for position, asked in enumerate(turn.tool_calls):
+            row = _new_call(change.run, step, spec, index, position, asked, now)
+            rows.append(row)
+            if row.tool not in spec.tools:
+                invented.append(row.tool)
+            elif row.status == S.INVALID:
+                invalid.append(row)
+        ToolCall.objects.bulk_create(rows)
+        change.audit(AuditAction.AGENT_TURN_STORED, step=step, data={
+            "turn": index, "content": turn.content[:500] if turn.content else "",
+            "tool_calls": [f"{r.ref} {r.tool}" for r in rows],
+            "tokens": turn.prompt_tokens + turn.completion_tokens,
+            "model_ref": turn.model_ref,
+            **({"summarises": turn.summarises} if turn.summarises else {})})
+        for row in invalid:
+            change.audit(AuditAction.TOOL_CALL_INVALID, step=step,
+                         data=call_data(row, error=row.error_message,
+                                         arguments=shown_arguments(spec.tools[row.tool],
+                                                                   row.arguments)))
+        stop = _turn_stops(step, spec, invented)
+        if stop is not None:
+            reason, message = stop
+            before = audit_state(change.run, step)
+            step.status = StepStatus.FAILED
+            step.error_class = ErrorClass.MODEL_FORMAT if reason == \
+                AttentionReason.MODEL_OUTPUT_PAUSED else ErrorClass.EXHAUSTED
+            step.error_message = message
+            step.lease_owner, step.lease_expires_at = "", None
+            change.step_changed(step)
+            halt(change, lease, step, before, ATTENTION, reason, f"{step.name}: {message}", message)
+    return lease
+
+
+def _new_call(run: Run, step: Step, spec: definition.AgentSpec, turn: int, position: int,
+              asked: dict,
+              now: datetime) -> ToolCall:
+    name = str(asked.get("name") or "")[:200]
+    tool = spec.tools.get(name)
+    key = tool_call_key(run.workflow_name, run.business_key, step.name, step.version, turn,
+                        position, name, step.generation)
+    row = ToolCall(step=step, generation=step.generation, turn=turn, index=position,
+                   call_id=str(asked.get("id") or f"call_{turn}_{position}"), tool=name,
+                   idempotency_key=key, updated_at=now,
+                   kind=tool.kind if tool else "", impact=tool.impact if tool else "")
+    raw = asked.get("arguments") or "{}"
+    try:
+        parsed = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        parsed = {"unparsed": str(raw)[:2000]}
+        row.error_message = "the arguments are not JSON"
+    if tool is None:
+        row.status, row.arguments = S.INVALID, redact(parsed)
+        row.error_class = ErrorClass.MODEL_FORMAT
+        row.error_message = f"no tool named {name!r}: the step declares " \
+                            f"{', '.join(spec.tools) or 'none'}"
+    elif row.error_message:
+        row.status, row.arguments, row.error_class = S.INVALID, parsed, ErrorClass.MODEL_FORMAT
+    else:
+        try:
+            valid: BaseModel = tool.args.model_validate(parsed)
+        except ValidationError as exc:
+            row.status, row.arguments = S.INVALID, parsed
+            row.error_class = ErrorClass.MODEL_FORMAT
+            row.error_message = (f"arguments do not match {tool.args.__name__}: "
+                                 f"{exc.error_count()} error(s): " + "; ".join(
+                                     f"{'.'.join(map(str, e['loc'])) or 'arguments'}: "
+                                     f"{e['msg']}" for e in exc.errors()[:3]))
+        else:
+            row.arguments = valid.model_dump(mode="json")
+            if tool.compensate_fn is not None:
+                row.compensation_key = tool_compensation_key(key)
+    # The hash covers the arguments in clear (an approval is of what is sent); the row
+    # keeps the declared fields sealed.
+    row.args_hash = args_hash(row.arguments)
+    row.arguments = sensitive.seal_arguments(row.arguments, tool, spec.tools)
+    if row.status == S.INVALID:
+        row.finished_at = now
+    return row
+
+
+def _turn_stops(step: Step, spec: definition.AgentSpec, invented: list[str]) -> tuple[str,
+                                                                                      str] | None:
+    """Why the turn just stored stops the run for a person, or None."""
+    if invented:
+        return (AttentionReason.MODEL_OUTPUT_PAUSED,
+                f"the model asked for {', '.join(repr(n) for n in invented)}, which the step "
+                f"does not declare (it declares {', '.join(spec.tools)})")
+    calls = ToolCall.objects.filter(step=step, generation=step.generation)
+    invalid = calls.filter(status=S.INVALID).count()
+    if invalid > spec.schema_error_budget:
+        return (AttentionReason.MODEL_OUTPUT_PAUSED,
+                f"{invalid} tool calls had arguments that fail their schema (budget "
+                f"{spec.schema_error_budget}); the last: "
+                f"{calls.filter(status=S.INVALID).last().error_message}")
+    return budget_spent(step, spec)
+
+
+def budget_spent(step: Step, spec: definition.AgentSpec, *, asking: bool = False
+                 ) -> tuple[str, str] | None:
+    """Which of the agent's budgets is spent, or None. `asking`: before another turn."""
+    budget = spec.budget
+    # A re-run's new generation has the whole budget again, as its step's attempts do.
+    turns = list(AgentTurn.objects.filter(step=step, generation=step.generation)
+                 .values_list("prompt_tokens", "completion_tokens"))
+    calls = ToolCall.objects.filter(step=step, generation=step.generation).count()
+    tokens = sum(p + c for p, c in turns)
+    why = None
+    if calls > budget.max_tool_calls:
+        why = f"tool call budget spent: the model asked for {calls} calls, at most " \
+              f"{budget.max_tool_calls}"
+    elif tokens > budget.max_tokens:
+        why = f"token budget spent: {tokens} tokens used, at most {budget.max_tokens}"
+    elif asking and len(turns) >= budget.max_turns:
+        why = f"turn budget spent: {len(turns)} model turns without a final answer, at " \
+              f"most {budget.max_turns}"
+    return (AttentionReason.BUDGET_EXHAUSTED, why) if why else None
+
+
+def agent_budget_spent(lease: Lease, step: Step, message: str, *,
+                       now: datetime | None = None) -> Lease:
+    """Stop before asking the model again: a budget is spent."""
+    with holding(lease, "agent_turn", now) as change:
+        if change is None:
+            return lease
+        before = audit_state(change.run, step)
+        step.status, step.error_class, step.error_message = (StepStatus.FAILED,
+                                                            ErrorClass.EXHAUSTED, message)
+        step.lease_owner, step.lease_expires_at = "", None
+        change.step_changed(step)
+        halt(change, lease, step, before, ATTENTION, AttentionReason.BUDGET_EXHAUSTED,
+              f"{step.name}: {message}", message)
+    return lease

@@ -1,0 +1,126 @@
+"""The transitions of an approval step: a person's decision, or nobody deciding in time.
+The approvals app calls them once a decision is recorded on its request."""
+
+from datetime import datetime
+
+from audit.actions import AuditAction
+from audit.chain import Actor
+
+from ... import store
+from ...definitions import definition
+from ...models import (
+    AttentionReason,
+    Run,
+    Step,
+    StepStatus,
+)
+from ..errors import (
+    TransitionNotAllowed,
+)
+from . import stop_gate
+from .kernel import (  # the package's shared vocabulary
+    ATTENTION,
+    QUEUED,
+    Change,
+    audit_state,
+    lock_run,
+    step_named,
+    steps_done_with,
+    transition_on,
+    transition_time,
+)
+
+
+def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor,
+                    comment: str = "", data: dict | None = None,
+                    now: datetime | None = None) -> Run:
+    """Record a person's decision on the approval step the run waits on.
+
+    Approved: the step succeeds and the run continues. Rejected: the step fails and the run
+    waits for an operator in attention (rejection is a business outcome, not an error to
+    retry).
+    """
+    with transition_on(run_id, "decide_approval", actor=actor, now=now) as change:
+        run, now = change.run, change.now
+        step = _waiting_approval(run, step_name)
+        before = audit_state(run, step)
+        if step.kind != definition.APPROVAL:
+            # The approval of one attempt of a step with the stop verdict.
+            stop_gate.apply_decision(change, step, approved=approved, by=actor.label,
+                                     comment=comment)
+            change.audit(AuditAction.APPROVAL_DECIDED, step=step, reason=comment,
+                         before=before, after=audit_state(run, step),
+                         data={**(data or {}), "approved": approved,
+                               "attempt": step.attempt + 1})
+            return run
+        step.finished_at = now
+        step.result = {"approved": approved, "by": actor.label, "comment": comment}
+        if approved:
+            step.status = StepStatus.SUCCEEDED
+            step.remote_ref = f"approved by {actor.label}"
+            change.step_changed(step)
+            run.steps_done = steps_done_with(run, step)
+            change.move(QUEUED)
+        else:
+            step.status = StepStatus.FAILED
+            step.error_message = f"rejected by {actor.label}: {comment}"
+            change.step_changed(step)
+            change.move(ATTENTION, reason=AttentionReason.APPROVAL_REJECTED,
+                        message=f"{step_name} rejected by {actor.label}")
+        change.audit(AuditAction.APPROVAL_DECIDED, step=step, reason=comment, before=before,
+                     after=audit_state(run, step), data={**(data or {}), "approved": approved})
+    return run
+
+def _waiting_approval(run: Run, step_name: str) -> Step:
+    step = step_named(run, step_name)
+    gated = step.kind in (definition.WRITE, definition.NOTIFY) and _gated(run, step_name)
+    if (step.kind != definition.APPROVAL and not gated) or step.status != StepStatus.WAITING:
+        raise TransitionNotAllowed(
+            f"step {step_name} of run {run.pk} is not an approval waiting for a decision "
+            f"({step.kind}, {step.status})")
+    return step
+
+def _gated(run: Run, step_name: str) -> bool:
+    workflow_def = definition.registry.get(run.workflow_name, run.workflow_version)
+    try:
+        return workflow_def is not None and stop_gate.is_gated(workflow_def.step(step_name))
+    except KeyError:
+        return False
+
+def approval_timed_out(run_id: int, *, step_name: str, actor: Actor, reason: str,
+                       now: datetime | None = None) -> Run:
+    """Nobody decided the approval in time and its policy is to cancel: the run goes to
+    attention, the step still waiting, for an operator to decide what happens."""
+    with transition_on(run_id, "approval_timed_out", actor=actor, now=now) as change:
+        run = change.run
+        step = _waiting_approval(run, step_name)
+        before = audit_state(run, step)
+        change.move(ATTENTION, reason=AttentionReason.APPROVAL_TIMED_OUT,
+                    message=f"{step_name}: {reason}")
+        change.audit(AuditAction.APPROVAL_TIMED_OUT, step=step, reason=reason, before=before,
+                     after=audit_state(run, step))
+    return run
+
+
+# What the approvals app records on the run's chain about a request, besides the decision.
+APPROVAL_EVIDENCE = frozenset({
+    AuditAction.APPROVAL_OPENED, AuditAction.APPROVAL_REMINDED, AuditAction.APPROVAL_ESCALATED,
+    AuditAction.APPROVAL_SUPERSEDED, AuditAction.APPROVAL_WITHDRAWN,
+})
+
+
+def record_approval_event(run_id: int, *, action: str, step_name: str, actor: Actor,
+                          reason: str = "", data: dict | None = None,
+                          now: datetime | None = None) -> None:
+    """Append an approval request's lifecycle event (opened, reminded, escalated,
+    superseded, withdrawn) to the run's hash-chained audit log, changing no state.
+
+    Not durable on purpose: it joins the caller's transaction, so the event commits with
+    the request row it describes, or not at all."""
+    if action not in APPROVAL_EVIDENCE:
+        raise ValueError(f"{action!r} is not an approval lifecycle event")
+    with store.current().transaction(durable=False):
+        run = lock_run(run_id)
+        change = Change(run, None, actor, transition_time(now))
+        change.audit(action, step_name=step_name, reason=reason, data=data)
+        change.save()

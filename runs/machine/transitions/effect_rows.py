@@ -1,0 +1,224 @@
+"""Where an effect's rows live: the adapters through which the effect machine
+(runs.machine.transitions.effects) sees a step's own effect or one tool call of an agent step. Both
+rows have the same field names (status, attempt, lookup_failures, remote_ref, result,
+error_class, error_message, next_attempt_at, started_at, finished_at); an adapter adds the
+effect's spec (the StepDef or the ToolSpec: impact, retry policy, lookup), the step that
+holds it, and how it is saved, budgeted, scheduled and stopped. `context` is what the
+transition works under: a Lease, or an operator transition's operation (each has the run's
+definition and steps)."""
+
+from functools import cached_property
+
+from audit.actions import AuditAction
+
+from ...agent_models import ToolCall
+from ...definitions import definition
+from ...models import ErrorClass, Step, StepStatus
+from .. import sensitive
+from ..redaction import redact
+from .attempts import intent_of_call
+from .kernel import DONE_STEP_STATUSES, Change, reset_budget
+
+# Step and tool-call states share their names (StepStatus, ToolCallStatus): one set serves.
+PENDING, RUNNING, SCHEDULED = StepStatus.PENDING, StepStatus.RUNNING, StepStatus.SCHEDULED
+SUCCEEDED, FAILED, UNKNOWN = StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.UNKNOWN
+
+
+class EffectRow:
+    """What both kinds of effect do the same way: their intent, and their undo's intent and
+    success (on the row's own compensation key, attempt and reference)."""
+
+    def begun(self, change: Change) -> None:
+        """The intent checkpoint, in the row itself (no record of its own): the effect
+        running, its attempt counted and started, committed before the effect is called. The
+        one record that ends the attempt carries it (runs.machine.transitions.attempts)."""
+        row = self.row
+        row.status = RUNNING
+        row.attempt += 1
+        row.started_at = row.started_at or change.now
+        row.attempt_started_at = change.now
+        row.next_attempt_at = None
+        self.save(change)
+
+    def undo_begun(self, change: Change, action: str | None = None, *, reason: str = "",
+                   **data) -> None:
+        """The intent of the effect's undo, in the row: compensating, its attempt counted and
+        started. `action`: a record of its own as well (a person's undo of one tool call
+        records who asked and why)."""
+        row = self.row
+        before = row.status
+        row.status = StepStatus.COMPENSATING
+        row.compensation_attempt += 1
+        row.attempt_started_at = change.now
+        self.save(change)
+        if action is not None:
+            change.audit(action, step=self.step, reason=reason,
+                         before={self.status_key: before}, after={self.status_key: row.status},
+                         data=self.data(**data, attempt=row.compensation_attempt,
+                                        key=row.compensation_key))
+
+    def undone(self, change: Change, remote_ref: str, action: str, **data) -> None:
+        """The effect's undo succeeded: compensated, with the undo's remote reference."""
+        row = self.row
+        before = row.status
+        row.status = StepStatus.COMPENSATED
+        row.compensation_ref = str(remote_ref or "")[:300]
+        self.save(change)
+        change.audit(action, step=self.step, before={self.status_key: before},
+                     after={self.status_key: row.status,
+                            "compensation_ref": row.compensation_ref},
+                     data=self.data(**data) or None)
+
+
+class StepEffect(EffectRow):
+    """A step's own effect (or, `undo`, its compensation): the row is the Step itself."""
+
+    status_key = "step_status"
+
+    def __init__(self, context, step: Step, *, undo: bool = False):
+        self.context, self.row, self.step, self.undo = context, step, step, undo
+        self.name = step.name
+
+    @cached_property
+    def spec(self) -> definition.StepDef:
+        return self.context.definition.step(self.step.name)
+
+    @property
+    def format_budget(self) -> int | None:
+        return self.spec.format_failure_budget
+
+    @property
+    def attempts_in_budget(self) -> int:
+        # An operator's retry starts a new budget (budget_attempt_base); an undo has its own.
+        step = self.step
+        return step.compensation_attempt if self.undo else \
+            step.attempt - step.budget_attempt_base
+
+    @property
+    def budget_started_at(self):
+        return self.step.budget_started_at
+
+    @property
+    def resend_action(self) -> str:
+        return AuditAction.COMPENSATION_RETRY_SCHEDULED if self.undo else \
+            AuditAction.RETRY_SCHEDULED
+
+    def data(self, **more) -> dict:
+        return more
+
+    def sealed(self, value):
+        return redact(value)
+
+    def release(self) -> None:
+        self.step.lease_owner, self.step.lease_expires_at = "", None
+
+    def save(self, change: Change) -> None:
+        change.step_changed(self.step)
+
+    def wait_until(self, change: Change, at) -> None:
+        change.step_changed(self.step)
+
+    def stopped(self, change: Change, message: str) -> None:
+        self.release()
+        change.step_changed(self.step)
+
+    def succeeded(self, change: Change) -> None:
+        change.run.steps_done = sum(1 for s in self.context.steps
+                                    if s.status in DONE_STEP_STATUSES)
+
+    def settle_next(self, lease) -> None:
+        # The executor looks the step up by key before anything else is written.
+        lease.work, lease.settle_first = self.step, True
+
+    def restart_budget(self) -> None:
+        reset_budget(self.step)
+
+    def fresh(self) -> "StepEffect":
+        return StepEffect(self.context, Step.objects.get(pk=self.step.pk), undo=self.undo)
+
+
+class CallEffect(EffectRow):
+    """One tool call of an agent step: the row is the ToolCall; the agent step holds it
+    (scheduled while the call waits, stopped with it when it stops the run)."""
+
+    status_key = "call_status"
+    format_budget = None  # a tool call has no model output of its own to reject
+    undo = False
+    resend_action = AuditAction.RETRY_SCHEDULED
+
+    def __init__(self, context, step: Step, call: ToolCall):
+        self.context, self.row, self.step = context, call, step
+        self.label = f"tool {call.tool} (call {call.ref})"
+        self.name = f"{step.name}: {self.label}"
+
+    @cached_property
+    def spec(self) -> definition.ToolSpec:
+        return self.context.definition.step(self.step.name).tools[self.row.tool]
+
+    @property
+    def attempts_in_budget(self) -> int:
+        return self.row.attempt
+
+    @property
+    def budget_started_at(self):
+        # An operator's retry clears started_at: the elapsed budget starts again.
+        return self.row.started_at
+
+    def data(self, **more) -> dict:
+        # A step's records get its intent from the kernel (Change.audit); a call's records
+        # carry the call's own, checkpointed in its row.
+        intent = intent_of_call(self.row) if self.row.attempt_started_at else {}
+        return {"tool_call": self.row.ref, "tool": self.row.tool, **intent, **more}
+
+    def sealed(self, value):
+        return sensitive.seal_result(redact(value), self.spec)
+
+    def release(self) -> None:
+        pass  # the agent step holds the lease, not the call
+
+    def save(self, change: Change) -> None:
+        call = self.row
+        if call.status == FAILED:
+            call.finished_at = change.now  # a call's row says when it ended
+        call.updated_at = change.now
+        call.save()
+        change.step_changed(self.step)  # the step's updated_at: progress within the step
+
+    def wait_until(self, change: Change, at) -> None:
+        self.save(change)
+        step = self.step
+        step.status, step.next_attempt_at = SCHEDULED, at
+        step.lease_owner, step.lease_expires_at = "", None
+        change.step_changed(step)
+
+    def stopped(self, change: Change, message: str) -> None:
+        """The agent step stops with its call, in the call's state."""
+        self.save(change)
+        step, call = self.step, self.row
+        step.status = UNKNOWN if call.status == UNKNOWN else FAILED
+        step.error_class = ErrorClass.UNKNOWN if call.status == UNKNOWN else call.error_class
+        step.error_message = f"{self.label}: {message}"
+        step.lease_owner, step.lease_expires_at = "", None
+        change.step_changed(step)
+
+    def succeeded(self, change: Change) -> None:
+        pass  # the agent goes on: its next turn is told the result
+
+    def settle_next(self, lease) -> None:
+        pass  # the agent loop settles its unknown calls before anything else
+
+    def restart_budget(self) -> None:
+        """A person sends the call again: its elapsed budget and lookups start again (its
+        attempts go on counting), and its step runs it."""
+        call = self.row
+        call.finished_at, call.started_at, call.next_attempt_at = None, None, None
+        call.lookup_failures = 0
+        self.step.status = PENDING
+        reset_budget(self.step)
+
+    def fresh(self) -> "CallEffect":
+        return CallEffect(self.context, Step.objects.get(pk=self.step.pk),
+                          ToolCall.objects.get(pk=self.row.pk))
+
+
+Effect = StepEffect | CallEffect

@@ -1,0 +1,214 @@
+"""The transitions of an event wait: the run starts waiting for an external event (from the
+lease holder's advance), the event arrives (or a person delivers it, or skips the wait), or
+the wait times out and its policy applies.
+
+A waiting step's remote_ref names what it waits for ("awaiting-event:<event>:<key>"), so an
+arriving event finds its run along step_remote_ref_idx; once delivered it names the event
+("event:<source>:<id>"), the evidence. The event's row is written in the transaction of the
+transition that consumes it: a redelivered event (same source and id) changes nothing.
+"""
+
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+
+from audit.actions import AuditAction
+from audit.chain import Actor
+
+from ...definitions import definition
+from ...models import AttentionReason, ExternalEvent, Run, Step, StepStatus
+from ..errors import TransitionNotAllowed
+from ..redaction import redact
+from .kernel import (  # the package's shared vocabulary
+    ATTENTION,
+    QUEUED,
+    WAITING,
+    Change,
+    Lease,
+    audit_state,
+    definition_step,
+    halt,
+    step_named,
+    steps_done_with,
+    transition_on,
+)
+from .operator import operator_transition
+
+AWAITING = "awaiting-event:"
+
+
+class DuplicateEvent(Exception):
+    """This event (source and id) was received before: nothing changed."""
+
+
+def awaiting_ref(event: str, key: str) -> str:
+    return f"{AWAITING}{event}:{key}"
+
+
+def correlation_key(spec: definition.StepDef, run: Run) -> str:
+    return str(spec.correlate(run.input)) if spec.correlate else run.business_key
+
+
+def awaits(change: Change, lease: Lease, step: Step) -> bool:
+    """From advance: the run waits for the step's event (True), or the wait is over by its
+    timeout policy "continue" (False: the step succeeded with the default, go on)."""
+    run, now = change.run, change.now
+    spec = definition_step(lease, step)
+    if step.status != StepStatus.WAITING:
+        key = correlation_key(spec, run)
+        before = audit_state(run, step)
+        step.status = StepStatus.WAITING
+        step.started_at = step.started_at or now
+        step.remote_ref = awaiting_ref(spec.event_name, key)
+        step.next_attempt_at = now + spec.timeout if spec.timeout else None
+        change.step_changed(step)
+        change.audit(AuditAction.EVENT_AWAITED, step=step, before=before,
+                     after={"step_status": step.status},
+                     data={"event": spec.event_name, "key": key,
+                           "until": step.next_attempt_at.isoformat()
+                           if step.next_attempt_at else None})
+    elif step.next_attempt_at is not None and step.next_attempt_at <= now:
+        return _timed_out(change, lease, step, spec)
+    change.move(WAITING, message=waiting_message(step, spec))
+    run.next_wake_at = step.next_attempt_at
+    lease.finished, lease.work = True, None
+    return True
+
+
+def waiting_message(step: Step, spec: definition.StepDef) -> str:
+    key = step.remote_ref.removeprefix(AWAITING).split(":", 1)[-1]
+    since = f" since {step.started_at:%Y-%m-%d %H:%M:%S %Z}" if step.started_at else ""
+    until = (f", until {step.next_attempt_at:%Y-%m-%d %H:%M:%S %Z}"
+             if step.next_attempt_at else "")
+    return f"{step.name}: waits for the event {spec.event_name} ({key}){since}{until}"
+
+
+def _timed_out(change: Change, lease: Lease, step: Step, spec: definition.StepDef) -> bool:
+    run, now = change.run, change.now
+    before = audit_state(run, step)
+    waited = f"no {spec.event_name} event arrived by {step.next_attempt_at:%Y-%m-%d %H:%M %Z}"
+    step.next_attempt_at = None
+    if spec.on_timeout == "continue":
+        step.status = StepStatus.SUCCEEDED
+        step.result = redact({"event": None, "default": spec.default, "timed_out": True})
+        step.remote_ref = ""
+        step.finished_at = now
+        change.step_changed(step)
+        run.steps_done = steps_done_with(run, step)
+        change.audit(AuditAction.EVENT_TIMED_OUT, step=step, before=before,
+                     after=audit_state(run, step), data={"policy": "continue"})
+        return False
+    if spec.on_timeout == "fail":
+        step.status = StepStatus.FAILED
+        step.remote_ref = ""
+        step.error_message = waited
+    # "escalate": still waiting, now for a person (who may deliver or skip) or a late event.
+    change.step_changed(step)
+    halt(change, lease, step, before, ATTENTION, AttentionReason.EVENT_TIMED_OUT,
+          f"{step.name}: {waited}", waited, action=AuditAction.EVENT_TIMED_OUT)
+    return True
+
+
+def waiting_event_step(steps: list[Step]) -> Step | None:
+    """The event step a run waits on, if it does."""
+    return next((s for s in steps if s.kind == definition.EVENT and s.status == StepStatus.WAITING),
+                None)
+
+
+def deliver_event(run_id: int, *, step_name: str, source: str, event_id: str, payload: dict,
+                  actor: Actor, kept: ExternalEvent | None = None,
+                  now: datetime | None = None) -> Run:
+    """The awaited event arrived: in one transaction, its row is written (or the kept row
+    is marked consumed), the step succeeds with the payload and the run is queued.
+    Raises DuplicateEvent (nothing written) if this event was received before, and
+    TransitionNotAllowed if the run no longer waits for it."""
+    with transition_on(run_id, "event_received", actor=actor, now=now) as change:
+        run, now = change.run, change.now
+        step = _waiting_event(run, step_name)
+        _store_event(run, step, source=source, event_id=event_id, payload=payload,
+                     kept=kept, now=now)
+        _received(change, step, payload, ref=f"event:{source}:{event_id}",
+                  data={"source": source, "event_id": event_id})
+    return run
+
+
+def _store_event(run: Run, step: Step, *, source: str, event_id: str, payload: dict,
+                 kept: ExternalEvent | None, now: datetime) -> None:
+    event, key = step.remote_ref.removeprefix(AWAITING).split(":", 1)
+    if kept is not None:
+        taken = ExternalEvent.objects.filter(pk=kept.pk, consumed_at__isnull=True).update(
+            consumed_run_id=run.pk, consumed_step=step.name, consumed_at=now)
+        if taken != 1:
+            raise DuplicateEvent(f"event {source}:{event_id} was consumed already")
+        return
+    try:
+        with transaction.atomic():
+            ExternalEvent.objects.create(
+                workflow_name=run.workflow_name, source=source, event_id=event_id,
+                event_name=event, correlation_key=key, payload=redact(payload),
+                received_at=now, consumed_run_id=run.pk, consumed_step=step.name,
+                consumed_at=now)
+    except IntegrityError:
+        raise DuplicateEvent(f"event {source}:{event_id} was received before") from None
+
+
+def _received(change: Change, step: Step, payload, *, ref: str, data: dict,
+              reason: str = "", steps: list[Step] | None = None) -> None:
+    _end_wait(change, step, StepStatus.SUCCEEDED, AuditAction.EVENT_RECEIVED,
+              result=redact(payload), ref=ref, reason=reason, data=data, steps=steps)
+
+
+def _end_wait(change: Change, step: Step, status: str, action: str, *, result=None,
+              ref: str = "", reason: str = "", data: dict | None = None,
+              steps: list[Step] | None = None) -> None:
+    """The one way an event wait ends (received, delivered by hand, skipped): the step takes
+    `status` and the run goes on."""
+    run = change.run
+    before = audit_state(run, step)
+    step.status = status
+    if result is not None:
+        step.result = result
+    step.remote_ref = ref
+    step.next_attempt_at = None
+    step.finished_at = change.now
+    change.step_changed(step)
+    run.steps_done = steps_done_with(run, step, steps)
+    run.next_wake_at = None
+    change.move(QUEUED)
+    change.audit(action, step=step, reason=reason, before=before,
+                 after=audit_state(run, step), data=data)
+
+
+def _waiting_event(run: Run, step_name: str) -> Step:
+    step = step_named(run, step_name)
+    if step.kind != definition.EVENT or step.status != StepStatus.WAITING:
+        raise TransitionNotAllowed(f"step {step_name} of run {run.pk} does not wait for an "
+                                   f"event ({step.kind}, {step.status})")
+    return step
+
+
+def deliver_event_by_hand(run_id: int, *, payload: dict, actor: Actor, reason: str,
+                          now: datetime | None = None) -> Run:
+    """A person delivers the awaited event (what the other system should have sent), with a
+    reason; recorded as an event of source "operator"."""
+    with operator_transition(run_id, "event_received", actor=actor, reason=reason,
+                             now=now) as op:
+        step = waiting_event_step(op.steps)
+        event_id = f"run-{op.run.pk}-{step.name}-{op.change.now.timestamp()}"
+        _store_event(op.run, step, source="operator", event_id=event_id, payload=payload,
+                     kept=None, now=op.change.now)
+        _received(op.change, step, payload, ref=f"event:operator:{event_id}",
+                  data={"source": "operator", "by_hand": True}, reason=reason,
+                  steps=op.steps)
+    return op.run
+
+
+def skip_event(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
+    """A person ends the wait without the event: the step is skipped, the run goes on."""
+    with operator_transition(run_id, "skip_event", actor=actor, reason=reason,
+                             now=now) as op:
+        run = op.run
+        step = waiting_event_step(op.steps)
+        _end_wait(op.change, step, StepStatus.SKIPPED, AuditAction.EVENT_SKIPPED,
+                  reason=reason, steps=op.steps)
+    return run

@@ -1,0 +1,482 @@
+"""The kernel of the state machine: the one table of allowed run transitions, the writes of
+one transition to one locked run (Change: status moves checked against the table, audit
+records chained from the run's head, status-change events, everything saved together), and the
+small pieces every transition shares. The other modules of this package build on it."""
+
+import contextvars
+import hashlib
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from audit.actions import AuditAction
+from audit.chain import Actor, build_record
+from audit.models import AuditRecord
+
+from ... import store
+from ...definitions import definition
+from ...models import (
+    HELD_RUN_STATUSES,
+    ApprovalWait,
+    ErrorClass,
+    Run,
+    RunEvent,
+    RunStatus,
+    Step,
+    StepStatus,
+)
+from ..errors import (
+    Classified,
+    EvidenceRequired,
+    ReasonRequired,
+    TransitionNotAllowed,
+)
+from ..redaction import redact
+from ..wakeup import wake_after_commit, wake_all_after_commit
+from .attempts import ATTEMPT_ENDS, OPEN_INTENTS, intent_of, intent_of_call
+from .unsettled import Effect, end_or_hold, unsettled_effects  # noqa: F401 - the vocabulary
+
+NEW = "new"  # the pseudo-state of a run that does not exist yet
+
+QUEUED, RUNNING, WAITING, ATTENTION = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING,
+                                       RunStatus.ATTENTION)
+
+DONE, TERM = RunStatus.COMPLETED, RunStatus.TERMINATED
+
+COMP, COMPED, CFAIL = (RunStatus.COMPENSATING, RunStatus.COMPENSATED,
+                       RunStatus.COMPENSATION_FAILED)
+# States in which a worker may hold the run's lease.
+
+HELD = HELD_RUN_STATUSES
+
+@dataclass(frozen=True)
+class Move:
+    sources: frozenset
+    targets: frozenset
+
+def _move(sources, targets) -> Move:
+    return Move(frozenset(sources), frozenset(targets))
+
+
+# The one table of allowed run transitions: transition -> (states it may start from, states it
+# may lead to). Every status change below goes through Change.move, which checks it here.
+RUN_TRANSITIONS: dict[str, Move] = {
+    "start": _move({NEW}, {QUEUED}),
+    # A worker takes a queued run, or a waiting or compensating run whose time has come.
+    "claim": _move({QUEUED, WAITING, COMP}, {RUNNING, WAITING, ATTENTION, DONE, TERM, COMP, COMPED,
+                                             CFAIL}),
+    # The lease holder records a step's (or a compensation's) outcome and the next intent.
+    "record_outcome": _move({RUNNING, COMP}, {RUNNING, WAITING, ATTENTION, DONE, TERM, COMP, COMPED,
+                                              CFAIL}),
+    # The lease holder settles an unknown step after asking the remote system.
+    # A resend whose budget is spent stops the run, or undoes it by policy (COMP).
+    "settle_unknown": _move({RUNNING}, {RUNNING, WAITING, ATTENTION, DONE, TERM, COMP, COMPED}),
+    # The sweeper takes a run back from a worker whose lease ran out.
+    "expire_lease": _move({RUNNING, COMP}, {QUEUED, COMP}),
+    "resume": _move({ATTENTION, WAITING}, {QUEUED}),
+    # A person wakes a run sleeping on a timer before its time (runs.machine.transitions.timers).
+    "wake_timer": _move({WAITING}, {QUEUED}),
+    # The event a run waits for arrived (or a person delivered it, or skipped the wait).
+    "event_received": _move({WAITING, ATTENTION}, {QUEUED}),
+    "skip_event": _move({WAITING, ATTENTION}, {QUEUED}),
+    # A person decided an approval step the run is waiting on, or nobody did in time.
+    "decide_approval": _move({WAITING}, {QUEUED, ATTENTION}),
+    "approval_timed_out": _move({WAITING}, {ATTENTION}),
+    "reconcile": _move({ATTENTION}, {QUEUED, ATTENTION, TERM}),
+    "retry_step": _move({ATTENTION, WAITING}, {QUEUED}),
+    # Ask the model again for a stored decision: explicit, with a reason, before anything
+    # acted on the old one.
+    "ask_again": _move({ATTENTION, WAITING}, {QUEUED}),
+    # Undo completed steps, newest first: by policy for low-impact steps, or by a person.
+    "compensate": _move({ATTENTION, WAITING, CFAIL}, {COMP}),
+    # Cancel stops at the next step boundary: at once when no step is in flight.
+    # Ending a run while an effect's outcome is unknown leaves it in attention until each
+    # such effect is settled (AttentionReason.ENDED_UNSETTLED).
+    "cancel": _move({QUEUED, RUNNING, WAITING, ATTENTION}, {RUNNING, TERM, ATTENTION}),
+    "terminate": _move({QUEUED, RUNNING, WAITING, ATTENTION, COMP, CFAIL}, {TERM, ATTENTION}),
+    # A terminated run never resumes by accident: reopening is its own, explicit transition.
+    "reopen": _move({TERM}, {ATTENTION}),
+    # A person re-runs a finished or stopped run from a chosen step, as a new generation
+    # (runs.machine.transitions.rerun).
+    "rerun_from_step": _move({DONE, TERM, ATTENTION, COMPED, CFAIL}, {QUEUED}),
+    # A person confirms the undo of a high-impact step a compensation paused at.
+    "confirm_compensation": _move({ATTENTION}, {COMP}),
+    # An agent step (runs.machine.transitions.agent_calls): the lease holder stores a model turn
+    # (stopping for a person at an invented tool or a spent budget), checkpoints each tool
+    # call's intent and outcome, settles it by key, or waits for a person's approval of it.
+    # A cancel request takes effect inside the agent step, before its next model turn or
+    # tool call (TERM).
+    "agent_turn": _move({RUNNING}, {RUNNING, ATTENTION, TERM}),
+    "tool_call": _move({RUNNING}, {RUNNING, WAITING, ATTENTION, TERM, COMP, COMPED}),
+    "tool_compensation": _move({COMP}, {COMP}),
+    "reconcile_tool_call": _move({ATTENTION}, {QUEUED, ATTENTION, TERM}),
+    # A person sends one failed tool call again, or undoes one whose effect stands
+    # (runs.machine.transitions.agent_operator); the undo leaves the run with the person.
+    "retry_tool_call": _move({ATTENTION}, {QUEUED}),
+    "compensate_tool_call": _move({ATTENTION}, {ATTENTION}),
+    # A person cancels one pending or approval-waiting call; the agent goes on without it.
+    "cancel_tool_call": _move({WAITING, ATTENTION}, {QUEUED, WAITING, ATTENTION}),
+}
+
+DONE_STEP_STATUSES = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})
+
+def allowed(transition: str, status: str) -> bool:
+    """Whether `transition` may start from run status `status`."""
+    return status in RUN_TRANSITIONS[transition].sources
+
+def transition_time(now: datetime | None) -> datetime:
+    # Leases and due times are judged by the database's clock, never a worker's.
+    return now or store.current().now()
+
+def input_hash(data) -> str:
+    """The hash that tells a redelivered start event from a different one."""
+    return hashlib.sha256(
+        json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+
+class Change:
+    """The writes of one transition to one locked run: status moves checked against the
+    table, audit records chained from the run's head, everything saved together."""
+
+    def __init__(self, run: Run, transition: str | None, actor: Actor, now: datetime, *,
+                 status: str | None = None):
+        """`transition` None records evidence only and may not move the run."""
+        self.run, self.transition, self.actor, self.now = run, transition, actor, now
+        self.records: list[AuditRecord] = []
+        self.events: list[RunEvent] = []
+        self.steps: dict[int, Step] = {}
+        self.wake_countdown: float | None = None
+        self.wake = False
+        # The decisions the run starts waiting on in this change (approval steps, tool
+        # calls), and whether it stopped waiting on those it waited on (ApprovalWait rows).
+        self.waits_begun: list[tuple[Step, object]] = []
+        self.waits_ended = False
+        status = run.status if status is None else status
+        self.status_seen = status
+        if transition is not None and not allowed(transition, status):
+            raise TransitionNotAllowed(
+                f"{transition} is not allowed for run {run.pk} ({run.workflow_name} "
+                f"{run.business_key}) in state {status}"
+            )
+
+    def move(self, to: str, *, reason: str = "", message: str = "") -> None:
+        if self.transition is None or to not in RUN_TRANSITIONS[self.transition].targets:
+            raise TransitionNotAllowed(f"{self.transition} cannot lead run {self.run.pk} to {to}")
+        if self.status_seen == WAITING and to != WAITING:
+            # The one place a run stops waiting, whichever transition moves it (a decision,
+            # a timeout, resume, retry, ask again, compensate, cancel, terminate): whatever
+            # it waited on for a person is no longer waited on, its ApprovalWait rows go.
+            self.waits_ended = True
+            self.waits_begun.clear()
+        if to != self.run.status:
+            # Run.updated_at is when the status last changed: step progress within a status
+            # leaves it (and so every index on it) alone, which keeps that update cheap.
+            self.run.updated_at = self.now
+            # The progress event, in this same transaction (the outbox of api.webhooks).
+            self.events.append(RunEvent(run_id=self.run.pk, status_from=self.status_seen,
+                                        status_to=to, created_at=self.now))
+            self.status_seen = to
+        self.run.status = to
+        self.run.attention_reason = reason if to in (ATTENTION, CFAIL) else ""
+        self.run.status_message = message
+        if to not in HELD:
+            self.run.lease_owner, self.run.lease_expires_at = "", None
+        if to in (DONE, TERM, COMPED):
+            self.run.finished_at = self.now
+        if to == QUEUED:
+            self.wake = True
+
+    def audit(self, action: str, *, step: Step | None = None, reason: str = "",
+              before=None, after=None, data=None, step_name: str = "") -> None:
+        if (step is not None and action in ATTEMPT_ENDS and before
+                and before.get("step_status") in OPEN_INTENTS
+                and not (data and "tool_call" in data)):
+            undo = before["step_status"] == StepStatus.COMPENSATING
+            data = {**intent_of(step, undo=undo), **(data or {})}
+        record = build_record(
+            run_id=self.run.pk, head_seq=self.run.audit_seq, head_hash=self.run.audit_head,
+            action=action, actor=self.actor, reason=reason,
+            step_name=step.name if step is not None else step_name,
+            before=before, after=after, data=redact(data) if data else None, created_at=self.now,
+        )
+        self.run.audit_seq, self.run.audit_head = record.seq, record.hash
+        self.records.append(record)
+
+    def wait_for_person(self, step: Step, call=None) -> None:
+        """The run, moving to waiting in this change, waits for a person's decision on
+        `step` (an approval step) or on its tool call `call`: the approvals sweep finds it
+        from the ApprovalWait row saved with the change."""
+        self.waits_begun.append((step, call))
+
+    @property
+    def waits_changed(self) -> bool:
+        return self.waits_ended or bool(self.waits_begun)
+
+    def step_changed(self, step: Step) -> None:
+        step.updated_at = self.now
+        self.steps[step.pk] = step
+
+    def save(self) -> None:
+        save_changes([self])
+
+RUN_FIELDS = [
+    "status", "attention_reason", "status_message", "current_step", "steps_done",
+    "cancel_requested", "fencing_token", "lease_owner", "lease_expires_at", "heartbeat_at",
+    "next_wake_at", "audit_seq", "audit_head", "updated_at", "finished_at",
+]
+
+STEP_FIELDS = [
+    "status", "attempt", "budget_attempt_base", "budget_started_at", "format_failures",
+    "lookup_failures", "intended_action", "approved_attempt",
+    "compensation_attempt", "compensation_ref",
+    "remote_ref", "result", "error_class", "error_message", "next_attempt_at", "lease_owner",
+    "lease_expires_at", "started_at", "attempt_started_at", "finished_at", "updated_at",
+]
+
+def save_changes(changes: list[Change]) -> None:
+    """Save the changes of one run or of many (the sweeper takes runs back in batches), in
+    the caller's transaction (one statement per table on PostgreSQL, runs.store)."""
+    steps = [step for change in changes for step in change.steps.values()]
+    runs = [change.run for change in changes]
+    records = [r for change in changes for r in change.records]
+    events = [e for change in changes for e in change.events]
+    db = store.current()
+    db.update_rows(Step, steps, STEP_FIELDS)
+    db.insert_rows(AuditRecord, records)
+    db.insert_rows(RunEvent, events)
+    db.update_rows(Run, runs, RUN_FIELDS)
+    save_waits(changes)
+    wake_all_after_commit([change.run.pk for change in changes if change.wake])
+    for change in changes:
+        if not change.wake and change.wake_countdown is not None:
+            wake_after_commit(change.run.pk, countdown=change.wake_countdown)
+
+def save_waits(changes: list[Change]) -> None:
+    """In the caller's transaction: the ApprovalWait rows of runs that stopped waiting go,
+    those of the decisions runs started waiting on are inserted. Nothing is written (no
+    statement sent) for a change that did neither, the common case."""
+    ended = [change.run.pk for change in changes if change.waits_ended]
+    if ended:
+        ApprovalWait.objects.filter(run_id__in=ended).delete()
+    begun = [ApprovalWait(run_id=change.run.pk, step_name=step.name, tool_call=call,
+                          created_at=change.now)
+             for change in changes for step, call in change.waits_begun]
+    if begun:
+        ApprovalWait.objects.bulk_create(begun)
+
+# Short retries also get a delayed wake-up hint so they need not wait for the sweeper; the
+# database row (next_wake_at) stays the source of truth, so a lost hint loses nothing.
+
+MAX_HINT_COUNTDOWN = 30.0
+
+def lock_run(run_id: int) -> Run:
+    held = _held_by_caller.get()
+    if held and held[0].pk == run_id:
+        return held.pop()
+    run = store.current().lock_run(run_id)
+    if run is None:
+        raise TransitionNotAllowed(f"run {run_id} does not exist")
+    return run
+
+def steps_of(run: Run) -> list[Step]:
+    return list(Step.objects.filter(run=run).order_by("position"))
+
+def step_named(run: Run, name: str) -> Step:
+    try:
+        return Step.objects.get(run=run, name=name)
+    except Step.DoesNotExist:
+        raise TransitionNotAllowed(f"run {run.pk} has no step {name!r}") from None
+
+def steps_done_with(run: Run, step: Step, steps: list[Step] | None = None) -> int:
+    """How many steps are done once `step` (being settled now) counts as done. `steps`: the
+    run's steps as the transition already read them under its lock (not read again)."""
+    steps = steps_of(run) if steps is None else steps
+    return sum(1 for s in steps if s.pk == step.pk or s.status in DONE_STEP_STATUSES)
+
+def require_reason(reason: str, what: str) -> None:
+    # Every operator transition calls this first, before any lock is taken: a refusal
+    # writes nothing, whichever caller (console, API, CLI, a second person's approval) it is.
+    if not isinstance(reason, str) or not reason.strip():
+        raise ReasonRequired(f"{what} needs a reason")
+
+def require_evidence(verdict, evidence: str, what: str) -> None:
+    # Settling an outcome is evidence in the audit log: a lookup by key says what it asked
+    # and got, a person what they checked. Refused before any lock, like a missing reason.
+    if isinstance(verdict, (definition.Found, definition.NotFound)) and not (evidence
+                                                                             or "").strip():
+        raise EvidenceRequired(f"{what}: settling an outcome as found or not found needs "
+                               "the evidence for it")
+
+
+def reset_budget(step: Step) -> None:
+    step.budget_attempt_base = step.attempt
+    step.budget_started_at = None
+    step.format_failures = 0
+    step.lookup_failures = 0
+    step.next_attempt_at = None
+
+def audit_state(run: Run, step: Step | None = None) -> dict:
+    snap = {"status": run.status}
+    if run.attention_reason:
+        snap["attention_reason"] = run.attention_reason
+    if step is not None:
+        snap["step_status"] = step.status
+    return snap
+
+@dataclass
+class Lease:
+    """A worker's hold on a run: the token it claimed with and the rows as it left them."""
+
+    run: Run
+    steps: list[Step]
+    token: int
+    worker: str
+    definition: definition.Workflow | None
+    work: Step | None = None
+    # True when `work` is a step whose outcome is unknown: reconcile it before anything else.
+    settle_first: bool = False
+    # True when `work` is a compensation to call rather than the step's action.
+    compensating: bool = False
+    finished: bool = False
+
+    def by_name(self, name: str) -> Step:
+        return next(s for s in self.steps if s.name == name)
+
+def lease_until(now: datetime) -> datetime:
+    return now + timedelta(seconds=settings.RUNS_LEASE_SECONDS)
+
+def extend_lease(run: Run, now: datetime) -> None:
+    # Renewed once half of it is used up rather than at every step: lease_expires_at is
+    # indexed, and leaving it alone lets PostgreSQL update the run row in place.
+    run.heartbeat_at = now
+    remaining = settings.RUNS_LEASE_SECONDS / 2
+    if run.lease_expires_at is None or (run.lease_expires_at - now).total_seconds() < remaining:
+        run.lease_expires_at = lease_until(now)
+
+def definition_step(lease: Lease, step: Step) -> definition.StepDef:
+    return lease.definition.step(step.name)
+
+def fenced(run: Run, lease: Lease) -> bool:
+    return run.fencing_token != lease.token or run.status not in HELD
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one call of a step function ended with."""
+
+    succeeded: bool
+    value: object = None
+    remote_ref: str = ""
+    error: Classified | None = None
+    invalid_output: object = None
+
+def halt(change: Change, lease: Lease, step: Step, before: dict, to: str, reason: str,
+          message: str, error: str, action: str = AuditAction.ATTENTION) -> None:
+    """Stop the lease holder's work and leave the run for a person, saying why."""
+    change.move(to, reason=reason, message=message)
+    change.audit(action, step=step, before=before, after=audit_state(change.run, step),
+                 data={"error": error})
+    lease.finished, lease.work = True, None
+
+def terminate_in(change: Change, steps: list[Step], *, reason: str,
+                  action: str = AuditAction.TERMINATED, data: dict | None = None) -> None:
+    run = change.run
+    before = audit_state(run)
+    run.fencing_token += 1  # a worker still holding the run is fenced off from now on
+    for step in steps:
+        if step.status == StepStatus.RUNNING:
+            step.status = StepStatus.UNKNOWN
+            step.error_class = ErrorClass.UNKNOWN
+            step.error_message = "in flight when the run was terminated"
+            step.lease_owner, step.lease_expires_at = "", None
+            change.step_changed(step)
+            if step.kind == definition.AGENT:
+                release_calls_in_flight(change, step, action=action,
+                                        why="in flight when the run was terminated")
+        elif step.status in (StepStatus.PENDING, StepStatus.SCHEDULED):
+            step.status = StepStatus.SKIPPED
+            step.next_attempt_at = None
+            change.step_changed(step)
+    run.cancel_requested = False
+    run.next_wake_at = None
+    unsettled = unsettled_effects(steps)
+    if unsettled:
+        data = {**(data or {}), "unsettled": [str(e) for e in unsettled]}
+    end_or_hold(change, unsettled, message=reason)
+    change.audit(action, reason=reason, before=before, after=audit_state(run), data=data)
+
+
+def taken_back(row, kind: str, why: str) -> None:
+    """An effect (a step's, or a tool call's) left running by a worker that stopped before
+    recording its outcome: one that may have acted elsewhere (a write, a notify, or a call
+    of no recorded kind) is unknown, settled by its key next; anything else changed nothing
+    and runs again."""
+    if kind in (definition.WRITE, definition.NOTIFY) or not kind:
+        row.status = StepStatus.UNKNOWN
+        row.error_class, row.error_message = ErrorClass.UNKNOWN, why
+    else:
+        row.status = StepStatus.PENDING
+
+
+def release_calls_in_flight(change: Change, step: Step, *, why: str, action: str,
+                            calls: list | None = None) -> None:
+    """Tool calls of agent step `step` left running, whether their worker stopped before
+    recording an outcome or their run was terminated: a call that may have acted elsewhere
+    (a write, a notify, or a call of no recorded kind) becomes unknown, to be settled by its
+    key (its result is kept as evidence if it arrives); a read changed nothing and is pending
+    again. Each one gets its audit record, `action`. `calls`: those the caller read as
+    running, or (None) the step's calls running now."""
+    from ...agent_models import ToolCall, ToolCallStatus  # the models module imports ours
+
+    if calls is None:
+        calls = ToolCall.objects.filter(step=step, generation=step.generation,
+                                        status=ToolCallStatus.RUNNING)
+    for call in calls:
+        taken_back(call, call.kind, why)
+        call.updated_at = change.now
+        call.save(update_fields=["status", "error_class", "error_message", "updated_at"])
+        change.audit(action, step=step, before={"call_status": ToolCallStatus.RUNNING},
+                     after={"call_status": call.status},
+                     data={"tool_call": call.ref, "tool": call.tool, **intent_of_call(call),
+                           **({"error": why} if call.status == ToolCallStatus.UNKNOWN else {})})
+
+
+_joined = contextvars.ContextVar("runs_transition_joined", default=False)
+# The run row the caller locked, taken (once) by the first transition on it.
+_held_by_caller: contextvars.ContextVar[list[Run] | None] = contextvars.ContextVar(
+    "runs_transition_held_by_caller", default=None)
+
+
+@contextmanager
+def within_caller_transaction(locked: Run | None = None):
+    """Run the transitions called inside in the caller's open transaction (a savepoint
+    each) rather than in their own durable one: approvals apply a decision to the run in the
+    transaction that records the decision, so one is never committed without the other.
+    The caller locks the run before anything else, as every transition does. `locked`: that
+    row, read with select_for_update in this transaction (an operator action locks it with
+    its permission check): the first transition on it takes it instead of reading it again;
+    any later one reads it again, since a refused transition may leave the row changed."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("within_caller_transaction needs an open transaction")
+    token = _joined.set(True)
+    held = _held_by_caller.set([locked] if locked is not None else [])
+    try:
+        yield
+    finally:
+        _held_by_caller.reset(held)
+        _joined.reset(token)
+
+
+@contextmanager
+def transition_on(run_id: int, transition: str, *, actor: Actor, now: datetime | None):
+    """The skeleton of a transition on an existing run: in one durable transaction, lock the
+    run, check `transition` may start from its state, let the body change it, save everything.
+    If the body raises, nothing is written."""
+    with store.current().transaction(durable=not _joined.get()):
+        run = lock_run(run_id)
+        change = Change(run, transition, actor, transition_time(now))
+        yield change
+        change.save()

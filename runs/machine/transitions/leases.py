@@ -1,0 +1,136 @@
+"""A lease after its claim: heartbeats extend it (one run, or every run one process holds in
+its remote calls, runs.execution.heartbeats), and expiry takes it back from a worker that stopped
+beating. Both judge time by the database server's now() in the statement, so a worker or a
+sweeper whose clock is wrong neither extends nor takes a live lease; and both go by the
+fencing token: a lease taken back stays taken, and its old holder records nothing."""
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import models
+from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models.functions import Now
+
+from audit.actions import AuditAction
+from audit.chain import Actor
+
+from ... import store
+from ...models import Run, Step, StepStatus
+from .kernel import (
+    COMP,
+    HELD,
+    QUEUED,
+    RUNNING,
+    Change,
+    Lease,
+    audit_state,
+    save_changes,
+    taken_back,
+    transition_time,
+)
+
+
+def heartbeat(lease: Lease, *, now: datetime | None = None) -> bool:
+    """Extend the lease of a long step. False if the lease was lost to another worker."""
+    with store.current().transaction():
+        extended = Run.objects.filter(
+            pk=lease.run.pk, status=RUNNING, fencing_token=lease.token
+        ).update(**extended_lease(now))
+    return extended == 1
+
+
+def extended_lease(now: datetime | None) -> dict:
+    """The columns a heartbeat sets: the expiry is the database server's now() plus the
+    lease, computed in the statement (unless a caller gives a time), so a worker whose clock
+    runs ahead cannot give itself a longer lease."""
+    stamp = Value(now) if now is not None else Now()
+    return {"lease_expires_at": ExpressionWrapper(
+                stamp + timedelta(seconds=settings.RUNS_LEASE_SECONDS),
+                output_field=DateTimeField()),
+            "heartbeat_at": stamp}
+
+
+def heartbeat_many(tokens: dict[int, int], *, now: datetime | None = None) -> int:
+    """Extend, in one transaction, the leases of the runs one process holds in flight
+    ({run id: fencing token}, runs.execution.heartbeats). Each lease is extended only while its
+    token still matches: one taken back by the sweeper stays taken. Returns how many were."""
+    if not tokens:
+        return 0
+    held = models.Q()
+    for run_id, token in tokens.items():
+        held |= models.Q(pk=run_id, fencing_token=token)
+    db = store.current()
+    with db.transaction():
+        # A row locked by a transition (an outcome being recorded, the sweeper taking the
+        # lease back) is skipped until the next beat, never waited on: a beat that waited
+        # could deadlock with a sweep locking the same rows in another order.
+        free = db.lock_runs(Run.objects.filter(held, status__in=HELD).order_by("pk")
+                            .values_list("pk", flat=True), skip_locked=True)
+        return Run.objects.filter(pk__in=free).update(**extended_lease(now))
+
+
+def expire_lease(run_id: int, *, now: datetime | None = None, actor: Actor | None = None) -> bool:
+    """Take a run back from a worker whose lease ran out (the sweeper calls this).
+
+    The fencing token moves on, so the old worker can no longer record anything. A
+    side-effecting step it was running becomes unknown (it may have acted) and is
+    reconciled before anything is sent again; a read or decision step simply runs again.
+    """
+    return bool(expire_leases([run_id], now=now, actor=actor))
+
+
+def expire_leases(run_ids: list[int], *, now: datetime | None = None,
+                  actor: Actor | None = None) -> list[int]:
+    """expire_lease for many runs at once, in one transaction and a few statements: after
+    a mass worker death the sweeper takes hundreds of runs back, and one transaction each
+    would cost a commit and half a dozen round trips per run. Returns the runs taken back;
+    the others (a heartbeat came in time, another pass took them) are left as they are.
+    The caller keeps batches small: every run of a batch stays locked until it commits.
+
+    Whether a lease ran out is judged in the locking statement by the database server's
+    now(), not by this process's clock: a sweeper whose clock runs ahead takes no live lease.
+    """
+    db = store.current()
+    with db.transaction():
+        # Locked in id order, as every batch locks them: two batches cannot deadlock.
+        runs = db.lock_runs(Run.objects.filter(
+            pk__in=run_ids, status__in=list(HELD),
+            lease_expires_at__lte=Now() if now is None else now).order_by("pk"))
+        # Stamped in the same transaction: now() is the time the locks were taken.
+        now = transition_time(now)
+        running: dict[int, list[Step]] = {run.pk: [] for run in runs}
+        # A compensation in flight holds its step's lease owner (cleared when it ends).
+        in_flight = models.Q(status=StepStatus.RUNNING) | (
+            models.Q(status=StepStatus.COMPENSATING) & ~models.Q(lease_owner=""))
+        for step in Step.objects.filter(in_flight, run_id__in=list(running)):
+            running[step.run_id].append(step)
+        save_changes([_take_back(run, running[run.pk], now, actor) for run in runs])
+    return [run.pk for run in runs]
+
+
+def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None) -> Change:
+    change = Change(run, "expire_lease", actor or Actor.system("sweeper"), now)
+    before = audit_state(run)
+    previous_owner = run.lease_owner
+    run.fencing_token += 1
+    for step in running:
+        # The record of the attempt the dead worker left in the row (it carries its intent).
+        step_before = step.status
+        if step_before != StepStatus.COMPENSATING:  # an undo is sent again with its own key
+            taken_back(step, step.kind, f"lease of {previous_owner} expired while running")
+        step.lease_owner, step.lease_expires_at = "", None
+        change.step_changed(step)
+        change.audit(AuditAction.STEP_LEASE_EXPIRED, step=step,
+                     before={"step_status": step_before},
+                     after={"step_status": step.status})
+    if run.status == COMP:
+        # The compensation in flight is sent again with its own key by the next worker.
+        change.move(COMP)
+        run.lease_owner, run.lease_expires_at = "", None
+        run.next_wake_at = now
+        change.wake = True
+    else:
+        change.move(QUEUED)
+    change.audit(AuditAction.LEASE_EXPIRED, before=before, after=audit_state(run),
+                 data={"previous_owner": previous_owner})
+    return change

@@ -1,0 +1,272 @@
+"""The operator actions (also available to automation): resume, reconcile, retry a step, ask
+the model again, compensate, confirm an undo, cancel, terminate, reopen, and the skeleton
+every operator transition is written in (operator_transition). Each needs a reason and is
+refused, with nothing written, where operator_rules.refusal says it cannot succeed or a
+second person must agree; runs.operator.actions is the table callers read."""
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+from audit.actions import AuditAction
+from audit.chain import Actor
+
+from ...definitions import definition
+from ...models import (
+    AttentionReason,
+    Run,
+    Step,
+    StepStatus,
+)
+from ..errors import SecondPersonRequired, TransitionNotAllowed
+from . import effects
+from .compensation import begin_compensation, compensation_plan
+from .kernel import (  # the package's shared vocabulary
+    ATTENTION,
+    COMP,
+    DONE_STEP_STATUSES,
+    QUEUED,
+    RUNNING,
+    Change,
+    audit_state,
+    end_or_hold,
+    require_evidence,
+    require_reason,
+    reset_budget,
+    steps_of,
+    terminate_in,
+    transition_on,
+    unsettled_effects,
+)
+from .operator_rules import high_impact_effects, needs_second_person, refusal
+from .rerun_rules import rerun_range
+
+
+def _same_person(a: Actor, b: Actor) -> bool:
+    if a.user_id is not None or b.user_id is not None:
+        return a.user_id == b.user_id
+    return a.label == b.label
+
+
+@dataclass
+class Operation:
+    """What an operator transition works on, locked and checked."""
+
+    change: Change
+    run: Run
+    steps: list[Step]
+    step: Step | None
+    definition: definition.Workflow | None
+
+
+@contextmanager
+def operator_transition(run_id: int, action: str, *, actor: Actor, reason: str,
+                        now: datetime | None, step_name: str | None = None,
+                        approved_by: Actor | None = None):
+    """The skeleton of every operator transition: a reason, the run locked, the move checked
+    against the table, the action checked against refusal() and the four-eyes rule; then the
+    body's changes saved together, or (if the body raises) nothing at all."""
+    require_reason(reason, action.replace("_", " "))
+    with transition_on(run_id, action, actor=actor, now=now) as change:
+        run = change.run
+        steps = steps_of(run)
+        step = None
+        if step_name is not None:
+            step = next((s for s in steps if s.name == step_name), None)
+            if step is None:
+                raise TransitionNotAllowed(f"run {run_id} has no step {step_name!r}")
+        workflow_def = definition.registry.get(run.workflow_name, run.workflow_version)
+        refused = refusal(action, run, steps, workflow_def, step=step)
+        if refused:
+            raise TransitionNotAllowed(refused)
+        if needs_second_person(action, steps, step):
+            counted = rerun_range(steps, step) if action == "rerun_from_step" else steps
+            names = "; ".join(str(e) for e in high_impact_effects(counted))
+            if approved_by is None:
+                raise SecondPersonRequired(
+                    f"{action} of run {run_id} needs a second person's approval: high-impact "
+                    f"effects stand or may stand ({names})")
+            if _same_person(actor, approved_by):
+                raise SecondPersonRequired(
+                    f"{action} of run {run_id} must be approved by someone other than "
+                    f"{actor.label}")
+        yield Operation(change, run, steps, step, workflow_def)
+
+
+def four_eyes_data(data: dict | None, approved_by: Actor | None) -> dict | None:
+    if approved_by is None:
+        return data
+    return {**(data or {}), "approved_by": approved_by.label}
+
+
+def resume(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
+    """Continue a run from its last checkpoint.
+
+    The current step is tried again with its budget renewed; an unknown step is reconciled
+    first, never blindly resent.
+    """
+    with operator_transition(run_id, "resume", actor=actor, reason=reason, now=now) as op:
+        run, change = op.run, op.change
+        before = audit_state(run)
+        for step in op.steps:
+            if step.status in (StepStatus.FAILED, StepStatus.SCHEDULED):
+                step.status = StepStatus.PENDING
+                reset_budget(step)
+                change.step_changed(step)
+            elif step.status == StepStatus.UNKNOWN and step.lookup_failures:
+                step.lookup_failures = 0  # the person asks for the lookups to be tried again
+                change.step_changed(step)
+        run.next_wake_at = None
+        change.move(QUEUED)
+        change.audit(AuditAction.RESUMED, reason=reason, before=before, after=audit_state(run))
+    return run
+
+def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str,
+              evidence: str = "", now: datetime | None = None) -> Run:
+    """Settle a step whose outcome a person or a lookup has established.
+
+    `verdict` is Found(ref) (the effect happened: the step succeeds and the run continues),
+    NotFound() (evidence nothing changed: the step is marked failed and waits for an explicit
+    retry) or Undetermined(reason) (still unknown; the run stays in attention).
+    """
+    require_evidence(verdict, evidence, f"reconcile {step_name}")
+    with operator_transition(run_id, "reconcile", actor=actor, reason=reason, now=now,
+                             step_name=step_name) as op:
+        run, change, step = op.run, op.change, op.step
+        before = audit_state(run, step)
+        # A run a person ended while this effect was unknown: settling it never sends the
+        # run on; once every effect is settled the run is terminated.
+        ended = run.attention_reason == AttentionReason.ENDED_UNSETTLED
+        data = {"evidence": evidence, "verdict": effects.settled_by_person(
+            change, effects.StepEffect(op, step), verdict, evidence=evidence, reason=reason)}
+        if ended:
+            end_or_hold(change, unsettled_effects(op.steps),
+                        message=f"every effect settled ({step_name}: {data['verdict']})")
+        elif isinstance(verdict, definition.Found):
+            change.move(QUEUED)
+        elif isinstance(verdict, definition.NotFound):
+            change.move(ATTENTION, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
+                        message=f"{step_name} settled as not done; retry the step to send "
+                                "it again with the same key")
+        else:
+            change.move(ATTENTION, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
+                        message=f"{step_name}: still undetermined: "
+                                f"{getattr(verdict, 'reason', '')}")
+        change.audit(AuditAction.RECONCILED, step=step, reason=reason, before=before,
+                     after=audit_state(run, step), data=data)
+    return run
+
+def retry_step(run_id: int, *, step_name: str, actor: Actor, reason: str,
+               now: datetime | None = None) -> Run:
+    """Send one failed or scheduled step again with the same idempotency key, with a fresh
+    retry budget. A step whose outcome is unknown is refused: reconcile it first."""
+    with operator_transition(run_id, "retry_step", actor=actor, reason=reason, now=now,
+                             step_name=step_name) as op:
+        effects.sent_again_by_person(op.change, effects.StepEffect(op, op.step),
+                                     reason=reason, before=audit_state(op.run, op.step))
+    return op.run
+
+def compensate(run_id: int, *, actor: Actor, reason: str, data: dict | None = None,
+               approved_by: Actor | None = None, now: datetime | None = None) -> Run:
+    """Undo the run's completed steps, newest first, each with its own key and audit record.
+
+    Refused while any step's outcome is unknown: whether to undo an action depends on
+    whether it happened, so that is settled first. After a high-impact effect it needs a
+    second person (`approved_by`). A run whose compensation failed can be compensated
+    again: the failed compensation is sent again with the same key.
+    """
+    with operator_transition(run_id, "compensate", actor=actor, reason=reason, now=now,
+                             approved_by=approved_by) as op:
+        run, change = op.run, op.change
+        plan = compensation_plan(op.steps, op.definition)
+        begin_compensation(change, plan, reason=reason,
+                           data=four_eyes_data(data, approved_by))
+        run.next_wake_at = change.now  # due at once; the sweeper finds it if the hint is lost
+        change.wake = True
+    return run
+
+def confirm_compensation(run_id: int, *, step_name: str, actor: Actor, reason: str,
+                         data: dict | None = None, now: datetime | None = None) -> Run:
+    """A person confirms the undo of a high-impact step at which a compensation paused
+    (`data` records what they were shown it would send); the compensation carries on with
+    it, then with the older undos."""
+    with operator_transition(run_id, "confirm_compensation", actor=actor, reason=reason,
+                             now=now, step_name=step_name) as op:
+        run, change, step = op.run, op.change, op.step
+        before = audit_state(run, step)
+        step.status = StepStatus.COMPENSATING
+        step.budget_started_at = change.now  # the compensation's own retry budget starts now
+        step.next_attempt_at = None
+        change.step_changed(step)
+        change.move(COMP)
+        run.next_wake_at = change.now
+        change.wake = True
+        change.audit(AuditAction.COMPENSATION_CONFIRMED, step=step, reason=reason, before=before,
+                     after=audit_state(run, step), data=data)
+    return run
+
+def ask_again(run_id: int, *, step_name: str, actor: Actor, reason: str,
+              now: datetime | None = None) -> Run:
+    """Discard a stored model decision so the model is asked again, as a new decision
+    version. Refused once a later side-effecting step has acted on the old decision
+    (compensate first). The old decision stays in the audit record."""
+    with operator_transition(run_id, "ask_again", actor=actor, reason=reason, now=now,
+                             step_name=step_name) as op:
+        run, change, step = op.run, op.change, op.step
+        before = audit_state(run, step)
+        previous = step.result
+        version = step.attempt + 1
+        step.status = StepStatus.PENDING
+        step.result = None
+        reset_budget(step)
+        change.step_changed(step)
+        run.steps_done = sum(1 for s in op.steps if s.pk != step.pk and
+                             s.status in DONE_STEP_STATUSES)
+        run.next_wake_at = None
+        change.move(QUEUED)
+        change.audit(AuditAction.DECISION_DISCARDED, step=step, reason=reason, before=before,
+                     after=audit_state(run, step),
+                     data={"previous_decision": previous, "next_version": version})
+    return run
+
+def cancel(run_id: int, *, actor: Actor, reason: str, approved_by: Actor | None = None,
+           now: datetime | None = None) -> Run:
+    """Stop the run at the next step boundary: at once if no step is in flight. After a
+    high-impact effect it needs a second person (`approved_by`)."""
+    with operator_transition(run_id, "cancel", actor=actor, reason=reason, now=now,
+                             approved_by=approved_by) as op:
+        run, change = op.run, op.change
+        before = audit_state(run)
+        data = four_eyes_data(None, approved_by)
+        if run.status == RUNNING:
+            run.cancel_requested = True
+            change.audit(AuditAction.CANCEL_REQUESTED, reason=reason, before=before, after=before,
+                         data=data)
+        else:
+            terminate_in(change, op.steps, reason=reason, action=AuditAction.CANCELLED, data=data)
+    return run
+
+def terminate(run_id: int, *, actor: Actor, reason: str, data: dict | None = None,
+              approved_by: Actor | None = None, now: datetime | None = None) -> Run:
+    """End the run at once. A step still in flight becomes unknown; its result is recorded
+    when it arrives. The run resumes only through reopen. After a high-impact effect it
+    needs a second person (`approved_by`)."""
+    with operator_transition(run_id, "terminate", actor=actor, reason=reason, now=now,
+                             approved_by=approved_by) as op:
+        terminate_in(op.change, op.steps, reason=reason,
+                      data=four_eyes_data(data, approved_by))
+    return op.run
+
+def reopen(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
+    """Bring a terminated run back to attention, from where an operator can act on it."""
+    with operator_transition(run_id, "reopen", actor=actor, reason=reason, now=now) as op:
+        run, change = op.run, op.change
+        before = audit_state(run)
+        for step in op.steps:
+            if step.status == StepStatus.SKIPPED:
+                step.status = StepStatus.PENDING
+                change.step_changed(step)
+        run.finished_at = None
+        change.move(ATTENTION, reason=AttentionReason.REOPENED, message=reason)
+        change.audit(AuditAction.REOPENED, reason=reason, before=before, after=audit_state(run))
+    return run

@@ -1,0 +1,194 @@
+"""When each operator action can succeed, and who must agree: one answer to "can this action
+succeed on this run (and step)?". The operator transitions refuse with it, and every caller
+(console, bulk actions, API, CLI, through runs.operator.actions) offers an action only where it
+returns None, so a rule written here cannot drift from the rule a caller shows."""
+
+from django.db.models import F
+
+from ...definitions import definition
+from ...models import (
+    AttentionReason,
+    Run,
+    Step,
+    StepStatus,
+    ToolCall,
+    ToolCallStatus,
+)
+from .compensation import compensation_plan
+from .kernel import (  # the package's shared vocabulary
+    ATTENTION,
+    Effect,
+    allowed,
+    unsettled_effects,
+)
+from .rerun_rules import rerun_range, rerun_step_refusal
+from .tool_call_rules import step_refusal as tool_call_step_refusal
+
+STEP_ACTIONS = frozenset({"reconcile", "retry_step", "ask_again", "confirm_compensation",
+                          "reconcile_tool_call", "retry_tool_call", "compensate_tool_call",
+                          "cancel_tool_call", "rerun_from_step"})
+# Actions that end a run, or undo or abandon its effects.
+
+SECOND_PERSON_ACTIONS = frozenset({"cancel", "terminate", "compensate", "rerun_from_step"})
+# What a run ended with an effect unsettled still allows: settling it.
+SETTLE_ACTIONS = frozenset({"reconcile", "reconcile_tool_call"})
+# Actions that move a run forward again, which a compensation under way rules out.
+
+FORWARD_ACTIONS = frozenset({"resume", "reconcile", "retry_step", "ask_again",
+                             "reconcile_tool_call", "retry_tool_call"})
+
+EFFECT_KINDS = (definition.WRITE, definition.NOTIFY)
+
+_UNDO_STARTED = frozenset({StepStatus.COMPENSATING, StepStatus.COMPENSATED,
+                           StepStatus.COMPENSATION_FAILED})
+
+# The states in which an effect stands or may stand: the second person is asked about each.
+_MAY_STAND = {
+    StepStatus.SUCCEEDED: "succeeded",
+    StepStatus.UNKNOWN: "outcome unknown: may have happened",
+    StepStatus.COMPENSATING: "being undone",
+    StepStatus.COMPENSATION_FAILED: "undo failed: still stands",
+}
+_CALL_MAY_STAND = {
+    ToolCallStatus.SUCCEEDED: "succeeded",
+    ToolCallStatus.UNKNOWN: "outcome unknown: may have happened",
+    ToolCallStatus.COMPENSATING: "being undone",
+    ToolCallStatus.COMPENSATION_FAILED: "undo failed: still stands",
+}
+
+def high_impact_effects(steps: list[Step]) -> list[Effect]:
+    """The high-impact effects that stand or may stand in another system (succeeded or
+    unknown, not yet undone): those of the run's write and notify steps, and each tool call
+    of its agent steps, whatever state the agent step itself is in."""
+    effects = [Effect(s.name, s.status, _MAY_STAND[s.status], s.name) for s in steps
+               if s.kind in EFFECT_KINDS and s.impact == definition.HIGH and s.status in _MAY_STAND]
+    agents = {s.pk: s.name for s in steps if s.kind == definition.AGENT}
+    if agents:
+        # The current generation's: a re-run's earlier ones are weighed when it is asked for
+        # (rerun_rules.standing_effects), as the earlier generations of a step are.
+        calls = ToolCall.objects.filter(step_id__in=list(agents), impact=definition.HIGH,
+                                        generation=F("step__generation"),
+                                        status__in=list(_CALL_MAY_STAND)).order_by(
+            "step_id", "turn", "index").only("step_id", "turn", "index", "tool", "status")
+        effects += [Effect(f"{agents[c.step_id]}: tool call {c.ref} {c.tool}",
+                                   c.status, _CALL_MAY_STAND[c.status], agents[c.step_id])
+                    for c in calls]
+    return effects
+
+def needs_second_person(action: str, steps: list[Step], step: Step | None = None) -> bool:
+    """Whether `action` needs a second person's approval: it ends the run, or undoes or
+    abandons its effects, or sends them again (a re-run), while a high-impact effect stands
+    or may stand. The one rule, for every caller and for single and bulk actions alike. A
+    re-run from `step` counts the effects from that step on (without `step`: all of them)."""
+    if action not in SECOND_PERSON_ACTIONS:
+        return False
+    if action == "rerun_from_step" and step is not None:
+        steps = rerun_range(steps, step)
+    return bool(high_impact_effects(steps))
+
+def paused_undo(run: Run, steps: list[Step],
+                workflow_def: definition.Workflow | None) -> Step | None:
+    """The high-impact step whose undo a paused compensation waits to have confirmed."""
+    if run.status != ATTENTION or run.attention_reason != AttentionReason.COMPENSATION_PAUSED:
+        return None
+    plan = compensation_plan(steps, workflow_def)
+    return plan[0] if plan and plan[0].status == StepStatus.SUCCEEDED else None
+
+def step_refusal(action: str, run: Run, step: Step, steps: list[Step],
+                 workflow_def: definition.Workflow | None) -> str | None:
+    """Why `action` cannot be aimed at `step`, or None if it can."""
+    where = f"step {step.name} of run {run.pk}"
+    if action == "reconcile":
+        if step.status not in (StepStatus.UNKNOWN, StepStatus.FAILED):
+            return f"{where} is {step.status}; only an unknown or failed step can be reconciled"
+        if step.kind not in EFFECT_KINDS:
+            return f"{where} changes nothing in another system: there is nothing to reconcile"
+    elif action == "retry_step":
+        if step.status == StepStatus.UNKNOWN:
+            return (f"the outcome of {step.name} is unknown: reconcile it first (look it up "
+                    "by key, or record what you found); sending it again blindly could do it "
+                    "twice")
+        if step.status not in (StepStatus.FAILED, StepStatus.SCHEDULED):
+            return f"{where} is {step.status}; only a failed or scheduled step can be retried"
+    elif action == "ask_again":
+        if step.kind != definition.DECISION or step.status != StepStatus.SUCCEEDED:
+            return f"{where} is not a stored decision"
+        acted = [s.name for s in steps if s.position > step.position
+                 and s.kind in EFFECT_KINDS and s.status not in
+                 (StepStatus.PENDING, StepStatus.SKIPPED, StepStatus.FAILED)]
+        if acted:
+            return f"{', '.join(acted)} already acted on this decision; compensate first"
+    elif action == "reconcile_tool_call":
+        # An agent step's tool call (runs.machine.transitions.agent_calls): the step is unknown
+        # while one of its calls is.
+        if step.kind != definition.AGENT or step.status != StepStatus.UNKNOWN or not any(
+                c.status == ToolCallStatus.UNKNOWN for c in step.tool_calls.all()):
+            return f"{where} has no tool call whose outcome is unknown"
+    elif action in ("retry_tool_call", "compensate_tool_call", "cancel_tool_call"):
+        return tool_call_step_refusal(action, run, step, workflow_def)
+    elif action == "rerun_from_step":
+        if paused_undo(run, steps, workflow_def) is not None:
+            return (f"run {run.pk} is paused in its compensation: confirm the undo or "
+                    "terminate it first")
+        return rerun_step_refusal(run, step, steps)
+    elif action == "confirm_compensation":
+        paused = paused_undo(run, steps, workflow_def)
+        if paused is None or paused.pk != step.pk:
+            return f"no compensation waits for the undo of {step.name} to be confirmed"
+    else:
+        return f"{action} is not aimed at a step"
+    return None
+
+def refusal(action: str, run: Run, steps: list[Step], workflow_def: definition.Workflow | None, *,
+            step: Step | None = None) -> str | None:
+    """Why the operator action `action` cannot succeed on `run` (aimed at `step`, for the
+    actions that take one), or None if it can. Without `step`, a step action can succeed if
+    any step of the run qualifies."""
+    if not allowed(action, run.status):
+        return (f"{action} is not allowed for run {run.pk} ({run.workflow_name} "
+                f"{run.business_key}) in state {run.status}")
+    if run.status == ATTENTION and run.attention_reason == AttentionReason.ENDED_UNSETTLED \
+            and action not in SETTLE_ACTIONS:
+        names = "; ".join(str(e) for e in unsettled_effects(steps))
+        return (f"run {run.pk} was ended and waits only for its unsettled effects to be "
+                f"settled (reconcile): {names}")
+    if action in FORWARD_ACTIONS and (any(s.status in _UNDO_STARTED for s in steps)
+                                      or paused_undo(run, steps, workflow_def)):
+        return (f"run {run.pk} is being compensated: carry the compensation on (confirm, "
+                "compensate) or terminate it; it does not go forward again")
+    if action == "compensate":
+        if workflow_def is None:
+            return (f"{run.workflow_name} v{run.workflow_version} is not registered: its "
+                    "compensations are unknown")
+        unknown = [s.name for s in steps if s.status == StepStatus.UNKNOWN]
+        if unknown:
+            return (f"settle {', '.join(unknown)} first: compensation starts only once it is "
+                    "known whether the original action happened")
+        paused = paused_undo(run, steps, workflow_def)
+        if paused is not None:
+            return (f"the compensation is under way, paused at the undo of {paused.name}: "
+                    "confirm it to carry on")
+        if not compensation_plan(steps, workflow_def):
+            return f"run {run.pk} has no completed step to compensate"
+    if action in ("event_received", "skip_event") and not any(
+            s.kind == definition.EVENT and s.status == StepStatus.WAITING for s in steps):
+        return f"run {run.pk} does not wait for an event"
+    if action == "wake_timer" and not any(s.kind == definition.SLEEP
+                                          and s.status == StepStatus.WAITING
+                                          for s in steps):
+        return f"run {run.pk} is not sleeping on a timer"
+    if action == "confirm_compensation" and paused_undo(run, steps, workflow_def) is None:
+        return f"run {run.pk} is not paused at the undo of a high-impact step"
+    if action in STEP_ACTIONS:
+        if step is not None:
+            return step_refusal(action, run, step, steps, workflow_def)
+        if not eligible_steps(action, run, steps, workflow_def):
+            return f"no step of run {run.pk} can be the target of {action}"
+    return None
+
+def eligible_steps(action: str, run: Run, steps: list[Step],
+                   workflow_def: definition.Workflow | None) -> list[Step]:
+    """The steps `action` can be aimed at (empty for actions on the whole run)."""
+    if action not in STEP_ACTIONS:
+        return []
+    return [s for s in steps if step_refusal(action, run, s, steps, workflow_def) is None]

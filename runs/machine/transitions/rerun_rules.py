@@ -1,0 +1,96 @@
+"""When a run can be re-run from a chosen step (runs.machine.transitions.rerun), and which effects
+already stand from there on: read by operator_rules.refusal and by the dialog."""
+
+from django.db.models import F
+
+from ...agent_models import ToolCall, ToolCallStatus
+from ...definitions import definition
+from ...models import Run, Step, StepStatus
+from .kernel import DONE_STEP_STATUSES, Effect
+
+# The states in which a step's effect stands in another system (not undone).
+_STANDS = {
+    StepStatus.SUCCEEDED: "succeeded",
+    StepStatus.UNKNOWN: "outcome unknown: may have happened",
+    StepStatus.COMPENSATION_FAILED: "undo failed: still stands",
+}
+
+
+def rerun_range(steps: list[Step], step: Step) -> list[Step]:
+    """The steps a re-run from `step` sends again: it and the later ones."""
+    return [s for s in steps if s.position >= step.position]
+
+
+_CALL_STANDS = {
+    ToolCallStatus.SUCCEEDED: "succeeded",
+    ToolCallStatus.UNKNOWN: "outcome unknown: may have happened",
+    ToolCallStatus.COMPENSATION_FAILED: "undo failed: still stands",
+}
+# A call in one of these states may have acted and is not settled: a re-run would leave it
+# behind unfinished. (A call that never ran, pending or waiting for approval, is cancelled
+# by the re-run: rerun.NEVER_RAN.)
+_CALL_UNSETTLED = {
+    ToolCallStatus.UNKNOWN: "its outcome is unknown",
+    ToolCallStatus.RUNNING: "it is in flight",
+    ToolCallStatus.COMPENSATING: "it is being undone",
+}
+
+
+def _calls(steps: list[Step], states) -> list[tuple[Step, ToolCall]]:
+    """The calls in `states` of the current generation of the agent steps among `steps`
+    (one query, none without an agent step)."""
+    agents = {s.pk: s for s in steps if s.kind == definition.AGENT}
+    if not agents:
+        return []
+    calls = ToolCall.objects.filter(
+        step_id__in=list(agents), generation=F("step__generation"), status__in=list(states)
+    ).order_by("step_id", "turn", "index").only(
+        "step_id", "generation", "turn", "index", "tool", "kind", "impact", "status",
+        "idempotency_key", "remote_ref")
+    return [(agents[c.step_id], c) for c in calls]
+
+
+def standing_effects(steps: list[Step], step: Step) -> list[Effect]:
+    """The effects (writes and notifications, any impact) that already stand from `step` on:
+    a re-run sends each again with a new key, it does not undo them. An agent step's are its
+    tool calls': the re-run starts its conversation afresh, and the model may ask for them
+    again."""
+    sent_again = rerun_range(steps, step)
+    found = [Effect(s.name, s.status, f"{_STANDS[s.status]} ({s.impact} impact, key "
+                                      f"{s.idempotency_key[:12]}..., "
+                                      f"ref {s.remote_ref or 'none'})", s.name)
+             for s in sent_again
+             if s.kind in (definition.WRITE, definition.NOTIFY) and s.status in _STANDS]
+    # A call of no recorded kind (a tool no longer declared) may have acted elsewhere.
+    found += [Effect(f"{agent.name}: tool call {c.ref} {c.tool}", c.status,
+                     f"{_CALL_STANDS[c.status]} ({c.impact or 'unknown'} impact, key "
+                     f"{c.idempotency_key[:12]}..., ref {c.remote_ref or 'none'})", agent.name)
+              for agent, c in _calls(sent_again, _CALL_STANDS)
+              if c.kind in (definition.WRITE, definition.NOTIFY) or not c.kind]
+    return found
+
+
+def rerun_step_refusal(run: Run, step: Step, steps: list[Step]) -> str | None:
+    """Why the run cannot be re-run from `step`, or None if it can."""
+    where = f"step {step.name} of run {run.pk}"
+    earlier = [s.name for s in steps if s.position < step.position
+               and s.status not in DONE_STEP_STATUSES]
+    if earlier:
+        return (f"{where}: the earlier steps {', '.join(earlier)} did not succeed, so their "
+                "results cannot be reused; re-run from the first of them")
+    sent_again = rerun_range(steps, step)
+    unknown = [s.name for s in sent_again if s.status == StepStatus.UNKNOWN]
+    if unknown:
+        return (f"settle {', '.join(unknown)} first (reconcile): whether its effect happened "
+                "decides whether sending it again with a new key does it twice")
+    if any(s.status == StepStatus.COMPENSATING for s in steps):
+        return f"run {run.pk} is being compensated: let the compensation finish first"
+    # The same rule for an agent step's tool calls as for a step: a re-run leaves none of
+    # them unsettled behind it (its new conversation would not know how they ended).
+    unsettled = [f"tool call {c.ref} {c.tool} of {agent.name} ({_CALL_UNSETTLED[c.status]})"
+                 for agent, c in _calls(sent_again, _CALL_UNSETTLED)]
+    if unsettled:
+        return (f"settle {'; '.join(unsettled)} first (reconcile it, or let its undo "
+                "finish): whether its effect happened decides whether the "
+                "re-run's new conversation does it twice")
+    return None

@@ -1,0 +1,235 @@
+"""Starting a run: the (workflow, business key) identity, input validation, the steps and
+their stable keys, all in one transaction or not at all."""
+
+import json
+import unicodedata
+from contextlib import nullcontext
+from datetime import datetime
+
+from django.db import IntegrityError, connection, transaction
+from pydantic import ValidationError
+
+from audit.actions import AuditAction
+from audit.chain import Actor
+
+from ... import store
+from ...definitions import definition
+from ...models import (
+    Run,
+    RunEvent,
+    Step,
+)
+from .. import artifacts, retention, tracing
+from ..errors import (
+    BusinessKeyConflict,
+    InvalidInput,
+    RunArchived,
+    UnknownWorkflow,
+)
+from ..keys import compensation_key, step_key
+from ..wakeup import wake_after_commit
+from .kernel import (  # the package's shared vocabulary
+    NEW,
+    QUEUED,
+    Change,
+    input_hash,
+    transition_time,
+)
+
+BUSINESS_KEY_MAX = Run._meta.get_field("business_key").max_length
+
+def _control_characters(text: str) -> bool:
+    # A business key ends up in mail subjects, log lines and file names: no line breaks
+    # (U+2028 and U+2029 included), no other control characters, and no invisible format
+    # characters (bidirectional overrides and isolates make a key read as another one).
+    return any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text)
+
+def _storable(text: str) -> bool:
+    # PostgreSQL text and jsonb refuse NUL and lone surrogates; refuse them up front.
+    if "\x00" in text or "\\u0000" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+def _refuse_if_archived(workflow: str, business_key: str, digest: str) -> None:
+    # One probe of a unique index per new run (see runs.machine.retention).
+    archived = retention.archived_run(workflow, business_key)
+    if archived is None:
+        return
+    same = archived.input_hash == digest
+    raise RunArchived(
+        f"business key {business_key!r} of {workflow} belongs to run "
+        f"{archived.original_run_id}, which finished ({archived.final_status}) and was "
+        f"archived to {archived.archive_file.name}; nothing was started"
+        + ("" if same else " (and this input differs from that run's)"),
+        archived=archived, same_input=same)
+
+
+def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
+              now: datetime | None = None, wake: bool = True) -> tuple[Run, bool]:
+    """Start a run of the latest version of `workflow`, or find the one already started.
+
+    Returns (run, created). The same (workflow, business key, input) delivered twice, or by
+    two processes at once, gives one run. The same business key with a different input, an
+    unknown workflow and input that fails the workflow's schema are refused with an error
+    naming the problem, and nothing is written. With wake=False no worker is told about the
+    new run (the caller advances it itself, as the drill kit does); the sweeper still finds
+    it if nobody does.
+    """
+    workflow_def = definition.registry.latest(workflow)
+    if workflow_def is None:
+        raise UnknownWorkflow(f"unknown workflow {workflow!r}; registered: "
+                              f"{', '.join(definition.registry.names()) or 'none'}")
+    if not business_key or not isinstance(business_key, str):
+        raise InvalidInput("business key must be a non-empty string",
+                           errors=[{"loc": ["business_key"], "msg": "required"}])
+    if len(business_key) > BUSINESS_KEY_MAX or not _storable(business_key):
+        raise InvalidInput(
+            f"business key must be at most {BUSINESS_KEY_MAX} characters of text without NUL "
+            "or unpaired surrogates",
+            errors=[{"loc": ["business_key"], "msg": "too long or not storable"}])
+    if _control_characters(business_key):
+        raise InvalidInput(
+            "business key must not contain control characters (line breaks, tabs, Unicode "
+            "line or paragraph separators, bidirectional controls, ...)",
+            errors=[{"loc": ["business_key"], "msg": "contains control characters"}])
+    try:
+        validated = workflow_def.input_schema.model_validate(input)
+    except ValidationError as exc:
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
+        fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in errors)
+        raise InvalidInput(f"input for {workflow} does not match its schema: {fields}",
+                           errors=errors) from None
+    data = validated.model_dump(mode="json")
+    if not _storable(json.dumps(data, ensure_ascii=False)):
+        raise InvalidInput(f"input for {workflow} holds NUL characters or unpaired surrogates, "
+                           "which cannot be stored", errors=[{"loc": ["input"],
+                                                              "msg": "not storable"}])
+    size = len(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > artifacts.input_limit():
+        raise InvalidInput(
+            f"input for {workflow} is {size:,} bytes, over the limit of "
+            f"{artifacts.input_limit():,} bytes (RUNS_INPUT_MAX_BYTES)",
+            errors=[{"loc": ["input"], "msg": "too large"}])
+    digest = input_hash(data)
+    now = transition_time(now)
+    db = store.current()
+    if connection.atomic_blocks and not connection.atomic_blocks[-1]._from_testcase:
+        # The one statement below commits on its own, as a durable atomic block would.
+        raise RuntimeError("start_run commits on its own: call it outside any transaction")
+    tombstones = retention.archived_table()
+    if tombstones is None:
+        _refuse_if_archived(workflow, business_key, digest)  # a lookup without a table
+    for _ in range(3):
+        run, steps, change = _new_rows(workflow_def, workflow=workflow,
+                                       business_key=business_key, data=data, digest=digest,
+                                       actor=actor, now=now,
+                                       run_id=db.next_run_id())
+        # One statement (runs.store), its own transaction: the run, its steps, its first
+        # audit record and its progress event, or nothing if the key is taken. The key is
+        # free only if the statement's snapshot holds neither a run nor a tombstone for it.
+        # Archiving deletes the run and writes its tombstone in one transaction, so one
+        # snapshot sees exactly one of them (or the run while archiving is under way): the
+        # insert never reuses the key of an archived run, even when it waits on the
+        # archiving transaction.
+        try:
+            with _savepoint_if_nested():
+                workflow_id = db.insert_run_if_new(
+                    run=run, steps=steps, records=change.records, events=change.events,
+                    tombstones=tombstones)
+        except IntegrityError as exc:
+            if not db.start_may_try_again(exc):
+                raise
+            continue
+        if workflow_id is not None:
+            run.workflow_id = workflow_id
+            run._state.adding, run._state.db = False, connection.alias
+            if wake:
+                wake_after_commit(run.pk)
+            tracing.run_started(run)
+            return run, True
+        # Taken: by another delivery of this event (same input, the same run), by a
+        # different input, or by an archived run.
+        existing = Run.objects.filter(workflow_name=workflow, business_key=business_key).first()
+        if existing is not None:
+            if existing.input_hash != digest:
+                raise BusinessKeyConflict(
+                    f"business key {business_key!r} of {workflow} is already used by run "
+                    f"{existing.pk} with a different input", run_id=existing.pk,
+                )
+            return existing, False
+        _refuse_if_archived(workflow, business_key, digest)
+        # The run this statement saw was removed since (not archived): try again.
+    raise RuntimeError(f"business key {business_key!r} of {workflow} kept changing hands; "
+                       "nothing was started")
+
+
+def _savepoint_if_nested():
+    # Inside a test's transaction a failed statement needs a savepoint to roll back to;
+    # outside any (production) the statement is its own transaction and needs none.
+    return transaction.atomic() if connection.in_atomic_block else nullcontext()
+
+
+def _new_rows(definition, *, workflow: str, business_key: str, data: dict, digest: str,
+              actor: Actor, now: datetime, run_id: int | None):
+    """The unsaved run, its steps and the change holding its first audit record and
+    progress event (chained from `run_id`, which the hash covers)."""
+    run = Run(pk=run_id, workflow_name=workflow, workflow_version=definition.version,
+              business_key=business_key, input=data, input_hash=digest,
+              status=QUEUED, step_count=len(definition.steps),
+              current_step=definition.steps[0].name if definition.steps else "",
+              created_at=now, updated_at=now)
+    steps = _step_rows(definition, workflow=workflow, business_key=business_key,
+                       run_id=run_id, now=now)
+    return run, steps, _first_change(run, definition, digest=digest, actor=actor, now=now)
+
+
+def _step_rows(definition, *, workflow: str, business_key: str, run_id: int | None,
+               now: datetime) -> list[dict]:
+    """The rows of a new run's steps, each with its idempotency key (and its compensation's)."""
+    steps = []
+    for s, template in zip(definition.steps, _step_templates(definition), strict=True):
+        row = dict(template, run_id=run_id, updated_at=now,
+                   idempotency_key=step_key(workflow, business_key, s.name, s.version))
+        if s.compensate_fn:
+            row["compensation_key"] = compensation_key(workflow, business_key, s.name,
+                                                       s.version)
+        steps.append(row)
+    return steps
+
+
+def _first_change(run: Run, definition, *, digest: str, actor: Actor,
+                  now: datetime) -> Change:
+    """The start transition of `run`: its first audit record and its progress event."""
+    change = Change(run, "start", actor, now, status=NEW)
+    change.audit(AuditAction.STARTED, before={"status": NEW}, after={"status": QUEUED},
+                 data={"version": definition.version, "input_hash": digest})
+    change.events.append(RunEvent(run_id=run.pk, status_from=NEW, status_to=QUEUED,
+                                  created_at=now))
+    return change
+
+
+# A workflow definition's step rows with everything but the run, the keys and the time:
+# built once per definition, copied per run.
+_TEMPLATES: dict[int, tuple] = {}
+
+
+def _step_templates(definition) -> list[dict]:
+    cached = _TEMPLATES.get(id(definition))
+    if cached is None or cached[0] is not definition:
+        rows = [_step_row_template(
+                    Step(name=s.name, position=i, kind=s.kind, impact=s.impact,
+                         version=s.version))
+                for i, s in enumerate(definition.steps)]
+        cached = _TEMPLATES[id(definition)] = (definition, rows)
+    return cached[1]
+
+
+def _step_row_template(step: Step) -> dict:
+    """`step`'s columns as the store's insert_run_if_new takes them (a dict to copy and fill
+    in per run, cheaper than a model instance per step)."""
+    return {f.column: getattr(step, f.attname)
+            for f in Step._meta.concrete_fields if not f.primary_key}

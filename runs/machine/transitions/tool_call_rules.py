@@ -1,0 +1,115 @@
+"""When an operator action can be aimed at one tool call of an agent step (reconcile,
+retry, undo): the rules the transitions of agent_operator and agent_calls check under the
+run's lock, and that operator_rules.refusal and the console ask before offering them. Reads
+nothing but the step's calls and turns, and call_refusal reads nothing at all."""
+
+from ...agent_models import AgentTurn, ToolCall, ToolCallStatus
+from ...definitions import definition
+from ...models import ErrorClass, Run, Step, StepStatus
+from .kernel import ATTENTION, WAITING
+
+S = ToolCallStatus
+# A call in one of these states has an effect in another system (not yet undone).
+EFFECT_STANDS = frozenset({S.SUCCEEDED, S.COMPENSATING, S.COMPENSATION_FAILED})
+
+# The actions of the table (runs.operator.actions) that are aimed at one tool call.
+TOOL_CALL_ACTIONS = ("reconcile_tool_call", "retry_tool_call", "compensate_tool_call",
+                     "cancel_tool_call")
+# A call in one of these states has not run and can be cancelled by a person.
+NOT_STARTED = frozenset({S.PENDING, S.SCHEDULED, S.WAITING})
+
+
+def tool_of(workflow_def: definition.Workflow | None, step: Step,
+            call: ToolCall) -> definition.ToolSpec | None:
+    if workflow_def is None:
+        return None
+    spec = workflow_def.step(step.name)
+    return spec.tools.get(call.tool) if isinstance(spec, definition.AgentSpec) else None
+
+
+def call_refusal(action: str, run: Run, step: Step, call: ToolCall,
+                 tool: definition.ToolSpec | None,
+                 *, last_turn: int) -> str | None:
+    """Why `action` cannot be aimed at this one tool call, or None. `last_turn` is the index
+    of the step's newest stored turn. Reads nothing: the console asks it for every call on
+    the page."""
+    where = f"tool call {call.ref} ({call.tool}) of {step.name}"
+    if call.generation != step.generation:
+        return (f"{where} belongs to generation {call.generation}, which a re-run replaced "
+                f"(now {step.generation}): it is kept as history, not acted on")
+    if action == "cancel_tool_call":
+        if run.status not in (ATTENTION, WAITING):
+            return (f"run {run.pk} is {run.status}; a tool call is cancelled while its run "
+                    "waits or is in attention")
+        if call.status not in NOT_STARTED:
+            return (f"{where} is {call.status}; only a call that has not run (pending, "
+                    "scheduled or waiting for approval) is cancelled")
+        return None
+    if run.status != ATTENTION:
+        return f"run {run.pk} is {run.status}; a tool call is acted on while it is in attention"
+    if action == "reconcile_tool_call":
+        if call.status != S.UNKNOWN:
+            return f"{where} is {call.status}; only an unknown call is reconciled"
+        return None
+    if action == "retry_tool_call":
+        if call.status != S.FAILED or call.error_class == ErrorClass.MODEL_FORMAT:
+            return f"{where} is {call.status}; only a failed call is sent again"
+        if step.status != StepStatus.FAILED:
+            return f"{where} failed, but {step.name} did not stop on it"
+        if last_turn > call.turn:
+            return (f"the model already answered after {where} failed (turn {last_turn}): "
+                    "sending it again now would not match the conversation")
+        if tool is None:
+            return f"{where}: the tool is no longer declared"
+        return None
+    if action == "compensate_tool_call":
+        if call.status not in EFFECT_STANDS:
+            return f"{where} is {call.status}; only a call whose effect stands is undone"
+        if tool is None or tool.compensate_fn is None:
+            return f"{where}: the tool declares no compensation"
+        if tool.impact == definition.HIGH:
+            return (f"{where} is high impact: undo it with the run's Compensate, which a "
+                    "second person approves and which pauses for a person to confirm")
+        return None
+    return f"{action} is not aimed at a tool call"
+
+
+def step_refusal(action: str, run: Run, step: Step,
+                 workflow_def: definition.Workflow | None) -> str | None:
+    """Why no tool call of `step` can be the target of `action`, or None if one can (for
+    operator_rules.refusal). Reads the step's calls only for an agent step in a state the
+    action can start from."""
+    where = f"step {step.name} of run {run.pk}"
+    if step.kind != definition.AGENT:
+        return f"{where} is not an agent step"
+    if action == "retry_tool_call" and step.status != StepStatus.FAILED:
+        return f"{where} is {step.status}: it did not stop on a failed tool call"
+    if action == "compensate_tool_call" and step.status in (StepStatus.PENDING,
+                                                            StepStatus.SKIPPED):
+        return f"{where} has not run: no tool call to undo"
+    # step.tool_calls.all() is what a list page prefetched (runs.reads.selectors.steps_of), or
+    # one query; a transition's fresh rows always query.
+    wanted = {S.FAILED} if action == "retry_tool_call" else \
+        NOT_STARTED if action == "cancel_tool_call" else EFFECT_STANDS
+    calls = [c for c in step.tool_calls.all() if c.generation == step.generation
+             and c.status in wanted and (
+        action != "compensate_tool_call" or ((tool := tool_of(workflow_def, step, c)) is not None
+                                             and tool.compensate_fn is not None))]
+    newest = last_turn(step) if calls else -1
+    refusals = [call_refusal(action, run, step, c, tool_of(workflow_def, step, c),
+                             last_turn=newest) for c in calls]
+    if None in refusals:
+        return None
+    # Say why the newest candidate is refused: it is the one a person most likely means.
+    return refusals[-1] if refusals else \
+        f"{where} has no tool call that {action.replace('_', ' ')} applies to"
+
+
+def last_turn(step: Step) -> int:
+    """The index of `step`'s newest stored turn (0 if none): read with the step by a list
+    page (runs.reads.selectors.steps_of), else asked for."""
+    if hasattr(step, "newest_turn"):
+        return step.newest_turn or 0
+    return AgentTurn.objects.filter(step=step, generation=step.generation).order_by(
+        "-index").values_list(
+        "index", flat=True).first() or 0

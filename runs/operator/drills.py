@@ -1,0 +1,496 @@
+"""The drill kit: crash drills against any registered workflow, before it goes to production.
+
+Each drill starts a run of the workflow with its example input, breaks it at a step boundary
+the way production would (a worker process killed with SIGKILL, the same event delivered
+many times at once, a late permanent failure), lets the runtime recover it exactly as the
+sweeper and a worker would, and compares what happened with what must happen:
+
+1. crash before the first external request: the action is performed once;
+2. crash after the call, before its outcome is stored: reconciled or resent with the same
+   key, still one effect (fails, naming the fix, for a step nothing can settle);
+5. restart after a model decision was stored: the stored decision is reused;
+2a, 5a. (for an agent step) crash after a tool call committed at its receiver: reconciled
+   by the call's key, one effect; crash after a model turn was stored: the turn is reused;
+7a. (for an agent whose tool waits for a person, given the workflow's approval_example) an
+   approval of arguments other than those waiting is refused and sends nothing; the
+   approval of what waits runs the call once;
+8. the same start event delivered 20 times at once: one run, each step called once;
+6. (where steps declare compensation) a late step fails: compensations run newest first.
+
+Runs are ordinary runs with business keys starting "drill:", flagged Run.drill: the
+console leaves them out of its lists and attention count unless asked, approval requests
+for them notify nobody, and `manage.py remove_drill_runs` archives and removes them. What
+they wait for (approval steps, tool calls waiting for a person) is approved by "drill". With
+the approvals app installed, through its approval requests: it registers its approver here
+(register_approver, in its AppConfig.ready; runs cannot import it), which opens each request
+and decides it as the drill user, so the drill exercises the path a person's approval takes.
+Without one, the fallback approves straight through the transitions (decide_tool_call,
+decide_approval) as the actor "drill", and the drill table says so.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connections
+from django.utils import timezone
+
+from audit.actions import AuditAction
+from audit.chain import Actor
+from audit.models import AuditRecord
+
+from .. import store
+from ..agents.agent_loop import AFTER_TURN
+from ..definitions import definition
+from ..execution import executor
+from ..machine import crashpoints, transitions
+from ..machine.context import context_outside_executor
+from ..machine.errors import TransitionNotAllowed
+from ..machine.transitions.agent_calls import args_hash
+from ..models import AgentTurn, AttentionReason, Run, RunStatus, Step, StepStatus, ToolCall
+from .actions import ACTIONS, ActionInput
+
+# What approves a drill run's waits (approvals.drill.approve_for_drill, registered by the
+# approvals app): approve(run) -> whether a decision was recorded. None: the fallback.
+_approver: Callable[[Run], bool] | None = None
+
+
+# Every drill run's business key starts with this: what tells a drill run from real work.
+DRILL_KEY_PREFIX = "drill:"
+
+
+def is_drill_run(run: Run) -> bool:
+    """Whether `run` was started by a drill (the drill approver acts on nothing else)."""
+    return run.business_key.startswith(DRILL_KEY_PREFIX)
+
+
+def register_approver(approve: Callable[[Run], bool]) -> None:
+    global _approver
+    _approver = approve
+
+
+def approval_path() -> str:
+    """How the drills approve what their runs wait for, for the drill table."""
+    if _approver is not None:
+        return "through approval requests (the approvals app)"
+    return "straight through the transitions (fallback: no approvals app)"
+
+DRILL = Actor.system("drill")
+# A compensation a person starts after a high-impact effect needs a second person.
+DRILL_SECOND = Actor.system("drill-second-person")
+SETTLED = {RunStatus.COMPLETED, RunStatus.COMPENSATED, RunStatus.TERMINATED,
+           RunStatus.ATTENTION, RunStatus.COMPENSATION_FAILED}
+
+
+@dataclass(frozen=True)
+class DrillResult:
+    drill: str
+    expected: str
+    observed: str
+    passed: bool | None  # None: does not apply to this workflow
+
+
+def run_drills(workflow: definition.Workflow) -> list[DrillResult]:
+    """Run every drill that applies to `workflow` and report each."""
+    if workflow.example is None:
+        raise ValueError(f"{workflow.name} declares no example input: pass example={{...}} to "
+                         "its Workflow so the drills can start runs")
+    effects = [s for s in workflow.steps if s.has_side_effect]
+    results = []
+    if effects:
+        results.append(run_guarded("1 crash before the request", _drill_crash, workflow,
+                                effects[0], crashpoints.BEFORE_CALL, "1"))
+        results.append(run_guarded("2 crash after the call", _drill_crash, workflow, effects[0],
+                                crashpoints.AFTER_CALL, "2"))
+    else:
+        results += [DrillResult("1 crash before the request", "-", "no side-effecting step", None),
+                    DrillResult("2 crash after the call", "-", "no side-effecting step", None)]
+    results.append(run_guarded("5 restart after the decision was stored", _drill_decision,
+                            workflow))
+    for agent in (s for s in workflow.steps if s.kind == definition.AGENT):
+        try:
+            results += _agent_drills(workflow, agent)
+        except Exception as exc:  # reported as the drill's failure, never a traceback
+            results.append(_failed(f"agent drills ({agent.name})", exc))
+    results.append(run_guarded("8 same start event delivered at once",
+                            _drill_concurrent_delivery, workflow))
+    results.append(run_guarded("6 late failure after earlier effects", _drill_compensation,
+                            workflow))
+    return results
+
+
+def run_guarded(title: str, drill: Callable[..., DrillResult], *args) -> DrillResult:
+    """One drill; what it could not do (a refused transition, a remote system that does not
+    answer) is its failed row in the table, so the other drills still run and report."""
+    try:
+        return drill(*args)
+    except Exception as exc:
+        return _failed(title, exc)
+
+
+def _failed(title: str, exc: Exception) -> DrillResult:
+    name = "refused" if isinstance(exc, TransitionNotAllowed) else type(exc).__name__
+    return DrillResult(title, "-", f"the drill could not finish: {name}: {exc}", False)
+
+
+def mark_drill_run(run: Run) -> Run:
+    """Flag `run` as a drill run (Run.drill) before anything advances it, so that from its
+    first wait on it is kept out of the lists and notifies nobody. A marker, not a state:
+    start_run made the run and the transitions move it."""
+    Run.objects.filter(pk=run.pk).update(drill=True)
+    run.drill = True
+    return run
+
+
+# --- the drills ----------------------------------------------------------------------------
+
+def _drill_crash(workflow, step: definition.StepDef, where: str, number: str) -> DrillResult:
+    title = (f"{number} crash before the request ({step.name})" if where == crashpoints.BEFORE_CALL
+             else f"{number} crash after the call, before the outcome ({step.name})")
+    expected = "performed once, same key" if where == crashpoints.BEFORE_CALL \
+        else "one effect: reconciled or resent with the same key"
+    run = _start(workflow, f"crash-{where}")
+    if not _kill_at(run, f"{where}:{step.name}"):
+        return DrillResult(title, expected, "the worker never reached the crash point", False)
+    run = recover(run)
+    row = Step.objects.get(run=run, name=step.name)
+    intents = _intent_keys(run, step.name)
+    if row.status != StepStatus.SUCCEEDED:
+        if row.status == StepStatus.UNKNOWN and step.reconcile_fn is None \
+                and not step.honours_key:
+            return DrillResult(title, expected,
+                               f"stuck unknown: {step.name} has neither a key-honouring receiver "
+                               "nor a reconcile function; add a reconcile function that looks "
+                               "the effect up by ctx.key, or send ctx.key to a receiver that "
+                               "deduplicates on it", False)
+        return DrillResult(title, expected, f"step {row.status}, run {run.status}: "
+                                            f"{run.status_message}", False)
+    problems = []
+    if len(set(intents)) != 1:
+        problems.append(f"{len(set(intents))} different keys sent")
+    sends = len(intents)
+    if sends > 1 and not step.honours_key and where == crashpoints.AFTER_CALL:
+        problems.append(f"sent {sends} times to a receiver that ignores keys")
+    lookup = _lookup(workflow, run, step)
+    if lookup is not None and lookup != row.remote_ref:
+        problems.append(f"lookup by key finds {lookup}, step recorded {row.remote_ref}")
+    if where == crashpoints.BEFORE_CALL:
+        how = f"{sends} intents (the first never called)"
+    else:
+        how = "found by key, not resent" if sends == 1 else f"resent ({sends} intents)"
+    observed = (f"{how}, one key, ref {row.remote_ref or '-'}; run {run.status}"
+                + (f"; {'; '.join(problems)}" if problems else ""))
+    return DrillResult(title, expected, observed, not problems and run.status != "attention")
+
+
+def _drill_decision(workflow) -> DrillResult:
+    title = "5 restart after the decision was stored"
+    expected = "stored decision reused, model not asked again"
+    steps = workflow.steps
+    index = next((i for i, s in enumerate(steps) if s.kind == definition.DECISION), None)
+    if index is None or index + 1 >= len(steps):
+        return DrillResult(title, expected, "no decision step followed by another step", None)
+    decision, after = steps[index], steps[index + 1]
+    run = _start(workflow, "decision")
+    if not _kill_at(run, f"{crashpoints.BEFORE_CALL}:{after.name}"):
+        return DrillResult(title, expected, "the worker never reached the crash point", False)
+    stored = Step.objects.get(run=run, name=decision.name).result
+    run = recover(run)
+    row = Step.objects.get(run=run, name=decision.name)
+    asked = len(_intent_keys(run, decision.name))
+    passed = asked == 1 and row.result == stored
+    return DrillResult(title, expected, f"asked {asked}x, decision "
+                                        f"{'unchanged' if row.result == stored else 'changed'}; "
+                                        f"run {run.status}", passed)
+
+
+def _drill_concurrent_delivery(workflow, deliveries: int = 20) -> DrillResult:
+    title = f"8 same start event delivered {deliveries}x at once"
+    expected = "one run, each step called once"
+    key = f"{DRILL_KEY_PREFIX}concurrent:{uuid.uuid4().hex[:10]}"
+    barrier = threading.Barrier(deliveries)
+    created, errors = [], []
+
+    def deliver():
+        try:
+            barrier.wait(timeout=30)
+            created.append(transitions.start_run(workflow=workflow.name, business_key=key,
+                                                 input=workflow.example, actor=DRILL,
+                                                 wake=False)[1])
+        except Exception as exc:  # reported below, never swallowed
+            errors.append(repr(exc))
+        finally:
+            connections.close_all()
+
+    _in_threads(deliver, deliveries)
+    runs = list(Run.objects.filter(workflow_name=workflow.name, business_key=key))
+    if errors or len(runs) != 1:
+        return DrillResult(title, expected, f"{len(runs)} runs; errors: {errors[:2]}", False)
+    run = mark_drill_run(runs[0])
+
+    def wake():
+        try:
+            executor.advance_run(run.pk, worker=f"drill-{threading.get_ident()}")
+        finally:
+            connections.close_all()
+
+    _in_threads(wake, 4)  # duplicate wake-ups racing for the same run
+    run = recover(run)
+    calls = {s.name: len(_intent_keys(run, s.name)) for s in workflow.steps
+             if s.kind not in (definition.APPROVAL, definition.AGENT)}
+    # An agent step is claimed again after each wait: each of its tool calls counts.
+    calls.update(_tool_call_intents(run))
+    repeated = {name: n for name, n in calls.items() if n != 1}
+    observed = (f"{len(runs)} run ({sum(created)} created), "
+                f"{'each step called once' if not repeated else f'repeated: {repeated}'}; "
+                f"run {run.status}")
+    return DrillResult(title, expected, observed,
+                       not repeated and sum(created) == 1 and run.status == RunStatus.COMPLETED)
+
+
+def _drill_compensation(workflow) -> DrillResult:
+    title = "6 late failure after earlier effects"
+    effects = [s for s in workflow.steps if s.has_side_effect]
+    late = effects[-1] if effects else None
+    undo = [s for s in workflow.steps[: workflow.steps.index(late)]
+            if s.compensate_fn is not None][::-1] if late else []
+    if not undo:
+        return DrillResult(title, "-", "no compensation declared before the last effect", None)
+    high = [s.name for s in undo if s.impact == definition.HIGH]
+    expected = (f"compensated newest first: {', '.join(s.name for s in undo)}"
+                + (f"; paused before undoing {', '.join(high)} until a person confirms, "
+                   "nothing sent or undone before that" if high else ""))
+    run = _start(workflow, "compensation")
+    pauses, early = [], []
+    with crashpoints.failing(late.name):
+        run = recover(run, fresh=True)
+        if run.status == RunStatus.ATTENTION and \
+                run.attention_reason != AttentionReason.COMPENSATION_PAUSED:
+            # No automatic policy: a person compensates (a second person approving it).
+            transitions.compensate(run.pk, actor=DRILL, reason="drill: undo after late failure",
+                                   approved_by=DRILL_SECOND)
+            run = recover(run, fresh=True)
+        while (run.status == RunStatus.ATTENTION
+               and run.attention_reason == AttentionReason.COMPENSATION_PAUSED):
+            pauses.append(run.current_step)
+            # What must hold at the pause: this undo not sent, no older one started.
+            older = [s.name for s in undo[undo.index(workflow.step(run.current_step)) + 1:]]
+            # The undo's intent is its step's row (compensating, an attempt counted).
+            early += [s.name for s in Step.objects.filter(
+                run=run, name__in=[run.current_step, *older], compensation_attempt__gt=0)]
+            ACTIONS["confirm_compensation"].perform(
+                run.pk, actor=DRILL, given=ActionInput(reason="drill: correction checked",
+                                                       step=run.current_step))
+            run = recover(run, fresh=True)
+    order = list(run.audit_records.filter(action=AuditAction.COMPENSATION_SUCCEEDED).order_by("seq")
+                 .values_list("step_name", flat=True))
+    passed = (run.status == RunStatus.COMPENSATED and order == [s.name for s in undo]
+              and pauses == high and not early)
+    observed = (f"run {run.status}; undone: {', '.join(order) or '-'}"
+                + (f"; paused at {', '.join(pauses)}" if pauses else "")
+                + (f"; sent before confirmation: {', '.join(early)}" if early else ""))
+    return DrillResult(title, expected, observed, passed)
+
+
+def _agent_drills(workflow, agent: definition.AgentSpec) -> list[DrillResult]:
+    """An agent step's drills: a crash after a tool call committed at its receiver, and a
+    crash after a model turn was stored."""
+    results = []
+    writes = [t for t in agent.tools.values() if t.has_side_effect]
+    title = f"2a crash after a tool call committed ({agent.name}/" \
+            f"{writes[0].name if writes else '-'})"
+    expected = "one effect: the call reconciled by its key, not resent"
+    if not writes:
+        results.append(DrillResult(title, "-", "the agent has no write or notify tool", None))
+    else:
+        tool = writes[0]
+        run = _start(workflow, "agent-crash-after-call")
+        if not _kill_at(run, f"{crashpoints.AFTER_CALL}:{agent.name}/{tool.name}"):
+            results.append(DrillResult(title, expected, "the worker never reached the "
+                                                         "crash point (the model never "
+                                                         "called it?)", False))
+        else:
+            run = recover(run)
+            call = ToolCall.objects.filter(step__run=run, tool=tool.name).first()
+            sends = len(_tool_intents(run, call)) if call else 0
+            passed = (call is not None and call.status == "succeeded" and sends == 1
+                      and run.status == RunStatus.COMPLETED)
+            results.append(DrillResult(title, expected, (
+                f"call {call.status if call else 'missing'}, sent {sends}x, ref "
+                f"{(call.remote_ref if call else '') or '-'}; run {run.status}"), passed))
+    results.append(_drill_approval_binding(workflow, agent))
+    title = f"5a restart after a model turn was stored ({agent.name})"
+    expected = "the stored turn reused: model requests = stored turns"
+    run = _start(workflow, "agent-crash-after-turn")
+    if not _kill_at(run, f"{AFTER_TURN}:{agent.name}"):
+        return results + [DrillResult(title, expected, "the worker never reached the crash "
+                                                       "point", False)]
+    stored = list(AgentTurn.objects.filter(step__run=run).values_list("index", "tool_calls"))
+    run = recover(run)
+    turns = list(AgentTurn.objects.filter(step__run=run).order_by("index")
+                 .values_list("index", "tool_calls"))
+    reused = turns[:len(stored)] == stored
+    asked_again = AuditRecord.objects.filter(run=run, action=AuditAction.AGENT_TURN_STORED,
+                                             data__turn__lt=len(stored)).count() - len(stored)
+    passed = reused and asked_again == 0 and run.status == RunStatus.COMPLETED
+    results.append(DrillResult(title, expected, (
+        f"{len(stored)} turn stored before the crash, {'reused' if reused else 'CHANGED'}; "
+        f"{len(turns)} turns in all; run {run.status}"), passed))
+    return results
+
+
+def _drill_approval_binding(workflow, agent: definition.AgentSpec) -> DrillResult:
+    """A person's approval authorises the arguments they saw and no others: an approval
+    carrying another hash (the arguments changed after the person looked) is refused and
+    sends nothing; the approval of what waits runs the call once."""
+    title = f"7a an approval bound to the call's arguments ({agent.name})"
+    expected = ("an approval of other arguments refused, nothing sent; the approved call "
+                "runs once")
+    gated = [t for t in agent.tools.values() if t.has_side_effect
+             and (t.approve_if is not None or t.impact == definition.HIGH)]
+    if not gated:
+        return DrillResult(title, "-", "no tool waits for a person's approval", None)
+    if workflow.approval_example is None:
+        return DrillResult(title, expected, "the workflow declares no approval_example input",
+                           False)
+    run = _start(workflow, "agent-approval", input=workflow.approval_example)
+    deadline = time.monotonic() + 120
+    calls = []
+    while not calls and time.monotonic() < deadline:
+        executor.advance_run(run.pk, worker="drill")
+        run.refresh_from_db()
+        calls = transitions.waiting_tool_calls(run)
+        if not calls and run.status in SETTLED:
+            break
+    if not calls:
+        return DrillResult(title, expected, f"no tool call waited for approval; run "
+                                            f"{run.status}", False)
+    call = calls[0]
+    changed = {**(call.arguments or {}), "changed-after-review": True}
+    try:
+        transitions.decide_tool_call(run.pk, step_name=call.step.name, call_ref=call.ref,
+                                     args_hash=args_hash(changed), approved=True, actor=DRILL,
+                                     comment="an approval of other arguments")
+        refused = False
+    except TransitionNotAllowed:
+        refused = True
+    call.refresh_from_db()
+    sent_before = len(_tool_intents(run, call))
+    run = recover(run, fresh=True)
+    call.refresh_from_db()
+    sends = len(_tool_intents(run, call))
+    passed = (refused and sent_before == 0 and sends == 1 and call.status == "succeeded"
+              and run.status == RunStatus.COMPLETED)
+    return DrillResult(title, expected, (
+        f"other arguments {'refused' if refused else 'ACCEPTED'}, {sent_before} sent; "
+        f"{call.tool} {call.status}, sent {sends}x after its approval; run {run.status}"),
+        passed)
+
+
+def _tool_intents(run: Run, call) -> list:
+    return list(range(ToolCall.objects.get(pk=call.pk).attempt))  # the row is the intent
+
+
+def _tool_call_intents(run: Run) -> dict[str, int]:
+    return {f"{c.step.name}/{c.ref} {c.tool}": c.attempt
+            for c in ToolCall.objects.filter(step__run=run, attempt__gt=0)
+            .select_related("step")}
+
+
+# --- how the drills break and recover runs -------------------------------------------------
+
+def _start(workflow, tag: str, input: dict | None = None) -> Run:
+    key = f"{DRILL_KEY_PREFIX}{tag}:{uuid.uuid4().hex[:10]}"
+    # No wake-up hint: the drill, not a running worker, must be the one to advance it.
+    return mark_drill_run(transitions.start_run(
+        workflow=workflow.name, business_key=key, input=input or workflow.example,
+        actor=DRILL, wake=False)[0])
+
+
+def _kill_at(run: Run, point: str) -> bool:
+    """Advance the run in a worker process that SIGKILLs itself at `point`."""
+    manage = Path(settings.BASE_DIR) / "manage.py"
+    result = subprocess.run(
+        [sys.executable, str(manage), "advance_run", str(run.pk)], env=_child_env(point),
+        cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=300,
+    )
+    return result.returncode == -signal.SIGKILL
+
+
+def _child_env(point: str) -> dict:
+    return {
+        **os.environ, "DATABASE_URL": store.current().url(), "RUNS_CRASH_AT": point,
+        "RUNS_CRASH_MODE": "self",
+        "RUNS_EXTRA_WORKFLOW_MODULES": ",".join(settings.RUNS_WORKFLOW_MODULES),
+        "SANDBOX_BASE_URL": getattr(settings, "SANDBOX_BASE_URL", ""),
+        "MODEL_BASE_URL": getattr(settings, "MODEL_BASE_URL", ""),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+    }
+
+
+def recover(run: Run, *, fresh: bool = False, timeout: float = 120) -> Run:
+    """Do what the sweeper and a worker would: take the run back from the dead worker, then
+    advance it until it settles, approving what it waits for as the drill (through the
+    registered approver, or straight through the transitions without one)."""
+    if not fresh:
+        # The killed worker's lease would run out; the drill does not wait for it.
+        transitions.expire_lease(run.pk, now=timezone.now() + timedelta(days=1), actor=DRILL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        executor.advance_run(run.pk, worker="drill")
+        run.refresh_from_db()
+        if run.status in SETTLED:
+            return run
+        waiting = run.steps.filter(kind=definition.APPROVAL, status=StepStatus.WAITING).first()
+        calls = transitions.waiting_tool_calls(run)
+        if _approver is not None and (calls or waiting is not None):
+            # The real path: the approval request, decided as the drill user.
+            if not _approver(run):
+                time.sleep(0.05)
+        elif calls:
+            # A tool call waiting for approval: approved, bound to its arguments' hash.
+            transitions.decide_tool_call(run.pk, step_name=calls[0].step.name,
+                                         call_ref=calls[0].ref, args_hash=calls[0].args_hash,
+                                         approved=True, actor=DRILL,
+                                         comment="approved by the drill")
+        elif waiting is not None:
+            transitions.decide_approval(run.pk, step_name=waiting.name, approved=True,
+                                        actor=DRILL, comment="approved by the drill")
+        elif run.next_wake_at is not None:
+            time.sleep(max(0.0, min((run.next_wake_at - timezone.now()).total_seconds(), 5)))
+        else:
+            time.sleep(0.05)
+    return run
+
+
+def _intent_keys(run: Run, step_name: str) -> list[str]:
+    # The key of each attempt, from the one record that ended it (the intent is the row).
+    return list(run.audit_records.filter(step_name=step_name, data__has_key="started_at")
+                .exclude(data__has_key="tool_call").exclude(before__step_status="compensating")
+                .order_by("seq").values_list("data__key", flat=True))
+
+
+def _lookup(workflow, run: Run, step: definition.StepDef) -> str | None:
+    if step.reconcile_fn is None:
+        return None
+    with context_outside_executor(run, step.name, definition=workflow,
+                                  with_services=True) as ctx:
+        verdict, _ = executor.ask_remote(step, ctx)
+    return verdict.ref if isinstance(verdict, definition.Found) else f"nothing ({verdict})"
+
+
+def _in_threads(target, count: int) -> None:
+    threads = [threading.Thread(target=target) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)

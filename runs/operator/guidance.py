@@ -1,0 +1,199 @@
+"""The smallest safe next action for a run that needs a person, in words.
+
+Derived from the run's attention reason, the step it concerns (its status, impact and
+recovery contract) and the operator actions the transitions accept now (runs.operator.actions), so
+the console never recommends what would be refused. Read-only: nothing here changes a run.
+"""
+
+from dataclasses import dataclass
+
+from ..agent_models import ToolCall, ToolCallStatus
+from ..definitions import definition
+from ..definitions.contracts import step_contract
+from ..machine.transitions.tool_call_rules import call_refusal
+from ..models import AttentionReason, Run, RunStatus, Step, StepStatus
+from .actions import ACTIONS, OperatorAction
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What happened, what is known and what is not, and the one next action."""
+
+    happened: str
+    known: list[str]
+    unknown: list[str]
+    action: OperatorAction | None
+    step: str
+    why: str
+    # The attention reason, whose runbook section says more (docs/operations.md).
+    reason: str
+    # For an action aimed at one tool call of an agent step: the call's slug on the run
+    # page (step-turn-index), whose own dialog the recommendation opens.
+    call_slug: str = ""
+    # The action meant, also when it is refused now (then `action` is None).
+    meant: str = ""
+
+    @property
+    def reason_label(self) -> str:
+        return AttentionReason(self.reason).label
+
+    @property
+    def action_name(self) -> str:
+        return self.action.name if self.action else ""
+
+
+def _concerned_step(run: Run, steps: list[Step]) -> Step | None:
+    by_name = {s.name: s for s in steps}
+    for status in (StepStatus.UNKNOWN, StepStatus.COMPENSATION_FAILED, StepStatus.FAILED,
+                   StepStatus.WAITING):
+        hit = next((s for s in steps if s.status == status), None)
+        if hit is not None:
+            return hit
+    return by_name.get(run.current_step)
+
+
+def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
+    """The recommended next action for a run in attention (or whose compensation failed);
+    None for a run that needs nobody."""
+    if run.status not in (RunStatus.ATTENTION, RunStatus.COMPENSATION_FAILED):
+        return None
+    workflow = definition.registry.get(run.workflow_name, run.workflow_version)
+    step = _concerned_step(run, steps)
+    reason = run.attention_reason or AttentionReason.UNKNOWN_OUTCOME
+    known = [f"{s.name}: done, evidence {s.remote_ref}" for s in steps
+             if s.status == StepStatus.SUCCEEDED and s.remote_ref and s.kind in (definition.WRITE,
+                                                                                 definition.NOTIFY)]
+    unknown: list[str] = []
+    happened = run.status_message or run.get_attention_reason_display()
+    if step is not None and step.kind == definition.AGENT and step.status == StepStatus.UNKNOWN:
+        call = unknown_tool_call(step)
+        if call is not None:
+            return _reconcile_tool_call(run, step, call, happened, known, reason)
+    # The step is the one the recommended action's transition would act on: a run paused
+    # before the undo of one step may hold another step that failed, and naming that one
+    # would recommend what the transition refuses.
+    step = waits_at(run, steps, _action_for(reason, step), step)
+    spec = _spec(workflow, step)
+    name = step.name if step is not None else ""
+
+    def offer(action: str, why: str, target: str = "") -> Recommendation:
+        spec_action = ACTIONS[action]
+        target_step = next((s for s in steps if s.name == target), None)
+        refused = spec_action.refusal(run, steps, step=target_step)
+        return Recommendation(happened=happened, known=known, unknown=unknown,
+                              action=None if refused else spec_action,
+                              step=target if not refused else "",
+                              why=why if not refused else f"{why} (not possible now: {refused})",
+                              reason=reason, meant=action)
+
+    if reason == AttentionReason.ENDED_UNSETTLED and step is not None:
+        unknown.append(f"whether {name} took effect in the remote system")
+        how = ("look it up by its key" if spec is not None and spec.reconcile_fn is not None
+               else "check the remote system by hand and record what you found, with "
+                    "evidence")
+        return offer("reconcile", f"The run was ended while {name}'s outcome was unknown: "
+                     f"{how}. Settling it does not send the run on; once every effect is "
+                     "settled the run is terminated.", name)
+    if reason == AttentionReason.UNKNOWN_OUTCOME or (
+            step is not None and step.status == StepStatus.UNKNOWN):
+        unknown.append(f"whether {name} took effect in the remote system")
+        if spec is not None and spec.reconcile_fn is not None:
+            return offer("reconcile", f"Look {name} up by its key now: found settles it and "
+                         "the run continues; not found marks it failed, to retry with the same "
+                         "key.", name)
+        return offer("reconcile", f"{name} has no lookup: check the remote system by hand "
+                     f"({step_contract(spec).evidence if spec else 'its evidence'}) and record "
+                     "what you found, with evidence.", name)
+    if reason == AttentionReason.COMPENSATION_PAUSED:
+        return offer("confirm_compensation", f"Check what the undo of {name} will send, then "
+                     "confirm it; the older undos follow.", name)
+    if reason == AttentionReason.COMPENSATION_FAILED:
+        unknown.append("which effects of the undone steps still stand, beyond the evidence")
+        return offer("compensate", f"Fix what made the undo of {name} fail, then compensate "
+                     "again: the failed undo is sent again with its own key.")
+    if reason == AttentionReason.BUDGET_EXHAUSTED:
+        return offer("retry_step", f"{name} ran out of attempts with evidence each time that "
+                     "nothing changed. Once the remote system is back, retry it (same key, "
+                     "fresh budget).", name)
+    if reason == AttentionReason.PERMANENT_ERROR:
+        return offer("retry_step", f"The remote system refused {name}. Fix the cause (data, "
+                     "credentials, permission) first, then retry it; if the business no longer "
+                     "wants it, compensate instead.", name)
+    if reason == AttentionReason.MODEL_OUTPUT_PAUSED:
+        return offer("retry_step", f"The model's answers for {name} failed their schema; its "
+                     "invalid output is kept on the step. Fix the prompt or the model, then "
+                     "retry it.", name)
+    if reason == AttentionReason.UNCLASSIFIED_ERROR:
+        return offer("retry_step", f"{name} raised an unexpected error. Read it, fix the "
+                     "code or the data, then retry.", name)
+    if reason in (AttentionReason.APPROVAL_TIMED_OUT, AttentionReason.APPROVAL_REJECTED):
+        who = ", ".join(spec.approval.approvers) if spec is not None and spec.approval else \
+            "the approvers"
+        if reason == AttentionReason.APPROVAL_REJECTED:
+            return offer("compensate", f"{name} was rejected: a business decision. Undo what "
+                         "the run did so far.")
+        return offer("resume", f"Nobody decided {name} in time: chase {who}, then resume to "
+                     "wait for their decision again.")
+    if reason == AttentionReason.DEFINITION_MISSING:
+        return offer("resume", f"No worker knows {run.workflow_name} "
+                     f"v{run.workflow_version}: deploy that version, then resume.")
+    return offer("resume", "Read the run's history, settle anything unknown, then resume.")
+
+
+def _spec(workflow: definition.Workflow | None, step: Step | None) -> definition.StepDef | None:
+    if workflow is None or step is None:
+        return None
+    try:
+        return workflow.step(step.name)
+    except KeyError:
+        return None
+
+
+def _action_for(reason: str, step: Step | None) -> str:
+    """The action recommend() offers for `reason` (the branches below, in one table)."""
+    if reason == AttentionReason.UNKNOWN_OUTCOME or (
+            step is not None and step.status == StepStatus.UNKNOWN):
+        return "reconcile"
+    return {
+        AttentionReason.COMPENSATION_PAUSED: "confirm_compensation",
+        AttentionReason.COMPENSATION_FAILED: "compensate",
+        AttentionReason.BUDGET_EXHAUSTED: "retry_step",
+        AttentionReason.PERMANENT_ERROR: "retry_step",
+        AttentionReason.MODEL_OUTPUT_PAUSED: "retry_step",
+        AttentionReason.UNCLASSIFIED_ERROR: "retry_step",
+        AttentionReason.APPROVAL_REJECTED: "compensate",
+    }.get(reason, "resume")
+
+
+def waits_at(run: Run, steps: list[Step], action: str, step: Step | None) -> Step | None:
+    """The step `action` would act on: `step` when the transition accepts it there, else
+    the first step it accepts (for an action that takes no step, `step` as it is)."""
+    spec = ACTIONS[action]
+    if not spec.takes_step:
+        return step
+    eligible = spec.eligible_steps(run, steps)
+    if step is not None and any(s.name == step.name for s in eligible):
+        return step
+    return eligible[0] if eligible else step
+
+
+def unknown_tool_call(step: Step) -> ToolCall | None:
+    """The agent step's oldest tool call whose outcome is unknown (one query)."""
+    return (ToolCall.objects.filter(step=step, status=ToolCallStatus.UNKNOWN)
+            .order_by("turn", "index").first())
+
+
+def _reconcile_tool_call(run: Run, step: Step, call: ToolCall, happened: str,
+                         known: list[str], reason: str) -> Recommendation:
+    action = ACTIONS["reconcile_tool_call"]
+    where = f"tool call {call.ref} ({call.tool}) of {step.name}"
+    # The rule is the transition's; the tool's declaration only changes the wording.
+    refused = call_refusal(action.name, run, step, call, None, last_turn=call.turn)
+    why = (f"Look {where} up by its key {call.idempotency_key} now: found settles it and the "
+           "agent goes on; not found marks it failed and the model is told so.")
+    return Recommendation(
+        happened=happened, known=known,
+        unknown=[f"whether {where} took effect in the remote system"],
+        action=None if refused else action, step=step.name if not refused else "",
+        why=why if not refused else f"{why} (not possible now: {refused})", reason=reason,
+        call_slug="" if refused else f"{step.name}-{call.turn}-{call.index}")

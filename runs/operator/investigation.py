@@ -1,0 +1,303 @@
+"""The investigation card: a read-only report on one run, for the person about to act.
+
+Facts come with their evidence (audit record numbers, step rows, remote references, the
+result of a lookup by key made now) and are kept apart from inferences, which are marked as
+such. It says which effects exist in other systems and which do not, what could not be
+confirmed, the duplicate risk of each action the run offers, how each step would be
+recovered, and a go / limited / stop verdict with the smallest next step. Nothing here
+changes a run: lookups are reads, and they are made only when asked for.
+"""
+
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+
+from django.utils import timezone
+
+from audit.actions import AuditAction
+from audit.models import AuditRecord
+
+from ..definitions import definition
+from ..definitions.contracts import NEEDS_COMPENSATION, NEEDS_PERSON, step_contract
+from ..execution.executor import ask_remote
+from ..machine.context import context_outside_executor
+from ..machine.intentions import step_lines
+from ..models import Run, Step, StepStatus
+from .actions import offered
+from .guidance import recommend
+
+GO, LIMITED, STOP = "go", "limited", "stop"
+_EFFECT_ACTIONS = (AuditAction.SUCCEEDED, AuditAction.RECONCILED,
+                   AuditAction.LATE_RESULT_RECORDED)
+
+
+@dataclass(frozen=True)
+class Fact:
+    text: str
+    evidence: str
+
+
+@dataclass(frozen=True)
+class StepFinding:
+    step: str
+    kind: str
+    impact: str
+    status: str
+    does: str  # what it did or will do, in one line
+    effect: str  # "exists", "does not exist", "unconfirmed" or "none" (no side effect)
+    remote_ref: str
+    recovery: str  # retry is safe / needs compensation / needs a person
+
+
+@dataclass(frozen=True)
+class ActionRisk:
+    action: str
+    label: str
+    duplicate_risk: str
+
+
+@dataclass
+class Investigation:
+    run_id: int
+    workflow: str
+    business_key: str
+    status: str
+    made_at: datetime
+    lookups_made: bool
+    facts: list[Fact] = field(default_factory=list)
+    inferences: list[str] = field(default_factory=list)
+    unconfirmed: list[str] = field(default_factory=list)
+    steps: list[StepFinding] = field(default_factory=list)
+    risks: list[ActionRisk] = field(default_factory=list)
+    verdict: str = GO
+    next_step: str = ""
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data["made_at"] = self.made_at.isoformat()
+        return data
+
+
+def investigate(run: Run, *, lookups: bool = False, steps: list[Step] | None = None,
+                records: list[AuditRecord] | None = None) -> Investigation:
+    """The investigation card of `run`. With lookups=True, each step whose outcome is unknown
+    is looked up by its key now (a read), and what the remote system said becomes a fact.
+    A caller that has the run's steps and audit records in order already passes them."""
+    if steps is None:
+        steps = list(Step.objects.filter(run=run).order_by("position"))
+    if records is None:
+        records = list(AuditRecord.objects.filter(run=run).order_by("seq")
+                       .only("seq", "action", "step_name", "created_at"))
+    workflow = definition.registry.get(run.workflow_name, run.workflow_version)
+    card = Investigation(run_id=run.pk, workflow=run.workflow_name,
+                         business_key=run.business_key, status=run.status,
+                         made_at=timezone.now(), lookups_made=lookups)
+    last = records[-1].seq if records else 0
+    card.facts.append(Fact(
+        f"run is {run.status}" + (f" ({run.get_attention_reason_display()}): "
+                                  f"{run.status_message}" if run.attention_reason else ""),
+        f"run row; audit #{last}"))
+    lines = step_lines(run, steps)
+    for step in steps:
+        spec = _spec(workflow, step)
+        card.steps.append(_assess(card, run, step, spec, records, workflow, lookups,
+                                  lines[step.name]))
+    _risks(card, run, steps, workflow)
+    _verdict(card, run, steps)
+    if lookups:
+        _settled_by_lookup(card)
+    return card
+
+
+def _settled_by_lookup(card: Investigation) -> None:
+    """A step still unknown in its row whose lookup made now found the effect (or proved
+    it absent) is reported once, as found: not also as unconfirmed, and the next step says
+    to record what the lookup found."""
+    settled = {f.step: f for f in card.steps
+               if f.status == StepStatus.UNKNOWN and f.effect in ("exists", "does not exist")}
+    if not settled:
+        return
+    card.unconfirmed = [text for text in card.unconfirmed
+                        if not any(text.startswith((f"{name}:", f"whether {name} "))
+                                   for name in settled)]
+    for index, finding in enumerate(card.steps):
+        if finding.step in settled:
+            found = [f.text.split("found ", 1)[1] for f in card.facts
+                     if f.text.startswith(f"{finding.step} took effect: found ")]
+            card.steps[index] = replace(
+                finding, status="unknown until recorded",
+                remote_ref=finding.remote_ref or (found[-1] if found else ""))
+    first = next(f for f in card.steps if f.step in settled)
+    what = (f"found it ({first.remote_ref or 'see the facts'})" if first.effect == "exists"
+            else "found nothing, and the receiver honours keys")
+    card.next_step = (f"Reconcile: {first.step}: the lookup by key just now {what}; "
+                      "reconcile looks it up again and records it, and the run continues.")
+
+
+def _spec(workflow: definition.Workflow | None, step: Step) -> definition.StepDef | None:
+    if workflow is None:
+        return None
+    try:
+        return workflow.step(step.name)
+    except KeyError:
+        return None
+
+
+def _record(records: list[AuditRecord], step: Step, actions) -> str:
+    hits = [r.seq for r in records if r.step_name == step.name and r.action in actions]
+    return f"audit #{hits[-1]}" if hits else "step row"
+
+
+def _assess(card: Investigation, run: Run, step: Step, spec: definition.StepDef | None,
+            records: list[AuditRecord], workflow: definition.Workflow | None,
+            lookups: bool, does: str) -> StepFinding:
+    recovery = step_contract(spec).classification if spec is not None else NEEDS_PERSON
+    effect = "none"
+    side_effect = step.kind in (definition.WRITE, definition.NOTIFY)
+    if side_effect:
+        if step.status in (StepStatus.SUCCEEDED, StepStatus.COMPENSATING,
+                           StepStatus.COMPENSATION_FAILED):
+            effect = "exists"
+            card.facts.append(Fact(f"{step.name} took effect: {step.remote_ref or 'no ref'}",
+                                   _record(records, step, _EFFECT_ACTIONS)))
+            if step.status == StepStatus.COMPENSATION_FAILED:
+                card.facts.append(Fact(f"the undo of {step.name} failed: "
+                                       f"{step.error_message}",
+                                       _record(records, step,
+                                               (AuditAction.COMPENSATION_FAILED,))))
+        elif step.status == StepStatus.COMPENSATED:
+            effect = "does not exist"
+            card.facts.append(Fact(f"{step.name} was undone: {step.compensation_ref}",
+                                   _record(records, step,
+                                           (AuditAction.COMPENSATION_SUCCEEDED,))))
+        elif step.status == StepStatus.FAILED:
+            effect = "does not exist"
+            card.facts.append(Fact(f"{step.name} failed with evidence that nothing changed: "
+                                   f"{step.error_message or step.error_class}",
+                                   _record(records, step, (AuditAction.FAILED,
+                                                           AuditAction.ATTENTION,
+                                                           AuditAction.RECONCILED))))
+        elif step.status in (StepStatus.PENDING, StepStatus.SKIPPED):
+            # The intent checkpoint is the step's row: an attempt counted there was sent.
+            if not step.attempt:
+                effect = "does not exist"
+                card.facts.append(Fact(f"{step.name} was never sent", "no attempt recorded"))
+            else:
+                ended = [r for r in records if r.step_name == step.name
+                         and "started_at" in (r.data or {})]
+                seen = f"audit #{ended[-1].seq}" if ended else f"attempt {step.attempt}"
+                card.unconfirmed.append(f"{step.name}: sent before ({seen}), "
+                                        f"now {step.status}")
+        elif step.status in (StepStatus.UNKNOWN, StepStatus.RUNNING, StepStatus.SCHEDULED):
+            effect = _unknown_effect(card, run, step, spec, workflow, lookups)
+    if spec is not None and side_effect and spec.honours_key and effect == "unconfirmed":
+        card.inferences.append(f"{step.name}: the receiver honours keys, so sending it again "
+                               "with the same key would not duplicate it (from the "
+                               "declaration, not observed)")
+    return StepFinding(step=step.name, kind=step.kind, impact=step.impact, status=step.status,
+                       does=does, effect=effect, remote_ref=step.remote_ref, recovery=recovery)
+
+
+def _unknown_effect(card: Investigation, run: Run, step: Step, spec: definition.StepDef | None,
+                    workflow: definition.Workflow | None, lookups: bool) -> str:
+    what = f"whether {step.name} took effect"
+    if not lookups:
+        card.unconfirmed.append(f"{what} (no lookup made for this report)")
+        return "unconfirmed"
+    if spec is None or spec.reconcile_fn is None or workflow is None:
+        card.unconfirmed.append(f"{what}: nothing can look it up by key; check "
+                                f"{step_contract(spec).evidence if spec else 'the remote system'}"
+                                " by hand")
+        return "unconfirmed"
+    with context_outside_executor(run, step.name, definition=workflow,
+                                  with_services=True) as ctx:
+        verdict, error = ask_remote(spec, ctx)
+    stamp = f"lookup by key {step.idempotency_key[:12]}… at {timezone.now():%H:%M:%S %Z}"
+    if isinstance(verdict, definition.Found):
+        card.facts.append(Fact(f"{step.name} took effect: found {verdict.ref}", stamp))
+        return "exists"
+    if isinstance(verdict, definition.NotFound):
+        if spec.honours_key:
+            card.facts.append(Fact(f"{step.name} is not in the remote system", stamp))
+            return "does not exist"
+        card.inferences.append(f"{step.name} was not found now ({stamp}); the receiver "
+                               "ignores keys, so a request still in flight could land later")
+        card.unconfirmed.append(f"{what}: not found, but not proof")
+        return "unconfirmed"
+    card.unconfirmed.append(f"{what}: the lookup could not tell: "
+                            f"{getattr(verdict, 'reason', '') or error}")
+    return "unconfirmed"
+
+
+def _risks(card: Investigation, run: Run, steps: list[Step],
+           workflow: definition.Workflow | None) -> None:
+    unknown = [s for s in steps if s.status == StepStatus.UNKNOWN]
+    for action in offered(run, steps):
+        if action.name == "resume":
+            unsafe = [s.name for s in unknown if (spec := _spec(workflow, s)) is None
+                      or (spec.reconcile_fn is None and not spec.honours_key)]
+            risk = (f"high: {', '.join(unsafe)} cannot be looked up and may be sent again"
+                    if unsafe else "none: unknown steps are looked up by key first; a resend "
+                    "carries the same key")
+        elif action.name == "retry_step":
+            targets = action.eligible_steps(run, steps)
+            ignoring = [s.name for s in targets if (spec := _spec(workflow, s)) is not None
+                        and s.kind in (definition.WRITE,
+                                       definition.NOTIFY) and not spec.honours_key]
+            risk = (f"low: {', '.join(ignoring)} go to a receiver that ignores keys, but the "
+                    "failed attempt had evidence that nothing changed" if ignoring else
+                    "none: the same key, deduplicated by the receiver (or a read)")
+        elif action.name in ("reconcile", "ask_again", "reopen"):
+            risk = "none: nothing is sent to another system"
+        elif action.name in ("compensate", "confirm_compensation"):
+            risk = "none for the original effects: each undo has its own key and is sent once"
+        else:  # cancel, terminate
+            standing = [f.step for f in card.steps if f.effect == "exists"]
+            risk = ("none: nothing is sent; " + (f"effects that stay: {', '.join(standing)}"
+                                                 if standing else "no effect stands"))
+        card.risks.append(ActionRisk(action.name, action.label, risk))
+
+
+def _verdict(card: Investigation, run: Run, steps: list[Step]) -> None:
+    advice = recommend(run, steps)
+    if advice is None:
+        card.verdict = GO
+        card.next_step = "none: the run needs nobody"
+        return
+    card.next_step = (f"{advice.action.label}{': ' + advice.step if advice.step else ''}: "
+                      f"{advice.why}" if advice.action else advice.why)
+    if advice.action is None:
+        card.verdict = STOP
+    elif card.unconfirmed and advice.action.name not in ("reconcile", "confirm_compensation"):
+        card.verdict = LIMITED
+    elif any(f.recovery in (NEEDS_PERSON, NEEDS_COMPENSATION) and f.effect == "unconfirmed"
+             for f in card.steps):
+        card.verdict = LIMITED
+    else:
+        card.verdict = GO
+
+
+def to_markdown(card: Investigation) -> str:
+    """The card as Markdown, to paste into a ticket."""
+    lines = [f"# Investigation: run {card.run_id} ({card.workflow} {card.business_key})", "",
+             f"Made {card.made_at:%Y-%m-%d %H:%M:%S %Z}; state **{card.status}**; "
+             f"lookups {'made now' if card.lookups_made else 'not made'}.", "",
+             f"**Verdict: {card.verdict}.** Next: {card.next_step}", "", "## Facts", ""]
+    lines += [f"- {f.text} _(evidence: {f.evidence})_" for f in card.facts] or ["- none"]
+    lines += ["", "## Inferences (not observed)", ""]
+    lines += [f"- _inference:_ {text}" for text in card.inferences] or ["- none"]
+    lines += ["", "## Unconfirmed", ""]
+    lines += [f"- {text}" for text in card.unconfirmed] or ["- nothing"]
+    lines += ["", "## Steps", "",
+              "| step | does | impact | status | effect | ref | recovery |",
+              "|---|---|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(_cell(v) for v in (s.step, s.does, s.impact, s.status, s.effect,
+                                                  s.remote_ref or "-", s.recovery)) + " |"
+              for s in card.steps]
+    lines += ["", "## Duplicate risk of each possible action", ""]
+    lines += [f"- {r.label}: {r.duplicate_risk}" for r in card.risks] or ["- no action"]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: str) -> str:
+    # A pipe or a line break would end the table cell in Markdown.
+    return str(value).replace("|", "\\|").replace("\n", " ")

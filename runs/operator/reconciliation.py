@@ -1,0 +1,71 @@
+"""Operator reconciliation: ask the remote system by key, then record what it said, for a
+step or for one tool call of an agent step.
+
+The executor settles unknown outcomes the same way (executor.ask_remote, agent_loop's
+ask_tool_remote); this is the console's entry point, for a run that is waiting for a person.
+The lookup runs outside any transaction; the transition then re-checks the run's state
+under its lock, so a run that moved on meanwhile is refused, not double-settled.
+"""
+
+from audit.chain import Actor
+
+from ..agents.agent_loop import ask_tool_remote, tool_context
+from ..definitions import definition
+from ..execution.executor import ask_remote
+from ..machine import transitions
+from ..machine.context import context_outside_executor
+from ..machine.errors import TransitionNotAllowed
+from ..machine.transitions.agent_calls import find_call
+from ..models import Run
+
+
+def reconcile_step(run_id: int, *, step_name: str, actor: Actor, reason: str) -> Run:
+    """Ask the remote system whether `step_name` of `run_id` took effect, and settle it
+    (transitions.reconcile)."""
+    run = Run.objects.get(pk=run_id)
+    workflow = _registered(run)
+    spec = workflow.step(step_name)
+    if spec.reconcile_fn is None:
+        raise TransitionNotAllowed(
+            f"step {step_name} has no reconcile function; record the outcome by hand with "
+            "evidence instead")
+    with context_outside_executor(run, step_name, definition=workflow,
+                                  with_services=True) as ctx:
+        verdict, error = ask_remote(spec, ctx)
+    return transitions.reconcile(run_id, step_name=step_name, verdict=verdict, actor=actor,
+                                 reason=reason, evidence=_evidence(verdict, error))
+
+
+def reconcile_tool_call_by_key(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
+                               reason: str) -> Run:
+    """Ask the remote system whether tool call `call_ref` (turn.index) of `step_name` took
+    effect, by its key, and settle it (transitions.reconcile_tool_call)."""
+    run = Run.objects.get(pk=run_id)
+    workflow = _registered(run)
+    spec = workflow.step(step_name)
+    call = find_call(run, step_name, call_ref)
+    tool = spec.tools.get(call.tool) if isinstance(spec, definition.AgentSpec) else None
+    if tool is None or tool.reconcile_fn is None:
+        raise TransitionNotAllowed(
+            f"tool {call.tool} declares no reconcile function; record the outcome by hand "
+            "with evidence instead")
+    with context_outside_executor(run, step_name, definition=workflow,
+                                  with_services=True) as ctx:
+        verdict, error = ask_tool_remote(tool, tool_context(ctx, call), call)
+    return transitions.reconcile_tool_call(
+        run_id, step_name=step_name, call_ref=call_ref, verdict=verdict, actor=actor,
+        reason=reason, evidence=_evidence(verdict, error))
+
+
+def _registered(run: Run) -> definition.Workflow:
+    workflow = definition.registry.get(run.workflow_name, run.workflow_version)
+    if workflow is None:
+        raise TransitionNotAllowed(
+            f"{run.workflow_name} v{run.workflow_version} is not registered; record the "
+            "outcome by hand with evidence instead")
+    return workflow
+
+
+def _evidence(verdict, error: str) -> str:
+    # What the lookup asked and got, the evidence the transition requires.
+    return error or f"lookup by key: {verdict}"

@@ -1,0 +1,171 @@
+"""What the console shows of an agent step: its conversation, turn by turn, each tool call
+with its arguments (redacted where the tool declares it), state, key, remote reference,
+last error and the tokens of the turn, and its result (masked as the arguments are). Three
+queries whatever the number of turns and calls; a long conversation is read a page of
+turns at a time (`first_turn`, `turns`). The integration API (GET /api/runs/{id}) reads the
+same conversations.
+
+Arguments are shown through shown_arguments with the tool's declaration; a call whose tool
+is no longer declared (its workflow version is gone) has no declaration to honour, so its
+arguments are not shown at all rather than shown unmasked."""
+
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Max
+
+from ..agent_models import AgentTurn, ToolCall
+from ..definitions import definition
+from ..machine.redaction import REDACTED
+from ..machine.transitions.agent_calls import shown_arguments
+from ..machine.transitions.tool_call_rules import TOOL_CALL_ACTIONS, call_refusal
+from ..models import Step
+
+
+@dataclass
+class Turn:
+    index: int
+    content: str
+    tokens: int
+    model_ref: str
+    calls: list[dict] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    # A summary turn: it stands for the turns before this index (runs.agents.agent_history).
+    summarises: int = 0
+
+    @property
+    def summary_of(self) -> str:
+        return f"0-{self.summarises - 1}" if self.summarises else ""
+
+
+@dataclass
+class Conversation:
+    step: str
+    turns: list[Turn]
+    # The agent's instructions, as the model received them first (its definition's).
+    system_prompt: str = ""
+    # Paging: the turns shown are first_turn .. first_turn + len(turns) - 1 of turn_count.
+    first_turn: int = 0
+    turn_count: int = 0
+    page_size: int = 0
+    # The step's attempt generation this conversation belongs to: a re-run from a chosen
+    # step (runs.machine.transitions.rerun) starts a new one, and the earlier ones are history.
+    generation: int = 0
+    current: bool = True
+
+    @property
+    def last_shown(self) -> int:
+        return self.turns[-1].index if self.turns else self.first_turn
+
+    @property
+    def earlier(self) -> int | None:
+        """The first turn of the page before this one, None on the first page."""
+        return max(self.first_turn - self.page_size, 0) if self.first_turn > 0 else None
+
+    @property
+    def later(self) -> int | None:
+        """The first turn of the page after this one, None on the last page."""
+        following = self.first_turn + self.page_size
+        return following if self.page_size and following < self.turn_count else None
+
+    @property
+    def tokens(self) -> int:
+        return sum(t.tokens for t in self.turns)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(t.prompt_tokens for t in self.turns)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(t.completion_tokens for t in self.turns)
+
+    @property
+    def tool_calls(self) -> int:
+        return sum(len(t.calls) for t in self.turns)
+
+
+# Turns per page of a conversation on the run page.
+TURN_PAGE = 50
+
+
+def conversations(run, steps: list[Step], *, first_turn: int = 0,
+                  turns: int | None = None) -> list[Conversation]:
+    """The conversation of each agent step of `run` (empty for a run without one): with
+    `turns`, the page of that many turns from `first_turn` on, each with its calls. A step
+    re-run as a new generation has one conversation per generation that stored a turn,
+    the current one first (offered the call actions), then the earlier ones, newest first."""
+    agents = [s for s in steps if s.kind == definition.AGENT]
+    if not agents:
+        return []
+    workflow = definition.registry.get(run.workflow_name, run.workflow_version)
+    names = {s.pk: s.name for s in agents}
+    by_pk = {s.pk: s for s in agents}
+    window = {} if turns is None else {"index__gte": first_turn,
+                                       "index__lt": first_turn + turns}
+    call_window = {} if turns is None else {"turn__gte": first_turn,
+                                            "turn__lt": first_turn + turns}
+    # How many turns each generation of each step has, and its newest (what the call
+    # actions need), in one.
+    extent = {(row["step_id"], row["generation"]): row for row in AgentTurn.objects.filter(
+        step_id__in=list(names)).values("step_id", "generation").annotate(
+        n=Count("*"), newest=Max("index")).order_by()}
+    current = {pk: by_pk[pk].generation for pk in names}
+    by_step: dict[tuple[int, int], dict[int, Turn]] = {
+        (pk, current[pk]): {} for pk in names}
+    for t in AgentTurn.objects.filter(step_id__in=list(names), **window).order_by(
+            "step_id", "generation", "index"):
+        by_step.setdefault((t.step_id, t.generation), {})[t.index] = Turn(
+            t.index, t.content, t.tokens, t.model_ref, prompt_tokens=t.prompt_tokens,
+            completion_tokens=t.completion_tokens, summarises=t.summarises)
+    newest = {pk: (extent[pk, current[pk]]["newest"] if (pk, current[pk]) in extent else 0)
+              for pk in names}
+    for c in ToolCall.objects.filter(step_id__in=list(names), **call_window).order_by(
+            "step_id", "generation", "turn", "index"):
+        tool = None
+        if workflow is not None:
+            spec = workflow.step(names[c.step_id])
+            tool = spec.tools.get(c.tool) if isinstance(spec, definition.AgentSpec) else None
+        turn = by_step.setdefault((c.step_id, c.generation), {}).setdefault(
+            c.turn, Turn(c.turn, "", 0, ""))
+        turn.calls.append({
+            "ref": c.ref, "tool": c.tool, "kind": c.kind, "impact": c.impact,
+            "status": c.status, "arguments": (shown_arguments(tool, c.arguments) if tool is not None
+                          else REDACTED),
+            # What the tool returned, masked as its arguments are (declared fields and
+            # anything that looks like a credential).
+            "result": (None if c.result is None else shown_arguments(tool, c.result)
+                       if tool is not None else REDACTED),
+            "args_hash": c.args_hash, "key": c.idempotency_key, "attempt": c.attempt,
+            "remote_ref": c.remote_ref, "compensation_ref": c.compensation_ref,
+            "error_class": c.error_class, "error": c.error_message,
+            "approved_by": c.approved_by, "step": names[c.step_id],
+            "slug": f"{names[c.step_id]}-{c.turn}-{c.index}" + (
+                f"-g{c.generation}" if c.generation != current[c.step_id] else ""),
+            # The operator actions this call's state allows (who may use them is the
+            # page's business), read from the rows in hand.
+            "ops": [a for a in TOOL_CALL_ACTIONS
+                    if call_refusal(a, run, by_pk[c.step_id], c, tool,
+                                    last_turn=newest[c.step_id]) is None]})
+    result = []
+    for pk in names:
+        spec = _agent_spec(workflow, names[pk])
+        generations = sorted({g for step_pk, g in [*by_step, *extent] if step_pk == pk},
+                             key=lambda g: (g != current[pk], -g))
+        result += [Conversation(
+            names[pk], sorted(by_step.get((pk, g), {}).values(), key=lambda t: t.index),
+            system_prompt=spec.system_prompt if spec is not None else "",
+            first_turn=first_turn if turns is not None else 0,
+            turn_count=extent[pk, g]["n"] if (pk, g) in extent else 0, page_size=turns or 0,
+            generation=g, current=g == current[pk]) for g in generations]
+    return result
+
+
+def _agent_spec(workflow: definition.Workflow | None, name: str) -> definition.AgentSpec | None:
+    if workflow is None:
+        return None
+    try:
+        spec = workflow.step(name)
+    except KeyError:
+        return None
+    return spec if isinstance(spec, definition.AgentSpec) else None

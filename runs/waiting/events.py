@@ -1,0 +1,191 @@
+"""Receiving external events: validate one against the step that waits for it, deliver it
+to the run waiting for it, or keep it for the run that will (an event may arrive before its
+run reaches the wait). The API (POST /api/events), signed webhooks and the sweeper call
+these; runs.machine.transitions.events writes the state.
+
+An event names its workflow, its name, its correlation key (by default the business key
+of the run it is meant for), its source and its id. The same source and id delivered twice
+changes nothing the second time: the row is written in the transaction of the transition
+that consumes it, under a unique constraint.
+"""
+
+import hashlib
+import hmac
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from pydantic import ValidationError
+
+from audit.chain import Actor
+
+from ..definitions import definition
+from ..machine.errors import TransitionNotAllowed
+from ..machine.redaction import redact
+from ..machine.transitions import DuplicateEvent, awaiting_ref, deliver_event
+from ..machine.wakeup import send_wakeup
+from ..models import ExternalEvent, Run, Step, StepStatus
+
+logger = logging.getLogger(__name__)
+
+# How old a signed webhook's timestamp may be (either way): older is a replay.
+SIGNATURE_WINDOW_SECONDS = 300
+
+
+class EventRefused(ValueError):
+    """The event cannot be accepted as sent (unknown workflow or event, invalid payload);
+    nothing was written. `errors` lists the payload's faults field by field."""
+
+    def __init__(self, message: str, errors: list[dict] | None = None):
+        super().__init__(message)
+        self.errors = errors or []
+
+
+@dataclass(frozen=True)
+class Receipt:
+    status: str  # "delivered", "kept" or "duplicate"
+    run_id: int | None = None
+
+
+def event_steps(workflow: str, event: str) -> list[definition.StepDef]:
+    return [s for wf in definition.registry.versions(workflow) for s in wf.steps
+            if s.kind == definition.EVENT and s.event_name == event]
+
+
+def validated(workflow: str, event: str, payload) -> dict:
+    """The payload as the waiting step's schema accepts it, or EventRefused naming why."""
+    if definition.registry.latest(workflow) is None:
+        raise EventRefused(f"unknown workflow {workflow!r}")
+    steps = event_steps(workflow, event)
+    if not steps:
+        raise EventRefused(f"no step of {workflow} waits for an event {event!r}")
+    if not isinstance(payload, dict):
+        raise EventRefused("the payload must be a JSON object",
+                           [{"loc": ["payload"], "msg": "not an object"}])
+    schema = steps[-1].schema
+    if schema is None:
+        return payload
+    try:
+        return schema.model_validate(payload).model_dump(mode="json")
+    except ValidationError as exc:
+        errors = [{"loc": ["payload", *e["loc"]], "msg": e["msg"]} for e in exc.errors()]
+        fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
+        raise EventRefused(f"payload of {event} does not match {schema.__name__}: {fields}",
+                           errors) from None
+
+
+def _waiting_step(workflow: str, event: str, key: str) -> Step | None:
+    # Along step_remote_ref_idx: the step names what it waits for.
+    return (Step.objects.filter(remote_ref=awaiting_ref(event, key), kind=definition.EVENT,
+                                status=StepStatus.WAITING, run__workflow_name=workflow)
+            .select_related("run").first())
+
+
+def receive_event(*, workflow: str, event: str, key: str, event_id: str, source: str,
+                  payload, actor: Actor, now: datetime | None = None) -> Receipt:
+    """Deliver the event to the run waiting for it, or keep it. Raises EventRefused."""
+    if not event_id or not source or not key:
+        raise EventRefused("an event needs an id, a source and a correlation key")
+    payload = validated(workflow, event, payload)
+    previous = ExternalEvent.objects.filter(workflow_name=workflow, source=source,
+                                            event_id=event_id).first()
+    if previous is not None:
+        return Receipt("duplicate", previous.consumed_run_id)
+    step = _waiting_step(workflow, event, key)
+    if step is not None:
+        try:
+            deliver_event(step.run_id, step_name=step.name, source=source, event_id=event_id,
+                          payload=payload, actor=actor, now=now)
+        except DuplicateEvent:
+            return Receipt("duplicate")
+        except TransitionNotAllowed:
+            pass  # the run stopped waiting meanwhile: keep the event
+        else:
+            return Receipt("delivered", step.run_id)
+    try:
+        with transaction.atomic():
+            kept = ExternalEvent.objects.create(
+                workflow_name=workflow, source=source, event_id=event_id, event_name=event,
+                correlation_key=key, payload=redact(payload), received_at=now or timezone.now())
+    except IntegrityError:
+        return Receipt("duplicate")
+    # A run may have begun to wait between the look above and this insert.
+    run_id = consume_kept(kept, now=now)
+    return Receipt("delivered", run_id) if run_id else Receipt("kept")
+
+
+def consume_kept(kept: ExternalEvent, *, now: datetime | None = None) -> int | None:
+    """Deliver a kept event to the run now waiting for it, if any. Returns the run's id."""
+    step = _waiting_step(kept.workflow_name, kept.event_name, kept.correlation_key)
+    if step is None:
+        return None
+    try:
+        deliver_event(step.run_id, step_name=step.name, source=kept.source,
+                      event_id=kept.event_id, payload=kept.payload,
+                      actor=Actor.system(f"event {kept.source}"), kept=kept, now=now)
+    except (DuplicateEvent, TransitionNotAllowed):
+        return None
+    return step.run_id
+
+
+def consume_kept_for_run(run_id: int) -> bool:
+    """After a run began to wait for an event: deliver the event kept for it, if one came
+    early. Called after the worker let go of the run (runs.tasks), and by the sweeper."""
+    step = (Step.objects.filter(run_id=run_id, kind=definition.EVENT, status=StepStatus.WAITING)
+            .exclude(remote_ref="").first())
+    if step is None:
+        return False
+    event, key = step.remote_ref.removeprefix("awaiting-event:").split(":", 1)
+    kept = (ExternalEvent.objects.filter(
+        workflow_name=Run.objects.filter(pk=run_id).values("workflow_name")[:1],
+        event_name=event, correlation_key=key, consumed_at__isnull=True)
+        .order_by("received_at", "pk").first())
+    return kept is not None and consume_kept(kept) is not None
+
+
+def consume_kept_events(*, now: datetime | None = None, limit: int = 100) -> int:
+    """The sweeper's pass: events kept in the last hour whose run now waits for them are
+    delivered (the backstop for an event and a wait that crossed). Reads the few kept rows
+    along their partial index."""
+    delivered = 0
+    since = (now or timezone.now()) - timedelta(hours=1)
+    for kept in ExternalEvent.objects.filter(consumed_at__isnull=True,
+                                             received_at__gte=since).order_by("pk")[:limit]:
+        run_id = consume_kept(kept)
+        if run_id:
+            delivered += 1
+            send_wakeup(run_id)
+    return delivered
+
+
+# --- signed webhooks -----------------------------------------------------------------------
+
+def signature(secret: str, timestamp: str, body: bytes) -> str:
+    """HMAC-SHA256 over "<timestamp>.<body>", hex: what a source sends as X-Event-Signature."""
+    return hmac.new(secret.encode(), timestamp.encode() + b"." + body,
+                    hashlib.sha256).hexdigest()
+
+
+def verify_webhook(source: str, *, timestamp: str, sent_signature: str, body: bytes,
+                   now: datetime | None = None) -> dict:
+    """The source's settings if the signature is right and the timestamp within the
+    window; EventRefused (naming which check failed, never the secret) otherwise."""
+    config = getattr(settings, "RUNS_EVENT_SOURCES", {}).get(source)
+    if not config or not config.get("secret"):
+        raise EventRefused(f"unknown event source {source!r}")
+    try:
+        sent_at = float(timestamp)
+    except (TypeError, ValueError):
+        raise EventRefused("X-Event-Timestamp must be seconds since the epoch") from None
+    now_ts = (now or timezone.now()).timestamp()
+    if abs(now_ts - sent_at) > SIGNATURE_WINDOW_SECONDS:
+        raise EventRefused(f"X-Event-Timestamp is outside the {SIGNATURE_WINDOW_SECONDS} s "
+                           "window: a replay, or a clock far off")
+    expected = signature(config["secret"], timestamp, body)
+    if not hmac.compare_digest(expected, sent_signature or ""):
+        raise EventRefused("X-Event-Signature does not match")
+    return config
+

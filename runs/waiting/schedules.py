@@ -1,0 +1,327 @@
+"""Schedules: a workflow started on a cron expression or every fixed interval.
+
+    Schedule(invoice_digest, "daily", cron="0 6 * * 1-5", timezone="Europe/Berlin",
+             catch_up="latest", input=lambda slot: {"day": slot.date().isoformat()})
+
+Each slot starts at most one run: the run's business key is derived from the slot
+(`schedule:<name>:<slot in UTC>`), so the unique (workflow, business key) constraint of
+start_run makes a second scheduler, a restarted beat or a redelivered tick find the run the
+first one started instead of starting another. ScheduleState keeps, per schedule, the last
+slot handled; a scheduler that dies after starting a run and before recording the slot
+starts the same slot again on its next tick, and start_run finds the run.
+
+After downtime (beat stopped, every worker gone) several slots are due at once; the
+schedule's catch-up policy says which of them run:
+  "skip"    only slots at most `grace` old (the missed ones are skipped),
+  "latest"  the most recent due slot, however late,
+  "all"     every missed slot, oldest first (at most MAX_CATCH_UP per tick).
+
+The sweeper's beat calls fire_due_schedules every few seconds (runs.fire_schedules).
+"""
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from audit.chain import Actor
+
+from ..definitions import definition
+from ..machine.errors import StartRefused
+from ..machine.single_pass import single_pass
+from ..machine.transitions import start_run
+from ..models import ControlRecord, Run, ScheduleState
+
+logger = logging.getLogger(__name__)
+
+JOB = "runs.waiting.schedules"
+CATCH_UP_POLICIES = ("skip", "latest", "all")
+# Slots started per schedule and tick under catch_up="all": a long outage is caught up over
+# several ticks, not in one pass that holds the job for minutes.
+MAX_CATCH_UP = 100
+# Where interval slots are counted from: slots of "every 15 minutes" fall on :00, :15, ...
+INTERVAL_ANCHOR = datetime(2000, 1, 1, tzinfo=UTC)
+KEY_PREFIX = "schedule:"
+
+
+class ScheduleError(ValueError):
+    """A schedule declared wrongly, or an unknown schedule named by an operator."""
+
+
+@dataclass
+class Schedule:
+    workflow: definition.Workflow
+    name: str
+    cron: str = ""
+    every: timedelta | None = None
+    timezone: str = "UTC"
+    catch_up: str = "skip"
+    # A slot later than this when its tick comes is "missed" (catch-up policy applies).
+    grace: timedelta = timedelta(minutes=5)
+    # The run's input for a slot: a dict, or a function of the slot (aware, in `timezone`).
+    # It must give the same input for the same slot (start_run refuses a different one).
+    input: dict | Callable[[datetime], dict] = field(default_factory=dict)
+    register: bool = True
+
+    def __post_init__(self):
+        if not self.name or ":" in self.name:
+            raise ScheduleError("a schedule needs a name without ':'")
+        if bool(self.cron) == (self.every is not None):
+            raise ScheduleError(f"schedule {self.name!r}: give either cron or every, not "
+                                "both or neither")
+        try:
+            self.zone = ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ScheduleError(f"schedule {self.name!r}: unknown time zone "
+                                f"{self.timezone!r}") from None
+        if self.cron:
+            try:
+                CronSim(self.cron, datetime.now(self.zone))
+            except CronSimError as exc:
+                raise ScheduleError(f"schedule {self.name!r}: cron expression {self.cron!r} "
+                                    f"is not valid: {exc}") from None
+        elif self.every <= timedelta(0):
+            raise ScheduleError(f"schedule {self.name!r}: every must be positive")
+        if self.catch_up not in CATCH_UP_POLICIES:
+            raise ScheduleError(f"schedule {self.name!r}: catch_up must be one of "
+                                f"{', '.join(CATCH_UP_POLICIES)}, not {self.catch_up!r}")
+        if self.register:
+            registry.add(self)
+
+    @property
+    def workflow_name(self) -> str:
+        return self.workflow.name
+
+    @property
+    def expression(self) -> str:
+        return self.cron or f"every {self.every}"
+
+    def slots_after(self, start: datetime) -> Iterator[datetime]:
+        """The slots strictly after `start`, in order, as aware datetimes in the zone."""
+        start = start.astimezone(self.zone)
+        if self.cron:
+            yield from CronSim(self.cron, start)
+            return
+        step = self.every
+        n = (start - INTERVAL_ANCHOR) // step + 1
+        while True:
+            yield (INTERVAL_ANCHOR + n * step).astimezone(self.zone)
+            n += 1
+
+    def latest_slot(self, at: datetime) -> datetime | None:
+        """The last slot at or before `at` (looking back at most a year for a cron)."""
+        if self.every is not None:
+            n = (at - INTERVAL_ANCHOR) // self.every
+            return (INTERVAL_ANCHOR + n * self.every).astimezone(self.zone)
+        latest = None
+        for slot in self.slots_after(at - timedelta(days=366)):
+            if slot > at:
+                return latest
+            latest = slot
+        return latest
+
+    def next_slots(self, after: datetime, count: int = 3) -> list[datetime]:
+        slots = self.slots_after(after)
+        return [next(slots) for _ in range(count)]
+
+    def business_key(self, slot: datetime) -> str:
+        return f"{KEY_PREFIX}{self.name}:{slot.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+
+    def input_for(self, slot: datetime) -> dict:
+        return self.input(slot) if callable(self.input) else dict(self.input)
+
+
+class ScheduleRegistry:
+    def __init__(self):
+        self._schedules: dict[tuple[str, str], Schedule] = {}
+
+    def add(self, schedule: Schedule) -> None:
+        self._schedules[(schedule.workflow_name, schedule.name)] = schedule
+
+    def remove(self, schedule: Schedule) -> None:
+        self._schedules.pop((schedule.workflow_name, schedule.name), None)
+
+    def get(self, workflow: str, name: str) -> Schedule | None:
+        return self._schedules.get((workflow, name))
+
+    def all(self) -> list[Schedule]:
+        return sorted(self._schedules.values(), key=lambda s: (s.workflow_name, s.name))
+
+
+registry = ScheduleRegistry()
+
+
+@dataclass
+class TickReport:
+    started: list[int] = field(default_factory=list)   # runs this tick created
+    found: list[int] = field(default_factory=list)     # slots whose run already existed
+    skipped: int = 0                                   # missed slots left out by policy
+    refused: list[str] = field(default_factory=list)
+    locked_out: bool = False
+
+    def add(self, other: "TickReport") -> None:
+        self.started += other.started
+        self.found += other.found
+        self.skipped += other.skipped
+        self.refused += other.refused
+
+
+def fire_due_schedules(*, now: datetime | None = None) -> TickReport:
+    """One tick of the scheduler, unless another scheduler is ticking (then nothing: it is
+    already at the work)."""
+    with single_pass(JOB) as mine:
+        if not mine:
+            return TickReport(locked_out=True)
+        now = now or timezone.now()
+        report = TickReport()
+        for schedule in registry.all():
+            report.add(fire_schedule(schedule, now=now))
+        return report
+
+
+def state_of(schedule: Schedule, *, now: datetime) -> ScheduleState:
+    """The schedule's row; made on first sight, with the slot before now as handled (a new
+    schedule starts with its next slot, it does not run its past)."""
+    state = ScheduleState.objects.filter(workflow_name=schedule.workflow_name,
+                                         name=schedule.name).first()
+    if state is not None:
+        return state
+    try:
+        with transaction.atomic():
+            return ScheduleState.objects.create(
+                workflow_name=schedule.workflow_name, name=schedule.name,
+                last_slot_at=schedule.latest_slot(now), created_at=now, updated_at=now)
+    except IntegrityError:  # another scheduler made it first
+        return ScheduleState.objects.get(workflow_name=schedule.workflow_name,
+                                         name=schedule.name)
+
+
+def due_slots(schedule: Schedule, state: ScheduleState, *, now: datetime
+              ) -> tuple[list[datetime], int]:
+    """The slots this tick starts, after the catch-up policy, and how many it skips."""
+    slots = []
+    for slot in schedule.slots_after(state.last_slot_at or now):
+        if slot > now:
+            break
+        slots.append(slot)
+        if schedule.catch_up == "all" and len(slots) >= MAX_CATCH_UP:
+            break
+    if schedule.catch_up == "latest":
+        return slots[-1:], max(len(slots) - 1, 0)
+    if schedule.catch_up == "skip":
+        on_time = [s for s in slots if now - s <= schedule.grace]
+        return on_time, len(slots) - len(on_time)
+    return slots, 0
+
+
+def fire_schedule(schedule: Schedule, *, now: datetime) -> TickReport:
+    """Start the runs of `schedule`'s due slots and record the last one handled.
+
+    Safe to run in several processes at once: each slot's run is started by start_run,
+    whose unique business key lets one of them create it and the others find it; the
+    recorded slot only ever moves forward."""
+    report = TickReport()
+    state = state_of(schedule, now=now)
+    if state.paused:
+        return report
+    slots, report.skipped = due_slots(schedule, state, now=now)
+    if not slots:
+        if report.skipped:
+            _record_progress(state, slot=schedule.latest_slot(now), run_id=None, now=now)
+        return report
+    last_run = None
+    for slot in slots:
+        try:
+            run, created = start_run(workflow=schedule.workflow_name,
+                                     business_key=schedule.business_key(slot),
+                                     input=schedule.input_for(slot),
+                                     actor=Actor.system(f"schedule {schedule.name}"))
+        except StartRefused as exc:
+            # A refused slot stays refused whatever is tried again: log it, move on.
+            logger.error("schedule %s of %s, slot %s: start refused: %s", schedule.name,
+                         schedule.workflow_name, slot.isoformat(), exc)
+            report.refused.append(f"{slot.isoformat()}: {exc}")
+            continue
+        (report.started if created else report.found).append(run.pk)
+        last_run = run.pk
+    _record_progress(state, slot=slots[-1], run_id=last_run, now=now)
+    return report
+
+
+def _record_progress(state: ScheduleState, *, slot: datetime, run_id: int | None,
+                     now: datetime) -> None:
+    # Forward only: a slower scheduler that handled older slots never moves it back.
+    changes = {"last_slot_at": slot, "updated_at": now}
+    if run_id is not None:
+        changes["last_run_id"] = run_id
+    ScheduleState.objects.filter(
+        Q(last_slot_at__lt=slot) | Q(last_slot_at__isnull=True), pk=state.pk,
+    ).update(**changes)
+
+
+def set_paused(*, workflow: str, name: str, paused: bool, actor: Actor, reason: str,
+               now: datetime | None = None) -> ScheduleState:
+    """Pause or resume a schedule, recording who and why. A resumed schedule does not run
+    the slots it missed while paused: it goes on from the slot before now."""
+    schedule = registry.get(workflow, name)
+    if schedule is None:
+        raise ScheduleError(f"no schedule {name!r} on workflow {workflow!r}")
+    if not reason or not reason.strip():
+        raise ScheduleError("a reason is required to pause or resume a schedule")
+    now = now or timezone.now()
+    state = state_of(schedule, now=now)
+    with transaction.atomic():
+        state = ScheduleState.objects.select_for_update().get(pk=state.pk)
+        if state.paused == paused:
+            raise ScheduleError(f"schedule {name!r} of {workflow} is already "
+                                f"{'paused' if paused else 'running'}")
+        state.paused = paused
+        state.pause_reason = reason if paused else ""
+        state.paused_by = actor.label if paused else ""
+        if not paused:
+            state.last_slot_at = schedule.latest_slot(now)
+        state.updated_at = now
+        state.save()
+        ControlRecord.objects.create(
+            action="schedule_paused" if paused else "schedule_resumed", workflow_name=workflow,
+            target=name, actor_label=actor.label, actor_user_id=actor.user_id, reason=reason,
+            created_at=now)
+    return state
+
+
+@dataclass
+class ScheduleRow:
+    schedule: Schedule
+    state: ScheduleState | None
+    next_fires: list[datetime]
+    last_runs: list[Run]
+
+
+def schedule_rows(*, now: datetime | None = None, workflows: set[str] | None = None,
+                  last: int = 5) -> list[ScheduleRow]:
+    """The console's list: every schedule with its next fire times and its last runs (one
+    query for the states, one per schedule for its runs, on the business-key prefix index;
+    the number of schedules is the number declared in code)."""
+    now = now or timezone.now()
+    schedules = [s for s in registry.all() if workflows is None or s.workflow_name in workflows]
+    states = {(s.workflow_name, s.name): s for s in ScheduleState.objects.filter(
+        workflow_name__in={s.workflow_name for s in schedules})}
+    rows = []
+    for schedule in schedules:
+        state = states.get((schedule.workflow_name, schedule.name))
+        runs = list(Run.objects.filter(
+            workflow_name=schedule.workflow_name,
+            business_key__startswith=f"{KEY_PREFIX}{schedule.name}:",
+        ).order_by("-business_key").only(
+            "id", "business_key", "status", "created_at", "workflow_name")[:last])
+        paused = state is not None and state.paused
+        rows.append(ScheduleRow(schedule=schedule, state=state,
+                                next_fires=[] if paused else schedule.next_slots(now),
+                                last_runs=runs))
+    return rows
