@@ -24,7 +24,8 @@ def empty_broker(live_sandbox):
 
 
 def _sweep_from_a_process_ahead() -> str:
-    process = manage("shell", "-c", "from runs import sweeper; print(sweeper.sweep().expired)",
+    process = manage("shell", "-c",
+                     "from runs.execution import sweeper; print(sweeper.sweep().expired)",
                      **AHEAD)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 0, err

@@ -148,6 +148,9 @@ class CallEffect(EffectRow):
 
     def __init__(self, context, step: Step, call: ToolCall):
         self.context, self.row, self.step = context, call, step
+        # Taken while the call is in flight: the records written now end its attempt, and
+        # carry the intent its row holds (one record per attempt).
+        self.ends_attempt = call.status == RUNNING
         self.label = f"tool {call.tool} (call {call.ref})"
         self.name = f"{step.name}: {self.label}"
 
@@ -165,9 +168,9 @@ class CallEffect(EffectRow):
         return self.row.started_at
 
     def data(self, **more) -> dict:
-        # A step's records get its intent from the kernel (Change.audit); a call's records
-        # carry the call's own, checkpointed in its row.
-        intent = intent_of_call(self.row) if self.row.attempt_started_at else {}
+        # A step's records get its intent from the kernel (Change.audit); the records that
+        # end a call's attempt carry the call's own, checkpointed in its row.
+        intent = intent_of_call(self.row) if self.ends_attempt else {}
         return {"tool_call": self.row.ref, "tool": self.row.tool, **intent, **more}
 
     def sealed(self, value):
