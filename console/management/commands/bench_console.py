@@ -30,6 +30,7 @@ from audit.models import AuditRecord
 from console.roles import ensure_roles
 from observability.metrics import recount_history
 from runs import store
+from runs.bench_processes import vacuum_if_autovacuum_is_off
 from runs.execution import sweeper
 from runs.models import Run, RunStatus, Step, StepStatus, Worker
 from runs.reads.selectors import RunFilters
@@ -54,23 +55,6 @@ class Command(BaseCommand):
                             help="how many runs seed_scale should make sure exist")
         parser.add_argument("--repeat", type=int, default=30)
 
-    def _vacuum_if_autovacuum_is_off(self) -> None:
-        """Vacuum the tables the pages read when the server does not (autovacuum off, as on
-        the development machine). A production server's autovacuum keeps their visibility
-        map current, which index-only scans (the status counts, the attention count) rely
-        on; a bulk-seeded table nobody vacuumed sends every one of them to the heap and
-        would time a database that production never has."""
-        with connection.cursor() as cursor:
-            cursor.execute("SHOW autovacuum")
-            if cursor.fetchone()[0] == "on":
-                return
-            started = time.perf_counter()
-            cursor.execute("VACUUM (ANALYZE) runs_run, runs_step, audit_auditrecord, "
-                           "runs_runevent")
-        self.stdout.write(f"autovacuum is off on this server: vacuumed the runs, steps, audit "
-                          f"and event tables as it would (not timed, "
-                          f"{time.perf_counter() - started:.1f}s)")
-
     def handle(self, *args, runs, repeat, **options):
         if store.current().name != "postgresql":
             raise CommandError("bench_console needs PostgreSQL (set DATABASE_URL=postgres://...)")
@@ -78,7 +62,7 @@ class Command(BaseCommand):
         started = time.perf_counter()
         call_command("seed_scale", runs=runs, stdout=self.stdout)
         self.stdout.write(f"seeding checked in {time.perf_counter() - started:.1f}s")
-        self._vacuum_if_autovacuum_is_off()
+        vacuum_if_autovacuum_is_off(self.stdout)
         ensure_roles(Group, Permission)
         user, _ = User.objects.get_or_create(username="bench-operator")
         user.groups.add(Group.objects.get(name="operators"))

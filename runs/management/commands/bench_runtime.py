@@ -62,6 +62,7 @@ from runs.bench_processes import (
     proc_status_kb,
     server_params,
     shown,
+    vacuum_if_autovacuum_is_off,
 )
 from runs.bench_receiver import SlowReceiver
 from runs.machine.transitions import start_run
@@ -107,6 +108,10 @@ class Command(BaseCommand):
         parser.add_argument("--in-flight", type=int, default=IN_FLIGHT_TARGET,
                             help="threads of the threads-mode worker, each step waiting 1 s "
                                  f"on a receiver (default {IN_FLIGHT_TARGET})")
+        parser.add_argument("--fresh-database", action="store_true",
+                            help="drop and create the benchmark database first (its name must "
+                                 "contain 'bench'): WAL per step is measured on a fresh "
+                                 "database, whose indexes are not those of a million runs")
         parser.add_argument("--in-flight-pool", type=int, default=20,
                             help="that worker's database connection pool (default 20)")
 
@@ -127,6 +132,8 @@ class Command(BaseCommand):
                 f"{store.current().name} ({settings.DATABASES['default']['ENGINE']}). Run it with "
                 "DATABASE_URL=postgres://postgres@127.0.0.1:5432/durable_bench (make bench)."
             )
+        if options["fresh_database"]:
+            self._drop_database()
         self._ensure_database()
         call_command("migrate", verbosity=0)
         if connection.pg_version < 150000:
@@ -155,6 +162,9 @@ class Command(BaseCommand):
                                            label="warm-up")
                     # A margin over the warm-up's rate, which a warm cache outruns.
                     runs = max(10, round(1.5 * round_seconds * warm["steps_s"] / bw.STEPS))
+                # What the warm-up wrote, analysed as autovacuum would (a fresh database's
+                # statistics say its tables are empty).
+                vacuum_if_autovacuum_is_off(out)
                 out.write(f"rounds: {rounds} of {runs} ten-step runs, each beside a bare loop "
                           f"as long as its batch (at least {round_seconds:g}s)")
                 results = []
@@ -259,6 +269,23 @@ class Command(BaseCommand):
             f"({'n/a' if db_cpu_ms is None else verdict(db_cpu_ms <= DB_CPU_MS_TARGET)})")
 
     # --- setup ---------------------------------------------------------------------------
+
+    def _drop_database(self) -> None:
+        """Drop the benchmark database (refused for a name without 'bench' in it, so a
+        DATABASE_URL pointing elsewhere by mistake loses nothing)."""
+        name = settings.DATABASES["default"]["NAME"] or ""
+        if "bench" not in name:
+            raise CommandError(f"--fresh-database drops the database: {name!r} does not look "
+                               "like a benchmark database (its name must contain 'bench')")
+        connection.close()
+        try:
+            with psycopg.connect(dbname="postgres", autocommit=True,
+                                 **server_params()) as admin:
+                admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    sql.Identifier(name)))
+        except psycopg.OperationalError as exc:
+            raise CommandError(f"cannot reach PostgreSQL to drop {name}: {exc}") from exc
+        self.stdout.write(f"dropped database {name} (a fresh one is measured)")
 
     def _ensure_database(self) -> None:
         """Create the benchmark database through the maintenance database if it is missing."""
