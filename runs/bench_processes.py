@@ -54,7 +54,7 @@ WHERE datname = current_database()
 """
 
 
-def vacuum_if_autovacuum_is_off(out) -> None:
+def vacuum_if_autovacuum_is_off(out, *, quiet: bool = False) -> None:
     """Vacuum and analyse the tables a run writes when the server does not (autovacuum off,
     as on the development machine). A production server's autovacuum keeps their statistics
     and visibility map current, which the plans and index-only scans rely on; tables nobody
@@ -67,8 +67,9 @@ def vacuum_if_autovacuum_is_off(out) -> None:
         started = time.perf_counter()
         cursor.execute("VACUUM (ANALYZE) runs_run, runs_step, audit_auditrecord, "
                        "runs_runevent")
-    out.write(f"autovacuum is off on this server: vacuumed the runs, steps, audit and event "
-              f"tables as it would (not timed, {time.perf_counter() - started:.1f}s)")
+    if not quiet:
+        out.write(f"autovacuum is off on this server: vacuumed the runs, steps, audit and "
+                  f"event tables as it would (not timed, {time.perf_counter() - started:.1f}s)")
 
 
 def server_params() -> dict:

@@ -163,12 +163,16 @@ class Command(BaseCommand):
                     # A margin over the warm-up's rate, which a warm cache outruns.
                     runs = max(10, round(1.5 * round_seconds * warm["steps_s"] / bw.STEPS))
                 # What the warm-up wrote, analysed as autovacuum would (a fresh database's
-                # statistics say its tables are empty).
+                # statistics say its tables are empty), and again before each round as the
+                # tables grow: plans made for the empty tables would time a database that
+                # production, whose autovacuum analyses a growing table, never has.
                 vacuum_if_autovacuum_is_off(out)
                 out.write(f"rounds: {rounds} of {runs} ten-step runs, each beside a bare loop "
                           f"as long as its batch (at least {round_seconds:g}s)")
                 results = []
                 for i in range(rounds):
+                    if i:
+                        vacuum_if_autovacuum_is_off(out, quiet=True)
                     batch = self._run_batch(worker, runs, label=f"round {i + 1}")
                     bare = self._bare_loop(max(round_seconds, batch["elapsed"]))
                     if batch["elapsed"] < round_seconds:
