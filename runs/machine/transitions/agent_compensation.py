@@ -31,8 +31,8 @@ def begin_tool_compensation(lease: Lease, step: Step, call: ToolCall, *,
         if change is None:
             return None
         call = fresh_call(call)
-        CallEffect(lease, step, call).undo_begun(change,
-                                                 AuditAction.TOOL_CALL_COMPENSATION_INTENT)
+        # The intent is the row; the record of the undo's outcome carries it.
+        CallEffect(lease, step, call).undo_begun(change)
     return call
 
 

@@ -46,9 +46,13 @@ def intent_of(step: Step, *, undo: bool = False) -> dict:
     return intent
 
 
-def intent_of_call(call) -> dict:
-    """intent_of for an agent's tool call: the intent checkpointed in the ToolCall row."""
+def intent_of_call(call, *, undo: bool = False) -> dict:
+    """intent_of for an agent's tool call: the intent checkpointed in the ToolCall row.
+    `undo`: the attempt was the call's undo."""
     began = call.attempt_started_at.isoformat() if call.attempt_started_at else None
+    if undo:
+        return {"key": call.compensation_key, "attempt": call.compensation_attempt,
+                "started_at": began, "remote_ref": call.compensation_ref}
     intent = {"key": call.idempotency_key, "attempt": call.attempt, "started_at": began,
               "args_hash": call.args_hash, "remote_ref": call.remote_ref}
     if call.status == "succeeded":

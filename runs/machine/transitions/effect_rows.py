@@ -150,7 +150,8 @@ class CallEffect(EffectRow):
         self.context, self.row, self.step = context, call, step
         # Taken while the call is in flight: the records written now end its attempt, and
         # carry the intent its row holds (one record per attempt).
-        self.ends_attempt = call.status == RUNNING
+        self.ends_attempt = call.status in (RUNNING, StepStatus.COMPENSATING)
+        self.undoing = call.status == StepStatus.COMPENSATING
         self.label = f"tool {call.tool} (call {call.ref})"
         self.name = f"{step.name}: {self.label}"
 
@@ -170,7 +171,7 @@ class CallEffect(EffectRow):
     def data(self, **more) -> dict:
         # A step's records get its intent from the kernel (Change.audit); the records that
         # end a call's attempt carry the call's own, checkpointed in its row.
-        intent = intent_of_call(self.row) if self.ends_attempt else {}
+        intent = intent_of_call(self.row, undo=self.undoing) if self.ends_attempt else {}
         return {"tool_call": self.row.ref, "tool": self.row.tool, **intent, **more}
 
     def sealed(self, value):

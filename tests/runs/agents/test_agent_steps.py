@@ -198,6 +198,9 @@ def test_a_late_failure_undoes_the_agents_effects_newest_first(sandbox):
     undone = list(AuditRecord.objects.filter(run=run, action="tool_call_compensated")
                   .order_by("seq").values_list("data__tool", flat=True))
     assert undone == ["post-ledger", "open-approval-task"]
+    # One record per undo: its intent is the call's row, its outcome record carries it.
+    assert not AuditRecord.objects.filter(run=run,
+                                          action="tool_call_compensation_intent").exists()
     reversal = LedgerEntry.objects.get(reverses=entry)
     assert reversal.amount == -entry.amount
     task.refresh_from_db()
@@ -205,6 +208,10 @@ def test_a_late_failure_undoes_the_agents_effects_newest_first(sandbox):
     post = ToolCall.objects.get(step__run=run, tool="post-ledger")
     assert post.status == "compensated" and post.compensation_ref == reversal.ref
     assert reversal.transaction_ref == post.compensation_key != post.idempotency_key
+    record = AuditRecord.objects.get(run=run, action="tool_call_compensated",
+                                     data__tool="post-ledger")
+    assert record.data["key"] == post.compensation_key
+    assert record.data["remote_ref"] == reversal.ref and record.data["started_at"]
     assert Step.objects.get(run=run, name="triage").status == "compensated"
 
 
