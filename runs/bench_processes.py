@@ -12,9 +12,12 @@ import time
 import uuid
 from pathlib import Path
 
+import psycopg
 from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import connection
+from psycopg import errors as pg_errors
+from psycopg import sql
 
 ROOT = Path(settings.BASE_DIR)
 
@@ -70,6 +73,43 @@ def vacuum_if_autovacuum_is_off(out, *, quiet: bool = False) -> None:
     if not quiet:
         out.write(f"autovacuum is off on this server: vacuumed the runs, steps, audit and "
                   f"event tables as it would (not timed, {time.perf_counter() - started:.1f}s)")
+
+
+def drop_bench_database(out) -> None:
+    """Drop the benchmark database (refused for a name without 'bench' in it, so a
+    DATABASE_URL pointing elsewhere by mistake loses nothing)."""
+    name = settings.DATABASES["default"]["NAME"] or ""
+    if "bench" not in name:
+        raise CommandError(f"--fresh-database drops the database: {name!r} does not look "
+                           "like a benchmark database (its name must contain 'bench')")
+    connection.close()
+    try:
+        with psycopg.connect(dbname="postgres", autocommit=True,
+                             **server_params()) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))
+    except psycopg.OperationalError as exc:
+        raise CommandError(f"cannot reach PostgreSQL to drop {name}: {exc}") from exc
+    out.write(f"dropped database {name} (a fresh one is measured)")
+
+def ensure_database(out) -> None:
+    """Create the benchmark database through the maintenance database if it is missing."""
+    name = settings.DATABASES["default"]["NAME"]
+    if not name:
+        raise CommandError("the default database has no NAME")
+    try:
+        with psycopg.connect(dbname="postgres", autocommit=True,
+                             **server_params()) as admin:
+            exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                   [name]).fetchone()
+            if exists is None:
+                try:
+                    admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+                    out.write(f"created database {name}")
+                except pg_errors.DuplicateDatabase:
+                    pass  # created meanwhile by another process
+    except psycopg.OperationalError as exc:
+        raise CommandError(f"cannot reach PostgreSQL to create {name}: {exc}") from exc
 
 
 def server_params() -> dict:

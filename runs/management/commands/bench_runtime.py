@@ -40,14 +40,11 @@ import time
 import uuid
 from pathlib import Path
 
-import psycopg
 from celery import current_app
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
-from psycopg import errors as pg_errors
-from psycopg import sql
 
 from audit.chain import Actor
 from runs import bench_workflows as bw
@@ -57,10 +54,11 @@ from runs.bench_processes import (
     WAL_WINDOW_SQL,
     Worker,
     backends_cpu_seconds,
+    drop_bench_database,
+    ensure_database,
     median,
     proc_cpu_seconds,
     proc_status_kb,
-    server_params,
     shown,
     vacuum_if_autovacuum_is_off,
 )
@@ -133,8 +131,8 @@ class Command(BaseCommand):
                 "DATABASE_URL=postgres://postgres@127.0.0.1:5432/durable_bench (make bench)."
             )
         if options["fresh_database"]:
-            self._drop_database()
-        self._ensure_database()
+            drop_bench_database(self.stdout)
+        ensure_database(self.stdout)
         call_command("migrate", verbosity=0)
         if connection.pg_version < 150000:
             raise CommandError("bench_runtime needs PostgreSQL 15 or later (pg_walinspect); "
@@ -273,42 +271,6 @@ class Command(BaseCommand):
             f"({'n/a' if db_cpu_ms is None else verdict(db_cpu_ms <= DB_CPU_MS_TARGET)})")
 
     # --- setup ---------------------------------------------------------------------------
-
-    def _drop_database(self) -> None:
-        """Drop the benchmark database (refused for a name without 'bench' in it, so a
-        DATABASE_URL pointing elsewhere by mistake loses nothing)."""
-        name = settings.DATABASES["default"]["NAME"] or ""
-        if "bench" not in name:
-            raise CommandError(f"--fresh-database drops the database: {name!r} does not look "
-                               "like a benchmark database (its name must contain 'bench')")
-        connection.close()
-        try:
-            with psycopg.connect(dbname="postgres", autocommit=True,
-                                 **server_params()) as admin:
-                admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                    sql.Identifier(name)))
-        except psycopg.OperationalError as exc:
-            raise CommandError(f"cannot reach PostgreSQL to drop {name}: {exc}") from exc
-        self.stdout.write(f"dropped database {name} (a fresh one is measured)")
-
-    def _ensure_database(self) -> None:
-        """Create the benchmark database through the maintenance database if it is missing."""
-        name = settings.DATABASES["default"]["NAME"]
-        if not name:
-            raise CommandError("the default database has no NAME")
-        try:
-            with psycopg.connect(dbname="postgres", autocommit=True,
-                                 **server_params()) as admin:
-                exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s",
-                                       [name]).fetchone()
-                if exists is None:
-                    try:
-                        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-                        self.stdout.write(f"created database {name}")
-                    except pg_errors.DuplicateDatabase:
-                        pass  # created meanwhile by another process
-        except psycopg.OperationalError as exc:
-            raise CommandError(f"cannot reach PostgreSQL to create {name}: {exc}") from exc
 
     def _ensure_walinspect(self) -> None:
         try:
