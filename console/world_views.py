@@ -49,18 +49,28 @@ def schedules_page(request):
 @login_required
 def schedule_pause(request, workflow: str, name: str):
     paused = request.POST.get("paused") == "1"
+    if _acted(request, "pause_schedule" if paused else "resume_schedule", workflow,
+              what="this schedule", refused=schedules.ScheduleError, schedule=name):
+        messages.success(request, f"Schedule {name} {'paused' if paused else 'resumed'}.")
+    return redirect("console:schedules")
+
+
+def _acted(request, action: str, workflow: str, *, what: str, refused: type[Exception],
+           **params) -> bool:
+    """A workflow action through act_on_workflow, its refusals as the console shows them:
+    404 for an unknown workflow, 403 without the permission, a message for a refusal of
+    the action itself (`refused`). True if it was done."""
     try:
-        act_on_workflow("pause_schedule" if paused else "resume_schedule", workflow,
-                        schedule=name, user=request.user, reason=request.POST.get("reason", ""))
+        act_on_workflow(action, workflow, user=request.user,
+                        reason=request.POST.get("reason", ""), **params)
     except NoSuchWorkflow as exc:
         raise Http404(str(exc)) from None
     except ActionForbidden:
-        raise PermissionDenied("You may not pause or resume this schedule.") from None
-    except schedules.ScheduleError as exc:
+        raise PermissionDenied(f"You may not pause or resume {what}.") from None
+    except refused as exc:
         messages.error(request, f"Nothing was changed: {exc}")
-    else:
-        messages.success(request, f"Schedule {name} {'paused' if paused else 'resumed'}.")
-    return redirect("console:schedules")
+        return False
+    return True
 
 
 @require_POST
@@ -68,16 +78,8 @@ def schedule_pause(request, workflow: str, name: str):
 def dispatch_pause(request, workflow: str):
     pause = request.POST.get("paused") == "1"
     system = request.POST.get("system", "").strip()
-    try:
-        act_on_workflow("pause_dispatch" if pause else "resume_dispatch", workflow,
-                        system=system, user=request.user, reason=request.POST.get("reason", ""))
-    except NoSuchWorkflow as exc:
-        raise Http404(str(exc)) from None
-    except ActionForbidden:
-        raise PermissionDenied("You may not pause or resume this workflow.") from None
-    except dispatch.DispatchError as exc:
-        messages.error(request, f"Nothing was changed: {exc}")
-    else:
+    if _acted(request, "pause_dispatch" if pause else "resume_dispatch", workflow,
+              what="this workflow", refused=dispatch.DispatchError, system=system):
         where = f" towards {system}" if system else ""
         messages.success(request, f"Dispatch of {workflow}{where} "
                                   f"{'paused' if pause else 'resumed'}.")

@@ -29,14 +29,6 @@ class Store(abc.ABC):
         with transaction.atomic(durable=durable):
             yield
 
-    @contextlib.contextmanager
-    def locked_run(self, run_id: int, *, durable: bool = True) -> Iterator[Run | None]:
-        """The skeleton of a transition on an existing run: a transaction whose first
-        statement locks the run; yields it (None if there is no such run). Whatever the
-        body writes commits with it, or nothing does if the body raises."""
-        with self.transaction(durable=durable):
-            yield self.lock_run(run_id)
-
     def lock_run(self, run_id: int) -> Run | None:
         """The run, locked until the transaction ends. On SQLite select_for_update is
         ignored: the immediate transaction holds the write lock already."""

@@ -116,17 +116,19 @@ def test_write_if_unchanged_writes_nothing_once_the_run_moved_on(moved):
     assert not RunEvent.objects.filter(run=run, status_to=RunStatus.RUNNING).exists()
 
 
-def test_locked_run_yields_the_run_and_writes_nothing_when_the_body_raises():
+def test_a_locked_run_in_the_transaction_is_the_run_and_nothing_is_written_if_the_body_raises():
     run = new_run()
     db = store.current()
-    with db.locked_run(run.pk) as locked:
+    with db.transaction():
+        locked = db.lock_run(run.pk)
         assert locked.pk == run.pk and connection.in_atomic_block
-    with pytest.raises(ZeroDivisionError), db.locked_run(run.pk) as locked:
+    with pytest.raises(ZeroDivisionError), db.transaction():
+        locked = db.lock_run(run.pk)
         Run.objects.filter(pk=locked.pk).update(status_message="half done")
         1 / 0  # noqa: B018
     assert Run.objects.get(pk=run.pk).status_message == ""
-    with db.locked_run(run.pk + 10_000) as missing:
-        assert missing is None
+    with db.transaction():
+        assert db.lock_run(run.pk + 10_000) is None
 
 
 def test_the_transaction_is_durable_unless_joined_to_the_callers():
