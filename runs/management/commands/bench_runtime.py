@@ -71,6 +71,8 @@ ROOT = Path(settings.BASE_DIR)
 POLL_SECONDS = 0.01
 
 WAL_RELATIONS_SHOWN = 8
+# The name of the temporary slot that keeps a round's WAL until it is read (_keep_wal).
+WAL_SLOT = "durable_bench_runtime"
 
 RATIO_TARGET = 0.3
 WAL_PER_STEP_TARGET = 1200
@@ -287,6 +289,22 @@ class Command(BaseCommand):
             cursor.execute("SELECT pg_current_wal_flush_lsn()::text")
             return cursor.fetchone()[0]
 
+    def _keep_wal(self) -> str:
+        """A temporary replication slot on this connection, reserving the WAL from now on:
+        other databases of the server (a test suite, say) may write enough WAL for a
+        checkpoint to recycle the window's segments before pg_walinspect reads them. The
+        slot goes with the session, or at _release_wal."""
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                           "WHERE slot_name = %s AND temporary", [WAL_SLOT])
+            cursor.execute("SELECT lsn::text FROM pg_create_physical_replication_slot(%s, true, "
+                           "true) AS s(name, lsn)", [WAL_SLOT])
+            return cursor.fetchone()[0]
+
+    def _release_wal(self) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_drop_replication_slot(%s)", [WAL_SLOT])
+
     def _wal_window(self, start: str, end: str) -> dict:
         """What this database wrote to the WAL between two flushed positions: the COMMIT
         records of its write transactions, the bytes of every record of those transactions
@@ -305,6 +323,7 @@ class Command(BaseCommand):
         """Start `runs` runs here and wait until the worker has completed them all."""
         actor = Actor.system("bench")
         batch = uuid.uuid4().hex[:12]
+        self._keep_wal()
         lsn_before = self._flushed_lsn()
         cpu_before = worker.cpu_seconds()
         db_before = backends_cpu_seconds()
@@ -347,6 +366,7 @@ class Command(BaseCommand):
         # Every commit of the batch is flushed by now (synchronous_commit): the last run's
         # completion was seen above.
         wal = self._wal_window(lsn_before, self._flushed_lsn())
+        self._release_wal()
         stuck = Run.objects.filter(pk__in=run_ids).exclude(status=RunStatus.COMPLETED)
         if stuck.exists():
             raise CommandError(f"{label}: {stuck.count()} of {runs} runs did not complete: "
