@@ -25,7 +25,7 @@ from audit.chain import Actor
 from runs.definitions import definition
 from runs.definitions.contracts import effect_verdict, stop_gate_policy
 from runs.machine import transitions
-from runs.machine.transitions.agent_calls import shown_arguments
+from runs.machine.redaction import shown_arguments
 from runs.models import (
     ApprovalWait,
     Run,

@@ -36,3 +36,16 @@ def redact(value):
     if isinstance(value, str):
         return redact_text(value)
     return value
+
+
+def shown_arguments(tool, arguments):
+    """A tool call's arguments as people and audit records see them: the fields `tool` (a
+    ToolSpec, or None) declares sensitive and anything that looks like a credential
+    masked."""
+    if isinstance(arguments, dict) and tool is not None:
+        arguments = {k: (REDACTED if k in tool.redact else v) for k, v in arguments.items()}
+    elif tool is not None and tool.redact and arguments is not None:
+        # Text the model sent that is not an object (kept as evidence of invalid
+        # arguments): a declared field may be anywhere in it.
+        return REDACTED
+    return redact(arguments)

@@ -1,7 +1,7 @@
 """Declared sensitive fields, encrypted at rest.
 
 A tool declares fields sensitive (`redact=("iban",)`): people and audit records see them
-masked (agent_calls.shown_arguments), and every table and archive file holds them
+masked (redaction.shown_arguments), and every table and archive file holds them
 encrypted. A sealed value is a string "enc:<key id>:<Fernet token>" in place of the value
 (its JSON, encrypted: a number stays a number once opened). It is opened only where the
 effect runs (the tool's arguments validated for the call, its lookup or its undo) and

@@ -15,8 +15,7 @@ from django.db.models import Count, Max
 
 from ..agent_models import AgentTurn, ToolCall
 from ..definitions import definition
-from ..machine.redaction import REDACTED
-from ..machine.transitions.agent_calls import shown_arguments
+from ..machine.redaction import REDACTED, shown_arguments
 from ..machine.transitions.tool_call_rules import TOOL_CALL_ACTIONS, call_refusal
 from ..models import Step
 

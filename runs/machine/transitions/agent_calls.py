@@ -21,17 +21,12 @@ from audit.models import AuditRecord
 
 from ...agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ...definitions import definition
-from ...models import Run, Step, StepStatus
-from .. import sensitive
+from ...models import Run, Step
 from ..errors import TransitionNotAllowed
-from ..redaction import REDACTED, redact
-from . import effects, stop_gate
+from . import effects
 from .kernel import (  # the package's shared vocabulary
-    WAITING,
-    Change,
     Lease,
     Outcome,
-    audit_state,
     lock_run,
     release_calls_in_flight,
     transition_time,
@@ -63,18 +58,6 @@ def args_hash(arguments) -> str:
     """The hash a person's approval of a tool call is bound to."""
     return hashlib.sha256(json.dumps(arguments, sort_keys=True, separators=(",", ":"),
                                      default=str).encode()).hexdigest()
-
-
-def shown_arguments(tool: definition.ToolSpec | None, arguments):
-    """A call's arguments as people and audit records see them: the tool's declared fields
-    and anything that looks like a credential masked."""
-    if isinstance(arguments, dict) and tool is not None:
-        arguments = {k: (REDACTED if k in tool.redact else v) for k, v in arguments.items()}
-    elif tool is not None and tool.redact and arguments is not None:
-        # Text the model sent that is not an object (kept as evidence of invalid
-        # arguments): a declared field may be anywhere in it.
-        return REDACTED
-    return redact(arguments)
 
 
 def calls_of(step: Step) -> list[ToolCall]:
@@ -114,25 +97,18 @@ def begin_tool_call(lease: Lease, step: Step, call: ToolCall, *,
     """The intent checkpoint: the call running, its attempt counted, its key in the audit
     record. Returns the call as recorded, or None if nothing is sent: the lease was lost,
     a cancel request stopped the run, or the call waits for a person's approval of its
-    arguments. It waits when its tool has the stop verdict (stop_gate.is_gated, the gate a
-    step's attempts wait at too) or asks for approval of these arguments, unless a person
-    approved exactly them."""
-    tool = agent_spec(lease, step).tools[call.tool]
+    arguments. It waits when its tool has the stop verdict (stop_gate.is_gated) or asks for
+    approval of these arguments, unless a person approved exactly them: the one wait a
+    step's attempts go through too (effects.waits_for_person)."""
     where = f"before tool call {call.ref} ({call.tool})"
     with holding(lease, "tool_call", now, cancel_before=where) as change:
         if change is None:
             return None
         call = fresh_call(call)
-        gated = stop_gate.is_gated(tool)
-        asks = gated or tool.needs_approval(
-            tool.args.model_validate(sensitive.opened(call.arguments)))
-        if asks and call.approved_hash != call.args_hash:
-            _await_approval(change, lease, step, call, tool)
+        effect = effects.CallEffect(lease, step, call)
+        if effects.waits_for_person(change, lease, effect):
             return None
-        if gated:
-            # The stop verdict: an approval allows one attempt; a retry asks again.
-            call.approved_hash = ""
-        effects.CallEffect(lease, step, call).begun(change)
+        effect.begun(change)
     return call
 
 
@@ -187,27 +163,6 @@ def settle_tool_call(lease: Lease, step: Step, call: ToolCall, verdict, *, error
 
 
 # --- a person's approval of a tool call ----------------------------------------------------
-
-def _await_approval(change: Change, lease: Lease, step: Step, call: ToolCall,
-                    tool: definition.ToolSpec) -> None:
-    """The call waits for a person's approval of exactly these arguments (the request
-    carries their hash). No worker is held meanwhile."""
-    before = audit_state(change.run, step)
-    call.status = S.WAITING
-    save_call(call, change.now)
-    step.status = StepStatus.WAITING
-    step.lease_owner, step.lease_expires_at = "", None
-    change.step_changed(step)
-    change.move(WAITING, message=f"{step.name}: tool {call.tool} (call {call.ref}) waits for "
-                           "a person's approval of its arguments")
-    change.wait_for_person(step, call)
-    change.run.next_wake_at = None
-    change.audit(AuditAction.TOOL_CALL_APPROVAL_REQUESTED, step=step, before=before,
-                 after=audit_state(change.run, step),
-                 data=call_data(call, args_hash=call.args_hash,
-                                 arguments=shown_arguments(tool, call.arguments)))
-    lease.finished, lease.work = True, None
-
 
 def waiting_tool_calls(run: Run) -> list[ToolCall]:
     """The tool calls of `run` that wait for a person's approval."""

@@ -18,7 +18,7 @@ from audit.chain import Actor
 
 from ... import store
 from ...agent_models import ToolCall, ToolCallStatus
-from ...models import AttentionReason, ErrorClass, Run, StepStatus
+from ...models import AttentionReason, Run, StepStatus
 from .. import sensitive
 from ..errors import SecondPersonRequired, TransitionNotAllowed
 from . import effects
@@ -137,14 +137,8 @@ def record_tool_call_undo(run_id: int, *, call_id: int, attempt: int, actor: Act
             effects.CallEffect(None, step, call).undone(
                 change, remote_ref, AuditAction.TOOL_CALL_COMPENSATED, operator=True)
         else:
-            call.status = S.COMPENSATION_FAILED
-            call.error_class = error_class or ErrorClass.UNCLASSIFIED
-            call.error_message = error[:2000]
-            save_call(call, change.now)
-            change.audit(AuditAction.COMPENSATION_FAILED, step=step,
-                         before={"call_status": S.COMPENSATING},
-                         after={"call_status": call.status},
-                         data=call_data(call, error=error, operator=True))
+            effects.CallEffect(None, step, call).undo_failed(
+                change, error, error_class, AuditAction.COMPENSATION_FAILED, operator=True)
         change.save()
     return call
 
@@ -181,21 +175,10 @@ def decide_tool_call(run_id: int, *, step_name: str, call_ref: str, args_hash: s
             raise SecondPersonRequired(
                 f"{actor.label} sent tool call {call_ref} of {step_name} again: a second "
                 "person decides its approval")
-        before = audit_state(run, step)
-        if approved:
-            call.status, call.approved_hash = S.PENDING, args_hash
-            call.approved_by = actor.label[:200]
-        else:
-            call.status, call.finished_at = S.DECLINED, change.now
-            call.error_message = f"declined by {actor.label}: {comment}".strip()
-        save_call(call, change.now)
-        step.status = StepStatus.PENDING
-        change.step_changed(step)
-        change.move(QUEUED)
-        change.audit(AuditAction.TOOL_CALL_APPROVAL_DECIDED, step=step, reason=comment,
-                     before=before, after=audit_state(run, step),
-                     data=call_data(call, **(data or {}), approved=approved,
-                                     args_hash=args_hash))
+        # Applied as a step's stop-verdict approval is; it reads no spec, so no definition.
+        effects.decided_by_person(change, effects.CallEffect(None, step, call),
+                                  approved=approved, by=actor.label, comment=comment,
+                                  **(data or {}))
     return run
 
 

@@ -15,14 +15,13 @@ from ...definitions import definition
 from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
 from .. import sensitive
 from ..keys import tool_call_key, tool_compensation_key
-from ..redaction import redact
+from ..redaction import redact, shown_arguments
 from .agent_calls import (
     ModelTurn,
     S,
     agent_spec,
     args_hash,
     call_data,
-    shown_arguments,
 )
 from .kernel import ATTENTION, Lease, audit_state, halt
 from .lease_cycle import holding

@@ -17,7 +17,7 @@ from ...models import (
 from ..errors import (
     TransitionNotAllowed,
 )
-from . import stop_gate
+from . import effects, stop_gate
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     QUEUED,
@@ -43,16 +43,14 @@ def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor
     with transition_on(run_id, "decide_approval", actor=actor, now=now) as change:
         run, now = change.run, change.now
         step = _waiting_approval(run, step_name)
-        before = audit_state(run, step)
         if step.kind != definition.APPROVAL:
-            # The approval of one attempt of a step with the stop verdict.
-            stop_gate.apply_decision(change, step, approved=approved, by=actor.label,
-                                     comment=comment)
-            change.audit(AuditAction.APPROVAL_DECIDED, step=step, reason=comment,
-                         before=before, after=audit_state(run, step),
-                         data={**(data or {}), "approved": approved,
-                               "attempt": step.attempt + 1})
+            # The approval of one attempt of a step with the stop verdict, applied as a tool
+            # call's is; it reads no spec, so no definition.
+            effects.decided_by_person(change, effects.StepEffect(None, step),
+                                      approved=approved, by=actor.label, comment=comment,
+                                      **(data or {}))
             return run
+        before = audit_state(run, step)
         step.finished_at = now
         step.result = {"approved": approved, "by": actor.label, "comment": comment}
         if approved:

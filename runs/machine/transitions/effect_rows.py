@@ -3,30 +3,37 @@
 rows have the same field names (status, attempt, lookup_failures, remote_ref, result,
 error_class, error_message, next_attempt_at, started_at, finished_at); an adapter adds the
 effect's spec (the StepDef or the ToolSpec: impact, retry policy, lookup), the step that
-holds it, and how it is saved, budgeted, scheduled and stopped. `context` is what the
-transition works under: a Lease, or an operator transition's operation (each has the run's
-definition and steps)."""
+holds it, and how it is saved, budgeted, scheduled and stopped; and, for the wait for a
+person before an attempt (effects.waits_for_person, effects.decided_by_person), whether it
+needs one, how an approval is recorded and spent, what the request shows and what a
+decision leaves. `context` is what the transition works under: a Lease, or an operator
+transition's operation (each has the run's definition and steps), or None where no spec is
+read."""
 
 from functools import cached_property
 
 from audit.actions import AuditAction
 
-from ...agent_models import ToolCall
+from ...agent_models import ToolCall, ToolCallStatus
 from ...definitions import definition
+from ...definitions.contracts import effect_verdict
 from ...models import ErrorClass, Step, StepStatus
 from .. import sensitive
-from ..redaction import redact
+from ..intentions import intended_action
+from ..redaction import redact, shown_arguments
+from . import stop_gate
 from .attempts import intent_of_call
 from .kernel import DONE_STEP_STATUSES, Change, reset_budget
 
 # Step and tool-call states share their names (StepStatus, ToolCallStatus): one set serves.
 PENDING, RUNNING, SCHEDULED = StepStatus.PENDING, StepStatus.RUNNING, StepStatus.SCHEDULED
 SUCCEEDED, FAILED, UNKNOWN = StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.UNKNOWN
+WAITING = StepStatus.WAITING
 
 
 class EffectRow:
-    """What both kinds of effect do the same way: their intent, and their undo's intent and
-    success (on the row's own compensation key, attempt and reference)."""
+    """What both kinds of effect do the same way: their intent, and their undo's intent,
+    success and failure (on the row's own compensation key, attempt and reference)."""
 
     def begun(self, change: Change) -> None:
         """The intent checkpoint, in the row itself (no record of its own): the effect
@@ -68,6 +75,23 @@ class EffectRow:
                      after={self.status_key: row.status,
                             "compensation_ref": row.compensation_ref},
                      data=self.data(**data) or None)
+
+    def undo_failed(self, change: Change, error: str, error_class: str,
+                    action: str | None = None, **data) -> None:
+        """The effect's undo failed: the effect still stands (compensation failed), the row
+        says with what error (bounded; a record keeps it whole). `action`: a record of its
+        own, the row's state before and after (a person's undo of one tool call); without
+        it the caller writes the record (effects.undo_outcome)."""
+        row = self.row
+        before = row.status
+        row.status = StepStatus.COMPENSATION_FAILED
+        row.error_class = error_class or ErrorClass.UNCLASSIFIED
+        row.error_message = error[:2000]
+        self.save(change)
+        if action is not None:
+            change.audit(action, step=self.step, before={self.status_key: before},
+                         after={self.status_key: row.status},
+                         data=self.data(**data, error=error))
 
 
 class StepEffect(EffectRow):
@@ -135,6 +159,70 @@ class StepEffect(EffectRow):
 
     def fresh(self) -> "StepEffect":
         return StepEffect(self.context, Step.objects.get(pk=self.step.pk), undo=self.undo)
+
+    # The wait for a person: only the stop verdict (stop_gate) holds a step's attempts. The
+    # approval names the attempt it allows, so the attempt after that asks again.
+
+    approval_action = AuditAction.APPROVAL_REQUESTED
+    decision_action = AuditAction.APPROVAL_DECIDED
+    # A rejected attempt fails the step for good: a business outcome, not an error to retry.
+    declined_stops_run = True
+
+    @cached_property
+    def verdict(self):
+        return effect_verdict(self.spec)
+
+    def needs_person(self) -> bool:
+        return self.verdict is not None
+
+    def approved(self) -> bool:
+        return self.step.approved_attempt == self.step.attempt + 1
+
+    def spend_approval(self) -> None:
+        pass  # spent by the attempt it names: the next has another number
+
+    def hold_for_person(self, change: Change) -> None:
+        step, context = self.step, self.context
+        # What it will send, computed now (nothing is called), so the person approves it.
+        step.intended_action = intended_action(context.definition, self.spec, change.run,
+                                               context.steps, step)
+        step.status = WAITING
+        step.started_at = step.started_at or change.now
+        step.next_attempt_at = None
+        change.step_changed(step)
+
+    @property
+    def waited_on(self) -> tuple:
+        return (self.step,)
+
+    @property
+    def wait_message(self) -> str:
+        return stop_gate.WAIT_MESSAGE.format(step=self.name, attempt=self.step.attempt + 1,
+                                             reason=self.verdict.reason)
+
+    def approval_data(self) -> dict:
+        step, verdict = self.step, self.verdict
+        return {"verdict": verdict.decision, "why": verdict.reason,
+                "attempt": step.attempt + 1, "key": step.idempotency_key,
+                "will_do": step.intended_action}
+
+    def grant(self, change: Change, by: str) -> None:
+        step = self.step
+        step.approved_attempt = step.attempt + 1
+        step.status = PENDING if step.attempt == 0 else SCHEDULED
+        change.step_changed(step)
+
+    def decline(self, change: Change, by: str, comment: str) -> None:
+        step = self.step
+        step.status = FAILED
+        step.finished_at = change.now
+        step.error_class = ErrorClass.PERMANENT
+        step.error_message = (f"attempt {step.attempt + 1} rejected by {by}"
+                              f"{': ' + comment if comment else ''}; nothing was sent")
+        change.step_changed(step)
+
+    def decision_data(self, **data) -> dict:
+        return {**data, "attempt": self.step.attempt + 1}
 
 
 class CallEffect(EffectRow):
@@ -223,6 +311,70 @@ class CallEffect(EffectRow):
     def fresh(self) -> "CallEffect":
         return CallEffect(self.context, Step.objects.get(pk=self.step.pk),
                           ToolCall.objects.get(pk=self.row.pk))
+
+    # The wait for a person: a tool with the stop verdict (stop_gate) waits before each
+    # attempt, and a tool may ask for approval of some arguments (ToolSpec.needs_approval).
+    # The approval is bound to the arguments' hash; the stop verdict's allows one attempt.
+
+    approval_action = AuditAction.TOOL_CALL_APPROVAL_REQUESTED
+    decision_action = AuditAction.TOOL_CALL_APPROVAL_DECIDED
+    # A declined call never runs and the model is told in its next turn: the agent goes on.
+    declined_stops_run = False
+
+    @cached_property
+    def gated(self) -> bool:
+        return stop_gate.is_gated(self.spec)
+
+    def needs_person(self) -> bool:
+        tool = self.spec
+        return self.gated or tool.needs_approval(
+            tool.args.model_validate(sensitive.opened(self.row.arguments)))
+
+    def approved(self) -> bool:
+        return self.row.approved_hash == self.row.args_hash
+
+    def spend_approval(self) -> None:
+        # In the row the intent checkpoint saves next. An approval of these arguments
+        # alone is spent only by a person's resend (agent_operator.retry_tool_call).
+        if self.gated:
+            self.row.approved_hash = ""
+
+    def hold_for_person(self, change: Change) -> None:
+        """The call waits, and its step with it; no worker is held meanwhile."""
+        self.row.status = WAITING
+        step = self.step
+        step.status = WAITING
+        step.lease_owner, step.lease_expires_at = "", None
+        self.save(change)
+
+    @property
+    def waited_on(self) -> tuple:
+        return (self.step, self.row)
+
+    @property
+    def wait_message(self) -> str:
+        return f"{self.name} waits for a person's approval of its arguments"
+
+    def approval_data(self) -> dict:
+        call = self.row
+        return self.data(args_hash=call.args_hash,
+                         arguments=shown_arguments(self.spec, call.arguments))
+
+    def grant(self, change: Change, by: str) -> None:
+        call = self.row
+        call.status, call.approved_hash, call.approved_by = PENDING, call.args_hash, by[:200]
+        self.step.status = PENDING
+        self.save(change)
+
+    def decline(self, change: Change, by: str, comment: str) -> None:
+        call = self.row
+        call.status, call.finished_at = ToolCallStatus.DECLINED, change.now
+        call.error_message = f"declined by {by}: {comment}".strip()
+        self.step.status = PENDING
+        self.save(change)
+
+    def decision_data(self, **data) -> dict:
+        return self.data(**data, args_hash=self.row.args_hash)
 
 
 Effect = StepEffect | CallEffect

@@ -9,9 +9,11 @@ once, for both kinds: the intent checkpoint (EffectRow.begun), the outcome check
 (resend_or_stop, over resends.schedule_resend), an unknown outcome looked up by key within
 the lookup budget (settle), stopping for a person or undoing by policy (stop, halt), the
 late result of a fenced-off worker (late_result), settlement and a resend by a person
-(settled_by_person, sent_again_by_person), and an undo's outcome (undo_outcome). The
-transitions (lease_cycle, unknown_outcome, agent_calls, operator, agent_operator) lock the
-run, build the adapter and call these inside their change.
+(settled_by_person, sent_again_by_person), the wait for a person's approval before an
+attempt and their decision (waits_for_person, decided_by_person), and an undo's outcome
+(undo_outcome, over EffectRow.undone and undo_failed). The transitions (lease_cycle,
+unknown_outcome, agent_calls, approval_waits, operator, agent_operator) lock the run, build
+the adapter and call these inside their change.
 """
 
 from datetime import timedelta
@@ -29,6 +31,7 @@ from .kernel import (  # the package's shared vocabulary
     CFAIL,
     QUEUED,
     TERM,
+    WAITING,
     Change,
     Lease,
     Outcome,
@@ -304,8 +307,10 @@ def undo_outcome(change: Change, lease: Lease, step: Step, outcome: Outcome) -> 
         if spent is None:
             return
         error_message = f"{error.message} ({spent})"
-    step.status = StepStatus.COMPENSATION_FAILED
-    change.step_changed(step)
+    # The row is written as a person's failed undo of one tool call writes it; the record is
+    # the halt's, with the run's state before and after: a step's undo failing stops the
+    # run's whole compensation, where a person's undo of one call moves no run state.
+    effect.undo_failed(change, error.message, error.error_class)
     halt(change, lease, effect, before, to=CFAIL, reason=AttentionReason.COMPENSATION_FAILED,
          message=f"compensation failed: {error_message}", data={"error": error.message},
          action=AuditAction.COMPENSATION_FAILED)
@@ -346,3 +351,53 @@ def sent_again_by_person(change: Change, effect: Effect, *, reason: str, before:
     change.audit(AuditAction.STEP_RETRIED, step=effect.step, reason=reason, before=before,
                  after=audit_state(change.run, effect.step),
                  data=effect.data(key=effect.row.idempotency_key, **data))
+
+
+def waits_for_person(change: Change, lease: Lease, effect: Effect) -> bool:
+    """Within the transition that would record the effect's intent: an effect that needs a
+    person's approval before this attempt (the stop verdict, or a tool asking for these
+    arguments) and has none waits for one instead, and nothing is sent. True when it waits.
+
+    An approval that allows one attempt is spent by it (effect.spend_approval). While it
+    waits no worker is held and the run has no wake time: a person's decision moves it on
+    (decided_by_person), on the request the approvals app opens from the wait row saved
+    with this change."""
+    if not effect.needs_person():
+        return False
+    if effect.approved():
+        effect.spend_approval()
+        return False
+    run = change.run
+    before = audit_state(run, effect.step)
+    effect.hold_for_person(change)
+    change.move(WAITING, message=effect.wait_message)
+    change.wait_for_person(*effect.waited_on)
+    run.next_wake_at = None
+    change.audit(effect.approval_action, step=effect.step, before=before,
+                 after=audit_state(run, effect.step), data=effect.approval_data())
+    lease.finished, lease.work = True, None
+    return True
+
+
+def decided_by_person(change: Change, effect: Effect, *, approved: bool, by: str,
+                      comment: str, **data) -> None:
+    """A person's decision on the attempt an effect waits for (waits_for_person), once the
+    caller checked that it is theirs to make and still stands. Approved: that attempt may run
+    (effect.grant records the approval) and the run is queued for it. Declined: it is never
+    sent; a step fails for good and the run waits for a person, a tool call is declined and
+    its agent goes on (effect.declined_stops_run). `data` joins the audit record."""
+    run = change.run
+    before = audit_state(run, effect.step)
+    if approved:
+        effect.grant(change, by)
+        change.move(QUEUED)
+    else:
+        effect.decline(change, by, comment)
+        if effect.declined_stops_run:
+            change.move(ATTENTION, reason=AttentionReason.APPROVAL_REJECTED,
+                        message=f"{effect.name}: {effect.row.error_message}")
+        else:
+            change.move(QUEUED)
+    change.audit(effect.decision_action, step=effect.step, reason=comment, before=before,
+                 after=audit_state(run, effect.step),
+                 data=effect.decision_data(**data, approved=approved))

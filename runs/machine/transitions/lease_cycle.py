@@ -20,7 +20,7 @@ from ...models import (
 from .. import dispatch, limits
 from ..intentions import intended_action
 from ..wakeup import send_wakeup
-from . import effects, stop_gate
+from . import effects
 from .compensation import advance_compensation
 from .events import awaits
 from .kernel import (  # the package's shared vocabulary
@@ -37,7 +37,6 @@ from .kernel import (  # the package's shared vocabulary
     Lease,
     Outcome,
     audit_state,
-    definition_step,
     extend_lease,
     fenced,
     lease_until,
@@ -194,13 +193,14 @@ def advance(change: Change, lease: Lease) -> None:
                      after=audit_state(run), data={"system": pause.system})
         lease.finished = True
         return
-    if stop_gate.waits_before_attempt(change, lease, step, definition_step(lease, step)):
+    effect = effects.StepEffect(lease, step)
+    if effects.waits_for_person(change, lease, effect):
         return
-    step.intended_action = intended_action(lease.definition, definition_step(lease, step),
-                                           run, lease.steps, step)
+    step.intended_action = intended_action(lease.definition, effect.spec, run, lease.steps,
+                                           step)
     step.budget_started_at = step.budget_started_at or now
     step.lease_owner, step.lease_expires_at = lease.worker, run.lease_expires_at
-    effects.StepEffect(lease, step).begun(change)
+    effect.begun(change)
     lease.work = step
 
 

@@ -3,8 +3,7 @@
 from pydantic import BaseModel
 
 from runs.definitions.definition import Workflow
-from runs.machine.redaction import REDACTED
-from runs.machine.transitions.agent_calls import shown_arguments
+from runs.machine.redaction import REDACTED, shown_arguments
 from tests.workflows import OrderIn
 
 

@@ -15,17 +15,30 @@ from audit.models import AuditRecord
 from runs.definitions.definition import Found, LookupFailed, Undetermined
 from runs.machine import transitions
 from runs.machine.errors import Classified, EvidenceRequired
+from runs.machine.keys import tool_call_key, tool_compensation_key
 from runs.machine.transitions import (
     agent_calls,
     agent_compensation,
+    agent_operator,
+    approval_waits,
     compensation,
+    effect_rows,
     effects,
     lease_cycle,
     unknown_outcome,
 )
 from runs.machine.transitions.agent_calls import args_hash
-from runs.models import AttentionReason, ErrorClass, Run, RunStatus, Step, ToolCall
-from tests.factories import new_run
+from runs.models import (
+    ApprovalWait,
+    AttentionReason,
+    ErrorClass,
+    Run,
+    RunStatus,
+    Step,
+    ToolCall,
+    ToolCallStatus,
+)
+from tests.factories import new_run, place
 from tests.workflows import FAST
 
 pytestmark = pytest.mark.django_db
@@ -245,6 +258,177 @@ def test_the_stop_verdict_holds_each_kind_before_its_first_attempt(kind, workflo
     assert (row.status, row.attempt) == ("waiting", 0)  # nothing was sent
 
 
+# --- the wait for a person before an attempt, and their decision -------------------------
+
+def _spy(monkeypatch, owner, name) -> list:
+    """Wrap the machine's `owner.name`, calling through: returns the list of (kind of
+    effect, what it returned) for each call."""
+    real, seen = getattr(owner, name), []
+
+    def spy(*args, **kwargs):
+        effect = next(a for a in args if isinstance(a, effects.StepEffect | effects.CallEffect))
+        returned = real(*args, **kwargs)
+        seen.append(("step" if isinstance(effect, effects.StepEffect) else "tool_call",
+                     returned))
+        return returned
+
+    monkeypatch.setattr(owner, name, spy)
+    return seen
+
+
+class GatedStep(StepEffect):
+    """A step with the stop verdict: a high-impact payment nothing can look up by key."""
+
+    kind, name = "step", "pay"
+    asks, decided = "approval_requested", "approval_decided"
+    # The request shows the attempt it allows, why a person decides, and what it will do.
+    shows = {"attempt", "verdict", "why", "key", "will_do"}
+    # Declined: the step fails for good and the run waits for a person.
+    declined = ("failed", RunStatus.ATTENTION)
+
+    def __init__(self):
+        super().__init__("test-gated-step")
+
+    def person_decides(self, *, approved, comment=""):
+        transitions.decide_approval(self.run.pk, step_name="pay", approved=approved,
+                                    actor=OPERATOR, comment=comment)
+
+
+class GatedCall(CallEffect):
+    """A tool call whose tool has the stop verdict (and asks for approval of every call)."""
+
+    kind = "tool_call"
+    asks, decided = "tool_call_approval_requested", "tool_call_approval_decided"
+    # The request shows the arguments (as people may see them) and the hash it binds.
+    shows = {"tool_call", "tool", "args_hash", "arguments"}
+    # Declined: the call never runs, and the agent goes on (its model is told).
+    declined = ("declined", RunStatus.QUEUED)
+
+    def __init__(self):
+        super().__init__("test-gated-call", tool="pay")
+
+    def person_decides(self, *, approved, comment=""):
+        transitions.decide_tool_call(self.run.pk, step_name="act", call_ref=self.call.ref,
+                                     args_hash=self.call.args_hash, approved=approved,
+                                     actor=OPERATOR, comment=comment)
+
+
+GATED = pytest.mark.parametrize("kind", [GatedStep, GatedCall], ids=["step", "tool_call"])
+
+
+def _waits_with_nothing_sent(effect, attempts_sent: int) -> None:
+    run, row = _run(effect), effect.row()
+    assert run.status == RunStatus.WAITING and run.next_wake_at is None
+    assert (row.status, row.attempt) == ("waiting", attempts_sent)
+    (wait,) = ApprovalWait.objects.filter(run=run)
+    assert wait.step_name == effect.name
+    assert wait.tool_call_id == (effect.call.pk if effect.kind == "tool_call" else None)
+
+
+@GATED
+def test_an_approval_allows_exactly_one_attempt_and_the_next_asks_again(kind, monkeypatch):
+    waits = _spy(monkeypatch, effects, "waits_for_person")
+    decisions = _spy(monkeypatch, effects, "decided_by_person")
+    effect = kind()
+    effect.send()
+    _waits_with_nothing_sent(effect, attempts_sent=0)
+    (asked,) = _records(effect, effect.asks)
+    assert effect.shows <= set(asked.data)
+
+    effect.person_decides(approved=True)
+    assert _run(effect).status == RunStatus.QUEUED
+    effect.send()
+    assert (effect.row().status, effect.row().attempt) == ("running", 1)  # the approved one
+    # It meets a transient error: the resend is another attempt, and asks again.
+    effect.record(TRANSIENT)
+    assert effect.row().status == "scheduled"
+    effect.send()
+    _waits_with_nothing_sent(effect, attempts_sent=1)
+    assert len(_records(effect, effect.asks)) == 2
+
+    # Both kinds wait in the one machine function: waited, let the approved attempt
+    # through, waited again; and the decision is applied by the one function too.
+    assert [waited for kind_seen, waited in waits if kind_seen == effect.kind] == \
+        [True, False, True]
+    assert decisions == [(effect.kind, None)]
+
+
+@GATED
+def test_a_declined_attempt_is_never_sent(kind, monkeypatch):
+    decisions = _spy(monkeypatch, effects, "decided_by_person")
+    effect = kind()
+    effect.send()
+    effect.person_decides(approved=False, comment="not this vendor")
+    run, row = _run(effect), effect.row()
+    assert (row.status, run.status) == effect.declined
+    assert row.attempt == 0
+    assert "operator" in row.error_message and "not this vendor" in row.error_message
+    if run.status == RunStatus.ATTENTION:
+        assert run.attention_reason == AttentionReason.APPROVAL_REJECTED
+    (decided,) = _records(effect, effect.decided)
+    assert decided.data["approved"] is False and decided.reason == "not this vendor"
+    assert not ApprovalWait.objects.filter(run=run).exists()
+    assert decisions == [(effect.kind, None)]
+
+
+# --- the failure of an undo ---------------------------------------------------------------
+
+def _agent_run_with_a_note_written():
+    """A test-agent run in attention whose one tool call wrote a note (its tool declares an
+    undo)."""
+    run = place(new_run("test-agent"), status=RunStatus.ATTENTION,
+                attention_reason=AttentionReason.PERMANENT_ERROR,
+                step_statuses={"assist": "failed"})
+    step = Step.objects.get(run=run, name="assist")
+    key = tool_call_key(run.workflow_name, run.business_key, "assist", 1, 1, 0, "write-note")
+    return run, ToolCall.objects.create(
+        step=step, turn=1, index=0, call_id="c1", tool="write-note", kind="write",
+        arguments={"text": "hi"}, args_hash=args_hash({"text": "hi"}),
+        status=ToolCallStatus.SUCCEEDED, idempotency_key=key,
+        compensation_key=tool_compensation_key(key), attempt=1, remote_ref="NOTE-1",
+        started_at=timezone.now(), updated_at=timezone.now())
+
+
+def test_a_failed_undo_leaves_either_kind_standing_through_one_rule(monkeypatch):
+    failed_undos = _spy(monkeypatch, effect_rows.EffectRow, "undo_failed")
+    refused = transitions.Outcome(False, error=Classified(ErrorClass.PERMANENT, "HTTP 409"))
+
+    # A step's undo, in the compensation its workflow's policy started: the run stops.
+    effect = StepEffect("test-effect-saga-step")
+    effect.send()
+    effect.record(PERMANENT)
+    lease = effect.lease
+    assert lease.compensating and lease.work.name == "reserve"
+    transitions.record_outcome(lease, lease.work, refused)
+    reserve = Step.objects.get(run=effect.run, name="reserve")
+    assert (reserve.status, reserve.error_class, reserve.error_message) == \
+        ("compensation_failed", ErrorClass.PERMANENT, "HTTP 409")
+    run = _run(effect)
+    assert (run.status, run.attention_reason) == (RunStatus.COMPENSATION_FAILED,
+                                                  AttentionReason.COMPENSATION_FAILED)
+    (record,) = _records(effect, "compensation_failed")
+    assert record.data["error"] == "HTTP 409" and record.data["key"] == reserve.compensation_key
+
+    # A person's undo of one tool call: the call stands, the run stays where it was.
+    run, call = _agent_run_with_a_note_written()
+    transitions.begin_tool_call_undo(run.pk, step_name="assist", call_ref=call.ref,
+                                     actor=OPERATOR, reason="note withdrawn")
+    transitions.record_tool_call_undo(run.pk, call_id=call.pk, attempt=1, actor=OPERATOR,
+                                      error="HTTP 409", error_class=ErrorClass.PERMANENT)
+    call.refresh_from_db()
+    assert (call.status, call.error_class, call.error_message) == \
+        ("compensation_failed", ErrorClass.PERMANENT, "HTTP 409")
+    assert Run.objects.get(pk=run.pk).status == RunStatus.ATTENTION
+    (record,) = AuditRecord.objects.filter(run=run, action="compensation_failed")
+    assert record.before == {"call_status": "compensating"}
+    assert record.after == {"call_status": "compensation_failed"}
+    # Like the record of a successful undo, it carries the undo's intent.
+    assert record.data["error"] == "HTTP 409" and record.data["operator"] is True
+    assert (record.data["key"], record.data["attempt"]) == (call.compensation_key, 1)
+
+    assert failed_undos == [("step", None), ("tool_call", None)]
+
+
 # The rules of the machine, by name: a function of the step or tool-call modules whose name
 # says it does one of these is a copy of it.
 RULE = re.compile(r"succe|fail|resend|retry|settle|look|late|stop|release|halt|unknown")
@@ -264,6 +448,12 @@ def test_steps_and_tool_calls_keep_no_rule_of_their_own():
             (lease_cycle.record_outcome, {"succeed", "fail", "late_result", "undo_outcome"}),
             (agent_calls.record_tool_outcome, {"succeed", "fail", "late_result"}),
             (unknown_outcome.settle_unknown, {"settle"}),
-            (agent_calls.settle_tool_call, {"settle"})]:
+            (agent_calls.settle_tool_call, {"settle"}),
+            (lease_cycle.advance, {"waits_for_person"}),
+            (agent_calls.begin_tool_call, {"waits_for_person"}),
+            (approval_waits.decide_approval, {"decided_by_person"}),
+            (agent_operator.decide_tool_call, {"decided_by_person"}),
+            (effects.undo_outcome, {"undo_failed"}),
+            (agent_operator.record_tool_call_undo, {"undo_failed"})]:
         assert rules <= set(transition.__code__.co_names), transition.__name__
     assert lease_cycle.effects is effects and agent_calls.effects is effects
