@@ -138,8 +138,12 @@ class Run(models.Model):
             models.Index(fields=["status", "updated_at"], name="run_status_updated_idx"),
             # The runs list: newest status change first, keyset-paged on (updated_at, id).
             models.Index(fields=["-updated_at", "-id"], name="run_updated_idx"),
-            # What is stuck: held past its lease.
-            models.Index(fields=["lease_expires_at"], name="run_lease_held_idx",
+            # What is held, and so what is stuck (held past its lease): the runs held now,
+            # as many as workers run at once, whatever the number of runs. Keyed on id, not
+            # on lease_expires_at: each step extends the lease, and an indexed column that
+            # changes makes the run's update write an entry in every index of the table
+            # (not HOT); the lease is read from the rows this index finds.
+            models.Index(fields=["id"], name="run_held_idx",
                          condition=Q(status__in=["running", "compensating"])),
             # What is due: waiting (or compensating) runs whose time has come.
             models.Index(fields=["next_wake_at"], name="run_wake_due_idx",
@@ -171,11 +175,12 @@ class Run(models.Model):
             # the reversed key starts with the reversed search. It is made by migration
             # 0020 in SQL (PostgreSQL only), not declared here: Django renders an operator
             # class on an expression only with django.contrib.postgres installed.
-            # The runs list sorted by creation, or by current step, keyset-paged on
-            # (that column, id) along these (sorted by workflow it pages along the unique
-            # (workflow_name, business_key), by status along run_status_updated_idx).
+            # The runs list sorted by creation, keyset-paged on (created_at, id) along this
+            # (sorted by workflow it pages along the unique (workflow_name, business_key),
+            # by status along run_status_updated_idx). No index may name current_step (or
+            # any column a step's progress changes): each step's checkpoint updates the run
+            # in place (HOT) only while none of its indexed columns change.
             models.Index(fields=["created_at", "id"], name="run_created_idx"),
-            models.Index(fields=["current_step", "id"], name="run_current_step_idx"),
         ]
 
     def __str__(self):

@@ -35,7 +35,9 @@ STUCK_GRACE = timedelta(minutes=1)
 
 
 # How the runs list may be sorted: the columns of each order, the last of which makes a row's
-# place unique (the keyset of its pages), each order read along an index (see Run.Meta).
+# place unique (the keyset of its pages), each order read along an index (see Run.Meta) but
+# the current step's: no index may name current_step, which each step's checkpoint changes,
+# so the runs found are sorted.
 SORTS = {
     "updated": ("updated_at", "id"),
     "created": ("created_at", "id"),

@@ -115,7 +115,7 @@ def workers_page(*, workflow_ids: frozenset[int] | None,
                  now: datetime | None = None) -> WorkersPage:
     """The workers seen lately, each with the runs it holds now (among those the person may
     see), newest heartbeat first; those silent past a lease are marked. Two queries: the
-    registry's recent rows (worker_heartbeat_idx) and the held runs (run_lease_held_idx:
+    registry's recent rows (worker_heartbeat_idx) and the held runs (run_held_idx:
     as many rows as runs are running, whatever the number of finished ones)."""
     now = now or timezone.now()
     lease = timedelta(seconds=settings.RUNS_LEASE_SECONDS)

@@ -388,14 +388,12 @@ def terminate_in(change: Change, steps: list[Step], *, reason: str,
     run.fencing_token += 1  # a worker still holding the run is fenced off from now on
     for step in steps:
         if step.status == StepStatus.RUNNING:
-            step.status = StepStatus.UNKNOWN
-            step.error_class = ErrorClass.UNKNOWN
-            step.error_message = "in flight when the run was terminated"
+            ended_in_flight(step, step.kind, IN_FLIGHT_AT_END)
             step.lease_owner, step.lease_expires_at = "", None
             change.step_changed(step)
             if step.kind == definition.AGENT:
-                release_calls_in_flight(change, step, action=action,
-                                        why="in flight when the run was terminated")
+                release_calls_in_flight(change, step, action=action, why=IN_FLIGHT_AT_END,
+                                        settle=ended_in_flight)
         elif step.status in (StepStatus.PENDING, StepStatus.SCHEDULED):
             step.status = StepStatus.SKIPPED
             step.next_attempt_at = None
@@ -407,6 +405,18 @@ def terminate_in(change: Change, steps: list[Step], *, reason: str,
         data = {**(data or {}), "unsettled": [str(e) for e in unsettled]}
     end_or_hold(change, unsettled, message=reason)
     change.audit(action, reason=reason, before=before, after=audit_state(run), data=data)
+
+
+IN_FLIGHT_AT_END = "in flight when the run was terminated"
+
+
+def ended_in_flight(row, kind: str, why: str) -> None:
+    """An effect (a step's, or a tool call's) in flight when a person ended its run: its
+    outcome is unknown whatever its kind, and its result, when it arrives, is recorded on it
+    (effects.late_result). Only one that may have acted elsewhere keeps the run from ending
+    (unsettled.unsettled_effects); a read's is evidence only."""
+    row.status = StepStatus.UNKNOWN
+    row.error_class, row.error_message = ErrorClass.UNKNOWN, why
 
 
 def taken_back(row, kind: str, why: str) -> None:
@@ -422,20 +432,19 @@ def taken_back(row, kind: str, why: str) -> None:
 
 
 def release_calls_in_flight(change: Change, step: Step, *, why: str, action: str,
-                            calls: list | None = None) -> None:
-    """Tool calls of agent step `step` left running, whether their worker stopped before
-    recording an outcome or their run was terminated: a call that may have acted elsewhere
-    (a write, a notify, or a call of no recorded kind) becomes unknown, to be settled by its
-    key (its result is kept as evidence if it arrives); a read changed nothing and is pending
-    again. Each one gets its audit record, `action`. `calls`: those the caller read as
-    running, or (None) the step's calls running now."""
+                            calls: list | None = None, settle=taken_back) -> None:
+    """Tool calls of agent step `step` left running, settled by the rule a step's own effect
+    follows in the same case (`settle`): taken back from a worker that stopped before
+    recording an outcome (taken_back), or in flight when the run was terminated
+    (ended_in_flight). Each one gets its audit record, `action`. `calls`: those the caller
+    read as running, or (None) the step's calls running now."""
     from ...agent_models import ToolCall, ToolCallStatus  # the models module imports ours
 
     if calls is None:
         calls = ToolCall.objects.filter(step=step, generation=step.generation,
                                         status=ToolCallStatus.RUNNING)
     for call in calls:
-        taken_back(call, call.kind, why)
+        settle(call, call.kind, why)
         call.updated_at = change.now
         call.save(update_fields=["status", "error_class", "error_message", "updated_at"])
         change.audit(action, step=step, before={"call_status": ToolCallStatus.RUNNING},

@@ -25,7 +25,8 @@ class Effect:
 
 def unsettled_effects(steps: list[Step]) -> list[Effect]:
     """The effects of the run whose outcome is unknown (they may have happened): its write
-    and notify steps, and the tool calls of its agent steps."""
+    and notify steps, and the tool calls of its agent steps but reads (a read's unknown
+    outcome, in flight when the run was terminated, changed nothing elsewhere)."""
     from ...agent_models import ToolCall, ToolCallStatus  # the models module imports ours
 
     unknown = "outcome unknown: may have happened"
@@ -38,7 +39,7 @@ def unsettled_effects(steps: list[Step]) -> list[Effect]:
                   for c in ToolCall.objects.filter(step_id__in=list(agents),
                                                    generation=F("step__generation"),
                                                    status=ToolCallStatus.UNKNOWN)
-                  .order_by("step_id", "turn", "index")]
+                  .exclude(kind=definition.READ).order_by("step_id", "turn", "index")]
     return found
 
 

@@ -74,9 +74,10 @@ def test_a_write_call_in_flight_at_terminate_becomes_unknown_and_its_late_result
     assert ToolCall.objects.filter(step__run=run).count() == 4
 
 
-def test_a_read_call_in_flight_at_terminate_is_pending_again_and_recorded(monkeypatch):
-    # A read changed nothing elsewhere: nothing to reconcile, but its move from running is
-    # written to the audit log like every other change of a call.
+def test_a_read_call_in_flight_at_terminate_is_settled_as_a_read_step_is(monkeypatch):
+    # One rule for any effect in flight when its run is terminated, a step's or a call's:
+    # its outcome is unknown and its late result is recorded on it. A read changed nothing
+    # elsewhere, so it does not keep the run from ending.
     tool = triage.tools["read-invoice"]
     read = tool.fn
 
@@ -88,10 +89,14 @@ def test_a_read_call_in_flight_at_terminate_is_pending_again_and_recorded(monkey
     run = advance(start_triage(key="tenant-42:terminated-mid-read"))
     assert run.status == RunStatus.TERMINATED
     call = ToolCall.objects.get(step__run=run, tool="read-invoice")
-    assert (call.status, call.error_class) == ("pending", "")
     record = AuditRecord.objects.get(run=run, action="terminated", data__tool_call=call.ref)
     assert (record.before, record.after) == ({"call_status": "running"},
-                                             {"call_status": "pending"})
-    assert "error" not in record.data
+                                             {"call_status": "unknown"})
+    assert record.data["error"] == "in flight when the run was terminated"
+    # The read's result arrived after the end: kept on the call, the run still terminated.
+    assert call.status == "succeeded"
+    assert AuditRecord.objects.filter(run=run, action="late_result_recorded",
+                                      data__tool_call=call.ref).count() == 1
+    assert Step.objects.get(run=run, name="triage").status == StepStatus.UNKNOWN
     assert not AuditRecord.objects.filter(run=run, action="outcome_unknown").exists()
     assert LedgerEntry.objects.count() == 0
