@@ -111,19 +111,21 @@ class RemoteIn(BaseModel):
     url: str  # the receiver's
 
 
-_client = None
-_client_lock = threading.Lock()
+_clients = threading.local()
 
 
 def _http() -> httpx.Client:
-    """One HTTP client for every thread of the process (httpx clients are thread-safe): a
-    client per call would build a TLS context and a connection pool each time."""
-    global _client
-    with _client_lock:
-        if _client is None:
-            _client = httpx.Client(timeout=REMOTE_TIMEOUT_SECONDS, limits=httpx.Limits(
-                max_connections=None, max_keepalive_connections=1000))
-        return _client
+    """This thread's HTTP client. A client per call would build a connection pool each time;
+    one client shared by the hundreds of threads of a worker in the threads mode makes every
+    request wait for the pool's lock, under which it scans all its connections (httpcore),
+    which costs the process more CPU than the step. A thread sends one request at a time, so
+    its client keeps one connection."""
+    client = getattr(_clients, "client", None)
+    if client is None:
+        client = _clients.client = httpx.Client(
+            timeout=REMOTE_TIMEOUT_SECONDS,
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+    return client
 
 
 def send_effect(ctx) -> StepResult:

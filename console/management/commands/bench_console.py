@@ -82,6 +82,9 @@ class Command(BaseCommand):
             "runs list, filtered": ("list", "/runs/?error_class=unknown&attention=on"),
             "runs list, sorted by created": ("list", "/runs/?sort=-created"),
             "runs list, last 24 h": ("list", "/runs/?period=24h"),
+            # No index may name current_step (a step's checkpoint stays HOT): this order is
+            # a sort of the runs found.
+            "runs list, sorted by current step": ("list", "/runs/?sort=step"),
             "workers page": ("list", "/workers/"),
             "attention list": ("list", "/attention/"),
             "run detail": ("detail", f"/runs/{stuck.pk}/"),

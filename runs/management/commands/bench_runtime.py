@@ -412,8 +412,9 @@ class Command(BaseCommand):
             self.stdout.write(f"worker: celery threads --concurrency={threads}, "
                               f"DB_POOL_MAX_SIZE={pool}, ready in {ready:.2f}s (not timed)")
             with SlowReceiver(delay=1.0) as receiver:
-                # Warm-up: the worker's threads, pooled connections and HTTP connections.
-                self._remote_batch(worker, receiver, min(threads, 50), label="in-flight warm-up")
+                # Warm-up: the worker's threads, pooled connections and each thread's HTTP
+                # connection (one batch as large as the timed ones).
+                self._remote_batch(worker, receiver, threads, label="in-flight warm-up")
                 receiver.max_holding = 0
                 # "5" resets the peak RSS (VmHWM) to the current RSS.
                 Path(f"/proc/{worker.process.pid}/clear_refs").write_text("5")
