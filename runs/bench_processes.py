@@ -217,3 +217,17 @@ class Worker:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
+
+
+def verdict_over_rounds(values: list, target: float, *, at_least: bool = False) -> str:
+    """A target's verdict from every round's figure: met or MISSED only when all rounds
+    agree, so a verdict never flips with the noise of one round; rounds on both sides of the
+    target are named as such. "n/a" when a round could not measure it (None)."""
+    if not values or None in values:
+        return "n/a"
+    ok = [value >= target if at_least else value <= target for value in values]
+    if all(ok):
+        return "met"
+    if not any(ok):
+        return "MISSED"
+    return f"met in {sum(ok)} of {len(ok)} rounds: within the noise"
