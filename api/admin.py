@@ -16,6 +16,7 @@ from audit.access import AccessAction
 from audit.admin import ReadOnlyAdmin
 from runs.definitions.definition import registry
 
+from . import webhooks
 from .models import ApiToken, WebhookDelivery, WebhookSubscriber
 from .tokens import (
     assign_secret,
@@ -135,6 +136,12 @@ class WebhookSubscriberAdmin(admin.ModelAdmin):
                     "created_at"]
     list_filter = ["active"]
     readonly_fields = ["last_event_id", "last_record_id"]
+
+    def save_model(self, request, obj, form, change):
+        if not change:  # a new subscriber is told what happens from now on
+            for cursor, head in webhooks.cursors_at_head().items():
+                setattr(obj, cursor, head)
+        super().save_model(request, obj, form, change)
 
 
 @admin.register(WebhookDelivery)

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 import httpx
 from django.conf import settings
+from django.db.models import Max
 from django.utils import timezone
 
 from audit.actions import STEP_OUTCOMES
@@ -49,6 +50,15 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
     """The signature header's value for `body` sent at `timestamp`."""
     mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
     return "sha256=" + mac.hexdigest()
+
+
+def cursors_at_head() -> dict[str, int]:
+    """Where a subscriber registered now starts: after every status change and step outcome
+    written so far. It is told what happens from its registration on, not the whole history
+    (millions of deliveries on a busy database), and never a step outcome twice: outcomes
+    written before they were read from the audit chain exist both as events and as records."""
+    return {"last_event_id": RunEvent.objects.aggregate(head=Max("pk"))["head"] or 0,
+            "last_record_id": AuditRecord.objects.aggregate(head=Max("pk"))["head"] or 0}
 
 
 def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:

@@ -10,6 +10,7 @@ send_effect and look_up_effect are a step's call and its lookup by key against i
 """
 
 import json
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -112,6 +113,9 @@ class RemoteIn(BaseModel):
 
 
 _clients = threading.local()
+# One TLS context for every thread's client: each would otherwise load the CA store itself
+# (about half a megabyte a client, 500 clients in the threads mode).
+_tls = ssl.create_default_context()
 
 
 def _http() -> httpx.Client:
@@ -123,7 +127,7 @@ def _http() -> httpx.Client:
     client = getattr(_clients, "client", None)
     if client is None:
         client = _clients.client = httpx.Client(
-            timeout=REMOTE_TIMEOUT_SECONDS,
+            timeout=REMOTE_TIMEOUT_SECONDS, verify=_tls,
             limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
     return client
 

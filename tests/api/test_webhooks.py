@@ -197,3 +197,26 @@ def test_two_passes_of_the_publisher_never_run_at_once(receiver, script):
                              [lock_key(webhooks.JOB)]).fetchone()[0]
     finally:
         other.close()
+
+
+def test_a_subscriber_registered_in_the_admin_is_told_only_what_happens_next(
+        receiver, script, admin_client):
+    before = new_run()
+    executor.advance_run(before.pk, worker="w1")
+    # An outcome written before outcomes were read from the audit chain: an event row as
+    # well as its record. A subscriber reading from the start would be told it twice.
+    RunEvent.objects.create(run=before, status_from="running", status_to="running",
+                            step_name="fetch", outcome="succeeded", created_at=timezone.now())
+    response = admin_client.post("/admin/api/webhooksubscriber/add/", {
+        "name": "crm", "url": receiver.url, "secret": "k", "workflows": "[]",
+        "active": "on"})
+    assert response.status_code == 302, response.content[:500]
+    webhooks.publish()
+    assert receiver.requests == []  # nothing from before its registration
+    after = new_run()
+    executor.advance_run(after.pk, worker="w1")
+    webhooks.publish()
+    told = [json.loads(body) for _, body in receiver.requests]
+    assert told and {t["run"]["id"] for t in told} == {after.pk}
+    outcomes = [t["step"]["name"] for t in told if t["type"] == "run.step_completed"]
+    assert len(outcomes) == len(set(outcomes)) == 4

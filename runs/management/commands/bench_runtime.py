@@ -184,7 +184,7 @@ class Command(BaseCommand):
                     out.write(
                         f"round {i + 1} ({batch['elapsed']:.1f}s): bare {bare:.0f} commits/s; "
                         f"{batch['steps_s']:.1f} "
-                        f"steps/s; {batch['commits_step']:.2f} commits/step; "
+                        f"steps/s; {batch['commits_step']:.4f} commits/step; "
                         f"{batch['wal_step']:.0f} WAL bytes/step; start_run "
                         f"{batch['start_ms']:.2f} ms; worker CPU {batch['cpu_ms_step']:.2f} "
                         f"ms/step; database CPU {shown(batch['db_cpu_ms_step'])} ms/step")
@@ -219,7 +219,7 @@ class Command(BaseCommand):
         out.write(f"steps/s: {spread('steps_s', '.1f')}")
         out.write(f"bare commits/s: {spread('bare', '.1f')}")
         out.write(f"ratio: {spread('ratio', '.3f')}")
-        out.write(f"commits per step: {spread('commits_step', '.2f')}")
+        out.write(f"commits per step: {spread('commits_step', '.4f')}")
         out.write(f"WAL bytes per step: {spread('wal_step', '.0f')}")
         out.write(f"start_run ms: {spread('start_ms', '.2f')}")
         relations = {name for r in results for name in r["wal_by_relation"]}
