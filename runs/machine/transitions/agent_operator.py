@@ -198,8 +198,10 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
         effect = effects.CallEffect(op, step, call)
         data = effect.data(evidence=evidence, verdict=effects.settled_by_person(
             change, effect, verdict, evidence=evidence, reason=reason))
-        still_unknown = ToolCall.objects.filter(step=step, generation=step.generation,
-                                                status=S.UNKNOWN).exists()
+        # What may still have happened, by the one rule of an unsettled effect (a read's
+        # unknown outcome, left by a terminate, changed nothing elsewhere).
+        unsettled = unsettled_effects(op.steps)
+        still_unknown = any(unsettled_effect.step == step.name for unsettled_effect in unsettled)
         if run.attention_reason == AttentionReason.ENDED_UNSETTLED:
             # A person ended the run while this call was unknown: settling it never sends
             # the agent on; once every effect is settled the run is terminated.
@@ -208,7 +210,7 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
                 step.error_class = ""
                 step.error_message = "ended by a person; its tool calls are settled"
             change.step_changed(step)
-            end_or_hold(change, unsettled_effects(op.steps),
+            end_or_hold(change, unsettled,
                         message=f"every effect settled (call {call_ref}: {data['verdict']})")
         elif still_unknown:
             change.step_changed(step)

@@ -32,29 +32,21 @@ def result_digest(value) -> str:
                                      default=str).encode()).hexdigest()
 
 
-def intent_of(step: Step, *, undo: bool = False) -> dict:
-    """The intent checkpointed in `step`'s row, with what its attempt ended with: the data
-    of the one record of that attempt. `undo`: the attempt was its compensation."""
-    began = step.attempt_started_at.isoformat() if step.attempt_started_at else None
+def intent_of(row, *, undo: bool = False) -> dict:
+    """The intent checkpointed in an effect's row (a Step, or an agent's ToolCall: their
+    fields share names), with what its attempt ended with: the data of the one record of
+    that attempt. `undo`: the attempt was its compensation."""
+    began = row.attempt_started_at.isoformat() if row.attempt_started_at else None
     if undo:
-        return {"key": step.compensation_key, "attempt": step.compensation_attempt,
-                "started_at": began, "remote_ref": step.compensation_ref}
-    intent = {"key": step.idempotency_key, "attempt": step.attempt, "started_at": began,
-              "will_do": step.intended_action, "remote_ref": step.remote_ref}
-    if step.status == StepStatus.SUCCEEDED:
-        intent["result_sha256"] = result_digest(step.result)
-    return intent
-
-
-def intent_of_call(call, *, undo: bool = False) -> dict:
-    """intent_of for an agent's tool call: the intent checkpointed in the ToolCall row.
-    `undo`: the attempt was the call's undo."""
-    began = call.attempt_started_at.isoformat() if call.attempt_started_at else None
-    if undo:
-        return {"key": call.compensation_key, "attempt": call.compensation_attempt,
-                "started_at": began, "remote_ref": call.compensation_ref}
-    intent = {"key": call.idempotency_key, "attempt": call.attempt, "started_at": began,
-              "args_hash": call.args_hash, "remote_ref": call.remote_ref}
-    if call.status == "succeeded":
-        intent["result_sha256"] = result_digest(call.result)
+        return {"key": row.compensation_key, "attempt": row.compensation_attempt,
+                "started_at": began, "remote_ref": row.compensation_ref}
+    intent = {"key": row.idempotency_key, "attempt": row.attempt, "started_at": began,
+              "remote_ref": row.remote_ref}
+    # What it would do: a step's one-line intended action, a call's arguments by hash.
+    if isinstance(row, Step):
+        intent["will_do"] = row.intended_action
+    else:
+        intent["args_hash"] = row.args_hash
+    if row.status == StepStatus.SUCCEEDED:
+        intent["result_sha256"] = result_digest(row.result)
     return intent

@@ -22,7 +22,7 @@ from .. import sensitive
 from ..intentions import intended_action
 from ..redaction import redact, shown_arguments
 from . import stop_gate
-from .attempts import intent_of_call
+from .attempts import intent_of
 from .kernel import DONE_STEP_STATUSES, Change, reset_budget
 
 # Step and tool-call states share their names (StepStatus, ToolCallStatus): one set serves.
@@ -259,7 +259,7 @@ class CallEffect(EffectRow):
     def data(self, **more) -> dict:
         # A step's records get its intent from the kernel (Change.audit); the records that
         # end a call's attempt carry the call's own, checkpointed in its row.
-        intent = intent_of_call(self.row, undo=self.undoing) if self.ends_attempt else {}
+        intent = intent_of(self.row, undo=self.undoing) if self.ends_attempt else {}
         return {"tool_call": self.row.ref, "tool": self.row.tool, **intent, **more}
 
     def sealed(self, value):

@@ -37,7 +37,7 @@ from ..errors import (
 )
 from ..redaction import redact
 from ..wakeup import wake_after_commit, wake_all_after_commit
-from .attempts import ATTEMPT_ENDS, OPEN_INTENTS, intent_of, intent_of_call
+from .attempts import ATTEMPT_ENDS, OPEN_INTENTS, intent_of
 from .unsettled import Effect, end_or_hold, unsettled_effects  # noqa: F401 - the vocabulary
 
 NEW = "new"  # the pseudo-state of a run that does not exist yet
@@ -449,7 +449,7 @@ def release_calls_in_flight(change: Change, step: Step, *, why: str, action: str
         call.save(update_fields=["status", "error_class", "error_message", "updated_at"])
         change.audit(action, step=step, before={"call_status": ToolCallStatus.RUNNING},
                      after={"call_status": call.status},
-                     data={"tool_call": call.ref, "tool": call.tool, **intent_of_call(call),
+                     data={"tool_call": call.ref, "tool": call.tool, **intent_of(call),
                            **({"error": why} if call.status == ToolCallStatus.UNKNOWN else {})})
 
 
