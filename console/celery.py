@@ -12,7 +12,10 @@ from celery.signals import (
     worker_shutdown,
 )
 
+from .broker import use_shared_client_transport
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+use_shared_client_transport()
 
 app = Celery("console")
 app.config_from_object("django.conf:settings", namespace="CELERY")

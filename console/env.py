@@ -122,6 +122,10 @@ VARIABLES: list[Variable] = [
       choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
     V("LOG_FORMAT", STR, "plain", "plain or json (one JSON object per line)",
       shown="plain (json in console.production)", choices=("plain", "json")),
+    V("HTTP_CLIENT_LOG_LEVEL", STR, "WARNING",
+      "the level of httpx and httpcore, the HTTP client of steps and webhooks: at INFO they "
+      "log every request's URL, query string included",
+      choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
     # Approvals
     V("EMAIL_HOST", STR, "", "SMTP server for notifications; empty writes them to VAR_DIR/mail"),
     V("EMAIL_PORT", INT, "587", "SMTP port"),

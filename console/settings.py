@@ -323,6 +323,10 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL")},
+    # httpx logs each request at INFO with its whole URL: a query string may carry a token
+    # (no secret in logs), and on a worker with hundreds of calls in flight the line costs
+    # as much CPU as the runtime's own checkpoint. Its warnings and errors still show.
+    "loggers": {name: {"level": env("HTTP_CLIENT_LOG_LEVEL")} for name in ("httpx", "httpcore")},
 }
 
 # --- Approvals (approvals app): notification email, signed links, four eyes ---------------

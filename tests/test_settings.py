@@ -78,3 +78,18 @@ def test_debug_is_off_unless_the_environment_turns_it_on():
 
     assert debug() == "False"
     assert debug(DEBUG="1") == "True"
+
+
+def test_the_http_client_logs_no_request_url_and_still_logs_its_warnings(caplog):
+    """httpx logs each request's URL at INFO, query string included: off by default."""
+    import logging
+
+    import httpx
+
+    from tests.receiver import ScriptedReceiver
+
+    with ScriptedReceiver() as receiver, caplog.at_level(logging.INFO):
+        httpx.get(f"{receiver.url}/tasks?token=s3cret-value").raise_for_status()
+        logging.getLogger("httpx").warning("a warning of the HTTP client")
+    assert "s3cret-value" not in caplog.text
+    assert "a warning of the HTTP client" in caplog.text
