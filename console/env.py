@@ -126,6 +126,10 @@ VARIABLES: list[Variable] = [
       "the level of httpx and httpcore, the HTTP client of steps and webhooks: at INFO they "
       "log every request's URL, query string included",
       choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
+    V("WORKER_TASK_LOG_LEVEL", STR, "WARNING",
+      "the level of Celery's two lines for every task a worker takes (received, succeeded): "
+      "a task is a wake-up hint, and the runtime logs what happens to the run itself",
+      choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
     # Approvals
     V("EMAIL_HOST", STR, "", "SMTP server for notifications; empty writes them to VAR_DIR/mail"),
     V("EMAIL_PORT", INT, "587", "SMTP port"),

@@ -326,7 +326,14 @@ LOGGING = {
     # httpx logs each request at INFO with its whole URL: a query string may carry a token
     # (no secret in logs), and on a worker with hundreds of calls in flight the line costs
     # as much CPU as the runtime's own checkpoint. Its warnings and errors still show.
-    "loggers": {name: {"level": env("HTTP_CLIENT_LOG_LEVEL")} for name in ("httpx", "httpcore")},
+    "loggers": {
+        **{name: {"level": env("HTTP_CLIENT_LOG_LEVEL")} for name in ("httpx", "httpcore")},
+        # Celery's "Received task" and "Task ... succeeded" lines: two per wake-up hint,
+        # which say less than the runtime's own lines about the run. A task's failure is
+        # logged at ERROR and still shows.
+        **{name: {"level": env("WORKER_TASK_LOG_LEVEL")}
+           for name in ("celery.worker.strategy", "celery.app.trace")},
+    },
 }
 
 # --- Approvals (approvals app): notification email, signed links, four eyes ---------------

@@ -93,3 +93,24 @@ def test_the_http_client_logs_no_request_url_and_still_logs_its_warnings(caplog)
         logging.getLogger("httpx").warning("a warning of the HTTP client")
     assert "s3cret-value" not in caplog.text
     assert "a warning of the HTTP client" in caplog.text
+
+
+def test_a_worker_logs_no_line_per_task_taken_and_still_logs_a_task_that_fails(caplog):
+    """Celery's received/succeeded lines, two per wake-up hint, are off by default."""
+    import logging
+
+    from celery import shared_task
+
+    @shared_task(name="tests.settings.succeeds")
+    def succeeds():
+        return "done"
+
+    @shared_task(name="tests.settings.fails")
+    def fails():
+        raise RuntimeError("the task broke")
+
+    with caplog.at_level(logging.INFO):
+        assert succeeds.apply().successful()
+        assert fails.apply().failed()
+    assert "tests.settings.succeeds" not in caplog.text
+    assert "the task broke" in caplog.text
