@@ -70,10 +70,11 @@ def _connect_connection_checks(**kwargs):
 
 
 # The worker registry (runs.reads.workers). A worker beats on the database session its tasks
-# use, so it keeps one session: after each task (at most every WORKER_HEARTBEAT_SECONDS)
-# and on its timer while idle (the event loop's timer, on the thread that runs tasks with
-# the solo pool). With the prefork pool each pool process beats after its own tasks and
-# the worker beats for all of them while they idle.
+# use, so it keeps one session: after a task, a due beat rides along its next transition's
+# transaction (no commit of its own), and on its timer while idle it writes one itself (the
+# event loop's timer, on the thread that runs tasks with the solo pool). With the prefork
+# pool each pool process beats along its own tasks and the worker beats for those that
+# have not beaten within an interval (the idle ones).
 _heartbeat = None
 _pool_names = None  # the prefork pool's process names, None when the worker runs tasks
 
@@ -132,7 +133,7 @@ def _worker_beats(sender=None, **kwargs):
 def _beat_after_task(sender=None, **kwargs):
     if _heartbeat is not None and not getattr(getattr(sender, "request", None), "is_eager",
                                               False):
-        _heartbeat()
+        _heartbeat.after_task()
 
 
 @worker_process_shutdown.connect

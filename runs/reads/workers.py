@@ -14,9 +14,11 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, connection
+from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from .. import store
 from ..execution.executor import worker_name
 from ..models import Run, RunStatus
 from ..worker_models import Worker
@@ -32,6 +34,8 @@ FORGOTTEN_AFTER = timedelta(days=7)
 # At most this many workers, and this many held runs named per worker, on the page.
 WORKERS_SHOWN = 500
 RUNS_NAMED = 20
+# The name under which a busy process's beat waits for its next transition transaction.
+JOINED_BEAT = "worker-registry-beat"
 
 
 def beat(*, queues: str = "", name: str | None = None) -> None:
@@ -48,6 +52,20 @@ def beat(*, queues: str = "", name: str | None = None) -> None:
             "stopped_at": None})
 
 
+def beat_the_silent(names: list[str], *, queues: str = "", older_than: timedelta) -> None:
+    """Beat for those of the processes `names` whose last beat is older than `older_than`,
+    by the database's clock (which wrote it), and register those without a row. A statement
+    that matches no row writes nothing and commits nothing: beating for processes that beat
+    themselves costs no commit."""
+    cutoff = ExpressionWrapper(Now() - Value(older_than), output_field=DateTimeField())
+    Worker.objects.filter(name__in=names, heartbeat_at__lt=cutoff).update(
+        heartbeat_at=Now(), stopped_at=None, queues=queues)
+    known = set(Worker.objects.filter(name__in=names).values_list("name", flat=True))
+    for name in names:
+        if name not in known:
+            beat(queues=queues, name=name)
+
+
 def stopped(*, name: str | None = None) -> None:
     """Record that the process `name` stopped cleanly (it holds no lease any more)."""
     Worker.objects.filter(name=name or worker_name()).update(stopped_at=Now(),
@@ -55,27 +73,53 @@ def stopped(*, name: str | None = None) -> None:
 
 
 class Heartbeat:
-    """The beats of one worker, written on the database session its tasks already use
-    (no session of its own: a worker keeps exactly one), from the thread that runs its
-    tasks: around each task, and on the worker's timer while it is idle. With the prefork
-    pool the worker itself beats for its pool's processes, which beat around their own
-    tasks. A failed beat (the database away) is logged and tried again at the next one."""
+    """The beats of one worker process, written on the database session its tasks already
+    use (no session of its own: a worker keeps exactly one).
+
+    After a task, a beat that is due joins the process's next transition transaction
+    (runs.store.join_next_transaction): a busy worker commits nothing of its own for its
+    beats. On the worker's timer, while it is idle, a due beat is written by itself. With
+    the prefork pool the worker beats on its timer for those of its pool's processes that
+    have not beaten within an interval (the idle ones); the busy ones beat along their own
+    transactions. A failed beat (the database away) is logged and tried again at the next.
+    """
 
     def __init__(self, *, queues: str = ""):
         self.queues = queues
         self.last = float("-inf")
 
-    def __call__(self, names=None, *, force: bool = False) -> None:
+    def after_task(self) -> None:
+        # Every half interval: a busy process's row is then never older than half an
+        # interval and a claim, and the prefork worker's check (an interval) leaves it be.
         now = time.monotonic()
-        if not force and now - self.last < settings.WORKER_HEARTBEAT_SECONDS:
+        if now - self.last < settings.WORKER_HEARTBEAT_SECONDS / 2:
+            return
+        self.last = now
+        store.join_next_transaction(JOINED_BEAT, self._beat_along)
+
+    def _beat_along(self) -> None:
+        beat(queues=self.queues)
+
+    def __call__(self, names=None, *, force: bool = False) -> None:
+        """The timer's beat (`force` when the worker starts): for this process, or for the
+        pool processes `names`."""
+        now = time.monotonic()
+        if not force and names is None and now - self.last < settings.WORKER_HEARTBEAT_SECONDS:
             return
         self.last = now
         try:
             if force:  # a worker starting: the rows of processes long gone are dropped
                 Worker.objects.filter(heartbeat_at__lt=timezone.now() - FORGOTTEN_AFTER) \
                     .delete()
-            for name in names or [worker_name()]:
-                beat(queues=self.queues, name=name)
+            if names is None:
+                store.withdraw_joined(JOINED_BEAT)  # written here and now instead
+                beat(queues=self.queues)
+            elif force:
+                for name in names:
+                    beat(queues=self.queues, name=name)
+            else:
+                beat_the_silent(names, queues=self.queues,
+                                older_than=timedelta(seconds=settings.WORKER_HEARTBEAT_SECONDS))
         except DatabaseError:
             logger.exception("worker heartbeat failed")
             connection.close_if_unusable_or_obsolete()

@@ -14,11 +14,12 @@ The store tests (tests/runs/test_store.py) run on both databases in `make test`.
 
 from django.db import connection
 
-from .base import Store
+from .base import Store, join_next_transaction, withdraw_joined
 from .postgres import PostgresStore
 from .sqlite import SqliteStore
 
-__all__ = ["PostgresStore", "SqliteStore", "Store", "current"]
+__all__ = ["PostgresStore", "SqliteStore", "Store", "current", "join_next_transaction",
+           "withdraw_joined"]
 
 _STORES = {"postgresql": PostgresStore(), "sqlite": SqliteStore()}
 

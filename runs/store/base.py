@@ -2,16 +2,54 @@
 
 import abc
 import contextlib
-from collections.abc import Iterator
+import logging
+import threading
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from audit.models import AuditRecord
 
 from ..models import Run, RunEvent, Step
+
+logger = logging.getLogger(__name__)
+
+# Small writes of this process waiting to ride along its next transition transaction,
+# by name (see join_next_transaction).
+_joined: dict[str, Callable[[], None]] = {}
+_joined_lock = threading.Lock()
+
+
+def join_next_transaction(name: str, write: Callable[[], None]) -> None:
+    """Have `write` done inside the next transition transaction of this process (any
+    thread's), instead of in a transaction and a commit of its own: the worker registry's
+    beat while the worker is busy (runs.reads.workers.Heartbeat). A write joined again under
+    the same name before it ran is done once. It runs in a savepoint: its failure is logged
+    and never fails the transition it rode along with."""
+    with _joined_lock:
+        _joined[name] = write
+
+
+def withdraw_joined(name: str) -> bool:
+    """Take back the write joined under `name`; whether it was still waiting."""
+    with _joined_lock:
+        return _joined.pop(name, None) is not None
+
+
+def _do_joined_writes() -> None:
+    with _joined_lock:
+        writes = list(_joined.values())
+        _joined.clear()
+    for write in writes:
+        try:
+            with transaction.atomic():
+                write()
+        except DatabaseError:
+            logger.warning("a write joined to a transition's transaction failed",
+                           exc_info=True)
 
 
 class Store(abc.ABC):
@@ -25,8 +63,11 @@ class Store(abc.ABC):
     @contextlib.contextmanager
     def transaction(self, *, durable: bool = True) -> Iterator[None]:
         """A transition's transaction: durable (its own commit, refused inside another
-        transaction) unless the caller joins it to its own (kernel.within_caller_transaction)."""
+        transaction) unless the caller joins it to its own (kernel.within_caller_transaction).
+        A durable one first does the writes joined to it (join_next_transaction)."""
         with transaction.atomic(durable=durable):
+            if durable and _joined:
+                _do_joined_writes()
             yield
 
     def lock_run(self, run_id: int) -> Run | None:

@@ -140,6 +140,51 @@ def test_the_transaction_is_durable_unless_joined_to_the_callers():
         assert connection.in_atomic_block
 
 
+def test_a_joined_write_is_done_once_inside_the_next_transition_transaction():
+    db = store.current()
+    run = new_run()
+    done = []
+
+    def write():
+        assert connection.in_atomic_block  # inside the transition's transaction
+        Run.objects.filter(pk=run.pk).update(status_message="joined")
+        done.append(1)
+
+    store.join_next_transaction("note", write)
+    store.join_next_transaction("note", write)  # joined again before it ran: done once
+    assert done == []  # nothing written of its own
+    with db.transaction():
+        pass
+    with db.transaction():
+        pass
+    assert done == [1]
+    assert Run.objects.get(pk=run.pk).status_message == "joined"
+
+
+def test_a_joined_write_that_fails_leaves_the_transition_it_rode_along_with_whole():
+    db = store.current()
+    run = new_run()
+
+    def broken():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT * FROM no_such_table")
+
+    store.join_next_transaction("broken", broken)
+    with db.transaction():
+        Run.objects.filter(pk=run.pk).update(status_message="the transition's own write")
+    assert Run.objects.get(pk=run.pk).status_message == "the transition's own write"
+
+
+def test_a_joined_write_taken_back_is_not_done():
+    done = []
+    store.join_next_transaction("beat", lambda: done.append(1))
+    assert store.withdraw_joined("beat") is True
+    assert store.withdraw_joined("beat") is False
+    with store.current().transaction():
+        pass
+    assert done == []
+
+
 def test_lock_runs_locks_and_returns_the_rows_in_the_order_given():
     runs = [new_run(), new_run()]
     with store.current().transaction():
