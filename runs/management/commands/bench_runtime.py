@@ -47,8 +47,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
 from audit.chain import Actor
+from runs import bench_in_flight, store
 from runs import bench_workflows as bw
-from runs import store
 from runs.bench_processes import (
     WAL_BY_RELATION_SQL,
     WAL_WINDOW_SQL,
@@ -57,15 +57,12 @@ from runs.bench_processes import (
     drop_bench_database,
     ensure_database,
     median,
-    proc_cpu_seconds,
     proc_status_kb,
     shown,
     vacuum_if_autovacuum_is_off,
     verdict_over_rounds,
 )
-from runs.bench_receiver import SlowReceiver
 from runs.machine.transitions import start_run
-from runs.machine.wakeup import send_wakeups
 from runs.models import Run, RunStatus
 
 ROOT = Path(settings.BASE_DIR)
@@ -81,13 +78,6 @@ START_RUN_MS_TARGET = 3.0
 COMMITS_PER_STEP_TARGET = 1.2
 WORKER_CPU_MS_TARGET = 0.4
 DB_CPU_MS_TARGET = 0.3
-IN_FLIGHT_TARGET = 500
-REMOTE_STEPS_S_TARGET = 200
-IN_FLIGHT_RSS_MB_TARGET = 1000
-# Batches of the in-flight measurement, each as many runs as the worker has threads: the
-# first fills the pipeline, the rest keep it full.
-IN_FLIGHT_BATCHES = 3
-IN_FLIGHT_APP = "bench-worker-threads"
 
 class Command(BaseCommand):
     help = ("Benchmark the runtime through a real Celery worker on PostgreSQL: steps/s, "
@@ -106,9 +96,9 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=1,
                             help="worker processes (default 1: compared with one bare "
                                  "connection)")
-        parser.add_argument("--in-flight", type=int, default=IN_FLIGHT_TARGET,
+        parser.add_argument("--in-flight", type=int, default=bench_in_flight.IN_FLIGHT_TARGET,
                             help="threads of the threads-mode worker, each step waiting 1 s "
-                                 f"on a receiver (default {IN_FLIGHT_TARGET})")
+                                 f"on a receiver (default {bench_in_flight.IN_FLIGHT_TARGET})")
         parser.add_argument("--fresh-database", action="store_true",
                             help="drop and create the benchmark database first (its name must "
                                  "contain 'bench'): WAL per step is measured on a fresh "
@@ -191,7 +181,7 @@ class Command(BaseCommand):
                 large = self._large_result(worker)
             finally:
                 worker.stop()
-            remote = self._in_flight(Path(tmp), in_flight, in_flight_pool)
+            remote = bench_in_flight.measure(out, Path(tmp), in_flight, in_flight_pool)
         self._report(results, large, remote)
 
     # --- report --------------------------------------------------------------------------
@@ -239,24 +229,7 @@ class Command(BaseCommand):
         out.write(f"10MB result: the worker process peaked at {large['hwm_mb']:.0f} MB RSS "
                   f"({large['peak_mb']:.1f} MB over its {large['base_mb']:.0f} MB before the "
                   f"run); the run took {large['seconds']:.2f}s")
-        # Fewer threads than the target (a scaled-down --in-flight) say nothing about it.
-        rss_verdict = ("n/a" if remote["threads"] < IN_FLIGHT_TARGET
-                       else verdict(remote["rss_mb"] <= IN_FLIGHT_RSS_MB_TARGET))
-        out.write(f"in-flight steps: {remote['in_flight']}")
-        out.write(f"steps/s at 1 s remote latency: {remote['steps_s']:.1f}")
-        out.write(f"worker RSS MB at {remote['threads']} in flight: {remote['rss_mb']:.0f}")
-        out.write(f"in-flight: {remote['steps']} one-step runs against a receiver answering "
-                  f"after 1 s, through celery --pool=threads --concurrency={remote['threads']} "
-                  f"with DB_POOL_MAX_SIZE={remote['pool']}, in {remote['seconds']:.1f}s; at "
-                  f"most {remote['sessions']} database sessions of the worker at once")
-        out.write(
-            "targets: "
-            f"in-flight steps >= {IN_FLIGHT_TARGET} "
-            f"({verdict(remote['in_flight'] >= IN_FLIGHT_TARGET)}), "
-            f"steps/s at 1 s remote latency >= {REMOTE_STEPS_S_TARGET} "
-            f"({verdict(remote['steps_s'] >= REMOTE_STEPS_S_TARGET)}), "
-            f"worker RSS MB at {IN_FLIGHT_TARGET} in flight <= {IN_FLIGHT_RSS_MB_TARGET:,} "
-            f"({rss_verdict})")
+        bench_in_flight.report(out, remote)
         out.write(
             "targets: "
             f"ratio >= {RATIO_TARGET:g} ({rounds_verdict('ratio', RATIO_TARGET, at_least=True)}), "
@@ -396,74 +369,6 @@ class Command(BaseCommand):
         return {"peak_mb": (peaks[pid] - base[pid]) / 1024, "hwm_mb": peaks[pid] / 1024,
                 "base_mb": base[pid] / 1024, "wal_mb": batch["wal"] / 1e6,
                 "seconds": batch["elapsed"]}
-
-    def _in_flight(self, tmp: Path, threads: int, pool: int) -> dict:
-        """Steps that wait 1 s on a remote system, through a worker in the threads mode
-        (celery --pool=threads, a connection pool of `pool`): the most steps held at the
-        receiver at once, steps/s over IN_FLIGHT_BATCHES batches of `threads` one-step runs
-        (created beforehand, then all woken: the clock runs from the first wake-up to the
-        last run completed), and the worker process's peak RSS meanwhile."""
-        worker = Worker(threads, tmp, pool="threads", name="worker-threads",
-                        env={"DB_POOL_MAX_SIZE": str(pool), "PGAPPNAME": IN_FLIGHT_APP,
-                             "RUNS_HEARTBEAT_SECONDS": "10"})
-        try:
-            ready = worker.wait_ready()
-            self.stdout.write(f"worker: celery threads --concurrency={threads}, "
-                              f"DB_POOL_MAX_SIZE={pool}, ready in {ready:.2f}s (not timed)")
-            with SlowReceiver(delay=1.0) as receiver:
-                # Warm-up: the worker's threads, pooled connections and each thread's HTTP
-                # connection (one batch as large as the timed ones).
-                self._remote_batch(worker, receiver, threads, label="in-flight warm-up")
-                receiver.max_holding = 0
-                # "5" resets the peak RSS (VmHWM) to the current RSS.
-                Path(f"/proc/{worker.process.pid}/clear_refs").write_text("5")
-                batch = self._remote_batch(worker, receiver, IN_FLIGHT_BATCHES * threads,
-                                           label="in-flight")
-                rss_kb = proc_status_kb(worker.process.pid, "VmHWM")
-        finally:
-            worker.stop()
-        self.stdout.write(f"in-flight ({batch['elapsed']:.1f}s): {batch['steps']} steps, at "
-                          f"most {receiver.max_holding} at the receiver at once; worker CPU "
-                          f"{batch['cpu_ms_step']:.2f} ms/step")
-        return {"in_flight": receiver.max_holding, "steps_s": batch["steps"] / batch["elapsed"],
-                "rss_mb": rss_kb / 1024, "threads": threads, "pool": pool,
-                "steps": batch["steps"], "seconds": batch["elapsed"],
-                "sessions": batch["sessions"]}
-
-    def _remote_batch(self, worker: Worker, receiver: SlowReceiver, runs: int, *,
-                      label: str) -> dict:
-        actor = Actor.system("bench")
-        batch = uuid.uuid4().hex[:12]
-        run_ids = [start_run(workflow=bw.remote.name, business_key=f"{batch}-{i}",
-                             input={"n": i, "url": receiver.url}, actor=actor,
-                             wake=False)[0].pk for i in range(runs)]
-        deadline = time.monotonic() + 60 + runs / 10
-        sessions, sampled = 0, 0.0
-        cpu_before = proc_cpu_seconds(worker.process.pid)
-        started = time.perf_counter()
-        send_wakeups(run_ids)
-        with connection.cursor() as cursor:
-            while True:
-                if time.monotonic() - sampled > 0.1:
-                    cursor.execute("SELECT count(*) FROM pg_stat_activity "
-                                   "WHERE application_name = %s", [IN_FLIGHT_APP])
-                    sessions, sampled = max(sessions, cursor.fetchone()[0]), time.monotonic()
-                cursor.execute("SELECT count(*) FROM runs_run WHERE id = ANY(%s) "
-                               "AND status NOT IN ('completed', 'attention')", [run_ids])
-                if cursor.fetchone()[0] == 0:
-                    break
-                if time.monotonic() > deadline:
-                    raise CommandError(f"{label}: runs not finished in time; worker log: "
-                                       f"{worker.log_path}")
-                time.sleep(POLL_SECONDS * 5)
-        elapsed = time.perf_counter() - started
-        stuck = Run.objects.filter(pk__in=run_ids).exclude(status=RunStatus.COMPLETED)
-        if stuck.exists():
-            raise CommandError(f"{label}: {stuck.count()} of {runs} runs did not complete: "
-                               f"{list(stuck.values_list('pk', 'status', 'status_message')[:3])}")
-        return {"elapsed": elapsed, "steps": runs, "sessions": sessions,
-                "cpu_ms_step": 1000 * (proc_cpu_seconds(worker.process.pid) - cpu_before)
-                / runs}
 
     def _bare_loop(self, seconds: float) -> float:
         """Commits per second of a one-row INSERT + COMMIT loop on a connection opened with
