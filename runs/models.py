@@ -100,6 +100,11 @@ class Run(models.Model):
     attention_reason = models.CharField(max_length=32, choices=AttentionReason.choices, blank=True)
     status_message = models.TextField(blank=True)
     current_step = models.CharField(max_length=200, blank=True)
+    # current_step while the run is not held by a worker, NULL while it is (running or
+    # compensating): the runs list's order by step reads it along run_listed_step_idx. It
+    # changes only with the run's status, so a step's checkpoint still updates the run in
+    # place (HOT). Kept by the database (triggers of migration 0035), never written here.
+    listed_step = models.CharField(max_length=200, null=True, blank=True, editable=False)
     step_count = models.PositiveIntegerField(default=0)
     steps_done = models.PositiveIntegerField(default=0)
     # The attempt generation: 0 as started, +1 at each re-run from a chosen step (the steps
@@ -179,8 +184,13 @@ class Run(models.Model):
             # (sorted by workflow it pages along the unique (workflow_name, business_key),
             # by status along run_status_updated_idx). No index may name current_step (or
             # any column a step's progress changes): each step's checkpoint updates the run
-            # in place (HOT) only while none of its indexed columns change.
+            # in place (HOT) only while none of its indexed columns change (listed_step
+            # stays NULL while steps progress).
             models.Index(fields=["created_at", "id"], name="run_created_idx"),
+            # The runs not held by a worker in the order of their step (keyset (step, id));
+            # the held ones, few, are sorted beside them (runs.reads.selectors).
+            models.Index(fields=["listed_step", "id"], name="run_listed_step_idx",
+                         condition=models.Q(listed_step__isnull=False)),
         ]
 
     def __str__(self):

@@ -35,9 +35,10 @@ STUCK_GRACE = timedelta(minutes=1)
 
 
 # How the runs list may be sorted: the columns of each order, the last of which makes a row's
-# place unique (the keyset of its pages), each order read along an index (see Run.Meta) but
-# the current step's: no index may name current_step, which each step's checkpoint changes,
-# so the runs found are sorted.
+# place unique (the keyset of its pages), each order read along an index (see Run.Meta). No
+# index may name current_step, which each step's checkpoint changes: the order by step reads
+# the runs no worker holds along listed_step (their current step, kept by the database) and
+# sorts the held ones, few, beside them (see _page_ids).
 SORTS = {
     "updated": ("updated_at", "id"),
     "created": ("created_at", "id"),
@@ -100,10 +101,18 @@ def _order_by(sort: str) -> list[str]:
     return [("-" if descending else "") + ("pk" if c == "id" else c) for c in columns]
 
 
-def _after(runs: QuerySet, sort: str, cursor: tuple) -> QuerySet:
+# Where the runs a worker holds keep their step: listed_step is NULL for them.
+HELD_STATUSES = (RunStatus.RUNNING, RunStatus.COMPENSATING)
+STEP_SORT = "step"
+
+
+def _after(runs: QuerySet, sort: str, cursor: tuple, *,
+           columns: tuple[str, ...] | None = None) -> QuerySet:
     """`runs` past the row whose sort columns hold `cursor` in the order `sort`: for columns
-    (a, b, c), a beyond, or a equal and b beyond, or a and b equal and c beyond."""
-    columns, descending = sort_columns(sort)
+    (a, b, c), a beyond, or a equal and b beyond, or a and b equal and c beyond. `columns`
+    names the sort's columns otherwise (listed_step for current_step)."""
+    sort_cols, descending = sort_columns(sort)
+    columns = columns or sort_cols
     beyond = "lt" if descending else "gt"
     condition = Q()
     for i, column in enumerate(columns):
@@ -234,6 +243,24 @@ def search_branches(runs: QuerySet, q: str) -> list[QuerySet]:
     return branches
 
 
+def _by_step_ids(runs: QuerySet, sort: str, after: tuple | None, limit: int):
+    """The ids of a page in the order by step: the runs no worker holds along
+    run_listed_step_idx, the held ones (found by run_held_idx) sorted on their current step,
+    each cut to a page; the page is the first rows of their union. Every run is in exactly
+    one of the two, and for the first listed_step is current_step."""
+    descending = sort.startswith("-")
+    sign = "-" if descending else ""
+    listed = runs.filter(listed_step__isnull=False)
+    held = runs.filter(status__in=HELD_STATUSES)
+    if after is not None:
+        listed = _after(listed, sort, after, columns=("listed_step", "id"))
+        held = _after(held, sort, after)
+    listed_page = listed.order_by(f"{sign}listed_step", f"{sign}pk")
+    held_page = held.order_by(f"{sign}current_step", f"{sign}pk")
+    return (listed_page.values_list("pk", flat=True)[: limit + 1]
+            .union(held_page.values_list("pk", flat=True)[: limit + 1], all=True))
+
+
 def _page_ids(runs: QuerySet, q: str, order: list[str], limit: int):
     """The ids of the page's runs, as a subquery (PostgreSQL) or a list."""
     # The page's ids first, ordered and cut along an index, then those rows with their
@@ -265,9 +292,14 @@ def runs_page(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
     sort = filters.sort if filters.sort.lstrip("-") in SORTS else DEFAULT_SORT
     order = _order_by(sort)
     runs = filter_runs(filters, workflow_ids=workflow_ids, now=now)
-    if after is not None:
-        runs = _after(runs, sort, after)
-    ids = _page_ids(runs, filters.q.strip(), order, limit)
+    q = filters.q.strip()
+    if sort.lstrip("-") == STEP_SORT and not q \
+            and connection.features.supports_slicing_ordering_in_compound:
+        ids = _by_step_ids(runs, sort, after, limit)
+    else:
+        if after is not None:
+            runs = _after(runs, sort, after)
+        ids = _page_ids(runs, q, order, limit)
     runs = Run.objects.filter(pk__in=ids)
     rows = list(_with_row_facts(runs).order_by(*order)[: limit + 1])
     more = len(rows) > limit

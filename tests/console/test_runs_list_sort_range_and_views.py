@@ -121,8 +121,10 @@ def _sorted_runs():
     """Runs that differ in every sortable column, with ties where a column allows them."""
     now = timezone.now()
     runs = [new_run() for _ in range(4)] + [new_run("test-saga") for _ in range(3)]
-    statuses = [RunStatus.ATTENTION, RunStatus.QUEUED, RunStatus.COMPLETED, RunStatus.ATTENTION,
-                RunStatus.WAITING, RunStatus.COMPLETED, RunStatus.QUEUED]
+    # Two are held by a worker (their step is sorted beside the others', not read along
+    # run_listed_step_idx), one of them tied on its step with runs that are not.
+    statuses = [RunStatus.ATTENTION, RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.ATTENTION,
+                RunStatus.WAITING, RunStatus.COMPLETED, RunStatus.COMPENSATING]
     steps = ["b-step", "a-step", "b-step", "", "a-step", "c-step", "b-step"]
     for i, run in enumerate(runs):
         # Two runs share an updated_at: the id breaks the tie.
@@ -298,14 +300,48 @@ def test_lists_have_a_skip_link_and_the_shortcuts_help(client_for, operator):
     assert 'data-attention-url="/attention/"' in body
 
 
-# Sorted by current step, the list sorts the runs it found: no index may name current_step,
+# Sorted by current step, the list reads the runs no worker holds along
+# run_listed_step_idx and sorts the held ones beside them: no index may name current_step,
 # which each step's checkpoint changes (tests/runs/test_checkpoint_in_place.py).
 SORT_INDEXES = {"updated": "run_updated_idx", "created": "run_created_idx",
                 "workflow": "run_unique_business_key", "status": "run_status_updated_idx"}
 
 
-def test_only_the_current_step_order_is_not_read_along_an_index():
+def _plan(sql: str) -> list[str]:
+    with connection.cursor() as cursor:
+        # Tiny tables are cheapest to scan and sort; forbidding both shows that an index
+        # gives the order (the planner sorts anyway when none can).
+        cursor.execute("SET enable_seqscan = off; SET enable_sort = off")
+        try:
+            cursor.execute("EXPLAIN " + sql)
+            return [row[0].strip() for row in cursor.fetchall()]
+        finally:
+            cursor.execute("RESET enable_seqscan; RESET enable_sort")
+
+
+def test_every_sort_order_but_the_steps_is_read_along_an_index_of_its_own():
     assert set(selectors.SORTS) - set(SORT_INDEXES) == {"step"}
+
+
+@pytest.mark.parametrize("sort", ["step", "-step"])
+def test_the_step_order_reads_the_runs_not_held_along_listed_step_from_the_cursor_on(sort):
+    runs = _sorted_runs()
+    _, cursor = selectors.runs_page(selectors.RunFilters(sort=sort), workflow_ids=None,
+                                    limit=2)
+    assert cursor is not None and len(runs) > 2
+    for after in (None, cursor):
+        with CaptureQueriesContext(connection) as ctx:
+            selectors.runs_page(selectors.RunFilters(sort=sort), workflow_ids=None,
+                                after=after, limit=2)
+        (page_sql,) = [c["sql"] for c in ctx.captured_queries if "runs_run" in c["sql"]]
+        plan = _plan(page_sql)
+        text = "\n".join(plan)
+        listed = [line for line in plan if "run_listed_step_idx on runs_run" in line]
+        assert listed and "run_held_idx" in text, text
+        if after is not None:  # the next page starts reading at the cursor
+            index_conds = [line for line in plan[plan.index(listed[0]) + 1:][:3]
+                           if line.startswith("Index Cond")]
+            assert index_conds and "listed_step" in index_conds[0], text
 
 
 @pytest.mark.parametrize("sort", [s + name for name in SORT_INDEXES for s in ("", "-")])
@@ -319,15 +355,7 @@ def test_every_sort_order_is_read_along_an_index_from_the_cursor_on(sort):
             selectors.runs_page(selectors.RunFilters(sort=sort), workflow_ids=None,
                                 after=after, limit=2)
         (page_sql,) = [c["sql"] for c in ctx.captured_queries if "runs_run" in c["sql"]]
-        with connection.cursor() as cursor_:
-            # Tiny tables are cheapest to scan and sort; forbidding both shows that an
-            # index gives the order (the planner sorts anyway when none can).
-            cursor_.execute("SET enable_seqscan = off; SET enable_sort = off")
-            try:
-                cursor_.execute("EXPLAIN " + page_sql)
-                plan = [row[0].strip() for row in cursor_.fetchall()]
-            finally:
-                cursor_.execute("RESET enable_seqscan; RESET enable_sort")
+        plan = _plan(page_sql)
         text = "\n".join(plan)
         # The page's ids (the subquery, runs_run as u0) are read along the sort's index.
         scans = [i for i, line in enumerate(plan)

@@ -185,6 +185,21 @@ def test_a_joined_write_taken_back_is_not_done():
     assert done == []
 
 
+def test_a_runs_listed_step_is_its_current_step_unless_a_worker_holds_it():
+    """The database keeps listed_step (the runs list's order by step, runs 0035), whoever
+    writes the run: it changes with the status, never with a held run's checkpoint."""
+    run = new_run()
+    assert Run.objects.get(pk=run.pk).listed_step == run.current_step
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, current_step="a-step")
+    assert Run.objects.get(pk=run.pk).listed_step is None
+    Run.objects.filter(pk=run.pk).update(current_step="b-step")  # a checkpoint
+    assert Run.objects.get(pk=run.pk).listed_step is None
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.WAITING, current_step="c-step")
+    assert Run.objects.get(pk=run.pk).listed_step == "c-step"
+    Run.objects.filter(pk=run.pk).update(listed_step="forged")
+    assert Run.objects.get(pk=run.pk).listed_step == "c-step"
+
+
 def test_lock_runs_locks_and_returns_the_rows_in_the_order_given():
     runs = [new_run(), new_run()]
     with store.current().transaction():

@@ -30,7 +30,7 @@ from audit.models import AuditRecord
 from console.roles import ensure_roles
 from observability.metrics import recount_history
 from runs import store
-from runs.bench_processes import vacuum_if_autovacuum_is_off
+from runs.bench_processes import ensure_database, vacuum_if_autovacuum_is_off
 from runs.execution import sweeper
 from runs.models import Run, RunStatus, Step, StepStatus, Worker
 from runs.reads.selectors import RunFilters
@@ -49,6 +49,9 @@ BENCH_WORKERS = 16
 
 class Command(BaseCommand):
     help = "Time the console's lists, search and run detail pages (median of --repeat)."
+    # The database may not exist yet (a new machine): no system check may touch it before
+    # handle() creates it.
+    requires_system_checks = []
 
     def add_arguments(self, parser):
         parser.add_argument("--runs", type=int, default=1_000_000,
@@ -58,6 +61,7 @@ class Command(BaseCommand):
     def handle(self, *args, runs, repeat, **options):
         if store.current().name != "postgresql":
             raise CommandError("bench_console needs PostgreSQL (set DATABASE_URL=postgres://...)")
+        ensure_database(self.stdout)
         call_command("migrate", verbosity=0)
         started = time.perf_counter()
         call_command("seed_scale", runs=runs, stdout=self.stdout)
