@@ -39,7 +39,7 @@ IN_FLIGHT_RSS_MB_TARGET = 1000
 # Batches of the 1 s measurement, each as many runs as the worker has threads: the first
 # fills the pipeline, the rest keep it full.
 IN_FLIGHT_BATCHES = 3
-LONG_DELAY = 4.0
+LONG_DELAY = 8.0
 NOOP_TASKS = 3000
 APP_NAME = "bench-worker-threads"
 POLL_SECONDS = 0.05
