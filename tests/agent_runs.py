@@ -1,12 +1,13 @@
 """Runs of the demo's invoice-triage agent for the tests that drive one in this process
 (against the sandbox over real HTTP: the tests take the live_sandbox fixture)."""
 
-from django.utils import timezone
+
 
 from audit.chain import Actor
 from runs.execution import executor
 from runs.machine import transitions
 from runs.models import Run, RunStatus
+from tests.factories import make_due
 
 ACTOR = Actor.system("test")
 SMALL = "INV-2001"   # 345.48 EUR: posted without asking anyone
@@ -25,12 +26,13 @@ def start_triage(number: str = SMALL, notes: str = "", key: str | None = None) -
 
 def advance(run: Run, times: int = 10) -> Run:
     """Advance the run as a worker would until it stops for something other than time: a
-    retry it waits for is brought forward."""
+    retry it waits for is brought forward (a second into the past: claims read the
+    database's clock, which this process only estimates)."""
     for _ in range(times):
         executor.advance_run(run.pk, worker="w1")
         run.refresh_from_db()
         if run.status == RunStatus.WAITING and run.next_wake_at is not None:
-            Run.objects.filter(pk=run.pk).update(next_wake_at=timezone.now())
+            make_due(run)
             continue
         if run.status != RunStatus.QUEUED:
             break

@@ -1,6 +1,7 @@
 """Factories: runs started through the real start_run, then placed in the state a test needs."""
 
 import itertools
+from datetime import timedelta
 
 from django.utils import timezone
 
@@ -30,3 +31,10 @@ def place(run: Run, *, status: str, step_statuses: dict | None = None, **fields)
 
 def step(run: Run, name: str) -> Step:
     return Step.objects.get(run=run, name=name)
+
+
+def make_due(run: Run, **match) -> None:
+    """Bring a run's wake-up forward to a second ago: claims read the database's clock, which
+    this process only estimates, so "now" here may still be the future there."""
+    Run.objects.filter(pk=run.pk, **match).update(
+        next_wake_at=timezone.now() - timedelta(seconds=1))

@@ -27,7 +27,15 @@ from audit.models import AuditRecord
 
 from ..agent_models import AgentTurn, ToolCall
 from ..definitions.definition import AGENT
-from ..models import ATTENTION_RUN_STATUSES, FINAL_RUN_STATUSES, Run, RunStatus, Step, Workflow
+from ..models import (
+    ATTENTION_RUN_STATUSES,
+    FINAL_RUN_STATUSES,
+    HELD_RUN_STATUSES,
+    Run,
+    RunStatus,
+    Step,
+    Workflow,
+)
 
 PAGE_SIZE = 50
 # A waiting run whose wake-up time passed this long ago is stuck: nobody picked it up.
@@ -38,7 +46,7 @@ STUCK_GRACE = timedelta(minutes=1)
 # place unique (the keyset of its pages), each order read along an index (see Run.Meta). No
 # index may name current_step, which each step's checkpoint changes: the order by step reads
 # the runs no worker holds along listed_step (their current step, kept by the database) and
-# sorts the held ones, few, beside them (see _page_ids).
+# sorts the held ones, few, beside them (see _by_step_ids).
 SORTS = {
     "updated": ("updated_at", "id"),
     "created": ("created_at", "id"),
@@ -101,8 +109,6 @@ def _order_by(sort: str) -> list[str]:
     return [("-" if descending else "") + ("pk" if c == "id" else c) for c in columns]
 
 
-# Where the runs a worker holds keep their step: listed_step is NULL for them.
-HELD_STATUSES = (RunStatus.RUNNING, RunStatus.COMPENSATING)
 STEP_SORT = "step"
 
 
@@ -251,7 +257,7 @@ def _by_step_ids(runs: QuerySet, sort: str, after: tuple | None, limit: int):
     descending = sort.startswith("-")
     sign = "-" if descending else ""
     listed = runs.filter(listed_step__isnull=False)
-    held = runs.filter(status__in=HELD_STATUSES)
+    held = runs.filter(status__in=HELD_RUN_STATUSES)  # listed_step is NULL for them
     if after is not None:
         listed = _after(listed, sort, after, columns=("listed_step", "id"))
         held = _after(held, sort, after)

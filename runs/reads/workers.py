@@ -103,6 +103,7 @@ class Heartbeat:
     def __call__(self, names=None, *, force: bool = False) -> None:
         """The timer's beat (`force` when the worker starts): for this process, or for the
         pool processes `names`."""
+        names = names or None  # a pool with no process: the worker beats for itself
         now = time.monotonic()
         if not force and names is None and now - self.last < settings.WORKER_HEARTBEAT_SECONDS:
             return

@@ -17,8 +17,8 @@ from api.models import WebhookDelivery, WebhookSubscriber
 from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.errors import TransitionNotAllowed
-from runs.models import Run, RunEvent, RunStatus
-from tests.factories import SYSTEM, new_run
+from runs.models import RunEvent, RunStatus
+from tests.factories import SYSTEM, make_due, new_run
 
 pytestmark = pytest.mark.django_db
 
@@ -78,7 +78,7 @@ def test_a_step_outcome_is_written_once_its_audit_record_and_told_from_it(receiv
         ["succeeded", "succeeded", "retry_scheduled"])
     # Once each, however often the publisher runs; the next outcome is told in its turn.
     assert webhooks.publish().queued == 0
-    Run.objects.filter(pk=run.pk).update(next_wake_at=timezone.now())  # the retry is due
+    make_due(run)  # the retry is due
     executor.advance_run(run.pk, worker="w1")
     assert webhooks.publish().queued >= 1
     told = [json.loads(body)["step"]["name"] for _, body in receiver.requests

@@ -1,6 +1,7 @@
 """The audit trail is append-only (model and PostgreSQL trigger) and hash-chained; the
 verify_audit command names the first broken record."""
 
+
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -9,7 +10,7 @@ from django.db import DatabaseError, connection, transaction
 from audit.chain import verify_chain
 from audit.models import AppendOnlyError, AuditRecord
 from runs.execution import executor
-from tests.factories import new_run
+from tests.factories import make_due, new_run
 
 pytestmark = pytest.mark.django_db
 
@@ -71,11 +72,9 @@ def test_verify_audit_passes_then_names_the_first_tampered_record(completed_run,
 
 @pytest.mark.django_db
 def test_every_action_a_run_writes_is_named_in_the_one_enumeration(script):
-    from django.utils import timezone
 
     from audit.actions import AuditAction
     from runs.machine.errors import PermanentError, UnknownOutcome
-    from runs.models import Run
 
     script.plan["create-task"] = [UnknownOutcome("reset"), "effect-then-raise"]
     script.plan["book-shipment"] = [PermanentError("no carrier")]
@@ -84,7 +83,7 @@ def test_every_action_a_run_writes_is_named_in_the_one_enumeration(script):
         for _ in range(5):
             executor.advance_run(run.pk, worker="w1")
             # Due now rather than after the backoff.
-            Run.objects.filter(pk=run.pk, status="waiting").update(next_wake_at=timezone.now())
+            make_due(run, status="waiting")
     written = set(AuditRecord.objects.filter(run__in=runs).values_list("action", flat=True))
     assert len(written) > 8
     assert written <= set(AuditAction)

@@ -5,8 +5,8 @@ and the run waits for a person. The operator opens the run, finds the call with 
 reconciles that call with a reason, and the call becomes succeeded with the ledger entry the
 lookup by key found; the ledger holds exactly one entry."""
 
+
 import pytest
-from django.utils import timezone
 from playwright.sync_api import expect
 
 from audit.chain import Actor
@@ -15,8 +15,9 @@ from demo.sandbox import faults
 from demo.sandbox.models import LedgerEntry
 from runs.execution import executor
 from runs.machine import transitions
-from runs.models import AttentionReason, Run, RunStatus, ToolCall
+from runs.models import AttentionReason, RunStatus, ToolCall
 from tests.console.test_browser import SCREENSHOTS, browser, make_user, sign_in  # noqa: F401
+from tests.factories import make_due
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,7 +35,7 @@ def unknown_tool_call(live_sandbox, roles):
         executor.advance_run(run.pk, worker="w1")
         run.refresh_from_db()
         if run.status == RunStatus.WAITING and run.next_wake_at is not None:
-            Run.objects.filter(pk=run.pk).update(next_wake_at=timezone.now())
+            make_due(run)
         elif run.status != RunStatus.QUEUED:
             break
     assert run.attention_reason == AttentionReason.UNKNOWN_OUTCOME, run.status_message

@@ -15,8 +15,8 @@ from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.errors import PermanentError, TransientError
 from runs.machine.transitions.attempts import result_digest
-from runs.models import Run, RunEvent, RunStatus, Step, StepStatus
-from tests.factories import new_run, step
+from runs.models import RunEvent, RunStatus, Step, StepStatus
+from tests.factories import make_due, new_run, step
 
 pytestmark = pytest.mark.django_db
 
@@ -63,7 +63,7 @@ def test_each_attempt_of_a_retried_step_has_its_own_record_with_the_same_key(scr
     script.plan["create-task"] = [TransientError("503")]
     run = new_run()
     executor.advance_run(run.pk, worker="w1")
-    Run.objects.filter(pk=run.pk).update(next_wake_at=timezone.now())  # the retry is due
+    make_due(run)  # the retry is due
     executor.advance_run(run.pk, worker="w2")
     records = list(AuditRecord.objects.filter(run=run, step_name="create-task")
                    .order_by("seq"))
@@ -112,7 +112,7 @@ def test_an_undo_in_flight_gets_its_record_from_the_take_back_with_its_own_key(s
     assert taken_back["started_at"] == card.attempt_started_at.isoformat()
     # The next worker sends the undo again, with the same key, and records its outcome.
     assert card.status == StepStatus.COMPENSATING and card.lease_owner == ""
-    Run.objects.filter(pk=run.pk).update(next_wake_at=timezone.now())  # the sweep was "now"
+    make_due(run)  # the sweep was "now"
     assert executor.advance_run(run.pk, worker="w3") == RunStatus.COMPENSATED
     assert len(script.compensations) == 2
     call_command("verify_audit")

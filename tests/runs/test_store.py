@@ -20,7 +20,7 @@ from runs.machine.keys import step_key
 from runs.machine.single_pass import lock_key
 from runs.machine.transitions import Outcome
 from runs.models import Run, RunEvent, RunStatus, Step, StepStatus
-from tests.factories import SYSTEM, new_run, step
+from tests.factories import SYSTEM, make_due, new_run, step
 
 pytestmark = [pytest.mark.django_db, pytest.mark.store]
 
@@ -272,7 +272,7 @@ def test_executing_by_step_sums_each_attempt_from_its_start_to_its_record(script
     script.plan["fetch"] = [TransientError("503")]
     run = new_run()
     executor.advance_run(run.pk, worker="w1")
-    Run.objects.filter(pk=run.pk).update(next_wake_at=timezone.now())
+    make_due(run)
     executor.advance_run(run.pk, worker="w1")
     expected = {}
     for name, data, at in (AuditRecord.objects.filter(run=run).exclude(step_name="")
@@ -346,7 +346,7 @@ def test_a_transient_error_is_retried_when_due_with_the_same_key(script):
     assert run.next_wake_at is not None and step(run, "fetch").status == StepStatus.SCHEDULED
     assert transitions.claim_run(run.pk, worker="w1",
                                  now=run.next_wake_at - timedelta(seconds=1)) is None
-    Run.objects.filter(pk=run.pk).update(next_wake_at=timezone.now())
+    make_due(run)
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
     fetches = [c for c in script.calls if c[0] == "fetch"]
     assert [attempt for _, _, attempt in fetches] == [1, 2] and fetches[0][1] == fetches[1][1]
