@@ -34,7 +34,9 @@ def step(run: Run, name: str) -> Step:
 
 
 def make_due(run: Run, **match) -> None:
-    """Bring a run's wake-up forward to a second ago: claims read the database's clock, which
-    this process only estimates, so "now" here may still be the future there."""
-    Run.objects.filter(pk=run.pk, **match).update(
-        next_wake_at=timezone.now() - timedelta(seconds=1))
+    """Bring a run's wake-up, and its steps' next attempts, forward to a second ago: claims
+    read the database's clock, which this process only estimates, so "now" here may still be
+    the future there."""
+    past = timezone.now() - timedelta(seconds=1)
+    if Run.objects.filter(pk=run.pk, **match).update(next_wake_at=past):
+        Step.objects.filter(run=run, next_attempt_at__isnull=False).update(next_attempt_at=past)

@@ -12,8 +12,8 @@ from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.errors import PermanentError, TransientError, TransitionNotAllowed, UnknownOutcome
 from runs.machine.keys import step_key
-from runs.models import AttentionReason, ErrorClass, Run, RunStatus, Step, StepStatus
-from tests.factories import SYSTEM, new_run, step
+from runs.models import AttentionReason, ErrorClass, Run, RunStatus, StepStatus
+from tests.factories import SYSTEM, make_due, new_run, step
 
 pytestmark = pytest.mark.django_db
 
@@ -154,7 +154,7 @@ def test_unknown_outcome_not_found_resends_a_low_impact_step_with_the_same_key(s
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
     resend = AuditRecord.objects.get(run=run, action="reconciled")
     assert resend.data["verdict"] == "not found" and resend.data["attempt"] == 1
-    _make_due(run)
+    make_due(run)
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
     calls = [c for c in script.calls if c[0] == "create-task"]
     assert len(calls) == 2 and calls[0][1] == calls[1][1]
@@ -332,25 +332,19 @@ def test_a_receiver_that_ignores_keys_is_not_resent_until_not_found_can_be_trust
     assert transitions.claim_run(run.pk, worker="w2") is None  # not before the delay
     # The slow request lands meanwhile: the second lookup finds it and nothing is resent.
     script.effects[sent.idempotency_key] = "MSG-late"
-    _make_due(run)
+    make_due(run)
     assert executor.advance_run(run.pk, worker="w2") == RunStatus.COMPLETED
     assert step(run, "send").remote_ref == "MSG-late"
     assert [c[0] for c in script.calls] == ["send"]
-
-
-def _make_due(run):
-    past = timezone.now() - timedelta(seconds=1)
-    Run.objects.filter(pk=run.pk).update(next_wake_at=past)
-    Step.objects.filter(run=run, next_attempt_at__isnull=False).update(next_attempt_at=past)
 
 
 def test_not_found_after_the_lookup_delay_resends_once_with_the_same_key(script):
     script.plan["send"] = [UnknownOutcome("timeout")]
     run = new_run("test-messages")
     executor.advance_run(run.pk, worker="w1")
-    _make_due(run)  # the lookup after the delay finds nothing: a counted, backed-off resend
+    make_due(run)  # the lookup after the delay finds nothing: a counted, backed-off resend
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
-    _make_due(run)
+    make_due(run)
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
     calls = [c for c in script.calls if c[0] == "send"]
     assert len(calls) == 2 and calls[0][1] == calls[1][1]
