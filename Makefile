@@ -4,7 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 # Tests and the benchmark run on the machine's PostgreSQL and Redis (see bin/ensure-services).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/durable
-TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
+# pytest runs on both cores (pytest-xdist, one test process a core): process gwN takes the
+# Redis database of TEST_BROKER_URL plus N (tests/conftest.py) and a test database of its own.
+TEST_PROCESSES ?= 2
+TEST_BROKER_URL ?= redis://127.0.0.1:6379/12
+# Modules whose tests share a node id, which pytest-xdist would run once: run without -n.
+SERIAL_TESTS := tests/api/test_schemathesis.py
 # make test runs the store tests (runs.store) again on SQLite, the demo's embedded database,
 # kept here with its lock files.
 STORE_TEST_DIR ?= /tmp/durable-store-tests
@@ -38,7 +43,10 @@ test: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	DATABASE_URL=$(LINT_DATABASE_URL) $(BIN)/python manage.py lint_migrations
-	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -q
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -q \
+		-n $(TEST_PROCESSES) --dist loadfile $(SERIAL_TESTS:%=--ignore=%)
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -q \
+		$(SERIAL_TESTS)
 	rm -rf $(STORE_TEST_DIR) && mkdir -p $(STORE_TEST_DIR)
 	DATABASE_URL=sqlite:///$(STORE_TEST_DIR)/durable.sqlite3 VAR_DIR=$(STORE_TEST_DIR) \
 		CELERY_BROKER_URL=$(TEST_BROKER_URL) STORE_TESTS_ON_SQLITE=1 \

@@ -11,6 +11,34 @@ STORE_TESTS_ON_SQLITE = "STORE_TESTS_ON_SQLITE"
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "store: runs.store's tests, run on PostgreSQL and on SQLite (make test)")
+    broker_per_test_process()
+
+
+def broker_per_test_process():
+    """Under pytest-xdist (make test runs `-n 2`) each test process has its own database
+    (pytest-django's suffix) and here its own Redis database for the broker and the rate
+    windows: the tests about workers flush the broker and count what is queued, which must
+    not be the other process's hints. Test process gwN takes the configured index plus N."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    from django.conf import settings
+
+    from console.celery import app as celery_app
+
+    url = settings.CELERY_BROKER_URL
+    if not url.startswith(("redis://", "rediss://")):
+        return
+    base, _, index = url.rpartition("/")
+    number = int(index or 0) + int(worker.removeprefix("gw"))
+    if number > 15:
+        raise pytest.UsageError(f"CELERY_BROKER_URL {url}: test process {worker} would use "
+                                f"Redis database {number}; choose a lower index")
+    # Celery's conf reads the variable CELERY_BROKER_URL before any setting.
+    os.environ["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL = f"{base}/{number}"
+    celery_app.conf.broker_url = settings.CELERY_BROKER_URL
+    if settings.RUNS_LIMITS_REDIS_URL == url:
+        settings.RUNS_LIMITS_REDIS_URL = settings.CELERY_BROKER_URL
 
 
 @pytest.fixture(autouse=True, scope="session")

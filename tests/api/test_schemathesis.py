@@ -5,9 +5,14 @@ document: status code, content type, headers and body schema.
 The document is the one the server serves (checked below), loaded at collection time so
 that each operation is a test of its own; schemathesis' fixture-based loader does not run
 on this project's pytest version.
+
+Those items share the function's node id, and pytest-xdist, which schedules by node id,
+would run one operation of the seventeen: this module runs in a pytest of its own, without
+-n (make test).
 """
 
 import json
+import os
 
 import pytest
 import schemathesis
@@ -17,6 +22,10 @@ from api.routes import api
 from api.tokens import token_create
 from runs.models import RunStatus, Step
 from tests.factories import new_run, place
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    pytest.fail("tests/api/test_schemathesis.py runs without -n: pytest-xdist would run one "
+                "of its operations (make test runs it on its own)", pytrace=False)
 
 TEST_WORKFLOWS = ["test-orders", "test-saga", "test-approval", "test-unsafe"]
 
