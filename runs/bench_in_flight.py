@@ -1,19 +1,22 @@
 """The threads mode's part of `make bench` (bench_runtime): steps that wait on a remote system,
 through one worker process holding many of them at once.
 
-One `celery --pool=threads` worker with a connection pool runs one-step runs whose step
-POSTs to a receiver that answers after a set delay (runs.bench_receiver.SlowReceiver):
+One `celery --pool=threads` worker with a connection pool runs runs whose steps POST to a
+receiver that answers after a set delay (runs.bench_receiver.SlowReceiver). Each batch's
+runs are created beforehand and then all woken; its clock runs from the first wake-up to the
+last run completed.
 
-- at 1 s, the figures of the targets: the most steps held at the receiver at once, steps/s
-  over IN_FLIGHT_BATCHES batches as large as the worker has threads (created beforehand,
-  then all woken: the clock runs from the first wake-up to the last run completed), and the
+- at 1 s, the figures of the targets, on runs of bench_workflows.STEPS such steps (a run's
+  start, wake-up hint and lease paid once for its calls, as in the runtime's own ten-step
+  bench): the most steps held at the receiver at once and on average, steps/s, and the
   worker's peak RSS meanwhile;
-- at LONG_DELAY (a model call's latency), the most steps held at once: a process holds its
-  steps/s times the latency;
+- at 1 s, the same on one-step runs, where every call also pays a run's wake-up and end:
+  IN_FLIGHT_BATCHES batches as large as the worker has threads;
+- at LONG_DELAY (a model call's latency), one-step runs: the most steps held at once (a
+  process holds its steps/s times the latency);
 - the worker's CPU per no-op Celery task (celery.accumulate, no database): what the broker
   and Celery cost per wake-up hint, the floor under the worker CPU of a one-step run.
 """
-
 import time
 import uuid
 from pathlib import Path
@@ -59,14 +62,19 @@ def measure(out, tmp: Path, threads: int, pool: int) -> dict:
             # connection (one batch as large as the timed ones).
             _batch(worker, receiver, threads, label="in-flight warm-up")
             receiver.max_holding = 0
+            one_step = _batch(worker, receiver, IN_FLIGHT_BATCHES * threads,
+                              label="in-flight, one-step runs")
+            one_step["held"], receiver.max_holding = receiver.max_holding, 0
             # "5" resets the peak RSS (VmHWM) to the current RSS.
             Path(f"/proc/{worker.process.pid}/clear_refs").write_text("5")
-            batch = _batch(worker, receiver, IN_FLIGHT_BATCHES * threads, label="in-flight")
+            steps = _batch(worker, receiver, threads, label="in-flight", workflow=bw.remote_steps,
+                           steps=bw.STEPS)
+            steps["held"] = receiver.max_holding
             rss_kb = proc_status_kb(worker.process.pid, "VmHWM")
-            held_at_1s = receiver.max_holding
-        out.write(f"in-flight ({batch['elapsed']:.1f}s): {batch['steps']} steps, at most "
-                  f"{held_at_1s} at the receiver at once; worker CPU "
-                  f"{batch['cpu_ms_step']:.2f} ms/step")
+        for name, batch in (("one-step runs", one_step), (f"{bw.STEPS}-step runs", steps)):
+            out.write(f"in-flight, {name} ({batch['elapsed']:.1f}s): {batch['steps']} steps, "
+                      f"at most {batch['held']} at the receiver at once; worker CPU "
+                      f"{batch['cpu_ms_step']:.2f} ms/step")
         with SlowReceiver(delay=LONG_DELAY) as receiver:
             long = _batch(worker, receiver, 2 * threads, label=f"in-flight at {LONG_DELAY:g} s")
         out.write(f"in-flight at {LONG_DELAY:g} s ({long['elapsed']:.1f}s): {long['steps']} "
@@ -74,10 +82,11 @@ def measure(out, tmp: Path, threads: int, pool: int) -> dict:
         noop_ms = _noop_task_cpu_ms(worker)
     finally:
         worker.stop()
-    return {"in_flight": held_at_1s, "steps_s": batch["steps"] / batch["elapsed"],
+    return {"in_flight": steps["held"], "steps_s": steps["steps"] / steps["elapsed"],
             "rss_mb": rss_kb / 1024, "threads": threads, "pool": pool,
-            "steps": batch["steps"], "seconds": batch["elapsed"],
-            "sessions": batch["sessions"], "cpu_ms_step": batch["cpu_ms_step"],
+            "runs": threads, "steps": steps["steps"], "seconds": steps["elapsed"],
+            "sessions": max(steps["sessions"], one_step["sessions"]),
+            "cpu_ms_step": steps["cpu_ms_step"], "one_step": one_step,
             "in_flight_long": receiver.max_holding, "noop_task_cpu_ms": noop_ms}
 
 
@@ -88,18 +97,24 @@ def report(out, remote: dict) -> None:
     # Fewer threads than the target (a scaled-down --in-flight) say nothing about it.
     rss_verdict = ("n/a" if remote["threads"] < IN_FLIGHT_TARGET
                    else verdict(remote["rss_mb"] <= IN_FLIGHT_RSS_MB_TARGET))
-    out.write(f"in-flight steps: {remote['in_flight']}")
+    one = remote["one_step"]
+    average = remote["steps"] * 1.0 / remote["seconds"]  # steps times the 1 s each is held
+    out.write(f"in-flight steps: {remote['in_flight']} (on average {average:.0f})")
     out.write(f"steps/s at 1 s remote latency: {remote['steps_s']:.1f}")
     out.write(f"worker RSS MB at {remote['threads']} in flight: {remote['rss_mb']:.0f}")
+    out.write(f"one-step runs at 1 s remote latency: {one['steps'] / one['elapsed']:.1f} steps/s, "
+              f"at most {one['held']} in flight")
     out.write(f"in-flight steps at {LONG_DELAY:g} s remote latency: "
               f"{remote['in_flight_long']}")
     noop = remote["noop_task_cpu_ms"]
-    out.write(f"worker CPU ms per one-step run: {remote['cpu_ms_step']:.2f}, of which a no-op "
-              f"Celery task costs {'n/a' if noop is None else format(noop, '.2f')}")
-    out.write(f"in-flight: {remote['steps']} one-step runs against a receiver answering "
-              f"after 1 s, through celery --pool=threads --concurrency={remote['threads']} "
-              f"with DB_POOL_MAX_SIZE={remote['pool']}, in {remote['seconds']:.1f}s; at "
-              f"most {remote['sessions']} database sessions of the worker at once")
+    out.write(f"worker CPU ms per step of a {bw.STEPS}-step run: {remote['cpu_ms_step']:.2f}; "
+              f"per one-step run: {one['cpu_ms_step']:.2f}, of which a no-op Celery task "
+              f"costs {'n/a' if noop is None else format(noop, '.2f')}")
+    out.write(f"in-flight: {remote['runs']} runs of {bw.STEPS} steps, each step a call to a "
+              f"receiver answering after 1 s, through celery --pool=threads "
+              f"--concurrency={remote['threads']} with DB_POOL_MAX_SIZE={remote['pool']}, in "
+              f"{remote['seconds']:.1f}s; at most {remote['sessions']} database sessions of "
+              f"the worker at once")
     out.write(
         "targets: "
         f"in-flight steps >= {IN_FLIGHT_TARGET} "
@@ -110,13 +125,16 @@ def report(out, remote: dict) -> None:
         f"({rss_verdict})")
 
 
-def _batch(worker: Worker, receiver: SlowReceiver, runs: int, *, label: str) -> dict:
+def _batch(worker: Worker, receiver: SlowReceiver, runs: int, *, label: str,
+           workflow=bw.remote, steps: int = 1) -> dict:
+    """`runs` runs of `workflow` (of `steps` steps each), created beforehand and then all
+    woken; the clock runs from the first wake-up to the last run completed."""
     actor = Actor.system("bench")
     batch = uuid.uuid4().hex[:12]
-    run_ids = [start_run(workflow=bw.remote.name, business_key=f"{batch}-{i}",
+    run_ids = [start_run(workflow=workflow.name, business_key=f"{batch}-{i}",
                          input={"n": i, "url": receiver.url}, actor=actor,
                          wake=False)[0].pk for i in range(runs)]
-    deadline = time.monotonic() + 60 + runs / 10 + receiver.delay
+    deadline = time.monotonic() + 60 + runs * steps / 10 + steps * receiver.delay
     sessions, sampled = 0, 0.0
     cpu_before = proc_cpu_seconds(worker.process.pid)
     started = time.perf_counter()
@@ -140,9 +158,9 @@ def _batch(worker: Worker, receiver: SlowReceiver, runs: int, *, label: str) -> 
     if stuck.exists():
         raise CommandError(f"{label}: {stuck.count()} of {runs} runs did not complete: "
                            f"{list(stuck.values_list('pk', 'status', 'status_message')[:3])}")
-    return {"elapsed": elapsed, "steps": runs, "sessions": sessions,
+    return {"elapsed": elapsed, "steps": runs * steps, "sessions": sessions,
             "cpu_ms_step": 1000 * (proc_cpu_seconds(worker.process.pid) - cpu_before)
-            / runs}
+            / (runs * steps)}
 
 
 def _noop_task_cpu_ms(worker: Worker) -> float:

@@ -53,3 +53,25 @@ def call_remote(ctx):
 @call_remote.reconcile
 def find_remote_effect(ctx):
     return look_up_effect(ctx)
+
+
+# The same call in each of STEPS steps of one run: a run's start, its wake-up hint and its
+# lease are paid once for STEPS calls, as in a workflow that asks a model several times.
+remote_steps = Workflow(f"bench-remote-1s-{STEPS}", version=1, input=RemoteIn)
+
+
+def _declare_remote_step(i: int):
+    @remote_steps.write(f"call-remote-{i}", honours_key=True, lookup_delay=1.0,
+                        contract=Contract(evidence="effect id", rule="reconcile by key",
+                                          owner="bench"))
+    def call(ctx):
+        return send_effect(ctx)
+
+    @call.reconcile
+    def find(ctx):
+        return look_up_effect(ctx)
+
+    return call
+
+
+REMOTE_STEPS = [_declare_remote_step(i) for i in range(1, STEPS + 1)]
