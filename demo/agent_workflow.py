@@ -89,6 +89,9 @@ triage = triage_invoices.agent(
     contract=Contract(evidence="each tool call's remote reference (task id, ledger entry)",
                       rule="reconcile each call by its key; a person approves postings "
                            f"from {THRESHOLD} EUR", owner="finance-ops"),
+    # Its turns keep the model endpoint's rate limit and Retry-After, where one is declared
+    # (runs.machine.limits.rate_limit("the model", per_second=N)).
+    model_system="the model",
 )
 
 

@@ -24,7 +24,7 @@ import openai
 from django.conf import settings
 
 from runs.machine import tracing
-from runs.machine.errors import PermanentError, TransientError, key_reused
+from runs.machine.errors import PermanentError, TransientError, key_reused, retry_after_of
 
 
 class _RemoteSystem:
@@ -171,7 +171,7 @@ class ModelClient:
                                  f"{type(exc).__name__}") from exc
         except openai.RateLimitError as exc:
             raise TransientError("model endpoint rate limit (HTTP 429)",
-                                 retry_after=_retry_after(exc.response)) from exc
+                                 retry_after=retry_after_of(exc.response)) from exc
         except openai.APIStatusError as exc:
             # 501: the endpoint does not do this at all (not done, and never will be).
             error = TransientError if exc.status_code >= 500 and exc.status_code != 501 \
@@ -199,13 +199,6 @@ def _error_detail(body) -> str:
     if isinstance(body, dict):
         body = body.get("message") or body.get("error") or body
     return str(body)[:300]
-
-
-def _retry_after(response) -> float | None:
-    try:
-        return max(float(response.headers.get("Retry-After")), 0.0)
-    except (TypeError, ValueError):
-        return None
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ step's errors (retried by the step's policy, stored turns reused).
 """
 
 import dataclasses
+import functools
 import json
 import logging
 
@@ -27,9 +28,15 @@ from django.conf import settings
 
 from ..agent_models import ToolCall, ToolCallStatus
 from ..definitions import definition
-from ..machine import crashpoints, lookups, sensitive, tracing, transitions
+from ..machine import crashpoints, limits, lookups, sensitive, tracing, transitions
 from ..machine.context import StepContext
-from ..machine.errors import Classified, PermanentError, TransientError, classify
+from ..machine.errors import (
+    Classified,
+    PermanentError,
+    TransientError,
+    classify,
+    retry_after_of,
+)
 from ..machine.transitions import agent_calls as calls_tx
 from ..machine.transitions import agent_compensation as undo_tx
 from ..machine.transitions import agent_turns as turns_tx
@@ -90,20 +97,32 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
             conversation = messages(spec, ctx, turns, calls)
             cut = agent_history.summary_cut(spec.context_budget, spec.keep_turns,
                                             conversation, turns)
-            try:
-                with tracing.step_span(ctx, kind="model", what="model call"):
-                    if cut is None:
-                        turn = ask_model(client, spec, conversation)
-                    else:
-                        turn = ask_for_summary(client, spec, cut,
-                                               messages(spec, ctx, turns, calls, until=cut))
-            except Exception as exc:
-                return transitions.Outcome(succeeded=False, error=classify(exc))
-            lease = turns_tx.record_agent_turn(lease, step, turn)
+            asked = limits.call_within_limits(
+                spec.model_system, ctx, functools.partial(
+                    _ask, client, spec, ctx, conversation,
+                    None if cut is None else (cut, messages(spec, ctx, turns, calls, until=cut))))
+            if not asked.succeeded:
+                return asked
+            lease = turns_tx.record_agent_turn(lease, step, asked.value)
             crashpoints.reach(AFTER_TURN if cut is None else agent_history.AFTER_SUMMARY, name)
     finally:
         if client is not None:
             client.close()
+
+
+def _ask(client, spec: definition.AgentSpec, ctx: StepContext, conversation: list[dict],
+         summary: tuple[int, list[dict]] | None) -> transitions.Outcome:
+    """One model turn (or, with `summary`, the summary of the turns before its cut) as an
+    Outcome whose value is the turn."""
+    try:
+        with tracing.step_span(ctx, kind="model", what="model call"):
+            if summary is None:
+                turn = ask_model(client, spec, conversation)
+            else:
+                turn = ask_for_summary(client, spec, *summary)
+    except Exception as exc:
+        return transitions.Outcome(succeeded=False, error=classify(exc))
+    return transitions.Outcome(succeeded=True, value=turn)
 
 
 def _run_call(lease, step: Step, spec: definition.AgentSpec, ctx: StepContext, call: ToolCall):
@@ -121,7 +140,9 @@ def _run_call(lease, step: Step, spec: definition.AgentSpec, ctx: StepContext, c
     else:
         call_ctx = tool_context(ctx, call)
         with tracing.step_span(call_ctx, kind="tool", what=f"tool {call.tool}") as span:
-            outcome = call_tool(tool, call_ctx, args)
+            # Within its system's rate, as a step's call (runs.machine.limits).
+            outcome = limits.call_within_limits(tool.system, call_ctx,
+                                                lambda: call_tool(tool, call_ctx, args))
             tracing.record_outcome(span, outcome)
     crashpoints.reach(crashpoints.AFTER_CALL, point)
     return calls_tx.record_tool_outcome(lease, step, call, outcome)
@@ -275,7 +296,8 @@ def ask_model(client: openai.OpenAI, spec: definition.AgentSpec, conversation: l
         raise TransientError(f"model endpoint unreachable or too slow: "
                              f"{type(exc).__name__}") from exc
     except openai.RateLimitError as exc:
-        raise TransientError("model endpoint rate limit (HTTP 429)") from exc
+        raise TransientError("model endpoint rate limit (HTTP 429)",
+                             retry_after=retry_after_of(exc.response)) from exc
     except openai.APIStatusError as exc:
         # 501: the endpoint does not do this at all (not done, and never will be).
         error = TransientError if exc.status_code >= 500 and exc.status_code != 501 \

@@ -228,7 +228,7 @@ class Workflow:
               retry: RetryPolicy = DEFAULT_POLICY, version: int = 1,
               contract: Contract | None = None,
               approval: ApprovalPolicy | None = None, context_budget: int = 0,
-              keep_turns: int = 2) -> "AgentSpec":
+              keep_turns: int = 2, model_system: str = "") -> "AgentSpec":
         """An agent step: a model (through the openai client, against settings.MODEL_BASE_URL;
         `model` defaults to settings.MODEL_NAME) that chooses which of the step's tools to call
         for several turns, within `budget`. Every turn is stored before any tool it asks for
@@ -236,7 +236,10 @@ class Workflow:
         the model calls. `approval` (see tool_approval) says who approves the tool calls
         that wait for a person, unless a tool declares its own. `context_budget` (estimated
         tokens, 0: none) bounds what each model turn is sent: past it, the turns before the
-        last `keep_turns` are summarised by a stored model turn (see runs.agents.agent_history)."""
+        last `keep_turns` are summarised by a stored model turn (see runs.agents.agent_history).
+        `model_system` names the model endpoint as a remote system, whose rate limit
+        (runs.machine.limits.rate_limit) and Retry-After its turns keep, as tool calls keep
+        their tools' `system`."""
         if any(s.name == name for s in self.steps):
             raise ValueError(f"workflow {self.name}: step {name!r} declared twice")
         if schema_error_budget < 0:
@@ -250,7 +253,8 @@ class Workflow:
                          model=model, system_prompt=system_prompt,
                          budget=budget or AgentBudget(),
                          schema_error_budget=schema_error_budget, approval=approval,
-                         context_budget=context_budget, keep_turns=keep_turns)
+                         context_budget=context_budget, keep_turns=keep_turns,
+                         model_system=model_system)
         self.steps.append(spec)
         return spec
 
@@ -370,6 +374,8 @@ class AgentSpec(StepDef):
     # turn; the model is then sent the summary instead of them (runs.agents.agent_history).
     context_budget: int = 0
     keep_turns: int = 2
+    # The model endpoint as a remote system, for its rate limit (runs.machine.limits).
+    model_system: str = ""
 
     def tool(self, name: str, *, args: type[BaseModel], kind: str = READ, impact: str = LOW,
              honours_keys: bool = False, redact: tuple[str, ...] = (),

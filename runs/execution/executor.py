@@ -99,7 +99,7 @@ def _work_once(lease: transitions.Lease, step, spec: definition.StepDef,
             outcome = call_compensation(spec, ctx)
         else:
             # Within its remote system's rate, shared by every worker (runs.machine.limits).
-            outcome = limits.call_within_limits(spec, ctx, call_step)
+            outcome = limits.call_within_limits(spec.system, ctx, lambda: call_step(spec, ctx))
         tracing.record_outcome(span, outcome)
     crashpoints.reach(crashpoints.AFTER_CALL, point)
     if outcome.succeeded:

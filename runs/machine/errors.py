@@ -160,7 +160,8 @@ def key_reused(response: httpx.Response) -> IdempotencyKeyReused | None:
         receiver=f"{response.request.url.host}{response.request.url.path}")
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def retry_after_of(response: httpx.Response) -> float | None:
+    """The seconds of a response's Retry-After header (None without one, or unreadable)."""
     value = response.headers.get("Retry-After")
     try:
         return max(float(value), 0.0) if value is not None else None
@@ -195,7 +196,7 @@ def classify(exc: BaseException, *,
             return Classified(ErrorClass.PERMANENT, f"{message} (not implemented: the "
                               "receiver did nothing)")
         if status in _TRANSIENT_STATUSES:
-            return Classified(ErrorClass.TRANSIENT, message, _retry_after(exc.response))
+            return Classified(ErrorClass.TRANSIENT, message, retry_after_of(exc.response))
         if status in _UNKNOWN_STATUSES:
             return Classified(ErrorClass.UNKNOWN, message)
         if 400 <= status < 500:

@@ -16,7 +16,7 @@ holds under any number of workers. A run refused stays queued (or waiting) as it
 held run of its workflow lets go (runs.tasks.advance_run calls `wake_after_release`), the
 next queued ones are woken, and the sweeper finds any left over.
 
-Per remote system (a step's `system`):
+Per remote system (a step's or a tool's `system`, an agent's `model_system`):
   rate_limit(system, per_second=N)  no more than N calls in any window of one second, by
                    every worker on every machine together: a sliding-window log in Redis,
                    timed by the Redis server's clock (not a worker's). A worker waits for its
@@ -265,14 +265,14 @@ def honour_retry_after(system: str, seconds: float | None) -> None:
         _windows().block(system, seconds)
 
 
-def call_within_limits(spec: definition.StepDef, ctx, call: Callable):
-    """Call a step through its system's rate limit; a Retry-After in its answer blocks
-    the system for everyone."""
-    system = spec.system
+def call_within_limits(system: str, ctx, call: Callable[[], object]):
+    """Make one call to `system` (a step's, a tool call's or a model turn's: `call` returns
+    its Outcome) within the system's rate; a Retry-After in its answer blocks the system for
+    everyone."""
     if not system or system not in _systems:
-        return call(spec, ctx)
+        return call()
     wait_for_turn(system, heartbeat=ctx.heartbeat)
-    outcome = call(spec, ctx)
+    outcome = call()
     error = getattr(outcome, "error", None)
     if error is not None and error.retry_after:
         honour_retry_after(system, error.retry_after)
