@@ -182,7 +182,8 @@ def ask_tool_remote(tool: definition.ToolSpec | None, ctx: StepContext, call: To
     if tool is None or tool.reconcile_fn is None:
         return None, ""
     args = tool.args.model_validate(sensitive.opened(call.arguments))
-    return lookups.ask(lambda: tool.reconcile_fn(ctx, args))
+    return lookups.ask(ctx, kind="tool", what=f"lookup {call.tool}",
+                       reconcile=lambda: tool.reconcile_fn(ctx, args))
 
 
 def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentSpec,

@@ -79,10 +79,8 @@ def _work_once(lease: transitions.Lease, step, spec: definition.StepDef,
         return transitions.record_outcome(lease, lease.by_name(step.name), result)
     if lease.settle_first:
         release_connection()
-        with tracing.step_span(ctx, kind=spec.kind, what="lookup") as span, \
-                heartbeats.held(lease):
+        with heartbeats.held(lease):
             verdict, error = ask_remote(spec, ctx)
-            tracing.record_verdict(span, verdict, error)
         logger.info("step %s: outcome unknown; lookup by key: %s", step.name,
                     verdict or "no reconcile function")
         return transitions.settle_unknown(lease, step, verdict, error=error)
@@ -193,7 +191,8 @@ def ask_remote(spec: definition.StepDef, ctx: StepContext):
     """
     if spec.reconcile_fn is None:
         return None, ""
-    verdict, error = lookups.ask(spec.reconcile_fn, ctx)
+    verdict, error = lookups.ask(ctx, kind=spec.kind, what="lookup",
+                                 reconcile=lambda: spec.reconcile_fn(ctx))
     if isinstance(verdict, definition.Found) and spec.sensitive:
         verdict = dataclasses.replace(verdict,
                                       result=sensitive.seal_fields(verdict.result,

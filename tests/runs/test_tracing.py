@@ -11,8 +11,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 from django.utils import timezone
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 from audit.chain import Actor
@@ -24,14 +22,6 @@ from runs.operator.actions import ACTIONS, ActionInput
 from tests.factories import new_run, step
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def spans():
-    exporter = InMemorySpanExporter()
-    tracing.use_provider(tracing.provider(SimpleSpanProcessor(exporter)))
-    yield exporter
-    tracing.use_provider(None)
 
 
 def test_one_trace_per_run_with_a_crash_and_a_retry(spans, script):
@@ -121,3 +111,13 @@ def test_traceparent_goes_out_to_the_receiver_from_the_step_span(spans):
 def test_tracing_is_off_by_default():
     assert not tracing.enabled()
     assert tracing.configure() is False              # no OTLP endpoint configured
+
+
+def test_a_steps_lookup_by_key_is_a_span_with_its_verdict(spans, script):
+    script.plan["create-task"] = ["effect-then-raise"]
+    run = new_run()
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
+    (lookup,) = [s for s in spans.get_finished_spans() if s.name == "lookup create-task"]
+    assert lookup.attributes["idempotency.key"] == step(run, "create-task").idempotency_key
+    assert lookup.attributes["lookup.verdict"] == "Found"
+    assert script.reconcile_calls == [("create-task", step(run, "create-task").idempotency_key)]
