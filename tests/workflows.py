@@ -642,3 +642,29 @@ saga_agent = saga_call.agent("act", system_prompt="Act.")
 @saga_agent.tool("note", kind="write", honours_keys=True, args=NoteArgs, retry=FAST)
 def saga_note_tool(ctx, args):
     raise AssertionError("driven by hand")
+
+
+# A timer and an event wait, each followed by a keyed write to a receiver over HTTP
+# (runs.bench_receiver.SlowReceiver, which counts the POSTs per key), for the tests that
+# kill a real worker around the write after the wait (tests/runs/test_waits_under_crashes.py).
+napper = Workflow("test-nap-then-send", version=1, input=RemoteIn)
+napper.sleep("nap", duration=timedelta(seconds=1))
+payee = Workflow("test-event-then-send", version=1, input=RemoteIn)
+payee.wait_for_event("payment", event="payment.settled", schema=PaymentSettled,
+                     timeout=timedelta(hours=1), on_timeout="fail")
+
+
+def _send_after_the_wait(workflow: Workflow) -> None:
+    @workflow.write("send", honours_key=True, lookup_delay=0.2, retry=FAST,
+                    contract=Contract(evidence="effect id", rule="reconcile by key",
+                                      owner="ops"))
+    def send(ctx):
+        return send_effect(ctx)
+
+    @send.reconcile
+    def find_sent(ctx):
+        return look_up_effect(ctx)
+
+
+for _waiting in (napper, payee):
+    _send_after_the_wait(_waiting)

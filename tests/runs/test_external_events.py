@@ -204,6 +204,9 @@ def test_the_run_page_says_what_it_waits_for_and_delivers_by_hand(admin_client, 
     run = waiting()
     page = admin_client.get(f"/runs/{run.pk}/").content.decode()
     assert "waits for the event payment.settled" in page and "Deliver event" in page
+    # Since when, and until when it waits, in the status line.
+    began, until = step(run, "payment").started_at, step(run, "payment").next_attempt_at
+    assert f"since {began:%Y-%m-%d %H:%M:%S}" in page and f"until {until:%Y-%m-%d %H:%M:%S}" in page
     assert 'name="evidence" id="payload-' in page
     admin_client.post(f"/runs/{run.pk}/event_received/", {
         "seen": str(run.audit_seq), "reason": "confirmed by the PSP's support",

@@ -14,7 +14,7 @@ from runs.execution import sweeper
 from runs.machine import limits, transitions
 from runs.models import Run, RunStatus
 from tests.factories import SYSTEM, new_run
-from tests.processes import kill_hard, start_worker, wait_for
+from tests.processes import kill_hard, manage, start_worker, wait_for
 
 
 class LimitedReceiver:
@@ -165,6 +165,24 @@ def test_a_retry_after_blocks_the_system_for_every_caller():
         assert time.monotonic() - started >= 0.5
     finally:
         limits.forget(system="blocked-system")
+
+
+def test_a_retry_after_given_to_another_process_holds_this_one():
+    """The block lives in Redis, beside the rate's window: a worker process that met a 429
+    holds every other process (here a management shell, then this test's process)."""
+    limits.rate_limit("blocked-elsewhere", per_second=100)
+    try:
+        blocker = manage("shell", "-c",
+                         "from runs.machine import limits; "
+                         "limits.rate_limit('blocked-elsewhere', per_second=100); "
+                         "limits.honour_retry_after('blocked-elsewhere', 5.0)")
+        _, err = blocker.communicate(timeout=60)
+        assert blocker.returncode == 0, err
+        waited = limits.wait_for_turn("blocked-elsewhere")
+        # The rest of the other process's 5 s block, less the time it took to exit.
+        assert waited >= 2.0
+    finally:
+        limits.forget(system="blocked-elsewhere")
 
 
 @pytest.mark.django_db
