@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 from pydantic import BaseModel
 
-from .definitions.definition import Found, NotFound, StepResult
+from .definitions.definition import Contract, Found, NotFound, StepDef, StepResult, Workflow
 
 REMOTE_TIMEOUT_SECONDS = 10.0
 
@@ -147,3 +147,15 @@ def look_up_effect(ctx) -> Found | NotFound:
         return NotFound()
     response.raise_for_status()
     return Found(response.json()["id"])
+
+
+def declare_remote_write(workflow: Workflow, name: str, *, owner: str, lookup_delay: float = 1.0,
+                         **options) -> StepDef:
+    """Declare on `workflow` a write step that POSTs to the run's receiver with its key
+    (send_effect) and is looked up by that key (look_up_effect); `options` as for
+    Workflow.write (a retry policy, an impact)."""
+    step = workflow.write(name, honours_key=True, lookup_delay=lookup_delay,
+                          contract=Contract(evidence="effect id", rule="reconcile by key",
+                                            owner=owner), **options)(send_effect)
+    step.reconcile(look_up_effect)
+    return step

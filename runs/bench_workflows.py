@@ -3,8 +3,8 @@
 
 from pydantic import BaseModel
 
-from .bench_receiver import RemoteIn, look_up_effect, send_effect
-from .definitions.definition import Contract, Workflow
+from .bench_receiver import RemoteIn, declare_remote_write
+from .definitions.definition import Workflow
 
 STEPS = 10
 LARGE_RESULT_BYTES = 10 * 1024 * 1024
@@ -42,36 +42,10 @@ def produce(ctx):
 # One write step to a remote system that answers after a second (runs.bench_receiver): the
 # step spends nearly all its time waiting, which a worker in the threads mode overlaps.
 remote = Workflow("bench-remote-1s", version=1, input=RemoteIn)
-
-
-@remote.write("call-remote", honours_key=True, lookup_delay=1.0,
-              contract=Contract(evidence="effect id", rule="reconcile by key", owner="bench"))
-def call_remote(ctx):
-    return send_effect(ctx)
-
-
-@call_remote.reconcile
-def find_remote_effect(ctx):
-    return look_up_effect(ctx)
-
+declare_remote_write(remote, "call-remote", owner="bench")
 
 # The same call in each of STEPS steps of one run: a run's start, its wake-up hint and its
 # lease are paid once for STEPS calls, as in a workflow that asks a model several times.
 remote_steps = Workflow(f"bench-remote-1s-{STEPS}", version=1, input=RemoteIn)
-
-
-def _declare_remote_step(i: int):
-    @remote_steps.write(f"call-remote-{i}", honours_key=True, lookup_delay=1.0,
-                        contract=Contract(evidence="effect id", rule="reconcile by key",
-                                          owner="bench"))
-    def call(ctx):
-        return send_effect(ctx)
-
-    @call.reconcile
-    def find(ctx):
-        return look_up_effect(ctx)
-
-    return call
-
-
-REMOTE_STEPS = [_declare_remote_step(i) for i in range(1, STEPS + 1)]
+for i in range(1, STEPS + 1):
+    declare_remote_write(remote_steps, f"call-remote-{i}", owner="bench")

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from pydantic import BaseModel
 
-from runs.bench_receiver import RemoteIn, look_up_effect, send_effect
+from runs.bench_receiver import RemoteIn, declare_remote_write
 from runs.definitions.declarations import tool_approval
 from runs.definitions.definition import Contract, Found, NotFound, StepResult, Workflow
 from runs.definitions.retry import RetryPolicy
@@ -510,21 +510,8 @@ payment_wait_fail = _payment_workflow("test-payment-fail", "fail")
 two_calls = Workflow("test-two-remote-calls", version=1, input=RemoteIn)
 
 
-def _declare_remote_call(name: str):
-    @two_calls.write(name, honours_key=True, lookup_delay=1.0,
-                     contract=Contract(evidence="effect id", rule="reconcile by key",
-                                       owner="ops"))
-    def call(ctx):
-        return send_effect(ctx)
-
-    @call.reconcile
-    def find(ctx):
-        return look_up_effect(ctx)
-
-    return call
-
-
-REMOTE_CALLS = [_declare_remote_call(name) for name in ("first-call", "second-call")]
+REMOTE_CALLS = [declare_remote_write(two_calls, name, owner="ops")
+                for name in ("first-call", "second-call")]
 
 
 # The stop verdict enforced (runs.machine.transitions.stop_gate): a high-impact payment to a real
@@ -654,17 +641,5 @@ payee.wait_for_event("payment", event="payment.settled", schema=PaymentSettled,
                      timeout=timedelta(hours=1), on_timeout="fail")
 
 
-def _send_after_the_wait(workflow: Workflow) -> None:
-    @workflow.write("send", honours_key=True, lookup_delay=0.2, retry=FAST,
-                    contract=Contract(evidence="effect id", rule="reconcile by key",
-                                      owner="ops"))
-    def send(ctx):
-        return send_effect(ctx)
-
-    @send.reconcile
-    def find_sent(ctx):
-        return look_up_effect(ctx)
-
-
 for _waiting in (napper, payee):
-    _send_after_the_wait(_waiting)
+    declare_remote_write(_waiting, "send", owner="ops", lookup_delay=0.2, retry=FAST)
