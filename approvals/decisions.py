@@ -223,15 +223,16 @@ def _apply(approval: ApprovalRequest, now: datetime) -> None:
         requester = Actor(kind=AuditRecord.ActorKind.USER,
                           label=approval.snapshot.get("requested_by", ""),
                           user_id=approval.requested_by_id)
-        if approval.params.get("bulk_job"):
-            # One request for the runs of a bulk job that needed a second person.
-            apply_approved(approval.params["bulk_job"], actor=requester,
-                           approved_by=_decider(approval))
-            return
-        ACTIONS[approval.action].perform(
-            approval.run_id, actor=requester, approved_by=_decider(approval),
-            given=ActionInput(reason=approval.snapshot.get("reason", ""),
-                              step=dict(approval.params).get("step", "")))
+        with transitions.applying_decision(str(approval.decision_id or "")):
+            if approval.params.get("bulk_job"):
+                # One request for the runs of a bulk job that needed a second person.
+                apply_approved(approval.params["bulk_job"], actor=requester,
+                               approved_by=_decider(approval))
+                return
+            ACTIONS[approval.action].perform(
+                approval.run_id, actor=requester, approved_by=_decider(approval),
+                given=ActionInput(reason=approval.snapshot.get("reason", ""),
+                                  step=dict(approval.params).get("step", "")))
         return
     if approval.kind == RequestKind.TOOL_CALL:
         # The one rule of tool call approvals (the call still waits, with arguments of

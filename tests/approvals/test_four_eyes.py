@@ -144,3 +144,21 @@ def test_the_transition_refuses_a_terminate_without_the_second_person(stopped_ru
         ACTIONS["terminate"].perform(stopped_run.pk, actor=Actor.for_user(olga),
                                      given=ActionInput(reason="fraud"))
     assert Run.objects.get(pk=stopped_run.pk).status == RunStatus.ATTENTION
+
+
+def test_a_four_eyes_decision_is_recorded_with_its_id_and_recognised_by_it(
+        stopped_run, operators, t0):
+    olga, omar = operators
+    request, _ = four_eyes.request_operator_action(
+        stopped_run, action="terminate", requested_by=olga, reason="vendor fraud", now=t0)
+    decision_id = uuid.uuid4()
+    decisions.decide(request.pk, user=omar, approved=True, decision_id=decision_id, now=t0)
+    record = AuditRecord.objects.get(run=stopped_run, action="terminated")
+    assert record.data["decision_id"] == str(decision_id)
+    assert record.data["approved_by"] == "omar" and record.actor_label == "olga"
+    # As if the request had not been marked settled: applying it again finds the run's
+    # record by the decision's id, takes no action and records no refusal.
+    ApprovalRequest.objects.filter(pk=request.pk).update(settled_at=None)
+    assert decisions.apply_to_run(request.pk, now=t0)
+    request.refresh_from_db()
+    assert request.apply_error == "" and _terminations(stopped_run) == 1

@@ -53,6 +53,7 @@ from .kernel import (
 from .lease_cycle import claim_run, record_outcome
 from .leases import expire_lease, expire_leases, heartbeat, heartbeat_many
 from .operator import (
+    applying_decision,
     ask_again,
     cancel,
     compensate,
@@ -98,5 +99,5 @@ __all__ = [
     "settle_unknown", "sleeping_step", "start_run", "step_refusal", "terminate", "wake_timer",
     "DuplicateEvent", "awaiting_ref", "deliver_event", "deliver_event_by_hand", "skip_event",
     "waiting_event_step", "unsettled_effects", "within_caller_transaction",
-    "rerun_from_step", "rerun_range", "standing_effects",
+    "rerun_from_step", "rerun_range", "standing_effects", "applying_decision",
 ]

@@ -5,6 +5,7 @@ refused, with nothing written, where operator_rules.refusal says it cannot succe
 second person must agree; runs.operator.actions is the table callers read."""
 
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -93,10 +94,27 @@ def operator_transition(run_id: int, action: str, *, actor: Actor, reason: str,
         yield Operation(change, run, steps, step, workflow_def)
 
 
+# The id of the second person's decision being applied (approvals.decisions, applying a
+# four-eyes request): recorded beside `approved_by`, so that the run's record of the action
+# names the decision it came from and a decision applied once is recognised by its id.
+_applied_decision: ContextVar[str] = ContextVar("applied_decision", default="")
+
+
+@contextmanager
+def applying_decision(decision_id: str):
+    """The operator transitions within write `decision_id` into their four-eyes data."""
+    token = _applied_decision.set(decision_id)
+    try:
+        yield
+    finally:
+        _applied_decision.reset(token)
+
+
 def four_eyes_data(data: dict | None, approved_by: Actor | None) -> dict | None:
     if approved_by is None:
         return data
-    return {**(data or {}), "approved_by": approved_by.label}
+    decision = {"decision_id": _applied_decision.get()} if _applied_decision.get() else {}
+    return {**(data or {}), "approved_by": approved_by.label, **decision}
 
 
 def resume(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
