@@ -24,7 +24,7 @@ import openai
 from django.conf import settings
 
 from runs.machine import tracing
-from runs.machine.errors import PermanentError, TransientError, key_reused, retry_after_of
+from runs.machine.errors import MODEL_CALL_ERRORS, key_reused, model_call_error
 
 
 class _RemoteSystem:
@@ -166,18 +166,8 @@ class ModelClient:
                           {"role": "user", "content": invoice_text(invoice)}],
                 response_format={"type": "json_object"},
             )
-        except openai.APIConnectionError as exc:  # includes APITimeoutError
-            raise TransientError(f"model endpoint unreachable or too slow: "
-                                 f"{type(exc).__name__}") from exc
-        except openai.RateLimitError as exc:
-            raise TransientError("model endpoint rate limit (HTTP 429)",
-                                 retry_after=retry_after_of(exc.response)) from exc
-        except openai.APIStatusError as exc:
-            # 501: the endpoint does not do this at all (not done, and never will be).
-            error = TransientError if exc.status_code >= 500 and exc.status_code != 501 \
-                else PermanentError
-            raise error(f"model endpoint refused: HTTP {exc.status_code}: "
-                        f"{_error_detail(exc.body)}") from exc
+        except MODEL_CALL_ERRORS as exc:
+            raise model_call_error(exc) from exc
         if not completion.choices:
             return ""
         return completion.choices[0].message.content or ""
@@ -192,13 +182,6 @@ def invoice_text(invoice: dict) -> str:
     return (f"Invoice {invoice.get('number', '')} from {invoice.get('vendor', '')}, "
             f"{invoice.get('amount', '')} {invoice.get('currency', '')}, issued "
             f"{invoice.get('issued_on', '')}.\nLines:\n{lines}")
-
-
-def _error_detail(body) -> str:
-    """The message of an API error body ({"message": ...} or a plain string), shortened."""
-    if isinstance(body, dict):
-        body = body.get("message") or body.get("error") or body
-    return str(body)[:300]
 
 
 @dataclass(frozen=True)

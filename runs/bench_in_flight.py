@@ -39,6 +39,8 @@ from .models import Run, RunStatus
 IN_FLIGHT_TARGET = 500
 REMOTE_STEPS_S_TARGET = 200
 IN_FLIGHT_RSS_MB_TARGET = 1000
+# The receiver's answer time of the target lines.
+REMOTE_LATENCY = 1.0
 # Batches of the 1 s measurement, each as many runs as the worker has threads: the first
 # fills the pipeline, the rest keep it full.
 IN_FLIGHT_BATCHES = 3
@@ -57,7 +59,7 @@ def measure(out, tmp: Path, threads: int, pool: int) -> dict:
         ready = worker.wait_ready()
         out.write(f"worker: celery threads --concurrency={threads}, DB_POOL_MAX_SIZE={pool}, "
                   f"ready in {ready:.2f}s (not timed)")
-        with SlowReceiver(delay=1.0) as receiver:
+        with SlowReceiver(delay=REMOTE_LATENCY) as receiver:
             # Warm-up: the worker's threads, pooled connections and each thread's HTTP
             # connection (one batch as large as the timed ones).
             _batch(worker, receiver, threads, label="in-flight warm-up")
@@ -98,7 +100,8 @@ def report(out, remote: dict) -> None:
     rss_verdict = ("n/a" if remote["threads"] < IN_FLIGHT_TARGET
                    else verdict(remote["rss_mb"] <= IN_FLIGHT_RSS_MB_TARGET))
     one = remote["one_step"]
-    average = remote["steps"] * 1.0 / remote["seconds"]  # steps times the 1 s each is held
+    # Each step is held REMOTE_LATENCY: held on average, the steps times that over the time.
+    average = remote["steps"] * REMOTE_LATENCY / remote["seconds"]
     out.write(f"in-flight steps: {remote['in_flight']} (on average {average:.0f})")
     out.write(f"steps/s at 1 s remote latency: {remote['steps_s']:.1f}")
     out.write(f"worker RSS MB at {remote['threads']} in flight: {remote['rss_mb']:.0f}")

@@ -1,8 +1,6 @@
 """Runs of the demo's invoice-triage agent for the tests that drive one in this process
 (against the sandbox over real HTTP: the tests take the live_sandbox fixture)."""
 
-
-
 from audit.chain import Actor
 from runs.execution import executor
 from runs.machine import transitions

@@ -1,6 +1,7 @@
 import os
 
 import pytest
+import redis
 from django.db import connection
 
 # The store tests (marked `store`) run on PostgreSQL with the rest, and again on SQLite, the
@@ -76,6 +77,13 @@ def _fresh_script():
     script.reset()
     yield script
     script.reset()
+
+
+@pytest.fixture
+def empty_broker(settings):
+    """An empty broker: no wake-up hint left by another test reaches this test's workers
+    (the test process's own Redis database, see broker_per_test_process)."""
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
 
 
 @pytest.fixture

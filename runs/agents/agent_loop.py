@@ -31,11 +31,11 @@ from ..definitions import definition
 from ..machine import crashpoints, limits, lookups, sensitive, tracing, transitions
 from ..machine.context import StepContext
 from ..machine.errors import (
+    MODEL_CALL_ERRORS,
     Classified,
-    PermanentError,
     TransientError,
     classify,
-    retry_after_of,
+    model_call_error,
 )
 from ..machine.transitions import agent_calls as calls_tx
 from ..machine.transitions import agent_compensation as undo_tx
@@ -97,10 +97,10 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
             conversation = messages(spec, ctx, turns, calls)
             cut = agent_history.summary_cut(spec.context_budget, spec.keep_turns,
                                             conversation, turns)
-            asked = limits.call_within_limits(
-                spec.model_system, ctx, functools.partial(
-                    _ask, client, spec, ctx, conversation,
-                    None if cut is None else (cut, messages(spec, ctx, turns, calls, until=cut))))
+            summary = None if cut is None else (cut, messages(spec, ctx, turns, calls, until=cut))
+            # A partial, not a lambda: the call is made here, in this pass of the loop.
+            asked = limits.call_within_limits(spec.model_system, ctx, functools.partial(
+                _ask, client, spec, ctx, conversation, summary))
             if not asked.succeeded:
                 return asked
             lease = turns_tx.record_agent_turn(lease, step, asked.value)
@@ -293,17 +293,8 @@ def ask_model(client: openai.OpenAI, spec: definition.AgentSpec, conversation: l
     try:
         completion = client.chat.completions.create(
             model=spec.model or settings.MODEL_NAME, messages=conversation, **offered)
-    except openai.APIConnectionError as exc:  # includes APITimeoutError
-        raise TransientError(f"model endpoint unreachable or too slow: "
-                             f"{type(exc).__name__}") from exc
-    except openai.RateLimitError as exc:
-        raise TransientError("model endpoint rate limit (HTTP 429)",
-                             retry_after=retry_after_of(exc.response)) from exc
-    except openai.APIStatusError as exc:
-        # 501: the endpoint does not do this at all (not done, and never will be).
-        error = TransientError if exc.status_code >= 500 and exc.status_code != 501 \
-            else PermanentError
-        raise error(f"model endpoint refused: HTTP {exc.status_code}") from exc
+    except MODEL_CALL_ERRORS as exc:
+        raise model_call_error(exc) from exc
     if not completion.choices:
         raise TransientError("the model answered with no choice")
     choice = completion.choices[0]

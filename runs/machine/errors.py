@@ -8,6 +8,7 @@ executor never guesses: an unknown outcome is never relabelled failed.
 from dataclasses import dataclass
 
 import httpx
+import openai
 
 from ..models import ErrorClass
 from .redaction import redact_text
@@ -167,6 +168,31 @@ def retry_after_of(response: httpx.Response) -> float | None:
         return max(float(value), 0.0) if value is not None else None
     except ValueError:
         return None
+
+
+# The failures of a model endpoint (openai client), read as a step's errors.
+MODEL_CALL_ERRORS = (openai.APIConnectionError, openai.APIStatusError)
+
+
+def model_call_error(exc: openai.APIConnectionError | openai.APIStatusError) -> StepError:
+    """A model endpoint's failure as a step error: unreachable or too slow, a 429 (with its
+    Retry-After) and a 5xx are transient; a 501 (the endpoint does not do this at all, and
+    never will) and any other 4xx are permanent."""
+    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+        return TransientError(f"model endpoint unreachable or too slow: {type(exc).__name__}")
+    if isinstance(exc, openai.RateLimitError):
+        return TransientError("model endpoint rate limit (HTTP 429)",
+                              retry_after=retry_after_of(exc.response))
+    error = TransientError if exc.status_code >= 500 and exc.status_code != 501 \
+        else PermanentError
+    return error(f"model endpoint refused: HTTP {exc.status_code}: {_error_detail(exc.body)}")
+
+
+def _error_detail(body) -> str:
+    """The message of an API error body ({"message": ...} or a plain string), shortened."""
+    if isinstance(body, dict):
+        body = body.get("message") or body.get("error") or body
+    return str(body)[:300]
 
 
 def classify(exc: BaseException, *,

@@ -4,8 +4,6 @@ job's lease is over, the approvals sweep hands it to a second worker, which fini
 Every run is acted on exactly once, with one audit record each."""
 
 import pytest
-import redis
-from django.conf import settings
 from django.contrib.auth.models import Group, Permission, User
 
 from approvals import tasks
@@ -18,13 +16,9 @@ from runs.reads.selectors import RunFilters
 from tests.factories import new_run, place
 from tests.processes import kill_hard, start_worker, stop, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("empty_broker")]
 LEASE = 2
-
-
-@pytest.fixture(autouse=True)
-def empty_broker():
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
 
 
 @pytest.mark.parametrize("point", ["bulk_claimed", "bulk_acted"])

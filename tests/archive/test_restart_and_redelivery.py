@@ -7,8 +7,6 @@ import json
 import shutil
 
 import pytest
-import redis
-from django.conf import settings
 from django.db import connections
 
 from api.tokens import token_create
@@ -22,12 +20,8 @@ from runs.machine.transitions import start_run
 from runs.models import Run, RunEvent, Step
 from tests.processes import manage, start_worker, stop
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def empty_broker():
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+pytestmark = [pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("empty_broker")]
 
 
 def _run(*args, **env):

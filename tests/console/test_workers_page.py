@@ -7,8 +7,6 @@ import re
 from datetime import timedelta
 
 import pytest
-import redis
-from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -18,13 +16,9 @@ from runs.models import RunStatus, Worker
 from tests.factories import new_run, place
 from tests.processes import kill_hard, start_worker, stop, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("empty_broker")]
 LEASE = 2
-
-
-@pytest.fixture(autouse=True)
-def empty_broker():
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
 
 
 def _slug(name: str) -> str:
@@ -56,12 +50,14 @@ def test_a_worker_registers_holds_runs_and_is_marked_silent_after_a_kill(
         wait_for(lambda: Worker.objects.get(pk=worker.pk).heartbeat_at > first,
                  what="a second heartbeat")
         assert worker.name.endswith(f":{process.pid}") and "celery" in worker.queues
-        run = place(new_run(), status=RunStatus.RUNNING, lease_owner=worker.name,
+        # Placed runs, started without a wake-up hint: the live worker would claim one
+        # before it is placed, and its checkpoint would write its own lease back.
+        run = place(new_run(wake=False), status=RunStatus.RUNNING, lease_owner=worker.name,
                     lease_expires_at=timezone.now() + timedelta(minutes=5))
         # A lease held by a process that never registered still shows.
-        ghost = place(new_run(), status=RunStatus.RUNNING, lease_owner="elsewhere:4242",
+        ghost = place(new_run(wake=False), status=RunStatus.RUNNING, lease_owner="elsewhere:4242",
                       lease_expires_at=timezone.now() - timedelta(seconds=1))
-        done = place(new_run(), status=RunStatus.COMPLETED, lease_owner=worker.name)
+        done = place(new_run(wake=False), status=RunStatus.COMPLETED, lease_owner=worker.name)
         client = client_for(operator)
 
         body = client.get(reverse("console:workers")).content.decode()

@@ -1,8 +1,6 @@
 """Fixtures of the drills that run real worker processes against the sandbox."""
 
 import pytest
-import redis
-from django.conf import settings
 
 from tests.processes import start_worker, stop
 
@@ -11,9 +9,8 @@ DRILL_LEASE_SECONDS = 2
 
 
 @pytest.fixture
-def sandbox_and_broker(live_sandbox):
+def sandbox_and_broker(live_sandbox, empty_broker):
     """The sandbox served over HTTP, and an empty broker (no hint left by another test)."""
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
     return live_sandbox
 
 

@@ -2,8 +2,6 @@
 sweeper takes the run back, another worker finishes it, and every effect exists once."""
 
 import pytest
-import redis
-from django.conf import settings
 from django.core.management import call_command
 
 from audit.models import AuditRecord
@@ -14,13 +12,9 @@ from runs.models import Run, RunStatus, StepStatus
 from tests.factories import SYSTEM, step
 from tests.processes import kill_hard, start_worker, stop, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("live_sandbox", "empty_broker")]
 LEASE = 2
-
-
-@pytest.fixture(autouse=True)
-def empty_broker(live_sandbox):
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
 
 
 def _start(key):

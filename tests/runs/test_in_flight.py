@@ -9,8 +9,6 @@ import uuid
 from datetime import timedelta
 
 import pytest
-import redis
-from django.conf import settings
 from django.db import connection
 
 from audit.actions import AuditAction
@@ -22,16 +20,12 @@ from runs.machine.transitions import cancel, claim_run, expire_lease, heartbeat_
 from runs.models import Run, RunStatus, Step, StepStatus
 from tests.processes import kill_hard, start_worker, stop, until_status, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("empty_broker")]
 STEPS = 50
 POOL = 4
 STARTER = Actor.system("in-flight-test")
 MODULES = "tests.workflows,runs.bench_workflows"
-
-
-@pytest.fixture(autouse=True)
-def empty_broker():
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
 
 
 @pytest.fixture

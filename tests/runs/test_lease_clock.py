@@ -3,8 +3,6 @@
 
 
 import pytest
-import redis
-from django.conf import settings
 
 from audit.models import AuditRecord
 from demo.sandbox.models import Customer, Message, PaymentUpdate
@@ -14,13 +12,9 @@ from runs.models import Run, RunStatus, StepStatus
 from tests.factories import SYSTEM, new_run
 from tests.processes import manage, start_worker, stop, until_status
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("live_sandbox", "empty_broker")]
 AHEAD = {"RUNS_TEST_CLOCK_OFFSET_SECONDS": 90}
-
-
-@pytest.fixture(autouse=True)
-def empty_broker(live_sandbox):
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
 
 
 def _sweep_from_a_process_ahead() -> str:

@@ -75,10 +75,8 @@ def receiver():
 
 
 @pytest.fixture
-def workers(tmp_path, receiver):
-    import redis
-
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # no stale hints or windows
+def workers(tmp_path, receiver, empty_broker):
+    # The empty broker: no stale hints or rate windows.
     procs = [start_worker(f"limits{i}", tmp_path, TEST_LIMITED_RECEIVER_URL=receiver.url,
                           RUNS_LIMITS_REDIS_URL=settings.CELERY_BROKER_URL)
              for i in range(2)]

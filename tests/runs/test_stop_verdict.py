@@ -5,7 +5,6 @@ again, as does an operator's retry; a rejection pays nothing. Payments are count
 HTTP receiver. An agent tool with the stop verdict waits before each call attempt alike."""
 
 import pytest
-import redis
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 
@@ -29,11 +28,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
-def _approval_settings(settings):
+def _approval_settings(settings, empty_broker):
     settings.APPROVALS_BASE_URL = "http://testserver"
     settings.APPROVAL_LINK_MAX_AGE = 3 * 24 * 3600
     settings.APPROVALS_SETTLE_RETRY_SECONDS = 60
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
 
 
 @pytest.fixture

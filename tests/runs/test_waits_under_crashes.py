@@ -4,8 +4,6 @@ made and not yet recorded. After the lease expires another worker finishes the r
 slept once (or took its event once), and the write after the wait exists once."""
 
 import pytest
-import redis
-from django.conf import settings
 
 from audit.actions import AuditAction
 from audit.models import AuditRecord
@@ -17,15 +15,11 @@ from runs.waiting import events
 from tests.factories import SYSTEM, step
 from tests.processes import kill_hard, start_worker, stop, until_status, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("empty_broker")]
 LEASE = 2
 PAID = {"amount": 120, "reference": "PSP-77"}
 POINTS = ["before_call", "after_call"]
-
-
-@pytest.fixture(autouse=True)
-def empty_broker():
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
 
 
 @pytest.fixture

@@ -7,8 +7,6 @@ import uuid
 from collections import Counter
 
 import pytest
-import redis
-from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 
@@ -19,14 +17,10 @@ from runs.machine.transitions import start_run
 from runs.models import Run, RunStatus, Step, StepStatus
 from tests.processes import start_worker, stop, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("empty_broker")]
 LEASE = 2
 STARTER = Actor.system("connection-test")
-
-
-@pytest.fixture(autouse=True)
-def empty_broker():
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
 
 
 @pytest.fixture

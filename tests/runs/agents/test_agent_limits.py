@@ -44,13 +44,20 @@ def limited():
         limits.forget(system=system)
 
 
-def test_a_tool_call_waits_out_a_retry_after_of_its_system_and_other_tools_do_not(limited):
-    limited("the ledger")
+def _triage_while_blocked(system: str):
+    """A triage run advanced to its end while `system` is blocked by a Retry-After another
+    caller was given: (the run, when the block began)."""
     run = start_triage()
-    limits.honour_retry_after("the ledger", BLOCKED.total_seconds())
+    limits.honour_retry_after(system, BLOCKED.total_seconds())
     blocked_at = timezone.now()
     run = advance(run)
     assert run.status == RunStatus.COMPLETED, run.status_message
+    return run, blocked_at
+
+
+def test_a_tool_call_waits_out_a_retry_after_of_its_system_and_other_tools_do_not(limited):
+    limited("the ledger")
+    _, blocked_at = _triage_while_blocked("the ledger")
     entry, task = LedgerEntry.objects.get(), Task.objects.get()
     assert entry.created_at >= blocked_at + BLOCKED - SLACK
     # The task tracker was not held: its call went out while the ledger was blocked.
@@ -59,11 +66,7 @@ def test_a_tool_call_waits_out_a_retry_after_of_its_system_and_other_tools_do_no
 
 def test_a_model_turn_waits_out_a_retry_after_of_the_agents_model_system(limited):
     limited("the model")
-    run = start_triage()
-    limits.honour_retry_after("the model", BLOCKED.total_seconds())
-    blocked_at = timezone.now()
-    run = advance(run)
-    assert run.status == RunStatus.COMPLETED, run.status_message
+    _, blocked_at = _triage_while_blocked("the model")
     first = ModelCall.objects.order_by("created_at").first()
     assert first.created_at >= blocked_at + BLOCKED - SLACK
     assert LedgerEntry.objects.count() == 1 and Task.objects.count() == 1

@@ -3,7 +3,6 @@ every tool call, nothing new starts once it has committed, the call in flight se
 conversation so far is kept, and the audit trail says where the cancel took effect."""
 
 import pytest
-import redis
 from django.conf import settings
 
 from audit.chain import Actor
@@ -25,8 +24,8 @@ def _cancel_record(run) -> AuditRecord:
     return AuditRecord.objects.get(run=run, action="cancelled")
 
 
-def test_cancel_during_the_first_tool_call_with_a_real_worker(live_sandbox, tmp_path):
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+def test_cancel_during_the_first_tool_call_with_a_real_worker(live_sandbox, empty_broker,
+                                                              tmp_path):
     # The first call (read the invoice) is held for a few seconds by the sandbox; the
     # worker waits for it, so the cancel arrives while it is in flight.
     settings.EXTERNAL_TIMEOUT_SECONDS = 15
