@@ -20,6 +20,7 @@ from runs.machine.errors import TransientError
 from runs.models import RunStatus
 from runs.operator.actions import ACTIONS, ActionInput
 from tests.factories import new_run, step
+from tests.processes import manage
 
 pytestmark = pytest.mark.django_db
 
@@ -121,3 +122,39 @@ def test_a_steps_lookup_by_key_is_a_span_with_its_verdict(spans, script):
     assert lookup.attributes["idempotency.key"] == step(run, "create-task").idempotency_key
     assert lookup.attributes["lookup.verdict"] == "Found"
     assert script.reconcile_calls == [("create-task", step(run, "create-task").idempotency_key)]
+
+
+def test_with_an_endpoint_configured_spans_are_exported_over_otlp(tmp_path):
+    """A process started with OTEL_EXPORTER_OTLP_ENDPOINT sends its spans to the collector
+    there (OTLP over HTTP, protobuf), here a real HTTP server of the test."""
+    received = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, self.headers["Content-Type"], body))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        process = manage("shell", "-c",
+                         "from opentelemetry import trace; from runs.machine import tracing; "
+                         "assert tracing.enabled(); "
+                         "span = tracing.tracer().start_span('otlp-check'); span.end(); "
+                         "trace.get_tracer_provider().shutdown()",
+                         OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{server.server_port}",
+                         OTEL_SERVICE_NAME="otlp-test")
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+    finally:
+        server.shutdown()
+    assert len(received) == 1
+    path, content_type, body = received[0]
+    assert path == "/v1/traces" and content_type == "application/x-protobuf"
+    assert b"otlp-check" in body and b"otlp-test" in body
