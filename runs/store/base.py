@@ -7,7 +7,9 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -71,9 +73,12 @@ class Store(abc.ABC):
             yield
 
     def lock_run(self, run_id: int) -> Run | None:
-        """The run, locked until the transaction ends. On SQLite select_for_update is
-        ignored: the immediate transaction holds the write lock already."""
-        return Run.objects.select_for_update().filter(pk=run_id).first()
+        """The run, locked until the transaction ends, with `locked_at`: the database's
+        clock when the locking statement began (the time a lease holder's transition
+        renews its lease by). On SQLite select_for_update is ignored: the immediate
+        transaction holds the write lock already."""
+        return Run.objects.select_for_update().annotate(locked_at=Now()).filter(
+            pk=run_id).first()
 
     def lock_runs(self, queryset, *, skip_locked: bool = False) -> list:
         """The rows of `queryset`, locked (those another transaction holds skipped, if
@@ -113,17 +118,27 @@ class Store(abc.ABC):
     def write_if_unchanged(self, *, run: Run, steps: list[Step], records: list[AuditRecord],
                            events: list[RunEvent], run_fields: list[str],
                            step_fields: list[str], expect_token: int, expect_status: str,
-                           expect_seq: int) -> bool:
+                           expect_seq: int, renew_lease: bool = False, wake_due: bool = False,
+                           clock: datetime | None = None) -> bool:
         """Write the run, steps, audit records and status events if the run row still has
         the expected fencing token, status and audit chain head (every transition appends
-        to the chain: an unchanged head means nobody else touched the run), all or nothing.
-        Returns whether anything was written."""
+        to the chain: an unchanged head means nobody else touched the run), all or nothing;
+        with `wake_due`, only if the run's wake-up time has come. With `renew_lease` the
+        run's lease is stamped from the database's clock (or `clock`, a caller's time), and
+        the run object is given the stamped values. Returns whether anything was written.
+
+        Here (SQLite, the demo's embedded database) the database's clock is this machine's."""
+        at = clock or timezone.now()
+        if renew_lease:
+            run.lease_expires_at = at + timedelta(seconds=settings.RUNS_LEASE_SECONDS)
+            run.heartbeat_at = at
         with transaction.atomic():
             values = {name: getattr(run, Run._meta.get_field(name).attname)
                       for name in run_fields}
+            due = {"next_wake_at__lte": at} if wake_due else {}
             matched = Run.objects.filter(
                 pk=run.pk, fencing_token=expect_token, status=expect_status,
-                audit_seq=expect_seq).update(**values)
+                audit_seq=expect_seq, **due).update(**values)
             if matched != 1:
                 return False
             self.update_rows(Step, steps, step_fields)

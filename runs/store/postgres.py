@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache, partial
 
 import psycopg
+from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import signals
 from django.db.models.base import ModelState
@@ -53,12 +54,22 @@ def _recordset(fields) -> str:
     return ", ".join(f"{f.column} {f.cast_db_type(connection)}" for f in fields)
 
 
+# The run columns of a lease: when the statement renews the lease, they are stamped with the
+# statement's clock (the server's, unless the caller gives a time), never a worker's.
+_LEASE_COLUMNS = {
+    "lease_expires_at": "CASE WHEN %s::boolean THEN (SELECT t FROM c) + %s::interval "
+                        "ELSE %s::timestamptz END",
+    "heartbeat_at": "CASE WHEN %s::boolean THEN (SELECT t FROM c) ELSE %s::timestamptz END",
+}
+
+
 @lru_cache(maxsize=8)
 def _statement(run_fields: tuple, step_fields: tuple) -> str:
     # Steps and audit records travel as one JSON array each (jsonb_to_recordset), so the
     # statement has few parameters and one shape whatever the number of rows: psycopg and
     # the server keep it prepared.
-    run_set = ", ".join(f"{f.column} = %s::{f.cast_db_type(connection)}"
+    run_set = ", ".join(f"{f.column} = {_LEASE_COLUMNS[f.column]}" if f.column in _LEASE_COLUMNS
+                        else f"{f.column} = %s::{f.cast_db_type(connection)}"
                         for f in _fields(Run, run_fields))
     steps = [Step._meta.pk, *_fields(Step, step_fields)]
     step_set = ", ".join(f"{f.column} = v.{f.column}" for f in steps[1:])
@@ -67,9 +78,14 @@ def _statement(run_fields: tuple, step_fields: tuple) -> str:
     events = _event_fields()
     event_columns = ", ".join(f.column for f in events)
     return (
-        f"WITH r AS (UPDATE {Run._meta.db_table} SET {run_set} "
+        # statement_timestamp(): the server's clock when this statement began, which a
+        # claim's due time and a lease are judged and stamped by.
+        "WITH c AS (SELECT coalesce(%s::timestamptz, statement_timestamp()) AS t), "
+        f"r AS (UPDATE {Run._meta.db_table} SET {run_set} "
         "WHERE id = %s::bigint AND fencing_token = %s::bigint AND status = %s "
-        "AND audit_seq = %s::integer RETURNING id), "
+        "AND audit_seq = %s::integer "
+        "AND (NOT %s::boolean OR next_wake_at <= (SELECT t FROM c)) "
+        "RETURNING id, lease_expires_at, heartbeat_at), "
         f"s AS (UPDATE {Step._meta.db_table} AS t SET {step_set} "
         f"FROM jsonb_to_recordset(%s::jsonb) AS v({_recordset(steps)}) "
         # The id list lets the planner use the primary key; it cannot guess how few rows
@@ -82,7 +98,7 @@ def _statement(run_fields: tuple, step_fields: tuple) -> str:
         f"e AS (INSERT INTO {RunEvent._meta.db_table} ({event_columns}) "
         f"SELECT {event_columns} FROM jsonb_to_recordset(%s::jsonb) AS v({_recordset(events)}) "
         "WHERE EXISTS (SELECT 1 FROM r) RETURNING id) "
-        "SELECT count(*) FROM r"
+        "SELECT count(*), max(lease_expires_at), max(heartbeat_at) FROM r"
     )
 
 
@@ -184,20 +200,33 @@ def read_run_and_steps(run_id: int) -> tuple[Run | None, list[Step]]:
 
 def write_if_unchanged(*, run: Run, steps: list[Step], records: list[AuditRecord],
                        events: list[RunEvent], run_fields: list[str], step_fields: list[str],
-                       expect_token: int, expect_status: str, expect_seq: int) -> bool:
+                       expect_token: int, expect_status: str, expect_seq: int,
+                       renew_lease: bool = False, wake_due: bool = False,
+                       clock: datetime | None = None) -> bool:
     """Write the run, steps, audit records and status events in one statement if the run
-    row still has the expected token, status and audit chain head. Returns whether anything
-    was written."""
+    row still has the expected token, status and audit chain head (and, with `wake_due`,
+    its wake-up time has come). With `renew_lease` the statement stamps the run's lease
+    from its own clock, and the run object is given the stamped values. Returns whether
+    anything was written."""
     sql = _statement(tuple(run_fields), tuple(step_fields))
-    params = [getattr(run, f.attname) for f in _fields(Run, run_fields)]
-    params += [run.pk, expect_token, expect_status, expect_seq,
+    lease = timedelta(seconds=settings.RUNS_LEASE_SECONDS)
+    params: list = [clock]
+    for f in _fields(Run, run_fields):
+        if f.column == "lease_expires_at":
+            params += [renew_lease, lease]
+        elif f.column == "heartbeat_at":
+            params.append(renew_lease)
+        params.append(getattr(run, f.attname))
+    params += [run.pk, expect_token, expect_status, expect_seq, wake_due,
                _rows(steps, [Step._meta.pk, *_fields(Step, step_fields)]),
                [step.pk for step in steps],
                _rows(records, _audit_fields()), _rows(events, _event_fields())]
     # Prepared: this always-identical statement is parsed and planned once per connection.
     with _prepared_cursor() as cursor:
         cursor.execute(sql, params, prepare=True)
-        (matched,) = cursor.fetchone()
+        matched, lease_expires_at, heartbeat_at = cursor.fetchone()
+    if matched == 1 and renew_lease:
+        run.lease_expires_at, run.heartbeat_at = lease_expires_at, heartbeat_at
     return matched == 1
 
 

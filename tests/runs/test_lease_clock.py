@@ -1,15 +1,24 @@
 """Leases are judged by the database server's clock: a worker and a sweeper whose clocks run
-90 s ahead of it take no live lease from another worker and run nothing twice."""
+90 s ahead of it take no live lease from another worker and run nothing twice. A claim, a
+lease renewed with an outcome and a due time are stamped and judged in the writing
+statement by the server's clock, so even a worker whose estimate of that clock is wrong
+(its own clock stepped after it last measured the server's) gives itself no longer lease
+and wakes nothing early."""
 
+from datetime import timedelta
 
 import pytest
+from django.conf import settings
+from django.db import connection
 
 from audit.models import AuditRecord
 from demo.sandbox.models import Customer, Message, PaymentUpdate
+from runs import store
 from runs.machine import transitions
 from runs.machine.transitions import start_run
+from runs.machine.transitions.lease_cycle import holding
 from runs.models import Run, RunStatus, StepStatus
-from tests.factories import SYSTEM, new_run
+from tests.factories import SYSTEM, new_run, place
 from tests.processes import manage, start_worker, stop, until_status
 
 pytestmark = [pytest.mark.django_db(transaction=True),
@@ -64,3 +73,83 @@ def test_a_worker_whose_clock_runs_ahead_runs_each_step_once(tmp_path):
     assert not AuditRecord.objects.filter(
         action__in=["lease_expired", "step_lease_expired", "late_result"]).exists()
     assert Run.objects.get(pk=run.pk).status == RunStatus.COMPLETED
+
+
+JUMP = timedelta(seconds=90)
+
+
+@pytest.fixture
+def estimate_ahead(monkeypatch):
+    """This process's estimate of the database's clock is 90 s ahead of it (as after its
+    own clock stepped forward between two measurements of the server's)."""
+    measured = type(store.current()).now
+    monkeypatch.setattr(type(store.current()), "now", lambda db: measured(db) + JUMP)
+
+
+def _server_now():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        return cursor.fetchone()[0]
+
+
+def _lease_of(run: Run) -> tuple:
+    run.refresh_from_db()
+    return run.lease_expires_at, run.heartbeat_at
+
+
+@pytest.mark.usefixtures("estimate_ahead")
+def test_a_claim_stamps_its_lease_by_the_database_clock():
+    run = new_run()
+    before = _server_now()
+    assert transitions.claim_run(run.pk, worker="ahead") is not None
+    expires, beat = _lease_of(run)
+    lease = timedelta(seconds=settings.RUNS_LEASE_SECONDS)
+    assert before <= beat <= _server_now()
+    assert before + lease <= expires <= _server_now() + lease
+
+
+@pytest.mark.usefixtures("estimate_ahead")
+def test_a_waiting_run_is_not_claimed_before_its_time_by_the_database_clock():
+    run = place(new_run(), status=RunStatus.WAITING,
+                next_wake_at=_server_now() + timedelta(seconds=60))
+    assert transitions.claim_run(run.pk, worker="ahead") is None
+    run.refresh_from_db()
+    assert run.status == RunStatus.WAITING and run.lease_owner == ""
+    assert not AuditRecord.objects.filter(run=run, action="claimed").exists()
+
+
+def _renewal_due(lease) -> None:
+    # The lease is past its half: the next transition of its holder renews it.
+    Run.objects.filter(pk=lease.run.pk).update(
+        lease_expires_at=_server_now() + timedelta(seconds=1))
+    lease.run.lease_expires_at = Run.objects.get(pk=lease.run.pk).lease_expires_at
+
+
+def _record_success(lease):
+    transitions.record_outcome(lease, lease.work,
+                               transitions.Outcome(succeeded=True, value={"ok": 1}))
+
+
+def _lease_holders_transition(lease):
+    # What an agent's turns and tool calls, an undo or a lookup go through: the run locked,
+    # the body's changes saved with the lease renewed.
+    with holding(lease, "record_outcome") as change:
+        assert change is not None
+
+
+@pytest.mark.parametrize("transition", [_record_success, _lease_holders_transition],
+                         ids=["one-statement", "locking"])
+def test_a_lease_holders_transition_renews_the_lease_by_the_database_clock(transition,
+                                                                           monkeypatch):
+    run = new_run()
+    lease = transitions.claim_run(run.pk, worker="ahead")
+    _renewal_due(lease)
+    measured = type(store.current()).now
+    monkeypatch.setattr(type(store.current()), "now", lambda db: measured(db) + JUMP)
+    before = _server_now()
+    transition(lease)
+    expires, beat = _lease_of(run)
+    lease_length = timedelta(seconds=settings.RUNS_LEASE_SECONDS)
+    assert run.lease_owner == "ahead" and run.fencing_token == lease.token
+    assert before <= beat <= _server_now()
+    assert before + lease_length <= expires <= _server_now() + lease_length

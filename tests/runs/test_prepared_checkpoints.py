@@ -24,7 +24,7 @@ def _prepared() -> list[tuple[str, int, int]]:
 def _checkpoint_plans() -> tuple[int, int]:
     generic = custom = 0
     for statement, g, c in _prepared():
-        if statement.startswith("WITH r AS (UPDATE runs_run"):
+        if statement.startswith("WITH c AS (SELECT coalesce("):
             generic, custom = generic + g, custom + c
     return generic, custom
 

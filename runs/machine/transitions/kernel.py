@@ -103,7 +103,7 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # A person re-runs a finished or stopped run from a chosen step, as a new generation
     # (runs.machine.transitions.rerun).
     "rerun_from_step": _move({DONE, TERM, ATTENTION, COMPED, CFAIL}, {QUEUED}),
-    # A person confirms the undo of a high-impact step a compensation paused at.
+    # A person confirms the undo of a high-impact step or tool call a compensation paused at.
     "confirm_compensation": _move({ATTENTION}, {COMP}),
     # An agent step (runs.machine.transitions.agent_calls): the lease holder stores a model turn
     # (stopping for a person at an invented tool or a spent budget), checkpoints each tool
@@ -112,7 +112,7 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # tool call (TERM).
     "agent_turn": _move({RUNNING}, {RUNNING, ATTENTION, TERM}),
     "tool_call": _move({RUNNING}, {RUNNING, WAITING, ATTENTION, TERM, COMP, COMPED}),
-    "tool_compensation": _move({COMP}, {COMP}),
+    "tool_compensation": _move({COMP}, {COMP, ATTENTION}),  # paused at a high-impact undo
     "reconcile_tool_call": _move({ATTENTION}, {QUEUED, ATTENTION, TERM}),
     # A person sends one failed tool call again, or undoes one whose effect stands
     # (runs.machine.transitions.agent_operator); the undo leaves the run with the person.
@@ -349,13 +349,18 @@ class Lease:
 def lease_until(now: datetime) -> datetime:
     return now + timedelta(seconds=settings.RUNS_LEASE_SECONDS)
 
-def extend_lease(run: Run, now: datetime) -> None:
-    # Renewed once half of it is used up rather than at every step: lease_expires_at is
-    # indexed, and leaving it alone lets PostgreSQL update the run row in place.
+def extend_lease(run: Run, now: datetime) -> bool:
+    """Whether the lease is renewed by this change (the statement that writes it stamps the
+    expiry from the database's clock, runs.store).
+
+    Renewed once half of it is used up rather than at every step: lease_expires_at is
+    indexed, and leaving it alone lets PostgreSQL update the run row in place."""
     run.heartbeat_at = now
     remaining = settings.RUNS_LEASE_SECONDS / 2
     if run.lease_expires_at is None or (run.lease_expires_at - now).total_seconds() < remaining:
         run.lease_expires_at = lease_until(now)
+        return True
+    return False
 
 def definition_step(lease: Lease, step: Step) -> definition.StepDef:
     return lease.definition.step(step.name)

@@ -56,9 +56,10 @@ def claim_run(run_id: int, *, worker: str, now: datetime | None = None) -> Lease
     and fencing token, so two workers racing for one run get one claim; the first step's
     intent is recorded in the same commit.
     """
-    return _claim_in_one_statement(run_id, worker, transition_time(now))
+    return _claim_in_one_statement(run_id, worker, transition_time(now), given=now)
 
-def _claim_in_one_statement(run_id: int, worker: str, now: datetime) -> Lease | None:
+def _claim_in_one_statement(run_id: int, worker: str, now: datetime,
+                            given: datetime | None) -> Lease | None:
     # Read without a lock, decide, then write claim and first intent in one statement that
     # matches only if the run is still as read: of two racing workers, one matches.
     # One read for the run and its steps, in the transaction of the write: one commit per
@@ -72,11 +73,15 @@ def _claim_in_one_statement(run_id: int, worker: str, now: datetime) -> Lease | 
             return None
         expect_status, expect_token, expect_seq = run.status, run.fencing_token, run.audit_seq
         lease, change = _apply_claim(run, steps, worker, now)
+        # Whether the run is due and until when the lease runs are settled by the write
+        # statement on the database's clock (`now` is this process's estimate of it).
         written = db.write_if_unchanged(
             run=run, steps=list(change.steps.values()), records=change.records,
             events=change.events,
             run_fields=RUN_FIELDS, step_fields=STEP_FIELDS, expect_token=expect_token,
             expect_status=expect_status, expect_seq=expect_seq,
+            renew_lease=run.lease_expires_at is not None,
+            wake_due=expect_status != QUEUED, clock=given,
         )
         if written:
             save_waits([change])
@@ -215,7 +220,7 @@ def holding(lease: Lease, action: str, now: datetime | None = None, *,
     A cancel request is read here, under the run's lock: `cancel_before` names the work
     about to start (none starts: yields None), `cancel_after` the work just settled (the
     body's changes are kept, then the run stops)."""
-    now = transition_time(now)
+    given, now = now, transition_time(now)
     with store.current().transaction():
         run = lock_run(lease.run.pk)
         if fenced(run, lease):
@@ -223,7 +228,9 @@ def holding(lease: Lease, action: str, now: datetime | None = None, *,
             yield None
             return
         change = Change(run, action, Actor.system(lease.worker), now)
-        extend_lease(run, now)
+        # Renewed by the database's clock, read in the statement that locked the run (a
+        # row the caller locked itself carries none: this process's estimate of it).
+        extend_lease(run, given or getattr(run, "locked_at", None) or now)
         lease.run = run
         if cancel_before and run.cancel_requested:
             _cancel_inside(change, lease, cancel_before)
@@ -260,9 +267,9 @@ def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
     in the run's log as a late result, evidence for the operator. A run terminated while the
     step was in flight gets the result recorded on the step, since nobody else will.
     """
-    now = transition_time(now)
+    given, now = now, transition_time(now)
     if outcome.succeeded and not lease.compensating:
-        if _record_success_in_one_statement(lease, step, outcome, now):
+        if _record_success_in_one_statement(lease, step, outcome, now, given):
             return lease
     with holding(lease, "record_outcome", now) as change:
         if change is None:
@@ -281,7 +288,7 @@ def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
     return lease
 
 def _record_success_in_one_statement(lease: Lease, step: Step, outcome: Outcome,
-                                     now: datetime) -> bool:
+                                     now: datetime, given: datetime | None) -> bool:
     """The hot path: the same transition as the locking path, applied to copies of the
     lease holder's rows and written by one conditional statement (see runs.store).
     False, with nothing written and the lease untouched, if the run moved on meanwhile."""
@@ -290,7 +297,7 @@ def _record_success_in_one_statement(lease: Lease, step: Step, outcome: Outcome,
     trial.steps = [_shallow_copy(s) for s in lease.steps]
     expect_status, expect_seq = trial.run.status, trial.run.audit_seq
     change = Change(trial.run, "record_outcome", Actor.system(lease.worker), now)
-    extend_lease(trial.run, now)
+    renewed = extend_lease(trial.run, now)
     effects.succeed(change, effects.StepEffect(trial, trial.by_name(step.name)),
                     outcome.value, outcome.remote_ref, AuditAction.SUCCEEDED)
     advance(change, trial)
@@ -303,6 +310,7 @@ def _record_success_in_one_statement(lease: Lease, step: Step, outcome: Outcome,
         events=change.events,
         run_fields=RUN_FIELDS, step_fields=STEP_FIELDS, expect_token=lease.token,
         expect_status=expect_status, expect_seq=expect_seq,
+        renew_lease=renewed and trial.run.lease_expires_at is not None, clock=given,
     )
     if not written:
         return False
