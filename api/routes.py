@@ -20,6 +20,7 @@ from pydantic import ValidationError as PydanticError
 
 from audit.chain import Actor
 from runs.definitions.definition import registry
+from runs.machine.artifacts import ARTIFACT
 from runs.machine.errors import BusinessKeyConflict, InvalidInput, RunArchived, UnknownWorkflow
 from runs.machine.logcontext import log_context
 from runs.machine.transitions import start_run
@@ -321,19 +322,31 @@ def run_state(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         "operator_actions": [{"name": a.name, "label": a.label,
                               "needs_second_person": a.needs_second_person(view.steps)}
                              for a in view.operator_actions],
-        "agent_steps": _agent_steps(run, view.steps),
+        "agent_steps": _agent_steps(request, run, view.steps),
         **_links(request, run.pk),
     })
 
 
-def _agent_steps(run: Run, steps) -> list[dict]:
+def _agent_steps(request, run: Run, steps) -> list[dict]:
     """The conversation of each agent step, as the console reads it (two queries however
     many steps, turns and calls; none for a workflow without agent steps)."""
     return [{"step": conv.step, "turns": len(conv.turns),
              "prompt_tokens": conv.prompt_tokens, "completion_tokens": conv.completion_tokens,
-             "tool_calls": [_tool_call(c) for turn in conv.turns for c in turn.calls]}
+             "tool_calls": [_tool_call(c) for turn in conv.turns for c in turn.calls],
+             "summaries": [_summary(request, run, turn) for turn in conv.turns
+                           if turn.summarises]}
             # The current generation's: a re-run's earlier conversations are on the run page.
             for conv in conversations(run, steps) if conv.current]
+
+
+def _summary(request, run: Run, turn) -> dict:
+    artifact = turn.transcript
+    return {"turn": turn.index, "summarises": turn.summarises, "transcript": None if not
+            artifact else {
+                "reference": artifact[ARTIFACT], "size": artifact["size"],
+                "sha256": artifact["sha256"],
+                "download_url": request.build_absolute_uri(reverse(
+                    "console:summary_transcript", args=[run.pk, turn.id]))}}
 
 
 def _tool_call(call: dict) -> dict:
@@ -343,7 +356,7 @@ def _tool_call(call: dict) -> dict:
     return {"ref": call["ref"], "tool": call["tool"], "state": call["status"],
             "idempotency_key": call["key"], "remote_ref": call["remote_ref"],
             "attempts": call["attempt"], "last_error": error,
-            "arguments": call["arguments"]}
+            "arguments": call["arguments"], "actions": call["ops"]}
 
 
 operator_routes.register(api, headers=_HEADERS)

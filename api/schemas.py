@@ -93,6 +93,28 @@ class AgentToolCall(Schema):
         description="The call's arguments as people see them: the fields its tool declares "
                     "secret, and anything that looks like a credential, are '[redacted]'; "
                     "the whole value is '[redacted]' when the tool is no longer declared.")
+    actions: list[str] = Field(
+        description="The operator actions that can be aimed at this call now (POST them "
+                    "with `step` and `call`), e.g. 'confirm_compensation' on the call whose "
+                    "undo a compensation paused at.")
+
+
+class TranscriptArtifact(Schema):
+    reference: str = Field(description="The artifact's name in the runtime's artifact "
+                                       "storage.")
+    size: int = Field(description="Bytes.")
+    sha256: str = Field(description="Of the artifact's bytes, as hex.")
+    download_url: str = Field(description="The transcript (JSON) on the console, for a "
+                                          "signed-in person who may view the run.")
+
+
+class AgentSummaryTurn(Schema):
+    turn: int = Field(description="The summary turn's index.")
+    summarises: int = Field(description="The summary stands for the turns before this "
+                                        "index; they stay stored in full.")
+    transcript: TranscriptArtifact | None = Field(
+        description="The artifact holding the covered turns in full (each turn's content "
+                    "and its tool calls with arguments and results; sensitive fields sealed).")
 
 
 class AgentStep(Schema):
@@ -102,6 +124,9 @@ class AgentStep(Schema):
     completion_tokens: int
     tool_calls: list[AgentToolCall] = Field(description="In the order the model asked for "
                                                         "them (turn, then index).")
+    summaries: list[AgentSummaryTurn] = Field(
+        description="The turns that summarise earlier ones once the conversation passed the "
+                    "agent's context budget, oldest first.")
 
 
 class RunState(Schema):

@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import bulk_views, list_views, views, world_views
+from . import bulk_views, list_views, transcript_views, views, world_views
 
 console_patterns = [
     path("runs/", views.runs_list, name="runs"),
@@ -17,6 +17,8 @@ console_patterns = [
     path("runs/<int:run_id>/", views.run_detail, name="run"),
     path("runs/archived/<int:run_id>/", views.archived_run, name="archived_run"),
     path("runs/<int:run_id>/investigation/", views.run_investigation, name="investigation"),
+    path("runs/<int:run_id>/transcripts/<int:turn_id>/", transcript_views.summary_transcript,
+         name="summary_transcript"),
     path("runs/<int:run_id>/<slug:action>/", views.run_action, name="action"),
     path("attention/", views.attention, name="attention"),
     path("workers/", list_views.workers_page, name="workers"),

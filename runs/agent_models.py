@@ -45,6 +45,9 @@ class AgentTurn(models.Model):
     # A summary turn: the model's summary of the turns before this index (0: an ordinary
     # turn). Later turns are sent the summary instead of those turns, which stay stored.
     summarises = models.PositiveIntegerField(default=0, db_default=0)
+    # A summary turn's reference to the artifact holding the turns it covers in full
+    # (runs.machine.artifacts: {"$artifact": name, "size", "sha256"}); None on other turns.
+    transcript = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()
 
     class Meta:

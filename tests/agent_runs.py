@@ -22,6 +22,17 @@ def start_triage(number: str = SMALL, notes: str = "", key: str | None = None) -
     return run
 
 
+def start_summarised(key: str, *, wake: bool = False) -> Run:
+    """Start a triage by the agent whose conversation is summarised past a small context
+    budget (test-triage-summarised); `wake`: with a wake-up hint, for a real worker."""
+    run, _ = transitions.start_run(
+        workflow="test-triage-summarised", business_key=key,
+        input={"tenant": "tenant-42", "invoice_number": SMALL,
+               "requester_email": "requester@example.com"},
+        actor=ACTOR, wake=wake)
+    return run
+
+
 def advance(run: Run, times: int = 10) -> Run:
     """Advance the run as a worker would until it stops for something other than time: a
     retry it waits for is brought forward (a second into the past: claims read the

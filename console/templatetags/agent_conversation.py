@@ -12,9 +12,10 @@ register = template.Library()
 @register.inclusion_tag("console/partials/agent_conversation.html", takes_context=True)
 def agent_conversation(context, run, steps):
     """`actions` in the page's context are those the run offers and the person may use; a
-    call shows the tool-call ones its state allows."""
+    call shows those aimed at a tool call that its state allows (the confirmation of the
+    undo a compensation paused at, on that call)."""
     offered = {item["action"].name: item["action"] for item in context.get("actions", [])
-               if item["action"].takes_call}
+               if item["action"].names_call}
     request = context.get("request")
     start = request.GET.get("turns_from", "") if request is not None else ""
     first_turn = int(start) if start.isdigit() and len(start) < 7 else 0

@@ -11,7 +11,8 @@ that takes over after a crash starts from exactly the same place):
 4. the last stored turn had no tool calls: that answer is the step's result;
 5. otherwise the model is asked (messages rebuilt from the stored turns and tool results),
    and its answer is stored before anything it asks for runs. A conversation past the
-   agent's context budget is first summarised by a stored turn (runs.agents.agent_history).
+   agent's context budget is first summarised by a stored turn (runs.agents.agent_history),
+   the transcript of the turns it covers written as an artifact before the model is asked.
 
 The model is asked through the openai client against settings.MODEL_BASE_URL. A model call
 changes nothing, so its errors are transient or permanent, never unknown; they are the
@@ -37,9 +38,11 @@ from ..machine.errors import (
     classify,
     model_call_error,
 )
+from ..machine.redaction import redact_text
 from ..machine.transitions import agent_calls as calls_tx
 from ..machine.transitions import agent_compensation as undo_tx
 from ..machine.transitions import agent_turns as turns_tx
+from ..machine.transitions import tool_call_rules
 from ..models import ErrorClass, Step
 from . import agent_history
 
@@ -97,12 +100,19 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
             conversation = messages(spec, ctx, turns, calls)
             cut = agent_history.summary_cut(spec.context_budget, spec.keep_turns,
                                             conversation, turns)
-            summary = None if cut is None else (cut, messages(spec, ctx, turns, calls, until=cut))
+            summary = None
+            if cut is not None:
+                kept = keep_transcript(step, turns, calls, cut)
+                if not kept.succeeded:
+                    return kept
+                summary = (cut, messages(spec, ctx, turns, calls, until=cut), kept.value)
             # A partial, not a lambda: the call is made here, in this pass of the loop.
             asked = limits.call_within_limits(spec.model_system, ctx, functools.partial(
                 _ask, client, spec, ctx, conversation, summary))
             if not asked.succeeded:
                 return asked
+            if cut is not None:
+                crashpoints.reach(agent_history.BEFORE_SUMMARY, name)
             lease = turns_tx.record_agent_turn(lease, step, asked.value)
             crashpoints.reach(AFTER_TURN if cut is None else agent_history.AFTER_SUMMARY, name)
     finally:
@@ -111,7 +121,7 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
 
 
 def _ask(client, spec: definition.AgentSpec, ctx: StepContext, conversation: list[dict],
-         summary: tuple[int, list[dict]] | None) -> transitions.Outcome:
+         summary: tuple[int, list[dict], dict] | None) -> transitions.Outcome:
     """One model turn (or, with `summary`, the summary of the turns before its cut) as an
     Outcome whose value is the turn."""
     try:
@@ -123,6 +133,19 @@ def _ask(client, spec: definition.AgentSpec, ctx: StepContext, conversation: lis
     except Exception as exc:
         return transitions.Outcome(succeeded=False, error=classify(exc))
     return transitions.Outcome(succeeded=True, value=turn)
+
+
+def keep_transcript(step: Step, turns, calls: list[ToolCall], cut: int) -> transitions.Outcome:
+    """The transcript of the turns a summary will cover, written before the model is asked
+    for it (runs.agents.agent_history), as an Outcome whose value is its reference."""
+    try:
+        reference = agent_history.keep_transcript(step, turns, calls, cut)
+    except Exception as exc:
+        # The storage out of reach: nothing was asked yet, the step tries again by its policy.
+        return transitions.Outcome(succeeded=False, error=Classified(
+            ErrorClass.TRANSIENT, redact_text(f"the summary's transcript could not be "
+                                              f"written: {type(exc).__name__}: {exc}")[:2000]))
+    return transitions.Outcome(succeeded=True, value=reference)
 
 
 def _run_call(lease, step: Step, spec: definition.AgentSpec, ctx: StepContext, call: ToolCall):
@@ -190,10 +213,13 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition
                           ctx: StepContext) -> transitions.Lease | transitions.Outcome:
     """The agent step's compensation: its tool calls' undos, newest first, each with its
     own key and a checkpoint before and after. Returns the step's compensation Outcome
-    (a failure leaves the failed call compensating, to be sent again with its key)."""
-    for call in undo_tx.compensation_order(step, spec):
+    (a failure leaves the failed call compensating, to be sent again with its key). The
+    undo of a high-impact call is sent only once a person confirmed it: before that, the run
+    stops for them (the lease returned, finished)."""
+    order = tool_call_rules.compensation_order(step, spec)
+    for i, call in enumerate(order):
         tool = spec.tools[call.tool]
-        call = undo_tx.begin_tool_compensation(lease, step, call)
+        call = undo_tx.begin_tool_compensation(lease, step, call, behind=order[i + 1:])
         if call is None:
             return lease
         point = f"{step.name}/{call.tool}:compensate"
@@ -276,13 +302,14 @@ def model_client() -> openai.OpenAI:
 
 
 def ask_for_summary(client: openai.OpenAI, spec: definition.AgentSpec, cut: int,
-                    older: list[dict]) -> calls_tx.ModelTurn:
+                    older: list[dict], transcript: dict) -> calls_tx.ModelTurn:
     """The model's summary of `older` (the conversation before turn `cut`), as a turn that
-    stands for those turns from now on. Raises as ask_model does."""
+    stands for those turns from now on and keeps the reference of their `transcript`.
+    Raises as ask_model does."""
     turn = ask_model(client, spec, agent_history.summary_request(older), tools=False)
     if not turn.content.strip():
         raise TransientError("the model answered the summary request with no text")
-    return dataclasses.replace(turn, tool_calls=[], summarises=cut)
+    return dataclasses.replace(turn, tool_calls=[], summarises=cut, transcript=transcript)
 
 
 def ask_model(client: openai.OpenAI, spec: definition.AgentSpec, conversation: list[dict], *,

@@ -6,7 +6,8 @@ checkpoint's WAL, and claims and list pages never load it.
 Limits (settings, with their defaults): RUNS_RESULT_INLINE_BYTES (64 KB),
 RUNS_RESULT_MAX_BYTES (32 MB), RUNS_INPUT_MAX_BYTES (256 KB). Artifacts go to the storage
 named "artifacts" in STORAGES when there is one (any django-storages backend), else to the
-file system under VAR_DIR/artifacts.
+file system under VAR_DIR/artifacts. A summary turn's transcript (the turns it covers, in
+full: runs.agents.agent_history) is written the same way, whatever its size.
 """
 
 import hashlib
@@ -65,12 +66,39 @@ def keep(run_id: int, step_name: str, value):
                              f"{result_limit():,} bytes (RUNS_RESULT_MAX_BYTES)")
     if size <= inline_limit():
         return value
+    return stored(run_id, step_name, body)
+
+
+def write(run_id: int, stem: str, value) -> dict:
+    """`value` written as an artifact whatever its size (a record kept apart from the rows,
+    such as a summary's transcript), and its reference."""
+    return stored(run_id, stem, json.dumps(value, separators=(",", ":"),
+                                           ensure_ascii=False).encode())
+
+
+def stored(run_id: int, stem: str, body: bytes) -> dict:
+    """The reference of `body` written under runs/<run>/<stem>-<sha256>.json. Named by its
+    content: writing the same body again (after a crash, on a retry) finds it there and
+    writes nothing, so one content never becomes two artifacts."""
     digest = hashlib.sha256(body).hexdigest()
-    name = f"runs/{run_id}/{step_name}-{digest[:32]}.json"
+    name = f"runs/{run_id}/{stem}-{digest[:32]}.json"
     where = storage()
+    if where.exists(name) and where.size(name) != len(body):
+        # A write cut short by a crash (a file system writes in place): the name promises
+        # this content, so what is there is wrong and is written again.
+        where.delete(name)
     if not where.exists(name):
         name = where.save(name, ContentFile(body))
-    return {ARTIFACT: name, "size": size, "sha256": digest}
+    return {ARTIFACT: name, "size": len(body), "sha256": digest}
+
+
+def read(value) -> bytes:
+    """The bytes behind an artifact reference, checked against its sha256."""
+    with storage().open(value[ARTIFACT], "rb") as handle:
+        body = handle.read()
+    if hashlib.sha256(body).hexdigest() != value["sha256"]:
+        raise ValueError(f"artifact {value[ARTIFACT]} does not match its sha256")
+    return body
 
 
 def load(value):
@@ -78,11 +106,7 @@ def load(value):
     value itself."""
     if not is_artifact(value):
         return value
-    with storage().open(value[ARTIFACT], "rb") as handle:
-        body = handle.read()
-    if hashlib.sha256(body).hexdigest() != value["sha256"]:
-        raise ValueError(f"artifact {value[ARTIFACT]} does not match its sha256")
-    return json.loads(body)
+    return json.loads(read(value))
 
 
 class Results(Mapping):

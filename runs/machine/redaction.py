@@ -24,15 +24,20 @@ def redact_text(text: str) -> str:
     return _SECRET_IN_TEXT.sub(mask, text)
 
 
-def redact(value):
-    """A copy of a JSON-like value with secret-looking keys and strings masked."""
+def redact(value, *, keep=None):
+    """A copy of a JSON-like value with secret-looking keys and strings masked. `keep`: a
+    predicate of the values left exactly as they are (sealed ones, whose ciphertext is no
+    secret and would no longer open with a part of it masked)."""
+    if keep is not None and keep(value):
+        return value
     if isinstance(value, dict):
         return {
-            k: (REDACTED if isinstance(k, str) and _SECRET_KEY_NAMES.search(k) else redact(v))
+            k: (REDACTED if isinstance(k, str) and _SECRET_KEY_NAMES.search(k)
+                and not (keep is not None and keep(v)) else redact(v, keep=keep))
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
+        return [redact(v, keep=keep) for v in value]
     if isinstance(value, str):
         return redact_text(value)
     return value

@@ -20,6 +20,7 @@ from ..definitions import definition
 from ..machine import tracing, transitions
 from ..machine.context import context_outside_executor
 from ..machine.intentions import step_lines
+from ..machine.redaction import shown_arguments
 from ..models import Run, Step, StepStatus
 from ..waiting import events
 from .reconciliation import reconcile_step, reconcile_tool_call_by_key
@@ -70,6 +71,11 @@ class OperatorAction:
     @property
     def takes_call(self) -> bool:
         return self.name in transitions.TOOL_CALL_ACTIONS
+
+    @property
+    def names_call(self) -> bool:
+        """Whether the action may be aimed at one tool call (it must be, if takes_call)."""
+        return self.takes_call or self.name in transitions.CALL_OPTIONAL_ACTIONS
 
     def transition_first(self, given: ActionInput) -> bool:
         """Whether the action's first work is its transition, so a caller may lock the run
@@ -205,7 +211,7 @@ def _confirm_compensation(run_id, *, actor, given, approved_by):
     run = Run.objects.get(pk=run_id)
     preview = compensation_preview(run, given.step)
     return transitions.confirm_compensation(
-        run_id, step_name=given.step, actor=actor, reason=given.reason,
+        run_id, step_name=given.step, call_ref=given.call, actor=actor, reason=given.reason,
         data={"will_send": preview} if preview is not None else None)
 
 
@@ -286,8 +292,9 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
         _compensate, danger=True),
     OperatorAction(
         "confirm_compensation", "Confirm the undo", "compensate_run",
-        "Sends the prepared undo of the high-impact step the compensation paused at, then "
-        "carries on with the older undos.", _confirm_compensation, danger=True),
+        "Sends the prepared undo of the high-impact step, or agent tool call, the "
+        "compensation paused at (with its own compensation key), then carries on with the "
+        "older undos.", _confirm_compensation, danger=True),
     OperatorAction(
         "cancel", "Cancel", "terminate_run",
         "Stops the run at the next step boundary: at once if no step is in flight, "
@@ -378,14 +385,22 @@ def _compensation_details(run: Run, steps: list[Step]) -> list[str]:
 
 
 def _confirmation_details(run: Run, steps: list[Step]) -> list[str]:
-    paused = transitions.paused_undo(run, steps, _definition(run))
+    workflow = _definition(run)
+    paused = transitions.paused_undo(run, steps, workflow)
     if paused is None:
         return []
-    preview = compensation_preview(run, paused.name)
+    call = paused.call
+    if call is not None:
+        tool = workflow.step(paused.step.name).tools.get(call.tool)
+        return [f"The undo of {paused} is sent with its compensation key "
+                f"{call.compensation_key}. It undoes the call with remote reference "
+                f"{call.remote_ref or '-'} and arguments "
+                f"{json.dumps(shown_arguments(tool, call.arguments), default=str)}."]
+    preview = compensation_preview(run, paused.step.name)
     if preview is None:
-        return [f"The undo of {paused.name} ({paused.remote_ref or 'no reference'}) declares "
+        return [f"The undo of {paused} ({paused.step.remote_ref or 'no reference'}) declares "
                 "no preview of what it sends."]
-    return [f"The undo of {paused.name} will send:",
+    return [f"The undo of {paused} will send:",
             *(f"{field}: {value}" for field, value in preview.items())]
 
 

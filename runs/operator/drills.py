@@ -284,9 +284,11 @@ def _drill_compensation(workflow) -> DrillResult:
             pauses.append(run.current_step)
             # What must hold at the pause: this undo not sent, no older one started.
             older = [s.name for s in undo[undo.index(workflow.step(run.current_step)) + 1:]]
-            # The undo's intent is its step's row (compensating, an attempt counted).
+            paused = transitions.paused_undo(run, list(run.steps.all()), workflow)
+            # An undo's intent is its row (an attempt counted): the paused step's or tool call's.
             early += [s.name for s in Step.objects.filter(
-                run=run, name__in=[run.current_step, *older], compensation_attempt__gt=0)]
+                run=run, name__in=older, compensation_attempt__gt=0)]
+            early += [str(paused)] if (paused.call or paused.step).compensation_attempt else []
             ACTIONS["confirm_compensation"].perform(
                 run.pk, actor=DRILL, given=ActionInput(reason="drill: correction checked",
                                                        step=run.current_step))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ..agent_models import ToolCall, ToolCallStatus
 from ..definitions import definition
 from ..definitions.contracts import step_contract
+from ..machine.transitions.operator_rules import paused_undo
 from ..machine.transitions.tool_call_rules import call_refusal
 from ..models import AttentionReason, Run, RunStatus, Step, StepStatus
 from .actions import ACTIONS, OperatorAction
@@ -105,8 +106,9 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
                      f"({step_contract(spec).evidence if spec else 'its evidence'}) and record "
                      "what you found, with evidence.", name)
     if reason == AttentionReason.COMPENSATION_PAUSED:
-        return offer("confirm_compensation", f"Check what the undo of {name} will send, then "
-                     "confirm it; the older undos follow.", name)
+        paused = paused_undo(run, steps, workflow)  # a step's undo, or one tool call's
+        return offer("confirm_compensation", f"Check what the undo of {paused or name} will "
+                     "send, then confirm it; the older undos follow.", name)
     if reason == AttentionReason.COMPENSATION_FAILED:
         unknown.append("which effects of the undone steps still stand, beyond the evidence")
         return offer("compensate", f"Fix what made the undo of {name} fail, then compensate "

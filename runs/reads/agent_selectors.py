@@ -16,8 +16,9 @@ from django.db.models import Count, Max
 from ..agent_models import AgentTurn, ToolCall
 from ..definitions import definition
 from ..machine.redaction import REDACTED, shown_arguments
+from ..machine.transitions.operator_rules import paused_undo
 from ..machine.transitions.tool_call_rules import TOOL_CALL_ACTIONS, call_refusal
-from ..models import Step
+from ..models import Run, Step
 
 
 @dataclass
@@ -29,8 +30,11 @@ class Turn:
     calls: list[dict] = field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    # A summary turn: it stands for the turns before this index (runs.agents.agent_history).
+    # A summary turn: it stands for the turns before this index (runs.agents.agent_history),
+    # and `transcript` is the reference of the artifact holding those turns in full.
     summarises: int = 0
+    transcript: dict | None = None
+    id: int = 0
 
     @property
     def summary_of(self) -> str:
@@ -116,9 +120,14 @@ def conversations(run, steps: list[Step], *, first_turn: int = 0,
             "step_id", "generation", "index"):
         by_step.setdefault((t.step_id, t.generation), {})[t.index] = Turn(
             t.index, t.content, t.tokens, t.model_ref, prompt_tokens=t.prompt_tokens,
-            completion_tokens=t.completion_tokens, summarises=t.summarises)
+            completion_tokens=t.completion_tokens, summarises=t.summarises,
+            transcript=t.transcript, id=t.pk)
     newest = {pk: (extent[pk, current[pk]]["newest"] if (pk, current[pk]) in extent else 0)
               for pk in names}
+    # A compensation paused at the undo of one call: confirmed on that call (one more query,
+    # only for a run paused there).
+    paused = paused_undo(run, steps, workflow)
+    paused_call = paused.call.pk if paused is not None and paused.call is not None else None
     for c in ToolCall.objects.filter(step_id__in=list(names), **call_window).order_by(
             "step_id", "generation", "turn", "index"):
         tool = None
@@ -137,6 +146,7 @@ def conversations(run, steps: list[Step], *, first_turn: int = 0,
                        if tool is not None else REDACTED),
             "args_hash": c.args_hash, "key": c.idempotency_key, "attempt": c.attempt,
             "remote_ref": c.remote_ref, "compensation_ref": c.compensation_ref,
+            "compensation_key": c.compensation_key,
             "error_class": c.error_class, "error": c.error_message,
             "approved_by": c.approved_by, "step": names[c.step_id],
             "slug": f"{names[c.step_id]}-{c.turn}-{c.index}" + (
@@ -145,7 +155,8 @@ def conversations(run, steps: list[Step], *, first_turn: int = 0,
             # page's business), read from the rows in hand.
             "ops": [a for a in TOOL_CALL_ACTIONS
                     if call_refusal(a, run, by_pk[c.step_id], c, tool,
-                                    last_turn=newest[c.step_id]) is None]})
+                                    last_turn=newest[c.step_id]) is None]
+            + (["confirm_compensation"] if c.pk == paused_call else [])})
     result = []
     for pk in names:
         spec = _agent_spec(workflow, names[pk])
@@ -168,3 +179,11 @@ def _agent_spec(workflow: definition.Workflow | None, name: str) -> definition.A
     except KeyError:
         return None
     return spec if isinstance(spec, definition.AgentSpec) else None
+
+
+def summary_transcript(run_id: int, turn_id: int) -> tuple[Run, AgentTurn] | None:
+    """A summary turn of the run that has a transcript artifact, with its run (whose
+    workflow the reader's permission is checked on), or None."""
+    turn = (AgentTurn.objects.select_related("step__run")
+            .filter(pk=turn_id, step__run_id=run_id, transcript__isnull=False).first())
+    return None if turn is None else (turn.step.run, turn)

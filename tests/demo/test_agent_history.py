@@ -12,26 +12,15 @@ import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from audit.chain import Actor
 from demo.sandbox.models import LedgerEntry, ModelCall, Task
 from runs.agents import agent_history
-from runs.machine import transitions
 from runs.models import AgentTurn, RunStatus, ToolCall
-from tests.agent_runs import SMALL, advance
+from tests.agent_runs import advance, start_summarised
 from tests.processes import kill_hard, until_status, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TOOLS = ["read-invoice", "lookup-vendor", "open-approval-task", "post-ledger"]
-
-
-def start(key="tenant-42:summarised", *, wake=False):
-    run, _ = transitions.start_run(
-        workflow="test-triage-summarised", business_key=key,
-        input={"tenant": "tenant-42", "invoice_number": SMALL,
-               "requester_email": "requester@example.com"},
-        actor=Actor.system("test"), wake=wake)
-    return run
 
 
 def sent(call: ModelCall) -> list[dict]:
@@ -62,7 +51,7 @@ def assert_summarised_once(run):
 def test_a_long_conversation_is_summarised_once_and_later_turns_get_the_summary(
         live_sandbox, settings, client):
     settings.EXTERNAL_TIMEOUT_SECONDS = 15
-    run = advance(start(), times=20)
+    run = advance(start_summarised("tenant-42:summarised"), times=20)
     assert run.status == RunStatus.COMPLETED, run.status_message
     turns, requests = assert_summarised_once(run)
 
@@ -95,7 +84,7 @@ def test_a_long_conversation_is_summarised_once_and_later_turns_get_the_summary(
 def test_a_worker_killed_after_the_summary_was_stored_never_asks_for_it_again(
         sandbox_and_broker, settings, worker, tmp_path):
     settings.EXTERNAL_TIMEOUT_SECONDS = 15
-    run = start("tenant-42:summarised-crash", wake=True)
+    run = start_summarised("tenant-42:summarised-crash", wake=True)
     marker = tmp_path / "crash-after-summary"
     doomed = worker("doomed", RUNS_CRASH_AT="after_summary:triage", RUNS_CRASH_MARKER=marker)
     try:

@@ -154,7 +154,10 @@ def test_drill_4_permanent_authorization_error_stops_without_spending_retries(wo
     run = _until(run, RunStatus.ATTENTION)
     assert run.attention_reason == AttentionReason.PERMANENT_ERROR
     assert _step(run, "create-approval-task").attempt == 1
-    assert not _actions(run, "retry_scheduled")
+    # No retry of the refused call (a read before it may be retried when the sandbox is slow
+    # to answer under a loaded machine: not what this drill is about).
+    retries = [(r.step_name, r.data) for r in _actions(run, "retry_scheduled")]
+    assert not [r for r in retries if r[0] == "create-approval-task"], retries
     assert Task.objects.count() == 0 and Message.objects.count() == 0
     # A terminated run does not come back by accident.
     transitions.terminate(run.pk, actor=APPROVER, reason="vendor blocked")

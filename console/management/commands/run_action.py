@@ -38,9 +38,10 @@ class Command(BaseCommand):
         parser.add_argument("--reason", default="")
         parser.add_argument("--step", default="")
         parser.add_argument("--call", default="", metavar="STEP:CALL",
-                            help="the tool call, for the tool-call actions: the agent step "
-                                 "and the call's turn.index, e.g. triage:2.0 (or only 2.0 "
-                                 "with --step)")
+                            help="the tool call, for the tool-call actions and for "
+                                 "confirm_compensation paused at a call's undo: the agent "
+                                 "step and the call's turn.index, e.g. triage:2.0 (or only "
+                                 "2.0 with --step)")
         parser.add_argument("--mode", default="ask", choices=["ask", "found", "not_found"],
                             help="reconcile: ask the remote system, or record by hand")
         parser.add_argument("--remote-ref", default="")
@@ -62,7 +63,7 @@ class Command(BaseCommand):
             return self._offered(options["run"], options["json"])
         spec = ACTIONS.get(options["action"])
         step, call = target(options["step"], options["call"])
-        if spec is not None and call and not spec.takes_call:
+        if spec is not None and call and not spec.names_call:
             raise CommandError(f"{spec.label} is not aimed at one tool call: leave out --call")
         if spec is not None and spec.takes_call and not call:
             raise CommandError(f"{spec.label} is aimed at one tool call: name it with --call "

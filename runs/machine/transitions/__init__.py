@@ -80,14 +80,15 @@ from .rerun import rerun_from_step
 from .rerun_rules import rerun_range, standing_effects
 from .start import start_run
 from .timers import sleeping_step, wake_timer
-from .tool_call_rules import TOOL_CALL_ACTIONS, call_refusal
+from .tool_call_rules import CALL_OPTIONAL_ACTIONS, TOOL_CALL_ACTIONS, call_refusal
 from .unknown_outcome import settle_unknown
 
 __all__ = [
     "DONE_STEP_STATUSES", "EFFECT_KINDS", "HELD", "NEW", "RUN_TRANSITIONS",
     "SECOND_PERSON_ACTIONS", "STEP_ACTIONS", "Lease", "Outcome", "allowed",
     "approval_timed_out", "ask_again", "decide_tool_call", "reconcile_tool_call",
-    "waiting_tool_calls", "TOOL_CALL_ACTIONS", "begin_tool_call_undo", "call_refusal",
+    "waiting_tool_calls", "TOOL_CALL_ACTIONS", "CALL_OPTIONAL_ACTIONS",
+    "begin_tool_call_undo", "call_refusal",
     "record_tool_call_undo", "retry_tool_call", "cancel_tool_call", "cancel", "claim_run",
     "compensate",
     "compensation_plan", "confirm_compensation", "decide_approval", "eligible_steps",

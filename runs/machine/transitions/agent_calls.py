@@ -52,6 +52,8 @@ class ModelTurn:
     completion_tokens: int = 0
     # A summary of the turns before this index (runs.agents.agent_history); 0: an ordinary turn.
     summarises: int = 0
+    # A summary's reference to the artifact holding the transcript of the turns it covers.
+    transcript: dict | None = None
 
 
 def args_hash(arguments) -> str:

@@ -7,32 +7,32 @@ from datetime import datetime
 from audit.actions import AuditAction
 
 from ...agent_models import ToolCall
-from ...definitions import definition
 from ...models import Step
-from .agent_calls import calls_of, fresh_call
+from .agent_calls import fresh_call
+from .compensation import pauses_before_undo, undos_to_come
 from .effect_rows import CallEffect
 from .kernel import Lease, Outcome
 from .lease_cycle import holding
-from .tool_call_rules import EFFECT_STANDS
-
-
-def compensation_order(step: Step, spec: definition.AgentSpec) -> list[ToolCall]:
-    """The calls of an agent step to undo, newest first: those whose effect stands and whose
-    tool declares a compensation."""
-    undoable = {name for name, tool in spec.tools.items() if tool.compensate_fn is not None}
-    calls = [c for c in calls_of(step) if c.tool in undoable and c.status in EFFECT_STANDS]
-    return sorted(calls, key=lambda c: (c.finished_at or c.updated_at, c.turn, c.index),
-                  reverse=True)
 
 
 def begin_tool_compensation(lease: Lease, step: Step, call: ToolCall, *,
+                            behind: list[ToolCall] | tuple = (),
                             now: datetime | None = None) -> ToolCall | None:
+    """The intent of one call's undo. None, with nothing to send: the lease was lost, or the
+    call's tool is high impact and nobody confirmed its undo yet, so the run now waits for a
+    person (compensation.pauses_before_undo, the step's rule too); `behind` are the calls of
+    the step to undo after it, which wait with the older steps' undos."""
     with holding(lease, "tool_compensation", now) as change:
         if change is None:
             return None
         call = fresh_call(call)
+        effect = CallEffect(lease, step, call)
+        waiting = [effect.name, *(CallEffect(lease, step, c).name for c in behind),
+                   *(s.name for s in undos_to_come(lease) if s.pk != step.pk)]
+        if pauses_before_undo(change, lease, effect, waiting=waiting):
+            return None
         # The intent is the row; the record of the undo's outcome carries it.
-        CallEffect(lease, step, call).undo_begun(change)
+        effect.undo_begun(change)
     return call
 
 

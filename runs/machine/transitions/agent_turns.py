@@ -55,7 +55,7 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
             tool_calls=sensitive.seal_asked_calls(turn.tool_calls, spec.tools),
             finish_reason=turn.finish_reason, model_ref=turn.model_ref,
             prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens,
-            summarises=turn.summarises, created_at=now)
+            summarises=turn.summarises, transcript=turn.transcript, created_at=now)
         rows, invented, invalid = [], [], []
         for position, asked in enumerate(turn.tool_calls):
             row = _new_call(change.run, step, spec, index, position, asked, now)
@@ -70,7 +70,9 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
             "tool_calls": [f"{r.ref} {r.tool}" for r in rows],
             "tokens": turn.prompt_tokens + turn.completion_tokens,
             "model_ref": turn.model_ref,
-            **({"summarises": turn.summarises} if turn.summarises else {})})
+            **({"summarises": turn.summarises} if turn.summarises else {}),
+            # The chain vouches for the transcript too: its artifact can be checked by hash.
+            **({"transcript_sha256": turn.transcript["sha256"]} if turn.transcript else {})})
         for row in invalid:
             change.audit(AuditAction.TOOL_CALL_INVALID, step=step,
                          data=call_data(row, error=row.error_message,

@@ -1,6 +1,7 @@
 """Compensation: the plan (completed steps that declare an undo, newest first), starting it,
-and the next undo's intent (pausing before a high-impact one). An undo's outcome is an
-effect's outcome (effects.undo_outcome)."""
+the next undo's intent, and the one pause before a high-impact undo, a step's or an agent's
+tool call's (pauses_before_undo). An undo's outcome is an effect's outcome
+(effects.undo_outcome)."""
 
 from audit.actions import AuditAction
 
@@ -10,7 +11,7 @@ from ...models import (
     Step,
     StepStatus,
 )
-from .effect_rows import StepEffect
+from .effect_rows import Effect, StepEffect
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     COMP,
@@ -49,8 +50,7 @@ def advance_compensation(change: Change, lease: Lease) -> None:
     """Record the intent of the next compensation (newest completed step first), or finish."""
     run, now = change.run, change.now
     lease.work, lease.settle_first, lease.compensating = None, False, False
-    plan = [s for s in compensation_plan(lease.steps, lease.definition)
-            if s.status != StepStatus.COMPENSATION_FAILED]
+    plan = undos_to_come(lease)
     if not plan:
         before = audit_state(run)
         for step in lease.steps:
@@ -63,19 +63,8 @@ def advance_compensation(change: Change, lease: Lease) -> None:
         lease.finished = True
         return
     step = plan[0]
-    if step.impact == definition.HIGH and step.status == StepStatus.SUCCEEDED:
-        # Undoing a high-impact effect sends something that cannot be taken back (a
-        # correction to a person, a reversing entry): prepared and shown, sent only once a
-        # person confirms (confirm_compensation); older undos wait behind it.
-        before = audit_state(run, step)
-        run.current_step = step.name
-        change.move(ATTENTION, reason=AttentionReason.COMPENSATION_PAUSED,
-                    message=f"compensation paused before undoing {step.name} (high impact): "
-                            "confirm what it will send to carry on")
-        change.audit(AuditAction.COMPENSATION_PAUSED, step=step, before=before,
-                     after=audit_state(run, step),
-                     data={"waiting": [s.name for s in plan]})
-        lease.finished = True
+    if pauses_before_undo(change, lease, StepEffect(lease, step),
+                          waiting=[s.name for s in plan]):
         return
     if step.status == StepStatus.SUCCEEDED:
         step.budget_started_at = now  # the compensation's own retry budget starts now
@@ -85,3 +74,40 @@ def advance_compensation(change: Change, lease: Lease) -> None:
     run.current_step = step.name
     StepEffect(lease, step).undo_begun(change)
     lease.work, lease.compensating = step, True
+
+
+def undos_to_come(lease: Lease) -> list[Step]:
+    """The steps whose undo is still to come, the next one first (a failed undo waits for a
+    person to compensate again)."""
+    return [s for s in compensation_plan(lease.steps, lease.definition)
+            if s.status != StepStatus.COMPENSATION_FAILED]
+
+
+def pauses_before_undo(change: Change, lease: Lease, effect: Effect, *,
+                       waiting: list[str]) -> bool:
+    """Whether the compensation stops before the undo of `effect` (a step, or one tool call of
+    an agent step) until a person confirms it (operator.confirm_compensation). If it does,
+    the stop is recorded here: the run in attention naming the undo, and the undos that wait
+    behind it (`waiting`, this one first) in the record. The one rule for both kinds."""
+    row, step, run = effect.row, effect.step, change.run
+    # An agent step's undo is its tool calls' undos: each of them is weighed on its own.
+    if row.kind == definition.AGENT or row.impact != definition.HIGH:
+        return False
+    # Compensating: a person confirmed it, or it was sent and is sent again with its key
+    # after a crash; either way nobody is asked twice.
+    if row.status != StepStatus.SUCCEEDED:
+        return False
+    # Undoing a high-impact effect sends something that cannot be taken back (a correction
+    # to a person, a reversing entry): prepared and shown, sent only once a person confirms.
+    before = audit_state(run, step)
+    run.current_step = step.name
+    if step.lease_owner:  # an agent step held the lease for its calls' undos
+        step.lease_owner, step.lease_expires_at = "", None
+        change.step_changed(step)
+    change.move(ATTENTION, reason=AttentionReason.COMPENSATION_PAUSED,
+                message=f"compensation paused before undoing {effect.name} (high impact): "
+                        "confirm what it will send to carry on")
+    change.audit(AuditAction.COMPENSATION_PAUSED, step=step, before=before,
+                 after=audit_state(run, step), data=effect.data(waiting=waiting))
+    lease.finished, lease.work, lease.compensating = True, None, False
+    return True

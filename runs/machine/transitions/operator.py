@@ -39,7 +39,7 @@ from .kernel import (  # the package's shared vocabulary
     transition_on,
     unsettled_effects,
 )
-from .operator_rules import high_impact_effects, needs_second_person, refusal
+from .operator_rules import high_impact_effects, needs_second_person, paused_undo, refusal
 from .rerun_rules import rerun_range
 
 
@@ -204,14 +204,32 @@ def compensate(run_id: int, *, actor: Actor, reason: str, data: dict | None = No
     return run
 
 def confirm_compensation(run_id: int, *, step_name: str, actor: Actor, reason: str,
-                         data: dict | None = None, now: datetime | None = None) -> Run:
-    """A person confirms the undo of a high-impact step at which a compensation paused
-    (`data` records what they were shown it would send); the compensation carries on with
-    it, then with the older undos."""
+                         call_ref: str = "", data: dict | None = None,
+                         now: datetime | None = None) -> Run:
+    """A person confirms the undo at which a compensation paused: of a high-impact step, or
+    of one high-impact tool call (`call_ref`, "turn.index") of agent step `step_name`
+    (`data` records what they were shown it would send). The compensation carries on with
+    it (a call's undo sent once, with its compensation key), then with the older undos.
+    Without `call_ref`, the paused undo of `step_name` is the one confirmed, whichever it is;
+    with it, it must be that one."""
     with operator_transition(run_id, "confirm_compensation", actor=actor, reason=reason,
                              now=now, step_name=step_name) as op:
         run, change, step = op.run, op.change, op.step
+        # operator_transition's refusal() made sure the paused undo is this step's.
+        paused = paused_undo(run, op.steps, op.definition)
+        call, named = paused.call, call_ref.strip()
+        if named and (call is None or call.ref != named):
+            raise TransitionNotAllowed(
+                f"run {run_id} is paused at the undo of {paused}, not of tool call "
+                f"{named!r} of {step_name}: confirm the undo it is paused at")
         before = audit_state(run, step)
+        if call is not None:
+            # Compensating marks the undo as confirmed: the worker sends it without asking
+            # again, also after a crash (compensation.pauses_before_undo).
+            call.status = StepStatus.COMPENSATING
+            data = {**(data or {}), "tool_call": call.ref, "tool": call.tool,
+                    "key": call.compensation_key}
+            effects.CallEffect(op, step, call).save(change)
         step.status = StepStatus.COMPENSATING
         step.budget_started_at = change.now  # the compensation's own retry budget starts now
         step.next_attempt_at = None

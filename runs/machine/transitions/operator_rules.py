@@ -3,6 +3,8 @@ succeed on this run (and step)?". The operator transitions refuse with it, and e
 (console, bulk actions, API, CLI, through runs.operator.actions) offers an action only where it
 returns None, so a rule written here cannot drift from the rule a caller shows."""
 
+from dataclasses import dataclass
+
 from django.db.models import F
 
 from ...definitions import definition
@@ -22,6 +24,7 @@ from .kernel import (  # the package's shared vocabulary
     unsettled_effects,
 )
 from .rerun_rules import rerun_range, rerun_step_refusal
+from .tool_call_rules import compensation_order
 from .tool_call_rules import step_refusal as tool_call_step_refusal
 
 STEP_ACTIONS = frozenset({"reconcile", "retry_step", "ask_again", "confirm_compensation",
@@ -86,13 +89,39 @@ def needs_second_person(action: str, steps: list[Step], step: Step | None = None
         steps = rerun_range(steps, step)
     return bool(high_impact_effects(steps))
 
+@dataclass(frozen=True)
+class PausedUndo:
+    """The high-impact undo a paused compensation waits to have confirmed: a step's, or (for
+    an agent step) one of its tool calls'."""
+
+    step: Step
+    call: ToolCall | None = None
+
+    def __str__(self) -> str:
+        if self.call is None:
+            return self.step.name
+        # As the pause's message names it (effect_rows.CallEffect.name).
+        return f"{self.step.name}: tool {self.call.tool} (call {self.call.ref})"
+
+
 def paused_undo(run: Run, steps: list[Step],
-                workflow_def: definition.Workflow | None) -> Step | None:
-    """The high-impact step whose undo a paused compensation waits to have confirmed."""
+                workflow_def: definition.Workflow | None) -> PausedUndo | None:
+    """The undo a paused compensation waits to have confirmed (reads the agent step's calls
+    only for a run paused there)."""
     if run.status != ATTENTION or run.attention_reason != AttentionReason.COMPENSATION_PAUSED:
         return None
     plan = compensation_plan(steps, workflow_def)
-    return plan[0] if plan and plan[0].status == StepStatus.SUCCEEDED else None
+    if not plan:
+        return None
+    step = plan[0]
+    if step.kind != definition.AGENT:
+        return PausedUndo(step) if step.status == StepStatus.SUCCEEDED else None
+    # The calls newer than the paused one are undone already: it is the first still standing.
+    order = compensation_order(step, workflow_def.step(step.name))
+    call = order[0] if order else None
+    if call is None or call.impact != definition.HIGH or call.status != ToolCallStatus.SUCCEEDED:
+        return None
+    return PausedUndo(step, call)
 
 def step_refusal(action: str, run: Run, step: Step, steps: list[Step],
                  workflow_def: definition.Workflow | None) -> str | None:
@@ -133,7 +162,7 @@ def step_refusal(action: str, run: Run, step: Step, steps: list[Step],
         return rerun_step_refusal(run, step, steps)
     elif action == "confirm_compensation":
         paused = paused_undo(run, steps, workflow_def)
-        if paused is None or paused.pk != step.pk:
+        if paused is None or paused.step.pk != step.pk:
             return f"no compensation waits for the undo of {step.name} to be confirmed"
     else:
         return f"{action} is not aimed at a step"
@@ -166,7 +195,7 @@ def refusal(action: str, run: Run, steps: list[Step], workflow_def: definition.W
                     "known whether the original action happened")
         paused = paused_undo(run, steps, workflow_def)
         if paused is not None:
-            return (f"the compensation is under way, paused at the undo of {paused.name}: "
+            return (f"the compensation is under way, paused at the undo of {paused}: "
                     "confirm it to carry on")
         if not compensation_plan(steps, workflow_def):
             return f"run {run.pk} has no completed step to compensate"
@@ -178,7 +207,7 @@ def refusal(action: str, run: Run, steps: list[Step], workflow_def: definition.W
                                           for s in steps):
         return f"run {run.pk} is not sleeping on a timer"
     if action == "confirm_compensation" and paused_undo(run, steps, workflow_def) is None:
-        return f"run {run.pk} is not paused at the undo of a high-impact step"
+        return f"run {run.pk} is not paused at the undo of a high-impact step or tool call"
     if action in STEP_ACTIONS:
         if step is not None:
             return step_refusal(action, run, step, steps, workflow_def)

@@ -15,6 +15,9 @@ EFFECT_STANDS = frozenset({S.SUCCEEDED, S.COMPENSATING, S.COMPENSATION_FAILED})
 # The actions of the table (runs.operator.actions) that are aimed at one tool call.
 TOOL_CALL_ACTIONS = ("reconcile_tool_call", "retry_tool_call", "compensate_tool_call",
                      "cancel_tool_call")
+# Actions aimed at a step that may name one of its tool calls: the undo a compensation paused
+# at is a step's or one tool call's, confirmed by the one action.
+CALL_OPTIONAL_ACTIONS = ("confirm_compensation",)
 # A call in one of these states has not run and can be cancelled by a person.
 NOT_STARTED = frozenset({S.PENDING, S.SCHEDULED, S.WAITING})
 
@@ -72,6 +75,16 @@ def call_refusal(action: str, run: Run, step: Step, call: ToolCall,
                     "second person approves and which pauses for a person to confirm")
         return None
     return f"{action} is not aimed at a tool call"
+
+
+def compensation_order(step: Step, spec: definition.AgentSpec) -> list[ToolCall]:
+    """The calls of an agent step to undo, newest first: those of its current generation
+    whose effect stands and whose tool declares a compensation."""
+    undoable = [name for name, tool in spec.tools.items() if tool.compensate_fn is not None]
+    calls = ToolCall.objects.filter(step=step, generation=step.generation, tool__in=undoable,
+                                    status__in=list(EFFECT_STANDS))
+    return sorted(calls, key=lambda c: (c.finished_at or c.updated_at, c.turn, c.index),
+                  reverse=True)
 
 
 def step_refusal(action: str, run: Run, step: Step,

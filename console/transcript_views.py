@@ -1,0 +1,32 @@
+"""A summary turn's transcript, downloaded from the run page: the turns the summary covers,
+in full, as the artifact holds them (runs.agents.agent_history). Whoever may view the run
+may download it; the artifact is checked against its sha256 before it is served."""
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_GET
+
+from runs.machine import artifacts
+from runs.reads.agent_selectors import summary_transcript as find_transcript
+
+from .permissions import VIEW, grant_for
+
+
+@require_GET
+@login_required
+def summary_transcript(request, run_id: int, turn_id: int):
+    found = find_transcript(run_id, turn_id)
+    if found is None:
+        raise Http404(f"No summary transcript {turn_id} in run {run_id}.")
+    run, turn = found
+    if not grant_for(request.user, VIEW).covers(run.workflow_id):
+        raise PermissionDenied("You may not view this run.")
+    body = artifacts.read(turn.transcript)
+    response = HttpResponse(body, content_type="application/json")
+    # An attachment: the model wrote this text, and a browser is not to render it.
+    response["Content-Disposition"] = content_disposition_header(
+        True, f"run-{run.pk}-{turn.step.name}-turn-{turn.index}-transcript.json")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
