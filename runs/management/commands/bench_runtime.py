@@ -52,8 +52,8 @@ from runs import bench_workflows as bw
 from runs.bench_processes import (
     WAL_BY_RELATION_SQL,
     WAL_WINDOW_SQL,
+    BackendsCpu,
     Worker,
-    backends_cpu_seconds,
     drop_bench_database,
     ensure_database,
     median,
@@ -298,7 +298,7 @@ class Command(BaseCommand):
         self._keep_wal()
         lsn_before = self._flushed_lsn()
         cpu_before = worker.cpu_seconds()
-        db_before = backends_cpu_seconds()
+        db_cpu_window = BackendsCpu()
         start_times, run_ids = [], []
         started = time.perf_counter()
         for i in range(runs):
@@ -306,6 +306,7 @@ class Command(BaseCommand):
             run, created = start_run(workflow=workflow.name, business_key=f"{batch}-{i}",
                                      input={"n": i}, actor=actor)
             start_times.append(time.perf_counter() - t)
+            db_cpu_window.sample()
             if not created:
                 raise CommandError(f"run {batch}-{i} already existed")
             run_ids.append(run.pk)
@@ -324,17 +325,16 @@ class Command(BaseCommand):
                                        "status NOT IN ('completed', 'attention')", [run_id])
                     if cursor.fetchone()[0] == 0:
                         break
+                    db_cpu_window.sample()
                     if time.monotonic() > deadline:
                         raise CommandError(f"{label}: runs not finished after "
                                            f"{60 + runs}s; worker log: {worker.log_path}")
                     time.sleep(POLL_SECONDS)
         elapsed = time.perf_counter() - started
         cpu = worker.cpu_seconds() - cpu_before
-        db_after = backends_cpu_seconds()
-        # A backend that started during the batch counts from zero; one that ended is lost
-        # (the worker keeps its connections for DB_CONN_MAX_AGE, longer than a round).
-        db_cpu = (None if db_before is None or db_after is None else
-                  sum(seconds - db_before.get(pid, 0.0) for pid, seconds in db_after.items()))
+        # A backend that started during the batch counts from zero, one that ended with its
+        # last reading.
+        db_cpu = db_cpu_window.seconds()
         # Every commit of the batch is flushed by now (synchronous_commit): the last run's
         # completion was seen above.
         wal = self._wal_window(lsn_before, self._flushed_lsn())
