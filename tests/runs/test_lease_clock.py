@@ -15,6 +15,7 @@ from audit.models import AuditRecord
 from demo.sandbox.models import Customer, Message, PaymentUpdate
 from runs import store
 from runs.machine import transitions
+from runs.machine.errors import TransientError, classify
 from runs.machine.transitions import start_run
 from runs.machine.transitions.lease_cycle import holding
 from runs.models import Run, RunStatus, StepStatus
@@ -153,3 +154,17 @@ def test_a_lease_holders_transition_renews_the_lease_by_the_database_clock(trans
     assert run.lease_owner == "ahead" and run.fencing_token == lease.token
     assert before <= beat <= _server_now()
     assert before + lease_length <= expires <= _server_now() + lease_length
+
+
+def test_an_outcome_recorded_under_the_lock_stamps_the_database_clock(monkeypatch):
+    # A failure takes the locking path (the one statement records successes only): the
+    # heartbeat it stamps is the server's time, not this process's estimate.
+    run = new_run()
+    lease = transitions.claim_run(run.pk, worker="ahead")
+    measured = type(store.current()).now
+    monkeypatch.setattr(type(store.current()), "now", lambda db: measured(db) + JUMP)
+    before = _server_now()
+    transitions.record_outcome(lease, lease.work, transitions.Outcome(
+        succeeded=False, error=classify(TransientError("busy"))))
+    _, beat = _lease_of(run)
+    assert before <= beat <= _server_now()

@@ -271,7 +271,7 @@ def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
     if outcome.succeeded and not lease.compensating:
         if _record_success_in_one_statement(lease, step, outcome, now, given):
             return lease
-    with holding(lease, "record_outcome", now) as change:
+    with holding(lease, "record_outcome", given) as change:
         if change is None:
             effects.late_result(lock_run(lease.run.pk), lease, effects.StepEffect(lease, step),
                                 outcome, now)
