@@ -185,10 +185,10 @@ class BackendsCpu:
         self.last = dict(self.before or {})
         self.listed_at = time.monotonic()
 
-    def sample(self) -> None:
+    def sample(self, *, relist: bool = False) -> None:
         if self.before is None:
             return
-        if time.monotonic() - self.listed_at >= self.LIST_SECONDS:
+        if relist or time.monotonic() - self.listed_at >= self.LIST_SECONDS:
             self.listed_at = time.monotonic()
             listed = backends_cpu_seconds()
             if listed is None:
@@ -204,8 +204,7 @@ class BackendsCpu:
 
     def seconds(self) -> float | None:
         """CPU seconds spent since the window opened, or None where it cannot be read."""
-        self.listed_at = 0.0
-        self.sample()
+        self.sample(relist=True)
         if self.before is None:
             return None
         return sum(cpu - self.before.get(pid, 0.0) for pid, cpu in self.last.items())

@@ -38,7 +38,6 @@ from ..machine.errors import (
     classify,
     model_call_error,
 )
-from ..machine.redaction import redact_text
 from ..machine.transitions import agent_calls as calls_tx
 from ..machine.transitions import agent_compensation as undo_tx
 from ..machine.transitions import agent_turns as turns_tx
@@ -64,7 +63,7 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
             if lease.finished or lease.work is None or lease.work.name != name:
                 return lease
             step = lease.by_name(name)
-            calls = calls_tx.calls_of(step)
+            calls = tool_call_rules.calls_of(step)
             running = [c for c in calls if c.status == S.RUNNING]
             if running:
                 lease = calls_tx.take_back_calls(lease, step, running)
@@ -142,9 +141,8 @@ def keep_transcript(step: Step, turns, calls: list[ToolCall], cut: int) -> trans
         reference = agent_history.keep_transcript(step, turns, calls, cut)
     except Exception as exc:
         # The storage out of reach: nothing was asked yet, the step tries again by its policy.
-        return transitions.Outcome(succeeded=False, error=Classified(
-            ErrorClass.TRANSIENT, redact_text(f"the summary's transcript could not be "
-                                              f"written: {type(exc).__name__}: {exc}")[:2000]))
+        return transitions.Outcome(succeeded=False, error=classify(TransientError(
+            f"the summary's transcript could not be written: {type(exc).__name__}: {exc}")))
     return transitions.Outcome(succeeded=True, value=reference)
 
 

@@ -59,7 +59,7 @@ def keep(run_id: int, step_name: str, value):
     """`value` as it is to be stored on the step: itself when small, else a reference to
     the artifact written now (named by its content, so writing it again after a crash is
     harmless). Raises ResultTooLarge above the hard limit, having written nothing."""
-    body = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    body = encoded(value)
     size = len(body)
     if size > result_limit():
         raise ResultTooLarge(f"the result is {size:,} bytes, over the limit of "
@@ -72,8 +72,12 @@ def keep(run_id: int, step_name: str, value):
 def write(run_id: int, stem: str, value) -> dict:
     """`value` written as an artifact whatever its size (a record kept apart from the rows,
     such as a summary's transcript), and its reference."""
-    return stored(run_id, stem, json.dumps(value, separators=(",", ":"),
-                                           ensure_ascii=False).encode())
+    return stored(run_id, stem, encoded(value))
+
+
+def encoded(value) -> bytes:
+    """An artifact's bytes: the value as compact JSON."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def stored(run_id: int, stem: str, body: bytes) -> dict:

@@ -62,12 +62,6 @@ def args_hash(arguments) -> str:
                                      default=str).encode()).hexdigest()
 
 
-def calls_of(step: Step) -> list[ToolCall]:
-    """The tool calls of the step's current generation (a re-run's earlier ones are history)."""
-    return list(ToolCall.objects.filter(step=step, generation=step.generation)
-                .order_by("turn", "index"))
-
-
 def turns_of(step: Step) -> list[AgentTurn]:
     """The model turns of the step's current generation."""
     return list(AgentTurn.objects.filter(step=step, generation=step.generation)

@@ -224,12 +224,12 @@ def confirm_compensation(run_id: int, *, step_name: str, actor: Actor, reason: s
                 f"{named!r} of {step_name}: confirm the undo it is paused at")
         before = audit_state(run, step)
         if call is not None:
+            effect = effects.CallEffect(op, step, call)
+            data = effect.data(**(data or {}), key=call.compensation_key)
             # Compensating marks the undo as confirmed: the worker sends it without asking
             # again, also after a crash (compensation.pauses_before_undo).
             call.status = StepStatus.COMPENSATING
-            data = {**(data or {}), "tool_call": call.ref, "tool": call.tool,
-                    "key": call.compensation_key}
-            effects.CallEffect(op, step, call).save(change)
+            effect.save(change)
         step.status = StepStatus.COMPENSATING
         step.budget_started_at = change.now  # the compensation's own retry budget starts now
         step.next_attempt_at = None

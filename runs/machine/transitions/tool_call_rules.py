@@ -77,12 +77,17 @@ def call_refusal(action: str, run: Run, step: Step, call: ToolCall,
     return f"{action} is not aimed at a tool call"
 
 
+def calls_of(step: Step) -> list[ToolCall]:
+    """The tool calls of the step's current generation (a re-run's earlier ones are history)."""
+    return list(ToolCall.objects.filter(step=step, generation=step.generation)
+                .order_by("turn", "index"))
+
+
 def compensation_order(step: Step, spec: definition.AgentSpec) -> list[ToolCall]:
     """The calls of an agent step to undo, newest first: those of its current generation
     whose effect stands and whose tool declares a compensation."""
-    undoable = [name for name, tool in spec.tools.items() if tool.compensate_fn is not None]
-    calls = ToolCall.objects.filter(step=step, generation=step.generation, tool__in=undoable,
-                                    status__in=list(EFFECT_STANDS))
+    undoable = {name for name, tool in spec.tools.items() if tool.compensate_fn is not None}
+    calls = [c for c in calls_of(step) if c.tool in undoable and c.status in EFFECT_STANDS]
     return sorted(calls, key=lambda c: (c.finished_at or c.updated_at, c.turn, c.index),
                   reverse=True)
 
