@@ -248,7 +248,14 @@ class Worker:
         return proc_children(self.process.pid)
 
     def cpu_seconds(self) -> float:
+        """CPU of the pool processes, which execute the tasks (the figure with a target)."""
         return sum(proc_cpu_seconds(pid) for pid in self.children())
+
+    def consumer_cpu_seconds(self) -> float:
+        """CPU of the worker's main process: it fetches from the broker, hands each task to
+        the pool and acknowledges it. A deployment pays it too; it is printed beside the
+        pool's figure, not inside it."""
+        return proc_cpu_seconds(self.process.pid)
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -38,16 +38,24 @@ from ..models import Run, RunEvent, Step
 from .base import Store
 
 
-def _fields(model, names):
-    return [model._meta.get_field(name) for name in names]
+# The field lists are asked for at every checkpoint: looked up once per process.
+@lru_cache(maxsize=32)
+def _model_fields(model, names: tuple) -> tuple:
+    return tuple(model._meta.get_field(name) for name in names)
 
 
-def _audit_fields():
-    return [f for f in AuditRecord._meta.concrete_fields if not f.primary_key]
+def _fields(model, names) -> tuple:
+    return _model_fields(model, tuple(names))
 
 
-def _event_fields():
-    return [f for f in RunEvent._meta.concrete_fields if not f.primary_key]
+@lru_cache(maxsize=1)
+def _audit_fields() -> tuple:
+    return tuple(f for f in AuditRecord._meta.concrete_fields if not f.primary_key)
+
+
+@lru_cache(maxsize=1)
+def _event_fields() -> tuple:
+    return tuple(f for f in RunEvent._meta.concrete_fields if not f.primary_key)
 
 
 def _recordset(fields) -> str:
@@ -114,9 +122,15 @@ def _json_default(value):
     raise TypeError(f"cannot write {type(value).__name__} in a checkpoint")
 
 
+@lru_cache(maxsize=32)
+def _columns(fields: tuple) -> tuple:
+    return tuple((f.column, f.attname) for f in fields)
+
+
 def _rows(objects, fields) -> str:
-    return json.dumps([{f.column: getattr(obj, f.attname) for f in fields} for obj in objects],
-                      default=_json_default, separators=(",", ":"))
+    columns = _columns(tuple(fields))
+    return json.dumps([{column: getattr(obj, attname) for column, attname in columns}
+                       for obj in objects], default=_json_default, separators=(",", ":"))
 
 
 # The psycopg connections told to keep one generic plan per prepared statement.

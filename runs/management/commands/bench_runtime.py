@@ -219,6 +219,8 @@ class Command(BaseCommand):
         out.write("WAL bytes per step by relation: "
                   + ", ".join(f"{name} {size:.0f}" for name, size in top))
         out.write(f"worker CPU ms per step: {spread('cpu_ms_step', '.2f')}")
+        out.write("worker consumer CPU ms per step (the main process: broker, hand-off to the "
+                  f"pool, acks; beside the target's figure): {spread('consumer_cpu_ms_step', '.2f')}")
         if db_cpu_ms is None:
             out.write("database CPU ms per step: n/a (the server's backends are not "
                       "processes of this machine)")
@@ -298,6 +300,7 @@ class Command(BaseCommand):
         self._keep_wal()
         lsn_before = self._flushed_lsn()
         cpu_before = worker.cpu_seconds()
+        consumer_before = worker.consumer_cpu_seconds()
         db_cpu_window = BackendsCpu()
         start_times, run_ids = [], []
         started = time.perf_counter()
@@ -332,6 +335,7 @@ class Command(BaseCommand):
                     time.sleep(POLL_SECONDS)
         elapsed = time.perf_counter() - started
         cpu = worker.cpu_seconds() - cpu_before
+        consumer_cpu = worker.consumer_cpu_seconds() - consumer_before
         # A backend that started during the batch counts from zero, one that ended with its
         # last reading.
         db_cpu = db_cpu_window.seconds()
@@ -349,6 +353,7 @@ class Command(BaseCommand):
             "commits_step": wal["commits"] / total_steps, "wal_step": wal["bytes"] / total_steps,
             "wal": wal["bytes"], "start_ms": 1000 * statistics.fmean(start_times),
             "cpu_ms_step": 1000 * cpu / total_steps,
+            "consumer_cpu_ms_step": 1000 * consumer_cpu / total_steps,
             "db_cpu_ms_step": None if db_cpu is None else 1000 * db_cpu / total_steps,
             "wal_by_relation": {name: size / total_steps
                                 for name, size in wal["by_relation"].items()},
