@@ -219,8 +219,9 @@ class Command(BaseCommand):
         out.write("WAL bytes per step by relation: "
                   + ", ".join(f"{name} {size:.0f}" for name, size in top))
         out.write(f"worker CPU ms per step: {spread('cpu_ms_step', '.2f')}")
+        consumer = spread("consumer_cpu_ms_step", ".2f")
         out.write("worker consumer CPU ms per step (the main process: broker, hand-off to the "
-                  f"pool, acks; beside the target's figure): {spread('consumer_cpu_ms_step', '.2f')}")
+                  f"pool, acks; beside the target's figure): {consumer}")
         if db_cpu_ms is None:
             out.write("database CPU ms per step: n/a (the server's backends are not "
                       "processes of this machine)")
