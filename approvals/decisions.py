@@ -48,6 +48,7 @@ from .notifications import time_text
 from .permissions import can_decide
 from .requests import current_snapshot, supersede
 from .snapshots import SnapshotUnavailable
+from .withdrawal import is_still_awaited, withdraw
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +80,8 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
     - the same decision_id again (double click, resent form): `already_recorded`;
     - decided already by someone else (the first of two racing approvers wins):
       `already_decided`, saying by whom and when;
-    - superseded, withdrawn or timed out: `closed`;
+    - superseded, withdrawn or timed out: `closed`; one the run no longer waits for (its
+      tool call cancelled, the run terminated) is withdrawn now and `closed`;
     - the payload differs from the one this request shows: the request is superseded, a
       new one is made and notified, and this decision is refused (`superseded`): an
       approval never applies to a payload it did not see;
@@ -112,6 +114,12 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
             return Decision("already_recorded", "This form was already used for another "
                             "decision; nothing changed.", approval)
         if not approval.is_pending:
+            return _closed(approval)
+        if not is_still_awaited(approval):
+            # The run stopped waiting for it (the call was cancelled, the run terminated)
+            # and the sweep has not come by yet: withdrawn now, as the sweep would, and no
+            # person is recorded as deciding what nobody can apply.
+            withdraw(approval, now)
             return _closed(approval)
         if isinstance(current, SnapshotUnavailable):
             return Decision("unavailable", f"What this request asks about cannot be checked "

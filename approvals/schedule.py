@@ -13,20 +13,11 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from audit.actions import AuditAction
 from runs.machine.single_pass import single_pass
-from runs.models import (
-    ATTENTION_RUN_STATUSES,
-    FINAL_RUN_STATUSES,
-    RunStatus,
-    Step,
-    StepStatus,
-    ToolCall,
-    ToolCallStatus,
-)
 
 from .decisions import SYSTEM_LABEL, apply_pending_decisions, apply_to_run
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
@@ -38,13 +29,9 @@ from .requests import (
     record_lifecycle,
     supersede,
 )
+from .withdrawal import no_longer_awaited, withdraw
 
 logger = logging.getLogger(__name__)
-
-# Run states in which a pending request for one of its steps can no longer be decided:
-# the sweeper withdraws it. (Queued and running are passing states: an operator's resume
-# of a waiting run goes through them back to waiting.)
-_NOT_WAITING = [*ATTENTION_RUN_STATUSES, RunStatus.COMPENSATING, *FINAL_RUN_STATUSES]
 
 
 def _lock_pending(pk: int, *conditions: Q, **filters) -> ApprovalRequest | None:
@@ -180,48 +167,16 @@ def _duration(delta: timedelta) -> str:
 # --- withdrawal ----------------------------------------------------------------------------
 
 def withdraw_stale_requests(*, now: datetime | None = None, limit: int = 200) -> int:
-    """Withdraw pending requests that can no longer be decided: their run stopped waiting
-    on the step or the tool call (terminated, compensated, decided or settled by an
-    operator), or, for an operator action, the run is final."""
+    """Withdraw pending requests that can no longer be decided (approvals.withdrawal)."""
     now = now or timezone.now()
-    step_waiting = Step.objects.filter(run=OuterRef("run"), name=OuterRef("step_name"),
-                                       status=StepStatus.WAITING)
-    call_waiting = ToolCall.objects.filter(pk=OuterRef("tool_call_id"),
-                                           status=ToolCallStatus.WAITING)
-    # A call a person cancelled is never decided, whatever its run does meanwhile.
-    call_cancelled = ToolCall.objects.filter(pk=OuterRef("tool_call_id"),
-                                             status=ToolCallStatus.CANCELLED)
-    stale_q = ((Q(kind=RequestKind.STEP) & (~Exists(step_waiting)
-                                            | Q(run__status__in=_NOT_WAITING)))
-               # A call decided elsewhere while its run goes on (queued, running) may be
-               # followed by the model's next proposal: that supersedes the request.
-               | (Q(kind=RequestKind.TOOL_CALL)
-                  & ((~Exists(call_waiting) & Q(run__status=RunStatus.WAITING))
-                     | Q(run__status__in=_NOT_WAITING) | Exists(call_cancelled)))
-               | Q(kind=RequestKind.OPERATOR_ACTION, run__status__in=FINAL_RUN_STATUSES))
-    stale = ApprovalRequest.objects.filter(status=RequestStatus.PENDING)
+    stale = ApprovalRequest.objects.filter(no_longer_awaited(), status=RequestStatus.PENDING)
     count = 0
-    for pk in list(stale.filter(stale_q).values_list("pk", flat=True)[:limit]):
+    for pk in list(stale.values_list("pk", flat=True)[:limit]):
         with transaction.atomic(durable=True):
-            approval = _lock_pending(pk, stale_q)
+            approval = _lock_pending(pk, no_longer_awaited())
             if approval is None:
                 continue
-            step = Step.objects.filter(run_id=approval.run_id, name=approval.step_name).first()
-            call = (ToolCall.objects.filter(pk=approval.tool_call_id).first()
-                    if approval.tool_call_id else None)
-            approval.status = RequestStatus.WITHDRAWN
-            approval.settled_at = now
-            approval.next_reminder_at = None
-            approval.comment = (f"the run no longer waits for this decision (run "
-                                f"{approval.run.status}"
-                                + (f", step {step.status}" if step else "")
-                                + (f", tool call {call.ref} {call.status}" if call else "")
-                                + ")")
-            approval.save(update_fields=["status", "settled_at", "next_reminder_at",
-                                         "comment"])
-            record_lifecycle(approval, AuditAction.APPROVAL_WITHDRAWN, now,
-                             reason=approval.comment)
-            logger.info("approval request %s withdrawn: %s", pk, approval.comment)
+            withdraw(approval, now)
             count += 1
     return count
 

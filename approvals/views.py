@@ -24,6 +24,7 @@ from .permissions import can_decide, can_view, is_requester
 from .snapshots import snapshot_rows
 from .throttle import link_failed, link_lockout
 from .tokens import LinkCheck, approval_link_token
+from .withdrawal import is_still_awaited
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,8 @@ def _page(request, approval: ApprovalRequest, form: DecisionForm | None = None, 
         check = approval_link_token.check_token(approval, token)
         if check is not LinkCheck.VALID:
             link_problem = check.value
-    decidable = approval.is_pending and can_decide(request.user, approval)
+    awaited = not approval.is_pending or is_still_awaited(approval)
+    decidable = approval.is_pending and awaited and can_decide(request.user, approval)
     if decidable and form is None:
         form = DecisionForm(initial={"decision_id": uuid.uuid4()})
     return render(request, "approvals/detail.html", {
@@ -87,6 +89,7 @@ def _page(request, approval: ApprovalRequest, form: DecisionForm | None = None, 
         "form": form if decidable else None, "can_decide": decidable,
         "is_requester": is_requester(request.user, approval),
         "overdue": selectors.is_overdue(approval), "link_problem": link_problem,
+        "awaited": awaited,
     }, status=status)
 
 

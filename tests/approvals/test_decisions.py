@@ -10,7 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.urls import reverse
 
-from approvals import decisions, notifications, requests
+from approvals import decisions, notifications, requests, schedule
 from approvals.models import ApprovalRequest, Notification
 from audit.chain import Actor
 from audit.models import AuditRecord
@@ -193,16 +193,22 @@ def test_a_changed_payload_supersedes_the_request_and_the_approval_is_refused(pe
                             decision_id=uuid.uuid4()).outcome == "closed"
 
 
-def test_a_decision_on_a_run_terminated_meanwhile_is_kept_with_the_reason(pending, ann):
+def test_a_decision_on_a_run_terminated_meanwhile_withdraws_the_request(pending, ann):
+    """The run stopped waiting before the sweep withdrew the request: the decision withdraws
+    it as the sweep would, so what the request ends as does not depend on which came
+    first, and nobody is recorded as approving what nobody can apply."""
     transitions.terminate(pending.run_id, actor=Actor.system("ops"), reason="vendor fraud")
     result = decisions.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4())
-    assert result.recorded and "could not be applied to the run" in result.message
+    assert result.outcome == "closed" and "withdrawn" in result.message
+    assert "run terminated" in result.message
     pending.refresh_from_db()
-    assert pending.status == "approved" and pending.decided_by == ann
-    assert pending.settled_at is not None
-    assert pending.apply_error.startswith("not applied: decide_approval is not allowed")
+    assert pending.status == "withdrawn" and pending.decided_by is None
+    assert pending.decision_id is None and pending.settled_at is not None
     assert Run.objects.get(pk=pending.run_id).status == RunStatus.TERMINATED
     assert not _decided_records(pending.run_id).exists()
+    assert AuditRecord.objects.filter(run_id=pending.run_id,
+                                      action="approval_withdrawn").count() == 1
+    assert schedule.withdraw_stale_requests() == 0
 
 
 def test_a_crash_between_the_decision_and_the_run_loses_nothing(pending, ann, monkeypatch, t0):

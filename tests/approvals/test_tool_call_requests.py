@@ -175,7 +175,7 @@ def test_changed_arguments_supersede_the_old_request_and_its_link_says_so(
     assert f"{LedgerEntry.objects.get().amount:.2f}" == second.arguments["amount"]
 
 
-def test_an_approval_of_a_call_the_model_moved_on_from_is_refused_by_the_runtime(ann):
+def test_an_approval_of_a_call_the_model_moved_on_from_withdraws_its_request(ann):
     run = start_triage(LARGE, notes=CHANGE_ARGS)
     first = _waiting_call(run)
     schedule.sweep()
@@ -184,12 +184,13 @@ def test_an_approval_of_a_call_the_model_moved_on_from_is_refused_by_the_runtime
                                  args_hash=first.args_hash, approved=False,
                                  actor=Actor.system("operator"), comment="split it")
     _waiting_call(run)  # the model proposed another amount; no sweep has run yet
-    # The approval arrives before the sweep supersedes its request: the decision is
-    # recorded, and refused where the rule lives (decide_tool_call), saying why.
+    # The approval arrives before the sweep withdraws its request: the run waits on another
+    # call now, so the decision withdraws it as the sweep would, and approves nothing.
     result = decisions.decide(old.pk, user=ann, approved=True, decision_id=uuid.uuid4())
     old.refresh_from_db()
-    assert result.recorded and "could not be applied" in result.message
-    assert old.settled_at and "not waiting for approval" in old.apply_error
+    assert result.outcome == "closed" and "withdrawn" in result.message
+    assert old.status == "withdrawn" and old.decided_by_id is None
+    assert f"tool call {first.ref} declined" in old.comment
     assert LedgerEntry.objects.count() == 0
     assert ToolCall.objects.get(pk=first.pk).status == "declined"
 
@@ -295,3 +296,33 @@ def test_the_operator_who_sent_a_call_again_may_not_approve_it(ann, bob, client,
     run = _advance(run)
     assert run.status == RunStatus.COMPLETED, run.status_message
     assert LedgerEntry.objects.filter(transaction_ref=call.idempotency_key).count() == 1
+
+
+def test_a_decision_on_a_call_cancelled_before_the_sweep_withdraws_the_request(ann, client):
+    """The cancel commits; before the sweep withdraws the request, the approver opens it and
+    approves: nobody is recorded as approving a call that never runs, and the page offers no
+    form for it."""
+    run = start_triage(LARGE)
+    call = _waiting_call(run)
+    schedule.sweep()
+    request = ApprovalRequest.objects.get(run=run)
+    operator = Actor.system("operator-test")
+    transitions.cancel_tool_call(run.pk, step_name="triage", call_ref=call.ref,
+                                 actor=operator, reason="wrong cost centre")
+    client.force_login(ann)
+    page = client.get(reverse("approvals:detail", args=[request.pk])).content.decode()
+    assert "no longer waits for this decision" in page and 'value="approve"' not in page
+
+    decision = decisions.decide(request.pk, user=ann, approved=True,
+                                decision_id=uuid.uuid4())
+    assert decision.outcome == "closed" and "withdrawn" in decision.message
+    request.refresh_from_db()
+    assert request.status == "withdrawn" and request.decided_by_id is None
+    assert f"tool call {call.ref} cancelled" in request.comment
+    assert AuditRecord.objects.filter(run=run, action="approval_withdrawn").count() == 1
+    assert not AuditRecord.objects.filter(run=run, actor_label="ann").exists()
+    call.refresh_from_db()
+    assert call.status == "cancelled" and call.attempt == 0
+    assert schedule.withdraw_stale_requests() == 0  # nothing left for the sweep
+    _advance(run)
+    assert LedgerEntry.objects.count() == 0

@@ -10,6 +10,7 @@ from django.contrib.auth.models import Group, Permission, User
 from approvals.decisions import decide
 from approvals.models import ApprovalRequest
 from approvals.operator_actions import act
+from approvals.schedule import withdraw_stale_requests
 from audit.chain import Actor
 from audit.models import AuditRecord
 from console.roles import ensure_roles
@@ -116,6 +117,10 @@ def test_through_the_one_action_function_it_opens_an_approval_request(script):
     request = ApprovalRequest.objects.get(pk=outcome.approval.pk)
     assert request.status == "pending"
     assert Run.objects.get(pk=run.pk).generation == 0
+    # The run is final, and re-run starts from a final run: the sweep leaves it waiting.
+    assert withdraw_stale_requests() == 0
+    request.refresh_from_db()
+    assert request.status == "pending"
     assert len(_calls(script, "post-ledger")) == 1
     # Another person approves: the re-run happens then, of the step asked for, both named.
     carl = User.objects.create_user("carl")

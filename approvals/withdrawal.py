@@ -1,0 +1,94 @@
+"""When a pending request can no longer be decided, and its withdrawal.
+
+One rule for both places that meet such a request: the sweep, which withdraws what it finds,
+and a person's decision, which withdraws the request it was about to record instead of
+recording a decision nobody can apply (a tool call cancelled a moment before, a run
+terminated). Which of the two comes first changes nothing.
+"""
+
+import logging
+from datetime import datetime
+
+from django.db.models import Exists, OuterRef, Q
+
+from audit.actions import AuditAction
+from runs.machine.transitions import RUN_TRANSITIONS
+from runs.models import (
+    ATTENTION_RUN_STATUSES,
+    FINAL_RUN_STATUSES,
+    RunStatus,
+    Step,
+    StepStatus,
+    ToolCall,
+    ToolCallStatus,
+)
+
+from .models import ApprovalRequest, RequestKind, RequestStatus
+from .requests import record_lifecycle
+
+logger = logging.getLogger(__name__)
+
+# Run states in which a pending request for one of its steps can no longer be decided.
+# (Queued and running are passing states: an operator's resume of a waiting run goes
+# through them back to waiting.)
+NOT_WAITING_STATUSES = [*ATTENTION_RUN_STATUSES, RunStatus.COMPENSATING, *FINAL_RUN_STATUSES]
+
+
+def no_longer_awaited() -> Q:
+    """The requests (pending or not: callers filter) whose run no longer waits for their
+    decision: it stopped waiting on the step or the tool call (terminated, compensated,
+    decided or settled by an operator), the call was cancelled, or, for an operator
+    action, the run is final and the action's transition cannot start from its state."""
+    step_waiting = Step.objects.filter(run=OuterRef("run"), name=OuterRef("step_name"),
+                                       status=StepStatus.WAITING)
+    call_waiting = ToolCall.objects.filter(pk=OuterRef("tool_call_id"),
+                                           status=ToolCallStatus.WAITING)
+    # A call a person cancelled is never decided, whatever its run does meanwhile.
+    call_cancelled = ToolCall.objects.filter(pk=OuterRef("tool_call_id"),
+                                             status=ToolCallStatus.CANCELLED)
+    return ((Q(kind=RequestKind.STEP) & (~Exists(step_waiting)
+                                         | Q(run__status__in=NOT_WAITING_STATUSES)))
+            # A call decided elsewhere while its run goes on (queued, running) may be
+            # followed by the model's next proposal: that supersedes the request.
+            | (Q(kind=RequestKind.TOOL_CALL)
+               & ((~Exists(call_waiting) & Q(run__status=RunStatus.WAITING))
+                  | Q(run__status__in=NOT_WAITING_STATUSES) | Exists(call_cancelled)))
+            | (Q(kind=RequestKind.OPERATOR_ACTION) & _action_refused_for_good()))
+
+
+def _action_refused_for_good() -> Q:
+    # An operator action waits for its second person while the run is in a state its
+    # transition cannot start from only if the run may still come back to one (a resumed
+    # run passes through queued and running); a final run never does. Some actions start
+    # from final states (re-run from a step, reopen): their requests stand there.
+    refused = Q(run__status__in=FINAL_RUN_STATUSES) & ~Q(action__in=list(RUN_TRANSITIONS))
+    for name, move in RUN_TRANSITIONS.items():
+        final_refusing = [s for s in FINAL_RUN_STATUSES if s not in move.sources]
+        if final_refusing:
+            refused |= Q(action=name, run__status__in=final_refusing)
+    return refused
+
+
+def is_still_awaited(approval: ApprovalRequest) -> bool:
+    """Whether the run still waits for this request's decision (a read: the request page
+    offers no form for one it no longer waits for)."""
+    return not ApprovalRequest.objects.filter(no_longer_awaited(), pk=approval.pk).exists()
+
+
+def withdraw(approval: ApprovalRequest, now: datetime) -> None:
+    """Withdraw `approval`, pending and locked by the caller's transaction, with what became
+    of its run, step and call as the reason, and record it on the run."""
+    step = Step.objects.filter(run_id=approval.run_id, name=approval.step_name).first()
+    call = (ToolCall.objects.filter(pk=approval.tool_call_id).first()
+            if approval.tool_call_id else None)
+    approval.status = RequestStatus.WITHDRAWN
+    approval.settled_at = now
+    approval.next_reminder_at = None
+    approval.comment = (f"the run no longer waits for this decision (run "
+                        f"{approval.run.status}"
+                        + (f", step {step.status}" if step else "")
+                        + (f", tool call {call.ref} {call.status}" if call else "")
+                        + ")")
+    approval.save(update_fields=["status", "settled_at", "next_reminder_at", "comment"])
+    record_lifecycle(approval, AuditAction.APPROVAL_WITHDRAWN, now, reason=approval.comment)
+    logger.info("approval request %s withdrawn: %s", approval.pk, approval.comment)
