@@ -1,6 +1,9 @@
 """A summary turn's transcript, downloaded from the run page: the turns the summary covers,
 in full, as the artifact holds them (runs.agents.agent_history). Whoever may view the run
-may download it; the artifact is checked against its sha256 before it is served."""
+may download it; the artifact is checked against its sha256 before it is served, and one
+missing or damaged is refused with the reason (410), never served."""
+
+import logging
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -13,6 +16,8 @@ from runs.reads.agent_selectors import summary_transcript as find_transcript
 
 from .permissions import VIEW, grant_for
 
+logger = logging.getLogger(__name__)
+
 
 @require_GET
 @login_required
@@ -23,7 +28,17 @@ def summary_transcript(request, run_id: int, turn_id: int):
     run, turn = found
     if not grant_for(request.user, VIEW).covers(run.workflow_id):
         raise PermissionDenied("You may not view this run.")
-    body = artifacts.read(turn.transcript)
+    try:
+        body = artifacts.read(turn.transcript)
+    except artifacts.ArtifactUnreadable as exc:
+        # Never served in place of the turns it should hold; the operator learns why, and
+        # the sha256 the run keeps is what a restored file must match.
+        logger.error("run %s, summary turn %s: %s", run.pk, turn.pk, exc)
+        return HttpResponse(
+            f"The transcript of turn {turn.index} of step {turn.step.name} is not served: "
+            f"{exc}. Restore the file from a backup; the run keeps the sha256 it must "
+            "match.\n", status=410, content_type="text/plain; charset=utf-8",
+            headers={"X-Content-Type-Options": "nosniff"})
     response = HttpResponse(body, content_type="application/json")
     # An attachment: the model wrote this text, and a browser is not to render it.
     response["Content-Disposition"] = content_disposition_header(

@@ -41,6 +41,10 @@ def input_limit() -> int:
     return limit("RUNS_INPUT_MAX_BYTES", 256 * 1024)
 
 
+class ArtifactUnreadable(ValueError):
+    """An artifact's file is missing, or holds other bytes than its reference's sha256."""
+
+
 class ResultTooLarge(ValueError):
     """A step result over RUNS_RESULT_MAX_BYTES: the message names the limit and the size."""
 
@@ -97,11 +101,17 @@ def stored(run_id: int, stem: str, body: bytes) -> dict:
 
 
 def read(value) -> bytes:
-    """The bytes behind an artifact reference, checked against its sha256."""
-    with storage().open(value[ARTIFACT], "rb") as handle:
-        body = handle.read()
+    """The bytes behind an artifact reference, checked against its sha256. Raises
+    ArtifactUnreadable when they are missing or are not the bytes the reference names."""
+    try:
+        with storage().open(value[ARTIFACT], "rb") as handle:
+            body = handle.read()
+    except OSError as exc:
+        raise ArtifactUnreadable(f"artifact {value[ARTIFACT]} cannot be read "
+                                 f"({type(exc).__name__}: {exc})") from exc
     if hashlib.sha256(body).hexdigest() != value["sha256"]:
-        raise ValueError(f"artifact {value[ARTIFACT]} does not match its sha256")
+        raise ArtifactUnreadable(f"artifact {value[ARTIFACT]} does not match its sha256 "
+                                 f"{value['sha256']}")
     return body
 
 

@@ -71,3 +71,27 @@ def test_nobody_else_downloads_it(summarised, finance_operator, client_for, clie
         response = admin.get(reverse("console:summary_transcript", args=[run_id, turn_id]))
         assert response.status_code == 404
     assert admin.post(url).status_code == 405
+
+
+def test_a_damaged_or_missing_transcript_is_refused_with_the_reason_never_served(
+        summarised, viewer, client_for, settings, caplog):
+    run, summary = summarised
+    client = client_for(viewer)
+    url = reverse("console:summary_transcript", args=[run.pk, summary.pk])
+    stored = settings.VAR_DIR / "artifacts" / summary.transcript[artifacts.ARTIFACT]
+    original = stored.read_bytes()
+    stored.write_bytes(original.replace(b"invoice", b"INVOICE", 1))
+
+    damaged = client.get(url)
+    assert damaged.status_code == 410 and damaged["Content-Type"].startswith("text/plain")
+    text = damaged.content.decode()
+    assert "does not match its sha256" in text and summary.transcript["sha256"] in text
+    assert b"INVOICE" not in damaged.content  # what the file holds now is not served
+    assert any("does not match its sha256" in r.getMessage() for r in caplog.records)
+
+    stored.unlink()
+    missing = client.get(url)
+    assert missing.status_code == 410 and "cannot be read" in missing.content.decode()
+
+    stored.write_bytes(original)  # restored from a backup: served again
+    assert client.get(url).content == original
