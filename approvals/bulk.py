@@ -32,7 +32,7 @@ from runs.machine.transitions import allowed
 from runs.models import Run, RunStatus
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import VIEW, grant_for
-from runs.reads.selectors import RunFilters, filter_runs
+from runs.reads.selectors import RunFilters, runs_matching
 
 from .four_eyes import request_bulk_operator_action
 from .models import BulkJob, BulkJobStatus, BulkOutcome
@@ -50,7 +50,8 @@ class BulkRefused(ValueError):
 
 
 class BulkForbidden(PermissionDenied):
-    """The person may take the action on no run at all; nothing was written."""
+    """The person may not: take the action on any run at all, or cancel another person's
+    job. Nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def _visible_runs(user, filters: RunFilters):
     grant = grant_for(user, VIEW)
     if not grant.everywhere and not grant.workflow_ids:
         return Run.objects.none()
-    return filter_runs(filters, workflow_ids=None if grant.everywhere else grant.workflow_ids)
+    return runs_matching(filters, workflow_ids=None if grant.everywhere else grant.workflow_ids)
 
 
 def bulk_preview(action: str, filters: RunFilters, *, user) -> Preview:
@@ -122,9 +123,21 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
     return job
 
 
+def may_follow(user, job: BulkJob) -> bool:
+    """Whether `user` may follow and cancel `job`: the person who started it, or a
+    superuser."""
+    return job.requested_by_id == user.pk or user.is_superuser
+
+
 def cancel_bulk_job(job_id: int, *, user) -> bool:
     """Stop a running job before its next run; what it did stays done. False if it had
-    already finished."""
+    already finished; BulkForbidden (nothing changes) for a person who may not follow it."""
+    job = BulkJob.objects.get(pk=job_id)
+    if not may_follow(user, job):
+        logger.warning("bulk job %s: %s (id %s) may not cancel it; refused", job_id,
+                       user.get_username(), user.pk)
+        raise BulkForbidden(f"bulk job {job_id} is another person's: only "
+                            f"{job.requested_by.get_username()} or a superuser may cancel it")
     return bool(BulkJob.objects.filter(pk=job_id, status=BulkJobStatus.RUNNING).update(
         status=BulkJobStatus.CANCELLED, cancelled_by=user, finished_at=timezone.now(),
         lease_until=None))

@@ -16,6 +16,7 @@ from approvals.bulk import (
     bulk_preview,
     bulk_progress,
     cancel_bulk_job,
+    may_follow,
     start_bulk_job,
 )
 from approvals.models import BulkJob, BulkOutcome
@@ -81,7 +82,7 @@ def _visible_job(request, job_id: int) -> BulkJob:
     job = BulkJob.objects.filter(pk=job_id).first()
     if job is None:
         raise Http404(f"No bulk job {job_id}.")
-    if job.requested_by_id != request.user.pk and not request.user.is_superuser:
+    if not may_follow(request.user, job):
         raise PermissionDenied("This bulk job is another person's.")
     return job
 

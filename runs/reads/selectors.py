@@ -249,6 +249,20 @@ def search_branches(runs: QuerySet, q: str) -> list[QuerySet]:
     return branches
 
 
+def runs_matching(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
+                  now: datetime | None = None) -> QuerySet:
+    """Every run a user may see that `filters` matches, the search (filters.q) included: what
+    a bulk job acts on, the same runs as the list shows page by page."""
+    runs = filter_runs(filters, workflow_ids=workflow_ids, now=now)
+    q = filters.q.strip()
+    if not q:
+        return runs
+    matches = Q()
+    for branch in search_branches(runs, q):
+        matches |= Q(pk__in=branch.values("pk"))
+    return runs.filter(matches)
+
+
 def _by_step_ids(runs: QuerySet, sort: str, after: tuple | None, limit: int):
     """The ids of a page in the order by step: the runs no worker holds along
     run_listed_step_idx, the held ones (found by run_held_idx) sorted on their current step,

@@ -3,16 +3,20 @@ job that acts once per run (one audit record each) through the one function ever
 uses, one four-eyes request for the runs that need a second person, cancel, and a worker
 killed with SIGKILL mid-job whose successor neither skips nor repeats a run."""
 
+import io
 import uuid
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.utils import timezone
 from guardian.shortcuts import assign_perm
 
 from approvals.bulk import (
     LEASE,
+    BulkForbidden,
     bulk_preview,
     bulk_progress,
     cancel_bulk_job,
@@ -21,7 +25,7 @@ from approvals.bulk import (
     start_bulk_job,
 )
 from approvals.decisions import decide
-from approvals.models import ApprovalRequest, BulkOutcome
+from approvals.models import ApprovalRequest, BulkJob, BulkOutcome
 from audit.models import AuditRecord
 from console.roles import ensure_roles
 from runs.models import Run, RunStatus, StepStatus, Workflow
@@ -106,6 +110,27 @@ def test_a_job_acts_once_per_run_and_sends_the_rest_to_one_four_eyes_request(peo
 
 
 @pytest.mark.django_db
+def test_the_search_narrows_the_job_to_the_runs_the_list_shows(people):
+    """A search (q) is part of the filter: the preview counts, and the job acts on, only
+    the runs it matches; the others are left exactly as they were."""
+    olga, _ = people
+    wanted, others = _failed(), [_failed() for _ in range(3)]
+    search = RunFilters(status=RunStatus.ATTENTION, q=wanted.business_key)
+    assert bulk_preview("terminate", search, user=olga).matching == 1
+    job = start_bulk_job("terminate", search, user=olga, reason="only this one")
+    assert job.total == 1
+    job = run_bulk_job(job.pk)
+    assert bulk_progress(job.pk).counts == {"done": 1}
+    assert Run.objects.get(pk=wanted.pk).status == RunStatus.TERMINATED
+    for run in others:
+        assert Run.objects.get(pk=run.pk).status == RunStatus.ATTENTION
+        assert not AuditRecord.objects.filter(run=run, action="terminated").exists()
+    # A search nothing matches acts on nothing (not on everything).
+    nothing = RunFilters(status=RunStatus.ATTENTION, q="no-such-key-anywhere")
+    assert bulk_preview("terminate", nothing, user=olga).matching == 0
+    assert start_bulk_job("terminate", nothing, user=olga, reason="none").total == 0
+
+
 def test_a_cancelled_job_stops_and_what_it_did_stays(people):
     olga, _ = people
     runs = [_failed() for _ in range(3)]
@@ -115,6 +140,28 @@ def test_a_cancelled_job_stops_and_what_it_did_stays(people):
     assert not BulkOutcome.objects.filter(job=job).exists()
     assert all(Run.objects.get(pk=r.pk).status == RunStatus.ATTENTION for r in runs)
     assert not cancel_bulk_job(job.pk, user=olga)
+
+
+def test_only_its_owner_or_a_superuser_cancels_a_job_from_any_caller(people):
+    olga, carl = people
+    job = start_bulk_job("terminate", ATTENTION, user=olga, reason="stop it")
+    with pytest.raises(BulkForbidden, match="another person's"):
+        cancel_bulk_job(job.pk, user=carl)
+    with pytest.raises(CommandError, match="another person's"):
+        call_command("bulk_action", "cancel", str(job.pk), "--user", "carl",
+                     stdout=io.StringIO())
+    job.refresh_from_db()
+    assert job.status == "running" and job.cancelled_by is None
+    root = User.objects.create_superuser("root")
+    assert cancel_bulk_job(job.pk, user=root)
+
+
+def test_the_command_refuses_a_person_without_the_permission_in_a_sentence(people):
+    User.objects.create_user("auditor-less")
+    with pytest.raises(CommandError, match="may not terminate any run"):
+        call_command("bulk_action", "start", "terminate", "--user", "auditor-less",
+                     "--reason", "x", stdout=io.StringIO())
+    assert not BulkJob.objects.exists()
 
 
 @pytest.mark.django_db

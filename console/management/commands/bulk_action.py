@@ -4,6 +4,7 @@ bulk job (approvals.bulk), with the list's filters, as text or --json."""
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.bulk import (
+    BulkForbidden,
     BulkRefused,
     bulk_preview,
     bulk_progress,
@@ -55,7 +56,7 @@ class Command(BaseCommand):
                                            "acceptable": preview.acceptable})
             try:
                 job = start_bulk_job(target, filters, user=user, reason=options["reason"])
-            except BulkRefused as exc:
+            except (BulkRefused, BulkForbidden) as exc:
                 raise CommandError(str(exc)) from None
             return self._out(options, {"job": job.pk, "total": job.total})
         if not target.isdigit() or not BulkJob.objects.filter(pk=int(target)).exists():
@@ -64,7 +65,11 @@ class Command(BaseCommand):
         if verb == "run":
             run_bulk_job(job_id)
         elif verb == "cancel":
-            if not cancel_bulk_job(job_id, user=user_named(options["user"] or "")):
+            try:
+                cancelled = cancel_bulk_job(job_id, user=user_named(options["user"] or ""))
+            except BulkForbidden as exc:
+                raise CommandError(str(exc)) from None
+            if not cancelled:
                 raise CommandError(f"bulk job {job_id} had already finished")
         progress = bulk_progress(job_id)
         job = progress.job
