@@ -54,12 +54,14 @@ LIFECYCLE_ACTOR = Actor.system("approvals")
 
 
 def record_lifecycle(approval: ApprovalRequest, action: str, now: datetime, *,
-                     reason: str = "", **data) -> None:
+                     reason: str = "", actor: Actor | None = None, **data) -> None:
     """In the caller's transaction: append what happened to `approval` (opened, reminded,
     escalated, superseded, withdrawn) to its run's hash-chained audit log, so the run's
-    history holds its approvals' lifecycle, not only the request row."""
+    history holds its approvals' lifecycle, not only the request row. The approvals system
+    records it, unless a person's own act is what happened (`actor`)."""
     transitions.record_approval_event(
-        approval.run_id, action=action, step_name=approval.step_name, actor=LIFECYCLE_ACTOR,
+        approval.run_id, action=action, step_name=approval.step_name,
+        actor=actor or LIFECYCLE_ACTOR,
         reason=reason, now=now,
         data={"approval_request": approval.pk, "kind": approval.kind,
               **({"operator_action": approval.action} if approval.action else {}),
@@ -276,9 +278,14 @@ def create_request(*, now: datetime, approvers: list[str], remind_every: timedel
         due_at=due, next_reminder_at=next_reminder(now, remind_every, due), **fields)
     _record_problems(approval, grant_and_notify(approval, approvers,
                                                 NotificationKind.REQUEST, now))
-    record_lifecycle(approval, AuditAction.APPROVAL_OPENED, now, approvers=list(approvers),
-                     due_at=due.isoformat(), payload_hash=approval.snapshot_hash,
-                     problem=approval.problem)
+    # An operator who asks for a second person acted: the run's history names them and
+    # their reason, as it would had the action needed nobody else.
+    asked = approval.kind == RequestKind.OPERATOR_ACTION and approval.requested_by_id
+    record_lifecycle(approval, AuditAction.APPROVAL_OPENED, now,
+                     actor=Actor.for_user(approval.requested_by) if asked else None,
+                     reason=approval.snapshot.get("reason", "") if asked else "",
+                     approvers=list(approvers), due_at=due.isoformat(),
+                     payload_hash=approval.snapshot_hash, problem=approval.problem)
     return approval
 
 

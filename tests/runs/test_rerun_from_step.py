@@ -117,6 +117,12 @@ def test_through_the_one_action_function_it_opens_an_approval_request(script):
     request = ApprovalRequest.objects.get(pk=outcome.approval.pk)
     assert request.status == "pending"
     assert Run.objects.get(pk=run.pk).generation == 0
+    # The run's history names who asked, and why, not the approvals system.
+    opened = AuditRecord.objects.get(run=run, action="approval_opened")
+    assert (opened.actor_kind, opened.actor_label, opened.actor_user_id) == \
+        ("user", "olga", olga.pk)
+    assert opened.reason == "ledger lost it" and opened.data["operator_action"] == \
+        "rerun_from_step"
     # The run is final, and re-run starts from a final run: the sweep leaves it waiting.
     assert withdraw_stale_requests() == 0
     request.refresh_from_db()
