@@ -11,8 +11,8 @@ accepts.
 import re
 
 from runs.definitions.definition import registry
+from runs.machine.storable import NUL_PROBLEM, text_problem
 
-_NUL = "\x00"
 NO_NUL_PATTERN = r"^[^\u0000]*$"
 
 
@@ -104,13 +104,8 @@ def unstorable(value, loc: list) -> list[dict]:
 
 
 def _bad_text(text, loc: list) -> list[dict]:
-    if not isinstance(text, str):
+    problem = text_problem(text) if isinstance(text, str) else None
+    if problem is None:
         return []
-    if _NUL in text:
-        return [{"loc": loc, "msg": "NUL characters cannot be stored", "type": "string_nul"}]
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return [{"loc": loc, "msg": "not valid Unicode text (a lone surrogate)",
-                 "type": "string_unicode"}]
-    return []
+    kind = "string_nul" if problem == NUL_PROBLEM else "string_unicode"
+    return [{"loc": loc, "msg": problem, "type": kind}]

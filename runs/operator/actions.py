@@ -21,6 +21,8 @@ from ..machine import tracing, transitions
 from ..machine.context import context_outside_executor
 from ..machine.intentions import step_lines
 from ..machine.redaction import shown_arguments
+from ..machine.transitions.effects import REMOTE_REF_MAX
+from ..machine.transitions.operator_rules import check_before_work
 from ..models import Run, Step, StepStatus
 from ..waiting import events
 from .reconciliation import reconcile_step, reconcile_tool_call_by_key
@@ -77,12 +79,25 @@ class OperatorAction:
         """Whether the action may be aimed at one tool call (it must be, if takes_call)."""
         return self.takes_call or self.name in transitions.CALL_OPTIONAL_ACTIONS
 
+    def reads(self, mode: str = "ask") -> frozenset[str]:
+        """The fields of ActionInput this action reads (a reconcile: in `mode`), so that a
+        caller can refuse the others it was given instead of dropping them unseen."""
+        fields = {"reason", *(["step"] if self.takes_step else []),
+                  *(["call"] if self.names_call else [])}
+        if self.name in _RECONCILE:
+            # Asked by key, the lookup's answer is the evidence and names the reference.
+            fields |= {"mode", *(["evidence"] if mode != "ask" else []),
+                       *(["remote_ref"] if mode == "found" else [])}
+        if self.name == "event_received":
+            fields.add("evidence")  # the event's payload
+        return frozenset(fields)
+
     def transition_first(self, given: ActionInput) -> bool:
         """Whether the action's first work is its transition, so a caller may lock the run
         with its own checks and hold the lock into the transition. Not for the actions that
         first ask or undo something in another system (never done under a lock) or read
         and check the run's input on their own (the event's payload, the undo's preview)."""
-        if self.name in ("reconcile", "reconcile_tool_call"):
+        if self.name in _RECONCILE:
             return given.mode != "ask"
         return self.name not in _WORK_BEFORE_TRANSITION
 
@@ -126,6 +141,8 @@ class OperatorAction:
         return run
 
 
+# The actions that settle an effect: asked by key ("ask" mode) or recorded by hand.
+_RECONCILE = ("reconcile", "reconcile_tool_call")
 # The actions whose call does work of its own before their transition (see the adapters).
 _WORK_BEFORE_TRANSITION = frozenset({"event_received", "confirm_compensation",
                                      "compensate_tool_call"})
@@ -179,6 +196,12 @@ def _hand_verdict(given: ActionInput):
         raise ActionInputError(f"Unknown reconcile mode {given.mode!r}.")
     if given.mode == "found" and not given.remote_ref.strip():
         raise ActionInputError("Give the remote reference of the effect you found.")
+    if given.mode == "found" and len(given.remote_ref.strip()) > REMOTE_REF_MAX:
+        # A reference cut to fit the column would name another effect, or none.
+        raise ActionInputError(
+            f"The remote reference is {len(given.remote_ref.strip())} characters long; a "
+            f"reference holds at most {REMOTE_REF_MAX}. Give the reference as the remote "
+            "system shows it, and anything longer as evidence.")
     return (definition.Found(given.remote_ref.strip()) if given.mode == "found"
             else definition.NotFound())
 
@@ -208,7 +231,9 @@ def _compensate(run_id, *, actor, given, approved_by):
 
 
 def _confirm_compensation(run_id, *, actor, given, approved_by):
-    run = Run.objects.get(pk=run_id)
+    # The preview runs the workflow's own code: only for the undo the run is paused at.
+    run = check_before_work("confirm_compensation", run_id, reason=given.reason,
+                            step_name=given.step).run
     preview = compensation_preview(run, given.step)
     return transitions.confirm_compensation(
         run_id, step_name=given.step, call_ref=given.call, actor=actor, reason=given.reason,

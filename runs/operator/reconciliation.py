@@ -3,8 +3,10 @@ step or for one tool call of an agent step.
 
 The executor settles unknown outcomes the same way (executor.ask_remote, agent_loop's
 ask_tool_remote); this is the console's entry point, for a run that is waiting for a person.
-The lookup runs outside any transaction; the transition then re-checks the run's state
-under its lock, so a run that moved on meanwhile is refused, not double-settled.
+The transition's own checks (a reason, the step and the call, its refusal rules) come first,
+so a run that would refuse the action is never looked up in another system. The lookup runs
+outside any transaction; the transition then re-checks the run's state under its lock, so a
+run that moved on meanwhile is refused, not double-settled.
 """
 
 from audit.chain import Actor
@@ -15,14 +17,15 @@ from ..execution.executor import ask_remote
 from ..machine import transitions
 from ..machine.context import context_outside_executor
 from ..machine.errors import TransitionNotAllowed
-from ..machine.transitions.agent_calls import find_call
+from ..machine.transitions.agent_calls import checked_call
+from ..machine.transitions.operator_rules import check_before_work
 from ..models import Run
 
 
 def reconcile_step(run_id: int, *, step_name: str, actor: Actor, reason: str) -> Run:
     """Ask the remote system whether `step_name` of `run_id` took effect, and settle it
     (transitions.reconcile)."""
-    run = Run.objects.get(pk=run_id)
+    run = check_before_work("reconcile", run_id, reason=reason, step_name=step_name).run
     workflow = _registered(run)
     spec = workflow.step(step_name)
     if spec.reconcile_fn is None:
@@ -40,10 +43,13 @@ def reconcile_tool_call_by_key(run_id: int, *, step_name: str, call_ref: str, ac
                                reason: str) -> Run:
     """Ask the remote system whether tool call `call_ref` (turn.index) of `step_name` took
     effect, by its key, and settle it (transitions.reconcile_tool_call)."""
-    run = Run.objects.get(pk=run_id)
+    checked = check_before_work("reconcile_tool_call", run_id, reason=reason,
+                                step_name=step_name)
+    # The call's own rule too (only an unknown call is reconciled), as the transition asks it.
+    call = checked_call(checked, "reconcile_tool_call", step_name, call_ref)[1]
+    run = checked.run
     workflow = _registered(run)
     spec = workflow.step(step_name)
-    call = find_call(run, step_name, call_ref)
     tool = spec.tools.get(call.tool) if isinstance(spec, definition.AgentSpec) else None
     if tool is None or tool.reconcile_fn is None:
         raise TransitionNotAllowed(

@@ -13,6 +13,7 @@ import getpass
 import os
 import re
 import uuid
+from functools import lru_cache, partial
 
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
@@ -20,10 +21,11 @@ from django.core.management.base import BaseCommand, CommandError
 from approvals.decisions import decide
 from approvals.models import ApprovalRequest, RequestKind
 from approvals.operator_actions import ActionInputError, NoSuchAction, NoSuchRun, act
-from console.cli import print_json, user_named
+from console.cli import print_json, storable_text, user_named
 from runs.machine.errors import TransitionNotAllowed
 from runs.models import Run, Step
 from runs.operator.actions import ACTIONS, ActionInput
+from runs.permissions import grant_for
 
 
 class Command(BaseCommand):
@@ -35,42 +37,58 @@ class Command(BaseCommand):
         parser.add_argument("run", type=int, nargs="?")
         parser.add_argument("action", nargs="?", choices=list(ACTIONS))
         parser.add_argument("--user", required=True, help="the person acting (a username)")
-        parser.add_argument("--reason", default="")
-        parser.add_argument("--step", default="")
-        parser.add_argument("--call", default="", metavar="STEP:CALL",
+        # No defaults: an option given to an action that does not read it is refused
+        # (_refuse), not dropped.
+        parser.add_argument("--reason")
+        parser.add_argument("--step")
+        parser.add_argument("--call", metavar="STEP:CALL",
                             help="the tool call, for the tool-call actions and for "
                                  "confirm_compensation paused at a call's undo: the agent "
                                  "step and the call's turn.index, e.g. triage:2.0 (or only "
                                  "2.0 with --step)")
-        parser.add_argument("--mode", default="ask", choices=["ask", "found", "not_found"],
-                            help="reconcile: ask the remote system, or record by hand")
-        parser.add_argument("--remote-ref", default="")
-        parser.add_argument("--evidence", default="")
+        parser.add_argument("--mode", choices=["ask", "found", "not_found"],
+                            help="reconcile: ask the remote system (the default), or record "
+                                 "by hand")
+        parser.add_argument("--remote-ref", help="reconcile --mode found: the effect's "
+                                                 "reference in the remote system")
+        parser.add_argument("--evidence", help="reconcile by hand: what established it; "
+                                               "event_received: the payload (JSON)")
         parser.add_argument("--decide", type=int, metavar="REQUEST",
                             help="decide this four-eyes approval request as USER")
         parser.add_argument("--reject", action="store_true",
                             help="with --decide: reject (the default is to approve)")
-        parser.add_argument("--comment", default="")
+        parser.add_argument("--comment", help="with --decide: the decision's comment")
         parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
     def handle(self, *args, **options):
+        storable_text(options)
         user = user_named(options["user"])
         if options["decide"] is not None:
+            _refuse(_given(options, _ACTION_OPTIONS), "with --decide (the request says what "
+                    "is done)")
             return self._decide(user, options)
+        _refuse(_given(options, _DECIDE_OPTIONS), "without --decide REQUEST")
         if options["run"] is None:
             raise CommandError("give a run id (or --decide REQUEST)")
         if not options["action"]:
-            return self._offered(options["run"], options["json"])
-        spec = ACTIONS.get(options["action"])
-        step, call = target(options["step"], options["call"])
-        if spec is not None and call and not spec.names_call:
+            _refuse(_given(options, _ACTION_OPTIONS), "without an action (the list of what "
+                    "the run offers takes only --user and --json)")
+            return self._offered(user, options["run"], options["json"])
+        spec = ACTIONS[options["action"]]
+        step, call = target(options["step"] or "", options["call"] or "")
+        if call and not spec.names_call:
             raise CommandError(f"{spec.label} is not aimed at one tool call: leave out --call")
-        if spec is not None and spec.takes_call and not call:
+        if spec.takes_call and not call:
             raise CommandError(f"{spec.label} is aimed at one tool call: name it with --call "
                                "STEP:TURN.INDEX (the run page shows each call's turn.index)")
-        given = ActionInput(reason=options["reason"], step=step,
-                            mode=options["mode"], remote_ref=options["remote_ref"],
-                            evidence=options["evidence"], call=call)
+        mode = options["mode"] or "ask"
+        reads = spec.reads(mode)
+        _refuse([flag for name, flag in _ACTION_OPTIONS.items()
+                 if options[name] is not None and name not in reads],
+                f"with {spec.name}" + (f" --mode {mode}" if "mode" in reads else ""))
+        given = ActionInput(reason=options["reason"] or "", step=step, mode=mode,
+                            remote_ref=options["remote_ref"] or "",
+                            evidence=options["evidence"] or "", call=call)
         try:
             outcome = act(options["action"], options["run"], user=user, given=given)
         except (NoSuchAction, NoSuchRun, PermissionDenied) as exc:
@@ -90,26 +108,38 @@ class Command(BaseCommand):
             self.stdout.write(f"{outcome.message} Another person decides it: run_action "
                               f"--decide {outcome.approval.pk} --user THEM")
 
-    def _offered(self, run_id: int, as_json: bool):
+    def _offered(self, user, run_id: int, as_json: bool):
         try:
             run = Run.objects.get(pk=run_id)
         except Run.DoesNotExist:
             raise CommandError(f"no run {run_id}") from None
         steps = list(Step.objects.filter(run=run).order_by("position"))
-        refusals = {name: action.refusal(run, steps) for name, action in ACTIONS.items()}
+        # What `user` may do: the permission rule the action checks (runs.permissions), on
+        # the run's workflow, asked once per permission; then what the run's state allows.
+        grants = lru_cache(maxsize=None)(partial(grant_for, user))
+        refusals = {}
+        for name, action in ACTIONS.items():
+            permitted = grants(action.permission).covers(run.workflow_id)
+            refusals[name] = (permitted, action.refusal(run, steps) if permitted else
+                              f"{user.get_username()} may not {action.label.lower()} run "
+                              f"{run_id} (needs runs.{action.permission})")
         if as_json:
             print_json(self.stdout, [{"action": name, "offered": refused is None,
-                                      "refusal": refused}
-                                     for name, refused in refusals.items()])
+                                      "permitted": permitted, "refusal": refused}
+                                     for name, (permitted, refused) in refusals.items()])
             return
-        for name, refused in refusals.items():
+        for name, (_, refused) in refusals.items():
             self.stdout.write(f"{name:22} {'-' if refused else 'offered'}"
                               f"{': ' + refused if refused else ''}")
 
     def _decide(self, user, options):
         password = os.environ.get("RUN_ACTION_PASSWORD")
         if password is None:
-            password = getpass.getpass(f"password of {user.get_username()}: ")
+            try:
+                password = getpass.getpass(f"password of {user.get_username()}: ")
+            except EOFError:  # no terminal and no RUN_ACTION_PASSWORD
+                raise CommandError(f"no password given for {user.get_username()}; nothing "
+                                   "decided") from None
         # The second person proves who they are: naming them is not agreeing for them.
         if not user.check_password(password):
             raise CommandError(f"wrong password for {user.get_username()}; nothing decided")
@@ -118,9 +148,16 @@ class Command(BaseCommand):
                                                   kind=RequestKind.OPERATOR_ACTION)
         except ApprovalRequest.DoesNotExist:
             raise CommandError(f"no four-eyes request {options['decide']}") from None
+        # A run or action named beside --decide must be the request's: deciding another
+        # run's request than the one the person named would act on the wrong run.
+        if ((options["run"] is not None and options["run"] != request.run_id)
+                or (options["action"] and options["action"] != request.action)):
+            raise CommandError(f"request {request.pk} is about {request.action} of run "
+                               f"{request.run_id}, not {options['action'] or 'an action'} of "
+                               f"run {options['run'] or request.run_id}; nothing decided")
         try:
             decision = decide(request.pk, user=user, approved=not options["reject"],
-                              decision_id=uuid.uuid4(), comment=options["comment"])
+                              decision_id=uuid.uuid4(), comment=options["comment"] or "")
         except PermissionDenied as exc:
             raise CommandError(str(exc)) from None
         if options["json"]:
@@ -131,6 +168,24 @@ class Command(BaseCommand):
             self.stdout.write(decision.message)
         if not decision.recorded:
             raise CommandError(decision.message)
+
+
+# The options of an action (ActionInput's fields) and of a decision, with their flags.
+_ACTION_OPTIONS = {"reason": "--reason", "step": "--step", "call": "--call", "mode": "--mode",
+                   "remote_ref": "--remote-ref", "evidence": "--evidence"}
+_DECIDE_OPTIONS = {"reject": "--reject", "comment": "--comment"}
+
+
+def _given(options, flags: dict) -> list[str]:
+    return [flag for name, flag in flags.items() if options[name] not in (None, False)]
+
+
+def _refuse(flags: list[str], where: str) -> None:
+    # An option that would be dropped unseen is refused: the person meant something by it.
+    if flags:
+        raise CommandError(f"{', '.join(flags)} {'does' if len(flags) == 1 else 'do'} not "
+                           f"apply {where}; leave {'it' if len(flags) == 1 else 'them'} out. "
+                           "Nothing was done.")
 
 
 def target(step: str, call: str) -> tuple[str, str]:

@@ -196,7 +196,7 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
         step, call = checked_call(op, "reconcile_tool_call", step_name, call_ref)
         before = audit_state(run, step)
         effect = effects.CallEffect(op, step, call)
-        data = effect.data(evidence=evidence, verdict=effects.settled_by_person(
+        data = effect.data(evidence=evidence, **effects.settled_by_person(
             change, effect, verdict, evidence=evidence, reason=reason))
         # What may still have happened, by the one rule of an unsettled effect (a read's
         # unknown outcome, left by a terminate, changed nothing elsewhere).

@@ -39,6 +39,9 @@ from .kernel import (  # the package's shared vocabulary
 )
 from .resends import release_until, schedule_resend
 
+# The width of the remote reference column of a step and of a tool call (the same).
+REMOTE_REF_MAX = Step._meta.get_field("remote_ref").max_length
+
 
 def succeed(change: Change, effect: Effect, value, remote_ref: str, action: str,
             **data) -> None:
@@ -62,7 +65,10 @@ def stands(change: Change, effect: Effect, value, remote_ref: str, *,
     row.status = SUCCEEDED
     if not (keep_result and value is None):
         row.result = effect.sealed(value)
-    row.remote_ref = str(remote_ref or "")[:300]
+    # A remote system's reference is cut to fit rather than lose an effect that happened;
+    # one a person gives is refused when too long, where runs.operator.actions builds a
+    # person's verdict.
+    row.remote_ref = str(remote_ref or "")[:REMOTE_REF_MAX]
     row.error_class, row.error_message = "", ""
     row.lookup_failures = 0
     row.finished_at = change.now
@@ -317,26 +323,27 @@ def undo_outcome(change: Change, lease: Lease, step: Step, outcome: Outcome) -> 
 
 
 def settled_by_person(change: Change, effect: Effect, verdict, *, evidence: str,
-                      reason: str) -> str:
+                      reason: str) -> dict:
     """An unknown effect settled with what a person (or a lookup they ran) established,
     their evidence in the caller's audit record: Found, it happened (its result kept when
     the verdict brings none); NotFound, it did not; anything else, it stays unknown. Returns
-    the verdict in words. What the run does next is the caller's: a step waits for an
-    explicit retry, an agent is told and goes on."""
+    what the caller's record says of it: the verdict in words and, found, the remote
+    reference as given (the row keeps what its column holds). What the run does next is the
+    caller's: a step waits for an explicit retry, an agent is told and goes on."""
     row = effect.row
     row.lookup_failures = 0
     if isinstance(verdict, definition.Found):
         stands(change, effect, verdict.result, verdict.ref, keep_result=True)
         effect.succeeded(change)
-        word = "found"
+        said = {"verdict": "found", "remote_ref": str(verdict.ref or "")}
     elif isinstance(verdict, definition.NotFound):
         row.status = FAILED
         row.error_message = f"settled as not done: {evidence or reason}"
-        word = "not found"
+        said = {"verdict": "not found"}
     else:
-        word = "undetermined"
+        said = {"verdict": "undetermined"}
     effect.save(change)
-    return word
+    return said
 
 
 def sent_again_by_person(change: Change, effect: Effect, *, reason: str, before: dict,

@@ -34,12 +34,16 @@ from .kernel import (  # the package's shared vocabulary
     require_evidence,
     require_reason,
     reset_budget,
-    steps_of,
     terminate_in,
     transition_on,
     unsettled_effects,
 )
-from .operator_rules import high_impact_effects, needs_second_person, paused_undo, refusal
+from .operator_rules import (
+    checked,
+    high_impact_effects,
+    needs_second_person,
+    paused_undo,
+)
 from .rerun_rules import rerun_range
 
 
@@ -69,17 +73,8 @@ def operator_transition(run_id: int, action: str, *, actor: Actor, reason: str,
     body's changes saved together, or (if the body raises) nothing at all."""
     require_reason(reason, action.replace("_", " "))
     with transition_on(run_id, action, actor=actor, now=now) as change:
-        run = change.run
-        steps = steps_of(run)
-        step = None
-        if step_name is not None:
-            step = next((s for s in steps if s.name == step_name), None)
-            if step is None:
-                raise TransitionNotAllowed(f"run {run_id} has no step {step_name!r}")
-        workflow_def = definition.registry.get(run.workflow_name, run.workflow_version)
-        refused = refusal(action, run, steps, workflow_def, step=step)
-        if refused:
-            raise TransitionNotAllowed(refused)
+        found = checked(action, change.run, step_name)
+        run, steps, step, workflow_def = found.run, found.steps, found.step, found.definition
         if needs_second_person(action, steps, step):
             counted = rerun_range(steps, step) if action == "rerun_from_step" else steps
             names = "; ".join(str(e) for e in high_impact_effects(counted))
@@ -155,7 +150,7 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
         # A run a person ended while this effect was unknown: settling it never sends the
         # run on; once every effect is settled the run is terminated.
         ended = run.attention_reason == AttentionReason.ENDED_UNSETTLED
-        data = {"evidence": evidence, "verdict": effects.settled_by_person(
+        data = {"evidence": evidence, **effects.settled_by_person(
             change, effects.StepEffect(op, step), verdict, evidence=evidence, reason=reason)}
         if ended:
             end_or_hold(change, unsettled_effects(op.steps),

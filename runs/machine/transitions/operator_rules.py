@@ -16,11 +16,14 @@ from ...models import (
     ToolCall,
     ToolCallStatus,
 )
+from ..errors import TransitionNotAllowed
 from .compensation import compensation_plan
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     Effect,
     allowed,
+    require_reason,
+    steps_of,
     unsettled_effects,
 )
 from .rerun_rules import rerun_range, rerun_step_refusal
@@ -221,3 +224,46 @@ def eligible_steps(action: str, run: Run, steps: list[Step],
     if action not in STEP_ACTIONS:
         return []
     return [s for s in steps if step_refusal(action, run, s, steps, workflow_def) is None]
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A run as checked before an action's own work: the fields of operator.Operation that
+    the checks read, without the change (nothing is locked or written yet)."""
+
+    run: Run
+    steps: list[Step]
+    step: Step | None
+    definition: definition.Workflow | None
+
+
+def checked(action: str, run: Run, step_name: str | None = None) -> Checked:
+    """The run's steps, the named step and its workflow, if `action` may be taken on `run`
+    (refusal()); TransitionNotAllowed with the reason otherwise. What operator_transition
+    checks under the lock, and check_before_work before it."""
+    steps = steps_of(run)
+    step = None
+    if step_name is not None:
+        step = next((s for s in steps if s.name == step_name), None)
+        if step is None:
+            raise TransitionNotAllowed(f"run {run.pk} has no step {step_name!r}")
+    workflow_def = definition.registry.get(run.workflow_name, run.workflow_version)
+    refused = refusal(action, run, steps, workflow_def, step=step)
+    if refused:
+        raise TransitionNotAllowed(refused)
+    return Checked(run, steps, step, workflow_def)
+
+
+def check_before_work(action: str, run_id: int, *, reason: str,
+                      step_name: str | None = None) -> Checked:
+    """The checks of operator.operator_transition (a reason, then checked()), made without
+    a lock by an action that does work of its own before its transition: asks another
+    system by key, or builds what an undo will send. A run that would refuse the action is
+    refused here, before anything is asked or built; the transition checks again under the
+    lock, for a run that moved on meanwhile. Raises TransitionNotAllowed (ReasonRequired)
+    with the transition's own words."""
+    require_reason(reason, action.replace("_", " "))
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        raise TransitionNotAllowed(f"run {run_id} does not exist")
+    return checked(action, run, step_name)

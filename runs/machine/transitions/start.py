@@ -27,6 +27,7 @@ from ..errors import (
     UnknownWorkflow,
 )
 from ..keys import compensation_key, step_key
+from ..storable import text_problem
 from ..wakeup import wake_after_commit
 from .kernel import (  # the package's shared vocabulary
     NEW,
@@ -44,15 +45,11 @@ def _control_characters(text: str) -> bool:
     # characters (bidirectional overrides and isolates make a key read as another one).
     return any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text)
 
+
 def _storable(text: str) -> bool:
-    # PostgreSQL text and jsonb refuse NUL and lone surrogates; refuse them up front.
-    if "\x00" in text or "\\u0000" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    # The JSON of an input writes a NUL as its escape, which jsonb refuses too.
+    return "\\u0000" not in text and text_problem(text) is None
+
 
 def _refuse_if_archived(workflow: str, business_key: str, digest: str) -> None:
     # One probe of a unique index per new run (see runs.machine.retention).
@@ -83,8 +80,9 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
     if workflow_def is None:
         raise UnknownWorkflow(f"unknown workflow {workflow!r}; registered: "
                               f"{', '.join(definition.registry.names()) or 'none'}")
-    if not business_key or not isinstance(business_key, str):
-        raise InvalidInput("business key must be a non-empty string",
+    # Blank counts as empty: a key of spaces names nothing a person could tell apart.
+    if not isinstance(business_key, str) or not business_key.strip():
+        raise InvalidInput("business key must be a non-empty string, not only spaces",
                            errors=[{"loc": ["business_key"], "msg": "required"}])
     if len(business_key) > BUSINESS_KEY_MAX or not _storable(business_key):
         raise InvalidInput(

@@ -21,6 +21,8 @@ class Command(BaseCommand):
             data = json.loads(input)
         except json.JSONDecodeError as exc:
             raise CommandError(f"--input is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise CommandError("--input is nested too deeply to read as JSON") from None
         if not isinstance(data, dict):
             raise CommandError("--input must be a JSON object")
         try:

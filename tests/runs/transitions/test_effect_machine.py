@@ -225,6 +225,8 @@ def test_a_person_settles_an_unknown_effect_with_evidence(kind):
                   and r.reason == "checked"]
     assert settled.data["verdict"] == "found"
     assert settled.data["evidence"] == "seen in the ledger UI"
+    # The reference the person gave is in their record, for steps and tool calls alike.
+    assert settled.data["remote_ref"] == "REF-9"
 
 
 @KINDS
