@@ -40,22 +40,13 @@ from .base import Store
 
 # The field lists are asked for at every checkpoint: looked up once per process.
 @lru_cache(maxsize=32)
-def _model_fields(model, names: tuple) -> tuple:
+def _fields(model, names: tuple) -> tuple:
     return tuple(model._meta.get_field(name) for name in names)
 
 
-def _fields(model, names) -> tuple:
-    return _model_fields(model, tuple(names))
-
-
-@lru_cache(maxsize=1)
-def _audit_fields() -> tuple:
-    return tuple(f for f in AuditRecord._meta.concrete_fields if not f.primary_key)
-
-
-@lru_cache(maxsize=1)
-def _event_fields() -> tuple:
-    return tuple(f for f in RunEvent._meta.concrete_fields if not f.primary_key)
+@lru_cache(maxsize=4)
+def _inserted_fields(model) -> tuple:
+    return tuple(f for f in model._meta.concrete_fields if not f.primary_key)
 
 
 def _recordset(fields) -> str:
@@ -83,9 +74,9 @@ def _statement(run_fields: tuple, step_fields: tuple, with_events: bool) -> str:
                         for f in _fields(Run, run_fields))
     steps = [Step._meta.pk, *_fields(Step, step_fields)]
     step_set = ", ".join(f"{f.column} = v.{f.column}" for f in steps[1:])
-    audit = _audit_fields()
+    audit = _inserted_fields(AuditRecord)
     audit_columns = ", ".join(f.column for f in audit)
-    events = _event_fields()
+    events = _inserted_fields(RunEvent)
     event_columns = ", ".join(f.column for f in events)
     return (
         # statement_timestamp(): the server's clock when this statement began, which a
@@ -122,13 +113,8 @@ def _json_default(value):
     raise TypeError(f"cannot write {type(value).__name__} in a checkpoint")
 
 
-@lru_cache(maxsize=32)
-def _columns(fields: tuple) -> tuple:
-    return tuple((f.column, f.attname) for f in fields)
-
-
 def _rows(objects, fields) -> str:
-    columns = _columns(tuple(fields))
+    columns = [(f.column, f.attname) for f in fields]
     return json.dumps([{column: getattr(obj, attname) for column, attname in columns}
                        for obj in objects], default=_json_default, separators=(",", ":"))
 
@@ -231,18 +217,18 @@ def write_if_unchanged(*, run: Run, steps: list[Step], records: list[AuditRecord
     sql = _statement(tuple(run_fields), tuple(step_fields), bool(events))
     lease = timedelta(seconds=settings.RUNS_LEASE_SECONDS)
     params: list = [clock]
-    for f in _fields(Run, run_fields):
+    for f in _fields(Run, tuple(run_fields)):
         if f.column == "lease_expires_at":
             params += [renew_lease, lease]
         elif f.column == "heartbeat_at":
             params.append(renew_lease)
         params.append(getattr(run, f.attname))
     params += [run.pk, expect_token, expect_status, expect_seq, wake_due,
-               _rows(steps, [Step._meta.pk, *_fields(Step, step_fields)]),
+               _rows(steps, [Step._meta.pk, *_fields(Step, tuple(step_fields))]),
                [step.pk for step in steps],
-               _rows(records, _audit_fields())]
+               _rows(records, _inserted_fields(AuditRecord))]
     if events:
-        params.append(_rows(events, _event_fields()))
+        params.append(_rows(events, _inserted_fields(RunEvent)))
     params += [renew_lease, renew_lease]
     # Prepared: this always-identical statement is parsed and planned once per connection.
     with _prepared_cursor() as cursor:
@@ -259,7 +245,7 @@ def update_rows(model, objects: list, field_names: list[str]) -> None:
     save(update_fields=...) per row, without the CASE per row and field of bulk_update."""
     if not objects:
         return
-    fields = [model._meta.pk, *_fields(model, field_names)]
+    fields = [model._meta.pk, *_fields(model, tuple(field_names))]
     table = model._meta.db_table
     assignments = ", ".join(f"{f.column} = v.{f.column}" for f in fields[1:])
     with connection.cursor() as cursor:
@@ -276,7 +262,7 @@ def insert_rows(model, objects: list) -> None:
     bulk_create, without a parameter per field and row. The rows' ids are not read back."""
     if not objects:
         return
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    fields = _inserted_fields(model)
     columns = ", ".join(f.column for f in fields)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -297,8 +283,8 @@ def _start_statement(tombstones: str | None) -> str:
     run_columns = ", ".join(f.column for f in run_fields)
     steps = [f for f in Step._meta.concrete_fields if not f.primary_key]
     step_columns = ", ".join(f.column for f in steps)
-    audit_columns = ", ".join(f.column for f in _audit_fields())
-    event_columns = ", ".join(f.column for f in _event_fields())
+    audit_columns = ", ".join(f.column for f in _inserted_fields(AuditRecord))
+    event_columns = ", ".join(f.column for f in _inserted_fields(RunEvent))
     workflows, runs = Workflow._meta.db_table, Run._meta.db_table
     archived = (f"AND NOT EXISTS (SELECT 1 FROM {tombstones} "
                 "WHERE workflow_name = %(workflow)s AND business_key = %(key)s) "
@@ -319,10 +305,10 @@ def _start_statement(tombstones: str | None) -> str:
         f"AS v({_recordset(steps)}) WHERE EXISTS (SELECT 1 FROM r)), "
         f"a AS (INSERT INTO {AuditRecord._meta.db_table} ({audit_columns}) "
         f"SELECT {audit_columns} FROM jsonb_to_recordset(%(audit)s::jsonb) "
-        f"AS v({_recordset(_audit_fields())}) WHERE EXISTS (SELECT 1 FROM r)), "
+        f"AS v({_recordset(_inserted_fields(AuditRecord))}) WHERE EXISTS (SELECT 1 FROM r)), "
         f"e AS (INSERT INTO {RunEvent._meta.db_table} ({event_columns}) "
         f"SELECT {event_columns} FROM jsonb_to_recordset(%(events)s::jsonb) "
-        f"AS v({_recordset(_event_fields())}) WHERE EXISTS (SELECT 1 FROM r)) "
+        f"AS v({_recordset(_inserted_fields(RunEvent))}) WHERE EXISTS (SELECT 1 FROM r)) "
         # The id of this process's next run, taken now so that it costs no statement then.
         f"SELECT workflow_id, nextval(pg_get_serial_sequence('{runs}', 'id')) FROM r"
     )
@@ -368,7 +354,8 @@ def insert_run_if_new(*, run: Run, steps: list[dict], records: list[AuditRecord]
         "workflow": run.workflow_name, "key": run.business_key, "now": run.created_at,
         "run": _rows([run], run_fields),
         "steps": json.dumps(steps, default=_json_default, separators=(",", ":")),
-        "audit": _rows(records, _audit_fields()), "events": _rows(events, _event_fields()),
+        "audit": _rows(records, _inserted_fields(AuditRecord)),
+        "events": _rows(events, _inserted_fields(RunEvent)),
     }
     try:
         with _prepared_cursor() as cursor:
