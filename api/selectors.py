@@ -105,7 +105,10 @@ def encode_cursor(cursor: tuple[datetime, int] | None) -> str | None:
 def decode_cursor(value: str) -> tuple[datetime, int] | None:
     """The keyset cursor a page handed out, or None for a malformed one (the first page)."""
     stamp, _, pk = value.rpartition("|")
-    when = parse_datetime(stamp) if stamp else None
+    try:
+        when = parse_datetime(stamp) if stamp else None
+    except ValueError:  # shaped like a time, but no such date (month 99)
+        when = None
     if when is None or not pk.isdigit() or len(pk) > 19:
         return None
     return when, int(pk)

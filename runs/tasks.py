@@ -62,7 +62,8 @@ def sweep() -> dict:
 def fire_schedules() -> dict:
     report = schedules.fire_due_schedules()
     return {"started": len(report.started), "found": len(report.found),
-            "skipped": report.skipped, "locked_out": report.locked_out}
+            "skipped": report.skipped, "locked_out": report.locked_out,
+            "failed": report.failed}
 
 
 @shared_task(name="runs.start_run", **RETRY)

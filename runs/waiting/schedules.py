@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from audit.chain import Actor
 
+from .. import store
 from ..definitions import definition
 from ..machine.errors import StartRefused
 from ..machine.single_pass import single_pass
@@ -48,6 +49,10 @@ MAX_CATCH_UP = 100
 # Where interval slots are counted from: slots of "every 15 minutes" fall on :00, :15, ...
 INTERVAL_ANCHOR = datetime(2000, 1, 1, tzinfo=UTC)
 KEY_PREFIX = "schedule:"
+# How far a tick time given by hand (`schedules tick --now`) may run ahead of the database
+# clock: enough for a host whose clock drifts a little, never so far that slots the clock has
+# not reached are recorded as handled (the schedule would then start nothing until then).
+TICK_AHEAD_ALLOWANCE = timedelta(minutes=1)
 
 
 class ScheduleError(ValueError):
@@ -163,6 +168,7 @@ class TickReport:
     found: list[int] = field(default_factory=list)     # slots whose run already existed
     skipped: int = 0                                   # missed slots left out by policy
     refused: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)    # "workflow/schedule" that raised
     locked_out: bool = False
 
     def add(self, other: "TickReport") -> None:
@@ -170,19 +176,39 @@ class TickReport:
         self.found += other.found
         self.skipped += other.skipped
         self.refused += other.refused
+        self.failed += other.failed
 
 
 def fire_due_schedules(*, now: datetime | None = None) -> TickReport:
     """One tick of the scheduler, unless another scheduler is ticking (then nothing: it is
-    already at the work)."""
+    already at the work). `now` (a replayed tick) may lie in the past, not in the future."""
+    if now is not None:
+        check_tick_time(now)
     with single_pass(JOB) as mine:
         if not mine:
             return TickReport(locked_out=True)
         now = now or timezone.now()
         report = TickReport()
         for schedule in registry.all():
-            report.add(fire_schedule(schedule, now=now))
+            try:
+                report.add(fire_schedule(schedule, now=now))
+            except Exception:  # noqa: BLE001 - one broken schedule must not stop the others
+                logger.exception("schedule %s of %s: tick failed", schedule.name,
+                                 schedule.workflow_name)
+                report.failed.append(f"{schedule.workflow_name}/{schedule.name}")
         return report
+
+
+def check_tick_time(now: datetime) -> None:
+    """Refuse a tick time ahead of the database clock: its slots would be recorded as handled
+    before they are due, and the schedule would start nothing until the clock got there."""
+    if now.tzinfo is None:
+        raise ScheduleError(f"tick time {now.isoformat()} has no UTC offset")
+    clock = store.current().now()
+    if now > clock + TICK_AHEAD_ALLOWANCE:
+        raise ScheduleError(f"tick time {now.isoformat()} is ahead of the database clock "
+                            f"({clock.isoformat(timespec='seconds')}): a tick may replay "
+                            "the past, never run ahead of the clock")
 
 
 def state_of(schedule: Schedule, *, now: datetime) -> ScheduleState:
@@ -205,6 +231,10 @@ def state_of(schedule: Schedule, *, now: datetime) -> ScheduleState:
 def due_slots(schedule: Schedule, state: ScheduleState, *, now: datetime
               ) -> tuple[list[datetime], int]:
     """The slots this tick starts, after the catch-up policy, and how many it skips."""
+    if state.last_slot_at is not None and state.last_slot_at >= now:
+        # Nothing is due; not counting on from a recorded slot far in the future either
+        # (counting from near the end of the calendar overflows).
+        return [], 0
     slots = []
     for slot in schedule.slots_after(state.last_slot_at or now):
         if slot > now:
@@ -229,6 +259,12 @@ def fire_schedule(schedule: Schedule, *, now: datetime) -> TickReport:
     report = TickReport()
     state = state_of(schedule, now=now)
     if state.paused:
+        return report
+    if state.last_slot_at is not None and state.last_slot_at > now + TICK_AHEAD_ALLOWANCE:
+        logger.warning("schedule %s of %s: its last slot handled (%s) is ahead of the clock, "
+                       "so it starts nothing until then; pause and resume it to go on from "
+                       "now", schedule.name, schedule.workflow_name,
+                       state.last_slot_at.isoformat())
         return report
     slots, report.skipped = due_slots(schedule, state, now=now)
     if not slots:

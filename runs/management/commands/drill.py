@@ -1,14 +1,13 @@
 import os
-import uuid
 from pathlib import Path
 
-import httpx
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.definitions.definition import registry
 from runs.management.tables import render_table
 from runs.operator.drills import approval_path, run_drills
+from runs.operator.sandbox_check import sandbox_answers
 
 
 def sandbox_candidates() -> list[tuple[str, str]]:
@@ -29,20 +28,6 @@ def sandbox_candidates() -> list[tuple[str, str]]:
     if settings.SANDBOX_BASE_URL not in [url for url, _ in candidates]:
         candidates.append((settings.SANDBOX_BASE_URL, "the SANDBOX_BASE_URL setting"))
     return candidates
-
-
-def sandbox_answers(url: str) -> str | None:
-    """None if the demo's sandbox answers at `url`, else what went wrong. The probe is a
-    lookup by a key nobody used: a read that changes nothing."""
-    try:
-        response = httpx.get(f"{url}/tracker/tasks", params={"key": f"probe-{uuid.uuid4()}"},
-                             timeout=3)
-    except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    if response.status_code != 404 or response.headers.get("content-type", "").split(";")[0] \
-            != "application/json":
-        return f"HTTP {response.status_code} from something that is not the demo's sandbox"
-    return None
 
 
 class Command(BaseCommand):

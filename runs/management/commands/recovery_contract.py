@@ -20,10 +20,12 @@ class Command(BaseCommand):
 
     def handle(self, *args, workflow, workflow_version=None, **options):
         version = workflow_version
-        definition = (registry.get(workflow, version) if version else registry.latest(workflow))
+        # `is None`, not falsiness: --workflow-version 0 names a version (none exists).
+        definition = (registry.latest(workflow) if version is None
+                      else registry.get(workflow, version))
         if definition is None:
             raise CommandError(f"unknown workflow {workflow!r}"
-                               f"{f' v{version}' if version else ''}; registered: "
+                               f"{'' if version is None else f' v{version}'}; registered: "
                                f"{', '.join(registry.names()) or 'none'}")
         rows = [[getattr(c, attr) for _, attr in COLUMNS] for c in contract_table(definition)]
         self.stdout.write(f"{definition.name} v{definition.version}\n")
