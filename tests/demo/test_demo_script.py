@@ -47,8 +47,11 @@ def test_a_busy_port_stops_the_demo_before_anything_starts(stranger, tmp_path):
 def _demo(tmp_path, port: int) -> subprocess.Popen:
     return subprocess.Popen(
         [str(ROOT / "bin" / "demo")], cwd=ROOT,
+        # The demo's own sandbox, on its own port, as `make demo` has it (not the test's).
         env=child_env(PORT=port, VAR_DIR=tmp_path / "var",
-                      DATABASE_URL=f"sqlite:///{tmp_path}/demo.sqlite3"),
+                      DATABASE_URL=f"sqlite:///{tmp_path}/demo.sqlite3",
+                      SANDBOX_BASE_URL=f"http://127.0.0.1:{port}/sandbox",
+                      MODEL_BASE_URL=f"http://127.0.0.1:{port}/sandbox/model/v1"),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 

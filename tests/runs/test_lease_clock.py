@@ -168,3 +168,17 @@ def test_an_outcome_recorded_under_the_lock_stamps_the_database_clock(monkeypatc
         succeeded=False, error=classify(TransientError("busy"))))
     _, beat = _lease_of(run)
     assert before <= beat <= _server_now()
+
+
+def test_a_run_due_at_once_is_claimed_at_once_by_an_estimate_a_little_ahead(monkeypatch):
+    """A transition that sends a run on at once (compensate, here) stamps its wake-up with
+    this process's estimate of the database's clock; an estimate a moment ahead must not
+    leave the claim its wake-up hint triggers finding the run not yet due."""
+    measured = type(store.current()).now
+    monkeypatch.setattr(type(store.current()), "now",
+                        lambda db: measured(db) + timedelta(milliseconds=300))
+    run = place(new_run(), status=RunStatus.ATTENTION,
+                step_statuses={"create-task": StepStatus.SUCCEEDED})
+    transitions.compensate(run.pk, actor=SYSTEM, reason="withdrawn")
+    assert Run.objects.get(pk=run.pk).status == RunStatus.COMPENSATING
+    assert transitions.claim_run(run.pk, worker="w1") is not None

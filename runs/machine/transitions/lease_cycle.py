@@ -45,6 +45,7 @@ from .kernel import (  # the package's shared vocabulary
     terminate_in,
     transition_time,
 )
+from .resends import due_at_once
 from .timers import sleeps
 
 
@@ -193,7 +194,7 @@ def advance(change: Change, lease: Lease) -> None:
         # Due at once, so the sweeper wakes it as soon as the pause is lifted.
         before = audit_state(run)
         change.move(WAITING, message=f"dispatch paused by {pause.paused_by}: {pause.reason}")
-        run.next_wake_at = now
+        run.next_wake_at = due_at_once(now)
         change.audit(AuditAction.DISPATCH_HELD, step=step, before=before,
                      after=audit_state(run), data={"system": pause.system})
         lease.finished = True

@@ -28,6 +28,7 @@ from .kernel import (
     taken_back,
     transition_time,
 )
+from .resends import due_at_once
 
 
 def heartbeat(lease: Lease, *, now: datetime | None = None) -> bool:
@@ -127,7 +128,7 @@ def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None
         # The compensation in flight is sent again with its own key by the next worker.
         change.move(COMP)
         run.lease_owner, run.lease_expires_at = "", None
-        run.next_wake_at = now
+        run.next_wake_at = due_at_once(now)
         change.wake = True
     else:
         change.move(QUEUED)

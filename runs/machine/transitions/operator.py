@@ -45,6 +45,7 @@ from .operator_rules import (
     paused_undo,
 )
 from .rerun_rules import rerun_range
+from .resends import due_at_once
 
 
 def _same_person(a: Actor, b: Actor) -> bool:
@@ -194,7 +195,7 @@ def compensate(run_id: int, *, actor: Actor, reason: str, data: dict | None = No
         plan = compensation_plan(op.steps, op.definition)
         begin_compensation(change, plan, reason=reason,
                            data=four_eyes_data(data, approved_by))
-        run.next_wake_at = change.now  # due at once; the sweeper finds it if the hint is lost
+        run.next_wake_at = due_at_once(change.now)  # the sweeper finds it if the hint is lost
         change.wake = True
     return run
 
@@ -230,7 +231,7 @@ def confirm_compensation(run_id: int, *, step_name: str, actor: Actor, reason: s
         step.next_attempt_at = None
         change.step_changed(step)
         change.move(COMP)
-        run.next_wake_at = change.now
+        run.next_wake_at = due_at_once(change.now)
         change.wake = True
         change.audit(AuditAction.COMPENSATION_CONFIRMED, step=step, reason=reason, before=before,
                      after=audit_state(run, step), data=data)

@@ -64,3 +64,16 @@ def release_until(change: Change, lease: Lease, effect, at: datetime, *, message
     if wait <= MAX_HINT_COUNTDOWN:
         change.wake_countdown = max(wait, 0.0)
     lease.finished, lease.work = True, None
+
+
+# Far beyond the error of the clock estimate (store.current().now()), far below any wait a
+# person or a policy sets.
+DUE_AT_ONCE_SLACK = timedelta(seconds=1)
+
+
+def due_at_once(now: datetime) -> datetime:
+    """The wake-up time of a run that is to go on at once. `now` is the database's clock as
+    this process estimates it, and a claim judges due-ness by the database's own: set to
+    `now`, a run could be a few milliseconds early there, and the claim its wake-up hint
+    triggers would find it not yet due (the sweeper would take it a pass later)."""
+    return now - DUE_AT_ONCE_SLACK
