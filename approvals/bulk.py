@@ -32,7 +32,7 @@ from runs.machine.transitions import allowed
 from runs.models import Run, RunStatus
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import VIEW, grant_for
-from runs.reads.selectors import RunFilters, runs_matching
+from runs.reads.selectors import RunFilters, runs_matching, workflow_names_matching
 
 from .four_eyes import request_bulk_operator_action
 from .models import BulkJob, BulkJobStatus, BulkOutcome
@@ -110,6 +110,9 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
         # be refused run by run.
         raise BulkForbidden(f"{user.get_username()} may not {spec.label.lower()} any run "
                             f"(needs runs.{spec.permission})")
+    if filters.workflow.strip() and not workflow_names_matching(filters.workflow).exists():
+        # A misspelt workflow would make a job of no run, done at once: say so instead.
+        raise BulkRefused(f"no workflow's name contains {filters.workflow.strip()!r}")
     now = now or timezone.now()
     runs = _visible_runs(user, filters)
     with transaction.atomic():

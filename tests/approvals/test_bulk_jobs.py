@@ -17,6 +17,7 @@ from guardian.shortcuts import assign_perm
 from approvals.bulk import (
     LEASE,
     BulkForbidden,
+    BulkRefused,
     bulk_preview,
     bulk_progress,
     cancel_bulk_job,
@@ -140,6 +141,17 @@ def test_a_cancelled_job_stops_and_what_it_did_stays(people):
     assert not BulkOutcome.objects.filter(job=job).exists()
     assert all(Run.objects.get(pk=r.pk).status == RunStatus.ATTENTION for r in runs)
     assert not cancel_bulk_job(job.pk, user=olga)
+
+
+def test_a_workflow_filter_that_names_no_workflow_is_refused_not_an_empty_job(people):
+    olga, _ = people
+    _failed()
+    with pytest.raises(BulkRefused, match="no workflow's name contains 'test-ordres'"):
+        start_bulk_job("terminate", RunFilters(workflow="test-ordres"), user=olga,
+                       reason="typo")
+    assert not BulkJob.objects.exists()
+    assert start_bulk_job("terminate", RunFilters(workflow="test-ord"), user=olga,
+                          reason="part of a name").total == 1
 
 
 def test_only_its_owner_or_a_superuser_cancels_a_job_from_any_caller(people):
