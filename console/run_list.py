@@ -32,7 +32,7 @@ def decode_cursor(value: str, sort: str) -> tuple | None:
     cursor = []
     for column, item in zip(columns, raw, strict=True):
         if column.endswith("_at"):
-            when = parse_datetime(item) if isinstance(item, str) else None
+            when = parse_stamp(item) if isinstance(item, str) else None
             if when is None:
                 return None
             cursor.append(when)
@@ -53,7 +53,9 @@ def shown_ids(value: str) -> list[int]:
 
 
 def parse_stamp(value: str) -> datetime | None:
-    """The moment a page was drawn, as its "new runs" poll sends it back."""
+    """A time given as text (the moment a page was drawn, a cursor's column, a time typed
+    at the command line), or None where it names none: parse_datetime raises for text
+    shaped like a time that names no date (month 13) and returns None for the rest."""
     try:
         return parse_datetime(value)
     except ValueError:

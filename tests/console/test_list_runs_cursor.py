@@ -3,6 +3,7 @@ like a time that names no date."""
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 pytestmark = pytest.mark.django_db
 
@@ -11,3 +12,11 @@ pytestmark = pytest.mark.django_db
 def test_a_cursor_with_an_impossible_date_is_refused_with_a_message(after):
     with pytest.raises(CommandError, match="is not a cursor this command printed"):
         call_command("list_runs", "--after", after)
+
+
+def test_the_runs_page_starts_over_at_a_cursor_that_names_no_date(client_for, operator):
+    """A hand-edited link: the list starts over at its first page, as for any cursor it
+    never handed out, rather than failing."""
+    response = client_for(operator).get(reverse("console:runs"),
+                                        {"after": '["2026-99-99T00:00:00", 1]'})
+    assert response.status_code == 200

@@ -83,8 +83,8 @@ class Command(BaseCommand):
                                "STEP:TURN.INDEX (the run page shows each call's turn.index)")
         mode = options["mode"] or "ask"
         reads = spec.reads(mode)
-        _refuse([flag for name, flag in _ACTION_OPTIONS.items()
-                 if options[name] is not None and name not in reads],
+        _refuse(_given(options, {name: flag for name, flag in _ACTION_OPTIONS.items()
+                                 if name not in reads}),
                 f"with {spec.name}" + (f" --mode {mode}" if "mode" in reads else ""))
         given = ActionInput(reason=options["reason"] or "", step=step, mode=mode,
                             remote_ref=options["remote_ref"] or "",

@@ -5,10 +5,10 @@ and resume one as a named user with a reason."""
 import json
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils.dateparse import parse_datetime
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
 from console.cli import user_named
+from console.run_list import parse_stamp
 from runs.waiting import schedules
 
 
@@ -48,10 +48,7 @@ class Command(BaseCommand):
         # that it may not run ahead of the clock is fire_due_schedules'.
         now = None
         if at:
-            try:
-                now = parse_datetime(at)
-            except ValueError:  # well formed, but no such date (month 13, day 45)
-                now = None
+            now = parse_stamp(at)
             if now is None or now.tzinfo is None:
                 raise CommandError(f"--now {at!r} is not an ISO 8601 time with an offset")
         try:
