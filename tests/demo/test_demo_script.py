@@ -91,6 +91,7 @@ def test_the_demo_shows_its_banner_not_logs_and_a_second_start_adds_no_runs(tmp_
     assert "admin / admin-demo" in text and f"http://127.0.0.1:{port}/" in text
     assert "/api/docs" in text
     assert '"GET ' not in text and " ERROR " not in text, text
+    assert "demo scenarios failed" not in text, _scenarios_log(tmp_path)
     assert len(screen) < 40
     made = _runs(tmp_path)
     assert made >= 12
@@ -99,8 +100,12 @@ def test_the_demo_shows_its_banner_not_logs_and_a_second_start_adds_no_runs(tmp_
         screen = _until_banner(demo)
     finally:
         _stop(demo)
-    assert "already in place" in "".join(screen)
+    assert "the demo's scenario runs are already in place" in "".join(screen), screen
     assert _runs(tmp_path) == made
+
+
+def _scenarios_log(tmp_path) -> str:
+    return (tmp_path / "var" / "log" / "scenarios.log").read_text()
 
 
 def _runs(tmp_path) -> int:

@@ -27,6 +27,9 @@ from runs.operator.sandbox_check import sandbox_answers
 SEED = Actor.system("demo_scenarios")
 SEED_SECOND = Actor.system("demo_scenarios (second person)")
 INVOICE = {"tenant": "tenant-42", "approver_email": "approver@example.com"}
+# A run in these states is being worked (or is about to be) by some worker.
+BUSY = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.COMPENSATING)
+REST_WITHIN_SECONDS = 60
 CUSTOMER = {"email": "linus@example.com", "name": "Linus", "plan": "enterprise"}
 
 
@@ -54,6 +57,7 @@ class Command(BaseCommand):
             if (workflow, key) in made:
                 # A set an earlier try left part-made: its runs stay as they are.
                 self.stdout.write(f"  {key}: {made[workflow, key]} (already in place)")
+        self._wait_for_other_runs_to_rest()
         for _, key, make in missing:
             # Each scenario's faults are for its own run: none is left over for the next.
             faults.clear()
@@ -146,14 +150,28 @@ class Command(BaseCommand):
         return transitions.start_run(workflow=workflow, business_key=key, input=data,
                                      actor=SEED, wake=False)[0]
 
+    def _wait_for_other_runs_to_rest(self) -> None:
+        """The demo's worker is working the runs seed_demo started: a fault queued while one
+        of them calls the sandbox would hit that run instead of its scenario's."""
+        deadline = time.monotonic() + REST_WITHIN_SECONDS
+        while Run.objects.filter(status__in=BUSY).exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+
     def _advance(self, run, label: str = "", *, lookups: bool = False) -> Run:
-        executor.advance_run(run.pk, worker="demo_scenarios")
-        run.refresh_from_db()
-        # A failed lookup by key is asked again after a backoff: wait those out.
-        while lookups and run.status == RunStatus.WAITING and run.next_wake_at:
-            time.sleep(max((run.next_wake_at - timezone.now()).total_seconds(), 0))
+        """Advance the run here until it rests. A transition that wakes the run (an approval,
+        a confirmed undo) may have the demo's worker take it first: then wait for the worker
+        to let it go, so the next scenario step finds the run where it expects it."""
+        deadline = time.monotonic() + REST_WITHIN_SECONDS
+        while True:
             executor.advance_run(run.pk, worker="demo_scenarios")
             run.refresh_from_db()
+            if lookups and run.status == RunStatus.WAITING and run.next_wake_at:
+                # A failed lookup by key is asked again after a backoff: wait those out.
+                time.sleep(max((run.next_wake_at - timezone.now()).total_seconds(), 0))
+            elif run.status not in BUSY or time.monotonic() > deadline:
+                break
+            else:
+                time.sleep(0.2)
         if label:
             self.stdout.write(f"  {run.business_key}: {run.status} ({label})")
         return run
