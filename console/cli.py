@@ -1,7 +1,10 @@
 """What the console's management commands share: the user a command acts as, the check of
 the text a command is given, and JSON output."""
 
+import getpass
 import json
+import os
+import sys
 from collections.abc import Mapping
 
 from django.contrib.auth import get_user_model
@@ -32,6 +35,34 @@ def user_named(username: str):
         raise CommandError(f"no user {username!r}") from None
     if not user.is_active:
         raise CommandError(f"user {username!r} is not active")
+    return user
+
+
+# Where a script gives the acting person's password instead of the prompt.
+PASSWORD_VARIABLE = "CLI_PASSWORD"
+
+
+def acting_user(username: str, *, nothing: str = "nothing was done"):
+    """The active user `username` once they have proved who they are by their password
+    (asked for, or read from CLI_PASSWORD), or a CommandError ending in `nothing`.
+
+    A command that changes something as a person writes that person into the audit trail,
+    and a four-eyes request counts them as its first person: naming someone is not acting
+    as them. Commands that only read (what a run offers a user, the runs a user may see) take
+    the name alone (user_named)."""
+    user = user_named(username)
+    password = os.environ.get(PASSWORD_VARIABLE)
+    if password is None:
+        try:
+            # Asked on a terminal only: getpass would read a script's input with the echo on.
+            if not sys.stdin.isatty():
+                raise EOFError
+            password = getpass.getpass(f"password of {user.get_username()}: ")
+        except (EOFError, OSError):  # no terminal to ask on, and no CLI_PASSWORD
+            raise CommandError(f"no password given for {user.get_username()} (a script sets "
+                               f"{PASSWORD_VARIABLE}); {nothing}") from None
+    if not user.check_password(password):
+        raise CommandError(f"wrong password for {user.get_username()}; {nothing}")
     return user
 
 

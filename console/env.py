@@ -178,8 +178,8 @@ VARIABLES: list[Variable] = [
       "the traces endpoint, when it differs from OTEL_EXPORTER_OTLP_ENDPOINT"),
     V("OTEL_SERVICE_NAME", STR, "durable-workflows", "the service name spans carry"),
     # Command line
-    V("RUN_ACTION_PASSWORD", STR, "", "run_action --decide: the deciding person's password, "
-      "instead of the prompt (scripts)"),
+    V("CLI_PASSWORD", STR, "", "the password of the person a command acts as (run_action, "
+      "dispatch, schedules, bulk_action with --user), instead of the prompt (scripts)"),
     # Retention
     V("RUNS_RETENTION_DAYS", INT, "90", "finished runs stay in the hot tables this many days"),
     V("ARCHIVE_INTERVAL_SECONDS", FLOAT, "3600", "how often beat runs the archive job"),

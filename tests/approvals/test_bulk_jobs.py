@@ -41,7 +41,8 @@ ATTENTION = RunFilters(status=RunStatus.ATTENTION)
 def people(db):
     ensure_roles(Group, Permission)
     operators = Group.objects.get(name="operators")
-    olga, carl = User.objects.create_user("olga"), User.objects.create_user("carl")
+    olga, carl = (User.objects.create_user("olga", password="pw"),
+                  User.objects.create_user("carl", password="pw"))
     for user in (olga, carl):
         user.groups.add(operators)
     return olga, carl
@@ -154,8 +155,9 @@ def test_a_workflow_filter_that_names_no_workflow_is_refused_not_an_empty_job(pe
                           reason="part of a name").total == 1
 
 
-def test_only_its_owner_or_a_superuser_cancels_a_job_from_any_caller(people):
+def test_only_its_owner_or_a_superuser_cancels_a_job_from_any_caller(people, monkeypatch):
     olga, carl = people
+    monkeypatch.setenv("CLI_PASSWORD", "pw")
     job = start_bulk_job("terminate", ATTENTION, user=olga, reason="stop it")
     with pytest.raises(BulkForbidden, match="another person's"):
         cancel_bulk_job(job.pk, user=carl)
@@ -168,8 +170,10 @@ def test_only_its_owner_or_a_superuser_cancels_a_job_from_any_caller(people):
     assert cancel_bulk_job(job.pk, user=root)
 
 
-def test_the_command_refuses_a_person_without_the_permission_in_a_sentence(people):
-    User.objects.create_user("auditor-less")
+def test_the_command_refuses_a_person_without_the_permission_in_a_sentence(people,
+                                                                          monkeypatch):
+    User.objects.create_user("auditor-less", password="pw")
+    monkeypatch.setenv("CLI_PASSWORD", "pw")
     with pytest.raises(CommandError, match="may not terminate any run"):
         call_command("bulk_action", "start", "terminate", "--user", "auditor-less",
                      "--reason", "x", stdout=io.StringIO())

@@ -9,6 +9,14 @@ from runs.models import Workflow
 from tests.factories import new_run
 
 
+@pytest.fixture(autouse=True)
+def cli_password(monkeypatch):
+    """The console's test users all have the password "pw": a command that acts as one of
+    them is given it, as a script gives it (console.cli.acting_user). Tests of the password
+    rule itself set or remove it."""
+    monkeypatch.setenv("CLI_PASSWORD", "pw")
+
+
 @pytest.fixture
 def roles(db):
     # Transactional tests flush the database, groups from the migration included.

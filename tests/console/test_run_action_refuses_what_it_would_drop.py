@@ -81,7 +81,7 @@ def test_decide_refuses_a_run_or_action_other_than_the_requests(carl, effected_r
                                  "post-ledger": StepStatus.SUCCEEDED})
     _run_action(effected_run.pk, "terminate", "--user", "olga", "--reason", "fraud")
     request = ApprovalRequest.objects.get(run=effected_run, action="terminate")
-    monkeypatch.setenv("RUN_ACTION_PASSWORD", "carl-pw")
+    monkeypatch.setenv("CLI_PASSWORD", "carl-pw")
     cases = [
         ([other.pk, "terminate"], f"about terminate of run {effected_run.pk}, not terminate "
                                   f"of run {other.pk}"),

@@ -202,14 +202,15 @@ def test_where_the_run_can_be_compensated_the_dialog_offers_it_first(script, cli
     assert 'id="rerun-compensate-first" data-opens-dialog="dialog-compensate"' in page
 
 
-def test_over_the_api_and_the_cli_like_every_action_of_the_table(script, client):
+def test_over_the_api_and_the_cli_like_every_action_of_the_table(script, client, monkeypatch):
     from django.core.management import call_command
 
     from api.tokens import token_create
 
     ensure_roles(Group, Permission)
-    olga = User.objects.create_user("olga")
+    olga = User.objects.create_user("olga", password="pw")
     olga.groups.add(Group.objects.get(name="operators"))
+    monkeypatch.setenv("CLI_PASSWORD", "pw")
     _, plaintext = token_create(name="ops", workflows=["test-saga", "test-orders"],
                                 acting_user=olga)
     headers = {"HTTP_AUTHORIZATION": f"Bearer {plaintext}"}

@@ -13,7 +13,7 @@ from approvals.bulk import (
     start_bulk_job,
 )
 from approvals.models import BulkJob
-from console.cli import print_json, user_named
+from console.cli import acting_user, print_json, user_named
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS
 from runs.reads.selectors import RunFilters
@@ -43,7 +43,8 @@ class Command(BaseCommand):
             if target not in ACTIONS:
                 raise CommandError(f"no action {target!r}; the actions are: "
                                    f"{', '.join(ACTIONS)}")
-            user = user_named(options["user"] or "")
+            # A preview only reads; a job acts in its starter's name.
+            user = (user_named if verb == "preview" else acting_user)(options["user"] or "")
             filters = RunFilters(status=options["status"], workflow=options["workflow"],
                                  step_status=options["step_status"],
                                  error_class=options["error_class"],
@@ -66,7 +67,7 @@ class Command(BaseCommand):
             run_bulk_job(job_id)
         elif verb == "cancel":
             try:
-                cancelled = cancel_bulk_job(job_id, user=user_named(options["user"] or ""))
+                cancelled = cancel_bulk_job(job_id, user=acting_user(options["user"] or ""))
             except BulkForbidden as exc:
                 raise CommandError(str(exc)) from None
             if not cancelled:

@@ -6,7 +6,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
-from console.cli import user_named
+from console.cli import acting_user
 from runs.machine import dispatch
 
 
@@ -39,7 +39,7 @@ class Command(BaseCommand):
                                   f": paused by {p.paused_by} at {p.paused_at:%Y-%m-%d %H:%M}"
                                   f": {p.reason}")
             return
-        user = user_named(options["user"])
+        user = acting_user(options["user"])
         workflow = options["workflow"]
         try:
             act_on_workflow(f"{options['what']}_dispatch", workflow, system=options["system"],

@@ -4,13 +4,12 @@ rule, four-eyes rule and transitions as the console and the API.
 
 Four eyes: an action that needs a second person opens an approval request, as it does in
 the console. The second person decides it as themselves: in the console, over the API, or
-here with --decide REQUEST --user B, which asks for B's password (or reads it from the
-RUN_ACTION_PASSWORD environment variable), so that nobody names another person as the
-one who agreed.
+here with --decide REQUEST --user B. An action, and a decision, is taken only once USER has
+given their password (asked for, or read from CLI_PASSWORD: console.cli.acting_user), so
+that nobody acts, asks or agrees in another person's name. The list of what a run offers
+USER reads only and asks for none.
 """
 
-import getpass
-import os
 import re
 import uuid
 from functools import lru_cache, partial
@@ -21,7 +20,7 @@ from django.core.management.base import BaseCommand, CommandError
 from approvals.decisions import decide
 from approvals.models import ApprovalRequest, RequestKind
 from approvals.operator_actions import ActionInputError, NoSuchAction, NoSuchRun, act
-from console.cli import print_json, storable_text, user_named
+from console.cli import acting_user, print_json, storable_text, user_named
 from runs.machine.errors import TransitionNotAllowed
 from runs.models import Run, Step
 from runs.operator.actions import ACTIONS, ActionInput
@@ -66,7 +65,9 @@ class Command(BaseCommand):
         if options["decide"] is not None:
             _refuse(_given(options, _ACTION_OPTIONS), "with --decide (the request says what "
                     "is done)")
-            return self._decide(user, options)
+            # The second person proves who they are: naming them is not agreeing for them.
+            return self._decide(acting_user(options["user"], nothing="nothing decided"),
+                                options)
         _refuse(_given(options, _DECIDE_OPTIONS), "without --decide REQUEST")
         if options["run"] is None:
             raise CommandError("give a run id (or --decide REQUEST)")
@@ -89,6 +90,9 @@ class Command(BaseCommand):
         given = ActionInput(reason=options["reason"] or "", step=step, mode=mode,
                             remote_ref=options["remote_ref"] or "",
                             evidence=options["evidence"] or "", call=call)
+        # Asked once the options are known to be right: the first person of a four-eyes
+        # request proves who they are as the second does.
+        user = acting_user(options["user"])
         try:
             outcome = act(options["action"], options["run"], user=user, given=given)
         except (NoSuchAction, NoSuchRun, PermissionDenied) as exc:
@@ -133,16 +137,6 @@ class Command(BaseCommand):
                               f"{': ' + refused if refused else ''}")
 
     def _decide(self, user, options):
-        password = os.environ.get("RUN_ACTION_PASSWORD")
-        if password is None:
-            try:
-                password = getpass.getpass(f"password of {user.get_username()}: ")
-            except EOFError:  # no terminal and no RUN_ACTION_PASSWORD
-                raise CommandError(f"no password given for {user.get_username()}; nothing "
-                                   "decided") from None
-        # The second person proves who they are: naming them is not agreeing for them.
-        if not user.check_password(password):
-            raise CommandError(f"wrong password for {user.get_username()}; nothing decided")
         try:
             request = ApprovalRequest.objects.get(pk=options["decide"],
                                                   kind=RequestKind.OPERATOR_ACTION)

@@ -7,7 +7,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
-from console.cli import user_named
+from console.cli import acting_user
 from console.run_list import parse_stamp
 from runs.waiting import schedules
 
@@ -33,7 +33,7 @@ class Command(BaseCommand):
             return self._list(options["json"])
         if options["what"] == "tick":
             return self._tick(options["now"])
-        user = user_named(options["user"])
+        user = acting_user(options["user"])
         try:
             state = act_on_workflow(f"{options['what']}_schedule", options["workflow"],
                                     schedule=options["schedule"], user=user,
