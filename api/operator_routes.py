@@ -28,6 +28,7 @@ from approvals.selectors import inbox
 from runs.machine.errors import EvidenceRequired, ReasonRequired, TransitionNotAllowed
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput
+from runs.reads.cursors import decode_keyset, encode_keyset
 from runs.reads.selectors import RunFilters, runs_page
 from runs.reads.workers import workers_page
 
@@ -101,8 +102,9 @@ def register(api, *, headers: dict) -> None:
         openapi_extra=headers,
         description="The console's runs list: the same filters and search (business key, "
                     "idempotency key or remote reference), newest status change first, a "
-                    "page at a time (keyset: pass `next_cursor` as `after`). Only runs of "
-                    "the token's workflows.")
+                    "page at a time (keyset: pass `next_cursor` as `after`; any other "
+                    "`after` is refused with 422, never answered with the first page). Only "
+                    "runs of the token's workflows.")
     def list_runs(request, status: RunStatusName = "", workflow: str = Query("", max_length=200),
                   step_status: StepStatusName = "", error_class: ErrorClassName = "",
                   attention: bool = False, stuck: bool = False,
@@ -110,17 +112,25 @@ def register(api, *, headers: dict) -> None:
                   limit: int = Query(50, ge=1, le=200)):
         if (refused := _unknown_query(request, LIST_PARAMETERS)) is not None:
             return refused
+        cursor = decode_keyset(after) if after else None
+        if after and cursor is None:
+            # A client paging on would start over at the first page and never end.
+            return Status(422, {"error": "invalid_request",
+                                "detail": f"after {after!r} is not a cursor this list handed "
+                                          "out: pass a page's next_cursor as it is",
+                                "errors": [{"loc": ["query", "after"], "msg": "not a cursor",
+                                            "type": "value_error"}]})
         token = request.auth
         filters = RunFilters(status=status, workflow=workflow.replace("\x00", ""),
                              step_status=step_status, error_class=error_class,
                              attention=attention, stuck=stuck, q=q.replace("\x00", ""))
-        rows, cursor = runs_page(filters,
-                                 workflow_ids=selectors.token_workflow_ids(token.workflows or []),
-                                 after=selectors.decode_cursor(after), limit=limit)
+        rows, next_cursor = runs_page(
+            filters, workflow_ids=selectors.token_workflow_ids(token.workflows or []),
+            after=cursor, limit=limit)
         return Status(200, {"runs": [{
             **selectors.summary_of(run),
             "status_url": request.build_absolute_uri(reverse("api:run_state", args=[run.pk])),
-        } for run in rows], "next_cursor": selectors.encode_cursor(cursor)})
+        } for run in rows], "next_cursor": encode_keyset(next_cursor)})
 
     @api.post(
         "/runs/{run_id}/actions/{action}", url_name="run_action", operation_id="run_action",

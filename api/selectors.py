@@ -2,9 +2,6 @@
 run's history a page at a time; the keyset cursor of the runs list."""
 
 from dataclasses import dataclass
-from datetime import datetime
-
-from django.utils.dateparse import parse_datetime
 
 from archive.models import ArchivedRun
 from audit.models import AuditRecord
@@ -96,22 +93,6 @@ def _describe(run: Run, state: str, current: Step | None, waiting_for: str | Non
 def token_workflow_ids(workflows: list[str]) -> frozenset[int]:
     """The ids of the workflow rows a token's workflow names stand for."""
     return frozenset(Workflow.objects.filter(name__in=workflows).values_list("pk", flat=True))
-
-
-def encode_cursor(cursor: tuple[datetime, int] | None) -> str | None:
-    return f"{cursor[0].isoformat()}|{cursor[1]}" if cursor else None
-
-
-def decode_cursor(value: str) -> tuple[datetime, int] | None:
-    """The keyset cursor a page handed out, or None for a malformed one (the first page)."""
-    stamp, _, pk = value.rpartition("|")
-    try:
-        when = parse_datetime(stamp) if stamp else None
-    except ValueError:  # shaped like a time, but no such date (month 99)
-        when = None
-    if when is None or not pk.isdigit() or len(pk) > 19:
-        return None
-    return when, int(pk)
 
 
 # Audit records on one page of a run's history over the API.

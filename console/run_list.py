@@ -4,9 +4,8 @@ runs that started matching after the page was drawn."""
 import json
 from datetime import datetime
 
-from django.utils.dateparse import parse_datetime
-
 from runs.reads import selectors
+from runs.reads.cursors import parse_stamp
 
 
 def encode_cursor(cursor: tuple | None) -> str:
@@ -50,16 +49,6 @@ def decode_cursor(value: str, sort: str) -> tuple | None:
 def shown_ids(value: str) -> list[int]:
     """The ids of the runs a page shows, as its "new runs" poll sends them back."""
     return [int(x) for x in value.split(",") if x.isdigit() and len(x) < 19][:200]
-
-
-def parse_stamp(value: str) -> datetime | None:
-    """A time given as text (the moment a page was drawn, a cursor's column, a time typed
-    at the command line), or None where it names none: parse_datetime raises for text
-    shaped like a time that names no date (month 13) and returns None for the rest."""
-    try:
-        return parse_datetime(value)
-    except ValueError:
-        return None
 
 
 def sort_links(query, sort: str) -> dict[str, dict]:

@@ -13,7 +13,6 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
@@ -45,6 +44,7 @@ from runs.operator.actions import ACTIONS, ActionInput, offered
 from runs.operator.guidance import recommend
 from runs.operator.investigation import investigate, to_markdown
 from runs.reads import selectors
+from runs.reads.cursors import decode_keyset, encode_keyset, parse_stamp
 from runs.reads.generations import generations
 
 from . import run_list, saved_views
@@ -67,15 +67,6 @@ def _visible_ids(user):
     return None if grant.everywhere else grant.workflow_ids
 
 
-def _cursor(value: str):
-    try:
-        stamp, pk = value.rsplit("|", 1)
-        when = parse_datetime(stamp)
-        return (when, int(pk)) if when else None
-    except ValueError:
-        return None
-
-
 @require_GET
 @login_required
 def runs_list(request):
@@ -92,7 +83,7 @@ def runs_list(request):
     query = request.GET.copy()
     for name in ("after", "new_since", "shown"):
         query.pop(name, None)
-    since = run_list.parse_stamp(request.GET.get("new_since", ""))
+    since = parse_stamp(request.GET.get("new_since", ""))
     if request.htmx and since is not None:
         # The "N new" bar's poll: one count along the page's own index.
         shown = run_list.shown_ids(request.GET.get("shown", ""))
@@ -130,7 +121,7 @@ def _live(rows) -> bool:
 @login_required
 def attention(request):
     workflow_ids = _visible_ids(request.user)
-    since = run_list.parse_stamp(request.GET.get("new_since", ""))
+    since = parse_stamp(request.GET.get("new_since", ""))
     if request.htmx and since is not None:
         # The "N new" bar's poll: one count along the attention list's index.
         shown = run_list.shown_ids(request.GET.get("shown", ""))
@@ -140,7 +131,8 @@ def attention(request):
             "new_cap": selectors.NEW_CAP, "drawn_at": since.isoformat(),
             "poll_url": reverse("console:attention"), "query": "", "ids": shown})
     drawn_at = timezone.now()
-    after = _cursor(request.GET.get("after", ""))
+    # A hand-edited or stale link starts over at the first page.
+    after = decode_keyset(request.GET.get("after", ""))
     drills = request.GET.get("drills") == "1"
     page = selectors.attention_page(workflow_ids=workflow_ids, after=after,
                                     limit=selectors.ATTENTION_PAGE_SIZE, drills=drills)
@@ -149,10 +141,9 @@ def attention(request):
     for run in page.runs:
         run.available_actions = [a for a in offered(run, steps.get(run.pk, []))
                                  if grants[a.name].covers(run.workflow_id)]
-    cursor = page.next_cursor
     return render(request, "console/attention.html", {
         "runs": page.runs, "total": page.total, "more_than_cap": page.more_than_cap,
-        "next_cursor": f"{cursor[0].isoformat()}|{cursor[1]}" if cursor else "",
+        "next_cursor": encode_keyset(page.next_cursor) or "",
         "first_page": after is None, "drills": drills,
         "drawn_at": drawn_at.isoformat(), "poll_url": reverse("console:attention"),
         "query": "", "ids": [run.pk for run in page.runs],

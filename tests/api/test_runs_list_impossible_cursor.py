@@ -1,5 +1,6 @@
-"""GET /api/runs with a cursor shaped like a time but naming no date (month 99) is a
-malformed cursor like any other: the same answer as for garbage, never a 500."""
+"""GET /api/runs refuses an `after` that is not a cursor it handed out (garbage, a date
+that names no day, an id no bigint holds) with a 422 naming `after`: a client paging on
+with it would otherwise be handed the first page again, and loop."""
 
 import pytest
 from django.contrib.auth.models import User
@@ -10,12 +11,33 @@ from tests.factories import new_run
 pytestmark = pytest.mark.django_db
 
 
-def test_a_cursor_with_an_impossible_date_is_answered_like_a_malformed_one(client):
-    new_run()
+@pytest.fixture
+def headers():
     _, plaintext = token_create(name="ops", workflows=["test-orders"],
                                 acting_user=User.objects.create_superuser("boss"))
-    headers = {"HTTP_AUTHORIZATION": f"Bearer {plaintext}"}
-    garbage = client.get("/api/runs", {"after": "garbage"}, **headers)
-    impossible = client.get("/api/runs", {"after": "2026-99-99T00:00:00|1"}, **headers)
-    assert impossible.status_code == garbage.status_code < 500
-    assert impossible.json() == garbage.json()
+    return {"HTTP_AUTHORIZATION": f"Bearer {plaintext}"}
+
+
+@pytest.mark.parametrize("after", ["garbage", "2026-99-99T00:00:00|1",
+                                   "2026-01-01T00:00:00+00:00|99999999999999999999",
+                                   "2026-01-01T00:00:00+00:00|9999999999999999999",
+                                   "2026-01-01T00:00:00+00:00|٣"])
+def test_an_after_that_is_no_cursor_is_refused_naming_it(client, headers, after):
+    new_run()
+    answer = client.get("/api/runs", {"after": after}, **headers)
+    assert answer.status_code == 422
+    body = answer.json()
+    assert body["errors"][0]["loc"] == ["query", "after"] and "runs" not in body
+
+
+def test_paging_with_the_handed_out_cursor_reaches_the_end(client, headers):
+    made = {new_run().pk for _ in range(5)}
+    seen, after = [], ""
+    for _ in range(5):
+        page = client.get("/api/runs", {"limit": 2, **({"after": after} if after else {})},
+                          **headers).json()
+        seen += [run["id"] for run in page["runs"]]
+        after = page["next_cursor"]
+        if not after:
+            break
+    assert set(seen) == made and len(seen) == len(made)

@@ -120,6 +120,16 @@ def test_attention_list_pages_oldest_first_with_the_true_count(client_for, opera
     assert all("(8, oldest first)" in body for body in bodies)
 
 
+@pytest.mark.parametrize("after", ["garbage", "2026-99-99T00:00:00|1",
+                                   "2026-01-01T00:00:00+00:00|99999999999999999999"])
+def test_attention_list_starts_over_at_a_cursor_it_never_handed_out(client_for, operator,
+                                                                    after):
+    runs = _attention_runs(2)
+    answer = client_for(operator).get(reverse("console:attention"), {"after": after})
+    assert answer.status_code == 200
+    assert sorted(_shown(answer.content.decode())) == sorted(r.pk for r in runs)
+
+
 def test_attention_list_says_more_than_the_cap_when_there_are_more(client_for, operator,
                                                                    monkeypatch):
     monkeypatch.setattr(selectors, "COUNT_CAP", 4)

@@ -3,10 +3,11 @@ paging (runs.reads.selectors.runs_page), as text or --json."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from api.selectors import decode_cursor, encode_cursor, summary_of
+from api.selectors import summary_of
 from console.cli import print_json, user_named
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.permissions import VIEW, grant_for
+from runs.reads.cursors import decode_keyset, encode_keyset
 from runs.reads.selectors import RunFilters, runs_page
 
 
@@ -33,7 +34,7 @@ class Command(BaseCommand):
             raise CommandError("--limit must be between 1 and 1000")
         after = None
         if options["after"]:
-            after = decode_cursor(options["after"])
+            after = decode_keyset(options["after"])
             if after is None:
                 raise CommandError(f"--after {options['after']!r} is not a cursor this "
                                    "command printed")
@@ -50,7 +51,7 @@ class Command(BaseCommand):
                                  limit=options["limit"])
         runs = [summary_of(run) for run in rows]
         if options["json"]:
-            print_json(self.stdout, {"runs": runs, "next_cursor": encode_cursor(cursor)})
+            print_json(self.stdout, {"runs": runs, "next_cursor": encode_keyset(cursor)})
             return
         for run in runs:
             self.stdout.write(
@@ -58,4 +59,4 @@ class Command(BaseCommand):
                 f"{run['business_key']:<32} {run['current_step'] or '-':<20} "
                 f"{run['updated_at']:%Y-%m-%d %H:%M:%S}")
         if cursor:
-            self.stdout.write(f"next page: --after '{encode_cursor(cursor)}'")
+            self.stdout.write(f"next page: --after '{encode_keyset(cursor)}'")

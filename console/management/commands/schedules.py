@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
 from console.cli import acting_user
-from console.run_list import parse_stamp
+from runs.reads.cursors import parse_stamp
 from runs.waiting import schedules
 
 
