@@ -15,6 +15,7 @@ from approvals.bulk import (
     BulkRefused,
     bulk_progress,
     cancel_bulk_job,
+    may_follow,
     start_bulk_job,
 )
 from approvals.models import BulkJob
@@ -51,10 +52,15 @@ def _enqueue(job_id: int) -> None:
     bulk_job.delay(job_id)
 
 
-def _own_job(token, job_id: int) -> BulkJob | None:
-    if token.acting_user is None:
+def _followed_job(token, job_id: int) -> BulkJob | None:
+    """The job, if the token may follow and cancel it: the rule every caller uses
+    (approvals.bulk.may_follow: the person who started it, or a superuser) for the token's
+    person, on one of the token's workflows (a job over other workflows, or over all of
+    them, says how runs outside the token's reach went)."""
+    job = BulkJob.objects.filter(pk=job_id).first()
+    if job is None or token.acting_user is None or not may_follow(token.acting_user, job):
         return None
-    return BulkJob.objects.filter(pk=job_id, requested_by=token.acting_user).first()
+    return job if (job.filters or {}).get("workflow") in (token.workflows or []) else None
 
 
 def register(api, *, headers: dict) -> None:
@@ -109,12 +115,13 @@ def register(api, *, headers: dict) -> None:
                   429: Error},
         openapi_extra=headers,
         description="Its status, how many runs it matched and has handled, and how many "
-                    "ended each way. 404: no such job of the token's person.")
+                    "ended each way. 404: no such job that the token's person may follow (their "
+                    "own, or any for a superuser) on one of the token's workflows.")
     def get_bulk(request, job_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         token = request.auth
         if token.acting_user is None:
             return _no_person(token)
-        if _own_job(token, job_id) is None:
+        if _followed_job(token, job_id) is None:
             return Status(404, _err("bulk_job_not_found", f"no bulk job {job_id} of "
                                                           "this token's person"))
         return Status(200, _job(request, job_id))
@@ -131,7 +138,7 @@ def register(api, *, headers: dict) -> None:
         token = request.auth
         if token.acting_user is None:
             return _no_person(token)
-        if _own_job(token, job_id) is None:
+        if _followed_job(token, job_id) is None:
             return Status(404, _err("bulk_job_not_found", f"no bulk job {job_id} of "
                                                           "this token's person"))
         if not cancel_bulk_job(job_id, user=token.acting_user):

@@ -94,6 +94,22 @@ def test_cancel_stops_a_job_and_only_its_person_sees_it(client, bearer):
     assert again.status_code == 409 and again.json()["error"] == "finished"
 
 
+def test_a_superusers_token_follows_any_job_on_its_workflows_as_the_console_does(
+        client, bearer, people):
+    _failed_run()
+    job = _start(client, bearer("olga"), action="resume", reason="go").json()
+    people["root"] = User.objects.create_superuser("root")
+    assert client.get(f"/api/bulk/{job['id']}", **bearer("root")).status_code == 200
+    # Not through a token for other workflows: the job is about runs outside its reach.
+    assert client.get(f"/api/bulk/{job['id']}",
+                      **bearer("root", workflows=("test-saga",))).status_code == 404
+    assert client.post(f"/api/bulk/{job['id']}/cancel",
+                       **bearer("olga", workflows=("test-saga",))).status_code == 404
+    cancelled = client.post(f"/api/bulk/{job['id']}/cancel", **bearer("root"))
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    assert BulkJob.objects.get(pk=job["id"]).cancelled_by == people["root"]
+
+
 def test_refusals_are_clear_and_write_nothing(client, bearer):
     _failed_run()
     nobody = _start(client, bearer(None), action="resume", reason="go")
