@@ -38,10 +38,6 @@ def user_named(username: str):
     return user
 
 
-# Where a script gives the acting person's password instead of the prompt.
-PASSWORD_VARIABLE = "CLI_PASSWORD"
-
-
 def acting_user(username: str, *, nothing: str = "nothing was done"):
     """The active user `username` once they have proved who they are by their password
     (asked for, or read from CLI_PASSWORD), or a CommandError ending in `nothing`.
@@ -51,7 +47,8 @@ def acting_user(username: str, *, nothing: str = "nothing was done"):
     as them. Commands that only read (what a run offers a user, the runs a user may see) take
     the name alone (user_named)."""
     user = user_named(username)
-    password = os.environ.get(PASSWORD_VARIABLE)
+    # Where a script gives the acting person's password instead of the prompt.
+    password = os.environ.get("CLI_PASSWORD")
     if password is None:
         try:
             # Asked on a terminal only: getpass would read a script's input with the echo on.
@@ -60,7 +57,7 @@ def acting_user(username: str, *, nothing: str = "nothing was done"):
             password = getpass.getpass(f"password of {user.get_username()}: ")
         except (EOFError, OSError):  # no terminal to ask on, and no CLI_PASSWORD
             raise CommandError(f"no password given for {user.get_username()} (a script sets "
-                               f"{PASSWORD_VARIABLE}); {nothing}") from None
+                               f"CLI_PASSWORD); {nothing}") from None
     if not user.check_password(password):
         raise CommandError(f"wrong password for {user.get_username()}; {nothing}")
     return user
