@@ -28,7 +28,7 @@ from approvals.selectors import inbox
 from runs.machine.errors import EvidenceRequired, ReasonRequired, TransitionNotAllowed
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput
-from runs.reads.cursors import decode_keyset, encode_keyset
+from runs.reads.cursors import KEYSET_PATTERN, decode_keyset, encode_keyset
 from runs.reads.selectors import RunFilters, runs_page
 from runs.reads.workers import workers_page
 
@@ -102,24 +102,20 @@ def register(api, *, headers: dict) -> None:
         openapi_extra=headers,
         description="The console's runs list: the same filters and search (business key, "
                     "idempotency key or remote reference), newest status change first, a "
-                    "page at a time (keyset: pass `next_cursor` as `after`; any other "
-                    "`after` is refused with 422, never answered with the first page). Only "
-                    "runs of the token's workflows.")
+                    "page at a time (keyset: pass `next_cursor` as `after`; an `after` "
+                    "of another shape is refused with 422, never answered with the first "
+                    "page). Only runs of the token's workflows.")
     def list_runs(request, status: RunStatusName = "", workflow: str = Query("", max_length=200),
                   step_status: StepStatusName = "", error_class: ErrorClassName = "",
                   attention: bool = False, stuck: bool = False,
-                  q: str = Query("", max_length=300), after: str = Query("", max_length=80),
+                  q: str = Query("", max_length=300),
+                  after: str = Query("", pattern=f"^$|{KEYSET_PATTERN}"),
                   limit: int = Query(50, ge=1, le=200)):
         if (refused := _unknown_query(request, LIST_PARAMETERS)) is not None:
             return refused
+        # `after` is refused unless it has a cursor's shape (KEYSET_PATTERN, in the document):
+        # a client paging on with anything else would be handed the first page, and loop.
         cursor = decode_keyset(after) if after else None
-        if after and cursor is None:
-            # A client paging on would start over at the first page and never end.
-            return Status(422, {"error": "invalid_request",
-                                "detail": f"after {after!r} is not a cursor this list handed "
-                                          "out: pass a page's next_cursor as it is",
-                                "errors": [{"loc": ["query", "after"], "msg": "not a cursor",
-                                            "type": "value_error"}]})
         token = request.auth
         filters = RunFilters(status=status, workflow=workflow.replace("\x00", ""),
                              step_status=step_status, error_class=error_class,

@@ -3,12 +3,10 @@ the attention list's cursors (console, API, command line), the moment a page was
 time typed at the command line. Text that names none is None here; each caller decides
 whether that starts over (a page in the browser) or is refused (the API, a command)."""
 
-from datetime import datetime
+import re
+from datetime import UTC, datetime, timedelta
 
 from django.utils.dateparse import parse_datetime
-
-# The largest id a bigint column holds: a larger one fails the query, not just the match.
-LARGEST_ID = 2**63 - 1
 
 
 def parse_stamp(value: str) -> datetime | None:
@@ -20,15 +18,22 @@ def parse_stamp(value: str) -> datetime | None:
         return None
 
 
+# A (time, id) cursor as text: the time in microseconds since 1970 (UTC), a dot, the id.
+# Every text of this shape is a place in the list (17 digits stay below the year 9999, 18
+# below the largest bigint), so the API can document it exactly (KEYSET_PATTERN).
+KEYSET_PATTERN = r"^[0-9]{1,17}\.[1-9][0-9]{0,17}$"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = timedelta(microseconds=1)
+
+
 def encode_keyset(cursor: tuple[datetime, int] | None) -> str | None:
-    """A (time, id) keyset cursor as the text a page hands out ("time|id")."""
-    return f"{cursor[0].isoformat()}|{cursor[1]}" if cursor else None
+    """A (time, id) keyset cursor as the text a page hands out."""
+    return f"{(cursor[0] - EPOCH) // MICROSECOND}.{cursor[1]}" if cursor else None
 
 
 def decode_keyset(value: str) -> tuple[datetime, int] | None:
-    """The (time, id) cursor a page handed out, or None for text that is not one."""
-    stamp, _, pk = value.rpartition("|")
-    when = parse_stamp(stamp) if stamp else None
-    if when is None or not (pk.isascii() and pk.isdigit()) or not 0 < int(pk) <= LARGEST_ID:
+    """The (time, id) cursor `value` names, or None for text that is not one."""
+    if not re.fullmatch(KEYSET_PATTERN, value):
         return None
-    return when, int(pk)
+    micros, _, pk = value.partition(".")
+    return EPOCH + int(micros) * MICROSECOND, int(pk)
