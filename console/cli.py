@@ -3,6 +3,7 @@ the text a command is given, and JSON output."""
 
 import getpass
 import json
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -11,6 +12,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
 from api.openapi import unstorable
+
+logger = logging.getLogger(__name__)
 
 
 def storable_text(options: Mapping) -> None:
@@ -59,6 +62,9 @@ def acting_user(username: str, *, nothing: str = "nothing was done"):
             raise CommandError(f"no password given for {user.get_username()} (a script sets "
                                f"CLI_PASSWORD); {nothing}") from None
     if not user.check_password(password):
+        # The operators' log keeps the attempt (never the password tried).
+        logger.warning("command line: wrong password for %s; nothing was done",
+                       user.get_username())
         raise CommandError(f"wrong password for {user.get_username()}; {nothing}")
     return user
 

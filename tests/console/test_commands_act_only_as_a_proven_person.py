@@ -43,10 +43,12 @@ def _fresh_pauses():
 
 @pytest.mark.parametrize("command", ACTING)
 def test_a_wrong_password_changes_nothing_and_names_nobody(command, operator, stuck_run,
-                                                          monkeypatch):
+                                                          monkeypatch, caplog):
     monkeypatch.setenv("CLI_PASSWORD", "not-olgas")
     with pytest.raises(CommandError, match="wrong password for olga; nothing was done"):
         _call(*ACTING[command](stuck_run), "--user", "olga")
+    # The attempt is logged, the password tried is not.
+    assert "wrong password for olga" in caplog.text and "not-olgas" not in caplog.text
     stuck_run.refresh_from_db()
     assert stuck_run.status == "attention"
     assert not DispatchPause.objects.exists() and not BulkJob.objects.exists()
