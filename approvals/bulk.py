@@ -34,7 +34,7 @@ from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import VIEW, grant_for
 from runs.reads.selectors import RunFilters, runs_matching, workflow_names_matching
 
-from .four_eyes import request_bulk_operator_action
+from .four_eyes import request_bulk_operator_action, requester_refusal
 from .models import BulkJob, BulkJobStatus, BulkOutcome
 from .operator_actions import ActionForbidden, ActionInputError, act
 
@@ -250,10 +250,14 @@ def _finish(job: BulkJob) -> BulkJob:
 def apply_approved(job_id: int, *, actor, approved_by) -> None:
     """The second person approved the job's request: the action on each run that waited
     for them, each through its transition with both people named (approvals.decisions)."""
-    job = BulkJob.objects.get(pk=job_id)
+    job = BulkJob.objects.select_related("requested_by").get(pk=job_id)
     spec = ACTIONS[job.action]
     for row in BulkOutcome.objects.filter(job=job, outcome=Outcome.SECOND_PERSON) \
             .order_by("run_id"):
+        refusal = requester_refusal(job.requested_by, job.action, row.run_id)
+        if refusal is not None:
+            _finish_row(job, row.run_id, Outcome.FORBIDDEN, f"after approval: {refusal}")
+            continue
         try:
             # A step action (a re-run from a step) aims at the same step as when it waited.
             spec.perform(row.run_id, actor=actor, approved_by=approved_by,

@@ -43,6 +43,7 @@ from runs.operator.actions import ACTIONS, ActionInput
 
 from .backoff import retry_delay
 from .bulk import apply_approved
+from .four_eyes import requester_refusal
 from .models import DECIDED_STATUSES, ApprovalRequest, RequestKind, RequestStatus
 from .notifications import time_text
 from .permissions import can_decide
@@ -233,10 +234,15 @@ def _apply(approval: ApprovalRequest, now: datetime) -> None:
                           user_id=approval.requested_by_id)
         with transitions.applying_decision(str(approval.decision_id or "")):
             if approval.params.get("bulk_job"):
-                # One request for the runs of a bulk job that needed a second person.
+                # One request for the runs of a bulk job that needed a second person (each
+                # run checked against the requester's permission there).
                 apply_approved(approval.params["bulk_job"], actor=requester,
                                approved_by=_decider(approval))
                 return
+            refusal = requester_refusal(approval.requested_by, approval.action,
+                                        approval.run_id)
+            if refusal is not None:
+                raise TransitionNotAllowed(refusal)
             ACTIONS[approval.action].perform(
                 approval.run_id, actor=requester, approved_by=_decider(approval),
                 given=ActionInput(reason=approval.snapshot.get("reason", ""),

@@ -19,12 +19,28 @@ from guardian.shortcuts import get_users_with_perms
 from runs.machine import transitions
 from runs.models import Run, Step
 from runs.operator.actions import ACTIONS
+from runs.permissions import run_access
 
 from .models import ApprovalRequest, RequestKind
 from .requests import create_request
 from .snapshots import normalise, snapshot_hash
 
 logger = logging.getLogger(__name__)
+
+
+def requester_refusal(requester, action: str, run_id: int) -> str | None:
+    """Why the person who asked for `action` on run `run_id` may no longer have it taken in
+    their name, or None. Applied once the second person approves, when the asking person
+    may have lost the permission, or their account, since: the action is taken by the rule
+    it was asked under (runs.permissions.run_access), not by the approval alone."""
+    spec = ACTIONS[action]
+    access = run_access(requester, spec.permission, run_id) if requester else None
+    if access is not None and access.allowed:
+        return None
+    name = requester.get_username() if requester else "the person who asked"
+    return (f"{name} may no longer {spec.label.lower()} run {run_id} (needs "
+            f"runs.{spec.permission}, or their account is not active): the approval does "
+            "not act for them")
 
 
 def request_operator_action(run: Run | int, *, action: str, requested_by, reason: str,

@@ -1,0 +1,91 @@
+"""An approved four-eyes action is taken in the asking person's name only while they still
+may take it: a person whose permission or account was taken away after they asked has
+nothing done in their name by the second person's approval. The decision stays recorded,
+with why it was not applied."""
+
+import uuid
+
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+
+from approvals import decisions, four_eyes
+from approvals.bulk import bulk_progress, run_bulk_job, start_bulk_job
+from approvals.models import ApprovalRequest, RequestStatus
+from audit.models import AuditRecord
+from console.roles import ensure_roles
+from runs.execution import executor
+from runs.models import Run, RunStatus
+from runs.reads.selectors import RunFilters
+from tests.factories import new_run, place
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def roles(db):
+    ensure_roles(Group, Permission)
+
+
+@pytest.fixture
+def stopped_run(script):
+    run = new_run()
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
+    return place(run, status=RunStatus.ATTENTION)
+
+
+def person(name):
+    user = User.objects.create_user(name, email=f"{name}@example.com", password="pw")
+    user.groups.add(Group.objects.get(name="operators"))
+    return user
+
+
+def _approve(request, by):
+    return decisions.decide(request.pk, user=by, approved=True, comment="agreed",
+                            decision_id=uuid.uuid4())
+
+
+def _terminate_request(run, olga):
+    request, _ = four_eyes.request_operator_action(run, action="terminate",
+                                                   requested_by=olga, reason="duplicate")
+    return request
+
+
+@pytest.mark.parametrize("taken_away", ["permission", "account"])
+def test_an_approval_does_not_act_for_a_person_who_lost_the_right_since_asking(
+        stopped_run, taken_away):
+    olga, omar = person("olga"), person("omar")
+    request = _terminate_request(stopped_run, olga)
+    if taken_away == "permission":
+        olga.groups.clear()
+    else:
+        olga.is_active = False
+        olga.save()
+    result = _approve(request, omar)
+    assert result.recorded  # omar's decision is kept...
+    request.refresh_from_db()
+    assert request.status == RequestStatus.APPROVED and request.settled_at is not None
+    assert "olga may no longer terminate run" in request.apply_error
+    # ...and nothing was done in olga's name.
+    assert Run.objects.get(pk=stopped_run.pk).status == RunStatus.ATTENTION
+    assert not AuditRecord.objects.filter(run=stopped_run, action="terminated").exists()
+    assert "may no longer" in result.message
+
+
+def test_while_the_person_may_still_act_the_approval_acts_for_them(stopped_run):
+    olga, omar = person("olga"), person("omar")
+    _approve(_terminate_request(stopped_run, olga), omar)
+    assert Run.objects.get(pk=stopped_run.pk).status == RunStatus.TERMINATED
+    record = AuditRecord.objects.get(run=stopped_run, action="terminated")
+    assert record.actor_label == "olga" and record.data["approved_by"] == "omar"
+
+
+def test_a_bulk_jobs_runs_are_not_acted_on_for_a_person_who_lost_the_right(stopped_run):
+    olga, omar = person("olga"), person("omar")
+    job = run_bulk_job(start_bulk_job("terminate", RunFilters(status="attention"), user=olga,
+                                      reason="duplicates").pk)
+    request = ApprovalRequest.objects.get(pk=job.approval_id)
+    olga.groups.clear()
+    _approve(request, omar)
+    assert Run.objects.get(pk=stopped_run.pk).status == RunStatus.ATTENTION
+    assert bulk_progress(job.pk).counts == {"forbidden": 1}
+    assert not AuditRecord.objects.filter(run=stopped_run, action="terminated").exists()
