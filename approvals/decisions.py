@@ -157,7 +157,7 @@ def _closed(approval: ApprovalRequest) -> Decision:
                         f"{time_text(approval.decided_at)}; your decision was not recorded.",
                         approval)
     if approval.status == RequestStatus.SUPERSEDED:
-        why = ("the model proposed other arguments for the tool call"
+        why = ("the model proposed another tool call in its place"
                if approval.kind == RequestKind.TOOL_CALL else "its payload changed")
         return Decision("closed", f"This request was replaced by request "
                         f"{approval.superseded_by_id} because {why}; nothing "

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.utils import timezone
 
 from audit.chain import Actor
 from runs.definitions import definition
@@ -35,6 +36,7 @@ from runs.waiting import schedules
 
 from .four_eyes import request_operator_action
 from .models import ApprovalRequest
+from .withdrawal import withdraw_unawaited_of
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +106,7 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
             _check(access, action, spec, run_id, user, seen)
             with within_caller_transaction(locked=access.run) if locks else nullcontext():
                 run = spec.perform(run_id, actor=Actor.for_user(user), given=given)
+        withdraw_unawaited_of(run_id, timezone.now())
     except SecondPersonRequired as exc:
         # The transition refused only for want of a second person (every other refusal
         # comes first): ask one. request_operator_action refuses an empty reason too.

@@ -253,12 +253,15 @@ def open_tool_call_request(call: ToolCall, *,
             stale = (ApprovalRequest.objects.select_for_update(of=("self",))
                      .select_related("run")
                      .filter(run=run, kind=RequestKind.TOOL_CALL, step_name=step.name,
-                             status=RequestStatus.PENDING).exclude(tool_call=call).first())
+                             status=RequestStatus.PENDING).exclude(tool_call=call)
+                     # A cancelled call's request is withdrawn, with that reason
+                     # (approvals.withdrawal), never superseded.
+                     .exclude(tool_call__status=ToolCallStatus.CANCELLED).first())
             if stale is not None:
                 return _supersede(stale, digest, now, lambda: _policy_request(
                     policy=policy, now=now, **fields),
-                    why=f"the model proposed other arguments: call {call.ref} of "
-                        f"{call.tool} (arguments sha256 {call.args_hash}) replaces call "
+                    why=f"the model proposed call {call.ref} of {call.tool} (arguments "
+                        f"sha256 {call.args_hash}) in place of call "
                         f"{stale.params.get('tool_call')}")
             return _policy_request(policy=policy, now=now, **fields)
     except IntegrityError:

@@ -9,6 +9,7 @@ terminated). Which of the two comes first changes nothing.
 import logging
 from datetime import datetime
 
+from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
 from audit.actions import AuditAction
@@ -16,6 +17,7 @@ from runs.machine.transitions import RUN_TRANSITIONS
 from runs.models import (
     ATTENTION_RUN_STATUSES,
     FINAL_RUN_STATUSES,
+    Run,
     RunStatus,
     Step,
     StepStatus,
@@ -92,3 +94,20 @@ def withdraw(approval: ApprovalRequest, now: datetime) -> None:
     approval.save(update_fields=["status", "settled_at", "next_reminder_at", "comment"])
     record_lifecycle(approval, AuditAction.APPROVAL_WITHDRAWN, now, reason=approval.comment)
     logger.info("approval request %s withdrawn: %s", approval.pk, approval.comment)
+
+
+def withdraw_unawaited_of(run_id: int, now: datetime) -> int:
+    """Withdraw now the pending requests of run `run_id` that it no longer waits for: those
+    an operator's action has just ended (a cancelled tool call's, a terminated run's), so
+    that none is left for the run's next request to supersede under another reason before
+    the sweep comes by. In the caller's transaction, or one of its own. How many."""
+    with transaction.atomic():
+        # The run first, then its requests: the order every transition locks in.
+        list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
+        pending = list(ApprovalRequest.objects.select_for_update(of=("self",))
+                       .select_related("run")
+                       .filter(no_longer_awaited(), run_id=run_id,
+                               status=RequestStatus.PENDING))
+        for approval in pending:
+            withdraw(approval, now)
+    return len(pending)

@@ -156,14 +156,14 @@ def test_changed_arguments_supersede_the_old_request_and_its_link_says_so(
     old.refresh_from_db()
     new = ApprovalRequest.objects.get(run=run, status="pending")
     assert old.status == "superseded" and old.superseded_by_id == new.pk
-    assert "model proposed other arguments" in old.comment
+    assert f"model proposed call {second.ref}" in old.comment
     assert new.tool_call_id == second.pk and new.params["args_hash"] == second.args_hash
     assert AuditRecord.objects.filter(run=run, action="approval_superseded").count() == 1
     # The old email's link says what happened and offers nothing to decide.
     response = client.get(_link(old_mail))
     assert response.status_code == 410
     text = response.content.decode()
-    assert "superseded" in text and "the model proposed other arguments" in text
+    assert "superseded" in text and "the model proposed another tool call in its place" in text
     assert f"Request {new.pk}" in text
     # A decision posted on the old request decides nothing.
     response = _decide(client, old, "approve")

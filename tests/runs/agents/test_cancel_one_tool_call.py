@@ -75,3 +75,31 @@ def test_a_call_that_ran_is_not_cancelled():
         transitions.cancel_tool_call(run.pk, step_name="triage", call_ref=done.ref,
                                      actor=ACTOR, reason="too late")
     assert ToolCall.objects.get(pk=done.pk).status == "succeeded"
+
+
+def test_cancelled_through_the_one_action_function_its_request_is_withdrawn_at_once():
+    """From the console, the API or the command line (approvals.operator_actions.act): the
+    request is withdrawn in the same breath, not at the sweep's next pass, so the model's
+    next proposal never supersedes it under the wrong reason."""
+    from django.contrib.auth.models import User
+
+    from approvals.operator_actions import act
+
+    run = advance(start_triage(LARGE))
+    (call,) = transitions.waiting_tool_calls(run)
+    requests.open_pending_requests()
+    request = ApprovalRequest.objects.get(tool_call_id=call.pk)
+    outcome = act("cancel_tool_call", run.pk, user=User.objects.create_superuser("root"),
+                  given=ActionInput(reason="wrong cost centre", step="triage",
+                                    call=call.ref))
+    assert outcome.done
+    request.refresh_from_db()
+    assert request.status == "withdrawn" and request.superseded_by_id is None
+    assert f"tool call {call.ref} cancelled" in request.comment
+    assert AuditRecord.objects.filter(run=run, action="approval_withdrawn").count() == 1
+    # The agent goes on; whatever it proposes next is a request of its own.
+    advance(run)
+    requests.open_pending_requests()
+    request.refresh_from_db()
+    assert request.status == "withdrawn" and request.superseded_by_id is None
+    assert schedule.withdraw_stale_requests() == 0
