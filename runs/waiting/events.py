@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models.functions import Length
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -25,7 +26,12 @@ from audit.chain import Actor
 from ..definitions import definition
 from ..machine.errors import TransitionNotAllowed
 from ..machine.redaction import redact
-from ..machine.transitions import DuplicateEvent, awaiting_ref, deliver_event
+from ..machine.transitions import (
+    DuplicateEvent,
+    awaiting_ref,
+    deliver_event,
+    shortest_digested_key,
+)
 from ..machine.wakeup import send_wakeup
 from ..models import ExternalEvent, Run, Step, StepStatus
 
@@ -139,11 +145,16 @@ def consume_kept_for_run(run_id: int) -> bool:
     if step is None:
         return False
     event, key = step.remote_ref.removeprefix("awaiting-event:").split(":", 1)
-    kept = (ExternalEvent.objects.filter(
+    kept = ExternalEvent.objects.filter(
         workflow_name=Run.objects.filter(pk=run_id).values("workflow_name")[:1],
-        event_name=event, correlation_key=key, consumed_at__isnull=True)
-        .order_by("received_at", "pk").first())
-    return kept is not None and consume_kept(kept) is not None
+        event_name=event, consumed_at__isnull=True).order_by("received_at", "pk")
+    # The ref names the key, or (a long key) its digest: the kept events of that event with
+    # a key as long are few, and each is matched by the ref it would wait under.
+    found = kept.filter(correlation_key=key).first() or next(
+        (e for e in kept.annotate(length=Length("correlation_key"))
+         .filter(length__gte=shortest_digested_key(event))
+         if awaiting_ref(event, e.correlation_key) == step.remote_ref), None)
+    return found is not None and consume_kept(found) is not None
 
 
 def consume_kept_events(*, now: datetime | None = None, limit: int = 100) -> int:

@@ -36,6 +36,7 @@ from .events import (
     awaiting_ref,
     deliver_event,
     deliver_event_by_hand,
+    shortest_digested_key,
     skip_event,
     waiting_event_step,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "reopen", "resume", "retry_step",
     "settle_unknown", "sleeping_step", "start_run", "step_refusal", "terminate", "wake_timer",
     "DuplicateEvent", "awaiting_ref", "deliver_event", "deliver_event_by_hand", "skip_event",
+    "shortest_digested_key",
     "waiting_event_step", "unsettled_effects", "within_caller_transaction",
     "rerun_from_step", "rerun_range", "standing_effects", "applying_decision",
 ]

@@ -8,6 +8,7 @@ arriving event finds its run along step_remote_ref_idx; once delivered it names 
 transition that consumes it: a redelivered event (same source and id) changes nothing.
 """
 
+import hashlib
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
@@ -41,8 +42,26 @@ class DuplicateEvent(Exception):
     """This event (source and id) was received before: nothing changed."""
 
 
+# What the waiting step's remote_ref column holds (runs.models.Step.remote_ref).
+REF_LENGTH = 300
+# A key too long to name in full beside its event is named by its digest (KEY_DIGEST + hex).
+KEY_DIGEST = "sha256="
+
+
 def awaiting_ref(event: str, key: str) -> str:
-    return f"{AWAITING}{event}:{key}"
+    """What a step waiting for `event` with correlation key `key` holds in remote_ref: the
+    event and the key, or the key's sha256 where both would not fit (a business key of 300
+    characters does not beside its event's name; the checkpoint failed on it, and the run
+    went round its lease again and again)."""
+    ref = f"{AWAITING}{event}:{key}"
+    if len(ref) <= REF_LENGTH:
+        return ref
+    return f"{AWAITING}{event}:{KEY_DIGEST}{hashlib.sha256(key.encode()).hexdigest()}"
+
+
+def shortest_digested_key(event: str) -> int:
+    """The length from which a key is named by its digest in a wait for `event`."""
+    return REF_LENGTH - len(AWAITING) - len(event)
 
 
 def correlation_key(spec: definition.StepDef, run: Run) -> str:
