@@ -17,6 +17,8 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
+from runs.machine.storable import text_problem
+
 from . import decisions, selectors
 from .forms import DecisionForm
 from .models import ApprovalRequest
@@ -47,18 +49,22 @@ def link(request, pk: int, token: str):
     one cannot be reached by trying."""
     approval = ApprovalRequest.objects.filter(pk=pk).first()
     check = approval_link_token.check_token(approval, token)
-    if check is not LinkCheck.VALID:
+    if check is LinkCheck.INVALID:
+        # Only a forged link counts and is locked out: a used or expired one carries our
+        # signature, so it is nobody's guess, and its approver gets the page saying which.
         lockout = link_lockout(request)
         if lockout is not None:
             return lockout
+        logger.warning("approval link for request %s refused: invalid signature", pk)
+        if text_problem(token) is None:
+            # Text no link ever had and the failed-login log cannot store (a NUL) is no
+            # guess at one.
+            link_failed(request)
     if check is LinkCheck.VALID:
         tokens = dict(request.session.get(SESSION_TOKENS, {}))
         tokens[str(pk)] = token
         request.session[SESSION_TOKENS] = tokens
         return redirect("approvals:detail", pk=pk)
-    if check is LinkCheck.INVALID:
-        logger.warning("approval link for request %s refused: invalid signature", pk)
-        link_failed(request)
     status = 400 if check is LinkCheck.INVALID else 410
     return render(request, "approvals/link_error.html",
                   {"check": check.value, "approval": approval if check is not
@@ -68,7 +74,9 @@ def link(request, pk: int, token: str):
 def _forbidden(request, approval: ApprovalRequest):
     logger.warning("approval request %s: %s (id %s) refused at %s %s", approval.pk,
                    request.user.get_username(), request.user.pk, request.method, request.path)
-    return render(request, "approvals/forbidden.html", {"approval": approval}, status=403)
+    return render(request, "approvals/forbidden.html",
+                  {"approval": approval, "is_requester": is_requester(request.user, approval)},
+                  status=403)
 
 
 def _page(request, approval: ApprovalRequest, form: DecisionForm | None = None, *,

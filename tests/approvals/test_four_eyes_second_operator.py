@@ -86,3 +86,17 @@ def test_signing_in_lands_on_a_page_the_person_may_see(client, groups, lands_on)
                            follow=True)
     assert response.status_code == 200
     assert response.redirect_chain[-1][0] == lands_on
+
+
+def test_the_person_who_asked_is_told_four_eyes_is_why_they_may_not_decide(stopped_run,
+                                                                         client):
+    olga = person("olga", "operators", "approvers")
+    request, _ = four_eyes.request_operator_action(
+        stopped_run, action="terminate", requested_by=olga, reason="duplicate")
+    client.force_login(olga)
+    response = client.post(f"/approvals/{request.pk}/decide/",
+                           {"decision": "approve", "decision_id": uuid.uuid4()})
+    assert response.status_code == 403
+    text = " ".join(response.content.decode().split())
+    assert "another person decides it" in text and "approvers' group" not in text
+    assert Run.objects.get(pk=stopped_run.pk).status == RunStatus.ATTENTION

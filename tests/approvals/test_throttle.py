@@ -53,3 +53,22 @@ def test_link_failures_never_lock_out_a_persons_login(client, pending, ann):
     response = client.post("/accounts/login/", {"username": "ann", "password": "pw"},
                            REMOTE_ADDR="10.0.0.1")
     assert response.status_code == 302
+
+
+def test_a_locked_out_address_still_gets_the_page_of_its_used_or_expired_link(client,
+                                                                              pending, t0):
+    # Both carry our signature: nobody's guess, and their approver is told which it is.
+    for n in range(3):
+        _open(client, pending, f"forged-{n}")
+    assert _open(client, pending, "forged-9").status_code == 429
+    old = approval_link_token.make_token(pending, now=t0 - timedelta(days=30))
+    expired = _open(client, pending, old)
+    assert expired.status_code == 410 and "expired" in expired.content.decode()
+
+
+def test_a_link_with_a_nul_is_refused_without_an_error_or_a_count(client, pending):
+    for text in ("forged\x00-1", "\x00"):
+        response = _open(client, pending, text)
+        assert response.status_code == 400
+        assert "not valid" in response.content.decode()
+    assert not AccessAttempt.objects.exists()
