@@ -43,7 +43,7 @@ from runs.operator.actions import ACTIONS, ActionInput
 
 from .backoff import retry_delay
 from .bulk import apply_approved
-from .four_eyes import requester_refusal
+from .four_eyes import changed_effects_snapshot, requester_refusal
 from .models import DECIDED_STATUSES, ApprovalRequest, RequestKind, RequestStatus
 from .notifications import time_text
 from .permissions import can_decide
@@ -96,8 +96,11 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
     # snapshot function, neither of which should hold the request's lock. The comparison
     # happens under the lock below; a change in between is caught by the next reminder or
     # the next decision, never applied as approved.
-    current = (current_snapshot(approval)
-               if approval.kind == RequestKind.STEP and approval.is_pending else None)
+    current = None
+    if approval.is_pending and approval.kind == RequestKind.STEP:
+        current = current_snapshot(approval)
+    elif approval.is_pending and approval.kind == RequestKind.OPERATOR_ACTION:
+        current = changed_effects_snapshot(approval)
     with transaction.atomic(durable=True):
         # The run first, then the request: the order every transition locks in.
         _lock_run(approval.run_id)

@@ -67,15 +67,8 @@ def request_operator_action(run: Run | int, *, action: str, requested_by, reason
     names = list(approvers or settings.APPROVALS_FOUR_EYES_APPROVERS)
     names += [f"user:{username}" for username in action_holders(run, spec.permission)
               if username != requested_by.get_username()]
-    # Each effect with its state: the second person sees what may have happened too.
-    high_impact = [str(e) for e in transitions.high_impact_effects(
-        list(Step.objects.filter(run=run).order_by("position")))]
-    snapshot = normalise({
-        "action": action, "run": run.pk, "workflow": run.workflow_name,
-        "business_key": run.business_key, "run_status": run.status,
-        "requested_by": requested_by.get_username(), "reason": reason.strip(),
-        "params": params or {}, "high_impact_effects": high_impact,
-    })
+    snapshot = _action_snapshot(run, action=action, requested_by=requested_by.get_username(),
+                                reason=reason.strip(), params=params or {})
     timeout = timedelta(seconds=settings.APPROVALS_FOUR_EYES_TIMEOUT_SECONDS)
     every = timedelta(seconds=settings.APPROVALS_FOUR_EYES_REMIND_SECONDS)
     existing = ApprovalRequest.objects.filter(run=run, kind=RequestKind.OPERATOR_ACTION,
@@ -95,6 +88,36 @@ def request_operator_action(run: Run | int, *, action: str, requested_by, reason
     logger.info("operator action %s on run %s requested by %s: approval request %s",
                 action, run.pk, requested_by.get_username(), approval.pk)
     return approval, True
+
+
+def _action_snapshot(run: Run, *, action: str, requested_by: str, reason: str,
+                     params: dict) -> dict:
+    # Each effect with its state: the second person sees what may have happened too.
+    high_impact = [str(e) for e in transitions.high_impact_effects(
+        list(Step.objects.filter(run=run).order_by("position")))]
+    return normalise({
+        "action": action, "run": run.pk, "workflow": run.workflow_name,
+        "business_key": run.business_key, "run_status": run.status,
+        "requested_by": requested_by, "reason": reason, "params": params,
+        "high_impact_effects": high_impact,
+    })
+
+
+def changed_effects_snapshot(approval: ApprovalRequest) -> tuple[dict, str] | None:
+    """For a pending request for an operator action on one run: its snapshot as it would be
+    now, if the high-impact effects it lists (what may have happened) are not those of the
+    run any more, else None. The second person decides on the effects they were shown;
+    the run's passing states (queued, running, waiting) alone change nothing."""
+    if approval.kind != RequestKind.OPERATOR_ACTION or approval.params.get("bulk_job"):
+        return None
+    shown = approval.snapshot
+    snapshot = _action_snapshot(approval.run, action=approval.action,
+                                requested_by=shown.get("requested_by", ""),
+                                reason=shown.get("reason", ""),
+                                params=shown.get("params", {}))
+    if snapshot["high_impact_effects"] == shown.get("high_impact_effects"):
+        return None
+    return snapshot, snapshot_hash(snapshot)
 
 
 def request_bulk_operator_action(job, run_ids: list[int], *,

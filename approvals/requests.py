@@ -270,7 +270,8 @@ def open_tool_call_request(call: ToolCall, *,
 
 
 def create_request(*, now: datetime, approvers: list[str], remind_every: timedelta | None,
-                   timeout: timedelta, **fields) -> ApprovalRequest:
+                   timeout: timedelta, opened_by_requester: bool = True,
+                   **fields) -> ApprovalRequest:
     """In the caller's transaction: a pending request asked at `now` and due `timeout`
     later, its `approvers` granted the decide permission and notified. `fields` are the
     rest of the request (its kind, run, subject, snapshot and timeout policy). What stood in
@@ -283,7 +284,8 @@ def create_request(*, now: datetime, approvers: list[str], remind_every: timedel
                                                 NotificationKind.REQUEST, now))
     # An operator who asks for a second person acted: the run's history names them and
     # their reason, as it would had the action needed nobody else.
-    asked = approval.kind == RequestKind.OPERATOR_ACTION and approval.requested_by_id
+    asked = (approval.kind == RequestKind.OPERATOR_ACTION and approval.requested_by_id
+             and opened_by_requester)
     record_lifecycle(approval, AuditAction.APPROVAL_OPENED, now,
                      actor=Actor.for_user(approval.requested_by) if asked else None,
                      reason=approval.snapshot.get("reason", "") if asked else "",
@@ -322,6 +324,16 @@ def supersede(approval: ApprovalRequest, snapshot: dict, digest: str,
         approvers=tuple(approval.approvers), remind_every=approval.remind_every,
         timeout=approval.timeout, on_timeout=approval.on_timeout,
         escalate_to=tuple(approval.escalate_to))
+    if approval.kind == RequestKind.OPERATOR_ACTION:
+        # The same person's request about the run as it is now: they asked once, so the
+        # new request's opening names nobody (requested_by stays theirs for four eyes).
+        return _supersede(approval, digest, now, lambda: _policy_request(
+            kind=RequestKind.OPERATOR_ACTION, run=approval.run, action=approval.action,
+            params=approval.params, requested_by_id=approval.requested_by_id,
+            snapshot=snapshot, snapshot_hash=digest, policy=policy, now=now,
+            opened_by_requester=False),
+            why=f"what may have happened changed while pending: "
+                f"{', '.join(snapshot['high_impact_effects']) or 'no effect stands now'}")
     return _supersede(approval, digest, now, lambda: _step_request(
         run=approval.run, step_name=approval.step_name, snapshot=snapshot, digest=digest,
         policy=policy, now=now))

@@ -89,3 +89,30 @@ def test_a_bulk_jobs_runs_are_not_acted_on_for_a_person_who_lost_the_right(stopp
     assert Run.objects.get(pk=stopped_run.pk).status == RunStatus.ATTENTION
     assert bulk_progress(job.pk).counts == {"forbidden": 1}
     assert not AuditRecord.objects.filter(run=stopped_run, action="terminated").exists()
+
+
+def test_an_approval_never_applies_to_effects_its_approver_was_not_shown(stopped_run):
+    """What may have happened changed while the request waited (the payment whose outcome
+    was unknown turned out to have been made): the request is replaced by one that shows
+    it, and nothing is done until someone approves that one."""
+    from runs.models import Step, StepStatus
+
+    olga, omar = person("olga"), person("omar")
+    Step.objects.filter(run=stopped_run, name="post-ledger").update(status=StepStatus.UNKNOWN)
+    request = _terminate_request(stopped_run, olga)
+    Step.objects.filter(run=stopped_run, name="post-ledger").update(
+        status=StepStatus.SUCCEEDED)
+    result = _approve(request, omar)
+    assert result.outcome == "superseded" and result.new_request is not None
+    assert Run.objects.get(pk=stopped_run.pk).status == RunStatus.ATTENTION
+    new = result.new_request
+    assert new.requested_by_id == olga.pk and new.snapshot["reason"] == "duplicate"
+    assert new.snapshot["high_impact_effects"] != request.snapshot["high_impact_effects"]
+    # Nobody is named as having asked again: olga asked once.
+    opened = AuditRecord.objects.filter(run=stopped_run, action="approval_opened")
+    assert [r.actor_label for r in opened.order_by("seq")][-1] != "olga"
+    # The run's passing through another state alone replaces nothing.
+    _approve(new, omar)
+    assert Run.objects.get(pk=stopped_run.pk).status == RunStatus.TERMINATED
+    assert AuditRecord.objects.get(run=stopped_run, action="terminated").data[
+        "approved_by"] == "omar"
