@@ -3,6 +3,13 @@ from django.core.management.base import BaseCommand, CommandError
 
 from archive import archiving
 
+# The most runs a count may say: what a PostgreSQL bigint holds, as a pass's queries take
+# --batch and --max-runs as their LIMIT.
+MOST_RUNS = 2**63 - 1
+# No run is older than a hundred years, so a longer retention archives nothing either; and
+# one of some two thousand years puts the cut before the first day a datetime holds.
+LONGEST_RETENTION_DAYS = 36_500
+
 
 class Command(BaseCommand):
     help = ("Move finished runs older than their retention (RUNS_RETENTION_DAYS, or the "
@@ -31,10 +38,11 @@ class Command(BaseCommand):
                **options):
         for name, value in (("--batch", batch), ("--max-runs", max_runs),
                             ("--remove-batch", remove_batch)):
-            if value is not None and value < 1:
-                raise CommandError(f"{name} must be at least 1")
-        if older_than_days is not None and older_than_days < 0:
-            raise CommandError("--older-than-days must be 0 or more")
+            if value is not None and not 1 <= value <= MOST_RUNS:
+                raise CommandError(f"{name} must be between 1 and {MOST_RUNS}")
+        if older_than_days is not None and not 0 <= older_than_days <= LONGEST_RETENTION_DAYS:
+            raise CommandError(f"--older-than-days must be between 0 and "
+                               f"{LONGEST_RETENTION_DAYS} (a hundred years)")
         actor = f"archive_runs command ({actor or archiving.default_actor()})"
         report = archiving.archive_runs(
             actor=actor, runs_per_file=batch, max_runs=max_runs, remove_batch=remove_batch,

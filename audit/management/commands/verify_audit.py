@@ -1,6 +1,7 @@
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import SuspiciousFileOperation
 from django.core.files.storage import FileSystemStorage, storages
 from django.core.management.base import BaseCommand, CommandError
 
@@ -63,13 +64,25 @@ class Command(BaseCommand):
             with path.open("rb") as handle:
                 report = check_archive(handle)
             stored_name = path.name
+        elif path.is_dir():
+            raise CommandError(f"{name!r} is a directory, not an archive file")
         else:
             store = (storages["archive"] if "archive" in settings.STORAGES
                      else FileSystemStorage(location=Path(settings.VAR_DIR) / "archive"))
-            if not store.exists(name):
-                raise CommandError(f"no archive file {name!r} on disk or in the archive storage")
-            with store.open(name, "rb") as handle:
-                report = check_archive(handle)
+            try:
+                if not store.exists(name):
+                    raise CommandError(f"no archive file {name!r} on disk or in the archive "
+                                       "storage")
+                with store.open(name, "rb") as handle:
+                    report = check_archive(handle)
+            except SuspiciousFileOperation:
+                # The storage refuses a name that leads out of its location (an absolute
+                # path, ..): as a file on disk it was not found either.
+                raise CommandError(f"no archive file {name!r} on disk, and the name leads "
+                                   "outside the archive storage") from None
+            except IsADirectoryError:
+                raise CommandError(f"{name!r} is a directory in the archive storage, not an "
+                                   "archive file") from None
             stored_name = name
         problems = list(report.problems)
         recorded = None

@@ -13,7 +13,7 @@ from approvals.bulk import (
     start_bulk_job,
 )
 from approvals.models import BulkJob
-from console.cli import acting_user, print_json, user_named
+from console.cli import acting_user, print_json, storable_text, user_named
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS
 from runs.reads.selectors import RunFilters
@@ -38,13 +38,16 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **options):
+        storable_text(options)
         verb, target = options["verb"], options["target"]
+        if verb in ("preview", "start", "cancel") and not options["user"]:
+            raise CommandError("--user is required for preview/start/cancel")
         if verb in ("preview", "start"):
             if target not in ACTIONS:
                 raise CommandError(f"no action {target!r}; the actions are: "
                                    f"{', '.join(ACTIONS)}")
             # A preview only reads; a job acts in its starter's name.
-            user = (user_named if verb == "preview" else acting_user)(options["user"] or "")
+            user = (user_named if verb == "preview" else acting_user)(options["user"])
             filters = RunFilters(status=options["status"], workflow=options["workflow"],
                                  step_status=options["step_status"],
                                  error_class=options["error_class"],
@@ -60,14 +63,15 @@ class Command(BaseCommand):
             except (BulkRefused, BulkForbidden) as exc:
                 raise CommandError(str(exc)) from None
             return self._out(options, {"job": job.pk, "total": job.total})
-        if not target.isdigit() or not BulkJob.objects.filter(pk=int(target)).exists():
+        if not (target.isascii() and target.isdigit()) or len(target) > 18 \
+                or not BulkJob.objects.filter(pk=int(target)).exists():
             raise CommandError(f"no bulk job {target!r}")
         job_id = int(target)
         if verb == "run":
             run_bulk_job(job_id)
         elif verb == "cancel":
             try:
-                cancelled = cancel_bulk_job(job_id, user=acting_user(options["user"] or ""))
+                cancelled = cancel_bulk_job(job_id, user=acting_user(options["user"]))
             except BulkForbidden as exc:
                 raise CommandError(str(exc)) from None
             if not cancelled:

@@ -6,7 +6,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
-from console.cli import acting_user
+from console.cli import acting_user, storable_text
 from runs.machine import dispatch
 
 
@@ -26,6 +26,7 @@ class Command(BaseCommand):
             p.add_argument("--reason", required=True)
 
     def handle(self, *args, **options):
+        storable_text(options)
         if options["what"] == "status":
             dispatch.forget_cache()
             pauses = [p for ps in dispatch.current_pauses().values() for p in ps]

@@ -4,7 +4,7 @@ paging (runs.reads.selectors.runs_page), as text or --json."""
 from django.core.management.base import BaseCommand, CommandError
 
 from api.selectors import summary_of
-from console.cli import print_json, user_named
+from console.cli import print_json, storable_text, user_named
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.permissions import VIEW, grant_for
 from runs.reads.cursors import decode_keyset, encode_keyset
@@ -30,6 +30,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **options):
+        storable_text(options)
         if not 1 <= options["limit"] <= 1000:
             raise CommandError("--limit must be between 1 and 1000")
         after = None

@@ -7,7 +7,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
-from console.cli import acting_user
+from console.cli import acting_user, storable_text
 from runs.reads.cursors import parse_stamp
 from runs.waiting import schedules
 
@@ -29,6 +29,7 @@ class Command(BaseCommand):
             p.add_argument("--reason", required=True)
 
     def handle(self, *args, **options):
+        storable_text(options)
         if options["what"] == "list":
             return self._list(options["json"])
         if options["what"] == "tick":
