@@ -15,8 +15,9 @@ from audit.chain import Actor
 from runs.definitions.definition import registry
 from runs.machine import dispatch
 
+from .openapi import NO_NUL_PATTERN
 from .routes import api
-from .schemas import Error, InvalidRequest
+from .schemas import NO_NUL, Error, InvalidRequest
 
 _HEADERS = {"responses": {429: {"headers": {"Retry-After": {
     "description": "Seconds until the token's rate-limit window resets.",
@@ -24,8 +25,9 @@ _HEADERS = {"responses": {429: {"headers": {"Retry-After": {
 
 
 class PauseIn(Schema):
-    reason: str = Field(min_length=1, max_length=2000, description="Why; recorded.")
-    system: str = Field("", max_length=200,
+    reason: str = Field(min_length=1, max_length=2000, pattern=NO_NUL,
+                        description="Why; recorded.")
+    system: str = Field("", max_length=200, pattern=NO_NUL_PATTERN,
                         description="Only the steps reaching this remote system; empty: "
                                     "the whole workflow.")
 

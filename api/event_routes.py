@@ -12,8 +12,9 @@ from pydantic import Field
 from audit.chain import Actor
 from runs.waiting import events
 
+from .openapi import unstorable
 from .routes import api
-from .schemas import Error, InvalidRequest
+from .schemas import NO_NUL, Error, InvalidRequest
 
 _HEADERS = {"responses": {429: {"headers": {"Retry-After": {
     "description": "Seconds until the token's rate-limit window resets.",
@@ -21,14 +22,16 @@ _HEADERS = {"responses": {429: {"headers": {"Retry-After": {
 
 
 class EventIn(Schema):
-    workflow: str = Field(min_length=1, max_length=200)
-    event: str = Field(min_length=1, max_length=200, description="The event's name, as the "
-                       "waiting step declares it.")
-    event_id: str = Field(min_length=1, max_length=200, description="Unique per source: a "
-                          "redelivery with the same id changes nothing.")
-    correlation_key: str = Field(min_length=1, max_length=300, description="Matches the "
-                                 "run: by default its business key.")
-    payload: dict = Field(default_factory=dict)
+    workflow: str = Field(min_length=1, max_length=200, pattern=NO_NUL)
+    event: str = Field(min_length=1, max_length=200, pattern=NO_NUL,
+                       description="The event's name, as the waiting step declares it.")
+    event_id: str = Field(min_length=1, max_length=200, pattern=NO_NUL,
+                          description="Unique per source: a redelivery with the same id "
+                                      "changes nothing.")
+    correlation_key: str = Field(min_length=1, max_length=300, pattern=NO_NUL,
+                                 description="Matches the run: by default its business key.")
+    payload: dict = Field(default_factory=dict, description="Checked against the waiting "
+                          "step's schema; its text may hold no NUL characters.")
 
 
 class EventReceipt(Schema):
@@ -37,15 +40,22 @@ class EventReceipt(Schema):
     run_id: int | None = None
 
 
+def _invalid(detail: str, errors: list[dict]):
+    return Status(422, {"error": "invalid_input", "detail": detail, "errors": errors})
+
+
 def _receive(payload: EventIn, *, source: str, actor: Actor):
+    # What the database cannot store is named field by field, before anything is looked up.
+    problems = unstorable(payload.payload, ["payload"])
+    if problems:
+        return _invalid("the payload holds text that cannot be stored", problems)
     try:
         receipt = events.receive_event(
             workflow=payload.workflow, event=payload.event, key=payload.correlation_key,
             event_id=payload.event_id, source=source, payload=payload.payload, actor=actor)
     except events.EventRefused as exc:
         if exc.errors:
-            return Status(422, {"error": "invalid_input", "detail": str(exc),
-                                "errors": [{**e, "type": "value_error"} for e in exc.errors]})
+            return _invalid(str(exc), [{**e, "type": "value_error"} for e in exc.errors])
         return Status(404, {"error": "unknown_event", "detail": str(exc)})
     status = 200 if receipt.status == "duplicate" else 202
     return Status(status, {"status": receipt.status, "run_id": receipt.run_id})

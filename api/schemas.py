@@ -5,17 +5,21 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
+from runs.definitions.definition import STEP_KINDS
 from runs.models import AttentionReason, ErrorClass, StepStatus, ToolCallStatus
 
 # A run as a caller sees it: a small, finite set of states.
 State = Literal["accepted", "running", "waiting", "needs_attention", "compensating",
                 "completed", "compensated", "compensation_failed", "terminated"]
 FINAL_STATES = ("completed", "compensated", "terminated")
-WaitingFor = Literal["approval", "retry"]
+# What a waiting run waits for: a person's decision, an external event, a durable timer
+# (a sleep step) or a scheduled retry (api.selectors.run_view says which).
+WaitingFor = Literal["approval", "event", "timer", "retry"]
 Reason = Literal[tuple(r.value for r in AttentionReason)]
 ErrorClassName = Literal[tuple(c.value for c in ErrorClass)]
 StepStatusName = Literal[tuple(s.value for s in StepStatus)]
-StepKind = Literal["read", "decision", "write", "notify", "approval", "agent"]
+# Every kind a step can be declared with, from the runtime's own list.
+StepKind = Literal[STEP_KINDS]
 ToolCallStateName = Literal[tuple(s.value for s in ToolCallStatus)]
 
 # The largest id a path may name (PostgreSQL's bigint).
@@ -58,7 +62,8 @@ class CurrentStep(Schema):
     status: StepStatusName
     attempt: int
     next_attempt_at: datetime | None = Field(
-        description="When a scheduled retry is due (null unless the step waits to retry).")
+        description="When the step's wait ends: a scheduled retry, a timer (sleep step) or "
+                    "an event wait's timeout (null when none is due).")
 
 
 class LastError(Schema):
@@ -141,7 +146,10 @@ class RunState(Schema):
     step_count: int
     steps_done: int
     current_step: CurrentStep | None
-    waiting_for: WaitingFor | None = Field(description="Set when state is 'waiting'.")
+    waiting_for: WaitingFor | None = Field(
+        description="Set when state is 'waiting': 'approval' (a person's decision), 'event' "
+                    "(an external event), 'timer' (a sleep step) or 'retry' (a scheduled "
+                    "retry).")
     attention_reason: Reason | None = Field(
         description="Set when state is 'needs_attention' or 'compensation_failed'.")
     message: str = Field(description="What the runtime said about the current state.")

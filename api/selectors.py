@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from archive.models import ArchivedRun
 from audit.models import AuditRecord
+from runs.definitions.definition import EVENT, SLEEP
 from runs.models import Run, RunStatus, Step, StepStatus, Workflow
 from runs.operator.actions import offered
 
@@ -24,6 +25,19 @@ STATE_OF_STATUS = {
 
 def state_of(status: str) -> str:
     return STATE_OF_STATUS[RunStatus(status)]
+
+
+# What a step in status waiting waits for, by its kind. Any other waiting step (an approval
+# step, a gated write or notify, an agent's tool call) waits for a person's decision; a run
+# waiting with its step in any other status waits for a scheduled retry.
+WAIT_OF_KIND = {EVENT: "event", SLEEP: "timer"}
+
+
+def waiting_for(current: Step | None) -> str:
+    """What a run in state 'waiting' waits for, from its current step."""
+    if current is None or current.status != StepStatus.WAITING:
+        return "retry"
+    return WAIT_OF_KIND.get(current.kind, "approval")
 
 
 @dataclass(frozen=True)
@@ -57,16 +71,13 @@ def run_view(run: Run) -> RunView:
     errored = [s for s in steps if s.error_class]
     last_error = max(errored, key=lambda s: (s.updated_at, s.position)) if errored else None
     state = state_of(run.status)
-    waiting_for = None
-    if state == "waiting":
-        waiting_for = "approval" if current is not None and (
-            current.kind == "approval" and current.status == StepStatus.WAITING) else "retry"
-    return RunView(run=run, state=state, current=current, waiting_for=waiting_for,
+    waits_for = waiting_for(current) if state == "waiting" else None
+    return RunView(run=run, state=state, current=current, waiting_for=waits_for,
                    last_error=last_error, operator_actions=offered(run, steps), steps=steps,
-                   description=_describe(run, state, current, waiting_for))
+                   description=_describe(run, state, current, waits_for))
 
 
-def _describe(run: Run, state: str, current: Step | None, waiting_for: str | None) -> str:
+def _describe(run: Run, state: str, current: Step | None, waits_for: str | None) -> str:
     where = (f"step {current.position + 1} of {run.step_count} ({current.name})"
              if current is not None else "")
     if state == "accepted":
@@ -74,9 +85,11 @@ def _describe(run: Run, state: str, current: Step | None, waiting_for: str | Non
     if state == "running":
         return f"running {where}" if where else "running"
     if state == "waiting":
-        if waiting_for == "approval":
-            return f"waiting for approval at {where}"
-        return f"waiting to retry {where}" if where else "waiting to retry"
+        if waits_for == "retry":
+            return f"waiting to retry {where}" if where else "waiting to retry"
+        return {"approval": f"waiting for approval at {where}",
+                "event": f"waiting for an event at {where}",
+                "timer": f"waiting for a timer at {where}"}[waits_for]
     if state == "needs_attention":
         return f"needs attention: {run.get_attention_reason_display() or 'unspecified'}" + (
             f" at {where}" if where else "")

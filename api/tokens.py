@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from audit.access import AccessAction, record_access_change
 from audit.chain import Actor
+from runs.machine.storable import text_problem
 
 from .models import ApiToken
 
@@ -130,7 +131,10 @@ def token_check(plaintext: str, *, now: datetime | None = None) -> Checked:
     now = now or timezone.now()
     scheme, _, rest = plaintext.partition("_")
     prefix, _, secret = rest.partition("_")
-    if scheme != SCHEME or not prefix or not secret or len(plaintext) > 200:
+    # Text the database cannot store (a NUL) is no token, and must not reach the prefix
+    # lookup: it would fail there, a 500 where any other bad token gets 401.
+    if (scheme != SCHEME or not prefix or not secret or len(plaintext) > 200
+            or text_problem(plaintext) is not None):
         return Checked(None, "invalid token")
     token = ApiToken.objects.filter(prefix=prefix).first()
     # Compared even when no row matched, so both cases take the same time.

@@ -12,6 +12,7 @@ that consumes it, under a unique constraint.
 import hashlib
 import hmac
 import logging
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -26,6 +27,7 @@ from audit.chain import Actor
 from ..definitions import definition
 from ..machine.errors import TransitionNotAllowed
 from ..machine.redaction import redact
+from ..machine.storable import text_problem
 from ..machine.transitions import (
     DuplicateEvent,
     awaiting_ref,
@@ -83,6 +85,16 @@ def validated(workflow: str, event: str, payload) -> dict:
                            errors) from None
 
 
+def _refuse_unstorable(**texts: str) -> None:
+    """EventRefused naming each of `texts` the database cannot store (runs.machine.storable):
+    they are looked up and written as they are, and a NUL would fail in the database."""
+    errors = [{"loc": [name], "msg": problem} for name, text in texts.items()
+              if (problem := text_problem(text)) is not None]
+    if errors:
+        raise EventRefused("; ".join(f"{e['loc'][0]}: {e['msg']}" for e in errors)
+                           + "; nothing was kept", errors)
+
+
 def _waiting_step(workflow: str, event: str, key: str) -> Step | None:
     # Along step_remote_ref_idx: the step names what it waits for.
     return (Step.objects.filter(remote_ref=awaiting_ref(event, key), kind=definition.EVENT,
@@ -95,6 +107,8 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
     """Deliver the event to the run waiting for it, or keep it. Raises EventRefused."""
     if not event_id or not source or not key:
         raise EventRefused("an event needs an id, a source and a correlation key")
+    _refuse_unstorable(workflow=workflow, event=event, correlation_key=key,
+                      event_id=event_id, source=source)
     payload = validated(workflow, event, payload)
     previous = ExternalEvent.objects.filter(workflow_name=workflow, source=source,
                                             event_id=event_id).first()
@@ -190,13 +204,20 @@ def verify_webhook(source: str, *, timestamp: str, sent_signature: str, body: by
     try:
         sent_at = float(timestamp)
     except (TypeError, ValueError):
-        raise EventRefused("X-Event-Timestamp must be seconds since the epoch") from None
+        sent_at = math.nan
+    # float() also reads "nan" and "inf", which no window check refuses (every comparison
+    # with NaN is false): a request stamped so would stay valid forever.
+    if not math.isfinite(sent_at):
+        raise EventRefused("X-Event-Timestamp must be seconds since the epoch")
     now_ts = (now or timezone.now()).timestamp()
     if abs(now_ts - sent_at) > SIGNATURE_WINDOW_SECONDS:
         raise EventRefused(f"X-Event-Timestamp is outside the {SIGNATURE_WINDOW_SECONDS} s "
                            "window: a replay, or a clock far off")
     expected = signature(config["secret"], timestamp, body)
-    if not hmac.compare_digest(expected, sent_signature or ""):
+    # As bytes: compare_digest raises TypeError on a str with non-ASCII characters, and a
+    # header anyone can send must fail like any other wrong signature.
+    sent = (sent_signature or "").encode("utf-8", "replace")
+    if not hmac.compare_digest(expected.encode(), sent):
         raise EventRefused("X-Event-Signature does not match")
     return config
 
