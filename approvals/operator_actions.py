@@ -106,7 +106,11 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
             _check(access, action, spec, run_id, user, seen)
             with within_caller_transaction(locked=access.run) if locks else nullcontext():
                 run = spec.perform(run_id, actor=Actor.for_user(user), given=given)
-        withdraw_unawaited_of(run_id, timezone.now())
+        if spec.takes_call:
+            # An action on one tool call may end its wait (a cancel): its request is
+            # withdrawn now, before the agent's next turn proposes a call in its place. Other
+            # ended waits are the sweep's: no later request takes their place.
+            withdraw_unawaited_of(run_id, timezone.now())
     except SecondPersonRequired as exc:
         # The transition refused only for want of a second person (every other refusal
         # comes first): ask one. request_operator_action refuses an empty reason too.
