@@ -28,6 +28,7 @@ from django.utils import timezone
 from audit.models import AuditRecord
 from runs.machine import crashpoints
 from runs.machine.errors import TransitionNotAllowed
+from runs.machine.storable import text_problem
 from runs.machine.transitions import allowed
 from runs.models import Run, RunStatus
 from runs.operator.actions import ACTIONS, ActionInput
@@ -104,6 +105,8 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
         raise BulkRefused(f"{spec.label} is aimed at one tool call: not in bulk")
     if not reason or not reason.strip():
         raise BulkRefused("a bulk action needs a reason")
+    if (problem := text_problem(reason)) is not None:
+        raise BulkRefused(f"reason: {problem}")
     grant = grant_for(user, spec.permission)
     if not grant.everywhere and not grant.workflow_ids:
         # Each run is checked again as it is acted on; this spares a job that could only

@@ -39,9 +39,13 @@ from .access import (
     user_audit_state,
     workflow_access,
 )
+from .forms import AdminLoginForm
 from .roles import ROLES
 
 User = get_user_model()
+
+# Admin's sign-in refuses a username no user can have, as the console's does.
+admin.site.login_form = AdminLoginForm
 
 REASON_HELP = "Why (kept in the access chain with the change)."
 
@@ -134,8 +138,9 @@ class WorkflowAccessAdmin(WorkflowAdmin):
             else:
                 who = data["user"] or data["group"]
                 if changed:
-                    messages.success(request, f"Role {data['role']} {data['operation']}ed "
-                                              f"on {workflow.name} for {who}.")
+                    done = "granted" if data["operation"] == "grant" else "revoked"
+                    messages.success(request, f"Role {data['role']} {done} on "
+                                              f"{workflow.name} for {who}.")
                 else:
                     messages.info(request, f"Nothing changed: {who} already "
                                            f"{'had' if data['operation'] == 'grant' else 'lacked'}"

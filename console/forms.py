@@ -1,4 +1,6 @@
 from django import forms
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm
 from django.forms.utils import flatatt
 from django.utils.html import format_html, format_html_join
 
@@ -79,3 +81,22 @@ class AuditFilterForm(forms.Form):
         attrs={"type": "datetime-local"}))
     until = forms.DateTimeField(required=False, widget=forms.DateTimeInput(
         attrs={"type": "datetime-local"}))
+
+
+class LoginForm(AuthenticationForm):
+    """The console's sign-in form. A username longer than any user's is refused as a wrong
+    password is, before authentication: Django gives the field the user model's max_length
+    without checking it, and django-axes records each failed name in a column of 255
+    characters, failing on a longer one (django-axes issue 1381). The name checked is the
+    normalised one (NFKC can lengthen it), the name authentication would be given."""
+
+    def clean(self):
+        username = self.cleaned_data.get("username")
+        if username is not None and len(username) > self.fields["username"].max_length:
+            raise self.get_invalid_login_error()
+        return super().clean()
+
+
+class AdminLoginForm(LoginForm, AdminAuthenticationForm):
+    """Django admin's sign-in form (staff only), with the console's refusal of a username
+    no user can have."""

@@ -5,12 +5,11 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from runs.reads import workers
 
-from . import saved_views
+from . import run_list, saved_views
 from .models import SavedView
 from .permissions import VIEW, grant_for
 
@@ -23,11 +22,6 @@ def visible_workflows(user):
     return None if grant.everywhere else grant.workflow_ids
 
 
-def _back_to_list(query: str):
-    return redirect(f"{reverse('console:runs')}?{query}" if query else
-                    reverse("console:runs"))
-
-
 @require_POST
 @login_required
 def save_view(request):
@@ -38,10 +32,10 @@ def save_view(request):
                                      query=query, shared=request.POST.get("shared") == "on")
     except saved_views.SavedViewError as exc:
         messages.error(request, f"The view was not saved: {exc}")
-        return _back_to_list(query)
+        return redirect(run_list.list_url(query))
     messages.success(request, f"Saved the view {view.name!r}"
                               f"{' (shared with everyone)' if view.shared else ''}.")
-    return _back_to_list(view.query)
+    return redirect(run_list.list_url(view.query))
 
 
 @require_POST

@@ -1,9 +1,13 @@
-"""The runs list's own pieces: its page cursor in a URL, and the "N new" bar that polls for
-runs that started matching after the page was drawn."""
+"""The runs list's own pieces: its page cursor in a URL, the link back to it with a query,
+and the "N new" bar that polls for runs that started matching after the page was drawn."""
 
 import json
 from datetime import datetime
 
+from django.urls import reverse
+from django.utils.http import MAX_URL_REDIRECT_LENGTH
+
+from runs.machine.storable import text_problem
 from runs.reads import selectors
 from runs.reads.cursors import parse_stamp
 
@@ -39,7 +43,8 @@ def decode_cursor(value: str, sort: str) -> tuple | None:
             if not isinstance(item, int) or isinstance(item, bool):
                 return None
             cursor.append(item)
-        elif isinstance(item, str):
+        elif isinstance(item, str) and text_problem(item) is None:
+            # Text the database cannot hold (NUL, a lone surrogate) is in no row's column.
             cursor.append(item)
         else:
             return None
@@ -66,3 +71,16 @@ def sort_links(query, sort: str) -> dict[str, dict]:
                        "aria": ("descending" if descending else "ascending")
                        if name == current else "none"}
     return links
+
+
+def fits_in_link(query: str) -> bool:
+    """Whether the runs list's URL with the query string `query` is one Django redirects to
+    (it refuses a URL over MAX_URL_REDIRECT_LENGTH characters with a 400)."""
+    return len(f"{reverse('console:runs')}?{query}") <= MAX_URL_REDIRECT_LENGTH
+
+
+def list_url(query: str) -> str:
+    """The runs list with the query string `query`: the way back after a change. A query too
+    long for a link is dropped (the list alone), since the change it followed is made."""
+    return f"{reverse('console:runs')}?{query}" if query and fits_in_link(query) \
+        else reverse("console:runs")

@@ -3,6 +3,9 @@
 from django.db.models import Q
 from django.http import QueryDict
 
+from runs.machine.storable import text_problem
+
+from . import run_list
 from .forms import RunFilterForm
 from .models import SavedView
 
@@ -46,8 +49,15 @@ def save_view(*, user, name: str, query: str, shared: bool) -> SavedView:
     if len(name) > NAME_MAX:
         raise SavedViewError(f"A view's name has at most {NAME_MAX} characters "
                              f"({len(name)} given).")
+    if (problem := text_problem(name)) is not None:
+        raise SavedViewError(f"A view's name: {problem}.")
+    query = clean_query(query)
+    if not run_list.fits_in_link(query):
+        # A view is opened by its link: one too long to follow would be saved for nothing.
+        raise SavedViewError(f"Its filters are too long for a link ({len(query)} "
+                             "characters); shorten the search.")
     view, _ = SavedView.objects.update_or_create(
-        owner=user, name=name, defaults={"query": clean_query(query), "shared": shared})
+        owner=user, name=name, defaults={"query": query, "shared": shared})
     return view
 
 

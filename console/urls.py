@@ -4,6 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from . import bulk_views, list_views, transcript_views, views, world_views
+from .forms import LoginForm
 
 console_patterns = [
     path("runs/", views.runs_list, name="runs"),
@@ -35,7 +36,8 @@ console_patterns = [
 urlpatterns = [
     path("", views.home, name="home"),
     path("", include((console_patterns, "console"))),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", auth_views.LoginView.as_view(authentication_form=LoginForm),
+         name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("approvals/", include("approvals.urls")),

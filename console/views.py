@@ -275,26 +275,48 @@ def bulk_action(request):
     if action not in BULK_ACTIONS:
         raise Http404(f"No bulk action {action!r}.")
     spec = ACTIONS[action]
-    ids = [int(x) for x in request.POST.getlist("run") if x.isdigit()][:500]
-    acted, refused = [], []
-    for run in Run.objects.filter(pk__in=ids).order_by("pk"):
+    back = run_list.list_url(request.POST.get("query", ""))
+    try:
         given = ActionInput.from_form(request.POST)
+    except ActionInputError as exc:
+        messages.error(request, f"{spec.label} was not done: {exc}")
+        return redirect(back)
+    ids = [int(x) for x in request.POST.getlist("run") if x.isdigit()][:500]
+    done, waiting, refused = [], [], []
+    for run in Run.objects.filter(pk__in=ids).order_by("pk"):
+        aimed = given
         if spec.takes_step:
             # In bulk, a step action aims at the first step it applies to.
             targets = spec.eligible_steps(run, list(run.steps.order_by("position")))
-            given = replace(given, step=targets[0].name if targets else "", mode="ask")
+            aimed = replace(given, step=targets[0].name if targets else "", mode="ask")
         try:
-            act(action, run.pk, user=request.user, given=given)
-            acted.append(str(run.pk))
+            outcome = act(action, run.pk, user=request.user, given=aimed)
         except ActionForbidden:
             refused.append(f"{run.pk} (no permission)")
         except (ActionInputError, TransitionNotAllowed) as exc:
             refused.append(f"{run.pk} ({exc})")
-    if acted:
-        messages.success(request, f"{spec.label} done for runs {', '.join(acted)}.")
+        else:
+            # Where four eyes apply, act opened an approval request and did nothing yet.
+            (done if outcome.done else waiting).append(outcome)
+    _report_bulk(request, spec, done, waiting, refused)
+    return redirect(back)
+
+
+def _report_bulk(request, spec, done, waiting, refused) -> None:
+    """The messages of a bulk action: the runs it was done for, those that wait for a
+    second person (with their approval requests, as the run page says for one run), and
+    those refused."""
+    if done:
+        messages.success(request, f"{spec.label} done for runs "
+                                  f"{', '.join(str(o.run_id) for o in done)}.")
+    if waiting:
+        requests = ", ".join(f"{o.run_id} (approval request {o.approval.pk} "
+                             f"{'created' if o.created else 'already waits'})"
+                             for o in waiting)
+        messages.info(request, f"A second person must approve {spec.label.lower()} for "
+                               f"runs {requests}; nothing was done to them yet.")
     if refused:
         messages.error(request, f"{spec.label} refused for runs {'; '.join(refused)}.")
-    return redirect(f"{reverse('console:runs')}?{request.POST.get('query', '')}")
 
 
 @require_GET

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
 from runs.definitions import definition
 from runs.machine import dispatch
+from runs.machine.storable import text_problem
 from runs.models import DispatchPause, Run, Workflow
 from runs.waiting import schedules
 
@@ -59,10 +60,15 @@ def _acted(request, action: str, workflow: str, *, what: str, refused: type[Exce
            **params) -> bool:
     """A workflow action through act_on_workflow, its refusals as the console shows them:
     404 for an unknown workflow, 403 without the permission, a message for a refusal of
-    the action itself (`refused`). True if it was done."""
+    the action itself (`refused`) or for text the database cannot store. True if it was
+    done."""
+    reason = request.POST.get("reason", "")
+    for name, text in {"reason": reason, **params}.items():
+        if (problem := text_problem(text)) is not None:
+            messages.error(request, f"Nothing was changed: {name}: {problem}.")
+            return False
     try:
-        act_on_workflow(action, workflow, user=request.user,
-                        reason=request.POST.get("reason", ""), **params)
+        act_on_workflow(action, workflow, user=request.user, reason=reason, **params)
     except NoSuchWorkflow as exc:
         raise Http404(str(exc)) from None
     except ActionForbidden:

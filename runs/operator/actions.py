@@ -9,6 +9,7 @@ transitions.needs_second_person, and every operator transition refusing an empty
 so what a caller offers is what the transition accepts, and no caller can skip a rule.
 """
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from ..machine import tracing, transitions
 from ..machine.context import context_outside_executor
 from ..machine.intentions import step_lines
 from ..machine.redaction import shown_arguments
+from ..machine.storable import text_problem
 from ..machine.transitions.effects import REMOTE_REF_MAX
 from ..machine.transitions.operator_rules import check_before_work
 from ..models import Run, Step, StepStatus
@@ -47,13 +49,14 @@ class ActionInput:
 
     @classmethod
     def from_form(cls, data) -> "ActionInput":
-        """The input from a posted form (or any mapping of strings)."""
-        def field(name: str, default: str = "") -> str:
-            return (data.get(name) or default).strip()
-
-        return cls(reason=field("reason"), step=field("step"), mode=field("mode", "ask"),
-                   remote_ref=field("remote_ref"), evidence=field("evidence"),
-                   call=field("call"))
+        """The input from a posted form (or any mapping of strings). Raises ActionInputError
+        naming a field whose text the database cannot store (runs.machine.storable)."""
+        given = {f.name: (data.get(f.name) or "").strip() for f in dataclasses.fields(cls)}
+        for name, text in given.items():
+            if (problem := text_problem(text)) is not None:
+                label = {"remote_ref": "remote reference", "call": "tool call"}.get(name, name)
+                raise ActionInputError(f"{label}: {problem}; nothing was done.")
+        return cls(**{**given, "mode": given["mode"] or "ask"})
 
 
 @dataclass(frozen=True)

@@ -335,6 +335,15 @@ NEW_CAP = 99
 NEW_LOOKBACK = timedelta(seconds=5)
 
 
+def _looked_back(since: datetime) -> datetime:
+    """`since` less NEW_LOOKBACK, or the earliest time there is where none is that early: a
+    hand-edited link's year 1 counts from then rather than failing (OverflowError)."""
+    try:
+        return since - NEW_LOOKBACK
+    except OverflowError:
+        return datetime.min.replace(tzinfo=since.tzinfo)
+
+
 def new_runs_count(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
                    since: datetime, shown: list[int] | tuple = (),
                    now: datetime | None = None) -> int:
@@ -343,7 +352,7 @@ def new_runs_count(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
     NEW_CAP + 1: one query, along the same indexes as the page (the updated_at range of
     run_updated_idx, or each search branch's)."""
     runs = filter_runs(filters, workflow_ids=workflow_ids, now=now) \
-        .filter(updated_at__gt=since - NEW_LOOKBACK).exclude(pk__in=list(shown))
+        .filter(updated_at__gt=_looked_back(since)).exclude(pk__in=list(shown))
     q = filters.q.strip()
     if not q:
         return runs.values("pk")[: NEW_CAP + 1].count()
@@ -429,7 +438,7 @@ def attention_new_count(*, workflow_ids: frozenset[int] | None, since: datetime,
     after `since` (less NEW_LOOKBACK, see there), up to NEW_CAP + 1: one range of
     run_attention_keyset_idx."""
     runs = _visible(workflow_ids).filter(status__in=ATTENTION_RUN_STATUSES,
-                                         updated_at__gt=since - NEW_LOOKBACK) \
+                                         updated_at__gt=_looked_back(since)) \
         .exclude(pk__in=list(shown))
     return runs.values("pk")[: NEW_CAP + 1].count()
 

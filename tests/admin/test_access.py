@@ -102,6 +102,18 @@ def test_the_role_form_grants_and_revokes_a_role_and_the_pages_show_it(client, r
     assert "bob" not in str(access_page(client, workflow))
 
 
+@pytest.mark.parametrize(("operation", "done"), [("grant", "granted"), ("revoke", "revoked")])
+def test_the_role_form_says_in_words_what_it_did(client, root, workflow, operation, done):
+    bob = User.objects.create_user("bob")
+    if operation == "revoke":
+        client.post(f"/admin/runs/workflow/{workflow.pk}/role/", {
+            "user": bob.pk, "role": "operators", "operation": "grant"}, follow=True)
+    response = client.post(f"/admin/runs/workflow/{workflow.pk}/role/", {
+        "user": bob.pk, "role": "operators", "operation": operation}, follow=True)
+    assert [str(m) for m in response.context["messages"]] == [
+        f"Role operators {done} on test-approval for bob."]
+
+
 def test_the_role_form_grants_to_a_group_and_refuses_bad_input_changing_nothing(client, root,
                                                                                 workflow):
     finance = Group.objects.create(name="finance")

@@ -41,11 +41,12 @@ PATH = ["console/views.py", "approvals/operator_actions.py", "runs/operator/acti
 # Every project module one action runs through, the leaves included (the request
 # middleware, the permission rule, the trace span, the database clock, redaction, the
 # wake-up hint, the store: the package that chooses it and its PostgreSQL module, the
-# effect machine: its rules and the row adapters): the caller's side and the transition's
-# (15 to 18 by action).
-MAX_MODULES = 18
+# effect machine: its rules and the row adapters, the one check of text the database cannot
+# store): the caller's side and the transition's (16 to 19 by action).
+MAX_MODULES = 19
 CALLER_SIDE = {"api/middleware.py", "console/views.py", "approvals/operator_actions.py",
-               "runs/permissions.py", "runs/operator/actions.py", "runs/machine/tracing.py"}
+               "runs/permissions.py", "runs/operator/actions.py", "runs/machine/tracing.py",
+               "runs/machine/storable.py"}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 
