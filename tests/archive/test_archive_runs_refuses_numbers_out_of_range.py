@@ -45,3 +45,11 @@ def test_the_ends_of_the_ranges_are_taken(finished_run, capsys):
     call_command("archive_runs", "--older-than-days", "0", "--max-runs", str(BIGINT),
                  "--batch", str(BIGINT), "--remove-batch", str(BIGINT))
     assert not Run.objects.exists() and ArchiveFile.objects.count() == 1
+
+
+@pytest.mark.parametrize("actor", ["ops-\udcff", "ops-\x00"])
+def test_an_actor_the_database_cannot_store_is_refused_by_name(finished_run, actor):
+    run = finished_run(days=40)
+    with pytest.raises(CommandError, match="^--actor: .*Nothing was done.$"):
+        call_command("archive_runs", "--actor", actor, "--older-than-days", "1")
+    assert Run.objects.filter(pk=run.pk).exists() and not ArchiveFile.objects.exists()

@@ -2,6 +2,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from archive import archiving
+from runs.machine.storable import text_problem
 
 # The most runs a count may say: what a PostgreSQL bigint holds, as a pass's queries take
 # --batch and --max-runs as their LIMIT.
@@ -43,6 +44,9 @@ class Command(BaseCommand):
         if older_than_days is not None and not 0 <= older_than_days <= LONGEST_RETENTION_DAYS:
             raise CommandError(f"--older-than-days must be between 0 and "
                                f"{LONGEST_RETENTION_DAYS} (a hundred years)")
+        if (problem := text_problem(actor)) is not None:
+            # Checked before any run is read: the name goes into each archived run's record.
+            raise CommandError(f"--actor: {problem}; give it as UTF-8 text. Nothing was done.")
         actor = f"archive_runs command ({actor or archiving.default_actor()})"
         report = archiving.archive_runs(
             actor=actor, runs_per_file=batch, max_runs=max_runs, remove_batch=remove_batch,
