@@ -42,14 +42,18 @@ def user_named(username: str):
 
 
 def acting_user(username: str, *, nothing: str = "nothing was done"):
-    """The active user `username` once they have proved who they are by their password
-    (asked for, or read from CLI_PASSWORD), or a CommandError ending in `nothing`.
+    """The active user `username` once they have proved who they are (proven)."""
+    return proven(user_named(username), nothing=nothing)
+
+
+def proven(user, *, nothing: str = "nothing was done"):
+    """`user` once they have proved who they are by their password (asked for, or read from
+    CLI_PASSWORD), or a CommandError ending in `nothing`.
 
     A command that changes something as a person writes that person into the audit trail,
     and a four-eyes request counts them as its first person: naming someone is not acting
     as them. Commands that only read (what a run offers a user, the runs a user may see) take
     the name alone (user_named)."""
-    user = user_named(username)
     # Where a script gives the acting person's password instead of the prompt.
     password = os.environ.get("CLI_PASSWORD")
     if password is None:

@@ -5,7 +5,7 @@ rule, four-eyes rule and transitions as the console and the API.
 Four eyes: an action that needs a second person opens an approval request, as it does in
 the console. The second person decides it as themselves: in the console, over the API, or
 here with --decide REQUEST --user B. An action, and a decision, is taken only once USER has
-given their password (asked for, or read from CLI_PASSWORD: console.cli.acting_user), so
+given their password (asked for, or read from CLI_PASSWORD: console.cli.proven), so
 that nobody acts, asks or agrees in another person's name. The list of what a run offers
 USER reads only and asks for none.
 """
@@ -20,7 +20,7 @@ from django.core.management.base import BaseCommand, CommandError
 from approvals.decisions import decide
 from approvals.models import ApprovalRequest, RequestKind
 from approvals.operator_actions import ActionInputError, NoSuchAction, NoSuchRun, act
-from console.cli import acting_user, print_json, storable_text, user_named
+from console.cli import print_json, proven, storable_text, user_named
 from runs.machine.errors import TransitionNotAllowed
 from runs.models import Run, Step
 from runs.operator.actions import ACTIONS, ActionInput
@@ -66,8 +66,7 @@ class Command(BaseCommand):
             _refuse(_given(options, _ACTION_OPTIONS), "with --decide (the request says what "
                     "is done)")
             # The second person proves who they are: naming them is not agreeing for them.
-            return self._decide(acting_user(options["user"], nothing="nothing decided"),
-                                options)
+            return self._decide(proven(user, nothing="nothing decided"), options)
         _refuse(_given(options, _DECIDE_OPTIONS), "without --decide REQUEST")
         if options["run"] is None:
             raise CommandError("give a run id (or --decide REQUEST)")
@@ -92,7 +91,7 @@ class Command(BaseCommand):
                             evidence=options["evidence"] or "", call=call)
         # Asked once the options are known to be right: the first person of a four-eyes
         # request proves who they are as the second does.
-        user = acting_user(options["user"])
+        user = proven(user)
         try:
             outcome = act(options["action"], options["run"], user=user, given=given)
         except (NoSuchAction, NoSuchRun, PermissionDenied) as exc:
