@@ -75,6 +75,9 @@ VARIABLES: list[Variable] = [
     # The runtime
     V("SWEEP_INTERVAL_SECONDS", FLOAT, "2", "how often beat runs the runs sweeper"),
     V("RUNS_LEASE_SECONDS", FLOAT, "30", "how long a worker owns a run between heartbeats"),
+    V("RUNS_TAKE_BACKS_BEFORE_ATTENTION", INT, "5",
+      "a run taken back this many times in a row from workers that stopped at the same "
+      "point, nothing recorded between, waits for a person instead of being tried again"),
     V("BULK_JOB_LEASE_SECONDS", FLOAT, "60",
       "how long a worker holds a bulk job between batches; a job whose worker died goes "
       "to another after this"),

@@ -285,6 +285,9 @@ SCHEDULES_INTERVAL_SECONDS = env("SCHEDULES_INTERVAL_SECONDS")
 
 # The runtime.
 RUNS_LEASE_SECONDS = env("RUNS_LEASE_SECONDS")
+# A run whose workers keep stopping at the same point (a checkpoint the database refuses, a
+# step that kills its process) waits for a person after this many take-backs in a row.
+RUNS_TAKE_BACKS_BEFORE_ATTENTION = env("RUNS_TAKE_BACKS_BEFORE_ATTENTION")
 # How long a worker holds a bulk job (approvals.bulk) between batches.
 BULK_JOB_LEASE_SECONDS = env("BULK_JOB_LEASE_SECONDS")
 # How often a worker writes its heartbeat row (runs.reads.workers); silent past a lease, it is

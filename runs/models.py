@@ -57,6 +57,8 @@ class AttentionReason(models.TextChoices):
     # Terminated or cancelled while an effect's outcome was unknown: the run stays with a
     # person until each such effect is settled, then it is terminated.
     ENDED_UNSETTLED = "ended_unsettled", "ended with an effect not settled"
+    # Its workers stopped at the same point again and again (runs.machine.transitions.leases).
+    WORKERS_KEEP_STOPPING = "workers_keep_stopping", "workers keep stopping at this point"
 
 
 class ErrorClass(models.TextChoices):

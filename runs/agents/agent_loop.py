@@ -190,11 +190,9 @@ def call_tool(tool: definition.ToolSpec, ctx: StepContext, args) -> transitions.
     remote_ref = ""
     if isinstance(value, definition.StepResult):
         value, remote_ref = value.value, value.remote_ref
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError) as exc:
-        return transitions.Outcome(succeeded=False, error=Classified(
-            ErrorClass.UNCLASSIFIED, f"tool returned a value that cannot be stored: {exc}"))
+    unstorable = transitions.unstorable_result("tool", value, remote_ref)
+    if unstorable is not None:
+        return unstorable
     return transitions.Outcome(succeeded=True, value=value, remote_ref=str(remote_ref or ""))
 
 

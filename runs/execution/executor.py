@@ -8,7 +8,6 @@ runs.machine.transitions, which checks and records every move.
 """
 
 import dataclasses
-import json
 import logging
 import os
 import socket
@@ -148,11 +147,9 @@ def call_step(spec: definition.StepDef, ctx: StepContext) -> transitions.Outcome
                                  f"{exc.error_count()} error(s): {_first_error(exc)}"),
             )
         value = accepted.model_dump(mode="json")
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError) as exc:
-        return transitions.Outcome(succeeded=False, error=Classified(
-            ErrorClass.UNCLASSIFIED, f"step returned a value that cannot be stored: {exc}"))
+    unstorable = transitions.unstorable_result("step", value, remote_ref)
+    if unstorable is not None:
+        return unstorable
     # Sealed before it is stored anywhere: the step's row, an artifact, the archive.
     value = sensitive.seal_fields(value, spec.sensitive)
     try:

@@ -12,6 +12,7 @@ import openai
 
 from ..models import ErrorClass
 from .redaction import redact_text
+from .storable import printable
 
 
 class StepError(Exception):
@@ -126,6 +127,11 @@ class Classified:
     error_class: str
     message: str
     retry_after: float | None = None
+
+    def __post_init__(self):
+        # A remote system's error text goes into the step's row and the audit chain: a NUL
+        # in it would make the database refuse the very checkpoint that records the error.
+        object.__setattr__(self, "message", printable(self.message))
 
 
 _TRANSIENT_STATUSES = {429, 503}

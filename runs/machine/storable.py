@@ -3,6 +3,8 @@ is not Unicode (a lone surrogate, which is how Python hands over bytes that were
 fails to encode. Every entry point checks what it is given with this one rule, before
 anything is written, and names the problem instead of failing in the database."""
 
+import json
+
 NUL = "\x00"
 NUL_PROBLEM = "NUL characters cannot be stored"
 SURROGATE_PROBLEM = "not valid Unicode text (a lone surrogate)"
@@ -17,3 +19,38 @@ def text_problem(text: str) -> str | None:
     except UnicodeEncodeError:
         return SURROGATE_PROBLEM
     return None
+
+
+def value_problem(value) -> str | None:
+    """Why a value a step or tool returned cannot be stored as JSON in a row, naming where
+    in it (`$.lines[2].text`), or None if it can. Walked without recursion, so a value
+    nested deeper than Python's stack gets an answer too."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return str(exc) or type(exc).__name__
+    pending = [("$", value)]
+    while pending:
+        path, item = pending.pop()
+        if isinstance(item, str):
+            problem = text_problem(item)
+            if problem:
+                return f"{problem} (at {path})"
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                problem = text_problem(str(key))
+                if problem:
+                    return f"{problem} (a key of {path})"
+                pending.append((f"{path}.{key}", inner))
+        elif isinstance(item, list | tuple):
+            pending.extend((f"{path}[{index}]", inner) for index, inner in enumerate(item))
+    return None
+
+
+def printable(text: str) -> str:
+    """Text for a message a person reads (an error from a remote system), with what the
+    database cannot store written out visibly (a NUL as \\x00) instead of failing the write
+    that records it."""
+    if text_problem(text) is None:
+        return text
+    return text.replace(NUL, "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")

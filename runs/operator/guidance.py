@@ -136,6 +136,11 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
                          "the run did so far.")
         return offer("resume", f"Nobody decided {name} in time: chase {who}, then resume to "
                      "wait for their decision again.")
+    if reason == AttentionReason.WORKERS_KEEP_STOPPING:
+        return offer("resume", f"Workers stopped again and again at {name or 'this run'} "
+                     "before recording anything (killed, out of memory, a checkpoint the "
+                     "database refused): read their logs around the take-backs, fix the "
+                     "cause, then resume.")
     if reason == AttentionReason.DEFINITION_MISSING:
         return offer("resume", f"No worker knows {run.workflow_name} "
                      f"v{run.workflow_version}: deploy that version, then resume.")

@@ -30,7 +30,6 @@ from ...models import (
     StepStatus,
 )
 from ..errors import (
-    Classified,
     EvidenceRequired,
     ReasonRequired,
     TransitionNotAllowed,
@@ -38,6 +37,7 @@ from ..errors import (
 from ..redaction import redact
 from ..wakeup import wake_after_commit, wake_all_after_commit
 from .attempts import ATTEMPT_ENDS, OPEN_INTENTS, intent_of
+from .outcome import Outcome  # noqa: F401 - the vocabulary
 from .unsettled import Effect, end_or_hold, unsettled_effects  # noqa: F401 - the vocabulary
 
 NEW = "new"  # the pseudo-state of a run that does not exist yet
@@ -76,7 +76,8 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # A resend whose budget is spent stops the run, or undoes it by policy (COMP).
     "settle_unknown": _move({RUNNING}, {RUNNING, WAITING, ATTENTION, DONE, TERM, COMP, COMPED}),
     # The sweeper takes a run back from a worker whose lease ran out.
-    "expire_lease": _move({RUNNING, COMP}, {QUEUED, COMP}),
+    # A run whose workers keep stopping at the same point goes to a person (leases).
+    "expire_lease": _move({RUNNING, COMP}, {QUEUED, COMP, ATTENTION, CFAIL}),
     "resume": _move({ATTENTION, WAITING}, {QUEUED}),
     # A person wakes a run sleeping on a timer before its time (runs.machine.transitions.timers).
     "wake_timer": _move({WAITING}, {QUEUED}),
@@ -367,16 +368,6 @@ def definition_step(lease: Lease, step: Step) -> definition.StepDef:
 
 def fenced(run: Run, lease: Lease) -> bool:
     return run.fencing_token != lease.token or run.status not in HELD
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one call of a step function ended with."""
-
-    succeeded: bool
-    value: object = None
-    remote_ref: str = ""
-    error: Classified | None = None
-    invalid_output: object = None
 
 def halt(change: Change, lease: Lease, step: Step, before: dict, to: str, reason: str,
           message: str, error: str, action: str = AuditAction.ATTENTION) -> None:

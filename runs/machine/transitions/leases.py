@@ -13,10 +13,13 @@ from django.db.models.functions import Now
 
 from audit.actions import AuditAction
 from audit.chain import Actor
+from audit.models import AuditRecord
 
 from ... import store
-from ...models import Run, Step, StepStatus
+from ...models import AttentionReason, Run, Step, StepStatus
 from .kernel import (
+    ATTENTION,
+    CFAIL,
     COMP,
     HELD,
     QUEUED,
@@ -109,10 +112,39 @@ def expire_leases(run_ids: list[int], *, now: datetime | None = None,
     return [run.pk for run in runs]
 
 
+# What a worker that stops before recording anything leaves on the run's chain: its claim,
+# the intents of the calls it began, and the take-back of its lease.
+NOTHING_RECORDED = frozenset({
+    AuditAction.CLAIMED, AuditAction.INTENT, AuditAction.TOOL_CALL_INTENT,
+    AuditAction.COMPENSATION_INTENT, AuditAction.TOOL_CALL_COMPENSATION_INTENT,
+    AuditAction.STEP_LEASE_EXPIRED, AuditAction.LEASE_EXPIRED,
+})
+
+
+def take_backs_in_a_row(run_id: int) -> int:
+    """How many times the run was taken back from a stopped worker with nothing recorded
+    between: the same point failing again and again (a checkpoint the database refuses, a
+    step that kills its process), read from the newest end of the run's chain. An outcome,
+    a lookup's verdict, an operator's action all end the count."""
+    limit = settings.RUNS_TAKE_BACKS_BEFORE_ATTENTION
+    # Between two take-backs lie a claim and a few intents and step take-backs: a tail of
+    # this length holds `limit` of them unless an agent had many calls in flight, in which
+    # case the count comes out lower and the run is held a little later.
+    tail = (AuditRecord.objects.filter(run_id=run_id).order_by("-seq")
+            .values_list("action", flat=True)[:limit * 8])
+    count = 0
+    for action in tail:
+        if action not in NOTHING_RECORDED:
+            break
+        count += action == AuditAction.LEASE_EXPIRED
+    return count
+
+
 def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None) -> Change:
     change = Change(run, "expire_lease", actor or Actor.system("sweeper"), now)
     before = audit_state(run)
     previous_owner = run.lease_owner
+    in_a_row = take_backs_in_a_row(run.pk) + 1
     run.fencing_token += 1
     for step in running:
         # The record of the attempt the dead worker left in the row (it carries its intent).
@@ -124,7 +156,16 @@ def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None
         change.audit(AuditAction.STEP_LEASE_EXPIRED, step=step,
                      before={"step_status": step_before},
                      after={"step_status": step.status})
-    if run.status == COMP:
+    if in_a_row >= settings.RUNS_TAKE_BACKS_BEFORE_ATTENTION:
+        # Trying again would stop there again: a person looks (the workers' logs say why).
+        # What may have acted is unknown by now, and is settled by key when the run resumes.
+        where = ", ".join(step.name for step in running) or run.current_step or "its claim"
+        change.move(CFAIL if run.status == COMP else ATTENTION,
+                    reason=AttentionReason.WORKERS_KEEP_STOPPING,
+                    message=f"taken back {in_a_row} times in a row from workers that stopped "
+                            f"at {where} before recording anything; held for a person: see "
+                            f"the workers' logs, then resume to try again")
+    elif run.status == COMP:
         # The compensation in flight is sent again with its own key by the next worker.
         change.move(COMP)
         run.lease_owner, run.lease_expires_at = "", None
@@ -133,5 +174,5 @@ def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None
     else:
         change.move(QUEUED)
     change.audit(AuditAction.LEASE_EXPIRED, before=before, after=audit_state(run),
-                 data={"previous_owner": previous_owner})
+                 data={"previous_owner": previous_owner, "in_a_row": in_a_row})
     return change
