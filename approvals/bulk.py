@@ -28,6 +28,7 @@ from django.utils import timezone
 from audit.models import AuditRecord
 from runs.machine import crashpoints
 from runs.machine.errors import TransitionNotAllowed
+from runs.machine.redaction import redact_text
 from runs.machine.storable import text_problem
 from runs.machine.transitions import allowed
 from runs.models import Run, RunStatus
@@ -121,7 +122,7 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
     with transaction.atomic():
         last = runs.order_by("-pk").values_list("pk", flat=True).first() or 0
         job = BulkJob.objects.create(
-            action=action, filters=filters.to_json(), reason=reason.strip(),
+            action=action, filters=filters.to_json(), reason=redact_text(reason.strip()),
             params=params or {}, requested_by=user, created_at=now, last_run_id=last,
             total=runs.filter(pk__lte=last).count())
     logger.info("bulk job %s: %s on %d runs by %s", job.pk, action, job.total,

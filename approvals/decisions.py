@@ -31,6 +31,7 @@ from audit.chain import Actor
 from audit.models import AuditRecord
 from runs.machine import transitions
 from runs.machine.errors import TransitionNotAllowed
+from runs.machine.redaction import redact_text
 from runs.models import (
     Run,
     RunStatus,
@@ -90,7 +91,9 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
     """
     now = now or timezone.now()
     decision_id = uuid.UUID(str(decision_id))
-    comment = (comment or "").strip()
+    # Kept on the request, the run's chain and the approvals page: a credential pasted
+    # into it is masked first, as an operator's reason is (runs.operator.actions).
+    comment = redact_text((comment or "").strip())
     approval = ApprovalRequest.objects.select_related("run").get(pk=request_id)
     # Recomputed before the transaction: it reads the run's results and calls the step's
     # snapshot function, neither of which should hold the request's lock. The comparison

@@ -24,6 +24,7 @@ from runs.operator.actions import ACTIONS
 from runs.reads.selectors import RunFilters
 
 from .forms import RunFilterForm
+from .run_list import fits_in_link
 
 # Tool-call actions aim at one call each: a filter cannot name it.
 BULK_BY_FILTER = [a for a in ACTIONS.values() if not a.takes_call]
@@ -65,8 +66,11 @@ def bulk_start(request):
                              reason=request.POST.get("reason", ""))
     except BulkRefused as exc:
         messages.error(request, f"Nothing was started: {exc}")
-        return redirect(f"{reverse('console:bulk_preview')}?{request.POST.get('query', '')}"
-                        f"&action={spec.name}")
+        # Back to the preview of the same filter, unless its query cannot be a link.
+        query = f"{request.POST.get('query', '')}&action={spec.name}"
+        if not fits_in_link(query, page="console:bulk_preview"):
+            query = f"action={spec.name}"
+        return redirect(f"{reverse('console:bulk_preview')}?{query}")
     # A wake-up hint: the approvals sweep hands the job to a worker if this is lost.
     transaction.on_commit(lambda: _enqueue(job.pk))
     return redirect("console:bulk_job", job_id=job.pk)

@@ -73,10 +73,12 @@ def sort_links(query, sort: str) -> dict[str, dict]:
     return links
 
 
-def fits_in_link(query: str) -> bool:
-    """Whether the runs list's URL with the query string `query` is one Django redirects to
-    (it refuses a URL over MAX_URL_REDIRECT_LENGTH characters with a 400)."""
-    return len(f"{reverse('console:runs')}?{query}") <= MAX_URL_REDIRECT_LENGTH
+def fits_in_link(query: str, *, page: str = "console:runs") -> bool:
+    """Whether `page`'s URL with the query string `query` is one Django redirects to (it
+    refuses a URL over MAX_URL_REDIRECT_LENGTH characters with a 400, and a line break in a
+    header with a 500: a query comes back from a posted form as any text)."""
+    return (len(f"{reverse(page)}?{query}") <= MAX_URL_REDIRECT_LENGTH
+            and not any(c in query for c in "\r\n\x00"))
 
 
 def list_url(query: str) -> str:

@@ -21,7 +21,7 @@ from ..definitions import definition
 from ..machine import tracing, transitions
 from ..machine.context import context_outside_executor
 from ..machine.intentions import step_lines
-from ..machine.redaction import shown_arguments
+from ..machine.redaction import redact_text, shown_arguments
 from ..machine.storable import text_problem
 from ..machine.transitions.effects import REMOTE_REF_MAX
 from ..machine.transitions.operator_rules import check_before_work
@@ -46,6 +46,12 @@ class ActionInput:
     evidence: str = ""
     # The tool call ("turn.index") of the step, for the actions aimed at one tool call.
     call: str = ""
+
+    def __post_init__(self):
+        # A reason is stored in the audit chain, the run's message and a four-eyes request,
+        # and shown to others: a credential pasted into it (a token, password=...) is masked
+        # before anything keeps it.
+        object.__setattr__(self, "reason", redact_text(self.reason))
 
     @classmethod
     def from_form(cls, data) -> "ActionInput":

@@ -68,3 +68,26 @@ def test_a_job_is_cancelled_from_its_page_and_is_its_owners(client_for, finance_
     client.post(reverse("console:bulk_cancel", args=[job.pk]))
     assert run_bulk_job(job.pk).status == "cancelled"
     assert all(Run.objects.get(pk=r.pk).status == RunStatus.ATTENTION for r in runs)
+
+
+@pytest.mark.parametrize("query", ["status=attention&q=" + "x" * 20000,
+                                   "status=attention\r\nSet-Cookie: a=b"])
+def test_a_refused_job_goes_back_to_its_preview_whatever_query_was_posted(
+        client_for, finance_operator, query):
+    client = client_for(finance_operator)
+    refused = client.post(reverse("console:bulk_start"),
+                          {"status": "attention", "action": "terminate", "reason": " ",
+                           "query": query})
+    assert refused.status_code == 302
+    assert refused.url == f"{reverse('console:bulk_preview')}?action=terminate"
+    assert "Set-Cookie" not in str(refused.headers.get("Location"))
+    page = client.get(refused.url).content.decode()
+    assert "Nothing was started" in page
+    assert not BulkJob.objects.exists()
+
+
+def test_a_refused_job_keeps_a_query_that_fits(client_for, finance_operator):
+    refused = client_for(finance_operator).post(
+        reverse("console:bulk_start"), {"status": "attention", "action": "terminate",
+                                        "reason": " ", "query": "status=attention"})
+    assert refused.url == f"{reverse('console:bulk_preview')}?status=attention&action=terminate"

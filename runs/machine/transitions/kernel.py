@@ -34,7 +34,7 @@ from ..errors import (
     ReasonRequired,
     TransitionNotAllowed,
 )
-from ..redaction import redact
+from ..redaction import redact, redact_text
 from ..wakeup import wake_after_commit, wake_all_after_commit
 from .attempts import ATTEMPT_ENDS, OPEN_INTENTS, intent_of
 from .outcome import Outcome  # noqa: F401 - the vocabulary
@@ -200,7 +200,7 @@ class Change:
             data = {**intent_of(step, undo=undo), **(data or {})}
         record = build_record(
             run_id=self.run.pk, head_seq=self.run.audit_seq, head_hash=self.run.audit_head,
-            action=action, actor=self.actor, reason=reason,
+            action=action, actor=self.actor, reason=redact_text(reason) if reason else "",
             step_name=step.name if step is not None else step_name,
             before=before, after=after, data=redact(data) if data else None, created_at=self.now,
         )
