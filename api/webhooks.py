@@ -6,9 +6,11 @@ Signature: the header `X-Webhook-Signature: sha256=<hex>` is HMAC-SHA256 with th
 subscriber's secret over `<X-Webhook-Timestamp>.<body>`; receivers recompute it, compare in
 constant time and refuse old timestamps. `X-Webhook-Id` is the delivery id, the same on every
 attempt, for deduplication. A failing endpoint only delays its own deliveries: the runtime
-never waits for a subscriber.
+never waits for a subscriber, and the publisher waits at most WEBHOOK_TIMEOUT_SECONDS for
+one delivery, reads no response body, and tries an endpoint that gives no answer once a pass.
 """
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -26,6 +28,7 @@ from audit.actions import STEP_OUTCOMES
 from audit.models import AuditRecord
 from runs.definitions.retry import RetryPolicy
 from runs.machine.single_pass import single_pass
+from runs.machine.storable import printable
 from runs.models import RunEvent
 
 from .models import WebhookDelivery, WebhookSubscriber
@@ -42,6 +45,8 @@ class PublishReport:
     queued: int = 0
     delivered: int = 0
     failed: int = 0
+    # Not tried because their subscriber's endpoint gave no answer earlier in the pass.
+    deferred: int = 0
     # Another pass held the job's lock: this one did nothing.
     locked_out: bool = False
 
@@ -121,37 +126,104 @@ def _body(delivery: WebhookDelivery) -> bytes:
 
 
 def send_due(*, now: datetime | None = None, limit: int = 100) -> PublishReport:
-    """Send the deliveries that are due; a failure is tried again later with backoff."""
+    """Send the deliveries that are due; a failure is tried again later with backoff.
+
+    A subscriber whose endpoint gives no answer (a timeout, a refused connection) is not
+    tried again in the same pass: with up to `limit` deliveries each waiting out the
+    deadline, one dead endpoint would hold every other subscriber's deliveries back."""
     now = now or timezone.now()
     report = PublishReport()
     due = (WebhookDelivery.objects.filter(status=WebhookDelivery.Status.PENDING,
                                           next_attempt_at__lte=now)
            .select_related("subscriber", "event__run", "record__run")
            .order_by("next_attempt_at", "pk")[:limit])
-    with httpx.Client(timeout=settings.WEBHOOK_TIMEOUT_SECONDS) as client:
+    # Subscribers that gave no answer in this pass, with when their endpoint is tried again.
+    unanswered: dict[int, datetime] = {}
+    with DeadlinePoster(settings.WEBHOOK_TIMEOUT_SECONDS) as poster:
         for delivery in due:
-            body = _body(delivery)
-            stamp = str(int(now.timestamp()))
-            error, code = "", None
-            try:
-                response = client.post(delivery.subscriber.url, content=body, headers={
-                    "Content-Type": "application/json",
-                    "X-Webhook-Id": str(delivery.delivery_id),
-                    "X-Webhook-Timestamp": stamp,
-                    "X-Webhook-Signature": sign(delivery.subscriber.secret, stamp, body),
-                })
-                code = response.status_code
-                if not 200 <= code < 300:
-                    error = f"HTTP {code}"
-            except httpx.HTTPError as exc:
-                error = f"{type(exc).__name__}: {exc}"[:500]
-            _record_attempt(delivery, now, code, error, report)
+            if delivery.subscriber_id in unanswered:
+                _defer(delivery, unanswered[delivery.subscriber_id], report)
+                continue
+            code, error = _attempt(poster, delivery, now)
+            retry_at = _record_attempt(delivery, now, code, error, report)
+            if code is None:
+                unanswered[delivery.subscriber_id] = retry_at
     return report
 
 
-def _record_attempt(delivery, now, code, error, report) -> None:
+class DeadlinePoster:
+    """POSTs with one deadline over the whole exchange, on one connection pool per pass.
+
+    httpx's timeouts are per operation (connecting, each read): a receiver that sends its
+    headers a byte at a time, each within the timeout, would hold the pass for ever. Only
+    cancellation bounds the whole exchange, and only httpx's async client can be cancelled.
+    The pass stays synchronous: its database work runs between exchanges, never while the
+    event loop runs, and the loop is its own (not installed as the thread's)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.runner = asyncio.Runner(loop_factory=asyncio.new_event_loop)
+        self.client = httpx.AsyncClient(timeout=seconds)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.runner.run(self.client.aclose())
+        finally:
+            self.runner.close()
+
+    def post(self, url: str, body: bytes, headers: dict) -> int:
+        """The answer's status code; raises TimeoutError when the deadline passes first."""
+        return self.runner.run(self._post(url, body, headers))
+
+    async def _post(self, url: str, body: bytes, headers: dict) -> int:
+        async with asyncio.timeout(self.seconds):
+            # Only the status matters. The body is never read, so an endless or dribbled
+            # one costs nothing: closing the response closes the connection, undrained.
+            async with self.client.stream("POST", url, content=body,
+                                          headers=headers) as response:
+                return response.status_code
+
+
+# No answer at all: the endpoint, not the delivery, is the problem, and the subscriber's
+# next delivery would wait for nothing the same way (an answer, even 500, is about its own
+# delivery). An address the HTTP client refuses (a host the URL field takes but IDNA does
+# not) is one for every delivery, and must not end the pass for every subscriber.
+NO_ANSWER = (httpx.TransportError, httpx.InvalidURL)
+
+
+def _attempt(poster: DeadlinePoster, delivery: WebhookDelivery,
+             now: datetime) -> tuple[int | None, str]:
+    """(status code, error) of one attempt: no code when there was no answer."""
+    body = _body(delivery)
+    stamp = str(int(now.timestamp()))
+    try:
+        code = poster.post(delivery.subscriber.url, body, {
+            "Content-Type": "application/json",
+            "X-Webhook-Id": str(delivery.delivery_id),
+            "X-Webhook-Timestamp": stamp,
+            "X-Webhook-Signature": sign(delivery.subscriber.secret, stamp, body),
+        })
+    except TimeoutError:
+        return None, f"no answer within {poster.seconds:g} s"
+    except NO_ANSWER as exc:
+        return None, error_text(exc)
+    return code, "" if 200 <= code < 300 else f"HTTP {code}"
+
+
+def error_text(exc: Exception) -> str:
+    """What `last_error` keeps of an exception: text the database stores (a NUL written
+    out), cut to a size that fits a list of deliveries."""
+    return printable(f"{type(exc).__name__}: {exc}")[:500]
+
+
+def _record_attempt(delivery, now, code, error, report) -> datetime | None:
+    """Store the attempt; when it failed, the time its endpoint is next tried."""
     attempts = delivery.attempts + 1
     fields = {"attempts": attempts, "last_status_code": code, "last_error": error}
+    backoff = RETRY.base_delay(attempts)
     if not error:
         fields.update(status=WebhookDelivery.Status.DELIVERED, delivered_at=now)
         report.delivered += 1
@@ -161,11 +233,23 @@ def _record_attempt(delivery, now, code, error, report) -> None:
         logger.warning("webhook %s to %s failed for good: %s", delivery.delivery_id,
                        delivery.subscriber, error)
     else:
-        backoff = RETRY.base_delay(attempts)
         fields.update(next_attempt_at=now + timedelta(seconds=backoff))
         logger.info("webhook %s to %s failed (%s); next try in %ss", delivery.delivery_id,
                     delivery.subscriber, error, backoff)
     WebhookDelivery.objects.filter(pk=delivery.pk).update(**fields)
+    return None if not error else now + timedelta(seconds=backoff)
+
+
+def _defer(delivery, retry_at, report) -> None:
+    """A delivery not tried because its endpoint gave no answer earlier in the pass: no
+    attempt is counted (none was made), and it waits for the time the endpoint is tried
+    again. Left due, every pass would spend a whole deadline on the dead endpoint with the
+    next delivery in line, whatever the backoff, and count an attempt against each in turn:
+    an outage of minutes would use up their attempts. Moved to the same time, the endpoint
+    is tried again when its backoff ends, and the rest keep their attempts for when it
+    answers."""
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(next_attempt_at=retry_at)
+    report.deferred += 1
 
 
 def publish(*, now: datetime | None = None) -> PublishReport:

@@ -8,8 +8,9 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 from django.utils import timezone
 
-from console.runbooks import runbook_html
+from console.runbooks import runbook_html, runbook_section
 from runs.execution import executor
+from runs.models import AttentionReason
 from tests.factories import new_run
 
 pytestmark = pytest.mark.django_db
@@ -27,6 +28,12 @@ def test_a_runbook_page_renders_its_markdown(client_for, operator):
         reverse("console:runbook", args=["unknown_outcome"])).content.decode()
     assert "<em>What happened.</em>" in body and "*What happened.*" not in body
     assert "<strong>Reconcile first</strong>" in body or "<strong>" in body
+
+
+@pytest.mark.parametrize("reason", AttentionReason.values)
+def test_every_attention_reason_has_its_runbook(reason):
+    section = runbook_section(reason)
+    assert section and "*What happened.*" in section and "*Act.*" in section
 
 
 def test_runbook_markdown_is_sanitised():

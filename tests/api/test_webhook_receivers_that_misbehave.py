@@ -1,0 +1,209 @@
+"""Receivers that misbehave for ever do not hold up the publisher: one delivery takes at most
+WEBHOOK_TIMEOUT_SECONDS however its receiver dribbles, a receiver's body is never read, and
+an endpoint that gives no answer is tried once per pass while the other subscribers' deliveries
+go out. Every receiver here is a real HTTP server on localhost."""
+
+import socket
+import threading
+import time
+from datetime import timedelta
+
+import httpx
+import pytest
+from django.utils import timezone
+
+from api import webhooks
+from api.models import WebhookDelivery, WebhookSubscriber
+from tests.factories import new_run
+from tests.receiver import ScriptedReceiver
+from tests.slow_receiver import SlowReceiver
+
+pytestmark = pytest.mark.django_db
+DEADLINE = 1.0
+# Generous for a slow host; a receiver holds a connection for `HOLD` seconds when nothing cuts
+# it off, so a pass that waits for the receiver takes longer than this.
+BOUND = 6 * DEADLINE
+HOLD = 12.0
+
+
+@pytest.fixture(autouse=True)
+def _short_deadline(settings):
+    settings.WEBHOOK_TIMEOUT_SECONDS = DEADLINE
+
+
+@pytest.fixture
+def slow():
+    with SlowReceiver(drip=DEADLINE - 0.5, hold=HOLD) as receiver:
+        yield receiver
+
+
+@pytest.fixture
+def good():
+    with ScriptedReceiver() as receiver:
+        yield receiver
+
+
+def _subscribe(name, url):
+    return WebhookSubscriber.objects.create(name=name, url=url, secret="k")
+
+
+def _timed_publish(now):
+    started = time.monotonic()
+    report = webhooks.publish(now=now)
+    return report, time.monotonic() - started
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_receiver_that_sends_its_headers_a_byte_at_a_time_is_cut_off_at_the_deadline(
+        slow, good):
+    dripping = _subscribe("dripping", f"{slow.url}/slow-headers")
+    _subscribe("crm", f"{good.url}/hooks")
+    new_run()
+    report, elapsed = _timed_publish(timezone.now())
+    # Each byte comes within httpx's read timeout: only a deadline over the whole exchange
+    # ends it.
+    assert elapsed < BOUND, elapsed
+    assert len(good.sent("POST", "/hooks")) == 1
+    delivery = WebhookDelivery.objects.get(subscriber=dripping)
+    assert (delivery.status, delivery.attempts, delivery.last_status_code) == \
+        ("pending", 1, None)
+    assert delivery.last_error
+    assert (report.delivered, report.failed) == (1, 0)
+    # The connection was closed, not left to the receiver.
+    time.sleep(2 * slow.drip)
+    [exchange] = slow.requests("slow-headers")
+    assert exchange.client_hung_up and exchange.ended - exchange.started < BOUND
+
+
+def test_a_receiver_that_dribbles_its_body_is_delivered_by_its_status_alone(slow, good):
+    dribbling = _subscribe("dribbling", f"{slow.url}/slow-body")
+    _subscribe("crm", f"{good.url}/hooks")
+    new_run()
+    report, elapsed = _timed_publish(timezone.now())
+    assert elapsed < BOUND, elapsed
+    # Delivered, not cut off at the deadline: the body, which would take minutes, is not
+    # waited for.
+    assert WebhookDelivery.objects.get(subscriber=dribbling).status == "delivered"
+    assert len(good.sent("POST", "/hooks")) == 1
+    assert report.delivered == 2
+    time.sleep(2 * slow.drip)
+    [exchange] = slow.requests("slow-body")
+    assert exchange.client_hung_up
+
+
+def test_an_endless_body_is_never_read(slow, good):
+    endless = _subscribe("endless", f"{slow.url}/endless-body")
+    new_run()
+    report, elapsed = _timed_publish(timezone.now())
+    assert elapsed < BOUND, elapsed
+    assert WebhookDelivery.objects.get(subscriber=endless).status == "delivered"
+    # The client hung up at once: what the receiver got out is what the sockets' buffers
+    # took, not a body read into memory.
+    for _ in range(50):
+        [exchange] = slow.requests("endless-body")
+        if exchange.ended is not None:
+            break
+        time.sleep(0.1)
+    assert exchange.client_hung_up and exchange.ended - exchange.started < BOUND
+    assert exchange.bytes_sent < 8 * 2**20, exchange.bytes_sent
+
+
+def test_an_endpoint_that_never_answers_is_tried_once_a_pass_and_starves_no_one(slow, good):
+    dead = _subscribe("dead", f"{slow.url}/silent")
+    _subscribe("crm", f"{good.url}/hooks")
+    _subscribe("flaky", f"{good.url}/flaky")
+    good.answer("POST", "/flaky", 500)
+    runs = 6
+    for _ in range(runs):
+        new_run()
+    now = timezone.now()
+    report, elapsed = _timed_publish(now)
+    assert elapsed < BOUND, elapsed  # one timeout, not one per delivery
+    assert len(slow.requests("silent")) == 1
+    assert len(good.sent("POST", "/hooks")) == runs
+    # An answer, even an error, is about its delivery: each one of those is tried.
+    assert len(good.sent("POST", "/flaky")) == runs
+    assert (report.delivered, report.deferred) == (runs, runs - 1)
+    first, *rest = WebhookDelivery.objects.filter(subscriber=dead).order_by("pk")
+    assert (first.attempts, first.last_status_code) == (1, None) and first.last_error
+    assert first.next_attempt_at == now + timedelta(seconds=2)
+    # Not tried, so no attempt counted; they wait out the backoff of the endpoint with the
+    # delivery that was tried instead of probing it again on every pass.
+    assert [(d.status, d.attempts, d.last_error, d.next_attempt_at) for d in rest] == \
+        [("pending", 0, "", now + timedelta(seconds=2))] * (runs - 1)
+
+    webhooks.send_due(now=now + timedelta(seconds=1))  # its backoff is not over yet
+    assert len(slow.requests("silent")) == 1
+    later = now + timedelta(seconds=2)
+    webhooks.send_due(now=later)
+    # The oldest delivery probes the endpoint again, and its backoff grows.
+    assert len(slow.requests("silent")) == 2
+    first, *rest = WebhookDelivery.objects.filter(subscriber=dead).order_by("pk")
+    assert (first.attempts, first.next_attempt_at) == (2, later + timedelta(seconds=4))
+    assert {(d.attempts, d.next_attempt_at) for d in rest} == {(0, later + timedelta(seconds=4))}
+
+
+def test_a_refused_connection_keeps_the_rest_of_its_deliveries_for_later(good):
+    refused = _subscribe("refused", f"http://127.0.0.1:{_closed_port()}/hooks")
+    _subscribe("crm", f"{good.url}/hooks")
+    for _ in range(3):
+        new_run()
+    report = webhooks.publish(now=timezone.now())
+    attempts = list(WebhookDelivery.objects.filter(subscriber=refused).order_by("pk")
+                    .values_list("attempts", flat=True))
+    assert attempts == [1, 0, 0]
+    assert WebhookDelivery.objects.get(subscriber=refused, attempts=1).last_error.startswith(
+        "ConnectError")
+    assert len(good.sent("POST", "/hooks")) == 3
+    assert (report.delivered, report.deferred) == (3, 2)
+
+
+def test_a_url_the_http_client_cannot_use_fails_its_delivery_not_the_pass(good):
+    # The admin's URL field takes this host; the HTTP client refuses it before connecting.
+    snowman = _subscribe("snowman", "http://\u2603.example/hooks")
+    _subscribe("crm", f"{good.url}/hooks")
+    new_run()
+    new_run()
+    report = webhooks.publish(now=timezone.now())
+    assert len(good.sent("POST", "/hooks")) == 2
+    attempts = list(WebhookDelivery.objects.filter(subscriber=snowman).order_by("pk")
+                    .values_list("attempts", "last_error"))
+    assert attempts[0][0] == 1 and "IDNA" in attempts[0][1]
+    assert attempts[1] == (0, "")
+    assert (report.delivered, report.deferred) == (2, 1)
+
+
+def test_error_text_is_storable_and_bounded():
+    try:
+        raise httpx.RemoteProtocolError("bad\x00line " + "z" * 600)
+    except httpx.HTTPError as exc:
+        text = webhooks.error_text(exc)
+    assert "\x00" not in text and len(text) <= 500
+    assert text.startswith("RemoteProtocolError: bad\\x00line zzz")
+
+
+def test_a_receiver_answering_with_nul_bytes_leaves_an_error_the_database_stores(good):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        bad = _subscribe("bad", f"http://127.0.0.1:{server.getsockname()[1]}/hooks")
+        _subscribe("crm", f"{good.url}/hooks")
+        new_run()
+
+        def answer():
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 O\x00K\r\nX-\x00: \x00\r\n\r\n")
+
+        threading.Thread(target=answer, daemon=True).start()
+        webhooks.publish(now=timezone.now())
+    delivery = WebhookDelivery.objects.get(subscriber=bad)
+    assert delivery.attempts == 1 and delivery.last_status_code is None
+    assert delivery.last_error and "\x00" not in delivery.last_error
+    assert len(good.sent("POST", "/hooks")) == 1
