@@ -5,6 +5,7 @@ the effects of write steps by key (as a key-honouring receiver would), so tests 
 effects afterwards.
 """
 
+import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -61,6 +62,11 @@ orders = Workflow("test-orders", version=1, input=OrderIn)
 def _call(ctx, default):
     script.calls.append((ctx.step, ctx.key, ctx.attempt))
     action = script.next_action(ctx.step)
+    if action in ("hang", "effect-then-hang"):
+        # A call that never ends (a receiver dripping its answer): only its deadline stops it.
+        if action == "effect-then-hang":
+            script.effects.setdefault(ctx.key, f"{ctx.step}-{len(script.effects) + 1}")
+        time.sleep(3600)
     if action == "effect-then-raise":
         from runs.machine.errors import UnknownOutcome
 
@@ -68,6 +74,8 @@ def _call(ctx, default):
         raise UnknownOutcome("connection reset after the request was sent")
     if isinstance(action, BaseException):
         raise action
+    if callable(action):  # step code of the test's own (a long step that heartbeats)
+        return action(ctx)
     if action is not None:
         return action
     return default()

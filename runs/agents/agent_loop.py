@@ -29,7 +29,7 @@ from django.conf import settings
 
 from ..agent_models import ToolCall, ToolCallStatus
 from ..definitions import definition
-from ..machine import crashpoints, limits, lookups, sensitive, tracing, transitions
+from ..machine import crashpoints, deadline, limits, lookups, sensitive, tracing, transitions
 from ..machine.context import StepContext
 from ..machine.errors import (
     MODEL_CALL_ERRORS,
@@ -124,7 +124,8 @@ def _ask(client, spec: definition.AgentSpec, ctx: StepContext, conversation: lis
     """One model turn (or, with `summary`, the summary of the turns before its cut) as an
     Outcome whose value is the turn."""
     try:
-        with tracing.step_span(ctx, kind="model", what="model call"):
+        with tracing.step_span(ctx, kind="model", what="model call"), \
+                deadline.bounded(f"model turn of {spec.name}"):
             if summary is None:
                 turn = ask_model(client, spec, conversation)
             else:
@@ -183,7 +184,8 @@ def tool_context(ctx: StepContext, call: ToolCall, *,
 def call_tool(tool: definition.ToolSpec, ctx: StepContext, args) -> transitions.Outcome:
     """Call a tool function and turn whatever happens into a classified Outcome."""
     try:
-        value = tool.fn(ctx, args)
+        with deadline.bounded(f"tool {tool.name}"):
+            value = tool.fn(ctx, args)
     except Exception as exc:
         return transitions.Outcome(succeeded=False,
                                    error=classify(exc, non_retryable=tool.retry.non_retryable))
@@ -221,8 +223,10 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition
         point = f"{step.name}/{call.tool}:compensate"
         crashpoints.reach(crashpoints.BEFORE_CALL, point)
         try:
-            value = tool.compensate_fn(tool_context(ctx, call, compensating=True),
-                                       tool.args.model_validate(sensitive.opened(call.arguments)))
+            with deadline.bounded(f"undo of tool call {call.ref} ({call.tool})"):
+                value = tool.compensate_fn(
+                    tool_context(ctx, call, compensating=True),
+                    tool.args.model_validate(sensitive.opened(call.arguments)))
         except Exception as exc:
             return transitions.Outcome(succeeded=False, error=classify(
                 exc, non_retryable=tool.retry.non_retryable))

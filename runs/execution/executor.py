@@ -18,7 +18,16 @@ from pydantic import ValidationError
 
 from ..agents import agent_loop
 from ..definitions import definition
-from ..machine import artifacts, crashpoints, limits, lookups, sensitive, tracing, transitions
+from ..machine import (
+    artifacts,
+    crashpoints,
+    deadline,
+    limits,
+    lookups,
+    sensitive,
+    tracing,
+    transitions,
+)
 from ..machine.context import StepContext, build_context, opened_services
 from ..machine.errors import Classified, classify
 from ..machine.logcontext import log_context
@@ -51,18 +60,26 @@ def _advance_claimed(run_id: int, worker: str) -> str | None:
     if lease.finished:
         return lease.run.status
     workflow = lease.definition
-    with opened_services(workflow) as services:
+    with opened_services(workflow) as services, deadline.calls_bounded():
         validated_input = workflow.input_schema.model_validate(lease.run.input)
         while lease.work is not None and not lease.finished:
             step = lease.work
             ctx = build_context(lease.run, lease.steps, step, definition=workflow,
                                 services=services, validated_input=validated_input,
                                 compensating=lease.compensating,
-                                heartbeat=partial(transitions.heartbeat, lease))
+                                heartbeat=partial(heartbeat, lease))
             with log_context(workflow=ctx.workflow, business_key=ctx.business_key,
                              step=ctx.step, idempotency_key=ctx.key):
                 lease = _work_once(lease, step, workflow.step(step.name), ctx)
     return lease.run.status
+
+
+def heartbeat(lease: transitions.Lease) -> bool:
+    """A long step's ctx.heartbeat(): its lease extended, and with it its deadline."""
+    extended = transitions.heartbeat(lease)
+    if extended:
+        deadline.renew()
+    return extended
 
 
 def _work_once(lease: transitions.Lease, step, spec: definition.StepDef,
@@ -124,7 +141,8 @@ def release_connection() -> None:
 def call_step(spec: definition.StepDef, ctx: StepContext) -> transitions.Outcome:
     """Call a step function and turn whatever happens into a classified Outcome."""
     try:
-        value = spec.fn(ctx)
+        with deadline.bounded(f"step {spec.name}"):
+            value = spec.fn(ctx)
     except Exception as exc:
         return transitions.Outcome(
             succeeded=False, error=classify(exc, non_retryable=spec.retry.non_retryable),
@@ -164,7 +182,8 @@ def call_step(spec: definition.StepDef, ctx: StepContext) -> transitions.Outcome
 def call_compensation(spec: definition.StepDef, ctx: StepContext) -> transitions.Outcome:
     """Call a step's compensation (ctx.key is the compensation's own key)."""
     try:
-        value = spec.compensate_fn(ctx)
+        with deadline.bounded(f"undo of {spec.name}"):
+            value = spec.compensate_fn(ctx)
     except Exception as exc:
         return transitions.Outcome(
             succeeded=False, error=classify(exc, non_retryable=spec.retry.non_retryable))

@@ -4,7 +4,7 @@ a tool call's reconcile function is called, so that both read its answer alike."
 from collections.abc import Callable
 
 from ..definitions import definition
-from . import tracing
+from . import deadline, tracing
 from .errors import classify
 
 
@@ -22,7 +22,8 @@ def ask(ctx, *, kind: str, what: str, reconcile: Callable[[], object]):
 
 def _answer(reconcile: Callable[[], object]):
     try:
-        verdict = reconcile()
+        with deadline.bounded("lookup by key"):
+            verdict = reconcile()
     except Exception as exc:
         message = classify(exc).message
         return definition.LookupFailed(f"lookup failed: {message}"), message

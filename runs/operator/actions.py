@@ -48,9 +48,7 @@ class ActionInput:
     call: str = ""
 
     def __post_init__(self):
-        # A reason is stored in the audit chain, the run's message and a four-eyes request,
-        # and shown to others: a credential pasted into it (a token, password=...) is masked
-        # before anything keeps it.
+        # Kept in the audit chain, the run's message, a four-eyes request: no credential.
         object.__setattr__(self, "reason", redact_text(self.reason))
 
     @classmethod
