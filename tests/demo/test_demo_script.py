@@ -47,8 +47,10 @@ def test_a_busy_port_stops_the_demo_before_anything_starts(stranger, tmp_path):
 def _demo(tmp_path, port: int) -> subprocess.Popen:
     return subprocess.Popen(
         [str(ROOT / "bin" / "demo")], cwd=ROOT,
-        # The demo's own sandbox, on its own port, as `make demo` has it (not the test's).
-        env=child_env(PORT=port, VAR_DIR=tmp_path / "var",
+        # The demo's own sandbox, on its own port, as `make demo` has it (not the test's);
+        # and its workflows alone: the tests' include a schedule that starts a run each
+        # minute, which a second start crossing a minute would count as one it added.
+        env=child_env(PORT=port, VAR_DIR=tmp_path / "var", RUNS_EXTRA_WORKFLOW_MODULES="",
                       DATABASE_URL=f"sqlite:///{tmp_path}/demo.sqlite3",
                       SANDBOX_BASE_URL=f"http://127.0.0.1:{port}/sandbox",
                       MODEL_BASE_URL=f"http://127.0.0.1:{port}/sandbox/model/v1"),
