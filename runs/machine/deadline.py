@@ -27,23 +27,14 @@ from .errors import UnknownOutcome
 
 SHARE_OF_LEASE = 0.8
 
-_armed: ContextVar[bool] = ContextVar("deadline_armed", default=False)
-# The timer of the call running now in the main thread, renewed by a heartbeat.
-_running: ContextVar[float] = ContextVar("deadline_running", default=0.0)
+# The deadline of each call while the executor advances a run in the main thread (0: none),
+# and the call running now (named in the error; its timer renewed by a heartbeat).
+_armed: ContextVar[float] = ContextVar("deadline_armed", default=0.0)
+_calling: ContextVar[str] = ContextVar("deadline_calling", default="")
 
 
 class DeadlinePassed(UnknownOutcome):
     """A call of workflow code still running at its deadline, interrupted there."""
-
-
-@contextmanager
-def calls_bounded() -> Iterator[None]:
-    """Within the block (the executor advancing one run) each `bounded` call is armed."""
-    token = _armed.set(True)
-    try:
-        yield
-    finally:
-        _armed.reset(token)
 
 
 def seconds() -> float:
@@ -54,33 +45,52 @@ def seconds() -> float:
 
 
 @contextmanager
-def bounded(what: str) -> Iterator[None]:
-    """Run the block (one call of workflow code) under the deadline, where one can be armed.
-    The caller catches DeadlinePassed with the call's other exceptions: the timer may also
-    ring just after the call returned, and then the call counts as unknown, which is safe."""
+def calls_bounded() -> Iterator[None]:
+    """Within the block (the executor advancing one run) each `bounded` call is armed, when
+    this is the main thread. The signal handler is installed once here, not at each call:
+    a step's own cost stays two timer settings."""
     limit = seconds()
-    if (not _armed.get() or limit <= 0
-            or threading.current_thread() is not threading.main_thread()):
+    if limit <= 0 or threading.current_thread() is not threading.main_thread():
         yield
         return
+    previous = signal.signal(signal.SIGALRM, _ring)
+    token = _armed.set(limit)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _armed.reset(token)
+        signal.signal(signal.SIGALRM, previous)
 
-    def ring(signum, frame):
-        raise DeadlinePassed(f"{what} still running after {limit:g} s ({SHARE_OF_LEASE:.0%} of "
-                             "its lease): interrupted there; it may have acted")
 
-    previous = signal.signal(signal.SIGALRM, ring)
-    running = _running.set(limit)
+def _ring(signum, frame):
+    what = _calling.get()
+    if not what:  # rang between two calls: nothing of workflow code to interrupt
+        return
+    raise DeadlinePassed(f"{what} still running after {_armed.get():g} s "
+                         f"({SHARE_OF_LEASE:.0%} of its lease): interrupted there; it may have "
+                         "acted")
+
+
+@contextmanager
+def bounded(what: str) -> Iterator[None]:
+    """Run the block (one call of workflow code) under the deadline, where one is armed.
+    The caller catches DeadlinePassed with the call's other exceptions: the timer may also
+    ring just after the call returned, and then the call counts as unknown, which is safe."""
+    limit = _armed.get()
+    if limit <= 0:
+        yield
+        return
+    calling = _calling.set(what)
     signal.setitimer(signal.ITIMER_REAL, limit)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        _running.reset(running)
-        signal.signal(signal.SIGALRM, previous)
+        _calling.reset(calling)
 
 
 def renew() -> None:
     """The call running now extended its lease (a heartbeat): its deadline starts again."""
-    limit = _running.get()
-    if limit > 0 and threading.current_thread() is threading.main_thread():
-        signal.setitimer(signal.ITIMER_REAL, limit)
+    if _calling.get():
+        signal.setitimer(signal.ITIMER_REAL, _armed.get())
