@@ -108,7 +108,9 @@ def expire_leases(run_ids: list[int], *, now: datetime | None = None,
             models.Q(status=StepStatus.COMPENSATING) & ~models.Q(lease_owner=""))
         for step in Step.objects.filter(in_flight, run_id__in=list(running)):
             running[step.run_id].append(step)
-        save_changes([_take_back(run, running[run.pk], now, actor) for run in runs])
+        in_a_row = take_backs_in_a_row_of(runs)
+        save_changes([_take_back(run, running[run.pk], now, actor, in_a_row[run.pk] + 1)
+                      for run in runs])
     return [run.pk for run in runs]
 
 
@@ -123,28 +125,42 @@ NOTHING_RECORDED = frozenset({
 
 def take_backs_in_a_row(run_id: int) -> int:
     """How many times the run was taken back from a stopped worker with nothing recorded
-    between: the same point failing again and again (a checkpoint the database refuses, a
-    step that kills its process), read from the newest end of the run's chain. An outcome,
-    a lookup's verdict, an operator's action all end the count."""
-    limit = settings.RUNS_TAKE_BACKS_BEFORE_ATTENTION
+    between (take_backs_in_a_row_of, for one run)."""
+    run = Run.objects.only("audit_seq").get(pk=run_id)
+    return take_backs_in_a_row_of([run])[run.pk]
+
+
+def take_backs_in_a_row_of(runs: list[Run]) -> dict[int, int]:
+    """{run id: how many times it was taken back from a stopped worker with nothing recorded
+    between}: the same point failing again and again (a checkpoint the database refuses, a
+    step that kills its process), read from the newest end of each run's chain, for a whole
+    batch in one query. An outcome, a lookup's verdict, an operator's action end the count."""
     # Between two take-backs lie a claim and a few intents and step take-backs: a tail of
-    # this length holds `limit` of them unless an agent had many calls in flight, in which
-    # case the count comes out lower and the run is held a little later.
-    tail = (AuditRecord.objects.filter(run_id=run_id).order_by("-seq")
-            .values_list("action", flat=True)[:limit * 8])
-    count = 0
-    for action in tail:
+    # this length holds the limit's take-backs unless an agent had many calls in flight, in
+    # which case the count comes out lower and the run is held a little later.
+    span = settings.RUNS_TAKE_BACKS_BEFORE_ATTENTION * 8
+    tails = models.Q()
+    for run in runs:
+        tails |= models.Q(run_id=run.pk, seq__gt=run.audit_seq - span)
+    counts, ended = dict.fromkeys((run.pk for run in runs), 0), set()
+    if not runs:
+        return counts
+    for run_id, action in (AuditRecord.objects.filter(tails).order_by("run_id", "-seq")
+                           .values_list("run_id", "action")):
+        if run_id in ended:
+            continue
         if action not in NOTHING_RECORDED:
-            break
-        count += action == AuditAction.LEASE_EXPIRED
-    return count
+            ended.add(run_id)
+        else:
+            counts[run_id] += action == AuditAction.LEASE_EXPIRED
+    return counts
 
 
-def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None) -> Change:
+def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None,
+               in_a_row: int) -> Change:
     change = Change(run, "expire_lease", actor or Actor.system("sweeper"), now)
     before = audit_state(run)
     previous_owner = run.lease_owner
-    in_a_row = take_backs_in_a_row(run.pk) + 1
     run.fencing_token += 1
     for step in running:
         # The record of the attempt the dead worker left in the row (it carries its intent).
