@@ -11,6 +11,7 @@ class AuditAction(StrEnum):
     CLAIMED = "claimed"
     COMPLETED = "completed"
     DEFINITION_MISSING = "definition_missing"
+    INPUT_REJECTED = "input_rejected"
     # the workflow's dispatch is paused: the run's next step waits (runs.machine.dispatch)
     DISPATCH_HELD = "dispatch_held"
     # durable timers: a run sleeps until a time, the sweeper (or a person, early) wakes it

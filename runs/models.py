@@ -59,6 +59,8 @@ class AttentionReason(models.TextChoices):
     ENDED_UNSETTLED = "ended_unsettled", "ended with an effect not settled"
     # Its workers stopped at the same point again and again (runs.machine.transitions.leases).
     WORKERS_KEEP_STOPPING = "workers_keep_stopping", "workers keep stopping at this point"
+    # Its workflow version's input schema refuses the input it was started with.
+    INPUT_REJECTED = "input_rejected", "input no longer accepted by its workflow version"
 
 
 class ErrorClass(models.TextChoices):

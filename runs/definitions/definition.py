@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 # What a step declares (its contract, its approvers) and what its functions return (lookup
 # verdicts, results) live in runs.definitions.declarations; this module's API names them as its own.
@@ -90,6 +90,15 @@ class Workflow:
 
     def __repr__(self):
         return f"<Workflow {self.name} v{self.version}>"
+
+    def parse_input(self, data) -> tuple[BaseModel | None, list[dict]]:
+        """The input as this version's schema parses it, or None and what is wrong with it:
+        where and why, never the values (an input may hold what no message may repeat)."""
+        try:
+            return self.input_schema.model_validate(data), []
+        except ValidationError as exc:
+            return None, [{"loc": list(e["loc"]), "msg": e["msg"]}
+                          for e in exc.errors(include_input=False)]
 
     def step(self, name: str) -> StepDef:
         for step in self.steps:
@@ -425,3 +434,8 @@ class AgentSpec(StepDef):
 
     def openai_tools(self) -> list[dict]:
         return [tool.openai_tool() for tool in self.tools.values()]
+
+
+def input_errors_text(errors: list[dict]) -> str:
+    """parse_input's errors as one line: `field.sub: why; ...`."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in errors)

@@ -61,7 +61,7 @@ def _advance_claimed(run_id: int, worker: str) -> str | None:
         return lease.run.status
     workflow = lease.definition
     with opened_services(workflow) as services, deadline.calls_bounded():
-        validated_input = workflow.input_schema.model_validate(lease.run.input)
+        validated_input = lease.validated_input
         while lease.work is not None and not lease.finished:
             step = lease.work
             ctx = build_context(lease.run, lease.steps, step, definition=workflow,

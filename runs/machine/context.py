@@ -6,8 +6,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..definitions.definition import input_errors_text
 from ..models import Step
 from .artifacts import Results
+from .errors import TransitionNotAllowed
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,15 @@ def context_outside_executor(run, step_name: str, *, definition, with_services: 
                              compensating: bool = False):
     """A step's context for work done outside the executor (an operator's lookup, an
     approval snapshot, a compensation preview), with the clients it opens closed after."""
+    validated_input, errors = definition.parse_input(run.input)
+    if errors:
+        # The run's own claim refuses it the same way (runs.machine.transitions.lease_cycle).
+        raise TransitionNotAllowed(
+            f"{run.workflow_name} v{run.workflow_version} no longer accepts this run's input "
+            f"({input_errors_text(errors)}): nothing can be asked with it; record the outcome "
+            "by hand with evidence instead")
     steps = list(Step.objects.filter(run=run).order_by("position"))
     step = next(s for s in steps if s.name == step_name)
     with opened_services(definition, wanted=with_services) as services:
         yield build_context(run, steps, step, definition=definition, services=services,
-                            compensating=compensating)
+                            validated_input=validated_input, compensating=compensating)

@@ -141,6 +141,10 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
                      "before recording anything (killed, out of memory, a checkpoint the "
                      "database refused): read their logs around the take-backs, fix the "
                      "cause, then resume.")
+    if reason == AttentionReason.INPUT_REJECTED:
+        return offer("resume", f"{run.workflow_name} v{run.workflow_version} no longer "
+                     "accepts this run's input (the message says where): deploy a version "
+                     "of its schema that accepts it, then resume; or terminate the run.")
     if reason == AttentionReason.DEFINITION_MISSING:
         return offer("resume", f"No worker knows {run.workflow_name} "
                      f"v{run.workflow_version}: deploy that version, then resume.")

@@ -20,6 +20,7 @@ from ..definitions import definition
 from ..definitions.contracts import NEEDS_COMPENSATION, NEEDS_PERSON, step_contract
 from ..execution.executor import ask_remote
 from ..machine.context import context_outside_executor
+from ..machine.errors import TransitionNotAllowed
 from ..machine.intentions import step_lines
 from ..models import Run, Step, StepStatus
 from .actions import offered
@@ -208,9 +209,13 @@ def _unknown_effect(card: Investigation, run: Run, step: Step, spec: definition.
                                 f"{step_contract(spec).evidence if spec else 'the remote system'}"
                                 " by hand")
         return "unconfirmed"
-    with context_outside_executor(run, step.name, definition=workflow,
-                                  with_services=True) as ctx:
-        verdict, error = ask_remote(spec, ctx)
+    try:
+        with context_outside_executor(run, step.name, definition=workflow,
+                                      with_services=True) as ctx:
+            verdict, error = ask_remote(spec, ctx)
+    except TransitionNotAllowed as refusal:
+        card.unconfirmed.append(f"{what}: {refusal}")
+        return "unconfirmed"
     stamp = f"lookup by key {step.idempotency_key[:12]}… at {timezone.now():%H:%M:%S %Z}"
     if isinstance(verdict, definition.Found):
         card.facts.append(Fact(f"{step.name} took effect: found {verdict.ref}", stamp))

@@ -343,6 +343,8 @@ class Lease:
     # True when `work` is a compensation to call rather than the step's action.
     compensating: bool = False
     finished: bool = False
+    # The run's input as its workflow's schema parsed it at the claim (lease_cycle).
+    validated_input: object = None
 
     def by_name(self, name: str) -> Step:
         return next(s for s in self.steps if s.name == name)

@@ -122,6 +122,15 @@ def _apply_claim(run: Run, steps: list[Step], worker: str,
         change.audit(AuditAction.DEFINITION_MISSING, before=before, after=audit_state(run))
         lease.finished = True
         return lease, change
+    lease.validated_input, errors = workflow_def.parse_input(run.input)
+    if errors:
+        # Its version's schema changed under it: every step would fail the same way.
+        change.move(ATTENTION, reason=AttentionReason.INPUT_REJECTED,
+                    message=f"{run.workflow_name} v{run.workflow_version} no longer accepts "
+                            f"this run's input: {definition.input_errors_text(errors)}")
+        change.audit(AuditAction.INPUT_REJECTED, before=before, after=audit_state(run))
+        lease.finished = True
+        return lease, change
     change.move(COMP if run.status == COMP else RUNNING)
     run.lease_owner, run.lease_expires_at, run.heartbeat_at = worker, lease_until(now), now
     run.next_wake_at = None

@@ -7,7 +7,6 @@ from contextlib import nullcontext
 from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
-from pydantic import ValidationError
 
 from audit.actions import AuditAction
 from audit.chain import Actor
@@ -94,13 +93,10 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
             "business key must not contain control characters (line breaks, tabs, Unicode "
             "line or paragraph separators, bidirectional controls, ...)",
             errors=[{"loc": ["business_key"], "msg": "contains control characters"}])
-    try:
-        validated = workflow_def.input_schema.model_validate(input)
-    except ValidationError as exc:
-        errors = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
-        fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in errors)
-        raise InvalidInput(f"input for {workflow} does not match its schema: {fields}",
-                           errors=errors) from None
+    validated, errors = workflow_def.parse_input(input)
+    if errors:
+        raise InvalidInput(f"input for {workflow} does not match its schema: "
+                           f"{definition.input_errors_text(errors)}", errors=errors)
     data = validated.model_dump(mode="json")
     if not _storable(json.dumps(data, ensure_ascii=False)):
         raise InvalidInput(f"input for {workflow} holds NUL characters or unpaired surrogates, "
