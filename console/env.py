@@ -85,6 +85,10 @@ VARIABLES: list[Variable] = [
       "how often each worker process writes its row for the Workers page"),
     V("RUNS_HEARTBEAT_SECONDS", FLOAT, "0", "one transaction this often extends the leases "
       "of every step a worker process holds in its remote call (threads mode); 0: off"),
+    V("RUNS_CALL_LIMIT_SECONDS", FLOAT, "900",
+      "with heartbeats on, a call still running after this long (its step not calling "
+      "ctx.heartbeat()) has its lease extended no more: the run is taken back and the call "
+      "settled by key"),
     V("RUNS_REQUEUE_AFTER_SECONDS", FLOAT, "10",
       "a queued run nobody picked up is enqueued again after this long"),
     V("RUNS_EXTRA_WORKFLOW_MODULES", LIST, "",

@@ -79,6 +79,7 @@ def heartbeat(lease: transitions.Lease) -> bool:
     extended = transitions.heartbeat(lease)
     if extended:
         deadline.renew()
+        heartbeats.renew(lease)
     return extended
 
 

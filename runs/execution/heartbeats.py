@@ -6,8 +6,12 @@ the length of its call, and one thread extends every registered lease in one tra
 RUNS_HEARTBEAT_SECONDS (transitions.heartbeat_many), instead of a statement per step. Fencing
 is untouched: a lease is extended only while its token matches, so one the sweeper took back
 stays taken, and the step's outcome is then kept as a late result. A step is registered only
-during its call, which the step's own timeout bounds: a process that is alive but whose call
-hangs does not keep its lease beyond that.
+during its call, and for RUNS_CALL_LIMIT_SECONDS at most: a call that never ends (a receiver
+dripping its answer within each read timeout, code caught in a loop) cannot be interrupted
+in a thread (runs.machine.deadline does that in the main thread), so its lease is no longer
+extended; the sweeper takes the run back and the call is settled by key like any other
+whose worker went silent. A step that calls ctx.heartbeat() shows it is alive, and its limit
+starts again.
 
 Off (0) by default: one step per process, as the prefork pool runs them, is covered by a
 lease longer than its call.
@@ -15,6 +19,7 @@ lease longer than its call.
 
 import logging
 import threading
+import time
 from contextlib import contextmanager
 
 from django.conf import settings
@@ -25,7 +30,9 @@ from ..machine import transitions
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_held: dict[int, int] = {}  # run id -> fencing token, of the steps in their call
+# run id -> (fencing token, monotonic time its call's lease stops being extended), of the
+# steps in their call
+_held: dict[int, tuple[int, float]] = {}
 _beating: threading.Thread | None = None
 
 
@@ -37,20 +44,38 @@ def held(lease: transitions.Lease):
         yield
         return
     _start(interval)
-    with _lock:
-        _held[lease.run.pk] = lease.token
+    renew(lease)
     try:
         yield
     finally:
         with _lock:
-            if _held.get(lease.run.pk) == lease.token:
+            if _held.get(lease.run.pk, (None,))[0] == lease.token:
                 del _held[lease.run.pk]
 
 
+def renew(lease: transitions.Lease) -> None:
+    """`lease`'s call is alive (it began, or it called ctx.heartbeat()): its lease is extended
+    for RUNS_CALL_LIMIT_SECONDS more at most."""
+    if settings.RUNS_HEARTBEAT_SECONDS > 0:
+        with _lock:
+            _held[lease.run.pk] = (lease.token,
+                                   time.monotonic() + settings.RUNS_CALL_LIMIT_SECONDS)
+
+
 def beat() -> int:
-    """Extend every registered lease now; returns how many were extended."""
+    """Extend every registered lease whose call is within its limit now; returns how many
+    were extended."""
+    now = time.monotonic()
     with _lock:
-        tokens = dict(_held)
+        overdue = sorted(run_id for run_id, (_, ends) in _held.items() if ends <= now)
+        for run_id in overdue:
+            del _held[run_id]
+        tokens = {run_id: token for run_id, (token, _) in _held.items()}
+    for run_id in overdue:
+        logger.warning("run %s: its call is still running after RUNS_CALL_LIMIT_SECONDS "
+                       "(%g s); its lease is no longer extended: the sweeper takes the run "
+                       "back and its call is settled by key", run_id,
+                       settings.RUNS_CALL_LIMIT_SECONDS)
     try:
         return transitions.heartbeat_many(tokens)
     finally:
