@@ -94,18 +94,19 @@ def all_completed(ids: list[int], timeout: float):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_hundred_runs_never_send_more_than_five_a_second_and_meet_no_429(receiver,
-                                                                             workers):
+def test_a_hundred_runs_never_send_more_than_five_a_second_and_meet_no_429(receiver,
+                                                                           workers):
+    # Twenty seconds of two workers pressing on the limit: twenty of its windows.
     ids = [transitions.start_run(workflow="test-rated", business_key=f"rated-{i}",
                                  input={"order": f"o{i}"}, actor=SYSTEM)[0].pk
-           for i in range(200)]
+           for i in range(100)]
     all_completed(ids, timeout=200)
     assert receiver.rejected == 0
     assert receiver.busiest_second() <= 5
-    assert len(receiver.arrivals) == 200           # one call per run: nothing was refused
+    assert len(receiver.arrivals) == 100           # one call per run: nothing was refused
     # ... and the limit was the pace, not a slow machine: about 5 a second.
     span = max(receiver.arrivals) - min(receiver.arrivals)
-    assert span >= 199 / 5 * 0.95
+    assert span >= 99 / 5 * 0.95
 
 
 @pytest.mark.django_db(transaction=True)
