@@ -136,18 +136,21 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
                          "the run did so far.")
         return offer("resume", f"Nobody decided {name} in time: chase {who}, then resume to "
                      "wait for their decision again.")
+    # A run held while it was undoing (compensation failed) goes on undoing, never forward.
+    go_on, then = ("compensate", "then compensate to go on undoing") \
+        if run.status == RunStatus.COMPENSATION_FAILED else ("resume", "then resume")
     if reason == AttentionReason.WORKERS_KEEP_STOPPING:
-        return offer("resume", f"Workers stopped again and again at {name or 'this run'} "
+        return offer(go_on, f"Workers stopped again and again at {name or 'this run'} "
                      "before recording anything (killed, out of memory, a checkpoint the "
-                     "database refused): read their logs around the take-backs, fix the "
-                     "cause, then resume.")
+                     f"database refused): read their logs around the take-backs, fix the "
+                     f"cause, {then}.")
     if reason == AttentionReason.INPUT_REJECTED:
-        return offer("resume", f"{run.workflow_name} v{run.workflow_version} no longer "
+        return offer(go_on, f"{run.workflow_name} v{run.workflow_version} no longer "
                      "accepts this run's input (the message says where): deploy a version "
-                     "of its schema that accepts it, then resume; or terminate the run.")
+                     f"of its schema that accepts it, {then}; or terminate the run.")
     if reason == AttentionReason.DEFINITION_MISSING:
-        return offer("resume", f"No worker knows {run.workflow_name} "
-                     f"v{run.workflow_version}: deploy that version, then resume.")
+        return offer(go_on, f"No worker knows {run.workflow_name} "
+                     f"v{run.workflow_version}: deploy that version, {then}.")
     return offer("resume", "Read the run's history, settle anything unknown, then resume.")
 
 

@@ -111,3 +111,30 @@ def test_a_lookup_by_key_with_it_is_refused_with_the_reason_and_nothing_is_asked
                for line in card.unconfirmed), card.unconfirmed
     assert script.reconcile_calls == []
     assert step(run, "create-task").status == StepStatus.UNKNOWN
+
+
+@pytest.mark.parametrize("cause", ["input", "definition"])
+def test_a_run_held_while_undoing_goes_on_undoing_never_forward(script, monkeypatch, cause):
+    run = place(new_run(), status=RunStatus.ATTENTION,
+                step_statuses={"fetch": StepStatus.SUCCEEDED, "classify": StepStatus.SUCCEEDED,
+                               "create-task": StepStatus.SUCCEEDED})
+    transitions.compensate(run.pk, actor=SYSTEM, reason="the order was withdrawn")
+    if cause == "input":
+        monkeypatch.setattr(registry.get("test-orders", 1), "input_schema", OrderWithCurrency)
+    else:
+        Run.objects.filter(pk=run.pk).update(workflow_version=99)
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPENSATION_FAILED
+    run.refresh_from_db()
+    assert run.attention_reason == (AttentionReason.INPUT_REJECTED if cause == "input"
+                                    else AttentionReason.DEFINITION_MISSING)
+    assert script.calls == []
+    advice = recommend(run, list(run.steps.all()))
+    assert advice.meant == "compensate" and "compensate to go on undoing" in advice.why
+
+    monkeypatch.undo()
+    Run.objects.filter(pk=run.pk).update(workflow_version=1)
+    transitions.compensate(run.pk, actor=SYSTEM, reason="fixed; go on undoing")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPENSATED
+    # Only the undo ran: nothing of the run went forward again.
+    assert [c[0] for c in script.calls] == ["create-task:compensate"]
+    assert step(run, "post-ledger").attempt == 0

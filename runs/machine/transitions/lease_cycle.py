@@ -25,6 +25,7 @@ from .compensation import advance_compensation
 from .events import awaits
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
+    CFAIL,
     COMP,
     DONE,
     DONE_STEP_STATUSES,
@@ -116,20 +117,18 @@ def _apply_claim(run: Run, steps: list[Step], worker: str,
     lease = Lease(run=run, steps=steps, token=run.fencing_token, worker=worker,
                   definition=workflow_def)
     if workflow_def is None:
-        change.move(ATTENTION, reason=AttentionReason.DEFINITION_MISSING,
-                    message=f"{run.workflow_name} v{run.workflow_version} is not registered "
-                            "in this worker")
-        change.audit(AuditAction.DEFINITION_MISSING, before=before, after=audit_state(run))
-        lease.finished = True
+        _hold_for_person(change, lease, before, AttentionReason.DEFINITION_MISSING,
+                         AuditAction.DEFINITION_MISSING,
+                         f"{run.workflow_name} v{run.workflow_version} is not registered in "
+                         "this worker")
         return lease, change
     lease.validated_input, errors = workflow_def.parse_input(run.input)
     if errors:
         # Its version's schema changed under it: every step would fail the same way.
-        change.move(ATTENTION, reason=AttentionReason.INPUT_REJECTED,
-                    message=f"{run.workflow_name} v{run.workflow_version} no longer accepts "
-                            f"this run's input: {definition.input_errors_text(errors)}")
-        change.audit(AuditAction.INPUT_REJECTED, before=before, after=audit_state(run))
-        lease.finished = True
+        _hold_for_person(change, lease, before, AttentionReason.INPUT_REJECTED,
+                         AuditAction.INPUT_REJECTED,
+                         f"{run.workflow_name} v{run.workflow_version} no longer accepts "
+                         f"this run's input: {definition.input_errors_text(errors)}")
         return lease, change
     change.move(COMP if run.status == COMP else RUNNING)
     run.lease_owner, run.lease_expires_at, run.heartbeat_at = worker, lease_until(now), now
@@ -138,6 +137,15 @@ def _apply_claim(run: Run, steps: list[Step], worker: str,
                  data={"worker": worker})
     _next(change, lease)
     return lease, change
+
+def _hold_for_person(change: Change, lease: Lease, before: dict, reason: str,
+                     action: AuditAction, message: str) -> None:
+    """Nothing of the run can be worked here: it waits for a person. A run that was undoing
+    waits as compensation failed, so that going on undoes, never runs forward."""
+    change.move(CFAIL if change.run.status == COMP else ATTENTION, reason=reason,
+                message=message)
+    change.audit(action, before=before, after=audit_state(change.run))
+    lease.finished = True
 
 def _next(change: Change, lease: Lease) -> None:
     if change.run.status == COMP:
