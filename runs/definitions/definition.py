@@ -436,6 +436,15 @@ class AgentSpec(StepDef):
         return [tool.openai_tool() for tool in self.tools.values()]
 
 
+def step_of(workflow: Workflow | None, name: str) -> StepDef | None:
+    """Step `name` of `workflow`; None when the workflow is not registered or has no such
+    step (a release renamed or removed it without a new version): pages and rules that read
+    a run's rows ask this, and the claim holds such a run for a person."""
+    if workflow is None:
+        return None
+    return next((step for step in workflow.steps if step.name == name), None)
+
+
 def input_errors_text(errors: list[dict]) -> str:
     """parse_input's errors as one line: `field.sub: why; ...`."""
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in errors)

@@ -83,11 +83,8 @@ def holds(workflow_name: str, system: str | None = None) -> Pause | None:
 def holds_step(workflow_def: definition.Workflow, step_name: str) -> Pause | None:
     """The pause, if any, that keeps step `step_name` of a run of `definition` from
     starting."""
-    try:
-        system = workflow_def.step(step_name).system
-    except KeyError:
-        system = ""
-    return holds(workflow_def.name, system)
+    spec = definition.step_of(workflow_def, step_name)
+    return holds(workflow_def.name, spec.system if spec is not None else "")
 
 
 def held_runs_filter() -> Q | None:

@@ -19,7 +19,6 @@ from audit.chain import Actor
 from ..agents.tool_call_undo import undo_tool_call
 from ..definitions import definition
 from ..machine import tracing, transitions
-from ..machine.context import context_outside_executor
 from ..machine.intentions import step_lines
 from ..machine.redaction import redact_text, shown_arguments
 from ..machine.storable import text_problem
@@ -27,6 +26,7 @@ from ..machine.transitions.effects import REMOTE_REF_MAX
 from ..machine.transitions.operator_rules import check_before_work
 from ..models import Run, Step, StepStatus
 from ..waiting import events
+from .previews import compensation_preview
 from .reconciliation import reconcile_step, reconcile_tool_call_by_key
 
 
@@ -462,8 +462,8 @@ def _rerun_details(run: Run, steps: list[Step]) -> list[str]:
                      "leaves out the earlier ones) and would be sent again with a new key:")
         lines += [str(e) for e in standing]
         names = {e.step for e in standing}
-        undoable = [s.name for s in steps if s.name in names and workflow is not None
-                    and workflow.step(s.name).compensate_fn is not None]
+        undoable = [s.name for s in steps if s.name in names
+                    and getattr(definition.step_of(workflow, s.name), "compensate_fn", None)]
         if undoable:
             why_not = transitions.refusal("compensate", run, steps, workflow)
             lines.append(f"The workflow declares a compensation for {', '.join(undoable)}: "
@@ -482,19 +482,3 @@ def _rerun_details(run: Run, steps: list[Step]) -> list[str]:
 _DETAILS = {"compensate": _compensation_details, "rerun_from_step": _rerun_details,
             "confirm_compensation": _confirmation_details,
             "terminate": _ending_details, "cancel": _ending_details}
-
-
-def compensation_preview(run: Run, step_name: str) -> dict | None:
-    """What the compensation of `step_name` will send, built by the step's declared
-    compensation preview without sending anything; None if it declares none."""
-    workflow = _definition(run)
-    if workflow is None:
-        return None
-    spec = workflow.step(step_name)
-    if spec.compensation_preview_fn is None:
-        return None
-    with context_outside_executor(run, step_name, definition=workflow, with_services=False,
-                                  compensating=True) as ctx:
-        value = spec.compensation_preview_fn(ctx)
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) \
-        else {"message": str(value)}

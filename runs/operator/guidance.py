@@ -149,18 +149,14 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
                      "accepts this run's input (the message says where): deploy a version "
                      f"of its schema that accepts it, {then}; or terminate the run.")
     if reason == AttentionReason.DEFINITION_MISSING:
-        return offer(go_on, f"No worker knows {run.workflow_name} "
-                     f"v{run.workflow_version}: deploy that version, {then}.")
+        return offer(go_on, f"This worker's code has no {run.workflow_name} "
+                     f"v{run.workflow_version}, or not all of its steps (the message says "
+                     f"which): deploy the code that has them, {then}.")
     return offer("resume", "Read the run's history, settle anything unknown, then resume.")
 
 
 def _spec(workflow: definition.Workflow | None, step: Step | None) -> definition.StepDef | None:
-    if workflow is None or step is None:
-        return None
-    try:
-        return workflow.step(step.name)
-    except KeyError:
-        return None
+    return definition.step_of(workflow, step.name) if step is not None else None
 
 
 def _action_for(reason: str, step: Step | None) -> str:

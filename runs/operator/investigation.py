@@ -135,12 +135,7 @@ def _settled_by_lookup(card: Investigation) -> None:
 
 
 def _spec(workflow: definition.Workflow | None, step: Step) -> definition.StepDef | None:
-    if workflow is None:
-        return None
-    try:
-        return workflow.step(step.name)
-    except KeyError:
-        return None
+    return definition.step_of(workflow, step.name)
 
 
 def _record(records: list[AuditRecord], step: Step, actions) -> str:

@@ -27,7 +27,7 @@ def reconcile_step(run_id: int, *, step_name: str, actor: Actor, reason: str) ->
     (transitions.reconcile)."""
     run = check_before_work("reconcile", run_id, reason=reason, step_name=step_name).run
     workflow = _registered(run)
-    spec = workflow.step(step_name)
+    spec = _step(workflow, step_name)
     if spec.reconcile_fn is None:
         raise TransitionNotAllowed(
             f"step {step_name} has no reconcile function; record the outcome by hand with "
@@ -49,7 +49,7 @@ def reconcile_tool_call_by_key(run_id: int, *, step_name: str, call_ref: str, ac
     call = checked_call(checked, "reconcile_tool_call", step_name, call_ref)[1]
     run = checked.run
     workflow = _registered(run)
-    spec = workflow.step(step_name)
+    spec = _step(workflow, step_name)
     tool = spec.tools.get(call.tool) if isinstance(spec, definition.AgentSpec) else None
     if tool is None or tool.reconcile_fn is None:
         raise TransitionNotAllowed(
@@ -70,6 +70,15 @@ def _registered(run: Run) -> definition.Workflow:
             f"{run.workflow_name} v{run.workflow_version} is not registered; record the "
             "outcome by hand with evidence instead")
     return workflow
+
+
+def _step(workflow: definition.Workflow, step_name: str) -> definition.StepDef:
+    spec = definition.step_of(workflow, step_name)
+    if spec is None:
+        raise TransitionNotAllowed(
+            f"{workflow.name} v{workflow.version} has no step {step_name!r} any more; record "
+            "the outcome by hand with evidence instead")
+    return spec
 
 
 def _evidence(verdict, error: str) -> str:

@@ -130,10 +130,8 @@ def conversations(run, steps: list[Step], *, first_turn: int = 0,
     paused_call = paused.call.pk if paused is not None and paused.call is not None else None
     for c in ToolCall.objects.filter(step_id__in=list(names), **call_window).order_by(
             "step_id", "generation", "turn", "index"):
-        tool = None
-        if workflow is not None:
-            spec = workflow.step(names[c.step_id])
-            tool = spec.tools.get(c.tool) if isinstance(spec, definition.AgentSpec) else None
+        spec = definition.step_of(workflow, names[c.step_id])
+        tool = spec.tools.get(c.tool) if isinstance(spec, definition.AgentSpec) else None
         turn = by_step.setdefault((c.step_id, c.generation), {}).setdefault(
             c.turn, Turn(c.turn, "", 0, ""))
         turn.calls.append({
@@ -172,12 +170,7 @@ def conversations(run, steps: list[Step], *, first_turn: int = 0,
 
 
 def _agent_spec(workflow: definition.Workflow | None, name: str) -> definition.AgentSpec | None:
-    if workflow is None:
-        return None
-    try:
-        spec = workflow.step(name)
-    except KeyError:
-        return None
+    spec = definition.step_of(workflow, name)
     return spec if isinstance(spec, definition.AgentSpec) else None
 
 

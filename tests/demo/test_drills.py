@@ -16,7 +16,8 @@ from runs.execution import executor, sweeper
 from runs.machine import transitions
 from runs.machine.errors import TransitionNotAllowed
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
-from runs.operator.actions import ACTIONS, ActionInput, compensation_preview
+from runs.operator.actions import ACTIONS, ActionInput
+from runs.operator.previews import compensation_preview
 from runs.tasks import start_run as start_run_task
 from tests.processes import kill_hard, until_status, wait_for
 

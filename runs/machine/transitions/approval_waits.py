@@ -80,10 +80,8 @@ def _waiting_approval(run: Run, step_name: str) -> Step:
 
 def _gated(run: Run, step_name: str) -> bool:
     workflow_def = definition.registry.get(run.workflow_name, run.workflow_version)
-    try:
-        return workflow_def is not None and stop_gate.is_gated(workflow_def.step(step_name))
-    except KeyError:
-        return False
+    spec = definition.step_of(workflow_def, step_name)
+    return spec is not None and stop_gate.is_gated(spec)
 
 def approval_timed_out(run_id: int, *, step_name: str, actor: Actor, reason: str,
                        now: datetime | None = None) -> Run:

@@ -122,6 +122,14 @@ def _apply_claim(run: Run, steps: list[Step], worker: str,
                          f"{run.workflow_name} v{run.workflow_version} is not registered in "
                          "this worker")
         return lease, change
+    renamed = [repr(s.name) for s in steps if definition.step_of(workflow_def, s.name) is None]
+    if renamed:
+        # A release renamed or removed them without a new version: no rule can read them.
+        _hold_for_person(change, lease, before, AttentionReason.DEFINITION_MISSING,
+                         AuditAction.DEFINITION_MISSING,
+                         f"{run.workflow_name} v{run.workflow_version} in this worker has no "
+                         f"step {', '.join(renamed)} of this run")
+        return lease, change
     lease.validated_input, errors = workflow_def.parse_input(run.input)
     if errors:
         # Its version's schema changed under it: every step would fail the same way.

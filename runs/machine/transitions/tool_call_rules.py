@@ -24,9 +24,7 @@ NOT_STARTED = frozenset({S.PENDING, S.SCHEDULED, S.WAITING})
 
 def tool_of(workflow_def: definition.Workflow | None, step: Step,
             call: ToolCall) -> definition.ToolSpec | None:
-    if workflow_def is None:
-        return None
-    spec = workflow_def.step(step.name)
+    spec = definition.step_of(workflow_def, step.name)
     return spec.tools.get(call.tool) if isinstance(spec, definition.AgentSpec) else None
 
 
