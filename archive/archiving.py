@@ -213,13 +213,20 @@ def write_file(run_ids: list[int], *, actor: str, now: datetime) -> ArchiveFile 
         name = (f"runs/{now:%Y/%m/%d}/runs-{ids[0]}-{ids[-1]}-{now:%H%M%S}-"
                 f"{digest[:12]}.jsonl.gz")
         where = storage()
-        if not where.exists(name):
+        saved_here = not where.exists(name)
+        if saved_here:
             name = where.save(name, File(raw, name=name))
-    return ArchiveFile.objects.create(
-        name=name, sha256=digest, size=size, run_count=len(ids), record_count=records,
-        first_finished_at=min(finished, default=None),
-        last_finished_at=max(finished, default=None), heads=heads, created_at=now,
-        created_by=actor)
+    try:
+        return ArchiveFile.objects.create(
+            name=name, sha256=digest, size=size, run_count=len(ids), record_count=records,
+            first_finished_at=min(finished, default=None),
+            last_finished_at=max(finished, default=None), heads=heads, created_at=now,
+            created_by=actor)
+    except Exception:
+        # No row names the file: no file without its row either (its runs stay hot).
+        if saved_here:
+            where.delete(name)
+        raise
 
 
 def _sha256(handle) -> str:

@@ -180,7 +180,9 @@ def check_archive(handle) -> ArchiveCheck:
                 report.heads[str(run["id"])] = [records[-1].seq, records[-1].hash]
         if not report.unsealed:
             report.problems += seals.file_problems(header, run_seals, file_seal)
-    except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError,
+            RecursionError) as exc:
+        # RecursionError: JSON nested deeper than the decoder goes, which no archive writes.
         report.problems.append(f"the archive cannot be read: {exc}")
     # Hash what gzip did not need to read (nothing, for a well-formed file).
     while hashing.read(1 << 16):

@@ -56,6 +56,10 @@ class FaultError(ValueError):
     """A fault request that names an unknown endpoint or kind, or a bad count."""
 
 
+# What Fault.remaining (a PostgreSQL integer) holds: far more calls than any drill makes.
+MOST_TIMES = 2**31 - 1
+
+
 def validate(endpoint: str, kind: str, times: int = 1) -> None:
     """Raise FaultError, listing what is valid, unless the fault can be queued."""
     if endpoint not in ENDPOINTS:
@@ -66,8 +70,8 @@ def validate(endpoint: str, kind: str, times: int = 1) -> None:
     only = MODEL_ONLY_KINDS.get(kind)
     if only and endpoint != only:
         raise FaultError(f"fault kind {kind!r} applies only to the endpoint {only!r}")
-    if isinstance(times, bool) or not isinstance(times, int) or times < 1:
-        raise FaultError(f"times must be a positive whole number, not {times!r}")
+    if isinstance(times, bool) or not isinstance(times, int) or not 1 <= times <= MOST_TIMES:
+        raise FaultError(f"times must be a whole number from 1 to {MOST_TIMES}, not {times!r}")
 
 
 def parse_times(value) -> int:
@@ -78,7 +82,7 @@ def parse_times(value) -> int:
         return value
     if isinstance(value, str) and value.strip().isdigit():
         return int(value.strip())
-    raise FaultError(f"times must be a positive whole number, not {value!r}")
+    raise FaultError(f"times must be a whole number from 1 to {MOST_TIMES}, not {value!r}")
 
 
 def add(endpoint: str, kind: str, times: int = 1) -> Fault:

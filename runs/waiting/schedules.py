@@ -53,6 +53,8 @@ KEY_PREFIX = "schedule:"
 # clock: enough for a host whose clock drifts a little, never so far that slots the clock has
 # not reached are recorded as handled (the schedule would then start nothing until then).
 TICK_AHEAD_ALLOWANCE = timedelta(minutes=1)
+# How far back a replayed tick may go: as far as a cron slot is looked for.
+TICK_REPLAY_LIMIT = timedelta(days=366)
 
 
 class ScheduleError(ValueError):
@@ -205,6 +207,11 @@ def check_tick_time(now: datetime) -> None:
     if now.tzinfo is None:
         raise ScheduleError(f"tick time {now.isoformat()} has no UTC offset")
     clock = store.current().now()
+    if now < clock - TICK_REPLAY_LIMIT:
+        raise ScheduleError(f"tick time {now.isoformat()} is more than "
+                            f"{TICK_REPLAY_LIMIT.days} days before the database clock "
+                            f"({clock.isoformat(timespec='seconds')}): a tick replays the "
+                            "last year at most")
     if now > clock + TICK_AHEAD_ALLOWANCE:
         raise ScheduleError(f"tick time {now.isoformat()} is ahead of the database clock "
                             f"({clock.isoformat(timespec='seconds')}): a tick may replay "

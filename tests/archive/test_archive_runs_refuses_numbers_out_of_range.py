@@ -5,7 +5,9 @@ database's bigint. Never a traceback; a number in range still works."""
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import DataError
 
+from archive import archiving
 from archive.models import ArchiveFile
 from runs.models import Run
 
@@ -53,3 +55,38 @@ def test_an_actor_the_database_cannot_store_is_refused_by_name(finished_run, act
     with pytest.raises(CommandError, match="^--actor: .*Nothing was done.$"):
         call_command("archive_runs", "--actor", actor, "--older-than-days", "1")
     assert Run.objects.filter(pk=run.pk).exists() and not ArchiveFile.objects.exists()
+
+
+def test_an_actor_too_long_to_record_is_refused_and_the_longest_is_taken(finished_run,
+                                                                        archive_dir):
+    run = finished_run(days=40)
+    with pytest.raises(CommandError, match="^--actor is 178 characters; at most 177. "
+                                           "Nothing was done.$"):
+        call_command("archive_runs", "--actor", "a" * 178, "--older-than-days", "1")
+    assert Run.objects.filter(pk=run.pk).exists() and not ArchiveFile.objects.exists()
+    assert not [p for p in archive_dir.rglob("*") if p.is_file()]
+    call_command("archive_runs", "--actor", "a" * 177, "--older-than-days", "1")
+    assert ArchiveFile.objects.get().created_by == f"archive_runs command ({'a' * 177})"
+
+
+def test_an_archive_folder_that_cannot_be_written_is_named_without_a_traceback(
+        finished_run, settings, tmp_path):
+    run = finished_run(days=40)
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the archive folder should be")
+    settings.VAR_DIR = blocked  # the archive folder would be under a file
+    with pytest.raises(CommandError, match="^the archive storage refused a file: .*Not a "
+                                           "directory.*stay in the hot tables$"):
+        call_command("archive_runs", "--older-than-days", "1")
+    assert Run.objects.filter(pk=run.pk).exists() and not ArchiveFile.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_file_whose_row_the_database_refuses_is_not_left_behind(finished_run,
+                                                                  archive_dir):
+    run = finished_run(days=40)
+    # Past the command's check: a name longer than the row's column takes.
+    with pytest.raises(DataError):
+        archiving.archive_runs(actor="a" * 300, older_than_days=1)
+    assert Run.objects.filter(pk=run.pk).exists() and not ArchiveFile.objects.exists()
+    assert not [p for p in archive_dir.rglob("*") if p.is_file()]

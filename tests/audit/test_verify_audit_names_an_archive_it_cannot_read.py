@@ -2,6 +2,8 @@
 why: not on disk and outside the archive storage (an absolute path, a path up through ..),
 or a directory (on disk or in the storage). Never a traceback, and nothing is written."""
 
+import gzip
+
 import pytest
 from django.core.management import CommandError, call_command
 
@@ -51,3 +53,22 @@ def test_a_directory_on_disk_is_named_as_one():
 def test_a_name_nowhere_is_still_said_to_be_nowhere():
     assert _refused("runs/2026/none.jsonl.gz") == ("no archive file 'runs/2026/none.jsonl.gz' "
                                                    "on disk or in the archive storage")
+
+
+def test_a_name_longer_than_the_file_system_takes_is_named_shortened():
+    message = _refused("a" * 300)
+    assert message == f"no archive file '{'a' * 80}…': File name too long"
+
+
+@pytest.mark.parametrize("name", ["", "  "])
+def test_an_empty_name_is_refused_instead_of_verifying_the_database(name):
+    assert _refused(name) == ("--archive needs a file name; without --archive the "
+                              "database's chains are verified")
+
+
+def test_json_nested_deeper_than_the_decoder_goes_is_a_problem_not_a_traceback(tmp_path):
+    deep = tmp_path / "deep.jsonl.gz"
+    with gzip.open(deep, "wb") as handle:
+        handle.write(b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    message = _refused(str(deep))
+    assert "the archive cannot be read" in message and "recursion" in message

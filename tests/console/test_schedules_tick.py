@@ -23,3 +23,12 @@ def test_a_tick_time_that_names_no_date_is_refused(at):
         call_command("schedules", "tick", "--now", at)
     assert not ScheduleState.objects.exists()
 
+
+
+@pytest.mark.parametrize("at", ["0001-01-01T00:00:00+14:00", "0001-01-01T00:00:00-10:00",
+                                "2000-01-01T00:00:00+00:00"])
+def test_a_tick_more_than_a_year_back_is_refused_and_no_schedule_moves(at):
+    with pytest.raises(CommandError, match="more than 366 days before the database clock"):
+        call_command("schedules", "tick", "--now", at)
+    assert not ScheduleState.objects.exists()
+

@@ -494,8 +494,9 @@ def test_fault_command_validates_with_the_valid_choices():
         call_command("fault", "tracker.create", "explode")
     with pytest.raises(CommandError, match="only to the endpoint 'model.chat'"):
         call_command("fault", "tracker.create", "malformed")
-    with pytest.raises(CommandError, match="positive whole number"):
-        call_command("fault", "tracker.create", "unavailable", "--times", "0")
+    for times in ("0", "2147483648", "99999999999999999999"):
+        with pytest.raises(CommandError, match="whole number from 1 to 2147483647"):
+            call_command("fault", "tracker.create", "unavailable", "--times", times)
     with pytest.raises(CommandError, match="both an ENDPOINT and a KIND"):
         call_command("fault", "tracker.create")
     assert Fault.objects.count() == 0

@@ -10,6 +10,9 @@ MOST_RUNS = 2**63 - 1
 # No run is older than a hundred years, so a longer retention archives nothing either; and
 # one of some two thousand years puts the cut before the first day a datetime holds.
 LONGEST_RETENTION_DAYS = 36_500
+# The recorded name, "archive_runs command (<actor>)", fits ArchiveFile.created_by and the
+# audit records' actor label (200 characters each).
+LONGEST_ACTOR = 200 - len("archive_runs command ()")
 
 
 class Command(BaseCommand):
@@ -47,10 +50,18 @@ class Command(BaseCommand):
         if (problem := text_problem(actor)) is not None:
             # Checked before any run is read: the name goes into each archived run's record.
             raise CommandError(f"--actor: {problem}; give it as UTF-8 text. Nothing was done.")
+        if len(actor) > LONGEST_ACTOR:
+            raise CommandError(f"--actor is {len(actor)} characters; at most {LONGEST_ACTOR}. "
+                               "Nothing was done.")
         actor = f"archive_runs command ({actor or archiving.default_actor()})"
-        report = archiving.archive_runs(
-            actor=actor, runs_per_file=batch, max_runs=max_runs, remove_batch=remove_batch,
-            dry_run=dry_run, older_than_days=older_than_days)
+        try:
+            report = archiving.archive_runs(
+                actor=actor, runs_per_file=batch, max_runs=max_runs,
+                remove_batch=remove_batch, dry_run=dry_run, older_than_days=older_than_days)
+        except OSError as exc:
+            raise CommandError(
+                f"the archive storage refused a file: {exc}. Files written before it are "
+                "complete and recorded; the runs of this one stay in the hot tables") from None
         if report.locked_out:
             raise CommandError("another archiving pass is running; nothing done")
         if dry_run:

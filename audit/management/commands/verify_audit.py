@@ -25,7 +25,10 @@ class Command(BaseCommand):
                  "'archive', else VAR_DIR/archive)")
 
     def handle(self, *args, archive=None, **options):
-        if archive:
+        if archive is not None:
+            if not archive.strip():
+                raise CommandError("--archive needs a file name; without --archive the "
+                                   "database's chains are verified")
             return self.verify_archive(archive)
         runs = records = 0
         current_run, chain = None, []
@@ -60,6 +63,11 @@ class Command(BaseCommand):
 
     def verify_archive(self, name: str):
         path = Path(name)
+        try:
+            path.is_file()
+        except OSError as exc:  # a name the file system cannot take (too long, ...)
+            shown = name if len(name) <= 80 else f"{name[:80]}…"
+            raise CommandError(f"no archive file {shown!r}: {exc.strerror}") from None
         if path.is_file():
             with path.open("rb") as handle:
                 report = check_archive(handle)

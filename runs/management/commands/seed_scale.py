@@ -49,13 +49,21 @@ WHERE r.workflow_name = %(workflow)s AND r.business_key LIKE 'scale:%%'
 """
 
 
+# Ten times the scale the console is measured at: some 30 GB of hot rows.
+MOST_RUNS = 10_000_000
+
+
 class Command(BaseCommand):
     help = "Seed a million runs and ten million steps (PostgreSQL) for the console timings."
 
     def add_arguments(self, parser):
-        parser.add_argument("--runs", type=int, default=1_000_000)
+        parser.add_argument("--runs", type=int, default=1_000_000,
+                            help=f"how many runs the database should hold (1 to {MOST_RUNS})")
 
     def handle(self, *args, runs, **options):
+        if not 1 <= runs <= MOST_RUNS:
+            raise CommandError(f"--runs must be between 1 and {MOST_RUNS}: ten steps a run, "
+                               "one statement for them all. Nothing was done.")
         if store.current().name != "postgresql":
             raise CommandError("seed_scale needs PostgreSQL (set DATABASE_URL=postgres://...)")
         with connection.cursor() as cursor:
