@@ -255,6 +255,11 @@ class Investigation(Schema):
     risks: list[InvestigationRisk]
     verdict: Literal["go", "limited", "stop"]
     next_step: str
+    audit_chain: Literal["intact", "broken", ""] = Field(
+        description="The run's audit hash chain as verified for this card; \"\" when not "
+                    "verified.")
+    chain_broken_at: int | None = Field(
+        description="The first audit record (seq) that does not verify, when broken.")
 
 
 # --- the operator's surface: lists, actions, history, approval decisions ------------------

@@ -14,6 +14,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from audit.actions import AuditAction
+from audit.chain import verify_chain
 from audit.models import AuditRecord
 
 from ..definitions import definition
@@ -71,6 +72,10 @@ class Investigation:
     risks: list[ActionRisk] = field(default_factory=list)
     verdict: str = GO
     next_step: str = ""
+    # The run's audit hash chain, verified when the card reads the records itself:
+    # "intact", "broken" (from `chain_broken_at`), or "" (not verified: the run page's card).
+    audit_chain: str = ""
+    chain_broken_at: int | None = None
 
     def as_dict(self) -> dict:
         data = asdict(self)
@@ -85,9 +90,9 @@ def investigate(run: Run, *, lookups: bool = False, steps: list[Step] | None = N
     A caller that has the run's steps and audit records in order already passes them."""
     if steps is None:
         steps = list(Step.objects.filter(run=run).order_by("position"))
-    if records is None:
-        records = list(AuditRecord.objects.filter(run=run).order_by("seq")
-                       .only("seq", "action", "step_name", "created_at"))
+    whole_chain = records is None
+    if whole_chain:
+        records = list(AuditRecord.objects.filter(run=run).order_by("seq"))
     workflow = definition.registry.get(run.workflow_name, run.workflow_version)
     card = Investigation(run_id=run.pk, workflow=run.workflow_name,
                          business_key=run.business_key, status=run.status,
@@ -97,6 +102,8 @@ def investigate(run: Run, *, lookups: bool = False, steps: list[Step] | None = N
         f"run is {run.status}" + (f" ({run.get_attention_reason_display()}): "
                                   f"{run.status_message}" if run.attention_reason else ""),
         f"run row; audit #{last}"))
+    if whole_chain:
+        _check_chain(card, records)
     lines = step_lines(run, steps)
     for step in steps:
         spec = _spec(workflow, step)
@@ -107,6 +114,21 @@ def investigate(run: Run, *, lookups: bool = False, steps: list[Step] | None = N
     if lookups:
         _settled_by_lookup(card)
     return card
+
+
+def _check_chain(card: Investigation, records: list[AuditRecord]) -> None:
+    """The evidence below rests on the run's audit records: say whether they are as written."""
+    broken = verify_chain(records)
+    if broken is None:
+        card.audit_chain = "intact"
+        card.facts.append(Fact(f"the run's audit chain verifies, {len(records)} records",
+                               "hash chain checked now"))
+        return
+    card.audit_chain, card.chain_broken_at = "broken", broken.seq
+    card.unconfirmed.append(
+        f"everything from audit record #{broken.seq} ({broken.action}) on: the run's audit "
+        "chain does not verify there, so its history may have been changed after it was "
+        "written (manage.py verify_audit names the record)")
 
 
 def _settled_by_lookup(card: Investigation) -> None:
@@ -258,6 +280,12 @@ def _risks(card: Investigation, run: Run, steps: list[Step],
 
 
 def _verdict(card: Investigation, run: Run, steps: list[Step]) -> None:
+    if card.audit_chain == "broken":
+        card.verdict = STOP
+        card.next_step = (f"none until the audit chain is examined: it does not verify at "
+                          f"record #{card.chain_broken_at}; nothing of this run should be "
+                          "acted on from its history")
+        return
     advice = recommend(run, steps)
     if advice is None:
         card.verdict = GO
@@ -281,7 +309,8 @@ def to_markdown(card: Investigation) -> str:
     lines = [f"# Investigation: run {card.run_id} ({card.workflow} {card.business_key})", "",
              f"Made {card.made_at:%Y-%m-%d %H:%M:%S %Z}; state **{card.status}**; "
              f"lookups {'made now' if card.lookups_made else 'not made'}.", "",
-             f"**Verdict: {card.verdict}.** Next: {card.next_step}", "", "## Facts", ""]
+             f"**Verdict: {card.verdict}.** Next: {card.next_step}", "",
+             f"Audit chain: {_chain_line(card)}.", "", "## Facts", ""]
     lines += [f"- {f.text} _(evidence: {f.evidence})_" for f in card.facts] or ["- none"]
     lines += ["", "## Inferences (not observed)", ""]
     lines += [f"- _inference:_ {text}" for text in card.inferences] or ["- none"]
@@ -296,6 +325,12 @@ def to_markdown(card: Investigation) -> str:
     lines += ["", "## Duplicate risk of each possible action", ""]
     lines += [f"- {r.label}: {r.duplicate_risk}" for r in card.risks] or ["- no action"]
     return "\n".join(lines) + "\n"
+
+
+def _chain_line(card: Investigation) -> str:
+    if card.audit_chain == "broken":
+        return f"**broken at record #{card.chain_broken_at}**"
+    return card.audit_chain or "not verified"
 
 
 def _cell(value: str) -> str:

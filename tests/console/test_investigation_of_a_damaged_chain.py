@@ -1,0 +1,60 @@
+"""The investigation card rests on the run's audit records, so it verifies their hash chain
+when it reads them: intact, it says so as a fact; changed after it was written, it names the
+first record that does not verify, puts everything from there under "unconfirmed" and stops
+(verdict stop: nothing should be acted on from that history), on the page, in the Markdown
+and in the API's answer."""
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+from api.tokens import token_create
+from audit.models import AuditRecord
+from runs.execution import executor
+from runs.operator.investigation import investigate, to_markdown
+from tests.factories import new_run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run(script):
+    run = new_run()
+    executor.advance_run(run.pk, worker="w1")
+    return run
+
+
+def test_an_intact_chain_is_a_fact_of_the_card(run):
+    card = investigate(run)
+    assert card.audit_chain == "intact" and card.chain_broken_at is None
+    records = AuditRecord.objects.filter(run=run).count()
+    assert any(f.text == f"the run's audit chain verifies, {records} records"
+               for f in card.facts)
+    assert card.verdict == "go"
+
+
+def test_a_record_changed_after_it_was_written_stops_the_card_at_that_record(
+        run, client_for, operator, client):
+    changed = AuditRecord.objects.filter(run=run).order_by("seq")[2]
+    with connection.cursor() as cursor:
+        # What only someone with the database's superuser can do: the triggers that keep the
+        # table append-only are bypassed.
+        cursor.execute("SET session_replication_role = replica")
+        cursor.execute("UPDATE audit_auditrecord SET reason = 'nothing to see here' "
+                       "WHERE id = %s", [changed.pk])
+        cursor.execute("SET session_replication_role = origin")
+    card = investigate(run)
+    assert card.audit_chain == "broken" and card.chain_broken_at == changed.seq
+    assert card.verdict == "stop" and f"record #{changed.seq}" in card.next_step
+    assert any(text.startswith(f"everything from audit record #{changed.seq}")
+               for text in card.unconfirmed)
+    assert not any("audit chain verifies" in f.text for f in card.facts)
+    assert f"Audit chain: **broken at record #{changed.seq}**." in to_markdown(card)
+
+    page = client_for(operator).get(reverse("console:investigation", args=[run.pk]))
+    assert f"The audit chain does not verify at record #{changed.seq}" in page.content.decode()
+    _, plaintext = token_create(name="erp", workflows=["test-orders"], rate_limit=None)
+    answer = client.get(f"/api/runs/{run.pk}/investigation",
+                        HTTP_AUTHORIZATION=f"Bearer {plaintext}").json()
+    assert answer["audit_chain"] == "broken" and answer["chain_broken_at"] == changed.seq
+    assert answer["verdict"] == "stop"
