@@ -32,6 +32,7 @@ fully removed is finished by the next pass (finish_unfinished). Step results kep
 artifacts (runs.machine.artifacts) stay in their storage; the archive keeps their references.
 """
 
+import contextlib
 import getpass
 import gzip
 import hashlib
@@ -214,19 +215,21 @@ def write_file(run_ids: list[int], *, actor: str, now: datetime) -> ArchiveFile 
                 f"{digest[:12]}.jsonl.gz")
         where = storage()
         saved_here = not where.exists(name)
-        if saved_here:
-            name = where.save(name, File(raw, name=name))
-    try:
-        return ArchiveFile.objects.create(
-            name=name, sha256=digest, size=size, run_count=len(ids), record_count=records,
-            first_finished_at=min(finished, default=None),
-            last_finished_at=max(finished, default=None), heads=heads, created_at=now,
-            created_by=actor)
-    except Exception:
-        # No row names the file: no file without its row either (its runs stay hot).
-        if saved_here:
-            where.delete(name)
-        raise
+        try:
+            if saved_here:
+                name = where.save(name, File(raw, name=name))
+            return ArchiveFile.objects.create(
+                name=name, sha256=digest, size=size, run_count=len(ids),
+                record_count=records, first_finished_at=min(finished, default=None),
+                last_finished_at=max(finished, default=None), heads=heads, created_at=now,
+                created_by=actor)
+        except Exception:
+            # No row names the file: no file without its row either, nor the part of one a
+            # full disk cut short (its runs stay hot).
+            if saved_here:
+                with contextlib.suppress(OSError):
+                    where.delete(name)
+            raise
 
 
 def _sha256(handle) -> str:

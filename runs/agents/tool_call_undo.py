@@ -8,7 +8,7 @@ from audit.chain import Actor
 
 from ..definitions import definition
 from ..machine import sensitive, transitions
-from ..machine.context import context_outside_executor
+from ..machine.context import context_outside_executor, parsed_input
 from ..machine.errors import TransitionNotAllowed, classify
 from ..models import Run, ToolCall
 
@@ -23,6 +23,7 @@ def undo_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
     if workflow is None:
         raise TransitionNotAllowed(f"{run.workflow_name} v{run.workflow_version} is not "
                                    "registered: its tools' compensations are unknown")
+    parsed_input(run, workflow)  # refused before its attempt is counted, as nothing is sent
     call = transitions.begin_tool_call_undo(run_id, step_name=step_name, call_ref=call_ref,
                                             actor=actor, reason=reason)
     tool = workflow.step(step_name).tools[call.tool]

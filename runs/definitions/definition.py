@@ -14,6 +14,7 @@ get a StepContext.
 """
 
 import re
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -91,14 +92,23 @@ class Workflow:
     def __repr__(self):
         return f"<Workflow {self.name} v{self.version}>"
 
-    def parse_input(self, data) -> tuple[BaseModel | None, list[dict]]:
-        """The input as this version's schema parses it, or None and what is wrong with it:
-        where and why, never the values (an input may hold what no message may repeat)."""
+    def parse_input(self, data, *, to_its_sender: bool = False
+                    ) -> tuple[BaseModel | None, list[dict]]:
+        """The input as this version's schema parses it, or None and what is wrong with it.
+        Told `to_its_sender` (a refused start), where and why as the schema says it; else
+        (a message that is stored) never the values: a key of the input's own is shown as
+        [key], and a check of the schema's own code, which may quote the value it refused,
+        by its kind only."""
         try:
             return self.input_schema.model_validate(data), []
         except ValidationError as exc:
-            return None, [{"loc": list(e["loc"]), "msg": e["msg"]}
-                          for e in exc.errors(include_input=False)]
+            errors = exc.errors(include_input=False)
+        if to_its_sender:
+            return None, [{"loc": list(e["loc"]), "msg": e["msg"]} for e in errors]
+        return None, [{"loc": _shown_location(self.input_schema, e["loc"]),
+                       "msg": ("refused by the schema's own check"
+                               if "error" in e.get("ctx", {}) else e["msg"])}
+                      for e in errors]
 
     def step(self, name: str) -> StepDef:
         for step in self.steps:
@@ -448,3 +458,31 @@ def step_of(workflow: Workflow | None, name: str) -> StepDef | None:
 def input_errors_text(errors: list[dict]) -> str:
     """parse_input's errors as one line: `field.sub: why; ...`."""
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in errors)
+
+
+def _shown_location(schema: type[BaseModel], loc) -> list:
+    """`loc` with the schema's field names and list positions, any other part (a dict key
+    the input chose) as [key]."""
+    shown, model = [], schema
+    for part in loc:
+        fields = model.model_fields if isinstance(model, type) and issubclass(
+            model, BaseModel) else {}
+        if isinstance(part, int):
+            shown.append(part)
+        elif part in fields:
+            shown.append(part)
+            model = _model_within(fields[part].annotation)
+        else:
+            shown.append("[key]")
+    return shown
+
+
+def _model_within(annotation) -> type[BaseModel] | None:
+    """The model a field holds, directly or as the items of a list or dict (or a union)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_within(arg)
+        if found is not None:
+            return found
+    return None

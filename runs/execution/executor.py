@@ -79,7 +79,7 @@ def heartbeat(lease: transitions.Lease) -> bool:
     extended = transitions.heartbeat(lease)
     if extended:
         deadline.renew()
-        heartbeats.renew(lease)
+        heartbeats.renew_if_held(lease)
     return extended
 
 

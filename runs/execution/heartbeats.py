@@ -62,6 +62,15 @@ def renew(lease: transitions.Lease) -> None:
                                    time.monotonic() + settings.RUNS_CALL_LIMIT_SECONDS)
 
 
+def renew_if_held(lease: transitions.Lease) -> None:
+    """ctx.heartbeat() during a call: its limit starts again (outside a call, e.g. an
+    agent step between its calls, nothing is registered)."""
+    with _lock:
+        held_now = _held.get(lease.run.pk, (None,))[0] == lease.token
+    if held_now:
+        renew(lease)
+
+
 def beat() -> int:
     """Extend every registered lease whose call is within its limit now; returns how many
     were extended."""

@@ -72,18 +72,25 @@ def opened_services(definition, *, wanted: bool = True):
             close()
 
 
+def parsed_input(run, definition):
+    """The run's input as its version parses it, for work outside the executor; refused
+    (TransitionNotAllowed) when the schema no longer accepts it, as the run's own claim
+    refuses it (runs.machine.transitions.lease_cycle)."""
+    validated_input, errors = definition.parse_input(run.input)
+    if errors:
+        raise TransitionNotAllowed(
+            f"{run.workflow_name} v{run.workflow_version} no longer accepts this run's input "
+            f"({input_errors_text(errors)}): nothing can be asked with it; record the outcome "
+            "by hand with evidence instead")
+    return validated_input
+
+
 @contextmanager
 def context_outside_executor(run, step_name: str, *, definition, with_services: bool,
                              compensating: bool = False):
     """A step's context for work done outside the executor (an operator's lookup, an
     approval snapshot, a compensation preview), with the clients it opens closed after."""
-    validated_input, errors = definition.parse_input(run.input)
-    if errors:
-        # The run's own claim refuses it the same way (runs.machine.transitions.lease_cycle).
-        raise TransitionNotAllowed(
-            f"{run.workflow_name} v{run.workflow_version} no longer accepts this run's input "
-            f"({input_errors_text(errors)}): nothing can be asked with it; record the outcome "
-            "by hand with evidence instead")
+    validated_input = parsed_input(run, definition)
     steps = list(Step.objects.filter(run=run).order_by("position"))
     step = next(s for s in steps if s.name == step_name)
     with opened_services(definition, wanted=with_services) as services:

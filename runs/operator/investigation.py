@@ -103,7 +103,7 @@ def investigate(run: Run, *, lookups: bool = False, steps: list[Step] | None = N
                                   f"{run.status_message}" if run.attention_reason else ""),
         f"run row; audit #{last}"))
     if whole_chain:
-        _check_chain(card, records)
+        _check_chain(card, run, records)
     lines = step_lines(run, steps)
     for step in steps:
         spec = _spec(workflow, step)
@@ -111,14 +111,28 @@ def investigate(run: Run, *, lookups: bool = False, steps: list[Step] | None = N
                                   lines[step.name]))
     _risks(card, run, steps, workflow)
     _verdict(card, run, steps)
-    if lookups:
+    if lookups and card.audit_chain != "broken":
         _settled_by_lookup(card)
     return card
 
 
-def _check_chain(card: Investigation, records: list[AuditRecord]) -> None:
-    """The evidence below rests on the run's audit records: say whether they are as written."""
+def _check_chain(card: Investigation, run: Run, records: list[AuditRecord]) -> None:
+    """The evidence below rests on the run's audit records: say whether they are as written,
+    and all there (the run row keeps the chain's head: records removed from its end, or all
+    of them, leave the rest a chain that verifies)."""
     broken = verify_chain(records)
+    last = records[-1] if records else None
+    if broken is None and (last.seq if last else 0) < run.audit_seq:
+        missing = (last.seq if last else 0) + 1
+        card.audit_chain, card.chain_broken_at = "broken", missing
+        card.unconfirmed.append(
+            f"everything from audit record #{missing} on: the run's chain ends before the "
+            f"head its row keeps (#{run.audit_seq}), so records were removed after they were "
+            "written (manage.py verify_audit names the run)")
+        return
+    if broken is None and last is not None and last.seq == run.audit_seq \
+            and last.hash != run.audit_head:
+        broken = last
     if broken is None:
         card.audit_chain = "intact"
         card.facts.append(Fact(f"the run's audit chain verifies, {len(records)} records",

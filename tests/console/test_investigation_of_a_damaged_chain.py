@@ -11,10 +11,20 @@ from django.urls import reverse
 from api.tokens import token_create
 from audit.models import AuditRecord
 from runs.execution import executor
+from runs.models import AttentionReason, RunStatus, Step, StepStatus
 from runs.operator.investigation import investigate, to_markdown
-from tests.factories import new_run
+from tests.factories import new_run, place
 
 pytestmark = pytest.mark.django_db
+
+
+def _behind_the_triggers(sql, *params):
+    """What only someone with the database's superuser can do: the triggers that keep the
+    audit table append-only are bypassed."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET session_replication_role = replica")
+        cursor.execute(sql, params)
+        cursor.execute("SET session_replication_role = origin")
 
 
 @pytest.fixture
@@ -36,13 +46,8 @@ def test_an_intact_chain_is_a_fact_of_the_card(run):
 def test_a_record_changed_after_it_was_written_stops_the_card_at_that_record(
         run, client_for, operator, client):
     changed = AuditRecord.objects.filter(run=run).order_by("seq")[2]
-    with connection.cursor() as cursor:
-        # What only someone with the database's superuser can do: the triggers that keep the
-        # table append-only are bypassed.
-        cursor.execute("SET session_replication_role = replica")
-        cursor.execute("UPDATE audit_auditrecord SET reason = 'nothing to see here' "
-                       "WHERE id = %s", [changed.pk])
-        cursor.execute("SET session_replication_role = origin")
+    _behind_the_triggers("UPDATE audit_auditrecord SET reason = 'nothing to see here' "
+                         "WHERE id = %s", changed.pk)
     card = investigate(run)
     assert card.audit_chain == "broken" and card.chain_broken_at == changed.seq
     assert card.verdict == "stop" and f"record #{changed.seq}" in card.next_step
@@ -58,3 +63,32 @@ def test_a_record_changed_after_it_was_written_stops_the_card_at_that_record(
                         HTTP_AUTHORIZATION=f"Bearer {plaintext}").json()
     assert answer["audit_chain"] == "broken" and answer["chain_broken_at"] == changed.seq
     assert answer["verdict"] == "stop"
+
+
+@pytest.mark.parametrize("kept", [3, 0])
+def test_records_removed_from_the_end_of_the_chain_stop_the_card_too(run, kept):
+    run.refresh_from_db()
+    last = run.audit_seq
+    assert AuditRecord.objects.filter(run=run).count() == last > kept
+    _behind_the_triggers("DELETE FROM audit_auditrecord WHERE run_id = %s AND seq > %s",
+                         run.pk, kept)
+    card = investigate(run)
+    assert card.audit_chain == "broken" and card.chain_broken_at == kept + 1
+    assert card.verdict == "stop"
+    assert any(f"ends before the head its row keeps (#{last})" in text
+               for text in card.unconfirmed)
+
+
+def test_a_lookup_made_for_a_broken_chain_does_not_send_the_person_on(script):
+    run = place(new_run(), status=RunStatus.ATTENTION,
+                attention_reason=AttentionReason.UNKNOWN_OUTCOME,
+                step_statuses={"fetch": StepStatus.SUCCEEDED, "classify": StepStatus.SUCCEEDED,
+                               "create-task": StepStatus.UNKNOWN})
+    key = Step.objects.get(run=run, name="create-task").idempotency_key
+    script.effects[key] = "create-task-1"  # the lookup by key finds it
+    first = AuditRecord.objects.filter(run=run).order_by("seq").first()
+    _behind_the_triggers("UPDATE audit_auditrecord SET reason = 'x' WHERE id = %s", first.pk)
+    card = investigate(run, lookups=True)
+    assert script.reconcile_calls  # the lookup was made, and is a fact of the card
+    assert card.verdict == "stop" and card.next_step.startswith("none until the audit chain")
+    assert "Reconcile" not in card.next_step

@@ -8,10 +8,14 @@ import pytest
 from django.urls import reverse
 
 from api.tokens import token_create
+from audit.models import AuditRecord
+from demo.sandbox import faults
+from demo.sandbox.models import Task
+from runs.agents.tool_call_undo import undo_tool_call
 from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.errors import TransitionNotAllowed
-from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
+from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus, ToolCall
 from runs.operator.reconciliation import reconcile_step
 from tests.agent_runs import LARGE, advance, start_triage
 from tests.factories import SYSTEM, new_run, place
@@ -95,3 +99,19 @@ def test_a_lookup_by_key_of_a_renamed_step_is_refused_with_the_reason(script):
     with pytest.raises(TransitionNotAllowed, match="has no step 'create-task-v0' any more"):
         reconcile_step(run.pk, step_name="create-task-v0", actor=SYSTEM, reason="look it up")
     assert script.reconcile_calls == []
+
+
+def test_undoing_one_call_of_a_run_its_schema_refuses_is_refused_before_anything_counts():
+    faults.add("ledger.post", faults.FORBIDDEN, times=1)
+    run = advance(start_triage(key="tenant-42:undo-refused"))
+    assert run.attention_reason == AttentionReason.PERMANENT_ERROR, run.status_message
+    task_call = ToolCall.objects.get(step__run=run, tool="open-approval-task")
+    Run.objects.filter(pk=run.pk).update(input={"tenant": 42})
+    records = AuditRecord.objects.filter(run=run).count()
+    with pytest.raises(TransitionNotAllowed, match="no longer accepts this run's input"):
+        undo_tool_call(run.pk, step_name="triage", call_ref=task_call.ref, actor=SYSTEM,
+                       reason="invoice withdrawn")
+    task_call.refresh_from_db()
+    assert task_call.status == "succeeded" and task_call.compensation_attempt == 0
+    assert AuditRecord.objects.filter(run=run).count() == records
+    assert Task.objects.get().status != Task.CANCELLED

@@ -5,7 +5,7 @@ no value of the input is written into the message or the audit trail, and once a
 that accepts the input is deployed, resume runs it to the end, each step once."""
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 from audit.models import AuditRecord
 from runs.definitions.definition import registry
@@ -138,3 +138,34 @@ def test_a_run_held_while_undoing_goes_on_undoing_never_forward(script, monkeypa
     # Only the undo ran: nothing of the run went forward again.
     assert [c[0] for c in script.calls] == ["create-task:compensate"]
     assert step(run, "post-ledger").attempt == 0
+
+
+class OrderCheckedByItsOwnCode(BaseModel):
+    """A later schema whose own check quotes the value it refuses, and a dict keyed by
+    what the input chose."""
+    order: str
+    amount: int = 100
+    accounts: dict[str, int] = {}
+
+    @field_validator("order")
+    @classmethod
+    def company_orders_only(cls, value):
+        raise ValueError(f"{value} is not a company order")
+
+
+def test_what_the_schemas_own_code_or_the_inputs_own_keys_would_quote_is_not_stored(
+        script, monkeypatch):
+    run = new_run()
+    Run.objects.filter(pk=run.pk).update(
+        input={"order": "jane.doe@private.example", "accounts": {"DE44500105175407324931": "x"}})
+    monkeypatch.setattr(registry.get("test-orders", 1), "input_schema",
+                        OrderCheckedByItsOwnCode)
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.ATTENTION
+    run.refresh_from_db()
+    assert run.status_message == (
+        "test-orders v1 no longer accepts this run's input: order: refused by the schema's "
+        "own check; accounts.[key]: Input should be a valid integer, unable to parse string "
+        "as an integer")
+    for record in AuditRecord.objects.filter(run=run):
+        stored = f"{record.before} {record.after} {record.data}"
+        assert "jane.doe" not in stored and "DE4450" not in stored

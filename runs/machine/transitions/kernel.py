@@ -349,6 +349,11 @@ class Lease:
     def by_name(self, name: str) -> Step:
         return next(s for s in self.steps if s.name == name)
 
+def held_status(run: Run) -> str:
+    """Where a run that nothing can work waits for a person: a run that was undoing its
+    steps waits as compensation failed, so that going on undoes, never runs forward."""
+    return CFAIL if run.status == COMP else ATTENTION
+
 def lease_until(now: datetime) -> datetime:
     return now + timedelta(seconds=settings.RUNS_LEASE_SECONDS)
 

@@ -23,9 +23,7 @@ from ..wakeup import send_wakeup
 from . import effects
 from .compensation import advance_compensation
 from .events import awaits
-from .kernel import (  # the package's shared vocabulary
-    ATTENTION,
-    CFAIL,
+from .kernel import (
     COMP,
     DONE,
     DONE_STEP_STATUSES,
@@ -40,6 +38,7 @@ from .kernel import (  # the package's shared vocabulary
     audit_state,
     extend_lease,
     fenced,
+    held_status,  # the package's shared vocabulary
     lease_until,
     lock_run,
     save_waits,
@@ -148,10 +147,8 @@ def _apply_claim(run: Run, steps: list[Step], worker: str,
 
 def _hold_for_person(change: Change, lease: Lease, before: dict, reason: str,
                      action: AuditAction, message: str) -> None:
-    """Nothing of the run can be worked here: it waits for a person. A run that was undoing
-    waits as compensation failed, so that going on undoes, never runs forward."""
-    change.move(CFAIL if change.run.status == COMP else ATTENTION, reason=reason,
-                message=message)
+    """Nothing of the run can be worked here: it waits for a person (held_status)."""
+    change.move(held_status(change.run), reason=reason, message=message)
     change.audit(action, before=before, after=audit_state(change.run))
     lease.finished = True
 

@@ -18,8 +18,6 @@ from audit.models import AuditRecord
 from ... import store
 from ...models import AttentionReason, Run, Step, StepStatus
 from .kernel import (
-    ATTENTION,
-    CFAIL,
     COMP,
     HELD,
     QUEUED,
@@ -27,6 +25,7 @@ from .kernel import (
     Change,
     Lease,
     audit_state,
+    held_status,
     save_changes,
     taken_back,
     transition_time,
@@ -176,8 +175,7 @@ def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None
         # Trying again would stop there again: a person looks (the workers' logs say why).
         # What may have acted is unknown by now, and is settled by key when the run resumes.
         where = ", ".join(step.name for step in running) or run.current_step or "its claim"
-        change.move(CFAIL if run.status == COMP else ATTENTION,
-                    reason=AttentionReason.WORKERS_KEEP_STOPPING,
+        change.move(held_status(run), reason=AttentionReason.WORKERS_KEEP_STOPPING,
                     message=f"taken back {in_a_row} times in a row from workers that stopped "
                             f"at {where} before recording anything; held for a person: see "
                             f"the workers' logs, then resume to try again")

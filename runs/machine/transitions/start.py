@@ -93,7 +93,7 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
             "business key must not contain control characters (line breaks, tabs, Unicode "
             "line or paragraph separators, bidirectional controls, ...)",
             errors=[{"loc": ["business_key"], "msg": "contains control characters"}])
-    validated, errors = workflow_def.parse_input(input)
+    validated, errors = workflow_def.parse_input(input, to_its_sender=True)
     if errors:
         raise InvalidInput(f"input for {workflow} does not match its schema: "
                            f"{definition.input_errors_text(errors)}", errors=errors)
