@@ -25,6 +25,7 @@ from audit.chain import Actor
 from runs.definitions import definition
 from runs.definitions.contracts import effect_verdict, stop_gate_policy
 from runs.machine import transitions
+from runs.machine.errors import TransitionNotAllowed
 from runs.machine.redaction import shown_arguments
 from runs.models import (
     ApprovalWait,
@@ -132,6 +133,10 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200) -> i
         try:
             if open_request(wait.run, wait.step_name, now=now) is not None:
                 opened += 1
+        except SnapshotUnavailable as exc:
+            if connection_lost(exc):
+                return stop_on_lost_connection(exc, opened)
+            _hold_unaskable(wait, str(exc))
         except Exception as exc:
             if connection_lost(exc):
                 return stop_on_lost_connection(exc, opened)
@@ -173,6 +178,17 @@ def stop_on_lost_connection(exc: BaseException, opened: int) -> int:
                  "batch stopped, the next pass opens the rest", opened, type(exc).__name__,
                  cause)
     return opened
+
+
+def _hold_unaskable(wait, why: str) -> None:
+    """No request can be made for this wait: nobody could decide it, so a person looks."""
+    logger.warning("approval request for run %s step %s cannot be made: %s; the run waits "
+                   "for a person", wait.run_id, wait.step_name, why)
+    try:
+        transitions.approval_unaskable(wait.run_id, step_name=wait.step_name,
+                                       actor=LIFECYCLE_ACTOR, why=why)
+    except TransitionNotAllowed:
+        pass  # it moved on meanwhile (decided, cancelled): nothing to hold
 
 
 def open_request(run: Run, step_name: str, *,

@@ -12,6 +12,8 @@ class AuditAction(StrEnum):
     COMPLETED = "completed"
     DEFINITION_MISSING = "definition_missing"
     INPUT_REJECTED = "input_rejected"
+    # the approval a run waits on cannot be asked for (approvals.requests): held for a person
+    APPROVAL_UNASKABLE = "approval_unaskable"
     # the workflow's dispatch is paused: the run's next step waits (runs.machine.dispatch)
     DISPATCH_HELD = "dispatch_held"
     # durable timers: a run sleeps until a time, the sweeper (or a person, early) wakes it

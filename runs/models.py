@@ -61,6 +61,8 @@ class AttentionReason(models.TextChoices):
     WORKERS_KEEP_STOPPING = "workers_keep_stopping", "workers keep stopping at this point"
     # Its workflow version's input schema refuses the input it was started with.
     INPUT_REJECTED = "input_rejected", "input no longer accepted by its workflow version"
+    # The approval it waits on cannot be asked for: no request, so no one could decide it.
+    APPROVAL_UNASKABLE = "approval_unaskable", "approval request cannot be made"
 
 
 class ErrorClass(models.TextChoices):

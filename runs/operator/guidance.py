@@ -136,6 +136,10 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
                          "the run did so far.")
         return offer("resume", f"Nobody decided {name} in time: chase {who}, then resume to "
                      "wait for their decision again.")
+    if reason == AttentionReason.APPROVAL_UNASKABLE:
+        return offer("resume", f"No approval request can be made for {name} (the message "
+                     "says why: its snapshot fails, or the code no longer has the step): fix "
+                     "the code, then resume to ask the approvers again; or terminate.")
     # A run held while it was undoing (compensation failed) goes on undoing, never forward.
     go_on, then = ("compensate", "then compensate to go on undoing") \
         if run.status == RunStatus.COMPENSATION_FAILED else ("resume", "then resume")

@@ -27,6 +27,7 @@ from .agent_operator import (
 )
 from .approval_waits import (
     approval_timed_out,
+    approval_unaskable,
     decide_approval,
     record_approval_event,
 )
@@ -88,7 +89,8 @@ from .unknown_outcome import settle_unknown
 __all__ = [
     "DONE_STEP_STATUSES", "EFFECT_KINDS", "HELD", "NEW", "RUN_TRANSITIONS",
     "SECOND_PERSON_ACTIONS", "STEP_ACTIONS", "Lease", "Outcome", "allowed", "unstorable_result",
-    "approval_timed_out", "ask_again", "decide_tool_call", "reconcile_tool_call",
+    "approval_timed_out", "approval_unaskable", "ask_again", "decide_tool_call",
+    "reconcile_tool_call",
     "waiting_tool_calls", "TOOL_CALL_ACTIONS", "CALL_OPTIONAL_ACTIONS",
     "begin_tool_call_undo", "call_refusal",
     "record_tool_call_undo", "retry_tool_call", "cancel_tool_call", "cancel", "claim_run",

@@ -17,6 +17,7 @@ from ...models import (
 from ..errors import (
     TransitionNotAllowed,
 )
+from ..redaction import redact_text
 from . import effects, stop_gate
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
@@ -94,6 +95,27 @@ def approval_timed_out(run_id: int, *, step_name: str, actor: Actor, reason: str
         change.move(ATTENTION, reason=AttentionReason.APPROVAL_TIMED_OUT,
                     message=f"{step_name}: {reason}")
         change.audit(AuditAction.APPROVAL_TIMED_OUT, step=step, reason=reason, before=before,
+                     after=audit_state(run, step))
+    return run
+
+
+def approval_unaskable(run_id: int, *, step_name: str, actor: Actor, why: str,
+                       now: datetime | None = None) -> Run:
+    """The approval step `step_name` waits on cannot be asked for (its snapshot cannot be
+    made: the code changed under the run, or its function fails): with no request nobody
+    could ever decide it, so the run waits for a person in attention, the step still
+    waiting. Resumed, it waits for the approval again, and its request is tried anew."""
+    with transition_on(run_id, "approval_unaskable", actor=actor, now=now) as change:
+        run = change.run
+        step = step_named(run, step_name)
+        if step.status != StepStatus.WAITING:
+            raise TransitionNotAllowed(f"step {step_name} of run {run_id} no longer waits "
+                                       f"({step.status})")
+        before = audit_state(run, step)
+        change.move(ATTENTION, reason=AttentionReason.APPROVAL_UNASKABLE,
+                    message=f"{step_name}: no approval request can be made: "
+                            f"{redact_text(why)}")
+        change.audit(AuditAction.APPROVAL_UNASKABLE, step=step, before=before,
                      after=audit_state(run, step))
     return run
 

@@ -87,6 +87,7 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # A person decided an approval step the run is waiting on, or nobody did in time.
     "decide_approval": _move({WAITING}, {QUEUED, ATTENTION}),
     "approval_timed_out": _move({WAITING}, {ATTENTION}),
+    "approval_unaskable": _move({WAITING}, {ATTENTION}),
     "reconcile": _move({ATTENTION}, {QUEUED, ATTENTION, TERM}),
     "retry_step": _move({ATTENTION, WAITING}, {QUEUED}),
     # Ask the model again for a stored decision: explicit, with a reason, before anything
