@@ -115,27 +115,12 @@ def _apply_claim(run: Run, steps: list[Step], worker: str,
     workflow_def = definition.registry.get(run.workflow_name, run.workflow_version)
     lease = Lease(run=run, steps=steps, token=run.fencing_token, worker=worker,
                   definition=workflow_def)
-    if workflow_def is None:
-        _hold_for_person(change, lease, before, AttentionReason.DEFINITION_MISSING,
-                         AuditAction.DEFINITION_MISSING,
-                         f"{run.workflow_name} v{run.workflow_version} is not registered in "
-                         "this worker")
-        return lease, change
-    renamed = [repr(s.name) for s in steps if definition.step_of(workflow_def, s.name) is None]
-    if renamed:
-        # A release renamed or removed them without a new version: no rule can read them.
-        _hold_for_person(change, lease, before, AttentionReason.DEFINITION_MISSING,
-                         AuditAction.DEFINITION_MISSING,
-                         f"{run.workflow_name} v{run.workflow_version} in this worker has no "
-                         f"step {', '.join(renamed)} of this run")
-        return lease, change
-    lease.validated_input, errors = workflow_def.parse_input(run.input)
-    if errors:
-        # Its version's schema changed under it: every step would fail the same way.
-        _hold_for_person(change, lease, before, AttentionReason.INPUT_REJECTED,
-                         AuditAction.INPUT_REJECTED,
-                         f"{run.workflow_name} v{run.workflow_version} no longer accepts "
-                         f"this run's input: {definition.input_errors_text(errors)}")
+    unworkable = _unworkable(run, steps, workflow_def, lease)
+    if unworkable is not None:
+        reason, action, message = unworkable
+        change.move(held_status(run), reason=reason, message=message)
+        change.audit(action, before=before, after=audit_state(run))
+        lease.finished = True
         return lease, change
     change.move(COMP if run.status == COMP else RUNNING)
     run.lease_owner, run.lease_expires_at, run.heartbeat_at = worker, lease_until(now), now
@@ -145,12 +130,28 @@ def _apply_claim(run: Run, steps: list[Step], worker: str,
     _next(change, lease)
     return lease, change
 
-def _hold_for_person(change: Change, lease: Lease, before: dict, reason: str,
-                     action: AuditAction, message: str) -> None:
-    """Nothing of the run can be worked here: it waits for a person (held_status)."""
-    change.move(held_status(change.run), reason=reason, message=message)
-    change.audit(action, before=before, after=audit_state(change.run))
-    lease.finished = True
+def _unworkable(run: Run, steps: list[Step], workflow_def: definition.Workflow | None,
+                lease: Lease) -> tuple[str, AuditAction, str] | None:
+    """Why no worker can work the run as its code stands (attention reason, audit action,
+    message), or None, with the parsed input kept on the lease for its steps. Such a run
+    waits for a person (held_status)."""
+    name = f"{run.workflow_name} v{run.workflow_version}"
+    if workflow_def is None:
+        return (AttentionReason.DEFINITION_MISSING, AuditAction.DEFINITION_MISSING,
+                f"{name} is not registered in this worker")
+    # A release renamed or removed steps without a new version: no rule can read them.
+    known = {spec.name for spec in workflow_def.steps}
+    renamed = [repr(s.name) for s in steps if s.name not in known]
+    if renamed:
+        return (AttentionReason.DEFINITION_MISSING, AuditAction.DEFINITION_MISSING,
+                f"{name} in this worker has no step {', '.join(renamed)} of this run")
+    lease.validated_input, errors = workflow_def.parse_input(run.input)
+    if errors:
+        # Its version's schema changed under it: every step would fail the same way.
+        return (AttentionReason.INPUT_REJECTED, AuditAction.INPUT_REJECTED,
+                f"{name} no longer accepts this run's input: "
+                f"{definition.input_errors_text(errors)}")
+    return None
 
 def _next(change: Change, lease: Lease) -> None:
     if change.run.status == COMP:
