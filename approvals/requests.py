@@ -121,7 +121,8 @@ def waiting_tool_calls(limit: int = 200):
 def open_pending_requests(*, now: datetime | None = None, limit: int = 200) -> int:
     """Open a request for every approval step a run waits on, and every tool call, that has
     none. Returns how many were opened. One whose request cannot be made (its snapshot
-    fails, say) is logged and tried again at the next sweep; it never stops the others."""
+    fails, the release removed its tool or its approvers) holds its run for a person; any
+    other failure is logged and tried again at the next sweep. Neither stops the others."""
     # Nearly every pass finds every wait asked for already. One look for a wait without a
     # request (ids only) costs a fraction of the two queries that load the waits with their
     # runs, steps and calls, whose building is most of an idle sweep's time.
@@ -136,7 +137,7 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200) -> i
         except SnapshotUnavailable as exc:
             if connection_lost(exc):
                 return stop_on_lost_connection(exc, opened)
-            _hold_unaskable(wait, str(exc))
+            _hold_unaskable(wait.run_id, wait.step_name, str(exc))
         except Exception as exc:
             if connection_lost(exc):
                 return stop_on_lost_connection(exc, opened)
@@ -146,6 +147,10 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200) -> i
         try:
             if open_tool_call_request(call, now=now) is not None:
                 opened += 1
+        except SnapshotUnavailable as exc:
+            if connection_lost(exc):
+                return stop_on_lost_connection(exc, opened)
+            _hold_unaskable(call.step.run_id, call.step.name, str(exc), tool_call=call.ref)
         except Exception as exc:
             if connection_lost(exc):
                 return stop_on_lost_connection(exc, opened)
@@ -180,12 +185,15 @@ def stop_on_lost_connection(exc: BaseException, opened: int) -> int:
     return opened
 
 
-def _hold_unaskable(wait, why: str) -> None:
-    """No request can be made for this wait: nobody could decide it, so a person looks."""
-    logger.warning("approval request for run %s step %s cannot be made: %s; the run waits "
-                   "for a person", wait.run_id, wait.step_name, why)
+def _hold_unaskable(run_id: int, step_name: str, why: str, *,
+                    tool_call: str | None = None) -> None:
+    """No request can be made for this wait, an approval step's or a tool call's: nobody
+    could decide it, so a person looks."""
+    what = f"step {step_name}" + (f" tool call {tool_call}" if tool_call else "")
+    logger.warning("approval request for run %s %s cannot be made: %s; the run waits for a "
+                   "person", run_id, what, why)
     try:
-        transitions.approval_unaskable(wait.run_id, step_name=wait.step_name,
+        transitions.approval_unaskable(run_id, step_name=step_name, tool_call=tool_call,
                                        actor=LIFECYCLE_ACTOR, why=why)
     except TransitionNotAllowed:
         pass  # it moved on meanwhile (decided, cancelled): nothing to hold

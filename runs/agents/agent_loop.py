@@ -68,6 +68,9 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
             if running:
                 lease = calls_tx.take_back_calls(lease, step, running)
                 continue
+            undeclared = tool_call_rules.undeclared_tool_call(calls, spec)
+            if undeclared is not None:
+                return calls_tx.tool_undeclared(lease, step, undeclared)
             unknown = next((c for c in calls if c.status == S.UNKNOWN), None)
             if unknown is not None:
                 tool = spec.tools.get(unknown.tool)
@@ -76,12 +79,14 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
                             name, unknown.ref, unknown.tool, verdict or "no reconcile")
                 lease = calls_tx.settle_tool_call(lease, step, unknown, verdict, error=error)
                 continue
-            due = next((c for c in calls if c.status in (S.PENDING, S.SCHEDULED)), None)
+            # A call still waiting for a person is due too: a run resumed from attention
+            # (its approval request could not be made, say) comes here with the call
+            # undecided, and begin_tool_call holds it for a person again, the one wait path.
+            due = next((c for c in calls if c.status in (S.PENDING, S.SCHEDULED, S.WAITING)),
+                       None)
             if due is not None:
                 lease = _run_call(lease, step, spec, ctx, due)
                 continue
-            if any(c.status == S.WAITING for c in calls):
-                return lease  # cannot happen under a lease: a waiting call holds none
             turns = calls_tx.turns_of(step)
             if turns and not turns[-1].tool_calls and not turns[-1].summarises:
                 return transitions.Outcome(succeeded=True, value=final_result(turns, calls))
@@ -214,6 +219,10 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition
     (a failure leaves the failed call compensating, to be sent again with its key). The
     undo of a high-impact call is sent only once a person confirmed it: before that, the run
     stops for them (the lease returned, finished)."""
+    undeclared = tool_call_rules.undeclared_tool_call(tool_call_rules.calls_of(step), spec,
+                                                      compensating=True)
+    if undeclared is not None:
+        return calls_tx.tool_undeclared(lease, step, undeclared)
     order = tool_call_rules.compensation_order(step, spec)
     for i, call in enumerate(order):
         tool = spec.tools[call.tool]

@@ -52,3 +52,4 @@ def test_a_snapshot_that_fails_holds_the_run_for_a_person_and_resume_asks_again(
     assert request.run_id == run.pk and request.status == "pending"
     assert Run.objects.get(pk=run.pk).status == RunStatus.WAITING
     assert step(run, "pay").attempt == 0
+

@@ -21,12 +21,15 @@ from audit.models import AuditRecord
 
 from ...agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ...definitions import definition
-from ...models import Run, Step
+from ...models import AttentionReason, Run, Step, StepStatus
 from ..errors import TransitionNotAllowed
 from . import effects
 from .kernel import (  # the package's shared vocabulary
     Lease,
     Outcome,
+    audit_state,
+    halt,
+    held_status,
     lock_run,
     release_calls_in_flight,
     transition_time,
@@ -155,6 +158,28 @@ def settle_tool_call(lease: Lease, step: Step, call: ToolCall, verdict, *, error
             return lease
         effects.settle(change, lease, effects.CallEffect(lease, step, fresh_call(call)), verdict,
                        error=error)
+    return lease
+
+
+def tool_undeclared(lease: Lease, step: Step, call: ToolCall, *,
+                    now: datetime | None = None) -> Lease:
+    """The agent no longer declares the tool `call` needs (tool_call_rules.
+    undeclared_tool_call): the run waits for a person, as a run whose step a release removed
+    does (lease_cycle), the call left as it stands. Resumed once the tool is back, it goes
+    on; a compensation held so goes on undoing."""
+    with holding(lease, "tool_undeclared", now) as change:
+        if change is None:
+            return lease
+        run = change.run
+        before = audit_state(run, step)
+        if step.status == StepStatus.RUNNING:
+            step.status = StepStatus.PENDING  # nothing of it is in flight
+        step.lease_owner, step.lease_expires_at = "", None
+        change.step_changed(step)
+        message = (f"{step.name} tool call {call.ref}: {run.workflow_name} "
+                   f"v{run.workflow_version} in this worker declares no tool {call.tool!r}")
+        halt(change, lease, step, before, held_status(run), AttentionReason.DEFINITION_MISSING,
+             message, message, action=AuditAction.DEFINITION_MISSING)
     return lease
 
 

@@ -100,23 +100,26 @@ def approval_timed_out(run_id: int, *, step_name: str, actor: Actor, reason: str
 
 
 def approval_unaskable(run_id: int, *, step_name: str, actor: Actor, why: str,
-                       now: datetime | None = None) -> Run:
-    """The approval step `step_name` waits on cannot be asked for (its snapshot cannot be
-    made: the code changed under the run, or its function fails): with no request nobody
-    could ever decide it, so the run waits for a person in attention, the step still
-    waiting. Resumed, it waits for the approval again, and its request is tried anew."""
+                       tool_call: str | None = None, now: datetime | None = None) -> Run:
+    """The approval `step_name` waits on cannot be asked for, an approval step's or, with
+    `tool_call` (its ref), one of its agent's tool calls' (the snapshot cannot be made: the
+    code changed under the run, a release removed the tool or its approvers, a snapshot
+    function fails): with no request nobody could ever decide it, so the run waits for a
+    person in attention, the step (and the call) still waiting. Resumed, it waits for the
+    approval again, and its request is tried anew."""
     with transition_on(run_id, "approval_unaskable", actor=actor, now=now) as change:
         run = change.run
         step = step_named(run, step_name)
         if step.status != StepStatus.WAITING:
             raise TransitionNotAllowed(f"step {step_name} of run {run_id} no longer waits "
                                        f"({step.status})")
+        what = step_name + (f" tool call {tool_call}" if tool_call else "")
         before = audit_state(run, step)
         change.move(ATTENTION, reason=AttentionReason.APPROVAL_UNASKABLE,
-                    message=f"{step_name}: no approval request can be made: "
-                            f"{redact_text(why)}")
+                    message=f"{what}: no approval request can be made: {redact_text(why)}")
         change.audit(AuditAction.APPROVAL_UNASKABLE, step=step, before=before,
-                     after=audit_state(run, step))
+                     after=audit_state(run, step),
+                     data={"tool_call": tool_call} if tool_call else None)
     return run
 
 

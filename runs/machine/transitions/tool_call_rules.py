@@ -11,6 +11,8 @@ from .kernel import ATTENTION, WAITING
 S = ToolCallStatus
 # A call in one of these states has an effect in another system (not yet undone).
 EFFECT_STANDS = frozenset({S.SUCCEEDED, S.COMPENSATING, S.COMPENSATION_FAILED})
+# A call in one of these states still needs its tool: to be sent, waited on or settled by key.
+NEEDS_TOOL = frozenset({S.PENDING, S.SCHEDULED, S.WAITING, S.UNKNOWN})
 
 # The actions of the table (runs.operator.actions) that are aimed at one tool call.
 TOOL_CALL_ACTIONS = ("reconcile_tool_call", "retry_tool_call", "compensate_tool_call",
@@ -79,6 +81,15 @@ def calls_of(step: Step) -> list[ToolCall]:
     """The tool calls of the step's current generation (a re-run's earlier ones are history)."""
     return list(ToolCall.objects.filter(step=step, generation=step.generation)
                 .order_by("turn", "index"))
+
+
+def undeclared_tool_call(calls: list[ToolCall], spec: definition.AgentSpec, *,
+                         compensating: bool = False) -> ToolCall | None:
+    """The first call that still needs its tool (compensating: to undo an effect that
+    stands) whose tool the agent no longer declares, or None. A release removed the tool
+    without a new version: no rule can send, settle or undo that call."""
+    needs = EFFECT_STANDS if compensating else NEEDS_TOOL
+    return next((c for c in calls if c.status in needs and c.tool not in spec.tools), None)
 
 
 def compensation_order(step: Step, spec: definition.AgentSpec) -> list[ToolCall]:

@@ -14,6 +14,7 @@ from django.utils import timezone
 from audit.chain import Actor
 from audit.models import AuditRecord
 from demo.sandbox.models import LedgerEntry, Task
+from runs.definitions.definition import registry
 from runs.machine import crashpoints, transitions
 from runs.machine.errors import TransitionNotAllowed
 from runs.machine.keys import tool_call_key, tool_compensation_key
@@ -210,3 +211,35 @@ def test_a_high_impact_step_still_pauses_and_is_confirmed_without_a_call(script)
                 .order_by("seq").values_list("step_name", flat=True)) == \
         ["post-ledger", "create-task"]
     assert paused_records(run).count() == 1
+
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_compensation_whose_tool_a_release_removed_undoes_nothing_and_waits(
+        live_sandbox, monkeypatch):
+    """A call whose effect stands is never passed over as if it had no undo: a release that
+    removed its tool leaves the compensation failed, naming the call, with nothing undone
+    (not even the older undos); with the tool back, compensating again goes on."""
+    run = start_triage(key="tenant-42:undo-undeclared")
+    with crashpoints.failing("tell-requester"):
+        run = advance(run)
+    post = ToolCall.objects.get(step__run=run, tool="post-ledger")
+    assert post.status == ToolCallStatus.SUCCEEDED
+    agent = registry.get("invoice-triage", run.workflow_version).step("triage")
+    monkeypatch.delitem(agent.tools, "post-ledger")
+    transitions.compensate(run.pk, actor=ACTOR, reason="requester unreachable",
+                           approved_by=SECOND)
+    run = advance(run)
+
+    assert run.status == RunStatus.COMPENSATION_FAILED
+    assert run.status_message == (f"triage tool call {post.ref}: invoice-triage v1 in this "
+                                  f"worker declares no tool 'post-ledger'")
+    assert reversals() == 0 and Task.objects.get().status != Task.CANCELLED
+    assert AuditRecord.objects.filter(run=run, action="definition_missing").count() == 1
+
+    monkeypatch.undo()
+    transitions.compensate(run.pk, actor=ACTOR, reason="tool restored", approved_by=SECOND)
+    run = advance(run)
+    assert (run.status, run.attention_reason) == (RunStatus.ATTENTION,
+                                                  AttentionReason.COMPENSATION_PAUSED)
+    assert f"triage: tool post-ledger (call {post.ref})" in run.status_message
