@@ -7,6 +7,7 @@ caller, which already holds the run row locked, passes the head in and stores th
 
 import hashlib
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -82,3 +83,21 @@ def verify_chain(records) -> AuditRecord | None:
             return record
         prev_hash, expected_seq = record.hash, expected_seq + 1
     return None
+
+
+# Every chain's head as the row it belongs to keeps it: (run id, seq, hash) in run id order,
+# for the runs with a chain. Set by the app that keeps the heads (runs, at start), as the
+# archive app sets the catalogue of audit.offline: this layer names no app above it.
+_heads: Callable[[], Iterator[tuple[int, int, str]]] | None = None
+
+
+def register_chain_heads(heads: Callable[[], Iterator[tuple[int, int, str]]]) -> None:
+    """Let verify_audit compare each chain's end with the head its run keeps: records
+    removed from a chain's end (or all of them) leave the rest a chain that verifies."""
+    global _heads
+    _heads = heads
+
+
+def recorded_heads() -> Iterator[tuple[int, int, str]] | None:
+    """The registered heads (register_chain_heads), or None when no app keeps any."""
+    return _heads() if _heads is not None else None

@@ -11,8 +11,12 @@ class RunsConfig(AppConfig):
     def ready(self):
         from django.conf import settings
 
-        from .machine import tracing
+        from audit.chain import register_chain_heads
 
+        from .machine import tracing
+        from .reads.chain_heads import chain_heads
+
+        register_chain_heads(chain_heads)
         tracing.configure()  # OTLP export when an endpoint is configured; off otherwise
         # Importing a workflow module registers its workflows.
         for module in settings.RUNS_WORKFLOW_MODULES:

@@ -70,6 +70,47 @@ def test_verify_audit_passes_then_names_the_first_tampered_record(completed_run,
         call_command("verify_audit")
 
 
+def _as_superuser(*statements):
+    """Statements only a superuser bypassing the append-only triggers can run."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET session_replication_role = replica")
+        for sql, params in statements:
+            cursor.execute(sql, params)
+        cursor.execute("SET session_replication_role = origin")
+
+
+def test_verify_audit_names_a_run_whose_last_records_were_removed(completed_run):
+    """What is left of a chain cut at its end still links record to record: only the head
+    the run row keeps tells that records are missing."""
+    last = AuditRecord.objects.filter(run=completed_run).order_by("-seq").first()
+    _as_superuser(("DELETE FROM audit_auditrecord WHERE id = %s", [last.pk]))
+    assert verify_chain(list(AuditRecord.objects.filter(run=completed_run)
+                             .order_by("seq"))) is None
+    with pytest.raises(CommandError, match=(
+            f"audit chain of run {completed_run.pk} ends at seq={last.seq - 1} but its run "
+            f"keeps the head seq={last.seq} hash={last.hash[:12]}: records were removed")):
+        call_command("verify_audit")
+
+
+def test_verify_audit_names_a_run_whose_records_were_all_removed(completed_run, capsys):
+    other = new_run()  # a later run whose chain is whole: the check goes on past the first
+    executor.advance_run(other.pk, worker="w1")
+    completed_run.refresh_from_db()
+    _as_superuser(("DELETE FROM audit_auditrecord WHERE run_id = %s", [completed_run.pk]))
+    with pytest.raises(CommandError, match=(
+            f"audit chain of run {completed_run.pk} has no records but its run keeps the "
+            f"head seq={completed_run.audit_seq}: its records were removed")):
+        call_command("verify_audit")
+
+
+def test_verify_audit_names_a_run_whose_head_was_changed(completed_run):
+    _as_superuser(("UPDATE runs_run SET audit_head = %s WHERE id = %s",
+                   ["f" * 64, completed_run.pk]))
+    with pytest.raises(CommandError, match="records were removed from its end, or the run's "
+                                           "head was changed"):
+        call_command("verify_audit")
+
+
 @pytest.mark.django_db
 def test_every_action_a_run_writes_is_named_in_the_one_enumeration(script):
 

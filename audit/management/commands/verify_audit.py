@@ -6,7 +6,7 @@ from django.core.files.storage import FileSystemStorage, storages
 from django.core.management.base import BaseCommand, CommandError
 
 from audit.access import verify_access_chain
-from audit.chain import verify_chain
+from audit.chain import recorded_heads, verify_chain
 from audit.models import AccessRecord, AuditRecord
 from audit.offline import check_archive, compare_with_recorded, recorded_archive
 
@@ -30,17 +30,51 @@ class Command(BaseCommand):
                 raise CommandError("--archive needs a file name; without --archive the "
                                    "database's chains are verified")
             return self.verify_archive(archive)
-        runs = records = 0
-        current_run, chain = None, []
+        runs, records = self.verify_runs()
+        access = AccessRecord.objects.order_by("seq")
+        broken = verify_access_chain(access.iterator(chunk_size=2000))
+        if broken is not None:
+            raise CommandError(f"the access chain is broken at record id={broken.pk} "
+                               f"seq={broken.seq} action={broken.action}")
+        self.stdout.write(f"verified {records} audit records in {runs} runs: all chains intact")
+        self.stdout.write(f"verified {access.count()} access records (permission changes): "
+                          "chain intact")
 
-        def check(run_id, chain):
+    def verify_runs(self) -> tuple[int, int]:
+        """Each run's chain, record by record, and its end against the head its run row
+        keeps. Both are read in run id order, streamed side by side. Returns (runs,
+        records) verified; raises CommandError naming the first problem."""
+        heads = recorded_heads()
+        head = next(heads, None) if heads is not None else None
+        runs = records = 0
+
+        def check(run_id: int, chain: list[AuditRecord]) -> None:
+            nonlocal head
+            while head is not None and head[0] < run_id:
+                no_records(head)
+                head = next(heads, None)
             broken = verify_chain(chain)
             if broken is not None:
                 raise CommandError(
                     f"audit chain of run {run_id} is broken at record id={broken.pk} "
-                    f"seq={broken.seq} action={broken.action}"
-                )
+                    f"seq={broken.seq} action={broken.action}")
+            if heads is None:
+                return
+            head_seq, head_hash = (head[1], head[2]) if head and head[0] == run_id else (0, "")
+            if head and head[0] == run_id:
+                head = next(heads, None)
+            last = chain[-1]
+            if (last.seq, last.hash) != (head_seq, head_hash):
+                raise CommandError(
+                    f"audit chain of run {run_id} ends at seq={last.seq} but its run keeps "
+                    f"the head seq={head_seq} hash={head_hash[:12] or '-'}: records were "
+                    "removed from its end, or the run's head was changed")
 
+        def no_records(head) -> None:
+            raise CommandError(f"audit chain of run {head[0]} has no records but its run "
+                               f"keeps the head seq={head[1]}: its records were removed")
+
+        current_run, chain = None, []
         for record in AuditRecord.objects.order_by("run_id", "seq").iterator(chunk_size=2000):
             records += 1
             if record.run_id != current_run:
@@ -52,14 +86,9 @@ class Command(BaseCommand):
         if chain:
             check(current_run, chain)
             runs += 1
-        access = AccessRecord.objects.order_by("seq")
-        broken = verify_access_chain(access.iterator(chunk_size=2000))
-        if broken is not None:
-            raise CommandError(f"the access chain is broken at record id={broken.pk} "
-                               f"seq={broken.seq} action={broken.action}")
-        self.stdout.write(f"verified {records} audit records in {runs} runs: all chains intact")
-        self.stdout.write(f"verified {access.count()} access records (permission changes): "
-                          "chain intact")
+        if head is not None:
+            no_records(head)
+        return runs, records
 
     def verify_archive(self, name: str):
         path = Path(name)
