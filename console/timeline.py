@@ -60,6 +60,12 @@ def actor_name(label: str, kind: str = "") -> str:
     return f"{label} (system)" if kind == AuditRecord.ActorKind.SYSTEM else label
 
 
+def _object(value) -> dict:
+    # Every record is written with objects; one rewritten past the triggers may hold any
+    # JSON. Its data is still shown whole (readable), and the chain check names it.
+    return value if isinstance(value, dict) else {}
+
+
 def readable(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str) \
         if value else ""
@@ -106,8 +112,9 @@ def run_timeline(run, audit: list[AuditRecord], *, since: datetime | None = None
     there are none) and deliveries from `since` (included) to `until`."""
     entries = [Entry(at=r.created_at, source="audit", title=r.action.replace("_", " "),
                      actor=actor_name(r.actor_label, r.actor_kind), step=r.step_name,
-                     reason=r.reason, detail=(r.data or {}).get("error", ""), seq=r.seq,
-                     diff=[row for row in diff_rows(r.before, r.after) if row.changed],
+                     reason=r.reason, detail=_object(r.data).get("error", ""), seq=r.seq,
+                     diff=[row for row in diff_rows(_object(r.before), _object(r.after))
+                           if row.changed],
                      data=readable(r.data))
                for r in audit]
     notes = (Notification.objects.filter(request__run=run).select_related("request")

@@ -92,3 +92,21 @@ def test_a_lookup_made_for_a_broken_chain_does_not_send_the_person_on(script):
     assert script.reconcile_calls  # the lookup was made, and is a fact of the card
     assert card.verdict == "stop" and card.next_step.startswith("none until the audit chain")
     assert "Reconcile" not in card.next_step
+
+
+def test_a_record_whose_data_was_rewritten_as_no_object_still_shows_the_run(
+        run, client_for, operator):
+    """Rewritten past the triggers as JSON that is no object (a list, a string), a record's
+    data, before and after are shown as they are, and the chain stops the card; the run
+    page and its timeline still answer."""
+    changed = AuditRecord.objects.filter(run=run).order_by("seq")[1]
+    _behind_the_triggers("UPDATE audit_auditrecord SET data = '[\"forged\", 1]', "
+                         "before = '\"was\"', after = '7' WHERE id = %s", changed.pk)
+    client = client_for(operator)
+    page = client.get(reverse("console:run", args=[run.pk]))
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "&quot;forged&quot;" in body or "\"forged\"" in body
+    card = client.get(reverse("console:investigation", args=[run.pk]))
+    assert card.status_code == 200
+    assert investigate(run).chain_broken_at == changed.seq
