@@ -223,7 +223,7 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition
                                                       compensating=True)
     if undeclared is not None:
         return calls_tx.tool_undeclared(lease, step, undeclared)
-    order = tool_call_rules.compensation_order(step, spec)
+    order = tool_call_rules.compensation_order(step)
     for i, call in enumerate(order):
         tool = spec.tools[call.tool]
         call = undo_tx.begin_tool_compensation(lease, step, call, behind=order[i + 1:])

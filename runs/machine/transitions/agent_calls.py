@@ -24,12 +24,13 @@ from ...definitions import definition
 from ...models import AttentionReason, Run, Step, StepStatus
 from ..errors import TransitionNotAllowed
 from . import effects
+from .compensation import hold_undo_missing, undo_missing
 from .kernel import (  # the package's shared vocabulary
+    ATTENTION,
     Lease,
     Outcome,
     audit_state,
     halt,
-    held_status,
     lock_run,
     release_calls_in_flight,
     transition_time,
@@ -163,22 +164,30 @@ def settle_tool_call(lease: Lease, step: Step, call: ToolCall, verdict, *, error
 
 def tool_undeclared(lease: Lease, step: Step, call: ToolCall, *,
                     now: datetime | None = None) -> Lease:
-    """The agent no longer declares the tool `call` needs (tool_call_rules.
-    undeclared_tool_call): the run waits for a person, as a run whose step a release removed
-    does (lease_cycle), the call left as it stands. Resumed once the tool is back, it goes
-    on; a compensation held so goes on undoing."""
+    """The agent no longer declares the tool `call` needs, or, compensating, the undo of
+    one whose effect stands (tool_call_rules.undeclared_tool_call): the run waits for a
+    person, as a run whose step a release removed does (lease_cycle), the call left as it
+    stands. Resumed once the tool is back, it goes on; a compensation held so
+    (compensation.hold_undo_missing) goes on undoing once compensated again."""
     with holding(lease, "tool_undeclared", now) as change:
         if change is None:
             return lease
         run = change.run
+        where = f"{step.name} tool call {call.ref}"
+        if call.tool not in agent_spec(lease, step).tools:
+            message = (f"{where}: {run.workflow_name} v{run.workflow_version} in this "
+                       f"worker declares no tool {call.tool!r}")
+        else:
+            message = f"{where}: {undo_missing(run)} for tool {call.tool!r}, whose effect stands"
+        if lease.compensating:
+            hold_undo_missing(change, lease, step, message)
+            return lease
         before = audit_state(run, step)
         if step.status == StepStatus.RUNNING:
             step.status = StepStatus.PENDING  # nothing of it is in flight
         step.lease_owner, step.lease_expires_at = "", None
         change.step_changed(step)
-        message = (f"{step.name} tool call {call.ref}: {run.workflow_name} "
-                   f"v{run.workflow_version} in this worker declares no tool {call.tool!r}")
-        halt(change, lease, step, before, held_status(run), AttentionReason.DEFINITION_MISSING,
+        halt(change, lease, step, before, ATTENTION, AttentionReason.DEFINITION_MISSING,
              message, message, action=AuditAction.DEFINITION_MISSING)
     return lease
 

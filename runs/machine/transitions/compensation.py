@@ -14,6 +14,7 @@ from ...models import (
 from .effect_rows import Effect, StepEffect
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
+    CFAIL,
     COMP,
     COMPED,
     Change,
@@ -24,11 +25,15 @@ from .kernel import (  # the package's shared vocabulary
 
 def compensation_plan(steps: list[Step], workflow_def: definition.Workflow | None) -> list[Step]:
     """The steps a compensation would undo, in the order it would undo them: completed steps
-    that declare a compensation (and failed compensations, tried again), newest first."""
+    that declared a compensation (and failed compensations, tried again), newest first.
+
+    Declared when the run started: the step's row got its compensation key then. A release
+    that removed the undo since leaves the step in the plan, and the compensation stops
+    there for a person (advance_compensation) rather than passing over an effect that
+    stands; one that added an undo since does not send it, keyless, under this run."""
     if workflow_def is None:
         return []
-    known = {s.name for s in workflow_def.steps if s.compensate_fn is not None}
-    plan = [s for s in steps if s.name in known and s.status in (
+    plan = [s for s in steps if s.compensation_key and s.status in (
         StepStatus.SUCCEEDED, StepStatus.COMPENSATING, StepStatus.COMPENSATION_FAILED)]
     return sorted(plan, key=lambda s: (s.finished_at or s.updated_at, s.position), reverse=True)
 
@@ -63,6 +68,10 @@ def advance_compensation(change: Change, lease: Lease) -> None:
         lease.finished = True
         return
     step = plan[0]
+    if step.kind != definition.AGENT and undo_of(lease.definition, step.name) is None:
+        hold_undo_missing(change, lease, step, f"{step.name}: {undo_missing(run)} for this "
+                                               "step, whose effect stands")
+        return
     if pauses_before_undo(change, lease, StepEffect(lease, step),
                           waiting=[s.name for s in plan]):
         return
@@ -74,6 +83,32 @@ def advance_compensation(change: Change, lease: Lease) -> None:
     run.current_step = step.name
     StepEffect(lease, step).undo_begun(change)
     lease.work, lease.compensating = step, True
+
+
+def undo_of(workflow_def: definition.Workflow | None, step_name: str):
+    """The undo the running code declares for step `step_name`, or None."""
+    spec = definition.step_of(workflow_def, step_name)
+    return spec.compensate_fn if spec is not None else None
+
+
+def undo_missing(run) -> str:
+    return f"{run.workflow_name} v{run.workflow_version} in this worker declares no undo"
+
+
+def hold_undo_missing(change: Change, lease: Lease, step: Step, message: str) -> None:
+    """The undo an effect that stands needs is gone from the code (a release removed it, or
+    its tool, without a new version): nothing more is undone, and the compensation waits
+    for a person as failed, naming the effect. With the undo back, compensating again goes
+    on where it stopped."""
+    run = change.run
+    before = audit_state(run, step)
+    if step.lease_owner:  # an agent step held the lease for its calls' undos
+        step.lease_owner, step.lease_expires_at = "", None
+        change.step_changed(step)
+    change.move(CFAIL, reason=AttentionReason.DEFINITION_MISSING, message=message)
+    change.audit(AuditAction.DEFINITION_MISSING, step=step, before=before,
+                 after=audit_state(run, step), data={"error": message})
+    lease.finished, lease.work, lease.compensating = True, None, False
 
 
 def undos_to_come(lease: Lease) -> list[Step]:

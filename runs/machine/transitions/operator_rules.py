@@ -120,7 +120,7 @@ def paused_undo(run: Run, steps: list[Step],
     if step.kind != definition.AGENT:
         return PausedUndo(step) if step.status == StepStatus.SUCCEEDED else None
     # The calls newer than the paused one are undone already: it is the first still standing.
-    order = compensation_order(step, workflow_def.step(step.name))
+    order = compensation_order(step)
     call = order[0] if order else None
     if call is None or call.impact != definition.HIGH or call.status != ToolCallStatus.SUCCEEDED:
         return None

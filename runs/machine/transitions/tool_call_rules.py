@@ -85,18 +85,23 @@ def calls_of(step: Step) -> list[ToolCall]:
 
 def undeclared_tool_call(calls: list[ToolCall], spec: definition.AgentSpec, *,
                          compensating: bool = False) -> ToolCall | None:
-    """The first call that still needs its tool (compensating: to undo an effect that
-    stands) whose tool the agent no longer declares, or None. A release removed the tool
-    without a new version: no rule can send, settle or undo that call."""
-    needs = EFFECT_STANDS if compensating else NEEDS_TOOL
-    return next((c for c in calls if c.status in needs and c.tool not in spec.tools), None)
+    """The first call whose tool the agent no longer declares although the call still
+    needs it, or None. Compensating: the first call whose effect stands with an undo
+    declared when it was made (its compensation key) that the tool no longer has, or whose
+    tool is gone. A release removed it without a new version: no rule can send, settle or
+    undo that call, and passing over it would leave its effect standing unsaid."""
+    if compensating:
+        return next((c for c in calls if c.status in EFFECT_STANDS and c.compensation_key
+                     and getattr(spec.tools.get(c.tool), "compensate_fn", None) is None),
+                    None)
+    return next((c for c in calls if c.status in NEEDS_TOOL and c.tool not in spec.tools), None)
 
 
-def compensation_order(step: Step, spec: definition.AgentSpec) -> list[ToolCall]:
+def compensation_order(step: Step) -> list[ToolCall]:
     """The calls of an agent step to undo, newest first: those of its current generation
-    whose effect stands and whose tool declares a compensation."""
-    undoable = {name for name, tool in spec.tools.items() if tool.compensate_fn is not None}
-    calls = [c for c in calls_of(step) if c.tool in undoable and c.status in EFFECT_STANDS]
+    whose effect stands and that declared an undo when they were made (their compensation
+    key: an undo a release removed since stops the compensation, undeclared_tool_call)."""
+    calls = [c for c in calls_of(step) if c.compensation_key and c.status in EFFECT_STANDS]
     return sorted(calls, key=lambda c: (c.finished_at or c.updated_at, c.turn, c.index),
                   reverse=True)
 

@@ -243,3 +243,48 @@ def test_a_compensation_whose_tool_a_release_removed_undoes_nothing_and_waits(
     assert (run.status, run.attention_reason) == (RunStatus.ATTENTION,
                                                   AttentionReason.COMPENSATION_PAUSED)
     assert f"triage: tool post-ledger (call {post.ref})" in run.status_message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tools_undo_a_release_removed_stops_the_compensation_at_its_call(
+        live_sandbox, monkeypatch):
+    """The tool stays, its undo goes: the posting's effect stands, so the compensation
+    stops there, naming the call, with nothing undone; it never ends "compensated"."""
+    run = start_triage(key="tenant-42:undo-removed")
+    with crashpoints.failing("tell-requester"):
+        run = advance(run)
+    post = ToolCall.objects.get(step__run=run, tool="post-ledger")
+    tool = registry.get("invoice-triage", run.workflow_version).step("triage").tools[
+        "post-ledger"]
+    monkeypatch.setattr(tool, "compensate_fn", None)
+    transitions.compensate(run.pk, actor=ACTOR, reason="requester unreachable",
+                           approved_by=SECOND)
+    run = advance(run)
+
+    assert (run.status, run.attention_reason) == (RunStatus.COMPENSATION_FAILED,
+                                                  AttentionReason.DEFINITION_MISSING)
+    assert run.status_message == (f"triage tool call {post.ref}: invoice-triage v1 in this "
+                                  "worker declares no undo for tool 'post-ledger', whose "
+                                  "effect stands")
+    assert reversals() == 0 and Task.objects.get().status != Task.CANCELLED
+    post.refresh_from_db()
+    assert post.status == ToolCallStatus.SUCCEEDED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_paused_undo_a_release_removed_is_still_the_one_confirmed_and_then_held(
+        live_sandbox, monkeypatch):
+    run = paused_at_the_posting("paused-undo-removed")
+    post = ToolCall.objects.get(step__run=run, tool="post-ledger")
+    tool = registry.get("invoice-triage", run.workflow_version).step("triage").tools[
+        "post-ledger"]
+    monkeypatch.setattr(tool, "compensate_fn", None)
+    # The pause still names the posting: confirming it is what is offered, never a
+    # "compensate" that would pass over it.
+    assert ACTIONS["confirm_compensation"].refusal(run, steps_of(run)) is None
+    confirm(run, call=post.ref)
+    run = advance(run)
+    assert (run.status, run.attention_reason) == (RunStatus.COMPENSATION_FAILED,
+                                                  AttentionReason.DEFINITION_MISSING)
+    assert f"tool call {post.ref}" in run.status_message
+    assert reversals() == 0 and Task.objects.get().status != Task.CANCELLED
