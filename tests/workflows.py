@@ -16,6 +16,7 @@ from runs.definitions.declarations import tool_approval
 from runs.definitions.definition import Contract, Found, NotFound, StepResult, Workflow
 from runs.definitions.retry import RetryPolicy
 from runs.machine import limits
+from runs.machine.errors import PermanentError
 from runs.waiting.schedules import Schedule
 
 
@@ -351,6 +352,33 @@ def delete_note(ctx, args):
     script.calls.append(("write-note:compensate", ctx.key, ctx.attempt))
     ref = script.compensations.setdefault(ctx.key, f"DEL-{len(script.compensations) + 1}")
     return StepResult({"deleted": ctx.remote_ref}, remote_ref=ref)
+
+
+# An agent after a step, undone by policy (auto_compensate): its tool "write-note" declares
+# an undo and "charge" fails for good, which starts the compensation (the model is scripted
+# by the tests: runs.agents.agent_loop.ask_model).
+agent_saga = Workflow("test-agent-saga", version=1, input=OrderIn, auto_compensate=True)
+
+
+@agent_saga.write("reserve", retry=FAST, honours_key=True)
+def saga_reserve(ctx):
+    return _call(ctx, _effect(ctx))
+
+
+@saga_reserve.compensate
+def saga_release(ctx):
+    return _compensation(ctx)
+
+
+saga_assist = agent_saga.agent("assist", system_prompt="Take notes, then charge.")
+saga_assist.tool("write-note", kind="write", honours_keys=True, args=NoteArgs)(write_note.fn)
+saga_assist.tools["write-note"].compensate(delete_note)
+
+
+@saga_assist.tool("charge", kind="write", honours_keys=True, args=NoteArgs, retry=FAST)
+def saga_charge(ctx, args):
+    script.calls.append(("charge", ctx.key, ctx.attempt))
+    raise PermanentError("card declined")
 
 
 # The invoice-triage agent with a small context budget (runs.agents.agent_history): its tools are

@@ -60,7 +60,10 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
     client = None
     try:
         while True:
-            if lease.finished or lease.work is None or lease.work.name != name:
+            # The lease moved on: to another step, or to undoing this one (a call's failure
+            # started the workflow's automatic compensation, which begins with this agent).
+            if lease.finished or lease.work is None or lease.work.name != name \
+                    or lease.compensating:
                 return lease
             step = lease.by_name(name)
             calls = tool_call_rules.calls_of(step)
@@ -285,8 +288,12 @@ def messages(spec: definition.AgentSpec, ctx: StepContext, turns, calls: list[To
 def tool_message(call: ToolCall) -> str:
     """What the model is told about one settled call."""
     if call.status in (S.SUCCEEDED, S.COMPENSATING, S.COMPENSATED, S.COMPENSATION_FAILED):
-        return json.dumps(sensitive.opened(call.result) if call.result is not None
-                          else {"ok": True})
+        told = sensitive.opened(call.result) if call.result is not None else {"ok": True}
+        if call.status == S.COMPENSATED:
+            # A person undid it and the agent goes on: the model must not build on it.
+            told = {"undone": "a person undid this call's effect; it no longer stands",
+                    "result_before_the_undo": told}
+        return json.dumps(told)
     if call.status == S.INVALID:
         return json.dumps({"error": f"invalid call, not executed: {call.error_message}"})
     if call.status == S.CANCELLED:

@@ -4,10 +4,12 @@ Every drill ends by counting the external objects and the model requests, and ch
 what must not have happened."""
 
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
+from django.utils import timezone
 
 from approvals import decisions
 from approvals import schedule as approvals_sweep
@@ -18,8 +20,9 @@ from demo.sandbox import faults
 from demo.sandbox.models import LedgerEntry, Message, ModelCall, Task
 from runs.execution import sweeper
 from runs.machine import transitions
-from runs.machine.errors import TransitionNotAllowed
+from runs.machine.errors import SecondPersonRequired, TransitionNotAllowed
 from runs.models import AgentTurn, AttentionReason, Run, RunStatus, ToolCall
+from runs.operator.actions import ACTIONS, ActionInput
 from runs.tasks import start_run as start_run_task
 from tests.agent_runs import LARGE, SMALL
 from tests.processes import kill_hard, until_status, wait_for
@@ -118,6 +121,37 @@ def test_agent_drill_crash_after_the_ledger_committed_reconciles_to_one_entry(wo
     assert reconciled.data["verdict"] == "found"
     assert Task.objects.count() == 1 and Message.objects.count() == 1
     _assert_aftermath(run)
+
+
+def test_agent_drill_ended_after_a_crash_settles_the_posting_before_it_ends(worker,
+                                                                             tmp_path):
+    """The worker dies after the ledger committed; the sweeper takes the run back and a
+    person ends it before any worker claims it again. The posting may have happened: the
+    take-back made the call unknown, so ending the run needs a second person and leaves it
+    waiting until the call is settled; the lookup by key finds the one entry."""
+    run = _triage()
+    _crash(worker, tmp_path, "after_call:triage/post-ledger")
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(minutes=5))
+    sweeper.sweep()
+    post = ToolCall.objects.get(step__run=run, tool="post-ledger")
+    assert post.status == "unknown"  # at the take-back, not at some later claim
+    with pytest.raises(SecondPersonRequired):
+        transitions.terminate(run.pk, actor=PERSON, reason="invoice withdrawn")
+    transitions.terminate(run.pk, actor=PERSON, reason="invoice withdrawn",
+                          approved_by=Actor.system("second"))
+    run.refresh_from_db()
+    assert (run.status, run.attention_reason) == (RunStatus.ATTENTION,
+                                                  AttentionReason.ENDED_UNSETTLED)
+    assert f"triage: tool call {post.ref} post-ledger" in run.status_message
+    ACTIONS["reconcile_tool_call"].perform(run.pk, actor=PERSON, given=ActionInput(
+        reason="look it up", step="triage", call=post.ref, mode="ask"))
+    run.refresh_from_db()
+    post.refresh_from_db()
+    assert run.status == RunStatus.TERMINATED
+    assert post.status == "succeeded" and post.remote_ref == LedgerEntry.objects.get().ref
+    assert LedgerEntry.objects.count() == 1 and Task.objects.count() == 1
+    assert not ToolCall.objects.filter(step__run=run, status="running").exists()
+    call_command("verify_audit")
 
 
 def test_agent_drill_crash_before_a_call_sends_it_once_with_its_key(worker, tmp_path):

@@ -3,8 +3,11 @@ the next undo's intent, and the one pause before a high-impact undo, a step's or
 tool call's (pauses_before_undo). An undo's outcome is an effect's outcome
 (effects.undo_outcome)."""
 
+from django.db.models import F
+
 from audit.actions import AuditAction
 
+from ...agent_models import ToolCall
 from ...definitions import definition
 from ...models import (
     AttentionReason,
@@ -21,6 +24,7 @@ from .kernel import (  # the package's shared vocabulary
     Lease,
     audit_state,
 )
+from .tool_call_rules import EFFECT_STANDS
 
 
 def compensation_plan(steps: list[Step], workflow_def: definition.Workflow | None) -> list[Step]:
@@ -33,9 +37,28 @@ def compensation_plan(steps: list[Step], workflow_def: definition.Workflow | Non
     stands; one that added an undo since does not send it, keyless, under this run."""
     if workflow_def is None:
         return []
-    plan = [s for s in steps if s.compensation_key and s.status in (
-        StepStatus.SUCCEEDED, StepStatus.COMPENSATING, StepStatus.COMPENSATION_FAILED)]
+    plan = [s for s in steps if s.compensation_key and s.status in STANDS]
+    plan += agents_with_undos_to_come(
+        [s for s in steps if s.compensation_key and s.kind == definition.AGENT
+         and s.status not in STANDS and s.status != StepStatus.RUNNING])
     return sorted(plan, key=lambda s: (s.finished_at or s.updated_at, s.position), reverse=True)
+
+
+STANDS = (StepStatus.SUCCEEDED, StepStatus.COMPENSATING, StepStatus.COMPENSATION_FAILED)
+
+
+def agents_with_undos_to_come(agents: list[Step]) -> list[Step]:
+    """Of agent steps that did not end well (failed, cancelled, ended by a person, waiting),
+    those with a call whose effect stands and declared an undo: an agent's effects are its
+    calls', whatever the step's own end, and a compensation undoes them too."""
+    if not agents:
+        return []
+    by_id = {s.pk: s for s in agents}
+    with_undos = set(ToolCall.objects.filter(
+        step_id__in=list(by_id), generation=F("step__generation"),
+        status__in=EFFECT_STANDS).exclude(compensation_key="")
+        .values_list("step_id", flat=True))
+    return [by_id[pk] for pk in by_id if pk in with_undos]
 
 def begin_compensation(change: Change, plan: list[Step], *, reason: str,
                         data: dict | None = None) -> None:
@@ -75,7 +98,7 @@ def advance_compensation(change: Change, lease: Lease) -> None:
     if pauses_before_undo(change, lease, StepEffect(lease, step),
                           waiting=[s.name for s in plan]):
         return
-    if step.status == StepStatus.SUCCEEDED:
+    if step.status != StepStatus.COMPENSATING:
         step.budget_started_at = now  # the compensation's own retry budget starts now
     step.budget_started_at = step.budget_started_at or now
     step.next_attempt_at = None

@@ -22,7 +22,6 @@ from ...definitions import definition
 from ...models import (
     HELD_RUN_STATUSES,
     ApprovalWait,
-    ErrorClass,
     Run,
     RunEvent,
     RunStatus,
@@ -37,6 +36,13 @@ from ..errors import (
 from ..redaction import redact, redact_text
 from ..wakeup import wake_after_commit, wake_all_after_commit
 from .attempts import ATTEMPT_ENDS, OPEN_INTENTS, intent_of
+from .in_flight import (  # noqa: F401 - the vocabulary
+    IN_FLIGHT_AT_END,
+    end_agent_step,
+    ended_in_flight,
+    release_calls_in_flight,
+    taken_back,
+)
 from .outcome import Outcome  # noqa: F401 - the vocabulary
 from .unsettled import Effect, end_or_hold, unsettled_effects  # noqa: F401 - the vocabulary
 
@@ -392,13 +398,12 @@ def terminate_in(change: Change, steps: list[Step], *, reason: str,
     before = audit_state(run)
     run.fencing_token += 1  # a worker still holding the run is fenced off from now on
     for step in steps:
-        if step.status == StepStatus.RUNNING:
+        if step.kind == definition.AGENT and step.status not in DONE_STEP_STATUSES:
+            end_agent_step(change, step, action=action)
+        elif step.status == StepStatus.RUNNING:
             ended_in_flight(step, step.kind, IN_FLIGHT_AT_END)
             step.lease_owner, step.lease_expires_at = "", None
             change.step_changed(step)
-            if step.kind == definition.AGENT:
-                release_calls_in_flight(change, step, action=action, why=IN_FLIGHT_AT_END,
-                                        settle=ended_in_flight)
         elif step.status in (StepStatus.PENDING, StepStatus.SCHEDULED):
             step.status = StepStatus.SKIPPED
             step.next_attempt_at = None
@@ -410,53 +415,6 @@ def terminate_in(change: Change, steps: list[Step], *, reason: str,
         data = {**(data or {}), "unsettled": [str(e) for e in unsettled]}
     end_or_hold(change, unsettled, message=reason)
     change.audit(action, reason=reason, before=before, after=audit_state(run), data=data)
-
-
-IN_FLIGHT_AT_END = "in flight when the run was terminated"
-
-
-def ended_in_flight(row, kind: str, why: str) -> None:
-    """An effect (a step's, or a tool call's) in flight when a person ended its run: its
-    outcome is unknown whatever its kind, and its result, when it arrives, is recorded on it
-    (effects.late_result). Only one that may have acted elsewhere keeps the run from ending
-    (unsettled.unsettled_effects); a read's is evidence only."""
-    row.status = StepStatus.UNKNOWN
-    row.error_class, row.error_message = ErrorClass.UNKNOWN, why
-
-
-def taken_back(row, kind: str, why: str) -> None:
-    """An effect (a step's, or a tool call's) left running by a worker that stopped before
-    recording its outcome: one that may have acted elsewhere (a write, a notify, or a call
-    of no recorded kind) is unknown, settled by its key next; anything else changed nothing
-    and runs again."""
-    if kind in (definition.WRITE, definition.NOTIFY) or not kind:
-        row.status = StepStatus.UNKNOWN
-        row.error_class, row.error_message = ErrorClass.UNKNOWN, why
-    else:
-        row.status = StepStatus.PENDING
-
-
-def release_calls_in_flight(change: Change, step: Step, *, why: str, action: str,
-                            calls: list | None = None, settle=taken_back) -> None:
-    """Tool calls of agent step `step` left running, settled by the rule a step's own effect
-    follows in the same case (`settle`): taken back from a worker that stopped before
-    recording an outcome (taken_back), or in flight when the run was terminated
-    (ended_in_flight). Each one gets its audit record, `action`. `calls`: those the caller
-    read as running, or (None) the step's calls running now."""
-    from ...agent_models import ToolCall, ToolCallStatus  # the models module imports ours
-
-    if calls is None:
-        calls = ToolCall.objects.filter(step=step, generation=step.generation,
-                                        status=ToolCallStatus.RUNNING)
-    for call in calls:
-        settle(call, call.kind, why)
-        call.updated_at = change.now
-        call.save(update_fields=["status", "error_class", "error_message", "updated_at"])
-        change.audit(action, step=step, before={"call_status": ToolCallStatus.RUNNING},
-                     after={"call_status": call.status},
-                     data={"tool_call": call.ref, "tool": call.tool, **intent_of(call),
-                           **({"error": why} if call.status == ToolCallStatus.UNKNOWN else {})})
-
 
 _joined = contextvars.ContextVar("runs_transition_joined", default=False)
 # The run row the caller locked, taken (once) by the first transition on it.

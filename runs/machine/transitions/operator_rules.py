@@ -171,6 +171,15 @@ def step_refusal(action: str, run: Run, step: Step, steps: list[Step],
         return f"{action} is not aimed at a step"
     return None
 
+def undos_in_doubt(steps: list[Step]) -> list[str]:
+    """The tool calls whose undo a person started and whose outcome was not recorded (a
+    crash between), named as the console names them. Reads what a list page prefetched
+    (step.tool_calls), or one query per agent step."""
+    return [f"{s.name}: tool call {c.ref} ({c.tool})" for s in steps
+            if s.kind == definition.AGENT for c in s.tool_calls.all()
+            if c.generation == s.generation and c.status == ToolCallStatus.COMPENSATING]
+
+
 def refusal(action: str, run: Run, steps: list[Step], workflow_def: definition.Workflow | None, *,
             step: Step | None = None) -> str | None:
     """Why the operator action `action` cannot succeed on `run` (aimed at `step`, for the
@@ -188,6 +197,12 @@ def refusal(action: str, run: Run, steps: list[Step], workflow_def: definition.W
                                       or paused_undo(run, steps, workflow_def)):
         return (f"run {run.pk} is being compensated: carry the compensation on (confirm, "
                 "compensate) or terminate it; it does not go forward again")
+    if action in FORWARD_ACTIONS:
+        in_doubt = undos_in_doubt(steps)
+        if in_doubt:
+            return (f"the undo of {', '.join(in_doubt)} was sent but its outcome is not "
+                    "recorded: send it again with its key (compensate_tool_call) first, so "
+                    "that the run never goes on with an undo half done")
     if action == "compensate":
         if workflow_def is None:
             return (f"{run.workflow_name} v{run.workflow_version} is not registered: its "

@@ -1,0 +1,80 @@
+"""Effects in flight when their worker stopped or a person ended their run: what each
+becomes (taken_back, ended_in_flight), the tool calls an agent step left running, and how an
+agent step not done ends with its run. Shared by the lease take-back and terminate_in."""
+
+from ...definitions import definition
+from ...models import ErrorClass, Step, StepStatus
+from .attempts import intent_of
+
+IN_FLIGHT_AT_END = "in flight when the run was terminated"
+
+def ended_in_flight(row, kind: str, why: str) -> None:
+    """An effect (a step's, or a tool call's) in flight when a person ended its run: its
+    outcome is unknown whatever its kind, and its result, when it arrives, is recorded on it
+    (effects.late_result). Only one that may have acted elsewhere keeps the run from ending
+    (unsettled.unsettled_effects); a read's is evidence only. An agent step's are its
+    calls' (end_agent_step)."""
+    row.status = StepStatus.UNKNOWN
+    row.error_class, row.error_message = ErrorClass.UNKNOWN, why
+
+
+def taken_back(row, kind: str, why: str) -> None:
+    """An effect (a step's, or a tool call's) left running by a worker that stopped before
+    recording its outcome: one that may have acted elsewhere (a write, a notify, or a call
+    of no recorded kind) is unknown, settled by its key next; anything else changed nothing
+    and runs again."""
+    if kind in (definition.WRITE, definition.NOTIFY) or not kind:
+        row.status = StepStatus.UNKNOWN
+        row.error_class, row.error_message = ErrorClass.UNKNOWN, why
+    else:
+        row.status = StepStatus.PENDING
+
+
+def release_calls_in_flight(change, step: Step, *, why: str, action: str,
+                            calls: list | None = None, settle=taken_back) -> list:
+    """Tool calls of agent step `step` left running, settled by the rule a step's own effect
+    follows in the same case (`settle`): taken back from a worker that stopped before
+    recording an outcome (taken_back), or in flight when the run was terminated
+    (ended_in_flight). Each one gets its audit record, `action`. `calls`: those the caller
+    read as running, or (None) the step's calls running now. Returns those it settled."""
+    from ...agent_models import ToolCall, ToolCallStatus  # the models module imports ours
+
+    if calls is None:
+        calls = ToolCall.objects.filter(step=step, generation=step.generation,
+                                        status=ToolCallStatus.RUNNING)
+    for call in calls:
+        settle(call, call.kind, why)
+        call.updated_at = change.now
+        call.save(update_fields=["status", "error_class", "error_message", "updated_at"])
+        change.audit(action, step=step, before={"call_status": ToolCallStatus.RUNNING},
+                     after={"call_status": call.status},
+                     data={"tool_call": call.ref, "tool": call.tool, **intent_of(call),
+                           **({"error": why} if call.status == ToolCallStatus.UNKNOWN else {})})
+    return list(calls)
+
+
+def end_agent_step(change, step: Step, *, action: str) -> None:
+    """An agent step not done when a person ended its run (terminate, cancel). Its calls
+    left running, pending after a take-back too, are settled as any effect in flight; the
+    step is unknown while one of its calls is (its own model turn is no effect), and ended
+    (failed) once it ran: never skipped with calls that acted, nor unknown with nothing
+    left to settle."""
+    from ...agent_models import ToolCall, ToolCallStatus  # the models module imports ours
+
+    released = release_calls_in_flight(change, step, action=action, why=IN_FLIGHT_AT_END,
+                                       settle=ended_in_flight)
+    not_started = step.status in (StepStatus.PENDING, StepStatus.SCHEDULED)
+    if any(c.status == ToolCallStatus.UNKNOWN for c in released):
+        ended_in_flight(step, definition.WRITE, IN_FLIGHT_AT_END)
+    elif step.status == StepStatus.RUNNING or not_started and ToolCall.objects.filter(
+            step=step, generation=step.generation).exists():
+        step.error_message = "ended by a person before it finished" if not_started \
+            else IN_FLIGHT_AT_END
+        step.status, step.error_class = StepStatus.FAILED, ""
+    elif not_started:
+        step.status = StepStatus.SKIPPED
+    else:
+        return  # waiting for a person, or unknown with a call to settle: as it stands
+    step.next_attempt_at = None
+    step.lease_owner, step.lease_expires_at = "", None
+    change.step_changed(step)

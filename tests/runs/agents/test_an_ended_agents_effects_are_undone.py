@@ -1,0 +1,150 @@
+"""An agent's effects are its tool calls', whatever the agent step's own end: a compensation
+undoes every call whose effect stands and that declared an undo, when the agent failed, was
+cancelled inside, or was ended by a person during a model turn. Ending a run during a model
+turn leaves the agent failed (a model turn is no effect), not unknown with nothing to
+settle. A person's undo of one call cut short by a crash keeps the run from going on until
+that undo is sent again, and the model is told which calls a person undid."""
+
+import json
+
+import pytest
+
+from audit.chain import Actor
+from demo.agent_workflow import triage
+from demo.sandbox.models import LedgerEntry, Task
+from runs.agents import agent_loop
+from runs.execution import executor
+from runs.machine import transitions
+from runs.machine.transitions.agent_calls import ModelTurn
+from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus, ToolCall
+from runs.operator.actions import ACTIONS, ActionInput
+from tests.agent_runs import ACTOR, SMALL, advance, start_triage
+
+pytestmark = pytest.mark.django_db(transaction=True)
+SECOND = Actor.system("second")
+
+
+def reversals() -> int:
+    return LedgerEntry.objects.filter(reverses__isnull=False).count()
+
+
+def undo_everything(run) -> Run:
+    """Compensate (a second person agreeing), confirm the ledger's undo when it pauses."""
+    transitions.compensate(run.pk, actor=ACTOR, reason="withdrawn", approved_by=SECOND)
+    run = advance(run)
+    assert run.attention_reason == AttentionReason.COMPENSATION_PAUSED, run.status_message
+    post = ToolCall.objects.get(step__run=run, tool="post-ledger")
+    ACTIONS["confirm_compensation"].perform(run.pk, actor=ACTOR, given=ActionInput(
+        reason="reversal checked", step="triage", call=post.ref))
+    return advance(run)
+
+
+def test_an_agent_cancelled_inside_after_it_posted_is_undone_by_compensate(
+        live_sandbox, monkeypatch):
+    tool = triage.tools["post-ledger"]
+    post = tool.fn
+
+    def cancel_then_post(ctx, args):
+        transitions.cancel(ctx.run_id, actor=ACTOR, reason="wrong vendor")
+        return post(ctx, args)
+
+    monkeypatch.setattr(tool, "fn", cancel_then_post)
+    run = advance(start_triage(SMALL, key="tenant-42:cancelled-then-undone"))
+    monkeypatch.undo()
+    assert run.status == RunStatus.TERMINATED and LedgerEntry.objects.count() == 1
+    assert Step.objects.get(run=run, name="triage").status == StepStatus.FAILED
+    transitions.reopen(run.pk, actor=ACTOR, reason="the posting must go")
+
+    run = undo_everything(run)
+    assert run.status == RunStatus.COMPENSATED
+    assert reversals() == 1 and Task.objects.get().status == Task.CANCELLED
+    assert LedgerEntry.objects.filter(reverses__isnull=True).count() == 1  # not posted again
+
+
+def test_an_agent_ended_during_a_model_turn_fails_and_its_effects_are_undone(
+        live_sandbox, monkeypatch):
+    ask = agent_loop.ask_model
+    key = "tenant-42:ended-in-a-turn"
+
+    def ask_then_terminate(client, spec, conversation, **kw):
+        if LedgerEntry.objects.exists() and not Run.objects.filter(
+                business_key=key, status=RunStatus.TERMINATED).exists():
+            transitions.terminate(Run.objects.get(business_key=key).pk, actor=ACTOR,
+                                  reason="stop", approved_by=SECOND)
+        return ask(client, spec, conversation, **kw)
+
+    monkeypatch.setattr(agent_loop, "ask_model", ask_then_terminate)
+    run = advance(start_triage(SMALL, key=key))
+    monkeypatch.undo()
+    assert run.status == RunStatus.TERMINATED
+    triage_step = Step.objects.get(run=run, name="triage")
+    # The model turn in flight was no effect: nothing to settle, the agent failed.
+    assert triage_step.status == StepStatus.FAILED
+    transitions.reopen(run.pk, actor=ACTOR, reason="the posting must go")
+    run.refresh_from_db()
+    assert ACTIONS["compensate"].refusal(run, list(run.steps.all())) is None
+
+    run = undo_everything(run)
+    assert run.status == RunStatus.COMPENSATED and reversals() == 1
+
+
+def scripted(*turns):
+    queue = list(turns)
+    return lambda client, spec, conversation, **kw: queue.pop(0)
+
+
+def note_then_charge():
+    return scripted(
+        ModelTurn(content="", tool_calls=[{"id": "c0", "name": "write-note",
+                                           "arguments": '{"text": "hold the room"}'}]),
+        ModelTurn(content="", tool_calls=[{"id": "c1", "name": "charge",
+                                           "arguments": '{"text": "10 EUR"}'}]),
+        ModelTurn(content="done", tool_calls=[]))
+
+
+@pytest.mark.django_db
+def test_an_agents_permanent_failure_undoes_its_own_calls_too_by_policy(script, monkeypatch):
+    monkeypatch.setattr(agent_loop, "ask_model", note_then_charge())
+    run, _ = transitions.start_run(workflow="test-agent-saga", business_key="saga-1",
+                                   input={"order": "o-1"}, actor=ACTOR, wake=False)
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPENSATED
+    note = ToolCall.objects.get(step__run=run, tool="write-note")
+    assert note.status == "compensated"
+    assert [c[0] for c in script.calls if c[0].endswith(":compensate")] == [
+        "write-note:compensate", "reserve:compensate"]  # newest first
+    assert len(script.compensations) == 2
+    assert [c[0] for c in script.calls].count("charge") == 1  # a permanent error: once
+
+
+@pytest.mark.django_db
+def test_a_run_does_not_go_on_while_a_persons_undo_of_one_call_is_in_doubt(
+        script, monkeypatch):
+    run, _ = transitions.start_run(workflow="test-agent", business_key="in-doubt",
+                                   input={"order": "o-2"}, actor=ACTOR, wake=False)
+    monkeypatch.setattr(agent_loop, "ask_model", scripted(
+        ModelTurn(content="", tool_calls=[{"id": "c0", "name": "write-note",
+                                           "arguments": '{"text": "a"}'}]),
+        ModelTurn(content="", tool_calls=[{"id": "c1", "name": "missing-tool",
+                                           "arguments": "{}"}])))
+    executor.advance_run(run.pk, worker="w1")
+    run.refresh_from_db()
+    assert run.status == RunStatus.ATTENTION, run.status_message
+    note = ToolCall.objects.get(step__run=run, tool="write-note")
+
+    # As a process that died after recording the undo's intent leaves it: in doubt.
+    ToolCall.objects.filter(pk=note.pk).update(status="compensating", compensation_attempt=1)
+    run.refresh_from_db()
+    for forward in ("resume", "retry_tool_call", "reconcile_tool_call"):
+        refused = ACTIONS[forward].refusal(run, list(run.steps.all()))
+        assert refused, forward
+    refused = ACTIONS["resume"].refusal(run, list(run.steps.all()))
+    assert f"the undo of assist: tool call {note.ref} (write-note) was sent" in refused
+
+    ACTIONS["compensate_tool_call"].perform(run.pk, actor=ACTOR, given=ActionInput(
+        reason="send the undo again", step="assist", call=note.ref))
+    note.refresh_from_db()
+    assert note.status == "compensated" and len(script.compensations) == 1
+    run.refresh_from_db()
+    assert ACTIONS["resume"].refusal(run, list(run.steps.all())) is None
+    told = json.loads(agent_loop.tool_message(note))
+    assert told["undone"] == "a person undid this call's effect; it no longer stands"
