@@ -71,9 +71,9 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
             if running:
                 lease = calls_tx.take_back_calls(lease, step, running)
                 continue
-            undeclared = tool_call_rules.undeclared_tool_call(calls, spec)
-            if undeclared is not None:
-                return calls_tx.tool_undeclared(lease, step, undeclared)
+            unworkable = tool_call_rules.unworkable_call(calls, spec, code_of(lease))
+            if unworkable is not None:
+                return calls_tx.call_unworkable(lease, step, *unworkable)
             unknown = next((c for c in calls if c.status == S.UNKNOWN), None)
             if unknown is not None:
                 tool = spec.tools.get(unknown.tool)
@@ -178,6 +178,11 @@ def _run_call(lease, step: Step, spec: definition.AgentSpec, ctx: StepContext, c
     return calls_tx.record_tool_outcome(lease, step, call, outcome)
 
 
+def code_of(lease: transitions.Lease) -> str:
+    """The workflow version the lease works, as a person names it."""
+    return f"{lease.run.workflow_name} v{lease.run.workflow_version}"
+
+
 def tool_context(ctx: StepContext, call: ToolCall, *,
                  compensating: bool = False) -> StepContext:
     """The step's context, narrowed to one tool call: its own key, attempt and reference."""
@@ -222,10 +227,10 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition
     (a failure leaves the failed call compensating, to be sent again with its key). The
     undo of a high-impact call is sent only once a person confirmed it: before that, the run
     stops for them (the lease returned, finished)."""
-    undeclared = tool_call_rules.undeclared_tool_call(tool_call_rules.calls_of(step), spec,
-                                                      compensating=True)
-    if undeclared is not None:
-        return calls_tx.tool_undeclared(lease, step, undeclared)
+    unworkable = tool_call_rules.unworkable_call(tool_call_rules.calls_of(step), spec,
+                                                 code_of(lease), compensating=True)
+    if unworkable is not None:
+        return calls_tx.call_unworkable(lease, step, *unworkable)
     order = tool_call_rules.compensation_order(step)
     for i, call in enumerate(order):
         tool = spec.tools[call.tool]

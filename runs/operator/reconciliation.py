@@ -19,6 +19,7 @@ from ..machine.context import context_outside_executor
 from ..machine.errors import TransitionNotAllowed
 from ..machine.transitions.agent_calls import checked_call
 from ..machine.transitions.operator_rules import check_before_work
+from ..machine.transitions.tool_call_rules import args_problem
 from ..models import Run
 
 
@@ -55,6 +56,10 @@ def reconcile_tool_call_by_key(run_id: int, *, step_name: str, call_ref: str, ac
         raise TransitionNotAllowed(
             f"tool {call.tool} declares no reconcile function; record the outcome by hand "
             "with evidence instead")
+    problem = args_problem(tool, call)
+    if problem:  # the lookup is asked with the arguments: a release narrowed their schema
+        raise TransitionNotAllowed(f"tool call {call_ref} cannot be looked up: {problem}; "
+                                   "record the outcome by hand with evidence instead")
     with context_outside_executor(run, step_name, definition=workflow,
                                   with_services=True) as ctx:
         verdict, error = ask_tool_remote(tool, tool_context(ctx, call), call)

@@ -24,7 +24,7 @@ from ...definitions import definition
 from ...models import AttentionReason, Run, Step, StepStatus
 from ..errors import TransitionNotAllowed
 from . import effects
-from .compensation import hold_undo_missing, undo_missing
+from .compensation import hold_undo_missing
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     Lease,
@@ -162,23 +162,18 @@ def settle_tool_call(lease: Lease, step: Step, call: ToolCall, verdict, *, error
     return lease
 
 
-def tool_undeclared(lease: Lease, step: Step, call: ToolCall, *,
+def call_unworkable(lease: Lease, step: Step, call: ToolCall, problem: str, *,
                     now: datetime | None = None) -> Lease:
-    """The agent no longer declares the tool `call` needs, or, compensating, the undo of
-    one whose effect stands (tool_call_rules.undeclared_tool_call): the run waits for a
-    person, as a run whose step a release removed does (lease_cycle), the call left as it
-    stands. Resumed once the tool is back, it goes on; a compensation held so
-    (compensation.hold_undo_missing) goes on undoing once compensated again."""
-    with holding(lease, "tool_undeclared", now) as change:
+    """No rule can work `call` as the code stands (tool_call_rules.unworkable_call says
+    why): the run waits for a person, as a run whose step a release removed does
+    (lease_cycle), the call left as it stands. Resumed once the code is fixed, it goes on;
+    a compensation held so (compensation.hold_undo_missing) goes on undoing once
+    compensated again."""
+    with holding(lease, "call_unworkable", now) as change:
         if change is None:
             return lease
         run = change.run
-        where = f"{step.name} tool call {call.ref}"
-        if call.tool not in agent_spec(lease, step).tools:
-            message = (f"{where}: {run.workflow_name} v{run.workflow_version} in this "
-                       f"worker declares no tool {call.tool!r}")
-        else:
-            message = f"{where}: {undo_missing(run)} for tool {call.tool!r}, whose effect stands"
+        message = f"{step.name} tool call {call.ref}: {problem}"
         if lease.compensating:
             hold_undo_missing(change, lease, step, message)
             return lease

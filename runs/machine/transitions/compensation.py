@@ -92,8 +92,10 @@ def advance_compensation(change: Change, lease: Lease) -> None:
         return
     step = plan[0]
     if step.kind != definition.AGENT and undo_of(lease.definition, step.name) is None:
-        hold_undo_missing(change, lease, step, f"{step.name}: {undo_missing(run)} for this "
-                                               "step, whose effect stands")
+        hold_undo_missing(change, lease, step, f"{step.name}: {run.workflow_name} "
+                                               f"v{run.workflow_version} in this worker "
+                                               "declares no undo for this step, whose effect "
+                                               "stands")
         return
     if pauses_before_undo(change, lease, StepEffect(lease, step),
                           waiting=[s.name for s in plan]):
@@ -112,10 +114,6 @@ def undo_of(workflow_def: definition.Workflow | None, step_name: str):
     """The undo the running code declares for step `step_name`, or None."""
     spec = definition.step_of(workflow_def, step_name)
     return spec.compensate_fn if spec is not None else None
-
-
-def undo_missing(run) -> str:
-    return f"{run.workflow_name} v{run.workflow_version} in this worker declares no undo"
 
 
 def hold_undo_missing(change: Change, lease: Lease, step: Step, message: str) -> None:

@@ -121,7 +121,7 @@ RUN_TRANSITIONS: dict[str, Move] = {
     "agent_turn": _move({RUNNING}, {RUNNING, ATTENTION, TERM}),
     "tool_call": _move({RUNNING}, {RUNNING, WAITING, ATTENTION, TERM, COMP, COMPED}),
     "tool_compensation": _move({COMP}, {COMP, ATTENTION}),  # paused at a high-impact undo
-    "tool_undeclared": _move({RUNNING, COMP}, {ATTENTION, CFAIL}),  # a release removed a tool
+    "call_unworkable": _move({RUNNING, COMP}, {ATTENTION, CFAIL}),  # a release changed a tool
     "reconcile_tool_call": _move({ATTENTION}, {QUEUED, ATTENTION, TERM}),
     # A person sends one failed tool call again, or undoes one whose effect stands
     # (runs.machine.transitions.agent_operator); the undo leaves the run with the person.

@@ -3,9 +3,12 @@ retry, undo): the rules the transitions of agent_operator and agent_calls check 
 run's lock, and that operator_rules.refusal and the console ask before offering them. Reads
 nothing but the step's calls and turns, and call_refusal reads nothing at all."""
 
+from pydantic import ValidationError
+
 from ...agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ...definitions import definition
 from ...models import ErrorClass, Run, Step, StepStatus
+from .. import sensitive
 from .kernel import ATTENTION, WAITING
 
 S = ToolCallStatus
@@ -83,24 +86,47 @@ def calls_of(step: Step) -> list[ToolCall]:
                 .order_by("turn", "index"))
 
 
-def undeclared_tool_call(calls: list[ToolCall], spec: definition.AgentSpec, *,
-                         compensating: bool = False) -> ToolCall | None:
-    """The first call whose tool the agent no longer declares although the call still
-    needs it, or None. Compensating: the first call whose effect stands with an undo
-    declared when it was made (its compensation key) that the tool no longer has, or whose
-    tool is gone. A release removed it without a new version: no rule can send, settle or
-    undo that call, and passing over it would leave its effect standing unsaid."""
-    if compensating:
-        return next((c for c in calls if c.status in EFFECT_STANDS and c.compensation_key
-                     and getattr(spec.tools.get(c.tool), "compensate_fn", None) is None),
-                    None)
-    return next((c for c in calls if c.status in NEEDS_TOOL and c.tool not in spec.tools), None)
+def unworkable_call(calls: list[ToolCall], spec: definition.AgentSpec, workflow: str, *,
+                    compensating: bool = False) -> tuple[ToolCall, str] | None:
+    """The first call that no rule can send, settle or undo as the code stands, with why;
+    or None. A release changed the agent without a new version: it removed the tool a
+    call still needs, narrowed its arguments' schema under a call not yet settled, or
+    (compensating) removed the undo a call whose effect stands declared when it was made
+    (its compensation key). Passing over such a call would leave its effect unsaid, and
+    working it would fail at every try. `workflow` names the code ("name vN")."""
+    in_worker = f"{workflow} in this worker"
+    for call in calls:
+        needs = call.status in EFFECT_STANDS and bool(call.compensation_key) if compensating \
+            else call.status in NEEDS_TOOL
+        if not needs:
+            continue
+        tool = spec.tools.get(call.tool)
+        if tool is None:
+            return call, f"{in_worker} declares no tool {call.tool!r}"
+        if compensating and tool.compensate_fn is None:
+            return call, f"{in_worker} declares no undo for tool {call.tool!r}, whose " \
+                         "effect stands"
+        problem = None if compensating else args_problem(tool, call)
+        if problem:
+            return call, f"{in_worker}: {problem}"
+    return None
+
+
+def args_problem(tool: definition.ToolSpec, call: ToolCall) -> str | None:
+    """Why the call's stored arguments no longer pass its tool's schema (fields and why,
+    never the values), or None."""
+    try:
+        tool.args.model_validate(sensitive.opened(call.arguments))
+    except ValidationError as exc:
+        return (f"the call's stored arguments no longer match {tool.args.__name__}: "
+                f"{definition.input_errors_text(exc.errors())}")
+    return None
 
 
 def compensation_order(step: Step) -> list[ToolCall]:
     """The calls of an agent step to undo, newest first: those of its current generation
     whose effect stands and that declared an undo when they were made (their compensation
-    key: an undo a release removed since stops the compensation, undeclared_tool_call)."""
+    key: an undo a release removed since stops the compensation, unworkable_call)."""
     calls = [c for c in calls_of(step) if c.compensation_key and c.status in EFFECT_STANDS]
     return sorted(calls, key=lambda c: (c.finished_at or c.updated_at, c.turn, c.index),
                   reverse=True)
