@@ -19,6 +19,7 @@ from audit.chain import Actor
 from ..agents.tool_call_undo import undo_tool_call
 from ..definitions import definition
 from ..machine import tracing, transitions
+from ..machine.errors import TransitionNotAllowed
 from ..machine.intentions import step_lines
 from ..machine.redaction import redact_text, shown_arguments
 from ..machine.storable import text_problem
@@ -168,19 +169,26 @@ def _resume(run_id, *, actor, given, approved_by):
 def _deliver_event(run_id, *, actor, given, approved_by):
     run = Run.objects.get(pk=run_id)
     step = transitions.waiting_event_step(list(run.steps.all()))
-    definition = _definition(run)
     payload = {}
     # The payload is checked only where the transition could accept it: otherwise its own
     # refusal (no reason, not waiting for an event) is the answer.
-    if step is not None and definition is not None and given.reason.strip():
+    if step is not None and given.reason.strip():
+        spec = definition.step_of(_definition(run), step.name)
+        if spec is None:
+            # A release renamed or removed the step the run waits on (or the workflow is not
+            # registered here): no schema to check the payload against, so none is taken.
+            raise TransitionNotAllowed(
+                f"{run.workflow_name} v{run.workflow_version} in this process has no step "
+                f"{step.name!r}, which the run waits on (a release renamed or removed it): "
+                "the payload cannot be checked and nothing was delivered. Deploy the code "
+                "that has the step, then deliver the event.")
         try:
             payload = json.loads(given.evidence or "{}")
         except ValueError:
             raise ActionInputError("Deliver event: the payload (evidence) is not JSON.") \
                 from None
         try:
-            payload = events.validated(run.workflow_name,
-                                       definition.step(step.name).event_name, payload)
+            payload = events.validated(run.workflow_name, spec.event_name, payload)
         except events.EventRefused as exc:
             raise ActionInputError(f"Deliver event: {exc}") from None
     return transitions.deliver_event_by_hand(run_id, payload=payload, actor=actor,

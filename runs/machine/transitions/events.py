@@ -6,6 +6,11 @@ A waiting step's remote_ref names what it waits for ("awaiting-event:<event>:<ke
 arriving event finds its run along step_remote_ref_idx; once delivered it names the event
 ("event:<source>:<id>"), the evidence. The event's row is written in the transaction of the
 transition that consumes it: a redelivered event (same source and id) changes nothing.
+
+A wait's `correlate` is the workflow's own code, called with the run's input when the run
+reaches the step: a release can make it fail for older runs (a key their input lacks). The
+run is then held for a person in that same change (timers.held_for_its_code), as a sleep's
+`until` that fails is.
 """
 
 import hashlib
@@ -34,6 +39,7 @@ from .kernel import (  # the package's shared vocabulary
     transition_on,
 )
 from .operator import operator_transition
+from .timers import held_for_its_code
 
 AWAITING = "awaiting-event:"
 
@@ -74,7 +80,11 @@ def awaits(change: Change, lease: Lease, step: Step) -> bool:
     run, now = change.run, change.now
     spec = definition_step(lease, step)
     if step.status != StepStatus.WAITING:
-        key = correlation_key(spec, run)
+        try:
+            key = correlation_key(spec, run)
+        except Exception as exc:  # noqa: BLE001 - the workflow's code, whatever it raises
+            held_for_its_code(change, lease, step, "its event wait's correlate()", exc)
+            return True
         before = audit_state(run, step)
         step.status = StepStatus.WAITING
         step.started_at = step.started_at or now

@@ -4,6 +4,11 @@ The run waits with next_wake_at set to the time (the sweeper's run_wake_due_idx 
 when due); the step waits with next_attempt_at the same. When a worker claims the run at or
 after that time, the step succeeds and the run goes on, in the same transition. A person
 may wake it early, with a reason (wake_timer): the step's time becomes now.
+
+A sleep's `until` is the workflow's own code, called with the run's input when the run
+reaches the step: a release can make it fail for older runs (a key their input lacks, a
+naive datetime). The run is then held for a person in that same change (held_for_its_code),
+the previous step's success kept; resumed once the code is fixed, it sleeps.
 """
 
 from datetime import datetime
@@ -12,8 +17,19 @@ from audit.actions import AuditAction
 from audit.chain import Actor
 
 from ...definitions import definition
-from ...models import Run, Step, StepStatus
-from .kernel import QUEUED, WAITING, Change, Lease, audit_state, definition_step
+from ...models import AttentionReason, Run, Step, StepStatus
+from ..redaction import redact_text
+from ..storable import printable
+from .kernel import (
+    QUEUED,
+    WAITING,
+    Change,
+    Lease,
+    audit_state,
+    definition_step,
+    halt,
+    held_status,
+)
 from .operator import operator_transition
 
 
@@ -32,7 +48,11 @@ def sleeps(change: Change, lease: Lease, step: Step) -> bool:
     (False: the caller records the step's success and goes on)."""
     run, now = change.run, change.now
     if step.status != StepStatus.WAITING or step.next_attempt_at is None:
-        wake_at = wake_time(definition_step(lease, step), run, now)
+        try:
+            wake_at = wake_time(definition_step(lease, step), run, now)
+        except Exception as exc:  # noqa: BLE001 - the workflow's code, whatever it raises
+            held_for_its_code(change, lease, step, "its sleep's until()", exc)
+            return True
         if wake_at <= now:
             return False
         before = audit_state(run, step)
@@ -49,6 +69,23 @@ def sleeps(change: Change, lease: Lease, step: Step) -> bool:
     run.next_wake_at = step.next_attempt_at
     lease.finished, lease.work = True, None
     return True
+
+
+def held_for_its_code(change: Change, lease: Lease, step: Step, what: str,
+                      exc: Exception) -> None:
+    """The workflow's own code for `step` (`what`: a sleep's until, an event wait's
+    correlate) raised as the run reached it: the run waits for a person, saying which step
+    and what was raised, in the change that reached the step. Raised on, the error would roll
+    back the previous step's success with this change and the run would go round its lease
+    again and again, every worker failing the same way; held, that success commits and
+    nothing else is called. The step stays as it was (pending): resumed after the code is
+    fixed, the run calls it again and goes on."""
+    error = printable(redact_text(f"{type(exc).__name__}: {exc}"))[:2000]
+    run = change.run
+    halt(change, lease, step, audit_state(run, step), held_status(run),
+         AttentionReason.DEFINITION_MISSING,
+         f"{step.name}: {what} in this worker's code raised {error}; fix the code, then "
+         "resume", error, action=AuditAction.DEFINITION_MISSING)
 
 
 def sleeping_message(step: Step) -> str:

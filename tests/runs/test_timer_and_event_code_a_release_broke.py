@@ -1,0 +1,161 @@
+"""A release changed a sleep's `until` or an event wait's `correlate` under running runs
+(no new version), and for older runs it raises: a key their input lacks, a naive datetime.
+The run is held for a person when it reaches that step, saying which step and what was
+raised; the step before keeps its success (recorded once, its code called once); no error
+reaches the worker; the run is not claimed again and again. Resumed once the code is
+fixed, it sleeps or waits as declared and goes on."""
+
+from datetime import datetime, timedelta
+
+import pytest
+from django.utils import timezone
+
+from audit.actions import AuditAction
+from audit.chain import Actor
+from audit.models import AuditRecord
+from runs.definitions.definition import registry
+from runs.execution import executor
+from runs.machine import transitions
+from runs.models import AttentionReason, ExternalEvent, RunStatus, StepStatus
+from runs.waiting import events
+from tests.factories import new_run, step
+
+pytestmark = pytest.mark.django_db
+OLGA = Actor(kind="user", label="olga")
+
+
+def _key_older_runs_lack(data):
+    return data["deadline"]
+
+
+def _naive(data):
+    return datetime(2030, 1, 1)
+
+
+def _calls(script) -> list[str]:
+    return [name for name, *_ in script.calls]
+
+
+def _records(run, action) -> list[AuditRecord]:
+    return list(AuditRecord.objects.filter(run=run, action=action).order_by("seq"))
+
+
+def _held_by_its_code(run, step_name: str, error: str) -> None:
+    """The run waits for a person, named and audited once, and holds no lease or timer."""
+    run.refresh_from_db()
+    assert (run.status, run.attention_reason) == (RunStatus.ATTENTION,
+                                                  AttentionReason.DEFINITION_MISSING)
+    assert run.status_message.startswith(f"{step_name}: ")
+    assert error in run.status_message
+    assert run.current_step == step_name
+    assert (run.lease_owner, run.lease_expires_at, run.next_wake_at) == ("", None, None)
+    held = _records(run, AuditAction.DEFINITION_MISSING)[-1]
+    assert held.step_name == step_name and error in held.data["error"]
+    assert (held.before["status"], held.after["status"]) == (RunStatus.RUNNING,
+                                                              RunStatus.ATTENTION)
+
+
+@pytest.mark.parametrize(("until", "error"), [
+    (_key_older_runs_lack, "KeyError: 'deadline'"),
+    (_naive, "ValueError: sleep 'cool-off': until() must return an aware datetime"),
+])
+def test_a_sleep_whose_until_raises_holds_the_run_and_keeps_the_step_before(
+        script, monkeypatch, until, error):
+    sleep = registry.get("test-sleepy", 1).step("cool-off")
+    monkeypatch.setattr(sleep, "sleep_for", None)
+    monkeypatch.setattr(sleep, "sleep_until", until)
+    run = new_run("test-sleepy")
+
+    # Reached from the checkpoint that records "look": no error reaches the worker.
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.ATTENTION
+    _held_by_its_code(run, "cool-off", error)
+    assert step(run, "look").status == StepStatus.SUCCEEDED
+    timer = step(run, "cool-off")
+    assert (timer.status, timer.next_attempt_at) == (StepStatus.PENDING, None)
+    assert _calls(script) == ["look"]
+    assert len(_records(run, AuditAction.SUCCEEDED)) == 1
+    assert len(_records(run, AuditAction.DEFINITION_MISSING)) == 1
+    assert _records(run, AuditAction.TIMER_STARTED) == []
+    assert _records(run, AuditAction.TIMER_FIRED) == []
+    # Not claimed again while it waits for a person.
+    assert executor.advance_run(run.pk, worker="w2") is None
+
+    # Resumed before the code is fixed: held again at the claim, nothing called again.
+    transitions.resume(run.pk, actor=OLGA, reason="try once more")
+    assert executor.advance_run(run.pk, worker="w2") == RunStatus.ATTENTION
+    _held_by_its_code(run, "cool-off", error)
+    assert _calls(script) == ["look"]
+    assert len(_records(run, AuditAction.DEFINITION_MISSING)) == 2
+
+    # The code fixed (the release rolled back), resumed: it sleeps as declared.
+    monkeypatch.undo()
+    transitions.resume(run.pk, actor=OLGA, reason="until() fixed")
+    assert executor.advance_run(run.pk, worker="w3") == RunStatus.WAITING
+    run.refresh_from_db()
+    timer = step(run, "cool-off")
+    assert timer.status == StepStatus.WAITING
+    assert timer.next_attempt_at > timezone.now() + timedelta(minutes=59)
+    assert run.next_wake_at == timer.next_attempt_at and run.attention_reason == ""
+    assert len(_records(run, AuditAction.TIMER_STARTED)) == 1
+    assert _calls(script) == ["look"]
+
+    # And goes on when woken; the step before is never sent again.
+    transitions.wake_timer(run.pk, actor=OLGA, reason="customer called")
+    assert executor.advance_run(run.pk, worker="w3") == RunStatus.COMPLETED
+    assert _calls(script) == ["look", "look-again"]
+    assert len(_records(run, AuditAction.TIMER_FIRED)) == 1
+
+
+def test_an_event_wait_whose_correlate_raises_holds_the_run_and_keeps_the_step_before(
+        script, monkeypatch):
+    wait = registry.get("test-payment-wait", 1).step("payment")
+    monkeypatch.setattr(wait, "correlate", lambda data: data["invoice_id"])
+    run = new_run("test-payment-wait")
+
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.ATTENTION
+    _held_by_its_code(run, "payment", "KeyError: 'invoice_id'")
+    assert "correlate()" in run.status_message
+    assert step(run, "invoice").status == StepStatus.SUCCEEDED
+    payment = step(run, "payment")
+    assert (payment.status, payment.remote_ref, payment.next_attempt_at) == (
+        StepStatus.PENDING, "", None)
+    assert _calls(script) == ["invoice"]
+    assert len(_records(run, AuditAction.SUCCEEDED)) == 1
+    assert len(_records(run, AuditAction.DEFINITION_MISSING)) == 1
+    assert _records(run, AuditAction.EVENT_AWAITED) == []
+    assert executor.advance_run(run.pk, worker="w2") is None
+
+    monkeypatch.undo()
+    transitions.resume(run.pk, actor=OLGA, reason="correlate() fixed")
+    assert executor.advance_run(run.pk, worker="w2") == RunStatus.WAITING
+    run.refresh_from_db()
+    payment = step(run, "payment")
+    assert payment.status == StepStatus.WAITING
+    assert payment.remote_ref == f"awaiting-event:payment.settled:{run.business_key}"
+    assert len(_records(run, AuditAction.EVENT_AWAITED)) == 1
+    assert _calls(script) == ["invoice"]
+
+    # The event finds it by its key, and the run goes on.
+    receipt = events.receive_event(
+        workflow="test-payment-wait", event="payment.settled", key=run.business_key,
+        event_id="evt-1", source="psp", payload={"amount": 5, "reference": "PSP-1"},
+        actor=Actor.system("payments"))
+    assert receipt == events.Receipt("delivered", run.pk)
+    assert executor.advance_run(run.pk, worker="w2") == RunStatus.COMPLETED
+    assert _calls(script) == ["invoice", "book"]
+    assert ExternalEvent.objects.filter(consumed_run_id=run.pk).count() == 1
+
+
+def test_what_the_code_raised_is_kept_without_the_credentials_in_it(script, monkeypatch):
+    def correlate(data):
+        raise ValueError("lookup refused: Authorization: Bearer abc.def.ghi api_key=sk-12345678")
+
+    monkeypatch.setattr(registry.get("test-payment-wait", 1).step("payment"), "correlate",
+                        correlate)
+    run = new_run("test-payment-wait")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.ATTENTION
+    run.refresh_from_db()
+    held = _records(run, AuditAction.DEFINITION_MISSING)[0]
+    for text in (run.status_message, held.data["error"]):
+        assert "ValueError: lookup refused" in text and "[redacted]" in text
+        assert "abc.def.ghi" not in text and "sk-12345678" not in text
