@@ -8,9 +8,11 @@ caller, which already holds the run row locked, passes the head in and stores th
 import hashlib
 import json
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import transaction
 from django.utils import timezone
 
 from .models import AuditRecord
@@ -89,13 +91,22 @@ def verify_chain(records) -> AuditRecord | None:
 # for the runs with a chain. Set by the app that keeps the heads (runs, at start), as the
 # archive app sets the catalogue of audit.offline: this layer names no app above it.
 _heads: Callable[[], Iterator[tuple[int, int, str]]] | None = None
+_snapshot: Callable[[], AbstractContextManager] | None = None
 
 
-def register_chain_heads(heads: Callable[[], Iterator[tuple[int, int, str]]]) -> None:
+def register_chain_heads(heads: Callable[[], Iterator[tuple[int, int, str]]],
+                         snapshot: Callable[[], AbstractContextManager]) -> None:
     """Let verify_audit compare each chain's end with the head its run keeps: records
-    removed from a chain's end (or all of them) leave the rest a chain that verifies."""
-    global _heads
-    _heads = heads
+    removed from a chain's end (or all of them) leave the rest a chain that verifies.
+    `snapshot()`: a transaction in which the heads and the chains are read as of one
+    moment, so that a run moving on meanwhile does not look cut short."""
+    global _heads, _snapshot
+    _heads, _snapshot = heads, snapshot
+
+
+def one_snapshot() -> AbstractContextManager:
+    """The registered snapshot transaction, or a plain one when no app keeps heads."""
+    return _snapshot() if _snapshot is not None else transaction.atomic()
 
 
 def recorded_heads() -> Iterator[tuple[int, int, str]] | None:

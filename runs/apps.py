@@ -13,10 +13,11 @@ class RunsConfig(AppConfig):
 
         from audit.chain import register_chain_heads
 
+        from . import store
         from .machine import tracing
         from .reads.chain_heads import chain_heads
 
-        register_chain_heads(chain_heads)
+        register_chain_heads(chain_heads, snapshot=lambda: store.current().snapshot())
         tracing.configure()  # OTLP export when an endpoint is configured; off otherwise
         # Importing a workflow module registers its workflows.
         for module in settings.RUNS_WORKFLOW_MODULES:

@@ -475,13 +475,16 @@ class RunDetail:
 
 
 def run_detail(run_id: int) -> RunDetail:
-    """A run with its steps and the outline of its audit log, three queries. The outline is
+    """A run with its steps and the outline of its audit log, three queries (five with an
+    agent step). The outline is
     the newest record of each (step, action), in seq order, as unsaved records holding
     seq, action and step_name: all the investigation card cites (the newest record of a
     kind), tens of rows where a run retried for days has thousands of records. The records
     in full are read a page at a time, for the timeline (console.timeline)."""
     run = Run.objects.get(pk=run_id)
-    steps = list(Step.objects.filter(run=run).order_by("position"))
+    # With an agent step's calls and newest turn prefetched (two more queries): each action
+    # the page offers reads them, and would read them again one query each.
+    steps = steps_of([run])[run.pk]
     outline = (AuditRecord.objects.filter(run=run).values("step_name", "action")
                .annotate(newest=Max("seq")).order_by("newest"))
     audit = [AuditRecord(run=run, seq=row["newest"], action=row["action"],

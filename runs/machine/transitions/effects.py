@@ -154,6 +154,9 @@ def stop(change: Change, lease: Lease, effect: Effect, before: dict, reason: str
     the workflow's policy allows it, otherwise stop for a person. An automatic compensation
     undoes only low-impact steps by itself: it pauses for a person at any high-impact undo
     (compensation.advance_compensation)."""
+    # Stopped first: an agent step stops with its call, and then joins the plan with the
+    # calls of it whose effects stand.
+    effect.stopped(change, message)
     plan = compensation_plan(lease.steps, lease.definition)
     automatic = (lease.definition.auto_compensate and plan
                  and not any(s.status == StepStatus.UNKNOWN for s in lease.steps))
@@ -161,10 +164,10 @@ def stop(change: Change, lease: Lease, effect: Effect, before: dict, reason: str
         halt(change, lease, effect, before, reason=reason, message=message,
              data={"error": error})
         return
-    effect.stopped(change, message)
     change.audit(AuditAction.FAILED, step=effect.step, before=before,
                  after=audit_state(change.run, effect.step), data=effect.data(error=error))
-    begin_compensation(change, plan, reason=f"automatic, by policy: {effect.name}: {message}")
+    begin_compensation(change, plan, lease.steps,
+                       reason=f"automatic, by policy: {effect.name}: {message}")
     advance_compensation(change, lease)
 
 

@@ -61,13 +61,15 @@ def end_agent_step(change, step: Step, *, action: str) -> None:
     left to settle."""
     from ...agent_models import ToolCall, ToolCallStatus  # the models module imports ours
 
-    released = release_calls_in_flight(change, step, action=action, why=IN_FLIGHT_AT_END,
-                                       settle=ended_in_flight)
+    release_calls_in_flight(change, step, action=action, why=IN_FLIGHT_AT_END,
+                            settle=ended_in_flight)
     not_started = step.status in (StepStatus.PENDING, StepStatus.SCHEDULED)
-    if any(c.status == ToolCallStatus.UNKNOWN for c in released):
+    # All its calls, not only those released now: a take-back may have made one unknown.
+    calls = list(ToolCall.objects.filter(step=step, generation=step.generation)
+                 .values_list("status", flat=True))
+    if ToolCallStatus.UNKNOWN in calls:
         ended_in_flight(step, definition.WRITE, IN_FLIGHT_AT_END)
-    elif step.status == StepStatus.RUNNING or not_started and ToolCall.objects.filter(
-            step=step, generation=step.generation).exists():
+    elif step.status == StepStatus.RUNNING or not_started and calls:
         step.error_message = "ended by a person before it finished" if not_started \
             else IN_FLIGHT_AT_END
         step.status, step.error_class = StepStatus.FAILED, ""

@@ -17,7 +17,7 @@ from audit.models import AuditRecord
 
 from ... import store
 from ...definitions import definition
-from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
+from ...models import AttentionReason, Run, Step, StepStatus
 from .kernel import (
     COMP,
     HELD,
@@ -168,15 +168,13 @@ def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None
         step_before = step.status
         if step_before != StepStatus.COMPENSATING:  # an undo is sent again with its own key
             taken_back(step, step.kind, f"lease of {previous_owner} expired while running")
-        if step.kind == definition.AGENT and any(
-                call.status == StepStatus.UNKNOWN for call in release_calls_in_flight(
-                    change, step, action=AuditAction.STEP_LEASE_EXPIRED,
-                    why=f"lease of {previous_owner} expired while running")):
+        if step.kind == definition.AGENT:
             # The calls the dead worker left running are settled now, not at the next
-            # claim, so that a person's terminate and the four-eyes count see them; the
-            # step is unknown while one of its calls is (settled by key at the next claim).
-            step.status, step.error_class = StepStatus.UNKNOWN, ErrorClass.UNKNOWN
-            step.error_message = f"lease of {previous_owner} expired while a call ran"
+            # claim, so that a person's terminate and the four-eyes count see them. The
+            # step itself goes back to pending (taken_back): the next claim records its
+            # intent again, and its agent settles an unknown call by key first.
+            release_calls_in_flight(change, step, action=AuditAction.STEP_LEASE_EXPIRED,
+                                    why=f"lease of {previous_owner} expired while running")
         step.lease_owner, step.lease_expires_at = "", None
         change.step_changed(step)
         change.audit(AuditAction.STEP_LEASE_EXPIRED, step=step,

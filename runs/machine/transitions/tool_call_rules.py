@@ -71,6 +71,9 @@ def call_refusal(action: str, run: Run, step: Step, call: ToolCall,
     if action == "compensate_tool_call":
         if call.status not in EFFECT_STANDS:
             return f"{where} is {call.status}; only a call whose effect stands is undone"
+        if not call.compensation_key:
+            return (f"{where} declared no undo when it was made: none is sent under this "
+                    "run, keyless")
         if tool is None or tool.compensate_fn is None:
             return f"{where}: the tool declares no compensation"
         if tool.impact == definition.HIGH:
@@ -106,7 +109,7 @@ def unworkable_call(calls: list[ToolCall], spec: definition.AgentSpec, workflow:
         if compensating and tool.compensate_fn is None:
             return call, f"{in_worker} declares no undo for tool {call.tool!r}, whose " \
                          "effect stands"
-        problem = None if compensating else args_problem(tool, call)
+        problem = args_problem(tool, call)  # an undo is sent with them too
         if problem:
             return call, f"{in_worker}: {problem}"
     return None

@@ -8,13 +8,17 @@ that undo is sent again, and the model is told which calls a person undid."""
 import json
 
 import pytest
+from pydantic import BaseModel
 
 from audit.chain import Actor
+from audit.models import AuditRecord
 from demo.agent_workflow import triage
 from demo.sandbox.models import LedgerEntry, Task
 from runs.agents import agent_loop
+from runs.definitions.definition import registry
 from runs.execution import executor
 from runs.machine import transitions
+from runs.machine.errors import TransitionNotAllowed
 from runs.machine.transitions.agent_calls import ModelTurn
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus, ToolCall
 from runs.operator.actions import ACTIONS, ActionInput
@@ -114,13 +118,49 @@ def test_an_agents_permanent_failure_undoes_its_own_calls_too_by_policy(script, 
         "write-note:compensate", "reserve:compensate"]  # newest first
     assert len(script.compensations) == 2
     assert [c[0] for c in script.calls].count("charge") == 1  # a permanent error: once
+    started = AuditRecord.objects.get(run=run, action="compensation_started")
+    assert started.data["order"] == ["assist", "reserve"]  # the agent, stopped, is in it
+
+
+class NarrowerNote(BaseModel):
+    text: int  # a release narrowed the schema: stored notes no longer pass it
 
 
 @pytest.mark.django_db
-def test_a_run_does_not_go_on_while_a_persons_undo_of_one_call_is_in_doubt(
+def test_an_undo_whose_arguments_a_release_narrowed_is_held_never_quoting_them(
         script, monkeypatch):
-    run, _ = transitions.start_run(workflow="test-agent", business_key="in-doubt",
-                                   input={"order": "o-2"}, actor=ACTOR, wake=False)
+    monkeypatch.setattr(agent_loop, "ask_model", note_then_charge())
+    run, _ = transitions.start_run(workflow="test-agent-saga", business_key="saga-2",
+                                   input={"order": "o-3"}, actor=ACTOR, wake=False)
+    tools = registry.get("test-agent-saga", 1).step("assist").tools
+    charge = tools["charge"].fn
+
+    def released_then_charge(ctx, args):
+        # The release lands after the note was written, before the charge fails.
+        monkeypatch.setattr(tools["write-note"], "args", NarrowerNote)
+        return charge(ctx, args)
+
+    monkeypatch.setattr(tools["charge"], "fn", released_then_charge)
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPENSATION_FAILED
+    run.refresh_from_db()
+    note = ToolCall.objects.get(step__run=run, tool="write-note")
+    assert run.attention_reason == AttentionReason.DEFINITION_MISSING
+    assert run.status_message == (
+        f"assist tool call {note.ref}: test-agent-saga v1 in this worker: the call's stored "
+        "arguments no longer match NarrowerNote: text: Input should be a valid integer, "
+        "unable to parse string as an integer")
+    assert note.status == "succeeded"
+    assert [c[0] for c in script.calls if c[0].endswith(":compensate")] == []
+    said = [run.status_message, *AuditRecord.objects.filter(run=run).values_list(
+        "data", flat=True)]
+    assert not any("hold the room" in str(text) for text in said)
+
+
+def note_then_an_invented_tool(monkeypatch, key: str):
+    """A test-agent run that wrote a note, then asked for a tool it does not have: it
+    waits for a person, its note standing."""
+    run, _ = transitions.start_run(workflow="test-agent", business_key=key,
+                                   input={"order": key}, actor=ACTOR, wake=False)
     monkeypatch.setattr(agent_loop, "ask_model", scripted(
         ModelTurn(content="", tool_calls=[{"id": "c0", "name": "write-note",
                                            "arguments": '{"text": "a"}'}]),
@@ -129,7 +169,13 @@ def test_a_run_does_not_go_on_while_a_persons_undo_of_one_call_is_in_doubt(
     executor.advance_run(run.pk, worker="w1")
     run.refresh_from_db()
     assert run.status == RunStatus.ATTENTION, run.status_message
-    note = ToolCall.objects.get(step__run=run, tool="write-note")
+    return run, ToolCall.objects.get(step__run=run, tool="write-note")
+
+
+@pytest.mark.django_db
+def test_a_run_does_not_go_on_while_a_persons_undo_of_one_call_is_in_doubt(
+        script, monkeypatch):
+    run, note = note_then_an_invented_tool(monkeypatch, "in-doubt")
 
     # As a process that died after recording the undo's intent leaves it: in doubt.
     ToolCall.objects.filter(pk=note.pk).update(status="compensating", compensation_attempt=1)
@@ -144,7 +190,21 @@ def test_a_run_does_not_go_on_while_a_persons_undo_of_one_call_is_in_doubt(
         reason="send the undo again", step="assist", call=note.ref))
     note.refresh_from_db()
     assert note.status == "compensated" and len(script.compensations) == 1
+
     run.refresh_from_db()
     assert ACTIONS["resume"].refusal(run, list(run.steps.all())) is None
     told = json.loads(agent_loop.tool_message(note))
     assert told["undone"] == "a person undid this call's effect; it no longer stands"
+
+
+@pytest.mark.django_db
+def test_a_persons_undo_of_a_call_made_without_one_is_not_offered(script, monkeypatch):
+    run, note = note_then_an_invented_tool(monkeypatch, "no-undo-then")
+    assert ACTIONS["compensate_tool_call"].refusal(run, list(run.steps.all())) is None
+    # As a call made before a release gave its tool an undo: it got no compensation key.
+    ToolCall.objects.filter(pk=note.pk).update(compensation_key="")
+    assert ACTIONS["compensate_tool_call"].refusal(run, list(run.steps.all()))
+    with pytest.raises(TransitionNotAllowed, match="declared no undo when it was made"):
+        ACTIONS["compensate_tool_call"].perform(run.pk, actor=ACTOR, given=ActionInput(
+            reason="not wanted", step="assist", call=note.ref))
+    assert script.compensations == {}
