@@ -31,7 +31,9 @@ class EventIn(Schema):
     correlation_key: str = Field(min_length=1, max_length=300, pattern=NO_NUL,
                                  description="Matches the run: by default its business key.")
     payload: dict = Field(default_factory=dict, description="Checked against the waiting "
-                          "step's schema; its text may hold no NUL characters.")
+                          "step's schema; its text may hold no NUL characters, and its "
+                          f"objects and lists may nest at most {events.MAX_PAYLOAD_DEPTH} "
+                          "levels deep.")
 
 
 class EventReceipt(Schema):
@@ -45,6 +47,11 @@ def _invalid(detail: str, errors: list[dict]):
 
 
 def _receive(payload: EventIn, *, source: str, actor: Actor):
+    try:
+        # Before anything walks the payload (the checks below and redaction recurse).
+        events.refuse_too_deep(payload.payload)
+    except events.EventRefused as exc:
+        return _invalid(str(exc), [{**e, "type": "value_error"} for e in exc.errors])
     # What the database cannot store is named field by field, before anything is looked up.
     problems = unstorable(payload.payload, ["payload"])
     if problems:
@@ -77,7 +84,9 @@ def receive(request, payload: EventIn):
     if not token.may_use(payload.workflow):
         return Status(403, {"error": "workflow_not_allowed",
                             "detail": f"this token may not send events to {payload.workflow}"})
-    return _receive(payload, source=token.actor_label, actor=Actor.system(token.actor_label))
+    # The source as its column holds it: a token's name may be as long as the column.
+    return _receive(payload, source=events.fitting_source(token.actor_label),
+                    actor=Actor.system(token.actor_label))
 
 
 @api.post("/events/webhook/{source}", url_name="event_webhook", auth=None,
@@ -100,5 +109,5 @@ def receive_signed(request, payload: EventIn, source: str = Path(..., max_length
         return Status(403, {"error": "workflow_not_allowed",
                             "detail": f"source {source} may not send events to "
                                       f"{payload.workflow}"})
-    return _receive(payload, source=f"webhook:{source}",
+    return _receive(payload, source=events.fitting_source(f"webhook:{source}"),
                     actor=Actor.system(f"webhook:{source}"))

@@ -541,6 +541,30 @@ payment_wait_continue = _payment_workflow("test-payment-continue", "continue")
 payment_wait_fail = _payment_workflow("test-payment-fail", "fail")
 
 
+# A high-impact charge (with an undo) before a wait for its payment, then a shipment: a
+# compensation started while the run waits must not let the event send it on to "ship".
+charge_then_wait = Workflow("test-charge-then-wait", version=1, input=OrderIn)
+
+
+@charge_then_wait.write("charge", impact="high", retry=FAST, honours_key=True)
+def charge(ctx):
+    return _call(ctx, _effect(ctx))
+
+
+@charge.compensate
+def refund(ctx):
+    return _compensation(ctx)
+
+
+charge_then_wait.wait_for_event("payment", event="payment.settled", schema=PaymentSettled,
+                                timeout=timedelta(hours=1), on_timeout="escalate")
+
+
+@charge_then_wait.read("ship", retry=FAST)
+def ship(ctx):
+    return _call(ctx, lambda: {"shipped": True})
+
+
 # Two writes to a receiver that answers after a delay (runs.bench_receiver), for the threads
 # mode of a worker: many runs wait on their first call at once.
 two_calls = Workflow("test-two-remote-calls", version=1, input=RemoteIn)

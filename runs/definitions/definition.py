@@ -202,6 +202,11 @@ class Workflow:
         decorator: it declares the step itself."""
         if not event:
             raise ValueError(f"event wait {name!r}: name the event")
+        if ":" in event:
+            # The waiting step names what it waits for as "awaiting-event:<event>:<key>":
+            # a ':' in the event would be read as the start of the key.
+            raise ValueError(f"event wait {name!r}: the event's name {event!r} may not "
+                             "contain ':' (use '.' or '-' to separate its parts)")
         if on_timeout not in EVENT_TIMEOUT_POLICIES:
             raise ValueError(f"event wait {name!r}: on_timeout must be one of "
                              f"{', '.join(EVENT_TIMEOUT_POLICIES)}, not {on_timeout!r}")

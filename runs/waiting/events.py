@@ -27,7 +27,7 @@ from audit.chain import Actor
 from ..definitions import definition
 from ..machine.errors import TransitionNotAllowed
 from ..machine.redaction import redact
-from ..machine.storable import text_problem
+from ..machine.storable import text_problem, value_problem
 from ..machine.transitions import (
     DuplicateEvent,
     awaiting_ref,
@@ -41,6 +41,14 @@ logger = logging.getLogger(__name__)
 
 # How old a signed webhook's timestamp may be (either way): older is a replay.
 SIGNATURE_WINDOW_SECONDS = 300
+
+# How deep a payload's objects and lists may nest. Deeper is refused before anything walks
+# it: redaction and the storable checks recurse, and no event needs more.
+MAX_PAYLOAD_DEPTH = 64
+
+# What the columns of runs.world_models.ExternalEvent hold.
+FIELD_LENGTHS = {"workflow": 200, "event": 200, "correlation_key": 300, "event_id": 200,
+                 "source": 100}
 
 
 class EventRefused(ValueError):
@@ -64,7 +72,10 @@ def event_steps(workflow: str, event: str) -> list[definition.StepDef]:
 
 
 def validated(workflow: str, event: str, payload) -> dict:
-    """The payload as the waiting step's schema accepts it, or EventRefused naming why."""
+    """The payload as a step waiting for `event` accepts it, or EventRefused naming why.
+    Before its run is known, an event may be meant for a run of any registered version: the
+    payload passes if the step of one of them accepts it (the newest first, and its faults
+    are the ones named). The run's own version checks it again on delivery (for_run)."""
     if definition.registry.latest(workflow) is None:
         raise EventRefused(f"unknown workflow {workflow!r}")
     steps = event_steps(workflow, event)
@@ -73,7 +84,16 @@ def validated(workflow: str, event: str, payload) -> dict:
     if not isinstance(payload, dict):
         raise EventRefused("the payload must be a JSON object",
                            [{"loc": ["payload"], "msg": "not an object"}])
-    schema = steps[-1].schema
+    refused = None
+    for step in reversed(steps):
+        try:
+            return _accepted(step.schema, event, payload)
+        except EventRefused as exc:
+            refused = refused or exc
+    raise refused
+
+
+def _accepted(schema, event: str, payload: dict) -> dict:
     if schema is None:
         return payload
     try:
@@ -83,6 +103,80 @@ def validated(workflow: str, event: str, payload) -> dict:
         fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
         raise EventRefused(f"payload of {event} does not match {schema.__name__}: {fields}",
                            errors) from None
+
+
+def one_schema(workflow: str, event: str) -> bool:
+    """Whether every registered version checks `event` with the same schema (then the
+    check at the door is the check of every run)."""
+    return len({id(s.schema) for s in event_steps(workflow, event)}) <= 1
+
+
+def for_run(step: Step, event: str, payload: dict) -> dict:
+    """The payload as the waiting `step` accepts it in its run's own version (whose schema
+    may differ from the newest's), or EventRefused naming why."""
+    run = step.run
+    workflow = definition.registry.get(run.workflow_name, run.workflow_version)
+    spec = next((s for s in workflow.steps if s.name == step.name and s.kind == definition.EVENT
+                 and s.event_name == event), None) if workflow else None
+    if spec is None:  # the run's version is no longer registered: the door's check stands
+        return payload
+    try:
+        return _accepted(spec.schema, event, payload)
+    except EventRefused as exc:
+        raise EventRefused(f"run {run.pk} (version {run.workflow_version}) waits for it: {exc}",
+                           exc.errors) from None
+
+
+def _refuse_unstorable_payload(payload: dict) -> None:
+    problem = value_problem(payload)
+    if problem is not None:
+        raise EventRefused(f"the payload cannot be stored: {problem}; nothing was kept",
+                           [{"loc": ["payload"], "msg": problem}])
+
+
+def fitting_source(source: str) -> str:
+    """`source` as ExternalEvent.source can hold it: as it is if it fits, otherwise cut and
+    ended with its own sha256 (so two long sources sharing a beginning stay two sources,
+    and the same source is always written the same way)."""
+    limit = FIELD_LENGTHS["source"]
+    if len(source) <= limit:
+        return source
+    digest = hashlib.sha256(source.encode()).hexdigest()[:32]
+    return f"{source[:limit - len(digest) - 1]}~{digest}"
+
+
+def too_deep(value, limit: int = MAX_PAYLOAD_DEPTH) -> bool:
+    """Whether objects and lists nest in `value` more than `limit` levels ({} is one level).
+    Walked without recursion, so any depth gets an answer."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            inner = item.values()
+        elif isinstance(item, list | tuple):
+            inner = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((v, depth + 1) for v in inner)
+    return False
+
+
+def refuse_too_deep(payload) -> None:
+    """EventRefused if the payload nests deeper than MAX_PAYLOAD_DEPTH."""
+    if too_deep(payload):
+        msg = f"nested deeper than {MAX_PAYLOAD_DEPTH} levels of objects and lists"
+        raise EventRefused(f"the payload is {msg}; nothing was kept",
+                           [{"loc": ["payload"], "msg": msg}])
+
+
+def _refuse_too_long(**texts: str) -> None:
+    errors = [{"loc": [name], "msg": f"longer than {FIELD_LENGTHS[name]} characters"}
+              for name, text in texts.items() if len(text) > FIELD_LENGTHS[name]]
+    if errors:
+        raise EventRefused("; ".join(f"{e['loc'][0]}: {e['msg']}" for e in errors)
+                           + "; nothing was kept", errors)
 
 
 def _refuse_unstorable(**texts: str) -> None:
@@ -107,24 +201,35 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
     """Deliver the event to the run waiting for it, or keep it. Raises EventRefused."""
     if not event_id or not source or not key:
         raise EventRefused("an event needs an id, a source and a correlation key")
-    _refuse_unstorable(workflow=workflow, event=event, correlation_key=key,
-                      event_id=event_id, source=source)
-    payload = validated(workflow, event, payload)
+    texts = {"workflow": workflow, "event": event, "correlation_key": key,
+             "event_id": event_id, "source": source}
+    _refuse_unstorable(**texts)
+    _refuse_too_long(**texts)
+    refuse_too_deep(payload)
+    sent, payload = payload, validated(workflow, event, payload)
+    _refuse_unstorable_payload(payload)
     previous = ExternalEvent.objects.filter(workflow_name=workflow, source=source,
                                             event_id=event_id).first()
     if previous is not None:
         return Receipt("duplicate", previous.consumed_run_id)
     step = _waiting_step(workflow, event, key)
     if step is not None:
+        delivered = for_run(step, event, sent)
+        _refuse_unstorable_payload(delivered)
         try:
             deliver_event(step.run_id, step_name=step.name, source=source, event_id=event_id,
-                          payload=payload, actor=actor, now=now)
+                          payload=delivered, actor=actor, now=now)
         except DuplicateEvent:
             return Receipt("duplicate")
         except TransitionNotAllowed:
             pass  # the run stopped waiting meanwhile: keep the event
         else:
             return Receipt("delivered", step.run_id)
+    if not one_schema(workflow, event):
+        # Kept as sent: the run it is for may be of a version whose schema reads it
+        # otherwise than the one that let it in (consume_kept checks it against that one).
+        payload = sent
+        _refuse_unstorable_payload(payload)
     try:
         with transaction.atomic():
             kept = ExternalEvent.objects.create(
@@ -142,9 +247,18 @@ def consume_kept(kept: ExternalEvent, *, now: datetime | None = None) -> int | N
     step = _waiting_step(kept.workflow_name, kept.event_name, kept.correlation_key)
     if step is None:
         return None
+    payload = kept.payload
+    if not one_schema(kept.workflow_name, kept.event_name):
+        try:
+            payload = for_run(step, kept.event_name, payload)
+        except EventRefused as exc:
+            # Not for this run's version: it stays kept (and the run waits on).
+            logger.warning("kept event %s not delivered to run %s: %s", kept.pk,
+                           step.run_id, exc)
+            return None
     try:
         deliver_event(step.run_id, step_name=step.name, source=kept.source,
-                      event_id=kept.event_id, payload=kept.payload,
+                      event_id=kept.event_id, payload=payload,
                       actor=Actor.system(f"event {kept.source}"), kept=kept, now=now)
     except (DuplicateEvent, TransitionNotAllowed):
         return None

@@ -3,11 +3,8 @@ the next undo's intent, and the one pause before a high-impact undo, a step's or
 tool call's (pauses_before_undo). An undo's outcome is an effect's outcome
 (effects.undo_outcome)."""
 
-from django.db.models import F
-
 from audit.actions import AuditAction
 
-from ...agent_models import ToolCall
 from ...definitions import definition
 from ...models import (
     AttentionReason,
@@ -50,19 +47,23 @@ STANDS = (StepStatus.SUCCEEDED, StepStatus.COMPENSATING, StepStatus.COMPENSATION
 def agents_with_undos_to_come(agents: list[Step]) -> list[Step]:
     """Of agent steps that did not end well (failed, cancelled, ended by a person, waiting),
     those with a call whose effect stands and declared an undo: an agent's effects are its
-    calls', whatever the step's own end, and a compensation undoes them too."""
-    if not agents:
-        return []
-    by_id = {s.pk: s for s in agents}
-    with_undos = set(ToolCall.objects.filter(
-        step_id__in=list(by_id), generation=F("step__generation"),
-        status__in=EFFECT_STANDS).exclude(compensation_key="")
-        .values_list("step_id", flat=True))
-    return [by_id[pk] for pk in by_id if pk in with_undos]
+    calls', whatever the step's own end, and a compensation undoes them too. Reads what a
+    list page prefetched (step.tool_calls), or one query per such step."""
+    return [s for s in agents if any(
+        c.generation == s.generation and c.status in EFFECT_STANDS and c.compensation_key
+        for c in s.tool_calls.all())]
 
-def begin_compensation(change: Change, plan: list[Step], *, reason: str,
+
+def begin_compensation(change: Change, plan: list[Step], steps: list[Step], *, reason: str,
                         data: dict | None = None) -> None:
     before = audit_state(change.run)
+    for step in steps:
+        if step.kind in (definition.EVENT, definition.SLEEP) \
+                and step.status == StepStatus.WAITING:
+            # A run being undone waits for nothing that would send it forward: an event
+            # arriving now is kept, not delivered, and no timer wakes it.
+            step.status, step.next_attempt_at = StepStatus.SKIPPED, None
+            change.step_changed(step)
     for step in plan:
         if step.status == StepStatus.COMPENSATION_FAILED:
             step.status = StepStatus.COMPENSATING  # tried again with the same key

@@ -65,6 +65,30 @@ def awaiting_ref(event: str, key: str) -> str:
     return f"{AWAITING}{event}:{KEY_DIGEST}{hashlib.sha256(key.encode()).hexdigest()}"
 
 
+def evidence_ref(source: str, event_id: str) -> str:
+    """What a step that received an event holds in remote_ref: "event:<source>:<id>", or the
+    id's sha256 where both would not fit (a source of 100 characters and an id of 200)."""
+    ref = f"event:{source}:{event_id}"
+    if len(ref) <= REF_LENGTH:
+        return ref
+    return f"event:{source}:{KEY_DIGEST}{hashlib.sha256(event_id.encode()).hexdigest()}"
+
+
+# What ExternalEvent.event_id holds (runs.world_models).
+EVENT_ID_LENGTH = 200
+
+
+def by_hand_event_id(run_id: int, step_name: str, now: datetime) -> str:
+    """The id of an event a person delivers: the run, the step and the moment, with the
+    step named by its sha256 where its name is too long for the column (a step's name may
+    be 200 characters)."""
+    event_id = f"run-{run_id}-{step_name}-{now.timestamp()}"
+    if len(event_id) <= EVENT_ID_LENGTH:
+        return event_id
+    digest = hashlib.sha256(step_name.encode()).hexdigest()
+    return f"run-{run_id}-{KEY_DIGEST}{digest}-{now.timestamp()}"
+
+
 def shortest_digested_key(event: str) -> int:
     """The length from which a key is named by its digest in a wait for `event`."""
     return REF_LENGTH - len(AWAITING) - len(event)
@@ -156,7 +180,7 @@ def deliver_event(run_id: int, *, step_name: str, source: str, event_id: str, pa
         step = _waiting_event(run, step_name)
         _store_event(run, step, source=source, event_id=event_id, payload=payload,
                      kept=kept, now=now)
-        _received(change, step, payload, ref=f"event:{source}:{event_id}",
+        _received(change, step, payload, ref=evidence_ref(source, event_id),
                   data={"source": source, "event_id": event_id})
     return run
 
@@ -223,10 +247,10 @@ def deliver_event_by_hand(run_id: int, *, payload: dict, actor: Actor, reason: s
     with operator_transition(run_id, "event_received", actor=actor, reason=reason,
                              now=now) as op:
         step = waiting_event_step(op.steps)
-        event_id = f"run-{op.run.pk}-{step.name}-{op.change.now.timestamp()}"
+        event_id = by_hand_event_id(op.run.pk, step.name, op.change.now)
         _store_event(op.run, step, source="operator", event_id=event_id, payload=payload,
                      kept=None, now=op.change.now)
-        _received(op.change, step, payload, ref=f"event:operator:{event_id}",
+        _received(op.change, step, payload, ref=evidence_ref("operator", event_id),
                   data={"source": "operator", "by_hand": True}, reason=reason,
                   steps=op.steps)
     return op.run
