@@ -27,6 +27,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
+from audit.actions import AuditAction
 from audit.chain import Actor
 from audit.models import AuditRecord
 from runs.machine import transitions
@@ -48,7 +49,7 @@ from .four_eyes import changed_effects_snapshot, requester_refusal
 from .models import DECIDED_STATUSES, ApprovalRequest, RequestKind, RequestStatus
 from .notifications import time_text
 from .permissions import can_decide
-from .requests import current_snapshot, supersede
+from .requests import current_snapshot, record_lifecycle, supersede
 from .snapshots import SnapshotUnavailable
 from .withdrawal import is_still_awaited, withdraw
 
@@ -212,6 +213,13 @@ def _apply_and_close(approval: ApprovalRequest, now: datetime) -> bool:
         if _refusal_is_passing(approval):
             return _retry_later(approval, f"not applied yet: {exc}", now)
         logger.warning("approval request %s: not applied: %s", approval.pk, exc)
+        if approval.kind == RequestKind.OPERATOR_ACTION:
+            # Approved, yet the action is not taken (its requester lost the right to it, the
+            # run moved on): the run's log says who approved and why nothing followed.
+            record_lifecycle(approval, AuditAction.APPROVAL_DECIDED, now,
+                             reason=approval.comment, actor=_decider(approval),
+                             decision=approval.status, taken=False, not_applied=str(exc),
+                             decision_id=str(approval.decision_id or ""))
         return _mark_applied(approval, now, f"not applied: {exc}")
     except Exception as exc:
         logger.exception("approval request %s: applying the decision failed", approval.pk)
@@ -232,7 +240,13 @@ def apply_pending_decisions(*, now: datetime | None = None, limit: int = 200) ->
 def _apply(approval: ApprovalRequest, now: datetime) -> None:
     if approval.kind == RequestKind.OPERATOR_ACTION:
         if approval.status != RequestStatus.APPROVED:
-            return  # rejected or expired: the action is simply not taken
+            # Rejected, or nobody decided in time: the action is not taken, and the run's
+            # log says so, and who decided (recognised by the decision's id if applied again).
+            record_lifecycle(approval, AuditAction.APPROVAL_DECIDED, now,
+                             reason=approval.comment, actor=_decider(approval),
+                             decision=approval.status, taken=False,
+                             decision_id=str(approval.decision_id or ""))
+            return
         # The same action, through the same table and transition, as the operator asked
         # for; the transition checks again that the approver is a second person.
         requester = Actor(kind=AuditRecord.ActorKind.USER,

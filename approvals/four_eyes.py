@@ -77,6 +77,13 @@ def request_operator_action(run: Run | int, *, action: str, requested_by, reason
         with transaction.atomic(durable=True):
             found = existing.first()
             if found is not None:
+                if dict(found.params).get("step", "") != snapshot["params"].get("step", ""):
+                    # One open request per action and run: another step's would be
+                    # answered with this one, which its approver could take for theirs.
+                    raise ValueError(
+                        f"approval request {found.pk} already asks for {action} of run "
+                        f"{run.pk} at step {dict(found.params).get('step')!r}: it is decided "
+                        "or withdrawn first, then another step can be asked for")
                 return found, False
             approval = create_request(
                 kind=RequestKind.OPERATOR_ACTION, run=run, action=action,

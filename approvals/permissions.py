@@ -22,11 +22,15 @@ The requester is left out of the approvers' notifications and inbox, and is refu
 can_decide when deciding.
 """
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from guardian.core import ObjectPermissionChecker
 
 from runs.machine.transitions.agent_calls import retried_by
+from runs.operator.actions import ACTIONS
+from runs.permissions import run_access
 
-from .models import DECIDE_PERMISSION, ApprovalRequest
+from .models import DECIDE_PERMISSION, ApprovalRequest, RequestKind
 
 
 def has_decide_permission(user, approval: ApprovalRequest) -> bool:
@@ -35,7 +39,24 @@ def has_decide_permission(user, approval: ApprovalRequest) -> bool:
         return False
     if user.is_superuser or user.has_perm(DECIDE_PERMISSION):
         return True
-    return user.has_perm(DECIDE_PERMISSION, approval)
+    if not user.has_perm(DECIDE_PERMISSION, approval):
+        return False
+    return approval.kind != RequestKind.OPERATOR_ACTION or still_an_approver(user, approval)
+
+
+def still_an_approver(user, approval: ApprovalRequest) -> bool:
+    """An operator action's approver asked by name because they held the action's own
+    permission (approvals.four_eyes.action_holders) decides only while they still hold it:
+    the grant on the request outlives a role taken away since. Approvers named in
+    settings.APPROVALS_FOUR_EYES_APPROVERS, or through a group, keep the right that names
+    them."""
+    if f"user:{user.get_username()}" in settings.APPROVALS_FOUR_EYES_APPROVERS:
+        return True
+    codename = DECIDE_PERMISSION.split(".", 1)[1]
+    if codename in ObjectPermissionChecker(user).get_group_perms(approval):
+        return True
+    access = run_access(user, ACTIONS[approval.action].permission, approval.run_id)
+    return access is not None and access.allowed
 
 
 def is_requester(user, approval: ApprovalRequest) -> bool:

@@ -123,10 +123,12 @@ def approval_unaskable(run_id: int, *, step_name: str, actor: Actor, why: str,
     return run
 
 
-# What the approvals app records on the run's chain about a request, besides the decision.
+# What the approvals app records on the run's chain about a request, besides a decision
+# that moves the run: a second person's decision on an operator action that is not taken
+# (rejected, nobody decided in time, or refused when applied) moves nothing but is said.
 APPROVAL_EVIDENCE = frozenset({
     AuditAction.APPROVAL_OPENED, AuditAction.APPROVAL_REMINDED, AuditAction.APPROVAL_ESCALATED,
-    AuditAction.APPROVAL_SUPERSEDED, AuditAction.APPROVAL_WITHDRAWN,
+    AuditAction.APPROVAL_SUPERSEDED, AuditAction.APPROVAL_WITHDRAWN, AuditAction.APPROVAL_DECIDED,
 })
 
 
