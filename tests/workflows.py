@@ -92,6 +92,11 @@ def classify(ctx):
     return _call(ctx, lambda: {"category": "office", "confidence": 0.9})
 
 
+def scripted_call(ctx, default):
+    """A step's call played by `script`, for workflows that test modules declare."""
+    return _call(ctx, default)
+
+
 def _effect(ctx):
     def commit():
         ref = script.effects.setdefault(ctx.key, f"{ctx.step}-{len(script.effects) + 1}")

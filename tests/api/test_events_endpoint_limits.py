@@ -21,7 +21,7 @@ from runs.execution import executor
 from runs.models import ExternalEvent, RunStatus, StepStatus
 from runs.waiting import events
 from tests.factories import new_run, step
-from tests.workflows import FAST, OrderIn, _call
+from tests.workflows import FAST, OrderIn, scripted_call
 
 pytestmark = pytest.mark.django_db
 PAID = {"amount": 120, "reference": "PSP-77"}
@@ -52,7 +52,7 @@ def no_schema():
 
     @workflow.read("book", retry=FAST)
     def book(ctx):
-        return _call(ctx, lambda: {"paid": ctx.results.get("payment")})
+        return scripted_call(ctx, lambda: {"paid": ctx.results.get("payment")})
 
     yield workflow
     registry.unregister(workflow)

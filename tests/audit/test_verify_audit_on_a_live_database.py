@@ -9,22 +9,22 @@ from django.db import connection
 
 from audit import chain
 from audit.chain import Actor
+from runs import store
 from runs.execution import executor
 from runs.machine import transitions
 from runs.models import Run
+from runs.reads.chain_heads import chain_heads
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_run_that_moves_on_between_the_reads_is_not_reported_broken(script, monkeypatch,
-                                                                      capsys):
+def test_a_run_that_moves_on_between_the_reads_is_not_reported_broken(script, capsys):
     run, _ = transitions.start_run(workflow="test-orders", business_key="live-1",
                                    input={"order": "o-1"}, actor=Actor.system("test"),
                                    wake=False)
-    heads = chain._heads
 
     def heads_then_a_worker_moves_on():
-        first = heads()
+        first = chain_heads()
         head = next(first)  # the snapshot is taken here, at the command's first read
 
         def worker():
@@ -39,7 +39,11 @@ def test_a_run_that_moves_on_between_the_reads_is_not_reported_broken(script, mo
         yield head
         yield from first
 
-    monkeypatch.setattr(chain, "_heads", heads_then_a_worker_moves_on)
-    call_command("verify_audit")
+    snapshot = lambda: store.current().snapshot()  # noqa: E731 - as runs registers it
+    chain.register_chain_heads(heads_then_a_worker_moves_on, snapshot)
+    try:
+        call_command("verify_audit")
+    finally:
+        chain.register_chain_heads(chain_heads, snapshot)
     assert "all chains intact" in capsys.readouterr().out
     assert Run.objects.get(pk=run.pk).audit_seq > 1  # the worker did move it on meanwhile

@@ -25,7 +25,7 @@ from runs.models import ExternalEvent, Run, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.waiting import events
 from tests.factories import new_run, step
-from tests.workflows import FAST, OrderIn, PaymentSettled, _call
+from tests.workflows import FAST, OrderIn, PaymentSettled, scripted_call
 
 pytestmark = pytest.mark.django_db
 PSP = Actor.system("psp")
@@ -41,7 +41,7 @@ def _workflow(name: str, *, version: int = 1, schema=None, step_name: str = "pay
 
     @workflow.read("book", retry=FAST)
     def book(ctx):
-        return _call(ctx, lambda: {"paid": ctx.results.get(step_name)})
+        return scripted_call(ctx, lambda: {"paid": ctx.results.get(step_name)})
 
     return workflow
 
