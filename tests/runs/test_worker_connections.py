@@ -117,7 +117,10 @@ def test_sessions_killed_mid_soak_are_replaced_and_no_effect_happens_twice(
     print(f"\n40 runs, every worker session killed twice ({killed} killed): "
           f"{len(seen)} worker session(s) seen")
     assert killed == [1, 1]
-    assert len(seen) == 3  # one before each kill, one after: replaced, not reopened per task
+    # One before each kill and one after: replaced, not reopened per task (forty runs of
+    # several steps would show dozens). At most one more is the session the worker may open
+    # while it starts, as the test above allows; a sample can catch it before it closes.
+    assert 3 <= len(seen) <= 4
 
     # Every effect once: customers and payment updates are unique per key at the receiver,
     # but the messenger keeps every message it is sent.
