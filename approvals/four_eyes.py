@@ -111,20 +111,36 @@ def _action_snapshot(run: Run, *, action: str, requested_by: str, reason: str,
 
 
 def changed_effects_snapshot(approval: ApprovalRequest) -> tuple[dict, str] | None:
-    """For a pending request for an operator action on one run: its snapshot as it would be
-    now, if the high-impact effects it lists (what may have happened) are not those of the
-    run any more, else None. The second person decides on the effects they were shown;
-    the run's passing states (queued, running, waiting) alone change nothing."""
-    if approval.kind != RequestKind.OPERATOR_ACTION or approval.params.get("bulk_job"):
+    """For a pending request for an operator action (on one run, or on a bulk job's runs):
+    its snapshot as it would be now, if the high-impact effects it lists (what may have
+    happened) are not those of its runs any more, else None. The second person decides on
+    the effects they were shown; the runs' passing states (queued, running, waiting) alone
+    change nothing."""
+    if approval.kind != RequestKind.OPERATOR_ACTION:
         return None
     shown = approval.snapshot
-    snapshot = _action_snapshot(approval.run, action=approval.action,
-                                requested_by=shown.get("requested_by", ""),
-                                reason=shown.get("reason", ""),
-                                params=shown.get("params", {}))
+    if approval.params.get("bulk_job"):
+        snapshot = normalise({**shown, "high_impact_effects": bulk_effects(
+            approval.params.get("runs", []))})
+    else:
+        snapshot = _action_snapshot(approval.run, action=approval.action,
+                                    requested_by=shown.get("requested_by", ""),
+                                    reason=shown.get("reason", ""),
+                                    params=shown.get("params", {}))
     if snapshot["high_impact_effects"] == shown.get("high_impact_effects"):
         return None
     return snapshot, snapshot_hash(snapshot)
+
+
+def bulk_effects(run_ids: list[int]) -> list[str]:
+    """The high-impact effects that stand or may stand in the runs of a bulk job, each
+    named with its run: what its one request shows the second person (the steps in one
+    query; the agent steps' calls in one more per run that has any)."""
+    steps: dict[int, list[Step]] = {}
+    for step in Step.objects.filter(run_id__in=list(run_ids)).order_by("run_id", "position"):
+        steps.setdefault(step.run_id, []).append(step)
+    return [f"run {run_id}: {effect}" for run_id in sorted(steps)
+            for effect in transitions.high_impact_effects(steps[run_id])]
 
 
 def request_bulk_operator_action(job, run_ids: list[int], *,
@@ -143,6 +159,7 @@ def request_bulk_operator_action(job, run_ids: list[int], *,
         "run_count": len(run_ids), "filters": job.filters,
         "requested_by": job.requested_by.get_username(), "reason": job.reason,
         "params": {"bulk_job": job.pk, "runs": sorted(run_ids), **(job.params or {})},
+        "high_impact_effects": bulk_effects(run_ids),
     })
     names = list(settings.APPROVALS_FOUR_EYES_APPROVERS)
     for anchor in Run.objects.filter(pk__in=run_ids).order_by("pk"):

@@ -3,7 +3,8 @@ those who may still take the action decide it: a rejection, a timeout with nobod
 and an approval that cannot be applied each leave one record naming who decided (or that
 nobody did) and that nothing was taken; an approver asked because they held the action's
 permission cannot approve once it is taken away; and a request for another step of the same
-action is refused, never answered with the request for the first one."""
+action is refused, never answered with the request for the first one. A bulk job's one
+request is replaced when what may have happened in its runs changes, as a single run's is."""
 
 import uuid
 
@@ -12,11 +13,13 @@ from django.contrib.auth.models import Group, Permission, User
 from django.urls import reverse
 
 from approvals import four_eyes, schedule
+from approvals.bulk import bulk_progress, run_bulk_job, start_bulk_job
 from approvals.models import ApprovalRequest
 from audit.models import AuditRecord
 from console.roles import ensure_roles
 from runs.execution import executor
-from runs.models import Run, RunStatus
+from runs.models import Run, RunStatus, Step, StepStatus
+from runs.reads.selectors import RunFilters
 from tests.approvals.conftest import later
 from tests.factories import new_run, place
 
@@ -120,3 +123,33 @@ def test_a_rerun_from_another_step_is_refused_while_one_from_the_first_waits(ops
         run, action="rerun_from_step", requested_by=omar, reason="same ask",
         params={"step": "post-ledger"})
     assert (again.pk, created) == (first.pk, False)
+
+
+def test_a_bulk_jobs_approval_never_applies_to_effects_its_approver_was_not_shown(
+        client, ops, script):
+    """The bulk job's one request lists each run's high-impact effects with its state; if
+    what may have happened changes before the second person decides, the request is
+    replaced, nothing is approved and no run is ended."""
+    olga, omar = ops
+    run = new_run()
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
+    place(run, status=RunStatus.ATTENTION)
+    Step.objects.filter(run=run, name="post-ledger").update(status=StepStatus.UNKNOWN)
+    job = run_bulk_job(start_bulk_job("terminate", RunFilters(status="attention"), user=olga,
+                                      reason="duplicates").pk)
+    request = ApprovalRequest.objects.get(pk=job.approval_id)
+    assert request.snapshot["high_impact_effects"] == [
+        f"run {run.pk}: post-ledger: outcome unknown: may have happened"]
+    # The unknown posting turns out to have been made.
+    Step.objects.filter(run=run, name="post-ledger").update(status=StepStatus.SUCCEEDED)
+
+    decide(client, omar, request, "approve")
+    request.refresh_from_db()
+    assert request.status == "superseded"
+    new = ApprovalRequest.objects.get(status="pending")
+    assert new.snapshot["high_impact_effects"] == [f"run {run.pk}: post-ledger: succeeded"]
+    assert Run.objects.get(pk=run.pk).status == RunStatus.ATTENTION
+
+    decide(client, omar, new, "approve")
+    assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
+    assert bulk_progress(job.pk).counts.get("done") == 1
