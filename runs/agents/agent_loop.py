@@ -227,11 +227,11 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition
     (a failure leaves the failed call compensating, to be sent again with its key). The
     undo of a high-impact call is sent only once a person confirmed it: before that, the run
     stops for them (the lease returned, finished)."""
-    unworkable = tool_call_rules.unworkable_call(tool_call_rules.calls_of(step), spec,
-                                                 code_of(lease), compensating=True)
+    calls = tool_call_rules.calls_of(step)
+    unworkable = tool_call_rules.unworkable_call(calls, spec, code_of(lease), compensating=True)
     if unworkable is not None:
         return calls_tx.call_unworkable(lease, step, *unworkable)
-    order = tool_call_rules.compensation_order(step)
+    order = tool_call_rules.compensation_order(calls)
     for i, call in enumerate(order):
         tool = spec.tools[call.tool]
         call = undo_tx.begin_tool_compensation(lease, step, call, behind=order[i + 1:])

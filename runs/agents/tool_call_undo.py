@@ -10,8 +10,6 @@ from ..definitions import definition
 from ..machine import sensitive, transitions
 from ..machine.context import context_outside_executor, parsed_input
 from ..machine.errors import TransitionNotAllowed, classify
-from ..machine.transitions import tool_call_rules
-from ..machine.transitions.agent_calls import find_call
 from ..models import Run, ToolCall
 
 
@@ -26,9 +24,6 @@ def undo_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
         raise TransitionNotAllowed(f"{run.workflow_name} v{run.workflow_version} is not "
                                    "registered: its tools' compensations are unknown")
     parsed_input(run, workflow)  # refused before its attempt is counted, as nothing is sent
-    refused = _unsendable(run, workflow, step_name, call_ref)
-    if refused:
-        raise TransitionNotAllowed(refused)
     call = transitions.begin_tool_call_undo(run_id, step_name=step_name, call_ref=call_ref,
                                             actor=actor, reason=reason)
     tool = workflow.step(step_name).tools[call.tool]
@@ -49,16 +44,3 @@ def undo_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
         run_id, call_id=call.pk, attempt=call.compensation_attempt, actor=actor,
         remote_ref=ref, error=error, error_class=error_class)
 
-
-def _unsendable(run: Run, workflow: definition.Workflow, step_name: str,
-                call_ref: str) -> str | None:
-    """Why the undo cannot be built as the code stands (its tool, its undo or its
-    arguments' schema changed by a release: tool_call_rules.unworkable_call, the rule the
-    run's compensation follows), or None. Nothing is sent, and no value is quoted."""
-    spec = definition.step_of(workflow, step_name)
-    if not isinstance(spec, definition.AgentSpec):
-        return None  # the transition refuses it, naming why
-    call = find_call(run, step_name, call_ref)
-    found = tool_call_rules.unworkable_call([call], spec, f"{run.workflow_name} "
-                                            f"v{run.workflow_version}", compensating=True)
-    return f"tool call {call_ref} of {step_name}: {found[1]}" if found else None

@@ -27,7 +27,7 @@ from .kernel import (  # the package's shared vocabulary
     unsettled_effects,
 )
 from .rerun_rules import rerun_range, rerun_step_refusal
-from .tool_call_rules import compensation_order
+from .tool_call_rules import calls_of, compensation_order
 from .tool_call_rules import step_refusal as tool_call_step_refusal
 
 STEP_ACTIONS = frozenset({"reconcile", "retry_step", "ask_again", "confirm_compensation",
@@ -120,7 +120,7 @@ def paused_undo(run: Run, steps: list[Step],
     if step.kind != definition.AGENT:
         return PausedUndo(step) if step.status == StepStatus.SUCCEEDED else None
     # The calls newer than the paused one are undone already: it is the first still standing.
-    order = compensation_order(step)
+    order = compensation_order(calls_of(step))
     call = order[0] if order else None
     if call is None or call.impact != definition.HIGH or call.status != ToolCallStatus.SUCCEEDED:
         return None

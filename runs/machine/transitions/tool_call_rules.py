@@ -76,6 +76,9 @@ def call_refusal(action: str, run: Run, step: Step, call: ToolCall,
                     "run, keyless")
         if tool is None or tool.compensate_fn is None:
             return f"{where}: the tool declares no compensation"
+        problem = args_problem(tool, call)  # the undo is sent with them
+        if problem:
+            return f"{where} cannot be undone as the code stands: {problem}"
         if tool.impact == definition.HIGH:
             return (f"{where} is high impact: undo it with the run's Compensate, which a "
                     "second person approves and which pauses for a person to confirm")
@@ -126,11 +129,11 @@ def args_problem(tool: definition.ToolSpec, call: ToolCall) -> str | None:
     return None
 
 
-def compensation_order(step: Step) -> list[ToolCall]:
-    """The calls of an agent step to undo, newest first: those of its current generation
+def compensation_order(calls: list[ToolCall]) -> list[ToolCall]:
+    """Of an agent step's calls (calls_of), those to undo, newest first: those
     whose effect stands and that declared an undo when they were made (their compensation
     key: an undo a release removed since stops the compensation, unworkable_call)."""
-    calls = [c for c in calls_of(step) if c.compensation_key and c.status in EFFECT_STANDS]
+    calls = [c for c in calls if c.compensation_key and c.status in EFFECT_STANDS]
     return sorted(calls, key=lambda c: (c.finished_at or c.updated_at, c.turn, c.index),
                   reverse=True)
 
