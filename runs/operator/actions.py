@@ -19,7 +19,6 @@ from audit.chain import Actor
 from ..agents.tool_call_undo import undo_tool_call
 from ..definitions import definition
 from ..machine import tracing, transitions
-from ..machine.errors import TransitionNotAllowed
 from ..machine.intentions import step_lines
 from ..machine.redaction import redact_text, shown_arguments
 from ..machine.storable import text_problem
@@ -171,17 +170,9 @@ def _deliver_event(run_id, *, actor, given, approved_by):
     step = transitions.waiting_event_step(list(run.steps.all()))
     payload = {}
     # The payload is checked only where the transition could accept it: otherwise its own
-    # refusal (no reason, not waiting for an event) is the answer.
-    if step is not None and given.reason.strip():
-        spec = definition.step_of(_definition(run), step.name)
-        if spec is None:
-            # A release renamed or removed the step the run waits on (or the workflow is not
-            # registered here): no schema to check the payload against, so none is taken.
-            raise TransitionNotAllowed(
-                f"{run.workflow_name} v{run.workflow_version} in this process has no step "
-                f"{step.name!r}, which the run waits on (a release renamed or removed it): "
-                "the payload cannot be checked and nothing was delivered. Deploy the code "
-                "that has the step, then deliver the event.")
+    # refusal (no reason, not waiting for an event, a step a release renamed) is the answer.
+    spec = definition.step_of(_definition(run), step.name) if step is not None else None
+    if spec is not None and given.reason.strip():
         try:
             payload = json.loads(given.evidence or "{}")
         except ValueError:

@@ -35,8 +35,8 @@ def test_the_console_refuses_delivery_to_a_renamed_step_naming_it(
 
     assert response.status_code == 302
     [error] = _messages(response, "error")
-    assert error.startswith("Deliver event was not done: test-payment-wait v1 in this "
-                            "process has no step 'payment'")
+    assert error.startswith("Deliver event was not done: test-payment-wait v1 here has no "
+                            "step 'payment', which the run waits on")
     assert _messages(response, "success") == []
     run.refresh_from_db()
     assert run.status == RunStatus.WAITING

@@ -41,12 +41,13 @@ def test_delivering_an_event_to_a_step_a_release_renamed_is_refused_naming_it(
     before = _state(run)
     # Not offered (console, API, CLI read the one table), and refused if asked for anyway.
     run.refresh_from_db()
-    assert "here has no step the run waits on" in ACTIONS["event_received"].refusal(
-        run, list(run.steps.all()))
+    offered = ACTIONS["event_received"].refusal(run, list(run.steps.all()))
+    assert "here has no step 'payment', which the run waits on" in offered
 
     with pytest.raises(TransitionNotAllowed) as refused:
         ACTIONS["event_received"].perform(run.pk, actor=OLGA, given=BY_HAND)
     message = str(refused.value)
+    assert message == offered  # one rule, one wording, whichever path asks
     assert "test-payment-wait v1" in message and "no step 'payment'" in message
     assert "nothing was delivered" in message
 

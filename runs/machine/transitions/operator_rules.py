@@ -220,12 +220,14 @@ def refusal(action: str, run: Run, steps: list[Step], workflow_def: definition.W
     if action in ("event_received", "skip_event") and not any(
             s.kind == definition.EVENT and s.status == StepStatus.WAITING for s in steps):
         return f"run {run.pk} does not wait for an event"
-    if action == "event_received" and not any(
-            s.kind == definition.EVENT and s.status == StepStatus.WAITING
-            and definition.step_of(workflow_def, s.name) is not None for s in steps):
-        return (f"{run.workflow_name} v{run.workflow_version} here has no step the run waits "
-                "on for its event (a release renamed or removed it): its payload cannot be "
-                "checked; deploy the code that has the step")
+    if action == "event_received":
+        awaited = next(s for s in steps
+                       if s.kind == definition.EVENT and s.status == StepStatus.WAITING)
+        if definition.step_of(workflow_def, awaited.name) is None:
+            return (f"{run.workflow_name} v{run.workflow_version} here has no step "
+                    f"{awaited.name!r}, which the run waits on for its event (a release "
+                    "renamed or removed it): its payload cannot be checked and nothing was "
+                    "delivered; deploy the code that has the step, then deliver the event")
     if action == "wake_timer" and not any(s.kind == definition.SLEEP
                                           and s.status == StepStatus.WAITING
                                           for s in steps):
