@@ -45,12 +45,20 @@ from runs.operator.actions import ACTIONS, ActionInput
 
 from .backoff import retry_delay
 from .bulk import apply_approved
-from .four_eyes import changed_effects_snapshot, requester_refusal
+from .four_eyes import changed_effects_snapshot, requester_actor, requester_refusal
 from .models import DECIDED_STATUSES, ApprovalRequest, RequestKind, RequestStatus
 from .notifications import time_text
 from .permissions import can_decide
 from .requests import current_snapshot, record_lifecycle, supersede
 from .snapshots import SnapshotUnavailable
+from .timeouts import (
+    TIMED_OUT,
+    clock,
+    is_due,
+    late_decision_refusal,
+    time_out,
+    timed_out,
+)
 from .withdrawal import is_still_awaited, withdraw
 
 logger = logging.getLogger(__name__)
@@ -84,13 +92,17 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
     - decided already by someone else (the first of two racing approvers wins):
       `already_decided`, saying by whom and when;
     - superseded, withdrawn or timed out: `closed`; one the run no longer waits for (its
-      tool call cancelled, the run terminated) is withdrawn now and `closed`;
+      tool call cancelled, the run terminated) is withdrawn now and `closed`; one past its
+      due time that the sweep has not timed out yet is timed out now, as the sweep would
+      (apply_timeout), and `closed` (an escalation leaves it open: the decision is then
+      taken as after the sweep's escalation);
     - the payload differs from the one this request shows: the request is superseded, a
       new one is made and notified, and this decision is refused (`superseded`): an
       approval never applies to a payload it did not see;
     - the payload cannot be computed now: `unavailable`.
     """
-    now = now or timezone.now()
+    # Due times are judged by the database's clock, as the sweep judges them.
+    now = now or clock()
     decision_id = uuid.UUID(str(decision_id))
     # Kept on the request, the run's chain and the approvals page: a credential pasted
     # into it is masked first, as an operator's reason is (runs.operator.actions).
@@ -107,7 +119,7 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
         current = changed_effects_snapshot(approval)
     with transaction.atomic(durable=True):
         # The run first, then the request: the order every transition locks in.
-        _lock_run(approval.run_id)
+        lock_run(approval.run_id)
         approval = ApprovalRequest.objects.select_for_update(of=("self",)).select_related(
             "run").get(pk=request_id)
         if not can_decide(user, approval):
@@ -128,6 +140,11 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
             # and the sweep has not come by yet: withdrawn now, as the sweep would, and no
             # person is recorded as deciding what nobody can apply.
             withdraw(approval, now)
+            return _closed(approval)
+        if is_due(approval, now) and apply_timeout(approval, now) == TIMED_OUT:
+            # Past its due time and the sweep has not come by yet (it may be late or
+            # stopped): nobody decided in time, whoever clicks now. Timed out here, as the
+            # sweep would have, so the run goes the same way whichever comes first.
             return _closed(approval)
         if isinstance(current, SnapshotUnavailable):
             return Decision("unavailable", f"What this request asks about cannot be checked "
@@ -157,6 +174,8 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
 
 
 def _closed(approval: ApprovalRequest) -> Decision:
+    if timed_out(approval):
+        return Decision("closed", late_decision_refusal(approval), approval)
     if approval.status in (RequestStatus.APPROVED, RequestStatus.REJECTED) \
             and approval.decided_by_id is not None:
         return Decision("already_decided",
@@ -187,7 +206,7 @@ def apply_to_run(request_id: int, *, now: datetime | None = None) -> bool:
     now = now or timezone.now()
     run_id = ApprovalRequest.objects.filter(pk=request_id).values_list("run_id", flat=True)
     with transaction.atomic(durable=True):
-        _lock_run(run_id.get())
+        lock_run(run_id.get())
         approval = ApprovalRequest.objects.select_for_update(of=("self",)).select_related(
             "run").get(pk=request_id)
         if approval.settled_at is not None or approval.status not in DECIDED_STATUSES:
@@ -195,8 +214,23 @@ def apply_to_run(request_id: int, *, now: datetime | None = None) -> bool:
         return _apply_and_close(approval, now)
 
 
-def _lock_run(run_id: int) -> None:
+def lock_run(run_id: int) -> None:
+    """Lock run `run_id`'s row for the caller's transaction (before any of its requests:
+    the order every transition locks in)."""
     list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
+
+
+def apply_timeout(approval: ApprovalRequest, now: datetime) -> str:
+    """The one way a request's timeout is applied, whoever finds it due first: the sweep,
+    or a person deciding after its due time (approvals.timeouts). Inside the caller's
+    transaction, with the run and then the request locked, pending and due. Escalated
+    (timeouts.ESCALATED), the request waits for the deputies too; timed out
+    (timeouts.TIMED_OUT), the system's decision is recorded on the request and applied to
+    the run in this same transaction, as a person's decision is."""
+    outcome = time_out(approval, now)
+    if outcome == TIMED_OUT:
+        _apply_and_close(approval, now)
+    return outcome
 
 
 def _apply_and_close(approval: ApprovalRequest, now: datetime) -> bool:
@@ -249,9 +283,7 @@ def _apply(approval: ApprovalRequest, now: datetime) -> None:
             return
         # The same action, through the same table and transition, as the operator asked
         # for; the transition checks again that the approver is a second person.
-        requester = Actor(kind=AuditRecord.ActorKind.USER,
-                          label=approval.snapshot.get("requested_by", ""),
-                          user_id=approval.requested_by_id)
+        requester = requester_actor(approval)
         with transitions.applying_decision(str(approval.decision_id or "")):
             if approval.params.get("bulk_job"):
                 # One request for the runs of a bulk job that needed a second person (each

@@ -16,6 +16,8 @@ from django.db.models import Q
 from django.utils import timezone
 from guardian.shortcuts import get_users_with_perms
 
+from audit.chain import Actor
+from audit.models import AuditRecord
 from runs.machine import transitions
 from runs.models import Run, Step
 from runs.operator.actions import ACTIONS
@@ -41,6 +43,18 @@ def requester_refusal(requester, action: str, run_id: int) -> str | None:
     return (f"{name} may no longer {spec.label.lower()} run {run_id} (needs "
             f"runs.{spec.permission}, or their account is not active): the approval does "
             "not act for them")
+
+
+def requester_actor(approval: ApprovalRequest) -> Actor:
+    """The person who asked for `approval`'s operator action, as the run's record of the
+    action names them when it is taken: by their account's id and its username now. The
+    snapshot keeps the name they had when they asked (what the second person was shown);
+    the record of the action names who its actor is, so a rename in between is followed.
+    Only an account deleted since leaves the snapshot's name beside no id."""
+    if approval.requested_by is not None:
+        return Actor.for_user(approval.requested_by)
+    return Actor(kind=AuditRecord.ActorKind.USER,
+                 label=approval.snapshot.get("requested_by", ""), user_id=None)
 
 
 def request_operator_action(run: Run | int, *, action: str, requested_by, reason: str,

@@ -9,7 +9,7 @@ run, or could not and why (`apply_error`). A request is *open* until it is settl
 one open request exists per run and step (or per run and operator action).
 
 Rows here change only through the approvals app's writers: requests, decisions, schedule,
-notifications and four_eyes.
+notifications, timeouts and four_eyes.
 """
 
 from django.conf import settings

@@ -9,9 +9,8 @@ database, so a restart changes nothing.
 
 import logging
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -19,7 +18,7 @@ from django.utils import timezone
 from audit.actions import AuditAction
 from runs.machine.single_pass import single_pass
 
-from .decisions import SYSTEM_LABEL, apply_pending_decisions, apply_to_run
+from .decisions import apply_pending_decisions, apply_timeout, lock_run
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
 from .notifications import grant_and_notify, publish_notifications
 from .requests import (
@@ -29,6 +28,7 @@ from .requests import (
     record_lifecycle,
     supersede,
 )
+from .timeouts import ESCALATED, TIMED_OUT, clock
 from .withdrawal import no_longer_awaited, withdraw
 
 logger = logging.getLogger(__name__)
@@ -92,76 +92,34 @@ class TimeoutReport:
 
 
 def apply_timeouts(*, now: datetime | None = None, limit: int = 200) -> TimeoutReport:
-    """Apply the timeout policy of every pending request past its due time.
-
-    escalate: the deputies (escalate_to) get the permission and a notification, a new due
-    time is set and reminders start again; at the next timeout the run goes to attention
-    (escalation happens once). reject: the request is rejected by the system and the run
-    stops in attention as after any rejection. cancel: the run goes to attention, its step
-    still waiting, for an operator to decide what happens.
-    """
-    now = now or timezone.now()
+    """Apply the timeout policy of every pending request past its due time
+    (approvals.timeouts): escalate to the deputies once, or reject, or cancel (the run goes
+    to attention, its step still waiting, for an operator to decide what happens). A
+    request timed out is applied to its run in the same transaction, through the function a
+    person's late decision uses (approvals.decisions.apply_timeout)."""
+    now = now or clock()
     report = TimeoutReport()
     due = ApprovalRequest.objects.filter(status=RequestStatus.PENDING, due_at__lte=now)
-    for pk in list(due.order_by("due_at").values_list("pk", flat=True)[:limit]):
+    for pk, run_id in list(due.order_by("due_at").values_list("pk", "run_id")[:limit]):
         try:
-            outcome = _time_out(pk, now)
+            outcome = _time_out(pk, run_id, now)
         except Exception:
             logger.exception("approval request %s: timeout failed; will retry", pk)
             continue
-        if outcome == "escalated":
+        if outcome == ESCALATED:
             report.escalated += 1
-        elif outcome == "timed_out":
+        elif outcome == TIMED_OUT:
             report.timed_out += 1
-            apply_to_run(pk, now=now)
     return report
 
 
-def _time_out(pk: int, now: datetime) -> str | None:
+def _time_out(pk: int, run_id: int, now: datetime) -> str | None:
     with transaction.atomic(durable=True):
+        lock_run(run_id)
         approval = _lock_pending(pk, due_at__lte=now)
         if approval is None:
-            return None
-        waited = now - approval.requested_at
-        if approval.on_timeout == "escalate" and approval.escalation_level == 0 \
-                and approval.escalate_to:
-            approval.escalation_level = 1
-            approval.due_at = now + approval.timeout
-            approval.next_reminder_at = next_reminder(now, approval.remind_every,
-                                                      approval.due_at)
-            problems = grant_and_notify(approval, approval.escalate_to,
-                                        NotificationKind.ESCALATION, now)
-            approval.problem = "; ".join(problems)
-            approval.save(update_fields=["escalation_level", "due_at", "next_reminder_at",
-                                         "problem"])
-            record_lifecycle(approval, AuditAction.APPROVAL_ESCALATED, now,
-                             escalated_to=list(approval.escalate_to),
-                             due_at=approval.due_at.isoformat(), problem=approval.problem)
-            logger.info("approval request %s escalated to %s", pk,
-                        ", ".join(approval.escalate_to))
-            return "escalated"
-        if approval.on_timeout == "reject":
-            approval.status = RequestStatus.REJECTED
-            approval.comment = f"no decision within {_duration(waited)}: rejected by the " \
-                               "timeout policy"
-        else:
-            approval.status = RequestStatus.EXPIRED
-            after = (f" and after escalation to {', '.join(approval.escalate_to)}"
-                     if approval.escalation_level else "")
-            approval.comment = f"no decision within {_duration(waited)}{after}"
-        approval.decided_by_label = SYSTEM_LABEL
-        approval.decided_at = now
-        approval.apply_after = now + timedelta(seconds=settings.APPROVALS_SETTLE_RETRY_SECONDS)
-        approval.next_reminder_at = None
-        approval.save(update_fields=["status", "comment", "decided_by_label", "decided_at",
-                                     "apply_after", "next_reminder_at"])
-        logger.info("approval request %s timed out: %s", pk, approval.comment)
-    return "timed_out"
-
-
-def _duration(delta: timedelta) -> str:
-    hours = delta.total_seconds() / 3600
-    return f"{hours / 24:.1f} days" if hours >= 48 else f"{hours:.1f} hours"
+            return None  # decided meanwhile (or timed out by a late decision)
+        return apply_timeout(approval, now)
 
 
 # --- withdrawal ----------------------------------------------------------------------------
@@ -213,7 +171,8 @@ def sweep(*, now: datetime | None = None) -> SweepReport:
     with single_pass(JOB) as mine:
         if not mine:
             return SweepReport(locked_out=True)
-        return _sweep(now or timezone.now())
+        # Due times by the database's clock, as a decision judges them (approvals.timeouts).
+        return _sweep(now or clock())
 
 
 def _sweep(now: datetime) -> SweepReport:

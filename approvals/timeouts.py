@@ -1,0 +1,107 @@
+"""A request nobody decided by its due time: what its timeout policy does to it, and what a
+person who decides after that time is told.
+
+One rule for both places that meet such a request, as for withdrawal (approvals.withdrawal):
+the sweep, which times out what it finds due, and a person's decision that arrives after the
+due time but before the sweep (the sweep runs every few seconds, and may be late or
+stopped). Both apply the timeout through approvals.decisions.apply_timeout, in the
+transaction that found the request due, and judge "due" by the same clock: the database's,
+as leases are, so that two machines whose clocks disagree agree on it. Which of the two
+comes first changes nothing: the run goes the same way, and the late person is refused with
+the same sentence.
+"""
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+
+from audit.actions import AuditAction
+from runs import store
+
+from .models import ApprovalRequest, NotificationKind, RequestStatus
+from .notifications import grant_and_notify, time_text
+from .requests import LIFECYCLE_ACTOR, next_reminder, record_lifecycle
+
+logger = logging.getLogger(__name__)
+
+ESCALATED = "escalated"
+TIMED_OUT = "timed_out"
+
+
+def clock() -> datetime:
+    """The time due times are judged by: the database's clock (runs.store), never this
+    process's own."""
+    return store.current().now()
+
+
+def is_due(approval: ApprovalRequest, now: datetime) -> bool:
+    """Whether `approval` is pending and past its due time at `now` (the sweep's query asks
+    the same of the rows: status pending, due_at <= now)."""
+    return approval.is_pending and approval.due_at <= now
+
+
+def time_out(approval: ApprovalRequest, now: datetime) -> str:
+    """Apply the timeout policy to `approval`, pending, due and locked by the caller's
+    transaction; the run is not touched here (approvals.decisions.apply_timeout applies it).
+
+    escalate: the deputies (escalate_to) get the permission and a notification, a new due
+    time is set and reminders start again; ESCALATED, the request still pending (escalation
+    happens once: the next timeout ends it). reject: the request is rejected by the system.
+    cancel (and an escalated request's second timeout): it expires, the run goes to
+    attention. Both end it as the system's decision: TIMED_OUT."""
+    waited = now - approval.requested_at
+    if approval.on_timeout == "escalate" and approval.escalation_level == 0 \
+            and approval.escalate_to:
+        approval.escalation_level = 1
+        approval.due_at = now + approval.timeout
+        approval.next_reminder_at = next_reminder(now, approval.remind_every, approval.due_at)
+        problems = grant_and_notify(approval, approval.escalate_to,
+                                    NotificationKind.ESCALATION, now)
+        approval.problem = "; ".join(problems)
+        approval.save(update_fields=["escalation_level", "due_at", "next_reminder_at",
+                                     "problem"])
+        record_lifecycle(approval, AuditAction.APPROVAL_ESCALATED, now,
+                         escalated_to=list(approval.escalate_to),
+                         due_at=approval.due_at.isoformat(), problem=approval.problem)
+        logger.info("approval request %s escalated to %s", approval.pk,
+                    ", ".join(approval.escalate_to))
+        return ESCALATED
+    if approval.on_timeout == "reject":
+        approval.status = RequestStatus.REJECTED
+        approval.comment = f"no decision within {_duration(waited)}: rejected by the " \
+                           "timeout policy"
+    else:
+        approval.status = RequestStatus.EXPIRED
+        after = (f" and after escalation to {', '.join(approval.escalate_to)}"
+                 if approval.escalation_level else "")
+        approval.comment = f"no decision within {_duration(waited)}{after}"
+    approval.decided_by_label = LIFECYCLE_ACTOR.label
+    approval.decided_at = now
+    approval.apply_after = now + timedelta(seconds=settings.APPROVALS_SETTLE_RETRY_SECONDS)
+    approval.next_reminder_at = None
+    approval.save(update_fields=["status", "comment", "decided_by_label", "decided_at",
+                                 "apply_after", "next_reminder_at"])
+    logger.info("approval request %s timed out: %s", approval.pk, approval.comment)
+    return TIMED_OUT
+
+
+def timed_out(approval: ApprovalRequest) -> bool:
+    """Whether `approval` was ended by its timeout (rejected or expired by the system, no
+    person deciding)."""
+    return (approval.status in (RequestStatus.REJECTED, RequestStatus.EXPIRED)
+            and approval.decided_by_id is None
+            and approval.decided_by_label == LIFECYCLE_ACTOR.label)
+
+
+def late_decision_refusal(approval: ApprovalRequest) -> str:
+    """What a person who decides a request its timeout ended is told: the same sentence
+    whether the sweep or their own decision applied the timeout."""
+    return (f"This request timed out at {time_text(approval.due_at)}; its timeout "
+            f"({approval.on_timeout}) applies: {approval.comment}. Your decision was not "
+            "recorded.")
+
+
+def _duration(delta: timedelta) -> str:
+    hours = delta.total_seconds() / 3600
+    return f"{hours / 24:.1f} days" if hours >= 48 else f"{hours:.1f} hours"
