@@ -122,6 +122,9 @@ class ExternalEvent(models.Model):
             models.Index(fields=["workflow_name", "event_name", "correlation_key"],
                          name="external_event_kept_idx",
                          condition=models.Q(consumed_at__isnull=True)),
+            # The sweeper's pass over them, batch after batch by id (runs.waiting.events).
+            models.Index(fields=["id"], name="external_event_kept_order_idx",
+                         condition=models.Q(consumed_at__isnull=True)),
         ]
 
     def __str__(self):

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
+from django.db.models import CharField, Func
 from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -208,6 +209,23 @@ class Store(abc.ABC):
                 totals[name] = totals.get(name, timedelta(0)) + (at - parse_datetime(began))
         return totals
 
+    def sha256_hex(self, expression) -> Func:
+        """An expression: the sha256 of a text's UTF-8 bytes in lowercase hex (what
+        hashlib's hexdigest gives), to match a value stored as its digest in the query."""
+        return Sha256Hex(expression)
+
     @abc.abstractmethod
     def url(self) -> str:
         """A DATABASE_URL for a child process to reach this same database."""
+
+
+class Sha256Hex(Func):
+    # SQLite reads the SHA256 function Django gives each connection. Django's SHA256 reads
+    # pgcrypto's digest() on PostgreSQL, an extension the database need not have: its
+    # built-in sha256() (PostgreSQL 11) takes bytes.
+    function = "SHA256"
+    output_field = CharField()
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        return self.as_sql(compiler, connection, **extra_context,
+                           template="ENCODE(SHA256(CONVERT_TO(%(expressions)s, 'UTF8')), 'hex')")

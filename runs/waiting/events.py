@@ -7,6 +7,12 @@ An event names its workflow, its name, its correlation key (by default the busin
 of the run it is meant for), its source and its id. The same source and id delivered twice
 changes nothing the second time: the row is written in the transaction of the transition
 that consumes it, under a unique constraint.
+
+A release may rename the event a running run waits for (or the step that waits) without a
+new version. The run's row still waits under the old name: an event under the new name
+finds no run and is kept, one under the old name is refused at the door or found by a row
+whose code no longer waits for it. Either way the run is held for a person here
+(hold_renamed_wait), nothing delivered on a guess, rather than left to its timeout.
 """
 
 import hashlib
@@ -14,28 +20,35 @@ import hmac
 import logging
 import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models.functions import Length
+from django.db.models import Case, Exists, OuterRef, Value, When
+from django.db.models.functions import Concat, Length
 from django.utils import timezone
 from pydantic import ValidationError
 
 from audit.chain import Actor
 
+from .. import store
 from ..definitions import definition
 from ..machine.errors import TransitionNotAllowed
 from ..machine.redaction import redact
 from ..machine.storable import text_problem, value_problem
 from ..machine.transitions import (
+    AWAITING,
+    KEY_DIGEST,
+    REF_LENGTH,
     DuplicateEvent,
     awaiting_ref,
     deliver_event,
+    hold_renamed_wait,
+    renamed_wait,
     shortest_digested_key,
 )
 from ..machine.wakeup import send_wakeup
-from ..models import ExternalEvent, Run, Step, StepStatus
+from ..models import ExternalEvent, Run, RunStatus, Step, StepStatus
 
 logger = logging.getLogger(__name__)
 
@@ -190,10 +203,48 @@ def _refuse_unstorable(**texts: str) -> None:
 
 
 def _waiting_step(workflow: str, event: str, key: str) -> Step | None:
+    """The step that waits for `event` with `key`, if its run's code still has it wait there;
+    a run whose code no longer does is held for a person (and None returned)."""
     # Along step_remote_ref_idx: the step names what it waits for.
-    return (Step.objects.filter(remote_ref=awaiting_ref(event, key), kind=definition.EVENT,
+    step = (Step.objects.filter(remote_ref=awaiting_ref(event, key), kind=definition.EVENT,
                                 status=StepStatus.WAITING, run__workflow_name=workflow)
             .select_related("run").first())
+    if step is None or not _renamed(step):
+        return step
+    return None
+
+
+def _renamed(step: Step) -> bool:
+    """Whether a release renamed `step`'s wait under its run; if so, the run is held (unless
+    a person has it already)."""
+    run = step.run
+    if renamed_wait(step, definition.registry.get(run.workflow_name,
+                                                  run.workflow_version)) is None:
+        return False
+    if run.status == RunStatus.WAITING:  # otherwise a person has it already
+        try:
+            hold_renamed_wait(run.pk, step_name=step.name,
+                              actor=Actor.system("event wait renamed by a release"))
+        except TransitionNotAllowed:
+            pass  # it stopped waiting meanwhile
+    return True
+
+
+def _hold_wait_renamed_to(workflow: str, event: str, key: str) -> None:
+    """An event under a name nothing waits for was kept: hold the run it is for if that
+    run's step waits under another name while its code now has it wait for `event`. The run
+    is found by its business key, along run_unique_business_key, where the step correlates
+    by it; a wait with its own correlate() is found when an event under its old name comes,
+    or when it is claimed (its timeout, a resume)."""
+    names = [s.name for s in event_steps(workflow, event) if s.correlate is None]
+    if not names:
+        return
+    step = (Step.objects.filter(run__workflow_name=workflow, run__business_key=key,
+                                name__in=names, kind=definition.EVENT,
+                                status=StepStatus.WAITING)
+            .select_related("run").first())
+    if step is not None:
+        _renamed(step)
 
 
 def receive_event(*, workflow: str, event: str, key: str, event_id: str, source: str,
@@ -206,7 +257,13 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
     _refuse_unstorable(**texts)
     _refuse_too_long(**texts)
     refuse_too_deep(payload)
-    sent, payload = payload, validated(workflow, event, payload)
+    try:
+        sent, payload = payload, validated(workflow, event, payload)
+    except EventRefused:
+        # Refused (no step declares the event any more, or not with this payload), it may
+        # still be what a run waits for: that run is held.
+        _waiting_step(workflow, event, key)
+        raise
     _refuse_unstorable_payload(payload)
     previous = ExternalEvent.objects.filter(workflow_name=workflow, source=source,
                                             event_id=event_id).first()
@@ -239,7 +296,10 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
         return Receipt("duplicate")
     # A run may have begun to wait between the look above and this insert.
     run_id = consume_kept(kept, now=now)
-    return Receipt("delivered", run_id) if run_id else Receipt("kept")
+    if run_id:
+        return Receipt("delivered", run_id)
+    _hold_wait_renamed_to(workflow, event, key)
+    return Receipt("kept")
 
 
 def consume_kept(kept: ExternalEvent, *, now: datetime | None = None) -> int | None:
@@ -285,19 +345,80 @@ def consume_kept_for_run(run_id: int) -> bool:
     return found is not None and consume_kept(found) is not None
 
 
-def consume_kept_events(*, now: datetime | None = None, limit: int = 100) -> int:
-    """The sweeper's pass: events kept in the last hour whose run now waits for them are
-    delivered (the backstop for an event and a wait that crossed). Reads the few kept rows
-    along their partial index."""
-    delivered = 0
-    since = (now or timezone.now()) - timedelta(hours=1)
-    for kept in ExternalEvent.objects.filter(consumed_at__isnull=True,
-                                             received_at__gte=since).order_by("pk")[:limit]:
-        run_id = consume_kept(kept)
-        if run_id:
-            delivered += 1
-            send_wakeup(run_id)
+# Kept events delivered per query of the sweeper's pass, and kept rows one pass looks at.
+KEPT_BATCH = 100
+KEPT_PASS_ROWS = 5000
+
+
+def consumable_kept(*, after: int = 0, upto: int | None = None,
+                    limit: int = KEPT_BATCH) -> list[ExternalEvent]:
+    """The next kept events (by id, past `after`, up to `upto`) that a step now waits for:
+    those whose awaiting_ref a waiting event step holds. Reads the kept rows along
+    external_event_kept_order_idx, each looked up along step_remote_ref_idx. (The ref does
+    not name the workflow: consume_kept checks it, and the runs table stays out of the
+    sweeper's query.)"""
+    full = Concat(Value(AWAITING), "event_name", Value(":"), "correlation_key")
+    ref = Case(When(ref_length__lte=REF_LENGTH, then=full),
+               default=Concat(Value(AWAITING), "event_name", Value(f":{KEY_DIGEST}"),
+                              store.current().sha256_hex("correlation_key")))
+    waits = Step.objects.filter(remote_ref=OuterRef("awaited_ref"), kind=definition.EVENT,
+                                status=StepStatus.WAITING)
+    # Named, the partial index's condition is seen to hold for the ref looked up.
+    waits = waits.exclude(remote_ref="")
+    kept = ExternalEvent.objects.filter(consumed_at__isnull=True, pk__gt=after)
+    if upto is not None:
+        kept = kept.filter(pk__lte=upto)
+    return list(kept.annotate(ref_length=Length(full)).annotate(awaited_ref=ref)
+                .filter(Exists(waits)).order_by("pk")[:limit])
+
+
+# Where this process's next pass over the kept rows starts (see consume_kept_events).
+_kept_cursor = {"after": 0}
+
+
+def consume_kept_events(*, now: datetime | None = None, batch: int = KEPT_BATCH,
+                        rows: int = KEPT_PASS_ROWS) -> int:
+    """The sweeper's pass: kept events whose run now waits for them are delivered (the
+    backstop for an event and a wait that crossed, or a worker lost between its wait and
+    consume_kept_for_run), however long ago they came.
+
+    Kept rows are never deleted, and a sender that misbehaves can keep millions that no run
+    will wait for: one pass looks at `rows` of them, by id, from where this process's last
+    pass stopped, and starts again from the first once it reaches the end. So a pass costs
+    the same however many are kept, and every kept event is looked at within
+    (kept rows / `rows`) passes; the fast paths (an event finds its waiting run at once,
+    a run that begins to wait looks for its kept event) do not wait for it."""
+    after = _kept_cursor["after"]
+    upto = _window_end(after, rows)
+    delivered = _deliver_kept(after, upto, batch, now)
+    if upto is None and after:
+        # Past the end of the kept rows: on from the first, up to where this pass began.
+        upto = _window_end(0, rows)
+        upto = after if upto is None else min(upto, after)
+        delivered += _deliver_kept(0, upto, batch, now)
+    _kept_cursor["after"] = upto or 0
     return delivered
+
+
+def _window_end(after: int, rows: int) -> int | None:
+    """The id of the `rows`th kept row past `after`; None if fewer are kept past it."""
+    bound = list(ExternalEvent.objects.filter(consumed_at__isnull=True, pk__gt=after)
+                 .order_by("pk").values_list("pk", flat=True)[rows - 1:rows])
+    return bound[0] if bound else None
+
+
+def _deliver_kept(after: int, upto: int | None, batch: int, now: datetime | None) -> int:
+    delivered = 0
+    while True:
+        found = consumable_kept(after=after, upto=upto, limit=batch)
+        for kept in found:
+            run_id = consume_kept(kept, now=now)
+            if run_id:
+                delivered += 1
+                send_wakeup(run_id)
+        if len(found) < batch:
+            return delivered
+        after = found[-1].pk
 
 
 # --- signed webhooks -----------------------------------------------------------------------

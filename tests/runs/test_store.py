@@ -3,6 +3,7 @@ top of it. Marked `store`: `make test` runs this file on PostgreSQL with the sui
 again on SQLite (the demo's embedded database), so both paths are held to one
 specification."""
 
+import hashlib
 import threading
 from datetime import datetime, timedelta
 
@@ -38,6 +39,16 @@ def _actions(run):
 
 def test_the_store_is_the_one_of_the_connections_database():
     assert store.current().name == connection.vendor
+
+
+def test_sha256_hex_in_a_query_is_hashlibs_hexdigest_of_the_texts_utf8():
+    run = new_run()
+    for key in ("k" * 300, "clé-ü-€"):
+        Run.objects.filter(pk=run.pk).update(business_key=key)
+        digest = (Run.objects.filter(pk=run.pk)
+                  .annotate(digest=store.current().sha256_hex("business_key"))
+                  .values_list("digest", flat=True).get())
+        assert digest == hashlib.sha256(key.encode()).hexdigest()
 
 
 def test_update_rows_writes_the_named_fields_of_many_rows_and_nothing_else():

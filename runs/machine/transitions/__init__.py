@@ -33,10 +33,15 @@ from .approval_waits import (
 )
 from .compensation import compensation_plan
 from .events import (
+    AWAITING,
+    KEY_DIGEST,
+    REF_LENGTH,
     DuplicateEvent,
     awaiting_ref,
     deliver_event,
     deliver_event_by_hand,
+    hold_renamed_wait,
+    renamed_wait,
     shortest_digested_key,
     skip_event,
     waiting_event_step,
@@ -103,7 +108,8 @@ __all__ = [
     "reopen", "resume", "retry_step",
     "settle_unknown", "sleeping_step", "start_run", "step_refusal", "terminate", "wake_timer",
     "DuplicateEvent", "awaiting_ref", "deliver_event", "deliver_event_by_hand", "skip_event",
-    "shortest_digested_key",
+    "shortest_digested_key", "hold_renamed_wait", "renamed_wait", "AWAITING", "KEY_DIGEST",
+    "REF_LENGTH",
     "waiting_event_step", "unsettled_effects", "within_caller_transaction",
     "rerun_from_step", "rerun_range", "standing_effects", "applying_decision",
 ]

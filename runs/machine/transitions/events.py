@@ -11,6 +11,11 @@ A wait's `correlate` is the workflow's own code, called with the run's input whe
 reaches the step: a release can make it fail for older runs (a key their input lacks). The
 run is then held for a person in that same change (timers.held_for_its_code), as a sleep's
 `until` that fails is.
+
+A release can also rename the event a running run waits for (or the step that waits), with
+no new version: the row still waits under the old name, which no sender uses any more, and
+an event under the new name finds no run. renamed_wait says so; such a run is held for a
+person (hold_renamed_wait, or at its claim), never given an event on a guess.
 """
 
 import hashlib
@@ -34,6 +39,7 @@ from .kernel import (  # the package's shared vocabulary
     audit_state,
     definition_step,
     halt,
+    held_status,
     step_named,
     steps_done_with,
     transition_on,
@@ -120,6 +126,13 @@ def awaits(change: Change, lease: Lease, step: Step) -> bool:
                      data={"event": spec.event_name, "key": key,
                            "until": step.next_attempt_at.isoformat()
                            if step.next_attempt_at else None})
+    elif (renamed := renamed_wait(step, lease.definition)) is not None:
+        # Resumed (or timed out) under code that waits elsewhere: neither the wait nor its
+        # timeout policy is what the code now says; a person decides.
+        halt(change, lease, step, audit_state(run, step), held_status(run),
+             AttentionReason.DEFINITION_MISSING, renamed, renamed,
+             action=AuditAction.DEFINITION_MISSING)
+        return True
     elif step.next_attempt_at is not None and step.next_attempt_at <= now:
         return _timed_out(change, lease, step, spec)
     change.move(WAITING, message=waiting_message(step, spec))
@@ -142,14 +155,18 @@ def _timed_out(change: Change, lease: Lease, step: Step, spec: definition.StepDe
     waited = f"no {spec.event_name} event arrived by {step.next_attempt_at:%Y-%m-%d %H:%M %Z}"
     step.next_attempt_at = None
     if spec.on_timeout == "continue":
+        # The next steps read the declared default as the step's result, as an event's
+        # payload would be (definition.wait_for_event); that no event came is the audit
+        # record's to say, not a wrapper around the value.
         step.status = StepStatus.SUCCEEDED
-        step.result = redact({"event": None, "default": spec.default, "timed_out": True})
+        step.result = redact(spec.default)
         step.remote_ref = ""
         step.finished_at = now
         change.step_changed(step)
         run.steps_done = steps_done_with(run, step)
         change.audit(AuditAction.EVENT_TIMED_OUT, step=step, before=before,
-                     after=audit_state(run, step), data={"policy": "continue"})
+                     after=audit_state(run, step),
+                     data={"policy": "continue", "timed_out": True, "waited": waited})
         return False
     if spec.on_timeout == "fail":
         step.status = StepStatus.FAILED
@@ -160,6 +177,70 @@ def _timed_out(change: Change, lease: Lease, step: Step, spec: definition.StepDe
     halt(change, lease, step, before, ATTENTION, AttentionReason.EVENT_TIMED_OUT,
           f"{step.name}: {waited}", waited, action=AuditAction.EVENT_TIMED_OUT)
     return True
+
+
+def awaited_event(step: Step) -> str:
+    """The event a waiting step's row waits for (its remote_ref), whatever its code says."""
+    return step.remote_ref.removeprefix(AWAITING).split(":", 1)[0]
+
+
+def renamed_wait(step: Step, workflow_def: definition.Workflow | None) -> str | None:
+    """Why the code of `step`'s run (`workflow_def`, its version in this worker) no longer
+    waits where the step's row waits, as the message that holds the run; None if it does.
+    A release renamed the step's event, or the step, under the running run: the old name is
+    what the row (and the key an event finds it by) says, the new one what the code says."""
+    if workflow_def is None or step.status != StepStatus.WAITING \
+            or not step.remote_ref.startswith(AWAITING):
+        return None  # no code to compare with: the claim holds such a run (lease_cycle)
+    waits_for = awaited_event(step)
+    spec = declared_wait(workflow_def, step)
+    if spec is not None and spec.event_name == waits_for:
+        return None
+    name = f"{workflow_def.name} v{workflow_def.version}"
+    if spec is not None:
+        there = f"has it wait for the event {spec.event_name}"
+        # The new name's schema checks a payload a person delivers.
+        act = "deliver the event by hand or skip it"
+    else:
+        others = [s.name for s in workflow_def.steps
+                  if s.kind == definition.EVENT and s.event_name == waits_for]
+        there = f"has no event step {step.name}" + (
+            f" (its step {', '.join(others)} waits for {waits_for})" if others else "")
+        # Without the step no schema checks a payload: a person can only skip.
+        act = "skip the event"
+    return (f"{step.name}: waits for the event {waits_for}, but {name} in this worker {there}: "
+            "a release renamed it under this run and nothing was delivered to it. Either "
+            f"{act}, or deploy the code that waits there for {waits_for} and resume")
+
+
+def declared_wait(workflow_def: definition.Workflow, step: Step) -> definition.StepDef | None:
+    """The event wait `workflow_def` declares under `step`'s name, if it does."""
+    spec = definition.step_of(workflow_def, step.name)
+    return spec if spec is not None and spec.kind == definition.EVENT else None
+
+
+def hold_renamed_wait(run_id: int, *, step_name: str, actor: Actor,
+                      now: datetime | None = None) -> Run:
+    """An event showed that a run waits where its code no longer does (renamed_wait): it is
+    held for a person, the step still waiting under its old name so that a person may
+    deliver or skip it. TransitionNotAllowed (nothing written) if it no longer waits so."""
+    with transition_on(run_id, "event_wait_renamed", actor=actor, now=now) as change:
+        run = change.run
+        step = step_named(run, step_name)
+        workflow_def = definition.registry.get(run.workflow_name, run.workflow_version)
+        renamed = renamed_wait(step, workflow_def) if step.kind == definition.EVENT else None
+        if renamed is None:
+            raise TransitionNotAllowed(f"step {step_name} of run {run.pk} waits where its "
+                                       "code does: nothing to hold")
+        before = audit_state(run, step)
+        declared = declared_wait(workflow_def, step)
+        run.next_wake_at = None
+        change.move(ATTENTION, reason=AttentionReason.DEFINITION_MISSING, message=renamed)
+        change.audit(AuditAction.DEFINITION_MISSING, step=step, before=before,
+                     after=audit_state(run, step),
+                     data={"error": renamed, "waits_for": awaited_event(step),
+                           "declared": declared.event_name if declared else None})
+    return run
 
 
 def waiting_event_step(steps: list[Step]) -> Step | None:

@@ -90,6 +90,8 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # The event a run waits for arrived (or a person delivered it, or skipped the wait).
     "event_received": _move({WAITING, ATTENTION}, {QUEUED}),
     "skip_event": _move({WAITING, ATTENTION}, {QUEUED}),
+    # A release renamed the event (or the step) a waiting run waits for: a person decides.
+    "event_wait_renamed": _move({WAITING}, {ATTENTION}),
     # A person decided an approval step the run is waiting on, or nobody did in time.
     "decide_approval": _move({WAITING}, {QUEUED, ATTENTION}),
     "approval_timed_out": _move({WAITING}, {ATTENTION}),

@@ -1,0 +1,142 @@
+"""The sweeper's pass over kept events (the backstop for an event and a wait that crossed,
+or a worker lost between a run's wait and its look for the event kept for it) delivers
+every kept event a waiting run can consume, however long ago it came and however many
+are kept, in batches by id; events kept for no waiting run cost it one query on indexes
+that hold only the kept rows and the waiting references."""
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from audit.chain import Actor
+from runs.execution import executor, sweeper
+from runs.machine import transitions
+from runs.models import ExternalEvent, Run, RunStatus, StepStatus
+from runs.waiting import events
+from tests.factories import new_run, step
+
+pytestmark = pytest.mark.django_db
+PSP = Actor.system("payments")
+PAID = {"amount": 120, "reference": "PSP-77"}
+
+
+def _send(run, *, event_id="evt-1", received_at=None):
+    return events.receive_event(workflow=run.workflow_name, event="payment.settled",
+                                key=run.business_key, event_id=event_id, source="psp",
+                                payload=PAID, actor=PSP, now=received_at)
+
+
+def _kept_then_waiting(run) -> Run:
+    """`run` reaches its wait after its event was kept, and nobody looked for the event
+    since (the worker's look after the wait was lost)."""
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    assert step(run, "payment").status == StepStatus.WAITING
+    return run
+
+
+def _kept_for_no_run(n: int, *, batch: str = "") -> None:
+    now = timezone.now()
+    ExternalEvent.objects.bulk_create(
+        ExternalEvent(workflow_name="test-payment-wait", source="psp",
+                      event_id=f"stale-{batch}{i}",
+                      event_name="payment.settled", correlation_key=f"no-such-run-{i}",
+                      payload=PAID, received_at=now) for i in range(n))
+
+
+def test_a_kept_event_older_than_an_hour_is_delivered_by_the_sweepers_pass(script):
+    run = new_run("test-payment-wait")
+    assert _send(run, received_at=timezone.now() - timedelta(hours=3)) == events.Receipt("kept")
+    _kept_then_waiting(run)
+
+    assert sweeper.sweep().events == 1
+    assert step(run, "payment").result == PAID
+    assert ExternalEvent.objects.get().consumed_run_id == run.pk
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
+
+
+def test_more_than_a_hundred_kept_events_are_each_delivered_by_the_sweepers_pass(script):
+    _kept_for_no_run(120)  # kept first, lowest ids: they must not crowd the others out
+    runs = [new_run("test-payment-wait") for _ in range(130)]
+    for i, run in enumerate(runs):
+        assert _send(run, event_id=f"evt-{i}") == events.Receipt("kept")
+    for run in runs:
+        _kept_then_waiting(run)
+
+    assert sweeper.sweep().events == 130
+    assert ExternalEvent.objects.filter(consumed_run_id__in=[r.pk for r in runs]).count() == 130
+    assert all(step(run, "payment").status == StepStatus.SUCCEEDED for run in runs)
+    assert ExternalEvent.objects.filter(consumed_at__isnull=True).count() == 120
+    assert sweeper.sweep().events == 0
+
+
+def test_a_kept_event_with_a_key_named_by_its_digest_is_delivered_by_the_sweepers_pass(
+        script):
+    # A key this long is named in the waiting step's reference by its sha256, which the
+    # pass's query computes as hashlib does.
+    run, _ = transitions.start_run(workflow="test-payment-wait", business_key="k" * 300,
+                                   input={"order": "o-1"}, actor=PSP, wake=False)
+    assert _send(run) == events.Receipt("kept")
+    _kept_then_waiting(run)
+    assert "sha256=" in step(run, "payment").remote_ref
+
+    assert sweeper.sweep().events == 1
+    assert step(run, "payment").result == PAID
+
+
+def _plan(sql: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE runs_externalevent, runs_step, runs_run")
+        cursor.execute("SET enable_seqscan = off")  # tiny tables are cheapest to scan
+        try:
+            cursor.execute("EXPLAIN " + sql)
+            return "\n".join(row[0] for row in cursor.fetchall())
+        finally:
+            cursor.execute("RESET enable_seqscan")
+
+
+def test_with_nothing_to_deliver_the_pass_reads_only_indexes_of_the_kept_and_waiting_rows(
+        script):
+    _kept_for_no_run(150)
+    waiting = _kept_then_waiting(new_run("test-payment-wait"))
+    ExternalEvent.objects.create(workflow_name="test-payment-wait", source="psp",
+                                 event_id="done", event_name="payment.settled",
+                                 correlation_key="consumed", payload=PAID,
+                                 received_at=timezone.now(), consumed_at=timezone.now())
+
+    with CaptureQueriesContext(connection) as ctx:
+        assert events.consume_kept_events() == 0
+    # Where its window of kept rows ends, then the kept rows a step waits for in it (and
+    # the same again from the first row if it started past it).
+    assert 2 <= len(ctx.captured_queries) <= 4
+    plans = [_plan(query["sql"]) for query in ctx.captured_queries]
+    assert all("external_event_kept_order_idx" in plan for plan in plans), plans
+    assert any("step_remote_ref_idx" in plan for plan in plans), plans
+    assert not any(re.search(r"Seq Scan on runs_(externalevent|step)\b", plan)
+                   for plan in plans), plans
+    assert step(waiting, "payment").status == StepStatus.WAITING
+
+
+def test_a_pass_looks_at_a_bounded_window_of_kept_rows_and_the_next_passes_go_on_from_it(
+        script):
+    # A sender kept thousands of events no run waits for: a pass costs the same however
+    # many, and the events that runs wait for are each delivered within a few passes.
+    runs = [new_run("test-payment-wait") for _ in range(3)]
+    for i, run in enumerate(runs):
+        _kept_for_no_run(40, batch=f"{i}-")
+        assert _send(run, event_id=f"evt-{i}") == events.Receipt("kept")
+    for run in runs:
+        _kept_then_waiting(run)
+
+    delivered = []
+    for _ in range(6):  # 123 kept rows, 30 a pass: every row within five passes
+        with CaptureQueriesContext(connection) as ctx:
+            delivered.append(events.consume_kept_events(rows=30))
+        assert len(ctx.captured_queries) <= 4 + delivered[-1] * 20
+    assert sum(delivered) == 3
+    assert max(delivered) == 1  # one each pass that reached it, not all in the first
+    assert all(step(run, "payment").result == PAID for run in runs)
+    assert ExternalEvent.objects.filter(consumed_at__isnull=True).count() == 120
