@@ -10,9 +10,9 @@ from ...models import (
     AttentionReason,
     Step,
     StepStatus,
-    ToolCall,
 )
 from .effect_rows import CallEffect, Effect, StepEffect
+from .in_flight import not_undone
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     CFAIL,
@@ -124,7 +124,8 @@ def hold_undo_missing(change: Change, lease: Lease, step: Step, message: str) ->
     for a person as failed, naming the effect. With the undo back, compensating again goes
     on where it stopped. Nothing is in flight while it waits, so the step it stops at (and,
     for an agent step, its calls) is not left compensating, which the run page and the API
-    would read as an undo under way: each says what stands (not_undone)."""
+    would read as an undo under way: each says what stands (in_flight.not_undone, the rule
+    a run a person ends follows too)."""
     run = change.run
     before = audit_state(run, step)
     changed = bool(step.lease_owner)  # an agent step held the lease for its calls' undos
@@ -142,24 +143,6 @@ def hold_undo_missing(change: Change, lease: Lease, step: Step, message: str) ->
                  after=audit_state(run, step),
                  data={"error": message, **({"tool_calls": calls} if calls else {})})
     lease.finished, lease.work, lease.compensating = True, None, False
-
-
-def not_undone(row: Step | ToolCall) -> bool:
-    """A step's or a tool call's undo, left compensating where a compensation stopped with
-    nothing in flight, put in the state that says what stands. True if it changed.
-
-    Never sent (a person confirmed a high-impact undo; nothing went out): the effect stands
-    as before the compensation, succeeded, and a new compensation asks the person again,
-    showing what the code then sends. Sent and due again (it failed, or its outcome is
-    unknown): the undo failed, as when its resends are spent (effects.undo_outcome), and
-    compensating again sends it again with its key. An agent step's own intent counts as
-    sent: its state before is not kept, and its calls say what stands."""
-    if row.status != StepStatus.COMPENSATING:
-        return False
-    row.status = StepStatus.COMPENSATION_FAILED if row.compensation_attempt \
-        else StepStatus.SUCCEEDED
-    row.next_attempt_at = None
-    return True
 
 
 def undos_to_come(lease: Lease) -> list[Step]:

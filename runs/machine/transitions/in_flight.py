@@ -1,6 +1,11 @@
 """Effects in flight when their worker stopped or a person ended their run: what each
 becomes (taken_back, ended_in_flight), the tool calls an agent step left running, and how an
-agent step not done ends with its run. Shared by the lease take-back and terminate_in."""
+agent step not done ends with its run. Shared by the lease take-back and terminate_in. And
+what an undo left compensating becomes where its compensation stops with nothing to carry
+it on (not_undone): shared by the hold at an undo a release removed
+(compensation.hold_undo_missing) and a run a person ends (undos_left)."""
+
+from django.db.models import F
 
 from ...definitions import definition
 from ...models import ErrorClass, Step, StepStatus
@@ -80,3 +85,65 @@ def end_agent_step(change, step: Step, *, action: str) -> None:
     step.next_attempt_at = None
     step.lease_owner, step.lease_expires_at = "", None
     change.step_changed(step)
+
+
+def not_undone(row) -> bool:
+    """A step's or a tool call's undo, left compensating where a compensation stopped with
+    nothing to carry it on, put in the state that says what stands. True if it changed.
+
+    Never sent (a person confirmed a high-impact undo; nothing went out): the effect stands
+    as before the compensation, succeeded, and a new compensation asks the person again,
+    showing what the code then sends. Sent and due again (it failed, or its outcome is
+    unknown): the undo failed, as when its resends are spent (effects.undo_outcome), and
+    compensating again sends it again with its key. An agent step's own intent counts as
+    sent: its state before is not kept, and its calls say what stands."""
+    if row.status != StepStatus.COMPENSATING:
+        return False
+    row.status = StepStatus.COMPENSATION_FAILED if row.compensation_attempt \
+        else StepStatus.SUCCEEDED
+    row.next_attempt_at = None
+    return True
+
+
+def undos_left(change, steps: list[Step]) -> dict[str, str]:
+    """A run a person ends (terminate_in) keeps no step or tool call compensating: nothing
+    will send its undo again, nor record the outcome of one being sent (its worker is fenced
+    off: the result is kept as evidence only, effects.late_result). Each is put in the state
+    that says what stands (not_undone): an undo in flight counts as sent, its outcome
+    unknown, as an effect in flight at the end is (ended_in_flight). Returns each one
+    changed, by name, with its state now, for the run's record. One query for all the agent
+    steps' calls."""
+    from ...agent_models import ToolCall, ToolCallStatus  # the models module imports ours
+
+    left = {}
+    agents = {s.pk: s for s in steps if s.kind == definition.AGENT}
+    calls = []
+    if agents:
+        calls = (ToolCall.objects.filter(step_id__in=list(agents),
+                                         generation=F("step__generation"),
+                                         status=ToolCallStatus.COMPENSATING)
+                 .order_by("step_id", "turn", "index"))
+    for call in calls:
+        step = agents[call.step_id]
+        if undo_ended(call, in_flight=bool(step.lease_owner)):
+            call.updated_at = change.now
+            call.save(update_fields=["status", "next_attempt_at", "error_class",
+                                     "error_message", "updated_at"])
+            change.step_changed(step)
+            left[f"{step.name}: tool call {call.ref} {call.tool}"] = call.status
+    for step in steps:
+        # A step holds the lease while its undo (an agent step's: a call's) is being sent.
+        if undo_ended(step, in_flight=bool(step.lease_owner)):
+            step.lease_owner, step.lease_expires_at = "", None
+            change.step_changed(step)
+            left[step.name] = step.status
+    return left
+
+
+def undo_ended(row, *, in_flight: bool) -> bool:
+    """not_undone, at the end of a run: an undo in flight failed with its outcome unknown."""
+    if not not_undone(row):
+        return False
+    if in_flight and row.status == StepStatus.COMPENSATION_FAILED:
+        row.error_class, row.error_message = ErrorClass.UNKNOWN, IN_FLIGHT_AT_END
+    return True

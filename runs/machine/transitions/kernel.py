@@ -42,6 +42,7 @@ from .in_flight import (  # noqa: F401 - the vocabulary
     ended_in_flight,
     release_calls_in_flight,
     taken_back,
+    undos_left,
 )
 from .outcome import Outcome  # noqa: F401 - the vocabulary
 from .unsettled import Effect, end_or_hold, unsettled_effects  # noqa: F401 - the vocabulary
@@ -79,8 +80,11 @@ RUN_TRANSITIONS: dict[str, Move] = {
     "record_outcome": _move({RUNNING, COMP}, {RUNNING, WAITING, ATTENTION, DONE, TERM, COMP, COMPED,
                                               CFAIL}),
     # The lease holder settles an unknown step after asking the remote system.
-    # A resend whose budget is spent stops the run, or undoes it by policy (COMP).
-    "settle_unknown": _move({RUNNING}, {RUNNING, WAITING, ATTENTION, DONE, TERM, COMP, COMPED}),
+    # A resend whose budget is spent stops the run, or undoes it by policy (COMP); that
+    # compensation may stop at its first undo, which a release removed, as failed (CFAIL,
+    # compensation.hold_undo_missing).
+    "settle_unknown": _move({RUNNING}, {RUNNING, WAITING, ATTENTION, DONE, TERM, COMP, COMPED,
+                                        CFAIL}),
     # The sweeper takes a run back from a worker whose lease ran out.
     # A run whose workers keep stopping at the same point goes to a person (leases).
     "expire_lease": _move({RUNNING, COMP}, {QUEUED, COMP, ATTENTION, CFAIL}),
@@ -121,7 +125,9 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # A cancel request takes effect inside the agent step, before its next model turn or
     # tool call (TERM).
     "agent_turn": _move({RUNNING}, {RUNNING, ATTENTION, TERM}),
-    "tool_call": _move({RUNNING}, {RUNNING, WAITING, ATTENTION, TERM, COMP, COMPED}),
+    # A tool call that fails for good may undo the run by policy, as a step may (COMP, and
+    # CFAIL at a first undo a release removed).
+    "tool_call": _move({RUNNING}, {RUNNING, WAITING, ATTENTION, TERM, COMP, COMPED, CFAIL}),
     "tool_compensation": _move({COMP}, {COMP, ATTENTION}),  # paused at a high-impact undo
     "call_unworkable": _move({RUNNING, COMP}, {ATTENTION, CFAIL}),  # a release changed a tool
     "reconcile_tool_call": _move({ATTENTION}, {QUEUED, ATTENTION, TERM}),
@@ -399,6 +405,8 @@ def terminate_in(change: Change, steps: list[Step], *, reason: str,
     run = change.run
     before = audit_state(run)
     run.fencing_token += 1  # a worker still holding the run is fenced off from now on
+    # Nothing carries a compensation on in an ended run: no undo is left under way.
+    undos = undos_left(change, steps)
     for step in steps:
         if step.kind == definition.AGENT and step.status not in DONE_STEP_STATUSES:
             end_agent_step(change, step, action=action)
@@ -415,6 +423,8 @@ def terminate_in(change: Change, steps: list[Step], *, reason: str,
     unsettled = unsettled_effects(steps)
     if unsettled:
         data = {**(data or {}), "unsettled": [str(e) for e in unsettled]}
+    if undos:
+        data = {**(data or {}), "undos_left": undos}
     end_or_hold(change, unsettled, message=reason)
     change.audit(action, reason=reason, before=before, after=audit_state(run), data=data)
 

@@ -281,8 +281,9 @@ def cancel(run_id: int, *, actor: Actor, reason: str, approved_by: Actor | None 
 def terminate(run_id: int, *, actor: Actor, reason: str, data: dict | None = None,
               approved_by: Actor | None = None, now: datetime | None = None) -> Run:
     """End the run at once. A step still in flight becomes unknown; its result is recorded
-    when it arrives. The run resumes only through reopen. After a high-impact effect it
-    needs a second person (`approved_by`)."""
+    when it arrives. A compensation under way stops there: no undo is left compensating,
+    each says what stands (in_flight.undos_left). The run resumes only through reopen. After
+    a high-impact effect (one being undone too) it needs a second person (`approved_by`)."""
     with operator_transition(run_id, "terminate", actor=actor, reason=reason, now=now,
                              approved_by=approved_by) as op:
         terminate_in(op.change, op.steps, reason=reason,
