@@ -64,6 +64,9 @@ def _remind(pk: int, now: datetime) -> int:
     approval = ApprovalRequest.objects.select_related("run").get(pk=pk)
     current = current_snapshot(approval) if approval.kind == RequestKind.STEP else None
     with transaction.atomic(durable=True):
+        # The run first, then the request, as a decision locks them: the other order
+        # deadlocks with a person deciding at that moment.
+        lock_run(approval.run_id)
         approval = _lock_pending(pk, next_reminder_at__lte=now)
         if approval is None:
             return 0  # decided meanwhile, or another sweep has it
@@ -129,8 +132,9 @@ def withdraw_stale_requests(*, now: datetime | None = None, limit: int = 200) ->
     now = now or timezone.now()
     stale = ApprovalRequest.objects.filter(no_longer_awaited(), status=RequestStatus.PENDING)
     count = 0
-    for pk in list(stale.values_list("pk", flat=True)[:limit]):
+    for pk, run_id in list(stale.values_list("pk", "run_id")[:limit]):
         with transaction.atomic(durable=True):
+            lock_run(run_id)  # the run first, then the request, as a decision locks them
             approval = _lock_pending(pk, no_longer_awaited())
             if approval is None:
                 continue

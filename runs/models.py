@@ -330,5 +330,6 @@ from .world_models import (  # noqa: E402, F401
     ControlRecord,
     DispatchPause,
     ExternalEvent,
+    PassPosition,
     ScheduleState,
 )

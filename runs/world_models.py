@@ -1,6 +1,7 @@
 """Rows for waiting on the world and sharing it fairly: each declared schedule's progress
-(the last slot it handled, whether it is paused), the pauses of a workflow's dispatch, and
-the append-only record of who paused or resumed what, and why.
+(the last slot it handled, whether it is paused), where a windowed pass stopped, the pauses
+of a workflow's dispatch, and the append-only record of who paused or resumed what, and
+why.
 
 None of these is a run's or a step's state: a schedule starts runs through start_run, a
 pause only keeps the runtime from claiming runs (runs.machine.dispatch)."""
@@ -30,6 +31,19 @@ class ScheduleState(models.Model):
 
     def __str__(self):
         return f"{self.workflow_name} schedule {self.name}"
+
+
+class PassPosition(models.Model):
+    """Where a periodic pass that goes over a table a window at a time stopped, shared by
+    every worker and kept over restarts, so that the next pass, wherever it runs, goes on
+    from there (runs.waiting.events.consume_kept_events: the kept events)."""
+
+    job = models.CharField(max_length=100, primary_key=True)
+    after_id = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField()
+
+    def __str__(self):
+        return f"{self.job} after {self.after_id}"
 
 
 class DispatchPause(models.Model):

@@ -179,7 +179,10 @@ def _deliver_event(run_id, *, actor, given, approved_by):
             raise ActionInputError("Deliver event: the payload (evidence) is not JSON.") \
                 from None
         try:
+            # The door's checks, then the run's own version's schema, as an event sent to
+            # the run is checked on delivery (events.for_run).
             payload = events.validated(run.workflow_name, spec.event_name, payload)
+            payload = events.for_run(step, spec.event_name, payload)
         except events.EventRefused as exc:
             raise ActionInputError(f"Deliver event: {exc}") from None
     return transitions.deliver_event_by_hand(run_id, payload=payload, actor=actor,

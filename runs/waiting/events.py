@@ -48,7 +48,7 @@ from ..machine.transitions import (
     shortest_digested_key,
 )
 from ..machine.wakeup import send_wakeup
-from ..models import ExternalEvent, Run, RunStatus, Step, StepStatus
+from ..models import ExternalEvent, PassPosition, Run, RunStatus, Step, StepStatus
 
 logger = logging.getLogger(__name__)
 
@@ -372,8 +372,7 @@ def consumable_kept(*, after: int = 0, upto: int | None = None,
                 .filter(Exists(waits)).order_by("pk")[:limit])
 
 
-# Where this process's next pass over the kept rows starts (see consume_kept_events).
-_kept_cursor = {"after": 0}
+KEPT_PASS_JOB = "runs.sweep:kept-events"
 
 
 def consume_kept_events(*, now: datetime | None = None, batch: int = KEPT_BATCH,
@@ -383,12 +382,15 @@ def consume_kept_events(*, now: datetime | None = None, batch: int = KEPT_BATCH,
     consume_kept_for_run), however long ago they came.
 
     Kept rows are never deleted, and a sender that misbehaves can keep millions that no run
-    will wait for: one pass looks at `rows` of them, by id, from where this process's last
-    pass stopped, and starts again from the first once it reaches the end. So a pass costs
-    the same however many are kept, and every kept event is looked at within
-    (kept rows / `rows`) passes; the fast paths (an event finds its waiting run at once,
-    a run that begins to wait looks for its kept event) do not wait for it."""
-    after = _kept_cursor["after"]
+    will wait for: one pass looks at `rows` of them, by id, from where the last pass stopped
+    (PassPosition: shared by every worker, kept over restarts), and starts again from the
+    first once it reaches the end. So a pass costs the same however many are kept, and
+    every kept event is looked at within (kept rows / `rows`) passes; the fast paths (an
+    event finds its waiting run at once, a run that begins to wait looks for its kept
+    event) do not wait for it. The sweeper runs one pass at a time (single_pass)."""
+    position = PassPosition.objects.filter(job=KEPT_PASS_JOB).values_list("after_id",
+                                                                            flat=True)
+    after = position.first() or 0
     upto = _window_end(after, rows)
     delivered = _deliver_kept(after, upto, batch, now)
     if upto is None and after:
@@ -396,7 +398,9 @@ def consume_kept_events(*, now: datetime | None = None, batch: int = KEPT_BATCH,
         upto = _window_end(0, rows)
         upto = after if upto is None else min(upto, after)
         delivered += _deliver_kept(0, upto, batch, now)
-    _kept_cursor["after"] = upto or 0
+    PassPosition.objects.bulk_create(  # one upsert
+        [PassPosition(job=KEPT_PASS_JOB, after_id=upto or 0, updated_at=timezone.now())],
+        update_conflicts=True, unique_fields=["job"], update_fields=["after_id", "updated_at"])
     return delivered
 
 

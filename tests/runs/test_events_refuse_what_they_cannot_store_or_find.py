@@ -22,7 +22,7 @@ from audit.models import AuditRecord
 from runs.definitions.definition import Workflow, registry
 from runs.execution import executor
 from runs.models import ExternalEvent, Run, RunStatus, StepStatus
-from runs.operator.actions import ACTIONS, ActionInput
+from runs.operator.actions import ACTIONS, ActionInput, ActionInputError
 from runs.waiting import events
 from tests.factories import new_run, step
 from tests.workflows import FAST, OrderIn, PaymentSettled, scripted_call
@@ -291,3 +291,23 @@ def test_an_event_kept_early_in_another_versions_shape_stays_kept_and_the_run_wa
     assert not events.consume_kept_for_run(run.pk)
     assert ExternalEvent.objects.get().consumed_at is None
     assert unchanged(run, audits)
+
+
+def test_a_payload_delivered_by_hand_is_checked_against_the_runs_own_version(
+        script, declared):
+    declared("test-versions", version=1, schema=V1)
+    old = waiting("test-versions")
+    declared("test-versions", version=2, schema=V2)
+    audits = AuditRecord.objects.filter(run=old).count()
+    # The newest version's shape, which the run's own version does not accept.
+    with pytest.raises(ActionInputError, match="version 1"):
+        ACTIONS["event_received"].perform(
+            old.pk, actor=OLGA, given=ActionInput(reason="confirmed by phone",
+                                                  evidence='{"amount_cents": 500}'))
+    assert not ExternalEvent.objects.exists()
+    assert unchanged(old, audits)
+
+    ACTIONS["event_received"].perform(
+        old.pk, actor=OLGA, given=ActionInput(reason="confirmed by phone",
+                                              evidence='{"amount": 5, "reference": "r"}'))
+    assert step(old, "payment").result == {"amount": 5, "reference": "r"}
