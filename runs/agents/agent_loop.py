@@ -224,7 +224,8 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition
                           ctx: StepContext) -> transitions.Lease | transitions.Outcome:
     """The agent step's compensation: its tool calls' undos, newest first, each with its
     own key and a checkpoint before and after. Returns the step's compensation Outcome
-    (a failure leaves the failed call compensating, to be sent again with its key). The
+    (a failure leaves the failed call to be sent again with its key while resends remain,
+    effects.undo_outcome). The
     undo of a high-impact call is sent only once a person confirmed it: before that, the run
     stops for them (the lease returned, finished)."""
     calls = tool_call_rules.calls_of(step)

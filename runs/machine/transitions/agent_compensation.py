@@ -8,10 +8,11 @@ from audit.actions import AuditAction
 
 from ...agent_models import ToolCall
 from ...models import Step
+from . import effects
 from .agent_calls import fresh_call
 from .compensation import pauses_before_undo, undos_to_come
 from .effect_rows import CallEffect
-from .kernel import Lease, Outcome
+from .kernel import Lease, Outcome, lock_run, transition_time
 from .lease_cycle import holding
 
 
@@ -39,9 +40,14 @@ def begin_tool_compensation(lease: Lease, step: Step, call: ToolCall, *,
 def record_tool_compensation(lease: Lease, step: Step, call: ToolCall, outcome: Outcome, *,
                              now: datetime | None = None) -> Lease:
     """A tool call's undo succeeded (a failure is the step's compensation failing, recorded
-    by the lease cycle: the call stays compensating and is sent again with its key)."""
+    by the lease cycle: the call is sent again with its key while resends remain, then
+    fails with the step, effects.calls_not_undone). Fenced off (the run was ended or taken
+    back meanwhile), the result is kept as evidence, and settles the undo an end left in
+    doubt (effects.late_result)."""
     with holding(lease, "tool_compensation", now) as change:
         if change is None:
+            effects.late_result(lock_run(lease.run.pk), lease, CallEffect(lease, step, call),
+                                outcome, transition_time(now))
             return lease
         CallEffect(lease, step, fresh_call(call)).undone(change, outcome.remote_ref,
                                                      AuditAction.TOOL_CALL_COMPENSATED)

@@ -64,11 +64,13 @@ class EffectRow:
                          data=self.data(**data, attempt=row.compensation_attempt,
                                         key=row.compensation_key))
 
-    def undone(self, change: Change, remote_ref: str, action: str, **data) -> None:
-        """The effect's undo succeeded: compensated, with the undo's remote reference."""
+    def undone(self, change: Change, remote_ref: str, action: str, /, **data) -> None:
+        """The effect's undo succeeded: compensated, with the undo's remote reference, and
+        no error (one an earlier try of the undo left no longer says what stands)."""
         row = self.row
         before = row.status
         row.status = StepStatus.COMPENSATED
+        row.error_class, row.error_message = "", ""
         row.compensation_ref = str(remote_ref or "")[:300]
         self.save(change)
         change.audit(action, step=self.step, before={self.status_key: before},

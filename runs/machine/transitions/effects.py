@@ -11,7 +11,8 @@ the lookup budget (settle), stopping for a person or undoing by policy (stop, ha
 late result of a fenced-off worker (late_result), settlement and a resend by a person
 (settled_by_person, sent_again_by_person), the wait for a person's approval before an
 attempt and their decision (waits_for_person, decided_by_person), and an undo's outcome
-(undo_outcome, over EffectRow.undone and undo_failed). The transitions (lease_cycle,
+(undo_outcome, over EffectRow.undone and undo_failed; an agent step's failed undo fails its
+call's, calls_not_undone). The transitions (lease_cycle,
 unknown_outcome, agent_calls, approval_waits, operator, agent_operator) lock the run, build
 the adapter and call these inside their change.
 """
@@ -26,6 +27,7 @@ from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
 from ..redaction import redact
 from .compensation import advance_compensation, begin_compensation, compensation_plan
 from .effect_rows import FAILED, PENDING, SUCCEEDED, UNKNOWN, CallEffect, Effect, StepEffect
+from .in_flight import IN_FLIGHT_AT_END
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     CFAIL,
@@ -38,6 +40,7 @@ from .kernel import (  # the package's shared vocabulary
     audit_state,
 )
 from .resends import release_until, schedule_resend
+from .tool_call_rules import calls_of
 
 # The width of the remote reference column of a step and of a tool call (the same).
 REMOTE_REF_MAX = Step._meta.get_field("remote_ref").max_length
@@ -270,8 +273,10 @@ def look_again(change: Change, lease: Lease, effect: Effect, before: dict, *, at
 def late_result(run: Run, lease: Lease, effect: Effect, outcome: Outcome, now) -> None:
     """A result that arrived after the lease was taken over: kept in the run's log as
     evidence, changing no state, in the transaction that found the lease fenced off (the
-    run locked). A run terminated while the effect was in flight gets the result recorded
-    on it, since nobody else will."""
+    run locked). A run terminated while the effect was in flight gets a success recorded
+    on it, since nobody else will: an effect sent, as succeeded; an undo sent (the lease
+    was compensating), as undone. Only the row moves: the run stays as it ended, its
+    compensation not carried on."""
     change = Change(run, None, Actor.system(lease.worker), now)
     data = effect.data(
         # "claim", not "token": the redaction filter rightly masks anything named token.
@@ -280,7 +285,13 @@ def late_result(run: Run, lease: Lease, effect: Effect, outcome: Outcome, now) -
         value=effect.sealed(outcome.value),
         error=outcome.error.message if outcome.error else "")
     current = effect.fresh()
-    if run.status == TERM and current.row.status == UNKNOWN and outcome.succeeded:
+    landed = run.status == TERM and outcome.succeeded
+    if landed and lease.compensating and current.row.status == StepStatus.COMPENSATION_FAILED \
+            and current.row.error_message == IN_FLIGHT_AT_END:
+        # The end settled the undo as failed, its outcome unknown (in_flight.undo_ended):
+        # the outcome is known now. A row that failed its undo otherwise keeps that.
+        current.undone(change, outcome.remote_ref, AuditAction.LATE_RESULT_RECORDED, **data)
+    elif landed and not lease.compensating and current.row.status == UNKNOWN:
         before = current.row.status
         stands(change, current, outcome.value, outcome.remote_ref)
         current.save(change)
@@ -302,7 +313,6 @@ def undo_outcome(change: Change, lease: Lease, step: Step, outcome: Outcome) -> 
     before = audit_state(run, step)
     effect.release()
     if outcome.succeeded:
-        step.error_class, step.error_message = "", ""
         effect.undone(change, outcome.remote_ref, AuditAction.COMPENSATION_SUCCEEDED)
         advance_compensation(change, lease)
         return
@@ -320,9 +330,28 @@ def undo_outcome(change: Change, lease: Lease, step: Step, outcome: Outcome) -> 
     # the halt's, with the run's state before and after: a step's undo failing stops the
     # run's whole compensation, where a person's undo of one call moves no run state.
     effect.undo_failed(change, error.message, error.error_class)
+    calls = calls_not_undone(change, lease, step, error)
     halt(change, lease, effect, before, to=CFAIL, reason=AttentionReason.COMPENSATION_FAILED,
-         message=f"compensation failed: {error_message}", data={"error": error.message},
+         message=f"compensation failed: {error_message}",
+         data={"error": error.message, **({"tool_calls": calls} if calls else {})},
          action=AuditAction.COMPENSATION_FAILED)
+
+
+def calls_not_undone(change: Change, lease: Lease, step: Step, error) -> dict[str, str]:
+    """An agent step's undo is its calls': the one whose undo failed (its outcome is the
+    step's) was left compensating to be sent again with its key. With the step's
+    compensation failed nothing sends it again, and compensating would read as an undo under
+    way: it failed too, with the error (its row as a person's failed undo of one call
+    writes it). Returns each call changed, by ref, with its state now, for the record."""
+    if step.kind != definition.AGENT:
+        return {}
+    failed = {}
+    for call in calls_of(step):
+        if call.status == StepStatus.COMPENSATING:
+            call.next_attempt_at = None
+            CallEffect(lease, step, call).undo_failed(change, error.message, error.error_class)
+            failed[call.ref] = call.status
+    return failed
 
 
 def settled_by_person(change: Change, effect: Effect, verdict, *, evidence: str,

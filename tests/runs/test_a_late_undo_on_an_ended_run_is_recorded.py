@@ -1,0 +1,211 @@
+"""A person ends a run while an undo is in flight: the run's end settles the row at once as a
+failed undo whose outcome is unknown (in_flight.undo_ended: compensation_failed, "in flight
+when the run was terminated"), and the worker sending it is fenced off. When that worker's
+result arrives, it is recorded on the row, as a forward effect's late result is
+(effects.late_result), since nobody else will: a successful undo leaves the effect
+compensated, with one late_result_recorded record; the run stays terminated, its
+compensation not carried on. A failed one is kept as evidence only: the row still says the
+undo failed, and compensating again sends it again with its key."""
+
+import pytest
+
+from audit.models import AuditRecord
+from runs.agents import agent_loop
+from runs.definitions.definition import registry
+from runs.execution import executor
+from runs.machine import transitions
+from runs.machine.context import build_context
+from runs.machine.errors import TransientError
+from runs.machine.transitions.agent_calls import ModelTurn
+from runs.models import ErrorClass, RunStatus, StepStatus, ToolCall, ToolCallStatus
+from tests.factories import SYSTEM, make_due, new_run, place, step
+
+pytestmark = pytest.mark.django_db
+IN_FLIGHT_AT_END = "in flight when the run was terminated"
+
+
+def records(run, action: str) -> list[AuditRecord]:
+    return list(AuditRecord.objects.filter(run=run, action=action).order_by("seq"))
+
+
+def undo_sent(run, name: str):
+    """A worker claims the run being compensated and sends the undo of step `name` (its
+    intent recorded, its lease held): returns the lease and the outcome it brings back."""
+    lease = transitions.claim_run(run.pk, worker="w1")
+    assert lease.compensating and lease.work.name == name
+    ctx = build_context(lease.run, lease.steps, lease.work, definition=lease.definition,
+                        services=None, compensating=True)
+    return lease, executor.call_compensation(lease.definition.step(name), ctx)
+
+
+def ended_meanwhile(run):
+    run = transitions.terminate(run.pk, actor=SYSTEM, reason="order void")
+    assert run.status == RunStatus.TERMINATED
+    return run
+
+
+@pytest.fixture
+def task_run():
+    """The task created last (a low-impact undo), compensated by a person."""
+    run = place(new_run(), status=RunStatus.ATTENTION,
+                step_statuses={"fetch": StepStatus.SUCCEEDED,
+                               "classify": StepStatus.SUCCEEDED,
+                               "create-task": StepStatus.SUCCEEDED})
+    transitions.compensate(run.pk, actor=SYSTEM, reason="order withdrawn")
+    return run
+
+
+def test_a_successful_undo_arriving_after_the_run_ended_leaves_the_step_compensated(
+        script, task_run):
+    lease, outcome = undo_sent(task_run, "create-task")
+    assert outcome.succeeded and len(script.compensations) == 1
+    run = ended_meanwhile(task_run)
+    task = step(run, "create-task")
+    assert (task.status, task.error_class, task.error_message) == (
+        StepStatus.COMPENSATION_FAILED, ErrorClass.UNKNOWN, IN_FLIGHT_AT_END)
+
+    transitions.record_outcome(lease, lease.work, outcome)
+    run.refresh_from_db()
+    assert (run.status, run.lease_owner) == (RunStatus.TERMINATED, "")
+    task = step(run, "create-task")
+    assert task.status == StepStatus.COMPENSATED
+    assert task.compensation_ref == outcome.remote_ref != ""
+    assert (task.error_class, task.error_message) == ("", "")  # the undo landed after all
+    (late,) = records(run, "late_result_recorded")
+    assert late.step_name == "create-task"
+    assert late.before == {"step_status": StepStatus.COMPENSATION_FAILED}
+    assert late.after == {"step_status": StepStatus.COMPENSATED,
+                          "compensation_ref": outcome.remote_ref}
+    assert late.data["succeeded"] is True and late.data["claim"] == lease.token
+    assert records(run, "late_result") == []
+    # Nothing else moved: the run's compensation was not carried on.
+    assert step(run, "fetch").status == StepStatus.SUCCEEDED
+    assert records(run, "compensated") == [] and len(script.compensations) == 1
+
+
+def test_a_failed_undo_arriving_after_the_run_ended_is_evidence_only(script, task_run):
+    script.plan["create-task:compensate"] = [TransientError("busy")]
+    lease, outcome = undo_sent(task_run, "create-task")
+    assert not outcome.succeeded
+    run = ended_meanwhile(task_run)
+
+    transitions.record_outcome(lease, lease.work, outcome)
+    run.refresh_from_db()
+    assert run.status == RunStatus.TERMINATED
+    task = step(run, "create-task")
+    assert (task.status, task.error_message) == (StepStatus.COMPENSATION_FAILED,
+                                                 IN_FLIGHT_AT_END)
+    (late,) = records(run, "late_result")
+    assert late.data["succeeded"] is False and late.data["error"] == "TransientError: busy"
+    assert records(run, "late_result_recorded") == []
+
+    # Compensated again, the undo is sent again with its key, and undone once.
+    transitions.reopen(run.pk, actor=SYSTEM, reason="undo it after all")
+    transitions.compensate(run.pk, actor=SYSTEM, reason="undo it after all")
+    executor.advance_run(run.pk, worker="w2")
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPENSATED, run.status_message
+    task = step(run, "create-task")
+    assert task.status == StepStatus.COMPENSATED
+    sent = [call[1] for call in script.calls if call[0] == "create-task:compensate"]
+    assert sent == [task.compensation_key, task.compensation_key]
+    assert len(script.compensations) == 1
+
+
+def test_a_late_success_of_a_forward_effects_worker_never_counts_as_an_undo(script, task_run):
+    """The row reads as an undo in flight at the end, but the result is of a lease that
+    sent the effect itself: it is evidence only, never the undo's outcome."""
+    lease, outcome = undo_sent(task_run, "create-task")
+    run = ended_meanwhile(task_run)
+    lease.compensating = False  # as a forward worker's lease
+    transitions.record_outcome(lease, lease.work, outcome)
+    assert step(run, "create-task").status == StepStatus.COMPENSATION_FAILED
+    assert len(records(run, "late_result")) == 1
+    assert records(run, "late_result_recorded") == []
+
+
+def note_then_charge():
+    """The agent writes a note, then its charge fails for good: the run undoes itself by
+    policy (test-agent-saga)."""
+    turns = [ModelTurn(content="", tool_calls=[{"id": "c0", "name": "write-note",
+                                                "arguments": '{"text": "hold the room"}'}]),
+             ModelTurn(content="", tool_calls=[{"id": "c1", "name": "charge",
+                                                "arguments": '{"text": "10 EUR"}'}]),
+             ModelTurn(content="done", tool_calls=[])]
+    return lambda client, spec, conversation, **kw: turns.pop(0)
+
+
+def test_an_agent_steps_undo_done_when_the_run_ended_is_recorded_compensated(
+        script, monkeypatch):
+    """The worker undid the agent's note, and the run was ended before it recorded the
+    agent step's own undo: that late outcome leaves the step compensated, its call too."""
+    monkeypatch.setattr(agent_loop, "ask_model", note_then_charge())
+    assist = registry.get("test-agent-saga", 1).step("assist")
+    tool = assist.tools["write-note"]
+    delete_note = tool.compensate_fn
+    script.plan["write-note:compensate"] = [TransientError("busy")]
+
+    def busy_once(ctx, args):
+        if script.plan["write-note:compensate"]:
+            raise script.plan["write-note:compensate"].pop(0)
+        return delete_note(ctx, args)
+
+    monkeypatch.setattr(tool, "compensate_fn", busy_once)
+    run, _ = transitions.start_run(workflow="test-agent-saga", business_key="late-agent",
+                                   input={"order": "late-agent"}, actor=SYSTEM, wake=False)
+    executor.advance_run(run.pk, worker="w1")
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPENSATING  # the note's undo is due again
+    make_due(run)
+
+    lease = transitions.claim_run(run.pk, worker="w2")
+    assert lease.compensating and lease.work.name == "assist"
+    ctx = build_context(lease.run, lease.steps, lease.work, definition=lease.definition,
+                        services=None, compensating=True)
+    outcome = agent_loop.compensate_agent_step(lease, lease.work, assist, ctx)
+    assert isinstance(outcome, transitions.Outcome) and outcome.succeeded
+    note = ToolCall.objects.get(step__run=run, tool="write-note")
+    assert note.status == ToolCallStatus.COMPENSATED
+    run = ended_meanwhile(run)
+    assert step(run, "assist").error_message == IN_FLIGHT_AT_END
+
+    transitions.record_outcome(lease, lease.work, outcome)
+    run.refresh_from_db()
+    assert run.status == RunStatus.TERMINATED
+    assert step(run, "assist").status == StepStatus.COMPENSATED
+    assert step(run, "reserve").status == StepStatus.SUCCEEDED  # not carried on
+    (late,) = records(run, "late_result_recorded")
+    assert late.step_name == "assist"
+    assert len(script.compensations) == 1  # the note's, once
+
+
+def test_a_tool_calls_undo_done_when_the_run_ended_is_recorded_on_the_call(
+        script, monkeypatch):
+    """The run is ended while the worker sends the undo of the agent's note: the note's
+    undo is left in doubt by the end, and the worker's success, fenced off, settles it."""
+    monkeypatch.setattr(agent_loop, "ask_model", note_then_charge())
+    assist = registry.get("test-agent-saga", 1).step("assist")
+    tool = assist.tools["write-note"]
+    delete_note = tool.compensate_fn
+    ended = []
+
+    def ended_while_sent(ctx, args):
+        ended.append(ended_meanwhile(ctx_run))
+        return delete_note(ctx, args)
+
+    monkeypatch.setattr(tool, "compensate_fn", ended_while_sent)
+    run, _ = transitions.start_run(workflow="test-agent-saga", business_key="late-call",
+                                   input={"order": "late-call"}, actor=SYSTEM, wake=False)
+    ctx_run = run
+    executor.advance_run(run.pk, worker="w1")
+    run.refresh_from_db()
+    assert ended and run.status == RunStatus.TERMINATED
+
+    note = ToolCall.objects.get(step__run=run, tool="write-note")
+    assert note.status == ToolCallStatus.COMPENSATED
+    assert note.error_message == ""
+    (late,) = records(run, "late_result_recorded")
+    assert late.step_name == "assist"
+    assert records(run, "late_result") == []
+    assert len(script.compensations) == 1  # the note's, once
+    assert step(run, "reserve").status == StepStatus.SUCCEEDED  # not carried on
