@@ -127,6 +127,11 @@ def test_a_run_that_reaches_its_timeout_under_a_renamed_wait_is_held_not_given_t
     assert step(run, "payment").status == StepStatus.WAITING
     assert not AuditRecord.objects.filter(run=run, action=AuditAction.EVENT_TIMED_OUT).exists()
     assert [name for name, *_ in script.calls] == ["invoice"]
+    # The same hold, and the same record, as when an event finds it.
+    held = AuditRecord.objects.get(run=run, action=AuditAction.DEFINITION_MISSING)
+    assert held.step_name == "payment"
+    assert (held.data["waits_for"], held.data["declared"]) == ("payment.settled",
+                                                               "payment.confirmed")
 
 
 def test_resumed_once_the_release_is_rolled_back_the_run_waits_and_its_event_comes(

@@ -129,9 +129,8 @@ def awaits(change: Change, lease: Lease, step: Step) -> bool:
     elif (renamed := renamed_wait(step, lease.definition)) is not None:
         # Resumed (or timed out) under code that waits elsewhere: neither the wait nor its
         # timeout policy is what the code now says; a person decides.
-        halt(change, lease, step, audit_state(run, step), held_status(run),
-             AttentionReason.DEFINITION_MISSING, renamed, renamed,
-             action=AuditAction.DEFINITION_MISSING)
+        held_at_renamed_wait(change, step, lease.definition, renamed)
+        lease.finished, lease.work = True, None
         return True
     elif step.next_attempt_at is not None and step.next_attempt_at <= now:
         return _timed_out(change, lease, step, spec)
@@ -232,15 +231,24 @@ def hold_renamed_wait(run_id: int, *, step_name: str, actor: Actor,
         if renamed is None:
             raise TransitionNotAllowed(f"step {step_name} of run {run.pk} waits where its "
                                        "code does: nothing to hold")
-        before = audit_state(run, step)
-        declared = declared_wait(workflow_def, step)
-        run.next_wake_at = None
-        change.move(ATTENTION, reason=AttentionReason.DEFINITION_MISSING, message=renamed)
-        change.audit(AuditAction.DEFINITION_MISSING, step=step, before=before,
-                     after=audit_state(run, step),
-                     data={"error": renamed, "waits_for": awaited_event(step),
-                           "declared": declared.event_name if declared else None})
+        held_at_renamed_wait(change, step, workflow_def, renamed)
     return run
+
+
+def held_at_renamed_wait(change: Change, step: Step, workflow_def: definition.Workflow,
+                         renamed: str) -> None:
+    """The one hold of a run whose wait a release renamed (renamed_wait says why), whoever
+    finds it: an event (hold_renamed_wait) or the run's claim (awaits). The step still
+    waits under its old name, so that a person may deliver or skip it."""
+    run = change.run
+    before = audit_state(run, step)
+    declared = declared_wait(workflow_def, step)
+    run.next_wake_at = None
+    change.move(held_status(run), reason=AttentionReason.DEFINITION_MISSING, message=renamed)
+    change.audit(AuditAction.DEFINITION_MISSING, step=step, before=before,
+                 after=audit_state(run, step),
+                 data={"error": renamed, "waits_for": awaited_event(step),
+                       "declared": declared.event_name if declared else None})
 
 
 def waiting_event_step(steps: list[Step]) -> Step | None:
