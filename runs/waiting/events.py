@@ -302,8 +302,11 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
     return Receipt("kept")
 
 
-def consume_kept(kept: ExternalEvent, *, now: datetime | None = None) -> int | None:
-    """Deliver a kept event to the run now waiting for it, if any. Returns the run's id."""
+def consume_kept(kept: ExternalEvent, *, now: datetime | None = None,
+                 again: bool = False) -> int | None:
+    """Deliver a kept event to the run now waiting for it, if any. Returns the run's id.
+    `again`: the sweeper's pass, which meets an event the run's version refuses at each of
+    its cycles; that was said when it came, or when the run began to wait."""
     step = _waiting_step(kept.workflow_name, kept.event_name, kept.correlation_key)
     if step is None:
         return None
@@ -313,8 +316,8 @@ def consume_kept(kept: ExternalEvent, *, now: datetime | None = None) -> int | N
             payload = for_run(step, kept.event_name, payload)
         except EventRefused as exc:
             # Not for this run's version: it stays kept (and the run waits on).
-            logger.warning("kept event %s not delivered to run %s: %s", kept.pk,
-                           step.run_id, exc)
+            logger.log(logging.DEBUG if again else logging.WARNING,
+                       "kept event %s not delivered to run %s: %s", kept.pk, step.run_id, exc)
             return None
     try:
         deliver_event(step.run_id, step_name=step.name, source=kept.source,
@@ -416,7 +419,7 @@ def _deliver_kept(after: int, upto: int | None, batch: int, now: datetime | None
     while True:
         found = consumable_kept(after=after, upto=upto, limit=batch)
         for kept in found:
-            run_id = consume_kept(kept, now=now)
+            run_id = consume_kept(kept, now=now, again=True)
             if run_id:
                 delivered += 1
                 send_wakeup(run_id)

@@ -293,6 +293,22 @@ def test_an_event_kept_early_in_another_versions_shape_stays_kept_and_the_run_wa
     assert unchanged(run, audits)
 
 
+def test_the_sweepers_passes_over_a_kept_event_the_runs_version_refuses_warn_no_more(
+        script, declared, caplog):
+    declared("test-versions", version=1, schema=V1)
+    run = new_run("test-versions")
+    declared("test-versions", version=2, schema=V2)
+    assert send(run, run.business_key, payload={"amount_cents": 500}) == events.Receipt("kept")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    with caplog.at_level("DEBUG", logger="runs.waiting.events"):
+        assert not events.consume_kept_for_run(run.pk)  # said once, as the run waits
+        for _ in range(3):
+            assert events.consume_kept_events() == 0  # then at each pass, but quietly
+    said = [r for r in caplog.records if "not delivered to run" in r.getMessage()]
+    assert [r.levelname for r in said] == ["WARNING", "DEBUG", "DEBUG", "DEBUG"]
+    assert ExternalEvent.objects.get().consumed_at is None
+
+
 def test_a_payload_delivered_by_hand_is_checked_against_the_runs_own_version(
         script, declared):
     declared("test-versions", version=1, schema=V1)
