@@ -49,7 +49,7 @@ from .four_eyes import changed_effects_snapshot, requester_actor, requester_refu
 from .models import DECIDED_STATUSES, ApprovalRequest, RequestKind, RequestStatus
 from .notifications import time_text
 from .permissions import can_decide
-from .requests import current_snapshot, record_lifecycle, supersede
+from .requests import current_snapshot, lock_run, record_lifecycle, supersede
 from .snapshots import SnapshotUnavailable
 from .timeouts import (
     TIMED_OUT,
@@ -212,12 +212,6 @@ def apply_to_run(request_id: int, *, now: datetime | None = None) -> bool:
         if approval.settled_at is not None or approval.status not in DECIDED_STATUSES:
             return approval.settled_at is not None
         return _apply_and_close(approval, now)
-
-
-def lock_run(run_id: int) -> None:
-    """Lock run `run_id`'s row for the caller's transaction (before any of its requests:
-    the order every transition locks in)."""
-    list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
 
 
 def apply_timeout(approval: ApprovalRequest, now: datetime) -> str:

@@ -54,6 +54,13 @@ logger = logging.getLogger(__name__)
 LIFECYCLE_ACTOR = Actor.system("approvals")
 
 
+def lock_run(run_id: int) -> None:
+    """Lock run `run_id`'s row for the caller's transaction, before any of its requests:
+    the order every transition and a decision lock in (the other order deadlocks with
+    them, since recording on the run's chain locks the run)."""
+    list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
+
+
 def record_lifecycle(approval: ApprovalRequest, action: str, now: datetime, *,
                      reason: str = "", actor: Actor | None = None, **data) -> None:
     """In the caller's transaction: append what happened to `approval` (opened, reminded,
@@ -269,6 +276,7 @@ def open_tool_call_request(call: ToolCall, *,
               "requested_by_id": tool_call_requester(call)}
     try:
         with transaction.atomic(durable=True):
+            lock_run(run.pk)  # before the stale request it may supersede
             waiting = ToolCall.objects.filter(
                 pk=call.pk, status=ToolCallStatus.WAITING, args_hash=call.args_hash,
                 step__status=StepStatus.WAITING, step__run__status=RunStatus.WAITING).exists()

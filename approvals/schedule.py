@@ -18,11 +18,12 @@ from django.utils import timezone
 from audit.actions import AuditAction
 from runs.machine.single_pass import single_pass
 
-from .decisions import apply_pending_decisions, apply_timeout, lock_run
+from .decisions import apply_pending_decisions, apply_timeout
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
 from .notifications import grant_and_notify, publish_notifications
 from .requests import (
     current_snapshot,
+    lock_run,
     next_reminder,
     open_pending_requests,
     record_lifecycle,

@@ -17,7 +17,6 @@ from runs.machine.transitions import RUN_TRANSITIONS
 from runs.models import (
     ATTENTION_RUN_STATUSES,
     FINAL_RUN_STATUSES,
-    Run,
     RunStatus,
     Step,
     StepStatus,
@@ -26,7 +25,7 @@ from runs.models import (
 )
 
 from .models import ApprovalRequest, RequestKind, RequestStatus
-from .requests import record_lifecycle
+from .requests import lock_run, record_lifecycle
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +101,7 @@ def withdraw_unawaited_of(run_id: int, now: datetime) -> int:
     that none is left for the run's next request to supersede under another reason before
     the sweep comes by. In the caller's transaction, or one of its own. How many."""
     with transaction.atomic():
-        # The run first, then its requests: the order every transition locks in.
-        list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
+        lock_run(run_id)  # the run first, then its requests
         pending = list(ApprovalRequest.objects.select_for_update(of=("self",))
                        .select_related("run")
                        .filter(no_longer_awaited(), run_id=run_id,

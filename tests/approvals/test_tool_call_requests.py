@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals import decisions, schedule
+from approvals import decisions, requests, schedule
 from approvals.models import ApprovalRequest, Notification
 from audit.chain import Actor
 from audit.models import AuditRecord
@@ -21,6 +21,7 @@ from runs.machine import transitions
 from runs.machine.errors import SecondPersonRequired
 from runs.models import Run, RunStatus, ToolCall
 from tests.agent_runs import LARGE, start_triage
+from tests.approvals.run_lock_order import while_a_decision_holds_the_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -326,3 +327,21 @@ def test_a_decision_on_a_call_cancelled_before_the_sweep_withdraws_the_request(a
     assert schedule.withdraw_stale_requests() == 0  # nothing left for the sweep
     _advance(run)
     assert LedgerEntry.objects.count() == 0
+
+
+def test_a_request_for_changed_arguments_locks_the_run_before_the_one_it_supersedes():
+    # As a decision does: the approver of the old request deciding at that moment and the
+    # sweep opening the new one would otherwise deadlock.
+    run = start_triage(LARGE, notes=CHANGE_ARGS)
+    first = _waiting_call(run)
+    schedule.sweep()
+    old = ApprovalRequest.objects.get(run=run)
+    transitions.decide_tool_call(run.pk, step_name="triage", call_ref=first.ref,
+                                 args_hash=first.args_hash, approved=False,
+                                 actor=Actor.system("operator"), comment="split it")
+    second = _waiting_call(run)
+
+    (new,) = while_a_decision_holds_the_run(
+        run.pk, old.pk, lambda: requests.open_tool_call_request(second))
+    old.refresh_from_db()
+    assert old.status == "superseded" and old.superseded_by_id == new.pk

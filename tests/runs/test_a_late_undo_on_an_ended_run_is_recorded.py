@@ -8,6 +8,7 @@ compensation not carried on. A failed one is kept as evidence only: the row stil
 undo failed, and compensating again sends it again with its key."""
 
 import pytest
+from django.utils import timezone
 
 from audit.models import AuditRecord
 from runs.agents import agent_loop
@@ -16,8 +17,17 @@ from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.context import build_context
 from runs.machine.errors import TransientError
-from runs.machine.transitions.agent_calls import ModelTurn
-from runs.models import ErrorClass, RunStatus, StepStatus, ToolCall, ToolCallStatus
+from runs.machine.keys import tool_call_key, tool_compensation_key
+from runs.machine.transitions.agent_calls import ModelTurn, args_hash
+from runs.models import (
+    AttentionReason,
+    ErrorClass,
+    RunStatus,
+    Step,
+    StepStatus,
+    ToolCall,
+    ToolCallStatus,
+)
 from tests.factories import SYSTEM, make_due, new_run, place, step
 
 pytestmark = pytest.mark.django_db
@@ -209,3 +219,54 @@ def test_a_tool_calls_undo_done_when_the_run_ended_is_recorded_on_the_call(
     assert records(run, "late_result") == []
     assert len(script.compensations) == 1  # the note's, once
     assert step(run, "reserve").status == StepStatus.SUCCEEDED  # not carried on
+
+
+def test_a_persons_undo_of_one_call_answered_after_the_run_ended_is_recorded_on_it(script):
+    """A person's undo of one tool call is sent, the run is ended before it answers (the
+    call is in doubt: no worker holds the step, the person's request does), and the answer
+    then settles it, as a worker's late undo does."""
+    run = place(new_run("test-agent"), status=RunStatus.ATTENTION,
+                attention_reason=AttentionReason.PERMANENT_ERROR,
+                step_statuses={"assist": "failed"})
+    key = tool_call_key(run.workflow_name, run.business_key, "assist", 1, 1, 0, "write-note")
+    call = ToolCall.objects.create(
+        step=Step.objects.get(run=run, name="assist"), turn=1, index=0, call_id="c1",
+        tool="write-note", kind="write", arguments={"text": "hi"},
+        args_hash=args_hash({"text": "hi"}), status=ToolCallStatus.SUCCEEDED,
+        idempotency_key=key, compensation_key=tool_compensation_key(key), attempt=1,
+        remote_ref="NOTE-1", started_at=timezone.now(), updated_at=timezone.now())
+    sent = transitions.begin_tool_call_undo(run.pk, step_name="assist", call_ref=call.ref,
+                                            actor=SYSTEM, reason="note withdrawn")
+    ended_meanwhile(run)
+    call.refresh_from_db()
+    assert (call.status, call.error_class, call.error_message) == (
+        ToolCallStatus.COMPENSATION_FAILED, ErrorClass.UNKNOWN, IN_FLIGHT_AT_END)
+
+    transitions.record_tool_call_undo(run.pk, call_id=call.pk,
+                                      attempt=sent.compensation_attempt, actor=SYSTEM,
+                                      remote_ref="NOTE-1-DELETED")
+    call.refresh_from_db()
+    assert (call.status, call.compensation_ref, call.error_message) == (
+        ToolCallStatus.COMPENSATED, "NOTE-1-DELETED", "")
+    assert len(records(run, "late_result_recorded")) == 1
+    assert records(run, "late_result") == []
+    run.refresh_from_db()
+    assert run.status == RunStatus.TERMINATED
+
+
+def test_a_late_undo_of_an_earlier_effect_never_settles_the_one_a_rerun_made(
+        script, task_run):
+    """A rerun gives a step new keys: an undo answered under the old key says nothing of
+    the new effect's undo, which stays in doubt."""
+    lease, outcome = undo_sent(task_run, "create-task")
+    run = ended_meanwhile(task_run)
+    # What a rerun and a second compensation ended the same way leave on the row: another
+    # undo, under another key, in doubt.
+    Step.objects.filter(run=run, name="create-task").update(compensation_key="ck-rerun-2")
+
+    transitions.record_outcome(lease, lease.work, outcome)
+    row = step(run, "create-task")
+    assert (row.status, row.error_message) == (StepStatus.COMPENSATION_FAILED,
+                                               IN_FLIGHT_AT_END)
+    assert records(run, "late_result_recorded") == []
+    assert len(records(run, "late_result")) == 1

@@ -23,6 +23,7 @@ from .. import sensitive
 from ..errors import SecondPersonRequired, TransitionNotAllowed
 from . import effects
 from .agent_calls import call_data, call_named, checked_call, retried_by, save_call
+from .in_flight import undo_in_doubt_at_end
 from .kernel import (
     ATTENTION,
     QUEUED,
@@ -128,7 +129,13 @@ def record_tool_call_undo(run_id: int, *, call_id: int, attempt: int, actor: Act
         change = Change(run, None, actor, transition_time(now))
         call = ToolCall.objects.select_related("step").get(pk=call_id)
         step = call.step
-        if call.status != S.COMPENSATING or call.compensation_attempt != attempt:
+        if call.compensation_attempt == attempt and not error \
+                and undo_in_doubt_at_end(call):
+            # The run was ended while this undo was sent: the answer settles it, as a
+            # worker's late undo does (effects.late_result).
+            effects.CallEffect(None, step, call).undone(
+                change, remote_ref, AuditAction.LATE_RESULT_RECORDED, operator=True)
+        elif call.status != S.COMPENSATING or call.compensation_attempt != attempt:
             change.audit(AuditAction.LATE_RESULT, step=step, data=call_data(
                 call, undo_attempt=attempt, remote_ref=remote_ref, error=error,
                 now_status=call.status))

@@ -27,7 +27,7 @@ from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
 from ..redaction import redact
 from .compensation import advance_compensation, begin_compensation, compensation_plan
 from .effect_rows import FAILED, PENDING, SUCCEEDED, UNKNOWN, CallEffect, Effect, StepEffect
-from .in_flight import IN_FLIGHT_AT_END
+from .in_flight import undo_in_doubt_at_end
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     CFAIL,
@@ -286,12 +286,15 @@ def late_result(run: Run, lease: Lease, effect: Effect, outcome: Outcome, now) -
         error=outcome.error.message if outcome.error else "")
     current = effect.fresh()
     landed = run.status == TERM and outcome.succeeded
-    if landed and lease.compensating and current.row.status == StepStatus.COMPENSATION_FAILED \
-            and current.row.error_message == IN_FLIGHT_AT_END:
+    # The same undo (its key) or the same attempt (the effect's key) as the row's now: a
+    # row a rerun gave new keys is another effect, which this result says nothing about.
+    same_undo = effect.row.compensation_key == current.row.compensation_key
+    same_effect = effect.row.idempotency_key == current.row.idempotency_key
+    if landed and lease.compensating and same_undo and undo_in_doubt_at_end(current.row):
         # The end settled the undo as failed, its outcome unknown (in_flight.undo_ended):
         # the outcome is known now. A row that failed its undo otherwise keeps that.
         current.undone(change, outcome.remote_ref, AuditAction.LATE_RESULT_RECORDED, **data)
-    elif landed and not lease.compensating and current.row.status == UNKNOWN:
+    elif landed and not lease.compensating and same_effect and current.row.status == UNKNOWN:
         before = current.row.status
         stands(change, current, outcome.value, outcome.remote_ref)
         current.save(change)

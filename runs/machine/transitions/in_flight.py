@@ -8,7 +8,7 @@ it on (not_undone): shared by the hold at an undo a release removed
 from django.db.models import F
 
 from ...definitions import definition
-from ...models import ErrorClass, Step, StepStatus
+from ...models import ErrorClass, RunStatus, Step, StepStatus
 from .attempts import intent_of
 
 IN_FLIGHT_AT_END = "in flight when the run was terminated"
@@ -123,9 +123,12 @@ def undos_left(change, steps: list[Step]) -> dict[str, str]:
                                          generation=F("step__generation"),
                                          status=ToolCallStatus.COMPENSATING)
                  .order_by("step_id", "turn", "index"))
+    # A call compensating in a run that is not is a person's undo of that one call, sent
+    # and not yet answered (agent_operator.undo_tool_call): in flight too.
+    by_person = change.run.status != RunStatus.COMPENSATING
     for call in calls:
         step = agents[call.step_id]
-        if undo_ended(call, in_flight=bool(step.lease_owner)):
+        if undo_ended(call, in_flight=bool(step.lease_owner) or by_person):
             call.updated_at = change.now
             call.save(update_fields=["status", "next_attempt_at", "error_class",
                                      "error_message", "updated_at"])
@@ -138,6 +141,14 @@ def undos_left(change, steps: list[Step]) -> dict[str, str]:
             change.step_changed(step)
             left[step.name] = step.status
     return left
+
+
+def undo_in_doubt_at_end(row) -> bool:
+    """Whether `row`'s undo was in flight when its run was ended (undo_ended): the one
+    whose outcome, when its sender brings it, settles the row (effects.late_result, and
+    agent_operator.record_tool_call_undo for a person's undo of one call)."""
+    return (row.status == StepStatus.COMPENSATION_FAILED
+            and row.error_message == IN_FLIGHT_AT_END)
 
 
 def undo_ended(row, *, in_flight: bool) -> bool:
