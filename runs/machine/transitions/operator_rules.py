@@ -10,6 +10,7 @@ from django.db.models import F
 from ...definitions import definition
 from ...models import (
     AttentionReason,
+    ErrorClass,
     Run,
     Step,
     StepStatus,
@@ -62,11 +63,22 @@ _CALL_MAY_STAND = {
     ToolCallStatus.COMPENSATION_FAILED: "undo failed: still stands",
 }
 
+# An undo whose outcome is unknown (in flight when its run was ended) is not a failed one:
+# unknown is never relabelled failed.
+_UNDO_IN_DOUBT = "undo outcome unknown: may have been undone"
+
+
+def _standing(row, texts: dict) -> str:
+    if row.status == StepStatus.COMPENSATION_FAILED and row.error_class == ErrorClass.UNKNOWN:
+        return _UNDO_IN_DOUBT
+    return texts[row.status]
+
+
 def high_impact_effects(steps: list[Step]) -> list[Effect]:
     """The high-impact effects that stand or may stand in another system (succeeded or
     unknown, not yet undone): those of the run's write and notify steps, and each tool call
     of its agent steps, whatever state the agent step itself is in."""
-    effects = [Effect(s.name, s.status, _MAY_STAND[s.status], s.name) for s in steps
+    effects = [Effect(s.name, s.status, _standing(s, _MAY_STAND), s.name) for s in steps
                if s.kind in EFFECT_KINDS and s.impact == definition.HIGH and s.status in _MAY_STAND]
     agents = {s.pk: s.name for s in steps if s.kind == definition.AGENT}
     if agents:
@@ -75,9 +87,10 @@ def high_impact_effects(steps: list[Step]) -> list[Effect]:
         calls = ToolCall.objects.filter(step_id__in=list(agents), impact=definition.HIGH,
                                         generation=F("step__generation"),
                                         status__in=list(_CALL_MAY_STAND)).order_by(
-            "step_id", "turn", "index").only("step_id", "turn", "index", "tool", "status")
+            "step_id", "turn", "index").only("step_id", "turn", "index", "tool", "status",
+                                             "error_class")
         effects += [Effect(f"{agents[c.step_id]}: tool call {c.ref} {c.tool}",
-                                   c.status, _CALL_MAY_STAND[c.status], agents[c.step_id])
+                                   c.status, _standing(c, _CALL_MAY_STAND), agents[c.step_id])
                     for c in calls]
     return effects
 
