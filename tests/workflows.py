@@ -386,6 +386,19 @@ def saga_charge(ctx, args):
     raise PermanentError("card declined")
 
 
+def note_then_charge():
+    """test-agent-saga's model, scripted (for runs.agents.agent_loop.ask_model): it writes a
+    note, then charges, which fails for good and undoes the run by policy, then is done."""
+    from runs.machine.transitions.agent_calls import ModelTurn
+
+    turns = [ModelTurn(content="", tool_calls=[{"id": "c0", "name": "write-note",
+                                                "arguments": '{"text": "hold the room"}'}]),
+             ModelTurn(content="", tool_calls=[{"id": "c1", "name": "charge",
+                                                "arguments": '{"text": "10 EUR"}'}]),
+             ModelTurn(content="done", tool_calls=[])]
+    return lambda client, spec, conversation, **kw: turns.pop(0)
+
+
 # The invoice-triage agent with a small context budget (runs.agents.agent_history): its tools are
 # the demo's; past SUMMARISED_CONTEXT_BUDGET estimated tokens, the turns before the last
 # one are summarised by a stored turn.

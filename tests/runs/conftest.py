@@ -3,6 +3,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from runs.machine import tracing
+from runs.models import AttentionReason, RunStatus, StepStatus
+from tests.factories import new_run, place
 
 
 @pytest.fixture
@@ -12,3 +14,23 @@ def spans():
     tracing.use_provider(tracing.provider(SimpleSpanProcessor(exporter)))
     yield exporter
     tracing.use_provider(None)
+
+
+@pytest.fixture
+def task_run():
+    """The task created last (a low-impact undo); the run waits for a person."""
+    return place(new_run(), status=RunStatus.ATTENTION,
+                 step_statuses={"fetch": StepStatus.SUCCEEDED,
+                                "classify": StepStatus.SUCCEEDED,
+                                "create-task": StepStatus.SUCCEEDED})
+
+
+@pytest.fixture
+def ledger_run():
+    """The ledger posted last (high impact, its undo paused for a person), the task before."""
+    return place(new_run(), status=RunStatus.ATTENTION,
+                 attention_reason=AttentionReason.PERMANENT_ERROR,
+                 step_statuses={"fetch": StepStatus.SUCCEEDED,
+                                "classify": StepStatus.SUCCEEDED,
+                                "create-task": StepStatus.SUCCEEDED,
+                                "post-ledger": StepStatus.SUCCEEDED})

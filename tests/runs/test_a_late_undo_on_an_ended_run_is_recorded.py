@@ -18,7 +18,7 @@ from runs.machine import transitions
 from runs.machine.context import build_context
 from runs.machine.errors import TransientError
 from runs.machine.keys import tool_call_key, tool_compensation_key
-from runs.machine.transitions.agent_calls import ModelTurn, args_hash
+from runs.machine.transitions.agent_calls import args_hash
 from runs.models import (
     AttentionReason,
     ErrorClass,
@@ -29,6 +29,7 @@ from runs.models import (
     ToolCallStatus,
 )
 from tests.factories import SYSTEM, make_due, new_run, place, step
+from tests.workflows import note_then_charge
 
 pytestmark = pytest.mark.django_db
 IN_FLIGHT_AT_END = "in flight when the run was terminated"
@@ -55,21 +56,17 @@ def ended_meanwhile(run):
 
 
 @pytest.fixture
-def task_run():
+def task_being_undone(task_run):
     """The task created last (a low-impact undo), compensated by a person."""
-    run = place(new_run(), status=RunStatus.ATTENTION,
-                step_statuses={"fetch": StepStatus.SUCCEEDED,
-                               "classify": StepStatus.SUCCEEDED,
-                               "create-task": StepStatus.SUCCEEDED})
-    transitions.compensate(run.pk, actor=SYSTEM, reason="order withdrawn")
-    return run
+    transitions.compensate(task_run.pk, actor=SYSTEM, reason="order withdrawn")
+    return task_run
 
 
 def test_a_successful_undo_arriving_after_the_run_ended_leaves_the_step_compensated(
-        script, task_run):
-    lease, outcome = undo_sent(task_run, "create-task")
+        script, task_being_undone):
+    lease, outcome = undo_sent(task_being_undone, "create-task")
     assert outcome.succeeded and len(script.compensations) == 1
-    run = ended_meanwhile(task_run)
+    run = ended_meanwhile(task_being_undone)
     task = step(run, "create-task")
     assert (task.status, task.error_class, task.error_message) == (
         StepStatus.COMPENSATION_FAILED, ErrorClass.UNKNOWN, IN_FLIGHT_AT_END)
@@ -93,11 +90,11 @@ def test_a_successful_undo_arriving_after_the_run_ended_leaves_the_step_compensa
     assert records(run, "compensated") == [] and len(script.compensations) == 1
 
 
-def test_a_failed_undo_arriving_after_the_run_ended_is_evidence_only(script, task_run):
+def test_a_failed_undo_arriving_after_the_run_ended_is_evidence_only(script, task_being_undone):
     script.plan["create-task:compensate"] = [TransientError("busy")]
-    lease, outcome = undo_sent(task_run, "create-task")
+    lease, outcome = undo_sent(task_being_undone, "create-task")
     assert not outcome.succeeded
-    run = ended_meanwhile(task_run)
+    run = ended_meanwhile(task_being_undone)
 
     transitions.record_outcome(lease, lease.work, outcome)
     run.refresh_from_db()
@@ -122,27 +119,17 @@ def test_a_failed_undo_arriving_after_the_run_ended_is_evidence_only(script, tas
     assert len(script.compensations) == 1
 
 
-def test_a_late_success_of_a_forward_effects_worker_never_counts_as_an_undo(script, task_run):
+def test_a_late_success_of_a_forward_effects_worker_never_counts_as_an_undo(
+        script, task_being_undone):
     """The row reads as an undo in flight at the end, but the result is of a lease that
     sent the effect itself: it is evidence only, never the undo's outcome."""
-    lease, outcome = undo_sent(task_run, "create-task")
-    run = ended_meanwhile(task_run)
+    lease, outcome = undo_sent(task_being_undone, "create-task")
+    run = ended_meanwhile(task_being_undone)
     lease.compensating = False  # as a forward worker's lease
     transitions.record_outcome(lease, lease.work, outcome)
     assert step(run, "create-task").status == StepStatus.COMPENSATION_FAILED
     assert len(records(run, "late_result")) == 1
     assert records(run, "late_result_recorded") == []
-
-
-def note_then_charge():
-    """The agent writes a note, then its charge fails for good: the run undoes itself by
-    policy (test-agent-saga)."""
-    turns = [ModelTurn(content="", tool_calls=[{"id": "c0", "name": "write-note",
-                                                "arguments": '{"text": "hold the room"}'}]),
-             ModelTurn(content="", tool_calls=[{"id": "c1", "name": "charge",
-                                                "arguments": '{"text": "10 EUR"}'}]),
-             ModelTurn(content="done", tool_calls=[])]
-    return lambda client, spec, conversation, **kw: turns.pop(0)
 
 
 def test_an_agent_steps_undo_done_when_the_run_ended_is_recorded_compensated(
@@ -255,11 +242,11 @@ def test_a_persons_undo_of_one_call_answered_after_the_run_ended_is_recorded_on_
 
 
 def test_a_late_undo_of_an_earlier_effect_never_settles_the_one_a_rerun_made(
-        script, task_run):
+        script, task_being_undone):
     """A rerun gives a step new keys: an undo answered under the old key says nothing of
     the new effect's undo, which stays in doubt."""
-    lease, outcome = undo_sent(task_run, "create-task")
-    run = ended_meanwhile(task_run)
+    lease, outcome = undo_sent(task_being_undone, "create-task")
+    run = ended_meanwhile(task_being_undone)
     # What a rerun and a second compensation ended the same way leave on the row: another
     # undo, under another key, in doubt.
     Step.objects.filter(run=run, name="create-task").update(compensation_key="ck-rerun-2")

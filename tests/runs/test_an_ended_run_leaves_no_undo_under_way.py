@@ -17,7 +17,6 @@ from runs.definitions.definition import registry
 from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.errors import SecondPersonRequired, TransientError
-from runs.machine.transitions.agent_calls import ModelTurn
 from runs.models import (
     AttentionReason,
     ErrorClass,
@@ -26,7 +25,8 @@ from runs.models import (
     ToolCall,
     ToolCallStatus,
 )
-from tests.factories import SYSTEM, new_run, place, step
+from tests.factories import SYSTEM, step
+from tests.workflows import note_then_charge
 
 pytestmark = pytest.mark.django_db
 SECOND = Actor.system("second")
@@ -51,26 +51,6 @@ def compensated_again(run, **approval):
     transitions.reopen(run.pk, actor=SYSTEM, reason="undo it after all")
     transitions.compensate(run.pk, actor=SYSTEM, reason="undo it after all", **approval)
     return advance(run)
-
-
-@pytest.fixture
-def task_run():
-    """The task created last (a low-impact undo); the run waits for a person."""
-    return place(new_run(), status=RunStatus.ATTENTION,
-                 step_statuses={"fetch": StepStatus.SUCCEEDED,
-                                "classify": StepStatus.SUCCEEDED,
-                                "create-task": StepStatus.SUCCEEDED})
-
-
-@pytest.fixture
-def ledger_run():
-    """The ledger posted last (high impact, its undo paused for a person), the task before."""
-    return place(new_run(), status=RunStatus.ATTENTION,
-                 attention_reason=AttentionReason.PERMANENT_ERROR,
-                 step_statuses={"fetch": StepStatus.SUCCEEDED,
-                                "classify": StepStatus.SUCCEEDED,
-                                "create-task": StepStatus.SUCCEEDED,
-                                "post-ledger": StepStatus.SUCCEEDED})
 
 
 def test_terminating_while_an_undo_waits_to_be_sent_again_leaves_a_failed_undo(script,
@@ -170,17 +150,6 @@ def test_terminating_a_high_impact_undo_under_way_needs_a_second_person_and_leav
     assert record.data["undos_left"] == {"post-ledger": left}
     assert len(undos(script, "post-ledger")) == (1 if sent else 0)
     assert script.compensations == {}
-
-
-def note_then_charge():
-    """The agent writes a note, then its charge fails for good: the run undoes itself by
-    policy (test-agent-saga)."""
-    turns = [ModelTurn(content="", tool_calls=[{"id": "c0", "name": "write-note",
-                                                "arguments": '{"text": "hold the room"}'}]),
-             ModelTurn(content="", tool_calls=[{"id": "c1", "name": "charge",
-                                                "arguments": '{"text": "10 EUR"}'}]),
-             ModelTurn(content="done", tool_calls=[])]
-    return lambda client, spec, conversation, **kw: turns.pop(0)
 
 
 def agent_run(key: str):

@@ -16,10 +16,10 @@ from runs.definitions.definition import registry
 from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.errors import SecondPersonRequired, TransientError
-from runs.machine.transitions.agent_calls import ModelTurn
 from runs.models import AttentionReason, RunStatus, StepStatus, ToolCall, ToolCallStatus
 from runs.operator.actions import ACTIONS
-from tests.factories import SYSTEM, make_due, new_run, place, step
+from tests.factories import SYSTEM, make_due, step
+from tests.workflows import note_then_charge
 
 pytestmark = pytest.mark.django_db
 SECOND = Actor.system("second")
@@ -37,26 +37,6 @@ def advance(run):
 
 def held(run) -> AuditRecord:
     return AuditRecord.objects.get(run=run, action="definition_missing")
-
-
-@pytest.fixture
-def task_run():
-    """The task created last (a low-impact undo); the run waits for a person."""
-    return place(new_run(), status=RunStatus.ATTENTION,
-                 step_statuses={"fetch": StepStatus.SUCCEEDED,
-                                "classify": StepStatus.SUCCEEDED,
-                                "create-task": StepStatus.SUCCEEDED})
-
-
-@pytest.fixture
-def ledger_run():
-    """The ledger posted last (high impact, its undo paused for a person), the task before."""
-    return place(new_run(), status=RunStatus.ATTENTION,
-                 attention_reason=AttentionReason.PERMANENT_ERROR,
-                 step_statuses={"fetch": StepStatus.SUCCEEDED,
-                                "classify": StepStatus.SUCCEEDED,
-                                "create-task": StepStatus.SUCCEEDED,
-                                "post-ledger": StepStatus.SUCCEEDED})
 
 
 @pytest.fixture
@@ -182,15 +162,6 @@ def test_terminating_at_a_lost_high_impact_undo_needs_a_second_person_told_it_st
     assert record.data["approved_by"] == SECOND.label
     assert len(undos(script, "post-ledger")) == (1 if sent else 0)
     assert script.compensations == {}
-
-
-def note_then_charge():
-    turns = [ModelTurn(content="", tool_calls=[{"id": "c0", "name": "write-note",
-                                                "arguments": '{"text": "hold the room"}'}]),
-             ModelTurn(content="", tool_calls=[{"id": "c1", "name": "charge",
-                                                "arguments": '{"text": "10 EUR"}'}]),
-             ModelTurn(content="done", tool_calls=[])]
-    return lambda client, spec, conversation, **kw: turns.pop(0)
 
 
 def test_an_agents_call_undo_sent_then_lost_leaves_no_row_compensating(script, monkeypatch):

@@ -14,23 +14,11 @@ from runs.definitions.definition import registry
 from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.errors import PermanentError, TransientError
-from runs.machine.transitions.agent_calls import ModelTurn
 from runs.models import AttentionReason, ErrorClass, RunStatus, StepStatus, ToolCall, ToolCallStatus
 from tests.factories import SYSTEM, make_due, step
-from tests.workflows import FAST
+from tests.workflows import FAST, note_then_charge
 
 pytestmark = pytest.mark.django_db
-
-
-def note_then_charge():
-    """The agent writes a note, then its charge fails for good: the run undoes itself by
-    policy (test-agent-saga)."""
-    turns = [ModelTurn(content="", tool_calls=[{"id": "c0", "name": "write-note",
-                                                "arguments": '{"text": "hold the room"}'}]),
-             ModelTurn(content="", tool_calls=[{"id": "c1", "name": "charge",
-                                                "arguments": '{"text": "10 EUR"}'}]),
-             ModelTurn(content="done", tool_calls=[])]
-    return lambda client, spec, conversation, **kw: turns.pop(0)
 
 
 def advance(run):

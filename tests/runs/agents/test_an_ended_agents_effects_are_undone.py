@@ -23,6 +23,7 @@ from runs.machine.transitions.agent_calls import ModelTurn
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus, ToolCall
 from runs.operator.actions import ACTIONS, ActionInput
 from tests.agent_runs import ACTOR, SMALL, advance, start_triage
+from tests.workflows import note_then_charge
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SECOND = Actor.system("second")
@@ -95,15 +96,6 @@ def test_an_agent_ended_during_a_model_turn_fails_and_its_effects_are_undone(
 def scripted(*turns):
     queue = list(turns)
     return lambda client, spec, conversation, **kw: queue.pop(0)
-
-
-def note_then_charge():
-    return scripted(
-        ModelTurn(content="", tool_calls=[{"id": "c0", "name": "write-note",
-                                           "arguments": '{"text": "hold the room"}'}]),
-        ModelTurn(content="", tool_calls=[{"id": "c1", "name": "charge",
-                                           "arguments": '{"text": "10 EUR"}'}]),
-        ModelTurn(content="done", tool_calls=[]))
 
 
 @pytest.mark.django_db
