@@ -178,6 +178,9 @@ def test_terminating_while_a_tool_calls_undo_waits_to_be_sent_again_leaves_no_ro
     assert run.status == RunStatus.TERMINATED
     note.refresh_from_db()
     assert (note.status, note.next_attempt_at) == (ToolCallStatus.COMPENSATION_FAILED, None)
+    # Its last try's error, which its step kept while it waited to be sent again.
+    assert (note.error_class, note.error_message) == (ErrorClass.TRANSIENT,
+                                                      "TransientError: busy")
     assert step(run, "assist").status == StepStatus.COMPENSATION_FAILED
     assert step(run, "reserve").status == StepStatus.SUCCEEDED  # nothing undone behind it
     assert ended(run).data["undos_left"] == {

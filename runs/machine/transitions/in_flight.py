@@ -128,7 +128,8 @@ def undos_left(change, steps: list[Step]) -> dict[str, str]:
     by_person = change.run.status != RunStatus.COMPENSATING
     for call in calls:
         step = agents[call.step_id]
-        if undo_ended(call, in_flight=bool(step.lease_owner) or by_person):
+        if undo_ended(call, in_flight=bool(step.lease_owner) or by_person,
+                      error=(step.error_class, step.error_message)):
             call.updated_at = change.now
             call.save(update_fields=["status", "next_attempt_at", "error_class",
                                      "error_message", "updated_at"])
@@ -151,10 +152,16 @@ def undo_in_doubt_at_end(row) -> bool:
             and row.error_message == IN_FLIGHT_AT_END)
 
 
-def undo_ended(row, *, in_flight: bool) -> bool:
-    """not_undone, at the end of a run: an undo in flight failed with its outcome unknown."""
+def undo_ended(row, *, in_flight: bool, error: tuple[str, str] = ("", "")) -> bool:
+    """not_undone, at the end of a run: an undo in flight failed with its outcome unknown.
+    `error`: a tool call's last failed try, which its agent step keeps (effects.undo_outcome
+    records it there while the call waits to be sent again)."""
     if not not_undone(row):
         return False
-    if in_flight and row.status == StepStatus.COMPENSATION_FAILED:
+    if row.status != StepStatus.COMPENSATION_FAILED:
+        return True
+    if in_flight:
         row.error_class, row.error_message = ErrorClass.UNKNOWN, IN_FLIGHT_AT_END
+    elif not row.error_message and error[1]:
+        row.error_class, row.error_message = error
     return True
