@@ -41,6 +41,7 @@ from ..machine.transitions import (
     KEY_DIGEST,
     REF_LENGTH,
     DuplicateEvent,
+    awaited,
     awaiting_ref,
     deliver_event,
     hold_renamed_wait,
@@ -335,7 +336,7 @@ def consume_kept_for_run(run_id: int) -> bool:
             .exclude(remote_ref="").first())
     if step is None:
         return False
-    event, key = step.remote_ref.removeprefix("awaiting-event:").split(":", 1)
+    event, key = awaited(step)
     kept = ExternalEvent.objects.filter(
         workflow_name=Run.objects.filter(pk=run_id).values("workflow_name")[:1],
         event_name=event, consumed_at__isnull=True).order_by("received_at", "pk")

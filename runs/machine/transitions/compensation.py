@@ -12,7 +12,7 @@ from ...models import (
     StepStatus,
 )
 from .effect_rows import CallEffect, Effect, StepEffect
-from .in_flight import not_undone
+from .in_flight import not_undone, undo_ended
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     CFAIL,
@@ -133,7 +133,8 @@ def hold_undo_missing(change: Change, lease: Lease, step: Step, message: str) ->
     calls = {}
     if step.kind == definition.AGENT:
         for call in calls_of(step):
-            if not_undone(call):
+            # As at a run's end (in_flight.undos_left): nothing is in flight here.
+            if undo_ended(call, in_flight=False, error=(step.error_class, step.error_message)):
                 CallEffect(lease, step, call).save(change)
                 calls[call.ref] = call.status
     if not_undone(step) or changed:

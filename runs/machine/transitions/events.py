@@ -141,7 +141,7 @@ def awaits(change: Change, lease: Lease, step: Step) -> bool:
 
 
 def waiting_message(step: Step, spec: definition.StepDef) -> str:
-    key = step.remote_ref.removeprefix(AWAITING).split(":", 1)[-1]
+    key = awaited(step)[1]
     since = f" since {step.started_at:%Y-%m-%d %H:%M:%S %Z}" if step.started_at else ""
     until = (f", until {step.next_attempt_at:%Y-%m-%d %H:%M:%S %Z}"
              if step.next_attempt_at else "")
@@ -178,9 +178,16 @@ def _timed_out(change: Change, lease: Lease, step: Step, spec: definition.StepDe
     return True
 
 
+def awaited(step: Step) -> tuple[str, str]:
+    """What a waiting step's row waits for (its remote_ref, awaiting_ref's), whatever its
+    code says: the event, and the key as the ref names it (a long one by its digest)."""
+    event, _, key = step.remote_ref.removeprefix(AWAITING).partition(":")
+    return event, key
+
+
 def awaited_event(step: Step) -> str:
-    """The event a waiting step's row waits for (its remote_ref), whatever its code says."""
-    return step.remote_ref.removeprefix(AWAITING).split(":", 1)[0]
+    """The event a waiting step's row waits for."""
+    return awaited(step)[0]
 
 
 def renamed_wait(step: Step, workflow_def: definition.Workflow | None) -> str | None:
@@ -276,7 +283,7 @@ def deliver_event(run_id: int, *, step_name: str, source: str, event_id: str, pa
 
 def _store_event(run: Run, step: Step, *, source: str, event_id: str, payload: dict,
                  kept: ExternalEvent | None, now: datetime) -> None:
-    event, key = step.remote_ref.removeprefix(AWAITING).split(":", 1)
+    event, key = awaited(step)
     if kept is not None:
         taken = ExternalEvent.objects.filter(pk=kept.pk, consumed_at__isnull=True).update(
             consumed_run_id=run.pk, consumed_step=step.name, consumed_at=now)
