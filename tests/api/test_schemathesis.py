@@ -64,8 +64,11 @@ def test_the_document_tested_is_the_one_the_server_serves(client):
 @settings(max_examples=30, deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
 def test_the_api_keeps_its_documented_contract(case, live_server, api_token):
-    case.call_and_validate(base_url=live_server.url,
-                           headers={"Authorization": f"Bearer {api_token}"})
+    # The real token in place of the generated one; a case generated without the header (a
+    # negative case: it must be refused) is sent without it, never given one here.
+    headers = {"Authorization": f"Bearer {api_token}"} if "Authorization" in case.headers \
+        else {}
+    case.call_and_validate(base_url=live_server.url, headers=headers)
 
 
 @pytest.mark.parametrize("status", list(RunStatus))
