@@ -125,6 +125,15 @@ class ExternalEvent(models.Model):
     consumed_run_id = models.BigIntegerField(null=True, blank=True)
     consumed_step = models.CharField(max_length=200, blank=True, default="")
     consumed_at = models.DateTimeField(null=True, blank=True)
+    # What a step waiting for it holds in remote_ref (transitions.events.awaiting_ref),
+    # written with the row (transitions.events.insert_event): the one form every lookup of
+    # a kept event compares with the waiting step's, never rebuilt in a query.
+    awaited_ref = models.CharField(max_length=300, blank=True, default="", db_default="")
+    # A kept event the run it is for cannot take (its version's schema refuses the payload):
+    # said once, when first met (runs.waiting.kept.refuse_kept), and never tried again.
+    refused_at = models.DateTimeField(null=True, blank=True)
+    refused_run_id = models.BigIntegerField(null=True, blank=True)
+    refused_reason = models.TextField(blank=True, default="", db_default="")
 
     class Meta:
         constraints = [
@@ -132,13 +141,20 @@ class ExternalEvent(models.Model):
                                     name="external_event_unique_id"),
         ]
         indexes = [
-            # The events kept for a run that does not wait for them yet: few, found by key.
-            models.Index(fields=["workflow_name", "event_name", "correlation_key"],
-                         name="external_event_kept_idx",
-                         condition=models.Q(consumed_at__isnull=True)),
-            # The sweeper's pass over them, batch after batch by id (runs.waiting.events).
+            # The events kept for a run that does not wait for them yet, found by the
+            # reference of the wait (a run beginning to wait, a person's delivery, and the
+            # sweeper's pass where the waiting steps are fewer than its window): few.
+            models.Index(fields=["awaited_ref", "workflow_name"],
+                         name="external_event_kept_ref_idx",
+                         condition=models.Q(consumed_at__isnull=True,
+                                            refused_at__isnull=True)),
+            # The sweeper's pass over them, batch after batch by id (runs.waiting.kept).
             models.Index(fields=["id"], name="external_event_kept_order_idx",
                          condition=models.Q(consumed_at__isnull=True)),
+            # Kept rows without their reference (written by a release before the column):
+            # none once filled, so the pass's look for them costs nothing.
+            models.Index(fields=["id"], name="external_event_no_ref_idx",
+                         condition=models.Q(consumed_at__isnull=True, awaited_ref="")),
         ]
 
     def __str__(self):

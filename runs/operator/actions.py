@@ -342,7 +342,9 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
         "event_received", "Deliver event", "reconcile_run",
         "Delivers the event the run waits for, as the other system should have sent it: "
         "the payload (JSON, in the evidence field) is checked against the step's schema and "
-        "becomes its result; the run goes on.", _deliver_event),
+        "becomes its result; the run goes on. Events kept for this wait (under its name or "
+        "a renamed one, with its key) are marked consumed by this delivery and never "
+        "delivered later.", _deliver_event),
     OperatorAction(
         "skip_event", "Skip event", "resume_run",
         "Ends the wait without the event: the step is skipped and the run goes on with its "

@@ -8,7 +8,8 @@ database or half-way through a transition:
   EventRefused naming the problem: nothing is kept and the waiting run does not move;
 - an event a person delivers by hand to a step with a long name gets an id that fits;
 - an event is checked against the schema of the version of the run it is delivered to,
-  not the newest version's.
+  not the newest version's; a kept event that version refuses is marked refused with the
+  reason, said once at warning level by whichever path meets it first, and not tried again.
 """
 
 import json
@@ -293,20 +294,41 @@ def test_an_event_kept_early_in_another_versions_shape_stays_kept_and_the_run_wa
     assert unchanged(run, audits)
 
 
-def test_the_sweepers_passes_over_a_kept_event_the_runs_version_refuses_warn_no_more(
-        script, declared, caplog):
+@pytest.mark.parametrize("first", ["the run beginning to wait", "the sweeper's pass"])
+def test_a_kept_event_the_runs_version_refuses_is_marked_refused_and_said_once(
+        script, declared, caplog, first):
     declared("test-versions", version=1, schema=V1)
     run = new_run("test-versions")
     declared("test-versions", version=2, schema=V2)
     assert send(run, run.business_key, payload={"amount_cents": 500}) == events.Receipt("kept")
+    # The run waits; whichever path meets the kept event first (the worker's look after the
+    # wait, or the sweeper's backstop where that look was lost) says it, the same way.
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
-    with caplog.at_level("DEBUG", logger="runs.waiting.events"):
-        assert not events.consume_kept_for_run(run.pk)  # said once, as the run waits
+    audits = AuditRecord.objects.filter(run=run).count()
+    kept = ExternalEvent.objects.get()
+    with caplog.at_level("DEBUG", logger="runs.waiting"):
+        if first == "the run beginning to wait":
+            assert not events.consume_kept_for_run(run.pk)
         for _ in range(3):
-            assert events.consume_kept_events() == 0  # then at each pass, but quietly
-    said = [r for r in caplog.records if "not delivered to run" in r.getMessage()]
-    assert [r.levelname for r in said] == ["WARNING", "DEBUG", "DEBUG", "DEBUG"]
-    assert ExternalEvent.objects.get().consumed_at is None
+            assert events.consume_kept_events() == 0
+        assert not events.consume_kept_for_run(run.pk)
+
+    said = [r for r in caplog.records if r.getMessage().startswith(f"kept event {kept.pk} ")]
+    assert [r.levelname for r in said] == ["WARNING"]
+    assert f"refused by run {run.pk}" in said[0].getMessage()
+    assert "payload.amount: Field required" in said[0].getMessage()
+    kept.refresh_from_db()
+    assert (kept.consumed_at, kept.refused_run_id) == (None, run.pk)
+    assert kept.refused_at is not None
+    assert kept.refused_reason == (
+        f"run {run.pk} (version 1) waits for it: payload of paid does not match V1: "
+        "payload.amount: Field required; payload.reference: Field required")
+    # Not tried again: no pass finds it, and the run waits on, nothing recorded on it.
+    assert events.consumable_kept() == []
+    assert unchanged(run, audits)
+    # An event shaped for the run's version still reaches it.
+    assert send(run, run.business_key, payload={"amount": 5, "reference": "r"},
+                event_id="evt-2") == events.Receipt("delivered", run.pk)
 
 
 def test_a_payload_delivered_by_hand_is_checked_against_the_runs_own_version(

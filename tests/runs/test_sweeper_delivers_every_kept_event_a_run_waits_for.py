@@ -2,12 +2,18 @@
 or a worker lost between a run's wait and its look for the event kept for it) delivers
 every kept event a waiting run can consume, however long ago it came and however many
 are kept, in batches by id; events kept for no waiting run cost it one query on indexes
-that hold only the kept rows and the waiting references."""
+that hold only the kept rows and the waiting references. A kept row names the wait it is
+for as the waiting step does (awaiting_ref, written with the row; filled in for the rows
+written before the column, by the migration and, for a release still running while it
+ran, by the pass)."""
 
 import re
 from datetime import timedelta
+from importlib import import_module
+from types import SimpleNamespace
 
 import pytest
+from django.apps import apps as django_apps
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -44,6 +50,8 @@ def _kept_for_no_run(n: int, *, batch: str = "") -> None:
         ExternalEvent(workflow_name="test-payment-wait", source="psp",
                       event_id=f"stale-{batch}{i}",
                       event_name="payment.settled", correlation_key=f"no-such-run-{i}",
+                      awaited_ref=transitions.awaiting_ref("payment.settled",
+                                                           f"no-such-run-{i}"),
                       payload=PAID, received_at=now) for i in range(n))
 
 
@@ -87,6 +95,67 @@ def test_a_kept_event_with_a_key_named_by_its_digest_is_delivered_by_the_sweeper
     assert step(run, "payment").result == PAID
 
 
+def test_a_kept_event_names_the_wait_it_is_for_as_the_waiting_step_does(script):
+    # One form, awaiting_ref's, written with the kept row: the pass compares it with the
+    # step's reference and never rebuilds it.
+    short, long_key = new_run("test-payment-wait"), "k" * 300
+    assert _send(short) == events.Receipt("kept")
+    long_run, _ = transitions.start_run(workflow="test-payment-wait", business_key=long_key,
+                                        input={"order": "o-1"}, actor=PSP, wake=False)
+    assert _send(long_run, event_id="evt-2") == events.Receipt("kept")
+    for run in (short, long_run):
+        _kept_then_waiting(run)
+    refs = dict(ExternalEvent.objects.values_list("correlation_key", "awaited_ref"))
+    assert refs == {short.business_key: step(short, "payment").remote_ref,
+                    long_key: step(long_run, "payment").remote_ref}
+    assert "sha256=" in refs[long_key] and long_key not in refs[long_key]
+
+
+def test_events_kept_without_their_reference_are_given_it_and_delivered_by_the_pass(script):
+    # The previous release keeps receiving events while the migration that added the column
+    # runs: it writes kept rows without the reference, which the pass fills in.
+    runs = [new_run("test-payment-wait") for _ in range(3)]
+    for i, run in enumerate(runs):
+        assert _send(run, event_id=f"evt-{i}") == events.Receipt("kept")
+        _kept_then_waiting(run)
+    ExternalEvent.objects.update(awaited_ref="")
+
+    assert events.consume_kept_events(batch=2) == 2  # filled a batch, delivered those
+    assert events.consume_kept_events(batch=2) == 1
+    assert all(step(run, "payment").result == PAID for run in runs)
+    assert not ExternalEvent.objects.filter(awaited_ref="").exists()
+
+
+def test_the_migration_fills_the_reference_of_every_event_written_before_it_in_batches(
+        monkeypatch):
+    migration = import_module("runs.migrations.0043_external_event_awaited_ref")
+    _kept_for_no_run(5)
+    ExternalEvent.objects.create(workflow_name="test-payment-wait", source="psp",
+                                 event_id="long", event_name="payment.settled",
+                                 correlation_key="k" * 300, payload=PAID,
+                                 received_at=timezone.now(), consumed_at=timezone.now())
+    ExternalEvent.objects.update(awaited_ref="")
+    monkeypatch.setattr(migration, "BATCH", 2)
+
+    with CaptureQueriesContext(connection) as ctx:
+        migration.backfill(django_apps, SimpleNamespace(connection=connection))
+    filled = ExternalEvent.objects.order_by("pk")
+    assert [e.awaited_ref for e in filled] == [
+        transitions.awaiting_ref(e.event_name, e.correlation_key) for e in filled]
+    assert ExternalEvent.objects.get(event_id="long").awaited_ref.startswith(
+        "awaiting-event:payment.settled:sha256=")
+    # Six rows, two a batch: three batches of a read and a write, and the read that finds
+    # none left; no batch reads the whole table.
+    updates = [q for q in ctx.captured_queries if q["sql"].startswith("UPDATE")]
+    assert len(updates) == 3
+    assert all("LIMIT 2" in q["sql"] for q in ctx.captured_queries
+               if q["sql"].startswith("SELECT"))
+
+
+KEPT_ROWS_INDEXES = ("external_event_kept_order_idx", "external_event_kept_ref_idx",
+                     "external_event_no_ref_idx")
+
+
 def _plan(sql: str) -> str:
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE runs_externalevent, runs_step, runs_run")
@@ -109,17 +178,40 @@ def test_with_nothing_to_deliver_the_pass_reads_only_indexes_of_the_kept_and_wai
 
     with CaptureQueriesContext(connection) as ctx:
         assert events.consume_kept_events() == 0
-    # Where its window of kept rows ends, then the kept rows a step waits for in it (and
-    # the same again from the first row if it started past it).
+    # The kept rows without their reference (none), where its window of kept rows ends,
+    # then the kept rows a step waits for in it (and the same again from the first row if
+    # it started past it).
     reads = [q for q in ctx.captured_queries if "runs_externalevent" in q["sql"]
              and "passposition" not in q["sql"]]
-    assert 2 <= len(reads) <= 4
+    assert 3 <= len(reads) <= 5
     plans = [_plan(query["sql"]) for query in reads]
-    assert all("external_event_kept_order_idx" in plan for plan in plans), plans
+    assert "external_event_no_ref_idx" in plans[0], plans
+    assert "external_event_kept_order_idx" in plans[1], plans
+    # The kept rows a step waits for: the window's kept rows each looked up among the
+    # waiting references, or (the planner's choice) the waiting references each looked up
+    # among the kept rows; either way along indexes that hold only those rows.
+    assert all(any(index in plan for index in KEPT_ROWS_INDEXES) for plan in plans), plans
+    assert not any("runs_externalevent_pkey" in plan for plan in plans), plans
     assert any("step_remote_ref_idx" in plan for plan in plans), plans
     assert not any(re.search(r"Seq Scan on runs_(externalevent|step)\b", plan)
                    for plan in plans), plans
     assert step(waiting, "payment").status == StepStatus.WAITING
+
+
+def test_a_run_that_begins_to_wait_finds_its_kept_event_by_reference_along_an_index(script):
+    _kept_for_no_run(150)
+    run = new_run("test-payment-wait", wake=False)
+    assert _send(run) == events.Receipt("kept")
+    _kept_then_waiting(run)
+
+    with CaptureQueriesContext(connection) as ctx:
+        assert events.consume_kept_for_run(run.pk)
+    (look,) = [q for q in ctx.captured_queries if q["sql"].startswith("SELECT")
+               and 'FROM "runs_externalevent"' in q["sql"]]
+    plan = _plan(look["sql"])
+    assert "external_event_kept_ref_idx" in plan, plan
+    assert not re.search(r"Seq Scan on runs_externalevent\b", plan), plan
+    assert step(run, "payment").result == PAID
 
 
 def test_a_pass_looks_at_a_bounded_window_of_kept_rows_and_the_next_passes_go_on_from_it(
@@ -137,7 +229,7 @@ def test_a_pass_looks_at_a_bounded_window_of_kept_rows_and_the_next_passes_go_on
     for _ in range(6):  # 123 kept rows, 30 a pass: every row within five passes
         with CaptureQueriesContext(connection) as ctx:
             delivered.append(events.consume_kept_events(rows=30))
-        assert len(ctx.captured_queries) <= 6 + delivered[-1] * 20
+        assert len(ctx.captured_queries) <= 7 + delivered[-1] * 20
         # Where it stopped is in the database: the next pass goes on from there in any
         # worker process, and after a restart.
         position = PassPosition.objects.get(job=events.KEPT_PASS_JOB).after_id

@@ -292,13 +292,21 @@ def _store_event(run: Run, step: Step, *, source: str, event_id: str, payload: d
         return
     try:
         with transaction.atomic():
-            ExternalEvent.objects.create(
-                workflow_name=run.workflow_name, source=source, event_id=event_id,
-                event_name=event, correlation_key=key, payload=redact(payload),
-                received_at=now, consumed_run_id=run.pk, consumed_step=step.name,
-                consumed_at=now)
+            insert_event(workflow_name=run.workflow_name, source=source, event_id=event_id,
+                         event_name=event, correlation_key=key, payload=redact(payload),
+                         received_at=now, consumed_run_id=run.pk, consumed_step=step.name,
+                         consumed_at=now)
     except IntegrityError:
         raise DuplicateEvent(f"event {source}:{event_id} was received before") from None
+
+
+def insert_event(**fields) -> ExternalEvent:
+    """Insert an event's row (kept, or consumed by the transition that writes it) with the
+    reference of the wait it is for, awaiting_ref's: the one form by which a run that begins
+    to wait, the sweeper's pass and a person's delivery find a kept event (the step holds
+    the same in remote_ref). IntegrityError if its source and id were received before."""
+    return ExternalEvent.objects.create(
+        **fields, awaited_ref=awaiting_ref(fields["event_name"], fields["correlation_key"]))
 
 
 def _received(change: Change, step: Step, payload, *, ref: str, data: dict,
@@ -339,17 +347,54 @@ def _waiting_event(run: Run, step_name: str) -> Step:
 def deliver_event_by_hand(run_id: int, *, payload: dict, actor: Actor, reason: str,
                           now: datetime | None = None) -> Run:
     """A person delivers the awaited event (what the other system should have sent), with a
-    reason; recorded as an event of source "operator"."""
+    reason; recorded as an event of source "operator". It settles the wait: the events kept
+    for it are consumed by this delivery (_settle_kept)."""
     with operator_transition(run_id, "event_received", actor=actor, reason=reason,
                              now=now) as op:
         step = waiting_event_step(op.steps)
         event_id = by_hand_event_id(op.run.pk, step.name, op.change.now)
+        # Before the step stops waiting: what it waits for is read from its row.
+        settled = _settle_kept(op.run, step, op.definition, op.change.now)
         _store_event(op.run, step, source="operator", event_id=event_id, payload=payload,
                      kept=None, now=op.change.now)
+        data = {"source": "operator", "by_hand": True}
+        if settled:
+            data["kept_settled"] = settled
         _received(op.change, step, payload, ref=evidence_ref("operator", event_id),
-                  data={"source": "operator", "by_hand": True}, reason=reason,
-                  steps=op.steps)
+                  data=data, reason=reason, steps=op.steps)
     return op.run
+
+
+def _settle_kept(run: Run, step: Step, workflow_def: definition.Workflow | None,
+                 now: datetime) -> list[str]:
+    """The kept events this wait would have consumed, marked consumed by a person's delivery
+    (in its transaction): otherwise one stays kept and a later wait for it (a re-run from
+    this step) receives it as if it came for that wait. Returns them as "source:id"."""
+    # Along external_event_kept_ref_idx; locked, so that a consume_kept of one of them (for
+    # another run of the same key) waits for this delivery and then finds it consumed.
+    kept = list(ExternalEvent.objects.select_for_update().filter(
+        workflow_name=run.workflow_name, awaited_ref__in=_wait_refs(run, step, workflow_def),
+        consumed_at__isnull=True, refused_at__isnull=True).order_by("pk"))
+    ExternalEvent.objects.filter(pk__in=[e.pk for e in kept]).update(
+        consumed_run_id=run.pk, consumed_step=step.name, consumed_at=now)
+    return [f"{e.source}:{e.event_id}" for e in kept]
+
+
+def _wait_refs(run: Run, step: Step, workflow_def: definition.Workflow | None) -> list[str]:
+    """The references of the kept events a waiting step would consume: the one it waits
+    under and, if a release renamed its event (renamed_wait), the one under the new name with
+    the same key (an event the sender sent under that name was kept, finding no run)."""
+    refs = [step.remote_ref]
+    declared = declared_wait(workflow_def, step) if workflow_def is not None else None
+    if declared is None or declared.event_name == awaited_event(step):
+        return refs
+    try:
+        key = correlation_key(declared, run)
+    except Exception:  # noqa: BLE001 - the workflow's code, whatever it raises
+        return refs  # no key to name: nothing under the new name is taken on a guess
+    if awaiting_ref(awaited_event(step), key) == step.remote_ref:  # the key it waits with
+        refs.append(awaiting_ref(declared.event_name, key))
+    return refs
 
 
 def skip_event(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:

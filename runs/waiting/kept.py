@@ -1,0 +1,230 @@
+"""Kept events: an event that came before its run waited for it (runs.waiting.events keeps
+it) is delivered once the run waits: by the run itself as it begins to wait
+(consume_kept_for_run, after the worker let go of it), or by the sweeper's pass over the kept
+rows (consume_kept_events), the backstop for an event and a wait that crossed, or for a
+worker lost between the two.
+
+A kept row names the wait it is for in awaited_ref (transitions.events.awaiting_ref, written
+with the row): each lookup compares that with a waiting step's remote_ref, in Python and in
+SQL alike. A kept event that its run's version refuses (the payload fails that version's
+schema) is marked refused by whichever path meets it first, said once (refuse_kept), and not
+tried again: the run waits on, for a person or an event it accepts.
+"""
+
+import logging
+from datetime import datetime
+
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from audit.chain import Actor
+
+from ..definitions import definition
+from ..machine.errors import TransitionNotAllowed
+from ..machine.transitions import (
+    DuplicateEvent,
+    awaiting_ref,
+    deliver_event,
+    hold_renamed_wait,
+    renamed_wait,
+)
+from ..machine.wakeup import send_wakeup
+from ..models import ExternalEvent, PassPosition, Run, RunStatus, Step, StepStatus
+from .payloads import EventRefused, event_steps, for_run, one_schema
+
+logger = logging.getLogger(__name__)
+
+
+def waiting_step(workflow: str, ref: str) -> Step | None:
+    """The step of `workflow` that waits under `ref` (awaiting_ref's), if its run's code
+    still has it wait there; a run whose code no longer does is held for a person (and None
+    returned)."""
+    if not ref:
+        return None  # a row kept by a release before awaited_ref, not filled yet
+    # Along step_remote_ref_idx: the step names what it waits for.
+    step = (Step.objects.filter(remote_ref=ref, kind=definition.EVENT,
+                                status=StepStatus.WAITING, run__workflow_name=workflow)
+            .select_related("run").first())
+    if step is None or not _renamed(step):
+        return step
+    return None
+
+
+def _renamed(step: Step) -> bool:
+    """Whether a release renamed `step`'s wait under its run; if so, the run is held (unless
+    a person has it already)."""
+    run = step.run
+    if renamed_wait(step, definition.registry.get(run.workflow_name,
+                                                  run.workflow_version)) is None:
+        return False
+    if run.status == RunStatus.WAITING:  # otherwise a person has it already
+        try:
+            hold_renamed_wait(run.pk, step_name=step.name,
+                              actor=Actor.system("event wait renamed by a release"))
+        except TransitionNotAllowed:
+            pass  # it stopped waiting meanwhile
+    return True
+
+
+def hold_wait_renamed_to(workflow: str, event: str, key: str) -> None:
+    """An event under a name nothing waits for was kept: hold the run it is for if that
+    run's step waits under another name while its code now has it wait for `event`. The run
+    is found by its business key, along run_unique_business_key, where the step correlates
+    by it; a wait with its own correlate() is found when an event under its old name comes,
+    or when it is claimed (its timeout, a resume)."""
+    names = [s.name for s in event_steps(workflow, event) if s.correlate is None]
+    if not names:
+        return
+    step = (Step.objects.filter(run__workflow_name=workflow, run__business_key=key,
+                                name__in=names, kind=definition.EVENT,
+                                status=StepStatus.WAITING)
+            .select_related("run").first())
+    if step is not None:
+        _renamed(step)
+
+
+def consume_kept(kept: ExternalEvent, *, now: datetime | None = None) -> int | None:
+    """Deliver a kept event to the run now waiting for it, if any. Returns the run's id."""
+    step = waiting_step(kept.workflow_name, kept.awaited_ref)
+    if step is None:
+        return None
+    payload = kept.payload
+    if not one_schema(kept.workflow_name, kept.event_name):
+        try:
+            payload = for_run(step, kept.event_name, payload)
+        except EventRefused as exc:
+            refuse_kept(kept, step.run_id, exc)
+            return None
+    try:
+        deliver_event(step.run_id, step_name=step.name, source=kept.source,
+                      event_id=kept.event_id, payload=payload,
+                      actor=Actor.system(f"event {kept.source}"), kept=kept, now=now)
+    except (DuplicateEvent, TransitionNotAllowed):
+        return None
+    return step.run_id
+
+
+def refuse_kept(kept: ExternalEvent, run_id: int, refused: EventRefused) -> bool:
+    """A kept event that the run waiting for it cannot take (its version's schema refuses
+    the payload; `refused` names the fields), said the one way, whichever path meets it
+    first: the run beginning to wait, the sweeper's pass, or the insert that crossed the
+    wait. It is marked refused with the reason, so that no path tries it again (each would
+    be refused the same: a run's version does not change), and said once, at WARNING: the
+    sender was told it was kept, and the run waits on for a person (who may deliver the
+    event by hand, shaped for that version, or skip it). Returns whether this call marked
+    it (False: another path did first, or it was consumed meanwhile)."""
+    marked = ExternalEvent.objects.filter(
+        pk=kept.pk, consumed_at__isnull=True, refused_at__isnull=True,
+    ).update(refused_at=timezone.now(), refused_run_id=run_id, refused_reason=str(refused))
+    if marked:
+        logger.warning("kept event %s (%s:%s, %s) refused by run %s, which waits for it; "
+                       "it will not be tried again: %s", kept.pk, kept.source, kept.event_id,
+                       kept.event_name, run_id, refused)
+    return bool(marked)
+
+
+def consume_kept_for_run(run_id: int) -> bool:
+    """After a run began to wait for an event: deliver the event kept for it, if one came
+    early. Called after the worker let go of the run (runs.tasks), and by the sweeper."""
+    step = (Step.objects.filter(run_id=run_id, kind=definition.EVENT, status=StepStatus.WAITING)
+            .exclude(remote_ref="").first())
+    if step is None:
+        return False
+    # Along external_event_kept_ref_idx: the kept row names the wait as the step does.
+    found = ExternalEvent.objects.filter(
+        workflow_name=Run.objects.filter(pk=run_id).values("workflow_name")[:1],
+        awaited_ref=step.remote_ref, consumed_at__isnull=True, refused_at__isnull=True,
+    ).order_by("received_at", "pk").first()
+    return found is not None and consume_kept(found) is not None
+
+
+# Kept events delivered per query of the sweeper's pass, and kept rows one pass looks at.
+KEPT_BATCH = 100
+KEPT_PASS_ROWS = 5000
+
+
+def consumable_kept(*, after: int = 0, upto: int | None = None,
+                    limit: int = KEPT_BATCH) -> list[ExternalEvent]:
+    """The next kept events (by id, past `after`, up to `upto`), not refused, that a step
+    now waits for: those whose awaited_ref a waiting event step holds. Reads the kept rows
+    along external_event_kept_order_idx, each looked up along step_remote_ref_idx. (The ref
+    does not name the workflow: consume_kept checks it, and the runs table stays out of the
+    sweeper's query.)"""
+    waits = Step.objects.filter(remote_ref=OuterRef("awaited_ref"), kind=definition.EVENT,
+                                status=StepStatus.WAITING)
+    # Named, the partial index's condition is seen to hold for the ref looked up.
+    waits = waits.exclude(remote_ref="")
+    kept = ExternalEvent.objects.filter(consumed_at__isnull=True, refused_at__isnull=True,
+                                        pk__gt=after)
+    if upto is not None:
+        kept = kept.filter(pk__lte=upto)
+    return list(kept.filter(Exists(waits)).order_by("pk")[:limit])
+
+
+def fill_awaited_refs(rows, *, batch: int) -> int | None:
+    """Write awaited_ref, by awaiting_ref, into the first `batch` (by id) of `rows` that lack
+    it: ExternalEvent rows, or the historical model's in a migration (runs 0042, for the rows
+    written before the column). Returns the last id filled, or None if none lacked it."""
+    found = list(rows.filter(awaited_ref="").order_by("pk")
+                 .only("pk", "event_name", "correlation_key")[:batch])
+    for event in found:
+        event.awaited_ref = awaiting_ref(event.event_name, event.correlation_key)
+    rows.bulk_update(found, ["awaited_ref"])
+    return found[-1].pk if found else None
+
+
+KEPT_PASS_JOB = "runs.sweep:kept-events"
+
+
+def consume_kept_events(*, now: datetime | None = None, batch: int = KEPT_BATCH,
+                        rows: int = KEPT_PASS_ROWS) -> int:
+    """The sweeper's pass: kept events whose run now waits for them are delivered (the
+    backstop for an event and a wait that crossed, or a worker lost between its wait and
+    consume_kept_for_run), however long ago they came.
+
+    Kept rows are never deleted, and a sender that misbehaves can keep millions that no run
+    will wait for: one pass looks at `rows` of them, by id, from where the last pass stopped
+    (PassPosition: shared by every worker, kept over restarts), and starts again from the
+    first once it reaches the end. So a pass costs the same however many are kept, and
+    every kept event is looked at within (kept rows / `rows`) passes; the fast paths (an
+    event finds its waiting run at once, a run that begins to wait looks for its kept
+    event) do not wait for it. The sweeper runs one pass at a time (single_pass)."""
+    # Events kept by the previous release while this one's migration ran have no reference
+    # yet, and nothing finds them without it; along external_event_no_ref_idx, empty once
+    # they are filled.
+    fill_awaited_refs(ExternalEvent.objects.filter(consumed_at__isnull=True), batch=batch)
+    position = PassPosition.objects.filter(job=KEPT_PASS_JOB).values_list("after_id",
+                                                                            flat=True)
+    after = position.first() or 0
+    upto = _window_end(after, rows)
+    delivered = _deliver_kept(after, upto, batch, now)
+    if upto is None and after:
+        # Past the end of the kept rows: on from the first, up to where this pass began.
+        upto = _window_end(0, rows)
+        upto = after if upto is None else min(upto, after)
+        delivered += _deliver_kept(0, upto, batch, now)
+    PassPosition.objects.bulk_create(  # one upsert
+        [PassPosition(job=KEPT_PASS_JOB, after_id=upto or 0, updated_at=timezone.now())],
+        update_conflicts=True, unique_fields=["job"], update_fields=["after_id", "updated_at"])
+    return delivered
+
+
+def _window_end(after: int, rows: int) -> int | None:
+    """The id of the `rows`th kept row past `after`; None if fewer are kept past it."""
+    bound = list(ExternalEvent.objects.filter(consumed_at__isnull=True, pk__gt=after)
+                 .order_by("pk").values_list("pk", flat=True)[rows - 1:rows])
+    return bound[0] if bound else None
+
+
+def _deliver_kept(after: int, upto: int | None, batch: int, now: datetime | None) -> int:
+    delivered = 0
+    while True:
+        found = consumable_kept(after=after, upto=upto, limit=batch)
+        for kept in found:
+            run_id = consume_kept(kept, now=now)
+            if run_id:
+                delivered += 1
+                send_wakeup(run_id)
+        if len(found) < batch:
+            return delivered
+        after = found[-1].pk
