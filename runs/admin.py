@@ -1,7 +1,7 @@
 """Runs, their steps, agent turns, tool calls and approval waits in Django admin: evidence,
 so read-only (they change only through runs.machine.transitions, the console's actions), and read
 along indexes at a million runs. A search finds runs through the console's own search
-(runs.reads.selectors.search_branches), so admin and console cannot disagree about what matches."""
+(runs.reads.search.search_branches), so admin and console cannot disagree about what matches."""
 
 from functools import cache
 
@@ -17,7 +17,7 @@ from audit.models import AuditRecord
 
 from .agent_models import AgentTurn, ToolCall, ToolCallStatus
 from .models import ATTENTION_RUN_STATUSES, ApprovalWait, AttentionReason, Run, Step, Workflow
-from .reads.selectors import search_branches
+from .reads.search import key_matches, search_branches
 
 # A search by the start of a business key can match every run; the admin lists the newest
 # this many of each way of matching, as the console pages through the newest first.
@@ -36,11 +36,11 @@ def searched_run_ids(q: str):
 
 class RunSearchAdmin(ReadOnlyAdmin):
     """An admin whose search box finds rows of the runs the console's search finds, through
-    `run_path` (the lookup from the row to its run), or rows whose `exact_fields` equal the
-    term (each behind an index)."""
+    `run_path` (the lookup from the row to its run), or, with `searches_keys`, rows whose
+    idempotency key the term names as the console's search does (along the key index)."""
 
     run_path = "run"
-    exact_fields: tuple[str, ...] = ()
+    searches_keys = False
     # Django admin shows the search box only when search_fields is set; the fields
     # themselves are not used (get_search_results below replaces Django's LIKE '%q%').
     search_fields = ["-"]
@@ -54,8 +54,11 @@ class RunSearchAdmin(ReadOnlyAdmin):
         run_ids = list(searched_run_ids(q))
         matches = queryset.filter(**{f"{self.run_path}__in": run_ids}) if self.run_path \
             else queryset.filter(pk__in=run_ids)
-        for field in self.exact_fields:
-            matches = matches | queryset.filter(**{field: q})
+        if self.searches_keys:
+            # A union of the two, each along its index: an OR across the join to the run
+            # would read the whole table.
+            by_key = queryset.model.objects.filter(*key_matches(q)).values("pk")
+            matches = queryset.filter(pk__in=matches.values("pk").union(by_key))
         return matches, False
 
 
@@ -144,7 +147,7 @@ class ToolCallAdmin(RunSearchAdmin):
     the transitions (the console's tool-call actions)."""
 
     run_path = "step__run"
-    exact_fields = ("idempotency_key",)
+    searches_keys = True
     list_display = ["id", "run", "step_name", "generation", "ref", "tool", "impact", "status",
                     "attempt", "remote_ref", "error_class", "updated_at"]
     list_filter = [choices_filter("status", "status", ToolCallStatus.values)]

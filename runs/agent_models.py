@@ -110,9 +110,8 @@ class ToolCall(models.Model):
             # checkpoints. The unknown calls of a step are read through the unique index
             # above (a step has a handful of calls); the calls runs wait on for a person,
             # from runs.ApprovalWait.
-            # Searched by exact key or key prefix, and by the references other systems gave.
-            models.Index(fields=["idempotency_key"], name="toolcall_key_prefix_idx",
-                         opclasses=["varchar_pattern_ops"]),
+            # Searched by the references other systems gave, and by exact key or key prefix
+            # along toolcall_key_head_idx, made in SQL as the steps' (see Step.Meta).
             models.Index(fields=["remote_ref"], name="toolcall_remote_ref_idx",
                          condition=~Q(remote_ref="")),
             models.Index(fields=["compensation_ref"], name="toolcall_compensation_ref_idx",

@@ -259,10 +259,10 @@ class Step(models.Model):
             models.UniqueConstraint(fields=["run", "name"], name="step_unique_run_name"),
         ]
         indexes = [
-            # Exact keys and key prefixes (the 12 characters a page shows), under any
-            # collation: pattern_ops answers both = and LIKE 'prefix%'.
-            models.Index(fields=["idempotency_key"], name="step_key_prefix_idx",
-                         opclasses=["varchar_pattern_ops"]),
+            # Exact keys and key prefixes (the 12 characters a page shows) are found along
+            # step_key_head_idx, on the key's first KEY_HEAD characters (text_pattern_ops):
+            # made by migration 0044 in SQL (PostgreSQL only), not declared here, as
+            # run_business_key_suffix_idx (see Run.Meta).
             models.Index(fields=["remote_ref"], name="step_remote_ref_idx",
                          condition=~Q(remote_ref="")),
             models.Index(fields=["compensation_ref"], name="step_compensation_ref_idx",

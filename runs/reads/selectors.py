@@ -20,7 +20,6 @@ from django.db.models import (
     Subquery,
     prefetch_related_objects,
 )
-from django.db.models.functions import Reverse
 from django.utils import timezone
 
 from audit.models import AuditRecord
@@ -36,6 +35,7 @@ from ..models import (
     Step,
     Workflow,
 )
+from .search import search_branches
 
 PAGE_SIZE = 50
 # A waiting run whose wake-up time passed this long ago is stuck: nobody picked it up.
@@ -210,43 +210,6 @@ def filter_runs(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
     if until is not None:
         runs = runs.filter(**{f"{column}__lt": until})
     return runs
-
-
-# What a search matches, each through its own index: the start of a business key
-# (run_business_key_prefix_idx) or its end (run_business_key_suffix_idx), the start of a
-# step's or a tool call's idempotency key (step_key_prefix_idx, toolcall_key_prefix_idx: the
-# whole key, or the first characters a page shows), or exactly a remote reference or a
-# compensation reference (step_remote_ref_idx, step_compensation_ref_idx and the tool
-# calls' own).
-SEARCHED_STEP_FIELDS = ("idempotency_key", "remote_ref", "compensation_ref")
-# Shorter than this, a key prefix would match a large share of all keys: such a search
-# matches a whole key only.
-KEY_PREFIX_MIN = 8
-_ELLIPSES = ("…", "...")
-
-
-def _key_lookup(q: str) -> dict[str, str]:
-    key = q
-    for ellipsis in _ELLIPSES:
-        key = key.removesuffix(ellipsis)
-    if len(key) >= KEY_PREFIX_MIN and all(c in "0123456789abcdef" for c in key.lower()):
-        return {"idempotency_key__startswith": key.lower()}
-    return {"idempotency_key": q}
-
-
-def search_branches(runs: QuerySet, q: str) -> list[QuerySet]:
-    """`runs` narrowed to each way a run can match the search `q`, one queryset per way."""
-    branches = [runs.filter(business_key__startswith=q),
-                runs.alias(reversed_key=Reverse("business_key"))
-                .filter(reversed_key__startswith=q[::-1])]
-    lookups = [_key_lookup(q)] + [{field: q} for field in SEARCHED_STEP_FIELDS[1:]]
-    branches += [runs.filter(pk__in=Step.objects.filter(**lookup).values("run_id"))
-                 for lookup in lookups]
-    branches += [runs.filter(pk__in=ToolCall.objects.filter(**lookup).values("step__run_id"))
-                 for lookup in lookups]
-    if q.isascii() and q.isdigit() and int(q) < 2**63:
-        branches.append(runs.filter(pk=int(q)))
-    return branches
 
 
 def runs_matching(filters: RunFilters, *, workflow_ids: frozenset[int] | None,

@@ -135,3 +135,27 @@ def test_the_admin_search_finds_the_runs_the_console_search_finds(admin_client):
         assert shown == {run.pk for run in console}, q
     assert admin_client.get("/admin/runs/run/", {"q": "TRK-4711"}).context[
         "cl"].result_count == 1
+
+
+def test_the_tool_call_admin_finds_a_call_by_its_key_or_its_first_characters_along_an_index(
+        admin_client):
+    runs = grow(3)
+    call = ToolCall.objects.get(step__run=runs[1])
+    for q in (call.idempotency_key, call.idempotency_key[:12] + "…"):
+        with CaptureQueriesContext(connection) as ctx:
+            page = admin_client.get("/admin/runs/toolcall/", {"q": q})
+        assert list(page.context["cl"].result_list) == [call], q
+        listed = [c["sql"] for c in ctx.captured_queries
+                  if "runs_toolcall" in c["sql"] and "LIMIT" in c["sql"]]
+        with connection.cursor() as cursor:
+            cursor.execute("SET enable_seqscan = off")
+            try:
+                cursor.execute("EXPLAIN " + listed[-1])
+                plan = "\n".join(row[0] for row in cursor.fetchall())
+            finally:
+                cursor.execute("RESET enable_seqscan")
+        assert "toolcall_key_head_idx" in plan, plan
+    # A key that differs after its first characters is another key.
+    other = call.idempotency_key[:20] + "0" * 12
+    page = admin_client.get("/admin/runs/toolcall/", {"q": other})
+    assert list(page.context["cl"].result_list) == []

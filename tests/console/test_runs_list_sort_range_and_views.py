@@ -114,7 +114,7 @@ def test_new_searches_are_answered_from_indexes(client_for, operator, script):
         if q == "INV-99":
             assert "run_business_key_suffix_idx" in plan, plan
         else:
-            assert "step_key_prefix_idx" in plan and "toolcall_key_prefix_idx" in plan, plan
+            assert "step_key_head_idx" in plan and "toolcall_key_head_idx" in plan, plan
 
 
 def _sorted_runs():
