@@ -41,7 +41,7 @@ def record_tool_compensation(lease: Lease, step: Step, call: ToolCall, outcome: 
                              now: datetime | None = None) -> Lease:
     """A tool call's undo succeeded (a failure is the step's compensation failing, recorded
     by the lease cycle: the call is sent again with its key while resends remain, then
-    fails with the step, effects.calls_not_undone). Fenced off (the run was ended or taken
+    fails with the step, in_flight.calls_not_undone). Fenced off (the run was ended or taken
     back meanwhile), the result is kept as evidence, and settles the undo an end left in
     doubt (effects.late_result)."""
     with holding(lease, "tool_compensation", now) as change:

@@ -133,8 +133,8 @@ def record_tool_call_undo(run_id: int, *, call_id: int, attempt: int, actor: Act
                 and undo_in_doubt_at_end(call):
             # The run was ended while this undo was sent: the answer settles it, as a
             # worker's late undo does (effects.late_result).
-            effects.CallEffect(None, step, call).undone(
-                change, remote_ref, AuditAction.LATE_RESULT_RECORDED, operator=True)
+            effects.undo_settled(change, effects.CallEffect(None, step, call), remote_ref,
+                                 AuditAction.LATE_RESULT_RECORDED, operator=True)
         elif call.status != S.COMPENSATING or call.compensation_attempt != attempt:
             change.audit(AuditAction.LATE_RESULT, step=step, data=call_data(
                 call, undo_attempt=attempt, remote_ref=remote_ref, error=error,

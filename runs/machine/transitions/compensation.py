@@ -11,8 +11,8 @@ from ...models import (
     Step,
     StepStatus,
 )
-from .effect_rows import CallEffect, Effect, StepEffect
-from .in_flight import not_undone, undo_ended
+from .effect_rows import Effect, StepEffect
+from .in_flight import calls_not_undone, not_undone
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     CFAIL,
@@ -22,7 +22,7 @@ from .kernel import (  # the package's shared vocabulary
     Lease,
     audit_state,
 )
-from .tool_call_rules import EFFECT_STANDS, calls_of
+from .tool_call_rules import compensation_order
 
 
 def compensation_plan(steps: list[Step], workflow_def: definition.Workflow | None) -> list[Step]:
@@ -48,11 +48,20 @@ STANDS = (StepStatus.SUCCEEDED, StepStatus.COMPENSATING, StepStatus.COMPENSATION
 def agents_with_undos_to_come(agents: list[Step]) -> list[Step]:
     """Of agent steps that did not end well (failed, cancelled, ended by a person, waiting),
     those with a call whose effect stands and declared an undo: an agent's effects are its
-    calls', whatever the step's own end, and a compensation undoes them too. Reads what a
+    calls', whatever the step's own end, and a compensation undoes them too (the calls
+    tool_call_rules.compensation_order gives, as undone_by_calls weighs them). Reads what a
     list page prefetched (step.tool_calls), or one query per such step."""
-    return [s for s in agents if any(
-        c.generation == s.generation and c.status in EFFECT_STANDS and c.compensation_key
-        for c in s.tool_calls.all())]
+    return [s for s in agents if compensation_order(
+        [c for c in s.tool_calls.all() if c.generation == s.generation])]
+
+
+def undone_by_calls(calls: list) -> str:
+    """What an agent step's undo is, by its calls' (its undo is theirs): compensated once
+    none of them has an undo to come (tool_call_rules.compensation_order, the calls its
+    compensation undoes, and is done once none is left), else compensation failed, an
+    effect of it standing. `calls`: those of the step's generation."""
+    return StepStatus.COMPENSATION_FAILED if compensation_order(calls) \
+        else StepStatus.COMPENSATED
 
 
 def begin_compensation(change: Change, plan: list[Step], steps: list[Step], *, reason: str,
@@ -130,13 +139,7 @@ def hold_undo_missing(change: Change, lease: Lease, step: Step, message: str) ->
     before = audit_state(run, step)
     changed = bool(step.lease_owner)  # an agent step held the lease for its calls' undos
     step.lease_owner, step.lease_expires_at = "", None
-    calls = {}
-    if step.kind == definition.AGENT:
-        for call in calls_of(step):
-            # As at a run's end (in_flight.undos_left): nothing is in flight here.
-            if undo_ended(call, in_flight=False, error=(step.error_class, step.error_message)):
-                CallEffect(lease, step, call).save(change)
-                calls[call.ref] = call.status
+    calls = {call.ref: call.status for call in calls_not_undone(change, step)}
     if not_undone(step) or changed:
         change.step_changed(step)
     change.move(CFAIL, reason=AttentionReason.DEFINITION_MISSING, message=message)

@@ -12,7 +12,7 @@ late result of a fenced-off worker (late_result), settlement and a resend by a p
 (settled_by_person, sent_again_by_person), the wait for a person's approval before an
 attempt and their decision (waits_for_person, decided_by_person), and an undo's outcome
 (undo_outcome, over EffectRow.undone and undo_failed; an agent step's failed undo fails its
-call's, calls_not_undone). The transitions (lease_cycle,
+call's, in_flight.calls_not_undone). The transitions (lease_cycle,
 unknown_outcome, agent_calls, approval_waits, operator, agent_operator) lock the run, build
 the adapter and call these inside their change.
 """
@@ -25,9 +25,14 @@ from audit.chain import Actor
 from ...definitions import definition
 from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
 from ..redaction import redact
-from .compensation import advance_compensation, begin_compensation, compensation_plan
+from .compensation import (
+    advance_compensation,
+    begin_compensation,
+    compensation_plan,
+    undone_by_calls,
+)
 from .effect_rows import FAILED, PENDING, SUCCEEDED, UNKNOWN, CallEffect, Effect, StepEffect
-from .in_flight import undo_in_doubt_at_end
+from .in_flight import calls_not_undone, undo_in_doubt_at_end
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     CFAIL,
@@ -275,7 +280,8 @@ def late_result(run: Run, lease: Lease, effect: Effect, outcome: Outcome, now) -
     evidence, changing no state, in the transaction that found the lease fenced off (the
     run locked). A run terminated while the effect was in flight gets a success recorded
     on it, since nobody else will: an effect sent, as succeeded; an undo sent (the lease
-    was compensating), as undone. Only the row moves: the run stays as it ended, its
+    was compensating), as undone (undo_settled: with a tool call's, its agent step once none
+    of its calls is in doubt). Only those rows move: the run stays as it ended, its
     compensation not carried on."""
     change = Change(run, None, Actor.system(lease.worker), now)
     data = effect.data(
@@ -293,7 +299,8 @@ def late_result(run: Run, lease: Lease, effect: Effect, outcome: Outcome, now) -
     if landed and lease.compensating and same_undo and undo_in_doubt_at_end(current.row):
         # The end settled the undo as failed, its outcome unknown (in_flight.undo_ended):
         # the outcome is known now. A row that failed its undo otherwise keeps that.
-        current.undone(change, outcome.remote_ref, AuditAction.LATE_RESULT_RECORDED, **data)
+        undo_settled(change, current, outcome.remote_ref, AuditAction.LATE_RESULT_RECORDED,
+                     **data)
     elif landed and not lease.compensating and same_effect and current.row.status == UNKNOWN:
         before = current.row.status
         stands(change, current, outcome.value, outcome.remote_ref)
@@ -305,6 +312,32 @@ def late_result(run: Run, lease: Lease, effect: Effect, outcome: Outcome, now) -
     else:
         change.audit(AuditAction.LATE_RESULT, step=effect.step, data=data)
     change.save()
+
+
+# A tool call in one of these states leaves its agent step's undo in doubt or failed.
+UNDO_UNSETTLED = frozenset({UNKNOWN, StepStatus.COMPENSATING, StepStatus.COMPENSATION_FAILED})
+ENDED_BEFORE_UNDONE = "ended by a person before every tool call of it was undone"
+
+
+def undo_settled(change: Change, effect: Effect, remote_ref: str, action: str, /,
+                 **data) -> None:
+    """An undo a run's end left in doubt (in_flight.undo_in_doubt_at_end) succeeded, its
+    sender says after all (a worker's, late_result; a person's undo of one tool call,
+    agent_operator.record_tool_call_undo): the row is undone. The end left a tool call's
+    agent step in doubt with it: once none of its calls is in doubt or failed, the step
+    says what stands by its calls (compensation.undone_by_calls), and the record of the
+    settle names its move. Nothing else moves: the run stays as it ended."""
+    step = effect.step
+    if isinstance(effect, CallEffect) and undo_in_doubt_at_end(step):
+        others = [c for c in calls_of(step) if c.pk != effect.row.pk]  # this one is undone
+        if not any(c.status in UNDO_UNSETTLED for c in others):
+            before = step.status
+            step.status = undone_by_calls(others)
+            step.error_class = ""
+            step.error_message = "" if step.status == StepStatus.COMPENSATED \
+                else ENDED_BEFORE_UNDONE
+            data["step_status"] = {"before": before, "after": step.status}
+    effect.undone(change, remote_ref, action, **data)
 
 
 def undo_outcome(change: Change, lease: Lease, step: Step, outcome: Outcome) -> None:
@@ -333,28 +366,13 @@ def undo_outcome(change: Change, lease: Lease, step: Step, outcome: Outcome) -> 
     # the halt's, with the run's state before and after: a step's undo failing stops the
     # run's whole compensation, where a person's undo of one call moves no run state.
     effect.undo_failed(change, error.message, error.error_class)
-    calls = calls_not_undone(change, lease, step, error)
+    # An agent step's calls fail with it: the one left compensating, to be sent again with
+    # its key, is sent by nothing now.
+    calls = {call.ref: call.status for call in calls_not_undone(change, step)}
     halt(change, lease, effect, before, to=CFAIL, reason=AttentionReason.COMPENSATION_FAILED,
          message=f"compensation failed: {error_message}",
          data={"error": error.message, **({"tool_calls": calls} if calls else {})},
          action=AuditAction.COMPENSATION_FAILED)
-
-
-def calls_not_undone(change: Change, lease: Lease, step: Step, error) -> dict[str, str]:
-    """An agent step's undo is its calls': the one whose undo failed (its outcome is the
-    step's) was left compensating to be sent again with its key. With the step's
-    compensation failed nothing sends it again, and compensating would read as an undo under
-    way: it failed too, with the error (its row as a person's failed undo of one call
-    writes it). Returns each call changed, by ref, with its state now, for the record."""
-    if step.kind != definition.AGENT:
-        return {}
-    failed = {}
-    for call in calls_of(step):
-        if call.status == StepStatus.COMPENSATING:
-            call.next_attempt_at = None
-            CallEffect(lease, step, call).undo_failed(change, error.message, error.error_class)
-            failed[call.ref] = call.status
-    return failed
 
 
 def settled_by_person(change: Change, effect: Effect, verdict, *, evidence: str,

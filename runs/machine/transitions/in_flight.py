@@ -2,7 +2,8 @@
 becomes (taken_back, ended_in_flight), the tool calls an agent step left running, and how an
 agent step not done ends with its run. Shared by the lease take-back and terminate_in. And
 what an undo left compensating becomes where its compensation stops with nothing to carry
-it on (not_undone): shared by the hold at an undo a release removed
+it on (not_undone; an agent step's calls, calls_not_undone): shared by a failed undo
+(effects.undo_outcome), the hold at an undo a release removed
 (compensation.hold_undo_missing) and a run a person ends (undos_left)."""
 
 from django.db.models import F
@@ -123,17 +124,16 @@ def undos_left(change, steps: list[Step]) -> dict[str, str]:
                                          generation=F("step__generation"),
                                          status=ToolCallStatus.COMPENSATING)
                  .order_by("step_id", "turn", "index"))
+    by_step: dict[int, list] = {}
+    for call in calls:
+        by_step.setdefault(call.step_id, []).append(call)
     # A call compensating in a run that is not is a person's undo of that one call, sent
     # and not yet answered (agent_operator.undo_tool_call): in flight too.
     by_person = change.run.status != RunStatus.COMPENSATING
-    for call in calls:
-        step = agents[call.step_id]
-        if undo_ended(call, in_flight=bool(step.lease_owner) or by_person,
-                      error=(step.error_class, step.error_message)):
-            call.updated_at = change.now
-            call.save(update_fields=["status", "next_attempt_at", "error_class",
-                                     "error_message", "updated_at"])
-            change.step_changed(step)
+    for step_id, compensating in by_step.items():
+        step = agents[step_id]
+        for call in calls_not_undone(change, step, calls=compensating,
+                                     in_flight=bool(step.lease_owner) or by_person):
             left[f"{step.name}: tool call {call.ref} {call.tool}"] = call.status
     for step in steps:
         # A step holds the lease while its undo (an agent step's: a call's) is being sent.
@@ -153,15 +153,46 @@ def undo_in_doubt_at_end(row) -> bool:
 
 
 def undo_ended(row, *, in_flight: bool, error: tuple[str, str] = ("", "")) -> bool:
-    """not_undone, at the end of a run: an undo in flight failed with its outcome unknown.
-    `error`: a tool call's last failed try, which its agent step keeps (effects.undo_outcome
-    records it there while the call waits to be sent again)."""
+    """not_undone, where nothing carries the undo on: an undo in flight failed with its
+    outcome unknown. `error`: a tool call's last failed try, which its agent step keeps
+    (effects.undo_outcome records it there), and which says why its undo failed rather
+    than an error of an earlier try the row still holds (bounded, as
+    EffectRow.undo_failed bounds it)."""
     if not not_undone(row):
         return False
     if row.status != StepStatus.COMPENSATION_FAILED:
         return True
     if in_flight:
         row.error_class, row.error_message = ErrorClass.UNKNOWN, IN_FLIGHT_AT_END
-    elif not row.error_message and error[1]:
-        row.error_class, row.error_message = error
+    elif error[1]:
+        row.error_class = error[0] or ErrorClass.UNCLASSIFIED
+        row.error_message = error[1][:2000]
     return True
+
+
+def calls_not_undone(change, step: Step, *, in_flight: bool = False,
+                     calls: list | None = None) -> list:
+    """An agent step's undo is its calls': where it stops with nothing to carry it on (its
+    undo failed, effects.undo_outcome; a hold at a lost undo,
+    compensation.hold_undo_missing; a run's end, undos_left), no call of it is left
+    compensating, which the run page and the API would read as an undo under way. Each is
+    put in the state that says what stands (undo_ended), with the step's error, its last
+    try's; `in_flight`: the undo being sent now, its outcome unknown. `calls`: the step's
+    calls compensating, as the caller read them (None: read now). Returns those changed."""
+    from ...agent_models import ToolCall, ToolCallStatus  # the models module imports ours
+
+    if step.kind != definition.AGENT:
+        return []
+    if calls is None:
+        calls = ToolCall.objects.filter(step=step, generation=step.generation,
+                                        status=ToolCallStatus.COMPENSATING).order_by(
+            "turn", "index")
+    changed = [call for call in calls if undo_ended(
+        call, in_flight=in_flight, error=(step.error_class, step.error_message))]
+    for call in changed:
+        call.updated_at = change.now
+        call.save(update_fields=["status", "next_attempt_at", "error_class",
+                                 "error_message", "updated_at"])
+    if changed:
+        change.step_changed(step)
+    return changed
