@@ -1,20 +1,26 @@
 """Whether the demo's sandbox (the simulated external systems) answers at a URL: what the
 drills and the demo's scenarios check before they make anything."""
 
-import uuid
-
 import httpx
+
+# What the sandbox's counters (its stats page) name: a server that answers with all of them
+# is the sandbox. A weaker sign (any JSON 404) let the drills send their business traffic
+# (customers, ledger entries) to whatever API answered so, the product's own included.
+SANDBOX_COUNTERS = frozenset({"tasks", "ledger_entries", "customers", "model_calls",
+                              "faults_pending"})
 
 
 def sandbox_answers(url: str) -> str | None:
-    """None if the demo's sandbox answers at `url`, else what went wrong. The probe is a
-    lookup by a key nobody used: a read that changes nothing."""
+    """None if the demo's sandbox answers at `url`, else what went wrong. The probe reads its
+    counters: a read that changes nothing."""
     try:
-        response = httpx.get(f"{url}/tracker/tasks", params={"key": f"probe-{uuid.uuid4()}"},
-                             timeout=3)
+        response = httpx.get(f"{url}/stats", timeout=3)
     except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL: no HTTPError, a typo
         return f"{type(exc).__name__}: {exc}"
-    if response.status_code != 404 or response.headers.get("content-type", "").split(";")[0] \
-            != "application/json":
+    try:
+        counters = response.json() if response.status_code == 200 else None
+    except ValueError:
+        counters = None
+    if not isinstance(counters, dict) or not SANDBOX_COUNTERS <= counters.keys():
         return f"HTTP {response.status_code} from something that is not the demo's sandbox"
     return None

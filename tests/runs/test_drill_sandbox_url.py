@@ -1,5 +1,6 @@
-"""drill --sandbox with a URL that is no URL (a typo) is reported like a sandbox that does not
-answer: which URL it tried and why, with a message, not a traceback."""
+"""drill --sandbox with a URL that is no URL (a typo), or that is not the sandbox, is reported like
+a sandbox that does not answer: which URL it tried and why, with a message, not a traceback,
+and nothing sent there."""
 
 import io
 
@@ -7,6 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from runs.models import Run
+from runs.operator.sandbox_check import sandbox_answers
 
 pytestmark = pytest.mark.django_db
 
@@ -17,3 +19,24 @@ def test_a_malformed_sandbox_url_is_refused_naming_it(url, settings):
     with pytest.raises(CommandError, match=r"no demo sandbox answers; tried .*Invalid"):
         call_command("drill", "invoice-approval", "--sandbox", url, stdout=io.StringIO())
     assert not Run.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path", ["/api", "/api/"])
+def test_a_server_that_is_not_the_sandbox_is_refused_before_any_drill_sends_to_it(
+        path, live_server, settings):
+    # The product's own API answers an unknown path with a JSON 404, as the sandbox answers
+    # a key nobody used: that alone must not pass for the sandbox.
+    from demo.sandbox.models import Customer, LedgerEntry
+
+    settings.SANDBOX_ENABLED = True
+    with pytest.raises(CommandError, match="not the demo's sandbox"):
+        call_command("drill", "customer-onboarding", "--sandbox", live_server.url + path,
+                     stdout=io.StringIO())
+    assert not Run.objects.exists()
+    assert not Customer.objects.exists() and not LedgerEntry.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sandbox_itself_is_recognised(live_server):
+    assert sandbox_answers(f"{live_server.url}/sandbox") is None
