@@ -151,7 +151,12 @@ def check_archive(handle) -> ArchiveCheck:
     header = file_seal = None
     run_seals: list[tuple[int, str]] = []
     try:
-        for line in archive_lines(io.BufferedReader(hashing)):
+        for number, line in enumerate(archive_lines(io.BufferedReader(hashing)), start=1):
+            if not isinstance(line, dict):
+                report.problems.append(f"line {number} of the archive is a JSON "
+                                       f"{type(line).__name__}, not an object: no archive "
+                                       "writes one")
+                continue
             run = line.get("run")
             if run is None:
                 if "archive" in line and header is None and not run_seals:

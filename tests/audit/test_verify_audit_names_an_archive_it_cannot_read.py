@@ -72,3 +72,13 @@ def test_json_nested_deeper_than_the_decoder_goes_is_a_problem_not_a_traceback(t
         handle.write(b"[" * 100_000 + b"]" * 100_000 + b"\n")
     message = _refused(str(deep))
     assert "the archive cannot be read" in message and "recursion" in message
+
+
+@pytest.mark.parametrize("line", ["[1, 2]", '"run"', "7", "null"])
+def test_a_line_that_is_not_a_json_object_is_named_by_its_number(line, tmp_path):
+    path = tmp_path / "odd.jsonl.gz"
+    with gzip.open(path, "wt") as handle:
+        handle.write('{"archive": {"format": 2}}\n' + line + "\n")
+    message = _refused(str(path))
+    assert "line 2 of the archive is a JSON" in message and "not an object" in message
+    assert "has no attribute" not in message
