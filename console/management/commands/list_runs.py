@@ -54,6 +54,11 @@ class Command(BaseCommand):
         if options["json"]:
             print_json(self.stdout, {"runs": runs, "next_cursor": encode_keyset(cursor)})
             return
+        if not runs:
+            # A blank answer reads as a command that did nothing: say which it was.
+            self.stdout.write(f"user {options['user']!r} may see no workflow's runs"
+                              if workflow_ids is not None and not workflow_ids
+                              else "no run matches")
         for run in runs:
             self.stdout.write(
                 f"{run['id']:>10}  {run['status']:<20} {run['workflow']:<24} "
