@@ -1,9 +1,11 @@
 """The integration API's pause switch: read, pause and resume a workflow's dispatch (all
 its steps, or those reaching one remote system), as the console and the CLI do.
 
-A token may do it for the workflows it may use, if the person who created it may pause
-them (runs.machine.dispatch.may_pause): a token is never more than its maker. The control record
-names the token."""
+Pausing and resuming are actions like a run's (api.operator_routes): a token does them for
+the person an admin named on it (ApiToken.acting_user), with that person's permission
+(approvals.operator_actions.act_on_workflow, the check the console and the CLI pass too),
+within the token's workflows, and the control record names that person. Refusals answer as
+a run action's do: 403 `no_acting_user`, 403 `forbidden`; nothing is changed."""
 
 from datetime import datetime
 
@@ -11,7 +13,6 @@ from ninja import Path, Schema, Status
 from pydantic import Field
 
 from approvals.operator_actions import ActionForbidden, act_on_workflow
-from audit.chain import Actor
 from runs.definitions.definition import registry
 from runs.machine import dispatch
 
@@ -78,17 +79,16 @@ def _change(request, workflow: str, payload: PauseIn, *, pause: bool):
     refused = _refusal(token, workflow)
     if refused:
         return refused
-    forbidden = Status(403, _err("not_allowed", f"this token may not pause or resume "
-                                                f"{workflow} (its maker lacks "
-                                                f"runs.{dispatch.PERMISSION})"))
-    if token.created_by is None:
-        return forbidden
+    if token.acting_user is None:
+        return Status(403, _err("no_acting_user",
+                                f"token {token.name} acts for nobody: an admin names the "
+                                "person it acts for (acting user) before it can pause or "
+                                "resume dispatch"))
     try:
         act_on_workflow("pause_dispatch" if pause else "resume_dispatch", workflow,
-                        system=payload.system, reason=payload.reason, user=token.created_by,
-                        actor=Actor.system(token.actor_label))
-    except ActionForbidden:
-        return forbidden
+                        system=payload.system, reason=payload.reason, user=token.acting_user)
+    except ActionForbidden as exc:
+        return Status(403, _err("forbidden", str(exc)))
     except dispatch.DispatchConflict as exc:
         return Status(409, _err("already_paused" if pause else "not_paused", str(exc)))
     except dispatch.DispatchError as exc:
@@ -105,7 +105,8 @@ _RESPONSES = {200: DispatchState, 400: Error, 401: Error, 403: Error, 404: Error
           operation_id="pause_dispatch", summary="Pause a workflow's dispatch",
           response=_RESPONSES, openapi_extra=_HEADERS,
           description="Starts are still accepted and kept queued; steps in flight finish; no "
-                      "new step starts; retries and timers hold. 409 if already paused.")
+                      "new step starts; retries and timers hold. 409 if already paused. 403: "
+                      "the token acts for nobody, or its person may not pause the workflow.")
 def pause(request, payload: PauseIn, workflow: str = Path(..., max_length=200)):
     return _change(request, workflow, payload, pause=True)
 
@@ -114,6 +115,7 @@ def pause(request, payload: PauseIn, workflow: str = Path(..., max_length=200)):
           operation_id="resume_dispatch", summary="Resume a workflow's dispatch",
           response=_RESPONSES, openapi_extra=_HEADERS,
           description="Lifts the pause (of `system`, if given) and wakes the runs it held. "
-                      "409 if not paused.")
+                      "409 if not paused. 403: the token acts for nobody, or its person may "
+                      "not resume the workflow.")
 def resume(request, payload: PauseIn, workflow: str = Path(..., max_length=200)):
     return _change(request, workflow, payload, pause=False)

@@ -18,10 +18,14 @@ class SavedViewError(ValueError):
     """A view that cannot be saved, with what is wrong, for the person who tried."""
 
 
+def _seen_by(user):
+    """The views `user` may see: their own and those shared."""
+    return SavedView.objects.filter(Q(owner=user) | Q(shared=True)).select_related("owner")
+
+
 def visible_to(user) -> list[SavedView]:
     """The person's own views, then those others share, by name: one query."""
-    views = SavedView.objects.filter(Q(owner=user) | Q(shared=True)).select_related("owner")
-    return sorted(views, key=lambda v: (v.owner_id != user.pk, v.name.lower()))
+    return sorted(_seen_by(user), key=lambda v: (v.owner_id != user.pk, v.name.lower()))
 
 
 def clean_query(raw: str) -> str:
@@ -62,8 +66,10 @@ def save_view(*, user, name: str, query: str, shared: bool) -> SavedView:
 
 
 def delete_view(*, user, view_id: int) -> SavedView:
-    """Delete the person's own view `view_id`; a shared view is deleted by its owner only."""
-    view = SavedView.objects.filter(pk=view_id).first()
+    """Delete the person's own view `view_id`; a shared view is deleted by its owner only.
+    Another's private view does not exist for the person (DoesNotExist, as for no view):
+    refusing it by name would tell them what others keep and who they are."""
+    view = _seen_by(user).filter(pk=view_id).first()
     if view is None:
         raise SavedView.DoesNotExist(f"No saved view {view_id}.")
     if view.owner_id != user.pk:

@@ -6,10 +6,11 @@ approvals.operator_actions.act_on_workflow (the permission and the change), then
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Subquery
+from django.db.models import OuterRef, Subquery
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
@@ -95,31 +96,47 @@ def dispatch_pause(request, workflow: str):
 def dispatch_banner(request) -> dict:
     """Context processor: the pauses of the workflow a page is about (a run's page, the
     workflow's page, the runs list filtered to it, the schedules list), for the banner of
-    base.html. One query on those pages, none on others, whatever the page shows (read
-    here, not through runs.machine.dispatch's per-process cache, so a page always tells the
-    truth)."""
+    base.html; none on other pages.
+
+    Only pauses of workflows the person may view (runs.permissions' rule): a pause names
+    its workflow, who paused it and why, and on a run's page which workflow the run id is.
+    Read lazily, when a template draws them: the error pages (400, 403, 404, 413) leave the
+    banner out, so a page the person was refused tells nothing and reads nothing. Then one
+    query (read here, not through runs.machine.dispatch's per-process cache, so a page
+    always tells the truth), and the person's grant only when something is paused."""
     match = getattr(request, "resolver_match", None)
     user = getattr(request, "user", None)
     if match is None or match.namespace != "console" or user is None or \
             not user.is_authenticated:
         return {}
-    pauses = DispatchPause.objects.order_by("workflow_name", "system")
+    pauses = DispatchPause.objects.order_by("workflow_name", "system").annotate(
+        workflow_pk=Subquery(Workflow.objects.filter(name=OuterRef("workflow_name"))
+                             .values("pk")[:1]))
     extra = {}
     if match.url_name == "workflow":
         name = match.kwargs.get("name", "")
-        pauses = list(pauses.filter(workflow_name=name))
+        pauses = pauses.filter(workflow_name=name)
         # The workflow's page offers pause and resume to those who may.
-        extra = {"may_pause_dispatch": dispatch.may_pause(user, name),
+        extra = {"may_pause_dispatch": SimpleLazyObject(lambda: dispatch.may_pause(user, name)),
                  "dispatch_systems": sorted({s.system for wf in definition.registry.versions(name)
-                                             for s in wf.steps if s.system}),
-                 "workflow_pauses": pauses}
+                                             for s in wf.steps if s.system})}
     elif match.url_name in ("run", "investigation") and "run_id" in match.kwargs:
-        pauses = list(pauses.filter(workflow_name=Subquery(
-            Run.objects.filter(pk=match.kwargs["run_id"]).values("workflow_name")[:1])))
+        pauses = pauses.filter(workflow_name=Subquery(
+            Run.objects.filter(pk=match.kwargs["run_id"]).values("workflow_name")[:1]))
     elif match.url_name == "runs" and request.GET.get("workflow"):
-        pauses = list(pauses.filter(workflow_name=request.GET["workflow"]))
-    elif match.url_name == "schedules":
-        pauses = list(pauses)
-    else:
+        pauses = pauses.filter(workflow_name=request.GET["workflow"])
+    elif match.url_name != "schedules":
         return {}
-    return {"dispatch_pauses": pauses, **extra}
+    shown = SimpleLazyObject(lambda: _viewable(user, pauses))
+    if extra:
+        extra["workflow_pauses"] = shown
+    return {"dispatch_pauses": shown, **extra}
+
+
+def _viewable(user, pauses) -> list[DispatchPause]:
+    rows = list(pauses)
+    if not rows:
+        return []
+    # Asked only now: while nothing is paused (nearly always), a page pays one query.
+    grant = grant_for(user, VIEW)
+    return [pause for pause in rows if grant.covers(pause.workflow_pk)]

@@ -9,7 +9,8 @@ pause for one system holds a run only when its next step reaches that system.
 
 Resuming deletes the pause and sends a wake-up to each run it held (the sweeper would find
 them within RUNS_REQUEUE_AFTER_SECONDS anyway). Both are recorded in ControlRecord with who
-and why.
+and why; the why masked as a run action's reason is (redaction.redact_text), since every
+caller's reason passes here and is shown on the console, the API and the CLI.
 """
 
 import time
@@ -24,6 +25,7 @@ from audit.chain import Actor
 
 from ..definitions import definition
 from ..models import ControlRecord, DispatchPause, Run, RunStatus, Workflow
+from .redaction import redact_text
 from .wakeup import send_wakeups
 
 # A pause is read before every claim and step: kept for this long per process, so a busy
@@ -133,6 +135,7 @@ def pause_dispatch(*, workflow: str, actor: Actor, reason: str, system: str = ""
                    now: datetime | None = None) -> DispatchPause:
     """Pause `workflow`'s dispatch (only towards `system` if given)."""
     _check(workflow, system, reason)
+    reason = redact_text(reason)
     now = now or timezone.now()
     try:
         with transaction.atomic():
@@ -155,6 +158,7 @@ def resume_dispatch(*, workflow: str, actor: Actor, reason: str, system: str = "
     """Resume `workflow`'s dispatch (the pause for `system`, if given). Returns how many
     held runs were woken."""
     _check(workflow, system, reason)
+    reason = redact_text(reason)
     now = now or timezone.now()
     with transaction.atomic():
         deleted, _ = DispatchPause.objects.filter(workflow_name=workflow,

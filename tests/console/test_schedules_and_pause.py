@@ -81,11 +81,11 @@ def test_a_paused_workflow_shows_a_banner_on_each_of_its_pages(client, operator)
                                      ("dispatch_resumed", "olga", "fixed")]
 
 
-def test_the_api_pauses_and_resumes_for_a_token_whose_maker_may(client):
+def test_the_api_pauses_and_resumes_for_a_token_whose_acting_user_may(client):
     boss = User.objects.create_superuser("boss")
-    _, good = token_create(name="ops", workflows=["test-orders"], created_by=boss)
-    _, weak = token_create(name="erp", workflows=["test-orders"],
-                           created_by=User.objects.create_user("clerk"))
+    _, good = token_create(name="ops", workflows=["test-orders"], acting_user=boss)
+    _, weak = token_create(name="erp", workflows=["test-orders"], created_by=boss,
+                           acting_user=User.objects.create_user("clerk"))
     url = "/api/workflows/test-orders/dispatch"
 
     def post(path, body, token):
@@ -103,9 +103,9 @@ def test_the_api_pauses_and_resumes_for_a_token_whose_maker_may(client):
     assert post(f"{url}/pause", {"reason": "again"}, good).status_code == 409
     state = client.get(url, HTTP_AUTHORIZATION=f"Bearer {good}").json()
     assert state["pauses"][0]["reason"] == "INC-11"
-    assert state["pauses"][0]["paused_by"] == "api-token:ops"
+    assert state["pauses"][0]["paused_by"] == "boss"
     assert post(f"{url}/resume", {"reason": "done"}, good).json()["paused"] is False
-    assert ControlRecord.objects.filter(actor_label="api-token:ops").count() == 2
+    assert ControlRecord.objects.filter(actor_label="boss", actor_user_id=boss.pk).count() == 2
 
 
 def test_the_cli_pauses_lists_and_resumes_as_a_named_user(operator, auditor, capsys):

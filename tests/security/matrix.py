@@ -423,8 +423,9 @@ ENTRIES: list[tuple[str, Entry]] = [
         may=frozenset({"api_token"}), readers=frozenset({"api_token"}), body=_start_run_body,
         changes=True, csrf=False)),
     ("api:(pause_dispatch|resume_dispatch)", Entry(
-        "Pause or resume a workflow's dispatch over the API: only a token whose maker may "
-        "pause it (the matrix's token has no maker: 403); a console session is not a token.",
+        "Pause or resume a workflow's dispatch over the API: only a token that acts for a "
+        "person who may pause it (the matrix's token acts for nobody: 403); a console "
+        "session is not a token.",
         may=NOBODY, kwargs=_api_dispatch_kwargs, body=_api_action_body, csrf=False)),
     ("api:receive_event", Entry(
         "Send an external event: a token that may use the event's workflow; it is "
