@@ -35,6 +35,7 @@ from audit.chain import Actor
 from .. import store
 from ..definitions import definition
 from ..machine.errors import StartRefused
+from ..machine.redaction import redact_text
 from ..machine.single_pass import single_pass
 from ..machine.transitions import start_run
 from ..models import ControlRecord, Run, ScheduleState
@@ -317,6 +318,8 @@ def set_paused(*, workflow: str, name: str, paused: bool, actor: Actor, reason: 
         raise ScheduleError(f"no schedule {name!r} on workflow {workflow!r}")
     if not reason or not reason.strip():
         raise ScheduleError("a reason is required to pause or resume a schedule")
+    # Masked as a run action's reason is: a pasted credential is no better kept here.
+    reason = redact_text(reason)
     now = now or timezone.now()
     state = state_of(schedule, now=now)
     with transaction.atomic():

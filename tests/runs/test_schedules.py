@@ -200,3 +200,21 @@ def test_a_slot_whose_input_fails_the_schema_is_refused_and_the_others_still_run
 
 def test_the_test_schedule_is_registered():
     assert schedules.registry.get("test-scheduled", "every-minute") is every_minute
+
+
+@pytest.mark.django_db
+def test_a_schedules_pause_and_resume_keep_their_reasons_masked():
+    probe = schedule()
+    schedules.registry.add(probe)
+    try:
+        state = schedules.set_paused(workflow="test-scheduled", name="probe", paused=True,
+                                     actor=SYSTEM, reason="vendor down, token=abc123secret",
+                                     now=T0)
+        assert state.pause_reason == "vendor down, token=[redacted]"
+        schedules.set_paused(workflow="test-scheduled", name="probe", paused=False,
+                             actor=SYSTEM, reason="back; password=hunter2", now=T0)
+        assert list(ControlRecord.objects.order_by("id").values_list("reason", flat=True)) == [
+            "vendor down, token=[redacted]", "back; password=[redacted]"]
+        assert not ControlRecord.objects.filter(reason__contains="hunter2").exists()
+    finally:
+        schedules.registry.remove(probe)
