@@ -21,11 +21,13 @@ class AuditAction(StrEnum):
     TIMER_FIRED = "timer_fired"
     TIMER_WOKEN = "timer_woken"
     # external events: a run waits for one, receives it (or a person delivers or skips it),
-    # or its timeout passes
+    # or its timeout passes; an event kept for it that its version's schema refuses is said
+    # on it (evidence, the run waits on)
     EVENT_AWAITED = "event_awaited"
     EVENT_RECEIVED = "event_received"
     EVENT_SKIPPED = "event_skipped"
     EVENT_TIMED_OUT = "event_timed_out"
+    EVENT_REFUSED = "event_refused"
     LEASE_EXPIRED = "lease_expired"
     STEP_LEASE_EXPIRED = "step_lease_expired"
     # a step's outcome (intent records are no longer written: the intent is the step's row

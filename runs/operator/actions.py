@@ -348,7 +348,8 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
     OperatorAction(
         "skip_event", "Skip event", "resume_run",
         "Ends the wait without the event: the step is skipped and the run goes on with its "
-        "next step.", _skip_event),
+        "next step. Events kept for this wait (under its name or a renamed one, with its "
+        "key) are marked consumed by this skip and never delivered later.", _skip_event),
     OperatorAction(
         "wake_timer", "Wake now", "resume_run",
         "Ends the timer the run sleeps on now, before its time: the run goes on with its "

@@ -7,8 +7,9 @@ worker lost between the two.
 A kept row names the wait it is for in awaited_ref (transitions.events.awaiting_ref, written
 with the row): each lookup compares that with a waiting step's remote_ref, in Python and in
 SQL alike. A kept event that its run's version refuses (the payload fails that version's
-schema) is marked refused by whichever path meets it first, said once (refuse_kept), and not
-tried again: the run waits on, for a person or an event it accepts.
+schema) is marked refused by whichever path meets it first, said once (refuse_kept: on the
+run's log and at WARNING), and not tried again: the run waits on, for a person or an event
+it accepts.
 """
 
 import logging
@@ -28,6 +29,7 @@ from ..machine.transitions import (
     hold_renamed_wait,
     renamed_wait,
 )
+from ..machine.transitions.events import refuse_kept_event
 from ..machine.wakeup import send_wakeup
 from ..models import ExternalEvent, PassPosition, Run, RunStatus, Step, StepStatus
 from .payloads import EventRefused, event_steps, for_run, one_schema
@@ -93,7 +95,7 @@ def consume_kept(kept: ExternalEvent, *, now: datetime | None = None) -> int | N
         try:
             payload = for_run(step, kept.event_name, payload)
         except EventRefused as exc:
-            refuse_kept(kept, step.run_id, exc)
+            refuse_kept(kept, step, exc)
             return None
     try:
         deliver_event(step.run_id, step_name=step.name, source=kept.source,
@@ -104,23 +106,26 @@ def consume_kept(kept: ExternalEvent, *, now: datetime | None = None) -> int | N
     return step.run_id
 
 
-def refuse_kept(kept: ExternalEvent, run_id: int, refused: EventRefused) -> bool:
-    """A kept event that the run waiting for it cannot take (its version's schema refuses
-    the payload; `refused` names the fields), said the one way, whichever path meets it
-    first: the run beginning to wait, the sweeper's pass, or the insert that crossed the
-    wait. It is marked refused with the reason, so that no path tries it again (each would
-    be refused the same: a run's version does not change), and said once, at WARNING: the
-    sender was told it was kept, and the run waits on for a person (who may deliver the
-    event by hand, shaped for that version, or skip it). Returns whether this call marked
-    it (False: another path did first, or it was consumed meanwhile)."""
-    marked = ExternalEvent.objects.filter(
-        pk=kept.pk, consumed_at__isnull=True, refused_at__isnull=True,
-    ).update(refused_at=timezone.now(), refused_run_id=run_id, refused_reason=str(refused))
+def refuse_kept(kept: ExternalEvent, step: Step, refused: EventRefused) -> bool:
+    """A kept event that the run waiting for it under `step` cannot take (its version's
+    schema refuses the payload; `refused` names the fields), said the one way, whichever
+    path meets it first: the run beginning to wait, the sweeper's pass, or the insert that
+    crossed the wait. It is marked refused with the reason, so that no path tries it again
+    (each would be refused the same: a run's version does not change), recorded on the run
+    in that transaction (transitions.events.refuse_kept_event: the event, the step, the
+    failing fields), and logged once, at WARNING: the sender was told it was kept, and the
+    run waits on for a person (who may deliver the event by hand, shaped for that version,
+    or skip it). Returns whether this call marked it (False: another path did first, or it
+    was consumed meanwhile)."""
+    fields = [".".join(map(str, e["loc"])) for e in refused.errors]
+    marked = refuse_kept_event(step.run_id, kept=kept, step_name=step.name,
+                               reason=str(refused), fields=fields,
+                               actor=Actor.system(f"event {kept.source}"))
     if marked:
         logger.warning("kept event %s (%s:%s, %s) refused by run %s, which waits for it; "
                        "it will not be tried again: %s", kept.pk, kept.source, kept.event_id,
-                       kept.event_name, run_id, refused)
-    return bool(marked)
+                       kept.event_name, step.run_id, refused)
+    return marked
 
 
 def consume_kept_for_run(run_id: int) -> bool:

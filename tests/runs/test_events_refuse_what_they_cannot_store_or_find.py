@@ -291,7 +291,9 @@ def test_an_event_kept_early_in_another_versions_shape_stays_kept_and_the_run_wa
     audits = AuditRecord.objects.filter(run=run).count()
     assert not events.consume_kept_for_run(run.pk)
     assert ExternalEvent.objects.get().consumed_at is None
-    assert unchanged(run, audits)
+    # Said on the run (the refusal's one record), which moved no further.
+    assert unchanged(run, audits + 1)
+    assert AuditRecord.objects.filter(run=run).latest("seq").action == "event_refused"
 
 
 @pytest.mark.parametrize("first", ["the run beginning to wait", "the sweeper's pass"])
@@ -323,9 +325,11 @@ def test_a_kept_event_the_runs_version_refuses_is_marked_refused_and_said_once(
     assert kept.refused_reason == (
         f"run {run.pk} (version 1) waits for it: payload of paid does not match V1: "
         "payload.amount: Field required; payload.reference: Field required")
-    # Not tried again: no pass finds it, and the run waits on, nothing recorded on it.
+    # Not tried again: no pass finds it, and the run waits on, nothing recorded on it but
+    # the one refusal (the first look's).
     assert events.consumable_kept() == []
-    assert unchanged(run, audits)
+    assert unchanged(run, audits + 1)
+    assert AuditRecord.objects.filter(run=run, action="event_refused").count() == 1
     # An event shaped for the run's version still reaches it.
     assert send(run, run.business_key, payload={"amount": 5, "reference": "r"},
                 event_id="evt-2") == events.Receipt("delivered", run.pk)

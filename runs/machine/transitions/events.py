@@ -26,6 +26,7 @@ from django.db import IntegrityError, transaction
 from audit.actions import AuditAction
 from audit.chain import Actor
 
+from ... import store
 from ...definitions import definition
 from ...models import AttentionReason, ExternalEvent, Run, Step, StepStatus
 from ..errors import TransitionNotAllowed
@@ -40,9 +41,11 @@ from .kernel import (  # the package's shared vocabulary
     definition_step,
     halt,
     held_status,
+    lock_run,
     step_named,
     steps_done_with,
     transition_on,
+    transition_time,
 )
 from .operator import operator_transition
 from .timers import held_for_its_code
@@ -309,6 +312,33 @@ def insert_event(**fields) -> ExternalEvent:
         **fields, awaited_ref=awaiting_ref(fields["event_name"], fields["correlation_key"]))
 
 
+def refuse_kept_event(run_id: int, *, kept: ExternalEvent, step_name: str, reason: str,
+                      fields: list[str], actor: Actor, now: datetime | None = None) -> bool:
+    """A kept event that the run waiting for it under `step_name` cannot take (its version's
+    schema refuses the payload at `fields`): in one transaction the row is marked refused for
+    the run, with `reason`, and the run's log says so (EVENT_REFUSED), changing no state, so
+    that a person looking at the waiting run sees that an event came. Only the call that
+    marks the row records it. Returns whether this call marked it (False: another path did
+    first, or it was consumed meanwhile; nothing written)."""
+    with store.current().transaction():
+        run = lock_run(run_id)
+        change = Change(run, None, actor, transition_time(now))
+        marked = ExternalEvent.objects.filter(
+            pk=kept.pk, consumed_at__isnull=True, refused_at__isnull=True,
+        ).update(refused_at=change.now, refused_run_id=run.pk, refused_reason=reason)
+        if not marked:
+            return False
+        # Field names only: the failing values are the payload's, which may hold secrets.
+        where = ", ".join(fields) or "the payload"
+        change.audit(AuditAction.EVENT_REFUSED, step_name=step_name, data={
+            "event": f"{kept.source}:{kept.event_id}", "event_name": kept.event_name,
+            "fields": fields,
+            "error": f"kept event refused: version {run.workflow_version}'s schema fails at "
+                     f"{where}; it is not delivered, nor tried again"})
+        change.save()
+    return True
+
+
 def _received(change: Change, step: Step, payload, *, ref: str, data: dict,
               reason: str = "", steps: list[Step] | None = None) -> None:
     _end_wait(change, step, StepStatus.SUCCEEDED, AuditAction.EVENT_RECEIVED,
@@ -367,11 +397,12 @@ def deliver_event_by_hand(run_id: int, *, payload: dict, actor: Actor, reason: s
 
 def _settle_kept(run: Run, step: Step, workflow_def: definition.Workflow | None,
                  now: datetime) -> list[str]:
-    """The kept events this wait would have consumed, marked consumed by a person's delivery
-    (in its transaction): otherwise one stays kept and a later wait for it (a re-run from
-    this step) receives it as if it came for that wait. Returns them as "source:id"."""
+    """The kept events this wait would have consumed, marked consumed by a person who ends
+    it (a delivery by hand or a skip, in its transaction): otherwise one stays kept and a
+    later wait for it (a re-run from this step) receives it as if it came for that wait.
+    Returns them as "source:id"."""
     # Along external_event_kept_ref_idx; locked, so that a consume_kept of one of them (for
-    # another run of the same key) waits for this delivery and then finds it consumed.
+    # another run of the same key) waits for this person's change and then finds it consumed.
     kept = list(ExternalEvent.objects.select_for_update().filter(
         workflow_name=run.workflow_name, awaited_ref__in=_wait_refs(run, step, workflow_def),
         consumed_at__isnull=True, refused_at__isnull=True).order_by("pk"))
@@ -398,11 +429,16 @@ def _wait_refs(run: Run, step: Step, workflow_def: definition.Workflow | None) -
 
 
 def skip_event(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
-    """A person ends the wait without the event: the step is skipped, the run goes on."""
+    """A person ends the wait without the event: the step is skipped, the run goes on. It
+    settles the wait as a delivery by hand does: the events kept for it are consumed by this
+    skip (_settle_kept)."""
     with operator_transition(run_id, "skip_event", actor=actor, reason=reason,
                              now=now) as op:
         run = op.run
         step = waiting_event_step(op.steps)
+        # Before the step stops waiting: what it waits for is read from its row.
+        settled = _settle_kept(run, step, op.definition, op.change.now)
         _end_wait(op.change, step, StepStatus.SKIPPED, AuditAction.EVENT_SKIPPED,
-                  reason=reason, steps=op.steps)
+                  reason=reason, data={"kept_settled": settled} if settled else None,
+                  steps=op.steps)
     return run
