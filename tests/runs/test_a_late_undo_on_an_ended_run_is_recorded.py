@@ -135,7 +135,10 @@ def test_a_late_success_of_a_forward_effects_worker_never_counts_as_an_undo(
 def test_an_agent_steps_undo_done_when_the_run_ended_is_recorded_compensated(
         script, monkeypatch):
     """The worker undid the agent's note, and the run was ended before it recorded the
-    agent step's own undo: that late outcome leaves the step compensated, its call too."""
+    agent step's own undo: no undo of it was sent unanswered, so nothing is in doubt (the
+    end cannot tell that none of its calls is left to undo: its undo failed, by what the
+    calls say). The late outcome of the step's own undo leaves it compensated, its call
+    too."""
     monkeypatch.setattr(agent_loop, "ask_model", note_then_charge())
     assist = registry.get("test-agent-saga", 1).step("assist")
     tool = assist.tools["write-note"]
@@ -164,7 +167,9 @@ def test_an_agent_steps_undo_done_when_the_run_ended_is_recorded_compensated(
     note = ToolCall.objects.get(step__run=run, tool="write-note")
     assert note.status == ToolCallStatus.COMPENSATED
     run = ended_meanwhile(run)
-    assert step(run, "assist").error_message == IN_FLIGHT_AT_END
+    assist = step(run, "assist")
+    assert (assist.status, assist.error_class) == (StepStatus.COMPENSATION_FAILED, "")
+    assert assist.error_message != IN_FLIGHT_AT_END
 
     transitions.record_outcome(lease, lease.work, outcome)
     run.refresh_from_db()

@@ -77,7 +77,10 @@ def begin_compensation(change: Change, plan: list[Step], steps: list[Step], *, r
     for step in plan:
         if step.status == StepStatus.COMPENSATION_FAILED:
             step.status = StepStatus.COMPENSATING  # tried again with the same key
-            step.next_attempt_at = None
+            # Due at once: its last try was answered (it failed, or a run's end left its
+            # outcome unknown and says so), so it is no undo in flight
+            # (in_flight.undo_unanswered) until its next intent.
+            step.next_attempt_at = change.now
             step.budget_started_at = None
             change.step_changed(step)
     change.move(COMP)

@@ -57,6 +57,9 @@ class EffectRow:
         row.status = StepStatus.COMPENSATING
         row.compensation_attempt += 1
         row.attempt_started_at = change.now
+        # Unanswered until its outcome comes (in_flight.undo_unanswered): a time it was due
+        # at after a failed try is no answer to this one.
+        row.next_attempt_at = None
         self.save(change)
         if action is not None:
             change.audit(action, step=self.step, reason=reason,

@@ -32,7 +32,13 @@ from .compensation import (
     undone_by_calls,
 )
 from .effect_rows import FAILED, PENDING, SUCCEEDED, UNKNOWN, CallEffect, Effect, StepEffect
-from .in_flight import calls_not_undone, undo_in_doubt_at_end
+from .in_flight import (
+    calls_due_again,
+    calls_not_undone,
+    undo_in_doubt_at_end,
+    undo_stopped_by_end,
+    undone_so_far,
+)
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     CFAIL,
@@ -296,9 +302,10 @@ def late_result(run: Run, lease: Lease, effect: Effect, outcome: Outcome, now) -
     # row a rerun gave new keys is another effect, which this result says nothing about.
     same_undo = effect.row.compensation_key == current.row.compensation_key
     same_effect = effect.row.idempotency_key == current.row.idempotency_key
-    if landed and lease.compensating and same_undo and undo_in_doubt_at_end(current.row):
-        # The end settled the undo as failed, its outcome unknown (in_flight.undo_ended):
-        # the outcome is known now. A row that failed its undo otherwise keeps that.
+    if landed and lease.compensating and same_undo and undo_stopped_by_end(current.row):
+        # The end settled the undo as failed, its outcome unknown (in_flight.undo_ended),
+        # or an agent step's as its calls stood then: the outcome is known now. A row that
+        # failed its undo otherwise keeps that.
         undo_settled(change, current, outcome.remote_ref, AuditAction.LATE_RESULT_RECORDED,
                      **data)
     elif landed and not lease.compensating and same_effect and current.row.status == UNKNOWN:
@@ -316,26 +323,23 @@ def late_result(run: Run, lease: Lease, effect: Effect, outcome: Outcome, now) -
 
 # A tool call in one of these states leaves its agent step's undo in doubt or failed.
 UNDO_UNSETTLED = frozenset({UNKNOWN, StepStatus.COMPENSATING, StepStatus.COMPENSATION_FAILED})
-ENDED_BEFORE_UNDONE = "ended by a person before every tool call of it was undone"
 
 
 def undo_settled(change: Change, effect: Effect, remote_ref: str, action: str, /,
                  **data) -> None:
-    """An undo a run's end left in doubt (in_flight.undo_in_doubt_at_end) succeeded, its
-    sender says after all (a worker's, late_result; a person's undo of one tool call,
-    agent_operator.record_tool_call_undo): the row is undone. The end left a tool call's
-    agent step in doubt with it: once none of its calls is in doubt or failed, the step
-    says what stands by its calls (compensation.undone_by_calls), and the record of the
-    settle names its move. Nothing else moves: the run stays as it ended."""
+    """An undo a run's end left in doubt (in_flight.undo_in_doubt_at_end), or an agent
+    step's it stopped with its calls undone so far (in_flight.undo_stopped_by_end),
+    succeeded, its sender says after all (a worker's, late_result; a person's undo of one
+    tool call, agent_operator.record_tool_call_undo): the row is undone. The end left a
+    tool call's agent step in doubt with it: once none of its calls is in doubt or failed,
+    the step says what stands by its calls (compensation.undone_by_calls), and the record
+    of the settle names its move. Nothing else moves: the run stays as it ended."""
     step = effect.step
     if isinstance(effect, CallEffect) and undo_in_doubt_at_end(step):
         others = [c for c in calls_of(step) if c.pk != effect.row.pk]  # this one is undone
         if not any(c.status in UNDO_UNSETTLED for c in others):
             before = step.status
-            step.status = undone_by_calls(others)
-            step.error_class = ""
-            step.error_message = "" if step.status == StepStatus.COMPENSATED \
-                else ENDED_BEFORE_UNDONE
+            undone_so_far(step, undone_by_calls(others))
             data["step_status"] = {"before": before, "after": step.status}
     effect.undone(change, remote_ref, action, **data)
 
@@ -360,6 +364,7 @@ def undo_outcome(change: Change, lease: Lease, step: Step, outcome: Outcome) -> 
                                 why=f"{error.error_class} error", error=error.message,
                                 retry_after=error.retry_after)
         if spent is None:
+            calls_due_again(change, step)
             return
         error_message = f"{error.message} ({spent})"
     # The row is written as a person's failed undo of one tool call writes it; the record is

@@ -4,12 +4,13 @@ agent step not done ends with its run. Shared by the lease take-back and termina
 what an undo left compensating becomes where its compensation stops with nothing to carry
 it on (not_undone; an agent step's calls, calls_not_undone): shared by a failed undo
 (effects.undo_outcome), the hold at an undo a release removed
-(compensation.hold_undo_missing) and a run a person ends (undos_left)."""
+(compensation.hold_undo_missing) and a run a person ends (undos_left), where an undo sent
+and never answered is in doubt (undo_unanswered), whoever holds the lease."""
 
 from django.db.models import F
 
 from ...definitions import definition
-from ...models import ErrorClass, RunStatus, Step, StepStatus
+from ...models import ErrorClass, Step, StepStatus
 from .attempts import intent_of
 
 IN_FLIGHT_AT_END = "in flight when the run was terminated"
@@ -106,38 +107,50 @@ def not_undone(row) -> bool:
     return True
 
 
+def undo_unanswered(row) -> bool:
+    """Whether the undo of `row` (a step's, or a tool call's) was sent and never answered:
+    its intent is checkpointed (compensating, its attempt counted), committed before the
+    undo is sent, and no outcome came after it; an outcome either ends the undo or, failed
+    and to be sent again, makes it due at a time (next_attempt_at, until its next intent).
+    Being sent now or left by a worker that died sending it, such an undo may have landed:
+    the one test of an undo in flight, whoever holds the lease. An undo a person confirmed
+    and nothing sent yet is not one; nor is an agent step's own intent (agent_undo_ended)."""
+    return (row.status == StepStatus.COMPENSATING and row.compensation_attempt > 0
+            and row.next_attempt_at is None)
+
+
 def undos_left(change, steps: list[Step]) -> dict[str, str]:
     """A run a person ends (terminate_in) keeps no step or tool call compensating: nothing
     will send its undo again, nor record the outcome of one being sent (its worker is fenced
     off: the result is kept as evidence only, effects.late_result). Each is put in the state
-    that says what stands (not_undone): an undo in flight counts as sent, its outcome
-    unknown, as an effect in flight at the end is (ended_in_flight). Returns each one
+    that says what stands (not_undone): an undo sent and never answered (undo_unanswered)
+    counts as sent, its outcome unknown, as an effect in flight at the end is
+    (ended_in_flight); an agent step's is its calls' (agent_undo_ended). Returns each one
     changed, by name, with its state now, for the run's record. One query for all the agent
     steps' calls."""
     from ...agent_models import ToolCall, ToolCallStatus  # the models module imports ours
 
     left = {}
-    agents = {s.pk: s for s in steps if s.kind == definition.AGENT}
-    calls = []
-    if agents:
-        calls = (ToolCall.objects.filter(step_id__in=list(agents),
-                                         generation=F("step__generation"),
-                                         status=ToolCallStatus.COMPENSATING)
-                 .order_by("step_id", "turn", "index"))
-    by_step: dict[int, list] = {}
-    for call in calls:
-        by_step.setdefault(call.step_id, []).append(call)
-    # A call compensating in a run that is not is a person's undo of that one call, sent
-    # and not yet answered (agent_operator.undo_tool_call): in flight too.
-    by_person = change.run.status != RunStatus.COMPENSATING
-    for step_id, compensating in by_step.items():
-        step = agents[step_id]
-        for call in calls_not_undone(change, step, calls=compensating,
-                                     in_flight=bool(step.lease_owner) or by_person):
-            left[f"{step.name}: tool call {call.ref} {call.tool}"] = call.status
+    by_step: dict[int, list] = {s.pk: [] for s in steps if s.kind == definition.AGENT}
+    if by_step:
+        # A failed undo too: one an earlier end left in doubt keeps its step in doubt.
+        for call in (ToolCall.objects.filter(step_id__in=list(by_step),
+                                             generation=F("step__generation"),
+                                             status__in=[ToolCallStatus.COMPENSATING,
+                                                         ToolCallStatus.COMPENSATION_FAILED])
+                     .order_by("step_id", "turn", "index")):
+            by_step[call.step_id].append(call)
     for step in steps:
-        # A step holds the lease while its undo (an agent step's: a call's) is being sent.
-        if undo_ended(step, in_flight=bool(step.lease_owner)):
+        if step.kind == definition.AGENT:
+            calls = by_step[step.pk]
+            for call in calls_not_undone(change, step, ended=True, calls=[
+                    c for c in calls if c.status == ToolCallStatus.COMPENSATING]):
+                left[f"{step.name}: tool call {call.ref} {call.tool}"] = call.status
+            changed = agent_undo_ended(step, calls)
+        else:
+            changed = undo_ended(step, in_flight=undo_unanswered(step))
+        if changed:
+            # An agent step holds the lease while it carries its calls' undos; nothing does now.
             step.lease_owner, step.lease_expires_at = "", None
             change.step_changed(step)
             left[step.name] = step.status
@@ -150,6 +163,45 @@ def undo_in_doubt_at_end(row) -> bool:
     agent_operator.record_tool_call_undo for a person's undo of one call)."""
     return (row.status == StepStatus.COMPENSATION_FAILED
             and row.error_message == IN_FLIGHT_AT_END)
+
+
+ENDED_BEFORE_UNDONE = "ended by a person before every tool call of it was undone"
+
+
+def agent_undo_ended(step: Step, calls: list) -> bool:
+    """not_undone for an agent step at a run's end, once its calls are (calls_not_undone):
+    its undo is theirs, so it is in doubt while one of theirs is, and otherwise failed,
+    ended by a person before every one of them was undone (undone_so_far), its calls saying
+    which stand; whether one has an undo to come is the compensation's rule
+    (compensation.undone_by_calls), which this module sits below, so a late success of the
+    step's own undo, the last of them undone before the end, settles it then
+    (undo_stopped_by_end). `calls`: those of its calls that failed their undo, in doubt or
+    not."""
+    in_doubt = any(undo_in_doubt_at_end(call) for call in calls)
+    if not undo_ended(step, in_flight=in_doubt):
+        return False
+    if step.status == StepStatus.COMPENSATION_FAILED and not in_doubt:
+        undone_so_far(step, StepStatus.COMPENSATION_FAILED)
+    return True
+
+
+def undone_so_far(step: Step, status: str) -> None:
+    """An agent step whose undo a person's end stopped, none of its calls in doubt: `status`
+    is what its calls say (compensated, or compensation failed where one of them stands),
+    with no error but why it failed. The step's own error (the call that failed forward, or
+    a try of an undo) no longer says what stands: each call says its own."""
+    step.status, step.error_class = status, ""
+    step.error_message = "" if status == StepStatus.COMPENSATED else ENDED_BEFORE_UNDONE
+
+
+def undo_stopped_by_end(row) -> bool:
+    """Whether the success of `row`'s undo, brought by its sender after a person ended the
+    run, settles it (effects.late_result): an undo in doubt at the end
+    (undo_in_doubt_at_end), or an agent step's whose calls the end found undone so far
+    (undone_so_far): its worker brings the step's own success once the last of them was
+    undone before the end."""
+    return undo_in_doubt_at_end(row) or (row.status == StepStatus.COMPENSATION_FAILED
+                                         and row.error_message == ENDED_BEFORE_UNDONE)
 
 
 def undo_ended(row, *, in_flight: bool, error: tuple[str, str] = ("", "")) -> bool:
@@ -170,15 +222,17 @@ def undo_ended(row, *, in_flight: bool, error: tuple[str, str] = ("", "")) -> bo
     return True
 
 
-def calls_not_undone(change, step: Step, *, in_flight: bool = False,
+def calls_not_undone(change, step: Step, *, ended: bool = False,
                      calls: list | None = None) -> list:
     """An agent step's undo is its calls': where it stops with nothing to carry it on (its
     undo failed, effects.undo_outcome; a hold at a lost undo,
     compensation.hold_undo_missing; a run's end, undos_left), no call of it is left
     compensating, which the run page and the API would read as an undo under way. Each is
     put in the state that says what stands (undo_ended), with the step's error, its last
-    try's; `in_flight`: the undo being sent now, its outcome unknown. `calls`: the step's
-    calls compensating, as the caller read them (None: read now). Returns those changed."""
+    try's; `ended`: a person ended the run, and an undo sent and never answered
+    (undo_unanswered) has its outcome unknown, whatever error its step holds. `calls`: the
+    step's calls compensating, as the caller read them (None: read now). Returns those
+    changed."""
     from ...agent_models import ToolCall, ToolCallStatus  # the models module imports ours
 
     if step.kind != definition.AGENT:
@@ -188,7 +242,8 @@ def calls_not_undone(change, step: Step, *, in_flight: bool = False,
                                         status=ToolCallStatus.COMPENSATING).order_by(
             "turn", "index")
     changed = [call for call in calls if undo_ended(
-        call, in_flight=in_flight, error=(step.error_class, step.error_message))]
+        call, in_flight=ended and undo_unanswered(call),
+        error=(step.error_class, step.error_message))]
     for call in changed:
         call.updated_at = change.now
         call.save(update_fields=["status", "next_attempt_at", "error_class",
@@ -196,3 +251,19 @@ def calls_not_undone(change, step: Step, *, in_flight: bool = False,
     if changed:
         change.step_changed(step)
     return changed
+
+
+def calls_due_again(change, step: Step) -> None:
+    """An agent step's undo failed and is sent again when its step is due
+    (effects.undo_outcome): the call whose undo answered so, left compensating to be sent
+    again with its key, is due then too, which says it was answered (undo_unanswered): a
+    run ended before it is sent again leaves it failed with that answer, not in doubt."""
+    from ...agent_models import ToolCall, ToolCallStatus  # the models module imports ours
+
+    if step.kind != definition.AGENT:
+        return
+    for call in ToolCall.objects.filter(step=step, generation=step.generation,
+                                        status=ToolCallStatus.COMPENSATING):
+        if undo_unanswered(call):
+            call.next_attempt_at, call.updated_at = step.next_attempt_at, change.now
+            call.save(update_fields=["next_attempt_at", "updated_at"])

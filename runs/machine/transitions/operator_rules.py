@@ -19,6 +19,7 @@ from ...models import (
 )
 from ..errors import TransitionNotAllowed
 from .compensation import compensation_plan
+from .in_flight import undo_unanswered
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     Effect,
@@ -185,12 +186,12 @@ def step_refusal(action: str, run: Run, step: Step, steps: list[Step],
     return None
 
 def undos_in_doubt(steps: list[Step]) -> list[str]:
-    """The tool calls whose undo a person started and whose outcome was not recorded (a
-    crash between), named as the console names them. Reads what a list page prefetched
-    (step.tool_calls), or one query per agent step."""
+    """The tool calls whose undo was sent and whose outcome was not recorded (a person's,
+    or a crash between: in_flight.undo_unanswered), named as the console names them. Reads
+    what a list page prefetched (step.tool_calls), or one query per agent step."""
     return [f"{s.name}: tool call {c.ref} ({c.tool})" for s in steps
             if s.kind == definition.AGENT for c in s.tool_calls.all()
-            if c.generation == s.generation and c.status == ToolCallStatus.COMPENSATING]
+            if c.generation == s.generation and undo_unanswered(c)]
 
 
 def refusal(action: str, run: Run, steps: list[Step], workflow_def: definition.Workflow | None, *,

@@ -1,0 +1,128 @@
+"""A worker is killed (SIGKILL, a real Celery worker) after it recorded the intent of an undo
+and before its outcome: the sweeper takes the lease back, which leaves the undo compensating
+with nobody holding it. A person then ends the run. That undo was sent as far as anyone
+knows, and never answered (in_flight.undo_unanswered): its outcome is unknown, it may have
+been undone, whoever holds the lease now. It is not given an error it never met (its step's
+own, from the call whose failure started the compensation), and the four-eyes list says it
+may have been undone. Compensated again, it is sent again with its key, once."""
+
+import pytest
+
+from audit.chain import Actor
+from audit.models import AuditRecord
+from runs.agents import agent_loop
+from runs.definitions.definition import registry
+from runs.execution import executor, sweeper
+from runs.machine import transitions
+from runs.models import AttentionReason, ErrorClass, RunStatus, StepStatus, ToolCall, ToolCallStatus
+from tests.factories import SYSTEM, new_run, place, step
+from tests.processes import kill_hard, start_worker, stop, wait_for
+from tests.workflows import note_then_charge
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_broker")]
+SECOND = Actor.system("second")
+IN_DOUBT = ("compensation_failed", ErrorClass.UNKNOWN, "in flight when the run was terminated")
+
+
+def state(row) -> tuple:
+    row.refresh_from_db()
+    return row.status, row.error_class, row.error_message
+
+
+def killed_sending_the_undo(tmp_path, point: str) -> None:
+    """A worker claims the run being compensated, records the intent of the undo at `point`
+    and is killed there; its lease runs out and the sweeper takes it back."""
+    marker = tmp_path / "reached"
+    doomed = start_worker("doomed", tmp_path, RUNS_LEASE_SECONDS=1,
+                          RUNS_CRASH_AT=f"before_call:{point}", RUNS_CRASH_MARKER=marker)
+    try:
+        wait_for(marker.exists, timeout=60, what=f"the worker to reach {point}")
+    finally:
+        kill_hard(doomed)
+        stop(doomed)
+    assert doomed.returncode == -9
+    wait_for(lambda: sweeper.sweep().expired == 1, timeout=30, interval=0.3,
+             what="the dead worker's lease to be taken back")
+
+
+def undos_sent(script, name: str) -> list[str]:
+    return [call[1] for call in script.calls if call[0] == f"{name}:compensate"]
+
+
+def test_a_tool_calls_undo_its_worker_died_sending_is_in_doubt_not_given_its_steps_error(
+        tmp_path, script, monkeypatch):
+    """The note is high impact (written without asking anyone): the compensation the
+    failed charge started pauses before its undo, and a person confirms it; the worker
+    that sends it is killed."""
+    monkeypatch.setattr(agent_loop, "ask_model", note_then_charge())
+    tool = registry.get("test-agent-saga", 1).step("assist").tools["write-note"]
+    monkeypatch.setattr(tool, "impact", "high")
+    monkeypatch.setattr(tool, "approve_if", lambda args: False)
+    run, _ = transitions.start_run(workflow="test-agent-saga", business_key="killed-undo",
+                                   input={"order": "killed-undo"}, actor=SYSTEM, wake=False)
+    executor.advance_run(run.pk, worker="in-test")
+    run.refresh_from_db()
+    assert run.attention_reason == AttentionReason.COMPENSATION_PAUSED, run.status_message
+    note = ToolCall.objects.get(step__run=run, tool="write-note")
+    transitions.confirm_compensation(run.pk, step_name="assist", call_ref=note.ref,
+                                     actor=SYSTEM, reason="the note is wrong")
+    charge_error = step(run, "assist").error_message
+    assert "card declined" in charge_error  # what started the compensation
+
+    killed_sending_the_undo(tmp_path, "assist/write-note:compensate")
+    note.refresh_from_db()
+    assert (note.status, note.compensation_attempt) == (ToolCallStatus.COMPENSATING, 1)
+    assert step(run, "assist").lease_owner == ""  # taken back
+
+    run = transitions.terminate(run.pk, actor=SYSTEM, reason="guest left",
+                                approved_by=SECOND)
+    assert run.status == RunStatus.TERMINATED
+    assert state(note) == IN_DOUBT
+    assert charge_error not in note.error_message
+    assert [str(e) for e in transitions.high_impact_effects(
+        list(run.steps.order_by("position")))] == [
+        f"assist: tool call {note.ref} write-note: undo outcome unknown: may have been undone"]
+    assist = step(run, "assist")
+    assert (assist.status, assist.error_class, assist.error_message) == IN_DOUBT
+    ended = AuditRecord.objects.get(run=run, action="terminated")
+    assert ended.data["undos_left"] == {
+        f"assist: tool call {note.ref} write-note": ToolCallStatus.COMPENSATION_FAILED,
+        "assist": StepStatus.COMPENSATION_FAILED}
+    assert not AuditRecord.objects.filter(
+        run=run, action__in=("tool_call_compensated", "late_result_recorded")).exists()
+
+    transitions.reopen(run.pk, actor=SYSTEM, reason="undo it after all")
+    transitions.compensate(run.pk, actor=SYSTEM, reason="undo it after all",
+                           approved_by=SECOND)
+    executor.advance_run(run.pk, worker="in-test")
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPENSATED, run.status_message
+    assert state(note) == (ToolCallStatus.COMPENSATED, "", "")
+    # The killed worker never called the receiver (it died before the call): one undo.
+    assert undos_sent(script, "write-note") == [note.compensation_key]
+
+
+def test_a_steps_undo_its_worker_died_sending_is_in_doubt(tmp_path, script):
+    run = place(new_run(wake=False), status=RunStatus.ATTENTION,
+                step_statuses={"fetch": StepStatus.SUCCEEDED,
+                               "classify": StepStatus.SUCCEEDED,
+                               "create-task": StepStatus.SUCCEEDED})
+    transitions.compensate(run.pk, actor=SYSTEM, reason="order withdrawn")
+
+    killed_sending_the_undo(tmp_path, "create-task:compensate")
+    task = step(run, "create-task")
+    assert (task.status, task.compensation_attempt, task.lease_owner) == (
+        StepStatus.COMPENSATING, 1, "")
+
+    run = transitions.terminate(run.pk, actor=SYSTEM, reason="order void")
+    assert run.status == RunStatus.TERMINATED
+    assert state(task) == IN_DOUBT
+    ended = AuditRecord.objects.get(run=run, action="terminated")
+    assert ended.data["undos_left"] == {"create-task": StepStatus.COMPENSATION_FAILED}
+
+    transitions.reopen(run.pk, actor=SYSTEM, reason="undo it after all")
+    transitions.compensate(run.pk, actor=SYSTEM, reason="undo it after all")
+    executor.advance_run(run.pk, worker="in-test")
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPENSATED, run.status_message
+    assert undos_sent(script, "create-task") == [task.compensation_key]
