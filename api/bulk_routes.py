@@ -19,9 +19,12 @@ from approvals.bulk import (
     start_bulk_job,
 )
 from approvals.models import BulkJob
+from approvals.operator_actions import InputNotRead, refuse_input_not_read
+from runs.operator.actions import ActionInput
 from runs.reads.selectors import RunFilters
 
 from .bulk_schemas import BulkIn, BulkJobOut
+from .operator_routes import not_read
 from .schemas import MAX_RUN_ID, Error, InvalidRequest
 
 
@@ -79,7 +82,9 @@ def register(api, *, headers: dict) -> None:
                     "on (permission, the transition's refusal); runs that need a second "
                     "person go into one approval request. 400: the workflow is not the "
                     "token's, or the action cannot run in bulk. 403: the token acts for "
-                    "nobody, or its person may take the action on no run.")
+                    "nobody, or its person may take the action on no run. 422: the body "
+                    "does not match its schema (an unknown status is never read as no "
+                    "filter), or names a `step` for an action not aimed at one.")
     def start_bulk(request, payload: BulkIn):
         token = request.auth
         if token.acting_user is None:
@@ -90,6 +95,12 @@ def register(api, *, headers: dict) -> None:
             return Status(400, _err("invalid_bulk_job",
                                     "name the workflow (filters.workflow), one of the "
                                     f"token's: {', '.join(mine) or 'none'}"))
+        try:
+            # Refused once here rather than run by run: each run's action would refuse it.
+            refuse_input_not_read(payload.action, ActionInput(reason=payload.reason,
+                                                              step=payload.step.strip()))
+        except InputNotRead as exc:
+            return Status(422, not_read(exc))
         f = payload.filters
         filters = RunFilters(workflow=workflow, status=f.status, step_status=f.step_status,
                              error_class=f.error_class, attention=f.attention,

@@ -16,11 +16,12 @@ from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 from ninja import Path, Query, Status
 
-from approvals.decisions import decide
+from approvals.decisions import DecisionRefused, decide
 from approvals.models import ApprovalRequest, RequestKind
 from approvals.operator_actions import (
     ActionForbidden,
     ActionInputError,
+    InputNotRead,
     NoSuchRun,
     act,
 )
@@ -69,6 +70,14 @@ def _unknown_query(request, known: tuple[str, ...]) -> Status | None:
                                   f"known: {', '.join(known) or 'none'}",
                         "errors": [{"loc": ["query", name], "msg": "unknown parameter",
                                     "type": "extra_forbidden"} for name in unknown]})
+
+
+def not_read(exc: InputNotRead) -> dict:
+    """The 422 body (InvalidRequest) naming the body fields the action would not read."""
+    where = f"{exc.action} in mode {exc.mode}" if exc.mode else exc.action
+    return {"error": "invalid_request", "detail": str(exc),
+            "errors": [{"loc": [name], "msg": f"does not apply with {where}",
+                        "type": "not_read"} for name in exc.fields]}
 
 
 LIST_PARAMETERS = ("status", "workflow", "step_status", "error_class", "attention", "stuck",
@@ -139,9 +148,12 @@ def register(api, *, headers: dict) -> None:
                     "done. 202: a second person must approve it (four eyes): the approval "
                     "request is returned and nothing is done until another person decides "
                     "it. 409: the run's state refuses it (the refusal in `detail`). 400: "
-                    "input the action needs is missing (a step, a tool call, evidence). 403: "
-                    "the token acts for nobody, or its person lacks the permission. 404: no "
-                    "such run among the token's workflows. Nothing is written on a refusal.")
+                    "input the action needs is missing (a step, a tool call, evidence). 422: "
+                    "the body does not match its schema, or gives a field the action does "
+                    "not read (e.g. `evidence` with reconcile in mode `ask`; `errors` names "
+                    "it). 403: the token acts for nobody, or its person lacks the "
+                    "permission. 404: no such run among the token's workflows. Nothing is "
+                    "written on a refusal.")
     def run_action(request, action: ActionName, payload: ActionIn,
                    run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         token = request.auth
@@ -158,6 +170,8 @@ def register(api, *, headers: dict) -> None:
             return Status(403, _err("forbidden", str(exc)))
         except NoSuchRun as exc:
             return Status(404, _err("run_not_found", str(exc)))
+        except InputNotRead as exc:
+            return Status(422, not_read(exc))
         except (ActionInputError, ReasonRequired, EvidenceRequired) as exc:
             return Status(400, _err("invalid_action_input", str(exc)))
         except TransitionNotAllowed as exc:
@@ -241,7 +255,9 @@ def register(api, *, headers: dict) -> None:
                     "already recorded: nothing changed). 409: decided by someone else, "
                     "closed, or superseded because its payload changed (`detail` says "
                     "which). 403: the token acts for nobody, or its person may not decide. "
-                    "400: a body that is not JSON.")
+                    "400: a body that is not JSON. 422: the body does not match its schema, "
+                    "or rejects without a `comment` (a rejection says why); nothing is "
+                    "recorded.")
     def decide_approval(request, payload: DecisionIn,
                         request_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         token = request.auth
@@ -258,6 +274,10 @@ def register(api, *, headers: dict) -> None:
                               comment=payload.comment)
         except PermissionDenied as exc:
             return Status(403, _err("forbidden", str(exc)))
+        except DecisionRefused as exc:
+            return Status(422, {"error": "invalid_request", "detail": str(exc),
+                                "errors": [{"loc": [exc.field], "msg": str(exc),
+                                            "type": "missing"}]})
         body = {"outcome": decision.outcome, "message": decision.message,
                 "approval_request": _approval(request, decision.request)}
         if decision.outcome in ("recorded", "already_recorded"):

@@ -6,6 +6,7 @@ from typing import Any, Literal
 from ninja import Field, Schema
 
 from runs.definitions.definition import STEP_KINDS
+from runs.machine.transitions.effects import REMOTE_REF_MAX
 from runs.models import AttentionReason, ErrorClass, StepStatus, ToolCallStatus
 
 # A run as a caller sees it: a small, finite set of states.
@@ -316,8 +317,9 @@ class ActionIn(Schema):
                       description="The tool call ('turn.index'), for the tool-call actions.")
     mode: Literal["ask", "found", "not_found"] = Field(
         "ask", description="reconcile: ask the remote system by key, or record by hand.")
-    remote_ref: str = Field("", max_length=500, pattern=r"^[^\u0000]*$",
-                            description="reconcile found: the effect's remote reference.")
+    remote_ref: str = Field("", max_length=REMOTE_REF_MAX, pattern=r"^[^\u0000]*$",
+                            description="reconcile found: the effect's remote reference, "
+                                        "whole (a cut one would name another effect).")
     evidence: str = Field("", max_length=2000, pattern=r"^[^\u0000]*$",
                           description="reconcile by hand: what established it.")
 

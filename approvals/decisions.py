@@ -67,6 +67,24 @@ SYSTEM_LABEL = "approvals"
 SYSTEM = Actor.system(SYSTEM_LABEL)
 
 
+class DecisionRefused(ValueError):
+    """A decision that cannot be recorded as given; nothing was recorded. `field` names
+    what is missing or wrong (the comment)."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(message)
+
+
+def decision_refusal(*, approved: bool, comment: str) -> str | None:
+    """Why a decision cannot be recorded as given, or None. A rejection says why: the
+    requester and the run's audit trail are told nothing else. The console's form words
+    its field error with this, and `decide` refuses by it for every other caller."""
+    if not approved and not (comment or "").strip():
+        return "The comment is missing: a rejection needs one. Say why you reject it."
+    return None
+
+
 @dataclass(frozen=True)
 class Decision:
     """What became of a person's decision, with a sentence to show them."""
@@ -85,8 +103,9 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
            comment: str = "", now: datetime | None = None) -> Decision:
     """Record `user`'s decision on request `request_id` and apply it to the run.
 
-    Raises PermissionDenied (and logs it) if `user` may not decide, and
-    ApprovalRequest.DoesNotExist for an unknown id; nothing changes in either case.
+    Raises DecisionRefused for a decision that cannot be recorded as given (a rejection
+    without a comment: decision_refusal), PermissionDenied (and logs it) if `user` may not
+    decide, and ApprovalRequest.DoesNotExist for an unknown id; nothing changes in any case.
     Otherwise nothing changes either unless the returned Decision is `recorded`:
     - the same decision_id again (double click, resent form): `already_recorded`;
     - decided already by someone else (the first of two racing approvers wins):
@@ -101,6 +120,8 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
       approval never applies to a payload it did not see;
     - the payload cannot be computed now: `unavailable`.
     """
+    if (refusal := decision_refusal(approved=approved, comment=comment)) is not None:
+        raise DecisionRefused("comment", refusal)
     # Due times are judged by the database's clock, as the sweep judges them.
     now = now or clock()
     decision_id = uuid.UUID(str(decision_id))

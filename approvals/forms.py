@@ -1,5 +1,7 @@
 from django import forms
 
+from .decisions import decision_refusal
+
 
 class DecisionForm(forms.Form):
     """Approve or reject, with a comment. decision_id is made when the page is rendered: the
@@ -13,8 +15,12 @@ class DecisionForm(forms.Form):
 
     def clean(self):
         cleaned = super().clean()
-        if cleaned.get("decision") == "reject" and not cleaned.get("comment", "").strip():
-            self.add_error("comment", "Say why you reject it.")
+        # A comment refused already (too long) has its own error.
+        if cleaned.get("decision") in ("approve", "reject") and "comment" in cleaned:
+            refusal = decision_refusal(approved=cleaned["decision"] == "approve",
+                                       comment=cleaned["comment"])
+            if refusal is not None:
+                self.add_error("comment", refusal)
         return cleaned
 
     @property

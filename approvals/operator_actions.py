@@ -1,9 +1,10 @@
 """An operator action, with every check it owns, in one function for every caller.
 
 The console's run page and its bulk job, the CLI and the API each call `act` in one line:
-it checks the permission (runs.permissions, the one rule), the stale-page guard where the
-caller drew a page, and calls the action's transition through runs.operator.actions (which refuses
-what the run's state does not allow, an empty reason and a missing step). Where the
+it refuses input the action would not read (refuse_input_not_read), checks the permission
+(runs.permissions, the one rule), the stale-page guard where the caller drew a page, and
+calls the action's transition through runs.operator.actions (which refuses what the run's
+state does not allow, an empty reason and a missing step). Where the
 transition is the action's first work, the check locks the run in the same query and the
 transition goes on in that transaction with that row: one statement checks and locks, and
 nothing can move the run between the page's check and the change. Where the
@@ -16,6 +17,7 @@ through `act_on_workflow` the same way: one table, the permission (runs.machine.
 checked there, and each caller calling it in one line.
 """
 
+import dataclasses
 import logging
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -41,8 +43,8 @@ from .withdrawal import withdraw_unawaited_of
 logger = logging.getLogger(__name__)
 
 __all__ = ["WORKFLOW_ACTIONS", "ActionForbidden", "ActionInputError", "ActionOutcome",
-           "NoSuchAction", "NoSuchRun", "NoSuchWorkflow", "StalePage", "act",
-           "act_on_workflow"]
+           "InputNotRead", "NoSuchAction", "NoSuchRun", "NoSuchWorkflow", "StalePage", "act",
+           "act_on_workflow", "refuse_input_not_read"]
 
 
 class ActionForbidden(PermissionDenied):
@@ -59,6 +61,34 @@ class NoSuchWorkflow(LookupError):
 
 class NoSuchAction(LookupError):
     """The action is not one of the table's; nothing was done."""
+
+
+class InputNotRead(ActionInputError):
+    """Input given that the action (in its mode) would not read; nothing was done.
+    `fields` are ActionInput's names, for a caller to show as its own (an API field, a CLI
+    flag); `mode` is the reconcile mode that decided it, or ""."""
+
+    def __init__(self, action: str, fields: list[str], mode: str = ""):
+        self.action, self.fields, self.mode = action, fields, mode
+        one = len(fields) == 1
+        super().__init__(f"{', '.join(fields)} {'does' if one else 'do'} not apply with "
+                         f"{action}{f' in mode {mode}' if mode else ''}; leave "
+                         f"{'it' if one else 'them'} out. Nothing was done.")
+
+
+def refuse_input_not_read(action: str, given: ActionInput) -> None:
+    """Raise InputNotRead naming each field of `given` that holds a value the action would
+    not read (OperatorAction.reads; a reconcile's depend on its mode). Dropped unseen, such
+    input would leave the person believing it counted: evidence typed while asking by key,
+    a reference with "not found". A field at its default was not given (every caller fills
+    them all)."""
+    spec = ACTIONS[action]
+    reads = spec.reads(given.mode)
+    blank = ActionInput(reason="")
+    unread = [f.name for f in dataclasses.fields(ActionInput) if f.name not in reads
+              and str(getattr(given, f.name)).strip() != getattr(blank, f.name)]
+    if unread:
+        raise InputNotRead(action, unread, given.mode if "mode" in reads else "")
 
 
 class StalePage(TransitionNotAllowed):
@@ -94,11 +124,14 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
     job opens one request for all such runs).
 
     Raises NoSuchAction, NoSuchRun, ActionForbidden (logged), StalePage, ActionInputError
-    (incomplete input) or TransitionNotAllowed (the run's state refuses it, with the
-    transition's words); in every case nothing was written."""
+    (incomplete input; InputNotRead: input the action would not read) or
+    TransitionNotAllowed (the run's state refuses it, with the transition's words); in
+    every case nothing was written."""
     spec = ACTIONS.get(action)
     if spec is None:
         raise NoSuchAction(f"no action {action!r}; the actions are: {', '.join(ACTIONS)}")
+    # Before anything is locked or asked of another system (a reconcile by key).
+    refuse_input_not_read(action, given)
     locks = spec.transition_first(given)
     try:
         with transaction.atomic(durable=True) if locks else nullcontext():

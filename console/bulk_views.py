@@ -6,7 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.http import Http404
+from django.http import Http404, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -31,9 +31,24 @@ BULK_BY_FILTER = [a for a in ACTIONS.values() if not a.takes_call]
 OUTCOMES_SHOWN = 200
 
 
-def _filters(data) -> tuple[RunFilterForm, RunFilters]:
+def _filters(data) -> tuple[RunFilterForm, RunFilters | None]:
+    """The filter a bulk action acts on, or None where the form refuses it. The one way
+    the preview and the start read it: an invalid filter is refused, never read as no
+    filter, which would be every run the person may see."""
     form = RunFilterForm(data)
-    return form, (form.filters() if form.is_valid() else RunFilters())
+    return form, (form.filters() if form.is_valid() else None)
+
+
+def _invalid_filter(request, spec, form: RunFilterForm):
+    """The preview page saying which filter fields are wrong and why, with nothing to
+    start (400)."""
+    query = QueryDict(mutable=True)
+    for name in form.fields:
+        if name in form.data:
+            query.setlist(name, form.data.getlist(name))
+    return render(request, "console/bulk_preview.html", {
+        "action": spec, "actions": BULK_BY_FILTER, "form": form, "query": query.urlencode(),
+        "problems": form.problems()}, status=400)
 
 
 def _action(name: str):
@@ -47,20 +62,23 @@ def _action(name: str):
 def bulk_preview_page(request):
     spec = _action(request.GET.get("action", ""))
     form, filters = _filters(request.GET)
+    if filters is None:
+        return _invalid_filter(request, spec, form)
     query = request.GET.copy()
     query.pop("action", None)
     return render(request, "console/bulk_preview.html", {
         "action": spec, "actions": BULK_BY_FILTER, "form": form, "query": query.urlencode(),
         "preview": bulk_preview(spec.name, filters, user=request.user),
-        "filters": {k: v for k, v in (form.cleaned_data if form.is_valid() else {}).items()
-                    if v}})
+        "filters": {k: v for k, v in form.cleaned_data.items() if v}})
 
 
 @require_POST
 @login_required
 def bulk_start(request):
     spec = _action(request.POST.get("action", ""))
-    _, filters = _filters(request.POST)
+    form, filters = _filters(request.POST)
+    if filters is None:
+        return _invalid_filter(request, spec, form)
     try:
         job = start_bulk_job(spec.name, filters, user=request.user,
                              reason=request.POST.get("reason", ""))

@@ -57,14 +57,21 @@ class RunFilterForm(forms.Form):
         for sign, label in (("-", "(descending)"), ("", "(ascending)"))])
 
     def clean(self):
+        # Each error on a field, so that whoever refuses the filter (a bulk job) can say
+        # which one is wrong.
         data = super().clean()
         since, until = data.get("since"), data.get("until")
         if since and until and since >= until:
-            raise forms.ValidationError("The time range is empty: From must be before Until.")
-        if data.get("period") and (since or until):
-            raise forms.ValidationError("Choose either a period (\"In the last\") or dates "
-                                        "(From, Until), not both.")
+            self.add_error("until", "The time range is empty: From must be before Until.")
+        elif data.get("period") and (since or until):
+            self.add_error("period", "Choose either a period (\"In the last\") or dates "
+                                     "(From, Until), not both.")
         return data
+
+    def problems(self) -> list[str]:
+        """What makes the filter invalid: each field by its name and label, with why."""
+        return [(f"{name} ({self[name].label}): " if name in self.fields else "")
+                + " ".join(errors) for name, errors in self.errors.items()]
 
     def filters(self) -> RunFilters:
         data = dict(self.cleaned_data)

@@ -217,7 +217,8 @@ def test_of_two_approvers_the_first_decision_counts_and_the_call_runs_once(
     schedule.sweep()
     request = ApprovalRequest.objects.get(run=run)
     first = decisions.decide(request.pk, user=ann, approved=True, decision_id=uuid.uuid4())
-    second = decisions.decide(request.pk, user=bob, approved=False, decision_id=uuid.uuid4())
+    second = decisions.decide(request.pk, user=bob, approved=False, decision_id=uuid.uuid4(),
+                              comment="too much")
     assert first.recorded and second.outcome == "already_decided"
     run = _advance(run)
     assert run.status == RunStatus.COMPLETED, run.status_message

@@ -170,8 +170,11 @@ def _action_body(world: World, role: str, action: str | None) -> Body:
     scenario = scenario_for(action)
     run = world.fresh(scenario)
     spec = ACTIONS[action]
-    data = {"seen": str(run.audit_seq), "reason": "security matrix", "mode": "found",
-            "remote_ref": "REF-MATRIX", "evidence": "seen in the remote system"}
+    # Only what the action reads: an option it would not read is refused, whoever asks.
+    given = {"reason": "security matrix", "mode": "found", "remote_ref": "REF-MATRIX",
+             "evidence": "seen in the remote system"}
+    data = {"seen": str(run.audit_seq),
+            **{name: value for name, value in given.items() if name in spec.reads("found")}}
     if spec.takes_step:
         eligible = spec.eligible_steps(run, world.steps(scenario))
         data["step"] = eligible[0].name if eligible else ""
@@ -182,9 +185,9 @@ def _action_body(world: World, role: str, action: str | None) -> Body:
 
 
 def _bulk_body(world: World, role: str, action: str | None) -> Body:
+    # As the runs list's form posts it: a reconcile in bulk asks by key.
     return {"action": action, "run": [world.run("failed_write").pk],
-            "reason": "security matrix", "mode": "found", "remote_ref": "REF-MATRIX",
-            "evidence": "seen in the remote system"}, FORM
+            "reason": "security matrix"}, FORM
 
 
 def _bulk_actions() -> Iterable[str]:

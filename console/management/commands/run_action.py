@@ -17,9 +17,16 @@ from functools import lru_cache, partial
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
-from approvals.decisions import decide
+from approvals.decisions import DecisionRefused, decide, decision_refusal
 from approvals.models import ApprovalRequest, RequestKind
-from approvals.operator_actions import ActionInputError, NoSuchAction, NoSuchRun, act
+from approvals.operator_actions import (
+    ActionInputError,
+    InputNotRead,
+    NoSuchAction,
+    NoSuchRun,
+    act,
+    refuse_input_not_read,
+)
 from console.cli import print_json, proven, storable_text, user_named
 from runs.machine.errors import TransitionNotAllowed
 from runs.models import Run, Step
@@ -36,8 +43,8 @@ class Command(BaseCommand):
         parser.add_argument("run", type=int, nargs="?")
         parser.add_argument("action", nargs="?", choices=list(ACTIONS))
         parser.add_argument("--user", required=True, help="the person acting (a username)")
-        # No defaults: an option given to an action that does not read it is refused
-        # (_refuse), not dropped.
+        # No defaults: an option given where it does not apply is refused, not dropped
+        # (_refuse; for an action's own options, act's rule refuse_input_not_read).
         parser.add_argument("--reason")
         parser.add_argument("--step")
         parser.add_argument("--call", metavar="STEP:CALL",
@@ -65,6 +72,8 @@ class Command(BaseCommand):
         if options["decide"] is not None:
             _refuse(_given(options, _ACTION_OPTIONS), "with --decide (the request says what "
                     "is done)")
+            # decide's own rule, asked before the password so that a wrong command costs none.
+            _refuse_decision(options)
             # The second person proves who they are: naming them is not agreeing for them.
             return self._decide(proven(user, nothing="nothing decided"), options)
         _refuse(_given(options, _DECIDE_OPTIONS), "without --decide REQUEST")
@@ -81,14 +90,16 @@ class Command(BaseCommand):
         if spec.takes_call and not call:
             raise CommandError(f"{spec.label} is aimed at one tool call: name it with --call "
                                "STEP:TURN.INDEX (the run page shows each call's turn.index)")
-        mode = options["mode"] or "ask"
-        reads = spec.reads(mode)
-        _refuse(_given(options, {name: flag for name, flag in _ACTION_OPTIONS.items()
-                                 if name not in reads}),
-                f"with {spec.name}" + (f" --mode {mode}" if "mode" in reads else ""))
-        given = ActionInput(reason=options["reason"] or "", step=step, mode=mode,
+        given = ActionInput(reason=options["reason"] or "", step=step,
+                            mode=options["mode"] or "ask",
                             remote_ref=options["remote_ref"] or "",
                             evidence=options["evidence"] or "", call=call)
+        try:
+            # act's own rule, asked before the password so that a wrong command costs none.
+            refuse_input_not_read(spec.name, given)
+        except InputNotRead as exc:
+            _refuse([_ACTION_OPTIONS[name] for name in exc.fields],
+                    f"with {spec.name}" + (f" --mode {exc.mode}" if exc.mode else ""))
         # Asked once the options are known to be right: the first person of a four-eyes
         # request proves who they are as the second does.
         user = proven(user)
@@ -153,6 +164,8 @@ class Command(BaseCommand):
                               decision_id=uuid.uuid4(), comment=options["comment"] or "")
         except PermissionDenied as exc:
             raise CommandError(str(exc)) from None
+        except DecisionRefused as exc:
+            raise CommandError(_decision_refused(str(exc), exc.field)) from None
         if options["json"]:
             print_json(self.stdout, {"request": request.pk, "outcome": decision.outcome,
                                      "status": decision.request.status,
@@ -167,6 +180,17 @@ class Command(BaseCommand):
 _ACTION_OPTIONS = {"reason": "--reason", "step": "--step", "call": "--call", "mode": "--mode",
                    "remote_ref": "--remote-ref", "evidence": "--evidence"}
 _DECIDE_OPTIONS = {"reject": "--reject", "comment": "--comment"}
+
+
+def _refuse_decision(options) -> None:
+    refusal = decision_refusal(approved=not options["reject"], comment=options["comment"] or "")
+    if refusal is not None:
+        raise CommandError(_decision_refused(refusal, "comment"))
+
+
+def _decision_refused(refusal: str, field: str) -> str:
+    flag = _DECIDE_OPTIONS.get(field, f"--{field}")
+    return f"{refusal} Give it with {flag}. Nothing was decided."
 
 
 def _given(options, flags: dict) -> list[str]:
