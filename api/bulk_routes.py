@@ -24,18 +24,9 @@ from runs.operator.actions import ActionInput
 from runs.reads.selectors import RunFilters
 
 from .bulk_schemas import BulkIn, BulkJobOut
+from .errors import error_body, no_acting_user
 from .operator_routes import not_read
 from .schemas import MAX_RUN_ID, Error, InvalidRequest
-
-
-def _err(code: str, detail: str) -> dict:
-    return {"error": code, "detail": detail}
-
-
-def _no_person(token) -> Status:
-    return Status(403, _err("no_acting_user",
-                            f"token {token.name} acts for nobody: an admin names the person "
-                            "it acts for (acting user) before it can start a bulk job"))
 
 
 def _job(request, job_id: int) -> dict:
@@ -88,11 +79,11 @@ def register(api, *, headers: dict) -> None:
     def start_bulk(request, payload: BulkIn):
         token = request.auth
         if token.acting_user is None:
-            return _no_person(token)
+            return no_acting_user(token, "start a bulk job")
         mine = list(token.workflows or [])
         workflow = payload.filters.workflow.strip() or (mine[0] if len(mine) == 1 else "")
         if workflow not in mine:
-            return Status(400, _err("invalid_bulk_job",
+            return Status(400, error_body("invalid_bulk_job",
                                     "name the workflow (filters.workflow), one of the "
                                     f"token's: {', '.join(mine) or 'none'}"))
         try:
@@ -114,9 +105,9 @@ def register(api, *, headers: dict) -> None:
                 # A wake-up hint: the approvals sweep hands the job to a worker if lost.
                 transaction.on_commit(lambda: _enqueue(job.pk))
         except BulkForbidden as exc:
-            return Status(403, _err("forbidden", str(exc)))
+            return Status(403, error_body("forbidden", str(exc)))
         except BulkRefused as exc:
-            return Status(400, _err("invalid_bulk_job", str(exc)))
+            return Status(400, error_body("invalid_bulk_job", str(exc)))
         return Status(202, _job(request, job.pk))
 
     @api.get(
@@ -131,9 +122,9 @@ def register(api, *, headers: dict) -> None:
     def get_bulk(request, job_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         token = request.auth
         if token.acting_user is None:
-            return _no_person(token)
+            return no_acting_user(token, "start a bulk job")
         if _followed_job(token, job_id) is None:
-            return Status(404, _err("bulk_job_not_found", f"no bulk job {job_id} of "
+            return Status(404, error_body("bulk_job_not_found", f"no bulk job {job_id} of "
                                                           "this token's person"))
         return Status(200, _job(request, job_id))
 
@@ -148,10 +139,10 @@ def register(api, *, headers: dict) -> None:
     def cancel_bulk(request, job_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         token = request.auth
         if token.acting_user is None:
-            return _no_person(token)
+            return no_acting_user(token, "start a bulk job")
         if _followed_job(token, job_id) is None:
-            return Status(404, _err("bulk_job_not_found", f"no bulk job {job_id} of "
+            return Status(404, error_body("bulk_job_not_found", f"no bulk job {job_id} of "
                                                           "this token's person"))
         if not cancel_bulk_job(job_id, user=token.acting_user):
-            return Status(409, _err("finished", f"bulk job {job_id} had already finished"))
+            return Status(409, error_body("finished", f"bulk job {job_id} had already finished"))
         return Status(200, _job(request, job_id))

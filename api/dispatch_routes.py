@@ -16,6 +16,7 @@ from approvals.operator_actions import ActionForbidden, act_on_workflow
 from runs.definitions.definition import registry
 from runs.machine import dispatch
 
+from .errors import error_body, no_acting_user
 from .openapi import NO_NUL_PATTERN
 from .routes import api
 from .schemas import NO_NUL, Error, InvalidRequest
@@ -46,10 +47,6 @@ class DispatchState(Schema):
     pauses: list[PauseOut]
 
 
-def _err(code: str, detail: str) -> dict:
-    return {"error": code, "detail": detail}
-
-
 def _state(workflow: str) -> dict:
     dispatch.forget_cache()
     pauses = dispatch.current_pauses().get(workflow, [])
@@ -60,7 +57,7 @@ def _state(workflow: str) -> dict:
 
 def _refusal(token, workflow: str):
     if registry.latest(workflow) is None or not token.may_use(workflow):
-        return Status(404, _err("unknown_workflow",
+        return Status(404, error_body("unknown_workflow",
                                 f"no workflow {workflow!r} for this token"))
     return None
 
@@ -80,17 +77,14 @@ def _change(request, workflow: str, payload: PauseIn, *, pause: bool):
     if refused:
         return refused
     if token.acting_user is None:
-        return Status(403, _err("no_acting_user",
-                                f"token {token.name} acts for nobody: an admin names the "
-                                "person it acts for (acting user) before it can pause or "
-                                "resume dispatch"))
+        return no_acting_user(token, "pause or resume dispatch")
     try:
         act_on_workflow("pause_dispatch" if pause else "resume_dispatch", workflow,
                         system=payload.system, reason=payload.reason, user=token.acting_user)
     except ActionForbidden as exc:
-        return Status(403, _err("forbidden", str(exc)))
+        return Status(403, error_body("forbidden", str(exc)))
     except dispatch.DispatchConflict as exc:
-        return Status(409, _err("already_paused" if pause else "not_paused", str(exc)))
+        return Status(409, error_body("already_paused" if pause else "not_paused", str(exc)))
     except dispatch.DispatchError as exc:
         return Status(422, {"error": "invalid_request", "detail": str(exc), "errors": [
             {"loc": ["body"], "msg": str(exc), "type": "value_error"}]})

@@ -34,6 +34,7 @@ from runs.reads.selectors import RunFilters, runs_page
 from runs.reads.workers import workers_page
 
 from . import selectors
+from .errors import error_body, no_acting_user
 from .schemas import (
     MAX_RUN_ID,
     ActionDone,
@@ -53,10 +54,6 @@ ActionName = Literal[tuple(ACTIONS)]
 RunStatusName = Literal[("", *RunStatus.values)]
 StepStatusName = Literal[("", *StepStatus.values)]
 ErrorClassName = Literal[("", *ErrorClass.values)]
-
-
-def _err(code: str, detail: str) -> dict:
-    return {"error": code, "detail": detail}
 
 
 def _unknown_query(request, known: tuple[str, ...]) -> Status | None:
@@ -82,12 +79,6 @@ def not_read(exc: InputNotRead) -> dict:
 
 LIST_PARAMETERS = ("status", "workflow", "step_status", "error_class", "attention", "stuck",
                    "q", "after", "limit")
-
-
-def _no_person(token) -> Status:
-    return Status(403, _err("no_acting_user",
-                            f"token {token.name} acts for nobody: an admin names the person "
-                            "it acts for (acting user) before it can act or decide"))
 
 
 def _approval(request, approval: ApprovalRequest) -> dict:
@@ -158,24 +149,24 @@ def register(api, *, headers: dict) -> None:
                    run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         token = request.auth
         if selectors.visible_run(run_id, workflows=token.workflows or []) is None:
-            return Status(404, _err("run_not_found", f"no run {run_id} for this token"))
+            return Status(404, error_body("run_not_found", f"no run {run_id} for this token"))
         if token.acting_user is None:
-            return _no_person(token)
+            return no_acting_user(token, "act or decide")
         given = ActionInput(reason=payload.reason, step=payload.step.strip(),
                             call=payload.call.strip(), mode=payload.mode,
                             remote_ref=payload.remote_ref, evidence=payload.evidence)
         try:
             outcome = act(action, run_id, user=token.acting_user, given=given)
         except ActionForbidden as exc:
-            return Status(403, _err("forbidden", str(exc)))
+            return Status(403, error_body("forbidden", str(exc)))
         except NoSuchRun as exc:
-            return Status(404, _err("run_not_found", str(exc)))
+            return Status(404, error_body("run_not_found", str(exc)))
         except InputNotRead as exc:
             return Status(422, not_read(exc))
         except (ActionInputError, ReasonRequired, EvidenceRequired) as exc:
-            return Status(400, _err("invalid_action_input", str(exc)))
+            return Status(400, error_body("invalid_action_input", str(exc)))
         except TransitionNotAllowed as exc:
-            return Status(409, _err("refused", str(exc)))
+            return Status(409, error_body("refused", str(exc)))
         if not outcome.done:
             return Status(202, {"action": action, "run_id": run_id,
                                 "message": outcome.message,
@@ -202,7 +193,7 @@ def register(api, *, headers: dict) -> None:
         token = request.auth
         run = selectors.visible_run(run_id, workflows=token.workflows or [])
         if run is None:
-            return Status(404, _err("run_not_found", f"no run {run_id} for this token"))
+            return Status(404, error_body("run_not_found", f"no run {run_id} for this token"))
         page = selectors.history_page(run, before=before, size=limit)
         return Status(200, {"run_id": run.pk, "older": page.older,
                             "entries": [selectors.history_entry(r) for r in page.records]})
@@ -239,7 +230,7 @@ def register(api, *, headers: dict) -> None:
             return refused
         token = request.auth
         if token.acting_user is None:
-            return _no_person(token)
+            return no_acting_user(token, "act or decide")
         pending = inbox(token.acting_user).filter(
             run__workflow_name__in=token.workflows or [])[:200]
         return Status(200, {"requests": [_approval(request, a) for a in pending]})
@@ -264,16 +255,16 @@ def register(api, *, headers: dict) -> None:
         approval = ApprovalRequest.objects.filter(
             pk=request_id, run__workflow_name__in=token.workflows or []).first()
         if approval is None:
-            return Status(404, _err("request_not_found",
+            return Status(404, error_body("request_not_found",
                                     f"no approval request {request_id} for this token"))
         if token.acting_user is None:
-            return _no_person(token)
+            return no_acting_user(token, "act or decide")
         try:
             decision = decide(approval.pk, user=token.acting_user, approved=payload.approve,
                               decision_id=uuid.UUID(payload.decision_id),
                               comment=payload.comment)
         except PermissionDenied as exc:
-            return Status(403, _err("forbidden", str(exc)))
+            return Status(403, error_body("forbidden", str(exc)))
         except DecisionRefused as exc:
             return Status(422, {"error": "invalid_request", "detail": str(exc),
                                 "errors": [{"loc": [exc.field], "msg": str(exc),
@@ -282,4 +273,4 @@ def register(api, *, headers: dict) -> None:
                 "approval_request": _approval(request, decision.request)}
         if decision.outcome in ("recorded", "already_recorded"):
             return Status(200, body)
-        return Status(409, _err(decision.outcome, decision.message))
+        return Status(409, error_body(decision.outcome, decision.message))

@@ -30,6 +30,7 @@ from runs.reads.agent_selectors import conversations
 
 from . import bulk_routes, openapi, operator_routes, selectors
 from .auth import RateLimited, TokenAuth
+from .errors import error_body
 from .middleware import body_limit_text
 from .schemas import (
     FINAL_STATES,
@@ -195,11 +196,11 @@ def start(request, payload: StartRunIn):
         definition = registry.latest(payload.workflow)
         if definition is None:
             allowed = ", ".join(n for n in registry.names() if token.may_use(n)) or "none"
-            return Status(404, _err("unknown_workflow",
+            return Status(404, error_body("unknown_workflow",
                                     f"unknown workflow {payload.workflow!r}; this token may "
                                     f"start: {allowed}"))
         if not token.may_use(payload.workflow):
-            return Status(403, _err("workflow_not_allowed",
+            return Status(403, error_body("workflow_not_allowed",
                                     f"this token may not start {payload.workflow} runs"))
         try:
             # Strict: the input must have the JSON types the published schema says ("5" is
@@ -219,17 +220,17 @@ def start(request, payload: StartRunIn):
                                      business_key=payload.business_key, input=payload.input,
                                      actor=Actor.system(token.actor_label))
         except UnknownWorkflow as exc:
-            return Status(404, _err("unknown_workflow", str(exc)))
+            return Status(404, error_body("unknown_workflow", str(exc)))
         except InvalidInput as exc:
             return Status(422, _invalid_input(payload.workflow, [
                 {"loc": e["loc"] if e["loc"] == ["business_key"] else ["input", *e["loc"]],
                  "msg": e["msg"], "type": "value_error"} for e in exc.errors]))
         except BusinessKeyConflict as exc:
             existing = Run.objects.get(pk=exc.run_id)
-            return Status(409, {**_err("business_key_conflict", str(exc)),
+            return Status(409, {**error_body("business_key_conflict", str(exc)),
                                 "existing_run": _accepted(request, existing)})
         except RunArchived as exc:
-            return Status(409, {**_err("run_archived", str(exc)),
+            return Status(409, {**error_body("run_archived", str(exc)),
                                 "archived_run": _archived(request, exc.archived,
                                                           same_input=exc.same_input)})
         with log_context(run_id=run.pk):
@@ -244,10 +245,6 @@ def _archived(request, tombstone, *, same_input: bool | None = None) -> dict:
             "archive_file": tombstone.archive_file.name, "same_input": same_input,
             "console_url": request.build_absolute_uri(
                 reverse("console:archived_run", args=[tombstone.original_run_id]))}
-
-
-def _err(code: str, detail: str) -> dict:
-    return {"error": code, "detail": detail}
 
 
 def _invalid_input(workflow: str, errors: list[dict]) -> dict:
@@ -273,7 +270,7 @@ def run_investigation(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
     token = request.auth
     run = selectors.visible_run(run_id, workflows=token.workflows or [])
     if run is None:
-        return Status(404, _err("run_not_found", f"no run {run_id} for this token"))
+        return Status(404, error_body("run_not_found", f"no run {run_id} for this token"))
     return Status(200, investigate(run, lookups=lookups).as_dict())
 
 
@@ -297,10 +294,10 @@ def run_state(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
     if run is None:
         tombstone = selectors.visible_archived_run(run_id, workflows=token.workflows or [])
         if tombstone is not None:
-            return Status(410, {**_err("run_archived", (
+            return Status(410, {**error_body("run_archived", (
                 f"run {run_id} finished ({tombstone.final_status}) and was archived to "
                 f"{tombstone.archive_file.name}")), "archived_run": _archived(request, tombstone)})
-        return Status(404, _err("run_not_found", f"no run {run_id} for this token"))
+        return Status(404, error_body("run_not_found", f"no run {run_id} for this token"))
     view = selectors.run_view(run)
     current, error = view.current, view.last_error
     return Status(200, {

@@ -1,0 +1,16 @@
+"""The integration API's error answers, one shape for every route: {"error": code,
+"detail": words} (schemas.Error)."""
+
+from ninja import Status
+
+
+def error_body(code: str, detail: str) -> dict:
+    return {"error": code, "detail": detail}
+
+
+def no_acting_user(token, to_do: str) -> Status:
+    """403 for a token no person was named on: what it changes is done for a person (the
+    audit trail names them, with their permission), never for the token's maker."""
+    return Status(403, error_body(
+        "no_acting_user", f"token {token.name} acts for nobody: an admin names the person it "
+                          f"acts for (acting user) before it can {to_do}"))
