@@ -6,6 +6,7 @@ from typing import Any, Literal
 from ninja import Field, Schema
 
 from runs.definitions.definition import STEP_KINDS
+from runs.machine.storable import PERSON_TEXT_MAX
 from runs.machine.transitions.effects import REMOTE_REF_MAX
 from runs.models import AttentionReason, ErrorClass, StepStatus, ToolCallStatus
 
@@ -309,7 +310,7 @@ class WorkerList(Schema):
 
 
 class ActionIn(Schema):
-    reason: str = Field(min_length=1, max_length=2000, pattern=NO_NUL,
+    reason: str = Field(min_length=1, max_length=PERSON_TEXT_MAX, pattern=NO_NUL,
                         description="Why: recorded in the audit trail. Required.")
     step: str = Field("", max_length=200, pattern=r"^[^\u0000]*$",
                       description="The step, for the actions aimed at one.")
@@ -320,7 +321,7 @@ class ActionIn(Schema):
     remote_ref: str = Field("", max_length=REMOTE_REF_MAX, pattern=r"^[^\u0000]*$",
                             description="reconcile found: the effect's remote reference, "
                                         "whole (a cut one would name another effect).")
-    evidence: str = Field("", max_length=2000, pattern=r"^[^\u0000]*$",
+    evidence: str = Field("", max_length=PERSON_TEXT_MAX, pattern=r"^[^\u0000]*$",
                           description="reconcile by hand: what established it.")
 
 
@@ -384,7 +385,7 @@ class DecisionIn(Schema):
                 r"[0-9a-fA-F]{12}$",
         description="A UUID the caller makes once per decision: sending it again changes "
                     "nothing.")
-    comment: str = Field("", max_length=2000, pattern=r"^[^\u0000]*$")
+    comment: str = Field("", max_length=PERSON_TEXT_MAX, pattern=r"^[^\u0000]*$")
 
 
 class DecisionOut(Schema):

@@ -29,7 +29,7 @@ from audit.models import AuditRecord
 from runs.machine import crashpoints
 from runs.machine.errors import TransitionNotAllowed
 from runs.machine.redaction import redact_text
-from runs.machine.storable import text_problem
+from runs.machine.storable import person_text_problem
 from runs.machine.transitions import allowed
 from runs.models import Run, RunStatus
 from runs.operator.actions import ACTIONS, ActionInput
@@ -106,7 +106,7 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
         raise BulkRefused(f"{spec.label} is aimed at one tool call: not in bulk")
     if not reason or not reason.strip():
         raise BulkRefused("a bulk action needs a reason")
-    if (problem := text_problem(reason)) is not None:
+    if (problem := person_text_problem(reason)) is not None:
         raise BulkRefused(f"reason: {problem}")
     grant = grant_for(user, spec.permission)
     if not grant.everywhere and not grant.workflow_ids:

@@ -33,6 +33,7 @@ from audit.models import AuditRecord
 from runs.machine import transitions
 from runs.machine.errors import TransitionNotAllowed
 from runs.machine.redaction import redact_text
+from runs.machine.storable import person_text_problem
 from runs.models import (
     Run,
     RunStatus,
@@ -82,6 +83,8 @@ def decision_refusal(*, approved: bool, comment: str) -> str | None:
     its field error with this, and `decide` refuses by it for every other caller."""
     if not approved and not (comment or "").strip():
         return "The comment is missing: a rejection needs one. Say why you reject it."
+    if comment and (problem := person_text_problem(comment)) is not None:
+        return f"The comment is {problem}."
     return None
 
 

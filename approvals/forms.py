@@ -1,5 +1,7 @@
 from django import forms
 
+from runs.machine.storable import PERSON_TEXT_MAX
+
 from .decisions import decision_refusal
 
 
@@ -9,7 +11,7 @@ class DecisionForm(forms.Form):
     nothing."""
 
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
-    comment = forms.CharField(required=False, max_length=2000,
+    comment = forms.CharField(required=False, max_length=PERSON_TEXT_MAX,
                               widget=forms.Textarea(attrs={"rows": 3}))
     decision_id = forms.UUIDField(widget=forms.HiddenInput)
 

@@ -205,8 +205,8 @@ def act_on_workflow(action: str, workflow: str, *, user, reason: str, system: st
     """Take workflow action `action` (WORKFLOW_ACTIONS) on `workflow` as `user`: pause or
     resume its dispatch (towards `system` only, if given) or its schedule `schedule`.
     `actor`: how the record names who did it, if not `user` (an API token acts for the
-    person named on it, with that person's permission: api.dispatch_routes). Returns what the action returns (the pause, the runs woken, the
-    schedule's state).
+    person named on it, with that person's permission: api.dispatch_routes). Returns what
+    the action returns (the pause, the runs woken, the schedule's state).
 
     Raises NoSuchAction, NoSuchWorkflow, ActionForbidden (logged), or the action's own
     refusal (runs.machine.dispatch.DispatchError, runs.waiting.schedules.ScheduleError); in every

@@ -26,6 +26,7 @@ from audit.chain import Actor
 from ..definitions import definition
 from ..models import ControlRecord, DispatchPause, Run, RunStatus, Workflow
 from .redaction import redact_text
+from .storable import person_text_problem
 from .wakeup import send_wakeups
 
 # A pause is read before every claim and step: kept for this long per process, so a busy
@@ -124,6 +125,8 @@ def _check(workflow_name: str, system: str, reason: str) -> None:
         raise DispatchError(f"unknown workflow {workflow_name!r}")
     if not reason or not reason.strip():
         raise DispatchError("a reason is required to pause or resume dispatch")
+    if (problem := person_text_problem(reason)) is not None:
+        raise DispatchError(f"the reason is {problem}")
     if system and not any(s.system == system for wf in definition.registry.versions(workflow_name)
                           for s in wf.steps):
         known = sorted({s.system for s in workflow_def.steps if s.system})

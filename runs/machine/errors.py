@@ -76,7 +76,8 @@ class TransitionNotAllowed(Exception):
 
 
 class ReasonRequired(TransitionNotAllowed, ValueError):
-    """An operator transition was called without a reason; nothing changed."""
+    """An operator transition was called without a reason, or with one no record keeps
+    (storable.person_text_problem: too long, NUL); nothing changed."""
 
 
 class EvidenceRequired(TransitionNotAllowed, ValueError):

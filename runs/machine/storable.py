@@ -21,6 +21,19 @@ def text_problem(text: str) -> str | None:
     return None
 
 
+# What a person writes for the record (a reason, a comment, evidence) is kept in the audit
+# chain and shown on pages, in notifications and to a second person: every entry point (the
+# console, the API, the CLI) holds it to this one length, which the API's schema says too.
+PERSON_TEXT_MAX = 2000
+
+
+def person_text_problem(text: str) -> str | None:
+    """Why a person's `text` (a reason, a comment, evidence) cannot be kept, or None."""
+    if len(text) > PERSON_TEXT_MAX:
+        return f"{len(text):,} characters, at most {PERSON_TEXT_MAX:,}"
+    return text_problem(text)
+
+
 def value_problem(value) -> str | None:
     """Why a value a step or tool returned cannot be stored as JSON in a row, naming where
     in it (`$.lines[2].text`), or None if it can. Walked without recursion, so a value

@@ -37,6 +37,7 @@ from ..definitions import definition
 from ..machine.errors import StartRefused
 from ..machine.redaction import redact_text
 from ..machine.single_pass import single_pass
+from ..machine.storable import person_text_problem
 from ..machine.transitions import start_run
 from ..models import ControlRecord, Run, ScheduleState
 
@@ -318,6 +319,8 @@ def set_paused(*, workflow: str, name: str, paused: bool, actor: Actor, reason: 
         raise ScheduleError(f"no schedule {name!r} on workflow {workflow!r}")
     if not reason or not reason.strip():
         raise ScheduleError("a reason is required to pause or resume a schedule")
+    if (problem := person_text_problem(reason)) is not None:
+        raise ScheduleError(f"the reason is {problem}")
     # Masked as a run action's reason is: a pasted credential is no better kept here.
     reason = redact_text(reason)
     now = now or timezone.now()

@@ -113,3 +113,21 @@ def test_the_cli_raises_a_command_error_naming_the_comment(people, asked, monkey
     assert (request.status, request.comment) == (RequestStatus.REJECTED,
                                                  "not fraud after all")
     assert Run.objects.get(pk=asked.run_id).status == RunStatus.ATTENTION
+
+
+def test_a_comment_longer_than_a_person_may_write_is_refused_on_every_path(
+        people, asked, monkeypatch):
+    from runs.machine.storable import PERSON_TEXT_MAX
+
+    records = AuditRecord.objects.count()
+    too_long = "x" * (PERSON_TEXT_MAX + 1)
+    limit = f"{PERSON_TEXT_MAX + 1:,} characters, at most {PERSON_TEXT_MAX:,}"
+    monkeypatch.setenv("CLI_PASSWORD", "carl-pw")
+    with pytest.raises(CommandError, match=limit):
+        call_command("run_action", "--decide", str(asked.pk), "--user", "carl", "--reject",
+                     "--comment", too_long, stdout=io.StringIO())
+    for approved in (True, False):
+        with pytest.raises(DecisionRefused, match=limit):
+            decide(asked.pk, user=people[1], approved=approved, decision_id=uuid.uuid4(),
+                   comment=too_long)
+    _untouched(asked, records)

@@ -34,6 +34,7 @@ from ..errors import (
     TransitionNotAllowed,
 )
 from ..redaction import redact, redact_text
+from ..storable import person_text_problem
 from ..wakeup import wake_after_commit, wake_all_after_commit
 from .attempts import ATTEMPT_ENDS, OPEN_INTENTS, intent_of
 from .in_flight import (  # noqa: F401 - the vocabulary
@@ -319,6 +320,8 @@ def require_reason(reason: str, what: str) -> None:
     # writes nothing, whichever caller (console, API, CLI, a second person's approval) it is.
     if not isinstance(reason, str) or not reason.strip():
         raise ReasonRequired(f"{what} needs a reason")
+    if (problem := person_text_problem(reason)) is not None:
+        raise ReasonRequired(f"{what}: the reason is {problem}")
 
 def require_evidence(verdict, evidence: str, what: str) -> None:
     # Settling an outcome is evidence in the audit log: a lookup by key says what it asked
@@ -327,6 +330,8 @@ def require_evidence(verdict, evidence: str, what: str) -> None:
                                                                              or "").strip():
         raise EvidenceRequired(f"{what}: settling an outcome as found or not found needs "
                                "the evidence for it")
+    if evidence and (problem := person_text_problem(evidence)) is not None:
+        raise EvidenceRequired(f"{what}: the evidence is {problem}")
 
 
 def reset_budget(step: Step) -> None:
