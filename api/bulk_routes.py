@@ -122,7 +122,7 @@ def register(api, *, headers: dict) -> None:
     def get_bulk(request, job_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         token = request.auth
         if token.acting_user is None:
-            return no_acting_user(token, "start a bulk job")
+            return no_acting_user(token, "follow a bulk job")
         if _followed_job(token, job_id) is None:
             return Status(404, error_body("bulk_job_not_found", f"no bulk job {job_id} of "
                                                           "this token's person"))
@@ -139,7 +139,7 @@ def register(api, *, headers: dict) -> None:
     def cancel_bulk(request, job_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         token = request.auth
         if token.acting_user is None:
-            return no_acting_user(token, "start a bulk job")
+            return no_acting_user(token, "cancel a bulk job")
         if _followed_job(token, job_id) is None:
             return Status(404, error_body("bulk_job_not_found", f"no bulk job {job_id} of "
                                                           "this token's person"))

@@ -140,6 +140,11 @@ def archive_lines(handle) -> Iterator[dict]:
                     raise ValueError(f"line {number} is not JSON: {exc}") from None
 
 
+# How a line that is not an object is named to the person reading the report.
+JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "boolean",
+              type(None): "null"}
+
+
 def check_archive(handle) -> ArchiveCheck:
     """Verify an archive file (binary handle) from the file and the signing keys alone:
     each run's seal (every part of the run as sealed, with a key this installation holds),
@@ -154,8 +159,8 @@ def check_archive(handle) -> ArchiveCheck:
         for number, line in enumerate(archive_lines(io.BufferedReader(hashing)), start=1):
             if not isinstance(line, dict):
                 report.problems.append(f"line {number} of the archive is a JSON "
-                                       f"{type(line).__name__}, not an object: no archive "
-                                       "writes one")
+                                       f"{JSON_KINDS.get(type(line), 'value')}, not an "
+                                       "object: no archive writes one")
                 continue
             run = line.get("run")
             if run is None:

@@ -41,7 +41,7 @@ from ..machine.errors import (
 from ..machine.transitions import agent_calls as calls_tx
 from ..machine.transitions import agent_compensation as undo_tx
 from ..machine.transitions import agent_turns as turns_tx
-from ..machine.transitions import tool_call_rules
+from ..machine.transitions import in_flight, tool_call_rules
 from ..models import ErrorClass, Step
 from . import agent_history
 
@@ -232,7 +232,7 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition
     unworkable = tool_call_rules.unworkable_call(calls, spec, code_of(lease), compensating=True)
     if unworkable is not None:
         return calls_tx.call_unworkable(lease, step, *unworkable)
-    order = tool_call_rules.compensation_order(calls)
+    order = in_flight.compensation_order(calls)
     for i, call in enumerate(order):
         tool = spec.tools[call.tool]
         call = undo_tx.begin_tool_compensation(lease, step, call, behind=order[i + 1:])

@@ -15,6 +15,9 @@ HEAD_INDEXES = (("step_key_head_idx", "runs_step"), ("toolcall_key_head_idx", "r
 def add_head_indexes(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
         for name, table in HEAD_INDEXES:
+            # A build that failed or was cancelled leaves an invalid index of that name,
+            # which IF NOT EXISTS would keep while the old indexes are dropped.
+            schema_editor.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"')
             schema_editor.execute(
                 f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{name}" '
                 f'ON "{table}" ((left("idempotency_key", 16)) text_pattern_ops)')

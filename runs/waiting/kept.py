@@ -167,10 +167,12 @@ def consumable_kept(*, after: int = 0, upto: int | None = None,
 
 
 def fill_awaited_refs(rows, *, batch: int) -> int | None:
-    """Write awaited_ref, by awaiting_ref, into the first `batch` (by id) of `rows` that lack
-    it: ExternalEvent rows, or the historical model's in a migration (runs 0042, for the rows
-    written before the column). Returns the last id filled, or None if none lacked it."""
-    found = list(rows.filter(awaited_ref="").order_by("pk")
+    """Write awaited_ref, by awaiting_ref, into the first `batch` (by id) of the kept `rows`
+    that lack it: ExternalEvent rows, or the historical model's in a migration (runs 0043, for
+    the rows written before the column). Only kept rows: nothing looks a consumed event up by
+    its reference, and a migration rewriting every delivered event would be all cost.
+    Returns the last id filled, or None if none lacked it."""
+    found = list(rows.filter(awaited_ref="", consumed_at__isnull=True).order_by("pk")
                  .only("pk", "event_name", "correlation_key")[:batch])
     for event in found:
         event.awaited_ref = awaiting_ref(event.event_name, event.correlation_key)

@@ -74,11 +74,12 @@ def test_json_nested_deeper_than_the_decoder_goes_is_a_problem_not_a_traceback(t
     assert "the archive cannot be read" in message and "recursion" in message
 
 
-@pytest.mark.parametrize("line", ["[1, 2]", '"run"', "7", "null"])
-def test_a_line_that_is_not_a_json_object_is_named_by_its_number(line, tmp_path):
+@pytest.mark.parametrize(("line", "kind"), [("[1, 2]", "array"), ('"run"', "string"),
+                                          ("7", "number"), ("null", "null")])
+def test_a_line_that_is_not_a_json_object_is_named_by_its_number(line, kind, tmp_path):
     path = tmp_path / "odd.jsonl.gz"
     with gzip.open(path, "wt") as handle:
         handle.write('{"archive": {"format": 2}}\n' + line + "\n")
     message = _refused(str(path))
-    assert "line 2 of the archive is a JSON" in message and "not an object" in message
+    assert f"line 2 of the archive is a JSON {kind}, not an object" in message
     assert "has no attribute" not in message

@@ -165,3 +165,39 @@ def test_ended_while_a_calls_failed_undo_waits_to_be_sent_again_it_stands_with_t
     assert sent == [note.compensation_key]  # the busy try only: nothing after the end
     assert not AuditRecord.objects.filter(
         run=run, action__in=("late_result", "late_result_recorded")).exists()
+
+
+class WorkerDied(BaseException):
+    """The worker's process ends here: no handler of the runtime's runs after it."""
+
+
+def test_ended_after_its_last_call_was_undone_and_before_the_step_said_so_it_is_compensated(
+        script, monkeypatch):
+    """The worker recorded the undo of the step's last call to undo; a person ends the run;
+    the worker dies before it records the step's own undo. Every call is undone: so is the
+    step, though no late result will come to say it."""
+    monkeypatch.setattr(agent_loop, "ask_model", notes_then_charge(1))
+    run, _ = transitions.start_run(workflow="test-agent-saga", business_key="after-the-last",
+                                   input={"order": "after-the-last"}, actor=SYSTEM,
+                                   wake=False)
+    record = agent_compensation.record_tool_compensation
+
+    def recorded_then_ended_then_died(*args, **kw):
+        record(*args, **kw)
+        transitions.terminate(run.pk, actor=SYSTEM, reason="guest left")
+        raise WorkerDied
+
+    monkeypatch.setattr(agent_compensation, "record_tool_compensation",
+                        recorded_then_ended_then_died)
+    with pytest.raises(WorkerDied):
+        executor.advance_run(run.pk, worker="w1")
+    run.refresh_from_db()
+    assert run.status == RunStatus.TERMINATED
+    note = ToolCall.objects.get(step__run=run, tool="write-note")
+    assert state(note) == (ToolCallStatus.COMPENSATED, "", "")
+    assist = step(run, "assist")
+    assert (assist.status, assist.error_class, assist.error_message, assist.lease_owner) == (
+        StepStatus.COMPENSATED, "", "", "")
+    ended = AuditRecord.objects.get(run=run, action="terminated")
+    assert ended.data["undos_left"] == {"assist": StepStatus.COMPENSATED}
+    assert undos_sent(script) == [note.compensation_key]

@@ -3,7 +3,7 @@ leaves the call's undo in doubt (compensation_failed, its outcome unknown), and 
 step's with it, since the step's undo is its calls' (in_flight.undos_left). When the
 answer comes (a worker's late result, or a person's undo of one call), the call is undone;
 once none of the step's calls is left in doubt or failed, the step says what stands by the
-one rule an agent's compensation follows (compensation.undone_by_calls): compensated when
+one rule an agent's compensation follows (in_flight.undone_by_calls): compensated when
 no call of it has an undo to come, else its undo failed, no longer in doubt. While another
 call is still in doubt, the step stays as it is. The record of the settle names the step's
 move; the run stays as it ended, its compensation not carried on. The four-eyes list and

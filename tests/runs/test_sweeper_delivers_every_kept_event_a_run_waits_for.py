@@ -126,26 +126,33 @@ def test_events_kept_without_their_reference_are_given_it_and_delivered_by_the_p
     assert not ExternalEvent.objects.filter(awaited_ref="").exists()
 
 
-def test_the_migration_fills_the_reference_of_every_event_written_before_it_in_batches(
+def test_the_migration_fills_the_reference_of_every_kept_event_written_before_it_in_batches(
         monkeypatch):
     migration = import_module("runs.migrations.0043_external_event_awaited_ref")
     _kept_for_no_run(5)
     ExternalEvent.objects.create(workflow_name="test-payment-wait", source="psp",
                                  event_id="long", event_name="payment.settled",
                                  correlation_key="k" * 300, payload=PAID,
+                                 received_at=timezone.now())
+    # Delivered before the migration: nothing looks it up by its reference again, and a
+    # migration that rewrote every delivered event would be all cost.
+    ExternalEvent.objects.create(workflow_name="test-payment-wait", source="psp",
+                                 event_id="delivered", event_name="payment.settled",
+                                 correlation_key="k1", payload=PAID,
                                  received_at=timezone.now(), consumed_at=timezone.now())
     ExternalEvent.objects.update(awaited_ref="")
     monkeypatch.setattr(migration, "BATCH", 2)
 
     with CaptureQueriesContext(connection) as ctx:
         migration.backfill(django_apps, SimpleNamespace(connection=connection))
-    filled = ExternalEvent.objects.order_by("pk")
-    assert [e.awaited_ref for e in filled] == [
-        transitions.awaiting_ref(e.event_name, e.correlation_key) for e in filled]
+    kept = ExternalEvent.objects.filter(consumed_at__isnull=True).order_by("pk")
+    assert [e.awaited_ref for e in kept] == [
+        transitions.awaiting_ref(e.event_name, e.correlation_key) for e in kept]
     assert ExternalEvent.objects.get(event_id="long").awaited_ref.startswith(
         "awaiting-event:payment.settled:sha256=")
-    # Six rows, two a batch: three batches of a read and a write, and the read that finds
-    # none left; no batch reads the whole table.
+    assert ExternalEvent.objects.get(event_id="delivered").awaited_ref == ""
+    # Six kept rows, two a batch: three batches of a read and a write, and the read that
+    # finds none left; no batch reads the whole table.
     updates = [q for q in ctx.captured_queries if q["sql"].startswith("UPDATE")]
     assert len(updates) == 3
     assert all("LIMIT 2" in q["sql"] for q in ctx.captured_queries

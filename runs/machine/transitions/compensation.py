@@ -12,7 +12,7 @@ from ...models import (
     StepStatus,
 )
 from .effect_rows import Effect, StepEffect
-from .in_flight import calls_not_undone, not_undone
+from .in_flight import calls_not_undone, compensation_order, not_undone
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     CFAIL,
@@ -22,7 +22,6 @@ from .kernel import (  # the package's shared vocabulary
     Lease,
     audit_state,
 )
-from .tool_call_rules import compensation_order
 
 
 def compensation_plan(steps: list[Step], workflow_def: definition.Workflow | None) -> list[Step]:
@@ -49,19 +48,10 @@ def agents_with_undos_to_come(agents: list[Step]) -> list[Step]:
     """Of agent steps that did not end well (failed, cancelled, ended by a person, waiting),
     those with a call whose effect stands and declared an undo: an agent's effects are its
     calls', whatever the step's own end, and a compensation undoes them too (the calls
-    tool_call_rules.compensation_order gives, as undone_by_calls weighs them). Reads what a
+    in_flight.compensation_order gives, as undone_by_calls weighs them). Reads what a
     list page prefetched (step.tool_calls), or one query per such step."""
     return [s for s in agents if compensation_order(
         [c for c in s.tool_calls.all() if c.generation == s.generation])]
-
-
-def undone_by_calls(calls: list) -> str:
-    """What an agent step's undo is, by its calls' (its undo is theirs): compensated once
-    none of them has an undo to come (tool_call_rules.compensation_order, the calls its
-    compensation undoes, and is done once none is left), else compensation failed, an
-    effect of it standing. `calls`: those of the step's generation."""
-    return StepStatus.COMPENSATION_FAILED if compensation_order(calls) \
-        else StepStatus.COMPENSATED
 
 
 def begin_compensation(change: Change, plan: list[Step], steps: list[Step], *, reason: str,

@@ -25,18 +25,14 @@ from audit.chain import Actor
 from ...definitions import definition
 from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
 from ..redaction import redact
-from .compensation import (
-    advance_compensation,
-    begin_compensation,
-    compensation_plan,
-    undone_by_calls,
-)
+from .compensation import advance_compensation, begin_compensation, compensation_plan
 from .effect_rows import FAILED, PENDING, SUCCEEDED, UNKNOWN, CallEffect, Effect, StepEffect
 from .in_flight import (
     calls_due_again,
     calls_not_undone,
     undo_in_doubt_at_end,
     undo_stopped_by_end,
+    undone_by_calls,
     undone_so_far,
 )
 from .kernel import (  # the package's shared vocabulary
@@ -332,7 +328,7 @@ def undo_settled(change: Change, effect: Effect, remote_ref: str, action: str, /
     succeeded, its sender says after all (a worker's, late_result; a person's undo of one
     tool call, agent_operator.record_tool_call_undo): the row is undone. The end left a
     tool call's agent step in doubt with it: once none of its calls is in doubt or failed,
-    the step says what stands by its calls (compensation.undone_by_calls), and the record
+    the step says what stands by its calls (in_flight.undone_by_calls), and the record
     of the settle names its move. Nothing else moves: the run stays as it ended."""
     step = effect.step
     if isinstance(effect, CallEffect) and undo_in_doubt_at_end(step):

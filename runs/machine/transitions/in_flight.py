@@ -14,6 +14,20 @@ from ...models import ErrorClass, Step, StepStatus
 from .attempts import intent_of
 
 IN_FLIGHT_AT_END = "in flight when the run was terminated"
+# A tool call in one of these states has an effect in another system (not yet undone).
+EFFECT_STANDS = frozenset({StepStatus.SUCCEEDED, StepStatus.COMPENSATING,
+                           StepStatus.COMPENSATION_FAILED})
+
+
+def compensation_order(calls: list) -> list:
+    """Of an agent step's calls (tool_call_rules.calls_of), those to undo, newest first:
+    those whose effect stands and that declared an undo when they were made (their
+    compensation key: an undo a release removed since stops the compensation,
+    tool_call_rules.unworkable_call). Here, below the kernel, so that a run's end
+    (undos_left) weighs an agent step's calls by the rule its compensation works through."""
+    calls = [c for c in calls if c.compensation_key and c.status in EFFECT_STANDS]
+    return sorted(calls, key=lambda c: (c.finished_at or c.updated_at, c.turn, c.index),
+                  reverse=True)
 
 def ended_in_flight(row, kind: str, why: str) -> None:
     """An effect (a step's, or a tool call's) in flight when a person ended its run: its
@@ -133,11 +147,9 @@ def undos_left(change, steps: list[Step]) -> dict[str, str]:
     left = {}
     by_step: dict[int, list] = {s.pk: [] for s in steps if s.kind == definition.AGENT}
     if by_step:
-        # A failed undo too: one an earlier end left in doubt keeps its step in doubt.
+        # All of them: whether one still stands decides what the step's undo is.
         for call in (ToolCall.objects.filter(step_id__in=list(by_step),
-                                             generation=F("step__generation"),
-                                             status__in=[ToolCallStatus.COMPENSATING,
-                                                         ToolCallStatus.COMPENSATION_FAILED])
+                                             generation=F("step__generation"))
                      .order_by("step_id", "turn", "index")):
             by_step[call.step_id].append(call)
     for step in steps:
@@ -168,20 +180,26 @@ def undo_in_doubt_at_end(row) -> bool:
 ENDED_BEFORE_UNDONE = "ended by a person before every tool call of it was undone"
 
 
+def undone_by_calls(calls: list) -> str:
+    """What an agent step's undo is, by its calls' (its undo is theirs): compensated once
+    none of them has an undo to come (compensation_order, the calls its compensation
+    undoes, and is done once none is left), else compensation failed, an effect of it
+    standing. `calls`: those of the step's generation."""
+    return StepStatus.COMPENSATION_FAILED if compensation_order(calls) \
+        else StepStatus.COMPENSATED
+
+
 def agent_undo_ended(step: Step, calls: list) -> bool:
     """not_undone for an agent step at a run's end, once its calls are (calls_not_undone):
-    its undo is theirs, so it is in doubt while one of theirs is, and otherwise failed,
-    ended by a person before every one of them was undone (undone_so_far), its calls saying
-    which stand; whether one has an undo to come is the compensation's rule
-    (compensation.undone_by_calls), which this module sits below, so a late success of the
-    step's own undo, the last of them undone before the end, settles it then
-    (undo_stopped_by_end). `calls`: those of its calls that failed their undo, in doubt or
-    not."""
+    its undo is theirs, so it is in doubt while one of theirs is; otherwise it is what they
+    say (undone_so_far, by undone_by_calls): compensated when none stands with an undo to
+    come, else failed, ended by a person before every one of them was undone. `calls`: all
+    its calls of its generation."""
     in_doubt = any(undo_in_doubt_at_end(call) for call in calls)
     if not undo_ended(step, in_flight=in_doubt):
         return False
     if step.status == StepStatus.COMPENSATION_FAILED and not in_doubt:
-        undone_so_far(step, StepStatus.COMPENSATION_FAILED)
+        undone_so_far(step, undone_by_calls(calls))
     return True
 
 

@@ -19,7 +19,7 @@ from ...models import (
 )
 from ..errors import TransitionNotAllowed
 from .compensation import compensation_plan
-from .in_flight import undo_unanswered
+from .in_flight import compensation_order, undo_unanswered
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     Effect,
@@ -29,7 +29,7 @@ from .kernel import (  # the package's shared vocabulary
     unsettled_effects,
 )
 from .rerun_rules import rerun_range, rerun_step_refusal
-from .tool_call_rules import calls_of, compensation_order
+from .tool_call_rules import calls_of
 from .tool_call_rules import step_refusal as tool_call_step_refusal
 
 STEP_ACTIONS = frozenset({"reconcile", "retry_step", "ask_again", "confirm_compensation",

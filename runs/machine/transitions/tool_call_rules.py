@@ -9,11 +9,10 @@ from ...agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ...definitions import definition
 from ...models import ErrorClass, Run, Step, StepStatus
 from .. import sensitive
+from .in_flight import EFFECT_STANDS
 from .kernel import ATTENTION, WAITING
 
 S = ToolCallStatus
-# A call in one of these states has an effect in another system (not yet undone).
-EFFECT_STANDS = frozenset({S.SUCCEEDED, S.COMPENSATING, S.COMPENSATION_FAILED})
 # A call in one of these states still needs its tool: to be sent, waited on or settled by key.
 NEEDS_TOOL = frozenset({S.PENDING, S.SCHEDULED, S.WAITING, S.UNKNOWN})
 
@@ -127,15 +126,6 @@ def args_problem(tool: definition.ToolSpec, call: ToolCall) -> str | None:
         return (f"the call's stored arguments no longer match {tool.args.__name__}: "
                 f"{definition.input_errors_text(exc.errors())}")
     return None
-
-
-def compensation_order(calls: list[ToolCall]) -> list[ToolCall]:
-    """Of an agent step's calls (calls_of), those to undo, newest first: those
-    whose effect stands and that declared an undo when they were made (their compensation
-    key: an undo a release removed since stops the compensation, unworkable_call)."""
-    calls = [c for c in calls if c.compensation_key and c.status in EFFECT_STANDS]
-    return sorted(calls, key=lambda c: (c.finished_at or c.updated_at, c.turn, c.index),
-                  reverse=True)
 
 
 def step_refusal(action: str, run: Run, step: Step,
