@@ -60,6 +60,9 @@ def test_the_document_tested_is_the_one_the_server_serves(client):
         assert served["components"]["schemas"][name] == component, name
 
 
+TRANSPORT_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+
+
 @schema.parametrize()
 @settings(max_examples=30, deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
@@ -68,6 +71,10 @@ def test_the_api_keeps_its_documented_contract(case, live_server, api_token):
     # negative case: it must be refused) is sent without it, never given one here.
     headers = {"Authorization": f"Bearer {api_token}"} if "Authorization" in case.headers \
         else {}
+    # HTTP's own headers are not the API's contract: a generated Host names a host the
+    # server does not serve, which Django refuses (400) before any operation is reached.
+    for name in [n for n in (case.headers or {}) if n.lower() in TRANSPORT_HEADERS]:
+        del case.headers[name]
     case.call_and_validate(base_url=live_server.url, headers=headers)
 
 
