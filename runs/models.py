@@ -72,6 +72,12 @@ class ErrorClass(models.TextChoices):
     MODEL_FORMAT = "model_format"
     EXHAUSTED = "exhausted"
     UNCLASSIFIED = "unclassified"
+    # Why an undo stands as compensation failed when a person ended its run while it was
+    # under way (runs.machine.transitions.in_flight): in flight then, its outcome unknown
+    # until its sender brings it; or an agent step's, its calls undone only so far. Each
+    # its own value, so that what a late result may settle is never read from a message.
+    ENDED_IN_DOUBT = "ended_in_doubt"
+    ENDED_UNDOING = "ended_undoing"
 
 
 class Workflow(models.Model):

@@ -69,7 +69,7 @@ def test_a_successful_undo_arriving_after_the_run_ended_leaves_the_step_compensa
     run = ended_meanwhile(task_being_undone)
     task = step(run, "create-task")
     assert (task.status, task.error_class, task.error_message) == (
-        StepStatus.COMPENSATION_FAILED, ErrorClass.UNKNOWN, IN_FLIGHT_AT_END)
+        StepStatus.COMPENSATION_FAILED, ErrorClass.ENDED_IN_DOUBT, IN_FLIGHT_AT_END)
 
     transitions.record_outcome(lease, lease.work, outcome)
     run.refresh_from_db()
@@ -232,7 +232,7 @@ def test_a_persons_undo_of_one_call_answered_after_the_run_ended_is_recorded_on_
     ended_meanwhile(run)
     call.refresh_from_db()
     assert (call.status, call.error_class, call.error_message) == (
-        ToolCallStatus.COMPENSATION_FAILED, ErrorClass.UNKNOWN, IN_FLIGHT_AT_END)
+        ToolCallStatus.COMPENSATION_FAILED, ErrorClass.ENDED_IN_DOUBT, IN_FLIGHT_AT_END)
 
     transitions.record_tool_call_undo(run.pk, call_id=call.pk,
                                       attempt=sent.compensation_attempt, actor=SYSTEM,

@@ -98,7 +98,7 @@ def test_ended_after_one_call_was_undone_and_before_the_next_was_sent_nothing_is
     assert state(older) == (ToolCallStatus.SUCCEEDED, "", "")  # its undo was never sent
     assist = step(run, "assist")
     assert (assist.status, assist.error_class, assist.error_message, assist.lease_owner) == (
-        StepStatus.COMPENSATION_FAILED, "", ENDED_BEFORE_UNDONE, "")
+        StepStatus.COMPENSATION_FAILED, ErrorClass.ENDED_UNDOING, ENDED_BEFORE_UNDONE, "")
     ended = AuditRecord.objects.get(run=run, action="terminated")
     assert ended.data["undos_left"] == {"assist": StepStatus.COMPENSATION_FAILED}
     # Nothing was in flight: no result came after the end, and none is waited for.
@@ -156,7 +156,7 @@ def test_ended_while_a_calls_failed_undo_waits_to_be_sent_again_it_stands_with_t
                            "TransientError: busy")
     assert seen["four_eyes"] == [
         f"assist: tool call {note.ref} write-note: undo failed: still stands"]
-    assert state(step(run, "assist")) == (StepStatus.COMPENSATION_FAILED, "",
+    assert state(step(run, "assist")) == (StepStatus.COMPENSATION_FAILED, ErrorClass.ENDED_UNDOING,
                                           ENDED_BEFORE_UNDONE)
     ended = AuditRecord.objects.get(run=run, action="terminated")
     assert ended.data["undos_left"] == {

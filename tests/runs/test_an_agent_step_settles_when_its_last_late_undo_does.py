@@ -32,7 +32,7 @@ from tests.factories import SYSTEM, step
 pytestmark = pytest.mark.django_db
 SECOND = Actor.system("second")
 IN_FLIGHT_AT_END = "in flight when the run was terminated"
-IN_DOUBT = (StepStatus.COMPENSATION_FAILED, ErrorClass.UNKNOWN, IN_FLIGHT_AT_END)
+IN_DOUBT = (StepStatus.COMPENSATION_FAILED, ErrorClass.ENDED_IN_DOUBT, IN_FLIGHT_AT_END)
 
 
 def state(row) -> tuple:
@@ -155,7 +155,7 @@ def test_a_call_whose_undo_was_never_sent_leaves_the_step_a_failed_undo_no_longe
     assist = step(run, "assist")
     assert assist.status == StepStatus.COMPENSATION_FAILED
     assert (assist.error_class, assist.error_message) == (
-        "", "ended by a person before every tool call of it was undone")
+        ErrorClass.ENDED_UNDOING, "ended by a person before every tool call of it was undone")
     (late,) = settled(run)
     assert late.data["tool_call"] == newer.ref
     assert late.data["step_status"] == {"before": StepStatus.COMPENSATION_FAILED,

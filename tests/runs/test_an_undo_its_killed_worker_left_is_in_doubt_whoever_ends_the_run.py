@@ -21,7 +21,7 @@ from tests.workflows import note_then_charge
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_broker")]
 SECOND = Actor.system("second")
-IN_DOUBT = ("compensation_failed", ErrorClass.UNKNOWN, "in flight when the run was terminated")
+IN_DOUBT = ("compensation_failed", ErrorClass.ENDED_IN_DOUBT, "in flight when the run was terminated")
 
 
 def state(row) -> tuple:

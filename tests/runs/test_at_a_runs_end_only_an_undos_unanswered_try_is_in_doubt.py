@@ -17,7 +17,7 @@ from tests.factories import SYSTEM, make_due, step
 from tests.workflows import note_then_charge
 
 pytestmark = pytest.mark.django_db
-IN_DOUBT = (StepStatus.COMPENSATION_FAILED, ErrorClass.UNKNOWN,
+IN_DOUBT = (StepStatus.COMPENSATION_FAILED, ErrorClass.ENDED_IN_DOUBT,
             "in flight when the run was terminated")
 
 

@@ -174,7 +174,7 @@ def undo_in_doubt_at_end(row) -> bool:
     whose outcome, when its sender brings it, settles the row (effects.late_result, and
     agent_operator.record_tool_call_undo for a person's undo of one call)."""
     return (row.status == StepStatus.COMPENSATION_FAILED
-            and row.error_message == IN_FLIGHT_AT_END)
+            and row.error_class == ErrorClass.ENDED_IN_DOUBT)
 
 
 ENDED_BEFORE_UNDONE = "ended by a person before every tool call of it was undone"
@@ -208,8 +208,11 @@ def undone_so_far(step: Step, status: str) -> None:
     is what its calls say (compensated, or compensation failed where one of them stands),
     with no error but why it failed. The step's own error (the call that failed forward, or
     a try of an undo) no longer says what stands: each call says its own."""
-    step.status, step.error_class = status, ""
-    step.error_message = "" if status == StepStatus.COMPENSATED else ENDED_BEFORE_UNDONE
+    if status == StepStatus.COMPENSATED:
+        step.status, step.error_class, step.error_message = status, "", ""
+    else:
+        step.status, step.error_class = status, ErrorClass.ENDED_UNDOING
+        step.error_message = ENDED_BEFORE_UNDONE
 
 
 def undo_stopped_by_end(row) -> bool:
@@ -218,8 +221,8 @@ def undo_stopped_by_end(row) -> bool:
     (undo_in_doubt_at_end), or an agent step's whose calls the end found undone so far
     (undone_so_far): its worker brings the step's own success once the last of them was
     undone before the end."""
-    return undo_in_doubt_at_end(row) or (row.status == StepStatus.COMPENSATION_FAILED
-                                         and row.error_message == ENDED_BEFORE_UNDONE)
+    return row.status == StepStatus.COMPENSATION_FAILED and row.error_class in (
+        ErrorClass.ENDED_IN_DOUBT, ErrorClass.ENDED_UNDOING)
 
 
 def undo_ended(row, *, in_flight: bool, error: tuple[str, str] = ("", "")) -> bool:
@@ -233,7 +236,7 @@ def undo_ended(row, *, in_flight: bool, error: tuple[str, str] = ("", "")) -> bo
     if row.status != StepStatus.COMPENSATION_FAILED:
         return True
     if in_flight:
-        row.error_class, row.error_message = ErrorClass.UNKNOWN, IN_FLIGHT_AT_END
+        row.error_class, row.error_message = ErrorClass.ENDED_IN_DOUBT, IN_FLIGHT_AT_END
     elif error[1]:
         row.error_class = error[0] or ErrorClass.UNCLASSIFIED
         row.error_message = error[1][:2000]

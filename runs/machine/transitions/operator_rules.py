@@ -70,7 +70,8 @@ _UNDO_IN_DOUBT = "undo outcome unknown: may have been undone"
 
 
 def _standing(row, texts: dict) -> str:
-    if row.status == StepStatus.COMPENSATION_FAILED and row.error_class == ErrorClass.UNKNOWN:
+    if row.status == StepStatus.COMPENSATION_FAILED and row.error_class in (
+            ErrorClass.UNKNOWN, ErrorClass.ENDED_IN_DOUBT):
         return _UNDO_IN_DOUBT
     return texts[row.status]
 
