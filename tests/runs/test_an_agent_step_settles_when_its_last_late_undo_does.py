@@ -1,13 +1,14 @@
 """A person ends a run while the undo of one of its agent's tool calls is in flight: the end
-leaves the call's undo in doubt (compensation_failed, its outcome unknown), and the agent
+leaves the call's undo in doubt (compensation_failed, ended_in_doubt), and the agent
 step's with it, since the step's undo is its calls' (in_flight.undos_left). When the
 answer comes (a worker's late result, or a person's undo of one call), the call is undone;
-once none of the step's calls is left in doubt or failed, the step says what stands by the
-one rule an agent's compensation follows (in_flight.undone_by_calls): compensated when
-no call of it has an undo to come, else its undo failed, no longer in doubt. While another
-call is still in doubt, the step stays as it is. The record of the settle names the step's
-move; the run stays as it ended, its compensation not carried on. The four-eyes list and
-the run page then say the same: nothing "may have been undone"."""
+once none of the step's calls is left in doubt (one whose undo failed stands, and says so
+itself), the step says what stands by the one rule an agent's compensation follows
+(in_flight.undone_by_calls): compensated when no call of it has an undo to come, else its
+undo failed, no longer in doubt. While another call is still in doubt, the step stays as
+it is. The record of the settle names the step's move; the run stays as it ended, its
+compensation not carried on. The four-eyes list and the run page then say the same:
+nothing "may have been undone"."""
 
 import pytest
 from django.contrib.auth.models import User
@@ -218,3 +219,47 @@ def test_the_step_stays_in_doubt_until_its_last_call_is_settled_whoever_sends_it
     # The worker sent the newer note's undo only; the person's was answered by hand.
     assert [c[1] for c in script.calls if c[0] == "write-note:compensate"] == [
         newer.compensation_key]
+
+
+def test_a_call_whose_undo_failed_for_good_leaves_the_step_a_failed_undo_once_none_is_in_doubt(
+        script, monkeypatch, note_tool):
+    """As above, but the person's undo of the older note failed for good before the end:
+    that note stands, and says so itself. Once the worker's late success settles the newer
+    note, nothing of the step is in doubt: its undo failed, as the end would have made it
+    had no undo been in flight, and the older note keeps its own error."""
+    monkeypatch.setattr(agent_loop, "ask_model", notes_then_charge(
+        "low", "high", tool=note_tool, monkeypatch=monkeypatch))
+    run = advance(agent_run("late-one-failed"))
+    assert run.attention_reason == AttentionReason.COMPENSATION_PAUSED, run.status_message
+    older, newer = ToolCall.objects.filter(step__run=run, tool="write-note").order_by("turn")
+    by_person = transitions.begin_tool_call_undo(run.pk, step_name="assist",
+                                                 call_ref=older.ref, actor=SYSTEM,
+                                                 reason="the room is not needed")
+    transitions.record_tool_call_undo(run.pk, call_id=older.pk,
+                                      attempt=by_person.compensation_attempt, actor=SYSTEM,
+                                      error="the note is locked",
+                                      error_class=ErrorClass.PERMANENT)
+    failed = (ToolCallStatus.COMPENSATION_FAILED, ErrorClass.PERMANENT, "the note is locked")
+    assert state(older) == failed
+    transitions.confirm_compensation(run.pk, step_name="assist", call_ref=newer.ref,
+                                     actor=SYSTEM, reason="the taxi is not needed")
+    seen, _ = ended_while_undone(run, note_tool, monkeypatch, approved_by=SECOND)
+
+    run = advance(run)
+    assert seen["run"].status == RunStatus.TERMINATED
+    assert state(newer)[0] == ToolCallStatus.COMPENSATED
+    assert state(older) == failed  # its own error, not the end's
+    assert state(step(run, "assist")) == (
+        StepStatus.COMPENSATION_FAILED, ErrorClass.ENDED_UNDOING,
+        "ended by a person before every tool call of it was undone")
+    (late,) = settled(run)
+    assert late.data["tool_call"] == newer.ref
+    assert late.data["step_status"] == {"before": StepStatus.COMPENSATION_FAILED,
+                                        "after": StepStatus.COMPENSATION_FAILED}
+    # Nothing of it may have been undone: the older note stands, the newer is undone.
+    assert [str(e) for e in transitions.high_impact_effects(
+        list(run.steps.order_by("position")))] == []
+    run.refresh_from_db()
+    assert run.status == RunStatus.TERMINATED
+    assert [c[1] for c in script.calls if c[0] == "write-note:compensate"] == [
+        newer.compensation_key]  # the older note's undo was the person's, never sent here

@@ -317,8 +317,13 @@ def late_result(run: Run, lease: Lease, effect: Effect, outcome: Outcome, now) -
     change.save()
 
 
-# A tool call in one of these states leaves its agent step's undo in doubt or failed.
-UNDO_UNSETTLED = frozenset({UNKNOWN, StepStatus.COMPENSATING, StepStatus.COMPENSATION_FAILED})
+def undo_in_doubt(call) -> bool:
+    """Whether a tool call leaves its agent step's undo in doubt after a run's end: its own
+    undo is (in_flight.undo_in_doubt_at_end), or it may have acted (unknown), or it is
+    still being undone. A call whose undo failed otherwise stands, and says so itself: the
+    step is then a failed undo, as the end makes it with no call in doubt
+    (in_flight.agent_undo_ended)."""
+    return call.status in (UNKNOWN, StepStatus.COMPENSATING) or undo_in_doubt_at_end(call)
 
 
 def undo_settled(change: Change, effect: Effect, remote_ref: str, action: str, /,
@@ -327,13 +332,14 @@ def undo_settled(change: Change, effect: Effect, remote_ref: str, action: str, /
     step's it stopped with its calls undone so far (in_flight.undo_stopped_by_end),
     succeeded, its sender says after all (a worker's, late_result; a person's undo of one
     tool call, agent_operator.record_tool_call_undo): the row is undone. The end left a
-    tool call's agent step in doubt with it: once none of its calls is in doubt or failed,
-    the step says what stands by its calls (in_flight.undone_by_calls), and the record
-    of the settle names its move. Nothing else moves: the run stays as it ended."""
+    tool call's agent step in doubt with it: once none of its calls is in doubt
+    (undo_in_doubt), the step says what stands by its calls (in_flight.undone_by_calls),
+    and the record of the settle names its move. Nothing else moves: the run stays as it
+    ended."""
     step = effect.step
     if isinstance(effect, CallEffect) and undo_in_doubt_at_end(step):
         others = [c for c in calls_of(step) if c.pk != effect.row.pk]  # this one is undone
-        if not any(c.status in UNDO_UNSETTLED for c in others):
+        if not any(undo_in_doubt(c) for c in others):
             before = step.status
             undone_so_far(step, undone_by_calls(others))
             data["step_status"] = {"before": before, "after": step.status}
