@@ -97,7 +97,7 @@ def test_terminating_while_an_undo_is_being_sent_records_it_failed_with_its_outc
 
     run = advance(task_run)
     assert at_the_end == {"status": StepStatus.COMPENSATION_FAILED, "lease_owner": "",
-                          "error": (ErrorClass.UNKNOWN, "in flight when the run was terminated")}
+                          "error": (ErrorClass.ENDED_IN_DOUBT, "in flight when the run was terminated")}
     assert ended(run).data["undos_left"] == {"create-task": StepStatus.COMPENSATION_FAILED}
     assert (run.status, run.lease_owner) == (RunStatus.TERMINATED, "")
     task = step(run, "create-task")
