@@ -12,7 +12,7 @@ from ...models import (
     StepStatus,
 )
 from .effect_rows import Effect, StepEffect
-from .in_flight import calls_not_undone, compensation_order, not_undone
+from .in_flight import compensation_order, undo_held
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     CFAIL,
@@ -126,14 +126,16 @@ def hold_undo_missing(change: Change, lease: Lease, step: Step, message: str) ->
     for a person as failed, naming the effect. With the undo back, compensating again goes
     on where it stopped. Nothing is in flight while it waits, so the step it stops at (and,
     for an agent step, its calls) is not left compensating, which the run page and the API
-    would read as an undo under way: each says what stands (in_flight.not_undone, the rule
-    a run a person ends follows too)."""
+    would read as an undo under way: each says what stands (in_flight.undo_held, by the
+    rule a run a person ends follows too; an undo its dead worker sent and never had
+    answered is in doubt)."""
     run = change.run
     before = audit_state(run, step)
     changed = bool(step.lease_owner)  # an agent step held the lease for its calls' undos
     step.lease_owner, step.lease_expires_at = "", None
-    calls = {call.ref: call.status for call in calls_not_undone(change, step)}
-    if not_undone(step) or changed:
+    undone, held_calls = undo_held(change, step)
+    calls = {call.ref: call.status for call in held_calls}
+    if undone or changed:
         change.step_changed(step)
     change.move(CFAIL, reason=AttentionReason.DEFINITION_MISSING, message=message)
     change.audit(AuditAction.DEFINITION_MISSING, step=step, before=before,

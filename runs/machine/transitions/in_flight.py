@@ -155,12 +155,13 @@ def undos_left(change, steps: list[Step]) -> dict[str, str]:
     for step in steps:
         if step.kind == definition.AGENT:
             calls = by_step[step.pk]
-            for call in calls_not_undone(change, step, ended=True, calls=[
+            for call in calls_not_undone(change, step, unanswered=ENDED_UNANSWERED, calls=[
                     c for c in calls if c.status == ToolCallStatus.COMPENSATING]):
                 left[f"{step.name}: tool call {call.ref} {call.tool}"] = call.status
             changed = agent_undo_ended(step, calls)
         else:
-            changed = undo_ended(step, in_flight=undo_unanswered(step))
+            changed = undo_ended(
+                step, in_doubt=ENDED_UNANSWERED if undo_unanswered(step) else None)
         if changed:
             # An agent step holds the lease while it carries its calls' undos; nothing does now.
             step.lease_owner, step.lease_expires_at = "", None
@@ -178,6 +179,13 @@ def undo_in_doubt_at_end(row) -> bool:
 
 
 ENDED_BEFORE_UNDONE = "ended by a person before every tool call of it was undone"
+# What an undo sent and never answered says where its compensation stops with nothing to
+# carry it on (undo_ended): at a person's end of the run, its sender's late answer settles
+# it (effects.late_result); at a hold (undo_held), compensating again sends it again with
+# its key.
+ENDED_UNANSWERED = (ErrorClass.ENDED_IN_DOUBT, IN_FLIGHT_AT_END)
+HELD_UNANSWERED = (ErrorClass.UNKNOWN, "its undo was sent and never answered: it may have "
+                   "been undone")
 
 
 def undone_by_calls(calls: list) -> str:
@@ -196,7 +204,7 @@ def agent_undo_ended(step: Step, calls: list) -> bool:
     come, else failed, ended by a person before every one of them was undone. `calls`: all
     its calls of its generation."""
     in_doubt = any(undo_in_doubt_at_end(call) for call in calls)
-    if not undo_ended(step, in_flight=in_doubt):
+    if not undo_ended(step, in_doubt=ENDED_UNANSWERED if in_doubt else None):
         return False
     if step.status == StepStatus.COMPENSATION_FAILED and not in_doubt:
         undone_so_far(step, undone_by_calls(calls))
@@ -225,9 +233,11 @@ def undo_stopped_by_end(row) -> bool:
         ErrorClass.ENDED_IN_DOUBT, ErrorClass.ENDED_UNDOING)
 
 
-def undo_ended(row, *, in_flight: bool, error: tuple[str, str] = ("", "")) -> bool:
-    """not_undone, where nothing carries the undo on: an undo in flight failed with its
-    outcome unknown. `error`: a tool call's last failed try, which its agent step keeps
+def undo_ended(row, *, in_doubt: tuple[str, str] | None,
+               error: tuple[str, str] = ("", "")) -> bool:
+    """not_undone, where nothing carries the undo on: an undo sent and never answered
+    (`in_doubt`: its error class and message, ENDED_UNANSWERED or HELD_UNANSWERED) failed
+    with its outcome unknown. `error`: a tool call's last failed try, which its agent step keeps
     (effects.undo_outcome records it there), and which says why its undo failed rather
     than an error of an earlier try the row still holds (bounded, as
     EffectRow.undo_failed bounds it)."""
@@ -235,23 +245,25 @@ def undo_ended(row, *, in_flight: bool, error: tuple[str, str] = ("", "")) -> bo
         return False
     if row.status != StepStatus.COMPENSATION_FAILED:
         return True
-    if in_flight:
-        row.error_class, row.error_message = ErrorClass.ENDED_IN_DOUBT, IN_FLIGHT_AT_END
+    if in_doubt:
+        row.error_class, row.error_message = in_doubt
     elif error[1]:
         row.error_class = error[0] or ErrorClass.UNCLASSIFIED
         row.error_message = error[1][:2000]
     return True
 
 
-def calls_not_undone(change, step: Step, *, ended: bool = False,
+def calls_not_undone(change, step: Step, *, unanswered: tuple[str, str] | None = None,
                      calls: list | None = None) -> list:
     """An agent step's undo is its calls': where it stops with nothing to carry it on (its
     undo failed, effects.undo_outcome; a hold at a lost undo,
     compensation.hold_undo_missing; a run's end, undos_left), no call of it is left
     compensating, which the run page and the API would read as an undo under way. Each is
     put in the state that says what stands (undo_ended), with the step's error, its last
-    try's; `ended`: a person ended the run, and an undo sent and never answered
-    (undo_unanswered) has its outcome unknown, whatever error its step holds. `calls`: the
+    try's. `unanswered`: where the undo stops before anything answers (a run's end, a hold),
+    an undo sent and never answered (undo_unanswered) has its outcome unknown, whatever
+    error its step holds, and this error class and message; None: the caller records the
+    answer that stops it (a failed undo). `calls`: the
     step's calls compensating, as the caller read them (None: read now). Returns those
     changed."""
     from ...agent_models import ToolCall, ToolCallStatus  # the models module imports ours
@@ -263,7 +275,7 @@ def calls_not_undone(change, step: Step, *, ended: bool = False,
                                         status=ToolCallStatus.COMPENSATING).order_by(
             "turn", "index")
     changed = [call for call in calls if undo_ended(
-        call, in_flight=ended and undo_unanswered(call),
+        call, in_doubt=unanswered if unanswered and undo_unanswered(call) else None,
         error=(step.error_class, step.error_message))]
     for call in changed:
         call.updated_at = change.now
@@ -288,3 +300,24 @@ def calls_due_again(change, step: Step) -> None:
         if undo_unanswered(call):
             call.next_attempt_at, call.updated_at = step.next_attempt_at, change.now
             call.save(update_fields=["next_attempt_at", "updated_at"])
+
+
+def undo_held(change, step: Step) -> tuple[bool, list]:
+    """not_undone where a compensation is held with nothing in flight (an undo a release
+    removed, compensation.hold_undo_missing): the step it stops at and, for an agent step,
+    its calls left compensating. An undo sent and never answered (undo_unanswered), its
+    worker dead, is in doubt (HELD_UNANSWERED), not given an error it never met; an agent
+    step is in doubt when one of its calls is (its own intent is not an undo sent).
+    Returns whether the step changed, and the calls changed."""
+    from ...agent_models import ToolCall, ToolCallStatus  # the models module imports ours
+
+    if step.kind == definition.AGENT:
+        calls = list(ToolCall.objects.filter(step=step, generation=step.generation,
+                                             status=ToolCallStatus.COMPENSATING)
+                     .order_by("turn", "index"))
+        in_doubt = any(undo_unanswered(call) for call in calls)
+    else:
+        calls, in_doubt = [], undo_unanswered(step)
+    changed_calls = calls_not_undone(change, step, unanswered=HELD_UNANSWERED, calls=calls)
+    changed = undo_ended(step, in_doubt=HELD_UNANSWERED if in_doubt else None)
+    return changed, changed_calls
