@@ -10,7 +10,7 @@ from ninja import Path, Schema, Status
 from pydantic import Field
 
 from audit.chain import Actor
-from runs.waiting import events
+from runs.waiting import events, payloads
 
 from .openapi import unstorable
 from .routes import api
@@ -50,7 +50,7 @@ def _receive(payload: EventIn, *, source: str, actor: Actor):
     try:
         # Before anything walks the payload (the checks below and redaction recurse).
         events.refuse_too_deep(payload.payload)
-    except events.EventRefused as exc:
+    except payloads.EventRefused as exc:
         return _invalid(str(exc), [{**e, "type": "value_error"} for e in exc.errors])
     # What the database cannot store is named field by field, before anything is looked up.
     problems = unstorable(payload.payload, ["payload"])
@@ -60,7 +60,7 @@ def _receive(payload: EventIn, *, source: str, actor: Actor):
         receipt = events.receive_event(
             workflow=payload.workflow, event=payload.event, key=payload.correlation_key,
             event_id=payload.event_id, source=source, payload=payload.payload, actor=actor)
-    except events.EventRefused as exc:
+    except payloads.EventRefused as exc:
         if exc.errors:
             return _invalid(str(exc), [{**e, "type": "value_error"} for e in exc.errors])
         return Status(404, {"error": "unknown_event", "detail": str(exc)})
@@ -102,7 +102,7 @@ def receive_signed(request, payload: EventIn, source: str = Path(..., max_length
         config = events.verify_webhook(
             source, timestamp=request.headers.get("X-Event-Timestamp", ""),
             sent_signature=request.headers.get("X-Event-Signature", ""), body=request.body)
-    except events.EventRefused as exc:
+    except payloads.EventRefused as exc:
         return Status(401, {"error": "bad_signature", "detail": str(exc)})
     allowed = config.get("workflows")
     if allowed is not None and payload.workflow not in allowed:

@@ -12,7 +12,7 @@ from .machine import limits, transitions
 from .machine.errors import StartRefused
 from .machine.wakeup import ADVANCE_RUN_TASK
 from .models import RunStatus
-from .waiting import events, schedules
+from .waiting import kept, schedules
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def advance_run(self, run_id: int) -> str | None:
         limits.wake_after_release(run_id, status)
         if status == RunStatus.WAITING:
             # An event that came before the run began to wait for it is delivered now.
-            events.consume_kept_for_run(run_id)
+            kept.consume_kept_for_run(run_id)
         return status
     except CONNECTION_LOST as exc:
         logger.warning("run %s: database connection lost (%s); trying again", run_id, exc)

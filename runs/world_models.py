@@ -36,7 +36,7 @@ class ScheduleState(models.Model):
 class PassPosition(models.Model):
     """Where a periodic pass that goes over a table a window at a time stopped, shared by
     every worker and kept over restarts, so that the next pass, wherever it runs, goes on
-    from there (runs.waiting.events.consume_kept_events: the kept events)."""
+    from there (runs.waiting.kept.consume_kept_events: the kept events)."""
 
     job = models.CharField(max_length=100, primary_key=True)
     after_id = models.BigIntegerField(default=0)

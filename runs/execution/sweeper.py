@@ -18,7 +18,7 @@ from ..machine import dispatch, tracing, transitions
 from ..machine.single_pass import single_pass
 from ..machine.wakeup import send_wakeups
 from ..models import Run, RunStatus
-from ..waiting import events
+from ..waiting import kept
 
 JOB = "runs.sweep"
 # Runs taken back per transaction: few enough that their locks are held for milliseconds.
@@ -30,7 +30,7 @@ class SweepReport:
     expired: int = 0
     due: int = 0
     requeued: int = 0
-    # Kept events delivered to runs that began to wait for them (runs.waiting.events).
+    # Kept events delivered to runs that began to wait for them (runs.waiting.kept).
     events: int = 0
     # Another pass held the job's lock: this one did nothing.
     locked_out: bool = False
@@ -74,5 +74,5 @@ def _sweep(now: datetime | None, limit: int) -> SweepReport:
                 [:limit])
     send_wakeups(lost)
     report.requeued = len(lost)
-    report.events = events.consume_kept_events(now=now)
+    report.events = kept.consume_kept_events(now=now)
     return report

@@ -25,7 +25,7 @@ from ..machine.storable import text_problem
 from ..machine.transitions.effects import REMOTE_REF_MAX
 from ..machine.transitions.operator_rules import check_before_work
 from ..models import Run, Step, StepStatus
-from ..waiting import events
+from ..waiting import payloads
 from .previews import compensation_preview
 from .reconciliation import reconcile_step, reconcile_tool_call_by_key
 
@@ -180,10 +180,10 @@ def _deliver_event(run_id, *, actor, given, approved_by):
                 from None
         try:
             # The door's checks, then the run's own version's schema, as an event sent to
-            # the run is checked on delivery (events.for_run).
-            payload = events.validated(run.workflow_name, spec.event_name, payload)
-            payload = events.for_run(step, spec.event_name, payload)
-        except events.EventRefused as exc:
+            # the run is checked on delivery (payloads.for_run).
+            payload = payloads.validated(run.workflow_name, spec.event_name, payload)
+            payload = payloads.for_run(step, spec.event_name, payload)
+        except payloads.EventRefused as exc:
             raise ActionInputError(f"Deliver event: {exc}") from None
     return transitions.deliver_event_by_hand(run_id, payload=payload, actor=actor,
                                              reason=given.reason)

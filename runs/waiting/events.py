@@ -37,21 +37,8 @@ from ..machine.storable import text_problem, value_problem
 from ..machine.transitions import DuplicateEvent, awaiting_ref, deliver_event
 from ..machine.transitions.events import insert_event
 from ..models import ExternalEvent
-from .kept import (  # noqa: F401 - what the API, the tasks and the sweeper call here
-    KEPT_PASS_JOB,
-    consumable_kept,
-    consume_kept,
-    consume_kept_events,
-    consume_kept_for_run,
-    hold_wait_renamed_to,
-    waiting_step,
-)
-from .payloads import (  # noqa: F401 - what the API and the operator actions call here
-    EventRefused,
-    for_run,
-    one_schema,
-    validated,
-)
+from .kept import consume_kept, hold_wait_renamed_to, waiting_step
+from .payloads import EventRefused, for_run, one_schema, validated
 
 # How old a signed webhook's timestamp may be (either way): older is a replay.
 SIGNATURE_WINDOW_SECONDS = 300

@@ -10,6 +10,7 @@ import pytest
 
 from runs.models import ExternalEvent
 from runs.waiting import events
+from runs.waiting.payloads import EventRefused
 
 pytestmark = pytest.mark.django_db
 BODY = json.dumps({"workflow": "test-payment-wait", "event": "payment.settled",
@@ -46,6 +47,6 @@ def test_a_timestamp_that_is_not_a_finite_number_is_refused_even_when_signed(pos
 
 def test_verify_webhook_names_the_timestamp_it_refuses(settings):
     settings.RUNS_EVENT_SOURCES = {"psp": {"secret": "s3cret"}}
-    with pytest.raises(events.EventRefused, match="X-Event-Timestamp"):
+    with pytest.raises(EventRefused, match="X-Event-Timestamp"):
         events.verify_webhook("psp", timestamp="nan", body=BODY,
                               sent_signature=events.signature("s3cret", "nan", BODY))

@@ -16,6 +16,7 @@ from runs.machine import transitions
 from runs.models import AttentionReason, ExternalEvent, Run, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.waiting import events
+from runs.waiting.kept import consume_kept_for_run
 from tests.factories import new_run, step
 
 pytestmark = pytest.mark.django_db
@@ -40,7 +41,7 @@ def _delivered_by_hand_then_rerun(run) -> Run:
     transitions.rerun_from_step(run.pk, step_name="payment", actor=OLGA,
                                 reason="the booking was lost: book it again")
     assert executor.advance_run(run.pk, worker="w2") == RunStatus.WAITING
-    assert not events.consume_kept_for_run(run.pk)
+    assert not consume_kept_for_run(run.pk)
     assert sweeper.sweep().events == 0
     return Run.objects.get(pk=run.pk)
 
@@ -94,7 +95,7 @@ def test_a_kept_event_under_the_awaited_name_is_settled_by_the_hand_delivery(scr
     # The event for another run's key was not taken by this delivery.
     assert ExternalEvent.objects.get(event_id="evt-other").consumed_at is None
     assert executor.advance_run(other.pk, worker="w1") == RunStatus.WAITING
-    assert events.consume_kept_for_run(other.pk)
+    assert consume_kept_for_run(other.pk)
 
 
 def test_a_hand_delivery_with_nothing_kept_names_nothing_settled(script):

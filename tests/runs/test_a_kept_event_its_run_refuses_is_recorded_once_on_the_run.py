@@ -19,7 +19,7 @@ from console.timeline import timeline_page
 from runs.definitions.definition import Workflow, registry
 from runs.execution import executor
 from runs.models import ExternalEvent, Run, RunEvent, RunStatus, StepStatus
-from runs.waiting import events, kept
+from runs.waiting import events, kept, payloads
 from tests.factories import new_run, step
 from tests.workflows import FAST, OrderIn, scripted_call
 
@@ -75,9 +75,9 @@ def _refusals(run: Run) -> list[AuditRecord]:
 
 def _meet(run: Run, first: str) -> None:
     if first == "the run beginning to wait":
-        assert not events.consume_kept_for_run(run.pk)
+        assert not kept.consume_kept_for_run(run.pk)
     else:
-        assert events.consume_kept_events() == 0
+        assert kept.consume_kept_events() == 0
 
 
 def _as_it_was(run: Run) -> tuple:
@@ -99,8 +99,8 @@ def test_the_first_look_records_the_refusal_on_the_run_once_and_no_later_look_do
 
     # Every later look, by either path, passes over it.
     for _ in range(2):
-        assert events.consume_kept_events() == 0
-        assert not events.consume_kept_for_run(run.pk)
+        assert kept.consume_kept_events() == 0
+        assert not kept.consume_kept_for_run(run.pk)
     assert _refusals(run) == [refused]
     # The run waits on as it did: no status, step or progress event moved.
     assert _as_it_was(run) == before
@@ -125,7 +125,7 @@ def test_a_second_refusal_of_the_same_kept_event_records_nothing(
         old_run_waiting_with_an_event_kept_for_the_new_version):
     run = old_run_waiting_with_an_event_kept_for_the_new_version
     row = ExternalEvent.objects.get(event_id="evt-1")
-    refused = events.EventRefused("fails", [{"loc": ["payload", "amount"], "msg": "missing"}])
+    refused = payloads.EventRefused("fails", [{"loc": ["payload", "amount"], "msg": "missing"}])
 
     # Two paths that met the row before either marked it: only the one that marks it says so.
     assert kept.refuse_kept(row, step(run, "payment"), refused)
@@ -140,7 +140,7 @@ def test_a_kept_event_consumed_meanwhile_is_neither_marked_refused_nor_recorded(
     row = ExternalEvent.objects.get(event_id="evt-1")
     ExternalEvent.objects.filter(pk=row.pk).update(consumed_at=row.received_at,
                                                    consumed_run_id=run.pk)
-    refused = events.EventRefused("fails", [{"loc": ["payload", "amount"], "msg": "missing"}])
+    refused = payloads.EventRefused("fails", [{"loc": ["payload", "amount"], "msg": "missing"}])
 
     assert not kept.refuse_kept(row, step(run, "payment"), refused)
 
@@ -152,7 +152,7 @@ def test_a_kept_event_consumed_meanwhile_is_neither_marked_refused_nor_recorded(
 def test_the_run_page_shows_the_refused_event_on_its_timeline(
         old_run_waiting_with_an_event_kept_for_the_new_version):
     run = old_run_waiting_with_an_event_kept_for_the_new_version
-    assert not events.consume_kept_for_run(run.pk)
+    assert not kept.consume_kept_for_run(run.pk)
 
     shown = [e for e in timeline_page(run).entries if e.title == "event refused"]
 

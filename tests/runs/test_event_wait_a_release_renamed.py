@@ -16,6 +16,7 @@ from runs.machine import transitions
 from runs.models import AttentionReason, ExternalEvent, Run, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.waiting import events
+from runs.waiting.payloads import EventRefused
 from tests.factories import make_due, new_run, step
 
 pytestmark = pytest.mark.django_db
@@ -88,13 +89,13 @@ def test_an_event_under_the_old_name_is_refused_and_holds_the_run(script, monkey
     run = _waiting()
     _renamed(monkeypatch, event_name="payment.confirmed")
 
-    with pytest.raises(events.EventRefused, match="no step of test-payment-wait waits"):
+    with pytest.raises(EventRefused, match="no step of test-payment-wait waits"):
         _send(run, "payment.settled")
     _held(run, "payment.confirmed")
     assert not ExternalEvent.objects.exists()
 
     # Sent again, it is refused again; the run, with a person already, is left as it is.
-    with pytest.raises(events.EventRefused):
+    with pytest.raises(EventRefused):
         _send(run, "payment.settled", event_id="evt-2")
     _held(run, "payment.confirmed")
 

@@ -11,6 +11,7 @@ from runs.execution import executor
 from runs.machine import transitions
 from runs.models import ExternalEvent, RunStatus, StepStatus
 from runs.waiting import events
+from runs.waiting.kept import consume_kept_for_run
 from tests.factories import step
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +51,7 @@ def test_an_event_kept_for_a_long_key_is_consumed_when_the_run_waits(script):
     assert _send(other, event_id="evt-other") == events.Receipt("kept")
     assert _send(run) == events.Receipt("kept")
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
-    assert events.consume_kept_for_run(run.pk)
+    assert consume_kept_for_run(run.pk)
     assert step(run, "payment").result == PAID
     assert ExternalEvent.objects.get(event_id="evt-1").consumed_run_id == run.pk
     assert ExternalEvent.objects.get(event_id="evt-other").consumed_run_id is None

@@ -7,6 +7,7 @@ import pytest
 from audit.chain import Actor
 from runs.models import ExternalEvent
 from runs.waiting import events
+from runs.waiting.payloads import EventRefused
 
 pytestmark = pytest.mark.django_db
 
@@ -21,7 +22,7 @@ def test_an_event_with_a_nul_in_a_field_is_refused_naming_it_and_nothing_is_kept
     sent = {"workflow": "test-payment-wait", "event": "payment.settled", "key": "order-1",
             "event_id": "evt-1", "source": "psp",
             "payload": {"amount": 1, "reference": "r"}, **given}
-    with pytest.raises(events.EventRefused) as refused:
+    with pytest.raises(EventRefused) as refused:
         events.receive_event(**sent, actor=Actor.system("psp"))
     assert [e["loc"] for e in refused.value.errors] == [[field]]
     assert field in str(refused.value)

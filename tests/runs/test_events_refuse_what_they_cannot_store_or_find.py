@@ -25,6 +25,8 @@ from runs.execution import executor
 from runs.models import ExternalEvent, Run, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput, ActionInputError
 from runs.waiting import events
+from runs.waiting.kept import consumable_kept, consume_kept_events, consume_kept_for_run
+from runs.waiting.payloads import EventRefused
 from tests.factories import new_run, step
 from tests.workflows import FAST, OrderIn, PaymentSettled, scripted_call
 
@@ -101,7 +103,7 @@ def test_a_wait_for_an_event_named_with_a_colon_is_refused_where_it_is_declared(
 
 
 def test_no_step_waits_for_an_event_named_with_a_colon_so_one_sent_is_refused():
-    with pytest.raises(events.EventRefused, match="waits for an event"):
+    with pytest.raises(EventRefused, match="waits for an event"):
         send("test-payment-wait", "order-1", event="stripe:payment.settled", payload=PAID)
     assert not ExternalEvent.objects.exists()
 
@@ -114,7 +116,7 @@ def test_a_payload_nested_too_deep_is_refused_and_the_waiting_run_does_not_move(
     declared("test-deep-payload")  # no schema: the payload would be stored as it is
     run = waiting("test-deep-payload")
     audits = AuditRecord.objects.filter(run=run).count()
-    with pytest.raises(events.EventRefused, match="nested deeper than") as refused:
+    with pytest.raises(EventRefused, match="nested deeper than") as refused:
         send(run, run.business_key, payload=nested(depth))
     assert refused.value.errors == [{"loc": ["payload"], "msg": "nested deeper than "
                                      f"{events.MAX_PAYLOAD_DEPTH} levels of objects and lists"}]
@@ -124,7 +126,7 @@ def test_a_payload_nested_too_deep_is_refused_and_the_waiting_run_does_not_move(
 
 def test_a_payload_nested_too_deep_for_no_run_yet_is_not_kept(declared):
     declared("test-deep-payload")
-    with pytest.raises(events.EventRefused, match="nested deeper than"):
+    with pytest.raises(EventRefused, match="nested deeper than"):
         send("test-deep-payload", "order-1", payload={"list": [nested(600)]})
     assert not ExternalEvent.objects.exists()
 
@@ -143,7 +145,7 @@ def test_a_nul_in_the_payload_of_an_awaited_event_is_refused_and_the_run_does_no
         script):
     run = waiting("test-payment-wait")
     audits = AuditRecord.objects.filter(run=run).count()
-    with pytest.raises(events.EventRefused, match="NUL") as refused:
+    with pytest.raises(EventRefused, match="NUL") as refused:
         send(run, run.business_key, event="payment.settled",
              payload={"amount": 1, "reference": "a\x00b"})
     assert refused.value.errors[0]["loc"] == ["payload"]
@@ -153,7 +155,7 @@ def test_a_nul_in_the_payload_of_an_awaited_event_is_refused_and_the_run_does_no
 
 
 def test_a_nul_in_the_payload_of_an_event_to_keep_is_refused_and_nothing_is_kept():
-    with pytest.raises(events.EventRefused, match="NUL"):
+    with pytest.raises(EventRefused, match="NUL"):
         send("test-payment-wait", "nobody-waits-yet", event="payment.settled",
              payload={"amount": 1, "reference": "a\x00b"})
     assert not ExternalEvent.objects.exists()
@@ -161,7 +163,7 @@ def test_a_nul_in_the_payload_of_an_event_to_keep_is_refused_and_nothing_is_kept
 
 def test_a_nul_in_a_key_of_the_payload_is_refused(declared):
     declared("test-deep-payload")
-    with pytest.raises(events.EventRefused, match="NUL"):
+    with pytest.raises(EventRefused, match="NUL"):
         send("test-deep-payload", "order-1", payload={"a\x00b": 1})
     assert not ExternalEvent.objects.exists()
 
@@ -175,7 +177,7 @@ def test_a_nul_in_a_key_of_the_payload_is_refused(declared):
 ])
 def test_a_field_longer_than_its_column_is_refused_naming_it(field, given):
     sent = {"key": "order-1", **given}
-    with pytest.raises(events.EventRefused, match=field) as refused:
+    with pytest.raises(EventRefused, match=field) as refused:
         send("test-payment-wait", sent.pop("key"), event="payment.settled", payload=PAID,
              **sent)
     assert [e["loc"] for e in refused.value.errors] == [[field]]
@@ -253,7 +255,7 @@ def test_an_event_shaped_for_another_version_than_its_runs_is_refused_and_change
     old = waiting("test-versions")
     declared("test-versions", version=2, schema=V2)
     audits = AuditRecord.objects.filter(run=old).count()
-    with pytest.raises(events.EventRefused, match="version 1") as refused:
+    with pytest.raises(EventRefused, match="version 1") as refused:
         send(old, old.business_key, payload={"amount_cents": 500})
     assert {tuple(e["loc"]) for e in refused.value.errors} == {("payload", "amount"),
                                                                ("payload", "reference")}
@@ -264,7 +266,7 @@ def test_an_event_shaped_for_another_version_than_its_runs_is_refused_and_change
 def test_a_payload_no_version_accepts_is_refused_at_the_door(declared):
     declared("test-versions", version=1, schema=V1)
     declared("test-versions", version=2, schema=V2)
-    with pytest.raises(events.EventRefused, match="V2"):
+    with pytest.raises(EventRefused, match="V2"):
         send("test-versions", "order-1", payload={"nothing": "useful"})
     assert not ExternalEvent.objects.exists()
 
@@ -277,7 +279,7 @@ def test_an_event_kept_early_reaches_a_run_of_an_older_version_shaped_for_it(
     assert send(run, run.business_key, payload={"amount": 5, "reference": "r"}) == \
         events.Receipt("kept")
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
-    assert events.consume_kept_for_run(run.pk)
+    assert consume_kept_for_run(run.pk)
     assert step(run, "payment").result == {"amount": 5, "reference": "r"}
 
 
@@ -289,7 +291,7 @@ def test_an_event_kept_early_in_another_versions_shape_stays_kept_and_the_run_wa
     assert send(run, run.business_key, payload={"amount_cents": 500}) == events.Receipt("kept")
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
     audits = AuditRecord.objects.filter(run=run).count()
-    assert not events.consume_kept_for_run(run.pk)
+    assert not consume_kept_for_run(run.pk)
     assert ExternalEvent.objects.get().consumed_at is None
     # Said on the run (the refusal's one record), which moved no further.
     assert unchanged(run, audits + 1)
@@ -310,10 +312,10 @@ def test_a_kept_event_the_runs_version_refuses_is_marked_refused_and_said_once(
     kept = ExternalEvent.objects.get()
     with caplog.at_level("DEBUG", logger="runs.waiting"):
         if first == "the run beginning to wait":
-            assert not events.consume_kept_for_run(run.pk)
+            assert not consume_kept_for_run(run.pk)
         for _ in range(3):
-            assert events.consume_kept_events() == 0
-        assert not events.consume_kept_for_run(run.pk)
+            assert consume_kept_events() == 0
+        assert not consume_kept_for_run(run.pk)
 
     said = [r for r in caplog.records if r.getMessage().startswith(f"kept event {kept.pk} ")]
     assert [r.levelname for r in said] == ["WARNING"]
@@ -327,7 +329,7 @@ def test_a_kept_event_the_runs_version_refuses_is_marked_refused_and_said_once(
         "payload.amount: Field required; payload.reference: Field required")
     # Not tried again: no pass finds it, and the run waits on, nothing recorded on it but
     # the one refusal (the first look's).
-    assert events.consumable_kept() == []
+    assert consumable_kept() == []
     assert unchanged(run, audits + 1)
     assert AuditRecord.objects.filter(run=run, action="event_refused").count() == 1
     # An event shaped for the run's version still reaches it.

@@ -18,6 +18,8 @@ from runs.machine import transitions
 from runs.models import AttentionReason, ExternalEvent, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.waiting import events
+from runs.waiting.kept import consume_kept_for_run
+from runs.waiting.payloads import EventRefused
 from tests.factories import new_run, step
 
 pytestmark = pytest.mark.django_db
@@ -61,7 +63,7 @@ def test_an_event_that_comes_before_the_wait_is_kept_and_consumed_there(script):
     assert send(run) == events.Receipt("kept")
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
     # The worker's task (or the next sweep) hands the kept event to the run now waiting.
-    assert events.consume_kept_for_run(run.pk)
+    assert consume_kept_for_run(run.pk)
     assert step(run, "payment").result == PAID
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
     assert ExternalEvent.objects.get().consumed_run_id == run.pk
@@ -77,11 +79,11 @@ def test_the_sweeper_delivers_a_kept_event_whose_run_began_to_wait(script):
 
 def test_a_payload_that_fails_the_schema_is_refused_field_by_field_and_nothing_is_kept(script):
     run = waiting()
-    with pytest.raises(events.EventRefused) as refused:
+    with pytest.raises(EventRefused) as refused:
         send(run, payload={"amount": "lots"})
     locs = [e["loc"] for e in refused.value.errors]
     assert ["payload", "amount"] in locs and ["payload", "reference"] in locs
-    with pytest.raises(events.EventRefused, match="no step of test-payment-wait waits"):
+    with pytest.raises(EventRefused, match="no step of test-payment-wait waits"):
         events.receive_event(workflow="test-payment-wait", event="refund", key="k",
                              event_id="e", source="psp", payload={}, actor=SOURCE)
     assert not ExternalEvent.objects.exists()

@@ -23,6 +23,7 @@ from runs.execution import executor, sweeper
 from runs.machine import transitions
 from runs.models import ExternalEvent, PassPosition, Run, RunStatus, StepStatus
 from runs.waiting import events
+from runs.waiting.kept import KEPT_PASS_JOB, consume_kept_events, consume_kept_for_run
 from tests.factories import new_run, step
 
 pytestmark = pytest.mark.django_db
@@ -120,8 +121,8 @@ def test_events_kept_without_their_reference_are_given_it_and_delivered_by_the_p
         _kept_then_waiting(run)
     ExternalEvent.objects.update(awaited_ref="")
 
-    assert events.consume_kept_events(batch=2) == 2  # filled a batch, delivered those
-    assert events.consume_kept_events(batch=2) == 1
+    assert consume_kept_events(batch=2) == 2  # filled a batch, delivered those
+    assert consume_kept_events(batch=2) == 1
     assert all(step(run, "payment").result == PAID for run in runs)
     assert not ExternalEvent.objects.filter(awaited_ref="").exists()
 
@@ -184,7 +185,7 @@ def test_with_nothing_to_deliver_the_pass_reads_only_indexes_of_the_kept_and_wai
                                  received_at=timezone.now(), consumed_at=timezone.now())
 
     with CaptureQueriesContext(connection) as ctx:
-        assert events.consume_kept_events() == 0
+        assert consume_kept_events() == 0
     # The kept rows without their reference (none), where its window of kept rows ends,
     # then the kept rows a step waits for in it (and the same again from the first row if
     # it started past it).
@@ -212,7 +213,7 @@ def test_a_run_that_begins_to_wait_finds_its_kept_event_by_reference_along_an_in
     _kept_then_waiting(run)
 
     with CaptureQueriesContext(connection) as ctx:
-        assert events.consume_kept_for_run(run.pk)
+        assert consume_kept_for_run(run.pk)
     (look,) = [q for q in ctx.captured_queries if q["sql"].startswith("SELECT")
                and 'FROM "runs_externalevent"' in q["sql"]]
     plan = _plan(look["sql"])
@@ -235,11 +236,11 @@ def test_a_pass_looks_at_a_bounded_window_of_kept_rows_and_the_next_passes_go_on
     delivered = []
     for _ in range(6):  # 123 kept rows, 30 a pass: every row within five passes
         with CaptureQueriesContext(connection) as ctx:
-            delivered.append(events.consume_kept_events(rows=30))
+            delivered.append(consume_kept_events(rows=30))
         assert len(ctx.captured_queries) <= 7 + delivered[-1] * 20
         # Where it stopped is in the database: the next pass goes on from there in any
         # worker process, and after a restart.
-        position = PassPosition.objects.get(job=events.KEPT_PASS_JOB).after_id
+        position = PassPosition.objects.get(job=KEPT_PASS_JOB).after_id
         assert position == 0 or ExternalEvent.objects.filter(pk=position).exists()
     assert sum(delivered) == 3
     assert max(delivered) == 1  # one each pass that reached it, not all in the first
