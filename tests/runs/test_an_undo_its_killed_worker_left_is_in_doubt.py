@@ -73,6 +73,18 @@ def confirmed_note_undo_its_worker_died_sending(tmp_path, monkeypatch, key: str)
     return run, note, tool, step(run, "assist").error_message
 
 
+def task_undo_its_worker_died_sending(tmp_path):
+    """A run whose task was created, compensated by a person; the worker that sends the
+    task's undo is killed."""
+    run = place(new_run(wake=False), status=RunStatus.ATTENTION,
+                step_statuses={"fetch": StepStatus.SUCCEEDED,
+                               "classify": StepStatus.SUCCEEDED,
+                               "create-task": StepStatus.SUCCEEDED})
+    transitions.compensate(run.pk, actor=SYSTEM, reason="order withdrawn")
+    killed_sending_the_undo(tmp_path, "create-task:compensate")
+    return run
+
+
 def held_at_the_lost_undo(run):
     executor.advance_run(run.pk, worker="in-test")
     run.refresh_from_db()
@@ -119,13 +131,7 @@ def test_a_tool_calls_undo_its_worker_died_sending_is_in_doubt_not_given_its_ste
 
 
 def test_a_steps_undo_its_worker_died_sending_is_in_doubt(tmp_path, script):
-    run = place(new_run(wake=False), status=RunStatus.ATTENTION,
-                step_statuses={"fetch": StepStatus.SUCCEEDED,
-                               "classify": StepStatus.SUCCEEDED,
-                               "create-task": StepStatus.SUCCEEDED})
-    transitions.compensate(run.pk, actor=SYSTEM, reason="order withdrawn")
-
-    killed_sending_the_undo(tmp_path, "create-task:compensate")
+    run = task_undo_its_worker_died_sending(tmp_path)
     task = step(run, "create-task")
     assert (task.status, task.compensation_attempt, task.lease_owner) == (
         StepStatus.COMPENSATING, 1, "")
@@ -174,12 +180,7 @@ def test_a_tool_calls_undo_its_worker_died_sending_is_in_doubt_where_a_release_r
 
 def test_a_steps_undo_its_worker_died_sending_is_in_doubt_where_a_release_removed_it(
         tmp_path, script, monkeypatch):
-    run = place(new_run(wake=False), status=RunStatus.ATTENTION,
-                step_statuses={"fetch": StepStatus.SUCCEEDED,
-                               "classify": StepStatus.SUCCEEDED,
-                               "create-task": StepStatus.SUCCEEDED})
-    transitions.compensate(run.pk, actor=SYSTEM, reason="order withdrawn")
-    killed_sending_the_undo(tmp_path, "create-task:compensate")
+    run = task_undo_its_worker_died_sending(tmp_path)
     spec = registry.get("test-orders", 1).step("create-task")
     undo = spec.compensate_fn
     monkeypatch.setattr(spec, "compensate_fn", None)
