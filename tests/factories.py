@@ -6,6 +6,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from audit.chain import Actor
+from runs.execution import executor
 from runs.machine.transitions import start_run
 from runs.models import Run, Step
 
@@ -30,6 +31,15 @@ def place(run: Run, *, status: str, step_statuses: dict | None = None, **fields)
     for name, step_status in (step_statuses or {}).items():
         Step.objects.filter(run=run, name=name).update(status=step_status)
     return Run.objects.get(pk=run.pk)
+
+
+def advance_once(run: Run) -> Run:
+    """One worker pass over the run, as worker "w1", then the run as it is now. (The
+    `advance` of tests.agent_runs is another: it passes again until the run stops for
+    something other than time.)"""
+    executor.advance_run(run.pk, worker="w1")
+    run.refresh_from_db()
+    return run
 
 
 def step(run: Run, name: str) -> Step:

@@ -386,17 +386,46 @@ def saga_charge(ctx, args):
     raise PermanentError("card declined")
 
 
-def note_then_charge():
-    """test-agent-saga's model, scripted (for runs.agents.agent_loop.ask_model): it writes a
-    note, then charges, which fails for good and undoes the run by policy, then is done."""
+def notes_then_charge(*impacts: str, tool=None, monkeypatch=None):
+    """test-agent-saga's model, scripted (for runs.agents.agent_loop.ask_model): a note for
+    each of `impacts`, one a turn ("hold the room", "book the taxi", "order flowers"), then
+    a charge, which fails for good and undoes the run by policy, then it is done. The calls
+    are "c0", "c1", ... in that order. Given the note `tool` (and `monkeypatch`), each note
+    is written with its impact (which the call keeps), and the tool is low impact again once
+    the notes are written; with no tool, the tool's impact is left as it is."""
     from runs.machine.transitions.agent_calls import ModelTurn
 
-    turns = [ModelTurn(content="", tool_calls=[{"id": "c0", "name": "write-note",
-                                                "arguments": '{"text": "hold the room"}'}]),
-             ModelTurn(content="", tool_calls=[{"id": "c1", "name": "charge",
-                                                "arguments": '{"text": "10 EUR"}'}]),
-             ModelTurn(content="done", tool_calls=[])]
-    return lambda client, spec, conversation, **kw: turns.pop(0)
+    texts = ["hold the room", "book the taxi", "order flowers"]
+    turns = [(impact, ModelTurn(content="", tool_calls=[
+        {"id": f"c{i}", "name": "write-note", "arguments": f'{{"text": "{texts[i]}"}}'}]))
+        for i, impact in enumerate(impacts)]
+    turns += [("low", ModelTurn(content="", tool_calls=[
+        {"id": f"c{len(impacts)}", "name": "charge", "arguments": '{"text": "10 EUR"}'}])),
+        ("low", ModelTurn(content="done", tool_calls=[]))]
+
+    def ask(client, spec, conversation, **kw):
+        impact, turn = turns.pop(0)
+        if tool is not None:
+            monkeypatch.setattr(tool, "impact", impact)
+        return turn
+    return ask
+
+
+def note_then_charge():
+    """test-agent-saga's model, scripted: it writes a note, then charges, which fails for
+    good and undoes the run by policy, then is done (notes_then_charge, one note)."""
+    return notes_then_charge("low")
+
+
+def start_saga(key: str):
+    """A run of test-agent-saga, for the order `key` under the business key `key`, started
+    by the system with no wake-up hint (the test advances it)."""
+    from runs.machine.transitions import start_run
+    from tests.factories import SYSTEM
+
+    run, _ = start_run(workflow="test-agent-saga", business_key=key, input={"order": key},
+                       actor=SYSTEM, wake=False)
+    return run
 
 
 # The invoice-triage agent with a small context budget (runs.agents.agent_history): its tools are

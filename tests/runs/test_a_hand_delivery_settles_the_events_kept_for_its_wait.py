@@ -8,63 +8,41 @@ key stays kept."""
 import pytest
 
 from audit.actions import AuditAction
-from audit.chain import Actor
 from audit.models import AuditRecord
-from runs.definitions.definition import registry
-from runs.execution import executor, sweeper
-from runs.machine import transitions
-from runs.models import AttentionReason, ExternalEvent, Run, RunStatus, StepStatus
+from runs.execution import executor
+from runs.models import ExternalEvent, Run, RunStatus
 from runs.operator.actions import ACTIONS, ActionInput
-from runs.waiting import events
-from runs.waiting.kept import consume_kept_for_run
-from tests.factories import new_run, step
+from tests.factories import new_run
+from tests.runs.kept_events import (
+    OLGA,
+    answered_by_hand_then_rerun,
+    assert_still_kept_for,
+    assert_waits_again,
+    kept_before_the_wait,
+    kept_under_a_renamed_name,
+)
 
 pytestmark = pytest.mark.django_db
-PSP = Actor.system("payments")
-OLGA = Actor(kind="user", label="olga")
-PAID = {"amount": 5, "reference": "PSP-9"}
 BY_HAND = ActionInput(reason="the provider confirmed it by phone",
                       evidence='{"amount": 7, "reference": "PHONE-1"}')
-
-
-def _send(run, event, *, key=None, event_id="evt-1"):
-    return events.receive_event(workflow=run.workflow_name, event=event,
-                                key=key or run.business_key, event_id=event_id, source="psp",
-                                payload=PAID, actor=PSP)
 
 
 def _delivered_by_hand_then_rerun(run) -> Run:
     """Olga delivers the event; the run completes; a re-run from the wait reaches it again,
     and the worker's look for a kept event and the sweeper's pass both come by."""
-    ACTIONS["event_received"].perform(run.pk, actor=OLGA, given=BY_HAND)
-    assert executor.advance_run(run.pk, worker="w2") == RunStatus.COMPLETED
-    transitions.rerun_from_step(run.pk, step_name="payment", actor=OLGA,
-                                reason="the booking was lost: book it again")
-    assert executor.advance_run(run.pk, worker="w2") == RunStatus.WAITING
-    assert not consume_kept_for_run(run.pk)
-    assert sweeper.sweep().events == 0
-    return Run.objects.get(pk=run.pk)
+    return answered_by_hand_then_rerun(run, "event_received", BY_HAND,
+                                       rerun_reason="the booking was lost: book it again")
 
 
 def _waits_again_with_one_delivery(run, ref: str) -> None:
-    payment = step(run, "payment")
-    assert (payment.status, payment.remote_ref, payment.result) == (StepStatus.WAITING, ref,
-                                                                    None)
-    assert run.status == RunStatus.WAITING
+    assert_waits_again(run, ref)
     received = AuditRecord.objects.filter(run=run, action=AuditAction.EVENT_RECEIVED)
     assert [r.data["source"] for r in received] == ["operator"]
 
 
 def test_a_kept_event_under_the_renamed_name_is_settled_by_the_hand_delivery_not_rerun(
         script, monkeypatch):
-    run = new_run("test-payment-wait")
-    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
-    # A release renames the event under the waiting run; the sender uses the new name.
-    monkeypatch.setattr(registry.get("test-payment-wait", 1).step("payment"), "event_name",
-                        "payment.confirmed")
-    assert _send(run, "payment.confirmed") == events.Receipt("kept")
-    run.refresh_from_db()
-    assert run.attention_reason == AttentionReason.DEFINITION_MISSING
+    run = kept_under_a_renamed_name(monkeypatch)
     kept = ExternalEvent.objects.get(source="psp")
 
     run = _delivered_by_hand_then_rerun(run)
@@ -80,22 +58,14 @@ def test_a_kept_event_under_the_renamed_name_is_settled_by_the_hand_delivery_not
 
 
 def test_a_kept_event_under_the_awaited_name_is_settled_by_the_hand_delivery(script):
-    run = new_run("test-payment-wait")
-    other = new_run("test-payment-wait")
-    # Kept before the run waited, and the worker's look for it after the wait was lost.
-    assert _send(run, "payment.settled") == events.Receipt("kept")
-    assert _send(run, "payment.settled", key=other.business_key,
-                 event_id="evt-other") == events.Receipt("kept")
-    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    run, other = kept_before_the_wait()
 
     run = _delivered_by_hand_then_rerun(run)
 
     _waits_again_with_one_delivery(run, f"awaiting-event:payment.settled:{run.business_key}")
     assert ExternalEvent.objects.get(event_id="evt-1").consumed_run_id == run.pk
     # The event for another run's key was not taken by this delivery.
-    assert ExternalEvent.objects.get(event_id="evt-other").consumed_at is None
-    assert executor.advance_run(other.pk, worker="w1") == RunStatus.WAITING
-    assert consume_kept_for_run(other.pk)
+    assert_still_kept_for(other)
 
 
 def test_a_hand_delivery_with_nothing_kept_names_nothing_settled(script):

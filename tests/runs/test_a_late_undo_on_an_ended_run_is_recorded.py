@@ -29,7 +29,7 @@ from runs.models import (
     ToolCallStatus,
 )
 from tests.factories import SYSTEM, make_due, new_run, place, step
-from tests.workflows import note_then_charge
+from tests.workflows import note_then_charge, start_saga
 
 pytestmark = pytest.mark.django_db
 IN_FLIGHT_AT_END = "in flight when the run was terminated"
@@ -150,8 +150,7 @@ def test_an_agent_steps_undo_done_when_the_run_ended_is_recorded_compensated(
         return delete_note(ctx, args)
 
     monkeypatch.setattr(tool, "compensate_fn", busy_once)
-    run, _ = transitions.start_run(workflow="test-agent-saga", business_key="late-agent",
-                                   input={"order": "late-agent"}, actor=SYSTEM, wake=False)
+    run = start_saga("late-agent")
     executor.advance_run(run.pk, worker="w1")
     run.refresh_from_db()
     assert run.status == RunStatus.COMPENSATING  # the note's undo is due again
@@ -196,8 +195,7 @@ def test_a_tool_calls_undo_done_when_the_run_ended_is_recorded_on_the_call(
         return delete_note(ctx, args)
 
     monkeypatch.setattr(tool, "compensate_fn", ended_while_sent)
-    run, _ = transitions.start_run(workflow="test-agent-saga", business_key="late-call",
-                                   input={"order": "late-call"}, actor=SYSTEM, wake=False)
+    run = start_saga("late-call")
     ctx_run = run
     executor.advance_run(run.pk, worker="w1")
     run.refresh_from_db()

@@ -9,20 +9,13 @@ import pytest
 
 from runs.agents import agent_loop
 from runs.definitions.definition import registry
-from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.errors import PermanentError, TransientError
 from runs.models import AttentionReason, ErrorClass, RunStatus, StepStatus, ToolCall, ToolCallStatus
-from tests.factories import SYSTEM, make_due, step
-from tests.workflows import note_then_charge
+from tests.factories import SYSTEM, advance_once, make_due, step
+from tests.workflows import note_then_charge, start_saga
 
 pytestmark = pytest.mark.django_db
-
-
-def advance(run):
-    executor.advance_run(run.pk, worker="w1")
-    run.refresh_from_db()
-    return run
 
 
 @pytest.fixture
@@ -43,15 +36,14 @@ def refused_then_compensated_again(answers: list, then: Exception):
     """A run whose note's undo was refused for good ("locked"), compensated again by a
     person: the undo is sent again with its key and answers `then`."""
     answers[:] = [PermanentError("note is locked"), then]
-    run, _ = transitions.start_run(workflow="test-agent-saga", business_key="tried-twice",
-                                   input={"order": "tried-twice"}, actor=SYSTEM, wake=False)
-    run = advance(run)
+    run = start_saga("tried-twice")
+    run = advance_once(run)
     assert run.status == RunStatus.COMPENSATION_FAILED, run.status_message
     note = ToolCall.objects.get(step__run=run, tool="write-note")
     assert (note.status, note.error_message) == (ToolCallStatus.COMPENSATION_FAILED,
                                                  "PermanentError: note is locked")
     transitions.compensate(run.pk, actor=SYSTEM, reason="the note is unlocked")
-    return advance(run), note
+    return advance_once(run), note
 
 
 def test_an_undo_refused_again_says_the_newer_refusal(script, note_undo):
@@ -78,7 +70,7 @@ def test_an_undo_waiting_to_be_sent_again_where_it_stops_says_its_last_try(
     if stop == "a release removes the undo":
         monkeypatch.setattr(tool, "compensate_fn", None)
         make_due(run)
-        run = advance(run)
+        run = advance_once(run)
         assert (run.status, run.attention_reason) == (RunStatus.COMPENSATION_FAILED,
                                                       AttentionReason.DEFINITION_MISSING)
     else:

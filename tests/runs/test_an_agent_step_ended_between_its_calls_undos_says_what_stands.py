@@ -19,7 +19,6 @@ from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.errors import TransientError
 from runs.machine.transitions import agent_compensation
-from runs.machine.transitions.agent_calls import ModelTurn
 from runs.models import (
     AttentionReason,
     ErrorClass,
@@ -28,7 +27,8 @@ from runs.models import (
     ToolCall,
     ToolCallStatus,
 )
-from tests.factories import SYSTEM, make_due, step
+from tests.factories import SYSTEM, advance_once, make_due, step
+from tests.workflows import note_then_charge, notes_then_charge, start_saga
 
 pytestmark = pytest.mark.django_db
 SECOND = Actor.system("second")
@@ -39,25 +39,6 @@ ENDED_BEFORE_UNDONE = "ended by a person before every tool call of it was undone
 def state(row) -> tuple:
     row.refresh_from_db()
     return row.status, row.error_class, row.error_message
-
-
-def advance(run):
-    executor.advance_run(run.pk, worker="w1")
-    run.refresh_from_db()
-    return run
-
-
-def notes_then_charge(count: int):
-    """test-agent-saga's model, scripted: `count` notes, one a turn, then a charge, which
-    fails for good and undoes the run by policy."""
-    texts = ["hold the room", "book the taxi"]
-    turns = [ModelTurn(content="", tool_calls=[
-        {"id": f"c{i}", "name": "write-note", "arguments": f'{{"text": "{texts[i]}"}}'}])
-        for i in range(count)]
-    turns += [ModelTurn(content="", tool_calls=[
-        {"id": "charge", "name": "charge", "arguments": '{"text": "10 EUR"}'}]),
-        ModelTurn(content="done", tool_calls=[])]
-    return lambda client, spec, conversation, **kw: turns.pop(0)
 
 
 def ended_before_the_next_undo_is_sent(monkeypatch, run, *, after: int,
@@ -86,12 +67,11 @@ def undos_sent(script) -> list[str]:
 
 def test_ended_after_one_call_was_undone_and_before_the_next_was_sent_nothing_is_in_doubt(
         script, monkeypatch, client):
-    monkeypatch.setattr(agent_loop, "ask_model", notes_then_charge(2))
-    run, _ = transitions.start_run(workflow="test-agent-saga", business_key="between-two",
-                                   input={"order": "between-two"}, actor=SYSTEM, wake=False)
+    monkeypatch.setattr(agent_loop, "ask_model", notes_then_charge("low", "low"))
+    run = start_saga("between-two")
     seen = ended_before_the_next_undo_is_sent(monkeypatch, run, after=1)
 
-    run = advance(run)
+    run = advance_once(run)
     assert seen["run"].status == RunStatus.TERMINATED
     older, newer = ToolCall.objects.filter(step__run=run, tool="write-note").order_by("turn")
     assert state(newer) == (ToolCallStatus.COMPENSATED, "", "")
@@ -113,7 +93,7 @@ def test_ended_after_one_call_was_undone_and_before_the_next_was_sent_nothing_is
 
     transitions.reopen(run.pk, actor=SYSTEM, reason="undo it after all")
     transitions.compensate(run.pk, actor=SYSTEM, reason="undo it after all")
-    assert advance(run).status == RunStatus.COMPENSATED
+    assert advance_once(run).status == RunStatus.COMPENSATED
     assert state(older)[0] == ToolCallStatus.COMPENSATED
     assert step(run, "assist").status == StepStatus.COMPENSATED
     assert undos_sent(script) == [newer.compensation_key, older.compensation_key]
@@ -125,7 +105,7 @@ def test_ended_while_a_calls_failed_undo_waits_to_be_sent_again_it_stands_with_t
     its undo, a person confirms it, and the receiver answers busy: due again. The worker
     that claims the run for it is ahead of the person who ends the run (a second person
     agreeing): the undo was answered, so it failed, still standing."""
-    monkeypatch.setattr(agent_loop, "ask_model", notes_then_charge(1))
+    monkeypatch.setattr(agent_loop, "ask_model", notes_then_charge("high"))
     tool = registry.get("test-agent-saga", 1).step("assist").tools["write-note"]
     monkeypatch.setattr(tool, "impact", "high")
     monkeypatch.setattr(tool, "approve_if", lambda args: False)
@@ -136,21 +116,20 @@ def test_ended_while_a_calls_failed_undo_waits_to_be_sent_again_it_stands_with_t
         raise TransientError("busy")
 
     monkeypatch.setattr(tool, "compensate_fn", busy)
-    run, _ = transitions.start_run(workflow="test-agent-saga", business_key="busy-then-end",
-                                   input={"order": "busy-then-end"}, actor=SYSTEM, wake=False)
-    run = advance(run)
+    run = start_saga("busy-then-end")
+    run = advance_once(run)
     assert run.attention_reason == AttentionReason.COMPENSATION_PAUSED, run.status_message
     note = ToolCall.objects.get(step__run=run, tool="write-note")
     transitions.confirm_compensation(run.pk, step_name="assist", call_ref=note.ref,
                                      actor=SYSTEM, reason="the note is wrong")
-    run = advance(run)
+    run = advance_once(run)
     assert run.status == RunStatus.COMPENSATING  # busy: the undo is due again
     assert (state(note)[0], len(sent)) == (ToolCallStatus.COMPENSATING, 1)
     make_due(run)
     seen = ended_before_the_next_undo_is_sent(monkeypatch, run, after=0,
                                               approved_by=SECOND)
 
-    run = advance(run)
+    run = advance_once(run)
     assert seen["run"].status == RunStatus.TERMINATED
     assert state(note) == (ToolCallStatus.COMPENSATION_FAILED, ErrorClass.TRANSIENT,
                            "TransientError: busy")
@@ -176,10 +155,8 @@ def test_ended_after_its_last_call_was_undone_and_before_the_step_said_so_it_is_
     """The worker recorded the undo of the step's last call to undo; a person ends the run;
     the worker dies before it records the step's own undo. Every call is undone: so is the
     step, though no late result will come to say it."""
-    monkeypatch.setattr(agent_loop, "ask_model", notes_then_charge(1))
-    run, _ = transitions.start_run(workflow="test-agent-saga", business_key="after-the-last",
-                                   input={"order": "after-the-last"}, actor=SYSTEM,
-                                   wake=False)
+    monkeypatch.setattr(agent_loop, "ask_model", note_then_charge())
+    run = start_saga("after-the-last")
     record = agent_compensation.record_tool_compensation
 
     def recorded_then_ended_then_died(*args, **kw):

@@ -17,9 +17,7 @@ from audit.chain import Actor
 from audit.models import AuditRecord
 from runs.agents import agent_loop
 from runs.definitions.definition import registry
-from runs.execution import executor
 from runs.machine import transitions
-from runs.machine.transitions.agent_calls import ModelTurn
 from runs.models import (
     AttentionReason,
     ErrorClass,
@@ -28,7 +26,8 @@ from runs.models import (
     ToolCall,
     ToolCallStatus,
 )
-from tests.factories import SYSTEM, step
+from tests.factories import SYSTEM, advance_once, step
+from tests.workflows import notes_then_charge, start_saga
 
 pytestmark = pytest.mark.django_db
 SECOND = Actor.system("second")
@@ -39,38 +38,6 @@ IN_DOUBT = (StepStatus.COMPENSATION_FAILED, ErrorClass.ENDED_IN_DOUBT, IN_FLIGHT
 def state(row) -> tuple:
     row.refresh_from_db()
     return row.status, row.error_class, row.error_message
-
-
-def agent_run(key: str):
-    run, _ = transitions.start_run(workflow="test-agent-saga", business_key=key,
-                                   input={"order": key}, actor=SYSTEM, wake=False)
-    return run
-
-
-def advance(run):
-    executor.advance_run(run.pk, worker="w1")
-    run.refresh_from_db()
-    return run
-
-
-def notes_then_charge(*impacts: str, tool, monkeypatch):
-    """test-agent-saga's model, scripted: a note for each of `impacts` (the note tool's
-    impact when that call is made, which the call keeps), then a charge, which fails for
-    good and undoes the run by policy. The tool is low impact again once the notes are
-    written."""
-    texts = iter(["hold the room", "book the taxi", "order flowers"])
-    turns = [(impact, ModelTurn(content="", tool_calls=[
-        {"id": f"c{i}", "name": "write-note", "arguments": f'{{"text": "{next(texts)}"}}'}]))
-        for i, impact in enumerate(impacts)]
-    turns += [("low", ModelTurn(content="", tool_calls=[
-        {"id": "charge", "name": "charge", "arguments": '{"text": "10 EUR"}'}])),
-        ("low", ModelTurn(content="done", tool_calls=[]))]
-
-    def ask(client, spec, conversation, **kw):
-        impact, turn = turns.pop(0)
-        monkeypatch.setattr(tool, "impact", impact)
-        return turn
-    return ask
 
 
 @pytest.fixture
@@ -109,10 +76,10 @@ def test_the_late_undo_of_its_last_call_leaves_the_agent_step_compensated(
         script, monkeypatch, note_tool, client):
     monkeypatch.setattr(agent_loop, "ask_model",
                         notes_then_charge("low", tool=note_tool, monkeypatch=monkeypatch))
-    run = agent_run("late-last")
+    run = start_saga("late-last")
     seen, _ = ended_while_undone(run, note_tool, monkeypatch)
 
-    run = advance(run)
+    run = advance_once(run)
     assert seen["run"].status == RunStatus.TERMINATED
     note = ToolCall.objects.get(step__run=run, tool="write-note")
     assert note.status == ToolCallStatus.COMPENSATED
@@ -145,10 +112,10 @@ def test_a_call_whose_undo_was_never_sent_leaves_the_step_a_failed_undo_no_longe
     once, and the step with it."""
     monkeypatch.setattr(agent_loop, "ask_model", notes_then_charge(
         "low", "low", tool=note_tool, monkeypatch=monkeypatch))
-    run = agent_run("late-one-of-two")
+    run = start_saga("late-one-of-two")
     seen, real_undo = ended_while_undone(run, note_tool, monkeypatch)
 
-    run = advance(run)
+    run = advance_once(run)
     assert seen["run"].status == RunStatus.TERMINATED
     older, newer = ToolCall.objects.filter(step__run=run, tool="write-note").order_by("turn")
     assert (older.status, newer.status) == (ToolCallStatus.SUCCEEDED,
@@ -166,7 +133,7 @@ def test_a_call_whose_undo_was_never_sent_leaves_the_step_a_failed_undo_no_longe
     monkeypatch.setattr(note_tool, "compensate_fn", real_undo)
     transitions.reopen(run.pk, actor=SYSTEM, reason="undo it after all")
     transitions.compensate(run.pk, actor=SYSTEM, reason="undo it after all")
-    assert advance(run).status == RunStatus.COMPENSATED
+    assert advance_once(run).status == RunStatus.COMPENSATED
     assert state(older)[0] == ToolCallStatus.COMPENSATED
     assert step(run, "assist").status == StepStatus.COMPENSATED
     sent = [call[1] for call in script.calls if call[0] == "write-note:compensate"]
@@ -182,7 +149,7 @@ def test_the_step_stays_in_doubt_until_its_last_call_is_settled_whoever_sends_it
     in doubt until the person's answer settles the older one."""
     monkeypatch.setattr(agent_loop, "ask_model", notes_then_charge(
         "low", "high", tool=note_tool, monkeypatch=monkeypatch))
-    run = advance(agent_run("late-two-senders"))
+    run = advance_once(start_saga("late-two-senders"))
     assert run.attention_reason == AttentionReason.COMPENSATION_PAUSED, run.status_message
     older, newer = ToolCall.objects.filter(step__run=run, tool="write-note").order_by("turn")
     assert (older.impact, newer.impact) == ("low", "high")
@@ -193,7 +160,7 @@ def test_the_step_stays_in_doubt_until_its_last_call_is_settled_whoever_sends_it
                                      actor=SYSTEM, reason="the taxi is not needed")
     seen, _ = ended_while_undone(run, note_tool, monkeypatch, approved_by=SECOND)
 
-    run = advance(run)
+    run = advance_once(run)
     assert seen["run"].status == RunStatus.TERMINATED
     assert seen["four_eyes"] == [
         f"assist: tool call {newer.ref} write-note: undo outcome unknown: may have been undone"]
@@ -229,7 +196,7 @@ def test_a_call_whose_undo_failed_for_good_leaves_the_step_a_failed_undo_once_no
     had no undo been in flight, and the older note keeps its own error."""
     monkeypatch.setattr(agent_loop, "ask_model", notes_then_charge(
         "low", "high", tool=note_tool, monkeypatch=monkeypatch))
-    run = advance(agent_run("late-one-failed"))
+    run = advance_once(start_saga("late-one-failed"))
     assert run.attention_reason == AttentionReason.COMPENSATION_PAUSED, run.status_message
     older, newer = ToolCall.objects.filter(step__run=run, tool="write-note").order_by("turn")
     by_person = transitions.begin_tool_call_undo(run.pk, step_name="assist",
@@ -245,7 +212,7 @@ def test_a_call_whose_undo_failed_for_good_leaves_the_step_a_failed_undo_once_no
                                      actor=SYSTEM, reason="the taxi is not needed")
     seen, _ = ended_while_undone(run, note_tool, monkeypatch, approved_by=SECOND)
 
-    run = advance(run)
+    run = advance_once(run)
     assert seen["run"].status == RunStatus.TERMINATED
     assert state(newer)[0] == ToolCallStatus.COMPENSATED
     assert state(older) == failed  # its own error, not the end's

@@ -14,7 +14,6 @@ from audit.chain import Actor
 from audit.models import AuditRecord
 from runs.agents import agent_loop
 from runs.definitions.definition import registry
-from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.errors import SecondPersonRequired, TransientError
 from runs.models import (
@@ -25,17 +24,11 @@ from runs.models import (
     ToolCall,
     ToolCallStatus,
 )
-from tests.factories import SYSTEM, step
-from tests.workflows import note_then_charge
+from tests.factories import SYSTEM, advance_once, step
+from tests.workflows import note_then_charge, start_saga
 
 pytestmark = pytest.mark.django_db
 SECOND = Actor.system("second")
-
-
-def advance(run):
-    executor.advance_run(run.pk, worker="w1")
-    run.refresh_from_db()
-    return run
 
 
 def undos(script, name: str) -> list[tuple]:
@@ -50,14 +43,14 @@ def compensated_again(run, **approval):
     """Reopened, compensated again and advanced to its end."""
     transitions.reopen(run.pk, actor=SYSTEM, reason="undo it after all")
     transitions.compensate(run.pk, actor=SYSTEM, reason="undo it after all", **approval)
-    return advance(run)
+    return advance_once(run)
 
 
 def test_terminating_while_an_undo_waits_to_be_sent_again_leaves_a_failed_undo(script,
                                                                                 task_run):
     transitions.compensate(task_run.pk, actor=SYSTEM, reason="order withdrawn")
     script.plan["create-task:compensate"] = [TransientError("busy")]
-    assert advance(task_run).status == RunStatus.COMPENSATING
+    assert advance_once(task_run).status == RunStatus.COMPENSATING
     task = step(task_run, "create-task")
     assert task.status == StepStatus.COMPENSATING and task.next_attempt_at is not None
     assert task.lease_owner == ""  # nothing in flight: due again
@@ -95,9 +88,10 @@ def test_terminating_while_an_undo_is_being_sent_records_it_failed_with_its_outc
     monkeypatch.setattr(spec, "compensate_fn", terminated_meanwhile)
     transitions.compensate(task_run.pk, actor=SYSTEM, reason="order withdrawn")
 
-    run = advance(task_run)
+    run = advance_once(task_run)
     assert at_the_end == {"status": StepStatus.COMPENSATION_FAILED, "lease_owner": "",
-                          "error": (ErrorClass.ENDED_IN_DOUBT, "in flight when the run was terminated")}
+                          "error": (ErrorClass.ENDED_IN_DOUBT,
+                                    "in flight when the run was terminated")}
     assert ended(run).data["undos_left"] == {"create-task": StepStatus.COMPENSATION_FAILED}
     assert (run.status, run.lease_owner) == (RunStatus.TERMINATED, "")
     task = step(run, "create-task")
@@ -112,7 +106,7 @@ def confirmed_ledger_undo(run):
     """Compensated (a second person agreeing), paused at the ledger, confirmed."""
     transitions.compensate(run.pk, actor=SYSTEM, reason="invoice withdrawn",
                            approved_by=SECOND)
-    run = advance(run)
+    run = advance_once(run)
     assert run.attention_reason == AttentionReason.COMPENSATION_PAUSED, run.status_message
     transitions.confirm_compensation(run.pk, step_name="post-ledger", actor=SYSTEM,
                                      reason="reversal checked")
@@ -129,7 +123,7 @@ def test_terminating_a_high_impact_undo_under_way_needs_a_second_person_and_leav
     run = confirmed_ledger_undo(ledger_run)
     if sent:
         script.plan["post-ledger:compensate"] = [TransientError("busy")]
-        run = advance(run)
+        run = advance_once(run)
     assert run.status == RunStatus.COMPENSATING
     assert step(run, "post-ledger").status == StepStatus.COMPENSATING
 
@@ -152,12 +146,6 @@ def test_terminating_a_high_impact_undo_under_way_needs_a_second_person_and_leav
     assert script.compensations == {}
 
 
-def agent_run(key: str):
-    run, _ = transitions.start_run(workflow="test-agent-saga", business_key=key,
-                                   input={"order": key}, actor=SYSTEM, wake=False)
-    return run
-
-
 def test_terminating_while_a_tool_calls_undo_waits_to_be_sent_again_leaves_no_row_compensating(
         script, monkeypatch):
     monkeypatch.setattr(agent_loop, "ask_model", note_then_charge())
@@ -168,7 +156,7 @@ def test_terminating_while_a_tool_calls_undo_waits_to_be_sent_again_leaves_no_ro
         raise TransientError("busy")
 
     monkeypatch.setattr(tool, "compensate_fn", busy)
-    run = advance(agent_run("ended-1"))
+    run = advance_once(start_saga("ended-1"))
     assert run.status == RunStatus.COMPENSATING
     note = ToolCall.objects.get(step__run=run, tool="write-note")
     assert note.status == ToolCallStatus.COMPENSATING
@@ -205,7 +193,7 @@ def test_ending_a_compensation_paused_at_a_high_impact_calls_undo_leaves_its_ste
     tool = registry.get("test-agent-saga", 1).step("assist").tools["write-note"]
     monkeypatch.setattr(tool, "impact", "high")
     monkeypatch.setattr(tool, "approve_if", lambda args: False)
-    run = advance(agent_run(f"ended-paused-{end}"))
+    run = advance_once(start_saga(f"ended-paused-{end}"))
     assert (run.status, run.attention_reason) == (RunStatus.ATTENTION,
                                                   AttentionReason.COMPENSATION_PAUSED)
     assert step(run, "assist").status == StepStatus.COMPENSATING

@@ -20,7 +20,7 @@ from runs.machine import transitions
 from runs.models import AttentionReason, ErrorClass, RunStatus, StepStatus, ToolCall, ToolCallStatus
 from tests.factories import SYSTEM, new_run, place, step
 from tests.processes import kill_hard, start_worker, stop, wait_for
-from tests.workflows import note_then_charge
+from tests.workflows import note_then_charge, start_saga
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_broker")]
 SECOND = Actor.system("second")
@@ -63,8 +63,7 @@ def confirmed_note_undo_its_worker_died_sending(tmp_path, monkeypatch, key: str)
     tool = registry.get("test-agent-saga", 1).step("assist").tools["write-note"]
     monkeypatch.setattr(tool, "impact", "high")
     monkeypatch.setattr(tool, "approve_if", lambda args: False)
-    run, _ = transitions.start_run(workflow="test-agent-saga", business_key=key,
-                                   input={"order": key}, actor=SYSTEM, wake=False)
+    run = start_saga(key)
     executor.advance_run(run.pk, worker="in-test")
     note = ToolCall.objects.get(step__run=run, tool="write-note")
     transitions.confirm_compensation(run.pk, step_name="assist", call_ref=note.ref,

@@ -9,12 +9,11 @@ import pytest
 
 from runs.agents import agent_loop
 from runs.definitions.definition import registry
-from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.errors import PermanentError, TransientError
 from runs.models import ErrorClass, RunStatus, StepStatus, ToolCall, ToolCallStatus
-from tests.factories import SYSTEM, make_due, step
-from tests.workflows import note_then_charge
+from tests.factories import SYSTEM, advance_once, make_due, step
+from tests.workflows import note_then_charge, start_saga
 
 pytestmark = pytest.mark.django_db
 IN_DOUBT = (StepStatus.COMPENSATION_FAILED, ErrorClass.ENDED_IN_DOUBT,
@@ -24,12 +23,6 @@ IN_DOUBT = (StepStatus.COMPENSATION_FAILED, ErrorClass.ENDED_IN_DOUBT,
 def state(row) -> tuple:
     row.refresh_from_db()
     return row.status, row.error_class, row.error_message
-
-
-def advance(run):
-    executor.advance_run(run.pk, worker="w1")
-    run.refresh_from_db()
-    return run
 
 
 def test_a_calls_undo_sent_again_after_a_busy_answer_and_ended_meanwhile_is_in_doubt(
@@ -50,12 +43,11 @@ def test_a_calls_undo_sent_again_after_a_busy_answer_and_ended_meanwhile_is_in_d
         return ToolCall.objects.get(step__run_id=run.pk, tool="write-note")
 
     monkeypatch.setattr(tool, "compensate_fn", busy_then_ended_while_sent)
-    run, _ = transitions.start_run(workflow="test-agent-saga", business_key="sent-again",
-                                   input={"order": "sent-again"}, actor=SYSTEM, wake=False)
-    assert advance(run).status == RunStatus.COMPENSATING  # busy: due again
+    run = start_saga("sent-again")
+    assert advance_once(run).status == RunStatus.COMPENSATING  # busy: due again
     make_due(run)
 
-    run = advance(run)
+    run = advance_once(run)
     assert seen["at_the_end"] == (RunStatus.TERMINATED, IN_DOUBT, IN_DOUBT)
     # The undo did land: its late success is recorded on the call, and on its step.
     note = note_row()
@@ -72,7 +64,7 @@ def test_a_failed_undo_compensated_again_and_ended_before_it_is_sent_keeps_its_e
         script, task_run):
     script.plan["create-task:compensate"] = [PermanentError("task is locked")]
     transitions.compensate(task_run.pk, actor=SYSTEM, reason="order withdrawn")
-    assert advance(task_run).status == RunStatus.COMPENSATION_FAILED
+    assert advance_once(task_run).status == RunStatus.COMPENSATION_FAILED
     task = step(task_run, "create-task")
     failed = (StepStatus.COMPENSATION_FAILED, ErrorClass.PERMANENT,
               "PermanentError: task is locked")

@@ -13,21 +13,14 @@ import pytest
 from audit.models import AuditRecord
 from runs.agents import agent_loop
 from runs.definitions.definition import NotFound, StepResult, Workflow, registry
-from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.errors import UnknownOutcome
 from runs.machine.transitions.agent_calls import ModelTurn
 from runs.models import AttentionReason, RunStatus, StepStatus, ToolCall, ToolCallStatus
-from tests.factories import SYSTEM, make_due, new_run, step
+from tests.factories import SYSTEM, advance_once, make_due, new_run, step
 from tests.workflows import FAST, OrderIn, scripted_call
 
 pytestmark = pytest.mark.django_db
-
-
-def advance(run):
-    executor.advance_run(run.pk, worker="w1")
-    run.refresh_from_db()
-    return run
 
 
 def undos(script, name: str) -> list[tuple]:
@@ -94,12 +87,12 @@ def test_a_lookup_that_spends_the_resends_then_meets_a_lost_undo_holds_the_run(
     restore = lose_the_undo(monkeypatch, lookup_saga.name, "reserve")
     script.plan["charge"] = [UnknownOutcome("connection reset")] * FAST.maximum_attempts
 
-    run = advance(run)
+    run = advance_once(run)
     for _ in range(FAST.maximum_attempts):  # not found: sent again with its key, when due
         if run.status != RunStatus.WAITING:
             break
         make_due(run)
-        run = advance(run)
+        run = advance_once(run)
 
     # The last lookup found nothing and the resends were spent: settling the charge
     # (settle_unknown) starts the compensation by policy, which stops at once.
@@ -110,7 +103,7 @@ def test_a_lookup_that_spends_the_resends_then_meets_a_lost_undo_holds_the_run(
 
     restore()
     transitions.compensate(run.pk, actor=SYSTEM, reason="undo restored")
-    assert advance(run).status == RunStatus.COMPENSATED
+    assert advance_once(run).status == RunStatus.COMPENSATED
     assert [call[1] for call in undos(script, "reserve")] == [
         step(run, "reserve").compensation_key]
 
@@ -128,7 +121,7 @@ def test_a_tool_call_that_fails_for_good_then_meets_a_lost_undo_holds_the_run(
                                    input={"order": "o-1"}, actor=SYSTEM, wake=False)
     restore = lose_the_undo(monkeypatch, "test-agent-saga", "reserve")
 
-    run = advance(run)
+    run = advance_once(run)
     assert_held_at_the_reservation(run)
     charge = ToolCall.objects.get(step__run=run, tool="charge")
     assert charge.status == ToolCallStatus.FAILED
@@ -137,6 +130,6 @@ def test_a_tool_call_that_fails_for_good_then_meets_a_lost_undo_holds_the_run(
 
     restore()
     transitions.compensate(run.pk, actor=SYSTEM, reason="undo restored")
-    assert advance(run).status == RunStatus.COMPENSATED
+    assert advance_once(run).status == RunStatus.COMPENSATED
     assert step(run, "reserve").status == StepStatus.COMPENSATED
     assert len(script.compensations) == 1  # the reservation's, once

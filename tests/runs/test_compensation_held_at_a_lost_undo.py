@@ -13,12 +13,11 @@ from audit.chain import Actor
 from audit.models import AuditRecord
 from runs.agents import agent_loop
 from runs.definitions.definition import registry
-from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.errors import SecondPersonRequired, TransientError
 from runs.models import AttentionReason, RunStatus, StepStatus, ToolCall, ToolCallStatus
 from runs.operator.actions import ACTIONS
-from tests.factories import SYSTEM, make_due, step
+from tests.factories import SYSTEM, advance_once, make_due, step
 from tests.workflows import note_then_charge
 
 pytestmark = pytest.mark.django_db
@@ -27,12 +26,6 @@ SECOND = Actor.system("second")
 
 def undos(script, name: str) -> list[tuple]:
     return [call for call in script.calls if call[0] == f"{name}:compensate"]
-
-
-def advance(run):
-    executor.advance_run(run.pk, worker="w1")
-    run.refresh_from_db()
-    return run
 
 
 def held(run) -> AuditRecord:
@@ -61,7 +54,7 @@ def confirmed_ledger_undo(run):
     """Compensated (a second person agreeing), paused at the ledger, confirmed."""
     transitions.compensate(run.pk, actor=SYSTEM, reason="invoice withdrawn",
                            approved_by=SECOND)
-    run = advance(run)
+    run = advance_once(run)
     assert run.attention_reason == AttentionReason.COMPENSATION_PAUSED, run.status_message
     transitions.confirm_compensation(run.pk, step_name="post-ledger", actor=SYSTEM,
                                      reason="reversal checked")
@@ -73,12 +66,12 @@ def test_an_undo_sent_then_lost_is_a_failed_undo_not_one_under_way(script, task_
     spec = registry.get("test-orders", 1).step("create-task")
     transitions.compensate(task_run.pk, actor=SYSTEM, reason="order withdrawn")
     script.plan["create-task:compensate"] = [TransientError("busy")]
-    assert advance(task_run).status == RunStatus.COMPENSATING
+    assert advance_once(task_run).status == RunStatus.COMPENSATING
     assert step(task_run, "create-task").status == StepStatus.COMPENSATING  # due again
     monkeypatch.setattr(spec, "compensate_fn", None)
     make_due(task_run)
 
-    run = advance(task_run)
+    run = advance_once(task_run)
     assert (run.status, run.attention_reason) == (RunStatus.COMPENSATION_FAILED,
                                                   AttentionReason.DEFINITION_MISSING)
     task = step(run, "create-task")
@@ -88,7 +81,7 @@ def test_an_undo_sent_then_lost_is_a_failed_undo_not_one_under_way(script, task_
 
     monkeypatch.undo()
     transitions.compensate(run.pk, actor=SYSTEM, reason="undo restored")
-    assert advance(run).status == RunStatus.COMPENSATED
+    assert advance_once(run).status == RunStatus.COMPENSATED
     assert step(run, "create-task").status == StepStatus.COMPENSATED
     key = step(run, "create-task").compensation_key
     assert [call[1] for call in undos(script, "create-task")] == [key, key]  # busy, then sent
@@ -100,7 +93,7 @@ def test_a_confirmed_undo_lost_before_it_was_sent_leaves_the_effect_succeeded(
     run = confirmed_ledger_undo(ledger_run)
     ledger_undo.remove()
 
-    run = advance(run)
+    run = advance_once(run)
     assert (run.status, run.attention_reason) == (RunStatus.COMPENSATION_FAILED,
                                                   AttentionReason.DEFINITION_MISSING)
     assert run.status_message.startswith("post-ledger: ")
@@ -115,7 +108,7 @@ def test_a_confirmed_undo_lost_before_it_was_sent_leaves_the_effect_succeeded(
     # then each undo is sent once, newest first.
     ledger_undo.restore()
     run = confirmed_ledger_undo(run)
-    assert advance(run).status == RunStatus.COMPENSATED
+    assert advance_once(run).status == RunStatus.COMPENSATED
     assert [call[0] for call in script.calls] == ["post-ledger:compensate",
                                                   "create-task:compensate"]
     assert len(script.compensations) == 2
@@ -128,10 +121,10 @@ def held_at_the_ledger(run, script, ledger_undo, *, sent: bool):
     run = confirmed_ledger_undo(run)
     if sent:
         script.plan["post-ledger:compensate"] = [TransientError("busy")]
-        assert advance(run).status == RunStatus.COMPENSATING
+        assert advance_once(run).status == RunStatus.COMPENSATING
     ledger_undo.remove()
     make_due(run)
-    run = advance(run)
+    run = advance_once(run)
     assert run.status == RunStatus.COMPENSATION_FAILED, run.status_message
     return run
 
@@ -177,13 +170,13 @@ def test_an_agents_call_undo_sent_then_lost_leaves_no_row_compensating(script, m
     monkeypatch.setattr(tool, "compensate_fn", busy)
     run, _ = transitions.start_run(workflow="test-agent-saga", business_key="held-1",
                                    input={"order": "o-1"}, actor=SYSTEM, wake=False)
-    assert advance(run).status == RunStatus.COMPENSATING
+    assert advance_once(run).status == RunStatus.COMPENSATING
     note = ToolCall.objects.get(step__run=run, tool="write-note")
     assert note.status == ToolCallStatus.COMPENSATING
     monkeypatch.setattr(tool, "compensate_fn", None)
     make_due(run)
 
-    run = advance(run)
+    run = advance_once(run)
     assert (run.status, run.attention_reason) == (RunStatus.COMPENSATION_FAILED,
                                                   AttentionReason.DEFINITION_MISSING)
     note.refresh_from_db()
@@ -194,7 +187,7 @@ def test_an_agents_call_undo_sent_then_lost_leaves_no_row_compensating(script, m
 
     monkeypatch.setattr(tool, "compensate_fn", delete_note)
     transitions.compensate(run.pk, actor=SYSTEM, reason="undo restored")
-    assert advance(run).status == RunStatus.COMPENSATED
+    assert advance_once(run).status == RunStatus.COMPENSATED
     note.refresh_from_db()
     assert note.status == ToolCallStatus.COMPENSATED
     assert [call[1] for call in undos(script, "write-note")] == [note.compensation_key]
@@ -217,7 +210,7 @@ def test_an_agents_call_undo_lost_before_it_was_sent_leaves_the_call_succeeded(
     run, _ = transitions.start_run(workflow="test-agent-saga", business_key="held-2",
                                    input={"order": "o-2"}, actor=SYSTEM, wake=False)
 
-    run = advance(run)
+    run = advance_once(run)
     assert (run.status, run.attention_reason) == (RunStatus.COMPENSATION_FAILED,
                                                   AttentionReason.DEFINITION_MISSING)
     note = ToolCall.objects.get(step__run=run, tool="write-note")
@@ -228,6 +221,6 @@ def test_an_agents_call_undo_lost_before_it_was_sent_leaves_the_call_succeeded(
 
     monkeypatch.setattr(tools["write-note"], "compensate_fn", delete_note)
     transitions.compensate(run.pk, actor=SYSTEM, reason="undo restored")
-    assert advance(run).status == RunStatus.COMPENSATED
+    assert advance_once(run).status == RunStatus.COMPENSATED
     assert [call[1] for call in undos(script, "write-note")] == [note.compensation_key]
     assert len(script.compensations) == 2  # the note's and the reservation's, once each

@@ -11,20 +11,13 @@ from api.tokens import token_create
 from audit.models import AuditRecord
 from runs.agents import agent_loop
 from runs.definitions.definition import registry
-from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.errors import PermanentError, TransientError
 from runs.models import AttentionReason, ErrorClass, RunStatus, StepStatus, ToolCall, ToolCallStatus
-from tests.factories import SYSTEM, make_due, step
-from tests.workflows import FAST, note_then_charge
+from tests.factories import SYSTEM, advance_once, make_due, step
+from tests.workflows import FAST, note_then_charge, start_saga
 
 pytestmark = pytest.mark.django_db
-
-
-def advance(run):
-    executor.advance_run(run.pk, worker="w1")
-    run.refresh_from_db()
-    return run
 
 
 def undos(script) -> list[tuple]:
@@ -52,14 +45,13 @@ def busy_note(monkeypatch):
 
 def spent(key: str):
     """A run of test-agent-saga whose note's undo was sent until its budget was spent."""
-    run, _ = transitions.start_run(workflow="test-agent-saga", business_key=key,
-                                   input={"order": key}, actor=SYSTEM, wake=False)
-    run = advance(run)
+    run = start_saga(key)
+    run = advance_once(run)
     for _ in range(5):
         if run.status != RunStatus.COMPENSATING:
             break
         make_due(run)
-        run = advance(run)
+        run = advance_once(run)
     return run
 
 
@@ -94,7 +86,7 @@ def test_a_tool_calls_undo_whose_resends_are_spent_leaves_the_call_a_failed_undo
     # Compensated again with the undo working: sent again with its key, undone once.
     monkeypatch.setattr(tool, "compensate_fn", real)
     transitions.compensate(run.pk, actor=SYSTEM, reason="the notes service is back")
-    run = advance(run)
+    run = advance_once(run)
     assert run.status == RunStatus.COMPENSATED, run.status_message
     note.refresh_from_db()
     assert (note.status, note.error_class, note.error_message) == (
@@ -112,9 +104,8 @@ def test_a_tool_calls_undo_refused_for_good_leaves_the_call_a_failed_undo_at_onc
         raise PermanentError("note is locked")
 
     monkeypatch.setattr(tool, "compensate_fn", refused)
-    run, _ = transitions.start_run(workflow="test-agent-saga", business_key="refused-1",
-                                   input={"order": "refused-1"}, actor=SYSTEM, wake=False)
-    run = advance(run)
+    run = start_saga("refused-1")
+    run = advance_once(run)
     assert run.status == RunStatus.COMPENSATION_FAILED, run.status_message
     note = ToolCall.objects.get(step__run=run, tool="write-note")
     assert (note.status, note.error_class, note.error_message) == (
