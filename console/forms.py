@@ -79,6 +79,15 @@ class RunFilterForm(forms.Form):
         data["sort"] = data.get("sort") or DEFAULT_SORT
         return RunFilters(**data)
 
+    def list_filters(self) -> RunFilters | None:
+        """The filter the runs list shows: every run when none is given (an unbound form),
+        None when the filter given is invalid. An invalid filter is refused, never read as
+        no filter: an operator who mistyped it would see every run and might act on the
+        wrong ones (problems() says what to correct)."""
+        if not self.is_bound:
+            return RunFilters()
+        return self.filters() if self.is_valid() else None
+
 
 class AuditFilterForm(forms.Form):
     actor = forms.CharField(required=False)

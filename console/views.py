@@ -79,11 +79,15 @@ def runs_list(request):
                                                            "live": _live(runs)})
     drawn_at = timezone.now()
     form = RunFilterForm(request.GET or None)
-    filters = form.filters() if form.is_valid() else selectors.RunFilters()
+    filters = form.list_filters()  # None: an invalid filter, refused rather than ignored
     query = request.GET.copy()
     for name in ("after", "new_since", "shown"):
         query.pop(name, None)
     since = parse_stamp(request.GET.get("new_since", ""))
+    if request.htmx and since is not None and filters is None:
+        # Nothing to count: the bar comes back empty and without its trigger, so the poll
+        # stops (200: htmx swaps no 4xx answer, and would go on polling).
+        return render(request, "console/_new_runs.html", {"stopped": True})
     if request.htmx and since is not None:
         # The "N new" bar's poll: one count along the page's own index.
         shown = run_list.shown_ids(request.GET.get("shown", ""))
@@ -92,22 +96,26 @@ def runs_list(request):
         return render(request, "console/_new_runs.html", {
             "new_count": count, "new_cap": selectors.NEW_CAP, "drawn_at": since.isoformat(),
             "poll_url": reverse("console:runs"), "query": query.urlencode(), "ids": shown})
+    page = {"form": form, "query": query.urlencode(),
+            "counts": selectors.status_counts(workflow_ids=workflow_ids),
+            "count_cap": selectors.COUNT_CAP,
+            "saved_views": saved_views.visible_to(request.user)}
+    if filters is None:
+        # No rows, archived rows, "N new" bar or next page: only the form and what is wrong.
+        # 200, as for a filter that matches nothing: the page is what the GET asked for (a
+        # failed "save view" also comes back to it).
+        return render(request, "console/runs.html", {**page, "problems": form.problems()})
     after = run_list.decode_cursor(request.GET.get("after", ""), filters.sort)
     rows, next_cursor = selectors.runs_page(filters, workflow_ids=workflow_ids, after=after)
     # A search also finds runs moved to the archive (by business key or run id): read only.
     archived_rows = (archived.archived_matching(filters.q, workflow_ids=workflow_ids)
                      if filters.q and after is None else [])
     return render(request, "console/runs.html", {
-        "archived": archived_rows,
-        "form": form, "rows": run_rows(rows), "ids": [r.pk for r in rows],
-        "live": _live(rows),
-        "counts": selectors.status_counts(workflow_ids=workflow_ids),
-        "count_cap": selectors.COUNT_CAP,
-        "next_cursor": run_list.encode_cursor(next_cursor),
-        "query": query.urlencode(), "first_page": after is None,
+        **page, "archived": archived_rows,
+        "rows": run_rows(rows), "ids": [r.pk for r in rows], "live": _live(rows),
+        "next_cursor": run_list.encode_cursor(next_cursor), "first_page": after is None,
         "bulk_actions": BULK_BY_FILTER,
         "drawn_at": drawn_at.isoformat(), "poll_url": reverse("console:runs"),
-        "saved_views": saved_views.visible_to(request.user),
         "sort_links": run_list.sort_links(query, filters.sort),
     })
 
