@@ -4,6 +4,7 @@ fails to encode. Every entry point checks what it is given with this one rule, b
 anything is written, and names the problem instead of failing in the database."""
 
 import json
+import unicodedata
 
 NUL = "\x00"
 NUL_PROBLEM = "NUL characters cannot be stored"
@@ -32,6 +33,14 @@ def person_text_problem(text: str) -> str | None:
     if len(text) > PERSON_TEXT_MAX:
         return f"{len(text):,} characters, at most {PERSON_TEXT_MAX:,}"
     return text_problem(text)
+
+
+def has_control_characters(text: str) -> bool:
+    """Whether `text` holds a control character: a line break (U+2028 and U+2029 too), NUL
+    or another C0/C1 control, or an invisible format character (a bidirectional override
+    makes text read as other text). For what names a thing in mail subjects, log lines and
+    one-line displays (a business key, a remote reference), where one would forge a line."""
+    return any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text)
 
 
 def value_problem(value) -> str | None:

@@ -21,11 +21,11 @@ from ..definitions import definition
 from ..machine import tracing, transitions
 from ..machine.intentions import step_lines
 from ..machine.redaction import redact_text, shown_arguments
-from ..machine.storable import text_problem
+from ..machine.storable import has_control_characters, text_problem
 from ..machine.transitions.effects import REMOTE_REF_MAX
 from ..machine.transitions.operator_rules import check_before_work
 from ..models import Run, Step, StepStatus
-from ..waiting import payloads
+from ..waiting import events, payloads
 from .previews import compensation_preview
 from .reconciliation import reconcile_step, reconcile_tool_call_by_key
 
@@ -174,13 +174,10 @@ def _deliver_event(run_id, *, actor, given, approved_by):
     spec = definition.step_of(_definition(run), step.name) if step is not None else None
     if spec is not None and given.reason.strip():
         try:
-            payload = json.loads(given.evidence or "{}")
-        except ValueError:
-            raise ActionInputError("Deliver event: the payload (evidence) is not JSON.") \
-                from None
-        try:
-            # The door's checks, then the run's own version's schema, as an event sent to
-            # the run is checked on delivery (payloads.for_run).
+            # The door's checks (its depth and storable rules, then the schema), then the
+            # run's own version's schema, as an event sent to the run is checked on
+            # delivery (payloads.for_run).
+            payload = events.payload_from_json(given.evidence or "{}")
             payload = payloads.validated(run.workflow_name, spec.event_name, payload)
             payload = payloads.for_run(step, spec.event_name, payload)
         except payloads.EventRefused as exc:
@@ -211,6 +208,10 @@ def _hand_verdict(given: ActionInput):
             f"The remote reference is {len(given.remote_ref.strip())} characters long; a "
             f"reference holds at most {REMOTE_REF_MAX}. Give the reference as the remote "
             "system shows it, and anything longer as evidence.")
+    if given.mode == "found" and has_control_characters(given.remote_ref.strip()):
+        # Shown on one line (run pages, show_run, the audit record): a line break forges one.
+        raise ActionInputError("remote reference: control characters (a line break, NUL, a "
+                               "tab, ...) cannot be part of it; nothing was done.")
     return (definition.Found(given.remote_ref.strip()) if given.mode == "found"
             else definition.NotFound())
 

@@ -21,6 +21,7 @@ runs.waiting.kept's.
 
 import hashlib
 import hmac
+import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -97,9 +98,31 @@ def too_deep(value, limit: int = MAX_PAYLOAD_DEPTH) -> bool:
 def refuse_too_deep(payload) -> None:
     """EventRefused if the payload nests deeper than MAX_PAYLOAD_DEPTH."""
     if too_deep(payload):
-        msg = f"nested deeper than {MAX_PAYLOAD_DEPTH} levels of objects and lists"
-        raise EventRefused(f"the payload is {msg}; nothing was kept",
-                           [{"loc": ["payload"], "msg": msg}])
+        raise _too_deep()
+
+
+def _too_deep() -> EventRefused:
+    msg = f"nested deeper than {MAX_PAYLOAD_DEPTH} levels of objects and lists"
+    return EventRefused(f"the payload is {msg}; nothing was kept",
+                        [{"loc": ["payload"], "msg": msg}])
+
+
+def payload_from_json(text: str):
+    """The payload a person gives as JSON text (an event delivered by hand), held to the
+    rules of one sent to the door: EventRefused if it is not JSON, nests deeper than
+    MAX_PAYLOAD_DEPTH, or holds text the database cannot store. Whether it is what the
+    waiting step accepts is payloads.validated's."""
+    try:
+        payload = json.loads(text)
+    except RecursionError:
+        # Nested deeper than Python's stack, so far deeper than the limit.
+        raise _too_deep() from None
+    except ValueError:
+        raise EventRefused("the payload is not JSON; nothing was kept",
+                           [{"loc": ["payload"], "msg": "not JSON"}]) from None
+    refuse_too_deep(payload)
+    _refuse_unstorable_payload(payload)
+    return payload
 
 
 def _refuse_too_long(**texts: str) -> None:

@@ -57,6 +57,17 @@ def test_an_actor_the_database_cannot_store_is_refused_by_name(finished_run, act
     assert Run.objects.filter(pk=run.pk).exists() and not ArchiveFile.objects.exists()
 
 
+@pytest.mark.parametrize("actor", ["admin\nforged line 1", "ops\tcron", "ops\u202eevil"])
+def test_an_actor_with_control_characters_is_refused_before_anything_is_archived(
+        finished_run, archive_dir, actor):
+    # The name is one line of each archived run's record: a line break would forge another.
+    run = finished_run(days=40)
+    with pytest.raises(CommandError, match="^--actor must not contain control characters"):
+        call_command("archive_runs", "--actor", actor, "--older-than-days", "1")
+    assert Run.objects.filter(pk=run.pk).exists() and not ArchiveFile.objects.exists()
+    assert not [p for p in archive_dir.rglob("*") if p.is_file()]
+
+
 def test_an_actor_too_long_to_record_is_refused_and_the_longest_is_taken(finished_run,
                                                                         archive_dir):
     run = finished_run(days=40)

@@ -2,7 +2,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from archive import archiving
-from runs.machine.storable import text_problem
+from runs.machine.storable import has_control_characters, text_problem
 
 # The most runs a count may say: what a PostgreSQL bigint holds, as a pass's queries take
 # --batch and --max-runs as their LIMIT.
@@ -50,6 +50,10 @@ class Command(BaseCommand):
         if (problem := text_problem(actor)) is not None:
             # Checked before any run is read: the name goes into each archived run's record.
             raise CommandError(f"--actor: {problem}; give it as UTF-8 text. Nothing was done.")
+        if has_control_characters(actor):
+            # The name is one line of each archived run's record and of the archive's row.
+            raise CommandError("--actor must not contain control characters (line breaks, "
+                               "tabs, bidirectional controls, ...). Nothing was done.")
         if len(actor) > LONGEST_ACTOR:
             raise CommandError(f"--actor is {len(actor)} characters; at most {LONGEST_ACTOR}. "
                                "Nothing was done.")

@@ -21,6 +21,7 @@ from ...agent_models import ToolCall, ToolCallStatus
 from ...models import AttentionReason, Run, StepStatus
 from .. import sensitive
 from ..errors import SecondPersonRequired, TransitionNotAllowed
+from ..redaction import redact_text
 from . import effects
 from .agent_calls import call_data, call_named, checked_call, retried_by, save_call
 from .in_flight import undo_in_doubt_at_end
@@ -87,7 +88,8 @@ def cancel_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor
         was = call.status
         call.status, call.finished_at = S.CANCELLED, change.now
         call.next_attempt_at = None
-        call.error_class, call.error_message = "", f"cancelled by {actor.label}: {reason}"
+        call.error_class, call.error_message = "", redact_text(
+            f"cancelled by {actor.label}: {reason}")
         save_call(call, change.now)
         others_wait = ToolCall.objects.filter(step=step, generation=step.generation,
                                               status=S.WAITING).exclude(

@@ -24,7 +24,7 @@ from audit.chain import Actor
 
 from ...definitions import definition
 from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
-from ..redaction import redact
+from ..redaction import redact, redact_text
 from .compensation import advance_compensation, begin_compensation, compensation_plan
 from .effect_rows import FAILED, PENDING, SUCCEEDED, UNKNOWN, CallEffect, Effect, StepEffect
 from .in_flight import (
@@ -398,7 +398,8 @@ def settled_by_person(change: Change, effect: Effect, verdict, *, evidence: str,
         said = {"verdict": "found", "remote_ref": str(verdict.ref or "")}
     elif isinstance(verdict, definition.NotFound):
         row.status = FAILED
-        row.error_message = f"settled as not done: {evidence or reason}"
+        # Shown on the row (run page, show_run): masked as the audit record masks them.
+        row.error_message = redact_text(f"settled as not done: {evidence or reason}")
         said = {"verdict": "not found"}
     else:
         said = {"verdict": "undetermined"}

@@ -200,7 +200,9 @@ class Change:
             self.status_seen = to
         self.run.status = to
         self.run.attention_reason = reason if to in (ATTENTION, CFAIL) else ""
-        self.run.status_message = message
+        # Every status message goes through here, and some carry a person's reason (reopen,
+        # terminate) or an error's text: shown on pages and lists, so no credential.
+        self.run.status_message = redact_text(message) if message else ""
         if to not in HELD:
             self.run.lease_owner, self.run.lease_expires_at = "", None
         if to in (DONE, TERM, COMPED):

@@ -2,7 +2,6 @@
 their stable keys, all in one transaction or not at all."""
 
 import json
-import unicodedata
 from contextlib import nullcontext
 from datetime import datetime
 
@@ -26,7 +25,7 @@ from ..errors import (
     UnknownWorkflow,
 )
 from ..keys import compensation_key, step_key
-from ..storable import text_problem
+from ..storable import has_control_characters, text_problem
 from ..wakeup import wake_after_commit
 from .kernel import (  # the package's shared vocabulary
     NEW,
@@ -37,13 +36,6 @@ from .kernel import (  # the package's shared vocabulary
 )
 
 BUSINESS_KEY_MAX = Run._meta.get_field("business_key").max_length
-
-def _control_characters(text: str) -> bool:
-    # A business key ends up in mail subjects, log lines and file names: no line breaks
-    # (U+2028 and U+2029 included), no other control characters, and no invisible format
-    # characters (bidirectional overrides and isolates make a key read as another one).
-    return any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text)
-
 
 def _storable(text: str) -> bool:
     # The JSON of an input writes a NUL as its escape, which jsonb refuses too.
@@ -88,7 +80,8 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
             f"business key must be at most {BUSINESS_KEY_MAX} characters of text without NUL "
             "or unpaired surrogates",
             errors=[{"loc": ["business_key"], "msg": "too long or not storable"}])
-    if _control_characters(business_key):
+    # A business key ends up in mail subjects, log lines and file names.
+    if has_control_characters(business_key):
         raise InvalidInput(
             "business key must not contain control characters (line breaks, tabs, Unicode "
             "line or paragraph separators, bidirectional controls, ...)",
