@@ -37,11 +37,23 @@ def key_ring(name: str, raw: str | None, purpose: str) -> dict[str, str]:
         derived = hashlib.sha256(f"{SECRET_KEY}:{purpose}".encode()).digest()
         return {DEVELOPMENT_KEY_ID: base64.urlsafe_b64encode(derived).decode()}
     ring = {}
-    for entry in raw.split(","):
+    # A malformed entry is named by its position, never its text: the text may be a secret.
+    for position, entry in enumerate(raw.split(","), start=1):
         key_id, sep, secret = entry.strip().partition(":")
-        if not sep or not key_id.strip() or not secret.strip():
-            raise ImproperlyConfigured(f"{name}: {entry.strip()!r} is not id:secret")
-        ring[key_id.strip()] = secret.strip()
+        if not entry.strip():
+            problem = "is empty (a stray comma?)"
+        elif not sep:
+            problem = "has no ':' between its id and its secret"
+        elif not key_id.strip():
+            problem = "has an empty id"
+        elif not secret.strip():
+            problem = "has an empty secret"
+        else:
+            ring[key_id.strip()] = secret.strip()
+            continue
+        raise ImproperlyConfigured(
+            f"{name}: entry {position} (of {len(raw.split(','))}, comma-separated) {problem};"
+            " each entry is id:secret")
     return ring
 
 

@@ -11,14 +11,18 @@ _SECRET_IN_TEXT = re.compile(
     r"(?i)(bearer\s+|basic\s+)[A-Za-z0-9._~+/=-]+"
     r"|\bsk-[A-Za-z0-9_-]{8,}"
     r"|((?:password|secret|token|api[-_]?key)\s*[=:]\s*)[^\s&,;\"']+"
+    # A URL's userinfo (scheme://user:password@host): the password, or a token standing
+    # alone as the user, up to the last @ of the authority (a password may hold an @).
+    r"|(\b[a-z][a-z0-9+.-]*://(?:[^\s/?#@:]*:)?)[^\s/?#]+(?=@)"
 )
 
 
 def redact_text(text: str) -> str:
-    """The text with bearer tokens, API keys and key=value secrets masked."""
+    """The text with bearer tokens, API keys, key=value secrets and URLs' credentials
+    masked."""
 
     def mask(match: re.Match) -> str:
-        prefix = match.group(1) or match.group(2) or ""
+        prefix = match.group(1) or match.group(2) or match.group(3) or ""
         return f"{prefix}{REDACTED}"
 
     return _SECRET_IN_TEXT.sub(mask, text)

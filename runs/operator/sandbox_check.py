@@ -17,6 +17,11 @@ def sandbox_answers(url: str) -> str | None:
         response = httpx.get(f"{url}/stats", timeout=3)
     except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL: no HTTPError, a typo
         return f"{type(exc).__name__}: {exc}"
+    except UnicodeError:
+        # httpx lets through a host no DNS name can be (a label over 63 characters, an
+        # empty one): the resolver's IDNA encoding refuses it at connect time.
+        return (f"InvalidURL: invalid host {httpx.URL(url).host!r} (a DNS name's labels are "
+                "1 to 63 characters, 253 in all)")
     try:
         counters = response.json() if response.status_code == 200 else None
     except ValueError:

@@ -55,3 +55,13 @@ def test_a_part_made_set_is_completed_with_the_scenarios_it_lacks(sandbox_and_br
     assert "tenant-9:cus-ok-demo: completed (already in place)" in out.getvalue()
     assert Run.objects.filter(business_key__endswith="-demo").count() == 8
     assert Run.objects.get(business_key="tenant-42:INV-WAIT-demo").status == "waiting"
+
+
+def test_the_refusal_masks_the_password_in_the_sandbox_url(settings):
+    settings.SANDBOX_BASE_URL = "http://ops:EnvSandboxPw@127.0.0.1:1/sandbox"
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="sandbox does not answer") as refused:
+        call_command("demo_scenarios", stdout=out, stderr=out)
+    assert "EnvSandboxPw" not in str(refused.value) + out.getvalue()
+    assert "http://ops:[redacted]@127.0.0.1:1/sandbox" in str(refused.value)
+    assert not Run.objects.exists()

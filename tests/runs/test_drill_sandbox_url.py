@@ -40,3 +40,30 @@ def test_a_server_that_is_not_the_sandbox_is_refused_before_any_drill_sends_to_i
 @pytest.mark.django_db(transaction=True)
 def test_the_sandbox_itself_is_recognised(live_server):
     assert sandbox_answers(f"{live_server.url}/sandbox") is None
+
+
+@pytest.mark.parametrize("host", ["x" * 64 + ".example", "a..example"])
+def test_a_host_no_dns_name_can_be_is_refused_naming_it_invalid(host, settings):
+    # httpx takes such a host; the resolver's IDNA encoding raised UnicodeError at connect.
+    settings.SANDBOX_ENABLED = True
+    with pytest.raises(CommandError, match=rf"tried .*invalid host '{host}'"):
+        call_command("drill", "invoice-approval", "--sandbox", f"http://{host}/sandbox",
+                     stdout=io.StringIO())
+    assert not Run.objects.exists()
+
+
+def test_a_sandbox_url_s_password_is_masked_in_the_refusal(settings, monkeypatch):
+    settings.SANDBOX_ENABLED = True
+    url = "http://ops:EnvSandboxPw@127.0.0.1:1/sandbox"
+    monkeypatch.setenv("SANDBOX_BASE_URL", url)
+    settings.SANDBOX_BASE_URL = url
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="no demo sandbox answers") as refused:
+        call_command("drill", "customer-onboarding", stdout=out, stderr=out)
+    assert "EnvSandboxPw" not in str(refused.value) + out.getvalue()
+    assert "http://ops:[redacted]@127.0.0.1:1/sandbox" in str(refused.value)
+
+    with pytest.raises(CommandError) as refused:
+        call_command("drill", "customer-onboarding", "--sandbox", url, stdout=out)
+    assert "EnvSandboxPw" not in str(refused.value) + out.getvalue()
+    assert not Run.objects.exists()

@@ -32,6 +32,7 @@ from observability.metrics import recount_history
 from runs import store
 from runs.bench_processes import ensure_database, vacuum_if_autovacuum_is_off
 from runs.execution import sweeper
+from runs.management.commands.seed_scale import MOST_RUNS
 from runs.models import Run, RunStatus, Step, StepStatus, Worker
 from runs.reads.selectors import RunFilters
 
@@ -59,6 +60,13 @@ class Command(BaseCommand):
         parser.add_argument("--repeat", type=int, default=30)
 
     def handle(self, *args, runs, repeat, **options):
+        # Checked before anything is written: the bulk preview reads the BULK_RUNS-th newest
+        # run, and the medians need one timed round.
+        if not BULK_RUNS <= runs <= MOST_RUNS:
+            raise CommandError(f"--runs must be between {BULK_RUNS} (the bulk preview times "
+                               f"{BULK_RUNS} runs) and {MOST_RUNS}, not {runs}")
+        if repeat < 1:
+            raise CommandError(f"--repeat must be at least 1, not {repeat}")
         if store.current().name != "postgresql":
             raise CommandError("bench_console needs PostgreSQL (set DATABASE_URL=postgres://...)")
         ensure_database(self.stdout)

@@ -178,5 +178,20 @@ class Command(BaseCommand):
                             help="only these apps (default: every app of the project)")
 
     def handle(self, *args, app_label=(), **options):
+        # A label that lints nothing would print "failing: 0" and pass a CI gate.
+        from django.apps import apps
+
+        known = {config.label for config in apps.get_app_configs()}
+        ours = _project_apps()
+        unknown = sorted(set(app_label) - known)
+        if unknown:
+            raise CommandError(f"unknown app label(s): {', '.join(unknown)}; the project's "
+                               f"apps: {', '.join(sorted(ours))}")
+        third_party = sorted(set(app_label) - set(ours))
+        if third_party:
+            raise CommandError(
+                f"not an app of this project: {', '.join(third_party)} (third-party apps' "
+                "migrations are not ours to change and are not linted); the project's apps: "
+                f"{', '.join(sorted(ours))}")
         if not lint(app_labels=list(app_label) or None, stdout=self.stdout):
             raise CommandError("a migration would lock or rewrite a table (see above)")

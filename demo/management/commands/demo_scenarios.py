@@ -21,6 +21,7 @@ from audit.chain import Actor
 from demo.sandbox import faults
 from runs.execution import executor
 from runs.machine import transitions
+from runs.machine.redaction import redact_text
 from runs.models import Run, RunStatus
 from runs.operator.sandbox_check import sandbox_answers
 
@@ -49,10 +50,11 @@ class Command(BaseCommand):
         # fails to connect), and the faults queued for it are left for later real runs.
         problem = sandbox_answers(settings.SANDBOX_BASE_URL.rstrip("/"))
         if problem is not None:
-            raise CommandError(
+            # SANDBOX_BASE_URL may carry a password (http://user:password@host/sandbox).
+            raise CommandError(redact_text(
                 f"the demo's sandbox does not answer at {settings.SANDBOX_BASE_URL}: {problem}."
                 " Start the web server first, or point SANDBOX_BASE_URL at it; nothing was "
-                "made")
+                "made"))
         for workflow, key, _ in scenarios:
             if (workflow, key) in made:
                 # A set an earlier try left part-made: its runs stay as they are.
@@ -65,11 +67,11 @@ class Command(BaseCommand):
                 make()
             except Exception as exc:
                 faults.clear()
-                raise CommandError(
+                raise CommandError(redact_text(
                     f"scenario {key} stopped: {type(exc).__name__}: {exc}. The scenarios "
                     "before it are in place and its own run, if it started, is left as it "
                     "is; run demo_scenarios again to make the ones after it"
-                ) from None
+                )) from None
 
     def _scenarios(self) -> list[tuple[str, str, Callable[[], object]]]:
         """(workflow, business key, make it) of each scenario, in the order they are made:

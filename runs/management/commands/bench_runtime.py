@@ -34,6 +34,7 @@ the most WAL per step; one run whose step returns 10 MB is then measured on its 
 of the worker process executing it, WAL written).
 """
 
+import math
 import statistics
 import tempfile
 import time
@@ -115,8 +116,11 @@ class Command(BaseCommand):
         if runs < 0 or rounds < 1 or concurrency < 1:
             raise CommandError("--rounds and --concurrency must be at least 1, --runs at "
                                "least 0")
-        if round_seconds <= 0:
-            raise CommandError("--round-seconds must be positive")
+        # nan passes a "<= 0" check (every comparison with it is false), and inf sizes no
+        # batch: both would end in a crash after the warm-up has written its runs.
+        if not math.isfinite(round_seconds) or round_seconds <= 0:
+            raise CommandError(f"--round-seconds must be a finite number above 0, not "
+                               f"{round_seconds:g}")
         if store.current().name != "postgresql":
             raise CommandError(
                 "bench_runtime measures PostgreSQL commits, but the default database is "

@@ -5,6 +5,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.definitions.definition import registry
+from runs.machine.redaction import redact_text
 from runs.management.tables import render_table
 from runs.operator.drills import approval_path, run_drills
 from runs.operator.sandbox_check import sandbox_answers
@@ -40,8 +41,8 @@ class Command(BaseCommand):
         parser.add_argument("workflow")
         parser.add_argument("--sandbox", default="",
                             help="the demo sandbox's URL (default: SANDBOX_BASE_URL, else the "
-                                 "running `make demo`'s port, else " + settings.SANDBOX_BASE_URL
-                                 + ")")
+                                 "running `make demo`'s port, else "
+                                 + redact_text(settings.SANDBOX_BASE_URL) + ")")
 
     def handle(self, *args, workflow, sandbox, **options):
         definition = registry.latest(workflow)
@@ -58,11 +59,12 @@ class Command(BaseCommand):
                     break
                 tried.append(f"{url} (from {source}): {problem}")
             else:
-                raise CommandError(
+                # A URL may carry a password (http://user:password@host/sandbox).
+                raise CommandError(redact_text(
                     "no demo sandbox answers; tried " + "; ".join(tried) + ". Start the demo "
                     "(make demo, or PORT=... make demo), or point the drills at its sandbox "
-                    "with --sandbox http://127.0.0.1:PORT/sandbox or SANDBOX_BASE_URL=...")
-            self.stdout.write(f"sandbox: {url} (from {source})")
+                    "with --sandbox http://127.0.0.1:PORT/sandbox or SANDBOX_BASE_URL=..."))
+            self.stdout.write(redact_text(f"sandbox: {url} (from {source})"))
             settings.SANDBOX_BASE_URL = url
             if not os.environ.get("MODEL_BASE_URL"):
                 settings.MODEL_BASE_URL = f"{url}/model/v1"
@@ -71,7 +73,8 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         except Exception as exc:  # what no drill row could hold: a message, not a traceback
-            raise CommandError(f"the drills stopped: {type(exc).__name__}: {exc}") from None
+            raise CommandError(redact_text(f"the drills stopped: {type(exc).__name__}: {exc}")) \
+                from None
         rows = [(r.drill, r.expected, r.observed,
                  "n/a" if r.passed is None else ("PASS" if r.passed else "FAIL"))
                 for r in results]
