@@ -48,6 +48,9 @@ def key_ring(name: str, raw: str | None, purpose: str) -> dict[str, str]:
             problem = "has an empty id"
         elif not secret.strip():
             problem = "has an empty secret"
+        elif key_id.strip() in ring:
+            # Read as one, the later secret would silently replace the one in use.
+            problem = f"repeats the id {key_id.strip()!r} of an earlier entry"
         else:
             ring[key_id.strip()] = secret.strip()
             continue

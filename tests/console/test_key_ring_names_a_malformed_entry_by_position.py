@@ -15,6 +15,8 @@ SECRET = "Zm9vYmFyYmF6cXV4S2V5TWF0ZXJpYWw"
     (f":{SECRET}", 1, "has an empty id"),
     (f"{SECRET}:", 1, "has an empty secret"),
     (f"k1:{SECRET},", 2, "is empty"),
+    # Read as one, the later secret would silently replace the key in use.
+    (f"k1:{SECRET},k2:old,k1:other", 3, "repeats the id 'k1' of an earlier entry"),
 ])
 def test_a_malformed_entry_is_named_by_position_without_its_text(raw, position, problem):
     with pytest.raises(ImproperlyConfigured) as refused:

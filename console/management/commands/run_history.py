@@ -20,6 +20,8 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         if not 1 <= options["limit"] <= 1000:
             raise CommandError("--limit must be between 1 and 1000")
+        if options["before"] is not None and options["before"] < 1:
+            raise CommandError("--before takes the seq a page printed as 'older' (1 or more)")
         try:
             run = Run.objects.get(pk=options["run"])
         except Run.DoesNotExist:
@@ -36,5 +38,9 @@ class Command(BaseCommand):
             self.stdout.write(f"{e['seq']:>5} {e['at']:%Y-%m-%d %H:%M:%S} {e['action']:<26} "
                               f"{e['actor']:<20} {e['step'] or '-':<20}{changed}"
                               f"{'  reason: ' + e['reason'] if e['reason'] else ''}")
+        if not entries:
+            # Silence would read as a run with no history.
+            self.stdout.write(f"no entries of run {run.pk}"
+                              + (f" before seq {options['before']}" if options["before"] else ""))
         if page.older:
             self.stdout.write(f"older entries: --before {page.older}")
