@@ -1,5 +1,6 @@
+from django.conf import settings
 from django.contrib.auth.models import Group, User
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from audit.chain import Actor
 from runs.machine.transitions import start_run
@@ -43,24 +44,35 @@ class Command(BaseCommand):
     help = "Create the demo logins and start a few demo runs (safe to run again)."
 
     def handle(self, *args, **options):
+        if not settings.SANDBOX_ENABLED:
+            # The demo logins' passwords are in this file: a deployment (which serves no
+            # sandbox unless asked to) would get a superuser anyone can sign in as.
+            raise CommandError("seed_demo creates logins whose passwords anyone can read in "
+                               "the code; it runs only where the demo's simulated systems "
+                               "are served (SANDBOX_ENABLED). Nothing was done.")
+        said = []
         for username, password, superuser, groups in DEMO_USERS:
             user, created = User.objects.get_or_create(username=username)
             if created:
                 user.set_password(password)
             # Least privilege: only the admin may open Django admin (is_staff); the others
             # work through the console with their group's permissions. Set on every run,
-            # so a database seeded when every demo user was staff is put right.
-            user.is_staff = user.is_superuser = superuser
+            # so a database seeded when every demo user was staff is put right; an admin
+            # someone demoted since stays demoted (seeding again grants nothing).
+            user.is_staff = user.is_superuser = superuser and (created or user.is_superuser)
             if not user.email:
                 # Approval notifications go by email (files in var/mail in the demo).
                 user.email = f"{username}@example.com"
             user.save()
             for group in groups:
                 user.groups.add(Group.objects.get_or_create(name=group)[0])
+            # Only a password set now is said: an existing login keeps its own.
+            said.append(f"{username} / {password}" if created
+                        else f"{username} (existing, password unchanged)")
         for workflow, runs in (("customer-onboarding", CUSTOMERS),
                                ("invoice-approval", INVOICES),
                                ("invoice-triage", TRIAGES)):
             for key, data in runs:
                 start_run(workflow=workflow, business_key=key, input=data,
                           actor=Actor.system("seed_demo"))
-        self.stdout.write("demo logins: " + ", ".join(f"{u} / {p}" for u, p, _, _ in DEMO_USERS))
+        self.stdout.write("demo logins: " + ", ".join(said))
