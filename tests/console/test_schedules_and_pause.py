@@ -140,3 +140,14 @@ def test_metrics_expose_paused_workflows_and_schedules(client):
                     frozenset({"workflow": "test-two-systems", "system": ""}.items()))] == 0
     assert samples[("durable_schedule_paused", frozenset(
         {"workflow": "test-scheduled", "schedule": "every-minute"}.items()))] == 1
+
+
+def test_the_cli_says_when_nothing_is_paused_and_when_there_are_no_schedules(
+        capsys, monkeypatch):
+    # Silence would read as a command that did nothing.
+    call_command("dispatch", "status")
+    assert capsys.readouterr().out.strip() == (
+        "no workflow or external system is paused: all dispatch")
+    monkeypatch.setattr(schedules, "schedule_rows", lambda: [])  # no workflow declares one
+    call_command("schedules", "list")
+    assert capsys.readouterr().out.strip() == "no schedules: no workflow declares one"

@@ -35,6 +35,9 @@ class Command(BaseCommand):
                     "workflow": p.workflow_name, "system": p.system, "reason": p.reason,
                     "paused_by": p.paused_by, "paused_at": p.paused_at.isoformat()}
                     for p in pauses], indent=2))
+            if not pauses and not options["json"]:
+                # Silence would read as a command that did nothing.
+                self.stdout.write("no workflow or external system is paused: all dispatch")
             for p in [] if options["json"] else pauses:
                 self.stdout.write(f"{p.workflow_name}{' (' + p.system + ')' if p.system else ''}"
                                   f": paused by {p.paused_by} at {p.paused_at:%Y-%m-%d %H:%M}"

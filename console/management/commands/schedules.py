@@ -73,6 +73,8 @@ class Command(BaseCommand):
                                "status": run.status} for run in r.last_runs],
             } for r in rows], indent=2))
             return
+        if not rows:
+            self.stdout.write("no schedules: no workflow declares one")
         for r in rows:
             state = "paused" if r.state and r.state.paused else "running"
             self.stdout.write(f"{r.schedule.workflow_name} {r.schedule.name} "
