@@ -66,16 +66,19 @@ class Command(BaseCommand):
                                "one statement for them all. Nothing was done.")
         if store.current().name != "postgresql":
             raise CommandError("seed_scale needs PostgreSQL (set DATABASE_URL=postgres://...)")
-        with connection.cursor() as cursor:
+        with transaction.atomic(), connection.cursor() as cursor:
+            # Two seeders at once would both count the same runs and collide on their keys:
+            # the second waits for the first, then finds its runs.
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext('seed_scale'))")
             cursor.execute("INSERT INTO runs_workflow (name, created_at) VALUES (%s, now()) "
                            "ON CONFLICT (name) DO NOTHING", [WORKFLOW])
             cursor.execute("SELECT count(*), coalesce(max(id), 0) FROM runs_run "
-                           "WHERE business_key LIKE 'scale:%%'")
+                           "WHERE workflow_name = %s AND business_key LIKE 'scale:%%'",
+                           [WORKFLOW])
             have, last_id = cursor.fetchone()
-        if have >= runs:
-            self.stdout.write(f"already seeded: {have} runs")
-            return
-        with transaction.atomic(), connection.cursor() as cursor:
+            if have >= runs:
+                self.stdout.write(f"already seeded: {have} runs")
+                return
             cursor.execute(RUNS_SQL, {"workflow": WORKFLOW, "steps": STEPS,
                                       "start": have + 1, "stop": runs})
             cursor.execute(STEPS_SQL, {"workflow": WORKFLOW, "last": STEPS - 1,
