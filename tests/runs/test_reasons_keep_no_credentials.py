@@ -1,7 +1,8 @@
 """A person's words (an operator's reason, a bulk job's reason; an approver's comment:
 tests/approvals/test_comments_keep_no_credentials.py) are
 stored in the audit chain, on the run and on requests that others read: a credential pasted
-into them is masked before anything keeps it, by every caller."""
+into them is masked before anything keeps it, by every caller. So is the evidence a step
+settled as not done keeps on its row, and a status message that carries a reason."""
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
@@ -14,7 +15,7 @@ from runs.machine import transitions
 from runs.models import Run, RunStatus, StepStatus
 from runs.operator.actions import ActionInput
 from runs.reads.selectors import RunFilters
-from tests.factories import SYSTEM, new_run, place
+from tests.factories import SYSTEM, new_run, place, step
 
 SECRET = "sk-live0123456789abcdef"
 pytestmark = pytest.mark.django_db
@@ -57,3 +58,33 @@ def test_a_bulk_jobs_reason_is_masked_before_it_is_stored(olga):
                          reason=f"token={SECRET}")
     assert job.reason == "token=[redacted]"
 
+
+# A step (or tool call) settled as not done keeps the evidence on its row (error_message, shown
+# by the run page and show_run); a status message may carry a reason given by automation.
+EVIDENCE = "tracker login password=hunter2secret, header Bearer eyJabc.def.ghi: no task"
+
+
+def test_evidence_of_not_done_is_masked_on_the_row_as_in_the_record(olga):
+    run = place(new_run(), status=RunStatus.ATTENTION,
+                step_statuses={"fetch": StepStatus.SUCCEEDED, "classify": StepStatus.SUCCEEDED,
+                               "create-task": StepStatus.UNKNOWN})
+    act("reconcile", run.pk, user=olga,
+        given=ActionInput(reason="checked the tracker", step="create-task", mode="not_found",
+                          evidence=EVIDENCE))
+    task = step(Run.objects.get(pk=run.pk), "create-task")
+    assert task.status == StepStatus.FAILED
+    assert task.error_message.startswith("settled as not done: tracker login password=")
+    assert "hunter2secret" not in task.error_message
+    assert "eyJabc.def.ghi" not in task.error_message and "[redacted]" in task.error_message
+    record = AuditRecord.objects.filter(run=run).order_by("pk").last()
+    assert record.reason == "checked the tracker"
+    assert "tracker login" in record.data["evidence"]
+    assert "hunter2secret" not in str(record.data) and "eyJabc" not in str(record.data)
+
+
+def test_a_reopen_by_automation_keeps_no_credential_in_the_status_message():
+    run = place(new_run(), status=RunStatus.TERMINATED)
+    transitions.reopen(run.pk, actor=SYSTEM, reason=f"ticket 9: {EVIDENCE}")
+    message = Run.objects.get(pk=run.pk).status_message
+    assert message.startswith("ticket 9: tracker login password=")
+    assert "hunter2secret" not in message and "eyJabc" not in message
