@@ -6,8 +6,13 @@ import uuid
 
 from celery import current_app
 from django.db import transaction
+from kombu.exceptions import OperationalError
 
 logger = logging.getLogger(__name__)
+
+# The broker cannot be reached (kombu wraps the transport's connection errors so): an outage
+# the sweeper covers, said in one line; anything else keeps its traceback.
+BROKER_DOWN = (OperationalError, OSError)
 
 ADVANCE_RUN_TASK = "runs.advance_run"  # runs.tasks.advance_run
 
@@ -40,9 +45,9 @@ def send_wakeup(run_id: int, *, countdown: float | None = None) -> bool:
         else:
             _publish(run_id)
         return True
-    except Exception:
-        logger.warning("wake-up hint for run %s not sent; the sweeper will pick it up",
-                       run_id, exc_info=True)
+    except Exception as exc:
+        logger.warning("wake-up hint for run %s not sent (%s); the sweeper will pick it up",
+                       run_id, exc, exc_info=not isinstance(exc, BROKER_DOWN))
         return False
 
 
@@ -57,9 +62,10 @@ def send_wakeups(run_ids: list[int]) -> int:
             for run_id in run_ids:
                 _publish(run_id, producer)
                 sent += 1
-    except Exception:
-        logger.warning("%s of %s wake-up hints not sent; the sweeper will pick them up",
-                       len(run_ids) - sent, len(run_ids), exc_info=True)
+    except Exception as exc:
+        logger.warning("%s of %s wake-up hints not sent (%s); the sweeper will pick them up",
+                       len(run_ids) - sent, len(run_ids), exc,
+                       exc_info=not isinstance(exc, BROKER_DOWN))
     return sent
 
 
