@@ -8,12 +8,19 @@ import os
 import sys
 from collections.abc import Mapping
 
-from django.contrib.auth import get_user_model
+from axes.utils import reset as reset_login_failures
+from django.contrib.auth import authenticate, get_user_model
 from django.core.management.base import CommandError
+from django.http import HttpRequest
 
 from api.openapi import unstorable
 
 logger = logging.getLogger(__name__)
+
+# The address a command's password proof is counted under by the login throttle (axes): the
+# host itself. Failures at the command line lock that user out there as the console's login
+# does from a browser's address (AXES_FAILURE_LIMIT, AXES_COOLOFF_MINUTES).
+COMMAND_LINE_ADDRESS = "127.0.0.1"
 
 
 def storable_text(options: Mapping) -> None:
@@ -65,11 +72,23 @@ def proven(user, *, nothing: str = "nothing was done"):
         except (EOFError, OSError):  # no terminal to ask on, and no CLI_PASSWORD
             raise CommandError(f"no password given for {user.get_username()} (a script sets "
                                f"CLI_PASSWORD); {nothing}") from None
-    if not user.check_password(password):
+    username = user.get_username()
+    request = HttpRequest()
+    request.method, request.path = "POST", "/command-line/"
+    request.META.update(REMOTE_ADDR=COMMAND_LINE_ADDRESS, HTTP_USER_AGENT="manage.py")
+    # Through the authentication backends, the throttle first: a locked-out user is refused
+    # before the password is checked, and each failure counts towards the lockout.
+    if authenticate(request, username=username, password=password) is None:
+        if getattr(request, "axes_locked_out", False):
+            logger.warning("command line: %s is locked out after too many failed passwords; "
+                           "nothing was done", username)
+            raise CommandError(f"too many failed passwords for {username}: locked out for a "
+                               f"while (an admin can lift it in Django admin); {nothing}")
         # The operators' log keeps the attempt (never the password tried).
-        logger.warning("command line: wrong password for %s; nothing was done",
-                       user.get_username())
-        raise CommandError(f"wrong password for {user.get_username()}; {nothing}")
+        logger.warning("command line: wrong password for %s; nothing was done", username)
+        raise CommandError(f"wrong password for {username}; {nothing}")
+    # As a successful login does (AXES_RESET_ON_SUCCESS): earlier slips no longer count.
+    reset_login_failures(ip=COMMAND_LINE_ADDRESS, username=username)
     return user
 
 

@@ -78,3 +78,60 @@ def test_an_admin_sees_the_lockout_and_lifts_it(client, olga):
     assert deleted.status_code == 302 and not AccessAttempt.objects.exists()
 
     assert _login(client, CONSOLE_LOGIN, "right-password").status_code == 302
+
+
+@pytest.fixture
+def olga_operates(olga):
+    from django.contrib.auth.models import Group, Permission
+
+    from console.roles import ensure_roles
+
+    ensure_roles(Group, Permission)
+    olga.groups.add(Group.objects.get(name="operators"))
+    return olga
+
+
+def _pause_as_olga(password, monkeypatch):
+    from django.core.management import call_command
+
+    monkeypatch.setenv("CLI_PASSWORD", password)
+    call_command("dispatch", "pause", "test-orders", "--user", "olga", "--reason", "vendor down")
+
+
+def test_failed_passwords_at_the_command_line_lock_that_user_out_there(
+        client, olga_operates, monkeypatch):
+    from django.core.management import CommandError
+
+    from runs.models import DispatchPause
+
+    for _ in range(2):
+        with pytest.raises(CommandError, match="^wrong password for olga; nothing"):
+            _pause_as_olga("wrong", monkeypatch)
+    # The failure that reaches the limit locks out, as the console's login does; then even
+    # the right password is refused, before it is checked, and nothing is paused.
+    for password in ("wrong", "right-password"):
+        with pytest.raises(CommandError, match="^too many failed passwords for olga: locked"):
+            _pause_as_olga(password, monkeypatch)
+    assert not DispatchPause.objects.exists()
+    assert AccessAttempt.objects.get(username="olga").ip_address == "127.0.0.1"
+    # The console's login from a browser's address is not locked by the command line's.
+    assert _login(client, CONSOLE_LOGIN, "right-password").status_code == 302
+    # An admin lifts it (Django admin deletes the attempt), and the command acts again.
+    AccessAttempt.objects.all().delete()
+    _pause_as_olga("right-password", monkeypatch)
+    assert DispatchPause.objects.filter(workflow_name="test-orders").count() == 1
+
+
+def test_a_right_password_at_the_command_line_clears_the_slips_before_it(olga_operates,
+                                                                          monkeypatch):
+    from django.core.management import CommandError, call_command
+
+    for _ in range(2):
+        with pytest.raises(CommandError, match="^wrong password"):
+            _pause_as_olga("wrong", monkeypatch)
+    _pause_as_olga("right-password", monkeypatch)
+    monkeypatch.setenv("CLI_PASSWORD", "wrong")
+    for _ in range(2):  # two more slips: under the limit again, not locked out
+        with pytest.raises(CommandError, match="^wrong password"):
+            call_command("dispatch", "resume", "test-orders", "--user", "olga",
+                         "--reason", "vendor back")
