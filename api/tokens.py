@@ -136,7 +136,7 @@ def token_check(plaintext: str, *, now: datetime | None = None) -> Checked:
     if (scheme != SCHEME or not prefix or not secret or len(plaintext) > 200
             or text_problem(plaintext) is not None):
         return Checked(None, "invalid token")
-    token = ApiToken.objects.filter(prefix=prefix).first()
+    token = ApiToken.objects.filter(prefix=prefix).select_related("acting_user").first()
     # Compared even when no row matched, so both cases take the same time.
     stored = token.hashed if token is not None else "0" * 64
     if not hmac.compare_digest(stored, hash_token(plaintext)) or token is None:
@@ -146,6 +146,10 @@ def token_check(plaintext: str, *, now: datetime | None = None) -> Checked:
         return Checked(None, "token revoked")
     if token.is_expired(now):
         return Checked(None, "token expired")
+    if token.acting_user is not None and not token.acting_user.is_active:
+        # A token that acts for a person is that person's credential: deactivating them
+        # (they left, or are suspended) stops it as it stops their sign-in, reads included.
+        return Checked(None, "token acts for an inactive user")
     _touch(token, now)
     return Checked(token)
 
