@@ -28,11 +28,25 @@ def text_problem(text: str) -> str | None:
 PERSON_TEXT_MAX = 2000
 
 
+# Bidirectional overrides and isolates make text read as other text (on a page, in a mail,
+# to the second person of four eyes); other invisible format characters (a zero-width
+# joiner in an emoji) stay allowed.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
 def person_text_problem(text: str) -> str | None:
-    """Why a person's `text` (a reason, a comment, evidence) cannot be kept, or None."""
+    """Why a person's `text` (a reason, a comment, evidence) cannot be kept, or None. Line
+    breaks and tabs are text; other control characters (an escape sequence that recolours a
+    terminal showing the record) and bidirectional controls are not."""
     if len(text) > PERSON_TEXT_MAX:
         return f"{len(text):,} characters, at most {PERSON_TEXT_MAX:,}"
-    return text_problem(text)
+    if (problem := text_problem(text)) is not None:
+        return problem
+    for c in text:
+        if c in BIDI_CONTROLS or (unicodedata.category(c) == "Cc" and c not in "\t\n\r"):
+            return (f"holds the control character U+{ord(c):04X}; only line breaks and tabs "
+                    "may be part of it")
+    return None
 
 
 def has_control_characters(text: str) -> bool:

@@ -81,3 +81,28 @@ def test_a_bulk_job_with_a_reason_too_long_is_refused_before_it_starts(operator)
 
 def test_the_apis_schema_holds_the_same_limit():
     assert ActionIn.model_json_schema()["properties"]["reason"]["maxLength"] == PERSON_TEXT_MAX
+
+
+# An escape sequence recolours the terminal that shows the record (show_run, run_history);
+# a bidirectional override makes the text read as other text to the second person.
+CONTROLS = ["resumed \x1b[31mafter all", "ok \u202eevil", "bell\x07"]
+
+
+@pytest.mark.parametrize("reason", CONTROLS)
+def test_a_reason_with_control_characters_is_refused_on_every_path(
+        client_for, operator, stuck_run, reason):
+    before = _state(stuck_run)
+    response = _post(client_for(operator), stuck_run, "resume", reason=reason)
+    assert "holds the control character U+" in response.content.decode()
+    with pytest.raises(CommandError, match="holds the control character U+"):
+        call_command("run_action", str(stuck_run.pk), "resume", "--user", "olga",
+                     "--reason", reason, stdout=io.StringIO())
+    with pytest.raises(BulkRefused, match="holds the control character U+"):
+        start_bulk_job("cancel", RunFilters(), user=operator, reason=reason)
+    assert _state(stuck_run) == before
+
+
+def test_line_breaks_tabs_and_emoji_are_part_of_a_reason(client_for, operator, stuck_run):
+    _post(client_for(operator), stuck_run, "resume",
+          reason="vendor fixed it:\n\tticket 12 \U0001f468\u200d\U0001f4bb")
+    assert Run.objects.get(pk=stuck_run.pk).status == RunStatus.QUEUED
