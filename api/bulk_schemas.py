@@ -23,8 +23,10 @@ class BulkFilters(Schema):
     status: Literal[("", *RunStatus.values)] = ""
     step_status: Literal[("", *StepStatus.values)] = ""
     error_class: Literal[("", *ErrorClass.values)] = ""
-    attention: bool = False
-    stuck: bool = False
+    # Strict, as every boolean of an action's body: a string such as "no" would be read
+    # as a boolean and widen or narrow the runs the job acts on.
+    attention: bool = Field(False, strict=True)
+    stuck: bool = Field(False, strict=True)
     q: str = Field("", max_length=300, pattern=_NO_NUL,
                    description="Business key, idempotency key or remote reference.")
 

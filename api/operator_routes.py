@@ -85,7 +85,7 @@ def _approval(request, approval: ApprovalRequest) -> dict:
     snapshot = approval.snapshot if isinstance(approval.snapshot, dict) else {}
     operator = approval.kind == RequestKind.OPERATOR_ACTION
     return {"id": approval.pk, "kind": approval.kind, "run_id": approval.run_id,
-            "action": approval.action, "step": approval.step_name, "status": approval.status,
+            "action": approval.action, "step": approval.target_step, "status": approval.status,
             "requested_by": snapshot.get("requested_by") if operator else None,
             "requested_at": approval.requested_at, "due_at": approval.due_at,
             "reason": snapshot.get("reason", "") if operator else "",
@@ -244,8 +244,11 @@ def register(api, *, headers: dict) -> None:
         description="The token's acting user decides, as themselves (four eyes: never a "
                     "request they asked for). 200: recorded (or this decision_id was "
                     "already recorded: nothing changed). 409: decided by someone else, "
-                    "closed, or superseded because its payload changed (`detail` says "
-                    "which). 403: the token acts for nobody, or its person may not decide. "
+                    "closed, or superseded because its payload changed, or the decision_id "
+                    "was used for another request or the opposite decision "
+                    "(`decision_id_reused`; `error` and `detail` say which). 403: the "
+                    "token acts for nobody, or its person may not decide (`detail` says "
+                    "why). "
                     "400: a body that is not JSON. 422: the body does not match its schema, "
                     "or rejects without a `comment` (a rejection says why); nothing is "
                     "recorded.")

@@ -379,12 +379,16 @@ class ApprovalList(Schema):
 
 
 class DecisionIn(Schema):
-    approve: bool
+    # Strict: pydantic would read "yes", "no", "1" or 0 as a boolean, and a client's
+    # mistaken field would then approve; only JSON true or false decides.
+    approve: bool = Field(strict=True, description="true approves, false rejects; JSON "
+                                                   "true or false only.")
     decision_id: str = Field(
         pattern=r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
                 r"[0-9a-fA-F]{12}$",
-        description="A UUID the caller makes once per decision: sending it again changes "
-                    "nothing.")
+        description="A UUID the caller makes once per decision: sending it again with "
+                    "the same decision on the same request changes nothing; on another "
+                    "request or with the other decision it is refused (409).")
     comment: str = Field("", max_length=PERSON_TEXT_MAX, pattern=r"^[^\u0000]*$")
 
 

@@ -49,7 +49,7 @@ from .bulk import apply_approved
 from .four_eyes import changed_effects_snapshot, requester_actor, requester_refusal
 from .models import DECIDED_STATUSES, ApprovalRequest, RequestKind, RequestStatus
 from .notifications import time_text
-from .permissions import can_decide
+from .permissions import decide_refusal
 from .requests import current_snapshot, lock_run, record_lifecycle, supersede
 from .snapshots import SnapshotUnavailable
 from .timeouts import (
@@ -66,6 +66,9 @@ logger = logging.getLogger(__name__)
 
 SYSTEM_LABEL = "approvals"
 SYSTEM = Actor.system(SYSTEM_LABEL)
+# The outcome of a decision refused because its decision id names another decision (the
+# API answers it as a 409 with this error code, the console as an error).
+DECISION_ID_REUSED = "decision_id_reused"
 
 
 class DecisionRefused(ValueError):
@@ -92,7 +95,9 @@ def decision_refusal(*, approved: bool, comment: str) -> str | None:
 class Decision:
     """What became of a person's decision, with a sentence to show them."""
 
-    outcome: str  # recorded, already_recorded, already_decided, closed, superseded, unavailable
+    # recorded, already_recorded, already_decided, closed, superseded, unavailable,
+    # decision_id_reused
+    outcome: str
     message: str
     request: ApprovalRequest
     new_request: ApprovalRequest | None = None
@@ -110,7 +115,9 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
     without a comment: decision_refusal), PermissionDenied (and logs it) if `user` may not
     decide, and ApprovalRequest.DoesNotExist for an unknown id; nothing changes in any case.
     Otherwise nothing changes either unless the returned Decision is `recorded`:
-    - the same decision_id again (double click, resent form): `already_recorded`;
+    - the same decision_id again, with the same decision on the same request (double
+      click, resent form): `already_recorded`; with another decision, or on another
+      request: `decision_id_reused`, refused;
     - decided already by someone else (the first of two racing approvers wins):
       `already_decided`, saying by whom and when;
     - superseded, withdrawn or timed out: `closed`; one the run no longer waits for (its
@@ -146,17 +153,16 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
         lock_run(approval.run_id)
         approval = ApprovalRequest.objects.select_for_update(of=("self",)).select_related(
             "run").get(pk=request_id)
-        if not can_decide(user, approval):
+        if (refusal := decide_refusal(user, approval)) is not None:
             logger.warning("approval request %s: %s (id %s) may not decide it; refused",
                            approval.pk, user.get_username(), user.pk)
-            raise PermissionDenied(f"you may not decide approval request {approval.pk}")
+            raise PermissionDenied(refusal)
+        if (reused := _decision_id_reuse(approval, decision_id, approved)) is not None:
+            return Decision(DECISION_ID_REUSED, reused, approval)
         if approval.decision_id == decision_id:
             return Decision("already_recorded",
                             f"Your decision ({approval.status}) was already recorded at "
                             f"{time_text(approval.decided_at)}; nothing changed.", approval)
-        if ApprovalRequest.objects.filter(decision_id=decision_id).exists():
-            return Decision("already_recorded", "This form was already used for another "
-                            "decision; nothing changed.", approval)
         if not approval.is_pending:
             return _closed(approval)
         if not is_still_awaited(approval):
@@ -195,6 +201,29 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
     if approval.apply_error:
         message += f" It could not be applied to the run: {approval.apply_error}"
     return Decision("recorded", message, approval)
+
+
+def _decision_id_reuse(approval: ApprovalRequest, decision_id: uuid.UUID,
+                       approved: bool) -> str | None:
+    """Why `decision_id` cannot be taken for this decision, or None. A decision id names one
+    decision on one request: sent again with the same decision on the same request it is a
+    resent form (already_recorded), but answering "already recorded" to another request or
+    to the opposite decision would tell the person their decision stands while nothing of
+    it was written."""
+    if approval.decision_id == decision_id:
+        said = RequestStatus.APPROVED if approved else RequestStatus.REJECTED
+        if approval.status == said:
+            return None
+        return (f"Decision id {decision_id} was already used to record {approval.status} "
+                f"on approval request {approval.pk}; it cannot also record {said} on it. "
+                "Nothing changed: send a new decision id for a new decision.")
+    used = (ApprovalRequest.objects.filter(decision_id=decision_id)
+            .values_list("pk", flat=True).first())
+    if used is None:
+        return None
+    return (f"Decision id {decision_id} was already used for a decision on approval request "
+            f"{used}, not {approval.pk}; nothing changed: send a new decision id for a new "
+            "decision.")
 
 
 def _closed(approval: ApprovalRequest) -> Decision:

@@ -143,6 +143,13 @@ class ApprovalRequest(models.Model):
         return self.step_name
 
     @property
+    def target_step(self) -> str:
+        """The step the request is about: an operator action's step (rerun_from_step keeps
+        it in params, its step_name is empty), else step_name. The API and the approver's
+        page both show this one."""
+        return str(dict(self.params or {}).get("step") or self.step_name)
+
+    @property
     def current_approvers(self) -> list[str]:
         """Who may decide now: the approvers, and the deputies once escalated."""
         names = list(self.approvers)

@@ -75,7 +75,22 @@ def tool_call_requester(call) -> int | None:
 
 def can_decide(user, approval: ApprovalRequest) -> bool:
     """Whether `user` may decide `approval` (if it is still pending)."""
-    return has_decide_permission(user, approval) and not is_requester(user, approval)
+    return decide_refusal(user, approval) is None
+
+
+def decide_refusal(user, approval: ApprovalRequest) -> str | None:
+    """Why `user` may not decide `approval`, in words for them, or None if they may. The
+    one text of the refusal: the console's page shows it, and approvals.decisions.decide
+    raises it to every other caller (the API, the command line), so the requester is told
+    it is four eyes wherever they try."""
+    if is_requester(user, approval):
+        return (f"You may not decide approval request {approval.pk}: you asked for what it "
+                "is about, and four eyes means another person decides it, never the one "
+                "who asked.")
+    if not has_decide_permission(user, approval):
+        return (f"You may not decide approval request {approval.pk}: it can be decided "
+                "only by its approvers.")
+    return None
 
 
 def can_view(user, approval: ApprovalRequest) -> bool:

@@ -22,7 +22,7 @@ from runs.machine.storable import text_problem
 from . import decisions, selectors
 from .forms import DecisionForm
 from .models import ApprovalRequest
-from .permissions import can_decide, can_view, is_requester
+from .permissions import can_decide, can_view, decide_refusal, is_requester
 from .snapshots import snapshot_rows
 from .throttle import link_failed, link_lockout
 from .tokens import LinkCheck, approval_link_token
@@ -75,7 +75,8 @@ def _forbidden(request, approval: ApprovalRequest):
     logger.warning("approval request %s: %s (id %s) refused at %s %s", approval.pk,
                    request.user.get_username(), request.user.pk, request.method, request.path)
     return render(request, "approvals/forbidden.html",
-                  {"approval": approval, "is_requester": is_requester(request.user, approval)},
+                  {"approval": approval, "is_requester": is_requester(request.user, approval),
+                   "refusal": decide_refusal(request.user, approval)},
                   status=403)
 
 
@@ -133,8 +134,10 @@ def decide(request, pk: int):
     tokens = dict(request.session.get(SESSION_TOKENS, {}))
     if tokens.pop(str(pk), None) is not None:
         request.session[SESSION_TOKENS] = tokens
-    level = {"recorded": messages.SUCCESS, "already_recorded": messages.INFO}.get(
-        result.outcome, messages.WARNING)
+    # A reused decision id is an error, not news: the person's decision was not recorded.
+    level = {"recorded": messages.SUCCESS, "already_recorded": messages.INFO,
+             decisions.DECISION_ID_REUSED: messages.ERROR}.get(result.outcome,
+                                                               messages.WARNING)
     messages.add_message(request, level, result.message)
     target = result.new_request or result.request
     return redirect("approvals:detail", pk=target.pk)

@@ -194,3 +194,84 @@ def test_the_workers_list_names_each_worker_and_only_the_tokens_runs_it_holds(cl
     assert by_name["host-a:101"]["silent"] is False
     assert by_name["host-b:202"]["silent"] is True and by_name["host-b:202"]["held_count"] == 0
     assert client.get("/api/workers", {"page": 2}, **bearer()).status_code == 422
+
+
+def _decide(client, headers, request_id, **body):
+    return client.post(f"/api/approvals/{request_id}/decision", body,
+                       content_type="application/json", **headers)
+
+
+def _terminate_request(client, headers) -> int:
+    pending = _act(client, headers, _effected_run(), "terminate", reason="customer fraud")
+    assert pending.status_code == 202, pending.content
+    return pending.json()["approval_request"]["id"]
+
+
+@pytest.mark.parametrize("approve", ["yes", "true", 1, "no", 0, None])
+def test_a_decision_that_is_not_a_json_boolean_is_refused_naming_approve(client, bearer,
+                                                                         approve):
+    request_id = _terminate_request(client, bearer("olga"))
+    response = _decide(client, bearer("carl"), request_id, approve=approve,
+                       decision_id=str(uuid.uuid4()), comment="checked")
+    assert response.status_code == 422, response.content
+    assert ["approve"] in [e["loc"][-1:] for e in response.json()["errors"]]
+    assert ApprovalRequest.objects.get(pk=request_id).status == RequestStatus.PENDING
+
+
+def test_a_bulk_filter_that_is_not_a_json_boolean_is_refused(client, bearer):
+    response = client.post("/api/bulk", {"action": "resume", "reason": "x",
+                                         "filters": {"attention": "no"}},
+                           content_type="application/json", **bearer("olga"))
+    assert response.status_code == 422, response.content
+    assert ["attention"] in [e["loc"][-1:] for e in response.json()["errors"]]
+
+
+def test_a_decision_id_names_one_decision_on_one_request(client, bearer):
+    olga, carl = bearer("olga"), bearer("carl")
+    first, other = _terminate_request(client, olga), _terminate_request(client, olga)
+    decision_id = str(uuid.uuid4())
+    recorded = _decide(client, carl, first, approve=True, decision_id=decision_id)
+    assert recorded.status_code == 200 and recorded.json()["outcome"] == "recorded"
+    other_run = ApprovalRequest.objects.get(pk=other).run_id
+    records = AuditRecord.objects.filter(run_id=other_run).count()
+
+    # Another request: refused, and that request still waits for its own decision.
+    reused = _decide(client, carl, other, approve=True, decision_id=decision_id)
+    assert reused.status_code == 409, reused.content
+    assert reused.json()["error"] == "decision_id_reused"
+    assert f"approval request {first}" in reused.json()["detail"]
+    assert ApprovalRequest.objects.get(pk=other).status == RequestStatus.PENDING
+    assert ApprovalRequest.objects.get(pk=other).decision_id is None
+    assert AuditRecord.objects.filter(run_id=other_run).count() == records
+
+    # The same request with the opposite decision: refused, the first decision stands.
+    records = AuditRecord.objects.filter(run_id=ApprovalRequest.objects.get(pk=first)
+                                         .run_id).count()
+    opposite = _decide(client, carl, first, approve=False, decision_id=decision_id,
+                       comment="changed my mind")
+    assert opposite.status_code == 409 and opposite.json()["error"] == "decision_id_reused"
+    request = ApprovalRequest.objects.get(pk=first)
+    assert request.status == RequestStatus.APPROVED and request.comment == ""
+    assert AuditRecord.objects.filter(run_id=request.run_id).count() == records
+
+    # The same decision again: the idempotent answer.
+    again = _decide(client, carl, first, approve=True, decision_id=decision_id)
+    assert again.status_code == 200 and again.json()["outcome"] == "already_recorded"
+
+
+def test_a_rerun_request_shows_the_step_it_reruns(client, bearer):
+    olga, carl = bearer("olga"), bearer("carl")
+    pending = _act(client, olga, _effected_run(), "rerun_from_step", step="fetch",
+                   reason="ledger lost it")
+    assert pending.status_code == 202, pending.content
+    assert pending.json()["approval_request"]["step"] == "fetch"
+    listed = {r["id"]: r for r in client.get("/api/approvals", **carl).json()["requests"]}
+    assert listed[pending.json()["approval_request"]["id"]]["step"] == "fetch"
+
+
+def test_the_requester_is_told_it_is_four_eyes(client, bearer):
+    olga = bearer("olga")
+    request_id = _terminate_request(client, olga)
+    own = _decide(client, olga, request_id, approve=True, decision_id=str(uuid.uuid4()))
+    assert own.status_code == 403 and own.json()["error"] == "forbidden"
+    assert "four eyes" in own.json()["detail"] and "you asked for" in own.json()["detail"]

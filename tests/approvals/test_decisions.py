@@ -91,11 +91,12 @@ def test_the_same_decision_twice_changes_nothing_the_second_time(pending, ann, c
     pending.refresh_from_db()
     first = (pending.status, pending.decided_at, pending.settled_at)
 
+    # The same form with the opposite decision is refused, never taken for the first.
     response = _post(client, pending, decision="reject", comment="changed my mind",
                      decision_id=decision_id)
     assert response.status_code == 302
     page = client.get(response["Location"])
-    assert b"was already recorded" in page.content
+    assert b"was already used to record approved" in page.content
     pending.refresh_from_db()
     assert (pending.status, pending.decided_at, pending.settled_at) == first
     assert AuditRecord.objects.filter(run_id=pending.run_id).count() == records
