@@ -30,6 +30,7 @@ from .effect_rows import FAILED, PENDING, SUCCEEDED, UNKNOWN, CallEffect, Effect
 from .in_flight import (
     calls_due_again,
     calls_not_undone,
+    undo_in_doubt,
     undo_in_doubt_at_end,
     undo_stopped_by_end,
     undone_by_calls,
@@ -317,15 +318,6 @@ def late_result(run: Run, lease: Lease, effect: Effect, outcome: Outcome, now) -
     change.save()
 
 
-def undo_in_doubt(call) -> bool:
-    """Whether a tool call leaves its agent step's undo in doubt after a run's end: its own
-    undo is (in_flight.undo_in_doubt_at_end), or it may have acted (unknown), or it is
-    still being undone. A call whose undo failed otherwise stands, and says so itself: the
-    step is then a failed undo, as the end makes it with no call in doubt
-    (in_flight.agent_undo_ended)."""
-    return call.status in (UNKNOWN, StepStatus.COMPENSATING) or undo_in_doubt_at_end(call)
-
-
 def undo_settled(change: Change, effect: Effect, remote_ref: str, action: str, /,
                  **data) -> None:
     """An undo a run's end left in doubt (in_flight.undo_in_doubt_at_end), or an agent
@@ -333,7 +325,7 @@ def undo_settled(change: Change, effect: Effect, remote_ref: str, action: str, /
     succeeded, its sender says after all (a worker's, late_result; a person's undo of one
     tool call, agent_operator.record_tool_call_undo): the row is undone. The end left a
     tool call's agent step in doubt with it: once none of its calls is in doubt
-    (undo_in_doubt), the step says what stands by its calls (in_flight.undone_by_calls),
+    (in_flight.undo_in_doubt), the step says what stands by its calls (in_flight.undone_by_calls),
     and the record of the settle names its move. Nothing else moves: the run stays as it
     ended."""
     step = effect.step

@@ -178,6 +178,15 @@ def undo_in_doubt_at_end(row) -> bool:
             and row.error_class == ErrorClass.ENDED_IN_DOUBT)
 
 
+def undo_in_doubt(call) -> bool:
+    """Whether a tool call leaves its agent step's undo in doubt after a run's end: its own
+    undo is (undo_in_doubt_at_end), or it may have acted (unknown), or it is still being
+    undone. A call whose undo failed otherwise stands, and says so itself: the step is then
+    a failed undo, as the end makes it with no call in doubt (agent_undo_ended)."""
+    return (call.status in (StepStatus.UNKNOWN, StepStatus.COMPENSATING)
+            or undo_in_doubt_at_end(call))
+
+
 ENDED_BEFORE_UNDONE = "ended by a person before every tool call of it was undone"
 # What an undo sent and never answered says where its compensation stops with nothing to
 # carry it on (undo_ended): at a person's end of the run, its sender's late answer settles
