@@ -24,6 +24,7 @@ from ..machine import (
     deadline,
     limits,
     lookups,
+    redaction,
     sensitive,
     tracing,
     transitions,
@@ -60,7 +61,8 @@ def _advance_claimed(run_id: int, worker: str) -> str | None:
     if lease.finished:
         return lease.run.status
     workflow = lease.definition
-    with opened_services(workflow) as services, deadline.calls_bounded():
+    with opened_services(workflow) as services, deadline.calls_bounded(), \
+            redaction.values_masked():
         validated_input = lease.validated_input
         while lease.work is not None and not lease.finished:
             step = lease.work

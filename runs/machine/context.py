@@ -8,6 +8,7 @@ from typing import Any
 
 from ..definitions.definition import input_errors_text
 from ..models import Step
+from . import redaction
 from .artifacts import Results
 from .errors import TransitionNotAllowed
 
@@ -93,6 +94,7 @@ def context_outside_executor(run, step_name: str, *, definition, with_services: 
     validated_input = parsed_input(run, definition)
     steps = list(Step.objects.filter(run=run).order_by("position"))
     step = next(s for s in steps if s.name == step_name)
-    with opened_services(definition, wanted=with_services) as services:
+    with opened_services(definition, wanted=with_services) as services, \
+            redaction.values_masked():
         yield build_context(run, steps, step, definition=definition, services=services,
                             validated_input=validated_input, compensating=compensating)

@@ -1,6 +1,9 @@
 """Keep credentials out of checkpoints, audit records and logs."""
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 REDACTED = "[redacted]"
 _SECRET_KEY_NAMES = re.compile(
@@ -18,14 +21,55 @@ _SECRET_IN_TEXT = re.compile(
 
 
 def redact_text(text: str) -> str:
-    """The text with bearer tokens, API keys, key=value secrets and URLs' credentials
-    masked."""
+    """The text with bearer tokens, API keys, key=value secrets, URLs' credentials and the
+    declared sensitive values opened for the work at hand (values_masked) masked."""
 
     def mask(match: re.Match) -> str:
         prefix = match.group(1) or match.group(2) or match.group(3) or ""
         return f"{prefix}{REDACTED}"
 
-    return _SECRET_IN_TEXT.sub(mask, text)
+    return _SECRET_IN_TEXT.sub(mask, _without_opened(text))
+
+
+# The declared sensitive values opened for the work at hand (a worker advancing a run, a
+# person's lookup or undo), as text: workflow code that fails may quote one in its error,
+# and an error text is stored, audited and logged. None outside such work.
+_opened_texts: ContextVar[set[str] | None] = ContextVar("opened_sensitive_texts", default=None)
+# Shorter values are masked nowhere: "7" or "EUR" would blank unrelated words of a message.
+SHORTEST_MASKED = 4
+
+
+@contextmanager
+def values_masked() -> Iterator[None]:
+    """Within the block, every sensitive value opened is masked in error texts."""
+    token = _opened_texts.set(set())
+    try:
+        yield
+    finally:
+        _opened_texts.reset(token)
+
+
+def remember_opened(value) -> None:
+    """Note a value just opened (sensitive.decrypt) for masking within values_masked."""
+    texts = _opened_texts.get()
+    if texts is None:
+        return
+    if isinstance(value, dict):
+        for item in value.values():
+            remember_opened(item)
+    elif isinstance(value, list):
+        for item in value:
+            remember_opened(item)
+    elif isinstance(value, str | int | float) and not isinstance(value, bool) \
+            and len(str(value)) >= SHORTEST_MASKED:
+        texts.add(str(value))
+
+
+def _without_opened(text: str) -> str:
+    # The longest first: a value that holds another is masked whole.
+    for opened_text in sorted(_opened_texts.get() or (), key=len, reverse=True):
+        text = text.replace(opened_text, REDACTED)
+    return text
 
 
 def redact(value, *, keep=None):

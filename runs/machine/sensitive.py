@@ -19,6 +19,8 @@ from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from . import redaction
+
 PREFIX = "enc:"
 
 
@@ -62,10 +64,15 @@ def decrypt(sealed: str):
         raise UnreadableValue(f"a sensitive value is sealed with key {key_id!r}, which "
                               "FIELD_ENCRYPTION_KEYS does not hold")
     try:
-        return json.loads(fernet.decrypt(token.encode()))
+        value = json.loads(fernet.decrypt(token.encode()))
     except InvalidToken:
         raise UnreadableValue(f"a sensitive value sealed with key {key_id!r} does not "
                               "decrypt: the key or the value changed") from None
+    # Workflow code may quote it in an error: error texts mask it (redaction).
+    redaction.remember_opened(value)
+    return value
+
+
 
 
 def seal_fields(value, fields) -> object:
