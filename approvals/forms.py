@@ -1,8 +1,18 @@
+import uuid
+
 from django import forms
 
 from runs.machine.storable import PERSON_TEXT_MAX
 
 from .decisions import decision_refusal
+
+# What a refused form is told, field by field: the decision and its id come from the page
+# (buttons, a hidden field), so a person can only have sent them wrong by a broken or
+# altered page, and Django's own "This field is required." would name a field they never saw.
+DECISION_WRONG = ("The decision was missing or not one of approve / reject; nothing was "
+                  "recorded.")
+DECISION_ID_WRONG = ("The form was incomplete (its decision id is missing or altered); "
+                     "nothing was recorded. Decide again from the request page.")
 
 
 class DecisionForm(forms.Form):
@@ -28,3 +38,24 @@ class DecisionForm(forms.Form):
     @property
     def approved(self) -> bool:
         return self.cleaned_data["decision"] == "approve"
+
+    def refusal(self) -> list[str]:
+        """What was wrong with the submitted form, a sentence each, for the page that
+        refuses it (whether or not it shows the form again)."""
+        said = []
+        if "decision" in self.errors:
+            said.append(DECISION_WRONG)
+        if "decision_id" in self.errors:
+            said.append(DECISION_ID_WRONG)
+        for error in self.errors.get("comment", []):
+            said.append(f"{error} Nothing was recorded.")
+        said.extend(f"{error} Nothing was recorded." for error in self.non_field_errors())
+        return said
+
+    def renew_decision_id(self) -> None:
+        """Give the form shown again a new decision id in place of a missing or altered
+        one, which the person can neither see nor fix: deciding from it then works. A
+        valid id is kept, so that the same decision sent again is still recognised."""
+        if self.is_bound and "decision_id" in self.errors:
+            self.data = self.data.copy()
+            self.data["decision_id"] = str(uuid.uuid4())

@@ -18,6 +18,8 @@ from .models import (
     RequestKind,
     RequestStatus,
 )
+from .notifications import time_text
+from .timeouts import timed_out
 
 
 def decidable_by(user) -> QuerySet[ApprovalRequest]:
@@ -47,6 +49,35 @@ def inbox(user, *, now: datetime | None = None) -> QuerySet[ApprovalRequest]:
 
 def is_overdue(approval: ApprovalRequest, now: datetime | None = None) -> bool:
     return approval.is_pending and approval.due_at <= (now or timezone.now())
+
+
+def timeout_outcome(approval: ApprovalRequest) -> str:
+    """What the timeout that ended `approval` did, in a sentence for the person who opens
+    its link or its page; "" for a request no timeout ended (approvals.timeouts)."""
+    if not timed_out(approval):
+        return ""
+    deputies = (f" (after escalation to {', '.join(approval.escalate_to)})"
+                if approval.escalation_level else "")
+    ended = ("rejected it" if approval.status == RequestStatus.REJECTED
+             else "ended it without a decision")
+    return (f"Nobody decided it by {time_text(approval.due_at)}{deputies}, so its timeout "
+            f"policy ({approval.on_timeout}) {ended}: {_timeout_effect(approval)}.")
+
+
+def _timeout_effect(approval: ApprovalRequest) -> str:
+    # What approvals.decisions applies for a timeout, by kind; an application the run
+    # refused or has not taken yet is said instead, as the page's "applied" row says it.
+    if approval.settled_at is None:
+        return "the run has not taken it yet; the sweeper tries again"
+    if approval.apply_error:
+        return f"it could not be applied to the run ({approval.apply_error})"
+    if approval.kind == RequestKind.OPERATOR_ACTION:
+        return "the operator action was not taken"
+    if approval.kind == RequestKind.TOOL_CALL:
+        return "the tool call was declined: it never runs, and the model was told"
+    if approval.status == RequestStatus.REJECTED:
+        return "its step failed and the run went to attention for an operator"
+    return "the run went to attention for an operator to decide what happens"
 
 
 def requests_for_run(run) -> list[ApprovalRequest]:

@@ -15,7 +15,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from runs.machine.storable import text_problem
 
@@ -26,7 +26,7 @@ from .permissions import can_decide, can_view, decide_refusal, is_requester
 from .snapshots import snapshot_rows
 from .throttle import link_failed, link_lockout
 from .tokens import LinkCheck, approval_link_token
-from .withdrawal import is_still_awaited
+from .withdrawal import is_still_awaited, unawaited_reason
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,9 @@ def link(request, pk: int, token: str):
     status = 400 if check is LinkCheck.INVALID else 410
     return render(request, "approvals/link_error.html",
                   {"check": check.value, "approval": approval if check is not
-                   LinkCheck.INVALID else None}, status=status)
+                   LinkCheck.INVALID else None,
+                   "timeout_outcome": selectors.timeout_outcome(approval)
+                   if check is LinkCheck.USED else ""}, status=status)
 
 
 def _forbidden(request, approval: ApprovalRequest):
@@ -98,7 +100,10 @@ def _page(request, approval: ApprovalRequest, form: DecisionForm | None = None, 
         "form": form if decidable else None, "can_decide": decidable,
         "is_requester": is_requester(request.user, approval),
         "overdue": selectors.is_overdue(approval), "link_problem": link_problem,
-        "awaited": awaited,
+        "awaited": awaited, "unawaited_reason": "" if awaited else unawaited_reason(approval),
+        "timeout_outcome": selectors.timeout_outcome(approval),
+        # Said whether or not the form is shown again: a request decided meanwhile has none.
+        "refusal": form.refusal() if form is not None and form.is_bound else [],
     }, status=status)
 
 
@@ -116,14 +121,28 @@ def detail(request, pk: int):
     return _page(request, approval)
 
 
+def _decided_by_post_only(request, approval: ApprovalRequest):
+    # require_POST would answer a bare 405; a person who reloads the address a decision
+    # was posted to, or follows it, is shown the way to the request page instead.
+    response = render(request, "approvals/decide_by_post.html", {"approval": approval},
+                      status=405)
+    response["Allow"] = "POST"
+    return response
+
+
 @login_required
-@require_POST
+@require_http_methods(["GET", "HEAD", "POST"])
 def decide(request, pk: int):
+    """Record the decision posted from the request page. Any other method records
+    nothing and is answered with a 405 page pointing to that page."""
     approval = _approval_or_404(pk)
     if not can_view(request.user, approval):
         return _forbidden(request, approval)
+    if request.method != "POST":
+        return _decided_by_post_only(request, approval)
     form = DecisionForm(request.POST)
     if not form.is_valid():
+        form.renew_decision_id()
         return _page(request, approval, form, status=400)
     try:
         result = decisions.decide(

@@ -76,20 +76,34 @@ def is_still_awaited(approval: ApprovalRequest) -> bool:
     return not ApprovalRequest.objects.filter(no_longer_awaited(), pk=approval.pk).exists()
 
 
-def withdraw(approval: ApprovalRequest, now: datetime) -> None:
-    """Withdraw `approval`, pending and locked by the caller's transaction, with what became
-    of its run, step and call as the reason, and record it on the run."""
+def unawaited_reason(approval: ApprovalRequest) -> str:
+    """Why the run no longer waits for `approval`'s decision, in words: the reason a
+    withdrawal records, and what the request's page says of one not withdrawn yet."""
+    run = approval.run
+    if run.status in FINAL_RUN_STATUSES:
+        # An ended run's steps and calls keep the status they had (terminate leaves an
+        # approval step `waiting`): naming them would claim a wait that is over.
+        return f"the run ended: it was {run.status}"
     step = Step.objects.filter(run_id=approval.run_id, name=approval.step_name).first()
     call = (ToolCall.objects.filter(pk=approval.tool_call_id).first()
             if approval.tool_call_id else None)
+    # A step or call still `waiting` says nothing of why the run stopped waiting for this
+    # decision (the run's own status does): only what became of them is named.
+    facts = [f"run {run.status}"]
+    if step is not None and step.status != StepStatus.WAITING:
+        facts.append(f"step {step.status}")
+    if call is not None and call.status != ToolCallStatus.WAITING:
+        facts.append(f"tool call {call.ref} {call.status}")
+    return f"the run no longer waits for this decision ({', '.join(facts)})"
+
+
+def withdraw(approval: ApprovalRequest, now: datetime) -> None:
+    """Withdraw `approval`, pending and locked by the caller's transaction, with what became
+    of its run, step and call as the reason, and record it on the run."""
     approval.status = RequestStatus.WITHDRAWN
     approval.settled_at = now
     approval.next_reminder_at = None
-    approval.comment = (f"the run no longer waits for this decision (run "
-                        f"{approval.run.status}"
-                        + (f", step {step.status}" if step else "")
-                        + (f", tool call {call.ref} {call.status}" if call else "")
-                        + ")")
+    approval.comment = unawaited_reason(approval)
     approval.save(update_fields=["status", "settled_at", "next_reminder_at", "comment"])
     record_lifecycle(approval, AuditAction.APPROVAL_WITHDRAWN, now, reason=approval.comment)
     logger.info("approval request %s withdrawn: %s", approval.pk, approval.comment)

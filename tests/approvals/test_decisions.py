@@ -201,7 +201,7 @@ def test_a_decision_on_a_run_terminated_meanwhile_withdraws_the_request(pending,
     transitions.terminate(pending.run_id, actor=Actor.system("ops"), reason="vendor fraud")
     result = decisions.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4())
     assert result.outcome == "closed" and "withdrawn" in result.message
-    assert "run terminated" in result.message
+    assert "the run ended: it was terminated" in result.message
     pending.refresh_from_db()
     assert pending.status == "withdrawn" and pending.decided_by is None
     assert pending.decision_id is None and pending.settled_at is not None

@@ -132,7 +132,7 @@ def test_a_request_whose_run_stops_waiting_is_withdrawn_and_its_emails_not_sent(
     assert schedule.withdraw_stale_requests(now=t0) == 1
     pending.refresh_from_db()
     assert pending.status == "withdrawn" and pending.settled_at == t0
-    assert "run terminated" in pending.comment
+    assert "the run ended: it was terminated" in pending.comment
     report = notifications.publish_notifications(now=t0)
     assert report.sent == 0 and report.skipped == 2 and mailoutbox == []
     assert set(Notification.objects.values_list("status", flat=True)) == {"skipped"}

@@ -28,7 +28,7 @@ from tests.test_settings import PRODUCTION_ENV
 OTHER_SYSTEMS = "sandbox_"
 
 
-def _tables_holding(text: str) -> list[str]:
+def tables_holding(text: str) -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
                        "AND tablename NOT LIKE %s", [OTHER_SYSTEMS + "%"])
@@ -60,7 +60,7 @@ def test_no_declared_value_is_stored_archived_or_logged_in_clear(live_sandbox, s
     assert LedgerEntry.objects.filter(transaction_ref=post.idempotency_key).count() == 1
     assert post.arguments["amount"] == "345.48"  # undeclared fields stay readable
 
-    assert _tables_holding(iban) == []
+    assert tables_holding(iban) == []
 
     settings.VAR_DIR, settings.RUNS_RETENTION_DAYS = tmp_path, 30
     settings.STORAGES = {k: v for k, v in settings.STORAGES.items() if k != "archive"}
@@ -71,7 +71,7 @@ def test_no_declared_value_is_stored_archived_or_logged_in_clear(live_sandbox, s
         archived = handle.read()
     assert iban not in archived and sensitive.PREFIX in archived
     call_command("verify_audit", "--archive", str(path))
-    assert _tables_holding(iban) == []
+    assert tables_holding(iban) == []
 
     logged = [r.getMessage() for r in caplog.records]
     assert logged, "the run logged nothing: the log check would prove nothing"
@@ -169,5 +169,5 @@ def test_a_steps_declared_result_fields_are_sealed_and_read_in_clear_by_later_st
     paid = Step.objects.get(run=run, name="pay").result
     assert fetched["holder"] == "ACME" and sensitive.is_sealed(fetched["iban"])
     assert paid["payment"] == "P-1" and sensitive.is_sealed(paid["iban"])
-    assert _tables_holding(IBAN) == []
+    assert tables_holding(IBAN) == []
     assert IBAN not in caplog.text

@@ -17,7 +17,7 @@ from runs.machine.errors import PermanentError, UnknownOutcome
 from runs.machine.redaction import REDACTED, redact_text, values_masked
 from runs.machine.transitions.agent_calls import ModelTurn
 from runs.models import RunStatus, Step, StepStatus, ToolCall, ToolCallStatus
-from tests.security.test_sensitive_fields import _tables_holding
+from tests.security.test_sensitive_fields import tables_holding
 from tests.workflows import OrderIn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -77,7 +77,7 @@ def test_a_steps_error_quoting_a_sensitive_result_keeps_it_masked(closed_account
     paid = Step.objects.get(run=run, name="pay")
     assert paid.status == StepStatus.FAILED
     assert paid.error_message == f"PermanentError: account {REDACTED} is closed"
-    assert _tables_holding(IBAN) == []
+    assert tables_holding(IBAN) == []
     assert caplog.records and IBAN not in caplog.text
 
 
@@ -95,7 +95,7 @@ def test_a_tools_and_its_lookups_errors_quoting_a_sensitive_argument_keep_it_mas
     assert call.status == ToolCallStatus.UNKNOWN, call.status
     assert sensitive.is_sealed(call.arguments["iban"])
     assert REDACTED in call.error_message
-    assert _tables_holding(IBAN) == []
+    assert tables_holding(IBAN) == []
     assert caplog.records and IBAN not in caplog.text
 
 
