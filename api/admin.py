@@ -19,9 +19,11 @@ from runs.definitions.definition import registry
 from . import webhooks
 from .models import ApiToken, WebhookDelivery, WebhookSubscriber
 from .tokens import (
+    ExpiryPassed,
     assign_secret,
     default_expiry,
     record_token_access,
+    refuse_passed_expiry,
     token_revoke,
     token_scope,
 )
@@ -49,6 +51,17 @@ class ApiTokenForm(forms.ModelForm):
 
     def clean_workflows(self):
         return sorted(set(self.cleaned_data["workflows"]))
+
+    def clean_expires_at(self):
+        expires_at = self.cleaned_data["expires_at"]
+        # Only a new token: an existing one may be edited (its limit, its scope) after it
+        # expired, and an admin may end one now by moving its expiry back.
+        if self.instance.pk is None:
+            try:
+                refuse_passed_expiry(expires_at, now=timezone.now())
+            except ExpiryPassed as exc:
+                raise forms.ValidationError(str(exc), code="expiry_passed") from None
+        return expires_at
 
 
 @admin.register(ApiToken)

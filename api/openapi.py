@@ -1,4 +1,5 @@
-"""The OpenAPI document says exactly what a start request may carry.
+"""The OpenAPI document says exactly what a start request may carry, and what any body
+sent as another media type gets.
 
 Ninja derives the document from StartRunIn, where `input` is any object: the real shape
 depends on the workflow. Here the request body becomes one alternative per registered
@@ -75,6 +76,19 @@ def exact_start_body(schema: dict, *, operation_id: str) -> None:
                          "discriminator": {"propertyName": "workflow", "mapping": mapping}}
     components.pop("StartRunIn", None)
     _link_to_state(operation)
+
+
+def declare_unsupported_media_type(schema: dict) -> None:
+    """Every operation that takes a body answers 415 to one sent as anything but JSON
+    (api.parser): say so in each, as the document says every other answer."""
+    for methods in schema.get("paths", {}).values():
+        for operation in methods.values():
+            if isinstance(operation, dict) and "requestBody" in operation:
+                # An integer key, like ninja's own (a string one would be a second "415").
+                operation.setdefault("responses", {})[415] = {
+                    "description": "The body was not sent as application/json.",
+                    "content": {"application/json": {
+                        "schema": {"$ref": "#/components/schemas/Error"}}}}
 
 
 def _link_to_state(operation: dict) -> None:

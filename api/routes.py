@@ -15,7 +15,6 @@ from django.http import Http404
 from django.urls import reverse
 from ninja import NinjaAPI, Path, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
-from ninja.parser import Parser
 from pydantic import ValidationError as PydanticError
 
 from audit.chain import Actor
@@ -32,6 +31,7 @@ from . import bulk_routes, openapi, operator_routes, selectors
 from .auth import RateLimited, TokenAuth
 from .errors import error_body
 from .middleware import body_limit_text
+from .parser import JsonParser, UnsupportedMediaType
 from .schemas import (
     FINAL_STATES,
     MAX_RUN_ID,
@@ -59,22 +59,19 @@ _HEADERS = {"responses": {429: {"headers": _RETRY_AFTER},
                           401: {"headers": _WWW_AUTHENTICATE}}}
 
 
-class JsonParser(Parser):
-    """JSON bodies, refusing NaN and Infinity (not JSON, and not storable in jsonb)."""
-
-    def parse_body(self, request):
-        return json.loads(request.body, parse_constant=_refuse_constant)
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not valid JSON")
-
-
 class IntegrationApi(NinjaAPI):
     def get_openapi_schema(self, *, path_prefix=None, path_params=None):
         schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
         openapi.exact_start_body(schema, operation_id="start_run")
+        openapi.declare_unsupported_media_type(schema)
         return schema
+
+    def on_exception(self, request, exc):
+        # Ninja turns whatever the parser raises into a 400 "Cannot parse request body",
+        # keeping it as the cause: a body in another media type is answered as such.
+        if isinstance(exc, HttpError) and isinstance(exc.__cause__, UnsupportedMediaType):
+            exc = exc.__cause__
+        return super().on_exception(request, exc)
 
     def create_response(self, request, data, *, status=None, temporal_response=None):
         response = super().create_response(request, data, status=status,
@@ -124,6 +121,11 @@ def _rate_limited(request, exc):
 def _http_error(request, exc):
     codes = {400: "bad_request", 403: "forbidden", 404: "not_found"}
     return _error(request, exc.status_code, codes.get(exc.status_code, "error"), str(exc))
+
+
+@api.exception_handler(UnsupportedMediaType)
+def _unsupported_media_type(request, exc):
+    return _error(request, 415, "unsupported_media_type", str(exc))
 
 
 @api.exception_handler(Http404)

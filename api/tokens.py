@@ -59,14 +59,31 @@ def default_expiry(now: datetime) -> datetime | None:
     return None if days is None else now + timedelta(days=days)
 
 
+class ExpiryPassed(ValueError):
+    """A new token's expiry is not in the future: it would be refused from its first use."""
+
+
+def refuse_passed_expiry(expires_at: datetime | None, *, now: datetime) -> None:
+    """The rule for every new token, wherever it is made (token_create, the admin's form):
+    its expiry, if it has one, is still to come. A token issued already expired would be
+    handed over and fail with 401 at once, which reads as a broken integration."""
+    if expires_at is not None and expires_at <= now:
+        raise ExpiryPassed(
+            f"the expiry {expires_at:%Y-%m-%d %H:%M:%S %Z} has already passed (it is now "
+            f"{now:%Y-%m-%d %H:%M:%S %Z}): a new token must expire in the future, or never "
+            "(leave it empty)")
+
+
 def token_create(*, name: str, workflows: list[str], rate_limit: int | None = None,
                  expires_at: datetime | None | _Default = DEFAULT_EXPIRY, created_by=None,
                  acting_user=None, now: datetime | None = None) -> tuple[ApiToken, str]:
     """Create a token; returns it and its plaintext (shown once, never stored). It expires
-    at `expires_at` (None: never), by default API_TOKEN_DEFAULT_DAYS from now."""
+    at `expires_at` (None: never), by default API_TOKEN_DEFAULT_DAYS from now; ExpiryPassed
+    if that moment is not in the future (nothing is written)."""
     now = now or timezone.now()
     if isinstance(expires_at, _Default):
         expires_at = default_expiry(now)
+    refuse_passed_expiry(expires_at, now=now)
     for _ in range(3):
         token = ApiToken(name=name, workflows=sorted(set(workflows)), rate_limit=rate_limit,
                          expires_at=expires_at, created_by=created_by, created_at=now,

@@ -186,7 +186,11 @@ def test_metrics_count_the_usable_tokens_expiring_within_seven_days(client):
     for name, expiry in [("soon", now + timedelta(days=6)), ("later", now + timedelta(days=8)),
                          ("never", None), ("past", now - timedelta(days=1)),
                          ("revoked-soon", now + timedelta(days=1))]:
-        token, _ = token_create(name=name, workflows=[], expires_at=expiry)
+        # No token is made expired (api.tokens.refuse_passed_expiry): "past" expires after.
+        made = now + timedelta(days=1) if name == "past" else expiry
+        token, _ = token_create(name=name, workflows=[], expires_at=made)
+        if name == "past":
+            ApiToken.objects.filter(pk=token.pk).update(expires_at=expiry)
         if name == "revoked-soon":
             token_revoke(token)
     assert tokens_expiring_soon(now) == 1
