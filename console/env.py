@@ -8,13 +8,20 @@ carries the table as `markdown_table()` prints it, and a test keeps the two the 
 
 import difflib
 import os
+import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 STR, INT, FLOAT, BOOL, LIST, PATH = "string", "integer", "number", "flag", "list", "path"
+DATABASE = "database URL"
+# The schemes dj_database_url reads as PostgreSQL; the other database is SQLite (sqlite://).
+POSTGRESQL_SCHEMES = ("postgres", "postgresql", "pgsql")
 # A whole number of days, or none / never (empty: the same).
 DAYS = "days or none"
 TRUE, FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
@@ -54,7 +61,8 @@ VARIABLES: list[Variable] = [
     V("DATA_UPLOAD_MAX_MEMORY_SIZE", INT, "2621440",
       "the largest request body read, in bytes; larger ones get 413"),
     # Database and broker
-    V("DATABASE_URL", STR, None, "postgres://user:password@host:5432/dbname (PostgreSQL 14+)",
+    V("DATABASE_URL", DATABASE, None,
+      "postgres://user:password@host:5432/dbname (PostgreSQL 14+), or sqlite:///path",
       shown="SQLite in VAR_DIR (the demo)"),
     V("DB_CONN_MAX_AGE", INT, "600",
       "seconds a database connection is reused; 0 opens one per request and task"),
@@ -253,9 +261,62 @@ def parse(variable: Variable, raw: str):
             raise refuse("a whole number of days or 'none'") from None
     if variable.kind == PATH:
         return Path(text)
+    if variable.kind == DATABASE:
+        problem = database_url_problem(text) if text else None
+        if problem:
+            # The password never reaches a terminal or a log.
+            raise ImproperlyConfigured(
+                f"environment variable {variable.name}={masked_url(raw)!r} {problem} "
+                f"({variable.meaning}; default {variable.default_text})")
+        return text
     if variable.choices and text not in variable.choices:
         raise refuse("one of " + ", ".join(repr(c) for c in variable.choices))
     return raw
+
+
+def database_url_problem(url: str) -> str | None:
+    """What makes `url` no database URL the project can use, in words; None if nothing.
+    Checked here rather than left to dj_database_url and the driver: they fail later, with a
+    traceback that does not name the variable, or only when the first query connects."""
+    if "://" not in url:
+        return "is not a URL"
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # an unclosed [ of an IPv6 host
+        return f"is not a URL ({exc})"
+    if parts.scheme == "sqlite":
+        return None
+    if parts.scheme not in POSTGRESQL_SCHEMES:
+        return (f"names a {parts.scheme} database, and the project runs on PostgreSQL or "
+                "SQLite only") if parts.scheme else "is not a URL"
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        # Not quoted from the URL: a password with an unencoded / is read as the port.
+        return "has a port that is not a number from 1 to 65535"
+    if not parts.path.strip("/") and "service" not in parse_qs(parts.query):
+        return "names no database (the path after the host: /dbname)"
+    return None
+
+
+def masked_url(url: str) -> str:
+    """`url` with the password in it, if any, replaced by ***. Up to the last @: a password
+    with an @ or a / not percent-encoded is masked whole, never cut where a parser would."""
+    return re.sub(r"(?<=://)([^:@]*):.*@", r"\1:***@", url, count=1)
+
+
+def load_settings_or_exit(program: str) -> None:
+    """Read the settings module now. A value the environment gives that the settings refuse
+    (ImproperlyConfigured, which names the variable) ends `program` with that message and
+    exit status 2, as a wrong command line would: the traceback through Django's settings
+    loader would only bury it."""
+    try:
+        settings.INSTALLED_APPS  # noqa: B018  (reading one setting reads them all)
+    except ImproperlyConfigured as exc:
+        print(f"{program}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def env(name: str, default=_UNSET, *, environ: Mapping[str, str] | None = None):

@@ -22,7 +22,23 @@ from .env import env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env("VAR_DIR", BASE_DIR / "var")
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def var_directory(path: Path) -> Path:
+    """`path`, in VAR_DIR, made if missing; ImproperlyConfigured naming VAR_DIR when it
+    cannot be a directory (a file of that name, a part of it a file, no permission)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        problem = (f"{path} is a file, not a directory" if path.is_file()
+                   else f"cannot make the directory {path} ({exc.strerror})")
+        raise ImproperlyConfigured(
+            f"VAR_DIR={str(VAR_DIR)!r} cannot hold the project's files: "
+            f"{problem}") from None
+    return path
+
+
+var_directory(VAR_DIR)
 
 DEVELOPMENT_SECRET_KEY = "development-only-secret-key-never-use-in-production"
 SECRET_KEY = env("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
@@ -243,8 +259,7 @@ USE_TZ = True
 DATA_UPLOAD_MAX_MEMORY_SIZE = env("DATA_UPLOAD_MAX_MEMORY_SIZE")
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "staticfiles"
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing root
+STATIC_ROOT = var_directory(VAR_DIR / "staticfiles")  # whitenoise warns about a missing root
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # Whitenoise serves static files straight from the apps and static/ (no collectstatic) when
 # DEBUG is off too; console.production serves only what collectstatic gathered.
@@ -263,7 +278,7 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    BROKER_DIR.mkdir(parents=True, exist_ok=True)
+    var_directory(BROKER_DIR)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR),
         "data_folder_out": str(BROKER_DIR),
