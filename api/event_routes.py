@@ -3,8 +3,9 @@ POST /api/events/webhook/{source} for a source that signs its deliveries (HMAC-S
 the timestamp and the body, with the source's secret, within a window against replay).
 
 Thin: check who sends, then runs.waiting.events.receive_event delivers the event to the run that
-waits for it, or keeps it for the run that will. A redelivered event (same source and id)
-answers 200 and changes nothing."""
+waits for it, or keeps it for the run that will (or, where a person ended that run, for a
+person to deliver). A redelivered event (same source and id) answers 200 and changes
+nothing."""
 
 from ninja import Path, Schema, Status
 from pydantic import Field
@@ -38,7 +39,9 @@ class EventIn(Schema):
 
 class EventReceipt(Schema):
     status: str = Field(description="delivered (to the waiting run), kept (no run waits for "
-                                    "it yet) or duplicate (received before)")
+                                    "it yet, or a person ended its run: it is left for a "
+                                    "person, not delivered if the run is reopened) or "
+                                    "duplicate (received before)")
     run_id: int | None = None
 
 
@@ -75,7 +78,8 @@ _RESPONSES = {200: EventReceipt, 202: EventReceipt, 400: Error, 401: Error, 403:
 @api.post("/events", url_name="receive_event", operation_id="receive_event",
           summary="Send an external event", response=_RESPONSES, openapi_extra=_HEADERS,
           description="202: delivered to the run waiting for it, or kept for the run that "
-                      "will wait for it. 200: this source and id were received before; "
+                      "will wait for it (for a person, where a person ended the run). 200: "
+                      "this source and id were received before; "
                       "nothing changed. 422: the payload does not match the waiting step's "
                       "schema. 404: no such workflow or event. 403: the token may not use "
                       "the workflow.")

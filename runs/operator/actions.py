@@ -181,7 +181,9 @@ def _deliver_event(run_id, *, actor, given, approved_by):
             payload = payloads.validated(run.workflow_name, spec.event_name, payload)
             payload = payloads.for_run(step, spec.event_name, payload)
         except payloads.EventRefused as exc:
-            raise ActionInputError(f"Deliver event: {exc}") from None
+            # Worded for the person, not for a sender at the door: nothing of theirs is
+            # kept, and the run got nothing. The caller names the action already.
+            raise ActionInputError(payloads.refusal(exc, by_hand=True)) from None
     return transitions.deliver_event_by_hand(run_id, payload=payload, actor=actor,
                                              reason=given.reason)
 
@@ -358,7 +360,9 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
     OperatorAction(
         "reopen", "Reopen", "resume_run",
         "Brings the terminated run back to attention, from where it can be resumed, "
-        "reconciled or compensated.", _reopen),
+        "reconciled or compensated. An event that came while it was terminated is not "
+        "delivered to it (the timeline shows it as refused): deliver it by hand if it is "
+        "still right.", _reopen),
     OperatorAction(
         "rerun_from_step", "Re-run from step", "retry_step",
         "Sends the chosen step and every later step again as a new attempt generation, "

@@ -15,7 +15,13 @@ whose code no longer waits for it. Either way the run is held for a person
 (runs.waiting.kept: hold_renamed_wait), nothing delivered on a guess, rather than left to
 its timeout.
 
-What a payload must be is runs.waiting.payloads'; what becomes of a kept event,
+An event for a run a person ended (terminated) is kept too, the sender told so as for any
+kept event, but refused for that run and said on its log: the run takes no event on its own,
+and reopening it does not hand it over (runs.waiting.kept: refuse_for_ended). A person who
+reopens it may deliver the event by hand.
+
+What a payload must be is runs.waiting.payloads' (and how a refusal is worded, for a sender
+or for a person delivering by hand: payloads.refusal); what becomes of a kept event,
 runs.waiting.kept's.
 """
 
@@ -38,7 +44,7 @@ from ..machine.storable import text_problem, value_problem
 from ..machine.transitions import DuplicateEvent, awaiting_ref, deliver_event
 from ..machine.transitions.events import insert_event
 from ..models import ExternalEvent
-from .kept import consume_kept, hold_wait_renamed_to, waiting_step
+from .kept import consume_kept, hold_wait_renamed_to, refuse_for_ended_by_key, waiting_step
 from .payloads import EventRefused, for_run, one_schema, validated
 
 # How old a signed webhook's timestamp may be (either way): older is a replay.
@@ -62,8 +68,8 @@ class Receipt:
 def _refuse_unstorable_payload(payload: dict) -> None:
     problem = value_problem(payload)
     if problem is not None:
-        raise EventRefused(f"the payload cannot be stored: {problem}; nothing was kept",
-                           [{"loc": ["payload"], "msg": problem}])
+        raise EventRefused(f"the payload cannot be stored: {problem}",
+                           [{"loc": ["payload"], "msg": problem}], nothing_kept=True)
 
 
 def fitting_source(source: str) -> str:
@@ -103,8 +109,8 @@ def refuse_too_deep(payload) -> None:
 
 def _too_deep() -> EventRefused:
     msg = f"nested deeper than {MAX_PAYLOAD_DEPTH} levels of objects and lists"
-    return EventRefused(f"the payload is {msg}; nothing was kept",
-                        [{"loc": ["payload"], "msg": msg}])
+    return EventRefused(f"the payload is {msg}", [{"loc": ["payload"], "msg": msg}],
+                        nothing_kept=True)
 
 
 def payload_from_json(text: str):
@@ -118,8 +124,8 @@ def payload_from_json(text: str):
         # Nested deeper than Python's stack, so far deeper than the limit.
         raise _too_deep() from None
     except ValueError:
-        raise EventRefused("the payload is not JSON; nothing was kept",
-                           [{"loc": ["payload"], "msg": "not JSON"}]) from None
+        raise EventRefused("the payload is not JSON", [{"loc": ["payload"], "msg": "not JSON"}],
+                           nothing_kept=True) from None
     refuse_too_deep(payload)
     _refuse_unstorable_payload(payload)
     return payload
@@ -129,8 +135,8 @@ def _refuse_too_long(**texts: str) -> None:
     errors = [{"loc": [name], "msg": f"longer than {FIELD_LENGTHS[name]} characters"}
               for name, text in texts.items() if len(text) > FIELD_LENGTHS[name]]
     if errors:
-        raise EventRefused("; ".join(f"{e['loc'][0]}: {e['msg']}" for e in errors)
-                           + "; nothing was kept", errors)
+        raise EventRefused("; ".join(f"{e['loc'][0]}: {e['msg']}" for e in errors), errors,
+                           nothing_kept=True)
 
 
 def _refuse_unstorable(**texts: str) -> None:
@@ -139,8 +145,8 @@ def _refuse_unstorable(**texts: str) -> None:
     errors = [{"loc": [name], "msg": problem} for name, text in texts.items()
               if (problem := text_problem(text)) is not None]
     if errors:
-        raise EventRefused("; ".join(f"{e['loc'][0]}: {e['msg']}" for e in errors)
-                           + "; nothing was kept", errors)
+        raise EventRefused("; ".join(f"{e['loc'][0]}: {e['msg']}" for e in errors), errors,
+                           nothing_kept=True)
 
 
 def receive_event(*, workflow: str, event: str, key: str, event_id: str, source: str,
@@ -176,7 +182,9 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
         except DuplicateEvent:
             return Receipt("duplicate")
         except TransitionNotAllowed:
-            pass  # the run stopped waiting meanwhile: keep the event
+            # The run stopped waiting meanwhile, or a person ended it: keep the event (for
+            # an ended run, refused for it, by consume_kept below).
+            pass
         else:
             return Receipt("delivered", step.run_id)
     if not one_schema(workflow, event):
@@ -195,7 +203,8 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
     run_id = consume_kept(kept, now=now)
     if run_id:
         return Receipt("delivered", run_id)
-    hold_wait_renamed_to(workflow, event, key)
+    if not refuse_for_ended_by_key(kept):
+        hold_wait_renamed_to(workflow, event, key)
     return Receipt("kept")
 
 

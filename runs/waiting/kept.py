@@ -10,6 +10,12 @@ SQL alike. A kept event that its run's version refuses (the payload fails that v
 schema) is marked refused by whichever path meets it first, said once (refuse_kept: on the
 run's log and at WARNING), and not tried again: the run waits on, for a person or an event
 it accepts.
+
+A kept event that came for a run a person had ended (transitions.events.run_ended) is marked
+refused for that run the same way (refuse_for_ended), by the door as it keeps it (the run
+found by the wait it still holds, or by its business key where it had not reached the wait)
+or by the first look that meets it: reopening the run does not hand it over, with nobody
+having delivered it; a person may (Deliver event names them).
 """
 
 import logging
@@ -29,7 +35,7 @@ from ..machine.transitions import (
     hold_renamed_wait,
     renamed_wait,
 )
-from ..machine.transitions.events import refuse_kept_event
+from ..machine.transitions.events import refuse_for_ended_run, refuse_kept_event, run_ended
 from ..machine.wakeup import send_wakeup
 from ..models import ExternalEvent, PassPosition, Run, RunStatus, Step, StepStatus
 from .payloads import EventRefused, event_steps, for_run, one_schema
@@ -74,15 +80,48 @@ def hold_wait_renamed_to(workflow: str, event: str, key: str) -> None:
     is found by its business key, along run_unique_business_key, where the step correlates
     by it; a wait with its own correlate() is found when an event under its old name comes,
     or when it is claimed (its timeout, a resume)."""
-    names = [s.name for s in event_steps(workflow, event) if s.correlate is None]
-    if not names:
-        return
-    step = (Step.objects.filter(run__workflow_name=workflow, run__business_key=key,
-                                name__in=names, kind=definition.EVENT,
-                                status=StepStatus.WAITING)
-            .select_related("run").first())
+    step = _step_by_key(workflow, event, key, status=StepStatus.WAITING)
     if step is not None:
         _renamed(step)
+
+
+def _step_by_key(workflow: str, event: str, key: str, **status) -> Step | None:
+    """The event step, for `event` in the code, of the run whose business key is `key`, where
+    that step correlates by the business key (along run_unique_business_key)."""
+    names = [s.name for s in event_steps(workflow, event) if s.correlate is None]
+    if not names:
+        return None
+    return (Step.objects.filter(run__workflow_name=workflow, run__business_key=key,
+                                name__in=names, kind=definition.EVENT, **status)
+            .select_related("run").first())
+
+
+def refuse_for_ended(kept: ExternalEvent, step: Step) -> bool:
+    """If a person ended the run of `step` (the wait `kept` is for), mark `kept` refused for
+    that run and say so, once, on its log and at WARNING: a run that is reopened does not
+    consume an event that came while it was ended; a person decides. Returns whether this
+    call marked it."""
+    marked = refuse_for_ended_run(step.run_id, kept=kept, step_name=step.name,
+                                  actor=Actor.system(f"event {kept.source}"))
+    if marked:
+        kept.refused_run_id = step.run_id  # this row, as it now stands, for the door's look
+        logger.warning("kept event %s (%s:%s, %s) came for run %s, which a person ended; it "
+                       "is left for a person, not delivered if the run is reopened", kept.pk,
+                       kept.source, kept.event_id, kept.event_name, step.run_id)
+    return marked
+
+
+def refuse_for_ended_by_key(kept: ExternalEvent) -> bool:
+    """The door, after keeping an event that no waiting run took: if the run of its business
+    key was ended by a person (before it reached the wait, most often), the event is refused
+    for it (refuse_for_ended) rather than left for that run to consume once reopened. A wait
+    with its own correlate() names its run only while it waits: an event for one that was
+    ended before reaching it stays kept, as an early event does."""
+    if kept.refused_run_id is not None:
+        return False  # the waiting run's look refused it already
+    step = _step_by_key(kept.workflow_name, kept.event_name, kept.correlation_key)
+    return step is not None and run_ended(step.run) is not None \
+        and refuse_for_ended(kept, step)
 
 
 def consume_kept(kept: ExternalEvent, *, now: datetime | None = None) -> int | None:
@@ -101,7 +140,12 @@ def consume_kept(kept: ExternalEvent, *, now: datetime | None = None) -> int | N
         deliver_event(step.run_id, step_name=step.name, source=kept.source,
                       event_id=kept.event_id, payload=payload,
                       actor=Actor.system(f"event {kept.source}"), kept=kept, now=now)
-    except (DuplicateEvent, TransitionNotAllowed):
+    except DuplicateEvent:
+        return None
+    except TransitionNotAllowed:
+        # The run stopped waiting, or a person ended it, whose step still holds the wait:
+        # then it is a person's, before a reopen could hand it over.
+        refuse_for_ended(kept, step)
         return None
     return step.run_id
 
@@ -168,9 +212,9 @@ def consumable_kept(*, after: int = 0, upto: int | None = None,
 
 def fill_awaited_refs(rows, *, batch: int) -> int | None:
     """Write awaited_ref, by awaiting_ref, into the first `batch` (by id) of the kept `rows`
-    that lack it: ExternalEvent rows, or the historical model's in a migration (runs 0043, for
-    the rows written before the column). Only kept rows: nothing looks a consumed event up by
-    its reference, and a migration rewriting every delivered event would be all cost.
+    that lack it (the sweeper's, for rows an older release kept; migration 0043 has its own
+    copy, as migrations depend on no application code). Only kept rows: nothing looks a
+    consumed event up by its reference.
     Returns the last id filled, or None if none lacked it."""
     found = list(rows.filter(awaited_ref="", consumed_at__isnull=True).order_by("pk")
                  .only("pk", "event_name", "correlation_key")[:batch])

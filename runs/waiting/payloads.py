@@ -10,11 +10,28 @@ from ..models import Step
 
 class EventRefused(ValueError):
     """The event cannot be accepted as sent (unknown workflow or event, invalid payload);
-    nothing was written. `errors` lists the payload's faults field by field."""
+    nothing was written. `reason` says why, whoever delivered it; `errors` lists the
+    payload's faults field by field. str() is what the sender at the door is told
+    (`nothing_kept`: that sentence ends in "nothing was kept"); refusal() words it for either
+    deliverer."""
 
-    def __init__(self, message: str, errors: list[dict] | None = None):
-        super().__init__(message)
+    def __init__(self, reason: str, errors: list[dict] | None = None, *,
+                 nothing_kept: bool = False):
+        self.reason = reason
         self.errors = errors or []
+        self.nothing_kept = nothing_kept
+        super().__init__(refusal(self))
+
+
+def refusal(refused: EventRefused, *, by_hand: bool = False) -> str:
+    """The one wording of a refused event: why, then what it means for whoever delivered it.
+    A sender at the door keeps its event: where the refusal says so, it is told nothing was
+    kept. A person delivering the event by hand (the Deliver event action: console, CLI, API)
+    kept nothing and sent nothing anywhere: what is true for them is that nothing was
+    delivered to the run."""
+    if by_hand:
+        return f"{refused.reason}; nothing was delivered"
+    return f"{refused.reason}; nothing was kept" if refused.nothing_kept else refused.reason
 
 
 def event_steps(workflow: str, event: str) -> list[definition.StepDef]:
@@ -74,5 +91,5 @@ def for_run(step: Step, event: str, payload: dict) -> dict:
     try:
         return _accepted(spec.schema, event, payload)
     except EventRefused as exc:
-        raise EventRefused(f"run {run.pk} (version {run.workflow_version}) waits for it: {exc}",
-                           exc.errors) from None
+        raise EventRefused(f"run {run.pk} (version {run.workflow_version}) waits for it: "
+                           f"{exc.reason}", exc.errors, nothing_kept=exc.nothing_kept) from None

@@ -16,6 +16,10 @@ A release can also rename the event a running run waits for (or the step that wa
 no new version: the row still waits under the old name, which no sender uses any more, and
 an event under the new name finds no run. renamed_wait says so; such a run is held for a
 person (hold_renamed_wait, or at its claim), never given an event on a guess.
+
+A run a person ended takes no event on its own (run_ended): deliver_event refuses it, and an
+event that comes for it is kept refused for that run (refuse_for_ended_run), so that
+reopening the run does not hand it an event nobody delivered; a person may.
 """
 
 import hashlib
@@ -34,6 +38,7 @@ from ..redaction import redact
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     QUEUED,
+    TERM,
     WAITING,
     Change,
     Lease,
@@ -272,10 +277,15 @@ def deliver_event(run_id: int, *, step_name: str, source: str, event_id: str, pa
                   now: datetime | None = None) -> Run:
     """The awaited event arrived: in one transaction, its row is written (or the kept row
     is marked consumed), the step succeeds with the payload and the run is queued.
-    Raises DuplicateEvent (nothing written) if this event was received before, and
-    TransitionNotAllowed if the run no longer waits for it."""
+    Raises DuplicateEvent (nothing written) if this event was received before (or `kept`
+    was refused for a run), and TransitionNotAllowed if the run no longer waits for it or a
+    person ended it (run_ended)."""
     with transition_on(run_id, "event_received", actor=actor, now=now) as change:
         run, now = change.run, change.now
+        # A terminated run the table refuses already; one held only to settle its effects
+        # is in attention, from which a late event may otherwise send a run on.
+        if (why := run_ended(run)) is not None:
+            raise TransitionNotAllowed(f"{why}: it takes no event on its own")
         step = _waiting_event(run, step_name)
         _store_event(run, step, source=source, event_id=event_id, payload=payload,
                      kept=kept, now=now)
@@ -288,10 +298,13 @@ def _store_event(run: Run, step: Step, *, source: str, event_id: str, payload: d
                  kept: ExternalEvent | None, now: datetime) -> None:
     event, key = awaited(step)
     if kept is not None:
-        taken = ExternalEvent.objects.filter(pk=kept.pk, consumed_at__isnull=True).update(
-            consumed_run_id=run.pk, consumed_step=step.name, consumed_at=now)
+        # Refused for a run (its version's schema, or the run had ended when it came), it
+        # is a person's to deliver: no path hands it to a run on its own.
+        taken = ExternalEvent.objects.filter(
+            pk=kept.pk, consumed_at__isnull=True, refused_at__isnull=True,
+        ).update(consumed_run_id=run.pk, consumed_step=step.name, consumed_at=now)
         if taken != 1:
-            raise DuplicateEvent(f"event {source}:{event_id} was consumed already")
+            raise DuplicateEvent(f"event {source}:{event_id} was consumed or refused already")
         return
     try:
         with transaction.atomic():
@@ -321,21 +334,57 @@ def refuse_kept_event(run_id: int, *, kept: ExternalEvent, step_name: str, reaso
     marks the row records it. Returns whether this call marked it (False: another path did
     first, or it was consumed meanwhile; nothing written)."""
     with store.current().transaction():
-        run = lock_run(run_id)
-        change = Change(run, None, actor, transition_time(now))
-        marked = ExternalEvent.objects.filter(
-            pk=kept.pk, consumed_at__isnull=True, refused_at__isnull=True,
-        ).update(refused_at=change.now, refused_run_id=run.pk, refused_reason=reason)
-        if not marked:
-            return False
+        change = Change(lock_run(run_id), None, actor, transition_time(now))
         # Field names only: the failing values are the payload's, which may hold secrets.
         where = ", ".join(fields) or "the payload"
-        change.audit(AuditAction.EVENT_REFUSED, step_name=step_name, data={
-            "event": f"{kept.source}:{kept.event_id}", "event_name": kept.event_name,
+        return _refused(change, kept, step_name, reason, {
             "fields": fields,
-            "error": f"kept event refused: version {run.workflow_version}'s schema fails at "
-                     f"{where}; it is not delivered, nor tried again"})
-        change.save()
+            "error": f"kept event refused: version {change.run.workflow_version}'s schema "
+                     f"fails at {where}; it is not delivered, nor tried again"})
+
+
+def run_ended(run: Run) -> str | None:
+    """Why `run` takes no event on its own, or None: a person ended it (terminated, or ended
+    while an effect was unsettled and held only until it is settled). An event that comes
+    then was sent to a run that no longer listens; reopening it does not make it heard."""
+    if run.status == TERM:
+        return f"run {run.pk} was terminated"
+    if run.status == ATTENTION and run.attention_reason == AttentionReason.ENDED_UNSETTLED:
+        return f"run {run.pk} was ended (it waits only for its unsettled effects to be settled)"
+    return None
+
+
+def refuse_for_ended_run(run_id: int, *, kept: ExternalEvent, step_name: str, actor: Actor,
+                         now: datetime | None = None) -> bool:
+    """A kept event that came for a run a person ended (run_ended, judged under the run's
+    lock), for its wait `step_name`: the row is marked refused for the run and the run's log
+    says so (EVENT_REFUSED), changing no state. No path delivers a refused row (_store_event):
+    a run reopened later does not consume it; a person may deliver the event by hand. Returns
+    whether this call marked it (False, nothing written: the run has not ended, or the row
+    was consumed or marked already)."""
+    with store.current().transaction():
+        change = Change(lock_run(run_id), None, actor, transition_time(now))
+        if (why := run_ended(change.run)) is None:
+            return False
+        reason = (f"{why} when it came: it is not delivered to the run, nor tried again, even "
+                  "if the run is reopened; a person may deliver it by hand (Deliver event)")
+        return _refused(change, kept, step_name, reason, {
+            "run_ended": change.run.status, "error": f"kept event refused: {reason}"})
+
+
+def _refused(change: Change, kept: ExternalEvent, step_name: str, reason: str,
+             data: dict) -> bool:
+    """Mark `kept` refused for the locked run of `change`, with `reason`, and record it on the
+    run (EVENT_REFUSED, with `data`): only if no path consumed or marked it first."""
+    run = change.run
+    marked = ExternalEvent.objects.filter(
+        pk=kept.pk, consumed_at__isnull=True, refused_at__isnull=True,
+    ).update(refused_at=change.now, refused_run_id=run.pk, refused_reason=reason)
+    if not marked:
+        return False
+    change.audit(AuditAction.EVENT_REFUSED, step_name=step_name, data={
+        "event": f"{kept.source}:{kept.event_id}", "event_name": kept.event_name, **data})
+    change.save()
     return True
 
 
