@@ -69,7 +69,7 @@ def bulk_preview_page(request):
     return render(request, "console/bulk_preview.html", {
         "action": spec, "actions": BULK_BY_FILTER, "form": form, "query": query.urlencode(),
         "preview": bulk_preview(spec.name, filters, user=request.user),
-        "filters": {k: v for k, v in form.cleaned_data.items() if v}})
+        "filters": form.given()})
 
 
 @require_POST

@@ -73,6 +73,14 @@ class RunFilterForm(forms.Form):
         return [(f"{name} ({self[name].label}): " if name in self.fields else "")
                 + " ".join(errors) for name, errors in self.errors.items()]
 
+    def given(self) -> dict[str, str]:
+        """The filter as it was submitted, field by field (the value the form reads, each
+        one given): what a form posting it again carries. Not cleaned_data, whose dates a
+        page would print in its display format, which the form cannot read back, and
+        localise, which fails for a date at the limits of the calendar."""
+        return {name: self.data[name] for name in self.fields
+                if self.data.get(name, "") != ""}
+
     def filters(self) -> RunFilters:
         data = dict(self.cleaned_data)
         data["time_field"] = data.get("time_field") or "updated"

@@ -7,7 +7,7 @@ from datetime import datetime
 from django.urls import reverse
 from django.utils.http import MAX_URL_REDIRECT_LENGTH
 
-from runs.machine.storable import text_problem
+from runs.machine.storable import text_problem, whole_number
 from runs.reads import selectors
 from runs.reads.cursors import parse_stamp
 
@@ -51,9 +51,14 @@ def decode_cursor(value: str, sort: str) -> tuple | None:
     return tuple(cursor)
 
 
+def whole_numbers(texts) -> list[int]:
+    """The ids among `texts` (a list's row ids, a form's runs): the others are no id."""
+    return [n for n in map(whole_number, texts) if n is not None]
+
+
 def shown_ids(value: str) -> list[int]:
     """The ids of the runs a page shows, as its "new runs" poll sends them back."""
-    return [int(x) for x in value.split(",") if x.isdigit() and len(x) < 19][:200]
+    return whole_numbers(value.split(","))[:200]
 
 
 def sort_links(query, sort: str) -> dict[str, dict]:

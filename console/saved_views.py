@@ -3,7 +3,7 @@
 from django.db.models import Q
 from django.http import QueryDict
 
-from runs.machine.storable import text_problem
+from runs.machine.storable import person_text_problem
 
 from . import run_list
 from .forms import RunFilterForm
@@ -53,7 +53,9 @@ def save_view(*, user, name: str, query: str, shared: bool) -> SavedView:
     if len(name) > NAME_MAX:
         raise SavedViewError(f"A view's name has at most {NAME_MAX} characters "
                              f"({len(name)} given).")
-    if (problem := text_problem(name)) is not None:
+    # Others read a shared view's name: held to the rule of every person's text, which
+    # refuses what would make it read as other text (bidi overrides, terminal escapes).
+    if (problem := person_text_problem(name)) is not None:
         raise SavedViewError(f"A view's name: {problem}.")
     query = clean_query(query)
     if not run_list.fits_in_link(query):

@@ -17,6 +17,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from runs.machine.storable import whole_number
+
 from .content_security import POLICY as CSP_POLICY
 from .env import env
 
@@ -237,9 +239,10 @@ PROXY_COUNT_RULE = ("TRUSTED_PROXY_COUNT must state how the client's address is 
 
 
 def proxy_count(raw: str) -> int:
-    if not raw.isdigit() or int(raw) > 10:
+    count = whole_number(raw)
+    if count is None or count > 10:
         raise ImproperlyConfigured(f"{PROXY_COUNT_RULE} (got {raw!r}).")
-    return int(raw)
+    return count
 
 
 TRUSTED_PROXY_COUNT = proxy_count((env("TRUSTED_PROXY_COUNT") or "0").strip())

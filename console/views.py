@@ -39,6 +39,7 @@ from runs.definitions.contracts import (
 )
 from runs.machine.errors import TransitionNotAllowed
 from runs.machine.intentions import step_lines
+from runs.machine.storable import whole_number
 from runs.models import Run, Workflow
 from runs.operator.actions import ACTIONS, ActionInput, offered
 from runs.operator.guidance import recommend
@@ -73,7 +74,7 @@ def runs_list(request):
     workflow_ids = _visible_ids(request.user)
     if request.htmx and request.GET.get("rows"):
         # Live refresh of the rows on screen (htmx polling), not a new query of the list.
-        ids = [int(x) for x in request.GET["rows"].split(",") if x.isdigit()][:200]
+        ids = run_list.whole_numbers(request.GET["rows"].split(","))[:200]
         runs = selectors.runs_by_ids(ids, workflow_ids=workflow_ids)
         return render(request, "console/_run_rows.html", {"rows": run_rows(runs), "ids": ids,
                                                            "live": _live(runs)})
@@ -218,7 +219,7 @@ def run_detail(request, run_id: int):
     detail = _load_visible_run(request, run_id)
     # ?before=SEQ: the timeline's page before that audit record (older entries).
     before = request.GET.get("before", "")
-    before = int(before) if before.isdigit() and len(before) < 10 else None
+    before = whole_number(before, digits=9)
     if request.htmx and request.GET.get("part") == "timeline":
         return render(request, "console/_timeline_rows.html", {
             "run": detail.run, "timeline": timeline_page(detail.run, before=before),
@@ -253,10 +254,14 @@ def run_investigation(request, run_id: int):
 @require_POST
 @login_required
 def run_action(request, run_id: int, action: str):
-    seen = request.POST.get("seen", "")
+    if action not in ACTIONS:
+        # Before the form is read: its refusals are worded with the action's label.
+        raise Http404(f"No action {action!r}.")
+    # No number: a state no run is in, refused as a page drawn before a change is.
+    seen = whole_number(request.POST.get("seen", ""))
     try:
         outcome = act(action, run_id, user=request.user, given=ActionInput.from_form(request.POST),
-                      seen=int(seen) if seen.isdigit() else -1)
+                      seen=-1 if seen is None else seen)
     except (NoSuchAction, NoSuchRun) as exc:
         raise Http404(str(exc)) from None
     except ActionForbidden:
@@ -289,7 +294,7 @@ def bulk_action(request):
     except ActionInputError as exc:
         messages.error(request, f"{spec.label} was not done: {exc}")
         return redirect(back)
-    ids = [int(x) for x in request.POST.getlist("run") if x.isdigit()][:500]
+    ids = run_list.whole_numbers(request.POST.getlist("run"))[:500]
     done, waiting, refused = [], [], []
     for run in Run.objects.filter(pk__in=ids).order_by("pk"):
         aimed = given
@@ -338,9 +343,9 @@ def audit_log(request):
                             workflow_ids=workflow_ids)
     if request.GET.get("format") == "csv":
         return _audit_csv(records)
-    before = request.GET.get("before", "")
-    if before.isdigit():
-        records = records.filter(pk__lt=int(before))
+    before = whole_number(request.GET.get("before", ""))
+    if before is not None:
+        records = records.filter(pk__lt=before)
     page = list(records[:100])
     query = request.GET.copy()
     query.pop("before", None)
@@ -360,9 +365,9 @@ def _access_log(request, form, *, sees_all: bool):
                                                              "until")})
     if request.GET.get("format") == "csv":
         return _audit_csv(records, lines=access_csv_lines, name="access")
-    before = request.GET.get("before", "")
-    if before.isdigit():
-        records = records.filter(seq__lt=int(before))
+    before = whole_number(request.GET.get("before", ""))
+    if before is not None:
+        records = records.filter(seq__lt=before)
     page = list(records[:100])
     query = request.GET.copy()
     query.pop("before", None)

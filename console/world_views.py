@@ -124,7 +124,11 @@ def dispatch_banner(request) -> dict:
         pauses = pauses.filter(workflow_name=Subquery(
             Run.objects.filter(pk=match.kwargs["run_id"]).values("workflow_name")[:1]))
     elif match.url_name == "runs" and request.GET.get("workflow"):
-        pauses = pauses.filter(workflow_name=request.GET["workflow"])
+        name = request.GET["workflow"]
+        if text_problem(name) is not None:
+            # No workflow has it as its name; the database would refuse to compare it.
+            return {}
+        pauses = pauses.filter(workflow_name=name)
     elif match.url_name != "schedules":
         return {}
     shown = SimpleLazyObject(lambda: _viewable(user, pauses))

@@ -4,6 +4,7 @@ run's page (nothing for a run without an agent step), a page of turns at a time
 
 from django import template
 
+from runs.machine.storable import whole_number
 from runs.reads.agent_selectors import TURN_PAGE, conversations
 
 register = template.Library()
@@ -18,7 +19,7 @@ def agent_conversation(context, run, steps):
                if item["action"].names_call}
     request = context.get("request")
     start = request.GET.get("turns_from", "") if request is not None else ""
-    first_turn = int(start) if start.isdigit() and len(start) < 7 else 0
+    first_turn = whole_number(start, digits=6) or 0
     convs = conversations(run, steps, first_turn=first_turn, turns=TURN_PAGE)
     for conv in convs:
         for turn in conv.turns:

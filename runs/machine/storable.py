@@ -90,3 +90,13 @@ def printable(text: str) -> str:
     if text_problem(text) is None:
         return text
     return text.replace(NUL, "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def whole_number(text: str, *, digits: int = 18) -> int | None:
+    """The non-negative whole number `text` writes in ASCII digits, at most `digits` of them
+    (18: any id fits PostgreSQL's bigint), or None. The one reading of a number given from
+    outside (a link, a form, a variable): str.isdigit() also passes "²", which
+    int() refuses, and "٣", which int() reads as 3."""
+    if not text or len(text) > digits or not (text.isascii() and text.isdigit()):
+        return None
+    return int(text)

@@ -99,3 +99,41 @@ document.addEventListener("htmx:afterSettle", () => {
   if (!markedRow || document.querySelector("tr.current")) return;
   document.querySelector(`tr[data-href="${CSS.escape(markedRow)}"]`)?.classList.add("current");
 });
+
+// htmx swaps no 4xx or 5xx answer: an action the server refused (403, 404, 409) would
+// otherwise do nothing visible. Say so where the person is looking (the dialog the form sat
+// in, or the page), in the words of the answer's error page when it has them. Written with
+// textContent only: the answer is the server's, but its text is never read as markup.
+const REFUSAL_CHARS = 300;
+
+function refusalText(xhr) {
+  const status = xhr ? xhr.status : 0;
+  const prefix = status ? `The server refused (${status})` : "The server could not be reached";
+  let said = "";
+  const body = xhr && typeof xhr.responseText === "string" ? xhr.responseText : "";
+  if (body) {
+    // An inert document: DOMParser runs no script and loads nothing.
+    const doc = new DOMParser().parseFromString(body, "text/html");
+    const part = doc.querySelector("main .card p") || doc.querySelector("main") || doc.body;
+    said = (part ? part.textContent : "").replace(/\s+/g, " ").trim();
+    if (said.length > REFUSAL_CHARS) said = `${said.slice(0, REFUSAL_CHARS - 1)}…`;
+  }
+  return said ? `${prefix}: ${said}` : `${prefix}.`;
+}
+
+function showRefusal(event) {
+  const element = event.detail.elt;
+  const place = (element && element.closest && element.closest("dialog[open]"))
+    || document.getElementById("main") || document.body;
+  let region = place.querySelector(":scope > .htmx-refusal");
+  if (!region) {
+    region = document.createElement("div");
+    region.className = "msg error htmx-refusal";
+    region.setAttribute("role", "alert");
+    place.prepend(region);
+  }
+  region.textContent = refusalText(event.detail.xhr);
+}
+
+document.addEventListener("htmx:responseError", showRefusal);
+document.addEventListener("htmx:sendError", showRefusal);
