@@ -2,6 +2,8 @@
 
 from collections import Counter
 
+from runs.machine.storable import whole_number
+
 from .models import ArchivedRun, ArchiveRemoval
 
 SEARCH_LIMIT = 20
@@ -19,9 +21,9 @@ def archived_matching(q: str, *, workflow_ids: frozenset[int] | None,
         tombstones = tombstones.filter(workflow_id__in=workflow_ids)
     found = list(tombstones.filter(business_key__startswith=q).order_by("-archived_at", "-pk")
                  [:limit])
-    if q.isascii() and q.isdigit() and int(q) < 2**63 and all(
-            t.original_run_id != int(q) for t in found):
-        found += list(tombstones.filter(original_run_id=int(q)))
+    run_id = whole_number(q)
+    if run_id is not None and all(t.original_run_id != run_id for t in found):
+        found += list(tombstones.filter(original_run_id=run_id))
     return found
 
 

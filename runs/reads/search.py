@@ -6,6 +6,7 @@ from django.db.models.functions import Left, Reverse
 from django.db.models.lookups import Exact, StartsWith
 
 from ..agent_models import ToolCall
+from ..machine.storable import whole_number
 from ..models import Step
 
 # What a search matches, each through its own index: the start of a business key
@@ -50,6 +51,6 @@ def search_branches(runs: QuerySet, q: str) -> list[QuerySet]:
                  for match in matches]
     branches += [runs.filter(pk__in=ToolCall.objects.filter(*match).values("step__run_id"))
                  for match in matches]
-    if q.isascii() and q.isdigit() and int(q) < 2**63:
-        branches.append(runs.filter(pk=int(q)))
+    if (run_id := whole_number(q)) is not None:
+        branches.append(runs.filter(pk=run_id))
     return branches

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from .. import store
 from ..execution.executor import worker_name
+from ..machine.storable import whole_number
 from ..models import Run, RunStatus
 from ..worker_models import Worker
 
@@ -47,8 +48,8 @@ def beat(*, queues: str = "", name: str | None = None) -> None:
                                                       queues=queues)
     if not updated:
         Worker.objects.update_or_create(name=name, defaults={
-            "host": host or socket.gethostname(), "pid": int(pid) if pid.isdigit()
-            else os.getpid(), "queues": queues, "started_at": Now(), "heartbeat_at": Now(),
+            "host": host or socket.gethostname(), "pid": whole_number(pid) or os.getpid(),
+            "queues": queues, "started_at": Now(), "heartbeat_at": Now(),
             "stopped_at": None})
 
 
@@ -181,7 +182,7 @@ def workers_page(*, workflow_ids: frozenset[int] | None,
         if row is None:
             host, _, pid = owner.rpartition(":")
             row = rows[owner] = WorkerRow(
-                name=owner, host=host or owner, pid=int(pid) if pid.isdigit() else None,
+                name=owner, host=host or owner, pid=whole_number(pid),
                 queues="", started_at=None, heartbeat_at=None, stopped_at=None,
                 silent=True, registered=False)
         row.held_count += 1

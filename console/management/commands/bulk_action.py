@@ -14,6 +14,7 @@ from approvals.bulk import (
 )
 from approvals.models import BulkJob
 from console.cli import acting_user, print_json, storable_text, user_named
+from runs.machine.storable import whole_number
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS
 from runs.reads.selectors import RunFilters
@@ -63,10 +64,9 @@ class Command(BaseCommand):
             except (BulkRefused, BulkForbidden) as exc:
                 raise CommandError(str(exc)) from None
             return self._out(options, {"job": job.pk, "total": job.total})
-        if not (target.isascii() and target.isdigit()) or len(target) > 18 \
-                or not BulkJob.objects.filter(pk=int(target)).exists():
+        job_id = whole_number(target)
+        if job_id is None or not BulkJob.objects.filter(pk=job_id).exists():
             raise CommandError(f"no bulk job {target!r}")
-        job_id = int(target)
         if verb == "run":
             run_bulk_job(job_id)
         elif verb == "cancel":
