@@ -13,6 +13,17 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "store: runs.store's tests, run on PostgreSQL and on SQLite (make test)")
     broker_per_test_process()
+    fast_password_hashing()
+
+
+def fast_password_hashing():
+    """Users made by the tests get a hasher that costs microseconds: production's PBKDF2
+    costs about 0.3 s a password, most of the console tests' time. Logging in still checks
+    the password; the production settings (tests/test_settings.py runs them in a process
+    of their own) keep Django's default hashers."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def broker_per_test_process():

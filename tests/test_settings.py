@@ -15,7 +15,8 @@ PRODUCTION_ENV = {"ARCHIVE_SIGNING_KEYS": "a1:" + "s" * 48,
 
 def _production_check(env):
     code = ("import django; django.setup(); from django.conf import settings as s; "
-            "print(s.DEBUG, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE)")
+            "from django.contrib.auth.hashers import get_hasher; "
+            "print(s.DEBUG, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, get_hasher().algorithm)")
     return subprocess.run(
         [sys.executable, "-c", code],
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "console.production", **PRODUCTION_ENV,
@@ -35,10 +36,11 @@ def test_production_refuses_to_start_with_the_development_secret_key():
     assert "SECRET_KEY is the development key" in result.stderr
 
 
-def test_production_starts_with_a_real_secret_key_and_secure_cookies():
+def test_production_starts_with_a_real_secret_key_secure_cookies_and_a_slow_hasher():
+    # The tests hash passwords with MD5 for speed (tests/conftest.py); production never does.
     result = _production_check({"SECRET_KEY": "k" * 64})
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["False", "True", "True"]
+    assert result.stdout.split() == ["False", "True", "True", "pbkdf2_sha256"]
 
 
 def test_tests_run_on_postgresql_with_immediate_sqlite_as_the_embedded_default():

@@ -28,8 +28,7 @@ RULE = decision_refusal(approved=False, comment="")
 
 
 @pytest.fixture
-def people(db, settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def people(db):
     ensure_roles(Group, Permission)
     olga = User.objects.create_user("olga", password="olga-pw")
     carl = User.objects.create_user("carl", password="carl-pw")

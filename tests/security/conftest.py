@@ -16,9 +16,7 @@ from .world import EVENT_SOURCES, World, build_world
 
 @pytest.fixture(scope="module")
 def _module_world(django_db_setup, django_db_blocker):
-    # Users are made once; the production password hasher would only add seconds.
-    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"],
-                           APPROVALS_BASE_URL="http://testserver",
+    with override_settings(APPROVALS_BASE_URL="http://testserver",
                            RUNS_EVENT_SOURCES=EVENT_SOURCES):
         block = transaction.atomic()
         block._from_testcase = True

@@ -26,8 +26,7 @@ def _cli(*args) -> str:
 
 
 @pytest.fixture
-def people(db, settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def people(db):
     ensure_roles(Group, Permission)
     operators = Group.objects.get(name="operators")
     olga = User.objects.create_user("olga", password="olga-secret")
