@@ -13,6 +13,7 @@ from celery.signals import (
 )
 
 from .broker import use_shared_client_transport
+from .env import load_settings_or_exit
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 use_shared_client_transport()
@@ -20,6 +21,15 @@ use_shared_client_transport()
 app = Celery("console")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()  # the tasks module of every installed app
+
+
+@app.on_configure.connect
+def settings_or_exit(sender, **kwargs):
+    # Celery reads its configuration from Django's settings when it first needs it: in a
+    # worker or beat started by `celery -A console`, before anything else. A setting the
+    # environment gives wrong stops it in one line, as manage.py and the WSGI server do; a
+    # process that loaded the settings already (the web server, manage.py) passes through.
+    load_settings_or_exit("celery")
 
 
 @app.on_after_finalize.connect

@@ -1,7 +1,7 @@
 """A DATABASE_URL the project cannot use (not a URL, another database, a bad port, no
-database) or a VAR_DIR that cannot be a directory stops every manage.py command with one
-line on stderr naming the variable and what is wrong, exit status 2 and no traceback; a
-password in the URL is never printed."""
+database) or a VAR_DIR that cannot be a directory stops every manage.py command, and a Celery
+worker or beat, with one line on stderr naming the variable and what is wrong, exit status 2
+and no traceback; a password in the URL is never printed."""
 
 import os
 import subprocess
@@ -79,3 +79,17 @@ def test_a_refused_database_url_masks_its_password_in_the_exception_too():
         env("DATABASE_URL", environ={"DATABASE_URL": "postgres://app:s:e@cret@h:0/db"})
     assert "s:e@cret" not in str(refused.value) and "cret" not in str(refused.value)
     assert "postgres://app:***@h:0/db" in str(refused.value)
+
+
+@pytest.mark.parametrize("program", [["worker", "--pool", "solo"], ["beat"]])
+def test_a_celery_worker_or_beat_given_a_bad_database_url_stops_in_one_line(program, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "console", *program], cwd=tmp_path,
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "console.settings",
+             "DATABASE_URL": "postgres://app:hunter2@db.example:99999/durable"})
+    line = _one_line(result)
+    assert line.startswith("celery: environment variable DATABASE_URL=")
+    assert "has a port that is not a number from 1 to 65535" in line
+    assert "hunter2" not in line
+    assert not any(tmp_path.iterdir())  # no beat schedule file, nothing started
