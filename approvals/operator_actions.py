@@ -1,8 +1,8 @@
 """An operator action, with every check it owns, in one function for every caller.
 
 The console's run page and its bulk job, the CLI and the API each call `act` in one line:
-it refuses input the action would not read (refuse_input_not_read), checks the permission
-(runs.permissions, the one rule), the stale-page guard where the caller drew a page, and
+it checks the permission (runs.permissions, the one rule), the stale-page guard where the
+caller drew a page, refuses input the action would not read (refuse_input_not_read), and
 calls the action's transition through runs.operator.actions (which refuses what the run's
 state does not allow, an empty reason and a missing step). Where the
 transition is the action's first work, the check locks the run in the same query and the
@@ -130,13 +130,14 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
     spec = ACTIONS.get(action)
     if spec is None:
         raise NoSuchAction(f"no action {action!r}; the actions are: {', '.join(ACTIONS)}")
-    # Before anything is locked or asked of another system (a reconcile by key).
-    refuse_input_not_read(action, given)
     locks = spec.transition_first(given)
     try:
         with transaction.atomic(durable=True) if locks else nullcontext():
             access = run_access(user, spec.permission, run_id, lock=locks)
+            # The permission first: a person who may not act learns nothing more. Then the
+            # input, before anything is asked of another system (a reconcile by key).
             _check(access, action, spec, run_id, user, seen)
+            refuse_input_not_read(action, given)
             with within_caller_transaction(locked=access.run) if locks else nullcontext():
                 run = spec.perform(run_id, actor=Actor.for_user(user), given=given)
         if spec.takes_call:

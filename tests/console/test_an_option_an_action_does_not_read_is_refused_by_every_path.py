@@ -9,9 +9,11 @@ from django.urls import reverse
 
 from api.tokens import token_create
 from approvals.models import BulkJob
+from approvals.operator_actions import ActionForbidden, act
 from audit.models import AuditRecord
 from runs.agent_models import ToolCall
 from runs.models import Run, Step, StepStatus
+from runs.operator.actions import ACTIONS, ActionInput
 
 pytestmark = pytest.mark.django_db
 
@@ -103,3 +105,20 @@ def test_a_remote_reference_has_the_columns_limit_in_the_api_and_its_document(
     assert whole.status_code == 200, whole.content
     step = Step.objects.get(run=stuck_run, name="create-task")
     assert (step.status, step.remote_ref) == (StepStatus.SUCCEEDED, "T" * COLUMN)
+
+
+@pytest.mark.parametrize("action", ["reconcile", "resume"])
+def test_a_person_who_may_not_act_is_refused_for_that_before_the_input_is_read(
+        auditor, stuck_run, script, caplog, action):
+    # Options the action would not read (evidence while asking by key, a mode for a
+    # resume), from someone without the permission: the answer is the permission's, logged,
+    # never a word about the input.
+    spec = ACTIONS[action]
+    before = _state(stuck_run)
+    with pytest.raises(ActionForbidden, match=f"may not {spec.label.lower()}"):
+        act(action, stuck_run.pk, user=auditor,
+            given=ActionInput(reason="checked", step="create-task", mode="ask",
+                              evidence="seen in the tracker", remote_ref="T-9"))
+    assert f"no {spec.permission} permission" in caplog.text
+    assert script.reconcile_calls == []
+    assert _state(stuck_run) == before
