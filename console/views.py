@@ -21,6 +21,7 @@ from approvals.operator_actions import (
     ActionInputError,
     NoSuchAction,
     NoSuchRun,
+    StalePage,
     act,
 )
 from approvals.selectors import requests_for_run
@@ -267,6 +268,11 @@ def run_action(request, run_id: int, action: str):
     except ActionForbidden:
         raise PermissionDenied(f"You may not {ACTIONS[action].label.lower()} this run.") \
             from None
+    except StalePage as exc:
+        messages.error(request, f"{ACTIONS[action].label} was not done: " + (
+            str(exc) if seen is not None else
+            "the form did not say which state of the run it was drawn for (its 'seen' "
+            "field). Act from the run's page."))
     except (ActionInputError, TransitionNotAllowed) as exc:
         messages.error(request, f"{ACTIONS[action].label} was not done: {exc}")
     else:

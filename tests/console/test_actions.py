@@ -96,6 +96,19 @@ def test_a_run_that_moved_on_is_not_acted_on_twice(client_for, operator, stuck_r
     assert _state(stuck_run) == after_first
 
 
+@pytest.mark.parametrize("seen", [None, "", "²", "-1"])
+def test_a_form_that_names_no_state_of_the_run_is_told_so_and_nothing_is_done(
+        client_for, operator, stuck_run, seen):
+    before = _state(stuck_run)
+    form = {"reason": "fixed"} | ({} if seen is None else {"seen": seen})
+    page = client_for(operator).post(reverse("console:action", args=[stuck_run.pk, "resume"]),
+                                     form, follow=True).content.decode()
+    assert ("Resume was not done: the form did not say which state of the run it was drawn "
+            "for") in page
+    assert "moved on" not in page
+    assert _state(stuck_run) == before
+
+
 @pytest.mark.parametrize("action", ["terminate", "resume", "retry_step"])
 def test_every_action_needs_a_reason(client_for, operator, stuck_run, action):
     client = client_for(operator)
