@@ -1,7 +1,8 @@
 """The lists in a real browser under the production Content-Security-Policy (the browser
 fixture of test_browser fails a test on any violation): the keyboard shortcuts and their
 help overlay, the skip link, and a run that enters attention appearing as "1 new — show"
-on a page nobody reloads."""
+on a page nobody reloads, and the runs a person ticked staying ticked while the list
+refreshes itself."""
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -90,3 +91,17 @@ def test_a_run_entering_attention_shows_as_new_without_a_reload(browser, live_se
     page.locator("#new-runs").get_by_role("link", name="1 new — show").click(timeout=15_000)
     expect(page.get_by_role("link", name=f"#{second.pk}", exact=True)).to_be_visible()
     assert "attention=on" in page.url
+
+
+def test_ticked_runs_stay_ticked_while_the_list_refreshes_itself(browser, live_server, roles):
+    first, second = new_run(wake=False), new_run(wake=False)
+    page = _sign_in_as_operator(browser, live_server)
+    page.reload()
+    page.get_by_label(f"Select run {first.pk}").check()
+    # The rows are fetched again every 5 s: the change shows once they were swapped.
+    place(first, status=RunStatus.ATTENTION, attention_reason="permanent_error",
+          updated_at=timezone.now())
+    row = page.locator(f'#run-rows tr[data-href$="/runs/{first.pk}/"]')
+    expect(row).to_contain_text("attention", timeout=15_000)
+    expect(page.get_by_label(f"Select run {first.pk}")).to_be_checked()
+    expect(page.get_by_label(f"Select run {second.pk}")).not_to_be_checked()
