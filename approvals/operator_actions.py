@@ -33,6 +33,7 @@ from runs.machine.errors import SecondPersonRequired, TransitionNotAllowed
 from runs.machine.transitions import within_caller_transaction
 from runs.models import Run
 from runs.operator.actions import ACTIONS, ActionInput, ActionInputError
+from runs.operator.reconciliation import answer_by_key
 from runs.permissions import run_access
 from runs.waiting import schedules
 
@@ -160,6 +161,10 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
             action, run_id, approval=approval, created=created,
             message=f"A second person must approve this: approval request {approval.pk} "
                     f"{'created' if created else 'already waits'}; nothing was done yet.")
+    if given.mode == "ask" and "mode" in spec.reads(given.mode):
+        # A reconcile by key: its outcome is the remote system's answer, which may be none.
+        return ActionOutcome(action, run_id, run=run, message=f"{spec.label}: " + answer_by_key(
+            run, given.step, given.call if spec.takes_call else ""))
     return ActionOutcome(action, run_id, run=run, message=f"{spec.label}: done.")
 
 

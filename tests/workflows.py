@@ -28,6 +28,7 @@ class Script:
     calls: list = field(default_factory=list)
     effects: dict = field(default_factory=dict)  # key -> remote reference
     reconcile_calls: list = field(default_factory=list)
+    lookup_errors: list = field(default_factory=list)  # what the next lookups by key raise
     compensations: dict = field(default_factory=dict)  # compensation key -> reference
 
     def reset(self):
@@ -36,6 +37,7 @@ class Script:
         self.calls.clear()
         self.effects.clear()
         self.reconcile_calls.clear()
+        self.lookup_errors.clear()
 
     def next_action(self, step):
         queue = self.plan.get(step)
@@ -114,6 +116,8 @@ def create_task(ctx):
 @create_task.reconcile
 def find_task(ctx):
     script.reconcile_calls.append((ctx.step, ctx.key))
+    if script.lookup_errors:
+        raise script.lookup_errors.pop(0)
     ref = script.effects.get(ctx.key)
     return Found(ref, {"ref": ref}) if ref else NotFound()
 

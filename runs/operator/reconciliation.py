@@ -11,16 +11,17 @@ run that moved on meanwhile is refused, not double-settled.
 
 from audit.chain import Actor
 
+from ..agent_models import ToolCallStatus
 from ..agents.agent_loop import ask_tool_remote, tool_context
 from ..definitions import definition
 from ..execution.executor import ask_remote
 from ..machine import transitions
 from ..machine.context import context_outside_executor
 from ..machine.errors import TransitionNotAllowed
-from ..machine.transitions.agent_calls import checked_call
+from ..machine.transitions.agent_calls import checked_call, find_call
 from ..machine.transitions.operator_rules import check_before_work
 from ..machine.transitions.tool_call_rules import args_problem
-from ..models import Run
+from ..models import Run, Step, StepStatus
 
 
 def reconcile_step(run_id: int, *, step_name: str, actor: Actor, reason: str) -> Run:
@@ -89,3 +90,24 @@ def _step(workflow: definition.Workflow, step_name: str) -> definition.StepDef:
 def _evidence(verdict, error: str) -> str:
     # What the lookup asked and got, the evidence the transition requires.
     return error or f"lookup by key: {verdict}"
+
+
+def answer_by_key(run: Run, step_name: str, call_ref: str = "") -> str:
+    """What a reconcile by key established, in a person's words, read from the state it left
+    the step (or its tool call `call_ref`) in: found, found not to have happened, or still
+    unknown. "Done" alone would leave a person believing an effect settled that is not."""
+    if call_ref:
+        effect, done, not_done = (f"tool call {call_ref} of {step_name}",
+                                  ToolCallStatus.SUCCEEDED, ToolCallStatus.FAILED)
+        status = find_call(run, step_name, call_ref).status
+    else:
+        effect, done, not_done = step_name, StepStatus.SUCCEEDED, StepStatus.FAILED
+        status = Step.objects.values_list("status", flat=True).get(run=run, name=step_name)
+    if status == done:
+        return f"the remote system has {effect} under its key: it is recorded as done."
+    if status == not_done:
+        return (f"the remote system has nothing under the key of {effect}: it is recorded "
+                "as not done (failed).")
+    return (f"the remote system could not tell whether {effect} happened: its outcome is "
+            "still unknown (its last error says why). Ask again later, or record the "
+            "outcome by hand with evidence.")

@@ -100,7 +100,8 @@ def test_reconcile_one_tool_call_by_its_key_from_the_run_page(client_for, operat
     assert ledger_call(run).status == "unknown"
     page = post(client, run, "reconcile_tool_call", call=call.ref, mode="ask",
                 reason="the ledger answers again")
-    assert "Reconcile tool call: done." in page.content.decode()
+    assert (f"Reconcile tool call: the remote system has tool call {call.ref} of triage under "
+            "its key: it is recorded as done.") in page.content.decode()
     call.refresh_from_db()
     entry = LedgerEntry.objects.get()
     assert call.status == "succeeded" and call.remote_ref == entry.ref

@@ -70,7 +70,8 @@ def test_an_operator_reconciles_one_tool_call_by_its_key(browser, live_server,  
     dialog.get_by_label("Reason").fill("the ledger answers again")
     dialog.get_by_role("button", name="Reconcile tool call", exact=True).click()
 
-    expect(page.get_by_text("Reconcile tool call: done.")).to_be_visible()
+    expect(page.get_by_text(f"Reconcile tool call: the remote system has tool call {call.ref} "
+                            "of triage under its key: it is recorded as done.")).to_be_visible()
     entry = LedgerEntry.objects.get()
     row = page.locator("table.agent-conversation tr", has_text=call.idempotency_key)
     expect(row).to_contain_text("succeeded")

@@ -59,7 +59,8 @@ def test_reconcile_one_tool_call_from_the_cli(operator):
     assert offered(run)["reconcile_tool_call"] == "offered"
     out = run_action(run.pk, "reconcile_tool_call", "--user", "olga", "--reason",
                      "the ledger answers again", "--call", f"triage:{call.ref}")
-    assert "Reconcile tool call: done" in out
+    assert (f"Reconcile tool call: the remote system has tool call {call.ref} of triage under "
+            "its key: it is recorded as done.") in out
     call.refresh_from_db()
     entry = LedgerEntry.objects.get()
     assert call.status == "succeeded" and call.remote_ref == entry.ref
