@@ -78,9 +78,12 @@ def test_model_turns_keep_the_rate_of_the_agents_model_system(limited):
     assert run.status == RunStatus.COMPLETED, run.status_message
     stamps = list(ModelCall.objects.order_by("created_at").values_list("created_at", flat=True))
     assert len(stamps) == 5
-    # At most two in any second: each turn at least a second after the one two before it.
-    assert all(later - earlier >= timedelta(seconds=1) - SLACK
-               for earlier, later in zip(stamps, stamps[2:], strict=False))
+    # At most two in any second: each turn at least a second after the one two before it,
+    # as the sandbox stamped their arrival. A request let go on time may arrive late on a
+    # busy machine, which narrows the gap it ends; unlimited, the five come within 0.4 s.
+    arrival_jitter = timedelta(seconds=0.4)
+    assert all(later - earlier >= timedelta(seconds=1) - arrival_jitter
+               for earlier, later in zip(stamps, stamps[2:], strict=False)), stamps
 
 
 def test_a_429_from_the_model_carries_its_retry_after_for_everyone_to_honour():
