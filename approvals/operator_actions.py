@@ -31,7 +31,7 @@ from runs.definitions import definition
 from runs.machine import dispatch
 from runs.machine.errors import SecondPersonRequired, TransitionNotAllowed
 from runs.machine.transitions import within_caller_transaction
-from runs.models import Run
+from runs.models import Run, RunStatus, Step, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput, ActionInputError
 from runs.operator.reconciliation import answer_by_key
 from runs.permissions import run_access
@@ -139,6 +139,8 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
             # input, before anything is asked of another system (a reconcile by key).
             _check(access, action, spec, run_id, user, seen)
             refuse_input_not_read(action, given)
+            # The locked row, as it was before the action (the checks' read, without a lock).
+            waited = access.run is not None and access.run.status == RunStatus.WAITING
             with within_caller_transaction(locked=access.run) if locks else nullcontext():
                 run = spec.perform(run_id, actor=Actor.for_user(user), given=given)
         if spec.takes_call:
@@ -161,11 +163,32 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
             action, run_id, approval=approval, created=created,
             message=f"A second person must approve this: approval request {approval.pk} "
                     f"{'created' if created else 'already waits'}; nothing was done yet.")
+    return ActionOutcome(action, run_id, run=run, message=_done(spec, run, given, waited))
+
+
+# What a run waiting at a step of each kind waits for, and what ends that wait.
+_WAITS_FOR = {definition.EVENT: "an event (Deliver event or Skip event ends that wait)",
+              definition.SLEEP: "its timer (Wake timer ends that wait)"}
+_WAITS_FOR_A_PERSON = "a person's decision on its approval request"
+
+
+def _done(spec, run: Run, given: ActionInput, waited: bool) -> str:
+    """What the action did, in words: "done", except where that would mislead. A reconcile
+    by key says what the remote system answered, which may be nothing; a resume of a run
+    that waited at a step for a person, an event or a timer says that it waits there again
+    (the transition lets it go on from its checkpoint, which is that wait)."""
     if given.mode == "ask" and "mode" in spec.reads(given.mode):
-        # A reconcile by key: its outcome is the remote system's answer, which may be none.
-        return ActionOutcome(action, run_id, run=run, message=f"{spec.label}: " + answer_by_key(
-            run, given.step, given.call if spec.takes_call else ""))
-    return ActionOutcome(action, run_id, run=run, message=f"{spec.label}: done.")
+        return f"{spec.label}: " + answer_by_key(run, given.step,
+                                                 given.call if spec.takes_call else "")
+    if spec.name == "resume" and waited:
+        waiting = (Step.objects.filter(run=run, status=StepStatus.WAITING)
+                   .values_list("name", "kind").first())
+        if waiting is not None:
+            name, kind = waiting
+            return (f"Resume: done, but resuming does not end a wait: the run goes on at "
+                    f"{name}, where it waits again for "
+                    f"{_WAITS_FOR.get(kind, _WAITS_FOR_A_PERSON)}.")
+    return f"{spec.label}: done."
 
 
 def _check(access, action: str, spec, run_id: int, user, seen: int | None) -> None:

@@ -1,0 +1,59 @@
+"""Resume lets a run go on from its checkpoint; for a run that waits at a step for a person,
+an event or a timer, that checkpoint is the wait itself. Resume says so, and what ends that
+wait, where it said "done" as if the run were on its way; a run waiting for a retry after a
+backoff is resumed as before."""
+
+import pytest
+from django.urls import reverse
+
+from approvals.operator_actions import act
+from runs.execution import executor
+from runs.machine.errors import TransientError
+from runs.models import Run, RunStatus, StepStatus
+from runs.operator.actions import ActionInput
+from tests.approvals.conftest import waiting_run
+from tests.factories import new_run, step
+
+pytestmark = pytest.mark.django_db
+
+
+def _resume(user, run):
+    return act("resume", run.pk, user=user, given=ActionInput(reason="look again"),
+               seen=Run.objects.get(pk=run.pk).audit_seq)
+
+
+def test_a_run_waiting_for_an_approval_is_told_it_waits_again_for_the_decision(operator):
+    run = waiting_run()
+    outcome = _resume(operator, run)
+    assert outcome.message == (
+        "Resume: done, but resuming does not end a wait: the run goes on at approve, where it "
+        "waits again for a person's decision on its approval request.")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    assert step(run, "approve").status == StepStatus.WAITING
+
+
+def test_a_sleeping_run_is_pointed_to_wake_timer(operator, script):
+    run = new_run("test-sleepy")
+    executor.advance_run(run.pk, worker="w1")
+    assert _resume(operator, run).message.endswith(
+        "at cool-off, where it waits again for its timer (Wake timer ends that wait).")
+
+
+def test_the_run_page_says_it_too(client_for, operator, script):
+    run = new_run("test-sleepy")
+    executor.advance_run(run.pk, worker="w1")
+    page = client_for(operator).post(
+        reverse("console:action", args=[run.pk, "resume"]),
+        {"reason": "look again", "seen": str(Run.objects.get(pk=run.pk).audit_seq)},
+        follow=True).content.decode()
+    assert "resuming does not end a wait" in page
+    assert "Resume: done.<" not in page and "Resume: done.\n" not in page
+
+
+def test_a_run_waiting_out_a_backoff_is_resumed_and_said_done(operator, script):
+    run = new_run()
+    script.plan["fetch"] = [TransientError("503")]
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    outcome = _resume(operator, run)
+    assert outcome.message == "Resume: done."
+    assert outcome.run.status == RunStatus.QUEUED
