@@ -27,7 +27,7 @@ def fast_password_hashing():
 
 
 def broker_per_test_process():
-    """Under pytest-xdist (make test runs `-n 2`) each test process has its own database
+    """Under pytest-xdist (make test runs `-n 3`) each test process has its own database
     (pytest-django's suffix) and here its own Redis database for the broker and the rate
     windows: the tests about workers flush the broker and count what is queued, which must
     not be the other process's hints. Test process gwN takes the configured index plus N."""
