@@ -4,6 +4,7 @@ from datetime import datetime
 from typing import Literal
 
 from ninja import Field, Schema
+from pydantic import ConfigDict, model_validator
 
 from approvals.models import BulkJobStatus, BulkOutcome
 from runs.machine.transitions import TOOL_CALL_ACTIONS
@@ -15,7 +16,20 @@ _NO_NUL = r"^[^\u0000]*$"
 
 
 class BulkFilters(Schema):
-    """The runs list's filters: the job acts on every run they match when it starts."""
+    """The runs list's filters: the job acts on every run they match when it starts. A key
+    it does not know, or filters that are not an object, are refused: read as no filter,
+    a misspelt one ("stauts") would widen the job to every run of the workflow."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def an_object(cls, value):
+        # Ninja hands a schema its input wrapped (DjangoGetter, the object in _obj).
+        given = getattr(value, "_obj", value)
+        if not isinstance(given, dict | BulkFilters):
+            raise ValueError("filters must be an object of the runs list's filters")
+        return value
 
     workflow: str = Field("", max_length=200, pattern=_NO_NUL,
                           description="One of the token's workflows; may be left out when "
@@ -32,6 +46,8 @@ class BulkFilters(Schema):
 
 
 class BulkIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
     action: BulkActionName = Field(description="Any action of the table but those aimed "
                                                "at one tool call.")
     reason: str = Field(min_length=1, max_length=2000, pattern=r"^[^\u0000]+$",

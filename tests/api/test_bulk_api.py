@@ -148,3 +148,18 @@ def test_a_bulk_rerun_from_a_step_waits_for_a_second_person_and_then_reruns_that
         assert ledger.status == StepStatus.PENDING and ledger.idempotency_key != keys[run.pk]
         assert run.steps.get(name="create-task").generation == 0
         assert AuditRecord.objects.filter(run=run, action="rerun_from_step").count() == 1
+
+
+@pytest.mark.parametrize(("body", "where"), [
+    ({"filters": {"stauts": "attention"}}, ["filters", "stauts"]),
+    ({"filters": "attention"}, ["filters"]),
+    ({"filter": {"status": "attention"}}, ["filter"]),
+])
+def test_a_filter_it_does_not_know_is_refused_never_read_as_every_run(client, bearer, body,
+                                                                        where):
+    # Read as no filter, a misspelt one would have the job cancel every run it may see.
+    _failed_run(), new_run()
+    refused = _start(client, bearer("olga"), action="cancel", reason="vendor incident", **body)
+    assert refused.status_code == 422, refused.content
+    assert where in [e["loc"] for e in refused.json()["errors"]]
+    assert not BulkJob.objects.exists()
