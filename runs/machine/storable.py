@@ -44,8 +44,9 @@ def person_text_problem(text: str) -> str | None:
         return problem
     for c in text:
         if c in BIDI_CONTROLS or (unicodedata.category(c) == "Cc" and c not in "\t\n\r"):
-            return (f"holds the control character U+{ord(c):04X}; only line breaks and tabs "
-                    "may be part of it")
+            # Read after "the reason is": a phrase, not a clause.
+            return (f"text with the control character U+{ord(c):04X}, where only line "
+                    "breaks and tabs may be")
     return None
 
 
