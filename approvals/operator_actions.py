@@ -166,9 +166,12 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
     return ActionOutcome(action, run_id, run=run, message=_done(spec, run, given, waited))
 
 
-# What a run waiting at a step of each kind waits for, and what ends that wait.
-_WAITS_FOR = {definition.EVENT: "an event (Deliver event or Skip event ends that wait)",
-              definition.SLEEP: "its timer (Wake timer ends that wait)"}
+# What a run waiting at a step of each kind waits for, and the actions that end that wait,
+# named by the labels the run page shows for them.
+_WAITS_FOR = {
+    definition.EVENT: (f"an event ({ACTIONS['event_received'].label} or "
+                       f"{ACTIONS['skip_event'].label} ends that wait)"),
+    definition.SLEEP: f"its timer ({ACTIONS['wake_timer'].label} ends that wait)"}
 _WAITS_FOR_A_PERSON = "a person's decision on its approval request"
 
 

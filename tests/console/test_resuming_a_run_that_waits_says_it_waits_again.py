@@ -3,6 +3,8 @@ an event or a timer, that checkpoint is the wait itself. Resume says so, and wha
 wait, where it said "done" as if the run were on its way; a run waiting for a retry after a
 backoff is resumed as before."""
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -32,11 +34,15 @@ def test_a_run_waiting_for_an_approval_is_told_it_waits_again_for_the_decision(o
     assert step(run, "approve").status == StepStatus.WAITING
 
 
-def test_a_sleeping_run_is_pointed_to_wake_timer(operator, script):
+def test_a_sleeping_run_is_pointed_to_the_button_its_page_offers(client_for, operator, script):
     run = new_run("test-sleepy")
     executor.advance_run(run.pk, worker="w1")
     assert _resume(operator, run).message.endswith(
-        "at cool-off, where it waits again for its timer (Wake timer ends that wait).")
+        "at cool-off, where it waits again for its timer (Wake now ends that wait).")
+    # The words name the button the run page shows, once the run sleeps again.
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    page = client_for(operator).get(reverse("console:run", args=[run.pk])).content.decode()
+    assert re.search(r">\s*Wake now\s*<", page)
 
 
 def test_the_run_page_says_it_too(client_for, operator, script):
