@@ -6,12 +6,13 @@ from typing import Literal
 from ninja import Field, Schema
 from pydantic import ConfigDict, model_validator
 
+from approvals.bulk import bulk_refusal
 from approvals.models import BulkJobStatus, BulkOutcome
-from runs.machine.transitions import TOOL_CALL_ACTIONS
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS
 
-BulkActionName = Literal[tuple(name for name in ACTIONS if name not in TOOL_CALL_ACTIONS)]
+BulkActionName = Literal[tuple(name for name, spec in ACTIONS.items()
+                               if bulk_refusal(spec) is None)]
 _NO_NUL = r"^[^\u0000]*$"
 
 
@@ -49,7 +50,9 @@ class BulkIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
     action: BulkActionName = Field(description="Any action of the table but those aimed "
-                                               "at one tool call.")
+                                               "at one tool call, Deliver event (a payload "
+                                               "per run) and Confirm the undo (a person "
+                                               "sees each undo first).")
     reason: str = Field(min_length=1, max_length=2000, pattern=r"^[^\u0000]+$",
                         description="Why: recorded in each run's audit record. Required.")
     filters: BulkFilters = Field(default_factory=BulkFilters)

@@ -93,17 +93,31 @@ def marked(reason: str, job_id: int) -> str:
     return f"{reason.strip()} [bulk job {job_id}]"
 
 
+def bulk_refusal(spec) -> str | None:
+    """Why action `spec` is never taken by a filter, or None. A job carries one reason and
+    at most a step for all its runs; an action that needs more of each run, or a person's
+    eyes on each run first, is taken on the run's page."""
+    if spec.takes_call:
+        return f"{spec.label} is aimed at one tool call, which a filter cannot name"
+    if spec.name == "event_received":
+        return f"{spec.label} needs the event's payload of each run, which a job does not carry"
+    if spec.name == "confirm_compensation":
+        # The design: the high-impact undo is prepared and shown, and a person confirms it.
+        return (f"{spec.label} sends an undo a person must see first, on each run's page")
+    return None
+
+
 def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
                    params: dict | None = None, now: datetime | None = None) -> BulkJob:
     """Record a bulk job over the runs `filters` matches now that `user` may see; a worker
-    carries it out (run_bulk_job). Refuses an unknown action, a missing reason, a tool-call
-    action (aimed at one call, which a filter cannot name), and a person who may take the
-    action nowhere (BulkForbidden)."""
+    carries it out (run_bulk_job). Refuses an unknown action, a missing reason, an action
+    never taken by a filter (bulk_refusal), and a person who may take the action nowhere
+    (BulkForbidden)."""
     spec = ACTIONS.get(action)
     if spec is None:
         raise BulkRefused(f"no action {action!r}")
-    if spec.takes_call:
-        raise BulkRefused(f"{spec.label} is aimed at one tool call: not in bulk")
+    if (refusal := bulk_refusal(spec)) is not None:
+        raise BulkRefused(f"{refusal}: not in bulk")
     if not reason or not reason.strip():
         raise BulkRefused("a bulk action needs a reason")
     if (problem := person_text_problem(reason)) is not None:

@@ -15,6 +15,7 @@ from approvals.bulk import (
     BulkRefused,
     bulk_preview,
     bulk_progress,
+    bulk_refusal,
     cancel_bulk_job,
     may_follow,
     start_bulk_job,
@@ -26,8 +27,7 @@ from runs.reads.selectors import RunFilters
 from .forms import RunFilterForm
 from .run_list import fits_in_link
 
-# Tool-call actions aim at one call each: a filter cannot name it.
-BULK_BY_FILTER = [a for a in ACTIONS.values() if not a.takes_call]
+BULK_BY_FILTER = [a for a in ACTIONS.values() if bulk_refusal(a) is None]
 OUTCOMES_SHOWN = 200
 
 
