@@ -10,14 +10,15 @@ a run action's do: 403 `no_acting_user`, 403 `forbidden`; nothing is changed."""
 from datetime import datetime
 
 from ninja import Path, Schema, Status
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from approvals.operator_actions import ActionForbidden, act_on_workflow
 from runs.definitions.definition import registry
 from runs.machine import dispatch
 
-from .errors import error_body, no_acting_user
+from .errors import error_body, invalid_field, no_acting_user
 from .openapi import NO_NUL_PATTERN
+from .parser import refuse_unknown_query
 from .routes import api
 from .schemas import NO_NUL, Error, InvalidRequest
 
@@ -27,6 +28,9 @@ _HEADERS = {"responses": {429: {"headers": {"Retry-After": {
 
 
 class PauseIn(Schema):
+    # A misspelt field (`sytem`) would otherwise pause the whole workflow, not one system.
+    model_config = ConfigDict(extra="forbid")
+
     reason: str = Field(min_length=1, max_length=2000, pattern=NO_NUL,
                         description="Why; recorded.")
     system: str = Field("", max_length=200, pattern=NO_NUL_PATTERN,
@@ -65,8 +69,14 @@ def _refusal(token, workflow: str):
 @api.get("/workflows/{workflow}/dispatch", url_name="dispatch_state",
          operation_id="get_dispatch", summary="Whether a workflow's dispatch is paused",
          response={200: DispatchState, 401: Error, 404: Error, 422: InvalidRequest,
-                   429: Error}, openapi_extra=_HEADERS)
+                   429: Error}, openapi_extra=_HEADERS,
+         description="The workflow's pauses: of the whole workflow, and of each remote "
+                     "system. 404: no such workflow for this token. 422: a query parameter "
+                     "(it takes none; `errors` names it).")
 def dispatch_state(request, workflow: str = Path(..., max_length=200)):
+    # As the runs list: a parameter the operation does not take is refused, never ignored.
+    if (refused := refuse_unknown_query(request, ())) is not None:
+        return refused
     refused = _refusal(request.auth, workflow)
     return refused or Status(200, _state(workflow))
 
@@ -86,8 +96,7 @@ def _change(request, workflow: str, payload: PauseIn, *, pause: bool):
     except dispatch.DispatchConflict as exc:
         return Status(409, error_body("already_paused" if pause else "not_paused", str(exc)))
     except dispatch.DispatchError as exc:
-        return Status(422, {"error": "invalid_request", "detail": str(exc), "errors": [
-            {"loc": ["body"], "msg": str(exc), "type": "value_error"}]})
+        return Status(422, invalid_field(exc.field or "body", str(exc)))
     return Status(200, _state(workflow))
 
 
@@ -100,7 +109,11 @@ _RESPONSES = {200: DispatchState, 400: Error, 401: Error, 403: Error, 404: Error
           response=_RESPONSES, openapi_extra=_HEADERS,
           description="Starts are still accepted and kept queued; steps in flight finish; no "
                       "new step starts; retries and timers hold. 409 if already paused. 403: "
-                      "the token acts for nobody, or its person may not pause the workflow.")
+                      "the token acts for nobody, or its person may not pause the workflow. "
+                      "422, with `errors` naming the field: a field the body does not take, "
+                      "a `reason` no record may keep (blank, or holding a control or "
+                      "bidirectional character), or a `system` no step of the workflow "
+                      "reaches. Nothing is paused on a refusal.")
 def pause(request, payload: PauseIn, workflow: str = Path(..., max_length=200)):
     return _change(request, workflow, payload, pause=True)
 
@@ -110,6 +123,7 @@ def pause(request, payload: PauseIn, workflow: str = Path(..., max_length=200)):
           response=_RESPONSES, openapi_extra=_HEADERS,
           description="Lifts the pause (of `system`, if given) and wakes the runs it held. "
                       "409 if not paused. 403: the token acts for nobody, or its person may "
-                      "not resume the workflow.")
+                      "not resume the workflow. 422, with `errors` naming the field: as for "
+                      "a pause. Nothing is lifted on a refusal.")
 def resume(request, payload: PauseIn, workflow: str = Path(..., max_length=200)):
     return _change(request, workflow, payload, pause=False)

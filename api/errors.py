@@ -14,3 +14,11 @@ def no_acting_user(token, to_do: str) -> Status:
     return Status(403, error_body(
         "no_acting_user", f"token {token.name} acts for nobody: an admin names the person it "
                           f"acts for (acting user) before it can {to_do}"))
+
+
+def invalid_field(field: str, detail: str, kind: str = "value_error") -> dict:
+    """The 422 body (schemas.InvalidRequest) for one body field the runtime refused after
+    the schema passed it: `errors` names the field as a schema refusal would, so a client
+    shows it beside that field whichever check refused it."""
+    return {"error": "invalid_request", "detail": detail,
+            "errors": [{"loc": [field], "msg": detail, "type": kind}]}

@@ -67,6 +67,8 @@ def exact_start_body(schema: dict, *, operation_id: str) -> None:
                 "input": {"$ref": f"#/components/schemas/{prefix}.input"},
             },
             "required": required,
+            # As StartRunIn: a field the start does not take is refused (422), never dropped.
+            "additionalProperties": False,
         }
         ref = f"#/components/schemas/{prefix}.start"
         alternatives.append({"$ref": ref})

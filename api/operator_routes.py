@@ -26,7 +26,12 @@ from approvals.operator_actions import (
     act,
 )
 from approvals.selectors import inbox
-from runs.machine.errors import EvidenceRequired, ReasonRequired, TransitionNotAllowed
+from runs.machine.errors import (
+    EvidenceRequired,
+    NoSuchStep,
+    ReasonRequired,
+    TransitionNotAllowed,
+)
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.reads.cursors import KEYSET_PATTERN, decode_keyset, encode_keyset
@@ -34,7 +39,8 @@ from runs.reads.selectors import RunFilters, runs_page
 from runs.reads.workers import workers_page
 
 from . import selectors
-from .errors import error_body, no_acting_user
+from .errors import error_body, invalid_field, no_acting_user
+from .parser import refuse_unknown_query
 from .schemas import (
     MAX_RUN_ID,
     ActionDone,
@@ -54,19 +60,6 @@ ActionName = Literal[tuple(ACTIONS)]
 RunStatusName = Literal[("", *RunStatus.values)]
 StepStatusName = Literal[("", *StepStatus.values)]
 ErrorClassName = Literal[("", *ErrorClass.values)]
-
-
-def _unknown_query(request, known: tuple[str, ...]) -> Status | None:
-    """A 422 naming the query parameters the operation does not know: a misspelt filter
-    would otherwise widen the list silently."""
-    unknown = [name for name in request.GET if name not in known]
-    if not unknown:
-        return None
-    return Status(422, {"error": "invalid_request",
-                        "detail": f"unknown query parameter(s): {', '.join(map(repr, unknown))}; "
-                                  f"known: {', '.join(known) or 'none'}",
-                        "errors": [{"loc": ["query", name], "msg": "unknown parameter",
-                                    "type": "extra_forbidden"} for name in unknown]})
 
 
 def not_read(exc: InputNotRead) -> dict:
@@ -111,7 +104,7 @@ def register(api, *, headers: dict) -> None:
                   q: str = Query("", max_length=300),
                   after: str = Query("", pattern=f"^$|{KEYSET_PATTERN}"),
                   limit: int = Query(50, ge=1, le=200)):
-        if (refused := _unknown_query(request, LIST_PARAMETERS)) is not None:
+        if (refused := refuse_unknown_query(request, LIST_PARAMETERS)) is not None:
             return refused
         # `after` is refused unless it has a cursor's shape (KEYSET_PATTERN, in the document):
         # a client paging on with anything else would be handed the first page, and loop.
@@ -135,16 +128,22 @@ def register(api, *, headers: dict) -> None:
                   404: Error, 409: Error, 422: InvalidRequest, 429: Error},
         openapi_extra=headers,
         description="Any action of the operator table (the run's `operator_actions` say "
-                    "which it offers now), as the token's acting user, with a reason. 200: "
+                    "which it offers now, and whether the token's person may take each), as "
+                    "the token's acting user, with a reason. 200: "
                     "done. 202: a second person must approve it (four eyes): the approval "
                     "request is returned and nothing is done until another person decides "
                     "it. 409: the run's state refuses it (the refusal in `detail`). 400: "
-                    "input the action needs is missing (a step, a tool call, evidence). 422: "
-                    "the body does not match its schema, or gives a field the action does "
-                    "not read (e.g. `evidence` with reconcile in mode `ask`; `errors` names "
-                    "it). 403: the token acts for nobody, or its person lacks the "
-                    "permission. 404: no such run among the token's workflows. Nothing is "
-                    "written on a refusal.")
+                    "input the action needs is missing (a step, a tool call, evidence), or the "
+                    "action refuses what it was given (evidence or a remote reference no "
+                    "record may keep, an event payload; `detail` says which). 422, "
+                    "with `errors` naming the field: the body does not match its schema; "
+                    "a `reason` no record may keep (blank, or holding a control or "
+                    "bidirectional character); a `step` the run does not have; or a field "
+                    "the action does not read (e.g. `evidence` with reconcile in mode "
+                    "`ask`). 403: the token acts for nobody, or its person lacks the "
+                    "permission (asked before the reason and the step are). "
+                    "404: no such run among the token's workflows. Nothing is written on a "
+                    "refusal.")
     def run_action(request, action: ActionName, payload: ActionIn,
                    run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         token = request.auth
@@ -163,8 +162,16 @@ def register(api, *, headers: dict) -> None:
             return Status(404, error_body("run_not_found", str(exc)))
         except InputNotRead as exc:
             return Status(422, not_read(exc))
-        except (ActionInputError, ReasonRequired, EvidenceRequired) as exc:
+        except ReasonRequired as exc:
+            # A reason was given (the schema requires one) that no record may keep: bad
+            # input in one field, answered as the schema answers one.
+            return Status(422, invalid_field("reason", str(exc)))
+        except (ActionInputError, EvidenceRequired) as exc:
             return Status(400, error_body("invalid_action_input", str(exc)))
+        except NoSuchStep as exc:
+            # Input to correct, where the other refusals of a transition are the run's state.
+            return Status(422, invalid_field("step", f"{exc}; nothing was done",
+                                             "unknown_step"))
         except TransitionNotAllowed as exc:
             return Status(409, error_body("refused", str(exc)))
         if not outcome.done:
@@ -188,7 +195,7 @@ def register(api, *, headers: dict) -> None:
     def run_history(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
                     before: int | None = Query(None, ge=1, le=MAX_RUN_ID),
                     limit: int = Query(selectors.HISTORY_PAGE, ge=1, le=200)):
-        if (refused := _unknown_query(request, ("before", "limit"))) is not None:
+        if (refused := refuse_unknown_query(request, ("before", "limit"))) is not None:
             return refused
         token = request.auth
         run = selectors.visible_run(run_id, workflows=token.workflows or [])
@@ -207,7 +214,7 @@ def register(api, *, headers: dict) -> None:
                     "process, queues, last heartbeat, since when), those silent past a lease "
                     "marked, and the runs of the token's workflows each holds now.")
     def list_workers(request):
-        if (refused := _unknown_query(request, ())) is not None:
+        if (refused := refuse_unknown_query(request, ())) is not None:
             return refused
         page = workers_page(workflow_ids=selectors.token_workflow_ids(
             request.auth.workflows or []))
@@ -226,7 +233,7 @@ def register(api, *, headers: dict) -> None:
         description="Pending requests of the token's workflows that its acting user may "
                     "decide (never one they asked for), the earliest due first.")
     def approval_requests(request):
-        if (refused := _unknown_query(request, ())) is not None:
+        if (refused := refuse_unknown_query(request, ())) is not None:
             return refused
         token = request.auth
         if token.acting_user is None:

@@ -1,5 +1,5 @@
-"""How the integration API reads a request body: JSON, and only when its Content-Type says
-JSON.
+"""How the integration API reads a request: its JSON body, and only when its Content-Type
+says JSON; and its query string, only the parameters an operation knows.
 
 Ninja asks the API's parser for the body of every operation that takes one, and of no
 other, so the rule lives here once for every route. A body labelled otherwise is refused,
@@ -9,10 +9,15 @@ something other than what the API acts on.
 """
 
 import json
+import math
 
+from ninja import Status
 from ninja.parser import Parser
 
 JSON = "application/json"
+# A body of nothing but non-finite numbers could otherwise be answered with an error per
+# number: hundreds of thousands within the body limit.
+MAX_NAMED_NUMBERS = 50
 
 
 class UnsupportedMediaType(Exception):
@@ -23,16 +28,68 @@ class UnsupportedMediaType(Exception):
         super().__init__(f"the request body was sent {sent}; send it as {JSON}")
 
 
+class NonFiniteNumber(Exception):
+    """A body holding NaN, Infinity or a number too large for a float (1e400): 422, each
+    named by where it is in the body, as a field that does not match its schema."""
+
+    def __init__(self, locations: list[list]):
+        self.errors = [{"loc": loc, "msg": "Input should be a finite number",
+                        "type": "finite_number"} for loc in locations[:MAX_NAMED_NUMBERS]]
+        named = ", ".join(".".join(map(str, loc)) for loc in locations[:MAX_NAMED_NUMBERS])
+        more = len(locations) - MAX_NAMED_NUMBERS
+        super().__init__(f"numbers must be finite (JSON has no NaN or Infinity, and one "
+                         f"too large for a float would be read as infinity): {named}"
+                         + (f" and {more} more" if more > 0 else ""))
+
+
 class JsonParser(Parser):
-    """JSON bodies, refusing other media types, and NaN and Infinity (not JSON, and not
-    storable in jsonb)."""
+    """JSON bodies, refusing other media types, and numbers that are not finite: NaN and
+    Infinity are not JSON, and neither they nor an overflowing literal (1e400, read as
+    infinity) can be stored in jsonb or compared as a number."""
 
     def parse_body(self, request):
         # Django lower-cases the media type and sets its parameters (charset=utf-8) apart.
         if request.content_type != JSON:
             raise UnsupportedMediaType(request.content_type)
-        return json.loads(request.body, parse_constant=_refuse_constant)
+        non_finite = []
+
+        def number(text: str) -> float:
+            value = float(text)
+            if not math.isfinite(value):
+                non_finite.append(text)
+            return value
+
+        data = json.loads(request.body, parse_float=number, parse_constant=number)
+        # Only a body that holds one is walked again, to name where.
+        if non_finite:
+            raise NonFiniteNumber(_non_finite_locations(data))
+        return data
 
 
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not valid JSON")
+def _non_finite_locations(data) -> list[list]:
+    # Iterative: json.loads nests as deep as the recursion limit allows, and a recursive walk
+    # called from inside a request would pass it.
+    found, pending = [], [(data, [])]
+    while pending:
+        value, loc = pending.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            found.append(loc or ["body"])
+        elif isinstance(value, dict):
+            pending.extend(reversed([(item, [*loc, key]) for key, item in value.items()]))
+        elif isinstance(value, list):
+            pending.extend(reversed([(item, [*loc, i]) for i, item in enumerate(value)]))
+    return found
+
+
+def refuse_unknown_query(request, known: tuple[str, ...]) -> Status | None:
+    """A 422 naming the query parameters the operation does not know, or None: a misspelt
+    parameter would otherwise be ignored silently (a filter widening a list, an option not
+    applied)."""
+    unknown = [name for name in request.GET if name not in known]
+    if not unknown:
+        return None
+    return Status(422, {"error": "invalid_request",
+                        "detail": f"unknown query parameter(s): {', '.join(map(repr, unknown))}; "
+                                  f"known: {', '.join(known) or 'none'}",
+                        "errors": [{"loc": ["query", name], "msg": "unknown parameter",
+                                    "type": "extra_forbidden"} for name in unknown]})

@@ -25,13 +25,19 @@ from runs.machine.logcontext import log_context
 from runs.machine.transitions import start_run
 from runs.models import Run
 from runs.operator.investigation import investigate
+from runs.permissions import grants_of
 from runs.reads.agent_selectors import conversations
 
 from . import bulk_routes, openapi, operator_routes, selectors
 from .auth import RateLimited, TokenAuth
 from .errors import error_body
 from .middleware import body_limit_text
-from .parser import JsonParser, UnsupportedMediaType
+from .parser import (
+    JsonParser,
+    NonFiniteNumber,
+    UnsupportedMediaType,
+    refuse_unknown_query,
+)
 from .schemas import (
     FINAL_STATES,
     MAX_RUN_ID,
@@ -68,8 +74,10 @@ class IntegrationApi(NinjaAPI):
 
     def on_exception(self, request, exc):
         # Ninja turns whatever the parser raises into a 400 "Cannot parse request body",
-        # keeping it as the cause: a body in another media type is answered as such.
-        if isinstance(exc, HttpError) and isinstance(exc.__cause__, UnsupportedMediaType):
+        # keeping it as the cause: a body in another media type, or holding a number that is
+        # not finite, is answered as such.
+        if isinstance(exc, HttpError) and isinstance(exc.__cause__,
+                                                     (UnsupportedMediaType, NonFiniteNumber)):
             exc = exc.__cause__
         return super().on_exception(request, exc)
 
@@ -126,6 +134,12 @@ def _http_error(request, exc):
 @api.exception_handler(UnsupportedMediaType)
 def _unsupported_media_type(request, exc):
     return _error(request, 415, "unsupported_media_type", str(exc))
+
+
+@api.exception_handler(NonFiniteNumber)
+def _non_finite_number(request, exc):
+    return api.create_response(request, {"error": "invalid_request", "detail": str(exc),
+                                         "errors": exc.errors}, status=422)
 
 
 @api.exception_handler(Http404)
@@ -269,6 +283,9 @@ def _invalid_input(workflow: str, errors: list[dict]) -> dict:
 )
 def run_investigation(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
                       lookups: bool = False):
+    # A misspelt ?lookup=true would otherwise be answered without the lookups it asked for.
+    if (refused := refuse_unknown_query(request, ("lookups",))) is not None:
+        return refused
     token = request.auth
     run = selectors.visible_run(run_id, workflows=token.workflows or [])
     if run is None:
@@ -291,6 +308,9 @@ def run_investigation(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
                 "finished and was archived (error `run_archived`, with its archive file).",
 )
 def run_state(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
+    # As the runs list: a parameter the operation does not take is refused, never ignored.
+    if (refused := refuse_unknown_query(request, ())) is not None:
+        return refused
     token = request.auth
     run = selectors.visible_run(run_id, workflows=token.workflows or [])
     if run is None:
@@ -302,6 +322,9 @@ def run_state(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         return Status(404, error_body("run_not_found", f"no run {run_id} for this token"))
     view = selectors.run_view(run)
     current, error = view.current, view.last_error
+    # Whether the token's person may take each action the run offers: the rule the console's
+    # run page and the CLI ask. A token that acts for nobody may take none.
+    may = grants_of(token.acting_user) if token.acting_user is not None else None
     return Status(200, {
         "id": run.pk, "workflow": run.workflow_name, "workflow_version": run.workflow_version,
         "business_key": run.business_key, "state": view.state,
@@ -319,7 +342,9 @@ def run_state(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         "created_at": run.created_at, "updated_at": run.updated_at,
         "finished_at": run.finished_at,
         "operator_actions": [{"name": a.name, "label": a.label,
-                              "needs_second_person": a.needs_second_person(view.steps)}
+                              "needs_second_person": a.needs_second_person(view.steps),
+                              "permitted": may is not None
+                              and may(a.permission).covers(run.workflow_id)}
                              for a in view.operator_actions],
         "agent_steps": _agent_steps(request, run, view.steps),
         **_links(request, run.pk),

@@ -37,6 +37,10 @@ NO_CONTROL = (r"^[^\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u2028-\u2
 
 
 class StartRunIn(Schema):
+    # A misspelt field ("business_ky", "inputs") would otherwise be dropped and the run
+    # started without what the caller meant to send.
+    model_config = {"extra": "forbid"}
+
     workflow: str = Field(min_length=1, max_length=200, pattern=NO_NUL,
                           description="The registered workflow to start (its latest version).")
     business_key: str = Field(
@@ -78,6 +82,11 @@ class OperatorAction(Schema):
     label: str
     needs_second_person: bool = Field(
         description="Whether a second person must approve it (four eyes) on this run.")
+    permitted: bool = Field(
+        description="Whether the token's acting person may take it on this run (the "
+                    "permission the action needs, on the run's workflow, as the console and "
+                    "the CLI check it): one not permitted is refused with 403. False for "
+                    "every action of a token that acts for nobody.")
 
 
 class ToolCallError(Schema):
@@ -161,7 +170,8 @@ class RunState(Schema):
     finished_at: datetime | None
     operator_actions: list[OperatorAction] = Field(
         description="What an operator can do with the run now, in the console (empty for a "
-                    "run that needs nobody).")
+                    "run that needs nobody), each with whether the token's acting person "
+                    "may take it (`permitted`).")
     agent_steps: list[AgentStep] = Field(
         description="For each agent step of the workflow, a summary of its conversation "
                     "(empty for a workflow without agent steps).")

@@ -11,7 +11,9 @@ row); run_access answers for one run in one query, which is what an operator act
 (tests/runs/test_permissions.py checks both shapes give the same answer).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache, partial
 
 from django.contrib.auth.models import Permission
 from django.db.models import CharField, Exists, OuterRef, Q
@@ -46,6 +48,12 @@ def grant_for(user, codename: str) -> Grant:
     objects = get_objects_for_user(user, f"runs.{codename}", klass=Workflow,
                                    accept_global_perms=False, with_superuser=False)
     return Grant(False, frozenset(objects.values_list("pk", flat=True)))
+
+
+def grants_of(user) -> Callable[[str], Grant]:
+    """grant_for of `user`, asked once per codename however often it is called: the operator
+    actions share a few permissions, and what a run offers is checked action by action."""
+    return lru_cache(maxsize=None)(partial(grant_for, user))
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,12 @@ PERMISSION = "pause_dispatch"
 
 
 class DispatchError(ValueError):
-    """A pause or resume that cannot be done as asked; nothing was changed."""
+    """A pause or resume that cannot be done as asked; nothing was changed. `field`: the
+    input refused ("reason", "system"), for a caller to name as its own; "" for none."""
+
+    def __init__(self, message: str, *, field: str = ""):
+        super().__init__(message)
+        self.field = field
 
 
 class DispatchConflict(DispatchError):
@@ -124,14 +129,16 @@ def _check(workflow_name: str, system: str, reason: str) -> None:
     if workflow_def is None:
         raise DispatchError(f"unknown workflow {workflow_name!r}")
     if not reason or not reason.strip():
-        raise DispatchError("a reason is required to pause or resume dispatch")
+        raise DispatchError("a reason is required to pause or resume dispatch",
+                            field="reason")
     if (problem := person_text_problem(reason)) is not None:
-        raise DispatchError(f"the reason is {problem}")
+        raise DispatchError(f"the reason is {problem}", field="reason")
     if system and not any(s.system == system for wf in definition.registry.versions(workflow_name)
                           for s in wf.steps):
         known = sorted({s.system for s in workflow_def.steps if s.system})
         raise DispatchError(f"no step of {workflow_name} reaches a system {system!r}; "
-                            f"its systems: {', '.join(known) or 'none declared'}")
+                            f"its systems: {', '.join(known) or 'none declared'}",
+                            field="system")
 
 
 def pause_dispatch(*, workflow: str, actor: Actor, reason: str, system: str = "",

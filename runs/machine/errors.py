@@ -75,6 +75,11 @@ class TransitionNotAllowed(Exception):
     """A transition was asked for from a state that does not allow it; nothing changed."""
 
 
+class NoSuchStep(TransitionNotAllowed, LookupError):
+    """An operator transition was aimed at a step the run does not have: the caller's input
+    to correct, not the run's state; nothing changed."""
+
+
 class ReasonRequired(TransitionNotAllowed, ValueError):
     """An operator transition was called without a reason, or with one no record keeps
     (storable.person_text_problem: too long, NUL); nothing changed."""

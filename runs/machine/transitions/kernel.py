@@ -30,6 +30,7 @@ from ...models import (
 )
 from ..errors import (
     EvidenceRequired,
+    NoSuchStep,
     ReasonRequired,
     TransitionNotAllowed,
 )
@@ -309,7 +310,7 @@ def step_named(run: Run, name: str) -> Step:
     try:
         return Step.objects.get(run=run, name=name)
     except Step.DoesNotExist:
-        raise TransitionNotAllowed(f"run {run.pk} has no step {name!r}") from None
+        raise NoSuchStep(f"run {run.pk} has no step {name!r}") from None
 
 def steps_done_with(run: Run, step: Step, steps: list[Step] | None = None) -> int:
     """How many steps are done once `step` (being settled now) counts as done. `steps`: the
