@@ -8,11 +8,12 @@ has a bug a 415 names; and a proxy that inspects bodies by their Content-Type wo
 something other than what the API acts on.
 """
 
-import json
 import math
 
 from ninja import Status
 from ninja.parser import Parser
+
+from runs.machine.storable import NotFinite, finite_json
 
 JSON = "application/json"
 # A body of nothing but non-finite numbers could otherwise be answered with an error per
@@ -51,19 +52,10 @@ class JsonParser(Parser):
         # Django lower-cases the media type and sets its parameters (charset=utf-8) apart.
         if request.content_type != JSON:
             raise UnsupportedMediaType(request.content_type)
-        non_finite = []
-
-        def number(text: str) -> float:
-            value = float(text)
-            if not math.isfinite(value):
-                non_finite.append(text)
-            return value
-
-        data = json.loads(request.body, parse_float=number, parse_constant=number)
-        # Only a body that holds one is walked again, to name where.
-        if non_finite:
-            raise NonFiniteNumber(_non_finite_locations(data))
-        return data
+        try:
+            return finite_json(request.body)
+        except NotFinite as exc:
+            raise NonFiniteNumber(_non_finite_locations(exc.data)) from None
 
 
 def _non_finite_locations(data) -> list[list]:

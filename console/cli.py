@@ -1,5 +1,5 @@
 """What the console's management commands share: the user a command acts as, the check of
-the text a command is given, and JSON output."""
+the text and the ids a command is given, and JSON output."""
 
 import getpass
 import json
@@ -14,6 +14,7 @@ from django.core.management.base import CommandError
 from django.http import HttpRequest
 
 from api.openapi import unstorable
+from runs.machine.storable import NotAnId, id_written
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,16 @@ def storable_text(options: Mapping) -> None:
         if problems:
             raise CommandError(f"--{name.replace('_', '-')}: {problems[0]['msg']}; give it "
                                "as UTF-8 text. Nothing was done.")
+
+
+def id_given(text: str, *, name: str, thing: str) -> int:
+    """The id `text` writes (runs.machine.storable.id_written: ASCII digits only, so "٢" is
+    not run 2 as int() would have it), or a one-line CommandError naming `name` and what was
+    given. Call it before anything is looked up or written."""
+    try:
+        return id_written(text, name=name, thing=thing)
+    except NotAnId as exc:
+        raise CommandError(str(exc)) from None
 
 
 def user_named(username: str):

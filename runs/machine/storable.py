@@ -4,6 +4,7 @@ fails to encode. Every entry point checks what it is given with this one rule, b
 anything is written, and names the problem instead of failing in the database."""
 
 import json
+import math
 import unicodedata
 
 NUL = "\x00"
@@ -73,6 +74,9 @@ def value_problem(value) -> str | None:
             problem = text_problem(item)
             if problem:
                 return f"{problem} (at {path})"
+        elif isinstance(item, float) and not math.isfinite(item):
+            # json.dumps writes NaN and Infinity, which JSON has not and jsonb refuses.
+            return f"{item} is not a finite number (at {path})"
         elif isinstance(item, dict):
             for key, inner in item.items():
                 problem = text_problem(str(key))
@@ -101,3 +105,49 @@ def whole_number(text: str, *, digits: int = 18) -> int | None:
     if not text or len(text) > digits or not (text.isascii() and text.isdigit()):
         return None
     return int(text)
+
+
+class NotAnId(ValueError):
+    """Text given as an id that is no id: the message names the field and what was given."""
+
+
+def id_written(text: str, *, name: str, thing: str) -> int:
+    """The id `text` writes, read as every entry point reads one (whole_number), or NotAnId
+    in one sentence naming `name`. A number in ASCII digits that no id can be (negative, or
+    longer than any) names no `thing`, and is answered as an id that names none is."""
+    number = whole_number(text)
+    if number is not None:
+        return number
+    unsigned = text.removeprefix("-")
+    if whole_number(unsigned, digits=len(unsigned)) is not None:
+        raise NotAnId(f"no {thing} {text}")
+    raise NotAnId(f"{name} must be a whole number written in digits 0-9, not {text!r}; "
+                  "nothing was done")
+
+
+class NotFinite(ValueError):
+    """JSON text holding a number that is not finite. `texts`: each as written; `data`: the
+    value read, for a caller that names where each is."""
+
+    def __init__(self, texts: list[str], data):
+        super().__init__(", ".join(texts))
+        self.texts, self.data = texts, data
+
+
+def finite_json(text: str | bytes):
+    """JSON text read as every entry point reads JSON from outside: json.loads, refusing
+    NaN and Infinity (which JSON has not, though Python reads them) and literals too large
+    for a float (1e400, which Python reads as infinity) with NotFinite. jsonb cannot store
+    them, and no rule can compare them as numbers."""
+    non_finite = []
+
+    def number(written: str) -> float:
+        value = float(written)
+        if not math.isfinite(value):
+            non_finite.append(written)
+        return value
+
+    data = json.loads(text, parse_float=number, parse_constant=number)
+    if non_finite:
+        raise NotFinite(non_finite, data)
+    return data

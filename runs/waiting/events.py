@@ -27,7 +27,6 @@ runs.waiting.kept's.
 
 import hashlib
 import hmac
-import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,7 +39,7 @@ from audit.chain import Actor
 
 from ..machine.errors import TransitionNotAllowed
 from ..machine.redaction import redact
-from ..machine.storable import text_problem, value_problem
+from ..machine.storable import NotFinite, finite_json, text_problem, value_problem
 from ..machine.transitions import DuplicateEvent, awaiting_ref, deliver_event
 from ..machine.transitions.events import insert_event
 from ..models import ExternalEvent
@@ -119,10 +118,14 @@ def payload_from_json(text: str):
     MAX_PAYLOAD_DEPTH, or holds text the database cannot store. Whether it is what the
     waiting step accepts is payloads.validated's."""
     try:
-        payload = json.loads(text)
+        payload = finite_json(text)
     except RecursionError:
         # Nested deeper than Python's stack, so far deeper than the limit.
         raise _too_deep() from None
+    except NotFinite as exc:
+        raise EventRefused(f"the payload holds {exc.texts[0]}, not a finite number",
+                           [{"loc": ["payload"], "msg": "not a finite number"}],
+                           nothing_kept=True) from None
     except ValueError:
         raise EventRefused("the payload is not JSON", [{"loc": ["payload"], "msg": "not JSON"}],
                            nothing_kept=True) from None

@@ -1,7 +1,8 @@
 """An event delivered by hand (event_received, its payload given as evidence) is held to the
 rules of an event sent to the door (runs.waiting.events): a payload nested deeper than
-MAX_PAYLOAD_DEPTH, even deeper than Python's stack, or holding text the database cannot
-store (NUL, a lone surrogate) is refused naming the problem, on every path (act, which the
+MAX_PAYLOAD_DEPTH, even deeper than Python's stack, holding text the database cannot
+store (NUL, a lone surrogate) or a number that is not finite (NaN, Infinity, or 1e400, which
+overflows) is refused naming the problem, on every path (act, which the
 console, the API and the CLI call), and nothing is written."""
 
 import io
@@ -68,6 +69,18 @@ def test_a_key_the_database_cannot_store_is_refused_too(operator, waiting_run):
     before = _state(waiting_run)
     with pytest.raises(ActionInputError, match=NUL_PROBLEM):
         _deliver(operator, waiting_run, '{"amount": 5, "reference": "R", "a\\u0000b": 1}')
+    assert _state(waiting_run) == before
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+@pytest.mark.parametrize("field", ["amount", "extra"])
+def test_a_payload_with_a_number_that_is_not_finite_is_refused_naming_it(
+        operator, waiting_run, number, field):
+    before = _state(waiting_run)
+    payload = {"amount": "5", "reference": '"PSP-9"', field: number}
+    text = "{" + ", ".join(f'"{name}": {value}' for name, value in payload.items()) + "}"
+    with pytest.raises(ActionInputError, match=f"holds {number}, not a finite number"):
+        _deliver(operator, waiting_run, text)
     assert _state(waiting_run) == before
 
 

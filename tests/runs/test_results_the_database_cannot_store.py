@@ -1,8 +1,9 @@
 """What a step or tool returns, or a remote system says in an error, may hold what PostgreSQL
-cannot store (a NUL in text extracted from a PDF, a lone surrogate, a nesting deeper than any
-parser goes). The outcome checkpoint must still commit: the value is refused as an
-unclassified failure naming where it is, the error text is written out visibly, and the run
-goes to a person at once instead of failing the same checkpoint at every attempt."""
+cannot store (a NUL in text extracted from a PDF, a lone surrogate, NaN or Infinity, a
+nesting deeper than any parser goes). The outcome checkpoint must still commit: the value is
+refused as an unclassified failure naming where it is, the error text is written out visibly,
+and the run goes to a person at once instead of failing the same checkpoint at every
+attempt."""
 
 import dataclasses
 
@@ -30,6 +31,23 @@ def test_a_read_step_returning_a_nul_fails_at_once_naming_where(script):
     assert fetch.status == StepStatus.FAILED and fetch.error_class == ErrorClass.UNCLASSIFIED
     assert "cannot be stored" in fetch.error_message and "$.lines[0].text" in fetch.error_message
     # Called once; no later step began.
+    assert [call[0] for call in script.calls] == ["fetch"]
+    assert run.lease_owner == ""
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+def test_a_step_returning_a_number_that_is_not_finite_fails_at_once_naming_where(script,
+                                                                                 number):
+    # JSON has no NaN or Infinity: jsonb refuses them, which would fail the checkpoint.
+    script.reset()
+    run = new_run()
+    script.plan["fetch"] = [{"lines": [{"text": "Total", "amount": number}]}]
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.ATTENTION
+    run.refresh_from_db()
+    fetch = step(run, "fetch")
+    assert fetch.status == StepStatus.FAILED and fetch.error_class == ErrorClass.UNCLASSIFIED
+    assert "not a finite number" in fetch.error_message
+    assert "$.lines[0].amount" in fetch.error_message
     assert [call[0] for call in script.calls] == ["fetch"]
     assert run.lease_owner == ""
 

@@ -9,26 +9,31 @@ from approvals.bulk import (
     bulk_preview,
     bulk_progress,
     cancel_bulk_job,
+    may_follow,
     run_bulk_job,
     start_bulk_job,
 )
 from approvals.models import BulkJob
-from console.cli import acting_user, print_json, storable_text, user_named
-from runs.machine.storable import whole_number
+from approvals.operator_actions import InputNotRead, refuse_input_not_read
+from console.cli import acting_user, id_given, print_json, storable_text, user_named
 from runs.models import ErrorClass, RunStatus, StepStatus
-from runs.operator.actions import ACTIONS
+from runs.operator.actions import ACTIONS, ActionInput
 from runs.reads.selectors import RunFilters
 
 
 class Command(BaseCommand):
     help = ("preview ACTION / start ACTION: an action on every run the filters match; run JOB: "
-            "carry a job out here (a worker does otherwise); show JOB; cancel JOB.")
+            "carry a job out here (a worker does otherwise); show JOB; cancel JOB. show and "
+            "cancel are for the person who started the job, or a superuser.")
 
     def add_arguments(self, parser):
         parser.add_argument("verb", choices=["preview", "start", "run", "show", "cancel"])
         parser.add_argument("target", help="the action (preview, start) or the job id")
         parser.add_argument("--user", default="")
         parser.add_argument("--reason", default="")
+        parser.add_argument("--step", default="",
+                            help="start, for a step action: the step on every run (else the "
+                                 "first step each run allows)")
         parser.add_argument("--status", default="", choices=["", *RunStatus.values])
         parser.add_argument("--workflow", default="")
         parser.add_argument("--step-status", default="", choices=["", *StepStatus.values])
@@ -41,12 +46,27 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         storable_text(options)
         verb, target = options["verb"], options["target"]
-        if verb in ("preview", "start", "cancel") and not options["user"]:
-            raise CommandError("--user is required for preview/start/cancel")
+        step = options["step"].strip()
+        if verb in ("preview", "start", "show", "cancel") and not options["user"]:
+            raise CommandError("--user is required for preview/start/show/cancel")
+        if step and verb != "start":
+            # Dropped unseen, it would leave the person believing it counted.
+            raise CommandError(f"--step does not apply to {verb}; leave it out. Nothing was "
+                               "done.")
         if verb in ("preview", "start"):
             if target not in ACTIONS:
                 raise CommandError(f"no action {target!r}; the actions are: "
                                    f"{', '.join(ACTIONS)}")
+            if verb == "start":
+                try:
+                    # The API's check (api.bulk_routes), asked before the password so that
+                    # a wrong command costs none: each run's action would refuse it.
+                    refuse_input_not_read(target, ActionInput(reason=options["reason"],
+                                                              step=step))
+                except InputNotRead as exc:
+                    flags = ", ".join(f"--{name}" for name in exc.fields)
+                    raise CommandError(f"{flags} does not apply with {target}; leave it out. "
+                                       "Nothing was done.") from None
             # A preview only reads; a job acts in its starter's name.
             user = (user_named if verb == "preview" else acting_user)(options["user"])
             filters = RunFilters(status=options["status"], workflow=options["workflow"],
@@ -60,18 +80,23 @@ class Command(BaseCommand):
                                            "may_act": preview.may_act,
                                            "acceptable": preview.acceptable})
             try:
-                job = start_bulk_job(target, filters, user=user, reason=options["reason"])
+                # As the API passes it (api.bulk_routes.start_bulk).
+                job = start_bulk_job(target, filters, user=user, reason=options["reason"],
+                                     params={"step": step} if step else None)
             except (BulkRefused, BulkForbidden) as exc:
                 raise CommandError(str(exc)) from None
             return self._out(options, {"job": job.pk, "total": job.total})
-        job_id = whole_number(target)
-        if job_id is None or not BulkJob.objects.filter(pk=job_id).exists():
-            raise CommandError(f"no bulk job {target!r}")
+        job_id = id_given(target, name="job id", thing="bulk job")
+        job = BulkJob.objects.filter(pk=job_id).first()
+        if job is None:
+            raise CommandError(f"no bulk job {job_id}")
         if verb == "run":
             run_bulk_job(job_id)
+        elif verb == "show":
+            _follower(job, options["user"], verb)
         elif verb == "cancel":
             try:
-                cancelled = cancel_bulk_job(job_id, user=acting_user(options["user"]))
+                cancelled = cancel_bulk_job(job_id, user=_follower(job, options["user"], verb))
             except BulkForbidden as exc:
                 raise CommandError(str(exc)) from None
             if not cancelled:
@@ -87,3 +112,14 @@ class Command(BaseCommand):
             print_json(self.stdout, value)
         else:
             self.stdout.write("  ".join(f"{k}: {v}" for k, v in value.items()))
+
+
+def _follower(job: BulkJob, username: str, verb: str):
+    """The person `username` names, once they have proved who they are, if they may follow
+    and cancel `job`: the API's rule (approvals.bulk.may_follow: the person who started it,
+    or a superuser), so that naming its starter is not seeing their job."""
+    user = acting_user(username)
+    if not may_follow(user, job):
+        raise CommandError(f"bulk job {job.pk} is another person's: only "
+                           f"{job.requested_by.get_username()} or a superuser may {verb} it")
+    return user

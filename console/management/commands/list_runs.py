@@ -10,6 +10,11 @@ from runs.permissions import VIEW, grant_for
 from runs.reads.cursors import decode_keyset, encode_keyset
 from runs.reads.selectors import RunFilters, runs_page
 
+# The most runs a page holds, as GET /api/runs allows (its `limit`, le=200, in
+# api.operator_routes; the API names no constant to share): a script moving from one to the
+# other keeps its pages.
+MOST_RUNS_A_PAGE = 200
+
 
 class Command(BaseCommand):
     help = "List runs, newest status change first, with the console's filters and search."
@@ -24,15 +29,17 @@ class Command(BaseCommand):
         parser.add_argument("-q", "--search", default="",
                             help="business key, idempotency key or remote reference")
         parser.add_argument("--after", default="", help="the cursor a page printed last")
-        parser.add_argument("--limit", type=int, default=50)
+        parser.add_argument("--limit", type=int, default=50,
+                            help=f"runs a page holds (1 to {MOST_RUNS_A_PAGE})")
         parser.add_argument("--user", default="",
                             help="list only the runs this user may see (a username)")
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **options):
         storable_text(options)
-        if not 1 <= options["limit"] <= 1000:
-            raise CommandError("--limit must be between 1 and 1000")
+        if not 1 <= options["limit"] <= MOST_RUNS_A_PAGE:
+            raise CommandError(f"--limit must be between 1 and {MOST_RUNS_A_PAGE}, not "
+                               f"{options['limit']}; page on with --after")
         after = None
         if options["after"]:
             after = decode_keyset(options["after"])

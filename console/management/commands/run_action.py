@@ -12,7 +12,6 @@ USER reads only and asks for none.
 
 import re
 import uuid
-from functools import lru_cache, partial
 
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
@@ -27,11 +26,11 @@ from approvals.operator_actions import (
     act,
     refuse_input_not_read,
 )
-from console.cli import print_json, proven, storable_text, user_named
+from console.cli import id_given, print_json, proven, storable_text, user_named
 from runs.machine.errors import TransitionNotAllowed
 from runs.models import Run, Step
 from runs.operator.actions import ACTIONS, ActionInput
-from runs.permissions import grant_for
+from runs.permissions import grants_of
 
 
 class Command(BaseCommand):
@@ -40,7 +39,8 @@ class Command(BaseCommand):
               "a four-eyes request as USER (authenticated by password).")
 
     def add_arguments(self, parser):
-        parser.add_argument("run", type=int, nargs="?")
+        # The ids are read as text: int() reads "٢" as 2 (console.cli.id_given).
+        parser.add_argument("run", nargs="?")
         parser.add_argument("action", nargs="?", choices=list(ACTIONS))
         parser.add_argument("--user", required=True, help="the person acting (a username)")
         # No defaults: an option given where it does not apply is refused, not dropped
@@ -59,7 +59,7 @@ class Command(BaseCommand):
                                                  "reference in the remote system")
         parser.add_argument("--evidence", help="reconcile by hand: what established it; "
                                                "event_received: the payload (JSON)")
-        parser.add_argument("--decide", type=int, metavar="REQUEST",
+        parser.add_argument("--decide", metavar="REQUEST",
                             help="decide this four-eyes approval request as USER")
         parser.add_argument("--reject", action="store_true",
                             help="with --decide: reject (the default is to approve)")
@@ -68,6 +68,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         storable_text(options)
+        if options["run"] is not None:
+            options["run"] = id_given(options["run"], name="run id", thing="run")
+        if options["decide"] is not None:
+            options["decide"] = id_given(options["decide"], name="request id (--decide)",
+                                         thing="four-eyes request")
         user = user_named(options["user"])
         if options["decide"] is not None:
             _refuse(_given(options, _ACTION_OPTIONS), "with --decide (the request says what "
@@ -130,7 +135,7 @@ class Command(BaseCommand):
         steps = list(Step.objects.filter(run=run).order_by("position"))
         # What `user` may do: the permission rule the action checks (runs.permissions), on
         # the run's workflow, asked once per permission; then what the run's state allows.
-        grants = lru_cache(maxsize=None)(partial(grant_for, user))
+        grants = grants_of(user)
         refusals = {}
         for name, action in ACTIONS.items():
             permitted = grants(action.permission).covers(run.workflow_id)

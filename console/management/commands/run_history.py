@@ -4,7 +4,8 @@ text or --json."""
 from django.core.management.base import BaseCommand, CommandError
 
 from api.selectors import HISTORY_PAGE, history_entry, history_page
-from console.cli import print_json
+from console.cli import id_given, print_json
+from runs.machine.storable import whole_number
 from runs.models import Run
 
 
@@ -12,21 +13,28 @@ class Command(BaseCommand):
     help = "Print a run's audit trail, oldest first within a page (the newest page first)."
 
     def add_arguments(self, parser):
-        parser.add_argument("run", type=int)
-        parser.add_argument("--before", type=int, help="the seq a page printed as 'older'")
+        # Read as text: int() reads "٢" as 2 (console.cli.id_given).
+        parser.add_argument("run")
+        parser.add_argument("--before", help="the seq a page printed as 'older'")
         parser.add_argument("--limit", type=int, default=HISTORY_PAGE)
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **options):
         if not 1 <= options["limit"] <= 1000:
             raise CommandError("--limit must be between 1 and 1000")
-        if options["before"] is not None and options["before"] < 1:
-            raise CommandError("--before takes the seq a page printed as 'older' (1 or more)")
+        run_id = id_given(options["run"], name="run id", thing="run")
+        before = None
+        if options["before"] is not None:
+            # As the console reads its "before" (whole_number): no page printed "٣" or "-5".
+            before = whole_number(options["before"])
+            if not before:
+                raise CommandError("--before takes the seq a page printed as 'older' (1 or "
+                                   f"more, in digits 0-9), not {options['before']!r}")
         try:
-            run = Run.objects.get(pk=options["run"])
+            run = Run.objects.get(pk=run_id)
         except Run.DoesNotExist:
-            raise CommandError(f"no run {options['run']}") from None
-        page = history_page(run, before=options["before"], size=options["limit"])
+            raise CommandError(f"no run {run_id}") from None
+        page = history_page(run, before=before, size=options["limit"])
         entries = [history_entry(r) for r in page.records]
         if options["json"]:
             print_json(self.stdout, {"run_id": run.pk, "entries": entries,
@@ -41,6 +49,6 @@ class Command(BaseCommand):
         if not entries:
             # Silence would read as a run with no history.
             self.stdout.write(f"no entries of run {run.pk}"
-                              + (f" before seq {options['before']}" if options["before"] else ""))
+                              + (f" before seq {before}" if before else ""))
         if page.older:
             self.stdout.write(f"older entries: --before {page.older}")

@@ -4,7 +4,7 @@ text or --json."""
 from django.core.management.base import BaseCommand, CommandError
 
 from api.selectors import run_view
-from console.cli import print_json
+from console.cli import id_given, print_json
 from runs.models import Run
 
 
@@ -12,14 +12,16 @@ class Command(BaseCommand):
     help = "Show a run: its state, steps (key, remote reference, last error) and actions."
 
     def add_arguments(self, parser):
-        parser.add_argument("run", type=int)
+        # Read as text: int() reads "٢" as 2 (console.cli.id_given).
+        parser.add_argument("run")
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **options):
+        run_id = id_given(options["run"], name="run id", thing="run")
         try:
-            run = Run.objects.get(pk=options["run"])
+            run = Run.objects.get(pk=run_id)
         except Run.DoesNotExist:
-            raise CommandError(f"no run {options['run']}") from None
+            raise CommandError(f"no run {run_id}") from None
         view = run_view(run)
         shown = {
             "id": run.pk, "workflow": run.workflow_name, "workflow_version": run.workflow_version,

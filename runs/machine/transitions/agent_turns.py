@@ -3,7 +3,6 @@ before each turn is asked, the model's answer stored (with a row per tool call i
 for) before anything it asks for runs, and the step's turn, call and token budgets.
 The tool calls' own checkpoints are agent_calls'."""
 
-import json
 from datetime import datetime
 
 from pydantic import BaseModel, ValidationError
@@ -16,6 +15,7 @@ from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
 from .. import sensitive
 from ..keys import tool_call_key, tool_compensation_key
 from ..redaction import redact, shown_arguments
+from ..storable import NotFinite, finite_json, printable, value_problem
 from .agent_calls import (
     ModelTurn,
     S,
@@ -105,10 +105,18 @@ def _new_call(run: Run, step: Step, spec: definition.AgentSpec, turn: int, posit
                    kind=tool.kind if tool else "", impact=tool.impact if tool else "")
     raw = asked.get("arguments") or "{}"
     try:
-        parsed = json.loads(raw) if isinstance(raw, str) else raw
+        parsed = finite_json(raw) if isinstance(raw, str) else raw
+    except NotFinite as exc:
+        # Read as JSON by Python, refused by jsonb: kept as text, as arguments that are not.
+        parsed = {"unparsed": printable(str(raw)[:2000])}
+        row.error_message = f"the arguments hold {exc.texts[0]}, not a finite number"
     except ValueError:
-        parsed = {"unparsed": str(raw)[:2000]}
+        parsed = {"unparsed": printable(str(raw)[:2000])}
         row.error_message = "the arguments are not JSON"
+    else:
+        if (problem := value_problem(parsed)) is not None:
+            parsed = {"unparsed": printable(str(raw)[:2000])}
+            row.error_message = f"the arguments cannot be stored: {problem}"
     if tool is None:
         row.status, row.arguments = S.INVALID, redact(parsed)
         row.error_class = ErrorClass.MODEL_FORMAT

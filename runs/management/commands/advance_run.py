@@ -1,11 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.execution.executor import advance_run
+from runs.machine.storable import NotAnId, id_written
 from runs.models import Run
-
-# Run ids are PostgreSQL bigints: a larger number names no run (and the database would
-# refuse to compare with it rather than answer "none").
-LARGEST_RUN_ID = 2**63 - 1
 
 
 class Command(BaseCommand):
@@ -13,11 +10,14 @@ class Command(BaseCommand):
             "waits or needs a person. A run another worker holds is left alone.")
 
     def add_arguments(self, parser):
-        parser.add_argument("run_id", type=int)
+        # Read as text: int() reads "٢" as 2, where the API and the console read no number.
+        parser.add_argument("run_id")
 
     def handle(self, *args, run_id, **options):
-        if not 1 <= run_id <= LARGEST_RUN_ID:
-            raise CommandError(f"no run {run_id}")
+        try:
+            run_id = id_written(run_id, name="run id", thing="run")
+        except NotAnId as exc:
+            raise CommandError(str(exc)) from None
         status = advance_run(run_id)
         # Not claimable covers "no such run" too: tell the two apart only then, one query.
         if status is None and not Run.objects.filter(pk=run_id).exists():

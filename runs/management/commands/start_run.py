@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from audit.chain import Actor
 from runs.machine.errors import StartRefused
+from runs.machine.storable import NotFinite, finite_json
 from runs.machine.transitions import start_run
 
 
@@ -18,11 +19,15 @@ class Command(BaseCommand):
 
     def handle(self, *args, workflow, business_key, input, **options):
         try:
-            data = json.loads(input)
+            data = finite_json(input)
         except json.JSONDecodeError as exc:
             raise CommandError(f"--input is not valid JSON: {exc}") from None
         except RecursionError:
             raise CommandError("--input is nested too deeply to read as JSON") from None
+        except NotFinite as exc:
+            raise CommandError(f"--input holds {exc.texts[0]}, not a finite number (JSON has no "
+                               "NaN or Infinity, and one too large for a float is read as "
+                               "infinity); nothing was started") from None
         if not isinstance(data, dict):
             raise CommandError("--input must be a JSON object")
         try:
