@@ -7,13 +7,17 @@ the session or a cookie until displayed, and the secret must rest nowhere.
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import models, transaction
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers, patch_cache_control
 
-from audit.access import AccessAction
+from audit.access import AccessAction, record_access_change
 from audit.admin import ReadOnlyAdmin
+from audit.chain import Actor
+from runs.admin_search import UUID, IndexedSearchAdmin
 from runs.definitions.definition import registry
 
 from . import webhooks
@@ -135,36 +139,125 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the selected tokens (at once, for good)")
     def revoke(self, request, queryset):
-        revoked = 0
+        revoked = already = 0
         for token in queryset:
             if token_revoke(token, by=request.user):
                 revoked += 1
                 self.log_change(request, token, "Revoked.")
-        self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)
+            else:
+                already += 1
+        self.message_user(request, f"{revoked} token(s) revoked, {already} already revoked.",
+                          messages.SUCCESS if revoked else messages.WARNING)
+
+
+# What a secret is recorded as: that it changed, never what it was or became.
+SECRET_NOT_RECORDED = "(not recorded)"
+SECRET_REPLACED = "replaced (not recorded)"
+
+
+def subscriber_state(subscriber: WebhookSubscriber) -> dict:
+    """What the access chain records of a subscriber: where its events go, for which
+    workflows, and whether it is active (never its secret)."""
+    return {"url": subscriber.url, "workflows": sorted(subscriber.workflows or []),
+            "active": subscriber.active}
+
+
+def record_subscriber_change(subscriber, action: AccessAction, *, before: dict,
+                             after: dict, by, secret_changed: bool = False) -> bool:
+    """Append the parts of a subscriber that changed to the access chain (a replaced secret
+    as replaced, never its value); whether anything was recorded."""
+    keys = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if not keys and not secret_changed:
+        return False
+    before = {k: before[k] for k in keys if k in before}
+    after = {k: after[k] for k in keys if k in after}
+    if secret_changed:
+        before["secret"], after["secret"] = SECRET_NOT_RECORDED, SECRET_REPLACED
+    record_access_change(action=action, subject=f"webhook subscriber {subscriber.name}",
+                         actor=Actor.for_user(by), before=before, after=after)
+    return True
+
+
+class SubscriberInUse(PermissionDenied):
+    """A subscriber that has deliveries was about to be deleted; nothing was (a 403)."""
 
 
 @admin.register(WebhookSubscriber)
 class WebhookSubscriberAdmin(admin.ModelAdmin):
+    """Where run events are sent: every creation, change of URL, workflows, secret or active
+    state, and deletion is in the access chain, in the transaction of the change. A
+    subscriber with deliveries is deactivated, never deleted: deleting it would delete its
+    deliveries (the foreign key cascades), the publisher's record of what was sent where."""
+
     list_display = ["name", "url", "active", "workflows", "last_event_id", "last_record_id",
                     "created_at"]
     list_filter = ["active"]
-    readonly_fields = ["last_event_id", "last_record_id"]
+    # A URL typed without a scheme is taken as https: events are signed, not encrypted.
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return ["last_event_id", "last_record_id"]
+        # The name is the subject of its records in the access chain.
+        return ["name", "last_event_id", "last_record_id"]
 
     def save_model(self, request, obj, form, change):
+        # The admin's change form runs in one transaction: the subscriber and its record in
+        # the access chain commit together.
         if not change:  # a new subscriber is told what happens from now on
             for cursor, head in webhooks.cursors_at_head().items():
                 setattr(obj, cursor, head)
+            super().save_model(request, obj, form, change)
+            record_subscriber_change(obj, AccessAction.WEBHOOK_SUBSCRIBER_CREATED, before={},
+                                     after=subscriber_state(obj), by=request.user)
+            return
+        stored = WebhookSubscriber.objects.get(pk=obj.pk)
         super().save_model(request, obj, form, change)
+        record_subscriber_change(obj, AccessAction.WEBHOOK_SUBSCRIBER_CHANGED,
+                                 before=subscriber_state(stored),
+                                 after=subscriber_state(obj), by=request.user,
+                                 secret_changed=stored.secret != obj.secret)
+
+    def get_deleted_objects(self, objs, request):
+        # Django's delete page and bulk action refuse to delete what this lists as
+        # protected, and show it: the subscribers that have deliveries, and what to do.
+        # Listed before the cascade is collected, which would read every delivery.
+        protected = [
+            f"Webhook subscriber {s.name} has deliveries, the publisher's record of what "
+            f"was sent where: deactivate it instead (untick Active on its page)"
+            for s in objs if s.deliveries.exists()]
+        if protected:
+            return [str(s) for s in objs], {}, set(), protected
+        return super().get_deleted_objects(objs, request)
+
+    def delete_model(self, request, obj):
+        with transaction.atomic():
+            # Locked, then asked again: a delivery the publisher adds meanwhile takes a
+            # share lock on this row, so it is either seen here or waits for the delete.
+            locked = WebhookSubscriber.objects.select_for_update().get(pk=obj.pk)
+            if locked.deliveries.exists():
+                raise SubscriberInUse(f"webhook subscriber {obj.name} has deliveries: "
+                                      "deactivate it instead")
+            before = subscriber_state(locked)
+            super().delete_model(request, obj)
+            record_subscriber_change(locked, AccessAction.WEBHOOK_SUBSCRIBER_DELETED, before=before,
+                                     after={}, by=request.user)
+
+    def delete_queryset(self, request, queryset):
+        with transaction.atomic():
+            for subscriber in queryset:
+                self.delete_model(request, subscriber)
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(ReadOnlyAdmin):
-    """Each delivery with its attempts; written only by the publisher."""
+class WebhookDeliveryAdmin(IndexedSearchAdmin, ReadOnlyAdmin):
+    """Each delivery with its attempts; written only by the publisher. A search names a
+    delivery's id (the X-Webhook-Id a receiver got), along its unique index."""
 
     # A status change's event, or a step outcome's audit record.
     list_display = ["delivery_id", "subscriber", "event", "record", "status", "attempts",
                     "last_status_code", "next_attempt_at", "delivered_at"]
     list_filter = ["status", "subscriber"]
-    search_fields = ["=delivery_id"]
+    indexed_search = (("delivery_id", UUID),)
     list_select_related = ["subscriber", "event", "record"]
     ordering = ["-id"]

@@ -2,6 +2,7 @@ from django.contrib import admin
 
 from audit.admin import ReadOnlyAdmin, choices_filter
 from runs.admin import RunSearchAdmin
+from runs.admin_search import NUMBER, IndexedSearchAdmin
 
 from .models import ApprovalRequest, Notification, NotificationKind, NotificationStatus
 
@@ -32,13 +33,14 @@ class ApprovalRequestAdmin(RunSearchAdmin):
 
 
 @admin.register(Notification)
-class NotificationAdmin(ReadOnlyAdmin):
-    """The outbox: read-only; the sweeper's publisher delivers and retries."""
+class NotificationAdmin(IndexedSearchAdmin, ReadOnlyAdmin):
+    """The outbox: read-only; the sweeper's publisher delivers and retries. A search names a
+    request's id, along the index of the request foreign key."""
 
     list_display = ["id", "request", "kind", "recipient", "status", "attempts",
                     "next_attempt_at", "sent_at", "provider_message_id", "last_error"]
     list_filter = [choices_filter("status", "status", NotificationStatus.values),
                    choices_filter("kind", "kind", NotificationKind.values)]
-    search_fields = ["=request__id"]
+    indexed_search = (("request", NUMBER),)
     list_select_related = ["request"]
     ordering = ["-id"]

@@ -1,6 +1,8 @@
 from django.contrib import admin
 
-from audit.admin import ReadOnlyAdmin
+from audit.admin import ReadOnlyAdmin, choices_filter
+from runs.admin import workflow_names
+from runs.admin_search import NUMBER, PREFIX, IndexedSearchAdmin
 
 from .models import ArchivedRun, ArchiveFile, ArchiveRemoval
 
@@ -25,11 +27,16 @@ class ArchiveRemovalAdmin(ReadOnlyAdmin):
 
 
 @admin.register(ArchivedRun)
-class ArchivedRunAdmin(ReadOnlyAdmin):
-    """Tombstones keep archived business keys closed to new runs: never edited by hand."""
+class ArchivedRunAdmin(IndexedSearchAdmin, ReadOnlyAdmin):
+    """Tombstones keep archived business keys closed to new runs: never edited by hand.
+    A search names the start of a business key (archivedrun_key_prefix_idx) or a run's id
+    (its unique index); the workflow filter offers the workflows' rows (a small table)
+    rather than a DISTINCT over the tombstones, and is answered along the unique
+    (workflow_name, business_key) index."""
 
     list_display = ["original_run_id", "workflow_name", "business_key", "final_status",
                     "finished_at", "archived_at", "archive_file"]
-    list_filter = ["final_status", "workflow_name"]
-    search_fields = ["business_key", "=original_run_id"]
+    list_filter = ["final_status",
+                   choices_filter("workflow", "workflow_name", workflow_names)]
+    indexed_search = (("original_run_id", NUMBER), ("business_key", PREFIX))
     list_select_related = ["archive_file"]

@@ -28,6 +28,10 @@ class AccessAction(StrEnum):
     API_TOKEN_CREATED = "api_token_created"
     API_TOKEN_REVOKED = "api_token_revoked"
     API_TOKEN_SCOPE_CHANGED = "api_token_scope_changed"
+    # Where run events are sent is who gets to read them, as a token's scope is.
+    WEBHOOK_SUBSCRIBER_CREATED = "webhook_subscriber_created"
+    WEBHOOK_SUBSCRIBER_CHANGED = "webhook_subscriber_changed"
+    WEBHOOK_SUBSCRIBER_DELETED = "webhook_subscriber_deleted"
 
 
 def access_hash(record: AccessRecord) -> str:

@@ -1,7 +1,8 @@
 """What every admin page of a table that grows with runs shares: a page that costs the same
 at a thousand rows and at a million (no full count, no DISTINCT over the table for a
-filter's choices), and read-only admins for evidence. The audit records' own admin is in
-runs.admin, where the console's search of runs is at hand."""
+filter's choices), and read-only admins for evidence. The admins of the audit records and of
+the access chain are in runs.admin, where the console's search of runs and the indexed
+search (runs.admin_search, which reads numbers as runs does) are at hand."""
 
 import json
 
@@ -9,9 +10,6 @@ from django.contrib import admin
 from django.core.paginator import Paginator
 from django.db import connection
 from django.utils.functional import cached_property
-
-from .access import AccessAction
-from .models import AccessRecord
 
 # Up to this many rows a list counts exactly; past it, it shows the planner's estimate.
 COUNT_CAP = 1000
@@ -79,14 +77,3 @@ def choices_filter(title: str, field: str, values) -> type[admin.SimpleListFilte
 
     ChoicesFilter.title = title
     return ChoicesFilter
-
-
-@admin.register(AccessRecord)
-class AccessRecordAdmin(ReadOnlyAdmin):
-    """The access chain: grants, revocations, staff status and API tokens, never editable."""
-
-    list_display = ["created_at", "seq", "action", "subject", "actor_label", "reason",
-                    "before", "after"]
-    list_filter = [choices_filter("action", "action", [a.value for a in AccessAction])]
-    search_fields = ["=actor_label", "=subject"]
-    ordering = ["-seq"]

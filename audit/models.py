@@ -101,6 +101,12 @@ class AccessRecord(models.Model):
 
     class Meta:
         ordering = ["seq"]
+        # The admin's searches: who acted (exactly), and what it was about (its start).
+        indexes = [
+            models.Index(fields=["actor_label"], name="access_actor_idx"),
+            models.Index(fields=["subject"], name="access_subject_idx",
+                         opclasses=["varchar_pattern_ops"]),
+        ]
 
     def __str__(self):
         return f"access #{self.seq} {self.action} {self.subject}"

@@ -9,14 +9,28 @@ save_related, once everything is saved, writes the records in that same transact
 signal on the many-to-many tables would see each table's change alone, without the actor
 or the reason). Guardian's object-permission forms on the workflow page are wrapped the
 same way.
+
+Deleting a user or a group deletes, by cascade, every guardian object permission it held
+(on workflows and on approval requests), its global permissions and its memberships: each is
+recorded, read before the delete and written in its transaction (one or many, through the
+bulk action alike). A group's name is read-only once it exists: approval steps, tools and the
+four-eyes setting name approvers by group name ("group:finance"), the role groups are found by
+name, and the access chain names a group by its name; a rename would move approval rights
+to whoever next makes a group of the old name and leave the records naming a group that no
+longer is, where a new group, its members moved and the old one deleted is recorded step by
+step.
 """
 
+from collections import defaultdict
+
 from django import forms
+from django.apps import apps
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.forms import UserChangeForm
 from django.contrib.auth.models import Group
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect
@@ -24,6 +38,11 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from guardian.admin import AdminGroupObjectPermissionsForm, AdminUserObjectPermissionsForm
+from guardian.models import (
+    BaseGenericObjectPermission,
+    GroupObjectPermissionBase,
+    UserObjectPermissionBase,
+)
 
 from runs.admin import WorkflowAdmin
 from runs.models import Workflow
@@ -201,14 +220,19 @@ class AuditedUserAdmin(UserAdmin):
                             reason=form.cleaned_data.get("access_reason", ""))
 
     def delete_model(self, request, obj):
-        before = user_audit_state(obj)
-        super().delete_model(request, obj)
-        record_user_changes(user=obj, before=before, after=user_audit_state(None),
-                            by=request.user, reason="user deleted")
+        with transaction.atomic():
+            before = user_audit_state(obj)
+            held = held_object_permissions(obj)
+            super().delete_model(request, obj)
+            record_user_changes(user=obj, before=before, after=user_audit_state(None),
+                                by=request.user, reason="user deleted")
+            record_lost_object_permissions(obj, held, by=request.user, reason="user deleted")
 
     def delete_queryset(self, request, queryset):
-        for user in queryset:
-            self.delete_model(request, user)
+        # Django's bulk delete runs in no transaction of its own.
+        with transaction.atomic():
+            for user in queryset:
+                self.delete_model(request, user)
 
 
 class AuditedGroupForm(forms.ModelForm):
@@ -238,12 +262,81 @@ class AuditedGroupAdmin(GroupAdmin):
                                  after=group_permissions(form.instance), by=request.user,
                                  reason=form.cleaned_data.get("access_reason", ""))
 
+    def get_readonly_fields(self, request, obj=None):
+        # Named once (see the module's docstring for why a rename is refused).
+        return [] if obj is None else ["name"]
+
     def delete_model(self, request, obj):
-        before = group_permissions(obj)
-        super().delete_model(request, obj)
-        record_group_permissions(group=obj, before=before, after=[], by=request.user,
-                                 reason="group deleted")
+        with transaction.atomic():
+            reason = f"group {obj.name} deleted"
+            before = group_permissions(obj)
+            held = held_object_permissions(obj)
+            members = member_groups(obj)
+            super().delete_model(request, obj)
+            record_group_permissions(group=obj, before=before, after=[], by=request.user,
+                                     reason="group deleted")
+            record_lost_object_permissions(obj, held, by=request.user, reason="group deleted")
+            # Only the membership changed: the rest of each member's state is the same on
+            # both sides, so record_user_changes writes the one record.
+            unchanged = user_audit_state(None)
+            for member, groups in members:
+                record_user_changes(
+                    user=member, before={**unchanged, "groups": groups},
+                    after={**unchanged, "groups": [g for g in groups if g != obj.name]},
+                    by=request.user, reason=reason)
 
     def delete_queryset(self, request, queryset):
-        for group in queryset:
-            self.delete_model(request, group)
+        # Django's bulk delete runs in no transaction of its own.
+        with transaction.atomic():
+            for group in queryset:
+                self.delete_model(request, group)
+
+
+# --- what a deleted user or group takes with it ------------------------------------------
+
+
+def held_object_permissions(holder) -> list[tuple[object, list[str]]]:
+    """(object, codenames) of every guardian object permission `holder` (a user or a group)
+    holds, in guardian's generic tables and in the tables with a real foreign key
+    (approvals' requests): what deleting the holder removes by cascade. A permission on an
+    object that no longer exists grants nothing and is left out."""
+    is_group = isinstance(holder, Group)
+    base = GroupObjectPermissionBase if is_group else UserObjectPermissionBase
+    key = "group" if is_group else "user"
+    held = defaultdict(lambda: defaultdict(set))  # model -> object pk (text) -> codenames
+    for model in apps.get_models():
+        if not issubclass(model, base):
+            continue
+        rows = model.objects.filter(**{key: holder})
+        if issubclass(model, BaseGenericObjectPermission):
+            for type_id, pk, codename in rows.values_list(
+                    "content_type_id", "object_pk", "permission__codename"):
+                target = ContentType.objects.get_for_id(type_id).model_class()
+                if target is not None:
+                    held[target][pk].add(codename)
+        else:
+            target = model._meta.get_field("content_object").related_model
+            for pk, codename in rows.values_list("content_object_id", "permission__codename"):
+                held[target][str(pk)].add(codename)
+    found = []
+    for target, perms in held.items():
+        for obj in target._base_manager.filter(pk__in=list(perms)):
+            found.append((obj, sorted(perms[str(obj.pk)])))
+    return sorted(found, key=lambda pair: (pair[0]._meta.label, str(pair[0].pk)))
+
+
+def record_lost_object_permissions(holder, held, *, by, reason: str) -> None:
+    for obj, codenames in held:
+        record_object_permissions(holder=holder, obj=obj, before=codenames, after=[], by=by,
+                                  reason=reason)
+
+
+def member_groups(group) -> list[tuple[object, list[str]]]:
+    """(user, names of all their groups) for each member of `group`: two queries."""
+    through = User.groups.through
+    members = list(User.objects.filter(groups=group).order_by("username"))
+    names = defaultdict(list)
+    for user_id, name in through.objects.filter(user__in=members).values_list(
+            "user_id", "group__name"):
+        names[user_id].append(name)
+    return [(member, sorted(names[member.pk])) for member in members]

@@ -11,10 +11,12 @@ from django.urls import reverse
 from django.utils.html import format_html
 from guardian.admin import GuardedModelAdmin
 
+from audit.access import AccessAction
 from audit.actions import AuditAction
 from audit.admin import ReadOnlyAdmin, choices_filter
-from audit.models import AuditRecord
+from audit.models import AccessRecord, AuditRecord
 
+from .admin_search import EXACT, PREFIX, IndexedSearchAdmin
 from .agent_models import AgentTurn, ToolCall, ToolCallStatus
 from .models import ATTENTION_RUN_STATUSES, ApprovalWait, AttentionReason, Run, Step, Workflow
 from .reads.search import key_matches, search_branches
@@ -86,12 +88,33 @@ class AttentionReasonFilter(admin.SimpleListFilter):
 
 @admin.register(Workflow)
 class WorkflowAdmin(GuardedModelAdmin):
+    """A workflow's row is made by the runtime (start_run, by name) and is what object
+    permissions attach to: its page shows it and leads to who may do what on it, changed
+    only through the audited permission forms. Nothing of the row itself is changed here:
+    renamed, the next start_run of the old name would make a new row holding no grant, and
+    everyone granted on the old one would lose the new runs, unrecorded."""
+
     list_display = ["name", "created_at"]
     search_fields = ["name"]
+    readonly_fields = ["name", "created_at"]
+
+    def has_add_permission(self, request):
+        return False
 
     def has_delete_permission(self, request, obj=None):
         # Runs hold on to their workflow's row, and the permissions on it say who may act.
         return False
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # The change permission stays (guardian's forms and the role form ask for it), but
+        # the row has no field a save could change: no save button to suggest otherwise.
+        return super().change_view(request, object_id, form_url, {
+            **(extra_context or {}), "show_save": False, "show_save_and_continue": False,
+            "show_save_and_add_another": False})
+
+    def save_model(self, request, obj, form, change):
+        # Every field is read-only: a POST of the change form writes nothing to the row.
+        return
 
 
 class StepInline(admin.TabularInline):
@@ -209,3 +232,18 @@ class AuditRecordAdmin(RunSearchAdmin):
     @admin.display(description="run")
     def run_link(self, record):
         return _run_link(record.run_id)
+
+
+@admin.register(AccessRecord)
+class AccessRecordAdmin(IndexedSearchAdmin, ReadOnlyAdmin):
+    """The access chain: grants, revocations, staff status and API tokens, never editable.
+    Here rather than in audit.admin for its search, whose reading of a number is runs'
+    (runs.machine.storable.whole_number), below which audit sits. A search names an actor
+    (exactly, as the console's audit page filters) or the start of a subject ("user bob"
+    finds bob's records on every workflow), along access_actor_idx and access_subject_idx."""
+
+    list_display = ["created_at", "seq", "action", "subject", "actor_label", "reason",
+                    "before", "after"]
+    list_filter = [choices_filter("action", "action", [a.value for a in AccessAction])]
+    indexed_search = (("actor_label", EXACT), ("subject", PREFIX))
+    ordering = ["-seq"]
