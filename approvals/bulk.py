@@ -16,7 +16,7 @@ so a record proves the action happened, and its absence that it did not.
 """
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -38,7 +38,7 @@ from runs.reads.selectors import RunFilters, runs_matching, workflow_names_match
 
 from .four_eyes import request_bulk_operator_action, requester_refusal
 from .models import BulkJob, BulkJobStatus, BulkOutcome
-from .operator_actions import ActionForbidden, ActionInputError, act
+from .operator_actions import ActionForbidden, ActionInputError, NoSuchRun, act
 
 logger = logging.getLogger(__name__)
 
@@ -240,11 +240,58 @@ def _given(job: BulkJob, run_id: int) -> ActionInput:
     given = ActionInput(reason=marked(job.reason, job.pk), mode="ask",
                         **{k: v for k, v in (job.params or {}).items() if k == "step"})
     if spec.takes_step and not given.step:
-        # A step action aims at the first step of each run it applies to.
-        run = Run.objects.get(pk=run_id)
-        targets = spec.eligible_steps(run, list(run.steps.order_by("position")))
-        given = replace(given, step=targets[0].name if targets else "")
+        given = replace(given, step=first_step(spec, Run.objects.get(pk=run_id)))
     return given
+
+
+def first_step(spec, run: Run) -> str:
+    """The step a step action taken in bulk (by a job or on runs a person ticked) aims at on
+    `run`: the first one it applies to, or "" where it applies to none."""
+    targets = spec.eligible_steps(run, list(run.steps.order_by("position")))
+    return targets[0].name if targets else ""
+
+
+@dataclass
+class Selected:
+    """What an action on the runs a person ticked did, run by run: done, waiting for a second
+    person (the outcomes), refused (a sentence each), and the ids of runs that do not exist
+    or that the person may not act on, told apart from neither."""
+
+    done: list = field(default_factory=list)
+    waiting: list = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    unseen: list[int] = field(default_factory=list)
+
+
+def act_on_selected(action: str, run_ids: list[int], *, user, given: ActionInput) -> Selected:
+    """Take `action` on each of `run_ids` as `user`, through act (the permission, four eyes
+    and the transition, one audit record per run), at once: a handful a person ticked, where
+    a filter's many runs go to a job (start_bulk_job)."""
+    spec, selected = ACTIONS[action], Selected()
+    runs = {run.pk: run for run in Run.objects.filter(pk__in=run_ids)}
+    for run_id in run_ids:
+        run = runs.get(run_id)
+        if run is None:
+            selected.unseen.append(run_id)
+            continue
+        aimed = given
+        if spec.takes_step:
+            # With no step to aim at, act is still asked: it checks the permission first, so
+            # that whoever may not act on the run hears no more of it than of no run at all.
+            aimed = replace(given, step=first_step(spec, run), mode="ask")
+        try:
+            outcome = act(action, run.pk, user=user, given=aimed)
+        except (ActionForbidden, NoSuchRun):
+            selected.unseen.append(run_id)
+        except (ActionInputError, TransitionNotAllowed) as exc:
+            # A selection names no step: no "choose the step" its form could not follow.
+            selected.refused.append(
+                f"{run.pk} ({spec.label.lower()} applies to none of its steps)"
+                if spec.takes_step and not aimed.step else f"{run.pk} ({exc})")
+        else:
+            # Where four eyes apply, act opened an approval request and did nothing yet.
+            (selected.done if outcome.done else selected.waiting).append(outcome)
+    return selected
 
 
 def _finish_row(job: BulkJob, run_id: int, outcome: str, message: str) -> None:

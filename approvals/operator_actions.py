@@ -30,11 +30,12 @@ from audit.chain import Actor
 from runs.definitions import definition
 from runs.machine import dispatch
 from runs.machine.errors import SecondPersonRequired, TransitionNotAllowed
+from runs.machine.storable import text_problem
 from runs.machine.transitions import within_caller_transaction
 from runs.models import Run, RunStatus, Step, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput, ActionInputError
 from runs.operator.reconciliation import answer_by_key
-from runs.permissions import run_access
+from runs.permissions import grant_for, run_access
 from runs.waiting import schedules
 
 from .four_eyes import request_operator_action
@@ -45,7 +46,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["WORKFLOW_ACTIONS", "ActionForbidden", "ActionInputError", "ActionOutcome",
            "InputNotRead", "NoSuchAction", "NoSuchRun", "NoSuchWorkflow", "StalePage", "act",
-           "act_on_workflow", "refuse_input_not_read"]
+           "act_on_workflow", "refuse_input_not_read", "refuse_workflow_action"]
 
 
 class ActionForbidden(PermissionDenied):
@@ -240,21 +241,42 @@ def act_on_workflow(action: str, workflow: str, *, user, reason: str, system: st
     person named on it, with that person's permission: api.dispatch_routes). Returns what
     the action returns (the pause, the runs woken, the schedule's state).
 
-    Raises NoSuchAction, NoSuchWorkflow, ActionForbidden (logged), or the action's own
-    refusal (runs.machine.dispatch.DispatchError, runs.waiting.schedules.ScheduleError); in every
-    case nothing was written."""
-    call = WORKFLOW_ACTIONS.get(action)
-    if call is None:
+    Raises NoSuchAction, ActionForbidden (logged), NoSuchWorkflow, or the action's own
+    refusal (runs.machine.dispatch.DispatchError, runs.waiting.schedules.ScheduleError, text
+    the database cannot store among them); in every case nothing was written. In that
+    order, as `act`'s: the permission first (refuse_workflow_action), then the input."""
+    refuse_workflow_action(action, workflow, user=user, schedule=schedule)
+    for name, text in (("reason", reason), ("system", system)):
+        # Refused as the action refuses its input, so that every caller names the field.
+        if (problem := text_problem(text)) is not None:
+            if action.endswith("_schedule"):
+                raise schedules.ScheduleError(f"{name}: {problem}.")
+            raise dispatch.DispatchError(f"{name}: {problem}.", field=name)
+    return WORKFLOW_ACTIONS[action](workflow, actor=actor or Actor.for_user(user),
+                                    reason=reason, system=system, schedule=schedule)
+
+
+def refuse_workflow_action(action: str, workflow: str, *, user, schedule: str = "") -> None:
+    """The checks of act_on_workflow before it reads the input, in its order: raises
+    NoSuchAction, ActionForbidden (logged) or NoSuchWorkflow. For a caller that refuses
+    input of its own only after them (the console's choice between pause and resume).
+
+    The permission comes before the names: a person who may not pause the workflow is
+    refused alike whether it (or its schedule) exists or not, so that names cannot be
+    probed. Whoever may pause every workflow may also be told that one does not exist."""
+    if action not in WORKFLOW_ACTIONS:
         raise NoSuchAction(f"no workflow action {action!r}; the actions are: "
                            f"{', '.join(WORKFLOW_ACTIONS)}")
+    # A name the database cannot hold is no workflow's, and cannot be asked of it: only
+    # whoever may pause every workflow hears so.
+    allowed = (dispatch.may_pause(user, workflow) if text_problem(workflow) is None
+               else grant_for(user, dispatch.PERMISSION).everywhere)
+    if not allowed:
+        logger.warning("refused %s on %r for %s: no %s permission", action, workflow,
+                       user.get_username(), dispatch.PERMISSION)
+        raise ActionForbidden(f"{user.get_username()} may not pause or resume {workflow} "
+                              f"(needs runs.{dispatch.PERMISSION})")
     if definition.registry.latest(workflow) is None:
         raise NoSuchWorkflow(f"no workflow {workflow!r}")
     if action.endswith("_schedule") and schedules.registry.get(workflow, schedule) is None:
         raise NoSuchWorkflow(f"no schedule {schedule!r} of {workflow!r}")
-    if not dispatch.may_pause(user, workflow):
-        logger.warning("refused %s on %s for %s: no %s permission", action, workflow,
-                       user.get_username(), dispatch.PERMISSION)
-        raise ActionForbidden(f"{user.get_username()} may not pause or resume {workflow} "
-                              f"(needs runs.{dispatch.PERMISSION})")
-    return call(workflow, actor=actor or Actor.for_user(user), reason=reason, system=system,
-                schedule=schedule)

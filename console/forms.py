@@ -4,6 +4,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.forms.utils import flatatt
 from django.utils.html import format_html, format_html_join
 
+from runs.machine.storable import whole_number
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.reads.selectors import DEFAULT_SORT, SORTS, TIME_FIELDS, RunFilters
 
@@ -27,7 +28,17 @@ class PlainSelect(forms.Select):
                            flatatt(self.build_attrs(self.attrs, attrs)), options)
 
 
-class RunFilterForm(forms.Form):
+class FilterForm(forms.Form):
+    """A list's filter, refused as a whole when any field of it is invalid, never read as no
+    filter: whoever mistyped one field would otherwise be shown every row."""
+
+    def problems(self) -> list[str]:
+        """What makes the filter invalid: each field by its name and label, with why."""
+        return [(f"{name} ({self[name].label}): " if name in self.fields else "")
+                + " ".join(errors) for name, errors in self.errors.items()]
+
+
+class RunFilterForm(FilterForm):
     q = forms.CharField(required=False, label="Search",
                         widget=forms.TextInput(attrs={
                             "placeholder": "business key (or its end), key (or its first "
@@ -68,11 +79,6 @@ class RunFilterForm(forms.Form):
                                      "(From, Until), not both.")
         return data
 
-    def problems(self) -> list[str]:
-        """What makes the filter invalid: each field by its name and label, with why."""
-        return [(f"{name} ({self[name].label}): " if name in self.fields else "")
-                + " ".join(errors) for name, errors in self.errors.items()]
-
     def given(self) -> dict[str, str]:
         """The filter as it was submitted, field by field (the value the form reads, each
         one given): what a form posting it again carries. Not cleaned_data, whose dates a
@@ -97,14 +103,53 @@ class RunFilterForm(forms.Form):
         return self.filters() if self.is_valid() else None
 
 
-class AuditFilterForm(forms.Form):
+class AuditFilterForm(FilterForm):
     actor = forms.CharField(required=False)
     action = forms.CharField(required=False)
-    run = forms.IntegerField(required=False, min_value=1)
+    # Text read by whole_number, not an IntegerField: that one reads "٣" as 3 and takes
+    # more digits than an id column holds.
+    run = forms.CharField(required=False)
     since = forms.DateTimeField(required=False, widget=forms.DateTimeInput(
         attrs={"type": "datetime-local"}))
     until = forms.DateTimeField(required=False, widget=forms.DateTimeInput(
         attrs={"type": "datetime-local"}))
+
+    def clean_run(self) -> int | None:
+        text = self.cleaned_data["run"]
+        if text == "":
+            return None
+        number = whole_number(text)
+        if not number:
+            raise forms.ValidationError("Enter a run id: a whole number from 1, in the digits "
+                                        "0-9.")
+        return number
+
+    def clean(self):
+        data = super().clean()
+        since, until = data.get("since"), data.get("until")
+        if since and until and since >= until:
+            self.add_error("until", "The time range is empty: Since must be before Until.")
+        return data
+
+    def list_filters(self) -> dict | None:
+        """The filters of the log shown: none when none is given (an unbound form), None
+        when one given is invalid (problems() says which), refused as RunFilterForm's are."""
+        if not self.is_bound:
+            return {}
+        return dict(self.cleaned_data) if self.is_valid() else None
+
+
+class AccessFilterForm(AuditFilterForm):
+    """The access log's filter: its records are of no run, so it has no run field, and
+    refuses one given rather than showing every record as if it had filtered by it."""
+
+    run = None
+
+    def clean(self):
+        data = super().clean()
+        if self.data.get("run", "") != "":
+            self.add_error(None, "run: the access log's records are of no run; leave it out.")
+        return data
 
 
 class LoginForm(AuthenticationForm):
@@ -124,3 +169,25 @@ class LoginForm(AuthenticationForm):
 class AdminLoginForm(LoginForm, AdminAuthenticationForm):
     """Django admin's sign-in form (staff only), with the console's refusal of a username
     no user can have."""
+
+
+# The most runs one bulk form acts on: more than a page of the list ever offers.
+BULK_MOST = 500
+
+
+def selected_run_ids(texts: list[str]) -> list[int]:
+    """The ids of the runs a bulk form selects (its `run` values), ascending, once each; or
+    ValueError saying why the selection is refused as a whole: no run, more than BULK_MOST,
+    or a value that is no id (runs.machine.storable.whole_number), which no form of the list
+    posts. Acting on the rest would leave the person believing each run named was handled."""
+    if not texts:
+        raise ValueError("no run was selected")
+    if len(texts) > BULK_MOST:
+        raise ValueError(f"{len(texts)} runs were given, at most {BULK_MOST} at once")
+    ids = [whole_number(text) for text in texts]
+    wrong = sum(1 for n in ids if not n)
+    if wrong:
+        raise ValueError(f"{wrong} of the {len(texts)} runs given "
+                         f"{'is' if wrong == 1 else 'are'} not a run id (a whole number from "
+                         "1, in the digits 0-9)")
+    return sorted(set(ids))

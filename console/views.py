@@ -2,9 +2,7 @@
 action, render a page or the partial htmx swaps."""
 
 import logging
-from dataclasses import replace
 from datetime import datetime
-from functools import lru_cache, partial
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -16,6 +14,7 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
+from approvals.bulk import act_on_selected
 from approvals.operator_actions import (
     ActionForbidden,
     ActionInputError,
@@ -51,8 +50,8 @@ from runs.reads.generations import generations
 
 from . import run_list, saved_views
 from .bulk_views import BULK_BY_FILTER
-from .forms import AuditFilterForm, RunFilterForm
-from .permissions import VIEW, grant_for
+from .forms import AccessFilterForm, AuditFilterForm, RunFilterForm, selected_run_ids
+from .permissions import VIEW, grant_for, grants_of
 from .run_rows import run_rows
 from .runbooks import runbook_html, runbook_section
 from .step_times import step_times
@@ -146,11 +145,12 @@ def attention(request):
     drills = request.GET.get("drills") == "1"
     page = selectors.attention_page(workflow_ids=workflow_ids, after=after,
                                     limit=selectors.ATTENTION_PAGE_SIZE, drills=drills)
-    grants = {name: grant_for(request.user, a.permission) for name, a in ACTIONS.items()}
+    # Several actions share a permission: ask for each one once.
+    grants = grants_of(request.user)
     steps = selectors.steps_of(page.runs)
     for run in page.runs:
         run.available_actions = [a for a in offered(run, steps.get(run.pk, []))
-                                 if grants[a.name].covers(run.workflow_id)]
+                                 if grants(a.permission).covers(run.workflow_id)]
     return render(request, "console/attention.html", {
         "runs": page.runs, "total": page.total, "more_than_cap": page.more_than_cap,
         "next_cursor": encode_keyset(page.next_cursor) or "",
@@ -179,8 +179,7 @@ def _detail_context(request, detail, *, before: int | None = None) -> dict:
                      if any(x.name == s.name for x in workflow.steps)}
         verdicts = {name: effect_verdict(workflow.step(name)) for name in contracts}
     lines = step_lines(run, detail.steps)
-    # Several actions share a permission: ask for each one once.
-    grants = lru_cache(maxsize=None)(partial(grant_for, request.user))
+    grants = grants_of(request.user)
     for step in detail.steps:
         step.will_do = lines[step.name]
     actions = [{"action": action, "steps": action.eligible_steps(run, detail.steps),
@@ -300,31 +299,24 @@ def bulk_action(request):
     except ActionInputError as exc:
         messages.error(request, f"{spec.label} was not done: {exc}")
         return redirect(back)
-    ids = run_list.whole_numbers(request.POST.getlist("run"))[:500]
-    done, waiting, refused = [], [], []
-    for run in Run.objects.filter(pk__in=ids).order_by("pk"):
-        aimed = given
-        if spec.takes_step:
-            # In bulk, a step action aims at the first step it applies to.
-            targets = spec.eligible_steps(run, list(run.steps.order_by("position")))
-            aimed = replace(given, step=targets[0].name if targets else "", mode="ask")
-        try:
-            outcome = act(action, run.pk, user=request.user, given=aimed)
-        except ActionForbidden:
-            refused.append(f"{run.pk} (no permission)")
-        except (ActionInputError, TransitionNotAllowed) as exc:
-            refused.append(f"{run.pk} ({exc})")
-        else:
-            # Where four eyes apply, act opened an approval request and did nothing yet.
-            (done if outcome.done else waiting).append(outcome)
-    _report_bulk(request, spec, done, waiting, refused)
+    try:
+        ids = selected_run_ids(request.POST.getlist("run"))
+    except ValueError as exc:
+        messages.error(request, f"{spec.label} was not done: {exc}; nothing was done.")
+        return redirect(back)
+    selected = act_on_selected(action, ids, user=request.user, given=given)
+    _report_bulk(request, spec, selected)
     return redirect(back)
 
 
-def _report_bulk(request, spec, done, waiting, refused) -> None:
+def _report_bulk(request, spec, selected) -> None:
     """The messages of a bulk action: the runs it was done for, those that wait for a
-    second person (with their approval requests, as the run page says for one run), and
-    those refused."""
+    second person (with their approval requests, as the run page says for one run), those
+    refused, and the ids of no run the person may act on. A run that does not exist and
+    one the person may not act on are told alike: anything more would tell whoever may
+    not see a run that it exists."""
+    done, waiting, refused, unseen = (selected.done, selected.waiting, selected.refused,
+                                      selected.unseen)
     if done:
         messages.success(request, f"{spec.label} done for runs "
                                   f"{', '.join(str(o.run_id) for o in done)}.")
@@ -336,17 +328,23 @@ def _report_bulk(request, spec, done, waiting, refused) -> None:
                                f"runs {requests}; nothing was done to them yet.")
     if refused:
         messages.error(request, f"{spec.label} refused for runs {'; '.join(refused)}.")
+    if unseen:
+        messages.error(request, f"{spec.label} not done: no run you may act on has the "
+                                f"id{'s' if len(unseen) > 1 else ''} "
+                                f"{', '.join(map(str, unseen))}.")
 
 
 @require_GET
 @login_required
 def audit_log(request):
     workflow_ids = _visible_ids(request.user)
-    form = AuditFilterForm(request.GET or None)
     if request.GET.get("log") == "access":
-        return _access_log(request, form, sees_all=workflow_ids is None)
-    records = audit_records(**(form.cleaned_data if form.is_valid() else {}),
-                            workflow_ids=workflow_ids)
+        return _access_log(request, sees_all=workflow_ids is None)
+    form = AuditFilterForm(request.GET or None)
+    filters = form.list_filters()
+    if filters is None:
+        return _refused_filter(request, form)
+    records = audit_records(**filters, workflow_ids=workflow_ids)
     if request.GET.get("format") == "csv":
         return _audit_csv(records)
     before = whole_number(request.GET.get("before", ""))
@@ -361,14 +359,16 @@ def audit_log(request):
     })
 
 
-def _access_log(request, form, *, sees_all: bool):
+def _access_log(request, *, sees_all: bool):
     """The access chain (who was given or lost what): for those who see every workflow's
     runs (auditors, superusers), as it concerns them all."""
     if not sees_all:
         raise PermissionDenied("The access log is for those who may view every workflow.")
-    filters = form.cleaned_data if form.is_valid() else {}
-    records = access_records(**{k: filters.get(k) for k in ("actor", "action", "since",
-                                                             "until")})
+    form = AccessFilterForm(request.GET)
+    filters = form.list_filters()
+    if filters is None:
+        return _refused_filter(request, form, access=True)
+    records = access_records(**filters)
     if request.GET.get("format") == "csv":
         return _audit_csv(records, lines=access_csv_lines, name="access")
     before = whole_number(request.GET.get("before", ""))
@@ -381,6 +381,15 @@ def _access_log(request, form, *, sees_all: bool):
         "form": form, "access": page, "query": query.urlencode(),
         "next_before": page[-1].seq if len(page) == 100 else "",
     })
+
+
+def _refused_filter(request, form, *, access: bool = False):
+    """The log's page with no record, the form to correct and what is wrong with it. 200
+    for the page, as the runs list answers an invalid filter; 400 for an export, which is
+    refused: a file of every record is not what was asked for."""
+    return render(request, "console/audit.html", {
+        "form": form, "problems": form.problems(), "access": [] if access else None},
+        status=400 if request.GET.get("format") == "csv" else 200)
 
 
 def _audit_csv(records, *, lines=audit_csv_lines, name="audit"):

@@ -13,7 +13,12 @@ from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_GET, require_POST
 
-from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
+from approvals.operator_actions import (
+    ActionForbidden,
+    NoSuchWorkflow,
+    act_on_workflow,
+    refuse_workflow_action,
+)
 from runs.definitions import definition
 from runs.machine import dispatch
 from runs.machine.storable import text_problem
@@ -47,33 +52,43 @@ def schedules_page(request):
     return render(request, "console/schedules.html", {"rows": rows})
 
 
+# The form's `paused` field: which of the two actions it asks for. Any other value, or
+# none, is refused: read as "not 1", a form that lost the field would resume what was
+# paused for an incident.
+PAUSED = {"1": True, "0": False}
+
+
 @require_POST
 @login_required
 def schedule_pause(request, workflow: str, name: str):
-    paused = request.POST.get("paused") == "1"
-    if _acted(request, "pause_schedule" if paused else "resume_schedule", workflow,
+    paused = PAUSED.get(request.POST.get("paused"))
+    if _acted(request, ("resume_schedule", "pause_schedule"), paused, workflow,
               what="this schedule", refused=schedules.ScheduleError, schedule=name):
         messages.success(request, f"Schedule {name} {'paused' if paused else 'resumed'}.")
     return redirect("console:schedules")
 
 
-def _acted(request, action: str, workflow: str, *, what: str, refused: type[Exception],
-           **params) -> bool:
-    """A workflow action through act_on_workflow, its refusals as the console shows them:
-    404 for an unknown workflow, 403 without the permission, a message for a refusal of
-    the action itself (`refused`) or for text the database cannot store. True if it was
-    done."""
-    reason = request.POST.get("reason", "")
-    for name, text in {"reason": reason, **params}.items():
-        if (problem := text_problem(text)) is not None:
-            messages.error(request, f"Nothing was changed: {name}: {problem}.")
-            return False
+def _acted(request, actions: tuple[str, str], paused: bool | None, workflow: str, *,
+           what: str, refused: type[Exception], **params) -> bool:
+    """Of `actions`, the (resume, pause) pair, the one `paused` asks for, through
+    act_on_workflow, with its refusals as the console shows them: 403 without the permission
+    (whether the workflow exists or not), 404 for an unknown workflow, then a message for a
+    refusal of the input (no valid `paused`, text the database cannot store, the action's
+    own: `refused`). True if it was done."""
     try:
-        act_on_workflow(action, workflow, user=request.user, reason=reason, **params)
-    except NoSuchWorkflow as exc:
-        raise Http404(str(exc)) from None
+        if paused is None:
+            # The permission and the names first, as act_on_workflow checks them.
+            refuse_workflow_action(actions[True], workflow, user=request.user,
+                                   schedule=params.get("schedule", ""))
+            messages.error(request, "Nothing was changed: paused: the form must say 1 (pause) "
+                                    "or 0 (resume).")
+            return False
+        act_on_workflow(actions[paused], workflow, user=request.user,
+                        reason=request.POST.get("reason", ""), **params)
     except ActionForbidden:
         raise PermissionDenied(f"You may not pause or resume {what}.") from None
+    except NoSuchWorkflow as exc:
+        raise Http404(str(exc)) from None
     except refused as exc:
         messages.error(request, f"Nothing was changed: {exc}")
         return False
@@ -83,9 +98,9 @@ def _acted(request, action: str, workflow: str, *, what: str, refused: type[Exce
 @require_POST
 @login_required
 def dispatch_pause(request, workflow: str):
-    pause = request.POST.get("paused") == "1"
+    pause = PAUSED.get(request.POST.get("paused"))
     system = request.POST.get("system", "").strip()
-    if _acted(request, "pause_dispatch" if pause else "resume_dispatch", workflow,
+    if _acted(request, ("resume_dispatch", "pause_dispatch"), pause, workflow,
               what="this workflow", refused=dispatch.DispatchError, system=system):
         where = f" towards {system}" if system else ""
         messages.success(request, f"Dispatch of {workflow}{where} "

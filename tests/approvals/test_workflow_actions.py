@@ -61,15 +61,24 @@ def test_the_permission_on_one_workflow_pauses_that_one_only():
         == [("dispatch_paused", finance.pk), ("dispatch_resumed", finance.pk)]
 
 
-def test_unknown_names_are_refused_before_the_permission():
+def test_the_permission_is_checked_before_the_names():
+    # An unknown action is the caller's mistake, not the person's: refused first.
     nobody = User.objects.create_user("nobody")
     with pytest.raises(NoSuchAction):
         act_on_workflow("delete_workflow", "test-orders", user=nobody, reason="x")
+    # Whoever may not pause learns nothing of which workflows and schedules exist.
+    for workflow, schedule in (("no-such-flow", ""), ("test-orders", ""),
+                               ("test-scheduled", "never"), ("test-scheduled", "every-minute")):
+        with pytest.raises(ActionForbidden):
+            act_on_workflow("pause_schedule" if schedule else "pause_dispatch", workflow,
+                            schedule=schedule, user=nobody, reason="x")
+    boss = User.objects.create_superuser("boss")
     with pytest.raises(NoSuchWorkflow):
-        act_on_workflow("pause_dispatch", "no-such-flow", user=nobody, reason="x")
+        act_on_workflow("pause_dispatch", "no-such-flow", user=boss, reason="x")
     with pytest.raises(NoSuchWorkflow):
-        act_on_workflow("pause_schedule", "test-scheduled", schedule="never", user=nobody,
+        act_on_workflow("pause_schedule", "test-scheduled", schedule="never", user=boss,
                         reason="x")
+    assert not DispatchPause.objects.exists() and not ControlRecord.objects.exists()
 
 
 def test_a_token_acts_with_its_makers_permission_and_is_named_in_the_record():

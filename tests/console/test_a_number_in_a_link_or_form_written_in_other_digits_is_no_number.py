@@ -3,6 +3,7 @@
 the page answers as for any value that is no number, never with a server error."""
 
 import pytest
+from django.contrib.messages import get_messages
 from django.urls import reverse
 
 from approvals.models import BulkJob
@@ -93,12 +94,17 @@ def test_an_action_given_other_digits_as_what_was_seen_is_refused_as_stale(
 
 
 @pytest.mark.parametrize("digit", OTHER_DIGITS)
-def test_a_bulk_action_given_other_digits_acts_on_the_runs_named_in_ascii_digits(
+def test_a_bulk_action_given_other_digits_is_refused_and_acts_on_no_run(
         client_for, operator, run, digit):
+    # A selection holding a value that is no id is refused as a whole (with a message),
+    # the runs named in ASCII digits beside it too.
     other = place(new_run(), status=RunStatus.ATTENTION)
     response = client_for(operator).post(reverse("console:bulk"), {
         "action": "terminate", "reason": "cleanup", "run": [digit, str(run.pk)]})
     assert response.status_code == 302
-    assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
+    assert [str(m) for m in get_messages(response.wsgi_request)] == [
+        "Terminate was not done: 1 of the 2 runs given is not a run id (a whole number from 1, "
+        "in the digits 0-9); nothing was done."]
+    assert Run.objects.get(pk=run.pk).status == RunStatus.ATTENTION
     assert Run.objects.get(pk=other.pk).status == RunStatus.ATTENTION
     assert not BulkJob.objects.exists()

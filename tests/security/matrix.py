@@ -100,7 +100,7 @@ def bulk_refused(response) -> bool:
     # The bulk action refuses run by run: back to the list, each run named with the reason.
     return is_refusal(response) or (
         redirect_path(response) == reverse("console:runs")
-        and any("no permission" in m for m in _messages(response))
+        and any("no run you may act on" in m for m in _messages(response))
         and not any(" done for runs " in m for m in _messages(response)))
 
 
