@@ -103,7 +103,7 @@ def register(api, *, headers: dict) -> None:
                   attention: bool = False, stuck: bool = False,
                   q: str = Query("", max_length=300),
                   after: str = Query("", pattern=f"^$|{KEYSET_PATTERN}"),
-                  limit: int = Query(50, ge=1, le=200)):
+                  limit: int = Query(50, ge=1, le=selectors.MOST_A_PAGE)):
         if (refused := refuse_unknown_query(request, LIST_PARAMETERS)) is not None:
             return refused
         # `after` is refused unless it has a cursor's shape (KEYSET_PATTERN, in the document):
@@ -194,7 +194,7 @@ def register(api, *, headers: dict) -> None:
                     "the page before.")
     def run_history(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
                     before: int | None = Query(None, ge=1, le=MAX_RUN_ID),
-                    limit: int = Query(selectors.HISTORY_PAGE, ge=1, le=200)):
+                    limit: int = Query(selectors.HISTORY_PAGE, ge=1, le=selectors.MOST_A_PAGE)):
         if (refused := refuse_unknown_query(request, ("before", "limit"))) is not None:
             return refused
         token = request.auth

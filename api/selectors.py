@@ -110,6 +110,8 @@ def token_workflow_ids(workflows: list[str]) -> frozenset[int]:
 
 # Audit records on one page of a run's history over the API.
 HISTORY_PAGE = 50
+# The most a page holds, of runs or of a run's history, from the API and from the commands.
+MOST_A_PAGE = 200
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ is not Unicode (a lone surrogate, which is how Python hands over bytes that were
 fails to encode. Every entry point checks what it is given with this one rule, before
 anything is written, and names the problem instead of failing in the database."""
 
+import argparse
 import json
 import math
 import unicodedata
@@ -105,6 +106,24 @@ def whole_number(text: str, *, digits: int = 18) -> int | None:
     if not text or len(text) > digits or not (text.isascii() and text.isdigit()):
         return None
     return int(text)
+
+
+def whole_number_argument(text: str) -> int:
+    """A command's whole-number option (an argparse type), in ASCII digits as whole_number
+    reads them, where type=int reads "٣" as 3. A sign and any length (up to what Python
+    converts) pass, for the command's range check to name the range."""
+    unsigned = text.removeprefix("-")
+    if len(unsigned) > MOST_DIGITS:
+        raise argparse.ArgumentTypeError(f"has more than {MOST_DIGITS} digits")
+    number = whole_number(unsigned, digits=len(unsigned))
+    if number is None:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number written in digits 0-9, not {text[:40]!r}")
+    return -number if text.startswith("-") else number
+
+
+# Python refuses to read a longer number (sys.int_info.default_max_str_digits).
+MOST_DIGITS = 4300
 
 
 class NotAnId(ValueError):

@@ -2,7 +2,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from archive import archiving
-from runs.machine.storable import has_control_characters, text_problem
+from runs.machine.storable import has_control_characters, text_problem, whole_number_argument
 
 # The most runs a count may say: what a PostgreSQL bigint holds, as a pass's queries take
 # --batch and --max-runs as their LIMIT.
@@ -22,17 +22,17 @@ class Command(BaseCommand):
             "ARCHIVE_INTERVAL_SECONDS.")
 
     def add_arguments(self, parser):
-        parser.add_argument("--older-than-days", type=int, default=None,
+        parser.add_argument("--older-than-days", type=whole_number_argument, default=None,
                             help="retention for this pass, for every workflow (default: the "
                                  "setting and each workflow's retention_days)")
         parser.add_argument("--dry-run", action="store_true",
                             help="count the runs a pass would archive; write nothing")
-        parser.add_argument("--batch", type=int, default=None,
+        parser.add_argument("--batch", type=whole_number_argument, default=None,
                             help=f"runs per archive file (default "
                                  f"{settings.ARCHIVE_RUNS_PER_FILE})")
-        parser.add_argument("--max-runs", type=int, default=None,
+        parser.add_argument("--max-runs", type=whole_number_argument, default=None,
                             help=f"runs per pass (default {settings.ARCHIVE_MAX_RUNS_PER_PASS})")
-        parser.add_argument("--remove-batch", type=int, default=None,
+        parser.add_argument("--remove-batch", type=whole_number_argument, default=None,
                             help=f"runs removed per transaction (default "
                                  f"{settings.ARCHIVE_REMOVE_BATCH})")
         parser.add_argument("--actor", default="",

@@ -3,17 +3,17 @@ paging (runs.reads.selectors.runs_page), as text or --json."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from api.selectors import summary_of
+from api.selectors import MOST_A_PAGE, summary_of
 from console.cli import print_json, storable_text, user_named
+from runs.machine.storable import whole_number_argument
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.permissions import VIEW, grant_for
 from runs.reads.cursors import decode_keyset, encode_keyset
 from runs.reads.selectors import RunFilters, runs_page
 
-# The most runs a page holds, as GET /api/runs allows (its `limit`, le=200, in
-# api.operator_routes; the API names no constant to share): a script moving from one to the
+# The most runs a page holds, as GET /api/runs allows: a script moving from one to the
 # other keeps its pages.
-MOST_RUNS_A_PAGE = 200
+MOST_RUNS_A_PAGE = MOST_A_PAGE
 
 
 class Command(BaseCommand):
@@ -29,7 +29,7 @@ class Command(BaseCommand):
         parser.add_argument("-q", "--search", default="",
                             help="business key, idempotency key or remote reference")
         parser.add_argument("--after", default="", help="the cursor a page printed last")
-        parser.add_argument("--limit", type=int, default=50,
+        parser.add_argument("--limit", type=whole_number_argument, default=50,
                             help=f"runs a page holds (1 to {MOST_RUNS_A_PAGE})")
         parser.add_argument("--user", default="",
                             help="list only the runs this user may see (a username)")

@@ -3,9 +3,9 @@ text or --json."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from api.selectors import HISTORY_PAGE, history_entry, history_page
+from api.selectors import HISTORY_PAGE, MOST_A_PAGE, history_entry, history_page
 from console.cli import id_given, print_json
-from runs.machine.storable import whole_number
+from runs.machine.storable import whole_number, whole_number_argument
 from runs.models import Run
 
 
@@ -16,12 +16,15 @@ class Command(BaseCommand):
         # Read as text: int() reads "٢" as 2 (console.cli.id_given).
         parser.add_argument("run")
         parser.add_argument("--before", help="the seq a page printed as 'older'")
-        parser.add_argument("--limit", type=int, default=HISTORY_PAGE)
+        parser.add_argument("--limit", type=whole_number_argument, default=HISTORY_PAGE)
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **options):
-        if not 1 <= options["limit"] <= 1000:
-            raise CommandError("--limit must be between 1 and 1000")
+        # As GET /api/runs/{id}/history allows: a script moving from one to the other keeps
+        # its pages.
+        if not 1 <= options["limit"] <= MOST_A_PAGE:
+            raise CommandError(f"--limit must be between 1 and {MOST_A_PAGE}, not "
+                               f"{options['limit']}; page on with --before")
         run_id = id_given(options["run"], name="run id", thing="run")
         before = None
         if options["before"] is not None:
