@@ -7,14 +7,13 @@ form one hash chain of their own, hashed as a run's records are (audit.chain.rec
 with no run and no step), and verified by `manage.py verify_audit` with the runs' chains.
 """
 
-import json
 from collections.abc import Iterable
 from enum import StrEnum
 
 from django.db import transaction
 from django.utils import timezone
 
-from .chain import GENESIS, Actor, record_hash
+from .chain import GENESIS, Actor, as_stored, record_hash
 from .models import AccessChainHead, AccessRecord
 
 
@@ -56,16 +55,12 @@ def record_access_change(*, action: str, subject: str, actor: Actor, before: dic
             before=before, after=after, created_at=timezone.now(),
             prev_hash=head.hash or GENESIS)
         # The JSON round trip the database makes, before hashing (sorted lists stay lists).
-        record.before, record.after = _as_stored(record.before), _as_stored(record.after)
+        record.before, record.after = as_stored(record.before), as_stored(record.after)
         record.hash = access_hash(record)
         record.save()
         head.seq, head.hash = record.seq, record.hash
         head.save(update_fields=["seq", "hash"])
     return record
-
-
-def _as_stored(value: dict) -> dict:
-    return json.loads(json.dumps(value, default=str))
 
 
 def verify_access_chain(records: Iterable[AccessRecord]) -> AccessRecord | None:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
@@ -63,11 +64,28 @@ def build_record(*, run_id: int, head_seq: int, head_hash: str, action: str, act
         reason=reason, before=before or {}, after=after or {}, data=data or {},
         created_at=created_at, prev_hash=head_hash or GENESIS,
     )
-    # JSON round trip (one for the three) so the hash is computed over exactly what the
-    # database will return.
-    fields["before"], fields["after"], fields["data"] = json.loads(json.dumps(
-        [fields["before"], fields["after"], fields["data"]], default=str))
+    # One round trip for the three, so the hash covers exactly what jsonb will give back.
+    fields["before"], fields["after"], fields["data"] = as_stored(
+        [fields["before"], fields["after"], fields["data"]])
     return AuditRecord(hash=record_hash(**fields), **fields)
+
+
+def as_stored(value):
+    """`value` as a jsonb column gives it back: JSON text (what json cannot write as str),
+    each number as PostgreSQL's numeric keeps the text Python wrote for it."""
+    return json.loads(json.dumps(value, default=str), parse_float=_as_numeric)
+
+
+def _as_numeric(text: str) -> int | float:
+    """jsonb keeps a number as numeric, which has no exponent and no negative zero and
+    keeps only the decimals the text had: Python's "1e+16" comes back as the integer
+    10000000000000000 and "-0.0" as 0.0. A float read here would hash other than the row
+    verify_audit reads later, and the untouched record would look tampered with."""
+    number = Decimal(text)
+    if number.as_tuple().exponent >= 0:
+        return int(number)
+    # Adding 0.0 turns -0.0 into 0.0 and leaves every other float as it is.
+    return float(number) + 0.0
 
 
 def verify_chain(records) -> AuditRecord | None:

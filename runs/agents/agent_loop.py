@@ -38,6 +38,7 @@ from ..machine.errors import (
     classify,
     model_call_error,
 )
+from ..machine.storable import printable
 from ..machine.transitions import agent_calls as calls_tx
 from ..machine.transitions import agent_compensation as undo_tx
 from ..machine.transitions import agent_turns as turns_tx
@@ -216,8 +217,9 @@ def ask_tool_remote(tool: definition.ToolSpec | None, ctx: StepContext, call: To
     if tool is None or tool.reconcile_fn is None:
         return None, ""
     args = tool.args.model_validate(sensitive.opened(call.arguments))
-    return lookups.ask(ctx, kind="tool", what=f"lookup {call.tool}",
-                       reconcile=lambda: tool.reconcile_fn(ctx, args))
+    verdict, error = lookups.ask(ctx, kind="tool", what=f"lookup {call.tool}",
+                                 reconcile=lambda: tool.reconcile_fn(ctx, args))
+    return verdict, printable(error)
 
 
 def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentSpec,
@@ -329,7 +331,9 @@ def ask_for_summary(client: openai.OpenAI, spec: definition.AgentSpec, cut: int,
     stands for those turns from now on and keeps the reference of their `transcript`.
     Raises as ask_model does."""
     turn = ask_model(client, spec, agent_history.summary_request(older), tools=False)
-    if not turn.content.strip():
+    # What the model sent is made storable where the turn is stored
+    # (turns_tx.storable_turn); here only whether it wrote anything.
+    if not str(turn.content or "").strip():
         raise TransientError("the model answered the summary request with no text")
     return dataclasses.replace(turn, tool_calls=[], summarises=cut, transcript=transcript)
 

@@ -168,7 +168,7 @@ def call_step(spec: definition.StepDef, ctx: StepContext) -> transitions.Outcome
                                  f"{exc.error_count()} error(s): {_first_error(exc)}"),
             )
         value = accepted.model_dump(mode="json")
-    unstorable = transitions.unstorable_result("step", value, remote_ref)
+    unstorable = lookups.unstorable("step", value, remote_ref)
     if unstorable is not None:
         return unstorable
     # Sealed before it is stored anywhere: the step's row, an artifact, the archive.
@@ -190,10 +190,15 @@ def call_compensation(spec: definition.StepDef, ctx: StepContext) -> transitions
     except Exception as exc:
         return transitions.Outcome(
             succeeded=False, error=classify(exc, non_retryable=spec.retry.non_retryable))
+    remote_ref = ""
     if isinstance(value, definition.StepResult):
-        return transitions.Outcome(succeeded=True, value=value.value,
-                                   remote_ref=str(value.remote_ref or ""))
-    return transitions.Outcome(succeeded=True, value=value)
+        value, remote_ref = value.value, value.remote_ref
+    # Checked as a step's result is: recording what the database refuses would fail the
+    # checkpoint at every attempt, and send the undo again each time.
+    unstorable = lookups.unstorable("undo", value, remote_ref)
+    if unstorable is not None:
+        return unstorable
+    return transitions.Outcome(succeeded=True, value=value, remote_ref=str(remote_ref or ""))
 
 
 def _first_error(exc: ValidationError) -> str:

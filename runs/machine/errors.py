@@ -5,6 +5,9 @@ Every side-effecting call ends succeeded, failed (evidence that nothing changed)
 executor never guesses: an unknown outcome is never relabelled failed.
 """
 
+import math
+import numbers
+import re
 from dataclasses import dataclass
 
 import httpx
@@ -137,8 +140,91 @@ class Classified:
     def __post_init__(self):
         # A remote system's error text goes into the step's row and the audit chain: a NUL
         # in it would make the database refuse the very checkpoint that records the error.
-        object.__setattr__(self, "message", printable(self.message))
+        message = self.message
+        # Every classified error comes through here, so here is where a retry_after is read
+        # (read_retry_after): what it cannot read is ignored, and the message says so.
+        seconds, problem = read_retry_after(self.retry_after)
+        if problem:
+            message = f"{message} ({problem})"
+        object.__setattr__(self, "retry_after", seconds)
+        object.__setattr__(self, "message", printable(message))
 
+
+# The longest wait a retry_after may ask for (ten years): beyond it no clock adds it (a
+# datetime ends at year 9999) and no budget holds it.
+MOST_RETRY_AFTER = 10 * 365 * 86400.0
+# Seconds as a Retry-After header writes them (delay-seconds), or with a decimal fraction.
+_SECONDS_TEXT = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+
+
+def read_retry_after(raw) -> tuple[float | None, str | None]:
+    """The one reading of how long an error says to wait before the next attempt: (seconds,
+    None), or (None, why it was ignored) so that the policy's own backoff is used instead.
+    A number of seconds, or text of one (a Retry-After header's delay-seconds), from 0 to
+    MOST_RETRY_AFTER is read; anything else (other text, an HTTP date, a bool, NaN, an
+    infinity, a negative number or one too large for any clock) is ignored."""
+    if raw is None:
+        return None, None
+    seconds = None
+    if isinstance(raw, str):
+        text = str.__str__(raw).strip()
+        if _SECONDS_TEXT.fullmatch(text):
+            seconds = float(text)
+    elif isinstance(raw, numbers.Real) and not isinstance(raw, bool):
+        try:
+            seconds = float(raw)
+        except (OverflowError, ValueError, TypeError):
+            seconds = math.inf
+    else:
+        return None, _ignored(raw, "is not a number of seconds")
+    if seconds is None:
+        return None, _ignored(raw, "is not a number of seconds")
+    if not 0 <= seconds <= MOST_RETRY_AFTER:  # NaN fails both comparisons
+        return None, _ignored(raw, f"is out of range (0 to {MOST_RETRY_AFTER:.0f} seconds)")
+    return seconds, None
+
+
+def _ignored(raw, why: str) -> str:
+    return (f"its retry_after {_shown(raw)} {why}: ignored, the retry policy's own backoff "
+            "is used")
+
+
+def _shown(value, most: int = 60) -> str:
+    """A short form of a value for a message, which never raises (an int too long for
+    Python to write out, a repr that fails)."""
+    try:
+        text = repr(value)
+    except Exception:
+        return f"(a {type(value).__name__} that cannot be written out)"
+    if not isinstance(text, str):
+        return f"(a {type(value).__name__})"
+    text = str.__str__(text)
+    return redact_text(text if len(text) <= most else f"{text[:most]}...")
+
+
+def described(exc: BaseException) -> str:
+    """"TypeName: message" of an exception, which never raises: an exception whose message
+    cannot be read (its __str__ raises) is described by its type name, saying so."""
+    name = type(exc).__name__
+    try:
+        text = str(exc)
+    except Exception as problem:
+        try:
+            why = f"{type(problem).__name__}: {str(problem)[:200]}"
+        except Exception:
+            why = type(problem).__name__
+        return f"{name} (its message could not be read: {why})"
+    return f"{name}: {str.__str__(text)}"
+
+
+class _Unreadable:
+    """A retry_after attribute that raised when read."""
+
+    def __repr__(self) -> str:
+        return "(which could not be read)"
+
+
+_UNREADABLE = _Unreadable()
 
 _TRANSIENT_STATUSES = {429, 503}
 # The server failed while handling the request: it may have committed first.
@@ -174,12 +260,9 @@ def key_reused(response: httpx.Response) -> IdempotencyKeyReused | None:
 
 
 def retry_after_of(response: httpx.Response) -> float | None:
-    """The seconds of a response's Retry-After header (None without one, or unreadable)."""
-    value = response.headers.get("Retry-After")
-    try:
-        return max(float(value), 0.0) if value is not None else None
-    except ValueError:
-        return None
+    """The seconds of a response's Retry-After header (None without one, or unreadable), as
+    read_retry_after reads them."""
+    return read_retry_after(response.headers.get("Retry-After"))[0]
 
 
 # The failures of a model endpoint (openai client), read as a step's errors.
@@ -218,9 +301,13 @@ def classify(exc: BaseException, *,
     reused with other arguments is permanent and says so, naming the key and both
     arguments' hashes.
     """
-    message = redact_text(f"{type(exc).__name__}: {exc}")[:2000]
+    message = redact_text(described(exc))[:2000]
     if isinstance(exc, StepError):
-        return Classified(exc.error_class, message, getattr(exc, "retry_after", None))
+        try:
+            retry_after = getattr(exc, "retry_after", None)
+        except Exception:
+            retry_after = _UNREADABLE
+        return Classified(exc.error_class, message, retry_after)
     if non_retryable and isinstance(exc, non_retryable):
         return Classified(ErrorClass.PERMANENT, message)
     if isinstance(exc, httpx.HTTPStatusError):

@@ -4,8 +4,12 @@ a tool call's reconcile function is called, so that both read its answer alike."
 from collections.abc import Callable
 
 from ..definitions import definition
+from ..models import ErrorClass
 from . import deadline, tracing
-from .errors import classify
+from .errors import Classified, classify
+from .storable import printable, text_problem
+from .transitions.effects import REMOTE_REF_MAX
+from .transitions.outcome import Outcome, unstorable_result
 
 
 def ask(ctx, *, kind: str, what: str, reconcile: Callable[[], object]):
@@ -13,7 +17,8 @@ def ask(ctx, *, kind: str, what: str, reconcile: Callable[[], object]):
     with its arguments), as a span of the run's trace: (verdict, error). The verdict is
     Found, NotFound or Undetermined; a lookup that raises is LookupFailed (an Undetermined:
     only evidence settles an unknown outcome), which the runtime asks again within the
-    lookup budget; an answer of another type is Undetermined."""
+    lookup budget; an answer of another type is Undetermined, and so is one the database
+    cannot store (unusable_answer), with the problem as its error."""
     with tracing.step_span(ctx, kind=kind, what=what) as span:
         verdict, error = _answer(reconcile)
         tracing.record_verdict(span, verdict, error)
@@ -30,4 +35,43 @@ def _answer(reconcile: Callable[[], object]):
     if not isinstance(verdict, definition.Found | definition.NotFound | definition.Undetermined):
         return definition.Undetermined(f"reconcile returned {type(verdict).__name__}, expected "
                               "Found, NotFound or Undetermined"), ""
+    problem = unusable_answer(verdict)
+    if problem is not None:
+        return definition.Undetermined(problem), problem
     return verdict, ""
+
+
+def unusable_answer(verdict) -> str | None:
+    """Why a lookup's answer cannot be stored (a result or reference the database refuses,
+    a reason with a NUL), said as a reason the lookup could not tell, or None. Nobody can
+    use an answer that cannot be recorded: the outcome stays unknown, for a person."""
+    if isinstance(verdict, definition.Found):
+        ref, problem = verdict.ref, None
+        # A reference names the effect: one cut to fit its column, or read from another
+        # type, could name another, so it settles nothing.
+        if not isinstance(ref, str):
+            problem = f"lookup returned a reference that is no text ({type(ref).__name__})"
+        elif len(ref) > REMOTE_REF_MAX:
+            problem = (f"lookup returned a reference of {len(ref):,} characters, longer than "
+                       f"the {REMOTE_REF_MAX} kept")
+        elif (refused := unstorable("lookup", verdict.result, ref)) is not None:
+            problem = refused.error.message
+    elif isinstance(verdict, definition.Undetermined):
+        reason = text_problem(str(verdict.reason))
+        problem = (f"lookup returned a reason that cannot be stored: {reason}: "
+                   f"{printable(str(verdict.reason))}") if reason else None
+    else:
+        problem = None
+    return printable(problem) if problem is not None else None
+
+
+def unstorable(what: str, value, remote_ref) -> Outcome | None:
+    """unstorable_result for what a call returned (a step, an undo, a lookup), its remote
+    reference read as text first: a reference whose str() raises cannot be stored either."""
+    try:
+        ref = str(remote_ref or "")
+    except Exception as exc:
+        return Outcome(succeeded=False, error=Classified(
+            ErrorClass.UNCLASSIFIED, f"{what} returned a remote reference that cannot be "
+                                     f"read as text: {classify(exc).message}"))
+    return unstorable_result(what, value, ref)

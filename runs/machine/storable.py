@@ -61,9 +61,10 @@ def has_control_characters(text: str) -> bool:
 
 
 def value_problem(value) -> str | None:
-    """Why a value a step or tool returned cannot be stored as JSON in a row, naming where
-    in it (`$.lines[2].text`), or None if it can. Walked without recursion, so a value
-    nested deeper than Python's stack gets an answer too."""
+    """Why a value a step or tool returned cannot be stored as JSON in a row, or digested as
+    the record of its attempt digests it (attempts.result_digest: JSON with its keys sorted),
+    naming where in it (`$.lines[2].text`), or None if it can. Walked without recursion, so
+    a value nested deeper than Python's stack gets an answer too."""
     try:
         json.dumps(value)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -72,18 +73,28 @@ def value_problem(value) -> str | None:
     while pending:
         path, item = pending.pop()
         if isinstance(item, str):
-            problem = text_problem(item)
+            problem = text_problem(str.__str__(item))
             if problem:
                 return f"{problem} (at {path})"
         elif isinstance(item, float) and not math.isfinite(item):
             # json.dumps writes NaN and Infinity, which JSON has not and jsonb refuses.
             return f"{item} is not a finite number (at {path})"
         elif isinstance(item, dict):
+            try:
+                # As json.dumps(sort_keys=True) orders them: keys of types that do not
+                # compare ({1: "a", "b": 2}) have no order, so no digest.
+                sorted(item.items())
+            except TypeError:
+                kinds = sorted({type(key).__name__ for key in item})
+                return (f"keys of types that cannot be put in order ({', '.join(kinds)}) "
+                        f"(the keys of {path})")
             for key, inner in item.items():
-                problem = text_problem(str(key))
+                # As JSON writes the key (1 as "1", None as "null"), never by a __str__.
+                name = str.__str__(key) if isinstance(key, str) else json.dumps(key)
+                problem = text_problem(name)
                 if problem:
                     return f"{problem} (a key of {path})"
-                pending.append((f"{path}.{key}", inner))
+                pending.append((f"{path}.{name}", inner))
         elif isinstance(item, list | tuple):
             pending.extend((f"{path}[{index}]", inner) for index, inner in enumerate(item))
     return None

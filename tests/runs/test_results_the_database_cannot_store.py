@@ -106,3 +106,47 @@ def test_every_problem_is_named_with_its_place():
         deep = [deep]
     assert value_problem(deep)
     assert value_problem({"fine": ["text", 1, 2.5, None, True]}) is None
+
+
+# Keys of types that do not compare: JSON stores them ("1" and "b"), but the record of the
+# attempt digests the result with its keys sorted (attempts.result_digest), which cannot
+# order them: the checkpoint would fail at every attempt.
+MIXED_KEYS = {1: "a", "b": 2}
+
+
+def test_a_read_step_returning_keys_of_mixed_types_fails_once_naming_where(script):
+    script.reset()
+    run = new_run()
+    script.plan["fetch"] = [{"lines": [MIXED_KEYS]}]
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.ATTENTION
+    run.refresh_from_db()
+    fetch = step(run, "fetch")
+    assert run.attention_reason == AttentionReason.UNCLASSIFIED_ERROR
+    assert fetch.status == StepStatus.FAILED and fetch.error_class == ErrorClass.UNCLASSIFIED
+    assert fetch.error_message == (
+        "step returned a value that cannot be stored: keys of types that cannot be put in "
+        "order (int, str) (the keys of $.lines[0])")
+    assert [call[0] for call in script.calls] == ["fetch"]
+    assert run.lease_owner == ""
+
+
+def test_a_write_returning_keys_of_mixed_types_is_not_sent_again(script):
+    script.reset()
+    run = new_run()
+    script.plan["create-task"] = [StepResult(MIXED_KEYS, remote_ref="T-1")]
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.ATTENTION
+    run.refresh_from_db()
+    task = step(run, "create-task")
+    # It returned, so it may have happened: unknown, for a person, never sent again.
+    assert task.status == StepStatus.UNKNOWN and task.error_class == ErrorClass.UNCLASSIFIED
+    assert run.status == RunStatus.ATTENTION
+    assert "(the keys of $)" in task.error_message
+    assert [call[0] for call in script.calls] == ["fetch", "classify", "create-task"]
+    assert step(run, "post-ledger").attempt == 0
+    assert run.lease_owner == ""
+
+
+def test_keys_that_can_be_ordered_pass():
+    assert value_problem({1: "a", 2.5: "b", False: "c"}) is None
+    assert value_problem({"a": {"x": 1}, "b": [{None: 1}]}) is None
+    assert value_problem({"a": [{None: 1, "n": 2}]}).endswith("(the keys of $.a[0])")

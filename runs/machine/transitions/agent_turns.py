@@ -3,6 +3,10 @@ before each turn is asked, the model's answer stored (with a row per tool call i
 for) before anything it asks for runs, and the step's turn, call and token budgets.
 The tool calls' own checkpoints are agent_calls'."""
 
+import json
+import logging
+import math
+from dataclasses import replace
 from datetime import datetime
 
 from pydantic import BaseModel, ValidationError
@@ -15,7 +19,7 @@ from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
 from .. import sensitive
 from ..keys import tool_call_key, tool_compensation_key
 from ..redaction import redact, shown_arguments
-from ..storable import NotFinite, finite_json, printable, value_problem
+from ..storable import NotFinite, finite_json, printable, text_problem, value_problem
 from .agent_calls import (
     ModelTurn,
     S,
@@ -25,6 +29,11 @@ from .agent_calls import (
 )
 from .kernel import ATTENTION, Lease, audit_state, halt
 from .lease_cycle import holding
+
+logger = logging.getLogger(__name__)
+# The columns what the model hands over is kept in (runs.agent_models): a text longer than
+# its column, or a token count past PostgreSQL's integer, fails the turn's checkpoint.
+REF_MAX, FINISH_MAX, CALL_ID_MAX, TOKENS_MAX = 200, 40, 200, 2**31 - 1
 
 
 def stop_if_cancelled(lease: Lease, step: Step, *, where: str) -> Lease:
@@ -45,6 +54,10 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
     tool the step does not declare, or past the turn, call or token budget, the run stops
     for a person, saying which."""
     spec = agent_spec(lease, step)
+    turn, notes, problems = storable_turn(turn)
+    if notes:
+        logger.warning("%s: the model's answer held what cannot be stored as sent: %s",
+                       step.name, "; ".join(notes))
     with holding(lease, "agent_turn", now) as change:
         if change is None:
             return lease
@@ -58,7 +71,8 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
             summarises=turn.summarises, transcript=turn.transcript, created_at=now)
         rows, invented, invalid = [], [], []
         for position, asked in enumerate(turn.tool_calls):
-            row = _new_call(change.run, step, spec, index, position, asked, now)
+            row = _new_call(change.run, step, spec, index, position, asked, now,
+                            problem=problems.get(position, ""))
             rows.append(row)
             if row.tool not in spec.tools:
                 invented.append(row.tool)
@@ -70,6 +84,8 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
             "tool_calls": [f"{r.ref} {r.tool}" for r in rows],
             "tokens": turn.prompt_tokens + turn.completion_tokens,
             "model_ref": turn.model_ref,
+            # What the model sent that could not be kept as sent, and what was kept instead.
+            **({"stored_otherwise": notes} if notes else {}),
             **({"summarises": turn.summarises} if turn.summarises else {}),
             # The chain vouches for the transcript too: its artifact can be checked by hash.
             **({"transcript_sha256": turn.transcript["sha256"]} if turn.transcript else {})})
@@ -92,9 +108,107 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
     return lease
 
 
+def storable_turn(turn: ModelTurn) -> tuple[ModelTurn, list[str], dict[int, str]]:
+    """The model's answer as the database can keep it, checked in this one place before the
+    turn is stored (a model is a neighbour that may misbehave: a turn that fails its
+    checkpoint would be asked again at every attempt). Returns the turn, notes for a person
+    on what was kept otherwise than sent, and why each tool call (by position) is invalid.
+
+    Content: a NUL written out (printable), a value that is no text as its JSON text.
+    model_ref and finish_reason only name the completion for a person: cut to their
+    columns, said so. Token counts that are no whole number in the column's range count 0,
+    said so. A call whose id holds a NUL or is longer than its column is invalid (a model
+    format error, never executed): the id is what its result is matched to in the
+    conversation, and a changed id is not the one the model sent; it is kept cut and
+    written out, the same in the raw calls and the call's row so the conversation still
+    pairs them. A name with a NUL is written out and so names no declared tool. Raw
+    arguments that value_problem refuses are kept as their printable JSON text."""
+    notes: list[str] = []
+    content = _text_of(turn.content)
+    if content != turn.content and turn.content is not None:
+        notes.append("content " + ("written out where it held what text cannot"
+                                   if isinstance(turn.content, str) else
+                                   f"was {type(turn.content).__name__}, kept as its JSON text"))
+    fields = {"content": content}
+    for name, most in (("model_ref", REF_MAX), ("finish_reason", FINISH_MAX)):
+        sent = getattr(turn, name)
+        kept = _text_of(sent)
+        if len(kept) > most:
+            notes.append(f"{name} of {len(kept):,} characters cut to its {most}")
+            kept = kept[:most]
+        elif kept != (sent or ""):
+            notes.append(f"{name} written out: {kept!r}")
+        fields[name] = kept
+    for name in ("prompt_tokens", "completion_tokens"):
+        sent = getattr(turn, name)
+        fields[name] = _whole(sent)
+        if fields[name] is None:
+            fields[name] = 0
+            notes.append(f"{name} {str(sent)[:40]!r} is no whole number from 0 to "
+                         f"{TOKENS_MAX:,}: counted as 0")
+    calls, problems = [], {}
+    for position, asked in enumerate(turn.tool_calls or []):
+        call, problem = _storable_call(asked)
+        calls.append(call)
+        if problem:
+            problems[position] = problem
+            notes.append(f"tool call {position}: {problem}")
+    return replace(turn, tool_calls=calls, **fields), notes, problems
+
+
+def _text_of(value) -> str:
+    """`value` as text the database stores: a value that is no text as its JSON text."""
+    if value is None:
+        return ""
+    return printable(value if isinstance(value, str) else _json_text(value))
+
+
+def _json_text(value) -> str:
+    """`value` written as JSON (NaN as JSON's readers write it), or as Python writes it
+    when JSON has no form for it (a key that is no text)."""
+    try:
+        return json.dumps(value, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)
+
+
+def _whole(value) -> int | None:
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= TOKENS_MAX:
+        return value
+    return None
+
+
+def _storable_call(asked) -> tuple[dict, str]:
+    """One raw tool call as kept on the turn, and why it is invalid ("" if it is not)."""
+    if not isinstance(asked, dict):
+        asked = {"arguments": asked}
+    out, problem = {}, ""
+    for field in ("id", "name"):
+        sent = asked.get(field)
+        if sent is None or sent == "":
+            out[field] = sent
+            continue
+        text = sent if isinstance(sent, str) else str(sent)
+        why = text_problem(text)
+        text = printable(text)
+        if field == "id" and len(text) > CALL_ID_MAX:
+            why = why or f"{len(text):,} characters, longer than the {CALL_ID_MAX} kept"
+            text = text[:CALL_ID_MAX]
+        if why and not problem:
+            problem = f"the call's {field} cannot be stored as sent ({why}): kept as " \
+                      f"{text[:60]!r}{'...' if len(text) > 60 else ''}, not executed"
+        out[field] = text
+    raw = asked.get("arguments")
+    if value_problem(raw) is not None:
+        raw = printable(raw if isinstance(raw, str) else _json_text(raw))
+    out["arguments"] = raw
+    return out, problem
+
+
 def _new_call(run: Run, step: Step, spec: definition.AgentSpec, turn: int, position: int,
-              asked: dict,
-              now: datetime) -> ToolCall:
+              asked: dict, now: datetime, *, problem: str = "") -> ToolCall:
     name = str(asked.get("name") or "")[:200]
     tool = spec.tools.get(name)
     key = tool_call_key(run.workflow_name, run.business_key, step.name, step.version, turn,
@@ -114,16 +228,17 @@ def _new_call(run: Run, step: Step, spec: definition.AgentSpec, turn: int, posit
         parsed = {"unparsed": printable(str(raw)[:2000])}
         row.error_message = "the arguments are not JSON"
     else:
-        if (problem := value_problem(parsed)) is not None:
+        if (unstorable := value_problem(parsed)) is not None:
             parsed = {"unparsed": printable(str(raw)[:2000])}
-            row.error_message = f"the arguments cannot be stored: {problem}"
+            row.error_message = f"the arguments cannot be stored: {unstorable}"
     if tool is None:
         row.status, row.arguments = S.INVALID, redact(parsed)
         row.error_class = ErrorClass.MODEL_FORMAT
-        row.error_message = f"no tool named {name!r}: the step declares " \
-                            f"{', '.join(spec.tools) or 'none'}"
-    elif row.error_message:
+        row.error_message = (f"{problem}; " if problem else "") + \
+            f"no tool named {name!r}: the step declares {', '.join(spec.tools) or 'none'}"
+    elif row.error_message or problem:
         row.status, row.arguments, row.error_class = S.INVALID, parsed, ErrorClass.MODEL_FORMAT
+        row.error_message = "; ".join(m for m in (problem, row.error_message) if m)
     else:
         try:
             valid: BaseModel = tool.args.model_validate(parsed)

@@ -90,7 +90,10 @@ class EffectRow:
         row = self.row
         before = row.status
         row.status = StepStatus.COMPENSATION_FAILED
-        row.error_class = error_class or ErrorClass.UNCLASSIFIED
+        # A class of the step code's own (a StepError subclass's) is unclassified, as a
+        # forward step's is (effects.fail): the column holds only the classes there are.
+        row.error_class = error_class if error_class in ErrorClass.values \
+            else ErrorClass.UNCLASSIFIED
         row.error_message = error[:2000]
         self.save(change)
         if action is not None:

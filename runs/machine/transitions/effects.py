@@ -261,6 +261,8 @@ def settle(change: Change, lease: Lease, effect: Effect, verdict, *, error: str 
     else:
         why, label = f"reconciliation could not tell: {verdict.reason or error}", \
             "undetermined"
+        if error:  # the lookup's own error (lookups.unusable_answer): the row names it too
+            row.error_message = why[:2000]
     halt(change, lease, effect, before, reason=AttentionReason.UNKNOWN_OUTCOME, message=why,
          data={"verdict": label, "error": error})
     return False

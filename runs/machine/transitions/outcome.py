@@ -3,8 +3,8 @@
 from dataclasses import dataclass
 
 from ...models import ErrorClass
-from ..errors import Classified
-from ..storable import text_problem, value_problem
+from ..errors import Classified, described
+from ..storable import printable, text_problem, value_problem
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,19 @@ class Outcome:
         # A rejected model output is kept for diagnosis; one the database cannot store is
         # kept as its Python form, which writes out every character visibly.
         if self.invalid_output is not None and value_problem(self.invalid_output):
-            object.__setattr__(self, "invalid_output", repr(self.invalid_output))
+            object.__setattr__(self, "invalid_output", _python_form(self.invalid_output))
+
+
+def _python_form(output) -> str:
+    """The repr of a rejected output, or, where its repr raises (an object of the model
+    client's own), its type and why: the record of the rejection must still be written."""
+    try:
+        text = repr(output)
+    except Exception as exc:
+        return f"<a {type(output).__name__} whose repr raised {described(exc)}>"
+    if not isinstance(text, str):
+        return f"<a {type(output).__name__} whose repr is no text>"
+    return printable(str.__str__(text))
 
 
 def unstorable_result(what: str, value, remote_ref: str) -> Outcome | None:
@@ -30,7 +42,11 @@ def unstorable_result(what: str, value, remote_ref: str) -> Outcome | None:
     would fail the outcome checkpoint itself, again at every attempt."""
     problem = value_problem(value)
     if problem is None and remote_ref:
-        ref_problem = text_problem(str(remote_ref))
+        try:
+            # The caller stores str(remote_ref): a reference whose __str__ raises is refused.
+            ref_problem = text_problem(str.__str__(str(remote_ref)))
+        except Exception as exc:
+            ref_problem = f"it cannot be read as text ({described(exc)})"
         problem = f"{ref_problem} (in its remote reference)" if ref_problem else None
     if problem is None:
         return None

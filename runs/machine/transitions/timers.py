@@ -11,20 +11,23 @@ naive datetime). The run is then held for a person in that same change (held_for
 the previous step's success kept; resumed once the code is fixed, it sleeps.
 """
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from audit.actions import AuditAction
 from audit.chain import Actor
 
 from ...definitions import definition
-from ...models import AttentionReason, Run, Step, StepStatus
+from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
+from ..errors import Classified
 from ..redaction import redact_text
 from ..storable import printable
+from . import effects
 from .kernel import (
     QUEUED,
     WAITING,
     Change,
     Lease,
+    Outcome,
     audit_state,
     definition_step,
     halt,
@@ -33,14 +36,35 @@ from .kernel import (
 from .operator import operator_transition
 
 
+class TimeNotKept(Exception):
+    """A wake time the database cannot hold and give back: PostgreSQL keeps a time after
+    year 9999 (UTC), but psycopg cannot read it, so every later read of the run would fail
+    and the sweeper would never wake it."""
+
+
 def wake_time(spec: definition.StepDef, run: Run, now: datetime) -> datetime:
     if spec.sleep_for is not None:
-        return now + spec.sleep_for
+        try:
+            return kept(now + spec.sleep_for)
+        except OverflowError:
+            raise TimeNotKept(f"now ({now.isoformat()}) + {spec.sleep_for} is past the "
+                              "year 9999") from None
     until = spec.sleep_until(run.input)
     if not isinstance(until, datetime) or until.tzinfo is None:
         raise ValueError(f"sleep {spec.name!r}: until() must return an aware datetime, "
                          f"not {until!r}")
-    return until
+    return kept(until)
+
+
+def kept(when: datetime) -> datetime:
+    """`when`, if the database can hold it and give it back: Python reads it in UTC, so it
+    must fall in years 1 to 9999 there (9999-12-31 23:00-05:00 does not)."""
+    try:
+        when.astimezone(UTC)
+    except OverflowError:
+        raise TimeNotKept(f"{when.isoformat()} is {'after' if when.year > 1 else 'before'} "
+                          "what the database can keep (years 1 to 9999, UTC)") from None
+    return when
 
 
 def sleeps(change: Change, lease: Lease, step: Step) -> bool:
@@ -50,6 +74,13 @@ def sleeps(change: Change, lease: Lease, step: Step) -> bool:
     if step.status != StepStatus.WAITING or step.next_attempt_at is None:
         try:
             wake_at = wake_time(definition_step(lease, step), run, now)
+        except TimeNotKept as exc:
+            # Every worker would compute the same time again: the step fails for good, and
+            # nothing unreadable is written.
+            message = f"{step.name}: its wake time {exc}"
+            effects.fail(change, lease, effects.StepEffect(lease, step), Outcome(
+                succeeded=False, error=Classified(ErrorClass.PERMANENT, message)))
+            return True
         except Exception as exc:  # noqa: BLE001 - the workflow's code, whatever it raises
             held_for_its_code(change, lease, step, "its sleep's until()", exc)
             return True
