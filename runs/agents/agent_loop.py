@@ -252,8 +252,13 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition
                 exc, non_retryable=tool.retry.non_retryable))
         crashpoints.reach(crashpoints.AFTER_CALL, point)
         ref = value.remote_ref if isinstance(value, definition.StepResult) else ""
+        # Only the reference is kept: checked as a step's undo's is (lookups.unstorable), or
+        # recording it would fail the checkpoint and send the undo again at every attempt.
+        unstorable = lookups.unstorable("undo", None, ref)
+        if unstorable is not None:
+            return unstorable
         lease = undo_tx.record_tool_compensation(
-            lease, step, call, transitions.Outcome(succeeded=True, remote_ref=ref))
+            lease, step, call, transitions.Outcome(succeeded=True, remote_ref=str(ref)))
         if lease.finished:
             return lease
     return transitions.Outcome(succeeded=True, value=None)
