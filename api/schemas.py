@@ -7,7 +7,7 @@ from ninja import Field, Schema
 
 from runs.definitions.definition import STEP_KINDS
 from runs.machine.storable import PERSON_TEXT_MAX
-from runs.machine.transitions.effects import REMOTE_REF_MAX
+from runs.machine.transitions.outcome import REMOTE_REF_MAX
 from runs.models import AttentionReason, ErrorClass, StepStatus, ToolCallStatus
 
 # A run as a caller sees it: a small, finite set of states.

@@ -206,7 +206,7 @@ def call_tool(tool: definition.ToolSpec, ctx: StepContext, args) -> transitions.
     remote_ref = ""
     if isinstance(value, definition.StepResult):
         value, remote_ref = value.value, value.remote_ref
-    unstorable = transitions.unstorable_result("tool", value, remote_ref)
+    unstorable = lookups.unstorable("tool", value, remote_ref)
     if unstorable is not None:
         return unstorable
     return transitions.Outcome(succeeded=True, value=value, remote_ref=str(remote_ref or ""))

@@ -8,7 +8,6 @@ from ..models import ErrorClass
 from . import deadline, tracing
 from .errors import Classified, classify
 from .storable import printable, text_problem
-from .transitions.effects import REMOTE_REF_MAX
 from .transitions.outcome import Outcome, unstorable_result
 
 
@@ -47,13 +46,10 @@ def unusable_answer(verdict) -> str | None:
     use an answer that cannot be recorded: the outcome stays unknown, for a person."""
     if isinstance(verdict, definition.Found):
         ref, problem = verdict.ref, None
-        # A reference names the effect: one cut to fit its column, or read from another
-        # type, could name another, so it settles nothing.
+        # A reference names the effect: one read from another type could name another, so
+        # it settles nothing (one too long to keep is refused by unstorable, as any call's).
         if not isinstance(ref, str):
             problem = f"lookup returned a reference that is no text ({type(ref).__name__})"
-        elif len(ref) > REMOTE_REF_MAX:
-            problem = (f"lookup returned a reference of {len(ref):,} characters, longer than "
-                       f"the {REMOTE_REF_MAX} kept")
         elif (refused := unstorable("lookup", verdict.result, ref)) is not None:
             problem = refused.error.message
     elif isinstance(verdict, definition.Undetermined):

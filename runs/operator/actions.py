@@ -22,8 +22,8 @@ from ..machine import tracing, transitions
 from ..machine.intentions import step_lines
 from ..machine.redaction import redact_text, shown_arguments
 from ..machine.storable import has_control_characters, text_problem
-from ..machine.transitions.effects import REMOTE_REF_MAX
 from ..machine.transitions.operator_rules import check_before_work
+from ..machine.transitions.outcome import REMOTE_REF_MAX
 from ..models import Run, Step, StepStatus
 from ..waiting import events, payloads
 from .previews import compensation_preview

@@ -34,8 +34,8 @@ ANSWERS = {
     "unreadable-ref": (lambda: Found(Unreadable()),
                        "lookup returned a reference that is no text (Unreadable)"),
     "ref-too-long": (lambda: Found("M-" + "9" * 400),
-                     "lookup returned a reference of 402 characters, longer than the 300 "
-                     "kept"),
+                     "it is 402 characters long, longer than the 300 kept (in its remote "
+                     "reference)"),
     "nul-in-reason": (lambda: Undetermined("cannot \x00 tell"),
                       "reason that cannot be stored: NUL characters cannot be stored: "
                       "cannot \\x00 tell"),

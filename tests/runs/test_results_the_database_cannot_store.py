@@ -150,3 +150,44 @@ def test_keys_that_can_be_ordered_pass():
     assert value_problem({1: "a", 2.5: "b", False: "c"}) is None
     assert value_problem({"a": {"x": 1}, "b": [{None: 1}]}) is None
     assert value_problem({"a": [{None: 1, "n": 2}]}).endswith("(the keys of $.a[0])")
+
+
+# A reference names the effect: one cut to fit its column could name another effect, so a
+# reference too long to keep is refused whole, by the one rule a lookup's answer meets too.
+TOO_LONG_REF = "T-" + "7" * 400
+
+
+def test_a_write_returning_a_reference_too_long_to_keep_is_refused_not_cut(script):
+    script.reset()
+    run = new_run()
+    script.plan["create-task"] = [StepResult({"ref": "T-1"}, remote_ref=TOO_LONG_REF)]
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.ATTENTION
+    run.refresh_from_db()
+    task = step(run, "create-task")
+    # It returned, so it may have happened: unknown, for a person, never sent again.
+    assert task.status == StepStatus.UNKNOWN and task.error_class == ErrorClass.UNCLASSIFIED
+    assert task.error_message == (
+        "step returned a value that cannot be stored: it is 402 characters long, longer than "
+        "the 300 kept (in its remote reference)")
+    assert task.remote_ref == ""  # not a cut reference that could name another task
+    assert [call[0] for call in script.calls] == ["fetch", "classify", "create-task"]
+    assert step(run, "post-ledger").attempt == 0
+    assert run.lease_owner == ""
+
+
+def test_a_reference_as_long_as_its_column_is_kept_whole(script):
+    script.reset()
+    run = new_run()
+    ref = "T-" + "7" * 298
+    script.plan["create-task"] = [StepResult({"ref": "T-1"}, remote_ref=ref)]
+    executor.advance_run(run.pk, worker="w1")
+    task = step(run, "create-task")
+    assert task.status == StepStatus.SUCCEEDED and task.remote_ref == ref
+
+
+def test_a_tool_returning_a_reference_too_long_to_keep_fails_unclassified():
+    tool = dataclasses.replace(assist.tools["write-note"],
+                               fn=lambda ctx, args: StepResult({"note": "n"}, TOO_LONG_REF))
+    outcome = agent_loop.call_tool(tool, None, NoteArgs(text="x"))
+    assert not outcome.succeeded and outcome.error.error_class == ErrorClass.UNCLASSIFIED
+    assert "402 characters long, longer than the 300 kept" in outcome.error.message

@@ -84,7 +84,7 @@ from .operator_rules import (
     step_refusal,
     unsettled_effects,
 )
-from .outcome import unstorable_result
+from .outcome import REMOTE_REF_MAX
 from .rerun import rerun_from_step
 from .rerun_rules import rerun_range, standing_effects
 from .start import start_run
@@ -94,7 +94,7 @@ from .unknown_outcome import settle_unknown
 
 __all__ = [
     "DONE_STEP_STATUSES", "EFFECT_KINDS", "HELD", "NEW", "RUN_TRANSITIONS",
-    "SECOND_PERSON_ACTIONS", "STEP_ACTIONS", "Lease", "Outcome", "allowed", "unstorable_result",
+    "SECOND_PERSON_ACTIONS", "STEP_ACTIONS", "Lease", "Outcome", "allowed", "REMOTE_REF_MAX",
     "approval_timed_out", "approval_unaskable", "ask_again", "decide_tool_call",
     "reconcile_tool_call",
     "waiting_tool_calls", "TOOL_CALL_ACTIONS", "CALL_OPTIONAL_ACTIONS",

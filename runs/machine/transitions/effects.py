@@ -50,9 +50,6 @@ from .kernel import (  # the package's shared vocabulary
 from .resends import release_until, schedule_resend
 from .tool_call_rules import calls_of
 
-# The width of the remote reference column of a step and of a tool call (the same).
-REMOTE_REF_MAX = Step._meta.get_field("remote_ref").max_length
-
 
 def succeed(change: Change, effect: Effect, value, remote_ref: str, action: str,
             **data) -> None:
@@ -76,10 +73,9 @@ def stands(change: Change, effect: Effect, value, remote_ref: str, *,
     row.status = SUCCEEDED
     if not (keep_result and value is None):
         row.result = effect.sealed(value)
-    # A remote system's reference is cut to fit rather than lose an effect that happened;
-    # one a person gives is refused when too long, where runs.operator.actions builds a
-    # person's verdict.
-    row.remote_ref = str(remote_ref or "")[:REMOTE_REF_MAX]
+    # Whole: what a call or a lookup returned was refused before this when too long to keep
+    # (outcome.reference_too_long), and so was a person's verdict (runs.operator.actions).
+    row.remote_ref = str(remote_ref or "")
     row.error_class, row.error_message = "", ""
     row.lookup_failures = 0
     row.finished_at = change.now

@@ -2,9 +2,12 @@
 
 from dataclasses import dataclass
 
-from ...models import ErrorClass
+from ...models import ErrorClass, Step
 from ..errors import Classified, described
 from ..storable import printable, text_problem, value_problem
+
+# The width of the remote reference column of a step and of a tool call (the same).
+REMOTE_REF_MAX = Step._meta.get_field("remote_ref").max_length
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,8 @@ def unstorable_result(what: str, value, remote_ref: str) -> Outcome | None:
     if problem is None and remote_ref:
         try:
             # The caller stores str(remote_ref): a reference whose __str__ raises is refused.
-            ref_problem = text_problem(str.__str__(str(remote_ref)))
+            ref = str.__str__(str(remote_ref))
+            ref_problem = text_problem(ref) or reference_too_long(ref)
         except Exception as exc:
             ref_problem = f"it cannot be read as text ({described(exc)})"
         problem = f"{ref_problem} (in its remote reference)" if ref_problem else None
@@ -52,3 +56,12 @@ def unstorable_result(what: str, value, remote_ref: str) -> Outcome | None:
         return None
     return Outcome(succeeded=False, error=Classified(
         ErrorClass.UNCLASSIFIED, f"{what} returned a value that cannot be stored: {problem}"))
+
+
+def reference_too_long(ref: str) -> str | None:
+    """Why a remote reference cannot be kept whole, or None. A reference names the effect:
+    one cut to fit its column could name another, so it is refused, never cut, whoever
+    returned it (a step, a tool, an undo, a lookup)."""
+    if len(ref) <= REMOTE_REF_MAX:
+        return None
+    return f"it is {len(ref):,} characters long, longer than the {REMOTE_REF_MAX} kept"
