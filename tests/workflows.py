@@ -754,3 +754,18 @@ payee.wait_for_event("payment", event="payment.settled", schema=PaymentSettled,
 
 for _waiting in (napper, payee):
     declare_remote_write(_waiting, "send", owner="ops", lookup_delay=0.2, retry=FAST)
+
+
+# Step code that exits its process (a library's sys.exit()): recorded as the step's failure
+# (runs.machine.errors.CODE_FAILURES), the worker going on.
+exits = Workflow("test-exits", version=1, input=OrderIn)
+
+
+@exits.read("parse", retry=FAST)
+def parse_and_exit(ctx):
+    raise SystemExit(3)
+
+
+@exits.write("notify", retry=FAST, honours_key=True)
+def notify_after_exit(ctx):
+    return _call(ctx, _effect(ctx))

@@ -32,6 +32,7 @@ from ..definitions import definition
 from ..machine import crashpoints, deadline, limits, lookups, sensitive, tracing, transitions
 from ..machine.context import StepContext
 from ..machine.errors import (
+    CODE_FAILURES,
     MODEL_CALL_ERRORS,
     Classified,
     TransientError,
@@ -139,7 +140,7 @@ def _ask(client, spec: definition.AgentSpec, ctx: StepContext, conversation: lis
                 turn = ask_model(client, spec, conversation)
             else:
                 turn = ask_for_summary(client, spec, *summary)
-    except Exception as exc:
+    except CODE_FAILURES as exc:
         return transitions.Outcome(succeeded=False, error=classify(exc))
     return transitions.Outcome(succeeded=True, value=turn)
 
@@ -200,7 +201,7 @@ def call_tool(tool: definition.ToolSpec, ctx: StepContext, args) -> transitions.
     try:
         with deadline.bounded(f"tool {tool.name}"):
             value = tool.fn(ctx, args)
-    except Exception as exc:
+    except CODE_FAILURES as exc:
         return transitions.Outcome(succeeded=False,
                                    error=classify(exc, non_retryable=tool.retry.non_retryable))
     remote_ref = ""
@@ -247,7 +248,7 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition
                 value = tool.compensate_fn(
                     tool_context(ctx, call, compensating=True),
                     tool.args.model_validate(sensitive.opened(call.arguments)))
-        except Exception as exc:
+        except CODE_FAILURES as exc:
             return transitions.Outcome(succeeded=False, error=classify(
                 exc, non_retryable=tool.retry.non_retryable))
         crashpoints.reach(crashpoints.AFTER_CALL, point)

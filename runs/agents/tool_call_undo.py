@@ -9,7 +9,7 @@ from audit.chain import Actor
 from ..definitions import definition
 from ..machine import sensitive, transitions
 from ..machine.context import context_outside_executor, parsed_input
-from ..machine.errors import TransitionNotAllowed, classify
+from ..machine.errors import CODE_FAILURES, TransitionNotAllowed, classify
 from ..models import Run, ToolCall
 
 
@@ -37,7 +37,7 @@ def undo_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
             args = tool.args.model_validate(sensitive.opened(call.arguments))
             value = tool.compensate_fn(ctx, args)
         ref = value.remote_ref if isinstance(value, definition.StepResult) else ""
-    except Exception as exc:  # recorded as the undo's outcome, then shown to the person
+    except CODE_FAILURES as exc:  # recorded as the undo's outcome, then shown to the person
         failure = classify(exc, non_retryable=tool.retry.non_retryable)
         error, error_class = failure.message or type(exc).__name__, failure.error_class
     return transitions.record_tool_call_undo(

@@ -30,7 +30,7 @@ from ..machine import (
     transitions,
 )
 from ..machine.context import StepContext, build_context, opened_services
-from ..machine.errors import Classified, classify
+from ..machine.errors import CODE_FAILURES, Classified, classify
 from ..machine.logcontext import log_context
 from ..models import ErrorClass
 from . import heartbeats
@@ -146,7 +146,7 @@ def call_step(spec: definition.StepDef, ctx: StepContext) -> transitions.Outcome
     try:
         with deadline.bounded(f"step {spec.name}"):
             value = spec.fn(ctx)
-    except Exception as exc:
+    except CODE_FAILURES as exc:
         return transitions.Outcome(
             succeeded=False, error=classify(exc, non_retryable=spec.retry.non_retryable),
             invalid_output=getattr(exc, "output", None),
@@ -187,7 +187,7 @@ def call_compensation(spec: definition.StepDef, ctx: StepContext) -> transitions
     try:
         with deadline.bounded(f"undo of {spec.name}"):
             value = spec.compensate_fn(ctx)
-    except Exception as exc:
+    except CODE_FAILURES as exc:
         return transitions.Outcome(
             succeeded=False, error=classify(exc, non_retryable=spec.retry.non_retryable))
     remote_ref = ""

@@ -202,6 +202,17 @@ def _shown(value, most: int = 60) -> str:
     return redact_text(text if len(text) <= most else f"{text[:most]}...")
 
 
+# What a call of workflow code (a step, a tool, an undo, a lookup, a model turn, a
+# description) may raise as its own failure, recorded as the call's outcome: every Exception,
+# and the two exits plain Python code raises of itself (a library's sys.exit(), a
+# GeneratorExit let out of a generator). Let out, they would end the worker's process with
+# the call unrecorded, again after each take-back. KeyboardInterrupt is left to propagate: it
+# is a person interrupting the process (advance_run at a terminal), whose run is taken back
+# and its call settled by key, as after any crash. Celery's own shutdown raises nothing inside
+# a task (its signal handlers set flags), so a SystemExit there is the code's.
+CODE_FAILURES = (Exception, SystemExit, GeneratorExit)
+
+
 def described(exc: BaseException) -> str:
     """"TypeName: message" of an exception, which never raises: an exception whose message
     cannot be read (its __str__ raises) is described by its type name, saying so."""
@@ -331,4 +342,7 @@ def classify(exc: BaseException, *,
         return Classified(ErrorClass.TRANSIENT, message)
     if isinstance(exc, httpx.TimeoutException | httpx.NetworkError | httpx.RemoteProtocolError):
         return Classified(ErrorClass.UNKNOWN, message)
+    if isinstance(exc, SystemExit | GeneratorExit):
+        message = f"{message} (workflow code exited its call: recorded as its failure; the " \
+                  "worker goes on)"
     return Classified(ErrorClass.UNCLASSIFIED, message)

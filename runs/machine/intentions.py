@@ -3,6 +3,7 @@ input and earlier results, or its kind and system when it declares none."""
 
 from ..definitions import definition
 from .context import build_context
+from .errors import CODE_FAILURES
 from .redaction import redact_text
 
 MAX_LENGTH = 300
@@ -18,7 +19,7 @@ def intended_action(workflow_def: definition.Workflow, spec: definition.StepDef,
         ctx = build_context(run, steps, step, definition=workflow_def, services=None,
                             validated_input=validated_input)
         text = str(spec.describe_fn(ctx))
-    except Exception as exc:
+    except CODE_FAILURES as exc:
         return f"{spec.plain_description} (its description failed: {type(exc).__name__})"
     text = redact_text(" ".join(text.split()))
     return text if len(text) <= MAX_LENGTH else text[:MAX_LENGTH - 1] + "…"

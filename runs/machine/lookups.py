@@ -6,7 +6,7 @@ from collections.abc import Callable
 from ..definitions import definition
 from ..models import ErrorClass
 from . import deadline, tracing
-from .errors import Classified, classify
+from .errors import CODE_FAILURES, Classified, classify
 from .storable import printable, text_problem
 from .transitions.outcome import Outcome, unstorable_result
 
@@ -28,7 +28,7 @@ def _answer(reconcile: Callable[[], object]):
     try:
         with deadline.bounded("lookup by key"):
             verdict = reconcile()
-    except Exception as exc:
+    except CODE_FAILURES as exc:
         message = classify(exc).message
         return definition.LookupFailed(f"lookup failed: {message}"), message
     if not isinstance(verdict, definition.Found | definition.NotFound | definition.Undetermined):
