@@ -186,8 +186,9 @@ class SubscriberInUse(PermissionDenied):
 class WebhookSubscriberAdmin(admin.ModelAdmin):
     """Where run events are sent: every creation, change of URL, workflows, secret or active
     state, and deletion is in the access chain, in the transaction of the change. A
-    subscriber with deliveries is deactivated, never deleted: deleting it would delete its
-    deliveries (the foreign key cascades), the publisher's record of what was sent where."""
+    subscriber with deliveries is deactivated, never deleted: its deliveries are the
+    publisher's record of what was sent where (they protect it in the schema too: this page
+    says why and what to do instead)."""
 
     list_display = ["name", "url", "active", "workflows", "last_event_id", "last_record_id",
                     "created_at"]

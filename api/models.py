@@ -113,7 +113,7 @@ class WebhookDelivery(models.Model):
         DELIVERED = "delivered"
         FAILED = "failed"
 
-    subscriber = models.ForeignKey(WebhookSubscriber, on_delete=models.CASCADE,
+    subscriber = models.ForeignKey(WebhookSubscriber, on_delete=models.PROTECT,
                                    related_name="deliveries")
     event = models.ForeignKey("runs.RunEvent", on_delete=models.CASCADE, null=True,
                               blank=True, related_name="deliveries")

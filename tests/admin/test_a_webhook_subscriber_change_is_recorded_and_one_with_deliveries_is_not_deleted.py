@@ -1,13 +1,14 @@
 """Where run events are sent is decided by a webhook subscriber's URL, workflows, secret and
 active state: admin records each change of them in the access chain (the secret as
 replaced, never its value), and refuses to delete a subscriber that has deliveries (the
-cascade would delete the publisher's record of what was sent where), saying to deactivate
-it instead."""
+publisher's record of what was sent where, which protect their subscriber in the schema too),
+saying to deactivate it instead."""
 
 import json
 
 import pytest
 from django.contrib.auth.models import User
+from django.db.models import ProtectedError
 from django.test import RequestFactory
 
 from api.models import WebhookDelivery, WebhookSubscriber
@@ -134,3 +135,16 @@ def test_a_subscriber_without_deliveries_is_deleted_and_recorded(admin_client): 
                                  "workflows": ["test-orders"], "active": True}
     assert records[0].after == {}
     no_secret_recorded()
+
+
+def test_the_schema_itself_keeps_a_subscriber_that_has_deliveries(admin_client):  # noqa: F811
+    # Any path, not only the admin (a shell, a script): the deliveries protect their
+    # subscriber, where the foreign key cascaded and deleted the publisher's record.
+    grow(1)
+    subscriber = WebhookSubscriber.objects.get(name="receiver")
+    with pytest.raises(ProtectedError):
+        subscriber.delete()
+    with pytest.raises(ProtectedError):
+        WebhookSubscriber.objects.filter(pk=subscriber.pk).delete()
+    assert WebhookSubscriber.objects.filter(pk=subscriber.pk).exists()
+    assert WebhookDelivery.objects.filter(subscriber=subscriber).count() == 1
