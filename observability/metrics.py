@@ -55,9 +55,11 @@ from runs.models import (
     AttentionReason,
     Run,
     RunStatus,
+    ScheduleState,
     Step,
     StepStatus,
 )
+from runs.waiting import schedules
 
 from .agent_metrics import agent_counts, agent_families
 from .dispatch_metrics import dispatch_families
@@ -205,6 +207,7 @@ class RuntimeCollector(Collector):
         yield self._step_durations(now)
         yield from agent_families(now, names)
         yield from dispatch_families(now, names)
+        yield self._schedules_failing()
         if apps.is_installed("approvals"):
             yield from self._approvals(now)
         # Apps above this one (the API) bring their own families: their AppConfig.ready()
@@ -316,6 +319,20 @@ class RuntimeCollector(Collector):
                        for i, b in enumerate(DURATION_BUCKETS)]
             buckets.append(("+Inf", cumulative[-1]))
             family.add_metric(list(key), buckets, gsum_value=seconds[key])
+        return family
+
+    def _schedules_failing(self):
+        family = GaugeMetricFamily(
+            "durable_schedule_failing",
+            "1 while a schedule's ticks fail (its input raises, or every slot it had to start "
+            "was refused) and none has started a run since.", labels=["workflow", "schedule"])
+        failing = set(ScheduleState.objects.filter(failing_since__isnull=False)
+                      .values_list("workflow_name", "name"))
+        # A series for every declared schedule, 0 when healthy: a rule never reads a missing
+        # series as "no problem".
+        for schedule in schedules.registry.all():
+            key = (schedule.workflow_name, schedule.name)
+            family.add_metric(list(key), 1 if key in failing else 0)
         return family
 
     def _approvals(self, now):

@@ -1,7 +1,7 @@
 """Rows for waiting on the world and sharing it fairly: each declared schedule's progress
-(the last slot it handled, whether it is paused), where a windowed pass stopped, the pauses
-of a workflow's dispatch, and the append-only record of who paused or resumed what, and
-why.
+(the last slot it handled, whether it is paused, whether its ticks fail), where a windowed
+pass stopped, the pauses of a workflow's dispatch, and the append-only record of who paused
+or resumed what, and why.
 
 None of these is a run's or a step's state: a schedule starts runs through start_run, a
 pause only keeps the runtime from claiming runs (runs.machine.dispatch)."""
@@ -20,6 +20,12 @@ class ScheduleState(models.Model):
     paused = models.BooleanField(default=False)
     pause_reason = models.TextField(blank=True)
     paused_by = models.CharField(max_length=200, blank=True)
+    # Its trouble (runs.waiting.schedule_health): since which tick every tick has failed
+    # (null while healthy), how many ticks in a row, and the last one's error, shortened and
+    # masked. A tick that starts or finds a run clears them.
+    failing_since = models.DateTimeField(null=True, blank=True)
+    failures = models.PositiveIntegerField(default=0, db_default=0)
+    last_error = models.TextField(blank=True, default="", db_default="")
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -80,9 +86,10 @@ class ControlRecordAppendOnly(Exception):
 
 
 class ControlRecord(models.Model):
-    """Who paused or resumed a workflow's dispatch or a schedule, when and why. These act on
-    a workflow, not on one run, so they sit outside the runs' audit chains, append-only like
-    them."""
+    """Who paused or resumed a workflow's dispatch or a schedule, when and why, and when a
+    schedule began failing and recovered (the scheduler, runs.waiting.schedule_health).
+    These are about a workflow, not one run, so they sit outside the runs' audit chains,
+    append-only like them."""
 
     action = models.CharField(max_length=40)
     workflow_name = models.CharField(max_length=200)

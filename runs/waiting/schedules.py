@@ -16,7 +16,8 @@ schedule's catch-up policy says which of them run:
   "latest"  the most recent due slot, however late,
   "all"     every missed slot, oldest first (at most MAX_CATCH_UP per tick).
 
-The sweeper's beat calls fire_due_schedules every few seconds (runs.fire_schedules).
+The sweeper's beat calls fire_due_schedules every few seconds (runs.fire_schedules). A
+schedule whose ticks fail is recorded on its row and said once (runs.waiting.schedule_health).
 """
 
 import logging
@@ -34,12 +35,13 @@ from audit.chain import Actor
 
 from .. import store
 from ..definitions import definition
-from ..machine.errors import StartRefused
+from ..machine.errors import CODE_FAILURES, StartRefused, described
 from ..machine.redaction import redact_text
 from ..machine.single_pass import single_pass
 from ..machine.storable import person_text_problem
 from ..machine.transitions import start_run
 from ..models import ControlRecord, Run, ScheduleState
+from . import schedule_health
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +141,19 @@ class Schedule:
         slots = self.slots_after(after)
         return [next(slots) for _ in range(count)]
 
+    def upcoming(self, after: datetime, count: int = 3) -> tuple[list[datetime], str]:
+        """The next `count` slots after `after`, for a person, or as many as there are
+        before the end of the calendar and why the next cannot be worked out."""
+        slots = []
+        try:
+            for slot in self.slots_after(after):
+                slots.append(slot)
+                if len(slots) == count:
+                    break
+        except OverflowError:
+            return slots, "the next slot cannot be computed: it falls past the year 9999"
+        return slots, ""
+
     def business_key(self, slot: datetime) -> str:
         return f"{KEY_PREFIX}{self.name}:{slot.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
 
@@ -197,6 +212,7 @@ def fire_due_schedules(*, now: datetime | None = None) -> TickReport:
             try:
                 report.add(fire_schedule(schedule, now=now))
             except Exception:  # noqa: BLE001 - one broken schedule must not stop the others
+                # Its state could not be read or made (the database): nothing to record on.
                 logger.exception("schedule %s of %s: tick failed", schedule.name,
                                  schedule.workflow_name)
                 report.failed.append(f"{schedule.workflow_name}/{schedule.name}")
@@ -264,11 +280,29 @@ def fire_schedule(schedule: Schedule, *, now: datetime) -> TickReport:
 
     Safe to run in several processes at once: each slot's run is started by start_run,
     whose unique business key lets one of them create it and the others find it; the
-    recorded slot only ever moves forward."""
-    report = TickReport()
+    recorded slot only ever moves forward. A tick that raises (listed in the report's
+    `failed`) or whose every slot is refused is recorded as failed (schedule_health)."""
     state = state_of(schedule, now=now)
     if state.paused:
-        return report
+        return TickReport()
+    try:
+        report = fire_slots(schedule, state, now=now)
+    except CODE_FAILURES as exc:  # its input's code (workflow code), or slots past the calendar
+        schedule_health.tick_failed(state, error=described(exc), now=now, exc=exc)
+        return TickReport(failed=[f"{schedule.workflow_name}/{schedule.name}"])
+    if report.started or report.found:
+        schedule_health.tick_succeeded(state, now=now)
+    elif report.refused:
+        # Said once for the schedule, not once a slot.
+        schedule_health.tick_failed(state, now=now, error=(
+            f"{len(report.refused)} slot(s) refused; the last, {report.refused[-1]}"))
+    return report
+
+
+def fire_slots(schedule: Schedule, state: ScheduleState, *, now: datetime) -> TickReport:
+    """The tick of a schedule not paused: start its due slots' runs, record the last slot
+    handled. A slot whose input raises is not recorded: the next tick tries it again."""
+    report = TickReport()
     if state.last_slot_at is not None and state.last_slot_at > now + TICK_AHEAD_ALLOWANCE:
         logger.warning("schedule %s of %s: its last slot handled (%s) is ahead of the clock, "
                        "so it starts nothing until then; pause and resume it to go on from "
@@ -288,14 +322,18 @@ def fire_schedule(schedule: Schedule, *, now: datetime) -> TickReport:
                                      input=schedule.input_for(slot),
                                      actor=Actor.system(f"schedule {schedule.name}"))
         except StartRefused as exc:
-            # A refused slot stays refused whatever is tried again: log it, move on.
-            logger.error("schedule %s of %s, slot %s: start refused: %s", schedule.name,
-                         schedule.workflow_name, slot.isoformat(), exc)
+            # A refused slot stays refused whatever is tried again: move on.
             report.refused.append(f"{slot.isoformat()}: {exc}")
             continue
         (report.started if created else report.found).append(run.pk)
         last_run = run.pk
     _record_progress(state, slot=slots[-1], run_id=last_run, now=now)
+    if last_run is not None:
+        # A slot lost in a tick that otherwise worked: the schedule is not failing (every
+        # slot refused is, and fire_schedule says so), so this is where it is said.
+        for refusal in report.refused:
+            logger.error("schedule %s of %s: start refused for slot %s", schedule.name,
+                         schedule.workflow_name, refusal)
     return report
 
 
@@ -350,6 +388,8 @@ class ScheduleRow:
     state: ScheduleState | None
     next_fires: list[datetime]
     last_runs: list[Run]
+    # Why (some of) the next fire times cannot be shown, or "".
+    next_problem: str = ""
 
 
 def schedule_rows(*, now: datetime | None = None, workflows: set[str] | None = None,
@@ -370,7 +410,7 @@ def schedule_rows(*, now: datetime | None = None, workflows: set[str] | None = N
         ).order_by("-business_key").only(
             "id", "business_key", "status", "created_at", "workflow_name")[:last])
         paused = state is not None and state.paused
-        rows.append(ScheduleRow(schedule=schedule, state=state,
-                                next_fires=[] if paused else schedule.next_slots(now),
-                                last_runs=runs))
+        next_fires, problem = ([], "") if paused else schedule.upcoming(now)
+        rows.append(ScheduleRow(schedule=schedule, state=state, next_fires=next_fires,
+                                last_runs=runs, next_problem=problem))
     return rows

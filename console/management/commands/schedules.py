@@ -68,7 +68,9 @@ class Command(BaseCommand):
                 "expression": r.schedule.expression, "timezone": r.schedule.timezone,
                 "catch_up": r.schedule.catch_up,
                 "paused": bool(r.state and r.state.paused),
+                "failing": _failing(r.state),
                 "next": [s.isoformat() for s in r.next_fires],
+                "next_problem": r.next_problem,
                 "last_runs": [{"id": run.pk, "business_key": run.business_key,
                                "status": run.status} for run in r.last_runs],
             } for r in rows], indent=2))
@@ -77,7 +79,20 @@ class Command(BaseCommand):
             self.stdout.write("no schedules: no workflow declares one")
         for r in rows:
             state = "paused" if r.state and r.state.paused else "running"
+            upcoming = [s.isoformat() for s in r.next_fires] + (
+                [r.next_problem] if r.next_problem else [])
             self.stdout.write(f"{r.schedule.workflow_name} {r.schedule.name} "
                               f"[{r.schedule.expression} {r.schedule.timezone}, catch-up "
-                              f"{r.schedule.catch_up}] {state}; next: "
-                              + ", ".join(s.isoformat() for s in r.next_fires))
+                              f"{r.schedule.catch_up}] {state}; next: " + ", ".join(upcoming))
+            if (failing := _failing(r.state)) is not None:
+                # The error was kept on one line (schedule_health.error_text): it cannot
+                # forge a line of this listing or colour the terminal.
+                self.stdout.write(f"  FAILING since {failing['since']}, {failing['failures']} "
+                                  f"tick(s) in a row: {failing['last_error']}")
+
+
+def _failing(state) -> dict | None:
+    if state is None or state.failing_since is None:
+        return None
+    return {"since": state.failing_since.isoformat(), "failures": state.failures,
+            "last_error": state.last_error}
