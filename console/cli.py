@@ -15,6 +15,8 @@ from django.http import HttpRequest
 
 from api.openapi import unstorable
 from runs.machine.storable import NotAnId, id_written
+from runs.models import Workflow
+from runs.reads.selectors import workflow_names_matching
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +47,16 @@ def id_given(text: str, *, name: str, thing: str) -> int:
         return id_written(text, name=name, thing=thing)
     except NotAnId as exc:
         raise CommandError(str(exc)) from None
+
+
+def workflow_filter_matches(text: str) -> None:
+    """A CommandError when --workflow `text` is part of no workflow's name: a misspelt name
+    would otherwise read as "no run matches" (approvals.bulk refuses a job on it the same
+    way)."""
+    if text.strip() and not workflow_names_matching(text).exists():
+        known = ", ".join(Workflow.objects.order_by("name").values_list("name", flat=True))
+        raise CommandError(f"--workflow: no workflow's name contains {text.strip()!r} "
+                           f"(workflows: {known or 'none'})")
 
 
 def user_named(username: str):

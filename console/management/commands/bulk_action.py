@@ -15,7 +15,14 @@ from approvals.bulk import (
 )
 from approvals.models import BulkJob
 from approvals.operator_actions import InputNotRead, refuse_input_not_read
-from console.cli import acting_user, id_given, print_json, storable_text, user_named
+from console.cli import (
+    acting_user,
+    id_given,
+    print_json,
+    storable_text,
+    user_named,
+    workflow_filter_matches,
+)
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.reads.selectors import RunFilters
@@ -67,6 +74,7 @@ class Command(BaseCommand):
                     flags = ", ".join(f"--{name}" for name in exc.fields)
                     raise CommandError(f"{flags} does not apply with {target}; leave it out. "
                                        "Nothing was done.") from None
+            workflow_filter_matches(options["workflow"])
             # A preview only reads; a job acts in its starter's name.
             user = (user_named if verb == "preview" else acting_user)(options["user"])
             filters = RunFilters(status=options["status"], workflow=options["workflow"],

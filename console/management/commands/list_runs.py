@@ -4,7 +4,7 @@ paging (runs.reads.selectors.runs_page), as text or --json."""
 from django.core.management.base import BaseCommand, CommandError
 
 from api.selectors import MOST_A_PAGE, summary_of
-from console.cli import print_json, storable_text, user_named
+from console.cli import print_json, storable_text, user_named, workflow_filter_matches
 from runs.machine.storable import whole_number_argument
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.permissions import VIEW, grant_for
@@ -40,6 +40,7 @@ class Command(BaseCommand):
         if not 1 <= options["limit"] <= MOST_RUNS_A_PAGE:
             raise CommandError(f"--limit must be between 1 and {MOST_RUNS_A_PAGE}, not "
                                f"{options['limit']}; page on with --after")
+        workflow_filter_matches(options["workflow"])
         after = None
         if options["after"]:
             after = decode_keyset(options["after"])

@@ -105,6 +105,9 @@ class Command(BaseCommand):
         except InputNotRead as exc:
             _refuse([_ACTION_OPTIONS[name] for name in exc.fields],
                     f"with {spec.name}" + (f" --mode {exc.mode}" if exc.mode else ""))
+        if spec.takes_step and not step:
+            # The console's form offers the run's steps; a command line has to be told them.
+            raise CommandError(_step_missing(user, spec, options["run"]))
         # Asked once the options are known to be right: the first person of a four-eyes
         # request proves who they are as the second does.
         user = proven(user)
@@ -175,7 +178,8 @@ class Command(BaseCommand):
             print_json(self.stdout, {"request": request.pk, "outcome": decision.outcome,
                                      "status": decision.request.status,
                                      "message": decision.message})
-        else:
+        elif decision.recorded:
+            # One not recorded is told once, by the error below.
             self.stdout.write(decision.message)
         if not decision.recorded:
             raise CommandError(decision.message)
@@ -196,6 +200,23 @@ def _refuse_decision(options) -> None:
 def _decision_refused(refusal: str, field: str) -> str:
     flag = _DECIDE_OPTIONS.get(field, f"--{field}")
     return f"{refusal} Give it with {flag}. Nothing was decided."
+
+
+def _step_missing(user, spec, run_id: int) -> str:
+    """Why a step action given no --step was not done, naming the steps the run allows it
+    on to a person who may take it there."""
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        return f"no run {run_id}"
+    if not grants_of(user)(spec.permission).covers(run.workflow_id):
+        return (f"{user.get_username()} may not {spec.label.lower()} run {run_id} (needs "
+                f"runs.{spec.permission}). Nothing was done.")
+    steps = list(Step.objects.filter(run=run).order_by("position"))
+    eligible = [s.name for s in spec.eligible_steps(run, steps)]
+    if not eligible:
+        return f"{spec.label} was not done: {spec.refusal(run, steps)}"
+    return (f"{spec.label} is aimed at one step: name it with --step (run {run_id} allows "
+            f"{', '.join(eligible)}). Nothing was done.")
 
 
 def _given(options, flags: dict) -> list[str]:

@@ -24,9 +24,14 @@ class Command(BaseCommand):
         definition = (registry.latest(workflow) if version is None
                       else registry.get(workflow, version))
         if definition is None:
+            known = registry.versions(workflow)
+            # A name this process knows with other versions: the versions are the answer the
+            # definition_missing runbook looks for, not the other workflows' names.
+            registered = (f"{workflow} versions registered here: "
+                          f"{', '.join(str(w.version) for w in known)}" if known else
+                          f"registered: {', '.join(registry.names()) or 'none'}")
             raise CommandError(f"unknown workflow {workflow!r}"
-                               f"{'' if version is None else f' v{version}'}; registered: "
-                               f"{', '.join(registry.names()) or 'none'}")
+                               f"{'' if version is None else f' v{version}'}; {registered}")
         rows = [[getattr(c, attr) for _, attr in COLUMNS] for c in contract_table(definition)]
         self.stdout.write(f"{definition.name} v{definition.version}\n")
         self.stdout.write(render_table(tuple(title for title, _ in COLUMNS), rows))
