@@ -43,19 +43,20 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def advance_run(run_id: int, *, worker: str | None = None) -> str | None:
-    """Claim `run_id` and run it until it completes, waits or needs a person.
+def advance_run(run_id: int, *, worker: str | None = None, drill: bool = False) -> str | None:
+    """Claim `run_id` and run it until it completes, waits or needs a person; with `drill`,
+    a drill run (the drill kit's, runs.operator.drills), and only such a run.
 
     Returns the run's status afterwards, or None when the run was not claimable (another
     worker holds it, it is not due, or it is final): a duplicate or stale wake-up is harmless.
     """
     worker = worker or worker_name()
     with log_context(run_id=run_id):
-        return _advance_claimed(run_id, worker)
+        return _advance_claimed(run_id, worker, drill)
 
 
-def _advance_claimed(run_id: int, worker: str) -> str | None:
-    lease = transitions.claim_run(run_id, worker=worker)
+def _advance_claimed(run_id: int, worker: str, drill: bool) -> str | None:
+    lease = transitions.claim_run(run_id, worker=worker, drill=drill)
     if lease is None:
         return None
     if lease.finished:

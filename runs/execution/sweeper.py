@@ -62,14 +62,16 @@ def _sweep(now: datetime | None, limit: int) -> SweepReport:
                 tracing.event("lease expired", run, error="worker lost its lease mid-step")
     # A paused workflow's runs are left alone: its retries and timers hold (runs.machine.dispatch).
     held = dispatch.held_runs_filter()
+    # Drill runs are advanced by the drill alone (transitions.claim_run): no wake-up for them.
     due = Run.objects.filter(
-        status__in=[RunStatus.WAITING, RunStatus.COMPENSATING], next_wake_at__lte=server_now)
+        status__in=[RunStatus.WAITING, RunStatus.COMPENSATING], next_wake_at__lte=server_now,
+        drill=False)
     due = list((due if held is None else due.exclude(held)).values_list("pk", flat=True)[:limit])
     send_wakeups(due)
     report.due = len(due)
     stale = ((now or store.current().now())
              - timedelta(seconds=settings.RUNS_REQUEUE_AFTER_SECONDS))
-    lost = Run.objects.filter(status=RunStatus.QUEUED, updated_at__lt=stale)
+    lost = Run.objects.filter(status=RunStatus.QUEUED, updated_at__lt=stale, drill=False)
     lost = list((lost if held is None else lost.exclude(held)).values_list("pk", flat=True)
                 [:limit])
     send_wakeups(lost)

@@ -69,8 +69,9 @@ DRILL_KEY_PREFIX = "drill:"
 
 
 def is_drill_run(run: Run) -> bool:
-    """Whether `run` was started by a drill (the drill approver acts on nothing else)."""
-    return run.business_key.startswith(DRILL_KEY_PREFIX)
+    """Whether `run` was started by a drill (the drill approver acts on nothing else): its
+    flag, which only the drill kit sets (mark_drill_run), never a key a client may choose."""
+    return run.drill
 
 
 def register_approver(approve: Callable[[Run], bool]) -> None:
@@ -239,7 +240,7 @@ def _drill_concurrent_delivery(workflow, deliveries: int = 20) -> DrillResult:
 
     def wake():
         try:
-            executor.advance_run(run.pk, worker=f"drill-{threading.get_ident()}")
+            executor.advance_run(run.pk, worker=f"drill-{threading.get_ident()}", drill=True)
         finally:
             connections.close_all()
 
@@ -368,7 +369,7 @@ def _drill_approval_binding(workflow, agent: definition.AgentSpec) -> DrillResul
     deadline = time.monotonic() + 120
     calls = []
     while not calls and time.monotonic() < deadline:
-        executor.advance_run(run.pk, worker="drill")
+        executor.advance_run(run.pk, worker="drill", drill=True)
         run.refresh_from_db()
         calls = transitions.waiting_tool_calls(run)
         if not calls and run.status in SETTLED:
@@ -422,7 +423,8 @@ def _kill_at(run: Run, point: str) -> bool:
     """Advance the run in a worker process that SIGKILLs itself at `point`."""
     manage = Path(settings.BASE_DIR) / "manage.py"
     result = subprocess.run(
-        [sys.executable, str(manage), "advance_run", str(run.pk)], env=_child_env(point),
+        [sys.executable, str(manage), "advance_run", str(run.pk), "--drill"],
+        env=_child_env(point),
         cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=300,
     )
     return result.returncode == -signal.SIGKILL
@@ -448,7 +450,7 @@ def recover(run: Run, *, fresh: bool = False, timeout: float = 120) -> Run:
         transitions.expire_lease(run.pk, now=timezone.now() + timedelta(days=1), actor=DRILL)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        executor.advance_run(run.pk, worker="drill")
+        executor.advance_run(run.pk, worker="drill", drill=True)
         run.refresh_from_db()
         if run.status in SETTLED:
             return run

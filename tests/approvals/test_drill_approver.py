@@ -8,6 +8,7 @@ from approvals.drill import approve_for_drill
 from approvals.models import ApprovalRequest, RequestStatus
 from audit.models import AuditRecord
 from runs.models import RunStatus
+from runs.operator.drills import mark_drill_run
 from tests.approvals.conftest import open_request, waiting_run
 
 pytestmark = pytest.mark.django_db
@@ -28,8 +29,7 @@ def test_the_drill_approver_decides_nothing_for_a_run_a_drill_did_not_start(appr
 
 def test_the_drill_approver_approves_a_drill_run_through_its_request(approvers):
     run = waiting_run()
-    run.business_key = f"drill:approval:{run.pk}"
-    run.save(update_fields=["business_key"])
+    run = mark_drill_run(run)
     assert approve_for_drill(run) is True
     request = ApprovalRequest.objects.get(run=run)
     assert request.status == RequestStatus.APPROVED

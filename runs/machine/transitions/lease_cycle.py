@@ -49,18 +49,21 @@ from .resends import due_at_once
 from .timers import sleeps
 
 
-def claim_run(run_id: int, *, worker: str, now: datetime | None = None) -> Lease | None:
+def claim_run(run_id: int, *, worker: str, now: datetime | None = None,
+              drill: bool = False) -> Lease | None:
     """Take a queued run, or a waiting run that is due, for `worker`.
 
     Returns None when the run is not claimable (another worker has it, it is not due, it is
-    final): the caller backs off. The claim is a conditional update on the expected status
+    final, or it is a drill run and this is not the drill, or the other way round): the
+    caller backs off. The claim is a conditional update on the expected status
     and fencing token, so two workers racing for one run get one claim; the first step's
     intent is recorded in the same commit.
     """
-    return _claim_in_one_statement(run_id, worker, transition_time(now), given=now)
+    return _claim_in_one_statement(run_id, worker, transition_time(now), given=now,
+                                   drill=drill)
 
 def _claim_in_one_statement(run_id: int, worker: str, now: datetime,
-                            given: datetime | None) -> Lease | None:
+                            given: datetime | None, drill: bool) -> Lease | None:
     # Read without a lock, decide, then write claim and first intent in one statement that
     # matches only if the run is still as read: of two racing workers, one matches.
     # One read for the run and its steps, in the transaction of the write: one commit per
@@ -70,7 +73,10 @@ def _claim_in_one_statement(run_id: int, worker: str, now: datetime,
         run, steps = db.read_run_and_steps(run_id)
         if run is None:
             run = Run.objects.filter(pk=run_id).first()
-        if run is None or not _due(run, now):
+        # A drill run is advanced by the drill alone: one that breaks it on purpose in its own
+        # process (an injected failure) would not break it in a fleet worker woken by a
+        # decision, which would do the real thing. Nor does the drill advance real work.
+        if run is None or run.drill != drill or not _due(run, now):
             return None
         expect_status, expect_token, expect_seq = run.status, run.fencing_token, run.audit_seq
         lease, change = _apply_claim(run, steps, worker, now)
