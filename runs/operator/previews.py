@@ -7,7 +7,7 @@ the reason. The undo does not depend on it: a person can still read why and conf
 
 from ..definitions import definition
 from ..machine.context import context_outside_executor
-from ..machine.errors import TransitionNotAllowed
+from ..machine.errors import CODE_FAILURES, TransitionNotAllowed
 from ..machine.redaction import redact_text
 from ..machine.storable import printable
 from ..models import Run
@@ -26,7 +26,7 @@ def compensation_preview(run: Run, step_name: str) -> dict | None:
                                       with_services=False, compensating=True) as ctx:
             try:
                 value = spec.compensation_preview_fn(ctx)
-            except Exception as exc:  # noqa: BLE001 - the workflow's code, whatever it raises
+            except CODE_FAILURES as exc:  # the workflow's code, whatever it raises
                 # Only the preview's own failure: the rows it was given were read fine.
                 return {"preview": f"not available: the preview raised {_error_text(exc)}"}
     except TransitionNotAllowed as refusal:  # its input no longer parses: say so

@@ -41,7 +41,8 @@ from ..machine.errors import TransitionNotAllowed
 from ..machine.redaction import redact
 from ..machine.storable import NotFinite, finite_json, text_problem, value_problem
 from ..machine.transitions import DuplicateEvent, awaiting_ref, deliver_event
-from ..machine.transitions.events import insert_event
+from ..machine.transitions.events import KEY_LENGTH, insert_event
+from ..machine.transitions.kernel import transition_time
 from ..models import ExternalEvent
 from .kept import consume_kept, hold_wait_renamed_to, refuse_for_ended_by_key, waiting_step
 from .payloads import EventRefused, for_run, one_schema, validated
@@ -54,8 +55,8 @@ SIGNATURE_WINDOW_SECONDS = 300
 MAX_PAYLOAD_DEPTH = 64
 
 # What the columns of runs.world_models.ExternalEvent hold.
-FIELD_LENGTHS = {"workflow": 200, "event": 200, "correlation_key": 300, "event_id": 200,
-                 "source": 100}
+FIELD_LENGTHS = {"workflow": 200, "event": 200, "correlation_key": KEY_LENGTH,
+                 "event_id": 200, "source": 100}
 
 
 @dataclass(frozen=True)
@@ -171,10 +172,8 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
         waiting_step(workflow, ref)
         raise
     _refuse_unstorable_payload(payload)
-    previous = ExternalEvent.objects.filter(workflow_name=workflow, source=source,
-                                            event_id=event_id).first()
-    if previous is not None:
-        return Receipt("duplicate", previous.consumed_run_id)
+    if (previous := _received_before(workflow, source, event_id)) is not None:
+        return previous
     step = waiting_step(workflow, ref)
     if step is not None:
         delivered = for_run(step, event, sent)
@@ -183,7 +182,7 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
             deliver_event(step.run_id, step_name=step.name, source=source, event_id=event_id,
                           payload=delivered, actor=actor, now=now)
         except DuplicateEvent:
-            return Receipt("duplicate")
+            return _received_before(workflow, source, event_id) or Receipt("duplicate")
         except TransitionNotAllowed:
             # The run stopped waiting meanwhile, or a person ended it: keep the event (for
             # an ended run, refused for it, by consume_kept below).
@@ -199,9 +198,12 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
         with transaction.atomic():
             kept = insert_event(
                 workflow_name=workflow, source=source, event_id=event_id, event_name=event,
-                correlation_key=key, payload=redact(payload), received_at=now or timezone.now())
+                correlation_key=key, payload=redact(payload),
+                # By the database's clock: the order of the events kept for one wait is read
+                # from it, and the web processes' clocks may disagree.
+                received_at=transition_time(now))
     except IntegrityError:
-        return Receipt("duplicate")
+        return _received_before(workflow, source, event_id) or Receipt("duplicate")
     # A run may have begun to wait between the look above and this insert.
     run_id = consume_kept(kept, now=now)
     if run_id:
@@ -209,6 +211,14 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
     if not refuse_for_ended_by_key(kept):
         hold_wait_renamed_to(workflow, event, key)
     return Receipt("kept")
+
+
+def _received_before(workflow: str, source: str, event_id: str) -> Receipt | None:
+    """The answer to an event whose source and id were received before: the same, naming the
+    run that took it, whether the first delivery committed long ago or while this one ran."""
+    previous = ExternalEvent.objects.filter(workflow_name=workflow, source=source,
+                                            event_id=event_id).first()
+    return None if previous is None else Receipt("duplicate", previous.consumed_run_id)
 
 
 # --- signed webhooks -----------------------------------------------------------------------

@@ -11,7 +11,7 @@ schema) is marked refused by whichever path meets it first, said once (refuse_ke
 run's log and at WARNING), and not tried again: the run waits on, for a person or an event
 it accepts.
 
-A kept event that came for a run a person had ended (transitions.events.run_ended) is marked
+A kept event that came for a run a person had ended (transitions.refused_events.run_ended) is marked
 refused for that run the same way (refuse_for_ended), by the door as it keeps it (the run
 found by the wait it still holds, or by its business key where it had not reached the wait)
 or by the first look that meets it: reopening the run does not hand it over, with nobody
@@ -35,7 +35,11 @@ from ..machine.transitions import (
     hold_renamed_wait,
     renamed_wait,
 )
-from ..machine.transitions.events import refuse_for_ended_run, refuse_kept_event, run_ended
+from ..machine.transitions.refused_events import (
+    refuse_for_ended_run,
+    refuse_kept_event,
+    run_ended,
+)
 from ..machine.wakeup import send_wakeup
 from ..models import ExternalEvent, PassPosition, Run, RunStatus, Step, StepStatus
 from .payloads import EventRefused, event_steps, for_run, one_schema
@@ -156,7 +160,7 @@ def refuse_kept(kept: ExternalEvent, step: Step, refused: EventRefused) -> bool:
     path meets it first: the run beginning to wait, the sweeper's pass, or the insert that
     crossed the wait. It is marked refused with the reason, so that no path tries it again
     (each would be refused the same: a run's version does not change), recorded on the run
-    in that transaction (transitions.events.refuse_kept_event: the event, the step, the
+    in that transaction (transitions.refused_events.refuse_kept_event: the event, the step, the
     failing fields), and logged once, at WARNING: the sender was told it was kept, and the
     run waits on for a person (who may deliver the event by hand, shaped for that version,
     or skip it). Returns whether this call marked it (False: another path did first, or it

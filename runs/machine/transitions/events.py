@@ -10,7 +10,8 @@ transition that consumes it: a redelivered event (same source and id) changes no
 A wait's `correlate` is the workflow's own code, called with the run's input when the run
 reaches the step: a release can make it fail for older runs (a key their input lacks). The
 run is then held for a person in that same change (timers.held_for_its_code), as a sleep's
-`until` that fails is.
+`until` that fails is; so is one whose key no event could carry (sendable_key). A timeout
+whose deadline the database cannot hold fails the step, as a sleep's wake time does.
 
 A release can also rename the event a running run waits for (or the step that waits), with
 no new version: the row still waits under the old name, which no sender uses any more, and
@@ -18,7 +19,7 @@ an event under the new name finds no run. renamed_wait says so; such a run is he
 person (hold_renamed_wait, or at its claim), never given an event on a guess.
 
 A run a person ended takes no event on its own (run_ended): deliver_event refuses it, and an
-event that comes for it is kept refused for that run (refuse_for_ended_run), so that
+event that comes for it is kept refused for that run (refused_events), so that
 reopening the run does not hand it an event nobody delivered; a person may.
 """
 
@@ -30,15 +31,14 @@ from django.db import IntegrityError, transaction
 from audit.actions import AuditAction
 from audit.chain import Actor
 
-from ... import store
 from ...definitions import definition
 from ...models import AttentionReason, ExternalEvent, Run, Step, StepStatus
-from ..errors import TransitionNotAllowed
+from ..errors import CODE_FAILURES, TransitionNotAllowed
 from ..redaction import redact
+from ..storable import text_problem
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     QUEUED,
-    TERM,
     WAITING,
     Change,
     Lease,
@@ -46,14 +46,13 @@ from .kernel import (  # the package's shared vocabulary
     definition_step,
     halt,
     held_status,
-    lock_run,
     step_named,
     steps_done_with,
     transition_on,
-    transition_time,
 )
 from .operator import operator_transition
-from .timers import held_for_its_code
+from .refused_events import run_ended
+from .timers import TimeNotKept, after, failed_for_its_time, held_for_its_code
 
 AWAITING = "awaiting-event:"
 
@@ -112,6 +111,23 @@ def correlation_key(spec: definition.StepDef, run: Run) -> str:
     return str(spec.correlate(run.input)) if spec.correlate else run.business_key
 
 
+# The longest correlation key an event may carry (ExternalEvent.correlation_key; the door,
+# runs.waiting.events, refuses a longer one).
+KEY_LENGTH = 300
+
+
+def sendable_key(key: str) -> str:
+    """`key`, if an event can carry it to the wait; ValueError otherwise. A wait under a key
+    the door refuses (empty, too long, text the database cannot store) would wait for an event
+    no sender can deliver, and a NUL would fail the checkpoint of every worker in turn."""
+    problem = ("it is empty" if not key
+               else f"it is {len(key)} characters long, an event's at most {KEY_LENGTH}"
+               if len(key) > KEY_LENGTH else text_problem(key))
+    if problem is not None:
+        raise ValueError(f"no event can carry the correlation key it gave: {problem}")
+    return key
+
+
 def awaits(change: Change, lease: Lease, step: Step) -> bool:
     """From advance: the run waits for the step's event (True), or the wait is over by its
     timeout policy "continue" (False: the step succeeded with the default, go on)."""
@@ -119,15 +135,20 @@ def awaits(change: Change, lease: Lease, step: Step) -> bool:
     spec = definition_step(lease, step)
     if step.status != StepStatus.WAITING:
         try:
-            key = correlation_key(spec, run)
-        except Exception as exc:  # noqa: BLE001 - the workflow's code, whatever it raises
+            key = sendable_key(correlation_key(spec, run))
+        except CODE_FAILURES as exc:  # the workflow's code, whatever it raises
             held_for_its_code(change, lease, step, "its event wait's correlate()", exc)
+            return True
+        try:
+            until = after(now, spec.timeout) if spec.timeout else None
+        except TimeNotKept as exc:
+            failed_for_its_time(change, lease, step, "its event timeout", exc)
             return True
         before = audit_state(run, step)
         step.status = StepStatus.WAITING
         step.started_at = step.started_at or now
         step.remote_ref = awaiting_ref(spec.event_name, key)
-        step.next_attempt_at = now + spec.timeout if spec.timeout else None
+        step.next_attempt_at = until
         change.step_changed(step)
         change.audit(AuditAction.EVENT_AWAITED, step=step, before=before,
                      after={"step_status": step.status},
@@ -323,69 +344,6 @@ def insert_event(**fields) -> ExternalEvent:
     the same in remote_ref). IntegrityError if its source and id were received before."""
     return ExternalEvent.objects.create(
         **fields, awaited_ref=awaiting_ref(fields["event_name"], fields["correlation_key"]))
-
-
-def refuse_kept_event(run_id: int, *, kept: ExternalEvent, step_name: str, reason: str,
-                      fields: list[str], actor: Actor, now: datetime | None = None) -> bool:
-    """A kept event that the run waiting for it under `step_name` cannot take (its version's
-    schema refuses the payload at `fields`): in one transaction the row is marked refused for
-    the run, with `reason`, and the run's log says so (EVENT_REFUSED), changing no state, so
-    that a person looking at the waiting run sees that an event came. Only the call that
-    marks the row records it. Returns whether this call marked it (False: another path did
-    first, or it was consumed meanwhile; nothing written)."""
-    with store.current().transaction():
-        change = Change(lock_run(run_id), None, actor, transition_time(now))
-        # Field names only: the failing values are the payload's, which may hold secrets.
-        where = ", ".join(fields) or "the payload"
-        return _refused(change, kept, step_name, reason, {
-            "fields": fields,
-            "error": f"kept event refused: version {change.run.workflow_version}'s schema "
-                     f"fails at {where}; it is not delivered, nor tried again"})
-
-
-def run_ended(run: Run) -> str | None:
-    """Why `run` takes no event on its own, or None: a person ended it (terminated, or ended
-    while an effect was unsettled and held only until it is settled). An event that comes
-    then was sent to a run that no longer listens; reopening it does not make it heard."""
-    if run.status == TERM:
-        return f"run {run.pk} was terminated"
-    if run.status == ATTENTION and run.attention_reason == AttentionReason.ENDED_UNSETTLED:
-        return f"run {run.pk} was ended (it waits only for its unsettled effects to be settled)"
-    return None
-
-
-def refuse_for_ended_run(run_id: int, *, kept: ExternalEvent, step_name: str, actor: Actor,
-                         now: datetime | None = None) -> bool:
-    """A kept event that came for a run a person ended (run_ended, judged under the run's
-    lock), for its wait `step_name`: the row is marked refused for the run and the run's log
-    says so (EVENT_REFUSED), changing no state. No path delivers a refused row (_store_event):
-    a run reopened later does not consume it; a person may deliver the event by hand. Returns
-    whether this call marked it (False, nothing written: the run has not ended, or the row
-    was consumed or marked already)."""
-    with store.current().transaction():
-        change = Change(lock_run(run_id), None, actor, transition_time(now))
-        if (why := run_ended(change.run)) is None:
-            return False
-        reason = (f"{why} when it came: it is not delivered to the run, nor tried again, even "
-                  "if the run is reopened; a person may deliver it by hand (Deliver event)")
-        return _refused(change, kept, step_name, reason, {
-            "run_ended": change.run.status, "error": f"kept event refused: {reason}"})
-
-
-def _refused(change: Change, kept: ExternalEvent, step_name: str, reason: str,
-             data: dict) -> bool:
-    """Mark `kept` refused for the locked run of `change`, with `reason`, and record it on the
-    run (EVENT_REFUSED, with `data`): only if no path consumed or marked it first."""
-    run = change.run
-    marked = ExternalEvent.objects.filter(
-        pk=kept.pk, consumed_at__isnull=True, refused_at__isnull=True,
-    ).update(refused_at=change.now, refused_run_id=run.pk, refused_reason=reason)
-    if not marked:
-        return False
-    change.audit(AuditAction.EVENT_REFUSED, step_name=step_name, data={
-        "event": f"{kept.source}:{kept.event_id}", "event_name": kept.event_name, **data})
-    change.save()
-    return True
 
 
 def _received(change: Change, step: Step, payload, *, ref: str, data: dict,

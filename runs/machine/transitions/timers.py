@@ -11,14 +11,14 @@ naive datetime). The run is then held for a person in that same change (held_for
 the previous step's success kept; resumed once the code is fixed, it sleeps.
 """
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from audit.actions import AuditAction
 from audit.chain import Actor
 
 from ...definitions import definition
 from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
-from ..errors import Classified
+from ..errors import CODE_FAILURES, Classified
 from ..redaction import redact_text
 from ..storable import printable
 from . import effects
@@ -44,16 +44,21 @@ class TimeNotKept(Exception):
 
 def wake_time(spec: definition.StepDef, run: Run, now: datetime) -> datetime:
     if spec.sleep_for is not None:
-        try:
-            return kept(now + spec.sleep_for)
-        except OverflowError:
-            raise TimeNotKept(f"now ({now.isoformat()}) + {spec.sleep_for} is past the "
-                              "year 9999") from None
+        return after(now, spec.sleep_for)
     until = spec.sleep_until(run.input)
     if not isinstance(until, datetime) or until.tzinfo is None:
         raise ValueError(f"sleep {spec.name!r}: until() must return an aware datetime, "
                          f"not {until!r}")
     return kept(until)
+
+
+def after(now: datetime, duration: timedelta) -> datetime:
+    """`now` + `duration`, if the database can hold it (kept); TimeNotKept otherwise."""
+    try:
+        return kept(now + duration)
+    except OverflowError:
+        raise TimeNotKept(f"now ({now.isoformat()}) + {duration} is past the year 9999") \
+            from None
 
 
 def kept(when: datetime) -> datetime:
@@ -75,13 +80,9 @@ def sleeps(change: Change, lease: Lease, step: Step) -> bool:
         try:
             wake_at = wake_time(definition_step(lease, step), run, now)
         except TimeNotKept as exc:
-            # Every worker would compute the same time again: the step fails for good, and
-            # nothing unreadable is written.
-            message = f"{step.name}: its wake time {exc}"
-            effects.fail(change, lease, effects.StepEffect(lease, step), Outcome(
-                succeeded=False, error=Classified(ErrorClass.PERMANENT, message)))
+            failed_for_its_time(change, lease, step, "its wake time", exc)
             return True
-        except Exception as exc:  # noqa: BLE001 - the workflow's code, whatever it raises
+        except CODE_FAILURES as exc:  # the workflow's code, whatever it raises
             held_for_its_code(change, lease, step, "its sleep's until()", exc)
             return True
         if wake_at <= now:
@@ -102,8 +103,17 @@ def sleeps(change: Change, lease: Lease, step: Step) -> bool:
     return True
 
 
+def failed_for_its_time(change: Change, lease: Lease, step: Step, what: str,
+                        exc: TimeNotKept) -> None:
+    """The time `step` would wait until (`what`: a sleep's wake time, an event wait's
+    timeout) is one the database cannot hold: the step fails for good, naming it, since every
+    worker would compute the same time again, and nothing unreadable is written."""
+    effects.fail(change, lease, effects.StepEffect(lease, step), Outcome(
+        succeeded=False, error=Classified(ErrorClass.PERMANENT, f"{step.name}: {what} {exc}")))
+
+
 def held_for_its_code(change: Change, lease: Lease, step: Step, what: str,
-                      exc: Exception) -> None:
+                      exc: BaseException) -> None:
     """The workflow's own code for `step` (`what`: a sleep's until, an event wait's
     correlate) raised as the run reached it: the run waits for a person, saying which step
     and what was raised, in the change that reached the step. Raised on, the error would roll

@@ -1,0 +1,63 @@
+"""An event wait's correlate() is the workflow's code, and it may give a key no event can
+carry: empty, longer than the door takes (300 characters), or text the database cannot
+store (a NUL, a lone surrogate). Waiting under it, the run would wait for an event no sender
+can deliver (the door refuses the key), or fail its checkpoint at every worker in turn (a NUL
+in the step's reference). The run is held for a person instead, naming why and not the key;
+a key of 300 characters, or of any Unicode text, still waits and takes its event."""
+
+import pytest
+
+from audit.chain import Actor
+from runs.definitions.definition import Workflow, registry
+from runs.execution import executor
+from runs.models import AttentionReason, Run, RunStatus, StepStatus
+from runs.waiting import events
+from tests.factories import new_run, step
+from tests.workflows import OrderIn
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def waits_under():
+    """Declare "test-keyed-wait", whose one step waits for "e" under the key given."""
+    declared = []
+
+    def declare(key: str) -> None:
+        flow = Workflow("test-keyed-wait", version=1, input=OrderIn)
+        flow.wait_for_event("wait", event="e", correlate=lambda data: key)
+        declared.append(flow)
+
+    yield declare
+    for flow in declared:
+        registry.unregister(flow)
+
+
+@pytest.mark.parametrize("key, why", [
+    ("", "it is empty"),
+    ("k" * 10_000, "it is 10000 characters long, an event's at most 300"),
+    ("a\x00b", "NUL characters cannot be stored"),
+    ("a\ud800b", "a lone surrogate"),
+])
+def test_the_run_is_held_naming_why_no_event_could_reach_it(script, waits_under, key, why):
+    waits_under(key)
+    run = new_run("test-keyed-wait")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.ATTENTION
+    run = Run.objects.get(pk=run.pk)
+    assert run.attention_reason == AttentionReason.DEFINITION_MISSING
+    assert "correlate()" in run.status_message and why in run.status_message
+    assert "kkkkkkkkkk" not in run.status_message and run.next_wake_at is None
+    wait = step(run, "wait")
+    assert (wait.status, wait.remote_ref) == (StepStatus.PENDING, "")
+
+
+@pytest.mark.parametrize("key", ["k" * 300, "ключ-🔑-\u200b-客户"])
+def test_a_key_an_event_can_carry_waits_and_takes_its_event(script, waits_under, key):
+    waits_under(key)
+    run = new_run("test-keyed-wait")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    receipt = events.receive_event(workflow="test-keyed-wait", event="e", key=key,
+                                   event_id="evt-1", source="psp", payload={"ok": True},
+                                   actor=Actor.system("payments"))
+    assert receipt == events.Receipt("delivered", run.pk)
+    assert step(run, "wait").result == {"ok": True}
