@@ -172,7 +172,9 @@ class NotificationStatus(models.TextChoices):
     PENDING = "pending"
     SENT = "sent"
     FAILED = "failed"       # gave up after the last attempt
-    SKIPPED = "skipped"     # the request no longer waits for anyone: nothing to ask
+    # The request no longer waits for anyone, or the recipient may no longer decide it:
+    # nothing to ask them.
+    SKIPPED = "skipped"
 
 
 class NotificationKind(models.TextChoices):

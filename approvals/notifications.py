@@ -32,6 +32,7 @@ from .models import (
     NotificationStatus,
     RequestKind,
 )
+from .permissions import can_decide
 from .snapshots import snapshot_text
 from .tokens import approval_link_token
 
@@ -176,7 +177,8 @@ def publish_notifications(*, now: datetime | None = None, limit: int = 100) -> P
     failure schedules another attempt with exponential backoff, and after
     APPROVALS_NOTIFICATION_MAX_ATTEMPTS the notification is marked failed. A notification
     whose request no longer waits for anyone is skipped: nobody is asked about something
-    already decided.
+    already decided; so is one whose recipient may no longer decide it (deactivated, or no
+    longer an approver since it was queued).
     """
     now = now or timezone.now()
     report = PublishReport()
@@ -192,7 +194,7 @@ def publish_notifications(*, now: datetime | None = None, limit: int = 100) -> P
 def _deliver(pk: int, now: datetime) -> str | None:
     with transaction.atomic(durable=True):
         note = (Notification.objects.select_for_update(skip_locked=True, of=("self",))
-                .select_related("request", "request__run")
+                .select_related("request", "request__run", "user")
                 .filter(pk=pk, status=NotificationStatus.PENDING, next_attempt_at__lte=now)
                 .first())
         if note is None:
@@ -202,6 +204,14 @@ def _deliver(pk: int, now: datetime) -> str | None:
             note.status = NotificationStatus.SKIPPED
             note.last_error = f"request {approval.status} before delivery"
             note.save(update_fields=["status", "last_error"])
+            return "skipped"
+        if (unasked := _no_longer_asked(note, approval)) is not None:
+            # Queued while they were an approver: the mail would still hand the payload
+            # and a link to someone who since left or lost the right to decide.
+            note.status = NotificationStatus.SKIPPED
+            note.last_error = unasked
+            note.save(update_fields=["status", "last_error"])
+            logger.info("notification %s to %s skipped: %s", note.pk, note.recipient, unasked)
             return "skipped"
         note.attempts += 1
         try:
@@ -234,6 +244,17 @@ def _deliver(pk: int, now: datetime) -> str | None:
         note.save(update_fields=["status", "attempts", "next_attempt_at", "last_error",
                                  "sent_at", "provider_message_id"])
     return outcome
+
+
+def _no_longer_asked(note: Notification, approval: ApprovalRequest) -> str | None:
+    """Why `note`'s recipient is not to be written to any more, or None."""
+    if note.user is None:
+        return "the recipient's account was deleted before delivery"
+    if not note.user.is_active:
+        return f"{note.user.get_username()} was deactivated before delivery"
+    if not can_decide(note.user, approval):
+        return f"{note.user.get_username()} may no longer decide it (no longer an approver)"
+    return None
 
 
 def _email(note: Notification, approval: ApprovalRequest, now: datetime) -> EmailMessage:

@@ -3,14 +3,22 @@ its rows as a page or an email shows them."""
 
 import hashlib
 import json
+import re
+import unicodedata
 from dataclasses import dataclass
 
 from django.core.serializers.json import DjangoJSONEncoder
+from django.utils.crypto import salted_hmac
 
 from runs.definitions import definition
 from runs.definitions.contracts import effect_verdict
 from runs.machine.context import context_outside_executor
+from runs.machine.redaction import REDACTED, redact_text
+from runs.machine.storable import BIDI_CONTROLS
 from runs.models import Run, Step
+
+# The snapshot's field that binds the values masked in it (see masked_snapshot).
+MASKED_VALUES_FIELD = "masked_values_hmac"
 
 
 class SnapshotUnavailable(Exception):
@@ -64,11 +72,40 @@ def compute_snapshot(run: Run, step_name: str) -> tuple[dict, str]:
         with context_outside_executor(run, step_name, definition=workflow,
                                       with_services=False) as ctx:
             value = spec.fn(ctx)
-        snapshot = normalise(value if isinstance(value, dict) else {"value": value})
+            # Masked inside the block: only there are the sensitive values it opened known.
+            snapshot = masked_snapshot(
+                normalise(value if isinstance(value, dict) else {"value": value}))
     except Exception as exc:
         raise SnapshotUnavailable(f"{step_name}: the snapshot function failed: "
                                   f"{type(exc).__name__}: {exc}") from exc
     return snapshot, snapshot_hash(snapshot)
+
+
+def _masked(value):
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, int | float) and not isinstance(value, bool) \
+            and redact_text(str(value)) != str(value):
+        return REDACTED  # a sensitive number: masking part of its digits would mislead
+    return value
+
+
+def masked_snapshot(snapshot: dict) -> dict:
+    """`snapshot` as it may be stored, shown and mailed: the declared sensitive values the
+    step function read (in clear, through ctx.results) and credentials masked. A request
+    must still be superseded when a masked value changes (an approval for one account never
+    pays another), so the clear snapshot is bound in by a keyed hash: a plain one would let
+    anyone holding the mail try IBANs against it. (A new SECRET_KEY changes that hash: such
+    a request is then superseded and asked again, never approved unseen.)"""
+    shown = _masked(snapshot)
+    if shown == snapshot:
+        return snapshot
+    return {**shown, MASKED_VALUES_FIELD: salted_hmac(
+        MASKED_VALUES_FIELD, canonical_json(snapshot), algorithm="sha256").hexdigest()}
 
 
 def attempt_snapshot(run: Run, spec: definition.StepDef, verdict) -> tuple[dict, str]:
@@ -95,8 +132,20 @@ class Row:
     items: tuple[str, ...] = ()
 
 
+# What ends a line in a mail reader: a value's own line breaks never start a row of their own.
+_LINE_BREAKS = re.compile(r"\r\n|[\r\n\u2028\u2029]")
+
+
+def _visible(text: str) -> str:
+    """`text` with the characters that change how it reads shown by their code: bidi
+    controls (U+202E then "0001 RUE" reads as "EUR 1000") and invisible control characters. A
+    person approving sees the data as it is, not as it was made to look."""
+    return "".join(f"<U+{ord(c):04X}>" if c in BIDI_CONTROLS or (
+        unicodedata.category(c) == "Cc" and c not in "\t\n\r") else c for c in text)
+
+
 def _label(key: str) -> str:
-    return str(key).replace("_", " ").replace("-", " ").strip().capitalize()
+    return _visible(str(key).replace("_", " ").replace("-", " ").strip().capitalize())
 
 
 def _text(value) -> str:
@@ -105,8 +154,8 @@ def _text(value) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, dict | list):
-        return canonical_json(value)
-    return str(value)
+        return _visible(canonical_json(value))
+    return _visible(str(value))
 
 
 def snapshot_rows(snapshot) -> list[Row]:
@@ -135,8 +184,16 @@ def snapshot_text(snapshot) -> str:
     lines = []
     for row in snapshot_rows(snapshot):
         if row.items:
-            lines.append(f"  {row.label}:")
-            lines += [f"    - {item}" for item in row.items]
+            lines += _folded(f"  {row.label}:", "")
+            for item in row.items:
+                lines += _folded("    - ", item)
         else:
-            lines.append(f"  {row.label}: {row.value}")
+            lines += _folded(f"  {row.label}: ", row.value)
     return "\n".join(lines)
+
+
+def _folded(head: str, value: str) -> list[str]:
+    # Continuation lines are indented under the value, so that a value holding a line
+    # break cannot add a row ("Amount: 1") of its own to what the approver reads.
+    first, *rest = _LINE_BREAKS.split(f"{head}{value}")
+    return [first, *(" " * len(head) + line for line in rest)]
