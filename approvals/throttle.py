@@ -14,6 +14,8 @@ from axes.handlers.proxy import AxesProxyHandler
 from axes.helpers import get_lockout_response
 from django.contrib.auth.signals import user_login_failed
 
+from runs.machine.redaction import redact_text
+
 LINK_USER = "(approval link)"
 _CREDENTIALS = {"username": LINK_USER}
 
@@ -26,5 +28,9 @@ def link_lockout(request):
 
 
 def link_failed(request) -> None:
-    """Count an invalid link from `request`'s address as a failed login."""
+    """Count an invalid link from `request`'s address as a failed login. The attempt axes
+    stores and logs names the path with the token masked: a token pasted under another
+    request's id may be live."""
+    AxesProxyHandler.update_request(request)
+    request.axes_path_info = redact_text(request.axes_path_info)
     user_login_failed.send(sender=__name__, credentials=dict(_CREDENTIALS), request=request)

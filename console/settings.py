@@ -372,6 +372,10 @@ LOGGING = {
         # logged at ERROR and still shows.
         **{name: {"level": env("WORKER_TASK_LOG_LEVEL")}
            for name in ("celery.worker.strategy", "celery.app.trace")},
+        # django-axes says "AXES: BEGIN version ..." at INFO in every process, each command
+        # included, above what the command prints; its login failures and lockouts are
+        # warnings and still show.
+        "axes": {"level": "WARNING"},
     },
 }
 
@@ -445,7 +449,11 @@ METRICS_STEP_WINDOW_SECONDS = env("METRICS_STEP_WINDOW_SECONDS")
 METRICS_FINISHED_RECOUNT_SECONDS = env("METRICS_FINISHED_RECOUNT_SECONDS")
 # Logs: every line carries the run it is about (observability.logs); LOG_FORMAT=json writes
 # one JSON object per line (the default of console.production).
-LOGGING["filters"] = {"run_context": {"()": "observability.logs.ContextFilter"}}
+LOGGING["filters"] = {"run_context": {"()": "observability.logs.ContextFilter"},
+                      "link_tokens": {"()": "observability.logs.LinkTokenFilter"}}
+# The loggers that write request paths, where an approval link's token would be.
+LOGGING["loggers"].update({name: {"filters": ["link_tokens"]}
+                           for name in ("django.request", "django.server")})
 LOGGING["formatters"]["json"] = {"()": "observability.logs.JsonFormatter"}
 LOGGING["handlers"]["console"]["filters"] = ["run_context"]
 if env("LOG_FORMAT") == "json":

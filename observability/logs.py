@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from runs.machine.logcontext import CONTEXT_FIELDS, bind, current, log_context, log_fields, unbind
 from runs.machine.redaction import redact_text
 
-__all__ = ["CONTEXT_FIELDS", "ContextFilter", "JsonFormatter", "bind", "current",
-           "log_context", "unbind"]
+__all__ = ["CONTEXT_FIELDS", "ContextFilter", "JsonFormatter", "LinkTokenFilter", "bind",
+           "current", "log_context", "unbind"]
 
 class ContextFilter(logging.Filter):
     """Copies the bound context onto each record (a value passed with `extra=` wins)."""
@@ -27,6 +27,20 @@ class ContextFilter(logging.Filter):
         for key, value in log_fields().items():
             if not hasattr(record, key):
                 setattr(record, key, value)
+        return True
+
+
+class LinkTokenFilter(logging.Filter):
+    """Masks approval link tokens (redact_text) in the records of the loggers that write
+    request paths: Django logs the path of each 4xx answer (django.request: "Gone:
+    /approvals/5/link/<token>/"), the development server every request (django.server), and
+    a token decides a request (a live one pasted under another request's id is answered 400).
+    Set on those loggers only: formatting every record twice would cost the workers."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "/link/" in message:
+            record.msg, record.args = redact_text(message), ()
         return True
 
 

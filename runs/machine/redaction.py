@@ -17,6 +17,8 @@ _SECRET_IN_TEXT = re.compile(
     # A URL's userinfo (scheme://user:password@host): the password, or a token standing
     # alone as the user, up to the last @ of the authority (a password may hold an @).
     r"|(\b[a-z][a-z0-9+.-]*://(?:[^\s/?#@:]*:)?)[^\s/?#]+(?=@)"
+    # An approval link's token in a path (approvals.urls): it decides a request.
+    r"|(/approvals/\d+/link/)[^/\s\"'?#]+"
 )
 
 
@@ -25,7 +27,7 @@ def redact_text(text: str) -> str:
     declared sensitive values opened for the work at hand (values_masked) masked."""
 
     def mask(match: re.Match) -> str:
-        prefix = match.group(1) or match.group(2) or match.group(3) or ""
+        prefix = match.group(1) or match.group(2) or match.group(3) or match.group(4) or ""
         return f"{prefix}{REDACTED}"
 
     return _SECRET_IN_TEXT.sub(mask, _without_opened(text))
