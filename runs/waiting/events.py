@@ -44,7 +44,13 @@ from ..machine.transitions import DuplicateEvent, awaiting_ref, deliver_event
 from ..machine.transitions.events import KEY_LENGTH, insert_event
 from ..machine.transitions.kernel import transition_time
 from ..models import ExternalEvent
-from .kept import consume_kept, hold_wait_renamed_to, refuse_for_ended_by_key, waiting_step
+from .kept import (
+    consume_kept,
+    consume_kept_for_run,
+    hold_wait_renamed_to,
+    refuse_for_ended_by_key,
+    waiting_step,
+)
 from .payloads import EventRefused, for_run, one_schema, validated
 
 # How old a signed webhook's timestamp may be (either way): older is a replay.
@@ -175,6 +181,10 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
     if (previous := _received_before(workflow, source, event_id)) is not None:
         return previous
     step = waiting_step(workflow, ref)
+    if step is not None and consume_kept_for_run(step.run_id):
+        # An event kept for this wait came first (the run began to wait before it was handed
+        # over): the run takes that one, and this one is kept after it.
+        step = None
     if step is not None:
         delivered = for_run(step, event, sent)
         _refuse_unstorable_payload(delivered)

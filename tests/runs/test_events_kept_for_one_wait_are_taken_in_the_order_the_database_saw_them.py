@@ -46,3 +46,22 @@ def test_the_event_kept_first_is_taken_first_whatever_the_keepers_clock(script):
     assert step(run, "payment").result == FIRST
     assert ExternalEvent.objects.get(event_id="evt-1").consumed_run_id == run.pk
     assert ExternalEvent.objects.get(event_id="evt-2").consumed_at is None
+
+
+def test_an_event_that_comes_while_an_older_one_is_kept_for_the_wait_is_kept_after_it(script):
+    # The run began to wait, and an event kept for it before was not yet handed over (its
+    # worker let go of the run a moment later): the next event to come finds the run
+    # waiting, but the run takes the older one, and the newer one is kept.
+    run = new_run("test-payment-wait", wake=False)
+    assert events.receive_event(
+        workflow=run.workflow_name, event="payment.settled", key=run.business_key,
+        event_id="evt-1", source="psp", payload=FIRST,
+        actor=Actor.system("payments")) == events.Receipt("kept")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    assert events.receive_event(
+        workflow=run.workflow_name, event="payment.settled", key=run.business_key,
+        event_id="evt-2", source="psp", payload=SECOND,
+        actor=Actor.system("payments")) == events.Receipt("kept")
+    assert step(run, "payment").result == FIRST
+    assert ExternalEvent.objects.get(event_id="evt-1").consumed_run_id == run.pk
+    assert ExternalEvent.objects.get(event_id="evt-2").consumed_at is None
