@@ -137,7 +137,7 @@ def _check(workflow_name: str, system: str, reason: str) -> None:
                           for s in wf.steps):
         known = sorted({s.system for s in workflow_def.steps if s.system})
         raise DispatchError(f"no step of {workflow_name} reaches a system {system!r}; "
-                            f"its systems: {', '.join(known) or 'none declared'}",
+                            f"its systems: {', '.join(repr(s) for s in known) or 'none declared'}",
                             field="system")
 
 

@@ -41,6 +41,7 @@ def test_the_step_fails_naming_its_timeout_and_the_run_stays_readable(script,
     assert run.attention_reason == AttentionReason.PERMANENT_ERROR
     named = "its event timeout now"
     assert named in run.status_message and "is past the year 9999" in run.status_message
+    assert run.status_message.count("wait:") == 1  # the step named once
     assert run.next_wake_at is None
     wait = step(run, "wait")
     assert (wait.status, wait.error_class) == (StepStatus.FAILED, ErrorClass.PERMANENT)

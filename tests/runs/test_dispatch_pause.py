@@ -107,6 +107,9 @@ def test_pause_and_resume_record_who_and_why_and_refuse_what_makes_no_sense():
         dispatch.pause_dispatch(workflow="test-orders", actor=SYSTEM, reason="  ")
     with pytest.raises(dispatch.DispatchError, match="no step of test-orders reaches"):
         pause(system="mainframe")
+    # The systems it has, each quoted: a name like "the ledger" is not read as prose.
+    with pytest.raises(dispatch.DispatchError, match=r"its systems: 'ledger', 'tracker'$"):
+        pause(workflow="test-two-systems", system="the ledger")
     with pytest.raises(dispatch.DispatchError, match="unknown workflow"):
         pause(workflow="nope")
     pause()

@@ -109,7 +109,7 @@ def failed_for_its_time(change: Change, lease: Lease, step: Step, what: str,
     timeout) is one the database cannot hold: the step fails for good, naming it, since every
     worker would compute the same time again, and nothing unreadable is written."""
     effects.fail(change, lease, effects.StepEffect(lease, step), Outcome(
-        succeeded=False, error=Classified(ErrorClass.PERMANENT, f"{step.name}: {what} {exc}")))
+        succeeded=False, error=Classified(ErrorClass.PERMANENT, f"{what} {exc}")))
 
 
 def held_for_its_code(change: Change, lease: Lease, step: Step, what: str,
