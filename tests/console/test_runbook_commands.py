@@ -82,3 +82,15 @@ def test_a_bulk_preview_refuses_a_workflow_no_workflow_is_named_like(operator):
         _call("bulk_action", "preview", "resume", "--user", "olga", "--workflow", "test-ordres")
     assert "matching: 1" in _call("bulk_action", "preview", "resume", "--user", "olga",
                                   "--workflow", "test-orders")
+
+
+def test_settling_an_outcome_without_evidence_names_the_option(operator):
+    run = place(new_run(), status=RunStatus.ATTENTION,
+                step_statuses={"fetch": StepStatus.SUCCEEDED, "classify": StepStatus.SUCCEEDED,
+                               "create-task": StepStatus.UNKNOWN})
+    records = AuditRecord.objects.filter(run=run).count()
+    with pytest.raises(CommandError, match=r"needs the evidence for it\. Give it with "
+                                           r"--evidence\.$"):
+        _call("run_action", run.pk, "reconcile", "--step", "create-task", "--mode",
+              "not_found", "--user", "olga", "--reason", "checked the tracker")
+    assert AuditRecord.objects.filter(run=run).count() == records

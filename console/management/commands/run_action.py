@@ -27,7 +27,7 @@ from approvals.operator_actions import (
     refuse_input_not_read,
 )
 from console.cli import id_given, print_json, proven, storable_text, user_named
-from runs.machine.errors import TransitionNotAllowed
+from runs.machine.errors import EvidenceRequired, TransitionNotAllowed
 from runs.models import Run, Step
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import grants_of
@@ -115,6 +115,10 @@ class Command(BaseCommand):
             outcome = act(options["action"], options["run"], user=user, given=given)
         except (NoSuchAction, NoSuchRun, PermissionDenied) as exc:
             raise CommandError(str(exc)) from None
+        except EvidenceRequired as exc:
+            # The transition's words serve every caller; a command line names its option.
+            raise CommandError(f"{ACTIONS[options['action']].label} was not done: {exc}. "
+                               "Give it with --evidence.") from None
         except (ActionInputError, TransitionNotAllowed) as exc:
             raise CommandError(f"{ACTIONS[options['action']].label} was not done: "
                                f"{exc}") from None
