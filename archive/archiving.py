@@ -46,7 +46,6 @@ from django.conf import settings
 from django.core.files import File
 from django.db import transaction
 from django.db.models import Count, Q
-from django.utils import timezone
 
 from audit import seals
 from audit.models import AuditRecord
@@ -128,7 +127,9 @@ def archive_runs(*, actor: str, now: datetime | None = None, runs_per_file: int 
     """One archiving pass, unless another one is running. `actor` says who (the command
     and its operating-system user, or the beat task and its worker); it is recorded with
     each file and each removal."""
-    now = now or timezone.now()
+    # The database's clock, as the runs' own times are: a host whose clock runs ahead would
+    # take runs whose retention is not over, and date the files and removals wrongly.
+    now = now or store.current().now()
     runs_per_file = runs_per_file or settings.ARCHIVE_RUNS_PER_FILE
     max_runs = settings.ARCHIVE_MAX_RUNS_PER_PASS if max_runs is None else max_runs
     remove_batch = remove_batch or settings.ARCHIVE_REMOVE_BATCH
@@ -251,13 +252,13 @@ def remove(archive: ArchiveFile, *, actor: str, remove_batch: int,
         report.runs_removed += removed
         report.runs_kept += len(changed)
         kept += changed
-    ArchiveFile.objects.filter(pk=archive.pk).update(removal_finished_at=timezone.now(),
+    ArchiveFile.objects.filter(pk=archive.pk).update(removal_finished_at=store.current().now(),
                                                      kept_run_ids=kept)
 
 
 def _remove_batch(archive: ArchiveFile, run_ids: list[int], *,
                   actor: str) -> tuple[int, list[int]]:
-    now = timezone.now()
+    now = store.current().now()
     with transaction.atomic(durable=True):
         store.current().allow_archival_removal(archive.sha256)
         runs = list(Run.objects.select_for_update().filter(pk__in=run_ids).order_by("pk")

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from enum import StrEnum
 
 from django.db import transaction
-from django.utils import timezone
+from django.db.models.functions import Now
 
-from .chain import GENESIS, Actor, as_stored, record_hash
+from .chain import GENESIS, Actor, as_stored, link_problem, record_hash
 from .models import AccessChainHead, AccessRecord
 
 
@@ -49,11 +49,13 @@ def record_access_change(*, action: str, subject: str, actor: Actor, before: dic
     (so the record commits or rolls back with the change it describes)."""
     with transaction.atomic():
         head, _ = AccessChainHead.objects.select_for_update().get_or_create(pk=1)
+        # The database's clock, as the runs' records have it: a web server whose clock is
+        # off would otherwise date a grant wrongly, and for good, in a hashed record.
+        now = AccessChainHead.objects.filter(pk=head.pk).values_list(Now(), flat=True).get()
         record = AccessRecord(
             seq=head.seq + 1, action=str(action), subject=subject, actor_kind=actor.kind,
             actor_label=actor.label, actor_user_id=actor.user_id, reason=reason,
-            before=before, after=after, created_at=timezone.now(),
-            prev_hash=head.hash or GENESIS)
+            before=before, after=after, created_at=now, prev_hash=head.hash or GENESIS)
         # The JSON round trip the database makes, before hashing (sorted lists stay lists).
         record.before, record.after = as_stored(record.before), as_stored(record.after)
         record.hash = access_hash(record)
@@ -63,15 +65,29 @@ def record_access_change(*, action: str, subject: str, actor: Actor, before: dic
     return record
 
 
-def verify_access_chain(records: Iterable[AccessRecord]) -> AccessRecord | None:
-    """The first record of the chain (in seq order) that does not verify, or None."""
+def access_chain_break(records: Iterable[AccessRecord]) -> tuple[AccessRecord, str] | None:
+    """The first record of the chain (in seq order) that does not verify and why, or None."""
     prev_hash, expected_seq = GENESIS, 1
     for record in records:
-        if (record.seq != expected_seq or record.prev_hash != prev_hash
-                or record.hash != access_hash(record)):
-            return record
+        problem = link_problem(record, expected_seq=expected_seq, prev_hash=prev_hash,
+                               content_hash=access_hash(record))
+        if problem is not None:
+            return record, problem
         prev_hash, expected_seq = record.hash, expected_seq + 1
     return None
+
+
+def verify_access_chain(records: Iterable[AccessRecord]) -> AccessRecord | None:
+    """The first record of the chain (in seq order) that does not verify, or None."""
+    broken = access_chain_break(records)
+    return broken[0] if broken is not None else None
+
+
+def access_head() -> tuple[int, str]:
+    """(seq, hash) of the access chain's last record as its head row keeps it: records
+    removed from the chain's end leave the rest a chain that verifies, and only this tells."""
+    head = AccessChainHead.objects.filter(pk=1).values_list("seq", "hash").first()
+    return head if head is not None else (0, "")
 
 
 def access_records(*, actor: str = "", action: str = "", since=None, until=None):

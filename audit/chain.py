@@ -88,21 +88,45 @@ def _as_numeric(text: str) -> int | float:
     return float(number) + 0.0
 
 
-def verify_chain(records) -> AuditRecord | None:
-    """Return the first record of an ordered chain that does not verify, or None."""
+CONTENT_FIELDS = ("run_id", "seq", "action", "step_name", "actor_kind", "actor_label",
+                  "actor_user_id", "reason", "before", "after", "data", "created_at")
+
+
+def link_problem(record, *, expected_seq: int, prev_hash: str, content_hash: str) -> str | None:
+    """Why `record` does not extend a chain whose last record is #expected_seq - 1 with hash
+    `prev_hash`, in words an auditor can act on, or None. `content_hash`: the hash of the
+    record's content as read. An auditor needs to tell a record that was edited from one
+    that went missing before it: the first is read off the record, the second is not."""
+    if record.seq != expected_seq:
+        return (f"its seq is {record.seq} where {expected_seq} was expected (records before "
+                "it were removed or reordered, or its seq was changed)")
+    if record.prev_hash != prev_hash:
+        return ("its prev_hash is not the hash of the record before it (its prev_hash was "
+                "changed, or the record before it was replaced)")
+    if record.hash != content_hash:
+        return ("its content does not match its hash (a field of it, or its hash, was "
+                "changed after it was written)")
+    return None
+
+
+def chain_break(records) -> tuple[AuditRecord, str] | None:
+    """The first record of an ordered chain that does not verify and why, or None."""
     prev_hash, expected_seq = GENESIS, 1
     for record in records:
-        content = {
-            f: getattr(record, f) for f in (
-                "run_id", "seq", "action", "step_name", "actor_kind", "actor_label",
-                "actor_user_id", "reason", "before", "after", "data", "created_at",
-            )
-        }
-        if (record.seq != expected_seq or record.prev_hash != prev_hash
-                or record.hash != record_hash(prev_hash=prev_hash, **content)):
-            return record
+        content = {f: getattr(record, f) for f in CONTENT_FIELDS}
+        content_hash = record_hash(prev_hash=record.prev_hash, **content)
+        problem = link_problem(record, expected_seq=expected_seq, prev_hash=prev_hash,
+                               content_hash=content_hash)
+        if problem is not None:
+            return record, problem
         prev_hash, expected_seq = record.hash, expected_seq + 1
     return None
+
+
+def verify_chain(records) -> AuditRecord | None:
+    """Return the first record of an ordered chain that does not verify, or None."""
+    broken = chain_break(records)
+    return broken[0] if broken is not None else None
 
 
 # Every chain's head as the row it belongs to keeps it: (run id, seq, hash) in run id order,

@@ -9,12 +9,16 @@ which keeps the value otherwise intact. Every CSV writer goes through csv_lines.
 """
 
 import csv
+import json
 from collections.abc import Iterable, Iterator
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
+# After the hash, the rest of what it covers: an auditor re-hashes each row of an export
+# (audit.chain.record_hash) without the database, and sees the evidence `data` holds (the
+# effect's key, remote reference, result digest).
 AUDIT_HEADER = ["id", "run", "seq", "time", "actor", "action", "step", "reason", "before",
-                "after", "hash"]
+                "after", "hash", "actor_kind", "actor_user_id", "data", "prev_hash"]
 
 
 def neutralise_cell(value) -> str:
@@ -40,20 +44,27 @@ def csv_lines(header: list[str], rows: Iterable[Iterable]) -> Iterator[str]:
         yield writer.writerow([neutralise_cell(c) for c in row])
 
 
+def as_json(value) -> str:
+    """A JSON column as JSON (not Python's repr), so that it parses back to what was hashed."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
 def audit_csv_lines(records) -> Iterator[str]:
     """The audit records (a queryset) as CSV lines, read in chunks so memory stays flat."""
     rows = ([r.pk, r.run_id, r.seq, r.created_at.isoformat(), r.actor_label, r.action,
-             r.step_name, r.reason, r.before, r.after, r.hash]
+             r.step_name, r.reason, as_json(r.before), as_json(r.after), r.hash, r.actor_kind,
+             r.actor_user_id, as_json(r.data), r.prev_hash]
             for r in records.iterator(chunk_size=2000))
     return csv_lines(AUDIT_HEADER, rows)
 
 
 ACCESS_HEADER = ["seq", "time", "actor", "action", "subject", "reason", "before", "after",
-                 "hash"]
+                 "hash", "actor_kind", "actor_user_id", "prev_hash"]
 
 
 def access_csv_lines(records) -> Iterator[str]:
     """The access chain's records (a queryset) as CSV lines, read in chunks."""
     rows = ([r.seq, r.created_at.isoformat(), r.actor_label, r.action, r.subject, r.reason,
-             r.before, r.after, r.hash] for r in records.iterator(chunk_size=2000))
+             as_json(r.before), as_json(r.after), r.hash, r.actor_kind, r.actor_user_id,
+             r.prev_hash] for r in records.iterator(chunk_size=2000))
     return csv_lines(ACCESS_HEADER, rows)

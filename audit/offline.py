@@ -4,7 +4,7 @@ The archive app moves finished runs out of the hot tables into gzip-compressed J
 files. The audit app owns how its records are written there and how their chains are
 checked, so that `manage.py verify_audit --archive FILE` needs nothing but the file (and
 this code): each record is rebuilt as an unsaved AuditRecord and checked with the same
-hashing as the live chains (audit.chain.verify_chain).
+hashing as the live chains (audit.chain.chain_break).
 
 What this module relies on in an archive file: one JSON object per line; a header line
 ("archive"); a line per run with "run" (the run's row, with "id", "audit_seq" and
@@ -29,7 +29,7 @@ from datetime import datetime
 from django.db import models
 
 from . import seals
-from .chain import verify_chain
+from .chain import chain_break
 from .models import AuditRecord
 
 _FIELDS = [f for f in AuditRecord._meta.concrete_fields]
@@ -62,10 +62,11 @@ def record_from_dict(data: dict) -> AuditRecord:
 def chain_problem(run_id, records: list[AuditRecord], head_seq: int | None,
                   head_hash: str | None) -> str | None:
     """Why the chain of run `run_id` does not verify, naming the record, or None."""
-    broken = verify_chain(records)
+    broken = chain_break(records)
     if broken is not None:
-        return (f"audit chain of run {run_id} is broken at seq={broken.seq} "
-                f"action={broken.action}")
+        record, why = broken
+        return (f"audit chain of run {run_id} is broken at seq={record.seq} "
+                f"action={record.action}: {why}")
     last_seq, last_hash = (records[-1].seq, records[-1].hash) if records else (0, "")
     if head_seq is not None and (last_seq != head_seq or last_hash != (head_hash or "")):
         return (f"audit chain of run {run_id} ends at seq={last_seq} but its recorded head "

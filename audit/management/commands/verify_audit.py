@@ -1,3 +1,4 @@
+from contextlib import closing, nullcontext
 from pathlib import Path
 
 from django.conf import settings
@@ -5,8 +6,8 @@ from django.core.exceptions import SuspiciousFileOperation
 from django.core.files.storage import FileSystemStorage, storages
 from django.core.management.base import BaseCommand, CommandError
 
-from audit.access import verify_access_chain
-from audit.chain import one_snapshot, recorded_heads, verify_chain
+from audit.access import access_chain_break, access_head
+from audit.chain import chain_break, one_snapshot, recorded_heads
 from audit.models import AccessRecord, AuditRecord
 from audit.offline import check_archive, compare_with_recorded, recorded_archive
 
@@ -30,18 +31,40 @@ class Command(BaseCommand):
                 raise CommandError("--archive needs a file name; without --archive the "
                                    "database's chains are verified")
             return self.verify_archive(archive)
-        # One snapshot for the heads and the records: a run that records a step between
-        # the two reads would otherwise look cut short at its end.
+        # One snapshot for the heads and the records: a run that records a step (or an
+        # admin who grants a permission) between the two reads would otherwise look cut
+        # short at its end.
         with one_snapshot():
             runs, records = self.verify_runs()
-        access = AccessRecord.objects.order_by("seq")
-        broken = verify_access_chain(access.iterator(chunk_size=2000))
-        if broken is not None:
-            raise CommandError(f"the access chain is broken at record id={broken.pk} "
-                               f"seq={broken.seq} action={broken.action}")
+            access = self.verify_access()
         self.stdout.write(f"verified {records} audit records in {runs} runs: all chains intact")
-        self.stdout.write(f"verified {access.count()} access records (permission changes): "
+        self.stdout.write(f"verified {access} access records (permission changes): "
                           "chain intact")
+
+    def verify_access(self) -> int:
+        """The access chain, record by record, and its end against its head row. Returns
+        the records verified; raises CommandError naming the first problem."""
+        count, last = 0, (0, "")
+
+        def read(stream):
+            nonlocal count, last
+            for record in stream:
+                count, last = count + 1, (record.seq, record.hash)
+                yield record
+
+        with closing(AccessRecord.objects.order_by("seq").iterator(chunk_size=2000)) as stream:
+            broken = access_chain_break(read(stream))
+        if broken is not None:
+            record, why = broken
+            raise CommandError(f"the access chain is broken at record id={record.pk} "
+                               f"seq={record.seq} action={record.action}: {why}")
+        head_seq, head_hash = access_head()
+        if last != (head_seq, head_hash):
+            raise CommandError(
+                f"the access chain ends at seq={last[0]} but its head keeps seq={head_seq} "
+                f"hash={head_hash[:12] or '-'}: records were removed from its end, or its "
+                "head was changed")
+        return count
 
     def verify_runs(self) -> tuple[int, int]:
         """Each run's chain, record by record, and its end against the head its run row
@@ -56,11 +79,12 @@ class Command(BaseCommand):
             while head is not None and head[0] < run_id:
                 no_records(head)
                 head = next(heads, None)
-            broken = verify_chain(chain)
+            broken = chain_break(chain)
             if broken is not None:
+                record, why = broken
                 raise CommandError(
-                    f"audit chain of run {run_id} is broken at record id={broken.pk} "
-                    f"seq={broken.seq} action={broken.action}")
+                    f"audit chain of run {run_id} is broken at record id={record.pk} "
+                    f"seq={record.seq} action={record.action}: {why}")
             if heads is None:
                 return
             head_seq, head_hash = (head[1], head[2]) if head and head[0] == run_id else (0, "")
@@ -78,19 +102,24 @@ class Command(BaseCommand):
                                f"keeps the head seq={head[1]}: its records were removed")
 
         current_run, chain = None, []
-        for record in AuditRecord.objects.order_by("run_id", "seq").iterator(chunk_size=2000):
-            records += 1
-            if record.run_id != current_run:
-                if chain:
-                    check(current_run, chain)
-                    runs += 1
-                current_run, chain = record.run_id, []
-            chain.append(record)
-        if chain:
-            check(current_run, chain)
-            runs += 1
-        if head is not None:
-            no_records(head)
+        stream = AuditRecord.objects.order_by("run_id", "seq").iterator(chunk_size=2000)
+        # Closed on the way out, a problem found or not: each stream is a server-side cursor
+        # of the snapshot's transaction, which a caller's transaction outlives (tests, or
+        # another command calling this one); closed later, it would fail that transaction.
+        with closing(stream), closing(heads) if hasattr(heads, "close") else nullcontext():
+            for record in stream:
+                records += 1
+                if record.run_id != current_run:
+                    if chain:
+                        check(current_run, chain)
+                        runs += 1
+                    current_run, chain = record.run_id, []
+                chain.append(record)
+            if chain:
+                check(current_run, chain)
+                runs += 1
+            if head is not None:
+                no_records(head)
         return runs, records
 
     def verify_archive(self, name: str):
