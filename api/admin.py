@@ -5,6 +5,8 @@ Cache-Control: no-store) instead of a redirect and a flash message: a message wo
 the session or a cookie until displayed, and the secret must rest nowhere.
 """
 
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -19,6 +21,7 @@ from audit.admin import ReadOnlyAdmin
 from audit.chain import Actor
 from runs.admin_search import UUID, IndexedSearchAdmin
 from runs.definitions.definition import registry
+from runs.machine.redaction import REDACTED
 
 from . import webhooks
 from .models import ApiToken, WebhookDelivery, WebhookSubscriber
@@ -155,18 +158,39 @@ SECRET_NOT_RECORDED = "(not recorded)"
 SECRET_REPLACED = "replaced (not recorded)"
 
 
+def recorded_url(url: str) -> str:
+    """A subscriber's URL as the access chain keeps it, for good and hashed: the host and
+    path, with the credentials a URL may carry (its userinfo, its query's values) masked and
+    its fragment left out. A receiver that authenticates by URL (`?token=...`,
+    `user:pass@host`) would otherwise have its credential in every copy of the chain."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{REDACTED}@{netloc.rsplit('@', 1)[1]}"
+    query = urlencode([(name, REDACTED) for name, _ in parse_qsl(parts.query,
+                                                                 keep_blank_values=True)],
+                      safe="[]")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
 def subscriber_state(subscriber: WebhookSubscriber) -> dict:
-    """What the access chain records of a subscriber: where its events go, for which
-    workflows, and whether it is active (never its secret)."""
-    return {"url": subscriber.url, "workflows": sorted(subscriber.workflows or []),
+    """What the access chain records of a subscriber: where its events go (recorded_url),
+    for which workflows, and whether it is active (never its secret)."""
+    return {"url": recorded_url(subscriber.url), "workflows": sorted(subscriber.workflows or []),
             "active": subscriber.active}
 
 
 def record_subscriber_change(subscriber, action: AccessAction, *, before: dict,
-                             after: dict, by, secret_changed: bool = False) -> bool:
+                             after: dict, by, secret_changed: bool = False,
+                             masked_url_changed: bool = False) -> bool:
     """Append the parts of a subscriber that changed to the access chain (a replaced secret
-    as replaced, never its value); whether anything was recorded."""
+    as replaced, never its value; a URL whose masked parts alone changed, as such); whether
+    anything was recorded."""
     keys = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if masked_url_changed and "url" not in keys:
+        before = {**before, "url": f"{before['url']} (masked parts: not recorded)"}
+        after = {**after, "url": f"{after['url']} (masked parts: replaced, not recorded)"}
+        keys = sorted([*keys, "url"])
     if not keys and not secret_changed:
         return False
     before = {k: before[k] for k in keys if k in before}
@@ -217,7 +241,8 @@ class WebhookSubscriberAdmin(admin.ModelAdmin):
         record_subscriber_change(obj, AccessAction.WEBHOOK_SUBSCRIBER_CHANGED,
                                  before=subscriber_state(stored),
                                  after=subscriber_state(obj), by=request.user,
-                                 secret_changed=stored.secret != obj.secret)
+                                 secret_changed=stored.secret != obj.secret,
+                                 masked_url_changed=stored.url != obj.url)
 
     def get_deleted_objects(self, objs, request):
         # Django's delete page and bulk action refuse to delete what this lists as

@@ -130,7 +130,22 @@ def _check_chain(card: Investigation, run: Run, records: list[AuditRecord]) -> N
             f"head its row keeps (#{run.audit_seq}), so records were removed after they were "
             "written (manage.py verify_audit names the run)")
         return
-    if broken is None and last is not None and last.seq == run.audit_seq \
+    if broken is None and last is not None and last.seq > run.audit_seq:
+        # Past the head the run row kept when it was read: the run may have gone on since
+        # (its head read again, after the records), or records were added outside the
+        # runtime, with hashes that link.
+        head_seq, head = Run.objects.filter(pk=run.pk).values_list(
+            "audit_seq", "audit_head").get()
+        if head_seq < last.seq:
+            card.audit_chain, card.chain_broken_at = "broken", head_seq + 1
+            card.unconfirmed.append(
+                f"everything from audit record #{head_seq + 1} on: the run's chain goes on "
+                f"past the head its row keeps (#{head_seq}), so records were added outside "
+                "the runtime (manage.py verify_audit names the run)")
+            return
+        if head_seq == last.seq and last.hash != head:
+            broken = last
+    elif broken is None and last is not None and last.seq == run.audit_seq \
             and last.hash != run.audit_head:
         broken = last
     if broken is None:

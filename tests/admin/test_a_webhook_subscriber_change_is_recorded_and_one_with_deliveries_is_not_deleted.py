@@ -148,3 +148,28 @@ def test_the_schema_itself_keeps_a_subscriber_that_has_deliveries(admin_client):
         WebhookSubscriber.objects.filter(pk=subscriber.pk).delete()
     assert WebhookSubscriber.objects.filter(pk=subscriber.pk).exists()
     assert WebhookDelivery.objects.filter(subscriber=subscriber).count() == 1
+
+
+def test_credentials_in_a_subscribers_url_never_reach_the_access_chain(
+        admin_client):  # noqa: F811
+    # A receiver that authenticates by its URL: the chain is kept for good and hashed.
+    response = admin_client.post("/admin/api/webhooksubscriber/add/", {
+        "name": "erp", "url": "https://hook:pa55word-9@erp.example.com/hook?token=tok-111",
+        "secret": SECRET, "workflows": '["test-orders"]', "active": "on"})
+    assert response.status_code == 302
+    erp = WebhookSubscriber.objects.get(name="erp")
+    created = AccessRecord.objects.get()
+    assert created.after["url"] == "https://[redacted]@erp.example.com/hook?token=[redacted]"
+
+    # Only the token changed: the change is recorded, its value is not.
+    url = f"/admin/api/webhooksubscriber/{erp.pk}/change/"
+    assert admin_client.post(url, form(
+        erp, url="https://hook:pa55word-9@erp.example.com/hook?token=tok-222")
+    ).status_code == 302
+    changed = AccessRecord.objects.order_by("-seq").first()
+    assert changed.action == "webhook_subscriber_changed"
+    assert changed.after["url"].endswith("(masked parts: replaced, not recorded)")
+    everything = str(list(AccessRecord.objects.values()))
+    for credential in ("pa55word-9", "tok-111", "tok-222"):
+        assert credential not in everything
+    assert verify_access_chain(AccessRecord.objects.order_by("seq")) is None

@@ -9,9 +9,11 @@ from django.db import connection
 from django.urls import reverse
 
 from api.tokens import token_create
+from audit.chain import Actor, build_record
 from audit.models import AuditRecord
 from runs.execution import executor
-from runs.models import AttentionReason, RunStatus, Step, StepStatus
+from runs.machine import transitions
+from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
 from runs.operator.investigation import investigate, to_markdown
 from tests.factories import new_run, place
 
@@ -110,3 +112,31 @@ def test_a_record_whose_data_was_rewritten_as_no_object_still_shows_the_run(
     card = client.get(reverse("console:investigation", args=[run.pk]))
     assert card.status_code == 200
     assert investigate(run).chain_broken_at == changed.seq
+
+
+def test_a_forged_record_appended_past_the_head_stops_the_card(run):
+    # Its hash links to the last record, so the chain alone verifies: only the head the run
+    # row keeps says it was not written by the runtime.
+    run.refresh_from_db()
+    forged = build_record(run_id=run.pk, head_seq=run.audit_seq, head_hash=run.audit_head,
+                          action="succeeded", actor=Actor.system("w1"),
+                          reason="nothing happened here")
+    with connection.cursor() as cursor:
+        cursor.execute("SET session_replication_role = replica")
+    forged.save()
+    with connection.cursor() as cursor:
+        cursor.execute("SET session_replication_role = origin")
+    card = investigate(run)
+    assert card.audit_chain == "broken" and card.chain_broken_at == run.audit_seq + 1
+    assert card.verdict == "stop"
+    assert any(f"goes on past the head its row keeps (#{run.audit_seq})" in text
+               for text in card.unconfirmed)
+
+
+def test_a_run_that_went_on_after_its_row_was_read_is_intact(script):
+    run = new_run(wake=False)
+    stale = Run.objects.get(pk=run.pk)
+    transitions.cancel(run.pk, actor=Actor.system("ops"), reason="no longer needed")
+    assert Run.objects.get(pk=run.pk).audit_seq > stale.audit_seq
+    card = investigate(stale)
+    assert card.audit_chain == "intact" and card.chain_broken_at is None
