@@ -185,10 +185,20 @@ DB_POOL_MIN_SIZE = env("DB_POOL_MIN_SIZE")
 DB_POOL_TIMEOUT = env("DB_POOL_TIMEOUT")
 
 
+# Seconds a new PostgreSQL connection may take to be established (libpq's connect_timeout).
+DB_CONNECT_TIMEOUT = 5
+
+
 def database_from_url(url: str | None) -> dict:
     if not url:
         url = f"sqlite:///{VAR_DIR / 'durable.sqlite3'}"
     config = dj_database_url.parse(url, conn_max_age=DB_CONN_MAX_AGE, conn_health_checks=True)
+    if config["ENGINE"] == "django.db.backends.postgresql":
+        # libpq waits for a server's answer without limit by default: a database that
+        # accepts connections and does not answer (hung, a failover under way, a dead
+        # proxy) would hold every web request, worker and sweep forever instead of failing
+        # them. A connect_timeout given in DATABASE_URL's query wins.
+        config.setdefault("OPTIONS", {}).setdefault("connect_timeout", DB_CONNECT_TIMEOUT)
     if config["ENGINE"] == "django.db.backends.postgresql" and DB_PREPARED_STATEMENTS:
         # psycopg's default threshold; only statements run through psycopg's own
         # (server-binding) cursor can be prepared, and the hot ones say prepare=True.
@@ -279,6 +289,9 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 # server, a worker and beat can talk without a broker server. Messages are only wake-up
 # hints: the database decides what work exists.
 BROKER_DIR = VAR_DIR / "broker"
+# Seconds a broker connection may take to connect or to answer one command (Redis; AMQP has
+# broker_connection_timeout, 4 s by default).
+BROKER_SOCKET_TIMEOUT = 3
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     var_directory(BROKER_DIR)
@@ -290,7 +303,14 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 else:
     # On Redis an unacknowledged message comes back after the visibility timeout; no task
     # of ours runs anywhere near an hour, and retries are never scheduled as countdowns.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    # Without socket timeouts a Redis that accepts connections but does not answer (hung,
+    # a failover, a half-open connection behind NAT) blocks every publish forever: a start
+    # request, a decision or a sweep would hang on a wake-up hint the sweeper makes up for
+    # anyway. Bounded, a hint is given up after about two tries of BROKER_SOCKET_TIMEOUT.
+    # It stays above kombu's one-second BRPOP wait, which a worker's consumer reads.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600,
+                                       "socket_timeout": BROKER_SOCKET_TIMEOUT,
+                                       "socket_connect_timeout": BROKER_SOCKET_TIMEOUT}
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
