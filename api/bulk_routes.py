@@ -20,6 +20,7 @@ from approvals.bulk import (
 )
 from approvals.models import BulkJob
 from approvals.operator_actions import InputNotRead, refuse_input_not_read
+from approvals.tasks import hand_over
 from runs.operator.actions import ActionInput
 from runs.reads.selectors import RunFilters
 
@@ -39,11 +40,6 @@ def _job(request, job_id: int) -> dict:
             "status_url": request.build_absolute_uri(reverse("api:bulk_job",
                                                              args=[job.pk]))}
 
-
-def _enqueue(job_id: int) -> None:
-    from approvals.tasks import bulk_job
-
-    bulk_job.delay(job_id)
 
 
 def _followed_job(token, job_id: int) -> BulkJob | None:
@@ -103,7 +99,7 @@ def register(api, *, headers: dict) -> None:
                                      params={"step": payload.step.strip()}
                                      if payload.step.strip() else None)
                 # A wake-up hint: the approvals sweep hands the job to a worker if lost.
-                transaction.on_commit(lambda: _enqueue(job.pk))
+                transaction.on_commit(lambda: hand_over(job.pk))
         except BulkForbidden as exc:
             return Status(403, error_body("forbidden", str(exc)))
         except BulkRefused as exc:

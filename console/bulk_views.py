@@ -21,6 +21,7 @@ from approvals.bulk import (
     start_bulk_job,
 )
 from approvals.models import BulkJob, BulkOutcome
+from approvals.tasks import hand_over
 from runs.operator.actions import ACTIONS
 from runs.reads.selectors import RunFilters
 
@@ -90,14 +91,9 @@ def bulk_start(request):
             query = f"action={spec.name}"
         return redirect(f"{reverse('console:bulk_preview')}?{query}")
     # A wake-up hint: the approvals sweep hands the job to a worker if this is lost.
-    transaction.on_commit(lambda: _enqueue(job.pk))
+    transaction.on_commit(lambda: hand_over(job.pk))
     return redirect("console:bulk_job", job_id=job.pk)
 
-
-def _enqueue(job_id: int) -> None:
-    from approvals.tasks import bulk_job
-
-    bulk_job.delay(job_id)
 
 
 def _visible_job(request, job_id: int) -> BulkJob:

@@ -185,7 +185,11 @@ class _RedisWindows:
     def __init__(self, url: str):
         import redis
 
-        self.client = redis.Redis.from_url(url)
+        # Bounded as the broker's connections are: a Redis that accepts and never answers
+        # would hold a step's admission, and its worker, forever.
+        timeout = settings.BROKER_SOCKET_TIMEOUT
+        self.client = redis.Redis.from_url(url, socket_timeout=timeout,
+                                           socket_connect_timeout=timeout)
         self.admit_script = self.client.register_script(_ADMIT)
         self.block_script = self.client.register_script(_BLOCK)
         self.counter = 0

@@ -4,10 +4,7 @@ the wake-up hint is given up within the broker's socket timeout and the sweeper 
 later. Without a timeout the publish waits forever, and so would a web request or a
 decision (a real process, against a listener of this test's that never says a word)."""
 
-import time
-
 import pytest
-from django.conf import settings
 
 from runs.models import Run, RunStatus
 from tests.processes import manage
@@ -24,7 +21,6 @@ def silent_broker():
 
 def test_start_run_against_a_silent_broker_stores_the_run_and_returns_within_seconds(
         silent_broker):
-    began = time.monotonic()
     starting = manage("start_run", "test-orders", "silent-broker", "--input",
                       '{"order": "o"}', CELERY_BROKER_URL=silent_broker)
     try:
@@ -33,11 +29,8 @@ def test_start_run_against_a_silent_broker_stores_the_run_and_returns_within_sec
         if starting.poll() is None:
             starting.kill()
             starting.communicate()
-    took = time.monotonic() - began
     assert starting.returncode == 0, err
     run = Run.objects.get(business_key="silent-broker")
     assert run.status == RunStatus.QUEUED and f"started run {run.pk}" in out
     warnings = [line for line in err.splitlines() if "wake-up hint" in line]
     assert len(warnings) == 1 and "the sweeper will pick it up" in warnings[0]
-    # Two tries of the socket timeout, and the process's own start-up.
-    assert took < 4 * settings.BROKER_SOCKET_TIMEOUT + 10, f"took {took:.1f}s"
