@@ -118,3 +118,28 @@ def script():
 # Registers the test workflows in this process (worker subprocesses get
 # RUNS_EXTRA_WORKFLOW_MODULES=tests.workflows instead).
 import tests.workflows  # noqa: E402, F401
+
+
+@pytest.fixture
+def declared_schedule():
+    """Schedules registered for one test, removed after it (a tick and the schedules page
+    work the whole registry): declared_schedule(name, **Schedule options) on the test
+    workflow `nightly`, every minute with the slot as input unless told otherwise."""
+    from datetime import timedelta
+
+    from runs.waiting import schedules
+    from tests.workflows import nightly
+
+    added = []
+
+    def declare(name, **options):
+        options.setdefault("every", timedelta(minutes=1))
+        options.setdefault("input", lambda slot: {"slot": slot.isoformat()})
+        schedule = schedules.Schedule(nightly, name, register=False, **options)
+        schedules.registry.add(schedule)
+        added.append(schedule)
+        return schedule
+
+    yield declare
+    for schedule in added:
+        schedules.registry.remove(schedule)

@@ -12,40 +12,23 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from runs.waiting import schedules
-from runs.waiting.schedules import Schedule, fire_due_schedules
-from tests.workflows import nightly
+from runs.waiting.schedules import fire_due_schedules
 
 pytestmark = pytest.mark.django_db
 
 SCRIPT = "<script>alert(1)</script>"
 
 
-@pytest.fixture
-def declared():
-    """Schedules registered for one test (the page and the tick work the whole registry)."""
-    added = []
-
-    def declare(name, **options):
-        options.setdefault("every", timedelta(minutes=1))
-        options.setdefault("input", lambda slot: {"slot": slot.isoformat()})
-        schedule = Schedule(nightly, name, register=False, **options)
-        schedules.registry.add(schedule)
-        added.append(schedule)
-        return schedule
-
-    yield declare
-    for schedule in added:
-        schedules.registry.remove(schedule)
 
 
 @pytest.fixture
-def failing(declared):
+def failing(declared_schedule):
     """The schedule "broken", whose input raises an error holding markup, failed at three
     ticks; returns the first tick's time."""
     def input_for(slot):
         raise RuntimeError(f"lookup failed: {SCRIPT}")
 
-    declared("broken", input=input_for)
+    declared_schedule("broken", input=input_for)
     start = timezone.now().replace(second=30, microsecond=0) - timedelta(minutes=10)
     fire_due_schedules(now=start)
     for n in (1, 2, 3):
@@ -79,9 +62,9 @@ def test_the_cli_list_shows_a_failing_schedule_in_text_and_json(failing, capsys)
 
 
 def test_a_schedule_whose_next_slots_run_past_the_calendar_still_renders_the_page(
-        client, operator, declared, capsys):
-    declared("far", every=timedelta(days=3_000_000))          # no next slot before 9999
-    declared("three-millennia", every=timedelta(days=1_095_000))  # two, then past 9999
+        client, operator, declared_schedule, capsys):
+    declared_schedule("far", every=timedelta(days=3_000_000))          # no next slot before 9999
+    declared_schedule("three-millennia", every=timedelta(days=1_095_000))  # two, then past 9999
     client.force_login(operator)
     response = client.get("/schedules/")
     assert response.status_code == 200
@@ -100,8 +83,8 @@ def metric(client, name):
             for s in f.samples if s.name == name}
 
 
-def test_the_metric_counts_the_schedules_failing_now(client, declared, failing):
-    declared("other-broken", input={"wrong": 1})
+def test_the_metric_counts_the_schedules_failing_now(client, declared_schedule, failing):
+    declared_schedule("other-broken", input={"wrong": 1})
     now = timezone.now()
     fire_due_schedules(now=now - timedelta(minutes=2))
     fire_due_schedules(now=now)

@@ -10,30 +10,12 @@ import pytest
 from django.utils import timezone
 
 from runs.models import ControlRecord, Run, ScheduleState
-from runs.waiting import schedules
 from runs.waiting.schedule_health import ERROR_TEXT_MAX
-from runs.waiting.schedules import Schedule, fire_due_schedules
-from tests.workflows import nightly
+from runs.waiting.schedules import fire_due_schedules
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def declared():
-    """Schedules registered for one test (fire_due_schedules works the whole registry)."""
-    added = []
-
-    def declare(name, **options):
-        options.setdefault("every", timedelta(minutes=1))
-        options.setdefault("input", lambda slot: {"slot": slot.isoformat()})
-        schedule = Schedule(nightly, name, register=False, **options)
-        schedules.registry.add(schedule)
-        added.append(schedule)
-        return schedule
-
-    yield declare
-    for schedule in added:
-        schedules.registry.remove(schedule)
 
 
 @pytest.fixture
@@ -64,10 +46,10 @@ def messages(caplog, name, level):
 
 
 def test_an_input_that_raises_at_three_ticks_is_recorded_once_and_counted(
-        declared, ticks, caplog):
+        declared_schedule, ticks, caplog):
     caplog.set_level(logging.INFO)
-    flaky = declared("flaky", input=raising("input service gone, token=abc123secret"))
-    declared("healthy")
+    flaky = declared_schedule("flaky", input=raising("input service gone, token=abc123secret"))
+    declared_schedule("healthy")
     fire_due_schedules(now=ticks[0])
     for at in ticks[1:4]:
         assert fire_due_schedules(now=at).failed == ["test-scheduled/flaky"]
@@ -99,9 +81,9 @@ def test_an_input_that_raises_at_three_ticks_is_recorded_once_and_counted(
 
 
 def test_a_schedule_whose_every_slot_is_refused_is_failing_until_a_slot_starts(
-        declared, ticks, caplog):
+        declared_schedule, ticks, caplog):
     caplog.set_level(logging.INFO)
-    refused = declared("refused", input={"wrong": 1})
+    refused = declared_schedule("refused", input={"wrong": 1})
     fire_due_schedules(now=ticks[0])
     for at in ticks[1:4]:
         assert len(fire_due_schedules(now=at).refused) == 1
@@ -121,9 +103,11 @@ def test_a_schedule_whose_every_slot_is_refused_is_failing_until_a_slot_starts(
         "schedule_failing", "schedule_recovered"]
 
 
-def test_a_schedule_whose_slots_run_past_the_calendar_is_failing_not_raising(declared, ticks):
-    declared("far", every=timedelta(days=3_000_000))  # its first slot after 2000 is past 9999
-    declared("healthy")
+def test_a_schedule_whose_slots_run_past_the_calendar_is_failing_not_raising(
+        declared_schedule, ticks):
+    # Its first slot after 2000 is past 9999.
+    declared_schedule("far", every=timedelta(days=3_000_000))
+    declared_schedule("healthy")
     assert fire_due_schedules(now=ticks[0]).failed == ["test-scheduled/far"]
     report = fire_due_schedules(now=ticks[1])
     assert report.failed == ["test-scheduled/far"] and runs_of("healthy") == 1
@@ -133,8 +117,9 @@ def test_a_schedule_whose_slots_run_past_the_calendar_is_failing_not_raising(dec
     assert [action for action, _, _ in records_of("far")] == ["schedule_failing"]
 
 
-def test_an_error_text_is_kept_on_one_line_short_and_storable(declared, ticks):
-    declared("noisy", input=raising("bad\x00byte\nforged line\x1b[31mred\u202e" + "x" * 5000))
+def test_an_error_text_is_kept_on_one_line_short_and_storable(declared_schedule, ticks):
+    declared_schedule("noisy",
+                      input=raising("bad\x00byte\nforged line\x1b[31mred\u202e" + "x" * 5000))
     fire_due_schedules(now=ticks[0])
     fire_due_schedules(now=ticks[1])
     error = ScheduleState.objects.get(name="noisy").last_error

@@ -7,31 +7,13 @@ import pytest
 from django.utils import timezone
 
 from runs.models import Run, ScheduleState
-from runs.waiting import schedules
-from runs.waiting.schedules import Schedule, ScheduleError, fire_due_schedules
-from tests.workflows import nightly
+from runs.waiting.schedules import ScheduleError, fire_due_schedules
 
 pytestmark = pytest.mark.django_db
 
 END_OF_CALENDAR = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
 
 
-@pytest.fixture
-def declared():
-    """Schedules registered for one test (fire_due_schedules works the whole registry)."""
-    added = []
-
-    def declare(name, **options):
-        options.setdefault("every", timedelta(minutes=1))
-        options.setdefault("input", lambda slot: {"slot": slot.isoformat()})
-        schedule = Schedule(nightly, name, register=False, **options)
-        schedules.registry.add(schedule)
-        added.append(schedule)
-        return schedule
-
-    yield declare
-    for schedule in added:
-        schedules.registry.remove(schedule)
 
 
 def runs_of(name):
@@ -46,13 +28,13 @@ def test_a_tick_ahead_of_the_database_clock_is_refused_and_records_nothing(ahead
     assert not ScheduleState.objects.exists() and not Run.objects.exists()
 
 
-def test_one_schedule_that_cannot_be_worked_out_does_not_stop_the_others(declared, caplog):
+def test_one_schedule_that_cannot_be_worked_out_does_not_stop_the_others(declared_schedule, caplog):
     def no_input(slot):
         raise RuntimeError("input service gone")
 
-    declared("a-broken", input=no_input)
-    declared("b-far-ahead")
-    declared("c-healthy", catch_up="all")
+    declared_schedule("a-broken", input=no_input)
+    declared_schedule("b-far-ahead")
+    declared_schedule("c-healthy", catch_up="all")
     now = timezone.now()
     fire_due_schedules(now=now - timedelta(minutes=2))     # first sight of each
     # A slot recorded at the end of the calendar (left by an unchecked tick before).
