@@ -1,6 +1,7 @@
 """The integration API's error answers, one shape for every route: {"error": code,
 "detail": words} (schemas.Error)."""
 
+from django.db import InterfaceError, OperationalError
 from ninja import Status
 
 
@@ -22,3 +23,10 @@ def invalid_field(field: str, detail: str, kind: str = "value_error") -> dict:
     shows it beside that field whichever check refused it."""
     return {"error": "invalid_request", "detail": detail,
             "errors": [{"loc": [field], "msg": detail, "type": kind}]}
+
+
+# The database not answering (down, restarting, failing over): the request did nothing, and
+# trying again later is what to do, which a 503 with Retry-After says to people, browsers,
+# load balancers and clients alike (the API here, the console's pages in console.errors).
+DATABASE_DOWN = (OperationalError, InterfaceError)
+RETRY_AFTER_SECONDS = 30

@@ -30,7 +30,7 @@ from runs.reads.agent_selectors import conversations
 
 from . import bulk_routes, openapi, operator_routes, selectors
 from .auth import RateLimited, TokenAuth
-from .errors import error_body
+from .errors import DATABASE_DOWN, RETRY_AFTER_SECONDS, error_body
 from .middleware import body_limit_text
 from .parser import (
     JsonParser,
@@ -158,6 +158,10 @@ def _server_error(request, exc):
     # Ninja's own handler answers a traceback as text when DEBUG is on and leaves it to
     # Django's HTML page when off: the caller gets JSON either way, the log the traceback.
     logger.exception("unhandled error in %s %s", request.method, request.path)
+    if isinstance(exc, DATABASE_DOWN):
+        return _error(request, 503, "database_unavailable",
+                      "the database did not answer; nothing was done: try again later",
+                      headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     return _error(request, 500, "server_error", "internal error; it has been logged")
 
 

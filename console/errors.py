@@ -8,12 +8,15 @@ bad_request is where a too-large body becomes a 413 page. The API answers its ow
 JSON (api.routes, api.middleware).
 """
 
+import sys
+
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpResponseServerError
+from django.http import HttpResponse, HttpResponseServerError
 from django.shortcuts import render
 from django.template import loader
 from django.views.decorators.csrf import requires_csrf_token
 
+from api.errors import DATABASE_DOWN, RETRY_AFTER_SECONDS
 from api.middleware import body_limit_text
 
 
@@ -46,5 +49,10 @@ def page_not_found(request, exception=None):
 
 def server_error(request):
     """500, rendered without the request's context: whatever failed (the database, the
-    session) must not be needed to draw the page that says so."""
+    session) must not be needed to draw the page that says so; 503 when the database did
+    not answer."""
+    if isinstance(sys.exc_info()[1], DATABASE_DOWN):
+        response = HttpResponse(loader.get_template("503.html").render(), status=503)
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
     return HttpResponseServerError(loader.get_template("500.html").render())
