@@ -3,6 +3,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from observability import views as observability_views
+
 from . import bulk_views, list_views, transcript_views, views, world_views
 from .forms import LoginForm
 
@@ -44,6 +46,8 @@ urlpatterns = [
     # The integration API (bearer tokens only) and the Prometheus endpoint.
     path("api/", include("api.urls")),
     path("metrics", include("observability.urls")),
+    # Readiness for a load balancer or an orchestrator: the database and the broker asked.
+    path("ready", observability_views.ready, name="ready"),
 ]
 
 # The product's own error pages (a body over the upload limit gets 413 through bad_request).
