@@ -4,7 +4,6 @@ its rows as a page or an email shows them."""
 import hashlib
 import json
 import re
-import unicodedata
 from dataclasses import dataclass
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -14,7 +13,7 @@ from runs.definitions import definition
 from runs.definitions.contracts import effect_verdict
 from runs.machine.context import context_outside_executor
 from runs.machine.redaction import REDACTED, redact_text
-from runs.machine.storable import BIDI_CONTROLS
+from runs.machine.storable import written_visibly
 from runs.models import Run, Step
 
 # The snapshot's field that binds the values masked in it (see masked_snapshot).
@@ -137,11 +136,8 @@ _LINE_BREAKS = re.compile(r"\r\n|[\r\n\u2028\u2029]")
 
 
 def _visible(text: str) -> str:
-    """`text` with the characters that change how it reads shown by their code: bidi
-    controls (U+202E then "0001 RUE" reads as "EUR 1000") and invisible control characters. A
-    person approving sees the data as it is, not as it was made to look."""
-    return "".join(f"<U+{ord(c):04X}>" if c in BIDI_CONTROLS or (
-        unicodedata.category(c) == "Cc" and c not in "\t\n\r") else c for c in text)
+    # Line breaks are kept: the mail folds a value's lines under it (_folded).
+    return written_visibly(text, keep="\t\n\r", form="<U+{:04X}>")
 
 
 def _label(key: str) -> str:

@@ -109,6 +109,20 @@ def printable(text: str) -> str:
     return text.replace(NUL, "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+# Characters that change how a text reads without showing themselves: controls (a terminal's
+# escape, a line break), format characters (the bidi overrides that make "0001 RUE" read as
+# "EUR 1000", zero-width ones) and line and paragraph separators.
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def written_visibly(text: str, *, keep: str = "", form: str = "\\u{:04x}") -> str:
+    """`text` with each hidden character (HIDDEN_CATEGORIES), but those in `keep`, written
+    as its code in `form`: what a person reads (an approval's data, a schedule's error) is
+    the text as it is, not as it was made to look."""
+    return "".join(form.format(ord(c)) if c not in keep
+                   and unicodedata.category(c) in HIDDEN_CATEGORIES else c for c in text)
+
+
 def whole_number(text: str, *, digits: int = 18) -> int | None:
     """The non-negative whole number `text` writes in ASCII digits, at most `digits` of them
     (18: any id fits PostgreSQL's bigint), or None. The one reading of a number given from

@@ -16,7 +16,6 @@ workflow's schedule, not one run, so they belong in no run's audit chain.
 """
 
 import logging
-import unicodedata
 from datetime import datetime
 
 from django.db import transaction
@@ -24,7 +23,7 @@ from django.db import transaction
 from audit.chain import Actor
 
 from ..machine.redaction import redact_text
-from ..machine.storable import printable
+from ..machine.storable import printable, written_visibly
 from ..models import ControlRecord, ScheduleState
 
 logger = logging.getLogger(__name__)
@@ -34,9 +33,6 @@ RECOVERED = "schedule_recovered"
 SCHEDULER = Actor.system("scheduler")
 # An error is a sentence for a person, not a traceback (that is in the log): kept this long.
 ERROR_TEXT_MAX = 500
-# Characters that would break the one line the error is shown on (a terminal running
-# `schedules list`, a log line) or make it read as other text.
-HIDDEN_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
 
 
 def error_text(text: str) -> str:
@@ -44,8 +40,8 @@ def error_text(text: str) -> str:
     shown: credentials masked, what the database cannot store and every control character
     written out visibly, on one line, at most ERROR_TEXT_MAX characters."""
     text = printable(redact_text(text))
-    text = "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in HIDDEN_CATEGORIES else c
-                   for c in text)
+    # On one line (a terminal running `schedules list`, a log line), reading as it is.
+    text = written_visibly(text)
     return text if len(text) <= ERROR_TEXT_MAX else f"{text[:ERROR_TEXT_MAX - 3]}..."
 
 

@@ -111,9 +111,9 @@ def correlation_key(spec: definition.StepDef, run: Run) -> str:
     return str(spec.correlate(run.input)) if spec.correlate else run.business_key
 
 
-# The longest correlation key an event may carry (ExternalEvent.correlation_key; the door,
-# runs.waiting.events, refuses a longer one).
-KEY_LENGTH = 300
+# The longest correlation key an event may carry (its column; the door, runs.waiting.events,
+# refuses a longer one).
+KEY_LENGTH = ExternalEvent._meta.get_field("correlation_key").max_length
 
 
 def sendable_key(key: str) -> str:
