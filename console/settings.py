@@ -313,6 +313,10 @@ else:
                                        "socket_connect_timeout": BROKER_SOCKET_TIMEOUT}
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# A task whose broker link breaks runs on: its effects are checkpointed in PostgreSQL, and the
+# copy the broker hands out again finds its run advanced or leased. Cancelling it (Celery 6's
+# announced default) would stop a call mid-flight and leave its outcome unknown for nothing.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
