@@ -4,6 +4,7 @@ import logging
 
 from celery import shared_task
 
+from runs.execution.database_outage import beat_pass
 from runs.machine.wakeup import BROKER_DOWN
 
 from . import bulk, schedule
@@ -13,6 +14,7 @@ logger = logging.getLogger(__name__)
 
 
 @shared_task(name="approvals.sweep")
+@beat_pass("approvals.sweep")
 def sweep() -> dict:
     report = schedule.sweep().as_dict()
     # Bulk jobs no worker holds (just started, or their worker died) go to a worker.

@@ -3,11 +3,12 @@
 import logging
 
 from celery import shared_task
-from django.db import InterfaceError, OperationalError, connection
+from django.db import connection
 
 from audit.chain import Actor
 
 from .execution import executor, sweeper
+from .execution.database_outage import CONNECTION_LOST, beat_pass, first_line, unreachable
 from .machine import limits, transitions
 from .machine.errors import StartRefused
 from .machine.wakeup import ADVANCE_RUN_TASK
@@ -23,7 +24,6 @@ logger = logging.getLogger(__name__)
 # writes, so one that committed just before the connection went is not applied again, and a
 # step whose outcome could not be recorded keeps its lease until it expires and is then
 # settled by reconciliation by key, never sent again blindly.
-CONNECTION_LOST = (InterfaceError, OperationalError)
 RETRY = {"bind": True, "max_retries": 5, "default_retry_delay": 1}
 
 
@@ -48,17 +48,27 @@ def advance_run(self, run_id: int) -> str | None:
             kept.consume_kept_for_run(run_id)
         return status
     except CONNECTION_LOST as exc:
+        if unreachable(exc) and self.request.retries >= self.max_retries:
+            # The wake-up hint is given up, not the run: it is still queued (or its lease
+            # expires), and the sweeper's pass takes it up once the database answers.
+            logger.warning("run %s: the database could not be reached in %d tries (%s); the "
+                           "sweeper takes the run up when it answers", run_id,
+                           self.request.retries + 1, first_line(exc))
+            connection.close()
+            return None
         logger.warning("run %s: database connection lost (%s); trying again", run_id, exc)
         raise self.retry(exc=exc) from exc
 
 
 @shared_task(name="runs.sweep")
+@beat_pass("runs.sweep")
 def sweep() -> dict:
     report = sweeper.sweep()
     return report.__dict__
 
 
 @shared_task(name="runs.fire_schedules")
+@beat_pass("runs.fire_schedules")
 def fire_schedules() -> dict:
     report = schedules.fire_due_schedules()
     return {"started": len(report.started), "found": len(report.found),

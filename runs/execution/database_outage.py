@@ -1,0 +1,87 @@
+"""What a worker's tasks do while PostgreSQL cannot be reached (a restart, a failover, the
+network to it): one rule for every task beat sends, and the test the run tasks use to tell
+a lost connection from any other database error.
+
+Beat sends each pass (the sweeper, the schedules, the approvals sweep, the webhook publisher,
+the archive job) every few seconds whatever the database's state. A pass that cannot reach
+it has nothing to do but wait for the next: it says so once, in one line, while the outage
+lasts, and once more when the database answers again. Left to Celery, every pass of every
+tick logged an eighty-line traceback: four a second, which buries the line that matters.
+"""
+
+import functools
+import logging
+import threading
+
+from django.db import InterfaceError, OperationalError, connection
+
+logger = logging.getLogger(__name__)
+
+# Errors a lost or refused connection raises. A deadlock or a statement timeout raises
+# OperationalError too, on a connection that still works: `unreachable` tells them apart.
+CONNECTION_LOST = (InterfaceError, OperationalError)
+UNREACHABLE = {"skipped": "the database cannot be reached"}
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether `exc` says the database cannot be reached, rather than that a statement failed
+    on a connection that still works (those are the task's own errors, reported as such)."""
+    if not isinstance(exc, CONNECTION_LOST):
+        return False
+    session = connection.connection
+    return session is None or session.closed or session.broken
+
+
+class Outages:
+    """Which passes of this process found the database away, and how many times in a row:
+    each pass is said once when it first fails and once when it succeeds again."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.failed: dict[str, int] = {}
+
+    def failed_once_more(self, name: str) -> int:
+        with self.lock:
+            self.failed[name] = self.failed.get(name, 0) + 1
+            return self.failed[name]
+
+    def answered(self, name: str) -> int:
+        with self.lock:
+            return self.failed.pop(name, 0)
+
+
+outages = Outages()
+
+
+def beat_pass(name: str):
+    """Run a periodic pass (a Celery task beat sends) under the outage rule: while the
+    database cannot be reached the pass answers UNREACHABLE instead of failing, and its
+    broken connection is dropped so the next pass connects anew."""
+
+    def decorate(run_pass):
+        @functools.wraps(run_pass)
+        def guarded(*args, **kwargs):
+            try:
+                result = run_pass(*args, **kwargs)
+            except CONNECTION_LOST as exc:
+                if not unreachable(exc):
+                    raise
+                connection.close()
+                if outages.failed_once_more(name) == 1:
+                    logger.warning("%s: the database cannot be reached (%s); the pass is "
+                                   "tried again at each of beat's ticks, and this is said "
+                                   "again only when it answers", name, first_line(exc))
+                return UNREACHABLE
+            missed = outages.answered(name)
+            if missed:
+                logger.warning("%s: the database answers again, after %d pass(es) that "
+                               "could not reach it", name, missed)
+            return result
+
+        return guarded
+
+    return decorate
+
+
+def first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
