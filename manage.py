@@ -5,12 +5,11 @@ import sys
 
 def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
-    from django.core.management import execute_from_command_line
-
+    from console.entry import execute_or_exit
     from console.env import load_settings_or_exit
 
     load_settings_or_exit("manage.py")
-    execute_from_command_line(sys.argv)
+    execute_or_exit("manage.py", sys.argv)
 
 
 if __name__ == "__main__":
