@@ -134,3 +134,15 @@ def test_an_unknown_step_is_named_as_the_runs(operator, stuck_run):
     with pytest.raises(CommandError, match=f"run {stuck_run.pk} has no step 'nosuch'"):
         _run_action(stuck_run.pk, "reconcile", "--user", "olga", "--reason", "x",
                     "--step", "nosuch")
+
+
+def test_an_unknown_step_of_any_length_is_named_in_a_line_of_bounded_length(operator,
+                                                                            stuck_run):
+    before = _unchanged(stuck_run)
+    with pytest.raises(CommandError) as refused:
+        _run_action(stuck_run.pk, "retry_step", "--user", "olga", "--reason", "x",
+                    "--step", "s" * 90_000)
+    said = str(refused.value)
+    assert f"run {stuck_run.pk} has no step '{'s' * 120}'... (90000 characters)" in said
+    assert len(said) < 400
+    assert _unchanged(stuck_run) == before

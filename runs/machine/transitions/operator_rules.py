@@ -18,6 +18,7 @@ from ...models import (
     ToolCallStatus,
 )
 from ..errors import NoSuchStep, TransitionNotAllowed
+from ..storable import quoted
 from .compensation import compensation_plan
 from .in_flight import compensation_order, undo_unanswered
 from .kernel import (  # the package's shared vocabulary
@@ -284,7 +285,7 @@ def checked(action: str, run: Run, step_name: str | None = None) -> Checked:
     if step_name is not None:
         step = next((s for s in steps if s.name == step_name), None)
         if step is None:
-            raise NoSuchStep(f"run {run.pk} has no step {step_name!r}")
+            raise NoSuchStep(f"run {run.pk} has no step {quoted(step_name)}")
     workflow_def = definition.registry.get(run.workflow_name, run.workflow_version)
     refused = refusal(action, run, steps, workflow_def, step=step)
     if refused:
