@@ -16,6 +16,7 @@ so a record proves the action happened, and its absence that it did not.
 """
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -263,10 +264,13 @@ class Selected:
     unseen: list[int] = field(default_factory=list)
 
 
-def act_on_selected(action: str, run_ids: list[int], *, user, given: ActionInput) -> Selected:
+def act_on_selected(action: str, run_ids: list[int], *, user, given: ActionInput,
+                    seen: Mapping[int, int] | None = None) -> Selected:
     """Take `action` on each of `run_ids` as `user`, through act (the permission, four eyes
     and the transition, one audit record per run), at once: a handful a person ticked, where
-    a filter's many runs go to a job (start_bulk_job)."""
+    a filter's many runs go to a job (start_bulk_job). `seen`: each run's audit sequence as
+    the person's page showed it, where there was a page; a run that moved on since is
+    refused."""
     spec, selected = ACTIONS[action], Selected()
     runs = {run.pk: run for run in Run.objects.filter(pk__in=run_ids)}
     for run_id in run_ids:
@@ -280,7 +284,8 @@ def act_on_selected(action: str, run_ids: list[int], *, user, given: ActionInput
             # that whoever may not act on the run hears no more of it than of no run at all.
             aimed = replace(given, step=first_step(spec, run), mode="ask")
         try:
-            outcome = act(action, run.pk, user=user, given=aimed)
+            outcome = act(action, run.pk, user=user, given=aimed,
+                          seen=None if seen is None else seen.get(run_id, -1))
         except (ActionForbidden, NoSuchRun):
             selected.unseen.append(run_id)
         except (ActionInputError, TransitionNotAllowed) as exc:

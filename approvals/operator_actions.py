@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["WORKFLOW_ACTIONS", "ActionForbidden", "ActionInputError", "ActionOutcome",
            "InputNotRead", "NoSuchAction", "NoSuchRun", "NoSuchWorkflow", "StalePage", "act",
+           "refuse_who_may_not_act",
            "act_on_workflow", "refuse_input_not_read", "refuse_workflow_action"]
 
 
@@ -193,6 +194,16 @@ def _done(spec, run: Run, given: ActionInput, waited: bool) -> str:
                     f"{name}, where it waits again for "
                     f"{_WAITS_FOR.get(kind, _WAITS_FOR_A_PERSON)}.")
     return f"{spec.label}: done."
+
+
+def refuse_who_may_not_act(action: str, run_id: int, *, user) -> None:
+    """act's first check alone, for a caller that refuses a request before act can be
+    asked (text no action can read): NoSuchRun, or ActionForbidden (logged), so that whoever
+    may not act hears nothing of what they sent, nor whether the run exists."""
+    spec = ACTIONS.get(action)
+    if spec is None:
+        raise NoSuchAction(f"no action {action!r}; the actions are: {', '.join(ACTIONS)}")
+    _check(run_access(user, spec.permission, run_id), action, spec, run_id, user, None)
 
 
 def _check(access, action: str, spec, run_id: int, user, seen: int | None) -> None:

@@ -23,6 +23,7 @@ ERROR_CHARS = 90
 @dataclass(frozen=True)
 class RunRow:
     pk: str
+    seen: str  # the run's audit sequence as drawn: a bulk action refuses a run moved on since
     href: str
     workflow: str
     workflow_href: str
@@ -49,7 +50,7 @@ def run_rows(runs: list[Run]) -> list[RunRow]:
     for run in runs:
         message = run.last_error_message or ""
         rows.append(RunRow(
-            pk=str(run.pk), href=reverse("console:run", args=[run.pk]),
+            pk=str(run.pk), seen=str(run.audit_seq), href=reverse("console:run", args=[run.pk]),
             workflow=run.workflow_name, workflow_href=workflow_hrefs[run.workflow_name],
             version=str(run.workflow_version), business_key=run.business_key,
             status=run.status,

@@ -1,12 +1,42 @@
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, register_converter
 
 from observability import views as observability_views
 
 from . import bulk_views, list_views, transcript_views, views, world_views
 from .forms import LoginForm
+
+
+class NameInPath:
+    """A workflow's or a schedule's name as one segment of a path. Declared in code, a name
+    may hold any character: "/" would split it (Django's str converter then fails to
+    reverse, and one run of such a workflow made the runs list a 500), and a segment "." or
+    ".." is rewritten by browsers. Those are written as "~" and their code, and "~" itself
+    too, so that no two names share a path."""
+
+    regex = r"[^/]+"
+    ESCAPED = {"~": "~7E", "/": "~2F", ".": "~2E"}
+
+    def to_python(self, value: str) -> str:
+        parts = value.split("~")
+        name = [parts[0]]
+        for part in parts[1:]:
+            code = part[:2]
+            character = next((c for c, e in self.ESCAPED.items() if e == f"~{code}"), None)
+            if character is None:
+                raise ValueError(f"no escape ~{code}")  # no match: the page is not found
+            name.append(character + part[2:])
+        return "".join(name)
+
+    def to_url(self, value: str) -> str:
+        text = value.replace("~", self.ESCAPED["~"]).replace("/", self.ESCAPED["/"])
+        # Dots only where a browser would read the segment as "here" or "up".
+        return self.ESCAPED["."] * len(text) if text in (".", "..") else text
+
+
+register_converter(NameInPath, "name")
 
 console_patterns = [
     path("runs/", views.runs_list, name="runs"),
@@ -26,12 +56,12 @@ console_patterns = [
     path("attention/", views.attention, name="attention"),
     path("workers/", list_views.workers_page, name="workers"),
     path("audit/", views.audit_log, name="audit"),
-    path("workflows/<str:name>/", views.workflow_page, name="workflow"),
+    path("workflows/<name:name>/", views.workflow_page, name="workflow"),
     path("runbooks/<slug:reason>/", views.runbook, name="runbook"),
     path("schedules/", world_views.schedules_page, name="schedules"),
-    path("schedules/<str:workflow>/<str:name>/pause/", world_views.schedule_pause,
+    path("schedules/<name:workflow>/<name:name>/pause/", world_views.schedule_pause,
          name="schedule_pause"),
-    path("workflows/<str:workflow>/dispatch/", world_views.dispatch_pause,
+    path("workflows/<name:workflow>/dispatch/", world_views.dispatch_pause,
          name="dispatch_pause"),
 ]
 

@@ -22,6 +22,7 @@ from approvals.operator_actions import (
     NoSuchRun,
     StalePage,
     act,
+    refuse_who_may_not_act,
 )
 from approvals.selectors import requests_for_run
 from archive import selectors as archived
@@ -259,25 +260,51 @@ def run_action(request, run_id: int, action: str):
         raise Http404(f"No action {action!r}.")
     # No number: a state no run is in, refused as a page drawn before a change is.
     seen = whole_number(request.POST.get("seen", ""))
+    label = ACTIONS[action].label
     try:
-        outcome = act(action, run_id, user=request.user, given=ActionInput.from_form(request.POST),
+        given = ActionInput.from_form(request.POST)
+    except ActionInputError as exc:
+        # Text no action can read is refused as act refuses any input: after the permission,
+        # so that whoever may not act hears nothing of what they sent, nor whether the run
+        # exists.
+        try:
+            refuse_who_may_not_act(action, run_id, user=request.user)
+        except NoSuchRun as refused:
+            raise Http404(str(refused)) from None
+        except ActionForbidden:
+            raise PermissionDenied(f"You may not {label.lower()} this run.") from None
+        messages.error(request, f"{label} was not done: {exc}")
+        return _after_action(request, run_id)
+    try:
+        outcome = act(action, run_id, user=request.user, given=given,
                       seen=-1 if seen is None else seen)
     except (NoSuchAction, NoSuchRun) as exc:
         raise Http404(str(exc)) from None
     except ActionForbidden:
-        raise PermissionDenied(f"You may not {ACTIONS[action].label.lower()} this run.") \
-            from None
+        raise PermissionDenied(f"You may not {label.lower()} this run.") from None
     except StalePage as exc:
-        messages.error(request, f"{ACTIONS[action].label} was not done: " + (
+        messages.error(request, f"{label} was not done: " + (
             str(exc) if seen is not None else
             "the form did not say which state of the run it was drawn for (its 'seen' "
             "field). Act from the run's page."))
     except (ActionInputError, TransitionNotAllowed) as exc:
-        messages.error(request, f"{ACTIONS[action].label} was not done: {exc}")
+        messages.error(request, f"{label} was not done: {exc}")
     else:
         messages.success(request, outcome.message)
+    return _after_action(request, run_id)
+
+
+def _after_action(request, run_id: int):
+    """The run as it is now: its live part for htmx, else its page (the messages say what
+    became of the action)."""
     if request.htmx:
-        detail = _load_visible_run(request, run_id)
+        try:
+            detail = _load_visible_run(request, run_id)
+        except PermissionDenied:
+            # An action's permission does not bring the view permission with it: the person
+            # hears what became of their action, and a 403 here would read as a refusal of
+            # an action that was done.
+            return render(request, "console/_action_outcome.html")
         return render(request, "console/_run_live.html", _detail_context(request, detail))
     return redirect(reverse("console:run", args=[run_id]))
 
@@ -304,7 +331,13 @@ def bulk_action(request):
     except ValueError as exc:
         messages.error(request, f"{spec.label} was not done: {exc}; nothing was done.")
         return redirect(back)
-    selected = act_on_selected(action, ids, user=request.user, given=given)
+    # What each ticked row showed of its run (its audit sequence), as one run's form sends
+    # "seen": a run that moved on since is refused, not acted on unseen. A row without it
+    # is refused as a form without "seen" is.
+    seen = {run_id: whole_number(request.POST.get(f"seen-{run_id}", "")) for run_id in ids}
+    selected = act_on_selected(action, ids, user=request.user, given=given,
+                               seen={run_id: -1 if n is None else n
+                                     for run_id, n in seen.items()})
     _report_bulk(request, spec, selected)
     return redirect(back)
 

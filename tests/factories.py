@@ -53,3 +53,13 @@ def make_due(run: Run, **match) -> None:
     past = timezone.now() - timedelta(seconds=1)
     if Run.objects.filter(pk=run.pk, **match).update(next_wake_at=past):
         Step.objects.filter(run=run, next_attempt_at__isnull=False).update(next_attempt_at=past)
+
+
+def drawn(*runs) -> dict:
+    """The "seen" fields the runs list draws for `runs` as they are now (a bulk form sends
+    one per run ticked): what a person saw of each run."""
+    from runs.models import Run
+
+    seqs = dict(Run.objects.filter(pk__in=[getattr(r, "pk", r) for r in runs])
+                .values_list("pk", "audit_seq"))
+    return {f"seen-{pk}": str(seq) for pk, seq in seqs.items()}

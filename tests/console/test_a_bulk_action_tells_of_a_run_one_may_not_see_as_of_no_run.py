@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from audit.models import AuditRecord
 from runs.models import Run, RunStatus
-from tests.factories import new_run, place
+from tests.factories import drawn, new_run, place
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +36,8 @@ def foreign():
 
 def _terminate(client, *ids):
     return client.post(reverse("console:bulk"), {
-        "action": "terminate", "reason": "vendor fraud", "run": [str(i) for i in ids]})
+        "action": "terminate", "reason": "vendor fraud", "run": [str(i) for i in ids],
+        **drawn(*[i for i in ids if str(i).isdigit()])})
 
 
 def test_a_run_one_may_not_see_is_told_of_as_a_run_that_does_not_exist(
@@ -84,7 +85,7 @@ def test_a_selection_that_is_not_run_ids_is_refused_as_a_whole(client_for, opera
     before = _state(stuck_run)
     response = client_for(operator).post(reverse("console:bulk"), {
         "action": "terminate", "reason": "vendor fraud",
-        "run": [str(stuck_run.pk) if i == "RUN" else i for i in ids]})
+        "run": [str(stuck_run.pk) if i == "RUN" else i for i in ids], **drawn(stuck_run)})
     assert response.status_code == 302
     assert _messages(response) == [
         ("error", f"Terminate was not done: {problem} (a whole number from 1, in the digits "

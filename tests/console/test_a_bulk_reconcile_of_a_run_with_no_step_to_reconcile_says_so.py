@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from audit.models import AuditRecord
 from runs.models import Run, RunStatus
-from tests.factories import new_run, place
+from tests.factories import drawn, new_run, place
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +31,8 @@ def test_a_run_with_no_step_to_reconcile_is_told_so_without_choose_the_step(clie
     run = place(new_run(), status=RunStatus.ATTENTION)
     before = _state(run)
     response = client_for(operator).post(reverse("console:bulk"), {
-        "action": "reconcile", "reason": "checked the tracker", "run": [str(run.pk)]})
+        "action": "reconcile", "reason": "checked the tracker", "run": [str(run.pk)],
+        **drawn(run)})
     assert response.status_code == 302
     shown = _messages(response)
     assert shown == [("error", f"Reconcile refused for runs {run.pk} (reconcile "
@@ -45,7 +46,7 @@ def test_a_run_one_may_not_act_on_is_not_told_of_by_its_steps(client_for, financ
     Run.objects.filter(pk=foreign.pk).update(status=RunStatus.ATTENTION)
     before = _state(foreign)
     response = client_for(finance_operator).post(reverse("console:bulk"), {
-        "action": "reconcile", "reason": "checked", "run": [str(foreign.pk)]})
+        "action": "reconcile", "reason": "checked", "run": [str(foreign.pk)], **drawn(foreign)})
     assert _messages(response) == [
         ("error", f"Reconcile not done: no run you may act on has the id {foreign.pk}.")]
     assert _state(foreign) == before

@@ -11,7 +11,7 @@ from audit.models import AuditRecord
 from runs.machine.storable import whole_number
 from runs.models import Run, RunStatus
 from tests.console.test_agent_conversation_page import agent_run
-from tests.factories import new_run, place
+from tests.factories import drawn, new_run, place
 
 pytestmark = pytest.mark.django_db
 
@@ -100,7 +100,7 @@ def test_a_bulk_action_given_other_digits_is_refused_and_acts_on_no_run(
     # the runs named in ASCII digits beside it too.
     other = place(new_run(), status=RunStatus.ATTENTION)
     response = client_for(operator).post(reverse("console:bulk"), {
-        "action": "terminate", "reason": "cleanup", "run": [digit, str(run.pk)]})
+        "action": "terminate", "reason": "cleanup", "run": [digit, str(run.pk)], **drawn(run)})
     assert response.status_code == 302
     assert [str(m) for m in get_messages(response.wsgi_request)] == [
         "Terminate was not done: 1 of the 2 runs given is not a run id (a whole number from 1, "

@@ -10,7 +10,7 @@ from django.urls import reverse
 from audit.models import AuditRecord
 from runs.execution import executor
 from runs.models import Run, RunStatus, StepStatus
-from tests.factories import new_run, step
+from tests.factories import drawn, new_run, step
 
 pytestmark = pytest.mark.django_db
 
@@ -145,7 +145,8 @@ def test_bulk_actions_report_acted_and_refused_runs_with_an_audit_record_each(
     client = client_for(finance_operator)
     response = client.post(reverse("console:bulk"), {
         "action": "terminate", "reason": "vendor fraud",
-        "run": [stuck_run.pk, second.pk, foreign.pk]}, follow=True)
+        "run": [stuck_run.pk, second.pk, foreign.pk], **drawn(stuck_run, second, foreign)},
+        follow=True)
     body = response.content.decode()
     assert f"done for runs {stuck_run.pk}, {second.pk}" in body
     # Told of as of a run that does not exist: the person may not see it.
@@ -228,7 +229,8 @@ def test_a_bulk_terminate_after_a_high_impact_effect_goes_to_a_second_person(
     run = _high_impact_run()
     before = _state(run)
     response = client_for(operator).post(reverse("console:bulk"), {
-        "action": "terminate", "reason": "vendor fraud", "run": [run.pk]}, follow=True)
+        "action": "terminate", "reason": "vendor fraud", "run": [run.pk], **drawn(run)},
+        follow=True)
     assert response.status_code == 200
     _assert_only_a_request_was_opened(run, before)
     assert ApprovalRequest.objects.filter(run=run, action="terminate").count() == 1

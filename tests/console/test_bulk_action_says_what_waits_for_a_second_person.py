@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from approvals.models import ApprovalRequest
 from runs.models import Run, RunStatus, StepStatus
-from tests.factories import new_run, place
+from tests.factories import drawn, new_run, place
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +31,8 @@ def test_a_bulk_terminate_names_the_runs_done_and_those_waiting_for_a_second_per
         client_for, operator, stuck_run):
     waits = _high_impact_run()
     response = client_for(operator).post(reverse("console:bulk"), {
-        "action": "terminate", "reason": "vendor fraud", "run": [waits.pk, stuck_run.pk]})
+        "action": "terminate", "reason": "vendor fraud", "run": [waits.pk, stuck_run.pk],
+        **drawn(waits, stuck_run)})
     assert response.status_code == 302
     request = ApprovalRequest.objects.get(run=waits, action="terminate")
     assert _messages(response) == {
@@ -46,8 +47,9 @@ def test_a_bulk_action_only_opening_requests_says_nothing_was_done(client_for, o
     first, second = _high_impact_run(), _high_impact_run()
     client = client_for(operator)
     data = {"action": "terminate", "reason": "vendor fraud", "run": [first.pk]}
-    client.post(reverse("console:bulk"), data, follow=True)  # its messages shown
-    response = client.post(reverse("console:bulk"), {**data, "run": [first.pk, second.pk]})
+    client.post(reverse("console:bulk"), {**data, **drawn(first)}, follow=True)  # shown
+    response = client.post(reverse("console:bulk"), {**data, "run": [first.pk, second.pk],
+                                                     **drawn(first, second)})
     old, new = (ApprovalRequest.objects.get(run=run) for run in (first, second))
     assert _messages(response) == {
         "info": [f"A second person must approve terminate for runs {first.pk} (approval "

@@ -10,6 +10,7 @@ from django.utils.http import MAX_URL_REDIRECT_LENGTH
 
 from console.models import SavedView
 from runs.models import Run, RunStatus
+from tests.factories import drawn
 
 pytestmark = pytest.mark.django_db
 
@@ -43,7 +44,7 @@ def test_a_bulk_action_done_with_an_overlong_query_goes_back_to_the_list_without
         client_for, operator, stuck_run):
     response = client_for(operator).post(reverse("console:bulk"), {
         "action": "resume", "run": [stuck_run.pk], "reason": "receiver fixed",
-        "query": "q=" + "a" * TOO_LONG})
+        "query": "q=" + "a" * TOO_LONG, **drawn(stuck_run)})
     assert response.status_code == 302 and response.url == reverse("console:runs")
     assert Run.objects.get(pk=stuck_run.pk).status != RunStatus.ATTENTION
 
@@ -52,5 +53,5 @@ def test_a_bulk_action_goes_back_to_the_list_it_was_taken_on(client_for, operato
                                                             stuck_run):
     response = client_for(operator).post(reverse("console:bulk"), {
         "action": "resume", "run": [stuck_run.pk], "reason": "receiver fixed",
-        "query": "status=attention&sort=created"})
+        "query": "status=attention&sort=created", **drawn(stuck_run)})
     assert response.url == f"{reverse('console:runs')}?status=attention&sort=created"

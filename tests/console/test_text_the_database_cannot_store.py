@@ -19,7 +19,7 @@ from runs.models import (
     StepStatus,
 )
 from runs.operator.actions import ACTIONS
-from tests.factories import new_run, place
+from tests.factories import drawn, new_run, place
 
 pytestmark = pytest.mark.django_db
 
@@ -94,7 +94,7 @@ def test_a_bulk_action_given_a_nul_is_refused_for_every_run_and_changes_nothing(
         client_for, operator, stuck_run):
     before = _state(stuck_run)
     response = client_for(operator).post(reverse("console:bulk"), {
-        "action": "resume", "run": [stuck_run.pk], "reason": "x\x00y"})
+        "action": "resume", "run": [stuck_run.pk], "reason": "x\x00y", **drawn(stuck_run)})
     assert response.status_code == 302
     assert _errors(response) == ["Resume was not done: reason: NUL characters cannot be "
                                  "stored; nothing was done."]

@@ -23,6 +23,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
+from runs.models import Run
 from runs.operator.actions import ACTIONS
 
 from .urlconf import View, state_changing_views
@@ -186,8 +187,9 @@ def _action_body(world: World, role: str, action: str | None) -> Body:
 
 def _bulk_body(world: World, role: str, action: str | None) -> Body:
     # As the runs list's form posts it: a reconcile in bulk asks by key.
-    return {"action": action, "run": [world.run("failed_write").pk],
-            "reason": "security matrix"}, FORM
+    run = world.run("failed_write")
+    return {"action": action, "run": [run.pk], "reason": "security matrix",
+            f"seen-{run.pk}": str(Run.objects.get(pk=run.pk).audit_seq)}, FORM
 
 
 def _bulk_actions() -> Iterable[str]:

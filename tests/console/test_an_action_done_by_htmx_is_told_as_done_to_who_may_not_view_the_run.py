@@ -1,0 +1,56 @@
+"""An action taken from the run page with htmx answers with the run drawn again. A person
+may hold an action's permission on a workflow without its view permission (guardian grants
+each one alone): the action is theirs to take, and once taken the answer says that it was
+done, not 403 "You may not view this run" (which htmx does not even show), so that nobody
+takes a done action for a refused one. The answer shows nothing of the run but what the
+person did."""
+
+import pytest
+from django.contrib.auth.models import User
+from django.urls import reverse
+from guardian.shortcuts import assign_perm
+
+from audit.models import AuditRecord
+from runs.models import Run, RunStatus, Workflow
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def terminator(stuck_run):
+    """May terminate test-orders runs, and not view them."""
+    user = User.objects.create_user("tom", password="pw")
+    assign_perm("runs.terminate_run", user, Workflow.objects.get(name="test-orders"))
+    return user
+
+
+def _terminate(client, run, reason="duplicate order"):
+    return client.post(reverse("console:action", args=[run.pk, "terminate"]),
+                       {"reason": reason, "seen": str(Run.objects.get(pk=run.pk).audit_seq)},
+                       HTTP_HX_REQUEST="true")
+
+
+def test_a_done_action_is_answered_as_done_to_who_may_not_view_the_run(client_for, terminator,
+                                                                      stuck_run):
+    response = _terminate(client_for(terminator), stuck_run)
+    body = response.content.decode()
+    assert Run.objects.get(pk=stuck_run.pk).status == RunStatus.TERMINATED
+    assert response.status_code == 200
+    assert "Terminate: done." in body
+    # Nothing of the run beyond the person's own action: not its key, steps or error.
+    assert stuck_run.business_key not in body and "create-task" not in body
+    assert "403 from tracker" not in body and "&lt;script" not in body
+    assert AuditRecord.objects.filter(run=stuck_run, action="terminated",
+                                      actor_user_id=terminator.pk).count() == 1
+
+
+def test_a_refused_action_is_answered_as_refused_to_who_may_not_view_the_run(
+        client_for, terminator, stuck_run):
+    before = AuditRecord.objects.count()
+    response = _terminate(client_for(terminator), stuck_run, reason="   ")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert "Terminate was not done: terminate needs a reason" in body
+    assert stuck_run.business_key not in body
+    assert Run.objects.get(pk=stuck_run.pk).status == RunStatus.ATTENTION
+    assert AuditRecord.objects.count() == before
