@@ -57,12 +57,12 @@ def test_a_step_in_flight_when_the_broker_link_is_cut_completes_once_and_the_wor
     try:
         first = _onboard("cut-first")
         wait_for(lambda: _step(first, "send-confirmation-email").status == StepStatus.RUNNING,
-                 timeout=60, interval=0.02, what="the confirmation to be in flight")
+                 timeout=120, interval=0.02, what="the confirmation to be in flight")
         proxy.cut()
         assert proxy.connections_cut >= 1, "the worker held no broker connection to cut"
         # The call answers while the link is down; its outcome reaches PostgreSQL regardless.
         wait_for(lambda: _step(first, "send-confirmation-email").status
-                 == StepStatus.SUCCEEDED, timeout=HOLD + 20, what="the confirmation's outcome")
+                 == StepStatus.SUCCEEDED, timeout=HOLD + 60, what="the confirmation's outcome")
         time.sleep(2)  # the worker tries its broker again, and is dropped again
         assert worker.poll() is None, "the worker died with its broker link"
         proxy.restore()
@@ -74,7 +74,7 @@ def test_a_step_in_flight_when_the_broker_link_is_cut_completes_once_and_the_wor
             return Run.objects.filter(pk__in=[first.pk, second.pk],
                                       status=RunStatus.COMPLETED).count() == 2
 
-        wait_for(both_done, timeout=120, interval=0.2, what="both runs to complete")
+        wait_for(both_done, timeout=240, interval=0.2, what="both runs to complete")
         assert worker.poll() is None, "the worker did not survive the cut"
     finally:
         stop(worker)

@@ -86,7 +86,7 @@ def test_a_run_started_while_the_database_is_away_completes_after_it_by_beats_pa
     beat = start_beat(tmp_path, **env)
     try:
         before = _order("before-outage")
-        wait_for(lambda: _completed(before), timeout=60, what="the first run to complete")
+        wait_for(lambda: _completed(before), timeout=120, what="the first run to complete")
 
         proxy.cut()
         during = _order("during-outage")
@@ -97,9 +97,9 @@ def test_a_run_started_while_the_database_is_away_completes_after_it_by_beats_pa
         proxy.restore()
 
         # Nobody sweeps by hand here: beat's passes alone bring the run and its events.
-        wait_for(lambda: _completed(during), timeout=60, interval=0.2,
+        wait_for(lambda: _completed(during), timeout=180, interval=0.2,
                  what="the run started during the outage to complete")
-        wait_for(lambda: set(_completions(receiver)) >= {before.pk, during.pk}, timeout=30,
+        wait_for(lambda: set(_completions(receiver)) >= {before.pk, during.pk}, timeout=90,
                  interval=0.2, what="both completions to reach the subscriber")
         time.sleep(3)  # a few more publisher passes: nothing is told twice
         assert worker.poll() is None and beat.poll() is None
