@@ -13,6 +13,7 @@ learns nothing of the body's schema (its field-by-field 422) nor of what the par
 """
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from ninja import Path, Schema, Status
 from pydantic import Field
@@ -50,6 +51,13 @@ class EventReceipt(Schema):
                                     "person, not delivered if the run is reopened) or "
                                     "duplicate (received before)")
     run_id: int | None = None
+    keep_until: datetime | None = Field(
+        None, description="Only for kept (for a run that will wait for it), and for a duplicate "
+                          "of an event not delivered: until when the event is kept for a run to "
+                          "reach its wait (RUNS_EVENT_KEEP_SECONDS after it came, by the "
+                          "server's database clock). Past it the event expires and is never "
+                          "delivered: send it again, under a new event_id, if it is still "
+                          "meant. Absent for a delivered event, and for one left for a person.")
 
 
 class BadSignature(Exception):
@@ -112,7 +120,12 @@ def _receive(payload: EventIn, *, source: str, actor: Actor):
             return _invalid(str(exc), [{**e, "type": "value_error"} for e in exc.errors])
         return Status(404, {"error": "unknown_event", "detail": str(exc)})
     status = 200 if receipt.status == "duplicate" else 202
-    return Status(status, {"status": receipt.status, "run_id": receipt.run_id})
+    answer = {"status": receipt.status, "run_id": receipt.run_id}
+    if receipt.keep_until is not None:
+        # Only then (the operations answer with exclude_unset): a delivered event has no
+        # keep time, and a sender reading the field would take null for "kept for ever".
+        answer["keep_until"] = receipt.keep_until
+    return Status(status, answer)
 
 
 _RESPONSES = {200: EventReceipt, 202: EventReceipt, 400: Error, 401: Error, 403: Error,
@@ -121,8 +134,10 @@ _RESPONSES = {200: EventReceipt, 202: EventReceipt, 400: Error, 401: Error, 403:
 
 @api.post("/events", url_name="receive_event", operation_id="receive_event",
           summary="Send an external event", response=_RESPONSES, openapi_extra=_HEADERS,
+          exclude_unset=True,
           description="202: delivered to the run waiting for it, or kept for the run that "
-                      "will wait for it (for a person, where a person ended the run). 200: "
+                      "will wait for it (for a person, where a person ended the run) until "
+                      "keep_until, when it expires undelivered. 200: "
                       "this source and id were received before; "
                       "nothing changed. 422: the payload does not match the waiting step's "
                       "schema. 404: no such workflow or event. 403: the token may not use "
@@ -139,7 +154,7 @@ def receive(request, payload: EventIn):
 
 @api.post("/events/webhook/{source}", url_name="event_webhook", auth=signed_source,
           operation_id="receive_signed_event", summary="Send an external event, signed",
-          response=_RESPONSES,
+          response=_RESPONSES, exclude_unset=True,
           description="For a source configured in RUNS_EVENT_SOURCES. Headers: "
                       "X-Event-Timestamp (seconds since the epoch, within 300 s of now) and "
                       "X-Event-Signature (hex HMAC-SHA256 of '<timestamp>.<raw body>' with "

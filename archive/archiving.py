@@ -202,6 +202,9 @@ def write_file(run_ids: list[int], *, actor: str, now: datetime) -> ArchiveFile 
                 line({**sections, "seal": seal})
                 run_seals.append((run_id, seal["mac"]))
                 run = sections["run"]
+                # The head's seal travels in the run's row (audit_seal, under the run's
+                # seal), where the offline check verifies it. The heads recorded here stay
+                # [seq, hash], as those of the files recorded before heads were sealed.
                 heads[str(run_id)] = [run["audit_seq"], run["audit_head"]]
                 records += len(sections.get("audit", []))
                 if run["finished_at"]:

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from .chain import GENESIS, Actor, as_stored, link_problem, record_hash
+from .head_seals import ACCESS_CHAIN, seal_head
 from .models import AccessChainHead, AccessRecord
 
 
@@ -61,7 +62,8 @@ def record_access_change(*, action: str, subject: str, actor: Actor, before: dic
         record.hash = access_hash(record)
         record.save()
         head.seq, head.hash = record.seq, record.hash
-        head.save(update_fields=["seq", "hash"])
+        head.seal = seal_head(ACCESS_CHAIN, head.seq, head.hash)
+        head.save(update_fields=["seq", "hash", "seal"])
     return record
 
 
@@ -83,11 +85,12 @@ def verify_access_chain(records: Iterable[AccessRecord]) -> AccessRecord | None:
     return broken[0] if broken is not None else None
 
 
-def access_head() -> tuple[int, str]:
-    """(seq, hash) of the access chain's last record as its head row keeps it: records
-    removed from the chain's end leave the rest a chain that verifies, and only this tells."""
-    head = AccessChainHead.objects.filter(pk=1).values_list("seq", "hash").first()
-    return head if head is not None else (0, "")
+def access_head() -> tuple[int, str, str]:
+    """(seq, hash, seal) of the access chain's last record as its head row keeps it: records
+    removed from the chain's end leave the rest a chain that verifies, and only this tells;
+    a chain rewritten with its head is told by the seal (audit.head_seals)."""
+    head = AccessChainHead.objects.filter(pk=1).values_list("seq", "hash", "seal").first()
+    return head if head is not None else (0, "", "")
 
 
 def access_records(*, actor: str = "", action: str = "", since=None, until=None):

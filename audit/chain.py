@@ -2,7 +2,8 @@
 
 Each record's hash covers its own content and the previous record's hash. The run row keeps
 the head of its chain (hash and sequence number), so appending needs no extra read: the
-caller, which already holds the run row locked, passes the head in and stores the new one.
+caller, which already holds the run row locked, passes the head in and stores the new one,
+with its keyed seal (audit.head_seals), which the unkeyed hashes cannot stand in for.
 """
 
 import hashlib
@@ -129,17 +130,20 @@ def verify_chain(records) -> AuditRecord | None:
     return broken[0] if broken is not None else None
 
 
-# Every chain's head as the row it belongs to keeps it: (run id, seq, hash) in run id order,
-# for the runs with a chain. Set by the app that keeps the heads (runs, at start), as the
-# archive app sets the catalogue of audit.offline: this layer names no app above it.
-_heads: Callable[[], Iterator[tuple[int, int, str]]] | None = None
+# Every chain's head as the row it belongs to keeps it: (run id, seq, hash, seal) in run id
+# order, for the runs with a chain (the seal: audit.head_seals). Set by the app that keeps
+# the heads (runs, at start), as the archive app sets the catalogue of audit.offline: this
+# layer names no app above it.
+Head = tuple[int, int, str, str]
+_heads: Callable[[], Iterator[Head]] | None = None
 _snapshot: Callable[[], AbstractContextManager] | None = None
 
 
-def register_chain_heads(heads: Callable[[], Iterator[tuple[int, int, str]]],
+def register_chain_heads(heads: Callable[[], Iterator[Head]],
                          snapshot: Callable[[], AbstractContextManager]) -> None:
-    """Let verify_audit compare each chain's end with the head its run keeps: records
-    removed from a chain's end (or all of them) leave the rest a chain that verifies.
+    """Let verify_audit compare each chain's end with the head its run keeps (records
+    removed from a chain's end, or all of them, leave the rest a chain that verifies) and
+    check the head's seal (a chain rewritten with its head verifies too, but for the seal).
     `snapshot()`: a transaction in which the heads and the chains are read as of one
     moment, so that a run moving on meanwhile does not look cut short."""
     global _heads, _snapshot
@@ -151,6 +155,6 @@ def one_snapshot() -> AbstractContextManager:
     return _snapshot() if _snapshot is not None else transaction.atomic()
 
 
-def recorded_heads() -> Iterator[tuple[int, int, str]] | None:
+def recorded_heads() -> Iterator[Head] | None:
     """The registered heads (register_chain_heads), or None when no app keeps any."""
     return _heads() if _heads is not None else None

@@ -126,6 +126,9 @@ class AccessChainHead(models.Model):
 
     seq = models.PositiveIntegerField(default=0)
     hash = models.CharField(max_length=64, blank=True)
+    # The head's keyed seal (audit.head_seals), as a run's head has one: without it whoever
+    # can write both tables could rewrite the chain and this row to match.
+    seal = models.TextField(blank=True, default="", db_default="")
 
     def __str__(self):
         return f"access chain head #{self.seq}"

@@ -8,7 +8,8 @@ hashing as the live chains (audit.chain.chain_break).
 
 What this module relies on in an archive file: one JSON object per line; a header line
 ("archive"); a line per run with "run" (the run's row, with "id", "audit_seq" and
-"audit_head": the head of its chain as the run row kept it), "audit" (its records, as
+"audit_head": the head of its chain as the run row kept it, and, in files written since
+heads are sealed, "audit_seal": its seal, audit.head_seals), "audit" (its records, as
 record_to_dict writes them, in sequence order), the run's other parts, and "seal" (see
 audit.seals); last, the file's own "seal".
 
@@ -30,6 +31,7 @@ from django.db import models
 
 from . import seals
 from .chain import chain_break
+from .head_seals import head_seal_problem
 from .models import AuditRecord
 
 _FIELDS = [f for f in AuditRecord._meta.concrete_fields]
@@ -149,8 +151,9 @@ JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool
 def check_archive(handle) -> ArchiveCheck:
     """Verify an archive file (binary handle) from the file and the signing keys alone:
     each run's seal (every part of the run as sealed, with a key this installation holds),
-    each record's hash, the sequence, the chain's end against the head the run row kept,
-    and the file's seal (no run removed, added or reordered, the file not cut short).
+    each record's hash, the sequence, the chain's end against the head the run row kept
+    and that head's seal (when the row carries one), and the file's seal (no run removed,
+    added or reordered, the file not cut short).
     Returns the file's sha256 and size as read, and the heads it found."""
     hashing = _Hashing(handle)
     report = ArchiveCheck()
@@ -185,6 +188,15 @@ def check_archive(handle) -> ArchiveCheck:
                                     run.get("audit_head"))
             if problem:
                 report.problems.append(problem)
+            elif "audit_seal" in run and run.get("audit_seq"):
+                # The run row as written carries its head's seal (files written since heads
+                # are sealed; an older file's rows have no such column, and its own seal
+                # vouches for them). Removing the column from a row changes what the run's
+                # seal covers, so it cannot be dropped to pass.
+                unsealed = head_seal_problem(run["id"], run["audit_seq"], run["audit_head"],
+                                             run["audit_seal"])
+                if unsealed:
+                    report.problems.append(f"run {run['id']}: {unsealed}")
             report.runs += 1
             report.records += len(records)
             if records:

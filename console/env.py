@@ -113,6 +113,8 @@ VARIABLES: list[Variable] = [
       "(scheduling and network between admission and arrival)"),
     V("RUNS_EVENT_SOURCES", STR, "{}", "sources that may send signed event webhooks, as JSON: "
       '{"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}'),
+    V("RUNS_EVENT_KEEP_SECONDS", FLOAT, "604800", "how long an event no run waits for yet is "
+      "kept for the run that will (7 days); then it expires and is never delivered"),
     V("SCHEDULES_INTERVAL_SECONDS", FLOAT, "5", "how often beat looks for due schedule slots"),
     V("EXTERNAL_TIMEOUT_SECONDS", FLOAT, "3",
       "the timeout of every outbound call a workflow makes"),
@@ -205,6 +207,9 @@ VARIABLES: list[Variable] = [
     # Keys and the client's address
     V("ARCHIVE_SIGNING_KEYS", STR, "", "id:secret,... (signing key first, older ones still "
       "verify): the HMAC-SHA256 seals of archive files",
+      shown="a development key from SECRET_KEY (refused by console.production)"),
+    V("AUDIT_SEAL_KEYS", STR, "", "id:secret,... (signing key first, older ones still "
+      "verify): the HMAC-SHA256 seals of the audit chains' heads",
       shown="a development key from SECRET_KEY (refused by console.production)"),
     V("FIELD_ENCRYPTION_KEYS", STR, "", "id:key,... (Fernet keys, the one in use first): "
       "declared sensitive fields encrypted at rest",

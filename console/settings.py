@@ -10,6 +10,7 @@ once, with its type, default and meaning, in console.env, and read here through 
 import base64
 import hashlib
 import json
+import math
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -337,6 +338,26 @@ RUNS_RATE_MARGIN_MS = env("RUNS_RATE_MARGIN_MS")
 # The sources that may send external events as signed webhooks (runs.waiting.events), as JSON:
 # {"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}.
 RUNS_EVENT_SOURCES = json.loads(env("RUNS_EVENT_SOURCES") or "{}")
+# The longest RUNS_EVENT_KEEP_SECONDS: ten years, past which a keep time is a mistake (and a
+# far larger one overflows the dates it is added to).
+EVENT_KEEP_MAX_SECONDS = 3650 * 24 * 3600
+
+
+def event_keep_seconds(value: float) -> float:
+    """RUNS_EVENT_KEEP_SECONDS, if it is a keep time; ImproperlyConfigured naming it otherwise.
+    Zero or less would expire every early event as it is kept, and NaN compares false with
+    every time, so that nothing would ever expire."""
+    if not math.isfinite(value) or not 0 < value <= EVENT_KEEP_MAX_SECONDS:
+        raise ImproperlyConfigured(
+            f"RUNS_EVENT_KEEP_SECONDS={value!r} must be a positive number of seconds, at most "
+            f"{EVENT_KEEP_MAX_SECONDS} (ten years): how long an event no run waits for yet is "
+            "kept (default 604800, seven days)")
+    return value
+
+
+# How long an event that no run waits for yet is kept for the run that will
+# (runs.waiting.kept_expiry); past it, the event expires and no path delivers it.
+RUNS_EVENT_KEEP_SECONDS = event_keep_seconds(env("RUNS_EVENT_KEEP_SECONDS"))
 # How often beat looks for due schedule slots (runs.waiting.schedules); a slot starts within this.
 SCHEDULES_INTERVAL_SECONDS = env("SCHEDULES_INTERVAL_SECONDS")
 
@@ -502,6 +523,10 @@ ARCHIVE_REMOVE_BATCH = env("ARCHIVE_REMOVE_BATCH")
 # verifies on its own: "id:secret,..." with the signing key first; older keys still verify.
 ARCHIVE_SIGNING_KEYS = key_ring("ARCHIVE_SIGNING_KEYS", env("ARCHIVE_SIGNING_KEYS"),
                                 "archive-signing")
+# The head of every audit chain (each run's, and the access chain's) is stored with an
+# HMAC-SHA256 seal (audit.head_seals): a chain rewritten in the database, its hashes
+# recomputed, fails verify_audit without this key. "id:secret,..." as above.
+AUDIT_SEAL_KEYS = key_ring("AUDIT_SEAL_KEYS", env("AUDIT_SEAL_KEYS"), "audit-head-seal")
 
 # --- Sensitive fields (runs.machine.sensitive) ----------------------------------------------------
 # Fields a step or tool declares sensitive are stored encrypted (Fernet: AES-128-CBC with

@@ -63,6 +63,7 @@ from runs.waiting import schedules
 
 from .agent_metrics import agent_counts, agent_families
 from .dispatch_metrics import dispatch_families
+from .event_metrics import event_families, expired_events
 from .history_counts import FINISH_MARGIN, OPEN_STATUSES, HistoryCount
 
 logger = logging.getLogger(__name__)
@@ -171,6 +172,7 @@ def recount_history() -> None:
     finished_runs.forget()
     audit_counts.forget()
     agent_counts.forget()
+    expired_events.forget()
 
 
 class RuntimeCollector(Collector):
@@ -208,6 +210,7 @@ class RuntimeCollector(Collector):
         yield from agent_families(now, names)
         yield from dispatch_families(now, names)
         yield self._schedules_failing()
+        yield from event_families(now)
         if apps.is_installed("approvals"):
             yield from self._approvals(now)
         # Apps above this one (the API) bring their own families: their AppConfig.ready()
@@ -325,8 +328,11 @@ class RuntimeCollector(Collector):
         family = GaugeMetricFamily(
             "durable_schedule_failing",
             "1 while a schedule's ticks fail (its input raises, or every slot it had to start "
-            "was refused) and none has started a run since.", labels=["workflow", "schedule"])
-        failing = set(ScheduleState.objects.filter(failing_since__isnull=False)
+            "was refused) and none has started a run since, or while its last slot handled "
+            "lies ahead of the clock; 0 while it is paused.", labels=["workflow", "schedule"])
+        # A paused schedule does not run, so it does not alert; its trouble stays on its row
+        # to be shown, and its resume clears it (runs.waiting.schedule_health).
+        failing = set(ScheduleState.objects.filter(failing_since__isnull=False, paused=False)
                       .values_list("workflow_name", "name"))
         # A series for every declared schedule, 0 when healthy: a rule never reads a missing
         # series as "no problem".

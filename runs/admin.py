@@ -7,6 +7,7 @@ from functools import cache
 
 from django.contrib import admin
 from django.db import connection
+from django.db.models import Q
 from django.urls import reverse
 from django.utils.html import format_html
 from guardian.admin import GuardedModelAdmin
@@ -18,7 +19,15 @@ from audit.models import AccessRecord, AuditRecord
 
 from .admin_search import EXACT, PREFIX, IndexedSearchAdmin
 from .agent_models import AgentTurn, ToolCall, ToolCallStatus
-from .models import ATTENTION_RUN_STATUSES, ApprovalWait, AttentionReason, Run, Step, Workflow
+from .models import (
+    ATTENTION_RUN_STATUSES,
+    ApprovalWait,
+    AttentionReason,
+    ExternalEvent,
+    Run,
+    Step,
+    Workflow,
+)
 from .reads.search import key_matches, search_branches
 
 # A search by the start of a business key can match every run; the admin lists the newest
@@ -247,3 +256,50 @@ class AccessRecordAdmin(IndexedSearchAdmin, ReadOnlyAdmin):
     list_filter = [choices_filter("action", "action", [a.value for a in AccessAction])]
     indexed_search = (("actor_label", EXACT), ("subject", PREFIX))
     ordering = ["-seq"]
+
+
+class EventStateFilter(admin.SimpleListFilter):
+    """External events by what became of them (ExternalEvent.state); the kept and the
+    expired ones along the partial indexes that hold them."""
+
+    title = "state"
+    parameter_name = "state"
+    STATES = {
+        "kept": Q(consumed_at__isnull=True, expired_at__isnull=True, refused_at__isnull=True),
+        "expired": Q(expired_at__isnull=False),
+        "refused": Q(consumed_at__isnull=True, expired_at__isnull=True, refused_at__isnull=False),
+        "delivered": Q(consumed_at__isnull=False),
+    }
+
+    def lookups(self, request, model_admin):
+        return [(state, state) for state in self.STATES]
+
+    def queryset(self, request, queryset):
+        state = self.STATES.get(self.value() or "")
+        return queryset if state is None else queryset.filter(state)
+
+
+@admin.register(ExternalEvent)
+class ExternalEventAdmin(ReadOnlyAdmin):
+    """Events from other systems: delivered, kept for the run that will wait for them (until
+    keep_until), refused for their run, or expired undelivered (runs.waiting.kept_expiry).
+    Evidence: they change only through the door, the transitions and the sweeper."""
+
+    list_display = ["id", "received_at", "workflow_name", "event_name", "correlation_key",
+                    "source", "event_id", "shown_state", "keep_until"]
+    list_filter = [EventStateFilter,
+                   choices_filter("workflow", "workflow_name", workflow_names)]
+    ordering = ["-id"]
+
+    @admin.display(description="state")
+    def shown_state(self, event):
+        state = event.state
+        if state == "delivered" and event.consumed_run_id:
+            return format_html("delivered to {}", _run_link(event.consumed_run_id))
+        if state == "expired":
+            return format_html("expired at {} (kept until {}): never delivered",
+                               f"{event.expired_at:%Y-%m-%d %H:%M %Z}",
+                               f"{event.keep_until:%Y-%m-%d %H:%M %Z}")
+        if state == "refused" and event.refused_run_id:
+            return format_html("refused for {}", _run_link(event.refused_run_id))
+        return state

@@ -136,9 +136,14 @@ class Run(models.Model):
     # When a waiting run is due again (retry backoff, timer).
     next_wake_at = models.DateTimeField(null=True, blank=True)
 
-    # Head of this run's audit hash chain.
+    # Head of this run's audit hash chain, and its keyed seal ("key id:HMAC" over the run,
+    # seq and head, audit.head_seals): the hashes alone can be recomputed by whoever
+    # rewrites the chain in the database, the seal cannot without AUDIT_SEAL_KEYS. NULL
+    # until a head is written: a NOT NULL column would make SQLite (the demo) rebuild the
+    # table to add it, dropping its triggers (runs 0035).
     audit_seq = models.PositiveIntegerField(default=0)
     audit_head = models.CharField(max_length=64, blank=True)
+    audit_seal = models.TextField(null=True, blank=True)
 
     created_at = models.DateTimeField()
     # When the status last changed (step progress within a status does not count).

@@ -26,6 +26,10 @@ class ScheduleState(models.Model):
     failing_since = models.DateTimeField(null=True, blank=True)
     failures = models.PositiveIntegerField(default=0, db_default=0)
     last_error = models.TextField(blank=True, default="", db_default="")
+    # Whether that trouble is its last slot handled lying ahead of the clock (the clock set
+    # back, the row edited): unlike a failed tick, it ends when the clock catches up, with
+    # no run started, so the tick that sees it caught up must know which trouble it was.
+    ahead_of_clock = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -141,6 +145,13 @@ class ExternalEvent(models.Model):
     refused_at = models.DateTimeField(null=True, blank=True)
     refused_run_id = models.BigIntegerField(null=True, blank=True)
     refused_reason = models.TextField(blank=True, default="", db_default="")
+    # Until when a kept event waits for its run (RUNS_EVENT_KEEP_SECONDS past received_at,
+    # by the database's clock), written as it is kept; null on an event delivered as it came.
+    # Past it, the event expires (runs.waiting.kept_expiry): expired_at is set, once, and
+    # no path delivers it, so that an event no run reached is not taken months later by a
+    # run that happens to wait under the same key.
+    keep_until = models.DateTimeField(null=True, blank=True)
+    expired_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -155,9 +166,19 @@ class ExternalEvent(models.Model):
                          name="external_event_kept_ref_idx",
                          condition=models.Q(consumed_at__isnull=True,
                                             refused_at__isnull=True)),
-            # The sweeper's pass over them, batch after batch by id (runs.waiting.kept).
+            # The sweeper's pass over them, batch after batch by id (runs.waiting.kept):
+            # an expired row leaves it, so the pass's cost stops following old events.
             models.Index(fields=["id"], name="external_event_kept_order_idx",
-                         condition=models.Q(consumed_at__isnull=True)),
+                         condition=models.Q(consumed_at__isnull=True,
+                                            expired_at__isnull=True)),
+            # The kept rows due to expire, soonest first (runs.waiting.kept_expiry), and
+            # those an older release kept without keep_until (the nulls, at its end).
+            models.Index(fields=["keep_until"], name="external_event_keep_until_idx",
+                         condition=models.Q(consumed_at__isnull=True,
+                                            expired_at__isnull=True)),
+            # The expired ones by when, for the metric of those expired since its recount.
+            models.Index(fields=["expired_at"], name="external_event_expired_idx",
+                         condition=models.Q(expired_at__isnull=False)),
             # Kept rows without their reference (written by a release before the column):
             # none once filled, so the pass's look for them costs nothing.
             models.Index(fields=["id"], name="external_event_no_ref_idx",
@@ -166,3 +187,14 @@ class ExternalEvent(models.Model):
 
     def __str__(self):
         return f"{self.source}:{self.event_id} {self.event_name} ({self.correlation_key})"
+
+    @property
+    def state(self) -> str:
+        """What became of the event: "delivered" (consumed by a run, or settled by a person's
+        delivery or skip), "expired" (past its keep time, never delivered), "refused" (for
+        the run it came for) or "kept" (for the run that will wait for it)."""
+        if self.consumed_at is not None:
+            return "delivered"
+        if self.expired_at is not None:
+            return "expired"
+        return "refused" if self.refused_at is not None else "kept"

@@ -9,6 +9,7 @@ from django.conf import settings
 # What a deployment must state besides its secret key: signing and encryption keys, and
 # how the client's address is found.
 PRODUCTION_ENV = {"ARCHIVE_SIGNING_KEYS": "a1:" + "s" * 48,
+                  "AUDIT_SEAL_KEYS": "h1:" + "h" * 48,
                   "FIELD_ENCRYPTION_KEYS": "f1:" + "A" * 43 + "=",
                   "TRUSTED_PROXY_COUNT": "0"}
 

@@ -116,8 +116,10 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
                     return kept
                 summary = (cut, messages(spec, ctx, turns, calls, until=cut), kept.value)
             # A partial, not a lambda: the call is made here, in this pass of the loop.
-            asked = limits.call_within_limits(spec.model_system, ctx, functools.partial(
-                _ask, client, spec, ctx, conversation, summary))
+            asked = limits.call_within_limits(
+                spec.model_system, ctx,
+                functools.partial(_ask, client, spec, ctx, conversation, summary),
+                refused=lambda error: transitions.Outcome(succeeded=False, error=error))
             if not asked.succeeded:
                 return asked
             if cut is not None:
@@ -173,8 +175,9 @@ def _run_call(lease, step: Step, spec: definition.AgentSpec, ctx: StepContext, c
         call_ctx = tool_context(ctx, call)
         with tracing.step_span(call_ctx, kind="tool", what=f"tool {call.tool}") as span:
             # Within its system's rate, as a step's call (runs.machine.limits).
-            outcome = limits.call_within_limits(tool.system, call_ctx,
-                                                lambda: call_tool(tool, call_ctx, args))
+            outcome = limits.call_within_limits(
+                tool.system, call_ctx, lambda: call_tool(tool, call_ctx, args),
+                refused=lambda error: transitions.Outcome(succeeded=False, error=error))
             tracing.record_outcome(span, outcome)
     crashpoints.reach(crashpoints.AFTER_CALL, point)
     return calls_tx.record_tool_outcome(lease, step, call, outcome)

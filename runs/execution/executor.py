@@ -117,7 +117,9 @@ def _work_once(lease: transitions.Lease, step, spec: definition.StepDef,
             outcome = call_compensation(spec, ctx)
         else:
             # Within its remote system's rate, shared by every worker (runs.machine.limits).
-            outcome = limits.call_within_limits(spec.system, ctx, lambda: call_step(spec, ctx))
+            outcome = limits.call_within_limits(
+                spec.system, ctx, lambda: call_step(spec, ctx),
+                refused=lambda error: transitions.Outcome(succeeded=False, error=error))
         tracing.record_outcome(span, outcome)
     crashpoints.reach(crashpoints.AFTER_CALL, point)
     if outcome.succeeded:

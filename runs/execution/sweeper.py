@@ -18,7 +18,7 @@ from ..machine import dispatch, tracing, transitions
 from ..machine.single_pass import single_pass
 from ..machine.wakeup import send_wakeups
 from ..models import Run, RunStatus
-from ..waiting import kept
+from ..waiting import kept, kept_expiry
 
 JOB = "runs.sweep"
 # Runs taken back per transaction: few enough that their locks are held for milliseconds.
@@ -32,6 +32,8 @@ class SweepReport:
     requeued: int = 0
     # Kept events delivered to runs that began to wait for them (runs.waiting.kept).
     events: int = 0
+    # Kept events past their keep time, marked expired (runs.waiting.kept_expiry).
+    events_expired: int = 0
     # Another pass held the job's lock: this one did nothing.
     locked_out: bool = False
 
@@ -76,5 +78,7 @@ def _sweep(now: datetime | None, limit: int) -> SweepReport:
                 [:limit])
     send_wakeups(lost)
     report.requeued = len(lost)
+    # First: an event past its time is expired, never delivered by the pass that follows.
+    report.events_expired = kept_expiry.expire_kept_events(now=now)
     report.events = kept.consume_kept_events(now=now)
     return report

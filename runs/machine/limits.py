@@ -22,6 +22,8 @@ Per remote system (a step's or a tool's `system`, an agent's `model_system`):
                    timed by the Redis server's clock (not a worker's). A worker waits for its
                    turn before the call, holding the run's lease (and heartbeating it).
   A 429 (or 503) with Retry-After from the system blocks it for every worker until then.
+  A Redis that cannot be asked (refused, timed out) admits nobody: the call is not made and
+  its attempt ends as a transient failure naming the system, retried by the step's policy.
 Without Redis (the demo's embedded broker) the window and the block live in the process:
 enough for the demo's single worker.
 """
@@ -32,13 +34,17 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from django.conf import settings
 from django.db.models import Case, IntegerField, Value, When
+from redis.exceptions import RedisError
 
 from .. import store
 from ..definitions import definition
 from ..models import HELD_RUN_STATUSES, Run, RunStatus
+from .errors import Classified, TransientError, classify, described
+from .redaction import redact_text
 from .single_pass import lock_key
 from .wakeup import send_wakeups
 
@@ -181,6 +187,11 @@ return until_ms
 """
 
 
+# What a Redis out of reach raises: the client's own errors (refused, timed out, reset), and
+# a socket error it may let through unwrapped.
+LIMITER_FAILURES = (RedisError, OSError)
+
+
 class _RedisWindows:
     def __init__(self, url: str):
         import redis
@@ -232,15 +243,16 @@ class _LocalWindows:
             self.blocked[system] = max(self.blocked.get(system, 0), until)
 
 
-_store = None
+_stores: dict[str, "_RedisWindows | _LocalWindows"] = {}
 
 
 def _windows():
-    global _store
-    if _store is None:
-        url = getattr(settings, "RUNS_LIMITS_REDIS_URL", "")
-        _store = _RedisWindows(url) if url else _LocalWindows()
-    return _store
+    # One per URL, so that a changed setting (a test's) is followed rather than the first
+    # one this process saw.
+    url = getattr(settings, "RUNS_LIMITS_REDIS_URL", "") or ""
+    if url not in _stores:
+        _stores[url] = _RedisWindows(url) if url else _LocalWindows()
+    return _stores[url]
 
 
 def wait_for_turn(system: str, *, heartbeat: Callable[[], bool] = lambda: True) -> float:
@@ -269,15 +281,37 @@ def honour_retry_after(system: str, seconds: float | None) -> None:
         _windows().block(system, seconds)
 
 
-def call_within_limits(system: str, ctx, call: Callable[[], object]):
+Result = TypeVar("Result")
+
+
+def call_within_limits(system: str, ctx, call: Callable[[], Result], *,
+                       refused: Callable[[Classified], Result]) -> Result:
     """Make one call to `system` (a step's, a tool call's or a model turn's: `call` returns
     its Outcome) within the system's rate; a Retry-After in its answer blocks the system for
-    everyone."""
+    everyone.
+
+    When the rate limiter cannot be asked (its Redis refused or timed out), the call is not
+    made: `refused` builds the attempt's Outcome from a transient error naming the system,
+    so the effect machine's one resend path (backoff, budget) tries it again. The caller
+    builds it because the transitions, which own Outcome, ask this module at every claim."""
     if not system or system not in _systems:
         return call()
-    wait_for_turn(system, heartbeat=ctx.heartbeat)
+    try:
+        wait_for_turn(system, heartbeat=ctx.heartbeat)
+    except LIMITER_FAILURES as exc:
+        error = classify(TransientError(
+            f"the rate limiter of system {system!r} could not be reached ({described(exc)}): "
+            "the call was not made"))
+        return refused(error)
     outcome = call()
     error = getattr(outcome, "error", None)
     if error is not None and error.retry_after:
-        honour_retry_after(system, error.retry_after)
+        try:
+            honour_retry_after(system, error.retry_after)
+        except LIMITER_FAILURES as exc:
+            # The call was made and its outcome stands; only the block for the other workers
+            # is lost, and their own calls meet the system's Retry-After again.
+            logger.warning("the Retry-After of %.1f s from system %r could not be shared: its "
+                           "rate limiter could not be reached (%s)", error.retry_after, system,
+                           redact_text(described(exc)))
     return outcome

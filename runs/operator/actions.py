@@ -346,13 +346,14 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
         "Delivers the event the run waits for, as the other system should have sent it: "
         "the payload (JSON, in the evidence field) is checked against the step's schema and "
         "becomes its result; the run goes on. Events kept for this wait (under its name or "
-        "a renamed one, with its key) are marked consumed by this delivery and never "
-        "delivered later.", _deliver_event),
+        "a renamed one, with its key, not past their keep time) are marked consumed by this "
+        "delivery and never delivered later.", _deliver_event),
     OperatorAction(
         "skip_event", "Skip event", "resume_run",
         "Ends the wait without the event: the step is skipped and the run goes on with its "
         "next step. Events kept for this wait (under its name or a renamed one, with its "
-        "key) are marked consumed by this skip and never delivered later.", _skip_event),
+        "key, not past their keep time) are marked consumed by this skip and never "
+        "delivered later.", _skip_event),
     OperatorAction(
         "wake_timer", "Wake now", "resume_run",
         "Ends the timer the run sleeps on now, before its time: the run goes on with its "

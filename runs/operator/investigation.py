@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from audit.actions import AuditAction
 from audit.chain import verify_chain
+from audit.head_seals import head_seal_problem
 from audit.models import AuditRecord
 
 from ..definitions import definition
@@ -122,6 +123,7 @@ def _check_chain(card: Investigation, run: Run, records: list[AuditRecord]) -> N
     of them, leave the rest a chain that verifies)."""
     broken = verify_chain(records)
     last = records[-1] if records else None
+    head_seq, head, seal = run.audit_seq, run.audit_head, run.audit_seal
     if broken is None and (last.seq if last else 0) < run.audit_seq:
         missing = (last.seq if last else 0) + 1
         card.audit_chain, card.chain_broken_at = "broken", missing
@@ -134,8 +136,8 @@ def _check_chain(card: Investigation, run: Run, records: list[AuditRecord]) -> N
         # Past the head the run row kept when it was read: the run may have gone on since
         # (its head read again, after the records), or records were added outside the
         # runtime, with hashes that link.
-        head_seq, head = Run.objects.filter(pk=run.pk).values_list(
-            "audit_seq", "audit_head").get()
+        head_seq, head, seal = Run.objects.filter(pk=run.pk).values_list(
+            "audit_seq", "audit_head", "audit_seal").get()
         if head_seq < last.seq:
             card.audit_chain, card.chain_broken_at = "broken", head_seq + 1
             card.unconfirmed.append(
@@ -148,10 +150,20 @@ def _check_chain(card: Investigation, run: Run, records: list[AuditRecord]) -> N
     elif broken is None and last is not None and last.seq == run.audit_seq \
             and last.hash != run.audit_head:
         broken = last
+    unsealed = (head_seal_problem(run.pk, head_seq, head, seal)
+                if broken is None and last is not None else None)
+    if unsealed is not None:
+        # The records link and end at the head, but the runtime did not write that head:
+        # the whole chain may have been rewritten with every hash recomputed.
+        card.audit_chain, card.chain_broken_at = "broken", 1
+        card.unconfirmed.append(
+            f"the whole audit history: the records link up to the head the run's row keeps, "
+            f"but {unsealed} (manage.py verify_audit names the run)")
+        return
     if broken is None:
         card.audit_chain = "intact"
         card.facts.append(Fact(f"the run's audit chain verifies, {len(records)} records",
-                               "hash chain checked now"))
+                               "hash chain and its head's seal checked now"))
         return
     card.audit_chain, card.chain_broken_at = "broken", broken.seq
     card.unconfirmed.append(

@@ -20,6 +20,9 @@ kept event, but refused for that run and said on its log: the run takes no event
 and reopening it does not hand it over (runs.waiting.kept: refuse_for_ended). A person who
 reopens it may deliver the event by hand.
 
+A kept event is kept for RUNS_EVENT_KEEP_SECONDS from when it came (keep_until, which the
+sender's answer carries), then expires and is never delivered (runs.waiting.kept_expiry).
+
 What a payload must be is runs.waiting.payloads' (and how a refusal is worded, for a sender
 or for a person delivering by hand: payloads.refusal); what becomes of a kept event,
 runs.waiting.kept's.
@@ -28,7 +31,7 @@ runs.waiting.kept's.
 import hashlib
 import hmac
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
@@ -51,6 +54,7 @@ from .kept import (
     refuse_for_ended_by_key,
     waiting_step,
 )
+from .kept_expiry import keep_time
 from .payloads import EventRefused, for_run, one_schema, validated
 
 # How old a signed webhook's timestamp may be (either way): older is a replay.
@@ -69,6 +73,9 @@ FIELD_LENGTHS = {"workflow": 200, "event": 200, "correlation_key": KEY_LENGTH,
 class Receipt:
     status: str  # "delivered", "kept" or "duplicate"
     run_id: int | None = None
+    # Until when the event is kept (kept, or a duplicate of an event not delivered): what the
+    # sender is told beside the status, not part of what the answer is.
+    keep_until: datetime | None = field(default=None, compare=False)
 
 
 def _refuse_unstorable_payload(payload: dict) -> None:
@@ -204,14 +211,15 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
         # otherwise than the one that let it in (consume_kept checks it against that one).
         payload = sent
         _refuse_unstorable_payload(payload)
+    # By the database's clock: the order of the events kept for one wait is read from it,
+    # their expiry judged by it, and the web processes' clocks may disagree.
+    received_at = transition_time(now)
     try:
         with transaction.atomic():
             kept = insert_event(
                 workflow_name=workflow, source=source, event_id=event_id, event_name=event,
-                correlation_key=key, payload=redact(payload),
-                # By the database's clock: the order of the events kept for one wait is read
-                # from it, and the web processes' clocks may disagree.
-                received_at=transition_time(now))
+                correlation_key=key, payload=redact(payload), received_at=received_at,
+                keep_until=received_at + keep_time())
     except IntegrityError:
         return _received_before(workflow, source, event_id) or Receipt("duplicate")
     # A run may have begun to wait between the look above and this insert.
@@ -220,15 +228,21 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
         return Receipt("delivered", run_id)
     if not refuse_for_ended_by_key(kept):
         hold_wait_renamed_to(workflow, event, key)
-    return Receipt("kept")
+    # Refused for the run a person ended, it is left for a person: no run's keep time to say.
+    return Receipt("kept", keep_until=None if kept.refused_run_id else kept.keep_until)
 
 
 def _received_before(workflow: str, source: str, event_id: str) -> Receipt | None:
     """The answer to an event whose source and id were received before: the same, naming the
-    run that took it, whether the first delivery committed long ago or while this one ran."""
+    run that took it, whether the first delivery committed long ago or while this one ran;
+    or, not delivered, until when it is (or was, if it expired) kept."""
     previous = ExternalEvent.objects.filter(workflow_name=workflow, source=source,
                                             event_id=event_id).first()
-    return None if previous is None else Receipt("duplicate", previous.consumed_run_id)
+    if previous is None:
+        return None
+    kept = previous.consumed_at is None and previous.refused_at is None
+    return Receipt("duplicate", previous.consumed_run_id,
+                   keep_until=previous.keep_until if kept else None)
 
 
 # --- signed webhooks -----------------------------------------------------------------------

@@ -2,7 +2,8 @@
 it) is delivered once the run waits: by the run itself as it begins to wait
 (consume_kept_for_run, after the worker let go of it), or by the sweeper's pass over the kept
 rows (consume_kept_events), the backstop for an event and a wait that crossed, or for a
-worker lost between the two.
+worker lost between the two. Only within its keep time: one past it expires instead, by
+whichever path meets it first (runs.waiting.kept_expiry), and is never delivered.
 
 A kept row names the wait it is for in awaited_ref (transitions.events.awaiting_ref, written
 with the row): each lookup compares that with a waiting step's remote_ref, in Python and in
@@ -35,6 +36,7 @@ from ..machine.transitions import (
     hold_renamed_wait,
     renamed_wait,
 )
+from ..machine.transitions.kernel import transition_time
 from ..machine.transitions.refused_events import (
     refuse_for_ended_run,
     refuse_kept_event,
@@ -42,6 +44,7 @@ from ..machine.transitions.refused_events import (
 )
 from ..machine.wakeup import send_wakeup
 from ..models import ExternalEvent, PassPosition, Run, RunStatus, Step, StepStatus
+from .kept_expiry import expire_kept, past_its_time
 from .payloads import EventRefused, event_steps, for_run, one_schema
 
 logger = logging.getLogger(__name__)
@@ -129,7 +132,12 @@ def refuse_for_ended_by_key(kept: ExternalEvent) -> bool:
 
 
 def consume_kept(kept: ExternalEvent, *, now: datetime | None = None) -> int | None:
-    """Deliver a kept event to the run now waiting for it, if any. Returns the run's id."""
+    """Deliver a kept event to the run now waiting for it, if any. Returns the run's id. One
+    past its keep time is marked expired instead (and None returned): whoever meets it first
+    says so; no run takes it."""
+    if past_its_time(kept, transition_time(now)):
+        expire_kept(kept, now=now)
+        return None
     step = waiting_step(kept.workflow_name, kept.awaited_ref)
     if step is None:
         return None
@@ -178,17 +186,25 @@ def refuse_kept(kept: ExternalEvent, step: Step, refused: EventRefused) -> bool:
 
 def consume_kept_for_run(run_id: int) -> bool:
     """After a run began to wait for an event: deliver the event kept for it, if one came
-    early. Called after the worker let go of the run (runs.tasks), and by the sweeper."""
+    early. Called after the worker let go of the run (runs.tasks), and by the sweeper. Kept
+    events past their time that it meets first are marked expired, and the next one is
+    taken; the run waits on if none is left."""
     step = (Step.objects.filter(run_id=run_id, kind=definition.EVENT, status=StepStatus.WAITING)
             .exclude(remote_ref="").first())
     if step is None:
         return False
     # Along external_event_kept_ref_idx: the kept row names the wait as the step does.
-    found = ExternalEvent.objects.filter(
+    kept = ExternalEvent.objects.filter(
         workflow_name=Run.objects.filter(pk=run_id).values("workflow_name")[:1],
         awaited_ref=step.remote_ref, consumed_at__isnull=True, refused_at__isnull=True,
-    ).order_by("received_at", "pk").first()
-    return found is not None and consume_kept(found) is not None
+        expired_at__isnull=True,
+    ).order_by("received_at", "pk")
+    while (found := kept.first()) is not None:
+        if not past_its_time(found, transition_time(None)):
+            return consume_kept(found) is not None
+        if not expire_kept(found):
+            return False  # consumed (or expired) by another path meanwhile
+    return False
 
 
 # Kept events delivered per query of the sweeper's pass, and kept rows one pass looks at.
@@ -208,7 +224,7 @@ def consumable_kept(*, after: int = 0, upto: int | None = None,
     # Named, the partial index's condition is seen to hold for the ref looked up.
     waits = waits.exclude(remote_ref="")
     kept = ExternalEvent.objects.filter(consumed_at__isnull=True, refused_at__isnull=True,
-                                        pk__gt=after)
+                                        expired_at__isnull=True, pk__gt=after)
     if upto is not None:
         kept = kept.filter(pk__lte=upto)
     return list(kept.filter(Exists(waits)).order_by("pk")[:limit])
@@ -235,15 +251,17 @@ def consume_kept_events(*, now: datetime | None = None, batch: int = KEPT_BATCH,
                         rows: int = KEPT_PASS_ROWS) -> int:
     """The sweeper's pass: kept events whose run now waits for them are delivered (the
     backstop for an event and a wait that crossed, or a worker lost between its wait and
-    consume_kept_for_run), however long ago they came.
+    consume_kept_for_run), however long ago they came within their keep time (the sweeper
+    expires those past it first: kept_expiry.expire_kept_events).
 
-    Kept rows are never deleted, and a sender that misbehaves can keep millions that no run
-    will wait for: one pass looks at `rows` of them, by id, from where the last pass stopped
-    (PassPosition: shared by every worker, kept over restarts), and starts again from the
-    first once it reaches the end. So a pass costs the same however many are kept, and
-    every kept event is looked at within (kept rows / `rows`) passes; the fast paths (an
-    event finds its waiting run at once, a run that begins to wait looks for its kept
-    event) do not wait for it. The sweeper runs one pass at a time (single_pass)."""
+    Kept rows are never deleted (expired ones leave the pass), and a sender that misbehaves
+    can keep millions within their keep time that no run will wait for: one pass looks at
+    `rows` of them, by id, from where the last pass stopped (PassPosition: shared by every
+    worker, kept over restarts), and starts again from the first once it reaches the end.
+    So a pass costs the same however many are kept, and every kept event is looked at
+    within (kept rows / `rows`) passes; the fast paths (an event finds its waiting run at
+    once, a run that begins to wait looks for its kept event) do not wait for it. The
+    sweeper runs one pass at a time (single_pass)."""
     # Events kept by the previous release while this one's migration ran have no reference
     # yet, and nothing finds them without it; along external_event_no_ref_idx, empty once
     # they are filled.
@@ -266,7 +284,8 @@ def consume_kept_events(*, now: datetime | None = None, batch: int = KEPT_BATCH,
 
 def _window_end(after: int, rows: int) -> int | None:
     """The id of the `rows`th kept row past `after`; None if fewer are kept past it."""
-    bound = list(ExternalEvent.objects.filter(consumed_at__isnull=True, pk__gt=after)
+    bound = list(ExternalEvent.objects.filter(consumed_at__isnull=True, expired_at__isnull=True,
+                                              pk__gt=after)
                  .order_by("pk").values_list("pk", flat=True)[rows - 1:rows])
     return bound[0] if bound else None
 

@@ -11,14 +11,26 @@ at WARNING. The first tick that starts (or finds) a run again clears the row and
 "schedule_recovered" record. A tick with nothing due changes nothing: a schedule whose slot
 was refused an hour ago is failing until its next slot says otherwise.
 
+A schedule whose last slot handled lies ahead of the clock (the clock was set back, the row
+edited) starts nothing until the clock gets there: that is trouble of the same kind, kept on
+the same row (`ahead_of_clock` says which), said once by a "schedule_failing" record and one
+WARNING line; the ticks after it only update how far ahead. The first tick that finds the
+clock caught up clears it, with one "schedule_recovered" record, without waiting for a run.
+
+A paused schedule does not tick, so its trouble is left out of the metric while it is paused
+(observability), and resuming it forgets the trouble (`forget_trouble`): its next tick says
+again whether it fails.
+
 The records are control records (ControlRecord), as a schedule's pause is: they are about a
 workflow's schedule, not one run, so they belong in no run's audit chain.
 """
 
 import logging
-from datetime import datetime
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import F
 
 from audit.chain import Actor
 
@@ -76,19 +88,76 @@ def tick_succeeded(state: ScheduleState, *, now: datetime) -> None:
     """Record that this tick of `state`'s schedule started or found its runs: a failing
     schedule has recovered. `state` is the row as the tick read it: a healthy one costs
     nothing more."""
-    if state.failing_since is None:
-        return
+    if state.failing_since is not None:
+        recovered(state, still={"failing_since__isnull": False}, now=now, reason=lambda current: (
+            f"a tick started its runs again after {current.failures} failed tick(s) since "
+            f"{current.failing_since.isoformat()}"))
+
+
+def recovered(state: ScheduleState, *, still: dict, now: datetime,
+              reason: Callable[[ScheduleState], str]) -> None:
+    """Clear `state`'s trouble and write its one "schedule_recovered" record, with
+    `reason(the row as locked)`, if the row still has the trouble (`still`: its condition);
+    another scheduler may have recorded it first, or a resume cleared it."""
     with transaction.atomic():
-        current = ScheduleState.objects.select_for_update().filter(
-            pk=state.pk, failing_since__isnull=False).first()
-        if current is None:  # another scheduler recorded the recovery
+        current = ScheduleState.objects.select_for_update().filter(pk=state.pk, **still).first()
+        if current is None:
             return
         ScheduleState.objects.filter(pk=state.pk).update(
-            failing_since=None, failures=0, last_error="", updated_at=now)
-        reason = (f"a tick started its runs again after {current.failures} failed tick(s) "
-                  f"since {current.failing_since.isoformat()}")
+            failing_since=None, failures=0, last_error="", ahead_of_clock=False,
+            updated_at=now)
+        said = reason(current)
         ControlRecord.objects.create(
             action=RECOVERED, workflow_name=state.workflow_name, target=state.name,
-            actor_label=SCHEDULER.label, actor_user_id=SCHEDULER.user_id, reason=reason,
+            actor_label=SCHEDULER.label, actor_user_id=SCHEDULER.user_id, reason=said,
             created_at=now)
-    logger.info("schedule %s of %s recovered: %s", state.name, state.workflow_name, reason)
+    logger.info("schedule %s of %s recovered: %s", state.name, state.workflow_name, said)
+
+
+def ahead_text(last_slot: datetime, ahead: timedelta) -> str:
+    return (f"its last slot handled ({last_slot.isoformat()}) is ahead of the clock by "
+            f"{ahead.total_seconds():.0f} s: it starts nothing until the clock gets there; "
+            "pause and resume it to go on from now")
+
+
+def slot_ahead(state: ScheduleState, *, ahead: timedelta, now: datetime) -> None:
+    """Record that `state`'s last slot handled lies `ahead` of the clock at this tick."""
+    text = ahead_text(state.last_slot_at, ahead)
+    if state.ahead_of_clock:
+        # Said already: only how far ahead it is now, and one more tick in a row.
+        ScheduleState.objects.filter(pk=state.pk, ahead_of_clock=True).update(
+            failures=F("failures") + 1, last_error=text, updated_at=now)
+        return
+    with transaction.atomic():
+        # Locked, so two schedulers seeing it at once write one record.
+        current = ScheduleState.objects.select_for_update().get(pk=state.pk)
+        if current.ahead_of_clock:
+            return
+        ScheduleState.objects.filter(pk=state.pk).update(
+            ahead_of_clock=True, failing_since=current.failing_since or now,
+            failures=current.failures + 1, last_error=text, updated_at=now)
+        ControlRecord.objects.create(
+            action=FAILING, workflow_name=state.workflow_name, target=state.name,
+            actor_label=SCHEDULER.label, actor_user_id=SCHEDULER.user_id, reason=text,
+            created_at=now)
+    logger.warning("schedule %s of %s: %s", state.name, state.workflow_name, text)
+
+
+def clock_caught_up(state: ScheduleState, *, now: datetime) -> None:
+    """Record that the clock has caught up with the last slot of `state`, which was ahead of
+    it. `state` is the row as the tick read it: one never ahead costs nothing more."""
+    if state.ahead_of_clock:
+        recovered(state, still={"ahead_of_clock": True}, now=now, reason=lambda current: (
+            f"the clock caught up with its last slot handled "
+            f"({current.last_slot_at.isoformat()}) after {current.failures} tick(s) since "
+            f"{current.failing_since.isoformat()}"))
+
+
+def forget_trouble(state: ScheduleState) -> bool:
+    """Clear the trouble of `state` (a row locked by the caller, who saves it) as its resume
+    does: a paused schedule did not tick, so what its last ticks said no longer holds, and
+    its next tick says again. Returns whether it had any."""
+    had = state.failing_since is not None
+    state.failing_since, state.failures, state.last_error = None, 0, ""
+    state.ahead_of_clock = False
+    return had

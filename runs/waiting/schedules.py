@@ -17,7 +17,8 @@ schedule's catch-up policy says which of them run:
   "all"     every missed slot, oldest first (at most MAX_CATCH_UP per tick).
 
 The sweeper's beat calls fire_due_schedules every few seconds (runs.fire_schedules). A
-schedule whose ticks fail is recorded on its row and said once (runs.waiting.schedule_health).
+schedule whose ticks fail, or whose last slot handled lies ahead of the clock, is recorded on
+its row and said once (runs.waiting.schedule_health).
 """
 
 import logging
@@ -285,6 +286,11 @@ def fire_schedule(schedule: Schedule, *, now: datetime) -> TickReport:
     state = state_of(schedule, now=now)
     if state.paused:
         return TickReport()
+    ahead = ahead_of_clock(state, now=now)
+    if ahead is not None:
+        schedule_health.slot_ahead(state, ahead=ahead, now=now)
+        return TickReport()
+    schedule_health.clock_caught_up(state, now=now)
     try:
         report = fire_slots(schedule, state, now=now)
     except CODE_FAILURES as exc:  # its input's code (workflow code), or slots past the calendar
@@ -299,16 +305,20 @@ def fire_schedule(schedule: Schedule, *, now: datetime) -> TickReport:
     return report
 
 
+def ahead_of_clock(state: ScheduleState, *, now: datetime) -> timedelta | None:
+    """How far the last slot handled lies ahead of `now`, when it is further than a drifting
+    clock explains (the clock was set back, the row edited): the schedule starts nothing until
+    then. None otherwise."""
+    if state.last_slot_at is None or state.last_slot_at <= now + TICK_AHEAD_ALLOWANCE:
+        return None
+    return state.last_slot_at - now
+
+
 def fire_slots(schedule: Schedule, state: ScheduleState, *, now: datetime) -> TickReport:
-    """The tick of a schedule not paused: start its due slots' runs, record the last slot
-    handled. A slot whose input raises is not recorded: the next tick tries it again."""
+    """The tick of a schedule neither paused nor ahead of the clock: start its due slots'
+    runs, record the last slot handled. A slot whose input raises is not recorded: the next
+    tick tries it again."""
     report = TickReport()
-    if state.last_slot_at is not None and state.last_slot_at > now + TICK_AHEAD_ALLOWANCE:
-        logger.warning("schedule %s of %s: its last slot handled (%s) is ahead of the clock, "
-                       "so it starts nothing until then; pause and resume it to go on from "
-                       "now", schedule.name, schedule.workflow_name,
-                       state.last_slot_at.isoformat())
-        return report
     slots, report.skipped = due_slots(schedule, state, now=now)
     if not slots:
         if report.skipped:
@@ -350,8 +360,10 @@ def _record_progress(state: ScheduleState, *, slot: datetime, run_id: int | None
 
 def set_paused(*, workflow: str, name: str, paused: bool, actor: Actor, reason: str,
                now: datetime | None = None) -> ScheduleState:
-    """Pause or resume a schedule, recording who and why. A resumed schedule does not run
-    the slots it missed while paused: it goes on from the slot before now."""
+    """Pause or resume a schedule, recording who and why; the console and the CLI both come
+    here (approvals.operator_actions). A resumed schedule does not run the slots it missed
+    while paused: it goes on from the slot before now, its failing state cleared until a
+    tick fails again."""
     schedule = registry.get(workflow, name)
     if schedule is None:
         raise ScheduleError(f"no schedule {name!r} on workflow {workflow!r}")
@@ -371,6 +383,9 @@ def set_paused(*, workflow: str, name: str, paused: bool, actor: Actor, reason: 
         state.paused = paused
         state.pause_reason = reason if paused else ""
         state.paused_by = actor.label if paused else ""
+        # Paused, it keeps its trouble to show, left out of the metric (a paused schedule does
+        # not run, so it does not alert); resumed, its next tick says again.
+        forgotten = not paused and schedule_health.forget_trouble(state)
         if not paused:
             state.last_slot_at = schedule.latest_slot(now)
         state.updated_at = now
@@ -379,6 +394,9 @@ def set_paused(*, workflow: str, name: str, paused: bool, actor: Actor, reason: 
             action="schedule_paused" if paused else "schedule_resumed", workflow_name=workflow,
             target=name, actor_label=actor.label, actor_user_id=actor.user_id, reason=reason,
             created_at=now)
+    if forgotten:
+        logger.info("schedule %s of %s resumed: its failing state is cleared until a tick "
+                    "fails again", name, workflow)
     return state
 
 

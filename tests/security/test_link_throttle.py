@@ -87,7 +87,7 @@ def test_the_client_address_is_found_as_the_deployment_states(settings, proxies,
 def _production(**env):
     base = {k: v for k, v in os.environ.items() if k != "TRUSTED_PROXY_COUNT"}
     base.update({"DJANGO_SETTINGS_MODULE": "console.production", "SECRET_KEY": "k" * 64,
-                 "ARCHIVE_SIGNING_KEYS": "a1:" + "s" * 48,
+                 "ARCHIVE_SIGNING_KEYS": "a1:" + "s" * 48, "AUDIT_SEAL_KEYS": "h1:" + "h" * 48,
                  "FIELD_ENCRYPTION_KEYS": "f1:" + "A" * 43 + "=", **env})
     code = ("import django; django.setup(); from django.conf import settings as s; "
             "print(s.TRUSTED_PROXY_COUNT, s.AXES_CLIENT_IP_CALLABLE)")

@@ -8,13 +8,15 @@ from django.core.management.base import BaseCommand, CommandError
 
 from audit.access import access_chain_break, access_head
 from audit.chain import chain_break, one_snapshot, recorded_heads
+from audit.head_seals import ACCESS_CHAIN, head_seal_problem
 from audit.models import AccessRecord, AuditRecord
 from audit.offline import check_archive, compare_with_recorded, recorded_archive
 
 
 class Command(BaseCommand):
     help = ("Verify every run's audit hash chain and the access chain (permission "
-            "changes); exit non-zero naming the first broken record. "
+            "changes), and each chain's head against its seal (AUDIT_SEAL_KEYS); exit "
+            "non-zero naming the first broken record or head. "
             "With --archive FILE, verify an archive file instead, offline: every run against "
             "its seal (ARCHIVE_SIGNING_KEYS) and its chain, the file against its own seal, "
             "and against its recorded sha256 and chain heads when the database has them.")
@@ -37,9 +39,10 @@ class Command(BaseCommand):
         with one_snapshot():
             runs, records = self.verify_runs()
             access = self.verify_access()
-        self.stdout.write(f"verified {records} audit records in {runs} runs: all chains intact")
+        self.stdout.write(f"verified {records} audit records in {runs} runs: all chains intact, "
+                          "every head sealed")
         self.stdout.write(f"verified {access} access records (permission changes): "
-                          "chain intact")
+                          "chain intact" + (", its head sealed" if access else ""))
 
     def verify_access(self) -> int:
         """The access chain, record by record, and its end against its head row. Returns
@@ -58,12 +61,18 @@ class Command(BaseCommand):
             record, why = broken
             raise CommandError(f"the access chain is broken at record id={record.pk} "
                                f"seq={record.seq} action={record.action}: {why}")
-        head_seq, head_hash = access_head()
+        head_seq, head_hash, seal = access_head()
         if last != (head_seq, head_hash):
             raise CommandError(
                 f"the access chain ends at seq={last[0]} but its head keeps seq={head_seq} "
                 f"hash={head_hash[:12] or '-'}: records were removed from its end, or its "
                 "head was changed")
+        # An empty chain has nothing to vouch for (and a database flushed by the tests has
+        # no head row to carry a seal).
+        problem = head_seal_problem(ACCESS_CHAIN, head_seq, head_hash, seal) if head_seq else None
+        if problem is not None:
+            raise CommandError(f"the access chain's head seq={head_seq} "
+                               f"hash={head_hash[:12]}: {problem}")
         return count
 
     def verify_runs(self) -> tuple[int, int]:
@@ -87,7 +96,8 @@ class Command(BaseCommand):
                     f"seq={record.seq} action={record.action}: {why}")
             if heads is None:
                 return
-            head_seq, head_hash = (head[1], head[2]) if head and head[0] == run_id else (0, "")
+            head_seq, head_hash, seal = (head[1:] if head and head[0] == run_id
+                                         else (0, "", ""))
             if head and head[0] == run_id:
                 head = next(heads, None)
             last = chain[-1]
@@ -96,6 +106,12 @@ class Command(BaseCommand):
                     f"audit chain of run {run_id} ends at seq={last.seq} but its run keeps "
                     f"the head seq={head_seq} hash={head_hash[:12] or '-'}: records were "
                     "removed from its end, or the run's head was changed")
+            # The chain and its head agree; only the seal tells whether the runtime wrote
+            # them, or someone who rewrote the records and recomputed every hash.
+            problem = head_seal_problem(run_id, head_seq, head_hash, seal)
+            if problem is not None:
+                raise CommandError(f"audit chain of run {run_id} (head seq={head_seq} "
+                                   f"hash={head_hash[:12]}): {problem}")
 
         def no_records(head) -> None:
             raise CommandError(f"audit chain of run {head[0]} has no records but its run "

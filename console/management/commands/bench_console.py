@@ -26,6 +26,7 @@ from approvals import schedule as approvals_schedule
 from approvals.bulk import bulk_preview
 from audit.actions import AuditAction
 from audit.chain import Actor, build_record
+from audit.head_seals import seal_head
 from audit.models import AuditRecord
 from console.roles import ensure_roles
 from observability.metrics import recount_history
@@ -259,6 +260,7 @@ class Command(BaseCommand):
             run = Run.objects.get(pk=model.pk)
             steps = list(Step.objects.filter(run=run))
             run.pk, run.business_key, run.audit_seq, run.audit_head = None, LONG_RUN_KEY, 0, ""
+            run.audit_seal = None
             (run,) = Run.objects.bulk_create([run])
             for step in steps:
                 step.pk, step.run = None, run
@@ -278,8 +280,10 @@ class Command(BaseCommand):
                 records.append(record)
                 run.audit_seq, run.audit_head = record.seq, record.hash
             AuditRecord.objects.bulk_create(records)
-            Run.objects.filter(pk=run.pk).update(audit_seq=run.audit_seq,
-                                                 audit_head=run.audit_head)
+            # Sealed as the runtime seals a head, or verify_audit would name this run.
+            Run.objects.filter(pk=run.pk).update(
+                audit_seq=run.audit_seq, audit_head=run.audit_head,
+                audit_seal=seal_head(run.pk, run.audit_seq, run.audit_head))
         return run
 
     def _compensated_step(self, run_id: int) -> None:
@@ -298,6 +302,7 @@ class Command(BaseCommand):
                     copy = Run(**{f.attname: getattr(run, f.attname)
                                   for f in Run._meta.concrete_fields if not f.primary_key})
                     copy.business_key, copy.audit_seq, copy.audit_head = f"{LEASE_KEY}{n}", 0, ""
+                    copy.audit_seal = None
                     runs.append(copy)
                 runs = Run.objects.bulk_create(runs)
                 Step.objects.bulk_create([

@@ -27,6 +27,7 @@ import hashlib
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from audit.actions import AuditAction
 from audit.chain import Actor
@@ -320,12 +321,14 @@ def _store_event(run: Run, step: Step, *, source: str, event_id: str, payload: d
     event, key = awaited(step)
     if kept is not None:
         # Refused for a run (its version's schema, or the run had ended when it came), it
-        # is a person's to deliver: no path hands it to a run on its own.
+        # is a person's to deliver: no path hands it to a run on its own. Past its keep time
+        # (runs.waiting.kept_expiry), marked expired or not yet, it is nobody's.
         taken = ExternalEvent.objects.filter(
-            pk=kept.pk, consumed_at__isnull=True, refused_at__isnull=True,
+            within_keep_time(now), pk=kept.pk, refused_at__isnull=True,
         ).update(consumed_run_id=run.pk, consumed_step=step.name, consumed_at=now)
         if taken != 1:
-            raise DuplicateEvent(f"event {source}:{event_id} was consumed or refused already")
+            raise DuplicateEvent(f"event {source}:{event_id} was consumed, refused or expired "
+                                 "already")
         return
     try:
         with transaction.atomic():
@@ -335,6 +338,13 @@ def _store_event(run: Run, step: Step, *, source: str, event_id: str, payload: d
                          consumed_at=now)
     except IntegrityError:
         raise DuplicateEvent(f"event {source}:{event_id} was received before") from None
+
+
+def within_keep_time(now: datetime) -> Q:
+    """Kept events still kept at `now`: neither consumed nor expired, their keep time not past
+    (a row an older release kept without keep_until is kept until the sweeper gives it one)."""
+    return Q(consumed_at__isnull=True, expired_at__isnull=True) & (
+        Q(keep_until__isnull=True) | Q(keep_until__gt=now))
 
 
 def insert_event(**fields) -> ExternalEvent:
@@ -407,12 +417,14 @@ def _settle_kept(run: Run, step: Step, workflow_def: definition.Workflow | None,
     """The kept events this wait would have consumed, marked consumed by a person who ends
     it (a delivery by hand or a skip, in its transaction): otherwise one stays kept and a
     later wait for it (a re-run from this step) receives it as if it came for that wait.
+    Those past their keep time are not this run's: they expire (runs.waiting.kept_expiry).
     Returns them as "source:id"."""
     # Along external_event_kept_ref_idx; locked, so that a consume_kept of one of them (for
     # another run of the same key) waits for this person's change and then finds it consumed.
     kept = list(ExternalEvent.objects.select_for_update().filter(
-        workflow_name=run.workflow_name, awaited_ref__in=_wait_refs(run, step, workflow_def),
-        consumed_at__isnull=True, refused_at__isnull=True).order_by("pk"))
+        within_keep_time(now), workflow_name=run.workflow_name,
+        awaited_ref__in=_wait_refs(run, step, workflow_def),
+        refused_at__isnull=True).order_by("pk"))
     ExternalEvent.objects.filter(pk__in=[e.pk for e in kept]).update(
         consumed_run_id=run.pk, consumed_step=step.name, consumed_at=now)
     return [f"{e.source}:{e.event_id}" for e in kept]

@@ -15,6 +15,7 @@ from django.db import transaction
 
 from audit.actions import AuditAction
 from audit.chain import Actor, build_record
+from audit.head_seals import seal_head
 from audit.models import AuditRecord
 
 from ... import store
@@ -225,6 +226,9 @@ class Change:
             before=before, after=after, data=redact(data) if data else None, created_at=self.now,
         )
         self.run.audit_seq, self.run.audit_head = record.seq, record.hash
+        # Sealed where the head is set, so that every path that writes the run row (the
+        # checkpoint statement, the start statement, save_changes) writes the seal with it.
+        self.run.audit_seal = seal_head(self.run.pk, record.seq, record.hash)
         self.records.append(record)
 
     def wait_for_person(self, step: Step, call=None) -> None:
@@ -247,7 +251,7 @@ class Change:
 RUN_FIELDS = [
     "status", "attention_reason", "status_message", "current_step", "steps_done",
     "cancel_requested", "fencing_token", "lease_owner", "lease_expires_at", "heartbeat_at",
-    "next_wake_at", "audit_seq", "audit_head", "updated_at", "finished_at",
+    "next_wake_at", "audit_seq", "audit_head", "audit_seal", "updated_at", "finished_at",
 ]
 
 STEP_FIELDS = [

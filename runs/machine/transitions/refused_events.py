@@ -66,8 +66,9 @@ def _refused(change: Change, kept: ExternalEvent, step_name: str, reason: str,
     """Mark `kept` refused for the locked run of `change`, with `reason`, and record it on the
     run (EVENT_REFUSED, with `data`): only if no path consumed or marked it first."""
     run = change.run
+    # An expired row is nobody's: it is not refused for a run either.
     marked = ExternalEvent.objects.filter(
-        pk=kept.pk, consumed_at__isnull=True, refused_at__isnull=True,
+        pk=kept.pk, consumed_at__isnull=True, refused_at__isnull=True, expired_at__isnull=True,
     ).update(refused_at=change.now, refused_run_id=run.pk, refused_reason=reason)
     if not marked:
         return False

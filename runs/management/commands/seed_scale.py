@@ -1,6 +1,9 @@
 """Seed PostgreSQL with a production-sized history for the console's timings: by default
 1,000,000 runs of the ten-step benchmark workflow and their 10,000,000 steps, in set-based
-SQL (minutes, not hours). Runs already seeded are kept: running it again adds nothing."""
+SQL (minutes, not hours). Runs already seeded are kept: running it again adds nothing.
+
+The runs are seeded without audit records: their chain is empty (seq 0, audit_seal NULL),
+with no head to seal (audit.head_seals), and verify_audit passes over them."""
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
