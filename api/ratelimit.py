@@ -7,9 +7,10 @@ API_CACHE_URL), or each process counts on its own and the effective limit is mul
 their number. A fixed window allows up to twice the limit across a window boundary, which is
 fine for protecting the service from a runaway client, the point of this limit.
 
-When the cache cannot be reached the request is let through (and a warning logged): the
-limit protects the service, and an outage of the counter store should not become an outage
-of the API.
+When the cache cannot be reached the request is let through: the limit protects the
+service, and an outage of the counter store should not become an outage of the API. That is
+said once when the outage begins and once when it ends (runs.execution.outages), not with a
+traceback at every request.
 """
 
 import logging
@@ -20,7 +21,11 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import caches
 
+from runs.execution.outages import first_line, outages
+
 logger = logging.getLogger(__name__)
+# The trouble's name in runs.execution.outages.
+STORE = "the API's rate limit store"
 
 
 @dataclass(frozen=True)
@@ -48,8 +53,12 @@ def hit(key: str, *, limit: int, window: int | None = None,
         except ValueError:  # expired between add() and incr()
             cache.add(cache_key, 1, timeout=window + 1)
             count = 1
-    except Exception:
-        logger.warning("rate limit store unavailable; request for %s let through", key,
-                       exc_info=True)
+    except Exception as exc:
+        if outages.failed_once_more(STORE) == 1:
+            logger.warning("rate limit store unavailable (%s: %s); requests are let through "
+                           "uncounted until it answers", type(exc).__name__, first_line(exc))
         return Verdict(True, limit, 0, retry_after)
+    if missed := outages.answered(STORE):
+        logger.warning("rate limit store answers again, after %d request(s) let through "
+                       "uncounted", missed)
     return Verdict(count <= limit, limit, count, retry_after)

@@ -10,7 +10,8 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
     """Run the command `argv` names. A database that cannot be reached (down, restarting, a
     wrong DATABASE_URL) ends it with exit status 1 and a sentence naming what failed; any
     other error is the command's own and is left as it is."""
-    from runs.execution.database_outage import CONNECTION_LOST, first_line, unreachable
+    from runs.execution.database_outage import CONNECTION_LOST, unreachable
+    from runs.execution.outages import first_line
 
     try:
         execute_from_command_line(argv)

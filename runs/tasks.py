@@ -8,7 +8,8 @@ from django.db import connection
 from audit.chain import Actor
 
 from .execution import executor, sweeper
-from .execution.database_outage import CONNECTION_LOST, beat_pass, first_line, unreachable
+from .execution.database_outage import CONNECTION_LOST, beat_pass, unreachable
+from .execution.outages import first_line
 from .machine import limits, transitions
 from .machine.errors import StartRefused
 from .machine.wakeup import ADVANCE_RUN_TASK

@@ -11,9 +11,10 @@ tick logged an eighty-line traceback: four a second, which buries the line that 
 
 import functools
 import logging
-import threading
 
 from django.db import InterfaceError, OperationalError, connection
+
+from .outages import first_line, outages
 
 logger = logging.getLogger(__name__)
 
@@ -30,27 +31,6 @@ def unreachable(exc: BaseException) -> bool:
         return False
     session = connection.connection
     return session is None or session.closed or session.broken
-
-
-class Outages:
-    """Which passes of this process found the database away, and how many times in a row:
-    each pass is said once when it first fails and once when it succeeds again."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.failed: dict[str, int] = {}
-
-    def failed_once_more(self, name: str) -> int:
-        with self.lock:
-            self.failed[name] = self.failed.get(name, 0) + 1
-            return self.failed[name]
-
-    def answered(self, name: str) -> int:
-        with self.lock:
-            return self.failed.pop(name, 0)
-
-
-outages = Outages()
 
 
 def beat_pass(name: str):
@@ -81,7 +61,3 @@ def beat_pass(name: str):
         return guarded
 
     return decorate
-
-
-def first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -72,3 +72,37 @@ def test_the_window_resets(make_token):
     assert [v.allowed for v in verdicts] == [True, True, False]
     assert verdicts[-1].retry_after == 58
     assert ratelimit.hit("t", limit=2, window=60, now=180.5).allowed
+
+
+def _unreachable_caches():
+    # A port where nothing listens: every count fails at once.
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    caches = _redis_caches()
+    caches["api"]["LOCATION"] = f"redis://127.0.0.1:{port}/0"
+    return caches
+
+
+def test_a_store_out_of_reach_lets_requests_through_and_says_so_once_then_once_again_when_back(
+        client, make_token, caplog):
+    import logging
+
+    from runs.execution.outages import outages
+
+    outages.failed.clear()
+    _, token = make_token("while-down", rate_limit=2)
+    with caplog.at_level(logging.WARNING, logger="api.ratelimit"):
+        with override_settings(CACHES=_unreachable_caches()):
+            statuses = [client.get("/api/runs/1", HTTP_AUTHORIZATION=f"Bearer {token}")
+                        .status_code for _ in range(5)]
+        # Let through, uncounted: the limit of 2 is not applied while the store is away.
+        assert statuses == [404] * 5
+        client.get("/api/runs/1", HTTP_AUTHORIZATION=f"Bearer {token}")  # the store is back
+    said = [r for r in caplog.records if r.name == "api.ratelimit"]
+    assert [r.getMessage().split(" (")[0].split(",")[0] for r in said] == [
+        "rate limit store unavailable", "rate limit store answers again"]
+    assert said[1].getMessage().endswith("after 5 request(s) let through uncounted")
+    assert not any(r.exc_info for r in said)

@@ -8,7 +8,8 @@ import pytest
 from django.db import connection
 from django.db.utils import OperationalError
 
-from runs.execution.database_outage import UNREACHABLE, beat_pass, outages
+from runs.execution.database_outage import UNREACHABLE, beat_pass
+from runs.execution.outages import outages
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
