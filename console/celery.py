@@ -1,8 +1,11 @@
 import os
 import socket
+import warnings
 
 from celery import Celery
+from celery.exceptions import CPendingDeprecationWarning
 from celery.signals import (
+    celeryd_after_setup,
     task_postrun,
     task_prerun,
     worker_init,
@@ -70,6 +73,17 @@ def keep_healthy_connections(sender=None, **kwargs):
             conn.close_if_unusable_or_obsolete()
             if not check and conn.connection is not None:
                 conn.health_check_done = True
+
+
+@celeryd_after_setup.connect
+def _quiet_the_warning_for_a_choice_made(**kwargs):
+    # console.settings sets CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS on
+    # purpose (False: a task whose broker link breaks runs on to its checkpointed outcome),
+    # and Celery warns at every reconnection all the same: seven lines each time an outage
+    # makes the worker reconnect. Added here, after Celery's logging setup turned its
+    # deprecation warnings to "always".
+    warnings.filterwarnings("ignore", category=CPendingDeprecationWarning,
+                            message=r"\s*In Celery 5\.1 we introduced an optional breaking")
 
 
 @worker_init.connect

@@ -79,7 +79,11 @@ def test_a_step_in_flight_when_the_broker_link_is_cut_completes_once_and_the_wor
     finally:
         stop(worker)
     assert proxy.connections_refused >= 1, "the worker never tried its broker during the cut"
-    assert "Connection to broker lost" in (tmp_path / "cut.log").read_text()
+    log = (tmp_path / "cut.log").read_text()
+    assert "Connection to broker lost" in log
+    # Its choice made on purpose, the worker's log does not carry Celery's warning about it
+    # at each reconnection.
+    assert "optional breaking change" not in log
 
     # Each effect once per run: the messenger keeps every message it is sent.
     messages = Counter(Message.objects.values_list("client_reference", flat=True))
