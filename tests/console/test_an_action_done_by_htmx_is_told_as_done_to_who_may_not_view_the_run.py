@@ -54,3 +54,29 @@ def test_a_refused_action_is_answered_as_refused_to_who_may_not_view_the_run(
     assert stuck_run.business_key not in body
     assert Run.objects.get(pk=stuck_run.pk).status == RunStatus.ATTENTION
     assert AuditRecord.objects.count() == before
+
+
+def test_without_htmx_the_page_reached_after_the_action_says_it_was_done_not_undone(
+        client_for, terminator, stuck_run):
+    client = client_for(terminator)
+    response = client.post(reverse("console:action", args=[stuck_run.pk, "terminate"]),
+                           {"reason": "duplicate order",
+                            "seen": str(Run.objects.get(pk=stuck_run.pk).audit_seq)},
+                           follow=True)
+    body = response.content.decode()
+    assert Run.objects.get(pk=stuck_run.pk).status == RunStatus.TERMINATED
+    # The run's page is refused (no view permission), and says so without denying the action.
+    assert response.status_code == 403
+    assert "Terminate: done." in body
+    assert "Nothing was changed" not in body
+    assert stuck_run.business_key not in body
+
+
+def test_a_refused_post_still_says_nothing_was_changed(client_for, stuck_run):
+    nobody = User.objects.create_user("nemo", password="pw")
+    response = client_for(nobody).post(
+        reverse("console:action", args=[stuck_run.pk, "terminate"]),
+        {"reason": "x", "seen": str(Run.objects.get(pk=stuck_run.pk).audit_seq)})
+    assert response.status_code == 403
+    assert "Nothing was changed" in response.content.decode()
+    assert Run.objects.get(pk=stuck_run.pk).status == RunStatus.ATTENTION
