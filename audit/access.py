@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from .chain import GENESIS, Actor, as_stored, link_problem, record_hash
-from .head_seals import ACCESS_CHAIN, seal_head
+from .head_seals import ACCESS_CHAIN, seal_head, sealed_with, signing_key_id
 from .models import AccessChainHead, AccessRecord
 
 
@@ -32,6 +32,8 @@ class AccessAction(StrEnum):
     WEBHOOK_SUBSCRIBER_CREATED = "webhook_subscriber_created"
     WEBHOOK_SUBSCRIBER_CHANGED = "webhook_subscriber_changed"
     WEBHOOK_SUBSCRIBER_DELETED = "webhook_subscriber_deleted"
+    # Which key vouches for the chains: the heads sealed again with the key that signs now.
+    AUDIT_HEADS_RESEALED = "audit_heads_resealed"
 
 
 def access_hash(record: AccessRecord) -> str:
@@ -83,6 +85,19 @@ def verify_access_chain(records: Iterable[AccessRecord]) -> AccessRecord | None:
     """The first record of the chain (in seq order) that does not verify, or None."""
     broken = access_chain_break(records)
     return broken[0] if broken is not None else None
+
+
+def reseal_access_head() -> bool:
+    """Seal the access chain's head again with the key that signs now, if it has records and
+    another key sealed it (audit.head_seals: a key being retired). Under the head's lock, as
+    an append takes it. Returns whether it was sealed again."""
+    with transaction.atomic():
+        head = AccessChainHead.objects.select_for_update().filter(pk=1).first()
+        if head is None or not head.seq or sealed_with(head.seal, signing_key_id()):
+            return False
+        head.seal = seal_head(ACCESS_CHAIN, head.seq, head.hash)
+        head.save(update_fields=["seal"])
+    return True
 
 
 def access_head() -> tuple[int, str, str]:

@@ -68,3 +68,13 @@ def head_seal_problem(chain, seq: int, head_hash: str, seal: str | None) -> str 
         return (f"the head's seal does not verify with key {key_id!r}: the chain was "
                 "rewritten, or its head changed outside the runtime")
     return None
+
+
+def signing_key_id() -> str:
+    """The id of the key that seals new heads: the first of AUDIT_SEAL_KEYS."""
+    return next(iter(_ring()))
+
+
+def sealed_with(seal: str | None, key_id: str) -> bool:
+    """Whether `seal` names `key_id` (not whether it verifies: head_seal_problem says that)."""
+    return bool(seal) and seal.partition(":")[0] == key_id
