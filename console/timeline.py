@@ -107,7 +107,7 @@ def timeline_page(run, *, before: int | None = None, size: int = PAGE,
 
 def run_timeline(run, audit: list[AuditRecord], *, since: datetime | None = None,
                  until: datetime | None = None, notifications: bool = True) -> list[Entry]:
-    """The run's timeline, oldest first (audit records keep their chain order on a tie):
+    """The run's timeline, oldest first (audit records in their chain's order):
     `audit`, and the notifications (unless `notifications` is False: the caller knows
     there are none) and deliveries from `since` (included) to `until`."""
     entries = [Entry(at=r.created_at, source="audit", title=r.action.replace("_", " "),
@@ -156,6 +156,21 @@ def run_timeline(run, audit: list[AuditRecord], *, since: datetime | None = None
                   f"{'delivered' if delivery.delivered_at else 'not delivered'} to "
                   f"{delivery.subscriber.name}",
             step=step, detail=delivery.last_error))
-    order = {"audit": 0, "notification": 1, "webhook": 2}
-    entries.sort(key=lambda e: (e.at, order[e.source], e.seq or 0))
-    return entries
+    return in_chain_order(entries[:len(audit)], entries[len(audit):])
+
+
+def in_chain_order(audit: list[Entry], others: list[Entry]) -> list[Entry]:
+    """The audit entries in their chain's order, always, and the others (oldest first) each
+    before the first audit entry later than it. A chain's order is its truth; its records'
+    times may not follow it by a few milliseconds (a record stamped by the database's
+    statement clock beside one stamped by the worker's estimate of it), and sorting all by
+    time put a later record before an earlier one."""
+    order = {"notification": 1, "webhook": 2}
+    others = sorted(others, key=lambda e: (e.at, order[e.source]))
+    merged, taken = [], 0
+    for entry in audit:
+        while taken < len(others) and others[taken].at < entry.at:
+            merged.append(others[taken])
+            taken += 1
+        merged.append(entry)
+    return merged + others[taken:]

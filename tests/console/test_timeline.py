@@ -186,3 +186,33 @@ def test_the_run_page_asks_for_approval_emails_only_when_the_run_has_an_approval
         body = client.get(reverse("console:run", args=[waiting.pk])).content.decode()
     assert _notification_queries(ctx) == 1
     assert "email sent to ann@example.com" in body
+
+
+def test_audit_records_are_shown_in_their_chains_order_whatever_their_times_say(
+        client_for, operator):
+    """A record stamped by the database's statement clock beside one stamped by the worker's
+    estimate of it can read a few milliseconds earlier than the record before it: the
+    timeline keeps the chain's order, never the times'."""
+    import re
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from audit.chain import Actor, build_record
+    from audit.models import AuditRecord
+
+    run = Run.objects.get(pk=new_run().pk)
+    start, new = timezone.now(), []
+    for n in range(5):
+        record = build_record(run_id=run.pk, head_seq=run.audit_seq, head_hash=run.audit_head,
+                              action="retry_scheduled", actor=Actor.system("box-7:4242"),
+                              step_name="create-task", data={"error": f"503 number {n}"},
+                              created_at=start - timedelta(milliseconds=3 * n))
+        new.append(record)
+        run.audit_seq, run.audit_head = record.seq, record.hash
+    AuditRecord.objects.bulk_create(new)
+    Run.objects.filter(pk=run.pk).update(audit_seq=run.audit_seq, audit_head=run.audit_head)
+    body = client_for(operator).get(reverse("console:run", args=[run.pk])).content.decode()
+    seqs = [int(n) for source, n in re.findall(r'<tr class="t-(\w+)">\s*<td>(\d*)</td>', body)
+            if source == "audit"]
+    assert seqs == list(range(1, run.audit_seq + 1))
