@@ -162,8 +162,8 @@ def run_timeline(run, audit: list[AuditRecord], *, since: datetime | None = None
 def in_chain_order(audit: list[Entry], others: list[Entry]) -> list[Entry]:
     """The audit entries in their chain's order, always, and the others (oldest first) each
     before the first audit entry later than it. A chain's order is its truth; its records'
-    times may not follow it by a few milliseconds (a record stamped by the database's
-    statement clock beside one stamped by the worker's estimate of it), and sorting all by
+    times may not follow it by a few milliseconds (each process stamps its records by its
+    own estimate of the database's clock, measured again every 30 s), and sorting all by
     time put a later record before an earlier one."""
     order = {"notification": 1, "webhook": 2}
     others = sorted(others, key=lambda e: (e.at, order[e.source]))

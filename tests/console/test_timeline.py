@@ -190,9 +190,9 @@ def test_the_run_page_asks_for_approval_emails_only_when_the_run_has_an_approval
 
 def test_audit_records_are_shown_in_their_chains_order_whatever_their_times_say(
         client_for, operator):
-    """A record stamped by the database's statement clock beside one stamped by the worker's
-    estimate of it can read a few milliseconds earlier than the record before it: the
-    timeline keeps the chain's order, never the times'."""
+    """Each process stamps its records by its own estimate of the database's clock, measured
+    again every 30 s: a record can read a few milliseconds earlier than the record before
+    it. The timeline keeps the chain's order, never the times'."""
     import re
     from datetime import timedelta
 
