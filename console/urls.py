@@ -18,15 +18,15 @@ class NameInPath:
 
     regex = r"[^/]+"
     ESCAPED = {"~": "~7E", "/": "~2F", ".": "~2E"}
+    UNESCAPED = {escape: character for character, escape in ESCAPED.items()}
 
     def to_python(self, value: str) -> str:
         parts = value.split("~")
         name = [parts[0]]
         for part in parts[1:]:
-            code = part[:2]
-            character = next((c for c, e in self.ESCAPED.items() if e == f"~{code}"), None)
+            character = self.UNESCAPED.get(f"~{part[:2]}")
             if character is None:
-                raise ValueError(f"no escape ~{code}")  # no match: the page is not found
+                raise ValueError(f"no escape ~{part[:2]}")  # no match: the page is not found
             name.append(character + part[2:])
         return "".join(name)
 

@@ -334,10 +334,9 @@ def bulk_action(request):
     # What each ticked row showed of its run (its audit sequence), as one run's form sends
     # "seen": a run that moved on since is refused, not acted on unseen. A row without it
     # is refused as a form without "seen" is.
-    seen = {run_id: whole_number(request.POST.get(f"seen-{run_id}", "")) for run_id in ids}
-    selected = act_on_selected(action, ids, user=request.user, given=given,
-                               seen={run_id: -1 if n is None else n
-                                     for run_id, n in seen.items()})
+    seen = {run_id: -1 if (n := whole_number(request.POST.get(f"seen-{run_id}", ""))) is None
+            else n for run_id in ids}
+    selected = act_on_selected(action, ids, user=request.user, given=given, seen=seen)
     _report_bulk(request, spec, selected)
     return redirect(back)
 

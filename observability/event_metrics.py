@@ -8,6 +8,7 @@ from django.db.models import Count
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from runs.models import ExternalEvent
+from runs.world_models import UNSETTLED
 
 from .history_counts import HistoryCount
 
@@ -30,8 +31,7 @@ def event_families(now):
         "External events kept for a run that does not wait for them yet (refused ones "
         "included), within their keep time or not yet marked expired.")
     # Along external_event_kept_order_idx, which holds exactly these rows.
-    kept.add_metric([], ExternalEvent.objects.filter(
-        consumed_at__isnull=True, expired_at__isnull=True).aggregate(n=Count("*"))["n"])
+    kept.add_metric([], ExternalEvent.objects.filter(UNSETTLED).aggregate(n=Count("*"))["n"])
     yield kept
     expired = CounterMetricFamily(
         "durable_events_expired",

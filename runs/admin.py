@@ -7,7 +7,6 @@ from functools import cache
 
 from django.contrib import admin
 from django.db import connection
-from django.db.models import Q
 from django.urls import reverse
 from django.utils.html import format_html
 from guardian.admin import GuardedModelAdmin
@@ -29,6 +28,7 @@ from .models import (
     Workflow,
 )
 from .reads.search import key_matches, search_branches
+from .world_models import EVENT_STATES
 
 # A search by the start of a business key can match every run; the admin lists the newest
 # this many of each way of matching, as the console pages through the newest first.
@@ -264,12 +264,7 @@ class EventStateFilter(admin.SimpleListFilter):
 
     title = "state"
     parameter_name = "state"
-    STATES = {
-        "kept": Q(consumed_at__isnull=True, expired_at__isnull=True, refused_at__isnull=True),
-        "expired": Q(expired_at__isnull=False),
-        "refused": Q(consumed_at__isnull=True, expired_at__isnull=True, refused_at__isnull=False),
-        "delivered": Q(consumed_at__isnull=False),
-    }
+    STATES = EVENT_STATES
 
     def lookups(self, request, model_admin):
         return [(state, state) for state in self.STATES]

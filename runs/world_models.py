@@ -189,7 +189,7 @@ class ExternalEvent(models.Model):
         return f"{self.source}:{self.event_id} {self.event_name} ({self.correlation_key})"
 
     @property
-    def state(self) -> str:
+    def state(self) -> str:  # one row's; EVENT_STATES says it in SQL
         """What became of the event: "delivered" (consumed by a run, or settled by a person's
         delivery or skip), "expired" (past its keep time, never delivered), "refused" (for
         the run it came for) or "kept" (for the run that will wait for it)."""
@@ -198,3 +198,16 @@ class ExternalEvent(models.Model):
         if self.expired_at is not None:
             return "expired"
         return "refused" if self.refused_at is not None else "kept"
+
+
+# What became of an event, in SQL (ExternalEvent.state says it of one row): the one rule the
+# sweeper's passes, the transitions, the metrics and the admin read it by. The partial
+# indexes above spell it out again, as migrations must. UNSETTLED: neither delivered nor
+# expired, so still a run's to take (unless refused for its run).
+UNSETTLED = models.Q(consumed_at__isnull=True, expired_at__isnull=True)
+EVENT_STATES = {
+    "kept": UNSETTLED & models.Q(refused_at__isnull=True),
+    "expired": models.Q(expired_at__isnull=False),
+    "refused": UNSETTLED & models.Q(refused_at__isnull=False),
+    "delivered": models.Q(consumed_at__isnull=False),
+}

@@ -119,7 +119,7 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
             asked = limits.call_within_limits(
                 spec.model_system, ctx,
                 functools.partial(_ask, client, spec, ctx, conversation, summary),
-                refused=lambda error: transitions.Outcome(succeeded=False, error=error))
+                refused=transitions.Outcome.failure)
             if not asked.succeeded:
                 return asked
             if cut is not None:
@@ -177,7 +177,7 @@ def _run_call(lease, step: Step, spec: definition.AgentSpec, ctx: StepContext, c
             # Within its system's rate, as a step's call (runs.machine.limits).
             outcome = limits.call_within_limits(
                 tool.system, call_ctx, lambda: call_tool(tool, call_ctx, args),
-                refused=lambda error: transitions.Outcome(succeeded=False, error=error))
+                refused=transitions.Outcome.failure)
             tracing.record_outcome(span, outcome)
     crashpoints.reach(crashpoints.AFTER_CALL, point)
     return calls_tx.record_tool_outcome(lease, step, call, outcome)

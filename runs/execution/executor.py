@@ -119,7 +119,7 @@ def _work_once(lease: transitions.Lease, step, spec: definition.StepDef,
             # Within its remote system's rate, shared by every worker (runs.machine.limits).
             outcome = limits.call_within_limits(
                 spec.system, ctx, lambda: call_step(spec, ctx),
-                refused=lambda error: transitions.Outcome(succeeded=False, error=error))
+                refused=transitions.Outcome.failure)
         tracing.record_outcome(span, outcome)
     crashpoints.reach(crashpoints.AFTER_CALL, point)
     if outcome.succeeded:

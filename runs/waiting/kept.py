@@ -44,6 +44,7 @@ from ..machine.transitions.refused_events import (
 )
 from ..machine.wakeup import send_wakeup
 from ..models import ExternalEvent, PassPosition, Run, RunStatus, Step, StepStatus
+from ..world_models import EVENT_STATES, UNSETTLED
 from .kept_expiry import expire_kept, past_its_time
 from .payloads import EventRefused, event_steps, for_run, one_schema
 
@@ -195,9 +196,8 @@ def consume_kept_for_run(run_id: int) -> bool:
         return False
     # Along external_event_kept_ref_idx: the kept row names the wait as the step does.
     kept = ExternalEvent.objects.filter(
+        EVENT_STATES["kept"], awaited_ref=step.remote_ref,
         workflow_name=Run.objects.filter(pk=run_id).values("workflow_name")[:1],
-        awaited_ref=step.remote_ref, consumed_at__isnull=True, refused_at__isnull=True,
-        expired_at__isnull=True,
     ).order_by("received_at", "pk")
     while (found := kept.first()) is not None:
         if not past_its_time(found, transition_time(None)):
@@ -223,8 +223,7 @@ def consumable_kept(*, after: int = 0, upto: int | None = None,
                                 status=StepStatus.WAITING)
     # Named, the partial index's condition is seen to hold for the ref looked up.
     waits = waits.exclude(remote_ref="")
-    kept = ExternalEvent.objects.filter(consumed_at__isnull=True, refused_at__isnull=True,
-                                        expired_at__isnull=True, pk__gt=after)
+    kept = ExternalEvent.objects.filter(EVENT_STATES["kept"], pk__gt=after)
     if upto is not None:
         kept = kept.filter(pk__lte=upto)
     return list(kept.filter(Exists(waits)).order_by("pk")[:limit])
@@ -284,8 +283,7 @@ def consume_kept_events(*, now: datetime | None = None, batch: int = KEPT_BATCH,
 
 def _window_end(after: int, rows: int) -> int | None:
     """The id of the `rows`th kept row past `after`; None if fewer are kept past it."""
-    bound = list(ExternalEvent.objects.filter(consumed_at__isnull=True, expired_at__isnull=True,
-                                              pk__gt=after)
+    bound = list(ExternalEvent.objects.filter(UNSETTLED, pk__gt=after)
                  .order_by("pk").values_list("pk", flat=True)[rows - 1:rows])
     return bound[0] if bound else None
 

@@ -25,6 +25,7 @@ from django.db.models import F
 
 from ..machine.transitions.kernel import transition_time
 from ..models import ExternalEvent
+from ..world_models import UNSETTLED
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +51,7 @@ def expire_kept(kept: ExternalEvent, *, now: datetime | None = None) -> bool:
     marked it (False: not past its time, or consumed or marked meanwhile)."""
     when = transition_time(now)
     marked = ExternalEvent.objects.filter(
-        pk=kept.pk, consumed_at__isnull=True, expired_at__isnull=True, keep_until__lte=when,
-    ).update(expired_at=when)
+        UNSETTLED, pk=kept.pk, keep_until__lte=when).update(expired_at=when)
     if marked:
         kept.expired_at = when
         said_expired(kept)
@@ -86,9 +86,8 @@ def expire_kept_events(*, now: datetime | None = None, batch: int = EXPIRE_BATCH
 def _stamp_unstamped(batch: int) -> None:
     """keep_until for the first `batch` kept rows lacking it: written by the previous release
     while migration runs 0047 ran (which stamped the rows before it). From when they came."""
-    unstamped = list(ExternalEvent.objects.filter(
-        consumed_at__isnull=True, expired_at__isnull=True, keep_until__isnull=True,
-    ).values_list("pk", flat=True)[:batch])
+    unstamped = list(ExternalEvent.objects.filter(UNSETTLED, keep_until__isnull=True)
+                     .values_list("pk", flat=True)[:batch])
     if unstamped:
         ExternalEvent.objects.filter(pk__in=unstamped, keep_until__isnull=True).update(
             keep_until=F("received_at") + keep_time())
@@ -99,7 +98,7 @@ def _expire_batch(when: datetime, batch: int) -> int:
     # it consumed, or this pass finds it consumed); the marks and their lines are one for one.
     with transaction.atomic():
         due = list(ExternalEvent.objects.select_for_update(skip_locked=True).filter(
-            consumed_at__isnull=True, expired_at__isnull=True, keep_until__lte=when,
+            UNSETTLED, keep_until__lte=when,
         ).order_by("keep_until").only(
             "pk", "source", "event_id", "event_name", "correlation_key", "keep_until",
         )[:batch])

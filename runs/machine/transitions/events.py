@@ -34,6 +34,7 @@ from audit.chain import Actor
 
 from ...definitions import definition
 from ...models import AttentionReason, ExternalEvent, Run, Step, StepStatus
+from ...world_models import UNSETTLED
 from ..errors import CODE_FAILURES, TransitionNotAllowed
 from ..redaction import redact
 from ..storable import text_problem
@@ -343,8 +344,7 @@ def _store_event(run: Run, step: Step, *, source: str, event_id: str, payload: d
 def within_keep_time(now: datetime) -> Q:
     """Kept events still kept at `now`: neither consumed nor expired, their keep time not past
     (a row an older release kept without keep_until is kept until the sweeper gives it one)."""
-    return Q(consumed_at__isnull=True, expired_at__isnull=True) & (
-        Q(keep_until__isnull=True) | Q(keep_until__gt=now))
+    return UNSETTLED & (Q(keep_until__isnull=True) | Q(keep_until__gt=now))
 
 
 def insert_event(**fields) -> ExternalEvent:

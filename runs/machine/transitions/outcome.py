@@ -18,6 +18,11 @@ class Outcome:
     error: Classified | None = None
     invalid_output: object = None
 
+    @classmethod
+    def failure(cls, error: Classified) -> "Outcome":
+        """A call that failed with `error` (one not made: its limiter refused it)."""
+        return cls(succeeded=False, error=error)
+
     def __post_init__(self):
         # A rejected model output is kept for diagnosis; one the database cannot store is
         # kept as its Python form, which writes out every character visibly.

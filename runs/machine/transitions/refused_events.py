@@ -11,6 +11,7 @@ from audit.chain import Actor
 
 from ... import store
 from ...models import AttentionReason, ExternalEvent, Run
+from ...world_models import EVENT_STATES
 from .kernel import ATTENTION, TERM, Change, lock_run, transition_time
 
 
@@ -67,9 +68,8 @@ def _refused(change: Change, kept: ExternalEvent, step_name: str, reason: str,
     run (EVENT_REFUSED, with `data`): only if no path consumed or marked it first."""
     run = change.run
     # An expired row is nobody's: it is not refused for a run either.
-    marked = ExternalEvent.objects.filter(
-        pk=kept.pk, consumed_at__isnull=True, refused_at__isnull=True, expired_at__isnull=True,
-    ).update(refused_at=change.now, refused_run_id=run.pk, refused_reason=reason)
+    marked = ExternalEvent.objects.filter(EVENT_STATES["kept"], pk=kept.pk).update(
+        refused_at=change.now, refused_run_id=run.pk, refused_reason=reason)
     if not marked:
         return False
     change.audit(AuditAction.EVENT_REFUSED, step_name=step_name, data={
