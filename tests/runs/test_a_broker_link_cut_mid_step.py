@@ -65,18 +65,19 @@ def test_a_step_in_flight_when_the_broker_link_is_cut_completes_once_and_the_wor
         wait_for(lambda: _step(first, "send-confirmation-email").status
                  == StepStatus.SUCCEEDED, timeout=HOLD + 60, what="the confirmation's outcome")
         time.sleep(2)  # the worker tries its broker again, and is dropped again
-        if worker.poll() is not None:
-            # Celery 5.7.0 can stop a worker on the loss (its consumer restores the unacked
-            # messages through the connection it closed: AttributeError in kombu's
-            # _connparams; the closing note's Known and left). Its supervisor starts it again,
-            # as here; what must hold is below: each effect once, every run completed.
-            worker = start_worker("cut-again", tmp_path, pool="prefork", concurrency=2,
-                                  CELERY_BROKER_URL=broker_url, RUNS_LEASE_SECONDS=HOLD * 4)
         proxy.restore()
 
         second = _onboard("cut-second")
 
         def both_done():
+            nonlocal worker
+            if worker.poll() is not None:
+                # Celery 5.7.0 can stop a worker on the loss (its consumer restores the unacked
+                # messages through the connection it closed: AttributeError in kombu's
+                # _connparams; the closing note's Known and left). Its supervisor starts it again,
+                # as here; what must hold is below: each effect once, every run completed.
+                worker = start_worker("cut-again", tmp_path, pool="prefork", concurrency=2,
+                                      CELERY_BROKER_URL=broker_url, RUNS_LEASE_SECONDS=HOLD * 4)
             sweeper.sweep()  # beat's job: due retries, expired leases, lost wake-ups
             return Run.objects.filter(pk__in=[first.pk, second.pk],
                                       status=RunStatus.COMPLETED).count() == 2
