@@ -47,3 +47,28 @@ def test_hints_published_through_the_shared_client_all_reach_the_queue():
         assert queue_length(client, queue) == 3
     finally:
         client.delete(queue)
+
+
+def test_a_channel_closed_after_its_transport_still_gives_back_its_unacknowledged_message():
+    """Celery 5.7's consumer, on a lost broker link, collects its connection (kombu closes
+    the transport and forgets its client even when closing the channel timed out), then closes
+    it: the channel, closed at last, must give back the message a task was running under, not
+    end the worker with an AttributeError."""
+    queue = "broker-test-unacked"
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    client.delete(queue)
+    try:
+        with app.connection_for_write() as conn:
+            channel = conn.default_channel
+            channel.queue_declare(queue)
+            channel.basic_publish(channel.prepare_message("hint"), exchange="", routing_key=queue)
+            message = channel.basic_get(queue, no_ack=False)
+            assert message is not None and queue_length(client, queue) == 0
+            channel._disconnect_pools()  # the lost link: kombu drops the channel's pools
+            conn.transport.client = None  # what kombu's collect() leaves on the transport
+
+            channel.close()
+
+            assert queue_length(client, queue) == 1  # given back, not lost
+    finally:
+        client.delete(queue)

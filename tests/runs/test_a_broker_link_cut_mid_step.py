@@ -1,9 +1,8 @@
 """The network between a worker and its broker breaks while a step's call is in flight (a
 switch restarts, a firewall forgets the connection): the call finishes, its outcome is
 checkpointed in PostgreSQL, which the cut does not touch, and when the link comes back the
-worker reconnects (or, where Celery stopped it on the loss, its restart does) and takes new
-work. No effect is made twice, even though the
-broker may hand the interrupted task out again (acks are late) and the sweeper runs beside it
+worker reconnects and takes new work: it does not stop. No effect is made twice, even though
+the broker may hand the interrupted task out again (acks are late) and the sweeper runs beside it
 (a real Celery worker with its default prefork pool, behind a TCP forwarder of this test's
 that drops every connection at once). Celery announces that it will cancel such tasks by
 default; console.settings keeps them running, and this test fails the day that changes."""
@@ -70,14 +69,10 @@ def test_a_step_in_flight_when_the_broker_link_is_cut_completes_once_and_the_wor
         second = _onboard("cut-second")
 
         def both_done():
-            nonlocal worker
-            if worker.poll() is not None:
-                # Celery 5.7.0 can stop a worker on the loss (its consumer restores the unacked
-                # messages through the connection it closed: AttributeError in kombu's
-                # _connparams; the closing note's Known and left). Its supervisor starts it again,
-                # as here; what must hold is below: each effect once, every run completed.
-                worker = start_worker("cut-again", tmp_path, pool="prefork", concurrency=2,
-                                      CELERY_BROKER_URL=broker_url, RUNS_LEASE_SECONDS=HOLD * 4)
+            # Celery 5.7.0 ended the worker here under load (its consumer closes the channel
+            # after the transport, and kombu's _connparams failed); console.broker keeps the
+            # channel's parameters, and this test fails the day the worker stops again.
+            assert worker.poll() is None, "the worker stopped on the lost broker link"
             sweeper.sweep()  # beat's job: due retries, expired leases, lost wake-ups
             return Run.objects.filter(pk__in=[first.pk, second.pk],
                                       status=RunStatus.COMPLETED).count() == 2
@@ -88,6 +83,7 @@ def test_a_step_in_flight_when_the_broker_link_is_cut_completes_once_and_the_wor
     assert proxy.connections_refused >= 1, "the worker never tried its broker during the cut"
     log = (tmp_path / "cut.log").read_text()
     assert "Connection to broker lost" in log
+    assert "Unrecoverable error" not in log
     # Its choice made on purpose, the worker's log does not carry Celery's warning about it
     # at each reconnection.
     assert "optional breaking change" not in log
