@@ -100,12 +100,22 @@ def test_fifty_steps_wait_on_the_remote_at_once_within_a_bounded_pool(tmp_path, 
     _one_effect_per_step(runs, receiver)
 
 
-def test_sigkill_with_dozens_in_flight_ends_with_each_effect_made_once(tmp_path, receiver):
+@pytest.fixture
+def slower_receiver():
+    # Calls of 3 s: twenty are in flight at once even on a host that starts seven steps a
+    # second (with calls of 1 s a loaded CI host did not reach twenty).
+    with SlowReceiver(delay=3.0) as server:
+        yield server
+
+
+def test_sigkill_with_dozens_in_flight_ends_with_each_effect_made_once(tmp_path,
+                                                                      slower_receiver):
+    receiver = slower_receiver
     app = f"inflight-{uuid.uuid4().hex[:10]}"
     first = _threads_worker("first", tmp_path, app, RUNS_LEASE_SECONDS=2)
     try:
         runs = _start(receiver, "crash")
-        wait_for(lambda: receiver.holding >= 20, timeout=30, interval=0.01,
+        wait_for(lambda: receiver.holding >= 20, timeout=60, interval=0.01,
                  what="many steps in flight at the receiver")
         in_flight = receiver.holding
         kill_hard(first)
