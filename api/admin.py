@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.cache import add_never_cache_headers, patch_cache_control
 
 from audit.access import AccessAction, record_access_change
-from audit.admin import ReadOnlyAdmin
+from audit.admin import ReadOnlyAdmin, StorableFiltersAdmin
 from audit.chain import Actor
 from runs.admin_search import UUID, IndexedSearchAdmin
 from runs.definitions.definition import registry
@@ -72,7 +72,7 @@ class ApiTokenForm(forms.ModelForm):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(StorableFiltersAdmin):
     form = ApiTokenForm
     list_display = ["name", "prefix", "scope", "rate_limit", "created_at", "last_used_at",
                     "expires_at", "revoked_at"]
@@ -207,7 +207,7 @@ class SubscriberInUse(PermissionDenied):
 
 
 @admin.register(WebhookSubscriber)
-class WebhookSubscriberAdmin(admin.ModelAdmin):
+class WebhookSubscriberAdmin(StorableFiltersAdmin):
     """Where run events are sent: every creation, change of URL, workflows, secret or active
     state, and deletion is in the access chain, in the transaction of the change. A
     subscriber with deliveries is deactivated, never deleted: its deliveries are the

@@ -6,9 +6,11 @@ search (runs.admin_search, which reads numbers as runs does) are at hand."""
 
 import json
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import SEARCH_VAR
 from django.core.paginator import Paginator
 from django.db import connection
+from django.http import HttpResponseRedirect
 from django.utils.functional import cached_property
 
 # Up to this many rows a list counts exactly; past it, it shows the planner's estimate.
@@ -37,7 +39,32 @@ class EstimatedCountPaginator(Paginator):
         return estimated_count(self.object_list)
 
 
-class FastListAdmin(admin.ModelAdmin):
+# Said when a list's address filters on a NUL: no column can hold one.
+NUL_FILTER_REFUSED = ("A filter of this list held a NUL character, which no stored value can "
+                      "hold; the list is shown without its filters.")
+
+
+def nul_parameters(params) -> list[str]:
+    """The names of the list parameters (other than the search, which each admin's search
+    answers itself) whose name or value holds a NUL character."""
+    return sorted({name for name, values in params.lists() if name != SEARCH_VAR
+                   and ("\x00" in name or any("\x00" in value for value in values))})
+
+
+class StorableFiltersAdmin(admin.ModelAdmin):
+    """A changelist that refuses, with a message, a filter on a NUL character. Django admin
+    takes any field of the model as a filter from the address (`?status=...`), and
+    PostgreSQL refuses a NUL in a text parameter: without this, a hand-edited address is a
+    server error instead of a list."""
+
+    def changelist_view(self, request, extra_context=None):
+        if nul_parameters(request.GET):
+            self.message_user(request, NUL_FILTER_REFUSED, messages.ERROR)
+            return HttpResponseRedirect(request.path)
+        return super().changelist_view(request, extra_context)
+
+
+class FastListAdmin(StorableFiltersAdmin):
     """A changelist read along an index: no full count of the table on each load (Django's
     show_full_result_count off, and a paginator that estimates past COUNT_CAP rows), and
     subclasses give filters whose choices come from a small table or a fixed list."""

@@ -44,7 +44,9 @@ from guardian.models import (
     UserObjectPermissionBase,
 )
 
+from audit.admin import FastListAdmin, StorableFiltersAdmin
 from runs.admin import WorkflowAdmin
+from runs.machine.storable import person_text_problem
 from runs.models import Workflow
 
 from .access import (
@@ -69,6 +71,19 @@ admin.site.login_form = AdminLoginForm
 REASON_HELP = "Why (kept in the access chain with the change)."
 
 
+def checked_reason(reason: str) -> str:
+    """A reason for the access chain, held to the rule every person's text is (an escape
+    sequence or a bidirectional override would make the record read as something else
+    wherever it is shown); a ValidationError saying why if it breaks it."""
+    if (problem := person_text_problem(reason)) is not None:
+        raise forms.ValidationError(f"The reason is {problem}; nothing was changed.")
+    return reason
+
+
+# The fields of a user that grant rights: only a superuser changes them in admin.
+GRANTS_OF_USERS = ("is_superuser", "groups", "user_permissions")
+
+
 # --- workflows: who may do what, roles, guardian's forms ------------------------------------
 
 
@@ -79,6 +94,9 @@ class RoleForm(forms.Form):
     role = forms.ChoiceField(choices=[(r, f"{r}: {', '.join(c)}") for r, c in ROLES.items()])
     operation = forms.ChoiceField(choices=[("grant", "grant"), ("revoke", "revoke")])
     reason = forms.CharField(required=False, max_length=500, help_text=REASON_HELP)
+
+    def clean_reason(self):
+        return checked_reason(self.cleaned_data["reason"])
 
     def clean(self):
         data = super().clean()
@@ -172,6 +190,27 @@ class WorkflowAccessAdmin(WorkflowAdmin):
         }, status=400 if form.errors else 200)
 
 
+# --- django-axes' logs of sign-ins and failed links --------------------------------------
+
+
+def refit_axes_admins() -> None:
+    """django-axes' log admins, as every list of a table that grows does here: no full count
+    on each load, and a filter holding a NUL refused with a message (audit.admin). The logs
+    grow with every sign-in and every forged approval link, which anyone can send."""
+    for model in apps.get_app_config("axes").get_models():
+        if not admin.site.is_registered(model):
+            continue
+        model_admin = admin.site.get_model_admin(model)
+        if isinstance(model_admin, StorableFiltersAdmin):
+            continue
+        admin.site.unregister(model)
+        admin.site.register(model, type(type(model_admin).__name__,
+                                         (FastListAdmin, type(model_admin)), {}))
+
+
+refit_axes_admins()
+
+
 # --- users and groups: audited saves, and a user's access page -----------------------------
 
 
@@ -179,12 +218,15 @@ class AuditedUserChangeForm(UserChangeForm):
     access_reason = forms.CharField(label="Reason", required=False, max_length=500,
                                     help_text=REASON_HELP)
 
+    def clean_access_reason(self):
+        return checked_reason(self.cleaned_data["access_reason"])
+
 
 admin.site.unregister(User)
 
 
 @admin.register(User)
-class AuditedUserAdmin(UserAdmin):
+class AuditedUserAdmin(StorableFiltersAdmin, UserAdmin):
     form = AuditedUserChangeForm
     fieldsets = [*UserAdmin.fieldsets, ("Reason for this change", {"fields": ["access_reason"]})]
     list_display = [*UserAdmin.list_display, "access_link"]
@@ -207,6 +249,14 @@ class AuditedUserAdmin(UserAdmin):
             "title": f"What {user.get_username()} may do", "subject": user,
             "rows": user_access(user),
         })
+
+    def get_readonly_fields(self, request, obj=None):
+        # Django lets whoever may change users give any user (themselves too) superuser
+        # status, any group and any permission: staff allowed to edit users would otherwise
+        # hold every right there is a form away. Who may do what is a superuser's to change.
+        if request.user.is_superuser:
+            return super().get_readonly_fields(request, obj)
+        return [*super().get_readonly_fields(request, obj), *GRANTS_OF_USERS]
 
     def save_model(self, request, obj, form, change):
         # Before the row is saved: its groups and permissions are still the old ones here.
@@ -243,12 +293,15 @@ class AuditedGroupForm(forms.ModelForm):
         model = Group
         fields = ["name", "permissions", "access_reason"]
 
+    def clean_access_reason(self):
+        return checked_reason(self.cleaned_data["access_reason"])
+
 
 admin.site.unregister(Group)
 
 
 @admin.register(Group)
-class AuditedGroupAdmin(GroupAdmin):
+class AuditedGroupAdmin(StorableFiltersAdmin, GroupAdmin):
     form = AuditedGroupForm
 
     def save_model(self, request, obj, form, change):
@@ -263,8 +316,10 @@ class AuditedGroupAdmin(GroupAdmin):
                                  reason=form.cleaned_data.get("access_reason", ""))
 
     def get_readonly_fields(self, request, obj=None):
-        # Named once (see the module's docstring for why a rename is refused).
-        return [] if obj is None else ["name"]
+        # Named once (see the module's docstring for why a rename is refused). What a group
+        # grants is a superuser's to change, as a user's grants are (AuditedUserAdmin).
+        named = [] if obj is None else ["name"]
+        return named if request.user.is_superuser else [*named, "permissions"]
 
     def delete_model(self, request, obj):
         with transaction.atomic():

@@ -13,7 +13,7 @@ from guardian.admin import GuardedModelAdmin
 
 from audit.access import AccessAction
 from audit.actions import AuditAction
-from audit.admin import ReadOnlyAdmin, choices_filter
+from audit.admin import ReadOnlyAdmin, StorableFiltersAdmin, choices_filter
 from audit.models import AccessRecord, AuditRecord
 
 from .admin_search import EXACT, PREFIX, IndexedSearchAdmin
@@ -96,7 +96,7 @@ class AttentionReasonFilter(admin.SimpleListFilter):
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(GuardedModelAdmin):
+class WorkflowAdmin(StorableFiltersAdmin, GuardedModelAdmin):
     """A workflow's row is made by the runtime (start_run, by name) and is what object
     permissions attach to: its page shows it and leads to who may do what on it, changed
     only through the audited permission forms. Nothing of the row itself is changed here:

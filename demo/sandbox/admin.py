@@ -4,21 +4,21 @@ queue faults from a browser (validated by demo.sandbox.faults, like the command)
 from django import forms
 from django.contrib import admin
 
-from audit.admin import ReadOnlyAdmin
+from audit.admin import FastListAdmin, ReadOnlyAdmin
 
 from . import faults
 from .models import Customer, Fault, LedgerEntry, Message, ModelCall, PaymentUpdate, Task
 
 
 @admin.register(Task)
-class TaskAdmin(admin.ModelAdmin):
+class TaskAdmin(FastListAdmin):
     list_display = ["__str__", "title", "assignee", "status", "idempotency_key", "created_at"]
     list_filter = ["status"]
     search_fields = ["idempotency_key", "title", "assignee"]
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(FastListAdmin):
     list_display = ["__str__", "recipient", "subject", "client_reference", "created_at"]
     search_fields = ["client_reference", "recipient"]
 
@@ -33,19 +33,19 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Customer)
-class CustomerAdmin(admin.ModelAdmin):
+class CustomerAdmin(FastListAdmin):
     list_display = ["__str__", "email", "name", "plan", "idempotency_key", "created_at"]
     search_fields = ["idempotency_key", "email"]
 
 
 @admin.register(PaymentUpdate)
-class PaymentUpdateAdmin(admin.ModelAdmin):
+class PaymentUpdateAdmin(FastListAdmin):
     list_display = ["__str__", "customer_id", "status", "idempotency_key", "created_at"]
     search_fields = ["idempotency_key", "customer_id"]
 
 
 @admin.register(ModelCall)
-class ModelCallAdmin(admin.ModelAdmin):
+class ModelCallAdmin(FastListAdmin):
     list_display = ["__str__", "model", "malformed", "created_at"]
     list_filter = ["malformed"]
 
@@ -69,7 +69,7 @@ class FaultForm(forms.ModelForm):
 
 
 @admin.register(Fault)
-class FaultAdmin(admin.ModelAdmin):
+class FaultAdmin(FastListAdmin):
     form = FaultForm
     list_display = ["endpoint", "kind", "remaining", "created_at"]
     list_filter = ["endpoint", "kind"]
