@@ -12,14 +12,19 @@ from datetime import datetime
 from ninja import Path, Schema, Status
 from pydantic import ConfigDict, Field
 
-from approvals.operator_actions import ActionForbidden, act_on_workflow
+from approvals.operator_actions import (
+    ActionForbidden,
+    NoSuchWorkflow,
+    act_on_workflow,
+    refuse_workflow_action,
+)
 from runs.definitions.definition import registry
 from runs.machine import dispatch
 
 from .errors import error_body, invalid_field, no_acting_user
 from .openapi import NO_NUL_PATTERN
 from .parser import refuse_unknown_query
-from .routes import api
+from .routes import REFUSALS_BEFORE_INPUT, api
 from .schemas import NO_NUL, Error, InvalidRequest
 
 _HEADERS = {"responses": {429: {"headers": {"Retry-After": {
@@ -99,6 +104,30 @@ def _change(request, workflow: str, payload: PauseIn, *, pause: bool):
         return Status(422, invalid_field(exc.field or "body", str(exc)))
     return Status(200, _state(workflow))
 
+
+def _refused_before_input(request):
+    """A pause's or a resume's refusals before its body is read, in _change's order: who
+    may not pause the workflow hears nothing of what they sent."""
+    token, match = request.auth, request.resolver_match
+    workflow = match.kwargs.get("workflow", "")
+    refused = _refusal(token, workflow)
+    if refused:
+        return refused
+    if token.acting_user is None:
+        # No person, no permission to keep from them: the body's faults are named first.
+        return None
+    try:
+        refuse_workflow_action(match.url_name, workflow, user=token.acting_user)
+    except ActionForbidden as exc:
+        return Status(403, error_body("forbidden", str(exc)))
+    except NoSuchWorkflow:
+        return Status(404, error_body("unknown_workflow",
+                                      f"no workflow {workflow!r} for this token"))
+    return None
+
+
+REFUSALS_BEFORE_INPUT["pause_dispatch"] = _refused_before_input
+REFUSALS_BEFORE_INPUT["resume_dispatch"] = _refused_before_input
 
 _RESPONSES = {200: DispatchState, 400: Error, 401: Error, 403: Error, 404: Error, 409: Error,
               422: InvalidRequest, 429: Error}

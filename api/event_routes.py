@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ninja import Path, Schema, Status
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from audit.chain import Actor
 from runs.waiting import events, payloads
@@ -31,6 +31,10 @@ _HEADERS = {"responses": {429: {"headers": {"Retry-After": {
 
 
 class EventIn(Schema):
+    # A misspelt field ("payloads") would otherwise be dropped and the event delivered,
+    # once and for good under its id, without what the sender meant to send.
+    model_config = ConfigDict(extra="forbid")
+
     workflow: str = Field(min_length=1, max_length=200, pattern=NO_NUL)
     event: str = Field(min_length=1, max_length=200, pattern=NO_NUL,
                        description="The event's name, as the waiting step declares it.")

@@ -24,6 +24,7 @@ from approvals.operator_actions import (
     InputNotRead,
     NoSuchRun,
     act,
+    refuse_who_may_not_act,
 )
 from approvals.selectors import inbox
 from runs.machine.errors import (
@@ -40,6 +41,7 @@ from runs.reads.workers import workers_page
 
 from . import selectors
 from .errors import error_body, invalid_field, no_acting_user
+from .openapi import NO_NUL_PATTERN
 from .parser import refuse_unknown_query
 from .schemas import (
     MAX_RUN_ID,
@@ -86,8 +88,36 @@ def _approval(request, approval: ApprovalRequest) -> dict:
                 reverse("approvals:detail", args=[approval.pk]))}
 
 
-def register(api, *, headers: dict) -> None:
-    """Add the operator's operations to `api` (api.routes' NinjaAPI)."""
+def refuse_who_may_not_take(request) -> Status | None:
+    """run_action's refusals that come before its input is looked at, in its order: no such
+    run among the token's workflows (404), a person without the action's permission (403);
+    None if none applies, or if the path names no run and action (then the path itself is
+    what is wrong)."""
+    kwargs = request.resolver_match.kwargs
+    action, run_id = kwargs.get("action", ""), kwargs.get("run_id", "")
+    if action not in ACTIONS or not run_id.isascii() or not run_id.isdigit() \
+            or not 1 <= int(run_id) <= MAX_RUN_ID:
+        return None
+    run_id, token = int(run_id), request.auth
+    if selectors.visible_run(run_id, workflows=token.workflows or []) is None:
+        return Status(404, error_body("run_not_found", f"no run {run_id} for this token"))
+    if token.acting_user is None:
+        # No person, no permission to keep from them; the body's faults are named (422)
+        # as for a pause (tests/api/test_dispatch_pause_refuses_nul.py), then the 403.
+        return None
+    try:
+        refuse_who_may_not_act(action, run_id, user=token.acting_user)
+    except NoSuchRun:
+        return Status(404, error_body("run_not_found", f"no run {run_id} for this token"))
+    except ActionForbidden as exc:
+        return Status(403, error_body("forbidden", str(exc)))
+    return None
+
+
+def register(api, *, headers: dict, refusals: dict) -> None:
+    """Add the operator's operations to `api` (api.routes' NinjaAPI), and to `refusals`
+    those refused before their input is read."""
+    refusals["run_action"] = refuse_who_may_not_take
 
     @api.get(
         "/runs", url_name="list_runs", operation_id="list_runs", summary="List and search runs",
@@ -98,10 +128,13 @@ def register(api, *, headers: dict) -> None:
                     "page at a time (keyset: pass `next_cursor` as `after`; an `after` "
                     "of another shape is refused with 422, never answered with the first "
                     "page). Only runs of the token's workflows.")
-    def list_runs(request, status: RunStatusName = "", workflow: str = Query("", max_length=200),
+    def list_runs(request, status: RunStatusName = "",
+                  workflow: str = Query("", max_length=200, pattern=NO_NUL_PATTERN),
                   step_status: StepStatusName = "", error_class: ErrorClassName = "",
                   attention: bool = False, stuck: bool = False,
-                  q: str = Query("", max_length=300),
+                  # A NUL (no text holds one) is refused: dropped, it would leave an empty
+                  # filter, and the list of every run would answer a search for it.
+                  q: str = Query("", max_length=300, pattern=NO_NUL_PATTERN),
                   after: str = Query("", pattern=f"^$|{KEYSET_PATTERN}"),
                   limit: int = Query(50, ge=1, le=selectors.MOST_A_PAGE)):
         if (refused := refuse_unknown_query(request, LIST_PARAMETERS)) is not None:
@@ -110,9 +143,8 @@ def register(api, *, headers: dict) -> None:
         # a client paging on with anything else would be handed the first page, and loop.
         cursor = decode_keyset(after) if after else None
         token = request.auth
-        filters = RunFilters(status=status, workflow=workflow.replace("\x00", ""),
-                             step_status=step_status, error_class=error_class,
-                             attention=attention, stuck=stuck, q=q.replace("\x00", ""))
+        filters = RunFilters(status=status, workflow=workflow, step_status=step_status,
+                             error_class=error_class, attention=attention, stuck=stuck, q=q)
         rows, next_cursor = runs_page(
             filters, workflow_ids=selectors.token_workflow_ids(token.workflows or []),
             after=cursor, limit=limit)

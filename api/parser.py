@@ -8,7 +8,9 @@ has a bug a 415 names; and a proxy that inspects bodies by their Content-Type wo
 something other than what the API acts on.
 """
 
+import json
 import math
+import sys
 
 from ninja import Status
 from ninja.parser import Parser
@@ -43,6 +45,27 @@ class NonFiniteNumber(Exception):
                          + (f" and {more} more" if more > 0 else ""))
 
 
+class MalformedJson(Exception):
+    """A body sent as JSON that cannot be read as JSON (400), saying what is wrong and
+    where, where ninja alone would answer only that the body could not be parsed."""
+
+
+def _unreadable(exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return (f"the request body is not valid JSON: {exc.msg} at line {exc.lineno}, "
+                f"column {exc.colno}")
+    if isinstance(exc, UnicodeDecodeError):
+        return ("the request body is not valid JSON: its bytes are not UTF-8 (byte "
+                f"{exc.start}: {exc.reason})")
+    if isinstance(exc, RecursionError):
+        return "the request body nests objects or lists too deeply to be read"
+    if "integer string conversion" in str(exc):
+        # Python's guard against quadratic-time parsing, worded for the client.
+        return (f"the request body holds an integer of more than "
+                f"{sys.get_int_max_str_digits()} digits; no field takes one")
+    return "the request body is not valid JSON"
+
+
 class JsonParser(Parser):
     """JSON bodies, refusing other media types, and numbers that are not finite: NaN and
     Infinity are not JSON, and neither they nor an overflowing literal (1e400, read as
@@ -56,6 +79,9 @@ class JsonParser(Parser):
             return finite_json(request.body)
         except NotFinite as exc:
             raise NonFiniteNumber(_non_finite_locations(exc.data)) from None
+        except (ValueError, RecursionError) as exc:
+            # JSONDecodeError and UnicodeDecodeError are ValueErrors too.
+            raise MalformedJson(_unreadable(exc)) from None
 
 
 def _non_finite_locations(data) -> list[list]:
@@ -74,14 +100,24 @@ def _non_finite_locations(data) -> list[list]:
 
 
 def refuse_unknown_query(request, known: tuple[str, ...]) -> Status | None:
-    """A 422 naming the query parameters the operation does not know, or None: a misspelt
-    parameter would otherwise be ignored silently (a filter widening a list, an option not
-    applied)."""
+    """A 422 naming the query parameters the operation does not know, and those sent more
+    than once, or None: a misspelt parameter would otherwise be ignored silently (a filter
+    widening a list, an option not applied), and of a repeated one only the last would count
+    (?status=attention&status=queued lists the queued runs alone)."""
     unknown = [name for name in request.GET if name not in known]
-    if not unknown:
+    repeated = [name for name in request.GET
+                if name in known and len(request.GET.getlist(name)) > 1]
+    if not unknown and not repeated:
         return None
-    return Status(422, {"error": "invalid_request",
-                        "detail": f"unknown query parameter(s): {', '.join(map(repr, unknown))}; "
-                                  f"known: {', '.join(known) or 'none'}",
+    said = []
+    if unknown:
+        said.append(f"unknown query parameter(s): {', '.join(map(repr, unknown))}; "
+                    f"known: {', '.join(known) or 'none'}")
+    if repeated:
+        said.append(f"query parameter(s) sent more than once: "
+                    f"{', '.join(map(repr, repeated))}; send each at most once")
+    return Status(422, {"error": "invalid_request", "detail": "; ".join(said),
                         "errors": [{"loc": ["query", name], "msg": "unknown parameter",
-                                    "type": "extra_forbidden"} for name in unknown]})
+                                    "type": "extra_forbidden"} for name in unknown]
+                        + [{"loc": ["query", name], "msg": "sent more than once",
+                            "type": "repeated"} for name in repeated]})

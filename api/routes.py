@@ -9,6 +9,7 @@ run with api.selectors. Every refusal names its reason in a stable `error` code.
 import json
 import logging
 import math
+from collections.abc import Callable
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
@@ -24,16 +25,18 @@ from runs.machine.errors import BusinessKeyConflict, InvalidInput, RunArchived, 
 from runs.machine.logcontext import log_context
 from runs.machine.transitions import start_run
 from runs.models import Run
+from runs.operator.actions import ACTIONS
 from runs.operator.investigation import investigate
-from runs.permissions import grants_of
+from runs.permissions import grant_for, grants_of
 from runs.reads.agent_selectors import conversations
 
 from . import bulk_routes, openapi, operator_routes, selectors
 from .auth import RateLimited, TokenAuth
-from .errors import DATABASE_DOWN, RETRY_AFTER_SECONDS, error_body
+from .errors import DATABASE_DOWN, RETRY_AFTER_SECONDS, error_body, no_acting_user
 from .middleware import body_limit_text
 from .parser import (
     JsonParser,
+    MalformedJson,
     NonFiniteNumber,
     UnsupportedMediaType,
     refuse_unknown_query,
@@ -65,6 +68,12 @@ _HEADERS = {"responses": {429: {"headers": _RETRY_AFTER},
                           401: {"headers": _WWW_AUTHENTICATE}}}
 
 
+# By operation (its url name): the refusals it promises before it looks at the input (who
+# may not act hears nothing of what they sent); a function of the request, answering a
+# Status or None. The operations' modules add theirs.
+REFUSALS_BEFORE_INPUT: dict[str, Callable[..., Status | None]] = {}
+
+
 class IntegrationApi(NinjaAPI):
     def get_openapi_schema(self, *, path_prefix=None, path_params=None):
         schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
@@ -76,8 +85,8 @@ class IntegrationApi(NinjaAPI):
         # Ninja turns whatever the parser raises into a 400 "Cannot parse request body",
         # keeping it as the cause: a body in another media type, or holding a number that is
         # not finite, is answered as such.
-        if isinstance(exc, HttpError) and isinstance(exc.__cause__,
-                                                     (UnsupportedMediaType, NonFiniteNumber)):
+        if isinstance(exc, HttpError) and isinstance(
+                exc.__cause__, (UnsupportedMediaType, NonFiniteNumber, MalformedJson)):
             exc = exc.__cause__
         return super().on_exception(request, exc)
 
@@ -136,6 +145,12 @@ def _unsupported_media_type(request, exc):
     return _error(request, 415, "unsupported_media_type", str(exc))
 
 
+@api.exception_handler(MalformedJson)
+def _malformed_json(request, exc):
+    # "bad_request", the code ninja's own refusal of such a body had: clients match on it.
+    return _error(request, 400, "bad_request", str(exc))
+
+
 @api.exception_handler(NonFiniteNumber)
 def _non_finite_number(request, exc):
     return api.create_response(request, {"error": "invalid_request", "detail": str(exc),
@@ -167,6 +182,13 @@ def _server_error(request, exc):
 
 @api.exception_handler(ValidationError)
 def _invalid_request(request, exc):
+    # Ninja validates the body before the operation runs: an operation that promises to
+    # refuse whoever may not act before it looks at their input says so first.
+    match = request.resolver_match
+    before = REFUSALS_BEFORE_INPUT.get(match.url_name) if match is not None else None
+    refused = before(request) if before is not None and request.auth is not None else None
+    if refused is not None:
+        return api.create_response(request, refused.value, status=refused.status_code)
     errors = [{"loc": _body_loc(e.get("loc", ())), "msg": e.get("msg", ""),
                "type": e.get("type", "")} for e in exc.errors]
     return api.create_response(request, {
@@ -222,6 +244,13 @@ def start(request, payload: StartRunIn):
         if not token.may_use(payload.workflow):
             return Status(403, error_body("workflow_not_allowed",
                                     f"this token may not start {payload.workflow} runs"))
+        # Text that is not Unicode (a lone surrogate) cannot even be handed to the strict
+        # validation below, which reads it as JSON and would answer "Invalid JSON" about
+        # `input` as a whole: named where it is instead.
+        unreadable = [e for e in openapi.unstorable(payload.input, ["input"])
+                      if e["type"] == "string_unicode"]
+        if unreadable:
+            return Status(422, _invalid_input(payload.workflow, unreadable))
         try:
             # Strict: the input must have the JSON types the published schema says ("5" is
             # not an integer), whatever the runtime's own coercions.
@@ -277,13 +306,16 @@ def _invalid_input(workflow: str, errors: list[dict]) -> dict:
 @api.get(
     "/runs/{run_id}/investigation", url_name="run_investigation",
     operation_id="get_run_investigation", summary="A run's investigation card",
-    response={200: Investigation, 401: Error, 404: Error, 422: InvalidRequest, 429: Error},
+    response={200: Investigation, 401: Error, 403: Error, 404: Error, 422: InvalidRequest,
+              429: Error},
     openapi_extra=_HEADERS,
     description="A read-only report for the person about to act: facts with their evidence "
                 "apart from inferences, which effects exist in other systems, what is "
                 "unconfirmed, the duplicate risk of each action the run offers, and a go / "
                 "limited / stop verdict with the smallest next step. With lookups=true, "
-                "steps whose outcome is unknown are looked up by key now (reads).",
+                "steps whose outcome is unknown are looked up by key now (reads that reach "
+                "other systems): as on the console, only for a token whose acting person "
+                "has the reconcile permission on the run's workflow (403 otherwise).",
 )
 def run_investigation(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
                       lookups: bool = False):
@@ -294,6 +326,16 @@ def run_investigation(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
     run = selectors.visible_run(run_id, workflows=token.workflows or [])
     if run is None:
         return Status(404, error_body("run_not_found", f"no run {run_id} for this token"))
+    if lookups:
+        # The console's rule (console.views.run_investigation): a lookup reaches another
+        # system, so it is a person's, with the permission to reconcile.
+        if token.acting_user is None:
+            return no_acting_user(token, "look effects up in other systems (lookups=true)")
+        permission = ACTIONS["reconcile"].permission
+        if not grant_for(token.acting_user, permission).covers(run.workflow_id):
+            return Status(403, error_body(
+                "forbidden", f"{token.acting_user.get_username()} may not look effects up in "
+                             f"other systems (lookups=true needs runs.{permission})"))
     return Status(200, investigate(run, lookups=lookups).as_dict())
 
 
@@ -387,5 +429,5 @@ def _tool_call(call: dict) -> dict:
             "arguments": call["arguments"], "actions": call["ops"]}
 
 
-operator_routes.register(api, headers=_HEADERS)
+operator_routes.register(api, headers=_HEADERS, refusals=REFUSALS_BEFORE_INPUT)
 bulk_routes.register(api, headers=_HEADERS)

@@ -320,6 +320,10 @@ class WorkerList(Schema):
 
 
 class ActionIn(Schema):
+    # A misspelt field ("steps", "evidense") would otherwise be dropped and the action
+    # taken, or refused, without what the person meant to send.
+    model_config = {"extra": "forbid"}
+
     reason: str = Field(min_length=1, max_length=PERSON_TEXT_MAX, pattern=NO_NUL,
                         description="Why: recorded in the audit trail. Required.")
     step: str = Field("", max_length=200, pattern=r"^[^\u0000]*$",
@@ -389,6 +393,9 @@ class ApprovalList(Schema):
 
 
 class DecisionIn(Schema):
+    # A misspelt `comment` would otherwise be dropped and the approval recorded without it.
+    model_config = {"extra": "forbid"}
+
     # Strict: pydantic would read "yes", "no", "1" or 0 as a boolean, and a client's
     # mistaken field would then approve; only JSON true or false decides.
     approve: bool = Field(strict=True, description="true approves, false rejects; JSON "
