@@ -40,7 +40,8 @@ class EventIn(Schema):
                        description="The event's name, as the waiting step declares it.")
     event_id: str = Field(min_length=1, max_length=200, pattern=NO_NUL,
                           description="Unique per source: a redelivery with the same id "
-                                      "changes nothing.")
+                                      "and payload changes nothing; with another payload "
+                                      "it is refused (409).")
     correlation_key: str = Field(min_length=1, max_length=300, pattern=NO_NUL,
                                  description="Matches the run: by default its business key.")
     payload: dict = Field(default_factory=dict, description="Checked against the waiting "
@@ -123,6 +124,8 @@ def _receive(payload: EventIn, *, source: str, actor: Actor):
         if exc.errors:
             return _invalid(str(exc), [{**e, "type": "value_error"} for e in exc.errors])
         return Status(404, {"error": "unknown_event", "detail": str(exc)})
+    except payloads.EventIdReused as exc:
+        return Status(409, {"error": "event_id_reused", "detail": str(exc)})
     status = 200 if receipt.status == "duplicate" else 202
     answer = {"status": receipt.status, "run_id": receipt.run_id}
     if receipt.keep_until is not None:
@@ -133,7 +136,7 @@ def _receive(payload: EventIn, *, source: str, actor: Actor):
 
 
 _RESPONSES = {200: EventReceipt, 202: EventReceipt, 400: Error, 401: Error, 403: Error,
-              404: Error, 422: InvalidRequest, 429: Error}
+              404: Error, 409: Error, 422: InvalidRequest, 429: Error}
 
 
 @api.post("/events", url_name="receive_event", operation_id="receive_event",
@@ -143,9 +146,11 @@ _RESPONSES = {200: EventReceipt, 202: EventReceipt, 400: Error, 401: Error, 403:
                       "will wait for it (for a person, where a person ended the run) until "
                       "keep_until, when it expires undelivered. 200: "
                       "this source and id were received before; "
-                      "nothing changed. 422: the payload does not match the waiting step's "
-                      "schema. 404: no such workflow or event. 403: the token may not use "
-                      "the workflow.")
+                      "nothing changed. 409: this source and id were received before with "
+                      "another payload; nothing changed (send it under a new id). 422: the "
+                      "payload does not match the waiting step's schema, or the id holds "
+                      "control characters. 404: no such workflow or event. 403: the "
+                      "token may not use the workflow.")
 def receive(request, payload: EventIn):
     token = request.auth
     if not token.may_use(payload.workflow):

@@ -152,6 +152,11 @@ class ExternalEvent(models.Model):
     # run that happens to wait under the same key.
     keep_until = models.DateTimeField(null=True, blank=True)
     expired_at = models.DateTimeField(null=True, blank=True)
+    # The sha256 of the payload as its sender sent it (redacted as it is stored): an id sent
+    # again with another payload is refused (runs.waiting.events), not answered "duplicate"
+    # while what the sender meant is dropped. Empty on events a person delivered, and on
+    # those received before it was written.
+    payload_digest = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     class Meta:
         constraints = [

@@ -42,10 +42,16 @@ from audit.chain import Actor
 
 from ..machine.errors import TransitionNotAllowed
 from ..machine.redaction import redact
-from ..machine.storable import NotFinite, finite_json, text_problem, value_problem
+from ..machine.storable import (
+    NotFinite,
+    finite_json,
+    has_control_characters,
+    text_problem,
+    value_problem,
+)
 from ..machine.transitions import DuplicateEvent, awaiting_ref, deliver_event
 from ..machine.transitions.events import KEY_LENGTH, insert_event
-from ..machine.transitions.kernel import transition_time
+from ..machine.transitions.kernel import input_hash, transition_time
 from ..models import ExternalEvent
 from .kept import (
     consume_kept,
@@ -55,7 +61,7 @@ from .kept import (
     waiting_step,
 )
 from .kept_expiry import keep_time
-from .payloads import EventRefused, for_run, one_schema, validated
+from .payloads import EventIdReused, EventRefused, for_run, one_schema, validated
 
 # How old a signed webhook's timestamp may be (either way): older is a replay.
 SIGNATURE_WINDOW_SECONDS = 300
@@ -156,6 +162,18 @@ def _refuse_too_long(**texts: str) -> None:
                            nothing_kept=True)
 
 
+def _refuse_control_characters(**texts: str) -> None:
+    """EventRefused naming the text holding control characters: an event's id is shown on
+    the run's page, in its records and in log lines, where one would forge a line or read as
+    another id (as a remote reference may hold none). Not the correlation key: a wait's own
+    correlate() may give any Unicode text, which the event must then carry as it is."""
+    errors = [{"loc": [name], "msg": "contains control characters"}
+              for name, text in texts.items() if has_control_characters(text)]
+    if errors:
+        raise EventRefused("; ".join(f"{e['loc'][0]}: {e['msg']}" for e in errors), errors,
+                           nothing_kept=True)
+
+
 def _refuse_unstorable(**texts: str) -> None:
     """EventRefused naming each of `texts` the database cannot store (runs.machine.storable):
     they are looked up and written as they are, and a NUL would fail in the database."""
@@ -175,6 +193,7 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
              "event_id": event_id, "source": source}
     _refuse_unstorable(**texts)
     _refuse_too_long(**texts)
+    _refuse_control_characters(event_id=event_id)
     refuse_too_deep(payload)
     ref = awaiting_ref(event, key)
     try:
@@ -185,7 +204,8 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
         waiting_step(workflow, ref)
         raise
     _refuse_unstorable_payload(payload)
-    if (previous := _received_before(workflow, source, event_id)) is not None:
+    digest = payload_digest(sent)
+    if (previous := _received_before(workflow, source, event_id, digest)) is not None:
         return previous
     step = waiting_step(workflow, ref)
     if step is not None and consume_kept_for_run(step.run_id):
@@ -197,9 +217,9 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
         _refuse_unstorable_payload(delivered)
         try:
             deliver_event(step.run_id, step_name=step.name, source=source, event_id=event_id,
-                          payload=delivered, actor=actor, now=now)
+                          payload=delivered, actor=actor, payload_digest=digest, now=now)
         except DuplicateEvent:
-            return _received_before(workflow, source, event_id) or Receipt("duplicate")
+            return _received_before(workflow, source, event_id, digest) or Receipt("duplicate")
         except TransitionNotAllowed:
             # The run stopped waiting meanwhile, or a person ended it: keep the event (for
             # an ended run, refused for it, by consume_kept below).
@@ -219,9 +239,9 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
             kept = insert_event(
                 workflow_name=workflow, source=source, event_id=event_id, event_name=event,
                 correlation_key=key, payload=redact(payload), received_at=received_at,
-                keep_until=received_at + keep_time())
+                keep_until=received_at + keep_time(), payload_digest=digest)
     except IntegrityError:
-        return _received_before(workflow, source, event_id) or Receipt("duplicate")
+        return _received_before(workflow, source, event_id, digest) or Receipt("duplicate")
     # A run may have begun to wait between the look above and this insert.
     run_id = consume_kept(kept, now=now)
     if run_id:
@@ -232,14 +252,29 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
     return Receipt("kept", keep_until=None if kept.refused_run_id else kept.keep_until)
 
 
-def _received_before(workflow: str, source: str, event_id: str) -> Receipt | None:
+def payload_digest(payload) -> str:
+    """What ExternalEvent.payload_digest holds: the sha256 of the payload as sent, redacted
+    as it is stored (a digest is no place for a secret, even hashed)."""
+    return input_hash(redact(payload))
+
+
+def _received_before(workflow: str, source: str, event_id: str,
+                     digest: str) -> Receipt | None:
     """The answer to an event whose source and id were received before: the same, naming the
     run that took it, whether the first delivery committed long ago or while this one ran;
-    or, not delivered, until when it is (or was, if it expired) kept."""
+    or, not delivered, until when it is (or was, if it expired) kept. EventIdReused if that
+    one came with another payload (`digest`, payload_digest's): the sender would otherwise
+    read "duplicate" and believe what it meant delivered."""
     previous = ExternalEvent.objects.filter(workflow_name=workflow, source=source,
                                             event_id=event_id).first()
     if previous is None:
         return None
+    if previous.payload_digest and previous.payload_digest != digest:
+        raise EventIdReused(
+            f"event {event_id!r} from {source!r} was received before with another payload "
+            f"(sha256 {previous.payload_digest[:16]}..., this one {digest[:16]}...): an id "
+            "names one event, and the one received stands; nothing was changed. Send another "
+            "event under a new id")
     kept = previous.consumed_at is None and previous.refused_at is None
     return Receipt("duplicate", previous.consumed_run_id,
                    keep_until=previous.keep_until if kept else None)

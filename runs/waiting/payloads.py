@@ -23,6 +23,12 @@ class EventRefused(ValueError):
         super().__init__(refusal(self))
 
 
+class EventIdReused(ValueError):
+    """An event whose source and id were received before with another payload: an id names
+    one event, and the one received stands. Nothing was written; str() says so, naming the
+    id and both payloads' digests."""
+
+
 def refusal(refused: EventRefused, *, by_hand: bool = False) -> str:
     """The one wording of a refused event: why, then what it means for whoever delivered it.
     A sender at the door keeps its event: where the refusal says so, it is told nothing was

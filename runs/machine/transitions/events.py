@@ -296,7 +296,7 @@ def waiting_event_step(steps: list[Step]) -> Step | None:
 
 
 def deliver_event(run_id: int, *, step_name: str, source: str, event_id: str, payload: dict,
-                  actor: Actor, kept: ExternalEvent | None = None,
+                  actor: Actor, kept: ExternalEvent | None = None, payload_digest: str = "",
                   now: datetime | None = None) -> Run:
     """The awaited event arrived: in one transaction, its row is written (or the kept row
     is marked consumed), the step succeeds with the payload and the run is queued.
@@ -311,14 +311,14 @@ def deliver_event(run_id: int, *, step_name: str, source: str, event_id: str, pa
             raise TransitionNotAllowed(f"{why}: it takes no event on its own")
         step = _waiting_event(run, step_name)
         _store_event(run, step, source=source, event_id=event_id, payload=payload,
-                     kept=kept, now=now)
+                     kept=kept, now=now, payload_digest=payload_digest)
         _received(change, step, payload, ref=evidence_ref(source, event_id),
                   data={"source": source, "event_id": event_id})
     return run
 
 
 def _store_event(run: Run, step: Step, *, source: str, event_id: str, payload: dict,
-                 kept: ExternalEvent | None, now: datetime) -> None:
+                 kept: ExternalEvent | None, now: datetime, payload_digest: str = "") -> None:
     event, key = awaited(step)
     if kept is not None:
         # Refused for a run (its version's schema, or the run had ended when it came), it
@@ -336,7 +336,7 @@ def _store_event(run: Run, step: Step, *, source: str, event_id: str, payload: d
             insert_event(workflow_name=run.workflow_name, source=source, event_id=event_id,
                          event_name=event, correlation_key=key, payload=redact(payload),
                          received_at=now, consumed_run_id=run.pk, consumed_step=step.name,
-                         consumed_at=now)
+                         consumed_at=now, payload_digest=payload_digest)
     except IntegrityError:
         raise DuplicateEvent(f"event {source}:{event_id} was received before") from None
 
