@@ -59,7 +59,6 @@ def link(request, pk: int, token: str):
         if text_problem(token) is None:
             # Text no link ever had and the failed-login log cannot store (a NUL) is no
             # guess at one.
-            storable_client_headers(request)
             link_failed(request)
     if check is LinkCheck.VALID:
         tokens = dict(request.session.get(SESSION_TOKENS, {}))
@@ -72,27 +71,6 @@ def link(request, pk: int, token: str):
                    LinkCheck.INVALID else None,
                    "timeout_outcome": selectors.timeout_outcome(approval)
                    if check is LinkCheck.USED else ""}, status=status)
-
-
-# The headers django-axes copies into its failed-login log, and the request attributes its
-# middleware copies them to first. PostgreSQL stores no NUL, and axes masks one only in the
-# query and form data it keeps: a NUL in either header, which any client can send, would
-# make a forged link a server error, and skipping the count for it would let a client try
-# links unthrottled.
-CLIENT_HEADERS_LOGGED = (("HTTP_USER_AGENT", "axes_user_agent"),
-                         ("HTTP_ACCEPT", "axes_http_accept"))
-
-
-def storable_client_headers(request) -> None:
-    """Mask NUL characters in the headers the failed-login log keeps, as axes masks them in
-    the query it keeps."""
-    for header, attribute in CLIENT_HEADERS_LOGGED:
-        value = request.META.get(header)
-        if value and "\x00" in value:
-            request.META[header] = value.replace("\x00", "0x00")
-        copied = getattr(request, attribute, None)
-        if isinstance(copied, str) and "\x00" in copied:
-            setattr(request, attribute, copied.replace("\x00", "0x00"))
 
 
 def _forbidden(request, approval: ApprovalRequest):

@@ -110,6 +110,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before anything reads them: the headers the failed-login log keeps, without a NUL.
+    "console.client_headers.StorableClientHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Every error under /api/ is JSON, whatever produced it.
     "api.middleware.JsonErrorsMiddleware",
