@@ -195,17 +195,21 @@ class WorkflowAccessAdmin(WorkflowAdmin):
 
 def refit_axes_admins() -> None:
     """django-axes' log admins, as every list of a table that grows does here: no full count
-    on each load, and a filter holding a NUL refused with a message (audit.admin). The logs
-    grow with every sign-in and every forged approval link, which anyone can send."""
+    on each load, a filter holding a NUL refused with a message (audit.admin), and no filter
+    whose choices are the distinct paths of the whole table (read at each load: a client
+    that forges links at a thousand paths makes that a scan). The logs grow with every
+    sign-in and every forged approval link, which anyone can send."""
     for model in apps.get_app_config("axes").get_models():
         if not admin.site.is_registered(model):
             continue
         model_admin = admin.site.get_model_admin(model)
         if isinstance(model_admin, StorableFiltersAdmin):
             continue
+        filters = [f for f in model_admin.list_filter if f != "path_info"]
         admin.site.unregister(model)
         admin.site.register(model, type(type(model_admin).__name__,
-                                         (FastListAdmin, type(model_admin)), {}))
+                                         (FastListAdmin, type(model_admin)),
+                                         {"list_filter": filters}))
 
 
 refit_axes_admins()
