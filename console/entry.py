@@ -1,6 +1,9 @@
 """What manage.py does with a condition its user can cause and cannot fix by reading a
-traceback: a database that cannot be reached ends the command in one line that says so."""
+traceback: a database that cannot be reached ends the command in one line that says so, and
+a reader of its output that stops early (`| head`) ends it quietly."""
 
+import os
+import select
 import sys
 
 from django.core.management import execute_from_command_line
@@ -15,6 +18,14 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
 
     try:
         execute_from_command_line(argv)
+        # Flushed here, where a reader that went away is caught, rather than at exit.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise  # another pipe or socket: the command's own error
+        # Python would flush stdout again at exit and fail there too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(1) from None
     except CONNECTION_LOST as exc:
         if not unreachable(exc):
             raise
@@ -23,3 +34,14 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
               "DATABASE_URL and that PostgreSQL is running, then run the command again",
               file=sys.stderr)
         raise SystemExit(1) from None
+
+
+def _stdout_closed() -> bool:
+    """Whether nobody reads stdout any more. Asked of the pipe itself: the failed write
+    has left nothing in the buffer whose flush would tell."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll here, or no file behind stdout
+        return False

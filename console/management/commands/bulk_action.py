@@ -95,6 +95,7 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from None
             return self._out(options, {"job": job.pk, "total": job.total})
         job_id = id_given(target, name="job id", thing="bulk job")
+        refuse_what_a_job_ignores(options, verb)
         job = BulkJob.objects.filter(pk=job_id).first()
         if job is None:
             raise CommandError(f"no bulk job {job_id}")
@@ -120,6 +121,29 @@ class Command(BaseCommand):
             print_json(self.stdout, value)
         else:
             self.stdout.write("  ".join(f"{k}: {v}" for k, v in value.items()))
+
+
+# The options that pick a job's runs, with their flags: a job keeps those it was started
+# with.
+FILTER_OPTIONS = {"status": "--status", "workflow": "--workflow", "step_status": "--step-status",
+                  "error_class": "--error-class", "attention": "--attention",
+                  "stuck": "--stuck", "search": "--search"}
+
+
+def refuse_what_a_job_ignores(options, verb: str) -> None:
+    """A CommandError naming the options given to run, show or cancel that the job would
+    not read: dropped unseen, a filter would seem to narrow the job, a reason to be recorded
+    with the cancel, a person to be whom run acts as (it acts as the job's starter)."""
+    given = (["--reason"] if options["reason"] else []) + [
+        flag for name, flag in FILTER_OPTIONS.items() if options[name] not in ("", False)]
+    if verb == "run" and options["user"]:
+        given.append("--user")
+    if given:
+        raise CommandError(
+            f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to {verb}: "
+            "the job keeps the filters and reason it was started with"
+            + (" and acts as the person who started it" if verb == "run" else "")
+            + f"; leave {'it' if len(given) == 1 else 'them'} out. Nothing was done.")
 
 
 def _follower(job: BulkJob, username: str, verb: str):

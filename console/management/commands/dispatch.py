@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
 from console.cli import acting_user, storable_text
 from runs.machine import dispatch
+from runs.machine.storable import written_visibly
 
 
 class Command(BaseCommand):
@@ -39,9 +40,11 @@ class Command(BaseCommand):
                 # Silence would read as a command that did nothing.
                 self.stdout.write("no workflow or external system is paused: all dispatch")
             for p in [] if options["json"] else pauses:
+                # One line a pause: a reason's line break, written as it is, would forge the
+                # next pause's line (a person's reason may hold line breaks).
                 self.stdout.write(f"{p.workflow_name}{' (' + p.system + ')' if p.system else ''}"
                                   f": paused by {p.paused_by} at {p.paused_at:%Y-%m-%d %H:%M}"
-                                  f": {p.reason}")
+                                  f": {written_visibly(p.reason)}")
             return
         user = acting_user(options["user"])
         workflow = options["workflow"]

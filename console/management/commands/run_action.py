@@ -252,7 +252,8 @@ def target(step: str, call: str) -> tuple[str, str]:
     if not step:
         raise CommandError(f"--call {call!r}: name the agent step too, as STEP:TURN.INDEX "
                            "(e.g. triage:2.0), or with --step")
-    if not re.fullmatch(r"\d+\.\d+", ref):
+    # [0-9], not \d, which passes "١.٠": the transition's int() would read it as call 1.0.
+    if not re.fullmatch(r"[0-9]+\.[0-9]+", ref):
         raise CommandError(f"--call {call!r}: the call is TURN.INDEX, as the run page shows "
                            "it (e.g. 2.0)")
     return step, ref

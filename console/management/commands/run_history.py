@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from api.selectors import HISTORY_PAGE, MOST_A_PAGE, history_entry, history_page
 from console.cli import id_given, print_json
-from runs.machine.storable import whole_number, whole_number_argument
+from runs.machine.storable import whole_number, whole_number_argument, written_visibly
 from runs.models import Run
 
 
@@ -44,11 +44,14 @@ class Command(BaseCommand):
                                      "older": page.older})
             return
         for e in entries:
+            # One line an entry: a reason's line break, written as it is, would forge the
+            # entry after it (a person's reason may hold line breaks).
+            reason = f"  reason: {written_visibly(e['reason'])}" if e["reason"] else ""
             changed = (f" {e['before'].get('status')} -> {e['after'].get('status')}"
                        if e["before"].get("status") != e["after"].get("status") else "")
             self.stdout.write(f"{e['seq']:>5} {e['at']:%Y-%m-%d %H:%M:%S} {e['action']:<26} "
                               f"{e['actor']:<20} {e['step'] or '-':<20}{changed}"
-                              f"{'  reason: ' + e['reason'] if e['reason'] else ''}")
+                              f"{reason}")
         if not entries:
             # Silence would read as a run with no history.
             self.stdout.write(f"no entries of run {run.pk}"

@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from api.selectors import run_view
 from console.cli import id_given, print_json
+from runs.machine.storable import written_visibly
 from runs.models import Run
 
 
@@ -43,12 +44,14 @@ class Command(BaseCommand):
         self.stdout.write(f"run {run.pk}: {run.workflow_name} v{run.workflow_version} "
                           f"{run.business_key}")
         self.stdout.write(f"  {view.description}")
+        # One line each: a line break in a reason (kept in the status message) or in a remote
+        # system's error, written as it is, would forge a line of this listing.
         if run.status_message:
-            self.stdout.write(f"  {run.status_message}")
+            self.stdout.write(f"  {written_visibly(run.status_message)}")
         for step in shown["steps"]:
             self.stdout.write(f"  {step['name']:<24} {step['status']:<20} attempt "
                               f"{step['attempt']}  ref {step['remote_ref'] or '-'}"
-                              f"{'  ' + step['error'] if step['error'] else ''}")
+                              f"{'  ' + written_visibly(step['error']) if step['error'] else ''}")
         actions = ", ".join(a["name"] + (" (four eyes)" if a["needs_second_person"] else "")
                             for a in shown["operator_actions"])
         self.stdout.write(f"  actions: {actions or 'none'}")

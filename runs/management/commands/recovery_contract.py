@@ -2,6 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runs.definitions.contracts import contract_table, effect_verdict, workflow_verdict
 from runs.definitions.definition import registry
+from runs.machine.storable import whole_number_argument
 from runs.management.tables import render_table
 
 COLUMNS = [("step", "step"), ("side effect", "side_effect"), ("safe to re-run", "safe_to_rerun"),
@@ -15,7 +16,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("workflow")
-        parser.add_argument("--workflow-version", type=int, dest="workflow_version",
+        # Not type=int, which reads "٢" as 2 and "1_0" as 10: a version no one wrote.
+        parser.add_argument("--workflow-version", type=whole_number_argument,
+                            dest="workflow_version",
                             help="a registered version (default: latest)")
 
     def handle(self, *args, workflow, workflow_version=None, **options):
