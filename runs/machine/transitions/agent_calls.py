@@ -23,6 +23,7 @@ from ...agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ...definitions import definition
 from ...models import AttentionReason, Run, Step, StepStatus
 from ..errors import TransitionNotAllowed
+from ..storable import quoted, whole_number
 from . import effects
 from .compensation import hold_undo_missing
 from .kernel import (  # the package's shared vocabulary
@@ -208,14 +209,18 @@ def retried_by(call: ToolCall) -> int | None:
 
 
 def call_named(run: Run, step_name: str, call_ref: str) -> tuple[Step, ToolCall]:
+    # TURN.INDEX in ASCII digits, as whole_number reads every number given from outside:
+    # int() would read "١.٠" (and " 1.0", "1_0.0") as a call the person did not name.
+    numbers = [whole_number(part, digits=9) for part in str(call_ref).split(".")]
     try:
-        turn, index = (int(part) for part in str(call_ref).split("."))
+        if len(numbers) != 2 or None in numbers:
+            raise ValueError(call_ref)
         call = ToolCall.objects.select_related("step").get(
             step__run=run, step__name=step_name, generation=F("step__generation"),
-            turn=turn, index=index)
+            turn=numbers[0], index=numbers[1])
     except (ValueError, ToolCall.DoesNotExist):
-        raise TransitionNotAllowed(f"run {run.pk} has no tool call {call_ref!r} in step "
-                                   f"{step_name!r}") from None
+        raise TransitionNotAllowed(f"run {run.pk} has no tool call {quoted(str(call_ref))} "
+                                   f"in step {quoted(step_name)}") from None
     return call.step, call
 
 
