@@ -26,7 +26,7 @@ from audit.chain import Actor
 from ..definitions import definition
 from ..models import ControlRecord, DispatchPause, Run, RunStatus, Workflow
 from .redaction import redact_text
-from .storable import person_text_problem
+from .storable import person_text_problem, quoted
 from .wakeup import send_wakeups
 
 # A pause is read before every claim and step: kept for this long per process, so a busy
@@ -127,7 +127,7 @@ def may_pause(user, workflow_name: str) -> bool:
 def _check(workflow_name: str, system: str, reason: str) -> None:
     workflow_def = definition.registry.latest(workflow_name)
     if workflow_def is None:
-        raise DispatchError(f"unknown workflow {workflow_name!r}")
+        raise DispatchError(f"unknown workflow {quoted(workflow_name)}")
     if not reason or not reason.strip():
         raise DispatchError("a reason is required to pause or resume dispatch",
                             field="reason")
@@ -136,7 +136,8 @@ def _check(workflow_name: str, system: str, reason: str) -> None:
     if system and not any(s.system == system for wf in definition.registry.versions(workflow_name)
                           for s in wf.steps):
         known = sorted({s.system for s in workflow_def.steps if s.system})
-        raise DispatchError(f"no step of {workflow_name} reaches a system {system!r}; "
+        # Quoted cut: a refusal repeats what was asked, not a 10,000-character option.
+        raise DispatchError(f"no step of {workflow_name} reaches a system {quoted(system)}; "
                             f"its systems: {', '.join(repr(s) for s in known) or 'none declared'}",
                             field="system")
 
