@@ -40,15 +40,16 @@ PATH = ["console/views.py", "approvals/operator_actions.py", "runs/operator/acti
         "runs/machine/transitions/operator.py", "runs/machine/transitions/kernel.py",
         "runs/store/postgres.py"]
 # Every project module one action runs through, the leaves included (the request
-# middleware, the permission rule, the trace span, the database clock, redaction, the
-# wake-up hint, the store: the package that chooses it and its PostgreSQL module, the
-# effect machine: its rules and the row adapters, the one check of text the database cannot
-# store, the keyed seal of the chain's head): the caller's side and the transition's (17 to
-# 20 by action).
-MAX_MODULES = 20
-CALLER_SIDE = {"api/middleware.py", "console/views.py", "approvals/operator_actions.py",
-               "runs/permissions.py", "runs/operator/actions.py", "runs/machine/tracing.py",
-               "runs/machine/storable.py"}
+# middlewares: the API's JSON errors and the storable client headers of the failed-login
+# log, which every request passes; the permission rule, the trace span, the database clock,
+# redaction, the wake-up hint, the store: the package that chooses it and its PostgreSQL
+# module, the effect machine: its rules and the row adapters, the one check of text the
+# database cannot store, the keyed seal of the chain's head): the caller's side and the
+# transition's (18 to 21 by action).
+MAX_MODULES = 21
+CALLER_SIDE = {"api/middleware.py", "console/client_headers.py", "console/views.py",
+               "approvals/operator_actions.py", "runs/permissions.py", "runs/operator/actions.py",
+               "runs/machine/tracing.py", "runs/machine/storable.py"}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 
