@@ -26,6 +26,7 @@ from approvals.operator_actions import (
     act,
     refuse_who_may_not_act,
 )
+from approvals.permissions import decide_refusal
 from approvals.selectors import inbox
 from runs.machine.errors import (
     EvidenceRequired,
@@ -114,10 +115,35 @@ def refuse_who_may_not_take(request) -> Status | None:
     return None
 
 
+def visible_request(token, request_id: int) -> ApprovalRequest | None:
+    """The approval request `request_id` if it is of one of the token's workflows."""
+    return ApprovalRequest.objects.filter(
+        pk=request_id, run__workflow_name__in=token.workflows or []).first()
+
+
+def refuse_who_may_not_decide(request) -> Status | None:
+    """decide_approval's refusals that come before its body is looked at: no such request
+    among the token's workflows (404), a person who may not decide it (403)."""
+    request_id = request.resolver_match.kwargs.get("request_id", "")
+    if not request_id.isascii() or not request_id.isdigit() \
+            or not 1 <= int(request_id) <= MAX_RUN_ID:
+        return None
+    token = request.auth
+    approval = visible_request(token, int(request_id))
+    if approval is None:
+        return Status(404, error_body("request_not_found",
+                                      f"no approval request {request_id} for this token"))
+    if token.acting_user is not None and (
+            refusal := decide_refusal(token.acting_user, approval)) is not None:
+        return Status(403, error_body("forbidden", refusal))
+    return None
+
+
 def register(api, *, headers: dict, refusals: dict) -> None:
     """Add the operator's operations to `api` (api.routes' NinjaAPI), and to `refusals`
     those refused before their input is read."""
     refusals["run_action"] = refuse_who_may_not_take
+    refusals["decide_approval"] = refuse_who_may_not_decide
 
     @api.get(
         "/runs", url_name="list_runs", operation_id="list_runs", summary="List and search runs",
@@ -294,8 +320,7 @@ def register(api, *, headers: dict, refusals: dict) -> None:
     def decide_approval(request, payload: DecisionIn,
                         request_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         token = request.auth
-        approval = ApprovalRequest.objects.filter(
-            pk=request_id, run__workflow_name__in=token.workflows or []).first()
+        approval = visible_request(token, request_id)
         if approval is None:
             return Status(404, error_body("request_not_found",
                                     f"no approval request {request_id} for this token"))

@@ -130,6 +130,10 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
       approval never applies to a payload it did not see;
     - the payload cannot be computed now: `unavailable`.
     """
+    approval = ApprovalRequest.objects.select_related("run").get(pk=request_id)
+    # Who may not decide hears nothing of what they sent: refused before the comment is
+    # looked at (and again under the lock below, where the request's state is sure).
+    _refuse_who_may_not_decide(user, approval)
     if (refusal := decision_refusal(approved=approved, comment=comment)) is not None:
         raise DecisionRefused("comment", refusal)
     # Due times are judged by the database's clock, as the sweep judges them.
@@ -138,7 +142,6 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
     # Kept on the request, the run's chain and the approvals page: a credential pasted
     # into it is masked first, as an operator's reason is (runs.operator.actions).
     comment = redact_text((comment or "").strip())
-    approval = ApprovalRequest.objects.select_related("run").get(pk=request_id)
     # Recomputed before the transaction: it reads the run's results and calls the step's
     # snapshot function, neither of which should hold the request's lock. The comparison
     # happens under the lock below; a change in between is caught by the next reminder or
@@ -153,10 +156,7 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
         lock_run(approval.run_id)
         approval = ApprovalRequest.objects.select_for_update(of=("self",)).select_related(
             "run").get(pk=request_id)
-        if (refusal := decide_refusal(user, approval)) is not None:
-            logger.warning("approval request %s: %s (id %s) may not decide it; refused",
-                           approval.pk, user.get_username(), user.pk)
-            raise PermissionDenied(refusal)
+        _refuse_who_may_not_decide(user, approval)
         if (reused := _decision_id_reuse(approval, decision_id, approved)) is not None:
             return Decision(DECISION_ID_REUSED, reused, approval)
         if approval.decision_id == decision_id:
@@ -201,6 +201,13 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
     if approval.apply_error:
         message += f" It could not be applied to the run: {approval.apply_error}"
     return Decision("recorded", message, approval)
+
+
+def _refuse_who_may_not_decide(user, approval: ApprovalRequest) -> None:
+    if (refusal := decide_refusal(user, approval)) is not None:
+        logger.warning("approval request %s: %s (id %s) may not decide it; refused",
+                       approval.pk, user.get_username(), user.pk)
+        raise PermissionDenied(refusal)
 
 
 def _decision_id_reuse(approval: ApprovalRequest, decision_id: uuid.UUID,
