@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from . import validation
 from .retry import DEFAULT_POLICY, RetryPolicy
 
 READ, DECISION, WRITE, NOTIFY, APPROVAL = "read", "decision", "write", "notify", "approval"
@@ -175,6 +176,14 @@ class StepDef:
     # and archive file; later steps read them in clear through ctx.results.
     sensitive: tuple[str, ...] = ()
 
+    def __post_init__(self):
+        # Every kind of step is built here, so every declaration passes the same checks
+        # when its module is imported (runs.definitions.validation).
+        validation.check_step(self, impacts=(LOW, HIGH), contract=Contract)
+        self.sensitive = tuple(self.sensitive)
+        if self.correlate is not None:
+            self.correlate = validation.correlation_checked(self, self.correlate)
+
     def __call__(self, ctx):
         return self.fn(ctx)
 
@@ -182,6 +191,7 @@ class StepDef:
         """Declare how to look this step's effect up by its key."""
         if self.kind not in (WRITE, NOTIFY):
             raise TypeError(f"step {self.name!r}: only write and notify steps reconcile")
+        validation.check_function(self, fn, role="reconcile function")
         self.reconcile_fn = fn
         return fn
 
@@ -190,12 +200,14 @@ class StepDef:
         if self.kind not in (WRITE, NOTIFY):
             raise TypeError(f"step {self.name!r}: only write and notify steps compensate "
                             "(a notification's compensation is a correction)")
+        validation.check_function(self, fn, role="compensate function")
         self.compensate_fn = fn
         return fn
 
     def describe(self, fn: Callable) -> Callable:
         """Declare the one line that says what this step will do, computed from the input
         and earlier results. It is stored with the intent checkpoint and shown to people."""
+        validation.check_function(self, fn, role="describe function")
         self.describe_fn = fn
         return fn
 
@@ -216,6 +228,7 @@ class StepDef:
         undo of a high-impact step waits for a person, who sees this first."""
         if self.kind not in (WRITE, NOTIFY):
             raise TypeError(f"step {self.name!r}: only write and notify steps compensate")
+        validation.check_function(self, fn, role="compensation preview")
         self.compensation_preview_fn = fn
         return fn
 

@@ -22,6 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from . import validation
+
 # What a step declares (its contract, its approvers) and what its functions return (lookup
 # verdicts, results) live in runs.definitions.declarations; this module's API names them as its own.
 from .declarations import (  # noqa: F401
@@ -72,11 +74,10 @@ class Workflow:
         approval drill).
         `retention_days`: how long its finished runs stay in the hot tables before the
         archive app moves them to an archive file (None: the RUNS_RETENTION_DAYS setting)."""
-        if not name or not isinstance(version, int) or version < 1:
-            raise ValueError("a workflow needs a name and a positive integer version")
         self.name = name
         self.version = version
         self.input_schema = input
+        validation.check_workflow(self)
         self.services_factory = services
         self.auto_compensate = auto_compensate
         self.example = example
@@ -117,14 +118,8 @@ class Workflow:
         raise KeyError(f"workflow {self.name} v{self.version} has no step {name!r}")
 
     def _declare(self, kind: str, name: str, **options) -> Callable[[Callable], StepDef]:
-        if any(s.name == name for s in self.steps):
-            raise ValueError(f"workflow {self.name}: step {name!r} declared twice")
-        impact = options.get("impact", LOW)
-        if impact not in (LOW, HIGH):
-            raise ValueError(f"step {name!r}: impact must be 'low' or 'high', not {impact!r}")
-        if options.get("lookup_attempts", 1) < 1:
-            raise ValueError(f"step {name!r}: lookup_attempts must be at least 1")
-
+        # What the step declares is checked when the StepDef is built
+        # (runs.definitions.validation), its function with it.
         def decorator(fn: Callable) -> StepDef:
             step = StepDef(workflow=self, name=name, kind=kind, fn=fn, **options)
             self.steps.append(step)
@@ -138,7 +133,7 @@ class Workflow:
         fields of its result stored encrypted (as for every kind of step)."""
         return self._declare(READ, name, retry=retry, version=version,
                              contract=contract or Contract(rule="retry"),
-                             sensitive=tuple(sensitive))
+                             sensitive=sensitive)
 
     def decision(self, name: str, *, schema: type[BaseModel], format_failure_budget: int = 2,
                  retry: RetryPolicy = DEFAULT_POLICY, version: int = 1,
@@ -148,7 +143,7 @@ class Workflow:
         return self._declare(DECISION, name, schema=schema, retry=retry, version=version,
                              format_failure_budget=format_failure_budget,
                              contract=contract or Contract(rule="stored decision reused"),
-                             sensitive=tuple(sensitive))
+                             sensitive=sensitive)
 
     def write(self, name: str, *, impact: str = LOW, retry: RetryPolicy = DEFAULT_POLICY,
               version: int = 1, contract: Contract | None = None, honours_key: bool = False,
@@ -163,7 +158,7 @@ class Workflow:
         return self._declare(WRITE, name, impact=impact, retry=retry, version=version,
                              contract=contract or Contract(), honours_key=honours_key,
                              lookup_delay=lookup_delay, lookup_attempts=lookup_attempts,
-                             system=system, sensitive=tuple(sensitive))
+                             system=system, sensitive=sensitive)
 
     def notify(self, name: str, *, impact: str = HIGH, retry: RetryPolicy = DEFAULT_POLICY,
                version: int = 1, contract: Contract | None = None, honours_key: bool = False,
@@ -176,7 +171,7 @@ class Workflow:
         return self._declare(NOTIFY, name, impact=impact, retry=retry, version=version,
                              contract=contract or Contract(), honours_key=honours_key,
                              lookup_delay=lookup_delay, lookup_attempts=lookup_attempts,
-                             system=system, sensitive=tuple(sensitive))
+                             system=system, sensitive=sensitive)
 
     def sleep(self, name: str, *, duration: timedelta | None = None,
               until: Callable[[dict], Any] | None = None) -> StepDef:
@@ -264,8 +259,6 @@ class Workflow:
         `model_system` names the model endpoint as a remote system, whose rate limit
         (runs.machine.limits.rate_limit) and Retry-After its turns keep, as tool calls keep
         their tools' `system`."""
-        if any(s.name == name for s in self.steps):
-            raise ValueError(f"workflow {self.name}: step {name!r} declared twice")
         if schema_error_budget < 0:
             raise ValueError(f"agent {name!r}: schema_error_budget must be >= 0")
         if context_budget < 0 or keep_turns < 0:

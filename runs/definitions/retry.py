@@ -1,7 +1,11 @@
 """Per-step retry policy: bounded exponential backoff with jitter, attempt and elapsed budgets."""
 
+import math
 import random
 from dataclasses import dataclass, field
+
+# The longest wait between two attempts a policy may declare.
+LONGEST_INTERVAL = 366 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -23,7 +27,20 @@ class RetryPolicy:
     non_retryable: tuple[type[BaseException], ...] = field(default_factory=tuple)
 
     def __post_init__(self):
-        problems = []
+        problems = [f"{name} must be a finite number, not {value!r}"
+                    for name, value in self.numbers().items()
+                    if isinstance(value, bool) or not isinstance(value, int | float)
+                    or not math.isfinite(value)]
+        if not isinstance(self.maximum_attempts, int) or isinstance(self.maximum_attempts, bool):
+            problems.append(f"maximum_attempts must be a whole number, not "
+                            f"{self.maximum_attempts!r}")
+        if not isinstance(self.non_retryable, tuple) or not all(
+                isinstance(t, type) and issubclass(t, BaseException)
+                for t in self.non_retryable):
+            problems.append("non_retryable must be a tuple of exception classes, not "
+                            f"{self.non_retryable!r}")
+        if problems:
+            raise ValueError("invalid RetryPolicy: " + "; ".join(problems))
         if self.initial_interval < 0:
             problems.append("initial_interval must be >= 0")
         if self.backoff_coefficient < 1:
@@ -34,13 +51,30 @@ class RetryPolicy:
             problems.append("maximum_attempts must be >= 1")
         if not 0 <= self.jitter < 1:
             problems.append("jitter must be in [0, 1)")
+        if self.maximum_interval > LONGEST_INTERVAL:
+            # A later retry is a schedule, not a retry; and a delay past what a date holds
+            # fails the checkpoint that records the retry, in the worker, at every attempt.
+            problems.append(f"maximum_interval must be at most {LONGEST_INTERVAL:g} s "
+                            "(366 days)")
+        if self.maximum_elapsed <= 0:
+            problems.append("maximum_elapsed must be > 0")
         if problems:
             raise ValueError("invalid RetryPolicy: " + "; ".join(problems))
 
     def base_delay(self, attempt: int) -> float:
         """The delay after failed attempt number `attempt` (1-based), before jitter."""
-        return min(self.initial_interval * self.backoff_coefficient ** (attempt - 1),
-                   self.maximum_interval)
+        try:
+            grown = self.initial_interval * self.backoff_coefficient ** (attempt - 1)
+        except OverflowError:  # a float power past 1e308, after a thousand attempts or so
+            grown = math.inf
+        return min(grown, self.maximum_interval)
+
+    def numbers(self) -> dict:
+        return {"initial_interval": self.initial_interval,
+                "backoff_coefficient": self.backoff_coefficient,
+                "maximum_interval": self.maximum_interval,
+                "maximum_attempts": self.maximum_attempts,
+                "maximum_elapsed": self.maximum_elapsed, "jitter": self.jitter}
 
     def delay(self, attempt: int, *, retry_after: float | None = None,
               rng: random.Random | None = None) -> float:

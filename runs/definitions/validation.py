@@ -1,0 +1,187 @@
+"""What a definition may declare, checked when it is declared. A mistake in a workflow's
+definition fails the import of its module with an error naming the workflow, the step and
+what is wrong, instead of failing in a worker when a run reaches the step, or never: a step
+name the database cannot hold, a function the executor cannot call, a schema that is not a
+schema. Workflow and StepDef call these; each rule is written here once."""
+
+import inspect
+import math
+import unicodedata
+from collections.abc import Callable
+
+from pydantic import BaseModel
+
+from .retry import RetryPolicy
+
+# The columns that hold a workflow's name (Run.workflow_name) and a step's (Step.name).
+NAME_MAX = 200
+# Versions are stored in PositiveIntegerField columns (Run.workflow_version, Step.version):
+# a 4-byte integer on PostgreSQL.
+VERSION_MAX = 2**31 - 1
+# A step's name is part of its idempotency key (workflow:business key:step:vN) and of its
+# compensation's (...:step:compensate:vN): a ':' in it would let one step's key be another's
+# (a step "charge:compensate" sends the undo key of "charge"). A '/' separates an agent step
+# from its tool ("triage/post-ledger") and a step's artifact from the run's folder.
+STEP_NAME_FORBIDDEN = ":/"
+
+
+class DefinitionError(ValueError):
+    """A workflow's definition declares something the runtime cannot run."""
+
+
+NO_STEP = object()
+
+
+def where(workflow, step=NO_STEP) -> str:
+    """`workflow invoice-approval v1, step 'classify'`: the start of every refusal. A name or
+    version that is itself the mistake is quoted as it was given."""
+    name, version = getattr(workflow, "name", workflow), getattr(workflow, "version", None)
+    place = f"workflow {name!r}" if name_problem(name) else f"workflow {name}"
+    if version_problem(version) is None:
+        place += f" v{version}"
+    return place if step is NO_STEP else f"{place}, step {step!r}"
+
+
+def name_problem(name) -> str | None:
+    """Why `name` cannot name a workflow or a step, or None. It is stored in a column, shown
+    in one-line displays (a mail subject, a log line), where a control character would forge
+    a line, and compared as it is, where spaces around it would make two names of one."""
+    if not isinstance(name, str):
+        return f"its name must be text, not {type(name).__name__}"
+    if not name.strip():
+        return "its name is empty"
+    if name != name.strip():
+        return "its name starts or ends with spaces"
+    if len(name) > NAME_MAX:
+        return f"its name is {len(name)} characters long, at most {NAME_MAX}"
+    for c in name:
+        if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs"):
+            return f"its name holds the control character U+{ord(c):04X}"
+    return None
+
+
+def version_problem(version) -> str | None:
+    # bool is an int to Python: version=True would be stored as 1.
+    if not isinstance(version, int) or isinstance(version, bool):
+        return f"its version must be a whole number, not {type(version).__name__}"
+    if not 1 <= version <= VERSION_MAX:
+        return f"its version must be from 1 to {VERSION_MAX}, not {version}"
+    return None
+
+
+def is_model(schema) -> bool:
+    return isinstance(schema, type) and issubclass(schema, BaseModel)
+
+
+def check_workflow(workflow) -> None:
+    """Refuse a workflow's own declaration: its name, version and input schema."""
+    problem = name_problem(workflow.name) or version_problem(workflow.version)
+    if problem is None and not is_model(workflow.input_schema):
+        problem = (f"its input must be a pydantic model class, not "
+                   f"{workflow.input_schema!r}")
+    if problem is not None:
+        raise DefinitionError(f"{where(workflow)}: {problem}")
+
+
+def function_problem(fn, *, takes: str = "(ctx)", arguments: int = 1) -> str | None:
+    """Why the executor cannot call `fn` with `arguments` positional arguments and use what it
+    returns, or None. A coroutine or a generator would be returned unrun and stored as a
+    result (or refused as one) at every attempt; a wrong signature fails only when a run
+    reaches the step."""
+    if not callable(fn):
+        return f"its function must be callable, not {type(fn).__name__}"
+    # A callable object's kind is that of its __call__; a partial is unwrapped by inspect.
+    targets = (fn,) if inspect.isroutine(fn) else (fn, type(fn).__call__)
+    if any(inspect.iscoroutinefunction(t) or inspect.isasyncgenfunction(t) for t in targets):
+        return "its function is async: the worker calls it and does not await it; declare a " \
+               "plain def (run the coroutine inside it if need be)"
+    if any(inspect.isgeneratorfunction(t) for t in targets):
+        return "its function is a generator: it would return a generator, not a result"
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin whose signature Python cannot tell
+        return None
+    try:
+        signature.bind(*([None] * arguments))
+    except TypeError:
+        return f"its function {signature} cannot be called as {takes}"
+    return None
+
+
+def check_function(step, fn, *, role: str = "function", takes: str = "(ctx)",
+                   arguments: int = 1) -> None:
+    problem = function_problem(fn, takes=takes, arguments=arguments)
+    if problem is not None:
+        if role != "function":
+            problem = problem.replace("its function", f"its {role}", 1)
+        raise DefinitionError(f"{where(step.workflow, step.name)}: {problem}")
+
+
+def step_problem(step, *, impacts: tuple[str, ...], contract: type) -> str | None:
+    """Why `step` cannot be declared as it is, or None (its function is checked apart).
+    `impacts` and `contract` are what runs.definitions.declarations defines them to be."""
+    name = step.name
+    problem = name_problem(name)
+    if problem is None and any(c in name for c in STEP_NAME_FORBIDDEN):
+        problem = f"its name may not hold ':' or '/' (use '-' or '.'), not {name!r}"
+    if problem is None and any(s.name == name for s in step.workflow.steps):
+        problem = "declared twice (step names are unique within a workflow)"
+    if problem is not None:
+        return problem
+    version = version_problem(step.version)
+    checks = (
+        (version is None, version),
+        (step.impact in impacts, f"impact must be one of {', '.join(impacts)}, "
+                                 f"not {step.impact!r}"),
+        (isinstance(step.retry, RetryPolicy),
+         f"retry must be a RetryPolicy, not {type(step.retry).__name__}"),
+        (isinstance(step.contract, contract),
+         f"contract must be a Contract, not {type(step.contract).__name__}"),
+        (step.schema is None or is_model(step.schema),
+         f"its schema must be a pydantic model class, not {step.schema!r}"),
+        (whole(step.format_failure_budget, least=0),
+         f"format_failure_budget must be a whole number >= 0, not {step.format_failure_budget!r}"),
+        (whole(step.lookup_attempts, least=1),
+         f"lookup_attempts must be a whole number >= 1, not {step.lookup_attempts!r}"),
+        (seconds(step.lookup_delay),
+         f"lookup_delay must be a finite number of seconds >= 0, not {step.lookup_delay!r}"),
+        (step.correlate is None or callable(step.correlate),
+         f"correlate must be a function of the run's input, not {step.correlate!r}"),
+        (not isinstance(step.sensitive, str),
+         f"sensitive names fields: write sensitive=({step.sensitive!r},), not a string, "
+         "whose letters would be taken for field names"),
+    )
+    return next((why for ok, why in checks if not ok), None)
+
+
+def whole(value, *, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def seconds(value) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0)
+
+
+def check_step(step, *, impacts: tuple[str, ...], contract: type) -> None:
+    """Refuse a step's declaration (StepDef.__post_init__ calls this for every kind)."""
+    problem = step_problem(step, impacts=impacts, contract=contract)
+    if problem is None:
+        check_function(step, step.fn)
+        return
+    raise DefinitionError(f"{where(step.workflow, step.name)}: {problem}")
+
+
+def correlation_checked(step, correlate: Callable) -> Callable:
+    """`correlate`, refusing what is not text: str() would make a None, which a missing field
+    gives, the key "None", shared by every run whose field is missing. The event wait holds
+    the run for a person with this message, which names the workflow and the step."""
+    def correlation_key(data):
+        key = correlate(data)
+        if not isinstance(key, str):
+            raise TypeError(f"{where(step.workflow, step.name)}: correlate() must return the "
+                            f"correlation key as text, not {type(key).__name__}")
+        return key
+
+    correlation_key.declared = correlate
+    return correlation_key
