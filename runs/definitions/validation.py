@@ -76,6 +76,13 @@ def is_model(schema) -> bool:
 def check_workflow(workflow) -> None:
     """Refuse a workflow's own declaration: its name, version and input schema."""
     problem = name_problem(workflow.name) or version_problem(workflow.version)
+    if problem is None and ":" in workflow.name:
+        # The idempotency keys join workflow, business key and step with ':' (runs.machine
+        # .keys): workflow "a:b" with the business key "c" would send the keys of workflow
+        # "a" with the key "b:c", and a receiver would take two actions for one.
+        problem = ("its name holds ':', which separates it from the business key in the "
+                   "idempotency keys (workflow 'a:b' with key 'c' would send the keys of "
+                   "workflow 'a' with key 'b:c')")
     if problem is None and not is_model(workflow.input_schema):
         problem = (f"its input must be a pydantic model class, not "
                    f"{workflow.input_schema!r}")

@@ -128,6 +128,8 @@ def test_a_step_version_that_is_not_a_positive_int_is_refused(version):
     ("w" * (NAME_MAX + 1), "at most 200"),
     ("orders\r\nBcc: x", "control character U+000D"),
     (42, "its name must be text, not int"),
+    # Its keys would be another workflow's: "a:b" with business key "c" is "a" with "b:c".
+    ("billing:eu", "its name holds ':'"),
 ])
 def test_a_workflow_name_the_runtime_cannot_hold_is_refused(name, why):
     with pytest.raises(DefinitionError) as refused:
