@@ -38,6 +38,8 @@ COMMIT_THEN_TIMEOUT = "commit_then_timeout"
 COMMIT_THEN_RESET = "commit_then_reset"
 MALFORMED = "malformed"
 SLOW = "slow"
+NOT_A_COMPLETION = "not_a_completion"
+EMPTY_ANSWER = "empty_answer"
 
 KINDS = {
     UNAVAILABLE: "503 before any change",
@@ -48,8 +50,11 @@ KINDS = {
     COMMIT_THEN_RESET: "commit the change, then drop the connection mid-response",
     MALFORMED: "model.chat only: answer with output that fails the classification schema",
     SLOW: "wait SANDBOX_HOLD_SECONDS, then act and answer normally",
+    NOT_A_COMPLETION: "model.chat only: answer 200 with an HTML page, no chat completion",
+    EMPTY_ANSWER: "model.chat only: a chat completion with neither text nor tool calls",
 }
-MODEL_ONLY_KINDS = {MALFORMED: "model.chat"}
+MODEL_ONLY_KINDS = {MALFORMED: "model.chat", NOT_A_COMPLETION: "model.chat",
+                    EMPTY_ANSWER: "model.chat"}
 
 
 class FaultError(ValueError):

@@ -21,7 +21,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
 from django.db.models import Q
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 from django.views.decorators.http import require_http_methods
 
@@ -352,8 +352,13 @@ def chat_completions(request):
         return _model_error(400, "'model' is required", "invalid_request_error")
     if not isinstance(messages, list) or not messages:
         return _model_error(400, "'messages' must be a non-empty list", "invalid_request_error")
+    if request.sandbox_fault == faults.NOT_A_COMPLETION:
+        # What a proxy in front of a model may answer: a page, with a success status.
+        return HttpResponse("<html><body>Service temporarily moved</body></html>",
+                            content_type="text/html")
     if data.get("tools"):
-        return _agent_turn(model, messages)
+        return _agent_turn(model, messages,
+                           empty=request.sandbox_fault == faults.EMPTY_ANSWER)
     if agent_model.is_summary_request(messages):
         return _agent_turn(model, messages, summary=True)
     prompt = classifier.last_user_text(messages)
@@ -365,12 +370,14 @@ def chat_completions(request):
                                               prompt=prompt, content=content))
 
 
-def _agent_turn(model: str, messages: list, *, summary: bool = False) -> JsonResponse:
+def _agent_turn(model: str, messages: list, *, summary: bool = False,
+                empty: bool = False) -> JsonResponse:
     """The next turn of a model offered tools, or its summary of a conversation (see
     agent_model): recorded as a ModelCall like any completion, with the messages it was
-    sent (as JSON), so tests can count how often the model was asked, and what for."""
-    content, calls = (agent_model.summarise(messages), []) if summary else \
-        agent_model.answer(messages)
+    sent (as JSON), so tests can count how often the model was asked, and what for.
+    `empty`: an answer with neither text nor tool calls (the fault empty_answer)."""
+    content, calls = ("", []) if empty else (agent_model.summarise(messages), []) if summary \
+        else agent_model.answer(messages)
     call = ModelCall.objects.create(
         model=model, prompt=json.dumps(messages),
         content=json.dumps({"content": content, "tool_calls": calls}))

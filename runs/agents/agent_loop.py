@@ -26,6 +26,7 @@ import logging
 
 import openai
 from django.conf import settings
+from openai.types.chat import ChatCompletion, ChatCompletionMessage
 
 from ..agent_models import ToolCall, ToolCallStatus
 from ..definitions import definition
@@ -35,6 +36,7 @@ from ..machine.errors import (
     CODE_FAILURES,
     MODEL_CALL_ERRORS,
     Classified,
+    ModelFormatError,
     TransientError,
     classify,
     model_call_error,
@@ -90,10 +92,15 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
             due = next((c for c in calls if c.status in (S.PENDING, S.SCHEDULED, S.WAITING)),
                        None)
             if due is not None:
+                past = past_call_budget(calls, spec, due)
+                if past is not None:
+                    return turns_tx.agent_budget_spent(lease, step, past)
                 lease = _run_call(lease, step, spec, ctx, due)
                 continue
             turns = calls_tx.turns_of(step)
-            if turns and not turns[-1].tool_calls and not turns[-1].summarises:
+            # A turn that says nothing is no answer: the model is asked again (and told so).
+            if turns and not turns[-1].tool_calls and not turns[-1].summarises \
+                    and not said_nothing(turns[-1]):
                 return transitions.Outcome(succeeded=True, value=final_result(turns, calls))
             spent = turns_tx.budget_spent(step, spec, asking=True)
             if spent is not None:
@@ -126,9 +133,53 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
                 crashpoints.reach(agent_history.BEFORE_SUMMARY, name)
             lease = turns_tx.record_agent_turn(lease, step, asked.value)
             crashpoints.reach(AFTER_TURN if cut is None else agent_history.AFTER_SUMMARY, name)
+            silent = silent_answers(lease, step, spec)
+            if silent is not None:
+                return silent
     finally:
         if client is not None:
             client.close()
+
+
+def past_call_budget(calls: list[ToolCall], spec: definition.AgentSpec,
+                     due: ToolCall) -> str | None:
+    """Why `due` is not made, or None: the model asked for more calls than the agent's
+    budget allows and `due` (by its place in the conversation) is past it. The turn that
+    asked for them stopped the run; a person's resume must not make them all the same."""
+    most = spec.budget.max_tool_calls
+    place = next(i for i, c in enumerate(calls, 1) if c.pk == due.pk)
+    if place <= most:
+        return None
+    return (f"tool call budget spent: tool call {due.ref} ({due.tool}) is call {place} of "
+            f"the {len(calls)} the model asked for, at most {most}: it is not made (a person "
+            "cancels it, or ends the run)")
+
+
+def said_nothing(turn) -> bool:
+    """Whether a stored ordinary turn holds neither text nor a tool call."""
+    return not turn.summarises and not turn.tool_calls and not str(turn.content or "").strip()
+
+
+def silent_answers(lease: transitions.Lease, step: Step,
+                   spec: definition.AgentSpec) -> transitions.Outcome | None:
+    """After a turn was stored: the step's model format error when the model has now said
+    nothing more often than the agent's schema error budget allows, else None. Counted as
+    its tool calls' schema errors are (the generation's turns), and checked only when a
+    turn was just stored, so that a person's resume gives the model one more try."""
+    if lease.finished or lease.work is None or lease.work.name != step.name \
+            or lease.compensating:
+        return None
+    turns = calls_tx.turns_of(lease.by_name(step.name))
+    if not turns or not said_nothing(turns[-1]):
+        return None
+    silent = sum(1 for t in turns if said_nothing(t))
+    if silent <= spec.schema_error_budget:
+        return None
+    return transitions.Outcome(succeeded=False, error=Classified(
+        ErrorClass.MODEL_FORMAT,
+        f"the model answered {silent} times with neither text nor a tool call (budget "
+        f"{spec.schema_error_budget}); the last: turn {turns[-1].index}, finish reason "
+        f"{turns[-1].finish_reason!r}"))
 
 
 def _ask(client, spec: definition.AgentSpec, ctx: StepContext, conversation: list[dict],
@@ -143,7 +194,9 @@ def _ask(client, spec: definition.AgentSpec, ctx: StepContext, conversation: lis
             else:
                 turn = ask_for_summary(client, spec, *summary)
     except CODE_FAILURES as exc:
-        return transitions.Outcome(succeeded=False, error=classify(exc))
+        # A malformed answer is kept for diagnosis (ModelFormatError.output), as a decision's.
+        return transitions.Outcome(succeeded=False, error=classify(exc),
+                                   invalid_output=getattr(exc, "output", None))
     return transitions.Outcome(succeeded=True, value=turn)
 
 
@@ -289,6 +342,10 @@ def messages(spec: definition.AgentSpec, ctx: StepContext, turns, calls: list[To
         if until is not None and turn.index >= until:
             break
         message = {"role": "assistant", "content": turn.content or None}
+        if said_nothing(turn):
+            # Endpoints refuse an assistant message with no content and no tool calls.
+            out += [{**message, "content": ""}, {"role": "user", "content": SAID_NOTHING}]
+            continue
         if turn.tool_calls:
             message["tool_calls"] = [
                 {"id": c.get("id"), "type": "function",
@@ -300,6 +357,11 @@ def messages(spec: definition.AgentSpec, ctx: StepContext, turns, calls: list[To
             out.append({"role": "tool", "tool_call_id": call.call_id,
                         "content": tool_message(call)})
     return out
+
+
+# What the model is told after an answer with neither text nor a tool call.
+SAID_NOTHING = ("Your last answer was empty: it had neither text nor a tool call, and was "
+                "not taken as your final answer. Answer with text, or call a tool.")
 
 
 def tool_message(call: ToolCall) -> str:
@@ -343,29 +405,66 @@ def ask_for_summary(client: openai.OpenAI, spec: definition.AgentSpec, cut: int,
     # What the model sent is made storable where the turn is stored
     # (turns_tx.storable_turn); here only whether it wrote anything.
     if not str(turn.content or "").strip():
-        raise TransientError("the model answered the summary request with no text")
+        # Asking again is no cure for a model that answers nothing: a person looks.
+        raise ModelFormatError("the model answered the summary request with no text",
+                               output=dataclasses.asdict(turn))
     return dataclasses.replace(turn, tool_calls=[], summarises=cut, transcript=transcript)
 
 
 def ask_model(client: openai.OpenAI, spec: definition.AgentSpec, conversation: list[dict], *,
               tools: bool = True) -> calls_tx.ModelTurn:
     """One chat completion, with the step's tools unless `tools` is False. Raises
-    TransientError or PermanentError."""
+    TransientError or PermanentError (the endpoint's failures), or ModelFormatError (an
+    answer that is no chat completion)."""
     offered = {"tools": spec.openai_tools()} if tools else {}
     try:
         completion = client.chat.completions.create(
             model=spec.model or settings.MODEL_NAME, messages=conversation, **offered)
     except MODEL_CALL_ERRORS as exc:
         raise model_call_error(exc) from exc
-    if not completion.choices:
-        raise TransientError("the model answered with no choice")
-    choice = completion.choices[0]
-    message = choice.message
-    asked = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
-             for c in (message.tool_calls or []) if getattr(c, "function", None)]
+    except (json.JSONDecodeError, openai.APIResponseValidationError) as exc:  # no JSON body
+        raise ModelFormatError(f"the model endpoint answered with no chat completion: "
+                               f"{exc}", output=None) from exc
+    # The client builds the answer without validating it: its shape is checked here, or a
+    # page from a proxy would fail as an AttributeError, unclassified.
+    choices = getattr(completion, "choices", None) if isinstance(completion, ChatCompletion) \
+        else None
+    message = getattr(choices[0], "message", None) if isinstance(choices, list) and choices \
+        else None
+    if not isinstance(message, ChatCompletionMessage):
+        raise ModelFormatError(
+            "the model endpoint answered with no chat completion (no choice with a message): "
+            f"{type(completion).__name__}", output=kept_answer(completion))
+    choice = choices[0]
+    asked = [{"id": getattr(c, "id", None), "name": getattr(c.function, "name", None),
+              "arguments": getattr(c.function, "arguments", None)}
+             if getattr(c, "function", None) is not None else
+             # Kept as the call it is not (it names no tool): the model is told, not ignored.
+             {"id": getattr(c, "id", None), "name": "", "arguments": None}
+             for c in (message.tool_calls if isinstance(message.tool_calls, list) else [])]
     usage = completion.usage
     return calls_tx.ModelTurn(
         content=message.content or "", tool_calls=asked,
         finish_reason=choice.finish_reason or "", model_ref=completion.id or "",
-        prompt_tokens=usage.prompt_tokens if usage else 0,
-        completion_tokens=usage.completion_tokens if usage else 0)
+        prompt_tokens=getattr(usage, "prompt_tokens", 0) if usage else 0,
+        completion_tokens=getattr(usage, "completion_tokens", 0) if usage else 0)
+
+
+# The most of a malformed answer kept for diagnosis, in characters of its text.
+KEPT_ANSWER_MAX = 4000
+
+
+def kept_answer(answer) -> object:
+    """What the endpoint answered, as it is kept for diagnosis: its JSON form where it has
+    one and it is small, else its text, cut."""
+    try:
+        kept = answer.to_dict(warnings=False) if hasattr(answer, "to_dict") else answer
+        if len(json.dumps(kept, default=str)) <= KEPT_ANSWER_MAX:
+            return kept
+    except Exception:  # an answer built without validation may not dump: its text then
+        pass
+    try:
+        text = answer if isinstance(answer, str) else repr(answer)
+    except Exception as exc:
+        text = f"(unreadable {type(answer).__name__}: {type(exc).__name__})"
+    return printable(text[:KEPT_ANSWER_MAX])
