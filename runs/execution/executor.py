@@ -179,9 +179,13 @@ def call_step(spec: definition.StepDef, ctx: StepContext) -> transitions.Outcome
     try:
         value = artifacts.keep(ctx.run_id, ctx.step, value)
     except artifacts.ResultTooLarge as exc:
-        # Trying again returns the same result: a permanent error, naming limit and size.
-        return transitions.Outcome(succeeded=False,
-                                   error=Classified(ErrorClass.PERMANENT, str(exc)))
+        # Trying again returns the same result, naming limit and size. A read changed
+        # nothing: a permanent error. A write or notification has acted elsewhere by the
+        # time it returns: unclassified, as a result the database cannot store is, so its
+        # effect is held as one that may stand (looked up by key, counted by four eyes,
+        # undone by compensation), never as one that failed with nothing changed.
+        cls = ErrorClass.UNCLASSIFIED if spec.has_side_effect else ErrorClass.PERMANENT
+        return transitions.Outcome(succeeded=False, error=Classified(cls, str(exc)))
     return transitions.Outcome(succeeded=True, value=value, remote_ref=str(remote_ref or ""))
 
 

@@ -1,17 +1,20 @@
 """Bounded state: a large step result becomes an artifact (reference, size, sha256 on the
-step), a result over the hard limit is a permanent error naming the limit and the size,
-and an input over its limit is refused before anything is written."""
+step), a result over the hard limit is a permanent error naming the limit and the size (of
+a write, whose effect has happened by then, an unclassified one: the effect may stand), and
+an input over its limit is refused before anything is written."""
 
 import hashlib
 import json
 
 import pytest
 
+from runs.definitions.definition import Workflow, registry
 from runs.execution import executor
 from runs.machine import artifacts, transitions
 from runs.machine.errors import InvalidInput
-from runs.models import AttentionReason, Run, RunStatus, Step
+from runs.models import AttentionReason, ErrorClass, Run, RunStatus, Step, StepStatus
 from tests.factories import SYSTEM
+from tests.workflows import BlobIn
 
 pytestmark = pytest.mark.django_db
 
@@ -61,6 +64,41 @@ def test_a_result_over_the_hard_limit_stops_the_run_naming_the_limit_and_the_siz
     step = Step.objects.get(run=run, name="produce")
     assert step.result is None and step.attempt == 1  # not retried: it would be the same
     assert not artifact_dir.exists()
+
+
+@pytest.fixture
+def big_write():
+    """A workflow whose write step posts, then returns what it was given to return."""
+    flow = Workflow("test-big-write", version=1, input=BlobIn)
+    posted = []
+
+    @flow.write("post")
+    def post(ctx):
+        posted.append(ctx.key)
+        return {"blob": "x" * ctx.input.size}
+
+    @post.compensate
+    def unpost(ctx):
+        return {"undone": True}
+
+    yield posted
+    registry.unregister(flow)
+
+
+def test_a_write_whose_result_is_over_the_limit_is_held_as_an_effect_that_may_stand(
+        settings, artifact_dir, big_write):
+    settings.RUNS_RESULT_MAX_BYTES = 1024 * 1024
+    run, _ = transitions.start_run(workflow="test-big-write", business_key="w-1",
+                                   input={"order": "o", "size": 2 * 1024 * 1024}, actor=SYSTEM)
+    executor.advance_run(run.pk, worker="w1")
+    run = Run.objects.get(pk=run.pk)
+    assert run.status == RunStatus.ATTENTION
+    assert run.attention_reason == AttentionReason.UNCLASSIFIED_ERROR
+    assert "over the limit of 1,048,576 bytes (RUNS_RESULT_MAX_BYTES)" in run.status_message
+    step = Step.objects.get(run=run, name="post")
+    # Posted once, and not labelled "failed, nothing changed": it may stand.
+    assert len(big_write) == 1
+    assert step.status == StepStatus.UNKNOWN and step.error_class == ErrorClass.UNCLASSIFIED
 
 
 def test_an_input_over_its_limit_is_refused_before_anything_is_written(settings):
