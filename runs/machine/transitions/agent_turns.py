@@ -146,9 +146,18 @@ def storable_turn(turn: ModelTurn) -> tuple[ModelTurn, list[str], dict[int, str]
             fields[name] = 0
             notes.append(f"{name} {str(sent)[:40]!r} is no whole number from 0 to "
                          f"{TOKENS_MAX:,}: counted as 0")
-    calls, problems = [], {}
+    calls, problems, ids = [], {}, {}
     for position, asked in enumerate(turn.tool_calls or []):
         call, problem = _storable_call(asked)
+        if call.get("id") and call["id"] in ids:
+            # A result is paired with its call by id: two calls under one id could not be
+            # told apart (an endpoint refuses such a conversation, once both effects are
+            # made). The later one is kept under an id of its own, never executed.
+            first, call["id"] = call["id"], f"{call['id'][:CALL_ID_MAX - 12]}~repeat-{position}"
+            problem = problem or (f"its id {first[:60]!r} repeats tool call {ids[first]}'s in "
+                                  "this turn: kept as " f"{call['id'][-60:]!r}, not executed")
+        elif call.get("id"):
+            ids[call["id"]] = position
         calls.append(call)
         if problem:
             problems[position] = problem
