@@ -180,8 +180,7 @@ class Workflow:
         wake it early with a reason. Not a decorator: it declares the step itself."""
         if (duration is None) == (until is None):
             raise ValueError(f"sleep {name!r}: give either duration or until")
-        if duration is not None and duration <= timedelta(0):
-            raise ValueError(f"sleep {name!r}: duration must be positive")
+        validation.check_positive_duration(self, name, duration=duration)
         return self._declare(SLEEP, name, sleep_for=duration, sleep_until=until,
                              contract=Contract(rule="wait for the time"))(lambda ctx: None)
 
@@ -205,8 +204,7 @@ class Workflow:
         if on_timeout not in EVENT_TIMEOUT_POLICIES:
             raise ValueError(f"event wait {name!r}: on_timeout must be one of "
                              f"{', '.join(EVENT_TIMEOUT_POLICIES)}, not {on_timeout!r}")
-        if timeout is not None and timeout <= timedelta(0):
-            raise ValueError(f"event wait {name!r}: timeout must be positive")
+        validation.check_positive_duration(self, name, timeout=timeout)
         return self._declare(EVENT, name, event_name=event, schema=schema, correlate=correlate,
                              timeout=timeout, on_timeout=on_timeout, default=default,
                              contract=Contract(rule="wait for the event"))(lambda ctx: None)

@@ -8,6 +8,7 @@ import inspect
 import math
 import unicodedata
 from collections.abc import Callable
+from datetime import timedelta
 
 from pydantic import BaseModel
 
@@ -159,6 +160,15 @@ def step_problem(step, *, impacts: tuple[str, ...], contract: type) -> str | Non
          "whose letters would be taken for field names"),
     )
     return next((why for ok, why in checks if not ok), None)
+
+
+def check_positive_duration(workflow, step_name: str, **durations) -> None:
+    """Refuse a sleep's duration or a wait's timeout that is not a positive timedelta (a
+    number of seconds given as 5 failed on a comparison naming neither step nor option)."""
+    for option, value in durations.items():
+        if value is not None and (not isinstance(value, timedelta) or value <= timedelta(0)):
+            raise DefinitionError(f"{where(workflow, step_name)}: {option} must be a positive "
+                                  f"timedelta, not {value!r}")
 
 
 def whole(value, *, least: int) -> bool:

@@ -91,5 +91,11 @@ def test_sleep_until_a_time_from_the_input_and_a_time_past_goes_on_at_once(scrip
         registry.unregister(past)
     with pytest.raises(ValueError, match="either duration or until"):
         past.sleep("both", duration=timedelta(1), until=lambda data: None)
-    with pytest.raises(ValueError, match="duration must be positive"):
+    with pytest.raises(ValueError, match="step 'never': duration must be a positive timedelta"):
         past.sleep("never", duration=timedelta(0))
+    # Seconds given as a number, or a wait's timeout so, are refused naming step and option.
+    with pytest.raises(ValueError, match="step 'five': duration must be a positive timedelta, "
+                                         "not 5"):
+        past.sleep("five", duration=5)
+    with pytest.raises(ValueError, match="step 'paid': timeout must be a positive timedelta"):
+        past.wait_for_event("paid", event="payment.settled", timeout=3600)
