@@ -122,6 +122,7 @@ class Workflow:
         # (runs.definitions.validation), its function with it.
         def decorator(fn: Callable) -> StepDef:
             step = StepDef(workflow=self, name=name, kind=kind, fn=fn, **options)
+            validation.check_unique_name(self, step)
             self.steps.append(step)
             return step
 
@@ -270,6 +271,7 @@ class Workflow:
                          schema_error_budget=schema_error_budget, approval=approval,
                          context_budget=context_budget, keep_turns=keep_turns,
                          model_system=model_system)
+        validation.check_unique_name(self, spec)
         self.steps.append(spec)
         return spec
 

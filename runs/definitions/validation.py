@@ -132,8 +132,6 @@ def step_problem(step, *, impacts: tuple[str, ...], contract: type) -> str | Non
     problem = name_problem(name)
     if problem is None and any(c in name for c in STEP_NAME_FORBIDDEN):
         problem = f"its name may not hold ':' or '/' (use '-' or '.'), not {name!r}"
-    if problem is None and any(s.name == name for s in step.workflow.steps):
-        problem = "declared twice (step names are unique within a workflow)"
     if problem is not None:
         return problem
     version = version_problem(step.version)
@@ -160,6 +158,14 @@ def step_problem(step, *, impacts: tuple[str, ...], contract: type) -> str | Non
          "whose letters would be taken for field names"),
     )
     return next((why for ok, why in checks if not ok), None)
+
+
+def check_unique_name(workflow, step) -> None:
+    """Refuse a step whose name the workflow declared already, as it is added to the
+    workflow (a StepDef built apart, as dataclasses.replace does, is no second declaration)."""
+    if any(s.name == step.name for s in workflow.steps):
+        raise DefinitionError(f"{where(workflow, step.name)}: declared twice (step names are "
+                              "unique within a workflow)")
 
 
 def check_positive_duration(workflow, step_name: str, **durations) -> None:
