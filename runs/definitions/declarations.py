@@ -67,16 +67,9 @@ def tool_approval(*, approvers: tuple[str, ...], remind_every: timedelta = timed
     asks an approval step's approvers: an email with a signed link, reminders every
     `remind_every`, and at `timeout` the call is declined ("reject"), or first escalated
     to `escalate_to` and declined at the next timeout ("escalate")."""
-    if on_timeout not in TOOL_APPROVAL_TIMEOUT_POLICIES:
-        raise ValueError(f"tool approval: on_timeout must be one of "
-                         f"{', '.join(TOOL_APPROVAL_TIMEOUT_POLICIES)}, not {on_timeout!r}")
-    if on_timeout == "escalate" and not escalate_to:
-        raise ValueError("tool approval: on_timeout='escalate' needs escalate_to")
-    if not approvers:
-        raise ValueError("tool approval: name at least one approver")
-    for who in (*approvers, *escalate_to):
-        if not who.startswith(("user:", "group:")):
-            raise ValueError(f"tool approval: {who!r} is neither 'user:...' nor 'group:...'")
+    validation.check_approvers("tool approval", approvers=approvers, escalate_to=escalate_to,
+                               remind_every=remind_every, timeout=timeout,
+                               on_timeout=on_timeout, policies=TOOL_APPROVAL_TIMEOUT_POLICIES)
     return ApprovalPolicy(approvers=tuple(approvers), remind_every=remind_every,
                           timeout=timeout, on_timeout=on_timeout,
                           escalate_to=tuple(escalate_to))

@@ -222,17 +222,10 @@ class Workflow:
         ("group:finance-approvers"). At `timeout` the policy `on_timeout` applies:
         "escalate" (to `escalate_to`), "reject" or "cancel" (the run goes to attention).
         """
-        if on_timeout not in APPROVAL_TIMEOUT_POLICIES:
-            raise ValueError(f"approval {name!r}: on_timeout must be one of "
-                             f"{', '.join(APPROVAL_TIMEOUT_POLICIES)}, not {on_timeout!r}")
-        if on_timeout == "escalate" and not escalate_to:
-            raise ValueError(f"approval {name!r}: on_timeout='escalate' needs escalate_to")
-        if not approvers:
-            raise ValueError(f"approval {name!r}: name at least one approver")
-        for who in (*approvers, *escalate_to):
-            if not who.startswith(("user:", "group:")):
-                raise ValueError(f"approval {name!r}: {who!r} is neither 'user:...' nor "
-                                 "'group:...'")
+        validation.check_approvers(validation.where(self, name), approvers=approvers,
+                                   escalate_to=escalate_to, remind_every=remind_every,
+                                   timeout=timeout, on_timeout=on_timeout,
+                                   policies=APPROVAL_TIMEOUT_POLICIES)
         return self._declare(
             APPROVAL, name, impact=HIGH, version=version,
             contract=contract or Contract(rule="human confirmation"),

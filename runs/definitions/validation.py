@@ -168,6 +168,34 @@ def check_unique_name(workflow, step) -> None:
                               "unique within a workflow)")
 
 
+def check_approvers(place: str, *, approvers, escalate_to, remind_every, timeout,
+                    on_timeout: str, policies: tuple[str, ...]) -> None:
+    """Refuse who approves and how long they have, for an approval step and an agent's tool
+    approval alike (`place` starts the refusal): an approver the approvals app could not ask
+    ("user:" naming nobody, a string whose letters would be taken for approvers), or a
+    reminder or timeout that is no positive timedelta (a reminder every 0 s is a mail a
+    tick; a negative timeout times every request out as it opens)."""
+    problem = None
+    if on_timeout not in policies:
+        problem = f"on_timeout must be one of {', '.join(policies)}, not {on_timeout!r}"
+    elif on_timeout == "escalate" and not escalate_to:
+        problem = "on_timeout='escalate' needs escalate_to"
+    elif isinstance(approvers, str) or isinstance(escalate_to, str):
+        problem = "approvers and escalate_to are tuples: write (\"group:finance\",), not a string"
+    elif not approvers:
+        problem = "name at least one approver"
+    for option, value in (("remind_every", remind_every), ("timeout", timeout)):
+        if problem is None and (not isinstance(value, timedelta) or value <= timedelta(0)):
+            problem = f"{option} must be a positive timedelta, not {value!r}"
+    for who in () if problem else (*approvers, *escalate_to):
+        kind, _, named = str(who).partition(":")
+        if not isinstance(who, str) or kind not in ("user", "group") or not named.strip():
+            problem = f"{who!r} is neither 'user:<name>' nor 'group:<name>'"
+            break
+    if problem is not None:
+        raise DefinitionError(f"{place}: {problem}")
+
+
 def check_positive_duration(workflow, step_name: str, **durations) -> None:
     """Refuse a sleep's duration or a wait's timeout that is not a positive timedelta (a
     number of seconds given as 5 failed on a comparison naming neither step nor option)."""

@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 from pydantic import BaseModel
 
+from runs.definitions.declarations import tool_approval
 from runs.definitions.definition import Contract, Workflow, registry
 from runs.definitions.retry import RetryPolicy
 from runs.definitions.validation import NAME_MAX, VERSION_MAX, DefinitionError
@@ -250,3 +251,39 @@ def test_a_correct_definition_of_every_kind_is_declared():
     workflow.wait_for_event("paid", event="payment.settled", correlate=lambda data: "k",
                             timeout=timedelta(days=1))
     assert [s.name for s in workflow.steps] == ["fetch", "classify", "post", "paid"]
+
+
+# Who approves and how long they have, for an approval step and an agent's tool approval
+# alike: one rule (validation.check_approvers).
+APPROVERS = [
+    ({"approvers": ("user:",)}, "'user:' is neither 'user:<name>' nor 'group:<name>'"),
+    ({"approvers": ("group:  ",)}, "neither 'user:<name>' nor 'group:<name>'"),
+    ({"approvers": ("team:ops",)}, "neither 'user:<name>' nor 'group:<name>'"),
+    ({"approvers": "group:finance"}, "approvers and escalate_to are tuples"),
+    ({"approvers": ()}, "name at least one approver"),
+    ({"remind_every": timedelta(0)}, "remind_every must be a positive timedelta"),
+    ({"timeout": timedelta(hours=-1)}, "timeout must be a positive timedelta"),
+    ({"timeout": 3600}, "timeout must be a positive timedelta, not 3600"),
+    ({"on_timeout": "ignore"}, "on_timeout must be one of"),
+]
+
+
+@pytest.mark.parametrize("given, why", APPROVERS)
+def test_an_approval_step_its_approvers_cannot_decide_is_refused_naming_the_step(given, why):
+    workflow = unregistered()
+    options = {"approvers": ("group:finance",), "on_timeout": "reject", **given}
+    with pytest.raises(DefinitionError, match="workflow test-mistakes v1, step 'sign-off'"):
+        try:
+            workflow.approval("sign-off", **options)(fetch)
+        except DefinitionError as refused:
+            assert why in str(refused)
+            raise
+    assert workflow.steps == []
+
+
+@pytest.mark.parametrize("given, why", APPROVERS)
+def test_a_tool_approval_its_approvers_cannot_decide_is_refused(given, why):
+    options = {"approvers": ("group:finance",), **given}
+    with pytest.raises(DefinitionError, match="tool approval: ") as refused:
+        tool_approval(**options)
+    assert why in str(refused.value)
