@@ -34,6 +34,7 @@ from runs.machine.errors import (
     ReasonRequired,
     TransitionNotAllowed,
 )
+from runs.machine.storable import whole_number
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.reads.cursors import KEYSET_PATTERN, decode_keyset, encode_keyset
@@ -95,11 +96,10 @@ def refuse_who_may_not_take(request) -> Status | None:
     None if none applies, or if the path names no run and action (then the path itself is
     what is wrong)."""
     kwargs = request.resolver_match.kwargs
-    action, run_id = kwargs.get("action", ""), kwargs.get("run_id", "")
-    if action not in ACTIONS or not run_id.isascii() or not run_id.isdigit() \
-            or not 1 <= int(run_id) <= MAX_RUN_ID:
+    action, run_id = kwargs.get("action", ""), whole_number(kwargs.get("run_id", ""))
+    if action not in ACTIONS or run_id is None or not 1 <= run_id <= MAX_RUN_ID:
         return None
-    run_id, token = int(run_id), request.auth
+    token = request.auth
     if selectors.visible_run(run_id, workflows=token.workflows or []) is None:
         return Status(404, error_body("run_not_found", f"no run {run_id} for this token"))
     if token.acting_user is None:
@@ -124,12 +124,11 @@ def visible_request(token, request_id: int) -> ApprovalRequest | None:
 def refuse_who_may_not_decide(request) -> Status | None:
     """decide_approval's refusals that come before its body is looked at: no such request
     among the token's workflows (404), a person who may not decide it (403)."""
-    request_id = request.resolver_match.kwargs.get("request_id", "")
-    if not request_id.isascii() or not request_id.isdigit() \
-            or not 1 <= int(request_id) <= MAX_RUN_ID:
+    request_id = whole_number(request.resolver_match.kwargs.get("request_id", ""))
+    if request_id is None or not 1 <= request_id <= MAX_RUN_ID:
         return None
     token = request.auth
-    approval = visible_request(token, int(request_id))
+    approval = visible_request(token, request_id)
     if approval is None:
         return Status(404, error_body("request_not_found",
                                       f"no approval request {request_id} for this token"))

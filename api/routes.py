@@ -25,9 +25,8 @@ from runs.machine.errors import BusinessKeyConflict, InvalidInput, RunArchived, 
 from runs.machine.logcontext import log_context
 from runs.machine.transitions import start_run
 from runs.models import Run
-from runs.operator.actions import ACTIONS
-from runs.operator.investigation import investigate
-from runs.permissions import grant_for, grants_of
+from runs.operator.investigation import investigate, lookups_refusal
+from runs.permissions import grants_of
 from runs.reads.agent_selectors import conversations
 
 from . import bulk_routes, openapi, operator_routes, selectors
@@ -327,15 +326,12 @@ def run_investigation(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
     if run is None:
         return Status(404, error_body("run_not_found", f"no run {run_id} for this token"))
     if lookups:
-        # The console's rule (console.views.run_investigation): a lookup reaches another
-        # system, so it is a person's, with the permission to reconcile.
+        # A lookup reaches another system: a person's (investigation.lookups_refusal).
         if token.acting_user is None:
             return no_acting_user(token, "look effects up in other systems (lookups=true)")
-        permission = ACTIONS["reconcile"].permission
-        if not grant_for(token.acting_user, permission).covers(run.workflow_id):
+        if (refusal := lookups_refusal(token.acting_user, run)) is not None:
             return Status(403, error_body(
-                "forbidden", f"{token.acting_user.get_username()} may not look effects up in "
-                             f"other systems (lookups=true needs runs.{permission})"))
+                "forbidden", f"{token.acting_user.get_username()}: {refusal} (lookups=true)"))
     return Status(200, investigate(run, lookups=lookups).as_dict())
 
 

@@ -44,7 +44,7 @@ from runs.machine.storable import whole_number
 from runs.models import Run, Workflow
 from runs.operator.actions import ACTIONS, ActionInput, offered
 from runs.operator.guidance import recommend
-from runs.operator.investigation import investigate, to_markdown
+from runs.operator.investigation import investigate, lookups_refusal, to_markdown
 from runs.reads import selectors
 from runs.reads.cursors import decode_keyset, encode_keyset, parse_stamp
 from runs.reads.generations import generations
@@ -240,10 +240,8 @@ def run_investigation(request, run_id: int):
     detail = _load_visible_run(request, run_id)
     run = detail.run
     lookups = request.GET.get("lookups") == "1"
-    if lookups and not grant_for(request.user, ACTIONS["reconcile"].permission).covers(
-            run.workflow_id):
-        raise PermissionDenied("Looking effects up in other systems needs the reconcile "
-                               "permission.")
+    if lookups and (refusal := lookups_refusal(request.user, run)) is not None:
+        raise PermissionDenied(refusal)
     card = investigate(run, lookups=lookups)
     if request.GET.get("format") == "md":
         response = HttpResponse(to_markdown(card), content_type="text/markdown; charset=utf-8")

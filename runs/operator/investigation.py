@@ -25,7 +25,8 @@ from ..machine.context import context_outside_executor
 from ..machine.errors import TransitionNotAllowed
 from ..machine.intentions import step_lines
 from ..models import Run, Step, StepStatus
-from .actions import offered
+from ..permissions import grant_for
+from .actions import ACTIONS, offered
 from .guidance import recommend
 
 GO, LIMITED, STOP = "go", "limited", "stop"
@@ -82,6 +83,16 @@ class Investigation:
         data = asdict(self)
         data["made_at"] = self.made_at.isoformat()
         return data
+
+
+def lookups_refusal(user, run: Run) -> str | None:
+    """Why `user` may not have the card look effects up in other systems, or None. A lookup
+    by key is a read, but it reaches another system: it is a person's, with the permission
+    to reconcile on the run's workflow, whoever asks (the console, the API)."""
+    permission = ACTIONS["reconcile"].permission
+    if user is not None and grant_for(user, permission).covers(run.workflow_id):
+        return None
+    return f"looking effects up in other systems needs the reconcile permission (runs.{permission})"
 
 
 def investigate(run: Run, *, lookups: bool = False, steps: list[Step] | None = None,
