@@ -6,14 +6,17 @@ class ArchiveConfig(AppConfig):
     verbose_name = "Retention and archival"
 
     def ready(self):
+        from audit.checkpoints import register_archived_heads
         from audit.offline import register_catalogue
         from runs.machine.retention import register_archived_lookup
 
         from .models import ArchivedRun
         from .reading import recorded_archive
-        from .selectors import archived_for_key
+        from .selectors import archived_for_key, archived_heads
 
         # start_run keeps the business keys of archived runs closed (runs.machine.retention).
         register_archived_lookup(archived_for_key, table=ArchivedRun._meta.db_table)
         # verify_audit --archive compares a file with what was recorded when it was written.
         register_catalogue(recorded_archive)
+        # A checkpoint's check judges a run archived since by the head its file closed.
+        register_archived_heads(archived_heads)

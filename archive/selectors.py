@@ -1,10 +1,10 @@
-"""Reads of archived runs for the console: search by business key, one run's tombstone."""
+"""Reads of archived runs: search by business key, one run's tombstone, archived heads."""
 
 from collections import Counter
 
 from runs.machine.storable import whole_number
 
-from .models import ArchivedRun, ArchiveRemoval
+from .models import ArchivedRun, ArchiveFile, ArchiveRemoval
 
 SEARCH_LIMIT = 20
 
@@ -45,3 +45,19 @@ def removed_audit_actions() -> Counter:
                    .values_list("audit_actions", flat=True).iterator()):
         removed.update(counts)
     return removed
+
+
+def archived_heads(run_ids: list[int]) -> dict[int, tuple[int, str]]:
+    """{run id: (seq, hash)}: the head of each run's chain as its archive file closed it, for
+    the runs of `run_ids` that were archived (audit.checkpoints judges them by it)."""
+    files: dict[int, list[int]] = {}
+    for run_id, file_id in ArchivedRun.objects.filter(original_run_id__in=run_ids) \
+            .values_list("original_run_id", "archive_file_id"):
+        files.setdefault(file_id, []).append(run_id)
+    heads = {}
+    for file_id, file_heads in ArchiveFile.objects.filter(pk__in=list(files)) \
+            .values_list("pk", "heads"):
+        for run_id in files[file_id]:
+            if (head := file_heads.get(str(run_id))) is not None:
+                heads[run_id] = (int(head[0]), str(head[1]))
+    return heads

@@ -1,0 +1,252 @@
+"""Checkpoints of the chains' heads, kept outside the database: what a rollback cannot forge.
+
+A head's seal (audit.head_seals) tells a chain rewritten by someone without the key, but not
+a chain set back to an earlier head together with that head's genuine seal (kept from a
+backup, or read before), nor a run's chain emptied with its head row. A checkpoint file,
+written at a moment and kept where the database's writers cannot reach (another host, write-
+once storage), tells both later: every (seq, hash) it names must still be in its chain.
+
+The file is gzip-compressed JSON Lines: a header ("checkpoint"), one line per run chain
+("run", "seq", "hash"), one for the access chain ("chain": "access"), and last an "end" line
+with the count of chains, the sha256 of every line before it and a seal over both (the same
+keyed seal as a head's, under the chain name CHECKPOINT_CHAIN): a file edited to leave a run
+out, or to name an older head, no longer verifies.
+
+A run archived since the checkpoint has left the hot tables: its chain is then judged by the
+head its archive file closed (the archive app registers the lookup, register_archived_heads,
+as it registers its catalogue in audit.offline). The file's records before that head are
+verify_audit --archive's to check.
+"""
+
+import gzip
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.db import connection
+
+from .access import access_head
+from .chain import one_snapshot, recorded_heads
+from .head_seals import head_seal_problem, seal_head
+from .models import AccessRecord, AuditRecord
+
+FORMAT = 1
+CHECKPOINT_CHAIN = "checkpoint"
+# Chains looked up in one query when a checkpoint is checked.
+BATCH = 2000
+# Problems listed in a report: past this, the count says how many more.
+PROBLEMS_LISTED = 50
+
+# run ids -> {run id: (seq, hash)} of the heads their archive files closed; set by the
+# archive app.
+_archived_heads: Callable[[list[int]], dict[int, tuple[int, str]]] | None = None
+
+
+def register_archived_heads(lookup: Callable[[list[int]], dict[int, tuple[int, str]]]) -> None:
+    """Let a checkpoint's check judge a run that left the hot tables by its archived head."""
+    global _archived_heads
+    _archived_heads = lookup
+
+
+class CheckpointError(Exception):
+    """The file cannot be written, read or trusted; the message says why."""
+
+
+@dataclass
+class CheckpointReport:
+    taken_at: str = ""
+    chains: int = 0
+    archived: int = 0
+    problems: list[str] = field(default_factory=list)
+    problem_count: int = 0
+
+    def add(self, problem: str) -> None:
+        self.problem_count += 1
+        if len(self.problems) < PROBLEMS_LISTED:
+            self.problems.append(problem)
+
+
+def write_checkpoint(path: Path) -> int:
+    """Write the head of every chain, as of one moment, to a new file at `path`; returns the
+    chains written. Refuses a path that exists; the file appears whole or not at all."""
+    path = Path(path)
+    if path.exists():
+        raise CheckpointError(f"{path} exists: a checkpoint is never written over another")
+    if not path.parent.is_dir():
+        raise CheckpointError(f"{path.parent} is no directory")
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "wb") as raw, gzip.open(raw, "wb") as out:
+            chains = _write_lines(out)
+        # link, not rename: a checkpoint written meanwhile under the same name is kept.
+        os.link(temporary, path)
+    except FileExistsError:
+        raise CheckpointError(f"{path} exists: a checkpoint is never written over another")\
+            from None
+    except OSError as exc:
+        raise CheckpointError(f"{path} cannot be written: {exc.strerror or exc}") from None
+    finally:
+        Path(temporary).unlink(missing_ok=True)
+    return chains
+
+
+def _write_lines(out) -> int:
+    digest, chains = hashlib.sha256(), 0
+
+    def put(line: dict) -> None:
+        data = (json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n").encode()
+        digest.update(data)
+        out.write(data)
+
+    with one_snapshot():
+        put({"checkpoint": "audit-heads", "format": FORMAT, "taken_at": _database_now()})
+        heads = recorded_heads()
+        for run_id, seq, head_hash, _seal in heads if heads is not None else ():
+            if seq:
+                put({"run": run_id, "seq": seq, "hash": head_hash})
+                chains += 1
+        seq, head_hash, _seal = access_head()
+        if seq:
+            put({"chain": "access", "seq": seq, "hash": head_hash})
+            chains += 1
+    sha256 = digest.hexdigest()
+    out.write((json.dumps({"end": {"chains": chains, "sha256": sha256,
+                                   "seal": seal_head(CHECKPOINT_CHAIN, chains, sha256)}},
+                          sort_keys=True) + "\n").encode())
+    return chains
+
+
+def _database_now() -> str:
+    # The database's clock, as every record's: the host writing the file may be off.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        return cursor.fetchone()[0].isoformat()
+
+
+def check_checkpoint(path: Path) -> CheckpointReport:
+    """Whether every chain head the file at `path` names is still in its chain (or closed by
+    an archive file at or past it). Raises CheckpointError when the file cannot be read or
+    was changed; chains that no longer hold their checkpointed head are the report's
+    problems. The file is read twice, its seal checked before any line is trusted: a
+    million runs' heads are never held in memory at once."""
+    path = Path(path)
+    report = CheckpointReport()
+    for _ in _entries(path, report):
+        pass
+    with one_snapshot():
+        batch = []
+        for entry in _entries(path, report):
+            batch.append(entry)
+            if len(batch) == BATCH:
+                _check_batch(batch, report)
+                batch = []
+        if batch:
+            _check_batch(batch, report)
+    return report
+
+
+def _entries(path: Path, report: CheckpointReport) -> Iterator[dict]:
+    """The file's chain heads, then (once all are read) a CheckpointError if its end line
+    does not vouch for them."""
+    digest, count, end = hashlib.sha256(), 0, None
+    try:
+        with gzip.open(path, "rb") as lines:
+            for number, data in enumerate(lines, start=1):
+                line = _parsed(data, number, path)
+                if end is not None:
+                    raise CheckpointError(f"{path}: line {number} follows the end line")
+                if "end" in line:
+                    end = line["end"]
+                    continue
+                digest.update(data)
+                if number == 1:
+                    if line.get("checkpoint") != "audit-heads" or line.get("format") != FORMAT:
+                        raise CheckpointError(f"{path} is no audit heads checkpoint (format "
+                                              f"{FORMAT})")
+                    report.taken_at = str(line.get("taken_at", ""))
+                    continue
+                count += 1
+                yield _entry(line, number, path)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} does not exist") from None
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise CheckpointError(f"{path} cannot be read: {exc}") from None
+    if end is None or not isinstance(end, dict):
+        raise CheckpointError(f"{path} has no end line: the file was cut short")
+    sha256, chains = digest.hexdigest(), end.get("chains")
+    if end.get("sha256") != sha256 or chains != count:
+        raise CheckpointError(f"{path} was changed after it was written: its lines do not "
+                              "match its end line")
+    problem = head_seal_problem(CHECKPOINT_CHAIN, chains, sha256, end.get("seal"))
+    if problem is not None:
+        raise CheckpointError(f"{path}: {problem.replace('head', 'checkpoint')}")
+    report.chains = chains
+
+
+def _parsed(data: bytes, number: int, path: Path) -> dict:
+    try:
+        line = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise CheckpointError(f"{path}: line {number} is not JSON") from None
+    if not isinstance(line, dict):
+        raise CheckpointError(f"{path}: line {number} is not an object")
+    return line
+
+
+def _entry(line: dict, number: int, path: Path) -> dict:
+    seq, head_hash = line.get("seq"), line.get("hash")
+    chain = line.get("run", line.get("chain"))
+    if not (isinstance(seq, int) and isinstance(head_hash, str)
+            and (chain == "access" or isinstance(chain, int))):
+        raise CheckpointError(f"{path}: line {number} names no chain head")
+    return {"chain": chain, "seq": seq, "hash": head_hash}
+
+
+def _check_batch(batch: list[dict], report: CheckpointReport) -> None:
+    runs = {e["chain"]: e for e in batch if e["chain"] != "access"}
+    held = {run_id: record_hash for run_id, seq, record_hash in AuditRecord.objects.filter(
+        run_id__in=list(runs), seq__in={e["seq"] for e in runs.values()},
+    ).values_list("run_id", "seq", "hash") if runs[run_id]["seq"] == seq}
+    missing = [run_id for run_id in runs if run_id not in held]
+    archived = _archived_heads(missing) if missing and _archived_heads is not None else {}
+    for run_id, entry in runs.items():
+        if run_id in held:
+            _compare(f"run {run_id}", entry, held[run_id], report)
+        elif run_id in archived:
+            report.archived += 1
+            _compare_archived(run_id, entry, archived[run_id], report)
+        else:
+            report.add(f"run {run_id}: its chain no longer holds record seq={entry['seq']} "
+                       f"(hash {entry['hash'][:12]}), and no archive file closed it: the "
+                       "chain was set back or emptied, or the run removed outside the archive")
+    for entry in (e for e in batch if e["chain"] == "access"):
+        record_hash = AccessRecord.objects.filter(seq=entry["seq"]).values_list(
+            "hash", flat=True).first()
+        if record_hash is None:
+            report.add(f"the access chain no longer holds record seq={entry['seq']} (hash "
+                       f"{entry['hash'][:12]}): it was set back or emptied")
+        else:
+            _compare("the access chain", entry, record_hash, report)
+
+
+def _compare(chain: str, entry: dict, record_hash: str, report: CheckpointReport) -> None:
+    if record_hash != entry["hash"]:
+        report.add(f"{chain}: record seq={entry['seq']} has hash {record_hash[:12]} where the "
+                   f"checkpoint has {entry['hash'][:12]}: the chain was rewritten since")
+
+
+def _compare_archived(run_id: int, entry: dict, head: tuple[int, str],
+                      report: CheckpointReport) -> None:
+    seq, head_hash = head
+    if seq < entry["seq"]:
+        report.add(f"run {run_id}: its archive file closed its chain at seq={seq}, before the "
+                   f"checkpoint's seq={entry['seq']}: the chain was set back before it was "
+                   "archived")
+    elif seq == entry["seq"] and head_hash != entry["hash"]:
+        report.add(f"run {run_id}: its archive file closed its chain at seq={seq} with hash "
+                   f"{head_hash[:12]} where the checkpoint has {entry['hash'][:12]}: the chain "
+                   "was rewritten before it was archived")
