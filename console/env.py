@@ -102,10 +102,15 @@ VARIABLES: list[Variable] = [
     V("RUNS_EXTRA_WORKFLOW_MODULES", LIST, "",
       "your workflow modules, comma separated, e.g. billing.workflows"),
     V("RUNS_RESULT_INLINE_BYTES", INT, "65536",
-      "a step result larger than this is stored once as an artifact"),
+      "a step's or tool call's result larger than this is stored once as an artifact (a "
+      "model is shown its start, size and sha256)"),
     V("RUNS_RESULT_MAX_BYTES", INT, "33554432",
-      "a step result larger than this fails the step (permanent error)"),
+      "a step's or tool call's result larger than this fails it (a read: permanent error; "
+      "a write: held for a person, its effect unknown)"),
     V("RUNS_INPUT_MAX_BYTES", INT, "262144", "a run input larger than this is refused"),
+    V("RUNS_TOOL_ARGUMENTS_MAX_BYTES", INT, "65536",
+      "a tool call whose arguments (as JSON) are larger than this is never executed: a schema "
+      "error the model is told of"),
     V("RUNS_LIMITS_REDIS_URL", STR, None, "Redis for the rate limits shared by every worker "
       "(runs.machine.limits); empty: each process alone",
       shown="CELERY_BROKER_URL when it is Redis"),

@@ -387,6 +387,11 @@ RUNS_REQUEUE_AFTER_SECONDS = env("RUNS_REQUEUE_AFTER_SECONDS")
 RUNS_RESULT_INLINE_BYTES = env("RUNS_RESULT_INLINE_BYTES")
 RUNS_RESULT_MAX_BYTES = env("RUNS_RESULT_MAX_BYTES")
 RUNS_INPUT_MAX_BYTES = env("RUNS_INPUT_MAX_BYTES")
+# What a model proposes as a tool call's arguments (as JSON) past this is never executed: it
+# is a schema error, and the model is told. The arguments are kept in the turn and the call's
+# row and sent back to the model at every later turn; a tool is told what to do in far less,
+# and anything larger is passed by reference. As large as a result kept inline.
+RUNS_TOOL_ARGUMENTS_MAX_BYTES = env("RUNS_TOOL_ARGUMENTS_MAX_BYTES")
 # Modules that define workflows; importing them registers the workflows.
 RUNS_WORKFLOW_MODULES = ["demo.workflows", *env("RUNS_EXTRA_WORKFLOW_MODULES")]
 

@@ -16,6 +16,9 @@ misbehave on purpose, for the tests and the drills:
   loop                  looks the vendor up again and again, never finishing
   both-writes           opens the task and posts to the ledger in one turn (two calls)
   change-args           after a declined post-ledger, proposes a different amount
+  huge-args-once        the first open-approval-task call carries a megabyte of "notes"
+                        (a field its schema ignores)
+  huge-args-always      every open-approval-task call does
 
 It also answers a request to summarise a conversation (sent without tools; its system
 message asks to "summarise the conversation" and its user message carries the conversation
@@ -34,6 +37,8 @@ TRIAGE = "invoice-triage"
 DIRECTIVE = re.compile(r"\[sandbox-script:\s*([a-z0-9-]+)((?:\s+[a-z0-9-]+)*)\s*\]")
 INVOICE_NUMBER = re.compile(r"\b(INV-[A-Za-z0-9-]+)")
 INVENTED_TOOL = "wire-money"
+# What the huge-args flags add to a call: far past any sensible bound on arguments.
+HUGE_NOTES = "x" * (1024 * 1024)
 SUMMARY_REQUEST = re.compile(r"summari[sz]e the conversation", re.IGNORECASE)
 FACTS = re.compile(r"\[sandbox-facts: (\{.*\})\]", re.DOTALL)
 # What a summary keeps of each tool's result: the fields the script reads later.
@@ -180,6 +185,9 @@ def _triage(talk: Conversation, flags: set[str]) -> tuple[str, list[dict]]:
         calls.append({"name": "open-approval-task", "arguments": {
             "invoice": number, "vendor": bill.get("vendor", ""), "amount": bill.get("amount"),
             "currency": bill.get("currency", "EUR"), "category": category}})
+        if "huge-args-always" in flags or ("huge-args-once" in flags
+                                           and not talk.outcomes("open-approval-task")):
+            calls[-1]["arguments"]["notes"] = HUGE_NOTES
         if "both-writes" not in flags:
             return "", calls
     if ledger is None and not (talk.declined("post-ledger") and "change-args" not in flags):

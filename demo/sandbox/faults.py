@@ -40,6 +40,8 @@ MALFORMED = "malformed"
 SLOW = "slow"
 NOT_A_COMPLETION = "not_a_completion"
 EMPTY_ANSWER = "empty_answer"
+LARGE_ANSWER = "large_answer"
+OVERSIZED_ANSWER = "oversized_answer"
 
 KINDS = {
     UNAVAILABLE: "503 before any change",
@@ -52,6 +54,8 @@ KINDS = {
     SLOW: "wait SANDBOX_HOLD_SECONDS, then act and answer normally",
     NOT_A_COMPLETION: "model.chat only: answer 200 with an HTML page, no chat completion",
     EMPTY_ANSWER: "model.chat only: a chat completion with neither text nor tool calls",
+    LARGE_ANSWER: "act, then answer with the JSON padded past RUNS_RESULT_INLINE_BYTES",
+    OVERSIZED_ANSWER: "act, then answer with the JSON padded past RUNS_RESULT_MAX_BYTES",
 }
 MODEL_ONLY_KINDS = {MALFORMED: "model.chat", NOT_A_COMPLETION: "model.chat",
                     EMPTY_ANSWER: "model.chat"}

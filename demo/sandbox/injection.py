@@ -13,12 +13,16 @@ endpoint's next fault (demo.sandbox.faults) and plays it out:
 - commit_then_reset: act, then send the status line, the headers (with the full
   Content-Length) and only the first half of the body, and close the connection. The client
   sees the connection drop mid-response (httpx.RemoteProtocolError).
+- large_answer / oversized_answer: act, then answer with the JSON object padded (a field
+  "padding") one byte past RUNS_RESULT_INLINE_BYTES / RUNS_RESULT_MAX_BYTES: a result the
+  runtime keeps apart, and one it refuses although the change was made.
 - malformed: left to the endpoint (only the model endpoint accepts it), which reads
   `request.sandbox_fault`.
 """
 
 import functools
 import inspect
+import json
 import logging
 import time
 from http.server import BaseHTTPRequestHandler
@@ -64,11 +68,30 @@ def with_faults(endpoint: str):
                 time.sleep(settings.SANDBOX_HOLD_SECONDS)
             elif kind == faults.COMMIT_THEN_RESET:
                 response = _cut_off(response)
+            elif kind in _PADDED_PAST:
+                response = _padded(response, int(getattr(settings, _PADDED_PAST[kind])))
             return response
 
         return wrapper
 
     return decorator
+
+
+# The runtime's limit (a setting) each padding fault answers past.
+_PADDED_PAST = {faults.LARGE_ANSWER: "RUNS_RESULT_INLINE_BYTES",
+                faults.OVERSIZED_ANSWER: "RUNS_RESULT_MAX_BYTES"}
+
+
+def _padded(response: HttpResponse, past: int) -> HttpResponse:
+    """The JSON object answered, with a field "padding" that makes it larger than `past`
+    bytes; any other answer as it is."""
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        return response
+    if not isinstance(body, dict):
+        return response
+    return JsonResponse({**body, "padding": "x" * (past + 1)}, status=response.status_code)
 
 
 def _cut_off(response: HttpResponse) -> HttpResponse:

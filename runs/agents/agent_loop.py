@@ -47,7 +47,7 @@ from ..machine.transitions import agent_compensation as undo_tx
 from ..machine.transitions import agent_turns as turns_tx
 from ..machine.transitions import in_flight, tool_call_rules
 from ..models import ErrorClass, Step
-from . import agent_history
+from . import agent_history, tool_results
 
 logger = logging.getLogger(__name__)
 S = ToolCallStatus
@@ -233,6 +233,7 @@ def _run_call(lease, step: Step, spec: definition.AgentSpec, ctx: StepContext, c
                 refused=transitions.Outcome.failure)
             tracing.record_outcome(span, outcome)
     crashpoints.reach(crashpoints.AFTER_CALL, point)
+    outcome = tool_results.kept(lease, step, call, tool, outcome)  # as a step's result is
     return calls_tx.record_tool_outcome(lease, step, call, outcome)
 
 
@@ -367,7 +368,7 @@ SAID_NOTHING = ("Your last answer was empty: it had neither text nor a tool call
 def tool_message(call: ToolCall) -> str:
     """What the model is told about one settled call."""
     if call.status in (S.SUCCEEDED, S.COMPENSATING, S.COMPENSATED, S.COMPENSATION_FAILED):
-        told = sensitive.opened(call.result) if call.result is not None else {"ok": True}
+        told = tool_results.told(call.result) if call.result is not None else {"ok": True}
         if call.status == S.COMPENSATED:
             # A person undid it and the agent goes on: the model must not build on it.
             told = {"undone": "a person undid this call's effect; it no longer stands",

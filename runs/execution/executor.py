@@ -176,16 +176,12 @@ def call_step(spec: definition.StepDef, ctx: StepContext) -> transitions.Outcome
         return unstorable
     # Sealed before it is stored anywhere: the step's row, an artifact, the archive.
     value = sensitive.seal_fields(value, spec.sensitive)
-    try:
-        value = artifacts.keep(ctx.run_id, ctx.step, value)
-    except artifacts.ResultTooLarge as exc:
-        # Trying again returns the same result, naming limit and size. A read changed
-        # nothing: a permanent error. A write or notification has acted elsewhere by the
-        # time it returns: unclassified, as a result the database cannot store is, so its
-        # effect is held as one that may stand (looked up by key, counted by four eyes,
-        # undone by compensation), never as one that failed with nothing changed.
-        cls = ErrorClass.UNCLASSIFIED if spec.has_side_effect else ErrorClass.PERMANENT
-        return transitions.Outcome(succeeded=False, error=Classified(cls, str(exc)))
+    # Kept apart when large, refused past the limit: the one rule of a step's and a tool
+    # call's result (artifacts.kept_result).
+    value, too_large = artifacts.kept_result(ctx.run_id, ctx.step, value,
+                                             has_side_effect=spec.has_side_effect)
+    if too_large is not None:
+        return transitions.Outcome(succeeded=False, error=too_large)
     return transitions.Outcome(succeeded=True, value=value, remote_ref=str(remote_ref or ""))
 
 

@@ -4,7 +4,9 @@ hard limit is refused. So a 10 MB result is written once, not rewritten into eve
 checkpoint's WAL, and claims and list pages never load it.
 
 Limits (settings, with their defaults): RUNS_RESULT_INLINE_BYTES (64 KB),
-RUNS_RESULT_MAX_BYTES (32 MB), RUNS_INPUT_MAX_BYTES (256 KB). Artifacts go to the storage
+RUNS_RESULT_MAX_BYTES (32 MB), RUNS_INPUT_MAX_BYTES (256 KB), and for what a model proposes,
+RUNS_TOOL_ARGUMENTS_MAX_BYTES (64 KB). A tool call's result is kept by the one rule of a
+step's (kept_result). Artifacts go to the storage
 named "artifacts" in STORAGES when there is one (any django-storages backend), else to the
 file system under VAR_DIR/artifacts. A summary turn's transcript (the turns it covers, in
 full: runs.agents.agent_history) is written the same way, whatever its size.
@@ -19,7 +21,9 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import FileSystemStorage, Storage, storages
 
+from ..models import ErrorClass
 from . import sensitive
+from .errors import Classified
 
 ARTIFACT = "$artifact"
 
@@ -39,6 +43,10 @@ def result_limit() -> int:
 
 def input_limit() -> int:
     return limit("RUNS_INPUT_MAX_BYTES", 256 * 1024)
+
+
+def arguments_limit() -> int:
+    return limit("RUNS_TOOL_ARGUMENTS_MAX_BYTES", 64 * 1024)
 
 
 class ArtifactUnreadable(ValueError):
@@ -71,6 +79,23 @@ def keep(run_id: int, step_name: str, value):
     if size <= inline_limit():
         return value
     return stored(run_id, step_name, body)
+
+
+def kept_result(run_id: int, stem: str, value, *,
+                has_side_effect: bool) -> tuple[object, Classified | None]:
+    """What a call returned (a step's or a tool call's), as it is to be stored (keep), and
+    None; or None and the call's error when it is over RUNS_RESULT_MAX_BYTES.
+
+    Trying again returns the same result, naming limit and size. A read changed nothing: a
+    permanent error. A write or notification has acted elsewhere by the time it returns:
+    unclassified, as a result the database cannot store is, so its effect is held as one
+    that may stand (looked up by key, counted by four eyes, undone by compensation), never
+    as one that failed with nothing changed."""
+    try:
+        return keep(run_id, stem, value), None
+    except ResultTooLarge as exc:
+        cls = ErrorClass.UNCLASSIFIED if has_side_effect else ErrorClass.PERMANENT
+        return None, Classified(cls, str(exc))
 
 
 def write(run_id: int, stem: str, value) -> dict:

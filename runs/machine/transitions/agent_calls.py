@@ -136,6 +136,12 @@ def record_tool_outcome(lease: Lease, step: Step, call: ToolCall, outcome: Outco
     return lease
 
 
+def stored_result(lease: Lease, step: Step, call: ToolCall, value):
+    """`value` as the call's row keeps a result (effects.stands: redacted, the tool's
+    sensitive fields sealed): what an artifact of it must hold too."""
+    return effects.CallEffect(lease, step, call).sealed(value)
+
+
 def take_back_calls(lease: Lease, step: Step, running: list[ToolCall], *,
                     now: datetime | None = None) -> Lease:
     """Tool calls a dead worker left running: a write or notify may have acted, so its

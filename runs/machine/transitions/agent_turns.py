@@ -3,6 +3,7 @@ before each turn is asked, the model's answer stored (with a row per tool call i
 for) before anything it asks for runs, and the step's turn, call and token budgets.
 The tool calls' own checkpoints are agent_calls'."""
 
+import hashlib
 import json
 import logging
 import math
@@ -16,7 +17,7 @@ from audit.actions import AuditAction
 from ...agent_models import AgentTurn, ToolCall
 from ...definitions import definition
 from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
-from .. import sensitive
+from .. import artifacts, sensitive
 from ..keys import tool_call_key, tool_compensation_key
 from ..redaction import redact, shown_arguments
 from ..storable import NotFinite, finite_json, printable, text_problem, value_problem
@@ -34,6 +35,9 @@ logger = logging.getLogger(__name__)
 # The columns what the model hands over is kept in (runs.agent_models): a text longer than
 # its column, or a token count past PostgreSQL's integer, fails the turn's checkpoint.
 REF_MAX, FINISH_MAX, CALL_ID_MAX, TOKENS_MAX = 200, 40, 200, 2**31 - 1
+# How much of arguments over RUNS_TOOL_ARGUMENTS_MAX_BYTES is kept as evidence (characters),
+# as of arguments that are no JSON (_new_call's "unparsed").
+ARGUMENTS_KEPT = 2000
 
 
 def stop_if_cancelled(lease: Lease, step: Step, *, where: str) -> Lease:
@@ -49,10 +53,10 @@ def stop_if_cancelled(lease: Lease, step: Step, *, where: str) -> Lease:
 def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
                       now: datetime | None = None) -> Lease:
     """Store the model's answer before any tool it asks for runs, with a row per tool call
-    (its key fixed by its place in the conversation). Arguments that fail the tool's schema
-    are kept as evidence and never executed; past the step's schema error budget, or for a
-    tool the step does not declare, or past the turn, call or token budget, the run stops
-    for a person, saying which."""
+    (its key fixed by its place in the conversation). Arguments that fail the tool's schema,
+    or are over RUNS_TOOL_ARGUMENTS_MAX_BYTES, are kept as evidence and never executed; past
+    the step's schema error budget, or for a tool the step does not declare, or past the
+    turn, call or token budget, the run stops for a person, saying which."""
     spec = agent_spec(lease, step)
     turn, notes, problems = storable_turn(turn)
     if notes:
@@ -122,7 +126,9 @@ def storable_turn(turn: ModelTurn) -> tuple[ModelTurn, list[str], dict[int, str]
     conversation, and a changed id is not the one the model sent; it is kept cut and
     written out, the same in the raw calls and the call's row so the conversation still
     pairs them. A name with a NUL is written out and so names no declared tool. Raw
-    arguments that value_problem refuses are kept as their printable JSON text."""
+    arguments that value_problem refuses are kept as their printable JSON text; raw
+    arguments over RUNS_TOOL_ARGUMENTS_MAX_BYTES make the call invalid, kept as their start,
+    size and sha256."""
     notes: list[str] = []
     content = _text_of(turn.content)
     if content != turn.content and turn.content is not None:
@@ -210,10 +216,31 @@ def _storable_call(asked) -> tuple[dict, str]:
                       f"{text[:60]!r}{'...' if len(text) > 60 else ''}, not executed"
         out[field] = text
     raw = asked.get("arguments")
-    if value_problem(raw) is not None:
+    too_large = _too_large(raw)
+    if too_large is not None:
+        # Never executed, and never kept whole: the turn is sent back to the model at every
+        # turn after it, and its row would carry the megabytes too.
+        raw, why = too_large
+        problem = problem or why
+    elif value_problem(raw) is not None:
         raw = printable(raw if isinstance(raw, str) else _json_text(raw))
     out["arguments"] = raw
     return out, problem
+
+
+def _too_large(raw) -> tuple[str, str] | None:
+    """Arguments over RUNS_TOOL_ARGUMENTS_MAX_BYTES: what is kept of them instead (their
+    start, size and sha256, as JSON text) and why the call is invalid; or None. A schema
+    error like any other: counted against the same budget, and the model is told."""
+    text = raw if isinstance(raw, str) else _json_text(raw)
+    body = text.encode(errors="surrogatepass")
+    most = artifacts.arguments_limit()
+    if len(body) <= most:
+        return None
+    kept = json.dumps({"arguments_start": printable(text[:ARGUMENTS_KEPT]),
+                       "size": len(body), "sha256": hashlib.sha256(body).hexdigest()})
+    return kept, (f"the arguments are {len(body):,} bytes, over the limit of {most:,} bytes "
+                  "(RUNS_TOOL_ARGUMENTS_MAX_BYTES)")
 
 
 def _new_call(run: Run, step: Step, spec: definition.AgentSpec, turn: int, position: int,
