@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db import models, transaction
+from django.db import transaction
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -202,6 +202,21 @@ def record_subscriber_change(subscriber, action: AccessAction, *, before: dict,
     return True
 
 
+class WebhookSubscriberForm(forms.ModelForm):
+    # A URL typed without a scheme is taken as https: events are signed, not encrypted.
+    url = forms.URLField(max_length=500, assume_scheme="https")
+
+    class Meta:
+        model = WebhookSubscriber
+        fields = ["name", "url", "secret", "workflows", "active"]
+
+    def clean_workflows(self):
+        try:
+            return webhooks.subscribed_workflows(self.cleaned_data["workflows"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc), code="not_a_list") from None
+
+
 class SubscriberInUse(PermissionDenied):
     """A subscriber that has deliveries was about to be deleted; nothing was (a 403)."""
 
@@ -214,11 +229,10 @@ class WebhookSubscriberAdmin(StorableFiltersAdmin):
     publisher's record of what was sent where (they protect it in the schema too: this page
     says why and what to do instead)."""
 
+    form = WebhookSubscriberForm
     list_display = ["name", "url", "active", "workflows", "last_event_id", "last_record_id",
                     "created_at"]
     list_filter = ["active"]
-    # A URL typed without a scheme is taken as https: events are signed, not encrypted.
-    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     def get_readonly_fields(self, request, obj=None):
         if obj is None:

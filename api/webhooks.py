@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from audit.actions import STEP_OUTCOMES
 from audit.models import AuditRecord
+from runs import store
 from runs.definitions.retry import RetryPolicy
 from runs.machine.single_pass import single_pass
 from runs.machine.storable import printable
@@ -47,6 +48,8 @@ class PublishReport:
     failed: int = 0
     # Not tried because their subscriber's endpoint gave no answer earlier in the pass.
     deferred: int = 0
+    # Not sent, for good: their subscriber no longer takes their run's workflow.
+    withdrawn: int = 0
     # Another pass held the job's lock: this one did nothing.
     locked_out: bool = False
 
@@ -55,6 +58,17 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
     """The signature header's value for `body` sent at `timestamp`."""
     mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
     return "sha256=" + mac.hexdigest()
+
+
+def subscribed_workflows(value) -> list[str]:
+    """A subscriber's workflows as stored: the names, sorted, once each. Raises ValueError
+    for anything but a list of names: the publisher reads the value as one, and a bare name
+    ("invoice-approval") would be taken as its letters, matching no run, so the subscriber
+    would silently be told nothing."""
+    if not isinstance(value, list) or not all(isinstance(n, str) and n.strip() for n in value):
+        raise ValueError('a list of workflow names, e.g. ["invoice-approval"], or [] for '
+                         "every workflow")
+    return sorted(set(value))
 
 
 def cursors_at_head() -> dict[str, int]:
@@ -66,35 +80,80 @@ def cursors_at_head() -> dict[str, int]:
             "last_record_id": AuditRecord.objects.aggregate(head=Max("pk"))["head"] or 0}
 
 
+# How long a hole in the ids after a cursor may still be a row not yet committed. Ids are
+# drawn when a row is inserted, not when it commits: a transition that commits after a
+# later one leaves its row below ids already visible, and a cursor moved past the hole would
+# never read it. A rolled-back transaction leaves a hole for good, so one is waited on only
+# this long after the row behind it was written: far longer than a transition stays open.
+SETTLE = timedelta(seconds=30)
+# Ids looked at per cursor and pass (numbers and dates along the primary key).
+SCAN = 10_000
+
+
 def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
     """Turn new status changes and step outcomes into deliveries, per subscriber, each in
     the order it was written. Two cursors per subscriber, each read by primary key from
-    where it stopped: the cost follows what is new, not the size of either table."""
+    where it stopped: the cost follows what is new, not the size of either table. A cursor
+    never passes a row that may still commit (SETTLE)."""
+    # Holes are judged by the database's clock, which dated the rows.
+    settled_before = (now or store.current().now()) - SETTLE
     now = now or timezone.now()
     queued = 0
     for subscriber in WebhookSubscriber.objects.filter(active=True):
-        events = RunEvent.objects.filter(pk__gt=subscriber.last_event_id).order_by("pk")
-        records = (AuditRecord.objects.filter(pk__gt=subscriber.last_record_id,
-                                              action__in=[str(a) for a in STEP_OUTCOMES])
-                   .exclude(step_name="").order_by("pk"))
+        events = RunEvent.objects.all()
+        records = (AuditRecord.objects.filter(action__in=[str(a) for a in STEP_OUTCOMES])
+                   .exclude(step_name=""))
         if subscriber.workflows:
             events = events.filter(run__workflow_name__in=subscriber.workflows)
             records = records.filter(run__workflow_name__in=subscriber.workflows)
-        event_ids = list(events.values_list("pk", flat=True)[:limit])
-        record_ids = list(records.values_list("pk", flat=True)[:limit])
-        if not event_ids and not record_ids:
-            continue
-        WebhookDelivery.objects.bulk_create(
-            [WebhookDelivery(subscriber=subscriber, event_id=pk, delivery_id=uuid.uuid4(),
-                             next_attempt_at=now) for pk in event_ids]
-            + [WebhookDelivery(subscriber=subscriber, record_id=pk, delivery_id=uuid.uuid4(),
-                               next_attempt_at=now) for pk in record_ids],
-            ignore_conflicts=True)
-        WebhookSubscriber.objects.filter(pk=subscriber.pk).update(
-            last_event_id=event_ids[-1] if event_ids else subscriber.last_event_id,
-            last_record_id=record_ids[-1] if record_ids else subscriber.last_record_id)
+        event_ids, last_event_id = _unqueued(
+            subscriber, events, "event", subscriber.last_event_id,
+            settled_before=settled_before, limit=limit)
+        record_ids, last_record_id = _unqueued(
+            subscriber, records, "record", subscriber.last_record_id,
+            settled_before=settled_before, limit=limit)
+        if event_ids or record_ids:
+            WebhookDelivery.objects.bulk_create(
+                [WebhookDelivery(subscriber=subscriber, event_id=pk, delivery_id=uuid.uuid4(),
+                                 next_attempt_at=now) for pk in event_ids]
+                + [WebhookDelivery(subscriber=subscriber, record_id=pk,
+                                   delivery_id=uuid.uuid4(), next_attempt_at=now)
+                   for pk in record_ids],
+                ignore_conflicts=True)
+        if (last_event_id, last_record_id) != (subscriber.last_event_id,
+                                               subscriber.last_record_id):
+            WebhookSubscriber.objects.filter(pk=subscriber.pk).update(
+                last_event_id=last_event_id, last_record_id=last_record_id)
         queued += len(event_ids) + len(record_ids)
     return queued
+
+
+def _unqueued(subscriber, matching, kind: str, after: int, *, settled_before: datetime,
+              limit: int) -> tuple[list[int], int]:
+    """(ids of the `matching` rows after the cursor `after` that the subscriber has no
+    delivery of yet, up to `limit`; where its cursor moves). The cursor moves over every
+    row written, matching or not, up to the first hole that may still fill. Rows beyond
+    that hole are delivered at once all the same, and read again (and skipped) until the
+    hole fills or settles."""
+    written = list(matching.model.objects.filter(pk__gt=after).order_by("pk")
+                   .values_list("pk", "created_at")[:SCAN])
+    if not written:
+        return [], after
+    settled = after
+    for pk, created_at in written:
+        if pk != settled + 1 and created_at > settled_before:
+            break
+        settled = pk
+    ids = list(matching.filter(pk__gt=after, pk__lte=written[-1][0]).order_by("pk")
+               .values_list("pk", flat=True)[:limit])
+    if len(ids) == limit:
+        settled = min(settled, ids[-1])
+    if ids:
+        queued = set(WebhookDelivery.objects.filter(subscriber=subscriber,
+                                                    **{f"{kind}_id__in": ids})
+                     .values_list(f"{kind}_id", flat=True))
+        ids = [pk for pk in ids if pk not in queued]
+    return ids, settled
 
 
 def _body(delivery: WebhookDelivery) -> bytes:
@@ -130,17 +189,26 @@ def send_due(*, now: datetime | None = None, limit: int = 100) -> PublishReport:
 
     A subscriber whose endpoint gives no answer (a timeout, a refused connection) is not
     tried again in the same pass: with up to `limit` deliveries each waiting out the
-    deadline, one dead endpoint would hold every other subscriber's deliveries back."""
+    deadline, one dead endpoint would hold every other subscriber's deliveries back.
+
+    A subscriber an admin deactivated is sent nothing, not even what was queued for it
+    before: deactivating is how a subscriber is stopped (it is never deleted). Its pending
+    deliveries wait, as its cursors do, and go out if it is made active again. One whose
+    workflows an admin narrowed is sent nothing of a workflow it no longer takes, even if
+    it was queued before (withdrawn)."""
     now = now or timezone.now()
     report = PublishReport()
     due = (WebhookDelivery.objects.filter(status=WebhookDelivery.Status.PENDING,
-                                          next_attempt_at__lte=now)
+                                          next_attempt_at__lte=now, subscriber__active=True)
            .select_related("subscriber", "event__run", "record__run")
            .order_by("next_attempt_at", "pk")[:limit])
     # Subscribers that gave no answer in this pass, with when their endpoint is tried again.
     unanswered: dict[int, datetime] = {}
     with DeadlinePoster(settings.WEBHOOK_TIMEOUT_SECONDS) as poster:
         for delivery in due:
+            if not still_subscribed(delivery):
+                _withdraw(delivery, report)
+                continue
             if delivery.subscriber_id in unanswered:
                 _defer(delivery, unanswered[delivery.subscriber_id], report)
                 continue
@@ -250,6 +318,25 @@ def _defer(delivery, retry_at, report) -> None:
     answers."""
     WebhookDelivery.objects.filter(pk=delivery.pk).update(next_attempt_at=retry_at)
     report.deferred += 1
+
+
+def still_subscribed(delivery: WebhookDelivery) -> bool:
+    """Whether the delivery's subscriber still takes the workflow of the delivery's run."""
+    workflows = delivery.subscriber.workflows
+    run = (delivery.record or delivery.event).run
+    return not workflows or run.workflow_name in workflows
+
+
+def _withdraw(delivery, report) -> None:
+    """A delivery of a workflow its subscriber no longer takes: given up, unsent, as if
+    the subscriber's workflows had said so when it was queued (events are filtered then).
+    Its attempts, if any, stay the record of what was sent."""
+    workflow = (delivery.record or delivery.event).run.workflow_name
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(
+        status=WebhookDelivery.Status.FAILED,
+        last_error=printable(f"not sent: the subscriber no longer takes workflow "
+                             f"{workflow!r}")[:500])
+    report.withdrawn += 1
 
 
 def publish(*, now: datetime | None = None) -> PublishReport:

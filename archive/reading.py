@@ -2,6 +2,7 @@
 recorded about a file (for verify_audit --archive, see audit.offline)."""
 
 import json
+import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -76,12 +77,30 @@ def read_archived_run(tombstone) -> ArchivedRunDetail:
     wanted = tombstone.original_run_id
     try:
         with storage().open(archive.name, "rb") as handle:
-            line = next((line for line in archive_lines(handle)
-                         if line.get("run", {}).get("id") == wanted), None)
-    except (OSError, EOFError, ValueError) as exc:
+            line = next((line for line in archive_lines(handle) if _run_id(line) == wanted),
+                        None)
+    except (OSError, EOFError, ValueError, zlib.error) as exc:
+        # zlib.error: a damaged compressed stream (a byte changed in storage), which gzip
+        # does not report as an OSError.
         raise ArchiveUnreadable(f"archive file {archive.name} cannot be read: {exc}") from exc
     if line is None:
         raise ArchiveUnreadable(f"archive file {archive.name} does not hold run {wanted}")
+    try:
+        return _detail(archive, wanted, line)
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        # The file is read as it is, edited or not: its seal is checked once the run is
+        # read, and a row no archive writes cannot be read that far.
+        raise ArchiveUnreadable(f"archive file {archive.name}: the row of run {wanted} is not "
+                                f"one an archive writes ({type(exc).__name__}: {exc})") from exc
+
+
+def _run_id(line) -> object:
+    """The id of the run a line of an archive file holds, if it holds one."""
+    run = line.get("run") if isinstance(line, dict) else None
+    return run.get("id") if isinstance(run, dict) else None
+
+
+def _detail(archive, wanted: int, line: dict) -> ArchivedRunDetail:
     records = [record_from_dict(r) for r in line.get("audit", [])]
     head = archive.heads.get(str(wanted)) or [None, None]
     return ArchivedRunDetail(

@@ -23,6 +23,7 @@ import gzip
 import hashlib
 import io
 import json
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -204,8 +205,9 @@ def check_archive(handle) -> ArchiveCheck:
         if not report.unsealed:
             report.problems += seals.file_problems(header, run_seals, file_seal)
     except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError,
-            RecursionError) as exc:
+            RecursionError, zlib.error) as exc:
         # RecursionError: JSON nested deeper than the decoder goes, which no archive writes.
+        # zlib.error: a damaged compressed stream (a changed byte), not an OSError to gzip.
         report.problems.append(f"the archive cannot be read: {exc}")
     # Hash what gzip did not need to read (nothing, for a well-formed file).
     while hashing.read(1 << 16):

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from archive.models import ArchiveFile, ArchivedRun
+from archive.models import ArchivedRun, ArchiveFile
 from audit.models import AuditRecord
 
 pytestmark = pytest.mark.django_db
