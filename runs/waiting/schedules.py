@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -66,6 +67,10 @@ TICK_REPLAY_LIMIT = timedelta(days=366)
 
 class ScheduleError(ValueError):
     """A schedule declared wrongly, or an unknown schedule named by an operator."""
+
+
+class PausedMeanwhile(Exception):
+    """The schedule was paused after its tick read it, before a slot's run was created."""
 
 
 @dataclass
@@ -305,7 +310,7 @@ def fire_schedule(schedule: Schedule, *, now: datetime) -> TickReport:
     recorded slot only ever moves forward. A tick that raises (listed in the report's
     `failed`) or whose every slot is refused is recorded as failed (schedule_health)."""
     state = state_of(schedule, now=now)
-    if state.paused:
+    if state.paused:  # a look without a lock; refuse_if_paused is the check that counts
         return TickReport()
     ahead = ahead_of_clock(state, now=now)
     if ahead is not None:
@@ -352,20 +357,27 @@ def fire_slots(schedule: Schedule, state: ScheduleState, *, now: datetime) -> Ti
         if report.skipped:
             _record_progress(state, slot=schedule.latest_slot(now), run_id=None, now=now)
         return report
-    last_run = None
+    last_run = last_slot = None
     for slot in slots:
         try:
             run, created = start_run(workflow=schedule.workflow_name,
                                      business_key=schedule.business_key(slot),
                                      input=schedule.input_for(slot),
-                                     actor=Actor.system(f"schedule {schedule.name}"))
+                                     actor=Actor.system(f"schedule {schedule.name}"),
+                                     guard=partial(refuse_if_paused, state))
+        except PausedMeanwhile:
+            # This slot and the later ones are the pause's: a resume goes on from its own
+            # time, not from them.
+            break
         except StartRefused as exc:
             # A refused slot stays refused whatever is tried again: move on.
             report.refused.append(f"{slot.isoformat()}: {exc}")
-            continue
-        (report.started if created else report.found).append(run.pk)
-        last_run = run.pk
-    _record_progress(state, slot=slots[-1], run_id=last_run, now=now)
+        else:
+            (report.started if created else report.found).append(run.pk)
+            last_run = run.pk
+        last_slot = slot
+    if last_slot is not None:
+        _record_progress(state, slot=last_slot, run_id=last_run, now=now)
     if last_run is not None:
         # A slot lost in a tick that otherwise worked: the schedule is not failing (every
         # slot refused is, and fire_schedule says so), so this is where it is said.
@@ -373,6 +385,17 @@ def fire_slots(schedule: Schedule, state: ScheduleState, *, now: datetime) -> Ti
             logger.error("schedule %s of %s: start refused for slot %s", schedule.name,
                          schedule.workflow_name, refusal)
     return report
+
+
+def refuse_if_paused(state: ScheduleState) -> None:
+    """PausedMeanwhile if the schedule is paused now. start_run's guard: called in the
+    transaction that creates a slot's run, it holds the schedule's row as set_paused locks
+    it, so a pause either commits first (and no run is created) or waits until the run is
+    committed. fire_schedule's earlier read of `paused` takes no lock: on its own it would
+    let a pause committed since then be followed by one more run."""
+    if ScheduleState.objects.select_for_update().values_list("paused", flat=True).get(
+            pk=state.pk):
+        raise PausedMeanwhile(f"schedule {state.name} of {state.workflow_name} was paused")
 
 
 def _record_progress(state: ScheduleState, *, slot: datetime, run_id: int | None,
@@ -404,6 +427,8 @@ def set_paused(*, workflow: str, name: str, paused: bool, actor: Actor, reason: 
     now = now or store.current().now()
     state = state_of(schedule, now=now)
     with transaction.atomic():
+        # The lock a tick holds while it creates a slot's run (refuse_if_paused): a pause
+        # waits for a run being created, and no run is created after the pause commits.
         state = ScheduleState.objects.select_for_update().get(pk=state.pk)
         if state.paused == paused:
             raise ScheduleError(f"schedule {name!r} of {workflow} is already "

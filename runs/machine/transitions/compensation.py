@@ -21,6 +21,7 @@ from .kernel import (  # the package's shared vocabulary
     Change,
     Lease,
     audit_state,
+    end_waits,
 )
 
 
@@ -57,13 +58,8 @@ def agents_with_undos_to_come(agents: list[Step]) -> list[Step]:
 def begin_compensation(change: Change, plan: list[Step], steps: list[Step], *, reason: str,
                         data: dict | None = None) -> None:
     before = audit_state(change.run)
-    for step in steps:
-        if step.kind in (definition.EVENT, definition.SLEEP) \
-                and step.status == StepStatus.WAITING:
-            # A run being undone waits for nothing that would send it forward: an event
-            # arriving now is kept, not delivered, and no timer wakes it.
-            step.status, step.next_attempt_at = StepStatus.SKIPPED, None
-            change.step_changed(step)
+    # A run being undone waits for nothing that would send it forward.
+    end_waits(change, steps, kinds=(definition.EVENT, definition.SLEEP))
     for step in plan:
         if step.status == StepStatus.COMPENSATION_FAILED:
             step.status = StepStatus.COMPENSATING  # tried again with the same key

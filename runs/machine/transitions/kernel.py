@@ -412,6 +412,23 @@ def halt(change: Change, lease: Lease, step: Step, before: dict, to: str, reason
                  data={"error": error})
     lease.finished, lease.work = True, None
 
+
+def end_waits(change: Change, steps: list[Step], *,
+              kinds: tuple[str, ...] = (definition.SLEEP,)) -> None:
+    """The one rule for the waits of a run that stops going forward: a waiting step of
+    `kinds` is skipped, as a step the run never reached is, its wake time cleared. A sleep
+    waits for nothing but its time, so any end skips it: no wake time is left pending, and
+    a reopened run sleeps anew. A run a person ends keeps its event wait: an event arriving
+    for it is refused for that run by the wait it still holds, and a reopen waits on with
+    its timeout (runs.waiting.kept); a compensation ends it too (begin_compensation), as
+    no event may send a run being undone forward. An approval wait is never ended here:
+    the approvals sweep withdraws its request, saying why (approvals.withdrawal)."""
+    for step in steps:
+        if step.kind in kinds and step.status == StepStatus.WAITING:
+            step.status, step.next_attempt_at = StepStatus.SKIPPED, None
+            change.step_changed(step)
+
+
 def terminate_in(change: Change, steps: list[Step], *, reason: str,
                   action: str = AuditAction.TERMINATED, data: dict | None = None) -> None:
     run = change.run
@@ -430,6 +447,7 @@ def terminate_in(change: Change, steps: list[Step], *, reason: str,
             step.status = StepStatus.SKIPPED
             step.next_attempt_at = None
             change.step_changed(step)
+    end_waits(change, steps)
     run.cancel_requested = False
     run.next_wake_at = None
     unsettled = unsettled_effects(steps)

@@ -2,7 +2,8 @@
 their stable keys, all in one transaction or not at all."""
 
 import json
-from contextlib import nullcontext
+from collections.abc import Callable
+from contextlib import contextmanager, nullcontext
 from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
@@ -57,7 +58,8 @@ def _refuse_if_archived(workflow: str, business_key: str, digest: str) -> None:
 
 
 def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
-              now: datetime | None = None, wake: bool = True) -> tuple[Run, bool]:
+              now: datetime | None = None, wake: bool = True,
+              guard: Callable[[], None] | None = None) -> tuple[Run, bool]:
     """Start a run of the latest version of `workflow`, or find the one already started.
 
     Returns (run, created). The same (workflow, business key, input) delivered twice, or by
@@ -66,6 +68,12 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
     naming the problem, and nothing is written. With wake=False no worker is told about the
     new run (the caller advances it itself, as the drill kit does); the sweeper still finds
     it if nobody does.
+
+    `guard`, if given, is called in the transaction that creates the run, just before the
+    insert: a row it locks stays locked until the run is committed, and what it raises
+    leaves nothing written and reaches the caller. A caller whose own state may forbid the
+    run (a schedule paused meanwhile) checks it there, so that the check and the creation
+    cannot interleave with a change of that state.
     """
     workflow_def = definition.registry.latest(workflow)
     if workflow_def is None:
@@ -123,7 +131,7 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
         # insert never reuses the key of an archived run, even when it waits on the
         # archiving transaction.
         try:
-            with _savepoint_if_nested():
+            with _insert_transaction(guard):
                 workflow_id = db.insert_run_if_new(
                     run=run, steps=steps, records=change.records, events=change.events,
                     tombstones=tombstones)
@@ -152,6 +160,19 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
         # The run this statement saw was removed since (not archived): try again.
     raise RuntimeError(f"business key {business_key!r} of {workflow} kept changing hands; "
                        "nothing was started")
+
+
+@contextmanager
+def _insert_transaction(guard: Callable[[], None] | None):
+    if guard is None:
+        with _savepoint_if_nested():
+            yield
+        return
+    # The guard's check and the insert commit together: what it locked cannot change
+    # between them.
+    with store.current().transaction():
+        guard()
+        yield
 
 
 def _savepoint_if_nested():

@@ -3,7 +3,9 @@
 The run waits with next_wake_at set to the time (the sweeper's run_wake_due_idx finds it
 when due); the step waits with next_attempt_at the same. When a worker claims the run at or
 after that time, the step succeeds and the run goes on, in the same transition. A person
-may wake it early, with a reason (wake_timer): the step's time becomes now.
+may wake it early, with a reason (wake_timer): the step's time becomes now. A run that stops
+going forward (cancelled, terminated, being undone) skips its sleep (kernel.end_waits): no
+wake time is left pending on a run that will not go on.
 
 A sleep's `until` is the workflow's own code, called with the run's input when the run
 reaches the step: a release can make it fail for older runs (a key their input lacks, a
