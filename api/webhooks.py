@@ -32,6 +32,7 @@ from runs.machine.single_pass import single_pass
 from runs.machine.storable import printable
 from runs.models import RunEvent
 
+from . import public_network
 from .models import WebhookDelivery, WebhookSubscriber
 
 logger = logging.getLogger(__name__)
@@ -231,7 +232,9 @@ class DeadlinePoster:
     def __init__(self, seconds: float):
         self.seconds = seconds
         self.runner = asyncio.Runner(loop_factory=asyncio.new_event_loop)
-        self.client = httpx.AsyncClient(timeout=seconds)
+        # Only public addresses, in a deployment (api.public_network): the URL is an admin's.
+        self.client = httpx.AsyncClient(timeout=seconds,
+                                        transport=public_network.subscriber_transport())
 
     def __enter__(self):
         return self

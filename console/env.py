@@ -193,6 +193,10 @@ VARIABLES: list[Variable] = [
       "finished runs and old audit records are recounted this often (0: every scrape)"),
     V("WEBHOOK_PUBLISH_INTERVAL_SECONDS", FLOAT, "2", "how often progress events are published"),
     V("WEBHOOK_TIMEOUT_SECONDS", FLOAT, "5", "the timeout of one webhook delivery"),
+    V("WEBHOOK_PRIVATE_ADDRESSES", BOOL, "1",
+      "deliver webhooks to subscriber URLs that resolve to loopback, private or link-local "
+      "addresses (api.public_network); off in console.production unless set",
+      shown="1 (console.production: 0)"),
     # Traces (OpenTelemetry's own variables, read by runs.machine.tracing and its exporter)
     V("OTEL_EXPORTER_OTLP_ENDPOINT", STR, "", "where traces are exported over OTLP/HTTP; "
       "empty: no export, and tracing costs nothing"),

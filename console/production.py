@@ -23,6 +23,9 @@ DEBUG = env("DEBUG")
 # The simulated external systems are for demos and tests; a deployment serves them only
 # when asked to.
 SANDBOX_ENABLED = env("SANDBOX_ENABLED", False)
+# A subscriber's URL is an admin's to type: in a deployment it reaches public addresses only
+# (api.public_network), unless asked.
+WEBHOOK_PRIVATE_ADDRESSES = env("WEBHOOK_PRIVATE_ADDRESSES", False)
 
 if SECRET_KEY == DEVELOPMENT_SECRET_KEY or len(SECRET_KEY) < 50:
     raise ImproperlyConfigured(

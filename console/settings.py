@@ -514,6 +514,7 @@ if env("LOG_FORMAT") == "json":
 # --- Progress events to webhook subscribers (api.webhooks) --------------------------------
 WEBHOOK_PUBLISH_INTERVAL_SECONDS = env("WEBHOOK_PUBLISH_INTERVAL_SECONDS")
 WEBHOOK_TIMEOUT_SECONDS = env("WEBHOOK_TIMEOUT_SECONDS")
+WEBHOOK_PRIVATE_ADDRESSES = env("WEBHOOK_PRIVATE_ADDRESSES")
 
 # --- Retention and archival (archive app) --------------------------------------------------
 # Finished runs (completed, compensated, terminated) stay in the hot tables this many days
