@@ -14,6 +14,7 @@ class RunsConfig(AppConfig):
         from audit.chain import register_chain_heads
 
         from . import store
+        from .definitions.registry import registry
         from .machine import tracing
         from .reads.chain_heads import chain_heads
 
@@ -22,6 +23,9 @@ class RunsConfig(AppConfig):
         # Importing a workflow module registers its workflows.
         for module in settings.RUNS_WORKFLOW_MODULES:
             import_module(module)
+        # A module declares a workflow's steps after the workflow: only once the modules are
+        # imported can one that declares none be refused, before a worker or a page uses it.
+        registry.check_declared()
         _shift_clock_for_tests()
 
 

@@ -185,6 +185,9 @@ class StepDef:
         if self.kind not in (WRITE, NOTIFY):
             raise TypeError(f"step {self.name!r}: only write and notify steps reconcile")
         validation.check_function(self, fn, role="reconcile function")
+        validation.check_declared_once(validation.where(self.workflow, self.name),
+                                       role="reconcile function", declared=self.reconcile_fn,
+                                       fn=fn)
         self.reconcile_fn = fn
         return fn
 
@@ -194,6 +197,9 @@ class StepDef:
             raise TypeError(f"step {self.name!r}: only write and notify steps compensate "
                             "(a notification's compensation is a correction)")
         validation.check_function(self, fn, role="compensate function")
+        validation.check_declared_once(validation.where(self.workflow, self.name),
+                                       role="compensate function", declared=self.compensate_fn,
+                                       fn=fn)
         self.compensate_fn = fn
         return fn
 

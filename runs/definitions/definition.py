@@ -264,6 +264,7 @@ class Workflow:
                          schema_error_budget=schema_error_budget, approval=approval,
                          context_budget=context_budget, keep_turns=keep_turns,
                          model_system=model_system)
+        validation.check_agent(spec)
         validation.check_unique_name(self, spec)
         self.steps.append(spec)
         return spec
@@ -318,6 +319,11 @@ class ToolSpec:
     reconcile_fn: Callable | None = None
     compensate_fn: Callable | None = None
 
+    def __post_init__(self):
+        # As with StepDef, every tool is checked when its module is imported, not once chosen.
+        validation.check_tool(self)
+        self.redact = tuple(self.redact)
+
     @property
     def has_side_effect(self) -> bool:
         return self.kind in (WRITE, NOTIFY)
@@ -340,6 +346,7 @@ class ToolSpec:
         """Declare how to look this tool's effect up by the call's key."""
         if not self.has_side_effect:
             raise TypeError(f"tool {self.name!r}: only write and notify tools reconcile")
+        validation.check_tool_function(self, fn, "reconcile")
         self.reconcile_fn = fn
         return fn
 
@@ -347,6 +354,7 @@ class ToolSpec:
         """Declare the business action that undoes one call of this tool."""
         if not self.has_side_effect:
             raise TypeError(f"tool {self.name!r}: only write and notify tools compensate")
+        validation.check_tool_function(self, fn, "compensate")
         self.compensate_fn = fn
         # The agent step now has something to undo: it joins the run's compensation plan
         # (and gets a compensation key when a run starts).
@@ -410,7 +418,7 @@ class AgentSpec(StepDef):
 
         def decorator(fn: Callable) -> ToolSpec:
             tool = ToolSpec(agent=self, name=name, kind=kind, fn=fn, args=args,
-                            impact=impact, honours_key=honours_keys, redact=tuple(redact),
+                            impact=impact, honours_key=honours_keys, redact=redact,
                             retry=retry, lookup_delay=lookup_delay,
                             lookup_attempts=lookup_attempts, approve_if=approve_if,
                             approval=approval,

@@ -4,6 +4,8 @@ its own (`d.registry`)."""
 
 from typing import Any
 
+from . import validation
+
 
 class Registry:
     """Maps (workflow name, version) to definitions. Old versions stay registered while
@@ -33,6 +35,13 @@ class Registry:
 
     def versions(self, name: str) -> list:
         return [w for (n, _), w in sorted(self._workflows.items()) if n == name]
+
+    def check_declared(self) -> None:
+        """Refuse, naming it, a registered workflow that declares no steps: called once the
+        workflow modules are imported (runs.apps), since a module declares a workflow's
+        steps after the workflow itself."""
+        for workflow in self._workflows.values():
+            validation.check_declares_steps(workflow)
 
 
 registry = Registry()

@@ -2,7 +2,8 @@
 definition fails the import of its module with an error naming the workflow, the step and
 what is wrong, instead of failing in a worker when a run reaches the step, or never: a step
 name the database cannot hold, a function the executor cannot call, a schema that is not a
-schema. Workflow and StepDef call these; each rule is written here once."""
+schema. Workflow, StepDef, an agent's ToolSpec and the registry call these; each rule is
+written here once."""
 
 import inspect
 import math
@@ -91,6 +92,15 @@ def check_workflow(workflow) -> None:
         raise DefinitionError(f"{where(workflow)}: {problem}")
 
 
+def check_declares_steps(workflow) -> None:
+    """Refuse a workflow that declares no step once its module is imported (its steps are
+    declared after it, so not before): each of its runs would be completed at once, having
+    done nothing, and reported as a success."""
+    if not workflow.steps:
+        raise DefinitionError(f"{where(workflow)}: declares no steps; each of its runs would "
+                              "complete at once having done nothing")
+
+
 def function_problem(fn, *, takes: str = "(ctx)", arguments: int = 1) -> str | None:
     """Why the executor cannot call `fn` with `arguments` positional arguments and use what it
     returns, or None. A coroutine or a generator would be returned unrun and stored as a
@@ -116,13 +126,34 @@ def function_problem(fn, *, takes: str = "(ctx)", arguments: int = 1) -> str | N
     return None
 
 
+def role_problem(fn, *, role: str = "function", takes: str = "(ctx)",
+                 arguments: int = 1) -> str | None:
+    """function_problem, saying which of a step's or a tool's functions `fn` is."""
+    problem = function_problem(fn, takes=takes, arguments=arguments)
+    if problem is not None and role != "function":
+        problem = problem.replace("its function", f"its {role}", 1)
+    return problem
+
+
 def check_function(step, fn, *, role: str = "function", takes: str = "(ctx)",
                    arguments: int = 1) -> None:
-    problem = function_problem(fn, takes=takes, arguments=arguments)
+    problem = role_problem(fn, role=role, takes=takes, arguments=arguments)
     if problem is not None:
-        if role != "function":
-            problem = problem.replace("its function", f"its {role}", 1)
         raise DefinitionError(f"{where(step.workflow, step.name)}: {problem}")
+
+
+def check_declared_once(place: str, *, role: str, declared, fn, owner: str = "step") -> None:
+    """Refuse a second reconcile or compensate function for one step or tool (`declared` is
+    the first, or None). Assigning it would replace the first without a word: a copy left
+    by an edit, or a function meant for the step next to it, would look the effect up or
+    undo it unreviewed, and the module shows two declarations where the runtime keeps one."""
+    if declared is not None:
+        raise DefinitionError(f"{place}: its {role} is declared twice ({named(declared)}, "
+                              f"then {named(fn)}); a {owner} has one")
+
+
+def named(fn) -> str:
+    return getattr(fn, "__name__", None) or repr(fn)
 
 
 def step_problem(step, *, impacts: tuple[str, ...], contract: type) -> str | None:
@@ -139,25 +170,80 @@ def step_problem(step, *, impacts: tuple[str, ...], contract: type) -> str | Non
         (version is None, version),
         (step.impact in impacts, f"impact must be one of {', '.join(impacts)}, "
                                  f"not {step.impact!r}"),
-        (isinstance(step.retry, RetryPolicy),
-         f"retry must be a RetryPolicy, not {type(step.retry).__name__}"),
+        *effect_checks(step),
         (isinstance(step.contract, contract),
          f"contract must be a Contract, not {type(step.contract).__name__}"),
         (step.schema is None or is_model(step.schema),
          f"its schema must be a pydantic model class, not {step.schema!r}"),
         (whole(step.format_failure_budget, least=0),
          f"format_failure_budget must be a whole number >= 0, not {step.format_failure_budget!r}"),
-        (whole(step.lookup_attempts, least=1),
-         f"lookup_attempts must be a whole number >= 1, not {step.lookup_attempts!r}"),
-        (seconds(step.lookup_delay),
-         f"lookup_delay must be a finite number of seconds >= 0, not {step.lookup_delay!r}"),
         (step.correlate is None or callable(step.correlate),
          f"correlate must be a function of the run's input, not {step.correlate!r}"),
-        (not isinstance(step.sensitive, str),
-         f"sensitive names fields: write sensitive=({step.sensitive!r},), not a string, "
-         "whose letters would be taken for field names"),
+        fields_check("sensitive", step.sensitive),
     )
     return next((why for ok, why in checks if not ok), None)
+
+
+def effect_checks(effect) -> tuple:
+    """(ok, why) for the options a step and an agent's tool share: one effect machine
+    retries and looks up both (runs.machine.transitions.effects), so one rule holds them."""
+    return (
+        (isinstance(effect.retry, RetryPolicy),
+         f"retry must be a RetryPolicy, not {type(effect.retry).__name__}"),
+        (whole(effect.lookup_attempts, least=1),
+         f"lookup_attempts must be a whole number >= 1, not {effect.lookup_attempts!r}"),
+        (seconds(effect.lookup_delay),
+         f"lookup_delay must be a finite number of seconds >= 0, not {effect.lookup_delay!r}"),
+    )
+
+
+def fields_check(option: str, value) -> tuple[bool, str]:
+    return (not isinstance(value, str),
+            f"{option} names fields: write {option}=({value!r},), not a string, whose "
+            "letters would be taken for field names")
+
+
+def tool_where(tool) -> str:
+    """`workflow triage v1, step 'triage', tool 'post-ledger'`: the start of a tool's refusals."""
+    return f"{where(tool.agent.workflow, tool.agent.name)}, tool {tool.name!r}"
+
+
+def check_tool(tool) -> None:
+    """Refuse an agent's tool as it is declared (ToolSpec.__post_init__): its function,
+    called as (ctx, args) once the model chooses it, and its options, held to a step's
+    rules. Left to run time, a wrong one failed only when a model chose the tool."""
+    problem = role_problem(tool.fn, takes="(ctx, args)", arguments=2)
+    if problem is None and tool.approve_if is not None:
+        problem = role_problem(tool.approve_if, role="approve_if", takes="(args)")
+    if problem is None:
+        checks = (*effect_checks(tool), fields_check("redact", tool.redact))
+        problem = next((why for ok, why in checks if not ok), None)
+    if problem is not None:
+        raise DefinitionError(f"{tool_where(tool)}: {problem}")
+
+
+def check_tool_function(tool, fn, purpose: str) -> None:
+    """Refuse a tool's "reconcile" or "compensate" function (`purpose`): one called as
+    (ctx, args), declared once."""
+    role = f"{purpose} function"
+    problem = role_problem(fn, role=role, takes="(ctx, args)", arguments=2)
+    if problem is not None:
+        raise DefinitionError(f"{tool_where(tool)}: {problem}")
+    check_declared_once(tool_where(tool), role=role, declared=getattr(tool, f"{purpose}_fn"),
+                        fn=fn, owner="tool")
+
+
+def check_agent(spec) -> None:
+    """Refuse an agent step whose system prompt says nothing: the model would be sent an
+    empty instruction at every turn, and choose its tools with no rule for them."""
+    prompt = spec.system_prompt
+    problem = None
+    if not isinstance(prompt, str):
+        problem = f"its system prompt must be text, not {type(prompt).__name__}"
+    elif not prompt.strip():
+        problem = "its system prompt is empty: the model would be given no instructions"
+    if problem is not None:
+        raise DefinitionError(f"{where(spec.workflow, spec.name)}: {problem}")
 
 
 def check_unique_name(workflow, step) -> None:

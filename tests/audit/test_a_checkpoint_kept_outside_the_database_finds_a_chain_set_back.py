@@ -41,9 +41,9 @@ def completed_run():
 
 @pytest.fixture
 def access_change():
-    return record_access_change(action=AccessAction.OBJECT_PERMISSION_GRANTED, subject="workflow orders",
-                                actor=Actor.system("admin"), before={}, after={"role": "x"},
-                                reason="onboarding")
+    return record_access_change(action=AccessAction.OBJECT_PERMISSION_GRANTED,
+                                subject="workflow orders", actor=Actor.system("admin"),
+                                before={}, after={"role": "x"}, reason="onboarding")
 
 
 def check(path) -> str:
@@ -68,7 +68,8 @@ def test_a_database_that_only_moved_on_passes_its_checkpoint(
     call_command("audit_checkpoint", "write", str(path))
     assert "wrote the heads of 2 chain(s)" in capsys.readouterr().out
     # The chains move on after the checkpoint: a head it names is still in its chain.
-    record_access_change(action=AccessAction.OBJECT_PERMISSION_REVOKED, subject="workflow orders",
+    record_access_change(action=AccessAction.OBJECT_PERMISSION_REVOKED,
+                         subject="workflow orders",
                          actor=Actor.system("admin"), before={"role": "x"}, after={},
                          reason="offboarding")
     call_command("audit_checkpoint", "check", str(path))
