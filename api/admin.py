@@ -19,9 +19,9 @@ from django.utils.cache import add_never_cache_headers, patch_cache_control
 from audit.access import AccessAction, record_access_change
 from audit.admin import ReadOnlyAdmin, StorableFiltersAdmin
 from audit.chain import Actor
+from audit.redaction import REDACTED
 from runs.admin_search import UUID, IndexedSearchAdmin
 from runs.definitions.definition import registry
-from runs.machine.redaction import REDACTED
 
 from . import webhooks
 from .models import ApiToken, WebhookDelivery, WebhookSubscriber

@@ -27,9 +27,9 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from audit.models import AuditRecord
+from audit.redaction import redact_text
 from runs.machine import crashpoints
 from runs.machine.errors import TransitionNotAllowed
-from runs.machine.redaction import redact_text
 from runs.machine.storable import person_text_problem
 from runs.machine.transitions import allowed
 from runs.models import Run, RunStatus

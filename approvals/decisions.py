@@ -30,9 +30,9 @@ from django.utils import timezone
 from audit.actions import AuditAction
 from audit.chain import Actor
 from audit.models import AuditRecord
+from audit.redaction import redact_text
 from runs.machine import transitions
 from runs.machine.errors import TransitionNotAllowed
-from runs.machine.redaction import redact_text
 from runs.machine.storable import person_text_problem
 from runs.models import (
     Run,

@@ -22,11 +22,11 @@ from django.utils import timezone
 
 from audit.actions import AuditAction
 from audit.chain import Actor
+from audit.redaction import shown_arguments
 from runs.definitions import definition
 from runs.definitions.contracts import effect_verdict, stop_gate_policy
 from runs.machine import transitions
 from runs.machine.errors import TransitionNotAllowed
-from runs.machine.redaction import shown_arguments
 from runs.models import (
     ApprovalWait,
     Run,

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from django.core.serializers.json import DjangoJSONEncoder
 from django.utils.crypto import salted_hmac
 
+from audit.redaction import REDACTED, redact_text
 from runs.definitions import definition
 from runs.definitions.contracts import effect_verdict
 from runs.machine.context import context_outside_executor
-from runs.machine.redaction import REDACTED, redact_text
 from runs.machine.storable import written_visibly
 from runs.models import Run, Step
 

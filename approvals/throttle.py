@@ -14,7 +14,7 @@ from axes.handlers.proxy import AxesProxyHandler
 from axes.helpers import get_lockout_response
 from django.contrib.auth.signals import user_login_failed
 
-from runs.machine.redaction import redact_text
+from audit.redaction import redact_text
 
 LINK_USER = "(approval link)"
 _CREDENTIALS = {"username": LINK_USER}

@@ -16,6 +16,7 @@ from django.db.models.functions import Now
 from .chain import GENESIS, Actor, as_stored, link_problem, record_hash
 from .head_seals import ACCESS_CHAIN, seal_head, sealed_with, signing_key_id
 from .models import AccessChainHead, AccessRecord
+from .redaction import redact_text
 
 
 class AccessAction(StrEnum):
@@ -49,7 +50,10 @@ def access_hash(record: AccessRecord) -> str:
 def record_access_change(*, action: str, subject: str, actor: Actor, before: dict,
                          after: dict, reason: str = "") -> AccessRecord:
     """Append one record to the access chain, in the caller's transaction when there is one
-    (so the record commits or rolls back with the change it describes)."""
+    (so the record commits or rolls back with the change it describes). The reason is
+    masked as a run action's is (redact_text): a credential pasted into it stays out of the
+    record, whichever path (admin, the token commands, key rotation) wrote it."""
+    reason = redact_text(reason)
     with transaction.atomic():
         head, _ = AccessChainHead.objects.select_for_update().get_or_create(pk=1)
         # The database's clock, as the runs' records have it: a web server whose clock is

@@ -14,8 +14,8 @@ import json
 import logging
 from datetime import UTC, datetime
 
+from audit.redaction import redact_text
 from runs.machine.logcontext import CONTEXT_FIELDS, bind, current, log_context, log_fields, unbind
-from runs.machine.redaction import redact_text
 
 __all__ = ["CONTEXT_FIELDS", "ContextFilter", "JsonFormatter", "LinkTokenFilter", "bind",
            "current", "log_context", "unbind"]

@@ -26,9 +26,10 @@ same stored turns, so a replay makes the same decision.
 import json
 from datetime import datetime
 
+from audit.redaction import redact
+
 from ..agent_models import AgentTurn, ToolCall
 from ..machine import artifacts, sensitive
-from ..machine.redaction import redact
 from ..models import Step
 
 # A crash point after a summary turn was stored ("after_summary:<step>"), for the drills,

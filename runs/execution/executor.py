@@ -16,6 +16,8 @@ from functools import partial
 from django.db import connection
 from pydantic import ValidationError
 
+from audit import redaction
+
 from ..agents import agent_loop
 from ..definitions import definition
 from ..machine import (
@@ -24,7 +26,6 @@ from ..machine import (
     deadline,
     limits,
     lookups,
-    redaction,
     sensitive,
     tracing,
     transitions,

@@ -6,9 +6,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from audit import redaction
+
 from ..definitions.definition import input_errors_text
 from ..models import Step
-from . import redaction
 from .artifacts import Results
 from .errors import TransitionNotAllowed
 

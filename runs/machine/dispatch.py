@@ -22,10 +22,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from audit.chain import Actor
+from audit.redaction import redact_text
 
 from ..definitions import definition
 from ..models import ControlRecord, DispatchPause, Run, RunStatus, Workflow
-from .redaction import redact_text
 from .storable import person_text_problem, quoted
 from .wakeup import send_wakeups
 

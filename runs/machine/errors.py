@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import httpx
 import openai
 
+from audit.redaction import redact_text
+
 from ..models import ErrorClass
-from .redaction import redact_text
 from .storable import printable
 
 

@@ -1,10 +1,11 @@
 """What a step will do, in one line, for people: its declared description computed from the
 input and earlier results, or its kind and system when it declares none."""
 
+from audit.redaction import redact_text
+
 from ..definitions import definition
 from .context import build_context
 from .errors import CODE_FAILURES
-from .redaction import redact_text
 
 MAX_LENGTH = 300
 

@@ -40,11 +40,12 @@ from django.conf import settings
 from django.db.models import Case, IntegerField, Value, When
 from redis.exceptions import RedisError
 
+from audit.redaction import redact_text
+
 from .. import store
 from ..definitions import definition
 from ..models import HELD_RUN_STATUSES, Run, RunStatus
 from .errors import Classified, TransientError, classify, described
-from .redaction import redact_text
 from .single_pass import lock_key
 from .wakeup import send_wakeups
 

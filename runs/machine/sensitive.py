@@ -19,7 +19,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from . import redaction
+from audit import redaction
 
 PREFIX = "enc:"
 

@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from audit.chain import Actor
+from audit.redaction import redact_text, shown_arguments
 
 from ..agents.tool_call_undo import undo_tool_call
 from ..definitions import definition
 from ..machine import tracing, transitions
 from ..machine.intentions import step_lines
-from ..machine.redaction import redact_text, shown_arguments
 from ..machine.storable import has_control_characters, text_problem
 from ..machine.transitions.operator_rules import check_before_work
 from ..machine.transitions.outcome import REMOTE_REF_MAX

@@ -5,10 +5,11 @@ be built (the run's input no longer parses, or the preview itself raises, as one
 changed may on an older run that lacks a result key it reads) it is "not available", with
 the reason. The undo does not depend on it: a person can still read why and confirm."""
 
+from audit.redaction import redact_text
+
 from ..definitions import definition
 from ..machine.context import context_outside_executor
 from ..machine.errors import CODE_FAILURES, TransitionNotAllowed
-from ..machine.redaction import redact_text
 from ..machine.storable import printable
 from ..models import Run
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, Max
 
+from audit.redaction import REDACTED, shown_arguments
+
 from ..agent_models import AgentTurn, ToolCall
 from ..definitions import definition
-from ..machine.redaction import REDACTED, shown_arguments
 from ..machine.transitions.operator_rules import paused_undo
 from ..machine.transitions.tool_call_rules import TOOL_CALL_ACTIONS, call_refusal
 from ..models import Run, Step

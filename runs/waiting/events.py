@@ -39,9 +39,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from audit.chain import Actor
+from audit.redaction import redact
 
 from ..machine.errors import TransitionNotAllowed
-from ..machine.redaction import redact
 from ..machine.storable import (
     NotFinite,
     finite_json,

@@ -33,8 +33,8 @@ from django.db import transaction
 from django.db.models import F
 
 from audit.chain import Actor
+from audit.redaction import redact_text
 
-from ..machine.redaction import redact_text
 from ..machine.storable import printable, written_visibly
 from ..models import ControlRecord, ScheduleState
 

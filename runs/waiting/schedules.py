@@ -33,11 +33,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from audit.chain import Actor
+from audit.redaction import redact_text
 
 from .. import store
 from ..definitions import definition
 from ..machine.errors import CODE_FAILURES, StartRefused, described
-from ..machine.redaction import redact_text
 from ..machine.single_pass import single_pass
 from ..machine.storable import person_text_problem
 from ..machine.transitions import start_run

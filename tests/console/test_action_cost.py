@@ -148,7 +148,7 @@ def test_an_action_reaches_its_audit_record_in_few_queries_and_modules(
     assert paths[0] == PATH, paths
     assert len(modules) <= MAX_MODULES, sorted(modules)
     transition_side = {"runs/machine/transitions/", "runs/definitions/definition.py",
-                       "runs/machine/redaction.py",
+                       "audit/redaction.py",
                        "runs/store/", "runs/machine/wakeup.py", "audit/chain.py",
                        "audit/head_seals.py",
                        "runs/definitions/registry.py"}

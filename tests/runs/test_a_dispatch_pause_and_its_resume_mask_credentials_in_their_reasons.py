@@ -1,15 +1,15 @@
 """Why a workflow's dispatch was paused or resumed is kept (the pause's row, the control
 record) and shown to everyone who sees the workflow (the console's banner, the API, the CLI's
 status): a credential pasted into it is masked before anything keeps it, by the same
-function that masks a run action's reason (runs.machine.redaction.redact_text), whoever
+function that masks a run action's reason (audit.redaction.redact_text), whoever
 the caller."""
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
+from audit.redaction import redact_text
 from runs.machine import dispatch
-from runs.machine.redaction import redact_text
 from runs.models import ControlRecord, DispatchPause
 from tests.factories import SYSTEM
 

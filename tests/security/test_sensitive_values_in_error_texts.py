@@ -8,13 +8,13 @@ import pytest
 from pydantic import BaseModel
 
 from audit.chain import Actor
+from audit.redaction import REDACTED, redact_text, values_masked
 from runs.agents import agent_loop
 from runs.definitions import definition
 from runs.definitions.definition import RetryPolicy, StepResult, Workflow
 from runs.execution import executor
 from runs.machine import sensitive, transitions
 from runs.machine.errors import PermanentError, UnknownOutcome
-from runs.machine.redaction import REDACTED, redact_text, values_masked
 from runs.machine.transitions.agent_calls import ModelTurn
 from runs.models import RunStatus, Step, StepStatus, ToolCall, ToolCallStatus
 from tests.security.test_sensitive_fields import tables_holding

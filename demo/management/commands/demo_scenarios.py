@@ -17,10 +17,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from audit.chain import Actor
+from audit.redaction import redact_text
 from demo.sandbox import faults
 from runs.execution import executor
 from runs.machine import transitions
-from runs.machine.redaction import redact_text
 from runs.models import Run, RunStatus
 from runs.operator.sandbox_check import sandbox_answers
 

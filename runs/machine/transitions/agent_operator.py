@@ -15,13 +15,13 @@ from datetime import datetime
 
 from audit.actions import AuditAction
 from audit.chain import Actor
+from audit.redaction import redact_text
 
 from ... import store
 from ...agent_models import ToolCall, ToolCallStatus
 from ...models import AttentionReason, Run, StepStatus
 from .. import sensitive
 from ..errors import SecondPersonRequired, TransitionNotAllowed
-from ..redaction import redact_text
 from . import effects
 from .agent_calls import call_data, call_named, checked_call, retried_by, save_call
 from .in_flight import undo_in_doubt_at_end

@@ -13,13 +13,13 @@ from datetime import datetime
 from pydantic import BaseModel, ValidationError
 
 from audit.actions import AuditAction
+from audit.redaction import redact, shown_arguments
 
 from ...agent_models import AgentTurn, ToolCall
 from ...definitions import definition
 from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
 from .. import artifacts, sensitive
 from ..keys import tool_call_key, tool_compensation_key
-from ..redaction import redact, shown_arguments
 from ..storable import NotFinite, finite_json, printable, text_problem, value_problem
 from .agent_calls import (
     ModelTurn,

@@ -5,6 +5,7 @@ from datetime import datetime
 
 from audit.actions import AuditAction
 from audit.chain import Actor
+from audit.redaction import redact_text
 
 from ... import store
 from ...definitions import definition
@@ -17,7 +18,6 @@ from ...models import (
 from ..errors import (
     TransitionNotAllowed,
 )
-from ..redaction import redact_text
 from . import effects, stop_gate
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,

@@ -13,6 +13,7 @@ read."""
 from functools import cached_property
 
 from audit.actions import AuditAction
+from audit.redaction import redact, shown_arguments
 
 from ...agent_models import ToolCall, ToolCallStatus
 from ...definitions import definition
@@ -20,7 +21,6 @@ from ...definitions.contracts import effect_verdict
 from ...models import ErrorClass, Step, StepStatus
 from .. import sensitive
 from ..intentions import intended_action
-from ..redaction import redact, shown_arguments
 from . import stop_gate
 from .attempts import intent_of
 from .kernel import DONE_STEP_STATUSES, Change, reset_budget

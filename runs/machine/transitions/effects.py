@@ -21,10 +21,10 @@ from datetime import timedelta
 
 from audit.actions import AuditAction
 from audit.chain import Actor
+from audit.redaction import redact, redact_text
 
 from ...definitions import definition
 from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
-from ..redaction import redact, redact_text
 from .compensation import advance_compensation, begin_compensation, compensation_plan
 from .effect_rows import FAILED, PENDING, SUCCEEDED, UNKNOWN, CallEffect, Effect, StepEffect
 from .in_flight import (

@@ -31,12 +31,12 @@ from django.db.models import Q
 
 from audit.actions import AuditAction
 from audit.chain import Actor
+from audit.redaction import redact
 
 from ...definitions import definition
 from ...models import AttentionReason, ExternalEvent, Run, Step, StepStatus
 from ...world_models import UNSETTLED
 from ..errors import CODE_FAILURES, TransitionNotAllowed
-from ..redaction import redact
 from ..storable import text_problem
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,

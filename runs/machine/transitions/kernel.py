@@ -17,6 +17,7 @@ from audit.actions import AuditAction
 from audit.chain import Actor, build_record
 from audit.head_seals import seal_head
 from audit.models import AuditRecord
+from audit.redaction import redact, redact_text
 
 from ... import store
 from ...definitions import definition
@@ -35,7 +36,6 @@ from ..errors import (
     ReasonRequired,
     TransitionNotAllowed,
 )
-from ..redaction import redact, redact_text
 from ..storable import person_text_problem
 from ..wakeup import wake_after_commit, wake_all_after_commit
 from .attempts import ATTEMPT_ENDS, OPEN_INTENTS, intent_of

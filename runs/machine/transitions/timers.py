@@ -17,11 +17,11 @@ from datetime import UTC, datetime, timedelta
 
 from audit.actions import AuditAction
 from audit.chain import Actor
+from audit.redaction import redact_text
 
 from ...definitions import definition
 from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
 from ..errors import CODE_FAILURES, Classified
-from ..redaction import redact_text
 from ..storable import printable
 from . import effects
 from .kernel import (

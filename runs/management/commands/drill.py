@@ -4,8 +4,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from audit.redaction import redact_text
 from runs.definitions.definition import registry
-from runs.machine.redaction import redact_text
 from runs.management.tables import render_table
 from runs.operator.drills import approval_path, run_drills
 from runs.operator.sandbox_check import sandbox_answers

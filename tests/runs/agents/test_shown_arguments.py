@@ -2,8 +2,8 @@
 
 from pydantic import BaseModel
 
+from audit.redaction import REDACTED, shown_arguments
 from runs.definitions.definition import Workflow
-from runs.machine.redaction import REDACTED, shown_arguments
 from tests.workflows import OrderIn
 
 
