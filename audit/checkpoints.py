@@ -23,10 +23,15 @@ import hashlib
 import json
 import os
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
+from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import FileSystemStorage, Storage, storages
 from django.db import connection
 
 from .access import access_head
@@ -81,7 +86,7 @@ def write_checkpoint(path: Path) -> int:
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(descriptor, "wb") as raw, gzip.open(raw, "wb") as out:
-            chains = _write_lines(out)
+            chains, _taken_at = _write_lines(out)
         # link, not rename: a checkpoint written meanwhile under the same name is kept.
         os.link(temporary, path)
     except FileExistsError:
@@ -94,7 +99,42 @@ def write_checkpoint(path: Path) -> int:
     return chains
 
 
-def _write_lines(out) -> int:
+def storage() -> Storage:
+    """The storage named "audit_checkpoints" in STORAGES when there is one (any
+    django-storages backend: a bucket the application may add to but not change, ideally),
+    else the file system under VAR_DIR/audit-checkpoints."""
+    if "audit_checkpoints" in settings.STORAGES:
+        return storages["audit_checkpoints"]
+    return FileSystemStorage(location=Path(settings.VAR_DIR) / "audit-checkpoints")
+
+
+STORED_PREFIX, STORED_SUFFIX = "audit-heads-", ".jsonl.gz"
+
+
+def store_checkpoint() -> tuple[str, int]:
+    """Write a checkpoint into the checkpoint storage (beat does, every
+    AUDIT_CHECKPOINT_INTERVAL_SECONDS), under a new name that sorts by the time it was taken;
+    returns (its name, the chains written)."""
+    with tempfile.TemporaryFile() as raw:
+        with gzip.open(raw, "wb") as out:
+            chains, taken_at = _write_lines(out)
+        raw.seek(0)
+        name = storage().save(f"{STORED_PREFIX}{taken_at:%Y%m%dT%H%M%S%fZ}{STORED_SUFFIX}",
+                              File(raw))
+    return name, chains
+
+
+def latest_stored() -> str | None:
+    """The name of the newest checkpoint in the checkpoint storage, or None."""
+    try:
+        _dirs, names = storage().listdir("")
+    except FileNotFoundError:
+        return None
+    stored = [n for n in names if n.startswith(STORED_PREFIX) and n.endswith(STORED_SUFFIX)]
+    return max(stored, default=None)
+
+
+def _write_lines(out) -> tuple[int, datetime]:
     digest, chains = hashlib.sha256(), 0
 
     def put(line: dict) -> None:
@@ -103,7 +143,8 @@ def _write_lines(out) -> int:
         out.write(data)
 
     with one_snapshot():
-        put({"checkpoint": "audit-heads", "format": FORMAT, "taken_at": _database_now()})
+        taken_at = _database_now()
+        put({"checkpoint": "audit-heads", "format": FORMAT, "taken_at": taken_at.isoformat()})
         heads = recorded_heads()
         for run_id, seq, head_hash, _seal in heads if heads is not None else ():
             if seq:
@@ -117,29 +158,34 @@ def _write_lines(out) -> int:
     out.write((json.dumps({"end": {"chains": chains, "sha256": sha256,
                                    "seal": seal_head(CHECKPOINT_CHAIN, chains, sha256)}},
                           sort_keys=True) + "\n").encode())
-    return chains
+    return chains, taken_at
 
 
-def _database_now() -> str:
+def _database_now() -> datetime:
     # The database's clock, as every record's: the host writing the file may be off.
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement_timestamp()")
-        return cursor.fetchone()[0].isoformat()
+        return cursor.fetchone()[0]
 
 
-def check_checkpoint(path: Path) -> CheckpointReport:
+def check_checkpoint(path: Path | None = None, *, stored: str | None = None
+                     ) -> CheckpointReport:
     """Whether every chain head the file at `path` names is still in its chain (or closed by
     an archive file at or past it). Raises CheckpointError when the file cannot be read or
     was changed; chains that no longer hold their checkpointed head are the report's
     problems. The file is read twice, its seal checked before any line is trusted: a
-    million runs' heads are never held in memory at once."""
-    path = Path(path)
+    million runs' heads are never held in memory at once. `stored`: a name in the checkpoint
+    storage instead of a local path."""
+    if stored is not None:
+        label, opener = stored, lambda: storage().open(stored, "rb")
+    else:
+        label, opener = Path(path), lambda: open(path, "rb")
     report = CheckpointReport()
-    for _ in _entries(path, report):
+    for _ in _entries(opener, label, report):
         pass
     with one_snapshot():
         batch = []
-        for entry in _entries(path, report):
+        for entry in _entries(opener, label, report):
             batch.append(entry)
             if len(batch) == BATCH:
                 _check_batch(batch, report)
@@ -149,12 +195,12 @@ def check_checkpoint(path: Path) -> CheckpointReport:
     return report
 
 
-def _entries(path: Path, report: CheckpointReport) -> Iterator[dict]:
-    """The file's chain heads, then (once all are read) a CheckpointError if its end line
-    does not vouch for them."""
+def _entries(opener, path, report: CheckpointReport) -> Iterator[dict]:
+    """The chain heads of the file `opener()` opens (`path` names it), then (once all are
+    read) a CheckpointError if its end line does not vouch for them."""
     digest, count, end = hashlib.sha256(), 0, None
     try:
-        with gzip.open(path, "rb") as lines:
+        with opener() as raw, gzip.open(raw, "rb") as lines:
             for number, data in enumerate(lines, start=1):
                 line = _parsed(data, number, path)
                 if end is not None:
@@ -173,7 +219,7 @@ def _entries(path: Path, report: CheckpointReport) -> Iterator[dict]:
                 yield _entry(line, number, path)
     except FileNotFoundError:
         raise CheckpointError(f"{path} does not exist") from None
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise CheckpointError(f"{path} cannot be read: {exc}") from None
     if end is None or not isinstance(end, dict):
         raise CheckpointError(f"{path} has no end line: the file was cut short")

@@ -48,6 +48,9 @@ def schedule_sweeper(sender, **kwargs):
                              sender.signature("api.publish_webhooks"))
     sender.add_periodic_task(settings.ARCHIVE_INTERVAL_SECONDS,
                              sender.signature("archive.archive_runs"))
+    if settings.AUDIT_CHECKPOINT_INTERVAL_SECONDS > 0:
+        sender.add_periodic_task(settings.AUDIT_CHECKPOINT_INTERVAL_SECONDS,
+                                 sender.signature("audit.write_checkpoint"))
 
 
 def keep_healthy_connections(sender=None, **kwargs):

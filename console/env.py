@@ -191,6 +191,9 @@ VARIABLES: list[Variable] = [
       "the step-duration histogram covers steps finished within this long"),
     V("METRICS_FINISHED_RECOUNT_SECONDS", FLOAT, "600",
       "finished runs and old audit records are recounted this often (0: every scrape)"),
+    V("AUDIT_CHECKPOINT_INTERVAL_SECONDS", FLOAT, "86400",
+      "how often beat writes the head of every audit chain to the checkpoint storage "
+      "(STORAGES 'audit_checkpoints', else VAR_DIR/audit-checkpoints); 0: never"),
     V("WEBHOOK_PUBLISH_INTERVAL_SECONDS", FLOAT, "2", "how often progress events are published"),
     V("WEBHOOK_TIMEOUT_SECONDS", FLOAT, "5", "the timeout of one webhook delivery"),
     V("WEBHOOK_PRIVATE_ADDRESSES", BOOL, "1",

@@ -512,6 +512,9 @@ if env("LOG_FORMAT") == "json":
     LOGGING["handlers"]["console"]["formatter"] = "json"
 
 # --- Progress events to webhook subscribers (api.webhooks) --------------------------------
+# How often beat checkpoints every audit chain's head outside the database (audit.checkpoints):
+# what tells a chain set back with its genuine seal; 0: never.
+AUDIT_CHECKPOINT_INTERVAL_SECONDS = env("AUDIT_CHECKPOINT_INTERVAL_SECONDS")
 WEBHOOK_PUBLISH_INTERVAL_SECONDS = env("WEBHOOK_PUBLISH_INTERVAL_SECONDS")
 WEBHOOK_TIMEOUT_SECONDS = env("WEBHOOK_TIMEOUT_SECONDS")
 WEBHOOK_PRIVATE_ADDRESSES = env("WEBHOOK_PRIVATE_ADDRESSES")

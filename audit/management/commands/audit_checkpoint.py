@@ -1,8 +1,16 @@
 from pathlib import Path
 
+from django.core.exceptions import SuspiciousFileOperation
 from django.core.management.base import BaseCommand, CommandError
 
-from audit.checkpoints import CheckpointError, check_checkpoint, write_checkpoint
+from audit.checkpoints import (
+    CheckpointError,
+    check_checkpoint,
+    latest_stored,
+    storage,
+    store_checkpoint,
+    write_checkpoint,
+)
 
 
 class Command(BaseCommand):
@@ -10,23 +18,29 @@ class Command(BaseCommand):
             "sealed checkpoint file, to keep where the database's writers cannot reach; or "
             "check a database against such a file: every head it names must still be in its "
             "chain. A chain set back to an earlier head with that head's seal, or emptied, "
-            "passes verify_audit but not this check.")
+            "passes verify_audit but not this check. Without FILE, write goes to the "
+            "checkpoint storage (STORAGES 'audit_checkpoints', else VAR_DIR/audit-checkpoints; "
+            "beat writes one there every AUDIT_CHECKPOINT_INTERVAL_SECONDS), and check "
+            "--latest reads the newest one there.")
 
     def add_arguments(self, parser):
         parser.add_argument("operation", choices=["write", "check"])
-        parser.add_argument("file", help="the checkpoint file (.jsonl.gz); write refuses one "
-                                         "that exists")
+        parser.add_argument("file", nargs="?",
+                            help="a local checkpoint file (.jsonl.gz), or for check a name in "
+                                 "the checkpoint storage; write refuses one that exists")
+        parser.add_argument("--latest", action="store_true",
+                            help="check: the newest checkpoint in the checkpoint storage")
 
-    def handle(self, *args, operation, file, **options):
-        if not file.strip():
-            raise CommandError("name the checkpoint file")
+    def handle(self, *args, operation, file, latest, **options):
+        if file is not None and not file.strip():
+            raise CommandError("name the checkpoint file, or leave it out")
+        if latest and (operation != "check" or file is not None):
+            raise CommandError("--latest is for check, without a FILE")
         try:
             if operation == "write":
-                chains = write_checkpoint(Path(file))
-                self.stdout.write(f"wrote the heads of {chains} chain(s) to {file}: keep it "
-                                  "where the database's writers cannot reach")
+                self.write(file)
                 return
-            report = check_checkpoint(Path(file))
+            report = check_checkpoint(**self.to_check(file, latest))
         except CheckpointError as exc:
             raise CommandError(str(exc)) from None
         if report.problem_count:
@@ -39,3 +53,32 @@ class Command(BaseCommand):
         self.stdout.write(
             f"every one of the {report.chains} chain(s) checkpointed at {report.taken_at} "
             f"still holds its head ({report.archived} of them closed by archive files)")
+
+    def write(self, file: str | None) -> None:
+        if file is None:
+            name, chains = store_checkpoint()
+            self.stdout.write(f"wrote the heads of {chains} chain(s) to {name} in the "
+                              "checkpoint storage")
+            return
+        chains = write_checkpoint(Path(file))
+        self.stdout.write(f"wrote the heads of {chains} chain(s) to {file}: keep it "
+                          "where the database's writers cannot reach")
+
+    def to_check(self, file: str | None, latest: bool) -> dict:
+        if latest:
+            name = latest_stored()
+            if name is None:
+                raise CommandError("no checkpoint is stored yet: write one first")
+            return {"stored": name}
+        if file is None:
+            raise CommandError("name the checkpoint file to check, or give --latest")
+        if not Path(file).exists() and stored_exists(file):
+            return {"stored": file}
+        return {"path": Path(file)}
+
+
+def stored_exists(name: str) -> bool:
+    try:
+        return storage().exists(name)
+    except (SuspiciousFileOperation, ValueError):  # a name that leaves the storage
+        return False
