@@ -99,6 +99,16 @@ class ApiTokenAdmin(StorableFiltersAdmin):
                 "created_at",
                 "created_by", "last_used_at", "revoked_at", "revoked_by"]
 
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        # A token that acts for a person is that person's credential: their permissions, in
+        # their name (an approval of a four-eyes request included). Staff who may add tokens
+        # would otherwise mint one for any superuser, as Django would let them grant
+        # themselves every right on a user's page (console.admin: GRANTS_OF_USERS). Only a
+        # superuser makes a token for another person; anyone else, for themselves or nobody.
+        if db_field.name == "acting_user" and not request.user.is_superuser:
+            kwargs["queryset"] = db_field.remote_field.model.objects.filter(pk=request.user.pk)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
     def has_delete_permission(self, request, obj=None):
         # Revoked, never deleted: the audit trail names tokens, and a name must keep
         # meaning the token that acted.
@@ -140,7 +150,10 @@ class ApiTokenAdmin(StorableFiltersAdmin):
         patch_cache_control(response, no_store=True)
         return response
 
-    @admin.action(description="Revoke the selected tokens (at once, for good)")
+    # A change of the tokens (it stops their callers at once): Django offers an action
+    # without permissions to whoever may view the list.
+    @admin.action(permissions=["change"],
+                  description="Revoke the selected tokens (at once, for good)")
     def revoke(self, request, queryset):
         revoked = already = 0
         for token in queryset:

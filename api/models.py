@@ -141,7 +141,11 @@ class WebhookDelivery(models.Model):
                                     name="webhook_one_delivery_per_record"),
         ]
         indexes = [models.Index(fields=["next_attempt_at"], name="webhook_due_idx",
-                                condition=models.Q(status="pending"))]
+                                condition=models.Q(status="pending")),
+                   # durable_webhook_failed counts these at every scrape: without it, a
+                   # scrape read every delivery the hot tables hold (events x subscribers).
+                   models.Index(fields=["id"], name="webhook_failed_idx",
+                                condition=models.Q(status="failed"))]
 
     def __str__(self):
         return f"{self.delivery_id} to {self.subscriber}"

@@ -119,9 +119,13 @@ def token_revoke(token: ApiToken, *, by=None, now: datetime | None = None) -> bo
 
 def token_scope(token: ApiToken) -> dict:
     """What a token lets its holder do, as the access chain records it (never its secret)."""
+    # The person it acts for is the largest part of its scope: their permissions, in their
+    # name. A token made for a superuser must say so in the chain, not only in its row.
+    acting_user = token.acting_user.get_username() if token.acting_user_id else None
     return {"prefix": token.prefix, "workflows": sorted(token.workflows or []),
             "rate_limit": token.rate_limit,
-            "expires_at": token.expires_at.isoformat() if token.expires_at else None}
+            "expires_at": token.expires_at.isoformat() if token.expires_at else None,
+            "acting_user": acting_user}
 
 
 def record_token_access(token: ApiToken, action: str, *, by, before: dict | None = None,

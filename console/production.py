@@ -79,5 +79,6 @@ STORAGES = {
 # --- Structured logs (observability): JSON lines unless LOG_FORMAT=plain ------------------
 if env("LOG_FORMAT", "json") == "json":
     LOGGING["handlers"]["console"]["formatter"] = "json"  # noqa: F405
-    # Celery leaves the root logger to Django's LOGGING, so worker and beat lines are JSON too.
-    CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Celery leaves the root logger to Django's LOGGING, so worker and beat lines are JSON too,
+# and plain ones are masked as the web's are (Celery's own formatter masks nothing).
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False

@@ -418,7 +418,9 @@ LOGGING = {
     # (no secret in logs), and on a worker with hundreds of calls in flight the line costs
     # as much CPU as the runtime's own checkpoint. Its warnings and errors still show.
     "loggers": {
-        **{name: {"level": env("HTTP_CLIENT_LOG_LEVEL")} for name in ("httpx", "httpcore")},
+        # httpx2 and httpcore2: the same library under the names the openai client uses.
+        **{name: {"level": env("HTTP_CLIENT_LOG_LEVEL")}
+           for name in ("httpx", "httpcore", "httpx2", "httpcore2")},
         # Celery's "Received task" and "Task ... succeeded" lines: two per wake-up hint,
         # which say less than the runtime's own lines about the run. A task's failure is
         # logged at ERROR and still shows.
@@ -507,6 +509,9 @@ LOGGING["filters"] = {"run_context": {"()": "observability.logs.ContextFilter"},
 LOGGING["loggers"].update({name: {"filters": ["link_tokens"]}
                            for name in ("django.request", "django.server")})
 LOGGING["formatters"]["json"] = {"()": "observability.logs.JsonFormatter"}
+# Plain lines are masked as the JSON ones are: a deployment may choose either.
+LOGGING["formatters"]["plain"] = {"()": "observability.logs.PlainFormatter",
+                                  "fmt": LOGGING["formatters"]["plain"]["format"]}
 LOGGING["handlers"]["console"]["filters"] = ["run_context"]
 if env("LOG_FORMAT") == "json":
     LOGGING["handlers"]["console"]["formatter"] = "json"

@@ -26,6 +26,11 @@ from .history_counts import OPEN_STATUSES, HistoryCount
 
 # The states a person acts on: a series for each declared tool even at zero, for alerts.
 ALERT_STATES = (ToolCallStatus.UNKNOWN.value, ToolCallStatus.WAITING.value)
+# The tool label of the calls a model asked for under a name no version of the workflow
+# declares. Such a name is the model's text: it may quote the documents it read (or what a
+# prompt injection told it to say), to anyone who scrapes, and each one would be a series of
+# its own, kept until the run is archived.
+UNDECLARED_TOOL = "(undeclared)"
 
 
 def _turns(rows) -> Counter:
@@ -70,16 +75,24 @@ agent_counts = HistoryCount(
 
 
 def declared_tools(names) -> dict[str, set[str]]:
-    """{workflow: the tools its agent steps declare} for the registered workflows (their
-    latest versions) that have an agent step."""
+    """{workflow: the tools its agent steps declare} for the registered workflows (any of
+    their versions: runs on an old one are still open) that have an agent step."""
     tools = {}
     for name in names:
-        workflow = definition.registry.latest(name)
-        agents = [s for s in workflow.steps if isinstance(s,
-                                                          definition.AgentSpec)] if workflow else []
+        agents = [s for workflow in definition.registry.versions(name)
+                  for s in workflow.steps if isinstance(s, definition.AgentSpec)]
         if agents:
             tools[name] = {tool for s in agents for tool in s.tools}
     return tools
+
+
+def _declared_only(calls: Counter, tools: dict[str, set[str]]) -> Counter:
+    """The calls with every tool name the workflow does not declare as UNDECLARED_TOOL."""
+    labelled = Counter()
+    for (name, tool, status), n in calls.items():
+        shown = tool if tool in tools.get(name, ()) else UNDECLARED_TOOL
+        labelled[(name, shown, status)] += n
+    return labelled
 
 
 def agent_families(now, names):
@@ -87,6 +100,7 @@ def agent_families(now, names):
     agent step get their series even at zero."""
     turns, calls = agent_counts.counts(now)
     tools = declared_tools(names)
+    calls = _declared_only(calls, tools)
     workflows = sorted(set(tools) | {w for w, _ in turns} | {w for w, _, _ in calls})
     family = GaugeMetricFamily("durable_agent_turns",
                                "Model turns stored by agent steps, by workflow.",

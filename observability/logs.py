@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from audit.redaction import redact_text
 from runs.machine.logcontext import CONTEXT_FIELDS, bind, current, log_context, log_fields, unbind
 
-__all__ = ["CONTEXT_FIELDS", "ContextFilter", "JsonFormatter", "LinkTokenFilter", "bind",
-           "current", "log_context", "unbind"]
+__all__ = ["CONTEXT_FIELDS", "ContextFilter", "JsonFormatter", "LinkTokenFilter",
+           "PlainFormatter", "bind", "current", "log_context", "unbind"]
 
 class ContextFilter(logging.Filter):
     """Copies the bound context onto each record (a value passed with `extra=` wins)."""
@@ -42,6 +42,15 @@ class LinkTokenFilter(logging.Filter):
         if "/link/" in message:
             record.msg, record.args = redact_text(message), ()
         return True
+
+
+class PlainFormatter(logging.Formatter):
+    """The plain lines (LOG_FORMAT=plain, the development default) with the redaction the
+    JSON lines have: a bearer token or a password=... quoted in an error text, its traceback
+    included, is masked in every format a deployment may choose."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_text(super().format(record))
 
 
 class JsonFormatter(logging.Formatter):

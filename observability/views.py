@@ -20,6 +20,13 @@ _FORWARDING_HEADERS = ("X-Forwarded-For", "Forwarded", "X-Real-Ip")
 
 
 def _local(request) -> bool:
+    """Whether the request comes from this machine itself, not through a proxy on it."""
+    # Behind proxies (TRUSTED_PROXY_COUNT), every request reaches us from a proxy, and
+    # REMOTE_ADDR is the proxy's: one on this machine relays the whole internet from
+    # 127.0.0.1, and one that adds no forwarding header (nginx's proxy_pass does not by
+    # default) would pass the header test below. Only a token tells a scraper apart there.
+    if settings.TRUSTED_PROXY_COUNT:
+        return False
     if any(h in request.headers for h in _FORWARDING_HEADERS):
         return False
     try:
