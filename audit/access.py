@@ -52,7 +52,7 @@ def record_access_change(*, action: str, subject: str, actor: Actor, before: dic
     """Append one record to the access chain, in the caller's transaction when there is one
     (so the record commits or rolls back with the change it describes). The reason is
     masked as a run action's is (redact_text): a credential pasted into it stays out of the
-    record, whichever path (admin, the token commands, key rotation) wrote it."""
+    record, whichever path (admin, API tokens, key rotation) wrote it."""
     reason = redact_text(reason)
     with transaction.atomic():
         head, _ = AccessChainHead.objects.select_for_update().get_or_create(pk=1)
