@@ -32,12 +32,13 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import FileSystemStorage, Storage, storages
-from django.db import connection
+from django.db.models import Max
+from django.db.models.functions import Coalesce, Now
 
 from .access import access_head
 from .chain import one_snapshot, recorded_heads
 from .head_seals import head_seal_problem, seal_head
-from .models import AccessRecord, AuditRecord
+from .models import AccessChainHead, AccessRecord, AuditRecord
 
 FORMAT = 1
 CHECKPOINT_CHAIN = "checkpoint"
@@ -83,7 +84,10 @@ def write_checkpoint(path: Path) -> int:
         raise CheckpointError(f"{path} exists: a checkpoint is never written over another")
     if not path.parent.is_dir():
         raise CheckpointError(f"{path.parent} is no directory")
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as exc:  # a directory that takes no new file: read-only, not ours
+        raise CheckpointError(f"{path} cannot be written: {exc.strerror or exc}") from None
     try:
         with os.fdopen(descriptor, "wb") as raw, gzip.open(raw, "wb") as out:
             chains, _taken_at = _write_lines(out)
@@ -162,10 +166,11 @@ def _write_lines(out) -> tuple[int, datetime]:
 
 
 def _database_now() -> datetime:
-    # The database's clock, as every record's: the host writing the file may be off.
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        return cursor.fetchone()[0]
+    # The database's clock, as every record's: the host writing the file may be off. Django's
+    # Now() is that clock on PostgreSQL and on the demo's SQLite alike; an aggregate gives one
+    # row whether or not the access chain has a head row yet.
+    return AccessChainHead.objects.filter(pk=1).aggregate(
+        now=Coalesce(Max(Now()), Now()))["now"]
 
 
 def check_checkpoint(path: Path | None = None, *, stored: str | None = None

@@ -14,8 +14,11 @@ from django.core.management.base import CommandError
 from django.http import HttpRequest
 
 from api.openapi import unstorable
+from archive.models import ArchivedRun
+from archive.selectors import archived_run
 from runs.machine.storable import NotAnId, id_written
 from runs.models import Workflow
+from runs.permissions import VIEW, grant_for
 from runs.reads.selectors import workflow_names_matching
 
 logger = logging.getLogger(__name__)
@@ -47,6 +50,24 @@ def id_given(text: str, *, name: str, thing: str) -> int:
         return id_written(text, name=name, thing=thing)
     except NotAnId as exc:
         raise CommandError(str(exc)) from None
+
+
+def no_run(run_id: int, *, user=None) -> str:
+    """What a command says of a run id the hot tables do not hold: "no run N", or, for a run
+    archival removed, where it went; "no run" would tell its operator it never existed. A
+    command acting as `user` names it only to a person who may view its workflow's runs, as
+    the console's page of an archived run does."""
+    try:
+        tombstone = archived_run(run_id)
+    except ArchivedRun.DoesNotExist:
+        return f"no run {run_id}"
+    if user is not None and not grant_for(user, VIEW).covers(tombstone.workflow_id):
+        return f"no run {run_id}"
+    name = tombstone.archive_file.name
+    return (f"run {run_id} ({tombstone.workflow_name} {tombstone.business_key}) finished "
+            f"{tombstone.final_status} and was archived to {name}: the console shows it read "
+            f"only (/runs/archived/{run_id}/), and manage.py verify_audit --archive {name} "
+            "checks it; nothing was done")
 
 
 def workflow_filter_matches(text: str) -> None:

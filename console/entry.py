@@ -6,13 +6,15 @@ import os
 import select
 import sys
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import execute_from_command_line
 
 
 def execute_or_exit(program: str, argv: list[str]) -> None:
     """Run the command `argv` names. A database that cannot be reached (down, restarting, a
-    wrong DATABASE_URL) ends it with exit status 1 and a sentence naming what failed; any
-    other error is the command's own and is left as it is."""
+    wrong DATABASE_URL) ends it with exit status 1 and a sentence naming what failed; a
+    configuration refused while the apps load, with status 2 and its one line; any other
+    error is the command's own and is left as it is."""
     from runs.execution.database_outage import CONNECTION_LOST, unreachable
     from runs.execution.outages import first_line
 
@@ -20,6 +22,11 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
         execute_from_command_line(argv)
         # Flushed here, where a reader that went away is caught, rather than at exit.
         sys.stdout.flush()
+    except ImproperlyConfigured as exc:
+        # Raised while the apps load (a workflow module that does not exist, runs.apps): the
+        # configuration's fault, said as load_settings_or_exit says a malformed variable.
+        print(f"{program}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     except BrokenPipeError:
         if not _stdout_closed():
             raise  # another pipe or socket: the command's own error

@@ -2,6 +2,7 @@ import os
 from importlib import import_module
 
 from django.apps import AppConfig
+from django.core.exceptions import ImproperlyConfigured
 
 
 class RunsConfig(AppConfig):
@@ -22,11 +23,25 @@ class RunsConfig(AppConfig):
         tracing.configure()  # OTLP export when an endpoint is configured; off otherwise
         # Importing a workflow module registers its workflows.
         for module in settings.RUNS_WORKFLOW_MODULES:
-            import_module(module)
+            _import_workflow_module(module)
         # A module declares a workflow's steps after the workflow: only once the modules are
         # imported can one that declares none be refused, before a worker or a page uses it.
         registry.check_declared()
         _shift_clock_for_tests()
+
+
+def _import_workflow_module(module: str) -> None:
+    """Import `module`; one that does not exist (a typo in RUNS_EXTRA_WORKFLOW_MODULES) is
+    ImproperlyConfigured naming the variable, which manage.py says in one line. A module the
+    workflow module itself imports keeps its traceback: that is its author's to read."""
+    try:
+        import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not f"{module}.".startswith(f"{exc.name}."):
+            raise
+        raise ImproperlyConfigured(
+            f"RUNS_EXTRA_WORKFLOW_MODULES names {module}, which cannot be imported: "
+            f"{exc}") from None
 
 
 def _shift_clock_for_tests() -> None:

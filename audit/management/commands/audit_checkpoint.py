@@ -56,7 +56,10 @@ class Command(BaseCommand):
 
     def write(self, file: str | None) -> None:
         if file is None:
-            name, chains = store_checkpoint()
+            try:
+                name, chains = store_checkpoint()
+            except OSError as exc:  # a storage misplaced or refusing us: the machine's to fix
+                raise CommandError(f"the checkpoint storage cannot be written: {exc}") from None
             self.stdout.write(f"wrote the heads of {chains} chain(s) to {name} in the "
                               "checkpoint storage")
             return
@@ -66,7 +69,10 @@ class Command(BaseCommand):
 
     def to_check(self, file: str | None, latest: bool) -> dict:
         if latest:
-            name = latest_stored()
+            try:
+                name = latest_stored()
+            except OSError as exc:
+                raise CommandError(f"the checkpoint storage cannot be read: {exc}") from None
             if name is None:
                 raise CommandError("no checkpoint is stored yet: write one first")
             return {"stored": name}

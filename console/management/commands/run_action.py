@@ -26,7 +26,7 @@ from approvals.operator_actions import (
     act,
     refuse_input_not_read,
 )
-from console.cli import id_given, print_json, proven, storable_text, user_named
+from console.cli import id_given, no_run, print_json, proven, storable_text, user_named
 from runs.machine.errors import EvidenceRequired, TransitionNotAllowed
 from runs.models import Run, Step
 from runs.operator.actions import ACTIONS, ActionInput
@@ -113,7 +113,9 @@ class Command(BaseCommand):
         user = proven(user)
         try:
             outcome = act(options["action"], options["run"], user=user, given=given)
-        except (NoSuchAction, NoSuchRun, PermissionDenied) as exc:
+        except NoSuchRun:
+            raise CommandError(no_run(options["run"], user=user)) from None
+        except (NoSuchAction, PermissionDenied) as exc:
             raise CommandError(str(exc)) from None
         except EvidenceRequired as exc:
             # The transition's words serve every caller; a command line names its option.
@@ -138,7 +140,7 @@ class Command(BaseCommand):
         try:
             run = Run.objects.get(pk=run_id)
         except Run.DoesNotExist:
-            raise CommandError(f"no run {run_id}") from None
+            raise CommandError(no_run(run_id, user=user)) from None
         steps = list(Step.objects.filter(run=run).order_by("position"))
         # What `user` may do: the permission rule the action checks (runs.permissions), on
         # the run's workflow, asked once per permission; then what the run's state allows.
@@ -211,7 +213,7 @@ def _step_missing(user, spec, run_id: int) -> str:
     on to a person who may take it there."""
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
-        return f"no run {run_id}"
+        return no_run(run_id, user=user)
     if not grants_of(user)(spec.permission).covers(run.workflow_id):
         return (f"{user.get_username()} may not {spec.label.lower()} run {run_id} (needs "
                 f"runs.{spec.permission}). Nothing was done.")

@@ -4,7 +4,7 @@ text or --json."""
 from django.core.management.base import BaseCommand, CommandError
 
 from api.selectors import HISTORY_PAGE, MOST_A_PAGE, history_entry, history_page
-from console.cli import id_given, print_json
+from console.cli import id_given, no_run, print_json
 from runs.machine.storable import whole_number, whole_number_argument, written_visibly
 from runs.models import Run
 
@@ -36,7 +36,7 @@ class Command(BaseCommand):
         try:
             run = Run.objects.get(pk=run_id)
         except Run.DoesNotExist:
-            raise CommandError(f"no run {run_id}") from None
+            raise CommandError(no_run(run_id)) from None
         page = history_page(run, before=before, size=options["limit"])
         entries = [history_entry(r) for r in page.records]
         if options["json"]:

@@ -4,7 +4,7 @@ text or --json."""
 from django.core.management.base import BaseCommand, CommandError
 
 from api.selectors import run_view
-from console.cli import id_given, print_json
+from console.cli import id_given, no_run, print_json
 from runs.machine.storable import written_visibly
 from runs.models import Run
 
@@ -22,7 +22,7 @@ class Command(BaseCommand):
         try:
             run = Run.objects.get(pk=run_id)
         except Run.DoesNotExist:
-            raise CommandError(f"no run {run_id}") from None
+            raise CommandError(no_run(run_id)) from None
         view = run_view(run)
         shown = {
             "id": run.pk, "workflow": run.workflow_name, "workflow_version": run.workflow_version,

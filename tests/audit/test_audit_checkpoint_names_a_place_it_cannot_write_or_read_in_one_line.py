@@ -1,0 +1,46 @@
+"""`manage.py audit_checkpoint` refuses, in one CommandError naming the place and the
+reason, a FILE in a directory it cannot create a file in, and a checkpoint storage it cannot
+write or list (VAR_DIR/audit-checkpoints a file, a bucket refusing it): a condition of the
+machine its user can put right, never a traceback."""
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+pytestmark = pytest.mark.django_db
+
+
+def refusal(*args) -> str:
+    with pytest.raises(CommandError) as refused:
+        call_command("audit_checkpoint", *args)
+    return str(refused.value)
+
+
+def test_a_file_in_a_directory_that_takes_no_new_file_is_refused_in_one_line():
+    # /proc is a directory in which nobody, root included, creates a file.
+    message = refusal("write", "/proc/heads.jsonl.gz")
+
+    assert message.startswith("/proc/heads.jsonl.gz cannot be written: ")
+    assert "\n" not in message
+
+
+@pytest.fixture
+def storage_is_a_file(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    settings.STORAGES = {k: v for k, v in settings.STORAGES.items()
+                         if k != "audit_checkpoints"}
+    (tmp_path / "audit-checkpoints").write_text("not a directory")
+
+
+def test_a_checkpoint_storage_that_cannot_be_written_is_refused_in_one_line(storage_is_a_file):
+    message = refusal("write")
+
+    assert message.startswith("the checkpoint storage cannot be written: ")
+    assert "audit-checkpoints" in message and "\n" not in message
+
+
+def test_a_checkpoint_storage_that_cannot_be_listed_is_refused_in_one_line(storage_is_a_file):
+    message = refusal("check", "--latest")
+
+    assert message.startswith("the checkpoint storage cannot be read: ")
+    assert "audit-checkpoints" in message and "\n" not in message
