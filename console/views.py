@@ -217,7 +217,14 @@ def _detail_context(request, detail, *, before: int | None = None) -> dict:
 @require_GET
 @login_required
 def run_detail(request, run_id: int):
-    detail = _load_visible_run(request, run_id)
+    try:
+        detail = _load_visible_run(request, run_id)
+    except Http404:
+        # A link kept from before the run was archived (a ticket, a notification): its page
+        # is the archived one now, for who may view it; to anyone else, still no run.
+        if not request.htmx and _may_view_archived(request.user, run_id):
+            return redirect("console:archived_run", run_id)
+        raise
     # ?before=SEQ: the timeline's page before that audit record (older entries).
     before = request.GET.get("before", "")
     before = whole_number(before, digits=9)
@@ -455,6 +462,11 @@ def runbook(request, reason: str):
     title, _, body = text.partition("\n")
     return render(request, "console/runbook.html", {
         "title": title.lstrip("# "), "body": mark_safe(runbook_html(body))})  # noqa: S308
+
+
+def _may_view_archived(user, run_id: int) -> bool:
+    tombstone = ArchivedRun.objects.filter(original_run_id=run_id).only("workflow_id").first()
+    return tombstone is not None and grant_for(user, VIEW).covers(tombstone.workflow_id)
 
 
 @require_GET

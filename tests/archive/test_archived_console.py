@@ -91,3 +91,20 @@ def test_an_unknown_archived_run_is_not_found(operator, client):
     client.force_login(operator)
 
     assert client.get(reverse("console:archived_run", args=[999_999])).status_code == 404
+
+
+def test_the_old_link_to_an_archived_run_leads_to_its_archived_page(archived, operator,
+                                                                    client):
+    client.force_login(operator)
+
+    page = client.get(reverse("console:run", args=[archived.pk]))
+
+    assert page.status_code == 302
+    assert page["Location"] == reverse("console:archived_run", args=[archived.pk])
+
+
+def test_the_old_link_tells_who_may_not_view_the_workflow_nothing(archived, client):
+    client.force_login(User.objects.create_user("mallory", password="pw"))
+
+    assert client.get(reverse("console:run", args=[archived.pk])).status_code == 404
+    assert client.get(reverse("console:run", args=[archived.pk + 1000])).status_code == 404
