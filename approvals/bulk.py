@@ -40,6 +40,7 @@ from runs.reads.selectors import RunFilters, runs_matching, workflow_names_match
 from .four_eyes import request_bulk_operator_action, requester_refusal
 from .models import BulkJob, BulkJobStatus, BulkOutcome
 from .operator_actions import ActionForbidden, ActionInputError, NoSuchRun, act
+from .timeouts import clock
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +141,11 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
             action=action, filters=filters.to_json(), reason=redact_text(reason.strip()),
             params=params or {}, requested_by=user, created_at=now, last_run_id=last,
             total=runs.filter(pk__lte=last).count())
+        # Each run's record carries the reason with the job's mark, held to the length of a
+        # person's text: one that fits only without it would be refused on every run.
+        if (problem := person_text_problem(marked(job.reason, job.pk))) is not None:
+            raise BulkRefused(f"reason: {problem} with the job's mark "
+                              f"({marked('', job.pk).strip()}) that each run's record carries")
     logger.info("bulk job %s: %s on %d runs by %s", job.pk, action, job.total,
                 user.get_username())
     return job
@@ -166,7 +172,10 @@ def cancel_bulk_job(job_id: int, *, user) -> bool:
 
 
 def _take(job_id: int, now: datetime) -> bool:
-    """Hold the job's lease (free, or expired: its worker died)."""
+    """Hold the job's lease (free, or expired: its worker died). Lease times are the
+    database's clock (approvals.timeouts.clock), as a run's lease is: a worker whose own
+    clock runs ahead would take a job another worker still holds, and one whose clock is
+    behind would write a lease already over."""
     return bool(BulkJob.objects.filter(
         Q(lease_until__isnull=True) | Q(lease_until__lte=now), pk=job_id,
         status=BulkJobStatus.RUNNING).update(lease_until=now + LEASE))
@@ -176,7 +185,7 @@ def run_bulk_job(job_id: int, *, batches: int | None = None,
                  now: datetime | None = None) -> BulkJob:
     """Work job `job_id` through, a batch of runs at a time, while it is running and this
     worker holds its lease (`batches`: stop after that many, for a worker that hands on)."""
-    if not _take(job_id, now or timezone.now()):
+    if not _take(job_id, now or clock()):
         return BulkJob.objects.get(pk=job_id)
     job = BulkJob.objects.select_related("requested_by").get(pk=job_id)
     # A claim left by a worker that died: settled first, since the action it may have
@@ -198,7 +207,7 @@ def run_bulk_job(job_id: int, *, batches: int | None = None,
             else:
                 return BulkJob.objects.get(pk=job_id)
             BulkJob.objects.filter(pk=job_id).update(
-                cursor=run_id, lease_until=timezone.now() + LEASE)
+                cursor=run_id, lease_until=clock() + LEASE)
         done_batches += 1
         if len(ids) < BATCH:
             return _finish(job)
@@ -357,8 +366,9 @@ def bulk_progress(job_id: int) -> Progress:
 
 
 def stalled_jobs(now: datetime | None = None) -> list[int]:
-    """Running jobs no worker holds (never taken, or their worker died)."""
-    now = now or timezone.now()
+    """Running jobs no worker holds (never taken, or their worker died), by the database's
+    clock, as their leases are written."""
+    now = now or clock()
     return list(BulkJob.objects.filter(Q(lease_until__isnull=True) | Q(lease_until__lte=now),
                                        status=BulkJobStatus.RUNNING)
                 .values_list("pk", flat=True)[:50])

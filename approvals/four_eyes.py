@@ -13,7 +13,6 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.db import IntegrityError, transaction
 from django.db.models import Q
-from django.utils import timezone
 from guardian.shortcuts import get_users_with_perms
 
 from audit.chain import Actor
@@ -26,6 +25,7 @@ from runs.permissions import run_access
 from .models import ApprovalRequest, RequestKind
 from .requests import create_request
 from .snapshots import normalise, snapshot_hash
+from .timeouts import clock
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,9 @@ def request_operator_action(run: Run | int, *, action: str, requested_by, reason
                          f"those are: {', '.join(sorted(transitions.SECOND_PERSON_ACTIONS))}")
     if not reason or not reason.strip():
         raise ValueError("an operator action needs a reason")
-    now = now or timezone.now()
+    # The database's clock, by which the sweep times it out and reminds: the web server's
+    # own clock, if off, would open a request already overdue, or one days late.
+    now = now or clock()
     run = run if isinstance(run, Run) else Run.objects.get(pk=run)
     names = list(approvers or settings.APPROVALS_FOUR_EYES_APPROVERS)
     names += [f"user:{username}" for username in action_holders(run, spec.permission)
@@ -164,7 +166,7 @@ def request_bulk_operator_action(job, run_ids: list[int], *,
     with the approver as the second person. The request hangs on one of the runs (a request
     belongs to a run): the first without an open request of its own for the action. None if
     every run has one (each is then decided on its own)."""
-    now = now or timezone.now()
+    now = now or clock()  # the sweep's clock, as request_operator_action's
     spec = ACTIONS[job.action]
     if not spec.may_need_second_person:
         raise ValueError(f"{job.action!r} never takes a second person")

@@ -22,6 +22,9 @@ from django.urls import reverse
 from django.utils import timezone
 from guardian.shortcuts import assign_perm
 
+from audit.redaction import redact_text
+from runs.machine.storable import printable
+
 from .backoff import retry_delay
 from .email_headers import header_text
 from .models import (
@@ -219,12 +222,12 @@ def _deliver(pk: int, now: datetime) -> str | None:
         except Exception as exc:
             # A message that cannot be built (a recipient address with a line break, say)
             # will not build on the next attempt either: it fails now, with its reason.
-            outcome = _give_up(note, approval, f"cannot be built: {type(exc).__name__}: {exc}")
+            outcome = _give_up(note, approval, f"cannot be built: {error_text(exc)}")
         else:
             try:
                 email.send(fail_silently=False)
             except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}"
+                error = error_text(exc)
                 if note.attempts >= settings.APPROVALS_NOTIFICATION_MAX_ATTEMPTS:
                     outcome = _give_up(note, approval,
                                        f"not sent after {note.attempts} attempts: {error}")
@@ -244,6 +247,15 @@ def _deliver(pk: int, now: datetime) -> str | None:
         note.save(update_fields=["status", "attempts", "next_attempt_at", "last_error",
                                  "sent_at", "provider_message_id"])
     return outcome
+
+
+def error_text(exc: Exception) -> str:
+    """What is kept of a failed delivery's exception (on the notification, its request and
+    in the log): the mail server's or provider's answer may quote the key it was called
+    with or the message itself, whose link decides the request, so it passes the redaction
+    filter as any stored error does; a NUL in it is written out, since a row the database
+    refuses would stop the outbox at this notification, and every one queued behind it."""
+    return printable(redact_text(f"{type(exc).__name__}: {exc}"))
 
 
 def _no_longer_asked(note: Notification, approval: ApprovalRequest) -> str | None:

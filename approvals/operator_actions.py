@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.utils import timezone
 
 from audit.chain import Actor
 from runs.definitions import definition
@@ -40,6 +39,7 @@ from runs.waiting import schedules
 
 from .four_eyes import request_operator_action
 from .models import ApprovalRequest
+from .timeouts import clock
 from .withdrawal import withdraw_unawaited_of
 
 logger = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
             # An action on one tool call may end its wait (a cancel): its request is
             # withdrawn now, before the agent's next turn proposes a call in its place. Other
             # ended waits are the sweep's: no later request takes their place.
-            withdraw_unawaited_of(run_id, timezone.now())
+            withdraw_unawaited_of(run_id, clock())
     except SecondPersonRequired as exc:
         # The transition refused only for want of a second person (every other refusal
         # comes first): ask one. request_operator_action refuses an empty reason too.

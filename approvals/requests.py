@@ -39,7 +39,7 @@ from runs.models import (
 
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
 from .notifications import grant_and_notify
-from .permissions import tool_call_requester
+from .permissions import step_requester, tool_call_requester
 from .snapshots import (
     SnapshotUnavailable,
     compute_snapshot,
@@ -215,7 +215,10 @@ def open_request(run: Run, step_name: str, *,
     snapshot, digest = compute_snapshot(run, step_name)
     spec = registered_workflow(run).step(step_name)
     # A step with the stop verdict waits before each attempt; it may name no approvers.
-    policy = spec.approval if spec.kind == definition.APPROVAL else stop_gate_policy(spec)
+    gated = spec.kind != definition.APPROVAL
+    policy = stop_gate_policy(spec) if gated else spec.approval
+    # Four eyes: the operator who sent this attempt again does not approve it.
+    requester = step_requester(run.pk, step_name) if gated else None
     try:
         with transaction.atomic(durable=True):
             waiting = Step.objects.filter(run_id=run.pk, name=step_name,
@@ -224,7 +227,8 @@ def open_request(run: Run, step_name: str, *,
             if not waiting:
                 return None
             return _step_request(run=run, step_name=step_name, snapshot=snapshot,
-                                 digest=digest, policy=policy, now=now)
+                                 digest=digest, policy=policy, now=now,
+                                 requested_by_id=requester)
     except IntegrityError:
         # The one-open-request constraint: another sweep opened it first.
         logger.info("approval request for run %s step %s already open", run.pk, step_name)
@@ -336,9 +340,11 @@ def _policy_request(*, policy: definition.ApprovalPolicy, now: datetime,
 
 
 def _step_request(*, run: Run, step_name: str, snapshot: dict, digest: str,
-                  policy: definition.ApprovalPolicy, now: datetime) -> ApprovalRequest:
+                  policy: definition.ApprovalPolicy, now: datetime,
+                  requested_by_id: int | None) -> ApprovalRequest:
     return _policy_request(kind=RequestKind.STEP, run=run, step_name=step_name,
-                           snapshot=snapshot, snapshot_hash=digest, policy=policy, now=now)
+                           snapshot=snapshot, snapshot_hash=digest, policy=policy, now=now,
+                           requested_by_id=requested_by_id)
 
 
 def _record_problems(approval: ApprovalRequest, problems: list[str]) -> None:
@@ -368,7 +374,7 @@ def supersede(approval: ApprovalRequest, snapshot: dict, digest: str,
                 f"{', '.join(snapshot['high_impact_effects']) or 'no effect stands now'}")
     return _supersede(approval, digest, now, lambda: _step_request(
         run=approval.run, step_name=approval.step_name, snapshot=snapshot, digest=digest,
-        policy=policy, now=now))
+        policy=policy, now=now, requested_by_id=approval.requested_by_id))
 
 
 def _supersede(approval: ApprovalRequest, digest: str, now: datetime, make_new, *,

@@ -2,12 +2,14 @@
 
 from datetime import datetime
 
+from django.conf import settings
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from runs.machine.intentions import step_lines
 from runs.models import Step
 from runs.operator.actions import ACTIONS
+from runs.permissions import grants_of
 
 from .models import (
     DECIDE_CODENAME,
@@ -25,8 +27,9 @@ from .timeouts import timed_out
 def decidable_by(user) -> QuerySet[ApprovalRequest]:
     """Pending requests `user` may decide, by the rule in approvals.permissions, as one
     query: superusers and holders of the global permission see every pending request,
-    others those their object permissions (their own or their groups') cover; never one
-    they asked for themselves (four eyes)."""
+    others those their object permissions (their own or their groups') cover, an operator
+    action's only while they still may decide it (still_an_approver); never one they asked
+    for themselves (four eyes)."""
     pending = ApprovalRequest.objects.filter(status=RequestStatus.PENDING)
     if not user.is_authenticated or not user.is_active:
         return pending.none()
@@ -36,8 +39,27 @@ def decidable_by(user) -> QuerySet[ApprovalRequest]:
         my_groups = ApprovalRequestGroupObjectPermission.objects.filter(
             content_object=OuterRef("pk"), group__user=user,
             permission__codename=DECIDE_CODENAME)
-        pending = pending.filter(Exists(mine) | Exists(my_groups))
+        pending = pending.filter(Exists(mine) | Exists(my_groups)).filter(
+            ~Q(kind=RequestKind.OPERATOR_ACTION) | Exists(my_groups) | _holds_action(user))
     return pending.filter(~Q(requested_by=user) | Q(requested_by__isnull=True))
+
+
+def _holds_action(user) -> Q:
+    # approvals.permissions.still_an_approver asked of every request at once: an operator
+    # action's approver asked by name decides only while named in the setting or holding
+    # the action's own permission on the run's workflow (a query or two per permission).
+    if f"user:{user.get_username()}" in settings.APPROVALS_FOUR_EYES_APPROVERS:
+        return Q(kind=RequestKind.OPERATOR_ACTION)
+    grants, held = grants_of(user), Q(pk__in=[])
+    for name, spec in ACTIONS.items():
+        if not spec.may_need_second_person:
+            continue
+        grant = grants(spec.permission)
+        if grant.everywhere:
+            held |= Q(action=name)
+        elif grant.workflow_ids:
+            held |= Q(action=name, run__workflow_id__in=grant.workflow_ids)
+    return held
 
 
 def inbox(user, *, now: datetime | None = None) -> QuerySet[ApprovalRequest]:
