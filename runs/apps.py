@@ -22,11 +22,12 @@ class RunsConfig(AppConfig):
         register_chain_heads(chain_heads, snapshot=lambda: store.current().snapshot())
         tracing.configure()  # OTLP export when an endpoint is configured; off otherwise
         # Importing a workflow module registers its workflows.
+        known = registry.keys()
         for module in settings.RUNS_WORKFLOW_MODULES:
             _import_workflow_module(module)
         # A module declares a workflow's steps after the workflow: only once the modules are
         # imported can one that declares none be refused, before a worker or a page uses it.
-        registry.check_declared()
+        registry.check_declared(known=known)
         _shift_clock_for_tests()
 
 

@@ -51,3 +51,18 @@ def test_every_workflow_this_repository_declares_has_steps(module):
             registry.register(value)
     assert registry.names()
     registry.check_declared()
+
+
+def test_a_workflow_a_running_process_builds_is_its_own_when_the_apps_start_again():
+    """Django runs the apps' start again when a test changes INSTALLED_APPS: a workflow a
+    test built without steps (one whose step was refused) is not the imports' to check."""
+    from django.apps import apps
+
+    from runs.definitions.definition import Workflow
+    from runs.definitions.registry import registry
+
+    built = Workflow("test-built-here-without-steps", version=1, input=OrderIn)
+    try:
+        apps.get_app_config("runs").ready()
+    finally:
+        registry.unregister(built)
