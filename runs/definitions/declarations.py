@@ -184,10 +184,8 @@ class StepDef:
         """Declare how to look this step's effect up by its key."""
         if self.kind not in (WRITE, NOTIFY):
             raise TypeError(f"step {self.name!r}: only write and notify steps reconcile")
-        validation.check_function(self, fn, role="reconcile function")
-        validation.check_declared_once(validation.where(self.workflow, self.name),
-                                       role="reconcile function", declared=self.reconcile_fn,
-                                       fn=fn)
+        validation.check_step_function(self, fn, role="reconcile function",
+                                       declared=self.reconcile_fn)
         self.reconcile_fn = fn
         return fn
 
@@ -196,17 +194,16 @@ class StepDef:
         if self.kind not in (WRITE, NOTIFY):
             raise TypeError(f"step {self.name!r}: only write and notify steps compensate "
                             "(a notification's compensation is a correction)")
-        validation.check_function(self, fn, role="compensate function")
-        validation.check_declared_once(validation.where(self.workflow, self.name),
-                                       role="compensate function", declared=self.compensate_fn,
-                                       fn=fn)
+        validation.check_step_function(self, fn, role="compensate function",
+                                       declared=self.compensate_fn)
         self.compensate_fn = fn
         return fn
 
     def describe(self, fn: Callable) -> Callable:
         """Declare the one line that says what this step will do, computed from the input
         and earlier results. It is stored with the intent checkpoint and shown to people."""
-        validation.check_function(self, fn, role="describe function")
+        validation.check_step_function(self, fn, role="describe function",
+                                       declared=self.describe_fn)
         self.describe_fn = fn
         return fn
 
@@ -227,7 +224,8 @@ class StepDef:
         undo of a high-impact step waits for a person, who sees this first."""
         if self.kind not in (WRITE, NOTIFY):
             raise TypeError(f"step {self.name!r}: only write and notify steps compensate")
-        validation.check_function(self, fn, role="compensation preview")
+        validation.check_step_function(self, fn, role="compensation preview",
+                                       declared=self.compensation_preview_fn)
         self.compensation_preview_fn = fn
         return fn
 

@@ -438,6 +438,7 @@ class AgentSpec(StepDef):
 
     def prompt(self, fn: Callable) -> Callable:
         """Declare the task the model is given, built from the input and earlier results."""
+        validation.check_step_function(self, fn, role="prompt function", declared=self.prompt_fn)
         self.prompt_fn = fn
         return fn
 

@@ -142,6 +142,14 @@ def check_function(step, fn, *, role: str = "function", takes: str = "(ctx)",
         raise DefinitionError(f"{where(step.workflow, step.name)}: {problem}")
 
 
+def check_step_function(step, fn, *, role: str, declared) -> None:
+    """A function a step declares beside its own (reconcile, compensate, describe, a preview,
+    an agent's prompt): callable as (ctx), and declared once (`declared`: the first, or
+    None)."""
+    check_function(step, fn, role=role)
+    check_declared_once(where(step.workflow, step.name), role=role, declared=declared, fn=fn)
+
+
 def check_declared_once(place: str, *, role: str, declared, fn, owner: str = "step") -> None:
     """Refuse a second reconcile or compensate function for one step or tool (`declared` is
     the first, or None). Assigning it would replace the first without a word: a copy left

@@ -75,3 +75,35 @@ def test_a_second_reconcile_or_compensate_for_one_tool_is_refused():
         tool.compensate(lambda ctx, args: {})
     assert str(refused.value).startswith(place + "its compensate function is declared twice")
     assert (tool.reconcile_fn, tool.compensate_fn) == (first_lookup, first_undo)
+
+
+def describe_posting(ctx):
+    return "post to the ledger"
+
+
+def describe_payment(ctx):
+    return "pay the vendor"
+
+
+@pytest.mark.parametrize("declaration", ["describe", "compensation_preview"])
+def test_a_second_description_or_undo_preview_for_one_step_is_refused(declaration):
+    # What people are shown before they approve or undo: two of them, and they would read
+    # the one the runtime dropped.
+    step = unregistered().write("post-ledger")(post)
+    getattr(step, declaration)(describe_posting)
+    with pytest.raises(DefinitionError, match="step 'post-ledger': its .* is declared twice "
+                                              r"\(describe_posting, then describe_payment\)"):
+        getattr(step, declaration)(describe_payment)
+    assert getattr(step, f"{declaration}_fn") is describe_posting
+
+
+def test_a_second_prompt_for_one_agent_is_refused_and_a_prompt_the_worker_cannot_call_too():
+    agent = unregistered().agent("assist", system_prompt="Take notes.")
+    agent.prompt(describe_posting)
+    with pytest.raises(DefinitionError, match="step 'assist': its prompt function is "
+                                              "declared twice"):
+        agent.prompt(describe_payment)
+    assert agent.prompt_fn is describe_posting
+    other = unregistered().agent("assist", system_prompt="Take notes.")
+    with pytest.raises(DefinitionError, match="step 'assist': its prompt function"):
+        other.prompt(lambda: "no ctx")
