@@ -78,4 +78,10 @@ class JsonFormatter(logging.Formatter):
             line["exception"] = redact_text(self.formatException(record.exc_info))
         if record.stack_info:
             line["stack"] = redact_text(self.formatStack(record.stack_info))
-        return json.dumps(line, ensure_ascii=False, default=str)
+        return json.dumps(line, ensure_ascii=False, default=str).translate(LINE_BREAKS_ESCAPED)
+
+
+# Characters JSON leaves as they are but that readers splitting text into lines (Python's
+# str.splitlines, many log shippers) take for a line break: a remote system's error text
+# holding one would cut a JSON line in two, and forge the second half. Escaped as JSON does.
+LINE_BREAKS_ESCAPED = str.maketrans({c: f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"})
