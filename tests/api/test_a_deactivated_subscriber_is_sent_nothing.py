@@ -54,3 +54,23 @@ def test_made_active_again_it_gets_what_waited(receiver):
 
     assert len(receiver.sent("POST", "/hooks")) == 1
     assert WebhookDelivery.objects.get(subscriber=subscriber).status == "delivered"
+
+
+def test_what_waits_for_a_deactivated_subscriber_is_no_backlog(receiver):
+    from prometheus_client import generate_latest
+
+    from observability.metrics import registry
+
+    subscriber = WebhookSubscriber.objects.create(name="crm", url=f"{receiver.url}/hooks",
+                                                  secret="k", **webhooks.cursors_at_head())
+    receiver.answer("POST", "/hooks", 500, 500)
+    new_run()
+    webhooks.publish()
+    assert "durable_webhook_backlog 1.0" in generate_latest(registry).decode()
+
+    WebhookSubscriber.objects.filter(pk=subscriber.pk).update(active=False)
+
+    text = generate_latest(registry).decode()
+    assert "durable_webhook_backlog 0.0" in text
+    assert "durable_webhook_oldest_seconds 0.0" in text
+    assert WebhookDelivery.objects.filter(status="pending").count() == 1  # it waits
