@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 import httpx
 from django.conf import settings
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -113,20 +114,36 @@ def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
         record_ids, last_record_id = _unqueued(
             subscriber, records, "record", subscriber.last_record_id,
             settled_before=settled_before, limit=limit)
-        if event_ids or record_ids:
-            WebhookDelivery.objects.bulk_create(
-                [WebhookDelivery(subscriber=subscriber, event_id=pk, delivery_id=uuid.uuid4(),
-                                 next_attempt_at=now) for pk in event_ids]
-                + [WebhookDelivery(subscriber=subscriber, record_id=pk,
-                                   delivery_id=uuid.uuid4(), next_attempt_at=now)
-                   for pk in record_ids],
-                ignore_conflicts=True)
-        if (last_event_id, last_record_id) != (subscriber.last_event_id,
-                                               subscriber.last_record_id):
-            WebhookSubscriber.objects.filter(pk=subscriber.pk).update(
-                last_event_id=last_event_id, last_record_id=last_record_id)
+        try:
+            # One subscriber's deliveries and its cursors commit together. An admin may
+            # delete a subscriber with no deliveries yet while this pass reads it: its
+            # deliveries would refer to nothing, and the foreign key refuses them at commit.
+            with transaction.atomic():
+                _queue(subscriber, event_ids, record_ids, now=now,
+                       cursors=(last_event_id, last_record_id))
+        except IntegrityError:
+            if WebhookSubscriber.objects.filter(pk=subscriber.pk).exists():
+                raise
+            logger.info("webhook subscriber %s was deleted during the pass: nothing queued "
+                        "for it", subscriber.name)
+            continue
         queued += len(event_ids) + len(record_ids)
     return queued
+
+
+def _queue(subscriber, event_ids: list[int], record_ids: list[int], *, now: datetime,
+           cursors: tuple[int, int]) -> None:
+    if event_ids or record_ids:
+        WebhookDelivery.objects.bulk_create(
+            [WebhookDelivery(subscriber=subscriber, event_id=pk, delivery_id=uuid.uuid4(),
+                             next_attempt_at=now) for pk in event_ids]
+            + [WebhookDelivery(subscriber=subscriber, record_id=pk,
+                               delivery_id=uuid.uuid4(), next_attempt_at=now)
+               for pk in record_ids],
+            ignore_conflicts=True)
+    if cursors != (subscriber.last_event_id, subscriber.last_record_id):
+        WebhookSubscriber.objects.filter(pk=subscriber.pk).update(
+            last_event_id=cursors[0], last_record_id=cursors[1])
 
 
 def _unqueued(subscriber, matching, kind: str, after: int, *, settled_before: datetime,
