@@ -6,6 +6,7 @@ Every function takes an optional `now` so tests drive the schedules with a contr
 all state lives in the database, so a restart changes nothing.
 """
 
+import errno
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -19,10 +20,10 @@ from django.db import transaction
 from django.db.models import Case, F, TextField, Value, When
 from django.db.models.functions import Concat
 from django.urls import reverse
-from django.utils import timezone
 from guardian.shortcuts import assign_perm
 
 from audit.redaction import redact_text
+from runs import store
 from runs.machine.storable import printable
 
 from .backoff import retry_delay
@@ -164,6 +165,8 @@ class PublishReport:
     retrying: int = 0
     failed: int = 0
     skipped: int = 0
+    # Not tried because the mail server gave no answer earlier in the pass.
+    deferred: int = 0
 
 
 def request_link(approval: ApprovalRequest, *, now: datetime | None = None) -> str:
@@ -182,32 +185,61 @@ def publish_notifications(*, now: datetime | None = None, limit: int = 100) -> P
     whose request no longer waits for anyone is skipped: nobody is asked about something
     already decided; so is one whose recipient may no longer decide it (deactivated, or no
     longer an approver since it was queued).
+
+    Once the mail server gives no answer (no_answer), the rest of the pass is deferred: the
+    sweep that calls this also applies every request's reminders and timeouts, and up to
+    `limit` deliveries each waiting out EMAIL_TIMEOUT would hold them all back.
     """
-    now = now or timezone.now()
+    now = now or store.current().now()  # the clock links are checked by (approvals.tokens)
     report = PublishReport()
     due = Notification.objects.filter(status=NotificationStatus.PENDING,
                                       next_attempt_at__lte=now)
+    server_retry_at = None  # when the server is tried again, once it gave no answer
     for pk in list(due.order_by("next_attempt_at", "pk").values_list("pk", flat=True)[:limit]):
-        outcome = _deliver(pk, now)
+        outcome, unanswered_until = _deliver(pk, now, server_retry_at)
+        server_retry_at = server_retry_at or unanswered_until
         if outcome is not None:
             setattr(report, outcome, getattr(report, outcome) + 1)
     return report
 
 
-def _deliver(pk: int, now: datetime) -> str | None:
+def no_answer(exc: BaseException) -> bool:
+    """Whether a failed send got no answer from the mail server at all (it timed out, or its
+    host refused or could not be reached), as opposed to an answer about this message (a
+    refusal with its code, a hang-up, an email API's error): then the server, not the
+    message, is the problem, and the next delivery would wait for nothing the same way.
+    smtplib reports a read that timed out as a disconnection, so the whole chain of the
+    exception is looked at."""
+    seen = set()  # a chain set by hand may loop
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, TimeoutError | ConnectionRefusedError) or (
+                isinstance(exc, OSError) and exc.errno in UNREACHABLE):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+UNREACHABLE = (errno.EHOSTUNREACH, errno.ENETUNREACH)
+
+
+def _deliver(pk: int, now: datetime,
+             defer_until: datetime | None) -> tuple[str | None, datetime | None]:
+    """(outcome, when the server is tried again if this attempt got no answer). With
+    `defer_until`, nothing is sent: a notification still to be sent waits until then."""
     with transaction.atomic(durable=True):
         note = (Notification.objects.select_for_update(skip_locked=True, of=("self",))
                 .select_related("request", "request__run", "user")
                 .filter(pk=pk, status=NotificationStatus.PENDING, next_attempt_at__lte=now)
                 .first())
         if note is None:
-            return None
+            return None, None
         approval = note.request
         if not approval.is_pending:
             note.status = NotificationStatus.SKIPPED
             note.last_error = f"request {approval.status} before delivery"
             note.save(update_fields=["status", "last_error"])
-            return "skipped"
+            return "skipped", None
         if (unasked := _no_longer_asked(note, approval)) is not None:
             # Queued while they were an approver: the mail would still hand the payload
             # and a link to someone who since left or lost the right to decide.
@@ -215,38 +247,54 @@ def _deliver(pk: int, now: datetime) -> str | None:
             note.last_error = unasked
             note.save(update_fields=["status", "last_error"])
             logger.info("notification %s to %s skipped: %s", note.pk, note.recipient, unasked)
-            return "skipped"
-        note.attempts += 1
+            return "skipped", None
+        if defer_until is not None:
+            # No attempt is counted (none was made). Moved to the time the server is tried
+            # again rather than left due: each pass would otherwise spend a timeout on the
+            # next one in line, and an outage of minutes would use up all their attempts.
+            note.next_attempt_at = defer_until
+            note.save(update_fields=["next_attempt_at"])
+            return "deferred", None
+        return _attempt(note, approval, now)
+
+
+def _attempt(note: Notification, approval: ApprovalRequest,
+             now: datetime) -> tuple[str, datetime | None]:
+    note.attempts += 1
+    unanswered_until = None
+    try:
+        email = _email(note, approval, now)
+    except Exception as exc:
+        # A message that cannot be built (a recipient address with a line break, say)
+        # will not build on the next attempt either: it fails now, with its reason.
+        outcome = _give_up(note, approval, f"cannot be built: {error_text(exc)}")
+    else:
         try:
-            email = _email(note, approval, now)
+            email.send(fail_silently=False)
         except Exception as exc:
-            # A message that cannot be built (a recipient address with a line break, say)
-            # will not build on the next attempt either: it fails now, with its reason.
-            outcome = _give_up(note, approval, f"cannot be built: {error_text(exc)}")
-        else:
-            try:
-                email.send(fail_silently=False)
-            except Exception as exc:
-                error = error_text(exc)
-                if note.attempts >= settings.APPROVALS_NOTIFICATION_MAX_ATTEMPTS:
-                    outcome = _give_up(note, approval,
-                                       f"not sent after {note.attempts} attempts: {error}")
-                else:
-                    note.last_error = error[:2000]
-                    delay = retry_delay(NOTIFICATION_RETRY_SECONDS, note.attempts)
-                    note.next_attempt_at = now + timedelta(seconds=delay)
-                    outcome = "retrying"
-                    logger.warning("notification %s to %s: attempt %s failed: %s", note.pk,
-                                   note.recipient, note.attempts, note.last_error)
+            error = error_text(exc)
+            retry_at = now + timedelta(
+                seconds=retry_delay(NOTIFICATION_RETRY_SECONDS, note.attempts))
+            if no_answer(exc):
+                unanswered_until = retry_at
+            if note.attempts >= settings.APPROVALS_NOTIFICATION_MAX_ATTEMPTS:
+                outcome = _give_up(note, approval,
+                                   f"not sent after {note.attempts} attempts: {error}")
             else:
-                note.status = NotificationStatus.SENT
-                note.sent_at = now
-                note.provider_message_id = note.message_id
-                note.last_error = ""
-                outcome = "sent"
-        note.save(update_fields=["status", "attempts", "next_attempt_at", "last_error",
-                                 "sent_at", "provider_message_id"])
-    return outcome
+                note.last_error = error[:2000]
+                note.next_attempt_at = retry_at
+                outcome = "retrying"
+                logger.warning("notification %s to %s: attempt %s failed: %s", note.pk,
+                               note.recipient, note.attempts, note.last_error)
+        else:
+            note.status = NotificationStatus.SENT
+            note.sent_at = now
+            note.provider_message_id = note.message_id
+            note.last_error = ""
+            outcome = "sent"
+    note.save(update_fields=["status", "attempts", "next_attempt_at", "last_error",
+                             "sent_at", "provider_message_id"])
+    return outcome, unanswered_until
 
 
 def error_text(exc: Exception) -> str:
@@ -287,10 +335,29 @@ def _give_up(note: Notification, approval: ApprovalRequest, reason: str) -> str:
     page and the request's page) so that a person learns the approvers were not told."""
     note.status = NotificationStatus.FAILED
     note.last_error = reason[:2000]
-    problem = f"notification to {note.recipient} failed: {note.last_error}"[:2000]
+    problem = failure_note(note.recipient, note.last_error)
+    # Appended by the database: the publisher does not lock the request, and a reminder
+    # writing it meanwhile (request_problem) must not lose this note, nor this one its.
     ApprovalRequest.objects.filter(pk=approval.pk).update(problem=Case(
         When(problem="", then=Value(problem)),
         default=Concat(F("problem"), Value("; " + problem)), output_field=TextField()))
     logger.warning("notification %s to %s: given up: %s", note.pk, note.recipient,
                    note.last_error)
     return "failed"
+
+
+def failure_note(recipient: str, error: str) -> str:
+    """How a request's "problem" names a notification of it that failed."""
+    return f"notification to {recipient} failed: {error}"[:2000]
+
+
+def request_problem(approval: ApprovalRequest, problems: list[str]) -> str:
+    """What `approval`'s "problem" says once its approvers were looked up again (opened,
+    reminded, escalated), the one rule for every writer but _give_up (which appends a note
+    this rule keeps). `problems` (an unknown group, someone without an address) are replaced
+    by each look-up, since a group created meanwhile is asked from then on. A notification
+    that failed stands: whatever was sent since, a person must still learn that an approver
+    was not told (the runbook sends them to this field for it)."""
+    failed = (Notification.objects.filter(request=approval, status=NotificationStatus.FAILED)
+              .order_by("pk").values_list("recipient", "last_error"))
+    return "; ".join([*problems, *(failure_note(to, error) for to, error in failed)])

@@ -38,7 +38,7 @@ from runs.models import (
 )
 
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
-from .notifications import grant_and_notify
+from .notifications import grant_and_notify, request_problem
 from .permissions import step_requester, tool_call_requester
 from .snapshots import (
     SnapshotUnavailable,
@@ -349,7 +349,7 @@ def _step_request(*, run: Run, step_name: str, snapshot: dict, digest: str,
 
 def _record_problems(approval: ApprovalRequest, problems: list[str]) -> None:
     if problems:
-        approval.problem = "; ".join(problems)
+        approval.problem = request_problem(approval, problems)
         ApprovalRequest.objects.filter(pk=approval.pk).update(problem=approval.problem)
         logger.warning("approval request %s: %s", approval.pk, approval.problem)
 

@@ -20,7 +20,7 @@ from runs.machine.single_pass import single_pass
 
 from .decisions import apply_pending_decisions, apply_timeout
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
-from .notifications import grant_and_notify, publish_notifications
+from .notifications import grant_and_notify, publish_notifications, request_problem
 from .requests import (
     current_snapshot,
     lock_run,
@@ -80,7 +80,7 @@ def _remind(pk: int, now: datetime) -> int:
                                     NotificationKind.REMINDER, now)
         approval.reminder_count += 1
         approval.next_reminder_at = next_reminder(now, approval.remind_every, approval.due_at)
-        approval.problem = "; ".join(problems)
+        approval.problem = request_problem(approval, problems)
         approval.save(update_fields=["reminder_count", "next_reminder_at", "problem"])
         record_lifecycle(approval, AuditAction.APPROVAL_REMINDED, now,
                          reminder=approval.reminder_count, problem=approval.problem)
@@ -161,6 +161,7 @@ class SweepReport:
     retrying: int = 0
     failed: int = 0
     skipped: int = 0
+    deferred: int = 0
     # Another pass held the job's lock: this one did nothing.
     locked_out: bool = False
 
@@ -195,4 +196,5 @@ def _sweep(now: datetime) -> SweepReport:
     published = publish_notifications(now=now)
     report.sent, report.retrying = published.sent, published.retrying
     report.failed, report.skipped = published.failed, published.skipped
+    report.deferred = published.deferred
     return report

@@ -20,7 +20,7 @@ from audit.actions import AuditAction
 from runs import store
 
 from .models import ApprovalRequest, NotificationKind, RequestStatus
-from .notifications import grant_and_notify, time_text
+from .notifications import grant_and_notify, request_problem, time_text
 from .requests import LIFECYCLE_ACTOR, next_reminder, record_lifecycle
 
 logger = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def time_out(approval: ApprovalRequest, now: datetime) -> str:
         approval.next_reminder_at = next_reminder(now, approval.remind_every, approval.due_at)
         problems = grant_and_notify(approval, approval.escalate_to,
                                     NotificationKind.ESCALATION, now)
-        approval.problem = "; ".join(problems)
+        approval.problem = request_problem(approval, problems)
         approval.save(update_fields=["escalation_level", "due_at", "next_reminder_at",
                                      "problem"])
         record_lifecycle(approval, AuditAction.APPROVAL_ESCALATED, now,

@@ -5,7 +5,8 @@ The HMAC covers the request's id, its status and its payload hash, plus the time
 was made. So a link dies once the request is decided (its status changes), once the payload
 changes (the request is superseded: its status changes too, and the new request has another
 id and hash), and when it is older than APPROVAL_LINK_MAX_AGE seconds. The signature is
-compared in constant time.
+compared in constant time. A link's age is judged by the clock it is stamped by: the
+database's, as due times are (approvals.timeouts), whichever host makes or checks it.
 
 A link does not authorise anything by itself: the page it opens still requires a logged-in
 user holding the permission to decide. What it adds is that an email's link cannot be
@@ -17,9 +18,10 @@ import enum
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
 from django.utils.http import base36_to_int, int_to_base36
+
+from runs import store
 
 from .models import ApprovalRequest, RequestStatus
 
@@ -83,7 +85,10 @@ class ApprovalLinkTokenGenerator:
 
     @staticmethod
     def _seconds(now: datetime | None) -> int:
-        return int(((now or timezone.now()) - EPOCH).total_seconds())
+        # By default the database's clock (approvals.timeouts.clock, which is not imported:
+        # it imports this module): the sweep stamps a link by it, and a web host whose own
+        # clock is off would otherwise lengthen or shorten every link's life by its error.
+        return int(((now or store.current().now()) - EPOCH).total_seconds())
 
 
 approval_link_token = ApprovalLinkTokenGenerator()
