@@ -14,6 +14,7 @@ import logging
 
 from django.db import InterfaceError, OperationalError, connection
 
+from .. import store
 from .outages import first_line, outages
 
 logger = logging.getLogger(__name__)
@@ -31,13 +32,7 @@ def unreachable(exc: BaseException, *, using=connection) -> bool:
     if not isinstance(exc, CONNECTION_LOST):
         return False
     session = using.connection
-    if session is None:
-        return True
-    if using.vendor != "postgresql":
-        # The demo's SQLite is a file: "database is locked" or a missing table is the
-        # statement's error on a database that answers; only a file it cannot open is not.
-        return "unable to open database file" in str(exc)
-    return session.closed or session.broken
+    return session is None or store.of(using).session_lost(exc, session)
 
 
 def beat_pass(name: str):

@@ -18,12 +18,17 @@ from .base import Store, join_next_transaction, withdraw_joined
 from .postgres import PostgresStore
 from .sqlite import SqliteStore
 
-__all__ = ["PostgresStore", "SqliteStore", "Store", "current", "join_next_transaction",
+__all__ = ["PostgresStore", "SqliteStore", "Store", "current", "join_next_transaction", "of",
            "withdraw_joined"]
 
 _STORES = {"postgresql": PostgresStore(), "sqlite": SqliteStore()}
 
 
 def current() -> Store:
-    """The store of the default database (the one place that asks which it is)."""
-    return _STORES[connection.vendor]
+    """The store of the default database."""
+    return of(connection)
+
+
+def of(using) -> Store:
+    """The store of the connection `using` (the one place that asks which database it is)."""
+    return _STORES[using.vendor]

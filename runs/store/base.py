@@ -171,6 +171,13 @@ class Store(abc.ABC):
         """Whether insert_run_if_new failed for a reason its next try does not meet again."""
         return False
 
+    def session_lost(self, exc: Exception, session) -> bool:
+        """Whether `exc`, a connection error raised on the open `session`, says the database
+        cannot be reached rather than that a statement failed (runs.execution
+        .database_outage). An embedded database is a file: only one it cannot open is out
+        of reach; "database is locked" or a missing table is the statement's own error."""
+        return "unable to open database file" in str(exc)
+
     # --- time, locks across processes, snapshots ----------------------------------------
 
     def now(self) -> datetime:
