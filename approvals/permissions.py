@@ -28,12 +28,10 @@ can_decide when deciding.
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import Q
 from guardian.core import ObjectPermissionChecker
 
-from audit.actions import AuditAction
-from audit.models import AuditRecord
 from runs.machine.transitions.agent_calls import retried_by
+from runs.machine.transitions.approval_waits import step_sent_again_by
 from runs.operator.actions import ACTIONS
 from runs.permissions import run_access
 
@@ -83,18 +81,8 @@ def tool_call_requester(call) -> int | None:
 def step_requester(run_id: int, step_name: str) -> int | None:
     """The user id of the operator who sent the attempt that step `step_name` (one with the
     stop verdict) now waits to have approved, or None: the requester of its approval
-    request. Read from the run's audit log: a Retry step of that step, or a Resume of the
-    run (which sends a failed step again), by a person, since the decision on its previous
-    attempt. Before the first decision nothing was sent yet, so only a Retry step counts;
-    a Resume then was of some earlier stop."""
-    records = AuditRecord.objects.filter(run_id=run_id)
-    decided = (records.filter(action=AuditAction.APPROVAL_DECIDED, step_name=step_name)
-               .order_by("-seq").values_list("seq", flat=True).first())
-    sent = Q(action=AuditAction.STEP_RETRIED, step_name=step_name)
-    if decided is not None:
-        sent = (sent | Q(action=AuditAction.RESUMED)) & Q(seq__gt=decided)
-    user_id = (records.filter(sent, actor_user_id__isnull=False).order_by("-seq")
-               .values_list("actor_user_id", flat=True).first())
+    request."""
+    user_id = step_sent_again_by(run_id, step_name)  # the rule decide_approval enforces
     if user_id is None or not get_user_model().objects.filter(pk=user_id).exists():
         return None
     return user_id

@@ -275,8 +275,11 @@ def ask_tool_remote(tool: definition.ToolSpec | None, ctx: StepContext, call: To
     if tool is None or tool.reconcile_fn is None:
         return None, ""
     args = tool.args.model_validate(sensitive.opened(call.arguments))
+    # A found result is sealed and kept as the call's own result is (tool_results.kept).
     verdict, error = lookups.ask(ctx, kind="tool", what=f"lookup {call.tool}",
-                                 reconcile=lambda: tool.reconcile_fn(ctx, args))
+                                 reconcile=lambda: tool.reconcile_fn(ctx, args),
+                                 stem=f"{ctx.step}-{call.tool}",
+                                 sealed=lambda value: sensitive.seal_result(value, tool))
     return verdict, printable(error)
 
 

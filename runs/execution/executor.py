@@ -7,7 +7,6 @@ anything else is sent. The executor decides nothing about state itself: it calls
 runs.machine.transitions, which checks and records every move.
 """
 
-import dataclasses
 import logging
 import os
 import socket
@@ -219,10 +218,7 @@ def ask_remote(spec: definition.StepDef, ctx: StepContext):
     """
     if spec.reconcile_fn is None:
         return None, ""
-    verdict, error = lookups.ask(ctx, kind=spec.kind, what="lookup",
-                                 reconcile=lambda: spec.reconcile_fn(ctx))
-    if isinstance(verdict, definition.Found) and spec.sensitive:
-        verdict = dataclasses.replace(verdict,
-                                      result=sensitive.seal_fields(verdict.result,
-                                                                   spec.sensitive))
-    return verdict, error
+    # A found result is sealed and kept as call_step keeps the step's own result.
+    return lookups.ask(ctx, kind=spec.kind, what="lookup",
+                       reconcile=lambda: spec.reconcile_fn(ctx), stem=ctx.step,
+                       sealed=lambda value: sensitive.seal_fields(value, spec.sensitive))

@@ -1,27 +1,48 @@
 """Asking a remote system whether an effect took place, by its key: the one way a step's or
 a tool call's reconcile function is called, so that both read its answer alike."""
 
+import dataclasses
 from collections.abc import Callable
 
 from ..definitions import definition
 from ..models import ErrorClass
-from . import deadline, tracing
+from . import artifacts, deadline, tracing
 from .errors import CODE_FAILURES, Classified, classify
 from .storable import printable, text_problem
 from .transitions.outcome import Outcome, unstorable_result
 
 
-def ask(ctx, *, kind: str, what: str, reconcile: Callable[[], object]):
+def ask(ctx, *, kind: str, what: str, reconcile: Callable[[], object], stem: str,
+        sealed: Callable[[object], object]):
     """Look an effect up by its key (`reconcile()`, a step's or a tool's reconcile function
     with its arguments), as a span of the run's trace: (verdict, error). The verdict is
     Found, NotFound or Undetermined; a lookup that raises is LookupFailed (an Undetermined:
     only evidence settles an unknown outcome), which the runtime asks again within the
     lookup budget; an answer of another type is Undetermined, and so is one the database
-    cannot store (unusable_answer), with the problem as its error."""
+    cannot store (unusable_answer, kept_answer), with the problem as its error.
+
+    A Found's result comes back as the effect's row is to keep it (kept_answer): `sealed`
+    is how that row seals a result, `stem` names its artifact, as the call's own result's."""
     with tracing.step_span(ctx, kind=kind, what=what) as span:
         verdict, error = _answer(reconcile)
+        if isinstance(verdict, definition.Found):
+            verdict, error = kept_answer(verdict, ctx.run_id, stem, sealed)
         tracing.record_verdict(span, verdict, error)
     return verdict, error
+
+
+def kept_answer(verdict, run_id: int, stem: str, sealed: Callable[[object], object]):
+    """A Found whose result is kept by the one rule of a call's result
+    (artifacts.kept_result: apart as an artifact when large), sealed first as its row seals
+    one: (verdict, ""); or, over RUNS_RESULT_MAX_BYTES, an answer nobody can record, as
+    unusable_answer's: (Undetermined, the problem naming size and limit)."""
+    # A lookup is asked only of an effect that may stand: the error class is not read.
+    value, too_large = artifacts.kept_result(run_id, stem, sealed(verdict.result),
+                                             has_side_effect=True)
+    if too_large is not None:
+        problem = f"lookup returned a result that cannot be stored: {too_large.message}"
+        return definition.Undetermined(problem), problem
+    return dataclasses.replace(verdict, result=value), ""
 
 
 def _answer(reconcile: Callable[[], object]):

@@ -139,5 +139,8 @@ def seal_arguments(arguments, tool, tools: dict):
 
 
 def seal_result(value, tool):
-    """A tool call's result as stored: the fields its tool declares sealed."""
+    """A tool call's result as stored (its row, an artifact of it, a lookup's found result):
+    redacted, the fields its tool declares sealed. Sealing again changes nothing: a found
+    result is sealed once kept (lookups.kept_answer) and again as its row keeps it."""
+    value = redaction.redact(value, keep=is_sealed)
     return seal_fields(value, tool.redact) if tool is not None else value

@@ -3,8 +3,11 @@ The approvals app calls them once a decision is recorded on its request."""
 
 from datetime import datetime
 
+from django.db.models import Q
+
 from audit.actions import AuditAction
 from audit.chain import Actor
+from audit.models import AuditRecord
 from audit.redaction import redact_text
 
 from ... import store
@@ -16,6 +19,7 @@ from ...models import (
     StepStatus,
 )
 from ..errors import (
+    SecondPersonRequired,
     TransitionNotAllowed,
 )
 from . import effects, stop_gate
@@ -39,12 +43,19 @@ def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor
 
     Approved: the step succeeds and the run continues. Rejected: the step fails and the run
     waits for an operator in attention (rejection is a business outcome, not an error to
-    retry).
+    retry). The attempt of a step with the stop verdict is never decided by the person who
+    sent it again (step_sent_again_by), as a resent tool call's is not
+    (agent_operator.decide_tool_call), whoever calls this.
     """
     with transition_on(run_id, "decide_approval", actor=actor, now=now) as change:
         run, now = change.run, change.now
         step = _waiting_approval(run, step_name)
         if step.kind != definition.APPROVAL:
+            if actor.user_id is not None and actor.user_id == step_sent_again_by(run.pk,
+                                                                                step_name):
+                raise SecondPersonRequired(
+                    f"{actor.label} sent {step_name} again: a second person decides the "
+                    "approval of that attempt")
             # The approval of one attempt of a step with the stop verdict, applied as a tool
             # call's is; it reads no spec, so no definition.
             effects.decided_by_person(change, effects.StepEffect(None, step),
@@ -69,6 +80,23 @@ def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor
         change.audit(AuditAction.APPROVAL_DECIDED, step=step, reason=comment, before=before,
                      after=audit_state(run, step), data={**(data or {}), "approved": approved})
     return run
+
+def step_sent_again_by(run_id: int, step_name: str) -> int | None:
+    """The user id of the operator who sent the attempt that step `step_name` (one with the
+    stop verdict) now waits to have approved, or None. Read from the run's audit log: a
+    Retry step of that step, or a Resume of the run (which sends a failed step again), by a
+    person, since the decision on its previous attempt. Before the first decision nothing
+    was sent yet, so only a Retry step counts; a Resume then was of some earlier stop. Four
+    eyes: that person does not decide the approval the attempt waits for."""
+    records = AuditRecord.objects.filter(run_id=run_id)
+    decided = (records.filter(action=AuditAction.APPROVAL_DECIDED, step_name=step_name)
+               .order_by("-seq").values_list("seq", flat=True).first())
+    sent = Q(action=AuditAction.STEP_RETRIED, step_name=step_name)
+    if decided is not None:
+        sent = (sent | Q(action=AuditAction.RESUMED)) & Q(seq__gt=decided)
+    return (records.filter(sent, actor_user_id__isnull=False).order_by("-seq")
+            .values_list("actor_user_id", flat=True).first())
+
 
 def _waiting_approval(run: Run, step_name: str) -> Step:
     step = step_named(run, step_name)

@@ -271,7 +271,7 @@ class CallEffect(EffectRow):
         return {"tool_call": self.row.ref, "tool": self.row.tool, **intent, **more}
 
     def sealed(self, value):
-        return sensitive.seal_result(redact(value), self.spec)
+        return sensitive.seal_result(value, self.spec)
 
     def release(self) -> None:
         pass  # the agent step holds the lease, not the call
