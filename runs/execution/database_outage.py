@@ -14,7 +14,6 @@ import logging
 
 from django.db import InterfaceError, OperationalError, connection
 
-from .. import store
 from .outages import first_line, outages
 
 logger = logging.getLogger(__name__)
@@ -31,6 +30,10 @@ def unreachable(exc: BaseException, *, using=connection) -> bool:
     `using`: the connection it was raised on."""
     if not isinstance(exc, CONNECTION_LOST):
         return False
+    # Imported here: manage.py imports this module before Django's apps are loaded, and the
+    # store's module defines models.
+    from .. import store
+
     session = using.connection
     return session is None or store.of(using).session_lost(exc, session)
 
