@@ -174,9 +174,9 @@ class Store(abc.ABC):
     def session_lost(self, exc: Exception, session) -> bool:
         """Whether `exc`, a connection error raised on the open `session`, says the database
         cannot be reached rather than that a statement failed (runs.execution
-        .database_outage). An embedded database is a file: only one it cannot open is out
-        of reach; "database is locked" or a missing table is the statement's own error."""
-        return "unable to open database file" in str(exc)
+        .database_outage): a database server's session that psycopg marks closed or broken
+        under it (the server or the network went)."""
+        return session.closed or session.broken
 
     # --- time, locks across processes, snapshots ----------------------------------------
 

@@ -424,10 +424,6 @@ class PostgresStore(Store):
             return cause.diag.column_name == "workflow_id"
         return "pkey" in str(exc)
 
-    def session_lost(self, exc: Exception, session) -> bool:
-        # psycopg marks a session the server or the network closed under it.
-        return session.closed or session.broken
-
     def now(self) -> datetime:
         if self._offset is None or time.monotonic() - self._measured_at > self.REMEASURE_SECONDS:
             with self._clock_lock:

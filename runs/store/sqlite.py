@@ -20,6 +20,11 @@ class SqliteStore(Store):
 
     name = "sqlite"
 
+    def session_lost(self, exc: Exception, session) -> bool:
+        # A file: only one it cannot open is out of reach; "database is locked" or a missing
+        # table is the statement's own error on a database that answers.
+        return "unable to open database file" in str(exc)
+
     def next_run_id(self) -> int:
         # The run's id is in its first audit record's hash, so it is taken before the
         # insert: reserved in the table's AUTOINCREMENT counter, which no later insert
