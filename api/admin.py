@@ -27,6 +27,7 @@ from . import webhooks
 from .models import ApiToken, WebhookDelivery, WebhookSubscriber
 from .tokens import (
     ExpiryPassed,
+    acting_user_choices,
     assign_secret,
     default_expiry,
     record_token_access,
@@ -100,13 +101,10 @@ class ApiTokenAdmin(StorableFiltersAdmin):
                 "created_by", "last_used_at", "revoked_at", "revoked_by"]
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        # A token that acts for a person is that person's credential: their permissions, in
-        # their name (an approval of a four-eyes request included). Staff who may add tokens
-        # would otherwise mint one for any superuser, as Django would let them grant
-        # themselves every right on a user's page (console.admin: GRANTS_OF_USERS). Only a
-        # superuser makes a token for another person; anyone else, for themselves or nobody.
-        if db_field.name == "acting_user" and not request.user.is_superuser:
-            kwargs["queryset"] = db_field.remote_field.model.objects.filter(pk=request.user.pk)
+        # The one rule of whom a token may act for (api.tokens), as the field's choices: a
+        # person outside them is refused on the field, with nothing written.
+        if db_field.name == "acting_user":
+            kwargs["queryset"] = acting_user_choices(request.user)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def has_delete_permission(self, request, obj=None):

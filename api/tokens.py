@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -74,16 +76,34 @@ def refuse_passed_expiry(expires_at: datetime | None, *, now: datetime) -> None:
             "(leave it empty)")
 
 
+def acting_user_choices(creator):
+    """The people `creator` may make a token act for. A token that acts for a person is
+    their credential: their permissions, in their name (an approval of a four-eyes request
+    included), so only a superuser (or the system: None) makes one for anyone; anyone else,
+    for themselves (or nobody), as they may grant themselves no right on a user's page
+    (console.admin: GRANTS_OF_USERS)."""
+    users = get_user_model().objects.all()
+    if creator is None or creator.is_superuser:
+        return users
+    return users.filter(pk=creator.pk)
+
+
 def token_create(*, name: str, workflows: list[str], rate_limit: int | None = None,
                  expires_at: datetime | None | _Default = DEFAULT_EXPIRY, created_by=None,
                  acting_user=None, now: datetime | None = None) -> tuple[ApiToken, str]:
     """Create a token; returns it and its plaintext (shown once, never stored). It expires
     at `expires_at` (None: never), by default API_TOKEN_DEFAULT_DAYS from now; ExpiryPassed
-    if that moment is not in the future (nothing is written)."""
+    if that moment is not in the future, PermissionDenied if `created_by` may not make a
+    token act for `acting_user` (acting_user_choices); nothing is written then."""
     now = now or timezone.now()
     if isinstance(expires_at, _Default):
         expires_at = default_expiry(now)
     refuse_passed_expiry(expires_at, now=now)
+    if acting_user is not None and \
+            not acting_user_choices(created_by).filter(pk=acting_user.pk).exists():
+        raise PermissionDenied(f"{created_by.get_username()} may not make a token that acts "
+                               f"for {acting_user.get_username()}: only a superuser makes "
+                               "one for another person")
     for _ in range(3):
         token = ApiToken(name=name, workflows=sorted(set(workflows)), rate_limit=rate_limit,
                          expires_at=expires_at, created_by=created_by, created_at=now,

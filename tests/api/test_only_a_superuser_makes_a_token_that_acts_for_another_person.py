@@ -49,3 +49,19 @@ def test_a_superuser_makes_a_token_for_another_person(client):
     approver = User.objects.create_user("sso-approver")
     assert _add(client, approver).status_code == 200
     assert ApiToken.objects.get(name="side-door").acting_user == approver
+
+
+def test_the_rule_holds_for_every_caller_of_token_create(token_clerk):
+    from django.core.exceptions import PermissionDenied
+
+    from api.tokens import token_create
+
+    root = User.objects.create_superuser("root", password="pw")
+    records = AccessRecord.objects.count()
+    with pytest.raises(PermissionDenied, match="clerk may not make a token that acts for root"):
+        token_create(name="side-door", workflows=["test-orders"], created_by=token_clerk,
+                     acting_user=root)
+    assert not ApiToken.objects.exists() and AccessRecord.objects.count() == records
+    token, _ = token_create(name="own", workflows=["test-orders"], created_by=token_clerk,
+                            acting_user=token_clerk)
+    assert token.acting_user == token_clerk
