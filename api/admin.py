@@ -5,35 +5,28 @@ Cache-Control: no-store) instead of a redirect and a flash message: a message wo
 the session or a cookie until displayed, and the secret must rest nowhere.
 """
 
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers, patch_cache_control
 
-from audit.access import AccessAction, record_access_change
 from audit.admin import ReadOnlyAdmin, StorableFiltersAdmin
-from audit.chain import Actor
-from audit.redaction import REDACTED
 from runs.admin_search import UUID, IndexedSearchAdmin
 from runs.definitions.definition import registry
 
-from . import webhooks
+from . import subscribers, webhooks
 from .models import ApiToken, WebhookDelivery, WebhookSubscriber
 from .tokens import (
     ExpiryPassed,
     acting_user_choices,
-    assign_secret,
     default_expiry,
-    record_token_access,
     refuse_passed_expiry,
+    token_create,
     token_revoke,
-    token_scope,
+    token_save,
 )
 
 
@@ -113,21 +106,19 @@ class ApiTokenAdmin(StorableFiltersAdmin):
         return False
 
     def save_model(self, request, obj, form, change):
-        # The admin's change form runs in one transaction: the token and its record in the
-        # access chain commit together.
-        if not change:
-            obj.created_at = timezone.now()
-            obj.created_by = request.user
-            # Kept on this request only, for response_add to show once.
-            request._api_token_plaintext = assign_secret(obj)
-            super().save_model(request, obj, form, change)
-            record_token_access(obj, AccessAction.API_TOKEN_CREATED, by=request.user)
+        # The same functions as every other caller: a new token through token_create (its
+        # rules and its record in the access chain), a change of scope through token_save.
+        if change:
+            token_save(obj, by=request.user)
             return
-        before = token_scope(ApiToken.objects.get(pk=obj.pk))
-        super().save_model(request, obj, form, change)
-        if token_scope(obj) != before:
-            record_token_access(obj, AccessAction.API_TOKEN_SCOPE_CHANGED, by=request.user,
-                                before=before)
+        token, plaintext = token_create(
+            name=obj.name, workflows=obj.workflows or [], rate_limit=obj.rate_limit,
+            expires_at=obj.expires_at, created_by=request.user, acting_user=obj.acting_user)
+        for field in ApiToken._meta.concrete_fields:
+            setattr(obj, field.attname, getattr(token, field.attname))
+        obj._state.adding, obj._state.db = False, token._state.db
+        # Kept on this request only, for response_add to show once.
+        request._api_token_plaintext = plaintext
 
     def response_add(self, request, obj, post_url_continue=None):
         plaintext = getattr(request, "_api_token_plaintext", None)
@@ -164,55 +155,6 @@ class ApiTokenAdmin(StorableFiltersAdmin):
                           messages.SUCCESS if revoked else messages.WARNING)
 
 
-# What a secret is recorded as: that it changed, never what it was or became.
-SECRET_NOT_RECORDED = "(not recorded)"
-SECRET_REPLACED = "replaced (not recorded)"
-
-
-def recorded_url(url: str) -> str:
-    """A subscriber's URL as the access chain keeps it, for good and hashed: the host and
-    path, with the credentials a URL may carry (its userinfo, its query's values) masked and
-    its fragment left out. A receiver that authenticates by URL (`?token=...`,
-    `user:pass@host`) would otherwise have its credential in every copy of the chain."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = f"{REDACTED}@{netloc.rsplit('@', 1)[1]}"
-    query = urlencode([(name, REDACTED) for name, _ in parse_qsl(parts.query,
-                                                                 keep_blank_values=True)],
-                      safe="[]")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
-
-
-def subscriber_state(subscriber: WebhookSubscriber) -> dict:
-    """What the access chain records of a subscriber: where its events go (recorded_url),
-    for which workflows, and whether it is active (never its secret)."""
-    return {"url": recorded_url(subscriber.url), "workflows": sorted(subscriber.workflows or []),
-            "active": subscriber.active}
-
-
-def record_subscriber_change(subscriber, action: AccessAction, *, before: dict,
-                             after: dict, by, secret_changed: bool = False,
-                             masked_url_changed: bool = False) -> bool:
-    """Append the parts of a subscriber that changed to the access chain (a replaced secret
-    as replaced, never its value; a URL whose masked parts alone changed, as such); whether
-    anything was recorded."""
-    keys = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-    if masked_url_changed and "url" not in keys:
-        before = {**before, "url": f"{before['url']} (masked parts: not recorded)"}
-        after = {**after, "url": f"{after['url']} (masked parts: replaced, not recorded)"}
-        keys = sorted([*keys, "url"])
-    if not keys and not secret_changed:
-        return False
-    before = {k: before[k] for k in keys if k in before}
-    after = {k: after[k] for k in keys if k in after}
-    if secret_changed:
-        before["secret"], after["secret"] = SECRET_NOT_RECORDED, SECRET_REPLACED
-    record_access_change(action=action, subject=f"webhook subscriber {subscriber.name}",
-                         actor=Actor.for_user(by), before=before, after=after)
-    return True
-
-
 class WebhookSubscriberForm(forms.ModelForm):
     # A URL typed without a scheme is taken as https: events are signed, not encrypted.
     url = forms.URLField(max_length=500, assume_scheme="https")
@@ -226,10 +168,6 @@ class WebhookSubscriberForm(forms.ModelForm):
             return webhooks.subscribed_workflows(self.cleaned_data["workflows"])
         except ValueError as exc:
             raise forms.ValidationError(str(exc), code="not_a_list") from None
-
-
-class SubscriberInUse(PermissionDenied):
-    """A subscriber that has deliveries was about to be deleted; nothing was (a 403)."""
 
 
 @admin.register(WebhookSubscriber)
@@ -252,22 +190,10 @@ class WebhookSubscriberAdmin(StorableFiltersAdmin):
         return ["name", "last_event_id", "last_record_id"]
 
     def save_model(self, request, obj, form, change):
-        # The admin's change form runs in one transaction: the subscriber and its record in
-        # the access chain commit together.
-        if not change:  # a new subscriber is told what happens from now on
-            for cursor, head in webhooks.cursors_at_head().items():
-                setattr(obj, cursor, head)
-            super().save_model(request, obj, form, change)
-            record_subscriber_change(obj, AccessAction.WEBHOOK_SUBSCRIBER_CREATED, before={},
-                                     after=subscriber_state(obj), by=request.user)
-            return
-        stored = WebhookSubscriber.objects.get(pk=obj.pk)
-        super().save_model(request, obj, form, change)
-        record_subscriber_change(obj, AccessAction.WEBHOOK_SUBSCRIBER_CHANGED,
-                                 before=subscriber_state(stored),
-                                 after=subscriber_state(obj), by=request.user,
-                                 secret_changed=stored.secret != obj.secret,
-                                 masked_url_changed=stored.url != obj.url)
+        if change:
+            subscribers.subscriber_save(obj, by=request.user)
+        else:
+            subscribers.subscriber_create(obj, by=request.user)
 
     def get_deleted_objects(self, objs, request):
         # Django's delete page and bulk action refuse to delete what this lists as
@@ -282,17 +208,7 @@ class WebhookSubscriberAdmin(StorableFiltersAdmin):
         return super().get_deleted_objects(objs, request)
 
     def delete_model(self, request, obj):
-        with transaction.atomic():
-            # Locked, then asked again: a delivery the publisher adds meanwhile takes a
-            # share lock on this row, so it is either seen here or waits for the delete.
-            locked = WebhookSubscriber.objects.select_for_update().get(pk=obj.pk)
-            if locked.deliveries.exists():
-                raise SubscriberInUse(f"webhook subscriber {obj.name} has deliveries: "
-                                      "deactivate it instead")
-            before = subscriber_state(locked)
-            super().delete_model(request, obj)
-            record_subscriber_change(locked, AccessAction.WEBHOOK_SUBSCRIBER_DELETED, before=before,
-                                     after={}, by=request.user)
+        subscribers.subscriber_delete(obj, by=request.user)
 
     def delete_queryset(self, request, queryset):
         with transaction.atomic():

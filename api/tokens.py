@@ -122,6 +122,18 @@ def token_create(*, name: str, workflows: list[str], rate_limit: int | None = No
     raise RuntimeError("could not draw an unused token prefix")
 
 
+def token_save(token: ApiToken, *, by) -> None:
+    """Save a changed token (its workflows, rate limit or expiry) and record its scope's
+    change in the access chain, in one transaction; nothing is recorded if the scope is as
+    it was."""
+    with transaction.atomic():
+        before = token_scope(ApiToken.objects.select_for_update().get(pk=token.pk))
+        token.save()
+        if token_scope(token) != before:
+            record_token_access(token, AccessAction.API_TOKEN_SCOPE_CHANGED, by=by,
+                                before=before)
+
+
 def token_revoke(token: ApiToken, *, by=None, now: datetime | None = None) -> bool:
     """Revoke a token at once (the next request with it gets 401). False if it already was."""
     now = now or timezone.now()

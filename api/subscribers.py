@@ -1,0 +1,110 @@
+"""Webhook subscribers' changes: made here, each with its record in the access chain in the
+same transaction, whoever makes them (Django admin's pages call these).
+
+A subscriber is told what happens from its creation on, and one that has deliveries is never
+deleted: its deliveries are the publisher's record of what was sent where (they protect it in
+the schema too), so it is deactivated instead.
+"""
+
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+
+from audit.access import AccessAction, record_access_change
+from audit.chain import Actor
+from audit.redaction import REDACTED
+
+from . import webhooks
+from .models import WebhookSubscriber
+
+# What a secret is recorded as: that it changed, never what it was or became.
+SECRET_NOT_RECORDED = "(not recorded)"
+SECRET_REPLACED = "replaced (not recorded)"
+
+
+def recorded_url(url: str) -> str:
+    """A subscriber's URL as the access chain keeps it, for good and hashed: the host and
+    path, with the credentials a URL may carry (its userinfo, its query's values) masked and
+    its fragment left out. A receiver that authenticates by URL (`?token=...`,
+    `user:pass@host`) would otherwise have its credential in every copy of the chain."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{REDACTED}@{netloc.rsplit('@', 1)[1]}"
+    query = urlencode([(name, REDACTED) for name, _ in parse_qsl(parts.query,
+                                                                 keep_blank_values=True)],
+                      safe="[]")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def subscriber_state(subscriber: WebhookSubscriber) -> dict:
+    """What the access chain records of a subscriber: where its events go (recorded_url),
+    for which workflows, and whether it is active (never its secret)."""
+    return {"url": recorded_url(subscriber.url), "workflows": sorted(subscriber.workflows or []),
+            "active": subscriber.active}
+
+
+def record_subscriber_change(subscriber, action: AccessAction, *, before: dict,
+                             after: dict, by, secret_changed: bool = False,
+                             masked_url_changed: bool = False) -> bool:
+    """Append the parts of a subscriber that changed to the access chain (a replaced secret
+    as replaced, never its value; a URL whose masked parts alone changed, as such); whether
+    anything was recorded."""
+    keys = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if masked_url_changed and "url" not in keys:
+        before = {**before, "url": f"{before['url']} (masked parts: not recorded)"}
+        after = {**after, "url": f"{after['url']} (masked parts: replaced, not recorded)"}
+        keys = sorted([*keys, "url"])
+    if not keys and not secret_changed:
+        return False
+    before = {k: before[k] for k in keys if k in before}
+    after = {k: after[k] for k in keys if k in after}
+    if secret_changed:
+        before["secret"], after["secret"] = SECRET_NOT_RECORDED, SECRET_REPLACED
+    record_access_change(action=action, subject=f"webhook subscriber {subscriber.name}",
+                         actor=Actor.for_user(by), before=before, after=after)
+    return True
+
+
+class SubscriberInUse(PermissionDenied):
+    """A subscriber that has deliveries was about to be deleted; nothing was (a 403)."""
+
+
+def subscriber_create(subscriber: WebhookSubscriber, *, by) -> None:
+    """Save a new subscriber, its cursors at the heads (it is told what happens from now
+    on), and record it."""
+    with transaction.atomic():
+        for cursor, head in webhooks.cursors_at_head().items():
+            setattr(subscriber, cursor, head)
+        subscriber.save()
+        record_subscriber_change(subscriber, AccessAction.WEBHOOK_SUBSCRIBER_CREATED,
+                                 before={}, after=subscriber_state(subscriber), by=by)
+
+
+def subscriber_save(subscriber: WebhookSubscriber, *, by) -> None:
+    """Save a changed subscriber and record what changed (a secret as replaced)."""
+    with transaction.atomic():
+        stored = WebhookSubscriber.objects.select_for_update().get(pk=subscriber.pk)
+        subscriber.save()
+        record_subscriber_change(subscriber, AccessAction.WEBHOOK_SUBSCRIBER_CHANGED,
+                                 before=subscriber_state(stored),
+                                 after=subscriber_state(subscriber), by=by,
+                                 secret_changed=stored.secret != subscriber.secret,
+                                 masked_url_changed=stored.url != subscriber.url)
+
+
+def subscriber_delete(subscriber: WebhookSubscriber, *, by) -> None:
+    """Delete a subscriber that has no deliveries and record it; SubscriberInUse, with
+    nothing deleted, if it has some."""
+    with transaction.atomic():
+        # Locked, then asked again: a delivery the publisher adds meanwhile takes a share
+        # lock on this row, so it is either seen here or waits for the delete.
+        locked = WebhookSubscriber.objects.select_for_update().get(pk=subscriber.pk)
+        if locked.deliveries.exists():
+            raise SubscriberInUse(f"webhook subscriber {subscriber.name} has deliveries: "
+                                  "deactivate it instead")
+        before = subscriber_state(locked)
+        locked.delete()
+        record_subscriber_change(locked, AccessAction.WEBHOOK_SUBSCRIBER_DELETED,
+                                 before=before, after={}, by=by)
