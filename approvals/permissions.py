@@ -28,14 +28,20 @@ can_decide when deciding.
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from guardian.core import ObjectPermissionChecker
+from django.db.models import Exists, OuterRef, Q
 
 from runs.machine.transitions.agent_calls import retried_by
 from runs.machine.transitions.approval_waits import step_sent_again_by
 from runs.operator.actions import ACTIONS
-from runs.permissions import run_access
+from runs.permissions import grants_of
 
-from .models import DECIDE_PERMISSION, ApprovalRequest, RequestKind
+from .models import (
+    DECIDE_CODENAME,
+    DECIDE_PERMISSION,
+    ApprovalRequest,
+    ApprovalRequestGroupObjectPermission,
+    RequestKind,
+)
 
 
 def has_decide_permission(user, approval: ApprovalRequest) -> bool:
@@ -54,14 +60,29 @@ def still_an_approver(user, approval: ApprovalRequest) -> bool:
     permission (approvals.four_eyes.action_holders) decides only while they still hold it:
     the grant on the request outlives a role taken away since. Approvers named in
     settings.APPROVALS_FOUR_EYES_APPROVERS, or through a group, keep the right that names
-    them."""
+    them. Asked of one request by the condition the inbox asks of all of them."""
+    return ApprovalRequest.objects.filter(pk=approval.pk).filter(
+        still_approver_of(user)).exists()
+
+
+def still_approver_of(user) -> Q:
+    """still_an_approver as a condition on approval requests: the operator action requests
+    `user` still may decide, if their object permission names them (one query in all, a
+    query or two per operator permission to build it)."""
     if f"user:{user.get_username()}" in settings.APPROVALS_FOUR_EYES_APPROVERS:
-        return True
-    codename = DECIDE_PERMISSION.split(".", 1)[1]
-    if codename in ObjectPermissionChecker(user).get_group_perms(approval):
-        return True
-    access = run_access(user, ACTIONS[approval.action].permission, approval.run_id)
-    return access is not None and access.allowed
+        return Q(kind=RequestKind.OPERATOR_ACTION)
+    held = Q(Exists(ApprovalRequestGroupObjectPermission.objects.filter(
+        content_object=OuterRef("pk"), group__user=user, permission__codename=DECIDE_CODENAME)))
+    grants = grants_of(user)
+    for name, spec in ACTIONS.items():
+        if not spec.may_need_second_person:
+            continue
+        grant = grants(spec.permission)
+        if grant.everywhere:
+            held |= Q(action=name)
+        elif grant.workflow_ids:
+            held |= Q(action=name, run__workflow_id__in=grant.workflow_ids)
+    return Q(kind=RequestKind.OPERATOR_ACTION) & held
 
 
 def is_requester(user, approval: ApprovalRequest) -> bool:

@@ -2,14 +2,12 @@
 
 from datetime import datetime
 
-from django.conf import settings
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from runs.machine.intentions import step_lines
 from runs.models import Step
 from runs.operator.actions import ACTIONS
-from runs.permissions import grants_of
 
 from .models import (
     DECIDE_CODENAME,
@@ -21,6 +19,7 @@ from .models import (
     RequestStatus,
 )
 from .notifications import time_text
+from .permissions import still_approver_of
 from .timeouts import timed_out
 
 
@@ -40,26 +39,8 @@ def decidable_by(user) -> QuerySet[ApprovalRequest]:
             content_object=OuterRef("pk"), group__user=user,
             permission__codename=DECIDE_CODENAME)
         pending = pending.filter(Exists(mine) | Exists(my_groups)).filter(
-            ~Q(kind=RequestKind.OPERATOR_ACTION) | Exists(my_groups) | _holds_action(user))
+            ~Q(kind=RequestKind.OPERATOR_ACTION) | still_approver_of(user))
     return pending.filter(~Q(requested_by=user) | Q(requested_by__isnull=True))
-
-
-def _holds_action(user) -> Q:
-    # approvals.permissions.still_an_approver asked of every request at once: an operator
-    # action's approver asked by name decides only while named in the setting or holding
-    # the action's own permission on the run's workflow (a query or two per permission).
-    if f"user:{user.get_username()}" in settings.APPROVALS_FOUR_EYES_APPROVERS:
-        return Q(kind=RequestKind.OPERATOR_ACTION)
-    grants, held = grants_of(user), Q(pk__in=[])
-    for name, spec in ACTIONS.items():
-        if not spec.may_need_second_person:
-            continue
-        grant = grants(spec.permission)
-        if grant.everywhere:
-            held |= Q(action=name)
-        elif grant.workflow_ids:
-            held |= Q(action=name, run__workflow_id__in=grant.workflow_ids)
-    return held
 
 
 def inbox(user, *, now: datetime | None = None) -> QuerySet[ApprovalRequest]:
