@@ -161,11 +161,26 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
                 params={"step": given.step} if given.step else None)
         except ValueError as exc:
             raise ActionInputError(str(exc)) from None
-        return ActionOutcome(
-            action, run_id, approval=approval, created=created,
-            message=f"A second person must approve this: approval request {approval.pk} "
-                    f"{'created' if created else 'already waits'}; nothing was done yet.")
+        return ActionOutcome(action, run_id, approval=approval, created=created,
+                             message=_second_person_message(approval, created, given.reason))
     return ActionOutcome(action, run_id, run=run, message=_done(spec, run, given, waited))
+
+
+def _second_person_message(approval, created: bool, reason: str) -> str:
+    """What the person who asked is told. A request already waiting is the one the second
+    person decides, with the reason it was asked with: one given now that differs is not
+    added to it, and the person is told so rather than left to believe it was."""
+    if created:
+        return (f"A second person must approve this: approval request {approval.pk} created; "
+                "nothing was done yet.")
+    snapshot = approval.snapshot if isinstance(approval.snapshot, dict) else {}
+    asked_with = str(snapshot.get("reason", ""))
+    told = f"A second person must approve this: approval request {approval.pk} already waits"
+    if (reason or "").strip() and (reason or "").strip() != asked_with:
+        told += (f", asked by {snapshot.get('requested_by', '')} with the reason "
+                 f"\"{asked_with}\"; the reason given now is not added to it (the approver "
+                 "decides the request as it was asked)")
+    return told + "; nothing was done yet."
 
 
 # What a run waiting at a step of each kind waits for, and the actions that end that wait,
