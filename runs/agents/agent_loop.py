@@ -41,13 +41,14 @@ from ..machine.errors import (
     classify,
     model_call_error,
 )
+from ..machine.invocation import invoke
 from ..machine.storable import printable
 from ..machine.transitions import agent_calls as calls_tx
 from ..machine.transitions import agent_compensation as undo_tx
 from ..machine.transitions import agent_turns as turns_tx
 from ..machine.transitions import in_flight, tool_call_rules
 from ..models import ErrorClass, Step
-from . import agent_history, tool_results
+from . import agent_history, tool_call_undo, tool_results
 
 logger = logging.getLogger(__name__)
 S = ToolCallStatus
@@ -255,19 +256,7 @@ def tool_context(ctx: StepContext, call: ToolCall, *,
 
 def call_tool(tool: definition.ToolSpec, ctx: StepContext, args) -> transitions.Outcome:
     """Call a tool function and turn whatever happens into a classified Outcome."""
-    try:
-        with deadline.bounded(f"tool {tool.name}"):
-            value = tool.fn(ctx, args)
-    except CODE_FAILURES as exc:
-        return transitions.Outcome(succeeded=False,
-                                   error=classify(exc, non_retryable=tool.retry.non_retryable))
-    remote_ref = ""
-    if isinstance(value, definition.StepResult):
-        value, remote_ref = value.value, value.remote_ref
-    unstorable = lookups.unstorable("tool", value, remote_ref)
-    if unstorable is not None:
-        return unstorable
-    return transitions.Outcome(succeeded=True, value=value, remote_ref=str(remote_ref or ""))
+    return invoke(f"tool {tool.name}", "tool", tool.fn, ctx, args, retry=tool.retry)
 
 
 def ask_tool_remote(tool: definition.ToolSpec | None, ctx: StepContext, call: ToolCall):
@@ -303,23 +292,11 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition
             return lease
         point = f"{step.name}/{call.tool}:compensate"
         crashpoints.reach(crashpoints.BEFORE_CALL, point)
-        try:
-            with deadline.bounded(f"undo of tool call {call.ref} ({call.tool})"):
-                value = tool.compensate_fn(
-                    tool_context(ctx, call, compensating=True),
-                    tool.args.model_validate(sensitive.opened(call.arguments)))
-        except CODE_FAILURES as exc:
-            return transitions.Outcome(succeeded=False, error=classify(
-                exc, non_retryable=tool.retry.non_retryable))
+        undo = tool_call_undo.sent(tool, tool_context(ctx, call, compensating=True), call)
+        if not undo.succeeded:
+            return undo
         crashpoints.reach(crashpoints.AFTER_CALL, point)
-        ref = value.remote_ref if isinstance(value, definition.StepResult) else ""
-        # Only the reference is kept: checked as a step's undo's is (lookups.unstorable), or
-        # recording it would fail the checkpoint and send the undo again at every attempt.
-        unstorable = lookups.unstorable("undo", None, ref)
-        if unstorable is not None:
-            return unstorable
-        lease = undo_tx.record_tool_compensation(
-            lease, step, call, transitions.Outcome(succeeded=True, remote_ref=str(ref)))
+        lease = undo_tx.record_tool_compensation(lease, step, call, undo)
         if lease.finished:
             return lease
     return transitions.Outcome(succeeded=True, value=None)

@@ -10,6 +10,7 @@ from ..definitions import definition
 from ..machine import sensitive, transitions
 from ..machine.context import context_outside_executor, parsed_input
 from ..machine.errors import CODE_FAILURES, TransitionNotAllowed, classify
+from ..machine.invocation import invoke
 from ..models import Run, ToolCall
 
 
@@ -27,20 +28,35 @@ def undo_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
     call = transitions.begin_tool_call_undo(run_id, step_name=step_name, call_ref=call_ref,
                                             actor=actor, reason=reason)
     tool = workflow.step(step_name).tools[call.tool]
-    ref, error, error_class = "", "", ""
     try:
         with context_outside_executor(run, step_name, definition=workflow,
                                       with_services=True, compensating=True) as ctx:
-            ctx = dataclasses.replace(ctx, key=call.compensation_key,
-                                      attempt=call.compensation_attempt,
-                                      remote_ref=call.remote_ref)
-            args = tool.args.model_validate(sensitive.opened(call.arguments))
-            value = tool.compensate_fn(ctx, args)
-        ref = value.remote_ref if isinstance(value, definition.StepResult) else ""
-    except CODE_FAILURES as exc:  # recorded as the undo's outcome, then shown to the person
-        failure = classify(exc, non_retryable=tool.retry.non_retryable)
-        error, error_class = failure.message or type(exc).__name__, failure.error_class
+            undo = sent(tool, dataclasses.replace(
+                ctx, key=call.compensation_key, attempt=call.compensation_attempt,
+                remote_ref=call.remote_ref), call)
+    except CODE_FAILURES as exc:  # the workflow's services failed to open or to close
+        undo = transitions.Outcome(succeeded=False, error=classify(
+            exc, non_retryable=tool.retry.non_retryable))
+    ref, error, error_class = undo.remote_ref, "", ""
+    if not undo.succeeded:
+        error, error_class = undo.error.message, undo.error.error_class
     return transitions.record_tool_call_undo(
         run_id, call_id=call.pk, attempt=call.compensation_attempt, actor=actor,
         remote_ref=ref, error=error, error_class=error_class)
 
+
+def sent(tool: definition.ToolSpec, ctx, call: ToolCall) -> transitions.Outcome:
+    """Send the undo of tool call `call` (ctx carries its compensation key) by the one way
+    every effect's code is called (runs.machine.invocation): bounded by the call deadline,
+    its failure classified, and of what it returned only the remote reference kept, checked
+    as any call's."""
+    return invoke(f"undo of tool call {call.ref} ({call.tool})", "undo", _undo, tool, ctx,
+                  call, retry=tool.retry, accept=_reference_only)
+
+
+def _undo(tool: definition.ToolSpec, ctx, call: ToolCall):
+    return tool.compensate_fn(ctx, tool.args.model_validate(sensitive.opened(call.arguments)))
+
+
+def _reference_only(value) -> None:
+    return None

@@ -30,7 +30,8 @@ from ..machine import (
     transitions,
 )
 from ..machine.context import StepContext, build_context, opened_services
-from ..machine.errors import CODE_FAILURES, Classified, classify
+from ..machine.errors import Classified
+from ..machine.invocation import invoke
 from ..machine.logcontext import log_context
 from ..models import ErrorClass
 from . import heartbeats
@@ -146,62 +147,44 @@ def release_connection() -> None:
 
 def call_step(spec: definition.StepDef, ctx: StepContext) -> transitions.Outcome:
     """Call a step function and turn whatever happens into a classified Outcome."""
-    try:
-        with deadline.bounded(f"step {spec.name}"):
-            value = spec.fn(ctx)
-    except CODE_FAILURES as exc:
-        return transitions.Outcome(
-            succeeded=False, error=classify(exc, non_retryable=spec.retry.non_retryable),
-            invalid_output=getattr(exc, "output", None),
-        )
-    remote_ref = ""
-    if isinstance(value, definition.StepResult):
-        value, remote_ref = value.value, value.remote_ref
-    if spec.kind == definition.DECISION:
-        try:
-            if isinstance(value, str | bytes):
-                accepted = spec.schema.model_validate_json(value)
-            else:
-                accepted = spec.schema.model_validate(value)
-        except ValidationError as exc:
-            return transitions.Outcome(
-                succeeded=False, invalid_output=sensitive.seal_fields(value, spec.sensitive),
-                error=Classified(ErrorClass.MODEL_FORMAT,
-                                 f"output does not match {spec.schema.__name__}: "
-                                 f"{exc.error_count()} error(s): {_first_error(exc)}"),
-            )
-        value = accepted.model_dump(mode="json")
-    unstorable = lookups.unstorable("step", value, remote_ref)
-    if unstorable is not None:
-        return unstorable
+    accept = partial(_decided, spec) if spec.kind == definition.DECISION else None
+    outcome = invoke(f"step {spec.name}", "step", spec.fn, ctx, retry=spec.retry,
+                     accept=accept)
+    if not outcome.succeeded:
+        return outcome
     # Sealed before it is stored anywhere: the step's row, an artifact, the archive.
-    value = sensitive.seal_fields(value, spec.sensitive)
+    value = sensitive.seal_fields(outcome.value, spec.sensitive)
     # Kept apart when large, refused past the limit: the one rule of a step's and a tool
     # call's result (artifacts.kept_result).
     value, too_large = artifacts.kept_result(ctx.run_id, ctx.step, value,
                                              has_side_effect=spec.has_side_effect)
     if too_large is not None:
         return transitions.Outcome(succeeded=False, error=too_large)
-    return transitions.Outcome(succeeded=True, value=value, remote_ref=str(remote_ref or ""))
+    return transitions.Outcome(succeeded=True, value=value, remote_ref=outcome.remote_ref)
+
+
+def _decided(spec: definition.StepDef, value):
+    """A decision's output as its schema reads it, or the Outcome that refuses it."""
+    try:
+        if isinstance(value, str | bytes):
+            accepted = spec.schema.model_validate_json(value)
+        else:
+            accepted = spec.schema.model_validate(value)
+    except ValidationError as exc:
+        return transitions.Outcome(
+            succeeded=False, invalid_output=sensitive.seal_fields(value, spec.sensitive),
+            error=Classified(ErrorClass.MODEL_FORMAT,
+                             f"output does not match {spec.schema.__name__}: "
+                             f"{exc.error_count()} error(s): {_first_error(exc)}"),
+        )
+    return accepted.model_dump(mode="json")
 
 
 def call_compensation(spec: definition.StepDef, ctx: StepContext) -> transitions.Outcome:
-    """Call a step's compensation (ctx.key is the compensation's own key)."""
-    try:
-        with deadline.bounded(f"undo of {spec.name}"):
-            value = spec.compensate_fn(ctx)
-    except CODE_FAILURES as exc:
-        return transitions.Outcome(
-            succeeded=False, error=classify(exc, non_retryable=spec.retry.non_retryable))
-    remote_ref = ""
-    if isinstance(value, definition.StepResult):
-        value, remote_ref = value.value, value.remote_ref
-    # Checked as a step's result is: recording what the database refuses would fail the
-    # checkpoint at every attempt, and send the undo again each time.
-    unstorable = lookups.unstorable("undo", value, remote_ref)
-    if unstorable is not None:
-        return unstorable
-    return transitions.Outcome(succeeded=True, value=value, remote_ref=str(remote_ref or ""))
+    """Call a step's compensation (ctx.key is the compensation's own key). What it returns
+    is checked as a step's result is: recording what the database refuses would fail the
+    checkpoint at every attempt, and send the undo again each time."""
+    return invoke(f"undo of {spec.name}", "undo", spec.compensate_fn, ctx, retry=spec.retry)
 
 
 def _first_error(exc: ValidationError) -> str:
