@@ -22,6 +22,7 @@ from audit.chain import Actor
 from runs.waiting import events, payloads
 
 from .openapi import unstorable
+from .parser import refuse_unknown_query
 from .routes import api
 from .schemas import NO_NUL, Error, InvalidRequest
 
@@ -39,15 +40,16 @@ class EventIn(Schema):
     event: str = Field(min_length=1, max_length=200, pattern=NO_NUL,
                        description="The event's name, as the waiting step declares it.")
     event_id: str = Field(min_length=1, max_length=200, pattern=NO_NUL,
-                          description="Unique per source: a redelivery with the same id "
-                                      "and payload changes nothing; with another payload "
-                                      "it is refused (409).")
+                          description="Unique per source, not blank: a redelivery with "
+                                      "the same id and payload changes nothing; with "
+                                      "another payload it is refused (409).")
     correlation_key: str = Field(min_length=1, max_length=300, pattern=NO_NUL,
                                  description="Matches the run: by default its business key.")
     payload: dict = Field(default_factory=dict, description="Checked against the waiting "
-                          "step's schema; its text may hold no NUL characters, and its "
+                          "step's schema; its text may hold no NUL characters, its "
                           f"objects and lists may nest at most {events.MAX_PAYLOAD_DEPTH} "
-                          "levels deep.")
+                          "levels deep, and as JSON it may be at most RUNS_INPUT_MAX_BYTES "
+                          "(as a run's input).")
 
 
 class EventReceipt(Schema):
@@ -148,10 +150,15 @@ _RESPONSES = {200: EventReceipt, 202: EventReceipt, 400: Error, 401: Error, 403:
                       "this source and id were received before; "
                       "nothing changed. 409: this source and id were received before with "
                       "another payload; nothing changed (send it under a new id). 422: the "
-                      "payload does not match the waiting step's schema, or the id holds "
-                      "control characters. 404: no such workflow or event. 403: the "
-                      "token may not use the workflow.")
+                      "payload does not match the waiting step's schema, is too large, or "
+                      "the id is blank or holds control characters, or a query parameter "
+                      "was sent (this operation takes none). 404: no such workflow or "
+                      "event. 403: the token may not use the workflow.")
 def receive(request, payload: EventIn):
+    # Everything the event is travels in the body: an id or a key put in the query string
+    # (or one sent twice there) would be ignored, and the event delivered without it.
+    if (refused := refuse_unknown_query(request, ())) is not None:
+        return refused
     token = request.auth
     if not token.may_use(payload.workflow):
         return Status(403, {"error": "workflow_not_allowed",
@@ -170,6 +177,8 @@ def receive(request, payload: EventIn):
                       "the source's secret). 401 if either check fails. Otherwise as POST "
                       "/events: the body is read only once both checks pass.")
 def receive_signed(request, payload: EventIn, source: str = Path(..., max_length=100)):
+    if (refused := refuse_unknown_query(request, ())) is not None:
+        return refused
     sender = request.auth
     allowed = sender.config.get("workflows")
     if allowed is not None and payload.workflow not in allowed:

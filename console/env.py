@@ -107,7 +107,8 @@ VARIABLES: list[Variable] = [
     V("RUNS_RESULT_MAX_BYTES", INT, "33554432",
       "a step's or tool call's result larger than this fails it (a read: permanent error; "
       "a write: held for a person, its effect unknown)"),
-    V("RUNS_INPUT_MAX_BYTES", INT, "262144", "a run input larger than this is refused"),
+    V("RUNS_INPUT_MAX_BYTES", INT, "262144", "a run input, or an external event's payload, "
+      "larger than this (as JSON) is refused"),
     V("RUNS_TOOL_ARGUMENTS_MAX_BYTES", INT, "65536",
       "a tool call whose arguments (as JSON) are larger than this is never executed: a schema "
       "error the model is told of"),

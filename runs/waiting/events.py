@@ -30,6 +30,7 @@ runs.waiting.kept's.
 
 import hashlib
 import hmac
+import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,6 +42,7 @@ from django.utils import timezone
 from audit.chain import Actor
 from audit.redaction import redact
 
+from ..machine import artifacts
 from ..machine.errors import TransitionNotAllowed
 from ..machine.storable import (
     NotFinite,
@@ -126,6 +128,20 @@ def refuse_too_deep(payload) -> None:
         raise _too_deep()
 
 
+def refuse_too_large(payload) -> None:
+    """EventRefused if the payload, as compact JSON, is larger than a run's input may be
+    (RUNS_INPUT_MAX_BYTES): it is input from outside as a start's is, and becomes the
+    waiting step's result as it is, kept in the step's row (not an artifact) and read with it
+    at every claim of the run and on its page."""
+    size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+               .encode("utf-8", "surrogatepass"))
+    if size > artifacts.input_limit():
+        msg = (f"{size:,} bytes as JSON, over the limit of {artifacts.input_limit():,} bytes "
+               "(RUNS_INPUT_MAX_BYTES)")
+        raise EventRefused(f"the payload is {msg}", [{"loc": ["payload"], "msg": msg}],
+                           nothing_kept=True)
+
+
 def _too_deep() -> EventRefused:
     msg = f"nested deeper than {MAX_PAYLOAD_DEPTH} levels of objects and lists"
     return EventRefused(f"the payload is {msg}", [{"loc": ["payload"], "msg": msg}],
@@ -150,6 +166,7 @@ def payload_from_json(text: str):
         raise EventRefused("the payload is not JSON", [{"loc": ["payload"], "msg": "not JSON"}],
                            nothing_kept=True) from None
     refuse_too_deep(payload)
+    refuse_too_large(payload)
     _refuse_unstorable_payload(payload)
     return payload
 
@@ -189,25 +206,32 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
     """Deliver the event to the run waiting for it, or keep it. Raises EventRefused."""
     if not event_id or not source or not key:
         raise EventRefused("an event needs an id, a source and a correlation key")
+    if not event_id.strip():
+        # As a business key of spaces is refused: every event a sender sends with its id
+        # left blank would be this one, the next ones answered "duplicate" and dropped.
+        raise EventRefused("event_id: is blank (only spaces)",
+                           [{"loc": ["event_id"], "msg": "blank (only spaces)"}],
+                           nothing_kept=True)
     texts = {"workflow": workflow, "event": event, "correlation_key": key,
              "event_id": event_id, "source": source}
     _refuse_unstorable(**texts)
     _refuse_too_long(**texts)
     _refuse_control_characters(event_id=event_id)
     refuse_too_deep(payload)
+    refuse_too_large(payload)
     ref = awaiting_ref(event, key)
     try:
         sent, payload = payload, validated(workflow, event, payload)
     except EventRefused:
         # Refused (no step declares the event any more, or not with this payload), it may
         # still be what a run waits for: that run is held.
-        waiting_step(workflow, ref)
+        waiting_step(workflow, ref, now=now)
         raise
     _refuse_unstorable_payload(payload)
     digest = payload_digest(sent)
     if (previous := _received_before(workflow, source, event_id, digest)) is not None:
         return previous
-    step = waiting_step(workflow, ref)
+    step = waiting_step(workflow, ref, now=now)
     if step is not None and consume_kept_for_run(step.run_id):
         # An event kept for this wait came first (the run began to wait before it was handed
         # over): the run takes that one, and this one is kept after it.

@@ -22,7 +22,7 @@ having delivered it; a person may (Deliver event names them).
 import logging
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from audit.chain import Actor
@@ -51,19 +51,52 @@ from .payloads import EventRefused, event_steps, for_run, one_schema
 logger = logging.getLogger(__name__)
 
 
-def waiting_step(workflow: str, ref: str) -> Step | None:
+def waiting_step(workflow: str, ref: str, *, now: datetime | None = None) -> Step | None:
     """The step of `workflow` that waits under `ref` (awaiting_ref's), if its run's code
     still has it wait there; a run whose code no longer does is held for a person (and None
-    returned)."""
+    returned).
+
+    A wait whose timeout has passed by the database's clock (`now`) waits no more, even if
+    no worker has applied its policy yet (every worker down, a queue behind): an event that
+    comes after the deadline is kept, as for any run not waiting, and the policy decides as
+    it would have at the deadline ("escalate" leaves the step waiting, without a deadline,
+    and the kept event is then delivered). Otherwise the outcome would depend on how soon a
+    worker came by: "fail" or "continue" for the same late event, or its payload.
+
+    Of several runs waiting under `ref` (a correlate() that gives one key to many), the
+    oldest that listens: one a person ended (run_ended) still holds its wait, and an event
+    that some run still waits for is not refused for it. Only where every run waiting there
+    was ended is the ended one's step returned (the event is then refused for it)."""
     if not ref:
         return None  # a row kept by a release before awaited_ref, not filled yet
     # Along step_remote_ref_idx: the step names what it waits for.
-    step = (Step.objects.filter(remote_ref=ref, kind=definition.EVENT,
-                                status=StepStatus.WAITING, run__workflow_name=workflow)
-            .select_related("run").first())
+    waits = (Step.objects.filter(remote_ref=ref, kind=definition.EVENT,
+                                 status=StepStatus.WAITING, run__workflow_name=workflow)
+             .filter(Q(next_attempt_at__isnull=True)
+                     | Q(next_attempt_at__gt=transition_time(now)))
+             .select_related("run").order_by("pk"))
+    step = _listening(waits)
     if step is None or not _renamed(step):
         return step
     return None
+
+
+# Runs read at a time while looking for the one that listens among those waiting under one
+# key (nearly always one).
+WAITS_CHUNK = 100
+
+
+def _listening(waits) -> Step | None:
+    """Of the waiting steps `waits` (by id), the first whose run a person did not end; else
+    the first, ended; None if there is none."""
+    first, after = None, 0
+    while True:
+        chunk = list(waits.filter(pk__gt=after)[:WAITS_CHUNK])
+        listening = next((s for s in chunk if run_ended(s.run) is None), None)
+        first = first or (chunk[0] if chunk else None)
+        if listening is not None or len(chunk) < WAITS_CHUNK:
+            return listening or first
+        after = chunk[-1].pk
 
 
 def _renamed(step: Step) -> bool:
@@ -139,7 +172,7 @@ def consume_kept(kept: ExternalEvent, *, now: datetime | None = None) -> int | N
     if past_its_time(kept, transition_time(now)):
         expire_kept(kept, now=now)
         return None
-    step = waiting_step(kept.workflow_name, kept.awaited_ref)
+    step = waiting_step(kept.workflow_name, kept.awaited_ref, now=now)
     if step is None:
         return None
     payload = kept.payload
@@ -187,8 +220,9 @@ def refuse_kept(kept: ExternalEvent, step: Step, refused: EventRefused) -> bool:
 
 def consume_kept_for_run(run_id: int) -> bool:
     """After a run began to wait for an event: deliver the event kept for it, if one came
-    early. Called after the worker let go of the run (runs.tasks), and by the sweeper. Kept
-    events past their time that it meets first are marked expired, and the next one is
+    early. Called after the worker let go of the run (runs.tasks), and by the door before it
+    delivers a new event. Kept events past their time that it meets first are marked
+    expired, and those the run refuses are marked refused (refuse_kept), and the next one is
     taken; the run waits on if none is left."""
     step = (Step.objects.filter(run_id=run_id, kind=definition.EVENT, status=StepStatus.WAITING)
             .exclude(remote_ref="").first())
@@ -200,10 +234,16 @@ def consume_kept_for_run(run_id: int) -> bool:
         workflow_name=Run.objects.filter(pk=run_id).values("workflow_name")[:1],
     ).order_by("received_at", "pk")
     while (found := kept.first()) is not None:
-        if not past_its_time(found, transition_time(None)):
-            return consume_kept(found) is not None
-        if not expire_kept(found):
-            return False  # consumed (or expired) by another path meanwhile
+        if past_its_time(found, transition_time(None)):
+            if not expire_kept(found):
+                return False  # consumed (or expired) by another path meanwhile
+            continue
+        if consume_kept(found) is not None:
+            return True
+        if not ExternalEvent.objects.filter(pk=found.pk, refused_run_id=run_id).exists():
+            return False  # the run does not take it now (it stopped waiting, timed out, ...)
+        # Refused by this run (its version's schema): the next one kept for the wait may be
+        # its, and must be taken before an event that comes after it (the door asks here).
     return False
 
 

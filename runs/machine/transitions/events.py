@@ -310,6 +310,13 @@ def deliver_event(run_id: int, *, step_name: str, source: str, event_id: str, pa
         if (why := run_ended(run)) is not None:
             raise TransitionNotAllowed(f"{why}: it takes no event on its own")
         step = _waiting_event(run, step_name)
+        if step.next_attempt_at is not None and step.next_attempt_at <= now:
+            # Past its deadline by the database's clock, the wait's policy decides, as it
+            # would have had a worker come by in time: the event is kept (a person may
+            # still deliver it by hand; "escalate" clears the deadline and takes it then).
+            raise TransitionNotAllowed(
+                f"step {step.name} waited for its event until "
+                f"{step.next_attempt_at:%Y-%m-%d %H:%M:%S %Z}: its timeout decides")
         _store_event(run, step, source=source, event_id=event_id, payload=payload,
                      kept=kept, now=now, payload_digest=payload_digest)
         _received(change, step, payload, ref=evidence_ref(source, event_id),

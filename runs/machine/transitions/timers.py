@@ -36,6 +36,7 @@ from .kernel import (
     held_status,
 )
 from .operator import operator_transition
+from .resends import due_at_once
 
 
 class TimeNotKept(Exception):
@@ -150,7 +151,9 @@ def wake_timer(run_id: int, *, actor: Actor, reason: str, now: datetime | None =
         step = sleeping_step(op.steps)
         before = audit_state(run, step)
         planned = step.next_attempt_at
-        step.next_attempt_at = change.now
+        # At once as every go-on-now is: a worker whose estimate of the database's clock is
+        # behind this process's would find the timer not yet due and sleep again.
+        step.next_attempt_at = due_at_once(change.now)
         change.step_changed(step)
         run.next_wake_at = None
         change.move(QUEUED)
