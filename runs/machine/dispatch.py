@@ -124,17 +124,22 @@ def may_pause(user, workflow_name: str) -> bool:
     return row is not None and user.has_perm(f"runs.{PERMISSION}", row)
 
 
-def _check(workflow_name: str, system: str, reason: str) -> None:
+def _check(workflow_name: str, system: str, reason: str, *, lifting: bool = False) -> None:
+    # A pause in force is lifted whatever the code registers now: a release that renamed or
+    # dropped the workflow or its system would otherwise leave a pause no one can lift.
+    in_force = lifting and DispatchPause.objects.filter(workflow_name=workflow_name,
+                                                        system=system).exists()
     workflow_def = definition.registry.latest(workflow_name)
-    if workflow_def is None:
+    if workflow_def is None and not in_force:
         raise DispatchError(f"unknown workflow {quoted(workflow_name)}")
     if not reason or not reason.strip():
         raise DispatchError("a reason is required to pause or resume dispatch",
                             field="reason")
     if (problem := person_text_problem(reason)) is not None:
         raise DispatchError(f"the reason is {problem}", field="reason")
-    if system and not any(s.system == system for wf in definition.registry.versions(workflow_name)
-                          for s in wf.steps):
+    if system and not in_force and not any(
+            s.system == system for wf in definition.registry.versions(workflow_name)
+            for s in wf.steps):
         known = sorted({s.system for s in workflow_def.steps if s.system})
         # Quoted cut: a refusal repeats what was asked, not a 10,000-character option.
         raise DispatchError(f"no step of {workflow_name} reaches a system {quoted(system)}; "
@@ -168,7 +173,7 @@ def resume_dispatch(*, workflow: str, actor: Actor, reason: str, system: str = "
                     now: datetime | None = None) -> int:
     """Resume `workflow`'s dispatch (the pause for `system`, if given). Returns how many
     held runs were woken."""
-    _check(workflow, system, reason)
+    _check(workflow, system, reason, lifting=True)
     reason = redact_text(reason)
     now = now or timezone.now()
     with transaction.atomic():

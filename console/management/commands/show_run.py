@@ -26,7 +26,8 @@ class Command(BaseCommand):
         view = run_view(run)
         shown = {
             "id": run.pk, "workflow": run.workflow_name, "workflow_version": run.workflow_version,
-            "business_key": run.business_key, "state": view.state, "status": run.status,
+            "business_key": run.business_key, "drill": run.drill, "state": view.state,
+            "status": run.status,
             "description": view.description, "attention_reason": run.attention_reason or None,
             "message": run.status_message, "created_at": run.created_at,
             "updated_at": run.updated_at, "finished_at": run.finished_at,
@@ -41,8 +42,11 @@ class Command(BaseCommand):
         if options["json"]:
             print_json(self.stdout, shown)
             return
+        # A drill run (manage.py drill) reads as real work unless it says it is not.
         self.stdout.write(f"run {run.pk}: {run.workflow_name} v{run.workflow_version} "
-                          f"{run.business_key}")
+                          f"{run.business_key}"
+                          + (" [drill run: manage.py remove_drill_runs removes it]"
+                             if run.drill else ""))
         self.stdout.write(f"  {view.description}")
         # One line each: a line break in a reason (kept in the status message) or in a remote
         # system's error, written as it is, would forge a line of this listing.

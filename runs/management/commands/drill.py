@@ -64,10 +64,12 @@ class Command(BaseCommand):
                     "no demo sandbox answers; tried " + "; ".join(tried) + ". Start the demo "
                     "(make demo, or PORT=... make demo), or point the drills at its sandbox "
                     "with --sandbox http://127.0.0.1:PORT/sandbox or SANDBOX_BASE_URL=..."))
-            self.stdout.write(redact_text(f"sandbox: {url} (from {source})"))
             settings.SANDBOX_BASE_URL = url
-            if not os.environ.get("MODEL_BASE_URL"):
-                settings.MODEL_BASE_URL = f"{url}/model/v1"
+            # The sandbox's model, whatever MODEL_BASE_URL says: a deployment sets it to the
+            # model its real work asks, which no drill may call.
+            settings.MODEL_BASE_URL = f"{url}/model/v1"
+            self.stdout.write(redact_text(f"sandbox: {url} (from {source}); model: "
+                                          f"{settings.MODEL_BASE_URL}"))
         try:
             results = run_drills(definition)
         except ValueError as exc:
@@ -90,6 +92,8 @@ class Command(BaseCommand):
 
 
 def _calls_the_sandbox(definition) -> bool:
-    # The demo's workflows call the simulated systems; a user's own workflows do not.
-    return settings.SANDBOX_ENABLED and any(
-        step.fn.__module__.startswith("demo.") for step in definition.steps)
+    # The demo's workflows call the simulated systems; a user's own workflows do not. Whether
+    # this deployment serves the sandbox (SANDBOX_ENABLED) does not matter: the demo's clients
+    # send to SANDBOX_BASE_URL either way, so it must be the sandbox before any drill starts.
+    return any(getattr(step.fn, "__module__", "").startswith("demo.")
+               for step in definition.steps)
