@@ -30,6 +30,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessage
 
 from ..agent_models import ToolCall, ToolCallStatus
 from ..definitions import definition
+from ..execution import heartbeats
 from ..machine import crashpoints, deadline, limits, lookups, sensitive, tracing, transitions
 from ..machine.context import StepContext
 from ..machine.errors import (
@@ -82,7 +83,9 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
             unknown = next((c for c in calls if c.status == S.UNKNOWN), None)
             if unknown is not None:
                 tool = spec.tools.get(unknown.tool)
-                verdict, error = ask_tool_remote(tool, tool_context(ctx, unknown), unknown)
+                with heartbeats.calling(lease):
+                    verdict, error = ask_tool_remote(tool, tool_context(ctx, unknown),
+                                                     unknown)
                 logger.info("%s tool call %s (%s): outcome unknown; lookup by key: %s",
                             name, unknown.ref, unknown.tool, verdict or "no reconcile")
                 lease = calls_tx.settle_tool_call(lease, step, unknown, verdict, error=error)
@@ -124,10 +127,11 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
                     return kept
                 summary = (cut, messages(spec, ctx, turns, calls, until=cut), kept.value)
             # A partial, not a lambda: the call is made here, in this pass of the loop.
-            asked = limits.call_within_limits(
-                spec.model_system, ctx,
-                functools.partial(_ask, client, spec, ctx, conversation, summary),
-                refused=transitions.Outcome.failure)
+            with heartbeats.calling(lease):
+                asked = limits.call_within_limits(
+                    spec.model_system, ctx,
+                    functools.partial(_ask, client, spec, ctx, conversation, summary),
+                    refused=transitions.Outcome.failure)
             if not asked.succeeded:
                 return asked
             if cut is not None:
@@ -227,7 +231,8 @@ def _run_call(lease, step: Step, spec: definition.AgentSpec, ctx: StepContext, c
             ErrorClass.PERMANENT, f"drill: injected permanent failure of {point}"))
     else:
         call_ctx = tool_context(ctx, call)
-        with tracing.step_span(call_ctx, kind="tool", what=f"tool {call.tool}") as span:
+        with heartbeats.calling(lease), \
+                tracing.step_span(call_ctx, kind="tool", what=f"tool {call.tool}") as span:
             # Within its system's rate, as a step's call (runs.machine.limits).
             outcome = limits.call_within_limits(
                 tool.system, call_ctx, lambda: call_tool(tool, call_ctx, args),
@@ -292,7 +297,8 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition
             return lease
         point = f"{step.name}/{call.tool}:compensate"
         crashpoints.reach(crashpoints.BEFORE_CALL, point)
-        undo = tool_call_undo.sent(tool, tool_context(ctx, call, compensating=True), call)
+        with heartbeats.calling(lease):
+            undo = tool_call_undo.sent(tool, tool_context(ctx, call, compensating=True), call)
         if not undo.succeeded:
             return undo
         crashpoints.reach(crashpoints.AFTER_CALL, point)

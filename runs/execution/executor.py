@@ -12,7 +12,6 @@ import os
 import socket
 from functools import partial
 
-from django.db import connection
 from pydantic import ValidationError
 
 from audit import redaction
@@ -99,18 +98,16 @@ def _work_once(lease: transitions.Lease, step, spec: definition.StepDef,
             return result
         return transitions.record_outcome(lease, lease.by_name(step.name), result)
     if lease.settle_first:
-        release_connection()
-        with heartbeats.held(lease):
+        with heartbeats.calling(lease):
             verdict, error = ask_remote(spec, ctx)
         logger.info("step %s: outcome unknown; lookup by key: %s", step.name,
                     verdict or "no reconcile function")
         return transitions.settle_unknown(lease, step, verdict, error=error)
     point = f"{step.name}:compensate" if lease.compensating else step.name
     crashpoints.reach(crashpoints.BEFORE_CALL, point)
-    release_connection()
-    with tracing.step_span(ctx, kind=spec.kind,
-                           what="compensate" if lease.compensating else "step") as span, \
-            heartbeats.held(lease):
+    with heartbeats.calling(lease), \
+            tracing.step_span(ctx, kind=spec.kind,
+                              what="compensate" if lease.compensating else "step") as span:
         if crashpoints.injected_failure(point):
             outcome = transitions.Outcome(succeeded=False, error=Classified(
                 ErrorClass.PERMANENT, f"drill: injected permanent failure of {point}"))
@@ -129,20 +126,6 @@ def _work_once(lease: transitions.Lease, step, spec: definition.StepDef,
         logger.warning("%s failed (attempt %s): %s: %s", point, ctx.attempt,
                        outcome.error.error_class, outcome.error.message)
     return transitions.record_outcome(lease, step, outcome)
-
-
-def release_connection() -> None:
-    """Give this thread's database connection back to the pool before a remote call.
-
-    With a connection pool (DB_POOL_MAX_SIZE, the threads mode of a worker) the intent is
-    committed by now and nothing is held open: the call may wait a second or a minute on
-    the remote system, and the threads beside it need the connection meanwhile. The outcome
-    checkpoint takes one from the pool again. Without a pool the process keeps its one
-    persistent connection: closing it would cost a new session per step.
-    """
-    if connection.settings_dict.get("OPTIONS", {}).get("pool") \
-            and not connection.in_atomic_block:
-        connection.close()
 
 
 def call_step(spec: definition.StepDef, ctx: StepContext) -> transitions.Outcome:

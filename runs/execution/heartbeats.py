@@ -53,6 +53,31 @@ def held(lease: transitions.Lease):
                 del _held[lease.run.pk]
 
 
+@contextmanager
+def calling(lease: transitions.Lease):
+    """The body calls another system for the run `lease` holds: a step's or a tool's call, a
+    lookup by key, a model turn, an undo. Every such call goes through here, so that none
+    holds a pooled connection the threads beside it need (release_connection) or lets its
+    lease run out in the threads mode (held)."""
+    release_connection()
+    with held(lease):
+        yield
+
+
+def release_connection() -> None:
+    """Give this thread's database connection back to the pool before a remote call.
+
+    With a connection pool (DB_POOL_MAX_SIZE, the threads mode of a worker) the intent is
+    committed by now and nothing is held open: the call may wait a second or a minute on
+    the remote system, and the threads beside it need the connection meanwhile. The outcome
+    checkpoint takes one from the pool again. Without a pool the process keeps its one
+    persistent connection: closing it would cost a new session per step.
+    """
+    if connection.settings_dict.get("OPTIONS", {}).get("pool") \
+            and not connection.in_atomic_block:
+        connection.close()
+
+
 def renew(lease: transitions.Lease) -> None:
     """`lease`'s call is alive (it began, or it called ctx.heartbeat()): its lease is extended
     for RUNS_CALL_LIMIT_SECONDS more at most."""
