@@ -110,11 +110,14 @@ def bulk_refusal(spec) -> str | None:
 
 
 def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
-                   params: dict | None = None, now: datetime | None = None) -> BulkJob:
+                   params: dict | None = None, previewed: int | None = None,
+                   now: datetime | None = None) -> BulkJob:
     """Record a bulk job over the runs `filters` matches now that `user` may see; a worker
     carries it out (run_bulk_job). Refuses an unknown action, a missing reason, an action
     never taken by a filter (bulk_refusal), and a person who may take the action nowhere
-    (BulkForbidden)."""
+    (BulkForbidden). `previewed`: how many runs the person was shown they may act on (the
+    preview's count, on its button); refused if the filter now matches more (an incident
+    may have brought hundreds into it since), started if as many or fewer."""
     spec = ACTIONS.get(action)
     if spec is None:
         raise BulkRefused(f"no action {action!r}")
@@ -133,6 +136,13 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
     if filters.workflow.strip() and not workflow_names_matching(filters.workflow).exists():
         # A misspelt workflow would make a job of no run, done at once: say so instead.
         raise BulkRefused(f"no workflow's name contains {filters.workflow.strip()!r}")
+    if previewed is not None and \
+            (now_matching := bulk_preview(action, filters, user=user).may_act) > previewed:
+        raise BulkRefused(
+            f"the filter matches {now_matching} runs you may {spec.label.lower()} now, more "
+            f"than the {previewed} the preview counted. Check them in a new preview, then "
+            "start again (an Until time in the filter leaves out the runs that changed after "
+            "it)")
     now = now or timezone.now()
     runs = _visible_runs(user, filters)
     with transaction.atomic():

@@ -3,32 +3,31 @@ reason, follow its progress and per-run outcomes, cancel it. The job is approval
 these views parse, check and render."""
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import Http404, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
 from approvals.bulk import (
     BulkRefused,
     bulk_preview,
     bulk_progress,
-    bulk_refusal,
     cancel_bulk_job,
     may_follow,
     start_bulk_job,
 )
 from approvals.models import BulkJob, BulkOutcome
 from approvals.tasks import hand_over
+from runs.machine.storable import whole_number
 from runs.operator.actions import ACTIONS
 from runs.reads.selectors import RunFilters
 
 from .forms import RunFilterForm
-from .run_list import fits_in_link
+from .run_list import BULK_BY_FILTER, fits_in_link
+from .views import login_required, require_POST
 
-BULK_BY_FILTER = [a for a in ACTIONS.values() if bulk_refusal(a) is None]
 OUTCOMES_SHOWN = 200
 
 
@@ -80,20 +79,31 @@ def bulk_start(request):
     form, filters = _filters(request.POST)
     if filters is None:
         return _invalid_filter(request, spec, form)
+    # The count on the preview's button; a form drawn before the preview carried it has none.
+    given = request.POST.get("previewed")
+    previewed = whole_number(given) if given is not None else None
+    if given is not None and previewed is None:
+        messages.error(request, "Nothing was started: the form did not say how many runs its "
+                                "preview counted (its 'previewed' field). Start the job from "
+                                "its preview.")
+        return _back_to_preview(request, spec)
     try:
         job = start_bulk_job(spec.name, filters, user=request.user,
-                             reason=request.POST.get("reason", ""))
+                             reason=request.POST.get("reason", ""), previewed=previewed)
     except BulkRefused as exc:
         messages.error(request, f"Nothing was started: {exc}")
-        # Back to the preview of the same filter, unless its query cannot be a link.
-        query = f"{request.POST.get('query', '')}&action={spec.name}"
-        if not fits_in_link(query, page="console:bulk_preview"):
-            query = f"action={spec.name}"
-        return redirect(f"{reverse('console:bulk_preview')}?{query}")
+        return _back_to_preview(request, spec)
     # A wake-up hint: the approvals sweep hands the job to a worker if this is lost.
     transaction.on_commit(lambda: hand_over(job.pk))
     return redirect("console:bulk_job", job_id=job.pk)
 
+
+def _back_to_preview(request, spec):
+    # The preview of the same filter, unless its query cannot be a link.
+    query = f"{request.POST.get('query', '')}&action={spec.name}"
+    if not fits_in_link(query, page="console:bulk_preview"):
+        query = f"action={spec.name}"
+    return redirect(f"{reverse('console:bulk_preview')}?{query}")
 
 
 def _visible_job(request, job_id: int) -> BulkJob:

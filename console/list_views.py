@@ -1,17 +1,17 @@
 """The pages around the runs list: saved views, the workers page."""
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
 from runs.reads import workers
 
 from . import run_list, saved_views
 from .models import SavedView
 from .permissions import VIEW, grant_for
+from .views import login_required, require_POST
 
 
 def visible_workflows(user):

@@ -7,9 +7,14 @@ from datetime import datetime
 from django.urls import reverse
 from django.utils.http import MAX_URL_REDIRECT_LENGTH
 
+from approvals.bulk import bulk_refusal
 from runs.machine.storable import text_problem, whole_number
+from runs.operator.actions import ACTIONS
 from runs.reads import selectors
 from runs.reads.cursors import parse_stamp
+
+# The actions the list offers for every run a filter matches (a bulk job).
+BULK_BY_FILTER = [a for a in ACTIONS.values() if bulk_refusal(a) is None]
 
 
 def encode_cursor(cursor: tuple | None) -> str:

@@ -5,7 +5,6 @@ missing or damaged is refused with the reason (410), never served."""
 
 import logging
 
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.utils.http import content_disposition_header
@@ -15,6 +14,7 @@ from runs.machine import artifacts
 from runs.reads.agent_selectors import summary_transcript as find_transcript
 
 from .permissions import VIEW, grant_for
+from .views import login_required
 
 logger = logging.getLogger(__name__)
 

@@ -1,18 +1,26 @@
 """The operator console's pages. Thin: parse, check the permission, call a selector or an
 action, render a page or the partial htmx swaps."""
 
+import hashlib
 import logging
+import re
+from dataclasses import dataclass
 from datetime import datetime
+from functools import wraps
+from urllib.parse import urlencode, urlsplit
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_GET, require_POST
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.safestring import SafeString, mark_safe
+from django.views.decorators.http import require_GET
+from django_htmx.http import HttpResponseClientRedirect
 
 from approvals.bulk import act_on_selected
 from approvals.operator_actions import (
@@ -50,7 +58,6 @@ from runs.reads.cursors import decode_keyset, encode_keyset, parse_stamp
 from runs.reads.generations import generations
 
 from . import run_list, saved_views
-from .bulk_views import BULK_BY_FILTER
 from .forms import AccessFilterForm, AuditFilterForm, RunFilterForm, selected_run_ids
 from .permissions import VIEW, grant_for, grants_of
 from .run_rows import run_rows
@@ -60,6 +67,71 @@ from .timeline import PAGE as TIMELINE_PAGE
 from .timeline import timeline_page
 
 logger = logging.getLogger(__name__)
+
+
+def login_required(view):
+    """Django's login_required, with an answer htmx can use for a person whose session
+    ended while a page was open (it expired, or they signed out in another tab).
+
+    Django's decorator answers 302 to the sign-in page; the browser follows it inside the
+    request htmx sent, and htmx swapped the whole sign-in page into the part it polls or
+    posts to: every live part of the open page became a sign-in page inside the page, and
+    an action sent from a dialog vanished with the run's page, unsaid. For htmx, a poll
+    (GET) sends the browser to sign in, then back to the page it was on; a change (POST) is
+    refused with a 401 whose page says nothing was changed (console.js shows it in the
+    dialog, where the typed reason stays to be sent again). A form sent without htmx is
+    answered with the sign-in page, saying nothing was changed, and then the page it was
+    sent from."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if request.user.is_authenticated:
+            return view(request, *args, **kwargs)
+        reading = request.method in ("GET", "HEAD")
+        if not request.htmx:
+            if reading:
+                return redirect_to_login(request.get_full_path())
+            # Back to the page the form was on: the address it was sent to takes only POST,
+            # and signing in led to a bare 405 there.
+            messages.error(request, "You were signed out, so nothing was changed: send the "
+                                    "form again.")
+            return redirect_to_login(_page_sent_from(request))
+        # Back to the page the person was on, not to the part htmx asked for (a fragment,
+        # or an address that takes only POST); only a page of this site.
+        sign_in = redirect_to_login(request.htmx.current_url_abs_path or "/").url
+        if reading:
+            return HttpResponseClientRedirect(sign_in)
+        return render(request, "console/signed_out.html", {"sign_in": sign_in}, status=401)
+
+    return wrapper
+
+
+def require_POST(view):  # noqa: N802 (named as Django's, which it stands in for)
+    """Django's require_POST, whose 405 is a blank page, with a page saying that nothing was
+    changed and where the form is: a person reaches these addresses by GET from history, a
+    bookmark or a link kept from a sign-in."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if request.method == "POST":
+            return view(request, *args, **kwargs)
+        run_id = kwargs.get("run_id")
+        response = render(request, "console/post_only.html", {
+            "run_url": reverse("console:run", args=[run_id]) if run_id else ""}, status=405)
+        response["Allow"] = "POST"
+        return response
+
+    return wrapper
+
+
+def _page_sent_from(request) -> str:
+    """The page of this site a form was sent from (its Referer), "/" when none is."""
+    referer = request.headers.get("Referer", "")
+    if not url_has_allowed_host_and_scheme(referer, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        return "/"
+    parts = urlsplit(referer)
+    return f"{parts.path}?{parts.query}" if parts.query else parts.path or "/"
 
 
 def _visible_ids(user):
@@ -116,7 +188,7 @@ def runs_list(request):
         **page, "archived": archived_rows,
         "rows": run_rows(rows), "ids": [r.pk for r in rows], "live": _live(rows),
         "next_cursor": run_list.encode_cursor(next_cursor), "first_page": after is None,
-        "bulk_actions": BULK_BY_FILTER,
+        "bulk_actions": run_list.BULK_BY_FILTER,
         "drawn_at": drawn_at.isoformat(), "poll_url": reverse("console:runs"),
         "sort_links": run_list.sort_links(query, filters.sort),
     })
@@ -233,10 +305,48 @@ def run_detail(request, run_id: int):
             "run": detail.run, "timeline": timeline_page(detail.run, before=before),
             "timeline_page": TIMELINE_PAGE})
     context = _detail_context(request, detail, before=before)
+    # The page's own choices (an older page of the timeline, of an agent's turns) stay in
+    # its poll, or the poll would put the newest back in their place.
+    poll = {"part": "live", "before": before,
+            "turns_from": whole_number(request.GET.get("turns_from", ""), digits=6)}
+    live = _live_part(request, context, poll={k: v for k, v in poll.items() if v is not None})
     if request.htmx and request.GET.get("part") == "live":
-        return render(request, "console/_run_live.html", context)
+        if request.GET.get("shown") == live.version:
+            # Nothing it shows has changed: htmx swaps no 204, so what the person opened in
+            # the part (a recovery contract, a record's data, older timeline entries) stays.
+            return HttpResponse(status=204)
+        return HttpResponse(live.html)
     card = investigate(detail.run, steps=detail.steps, records=detail.audit)
-    return render(request, "console/run_detail.html", {**context, "card": card})
+    return render(request, "console/run_detail.html", {**context, "card": card,
+                                                       "live_part": live.html})
+
+
+@dataclass(frozen=True)
+class LivePart:
+    html: SafeString
+    version: str  # a digest of what it shows, which its poll sends back as `shown`
+
+
+# Where the version goes in the poll's address: it is known once the part is drawn.
+_VERSION_SLOT = "live-version-slot"
+_CSRF_VALUE = re.compile(r'(name="csrfmiddlewaretoken" value=")[^"]*')
+_UNVERSIONED = re.compile(r"<!--unversioned-->.*?<!--/unversioned-->", re.DOTALL)
+
+
+def _live_part(request, context: dict, *, poll: dict | None = None) -> LivePart:
+    """The run's live part, drawn once, with its version in the address its poll asks
+    with. Left out of the version: the forms' CSRF tokens, masked anew at each drawing, the
+    figures that move with the clock alone and the messages of an action (marked
+    <!--unversioned--> in the template), or every poll would be a change."""
+    query = urlencode({**(poll or {"part": "live"}), "shown": _VERSION_SLOT})
+    html = render_to_string("console/_run_live.html", {
+        **context, "live_url": f"{reverse('console:run', args=[context['run'].pk])}?{query}"},
+        request)
+    version = hashlib.sha256(_UNVERSIONED.sub("", _CSRF_VALUE.sub(r"\1", html)).encode())
+    version = version.hexdigest()[:20]
+    # The template's own output, escaped there.
+    return LivePart(html=mark_safe(html.replace(_VERSION_SLOT, version)),  # noqa: S308
+                    version=version)
 
 
 @require_GET
@@ -310,7 +420,7 @@ def _after_action(request, run_id: int):
             # hears what became of their action, and a 403 here would read as a refusal of
             # an action that was done.
             return render(request, "console/_action_outcome.html")
-        return render(request, "console/_run_live.html", _detail_context(request, detail))
+        return HttpResponse(_live_part(request, _detail_context(request, detail)).html)
     return redirect(reverse("console:run", args=[run_id]))
 
 

@@ -4,14 +4,13 @@ pages. Thin, like console.views: pausing and resuming go through
 approvals.operator_actions.act_on_workflow (the permission and the change), then redirect."""
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db.models import OuterRef, Subquery
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
 from approvals.operator_actions import (
     ActionForbidden,
@@ -26,6 +25,7 @@ from runs.models import DispatchPause, Run, Workflow
 from runs.waiting import schedules
 
 from .permissions import VIEW, grant_for
+from .views import login_required, require_POST
 
 
 def _visible_names(user) -> set[str] | None:
@@ -58,10 +58,18 @@ def schedules_page(request):
 PAUSED = {"1": True, "0": False}
 
 
+def _paused(request) -> bool | None:
+    """What the form's `paused` field asks for (PAUSED), or None. Sent more than once it
+    asks for nothing: the last value alone would count, and paused=1&paused=0 would resume
+    what the person meant to keep paused."""
+    sent = request.POST.getlist("paused")
+    return PAUSED.get(sent[0]) if len(sent) == 1 else None
+
+
 @require_POST
 @login_required
 def schedule_pause(request, workflow: str, name: str):
-    paused = PAUSED.get(request.POST.get("paused"))
+    paused = _paused(request)
     if _acted(request, ("resume_schedule", "pause_schedule"), paused, workflow,
               what="this schedule", refused=schedules.ScheduleError, schedule=name):
         messages.success(request, f"Schedule {name} {'paused' if paused else 'resumed'}.")
@@ -98,7 +106,7 @@ def _acted(request, actions: tuple[str, str], paused: bool | None, workflow: str
 @require_POST
 @login_required
 def dispatch_pause(request, workflow: str):
-    pause = PAUSED.get(request.POST.get("paused"))
+    pause = _paused(request)
     system = request.POST.get("system", "").strip()
     if _acted(request, ("resume_dispatch", "pause_dispatch"), pause, workflow,
               what="this workflow", refused=dispatch.DispatchError, system=system):
