@@ -14,13 +14,14 @@ SYSTEM = Actor.system("test")
 _keys = itertools.count(1)
 
 
-def new_run(workflow="test-orders", *, wake: bool = True, **input_overrides) -> Run:
+def new_run(workflow="test-orders", *, wake: bool = True, drill: bool = False,
+            **input_overrides) -> Run:
     """A run started through start_run; `wake=False` sends no wake-up hint (a run the test
-    will place, with a real worker listening)."""
+    will place, with a real worker listening); `drill`: a drill run, as the drill kit starts."""
     key = f"order-{next(_keys)}-{timezone.now().timestamp()}"
     data = {"order": key, **input_overrides} if workflow.startswith("test-") else input_overrides
     run, created = start_run(workflow=workflow, business_key=key, input=data, actor=SYSTEM,
-                             wake=wake)
+                             wake=wake, drill=drill)
     assert created
     return run
 

@@ -70,7 +70,7 @@ DRILL_KEY_PREFIX = "drill:"
 
 def is_drill_run(run: Run) -> bool:
     """Whether `run` was started by a drill (the drill approver acts on nothing else): its
-    flag, which only the drill kit sets (mark_drill_run), never a key a client may choose."""
+    flag, which only the drill kit sets (start_run's `drill`), never a key a client may choose."""
     return run.drill
 
 
@@ -141,15 +141,6 @@ def run_guarded(title: str, drill: Callable[..., DrillResult], *args) -> DrillRe
 def _failed(title: str, exc: Exception) -> DrillResult:
     name = "refused" if isinstance(exc, TransitionNotAllowed) else type(exc).__name__
     return DrillResult(title, "-", f"the drill could not finish: {name}: {exc}", False)
-
-
-def mark_drill_run(run: Run) -> Run:
-    """Flag `run` as a drill run (Run.drill) before anything advances it, so that from its
-    first wait on it is kept out of the lists and notifies nobody. A marker, not a state:
-    start_run made the run and the transitions move it."""
-    Run.objects.filter(pk=run.pk).update(drill=True)
-    run.drill = True
-    return run
 
 
 # --- the drills ----------------------------------------------------------------------------
@@ -226,7 +217,7 @@ def _drill_concurrent_delivery(workflow, deliveries: int = 20) -> DrillResult:
             barrier.wait(timeout=30)
             created.append(transitions.start_run(workflow=workflow.name, business_key=key,
                                                  input=workflow.example, actor=DRILL,
-                                                 wake=False)[1])
+                                                 wake=False, drill=True)[1])
         except Exception as exc:  # reported below, never swallowed
             errors.append(repr(exc))
         finally:
@@ -236,7 +227,7 @@ def _drill_concurrent_delivery(workflow, deliveries: int = 20) -> DrillResult:
     runs = list(Run.objects.filter(workflow_name=workflow.name, business_key=key))
     if errors or len(runs) != 1:
         return DrillResult(title, expected, f"{len(runs)} runs; errors: {errors[:2]}", False)
-    run = mark_drill_run(runs[0])
+    run = runs[0]
 
     def wake():
         try:
@@ -414,9 +405,9 @@ def _tool_call_intents(run: Run) -> dict[str, int]:
 def _start(workflow, tag: str, input: dict | None = None) -> Run:
     key = f"{DRILL_KEY_PREFIX}{tag}:{uuid.uuid4().hex[:10]}"
     # No wake-up hint: the drill, not a running worker, must be the one to advance it.
-    return mark_drill_run(transitions.start_run(
+    return transitions.start_run(
         workflow=workflow.name, business_key=key, input=input or workflow.example,
-        actor=DRILL, wake=False)[0])
+        actor=DRILL, wake=False, drill=True)[0]
 
 
 def _kill_at(run: Run, point: str) -> bool:

@@ -13,7 +13,6 @@ from archive.models import ArchiveFile
 from audit.chain import Actor
 from runs.machine.transitions import start_run
 from runs.models import Run, RunStatus
-from runs.operator.drills import mark_drill_run
 from tests.factories import place
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,8 +22,8 @@ INVOICE = {"tenant": "tenant-42", "invoice_number": "INV-1", "approver_email": "
 
 def drill_run(key: str) -> Run:
     run, _ = start_run(workflow="invoice-approval", business_key=f"drill:{key}",
-                       input=INVOICE, actor=Actor.system("test"), wake=False)
-    return mark_drill_run(run)
+                       input=INVOICE, actor=Actor.system("test"), wake=False, drill=True)
+    return run
 
 
 @pytest.fixture

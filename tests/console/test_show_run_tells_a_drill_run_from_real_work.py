@@ -7,7 +7,6 @@ import json
 import pytest
 from django.core.management import call_command
 
-from runs.operator.drills import mark_drill_run
 from tests.factories import new_run
 
 pytestmark = pytest.mark.django_db
@@ -20,7 +19,7 @@ def _show(*args) -> str:
 
 
 def test_a_drill_run_is_marked_and_real_work_is_not():
-    drill = mark_drill_run(new_run(wake=False))
+    drill = new_run(wake=False, drill=True)
     real = new_run(wake=False)
     assert "[drill run" in _show(drill.pk).splitlines()[0]
     assert "drill" not in _show(real.pk)

@@ -14,7 +14,6 @@ from audit.actions import AuditAction
 from audit.models import AuditRecord
 from runs.execution import executor, sweeper
 from runs.models import Run, RunStatus
-from runs.operator.drills import mark_drill_run
 from tests.factories import new_run
 from tests.processes import start_worker, stop
 
@@ -23,7 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_a_worker_of_the_fleet_leaves_a_drill_run_alone(script):
     script.reset()
-    run = mark_drill_run(new_run(wake=False))
+    run = new_run(wake=False, drill=True)
     assert executor.advance_run(run.pk, worker="fleet-1") is None
     assert Run.objects.get(pk=run.pk).status == RunStatus.QUEUED
     assert not AuditRecord.objects.filter(run=run, action=AuditAction.CLAIMED).exists()
@@ -40,7 +39,7 @@ def test_the_drill_leaves_real_work_alone(script):
 
 
 def test_the_sweeper_wakes_no_drill_run():
-    drill = mark_drill_run(new_run(wake=False))
+    drill = new_run(wake=False, drill=True)
     real = new_run(wake=False)
     long_ago = timezone.now() - timedelta(days=1)
     Run.objects.filter(pk__in=[drill.pk, real.pk]).update(updated_at=long_ago)
@@ -49,7 +48,7 @@ def test_the_sweeper_wakes_no_drill_run():
 
 def test_advance_run_says_which_kind_of_run_it_left_alone(script):
     script.reset()
-    drill = mark_drill_run(new_run(wake=False))
+    drill = new_run(wake=False, drill=True)
     real = new_run(wake=False)
     with pytest.raises(CommandError, match="is a drill run: only the drill advances it"):
         call_command("advance_run", str(drill.pk))

@@ -59,7 +59,8 @@ def _refuse_if_archived(workflow: str, business_key: str, digest: str) -> None:
 
 def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
               now: datetime | None = None, wake: bool = True,
-              guard: Callable[[], None] | None = None) -> tuple[Run, bool]:
+              guard: Callable[[], None] | None = None,
+              drill: bool = False) -> tuple[Run, bool]:
     """Start a run of the latest version of `workflow`, or find the one already started.
 
     Returns (run, created). The same (workflow, business key, input) delivered twice, or by
@@ -74,6 +75,10 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
     leaves nothing written and reaches the caller. A caller whose own state may forbid the
     run (a schedule paused meanwhile) checks it there, so that the check and the creation
     cannot interleave with a change of that state.
+
+    `drill`: a drill run (runs.operator.drills), so flagged in the statement that makes it:
+    not for an instant is it work the lists, counts, subscribers or a fleet's worker take
+    for real.
     """
     workflow_def = definition.registry.latest(workflow)
     if workflow_def is None:
@@ -121,7 +126,7 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
     for _ in range(3):
         run, steps, change = _new_rows(workflow_def, workflow=workflow,
                                        business_key=business_key, data=data, digest=digest,
-                                       actor=actor, now=now,
+                                       actor=actor, now=now, drill=drill,
                                        run_id=db.next_run_id())
         # One statement (runs.store), its own transaction: the run, its steps, its first
         # audit record and its progress event, or nothing if the key is taken. The key is
@@ -182,14 +187,14 @@ def _savepoint_if_nested():
 
 
 def _new_rows(definition, *, workflow: str, business_key: str, data: dict, digest: str,
-              actor: Actor, now: datetime, run_id: int | None):
+              actor: Actor, now: datetime, run_id: int | None, drill: bool = False):
     """The unsaved run, its steps and the change holding its first audit record and
     progress event (chained from `run_id`, which the hash covers)."""
     run = Run(pk=run_id, workflow_name=workflow, workflow_version=definition.version,
               business_key=business_key, input=data, input_hash=digest,
               status=QUEUED, step_count=len(definition.steps),
               current_step=definition.steps[0].name if definition.steps else "",
-              created_at=now, updated_at=now)
+              created_at=now, updated_at=now, drill=drill)
     steps = _step_rows(definition, workflow=workflow, business_key=business_key,
                        run_id=run_id, now=now)
     return run, steps, _first_change(run, definition, digest=digest, actor=actor, now=now)

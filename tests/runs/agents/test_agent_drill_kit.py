@@ -48,11 +48,11 @@ def _large_run(tag):
     from audit.chain import Actor
     from runs.machine import transitions
 
-    return drills.mark_drill_run(transitions.start_run(
+    return transitions.start_run(
         workflow="invoice-triage", business_key=f"drill:{tag}",
         input={"tenant": "tenant-42", "invoice_number": "INV-1847",
                "requester_email": "requester@example.com"},
-        actor=Actor.system("drill"), wake=False)[0])
+        actor=Actor.system("drill"), wake=False, drill=True)[0]
 
 
 def test_the_drill_approves_a_waiting_tool_call_through_its_approval_request():
