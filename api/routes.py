@@ -369,7 +369,7 @@ def run_state(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
     may = grants_of(token.acting_user) if token.acting_user is not None else None
     return Status(200, {
         "id": run.pk, "workflow": run.workflow_name, "workflow_version": run.workflow_version,
-        "business_key": run.business_key, "state": view.state,
+        "business_key": run.business_key, "drill": run.drill, "state": view.state,
         "final": view.state in FINAL_STATES, "description": view.description,
         "step_count": run.step_count, "steps_done": run.steps_done,
         "current_step": None if current is None else {

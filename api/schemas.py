@@ -150,6 +150,9 @@ class RunState(Schema):
     workflow: str
     workflow_version: int
     business_key: str
+    drill: bool = Field(description="A drill run (manage.py drill), not real work: a drill "
+                                    "breaks runs on purpose, and its runs are left out of "
+                                    "the lists, the metrics and webhook deliveries.")
     state: State
     final: bool
     description: str = Field(description="The state in words, e.g. 'running step 2 of 4 "

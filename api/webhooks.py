@@ -102,8 +102,10 @@ def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
     now = now or timezone.now()
     queued = 0
     for subscriber in WebhookSubscriber.objects.filter(active=True):
-        events = RunEvent.objects.all()
-        records = (AuditRecord.objects.filter(action__in=[str(a) for a in STEP_OUTCOMES])
+        # A drill run's changes are no news of real work (a drill breaks runs on purpose).
+        events = RunEvent.objects.filter(run__drill=False)
+        records = (AuditRecord.objects.filter(action__in=[str(a) for a in STEP_OUTCOMES],
+                                              run__drill=False)
                    .exclude(step_name=""))
         if subscriber.workflows:
             events = events.filter(run__workflow_name__in=subscriber.workflows)

@@ -186,9 +186,10 @@ class Run(models.Model):
             # this index alone (index-only scans), at the cost of the open runs, whatever
             # the number of finished ones.
             models.Index(fields=["status", "workflow_name", "attention_reason"],
-                         name="run_open_idx",
+                         name="run_open_work_idx",
                          condition=Q(status__in=["queued", "running", "waiting", "attention",
-                                                 "compensating", "compensation_failed"])),
+                                                 "compensating", "compensation_failed"],
+                                     drill=False)),
             # Search by the start of a business key (LIKE 'q%' under any collation).
             models.Index(fields=["business_key"], name="run_business_key_prefix_idx",
                          opclasses=["varchar_pattern_ops"]),
