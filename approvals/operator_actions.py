@@ -302,7 +302,10 @@ def refuse_workflow_action(action: str, workflow: str, *, user, schedule: str = 
                        user.get_username(), dispatch.PERMISSION)
         raise ActionForbidden(f"{user.get_username()} may not pause or resume {workflow} "
                               f"(needs runs.{dispatch.PERMISSION})")
-    if definition.registry.latest(workflow) is None:
+    # A pause a release left behind, of a workflow it removed, is still lifted (its check,
+    # runs.machine.dispatch, lets a pause in force go whatever the code registers now).
+    if definition.registry.latest(workflow) is None and not (
+            action == "resume_dispatch" and dispatch.pause_in_force(workflow)):
         raise NoSuchWorkflow(f"no workflow {workflow!r}")
     if action.endswith("_schedule") and schedules.registry.get(workflow, schedule) is None:
         raise NoSuchWorkflow(f"no schedule {schedule!r} of {workflow!r}")

@@ -124,11 +124,16 @@ def may_pause(user, workflow_name: str) -> bool:
     return row is not None and user.has_perm(f"runs.{PERMISSION}", row)
 
 
+def pause_in_force(workflow_name: str, system: str = "") -> bool:
+    """Whether a pause of `workflow_name` (towards `system`; "" the whole workflow) is in
+    force, in the database, whatever the code registers now."""
+    return DispatchPause.objects.filter(workflow_name=workflow_name, system=system).exists()
+
+
 def _check(workflow_name: str, system: str, reason: str, *, lifting: bool = False) -> None:
     # A pause in force is lifted whatever the code registers now: a release that renamed or
     # dropped the workflow or its system would otherwise leave a pause no one can lift.
-    in_force = lifting and DispatchPause.objects.filter(workflow_name=workflow_name,
-                                                        system=system).exists()
+    in_force = lifting and pause_in_force(workflow_name, system)
     workflow_def = definition.registry.latest(workflow_name)
     if workflow_def is None and not in_force:
         raise DispatchError(f"unknown workflow {quoted(workflow_name)}")

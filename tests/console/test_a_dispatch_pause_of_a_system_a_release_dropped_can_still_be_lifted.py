@@ -6,6 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from approvals.operator_actions import NoSuchWorkflow, act_on_workflow
 from runs.machine import dispatch
 from runs.models import ControlRecord, DispatchPause
 
@@ -48,3 +49,19 @@ def test_a_new_pause_towards_such_a_system_is_still_refused(operator):
                      "--reason", "x")
     assert not DispatchPause.objects.exists()
     assert not ControlRecord.objects.exists()
+
+
+def test_a_pause_of_a_workflow_a_release_removed_can_still_be_lifted(admin_user):
+    """Its workflow is no longer registered: resuming it is still an action on it, a new
+    pause of it is refused as of no workflow."""
+    DispatchPause.objects.create(workflow_name="retired-flow", system="",
+                                 reason="vendor gone", paused_by="olga",
+                                 paused_at=timezone.now())
+    act_on_workflow("resume_dispatch", "retired-flow", user=admin_user, reason="retired")
+    assert not DispatchPause.objects.filter(workflow_name="retired-flow").exists()
+    assert ControlRecord.objects.filter(action="dispatch_resumed").count() == 1
+    with pytest.raises(NoSuchWorkflow, match="no workflow 'retired-flow'"):
+        act_on_workflow("pause_dispatch", "retired-flow", user=admin_user, reason="again")
+    with pytest.raises(NoSuchWorkflow):
+        act_on_workflow("resume_dispatch", "retired-flow", user=admin_user, reason="twice")
+    assert ControlRecord.objects.filter(action="dispatch_resumed").count() == 1
