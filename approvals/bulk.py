@@ -30,7 +30,7 @@ from audit.models import AuditRecord
 from audit.redaction import redact_text
 from runs.machine import crashpoints
 from runs.machine.errors import TransitionNotAllowed
-from runs.machine.storable import person_text_problem
+from runs.machine.storable import person_text_problem, text_problem
 from runs.machine.transitions import allowed
 from runs.models import Run, RunStatus
 from runs.operator.actions import ACTIONS, ActionInput
@@ -109,18 +109,32 @@ def bulk_refusal(spec) -> str | None:
     return None
 
 
+# A start key is a preview's mark (a uuid's 32 hex digits, from the console's form).
+START_KEY_MAX = BulkJob._meta.get_field("start_key").max_length
+
+
+def _started_by(user, start_key: str) -> BulkJob | None:
+    return BulkJob.objects.filter(requested_by=user, start_key=start_key).first()
+
+
 def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
                    params: dict | None = None, previewed: int | None = None,
-                   now: datetime | None = None) -> BulkJob:
+                   start_key: str = "", now: datetime | None = None) -> BulkJob:
     """Record a bulk job over the runs `filters` matches now that `user` may see; a worker
     carries it out (run_bulk_job). Refuses an unknown action, a missing reason, an action
     never taken by a filter (bulk_refusal), and a person who may take the action nowhere
     (BulkForbidden). `previewed`: how many runs the person was shown they may act on (the
     preview's count, on its button); refused if the filter now matches more (an incident
-    may have brought hundreds into it since), started if as many or fewer."""
+    may have brought hundreds into it since), started if as many or fewer. `start_key`: the
+    mark of the form that starts it (a preview's); the job that form started already, if it
+    did, is returned instead of a second one (a double click, a form sent again)."""
     spec = ACTIONS.get(action)
     if spec is None:
         raise BulkRefused(f"no action {action!r}")
+    if len(start_key) > START_KEY_MAX or text_problem(start_key) is not None:
+        raise BulkRefused(f"start_key: at most {START_KEY_MAX} characters of text")
+    if start_key and (started := _started_by(user, start_key)) is not None:
+        return started
     if (refusal := bulk_refusal(spec)) is not None:
         raise BulkRefused(f"{refusal}: not in bulk")
     if not reason or not reason.strip():
@@ -145,17 +159,25 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
             "it)")
     now = now or timezone.now()
     runs = _visible_runs(user, filters)
-    with transaction.atomic():
-        last = runs.order_by("-pk").values_list("pk", flat=True).first() or 0
-        job = BulkJob.objects.create(
-            action=action, filters=filters.to_json(), reason=redact_text(reason.strip()),
-            params=params or {}, requested_by=user, created_at=now, last_run_id=last,
-            total=runs.filter(pk__lte=last).count())
-        # Each run's record carries the reason with the job's mark, held to the length of a
-        # person's text: one that fits only without it would be refused on every run.
-        if (problem := person_text_problem(marked(job.reason, job.pk))) is not None:
-            raise BulkRefused(f"reason: {problem} with the job's mark "
-                              f"({marked('', job.pk).strip()}) that each run's record carries")
+    try:
+        with transaction.atomic():
+            last = runs.order_by("-pk").values_list("pk", flat=True).first() or 0
+            job = BulkJob.objects.create(
+                action=action, filters=filters.to_json(), reason=redact_text(reason.strip()),
+                params=params or {}, requested_by=user, created_at=now, last_run_id=last,
+                total=runs.filter(pk__lte=last).count(), start_key=start_key)
+            # Each run's record carries the reason with the job's mark, held to the length
+            # of a person's text: one that fits only without it would be refused on every
+            # run.
+            if (problem := person_text_problem(marked(job.reason, job.pk))) is not None:
+                raise BulkRefused(f"reason: {problem} with the job's mark "
+                                  f"({marked('', job.pk).strip()}) that each run's record "
+                                  "carries")
+    except IntegrityError:
+        # The same form, sent at the same moment, started its job first.
+        if start_key and (started := _started_by(user, start_key)) is not None:
+            return started
+        raise
     logger.info("bulk job %s: %s on %d runs by %s", job.pk, action, job.total,
                 user.get_username())
     return job

@@ -254,10 +254,16 @@ class BulkJob(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     cancelled_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                      on_delete=models.SET_NULL, related_name="+")
+    # The preview's own mark, sent with the form that starts the job: that form sent twice
+    # (a double click, a resend after a timeout) starts one job.
+    start_key = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     class Meta:
         indexes = [models.Index(fields=["lease_until"], name="bulk_job_running_idx",
                                 condition=Q(status="running"))]
+        constraints = [models.UniqueConstraint(fields=["requested_by", "start_key"],
+                                               name="bulk_job_started_once",
+                                               condition=~Q(start_key=""))]
 
     def __str__(self):
         return f"bulk {self.action} #{self.pk}"

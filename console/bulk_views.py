@@ -2,6 +2,8 @@
 reason, follow its progress and per-run outcomes, cancel it. The job is approvals.bulk's;
 these views parse, check and render."""
 
+import uuid
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -69,7 +71,7 @@ def bulk_preview_page(request):
     return render(request, "console/bulk_preview.html", {
         "action": spec, "actions": BULK_BY_FILTER, "form": form, "query": query.urlencode(),
         "preview": bulk_preview(spec.name, filters, user=request.user),
-        "filters": form.given()})
+        "filters": form.given(), "start_key": uuid.uuid4().hex})
 
 
 @require_POST
@@ -89,7 +91,8 @@ def bulk_start(request):
         return _back_to_preview(request, spec)
     try:
         job = start_bulk_job(spec.name, filters, user=request.user,
-                             reason=request.POST.get("reason", ""), previewed=previewed)
+                             reason=request.POST.get("reason", ""), previewed=previewed,
+                             start_key=request.POST.get("start_key", ""))
     except BulkRefused as exc:
         messages.error(request, f"Nothing was started: {exc}")
         return _back_to_preview(request, spec)

@@ -65,6 +65,9 @@ SAFE_DESPITE_FINDINGS: dict[tuple[str, str], str] = {
     ("api", "0006_one_delivery_per_record"):
         "its one operation builds the unique index CONCURRENTLY (writes go on); ADD_UNIQUE "
         "does not tell that from a CREATE UNIQUE INDEX that blocks them",
+    ("approvals", "0004_bulk_job_start_key"):
+        "its partial unique index is built CONCURRENTLY (writes go on), after a column with "
+        "a constant default; ADD_UNIQUE does not tell that from a blocking one",
 }
 
 # django-migration-linter's PostgreSQL checks report these as warnings; here they fail.
