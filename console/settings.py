@@ -374,10 +374,10 @@ BULK_JOB_LEASE_SECONDS = env("BULK_JOB_LEASE_SECONDS")
 # marked on the workers page.
 WORKER_HEARTBEAT_SECONDS = env("WORKER_HEARTBEAT_SECONDS")
 # The threads mode of a worker: one transaction each this many seconds extends the leases
-# of all the steps the process holds in their remote call (runs.execution.heartbeats); 0: off.
+# of all the steps the process holds in their remote call (runs.machine.heartbeats); 0: off.
 RUNS_HEARTBEAT_SECONDS = env("RUNS_HEARTBEAT_SECONDS")
 # ...but no longer than this for one call that does not heartbeat itself: a call that never
-# ends gives its run back to the sweeper (runs.execution.heartbeats).
+# ends gives its run back to the sweeper (runs.machine.heartbeats).
 RUNS_CALL_LIMIT_SECONDS = env("RUNS_CALL_LIMIT_SECONDS")
 # A queued run that no worker picked up within this many seconds is enqueued again by the
 # sweeper (its broker message was lost).

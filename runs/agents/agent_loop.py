@@ -30,8 +30,16 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessage
 
 from ..agent_models import ToolCall, ToolCallStatus
 from ..definitions import definition
-from ..execution import heartbeats
-from ..machine import crashpoints, deadline, limits, lookups, sensitive, tracing, transitions
+from ..machine import (
+    crashpoints,
+    deadline,
+    heartbeats,
+    limits,
+    lookups,
+    sensitive,
+    tracing,
+    transitions,
+)
 from ..machine.context import StepContext
 from ..machine.errors import (
     CODE_FAILURES,

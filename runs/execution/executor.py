@@ -22,6 +22,7 @@ from ..machine import (
     artifacts,
     crashpoints,
     deadline,
+    heartbeats,
     limits,
     lookups,
     sensitive,
@@ -33,7 +34,6 @@ from ..machine.errors import Classified
 from ..machine.invocation import invoke
 from ..machine.logcontext import log_context
 from ..models import ErrorClass
-from . import heartbeats
 
 logger = logging.getLogger(__name__)
 

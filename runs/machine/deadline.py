@@ -13,7 +13,7 @@ this worker before its lease ends, and the worker goes on.
 A step that heartbeats (ctx.heartbeat(), for a step known to be long) renews its deadline
 with its lease. A timer signal reaches the main thread only: in the threads mode of a
 worker heartbeats keep the leases alive instead (RUNS_HEARTBEAT_SECONDS), for
-RUNS_CALL_LIMIT_SECONDS of one call at most (runs.execution.heartbeats), and nothing is
+RUNS_CALL_LIMIT_SECONDS of one call at most (runs.machine.heartbeats), and nothing is
 armed. Nor is anything armed outside the executor (a person's lookup from the console)."""
 
 import signal

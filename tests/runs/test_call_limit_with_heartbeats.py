@@ -53,7 +53,7 @@ def test_a_call_that_never_ends_gives_its_run_back_after_its_limit_and_is_settle
         return StepResult({"ref": ref}, remote_ref=ref)
 
     script.plan["create-task"] = [acts_then_hangs]
-    caplog.set_level(logging.WARNING, logger="runs.execution.heartbeats")
+    caplog.set_level(logging.WARNING, logger="runs.machine.heartbeats")
     hung = _in_a_thread(run, "thread-1")
     try:
         wait_for(lambda: step(run, "create-task").status == StepStatus.RUNNING, timeout=30,

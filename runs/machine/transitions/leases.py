@@ -1,5 +1,5 @@
 """A lease after its claim: heartbeats extend it (one run, or every run one process holds in
-its remote calls, runs.execution.heartbeats), and expiry takes it back from a worker that stopped
+its remote calls, runs.machine.heartbeats), and expiry takes it back from a worker that stopped
 beating. Both judge time by the database server's now() in the statement, so a worker or a
 sweeper whose clock is wrong neither extends nor takes a live lease; and both go by the
 fencing token: a lease taken back stays taken, and its old holder records nothing."""
@@ -57,7 +57,7 @@ def extended_lease(now: datetime | None) -> dict:
 
 def heartbeat_many(tokens: dict[int, int], *, now: datetime | None = None) -> int:
     """Extend, in one transaction, the leases of the runs one process holds in flight
-    ({run id: fencing token}, runs.execution.heartbeats). Each lease is extended only while its
+    ({run id: fencing token}, runs.machine.heartbeats). Each lease is extended only while its
     token still matches: one taken back by the sweeper stays taken. Returns how many were."""
     if not tokens:
         return 0

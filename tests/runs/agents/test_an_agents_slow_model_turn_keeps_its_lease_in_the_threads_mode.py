@@ -1,6 +1,6 @@
 """In the threads mode of a worker (RUNS_HEARTBEAT_SECONDS > 0) a lease is kept alive by the
 process's one heartbeat while a call is in flight, since no timer can interrupt a thread.
-An agent step's calls are such calls as a step's are (runs.execution.heartbeats.calling):
+An agent step's calls are such calls as a step's are (runs.machine.heartbeats.calling):
 a model turn longer than the lease keeps it, and the sweeper takes nothing back in the
 middle of it. Before, only a plain step's call was registered: the sweeper took the run
 back during a model turn, and another worker would have asked the model again."""

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import connection
 
-from ..machine import transitions
+from . import transitions
 
 logger = logging.getLogger(__name__)
 
