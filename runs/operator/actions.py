@@ -20,13 +20,12 @@ from audit.redaction import redact_text, shown_arguments
 from ..agents.tool_call_undo import undo_tool_call
 from ..definitions import definition
 from ..machine import tracing, transitions
-from ..machine.intentions import step_lines
 from ..machine.storable import has_control_characters, text_problem
 from ..machine.transitions.operator_rules import check_before_work
 from ..machine.transitions.outcome import REMOTE_REF_MAX
 from ..models import Run, Step, StepStatus
 from ..waiting import events, payloads
-from .previews import compensation_preview
+from .previews import compensation_outline, compensation_preview
 from .reconciliation import reconcile_step, reconcile_tool_call_by_key
 
 
@@ -409,22 +408,8 @@ def _no_details(run: Run, steps: list[Step]) -> list[str]:
 
 
 def _compensation_details(run: Run, steps: list[Step]) -> list[str]:
-    workflow = _definition(run)
-    plan = transitions.compensation_plan(steps, workflow)
-    if not plan:
-        return ["There is no completed step to compensate."]
-    did = step_lines(run, steps)
-    lines = ["Order (newest completed step first), each undo with what it will do:"]
-    for i, step in enumerate(plan, 1):
-        impact = " - HIGH IMPACT: pauses for a person to confirm" \
-            if step.impact == definition.HIGH else ""
-        preview = compensation_preview(run, step.name)
-        undo = ("sends " + "; ".join(f"{k}: {v}" for k, v in preview.items()) if preview
-                else f"undoes: {did[step.name]}")
-        lines.append(f"{i}. {step.name} ({step.remote_ref or 'no reference'}){impact}: "
-                     f"{undo}")
-    lines.append("A compensation that fails leaves the run in compensation_failed.")
-    return lines
+    # By the rules the compensation follows (previews.compensation_outline).
+    return compensation_outline(run, steps)
 
 
 def _confirmation_details(run: Run, steps: list[Step]) -> list[str]:

@@ -147,6 +147,17 @@ def undos_to_come(lease: Lease) -> list[Step]:
             if s.status != StepStatus.COMPENSATION_FAILED]
 
 
+def asks_a_person(row) -> bool:
+    """Whether the undo of `row` (a step, or one tool call) waits for a person to confirm it
+    before it is sent: the rule pauses_before_undo stops by and a preview shows."""
+    # An agent step's undo is its tool calls' undos: each of them is weighed on its own.
+    if row.kind == definition.AGENT or row.impact != definition.HIGH:
+        return False
+    # Compensating (or failed, and compensating again): a person confirmed it, or it was
+    # sent and is sent again with its key; either way nobody is asked twice.
+    return row.status == StepStatus.SUCCEEDED
+
+
 def pauses_before_undo(change: Change, lease: Lease, effect: Effect, *,
                        waiting: list[str]) -> bool:
     """Whether the compensation stops before the undo of `effect` (a step, or one tool call of
@@ -154,12 +165,7 @@ def pauses_before_undo(change: Change, lease: Lease, effect: Effect, *,
     the stop is recorded here: the run in attention naming the undo, and the undos that wait
     behind it (`waiting`, this one first) in the record. The one rule for both kinds."""
     row, step, run = effect.row, effect.step, change.run
-    # An agent step's undo is its tool calls' undos: each of them is weighed on its own.
-    if row.kind == definition.AGENT or row.impact != definition.HIGH:
-        return False
-    # Compensating: a person confirmed it, or it was sent and is sent again with its key
-    # after a crash; either way nobody is asked twice.
-    if row.status != StepStatus.SUCCEEDED:
+    if not asks_a_person(row):
         return False
     # Undoing a high-impact effect sends something that cannot be taken back (a correction
     # to a person, a reversing entry): prepared and shown, sent only once a person confirms.
