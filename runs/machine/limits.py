@@ -22,6 +22,8 @@ Per remote system (a step's or a tool's `system`, an agent's `model_system`):
                    timed by the Redis server's clock (not a worker's). A worker waits for its
                    turn before the call, holding the run's lease (and heartbeating it).
   A 429 (or 503) with Retry-After from the system blocks it for every worker until then.
+  A worker waits out a block of up to TURN_WAIT_LIMIT_SECONDS; past that the call is not
+  made and its attempt ends as a transient failure retried when the block ends.
   A Redis that cannot be asked (refused, timed out) admits nobody: the call is not made and
   its attempt ends as a transient failure naming the system, retried by the step's policy.
 Without Redis (the demo's embedded broker) the window and the block live in the process:
@@ -37,7 +39,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from django.conf import settings
-from django.db.models import Case, IntegerField, Value, When
+from django.db.models import Case, Count, IntegerField, Value, When
 from redis.exceptions import RedisError
 
 from audit.redaction import redact_text
@@ -60,6 +62,11 @@ def window_ms() -> int:
     return 1000 + int(getattr(settings, "RUNS_RATE_MARGIN_MS", 400))
 # How long a worker waits for a slot between looks, at most.
 POLL_SECONDS = 0.05
+# The longest single wait for a turn a worker sits out holding its run. A rate window asks
+# for well under it; a Retry-After block longer than this gives the run back instead, its
+# retry due when the block ends: otherwise an hour's block holds every worker that meets it,
+# and with them the runs of every other workflow, for the hour.
+TURN_WAIT_LIMIT_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -102,9 +109,13 @@ def rate_limit(system: str, *, per_second: int) -> SystemRate:
 
 
 def forget(workflow: str = "", system: str = "") -> None:
-    """Drop a declaration (tests)."""
+    """Drop a declaration, and what this process counted for its system (tests)."""
     _workflows.pop(workflow, None)
     _systems.pop(system, None)
+    local = _stores.get("")
+    if system and local is not None:
+        local.windows.pop(system, None)
+        local.blocked.pop(system, None)
 
 
 def workflow_limits(name: str) -> WorkflowLimits | None:
@@ -147,8 +158,15 @@ def wake_after_release(run_id: int, status: str | None) -> int:
 
 def queued_by_priority(count: int) -> list[int]:
     """The queued runs of limited workflows to wake next: higher priority first, then the
-    oldest."""
-    return list(Run.objects.filter(workflow_name__in=list(_workflows), status=RunStatus.QUEUED)
+    oldest. A workflow at its max_in_flight is left out: its runs would be refused, and
+    woken in place of runs that can take the slot they leave those to the sweeper's late
+    pass."""
+    held = dict(Run.objects.filter(workflow_name__in=list(_workflows),
+                                   status__in=HELD_RUN_STATUSES)
+                .order_by().values_list("workflow_name").annotate(n=Count("pk")))
+    room = [w.workflow for w in _workflows.values()
+            if w.max_in_flight is None or held.get(w.workflow, 0) < w.max_in_flight]
+    return list(Run.objects.filter(workflow_name__in=room, status=RunStatus.QUEUED)
                 .annotate(priority=_priority()).order_by("-priority", "created_at", "pk")
                 .values_list("pk", flat=True)[:count])
 
@@ -256,9 +274,19 @@ def _windows():
     return _stores[url]
 
 
+class NoTurn(Exception):
+    """No call to the system now: its block lasts longer than a worker waits in place
+    (`retry_after`: the seconds left), or the run's lease was lost while waiting."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 def wait_for_turn(system: str, *, heartbeat: Callable[[], bool] = lambda: True) -> float:
     """Block until a call to `system` is within its rate (and past any Retry-After block).
-    Returns the seconds waited. Heartbeats the lease about every few seconds of waiting."""
+    Returns the seconds waited. Heartbeats the lease about every few seconds of waiting.
+    NoTurn when the wait asked is past TURN_WAIT_LIMIT_SECONDS or the lease is lost."""
     rate = _systems.get(system)
     if rate is None:
         return 0.0
@@ -267,13 +295,20 @@ def wait_for_turn(system: str, *, heartbeat: Callable[[], bool] = lambda: True) 
         wait = _windows().try_admit(system, rate.per_second)
         if wait <= 0:
             return waited
+        if wait > TURN_WAIT_LIMIT_SECONDS:
+            raise NoTurn(f"system {system!r} is blocked for {wait:.0f} s more (a Retry-After "
+                         "it gave): the call was not made, it is tried again after the block",
+                         retry_after=wait)
         pause = min(max(wait, POLL_SECONDS), 1.0)
         time.sleep(pause)
         waited += pause
         since_beat += pause
         if since_beat >= 5:
             since_beat = 0.0
-            heartbeat()
+            if heartbeat() is False:
+                # Another worker owns the run: a call made now would be a second one.
+                raise NoTurn(f"the run's lease was lost while waiting for a turn at system "
+                             f"{system!r}: the call was not made")
 
 
 def honour_retry_after(system: str, seconds: float | None) -> None:
@@ -304,6 +339,8 @@ def call_within_limits(system: str, ctx, call: Callable[[], Result], *,
             f"the rate limiter of system {system!r} could not be reached ({described(exc)}): "
             "the call was not made"))
         return refused(error)
+    except NoTurn as exc:
+        return refused(classify(TransientError(str(exc), retry_after=exc.retry_after)))
     outcome = call()
     error = getattr(outcome, "error", None)
     if error is not None and error.retry_after:

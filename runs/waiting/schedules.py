@@ -287,18 +287,26 @@ def due_slots(schedule: Schedule, state: ScheduleState, *, now: datetime
         # Nothing is due; not counting on from a recorded slot far in the future either
         # (counting from near the end of the calendar overflows).
         return [], 0
+    start, passed = state.last_slot_at or now, 0
+    if schedule.every is not None and schedule.catch_up != "all":
+        # Only the last slots may run: the older ones are counted, not listed (a month's
+        # outage of a 10 s schedule is 260,000 slots, seconds under the scheduler's lock).
+        later = max(start, now - schedule.grace - schedule.every)
+        passed = ((later - INTERVAL_ANCHOR) // schedule.every
+                  - (start - INTERVAL_ANCHOR) // schedule.every)
+        start = later
     slots = []
-    for slot in schedule.slots_after(state.last_slot_at or now):
+    for slot in schedule.slots_after(start):
         if slot > now:
             break
         slots.append(slot)
         if schedule.catch_up == "all" and len(slots) >= MAX_CATCH_UP:
             break
     if schedule.catch_up == "latest":
-        return slots[-1:], max(len(slots) - 1, 0)
+        return slots[-1:], passed + max(len(slots) - 1, 0)
     if schedule.catch_up == "skip":
         on_time = [s for s in slots if now - s <= schedule.grace]
-        return on_time, len(slots) - len(on_time)
+        return on_time, passed + len(slots) - len(on_time)
     return slots, 0
 
 
