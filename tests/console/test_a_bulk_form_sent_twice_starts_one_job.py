@@ -11,7 +11,7 @@ from approvals.models import BulkJob
 from runs.models import RunStatus, StepStatus
 from runs.reads.selectors import RunFilters
 from tests.console.test_a_bulk_job_starts_from_its_preview_with_the_dates_it_previewed import (
-    _hidden_fields,
+    hidden_fields,
 )
 from tests.factories import new_run, place
 
@@ -26,7 +26,7 @@ def _failed():
 def _start_form(client) -> dict:
     preview = client.get(reverse("console:bulk_preview"),
                          {"status": "attention", "action": "terminate"})
-    return {**_hidden_fields(preview.content.decode()), "reason": "vendor incident"}
+    return {**hidden_fields(preview.content.decode()), "reason": "vendor incident"}
 
 
 def test_the_same_form_sent_twice_starts_one_job(client_for, operator):

@@ -12,7 +12,7 @@ from approvals.models import BulkJob
 from audit.models import AuditRecord
 from runs.models import Run, RunStatus, StepStatus
 from tests.console.test_a_bulk_job_starts_from_its_preview_with_the_dates_it_previewed import (
-    _hidden_fields,
+    hidden_fields,
 )
 from tests.factories import new_run, place
 
@@ -28,7 +28,7 @@ def _start_form(client) -> dict:
     preview = client.get(reverse("console:bulk_preview"),
                          {"status": "attention", "action": "terminate"})
     body = preview.content.decode()
-    fields = _hidden_fields(body)
+    fields = hidden_fields(body)
     assert f"Terminate {fields['previewed']} runs in the background" in body
     return {**fields, "reason": "vendor incident"}
 
@@ -55,7 +55,7 @@ def test_more_runs_than_previewed_start_nothing_and_the_preview_counts_them_agai
         assert not AuditRecord.objects.filter(run=run, action="terminated").exists()
     again = client.get(refused.url)
     assert "<strong>5</strong> runs match" in again.content.decode()
-    assert _hidden_fields(again.content.decode())["previewed"] == "5"
+    assert hidden_fields(again.content.decode())["previewed"] == "5"
 
 
 def test_as_many_or_fewer_runs_than_previewed_start_the_job(client_for, operator):

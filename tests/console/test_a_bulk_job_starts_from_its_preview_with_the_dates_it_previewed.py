@@ -38,7 +38,7 @@ class _StartForm(HTMLParser):
             self._inside = False
 
 
-def _hidden_fields(page: str) -> dict:
+def hidden_fields(page: str) -> dict:
     parser = _StartForm()
     parser.feed(page)
     fields = dict(parser.fields)
@@ -71,7 +71,7 @@ def test_a_job_started_from_the_preview_of_a_date_range_covers_the_previewed_run
                           "action": "terminate"})
     assert preview.status_code == 200
     assert preview.context["preview"].matching == len(expected)
-    fields = _hidden_fields(preview.content.decode())
+    fields = hidden_fields(preview.content.decode())
     started = client.post(reverse("console:bulk_start"), {**fields, "reason": "incident"})
     assert started.status_code == 302, started.content.decode()[:2000]
     job = BulkJob.objects.get()
@@ -103,7 +103,7 @@ def test_a_date_at_the_limits_of_the_calendar_is_previewed_or_refused_never_a_cr
     if preview.status_code == 400:
         assert f"Invalid filter field {name}" in preview.content.decode()
         return
-    fields = _hidden_fields(preview.content.decode())
+    fields = hidden_fields(preview.content.decode())
     started = client.post(reverse("console:bulk_start"), {**fields, "reason": "incident"})
     assert started.status_code in (302, 400)
     if started.status_code == 302:

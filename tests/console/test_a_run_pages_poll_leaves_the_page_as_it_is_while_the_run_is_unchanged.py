@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 from runs.models import Run, RunStatus
-from tests.console.test_timeline import _retried_for_days
+from tests.console.test_timeline import retried_for_days
 
 pytestmark = pytest.mark.django_db
 
@@ -70,7 +70,7 @@ def test_the_part_drawn_after_an_htmx_action_polls_with_its_own_version(client_f
 
 
 def test_the_poll_of_an_older_timeline_page_keeps_that_page(client_for, operator, stuck_run):
-    run = _retried_for_days(stuck_run, 60)
+    run = retried_for_days(stuck_run, 60)
     client = client_for(operator)
     older = run.audit_seq - 30
     page = client.get(reverse("console:run", args=[run.pk]), {"before": older}).content.decode()

@@ -55,7 +55,7 @@ def test_an_operators_action_appears_in_the_timeline_at_once(client_for, operato
     assert "step retried" in body and "tracker fixed" in body
 
 
-def _retried_for_days(run, records: int) -> Run:
+def retried_for_days(run, records: int) -> Run:
     """`run` with `records` more audit records on its chain: a step retried again and again,
     as a flaky remote system makes one."""
     from datetime import timedelta
@@ -94,8 +94,8 @@ def _queries(client, url, **headers):
 def test_run_detail_costs_the_same_queries_for_10_and_500_audit_records(client_for, operator,
                                                                         stuck_run):
     client = client_for(operator)
-    few = _retried_for_days(stuck_run, 10 - stuck_run.audit_seq)
-    many = _retried_for_days(new_run(), 500)
+    few = retried_for_days(stuck_run, 10 - stuck_run.audit_seq)
+    many = retried_for_days(new_run(), 500)
     assert few.audit_seq == 10 and many.audit_seq >= 500
     url = "console:run"
     small, small_body = _queries(client, reverse(url, args=[few.pk]))
@@ -133,7 +133,7 @@ def test_older_timeline_pages_follow_on_without_a_gap_or_an_overlap(client_for, 
                                        delivery_id=uuid.uuid4(), status="delivered",
                                        attempts=1, next_attempt_at=timezone.now(),
                                        delivered_at=event.created_at)
-    run = _retried_for_days(run, 45)
+    run = retried_for_days(run, 45)
     client = client_for(operator)
     body = client.get(reverse("console:run", args=[run.pk])).content.decode()
     seqs, webhooks = [], 0

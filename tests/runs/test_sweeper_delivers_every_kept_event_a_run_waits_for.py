@@ -160,8 +160,12 @@ def test_the_migration_fills_the_reference_of_every_kept_event_written_before_it
                if q["sql"].startswith("SELECT"))
 
 
-KEPT_ROWS_INDEXES = ("external_event_kept_order_idx", "external_event_kept_ref_idx",
-                     "external_event_no_ref_idx")
+# The indexes that hold the kept rows alone (their condition: neither consumed nor expired).
+# The window's end may be read along either of the two that hold every kept row, by id or by
+# keep time: on a small table their costs tie, and the planner's statistics choose.
+KEPT_ROWS_INDEXES = ("external_event_kept_order_idx", "external_event_keep_until_idx",
+                     "external_event_kept_ref_idx", "external_event_no_ref_idx")
+WINDOW_INDEXES = ("external_event_kept_order_idx", "external_event_keep_until_idx")
 
 
 def _plan(sql: str) -> str:
@@ -194,7 +198,7 @@ def test_with_nothing_to_deliver_the_pass_reads_only_indexes_of_the_kept_and_wai
     assert 3 <= len(reads) <= 5
     plans = [_plan(query["sql"]) for query in reads]
     assert "external_event_no_ref_idx" in plans[0], plans
-    assert "external_event_kept_order_idx" in plans[1], plans
+    assert any(index in plans[1] for index in WINDOW_INDEXES), plans
     # The kept rows a step waits for: the window's kept rows each looked up among the
     # waiting references, or (the planner's choice) the waiting references each looked up
     # among the kept rows; either way along indexes that hold only those rows.
