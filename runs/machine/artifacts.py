@@ -45,6 +45,15 @@ def input_limit() -> int:
     return limit("RUNS_INPUT_MAX_BYTES", 256 * 1024)
 
 
+def over_input_limit(value) -> int | None:
+    """The size of `value` as compact JSON if it is over RUNS_INPUT_MAX_BYTES, else None: the
+    one measure of what comes in from outside (a run's input, an event's payload). Text the
+    database cannot store is counted as written; its own check names it."""
+    size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+               .encode("utf-8", "surrogatepass"))
+    return size if size > input_limit() else None
+
+
 def arguments_limit() -> int:
     return limit("RUNS_TOOL_ARGUMENTS_MAX_BYTES", 64 * 1024)
 

@@ -30,7 +30,6 @@ runs.waiting.kept's.
 
 import hashlib
 import hmac
-import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -133,9 +132,7 @@ def refuse_too_large(payload) -> None:
     (RUNS_INPUT_MAX_BYTES): it is input from outside as a start's is, and becomes the
     waiting step's result as it is, kept in the step's row (not an artifact) and read with it
     at every claim of the run and on its page."""
-    size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-               .encode("utf-8", "surrogatepass"))
-    if size > artifacts.input_limit():
+    if (size := artifacts.over_input_limit(payload)) is not None:
         msg = (f"{size:,} bytes as JSON, over the limit of {artifacts.input_limit():,} bytes "
                "(RUNS_INPUT_MAX_BYTES)")
         raise EventRefused(f"the payload is {msg}", [{"loc": ["payload"], "msg": msg}],

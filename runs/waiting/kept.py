@@ -22,7 +22,7 @@ having delivered it; a person may (Deliver event names them).
 import logging
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from audit.chain import Actor
@@ -32,6 +32,7 @@ from ..machine.errors import TransitionNotAllowed
 from ..machine.transitions import (
     DuplicateEvent,
     awaiting_ref,
+    deadline_passed,
     deliver_event,
     hold_renamed_wait,
     renamed_wait,
@@ -72,10 +73,8 @@ def waiting_step(workflow: str, ref: str, *, now: datetime | None = None) -> Ste
     # Along step_remote_ref_idx: the step names what it waits for.
     waits = (Step.objects.filter(remote_ref=ref, kind=definition.EVENT,
                                  status=StepStatus.WAITING, run__workflow_name=workflow)
-             .filter(Q(next_attempt_at__isnull=True)
-                     | Q(next_attempt_at__gt=transition_time(now)))
              .select_related("run").order_by("pk"))
-    step = _listening(waits)
+    step = _listening(waits, transition_time(now))
     if step is None or not _renamed(step):
         return step
     return None
@@ -86,14 +85,16 @@ def waiting_step(workflow: str, ref: str, *, now: datetime | None = None) -> Ste
 WAITS_CHUNK = 100
 
 
-def _listening(waits) -> Step | None:
-    """Of the waiting steps `waits` (by id), the first whose run a person did not end; else
-    the first, ended; None if there is none."""
+def _listening(waits, now: datetime) -> Step | None:
+    """Of the waiting steps `waits` (by id) not past their deadline (deadline_passed, the
+    rule deliver_event holds), the first whose run a person did not end; else the first,
+    ended; None if there is none."""
     first, after = None, 0
     while True:
         chunk = list(waits.filter(pk__gt=after)[:WAITS_CHUNK])
-        listening = next((s for s in chunk if run_ended(s.run) is None), None)
-        first = first or (chunk[0] if chunk else None)
+        open_waits = [s for s in chunk if not deadline_passed(s, now)]
+        listening = next((s for s in open_waits if run_ended(s.run) is None), None)
+        first = first or (open_waits[0] if open_waits else None)
         if listening is not None or len(chunk) < WAITS_CHUNK:
             return listening or first
         after = chunk[-1].pk

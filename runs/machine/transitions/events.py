@@ -295,6 +295,14 @@ def waiting_event_step(steps: list[Step]) -> Step | None:
                 None)
 
 
+def deadline_passed(step: Step, now: datetime) -> bool:
+    """Whether event wait `step` is past its deadline by `now` (the database's clock). Then
+    the wait's policy decides, as it would have had a worker come by in time, and no event
+    is delivered on its own: it is kept (a person may still deliver it by hand; "escalate"
+    clears the deadline, and the kept event is taken then)."""
+    return step.next_attempt_at is not None and step.next_attempt_at <= now
+
+
 def deliver_event(run_id: int, *, step_name: str, source: str, event_id: str, payload: dict,
                   actor: Actor, kept: ExternalEvent | None = None, payload_digest: str = "",
                   now: datetime | None = None) -> Run:
@@ -310,10 +318,7 @@ def deliver_event(run_id: int, *, step_name: str, source: str, event_id: str, pa
         if (why := run_ended(run)) is not None:
             raise TransitionNotAllowed(f"{why}: it takes no event on its own")
         step = _waiting_event(run, step_name)
-        if step.next_attempt_at is not None and step.next_attempt_at <= now:
-            # Past its deadline by the database's clock, the wait's policy decides, as it
-            # would have had a worker come by in time: the event is kept (a person may
-            # still deliver it by hand; "escalate" clears the deadline and takes it then).
+        if deadline_passed(step, now):
             raise TransitionNotAllowed(
                 f"step {step.name} waited for its event until "
                 f"{step.next_attempt_at:%Y-%m-%d %H:%M:%S %Z}: its timeout decides")

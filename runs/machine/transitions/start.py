@@ -108,8 +108,7 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
         raise InvalidInput(f"input for {workflow} holds NUL characters or unpaired surrogates, "
                            "which cannot be stored", errors=[{"loc": ["input"],
                                                               "msg": "not storable"}])
-    size = len(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode())
-    if size > artifacts.input_limit():
+    if (size := artifacts.over_input_limit(data)) is not None:
         raise InvalidInput(
             f"input for {workflow} is {size:,} bytes, over the limit of "
             f"{artifacts.input_limit():,} bytes (RUNS_INPUT_MAX_BYTES)",
