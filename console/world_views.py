@@ -22,6 +22,7 @@ from runs.definitions import definition
 from runs.machine import dispatch
 from runs.machine.storable import text_problem
 from runs.models import DispatchPause, Run, Workflow
+from runs.reads.schedule_list import schedule_rows
 from runs.waiting import schedules
 
 from .permissions import VIEW, grant_for
@@ -42,7 +43,7 @@ def _visible_names(user) -> set[str] | None:
 @login_required
 def schedules_page(request):
     names = _visible_names(request.user)
-    rows = schedules.schedule_rows(workflows=names)
+    rows = schedule_rows(workflows=names)
     pause_grant = grant_for(request.user, dispatch.PERMISSION)
     ids = dict(Workflow.objects.filter(name__in={r.schedule.workflow_name for r in rows})
                .values_list("name", "pk"))

@@ -41,7 +41,7 @@ from ..machine.errors import CODE_FAILURES, StartRefused, described
 from ..machine.single_pass import single_pass
 from ..machine.storable import person_text_problem
 from ..machine.transitions import start_run
-from ..models import ControlRecord, Run, ScheduleState
+from ..models import ControlRecord, ScheduleState
 from . import schedule_health
 
 logger = logging.getLogger(__name__)
@@ -51,6 +51,9 @@ CATCH_UP_POLICIES = ("skip", "latest", "all")
 # Slots started per schedule and tick under catch_up="all": a long outage is caught up over
 # several ticks, not in one pass that holds the job for minutes.
 MAX_CATCH_UP = 100
+# Missed cron slots counted one by one at most (about a tenth of a second); past it the
+# warning says "or more".
+MAX_COUNTED_MISSED = 10_000
 # Where interval slots are counted from: slots of "every 15 minutes" fall on :00, :15, ...
 INTERVAL_ANCHOR = datetime(2000, 1, 1, tzinfo=UTC)
 KEY_PREFIX = "schedule:"
@@ -288,13 +291,10 @@ def due_slots(schedule: Schedule, state: ScheduleState, *, now: datetime
         # (counting from near the end of the calendar overflows).
         return [], 0
     start, passed = state.last_slot_at or now, 0
-    if schedule.every is not None and schedule.catch_up != "all":
+    if schedule.catch_up != "all":
         # Only the last slots may run: the older ones are counted, not listed (a month's
         # outage of a 10 s schedule is 260,000 slots, seconds under the scheduler's lock).
-        later = max(start, now - schedule.grace - schedule.every)
-        passed = ((later - INTERVAL_ANCHOR) // schedule.every
-                  - (start - INTERVAL_ANCHOR) // schedule.every)
-        start = later
+        start, passed = _past_the_missed(schedule, start, now)
     slots = []
     for slot in schedule.slots_after(start):
         if slot > now:
@@ -308,6 +308,29 @@ def due_slots(schedule: Schedule, state: ScheduleState, *, now: datetime
         on_time = [s for s in slots if now - s <= schedule.grace]
         return on_time, passed + len(slots) - len(on_time)
     return slots, 0
+
+
+def _past_the_missed(schedule: Schedule, start: datetime, now: datetime
+                     ) -> tuple[datetime, int]:
+    """Where a tick under "skip" or "latest" looks for its slots from, and how many slots
+    it passes over to get there: every slot before the last one older than the grace is
+    missed whatever the policy, so it is counted, not listed."""
+    if schedule.every is not None:
+        later = max(start, now - schedule.grace - schedule.every)
+        return later, ((later - INTERVAL_ANCHOR) // schedule.every
+                       - (start - INTERVAL_ANCHOR) // schedule.every)
+    # A cron's slots cannot be counted by arithmetic: they are counted one by one, without
+    # being kept, up to MAX_COUNTED_MISSED (then "or more" is said); the tick goes on from
+    # just before the last slot older than the grace, found by looking back.
+    anchor = schedule.latest_slot(now - schedule.grace)
+    if anchor is None or anchor <= start:
+        return start, 0
+    passed = 0
+    for slot in schedule.slots_after(start):
+        if slot >= anchor or passed >= MAX_COUNTED_MISSED:
+            break
+        passed += 1
+    return anchor - timedelta(seconds=1), passed
 
 
 def fire_schedule(schedule: Schedule, *, now: datetime) -> TickReport:
@@ -357,8 +380,10 @@ def fire_slots(schedule: Schedule, state: ScheduleState, *, now: datetime) -> Ti
     if report.skipped:
         # Left out by the declared policy, not lost: said, so that a day of missed slots
         # after an outage leaves a trace where the operator looks for it.
-        logger.warning("schedule %s of %s: %d missed slot(s) after %s skipped (catch_up=%s)",
+        logger.warning("schedule %s of %s: %d%s missed slot(s) after %s skipped (catch_up=%s)",
                        schedule.name, schedule.workflow_name, report.skipped,
+                       " or more" if schedule.cron and report.skipped >= MAX_COUNTED_MISSED
+                       else "",
                        state.last_slot_at.isoformat() if state.last_slot_at else "-",
                        schedule.catch_up)
     if not slots:
@@ -459,37 +484,3 @@ def set_paused(*, workflow: str, name: str, paused: bool, actor: Actor, reason: 
         logger.info("schedule %s of %s resumed: its failing state is cleared until a tick "
                     "fails again", name, workflow)
     return state
-
-
-@dataclass
-class ScheduleRow:
-    schedule: Schedule
-    state: ScheduleState | None
-    next_fires: list[datetime]
-    last_runs: list[Run]
-    # Why (some of) the next fire times cannot be shown, or "".
-    next_problem: str = ""
-
-
-def schedule_rows(*, now: datetime | None = None, workflows: set[str] | None = None,
-                  last: int = 5) -> list[ScheduleRow]:
-    """The console's list: every schedule with its next fire times and its last runs (one
-    query for the states, one per schedule for its runs, on the business-key prefix index;
-    the number of schedules is the number declared in code)."""
-    now = now or store.current().now()
-    schedules = [s for s in registry.all() if workflows is None or s.workflow_name in workflows]
-    states = {(s.workflow_name, s.name): s for s in ScheduleState.objects.filter(
-        workflow_name__in={s.workflow_name for s in schedules})}
-    rows = []
-    for schedule in schedules:
-        state = states.get((schedule.workflow_name, schedule.name))
-        runs = list(Run.objects.filter(
-            workflow_name=schedule.workflow_name,
-            business_key__startswith=f"{KEY_PREFIX}{schedule.name}:",
-        ).order_by("-business_key").only(
-            "id", "business_key", "status", "created_at", "workflow_name")[:last])
-        paused = state is not None and state.paused
-        next_fires, problem = ([], "") if paused else schedule.upcoming(now)
-        rows.append(ScheduleRow(schedule=schedule, state=state, next_fires=next_fires,
-                                last_runs=runs, next_problem=problem))
-    return rows

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from runs.waiting import schedules
+from runs.reads.schedule_list import schedule_rows
 from runs.waiting.schedules import fire_due_schedules
 
 pytestmark = pytest.mark.django_db
@@ -70,7 +70,7 @@ def test_a_schedule_whose_next_slots_run_past_the_calendar_still_renders_the_pag
     assert response.status_code == 200
     page = response.content.decode()
     assert page.count("the next slot cannot be computed: it falls past the year 9999") == 2
-    rows = {row.schedule.name: row for row in schedules.schedule_rows()}
+    rows = {row.schedule.name: row for row in schedule_rows()}
     assert rows["far"].next_fires == []
     assert [s.year for s in rows["three-millennia"].next_fires] == [4998, 7996]
     call_command("schedules", "list")

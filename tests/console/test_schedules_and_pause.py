@@ -148,6 +148,6 @@ def test_the_cli_says_when_nothing_is_paused_and_when_there_are_no_schedules(
     call_command("dispatch", "status")
     assert capsys.readouterr().out.strip() == (
         "no workflow or external system is paused: all dispatch")
-    monkeypatch.setattr(schedules, "schedule_rows", lambda: [])  # no workflow declares one
+    monkeypatch.setattr(schedules.registry, "all", lambda: [])  # no workflow declares one
     call_command("schedules", "list")
     assert capsys.readouterr().out.strip() == "no schedules: no workflow declares one"

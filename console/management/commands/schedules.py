@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
 from console.cli import acting_user, storable_text
 from runs.reads.cursors import parse_stamp
+from runs.reads.schedule_list import schedule_rows
 from runs.waiting import schedules
 
 
@@ -61,7 +62,7 @@ class Command(BaseCommand):
                                       "locked_out": report.locked_out}))
 
     def _list(self, as_json: bool) -> None:
-        rows = schedules.schedule_rows()
+        rows = schedule_rows()
         if as_json:
             self.stdout.write(json.dumps([{
                 "workflow": r.schedule.workflow_name, "name": r.schedule.name,
