@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db.models.functions import Now
 
 from .. import store
-from ..machine import dispatch, tracing, transitions
+from ..machine import dispatch, limits, tracing, transitions
 from ..machine.single_pass import single_pass
 from ..machine.wakeup import send_wakeups
 from ..models import Run, RunStatus
@@ -74,8 +74,7 @@ def _sweep(now: datetime | None, limit: int) -> SweepReport:
     stale = ((now or store.current().now())
              - timedelta(seconds=settings.RUNS_REQUEUE_AFTER_SECONDS))
     lost = Run.objects.filter(status=RunStatus.QUEUED, updated_at__lt=stale, drill=False)
-    lost = list((lost if held is None else lost.exclude(held)).values_list("pk", flat=True)
-                [:limit])
+    lost = limits.requeue_order(lost if held is None else lost.exclude(held), limit)
     send_wakeups(lost)
     report.requeued = len(lost)
     # First: an event past its time is expired, never delivered by the pass that follows.

@@ -171,6 +171,36 @@ def queued_by_priority(count: int) -> list[int]:
                 .values_list("pk", flat=True)[:count])
 
 
+def requeue_order(queued, count: int) -> list[int]:
+    """Up to `count` ids of `queued` (a queryset of queued runs nobody picked up, for the
+    sweeper) in the order their hints go out: higher priority first, the longest forgotten
+    first within one; a limited workflow at its max_in_flight is left out, as in
+    queued_by_priority, so that its backlog does not take every hint of the pass from runs
+    that could start. One query a priority declared (few), each along the queued runs'
+    index: no sort of the whole backlog."""
+    if not queued.exists():
+        return []  # the usual pass: nothing lost, and so no count of what is held
+    held = dict(Run.objects.filter(workflow_name__in=list(_workflows),
+                                   status__in=HELD_RUN_STATUSES)
+                .order_by().values_list("workflow_name").annotate(n=Count("pk"))) \
+        if _workflows else {}
+    full = [w.workflow for w in _workflows.values()
+            if w.max_in_flight is not None and held.get(w.workflow, 0) >= w.max_in_flight]
+    ranked = [w for w in _workflows.values() if w.priority != 0]
+    ids: list[int] = []
+    for level in sorted({w.priority for w in ranked} | {0}, reverse=True):
+        if level == 0:
+            part = queued.exclude(workflow_name__in=[w.workflow for w in ranked] + full)
+        else:
+            part = queued.filter(workflow_name__in=[w.workflow for w in ranked
+                                                    if w.priority == level
+                                                    and w.workflow not in full])
+        ids += part.order_by("updated_at", "pk").values_list("pk", flat=True)[:count - len(ids)]
+        if len(ids) >= count:
+            break
+    return ids
+
+
 def _priority():
     return Case(*[When(workflow_name=w.workflow, then=Value(w.priority))
                   for w in _workflows.values()], default=Value(0), output_field=IntegerField())
