@@ -8,6 +8,7 @@ acting user, on one of the token's workflows, and only that person sees and canc
 
 from django.db import transaction
 from django.urls import reverse
+from django.utils import timezone
 from ninja import Path, Status
 
 from approvals.bulk import (
@@ -17,6 +18,7 @@ from approvals.bulk import (
     cancel_bulk_job,
     may_follow,
     start_bulk_job,
+    started_as,
 )
 from approvals.models import BulkJob
 from approvals.operator_actions import InputNotRead, refuse_input_not_read
@@ -25,7 +27,7 @@ from runs.operator.actions import ActionInput
 from runs.reads.selectors import RunFilters
 
 from .bulk_schemas import BulkIn, BulkJobOut
-from .errors import error_body, no_acting_user
+from .errors import error_body, invalid_field, no_acting_user
 from .operator_routes import not_read
 from .schemas import MAX_RUN_ID, Error, InvalidRequest
 
@@ -59,19 +61,25 @@ def register(api, *, headers: dict) -> None:
     @api.post(
         "/bulk", url_name="start_bulk_job", operation_id="start_bulk_job",
         summary="Start a bulk action on every run a filter matches",
-        response={202: BulkJobOut, 400: Error, 401: Error, 403: Error, 422: InvalidRequest,
-                  429: Error},
+        response={202: BulkJobOut, 200: BulkJobOut, 400: Error, 401: Error, 403: Error,
+                  409: Error, 422: InvalidRequest, 429: Error},
         openapi_extra=headers,
         description="One action of the operator table, with one reason, on every run of one "
                     "of the token's workflows that the filters match when the job starts, "
                     "as the token's acting user. 202: the job is recorded and runs in the "
-                    "background (follow `status_url`). Each run is checked as it is acted "
+                    "background (follow `status_url`). 200: a start sent again with its "
+                    "`start_key`: the job it started (nothing new). 409 "
+                    "(`start_key_reused`): that key started a job with another action, "
+                    "reason, filters or step. Each run is checked as it is acted "
                     "on (permission, the transition's refusal); runs that need a second "
                     "person go into one approval request. 400: the workflow is not the "
                     "token's, or the action cannot run in bulk. 403: the token acts for "
                     "nobody, or its person may take the action on no run. 422: the body "
                     "does not match its schema (an unknown status is never read as no "
-                    "filter), or names a `step` for an action not aimed at one.")
+                    "filter), has a `reason` no record may keep (blank, or holding a "
+                    "control or bidirectional character), or names a `step` for an action "
+                    "not aimed at one, or one no version of the workflow declares; "
+                    "`errors` names the field.")
     def start_bulk(request, payload: BulkIn):
         token = request.auth
         if token.acting_user is None:
@@ -89,22 +97,38 @@ def register(api, *, headers: dict) -> None:
         except InputNotRead as exc:
             return Status(422, not_read(exc))
         f = payload.filters
-        filters = RunFilters(workflow=workflow, status=f.status, step_status=f.step_status,
-                             error_class=f.error_class, attention=f.attention,
-                             stuck=f.stuck, q=f.q)
+        # The token names whole workflows: test-agent's job never reaches test-agent-saga.
+        filters = RunFilters(workflow=workflow, workflow_exact=True, status=f.status,
+                             step_status=f.step_status, error_class=f.error_class,
+                             attention=f.attention, stuck=f.stuck, q=f.q)
+        params = {"step": payload.step.strip()} if payload.step.strip() else {}
+        now = timezone.now()
         try:
             with transaction.atomic():
                 job = start_bulk_job(payload.action, filters, user=token.acting_user,
-                                     reason=payload.reason,
-                                     params={"step": payload.step.strip()}
-                                     if payload.step.strip() else None)
-                # A wake-up hint: the approvals sweep hands the job to a worker if lost.
-                transaction.on_commit(lambda: hand_over(job.pk))
+                                     reason=payload.reason, params=params or None,
+                                     start_key=payload.start_key, now=now)
+                # Made now, or found by its start key (approvals.bulk returns the job that
+                # key started, even one committed by a concurrent request a moment ago).
+                created = job.created_at == now
+                if created:
+                    # A wake-up hint: the approvals sweep hands the job to a worker if lost.
+                    transaction.on_commit(lambda: hand_over(job.pk))
         except BulkForbidden as exc:
             return Status(403, error_body("forbidden", str(exc)))
         except BulkRefused as exc:
+            if exc.field:
+                # Refused as a run action refuses its input: 422 naming the field.
+                return Status(422, invalid_field(exc.field, f"{exc}; nothing was started"))
             return Status(400, error_body("invalid_bulk_job", str(exc)))
-        return Status(202, _job(request, job.pk))
+        if created:
+            return Status(202, _job(request, job.pk))
+        if not started_as(job, payload.action, filters, reason=payload.reason, params=params):
+            return Status(409, error_body(
+                "start_key_reused", f"start_key {payload.start_key!r} started bulk job "
+                                    f"{job.pk} with another action, reason, filters or step; "
+                                    "nothing was started (use a new key for a new job)"))
+        return Status(200, _job(request, job.pk))
 
     @api.get(
         "/bulk/{job_id}", url_name="bulk_job", operation_id="get_bulk_job",

@@ -6,7 +6,7 @@ from typing import Literal
 from ninja import Field, Schema
 from pydantic import ConfigDict, model_validator
 
-from approvals.bulk import bulk_refusal
+from approvals.bulk import START_KEY_MAX, bulk_refusal
 from approvals.models import BulkJobStatus, BulkOutcome
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS
@@ -59,6 +59,13 @@ class BulkIn(Schema):
     step: str = Field("", max_length=200, pattern=_NO_NUL,
                       description="For a step action: the step on every run (else the first "
                                   "step each run allows).")
+    start_key: str = Field(
+        "", max_length=START_KEY_MAX, pattern=r"^[!-~]*$",
+        description="Optional, of the client's choosing (a UUID, say): makes the start safe "
+                    "to send again. The job the same person (the token's acting user) "
+                    "started with this key is answered (200) instead of a second one being "
+                    "started; with another action, reason, filters or step it is refused "
+                    f"(409). Up to {START_KEY_MAX} visible ASCII characters, no spaces.")
 
 
 class BulkJobOut(Schema):

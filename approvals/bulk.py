@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from audit.models import AuditRecord
 from audit.redaction import redact_text
+from runs.definitions import definition
 from runs.machine import crashpoints
 from runs.machine.errors import TransitionNotAllowed
 from runs.machine.storable import person_text_problem, text_problem
@@ -35,7 +36,7 @@ from runs.machine.transitions import allowed
 from runs.models import Run, RunStatus
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import VIEW, grant_for
-from runs.reads.selectors import RunFilters, runs_matching, workflow_names_matching
+from runs.reads.selectors import RunFilters, filtered_workflow_names, runs_matching
 
 from .four_eyes import request_bulk_operator_action, requester_refusal
 from .models import BulkJob, BulkJobStatus, BulkOutcome
@@ -50,7 +51,12 @@ Outcome = BulkOutcome.Outcome
 
 
 class BulkRefused(ValueError):
-    """A bulk job cannot start as asked; nothing was written."""
+    """A bulk job cannot start as asked; nothing was written. `field`: the input at fault
+    where one is (reason, step, start_key), for an answer that names it."""
+
+    def __init__(self, message: str, *, field: str = ""):
+        super().__init__(message)
+        self.field = field
 
 
 class BulkForbidden(PermissionDenied):
@@ -113,8 +119,30 @@ def bulk_refusal(spec) -> str | None:
 START_KEY_MAX = BulkJob._meta.get_field("start_key").max_length
 
 
-def _started_by(user, start_key: str) -> BulkJob | None:
+def started_by(user, start_key: str) -> BulkJob | None:
+    """The job `user` started under `start_key`, if any."""
     return BulkJob.objects.filter(requested_by=user, start_key=start_key).first()
+
+
+def started_as(job: BulkJob, action: str, filters: RunFilters, *, reason: str,
+               params: dict) -> bool:
+    """Whether `job` is what a start of `action` on `filters` with `reason` and `params`
+    asks for: that start sent again, not another job sent under a key already used."""
+    return (job.action == action and job.params == (params or {})
+            and job.reason == redact_text(reason.strip())
+            and RunFilters.from_json(job.filters) == filters)
+
+
+def _undeclared(step: str, workflows: list[str]) -> str | None:
+    """Why no run of `workflows` can have `step`, or None: no registered version of them
+    declares a step of that name (a run keeps its version; old versions stay registered)."""
+    declared = sorted({s.name for name in workflows
+                       for version in definition.registry.versions(name)
+                       for s in version.steps})
+    if step in declared or not declared:
+        return None
+    return f"step {step!r}: no version of {', '.join(workflows)} declares it " \
+           f"(its steps: {', '.join(declared)})"
 
 
 def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
@@ -132,24 +160,31 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
     if spec is None:
         raise BulkRefused(f"no action {action!r}")
     if len(start_key) > START_KEY_MAX or text_problem(start_key) is not None:
-        raise BulkRefused(f"start_key: at most {START_KEY_MAX} characters of text")
-    if start_key and (started := _started_by(user, start_key)) is not None:
+        raise BulkRefused(f"start_key: at most {START_KEY_MAX} characters of text",
+                          field="start_key")
+    if start_key and (started := started_by(user, start_key)) is not None:
         return started
     if (refusal := bulk_refusal(spec)) is not None:
         raise BulkRefused(f"{refusal}: not in bulk")
     if not reason or not reason.strip():
-        raise BulkRefused("a bulk action needs a reason")
+        raise BulkRefused("a bulk action needs a reason", field="reason")
     if (problem := person_text_problem(reason)) is not None:
-        raise BulkRefused(f"reason: {problem}")
+        raise BulkRefused(f"reason: {problem}", field="reason")
     grant = grant_for(user, spec.permission)
     if not grant.everywhere and not grant.workflow_ids:
         # Each run is checked again as it is acted on; this spares a job that could only
         # be refused run by run.
         raise BulkForbidden(f"{user.get_username()} may not {spec.label.lower()} any run "
                             f"(needs runs.{spec.permission})")
-    if filters.workflow.strip() and not workflow_names_matching(filters.workflow).exists():
+    if filters.workflow.strip() and not (names := filtered_workflow_names(filters)):
         # A misspelt workflow would make a job of no run, done at once: say so instead.
-        raise BulkRefused(f"no workflow's name contains {filters.workflow.strip()!r}")
+        raise BulkRefused(f"no run of {filters.workflow.strip()!r} was ever started"
+                          if filters.workflow_exact else
+                          f"no workflow's name contains {filters.workflow.strip()!r}")
+    if (step := (params or {}).get("step")) and filters.workflow.strip() and \
+            (unknown := _undeclared(step, names)) is not None:
+        # Each of its runs would refuse it: a job refused run by run.
+        raise BulkRefused(unknown, field="step")
     if previewed is not None and \
             (now_matching := bulk_preview(action, filters, user=user).may_act) > previewed:
         raise BulkRefused(
@@ -175,7 +210,7 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
                                   "carries")
     except IntegrityError:
         # The same form, sent at the same moment, started its job first.
-        if start_key and (started := _started_by(user, start_key)) is not None:
+        if start_key and (started := started_by(user, start_key)) is not None:
             return started
         raise
     logger.info("bulk job %s: %s on %d runs by %s", job.pk, action, job.total,

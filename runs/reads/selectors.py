@@ -79,6 +79,9 @@ class RunFilters:
 
     # Drill runs (runs.operator.drills) are left out unless asked for.
     drills: bool = False
+    # `workflow` names one workflow whole (a token's: the API's bulk jobs), not a part of
+    # names: test-agent does not reach test-agent-saga.
+    workflow_exact: bool = False
 
     def to_json(self) -> dict:
         """The filters as JSON can hold them (a bulk job keeps the filter it acts on)."""
@@ -142,6 +145,14 @@ def workflow_names_matching(text: str) -> QuerySet:
     return Workflow.objects.filter(name__icontains=text.strip())
 
 
+def filtered_workflow_names(filters: RunFilters) -> list[str]:
+    """The names of the workflows (with runs) that `filters.workflow` names: the one it
+    names whole, or those whose name contains it."""
+    named = (Workflow.objects.filter(name=filters.workflow.strip()) if filters.workflow_exact
+             else workflow_names_matching(filters.workflow))
+    return list(named.values_list("name", flat=True))
+
+
 def _visible(workflow_ids: frozenset[int] | None) -> QuerySet:
     runs = Run.objects.all()
     return runs if workflow_ids is None else runs.filter(workflow_id__in=workflow_ids)
@@ -189,7 +200,7 @@ def filter_runs(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
         # workflows table): given the names as constants the planner reads the runs of
         # those workflows, and none at all when no workflow matches, where a subquery
         # made it walk every run by the list's order, testing each against it.
-        names = list(workflow_names_matching(filters.workflow).values_list("name", flat=True))
+        names = filtered_workflow_names(filters)
         runs = runs.filter(workflow_name__in=names) if names else runs.none()
     if filters.attention:
         runs = runs.filter(status__in=ATTENTION_RUN_STATUSES)
