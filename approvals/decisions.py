@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from audit.actions import AuditAction
@@ -151,9 +151,35 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
         current = current_snapshot(approval)
     elif approval.is_pending and approval.kind == RequestKind.OPERATOR_ACTION:
         current = changed_effects_snapshot(approval)
+    try:
+        closed = _decide_locked(request_id, approval.run_id, user=user, approved=approved,
+                                decision_id=decision_id, comment=comment, current=current,
+                                now=now)
+    except IntegrityError:
+        # The same decision id sent with decisions on two requests at once: both found it
+        # unused (the check reads committed decisions), and the unique index refused the
+        # second as the first committed. Nothing of it was written: refused as a reuse.
+        approval = ApprovalRequest.objects.select_related("run").get(pk=request_id)
+        if (reused := _decision_id_reuse(approval, decision_id, approved)) is None:
+            raise
+        return Decision(DECISION_ID_REUSED, reused, approval)
+    if closed is not None:
+        return closed
+    approval = ApprovalRequest.objects.get(pk=request_id)
+    message = f"Your decision ({approval.status}) is recorded."
+    if approval.apply_error:
+        message += f" It could not be applied to the run: {approval.apply_error}"
+    return Decision("recorded", message, approval)
+
+
+def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
+                   decision_id: uuid.UUID, comment: str, current,
+                   now: datetime) -> Decision | None:
+    """decide's one transaction: the decision recorded and applied, and None; or what
+    became of it instead (nothing recorded) as a Decision."""
     with transaction.atomic(durable=True):
         # The run first, then the request: the order every transition locks in.
-        lock_run(approval.run_id)
+        lock_run(run_id)
         approval = ApprovalRequest.objects.select_for_update(of=("self",)).select_related(
             "run").get(pk=request_id)
         _refuse_who_may_not_decide(user, approval)
@@ -196,11 +222,7 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
         approval.save(update_fields=["status", "decided_by", "decided_by_label", "decided_at",
                                      "decision_id", "comment", "apply_after"])
         _apply_and_close(approval, now)
-    approval.refresh_from_db()
-    message = f"Your decision ({approval.status}) is recorded."
-    if approval.apply_error:
-        message += f" It could not be applied to the run: {approval.apply_error}"
-    return Decision("recorded", message, approval)
+    return None
 
 
 def _refuse_who_may_not_decide(user, approval: ApprovalRequest) -> None:

@@ -3,7 +3,6 @@
 from datetime import datetime
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
-from django.utils import timezone
 
 from runs.machine.intentions import step_lines
 from runs.models import Step
@@ -20,7 +19,7 @@ from .models import (
 )
 from .notifications import time_text
 from .permissions import still_approver_of
-from .timeouts import timed_out
+from .timeouts import clock, is_due, timed_out
 
 
 def decidable_by(user) -> QuerySet[ApprovalRequest]:
@@ -51,7 +50,10 @@ def inbox(user, *, now: datetime | None = None) -> QuerySet[ApprovalRequest]:
 
 
 def is_overdue(approval: ApprovalRequest, now: datetime | None = None) -> bool:
-    return approval.is_pending and approval.due_at <= (now or timezone.now())
+    """Whether `approval` is pending past its due time, by the clock the sweep and a
+    decision judge that by (the database's): the page must not offer as on time a request
+    a decision would find timed out."""
+    return is_due(approval, now or clock())
 
 
 def timeout_outcome(approval: ApprovalRequest) -> str:

@@ -50,7 +50,9 @@ def time_out(approval: ApprovalRequest, now: datetime) -> str:
     happens once: the next timeout ends it). reject: the request is rejected by the system.
     cancel (and an escalated request's second timeout): it expires, the run goes to
     attention. Both end it as the system's decision: TIMED_OUT."""
-    waited = now - approval.requested_at
+    # The time it was given (escalation included), not the time until this pass: the sweep
+    # may be days late, and the run's record and a late person are told the same either way.
+    waited = approval.due_at - approval.requested_at
     if approval.on_timeout == "escalate" and approval.escalation_level == 0 \
             and approval.escalate_to:
         approval.escalation_level = 1

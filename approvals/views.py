@@ -13,7 +13,6 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 
@@ -25,6 +24,7 @@ from .models import ApprovalRequest
 from .permissions import can_decide, can_view, decide_refusal, is_requester
 from .snapshots import snapshot_rows
 from .throttle import link_failed, link_lockout
+from .timeouts import clock
 from .tokens import LinkCheck, approval_link_token
 from .withdrawal import is_still_awaited, unawaited_reason
 
@@ -55,7 +55,8 @@ def link(request, pk: int, token: str):
         lockout = link_lockout(request)
         if lockout is not None:
             return lockout
-        logger.warning("approval link for request %s refused: invalid signature", pk)
+        logger.warning("approval link for request %s refused: %s", pk,
+                       "no such request" if approval is None else "invalid signature")
         if text_problem(token) is None:
             # Text no link ever had and the failed-login log cannot store (a NUL) is no
             # guess at one.
@@ -65,10 +66,14 @@ def link(request, pk: int, token: str):
         tokens[str(pk)] = token
         request.session[SESSION_TOKENS] = tokens
         return redirect("approvals:detail", pk=pk)
+    # No such request: its run may have finished and been archived since the email was
+    # sent (a workflow may keep finished runs for no day at all), so the link is not said
+    # to be altered. It still counts above: the token cannot be checked without the row.
+    missing = approval is None
     status = 400 if check is LinkCheck.INVALID else 410
     return render(request, "approvals/link_error.html",
-                  {"check": check.value, "approval": approval if check is not
-                   LinkCheck.INVALID else None,
+                  {"check": check.value, "missing": missing, "pk": pk,
+                   "approval": approval if check is not LinkCheck.INVALID else None,
                    "timeout_outcome": selectors.timeout_outcome(approval)
                    if check is LinkCheck.USED else ""}, status=status)
 
@@ -140,6 +145,10 @@ def decide(request, pk: int):
         return _forbidden(request, approval)
     if request.method != "POST":
         return _decided_by_post_only(request, approval)
+    if decide_refusal(request.user, approval) is not None:
+        # Refused before the form is read, as decisions.decide and the API refuse: a
+        # requester told what to fix in the form would take it that they may decide.
+        return _forbidden(request, approval)
     form = DecisionForm(request.POST)
     if not form.is_valid():
         form.renew_decision_id()
@@ -167,4 +176,5 @@ def decide(request, pk: int):
 def inbox(request):
     """What waits for me: requests I may decide, the earliest due (the overdue) first."""
     page = Paginator(selectors.inbox(request.user), 50).get_page(request.GET.get("page"))
-    return render(request, "approvals/inbox.html", {"page": page, "now": timezone.now()})
+    # "Overdue" by the database's clock, as the sweep and a decision judge it.
+    return render(request, "approvals/inbox.html", {"page": page, "now": clock()})
