@@ -37,12 +37,14 @@ import getpass
 import gzip
 import hashlib
 import json
+import os
 import socket
 import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.files import File
 from django.db import transaction
 from django.db.models import Count, Q
@@ -75,6 +77,16 @@ def retention_days(workflow_name: str) -> int:
     return settings.RUNS_RETENTION_DAYS if override is None else override
 
 
+def cut_for(now: datetime, days: int) -> datetime | None:
+    """The time a run must have finished (and last changed) before to be archived after
+    `days` of retention; None when that falls before the first day a datetime holds (a
+    retention meant as "for ever", a million days): no run is that old."""
+    try:
+        return now - timedelta(days=days)
+    except OverflowError:
+        return None
+
+
 def eligible(now: datetime, older_than_days: int | None = None):
     """The finished runs whose retention is over (or, with `older_than_days`, that finished
     longer ago than that, whatever their workflow says), oldest first.
@@ -82,15 +94,22 @@ def eligible(now: datetime, older_than_days: int | None = None):
     Read through the (status, updated_at) index: a final run's updated_at is when it became
     final (or changed since), so the range on it bounds the scan to old finished runs."""
     default_days = settings.RUNS_RETENTION_DAYS if older_than_days is None else older_than_days
-    default_cut = now - timedelta(days=default_days)
+    default_cut = cut_for(now, default_days)
     overrides = {}
     for name in definition.registry.names() if older_than_days is None else ():
         days = retention_days(name)
         if days != default_days:
-            overrides[name] = now - timedelta(days=days)
-    newest_cut = max([default_cut, *overrides.values()])
+            overrides[name] = cut_for(now, days)
+    cuts = [cut for cut in [default_cut, *overrides.values()] if cut is not None]
+    if not cuts:
+        return Run.objects.none()
+    newest_cut = max(cuts)
 
     def older_than(cut):
+        if cut is None:
+            # Kept for ever: one workflow's retention past the calendar must not stop the
+            # pass (an OverflowError, every pass) for every other workflow.
+            return Q(pk__in=[])
         return Q(updated_at__lt=cut) & (Q(finished_at__isnull=True) | Q(finished_at__lt=cut))
 
     per_workflow = ~Q(workflow_name__in=list(overrides)) & older_than(default_cut)
@@ -118,7 +137,28 @@ class ArchiveReport:
 
 
 def default_actor() -> str:
-    return f"{getpass.getuser()}@{socket.gethostname()}"
+    """user@host of the process. A container's arbitrary user id often has neither a passwd
+    entry nor a USER variable (getpass then raises): it is named by its id instead."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid {os.getuid()}"
+    return f"{user}@{socket.gethostname()}"
+
+
+def refuse_sizes(*, runs_per_file: int, max_runs: int, remove_batch: int) -> None:
+    """Refuse, before anything is written, settings no pass can work with: a removal batch
+    of 0 would fail once the first file is recorded (and then every later pass, finishing
+    it), a file of 0 runs or a negative maximum archive nothing without saying so."""
+    problems = [f"{name} is {value}; it must be {least} or more"
+                for name, value, least in (("ARCHIVE_RUNS_PER_FILE", runs_per_file, 1),
+                                           ("ARCHIVE_REMOVE_BATCH", remove_batch, 1),
+                                           ("ARCHIVE_MAX_RUNS_PER_PASS", max_runs, 0),
+                                           ("RUNS_RETENTION_DAYS",
+                                            settings.RUNS_RETENTION_DAYS, 0))
+                if value < least]
+    if problems:
+        raise ImproperlyConfigured("; ".join(problems) + ". Nothing was archived.")
 
 
 def archive_runs(*, actor: str, now: datetime | None = None, runs_per_file: int | None = None,
@@ -133,6 +173,7 @@ def archive_runs(*, actor: str, now: datetime | None = None, runs_per_file: int 
     runs_per_file = runs_per_file or settings.ARCHIVE_RUNS_PER_FILE
     max_runs = settings.ARCHIVE_MAX_RUNS_PER_PASS if max_runs is None else max_runs
     remove_batch = remove_batch or settings.ARCHIVE_REMOVE_BATCH
+    refuse_sizes(runs_per_file=runs_per_file, max_runs=max_runs, remove_batch=remove_batch)
     report = ArchiveReport(dry_run=dry_run)
     with single_pass(JOB) as mine:
         if not mine:

@@ -9,9 +9,9 @@ here, not with the drill kit, because runs may not import the archive app.
 """
 
 from django.conf import settings
-from django.utils import timezone
 
 from audit.chain import Actor
+from runs import store
 from runs.machine import transitions
 from runs.machine.errors import TransitionNotAllowed
 from runs.models import FINAL_RUN_STATUSES, Run
@@ -43,7 +43,8 @@ def remove_drill_runs(*, actor: str) -> tuple[int, list[str], str]:
                .values_list("pk", flat=True))
     if not ids:
         return 0, kept, ""
-    archive = write_file(ids, actor=actor, now=timezone.now())
+    # Dated by the database's clock, as an archiving pass dates its files and removals.
+    archive = write_file(ids, actor=actor, now=store.current().now())
     if archive is None:
         return 0, kept, ""
     report = ArchiveReport()

@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from archive import archiving
@@ -62,6 +63,8 @@ class Command(BaseCommand):
             report = archiving.archive_runs(
                 actor=actor, runs_per_file=batch, max_runs=max_runs,
                 remove_batch=remove_batch, dry_run=dry_run, older_than_days=older_than_days)
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from None
         except OSError as exc:
             raise CommandError(
                 f"the archive storage refused a file: {exc}. Files written before it are "
