@@ -42,6 +42,7 @@ from runs.reads.selectors import RunFilters, runs_page
 from runs.reads.workers import workers_page
 
 from . import selectors
+from .archived import run_not_here
 from .errors import error_body, invalid_field, no_acting_user
 from .openapi import NO_NUL_PATTERN
 from .parser import refuse_unknown_query
@@ -51,6 +52,7 @@ from .schemas import (
     ActionIn,
     ActionPending,
     ApprovalList,
+    ArchivedGone,
     DecisionIn,
     DecisionOut,
     Error,
@@ -101,7 +103,7 @@ def refuse_who_may_not_take(request) -> Status | None:
         return None
     token = request.auth
     if selectors.visible_run(run_id, workflows=token.workflows or []) is None:
-        return Status(404, error_body("run_not_found", f"no run {run_id} for this token"))
+        return run_not_here(request, token, run_id)
     if token.acting_user is None:
         # No person, no permission to keep from them; the body's faults are named (422)
         # as for a pause (tests/api/test_dispatch_pause_refuses_nul.py), then the 403.
@@ -182,7 +184,7 @@ def register(api, *, headers: dict, refusals: dict) -> None:
         "/runs/{run_id}/actions/{action}", url_name="run_action", operation_id="run_action",
         summary="Take an operator action on a run",
         response={200: ActionDone, 202: ActionPending, 400: Error, 401: Error, 403: Error,
-                  404: Error, 409: Error, 422: InvalidRequest, 429: Error},
+                  404: Error, 409: Error, 410: ArchivedGone, 422: InvalidRequest, 429: Error},
         openapi_extra=headers,
         description="Any action of the operator table (the run's `operator_actions` say "
                     "which it offers now, and whether the token's person may take each), as "
@@ -199,13 +201,14 @@ def register(api, *, headers: dict, refusals: dict) -> None:
                     "the action does not read (e.g. `evidence` with reconcile in mode "
                     "`ask`). 403: the token acts for nobody, or its person lacks the "
                     "permission (asked before the reason and the step are). "
-                    "404: no such run among the token's workflows. Nothing is written on a "
-                    "refusal.")
+                    "404: no such run among the token's workflows; 410: the run finished and "
+                    "was archived (`run_archived`, with its archive file). Nothing is written "
+                    "on a refusal.")
     def run_action(request, action: ActionName, payload: ActionIn,
                    run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         token = request.auth
         if selectors.visible_run(run_id, workflows=token.workflows or []) is None:
-            return Status(404, error_body("run_not_found", f"no run {run_id} for this token"))
+            return run_not_here(request, token, run_id)
         if token.acting_user is None:
             return no_acting_user(token, "act or decide")
         given = ActionInput(reason=payload.reason, step=payload.step.strip(),
@@ -243,12 +246,14 @@ def register(api, *, headers: dict, refusals: dict) -> None:
     @api.get(
         "/runs/{run_id}/history", url_name="run_history", operation_id="get_run_history",
         summary="A run's history",
-        response={200: HistoryPage, 401: Error, 404: Error, 422: InvalidRequest, 429: Error},
+        response={200: HistoryPage, 401: Error, 404: Error, 410: ArchivedGone,
+                  422: InvalidRequest, 429: Error},
         openapi_extra=headers,
         description="The run's audit trail as JSON, a page at a time: each record with its "
                     "actor, reason, the state before and after, and its data (credentials "
                     "masked as recorded). Newest page first; pass `older` as `before` for "
-                    "the page before.")
+                    "the page before. 410: the run finished and was archived (error "
+                    "`run_archived`, with its archive file).")
     def run_history(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
                     before: int | None = Query(None, ge=1, le=MAX_RUN_ID),
                     limit: int = Query(selectors.HISTORY_PAGE, ge=1, le=selectors.MOST_A_PAGE)):
@@ -257,7 +262,7 @@ def register(api, *, headers: dict, refusals: dict) -> None:
         token = request.auth
         run = selectors.visible_run(run_id, workflows=token.workflows or [])
         if run is None:
-            return Status(404, error_body("run_not_found", f"no run {run_id} for this token"))
+            return run_not_here(request, token, run_id)
         page = selectors.history_page(run, before=before, size=limit)
         return Status(200, {"run_id": run.pk, "older": page.older,
                             "entries": [selectors.history_entry(r) for r in page.records]})

@@ -30,6 +30,7 @@ from runs.permissions import grants_of
 from runs.reads.agent_selectors import conversations
 
 from . import bulk_routes, openapi, operator_routes, selectors
+from .archived import archived_body, run_not_here
 from .auth import RateLimited, TokenAuth
 from .errors import DATABASE_DOWN, RETRY_AFTER_SECONDS, error_body, no_acting_user
 from .middleware import body_limit_text
@@ -279,20 +280,11 @@ def start(request, payload: StartRunIn):
                                 "existing_run": _accepted(request, existing)})
         except RunArchived as exc:
             return Status(409, {**error_body("run_archived", str(exc)),
-                                "archived_run": _archived(request, exc.archived,
+                                "archived_run": archived_body(request, exc.archived,
                                                           same_input=exc.same_input)})
         with log_context(run_id=run.pk):
             access_log.info("run %s %s", run.pk, "started" if created else "found again")
         return Status(201 if created else 200, _accepted(request, run))
-
-
-def _archived(request, tombstone, *, same_input: bool | None = None) -> dict:
-    return {"id": tombstone.original_run_id, "workflow": tombstone.workflow_name,
-            "business_key": tombstone.business_key, "final_state": tombstone.final_status,
-            "finished_at": tombstone.finished_at, "archived_at": tombstone.archived_at,
-            "archive_file": tombstone.archive_file.name, "same_input": same_input,
-            "console_url": request.build_absolute_uri(
-                reverse("console:archived_run", args=[tombstone.original_run_id]))}
 
 
 def _invalid_input(workflow: str, errors: list[dict]) -> dict:
@@ -305,8 +297,8 @@ def _invalid_input(workflow: str, errors: list[dict]) -> dict:
 @api.get(
     "/runs/{run_id}/investigation", url_name="run_investigation",
     operation_id="get_run_investigation", summary="A run's investigation card",
-    response={200: Investigation, 401: Error, 403: Error, 404: Error, 422: InvalidRequest,
-              429: Error},
+    response={200: Investigation, 401: Error, 403: Error, 404: Error, 410: ArchivedGone,
+              422: InvalidRequest, 429: Error},
     openapi_extra=_HEADERS,
     description="A read-only report for the person about to act: facts with their evidence "
                 "apart from inferences, which effects exist in other systems, what is "
@@ -314,7 +306,9 @@ def _invalid_input(workflow: str, errors: list[dict]) -> dict:
                 "limited / stop verdict with the smallest next step. With lookups=true, "
                 "steps whose outcome is unknown are looked up by key now (reads that reach "
                 "other systems): as on the console, only for a token whose acting person "
-                "has the reconcile permission on the run's workflow (403 otherwise).",
+                "has the reconcile permission on the run's workflow (403 otherwise). 410: "
+                "the run finished and was archived (error `run_archived`, with its archive "
+                "file).",
 )
 def run_investigation(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
                       lookups: bool = False):
@@ -324,7 +318,7 @@ def run_investigation(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
     token = request.auth
     run = selectors.visible_run(run_id, workflows=token.workflows or [])
     if run is None:
-        return Status(404, error_body("run_not_found", f"no run {run_id} for this token"))
+        return run_not_here(request, token, run_id)
     if lookups:
         # A lookup reaches another system: a person's (investigation.lookups_refusal).
         if token.acting_user is None:
@@ -356,12 +350,7 @@ def run_state(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
     token = request.auth
     run = selectors.visible_run(run_id, workflows=token.workflows or [])
     if run is None:
-        tombstone = selectors.visible_archived_run(run_id, workflows=token.workflows or [])
-        if tombstone is not None:
-            return Status(410, {**error_body("run_archived", (
-                f"run {run_id} finished ({tombstone.final_status}) and was archived to "
-                f"{tombstone.archive_file.name}")), "archived_run": _archived(request, tombstone)})
-        return Status(404, error_body("run_not_found", f"no run {run_id} for this token"))
+        return run_not_here(request, token, run_id)
     view = selectors.run_view(run)
     current, error = view.current, view.last_error
     # Whether the token's person may take each action the run offers: the rule the console's
