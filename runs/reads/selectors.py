@@ -84,9 +84,15 @@ class RunFilters:
     workflow_exact: bool = False
 
     def to_json(self) -> dict:
-        """The filters as JSON can hold them (a bulk job keeps the filter it acts on)."""
-        return {name: value.isoformat() if isinstance(value, datetime) else value
+        """The filters as JSON can hold them (a bulk job keeps the filter it acts on).
+        `workflow_exact` only where set: a job of the console's filters stays readable by a
+        worker of the release before it (a rolling release), and a job that names its
+        workflow whole is refused by such a worker rather than carried out more widely."""
+        data = {name: value.isoformat() if isinstance(value, datetime) else value
                 for name, value in asdict(self).items()}
+        if not self.workflow_exact:
+            del data["workflow_exact"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> "RunFilters":

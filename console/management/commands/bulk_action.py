@@ -13,7 +13,7 @@ from approvals.bulk import (
     run_bulk_job,
     start_bulk_job,
 )
-from approvals.models import BulkJob
+from approvals.models import BulkJob, BulkJobStatus
 from approvals.operator_actions import InputNotRead, refuse_input_not_read
 from console.cli import (
     acting_user,
@@ -100,7 +100,17 @@ class Command(BaseCommand):
         if job is None:
             raise CommandError(f"no bulk job {job_id}")
         if verb == "run":
-            run_bulk_job(job_id)
+            # Worked through to its end (done, or cancelled on the way), unless another
+            # process holds its lease: then it returns the job untouched, still running, and
+            # the command would print its status as if it had carried it out.
+            held = run_bulk_job(job_id)
+            if held.status == BulkJobStatus.RUNNING:
+                until = (f" until {held.lease_until:%Y-%m-%d %H:%M:%S %Z}"
+                         if held.lease_until else "")
+                raise CommandError(
+                    f"bulk job {job_id} is held by a worker{until} (BULK_JOB_LEASE_SECONDS): "
+                    "it carries the job out, or stopped and leaves it free after that time. "
+                    f"Nothing was done here; follow it with bulk_action show {job_id}")
         elif verb == "show":
             _follower(job, options["user"], verb)
         elif verb == "cancel":

@@ -5,6 +5,7 @@ after commit."""
 from django.core.management.base import BaseCommand, CommandError
 
 from demo.sandbox import faults
+from runs.machine.storable import whole_number_argument
 
 
 class Command(BaseCommand):
@@ -15,7 +16,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("endpoint", nargs="?", help="e.g. tracker.create")
         parser.add_argument("kind", nargs="?", help="e.g. commit_then_timeout")
-        parser.add_argument("--times", type=int, default=1,
+        # Not type=int, which reads "٣" as 3 and "1_0" as 10: a count no one wrote.
+        parser.add_argument("--times", type=whole_number_argument, default=1,
                             help="how many consecutive calls the fault hits (default 1)")
         parser.add_argument("--list", action="store_true", help="list the queued faults")
         parser.add_argument("--clear", action="store_true", help="remove every queued fault")
