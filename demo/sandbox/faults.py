@@ -11,6 +11,8 @@ kind does to an HTTP exchange is demo.sandbox.injection's business.
 from django.db import transaction
 from django.db.models import F, Sum
 
+from runs.machine.storable import whole_number
+
 from .models import Fault
 
 ENDPOINTS = {
@@ -89,8 +91,8 @@ def parse_times(value) -> int:
         return 1
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+    if isinstance(value, str) and (number := whole_number(value.strip())) is not None:
+        return number  # ASCII digits only: "٣" is no count anyone wrote
     raise FaultError(f"times must be a whole number from 1 to {MOST_TIMES}, not {value!r}")
 
 

@@ -345,13 +345,21 @@ def messages(spec: definition.AgentSpec, ctx: StepContext, turns, calls: list[To
             message["tool_calls"] = [
                 {"id": c.get("id"), "type": "function",
                  "function": {"name": c.get("name"),
-                              "arguments": sensitive.opened(c.get("arguments")) or "{}"}}
+                              "arguments": arguments_text(sensitive.opened(c.get("arguments")))}}
                 for c in turn.tool_calls]
         out.append(message)
         for call in by_turn.get(turn.index, []):
             out.append({"role": "tool", "tool_call_id": call.call_id,
                         "content": tool_message(call)})
     return out
+
+
+def arguments_text(arguments) -> str:
+    """A call's arguments as the conversation carries them: JSON text, as endpoints accept
+    only (a model may have sent an object, kept as sent on its turn)."""
+    if arguments is None or arguments == "":
+        return "{}"
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, default=str)
 
 
 # What the model is told after an answer with neither text nor a tool call.
@@ -379,8 +387,10 @@ def tool_message(call: ToolCall) -> str:
 
 
 def final_result(turns, calls: list[ToolCall]) -> dict:
+    # Not "tokens": the result passes the redaction filter, which masks a key naming a token.
     return {"answer": turns[-1].content, "turns": len(turns), "tool_calls": len(calls),
-            "tokens": sum(t.prompt_tokens + t.completion_tokens for t in turns)}
+            "usage": {"prompt": sum(t.prompt_tokens for t in turns),
+                      "completion": sum(t.completion_tokens for t in turns)}}
 
 
 # --- the model -----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ and 10 calls of an injected fault."""
 import pytest
 from django.core.management import CommandError, call_command
 
+from demo.sandbox import faults
 from demo.sandbox.models import Fault
 
 pytestmark = pytest.mark.django_db
@@ -22,3 +23,11 @@ def test_a_count_in_ascii_digits_is_queued():
     call_command("fault", "tracker.create", "unavailable", "--times", "3")
     assert list(Fault.objects.values_list("endpoint", "kind", "remaining")) == [
         ("tracker.create", "unavailable", 3)]
+
+
+@pytest.mark.parametrize("times", ["٣", "²"])
+def test_the_fault_form_and_its_json_refuse_them_too(times):
+    # The sandbox's form and JSON door read the count with faults.parse_times.
+    with pytest.raises(faults.FaultError, match="times must be a whole number"):
+        faults.parse_times(times)
+    assert faults.parse_times("3") == 3

@@ -13,7 +13,7 @@ from datetime import datetime
 from pydantic import BaseModel, ValidationError
 
 from audit.actions import AuditAction
-from audit.redaction import redact, shown_arguments
+from audit.redaction import redact, redact_text, shown_arguments
 
 from ...agent_models import AgentTurn, ToolCall
 from ...definitions import definition
@@ -67,9 +67,10 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
             return lease
         now = change.now
         index = AgentTurn.objects.filter(step=step, generation=step.generation).count()
+        turn = with_call_ids(turn, index)
         AgentTurn.objects.create(
             step=step, generation=step.generation, index=index, content=turn.content or "",
-            tool_calls=sensitive.seal_asked_calls(turn.tool_calls, spec.tools),
+            tool_calls=masked_calls(sensitive.seal_asked_calls(turn.tool_calls, spec.tools)),
             finish_reason=turn.finish_reason, model_ref=turn.model_ref,
             prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens,
             summarises=turn.summarises, transcript=turn.transcript, created_at=now)
@@ -86,7 +87,8 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
         change.audit(AuditAction.AGENT_TURN_STORED, step=step, data={
             "turn": index, "content": turn.content[:500] if turn.content else "",
             "tool_calls": [f"{r.ref} {r.tool}" for r in rows],
-            "tokens": turn.prompt_tokens + turn.completion_tokens,
+            # Not "tokens": a key naming a token is masked as a credential would be.
+            "usage": {"prompt": turn.prompt_tokens, "completion": turn.completion_tokens},
             "model_ref": turn.model_ref,
             # What the model sent that could not be kept as sent, and what was kept instead.
             **({"stored_otherwise": notes} if notes else {}),
@@ -135,6 +137,11 @@ def storable_turn(turn: ModelTurn) -> tuple[ModelTurn, list[str], dict[int, str]
         notes.append("content " + ("written out where it held what text cannot"
                                    if isinstance(turn.content, str) else
                                    f"was {type(turn.content).__name__}, kept as its JSON text"))
+    # A checkpoint never holds a credential (results and errors are redacted too): what
+    # looks like one in the model's text is masked before the turn is stored and shown.
+    if (masked := redact_text(content)) != content:
+        notes.append("content: what looks like a credential masked")
+        content = masked
     fields = {"content": content}
     for name, most in (("model_ref", REF_MAX), ("finish_reason", FINISH_MAX)):
         sent = getattr(turn, name)
@@ -169,6 +176,42 @@ def storable_turn(turn: ModelTurn) -> tuple[ModelTurn, list[str], dict[int, str]
             problems[position] = problem
             notes.append(f"tool call {position}: {problem}")
     return replace(turn, tool_calls=calls, **fields), notes, problems
+
+
+def with_call_ids(turn: ModelTurn, index: int) -> ModelTurn:
+    """The turn with an id for each tool call the model sent none for: the id its row and
+    its result in the conversation go by (call_TURN_POSITION), the same on the stored turn,
+    or the conversation sent back would pair no result with its call."""
+    taken = {c.get("id") for c in turn.tool_calls}
+    calls = []
+    for position, call in enumerate(turn.tool_calls):
+        if not call.get("id"):
+            ident = f"call_{index}_{position}"
+            call = {**call, "id": ident if ident not in taken else f"{ident}~{position}"}
+        calls.append(call)
+    return replace(turn, tool_calls=calls)
+
+
+def masked_calls(tool_calls: list[dict]) -> list[dict]:
+    """The raw tool calls as the turn keeps them: the arguments of a call not sealed with
+    what looks like a credential masked (its row keeps the arguments it runs with, its
+    tool's declared fields sealed; the turn is only what the model is shown again)."""
+    out = []
+    for call in tool_calls:
+        raw = call.get("arguments")
+        if raw is None or sensitive.is_sealed(raw):
+            out.append(call)
+            continue
+        try:
+            value = finite_json(raw) if isinstance(raw, str) else raw
+        except (ValueError, RecursionError):  # no JSON (NotFinite is one): masked as text
+            masked = redact_text(raw)
+        else:
+            shown = redact(value)
+            masked = raw if shown == value else (json.dumps(shown) if isinstance(raw, str)
+                                                 else shown)
+        out.append(call if masked == raw else {**call, "arguments": masked})
+    return out
 
 
 def _text_of(value) -> str:
@@ -263,6 +306,11 @@ def _new_call(run: Run, step: Step, spec: definition.AgentSpec, turn: int, posit
     except ValueError:
         parsed = {"unparsed": printable(str(raw)[:2000])}
         row.error_message = "the arguments are not JSON"
+    except RecursionError:
+        # JSON nested deeper than Python reads it: no arguments, and no turn stored if it
+        # escaped (the model asked again at every attempt).
+        parsed = {"unparsed": printable(str(raw)[:2000])}
+        row.error_message = "the arguments are JSON nested too deep to be read"
     else:
         if (unstorable := value_problem(parsed)) is not None:
             parsed = {"unparsed": printable(str(raw)[:2000])}
@@ -273,13 +321,15 @@ def _new_call(run: Run, step: Step, spec: definition.AgentSpec, turn: int, posit
         row.error_message = (f"{problem}; " if problem else "") + \
             f"no tool named {name!r}: the step declares {', '.join(spec.tools) or 'none'}"
     elif row.error_message or problem:
-        row.status, row.arguments, row.error_class = S.INVALID, parsed, ErrorClass.MODEL_FORMAT
+        # Never executed: kept as evidence, with what looks like a credential masked.
+        row.status, row.arguments = S.INVALID, redact(parsed)
+        row.error_class = ErrorClass.MODEL_FORMAT
         row.error_message = "; ".join(m for m in (problem, row.error_message) if m)
     else:
         try:
             valid: BaseModel = tool.args.model_validate(parsed)
         except ValidationError as exc:
-            row.status, row.arguments = S.INVALID, parsed
+            row.status, row.arguments = S.INVALID, redact(parsed)
             row.error_class = ErrorClass.MODEL_FORMAT
             row.error_message = (f"arguments do not match {tool.args.__name__}: "
                                  f"{exc.error_count()} error(s): " + "; ".join(
@@ -322,7 +372,10 @@ def budget_spent(step: Step, spec: definition.AgentSpec, *, asking: bool = False
     # A re-run's new generation has the whole budget again, as its step's attempts do.
     turns = list(AgentTurn.objects.filter(step=step, generation=step.generation)
                  .values_list("prompt_tokens", "completion_tokens"))
-    calls = ToolCall.objects.filter(step=step, generation=step.generation).count()
+    # A call a person cancelled was never made: cancelling the calls past the budget lets
+    # the agent go on (past_call_budget says so), the model told they were cancelled.
+    calls = ToolCall.objects.filter(step=step, generation=step.generation).exclude(
+        status=S.CANCELLED).count()
     tokens = sum(p + c for p, c in turns)
     why = None
     if calls > budget.max_tool_calls:
