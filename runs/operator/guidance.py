@@ -113,6 +113,14 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
         unknown.append("which effects of the undone steps still stand, beyond the evidence")
         return offer("compensate", f"Fix what made the undo of {name} fail, then compensate "
                      "again: the failed undo is sent again with its own key.")
+    if reason == AttentionReason.BUDGET_EXHAUSTED and step is not None \
+            and step.kind == definition.AGENT:
+        # Its turns, calls and tokens are counted in its generation: a retry keeps that
+        # generation and would stop again at once.
+        return offer("rerun_from_step", f"{name} spent its budget ({happened}). Re-run it "
+                     "from this step once the budget or the prompt is changed: the "
+                     "conversation starts afresh with new keys, and what its tool calls did "
+                     "so far stands (compensate first if it should not).", name)
     if reason == AttentionReason.BUDGET_EXHAUSTED:
         return offer("retry_step", f"{name} ran out of attempts with evidence each time that "
                      "nothing changed. Once the remote system is back, retry it (same key, "
@@ -168,6 +176,9 @@ def _action_for(reason: str, step: Step | None) -> str:
     if reason == AttentionReason.UNKNOWN_OUTCOME or (
             step is not None and step.status == StepStatus.UNKNOWN):
         return "reconcile"
+    if reason == AttentionReason.BUDGET_EXHAUSTED and step is not None \
+            and step.kind == definition.AGENT:
+        return "rerun_from_step"
     return {
         AttentionReason.COMPENSATION_PAUSED: "confirm_compensation",
         AttentionReason.COMPENSATION_FAILED: "compensate",
