@@ -95,7 +95,7 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
                     verdict, error = ask_tool_remote(tool, tool_context(ctx, unknown),
                                                      unknown)
                 logger.info("%s tool call %s (%s): outcome unknown; lookup by key: %s",
-                            name, unknown.ref, unknown.tool, verdict or "no reconcile")
+                            name, unknown.ref, unknown.tool, lookups.verdict_text(verdict))
                 lease = calls_tx.settle_tool_call(lease, step, unknown, verdict, error=error)
                 continue
             # A call still waiting for a person is due too: a run resumed from attention

@@ -101,7 +101,7 @@ def _work_once(lease: transitions.Lease, step, spec: definition.StepDef,
         with heartbeats.calling(lease):
             verdict, error = ask_remote(spec, ctx)
         logger.info("step %s: outcome unknown; lookup by key: %s", step.name,
-                    verdict or "no reconcile function")
+                    lookups.verdict_text(verdict))
         return transitions.settle_unknown(lease, step, verdict, error=error)
     point = f"{step.name}:compensate" if lease.compensating else step.name
     crashpoints.reach(crashpoints.BEFORE_CALL, point)

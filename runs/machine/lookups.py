@@ -92,3 +92,16 @@ def unstorable(what: str, value, remote_ref) -> Outcome | None:
             ErrorClass.UNCLASSIFIED, f"{what} returned a remote reference that cannot be "
                                      f"read as text: {classify(exc).message}"))
     return unstorable_result(what, value, ref)
+
+
+def verdict_text(verdict) -> str:
+    """A lookup's verdict for a log line: found (with the reference), not found, or cannot
+    tell (with why); never the found result, which may be large or hold what the step's
+    result does (the step's row keeps it, sealed)."""
+    if verdict is None:
+        return "no reconcile function"
+    if isinstance(verdict, definition.Found):
+        return f"found {printable(str(verdict.ref))[:200]}"
+    if isinstance(verdict, definition.NotFound):
+        return "not found"
+    return f"cannot tell: {printable(str(getattr(verdict, 'reason', '')))[:200]}"
