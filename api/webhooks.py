@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 import httpx
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from audit.actions import STEP_OUTCOMES
@@ -92,6 +92,21 @@ SETTLE = timedelta(seconds=30)
 SCAN = 10_000
 
 
+def news_for(subscriber: WebhookSubscriber) -> tuple[QuerySet, QuerySet]:
+    """(status changes, step outcomes) that `subscriber` is told of, wherever its cursors
+    stand: the publisher queues these, and archiving (api.archival) keeps a run hot until
+    they are delivered."""
+    # A drill run's changes are no news of real work (a drill breaks runs on purpose).
+    events = RunEvent.objects.filter(run__drill=False)
+    records = (AuditRecord.objects.filter(action__in=[str(a) for a in STEP_OUTCOMES],
+                                          run__drill=False)
+               .exclude(step_name=""))
+    if subscriber.workflows:
+        events = events.filter(run__workflow_name__in=subscriber.workflows)
+        records = records.filter(run__workflow_name__in=subscriber.workflows)
+    return events, records
+
+
 def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
     """Turn new status changes and step outcomes into deliveries, per subscriber, each in
     the order it was written. Two cursors per subscriber, each read by primary key from
@@ -102,14 +117,7 @@ def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
     now = now or timezone.now()
     queued = 0
     for subscriber in WebhookSubscriber.objects.filter(active=True):
-        # A drill run's changes are no news of real work (a drill breaks runs on purpose).
-        events = RunEvent.objects.filter(run__drill=False)
-        records = (AuditRecord.objects.filter(action__in=[str(a) for a in STEP_OUTCOMES],
-                                              run__drill=False)
-                   .exclude(step_name=""))
-        if subscriber.workflows:
-            events = events.filter(run__workflow_name__in=subscriber.workflows)
-            records = records.filter(run__workflow_name__in=subscriber.workflows)
+        events, records = news_for(subscriber)
         event_ids, last_event_id = _unqueued(
             subscriber, events, "event", subscriber.last_event_id,
             settled_before=settled_before, limit=limit)

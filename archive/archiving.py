@@ -2,10 +2,13 @@
 
 A run is archived once it is final (completed, compensated, terminated) and both its last
 status change and its finish are older than its workflow's retention: the Workflow's
-`retention_days`, else the RUNS_RETENTION_DAYS setting (90 days). One pass, run by beat
-(archive.tasks) or by `manage.py archive_runs`, holds the job's lock (runs.machine.single_pass) so
-two passes never archive the same runs, and for each file of up to ARCHIVE_RUNS_PER_FILE
-runs:
+`retention_days`, else the RUNS_RETENTION_DAYS setting (90 days), and no app still has work
+for it (archive.parts.pending: a webhook delivery an active subscriber has not had yet).
+Such a run is held: it stays hot, and a later pass takes it once the work is done.
+
+One pass, run by beat (archive.tasks) or by `manage.py archive_runs`, holds the job's lock
+(runs.machine.single_pass) so two passes never archive the same runs, and for each file of up
+to ARCHIVE_RUNS_PER_FILE runs:
 
 1. asks each app for its rows of the runs (archive.parts: the runs and their steps,
    events, agent turns and tool calls; audit records; approval requests and notifications;
@@ -125,6 +128,8 @@ class ArchiveReport:
     runs_written: int = 0
     runs_removed: int = 0
     runs_kept: int = 0
+    # Eligible, but an app still had work for them (archive.parts.pending): left hot.
+    runs_held: int = 0
     bytes_written: int = 0
     # With dry_run: how many runs a pass would archive (up to its maximum).
     eligible: int = 0
@@ -180,12 +185,16 @@ def archive_runs(*, actor: str, now: datetime | None = None, runs_per_file: int 
             report.locked_out = True
             return report
         if dry_run:
-            report.eligible = len(eligible(now, older_than_days)
-                                  .values_list("pk", flat=True)[:max_runs])
+            ids = list(eligible(now, older_than_days).values_list("pk", flat=True)[:max_runs])
+            for start in range(0, len(ids), runs_per_file):
+                batch = ids[start:start + runs_per_file]
+                report.eligible += len(batch) - len(parts.pending(batch))
             return report
         finish_unfinished(actor=actor, remove_batch=remove_batch, report=report)
         after = None
-        while report.runs_written < max_runs:
+        # Held runs are looked at too: at most as many as a pass archives, so that a
+        # backlog of them (a receiver down for days) costs a pass a bounded read.
+        while report.runs_written < max_runs and report.runs_held < max_runs:
             runs = eligible(now, older_than_days)
             if after is not None:
                 # Keyset: runs kept in the hot tables are not taken again in this pass.
@@ -196,7 +205,13 @@ def archive_runs(*, actor: str, now: datetime | None = None, runs_per_file: int 
             if not batch:
                 break
             after = batch[-1]
-            archive = write_file(sorted(pk for _, pk in batch), actor=actor, now=now)
+            ids = sorted(pk for _, pk in batch)
+            held = parts.pending(ids)
+            report.runs_held += len(held)
+            ids = [pk for pk in ids if pk not in held]
+            if not ids:
+                continue
+            archive = write_file(ids, actor=actor, now=now)
             if archive is None:
                 continue
             report.files.append(archive.name)
@@ -308,8 +323,12 @@ def _remove_batch(archive: ArchiveFile, run_ids: list[int], *,
         runs = list(Run.objects.select_for_update().filter(pk__in=run_ids).order_by("pk")
                     .only(*TOMBSTONE_FIELDS))
         removable, changed = [], []
+        # Asked again under the runs' locks: a subscriber made active again since the file
+        # was written has deliveries of them waiting.
+        held = parts.pending([run.pk for run in runs])
         for run in runs:
-            unchanged = [run.audit_seq, run.audit_head] == archive.heads.get(str(run.pk))
+            unchanged = ([run.audit_seq, run.audit_head] == archive.heads.get(str(run.pk))
+                         and run.pk not in held)
             (removable if unchanged and run.status in FINAL_RUN_STATUSES else changed).append(run)
         if not removable:
             return 0, [r.pk for r in changed]
