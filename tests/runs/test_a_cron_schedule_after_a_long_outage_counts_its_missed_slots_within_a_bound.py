@@ -10,23 +10,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from runs.models import Run, ScheduleState
-from runs.waiting.schedules import MAX_COUNTED_MISSED, Schedule, fire_schedule
+from runs.waiting.schedules import MAX_COUNTED_MISSED, fire_schedule
+from tests.runs.test_a_frequent_schedule_after_a_long_outage_counts_its_missed_slots_without_listing_them import (  # noqa: E501
+    CountedSchedule,
+)
 from tests.workflows import nightly
 
 pytestmark = pytest.mark.django_db
 
 T0 = datetime(2026, 3, 2, 9, 0, 0, tzinfo=UTC)
-
-
-class CountedSchedule(Schedule):
-    """A schedule that counts the slots a tick looks at."""
-
-    looked_at = 0
-
-    def slots_after(self, start):
-        for slot in super().slots_after(start):
-            self.looked_at += 1
-            yield slot
 
 
 def cron_schedule(expression, catch_up):
