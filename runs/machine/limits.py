@@ -161,14 +161,23 @@ def queued_by_priority(count: int) -> list[int]:
     oldest. A workflow at its max_in_flight is left out: its runs would be refused, and
     woken in place of runs that can take the slot they leave those to the sweeper's late
     pass."""
-    held = dict(Run.objects.filter(workflow_name__in=list(_workflows),
-                                   status__in=HELD_RUN_STATUSES)
-                .order_by().values_list("workflow_name").annotate(n=Count("pk")))
-    room = [w.workflow for w in _workflows.values()
-            if w.max_in_flight is None or held.get(w.workflow, 0) < w.max_in_flight]
+    full = at_their_limit()
+    room = [w.workflow for w in _workflows.values() if w.workflow not in full]
     return list(Run.objects.filter(workflow_name__in=room, status=RunStatus.QUEUED)
                 .annotate(priority=_priority()).order_by("-priority", "created_at", "pk")
                 .values_list("pk", flat=True)[:count])
+
+
+def at_their_limit() -> set[str]:
+    """The limited workflows holding their max_in_flight runs now: a run of theirs woken
+    would be refused at its claim (one count of the held runs, by workflow)."""
+    if not _workflows:
+        return set()
+    held = dict(Run.objects.filter(workflow_name__in=list(_workflows),
+                                   status__in=HELD_RUN_STATUSES)
+                .order_by().values_list("workflow_name").annotate(n=Count("pk")))
+    return {w.workflow for w in _workflows.values()
+            if w.max_in_flight is not None and held.get(w.workflow, 0) >= w.max_in_flight}
 
 
 def requeue_order(queued, count: int) -> list[int]:
@@ -180,12 +189,7 @@ def requeue_order(queued, count: int) -> list[int]:
     index: no sort of the whole backlog."""
     if not queued.exists():
         return []  # the usual pass: nothing lost, and so no count of what is held
-    held = dict(Run.objects.filter(workflow_name__in=list(_workflows),
-                                   status__in=HELD_RUN_STATUSES)
-                .order_by().values_list("workflow_name").annotate(n=Count("pk"))) \
-        if _workflows else {}
-    full = [w.workflow for w in _workflows.values()
-            if w.max_in_flight is not None and held.get(w.workflow, 0) >= w.max_in_flight]
+    full = list(at_their_limit())
     ranked = [w for w in _workflows.values() if w.priority != 0]
     ids: list[int] = []
     for level in sorted({w.priority for w in ranked} | {0}, reverse=True):
