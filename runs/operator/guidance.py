@@ -113,10 +113,7 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
         unknown.append("which effects of the undone steps still stand, beyond the evidence")
         return offer("compensate", f"Fix what made the undo of {name} fail, then compensate "
                      "again: the failed undo is sent again with its own key.")
-    if reason == AttentionReason.BUDGET_EXHAUSTED and step is not None \
-            and step.kind == definition.AGENT:
-        # Its turns, calls and tokens are counted in its generation: a retry keeps that
-        # generation and would stop again at once.
+    if _agent_budget_spent(reason, step):
         return offer("rerun_from_step", f"{name} spent its budget ({happened}). Re-run it "
                      "from this step once the budget or the prompt is changed: the "
                      "conversation starts afresh with new keys, and what its tool calls did "
@@ -171,13 +168,20 @@ def _spec(workflow: definition.Workflow | None, step: Step | None) -> definition
     return definition.step_of(workflow, step.name) if step is not None else None
 
 
+def _agent_budget_spent(reason: str, step: Step | None) -> bool:
+    """Whether the run stopped because agent `step` spent its budget. Its turns, calls and
+    tokens are counted in its generation: a retry keeps that generation and would stop
+    again at once, so a re-run from the step is what helps."""
+    return reason == AttentionReason.BUDGET_EXHAUSTED and step is not None \
+        and step.kind == definition.AGENT
+
+
 def _action_for(reason: str, step: Step | None) -> str:
     """The action recommend() offers for `reason` (the branches below, in one table)."""
     if reason == AttentionReason.UNKNOWN_OUTCOME or (
             step is not None and step.status == StepStatus.UNKNOWN):
         return "reconcile"
-    if reason == AttentionReason.BUDGET_EXHAUSTED and step is not None \
-            and step.kind == definition.AGENT:
+    if _agent_budget_spent(reason, step):
         return "rerun_from_step"
     return {
         AttentionReason.COMPENSATION_PAUSED: "confirm_compensation",
