@@ -8,7 +8,6 @@ acting user, on one of the token's workflows, and only that person sees and canc
 
 from django.db import transaction
 from django.urls import reverse
-from django.utils import timezone
 from ninja import Path, Status
 
 from approvals.bulk import (
@@ -102,15 +101,14 @@ def register(api, *, headers: dict) -> None:
                              step_status=f.step_status, error_class=f.error_class,
                              attention=f.attention, stuck=f.stuck, q=f.q)
         params = {"step": payload.step.strip()} if payload.step.strip() else {}
-        now = timezone.now()
         try:
             with transaction.atomic():
-                job = start_bulk_job(payload.action, filters, user=token.acting_user,
-                                     reason=payload.reason, params=params or None,
-                                     start_key=payload.start_key, now=now)
-                # Made now, or found by its start key (approvals.bulk returns the job that
-                # key started, even one committed by a concurrent request a moment ago).
-                created = job.created_at == now
+                # Made now, or found by its start key (even one a concurrent request
+                # committed a moment ago).
+                job, created = start_bulk_job(payload.action, filters,
+                                              user=token.acting_user, reason=payload.reason,
+                                              params=params or None,
+                                              start_key=payload.start_key)
                 if created:
                     # A wake-up hint: the approvals sweep hands the job to a worker if lost.
                     transaction.on_commit(lambda: hand_over(job.pk))

@@ -147,7 +147,8 @@ def _undeclared(step: str, workflows: list[str]) -> str | None:
 
 def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
                    params: dict | None = None, previewed: int | None = None,
-                   start_key: str = "", now: datetime | None = None) -> BulkJob:
+                   start_key: str = "",
+                   now: datetime | None = None) -> tuple[BulkJob, bool]:
     """Record a bulk job over the runs `filters` matches now that `user` may see; a worker
     carries it out (run_bulk_job). Refuses an unknown action, a missing reason, an action
     never taken by a filter (bulk_refusal), and a person who may take the action nowhere
@@ -155,7 +156,8 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
     preview's count, on its button); refused if the filter now matches more (an incident
     may have brought hundreds into it since), started if as many or fewer. `start_key`: the
     mark of the form that starts it (a preview's); the job that form started already, if it
-    did, is returned instead of a second one (a double click, a form sent again)."""
+    did, is returned instead of a second one (a double click, a form sent again). Returns
+    the job and whether this call made it, as Django's get_or_create does."""
     spec = ACTIONS.get(action)
     if spec is None:
         raise BulkRefused(f"no action {action!r}")
@@ -163,7 +165,7 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
         raise BulkRefused(f"start_key: at most {START_KEY_MAX} characters of text",
                           field="start_key")
     if start_key and (started := started_by(user, start_key)) is not None:
-        return started
+        return started, False
     if (refusal := bulk_refusal(spec)) is not None:
         raise BulkRefused(f"{refusal}: not in bulk")
     if not reason or not reason.strip():
@@ -211,11 +213,11 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
     except IntegrityError:
         # The same form, sent at the same moment, started its job first.
         if start_key and (started := started_by(user, start_key)) is not None:
-            return started
+            return started, False
         raise
     logger.info("bulk job %s: %s on %d runs by %s", job.pk, action, job.total,
                 user.get_username())
-    return job
+    return job, True
 
 
 def may_follow(user, job: BulkJob) -> bool:

@@ -90,14 +90,16 @@ def bulk_start(request):
                                 "its preview.")
         return _back_to_preview(request, spec)
     try:
-        job = start_bulk_job(spec.name, filters, user=request.user,
-                             reason=request.POST.get("reason", ""), previewed=previewed,
-                             start_key=request.POST.get("start_key", ""))
+        job, created = start_bulk_job(spec.name, filters, user=request.user,
+                                      reason=request.POST.get("reason", ""),
+                                      previewed=previewed,
+                                      start_key=request.POST.get("start_key", ""))
     except BulkRefused as exc:
         messages.error(request, f"Nothing was started: {exc}")
         return _back_to_preview(request, spec)
-    # A wake-up hint: the approvals sweep hands the job to a worker if this is lost.
-    transaction.on_commit(lambda: hand_over(job.pk))
+    if created:
+        # A wake-up hint: the approvals sweep hands the job to a worker if this is lost.
+        transaction.on_commit(lambda: hand_over(job.pk))
     return redirect("console:bulk_job", job_id=job.pk)
 
 

@@ -35,8 +35,8 @@ def job(olga):
     for _ in range(3):
         place(new_run(), status=RunStatus.ATTENTION,
               step_statuses={"create-task": StepStatus.FAILED})
-    job = start_bulk_job("terminate", RunFilters(status=RunStatus.ATTENTION), user=olga,
-                         reason="incident 9")
+    job, _ = start_bulk_job("terminate", RunFilters(status=RunStatus.ATTENTION), user=olga,
+                            reason="incident 9")
     # A live worker holds it: its lease runs a while yet, by the database's clock.
     BulkJob.objects.filter(pk=job.pk).update(lease_until=clock() + LEASE)
     return job

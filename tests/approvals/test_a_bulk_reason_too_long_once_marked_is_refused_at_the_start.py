@@ -35,8 +35,8 @@ def test_a_reason_of_the_full_length_is_refused_before_any_job_is_made(olga):
 
 
 def test_a_reason_that_fits_with_its_mark_is_carried_by_every_run(olga):
-    job = start_bulk_job("terminate", ATTENTION, user=olga,
-                         reason="x" * (PERSON_TEXT_MAX - len(" [bulk job 1000]")))
+    job, _ = start_bulk_job("terminate", ATTENTION, user=olga,
+                            reason="x" * (PERSON_TEXT_MAX - len(" [bulk job 1000]")))
     assert len(marked(job.reason, job.pk)) <= PERSON_TEXT_MAX
     run_bulk_job(job.pk)
     assert set(BulkOutcome.objects.filter(job=job).values_list("outcome", flat=True)) == {

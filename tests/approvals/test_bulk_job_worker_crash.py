@@ -28,8 +28,8 @@ def test_a_worker_killed_mid_job_is_replaced_and_each_run_is_acted_on_once(tmp_p
     olga.groups.add(Group.objects.get(name="operators"))
     runs = [place(new_run(), status=RunStatus.ATTENTION,
                   step_statuses={"create-task": StepStatus.FAILED}) for _ in range(5)]
-    job = start_bulk_job("terminate", RunFilters(status=RunStatus.ATTENTION), user=olga,
-                         reason="incident 7")
+    job, _ = start_bulk_job("terminate", RunFilters(status=RunStatus.ATTENTION), user=olga,
+                            reason="incident 7")
     victim = runs[2]
     marker = tmp_path / "crashed"
     doomed = start_worker("doomed", tmp_path, BULK_JOB_LEASE_SECONDS=LEASE,

@@ -85,7 +85,7 @@ def test_a_job_acts_once_per_run_and_sends_the_rest_to_one_four_eyes_request(peo
     olga, carl = people
     plain = [_failed() for _ in range(4)]
     effected = [_effected() for _ in range(2)]
-    job = start_bulk_job("terminate", ATTENTION, user=olga, reason="vendor fraud")
+    job, _ = start_bulk_job("terminate", ATTENTION, user=olga, reason="vendor fraud")
     assert job.total == 6
     job = run_bulk_job(job.pk)
     progress = bulk_progress(job.pk)
@@ -119,7 +119,7 @@ def test_the_search_narrows_the_job_to_the_runs_the_list_shows(people):
     wanted, others = _failed(), [_failed() for _ in range(3)]
     search = RunFilters(status=RunStatus.ATTENTION, q=wanted.business_key)
     assert bulk_preview("terminate", search, user=olga).matching == 1
-    job = start_bulk_job("terminate", search, user=olga, reason="only this one")
+    job, _ = start_bulk_job("terminate", search, user=olga, reason="only this one")
     assert job.total == 1
     job = run_bulk_job(job.pk)
     assert bulk_progress(job.pk).counts == {"done": 1}
@@ -130,13 +130,13 @@ def test_the_search_narrows_the_job_to_the_runs_the_list_shows(people):
     # A search nothing matches acts on nothing (not on everything).
     nothing = RunFilters(status=RunStatus.ATTENTION, q="no-such-key-anywhere")
     assert bulk_preview("terminate", nothing, user=olga).matching == 0
-    assert start_bulk_job("terminate", nothing, user=olga, reason="none").total == 0
+    assert start_bulk_job("terminate", nothing, user=olga, reason="none")[0].total == 0
 
 
 def test_a_cancelled_job_stops_and_what_it_did_stays(people):
     olga, _ = people
     runs = [_failed() for _ in range(3)]
-    job = start_bulk_job("terminate", ATTENTION, user=olga, reason="stop it")
+    job, _ = start_bulk_job("terminate", ATTENTION, user=olga, reason="stop it")
     assert cancel_bulk_job(job.pk, user=olga)
     assert run_bulk_job(job.pk).status == "cancelled"
     assert not BulkOutcome.objects.filter(job=job).exists()
@@ -152,13 +152,13 @@ def test_a_workflow_filter_that_names_no_workflow_is_refused_not_an_empty_job(pe
                        reason="typo")
     assert not BulkJob.objects.exists()
     assert start_bulk_job("terminate", RunFilters(workflow="test-ord"), user=olga,
-                          reason="part of a name").total == 1
+                          reason="part of a name")[0].total == 1
 
 
 def test_only_its_owner_or_a_superuser_cancels_a_job_from_any_caller(people, monkeypatch):
     olga, carl = people
     monkeypatch.setenv("CLI_PASSWORD", "pw")
-    job = start_bulk_job("terminate", ATTENTION, user=olga, reason="stop it")
+    job, _ = start_bulk_job("terminate", ATTENTION, user=olga, reason="stop it")
     with pytest.raises(BulkForbidden, match="another person's"):
         cancel_bulk_job(job.pk, user=carl)
     with pytest.raises(CommandError, match="another person's"):
@@ -187,7 +187,7 @@ def test_refusals_and_missing_permissions_are_outcomes_not_failures(people):
     fin.user_permissions.add(Permission.objects.get(codename="view_runs"))
     assign_perm("runs.resume_run", fin, Workflow.objects.get_or_create(name="test-orders")[0])
     orders, saga = _failed(), _failed("test-saga")
-    job = run_bulk_job(start_bulk_job("resume", ATTENTION, user=fin, reason="retry all").pk)
+    job = run_bulk_job(start_bulk_job("resume", ATTENTION, user=fin, reason="retry all")[0].pk)
     outcomes = dict(BulkOutcome.objects.filter(job=job).values_list("run_id", "outcome"))
     assert outcomes == {orders.pk: "done", saga.pk: "forbidden"}
     assert Run.objects.get(pk=saga.pk).status == RunStatus.ATTENTION
@@ -199,7 +199,7 @@ def test_a_worker_killed_mid_job_is_taken_over_without_skipping_or_repeating(peo
                                                                               point):
     olga, _ = people
     runs = [_failed() for _ in range(6)]
-    job = start_bulk_job("terminate", ATTENTION, user=olga, reason="incident 42")
+    job, _ = start_bulk_job("terminate", ATTENTION, user=olga, reason="incident 42")
     victim = runs[2]
     worker = manage("bulk_action", "run", str(job.pk), RUNS_CRASH_AT=f"{point}:{victim.pk}",
                     RUNS_CRASH_MODE="self")
@@ -227,9 +227,9 @@ def test_a_job_over_a_time_range_keeps_its_range_and_acts_only_within_it(people)
     earlier = _failed()
     Run.objects.filter(pk=earlier.pk).update(created_at=timezone.now() - timedelta(days=3))
     since = timezone.now() - timedelta(days=1)
-    job = start_bulk_job("terminate", RunFilters(status=RunStatus.ATTENTION,
-                                                 time_field="created", since=since),
-                         user=olga, reason="the last day only")
+    job, _ = start_bulk_job("terminate", RunFilters(status=RunStatus.ATTENTION,
+                                                    time_field="created", since=since),
+                            user=olga, reason="the last day only")
     job = run_bulk_job(job.pk)
     assert RunFilters.from_json(job.filters).since == since
     assert dict(BulkOutcome.objects.filter(job=job).values_list("run_id", "outcome")) == {

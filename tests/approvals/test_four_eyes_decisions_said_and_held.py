@@ -136,7 +136,7 @@ def test_a_bulk_jobs_approval_never_applies_to_effects_its_approver_was_not_show
     place(run, status=RunStatus.ATTENTION)
     Step.objects.filter(run=run, name="post-ledger").update(status=StepStatus.UNKNOWN)
     job = run_bulk_job(start_bulk_job("terminate", RunFilters(status="attention"), user=olga,
-                                      reason="duplicates").pk)
+                                      reason="duplicates")[0].pk)
     request = ApprovalRequest.objects.get(pk=job.approval_id)
     assert request.snapshot["high_impact_effects"] == [
         f"run {run.pk}: post-ledger: outcome unknown: may have happened"]

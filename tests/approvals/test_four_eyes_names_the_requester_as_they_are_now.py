@@ -74,7 +74,7 @@ def test_a_bulk_jobs_requester_renamed_before_the_approval_is_named_by_their_new
         stopped_run):
     olga, omar = person("olga"), person("omar")
     job = run_bulk_job(start_bulk_job("terminate", RunFilters(status="attention"), user=olga,
-                                      reason="duplicates").pk)
+                                      reason="duplicates")[0].pk)
     request = ApprovalRequest.objects.get(pk=job.approval_id)
     rename(olga, "olga.berg")
 

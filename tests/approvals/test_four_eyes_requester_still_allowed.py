@@ -82,7 +82,7 @@ def test_while_the_person_may_still_act_the_approval_acts_for_them(stopped_run):
 def test_a_bulk_jobs_runs_are_not_acted_on_for_a_person_who_lost_the_right(stopped_run):
     olga, omar = person("olga"), person("omar")
     job = run_bulk_job(start_bulk_job("terminate", RunFilters(status="attention"), user=olga,
-                                      reason="duplicates").pk)
+                                      reason="duplicates")[0].pk)
     request = ApprovalRequest.objects.get(pk=job.approval_id)
     olga.groups.clear()
     _approve(request, omar)

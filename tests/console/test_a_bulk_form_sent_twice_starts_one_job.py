@@ -29,15 +29,28 @@ def _start_form(client) -> dict:
     return {**hidden_fields(preview.content.decode()), "reason": "vendor incident"}
 
 
-def test_the_same_form_sent_twice_starts_one_job(client_for, operator):
+def test_the_same_form_sent_twice_starts_one_job_and_wakes_one_worker(
+        client_for, operator, django_capture_on_commit_callbacks):
     _failed(), _failed()
     client = client_for(operator)
     form = _start_form(client)
     assert len(form["start_key"]) == 32
-    first = client.post(reverse("console:bulk_start"), form)
-    again = client.post(reverse("console:bulk_start"), form)
+    with django_capture_on_commit_callbacks() as hints:
+        first = client.post(reverse("console:bulk_start"), form)
+        again = client.post(reverse("console:bulk_start"), form)
     job = BulkJob.objects.get()
     assert first.url == again.url == reverse("console:bulk_job", args=[job.pk])
+    assert len(hints) == 1  # the job found again by its mark wakes no second worker
+
+
+def test_the_start_says_whether_it_made_the_job_or_found_it_by_its_mark(operator):
+    _failed()
+    made, created = start_bulk_job("terminate", RunFilters(status="attention"), user=operator,
+                                   reason="vendor incident", start_key="k1")
+    found, again = start_bulk_job("terminate", RunFilters(status="attention"), user=operator,
+                                  reason="vendor incident", start_key="k1")
+    assert (created, again) == (True, False)
+    assert found.pk == made.pk and BulkJob.objects.count() == 1
 
 
 def test_a_new_preview_starts_a_new_job(client_for, operator):

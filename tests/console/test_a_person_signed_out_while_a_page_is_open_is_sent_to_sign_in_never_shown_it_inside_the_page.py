@@ -46,7 +46,7 @@ def job(stuck_run):
 
     owner = User.objects.create_superuser("root", password="pw")
     return start_bulk_job("terminate", RunFilters(status="attention"), user=owner,
-                          reason="incident")
+                          reason="incident")[0]
 
 
 def test_a_poll_sends_the_browser_to_sign_in_and_back_to_its_page(stuck_run, job):

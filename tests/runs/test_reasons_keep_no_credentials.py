@@ -54,8 +54,8 @@ def test_a_transition_called_by_automation_masks_its_reason_too():
 
 def test_a_bulk_jobs_reason_is_masked_before_it_is_stored(olga):
     place(new_run(), status=RunStatus.ATTENTION, step_statuses={"create-task": StepStatus.FAILED})
-    job = start_bulk_job("terminate", RunFilters(status=RunStatus.ATTENTION), user=olga,
-                         reason=f"token={SECRET}")
+    job, _ = start_bulk_job("terminate", RunFilters(status=RunStatus.ATTENTION), user=olga,
+                            reason=f"token={SECRET}")
     assert job.reason == "token=[redacted]"
 
 

@@ -206,8 +206,8 @@ def _bulk_job_kwargs(world: World, view: View, item: str | None) -> dict:
     from approvals.bulk import start_bulk_job
     from runs.reads.selectors import RunFilters
 
-    job = start_bulk_job("resume", RunFilters(status="attention"),
-                         user=world.users["operator"], reason="security matrix")
+    job, _ = start_bulk_job("resume", RunFilters(status="attention"),
+                            user=world.users["operator"], reason="security matrix")
     return {"job_id": job.pk}
 
 
@@ -233,8 +233,8 @@ def _api_bulk_kwargs(world: World, view: View, item: str | None) -> dict:
     from approvals.bulk import start_bulk_job
     from runs.reads.selectors import RunFilters
 
-    job = start_bulk_job("resume", RunFilters(status="attention"),
-                         user=world.users["operator"], reason="security matrix")
+    job, _ = start_bulk_job("resume", RunFilters(status="attention"),
+                            user=world.users["operator"], reason="security matrix")
     return {"job_id": job.pk}
 
 

@@ -89,8 +89,8 @@ class Command(BaseCommand):
                                            "acceptable": preview.acceptable})
             try:
                 # As the API passes it (api.bulk_routes.start_bulk).
-                job = start_bulk_job(target, filters, user=user, reason=options["reason"],
-                                     params={"step": step} if step else None)
+                job, _ = start_bulk_job(target, filters, user=user, reason=options["reason"],
+                                        params={"step": step} if step else None)
             except (BulkRefused, BulkForbidden) as exc:
                 raise CommandError(str(exc)) from None
             return self._out(options, {"job": job.pk, "total": job.total})
