@@ -91,14 +91,23 @@ def cancel_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor
         call.error_class, call.error_message = "", redact_text(
             f"cancelled by {actor.label}: {reason}")
         save_call(call, change.now)
-        others_wait = ToolCall.objects.filter(step=step, generation=step.generation,
-                                              status=S.WAITING).exclude(
-            pk=call.pk).exists()
+        others = ToolCall.objects.filter(
+            step=step, generation=step.generation,
+            status__in=(S.WAITING, S.SCHEDULED, S.UNKNOWN)).exclude(pk=call.pk)
+        # A call waiting for a person holds the run; one waiting out its backoff or its
+        # lookup delay holds it until it is due: queued now, it would be sent early.
+        others_wait = any(c.status == S.WAITING for c in others)
+        due = min((c.next_attempt_at for c in others if c.next_attempt_at is not None),
+                  default=None)
         if run.status == WAITING and not others_wait:
-            step.status = StepStatus.PENDING
-            step.lease_owner, step.lease_expires_at = "", None
-            run.next_wake_at = None
-            change.move(QUEUED)
+            if due is not None:
+                step.status, step.next_attempt_at = StepStatus.SCHEDULED, due
+                run.next_wake_at = due
+            else:
+                step.status = StepStatus.PENDING
+                step.lease_owner, step.lease_expires_at = "", None
+                run.next_wake_at = None
+                change.move(QUEUED)
         change.step_changed(step)
         change.audit(AuditAction.TOOL_CALL_CANCELLED, step=step, reason=reason, before=before,
                      after=audit_state(run, step),
