@@ -26,6 +26,7 @@ from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     COMP,
     DONE_STEP_STATUSES,
+    HELD,
     QUEUED,
     RUNNING,
     Change,
@@ -87,7 +88,14 @@ def operator_transition(run_id: int, action: str, *, actor: Actor, reason: str,
                 raise SecondPersonRequired(
                     f"{action} of run {run_id} must be approved by someone other than "
                     f"{actor.label}")
+        held = run.status in HELD
         yield Operation(change, run, steps, step, workflow_def)
+        if held and change.run.status not in HELD:
+            # A person let go of a run a worker held (terminated, compensation stopped):
+            # its slot under the workflow's limits is free. A worker's release wakes the
+            # runs it held back (runs.tasks.advance_run); the hint for this run brings one
+            # that releases it, where the sweeper's late pass would come seconds later.
+            change.wake = True
 
 
 # The id of the second person's decision being applied (approvals.decisions, applying a
