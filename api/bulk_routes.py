@@ -75,8 +75,11 @@ def register(api, *, headers: dict) -> None:
                     "token's, or the action cannot run in bulk. 403: the token acts for "
                     "nobody, or its person may take the action on no run. 422: the body "
                     "does not match its schema (an unknown status is never read as no "
-                    "filter), has a `reason` no record may keep (blank, or holding a "
-                    "control or bidirectional character), or names a `step` for an action "
+                    "filter), has a `reason` no record may keep (blank, holding a "
+                    "control or bidirectional character, or too long once the job's mark is "
+                    "added: each run's record carries the reason followed by "
+                    "` [bulk job N]`, so leave room for it, about 16 characters of the "
+                    "2,000), or names a `step` for an action "
                     "not aimed at one, or one no version of the workflow declares; "
                     "`errors` names the field.")
     def start_bulk(request, payload: BulkIn):

@@ -54,7 +54,10 @@ class BulkIn(Schema):
                                                "per run) and Confirm the undo (a person "
                                                "sees each undo first).")
     reason: str = Field(min_length=1, max_length=2000, pattern=r"^[^\u0000]+$",
-                        description="Why: recorded in each run's audit record. Required.")
+                        description="Why: recorded in each run's audit record followed by "
+                                    "the job's mark ` [bulk job N]`, which must fit in the "
+                                    "2,000 characters too: leave room for it (about 16). "
+                                    "Required.")
     filters: BulkFilters = Field(default_factory=BulkFilters)
     step: str = Field("", max_length=200, pattern=_NO_NUL,
                       description="For a step action: the step on every run (else the first "

@@ -23,8 +23,10 @@ import httpx
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max, QuerySet
+from django.urls import reverse
 from django.utils import timezone
 
+from approvals.notifications import public_url
 from audit.actions import STEP_OUTCOMES
 from audit.models import AuditRecord
 from runs import store
@@ -203,7 +205,7 @@ def _body(delivery: WebhookDelivery) -> bytes:
         "delivery_id": str(delivery.delivery_id),
         "type": "run.step_completed" if step else "run.status_changed",
         "run": {"id": run.pk, "workflow": run.workflow_name, "business_key": run.business_key,
-                "status_url": f"/api/runs/{run.pk}"},
+                "status_url": public_url(reverse("api:run_state", args=[run.pk]))},
         **moved,
         "at": at.isoformat(),
     }

@@ -209,7 +209,7 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
             if (problem := person_text_problem(marked(job.reason, job.pk))) is not None:
                 raise BulkRefused(f"reason: {problem} with the job's mark "
                                   f"({marked('', job.pk).strip()}) that each run's record "
-                                  "carries")
+                                  "carries", field="reason")
     except IntegrityError:
         # The same form, sent at the same moment, started its job first.
         if start_key and (started := started_by(user, start_key)) is not None:

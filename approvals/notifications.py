@@ -172,7 +172,13 @@ class PublishReport:
 def request_link(approval: ApprovalRequest, *, now: datetime | None = None) -> str:
     """The absolute, signed link to `approval` in its current state."""
     token = approval_link_token.make_token(approval, now=now)
-    path = reverse("approvals:link", kwargs={"pk": approval.pk, "token": token})
+    return public_url(reverse("approvals:link", kwargs={"pk": approval.pk, "token": token}))
+
+
+def public_url(path: str) -> str:
+    """`path` (from reverse()) as an absolute URL on APPROVALS_BASE_URL, the console's address
+    for whoever follows a link sent out of it (an email, a webhook delivery): no request is
+    at hand to say which host it was reached on."""
     return settings.APPROVALS_BASE_URL.rstrip("/") + path
 
 
