@@ -271,7 +271,7 @@ def act_on_workflow(action: str, workflow: str, *, user, reason: str, system: st
     refusal (runs.machine.dispatch.DispatchError, runs.waiting.schedules.ScheduleError, text
     the database cannot store among them); in every case nothing was written. In that
     order, as `act`'s: the permission first (refuse_workflow_action), then the input."""
-    refuse_workflow_action(action, workflow, user=user, schedule=schedule)
+    refuse_workflow_action(action, workflow, user=user, schedule=schedule, system=system)
     for name, text in (("reason", reason), ("system", system)):
         # Refused as the action refuses its input, so that every caller names the field.
         if (problem := text_problem(text)) is not None:
@@ -282,10 +282,13 @@ def act_on_workflow(action: str, workflow: str, *, user, reason: str, system: st
                                     reason=reason, system=system, schedule=schedule)
 
 
-def refuse_workflow_action(action: str, workflow: str, *, user, schedule: str = "") -> None:
+def refuse_workflow_action(action: str, workflow: str, *, user, schedule: str = "",
+                           system: str = "") -> None:
     """The checks of act_on_workflow before it reads the input, in its order: raises
-    NoSuchAction, ActionForbidden (logged) or NoSuchWorkflow. For a caller that refuses
-    input of its own only after them (the console's choice between pause and resume).
+    NoSuchAction, ActionForbidden (logged), NoSuchWorkflow, or DispatchError naming a
+    `system` no step reaches. For a caller that refuses input of its own only after them
+    (the console's choice between pause and resume), or asks for a password only after
+    them (the command line).
 
     The permission comes before the names: a person who may not pause the workflow is
     refused alike whether it (or its schedule) exists or not, so that names cannot be
@@ -302,10 +305,13 @@ def refuse_workflow_action(action: str, workflow: str, *, user, schedule: str = 
                        user.get_username(), dispatch.PERMISSION)
         raise ActionForbidden(f"{user.get_username()} may not pause or resume {workflow} "
                               f"(needs runs.{dispatch.PERMISSION})")
-    # A pause a release left behind, of a workflow it removed, is still lifted (its check,
-    # runs.machine.dispatch, lets a pause in force go whatever the code registers now).
-    if definition.registry.latest(workflow) is None and not (
-            action == "resume_dispatch" and dispatch.pause_in_force(workflow)):
+    # A pause a release left behind, of a workflow it removed or of a system no step
+    # reaches now, is still lifted (runs.machine.dispatch lets a pause in force go).
+    in_force = action.endswith("_dispatch") and dispatch.lifts_a_pause(
+        workflow, system, lifting=action == "resume_dispatch")
+    if definition.registry.latest(workflow) is None and not in_force:
         raise NoSuchWorkflow(f"no workflow {workflow!r}")
+    if action.endswith("_dispatch"):
+        dispatch.refuse_unknown_system(workflow, system, in_force=in_force)
     if action.endswith("_schedule") and schedules.registry.get(workflow, schedule) is None:
         raise NoSuchWorkflow(f"no schedule {schedule!r} of {workflow!r}")

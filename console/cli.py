@@ -14,6 +14,7 @@ from django.core.management.base import CommandError
 from django.http import HttpRequest
 
 from api.openapi import unstorable
+from approvals.operator_actions import refuse_workflow_action
 from archive.models import ArchivedRun
 from archive.selectors import archived_run
 from runs.machine.storable import NotAnId, id_written
@@ -95,6 +96,16 @@ def user_named(username: str):
 def acting_user(username: str, *, nothing: str = "nothing was done"):
     """The active user `username` once they have proved who they are (proven)."""
     return proven(user_named(username), nothing=nothing)
+
+
+def acting_on_workflow(action: str, workflow: str, username: str, **names):
+    """The person `username` acting on `workflow` by `action` (a dispatch or schedule
+    action), proven (proven) only once the checks that need no password pass: their
+    permission, then the workflow's and the schedule's or system's names
+    (refuse_workflow_action), so that a misspelt name costs no password."""
+    user = user_named(username)
+    refuse_workflow_action(action, workflow, user=user, **names)
+    return proven(user)
 
 
 def proven(user, *, nothing: str = "nothing was done"):

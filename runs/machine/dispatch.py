@@ -26,7 +26,7 @@ from audit.redaction import redact_text
 
 from ..definitions import definition
 from ..models import ControlRecord, DispatchPause, Run, RunStatus, Workflow
-from .storable import person_text_problem, quoted
+from .storable import person_text_problem, quoted, text_problem
 from .wakeup import send_wakeups
 
 # A pause is read before every claim and step: kept for this long per process, so a busy
@@ -130,26 +130,39 @@ def pause_in_force(workflow_name: str, system: str = "") -> bool:
     return DispatchPause.objects.filter(workflow_name=workflow_name, system=system).exists()
 
 
-def _check(workflow_name: str, system: str, reason: str, *, lifting: bool = False) -> None:
-    # A pause in force is lifted whatever the code registers now: a release that renamed or
-    # dropped the workflow or its system would otherwise leave a pause no one can lift.
-    in_force = lifting and pause_in_force(workflow_name, system)
+def lifts_a_pause(workflow_name: str, system: str, *, lifting: bool) -> bool:
+    """Whether this is the lifting of a pause in force, which goes whatever the code
+    registers now: a release that renamed or dropped the workflow or its system would
+    otherwise leave a pause no one can lift."""
+    return lifting and pause_in_force(workflow_name, system)
+
+
+def refuse_unknown_system(workflow_name: str, system: str, *, in_force: bool = False) -> None:
+    """DispatchError (field system) when `system` is given and no step of any version of
+    the workflow reaches it, unless a pause of it is being lifted (`in_force`)."""
+    # Text the database cannot store is refused as input, naming the field, by the caller.
+    if not system or in_force or text_problem(system) is not None or any(
+            s.system == system for wf in definition.registry.versions(workflow_name)
+            for s in wf.steps):
+        return
     workflow_def = definition.registry.latest(workflow_name)
-    if workflow_def is None and not in_force:
+    known = sorted({s.system for s in workflow_def.steps if s.system}) if workflow_def else []
+    # Quoted cut: a refusal repeats what was asked, not a 10,000-character option.
+    raise DispatchError(f"no step of {workflow_name} reaches a system {quoted(system)}; "
+                        f"its systems: {', '.join(repr(s) for s in known) or 'none declared'}",
+                        field="system")
+
+
+def _check(workflow_name: str, system: str, reason: str, *, lifting: bool = False) -> None:
+    in_force = lifts_a_pause(workflow_name, system, lifting=lifting)
+    if definition.registry.latest(workflow_name) is None and not in_force:
         raise DispatchError(f"unknown workflow {quoted(workflow_name)}")
     if not reason or not reason.strip():
         raise DispatchError("a reason is required to pause or resume dispatch",
                             field="reason")
     if (problem := person_text_problem(reason)) is not None:
         raise DispatchError(f"the reason is {problem}", field="reason")
-    if system and not in_force and not any(
-            s.system == system for wf in definition.registry.versions(workflow_name)
-            for s in wf.steps):
-        known = sorted({s.system for s in workflow_def.steps if s.system})
-        # Quoted cut: a refusal repeats what was asked, not a 10,000-character option.
-        raise DispatchError(f"no step of {workflow_name} reaches a system {quoted(system)}; "
-                            f"its systems: {', '.join(repr(s) for s in known) or 'none declared'}",
-                            field="system")
+    refuse_unknown_system(workflow_name, system, in_force=in_force)
 
 
 def pause_dispatch(*, workflow: str, actor: Actor, reason: str, system: str = "",

@@ -65,3 +65,16 @@ def test_a_pause_of_a_workflow_a_release_removed_can_still_be_lifted(admin_user)
     with pytest.raises(NoSuchWorkflow):
         act_on_workflow("resume_dispatch", "retired-flow", user=admin_user, reason="twice")
     assert ControlRecord.objects.filter(action="dispatch_resumed").count() == 1
+
+
+def test_a_pause_towards_one_system_of_a_workflow_a_release_removed_can_still_be_lifted(
+        admin_user):
+    """The pause in force is the one towards that system: the workflow's check looks for
+    it, not for a pause of the whole workflow, which there never was."""
+    DispatchPause.objects.create(workflow_name="retired-flow", system="fax",
+                                 reason="fax gateway down", paused_by="olga",
+                                 paused_at=timezone.now())
+    act_on_workflow("resume_dispatch", "retired-flow", system="fax", user=admin_user,
+                    reason="retired")
+    assert not DispatchPause.objects.exists()
+    assert ControlRecord.objects.filter(action="dispatch_resumed", target="fax").count() == 1

@@ -37,7 +37,8 @@ class Command(BaseCommand):
         parser.add_argument("verb", choices=["preview", "start", "run", "show", "cancel"])
         parser.add_argument("target", help="the action (preview, start) or the job id")
         parser.add_argument("--user", default="")
-        parser.add_argument("--reason", default="")
+        parser.add_argument("--reason", default="",
+                            help="start: recorded with the action on each run")
         parser.add_argument("--step", default="",
                             help="start, for a step action: the step on every run (else the "
                                  "first step each run allows)")
@@ -64,7 +65,9 @@ class Command(BaseCommand):
             if target not in ACTIONS:
                 raise CommandError(f"no action {target!r}; the actions are: "
                                    f"{', '.join(ACTIONS)}")
-            if verb == "start":
+            if verb == "preview":
+                refuse_what_a_verb_ignores(options, verb)
+            else:
                 try:
                     # The API's check (api.bulk_routes), asked before the password so that
                     # a wrong command costs none: each run's action would refuse it.
@@ -95,7 +98,7 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from None
             return self._out(options, {"job": job.pk, "total": job.total})
         job_id = id_given(target, name="job id", thing="bulk job")
-        refuse_what_a_job_ignores(options, verb)
+        refuse_what_a_verb_ignores(options, verb)
         job = BulkJob.objects.filter(pk=job_id).first()
         if job is None:
             raise CommandError(f"no bulk job {job_id}")
@@ -140,20 +143,27 @@ FILTER_OPTIONS = {"status": "--status", "workflow": "--workflow", "step_status":
                   "stuck": "--stuck", "search": "--search"}
 
 
-def refuse_what_a_job_ignores(options, verb: str) -> None:
-    """A CommandError naming the options given to run, show or cancel that the job would
-    not read: dropped unseen, a filter would seem to narrow the job, a reason to be recorded
-    with the cancel, a person to be whom run acts as (it acts as the job's starter)."""
-    given = (["--reason"] if options["reason"] else []) + [
-        flag for name, flag in FILTER_OPTIONS.items() if options[name] not in ("", False)]
+def refuse_what_a_verb_ignores(options, verb: str) -> None:
+    """A CommandError naming the options given to preview, run, show or cancel that it would
+    not read (--step, which start alone reads, is refused before). Dropped unseen, a reason
+    would seem to be recorded (a preview records nothing; a job keeps the reason it was
+    started with), a filter to narrow the job, a person to be whom run acts as (it acts as
+    the job's starter)."""
+    given = ["--reason"] if options["reason"] else []
+    if verb != "preview":  # a preview reads the filters: they pick the runs it counts
+        given += [flag for name, flag in FILTER_OPTIONS.items()
+                  if options[name] not in ("", False)]
     if verb == "run" and options["user"]:
         given.append("--user")
-    if given:
-        raise CommandError(
-            f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to {verb}: "
-            "the job keeps the filters and reason it was started with"
-            + (" and acts as the person who started it" if verb == "run" else "")
-            + f"; leave {'it' if len(given) == 1 else 'them'} out. Nothing was done.")
+    if not given:
+        return
+    why = ("a preview only counts the runs the filters match, and records nothing"
+           if verb == "preview" else
+           "the job keeps the filters and reason it was started with"
+           + (" and acts as the person who started it" if verb == "run" else ""))
+    raise CommandError(
+        f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to {verb}: "
+        f"{why}; leave {'it' if len(given) == 1 else 'them'} out. Nothing was done.")
 
 
 def _follower(job: BulkJob, username: str, verb: str):

@@ -6,7 +6,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
-from console.cli import acting_user, storable_text
+from console.cli import acting_on_workflow, storable_text
 from runs.machine import dispatch
 from runs.machine.storable import written_visibly
 
@@ -46,11 +46,12 @@ class Command(BaseCommand):
                                   f": paused by {p.paused_by} at {p.paused_at:%Y-%m-%d %H:%M}"
                                   f": {written_visibly(p.reason)}")
             return
-        user = acting_user(options["user"])
-        workflow = options["workflow"]
+        workflow, action = options["workflow"], f"{options['what']}_dispatch"
         try:
-            act_on_workflow(f"{options['what']}_dispatch", workflow, system=options["system"],
-                            user=user, reason=options["reason"])
+            user = acting_on_workflow(action, workflow, options["user"],
+                                      system=options["system"])
+            act_on_workflow(action, workflow, system=options["system"], user=user,
+                            reason=options["reason"])
         except (NoSuchWorkflow, ActionForbidden, dispatch.DispatchError) as exc:
             raise CommandError(str(exc)) from None
         where = f" for {options['system']}" if options["system"] else ""

@@ -7,7 +7,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
-from console.cli import acting_user, storable_text
+from console.cli import acting_on_workflow, storable_text
 from runs.reads.cursors import parse_stamp
 from runs.reads.schedule_list import schedule_rows
 from runs.waiting import schedules
@@ -35,10 +35,11 @@ class Command(BaseCommand):
             return self._list(options["json"])
         if options["what"] == "tick":
             return self._tick(options["now"])
-        user = acting_user(options["user"])
+        action, workflow = f"{options['what']}_schedule", options["workflow"]
         try:
-            state = act_on_workflow(f"{options['what']}_schedule", options["workflow"],
-                                    schedule=options["schedule"], user=user,
+            user = acting_on_workflow(action, workflow, options["user"],
+                                      schedule=options["schedule"])
+            state = act_on_workflow(action, workflow, schedule=options["schedule"], user=user,
                                     reason=options["reason"])
         except (NoSuchWorkflow, ActionForbidden, schedules.ScheduleError) as exc:
             raise CommandError(str(exc)) from None
