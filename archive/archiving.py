@@ -7,8 +7,9 @@ for it (archive.parts.pending: a webhook delivery an active subscriber has not h
 Such a run is held: it stays hot, and a later pass takes it once the work is done.
 
 One pass, run by beat (archive.tasks) or by `manage.py archive_runs`, holds the job's lock
-(runs.machine.single_pass) so two passes never archive the same runs, and for each file of up
-to ARCHIVE_RUNS_PER_FILE runs:
+(runs.machine.single_pass) so two passes never archive the same runs (`manage.py
+remove_drill_runs` takes the same lock: archive.drill_runs), and for each file of up to
+ARCHIVE_RUNS_PER_FILE runs:
 
 1. asks each app for its rows of the runs (archive.parts: the runs and their steps,
    events, agent turns and tool calls; audit records; approval requests and notifications;
@@ -211,14 +212,24 @@ def archive_runs(*, actor: str, now: datetime | None = None, runs_per_file: int 
             ids = [pk for pk in ids if pk not in held]
             if not ids:
                 continue
-            archive = write_file(ids, actor=actor, now=now)
-            if archive is None:
-                continue
-            report.files.append(archive.name)
-            report.runs_written += archive.run_count
-            report.bytes_written += archive.size
-            remove(archive, actor=actor, remove_batch=remove_batch, report=report)
+            archive_file(ids, actor=actor, now=now, remove_batch=remove_batch, report=report)
     return report
+
+
+def archive_file(run_ids: list[int], *, actor: str, now: datetime, remove_batch: int,
+                 report: ArchiveReport) -> ArchiveFile | None:
+    """One file of a pass: write the runs (at most ARCHIVE_RUNS_PER_FILE of them, the
+    caller's bound), record the file, then remove them; counted in `report`. None when none
+    of the runs exists any more. A storage that refuses the file raises OSError, with none
+    of these runs removed."""
+    archive = write_file(run_ids, actor=actor, now=now)
+    if archive is None:
+        return None
+    report.files.append(archive.name)
+    report.runs_written += archive.run_count
+    report.bytes_written += archive.size
+    remove(archive, actor=actor, remove_batch=remove_batch, report=report)
+    return archive
 
 
 def _repeatable_read():

@@ -2,10 +2,11 @@
 `manage.py remove_drill_runs`.
 
 The audit trail stays append-only: drill runs leave the hot tables the way every run does,
-through an archive file (archive.archiving) that keeps their chains verifiable. A drill run
-that is not final is terminated first (as the system, with its own second person: no person
-is asked about a drill); one the transitions will not terminate is kept and named. It lives
-here, not with the drill kit, because runs may not import the archive app.
+through archive files (archive.archiving, ARCHIVE_RUNS_PER_FILE runs at most each, under the
+archiving pass's lock) that keep their chains verifiable. A drill run that is not final is
+terminated first (as the system, with its own second person: no person is asked about a
+drill); one the transitions will not terminate is kept and named. It lives here, not with
+the drill kit, because runs may not import the archive app.
 """
 
 from django.conf import settings
@@ -14,18 +15,50 @@ from audit.chain import Actor
 from runs import store
 from runs.machine import transitions
 from runs.machine.errors import TransitionNotAllowed
+from runs.machine.single_pass import single_pass
 from runs.models import FINAL_RUN_STATUSES, Run
 
-from .archiving import ArchiveReport, remove, write_file
+from .archiving import JOB, ArchiveReport, archive_file, refuse_sizes
 
 CLEANER = Actor.system("remove_drill_runs")
 CLEANER_SECOND = Actor.system("remove_drill_runs (second person)")
 
 
-def remove_drill_runs(*, actor: str) -> tuple[int, list[str], str]:
-    """Terminate every open drill run, archive the final ones to one file and remove them.
-    Returns (runs removed, runs kept with why, the archive file's name or ""). An archive
-    storage that refuses the file raises OSError, with nothing removed."""
+def remove_drill_runs(*, actor: str, report: ArchiveReport) -> list[str]:
+    """Terminate every open drill run, archive the final ones to files of at most
+    ARCHIVE_RUNS_PER_FILE runs and remove them, as an archiving pass does; the files and
+    the runs removed are counted in `report`. Returns the runs kept, each with why.
+
+    It holds the archiving pass's lock (archive.archiving.JOB) throughout: beside a pass or
+    another removal, the same drill runs would be written to two files, or removed while
+    the other writes them. When another holds it nothing is done, and report.locked_out
+    says so. An archive storage that refuses a file raises OSError: the runs of the files
+    recorded before it are removed, the others stay."""
+    refuse_sizes(runs_per_file=settings.ARCHIVE_RUNS_PER_FILE,
+                 max_runs=settings.ARCHIVE_MAX_RUNS_PER_PASS,
+                 remove_batch=settings.ARCHIVE_REMOVE_BATCH)
+    with single_pass(JOB) as mine:
+        if not mine:
+            report.locked_out = True
+            return []
+        kept = terminate_open_drill_runs()
+        ids = sorted(Run.objects.filter(drill=True, status__in=list(FINAL_RUN_STATUSES))
+                     .values_list("pk", flat=True))
+        # Dated by the database's clock, as an archiving pass dates its files and removals.
+        now = store.current().now()
+        per_file = settings.ARCHIVE_RUNS_PER_FILE
+        for start in range(0, len(ids), per_file):
+            archive = archive_file(ids[start:start + per_file], actor=actor, now=now,
+                                   remove_batch=settings.ARCHIVE_REMOVE_BATCH, report=report)
+            if archive is not None:
+                archive.refresh_from_db()
+                kept += [f"run {pk}: changed while it was archived"
+                         for pk in archive.kept_run_ids or []]
+        return kept
+
+
+def terminate_open_drill_runs() -> list[str]:
+    """Terminate every drill run still open; returns those left open, each with why."""
     refused = {}
     for run in Run.objects.filter(drill=True).exclude(status__in=list(FINAL_RUN_STATUSES)):
         try:
@@ -35,20 +68,7 @@ def remove_drill_runs(*, actor: str) -> tuple[int, list[str], str]:
             refused[run.pk] = str(exc)
     # Read again after the terminations: one that ended with an effect not settled stays
     # open (attention), and would otherwise be left behind unnamed.
-    kept = [f"run {pk} ({key}, {status}): {refused.get(pk) or message or 'still open'}"
+    return [f"run {pk} ({key}, {status}): {refused.get(pk) or message or 'still open'}"
             for pk, key, status, message in Run.objects.filter(drill=True)
             .exclude(status__in=list(FINAL_RUN_STATUSES)).order_by("pk")
             .values_list("pk", "business_key", "status", "status_message")]
-    ids = list(Run.objects.filter(drill=True, status__in=list(FINAL_RUN_STATUSES))
-               .values_list("pk", flat=True))
-    if not ids:
-        return 0, kept, ""
-    # Dated by the database's clock, as an archiving pass dates its files and removals.
-    archive = write_file(ids, actor=actor, now=store.current().now())
-    if archive is None:
-        return 0, kept, ""
-    report = ArchiveReport()
-    remove(archive, actor=actor, remove_batch=settings.ARCHIVE_REMOVE_BATCH, report=report)
-    archive.refresh_from_db()
-    kept += [f"run {pk}: changed while it was archived" for pk in archive.kept_run_ids or []]
-    return report.runs_removed, kept, archive.name

@@ -70,7 +70,8 @@ class Command(BaseCommand):
                 f"the archive storage refused a file: {exc}. Files written before it are "
                 "complete and recorded; the runs of this one stay in the hot tables") from None
         if report.locked_out:
-            raise CommandError("another archiving pass is running; nothing done")
+            raise CommandError("another archiving pass or drill run removal is running (it "
+                               "holds the archive lock); nothing done")
         if dry_run:
             self.stdout.write(f"dry run: {report.eligible} runs would be archived")
             return

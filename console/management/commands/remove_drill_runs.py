@@ -1,27 +1,43 @@
 """Remove the runs the drill kit started (Run.drill), in one command: terminated if still
-open, archived to a file, then removed (archive.drill_runs does it; this command reports)."""
+open, archived to files, then removed (archive.drill_runs does it; this command reports)."""
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from archive.archiving import default_actor
+from archive.archiving import ArchiveReport, default_actor
 from archive.drill_runs import remove_drill_runs
 
 
 class Command(BaseCommand):
     help = ("Remove every drill run (started by manage.py drill): terminated if still open, "
-            "archived to a file (the audit chains stay verifiable), then removed.")
+            "archived to files of at most ARCHIVE_RUNS_PER_FILE runs (the audit chains stay "
+            "verifiable), then removed. Refused, nothing done, while an archiving pass or "
+            "another removal runs.")
 
     def handle(self, *args, **options):
+        report = ArchiveReport()
         try:
-            removed, kept, name = remove_drill_runs(
-                actor=f"remove_drill_runs {default_actor()}")
+            kept = remove_drill_runs(actor=f"remove_drill_runs {default_actor()}",
+                                     report=report)
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from None
         except OSError as exc:
+            done = (f"The {report.runs_removed} drill run(s) archived in the files recorded "
+                    f"before it ({', '.join(report.files)}) are removed, no other"
+                    if report.files else "No drill run was removed")
             raise CommandError(
-                f"the archive storage refused the drill runs' file: {exc}. No drill run was "
-                "removed; those that were open are terminated. Run remove_drill_runs again "
-                "once the storage takes files") from None
-        self.stdout.write(f"{removed} drill run(s) removed"
-                          + (f", archived in {name}" if name else ""))
+                f"the archive storage refused the drill runs' file: {exc}. {done}; those "
+                "that were open are terminated. Run remove_drill_runs again once the storage "
+                "takes files") from None
+        if report.locked_out:
+            # Both write archive files of runs and remove them: side by side, the same runs
+            # would go to two files, or be removed while the other writes them.
+            raise CommandError("another archive pass or drill run removal is under way (it "
+                               "holds the archive lock); nothing was done. Run "
+                               "remove_drill_runs again once it has finished")
+        self.stdout.write(f"{report.runs_removed} drill run(s) removed"
+                          + (f", archived in {', '.join(report.files)}" if report.files
+                             else ""))
         for line in kept:
             self.stdout.write(f"kept: {line}")
         if kept:
