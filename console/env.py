@@ -1,12 +1,14 @@
 """Every environment variable the project reads, declared once: its name, its type, its
-default and one line of meaning. console.settings reads each through `env()`, which refuses
-a malformed value with a message naming the variable, what it expected and what it got;
+default, one line of meaning and, for a number, the least value that meaning allows.
+console.settings reads each through `env()`, which refuses a malformed value, or a number
+below its minimum, with a message naming the variable, what it expected and what it got;
 console.production also refuses a variable that looks like one of ours but is not declared
 (a typo such as RUNS_LEASE_SECOND would otherwise be silently ignored). docs/operations.md
 carries the table as `markdown_table()` prints it, and a test keeps the two the same.
 """
 
 import difflib
+import math
 import os
 import re
 import sys
@@ -25,6 +27,11 @@ POSTGRESQL_SCHEMES = ("postgres", "postgresql", "pgsql")
 # A whole number of days, or none / never (empty: the same).
 DAYS = "days or none"
 TRUE, FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+# The least of a duration that must be more than nothing (an interval beat repeats, a
+# timeout, a window): a tenth of its unit. At 0 or below, beat would send its task without
+# pause, a call would time out before it is made, a window would count nothing. A duration
+# where 0 means something (off, never, every time) takes 0, and says so in its meaning.
+SOME = 0.1
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,10 @@ class Variable:
     shown: str = ""
     # For a string with a fixed set of values.
     choices: tuple[str, ...] = ()
+    # For a number (or days): the least value its meaning allows, checked at start. Below
+    # it a value would be taken, then fail or misbehave at its first use (a pool of no
+    # connections, a sweep without pause, a token expired as it is made).
+    minimum: int | float | None = None
 
     @property
     def default_text(self) -> str:
@@ -59,71 +70,78 @@ VARIABLES: list[Variable] = [
       "live by default", shown="var/ in the project"),
     V("SECURE_SSL_REDIRECT", BOOL, "1", "console.production: redirect plain HTTP to HTTPS"),
     V("DATA_UPLOAD_MAX_MEMORY_SIZE", INT, "2621440",
-      "the largest request body read, in bytes; larger ones get 413"),
+      "the largest request body read, in bytes; larger ones get 413", minimum=1),
     # Database and broker
     V("DATABASE_URL", DATABASE, None,
       "postgres://user:password@host:5432/dbname (PostgreSQL 14+), or sqlite:///path",
       shown="SQLite in VAR_DIR (the demo)"),
     V("DB_CONN_MAX_AGE", INT, "600",
-      "seconds a database connection is reused; 0 opens one per request and task"),
+      "seconds a database connection is reused; 0 opens one per request and task", minimum=0),
     V("DB_PREPARED_STATEMENTS", BOOL, "1",
       "server-side prepared checkpoints; 0 behind a pooler that cannot keep them"),
     V("DB_POOL_MAX_SIZE", INT, "0", "a PostgreSQL connection pool of this size per process, "
-      "shared by its threads (the threads mode of a worker); 0: one persistent connection"),
-    V("DB_POOL_MIN_SIZE", INT, "2", "connections the pool keeps open when idle"),
-    V("DB_POOL_TIMEOUT", FLOAT, "60", "seconds a thread waits for a free pooled connection"),
+      "shared by its threads (the threads mode of a worker); 0: one persistent connection",
+      minimum=0),
+    V("DB_POOL_MIN_SIZE", INT, "2", "connections the pool keeps open when idle", minimum=0),
+    V("DB_POOL_TIMEOUT", FLOAT, "60", "seconds a thread waits for a free pooled connection",
+      minimum=SOME),
     V("CELERY_BROKER_URL", STR, "filesystem://localhost/",
       "redis://host:6379/0 or amqp://...; the default needs no server (the demo)"),
     V("CELERY_DB_REUSE_MAX", INT, "1000",
-      "tasks a worker runs before closing its database connections"),
+      "tasks a worker runs before closing its database connections", minimum=0),
     # Login throttling
     V("AXES_FAILURE_LIMIT", INT, "5", "failed logins for one username from one address "
-      "before that pair is locked out"),
-    V("AXES_COOLOFF_MINUTES", FLOAT, "15", "how long a lockout lasts"),
+      "before that pair is locked out", minimum=1),
+    V("AXES_COOLOFF_MINUTES", FLOAT, "15", "how long a lockout lasts", minimum=SOME),
     # The runtime
-    V("SWEEP_INTERVAL_SECONDS", FLOAT, "2", "how often beat runs the runs sweeper"),
-    V("RUNS_LEASE_SECONDS", FLOAT, "30", "how long a worker owns a run between heartbeats"),
+    V("SWEEP_INTERVAL_SECONDS", FLOAT, "2", "how often beat runs the runs sweeper", minimum=SOME),
+    # A lease (this one, a bulk job's) of less than a second lapses between a worker's own
+    # checkpoints: every run or job would be taken back from a live worker.
+    V("RUNS_LEASE_SECONDS", FLOAT, "30", "how long a worker owns a run between heartbeats",
+      minimum=1),
     V("RUNS_TAKE_BACKS_BEFORE_ATTENTION", INT, "5",
       "a run taken back this many times in a row from workers that stopped at the same "
-      "point, nothing recorded between, waits for a person instead of being tried again"),
+      "point, nothing recorded between, waits for a person instead of being tried again",
+      minimum=1),
     V("BULK_JOB_LEASE_SECONDS", FLOAT, "60",
       "how long a worker holds a bulk job between batches; a job whose worker died goes "
-      "to another after this"),
+      "to another after this", minimum=1),
     V("WORKER_HEARTBEAT_SECONDS", FLOAT, "10",
-      "how often each worker process writes its row for the Workers page"),
+      "how often each worker process writes its row for the Workers page", minimum=SOME),
     V("RUNS_HEARTBEAT_SECONDS", FLOAT, "0", "one transaction this often extends the leases "
-      "of every step a worker process holds in its remote call (threads mode); 0: off"),
+      "of every step a worker process holds in its remote call (threads mode); 0: off", minimum=0),
     V("RUNS_CALL_LIMIT_SECONDS", FLOAT, "900",
       "with heartbeats on, a call still running after this long (its step not calling "
       "ctx.heartbeat()) has its lease extended no more: the run is taken back and the call "
-      "settled by key"),
+      "settled by key", minimum=SOME),
     V("RUNS_REQUEUE_AFTER_SECONDS", FLOAT, "10",
-      "a queued run nobody picked up is enqueued again after this long"),
+      "a queued run nobody picked up is enqueued again after this long", minimum=SOME),
     V("RUNS_EXTRA_WORKFLOW_MODULES", LIST, "",
       "your workflow modules, comma separated, e.g. billing.workflows"),
     V("RUNS_RESULT_INLINE_BYTES", INT, "65536",
       "a step's or tool call's result larger than this is stored once as an artifact (a "
-      "model is shown its start, size and sha256)"),
+      "model is shown its start, size and sha256)", minimum=0),
     V("RUNS_RESULT_MAX_BYTES", INT, "33554432",
       "a step's or tool call's result larger than this fails it (a read: permanent error; "
-      "a write: held for a person, its effect unknown)"),
+      "a write: held for a person, its effect unknown)", minimum=1),
     V("RUNS_INPUT_MAX_BYTES", INT, "262144", "a run input, or an external event's payload, "
-      "larger than this (as JSON) is refused"),
+      "larger than this (as JSON) is refused", minimum=1),
     V("RUNS_TOOL_ARGUMENTS_MAX_BYTES", INT, "65536",
       "a tool call whose arguments (as JSON) are larger than this is never executed: a schema "
-      "error the model is told of"),
+      "error the model is told of", minimum=1),
     V("RUNS_LIMITS_REDIS_URL", STR, None, "Redis for the rate limits shared by every worker "
       "(runs.machine.limits); empty: each process alone",
       shown="CELERY_BROKER_URL when it is Redis"),
     V("RUNS_RATE_MARGIN_MS", INT, "400", "a rate limit's window is one second plus this margin "
-      "(scheduling and network between admission and arrival)"),
+      "(scheduling and network between admission and arrival)", minimum=0),
     V("RUNS_EVENT_SOURCES", STR, "{}", "sources that may send signed event webhooks, as JSON: "
       '{"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}'),
     V("RUNS_EVENT_KEEP_SECONDS", FLOAT, "604800", "how long an event no run waits for yet is "
       "kept for the run that will (7 days); then it expires and is never delivered"),
-    V("SCHEDULES_INTERVAL_SECONDS", FLOAT, "5", "how often beat looks for due schedule slots"),
+    V("SCHEDULES_INTERVAL_SECONDS", FLOAT, "5", "how often beat looks for due schedule slots",
+      minimum=SOME),
     V("EXTERNAL_TIMEOUT_SECONDS", FLOAT, "3",
-      "the timeout of every outbound call a workflow makes"),
+      "the timeout of every outbound call a workflow makes", minimum=SOME),
     V("RUNS_TEST_CLOCK_OFFSET_SECONDS", FLOAT, "0", "tests only: seconds this process's clock "
       "is moved (a worker whose clock is wrong)"),
     V("RUNS_CRASH_AT", STR, "", "drills and tests only: the crash point a worker dies at"),
@@ -135,7 +153,8 @@ VARIABLES: list[Variable] = [
       shown="1 (0 in console.production)"),
     V("SANDBOX_BASE_URL", STR, "http://127.0.0.1:8000/sandbox",
       "where workflows reach the sandbox"),
-    V("SANDBOX_HOLD_SECONDS", FLOAT, "5", "how long the slow sandbox faults hold a response"),
+    V("SANDBOX_HOLD_SECONDS", FLOAT, "5", "how long the slow sandbox faults hold a response",
+      minimum=0),
     V("MODEL_BASE_URL", STR, None, "the OpenAI-compatible endpoint agent and decision steps "
       "ask", shown="SANDBOX_BASE_URL/model/v1"),
     V("MODEL_API_KEY", STR, "sandbox-key", "the model endpoint's key"),
@@ -155,48 +174,50 @@ VARIABLES: list[Variable] = [
       choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
     # Approvals
     V("EMAIL_HOST", STR, "", "SMTP server for notifications; empty writes them to VAR_DIR/mail"),
-    V("EMAIL_PORT", INT, "587", "SMTP port"),
+    V("EMAIL_PORT", INT, "587", "SMTP port", minimum=1),
     V("EMAIL_HOST_USER", STR, "", "SMTP user"),
     V("EMAIL_HOST_PASSWORD", STR, "", "SMTP password"),
     V("EMAIL_USE_SSL", BOOL, "0", "SMTP over TLS from the start"),
     V("EMAIL_USE_TLS", BOOL, None, "SMTP with STARTTLS", shown="1 unless EMAIL_USE_SSL"),
-    V("EMAIL_TIMEOUT", FLOAT, "10", "seconds an SMTP exchange may take"),
+    V("EMAIL_TIMEOUT", FLOAT, "10", "seconds an SMTP exchange may take", minimum=SOME),
     V("DEFAULT_FROM_EMAIL", STR, "approvals@localhost", "the notifications' sender"),
     V("APPROVALS_BASE_URL", STR, "http://127.0.0.1:8000",
-      "the URL people reach the console on, for links in emails"),
-    V("APPROVAL_LINK_MAX_AGE", INT, "259200", "seconds an approval link works"),
+      "the URL people and webhook subscribers reach the console on: links in emails, "
+      "the status_url of webhook deliveries"),
+    V("APPROVAL_LINK_MAX_AGE", INT, "259200", "seconds an approval link works", minimum=1),
     V("APPROVALS_SWEEP_INTERVAL_SECONDS", FLOAT, None, "how often beat runs the approvals sweep",
-      shown="SWEEP_INTERVAL_SECONDS"),
+      shown="SWEEP_INTERVAL_SECONDS", minimum=SOME),
     V("APPROVALS_NOTIFICATION_MAX_ATTEMPTS", INT, "8",
-      "tries of a notification before it is failed"),
+      "tries of a notification before it is failed", minimum=1),
     V("APPROVALS_SETTLE_RETRY_SECONDS", FLOAT, "60",
-      "a decision not yet applied to its run is tried again after this long"),
+      "a decision not yet applied to its run is tried again after this long", minimum=0),
     V("APPROVALS_FOUR_EYES_APPROVERS", LIST, "group:operators",
       "who approves a four-eyes operator action (user:NAME, group:NAME), comma separated"),
-    V("APPROVALS_FOUR_EYES_TIMEOUT_SECONDS", INT, "86400", "how long they have"),
-    V("APPROVALS_FOUR_EYES_REMIND_SECONDS", INT, "14400", "how often they are reminded"),
+    V("APPROVALS_FOUR_EYES_TIMEOUT_SECONDS", INT, "86400", "how long they have", minimum=1),
+    V("APPROVALS_FOUR_EYES_REMIND_SECONDS", INT, "14400", "how often they are reminded", minimum=1),
     # API, metrics, webhooks
-    V("API_RATE_LIMIT", INT, "120", "requests per API token per window"),
-    V("API_RATE_LIMIT_WINDOW_SECONDS", INT, "60", "the rate limit's window"),
+    V("API_RATE_LIMIT", INT, "120", "requests per API token per window", minimum=1),
+    V("API_RATE_LIMIT_WINDOW_SECONDS", INT, "60", "the rate limit's window", minimum=1),
     V("API_TOKEN_LAST_USED_PRECISION_SECONDS", INT, "60",
-      "a token's last use is written at most this often"),
+      "a token's last use is written at most this often", minimum=0),
     V("API_TOKEN_DEFAULT_DAYS", DAYS, "90", "new API tokens expire after this many days "
-      "(none: never)"),
+      "(none: never)", minimum=1),
     V("API_TOKEN_EXPIRY_WARNING_DAYS", INT, "7",
-      "the metric of tokens expiring soon counts this many days ahead"),
+      "the metric of tokens expiring soon counts this many days ahead", minimum=0),
     V("API_CACHE_URL", STR, "", "redis://host:6379/1 for the API's rate-limit counters, shared "
       "by every web process; empty: this process's memory"),
     V("METRICS_TOKEN", STR, "", "the bearer token Prometheus sends to /metrics"),
     V("METRICS_ALLOW_LOCALHOST", BOOL, "1", "/metrics answers this machine without a token"),
     V("METRICS_STEP_WINDOW_SECONDS", FLOAT, "3600",
-      "the step-duration histogram covers steps finished within this long"),
+      "the step-duration histogram covers steps finished within this long", minimum=SOME),
     V("METRICS_FINISHED_RECOUNT_SECONDS", FLOAT, "600",
-      "finished runs and old audit records are recounted this often (0: every scrape)"),
+      "finished runs and old audit records are recounted this often (0: every scrape)", minimum=0),
     V("AUDIT_CHECKPOINT_INTERVAL_SECONDS", FLOAT, "86400",
       "how often beat writes the head of every audit chain to the checkpoint storage "
-      "(STORAGES 'audit_checkpoints', else VAR_DIR/audit-checkpoints); 0: never"),
-    V("WEBHOOK_PUBLISH_INTERVAL_SECONDS", FLOAT, "2", "how often progress events are published"),
-    V("WEBHOOK_TIMEOUT_SECONDS", FLOAT, "5", "the timeout of one webhook delivery"),
+      "(STORAGES 'audit_checkpoints', else VAR_DIR/audit-checkpoints); 0: never", minimum=0),
+    V("WEBHOOK_PUBLISH_INTERVAL_SECONDS", FLOAT, "2", "how often progress events are published",
+      minimum=SOME),
+    V("WEBHOOK_TIMEOUT_SECONDS", FLOAT, "5", "the timeout of one webhook delivery", minimum=SOME),
     V("WEBHOOK_PRIVATE_ADDRESSES", BOOL, "1",
       "deliver webhooks to subscriber URLs that resolve to loopback, private or link-local "
       "addresses (api.public_network); off in console.production unless set",
@@ -211,12 +232,14 @@ VARIABLES: list[Variable] = [
     V("CLI_PASSWORD", STR, "", "the password of the person a command acts as (run_action, "
       "dispatch, schedules, bulk_action with --user), instead of the prompt (scripts)"),
     # Retention
-    V("RUNS_RETENTION_DAYS", INT, "90", "finished runs stay in the hot tables this many days"),
-    V("ARCHIVE_INTERVAL_SECONDS", FLOAT, "3600", "how often beat runs the archive job"),
-    V("ARCHIVE_RUNS_PER_FILE", INT, "1000", "runs per archive file"),
-    V("ARCHIVE_MAX_RUNS_PER_PASS", INT, "20000", "runs archived per pass of the job"),
+    V("RUNS_RETENTION_DAYS", INT, "90", "finished runs stay in the hot tables this many days",
+      minimum=0),
+    V("ARCHIVE_INTERVAL_SECONDS", FLOAT, "3600", "how often beat runs the archive job",
+      minimum=SOME),
+    V("ARCHIVE_RUNS_PER_FILE", INT, "1000", "runs per archive file", minimum=1),
+    V("ARCHIVE_MAX_RUNS_PER_PASS", INT, "20000", "runs archived per pass of the job", minimum=0),
     V("ARCHIVE_REMOVE_BATCH", INT, "100",
-      "runs removed from the hot tables per transaction"),
+      "runs removed from the hot tables per transaction", minimum=1),
     # Keys and the client's address
     V("ARCHIVE_SIGNING_KEYS", STR, "", "id:secret,... (signing key first, older ones still "
       "verify): the HMAC-SHA256 seals of archive files",
@@ -244,7 +267,7 @@ _UNSET = object()
 
 def parse(variable: Variable, raw: str):
     """The typed value of `raw` for `variable`; ImproperlyConfigured naming both if it is
-    malformed."""
+    malformed, or below the variable's minimum."""
     text = raw.strip()
 
     def refuse(expected: str):
@@ -252,16 +275,28 @@ def parse(variable: Variable, raw: str):
             f"environment variable {variable.name}={raw!r} is not {expected} "
             f"({variable.meaning}; default {variable.default_text})")
 
+    def at_least_minimum(value):
+        # Not `value < minimum`: NaN compares false with every number, and is refused too.
+        if variable.minimum is not None and not value >= variable.minimum:
+            raise refuse(f"at least {variable.minimum}")
+        # An infinite interval, timeout or lease never ends: a sweep never comes back, a
+        # lease is never taken back.
+        if variable.minimum is not None and not math.isfinite(value):
+            raise refuse(f"a finite number, at least {variable.minimum}")
+        return value
+
     if variable.kind == INT:
         try:
-            return int(text)
+            value = int(text)
         except ValueError:
             raise refuse("a whole number") from None
+        return at_least_minimum(value)
     if variable.kind == FLOAT:
         try:
-            return float(text)
+            value = float(text)
         except ValueError:
             raise refuse("a number") from None
+        return at_least_minimum(value)
     if variable.kind == BOOL:
         if text == "":  # set but empty (DEBUG=): off, as before the table existed
             return False
@@ -274,9 +309,10 @@ def parse(variable: Variable, raw: str):
         if text.lower() in ("", "none", "never"):
             return None
         try:
-            return int(text)
+            value = int(text)
         except ValueError:
             raise refuse("a whole number of days or 'none'") from None
+        return at_least_minimum(value)
     if variable.kind == PATH:
         return Path(text)
     if variable.kind == DATABASE:
@@ -384,5 +420,6 @@ def markdown_table() -> str:
     for v in VARIABLES:
         kind = v.kind + (f" ({' / '.join(c or '(empty)' for c in v.choices)})"
                          if v.choices else "")
+        kind += f" (at least {v.minimum})" if v.minimum is not None else ""
         lines.append(f"| `{v.name}` | {kind} | {v.default_text} | {v.meaning} |")
     return "\n".join(lines) + "\n"
