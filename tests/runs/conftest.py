@@ -1,4 +1,5 @@
 import pytest
+from celery.signals import before_task_publish
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -34,3 +35,17 @@ def ledger_run():
                                 "classify": StepStatus.SUCCEEDED,
                                 "create-task": StepStatus.SUCCEEDED,
                                 "post-ledger": StepStatus.SUCCEEDED})
+
+
+@pytest.fixture
+def hints():
+    """The run ids of the wake-up hints published to the broker, read from Celery's
+    before_task_publish as they go out."""
+    sent = []
+
+    def count(sender=None, body=None, headers=None, **kwargs):
+        sent.append(int(headers["argsrepr"].strip("(),")))
+
+    before_task_publish.connect(count, weak=False)
+    yield sent
+    before_task_publish.disconnect(count)

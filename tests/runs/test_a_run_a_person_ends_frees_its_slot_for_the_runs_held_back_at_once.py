@@ -3,7 +3,6 @@ frees its slot at once: the runs held back behind it are woken by the release, a
 worker lets go, not at the sweeper's late pass seconds later."""
 
 import pytest
-from celery.signals import before_task_publish
 from django.contrib.auth.models import User
 
 from approvals.operator_actions import act
@@ -14,19 +13,6 @@ from runs.operator.actions import ActionInput
 from tests.factories import new_run
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def hints():
-    """The run ids of the wake-up hints published to the broker."""
-    sent = []
-
-    def count(sender=None, body=None, headers=None, **kwargs):
-        sent.append(int(headers["argsrepr"].strip("(),")))
-
-    before_task_publish.connect(count, weak=False)
-    yield sent
-    before_task_publish.disconnect(count)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ start waited for later passes, and a low-priority backlog went before a high-pri
 from datetime import timedelta
 
 import pytest
-from celery.signals import before_task_publish
 
 from runs import store
 from runs.execution import sweeper
@@ -16,18 +15,6 @@ from runs.models import Run
 from tests.factories import new_run
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def hints():
-    sent = []
-
-    def count(sender=None, body=None, headers=None, **kwargs):
-        sent.append(int(headers["argsrepr"].strip("(),")))
-
-    before_task_publish.connect(count, weak=False)
-    yield sent
-    before_task_publish.disconnect(count)
 
 
 @pytest.fixture
