@@ -31,3 +31,11 @@ def test_list_alone_lists_what_was_queued():
     call_command("fault", "--list", stdout=out)
     assert out.getvalue().startswith("tracker.create\tcommit_then_timeout\tx1\t")
     assert len(faults.pending()) == 1
+
+
+@pytest.mark.parametrize("flag", ["--list", "--clear"])
+def test_a_count_beside_list_or_clear_is_refused_not_dropped(flag):
+    call_command("fault", "tracker.create", "commit_then_timeout", stdout=io.StringIO())
+    with pytest.raises(CommandError, match=f"^{flag} takes no --times$"):
+        call_command("fault", flag, "--times", "3", stdout=io.StringIO())
+    assert len(faults.pending()) == 1  # nothing queued, nothing cleared

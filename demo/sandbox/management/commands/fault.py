@@ -17,7 +17,8 @@ class Command(BaseCommand):
         parser.add_argument("endpoint", nargs="?", help="e.g. tracker.create")
         parser.add_argument("kind", nargs="?", help="e.g. commit_then_timeout")
         # Not type=int, which reads "٣" as 3 and "1_0" as 10: a count no one wrote.
-        parser.add_argument("--times", type=whole_number_argument, default=1,
+        # None when not given: refused beside --list or --clear, which would drop it.
+        parser.add_argument("--times", type=whole_number_argument, default=None,
                             help="how many consecutive calls the fault hits (default 1)")
         parser.add_argument("--list", action="store_true", help="list the queued faults")
         parser.add_argument("--clear", action="store_true", help="remove every queued fault")
@@ -29,6 +30,8 @@ class Command(BaseCommand):
             # Queued beside a list, a fault would hit a call its operator only meant to look at.
             if given and (endpoint or kind):
                 raise CommandError(f"{flag} takes no endpoint or kind")
+            if given and times is not None:
+                raise CommandError(f"{flag} takes no --times")
         if clear:
             self.stdout.write(f"cleared {faults.clear()} queued fault(s)")
         elif endpoint or kind:
@@ -37,7 +40,7 @@ class Command(BaseCommand):
                                    f"{', '.join(faults.ENDPOINTS)}; valid kinds: "
                                    f"{', '.join(faults.KINDS)}")
             try:
-                fault = faults.add(endpoint, kind, times)
+                fault = faults.add(endpoint, kind, 1 if times is None else times)
             except faults.FaultError as exc:
                 raise CommandError(str(exc)) from None
             self.stdout.write(f"queued {fault.kind} for the next {fault.remaining} call(s) to "
