@@ -95,6 +95,10 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
         return offer("reconcile", f"The run was ended while {name}'s outcome was unknown: "
                      f"{how}. Settling it does not send the run on; once every effect is "
                      "settled the run is terminated.", name)
+    if _settled_not_done(reason, step):
+        return offer("retry_step", f"{name} was settled as not done (its effect was not "
+                     "found): retry it to send it again with the same key; if the business "
+                     "no longer wants it, compensate or terminate instead.", name)
     if reason == AttentionReason.UNKNOWN_OUTCOME or (
             step is not None and step.status == StepStatus.UNKNOWN):
         unknown.append(f"whether {name} took effect in the remote system")
@@ -137,14 +141,21 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
         who = ", ".join(spec.approval.approvers) if spec is not None and spec.approval else \
             "the approvers"
         if reason == AttentionReason.APPROVAL_REJECTED:
-            return offer("compensate", f"{name} was rejected: a business decision. Undo what "
-                         "the run did so far.")
+            if ACTIONS["compensate"].refusal(run, steps) is None:
+                return offer("compensate", f"{name} was rejected: a business decision. Undo "
+                             "what the run did so far.")
+            # Nothing to undo: the runbook's answer is to end the run, not a refused button.
+            return offer("terminate", f"{name} was rejected: a business decision, and the run "
+                         "did nothing that needs undoing. Terminate it with the reason; if "
+                         "the rejection was a mistake, resume asks again.")
         return offer("resume", f"Nobody decided {name} in time: chase {who}, then resume to "
                      "wait for their decision again.")
     if reason == AttentionReason.APPROVAL_UNASKABLE:
         return offer("resume", f"No approval request can be made for {name} (the message "
                      "says why: its snapshot fails, or the code no longer has the step): fix "
                      "the code, then resume to ask the approvers again; or terminate.")
+    if reason == AttentionReason.EVENT_TIMED_OUT:
+        return _event_timed_out(offer, step, spec, name)
     # A run held while it was undoing (compensation failed) goes on undoing, never forward.
     go_on, then = ("compensate", "then compensate to go on undoing") \
         if run.status == RunStatus.COMPENSATION_FAILED else ("resume", "then resume")
@@ -164,6 +175,24 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
     return offer("resume", "Read the run's history, settle anything unknown, then resume.")
 
 
+def _event_timed_out(offer, step: Step | None, spec: definition.StepDef | None,
+                     name: str) -> Recommendation:
+    """The event wait's timeout policy decides what the run accepts: "escalate" leaves the
+    step waiting (an event may still be delivered or skipped), "fail" fails it (a resume
+    waits again, with a new deadline). A resume after "escalate" waits with no deadline."""
+    event = getattr(spec, "event_name", "") or "awaited"
+    if step is not None and step.status == StepStatus.WAITING:
+        return offer("event_received", f"No {event} event came for {name} by its deadline; "
+                     "the step still waits and a late event is still delivered. Ask the "
+                     "other system whether it sent it: if it confirms the event by other "
+                     "means, deliver it with its payload; to go on without it, skip the "
+                     "event.")
+    return offer("resume", f"No {event} event came for {name} by its deadline and its "
+                 "policy failed the step: ask the other system whether it sent it, then "
+                 "resume to wait for it again with a new deadline (the event can then be "
+                 "delivered or skipped by hand); or compensate or terminate.")
+
+
 def _spec(workflow: definition.Workflow | None, step: Step | None) -> definition.StepDef | None:
     return definition.step_of(workflow, step.name) if step is not None else None
 
@@ -176,8 +205,17 @@ def _agent_budget_spent(reason: str, step: Step | None) -> bool:
         and step.kind == definition.AGENT
 
 
+def _settled_not_done(reason: str, step: Step | None) -> bool:
+    """Whether the unknown outcome that stopped the run was settled as not done (reconciled
+    "not found"): its step failed, and what follows is a retry, not another lookup."""
+    return reason == AttentionReason.UNKNOWN_OUTCOME and step is not None \
+        and step.status == StepStatus.FAILED
+
+
 def _action_for(reason: str, step: Step | None) -> str:
     """The action recommend() offers for `reason` (the branches below, in one table)."""
+    if _settled_not_done(reason, step):
+        return "retry_step"
     if reason == AttentionReason.UNKNOWN_OUTCOME or (
             step is not None and step.status == StepStatus.UNKNOWN):
         return "reconcile"
