@@ -95,7 +95,7 @@ def end_agent_step(change, step: Step, *, action: str) -> None:
             else IN_FLIGHT_AT_END
         step.status, step.error_class = StepStatus.FAILED, ""
     elif not_started:
-        step.status = StepStatus.SKIPPED
+        step.status, step.finished_at = StepStatus.SKIPPED, None  # unfinished: see reopen
     else:
         return  # waiting for a person, or unknown with a call to settle: as it stands
     step.next_attempt_at = None

@@ -425,7 +425,8 @@ def end_waits(change: Change, steps: list[Step], *,
     the approvals sweep withdraws its request, saying why (approvals.withdrawal)."""
     for step in steps:
         if step.kind in kinds and step.status == StepStatus.WAITING:
-            step.status, step.next_attempt_at = StepStatus.SKIPPED, None
+            # Skipped unfinished, as the run's end leaves it: a reopen waits anew.
+            step.status, step.next_attempt_at, step.finished_at = StepStatus.SKIPPED, None, None
             change.step_changed(step)
 
 
@@ -444,8 +445,10 @@ def terminate_in(change: Change, steps: list[Step], *, reason: str,
             step.lease_owner, step.lease_expires_at = "", None
             change.step_changed(step)
         elif step.status in (StepStatus.PENDING, StepStatus.SCHEDULED):
+            # Skipped unfinished (an earlier attempt may have dated it): what tells a reopen
+            # the end skipped it, not a person (reopen).
             step.status = StepStatus.SKIPPED
-            step.next_attempt_at = None
+            step.next_attempt_at, step.finished_at = None, None
             change.step_changed(step)
     end_waits(change, steps)
     run.cancel_requested = False

@@ -299,12 +299,14 @@ def terminate(run_id: int, *, actor: Actor, reason: str, data: dict | None = Non
     return op.run
 
 def reopen(run_id: int, *, actor: Actor, reason: str, now: datetime | None = None) -> Run:
-    """Bring a terminated run back to attention, from where an operator can act on it."""
+    """Bring a terminated run back to attention, from where an operator can act on it. The
+    steps its ending skipped (never reached, or a sleep) are pending again; a wait a person
+    skipped before (skip_event, which finished the step) stays skipped."""
     with operator_transition(run_id, "reopen", actor=actor, reason=reason, now=now) as op:
         run, change = op.run, op.change
         before = audit_state(run)
         for step in op.steps:
-            if step.status == StepStatus.SKIPPED:
+            if step.status == StepStatus.SKIPPED and step.finished_at is None:
                 step.status = StepStatus.PENDING
                 change.step_changed(step)
         run.finished_at = None
