@@ -307,9 +307,11 @@ def refuse_workflow_action(action: str, workflow: str, *, user, schedule: str = 
                               f"(needs runs.{dispatch.PERMISSION})")
     # A pause a release left behind, of a workflow it removed or of a system no step
     # reaches now, is still lifted (runs.machine.dispatch lets a pause in force go).
-    in_force = action.endswith("_dispatch") and dispatch.lifts_a_pause(
-        workflow, system, lifting=action == "resume_dispatch")
-    if definition.registry.latest(workflow) is None and not in_force:
+    exists = definition.registry.latest(workflow) is not None
+    # Asked only where the code no longer knows the workflow or may not know the system.
+    in_force = action.endswith("_dispatch") and (not exists or bool(system)) and \
+        dispatch.lifts_a_pause(workflow, system, lifting=action == "resume_dispatch")
+    if not exists and not in_force:
         raise NoSuchWorkflow(f"no workflow {workflow!r}")
     if action.endswith("_dispatch"):
         dispatch.refuse_unknown_system(workflow, system, in_force=in_force)
