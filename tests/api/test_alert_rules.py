@@ -68,3 +68,20 @@ def test_every_attention_reason_has_a_runbook():
     text = (DOCS / "operations.md").read_text()
     for reason in AttentionReason:
         assert f'<a id="runbook-{reason.value}"></a>' in text, reason
+
+
+def test_no_anchor_of_the_guide_shares_its_id_with_a_heading():
+    """A browser goes to the first element of an id: an anchor named as a heading is named
+    (a Markdown viewer's #metrics for "## Metrics") is never reached by a link to it."""
+    def slug(heading: str) -> str:
+        return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+    text = (DOCS / "operations.md").read_text()
+    anchors = re.findall(r'<a id="([^"]+)"></a>', text)
+    # An anchor right above its own heading, named alike, leads to the same place.
+    own = {anchor for anchor, heading in re.findall(
+        r'<a id="([^"]+)"></a>\n#{1,6} +(.+?) *$', text, re.MULTILINE)
+        if anchor == slug(heading)}
+    headings = {slug(h) for h in re.findall(r"^#{1,6} +(.+?) *$", text, re.MULTILINE)}
+    assert len(anchors) == len(set(anchors))
+    assert not (set(anchors) - own) & headings
