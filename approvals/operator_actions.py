@@ -31,7 +31,7 @@ from runs.machine import dispatch
 from runs.machine.errors import SecondPersonRequired, TransitionNotAllowed
 from runs.machine.storable import text_problem
 from runs.machine.transitions import within_caller_transaction
-from runs.models import Run, RunStatus, Step, StepStatus
+from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput, ActionInputError
 from runs.operator.reconciliation import answer_by_key
 from runs.permissions import grant_for, run_access
@@ -196,10 +196,16 @@ def _done(spec, run: Run, given: ActionInput, waited: bool) -> str:
     """What the action did, in words: "done", except where that would mislead. A reconcile
     by key says what the remote system answered, which may be nothing; a resume of a run
     that waited at a step for a person, an event or a timer says that it waits there again
-    (the transition lets it go on from its checkpoint, which is that wait)."""
+    (the transition lets it go on from its checkpoint, which is that wait); a cancel of a
+    run with a step in flight says that it is only asked for; a run ended with an effect
+    unsettled says that it is not terminated yet, and what it waits for."""
     if given.mode == "ask" and "mode" in spec.reads(given.mode):
         return f"{spec.label}: " + answer_by_key(run, given.step,
-                                                 given.call if spec.takes_call else "")
+                                                 given.call if spec.takes_call else "") + \
+            _ending(spec, run)
+    if spec.name == "cancel" and run.cancel_requested:
+        return ("Cancel: asked for, not done yet: a step is in flight. The run stops at the "
+                "next step boundary, once that step's outcome is recorded.")
     if spec.name == "resume" and waited:
         waiting = (Step.objects.filter(run=run, status=StepStatus.WAITING)
                    .values_list("name", "kind").first())
@@ -208,7 +214,23 @@ def _done(spec, run: Run, given: ActionInput, waited: bool) -> str:
             return (f"Resume: done, but resuming does not end a wait: the run goes on at "
                     f"{name}, where it waits again for "
                     f"{_WAITS_FOR.get(kind, _WAITS_FOR_A_PERSON)}.")
-    return f"{spec.label}: done."
+    return f"{spec.label}: done." + _ending(spec, run)
+
+
+def _ending(spec, run: Run) -> str:
+    """What a run a person ended while an effect's outcome was unknown still waits for
+    (AttentionReason.ENDED_UNSETTLED), or that settling its last such effect terminated it;
+    else nothing. Read from the run the action returned: no query."""
+    if run.status == RunStatus.ATTENTION and \
+            run.attention_reason == AttentionReason.ENDED_UNSETTLED:
+        return (f" The run is not terminated yet: it stays in attention until each effect "
+                f"whose outcome is unknown is settled ({ACTIONS['reconcile'].label}). "
+                f"{run.status_message}")
+    if run.status == RunStatus.TERMINATED and spec.name in ("reconcile",
+                                                            "reconcile_tool_call"):
+        return (" That was the last unsettled effect of a run a person ended: the run is "
+                "terminated now.")
+    return ""
 
 
 def refuse_who_may_not_act(action: str, run_id: int, *, user) -> None:

@@ -303,18 +303,23 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
     OperatorAction(
         "resume", "Resume", "resume_run",
         "The run continues from its last checkpoint. A failed or scheduled step is tried "
-        "again with a fresh retry budget and the same idempotency key; a step whose outcome "
-        "is unknown is looked up by key first, never blindly resent.", _resume),
+        "again with a fresh retry budget and the same idempotency key (a step with the stop "
+        "verdict waits for a second person's approval of that attempt first); a step whose "
+        "outcome is unknown is looked up by key first, never blindly resent.", _resume),
     OperatorAction(
         "reconcile", "Reconcile", "reconcile_run",
         "Settles a step whose outcome is unknown (or failed): either ask the remote system "
         "by the step's key, or record what you established yourself, with evidence. Found: "
         "the step succeeds and the run continues. Not found: the step is marked failed and "
-        "waits for an explicit retry.", _reconcile),
+        "waits for an explicit retry. A run a person ended while the outcome was unknown "
+        "never continues: once its last such effect is settled, it is terminated.",
+        _reconcile),
     OperatorAction(
         "retry_step", "Retry step", "retry_step",
         "Sends the chosen failed or scheduled step again with the same idempotency key and "
-        "a fresh retry budget. A step whose outcome is unknown must be reconciled first.",
+        "a fresh retry budget (a step with the stop verdict waits for a second person's "
+        "approval of that attempt first). A step whose outcome is unknown must be "
+        "reconciled first.",
         _retry_step),
     OperatorAction(
         "ask_again", "Ask the model again", "retry_step",
@@ -338,7 +343,8 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
     OperatorAction(
         "terminate", "Terminate", "terminate_run",
         "Ends the run now. A step still in flight is marked unknown and its result is "
-        "recorded when it arrives. The run can only come back through Reopen.",
+        "recorded when it arrives. It never goes on by itself: only Reopen (back to "
+        "attention) or Re-run from step (a new generation) brings it back.",
         _terminate, danger=True),
     OperatorAction(
         "event_received", "Deliver event", "reconcile_run",
@@ -376,7 +382,9 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
         "Settles one tool call whose outcome is unknown: ask the remote system by the "
         "call's key, or record what you established yourself, with evidence. Found: the "
         "call succeeded and the agent goes on. Not found: the call is marked failed and the "
-        "model is told it did not happen.", _reconcile_tool_call),
+        "model is told it did not happen. A run a person ended while the outcome was unknown "
+        "never goes on: once its last such effect is settled, it is terminated.",
+        _reconcile_tool_call),
     OperatorAction(
         "retry_tool_call", "Retry tool call", "retry_step",
         "Sends the failed tool call again with the same idempotency key (after a person's "
@@ -389,9 +397,11 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
         _compensate_tool_call, danger=True),
     OperatorAction(
         "cancel_tool_call", "Cancel tool call", "terminate_run",
-        "Cancels this one tool call before it runs (pending, or waiting for approval of its "
-        "arguments); the run goes on and the model is told in its next turn that a person "
-        "cancelled it. Its approval request is withdrawn.", _cancel_tool_call, danger=True),
+        "Cancels this one tool call before it runs (pending, scheduled, or waiting for "
+        "approval of its arguments): it never runs, and the model is told in its next turn "
+        "that a person cancelled it. A run that waited only for this call goes on; one in "
+        "attention stays with you. Its approval request is withdrawn.", _cancel_tool_call,
+        danger=True),
 ]}
 
 

@@ -174,7 +174,9 @@ def advance(change: Change, lease: Lease) -> None:
     run, now = change.run, change.now
     lease.work, lease.settle_first, lease.compensating = None, False, False
     if run.cancel_requested:
-        terminate_in(change, lease.steps, reason="cancelled at a step boundary")
+        # Recorded as the cancel it completes, as one taking effect inside an agent step is.
+        terminate_in(change, lease.steps, reason="cancelled at a step boundary",
+                     action=AuditAction.CANCELLED)
         lease.finished = True
         return
     step = next((s for s in lease.steps if s.status not in DONE_STEP_STATUSES), None)

@@ -161,9 +161,13 @@ def step_refusal(action: str, run: Run, step: Step, steps: list[Step],
     elif action == "ask_again":
         if step.kind != definition.DECISION or step.status != StepStatus.SUCCEEDED:
             return f"{where} is not a stored decision"
-        acted = [s.name for s in steps if s.position > step.position
-                 and s.kind in EFFECT_KINDS and s.status not in
-                 (StepStatus.PENDING, StepStatus.SKIPPED, StepStatus.FAILED)]
+        # An agent acted once it started: its tool calls' effects stand whatever its own
+        # end (failed too), and its stored turns, read with the old decision, are reused.
+        acted = [s.name for s in steps if s.position > step.position and (
+            s.kind in EFFECT_KINDS and s.status not in
+            (StepStatus.PENDING, StepStatus.SKIPPED, StepStatus.FAILED)
+            or s.kind == definition.AGENT and s.status not in
+            (StepStatus.PENDING, StepStatus.SKIPPED))]
         if acted:
             return f"{', '.join(acted)} already acted on this decision; compensate first"
     elif action == "reconcile_tool_call":
