@@ -51,7 +51,8 @@ def test_a_decision_a_later_agent_step_acted_on_is_not_asked_again(decide_then_a
     records = AuditRecord.objects.filter(run=run).count()
 
     assert "ask_again" not in {a.name for a in offered(run, _steps(run))}
-    with pytest.raises(TransitionNotAllowed, match="act already acted on this decision"):
+    with pytest.raises(TransitionNotAllowed, match="act already acted on this decision: "
+                                                   "re-run from classify instead"):
         ACTIONS["ask_again"].perform(run.pk, actor=SYSTEM,
                                      given=ActionInput(reason="wrong category", step="classify"))
     assert step(run, "classify").status == StepStatus.SUCCEEDED

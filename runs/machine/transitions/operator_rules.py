@@ -169,7 +169,11 @@ def step_refusal(action: str, run: Run, step: Step, steps: list[Step],
             or s.kind == definition.AGENT and s.status not in
             (StepStatus.PENDING, StepStatus.SKIPPED))]
         if acted:
-            return f"{', '.join(acted)} already acted on this decision; compensate first"
+            # Compensating alone ends the run (compensated), where asking again is refused:
+            # a re-run from the decision asks the model again with new keys for what follows.
+            return (f"{', '.join(acted)} already acted on this decision: re-run from "
+                    f"{step.name} instead (compensate first if what they did should not "
+                    "stand)")
     elif action == "reconcile_tool_call":
         # An agent step's tool call (runs.machine.transitions.agent_calls): the step is unknown
         # while one of its calls is.
