@@ -248,25 +248,32 @@ def confirm_compensation(run_id: int, *, step_name: str, actor: Actor, reason: s
 def ask_again(run_id: int, *, step_name: str, actor: Actor, reason: str,
               now: datetime | None = None) -> Run:
     """Discard a stored model decision so the model is asked again, as a new decision
-    version. Refused once a later side-effecting step has acted on the old decision
-    (compensate first). The old decision stays in the audit record."""
+    version. Refused once a later side-effecting step has acted on the old decision (re-run
+    from the decision instead). The later reads and decisions that already ran, on the old
+    decision, run again after the new one: their results would be the old decision's. The
+    old decision stays in the audit record."""
     with operator_transition(run_id, "ask_again", actor=actor, reason=reason, now=now,
                              step_name=step_name) as op:
         run, change, step = op.run, op.change, op.step
         before = audit_state(run, step)
         previous = step.result
         version = step.attempt + 1
-        step.status = StepStatus.PENDING
-        step.result = None
-        reset_budget(step)
-        change.step_changed(step)
-        run.steps_done = sum(1 for s in op.steps if s.pk != step.pk and
-                             s.status in DONE_STEP_STATUSES)
+        read_again = [s for s in op.steps if s.position > step.position
+                      and s.kind in (definition.READ, definition.DECISION)
+                      and s.status == StepStatus.SUCCEEDED]
+        for discarded in (step, *read_again):
+            discarded.status, discarded.result = StepStatus.PENDING, None
+            discarded.remote_ref, discarded.finished_at = "", None
+            reset_budget(discarded)
+            change.step_changed(discarded)
+        run.steps_done = sum(1 for s in op.steps if s.status in DONE_STEP_STATUSES)
         run.next_wake_at = None
         change.move(QUEUED)
         change.audit(AuditAction.DECISION_DISCARDED, step=step, reason=reason, before=before,
                      after=audit_state(run, step),
-                     data={"previous_decision": previous, "next_version": version})
+                     data={"previous_decision": previous, "next_version": version,
+                           **({"run_again": [s.name for s in read_again]}
+                              if read_again else {})})
     return run
 
 def cancel(run_id: int, *, actor: Actor, reason: str, approved_by: Actor | None = None,
