@@ -1,4 +1,7 @@
 from django.contrib import admin
+from django.forms.models import BaseInlineFormSet
+from django.urls import reverse
+from django.utils.html import format_html
 
 from audit.admin import ReadOnlyAdmin, choices_filter
 from runs.admin import RunSearchAdmin
@@ -6,9 +9,30 @@ from runs.admin_search import NUMBER, IndexedSearchAdmin
 
 from .models import ApprovalRequest, Notification, NotificationKind, NotificationStatus
 
+# A request's page shows its newest this many notifications: a large approver group reminded
+# for days gives one request thousands, and the page rendered every one. The rest are a link
+# away, in the outbox's list filtered by the request.
+NOTIFICATIONS_SHOWN = 50
+
+
+class NewestNotificationsFormSet(BaseInlineFormSet):
+    """The request's newest NOTIFICATIONS_SHOWN notifications. The slice is taken here: the
+    inline formset filters its queryset by the request after the admin hands it over, and a
+    sliced queryset can no longer be filtered."""
+
+    def get_queryset(self):
+        # Kept: the formset reads its queryset once per form, and a new slice would be a new
+        # query each time.
+        if not hasattr(self, "_newest"):
+            self._newest = super().get_queryset()[:NOTIFICATIONS_SHOWN]
+        return self._newest
+
 
 class NotificationInline(admin.TabularInline):
     model = Notification
+    formset = NewestNotificationsFormSet
+    ordering = ["-id"]
+    verbose_name_plural = f"notifications (the newest {NOTIFICATIONS_SHOWN} at most)"
     extra = 0
     can_delete = False
     fields = ["kind", "recipient", "status", "attempts", "next_attempt_at", "sent_at",
@@ -30,6 +54,26 @@ class ApprovalRequestAdmin(RunSearchAdmin):
     list_select_related = ["run"]
     ordering = ["-id"]
     inlines = [NotificationInline]
+
+    def get_readonly_fields(self, request, obj=None):
+        # The count and the link only for those who may see the notifications: the inline
+        # and the outbox's list are shown to them alone.
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and any(isinstance(inline, NotificationInline)
+                                   for inline in self.get_inline_instances(request, obj)):
+            fields.append("notifications_in_all")
+        return fields
+
+    @admin.display(description="notifications")
+    def notifications_in_all(self, approval_request):
+        # Along the index of the request foreign key: one request's rows, never the outbox.
+        total = approval_request.notifications.count()
+        shown = "all" if total <= NOTIFICATIONS_SHOWN else f"the newest {NOTIFICATIONS_SHOWN}"
+        # A lookup through the foreign key to the request's id, which Django admin accepts
+        # from an address without a list filter for it (ModelAdmin.lookup_allowed).
+        listed = reverse("admin:approvals_notification_changelist")
+        return format_html('{} in all, {} below: <a href="{}?request__id__exact={}">list all {}'
+                           ' in the outbox</a>', total, shown, listed, approval_request.pk, total)
 
 
 @admin.register(Notification)
