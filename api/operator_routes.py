@@ -27,7 +27,7 @@ from approvals.operator_actions import (
     refuse_who_may_not_act,
 )
 from approvals.permissions import decide_refusal
-from approvals.selectors import inbox
+from approvals.selectors import inbox_page
 from runs.machine.errors import (
     EvidenceRequired,
     NoSuchStep,
@@ -37,7 +37,7 @@ from runs.machine.errors import (
 from runs.machine.storable import whole_number
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput
-from runs.reads.cursors import KEYSET_PATTERN, decode_keyset, encode_keyset
+from runs.reads.cursors import KEYSET_PATTERN, decode_keyset, encode_keyset, keyset_pattern
 from runs.reads.selectors import RunFilters, runs_page
 from runs.reads.workers import workers_page
 
@@ -66,6 +66,8 @@ ActionName = Literal[tuple(ACTIONS)]
 RunStatusName = Literal[("", *RunStatus.values)]
 StepStatusName = Literal[("", *StepStatus.values)]
 ErrorClassName = Literal[("", *ErrorClass.values)]
+# The inbox's cursor: its request's due and asked times, then its id (approvals.selectors).
+INBOX_CURSOR_PATTERN = keyset_pattern(2)
 
 
 def not_read(exc: InputNotRead) -> dict:
@@ -293,16 +295,28 @@ def register(api, *, headers: dict, refusals: dict) -> None:
         response={200: ApprovalList, 401: Error, 403: Error, 422: InvalidRequest, 429: Error},
         openapi_extra=headers,
         description="Pending requests of the token's workflows that its acting user may "
-                    "decide (never one they asked for), the earliest due first.")
-    def approval_requests(request):
-        if (refused := refuse_unknown_query(request, ())) is not None:
+                    "decide (never one they asked for), the earliest due first (then the "
+                    "earliest asked, then the lowest id), a page at a time (keyset: pass "
+                    "`next_cursor` as `after`; it is null on the last page; an `after` of "
+                    "another shape, a runs list's cursor included, is refused with 422, "
+                    "never answered with the first page). A request decided between two "
+                    "pages makes the next page skip no other.")
+    def approval_requests(request,
+                          after: str = Query("", pattern=f"^$|{INBOX_CURSOR_PATTERN}"),
+                          limit: int = Query(selectors.MOST_A_PAGE, ge=1,
+                                             le=selectors.MOST_A_PAGE)):
+        if (refused := refuse_unknown_query(request, ("after", "limit"))) is not None:
             return refused
         token = request.auth
         if token.acting_user is None:
             return no_acting_user(token, "act or decide")
-        pending = inbox(token.acting_user).filter(
-            run__workflow_name__in=token.workflows or [])[:200]
-        return Status(200, {"requests": [_approval(request, a) for a in pending]})
+        # `after` is refused unless it has the inbox cursor's shape (in the document): a
+        # client paging on with anything else would be handed the first page, and loop.
+        rows, next_cursor = inbox_page(
+            token.acting_user, workflows=token.workflows or [],
+            after=decode_keyset(after, times=2) if after else None, limit=limit)
+        return Status(200, {"requests": [_approval(request, a) for a in rows],
+                            "next_cursor": encode_keyset(next_cursor)})
 
     @api.post(
         "/approvals/{request_id}/decision", url_name="decide_approval",

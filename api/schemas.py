@@ -392,7 +392,11 @@ class HistoryPage(Schema):
 
 
 class ApprovalList(Schema):
-    requests: list[ApprovalRequestOut]
+    requests: list[ApprovalRequestOut] = Field(
+        description="The earliest due first, then the earliest asked, then the lowest id.")
+    next_cursor: str | None = Field(
+        description="Pass as `after` for the next page (keyset paging: every page costs the "
+                    "same); null on the last page.")
 
 
 class DecisionIn(Schema):

@@ -42,11 +42,37 @@ def decidable_by(user) -> QuerySet[ApprovalRequest]:
     return pending.filter(~Q(requested_by=user) | Q(requested_by__isnull=True))
 
 
+# The inbox's order, and the columns of its keyset cursor: (due_at, requested_at, id).
+INBOX_ORDER = ("due_at", "requested_at", "pk")
+
+
 def inbox(user, *, now: datetime | None = None) -> QuerySet[ApprovalRequest]:
     """What waits for `user`: the requests they may decide, the earliest due (so the
     overdue) first, with their runs, in one query."""
-    return (decidable_by(user).select_related("run")
-            .order_by("due_at", "requested_at", "pk"))
+    return decidable_by(user).select_related("run").order_by(*INBOX_ORDER)
+
+
+def inbox_page(user, *, workflows: list[str], after: tuple | None = None,
+               limit: int) -> tuple[list[ApprovalRequest], tuple | None]:
+    """One page of `user`'s inbox among the requests of `workflows`, in the inbox's order,
+    past the request whose (due_at, requested_at, id) is `after`, and the cursor of the next
+    page (None on the last). Keyset paging: page N costs one query as page 1 does, and a
+    request decided between two pages (gone from the inbox) makes the next page skip none,
+    where an offset would skip the one that took its place."""
+    requests = inbox(user).filter(run__workflow_name__in=workflows)
+    if after is not None:
+        due, asked, pk = after
+        requests = requests.filter(
+            Q(due_at__gt=due) | Q(due_at=due, requested_at__gt=asked)
+            | Q(due_at=due, requested_at=asked, pk__gt=pk),
+            # Implied by the condition; the form PostgreSQL starts reading the pending
+            # requests' due_at index from (approval_pending_due_idx).
+            due_at__gte=due)
+    rows = list(requests[:limit + 1])
+    if len(rows) <= limit:
+        return rows, None
+    last = rows[limit - 1]
+    return rows[:limit], (last.due_at, last.requested_at, last.pk)
 
 
 def is_overdue(approval: ApprovalRequest, now: datetime | None = None) -> bool:

@@ -20,20 +20,35 @@ def parse_stamp(value: str) -> datetime | None:
 
 # A (time, id) cursor as text: the time in microseconds since 1970 (UTC), a dot, the id.
 # Every text of this shape is a place in the list (17 digits stay below the year 9999, 18
-# below the largest bigint), so the API can document it exactly (KEYSET_PATTERN).
-KEYSET_PATTERN = r"^[0-9]{1,17}\.[1-9][0-9]{0,17}$"
+# below the largest bigint), so the API can document it exactly (KEYSET_PATTERN). A list
+# ordered by more than one time (the approvals inbox: due, then asked) writes each of its
+# times the same way, a dot after each, the id last (keyset_pattern(2)).
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
 
 
-def encode_keyset(cursor: tuple[datetime, int] | None) -> str | None:
-    """A (time, id) keyset cursor as the text a page hands out."""
-    return f"{(cursor[0] - EPOCH) // MICROSECOND}.{cursor[1]}" if cursor else None
+def keyset_pattern(times: int = 1) -> str:
+    """The shape of a cursor of `times` times and an id, for the API's document."""
+    return "^" + r"[0-9]{1,17}\." * times + r"[1-9][0-9]{0,17}$"
 
 
-def decode_keyset(value: str) -> tuple[datetime, int] | None:
-    """The (time, id) cursor `value` names, or None for text that is not one."""
-    if not re.fullmatch(KEYSET_PATTERN, value):
+KEYSET_PATTERN = keyset_pattern(1)
+
+
+def encode_keyset(cursor: tuple | None) -> str | None:
+    """A keyset cursor (its times, then an id: (time, id) for the runs list) as the text a
+    page hands out."""
+    if not cursor:
         return None
-    micros, _, pk = value.partition(".")
-    return EPOCH + int(micros) * MICROSECOND, int(pk)
+    *times, pk = cursor
+    return ".".join([*(str((t - EPOCH) // MICROSECOND) for t in times), str(pk)])
+
+
+def decode_keyset(value: str, *, times: int = 1) -> tuple | None:
+    """The cursor of `times` times and an id that `value` names, or None for text that is
+    not one (of another number of times included: one list's cursor is no place in
+    another)."""
+    if not re.fullmatch(keyset_pattern(times), value):
+        return None
+    *stamps, pk = value.split(".")
+    return (*(EPOCH + int(micros) * MICROSECOND for micros in stamps), int(pk))
