@@ -185,8 +185,8 @@ def step_problem(step, *, impacts: tuple[str, ...], contract: type) -> str | Non
          f"its schema must be a pydantic model class, not {step.schema!r}"),
         (whole(step.format_failure_budget, least=0),
          f"format_failure_budget must be a whole number >= 0, not {step.format_failure_budget!r}"),
-        (step.correlate is None or callable(step.correlate),
-         f"correlate must be a function of the run's input, not {step.correlate!r}"),
+        input_function_check("until", step.sleep_until),
+        input_function_check("correlate", step.correlate),
         fields_check("sensitive", step.sensitive),
     )
     return next((why for ok, why in checks if not ok), None)
@@ -203,6 +203,19 @@ def effect_checks(effect) -> tuple:
         (seconds(effect.lookup_delay),
          f"lookup_delay must be a finite number of seconds >= 0, not {effect.lookup_delay!r}"),
     )
+
+
+def input_function_check(option: str, fn) -> tuple[bool, str]:
+    """(ok, why) for a function of the run's input that a wait declares (a sleep's `until`,
+    an event wait's `correlate`), called as fn(input) with the input as stored, a dict, once
+    a run reaches the wait. A datetime given in its place, or a function of no argument, was
+    accepted here and held every run for a person at that step."""
+    if fn is None:
+        return True, ""
+    if not callable(fn):
+        return False, f"{option} must be a function of the run's input, not {fn!r}"
+    problem = role_problem(fn, role=f"{option} function", takes=f"{option}(input)")
+    return problem is None, problem or ""
 
 
 def fields_check(option: str, value) -> tuple[bool, str]:
@@ -224,6 +237,8 @@ def check_tool(tool) -> None:
     if problem is None and tool.approve_if is not None:
         problem = role_problem(tool.approve_if, role="approve_if", takes="(args)")
     if problem is None:
+        problem = approval_problem(tool.approval)
+    if problem is None:
         checks = (*effect_checks(tool), fields_check("redact", tool.redact))
         problem = next((why for ok, why in checks if not ok), None)
     if problem is not None:
@@ -241,15 +256,48 @@ def check_tool_function(tool, fn, purpose: str) -> None:
                         fn=fn, owner="tool")
 
 
+# What the agent loop reads of an agent's budget (runs.definitions.declarations.AgentBudget).
+BUDGET_LIMITS = ("max_turns", "max_tool_calls", "max_tokens")
+
+
+def budget_problem(budget) -> str | None:
+    """Why an agent's `budget` is not one the agent loop can keep, or None. A dict of the
+    same limits, or a limit of 2.5 turns, passed the declaration and failed (or was compared
+    as it was) at the run's model turns."""
+    if not all(hasattr(budget, limit) for limit in BUDGET_LIMITS):
+        return (f"budget must be an AgentBudget (budget=AgentBudget(max_turns=...)), not "
+                f"{type(budget).__name__}")
+    for limit in BUDGET_LIMITS:
+        value = getattr(budget, limit)
+        if not whole(value, least=1):
+            return f"its budget's {limit} must be a whole number >= 1, not {value!r}"
+    return None
+
+
+def approval_problem(approval) -> str | None:
+    """Why an agent's or a tool's `approval` is not who approves its calls, or None. Approvers
+    given as a tuple passed the declaration and failed when a call first waited for a person.
+    Read by what the approvals app reads of it (runs.definitions.declarations.ApprovalPolicy,
+    which imports this module)."""
+    if approval is None or (isinstance(getattr(approval, "approvers", None), tuple)
+                            and isinstance(getattr(approval, "timeout", None), timedelta)):
+        return None
+    return (f"approval must be tool_approval(approvers=...), not "
+            f"{type(approval).__name__}")
+
+
 def check_agent(spec) -> None:
-    """Refuse an agent step whose system prompt says nothing: the model would be sent an
-    empty instruction at every turn, and choose its tools with no rule for them."""
+    """Refuse an agent step whose system prompt says nothing (the model would be sent an
+    empty instruction at every turn, and choose its tools with no rule for them), or whose
+    budget or approval is not one (budget_problem, approval_problem)."""
     prompt = spec.system_prompt
     problem = None
     if not isinstance(prompt, str):
         problem = f"its system prompt must be text, not {type(prompt).__name__}"
     elif not prompt.strip():
         problem = "its system prompt is empty: the model would be given no instructions"
+    else:
+        problem = budget_problem(spec.budget) or approval_problem(spec.approval)
     if problem is not None:
         raise DefinitionError(f"{where(spec.workflow, spec.name)}: {problem}")
 
