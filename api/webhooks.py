@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import json
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -143,15 +144,21 @@ def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
     return queued
 
 
-def _queue(subscriber, event_ids: list[int], record_ids: list[int], *, now: datetime,
+def _queue(subscriber, event_ids: list[tuple[int, datetime]],
+           record_ids: list[tuple[int, datetime]], *, now: datetime,
            cursors: tuple[int, int]) -> None:
     if event_ids or record_ids:
+        # In the order written, both kinds together: deliveries due at once are sent in the
+        # order of their ids, and a subscriber must not hear that a run completed before it
+        # hears of the steps that led there. On equal times (one transaction) a step's
+        # outcome goes first: the status change is what it led to.
+        written = sorted([(at, 0, pk) for pk, at in record_ids]
+                         + [(at, 1, pk) for pk, at in event_ids])
         WebhookDelivery.objects.bulk_create(
-            [WebhookDelivery(subscriber=subscriber, event_id=pk, delivery_id=uuid.uuid4(),
-                             next_attempt_at=now) for pk in event_ids]
-            + [WebhookDelivery(subscriber=subscriber, record_id=pk,
-                               delivery_id=uuid.uuid4(), next_attempt_at=now)
-               for pk in record_ids],
+            [WebhookDelivery(subscriber=subscriber, delivery_id=uuid.uuid4(),
+                             next_attempt_at=now,
+                             **{"event_id" if is_event else "record_id": pk})
+             for _, is_event, pk in written],
             ignore_conflicts=True)
     if cursors != (subscriber.last_event_id, subscriber.last_record_id):
         WebhookSubscriber.objects.filter(pk=subscriber.pk).update(
@@ -159,12 +166,12 @@ def _queue(subscriber, event_ids: list[int], record_ids: list[int], *, now: date
 
 
 def _unqueued(subscriber, matching, kind: str, after: int, *, settled_before: datetime,
-              limit: int) -> tuple[list[int], int]:
-    """(ids of the `matching` rows after the cursor `after` that the subscriber has no
-    delivery of yet, up to `limit`; where its cursor moves). The cursor moves over every
-    row written, matching or not, up to the first hole that may still fill. Rows beyond
-    that hole are delivered at once all the same, and read again (and skipped) until the
-    hole fills or settles."""
+              limit: int) -> tuple[list[tuple[int, datetime]], int]:
+    """((id, time written) of the `matching` rows after the cursor `after` that the
+    subscriber has no delivery of yet, up to `limit`; where its cursor moves). The cursor
+    moves over every row written, matching or not, up to the first hole that may still fill.
+    Rows beyond that hole are delivered at once all the same, and read again (and skipped)
+    until the hole fills or settles."""
     written = list(matching.model.objects.filter(pk__gt=after).order_by("pk")
                    .values_list("pk", "created_at")[:SCAN])
     if not written:
@@ -183,7 +190,9 @@ def _unqueued(subscriber, matching, kind: str, after: int, *, settled_before: da
                                                     **{f"{kind}_id__in": ids})
                      .values_list(f"{kind}_id", flat=True))
         ids = [pk for pk in ids if pk not in queued]
-    return ids, settled
+    # Each matching row is one of those written (read above), its time with it.
+    dated = dict(written)
+    return [(pk, dated[pk]) for pk in ids], settled
 
 
 def _body(delivery: WebhookDelivery) -> bytes:
@@ -242,7 +251,7 @@ def send_due(*, now: datetime | None = None, limit: int = 100) -> PublishReport:
             if delivery.subscriber_id in unanswered:
                 _defer(delivery, unanswered[delivery.subscriber_id], report)
                 continue
-            code, error = _attempt(poster, delivery, now)
+            code, error = _attempt(poster, delivery)
             retry_at = _record_attempt(delivery, now, code, error, report)
             if code is None:
                 unanswered[delivery.subscriber_id] = retry_at
@@ -294,11 +303,13 @@ class DeadlinePoster:
 NO_ANSWER = (httpx.TransportError, httpx.InvalidURL)
 
 
-def _attempt(poster: DeadlinePoster, delivery: WebhookDelivery,
-             now: datetime) -> tuple[int | None, str]:
+def _attempt(poster: DeadlinePoster, delivery: WebhookDelivery) -> tuple[int | None, str]:
     """(status code, error) of one attempt: no code when there was no answer."""
     body = _body(delivery)
-    stamp = str(int(now.timestamp()))
+    # The time of sending, not the pass's `now`: a pass may spend WEBHOOK_TIMEOUT_SECONDS
+    # on each of its deliveries, and a receiver refusing old timestamps (as it should) would
+    # refuse, for good, what a long pass stamped minutes before sending it.
+    stamp = str(int(time.time()))
     try:
         code = poster.post(delivery.subscriber.url, body, {
             "Content-Type": "application/json",
