@@ -120,6 +120,8 @@ class Workflow:
     def _declare(self, kind: str, name: str, **options) -> Callable[[Callable], StepDef]:
         # What the step declares is checked when the StepDef is built
         # (runs.definitions.validation), its function with it.
+        validation.check_named(self, kind, name)
+
         def decorator(fn: Callable) -> StepDef:
             step = StepDef(workflow=self, name=name, kind=kind, fn=fn, **options)
             validation.check_unique_name(self, step)

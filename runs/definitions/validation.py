@@ -302,6 +302,16 @@ def check_agent(spec) -> None:
         raise DefinitionError(f"{where(spec.workflow, spec.name)}: {problem}")
 
 
+def check_named(workflow, kind: str, name) -> None:
+    """Refuse a step decorator used without its call (`@wf.read` for `@wf.read("name")`):
+    the function would be taken for the name, and the decorator left in its place would
+    declare no step at all, silently."""
+    if callable(name):
+        fn = getattr(name, "__name__", "the function")
+        raise DefinitionError(f"{where(workflow)}: {fn} is declared with @{kind} and no step "
+                              f"name: write @<workflow>.{kind}(\"name\", ...)")
+
+
 def check_unique_name(workflow, step) -> None:
     """Refuse a step whose name the workflow declared already, as it is added to the
     workflow (a StepDef built apart, as dataclasses.replace does, is no second declaration)."""
