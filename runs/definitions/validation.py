@@ -357,6 +357,27 @@ def check_positive_duration(workflow, step_name: str, **durations) -> None:
                                   f"timedelta, not {value!r}")
 
 
+def limits_problem(versions: list, *, max_in_flight, concurrency_key: str, per_key,
+                   priority) -> str | None:
+    """Why a workflow's limits (runs.machine.limits.limit_workflow) are none the claim can
+    keep, or None. `versions`: the workflow's versions known (their inputs are where the
+    concurrency key is looked for; none known, it is not). A key no version's input has
+    limited nothing: every run's value was missing alike, and none matched another."""
+    if max_in_flight is not None and not whole(max_in_flight, least=1):
+        return f"max_in_flight must be a whole number at least 1, not {max_in_flight!r}"
+    if not whole(per_key, least=1):
+        return f"per_key must be a whole number at least 1, not {per_key!r}"
+    if not whole(priority, least=-(2 ** 31)):
+        return f"priority must be a whole number, not {priority!r}"
+    if concurrency_key:
+        fields = sorted({f for version in versions
+                         for f in getattr(version.input_schema, "model_fields", {})})
+        if versions and concurrency_key not in fields:
+            return (f"concurrency_key {concurrency_key!r} is no field of its input "
+                    f"(its fields: {', '.join(fields) or 'none'})")
+    return None
+
+
 def whole(value, *, least: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= least
 

@@ -45,7 +45,7 @@ from redis.exceptions import RedisError
 from audit.redaction import redact_text
 
 from .. import store
-from ..definitions import definition
+from ..definitions import definition, validation
 from ..models import HELD_RUN_STATUSES, Run, RunStatus
 from .errors import Classified, TransientError, classify, described
 from .single_pass import lock_key
@@ -92,18 +92,22 @@ def limit_workflow(workflow: definition.Workflow | str, *, max_in_flight: int | 
                    concurrency_key: str = "", per_key: int = 1,
                    priority: int = 0) -> WorkflowLimits:
     name = workflow if isinstance(workflow, str) else workflow.name
-    if max_in_flight is not None and max_in_flight < 1:
-        raise ValueError(f"{name}: max_in_flight must be at least 1")
-    if per_key < 1:
-        raise ValueError(f"{name}: per_key must be at least 1")
+    versions = definition.registry.versions(workflow) if isinstance(workflow, str) \
+        else [workflow]
+    if (problem := validation.limits_problem(
+            versions, max_in_flight=max_in_flight, concurrency_key=concurrency_key,
+            per_key=per_key, priority=priority)) is not None:
+        raise validation.DefinitionError(f"{validation.where(workflow)}: {problem}")
     limits = WorkflowLimits(name, max_in_flight, concurrency_key, per_key, priority)
     _workflows[name] = limits
     return limits
 
 
 def rate_limit(system: str, *, per_second: int) -> SystemRate:
-    if not system or per_second < 1:
-        raise ValueError("a rate limit needs a system and at least 1 call per second")
+    if not isinstance(system, str) or not system or not validation.whole(per_second, least=1):
+        raise validation.DefinitionError(
+            f"rate_limit({system!r}, per_second={per_second!r}): a rate limit needs a system "
+            "and a whole number of calls per second, at least 1")
     rate = _systems[system] = SystemRate(system, per_second)
     return rate
 
