@@ -228,3 +228,19 @@ class WebhookDeliveryAdmin(IndexedSearchAdmin, ReadOnlyAdmin):
     indexed_search = (("delivery_id", UUID),)
     list_select_related = ["subscriber", "event", "record"]
     ordering = ["-id"]
+    actions = ["send_again"]
+
+    def has_send_again_permission(self, request):
+        # The page is read-only (ReadOnlyAdmin), so Django's "change" would refuse everyone:
+        # the model's change permission is asked directly, on every POST of the action.
+        return request.user.has_perm(
+            f"{self.opts.app_label}.change_{self.opts.model_name}")
+
+    @admin.action(permissions=["send_again"], description="Send again")
+    def send_again(self, request, queryset):
+        selected = queryset.count()
+        taken = webhooks.send_again(queryset.values_list("pk", flat=True), by=request.user)
+        self.message_user(
+            request, f"{taken} failed delivery(ies) taken back to pending, due now; "
+                     f"{selected - taken} skipped (not failed).",
+            messages.SUCCESS if taken else messages.WARNING)

@@ -28,7 +28,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from approvals.notifications import public_url
+from audit.access import AccessAction, record_access_change
 from audit.actions import STEP_OUTCOMES
+from audit.chain import Actor
 from audit.models import AuditRecord
 from runs import store
 from runs.definitions.retry import RetryPolicy
@@ -380,6 +382,43 @@ def _withdraw(delivery, report) -> None:
         last_error=printable(f"not sent: the subscriber no longer takes workflow "
                              f"{workflow!r}")[:500])
     report.withdrawn += 1
+
+
+def send_again(delivery_ids, *, by, now: datetime | None = None) -> int:
+    """Take the failed deliveries among `delivery_ids` (a list, or a query of ids) back to
+    pending, due now, with a fresh budget of attempts: a receiver that answered errors for
+    longer than the budget's 17 minutes gets what it missed once it answers again. Each
+    keeps its delivery id, so a receiver that did get one (its answer lost) drops it. Others
+    (pending, delivered) are left as they are. Recorded in the access chain, one record per
+    subscriber, naming `by` and how many, in the transaction of the change. Returns how many
+    were taken back.
+
+    Their last status code and error stay until the next attempt replaces them: the reason
+    they failed is what the admin looks at while the receiver is being fixed."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        # Locked, then changed: a second admin sending the same ones again meanwhile waits,
+        # then finds them pending and takes nothing, so each is counted and recorded once.
+        # Only the deliveries are locked: a subscriber's row is what a publisher pass holds
+        # a share lock on while it queues.
+        taken = list(WebhookDelivery.objects.select_for_update(of=("self",))
+                     .filter(pk__in=delivery_ids, status=WebhookDelivery.Status.FAILED)
+                     .order_by("pk").values_list("pk", "subscriber__name"))
+        if not taken:
+            return 0
+        WebhookDelivery.objects.filter(pk__in=[pk for pk, _ in taken]).update(
+            status=WebhookDelivery.Status.PENDING, attempts=0, next_attempt_at=now)
+        per_subscriber: dict[str, int] = {}
+        for _, name in taken:
+            per_subscriber[name] = per_subscriber.get(name, 0) + 1
+        for name, count in sorted(per_subscriber.items()):
+            record_access_change(action=AccessAction.WEBHOOK_DELIVERIES_SENT_AGAIN,
+                                 subject=f"webhook subscriber {name}",
+                                 actor=Actor.for_user(by),
+                                 before={"status": "failed", "deliveries": count},
+                                 after={"status": "pending", "deliveries": count})
+    logger.info("%s sent %d failed webhook deliveries again", by.get_username(), len(taken))
+    return len(taken)
 
 
 def publish(*, now: datetime | None = None) -> PublishReport:

@@ -33,6 +33,8 @@ class AccessAction(StrEnum):
     WEBHOOK_SUBSCRIBER_CREATED = "webhook_subscriber_created"
     WEBHOOK_SUBSCRIBER_CHANGED = "webhook_subscriber_changed"
     WEBHOOK_SUBSCRIBER_DELETED = "webhook_subscriber_deleted"
+    # Failed deliveries taken back to pending by an admin (api.webhooks.send_again).
+    WEBHOOK_DELIVERIES_SENT_AGAIN = "webhook_deliveries_sent_again"
     # Which key vouches for the chains: the heads sealed again with the key that signs now.
     AUDIT_HEADS_RESEALED = "audit_heads_resealed"
 
