@@ -114,15 +114,13 @@ class StepResult:
 @dataclass(frozen=True)
 class AgentBudget:
     """How far an agent step may go before a person is asked: model turns, tool calls and
-    tokens (prompt and completion) over the whole step."""
+    tokens (prompt and completion) over the whole step. Each limit is checked with the agent
+    that declares it (runs.definitions.validation.budget_problem), so that its refusal names
+    the workflow and the step."""
 
     max_turns: int = 10
     max_tool_calls: int = 20
     max_tokens: int = 100_000
-
-    def __post_init__(self):
-        if min(self.max_turns, self.max_tool_calls, self.max_tokens) < 1:
-            raise ValueError("an AgentBudget's limits must be positive")
 
 
 @dataclass
@@ -182,8 +180,7 @@ class StepDef:
 
     def reconcile(self, fn: Callable) -> Callable:
         """Declare how to look this step's effect up by its key."""
-        if self.kind not in (WRITE, NOTIFY):
-            raise TypeError(f"step {self.name!r}: only write and notify steps reconcile")
+        validation.check_changes_something(self, "reconcile")
         validation.check_step_function(self, fn, role="reconcile function",
                                        declared=self.reconcile_fn)
         self.reconcile_fn = fn
@@ -191,9 +188,7 @@ class StepDef:
 
     def compensate(self, fn: Callable) -> Callable:
         """Declare the business action that undoes this step (cancel, reverse, correct)."""
-        if self.kind not in (WRITE, NOTIFY):
-            raise TypeError(f"step {self.name!r}: only write and notify steps compensate "
-                            "(a notification's compensation is a correction)")
+        validation.check_changes_something(self, "compensate")
         validation.check_step_function(self, fn, role="compensate function",
                                        declared=self.compensate_fn)
         self.compensate_fn = fn
@@ -222,8 +217,7 @@ class StepDef:
     def compensation_preview(self, fn: Callable) -> Callable:
         """Declare what this step's compensation will send, built without sending it: the
         undo of a high-impact step waits for a person, who sees this first."""
-        if self.kind not in (WRITE, NOTIFY):
-            raise TypeError(f"step {self.name!r}: only write and notify steps compensate")
+        validation.check_changes_something(self, "compensate")
         validation.check_step_function(self, fn, role="compensation preview",
                                        declared=self.compensation_preview_fn)
         self.compensation_preview_fn = fn

@@ -13,7 +13,6 @@ functions never open transactions, never touch Run or Step rows and never see a 
 get a StepContext.
 """
 
-import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -82,11 +81,9 @@ class Workflow:
         self.auto_compensate = auto_compensate
         self.example = example
         self.approval_example = approval_example
-        if retention_days is not None and (not isinstance(retention_days, int)
-                                           or retention_days < 0):
-            raise ValueError("retention_days must be a whole number of days, 0 or more")
         self.retention_days = retention_days
         self.steps: list[StepDef] = []
+        validation.check_workflow_options(self)
         if register:
             registry.register(self)
 
@@ -181,9 +178,7 @@ class Workflow:
         """A durable timer: the run sleeps for `duration`, or until the aware datetime
         `until(input)` returns, holding no process; the sweeper wakes it, and an operator can
         wake it early with a reason. Not a decorator: it declares the step itself."""
-        if (duration is None) == (until is None):
-            raise ValueError(f"sleep {name!r}: give either duration or until")
-        validation.check_positive_duration(self, name, duration=duration)
+        validation.check_sleep(self, name, duration=duration, until=until)
         return self._declare(SLEEP, name, sleep_for=duration, sleep_until=until,
                              contract=Contract(rule="wait for the time"))(lambda ctx: None)
 
@@ -197,17 +192,8 @@ class Workflow:
         gets here is kept and consumed when it does. After `timeout`, `on_timeout` applies
         (EVENT_TIMEOUT_POLICIES; "continue" goes on with `default` as the result). Not a
         decorator: it declares the step itself."""
-        if not event:
-            raise ValueError(f"event wait {name!r}: name the event")
-        if ":" in event:
-            # The waiting step names what it waits for as "awaiting-event:<event>:<key>":
-            # a ':' in the event would be read as the start of the key.
-            raise ValueError(f"event wait {name!r}: the event's name {event!r} may not "
-                             "contain ':' (use '.' or '-' to separate its parts)")
-        if on_timeout not in EVENT_TIMEOUT_POLICIES:
-            raise ValueError(f"event wait {name!r}: on_timeout must be one of "
-                             f"{', '.join(EVENT_TIMEOUT_POLICIES)}, not {on_timeout!r}")
-        validation.check_positive_duration(self, name, timeout=timeout)
+        validation.check_event_wait(self, name, event=event, timeout=timeout,
+                                    on_timeout=on_timeout, policies=EVENT_TIMEOUT_POLICIES)
         return self._declare(EVENT, name, event_name=event, schema=schema, correlate=correlate,
                              timeout=timeout, on_timeout=on_timeout, default=default,
                              contract=Contract(rule="wait for the event"))(lambda ctx: None)
@@ -253,10 +239,6 @@ class Workflow:
         `model_system` names the model endpoint as a remote system, whose rate limit
         (runs.machine.limits.rate_limit) and Retry-After its turns keep, as tool calls keep
         their tools' `system`."""
-        if schema_error_budget < 0:
-            raise ValueError(f"agent {name!r}: schema_error_budget must be >= 0")
-        if context_budget < 0 or keep_turns < 0:
-            raise ValueError(f"agent {name!r}: context_budget and keep_turns must be >= 0")
         spec = AgentSpec(workflow=self, name=name, kind=AGENT, fn=_undo_tool_calls,
                          version=version, retry=retry,
                          contract=contract or Contract(rule="each tool call reconciled by its "
@@ -286,9 +268,6 @@ class Workflow:
 #
 # The model chooses which tool to call with which arguments; each call is a recorded child
 # of the step with its own key, state, attempts and evidence (runs.agents.agent_loop runs them).
-
-TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
 
 @dataclass
 class ToolSpec:
@@ -323,7 +302,7 @@ class ToolSpec:
 
     def __post_init__(self):
         # As with StepDef, every tool is checked when its module is imported, not once chosen.
-        validation.check_tool(self)
+        validation.check_tool(self, kinds=(READ, WRITE, NOTIFY), impacts=(LOW, HIGH))
         self.redact = tuple(self.redact)
 
     @property
@@ -346,16 +325,14 @@ class ToolSpec:
 
     def reconcile(self, fn: Callable) -> Callable:
         """Declare how to look this tool's effect up by the call's key."""
-        if not self.has_side_effect:
-            raise TypeError(f"tool {self.name!r}: only write and notify tools reconcile")
+        validation.check_changes_something(self, "reconcile")
         validation.check_tool_function(self, fn, "reconcile")
         self.reconcile_fn = fn
         return fn
 
     def compensate(self, fn: Callable) -> Callable:
         """Declare the business action that undoes one call of this tool."""
-        if not self.has_side_effect:
-            raise TypeError(f"tool {self.name!r}: only write and notify tools compensate")
+        validation.check_changes_something(self, "compensate")
         validation.check_tool_function(self, fn, "compensate")
         self.compensate_fn = fn
         # The agent step now has something to undo: it joins the run's compensation plan
@@ -407,16 +384,6 @@ class AgentSpec(StepDef):
         call waits for a person's approval of its arguments if `approve_if(args)` says so
         (unset: every call of a high-impact write or notify tool); `approval` (or the
         agent's) says who is asked."""
-        if not TOOL_NAME.fullmatch(name):
-            raise ValueError(f"tool {name!r}: a name of 1-64 letters, digits, '_' or '-'")
-        if name in self.tools:
-            raise ValueError(f"agent {self.name!r}: tool {name!r} declared twice")
-        if kind not in (READ, WRITE, NOTIFY):
-            raise ValueError(f"tool {name!r}: kind must be read, write or notify")
-        if impact not in (LOW, HIGH):
-            raise ValueError(f"tool {name!r}: impact must be 'low' or 'high'")
-        if not (isinstance(args, type) and issubclass(args, BaseModel)):
-            raise TypeError(f"tool {name!r}: args must be a pydantic model")
 
         def decorator(fn: Callable) -> ToolSpec:
             tool = ToolSpec(agent=self, name=name, kind=kind, fn=fn, args=args,
@@ -425,10 +392,7 @@ class AgentSpec(StepDef):
                             lookup_attempts=lookup_attempts, approve_if=approve_if,
                             approval=approval,
                             description=" ".join((fn.__doc__ or "").split()), system=system)
-            if tool.may_need_approval and tool.approval_policy is None:
-                raise ValueError(f"tool {name!r}: its calls may wait for a person's approval; "
-                                 "declare who approves them (approval=tool_approval(...) on "
-                                 "the tool or on the agent)")
+            validation.check_unique_tool(tool)
             self.tools[name] = tool
             if impact == HIGH and kind in (WRITE, NOTIFY):
                 # The step carries the impact of its strongest tool: its effects are not

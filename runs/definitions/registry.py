@@ -17,7 +17,10 @@ class Registry:
     def register(self, workflow) -> None:
         key = (workflow.name, workflow.version)
         if key in self._workflows and self._workflows[key] is not workflow:
-            raise ValueError(f"workflow {workflow.name} v{workflow.version} registered twice")
+            # Runs pin a version: one of the two would run the other's steps.
+            raise validation.DefinitionError(
+                f"{validation.where(workflow)}: {workflow.name} v{workflow.version} registered "
+                "twice (give the new declaration a new version)")
         self._workflows[key] = workflow
 
     def unregister(self, workflow) -> None:

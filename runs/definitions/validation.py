@@ -7,6 +7,7 @@ written here once."""
 
 import inspect
 import math
+import re
 import unicodedata
 from collections.abc import Callable
 from datetime import timedelta
@@ -90,6 +91,30 @@ def check_workflow(workflow) -> None:
                    f"{workflow.input_schema!r}")
     if problem is not None:
         raise DefinitionError(f"{where(workflow)}: {problem}")
+
+
+def check_workflow_options(workflow) -> None:
+    """Refuse what a workflow declares beside its steps, before it is registered: `services`
+    (a client given for its factory failed at the first claim), `retention_days`, and the
+    example inputs the drill kit starts runs with."""
+    services, days = workflow.services_factory, workflow.retention_days
+    checks = (
+        (services is None or callable(services),
+         f"services must be a function building the clients, not {type(services).__name__}"),
+        (days is None or whole(days, least=0),
+         f"retention_days must be a whole number of days, 0 or more, not {days!r}"),
+        *(example_check(workflow, option) for option in ("example", "approval_example")),
+    )
+    refuse(where(workflow), next((why for ok, why in checks if not ok), None))
+
+
+def example_check(workflow, option: str) -> tuple[bool, str]:
+    example = getattr(workflow, option)
+    if example is None or not isinstance(example, dict):
+        return example is None, f"{option} must be a dict of its input, not {example!r}"
+    errors = workflow.parse_input(example, to_its_sender=True)[1]
+    return not errors, f"{option} is no valid input: " + "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in errors)
 
 
 def check_declares_steps(workflow) -> None:
@@ -224,34 +249,67 @@ def fields_check(option: str, value) -> tuple[bool, str]:
             "letters would be taken for field names")
 
 
+# The model calls a tool by its name, which the chat completions API holds to this.
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
 def tool_where(tool) -> str:
     """`workflow triage v1, step 'triage', tool 'post-ledger'`: the start of a tool's refusals."""
     return f"{where(tool.agent.workflow, tool.agent.name)}, tool {tool.name!r}"
 
 
-def check_tool(tool) -> None:
-    """Refuse an agent's tool as it is declared (ToolSpec.__post_init__): its function,
-    called as (ctx, args) once the model chooses it, and its options, held to a step's
-    rules. Left to run time, a wrong one failed only when a model chose the tool."""
-    problem = role_problem(tool.fn, takes="(ctx, args)", arguments=2)
+def check_tool(tool, *, kinds: tuple[str, ...], impacts: tuple[str, ...]) -> None:
+    """Refuse an agent's tool as it is declared (ToolSpec.__post_init__): its name, kind,
+    impact (`kinds`, `impacts`: the declarations') and args schema, its function, called as
+    (ctx, args) once the model chooses it, its options, held to a step's rules, and calls
+    that may wait for a person with nobody named to ask. Left to run time, a wrong one
+    failed only when a model chose the tool."""
+    checks = (
+        (isinstance(tool.name, str) and TOOL_NAME.fullmatch(tool.name),
+         "its name must be 1-64 letters, digits, '_' or '-'"),
+        (tool.kind in kinds, f"kind must be one of {', '.join(kinds)}, not {tool.kind!r}"),
+        (tool.impact in impacts,
+         f"impact must be one of {', '.join(impacts)}, not {tool.impact!r}"),
+        (is_model(tool.args), f"args must be a pydantic model class, not {tool.args!r}"),
+    )
+    problem = next((why for ok, why in checks if not ok), None)
+    problem = problem or role_problem(tool.fn, takes="(ctx, args)", arguments=2)
     if problem is None and tool.approve_if is not None:
         problem = role_problem(tool.approve_if, role="approve_if", takes="(args)")
     if problem is None:
         problem = approval_problem(tool.approval)
     if problem is None:
-        checks = (*effect_checks(tool), fields_check("redact", tool.redact))
+        checks = (*effect_checks(tool), fields_check("redact", tool.redact),
+                  (not tool.may_need_approval or tool.approval_policy is not None,
+                   "its calls may wait for a person's approval; declare who approves them "
+                   "(approval=tool_approval(...) on the tool or on the agent)"))
         problem = next((why for ok, why in checks if not ok), None)
-    if problem is not None:
-        raise DefinitionError(f"{tool_where(tool)}: {problem}")
+    refuse(tool_where(tool), problem)
+
+
+def check_unique_tool(tool) -> None:
+    """Refuse a tool whose name its agent declared already, as it is added to the agent."""
+    refuse(tool_where(tool), "declared twice (tool names are unique within an agent)"
+           if tool.name in tool.agent.tools else None)
+
+
+def check_changes_something(owner, verb: str) -> None:
+    """Refuse a reconcile, compensate or compensation preview (`verb`) declared on a step or
+    a tool (`owner`) that changes nothing: the runtime would never call it, and the module
+    would say an effect is looked up or undone where there is none."""
+    if owner.has_side_effect:
+        return
+    tool = getattr(owner, "agent", None) is not None
+    noun = "tool" if tool else "step"
+    refuse(tool_where(owner) if tool else where(owner.workflow, owner.name),
+           f"only write and notify {noun}s {verb}; its kind is {owner.kind}")
 
 
 def check_tool_function(tool, fn, purpose: str) -> None:
     """Refuse a tool's "reconcile" or "compensate" function (`purpose`): one called as
     (ctx, args), declared once."""
     role = f"{purpose} function"
-    problem = role_problem(fn, role=role, takes="(ctx, args)", arguments=2)
-    if problem is not None:
-        raise DefinitionError(f"{tool_where(tool)}: {problem}")
+    refuse(tool_where(tool), role_problem(fn, role=role, takes="(ctx, args)", arguments=2))
     check_declared_once(tool_where(tool), role=role, declared=getattr(tool, f"{purpose}_fn"),
                         fn=fn, owner="tool")
 
@@ -288,8 +346,9 @@ def approval_problem(approval) -> str | None:
 
 def check_agent(spec) -> None:
     """Refuse an agent step whose system prompt says nothing (the model would be sent an
-    empty instruction at every turn, and choose its tools with no rule for them), or whose
-    budget or approval is not one (budget_problem, approval_problem)."""
+    empty instruction at every turn, and choose its tools with no rule for them), whose
+    budget or approval is not one (budget_problem, approval_problem), or whose
+    schema_error_budget, context_budget or keep_turns is no whole number >= 0."""
     prompt = spec.system_prompt
     problem = None
     if not isinstance(prompt, str):
@@ -298,6 +357,10 @@ def check_agent(spec) -> None:
         problem = "its system prompt is empty: the model would be given no instructions"
     else:
         problem = budget_problem(spec.budget) or approval_problem(spec.approval)
+    for option in () if problem else ("schema_error_budget", "context_budget", "keep_turns"):
+        if not whole(getattr(spec, option), least=0):
+            problem = f"{option} must be a whole number >= 0, not {getattr(spec, option)!r}"
+            break
     if problem is not None:
         raise DefinitionError(f"{where(spec.workflow, spec.name)}: {problem}")
 
@@ -337,8 +400,7 @@ def check_approvers(place: str, *, approvers, escalate_to, remind_every, timeout
     elif not approvers:
         problem = "name at least one approver"
     for option, value in (("remind_every", remind_every), ("timeout", timeout)):
-        if problem is None and (not isinstance(value, timedelta) or value <= timedelta(0)):
-            problem = f"{option} must be a positive timedelta, not {value!r}"
+        problem = problem or duration_problem(option, value)
     for who in () if problem else (*approvers, *escalate_to):
         kind, _, named = str(who).partition(":")
         if not isinstance(who, str) or kind not in ("user", "group") or not named.strip():
@@ -348,13 +410,38 @@ def check_approvers(place: str, *, approvers, escalate_to, remind_every, timeout
         raise DefinitionError(f"{place}: {problem}")
 
 
-def check_positive_duration(workflow, step_name: str, **durations) -> None:
-    """Refuse a sleep's duration or a wait's timeout that is not a positive timedelta (a
-    number of seconds given as 5 failed on a comparison naming neither step nor option)."""
-    for option, value in durations.items():
-        if value is not None and (not isinstance(value, timedelta) or value <= timedelta(0)):
-            raise DefinitionError(f"{where(workflow, step_name)}: {option} must be a positive "
-                                  f"timedelta, not {value!r}")
+def check_sleep(workflow, name, *, duration, until) -> None:
+    """Refuse a sleep not given exactly one of `duration` (a positive timedelta: 5 seconds
+    given as 5 failed on a comparison naming neither step nor option) and `until`."""
+    problem = "give either duration or until" if (duration is None) == (until is None) else None
+    refuse(where(workflow, name), problem or duration_problem("duration", duration, optional=True))
+
+
+def check_event_wait(workflow, name, *, event, timeout, on_timeout: str,
+                     policies: tuple[str, ...]) -> None:
+    """Refuse an event wait's event name, timeout policy and timeout (a positive timedelta)."""
+    problem = None
+    if not isinstance(event, str) or not event.strip():
+        problem = f"name the event it waits for (event=\"invoice.paid\"), not {event!r}"
+    elif ":" in event:
+        # The waiting step names what it waits for as "awaiting-event:<event>:<key>": a ':'
+        # in the event would be read as the start of the key.
+        problem = (f"the event's name {event!r} may not contain ':' (use '.' or '-' to "
+                   "separate its parts)")
+    elif on_timeout not in policies:
+        problem = f"on_timeout must be one of {', '.join(policies)}, not {on_timeout!r}"
+    refuse(where(workflow, name), problem or duration_problem("timeout", timeout, optional=True))
+
+
+def duration_problem(option: str, value, *, optional: bool = False) -> str | None:
+    if (value is None and optional) or isinstance(value, timedelta) and value > timedelta(0):
+        return None
+    return f"{option} must be a positive timedelta, not {value!r}"
+
+
+def refuse(place: str, problem: str | None) -> None:
+    if problem is not None:
+        raise DefinitionError(f"{place}: {problem}")
 
 
 def limits_problem(versions: list, *, max_in_flight, concurrency_key: str, per_key,
