@@ -24,5 +24,8 @@ def agent_conversation(context, run, steps):
     for conv in convs:
         for turn in conv.turns:
             for call in turn.calls:
-                call["actions"] = [offered[name] for name in call["ops"] if name in offered]
+                # Each with what it will do to this call, for its dialog.
+                call["actions"] = [{"action": offered[name],
+                                    "explanation": offered[name].explain(run, steps, call)}
+                                   for name in call["ops"] if name in offered]
     return {"conversations": convs, "run": run, "csrf_token": context.get("csrf_token")}

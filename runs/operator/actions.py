@@ -25,7 +25,7 @@ from ..machine.transitions.operator_rules import check_before_work
 from ..machine.transitions.outcome import REMOTE_REF_MAX
 from ..models import Run, Step, StepStatus
 from ..waiting import events, payloads
-from .previews import compensation_outline, compensation_preview
+from .previews import compensation_outline, compensation_preview, tool_call_outline
 from .reconciliation import reconcile_step, reconcile_tool_call_by_key
 
 
@@ -121,9 +121,12 @@ class OperatorAction:
     def needs_second_person(self, steps: list[Step]) -> bool:
         return transitions.needs_second_person(self.name, steps)
 
-    def explain(self, run: Run, steps: list[Step]) -> list[str]:
-        """What pressing the button will do, in words, for the confirmation dialog."""
-        lines = [self.summary, *_DETAILS.get(self.name, _no_details)(run, steps)]
+    def explain(self, run: Run, steps: list[Step], call: dict | None = None) -> list[str]:
+        """What pressing the button will do, in words, for the confirmation dialog; aimed at
+        one tool call (`call`, as the console reads it), what it will do to that call."""
+        details = (tool_call_outline(self.name, call) if call is not None
+                   else _DETAILS.get(self.name, _no_details)(run, steps))
+        lines = [self.summary, *details]
         # A re-run counts only the effects from the chosen step on: its details say so.
         if self.name != "rerun_from_step" and self.needs_second_person(steps):
             lines.append("This run has a high-impact effect that took place: your request "

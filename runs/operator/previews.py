@@ -3,10 +3,16 @@
 The preview is the workflow's own code, run on the run's rows as they are: where it cannot
 be built (the run's input no longer parses, or the preview itself raises, as one a release
 changed may on an older run that lacks a result key it reads) it is "not available", with
-the reason. The undo does not depend on it: a person can still read why and confirm."""
+the reason. The undo does not depend on it: a person can still read why and confirm.
+
+The other lines of the confirmation dialogs are built here too: what compensating a run will
+undo, and what an action aimed at one tool call will do to that call."""
+
+from types import SimpleNamespace
 
 from audit.redaction import redact_text
 
+from ..agent_models import ToolCallStatus
 from ..definitions import definition
 from ..machine.context import context_outside_executor
 from ..machine.errors import CODE_FAILURES, TransitionNotAllowed
@@ -121,3 +127,43 @@ def _not_undone(steps: list[Step], calls: dict[int, list]) -> list[str]:
                  for c in mine if c.status in EFFECT_STANDS and not c.compensation_key
                  and c.kind in (*_EFFECT_KINDS, "")]
     return kept
+
+
+def tool_call_outline(action: str, call: dict) -> list[str]:
+    """What `action` will do to this one tool call, for its confirmation dialog, by the rules
+    the action follows. `call` is the call as the console reads it
+    (runs.reads.agent_selectors.conversations): it reads no row, so a page of calls costs no
+    query."""
+    where = f"Tool call {call['ref']} ({call['tool']}, {call['impact'] or 'low'} impact)"
+    key = call["key"]
+    if action == "reconcile_tool_call":
+        lines = [f"{where}: the remote system is asked by the call's idempotency key {key}."]
+        if call["impact"] == definition.HIGH:
+            # Not found, the model is told the call did not happen; asked again it makes a
+            # new call, whose place in the conversation gives it a new key: a request of
+            # the old one still in flight would not be recognised as the same and could
+            # take effect twice.
+            lines.append("HIGH IMPACT: a \"not found\" answer is told to the model, which may "
+                         "ask for the call again under a new key: a request still in flight "
+                         "could then take effect twice. Consider looking it up by key again "
+                         "first, or waiting, before recording \"not found\".")
+        return lines
+    if action == "retry_tool_call":
+        return [f"{where} is sent again with the same idempotency key {key}: a receiver that "
+                "honours keys does it at most once."]
+    if action == "compensate_tool_call":
+        # By the rule the compensation itself pauses by (compensation.asks_a_person).
+        pauses = asks_a_person(SimpleNamespace(kind=call["kind"], impact=call["impact"],
+                                               status=call["status"]))
+        return [f"{where}: its undo is sent with the compensation key "
+                f"{call['compensation_key'] or '-'} (the call's own key is {key}); "
+                + ("HIGH IMPACT: it pauses for a person to confirm what it will send."
+                   if pauses else "it does not pause for confirmation (not high impact).")]
+    if action == "cancel_tool_call":
+        lines = [f"{where} is never sent: nothing goes out under its key {key}, and the model "
+                 "is told in its next turn that a person cancelled it."]
+        if call["status"] == ToolCallStatus.WAITING:
+            lines.append("It waits for approval of its arguments: that approval request is "
+                         "withdrawn.")
+        return lines
+    return []
