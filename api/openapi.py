@@ -7,12 +7,17 @@ workflow (its latest version): `workflow` fixed to its name and `input` the work
 pydantic input schema. The runtime validation is the same (api.routes validates the input
 strictly against that schema), so a client generated from the document sends what the API
 accepts.
+
+The document also says what the API sends: the progress events POSTed to subscribers
+(`webhooks`, OpenAPI 3.1), their bodies derived from the models api.webhooks builds them with.
 """
 
 import re
 
 from runs.definitions.definition import registry
 from runs.machine.storable import NUL_PROBLEM, text_problem
+
+from .schemas import RunStatusChanged, RunStepCompleted
 
 NO_NUL_PATTERN = r"^[^\u0000]*$"
 
@@ -125,3 +130,58 @@ def _bad_text(text, loc: list) -> list[dict]:
         return []
     kind = "string_nul" if problem == NUL_PROBLEM else "string_unicode"
     return [{"loc": loc, "msg": problem, "type": kind}]
+
+
+# The headers of every delivery (api.webhooks._attempt), as a receiver checks them.
+_WEBHOOK_HEADERS = {
+    "X-Webhook-Id": {
+        "description": "The delivery id, the same on every attempt (and the body's "
+                       "`delivery_id`): a receiver drops a delivery it has had.",
+        "required": True, "schema": {"type": "string", "format": "uuid"}},
+    "X-Webhook-Timestamp": {
+        "description": "When this attempt was sent, in whole seconds since the Unix epoch; "
+                       "each attempt is signed anew. Refuse one far from your clock (say "
+                       "more than 300 s).",
+        "required": True, "schema": {"type": "string", "pattern": r"^[0-9]+$"}},
+    "X-Webhook-Signature": {
+        "description": "`sha256=` and the lower-case hex HMAC-SHA256, keyed with the "
+                       "subscriber's secret (UTF-8), of `<X-Webhook-Timestamp>.<body>`, the "
+                       "body being the bytes received: verify before parsing, and compare "
+                       "in constant time.",
+        "required": True, "schema": {"type": "string", "pattern": r"^sha256=[0-9a-f]{64}$"}},
+}
+# api.webhooks._attempt: any 2xx delivers, anything else (or no answer) is tried again.
+_WEBHOOK_RESPONSES = {
+    "2XX": {"description": "Delivered: any 2xx. The answer's body is not read."},
+    "default": {"description": "Any other answer (3xx, 4xx, 5xx alike; redirects are not "
+                               "followed), or none within WEBHOOK_TIMEOUT_SECONDS: tried "
+                               "again after 2, 4, 8 ... 512 s, failed after the 10th attempt."},
+}
+WEBHOOKS = {
+    "runStatusChanged": (RunStatusChanged, "A run's status changed"),
+    "runStepCompleted": (RunStepCompleted, "A step of a run has an outcome"),
+}
+
+
+def declare_webhooks(schema: dict) -> None:
+    """The progress events a subscriber receives, as OpenAPI 3.1 `webhooks`: the body of
+    each from the model the publisher builds it with, the signed headers, the answers."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    hooks = {}
+    for name, (model, summary) in WEBHOOKS.items():
+        body = model.model_json_schema(by_alias=True, mode="serialization",
+                                       ref_template="#/components/schemas/{model}")
+        components.update(body.pop("$defs", {}))
+        components[model.__name__] = body
+        hooks[name] = {"post": {
+            "operationId": name,
+            "summary": summary,
+            "description": "POSTed as JSON to each subscriber that takes the run's workflow "
+                           "(docs/operations.md, Progress events).",
+            "parameters": [{"name": header, "in": "header", **spec}
+                           for header, spec in _WEBHOOK_HEADERS.items()],
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}},
+            "responses": {code: dict(answer) for code, answer in _WEBHOOK_RESPONSES.items()},
+        }}
+    schema["webhooks"] = hooks

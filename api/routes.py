@@ -79,6 +79,7 @@ class IntegrationApi(NinjaAPI):
         schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
         openapi.exact_start_body(schema, operation_id="start_run")
         openapi.declare_unsupported_media_type(schema)
+        openapi.declare_webhooks(schema)
         return schema
 
     def on_exception(self, request, exc):

@@ -1,14 +1,18 @@
 """The API's request and response shapes; the OpenAPI document is derived from them."""
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from uuid import UUID
 
 from ninja import Field, Schema
+from pydantic import PlainSerializer, WithJsonSchema
 
+from audit.actions import STEP_OUTCOMES
 from runs.definitions.definition import STEP_KINDS
 from runs.machine.storable import PERSON_TEXT_MAX
+from runs.machine.transitions.kernel import NEW
 from runs.machine.transitions.outcome import REMOTE_REF_MAX
-from runs.models import AttentionReason, ErrorClass, StepStatus, ToolCallStatus
+from runs.models import AttentionReason, ErrorClass, RunStatus, StepStatus, ToolCallStatus
 
 # A run as a caller sees it: a small, finite set of states.
 State = Literal["accepted", "running", "waiting", "needs_attention", "compensating",
@@ -420,3 +424,55 @@ class DecisionOut(Schema):
     outcome: Literal["recorded", "already_recorded"]
     message: str
     approval_request: ApprovalRequestOut
+
+
+# Progress events (api.webhooks): the bodies POSTed to subscribers. The publisher builds
+# each body through these models and the OpenAPI document's `webhooks` is derived from them,
+# so what is sent and what is published cannot drift apart.
+RunStatusName = Literal[tuple(s.value for s in RunStatus)]
+StepOutcomeName = Literal[tuple(str(a) for a in STEP_OUTCOMES)]
+# As sent, not as pydantic writes a datetime ("Z" for UTC): `at` was always isoformat().
+IsoTime = Annotated[datetime, PlainSerializer(datetime.isoformat, return_type=str),
+                    WithJsonSchema({"type": "string", "format": "date-time"})]
+
+
+class WebhookRun(Schema):
+    id: int
+    workflow: str
+    business_key: str
+    status_url: str = Field(json_schema_extra={"format": "uri"},
+                            description="The run's GET /api/runs/{id}, absolute: its current "
+                                        "state.")
+
+
+class WebhookStep(Schema):
+    name: str
+    outcome: StepOutcomeName
+
+
+class RunStatusChanged(Schema):
+    delivery_id: UUID = Field(description="The same on every attempt of this delivery (and "
+                                           "in X-Webhook-Id): drop a second copy.")
+    type: Literal["run.status_changed"]
+    run: WebhookRun
+    from_: RunStatusName | Literal[NEW] = Field(
+        alias="from", description="The run's status before; 'new' for a run just started.")
+    to: RunStatusName
+    at: IsoTime = Field(description="When the change was written (not when it was sent), "
+                                    "with its UTC offset.")
+
+
+class RunStepCompleted(Schema):
+    delivery_id: UUID = Field(description="The same on every attempt of this delivery (and "
+                                           "in X-Webhook-Id): drop a second copy.")
+    type: Literal["run.step_completed"]
+    run: WebhookRun
+    from_: RunStatusName | Literal[""] = Field(
+        alias="from", description="The run's status before the step's outcome, when the "
+                                  "outcome's record says it; else empty.")
+    to: RunStatusName | Literal[""] = Field(
+        description="The run's status after the step's outcome, when the record says it "
+                    "(else as `from`).")
+    at: IsoTime = Field(description="When the outcome was written (not when it was sent), "
+                                    "with its UTC offset.")
+    step: WebhookStep

@@ -212,6 +212,10 @@ def _body(delivery: WebhookDelivery) -> bytes:
         moved = {"from": event.status_from, "to": event.status_to}
         # Step outcomes written before they were read from the audit chain.
         step = {"name": event.step_name, "outcome": event.outcome} if event.step_name else None
+    # The shape the OpenAPI document publishes (api.schemas.RunStatusChanged,
+    # RunStepCompleted; the document's test checks real bodies against it). Not validated
+    # here: a row of an older release outside the published values would otherwise stop
+    # every pass at its delivery.
     body = {
         "delivery_id": str(delivery.delivery_id),
         "type": "run.step_completed" if step else "run.status_changed",
