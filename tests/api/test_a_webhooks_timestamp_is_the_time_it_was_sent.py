@@ -7,10 +7,8 @@ server verifying as docs/operations.md says."""
 
 import hashlib
 import hmac
-import threading
 import time
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.utils import timezone
@@ -18,6 +16,7 @@ from django.utils import timezone
 from api import webhooks
 from api.models import WebhookDelivery, WebhookSubscriber
 from tests.factories import new_run
+from tests.webhook_receiver import WebhookReceiver
 
 pytestmark = pytest.mark.django_db
 SECRET = "whsec-receiver"
@@ -26,40 +25,28 @@ SECRET = "whsec-receiver"
 TOLERANCE = 300
 
 
-class VerifyingReceiver:
+class VerifyingReceiver(WebhookReceiver):
     """Answers 204 to a delivery whose signature and timestamp pass, 401 to any other."""
 
     def __init__(self):
         self.accepted, self.refused = [], []
-        receiver = self
+        super().__init__(self._verdict)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                stamp = self.headers["X-Webhook-Timestamp"]
-                expected = "sha256=" + hmac.new(SECRET.encode(), stamp.encode() + b"." + body,
-                                                hashlib.sha256).hexdigest()
-                fresh = abs(time.time() - int(stamp)) <= TOLERANCE
-                good = hmac.compare_digest(self.headers["X-Webhook-Signature"], expected)
-                (receiver.accepted if good and fresh else receiver.refused).append(int(stamp))
-                self.send_response(204 if good and fresh else 401)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _verdict(self, headers, body) -> int:
+        stamp = headers["X-Webhook-Timestamp"]
+        expected = "sha256=" + hmac.new(SECRET.encode(), stamp.encode() + b"." + body,
+                                        hashlib.sha256).hexdigest()
+        fresh = abs(time.time() - int(stamp)) <= TOLERANCE
+        good = hmac.compare_digest(headers["X-Webhook-Signature"], expected)
+        (self.accepted if good and fresh else self.refused).append(int(stamp))
+        return 204 if good and fresh else 401
 
 
 @pytest.fixture
 def receiver():
     r = VerifyingReceiver()
     yield r
-    r.server.shutdown()
-    r.server.server_close()
+    r.close()
 
 
 def test_a_delivery_sent_late_in_a_long_pass_is_stamped_when_sent(receiver):

@@ -6,8 +6,6 @@ against as the document publishes it (formats checked)."""
 import hashlib
 import hmac
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import jsonschema_rs
 import pytest
@@ -17,6 +15,7 @@ from api.models import WebhookSubscriber
 from runs.execution import executor
 from runs.machine.errors import TransientError
 from tests.factories import new_run
+from tests.webhook_receiver import WebhookReceiver
 
 pytestmark = pytest.mark.django_db
 SECRET = "whsec-openapi"
@@ -24,35 +23,11 @@ HOOKS = {"run.status_changed": "runStatusChanged", "run.step_completed": "runSte
 HEADERS = ["X-Webhook-Id", "X-Webhook-Timestamp", "X-Webhook-Signature"]
 
 
-class Receiver:
-    """Keeps every delivery's headers and body as received; answers 204."""
-
-    def __init__(self):
-        self.requests = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.requests.append((dict(self.headers), body))
-                self.send_response(204)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 @pytest.fixture
 def receiver():
-    r = Receiver()
+    r = WebhookReceiver()
     yield r
-    r.server.shutdown()
-    r.server.server_close()
+    r.close()
 
 
 @pytest.fixture

@@ -5,9 +5,7 @@ holds the runtime up."""
 import hashlib
 import hmac
 import json
-import threading
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.utils import timezone
@@ -19,38 +17,28 @@ from runs.machine import transitions
 from runs.machine.errors import TransitionNotAllowed
 from runs.models import RunEvent, RunStatus
 from tests.factories import SYSTEM, make_due, new_run
+from tests.webhook_receiver import WebhookReceiver
 
 pytestmark = pytest.mark.django_db
 
 
-class Receiver:
+class Receiver(WebhookReceiver):
+    """Answers 500 to the next `fail_next` deliveries, 204 after."""
+
     def __init__(self):
-        self.requests, self.fail_next = [], 0
-        receiver = self
+        self.fail_next = 0
+        super().__init__(self._status)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.requests.append((dict(self.headers), body))
-                status = 500 if receiver.fail_next > 0 else 204
-                receiver.fail_next -= 1
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _status(self, headers, body) -> int:
+        self.fail_next -= 1
+        return 500 if self.fail_next >= 0 else 204
 
 
 @pytest.fixture
 def receiver():
     r = Receiver()
     yield r
-    r.server.shutdown()
+    r.close()
 
 
 def _events(run):
