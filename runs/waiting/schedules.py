@@ -92,8 +92,13 @@ class Schedule:
     register: bool = True
 
     def __post_init__(self):
-        if not self.name or ":" in self.name:
-            raise ScheduleError("a schedule needs a name without ':'")
+        if not isinstance(self.name, str) or not self.name or ":" in self.name \
+                or self.name != self.name.strip():
+            raise ScheduleError(f"a schedule needs a name without ':' or surrounding spaces, "
+                                f"not {self.name!r}")
+        if not isinstance(self.workflow, definition.Workflow):
+            raise ScheduleError(f"schedule {self.name!r}: workflow must be the Workflow it "
+                                f"starts, not {self.workflow!r}")
         if bool(self.cron) == (self.every is not None):
             raise ScheduleError(f"schedule {self.name!r}: give either cron or every, not "
                                 "both or neither")
