@@ -7,6 +7,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from runs.machine.intentions import step_lines
 from runs.models import Step
 from runs.operator.actions import ACTIONS
+from runs.reads.cursors import keyset_after
 
 from .models import (
     DECIDE_CODENAME,
@@ -61,13 +62,7 @@ def inbox_page(user, *, workflows: list[str], after: tuple | None = None,
     where an offset would skip the one that took its place."""
     requests = inbox(user).filter(run__workflow_name__in=workflows)
     if after is not None:
-        due, asked, pk = after
-        requests = requests.filter(
-            Q(due_at__gt=due) | Q(due_at=due, requested_at__gt=asked)
-            | Q(due_at=due, requested_at=asked, pk__gt=pk),
-            # Implied by the condition; the form PostgreSQL starts reading the pending
-            # requests' due_at index from (approval_pending_due_idx).
-            due_at__gte=due)
+        requests = keyset_after(requests, INBOX_ORDER, after)
     rows = list(requests[:limit + 1])
     if len(rows) <= limit:
         return rows, None

@@ -6,6 +6,7 @@ whether that starts over (a page in the browser) or is refused (the API, a comma
 import re
 from datetime import UTC, datetime, timedelta
 
+from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
 
 
@@ -52,3 +53,18 @@ def decode_keyset(value: str, *, times: int = 1) -> tuple | None:
         return None
     *stamps, pk = value.split(".")
     return (*(EPOCH + int(micros) * MICROSECOND for micros in stamps), int(pk))
+
+
+def keyset_after(rows: QuerySet, columns: tuple[str, ...], cursor: tuple, *,
+                 descending: bool = False) -> QuerySet:
+    """`rows` past the row whose `columns` hold `cursor`, in their order (each descending
+    with `descending`): for columns (a, b, c), a beyond, or a equal and b beyond, or a and b
+    equal and c beyond. Every keyset page of the project reads its next page so."""
+    beyond = "lt" if descending else "gt"
+    condition = Q()
+    for i, column in enumerate(columns):
+        equal = {c: v for c, v in zip(columns[:i], cursor[:i], strict=True)}
+        condition |= Q(**equal, **{f"{column}__{beyond}": cursor[i]})
+    # Implied by the condition, but PostgreSQL takes only this form as where to start
+    # reading the index: without it, page N would walk the N-1 pages before it.
+    return rows.filter(condition, **{f"{columns[0]}__{beyond}e": cursor[0]})

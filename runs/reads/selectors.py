@@ -35,6 +35,7 @@ from ..models import (
     Step,
     Workflow,
 )
+from .cursors import keyset_after
 from .search import search_branches
 
 PAGE_SIZE = 50
@@ -123,20 +124,10 @@ STEP_SORT = "step"
 
 def _after(runs: QuerySet, sort: str, cursor: tuple, *,
            columns: tuple[str, ...] | None = None) -> QuerySet:
-    """`runs` past the row whose sort columns hold `cursor` in the order `sort`: for columns
-    (a, b, c), a beyond, or a equal and b beyond, or a and b equal and c beyond. `columns`
-    names the sort's columns otherwise (listed_step for current_step)."""
+    """`runs` past the row whose sort columns hold `cursor` in the order `sort` (keyset_after).
+    `columns` names the sort's columns otherwise (listed_step for current_step)."""
     sort_cols, descending = sort_columns(sort)
-    columns = columns or sort_cols
-    beyond = "lt" if descending else "gt"
-    condition = Q()
-    for i, column in enumerate(columns):
-        equal = {c: v for c, v in zip(columns[:i], cursor[:i], strict=True)}
-        condition |= Q(**equal, **{f"{column}__{beyond}": cursor[i]})
-    # Implied by the condition, but PostgreSQL takes only this form as where to start
-    # reading the index: without it, page N would walk the N-1 pages before it.
-    start = {f"{columns[0]}__{beyond}e": cursor[0]}
-    return runs.filter(condition, **start)
+    return keyset_after(runs, columns or sort_cols, cursor, descending=descending)
 
 
 def cursor_of(run: Run, sort: str) -> tuple:
