@@ -68,7 +68,7 @@ def build_record(*, run_id: int, head_seq: int, head_hash: str, action: str, act
     # One round trip for the three, so the hash covers exactly what jsonb will give back.
     fields["before"], fields["after"], fields["data"] = as_stored(
         [fields["before"], fields["after"], fields["data"]])
-    return AuditRecord(hash=record_hash(**fields), **fields)
+    return AuditRecord.unsaved(hash=record_hash(**fields), **fields)
 
 
 def as_stored(value):

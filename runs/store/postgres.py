@@ -113,10 +113,14 @@ def _json_default(value):
     raise TypeError(f"cannot write {type(value).__name__} in a checkpoint")
 
 
+# One encoder for every checkpoint: json.dumps with options builds a new one at each call.
+_encode = json.JSONEncoder(default=_json_default, separators=(",", ":")).encode
+
+
 def _rows(objects, fields) -> str:
     columns = [(f.column, f.attname) for f in fields]
-    return json.dumps([{column: getattr(obj, attname) for column, attname in columns}
-                       for obj in objects], default=_json_default, separators=(",", ":"))
+    return _encode([{column: getattr(obj, attname) for column, attname in columns}
+                    for obj in objects])
 
 
 # The psycopg connections told to keep one generic plan per prepared statement.

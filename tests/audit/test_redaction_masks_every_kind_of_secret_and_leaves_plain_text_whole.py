@@ -1,0 +1,52 @@
+"""What the redaction filter masks in a text and in a JSON-like value, kind by kind, and
+what it leaves exactly as it was. Every text a record, a checkpoint or a log line keeps
+passes through it, and most hold no secret: the filter skips those quickly, which must
+never let one kind of secret through."""
+
+import pytest
+
+from audit.redaction import REDACTED, redact, redact_text
+
+SECRET = "Zq8vLw3xKp"
+
+
+@pytest.mark.parametrize(("text", "kept_part"), [
+    (f"Bearer {SECRET}", "Bearer "),
+    (f"basic\t{SECRET}", "basic\t"),
+    (f"sk-{SECRET}", ""),
+    (f"the key was SK-{SECRET}", "the key was "),
+    (f"password={SECRET}", "password="),
+    (f"token:{SECRET}", "token:"),
+    (f"api_key = {SECRET}", "api_key = "),
+    (f"https://{SECRET}@example.test/path", "https://"),
+    (f"postgres://user:{SECRET}@db.example.test/x", "postgres://user:"),
+    (f"/approvals/12/link/{SECRET}", "/approvals/12/link/"),
+    (f"Failing row contains (7, {SECRET}, x)", "Failing row contains "),
+])
+def test_each_kind_of_secret_in_a_text_is_masked_and_the_words_before_it_stay(text, kept_part):
+    masked = redact_text(text)
+
+    assert SECRET not in masked
+    assert masked.startswith(kept_part + REDACTED)
+
+
+@pytest.mark.parametrize("text", [
+    "c40755c35c63372444abb7cc3b366c9ac531c40bce1d6e702b1ca65eb920a08b",
+    "succeeded", "", "skipper", "asks", "Ünïcödé", "2026-12-05T07:48:07.952711+00:00",
+    "change another system", "https://example.test/invoices/7",
+])
+def test_a_text_holding_no_secret_is_left_exactly_as_it_was(text):
+    assert redact_text(text) == text
+
+
+def test_a_value_keeps_its_plain_texts_and_loses_its_secrets_and_secret_named_fields():
+    value = {"key": "c40755c35c63372444abb7cc3b366c9ac531c40bce1d6e702b1ca65eb920a08b",
+             "attempt": 1, "note": f"Authorization: Bearer {SECRET}",
+             "api_key": "anything", "Client-Secret": "anything",
+             "lines": ["plain", f"token={SECRET}"]}
+
+    assert redact(value) == {
+        "key": "c40755c35c63372444abb7cc3b366c9ac531c40bce1d6e702b1ca65eb920a08b",
+        "attempt": 1, "note": f"Authorization: Bearer {REDACTED}",
+        "api_key": REDACTED, "Client-Secret": REDACTED,
+        "lines": ["plain", f"token={REDACTED}"]}
