@@ -239,8 +239,11 @@ class WebhookDeliveryAdmin(IndexedSearchAdmin, ReadOnlyAdmin):
     @admin.action(permissions=["send_again"], description="Send again")
     def send_again(self, request, queryset):
         selected = queryset.count()
-        taken = webhooks.send_again(queryset.values_list("pk", flat=True), by=request.user)
+        sent = webhooks.send_again(queryset.values_list("pk", flat=True), by=request.user)
+        left = sent.not_taken_workflow
         self.message_user(
-            request, f"{taken} failed delivery(ies) taken back to pending, due now; "
-                     f"{selected - taken} skipped (not failed).",
-            messages.SUCCESS if taken else messages.WARNING)
+            request, f"{sent.taken} failed delivery(ies) taken back to pending, due now; "
+                     + (f"{left} left failed: their subscriber no longer takes their "
+                        "workflow; " if left else "")
+                     + f"{selected - sent.taken - left} skipped (not failed).",
+            messages.SUCCESS if sent.taken else messages.WARNING)

@@ -371,9 +371,13 @@ def _defer(delivery, retry_at, report) -> None:
 
 def still_subscribed(delivery: WebhookDelivery) -> bool:
     """Whether the delivery's subscriber still takes the workflow of the delivery's run."""
-    workflows = delivery.subscriber.workflows
     run = (delivery.record or delivery.event).run
-    return not workflows or run.workflow_name in workflows
+    return takes(delivery.subscriber.workflows, run.workflow_name)
+
+
+def takes(workflows: list[str], workflow_name: str) -> bool:
+    """Whether a subscriber of `workflows` (none: every one) takes `workflow_name`."""
+    return not workflows or workflow_name in workflows
 
 
 def _withdraw(delivery, report) -> None:
@@ -388,28 +392,50 @@ def _withdraw(delivery, report) -> None:
     report.withdrawn += 1
 
 
-def send_again(delivery_ids, *, by, now: datetime | None = None) -> int:
+@dataclass
+class SentAgain:
+    # Taken back to pending, due now.
+    taken: int = 0
+    # Failed, and left so: their subscriber no longer takes their run's workflow (the
+    # publisher withdrew them, or would at once, sending nothing).
+    not_taken_workflow: int = 0
+
+
+def send_again(delivery_ids, *, by, now: datetime | None = None) -> SentAgain:
     """Take the failed deliveries among `delivery_ids` (a list, or a query of ids) back to
     pending, due now, with a fresh budget of attempts: a receiver that answered errors for
     longer than the budget's 17 minutes gets what it missed once it answers again. Each
     keeps its delivery id, so a receiver that did get one (its answer lost) drops it. Others
-    (pending, delivered) are left as they are. Recorded in the access chain, one record per
-    subscriber, naming `by` and how many, in the transaction of the change. Returns how many
-    were taken back.
+    (pending, delivered) are left as they are, and so is a failed one whose subscriber no
+    longer takes its run's workflow (still_subscribed): the next pass would withdraw it
+    again, sending nothing, so taking it back would only count what is never sent. Once
+    the subscriber takes the workflow again, it may be sent again. Recorded in the access
+    chain, one record per subscriber, naming `by` and how many were taken back, in the
+    transaction of the change.
 
     Their last status code and error stay until the next attempt replaces them: the reason
     they failed is what the admin looks at while the receiver is being fixed."""
     now = now or timezone.now()
+    result = SentAgain()
     with transaction.atomic():
         # Locked, then changed: a second admin sending the same ones again meanwhile waits,
         # then finds them pending and takes nothing, so each is counted and recorded once.
         # Only the deliveries are locked: a subscriber's row is what a publisher pass holds
         # a share lock on while it queues.
-        taken = list(WebhookDelivery.objects.select_for_update(of=("self",))
-                     .filter(pk__in=delivery_ids, status=WebhookDelivery.Status.FAILED)
-                     .order_by("pk").values_list("pk", "subscriber__name"))
+        failed = (WebhookDelivery.objects.select_for_update(of=("self",))
+                  .filter(pk__in=delivery_ids, status=WebhookDelivery.Status.FAILED)
+                  .order_by("pk").values_list("pk", "subscriber__name", "subscriber__workflows",
+                                              "event__run__workflow_name",
+                                              "record__run__workflow_name"))
+        taken = []
+        for pk, name, workflows, event_workflow, record_workflow in failed:
+            # still_subscribed, read with the rows rather than one delivery at a time.
+            if takes(workflows, record_workflow or event_workflow):
+                taken.append((pk, name))
+            else:
+                result.not_taken_workflow += 1
         if not taken:
-            return 0
+            return result
         WebhookDelivery.objects.filter(pk__in=[pk for pk, _ in taken]).update(
             status=WebhookDelivery.Status.PENDING, attempts=0, next_attempt_at=now)
         per_subscriber: dict[str, int] = {}
@@ -421,8 +447,9 @@ def send_again(delivery_ids, *, by, now: datetime | None = None) -> int:
                                  actor=Actor.for_user(by),
                                  before={"status": "failed", "deliveries": count},
                                  after={"status": "pending", "deliveries": count})
+    result.taken = len(taken)
     logger.info("%s sent %d failed webhook deliveries again", by.get_username(), len(taken))
-    return len(taken)
+    return result
 
 
 def publish(*, now: datetime | None = None) -> PublishReport:

@@ -31,12 +31,13 @@ file it archives to (SET LOCAL audit.archival = its sha256) and the record's run
 tombstone pointing at that file. Only step 3 does both.
 
 A crash leaves nothing half done that matters: a file written but not recorded is an
-orphan in storage and its runs are archived again by the next pass; a file recorded but not
-fully removed is finished by the next pass (finish_unfinished). Step results kept as
-artifacts (runs.machine.artifacts) stay in their storage; the archive keeps their references.
+orphan in storage and its runs are archived again by the next pass; a file cut short by the
+crash never has its name (archive.writing), and the next pass deletes what is left of it;
+a file recorded but not fully removed is finished by the next pass (finish_unfinished).
+Step results kept as artifacts (runs.machine.artifacts) stay in their storage; the archive
+keeps their references.
 """
 
-import contextlib
 import getpass
 import gzip
 import hashlib
@@ -49,7 +50,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.core.files import File
 from django.db import transaction
 from django.db.models import Count, Q
 
@@ -61,7 +61,7 @@ from runs.definitions import definition
 from runs.machine.single_pass import single_pass
 from runs.models import FINAL_RUN_STATUSES, Run
 
-from . import parts
+from . import parts, writing
 from .models import ArchivedRun, ArchiveFile, ArchiveRemoval
 from .reading import storage
 
@@ -137,6 +137,10 @@ class ArchiveReport:
     dry_run: bool = False
     # Another pass held the job's lock: this one did nothing.
     locked_out: bool = False
+    # Left in storage by writes killed before the end (archive.writing), deleted.
+    partial_files_removed: int = 0
+    # remove_drill_runs: drill runs past ARCHIVE_MAX_RUNS_PER_PASS, left for the next.
+    runs_left: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -192,6 +196,7 @@ def archive_runs(*, actor: str, now: datetime | None = None, runs_per_file: int 
                 report.eligible += len(batch) - len(parts.pending(batch))
             return report
         finish_unfinished(actor=actor, remove_batch=remove_batch, report=report)
+        report.partial_files_removed = writing.remove_stale_partials(storage())
         after = None
         # Held runs are looked at too: at most as many as a pass archives, so that a
         # backlog of them (a receiver down for days) costs a pass a bounded read.
@@ -288,8 +293,10 @@ def write_file(run_ids: list[int], *, actor: str, now: datetime) -> ArchiveFile 
         saved_here = not where.exists(name)
         try:
             if saved_here:
-                name = where.save(name, File(raw, name=name))
-            return ArchiveFile.objects.create(
+                # Under its name only once whole: a process killed while it writes leaves
+                # a partial file, which the next pass deletes (archive.writing).
+                name = writing.save_whole(where, name, writing.ArchiveBytes(raw, name=name))
+            archive = ArchiveFile.objects.create(
                 name=name, sha256=digest, size=size, run_count=len(ids),
                 record_count=records, first_finished_at=min(finished, default=None),
                 last_finished_at=max(finished, default=None), heads=heads, created_at=now,
@@ -298,9 +305,11 @@ def write_file(run_ids: list[int], *, actor: str, now: datetime) -> ArchiveFile 
             # No row names the file: no file without its row either, nor the part of one a
             # full disk cut short (its runs stay hot).
             if saved_here:
-                with contextlib.suppress(OSError):
-                    where.delete(name)
+                writing.discard(where, name)
             raise
+        if saved_here:
+            writing.recorded(where, name)
+        return archive
 
 
 def _sha256(handle) -> str:

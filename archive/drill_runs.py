@@ -18,7 +18,9 @@ from runs.machine.errors import TransitionNotAllowed
 from runs.machine.single_pass import single_pass
 from runs.models import FINAL_RUN_STATUSES, Run
 
+from . import writing
 from .archiving import JOB, ArchiveReport, archive_file, refuse_sizes
+from .reading import storage
 
 CLEANER = Actor.system("remove_drill_runs")
 CLEANER_SECOND = Actor.system("remove_drill_runs (second person)")
@@ -26,8 +28,10 @@ CLEANER_SECOND = Actor.system("remove_drill_runs (second person)")
 
 def remove_drill_runs(*, actor: str, report: ArchiveReport) -> list[str]:
     """Terminate every open drill run, archive the final ones to files of at most
-    ARCHIVE_RUNS_PER_FILE runs and remove them, as an archiving pass does; the files and
-    the runs removed are counted in `report`. Returns the runs kept, each with why.
+    ARCHIVE_RUNS_PER_FILE runs and remove them, as an archiving pass does, at most
+    ARCHIVE_MAX_RUNS_PER_PASS of them (those past it are counted in report.runs_left, for
+    the next removal); the files and the runs removed are counted in `report`. Returns the
+    runs kept, each with why.
 
     It holds the archiving pass's lock (archive.archiving.JOB) throughout: beside a pass or
     another removal, the same drill runs would be written to two files, or removed while
@@ -41,9 +45,14 @@ def remove_drill_runs(*, actor: str, report: ArchiveReport) -> list[str]:
         if not mine:
             report.locked_out = True
             return []
+        report.partial_files_removed = writing.remove_stale_partials(storage())
         kept = terminate_open_drill_runs()
-        ids = sorted(Run.objects.filter(drill=True, status__in=list(FINAL_RUN_STATUSES))
-                     .values_list("pk", flat=True))
+        final = Run.objects.filter(drill=True, status__in=list(FINAL_RUN_STATUSES))
+        # As many as an archiving pass takes: a drill of a million runs is removed over
+        # several commands, each bounded in time and in the files it writes.
+        most = settings.ARCHIVE_MAX_RUNS_PER_PASS
+        ids = list(final.order_by("pk").values_list("pk", flat=True)[:most])
+        report.runs_left = final.count() - len(ids)
         # Dated by the database's clock, as an archiving pass dates its files and removals.
         now = store.current().now()
         per_file = settings.ARCHIVE_RUNS_PER_FILE

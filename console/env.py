@@ -32,6 +32,11 @@ TRUE, FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 # pause, a call would time out before it is made, a window would count nothing. A duration
 # where 0 means something (off, never, every time) takes 0, and says so in its meaning.
 SOME = 0.1
+# Room in a request body for what it holds besides a run input or an event's payload (the
+# fields around it), and more than any form of the console or the admin sends. A smaller
+# body limit refuses ordinary requests, and an input within RUNS_INPUT_MAX_BYTES with a 413
+# that names neither the input nor its limit.
+BODY_ROOM = 65536
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,9 @@ class Variable:
     # it a value would be taken, then fail or misbehave at its first use (a pool of no
     # connections, a sweep without pause, a token expired as it is made).
     minimum: int | float | None = None
+    # For a number that must hold another variable's amount and more: its least is that
+    # variable's value plus `minimum` (both named when it is refused).
+    above: str = ""
 
     @property
     def default_text(self) -> str:
@@ -70,7 +78,9 @@ VARIABLES: list[Variable] = [
       "live by default", shown="var/ in the project"),
     V("SECURE_SSL_REDIRECT", BOOL, "1", "console.production: redirect plain HTTP to HTTPS"),
     V("DATA_UPLOAD_MAX_MEMORY_SIZE", INT, "2621440",
-      "the largest request body read, in bytes; larger ones get 413", minimum=1),
+      "the largest request body read, in bytes; larger ones get 413. It must hold a run "
+      "input or event payload of RUNS_INPUT_MAX_BYTES and the rest of its request",
+      minimum=BODY_ROOM, above="RUNS_INPUT_MAX_BYTES"),
     # Database and broker
     V("DATABASE_URL", DATABASE, None,
       "postgres://user:password@host:5432/dbname (PostgreSQL 14+), or sqlite:///path",
@@ -265,9 +275,10 @@ OUR_PREFIXES = ("RUNS_", "API_", "APPROVALS_", "APPROVAL_", "ARCHIVE_", "METRICS
 _UNSET = object()
 
 
-def parse(variable: Variable, raw: str):
+def parse(variable: Variable, raw: str, *, environ: Mapping[str, str] | None = None):
     """The typed value of `raw` for `variable`; ImproperlyConfigured naming both if it is
-    malformed, or below the variable's minimum."""
+    malformed, or below the variable's minimum (for one `above` another, that variable's
+    value in `environ` and the minimum)."""
     text = raw.strip()
 
     def refuse(expected: str):
@@ -277,7 +288,12 @@ def parse(variable: Variable, raw: str):
 
     def at_least_minimum(value):
         # Not `value < minimum`: NaN compares false with every number, and is refused too.
-        if variable.minimum is not None and not value >= variable.minimum:
+        if variable.above:
+            other = env(variable.above, environ=environ)
+            if not value >= other + variable.minimum:
+                raise refuse(f"at least {other + variable.minimum}: {variable.above} "
+                             f"({other}) + {variable.minimum}")
+        elif variable.minimum is not None and not value >= variable.minimum:
             raise refuse(f"at least {variable.minimum}")
         # An infinite interval, timeout or lease never ends: a sweep never comes back, a
         # lease is never taken back.
@@ -382,8 +398,9 @@ def env(name: str, default=_UNSET, *, environ: Mapping[str, str] | None = None):
     if raw is None:
         if default is not _UNSET:
             return default
-        return None if variable.default is None else parse(variable, variable.default)
-    return parse(variable, raw)
+        return None if variable.default is None else parse(variable, variable.default,
+                                                           environ=environ)
+    return parse(variable, raw, environ=environ)
 
 
 def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -405,9 +422,11 @@ def check_environment(environ: Mapping[str, str] | None = None) -> None:
     for variable in VARIABLES:
         if variable.name in environ:
             try:
-                parse(variable, environ[variable.name])
+                parse(variable, environ[variable.name], environ=environ)
             except ImproperlyConfigured as exc:
-                problems.append(str(exc))
+                # Once each: a variable read by another's check refuses there too.
+                if str(exc) not in problems:
+                    problems.append(str(exc))
     if problems:
         raise ImproperlyConfigured(
             "the environment has problems; the table of variables is in "
@@ -420,6 +439,7 @@ def markdown_table() -> str:
     for v in VARIABLES:
         kind = v.kind + (f" ({' / '.join(c or '(empty)' for c in v.choices)})"
                          if v.choices else "")
-        kind += f" (at least {v.minimum})" if v.minimum is not None else ""
+        least = f"{v.above} + {v.minimum}" if v.above else v.minimum
+        kind += f" (at least {least})" if v.minimum is not None else ""
         lines.append(f"| `{v.name}` | {kind} | {v.default_text} | {v.meaning} |")
     return "\n".join(lines) + "\n"

@@ -18,6 +18,9 @@ from contextlib import contextmanager
 
 BEFORE_CALL = "before_call"
 AFTER_CALL = "after_call"
+# Within a write, after its first part is written ("mid_write:archive_file": an archive
+# file's, archive.writing).
+MID_WRITE = "mid_write"
 
 _failing: set[str] = set()
 

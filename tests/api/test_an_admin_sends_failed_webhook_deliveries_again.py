@@ -212,3 +212,43 @@ def test_a_subscribers_whole_failed_backlog_is_sent_again_from_its_filtered_list
     assert len([p for p, _ in receiver.ids if p == "/erp"]) == 30  # erp: none again
     record = AccessRecord.objects.get(action=SENT_AGAIN)
     assert (record.subject, record.after["deliveries"]) == ("webhook subscriber crm", 3)
+
+
+def test_a_failed_delivery_of_a_workflow_its_subscriber_no_longer_takes_is_left_failed(
+        receiver):
+    crm = WebhookSubscriber.objects.create(
+        name="crm", url=f"{receiver.url}/crm", secret=SECRET,
+        workflows=["test-orders", "test-saga"], **webhooks.cursors_at_head())
+    receiver.answer("POST", "/crm", 500)
+    new_run("test-orders")
+    new_run("test-saga")
+    start = timezone.now() - timedelta(days=1)
+    webhooks.queue_deliveries(now=start)
+    for hour in range(webhooks.RETRY.maximum_attempts):
+        webhooks.send_due(now=start + timedelta(hours=hour))
+    # Queued while the subscriber took the workflow, withdrawn unsent once it did not.
+    new_run("test-saga")
+    webhooks.queue_deliveries()
+    WebhookSubscriber.objects.filter(pk=crm.pk).update(workflows=["test-orders"])
+    assert webhooks.send_due().withdrawn == 1
+    orders = WebhookDelivery.objects.get(event__run__workflow_name="test-orders")
+    saga = list(WebhookDelivery.objects.filter(event__run__workflow_name="test-saga"))
+    assert {d.status for d in [orders, *saga]} == {"failed"}
+    left = {d.pk: _state(d) for d in saga}
+    sent = len(receiver.ids)
+
+    response = _send_again(_staff(["view_webhookdelivery", "change_webhookdelivery"]),
+                           [orders, *saga])
+
+    assert _said(response) == ["1 failed delivery(ies) taken back to pending, due now; "
+                               "2 left failed: their subscriber no longer takes their "
+                               "workflow; 0 skipped (not failed)."]
+    assert {d.pk: _state(d) for d in saga} == left
+    assert _state(orders)[:2] == ("pending", 0)
+    record = AccessRecord.objects.get(action=SENT_AGAIN)
+    assert (record.before, record.after) == ({"status": "failed", "deliveries": 1},
+                                             {"status": "pending", "deliveries": 1})
+    receiver.answer("POST", "/crm", 204)
+    report = webhooks.send_due()
+    assert (report.delivered, report.withdrawn) == (1, 0)
+    assert receiver.ids[sent:] == [("/crm", str(orders.delivery_id))]

@@ -1,6 +1,7 @@
 """Remove the runs the drill kit started (Run.drill), in one command: terminated if still
 open, archived to files, then removed (archive.drill_runs does it; this command reports)."""
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
@@ -9,10 +10,11 @@ from archive.drill_runs import remove_drill_runs
 
 
 class Command(BaseCommand):
-    help = ("Remove every drill run (started by manage.py drill): terminated if still open, "
+    help = ("Remove the drill runs (started by manage.py drill): terminated if still open, "
             "archived to files of at most ARCHIVE_RUNS_PER_FILE runs (the audit chains stay "
-            "verifiable), then removed. Refused, nothing done, while an archiving pass or "
-            "another removal runs.")
+            "verifiable), then removed, at most ARCHIVE_MAX_RUNS_PER_PASS at a time (it says "
+            "how many are left). Refused, nothing done, while an archiving pass or another "
+            "removal runs.")
 
     def handle(self, *args, **options):
         report = ArchiveReport()
@@ -40,8 +42,15 @@ class Command(BaseCommand):
                              else ""))
         for line in kept:
             self.stdout.write(f"kept: {line}")
+        # A drill run left in the tables is a removal that did not happen: a script
+        # reading the exit status alone would take it for done.
+        unfinished = []
         if kept:
-            # A drill run left in the tables is a removal that did not happen: a script
-            # reading the exit status alone would take it for done.
-            raise CommandError(f"{len(kept)} drill run(s) kept (named above); settle them, "
-                               "then run remove_drill_runs again")
+            unfinished.append(f"{len(kept)} drill run(s) kept (named above); settle them, "
+                              "then run remove_drill_runs again")
+        if report.runs_left:
+            unfinished.append(f"{report.runs_left} drill run(s) left, past the "
+                              f"{settings.ARCHIVE_MAX_RUNS_PER_PASS} removed at a time "
+                              "(ARCHIVE_MAX_RUNS_PER_PASS): run remove_drill_runs again")
+        if unfinished:
+            raise CommandError(". ".join(unfinished))
