@@ -12,6 +12,8 @@ one write lock, the lock PostgreSQL takes per row with SELECT ... FOR UPDATE.
 The store tests (tests/runs/test_store.py) run on both databases in `make test`.
 """
 
+from functools import cache
+
 from django.db import connection
 
 from .base import Store, join_next_transaction, withdraw_joined
@@ -24,8 +26,10 @@ __all__ = ["PostgresStore", "SqliteStore", "Store", "current", "join_next_transa
 _STORES = {"postgresql": PostgresStore(), "sqlite": SqliteStore()}
 
 
+@cache
 def current() -> Store:
-    """The store of the default database."""
+    """The store of the default database: one per process (its database is settled before
+    the first call), asked at every checkpoint."""
     return of(connection)
 
 

@@ -26,7 +26,8 @@ from functools import lru_cache, partial
 
 import psycopg
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import (DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connection,
+                       connections, transaction)
 from django.db.models import signals
 from django.db.models.base import ModelState
 from django.utils import timezone
@@ -142,9 +143,12 @@ def _prepared_cursor():
     wrap_database_errors: a lost connection raises Django's OperationalError and marks the
     connection for the check that replaces it, as with any ORM statement.
     """
-    connection.ensure_connection()
-    raw = connection.connection
-    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+    # The thread's connection itself: each attribute asked of the `connection` proxy is
+    # a thread-local lookup, and this runs at every checkpoint.
+    db = connections[DEFAULT_DB_ALIAS]
+    db.ensure_connection()
+    raw = db.connection
+    with db.wrap_database_errors, psycopg.Cursor(raw) as cursor:
         if raw not in _generic_plans:
             # Transactional, like any SET: the session counts as set once it has committed
             # (at once in autocommit; never inside a test's transaction, which sets it again
