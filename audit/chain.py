@@ -74,7 +74,36 @@ def build_record(*, run_id: int, head_seq: int, head_hash: str, action: str, act
 def as_stored(value):
     """`value` as a jsonb column gives it back: JSON text (what json cannot write as str),
     each number as PostgreSQL's numeric keeps the text Python wrote for it."""
-    return json.loads(json.dumps(value, default=str), parse_float=_as_numeric)
+    try:
+        return _plain_copy(value)
+    except (_NotPlain, RecursionError):
+        return json.loads(json.dumps(value, default=str), parse_float=_as_numeric)
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _plain_copy(value):
+    """A copy of a value made only of what JSON gives back unchanged (text, whole numbers,
+    booleans, None, lists and text-keyed objects), as the round trip through JSON would
+    make it, at a fifth of its cost (a record's data nearly always is such a value);
+    _NotPlain for anything else (a float, a date, a key that is no text)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is dict:
+        copy = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            copy[key] = _plain_copy(item)
+        return copy
+    if kind is list or kind is tuple:
+        return [_plain_copy(item) for item in value]
+    if isinstance(value, str):  # a choice's value (StepStatus): JSON keeps only its text
+        return str.__str__(value)
+    raise _NotPlain
 
 
 def _as_numeric(text: str) -> int | float:
