@@ -117,7 +117,7 @@ def lookup_vendor(ctx, args):
     return found
 
 
-@triage.tool("open-approval-task", kind=WRITE, honours_keys=True, args=ApprovalTaskArgs,
+@triage.tool("open-approval-task", kind=WRITE, honours_key=True, args=ApprovalTaskArgs,
              system="the task tracker", retry=RetryPolicy(initial_interval=1,
                                                           maximum_attempts=5))
 def open_approval_task(ctx, args):
@@ -143,7 +143,7 @@ def cancel_approval_task(ctx, args):
     return StepResult(task, remote_ref=task["id"])
 
 
-@triage.tool("post-ledger", kind=WRITE, impact=HIGH, honours_keys=True, args=PostLedgerArgs,
+@triage.tool("post-ledger", kind=WRITE, impact=HIGH, honours_key=True, args=PostLedgerArgs,
              redact=("iban",), system="the ledger",
              approve_if=lambda args: Decimal(args.amount) >= THRESHOLD,
              # Asked like the invoice workflow's approve-invoice step: the approvers by

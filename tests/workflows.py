@@ -341,7 +341,7 @@ agentic = Workflow("test-agent", version=1, input=OrderIn)
 assist = agentic.agent("assist", system_prompt="Take notes.")
 
 
-@assist.tool("write-note", kind="write", honours_keys=True, args=NoteArgs)
+@assist.tool("write-note", kind="write", honours_key=True, args=NoteArgs)
 def write_note(ctx, args):
     """Write a note."""
     script.calls.append(("write-note", ctx.key, ctx.attempt))
@@ -380,11 +380,11 @@ def saga_release(ctx):
 
 
 saga_assist = agent_saga.agent("assist", system_prompt="Take notes, then charge.")
-saga_assist.tool("write-note", kind="write", honours_keys=True, args=NoteArgs)(write_note.fn)
+saga_assist.tool("write-note", kind="write", honours_key=True, args=NoteArgs)(write_note.fn)
 saga_assist.tools["write-note"].compensate(delete_note)
 
 
-@saga_assist.tool("charge", kind="write", honours_keys=True, args=NoteArgs, retry=FAST)
+@saga_assist.tool("charge", kind="write", honours_key=True, args=NoteArgs, retry=FAST)
 def saga_charge(ctx, args):
     script.calls.append(("charge", ctx.key, ctx.attempt))
     raise PermanentError("card declined")
@@ -697,7 +697,7 @@ def effect_note(ctx):
     raise AssertionError("driven by hand")
 
 
-@effect_agent.tool("note", kind="write", honours_keys=True, args=NoteArgs, retry=FAST,
+@effect_agent.tool("note", kind="write", honours_key=True, args=NoteArgs, retry=FAST,
                    lookup_attempts=2)
 def effect_note_tool(ctx, args):
     raise AssertionError("driven by hand")
@@ -737,7 +737,7 @@ def saga_note(ctx):
 saga_agent = saga_call.agent("act", system_prompt="Act.")
 
 
-@saga_agent.tool("note", kind="write", honours_keys=True, args=NoteArgs, retry=FAST)
+@saga_agent.tool("note", kind="write", honours_key=True, args=NoteArgs, retry=FAST)
 def saga_note_tool(ctx, args):
     raise AssertionError("driven by hand")
 

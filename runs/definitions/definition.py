@@ -14,6 +14,7 @@ get a StepContext.
 """
 
 import typing
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -259,7 +260,7 @@ class Workflow:
 #
 #     triage = invoice.agent("triage", system_prompt="...", budget=AgentBudget(max_turns=8))
 #
-#     @triage.tool("post-ledger", kind=WRITE, impact=HIGH, honours_keys=True,
+#     @triage.tool("post-ledger", kind=WRITE, impact=HIGH, honours_key=True,
 #                  args=PostLedgerArgs, redact=("iban",))
 #     def post_ledger(ctx, args): ...      # ctx.key: this tool call's own idempotency key
 #
@@ -375,19 +376,29 @@ class AgentSpec(StepDef):
     model_system: str = ""
 
     def tool(self, name: str, *, args: type[BaseModel], kind: str = READ, impact: str = LOW,
-             honours_keys: bool = False, redact: tuple[str, ...] = (),
+             honours_key: bool = False, redact: tuple[str, ...] = (),
              retry: RetryPolicy = DEFAULT_POLICY, lookup_delay: float = 10.0,
              lookup_attempts: int = 3, approve_if: Callable | None = None,
              approval: ApprovalPolicy | None = None,
-             system: str = "") -> Callable[[Callable], ToolSpec]:
+             system: str = "",
+             honours_keys: bool | None = None) -> Callable[[Callable], ToolSpec]:
         """Declare a tool the model may call; the decorated function performs one call. A
         call waits for a person's approval of its arguments if `approve_if(args)` says so
         (unset: every call of a high-impact write or notify tool); `approval` (or the
-        agent's) says who is asked."""
+        agent's) says who is asked. `honours_key`, as for a step: the receiver performs a
+        key it has seen once. (`honours_keys` is its former spelling, still taken.)"""
+        if honours_keys is not None:
+            if honours_key and not honours_keys:
+                raise validation.DefinitionError(
+                    f"tool {name!r} of {self.name!r}: honours_key=True and honours_keys=False; "
+                    "give honours_key alone")
+            warnings.warn(f"tool {name!r} of {self.name!r}: honours_keys= is now spelt "
+                          "honours_key=, as for a step", DeprecationWarning, stacklevel=2)
+            honours_key = honours_keys
 
         def decorator(fn: Callable) -> ToolSpec:
             tool = ToolSpec(agent=self, name=name, kind=kind, fn=fn, args=args,
-                            impact=impact, honours_key=honours_keys, redact=redact,
+                            impact=impact, honours_key=honours_key, redact=redact,
                             retry=retry, lookup_delay=lookup_delay,
                             lookup_attempts=lookup_attempts, approve_if=approve_if,
                             approval=approval,

@@ -26,8 +26,14 @@ from functools import lru_cache, partial
 
 import psycopg
 from django.conf import settings
-from django.db import (DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connection,
-                       connections, transaction)
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    DatabaseError,
+    IntegrityError,
+    connection,
+    connections,
+    transaction,
+)
 from django.db.models import signals
 from django.db.models.base import ModelState
 from django.utils import timezone

@@ -29,7 +29,7 @@ def decide_then_act():
 
     agent = workflow.agent("act", system_prompt="Act on the category.")
 
-    @agent.tool("write-note", kind="write", honours_keys=True, args=NoteArgs)
+    @agent.tool("write-note", kind="write", honours_key=True, args=NoteArgs)
     def write_note(ctx, args):
         """Write a note."""
         return StepResult({"note": "N-1"}, remote_ref="N-1")
