@@ -13,8 +13,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from functools import lru_cache
 
 from django.db import transaction
+from django.db.models import signals
+from django.db.models.base import ModelState
 from django.utils import timezone
 
 from .models import AuditRecord
@@ -68,7 +71,27 @@ def build_record(*, run_id: int, head_seq: int, head_hash: str, action: str, act
     # One round trip for the three, so the hash covers exactly what jsonb will give back.
     fields["before"], fields["after"], fields["data"] = as_stored(
         [fields["before"], fields["after"], fields["data"]])
-    return AuditRecord.unsaved(hash=record_hash(**fields), **fields)
+    return _unsaved(hash=record_hash(**fields), **fields)
+
+
+@lru_cache(maxsize=1)
+def _record_fields() -> frozenset:
+    return frozenset(f.attname for f in AuditRecord._meta.concrete_fields if not f.primary_key)
+
+
+def _unsaved(**values) -> AuditRecord:
+    """A new record of `values` (every field but the id), as AuditRecord(**values) makes it,
+    without Model.__init__'s work per field (a seventh of building a step's record), unless
+    a receiver listens to the model's init signals."""
+    if (signals.pre_init.has_listeners(AuditRecord) or signals.post_init.has_listeners(AuditRecord)
+            or values.keys() != _record_fields()):
+        # A field left out takes its default and an unknown one is refused, as only
+        # __init__ does.
+        return AuditRecord(**values)
+    record = AuditRecord.__new__(AuditRecord)
+    record.__dict__.update(values, id=None)
+    record._state = ModelState()
+    return record
 
 
 def as_stored(value):

@@ -6,18 +6,9 @@ written by the transitions (runs.machine.transitions.kernel, Change.audit), insi
 transaction of the change they describe.
 """
 
-from functools import lru_cache
-
 from django.db import models
-from django.db.models import signals
-from django.db.models.base import ModelState
 
 from .actions import ROUTINE_ACTIONS
-
-
-@lru_cache(maxsize=2)
-def _stored_fields(model) -> frozenset:
-    return frozenset(f.attname for f in model._meta.concrete_fields if not f.primary_key)
 
 
 class AppendOnlyError(Exception):
@@ -84,21 +75,6 @@ class AuditRecord(models.Model):
 
     def delete(self, *args, **kwargs):
         raise AppendOnlyError(f"audit record {self.pk} is append-only: delete refused")
-
-    @classmethod
-    def unsaved(cls, **values) -> "AuditRecord":
-        """A new record of `values` (every field but the id), as AuditRecord(**values) makes
-        it. Without Model.__init__'s work per field, which cost a seventh of a step's
-        record, unless a receiver listens to the model's init signals."""
-        if (signals.pre_init.has_listeners(cls) or signals.post_init.has_listeners(cls)
-                or values.keys() != _stored_fields(cls)):
-            # A field left out takes its default and an unknown one is refused, as only
-            # __init__ does.
-            return cls(**values)
-        record = cls.__new__(cls)
-        record.__dict__.update(values, id=None)
-        record._state = ModelState()
-        return record
 
 
 class AccessRecord(models.Model):

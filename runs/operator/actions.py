@@ -328,8 +328,9 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
         "ask_again", "Ask the model again", "retry_step",
         "Discards the stored model decision of the chosen step and asks the model again (a "
         "new decision version); the later reads and decisions that ran on the old one run "
-        "again after it. The old decision is kept in the audit record. Refused once a later "
-        "step has acted on the old decision.", _ask_again),
+        "again after it, and a later approval granted on it is asked again. The old decision "
+        "is kept in the audit record. Refused once a later step has acted on the old "
+        "decision.", _ask_again),
     OperatorAction(
         "compensate", "Compensate", "compensate_run",
         "Undoes the completed steps, newest first, each with its own idempotency key. The "

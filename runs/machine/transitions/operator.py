@@ -250,8 +250,9 @@ def ask_again(run_id: int, *, step_name: str, actor: Actor, reason: str,
     """Discard a stored model decision so the model is asked again, as a new decision
     version. Refused once a later side-effecting step has acted on the old decision (re-run
     from the decision instead). The later reads and decisions that already ran, on the old
-    decision, run again after the new one: their results would be the old decision's. The
-    old decision stays in the audit record."""
+    decision, run again after the new one: their results would be the old decision's. So is
+    a later approval granted on it: the person approved what the old decision said, and is
+    asked again about the new one. The old decision stays in the audit record."""
     with operator_transition(run_id, "ask_again", actor=actor, reason=reason, now=now,
                              step_name=step_name) as op:
         run, change, step = op.run, op.change, op.step
@@ -259,7 +260,7 @@ def ask_again(run_id: int, *, step_name: str, actor: Actor, reason: str,
         previous = step.result
         version = step.attempt + 1
         read_again = [s for s in op.steps if s.position > step.position
-                      and s.kind in (definition.READ, definition.DECISION)
+                      and s.kind in (definition.READ, definition.DECISION, definition.APPROVAL)
                       and s.status == StepStatus.SUCCEEDED]
         for discarded in (step, *read_again):
             discarded.status, discarded.result = StepStatus.PENDING, None
