@@ -1,7 +1,5 @@
 """PostgreSQL, production's database: the store's methods, and the statements that make a
-transition's writes one statement.
-
-A transition's writes as one conditional statement, for the executor's hot path.
+transition's writes one conditional statement, for the executor's hot path.
 
 Recording a step's outcome together with the next step's intent costs, through the ORM, a
 SELECT ... FOR UPDATE, two step UPDATEs, an audit INSERT and a run UPDATE between BEGIN and
@@ -26,14 +24,7 @@ from functools import lru_cache, partial
 
 import psycopg
 from django.conf import settings
-from django.db import (
-    DEFAULT_DB_ALIAS,
-    DatabaseError,
-    IntegrityError,
-    connection,
-    connections,
-    transaction,
-)
+from django.db import DatabaseError, IntegrityError, connection, connections, transaction
 from django.db.models import signals
 from django.db.models.base import ModelState
 from django.utils import timezone
@@ -120,7 +111,7 @@ def _json_default(value):
     raise TypeError(f"cannot write {type(value).__name__} in a checkpoint")
 
 
-# One encoder for every checkpoint: json.dumps with options builds a new one at each call.
+# json.dumps with options would build a new encoder at each call.
 _encode = json.JSONEncoder(default=_json_default, separators=(",", ":")).encode
 
 
@@ -136,22 +127,19 @@ _generic_plans: weakref.WeakSet = weakref.WeakSet()
 
 @contextmanager
 def _prepared_cursor():
-    """psycopg's own cursor on Django's connection: it binds parameters on the server, so
-    `execute(..., prepare=True)` parses and plans a statement once per connection
-    (settings: prepare_threshold; without it psycopg ignores prepare=True). A new
-    connection (after a health check or a lost session) prepares its statements again.
+    """psycopg's own cursor on Django's connection (the thread's own, not the proxy, whose
+    every attribute is a lookup): it binds parameters on the server, so `execute(...,
+    prepare=True)` parses and plans a statement once per connection (settings:
+    prepare_threshold; without it psycopg ignores prepare=True). A new connection (after a
+    health check or a lost session) prepares its statements again.
 
     PostgreSQL would still re-plan the checkpoint at every execution: its generic plan's
     estimate (the step id list) looks dearer than a custom one, though both take the same
     primary keys. force_generic_plan, set once per session, keeps the one plan; it touches
     prepared statements only, and the ORM's queries are not prepared (client-side binding).
-
     wrap_database_errors: a lost connection raises Django's OperationalError and marks the
-    connection for the check that replaces it, as with any ORM statement.
-    """
-    # The thread's connection itself: each attribute asked of the `connection` proxy is
-    # a thread-local lookup, and this runs at every checkpoint.
-    db = connections[DEFAULT_DB_ALIAS]
+    connection for the check that replaces it, as with any ORM statement."""
+    db = connections[connection.alias]
     db.ensure_connection()
     raw = db.connection
     with db.wrap_database_errors, psycopg.Cursor(raw) as cursor:
