@@ -3,9 +3,9 @@ POST /api/events/webhook/{source} for a source that signs its deliveries (HMAC-S
 the timestamp and the body, with the source's secret, within a window against replay).
 
 Thin: check who sends, then runs.waiting.events.receive_event delivers the event to the run that
-waits for it, or keeps it for the run that will (or, where a person ended that run, for a
-person to deliver). A redelivered event (same source and id) answers 200 and changes
-nothing.
+waits for it, or keeps it for the run that will (or, where a person ended the run whose
+business key it is, for a person to deliver). A redelivered event (same source and id)
+answers 200 and changes nothing.
 
 Who sends is checked before the body is read, for a signed event as for a token's: the
 signature is over the raw bytes, so it needs nothing parsed, and a caller who cannot sign
@@ -53,10 +53,11 @@ class EventIn(Schema):
 
 
 class EventReceipt(Schema):
-    status: str = Field(description="delivered (to the waiting run), kept (no run waits for "
-                                    "it yet, or a person ended its run: it is left for a "
-                                    "person, not delivered if the run is reopened) or "
-                                    "duplicate (received before)")
+    status: str = Field(description="delivered (to the waiting run), kept (no run that "
+                                    "listens waits for it yet: for the next run that waits "
+                                    "under its key; where a person ended the run whose "
+                                    "business key it is, left for a person, not delivered "
+                                    "if the run is reopened) or duplicate (received before)")
     run_id: int | None = None
     keep_until: datetime | None = Field(
         None, description="Only for kept (for a run that will wait for it), and for a duplicate "
@@ -145,8 +146,9 @@ _RESPONSES = {200: EventReceipt, 202: EventReceipt, 400: Error, 401: Error, 403:
           summary="Send an external event", response=_RESPONSES, openapi_extra=_HEADERS,
           exclude_unset=True,
           description="202: delivered to the run waiting for it, or kept for the run that "
-                      "will wait for it (for a person, where a person ended the run) until "
-                      "keep_until, when it expires undelivered. 200: "
+                      "will wait for it until keep_until, when it expires undelivered (for a "
+                      "person, with no keep_until, where a person ended the run whose "
+                      "business key it is). 200: "
                       "this source and id were received before; "
                       "nothing changed. 409: this source and id were received before with "
                       "another payload; nothing changed (send it under a new id). 422: the "

@@ -16,9 +16,11 @@ whose code no longer waits for it. Either way the run is held for a person
 its timeout.
 
 An event for a run a person ended (terminated) is kept too, the sender told so as for any
-kept event, but refused for that run and said on its log: the run takes no event on its own,
-and reopening it does not hand it over (runs.waiting.kept: refuse_for_ended). A person who
-reopens it may deliver the event by hand.
+kept event, but the run takes no event on its own, and reopening it does not hand it over
+(runs.waiting.kept: not_for_ended). Where its key is that run's business key, the event is
+refused for the run and said on its log, left for a person, who may deliver it by hand once
+the run is reopened. A key that a wait's own correlate() gave names no run: the event is
+kept for the next run that waits under it, as an early event is, with its keep time.
 
 A kept event is kept for RUNS_EVENT_KEEP_SECONDS from when it came (keep_until, which the
 sender's answer carries), then expires and is never delivered (runs.waiting.kept_expiry).
@@ -53,6 +55,7 @@ from ..machine.storable import (
 from ..machine.transitions import DuplicateEvent, awaiting_ref, deliver_event
 from ..machine.transitions.events import KEY_LENGTH, insert_event
 from ..machine.transitions.kernel import input_hash, transition_time
+from ..machine.transitions.refused_events import run_ended
 from ..models import ExternalEvent
 from .kept import (
     consume_kept,
@@ -229,6 +232,8 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
     if (previous := _received_before(workflow, source, event_id, digest)) is not None:
         return previous
     step = waiting_step(workflow, ref, now=now)
+    if step is not None and run_ended(step.run) is not None:
+        step = None  # not the run's on its own: kept, then whose it is (consume_kept)
     if step is not None and consume_kept_for_run(step.run_id):
         # An event kept for this wait came first (the run began to wait before it was handed
         # over): the run takes that one, and this one is kept after it.
@@ -242,8 +247,8 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
         except DuplicateEvent:
             return _received_before(workflow, source, event_id, digest) or Receipt("duplicate")
         except TransitionNotAllowed:
-            # The run stopped waiting meanwhile, or a person ended it: keep the event (for
-            # an ended run, refused for it, by consume_kept below).
+            # The run stopped waiting meanwhile, or a person ended it: keep the event (whose
+            # it is then, consume_kept below says: kept.not_for_ended).
             pass
         else:
             return Receipt("delivered", step.run_id)
@@ -270,7 +275,8 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
     if not refuse_for_ended_by_key(kept):
         hold_wait_renamed_to(workflow, event, key)
     # Refused for the run a person ended, it is left for a person: no run's keep time to say.
-    return Receipt("kept", keep_until=None if kept.refused_run_id else kept.keep_until)
+    # Passed over by one (its key a correlate()'s), it is kept for the next run as any event.
+    return Receipt("kept", keep_until=None if kept.refused_at else kept.keep_until)
 
 
 def payload_digest(payload) -> str:

@@ -12,11 +12,17 @@ schema) is marked refused by whichever path meets it first, said once (refuse_ke
 run's log and at WARNING), and not tried again: the run waits on, for a person or an event
 it accepts.
 
-A kept event that came for a run a person had ended (transitions.refused_events.run_ended) is marked
-refused for that run the same way (refuse_for_ended), by the door as it keeps it (the run
-found by the wait it still holds, or by its business key where it had not reached the wait)
-or by the first look that meets it: reopening the run does not hand it over, with nobody
-having delivered it; a person may (Deliver event names them).
+A kept event that came for a run a person had ended (transitions.refused_events.run_ended) is
+not that run's on its own: reopening the run does not hand it over, with nobody having
+delivered it; a person may (Deliver event names them). Whose it is then, its key says
+(not_for_ended). A wait that correlates by the run's business key names that one run: the
+event is marked refused for it, as one its version refuses is (refuse_for_ended), by the
+door as it keeps it (the run found by the wait it still holds, or by its business key where
+it had not reached the wait) or by the first look that meets it. A key that a wait's own
+correlate() gave names no run (it may give the same key to many): the event stays kept,
+within its keep time, for the next run that waits under the key, as an early event is, and
+is only passed over by the ended run (pass_over: refused_run_id names it, refused_at stays
+empty).
 """
 
 import logging
@@ -37,6 +43,7 @@ from ..machine.transitions import (
     hold_renamed_wait,
     renamed_wait,
 )
+from ..machine.transitions.events import awaited_event
 from ..machine.transitions.kernel import transition_time
 from ..machine.transitions.refused_events import (
     refuse_for_ended_run,
@@ -52,7 +59,8 @@ from .payloads import EventRefused, event_steps, for_run, one_schema
 logger = logging.getLogger(__name__)
 
 
-def waiting_step(workflow: str, ref: str, *, now: datetime | None = None) -> Step | None:
+def waiting_step(workflow: str, ref: str, *, now: datetime | None = None,
+                 passing_over: int | None = None) -> Step | None:
     """The step of `workflow` that waits under `ref` (awaiting_ref's), if its run's code
     still has it wait there; a run whose code no longer does is held for a person (and None
     returned).
@@ -67,13 +75,17 @@ def waiting_step(workflow: str, ref: str, *, now: datetime | None = None) -> Ste
     Of several runs waiting under `ref` (a correlate() that gives one key to many), the
     oldest that listens: one a person ended (run_ended) still holds its wait, and an event
     that some run still waits for is not refused for it. Only where every run waiting there
-    was ended is the ended one's step returned (the event is then refused for it)."""
+    was ended is the ended one's step returned (whose the event is then: not_for_ended).
+    The run `passing_over` names (a kept event's refused_run_id: it came while that run was
+    ended, pass_over) is not looked at."""
     if not ref:
         return None  # a row kept by a release before awaited_ref, not filled yet
     # Along step_remote_ref_idx: the step names what it waits for.
     waits = (Step.objects.filter(remote_ref=ref, kind=definition.EVENT,
                                  status=StepStatus.WAITING, run__workflow_name=workflow)
              .select_related("run").order_by("pk"))
+    if passing_over is not None:
+        waits = waits.exclude(run_id=passing_over)
     step = _listening(waits, transition_time(now))
     if step is None or not _renamed(step):
         return step
@@ -146,11 +158,52 @@ def refuse_for_ended(kept: ExternalEvent, step: Step) -> bool:
     marked = refuse_for_ended_run(step.run_id, kept=kept, step_name=step.name,
                                   actor=Actor.system(f"event {kept.source}"))
     if marked:
-        kept.refused_run_id = step.run_id  # this row, as it now stands, for the door's look
+        # This row as it now stands, for the door's answer (no keep time: it is a person's).
+        kept.refresh_from_db(fields=["refused_at", "refused_run_id", "refused_reason"])
         logger.warning("kept event %s (%s:%s, %s) came for run %s, which a person ended; it "
                        "is left for a person, not delivered if the run is reopened", kept.pk,
                        kept.source, kept.event_id, kept.event_name, step.run_id)
     return marked
+
+
+def names_its_run(step: Step) -> bool:
+    """Whether the key `step` waits under is its run's business key, which no other run of
+    the workflow has (run_unique_business_key): an event for it is that run's alone."""
+    return step.remote_ref == awaiting_ref(awaited_event(step), step.run.business_key)
+
+
+def not_for_ended(kept: ExternalEvent, step: Step) -> None:
+    """`kept` came for a wait that only `step`'s run, which a person ended, holds (or that
+    run stopped waiting meanwhile: then nothing is marked). Where the key names that run
+    (names_its_run), the event is refused for it, left for a person (refuse_for_ended).
+    Otherwise the key is one a correlate() gives, maybe to other runs that have not reached
+    the wait yet: the event stays kept for the next run that waits under it, as an early
+    event, passed over by the ended one (pass_over)."""
+    if names_its_run(step):
+        refuse_for_ended(kept, step)
+    else:
+        pass_over(kept, step)
+
+
+def pass_over(kept: ExternalEvent, step: Step) -> bool:
+    """Mark kept `kept` as not for `step`'s run, if a person ended it: refused_run_id names
+    the run, refused_at stays empty, so the event stays kept for any other run that waits
+    under its key (within its keep time) and this one does not take it on its own if
+    reopened. Said once, at WARNING. Returns whether this call marked it (False: the run has
+    not ended, or another run was passed over, or the row was settled meanwhile)."""
+    run = Run.objects.filter(pk=step.run_id).first()
+    if run is None or (why := run_ended(run)) is None:
+        return False  # it stopped waiting meanwhile, not ended: nothing is the run's to pass
+    marked = ExternalEvent.objects.filter(EVENT_STATES["kept"], pk=kept.pk,
+                                          refused_run_id__isnull=True).update(
+        refused_run_id=run.pk)
+    if marked:
+        kept.refused_run_id = run.pk
+        logger.warning("kept event %s (%s:%s, %s) came for the key %r, under which only run %s "
+                       "waits (%s): it stays kept for the next run that waits under the key, "
+                       "not for that one, even if it is reopened", kept.pk, kept.source,
+                       kept.event_id, kept.event_name, kept.correlation_key, run.pk, why)
+    return bool(marked)
 
 
 def refuse_for_ended_by_key(kept: ExternalEvent) -> bool:
@@ -160,7 +213,7 @@ def refuse_for_ended_by_key(kept: ExternalEvent) -> bool:
     with its own correlate() names its run only while it waits: an event for one that was
     ended before reaching it stays kept, as an early event does."""
     if kept.refused_run_id is not None:
-        return False  # the waiting run's look refused it already
+        return False  # the waiting run's look refused it already, or passed it over
     step = _step_by_key(kept.workflow_name, kept.event_name, kept.correlation_key)
     return step is not None and run_ended(step.run) is not None \
         and refuse_for_ended(kept, step)
@@ -173,8 +226,12 @@ def consume_kept(kept: ExternalEvent, *, now: datetime | None = None) -> int | N
     if past_its_time(kept, transition_time(now)):
         expire_kept(kept, now=now)
         return None
-    step = waiting_step(kept.workflow_name, kept.awaited_ref, now=now)
+    step = waiting_step(kept.workflow_name, kept.awaited_ref, now=now,
+                        passing_over=kept.refused_run_id)
     if step is None:
+        return None
+    if run_ended(step.run) is not None:
+        not_for_ended(kept, step)
         return None
     payload = kept.payload
     if not one_schema(kept.workflow_name, kept.event_name):
@@ -190,9 +247,9 @@ def consume_kept(kept: ExternalEvent, *, now: datetime | None = None) -> int | N
     except DuplicateEvent:
         return None
     except TransitionNotAllowed:
-        # The run stopped waiting, or a person ended it, whose step still holds the wait:
-        # then it is a person's, before a reopen could hand it over.
-        refuse_for_ended(kept, step)
+        # The run stopped waiting, or a person ended it meanwhile, whose step still holds
+        # the wait: then it is not that run's, before a reopen could hand it over.
+        not_for_ended(kept, step)
         return None
     return step.run_id
 
@@ -229,11 +286,12 @@ def consume_kept_for_run(run_id: int) -> bool:
             .exclude(remote_ref="").first())
     if step is None:
         return False
-    # Along external_event_kept_ref_idx: the kept row names the wait as the step does.
+    # Along external_event_kept_ref_idx: the kept row names the wait as the step does. Not
+    # those that came while this run was ended (pass_over): another run's to take.
     kept = ExternalEvent.objects.filter(
         EVENT_STATES["kept"], awaited_ref=step.remote_ref,
         workflow_name=Run.objects.filter(pk=run_id).values("workflow_name")[:1],
-    ).order_by("received_at", "pk")
+    ).exclude(refused_run_id=run_id).order_by("received_at", "pk")
     while (found := kept.first()) is not None:
         if past_its_time(found, transition_time(None)):
             if not expire_kept(found):
@@ -241,7 +299,8 @@ def consume_kept_for_run(run_id: int) -> bool:
             continue
         if consume_kept(found) is not None:
             return True
-        if not ExternalEvent.objects.filter(pk=found.pk, refused_run_id=run_id).exists():
+        if not ExternalEvent.objects.filter(pk=found.pk, refused_run_id=run_id,
+                                            refused_at__isnull=False).exists():
             return False  # the run does not take it now (it stopped waiting, timed out, ...)
         # Refused by this run (its version's schema): the next one kept for the wait may be
         # its, and must be taken before an event that comes after it (the door asks here).

@@ -1,8 +1,9 @@
 """Two runs of one workflow wait for the same event under the same key (their correlate()
 gives one customer's key to both). A person terminates the older one: its step still holds
 the wait, so that an event for it alone is refused for it. An event for the key then goes to
-the run that still listens, not refused for the ended one and left undelivered. Only where
-every run waiting under the key was ended is the event refused for it, as before."""
+the run that still listens, not refused for the ended one and left undelivered. Where every
+run waiting under the key was ended, the event is kept for the key, as an early event is
+(the key names no run: another may reach the wait), passed over by the ended run."""
 
 from datetime import timedelta
 
@@ -79,13 +80,15 @@ def test_past_many_ended_runs_read_a_few_at_a_time(script, one_key_for_all, monk
     assert not ExternalEvent.objects.filter(refused_at__isnull=False).exists()
 
 
-def test_where_every_run_waiting_under_the_key_was_ended_the_event_is_refused_for_it(
+def test_where_every_run_waiting_under_the_key_was_ended_the_event_is_kept_for_the_key(
         script, one_key_for_all):
     ended = _waiting()
     transitions.terminate(ended.pk, actor=OLGA, reason="a duplicate order")
 
-    assert _send("evt-1") == events.Receipt("kept")
+    receipt = _send("evt-1")
 
     row = ExternalEvent.objects.get()
-    assert (row.consumed_at, row.refused_run_id) == (None, ended.pk)
-    assert AuditRecord.objects.filter(run=ended, action=AuditAction.EVENT_REFUSED).count() == 1
+    assert receipt == events.Receipt("kept") and receipt.keep_until == row.keep_until
+    assert (row.consumed_at, row.refused_at, row.refused_run_id) == (None, None, ended.pk)
+    assert row.state == "kept"
+    assert not AuditRecord.objects.filter(action=AuditAction.EVENT_REFUSED).exists()

@@ -436,7 +436,9 @@ def _settle_kept(run: Run, step: Step, workflow_def: definition.Workflow | None,
     kept = list(ExternalEvent.objects.select_for_update().filter(
         within_keep_time(now), workflow_name=run.workflow_name,
         awaited_ref__in=_wait_refs(run, step, workflow_def),
-        refused_at__isnull=True).order_by("pk"))
+        # Not one that came while this run was ended (runs.waiting.kept.pass_over): it was
+        # kept for the next run that waits under its key.
+        refused_at__isnull=True).exclude(refused_run_id=run.pk).order_by("pk"))
     ExternalEvent.objects.filter(pk__in=[e.pk for e in kept]).update(
         consumed_run_id=run.pk, consumed_step=step.name, consumed_at=now)
     return [f"{e.source}:{e.event_id}" for e in kept]
