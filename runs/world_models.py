@@ -140,8 +140,10 @@ class ExternalEvent(models.Model):
     # written with the row (transitions.events.insert_event): the one form every lookup of
     # a kept event compares with the waiting step's, never rebuilt in a query.
     awaited_ref = models.CharField(max_length=300, blank=True, default="", db_default="")
-    # A kept event the run it is for cannot take (its version's schema refuses the payload):
-    # said once, when first met (runs.waiting.kept.refuse_kept), and never tried again.
+    # A kept event the run it is for cannot take (its version's schema refuses the payload,
+    # or a person ended that run): said once, when first met (runs.waiting.kept), and never
+    # tried again. refused_run_id with no refused_at: a kept event passed over by the run a
+    # person ended, still kept for the next run of its correlate() key (kept.pass_over).
     refused_at = models.DateTimeField(null=True, blank=True)
     refused_run_id = models.BigIntegerField(null=True, blank=True)
     refused_reason = models.TextField(blank=True, default="", db_default="")
