@@ -49,7 +49,7 @@ from .bulk import apply_approved
 from .four_eyes import changed_effects_snapshot, requester_actor, requester_refusal
 from .models import DECIDED_STATUSES, ApprovalRequest, RequestKind, RequestStatus
 from .notifications import time_text
-from .permissions import decide_refusal
+from .permissions import decide_refusal, permissions_read_once
 from .requests import current_snapshot, lock_run, record_lifecycle, supersede
 from .snapshots import SnapshotUnavailable
 from .timeouts import (
@@ -130,6 +130,14 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
       approval never applies to a payload it did not see;
     - the payload cannot be computed now: `unavailable`.
     """
+    # Checked before the lock and under it: the grants read once for both.
+    with permissions_read_once(user):
+        return _decide(request_id, user=user, approved=approved, decision_id=decision_id,
+                       comment=comment, now=now)
+
+
+def _decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | str,
+            comment: str, now: datetime | None) -> Decision:
     approval = ApprovalRequest.objects.select_related("run").get(pk=request_id)
     # Who may not decide hears nothing of what they sent: refused before the comment is
     # looked at (and again under the lock below, where the request's state is sure).

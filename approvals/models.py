@@ -122,6 +122,10 @@ class ApprovalRequest(models.Model):
                          condition=Q(status="pending")),
             models.Index(fields=["apply_after"], name="approval_unsettled_idx",
                          condition=Q(settled_at__isnull=True) & ~Q(status="pending")),
+            # A tool call's open request, by its call: whether a call the run waits on has
+            # been asked costs one look, not a read of every open tool-call request.
+            models.Index(fields=["tool_call"], name="approval_open_call_idx",
+                         condition=Q(settled_at__isnull=True, tool_call__isnull=False)),
         ]
 
     def __str__(self):

@@ -26,9 +26,13 @@ The requester is left out of the approvers' notifications and inbox, and is refu
 can_decide when deciding.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Exists, OuterRef, Q
+from guardian.core import ObjectPermissionChecker
 
 from runs.machine.transitions.agent_calls import retried_by
 from runs.machine.transitions.approval_waits import step_sent_again_by
@@ -43,6 +47,29 @@ from .models import (
     RequestKind,
 )
 
+# Set on a user object while the permission rows of one answer are read once
+# (permissions_read_once): the guardian checker that holds them.
+CHECKER_ATTRIBUTE = "approvals_permission_checker"
+
+
+@contextmanager
+def permissions_read_once(user) -> Iterator[None]:
+    """While inside, the object permissions `user` holds on a request are read once and
+    every check of the rule below reuses them: a decision is checked by the page (may they
+    see it, may they decide it) and again by decisions.decide, before its lock and under it,
+    and guardian's backend would read the same two tables afresh for each. Every check is
+    still made, on the request's row as it is then (its kind, its requester); only the
+    grants are not read again within one answer. Nested, the outermost read serves."""
+    if getattr(user, CHECKER_ATTRIBUTE, None) is not None or not getattr(
+            user, "is_authenticated", False):
+        yield
+        return
+    setattr(user, CHECKER_ATTRIBUTE, ObjectPermissionChecker(user))
+    try:
+        yield
+    finally:
+        delattr(user, CHECKER_ATTRIBUTE)
+
 
 def has_decide_permission(user, approval: ApprovalRequest) -> bool:
     """The permission rule alone, without the four-eyes exclusion."""
@@ -50,7 +77,11 @@ def has_decide_permission(user, approval: ApprovalRequest) -> bool:
         return False
     if user.is_superuser or user.has_perm(DECIDE_PERMISSION):
         return True
-    if not user.has_perm(DECIDE_PERMISSION, approval):
+    checker = getattr(user, CHECKER_ATTRIBUTE, None)
+    # The checker asks what guardian's backend asks, of the rows it has read already.
+    held = (checker.has_perm(DECIDE_CODENAME, approval) if checker is not None
+            else user.has_perm(DECIDE_PERMISSION, approval))
+    if not held:
         return False
     return approval.kind != RequestKind.OPERATOR_ACTION or still_an_approver(user, approval)
 

@@ -17,7 +17,7 @@ import logging
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from audit.actions import AuditAction
@@ -99,45 +99,57 @@ def _open_for_call():
         tool_call=OuterRef("tool_call"), kind=RequestKind.TOOL_CALL, settled_at__isnull=True)
 
 
-def unasked_waits():
-    """The ApprovalWait rows, of steps and of tool calls alike, that have no open request:
-    the decisions runs wait on that nobody has been asked for yet."""
-    return ApprovalWait.objects.filter(
-        (Q(tool_call__isnull=True) & ~Exists(_open_for_step()))
-        | (Q(tool_call__isnull=False) & ~Exists(_open_for_call())))
+def unasked() -> Q:
+    """The condition on ApprovalWait rows, of steps and of tool calls alike, that they have
+    no open request: the decisions runs wait on that nobody has been asked for yet."""
+    return ((Q(tool_call__isnull=True) & ~Exists(_open_for_step()))
+            | (Q(tool_call__isnull=False) & ~Exists(_open_for_call())))
 
 
-def waiting_approval_steps(limit: int = 200):
+def waits_after(after: int | None) -> QuerySet[ApprovalWait]:
+    """The ApprovalWait rows past id `after` (along the primary key), or all of them."""
+    waits = ApprovalWait.objects.all()
+    return waits if after is None else waits.filter(pk__gt=after)
+
+
+def unasked_waits(after: int | None = None) -> QuerySet[ApprovalWait]:
+    """The waits (past id `after`) that have no open request."""
+    return waits_after(after).filter(unasked())
+
+
+def waiting_approval_steps(limit: int = 200, after: int | None = None):
     """The approval steps runs wait on that have no open request, as ApprovalWait rows
-    (run joined): runs keeps a row for each wait while it lasts, so this reads the waits
-    of the moment, whatever the number of runs and steps."""
-    return (ApprovalWait.objects.filter(tool_call__isnull=True)
+    (run joined), of those past id `after`: runs keeps a row for each wait while it lasts,
+    so this reads the waits of the moment, whatever the number of runs and steps."""
+    return (waits_after(after).filter(tool_call__isnull=True)
             .filter(~Exists(_open_for_step()))
             .select_related("run").order_by("id")[:limit])
 
 
-def waiting_tool_calls(limit: int = 200):
+def waiting_tool_calls(limit: int = 200, after: int | None = None):
     """Agent tool calls that runs wait on for a person and that have no open request, from
-    the ApprovalWait rows of the moment (the calls themselves are not searched)."""
-    waits = (ApprovalWait.objects.filter(tool_call__isnull=False)
+    the ApprovalWait rows of the moment past id `after` (the calls are not searched)."""
+    waits = (waits_after(after).filter(tool_call__isnull=False)
              .filter(~Exists(_open_for_call())).order_by("id").values("tool_call")[:limit])
     return (ToolCall.objects.filter(pk__in=waits)
             .select_related("step", "step__run").order_by("step__run_id", "pk"))
 
 
-def open_pending_requests(*, now: datetime | None = None, limit: int = 200) -> int:
+def open_pending_requests(*, now: datetime | None = None, limit: int = 200,
+                          after: int | None = None) -> int:
     """Open a request for every approval step a run waits on, and every tool call, that has
-    none. Returns how many were opened. One whose request cannot be made (its snapshot
-    fails, the release removed its tool or its approvers) holds its run for a person; any
-    other failure is logged and tried again at the next sweep. Neither stops the others."""
+    none (of the waits past id `after`: the sweep's position, approvals.sweep_scope).
+    Returns how many were opened. One whose request cannot be made (its snapshot fails, the
+    release removed its tool or its approvers) holds its run for a person; any other
+    failure is logged and tried again at the next sweep. Neither stops the others."""
     # Nearly every pass finds every wait asked for already. One look for a wait without a
     # request (ids only) costs a fraction of the two queries that load the waits with their
     # runs, steps and calls, whose building is most of an idle sweep's time.
-    if not unasked_waits().exists():
+    if not unasked_waits(after).exists():
         return 0
     now = now or timezone.now()
     opened = 0
-    for wait in waiting_approval_steps(limit):
+    for wait in waiting_approval_steps(limit, after):
         try:
             if open_request(wait.run, wait.step_name, now=now) is not None:
                 opened += 1
@@ -150,7 +162,7 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200) -> i
                 return stop_on_lost_connection(exc, opened)
             logger.exception("approval request for run %s step %s not opened; will retry",
                              wait.run_id, wait.step_name)
-    for call in waiting_tool_calls(limit):
+    for call in waiting_tool_calls(limit, after):
         try:
             if open_tool_call_request(call, now=now) is not None:
                 opened += 1

@@ -18,17 +18,11 @@ from django.utils import timezone
 from audit.actions import AuditAction
 from runs.machine.single_pass import single_pass
 
+from . import sweep_scope
 from .decisions import apply_pending_decisions, apply_timeout
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
 from .notifications import grant_and_notify, publish_notifications, request_problem
-from .requests import (
-    current_snapshot,
-    lock_run,
-    next_reminder,
-    open_pending_requests,
-    record_lifecycle,
-    supersede,
-)
+from .requests import current_snapshot, lock_run, next_reminder, record_lifecycle, supersede
 from .timeouts import ESCALATED, TIMED_OUT, clock
 from .withdrawal import no_longer_awaited, withdraw
 
@@ -128,10 +122,15 @@ def _time_out(pk: int, run_id: int, now: datetime) -> str | None:
 
 # --- withdrawal ----------------------------------------------------------------------------
 
-def withdraw_stale_requests(*, now: datetime | None = None, limit: int = 200) -> int:
-    """Withdraw pending requests that can no longer be decided (approvals.withdrawal)."""
+def withdraw_stale_requests(*, now: datetime | None = None, limit: int = 200,
+                            due_by: datetime | None = None) -> int:
+    """Withdraw pending requests that can no longer be decided (approvals.withdrawal); with
+    `due_by`, only among those whose timeout or reminder is due by then (along their
+    partial indexes: what the pass is about to act on, approvals.sweep_scope)."""
     now = now or timezone.now()
     stale = ApprovalRequest.objects.filter(no_longer_awaited(), status=RequestStatus.PENDING)
+    if due_by is not None:
+        stale = stale.filter(Q(due_at__lte=due_by) | Q(next_reminder_at__lte=due_by))
     count = 0
     for pk, run_id in list(stale.values_list("pk", "run_id")[:limit]):
         with transaction.atomic(durable=True):
@@ -183,12 +182,16 @@ def sweep(*, now: datetime | None = None) -> SweepReport:
 
 def _sweep(now: datetime) -> SweepReport:
     report = SweepReport()
-    report.opened = open_pending_requests(now=now)
+    # What the pass compares: the waits new since the last and the requests due, or once
+    # in a while everything (approvals.sweep_scope).
+    scope = sweep_scope.of_pass(now)
+    report.opened, asked_through = sweep_scope.open_unasked(scope, now)
     # Withdrawal, timeouts, reminders and settling act only on open requests (pending, or
     # decided and not yet settled). When there is none, one look along the open-request
     # index replaces their four queries, whose building is most of an idle pass's time.
     if ApprovalRequest.objects.filter(settled_at__isnull=True).exists():
-        report.withdrawn = withdraw_stale_requests(now=now)
+        report.withdrawn = withdraw_stale_requests(
+            now=now, due_by=None if scope.full else now)
         timeouts = apply_timeouts(now=now)
         report.escalated, report.timed_out = timeouts.escalated, timeouts.timed_out
         report.reminded = send_reminders(now=now)
@@ -197,4 +200,5 @@ def _sweep(now: datetime) -> SweepReport:
     report.sent, report.retrying = published.sent, published.retrying
     report.failed, report.skipped = published.failed, published.skipped
     report.deferred = published.deferred
+    sweep_scope.end_pass(scope, asked_through, now)
     return report

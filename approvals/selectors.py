@@ -53,14 +53,17 @@ def inbox(user, *, now: datetime | None = None) -> QuerySet[ApprovalRequest]:
     return decidable_by(user).select_related("run").order_by(*INBOX_ORDER)
 
 
-def inbox_page(user, *, workflows: list[str], after: tuple | None = None,
+def inbox_page(user, *, workflows: list[str] | None = None, after: tuple | None = None,
                limit: int) -> tuple[list[ApprovalRequest], tuple | None]:
-    """One page of `user`'s inbox among the requests of `workflows`, in the inbox's order,
-    past the request whose (due_at, requested_at, id) is `after`, and the cursor of the next
-    page (None on the last). Keyset paging: page N costs one query as page 1 does, and a
-    request decided between two pages (gone from the inbox) makes the next page skip none,
-    where an offset would skip the one that took its place."""
-    requests = inbox(user).filter(run__workflow_name__in=workflows)
+    """One page of `user`'s inbox (among the requests of `workflows`: an API token's; None,
+    the console's, for all of them), in the inbox's order, past the request whose
+    (due_at, requested_at, id) is `after`, and the cursor of the next page (None on the
+    last). Keyset paging: page N costs one query as page 1 does, and a request decided
+    between two pages (gone from the inbox) makes the next page skip none, where an offset
+    would skip the one that took its place."""
+    requests = inbox(user)
+    if workflows is not None:
+        requests = requests.filter(run__workflow_name__in=workflows)
     if after is not None:
         requests = keyset_after(requests, INBOX_ORDER, after)
     rows = list(requests[:limit + 1])

@@ -11,17 +11,23 @@ import uuid
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 
 from runs.machine.storable import text_problem
+from runs.reads.cursors import decode_keyset, encode_keyset
 
 from . import decisions, selectors
 from .forms import DecisionForm
 from .models import ApprovalRequest
-from .permissions import can_decide, can_view, decide_refusal, is_requester
+from .permissions import (
+    can_decide,
+    can_view,
+    decide_refusal,
+    is_requester,
+    permissions_read_once,
+)
 from .snapshots import snapshot_rows
 from .throttle import link_failed, link_lockout
 from .timeouts import clock
@@ -121,9 +127,11 @@ def _approval_or_404(pk: int) -> ApprovalRequest:
 @require_GET
 def detail(request, pk: int):
     approval = _approval_or_404(pk)
-    if not can_view(request.user, approval):
-        return _forbidden(request, approval)
-    return _page(request, approval)
+    # May they see it, and may they decide it (the form): one reading of their grants.
+    with permissions_read_once(request.user):
+        if not can_view(request.user, approval):
+            return _forbidden(request, approval)
+        return _page(request, approval)
 
 
 def _decided_by_post_only(request, approval: ApprovalRequest):
@@ -140,6 +148,13 @@ def _decided_by_post_only(request, approval: ApprovalRequest):
 def decide(request, pk: int):
     """Record the decision posted from the request page. Any other method records
     nothing and is answered with a 405 page pointing to that page."""
+    with permissions_read_once(request.user):
+        return _decide(request, pk)
+
+
+def _decide(request, pk: int):
+    # Whether they may see it, whether they may decide it, and decisions.decide's own two
+    # checks, of one reading of their grants.
     approval = _approval_or_404(pk)
     if not can_view(request.user, approval):
         return _forbidden(request, approval)
@@ -171,10 +186,21 @@ def decide(request, pk: int):
     return redirect("approvals:detail", pk=target.pk)
 
 
+# Requests on one page of the inbox.
+INBOX_PAGE = 50
+
+
 @login_required
 @require_GET
 def inbox(request):
-    """What waits for me: requests I may decide, the earliest due (the overdue) first."""
-    page = Paginator(selectors.inbox(request.user), 50).get_page(request.GET.get("page"))
-    # "Overdue" by the database's clock, as the sweep and a decision judge it.
-    return render(request, "approvals/inbox.html", {"page": page, "now": clock()})
+    """What waits for me: requests I may decide, the earliest due (the overdue) first, a
+    page at a time by the API's keyset cursor (`after`): a request decided while its page is
+    read makes the next page skip none. A cursor that names no place in the inbox (edited
+    by hand, a runs list's) starts over at the first page, as the runs list's does."""
+    after = decode_keyset(request.GET.get("after", ""), times=2)
+    rows, next_cursor = selectors.inbox_page(request.user, after=after, limit=INBOX_PAGE)
+    return render(request, "approvals/inbox.html", {
+        "page": rows, "next_cursor": encode_keyset(next_cursor) or "",
+        "first_page": after is None,
+        # "Overdue" by the database's clock, as the sweep and a decision judge it.
+        "now": clock()})

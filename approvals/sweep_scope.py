@@ -1,0 +1,90 @@
+"""What one pass of the approvals sweep compares, so that its reads follow what is new and
+what is due, not how many requests are pending.
+
+Two of the sweep's questions are answered only by comparing a row with another table: which
+waits of runs (runs.ApprovalWait) have no open request, and which pending requests their run
+no longer waits for (approvals.withdrawal). Asked of every row, every pass (every few
+seconds) would read every pending request twice to find, nearly always, none. So a pass
+asks them of:
+- the waits past a position kept in the database (runs.PassPosition): every wait up to it
+  has its request, and the position moves on over each new wait once it has its own;
+- the pending requests whose timeout or reminder is due now, along their partial indexes:
+  neither is ever applied to a request its run stopped waiting for;
+and, once every FULL_LOOK_EVERY (and at the first pass), of every wait and every pending
+request. That full look is the backstop for what no position or due time shows: a wait
+whose transaction committed after a later wait had been passed over, a request closed while
+its run still waits (a decision the run refused), a run that stopped waiting while no timer
+of its request is due. Those are found within FULL_LOOK_EVERY, no longer within a pass; an
+operator's action withdraws the requests it ends at once (withdraw_unawaited_of), and a
+person deciding one the run stopped waiting for withdraws it then (decisions.decide).
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import Max, Min
+
+from runs.models import PassPosition
+
+from .requests import open_pending_requests, unasked, waits_after
+
+ASKED_JOB = "approvals.sweep:asked-waits"
+FULL_LOOK_JOB = "approvals.sweep:full-look"
+FULL_LOOK_EVERY = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class Scope:
+    # Compare every wait and every pending request.
+    full: bool
+    # Every wait up to this id has had its request (ids only grow): a pass that is not a
+    # full look reads the waits past it.
+    asked_through: int
+
+
+def of_pass(now: datetime) -> Scope:
+    """What the pass at `now` compares: a full look if none was made within
+    FULL_LOOK_EVERY before `now` (a clock that went back, as a test's may, counts as
+    none), else the new waits and the due requests."""
+    kept = {job: (after_id, at) for job, after_id, at in PassPosition.objects.filter(
+        job__in=[ASKED_JOB, FULL_LOOK_JOB]).values_list("job", "after_id", "updated_at")}
+    looked = kept.get(FULL_LOOK_JOB)
+    full = looked is None or not looked[1] <= now < looked[1] + FULL_LOOK_EVERY
+    return Scope(full=full, asked_through=kept.get(ASKED_JOB, (0, None))[0])
+
+
+def _waits_read(after: int | None) -> tuple[int | None, int | None]:
+    # One read of the waits past `after` (all of them with None): the first that has no
+    # request, and the last.
+    found = waits_after(after).aggregate(first=Min("pk", filter=unasked()), last=Max("pk"))
+    return found["first"], found["last"]
+
+
+def open_unasked(scope: Scope, now: datetime) -> tuple[int, int]:
+    """Open the requests of the waits in scope that have none: how many were opened, and
+    the position for the next pass, up to the first wait that still has none (tried again
+    next pass, as before)."""
+    first, last = _waits_read(None if scope.full else scope.asked_through)
+    opened = 0
+    if first is not None:
+        opened = open_pending_requests(now=now, after=first - 1)
+        # Those before the first were asked already: only the rest is read again.
+        first, after = _waits_read(first - 1)
+        last = max(last, after or 0)
+    if first is not None:
+        return opened, first - 1
+    return opened, max(scope.asked_through, last or 0)
+
+
+def end_pass(scope: Scope, asked_through: int, now: datetime) -> None:
+    """Keep the position the pass reached, and when a full look was made: one write at
+    most, none when neither changed."""
+    rows = []
+    if asked_through != scope.asked_through:
+        rows.append(PassPosition(job=ASKED_JOB, after_id=asked_through, updated_at=now))
+    if scope.full:
+        rows.append(PassPosition(job=FULL_LOOK_JOB, after_id=0, updated_at=now))
+    if rows:
+        PassPosition.objects.bulk_create(  # one upsert
+            rows, update_conflicts=True, unique_fields=["job"],
+            update_fields=["after_id", "updated_at"])
