@@ -154,7 +154,8 @@ class StepDef:
     default: Any = None
     reconcile_fn: Callable | None = None
     compensate_fn: Callable | None = None
-    # The system a write or notify step changes, named for people ("the tracker").
+    # The system the step calls (reads, changes, or asks as a model), named for people ("the
+    # tracker"), for its rate limit and for a dispatch pause towards it.
     system: str = ""
     # Builds, from the input and earlier results and without calling anything, one line
     # saying what the step will do ("post 1,200.00 EUR to expenses:software for INV-1847").

@@ -129,22 +129,27 @@ class Workflow:
         return decorator
 
     def read(self, name: str, *, retry: RetryPolicy = DEFAULT_POLICY, version: int = 1,
-             contract: Contract | None = None, sensitive: tuple[str, ...] = ()):
+             contract: Contract | None = None, sensitive: tuple[str, ...] = (),
+             system: str = ""):
         """A step without side effects, retried freely by its policy. `sensitive` names
-        fields of its result stored encrypted (as for every kind of step)."""
+        fields of its result stored encrypted (as for every kind of step). `system` names the
+        system it reads, whose rate limit and Retry-After it keeps (runs.machine.limits), as
+        a write to that system does."""
         return self._declare(READ, name, retry=retry, version=version,
                              contract=contract or Contract(rule="retry"),
-                             sensitive=sensitive)
+                             sensitive=sensitive, system=system)
 
     def decision(self, name: str, *, schema: type[BaseModel], format_failure_budget: int = 2,
                  retry: RetryPolicy = DEFAULT_POLICY, version: int = 1,
-                 contract: Contract | None = None, sensitive: tuple[str, ...] = ()):
+                 contract: Contract | None = None, sensitive: tuple[str, ...] = (),
+                 system: str = ""):
         """Ask a model for a proposal validated against `schema`; the accepted one is stored
-        and reused on every replay."""
+        and reused on every replay. `system` names the model's endpoint, for its rate limit,
+        as an agent's `model_system` does."""
         return self._declare(DECISION, name, schema=schema, retry=retry, version=version,
                              format_failure_budget=format_failure_budget,
                              contract=contract or Contract(rule="stored decision reused"),
-                             sensitive=sensitive)
+                             sensitive=sensitive, system=system)
 
     def write(self, name: str, *, impact: str = LOW, retry: RetryPolicy = DEFAULT_POLICY,
               version: int = 1, contract: Contract | None = None, honours_key: bool = False,
