@@ -21,7 +21,6 @@ from approvals.bulk import (
 )
 from approvals.models import BulkJob
 from approvals.operator_actions import InputNotRead, refuse_input_not_read
-from approvals.tasks import hand_over
 from runs.operator.actions import ActionInput
 from runs.reads.selectors import RunFilters
 
@@ -112,9 +111,6 @@ def register(api, *, headers: dict) -> None:
                                               user=token.acting_user, reason=payload.reason,
                                               params=params or None,
                                               start_key=payload.start_key)
-                if created:
-                    # A wake-up hint: the approvals sweep hands the job to a worker if lost.
-                    transaction.on_commit(lambda: hand_over(job.pk))
         except BulkForbidden as exc:
             return Status(403, error_body("forbidden", str(exc)))
         except BulkRefused as exc:

@@ -19,7 +19,9 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 
+from celery import current_app
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
@@ -33,6 +35,7 @@ from runs.machine import crashpoints
 from runs.machine.errors import TransitionNotAllowed
 from runs.machine.storable import person_text_problem, text_problem
 from runs.machine.transitions import allowed
+from runs.machine.wakeup import BROKER_DOWN
 from runs.models import Run, RunStatus
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import VIEW, grant_for
@@ -44,6 +47,8 @@ from .operator_actions import ActionForbidden, ActionInputError, NoSuchRun, act
 from .timeouts import clock
 
 logger = logging.getLogger(__name__)
+
+BULK_JOB_TASK = "approvals.bulk_job"  # approvals.tasks.bulk_job
 
 BATCH = 200
 LEASE = timedelta(seconds=settings.BULK_JOB_LEASE_SECONDS)
@@ -203,6 +208,9 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
                 action=action, filters=filters.to_json(), reason=redact_text(reason.strip()),
                 params=params or {}, requested_by=user, created_at=now, last_run_id=last,
                 total=runs.filter(pk__lte=last).count(), start_key=start_key)
+            # Whoever starts it (the console, the API, the command line): a worker is told
+            # once the job is committed, not before, nor if this is rolled back.
+            transaction.on_commit(partial(hand_over, job.pk))
             # Each run's record carries the reason with the job's mark, held to the length
             # of a person's text: one that fits only without it would be refused on every
             # run.
@@ -218,6 +226,21 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
     logger.info("bulk job %s: %s on %d runs by %s", job.pk, action, job.total,
                 user.get_username())
     return job, True
+
+
+def hand_over(job_id: int) -> bool:
+    """Send a bulk job to a worker; never raises. The job is stored before this, and one no
+    worker holds is found by the approvals sweep (stalled_jobs) and sent again: a broker
+    that is down must not turn a started job into an error its caller would retry, starting
+    a second job."""
+    try:
+        # By name: the task's module (approvals.tasks) imports this one.
+        current_app.send_task(BULK_JOB_TASK, args=(job_id,))
+    except Exception as exc:  # noqa: BLE001 - a hint, made up for by the sweep
+        logger.warning("bulk job %s not handed to a worker now (%s); the approvals sweep "
+                       "will", job_id, exc, exc_info=not isinstance(exc, BROKER_DOWN))
+        return False
+    return True
 
 
 def may_follow(user, job: BulkJob) -> bool:

@@ -6,7 +6,6 @@ import uuid
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.http import Http404, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -21,7 +20,6 @@ from approvals.bulk import (
     start_bulk_job,
 )
 from approvals.models import BulkJob, BulkOutcome
-from approvals.tasks import hand_over
 from runs.machine.storable import whole_number
 from runs.operator.actions import ACTIONS
 from runs.reads.selectors import RunFilters
@@ -90,16 +88,12 @@ def bulk_start(request):
                                 "its preview.")
         return _back_to_preview(request, spec)
     try:
-        job, created = start_bulk_job(spec.name, filters, user=request.user,
-                                      reason=request.POST.get("reason", ""),
-                                      previewed=previewed,
-                                      start_key=request.POST.get("start_key", ""))
+        job, _ = start_bulk_job(spec.name, filters, user=request.user,
+                                reason=request.POST.get("reason", ""), previewed=previewed,
+                                start_key=request.POST.get("start_key", ""))
     except BulkRefused as exc:
         messages.error(request, f"Nothing was started: {exc}")
         return _back_to_preview(request, spec)
-    if created:
-        # A wake-up hint: the approvals sweep hands the job to a worker if this is lost.
-        transaction.on_commit(lambda: hand_over(job.pk))
     return redirect("console:bulk_job", job_id=job.pk)
 
 
