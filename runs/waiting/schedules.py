@@ -8,7 +8,9 @@ Each slot starts at most one run: the run's business key is derived from the slo
 start_run makes a second scheduler, a restarted beat or a redelivered tick find the run the
 first one started instead of starting another. ScheduleState keeps, per schedule, the last
 slot handled; a scheduler that dies after starting a run and before recording the slot
-starts the same slot again on its next tick, and start_run finds the run.
+starts the same slot again on its next tick, and start_run finds the run. A schedule a
+release renames says so (`renamed_from="old"`): it goes on from the old name's slots, and
+finds the runs the old name started (runs.waiting.schedule_state).
 
 After downtime (beat stopped, every worker gone) several slots are due at once; the
 schedule's catch-up policy says which of them run:
@@ -29,8 +31,7 @@ from functools import partial
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
-from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db import transaction
 
 from audit.chain import Actor
 from audit.redaction import redact_text
@@ -43,6 +44,7 @@ from ..machine.storable import person_text_problem
 from ..machine.transitions import start_run
 from ..models import ControlRecord, ScheduleState
 from . import schedule_health
+from .schedule_state import handled_up_to, record_progress, run_under_old_name, state_of
 
 logger = logging.getLogger(__name__)
 
@@ -89,13 +91,20 @@ class Schedule:
     # The run's input for a slot: a dict, or a function of the slot (aware, in `timezone`).
     # It must give the same input for the same slot (start_run refuses a different one).
     input: dict | Callable[[datetime], dict] = field(default_factory=dict)
+    # The name a release changed: the new name goes on from the old one's slots and runs
+    # (runs.waiting.schedule_state).
+    renamed_from: str = ""
     register: bool = True
 
     def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name or ":" in self.name \
-                or self.name != self.name.strip():
+        if not valid_name(self.name):
             raise ScheduleError(f"a schedule needs a name without ':' or surrounding spaces, "
                                 f"not {self.name!r}")
+        if self.renamed_from and (not valid_name(self.renamed_from)
+                                  or self.renamed_from == self.name):
+            raise ScheduleError(f"schedule {self.name!r}: renamed_from must be its former "
+                                f"name, without ':' or surrounding spaces, not "
+                                f"{self.renamed_from!r}")
         if not isinstance(self.workflow, definition.Workflow):
             raise ScheduleError(f"schedule {self.name!r}: workflow must be the Workflow it "
                                 f"starts, not {self.workflow!r}")
@@ -103,10 +112,14 @@ class Schedule:
             raise ScheduleError(f"schedule {self.name!r}: give either cron or every, not "
                                 "both or neither")
         try:
-            self.zone = ZoneInfo(self.timezone)
+            # "localtime" is the zone of whichever host ticks, not a time zone: beat moved to
+            # a host set otherwise would start each slot at another instant, under a new key.
+            self.zone = ZoneInfo(self.timezone) if self.timezone != "localtime" else None
         except (ZoneInfoNotFoundError, ValueError, TypeError):
+            self.zone = None
+        if self.zone is None:
             raise ScheduleError(f"schedule {self.name!r}: unknown time zone "
-                                f"{self.timezone!r}") from None
+                                f"{self.timezone!r}")
         if self.cron:
             try:
                 CronSim(self.cron, datetime.now(self.zone))
@@ -187,11 +200,17 @@ class Schedule:
             return slots, "the next slot cannot be computed: it falls past the year 9999"
         return slots, ""
 
-    def business_key(self, slot: datetime) -> str:
-        return f"{KEY_PREFIX}{self.name}:{slot.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    def business_key(self, slot: datetime, *, name: str = "") -> str:
+        return (f"{KEY_PREFIX}{name or self.name}:"
+                f"{slot.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}")
 
     def input_for(self, slot: datetime) -> dict:
         return self.input(slot) if callable(self.input) else dict(self.input)
+
+
+def valid_name(name) -> bool:
+    # A slot's business key is "schedule:<name>:<slot>": a ':' would be read as the slot's.
+    return isinstance(name, str) and bool(name) and ":" not in name and name == name.strip()
 
 
 class ScheduleRegistry:
@@ -269,23 +288,6 @@ def check_tick_time(now: datetime) -> None:
         raise ScheduleError(f"tick time {now.isoformat()} is ahead of the database clock "
                             f"({clock.isoformat(timespec='seconds')}): a tick may replay "
                             "the past, never run ahead of the clock")
-
-
-def state_of(schedule: Schedule, *, now: datetime) -> ScheduleState:
-    """The schedule's row; made on first sight, with the slot before now as handled (a new
-    schedule starts with its next slot, it does not run its past)."""
-    state = ScheduleState.objects.filter(workflow_name=schedule.workflow_name,
-                                         name=schedule.name).first()
-    if state is not None:
-        return state
-    try:
-        with transaction.atomic():
-            return ScheduleState.objects.create(
-                workflow_name=schedule.workflow_name, name=schedule.name,
-                last_slot_at=schedule.latest_slot(now), created_at=now, updated_at=now)
-    except IntegrityError:  # another scheduler made it first
-        return ScheduleState.objects.get(workflow_name=schedule.workflow_name,
-                                         name=schedule.name)
 
 
 def due_slots(schedule: Schedule, state: ScheduleState, *, now: datetime
@@ -392,11 +394,18 @@ def fire_slots(schedule: Schedule, state: ScheduleState, *, now: datetime) -> Ti
                        state.last_slot_at.isoformat() if state.last_slot_at else "-",
                        schedule.catch_up)
     if not slots:
-        if report.skipped:
-            _record_progress(state, slot=schedule.latest_slot(now), run_id=None, now=now)
+        if report.skipped or state.last_slot_at is None:
+            # The latter: a row an earlier release left empty (no slot in the year before).
+            record_progress(schedule, state, slot=handled_up_to(schedule, now), run_id=None,
+                            now=now)
         return report
     last_run = last_slot = None
     for slot in slots:
+        earlier = run_under_old_name(schedule, slot)
+        if earlier is not None:
+            report.found.append(earlier)
+            last_run, last_slot = earlier, slot
+            continue
         try:
             run, created = start_run(workflow=schedule.workflow_name,
                                      business_key=schedule.business_key(slot),
@@ -415,7 +424,7 @@ def fire_slots(schedule: Schedule, state: ScheduleState, *, now: datetime) -> Ti
             last_run = run.pk
         last_slot = slot
     if last_slot is not None:
-        _record_progress(state, slot=last_slot, run_id=last_run, now=now)
+        record_progress(schedule, state, slot=last_slot, run_id=last_run, now=now)
     if last_run is not None:
         # A slot lost in a tick that otherwise worked: the schedule is not failing (every
         # slot refused is, and fire_schedule says so), so this is where it is said.
@@ -434,17 +443,6 @@ def refuse_if_paused(state: ScheduleState) -> None:
     if ScheduleState.objects.select_for_update().values_list("paused", flat=True).get(
             pk=state.pk):
         raise PausedMeanwhile(f"schedule {state.name} of {state.workflow_name} was paused")
-
-
-def _record_progress(state: ScheduleState, *, slot: datetime, run_id: int | None,
-                     now: datetime) -> None:
-    # Forward only: a slower scheduler that handled older slots never moves it back.
-    changes = {"last_slot_at": slot, "updated_at": now}
-    if run_id is not None:
-        changes["last_run_id"] = run_id
-    ScheduleState.objects.filter(
-        Q(last_slot_at__lt=slot) | Q(last_slot_at__isnull=True), pk=state.pk,
-    ).update(**changes)
 
 
 def set_paused(*, workflow: str, name: str, paused: bool, actor: Actor, reason: str,
@@ -478,7 +476,7 @@ def set_paused(*, workflow: str, name: str, paused: bool, actor: Actor, reason: 
         # not run, so it does not alert); resumed, its next tick says again.
         forgotten = not paused and schedule_health.forget_trouble(state)
         if not paused:
-            state.last_slot_at = schedule.latest_slot(now)
+            state.last_slot_at = handled_up_to(schedule, now)
         state.updated_at = now
         state.save()
         ControlRecord.objects.create(

@@ -67,6 +67,8 @@ def test_a_cron_schedule_fires_at_local_time_in_its_time_zone_across_daylight_sa
     ({"cron": "61 * * * *"}, "cron expression"),
     ({"cron": "0 6 * * *", "every": timedelta(minutes=1)}, "either cron or every"),
     ({"every": timedelta(minutes=1), "timezone": "Mars/Olympus"}, "unknown time zone"),
+    # The zone of whichever host ticks: another host would start each slot at another time.
+    ({"every": timedelta(minutes=1), "timezone": "localtime"}, "unknown time zone"),
     ({"every": timedelta(minutes=1), "catch_up": "some"}, "catch_up must be one of"),
     ({"every": timedelta(0)}, "every must be positive"),
 ])

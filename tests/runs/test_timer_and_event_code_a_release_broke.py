@@ -5,7 +5,7 @@ raised; the step before keeps its success (recorded once, its code called once);
 reaches the worker; the run is not claimed again and again. Resumed once the code is
 fixed, it sleeps or waits as declared and goes on."""
 
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 
 import pytest
 from django.utils import timezone
@@ -30,6 +30,17 @@ def _key_older_runs_lack(data):
 
 def _naive(data):
     return datetime(2030, 1, 1)
+
+
+class _NoOffset(tzinfo):
+    """A time zone that gives no UTC offset: a time in it is as naive as one without."""
+
+    def utcoffset(self, dt):
+        return None
+
+
+def _in_a_zone_without_offset(data):
+    return datetime(2030, 1, 1, tzinfo=_NoOffset())
 
 
 def _calls(script) -> list[str]:
@@ -58,6 +69,8 @@ def _held_by_its_code(run, step_name: str, error: str) -> None:
 @pytest.mark.parametrize(("until", "error"), [
     (_key_older_runs_lack, "KeyError: 'deadline'"),
     (_naive, "ValueError: sleep 'cool-off': until() must return an aware datetime"),
+    (_in_a_zone_without_offset,
+     "ValueError: sleep 'cool-off': until() must return an aware datetime"),
 ])
 def test_a_sleep_whose_until_raises_holds_the_run_and_keeps_the_step_before(
         script, monkeypatch, until, error):
