@@ -5,6 +5,8 @@ Cache-Control: no-store) instead of a redirect and a flash message: a message wo
 the session or a cookie until displayed, and the secret must rest nowhere.
 """
 
+import hashlib
+
 from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
@@ -158,10 +160,31 @@ class ApiTokenAdmin(StorableFiltersAdmin):
 class WebhookSubscriberForm(forms.ModelForm):
     # A URL typed without a scheme is taken as https: events are signed, not encrypted.
     url = forms.URLField(max_length=500, assume_scheme="https")
+    # Typed, never shown again: a page holding it would leave it in the browser's cache and
+    # history, for anyone who may view subscribers to read. Left empty, the secret stays.
+    secret = forms.CharField(
+        max_length=WebhookSubscriber._meta.get_field("secret").max_length, required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Signs each delivery; give it to the receiver. Not shown once saved: leave "
+                  "empty to keep the current one, type a new one to replace it.")
 
     class Meta:
         model = WebhookSubscriber
         fields = ["name", "url", "secret", "workflows", "active"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Not even in the form's initial data: an empty field is the secret kept, unchanged.
+        self.initial["secret"] = ""
+
+    def clean_secret(self):
+        secret = self.cleaned_data["secret"]
+        if secret:
+            return secret
+        if self.instance.pk is None:
+            raise forms.ValidationError("A new subscriber needs a secret to sign its "
+                                        "deliveries with.", code="required")
+        return self.instance.secret
 
     def clean_workflows(self):
         try:
@@ -179,15 +202,37 @@ class WebhookSubscriberAdmin(StorableFiltersAdmin):
     says why and what to do instead)."""
 
     form = WebhookSubscriberForm
-    list_display = ["name", "url", "active", "workflows", "last_event_id", "last_record_id",
-                    "created_at"]
+    list_display = ["name", "shown_url", "active", "workflows", "last_event_id",
+                    "last_record_id", "created_at"]
     list_filter = ["active"]
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ["name", "url", "secret", "workflows", "active", "last_event_id",
+                    "last_record_id"]
+        if not self.has_change_permission(request, obj):
+            # Read-only, Django would show each field's value: the secret, and credentials
+            # a URL may carry. Shown as the access chain records them instead.
+            return ["name", "shown_url", "shown_secret", "workflows", "active",
+                    "last_event_id", "last_record_id"]
+        return ["name", "url", "shown_secret", "secret", "workflows", "active",
+                "last_event_id", "last_record_id"]
 
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
             return ["last_event_id", "last_record_id"]
         # The name is the subject of its records in the access chain.
-        return ["name", "last_event_id", "last_record_id"]
+        return ["name", "shown_url", "shown_secret", "last_event_id", "last_record_id"]
+
+    @admin.display(description="URL")
+    def shown_url(self, subscriber):
+        return subscribers.recorded_url(subscriber.url)
+
+    @admin.display(description="current secret")
+    def shown_secret(self, subscriber):
+        # Enough to tell which secret is set (the receiver can hash its own), not to sign.
+        digest = hashlib.sha256(subscriber.secret.encode()).hexdigest()[:12]
+        return f"{len(subscriber.secret)} characters, sha256 {digest}… (never shown)"
 
     def save_model(self, request, obj, form, change):
         if change:

@@ -50,9 +50,11 @@ class ApprovalRequestAdmin(RunSearchAdmin):
 
     list_display = ["id", "run", "kind", "step_name", "action", "status", "escalation_level",
                     "requested_at", "due_at", "decided_by_label", "decided_at", "settled_at"]
+    # Each along its index (approvals 0006): approval_status_idx, approval_kind_idx.
     list_filter = ["status", "kind"]
     list_select_related = ["run"]
     ordering = ["-id"]
+    sortable_by = ["id"]
     inlines = [NotificationInline]
 
     def get_readonly_fields(self, request, obj=None):
@@ -83,8 +85,10 @@ class NotificationAdmin(IndexedSearchAdmin, ReadOnlyAdmin):
 
     list_display = ["id", "request", "kind", "recipient", "status", "attempts",
                     "next_attempt_at", "sent_at", "provider_message_id", "last_error"]
+    # Each along its index (approvals 0006): notification_status_idx, notification_kind_idx.
     list_filter = [choices_filter("status", "status", NotificationStatus.values),
                    choices_filter("kind", "kind", NotificationKind.values)]
     indexed_search = (("request", NUMBER),)
     list_select_related = ["request"]
     ordering = ["-id"]
+    sortable_by = ["id"]

@@ -126,6 +126,10 @@ class ApprovalRequest(models.Model):
             # been asked costs one look, not a read of every open tool-call request.
             models.Index(fields=["tool_call"], name="approval_open_call_idx",
                          condition=Q(settled_at__isnull=True, tool_call__isnull=False)),
+            # The admin's filters, newest first: a status or a kind few requests have was
+            # found by reading every request.
+            models.Index(fields=["status", "id"], name="approval_status_idx"),
+            models.Index(fields=["kind", "id"], name="approval_kind_idx"),
         ]
 
     def __str__(self):
@@ -220,6 +224,10 @@ class Notification(models.Model):
         indexes = [
             models.Index(fields=["next_attempt_at"], name="notification_due_idx",
                          condition=Q(status="pending")),
+            # The admin's filters, newest first (the failed ones, the escalations: a few
+            # among the sent requests and reminders).
+            models.Index(fields=["status", "id"], name="notification_status_idx"),
+            models.Index(fields=["kind", "id"], name="notification_kind_idx"),
         ]
 
     def __str__(self):

@@ -3,6 +3,7 @@ from django.contrib import admin
 from audit.admin import ReadOnlyAdmin, choices_filter
 from runs.admin import workflow_names
 from runs.admin_search import NUMBER, PREFIX, IndexedSearchAdmin
+from runs.models import FINAL_RUN_STATUSES
 
 from .models import ArchivedRun, ArchiveFile, ArchiveRemoval
 
@@ -16,6 +17,8 @@ class ArchiveFileAdmin(ReadOnlyAdmin):
                     "created_by", "removal_finished_at"]
     search_fields = ["name", "sha256"]
     date_hierarchy = "created_at"
+    # A file per archiving pass: a small table, sorted by any column.
+    sortable_by = None
 
 
 @admin.register(ArchiveRemoval)
@@ -24,6 +27,8 @@ class ArchiveRemovalAdmin(ReadOnlyAdmin):
 
     list_display = ["removed_at", "archive_file", "run_count", "actor"]
     list_select_related = ["archive_file"]
+    # A few removals per archive file: a small table, sorted by any column.
+    sortable_by = None
 
 
 @admin.register(ArchivedRun)
@@ -32,11 +37,14 @@ class ArchivedRunAdmin(IndexedSearchAdmin, ReadOnlyAdmin):
     A search names the start of a business key (archivedrun_key_prefix_idx) or a run's id
     (its unique index); the workflow filter offers the workflows' rows (a small table)
     rather than a DISTINCT over the tombstones, and is answered along the unique
-    (workflow_name, business_key) index."""
+    (workflow_name, business_key) index; the final status filter offers the statuses a run
+    is archived in, along archivedrun_status_idx."""
 
     list_display = ["original_run_id", "workflow_name", "business_key", "final_status",
                     "finished_at", "archived_at", "archive_file"]
-    list_filter = ["final_status",
+    list_filter = [choices_filter("final status", "final_status", sorted(FINAL_RUN_STATUSES)),
                    choices_filter("workflow", "workflow_name", workflow_names)]
     indexed_search = (("original_run_id", NUMBER), ("business_key", PREFIX))
     list_select_related = ["archive_file"]
+    ordering = ["-id"]
+    sortable_by = ["original_run_id"]

@@ -93,6 +93,9 @@ class ArchivedRun(models.Model):
             # The console's search by the start of a business key, as for hot runs.
             models.Index(fields=["business_key"], name="archivedrun_key_prefix_idx",
                          opclasses=["varchar_pattern_ops"]),
+            # The admin's filter by final status, newest first: the compensated and the
+            # terminated runs are a few among the completed ones.
+            models.Index(fields=["final_status", "id"], name="archivedrun_status_idx"),
         ]
 
     def __str__(self):

@@ -62,6 +62,11 @@ class AuditRecord(models.Model):
             # out the routine ones keeps it a fraction of the log and its writes.
             models.Index(fields=["action", "id"], name="audit_uncommon_action_idx",
                          condition=~models.Q(action__in=[str(a) for a in ROUTINE_ACTIONS])),
+            # The records of what people did, newest first (the admin's filter by actor
+            # kind): a few among the system's, which would otherwise be found by reading the
+            # whole log.
+            models.Index(fields=["id"], name="audit_person_idx",
+                         condition=models.Q(actor_kind="user")),
         ]
         ordering = ["run_id", "seq"]
 
@@ -106,6 +111,8 @@ class AccessRecord(models.Model):
             models.Index(fields=["actor_label"], name="access_actor_idx"),
             models.Index(fields=["subject"], name="access_subject_idx",
                          opclasses=["varchar_pattern_ops"]),
+            # The admin's filter by action, newest first.
+            models.Index(fields=["action", "seq"], name="access_action_idx"),
         ]
 
     def __str__(self):

@@ -29,10 +29,11 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.forms import UserChangeForm
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import Prefetch, prefetch_related_objects
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -46,6 +47,7 @@ from guardian.models import (
 
 from audit.admin import FastListAdmin, StorableFiltersAdmin
 from runs.admin import WorkflowAdmin
+from runs.admin_search import IP, PREFIX, IndexedSearchAdmin
 from runs.machine.storable import person_text_problem
 from runs.models import Workflow
 
@@ -193,23 +195,49 @@ class WorkflowAccessAdmin(WorkflowAdmin):
 # --- django-axes' logs of sign-ins and failed links --------------------------------------
 
 
+# How the sign-in logs are searched, each along an index axes gives its tables: a person's
+# name by its start (its varchar_pattern_ops index), an address whole.
+AXES_SEARCH = (("username", PREFIX), ("ip_address", IP))
+
+
 def refit_axes_admins() -> None:
     """django-axes' log admins, as every list of a table that grows does here: no full count
-    on each load, a filter holding a NUL refused with a message (audit.admin), and no filter
-    whose choices are the distinct paths of the whole table (read at each load: a client
-    that forges links at a thousand paths makes that a scan). The logs grow with every
-    sign-in and every forged approval link, which anyone can send."""
+    on each load, a filter holding a NUL refused with a message (audit.admin), newest first
+    along the primary key and sorted by no other column, and nothing read from the whole
+    table at each load. The logs grow with every sign-in and every forged approval link,
+    which anyone can send, and axes' own admins read all of a log at each load: the distinct
+    paths for a filter, the first and last times and the distinct days for the date
+    hierarchy, a sort by time (no index holds it), and a search for the term anywhere in four
+    columns. Here they have no filter (each one's rare value, a lock-out or a day with no
+    sign-in, was found by reading the whole log) and search along indexes."""
     for model in apps.get_app_config("axes").get_models():
         if not admin.site.is_registered(model):
             continue
         model_admin = admin.site.get_model_admin(model)
         if isinstance(model_admin, StorableFiltersAdmin):
             continue
-        filters = [f for f in model_admin.list_filter if f != "path_info"]
+        actions = {name: deleting_action(getattr(type(model_admin), name))
+                   for name in model_admin.actions or ()
+                   if isinstance(name, str)
+                   and not hasattr(getattr(type(model_admin), name), "allowed_permissions")}
         admin.site.unregister(model)
         admin.site.register(model, type(type(model_admin).__name__,
-                                         (FastListAdmin, type(model_admin)),
-                                         {"list_filter": filters}))
+                                         (IndexedSearchAdmin, FastListAdmin, type(model_admin)),
+                                         {"list_filter": [], "date_hierarchy": None,
+                                          "ordering": ["-id"],
+                                          "indexed_search": AXES_SEARCH, **actions}))
+
+
+def deleting_action(action):
+    """An action of axes' admins (its clean-up of expired attempts deletes rows) offered, and
+    run, only for those who may delete the log's rows: declared without permissions, Django
+    offers it to whoever may view the list, and runs it for them."""
+
+    @admin.action(permissions=["delete"], description=action.short_description)
+    def allowed(model_admin, request, queryset):
+        return action(model_admin, request, queryset)
+
+    return allowed
 
 
 refit_axes_admins()
@@ -253,6 +281,10 @@ class AuditedUserAdmin(StorableFiltersAdmin, UserAdmin):
             "title": f"What {user.get_username()} may do", "subject": user,
             "rows": user_access(user),
         })
+
+    def get_object(self, request, object_id, from_field=None):
+        return with_permissions(super().get_object(request, object_id, from_field),
+                                "user_permissions")
 
     def get_readonly_fields(self, request, obj=None):
         # Django lets whoever may change users give any user (themselves too) superuser
@@ -319,6 +351,10 @@ class AuditedGroupAdmin(StorableFiltersAdmin, GroupAdmin):
                                  after=group_permissions(form.instance), by=request.user,
                                  reason=form.cleaned_data.get("access_reason", ""))
 
+    def get_object(self, request, object_id, from_field=None):
+        return with_permissions(super().get_object(request, object_id, from_field),
+                                "permissions")
+
     def get_readonly_fields(self, request, obj=None):
         # Named once (see the module's docstring for why a rename is refused). What a group
         # grants is a superuser's to change, as a user's grants are (AuditedUserAdmin).
@@ -349,6 +385,17 @@ class AuditedGroupAdmin(StorableFiltersAdmin, GroupAdmin):
         with transaction.atomic():
             for group in queryset:
                 self.delete_model(request, group)
+
+
+def with_permissions(holder, relation: str):
+    """`holder` (a user or a group, or None) with its permissions read in one query, each with
+    its content type. The page of one shown read-only (to staff who may only view, or the
+    fields a superuser alone changes) names each permission by its content type: one query
+    per permission otherwise."""
+    if holder is not None:
+        prefetch_related_objects([holder], Prefetch(
+            relation, queryset=Permission.objects.select_related("content_type")))
+    return holder
 
 
 # --- what a deleted user or group takes with it ------------------------------------------

@@ -3,21 +3,24 @@ so read-only (they change only through runs.machine.transitions, the console's a
 along indexes at a million runs. A search finds runs through the console's own search
 (runs.reads.search.search_branches), so admin and console cannot disagree about what matches."""
 
+from datetime import timedelta
 from functools import cache
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db import connection
+from django.db.models import DateTimeField, F, IntegerField
+from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 from guardian.admin import GuardedModelAdmin
 
 from audit.access import AccessAction
-from audit.actions import AuditAction
-from audit.admin import ReadOnlyAdmin, StorableFiltersAdmin, choices_filter
+from audit.actions import ROUTINE_ACTIONS, AuditAction
+from audit.admin import IndexedOrderChangeList, ReadOnlyAdmin, StorableFiltersAdmin, choices_filter
 from audit.models import AccessRecord, AuditRecord
 
 from .admin_search import EXACT, PREFIX, IndexedSearchAdmin
-from .agent_models import AgentTurn, ToolCall, ToolCallStatus
+from .agent_models import AgentTurn, ToolCall
 from .models import (
     ATTENTION_RUN_STATUSES,
     ApprovalWait,
@@ -45,6 +48,40 @@ def searched_run_ids(q: str):
     return [pk for branch in branches for pk in branch]
 
 
+def sorted_not_walked(opts, item):
+    """An ordering `item` ("-updated_at", "pk") of `opts`'s model as an expression no index
+    is in the order of (the column plus nothing), so that PostgreSQL sorts the rows it
+    found rather than walking an index in that order. An item of another kind (an
+    expression, a text column) is returned as it is."""
+    if not isinstance(item, str):
+        return item
+    name = item.removeprefix("-")
+    field = opts.pk if name == "pk" else opts.get_field(name)
+    if isinstance(field, DateTimeField):
+        nothing = timedelta(0)
+    elif isinstance(field, IntegerField):
+        nothing = 0
+    else:
+        return item
+    column = F(field.name) + nothing
+    return column.desc() if item.startswith("-") else column.asc()
+
+
+class FoundRowsChangeList(IndexedOrderChangeList):
+    """A searched list sorts the rows its search found. PostgreSQL would otherwise walk the
+    table in the list's order (newest first) and keep the rows of the runs found, expecting
+    them everywhere; the runs found can be old ones, their rows at the far end of the walk,
+    so a search for them read the whole table (990,000 audit records for one old run's
+    key). The rows of the runs found are few (SEARCH_CAP runs at most), each read along
+    its run's index."""
+
+    def get_ordering(self, request, queryset):
+        ordering = super().get_ordering(request, queryset)
+        if not self.query.strip():
+            return ordering
+        return [sorted_not_walked(self.lookup_opts, item) for item in ordering]
+
+
 class RunSearchAdmin(ReadOnlyAdmin):
     """An admin whose search box finds rows of the runs the console's search finds, through
     `run_path` (the lookup from the row to its run), or, with `searches_keys`, rows whose
@@ -57,6 +94,9 @@ class RunSearchAdmin(ReadOnlyAdmin):
     search_fields = ["-"]
     search_help_text = ("The console's search: the start of a business key, an idempotency "
                         "key, a remote or compensation reference, or a run id.")
+
+    def get_changelist(self, request, **kwargs):
+        return FoundRowsChangeList
 
     def get_search_results(self, request, queryset, search_term):
         q = search_term.strip()
@@ -152,6 +192,7 @@ class RunAdmin(RunSearchAdmin):
                    choices_filter("workflow", "workflow_name", workflow_names)]
     # The console's order, along run_updated_idx (and run_status_updated_idx when filtered).
     ordering = ["-updated_at", "-id"]
+    sortable_by = ["id", "updated_at"]
     inlines = [StepInline]
 
     @admin.display(description="console")
@@ -183,9 +224,14 @@ class ToolCallAdmin(RunSearchAdmin):
     searches_keys = True
     list_display = ["id", "run", "step_name", "generation", "ref", "tool", "impact", "status",
                     "attempt", "remote_ref", "error_class", "updated_at"]
-    list_filter = [choices_filter("status", "status", ToolCallStatus.values)]
+    # No filter by status: no index may hold a call's status (its every checkpoint would then
+    # write an entry into each index of the table instead of updating the row in place, as
+    # for steps, runs.migrations 0016), and without one a filter on a status few calls have
+    # reads the whole table. The calls a person must look at are in the console's attention
+    # list, with their runs.
     list_select_related = ["step"]
     ordering = ["-id"]
+    sortable_by = ["id"]
 
     @admin.display(description="run")
     def run(self, call):
@@ -205,6 +251,7 @@ class AgentTurnAdmin(RunSearchAdmin):
                     "model_ref", "prompt_tokens", "completion_tokens", "created_at"]
     list_select_related = ["step"]
     ordering = ["-id"]
+    sortable_by = ["id"]
 
     @admin.display(description="run")
     def run(self, turn):
@@ -222,21 +269,41 @@ class ApprovalWaitAdmin(RunSearchAdmin):
     list_display = ["id", "run_link", "step_name", "tool_call", "created_at"]
     list_select_related = ["tool_call"]
     ordering = ["-id"]
+    sortable_by = ["id"]
 
     @admin.display(description="run")
     def run_link(self, wait):
         return _run_link(wait.run_id)
 
 
+# The actions audit_uncommon_action_idx holds, which the audit records' list filters on.
+UNCOMMON_ACTIONS = sorted(a.value for a in AuditAction if a not in ROUTINE_ACTIONS)
+
+# Said when a list's address filters on a routine action.
+ROUTINE_FILTER_REFUSED = (
+    "The records of a routine action ({}) are most of the log and no index holds them by "
+    "action: the list filters on the other actions only, and is shown without that filter.")
+
+
 @admin.register(AuditRecord)
 class AuditRecordAdmin(RunSearchAdmin):
-    """Append-only: visible to admins, never editable. Newest first, along the primary key."""
+    """Append-only: visible to admins, never editable. Newest first, along the primary key.
+    A filter by action offers the uncommon ones, along audit_uncommon_action_idx: a routine
+    action this deployment writes rarely (an agent's, where no agent runs) was found by
+    reading the whole log. The records of people (actor kind "user") are found along
+    audit_person_idx."""
 
     list_display = ["created_at", "run_link", "seq", "action", "step_name", "actor_label",
                     "reason"]
-    list_filter = [choices_filter("action", "action", sorted(a.value for a in AuditAction)),
-                   "actor_kind"]
+    list_filter = [choices_filter("action", "action", UNCOMMON_ACTIONS), "actor_kind"]
     ordering = ["-id"]
+
+    def changelist_view(self, request, extra_context=None):
+        action = request.GET.get("action", "")
+        if action in ROUTINE_ACTIONS:
+            self.message_user(request, ROUTINE_FILTER_REFUSED.format(action), messages.ERROR)
+            return HttpResponseRedirect(request.path)
+        return super().changelist_view(request, extra_context)
 
     @admin.display(description="run")
     def run_link(self, record):
@@ -256,6 +323,7 @@ class AccessRecordAdmin(IndexedSearchAdmin, ReadOnlyAdmin):
     list_filter = [choices_filter("action", "action", [a.value for a in AccessAction])]
     indexed_search = (("actor_label", EXACT), ("subject", PREFIX))
     ordering = ["-seq"]
+    sortable_by = ["seq"]
 
 
 class EventStateFilter(admin.SimpleListFilter):
@@ -285,6 +353,7 @@ class ExternalEventAdmin(ReadOnlyAdmin):
     list_filter = [EventStateFilter,
                    choices_filter("workflow", "workflow_name", workflow_names)]
     ordering = ["-id"]
+    sortable_by = ["id"]
 
     @admin.display(description="state")
     def shown_state(self, event):

@@ -5,11 +5,13 @@ Django's own search turns `=field` into UPPER(col::text) = UPPER('q') and a plai
 UPPER(col::text) LIKE UPPER('%q%'): no index serves either, so each search read the whole
 table. Here each searched column says how a term may match it, in a way its index answers:
 a whole number (the term read by whole_number, so "٣" or "²" match nothing rather than run
-3), a UUID, the whole text, or the start of the text (along a varchar_pattern_ops index).
+3), a UUID, an IP address, the whole text, or the start of the text (along a
+varchar_pattern_ops index).
 A term that cannot be what a column holds is not compared with it, and a term that fits no
 column finds nothing, without a query for its rows.
 """
 
+import ipaddress
 import operator
 import uuid
 from functools import reduce
@@ -20,11 +22,12 @@ from .machine.storable import whole_number
 
 NUMBER = "number"
 UUID = "uuid"
+IP = "ip"
 EXACT = "exact"
 PREFIX = "prefix"
 
-_SAYS = {NUMBER: "the whole {}", UUID: "the whole {}", EXACT: "the whole {}",
-         PREFIX: "the start of {}"}
+_SAYS = {NUMBER: "the whole {}", UUID: "the whole {}", IP: "the whole {}",
+         EXACT: "the whole {}", PREFIX: "the start of {}"}
 
 
 def column_match(field: str, how: str, q: str) -> Q | None:
@@ -39,6 +42,12 @@ def column_match(field: str, how: str, q: str) -> Q | None:
             return None
         try:
             return Q(**{field: uuid.UUID(q)})
+        except ValueError:
+            return None
+    if how == IP:
+        # An inet column refuses (an error, not no row) a term that is no address.
+        try:
+            return Q(**{field: str(ipaddress.ip_address(q))})
         except ValueError:
             return None
     if how not in (EXACT, PREFIX):
@@ -61,7 +70,7 @@ def indexed_search(queryset, searched, q: str):
 
 class IndexedSearchAdmin:
     """A ModelAdmin mixin: `indexed_search` lists (field, how) pairs, how one of NUMBER,
-    UUID, EXACT or PREFIX, each an indexed column of the admin's own table."""
+    UUID, IP, EXACT or PREFIX, each an indexed column of the admin's own table."""
 
     indexed_search: tuple[tuple[str, str], ...] = ()
     # Django admin shows the search box only when search_fields is set; the fields are not
