@@ -259,10 +259,10 @@ def ask_again(run_id: int, *, step_name: str, actor: Actor, reason: str,
         before = audit_state(run, step)
         previous = step.result
         version = step.attempt + 1
-        read_again = [s for s in op.steps if s.position > step.position
-                      and s.kind in (definition.READ, definition.DECISION, definition.APPROVAL)
-                      and s.status == StepStatus.SUCCEEDED]
-        for discarded in (step, *read_again):
+        run_again = [s for s in op.steps if s.position > step.position
+                     and s.kind in (definition.READ, definition.DECISION, definition.APPROVAL)
+                     and s.status == StepStatus.SUCCEEDED]
+        for discarded in (step, *run_again):
             discarded.status, discarded.result = StepStatus.PENDING, None
             discarded.remote_ref, discarded.finished_at = "", None
             reset_budget(discarded)
@@ -273,8 +273,8 @@ def ask_again(run_id: int, *, step_name: str, actor: Actor, reason: str,
         change.audit(AuditAction.DECISION_DISCARDED, step=step, reason=reason, before=before,
                      after=audit_state(run, step),
                      data={"previous_decision": previous, "next_version": version,
-                           **({"run_again": [s.name for s in read_again]}
-                              if read_again else {})})
+                           **({"run_again": [s.name for s in run_again]}
+                              if run_again else {})})
     return run
 
 def cancel(run_id: int, *, actor: Actor, reason: str, approved_by: Actor | None = None,
