@@ -84,6 +84,10 @@ class ToolCall(models.Model):
                               default=ToolCallStatus.PENDING)
     idempotency_key = models.CharField(max_length=64)
     compensation_key = models.CharField(max_length=64, blank=True)
+    # A person settled this call as not done: a request of it may still be in flight, so the
+    # model's next call of the same tool with the same arguments takes this key over
+    # (agent_turns.record_agent_turn), and a receiver that honours keys does it at most once.
+    key_open_for_repeat = models.BooleanField(default=False, db_default=False)
     attempt = models.PositiveIntegerField(default=0)
     lookup_failures = models.PositiveIntegerField(default=0)
     compensation_attempt = models.PositiveIntegerField(default=0)

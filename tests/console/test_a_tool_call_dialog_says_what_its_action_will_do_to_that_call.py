@@ -1,7 +1,8 @@
 """The dialog of an action aimed at one tool call says, besides the action's description, what
 it will do to that call (runs.operator.previews.tool_call_outline, through the action's own
-explain): the reconcile of a high-impact call warns that a "not found" answer lets the model
-ask again under a new key; a low-impact call's reconcile names its key and warns of nothing.
+explain): the reconcile of a high-impact call says that a "not found" answer is told to the
+model, whose repeat with the same arguments is sent under the call's key and with other
+arguments under a new one; a low-impact call's reconcile names its key and warns of nothing.
 The invoice-triage agent runs against the sandbox over real HTTP."""
 
 import re
@@ -15,7 +16,7 @@ from tests.agent_runs import advance, start_triage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-WARNING = "may ask for the call again under a new key"
+WARNING = "with other arguments, under a new key"
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +54,9 @@ def test_the_reconcile_dialog_of_a_high_impact_call_names_its_key_and_warns(
     dialog = reconcile_dialog(client_for(operator), call)
     assert f"asked by the call&#x27;s idempotency key {call.idempotency_key}" in dialog
     assert "post-ledger, high impact" in dialog
-    assert WARNING in dialog and "take effect twice" in dialog
+    assert WARNING in dialog
+    assert (f"the same arguments, the call is sent with this key {call.idempotency_key}"
+            in dialog)
 
 
 def test_the_reconcile_dialog_of_a_low_impact_call_names_its_key_and_warns_of_nothing(

@@ -19,6 +19,7 @@ from audit.redaction import redact_text
 
 from ... import store
 from ...agent_models import ToolCall, ToolCallStatus
+from ...definitions import definition
 from ...models import AttentionReason, Run, StepStatus
 from .. import sensitive
 from ..errors import SecondPersonRequired, TransitionNotAllowed
@@ -214,6 +215,9 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
         step, call = checked_call(op, "reconcile_tool_call", step_name, call_ref)
         before = audit_state(run, step)
         effect = effects.CallEffect(op, step, call)
+        # "Not done" may be said before a slow request has landed: the model, told the call
+        # did not happen, may ask for it again, and that repeat is sent with this key.
+        call.key_open_for_repeat = isinstance(verdict, definition.NotFound)
         data = effect.data(evidence=evidence, **effects.settled_by_person(
             change, effect, verdict, evidence=evidence, reason=reason))
         # What may still have happened, by the one rule of an unsettled effect (a read's
