@@ -314,7 +314,10 @@ def reopen(run_id: int, *, actor: Actor, reason: str, now: datetime | None = Non
         run, change = op.run, op.change
         before = audit_state(run)
         for step in op.steps:
-            if step.status == StepStatus.SKIPPED and step.finished_at is None:
+            # A person skips event waits only. Any other skipped step was the end's, though a
+            # run ended under an earlier release may have kept a failed attempt's finished_at.
+            by_person = step.kind == definition.EVENT and step.finished_at is not None
+            if step.status == StepStatus.SKIPPED and not by_person:
                 step.status = StepStatus.PENDING
                 change.step_changed(step)
         run.finished_at = None
