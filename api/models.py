@@ -98,6 +98,17 @@ class WebhookSubscriber(models.Model):
     # Likewise the audit records of step outcomes up to this id: a step's outcome is told
     # from its record in the run's chain, not from a second row written for subscribers.
     last_record_id = models.BigIntegerField(default=0, db_default=0)
+    # The holes (ids missing below ids already visible) each cursor waits at, as the
+    # publisher last judged them (api.webhooks.Holes): every id up to `holes_upto` was drawn
+    # before `holes_seen_at`; `holes_horizon` (a PostgreSQL transaction id, xid8), taken
+    # a few seconds later, is above the id of every transaction that drew one. None: no hole
+    # waits. Written by the publisher only, with its cursors.
+    event_holes_upto = models.BigIntegerField(null=True, blank=True)
+    event_holes_seen_at = models.DateTimeField(null=True, blank=True)
+    event_holes_horizon = models.BigIntegerField(null=True, blank=True)
+    record_holes_upto = models.BigIntegerField(null=True, blank=True)
+    record_holes_seen_at = models.DateTimeField(null=True, blank=True)
+    record_holes_horizon = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):

@@ -17,13 +17,14 @@ import json
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 import httpx
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Max, QuerySet
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Exists, Max, OuterRef, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
@@ -87,12 +88,20 @@ def cursors_at_head() -> dict[str, int]:
             "last_record_id": AuditRecord.objects.aggregate(head=Max("pk"))["head"] or 0}
 
 
-# How long a hole in the ids after a cursor may still be a row not yet committed. Ids are
-# drawn when a row is inserted, not when it commits: a transition that commits after a
-# later one leaves its row below ids already visible, and a cursor moved past the hole would
-# never read it. A rolled-back transaction leaves a hole for good, so one is waited on only
-# this long after the row behind it was written: far longer than a transition stays open.
-SETTLE = timedelta(seconds=30)
+# Ids are drawn when a row is inserted, not when it commits: a transition that commits after
+# a later one leaves a hole, its id missing below ids already visible, and a cursor moved
+# past the hole would never read its row. A rolled-back transaction leaves a hole for good.
+# So a cursor passes a hole only once no transaction that may have drawn the id is still
+# open, as PostgreSQL's transactions say (Holes), never after a time: a transaction that
+# stalls for an hour holds the cursor for that hour, and its row is delivered once it
+# commits. The price: any transaction that has written and is open since before the hole
+# was judged holds the cursor too, whatever it touches, on any database of the server
+# (transaction ids are the server's).
+#
+# A transaction is given its transaction id when it first writes, in the INSERT that drew
+# the id, microseconds later: the horizon that stands above all of theirs is taken no
+# sooner than this long after the missing ids were seen.
+HOLE_MIN_AGE = timedelta(seconds=5)
 # Ids looked at per cursor and pass (numbers and dates along the primary key).
 SCAN = 10_000
 
@@ -112,30 +121,100 @@ def news_for(subscriber: WebhookSubscriber) -> tuple[QuerySet, QuerySet]:
     return events, records
 
 
+@dataclass(frozen=True)
+class Holes:
+    """What a cursor knows of the holes after it, stored on its subscriber. Every id up to
+    `upto` was drawn before `seen_at`, so by a transaction that had its transaction id
+    HOLE_MIN_AGE later. `horizon` is a transaction id given to the publisher after that,
+    so above each of theirs: once no transaction below it is open, an id up to `upto` still
+    missing stays missing (rolled back, or its row deleted), and the cursor passes it."""
+
+    upto: int | None = None
+    seen_at: datetime | None = None
+    horizon: int | None = None
+    # A horizon is to be taken in the transaction that stores these.
+    wants_horizon: bool = False
+
+    @classmethod
+    def of(cls, subscriber: WebhookSubscriber, kind: str) -> "Holes":
+        return cls(*(getattr(subscriber, f"{kind}_holes_{name}")
+                     for name in ("upto", "seen_at", "horizon")))
+
+    def fields(self, kind: str) -> dict:
+        return {f"{kind}_holes_upto": self.upto, f"{kind}_holes_seen_at": self.seen_at,
+                f"{kind}_holes_horizon": self.horizon}
+
+
+@dataclass(frozen=True)
+class OpenTransactions:
+    """PostgreSQL's transactions as a pass finds them, before it reads any row."""
+
+    # The oldest transaction id of another session still open: every transaction below it
+    # has committed or rolled back. When none is open, the next id to be given.
+    oldest: int
+    # Whether this session had no transaction id yet: one it is given during the pass is
+    # newer than every id given before the pass began, so it may serve as a horizon.
+    fresh: bool
+
+
+def open_transactions() -> OpenTransactions | None:
+    """The transactions open now; None on a database with one writer at a time (SQLite,
+    the demo's): a writer holds the whole database until it ends, so no id is visible above
+    one that may still commit, and an id rolled back is drawn again. Every hole is final."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        # The snapshot's list of open transactions (xip), not its xmin: the list leaves out
+        # this session's own, which a caller's transaction (a test's) may hold, and which
+        # cannot hide a row from this session.
+        cursor.execute(
+            "SELECT coalesce((SELECT min(x::text::bigint) FROM pg_snapshot_xip(s) AS x),"
+            " pg_snapshot_xmax(s)::text::bigint), pg_current_xact_id_if_assigned() IS NULL"
+            " FROM pg_current_snapshot() AS s")
+        oldest, fresh = cursor.fetchone()
+    return OpenTransactions(oldest=oldest, fresh=fresh)
+
+
 def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
     """Turn new status changes and step outcomes into deliveries, per subscriber, each in
     the order it was written. Two cursors per subscriber, each read by primary key from
     where it stopped: the cost follows what is new, not the size of either table. A cursor
-    never passes a row that may still commit (SETTLE)."""
-    # Holes are judged by the database's clock, which dated the rows.
-    settled_before = (now or store.current().now()) - SETTLE
+    never passes a row that may still commit (Holes). A hole is seen by one pass; the
+    first pass HOLE_MIN_AGE later takes its horizon; a later one passes it once every
+    transaction open when the horizon was taken has ended, and it is still missing. Run in
+    a transaction of its own (the publisher is): inside a caller's transaction that had
+    written before, no horizon can be taken, and a hole is waited at until it commits."""
+    # Holes are aged by the database's clock, the same for every worker; read when asked,
+    # as a hole is seen after the rows above it were read.
+    given = now
+
+    def clock() -> datetime:
+        return given or store.current().now()
+
     now = now or timezone.now()
+    # Before any row is read: a transaction found ended here has its row, if it committed,
+    # in what the pass reads next.
+    transactions = open_transactions()
     queued = 0
     for subscriber in WebhookSubscriber.objects.filter(active=True):
         events, records = news_for(subscriber)
-        event_ids, last_event_id = _unqueued(
+        event_ids, last_event_id, event_holes = _unqueued(
             subscriber, events, "event", subscriber.last_event_id,
-            settled_before=settled_before, limit=limit)
-        record_ids, last_record_id = _unqueued(
+            Holes.of(subscriber, "event"), transactions=transactions, clock=clock,
+            limit=limit)
+        record_ids, last_record_id, record_holes = _unqueued(
             subscriber, records, "record", subscriber.last_record_id,
-            settled_before=settled_before, limit=limit)
+            Holes.of(subscriber, "record"), transactions=transactions, clock=clock,
+            limit=limit)
         try:
             # One subscriber's deliveries and its cursors commit together. An admin may
             # delete a subscriber with no deliveries yet while this pass reads it: its
             # deliveries would refer to nothing, and the foreign key refuses them at commit.
             with transaction.atomic():
                 _queue(subscriber, event_ids, record_ids, now=now,
-                       cursors=(last_event_id, last_record_id))
+                       cursors=(last_event_id, last_record_id),
+                       holes=(event_holes, record_holes),
+                       fresh=transactions is not None and transactions.fresh)
         except IntegrityError:
             if WebhookSubscriber.objects.filter(pk=subscriber.pk).exists():
                 raise
@@ -148,7 +227,7 @@ def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
 
 def _queue(subscriber, event_ids: list[tuple[int, datetime]],
            record_ids: list[tuple[int, datetime]], *, now: datetime,
-           cursors: tuple[int, int]) -> None:
+           cursors: tuple[int, int], holes: tuple[Holes, Holes], fresh: bool) -> None:
     if event_ids or record_ids:
         # In the order written, both kinds together: deliveries due at once are sent in the
         # order of their ids, and a subscriber must not hear that a run completed before it
@@ -162,39 +241,89 @@ def _queue(subscriber, event_ids: list[tuple[int, datetime]],
                              **{"event_id" if is_event else "record_id": pk})
              for _, is_event, pk in written],
             ignore_conflicts=True)
-    if cursors != (subscriber.last_event_id, subscriber.last_record_id):
-        WebhookSubscriber.objects.filter(pk=subscriber.pk).update(
-            last_event_id=cursors[0], last_record_id=cursors[1])
+    if any(h.wants_horizon for h in holes):
+        # Without a fresh id (a caller's transaction had one before the pass), none is
+        # taken, and the holes wait.
+        horizon = _own_transaction_id() if fresh else None
+        holes = tuple(replace(h, horizon=horizon, wants_horizon=False) if h.wants_horizon
+                      else h for h in holes)
+    fields = {"last_event_id": cursors[0], "last_record_id": cursors[1],
+              **holes[0].fields("event"), **holes[1].fields("record")}
+    if any(getattr(subscriber, name) != value for name, value in fields.items()):
+        WebhookSubscriber.objects.filter(pk=subscriber.pk).update(**fields)
 
 
-def _unqueued(subscriber, matching, kind: str, after: int, *, settled_before: datetime,
-              limit: int) -> tuple[list[tuple[int, datetime]], int]:
+def _own_transaction_id() -> int:
+    """This transaction's id, given now if it had none: after the pass read the rows, so
+    newer than the id of every transaction that had one by then. Not a snapshot's xmax:
+    that is one past the newest transaction that has ended, and one given its id after
+    that and still open stands above it."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_current_xact_id()::text::bigint")
+        return cursor.fetchone()[0]
+
+
+def _unqueued(subscriber, matching, kind: str, after: int, holes: Holes, *,
+              transactions: OpenTransactions | None, clock: Callable[[], datetime],
+              limit: int) -> tuple[list[tuple[int, datetime]], int, Holes]:
     """((id, time written) of the `matching` rows after the cursor `after` that the
-    subscriber has no delivery of yet, up to `limit`; where its cursor moves). The cursor
-    moves over every row written, matching or not, up to the first hole that may still fill.
-    Rows beyond that hole are delivered at once all the same, and read again (and skipped)
-    until the hole fills or settles."""
+    subscriber has no delivery of yet, up to `limit`; where its cursor moves; its holes as
+    this pass judged them). The cursor moves over every row written, matching or not, up to
+    the first hole that may still fill. Rows beyond that hole are delivered at once all the
+    same, and read again (and skipped) until the hole fills or is known to stay empty."""
     written = list(matching.model.objects.filter(pk__gt=after).order_by("pk")
                    .values_list("pk", "created_at")[:SCAN])
     if not written:
-        return [], after
-    settled = after
-    for pk, created_at in written:
-        if pk != settled + 1 and created_at > settled_before:
+        return [], after, holes
+    newest = written[-1][0]
+    # Ids up to here that are missing stay missing.
+    if transactions is None:
+        final = newest
+    elif holes.horizon is not None and transactions.oldest > holes.horizon:
+        final = holes.upto
+    else:
+        final = after
+    walked = after
+    for pk, _ in written:
+        if pk > walked + 1 and walked < final:
+            walked = min(pk - 1, final)
+        if pk > walked + 1:
             break
-        settled = pk
-    ids = list(matching.filter(pk__gt=after, pk__lte=written[-1][0]).order_by("pk")
-               .values_list("pk", flat=True)[:limit])
-    if len(ids) == limit:
-        settled = min(settled, ids[-1])
-    if ids:
-        queued = set(WebhookDelivery.objects.filter(subscriber=subscriber,
-                                                    **{f"{kind}_id__in": ids})
-                     .values_list(f"{kind}_id", flat=True))
-        ids = [pk for pk in ids if pk not in queued]
-    # Each matching row is one of those written (read above), its time with it.
+        walked = pk
+    # Those with a delivery already (queued past a hole) are left out here, not counted
+    # against `limit`: behind a hole held for long, they would fill it with rows already
+    # queued, and the rows after them would wait for the hole.
+    ids = list(matching.filter(pk__gt=after, pk__lte=newest)
+               .exclude(Exists(WebhookDelivery.objects.filter(
+                   subscriber=subscriber, **{f"{kind}_id": OuterRef("pk")})))
+               .order_by("pk").values_list("pk", flat=True)[:limit])
+    settled = min(walked, ids[-1]) if len(ids) == limit else walked
+    # Each matching row is one of those written (read above), its time with it; one that
+    # committed in between fills a hole the cursor waits at, and is queued next pass.
     dated = dict(written)
-    return [(pk, dated[pk]) for pk in ids], settled
+    queued = [(pk, dated[pk]) for pk in ids if pk in dated]
+    return queued, settled, _judged(holes, transactions, settled, clock=clock,
+                                    waits_at=walked + 1 if walked < newest else None,
+                                    newest=newest)
+
+
+def _judged(holes: Holes, transactions: OpenTransactions | None, cursor: int, *,
+            clock: Callable[[], datetime], waits_at: int | None, newest: int) -> Holes:
+    """A cursor's holes after a pass that moved it to `cursor`, the first hole it waits at
+    being `waits_at` (None: none) and the newest id it read `newest`."""
+    if transactions is None:
+        return Holes()
+    if holes.upto is not None and cursor < holes.upto:
+        # Still ahead of the cursor: what they say stays true, and a horizon is taken once
+        # the transactions that drew the ids have their transaction ids.
+        if (waits_at is not None and waits_at <= holes.upto and holes.horizon is None
+                and clock() >= holes.seen_at + HOLE_MIN_AGE):
+            return replace(holes, wants_horizon=True)
+        return holes
+    if waits_at is None:
+        return Holes()
+    # Now, after the rows up to `newest` were read: each was drawn before.
+    return Holes(upto=newest, seen_at=clock())
 
 
 def _body(delivery: WebhookDelivery) -> bytes:

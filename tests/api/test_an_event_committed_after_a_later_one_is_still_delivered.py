@@ -1,8 +1,9 @@
 """Ids are drawn when a row is inserted, not when it commits: a status change whose
 transaction commits after a later one's sits below ids already visible. A subscriber's
 cursor never moves past such a hole while it may still fill, so the event is delivered
-once it commits; a hole that a rolled-back transaction left for good is passed once it
-settled (webhooks.SETTLE)."""
+once it commits. (A hole a rolled-back transaction left, and one held by a transaction
+stalled for long: test_a_hole_is_passed_once_no_transaction_that_could_fill_it_is_open,
+test_a_row_whose_commit_stalls_past_the_old_settle_time_is_still_delivered.)"""
 
 import threading
 
@@ -58,33 +59,3 @@ def test_an_event_committed_after_a_later_one_is_still_delivered():
 
     assert _told(subscriber) == {later_event, slow["id"]}
     assert webhooks.queue_deliveries() == 0  # each once
-
-
-@pytest.mark.django_db
-def test_a_hole_a_rolled_back_transaction_left_is_passed_once_it_settled():
-    run = new_run()
-    subscriber = _subscribe()
-    now = timezone.now()
-
-    class RolledBack(Exception):
-        pass
-
-    with pytest.raises(RolledBack), transaction.atomic():
-        RunEvent.objects.create(run=run, status_from="queued", status_to="running",
-                                created_at=now)
-        raise RolledBack
-    after_hole = RunEvent.objects.create(run=run, status_from="queued", status_to="waiting",
-                                         created_at=now).pk
-
-    assert webhooks.queue_deliveries(now=now) == 1
-    # Delivered at once, but the cursor waits before the hole: it may still be a
-    # transaction that commits.
-    subscriber.refresh_from_db()
-    assert subscriber.last_event_id < after_hole
-    assert webhooks.queue_deliveries(now=now) == 0  # read again, never queued twice
-
-    assert webhooks.queue_deliveries(now=now + webhooks.SETTLE) == 0
-
-    subscriber.refresh_from_db()
-    assert subscriber.last_event_id == after_hole
-    assert _told(subscriber) == {after_hole}
