@@ -2,6 +2,7 @@
 old versions stay registered while runs on them are open. runs.definitions.definition names it as
 its own (`d.registry`)."""
 
+from collections.abc import Callable
 from typing import Any
 
 from . import validation
@@ -13,6 +14,14 @@ class Registry:
 
     def __init__(self):
         self._workflows: dict[tuple[str, int], Any] = {}
+        self._checks: list[Callable[[Any], None]] = []
+
+    def check_each(self, check: Callable[[Any], None]) -> None:
+        """Call `check(workflow)` before each workflow is registered from now on; what it
+        raises refuses the workflow, which is then not registered. What depends on the next
+        version of a workflow, and lives above this module (a schedule's fixed input,
+        runs.waiting.schedule_input), holds the version to it without being imported here."""
+        self._checks.append(check)
 
     def register(self, workflow) -> None:
         key = (workflow.name, workflow.version)
@@ -21,6 +30,8 @@ class Registry:
             raise validation.DefinitionError(
                 f"{validation.where(workflow)}: {workflow.name} v{workflow.version} registered "
                 "twice (give the new declaration a new version)")
+        for check in self._checks:
+            check(workflow)
         self._workflows[key] = workflow
 
     def unregister(self, workflow) -> None:

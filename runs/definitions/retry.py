@@ -3,6 +3,7 @@
 import math
 import random
 from dataclasses import dataclass, field
+from functools import cached_property
 
 # The longest wait between two attempts a policy may declare.
 LONGEST_INTERVAL = 366 * 24 * 3600.0
@@ -26,7 +27,16 @@ class RetryPolicy:
     jitter: float = 0.2
     non_retryable: tuple[type[BaseException], ...] = field(default_factory=tuple)
 
-    def __post_init__(self):
+    # Not checked as it is built: a policy is mostly built inline, as an argument of the step
+    # it is for (`@wf.read("fetch", retry=RetryPolicy(...))`), before that step exists, and
+    # an error raised here could name neither. The step refuses it, naming the workflow, the
+    # step and the field (runs.definitions.validation.effect_checks); a policy used on its
+    # own refuses to compute a delay or a budget instead (check).
+
+    @cached_property
+    def problem(self) -> str | None:
+        """What the runtime cannot compute with in this policy, each field with its value,
+        or None."""
         problems = [f"{name} must be a finite number, not {value!r}"
                     for name, value in self.numbers().items()
                     if isinstance(value, bool) or not isinstance(value, int | float)
@@ -39,30 +49,35 @@ class RetryPolicy:
                 for t in self.non_retryable):
             problems.append("non_retryable must be a tuple of exception classes, not "
                             f"{self.non_retryable!r}")
-        if problems:
-            raise ValueError("invalid RetryPolicy: " + "; ".join(problems))
-        if self.initial_interval < 0:
-            problems.append("initial_interval must be >= 0")
-        if self.backoff_coefficient < 1:
-            problems.append("backoff_coefficient must be >= 1")
-        if self.maximum_interval < self.initial_interval:
-            problems.append("maximum_interval must be >= initial_interval")
-        if self.maximum_attempts < 1:
-            problems.append("maximum_attempts must be >= 1")
-        if not 0 <= self.jitter < 1:
-            problems.append("jitter must be in [0, 1)")
-        if self.maximum_interval > LONGEST_INTERVAL:
+        if problems:  # the comparisons below need numbers
+            return "; ".join(problems)
+        ranges = (
+            (self.initial_interval >= 0, "initial_interval must be >= 0",
+             self.initial_interval),
+            (self.backoff_coefficient >= 1, "backoff_coefficient must be >= 1",
+             self.backoff_coefficient),
+            (self.maximum_interval >= self.initial_interval,
+             f"maximum_interval must be >= initial_interval ({self.initial_interval!r})",
+             self.maximum_interval),
+            (self.maximum_attempts >= 1, "maximum_attempts must be >= 1", self.maximum_attempts),
+            (0 <= self.jitter < 1, "jitter must be in [0, 1)", self.jitter),
             # A later retry is a schedule, not a retry; and a delay past what a date holds
             # fails the checkpoint that records the retry, in the worker, at every attempt.
-            problems.append(f"maximum_interval must be at most {LONGEST_INTERVAL:g} s "
-                            "(366 days)")
-        if self.maximum_elapsed <= 0:
-            problems.append("maximum_elapsed must be > 0")
-        if problems:
-            raise ValueError("invalid RetryPolicy: " + "; ".join(problems))
+            (self.maximum_interval <= LONGEST_INTERVAL,
+             f"maximum_interval must be at most {LONGEST_INTERVAL:g} s (366 days)",
+             self.maximum_interval),
+            (self.maximum_elapsed > 0, "maximum_elapsed must be > 0", self.maximum_elapsed),
+        )
+        return "; ".join(f"{why}, not {value!r}" for ok, why, value in ranges if not ok) or None
+
+    def check(self) -> None:
+        """ValueError naming what is wrong, if the policy cannot be computed with."""
+        if self.problem is not None:
+            raise ValueError(f"invalid RetryPolicy: {self.problem}")
 
     def base_delay(self, attempt: int) -> float:
         """The delay after failed attempt number `attempt` (1-based), before jitter."""
+        self.check()
         try:
             grown = self.initial_interval * self.backoff_coefficient ** (attempt - 1)
         except OverflowError:  # a float power past 1e308, after a thousand attempts or so
@@ -88,6 +103,7 @@ class RetryPolicy:
 
     def allows_another(self, *, attempts_made: int, elapsed: float, next_delay: float) -> bool:
         """Whether one more attempt fits both budgets."""
+        self.check()
         return (attempts_made < self.maximum_attempts
                 and elapsed + next_delay <= self.maximum_elapsed)
 

@@ -218,11 +218,13 @@ def step_problem(step, *, impacts: tuple[str, ...], contract: type) -> str | Non
 
 
 def effect_checks(effect) -> tuple:
-    """(ok, why) for the options a step and an agent's tool share: one effect machine
-    retries and looks up both (runs.machine.transitions.effects), so one rule holds them."""
+    """(ok, why) for the options a step and an agent's tool share (one effect machine runs
+    both), with their retry policy's own mistakes: built before its step, it is named here."""
+    problem = effect.retry.problem if isinstance(effect.retry, RetryPolicy) else None
     return (
         (isinstance(effect.retry, RetryPolicy),
          f"retry must be a RetryPolicy, not {type(effect.retry).__name__}"),
+        (problem is None, f"retry policy: {problem}"),
         (whole(effect.lookup_attempts, least=1),
          f"lookup_attempts must be a whole number >= 1, not {effect.lookup_attempts!r}"),
         (seconds(effect.lookup_delay),

@@ -43,7 +43,7 @@ from ..machine.single_pass import single_pass
 from ..machine.storable import person_text_problem
 from ..machine.transitions import start_run
 from ..models import ControlRecord, ScheduleState
-from . import schedule_health
+from . import schedule_health, schedule_input
 from .schedule_state import handled_up_to, record_progress, run_under_old_name, state_of
 
 logger = logging.getLogger(__name__)
@@ -142,6 +142,9 @@ class Schedule:
         if self.catch_up not in CATCH_UP_POLICIES:
             raise ScheduleError(f"schedule {self.name!r}: catch_up must be one of "
                                 f"{', '.join(CATCH_UP_POLICIES)}, not {self.catch_up!r}")
+        started = schedule_input.started_version(self.workflow)
+        if (problem := schedule_input.input_problem(self.input, started)) is not None:
+            raise ScheduleError(f"schedule {self.name!r}: {problem}")
         if self.register:
             registry.add(self)
 
@@ -231,6 +234,9 @@ class ScheduleRegistry:
 
 
 registry = ScheduleRegistry()
+# A later version of a workflow is held to the fixed input of the schedules that would start it.
+definition.registry.check_each(lambda workflow: schedule_input.check_version(registry.all(),
+                                                                             workflow))
 
 
 @dataclass

@@ -84,7 +84,7 @@ def metric(client, name):
 
 
 def test_the_metric_counts_the_schedules_failing_now(client, declared_schedule, failing):
-    declared_schedule("other-broken", input={"wrong": 1})
+    declared_schedule("other-broken", input=lambda slot: {"wrong": 1})
     now = timezone.now()
     fire_due_schedules(now=now - timedelta(minutes=2))
     fire_due_schedules(now=now)

@@ -83,7 +83,7 @@ def test_an_input_that_raises_at_three_ticks_is_recorded_once_and_counted(
 def test_a_schedule_whose_every_slot_is_refused_is_failing_until_a_slot_starts(
         declared_schedule, ticks, caplog):
     caplog.set_level(logging.INFO)
-    refused = declared_schedule("refused", input={"wrong": 1})
+    refused = declared_schedule("refused", input=lambda slot: {"wrong": 1})
     fire_due_schedules(now=ticks[0])
     for at in ticks[1:4]:
         assert len(fire_due_schedules(now=at).refused) == 1

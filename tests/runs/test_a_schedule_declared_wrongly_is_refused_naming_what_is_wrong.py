@@ -25,7 +25,8 @@ def test_a_wrong_kind_of_value_is_refused_naming_the_schedule_and_the_option(opt
 
 
 def test_slots_of_an_interval_of_whole_seconds_each_have_a_business_key_of_their_own():
-    every_second = Schedule(nightly, "fast", every=timedelta(seconds=1), register=False)
+    every_second = Schedule(nightly, "fast", every=timedelta(seconds=1), register=False,
+                            input=lambda slot: {"slot": slot.isoformat()})
     slots = every_second.next_slots(datetime(2026, 3, 2, 9, 0, 0, 500000, tzinfo=UTC), 5)
     keys = {every_second.business_key(slot) for slot in slots}
     assert len(keys) == 5

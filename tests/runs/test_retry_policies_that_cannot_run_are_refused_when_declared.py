@@ -9,7 +9,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from runs.definitions.definition import Workflow
 from runs.definitions.retry import LONGEST_INTERVAL, RetryPolicy
+from runs.definitions.validation import DefinitionError
+from tests.workflows import OrderIn
 
 NAN, INF = float("nan"), float("inf")
 
@@ -34,9 +37,11 @@ NAN, INF = float("nan"), float("inf")
     ({"non_retryable": (int,)}, "non_retryable must be a tuple of exception classes"),
 ])
 def test_a_policy_the_worker_cannot_compute_with_is_refused_naming_the_field(kwargs, message):
-    with pytest.raises(ValueError) as refused:
-        RetryPolicy(**kwargs)
-    assert str(refused.value).startswith("invalid RetryPolicy: ")
+    workflow = Workflow("test-retry-refused", version=1, input=OrderIn, register=False)
+    with pytest.raises(DefinitionError) as refused:
+        workflow.read("fetch", retry=RetryPolicy(**kwargs))(lambda ctx: None)
+    assert str(refused.value).startswith(
+        "workflow test-retry-refused v1, step 'fetch': retry policy: ")
     assert message in str(refused.value)
 
 

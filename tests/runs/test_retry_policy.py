@@ -48,5 +48,6 @@ def test_elapsed_budget_stops_retries_even_with_attempts_left():
     ({"initial_interval": 10, "maximum_interval": 5}, "maximum_interval"),
 ])
 def test_invalid_policy_is_refused_naming_the_field(kwargs, message):
+    policy = RetryPolicy(**kwargs)
     with pytest.raises(ValueError, match=message):
-        RetryPolicy(**kwargs)
+        policy.delay(1)

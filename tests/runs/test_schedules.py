@@ -52,7 +52,7 @@ def test_each_slot_starts_one_run_whose_business_key_is_the_slot():
 
 def test_a_cron_schedule_fires_at_local_time_in_its_time_zone_across_daylight_saving():
     daily = Schedule(nightly, "daily", cron="0 6 * * *", timezone="Europe/Berlin",
-                     register=False)
+                     register=False, input=lambda slot: {"slot": slot.isoformat()})
     # The night Berlin moves to summer time (29 March 2026): 06:00 local is 05:00Z, then 04:00Z.
     slots = daily.next_slots(datetime(2026, 3, 28, 12, tzinfo=UTC), count=2)
     assert [s.astimezone(UTC) for s in slots] == [datetime(2026, 3, 29, 4, tzinfo=UTC),
@@ -193,7 +193,7 @@ def test_a_paused_schedule_starts_nothing_and_resumes_from_now_with_who_and_why(
 @pytest.mark.django_db
 def test_a_slot_whose_input_fails_the_schema_is_refused_and_the_others_still_run():
     probe = Schedule(nightly, "broken", every=timedelta(minutes=1), register=False,
-                     input={"wrong": 1})
+                     input=lambda slot: {"wrong": 1})
     fire_schedule(probe, now=T0)
     report = fire_schedule(probe, now=T0 + timedelta(minutes=1))
     assert report.started == [] and "does not match its schema" in report.refused[0]

@@ -1,0 +1,58 @@
+"""A schedule's input, checked where it is declared instead of at each tick only. A fixed
+input (a dict) that the workflow's input schema refuses had every tick's start refused: the
+schedule failed in production from its first slot on, and never started a run.
+
+Each tick starts the latest registered version of the workflow (start_run), so that version is
+the one a fixed input is held to: when the schedule is declared (runs.waiting.schedules
+.Schedule), and again when a later version is registered, which is refused if the fixed input
+of a registered schedule does not fit it (definition.registry.check_each).
+
+A function of the slot is checked to be one that takes the slot; what it returns depends on
+the slot, so it is checked at each tick, where a refusal shows the schedule failing
+(runs.waiting.schedule_health). start_run parses a fixed input at each tick too: a schema's
+own validators may depend on the time or on other data, and what fitted once may not."""
+
+from collections.abc import Iterable
+
+from ..definitions import definition, validation
+
+
+def started_version(workflow: definition.Workflow) -> definition.Workflow:
+    """The version of `workflow` that a tick starts: the latest registered under its name, or
+    `workflow` itself when no later one is (it may be declared with register=False)."""
+    latest = definition.registry.latest(workflow.name)
+    return latest if latest is not None and latest.version > workflow.version else workflow
+
+
+def input_problem(given, workflow: definition.Workflow) -> str | None:
+    """Why a schedule declared with the input `given` can start no run of `workflow` (the
+    version its ticks start), or None. The refusal says where and why as the schema says it,
+    never the values (Workflow.parse_input)."""
+    if callable(given):
+        return validation.role_problem(given, role="input function", takes="input(slot)")
+    if not isinstance(given, dict):
+        return (f"input must be a dict, or a function of the slot returning one, not "
+                f"{type(given).__name__}")
+    errors = workflow.parse_input(given, to_its_sender=True)[1]
+    if errors:
+        return (f"its input is refused by {validation.where(workflow)}, which each of its "
+                f"ticks would start: {definition.input_errors_text(errors)}")
+    return None
+
+
+def check_version(schedules: Iterable, workflow: definition.Workflow) -> None:
+    """Refuse `workflow`, a version about to be registered, if ticks would start it and it
+    refuses the fixed input of one of `schedules` (those registered): naming the version and
+    the schedule. Nothing is registered then; the schedule or the version is to be changed."""
+    latest = definition.registry.latest(workflow.name)
+    if latest is not None and latest.version > workflow.version:
+        return  # the ticks go on starting the later one
+    for schedule in schedules:
+        if schedule.workflow_name != workflow.name or callable(schedule.input):
+            continue
+        errors = workflow.parse_input(schedule.input, to_its_sender=True)[1]
+        if errors:
+            raise validation.DefinitionError(
+                f"{validation.where(workflow)}: schedule {schedule.name!r} would start this "
+                f"version at each tick with its fixed input, which the version refuses: "
+                f"{definition.input_errors_text(errors)}")
