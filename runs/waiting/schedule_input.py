@@ -15,6 +15,8 @@ own validators may depend on the time or on other data, and what fitted once may
 from collections.abc import Iterable
 
 from ..definitions import definition, validation
+from ..machine.errors import InvalidInput
+from ..machine.transitions import checked_input
 
 
 def started_version(workflow: definition.Workflow) -> definition.Workflow:
@@ -33,10 +35,11 @@ def input_problem(given, workflow: definition.Workflow) -> str | None:
     if not isinstance(given, dict):
         return (f"input must be a dict, or a function of the slot returning one, not "
                 f"{type(given).__name__}")
-    errors = workflow.parse_input(given, to_its_sender=True)[1]
-    if errors:
+    try:
+        checked_input(workflow, given)  # as each tick's start checks it
+    except InvalidInput as exc:
         return (f"its input is refused by {validation.where(workflow)}, which each of its "
-                f"ticks would start: {definition.input_errors_text(errors)}")
+                f"ticks would start: {exc}")
     return None
 
 
@@ -50,9 +53,10 @@ def check_version(schedules: Iterable, workflow: definition.Workflow) -> None:
     for schedule in schedules:
         if schedule.workflow_name != workflow.name or callable(schedule.input):
             continue
-        errors = workflow.parse_input(schedule.input, to_its_sender=True)[1]
-        if errors:
+        try:
+            checked_input(workflow, schedule.input)
+        except InvalidInput as exc:
             raise validation.DefinitionError(
                 f"{validation.where(workflow)}: schedule {schedule.name!r} would start this "
                 f"version at each tick with its fixed input, which the version refuses: "
-                f"{definition.input_errors_text(errors)}")
+                f"{exc}") from None

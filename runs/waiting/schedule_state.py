@@ -24,7 +24,10 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
+from ..machine.storable import has_control_characters, text_problem
 from ..models import Run, ScheduleState
+
+NAME_MAX = ScheduleState._meta.get_field("name").max_length
 
 
 def state_of(schedule, *, now: datetime) -> ScheduleState:
@@ -86,3 +89,12 @@ def record_progress(schedule, state: ScheduleState, *, slot: datetime, run_id: i
         ScheduleState.objects.filter(forward, workflow_name=schedule.workflow_name,
                                      name=schedule.renamed_from).update(
             last_slot_at=slot, updated_at=now)
+
+
+def valid_name(name) -> bool:
+    # A slot's business key is "schedule:<name>:<slot>": a ':' would be read as the slot's,
+    # and a start refuses a key of control characters or text the database cannot store. The
+    # schedule's state row keeps the name, at most NAME_MAX characters.
+    return (isinstance(name, str) and bool(name) and ":" not in name and name == name.strip()
+            and len(name) <= NAME_MAX and text_problem(name) is None
+            and not has_control_characters(name))

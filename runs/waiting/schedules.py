@@ -44,7 +44,14 @@ from ..machine.storable import person_text_problem
 from ..machine.transitions import start_run
 from ..models import ControlRecord, ScheduleState
 from . import schedule_health, schedule_input
-from .schedule_state import handled_up_to, record_progress, run_under_old_name, state_of
+from .schedule_state import (
+    NAME_MAX,
+    handled_up_to,
+    record_progress,
+    run_under_old_name,
+    state_of,
+    valid_name,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -98,12 +105,14 @@ class Schedule:
 
     def __post_init__(self):
         if not valid_name(self.name):
-            raise ScheduleError(f"a schedule needs a name without ':' or surrounding spaces, "
-                                f"not {self.name!r}")
+            raise ScheduleError(f"a schedule needs a name of at most {NAME_MAX} characters, "
+                                "without ':', surrounding spaces or control characters, not "
+                                f"{self.name!r}")
         if self.renamed_from and (not valid_name(self.renamed_from)
                                   or self.renamed_from == self.name):
             raise ScheduleError(f"schedule {self.name!r}: renamed_from must be its former "
-                                f"name, without ':' or surrounding spaces, not "
+                                f"name, of at most {NAME_MAX} characters, without ':', "
+                                f"surrounding spaces or control characters, not "
                                 f"{self.renamed_from!r}")
         if not isinstance(self.workflow, definition.Workflow):
             raise ScheduleError(f"schedule {self.name!r}: workflow must be the Workflow it "
@@ -209,11 +218,6 @@ class Schedule:
 
     def input_for(self, slot: datetime) -> dict:
         return self.input(slot) if callable(self.input) else dict(self.input)
-
-
-def valid_name(name) -> bool:
-    # A slot's business key is "schedule:<name>:<slot>": a ':' would be read as the slot's.
-    return isinstance(name, str) and bool(name) and ":" not in name and name == name.strip()
 
 
 class ScheduleRegistry:

@@ -69,7 +69,8 @@ def test_a_fixed_input_the_schema_refuses_is_refused_naming_the_schedule_and_the
         declare(input={"day": "monday"})
     assert str(refused.value) == (
         "schedule 'daily': its input is refused by workflow test-scheduled v1, which each "
-        "of its ticks would start: slot: Field required")
+        "of its ticks would start: input for test-scheduled does not match its schema: "
+        "slot: Field required")
     assert schedules.registry.get("test-scheduled", "daily") is None
     assert not ScheduleState.objects.exists() and not Run.objects.exists()
 
@@ -108,7 +109,8 @@ def test_the_fixed_input_is_held_to_the_latest_version_the_ticks_start(throwaway
         declare(first, input={"day": "monday"})
     assert str(refused.value) == (
         f"schedule 'daily': its input is refused by workflow {NAME} v2, which each of its "
-        "ticks would start: region: Field required")
+        f"ticks would start: input for {NAME} does not match its schema: region: Field "
+        "required")
     assert schedules.registry.get(NAME, "daily") is None
     # An input for the version the ticks start is taken, whichever version is named.
     assert declare(first, input={"region": "eu"}) is schedules.registry.get(NAME, "daily")
@@ -121,7 +123,8 @@ def test_a_later_version_that_refuses_a_schedules_fixed_input_is_refused_and_not
         throwaway(2, RegionIn)
     assert str(refused.value) == (
         f"workflow {NAME} v2: schedule 'daily' would start this version at each tick with "
-        "its fixed input, which the version refuses: region: Field required")
+        f"its fixed input, which the version refuses: input for {NAME} does not match its "
+        "schema: region: Field required")
     assert definition.registry.latest(NAME).version == 1
     assert definition.registry.get(NAME, 2) is None
 
@@ -134,3 +137,24 @@ def test_a_later_version_that_takes_the_fixed_input_or_a_schedule_of_the_slot_is
              input=lambda slot: {"day": slot.isoformat()})
     throwaway(2, DayIn)
     assert definition.registry.latest(NAME).version == 2
+
+
+@pytest.mark.django_db
+def test_a_fixed_input_a_start_could_not_store_or_over_the_input_limit_is_refused(settings):
+    with pytest.raises(ScheduleError, match="holds NUL characters"):
+        declare(input={"slot": "a\x00b"})
+    settings.RUNS_INPUT_MAX_BYTES = 64
+    with pytest.raises(ScheduleError, match=r"is 111 bytes, over the limit of 64 bytes"):
+        declare(input={"slot": "x" * 100})
+    assert schedules.registry.get("test-scheduled", "daily") is None
+    assert not ScheduleState.objects.exists() and not Run.objects.exists()
+
+
+@pytest.mark.parametrize("name", ["x" * 201, "nightly\nreport", "night\u202ely", "a\x00b"])
+def test_a_name_no_slots_business_key_or_state_row_could_hold_is_refused(name):
+    with pytest.raises(ScheduleError, match="a schedule needs a name of at most 200 characters"):
+        Schedule(nightly, name, every=timedelta(days=1), input=lambda slot: {"slot": "a"})
+    assert not [s for s in schedules.registry.all() if s.name == name]
+    # Its former name is held to the same rule.
+    with pytest.raises(ScheduleError, match="renamed_from must be its former name, of at most"):
+        declare(input=lambda slot: {"slot": "a"}, renamed_from=name)

@@ -88,7 +88,7 @@ from .operator_rules import (
 from .outcome import REMOTE_REF_MAX
 from .rerun import rerun_from_step
 from .rerun_rules import rerun_range, standing_effects
-from .start import start_run
+from .start import checked_input, start_run
 from .timers import sleeping_step, wake_timer
 from .tool_call_rules import CALL_OPTIONAL_ACTIONS, TOOL_CALL_ACTIONS, call_refusal
 from .unknown_outcome import settle_unknown
@@ -108,7 +108,8 @@ __all__ = [
     "needs_second_person",
     "paused_undo", "reconcile", "record_approval_event", "record_outcome", "refusal",
     "reopen", "resume", "retry_step",
-    "settle_unknown", "sleeping_step", "start_run", "step_refusal", "terminate", "wake_timer",
+    "settle_unknown", "sleeping_step", "checked_input", "start_run", "step_refusal",
+    "terminate", "wake_timer",
     "DuplicateEvent", "awaited", "awaiting_ref", "deadline_passed", "deliver_event",
     "deliver_event_by_hand",
     "skip_event",

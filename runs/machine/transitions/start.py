@@ -57,6 +57,29 @@ def _refuse_if_archived(workflow: str, business_key: str, digest: str) -> None:
         archived=archived, same_input=same)
 
 
+def checked_input(workflow_def: definition.Workflow, input) -> dict:
+    """`input` as a run of `workflow_def` keeps it, or InvalidInput naming what is wrong: the
+    schema's refusal, text the database cannot store, or a size over RUNS_INPUT_MAX_BYTES.
+    The one check of a start's input, which a schedule's fixed input is held to when it is
+    declared too (runs.waiting.schedule_input)."""
+    workflow = workflow_def.name
+    validated, errors = workflow_def.parse_input(input, to_its_sender=True)
+    if errors:
+        raise InvalidInput(f"input for {workflow} does not match its schema: "
+                           f"{definition.input_errors_text(errors)}", errors=errors)
+    data = validated.model_dump(mode="json")
+    if not _storable(json.dumps(data, ensure_ascii=False)):
+        raise InvalidInput(f"input for {workflow} holds NUL characters or unpaired surrogates, "
+                           "which cannot be stored", errors=[{"loc": ["input"],
+                                                              "msg": "not storable"}])
+    if (size := artifacts.over_input_limit(data)) is not None:
+        raise InvalidInput(
+            f"input for {workflow} is {size:,} bytes, over the limit of "
+            f"{artifacts.input_limit():,} bytes (RUNS_INPUT_MAX_BYTES)",
+            errors=[{"loc": ["input"], "msg": "too large"}])
+    return data
+
+
 def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
               now: datetime | None = None, wake: bool = True,
               guard: Callable[[], None] | None = None,
@@ -99,20 +122,7 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
             "business key must not contain control characters (line breaks, tabs, Unicode "
             "line or paragraph separators, bidirectional controls, ...)",
             errors=[{"loc": ["business_key"], "msg": "contains control characters"}])
-    validated, errors = workflow_def.parse_input(input, to_its_sender=True)
-    if errors:
-        raise InvalidInput(f"input for {workflow} does not match its schema: "
-                           f"{definition.input_errors_text(errors)}", errors=errors)
-    data = validated.model_dump(mode="json")
-    if not _storable(json.dumps(data, ensure_ascii=False)):
-        raise InvalidInput(f"input for {workflow} holds NUL characters or unpaired surrogates, "
-                           "which cannot be stored", errors=[{"loc": ["input"],
-                                                              "msg": "not storable"}])
-    if (size := artifacts.over_input_limit(data)) is not None:
-        raise InvalidInput(
-            f"input for {workflow} is {size:,} bytes, over the limit of "
-            f"{artifacts.input_limit():,} bytes (RUNS_INPUT_MAX_BYTES)",
-            errors=[{"loc": ["input"], "msg": "too large"}])
+    data = checked_input(workflow_def, input)
     digest = input_hash(data)
     now = transition_time(now)
     db = store.current()
