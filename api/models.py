@@ -109,6 +109,14 @@ class WebhookSubscriber(models.Model):
     record_holes_upto = models.BigIntegerField(null=True, blank=True)
     record_holes_seen_at = models.DateTimeField(null=True, blank=True)
     record_holes_horizon = models.BigIntegerField(null=True, blank=True)
+    # How far each cursor's rows are read (api.webhooks.Position): every row up to
+    # `queued_through` has its delivery or is no news to the subscriber, save the ids of
+    # `holes_missing` ([first, last] runs, missing when last read, read again each pass). None:
+    # up to the cursor, and no hole. Written by the publisher only, with its cursors.
+    event_queued_through = models.BigIntegerField(null=True, blank=True)
+    event_holes_missing = models.JSONField(null=True, blank=True)
+    record_queued_through = models.BigIntegerField(null=True, blank=True)
+    record_holes_missing = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):

@@ -17,14 +17,14 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 import httpx
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, Max, OuterRef, QuerySet
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
@@ -96,14 +96,21 @@ def cursors_at_head() -> dict[str, int]:
 # stalls for an hour holds the cursor for that hour, and its row is delivered once it
 # commits. The price: any transaction that has written and is open since before the hole
 # was judged holds the cursor too, whatever it touches, on any database of the server
-# (transaction ids are the server's).
+# (transaction ids are the server's). Deliveries do not wait with it: each cursor has a
+# second position, where its rows are queued through (Position), and a pass reads on from
+# there, and reads again only the missing ids below it, however far the cursor is behind.
 #
 # A transaction is given its transaction id when it first writes, in the INSERT that drew
 # the id, microseconds later: the horizon that stands above all of theirs is taken no
 # sooner than this long after the missing ids were seen.
 HOLE_MIN_AGE = timedelta(seconds=5)
-# Ids looked at per cursor and pass (numbers and dates along the primary key).
+# Ids looked at per cursor and pass after where its rows are queued through (numbers and
+# dates along the primary key).
 SCAN = 10_000
+# Holes (runs of missing ids) a cursor keeps between it and where its rows are queued
+# through, each read again on every pass until it fills or is passed. Past that many, the
+# rows after the last one wait with the cursor, and a pass's reads stay bounded.
+HOLES_KEPT = 1000
 
 
 def news_for(subscriber: WebhookSubscriber) -> tuple[QuerySet, QuerySet]:
@@ -146,6 +153,39 @@ class Holes:
 
 
 @dataclass(frozen=True)
+class Position:
+    """How far a cursor's rows are read, stored on its subscriber. Every row up to `cursor`
+    is final: queued, no news to the subscriber, or missing for good. Every row up to
+    `through` has been read, and queued or judged no news, save the ids of `missing`, which
+    were missing when last read (holes, each a (first, last) run of ids, ascending): a pass
+    reads on after `through`, and reads again only `missing` to see which filled. So its
+    reads follow what is new and the holes, not how far the cursor is behind. The cursor
+    stops below the first hole that may still fill; `through` goes on past it. Rows are
+    judged with the subscriber's workflows of the pass that read them: widened, it is told
+    of rows read from then on."""
+
+    cursor: int
+    through: int
+    missing: tuple[tuple[int, int], ...] = ()
+
+    @classmethod
+    def of(cls, subscriber: WebhookSubscriber, kind: str) -> "Position":
+        cursor = getattr(subscriber, f"last_{kind}_id")
+        # None: read through the cursor. Never behind it: a cursor set by other means (at
+        # registration, cursors_at_head) starts both.
+        through = max(cursor, getattr(subscriber, f"{kind}_queued_through") or cursor)
+        missing = tuple((max(first, cursor + 1), last) for first, last
+                        in getattr(subscriber, f"{kind}_holes_missing") or ()
+                        if cursor < last <= through)
+        return cls(cursor, through, missing)
+
+    def fields(self, kind: str) -> dict:
+        return {f"last_{kind}_id": self.cursor,
+                f"{kind}_queued_through": self.through if self.through > self.cursor else None,
+                f"{kind}_holes_missing": [list(run) for run in self.missing] or None}
+
+
+@dataclass(frozen=True)
 class OpenTransactions:
     """PostgreSQL's transactions as a pass finds them, before it reads any row."""
 
@@ -158,32 +198,24 @@ class OpenTransactions:
 
 
 def open_transactions() -> OpenTransactions | None:
-    """The transactions open now; None on a database with one writer at a time (SQLite,
-    the demo's): a writer holds the whole database until it ends, so no id is visible above
-    one that may still commit, and an id rolled back is drawn again. Every hole is final."""
-    if connection.vendor != "postgresql":
-        return None
-    with connection.cursor() as cursor:
-        # The snapshot's list of open transactions (xip), not its xmin: the list leaves out
-        # this session's own, which a caller's transaction (a test's) may hold, and which
-        # cannot hide a row from this session.
-        cursor.execute(
-            "SELECT coalesce((SELECT min(x::text::bigint) FROM pg_snapshot_xip(s) AS x),"
-            " pg_snapshot_xmax(s)::text::bigint), pg_current_xact_id_if_assigned() IS NULL"
-            " FROM pg_current_snapshot() AS s")
-        oldest, fresh = cursor.fetchone()
-    return OpenTransactions(oldest=oldest, fresh=fresh)
+    """The transactions open now, as the store tells them; None on a database with one
+    writer at a time (SQLite, the demo's), where every hole is final."""
+    found = store.current().open_transactions()
+    return None if found is None else OpenTransactions(*found)
 
 
 def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
     """Turn new status changes and step outcomes into deliveries, per subscriber, each in
-    the order it was written. Two cursors per subscriber, each read by primary key from
-    where it stopped: the cost follows what is new, not the size of either table. A cursor
-    never passes a row that may still commit (Holes). A hole is seen by one pass; the
-    first pass HOLE_MIN_AGE later takes its horizon; a later one passes it once every
-    transaction open when the horizon was taken has ended, and it is still missing. Run in
-    a transaction of its own (the publisher is): inside a caller's transaction that had
-    written before, no horizon can be taken, and a hole is waited at until it commits."""
+    the order it was written, at most `limit` of each kind a pass. Two cursors per
+    subscriber, each with where its rows are queued through (Position), read by primary key
+    from where it stopped: the cost follows what is new and the holes, not the size of
+    either table nor how far a cursor waits behind. A cursor never passes a row that may
+    still commit (Holes). A hole is seen by one pass; the first pass HOLE_MIN_AGE later
+    takes its horizon; a later one passes it once every transaction open when the horizon
+    was taken has ended, and it is still missing. The rows after a hole are queued
+    meanwhile, however many. Run in a transaction of its own (the publisher is): inside a
+    caller's transaction that had written before, no horizon can be taken, and a hole is
+    waited at until it commits."""
     # Holes are aged by the database's clock, the same for every worker; read when asked,
     # as a hole is seen after the rows above it were read.
     given = now
@@ -198,12 +230,12 @@ def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
     queued = 0
     for subscriber in WebhookSubscriber.objects.filter(active=True):
         events, records = news_for(subscriber)
-        event_ids, last_event_id, event_holes = _unqueued(
-            subscriber, events, "event", subscriber.last_event_id,
+        event_ids, event_position, event_holes = _unqueued(
+            subscriber, events, "event", Position.of(subscriber, "event"),
             Holes.of(subscriber, "event"), transactions=transactions, clock=clock,
             limit=limit)
-        record_ids, last_record_id, record_holes = _unqueued(
-            subscriber, records, "record", subscriber.last_record_id,
+        record_ids, record_position, record_holes = _unqueued(
+            subscriber, records, "record", Position.of(subscriber, "record"),
             Holes.of(subscriber, "record"), transactions=transactions, clock=clock,
             limit=limit)
         try:
@@ -212,7 +244,7 @@ def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
             # deliveries would refer to nothing, and the foreign key refuses them at commit.
             with transaction.atomic():
                 _queue(subscriber, event_ids, record_ids, now=now,
-                       cursors=(last_event_id, last_record_id),
+                       positions=(event_position, record_position),
                        holes=(event_holes, record_holes),
                        fresh=transactions is not None and transactions.fresh)
         except IntegrityError:
@@ -227,7 +259,8 @@ def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
 
 def _queue(subscriber, event_ids: list[tuple[int, datetime]],
            record_ids: list[tuple[int, datetime]], *, now: datetime,
-           cursors: tuple[int, int], holes: tuple[Holes, Holes], fresh: bool) -> None:
+           positions: tuple[Position, Position], holes: tuple[Holes, Holes],
+           fresh: bool) -> None:
     if event_ids or record_ids:
         # In the order written, both kinds together: deliveries due at once are sent in the
         # order of their ids, and a subscriber must not hear that a run completed before it
@@ -247,7 +280,7 @@ def _queue(subscriber, event_ids: list[tuple[int, datetime]],
         horizon = _own_transaction_id() if fresh else None
         holes = tuple(replace(h, horizon=horizon, wants_horizon=False) if h.wants_horizon
                       else h for h in holes)
-    fields = {"last_event_id": cursors[0], "last_record_id": cursors[1],
+    fields = {**positions[0].fields("event"), **positions[1].fields("record"),
               **holes[0].fields("event"), **holes[1].fields("record")}
     if any(getattr(subscriber, name) != value for name, value in fields.items()):
         WebhookSubscriber.objects.filter(pk=subscriber.pk).update(**fields)
@@ -258,59 +291,110 @@ def _own_transaction_id() -> int:
     newer than the id of every transaction that had one by then. Not a snapshot's xmax:
     that is one past the newest transaction that has ended, and one given its id after
     that and still open stands above it."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_current_xact_id()::text::bigint")
-        return cursor.fetchone()[0]
+    return store.current().transaction_id()
 
 
-def _unqueued(subscriber, matching, kind: str, after: int, holes: Holes, *,
+def _unqueued(subscriber, matching, kind: str, position: Position, holes: Holes, *,
               transactions: OpenTransactions | None, clock: Callable[[], datetime],
-              limit: int) -> tuple[list[tuple[int, datetime]], int, Holes]:
-    """((id, time written) of the `matching` rows after the cursor `after` that the
-    subscriber has no delivery of yet, up to `limit`; where its cursor moves; its holes as
-    this pass judged them). The cursor moves over every row written, matching or not, up to
-    the first hole that may still fill. Rows beyond that hole are delivered at once all the
-    same, and read again (and skipped) until the hole fills or is known to stay empty."""
-    written = list(matching.model.objects.filter(pk__gt=after).order_by("pk")
-                   .values_list("pk", "created_at")[:SCAN])
-    if not written:
-        return [], after, holes
-    newest = written[-1][0]
+              limit: int) -> tuple[list[tuple[int, datetime]], Position, Holes]:
+    """((id, time written) of the `matching` rows the subscriber has no delivery of yet,
+    up to `limit`: first those that filled a hole below `position.through`, then those after
+    it; its position after them; its holes as this pass judged them). The cursor moves over
+    every row written, matching or not, up to the first hole that may still fill; the rows
+    beyond it are queued all the same, and only the holes are read again."""
+    rows = matching.model.objects.order_by("pk").values_list("pk", "created_at")
+    # The holes below `through`: the rows that filled them since they were last read.
+    filled = list(rows.filter(_among(position.missing))[:limit]) if position.missing else []
+    # Past the last row read, a hole's ids were not read again: none is known missing.
+    read_to = filled[-1][0] if len(filled) == limit else None
+    missing = _without(position.missing, (pk for pk, _ in filled))
+    written = list(rows.filter(pk__gt=position.through)[:SCAN])
+    new_holes = _holes_in(position.through, [pk for pk, _ in written])
+    # At most HOLES_KEPT holes are kept: the rows from the first one over on wait, as they
+    # would behind the cursor, for a pass that keeps fewer.
+    kept = max(HOLES_KEPT - len(missing), 0)
+    bound = written[-1][0] if written else position.through
+    if len(new_holes) > kept:
+        bound = new_holes[kept][0] - 1
+
+    def unqueued(candidates: QuerySet) -> QuerySet:
+        # Those with a delivery already (queued past a hole by an earlier release, which
+        # read every pass from the cursor on) are left out here, not counted against `limit`.
+        return (candidates.exclude(Exists(WebhookDelivery.objects.filter(
+            subscriber=subscriber, **{f"{kind}_id": OuterRef("pk")})))
+            .order_by("pk").values_list("pk", flat=True))
+
+    ids = list(unqueued(matching.filter(pk__in=[pk for pk, _ in filled]))) if filled else []
+    room = limit - len(ids)
+    if room <= 0 or bound == position.through:
+        through = position.through
+    else:
+        after = list(unqueued(matching.filter(pk__gt=position.through, pk__lte=bound))[:room])
+        # Cut at the limit: the rest are read again next pass.
+        through = after[-1] if len(after) == room else bound
+        ids += after
+        missing += tuple(hole for hole in new_holes if hole[0] <= through)
     # Ids up to here that are missing stay missing.
     if transactions is None:
-        final = newest
+        final = through
     elif holes.horizon is not None and transactions.oldest > holes.horizon:
         final = holes.upto
     else:
-        final = after
-    walked = after
-    for pk, _ in written:
-        if pk > walked + 1 and walked < final:
-            walked = min(pk - 1, final)
-        if pk > walked + 1:
-            break
-        walked = pk
-    # Those with a delivery already (queued past a hole) are left out here, not counted
-    # against `limit`: behind a hole held for long, they would fill it with rows already
-    # queued, and the rows after them would wait for the hole.
-    ids = list(matching.filter(pk__gt=after, pk__lte=newest)
-               .exclude(Exists(WebhookDelivery.objects.filter(
-                   subscriber=subscriber, **{f"{kind}_id": OuterRef("pk")})))
-               .order_by("pk").values_list("pk", flat=True)[:limit])
-    settled = min(walked, ids[-1]) if len(ids) == limit else walked
-    # Each matching row is one of those written (read above), its time with it; one that
-    # committed in between fills a hole the cursor waits at, and is queued next pass.
-    dated = dict(written)
+        final = position.cursor
+    if read_to is not None:
+        final = min(final, read_to)
+    missing = tuple((max(first, final + 1), last) for first, last in missing if last > final)
+    cursor = missing[0][0] - 1 if missing else through
+    # Each matching row is one of those read above, its time with it; one that committed in
+    # between is in a hole read above, and is queued next pass.
+    dated = dict(filled + written)
     queued = [(pk, dated[pk]) for pk in ids if pk in dated]
-    return queued, settled, _judged(holes, transactions, settled, clock=clock,
-                                    waits_at=walked + 1 if walked < newest else None,
-                                    newest=newest)
+    return queued, Position(cursor, through, missing), _judged(
+        holes, transactions, cursor, clock=clock,
+        waits_at=missing[0][0] if missing else None, newest=through)
+
+
+def _among(missing: tuple[tuple[int, int], ...]) -> Q:
+    """The rows whose ids are in `missing`."""
+    condition = Q()
+    for first, last in missing:
+        condition |= Q(pk__range=(first, last))
+    return condition
+
+
+def _without(missing: tuple[tuple[int, int], ...],
+             found: Iterable[int]) -> tuple[tuple[int, int], ...]:
+    """The runs of `missing` less the ids `found` (ascending, each within one run)."""
+    runs = list(missing)
+    out, index = [], 0
+    for pk in found:
+        while runs[index][1] < pk:
+            out.append(runs[index])
+            index += 1
+        first, last = runs[index]
+        if first < pk:
+            out.append((first, pk - 1))
+        if pk < last:
+            runs[index] = (pk + 1, last)
+        else:
+            index += 1
+    return tuple(out + runs[index:])
+
+
+def _holes_in(after: int, ids: list[int]) -> list[tuple[int, int]]:
+    """The runs of ids missing between `after` and the ascending `ids` read after it."""
+    holes, previous = [], after
+    for pk in ids:
+        if pk > previous + 1:
+            holes.append((previous + 1, pk - 1))
+        previous = pk
+    return holes
 
 
 def _judged(holes: Holes, transactions: OpenTransactions | None, cursor: int, *,
             clock: Callable[[], datetime], waits_at: int | None, newest: int) -> Holes:
     """A cursor's holes after a pass that moved it to `cursor`, the first hole it waits at
-    being `waits_at` (None: none) and the newest id it read `newest`."""
+    being `waits_at` (None: none) and its rows read through `newest`."""
     if transactions is None:
         return Holes()
     if holes.upto is not None and cursor < holes.upto:

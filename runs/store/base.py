@@ -185,6 +185,19 @@ class Store(abc.ABC):
         database lives in this process: its clock is this one)."""
         return timezone.now()
 
+    def open_transactions(self) -> tuple[int, bool] | None:
+        """(the oldest transaction id of another session still open, or the next to be
+        given when none is; whether this session has no transaction id yet): on PostgreSQL
+        (runs.store.transactions). None on a database with one writer at a time (SQLite,
+        the demo's): a writer holds the whole database until it ends, so no id is visible
+        above one that may still commit, and an id rolled back is drawn again."""
+        return None
+
+    def transaction_id(self) -> int:
+        """This transaction's id, given now if it had none; asked only where
+        open_transactions answers."""
+        raise NotImplementedError("a database with one writer at a time has no transaction ids")
+
     @abc.abstractmethod
     def pass_lock(self, job: str, key: int) -> contextlib.AbstractContextManager[bool]:
         """Hold `job`'s lock (or `key`'s) for the block if nobody else does, across every

@@ -18,7 +18,6 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from functools import lru_cache, partial
 
@@ -33,6 +32,7 @@ from psycopg import errors as pg_errors
 from audit.models import AuditRecord
 
 from ..models import Run, RunEvent, Step
+from . import transactions
 from .base import Store
 
 
@@ -125,7 +125,7 @@ def _rows(objects, fields) -> str:
 _generic_plans: weakref.WeakSet = weakref.WeakSet()
 
 
-@contextmanager
+@contextlib.contextmanager
 def _prepared_cursor():
     """psycopg's own cursor on Django's connection (the thread's own, not the proxy, whose
     every attribute is a lookup): it binds parameters on the server, so `execute(...,
@@ -275,10 +275,10 @@ def insert_rows(model, objects: list) -> None:
 
 @lru_cache(maxsize=4)
 def _start_statement(tombstones: str | None) -> str:
-    # The run, its steps, its first audit record and its progress event in one statement,
-    # its own transaction in autocommit. The run is inserted only if this statement's
-    # snapshot holds neither a run nor a tombstone (runs.machine.retention) for the key; everything
-    # else only if the run was.
+    # The run, its steps, its first audit record and its progress event in one statement, its
+    # own transaction in autocommit. The run is inserted only if this statement's snapshot
+    # holds neither a run nor a tombstone (runs.machine.retention) for the key; the rest only
+    # if the run was.
     from ..models import Workflow
 
     run_fields = [f for f in Run._meta.concrete_fields if f.attname != "workflow_id"]
@@ -316,8 +316,7 @@ def _start_statement(tombstones: str | None) -> str:
     )
 
 
-# The next run id of this process, per database: taken from the sequence by the statement
-# that inserted the previous run (see next_run_id).
+# This process's next run id, per database, taken by the statement that inserted the last run.
 _next_ids: dict[tuple, int] = {}
 
 
@@ -375,14 +374,15 @@ def insert_run_if_new(*, run: Run, steps: list[dict], records: list[AuditRecord]
 class PostgresStore(Store):
     name = "postgresql"
 
-    # The clock: workers' clocks drift and can be wrong by minutes; the database server is
-    # one clock all workers share. Statements that judge a lease (expiry, heartbeat) use the
-    # server's now() inside the statement. Times a transition stamps in Python (a claim's
-    # lease, the next attempt, audit times) come from now(): this process's clock corrected
-    # by its measured offset from the server's, measured again every REMEASURE_SECONDS so a
-    # worker whose clock jumps is corrected within that time, at the cost of one short
-    # query per interval, not one per transition.
+    # The clock: workers' clocks drift and can be wrong by minutes; the database server is one
+    # clock all workers share. Statements that judge a lease (expiry, heartbeat) use the server's
+    # now() inside the statement. Times a transition stamps in Python (a claim's lease, the next
+    # attempt, audit times) come from now(): this process's clock corrected by its offset from
+    # the server's, measured again every REMEASURE_SECONDS (a worker whose clock jumps is
+    # corrected within that time, at one short query per interval, not one per transition).
     REMEASURE_SECONDS = 30.0
+    open_transactions = staticmethod(transactions.open_transactions)
+    transaction_id = staticmethod(transactions.transaction_id)
 
     def __init__(self):
         self._clock_lock = threading.Lock()
