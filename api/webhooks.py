@@ -277,21 +277,16 @@ def _queue(subscriber, event_ids: list[tuple[int, datetime]],
     if any(h.wants_horizon for h in holes):
         # Without a fresh id (a caller's transaction had one before the pass), none is
         # taken, and the holes wait.
-        horizon = _own_transaction_id() if fresh else None
+        # This transaction's id, given now: after the pass read the rows, so newer than the
+        # id of every transaction that had one by then. Not a snapshot's xmax: that is one
+        # past the newest transaction that has ended, and one still open may stand above it.
+        horizon = store.current().transaction_id() if fresh else None
         holes = tuple(replace(h, horizon=horizon, wants_horizon=False) if h.wants_horizon
                       else h for h in holes)
     fields = {**positions[0].fields("event"), **positions[1].fields("record"),
               **holes[0].fields("event"), **holes[1].fields("record")}
     if any(getattr(subscriber, name) != value for name, value in fields.items()):
         WebhookSubscriber.objects.filter(pk=subscriber.pk).update(**fields)
-
-
-def _own_transaction_id() -> int:
-    """This transaction's id, given now if it had none: after the pass read the rows, so
-    newer than the id of every transaction that had one by then. Not a snapshot's xmax:
-    that is one past the newest transaction that has ended, and one given its id after
-    that and still open stands above it."""
-    return store.current().transaction_id()
 
 
 def _unqueued(subscriber, matching, kind: str, position: Position, holes: Holes, *,
