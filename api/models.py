@@ -164,7 +164,12 @@ class WebhookDelivery(models.Model):
                    # durable_webhook_failed counts these at every scrape: without it, a
                    # scrape read every delivery the hot tables hold (events x subscribers).
                    models.Index(fields=["id"], name="webhook_failed_idx",
-                                condition=models.Q(status="failed"))]
+                                condition=models.Q(status="failed")),
+                   # The admin's list of pending deliveries, newest first: without it, a
+                   # page of them read the whole backlog (along webhook_due_idx, then
+                   # sorted), or every delivery newer than it along the primary key.
+                   models.Index(fields=["id"], name="webhook_pending_idx",
+                                condition=models.Q(status="pending"))]
 
     def __str__(self):
         return f"{self.delivery_id} to {self.subscriber}"

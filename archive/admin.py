@@ -1,4 +1,15 @@
+"""Archive files, removals and tombstones in Django admin, read-only. The heads a file or a
+removal keeps (one per run, ARCHIVE_RUNS_PER_FILE of them in a file) are shown as a count and
+the first few: the whole JSON made a page of every run's head, and each list naming a file
+(the tombstones', the removals') read all of them again for each of its rows. One run's head
+is on its tombstone's page."""
+
+import heapq
+from urllib.parse import urlencode
+
 from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 
 from audit.admin import ReadOnlyAdmin, choices_filter
 from runs.admin import workflow_names
@@ -6,6 +17,40 @@ from runs.admin_search import NUMBER, PREFIX, IndexedSearchAdmin
 from runs.models import FINAL_RUN_STATUSES
 
 from .models import ArchivedRun, ArchiveFile, ArchiveRemoval
+from .selectors import archived_heads
+
+# The heads a file's or a removal's page lists, lowest run id first.
+HEADS_SHOWN = 20
+
+
+def run_order(run_id: str):
+    """Run ids (a heads' keys, strings) in the order of their numbers."""
+    return (0, int(run_id), "") if run_id.isascii() and run_id.isdigit() else (1, 0, run_id)
+
+
+def heads_summary(heads: dict) -> str:
+    """How many chain heads `heads` holds and the first HEADS_SHOWN of them by run id, each
+    run's id a search of the tombstones for it (whose page shows its head), escaped."""
+    heads = heads or {}
+    first = heapq.nsmallest(HEADS_SHOWN, heads, key=run_order)
+    tombstones = reverse("admin:archive_archivedrun_changelist")
+    listed = format_html_join(
+        "", '<li><a href="{}?{}">run {}</a>: seq {}, hash {}</li>',
+        ((tombstones, urlencode({"q": run_id}), run_id, *shown_head(heads[run_id]))
+         for run_id in first))
+    more = len(heads) - len(first)
+    return format_html(
+        "{} chain heads{}.<ul>{}</ul>{}", f"{len(heads):,}",
+        f", the first {len(first)} by run id" if more else "", listed,
+        format_html('{} more: a run\'s head is on its <a href="{}">archived run</a>\'s '
+                    "page (search its id).", f"{more:,}", tombstones) if more else "")
+
+
+def shown_head(head) -> tuple[object, object]:
+    """(seq, hash) of a stored head, [seq, hash]; anything else shown as it is."""
+    if isinstance(head, list) and len(head) == 2:
+        return head[0], head[1]
+    return head, ""
 
 
 @admin.register(ArchiveFile)
@@ -19,6 +64,16 @@ class ArchiveFileAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
     # A file per archiving pass: a small table, sorted by any column.
     sortable_by = None
+    exclude = ["heads"]
+    readonly_fields = ["chain_heads"]
+
+    def get_queryset(self, request):
+        # The list shows no head: its page reads none. The change page reads them once.
+        return super().get_queryset(request).defer("heads")
+
+    @admin.display(description="heads")
+    def chain_heads(self, archive):
+        return heads_summary(archive.heads)
 
 
 @admin.register(ArchiveRemoval)
@@ -29,6 +84,16 @@ class ArchiveRemovalAdmin(ReadOnlyAdmin):
     list_select_related = ["archive_file"]
     # A few removals per archive file: a small table, sorted by any column.
     sortable_by = None
+    exclude = ["heads"]
+    readonly_fields = ["chain_heads"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer(
+            "heads", "archive_file__heads", "archive_file__kept_run_ids")
+
+    @admin.display(description="heads")
+    def chain_heads(self, removal):
+        return heads_summary(removal.heads)
 
 
 @admin.register(ArchivedRun)
@@ -38,7 +103,8 @@ class ArchivedRunAdmin(IndexedSearchAdmin, ReadOnlyAdmin):
     (its unique index); the workflow filter offers the workflows' rows (a small table)
     rather than a DISTINCT over the tombstones, and is answered along the unique
     (workflow_name, business_key) index; the final status filter offers the statuses a run
-    is archived in, along archivedrun_status_idx."""
+    is archived in, along archivedrun_status_idx. A tombstone's page shows the head of the
+    run's chain as its file closed it."""
 
     list_display = ["original_run_id", "workflow_name", "business_key", "final_status",
                     "finished_at", "archived_at", "archive_file"]
@@ -48,3 +114,16 @@ class ArchivedRunAdmin(IndexedSearchAdmin, ReadOnlyAdmin):
     list_select_related = ["archive_file"]
     ordering = ["-id"]
     sortable_by = ["original_run_id"]
+    readonly_fields = ["chain_head"]
+
+    def get_queryset(self, request):
+        # The file's name only: its heads are the file's every run's, for each row listed.
+        return super().get_queryset(request).defer("archive_file__heads",
+                                                   "archive_file__kept_run_ids")
+
+    @admin.display(description="chain head (seq, hash)")
+    def chain_head(self, tombstone):
+        head = archived_heads([tombstone.original_run_id]).get(tombstone.original_run_id)
+        if head is None:
+            return "(not in its file's heads)"
+        return format_html("seq {}, hash {}", *head)

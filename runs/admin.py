@@ -8,7 +8,7 @@ from functools import cache
 
 from django.contrib import admin, messages
 from django.db import connection
-from django.db.models import DateTimeField, F, IntegerField
+from django.db.models import DateTimeField, F, IntegerField, Q
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
@@ -21,6 +21,7 @@ from audit.models import AccessRecord, AuditRecord
 
 from .admin_search import EXACT, PREFIX, IndexedSearchAdmin
 from .agent_models import AgentTurn, ToolCall
+from .definitions.definition import AGENT
 from .models import (
     ATTENTION_RUN_STATUSES,
     ApprovalWait,
@@ -46,6 +47,13 @@ def searched_run_ids(q: str):
     if connection.features.supports_slicing_ordering_in_compound:
         return branches[0].union(*branches[1:])
     return [pk for branch in branches for pk in branch]
+
+
+def searched_step_ids(run_ids, kind: str) -> list[int]:
+    """The ids of the steps of kind `kind` of the runs `run_ids`, each run's along
+    step_unique_run_name: the runs a search found have a few each."""
+    return list(Step.objects.filter(run_id__in=run_ids, kind=kind)
+                .values_list("pk", flat=True))
 
 
 def sorted_not_walked(opts, item):
@@ -84,10 +92,19 @@ class FoundRowsChangeList(IndexedOrderChangeList):
 
 class RunSearchAdmin(ReadOnlyAdmin):
     """An admin whose search box finds rows of the runs the console's search finds, through
-    `run_path` (the lookup from the row to its run), or, with `searches_keys`, rows whose
-    idempotency key the term names as the console's search does (along the key index)."""
+    `run_path` (the lookup from the row to its run), or, for rows of steps of the kind
+    `step_kind`, through their steps' ids; with `searches_keys` (rows of steps), also rows
+    whose idempotency key the term names as the console's search does (along the key index).
+
+    Rows of steps are asked for by step id, not through a join to the steps of the runs
+    found: PostgreSQL, expecting a few percent of the steps and rows on each, read the whole
+    table of rows (a million agent turns for the 200 of a search's thousand runs) and matched
+    it against the steps. Given the agent steps' ids, it reads the rows of those steps along
+    the table's unique index, which leads with the step; a key is a column of the same
+    table, so the two are one OR it answers with a scan of each index."""
 
     run_path = "run"
+    step_kind = ""
     searches_keys = False
     # Django admin shows the search box only when search_fields is set; the fields
     # themselves are not used (get_search_results below replaces Django's LIKE '%q%').
@@ -103,15 +120,15 @@ class RunSearchAdmin(ReadOnlyAdmin):
         if not q:
             return queryset, False
         run_ids = list(searched_run_ids(q))
-        matches = queryset.filter(**{f"{self.run_path}__in": run_ids}) if self.run_path \
-            else queryset.filter(pk__in=run_ids)
+        if self.step_kind:
+            found = Q(step_id__in=searched_step_ids(run_ids, self.step_kind))
+        elif self.run_path:
+            found = Q(**{f"{self.run_path}__in": run_ids})
+        else:
+            found = Q(pk__in=run_ids)
         if self.searches_keys:
-            # A union of the two, each along its index: an OR across the join to the run
-            # would read the whole table.
-            # Unordered: SQLite (the demo's) allows no ORDER BY inside a UNION's parts.
-            by_key = queryset.model.objects.filter(*key_matches(q)).order_by().values("pk")
-            matches = queryset.filter(pk__in=matches.order_by().values("pk").union(by_key))
-        return matches, False
+            found |= Q(*key_matches(q))
+        return queryset.filter(found), False
 
 
 def workflow_names() -> list[str]:
@@ -220,7 +237,7 @@ class ToolCallAdmin(RunSearchAdmin):
     """An agent's tool calls: evidence of what was sent where; they change only through
     the transitions (the console's tool-call actions)."""
 
-    run_path = "step__run"
+    step_kind = AGENT
     searches_keys = True
     list_display = ["id", "run", "step_name", "generation", "ref", "tool", "impact", "status",
                     "attempt", "remote_ref", "error_class", "updated_at"]
@@ -246,7 +263,7 @@ class ToolCallAdmin(RunSearchAdmin):
 class AgentTurnAdmin(RunSearchAdmin):
     """Each stored answer of the model: reused on replay, never asked again, never edited."""
 
-    run_path = "step__run"
+    step_kind = AGENT
     list_display = ["id", "run", "step_name", "generation", "index", "finish_reason",
                     "model_ref", "prompt_tokens", "completion_tokens", "created_at"]
     list_select_related = ["step"]

@@ -1,0 +1,82 @@
+"""An archive file's page shows how many chain heads the file holds and the first few by run
+id, escaped, never the whole heads JSON: a file of thousands of runs made a page of
+megabytes. One run's head is on its tombstone's page, and the lists that name a file (the
+tombstones', the removals', the files') read no heads at all."""
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from archive.admin import HEADS_SHOWN
+from archive.models import ArchivedRun, ArchiveFile, ArchiveRemoval
+from runs.models import Workflow
+
+pytestmark = pytest.mark.django_db
+
+RUNS = 5000
+
+
+def digest(run_id: int) -> str:
+    return f"{run_id:064x}"
+
+
+@pytest.fixture
+def big_file():
+    """A file of RUNS runs (ids 1 to RUNS, stored in no order of theirs), one of them with a
+    hash that is markup, a removal of all of them, and the tombstone of run RUNS."""
+    heads = {str(n): [n + 7, digest(n)] for n in range(RUNS, 0, -1)}
+    heads["2"] = [9, "<b>bold</b>"]
+    now = timezone.now()
+    archive = ArchiveFile.objects.create(name="runs/big.jsonl.gz", sha256="a" * 64, size=1,
+                                         run_count=RUNS, record_count=RUNS, heads=heads,
+                                         created_at=now, created_by="test")
+    ArchiveRemoval.objects.create(archive_file=archive, removed_at=now, actor="test",
+                                  run_count=RUNS, heads=heads)
+    flow, _ = Workflow.objects.get_or_create(name="test-orders", defaults={"created_at": now})
+    ArchivedRun.objects.create(original_run_id=RUNS, workflow=flow, workflow_name=flow.name,
+                               workflow_version=1, business_key="k-last", input_hash="h",
+                               final_status="completed", created_at=now, archived_at=now,
+                               archive_file=archive)
+    return archive
+
+
+@pytest.fixture
+def admin(client):
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "x"))
+    return client
+
+
+@pytest.mark.parametrize("page", ["archivefile", "archiveremoval"])
+def test_the_page_says_how_many_heads_and_lists_the_first_by_run_id(big_file, admin, page):
+    pk = big_file.pk if page == "archivefile" else ArchiveRemoval.objects.get().pk
+    shown = admin.get(f"/admin/archive/{page}/{pk}/change/")
+
+    assert shown.status_code == 200
+    text = shown.text
+    assert f"{RUNS:,} chain heads" in text
+    listed = [n for n in range(1, RUNS + 1) if digest(n) in text]
+    assert listed == [n for n in range(1, HEADS_SHOWN + 1) if n != 2]
+    assert f"{RUNS - HEADS_SHOWN:,} more" in text
+    # Stored data, shown as text.
+    assert "&lt;b&gt;bold&lt;/b&gt;" in text and "<b>bold</b>" not in text
+    assert len(text) < 100_000
+
+
+def test_a_tombstones_page_shows_its_runs_head(big_file, admin):
+    tombstone = ArchivedRun.objects.get()
+    shown = admin.get(f"/admin/archive/archivedrun/{tombstone.pk}/change/")
+
+    assert shown.status_code == 200
+    assert f"seq {RUNS + 7}, hash {digest(RUNS)}" in shown.text
+    assert digest(1) not in shown.text
+
+
+@pytest.mark.parametrize("page", ["archivefile", "archiveremoval", "archivedrun"])
+def test_a_list_naming_the_file_reads_no_heads(big_file, admin, page):
+    with CaptureQueriesContext(connection) as sent:
+        listed = admin.get(f"/admin/archive/{page}/")
+
+    assert listed.status_code == 200 and big_file.name in listed.text
+    assert not [q["sql"] for q in sent.captured_queries if '."heads"' in q["sql"]]
