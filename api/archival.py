@@ -14,7 +14,7 @@ from django.db.models.functions import Coalesce
 
 from runs.archival import row_values
 
-from . import webhooks
+from . import webhook_cursors
 from .models import WebhookDelivery, WebhookSubscriber
 
 # Before audit (10): a delivery of a step outcome points at its audit record.
@@ -67,7 +67,7 @@ def pending(run_ids: list[int]) -> set[int]:
                                        or workflow in takes[subscriber_id]):
             held.add(run_id)
     for subscriber in subscribers:
-        events, records = webhooks.news_for(subscriber)
+        events, records = webhook_cursors.news_for(subscriber)
         # Rows past a cursor may have their delivery already (queued past a hole): those
         # count as the deliveries they are, above.
         unqueued_events = events.filter(

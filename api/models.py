@@ -99,17 +99,17 @@ class WebhookSubscriber(models.Model):
     # from its record in the run's chain, not from a second row written for subscribers.
     last_record_id = models.BigIntegerField(default=0, db_default=0)
     # The holes (ids missing below ids already visible) each cursor waits at, as the
-    # publisher last judged them (api.webhooks.Holes): every id up to `holes_upto` was drawn
-    # before `holes_seen_at`; `holes_horizon` (a PostgreSQL transaction id, xid8), taken
-    # a few seconds later, is above the id of every transaction that drew one. None: no hole
-    # waits. Written by the publisher only, with its cursors.
+    # publisher last judged them (api.webhook_cursors.CursorState): every id up to
+    # `holes_upto` was drawn before `holes_seen_at`; `holes_horizon` (a PostgreSQL
+    # transaction id, xid8), taken a few seconds later, is above the id of every transaction
+    # that drew one. None: no hole waits. Written by the publisher only, with its cursors.
     event_holes_upto = models.BigIntegerField(null=True, blank=True)
     event_holes_seen_at = models.DateTimeField(null=True, blank=True)
     event_holes_horizon = models.BigIntegerField(null=True, blank=True)
     record_holes_upto = models.BigIntegerField(null=True, blank=True)
     record_holes_seen_at = models.DateTimeField(null=True, blank=True)
     record_holes_horizon = models.BigIntegerField(null=True, blank=True)
-    # How far each cursor's rows are read (api.webhooks.Position): every row up to
+    # How far each cursor's rows are read (api.webhook_cursors.CursorState): every row up to
     # `queued_through` has its delivery or is no news to the subscriber, save the ids of
     # `holes_missing` ([first, last] runs, missing when last read, read again each pass). None:
     # up to the cursor, and no hole. Written by the publisher only, with its cursors.

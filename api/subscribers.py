@@ -15,7 +15,7 @@ from audit.access import AccessAction, record_access_change
 from audit.chain import Actor
 from audit.redaction import REDACTED
 
-from . import webhooks
+from . import webhook_cursors
 from .models import WebhookSubscriber
 
 # What a secret is recorded as: that it changed, never what it was or became.
@@ -75,7 +75,7 @@ def subscriber_create(subscriber: WebhookSubscriber, *, by) -> None:
     """Save a new subscriber, its cursors at the heads (it is told what happens from now
     on), and record it."""
     with transaction.atomic():
-        for cursor, head in webhooks.cursors_at_head().items():
+        for cursor, head in webhook_cursors.cursors_at_head().items():
             setattr(subscriber, cursor, head)
         subscriber.save()
         record_subscriber_change(subscriber, AccessAction.WEBHOOK_SUBSCRIBER_CREATED,

@@ -1,6 +1,6 @@
-"""Progress events to subscribers: the run events written by the runtime's transitions for
-each status change, and the audit records of step outcomes (the one record each effect
-writes), become one delivery per subscriber, sent with retries and backoff, each signed.
+"""Progress events to subscribers: the deliveries queued per subscriber (api.webhook_cursors:
+one for each status change and step outcome it is told of) are sent with retries and
+backoff, each signed.
 
 Signature: the header `X-Webhook-Signature: sha256=<hex>` is HMAC-SHA256 with the
 subscriber's secret over `<X-Webhook-Timestamp>.<body>`; receivers recompute it, compare in
@@ -16,31 +16,25 @@ import hmac
 import json
 import logging
 import time
-import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import httpx
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Exists, Max, OuterRef, Q, QuerySet
+from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
 from approvals.notifications import public_url
 from audit.access import AccessAction, record_access_change
-from audit.actions import STEP_OUTCOMES
 from audit.chain import Actor
-from audit.models import AuditRecord
-from runs import store
 from runs.definitions.retry import RetryPolicy
 from runs.machine.single_pass import single_pass
 from runs.machine.storable import printable
-from runs.models import RunEvent
 
 from . import public_network
-from .models import WebhookDelivery, WebhookSubscriber
+from .models import WebhookDelivery
+from .webhook_cursors import queue_deliveries, takes
 
 logger = logging.getLogger(__name__)
 JOB = "api.publish_webhooks"
@@ -77,332 +71,6 @@ def subscribed_workflows(value) -> list[str]:
         raise ValueError('a list of workflow names, e.g. ["invoice-approval"], or [] for '
                          "every workflow")
     return sorted(set(value))
-
-
-def cursors_at_head() -> dict[str, int]:
-    """Where a subscriber registered now starts: after every status change and step outcome
-    written so far. It is told what happens from its registration on, not the whole history
-    (millions of deliveries on a busy database), and never a step outcome twice: outcomes
-    written before they were read from the audit chain exist both as events and as records."""
-    return {"last_event_id": RunEvent.objects.aggregate(head=Max("pk"))["head"] or 0,
-            "last_record_id": AuditRecord.objects.aggregate(head=Max("pk"))["head"] or 0}
-
-
-# Ids are drawn when a row is inserted, not when it commits: a transition that commits after
-# a later one leaves a hole, its id missing below ids already visible, and a cursor moved
-# past the hole would never read its row. A rolled-back transaction leaves a hole for good.
-# So a cursor passes a hole only once no transaction that may have drawn the id is still
-# open, as PostgreSQL's transactions say (Holes), never after a time: a transaction that
-# stalls for an hour holds the cursor for that hour, and its row is delivered once it
-# commits. The price: any transaction that has written and is open since before the hole
-# was judged holds the cursor too, whatever it touches, on any database of the server
-# (transaction ids are the server's). Deliveries do not wait with it: each cursor has a
-# second position, where its rows are queued through (Position), and a pass reads on from
-# there, and reads again only the missing ids below it, however far the cursor is behind.
-#
-# A transaction is given its transaction id when it first writes, in the INSERT that drew
-# the id, microseconds later: the horizon that stands above all of theirs is taken no
-# sooner than this long after the missing ids were seen.
-HOLE_MIN_AGE = timedelta(seconds=5)
-# Ids looked at per cursor and pass after where its rows are queued through (numbers and
-# dates along the primary key).
-SCAN = 10_000
-# Holes (runs of missing ids) a cursor keeps between it and where its rows are queued
-# through, each read again on every pass until it fills or is passed. Past that many, the
-# rows after the last one wait with the cursor, and a pass's reads stay bounded.
-HOLES_KEPT = 1000
-
-
-def news_for(subscriber: WebhookSubscriber) -> tuple[QuerySet, QuerySet]:
-    """(status changes, step outcomes) that `subscriber` is told of, wherever its cursors
-    stand: the publisher queues these, and archiving (api.archival) keeps a run hot until
-    they are delivered."""
-    # A drill run's changes are no news of real work (a drill breaks runs on purpose).
-    events = RunEvent.objects.filter(run__drill=False)
-    records = (AuditRecord.objects.filter(action__in=[str(a) for a in STEP_OUTCOMES],
-                                          run__drill=False)
-               .exclude(step_name=""))
-    if subscriber.workflows:
-        events = events.filter(run__workflow_name__in=subscriber.workflows)
-        records = records.filter(run__workflow_name__in=subscriber.workflows)
-    return events, records
-
-
-@dataclass(frozen=True)
-class Holes:
-    """What a cursor knows of the holes after it, stored on its subscriber. Every id up to
-    `upto` was drawn before `seen_at`, so by a transaction that had its transaction id
-    HOLE_MIN_AGE later. `horizon` is a transaction id given to the publisher after that,
-    so above each of theirs: once no transaction below it is open, an id up to `upto` still
-    missing stays missing (rolled back, or its row deleted), and the cursor passes it."""
-
-    upto: int | None = None
-    seen_at: datetime | None = None
-    horizon: int | None = None
-    # A horizon is to be taken in the transaction that stores these.
-    wants_horizon: bool = False
-
-    @classmethod
-    def of(cls, subscriber: WebhookSubscriber, kind: str) -> "Holes":
-        return cls(*(getattr(subscriber, f"{kind}_holes_{name}")
-                     for name in ("upto", "seen_at", "horizon")))
-
-    def fields(self, kind: str) -> dict:
-        return {f"{kind}_holes_upto": self.upto, f"{kind}_holes_seen_at": self.seen_at,
-                f"{kind}_holes_horizon": self.horizon}
-
-
-@dataclass(frozen=True)
-class Position:
-    """How far a cursor's rows are read, stored on its subscriber. Every row up to `cursor`
-    is final: queued, no news to the subscriber, or missing for good. Every row up to
-    `through` has been read, and queued or judged no news, save the ids of `missing`, which
-    were missing when last read (holes, each a (first, last) run of ids, ascending): a pass
-    reads on after `through`, and reads again only `missing` to see which filled. So its
-    reads follow what is new and the holes, not how far the cursor is behind. The cursor
-    stops below the first hole that may still fill; `through` goes on past it. Rows are
-    judged with the subscriber's workflows of the pass that read them: widened, it is told
-    of rows read from then on."""
-
-    cursor: int
-    through: int
-    missing: tuple[tuple[int, int], ...] = ()
-
-    @classmethod
-    def of(cls, subscriber: WebhookSubscriber, kind: str) -> "Position":
-        cursor = getattr(subscriber, f"last_{kind}_id")
-        # None: read through the cursor. Never behind it: a cursor set by other means (at
-        # registration, cursors_at_head) starts both.
-        through = max(cursor, getattr(subscriber, f"{kind}_queued_through") or cursor)
-        missing = tuple((max(first, cursor + 1), last) for first, last
-                        in getattr(subscriber, f"{kind}_holes_missing") or ()
-                        if cursor < last <= through)
-        return cls(cursor, through, missing)
-
-    def fields(self, kind: str) -> dict:
-        return {f"last_{kind}_id": self.cursor,
-                f"{kind}_queued_through": self.through if self.through > self.cursor else None,
-                f"{kind}_holes_missing": [list(run) for run in self.missing] or None}
-
-
-@dataclass(frozen=True)
-class OpenTransactions:
-    """PostgreSQL's transactions as a pass finds them, before it reads any row."""
-
-    # The oldest transaction id of another session still open: every transaction below it
-    # has committed or rolled back. When none is open, the next id to be given.
-    oldest: int
-    # Whether this session had no transaction id yet: one it is given during the pass is
-    # newer than every id given before the pass began, so it may serve as a horizon.
-    fresh: bool
-
-
-def open_transactions() -> OpenTransactions | None:
-    """The transactions open now, as the store tells them; None on a database with one
-    writer at a time (SQLite, the demo's), where every hole is final."""
-    found = store.current().open_transactions()
-    return None if found is None else OpenTransactions(*found)
-
-
-def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
-    """Turn new status changes and step outcomes into deliveries, per subscriber, each in
-    the order it was written, at most `limit` of each kind a pass. Two cursors per
-    subscriber, each with where its rows are queued through (Position), read by primary key
-    from where it stopped: the cost follows what is new and the holes, not the size of
-    either table nor how far a cursor waits behind. A cursor never passes a row that may
-    still commit (Holes). A hole is seen by one pass; the first pass HOLE_MIN_AGE later
-    takes its horizon; a later one passes it once every transaction open when the horizon
-    was taken has ended, and it is still missing. The rows after a hole are queued
-    meanwhile, however many. Run in a transaction of its own (the publisher is): inside a
-    caller's transaction that had written before, no horizon can be taken, and a hole is
-    waited at until it commits."""
-    # Holes are aged by the database's clock, the same for every worker; read when asked,
-    # as a hole is seen after the rows above it were read.
-    given = now
-
-    def clock() -> datetime:
-        return given or store.current().now()
-
-    now = now or timezone.now()
-    # Before any row is read: a transaction found ended here has its row, if it committed,
-    # in what the pass reads next.
-    transactions = open_transactions()
-    queued = 0
-    for subscriber in WebhookSubscriber.objects.filter(active=True):
-        events, records = news_for(subscriber)
-        event_ids, event_position, event_holes = _unqueued(
-            subscriber, events, "event", Position.of(subscriber, "event"),
-            Holes.of(subscriber, "event"), transactions=transactions, clock=clock,
-            limit=limit)
-        record_ids, record_position, record_holes = _unqueued(
-            subscriber, records, "record", Position.of(subscriber, "record"),
-            Holes.of(subscriber, "record"), transactions=transactions, clock=clock,
-            limit=limit)
-        try:
-            # One subscriber's deliveries and its cursors commit together. An admin may
-            # delete a subscriber with no deliveries yet while this pass reads it: its
-            # deliveries would refer to nothing, and the foreign key refuses them at commit.
-            with transaction.atomic():
-                _queue(subscriber, event_ids, record_ids, now=now,
-                       positions=(event_position, record_position),
-                       holes=(event_holes, record_holes),
-                       fresh=transactions is not None and transactions.fresh)
-        except IntegrityError:
-            if WebhookSubscriber.objects.filter(pk=subscriber.pk).exists():
-                raise
-            logger.info("webhook subscriber %s was deleted during the pass: nothing queued "
-                        "for it", subscriber.name)
-            continue
-        queued += len(event_ids) + len(record_ids)
-    return queued
-
-
-def _queue(subscriber, event_ids: list[tuple[int, datetime]],
-           record_ids: list[tuple[int, datetime]], *, now: datetime,
-           positions: tuple[Position, Position], holes: tuple[Holes, Holes],
-           fresh: bool) -> None:
-    if event_ids or record_ids:
-        # In the order written, both kinds together: deliveries due at once are sent in the
-        # order of their ids, and a subscriber must not hear that a run completed before it
-        # hears of the steps that led there. On equal times (one transaction) a step's
-        # outcome goes first: the status change is what it led to.
-        written = sorted([(at, 0, pk) for pk, at in record_ids]
-                         + [(at, 1, pk) for pk, at in event_ids])
-        WebhookDelivery.objects.bulk_create(
-            [WebhookDelivery(subscriber=subscriber, delivery_id=uuid.uuid4(),
-                             next_attempt_at=now,
-                             **{"event_id" if is_event else "record_id": pk})
-             for _, is_event, pk in written],
-            ignore_conflicts=True)
-    if any(h.wants_horizon for h in holes):
-        # Without a fresh id (a caller's transaction had one before the pass), none is
-        # taken, and the holes wait.
-        # This transaction's id, given now: after the pass read the rows, so newer than the
-        # id of every transaction that had one by then. Not a snapshot's xmax: that is one
-        # past the newest transaction that has ended, and one still open may stand above it.
-        horizon = store.current().transaction_id() if fresh else None
-        holes = tuple(replace(h, horizon=horizon, wants_horizon=False) if h.wants_horizon
-                      else h for h in holes)
-    fields = {**positions[0].fields("event"), **positions[1].fields("record"),
-              **holes[0].fields("event"), **holes[1].fields("record")}
-    if any(getattr(subscriber, name) != value for name, value in fields.items()):
-        WebhookSubscriber.objects.filter(pk=subscriber.pk).update(**fields)
-
-
-def _unqueued(subscriber, matching, kind: str, position: Position, holes: Holes, *,
-              transactions: OpenTransactions | None, clock: Callable[[], datetime],
-              limit: int) -> tuple[list[tuple[int, datetime]], Position, Holes]:
-    """((id, time written) of the `matching` rows the subscriber has no delivery of yet,
-    up to `limit`: first those that filled a hole below `position.through`, then those after
-    it; its position after them; its holes as this pass judged them). The cursor moves over
-    every row written, matching or not, up to the first hole that may still fill; the rows
-    beyond it are queued all the same, and only the holes are read again."""
-    rows = matching.model.objects.order_by("pk").values_list("pk", "created_at")
-    # The holes below `through`: the rows that filled them since they were last read.
-    filled = list(rows.filter(_among(position.missing))[:limit]) if position.missing else []
-    # Past the last row read, a hole's ids were not read again: none is known missing.
-    read_to = filled[-1][0] if len(filled) == limit else None
-    missing = _without(position.missing, (pk for pk, _ in filled))
-    written = list(rows.filter(pk__gt=position.through)[:SCAN])
-    new_holes = _holes_in(position.through, [pk for pk, _ in written])
-    # At most HOLES_KEPT holes are kept: the rows from the first one over on wait, as they
-    # would behind the cursor, for a pass that keeps fewer.
-    kept = max(HOLES_KEPT - len(missing), 0)
-    bound = written[-1][0] if written else position.through
-    if len(new_holes) > kept:
-        bound = new_holes[kept][0] - 1
-
-    def unqueued(candidates: QuerySet) -> QuerySet:
-        # Those with a delivery already (queued past a hole by an earlier release, which
-        # read every pass from the cursor on) are left out here, not counted against `limit`.
-        return (candidates.exclude(Exists(WebhookDelivery.objects.filter(
-            subscriber=subscriber, **{f"{kind}_id": OuterRef("pk")})))
-            .order_by("pk").values_list("pk", flat=True))
-
-    ids = list(unqueued(matching.filter(pk__in=[pk for pk, _ in filled]))) if filled else []
-    room = limit - len(ids)
-    if room <= 0 or bound == position.through:
-        through = position.through
-    else:
-        after = list(unqueued(matching.filter(pk__gt=position.through, pk__lte=bound))[:room])
-        # Cut at the limit: the rest are read again next pass.
-        through = after[-1] if len(after) == room else bound
-        ids += after
-        missing += tuple(hole for hole in new_holes if hole[0] <= through)
-    # Ids up to here that are missing stay missing.
-    if transactions is None:
-        final = through
-    elif holes.horizon is not None and transactions.oldest > holes.horizon:
-        final = holes.upto
-    else:
-        final = position.cursor
-    if read_to is not None:
-        final = min(final, read_to)
-    missing = tuple((max(first, final + 1), last) for first, last in missing if last > final)
-    cursor = missing[0][0] - 1 if missing else through
-    # Each matching row is one of those read above, its time with it; one that committed in
-    # between is in a hole read above, and is queued next pass.
-    dated = dict(filled + written)
-    queued = [(pk, dated[pk]) for pk in ids if pk in dated]
-    return queued, Position(cursor, through, missing), _judged(
-        holes, transactions, cursor, clock=clock,
-        waits_at=missing[0][0] if missing else None, newest=through)
-
-
-def _among(missing: tuple[tuple[int, int], ...]) -> Q:
-    """The rows whose ids are in `missing`."""
-    condition = Q()
-    for first, last in missing:
-        condition |= Q(pk__range=(first, last))
-    return condition
-
-
-def _without(missing: tuple[tuple[int, int], ...],
-             found: Iterable[int]) -> tuple[tuple[int, int], ...]:
-    """The runs of `missing` less the ids `found` (ascending, each within one run)."""
-    runs = list(missing)
-    out, index = [], 0
-    for pk in found:
-        while runs[index][1] < pk:
-            out.append(runs[index])
-            index += 1
-        first, last = runs[index]
-        if first < pk:
-            out.append((first, pk - 1))
-        if pk < last:
-            runs[index] = (pk + 1, last)
-        else:
-            index += 1
-    return tuple(out + runs[index:])
-
-
-def _holes_in(after: int, ids: list[int]) -> list[tuple[int, int]]:
-    """The runs of ids missing between `after` and the ascending `ids` read after it."""
-    holes, previous = [], after
-    for pk in ids:
-        if pk > previous + 1:
-            holes.append((previous + 1, pk - 1))
-        previous = pk
-    return holes
-
-
-def _judged(holes: Holes, transactions: OpenTransactions | None, cursor: int, *,
-            clock: Callable[[], datetime], waits_at: int | None, newest: int) -> Holes:
-    """A cursor's holes after a pass that moved it to `cursor`, the first hole it waits at
-    being `waits_at` (None: none) and its rows read through `newest`."""
-    if transactions is None:
-        return Holes()
-    if holes.upto is not None and cursor < holes.upto:
-        # Still ahead of the cursor: what they say stays true, and a horizon is taken once
-        # the transactions that drew the ids have their transaction ids.
-        if (waits_at is not None and waits_at <= holes.upto and holes.horizon is None
-                and clock() >= holes.seen_at + HOLE_MIN_AGE):
-            return replace(holes, wants_horizon=True)
-        return holes
-    if waits_at is None:
-        return Holes()
-    # Now, after the rows up to `newest` were read: each was drawn before.
-    return Holes(upto=newest, seen_at=clock())
 
 
 def _body(delivery: WebhookDelivery) -> bytes:
@@ -581,11 +249,6 @@ def still_subscribed(delivery: WebhookDelivery) -> bool:
     """Whether the delivery's subscriber still takes the workflow of the delivery's run."""
     run = (delivery.record or delivery.event).run
     return takes(delivery.subscriber.workflows, run.workflow_name)
-
-
-def takes(workflows: list[str], workflow_name: str) -> bool:
-    """Whether a subscriber of `workflows` (none: every one) takes `workflow_name`."""
-    return not workflows or workflow_name in workflows
 
 
 def _withdraw(delivery, report) -> None:

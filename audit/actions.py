@@ -96,8 +96,8 @@ ROUTINE_ACTIONS = (
 )
 
 
-# The records of a step's outcome: each is a progress event for subscribers (api.webhooks
-# reads them from the chain; the runtime writes nothing else for them).
+# The records of a step's outcome: each is a progress event for subscribers
+# (api.webhook_cursors reads them from the chain; the runtime writes nothing else for them).
 STEP_OUTCOMES = (
     AuditAction.SUCCEEDED, AuditAction.RECONCILED, AuditAction.FAILED,
     AuditAction.OUTCOME_UNKNOWN, AuditAction.RETRY_SCHEDULED,

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from api import webhooks
+from api import webhook_cursors, webhooks
 from api.models import WebhookDelivery, WebhookSubscriber
 from tests.factories import new_run
 from tests.receiver import ScriptedReceiver
@@ -23,7 +23,7 @@ def receiver():
 
 def test_a_deactivated_subscriber_gets_no_retry_of_what_was_queued_for_it(receiver):
     subscriber = WebhookSubscriber.objects.create(name="crm", url=f"{receiver.url}/hooks",
-                                                  secret="k", **webhooks.cursors_at_head())
+                                                  secret="k", **webhook_cursors.cursors_at_head())
     receiver.answer("POST", "/hooks", 500, 204)
     new_run()
     now = timezone.now()
@@ -41,10 +41,10 @@ def test_a_deactivated_subscriber_gets_no_retry_of_what_was_queued_for_it(receiv
 
 def test_made_active_again_it_gets_what_waited(receiver):
     subscriber = WebhookSubscriber.objects.create(name="crm", url=f"{receiver.url}/hooks",
-                                                  secret="k", **webhooks.cursors_at_head())
+                                                  secret="k", **webhook_cursors.cursors_at_head())
     new_run()
     now = timezone.now()
-    webhooks.queue_deliveries(now=now)
+    webhook_cursors.queue_deliveries(now=now)
     WebhookSubscriber.objects.filter(pk=subscriber.pk).update(active=False)
     webhooks.send_due(now=now)
     assert receiver.sent("POST", "/hooks") == []
@@ -62,7 +62,7 @@ def test_what_waits_for_a_deactivated_subscriber_is_no_backlog(receiver):
     from observability.metrics import registry
 
     subscriber = WebhookSubscriber.objects.create(name="crm", url=f"{receiver.url}/hooks",
-                                                  secret="k", **webhooks.cursors_at_head())
+                                                  secret="k", **webhook_cursors.cursors_at_head())
     receiver.answer("POST", "/hooks", 500, 500)
     new_run()
     webhooks.publish()

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from api import webhooks
+from api import webhook_cursors
 from api.models import WebhookDelivery, WebhookSubscriber
 from audit.models import AuditRecord
 from runs.models import RunEvent
@@ -29,7 +29,7 @@ def _other_connection(**options) -> psycopg.Connection:
 
 def _subscribe() -> WebhookSubscriber:
     return WebhookSubscriber.objects.create(name="crm", url="http://127.0.0.1:9/hooks",
-                                            secret="k", **webhooks.cursors_at_head())
+                                            secret="k", **webhook_cursors.cursors_at_head())
 
 
 def _rolled_back_event(run) -> int:
@@ -87,21 +87,21 @@ def test_a_hole_a_rollback_left_is_passed_once_no_older_transaction_is_open():
     assert after_hole > hole and _head(AuditRecord) > record_hole
     # Well short of the 30 s the publisher once waited at any hole.
     now = timezone.now()
-    aged = now + webhooks.HOLE_MIN_AGE
+    aged = now + webhook_cursors.HOLE_MIN_AGE
 
-    assert webhooks.queue_deliveries(now=now) >= 1
+    assert webhook_cursors.queue_deliveries(now=now) >= 1
     subscriber.refresh_from_db()
     assert subscriber.last_event_id < hole  # it may still be a transaction that commits
     assert subscriber.last_record_id < record_hole
-    webhooks.queue_deliveries(now=aged)  # judges the hole by the transactions open now
+    webhook_cursors.queue_deliveries(now=aged)  # judges the hole by the transactions open now
     _wait_for_transactions_open_now_to_end()
-    webhooks.queue_deliveries(now=aged)
+    webhook_cursors.queue_deliveries(now=aged)
 
     subscriber.refresh_from_db()
     assert subscriber.last_event_id == _head(RunEvent)
     assert subscriber.last_record_id == _head(AuditRecord)
     assert _told(subscriber, "event") == [after_hole]  # once, though read on every pass
-    assert webhooks.queue_deliveries(now=aged) == 0
+    assert webhook_cursors.queue_deliveries(now=aged) == 0
     assert (subscriber.event_holes_upto, subscriber.record_holes_upto) == (None, None)
 
 
@@ -118,7 +118,7 @@ def test_a_transaction_open_since_before_a_hole_holds_the_cursor_at_it():
         after_hole = RunEvent.objects.get(run=later).pk
         far = timezone.now() + timedelta(hours=1)
         for minutes in range(4):
-            webhooks.queue_deliveries(now=far + timedelta(minutes=minutes))
+            webhook_cursors.queue_deliveries(now=far + timedelta(minutes=minutes))
 
         subscriber.refresh_from_db()
         assert subscriber.last_event_id < hole
@@ -131,7 +131,7 @@ def test_a_transaction_open_since_before_a_hole_holds_the_cursor_at_it():
     newer = _other_connection()
     try:
         newer.execute("SELECT pg_current_xact_id()")
-        webhooks.queue_deliveries(now=far + timedelta(minutes=5))
+        webhook_cursors.queue_deliveries(now=far + timedelta(minutes=5))
 
         subscriber.refresh_from_db()
         assert subscriber.last_event_id == _head(RunEvent)

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from api import webhooks
+from api import webhook_cursors
 from api.models import WebhookDelivery, WebhookSubscriber
 from runs.models import RunEvent
 from tests.factories import new_run
@@ -32,7 +32,7 @@ def test_a_row_whose_commit_stalls_past_the_old_settle_time_is_still_delivered()
     run = new_run()
     subscriber = WebhookSubscriber.objects.create(
         name="crm", url="http://127.0.0.1:9/hooks", secret="k", workflows=[run.workflow_name],
-        **webhooks.cursors_at_head())
+        **webhook_cursors.cursors_at_head())
     stalled = _other_connection()
     try:
         # A transition's transaction: its status change draws an id, then it stalls.
@@ -47,7 +47,7 @@ def test_a_row_whose_commit_stalls_past_the_old_settle_time_is_still_delivered()
         # An hour on, and passes enough to pass any hole whose transactions ended.
         far = timezone.now() + timedelta(hours=1)
         for minutes in range(4):
-            webhooks.queue_deliveries(now=far + timedelta(minutes=minutes))
+            webhook_cursors.queue_deliveries(now=far + timedelta(minutes=minutes))
 
         subscriber.refresh_from_db()
         assert subscriber.last_event_id < stalled_id  # the cursor waits at the hole
@@ -56,10 +56,10 @@ def test_a_row_whose_commit_stalls_past_the_old_settle_time_is_still_delivered()
     finally:
         stalled.close()
 
-    webhooks.queue_deliveries(now=far + timedelta(minutes=5))
+    webhook_cursors.queue_deliveries(now=far + timedelta(minutes=5))
 
     assert _told(subscriber) == [stalled_id, later_event]  # each once
-    assert webhooks.queue_deliveries(now=far + timedelta(minutes=6)) == 0
+    assert webhook_cursors.queue_deliveries(now=far + timedelta(minutes=6)) == 0
     subscriber.refresh_from_db()
     assert subscriber.last_event_id == RunEvent.objects.order_by("-pk").first().pk
     # Nothing is left waiting.

@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from api import webhooks
+from api import webhook_cursors
 from api.models import WebhookDelivery, WebhookSubscriber
 from tests.factories import new_run
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def _subscribe(name: str) -> WebhookSubscriber:
     return WebhookSubscriber.objects.create(name=name, url=f"http://127.0.0.1:9/{name}",
-                                            secret="k", **webhooks.cursors_at_head())
+                                            secret="k", **webhook_cursors.cursors_at_head())
 
 
 def _waiting_on_a_lock() -> bool:
@@ -42,7 +42,7 @@ def test_the_pass_queues_the_other_subscribers_deliveries():
 
     def publish_pass():
         try:
-            queued["n"] = webhooks.queue_deliveries()
+            queued["n"] = webhook_cursors.queue_deliveries()
         except Exception as exc:  # what the pass would have ended in
             queued["error"] = exc
         finally:

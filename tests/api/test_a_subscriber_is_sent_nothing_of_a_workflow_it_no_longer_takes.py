@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from api import webhooks
+from api import webhook_cursors, webhooks
 from api.models import WebhookDelivery, WebhookSubscriber
 from tests.factories import new_run
 from tests.receiver import ScriptedReceiver
@@ -25,7 +25,7 @@ def receiver():
 def test_narrowed_after_a_delivery_was_queued_it_gets_no_retry_of_it(receiver):
     subscriber = WebhookSubscriber.objects.create(
         name="crm", url=f"{receiver.url}/hooks", secret="k", workflows=["test-orders"],
-        **webhooks.cursors_at_head())
+        **webhook_cursors.cursors_at_head())
     receiver.answer("POST", "/hooks", 500, 204)
     new_run("test-orders")
     now = timezone.now()
@@ -47,10 +47,10 @@ def test_narrowed_after_a_delivery_was_queued_it_gets_no_retry_of_it(receiver):
 def test_widened_to_every_workflow_it_still_gets_what_was_queued(receiver):
     subscriber = WebhookSubscriber.objects.create(
         name="crm", url=f"{receiver.url}/hooks", secret="k", workflows=["test-orders"],
-        **webhooks.cursors_at_head())
+        **webhook_cursors.cursors_at_head())
     new_run("test-orders")
     now = timezone.now()
-    webhooks.queue_deliveries(now=now)
+    webhook_cursors.queue_deliveries(now=now)
     WebhookSubscriber.objects.filter(pk=subscriber.pk).update(workflows=[])
 
     report = webhooks.send_due(now=now)

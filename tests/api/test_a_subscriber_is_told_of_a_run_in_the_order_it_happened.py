@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from api import webhooks
+from api import webhook_cursors, webhooks
 from api.models import WebhookSubscriber
 from runs.execution import executor
 from tests.factories import new_run
@@ -51,7 +51,7 @@ def _told(body: dict) -> str:
 
 def test_a_run_that_completed_in_one_pass_is_told_step_by_step(receiver, script):
     WebhookSubscriber.objects.create(name="crm", url=f"{receiver.url}/hooks", secret="k",
-                                     **webhooks.cursors_at_head())
+                                     **webhook_cursors.cursors_at_head())
     run = new_run()
     executor.advance_run(run.pk, worker="w1")
 
@@ -66,7 +66,7 @@ def test_a_run_that_completed_in_one_pass_is_told_step_by_step(receiver, script)
 
 def test_two_runs_are_each_told_in_order(receiver, script):
     WebhookSubscriber.objects.create(name="crm", url=f"{receiver.url}/hooks", secret="k",
-                                     **webhooks.cursors_at_head())
+                                     **webhook_cursors.cursors_at_head())
     first, second = new_run(), new_run()
     executor.advance_run(second.pk, worker="w1")
     executor.advance_run(first.pk, worker="w1")

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.urls import resolve
 
-from api import webhooks
+from api import webhook_cursors, webhooks
 from api.models import WebhookSubscriber
 from tests.factories import new_run
 
@@ -55,7 +55,7 @@ def _console_address(settings):
 
 def test_the_status_url_a_subscriber_is_sent_leads_to_the_runs_state(bodies):
     WebhookSubscriber.objects.create(name="crm", url=bodies.url, secret="k",
-                                     **webhooks.cursors_at_head())
+                                     **webhook_cursors.cursors_at_head())
     run = new_run()
 
     report = webhooks.publish()

@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from api import webhooks
+from api import webhook_cursors, webhooks
 from api.models import WebhookDelivery, WebhookSubscriber
 from tests.factories import new_run
 from tests.webhook_receiver import WebhookReceiver
@@ -51,10 +51,10 @@ def receiver():
 
 def test_a_delivery_sent_late_in_a_long_pass_is_stamped_when_sent(receiver):
     WebhookSubscriber.objects.create(name="crm", url=receiver.url, secret=SECRET,
-                                     **webhooks.cursors_at_head())
+                                     **webhook_cursors.cursors_at_head())
     new_run()
     began = timezone.now() - timedelta(minutes=10)
-    webhooks.queue_deliveries(now=began)
+    webhook_cursors.queue_deliveries(now=began)
     before = int(time.time())
 
     report = webhooks.send_due(now=began)

@@ -13,7 +13,7 @@ from django.contrib.messages import get_messages
 from django.test import Client
 from django.utils import timezone
 
-from api import webhooks
+from api import webhook_cursors, webhooks
 from api.models import WebhookDelivery, WebhookSubscriber
 from audit.access import AccessAction, verify_access_chain
 from audit.models import AccessRecord
@@ -46,7 +46,7 @@ def receiver():
 
 def _subscriber(receiver, name):
     return WebhookSubscriber.objects.create(name=name, url=f"{receiver.url}/{name}",
-                                            secret=SECRET, **webhooks.cursors_at_head())
+                                            secret=SECRET, **webhook_cursors.cursors_at_head())
 
 
 def _fail_for_good(runs=1):
@@ -55,7 +55,7 @@ def _fail_for_good(runs=1):
     for _ in range(runs):
         new_run()
     start = timezone.now() - timedelta(days=1)
-    webhooks.queue_deliveries(now=start)
+    webhook_cursors.queue_deliveries(now=start)
     for hour in range(webhooks.RETRY.maximum_attempts):
         webhooks.send_due(now=start + timedelta(hours=hour))
 
@@ -218,17 +218,17 @@ def test_a_failed_delivery_of_a_workflow_its_subscriber_no_longer_takes_is_left_
         receiver):
     crm = WebhookSubscriber.objects.create(
         name="crm", url=f"{receiver.url}/crm", secret=SECRET,
-        workflows=["test-orders", "test-saga"], **webhooks.cursors_at_head())
+        workflows=["test-orders", "test-saga"], **webhook_cursors.cursors_at_head())
     receiver.answer("POST", "/crm", 500)
     new_run("test-orders")
     new_run("test-saga")
     start = timezone.now() - timedelta(days=1)
-    webhooks.queue_deliveries(now=start)
+    webhook_cursors.queue_deliveries(now=start)
     for hour in range(webhooks.RETRY.maximum_attempts):
         webhooks.send_due(now=start + timedelta(hours=hour))
     # Queued while the subscriber took the workflow, withdrawn unsent once it did not.
     new_run("test-saga")
-    webhooks.queue_deliveries()
+    webhook_cursors.queue_deliveries()
     WebhookSubscriber.objects.filter(pk=crm.pk).update(workflows=["test-orders"])
     assert webhooks.send_due().withdrawn == 1
     orders = WebhookDelivery.objects.get(event__run__workflow_name="test-orders")

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from api import webhooks
+from api import webhook_cursors
 from api.models import WebhookDelivery, WebhookSubscriber
 from runs.models import RunEvent
 from tests.factories import new_run
@@ -19,7 +19,7 @@ from tests.factories import new_run
 
 def _subscribe() -> WebhookSubscriber:
     return WebhookSubscriber.objects.create(name="crm", url="http://127.0.0.1:9/hooks",
-                                            secret="k", **webhooks.cursors_at_head())
+                                            secret="k", **webhook_cursors.cursors_at_head())
 
 
 def _told(subscriber) -> set[int]:
@@ -49,13 +49,13 @@ def test_an_event_committed_after_a_later_one_is_still_delivered():
     threading.Thread(target=transition_that_commits_late, daemon=True).start()
     assert written.wait(30)
     later = new_run()  # its event commits first, with a higher id
-    webhooks.queue_deliveries()
+    webhook_cursors.queue_deliveries()
     later_event = RunEvent.objects.get(run=later).pk
     assert _told(subscriber) == {later_event}  # what is committed is not held back
     release.set()
     assert ended.wait(30)
 
-    webhooks.queue_deliveries()
+    webhook_cursors.queue_deliveries()
 
     assert _told(subscriber) == {later_event, slow["id"]}
-    assert webhooks.queue_deliveries() == 0  # each once
+    assert webhook_cursors.queue_deliveries() == 0  # each once

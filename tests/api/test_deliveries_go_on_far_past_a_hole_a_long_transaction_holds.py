@@ -13,7 +13,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from api import webhooks
+from api import webhook_cursors
 from api.models import WebhookDelivery, WebhookSubscriber
 from runs.models import RunEvent
 from tests.factories import new_run
@@ -54,7 +54,7 @@ def _told(subscriber) -> list[int]:
 
 def _passes(far, count: int) -> None:
     for minutes in range(count):
-        webhooks.queue_deliveries(now=far + timedelta(minutes=minutes), limit=LIMIT)
+        webhook_cursors.queue_deliveries(now=far + timedelta(minutes=minutes), limit=LIMIT)
 
 
 def _rows_read_by_a_pass(far) -> int:
@@ -72,20 +72,20 @@ def _rows_read_by_a_pass(far) -> int:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
         before = fetched(cursor)
-        webhooks.queue_deliveries(now=far, limit=LIMIT)
+        webhook_cursors.queue_deliveries(now=far, limit=LIMIT)
         return fetched(cursor) - before
 
 
 @pytest.fixture
 def small_reads(monkeypatch):
-    monkeypatch.setattr(webhooks, "SCAN", SCAN)
+    monkeypatch.setattr(webhook_cursors, "SCAN", SCAN)
 
 
 def test_rows_far_past_a_held_hole_are_delivered_and_so_is_the_hole_once_it_commits(
         small_reads):
     run = new_run()
     subscriber = WebhookSubscriber.objects.create(
-        name="crm", url="http://127.0.0.1:9/hooks", secret="k", **webhooks.cursors_at_head())
+        name="crm", url="http://127.0.0.1:9/hooks", secret="k", **webhook_cursors.cursors_at_head())
     held = _other_connection()
     try:
         hole = _held_event(held, run)
@@ -105,10 +105,10 @@ def test_rows_far_past_a_held_hole_are_delivered_and_so_is_the_hole_once_it_comm
     finally:
         held.close()
 
-    webhooks.queue_deliveries(now=far + timedelta(minutes=10), limit=LIMIT)
+    webhook_cursors.queue_deliveries(now=far + timedelta(minutes=10), limit=LIMIT)
 
     assert _told(subscriber) == [hole, *later, *more]  # each once
-    assert webhooks.queue_deliveries(now=far + timedelta(minutes=11), limit=LIMIT) == 0
+    assert webhook_cursors.queue_deliveries(now=far + timedelta(minutes=11), limit=LIMIT) == 0
     subscriber.refresh_from_db()
     assert subscriber.last_event_id == more[-1]
     assert (subscriber.event_queued_through, subscriber.event_holes_missing,
@@ -118,7 +118,7 @@ def test_rows_far_past_a_held_hole_are_delivered_and_so_is_the_hole_once_it_comm
 def test_a_hole_past_the_one_the_cursor_waits_at_is_delivered_when_it_fills(small_reads):
     run = new_run()
     subscriber = WebhookSubscriber.objects.create(
-        name="crm", url="http://127.0.0.1:9/hooks", secret="k", **webhooks.cursors_at_head())
+        name="crm", url="http://127.0.0.1:9/hooks", secret="k", **webhook_cursors.cursors_at_head())
     first, second = _other_connection(), _other_connection()
     try:
         first_hole = _held_event(first, run)

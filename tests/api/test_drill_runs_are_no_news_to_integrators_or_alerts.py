@@ -7,7 +7,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.models import WebhookDelivery, WebhookSubscriber
-from api.webhooks import queue_deliveries
+from api.webhook_cursors import queue_deliveries
 from runs.models import AttentionReason, Run, RunStatus
 from tests.factories import new_run, place
 

@@ -9,7 +9,7 @@ import json
 import pytest
 from django.utils import timezone
 
-from api import webhooks
+from api import webhook_cursors, webhooks
 from api.models import WebhookDelivery, WebhookSubscriber
 from archive.archiving import archive_runs
 from archive.models import ArchivedRun
@@ -32,7 +32,7 @@ def test_a_deactivated_subscribers_pending_deliveries_hold_no_run(receiver, monk
                                                                     archive_dir):
     monkeypatch.setattr(definition.registry.latest("test-orders"), "retention_days", 0)
     subscriber = WebhookSubscriber.objects.create(name="crm", url=f"{receiver.url}/hooks",
-                                                  secret="k", **webhooks.cursors_at_head())
+                                                  secret="k", **webhook_cursors.cursors_at_head())
     receiver.answer("POST", "/hooks", 503)
     run = new_run()
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED

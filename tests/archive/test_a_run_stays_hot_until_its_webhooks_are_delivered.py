@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from api import webhooks
+from api import webhook_cursors, webhooks
 from api.models import WebhookDelivery, WebhookSubscriber
 from archive.archiving import archive_runs
 from archive.models import ArchivedRun
@@ -45,7 +45,7 @@ def kept_no_day(monkeypatch):
 
 def subscribe(url: str) -> WebhookSubscriber:
     return WebhookSubscriber.objects.create(name="crm", url=url, secret="k",
-                                            **webhooks.cursors_at_head())
+                                            **webhook_cursors.cursors_at_head())
 
 
 def finished() -> Run:
@@ -115,7 +115,7 @@ def test_a_delivery_given_up_by_the_retry_policy_holds_its_run_no_longer(
         receiver, kept_no_day):
     subscriber = subscribe(f"{receiver.url}/hooks")
     run = finished()
-    webhooks.queue_deliveries()
+    webhook_cursors.queue_deliveries()
     WebhookDelivery.objects.filter(subscriber=subscriber).update(status="failed")
 
     assert archive_runs(actor="test").runs_removed == 1
@@ -125,7 +125,7 @@ def test_a_delivery_given_up_by_the_retry_policy_holds_its_run_no_longer(
 
 def test_a_subscriber_of_other_workflows_holds_no_run(receiver, kept_no_day):
     WebhookSubscriber.objects.create(name="crm", url=f"{receiver.url}/hooks", secret="k",
-                                     workflows=["test-saga"], **webhooks.cursors_at_head())
+                                     workflows=["test-saga"], **webhook_cursors.cursors_at_head())
     run = finished()
 
     assert archive_runs(actor="test").runs_removed == 1

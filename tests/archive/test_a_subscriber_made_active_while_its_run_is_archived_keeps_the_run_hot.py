@@ -7,7 +7,7 @@ they are delivered."""
 import pytest
 from django.utils import timezone
 
-from api import webhooks
+from api import webhook_cursors, webhooks
 from api.models import WebhookDelivery, WebhookSubscriber
 from archive import archiving
 from archive.models import ArchiveFile
@@ -26,11 +26,11 @@ def test_removal_keeps_a_run_whose_subscriber_came_back_after_its_file_was_writt
     with ScriptedReceiver() as receiver:
         subscriber = WebhookSubscriber.objects.create(
             name="crm", url=f"{receiver.url}/hooks", secret="k", active=False,
-            **webhooks.cursors_at_head())
+            **webhook_cursors.cursors_at_head())
         run = new_run()
         assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
         WebhookSubscriber.objects.filter(pk=subscriber.pk).update(active=True)
-        webhooks.queue_deliveries()
+        webhook_cursors.queue_deliveries()
         WebhookSubscriber.objects.filter(pk=subscriber.pk).update(active=False)
         # The pass that wrote this file stopped before removing anything.
         archive = archiving.write_file([run.pk], actor="test", now=timezone.now())

@@ -64,7 +64,7 @@ def test_webhook_deliveries_go_to_the_archive_with_their_run_and_leave_the_table
     from django.core.management import call_command
     from django.utils import timezone
 
-    from api import webhooks
+    from api import webhook_cursors
     from api.models import WebhookDelivery, WebhookSubscriber
     from archive.models import ArchiveFile
     from runs.models import RunEvent
@@ -75,7 +75,7 @@ def test_webhook_deliveries_go_to_the_archive_with_their_run_and_leave_the_table
     # would have the runs' other events still to queue, and hold them hot).
     subscriber = WebhookSubscriber.objects.create(name="erp", url="https://erp.example/h",
                                                   secret="s" * 40,
-                                                  **webhooks.cursors_at_head())
+                                                  **webhook_cursors.cursors_at_head())
     for r in (run, other):
         WebhookDelivery.objects.create(
             subscriber=subscriber, event=RunEvent.objects.filter(run=r).first(),
