@@ -16,7 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 from ninja import Path, Query, Status
 
-from approvals.decisions import DecisionRefused, decide
+from approvals.decisions import DecisionRefused, decide, deny_who_may_not_decide
 from approvals.models import ApprovalRequest, RequestKind
 from approvals.operator_actions import (
     ActionForbidden,
@@ -26,7 +26,6 @@ from approvals.operator_actions import (
     act,
     refuse_who_may_not_act,
 )
-from approvals.permissions import decide_refusal
 from approvals.selectors import inbox_page
 from runs.machine.errors import (
     EvidenceRequired,
@@ -127,7 +126,9 @@ def visible_request(token, request_id: int) -> ApprovalRequest | None:
 
 def refuse_who_may_not_decide(request) -> Status | None:
     """decide_approval's refusals that come before its body is looked at: no such request
-    among the token's workflows (404), a person who may not decide it (403)."""
+    among the token's workflows (404), a person who may not decide it (403), by the check
+    decide makes (one rule, one reading of their grants: the body is not read, so decide
+    is not called)."""
     request_id = whole_number(request.resolver_match.kwargs.get("request_id", ""))
     if request_id is None or not 1 <= request_id <= MAX_RUN_ID:
         return None
@@ -136,9 +137,11 @@ def refuse_who_may_not_decide(request) -> Status | None:
     if approval is None:
         return Status(404, error_body("request_not_found",
                                       f"no approval request {request_id} for this token"))
-    if token.acting_user is not None and (
-            refusal := decide_refusal(token.acting_user, approval)) is not None:
-        return Status(403, error_body("forbidden", refusal))
+    if token.acting_user is not None:
+        try:
+            deny_who_may_not_decide(token.acting_user, approval)
+        except PermissionDenied as exc:
+            return Status(403, error_body("forbidden", str(exc)))
     return None
 
 

@@ -141,7 +141,7 @@ def _decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | s
     approval = ApprovalRequest.objects.select_related("run").get(pk=request_id)
     # Who may not decide hears nothing of what they sent: refused before the comment is
     # looked at (and again under the lock below, where the request's state is sure).
-    _refuse_who_may_not_decide(user, approval)
+    deny_who_may_not_decide(user, approval)
     if (refusal := decision_refusal(approved=approved, comment=comment)) is not None:
         raise DecisionRefused("comment", refusal)
     # Due times are judged by the database's clock, as the sweep judges them.
@@ -190,7 +190,7 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
         lock_run(run_id)
         approval = ApprovalRequest.objects.select_for_update(of=("self",)).select_related(
             "run").get(pk=request_id)
-        _refuse_who_may_not_decide(user, approval)
+        deny_who_may_not_decide(user, approval)
         if (reused := _decision_id_reuse(approval, decision_id, approved)) is not None:
             return Decision(DECISION_ID_REUSED, reused, approval)
         if approval.decision_id == decision_id:
@@ -233,7 +233,9 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
     return None
 
 
-def _refuse_who_may_not_decide(user, approval: ApprovalRequest) -> None:
+def deny_who_may_not_decide(user, approval: ApprovalRequest) -> None:
+    """Raise PermissionDenied, saying why (decide_refusal), and log it, if `user` may not
+    decide `approval`: decide's check, and the API's before it reads a body."""
     if (refusal := decide_refusal(user, approval)) is not None:
         logger.warning("approval request %s: %s (id %s) may not decide it; refused",
                        approval.pk, user.get_username(), user.pk)

@@ -8,6 +8,8 @@ all state lives in the database, so a restart changes nothing.
 
 import errno
 import logging
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import make_msgid
@@ -36,7 +38,7 @@ from .models import (
     NotificationStatus,
     RequestKind,
 )
-from .permissions import can_decide
+from .permissions import can_decide, permissions_read_once
 from .snapshots import snapshot_text
 from .tokens import approval_link_token
 
@@ -201,12 +203,35 @@ def publish_notifications(*, now: datetime | None = None, limit: int = 100) -> P
     due = Notification.objects.filter(status=NotificationStatus.PENDING,
                                       next_attempt_at__lte=now)
     server_retry_at = None  # when the server is tried again, once it gave no answer
-    for pk in list(due.order_by("next_attempt_at", "pk").values_list("pk", flat=True)[:limit]):
-        outcome, unanswered_until = _deliver(pk, now, server_retry_at)
-        server_retry_at = server_retry_at or unanswered_until
-        if outcome is not None:
-            setattr(report, outcome, getattr(report, outcome) + 1)
+    batch = list(due.order_by("next_attempt_at", "pk").values_list("pk", flat=True)[:limit])
+    with recipients_read_once(batch) as recipients:
+        for pk in batch:
+            outcome, unanswered_until = _deliver(pk, now, server_retry_at, recipients)
+            server_retry_at = server_retry_at or unanswered_until
+            if outcome is not None:
+                setattr(report, outcome, getattr(report, outcome) + 1)
     return report
+
+
+@contextmanager
+def recipients_read_once(batch: list[int]) -> Iterator[dict[int, object]]:
+    """The recipients of notifications `batch` by user id, each with their grants on the
+    batch's requests read once for all of them (approvals.permissions.permissions_read_once):
+    whether each may still decide is then answered without a query per notification. The
+    grants are those at the start of the batch (one pass of the publisher): a grant taken
+    away during the pass counts from the next."""
+    pairs = list(Notification.objects.filter(pk__in=batch, user__isnull=False)
+                 .values_list("user_id", "request_id").distinct())
+    users = get_user_model().objects.in_bulk({user_id for user_id, _ in pairs})
+    # Only what the grants are read by: the requests' ids and kinds, not their snapshots.
+    approvals = ApprovalRequest.objects.only("kind").in_bulk(
+        {request_id for _, request_id in pairs})
+    with ExitStack() as reading:
+        for user_id, user in users.items():
+            reading.enter_context(permissions_read_once(user, [
+                approvals[request_id] for asked, request_id in pairs
+                if asked == user_id and request_id in approvals]))
+        yield users
 
 
 def no_answer(exc: BaseException) -> bool:
@@ -229,10 +254,11 @@ def no_answer(exc: BaseException) -> bool:
 UNREACHABLE = (errno.EHOSTUNREACH, errno.ENETUNREACH)
 
 
-def _deliver(pk: int, now: datetime,
-             defer_until: datetime | None) -> tuple[str | None, datetime | None]:
+def _deliver(pk: int, now: datetime, defer_until: datetime | None,
+             recipients: dict[int, object]) -> tuple[str | None, datetime | None]:
     """(outcome, when the server is tried again if this attempt got no answer). With
-    `defer_until`, nothing is sent: a notification still to be sent waits until then."""
+    `defer_until`, nothing is sent: a notification still to be sent waits until then.
+    `recipients`: the batch's, with their grants read (recipients_read_once)."""
     with transaction.atomic(durable=True):
         note = (Notification.objects.select_for_update(skip_locked=True, of=("self",))
                 .select_related("request", "request__run", "user")
@@ -246,7 +272,7 @@ def _deliver(pk: int, now: datetime,
             note.last_error = f"request {approval.status} before delivery"
             note.save(update_fields=["status", "last_error"])
             return "skipped", None
-        if (unasked := _no_longer_asked(note, approval)) is not None:
+        if (unasked := _no_longer_asked(note, approval, recipients)) is not None:
             # Queued while they were an approver: the mail would still hand the payload
             # and a link to someone who since left or lost the right to decide.
             note.status = NotificationStatus.SKIPPED
@@ -312,13 +338,16 @@ def error_text(exc: Exception) -> str:
     return printable(redact_text(f"{type(exc).__name__}: {exc}"))
 
 
-def _no_longer_asked(note: Notification, approval: ApprovalRequest) -> str | None:
-    """Why `note`'s recipient is not to be written to any more, or None."""
+def _no_longer_asked(note: Notification, approval: ApprovalRequest,
+                     recipients: dict[int, object]) -> str | None:
+    """Why `note`'s recipient is not to be written to any more, or None. Their account as
+    it is now (note.user, read with the note's lock); their grants as the batch read them
+    (`recipients`), or read now for one that was not in it."""
     if note.user is None:
         return "the recipient's account was deleted before delivery"
     if not note.user.is_active:
         return f"{note.user.get_username()} was deactivated before delivery"
-    if not can_decide(note.user, approval):
+    if not can_decide(recipients.get(note.user_id, note.user), approval):
         return f"{note.user.get_username()} may no longer decide it (no longer an approver)"
     return None
 

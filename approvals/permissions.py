@@ -26,8 +26,9 @@ The requester is left out of the approvers' notifications and inbox, and is refu
 can_decide when deciding.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -47,28 +48,51 @@ from .models import (
     RequestKind,
 )
 
-# Set on a user object while the permission rows of one answer are read once
-# (permissions_read_once): the guardian checker that holds them.
-CHECKER_ATTRIBUTE = "approvals_permission_checker"
+# Set on a user object while the grants of one answer, or of one batch, are read once
+# (permissions_read_once): what was read of them (GrantsRead).
+GRANTS_ATTRIBUTE = "approvals_grants_read"
+
+
+@dataclass
+class GrantsRead:
+    """What has been read of one person's grants on approval requests."""
+
+    # Guardian's checker, holding the object permissions it has read.
+    checker: ObjectPermissionChecker
+    # Whether they still may decide an operator action's request (still_an_approver), by
+    # the request's id, for the requests asked about already.
+    still_approver: dict[int, bool] = field(default_factory=dict)
 
 
 @contextmanager
-def permissions_read_once(user) -> Iterator[None]:
-    """While inside, the object permissions `user` holds on a request are read once and
-    every check of the rule below reuses them: a decision is checked by the page (may they
-    see it, may they decide it) and again by decisions.decide, before its lock and under it,
-    and guardian's backend would read the same two tables afresh for each. Every check is
-    still made, on the request's row as it is then (its kind, its requester); only the
-    grants are not read again within one answer. Nested, the outermost read serves."""
-    if getattr(user, CHECKER_ATTRIBUTE, None) is not None or not getattr(
+def permissions_read_once(user, approvals: Sequence[ApprovalRequest] = ()) -> Iterator[None]:
+    """While inside, the grants `user` holds on a request are read once and every check of
+    the rule below reuses them: a decision is checked by the page (may they see it, may
+    they decide it) and again by decisions.decide, before its lock and under it, and
+    guardian's backend would read the same two tables afresh for each (and, for an operator
+    action, whether they still hold its role). With `approvals` (a batch, such as the
+    notifications one publishing pass sends), the grants on all of them are read at once:
+    two queries, and one for the operator actions among them, however many they are.
+    Every check is still made, on the request's row as it is then (its kind, its
+    requester); only the grants are not read again within one answer or one batch.
+    Nested, the outermost read serves."""
+    if getattr(user, GRANTS_ATTRIBUTE, None) is not None or not getattr(
             user, "is_authenticated", False):
         yield
         return
-    setattr(user, CHECKER_ATTRIBUTE, ObjectPermissionChecker(user))
+    read = GrantsRead(ObjectPermissionChecker(user))
+    if approvals and user.is_active and not user.is_superuser:
+        read.checker.prefetch_perms(approvals)
+        actions = [a.pk for a in approvals if a.kind == RequestKind.OPERATOR_ACTION]
+        if actions:
+            still = set(ApprovalRequest.objects.filter(pk__in=actions).filter(
+                still_approver_of(user)).values_list("pk", flat=True))
+            read.still_approver = {pk: pk in still for pk in actions}
+    setattr(user, GRANTS_ATTRIBUTE, read)
     try:
         yield
     finally:
-        delattr(user, CHECKER_ATTRIBUTE)
+        delattr(user, GRANTS_ATTRIBUTE)
 
 
 def has_decide_permission(user, approval: ApprovalRequest) -> bool:
@@ -77,9 +101,9 @@ def has_decide_permission(user, approval: ApprovalRequest) -> bool:
         return False
     if user.is_superuser or user.has_perm(DECIDE_PERMISSION):
         return True
-    checker = getattr(user, CHECKER_ATTRIBUTE, None)
+    read = getattr(user, GRANTS_ATTRIBUTE, None)
     # The checker asks what guardian's backend asks, of the rows it has read already.
-    held = (checker.has_perm(DECIDE_CODENAME, approval) if checker is not None
+    held = (read.checker.has_perm(DECIDE_CODENAME, approval) if read is not None
             else user.has_perm(DECIDE_PERMISSION, approval))
     if not held:
         return False
@@ -91,9 +115,16 @@ def still_an_approver(user, approval: ApprovalRequest) -> bool:
     permission (approvals.four_eyes.action_holders) decides only while they still hold it:
     the grant on the request outlives a role taken away since. Approvers named in
     settings.APPROVALS_FOUR_EYES_APPROVERS, or through a group, keep the right that names
-    them. Asked of one request by the condition the inbox asks of all of them."""
-    return ApprovalRequest.objects.filter(pk=approval.pk).filter(
+    them. Asked of one request by the condition the inbox asks of all of them (once per
+    answer or batch, within permissions_read_once)."""
+    read = getattr(user, GRANTS_ATTRIBUTE, None)
+    if read is not None and approval.pk in read.still_approver:
+        return read.still_approver[approval.pk]
+    still = ApprovalRequest.objects.filter(pk=approval.pk).filter(
         still_approver_of(user)).exists()
+    if read is not None:
+        read.still_approver[approval.pk] = still
+    return still
 
 
 def still_approver_of(user) -> Q:

@@ -106,6 +106,20 @@ def unasked() -> Q:
             | (Q(tool_call__isnull=False) & ~Exists(_open_for_call())))
 
 
+def askable() -> Q:
+    """The condition on ApprovalWait rows that a request could be made for them: the step
+    (or the tool call) they name still waits for a person, which open_request and
+    open_tool_call_request check before they make one. (Their run waits too: runs removes a
+    run's waits in the transaction in which it stops waiting.) A row failing it names
+    nothing anyone could be asked (its step no longer waits, or its run has no such step):
+    it can never be asked, and stays until its run stops waiting."""
+    step_waits = Step.objects.filter(run=OuterRef("run"), name=OuterRef("step_name"),
+                                     status=StepStatus.WAITING)
+    call_waits = ToolCall.objects.filter(pk=OuterRef("tool_call"), status=ToolCallStatus.WAITING)
+    return ((Q(tool_call__isnull=True) & Exists(step_waits))
+            | (Q(tool_call__isnull=False) & Exists(call_waits)))
+
+
 def waits_after(after: int | None) -> QuerySet[ApprovalWait]:
     """The ApprovalWait rows past id `after` (along the primary key), or all of them."""
     waits = ApprovalWait.objects.all()
@@ -209,13 +223,17 @@ def _hold_unaskable(run_id: int, step_name: str, why: str, *,
     """No request can be made for this wait, an approval step's or a tool call's: nobody
     could decide it, so a person looks."""
     what = f"step {step_name}" + (f" tool call {tool_call}" if tool_call else "")
-    logger.warning("approval request for run %s %s cannot be made: %s; the run waits for a "
-                   "person", run_id, what, why)
     try:
         transitions.approval_unaskable(run_id, step_name=step_name, tool_call=tool_call,
                                        actor=LIFECYCLE_ACTOR, why=why)
-    except TransitionNotAllowed:
-        pass  # it moved on meanwhile (decided, cancelled): nothing to hold
+    except TransitionNotAllowed as exc:
+        # It moved on meanwhile (decided, cancelled), or the wait names nothing that waits
+        # (the sweep reports those, approvals.sweep_scope): nothing to hold.
+        logger.info("approval request for run %s %s cannot be made (%s); not held: %s",
+                    run_id, what, why, exc)
+        return
+    logger.warning("approval request for run %s %s cannot be made: %s; the run waits for a "
+                   "person", run_id, what, why)
 
 
 def open_request(run: Run, step_name: str, *,

@@ -151,6 +151,8 @@ JOB = "approvals.sweep"
 @dataclass
 class SweepReport:
     opened: int = 0
+    # Waits this pass read that no request can ever be made for (approvals.sweep_scope).
+    unaskable: int = 0
     withdrawn: int = 0
     escalated: int = 0
     timed_out: int = 0
@@ -185,7 +187,8 @@ def _sweep(now: datetime) -> SweepReport:
     # What the pass compares: the waits new since the last and the requests due, or once
     # in a while everything (approvals.sweep_scope).
     scope = sweep_scope.of_pass(now)
-    report.opened, asked_through = sweep_scope.open_unasked(scope, now)
+    asked = sweep_scope.open_unasked(scope, now)
+    report.opened, report.unaskable = asked.opened, asked.unaskable
     # Withdrawal, timeouts, reminders and settling act only on open requests (pending, or
     # decided and not yet settled). When there is none, one look along the open-request
     # index replaces their four queries, whose building is most of an idle pass's time.
@@ -200,5 +203,5 @@ def _sweep(now: datetime) -> SweepReport:
     report.sent, report.retrying = published.sent, published.retrying
     report.failed, report.skipped = published.failed, published.skipped
     report.deferred = published.deferred
-    sweep_scope.end_pass(scope, asked_through, now)
+    sweep_scope.end_pass(scope, asked.asked_through, now)
     return report

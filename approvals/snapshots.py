@@ -13,7 +13,7 @@ from audit.redaction import REDACTED, redact_text
 from runs.definitions import definition
 from runs.definitions.contracts import effect_verdict
 from runs.machine.context import context_outside_executor
-from runs.machine.storable import written_visibly
+from runs.machine.storable import value_problem, written_visibly
 from runs.models import Run, Step
 
 # The snapshot's field that binds the values masked in it (see masked_snapshot).
@@ -77,6 +77,11 @@ def compute_snapshot(run: Run, step_name: str) -> tuple[dict, str]:
     except Exception as exc:
         raise SnapshotUnavailable(f"{step_name}: the snapshot function failed: "
                                   f"{type(exc).__name__}: {exc}") from exc
+    # What the function made of the results (a NUL, a lone surrogate, NaN) may be more than
+    # the database stores: the request would be refused by it at every try, so nobody could
+    # ever be asked. Said as such, like any other snapshot that cannot be made.
+    if (problem := value_problem(snapshot)) is not None:
+        raise SnapshotUnavailable(f"{step_name}: the snapshot cannot be stored: {problem}")
     return snapshot, snapshot_hash(snapshot)
 
 

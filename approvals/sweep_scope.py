@@ -7,7 +7,11 @@ no longer waits for (approvals.withdrawal). Asked of every row, every pass (ever
 seconds) would read every pending request twice to find, nearly always, none. So a pass
 asks them of:
 - the waits past a position kept in the database (runs.PassPosition): every wait up to it
-  has its request, and the position moves on over each new wait once it has its own;
+  has its request or can never be asked (requests.askable), and the position moves on over
+  each new wait once it has its own. A wait that can never be asked is passed over, not
+  waited for: held below it, every pass would read every wait after it. It is reported
+  instead (the pass's `unaskable`, and a warning naming it) by the pass that meets it and
+  by every full look while its row lasts, and stays listed with the waits in the admin;
 - the pending requests whose timeout or reminder is due now, along their partial indexes:
   neither is ever applied to a request its run stopped waiting for;
 and, once every FULL_LOOK_EVERY (and at the first pass), of every wait and every pending
@@ -19,14 +23,17 @@ operator's action withdraws the requests it ends at once (withdraw_unawaited_of)
 person deciding one the run stopped waiting for withdraws it then (decisions.decide).
 """
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Max, Min
+from django.db.models import Count, Max, Min
 
 from runs.models import PassPosition
 
-from .requests import open_pending_requests, unasked, waits_after
+from .requests import askable, open_pending_requests, unasked, waits_after
+
+logger = logging.getLogger(__name__)
 
 ASKED_JOB = "approvals.sweep:asked-waits"
 FULL_LOOK_JOB = "approvals.sweep:full-look"
@@ -53,27 +60,57 @@ def of_pass(now: datetime) -> Scope:
     return Scope(full=full, asked_through=kept.get(ASKED_JOB, (0, None))[0])
 
 
-def _waits_read(after: int | None) -> tuple[int | None, int | None]:
+@dataclass(frozen=True)
+class Asked:
+    # Requests opened by the pass.
+    opened: int
+    # The position for the next pass (Scope.asked_through).
+    asked_through: int
+    # Waits the pass read that can never be asked (requests.askable).
+    unaskable: int
+
+
+def _waits_read(after: int | None) -> tuple[int | None, int | None, int]:
     # One read of the waits past `after` (all of them with None): the first that has no
-    # request, and the last.
-    found = waits_after(after).aggregate(first=Min("pk", filter=unasked()), last=Max("pk"))
-    return found["first"], found["last"]
+    # request and could have one, the last, and how many can never be asked.
+    found = waits_after(after).aggregate(
+        first=Min("pk", filter=unasked() & askable()), last=Max("pk"),
+        unaskable=Count("pk", filter=unasked() & ~askable()))
+    return found["first"], found["last"], found["unaskable"]
 
 
-def open_unasked(scope: Scope, now: datetime) -> tuple[int, int]:
-    """Open the requests of the waits in scope that have none: how many were opened, and
-    the position for the next pass, up to the first wait that still has none (tried again
-    next pass, as before)."""
-    first, last = _waits_read(None if scope.full else scope.asked_through)
+def open_unasked(scope: Scope, now: datetime) -> Asked:
+    """Open the requests of the waits in scope that have none, and the position for the
+    next pass: up to the first wait that still has none and could have one (tried again
+    next pass, as before), past those that can never be asked (reported here)."""
+    after = None if scope.full else scope.asked_through
+    first, last, unaskable = _waits_read(after)
+    if unaskable:
+        _report_unaskable(after)
     opened = 0
     if first is not None:
         opened = open_pending_requests(now=now, after=first - 1)
         # Those before the first were asked already: only the rest is read again.
-        first, after = _waits_read(first - 1)
-        last = max(last, after or 0)
+        first, later, _ = _waits_read(first - 1)
+        last = max(last, later or 0)
     if first is not None:
-        return opened, first - 1
-    return opened, max(scope.asked_through, last or 0)
+        return Asked(opened, first - 1, unaskable)
+    return Asked(opened, max(scope.asked_through, last or 0), unaskable)
+
+
+# Waits named in one warning; the pass's report counts them all.
+UNASKABLE_NAMED = 20
+
+
+def _report_unaskable(after: int | None) -> None:
+    waits = (waits_after(after).filter(unasked()).exclude(askable()).order_by("pk")
+             .values_list("pk", "run_id", "step_name", "tool_call_id")[:UNASKABLE_NAMED])
+    named = "; ".join(f"wait {pk}: run {run_id} step {step}"
+                      + (f" tool call {call}" if call else "")
+                      for pk, run_id, step, call in waits)
+    logger.warning("approval waits that can never be asked (their step or tool call does "
+                   "not wait for a person, or their run has no such step); passed over, "
+                   "they go when their run stops waiting: %s", named)
 
 
 def end_pass(scope: Scope, asked_through: int, now: datetime) -> None:
