@@ -10,6 +10,16 @@ from django.db import connection
 STORE_TESTS_ON_SQLITE = "STORE_TESTS_ON_SQLITE"
 
 
+@pytest.fixture(autouse=True)
+def _fresh_metric_counts():
+    # Each test's database starts over; so do the metrics' counts of history, which a
+    # process keeps between scrapes (observability.history_counts): a count kept from an
+    # earlier test's committed runs would be added to this one's.
+    from observability.metrics import recount_history
+
+    recount_history()
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "store: runs.store's tests, run on PostgreSQL and on SQLite (make test)")

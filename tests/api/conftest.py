@@ -13,14 +13,6 @@ def _fresh_rate_limits(settings):
     yield
 
 
-@pytest.fixture(autouse=True)
-def _fresh_metric_counts():
-    # Each test's database starts over; so do the metrics' counts of history.
-    from observability.metrics import recount_history
-
-    recount_history()
-
-
 @pytest.fixture
 def make_token(db):
     """make_token(name, workflows=[...], rate_limit=None) -> (token, plaintext)."""
