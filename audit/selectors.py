@@ -31,14 +31,17 @@ def audit_records(*, actor: str = "", action: str = "", run: int | None = None,
 def actor_kind_of(label: str) -> dict:
     """The filter on the actor's kind that an actor filter of `label` adds.
 
-    An account's username names a person: their records are read along audit_person_label_idx
-    (people's records only, so the system's, nearly every record, add nothing to it), where a
-    filter on the label alone reads the log backwards to its start for a name on a few
-    records. Any other label (a worker, the sweeper, an API token, a person whose account
-    was deleted or renamed since) is read as before, on the label alone: no index may cost
-    the system's records a write. So a system actor named as an account is found under that
-    name only while no account has it."""
+    A person's name is read along audit_person_label_idx (people's records only, so the
+    system's, nearly every record, add nothing to it), where a filter on the label alone
+    reads the log backwards to its start for a name on a few records. A name is a person's
+    when an account has it, or when people's records carry it (an account deleted or
+    renamed since: its past records keep the name; the look is one probe of that index).
+    Any other label (a worker, the sweeper, an API token, a name no one ever had) is read
+    as before, on the label alone: no index may cost the system's records a write. So a
+    system actor named as a person is found under that name only while no person has it."""
     account = get_user_model()
-    if account._default_manager.filter(**{account.USERNAME_FIELD: label}).exists():
+    if account._default_manager.filter(**{account.USERNAME_FIELD: label}).exists() or \
+            AuditRecord.objects.filter(actor_kind=AuditRecord.ActorKind.USER,
+                                       actor_label=label).exists():
         return {"actor_kind": AuditRecord.ActorKind.USER}
     return {}

@@ -119,3 +119,16 @@ def test_the_page_and_its_export_send_the_query_read_along_it(busy_log, client, 
     assert len(reads) == 2
     for sql in reads:
         _assert_along_the_person_index(_scans_of_sql(sql))
+
+
+def test_a_person_whose_account_was_deleted_is_still_read_along_it(busy_log):
+    User.objects.filter(username="alice").delete()
+    analyzed("auth_user")
+    page = audit_records(actor="alice")
+    assert [r.actor_label for r in page[:100]] == ["alice"] * 3
+    _assert_read_along_the_person_index(page[:100])
+
+
+def test_a_system_actor_no_person_ever_was_is_still_found_under_its_label(busy_log):
+    assert audit_records(actor="host:1").count() == SYSTEM_RECORDS
+    assert audit_records(actor="host:1")[:1].get().actor_kind == "system"
