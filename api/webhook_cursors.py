@@ -5,6 +5,7 @@ has a cursor on each kind of row (CursorState); a pass moves it over what is new
 past a row that may still commit. Sending the deliveries is api.webhooks'.
 """
 
+import heapq
 import logging
 import uuid
 from bisect import bisect_right
@@ -232,9 +233,14 @@ def _queue(subscriber, event_ids: list[tuple[int, datetime]],
         # In the order written, both kinds together: deliveries due at once are sent in the
         # order of their ids, and a subscriber must not hear that a run completed before it
         # hears of the steps that led there. On equal times (one transaction) a step's
-        # outcome goes first: the status change is what it led to.
-        written = sorted([(at, 0, pk) for pk, at in record_ids]
-                         + [(at, 1, pk) for pk, at in event_ids])
+        # outcome goes first: the status change is what it led to. The times only interleave
+        # the two kinds; each kind keeps the order of its ids (both lists are in it; merge
+        # takes each list's rows in their order). A row's time is taken when its transition
+        # begins (or given by its caller), not when it is written: one begun first and
+        # written after another has the earlier time and the higher id, and a sort by time
+        # told it first.
+        written = heapq.merge([(at, 0, pk) for pk, at in record_ids],
+                              [(at, 1, pk) for pk, at in event_ids])
         WebhookDelivery.objects.bulk_create(
             [WebhookDelivery(subscriber=subscriber, delivery_id=uuid.uuid4(),
                              next_attempt_at=now,
