@@ -202,12 +202,8 @@ def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
                for kind in MODELS}
     queued = 0
     for subscriber, states in cursors:
-        event_ids, event_state = _unqueued(
-            subscriber, "event", states["event"], written["event"],
-            transactions=transactions, clock=clock, limit=limit)
-        record_ids, record_state = _unqueued(
-            subscriber, "record", states["record"], written["record"],
-            transactions=transactions, clock=clock, limit=limit)
+        (event_ids, event_state), (record_ids, record_state) = _unqueued_together(
+            subscriber, states, written, transactions=transactions, clock=clock, limit=limit)
         try:
             # One subscriber's deliveries and its cursors commit together. An admin may
             # delete a subscriber with no deliveries yet while this pass reads it: its
@@ -262,15 +258,40 @@ def _queue(subscriber, event_ids: list[tuple[int, datetime]],
         WebhookSubscriber.objects.filter(pk=subscriber.pk).update(**fields)
 
 
+def _unqueued_together(subscriber, states: dict[str, CursorState], written: dict, *,
+                       transactions: OpenTransactions | None, clock: Callable[[], datetime],
+                       limit: int) -> tuple[tuple[list, CursorState], tuple[list, CursorState]]:
+    """(rows, state) of each kind, events then records, as _unqueued gives them, the two
+    kinds kept in step. A kind cut at the limit leaves rows for the next pass; the other
+    kind's rows written since the first of those wait with them, so that no receiver hears
+    that a run completed before the step outcomes that led there (each kind keeps its own
+    order whatever the limit). The kind whose rows left over are the earlier holds the
+    other; a pass queues at least one row of the kind that holds, so neither waits for
+    ever."""
+    def unqueued(kind: str, until: datetime | None = None):
+        return _unqueued(subscriber, kind, states[kind], written[kind],
+                         transactions=transactions, clock=clock, limit=limit, until=until)
+
+    (*events, events_left), (*records, records_left) = unqueued("event"), unqueued("record")
+    if records_left is not None and (events_left is None or records_left <= events_left):
+        *events, _ = unqueued("event", until=records_left)
+    elif events_left is not None:
+        *records, _ = unqueued("record", until=events_left)
+    return tuple(events), tuple(records)
+
+
 def _unqueued(subscriber, kind: str, state: CursorState, written: "Written", *,
               transactions: OpenTransactions | None, clock: Callable[[], datetime],
-              limit: int) -> tuple[list[tuple[int, datetime]], CursorState]:
+              limit: int, until: datetime | None = None
+              ) -> tuple[list[tuple[int, datetime]], CursorState, datetime | None]:
     """((id, time written) of the rows of `kind` the subscriber is told of (news_for) and
     has no delivery of yet, up to `limit`: first those that filled a hole below
     `state.through`, then those after it; the cursor's state after them, its holes as this
     pass judged them). The cursor moves over every row written, news or not, up to the first
     hole that may still fill; the rows beyond it are queued all the same, and only the holes
-    are read again."""
+    are read again. With `until`, the rows from the first written at or after it on wait
+    for the next pass. Last, the time of the first row the subscriber is told of that the
+    limit left for the next pass, or None."""
     # The holes below `through`: the rows that filled them since they were last read.
     filled = (list(_rows(kind).filter(_among(state.missing))[:limit]) if state.missing
               else [])
@@ -285,6 +306,9 @@ def _unqueued(subscriber, kind: str, state: CursorState, written: "Written", *,
     bound = new[-1][0] if new else state.through
     if len(new_holes) > kept:
         bound = new_holes[kept][0] - 1
+    if until is not None and (held := next((row[0] for row in new
+                                            if row[0] <= bound and row[1] >= until), None)):
+        bound = held - 1
     told = _unqueued_news(subscriber, kind, filled + [row for row in new if row[0] <= bound])
     queued = [row for row in told if row[0] <= state.through]
     room = limit - len(queued)
@@ -307,8 +331,9 @@ def _unqueued(subscriber, kind: str, state: CursorState, written: "Written", *,
         final = min(final, read_to)
     missing = tuple((max(first, final + 1), last) for first, last in missing if last > final)
     cursor = missing[0][0] - 1 if missing else through
+    left = min((at for pk, at in told if pk > through), default=None)
     return queued, _judged(replace(state, cursor=cursor, through=through, missing=missing),
-                           transactions, clock=clock)
+                           transactions, clock=clock), left
 
 
 def _rows(kind: str) -> QuerySet:
