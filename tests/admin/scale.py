@@ -34,9 +34,9 @@ def analyzed(*tables: str) -> None:
             cursor.execute(f'ANALYZE "{table}"')
 
 
-def rows_read(sql: str) -> int:
-    """The rows the scans of `sql` touched (kept or filtered out), PostgreSQL not allowed to
-    read a table whole when another way exists."""
+def rows_read(sql: str, table: str | None = None) -> int:
+    """The rows the scans of `sql` touched (kept or filtered out), or its scans of `table`
+    only, PostgreSQL not allowed to read a table whole when another way exists."""
     with connection.cursor() as cursor:
         cursor.execute("SET enable_seqscan = off")
         try:
@@ -45,15 +45,16 @@ def rows_read(sql: str) -> int:
         finally:
             cursor.execute("RESET enable_seqscan")
     plan = json.loads(plan) if isinstance(plan, str) else plan
-    return scanned(plan[0]["Plan"])
+    return scanned(plan[0]["Plan"], table)
 
 
-def scanned(node: dict) -> int:
+def scanned(node: dict, table: str | None = None) -> int:
     here = 0
-    if node["Node Type"].endswith("Scan") and "Relation Name" in node:
+    if node["Node Type"].endswith("Scan") and "Relation Name" in node and \
+            table in (None, node["Relation Name"]):
         here = (node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)
                 + node.get("Rows Removed by Index Recheck", 0)) * node.get("Actual Loops", 1)
-    return here + sum(scanned(child) for child in node.get("Plans", []))
+    return here + sum(scanned(child, table) for child in node.get("Plans", []))
 
 
 def page_reads(client, url: str, table: str) -> tuple[object, dict[str, int]]:

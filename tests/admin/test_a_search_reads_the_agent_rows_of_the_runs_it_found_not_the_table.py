@@ -6,7 +6,6 @@ the steps: here 20,200 rows for the 200 of a search's thousand runs, and a milli
 of a million. The plans are PostgreSQL's after ANALYZE, the table scan out of its choices
 (tests.admin.scale)."""
 
-import json
 
 import pytest
 from django.db import connection
@@ -15,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from runs.admin import SEARCH_CAP
 from runs.models import AgentTurn, ToolCall
 
-from .scale import analyzed, bulk_runs
+from .scale import analyzed, bulk_runs, rows_read
 from .test_admin_lists import admin_client  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.django_db
@@ -65,27 +64,6 @@ def agent_rows():
     analyzed("runs_run", "runs_step", "runs_toolcall", "runs_agentturn")
 
 
-def rows_read_of(sql: str, table: str) -> int:
-    """The rows the scans of `table` in the plan of `sql` touched (kept or filtered out),
-    the table scan out of PostgreSQL's choices."""
-    with connection.cursor() as cursor:
-        cursor.execute("SET enable_seqscan = off")
-        try:
-            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
-            plan = cursor.fetchone()[0]
-        finally:
-            cursor.execute("RESET enable_seqscan")
-    plan = json.loads(plan) if isinstance(plan, str) else plan
-    read, nodes = 0, [plan[0]["Plan"]]
-    while nodes:
-        node = nodes.pop()
-        if node.get("Relation Name") == table:
-            read += (node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)
-                     + node.get("Rows Removed by Index Recheck", 0)) * node.get("Actual Loops", 1)
-        nodes.extend(node.get("Plans", []))
-    return read
-
-
 @pytest.mark.parametrize("model", [ToolCall, AgentTurn], ids=["tool calls", "agent turns"])
 def test_a_search_of_a_thousand_runs_reads_their_rows_not_the_table(admin_client,  # noqa: F811
                                                                      agent_rows, model):
@@ -98,7 +76,7 @@ def test_a_search_of_a_thousand_runs_reads_their_rows_not_the_table(admin_client
     assert len(listed) == 50
     assert {row.step.run.business_key for row in listed} <= {
         f"inv-2019-{n}" for n in range(FOUND_WITH_ROWS)}
-    reads = {q["sql"]: rows_read_of(q["sql"], table) for q in sent.captured_queries
+    reads = {q["sql"]: rows_read(q["sql"], table) for q in sent.captured_queries
              if q["sql"].startswith("SELECT") and f'FROM "{table}"' in q["sql"]}
     assert reads
     # The found runs' rows, each along its step's index; never the newer runs' 20,000.

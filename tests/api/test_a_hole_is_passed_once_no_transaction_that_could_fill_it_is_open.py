@@ -4,27 +4,19 @@ not before, however long that takes: a transaction open since before the hole, e
 that never touches a run, holds the cursor (the rows after the hole are delivered
 meanwhile)."""
 
-import time
 from datetime import timedelta
 
-import psycopg
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from api import webhook_cursors
 from api.models import WebhookDelivery, WebhookSubscriber
 from audit.models import AuditRecord
 from runs.models import RunEvent
+from tests.api.webhook_rows import other_connection, wait_for_transactions_open_now_to_end
 from tests.factories import new_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _other_connection(**options) -> psycopg.Connection:
-    db = connection.settings_dict
-    return psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"],
-                           dbname=db["NAME"], **options)
 
 
 def _subscribe() -> WebhookSubscriber:
@@ -34,7 +26,7 @@ def _subscribe() -> WebhookSubscriber:
 
 def _rolled_back_event(run) -> int:
     """The id of a status change whose transaction rolled back."""
-    with _other_connection() as other:
+    with other_connection() as other:
         drawn = other.execute(
             f"INSERT INTO {RunEvent._meta.db_table}"
             " (run_id, status_from, status_to, step_name, outcome, created_at)"
@@ -46,25 +38,11 @@ def _rolled_back_event(run) -> int:
 
 def _rolled_back_record() -> int:
     """An audit record's id drawn by a transaction that rolled back."""
-    with _other_connection() as other:
+    with other_connection() as other:
         drawn = other.execute("SELECT nextval(pg_get_serial_sequence(%s, 'id'))",
                               [AuditRecord._meta.db_table]).fetchone()[0]
         other.rollback()
     return drawn
-
-
-def _wait_for_transactions_open_now_to_end() -> None:
-    """Transaction ids are the server's: a test of another database may hold one open for
-    a while. Waits (not a timed assertion: the bound only stops a hang) until every
-    transaction given an id before this call has ended."""
-    with _other_connection(autocommit=True) as other:
-        now = other.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()[0]
-        deadline = time.monotonic() + 600
-        # Every id below `now` still open is in the snapshot's list: `now` has ended.
-        while other.execute("SELECT count(*) FROM pg_snapshot_xip(pg_current_snapshot()) x"
-                            " WHERE x::text::bigint < %s", [now]).fetchone()[0]:
-            assert time.monotonic() < deadline, "a transaction of the server stays open"
-            time.sleep(0.2)
 
 
 def _told(subscriber, kind: str) -> list[int]:
@@ -94,7 +72,7 @@ def test_a_hole_a_rollback_left_is_passed_once_no_older_transaction_is_open():
     assert subscriber.last_event_id < hole  # it may still be a transaction that commits
     assert subscriber.last_record_id < record_hole
     webhook_cursors.queue_deliveries(now=aged)  # judges the hole by the transactions open now
-    _wait_for_transactions_open_now_to_end()
+    wait_for_transactions_open_now_to_end()
     webhook_cursors.queue_deliveries(now=aged)
 
     subscriber.refresh_from_db()
@@ -108,7 +86,7 @@ def test_a_hole_a_rollback_left_is_passed_once_no_older_transaction_is_open():
 def test_a_transaction_open_since_before_a_hole_holds_the_cursor_at_it():
     run = new_run()
     subscriber = _subscribe()
-    unrelated = _other_connection()
+    unrelated = other_connection()
     try:
         # It has a transaction id, as any transaction that writes has; it never touches a
         # run, but nothing tells its rows from a transition's.
@@ -126,9 +104,9 @@ def test_a_transaction_open_since_before_a_hole_holds_the_cursor_at_it():
     finally:
         unrelated.rollback()
         unrelated.close()
-    _wait_for_transactions_open_now_to_end()
+    wait_for_transactions_open_now_to_end()
     # A transaction that began after the hole was judged does not hold it.
-    newer = _other_connection()
+    newer = other_connection()
     try:
         newer.execute("SELECT pg_current_xact_id()")
         webhook_cursors.queue_deliveries(now=far + timedelta(minutes=5))

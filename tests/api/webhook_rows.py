@@ -90,6 +90,7 @@ def wait_for_transactions_open_now_to_end() -> None:
     with other_connection(autocommit=True) as other:
         now = other.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()[0]
         deadline = time.monotonic() + 600
+        # Every id below `now` still open is in the snapshot's list: `now` has ended.
         while other.execute("SELECT count(*) FROM pg_snapshot_xip(pg_current_snapshot()) x"
                             " WHERE x::text::bigint < %s", [now]).fetchone()[0]:
             assert time.monotonic() < deadline, "a transaction of the server stays open"
