@@ -20,15 +20,17 @@ from tests.admin.scale import analyzed, bulk_runs
 pytestmark = pytest.mark.django_db
 
 SYSTEM_RECORDS = 50_000
+PEOPLES_RECORDS = 5_000
 INDEX = "audit_person_label_idx"
 TABLE = AuditRecord._meta.db_table
 
 
 @pytest.fixture
 def busy_log():
-    """One run whose log holds a few records of alice's and bob's, then SYSTEM_RECORDS of a
-    worker's after them (the people's records are the oldest: a backward read of the primary
-    key reaches them last). Returns the run."""
+    """One run whose log holds a few records of alice's and bob's, then PEOPLES_RECORDS of
+    carol's and SYSTEM_RECORDS of a worker's after them (alice's and bob's are the oldest: a
+    backward read of the primary key, or of every person's records, reaches them last).
+    Returns the run."""
     run = bulk_runs(["k-1"])[0]
     User.objects.create_user("alice")
     User.objects.create_user("bob")
@@ -46,6 +48,14 @@ def busy_log():
             " SELECT %s, 5 + n, 'succeeded', 'charge', 'system', 'host:1', '', '{}', '{}',"
             " '{}', %s, 'p', 'h' FROM generate_series(1, %s) AS n",
             [run.pk, now, SYSTEM_RECORDS])
+        # A busy person's records too: read along every person's records, alice's are
+        # reached after all of carol's, as on a log where many people act.
+        cursor.execute(
+            f'INSERT INTO "{TABLE}" (run_id, seq, action, step_name, actor_kind, actor_label,'
+            " reason, before, after, data, created_at, prev_hash, hash)"
+            " SELECT %s, 5 + %s + n, 'resumed', '', 'user', 'carol', '', '{}', '{}',"
+            " '{}', %s, 'p', 'h' FROM generate_series(1, %s) AS n",
+            [run.pk, SYSTEM_RECORDS, now, PEOPLES_RECORDS])
     analyzed(TABLE, "runs_run", "auth_user")
     return run
 
