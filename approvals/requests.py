@@ -106,6 +106,19 @@ def unasked() -> Q:
             | (Q(tool_call__isnull=False) & ~Exists(_open_for_call())))
 
 
+def step_still_waiting() -> QuerySet:
+    """The step an ApprovalWait or ApprovalRequest row (the outer query) names, if it still
+    waits for a person."""
+    return Step.objects.filter(run=OuterRef("run"), name=OuterRef("step_name"),
+                               status=StepStatus.WAITING)
+
+
+def call_still_waiting() -> QuerySet:
+    """The tool call an ApprovalWait or ApprovalRequest row (the outer query) names, if it
+    still waits for a person."""
+    return ToolCall.objects.filter(pk=OuterRef("tool_call"), status=ToolCallStatus.WAITING)
+
+
 def askable() -> Q:
     """The condition on ApprovalWait rows that a request could be made for them: the step
     (or the tool call) they name still waits for a person, which open_request and
@@ -113,11 +126,8 @@ def askable() -> Q:
     run's waits in the transaction in which it stops waiting.) A row failing it names
     nothing anyone could be asked (its step no longer waits, or its run has no such step):
     it can never be asked, and stays until its run stops waiting."""
-    step_waits = Step.objects.filter(run=OuterRef("run"), name=OuterRef("step_name"),
-                                     status=StepStatus.WAITING)
-    call_waits = ToolCall.objects.filter(pk=OuterRef("tool_call"), status=ToolCallStatus.WAITING)
-    return ((Q(tool_call__isnull=True) & Exists(step_waits))
-            | (Q(tool_call__isnull=False) & Exists(call_waits)))
+    return ((Q(tool_call__isnull=True) & Exists(step_still_waiting()))
+            | (Q(tool_call__isnull=False) & Exists(call_still_waiting())))
 
 
 def waits_after(after: int | None) -> QuerySet[ApprovalWait]:

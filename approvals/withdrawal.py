@@ -27,7 +27,7 @@ from runs.models import (
 )
 
 from .models import ApprovalRequest, RequestKind, RequestStatus
-from .requests import lock_run, record_lifecycle
+from .requests import call_still_waiting, lock_run, record_lifecycle, step_still_waiting
 
 logger = logging.getLogger(__name__)
 
@@ -42,20 +42,16 @@ def no_longer_awaited() -> Q:
     decision: it stopped waiting on the step or the tool call (terminated, compensated,
     decided or settled by an operator), the call was cancelled, or, for an operator
     action, the run is final and the action's transition cannot start from its state."""
-    step_waiting = Step.objects.filter(run=OuterRef("run"), name=OuterRef("step_name"),
-                                       status=StepStatus.WAITING)
-    call_waiting = ToolCall.objects.filter(pk=OuterRef("tool_call_id"),
-                                           status=ToolCallStatus.WAITING)
     # A call a person cancelled is never decided, whatever its run does meanwhile.
     call_cancelled = ToolCall.objects.filter(pk=OuterRef("tool_call_id"),
                                              status=ToolCallStatus.CANCELLED)
     run_status = _run_status()
-    return ((Q(kind=RequestKind.STEP) & (~Exists(step_waiting)
+    return ((Q(kind=RequestKind.STEP) & (~Exists(step_still_waiting())
                                          | In(run_status, NOT_WAITING_STATUSES)))
             # A call decided elsewhere while its run goes on (queued, running) may be
             # followed by the model's next proposal: that supersedes the request.
             | (Q(kind=RequestKind.TOOL_CALL)
-               & ((~Exists(call_waiting) & Exact(run_status, RunStatus.WAITING))
+               & ((~Exists(call_still_waiting()) & Exact(run_status, RunStatus.WAITING))
                   | In(run_status, NOT_WAITING_STATUSES) | Exists(call_cancelled)))
             | (Q(kind=RequestKind.OPERATOR_ACTION) & _action_refused_for_good(run_status)))
 
