@@ -37,6 +37,7 @@ from runs.models import (
     ToolCallStatus,
 )
 
+from . import open_failures
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
 from .notifications import grant_and_notify, request_problem
 from .permissions import step_requester, tool_call_requester
@@ -165,7 +166,8 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200,
     none (of the waits past id `after`: the sweep's position, approvals.sweep_scope).
     Returns how many were opened. One whose request cannot be made (its snapshot fails, the
     release removed its tool or its approvers) holds its run for a person; any other
-    failure is logged and tried again at the next sweep. Neither stops the others."""
+    failure is tried again at the next sweep until it has lasted (approvals.open_failures).
+    Neither stops the others."""
     # Nearly every pass finds every wait asked for already. One look for a wait without a
     # request (ids only) costs a fraction of the two queries that load the waits with their
     # runs, steps and calls, whose building is most of an idle sweep's time.
@@ -177,6 +179,9 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200,
         try:
             if open_request(wait.run, wait.step_name, now=now) is not None:
                 opened += 1
+                if wait.open_failures:
+                    open_failures.cleared(run_id=wait.run_id, step_name=wait.step_name,
+                                          tool_call_id=None)
         except SnapshotUnavailable as exc:
             if connection_lost(exc):
                 return stop_on_lost_connection(exc, opened)
@@ -184,12 +189,13 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200,
         except Exception as exc:
             if connection_lost(exc):
                 return stop_on_lost_connection(exc, opened)
-            logger.exception("approval request for run %s step %s not opened; will retry",
-                             wait.run_id, wait.step_name)
+            _failed(exc, now, wait.run_id, wait.step_name)
     for call in waiting_tool_calls(limit, after):
         try:
             if open_tool_call_request(call, now=now) is not None:
                 opened += 1
+                open_failures.cleared(run_id=call.step.run_id, step_name=call.step.name,
+                                      tool_call_id=call.pk)
         except SnapshotUnavailable as exc:
             if connection_lost(exc):
                 return stop_on_lost_connection(exc, opened)
@@ -197,9 +203,22 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200,
         except Exception as exc:
             if connection_lost(exc):
                 return stop_on_lost_connection(exc, opened)
-            logger.exception("approval request for run %s tool call %s not opened; will "
-                             "retry", call.step.run_id, call.pk)
+            _failed(exc, now, call.step.run_id, call.step.name, call=call)
     return opened
+
+
+def _failed(exc: Exception, now: datetime, run_id: int, step_name: str, *,
+            call: ToolCall | None = None) -> None:
+    """Opening a wait's request failed for a reason nobody can tell from a passing one:
+    counted, tried again next pass, and its run held for a person once it has lasted
+    (approvals.open_failures)."""
+    failing = open_failures.count_failure(run_id=run_id, step_name=step_name, now=now,
+                                          tool_call_id=call.pk if call else None)
+    what = f"run {run_id} step {step_name}" + (f" tool call {call.ref}" if call else "")
+    open_failures.log_failure(exc, failing, what)
+    if failing is not None and failing.lasted(now):
+        _hold_unaskable(run_id, step_name, open_failures.described(exc, failing),
+                        tool_call=call.ref if call else None)
 
 
 def connection_lost(exc: BaseException) -> bool:

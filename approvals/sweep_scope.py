@@ -82,7 +82,8 @@ def _waits_read(after: int | None) -> tuple[int | None, int | None, int]:
 def open_unasked(scope: Scope, now: datetime) -> Asked:
     """Open the requests of the waits in scope that have none, and the position for the
     next pass: up to the first wait that still has none and could have one (tried again
-    next pass, as before), past those that can never be asked (reported here)."""
+    next pass until its failure has lasted: approvals.open_failures), past those that can
+    never be asked (reported here)."""
     after = None if scope.full else scope.asked_through
     first, last, unaskable = _waits_read(after)
     if unaskable:

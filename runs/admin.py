@@ -283,7 +283,8 @@ class AgentTurnAdmin(RunSearchAdmin):
 class ApprovalWaitAdmin(RunSearchAdmin):
     """What runs wait on a person for now: written and removed by the transitions."""
 
-    list_display = ["id", "run_link", "step_name", "tool_call", "created_at"]
+    list_display = ["id", "run_link", "step_name", "tool_call", "created_at", "open_failures",
+                    "failing_since"]
     list_select_related = ["tool_call"]
     ordering = ["-id"]
     sortable_by = ["id"]

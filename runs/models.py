@@ -324,6 +324,11 @@ class ApprovalWait(models.Model):
     tool_call = models.ForeignKey("runs.ToolCall", on_delete=models.CASCADE, null=True,
                                   blank=True, related_name="+", db_index=False)
     created_at = models.DateTimeField()
+    # Set by the approvals sweep when this wait's request failed to open for a reason it
+    # cannot tell from a passing one: how many times in a row, and since when
+    # (approvals.open_failures).
+    open_failures = models.IntegerField(default=0, db_default=0)
+    failing_since = models.DateTimeField(null=True, blank=True)
 
     def __str__(self):
         return f"run {self.run_id} waits on {self.step_name}" + (
