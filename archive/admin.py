@@ -2,7 +2,7 @@
 removal keeps (one per run, ARCHIVE_RUNS_PER_FILE of them in a file) are shown as a count and
 the first few: the whole JSON made a page of every run's head, and each list naming a file
 (the tombstones', the removals') read all of them again for each of its rows. One run's head
-is on its tombstone's page."""
+is on its tombstone's page. So are the runs a file kept in the hot tables."""
 
 import heapq
 from urllib.parse import urlencode
@@ -46,6 +46,30 @@ def heads_summary(heads: dict) -> str:
                     "page (search its id).", f"{more:,}", tombstones) if more else "")
 
 
+def kept_runs_summary(run_ids: list) -> str:
+    """How many runs of a file stayed in the hot tables and the first HEADS_SHOWN by id, each
+    a link to its run, escaped: a file kept thousands when its removal met an incident's
+    reopened runs."""
+    run_ids = run_ids or []
+    if not run_ids:
+        return "none"
+    first = heapq.nsmallest(HEADS_SHOWN, run_ids, key=lambda pk: run_order(str(pk)))
+    listed = format_html_join(", ", '<a href="{}">run {}</a>',
+                              ((_run_change(pk), pk) for pk in first))
+    more = len(run_ids) - len(first)
+    return format_html("{} runs stayed in the hot tables (changed before their removal; a "
+                       "later file archives them){}: {}{}", f"{len(run_ids):,}",
+                       f", the first {len(first)} by id" if more else "", listed,
+                       f"; {more:,} more" if more else "")
+
+
+def _run_change(pk) -> str:
+    try:
+        return reverse("admin:runs_run_change", args=[int(pk)])
+    except (TypeError, ValueError):
+        return "#"
+
+
 def shown_head(head) -> tuple[object, object]:
     """(seq, hash) of a stored head, [seq, hash]; anything else shown as it is."""
     if isinstance(head, list) and len(head) == 2:
@@ -64,16 +88,20 @@ class ArchiveFileAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
     # A file per archiving pass: a small table, sorted by any column.
     sortable_by = None
-    exclude = ["heads"]
-    readonly_fields = ["chain_heads"]
+    exclude = ["heads", "kept_run_ids"]
+    readonly_fields = ["chain_heads", "kept_runs"]
 
     def get_queryset(self, request):
         # The list shows no head: its page reads none. The change page reads them once.
-        return super().get_queryset(request).defer("heads")
+        return super().get_queryset(request).defer("heads", "kept_run_ids")
 
     @admin.display(description="heads")
     def chain_heads(self, archive):
         return heads_summary(archive.heads)
+
+    @admin.display(description="kept runs")
+    def kept_runs(self, archive):
+        return kept_runs_summary(archive.kept_run_ids)
 
 
 @admin.register(ArchiveRemoval)

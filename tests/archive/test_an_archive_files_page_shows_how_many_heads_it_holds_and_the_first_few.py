@@ -1,7 +1,9 @@
 """An archive file's page shows how many chain heads the file holds and the first few by run
 id, escaped, never the whole heads JSON: a file of thousands of runs made a page of
 megabytes. One run's head is on its tombstone's page, and the lists that name a file (the
-tombstones', the removals', the files') read no heads at all."""
+tombstones', the removals', the files') read no heads at all. The runs a file kept in the
+hot tables are shown the same way: how many, and the first few, each a link to its run."""
+
 
 import pytest
 from django.contrib.auth.models import User
@@ -79,4 +81,28 @@ def test_a_list_naming_the_file_reads_no_heads(big_file, admin, page):
         listed = admin.get(f"/admin/archive/{page}/")
 
     assert listed.status_code == 200 and big_file.name in listed.text
-    assert not [q["sql"] for q in sent.captured_queries if '."heads"' in q["sql"]]
+    assert not [q["sql"] for q in sent.captured_queries
+                if '."heads"' in q["sql"] or '."kept_run_ids"' in q["sql"]]
+
+
+def test_the_runs_a_file_kept_are_counted_and_the_first_listed_by_id(big_file, admin):
+    # Kept in no order of theirs, as batches of a removal append them.
+    ArchiveFile.objects.filter(pk=big_file.pk).update(
+        kept_run_ids=list(range(RUNS, RUNS - 3000, -1)))
+    shown = admin.get(f"/admin/archive/archivefile/{big_file.pk}/change/")
+
+    assert shown.status_code == 200
+    text = shown.text
+    assert "3,000 runs stayed in the hot tables" in text
+    first = RUNS - 2999
+    listed = [n for n in range(first, RUNS + 1) if f"/admin/runs/run/{n}/change/" in text]
+    assert listed == list(range(first, first + HEADS_SHOWN))
+    assert f"{3000 - HEADS_SHOWN:,} more" in text
+    assert len(text) < 100_000
+
+
+def test_a_file_that_kept_no_run_says_none(big_file, admin):
+    shown = admin.get(f"/admin/archive/archivefile/{big_file.pk}/change/")
+    assert shown.status_code == 200
+    assert "stayed in the hot tables" not in shown.text
+    assert ">none<" in shown.text.replace("\n", "").replace(" ", "")
