@@ -37,6 +37,11 @@ SOME = 0.1
 # body limit refuses ordinary requests, and an input within RUNS_INPUT_MAX_BYTES with a 413
 # that names neither the input nor its limit.
 BODY_ROOM = 65536
+# How many times its measured size (compact JSON, UTF-8) an input can take in a request
+# body that escapes every non-ASCII character, as Python's json.dumps and other clients do
+# by default: a two- or four-byte character becomes six or twelve bytes (\u00e9, a
+# surrogate pair), never more than three times its bytes.
+ESCAPED_GROWTH = 3
 
 
 @dataclass(frozen=True)
@@ -55,8 +60,15 @@ class Variable:
     # connections, a sweep without pause, a token expired as it is made).
     minimum: int | float | None = None
     # For a number that must hold another variable's amount and more: its least is that
-    # variable's value plus `minimum` (both named when it is refused).
+    # variable's value, `above_times` over, plus `minimum` (both named when it is refused).
     above: str = ""
+    above_times: int = 1
+
+    @property
+    def least_text(self) -> str:
+        """Its least value in words, for the table and the refusal."""
+        times = f"{self.above_times} × " if self.above_times != 1 else ""
+        return f"{times}{self.above} + {self.minimum}" if self.above else f"{self.minimum}"
 
     @property
     def default_text(self) -> str:
@@ -79,8 +91,10 @@ VARIABLES: list[Variable] = [
     V("SECURE_SSL_REDIRECT", BOOL, "1", "console.production: redirect plain HTTP to HTTPS"),
     V("DATA_UPLOAD_MAX_MEMORY_SIZE", INT, "2621440",
       "the largest request body read, in bytes; larger ones get 413. It must hold a run "
-      "input or event payload of RUNS_INPUT_MAX_BYTES and the rest of its request",
-      minimum=BODY_ROOM, above="RUNS_INPUT_MAX_BYTES"),
+      "input or event payload of RUNS_INPUT_MAX_BYTES, sent compact or with every "
+      "non-ASCII character escaped (up to three times its size), and the rest of its "
+      "request", minimum=BODY_ROOM, above="RUNS_INPUT_MAX_BYTES",
+      above_times=ESCAPED_GROWTH),
     # Database and broker
     V("DATABASE_URL", DATABASE, None,
       "postgres://user:password@host:5432/dbname (PostgreSQL 14+), or sqlite:///path",
@@ -289,10 +303,11 @@ def parse(variable: Variable, raw: str, *, environ: Mapping[str, str] | None = N
     def at_least_minimum(value):
         # Not `value < minimum`: NaN compares false with every number, and is refused too.
         if variable.above:
-            other = env(variable.above, environ=environ)
-            if not value >= other + variable.minimum:
-                raise refuse(f"at least {other + variable.minimum}: {variable.above} "
-                             f"({other}) + {variable.minimum}")
+            least = least_of(variable, environ=environ)
+            times = f"{variable.above_times} × " if variable.above_times != 1 else ""
+            if not value >= least:
+                raise refuse(f"at least {least}: {times}{variable.above} "
+                             f"({env(variable.above, environ=environ)}) + {variable.minimum}")
         elif variable.minimum is not None and not value >= variable.minimum:
             raise refuse(f"at least {variable.minimum}")
         # An infinite interval, timeout or lease never ends: a sweep never comes back, a
@@ -389,6 +404,14 @@ def load_settings_or_exit(program: str) -> None:
         raise SystemExit(2) from None
 
 
+def least_of(variable: Variable, *, environ: Mapping[str, str] | None = None):
+    """The least value `variable` takes, with `environ`'s values of the one it is above."""
+    if variable.above:
+        return (variable.above_times * env(variable.above, environ=environ)
+                + variable.minimum)
+    return variable.minimum
+
+
 def env(name: str, default=_UNSET, *, environ: Mapping[str, str] | None = None):
     """The value of the declared variable `name`, typed; its declared default when unset
     (or `default`, for one computed from other settings)."""
@@ -439,7 +462,6 @@ def markdown_table() -> str:
     for v in VARIABLES:
         kind = v.kind + (f" ({' / '.join(c or '(empty)' for c in v.choices)})"
                          if v.choices else "")
-        least = f"{v.above} + {v.minimum}" if v.above else v.minimum
-        kind += f" (at least {least})" if v.minimum is not None else ""
+        kind += f" (at least {v.least_text})" if v.minimum is not None else ""
         lines.append(f"| `{v.name}` | {kind} | {v.default_text} | {v.meaning} |")
     return "\n".join(lines) + "\n"
