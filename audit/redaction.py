@@ -85,8 +85,18 @@ def remember_opened(value) -> None:
 
 
 def _without_opened(text: str) -> str:
+    opened = _opened_texts.get()
+    if not opened:
+        return text
+    # Between the masks already there only: a value that is part of the mask ("dact") would
+    # otherwise mask the mask, and a text redacted twice (a result measured sealed, then
+    # kept) would differ from one redacted once.
+    return REDACTED.join(_masked_opened(part, opened) for part in text.split(REDACTED))
+
+
+def _masked_opened(text: str, opened: set[str]) -> str:
     # The longest first: a value that holds another is masked whole.
-    for opened_text in sorted(_opened_texts.get() or (), key=len, reverse=True):
+    for opened_text in sorted(opened, key=len, reverse=True):
         text = text.replace(opened_text, REDACTED)
     return text
 

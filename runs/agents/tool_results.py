@@ -27,8 +27,8 @@ def kept(lease: transitions.Lease, step: Step, call: ToolCall, tool: definition.
         has_side_effect=tool.has_side_effect)
     if too_large is not None:
         return transitions.Outcome(succeeded=False, error=too_large)
-    if not artifacts.is_artifact(value):
-        return outcome  # kept in the row, sealed there (effects.stands) as it always was
+    # Kept in the row (sealed there again by effects.stands, which changes nothing: the row
+    # holds what was measured) or as an artifact, its reference in the outcome.
     return transitions.Outcome(succeeded=True, value=value, remote_ref=outcome.remote_ref)
 
 
