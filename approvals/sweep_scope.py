@@ -70,13 +70,14 @@ class Asked:
     unaskable: int
 
 
-def _waits_read(after: int | None) -> tuple[int | None, int | None, int]:
+def _waits_read(after: int | None, *,
+                counted: bool = True) -> tuple[int | None, int | None, int]:
     # One read of the waits past `after` (all of them with None): the first that has no
-    # request and could have one, the last, and how many can never be asked.
+    # request and could have one, the last, and (`counted`) how many can never be asked.
+    unaskable = {"unaskable": Count("pk", filter=unasked() & ~askable())} if counted else {}
     found = waits_after(after).aggregate(
-        first=Min("pk", filter=unasked() & askable()), last=Max("pk"),
-        unaskable=Count("pk", filter=unasked() & ~askable()))
-    return found["first"], found["last"], found["unaskable"]
+        first=Min("pk", filter=unasked() & askable()), last=Max("pk"), **unaskable)
+    return found["first"], found["last"], found.get("unaskable", 0)
 
 
 def open_unasked(scope: Scope, now: datetime) -> Asked:
@@ -92,7 +93,7 @@ def open_unasked(scope: Scope, now: datetime) -> Asked:
     if first is not None:
         opened = open_pending_requests(now=now, after=first - 1)
         # Those before the first were asked already: only the rest is read again.
-        first, later, _ = _waits_read(first - 1)
+        first, later, _ = _waits_read(first - 1, counted=False)
         last = max(last, later or 0)
     if first is not None:
         return Asked(opened, first - 1, unaskable)
