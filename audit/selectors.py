@@ -1,9 +1,10 @@
 """Reads of the audit trail for the console's audit page and its CSV export."""
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet
+from django.db.models import Max, QuerySet
 
 from .models import AuditRecord
 
@@ -45,3 +46,49 @@ def actor_kind_of(label: str) -> dict:
                                        actor_label=label).exists():
         return {"actor_kind": AuditRecord.ActorKind.USER}
     return {}
+
+
+# The records one page of the audit page reads back at most when no index answers its
+# filter (an actor label no person has: a typo, a worker, an API token): a page of matches
+# or this many records, whichever comes first. A label on no record at all read the log
+# backwards to its start, millions of rows, for an empty page.
+SCAN_WINDOW = 100_000
+PAGE_SIZE = 100
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    records: list
+    # Where the next page starts (its `before`), or None at the log's start.
+    next_before: int | None
+    # Set when the page ended at its window, not at a page of matches or the log's start:
+    # the lowest id it read. Older records are read by the next page.
+    read_back_to: int | None = None
+    # The most records the page read back (SCAN_WINDOW), when it read a window.
+    window: int | None = None
+
+
+def reads_backwards(*, actor: str = "", run: int | None = None, **_other) -> bool:
+    """Whether audit_records' filters find their records only by reading the log backwards:
+    an actor no index holds (actor_kind_of), with no run to read along (a run's records are
+    read along its own index, however old)."""
+    return bool(actor) and not run and not actor_kind_of(actor)
+
+
+def audit_page(records: QuerySet, *, before: int | None, windowed: bool) -> AuditPage:
+    """The page of `records` (newest first) below id `before`. `windowed`: read at most
+    SCAN_WINDOW ids back (reads_backwards), and say where it stopped."""
+    if before is not None:
+        records = records.filter(pk__lt=before)
+    if not windowed:
+        page = list(records[:PAGE_SIZE])
+        return AuditPage(page, page[-1].pk if len(page) == PAGE_SIZE else None)
+    top = before if before is not None else \
+        (AuditRecord.objects.aggregate(head=Max("pk"))["head"] or 0) + 1
+    low = max(top - SCAN_WINDOW, 0)
+    page = list(records.filter(pk__gte=low)[:PAGE_SIZE])
+    if len(page) == PAGE_SIZE:
+        return AuditPage(page, page[-1].pk)
+    if not AuditRecord.objects.filter(pk__lt=low).exists():
+        return AuditPage(page, None)
+    return AuditPage(page, low, read_back_to=low, window=SCAN_WINDOW)

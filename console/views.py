@@ -38,7 +38,7 @@ from archive.models import ArchivedRun
 from archive.reading import ArchiveUnreadable, read_archived_run
 from audit.access import access_records
 from audit.csv_export import access_csv_lines, audit_csv_lines
-from audit.selectors import audit_records
+from audit.selectors import audit_page, audit_records, reads_backwards
 from runs.definitions import definition
 from runs.definitions.contracts import (
     contract_table,
@@ -494,15 +494,14 @@ def audit_log(request):
     records = audit_records(**filters, workflow_ids=workflow_ids)
     if request.GET.get("format") == "csv":
         return _audit_csv(records)
-    before = whole_number(request.GET.get("before", ""))
-    if before is not None:
-        records = records.filter(pk__lt=before)
-    page = list(records[:100])
+    page = audit_page(records, before=whole_number(request.GET.get("before", "")),
+                      windowed=reads_backwards(**filters))
     query = request.GET.copy()
     query.pop("before", None)
     return render(request, "console/audit.html", {
-        "form": form, "records": page, "query": query.urlencode(),
-        "next_before": page[-1].pk if len(page) == 100 else "",
+        "form": form, "records": page.records, "query": query.urlencode(),
+        "next_before": page.next_before or "", "read_back_to": page.read_back_to,
+        "scan_window": f"{page.window:,}" if page.window else "",
     })
 
 
