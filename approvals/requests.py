@@ -27,6 +27,7 @@ from runs.definitions import definition
 from runs.definitions.contracts import effect_verdict, stop_gate_policy
 from runs.machine import transitions
 from runs.machine.errors import TransitionNotAllowed
+from runs.machine.transitions.repeats import earlier_call_may_land, repeat_warning
 from runs.models import (
     ApprovalWait,
     Run,
@@ -300,6 +301,7 @@ def tool_call_snapshot(call: ToolCall, tool: definition.ToolSpec) -> tuple[dict,
     of the full arguments that the decision is bound to. The snapshot's own hash (the
     link's) changes with the arguments, since it holds their hash."""
     verdict = effect_verdict(tool)
+    earlier = earlier_call_may_land(call) if tool.has_side_effect else None
     snapshot = normalise({
         "tool": call.tool, "tool_call": call.ref, "agent_step": call.step.name,
         "system": tool.system or "-", "impact": tool.impact,
@@ -309,6 +311,9 @@ def tool_call_snapshot(call: ToolCall, tool: definition.ToolSpec) -> tuple[dict,
         # The stop verdict: each attempt is approved, and the person is told why.
         **({"attempt": call.attempt + 1, "verdict": verdict.decision,
             "why_a_person_approves": verdict.reason} if verdict is not None else {}),
+        # A call of the tool a person settled as not done may land beside this one.
+        **({"may_land_beside": earlier.ref, "why_a_person_approves": repeat_warning(earlier)}
+           if earlier is not None else {}),
     })
     return snapshot, snapshot_hash(snapshot)
 
@@ -327,7 +332,8 @@ def open_tool_call_request(call: ToolCall, *,
         raise SnapshotUnavailable(f"{step.name} declares no tool {call.tool!r}")
     snapshot, digest = tool_call_snapshot(call, tool)
     policy = tool.approval_policy
-    if policy is None and effect_verdict(tool) is not None:
+    if policy is None and ("verdict" in snapshot or "may_land_beside" in snapshot):
+        # Asked by the runtime, not by the tool: the agent's stop-verdict approvers.
         policy = stop_gate_policy(tool.agent)
     if policy is None:
         raise SnapshotUnavailable(f"tool {call.tool!r} declares no approvers")

@@ -140,14 +140,14 @@ def tool_call_outline(action: str, call: dict) -> list[str]:
         lines = [f"{where}: the remote system is asked by the call's idempotency key {key}."]
         if call["impact"] == definition.HIGH:
             # Not found, the model is told the call did not happen. Its repeat with the same
-            # arguments takes this key (agent_turns.record_agent_turn); other arguments are
-            # another action under a new key, which a request still in flight is not.
+            # arguments takes this key; other arguments are another action under a new key,
+            # which waits for a person (transitions.repeats).
             lines.append("HIGH IMPACT: a \"not found\" answer is told to the model. If it "
                          "asks for the call again with the same arguments, the call is sent "
                          f"with this key {key}, so a receiver that honours keys does it once "
                          "even if a request is still in flight; with other arguments, under a "
-                         "new key. Consider looking it up by key again first, or waiting, "
-                         "before recording \"not found\".")
+                         "new key, after a person approves it. Consider looking it up by key "
+                         "again first, or waiting, before recording \"not found\".")
         return lines
     if action == "retry_tool_call":
         return [f"{where} is sent again with the same idempotency key {key}: a receiver that "

@@ -30,6 +30,7 @@ from .agent_calls import (
 )
 from .kernel import ATTENTION, Lease, audit_state, halt
 from .lease_cycle import holding
+from .repeats import repeats_take_open_keys
 
 logger = logging.getLogger(__name__)
 # The columns what the model hands over is kept in (runs.agent_models): a text longer than
@@ -83,7 +84,7 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
                 invented.append(row.tool)
             elif row.status == S.INVALID:
                 invalid.append(row)
-        same_key_as = _repeats_take_open_keys(step, rows)
+        same_key_as = repeats_take_open_keys(step, rows)
         ToolCall.objects.bulk_create(rows)
         change.audit(AuditAction.AGENT_TURN_STORED, step=step, data={
             "turn": index, "content": turn.content[:500] if turn.content else "",
@@ -349,33 +350,6 @@ def _new_call(run: Run, step: Step, spec: definition.AgentSpec, turn: int, posit
     if row.status == S.INVALID:
         row.finished_at = now
     return row
-
-
-def _repeats_take_open_keys(step: Step, rows: list[ToolCall]) -> dict[str, str]:
-    """Give each new call that repeats, with the same tool and arguments, an earlier call of
-    this conversation a person settled as not done its key (and so its undo's key), the
-    earliest such call first, each key taken once. Returns {new call: the call whose key it
-    took}. Other arguments are another action, under a new key."""
-    repeats = [row for row in rows if row.status == S.PENDING]
-    if not repeats:
-        return {}
-    open_calls = list(ToolCall.objects.filter(
-        step=step, generation=step.generation, status=S.FAILED, key_open_for_repeat=True,
-        tool__in={row.tool for row in repeats}).order_by("turn", "index"))
-    taken = {}
-    for row in repeats:
-        earlier = next((c for c in open_calls if (c.tool, c.args_hash) == (row.tool,
-                                                                         row.args_hash)), None)
-        if earlier is None:
-            continue
-        open_calls.remove(earlier)
-        row.idempotency_key = earlier.idempotency_key
-        if row.compensation_key:
-            row.compensation_key = tool_compensation_key(earlier.idempotency_key)
-        earlier.key_open_for_repeat = False
-        earlier.save(update_fields=["key_open_for_repeat"])
-        taken[row.ref] = earlier.ref
-    return taken
 
 
 def _turn_stops(step: Step, spec: definition.AgentSpec, invented: list[str]) -> tuple[str,

@@ -24,6 +24,7 @@ from ..intentions import intended_action
 from . import stop_gate
 from .attempts import intent_of
 from .kernel import DONE_STEP_STATUSES, Change, reset_budget
+from .repeats import earlier_call_may_land, repeat_warning
 
 # Step and tool-call states share their names (StepStatus, ToolCallStatus): one set serves.
 PENDING, RUNNING, SCHEDULED = StepStatus.PENDING, StepStatus.RUNNING, StepStatus.SCHEDULED
@@ -333,9 +334,15 @@ class CallEffect(EffectRow):
     def gated(self) -> bool:
         return stop_gate.is_gated(self.spec)
 
+    @cached_property
+    def may_land_beside(self) -> ToolCall | None:
+        """An earlier call of this tool a person settled as not done, which may yet land
+        beside this one (repeats.earlier_call_may_land): a write waits for a person."""
+        return earlier_call_may_land(self.row) if self.spec.has_side_effect else None
+
     def needs_person(self) -> bool:
         tool = self.spec
-        return self.gated or tool.needs_approval(
+        return self.gated or self.may_land_beside is not None or tool.needs_approval(
             tool.args.model_validate(sensitive.opened(self.row.arguments)))
 
     def approved(self) -> bool:
@@ -361,12 +368,16 @@ class CallEffect(EffectRow):
 
     @property
     def wait_message(self) -> str:
+        if (earlier := self.may_land_beside) is not None:
+            return (f"{self.name} waits for a person's approval of its arguments: "
+                    f"{repeat_warning(earlier)}")
         return f"{self.name} waits for a person's approval of its arguments"
 
     def approval_data(self) -> dict:
-        call = self.row
+        call, earlier = self.row, self.may_land_beside
         return self.data(args_hash=call.args_hash,
-                         arguments=shown_arguments(self.spec, call.arguments))
+                         arguments=shown_arguments(self.spec, call.arguments),
+                         **({"may_land_beside": earlier.ref} if earlier is not None else {}))
 
     def grant(self, change: Change, by: str) -> None:
         call = self.row
