@@ -18,6 +18,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.db import DatabaseError, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 
@@ -49,10 +50,18 @@ def count_failure(*, run_id: int, step_name: str, tool_call_id: int | None,
     run `run_id` (or tool call `tool_call_id`), in its own statement: the transaction that
     failed rolled back. None when the wait is gone meanwhile (its run stopped waiting)."""
     counted = ApprovalWait.objects.filter(_wait(run_id, step_name, tool_call_id))
-    if not counted.update(open_failures=F("open_failures") + 1,
-                          failing_since=Coalesce(F("failing_since"), Value(now))):
+    try:
+        with transaction.atomic():
+            if not counted.update(open_failures=F("open_failures") + 1,
+                                  failing_since=Coalesce(F("failing_since"), Value(now))):
+                return None
+            failures, since = counted.values_list("open_failures", "failing_since").get()
+    except (DatabaseError, ApprovalWait.DoesNotExist):
+        # Not counted (the database failed again, or the wait went meanwhile): the pass
+        # goes on with the other waits, and this one is tried next pass as before.
+        logger.warning("approval wait of run %s step %s: its failure could not be counted",
+                       run_id, step_name, exc_info=True)
         return None
-    failures, since = counted.values_list("open_failures", "failing_since").get()
     return Failing(failures, since)
 
 

@@ -156,3 +156,23 @@ def test_a_tool_call_wait_whose_request_never_opens_holds_its_run_and_posts_noth
     assert held.data["tool_call"] == call.ref
     assert not ApprovalRequest.objects.filter(run=run).exists()
     assert not LedgerEntry.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_failure_that_cannot_even_be_counted_holds_no_other_wait_back(approvers, t0):
+    broken, other = waiting_run(), waiting_run()
+    _refuse_requests_of(broken.pk)
+    with connection.cursor() as cursor:
+        # The wait's own row refuses the count too.
+        cursor.execute("""
+            CREATE FUNCTION refuse_count() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN RAISE EXCEPTION 'waits storage refuses the row' USING ERRCODE = 'XX000';
+            END $$;
+            CREATE TRIGGER refuse_count BEFORE UPDATE ON runs_approvalwait
+              FOR EACH ROW EXECUTE FUNCTION refuse_count();""")
+
+    assert requests.open_pending_requests(now=t0) == 1
+    assert ApprovalRequest.objects.filter(run=other, status=RequestStatus.PENDING).exists()
+    broken.refresh_from_db()
+    assert broken.status == RunStatus.WAITING
+    assert ApprovalWait.objects.get(run=broken).open_failures == 0
