@@ -83,8 +83,10 @@ def audit_page(records: QuerySet, *, before: int | None, windowed: bool) -> Audi
     if not windowed:
         page = list(records[:PAGE_SIZE])
         return AuditPage(page, page[-1].pk if len(page) == PAGE_SIZE else None)
-    top = before if before is not None else \
-        (AuditRecord.objects.aggregate(head=Max("pk"))["head"] or 0) + 1
+    # From the newest record at most: a `before` far above it (an address edited by hand)
+    # would otherwise take a page for each window of ids no record has.
+    top = (AuditRecord.objects.aggregate(head=Max("pk"))["head"] or 0) + 1
+    top = min(top, before) if before is not None else top
     low = max(top - SCAN_WINDOW, 0)
     page = list(records.filter(pk__gte=low)[:PAGE_SIZE])
     if len(page) == PAGE_SIZE:

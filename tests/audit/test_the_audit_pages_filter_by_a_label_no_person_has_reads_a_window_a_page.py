@@ -114,3 +114,8 @@ def test_a_persons_name_is_not_windowed(log, client):
     page, _ = page_reads(client, f"{reverse('console:audit')}?actor=alice", TABLE)
     assert [(r.actor_label, r.seq) for r in page.context["records"]] == [("alice", 4)]
     assert "stopped at record" not in page.content.decode()
+
+
+def test_a_page_below_an_id_far_above_the_log_starts_at_its_newest_record(log, client):
+    pages = _pages(client, "api-token:psp", before=10**17)
+    assert len(pages) == len(_pages(client, "api-token:psp"))
