@@ -302,6 +302,10 @@ def tool_call_snapshot(call: ToolCall, tool: definition.ToolSpec) -> tuple[dict,
     link's) changes with the arguments, since it holds their hash."""
     verdict = effect_verdict(tool)
     earlier = earlier_call_may_land(call) if tool.has_side_effect else None
+    # Why the runtime asks a person (the tool's own approval needs no reason): the stop
+    # verdict, a call of the tool that may land beside this one, or both.
+    why = "; ".join(([verdict.reason] if verdict is not None else [])
+                    + ([repeat_warning(earlier)] if earlier is not None else []))
     snapshot = normalise({
         "tool": call.tool, "tool_call": call.ref, "agent_step": call.step.name,
         "system": tool.system or "-", "impact": tool.impact,
@@ -309,11 +313,10 @@ def tool_call_snapshot(call: ToolCall, tool: definition.ToolSpec) -> tuple[dict,
         "arguments": shown_arguments(tool, call.arguments),
         "arguments_sha256": call.args_hash,
         # The stop verdict: each attempt is approved, and the person is told why.
-        **({"attempt": call.attempt + 1, "verdict": verdict.decision,
-            "why_a_person_approves": verdict.reason} if verdict is not None else {}),
-        # A call of the tool a person settled as not done may land beside this one.
-        **({"may_land_beside": earlier.ref, "why_a_person_approves": repeat_warning(earlier)}
-           if earlier is not None else {}),
+        **({"attempt": call.attempt + 1, "verdict": verdict.decision}
+           if verdict is not None else {}),
+        **({"may_land_beside": earlier.ref} if earlier is not None else {}),
+        **({"why_a_person_approves": why} if why else {}),
     })
     return snapshot, snapshot_hash(snapshot)
 
