@@ -47,8 +47,9 @@ class Failing:
 def count_failure(*, run_id: int, step_name: str, tool_call_id: int | None,
                   now: datetime) -> Failing | None:
     """Count one more failure to open the request of the wait that names `step_name` of
-    run `run_id` (or tool call `tool_call_id`), in its own statement: the transaction that
-    failed rolled back. None when the wait is gone meanwhile (its run stopped waiting)."""
+    run `run_id` (or tool call `tool_call_id`), in a transaction of its own: the one that
+    failed rolled back. None when the wait is gone meanwhile (its run stopped waiting), or
+    when the count itself failed (logged; the pass goes on)."""
     counted = ApprovalWait.objects.filter(_wait(run_id, step_name, tool_call_id))
     try:
         with transaction.atomic():

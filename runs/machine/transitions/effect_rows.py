@@ -322,8 +322,9 @@ class CallEffect(EffectRow):
                           ToolCall.objects.get(pk=self.row.pk))
 
     # The wait for a person: a tool with the stop verdict (stop_gate) waits before each
-    # attempt, and a tool may ask for approval of some arguments (ToolSpec.needs_approval).
-    # The approval is bound to the arguments' hash; the stop verdict's allows one attempt.
+    # attempt, a tool may ask for approval of some arguments (ToolSpec.needs_approval), and
+    # a write waits while an earlier call of its tool may land beside it (repeats). The
+    # approval is bound to the arguments' hash; the stop verdict's allows one attempt.
 
     approval_action = AuditAction.TOOL_CALL_APPROVAL_REQUESTED
     decision_action = AuditAction.TOOL_CALL_APPROVAL_DECIDED
