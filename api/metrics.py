@@ -3,10 +3,12 @@ hands `metric_families` to observability's collector, which calls it at scrape t
 
 from django.conf import settings
 from django.db.models import Count, Min
+from django.db.models.functions import Coalesce
 from prometheus_client.core import GaugeMetricFamily
 
 from .models import WebhookDelivery
 from .tokens import tokens_expiring_soon
+from .webhook_cursors import unqueued_age
 
 
 def metric_families(now):
@@ -27,9 +29,11 @@ def _api_tokens(now):
 def _webhooks(now):
     # An inactive subscriber's deliveries wait on purpose (api.webhooks.send_due): counted,
     # they would grow the backlog's age until an alert fired on a choice an admin made.
+    # A delivery tells a status change (event) or a step outcome (record): the oldest of
+    # either, where the events' alone left a backlog of outcomes ageless.
     backlog = WebhookDelivery.objects.filter(
         status=WebhookDelivery.Status.PENDING, subscriber__active=True).aggregate(
-        n=Count("id"), oldest=Min("event__created_at"))
+        n=Count("id"), oldest=Min(Coalesce("event__created_at", "record__created_at")))
     family = GaugeMetricFamily("durable_webhook_backlog",
                                "Progress events not yet delivered to an active subscriber.")
     family.add_metric([], backlog["n"])
@@ -39,6 +43,13 @@ def _webhooks(now):
                                "active subscriber (0 if none).")
     family.add_metric([], (now - backlog["oldest"]).total_seconds()
                       if backlog["oldest"] else 0)
+    yield family
+    family = GaugeMetricFamily(
+        "durable_webhook_unqueued_seconds",
+        "Age of the oldest status change or step outcome written that an active subscriber's "
+        "cursor has not yet queued or passed (0 if none): grows while the publisher does not "
+        "run, or holds rows back behind more holes than it keeps (api.webhook_cursors).")
+    family.add_metric([], unqueued_age(now))
     yield family
     family = GaugeMetricFamily("durable_webhook_failed",
                                "Deliveries given up after their last attempt.")

@@ -446,3 +446,18 @@ def _judged(state: CursorState, transactions: OpenTransactions | None, *,
         return state.with_holes()
     # Now, after the rows up to `through` were read: each was drawn before.
     return state.with_holes(upto=state.through, seen_at=clock())
+
+
+def unqueued_age(now: datetime) -> float:
+    """Seconds since the oldest row of either kind was written that some active
+    subscriber's cursor has neither queued nor passed (a row after where its rows are
+    queued through), 0 if none: one look along each kind's primary key per subscriber."""
+    oldest = None
+    for subscriber in WebhookSubscriber.objects.filter(active=True):
+        for kind, model in MODELS.items():
+            through = CursorState.of(subscriber, kind).through
+            written = (model.objects.filter(pk__gt=through).order_by("pk")
+                       .values_list("created_at", flat=True).first())
+            if written is not None and (oldest is None or written < oldest):
+                oldest = written
+    return max((now - oldest).total_seconds(), 0.0) if oldest is not None else 0.0
