@@ -366,6 +366,7 @@ class RuntimeCollector(Collector):
             "Pending approval requests past their due time (the timeout policy is late).")
         family.add_metric([], pending["overdue"])
         yield family
+        yield _unasked_waits(now)
         # The approvals' notifications are this project's outbox.
         # Backlog and failures in one read (the failed ones have no index of their own).
         pending = Q(status=NotificationStatus.PENDING)
@@ -389,6 +390,22 @@ class RuntimeCollector(Collector):
                                    "Outbox messages given up after their last attempt.")
         family.add_metric([], backlog["failed"])
         yield family
+
+
+def _unasked_waits(now):
+    # A decision a run waits on that nobody has been asked for: the sweep asks within a pass,
+    # so an age past that is a wait it cannot ask (reported in its log only) or one whose
+    # request keeps failing to open (held for a person once it has lasted).
+    from approvals.requests import unasked
+    from runs.models import ApprovalWait
+
+    oldest = ApprovalWait.objects.filter(unasked()).aggregate(at=Min("created_at"))["at"]
+    family = GaugeMetricFamily(
+        "durable_approval_waits_unasked_oldest_seconds",
+        "Age of the oldest approval a run waits on that no request asks anyone for "
+        "(0 if none).")
+    family.add_metric([], max((now - oldest).total_seconds(), 0) if oldest else 0)
+    return family
 
 
 registry = CollectorRegistry(auto_describe=False)

@@ -21,7 +21,9 @@ EXPECTED = {
     "durable_lease_expiries", "durable_model_output_rejections", "durable_late_results",
     "durable_step_duration_seconds", "durable_approvals_pending", "durable_approvals_overdue",
     "durable_outbox_backlog", "durable_outbox_oldest_seconds", "durable_outbox_failed",
-    "durable_api_tokens_expiring_soon",
+    "durable_api_tokens_expiring_soon", "durable_approval_waits_unasked_oldest_seconds",
+    "durable_webhook_backlog", "durable_webhook_oldest_seconds", "durable_webhook_failed",
+    "durable_webhook_unqueued_seconds",
 }
 
 
