@@ -13,6 +13,8 @@ from django.db import connection
 from django.http import HttpResponseRedirect
 from django.utils.functional import cached_property
 
+from .models import StoredCheckpoint
+
 # Up to this many rows a list counts exactly; past it, it shows the planner's estimate.
 COUNT_CAP = 1000
 
@@ -132,3 +134,14 @@ def choices_filter(title: str, field: str, values) -> type[admin.SimpleListFilte
 
     ChoicesFilter.title = title
     return ChoicesFilter
+
+
+@admin.register(StoredCheckpoint)
+class StoredCheckpointAdmin(ReadOnlyAdmin):
+    """The checkpoints beat stored outside the database, newest first: what `audit_checkpoint
+    check` reads. Written only by audit.checkpoints; a few a day."""
+
+    list_display = ["taken_at", "name", "chains"]
+    ordering = ["-taken_at"]
+    sortable_by = ["taken_at"]
+    search_fields = ["name"]

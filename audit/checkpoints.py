@@ -38,7 +38,7 @@ from django.db.models.functions import Coalesce, Now
 from .access import access_head
 from .chain import one_snapshot, recorded_heads
 from .head_seals import head_seal_problem, seal_head
-from .models import AccessChainHead, AccessRecord, AuditRecord
+from .models import AccessChainHead, AccessRecord, AuditRecord, StoredCheckpoint
 
 FORMAT = 1
 CHECKPOINT_CHAIN = "checkpoint"
@@ -125,7 +125,14 @@ def store_checkpoint() -> tuple[str, int]:
         raw.seek(0)
         name = storage().save(f"{STORED_PREFIX}{taken_at:%Y%m%dT%H%M%S%fZ}{STORED_SUFFIX}",
                               File(raw))
+    # After the file: a row names only a checkpoint that was stored.
+    StoredCheckpoint.objects.create(name=name, taken_at=taken_at, chains=chains)
     return name, chains
+
+
+def last_taken_at():
+    """When the heads of the newest stored checkpoint were read, or None if none was."""
+    return StoredCheckpoint.objects.aggregate(at=Max("taken_at"))["at"]
 
 
 def latest_stored() -> str | None:

@@ -145,3 +145,18 @@ class AccessChainHead(models.Model):
 
     def __str__(self):
         return f"access chain head #{self.seq}"
+
+
+class StoredCheckpoint(models.Model):
+    """A checkpoint of the chains' heads that beat stored outside the database
+    (audit.checkpoints.store_checkpoint): its name in the checkpoint storage, when its heads
+    were read (the database's clock) and how many chains it holds. The files are the evidence;
+    these rows say when the last one was taken (durable_audit_checkpoint_age_seconds) without
+    listing the storage."""
+
+    name = models.CharField(max_length=255, unique=True)
+    taken_at = models.DateTimeField(db_index=True)
+    chains = models.PositiveIntegerField()
+
+    def __str__(self):
+        return self.name
