@@ -123,6 +123,21 @@ def eligible(now: datetime, older_than_days: int | None = None):
             .filter(per_workflow).order_by("updated_at", "pk"))
 
 
+def overdue_seconds(now: datetime) -> float:
+    """How long past its retention the first run due for archiving (the one that last
+    changed longest ago) has stayed in the hot tables, 0 if none is due: what an alert reads
+    when archive passes stop (beat down, the archive storage refusing files). A run an app
+    still holds (a webhook not yet delivered, archive.parts) counts too: it is behind all
+    the same."""
+    first = eligible(now).values_list("workflow_name", "updated_at", "finished_at").first()
+    if first is None:
+        return 0.0
+    name, updated_at, finished_at = first
+    cut = cut_for(now, retention_days(name))
+    ended = max(updated_at, finished_at or updated_at)
+    return max((cut - ended).total_seconds(), 0.0) if cut is not None else 0.0
+
+
 @dataclass
 class ArchiveReport:
     files: list[str] = field(default_factory=list)

@@ -214,6 +214,8 @@ class RuntimeCollector(Collector):
         yield from dispatch_families(now, names)
         yield self._schedules_failing()
         yield _checkpoint_age(now)
+        if apps.is_installed("archive"):
+            yield _archive_overdue(now)
         yield from event_families(now)
         if apps.is_installed("approvals"):
             yield from self._approvals(now)
@@ -407,6 +409,17 @@ def _checkpoint_age(now):
         since = checkpoints.last_taken_at() or AuditRecord.objects.order_by("pk").values_list(
             "created_at", flat=True).first()
     family.add_metric([], max((now - since).total_seconds(), 0) if since else 0)
+    return family
+
+
+def _archive_overdue(now):
+    from archive.archiving import overdue_seconds
+
+    family = GaugeMetricFamily(
+        "durable_archive_overdue_seconds",
+        "How long past its retention the first finished run due for archiving has stayed in "
+        "the hot tables (0 if none is due).")
+    family.add_metric([], overdue_seconds(now))
     return family
 
 

@@ -23,7 +23,8 @@ EXPECTED = {
     "durable_outbox_backlog", "durable_outbox_oldest_seconds", "durable_outbox_failed",
     "durable_api_tokens_expiring_soon", "durable_approval_waits_unasked_oldest_seconds",
     "durable_webhook_backlog", "durable_webhook_oldest_seconds", "durable_webhook_failed",
-    "durable_webhook_unqueued_seconds",
+    "durable_webhook_unqueued_seconds", "durable_audit_checkpoint_age_seconds",
+    "durable_archive_overdue_seconds",
 }
 
 
