@@ -121,3 +121,37 @@ def test_the_repeat_with_the_same_arguments_asks_nobody(monkeypatch):
     assert repeat.idempotency_key == first.idempotency_key
     assert LedgerEntry.objects.count() == 1
     assert not ApprovalRequest.objects.exists()
+
+
+def test_a_tool_with_the_stop_verdict_gives_both_reasons(monkeypatch, approver):
+    """Its every attempt waits for a person anyway (no lookup by key): the request says
+    that, and that the earlier call may land beside this one."""
+    scripted(monkeypatch,
+             ModelTurn(content="", tool_calls=[_posting("345.48", "p1")]),
+             ModelTurn(content="", tool_calls=[_posting("345.00", "p2")]),
+             ModelTurn(content="Posted.", tool_calls=[]))
+    run, _ = transitions.start_run(
+        workflow="test-triage-stop-verdict", business_key="stop:both",
+        input={"tenant": "tenant-42", "invoice_number": "INV-2001",
+               "requester_email": "requester@example.com", "notes": ""},
+        actor=ACTOR, wake=False)
+    run = advance(run)
+    first = _asked(run)
+    faults.add("ledger.post", faults.COMMIT_THEN_TIMEOUT, times=1)
+    assert decisions.decide(first.pk, user=approver, approved=True,
+                            decision_id=uuid.uuid4()).recorded
+    run = advance(run)
+    assert run.attention_reason == AttentionReason.UNKNOWN_OUTCOME, run.status_message
+    (settled,) = ToolCall.objects.filter(step__run=run, tool="post-ledger")
+    transitions.reconcile_tool_call(
+        run.pk, step_name="triage", call_ref=settled.ref, verdict=definition.NotFound(),
+        actor=ACTOR, reason="not in the ledger's search yet", evidence="searched at 10:02")
+    run = advance(run)
+
+    assert run.status == RunStatus.WAITING, run.status_message
+    assert requests.open_pending_requests() == 1
+    second = ApprovalRequest.objects.filter(run=run).order_by("pk").last()
+    assert second.snapshot["may_land_beside"] == settled.ref
+    why = second.snapshot["why_a_person_approves"]
+    assert "no reconcile function" in why and "both could stand" in why
+    assert LedgerEntry.objects.count() == 1
