@@ -451,13 +451,14 @@ def _judged(state: CursorState, transactions: OpenTransactions | None, *,
 def unqueued_age(now: datetime) -> float:
     """Seconds since the oldest row of either kind was written that some active
     subscriber's cursor has neither queued nor passed (a row after where its rows are
-    queued through), 0 if none: one look along each kind's primary key per subscriber."""
+    queued through), 0 if none. The rows after the lowest such point include every other
+    subscriber's: one look along each kind's primary key."""
+    subscribers = list(WebhookSubscriber.objects.filter(active=True))
     oldest = None
-    for subscriber in WebhookSubscriber.objects.filter(active=True):
-        for kind, model in MODELS.items():
-            through = CursorState.of(subscriber, kind).through
-            written = (model.objects.filter(pk__gt=through).order_by("pk")
-                       .values_list("created_at", flat=True).first())
-            if written is not None and (oldest is None or written < oldest):
-                oldest = written
+    for kind, model in MODELS.items() if subscribers else ():
+        through = min(CursorState.of(subscriber, kind).through for subscriber in subscribers)
+        written = (model.objects.filter(pk__gt=through).order_by("pk")
+                   .values_list("created_at", flat=True).first())
+        if written is not None and (oldest is None or written < oldest):
+            oldest = written
     return max((now - oldest).total_seconds(), 0.0) if oldest is not None else 0.0

@@ -11,13 +11,16 @@ from .models import AuditRecord
 
 def audit_records(*, actor: str = "", action: str = "", run: int | None = None,
                   since: datetime | None = None, until: datetime | None = None,
-                  workflow_ids: frozenset[int] | None = None) -> QuerySet:
-    """Audit records matching the filters, newest first (ids grow with time)."""
+                  workflow_ids: frozenset[int] | None = None,
+                  actor_kind: dict | None = None) -> QuerySet:
+    """Audit records matching the filters, newest first (ids grow with time). `actor_kind`:
+    actor_kind_of(actor), when the caller has it already (audit_listing)."""
     records = AuditRecord.objects.select_related("run")
     if workflow_ids is not None:
         records = records.filter(run__workflow_id__in=workflow_ids)
     if actor:
-        records = records.filter(actor_label=actor, **actor_kind_of(actor))
+        kind = actor_kind if actor_kind is not None else actor_kind_of(actor)
+        records = records.filter(actor_label=actor, **kind)
     if action:
         records = records.filter(action=action)
     if run:
@@ -68,16 +71,21 @@ class AuditPage:
     window: int | None = None
 
 
-def reads_backwards(*, actor: str = "", run: int | None = None, **_other) -> bool:
-    """Whether audit_records' filters find their records only by reading the log backwards:
-    an actor no index holds (actor_kind_of), with no run to read along (a run's records are
+def audit_listing(*, workflow_ids: frozenset[int] | None = None,
+                  **filters) -> tuple[QuerySet, bool]:
+    """audit_records of `filters`, and whether they are found only by reading the log
+    backwards, so that a page of them reads a window (audit_page): an actor no index holds
+    (actor_kind_of, asked once for both), with no run to read along (a run's records are
     read along its own index, however old)."""
-    return bool(actor) and not run and not actor_kind_of(actor)
+    actor = filters.get("actor", "")
+    kind = actor_kind_of(actor) if actor else {}
+    records = audit_records(**filters, workflow_ids=workflow_ids, actor_kind=kind)
+    return records, bool(actor) and not filters.get("run") and not kind
 
 
 def audit_page(records: QuerySet, *, before: int | None, windowed: bool) -> AuditPage:
     """The page of `records` (newest first) below id `before`. `windowed`: read at most
-    SCAN_WINDOW ids back (reads_backwards), and say where it stopped."""
+    SCAN_WINDOW ids back (audit_listing says when), and say where it stopped."""
     if before is not None:
         records = records.filter(pk__lt=before)
     if not windowed:

@@ -64,11 +64,14 @@ class Variable:
     above: str = ""
     above_times: int = 1
 
-    @property
-    def least_text(self) -> str:
-        """Its least value in words, for the table and the refusal."""
+    def least_text(self, above_value=None) -> str:
+        """Its least value in words, for the table, and with the value of the variable it
+        is above (`above_value`) for a refusal."""
+        if not self.above:
+            return f"{self.minimum}"
         times = f"{self.above_times} × " if self.above_times != 1 else ""
-        return f"{times}{self.above} + {self.minimum}" if self.above else f"{self.minimum}"
+        value = f" ({above_value})" if above_value is not None else ""
+        return f"{times}{self.above}{value} + {self.minimum}"
 
     @property
     def default_text(self) -> str:
@@ -304,10 +307,9 @@ def parse(variable: Variable, raw: str, *, environ: Mapping[str, str] | None = N
         # Not `value < minimum`: NaN compares false with every number, and is refused too.
         if variable.above:
             least = least_of(variable, environ=environ)
-            times = f"{variable.above_times} × " if variable.above_times != 1 else ""
             if not value >= least:
-                raise refuse(f"at least {least}: {times}{variable.above} "
-                             f"({env(variable.above, environ=environ)}) + {variable.minimum}")
+                raise refuse(f"at least {least}: " + variable.least_text(
+                    env(variable.above, environ=environ)))
         elif variable.minimum is not None and not value >= variable.minimum:
             raise refuse(f"at least {variable.minimum}")
         # An infinite interval, timeout or lease never ends: a sweep never comes back, a
@@ -462,6 +464,6 @@ def markdown_table() -> str:
     for v in VARIABLES:
         kind = v.kind + (f" ({' / '.join(c or '(empty)' for c in v.choices)})"
                          if v.choices else "")
-        kind += f" (at least {v.least_text})" if v.minimum is not None else ""
+        kind += f" (at least {v.least_text()})" if v.minimum is not None else ""
         lines.append(f"| `{v.name}` | {kind} | {v.default_text} | {v.meaning} |")
     return "\n".join(lines) + "\n"

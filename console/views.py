@@ -38,7 +38,7 @@ from archive.models import ArchivedRun
 from archive.reading import ArchiveUnreadable, read_archived_run
 from audit.access import access_records
 from audit.csv_export import access_csv_lines, audit_csv_lines
-from audit.selectors import audit_page, audit_records, reads_backwards
+from audit.selectors import audit_listing, audit_page
 from runs.definitions import definition
 from runs.definitions.contracts import (
     contract_table,
@@ -491,11 +491,11 @@ def audit_log(request):
     filters = form.list_filters()
     if filters is None:
         return _refused_filter(request, form)
-    records = audit_records(**filters, workflow_ids=workflow_ids)
+    records, windowed = audit_listing(**filters, workflow_ids=workflow_ids)
     if request.GET.get("format") == "csv":
         return _audit_csv(records)
     page = audit_page(records, before=whole_number(request.GET.get("before", "")),
-                      windowed=reads_backwards(**filters))
+                      windowed=windowed)
     query = request.GET.copy()
     query.pop("before", None)
     return render(request, "console/audit.html", {

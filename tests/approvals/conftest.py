@@ -1,12 +1,13 @@
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from django.utils import timezone
 
 import tests.approvals.workflows  # noqa: F401  (registers the extra approval workflows)
 from approvals import requests
 from approvals.models import ApprovalRequest
+from console.roles import ensure_roles
 from runs.execution import executor
 from runs.models import Run, RunStatus
 from tests.factories import new_run
@@ -52,6 +53,19 @@ def dora(db):
 def carol(db):
     """Logged in, with an email address, but no approver of anything."""
     return _user("carol")
+
+
+@pytest.fixture
+def operators(db):
+    """olga and omar, operators. The role groups are made again with their permissions (a
+    transactional test before this one flushed the migration's): an operator who asked
+    must still hold the action's permission when the approval is applied."""
+    ensure_roles(Group, Permission)
+    group = Group.objects.get(name="operators")
+    olga = User.objects.create_user("olga", email="olga@example.com")
+    omar = User.objects.create_user("omar", email="omar@example.com")
+    group.user_set.add(olga, omar)
+    return olga, omar
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ many rows as with a handful. Every wait and every pending request is looked at o
 sweep_scope.FULL_LOOK_EVERY: what no position or due time shows is found then."""
 
 import pytest
-from django.db import connection
 
 from approvals import schedule
 from approvals.models import ApprovalRequest, RequestStatus
@@ -13,7 +12,7 @@ from audit.chain import Actor
 from runs.machine import transitions
 from runs.models import Run, RunStatus
 from tests.approvals.conftest import later, open_request, waiting_run
-from tests.approvals.scale import add_requests
+from tests.approvals.scale import add_requests, rows_read_by_a_sweep
 
 pytestmark = pytest.mark.django_db
 
@@ -23,29 +22,8 @@ TABLES = ("approvals_approvalrequest", "runs_approvalwait", "runs_run", "runs_st
           "runs_toolcall")
 
 
-def _rows_read() -> int:
-    # Rows of the compared tables read so far in this transaction (the test's), whether by
-    # a scan of the table or through an index.
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT coalesce(sum(seq_tup_read + coalesce(idx_tup_fetch, 0)), 0) "
-                       "FROM pg_stat_xact_user_tables WHERE relname = ANY(%s)", [list(TABLES)])
-        return int(cursor.fetchone()[0])
-
-
 def _rows_read_by_a_pass(now) -> int:
-    with connection.cursor() as cursor:
-        for table in TABLES:
-            cursor.execute(f"ANALYZE {table}")
-        # Tables this small are cheapest read whole: the rows read are then those an index
-        # leaves to read, as on tables of any size.
-        cursor.execute("SET enable_seqscan = off")
-    try:
-        before = _rows_read()
-        report = schedule.sweep(now=now)
-        read = _rows_read() - before
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("RESET enable_seqscan")
+    report, read = rows_read_by_a_sweep(now, TABLES)
     assert not any(report.as_dict().values()), report  # nothing was due
     return read
 

@@ -8,7 +8,6 @@ its row kept; a wait whose snapshot the database cannot store holds its run for 
 import logging
 
 import pytest
-from django.db import connection
 
 from approvals import schedule
 from approvals.models import ApprovalRequest, RequestStatus
@@ -17,7 +16,7 @@ from audit.models import AuditRecord
 from runs.definitions.definition import registry
 from runs.models import ApprovalWait, AttentionReason, Run, RunStatus
 from tests.approvals.conftest import later, open_request, waiting_run
-from tests.approvals.scale import add_requests
+from tests.approvals.scale import add_requests, rows_read_by_a_sweep
 
 pytestmark = pytest.mark.django_db
 
@@ -25,28 +24,10 @@ pytestmark = pytest.mark.django_db
 LATER_WAITS = 50
 
 
-def _wait_rows_read() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT coalesce(sum(seq_tup_read + coalesce(idx_tup_fetch, 0)), 0) "
-                       "FROM pg_stat_xact_user_tables WHERE relname = 'runs_approvalwait'")
-        return int(cursor.fetchone()[0])
-
-
 def _asking_for_a_new_wait(now) -> int:
     """Rows of the waits read by the pass that asks for one new wait."""
     new = waiting_run()
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE runs_approvalwait")
-        # A table this small is cheapest read whole: the rows read are then those an index
-        # leaves to read, as on a table of any size.
-        cursor.execute("SET enable_seqscan = off")
-    try:
-        before = _wait_rows_read()
-        report = schedule.sweep(now=now)
-        read = _wait_rows_read() - before
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("RESET enable_seqscan")
+    report, read = rows_read_by_a_sweep(now, ["runs_approvalwait"])
     assert (report.opened, report.unaskable) == (1, 0), report
     assert ApprovalRequest.objects.filter(run=new, status=RequestStatus.PENDING).exists()
     return read

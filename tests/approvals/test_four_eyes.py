@@ -4,7 +4,6 @@ waits for a second person's approval through the same requests, links and decisi
 import uuid
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
 from django.core.exceptions import PermissionDenied
 
 from approvals import decisions, four_eyes, schedule
@@ -12,7 +11,6 @@ from approvals.models import ApprovalRequest, Notification
 from approvals.permissions import can_decide, can_view
 from audit.chain import Actor
 from audit.models import AuditRecord
-from console.roles import ensure_roles
 from runs.execution import executor
 from runs.machine.errors import SecondPersonRequired
 from runs.models import Run, RunStatus, Step
@@ -21,19 +19,6 @@ from tests.approvals.conftest import later
 from tests.factories import new_run, place
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def operators(db):
-    # The role groups with their permissions (a transactional test before this one flushed
-    # the migration's): the operator who asked must still hold the action's permission when
-    # the approval is applied.
-    ensure_roles(Group, Permission)
-    group = Group.objects.get(name="operators")
-    olga = User.objects.create_user("olga", email="olga@example.com")
-    omar = User.objects.create_user("omar", email="omar@example.com")
-    group.user_set.add(olga, omar)
-    return olga, omar
 
 
 @pytest.fixture

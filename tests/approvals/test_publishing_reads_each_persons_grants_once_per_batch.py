@@ -4,13 +4,11 @@ for the batch it sends, not once for each notification: sending to the same peop
 four times as many requests asks the permission tables the same number of questions."""
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from approvals import four_eyes, notifications
 from approvals.models import Notification, NotificationStatus
-from console.roles import ensure_roles
 from runs.execution import executor
 from runs.models import RunStatus
 from tests.approvals.conftest import open_request, waiting_run
@@ -58,16 +56,6 @@ def test_a_person_who_lost_the_right_is_written_nothing_about_any_request_of_the
     assert set(Notification.objects.filter(user=bob).values_list("status", "last_error")) \
         == {(NotificationStatus.SKIPPED, "bob may no longer decide it (no longer an approver)")}
     assert not Notification.objects.filter(user=bob, sent_at__isnull=False).exists()
-
-
-@pytest.fixture
-def operators(db):
-    ensure_roles(Group, Permission)
-    group = Group.objects.get(name="operators")
-    olga = User.objects.create_user("olga", email="olga@example.com")
-    omar = User.objects.create_user("omar", email="omar@example.com")
-    group.user_set.add(olga, omar)
-    return olga, omar
 
 
 def _operator_requests(count: int, olga) -> None:
