@@ -12,12 +12,12 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from audit.admin import ReadOnlyAdmin, choices_filter
-from runs.admin import workflow_names
+from runs.admin import console_run_url, workflow_names
 from runs.admin_search import NUMBER, PREFIX, IndexedSearchAdmin
 from runs.models import FINAL_RUN_STATUSES
 
 from .models import ArchivedRun, ArchiveFile, ArchiveRemoval
-from .selectors import archived_heads
+from .selectors import archived_head
 
 # The heads a file's or a removal's page lists, lowest run id first.
 HEADS_SHOWN = 20
@@ -48,14 +48,14 @@ def heads_summary(heads: dict) -> str:
 
 def kept_runs_summary(run_ids: list) -> str:
     """How many runs of a file stayed in the hot tables and the first HEADS_SHOWN by id, each
-    a link to its run, escaped: a file kept thousands when its removal met an incident's
-    reopened runs."""
+    a link to its console page (as the admin's other run links), escaped: a file kept
+    thousands when its removal met an incident's reopened runs."""
     run_ids = run_ids or []
     if not run_ids:
         return "none"
     first = heapq.nsmallest(HEADS_SHOWN, run_ids, key=lambda pk: run_order(str(pk)))
     listed = format_html_join(", ", '<a href="{}">run {}</a>',
-                              ((_run_change(pk), pk) for pk in first))
+                              ((_run_page(pk), pk) for pk in first))
     more = len(run_ids) - len(first)
     return format_html("{} runs stayed in the hot tables (changed before their removal; a "
                        "later file archives them){}: {}{}", f"{len(run_ids):,}",
@@ -63,9 +63,9 @@ def kept_runs_summary(run_ids: list) -> str:
                        f"; {more:,} more" if more else "")
 
 
-def _run_change(pk) -> str:
+def _run_page(pk) -> str:
     try:
-        return reverse("admin:runs_run_change", args=[int(pk)])
+        return console_run_url(pk)
     except (TypeError, ValueError):
         return "#"
 
@@ -145,13 +145,14 @@ class ArchivedRunAdmin(IndexedSearchAdmin, ReadOnlyAdmin):
     readonly_fields = ["chain_head"]
 
     def get_queryset(self, request):
-        # The file's name only: its heads are the file's every run's, for each row listed.
-        return super().get_queryset(request).defer("archive_file__heads",
-                                                   "archive_file__kept_run_ids")
+        # The file's name only: its heads are the file's every run's, for each row listed
+        # and on the change page, whose file link would load the file whole.
+        return super().get_queryset(request).select_related("archive_file").defer(
+            "archive_file__heads", "archive_file__kept_run_ids")
 
     @admin.display(description="chain head (seq, hash)")
     def chain_head(self, tombstone):
-        head = archived_heads([tombstone.original_run_id]).get(tombstone.original_run_id)
+        head = archived_head(tombstone.original_run_id)
         if head is None:
             return "(not in its file's heads)"
         return format_html("seq {}, hash {}", *head)

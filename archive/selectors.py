@@ -2,6 +2,8 @@
 
 from collections import Counter
 
+from django.db.models import Func, JSONField, Value
+
 from runs.machine.storable import whole_number
 
 from .models import ArchivedRun, ArchiveFile, ArchiveRemoval
@@ -61,3 +63,18 @@ def archived_heads(run_ids: list[int]) -> dict[int, tuple[int, str]]:
             if (head := file_heads.get(str(run_id))) is not None:
                 heads[run_id] = (int(head[0]), str(head[1]))
     return heads
+
+
+def archived_head(run_id: int) -> tuple[int, str] | None:
+    """(seq, hash): the head of one archived run's chain as its file closed it, or None. The
+    file's heads (one per run, thousands) are read in the database for the run's key alone;
+    jsonb_extract_path takes the key as text, where the ORM's key lookup reads a number as an
+    array index."""
+    found = (ArchivedRun.objects.filter(original_run_id=run_id)
+             .annotate(head=Func("archive_file__heads", Value(str(run_id)),
+                                 function="jsonb_extract_path", output_field=JSONField()))
+             .values_list("head", flat=True).first())
+    if not isinstance(found, list) or len(found) != 2:
+        return None
+    return int(found[0]), str(found[1])
+

@@ -2,7 +2,8 @@
 id, escaped, never the whole heads JSON: a file of thousands of runs made a page of
 megabytes. One run's head is on its tombstone's page, and the lists that name a file (the
 tombstones', the removals', the files') read no heads at all. The runs a file kept in the
-hot tables are shown the same way: how many, and the first few, each a link to its run."""
+hot tables are shown the same way: how many, and the first few, each a link to its console
+page."""
 
 
 import pytest
@@ -13,6 +14,7 @@ from django.utils import timezone
 
 from archive.admin import HEADS_SHOWN
 from archive.models import ArchivedRun, ArchiveFile, ArchiveRemoval
+from runs.admin import console_run_url
 from runs.models import Workflow
 
 pytestmark = pytest.mark.django_db
@@ -75,6 +77,31 @@ def test_a_tombstones_page_shows_its_runs_head(big_file, admin):
     assert digest(1) not in shown.text
 
 
+def test_a_tombstones_page_reads_its_runs_head_alone_from_the_file(big_file, admin):
+    """The file's heads are thousands of runs': the page asks the database for one key, by
+    its text (a run id is no array index)."""
+    tombstone = ArchivedRun.objects.get()
+    with CaptureQueriesContext(connection) as sent:
+        shown = admin.get(f"/admin/archive/archivedrun/{tombstone.pk}/change/")
+
+    assert shown.status_code == 200 and f"hash {digest(RUNS)}" in shown.text
+    heads_read = [q["sql"] for q in sent.captured_queries if '."heads"' in q["sql"]]
+    one_key = 'jsonb_extract_path("archive_archivefile"."heads", '
+    assert heads_read
+    assert all(sql.count('."heads"') == sql.count(one_key) for sql in heads_read)
+
+
+def test_a_tombstone_whose_run_is_not_in_its_files_heads_says_so(big_file, admin):
+    tombstone = ArchivedRun.objects.get()
+    heads = ArchiveFile.objects.get().heads
+    del heads[str(RUNS)]
+    ArchiveFile.objects.update(heads=heads)
+    shown = admin.get(f"/admin/archive/archivedrun/{tombstone.pk}/change/")
+
+    assert shown.status_code == 200
+    assert "(not in its file&#x27;s heads)" in shown.text
+
+
 @pytest.mark.parametrize("page", ["archivefile", "archiveremoval", "archivedrun"])
 def test_a_list_naming_the_file_reads_no_heads(big_file, admin, page):
     with CaptureQueriesContext(connection) as sent:
@@ -95,7 +122,7 @@ def test_the_runs_a_file_kept_are_counted_and_the_first_listed_by_id(big_file, a
     text = shown.text
     assert "3,000 runs stayed in the hot tables" in text
     first = RUNS - 2999
-    listed = [n for n in range(first, RUNS + 1) if f"/admin/runs/run/{n}/change/" in text]
+    listed = [n for n in range(first, RUNS + 1) if f'href="{console_run_url(n)}"' in text]
     assert listed == list(range(first, first + HEADS_SHOWN))
     assert f"{3000 - HEADS_SHOWN:,} more" in text
     assert len(text) < 100_000
