@@ -1,5 +1,6 @@
 """Keep credentials out of checkpoints, audit records and logs."""
 
+import itertools
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -7,10 +8,19 @@ from contextvars import ContextVar
 from functools import lru_cache
 
 REDACTED = "[redacted]"
-_SECRET_KEY_NAMES = re.compile(
-    r"pass(word)?|secret|token|api[-_]?key|authorization|cookie|credential|private[-_]?key",
-    re.IGNORECASE,
-)
+# A key names a secret when one of its words does, never a part of a word: "passengers",
+# "passport_country", "max_tokens" and "secretary" are business data a run's next step reads
+# (an event's payload, a model's usage), and masked they broke the schema that took them.
+# Words are split at "_", "-", spaces and camelCase ("accessToken", "X-Api-Key").
+_KEY_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_SECRET_WORDS = frozenset({
+    "pass", "pwd", "passwd", "password", "passphrase", "secret", "secrets", "token",
+    "authorization", "cookie", "cookies", "credential", "credentials", "apikey", "privatekey",
+})
+# A word of its own run together with what it qualifies: "accesstoken", "dbpassword".
+_SECRET_ENDINGS = ("passwd", "password", "passphrase", "secret", "token", "apikey",
+                   "privatekey", "credential", "credentials", "cookie")
+_SECRET_PAIRS = frozenset({("api", "key"), ("private", "key")})
 _SECRET_IN_TEXT = re.compile(
     r"(?i)(bearer\s+|basic\s+)[A-Za-z0-9._~+/=-]+"
     r"|\bsk-[A-Za-z0-9_-]{8,}"
@@ -47,7 +57,9 @@ def _masked(match: re.Match) -> str:
 @lru_cache(maxsize=4096)
 def _names_a_secret(key: str) -> bool:
     # The same few keys (status, key, result...) are asked about at every record.
-    return _SECRET_KEY_NAMES.search(key) is not None
+    words = [word.lower() for word in _KEY_WORDS.findall(key)]
+    return (any(word in _SECRET_WORDS or word.endswith(_SECRET_ENDINGS) for word in words)
+            or any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words)))
 
 
 # The declared sensitive values opened for the work at hand (a worker advancing a run, a

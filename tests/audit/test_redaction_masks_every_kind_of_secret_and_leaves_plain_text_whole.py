@@ -65,3 +65,24 @@ def test_redacting_again_changes_nothing_even_for_a_sensitive_value_that_is_part
         assert redact(once) == once
     assert once["note"] == f"paid with {REDACTED} and token={REDACTED}"
     assert once["items"] == [f"x {REDACTED} y"] and once["password"] == REDACTED
+
+
+@pytest.mark.parametrize("key", [
+    "password", "PASSWORD", "db_pass", "pwd", "newPassword", "smtpPassword", "passphrase",
+    "secret", "client_secret", "Client-Secret", "token", "access_token", "accessToken",
+    "accesstoken", "refresh_token", "api_key", "api-key", "apikey", "APIKey", "X-Api-Key",
+    "Authorization", "Proxy-Authorization", "cookie", "Set-Cookie", "credentials",
+    "private_key", "sshPrivateKey",
+])
+def test_a_field_a_word_of_whose_name_names_a_secret_is_masked(key):
+    assert redact({key: SECRET, "n": 1}) == {key: REDACTED, "n": 1}
+
+
+@pytest.mark.parametrize("key", [
+    "passengers", "passport_country", "bypass", "compass", "max_tokens", "prompt_tokens",
+    "tokens_left", "tokenizer", "secretary", "keyboard", "cookbook",
+])
+def test_a_field_whose_name_only_holds_a_secrets_letters_is_kept(key):
+    """Business data a run's next step reads (an event's payload, a model's usage): masked,
+    it no longer fitted the schema that took it."""
+    assert redact({key: 2, "note": "DE"}) == {key: 2, "note": "DE"}
