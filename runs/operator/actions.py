@@ -177,11 +177,12 @@ def _deliver_event(run_id, *, actor, given, approved_by):
     if spec is not None and given.reason.strip():
         try:
             # The door's checks (its depth and storable rules, then the schema), then the
-            # run's own version's schema, as an event sent to the run is checked on
-            # delivery (payloads.for_run).
-            payload = events.payload_from_json(given.evidence or "{}")
-            payload = payloads.validated(run.workflow_name, spec.event_name, payload)
-            payload = payloads.for_run(step, spec.event_name, payload)
+            # run's own version's schema on what the person gave, as an event sent to the
+            # run is checked on delivery (payloads.for_run): the newest version's reading,
+            # with its own defaults filled in, is no payload an older run's schema takes.
+            sent = events.payload_from_json(given.evidence or "{}")
+            payloads.validated(run.workflow_name, spec.event_name, sent)
+            payload = payloads.for_run(step, spec.event_name, sent)
         except payloads.EventRefused as exc:
             # Worded for the person, not for a sender at the door: nothing of theirs is
             # kept, and the run got nothing. The caller names the action already.
