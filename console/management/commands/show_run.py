@@ -44,17 +44,18 @@ class Command(BaseCommand):
             return
         # A drill run (manage.py drill) reads as real work unless it says it is not.
         self.stdout.write(f"run {run.pk}: {run.workflow_name} v{run.workflow_version} "
-                          f"{run.business_key}"
+                          f"{written_visibly(run.business_key)}"
                           + (" [drill run: manage.py remove_drill_runs removes it]"
                              if run.drill else ""))
         self.stdout.write(f"  {view.description}")
-        # One line each: a line break in a reason (kept in the status message) or in a remote
-        # system's error, written as it is, would forge a line of this listing.
+        # One line each: a line break in a reason (kept in the status message) or in what a
+        # remote system answered (its error, the reference it gave), written as it is, would
+        # forge a line of this listing, and an escape sequence would reach the terminal.
         if run.status_message:
             self.stdout.write(f"  {written_visibly(run.status_message)}")
         for step in shown["steps"]:
             self.stdout.write(f"  {step['name']:<24} {step['status']:<20} attempt "
-                              f"{step['attempt']}  ref {step['remote_ref'] or '-'}"
+                              f"{step['attempt']}  ref {written_visibly(step['remote_ref'] or '-')}"
                               f"{'  ' + written_visibly(step['error']) if step['error'] else ''}")
         actions = ", ".join(a["name"] + (" (four eyes)" if a["needs_second_person"] else "")
                             for a in shown["operator_actions"])
