@@ -162,7 +162,10 @@ VARIABLES: list[Variable] = [
     V("RUNS_RATE_MARGIN_MS", INT, "400", "a rate limit's window is one second plus this margin "
       "(scheduling and network between admission and arrival)", minimum=0),
     V("RUNS_EVENT_SOURCES", STR, "{}", "sources that may send signed event webhooks, as JSON: "
-      '{"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}'),
+      '{"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}; each source an '
+      "object with a non-empty `secret` and, optionally, `workflows` (a list of names; "
+      "without it, every workflow); anything else (not JSON, another setting, `workflows` "
+      "as one name) stops the process at start naming the source"),
     V("RUNS_EVENT_KEEP_SECONDS", FLOAT, "604800", "how long an event no run waits for yet is "
       "kept for the run that will (7 days); then it expires and is never delivered"),
     V("SCHEDULES_INTERVAL_SECONDS", FLOAT, "5", "how often beat looks for due schedule slots",

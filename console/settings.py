@@ -337,9 +337,50 @@ RUNS_LIMITS_REDIS_URL = env(
 # A rate limit's window is one second plus this margin: what may lie between a call's
 # admission and its arrival at the receiver (scheduling, network).
 RUNS_RATE_MARGIN_MS = env("RUNS_RATE_MARGIN_MS")
-# The sources that may send external events as signed webhooks (runs.waiting.events), as JSON:
-# {"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}.
-RUNS_EVENT_SOURCES = json.loads(env("RUNS_EVENT_SOURCES") or "{}")
+# The URL path's longest source name (api.event_routes).
+EVENT_SOURCE_NAME_MAX = 100
+EVENT_SOURCE_SHAPE = '{"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}'
+
+
+def event_sources(raw: str) -> dict:
+    """RUNS_EVENT_SOURCES read, if each source is an object with a secret and, if it says
+    which workflows it may send to, a list of their names; ImproperlyConfigured naming the
+    source and what is wrong otherwise, never a secret. Read as it came, a list of workflows
+    written as one name was a substring test (a source for "order-fulfilment" could send to
+    "order"), "workflow" misspelt let a source send to every workflow, and a source that
+    was no object answered its every webhook with a server error."""
+    try:
+        sources = json.loads(raw or "{}")
+    except json.JSONDecodeError as exc:
+        # The position only: the text holds the secrets.
+        raise ImproperlyConfigured(f"RUNS_EVENT_SOURCES is not JSON (line {exc.lineno}, "
+                                   f"column {exc.colno}); write {EVENT_SOURCE_SHAPE}") from None
+    if not isinstance(sources, dict):
+        raise ImproperlyConfigured(f"RUNS_EVENT_SOURCES must be a JSON object of sources, "
+                                   f"{EVENT_SOURCE_SHAPE}")
+    for name, config in sources.items():
+        problem = None
+        if not name.strip() or len(name) > EVENT_SOURCE_NAME_MAX or "/" in name:
+            problem = (f"a source's name must be 1 to {EVENT_SOURCE_NAME_MAX} characters "
+                       "without '/' (it is a part of the webhook's path)")
+        elif not isinstance(config, dict):
+            problem = "must be an object with a \"secret\""
+        elif unknown := sorted(set(config) - {"secret", "workflows"}):
+            problem = (f"has the unknown setting(s) {', '.join(map(repr, unknown))}; a source "
+                       "takes \"secret\" and \"workflows\"")
+        elif not isinstance(config.get("secret"), str) or not config["secret"].strip():
+            problem = "has no \"secret\" (a non-empty string)"
+        elif "workflows" in config and not (
+                isinstance(config["workflows"], list)
+                and all(isinstance(w, str) and w for w in config["workflows"])):
+            problem = "has \"workflows\" that is not a list of workflow names"
+        if problem:
+            raise ImproperlyConfigured(f"RUNS_EVENT_SOURCES: source {name[:100]!r} {problem}")
+    return sources
+
+
+# The sources that may send external events as signed webhooks (runs.waiting.events).
+RUNS_EVENT_SOURCES = event_sources(env("RUNS_EVENT_SOURCES"))
 # The longest RUNS_EVENT_KEEP_SECONDS: ten years, past which a keep time is a mistake (and a
 # far larger one overflows the dates it is added to).
 EVENT_KEEP_MAX_SECONDS = 3650 * 24 * 3600
