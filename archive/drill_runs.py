@@ -19,7 +19,7 @@ from runs.machine.single_pass import single_pass
 from runs.models import FINAL_RUN_STATUSES, Run
 
 from . import writing
-from .archiving import JOB, ArchiveReport, archive_file, refuse_sizes
+from .archiving import JOB, ArchiveReport, archive_file, finish_unfinished, refuse_sizes
 from .reading import storage
 
 CLEANER = Actor.system("remove_drill_runs")
@@ -45,6 +45,10 @@ def remove_drill_runs(*, actor: str, report: ArchiveReport) -> list[str]:
         if not mine:
             report.locked_out = True
             return []
+        # A removal killed after recording its file goes on through that file, as a pass
+        # does: written again, its runs would be closed by two files.
+        finish_unfinished(actor=actor, remove_batch=settings.ARCHIVE_REMOVE_BATCH,
+                          report=report)
         report.partial_files_removed = writing.remove_stale_partials(storage())
         kept = terminate_open_drill_runs()
         final = Run.objects.filter(drill=True, status__in=list(FINAL_RUN_STATUSES))
