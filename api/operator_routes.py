@@ -26,6 +26,7 @@ from approvals.operator_actions import (
     act,
     refuse_who_may_not_act,
 )
+from approvals.permissions import reaching_only
 from approvals.selectors import inbox_page
 from runs.machine.errors import (
     EvidenceRequired,
@@ -119,9 +120,11 @@ def refuse_who_may_not_take(request) -> Status | None:
 
 
 def visible_request(token, request_id: int) -> ApprovalRequest | None:
-    """The approval request `request_id` if it is of one of the token's workflows."""
+    """The approval request `request_id` if every workflow it reaches is one of the
+    token's (a bulk job's reaches those of all the job's runs, not only the run it hangs
+    on)."""
     return ApprovalRequest.objects.filter(
-        pk=request_id, run__workflow_name__in=token.workflows or []).first()
+        reaching_only(workflow_names=token.workflows or []), pk=request_id).first()
 
 
 def refuse_who_may_not_decide(request) -> Status | None:
@@ -297,7 +300,9 @@ def register(api, *, headers: dict, refusals: dict) -> None:
         summary="Approval requests the token's person may decide",
         response={200: ApprovalList, 401: Error, 403: Error, 422: InvalidRequest, 429: Error},
         openapi_extra=headers,
-        description="Pending requests of the token's workflows that its acting user may "
+        description="Pending requests that reach only the token's workflows (a bulk "
+                    "job's request reaches the workflow of each of the job's runs) and "
+                    "that its acting user may "
                     "decide (never one they asked for), the earliest due first (then the "
                     "earliest asked, then the lowest id), a page at a time (keyset: pass "
                     "`next_cursor` as `after`; it is null on the last page; an `after` of "
@@ -334,7 +339,8 @@ def register(api, *, headers: dict, refusals: dict) -> None:
                     "was used for another request or the opposite decision "
                     "(`decision_id_reused`; `error` and `detail` say which). 403: the "
                     "token acts for nobody, or its person may not decide (`detail` says "
-                    "why). "
+                    "why). 404: no such request that reaches only the token's workflows "
+                    "(a bulk job's request reaches the workflow of each of the job's runs). "
                     "400: a body that is not JSON. 422: the body does not match its schema, "
                     "or rejects without a `comment` (a rejection says why); nothing is "
                     "recorded.")

@@ -32,11 +32,14 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import BigIntegerField, Exists, OuterRef, Q
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 from guardian.core import ObjectPermissionChecker
 
 from runs.machine.transitions.agent_calls import retried_by
 from runs.machine.transitions.approval_waits import step_sent_again_by
+from runs.models import Run
 from runs.operator.actions import ACTIONS
 from runs.permissions import grants_of
 
@@ -45,6 +48,7 @@ from .models import (
     DECIDE_PERMISSION,
     ApprovalRequest,
     ApprovalRequestGroupObjectPermission,
+    BulkOutcome,
     RequestKind,
 )
 
@@ -143,8 +147,30 @@ def still_approver_of(user) -> Q:
         if grant.everywhere:
             held |= Q(action=name)
         elif grant.workflow_ids:
-            held |= Q(action=name, run__workflow_id__in=grant.workflow_ids)
+            held |= Q(action=name) & reaching_only(workflow_ids=grant.workflow_ids)
     return Q(kind=RequestKind.OPERATOR_ACTION) & held
+
+
+def reaching_only(*, workflow_names=None, workflow_ids=None) -> Q:
+    """The condition on approval requests that every workflow a request reaches is among
+    `workflow_names` (an API token's scope) or `workflow_ids` (a person's grant): its run's,
+    and for a bulk job's request, those of every run the job handled. The request hangs
+    on one of the job's runs only because a request belongs to a run; approving it acts on
+    runs of other workflows too, so a scope holding the anchor's workflow alone would see
+    and decide what it may not reach. The one rule the API's inbox and decisions and the
+    approvers kept by their action's permission (still_approver_of) go by."""
+    if (workflow_names is None) == (workflow_ids is None):
+        raise TypeError("reaching_only takes workflow_names or workflow_ids")
+    field, scope = (("workflow_name", workflow_names) if workflow_names is not None
+                    else ("workflow_id", workflow_ids))
+    # A run with no workflow row (workflow_id null) is outside any grant by id.
+    outside = Run.objects.exclude(**{f"{field}__in": list(scope)})
+    # The job's id is in the request's params (kept by a request that supersedes it),
+    # and its outcome rows, once the request exists, name every run it handled.
+    job_of_request = Cast(KeyTextTransform("bulk_job", OuterRef("params")), BigIntegerField())
+    beyond = BulkOutcome.objects.filter(job_id=job_of_request).filter(
+        Exists(outside.filter(pk=OuterRef("run_id"))))
+    return Q(**{f"run__{field}__in": list(scope)}) & ~Exists(beyond)
 
 
 def is_requester(user, approval: ApprovalRequest) -> bool:

@@ -19,7 +19,7 @@ from .models import (
     RequestStatus,
 )
 from .notifications import time_text
-from .permissions import still_approver_of
+from .permissions import reaching_only, still_approver_of
 from .timeouts import clock, is_due, timed_out
 
 
@@ -55,15 +55,15 @@ def inbox(user, *, now: datetime | None = None) -> QuerySet[ApprovalRequest]:
 
 def inbox_page(user, *, workflows: list[str] | None = None, after: tuple | None = None,
                limit: int) -> tuple[list[ApprovalRequest], tuple | None]:
-    """One page of `user`'s inbox (among the requests of `workflows`: an API token's; None,
-    the console's, for all of them), in the inbox's order, past the request whose
-    (due_at, requested_at, id) is `after`, and the cursor of the next page (None on the
-    last). Keyset paging: page N costs one query as page 1 does, and a request decided
-    between two pages (gone from the inbox) makes the next page skip none, where an offset
-    would skip the one that took its place."""
+    """One page of `user`'s inbox (among the requests reaching only `workflows`: an API
+    token's, approvals.permissions.reaching_only; None, the console's, for all of them), in
+    the inbox's order, past the request whose (due_at, requested_at, id) is `after`, and the
+    cursor of the next page (None on the last). Keyset paging: page N costs one query as
+    page 1 does, and a request decided between two pages (gone from the inbox) makes the
+    next page skip none, where an offset would skip the one that took its place."""
     requests = inbox(user)
     if workflows is not None:
-        requests = requests.filter(run__workflow_name__in=workflows)
+        requests = requests.filter(reaching_only(workflow_names=workflows))
     if after is not None:
         requests = keyset_after(requests, INBOX_ORDER, after)
     rows = list(requests[:limit + 1])
