@@ -39,7 +39,7 @@ from runs.models import (
 )
 
 from . import open_failures
-from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
+from .models import ApprovalRequest, BulkJob, NotificationKind, RequestKind, RequestStatus
 from .notifications import grant_and_notify, request_problem
 from .permissions import step_requester, tool_call_requester
 from .snapshots import (
@@ -459,6 +459,10 @@ def _supersede(approval: ApprovalRequest, digest: str, now: datetime, make_new, 
     new = make_new()
     approval.superseded_by = new
     approval.save(update_fields=["superseded_by"])
+    # A bulk job names the request that decides its waiting runs: the successor from the
+    # commit that closes this one, or its progress would point at a request nobody may
+    # decide.
+    BulkJob.objects.filter(approval=approval).update(approval=new)
     logger.info("approval request %s superseded by %s: %s", approval.pk, new.pk,
                 approval.comment)
     return new
