@@ -80,9 +80,13 @@ def write_checkpoint(path: Path) -> int:
     """Write the head of every chain, as of one moment, to a new file at `path`; returns the
     chains written. Refuses a path that exists; the file appears whole or not at all."""
     path = Path(path)
-    if path.exists():
+    try:
+        exists, in_a_directory = path.exists(), path.parent.is_dir()
+    except OSError as exc:  # a name the file system cannot take (too long)
+        raise CheckpointError(f"{path} cannot be written: {exc.strerror or exc}") from None
+    if exists:
         raise CheckpointError(f"{path} exists: a checkpoint is never written over another")
-    if not path.parent.is_dir():
+    if not in_a_directory:
         raise CheckpointError(f"{path.parent} is no directory")
     try:
         descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -250,6 +254,8 @@ def _parsed(data: bytes, number: int, path: Path) -> dict:
         line = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise CheckpointError(f"{path}: line {number} is not JSON") from None
+    except RecursionError:  # arrays within arrays past the decoder's depth: no line of ours
+        raise CheckpointError(f"{path}: line {number} is nested too deep") from None
     if not isinstance(line, dict):
         raise CheckpointError(f"{path}: line {number} is not an object")
     return line

@@ -1,7 +1,10 @@
 """`manage.py audit_checkpoint` refuses, in one CommandError naming the place and the
 reason, a FILE in a directory it cannot create a file in, and a checkpoint storage it cannot
-write or list (VAR_DIR/audit-checkpoints a file, a bucket refusing it): a condition of the
-machine its user can put right, never a traceback."""
+write or list (VAR_DIR/audit-checkpoints a file, a bucket refusing it), a name the file
+system cannot take (too long), and a file whose line is nested past the JSON decoder's
+depth: a condition its user can put right, never a traceback."""
+
+import gzip
 
 import pytest
 from django.core.management import call_command
@@ -44,3 +47,26 @@ def test_a_checkpoint_storage_that_cannot_be_listed_is_refused_in_one_line(stora
 
     assert message.startswith("the checkpoint storage cannot be read: ")
     assert "audit-checkpoints" in message and "\n" not in message
+
+
+TOO_LONG = "x" * 300 + ".jsonl.gz"
+
+
+@pytest.mark.parametrize("operation", ["write", "check"])
+def test_a_name_the_file_system_cannot_take_is_refused_in_one_line(operation, tmp_path):
+    message = refusal(operation, str(tmp_path / TOO_LONG))
+
+    assert "File name too long" in message and "\n" not in message
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_checkpoint_nested_past_the_decoders_depth_is_refused_naming_its_line(tmp_path):
+    damaged = tmp_path / "damaged.jsonl.gz"
+    with gzip.open(damaged, "wt") as out:
+        out.write('{"checkpoint": "audit-heads", "format": 1, "taken_at": "x"}\n')
+        out.write("[" * 100_000 + "]" * 100_000 + "\n")
+
+    message = refusal("check", str(damaged))
+
+    assert message == f"{damaged}: line 2 is nested too deep"
+

@@ -78,13 +78,20 @@ class Command(BaseCommand):
             return {"stored": name}
         if file is None:
             raise CommandError("name the checkpoint file to check, or give --latest")
-        if not Path(file).exists() and stored_exists(file):
+        if not local_exists(file) and stored_exists(file):
             return {"stored": file}
         return {"path": Path(file)}
+
+
+def local_exists(name: str) -> bool:
+    try:
+        return Path(name).exists()
+    except OSError:  # a name the file system cannot take: reading it says so
+        return False
 
 
 def stored_exists(name: str) -> bool:
     try:
         return storage().exists(name)
-    except (SuspiciousFileOperation, ValueError):  # a name that leaves the storage
+    except (SuspiciousFileOperation, ValueError, OSError):  # a name that leaves the storage
         return False
