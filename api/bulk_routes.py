@@ -45,12 +45,15 @@ def _job(request, job_id: int) -> dict:
 def _followed_job(token, job_id: int) -> BulkJob | None:
     """The job, if the token may follow and cancel it: the rule every caller uses
     (approvals.bulk.may_follow: the person who started it, or a superuser) for the token's
-    person, on one of the token's workflows (a job over other workflows, or over all of
-    them, says how runs outside the token's reach went)."""
+    person, on one of the token's workflows named whole (a job over other workflows, over
+    all of them, or over every workflow whose name holds a part, as the console's filter
+    reads it, says how runs outside the token's reach went)."""
     job = BulkJob.objects.filter(pk=job_id).first()
     if job is None or token.acting_user is None or not may_follow(token.acting_user, job):
         return None
-    return job if (job.filters or {}).get("workflow") in (token.workflows or []) else None
+    filters = job.filters or {}
+    return job if filters.get("workflow_exact") is True \
+        and filters.get("workflow") in (token.workflows or []) else None
 
 
 def register(api, *, headers: dict) -> None:

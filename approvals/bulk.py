@@ -408,13 +408,12 @@ def _finish_row(job: BulkJob, run_id: int, outcome: str, message: str) -> None:
 def _finish(job: BulkJob) -> BulkJob:
     waiting = list(BulkOutcome.objects.filter(job=job, outcome=Outcome.SECOND_PERSON)
                    .order_by("run_id").values_list("run_id", flat=True))
-    approval = None
     if waiting and job.approval_id is None:
-        approval = request_bulk_operator_action(job, waiting)
-    fields = {"status": BulkJobStatus.DONE, "finished_at": timezone.now(), "lease_until": None}
-    if approval is not None:
-        fields["approval"] = approval
-    BulkJob.objects.filter(pk=job.pk, status=BulkJobStatus.RUNNING).update(**fields)
+        # It names itself on the job as it is made (a request replaced since has moved the
+        # job on: approvals.requests.supersede), so the job's approval is not written here.
+        request_bulk_operator_action(job, waiting)
+    BulkJob.objects.filter(pk=job.pk, status=BulkJobStatus.RUNNING).update(
+        status=BulkJobStatus.DONE, finished_at=timezone.now(), lease_until=None)
     return BulkJob.objects.get(pk=job.pk)
 
 

@@ -188,6 +188,10 @@ def request_bulk_operator_action(job, run_ids: list[int], *,
                     remind_every=timedelta(seconds=settings.APPROVALS_FOUR_EYES_REMIND_SECONDS),
                     timeout=timedelta(seconds=settings.APPROVALS_FOUR_EYES_TIMEOUT_SECONDS),
                     on_timeout="cancel", now=now)
+                # Named by the job in the request's own commit: committed apart, the request
+                # could be replaced before the job named it, and the job would name the
+                # replaced one.
+                type(job).objects.filter(pk=job.pk).update(approval=approval)
         except IntegrityError:
             continue  # this run already has an open request for the action
         logger.info("bulk job %s: %s on %d runs requested by %s: approval request %s",

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from approvals.decisions import decide
@@ -89,3 +89,30 @@ def test_the_job_is_moved_in_the_transaction_of_the_supersede(people):
     assert BulkJob.objects.get(pk=job.pk).approval_id == job.approval_id
     assert ApprovalRequest.objects.get(pk=job.approval_id).status == RequestStatus.PENDING
     assert ApprovalRequest.objects.count() == 1
+
+
+def test_a_job_that_cannot_name_its_new_request_leaves_no_request(people, transactional_db):
+    """The job's request and the job naming it commit together (approvals.bulk): a request
+    committed first could be replaced before the job named it, and the job would then name
+    the replaced one. Here the database refuses the job's naming of it: no request stands."""
+    olga, carl = people
+    run_with_an_effect()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE FUNCTION refuse_job_naming() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF NEW.approval_id IS DISTINCT FROM OLD.approval_id THEN "
+            "RAISE EXCEPTION 'job rows refused'; END IF; "
+            "RETURN NEW; END $$")
+        cursor.execute(f"CREATE TRIGGER refuse_job_naming BEFORE UPDATE ON "
+                       f"{BulkJob._meta.db_table} FOR EACH ROW EXECUTE FUNCTION "
+                       "refuse_job_naming()")
+    try:
+        with pytest.raises(DatabaseError, match="job rows refused"):
+            bulk_terminate(user=carl)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP TRIGGER refuse_job_naming ON {BulkJob._meta.db_table}")
+            cursor.execute("DROP FUNCTION refuse_job_naming()")
+
+    assert not ApprovalRequest.objects.exists()
+    assert BulkJob.objects.get().approval_id is None
