@@ -200,12 +200,17 @@ def register(api, *, headers: dict, refusals: dict) -> None:
                     "done. 202: a second person must approve it (four eyes): the approval "
                     "request is returned and nothing is done until another person decides "
                     "it. 409: the run's state refuses it (the refusal in `detail`). 400: "
-                    "input the action needs is missing (a step, a tool call, evidence), or the "
-                    "action refuses what it was given (evidence or a remote reference no "
-                    "record may keep, an event payload; `detail` says which). 422, "
+                    "input the action needs is missing (a step, a tool call), or the "
+                    "action refuses what it was given (a remote reference no record may "
+                    "keep; `detail` says which). 422, "
                     "with `errors` naming the field: the body does not match its schema; "
                     "a `reason` no record may keep (blank, or holding a control or "
-                    "bidirectional character); a `step` the run does not have; or a field "
+                    "bidirectional character); `evidence` missing where reconcile records "
+                    "an outcome by hand, or none may keep (longer than 2,000 characters, "
+                    "holding a control character); an event payload in `evidence` that "
+                    "event_received refuses (not JSON, larger than RUNS_INPUT_MAX_BYTES, "
+                    "nested too deep, or failing the step's schema); "
+                    "a `step` the run does not have; or a field "
                     "the action does not read (e.g. `evidence` with reconcile in mode "
                     "`ask`). 403: the token acts for nobody, or its person lacks the "
                     "permission (asked before the reason and the step are). "
@@ -234,7 +239,15 @@ def register(api, *, headers: dict, refusals: dict) -> None:
             # A reason was given (the schema requires one) that no record may keep: bad
             # input in one field, answered as the schema answers one.
             return Status(422, invalid_field("reason", str(exc)))
-        except (ActionInputError, EvidenceRequired) as exc:
+        except EvidenceRequired as exc:
+            # As a reason: evidence missing where it settles an outcome, or that no record
+            # may keep, is input in one field.
+            return Status(422, invalid_field("evidence", str(exc)))
+        except ActionInputError as exc:
+            # A field's value the action refused (Deliver event's payload, its limit the
+            # event door's) is named as the schema names one; what is missing is not a field's.
+            if exc.field:
+                return Status(422, invalid_field(exc.field, str(exc)))
             return Status(400, error_body("invalid_action_input", str(exc)))
         except NoSuchStep as exc:
             # Input to correct, where the other refusals of a transition are the run's state.

@@ -342,8 +342,13 @@ class ActionIn(Schema):
     remote_ref: str = Field("", max_length=REMOTE_REF_MAX, pattern=r"^[^\u0000]*$",
                             description="reconcile found: the effect's remote reference, "
                                         "whole (a cut one would name another effect).")
-    evidence: str = Field("", max_length=PERSON_TEXT_MAX, pattern=r"^[^\u0000]*$",
-                          description="reconcile by hand: what established it.")
+    # No length of its own: the action's rule holds it, as in the console and the CLI (a
+    # person's evidence, PERSON_TEXT_MAX; an event's payload, RUNS_INPUT_MAX_BYTES as JSON).
+    evidence: str = Field("", pattern=r"^[^\u0000]*$", description=(
+        f"reconcile by hand: what established it, at most {PERSON_TEXT_MAX:,} characters. "
+        "event_received: the event's payload, as JSON text, at most RUNS_INPUT_MAX_BYTES "
+        "(256 KB unless set) as compact JSON, as an event sent to /api/events. Longer is "
+        "refused with 422 naming `evidence`."))
 
 
 class ApprovalRequestOut(Schema):

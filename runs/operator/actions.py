@@ -30,7 +30,12 @@ from .reconciliation import reconcile_step, reconcile_tool_call_by_key
 
 
 class ActionInputError(ValueError):
-    """The input for an action is incomplete or inconsistent; nothing was done."""
+    """The input for an action is incomplete or inconsistent; nothing was done. `field`: the
+    ActionInput field whose value was refused, if one was, for a caller to name as its own."""
+
+    def __init__(self, message: str, field: str = ""):
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -176,17 +181,16 @@ def _deliver_event(run_id, *, actor, given, approved_by):
     spec = definition.step_of(_definition(run), step.name) if step is not None else None
     if spec is not None and given.reason.strip():
         try:
-            # The door's checks (its depth and storable rules, then the schema), then the
-            # run's own version's schema on what the person gave, as an event sent to the
-            # run is checked on delivery (payloads.for_run): the newest version's reading,
-            # with its own defaults filled in, is no payload an older run's schema takes.
+            # The door's checks (depth, size, storable, schema), then the run's own version's
+            # schema on what the person gave, as on delivery (payloads.for_run): the newest
+            # version's reading, its defaults filled in, is no payload an older run takes.
             sent = events.payload_from_json(given.evidence or "{}")
             payloads.validated(run.workflow_name, spec.event_name, sent)
             payload = payloads.for_run(step, spec.event_name, sent)
         except payloads.EventRefused as exc:
             # Worded for the person, not for a sender at the door: nothing of theirs is
             # kept, and the run got nothing. The caller names the action already.
-            raise ActionInputError(payloads.refusal(exc, by_hand=True)) from None
+            raise ActionInputError(payloads.refusal(exc, by_hand=True), "evidence") from None
     return transitions.deliver_event_by_hand(run_id, payload=payload, actor=actor,
                                              reason=given.reason)
 
