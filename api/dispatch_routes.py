@@ -18,7 +18,6 @@ from approvals.operator_actions import (
     act_on_workflow,
     refuse_workflow_action,
 )
-from runs.definitions.definition import registry
 from runs.machine import dispatch
 
 from .errors import error_body, invalid_field, no_acting_user
@@ -65,10 +64,15 @@ def _state(workflow: str) -> dict:
 
 
 def _refusal(token, workflow: str):
-    if registry.latest(workflow) is None or not token.may_use(workflow):
-        return Status(404, error_body("unknown_workflow",
-                                f"no workflow {workflow!r} for this token"))
+    # A pause a release left behind, of a workflow it removed, is still read and lifted, as
+    # from the console and the CLI; which action it allows is refuse_workflow_action's.
+    if not token.may_use(workflow) or not dispatch.has_dispatch(workflow):
+        return _unknown(workflow)
     return None
+
+
+def _unknown(workflow: str):
+    return Status(404, error_body("unknown_workflow", f"no workflow {workflow!r} for this token"))
 
 
 @api.get("/workflows/{workflow}/dispatch", url_name="dispatch_state",
@@ -76,8 +80,9 @@ def _refusal(token, workflow: str):
          response={200: DispatchState, 401: Error, 404: Error, 422: InvalidRequest,
                    429: Error}, openapi_extra=_HEADERS,
          description="The workflow's pauses: of the whole workflow, and of each remote "
-                     "system. 404: no such workflow for this token. 422: a query parameter "
-                     "(it takes none; `errors` names it).")
+                     "system; also of a workflow a release removed, while a pause of it is "
+                     "in force. 404: no such workflow for this token. 422: a query "
+                     "parameter (it takes none; `errors` names it).")
 def dispatch_state(request, workflow: str = Path(..., max_length=200)):
     # As the runs list: a parameter the operation does not take is refused, never ignored.
     if (refused := refuse_unknown_query(request, ())) is not None:
@@ -98,6 +103,8 @@ def _change(request, workflow: str, payload: PauseIn, *, pause: bool):
                         system=payload.system, reason=payload.reason, user=token.acting_user)
     except ActionForbidden as exc:
         return Status(403, error_body("forbidden", str(exc)))
+    except NoSuchWorkflow:
+        return _unknown(workflow)
     except dispatch.DispatchConflict as exc:
         return Status(409, error_body("already_paused" if pause else "not_paused", str(exc)))
     except dispatch.DispatchError as exc:
@@ -121,8 +128,10 @@ def _refused_before_input(request):
     except ActionForbidden as exc:
         return Status(403, error_body("forbidden", str(exc)))
     except NoSuchWorkflow:
-        return Status(404, error_body("unknown_workflow",
-                                      f"no workflow {workflow!r} for this token"))
+        # Only a workflow a release removed, with a pause left behind, comes here
+        # (_refusal): whether a resume lifts it depends on the `system` the body names, so
+        # act_on_workflow decides once the body is read.
+        pass
     return None
 
 
@@ -150,9 +159,12 @@ def pause(request, payload: PauseIn, workflow: str = Path(..., max_length=200)):
 @api.post("/workflows/{workflow}/dispatch/resume", url_name="resume_dispatch",
           operation_id="resume_dispatch", summary="Resume a workflow's dispatch",
           response=_RESPONSES, openapi_extra=_HEADERS,
-          description="Lifts the pause (of `system`, if given) and wakes the runs it held. "
-                      "409 if not paused. 403: the token acts for nobody, or its person may "
-                      "not resume the workflow. 422, with `errors` naming the field: as for "
-                      "a pause. Nothing is lifted on a refusal.")
+          description="Lifts the pause (of `system`, if given) and wakes the runs it held; "
+                      "a pause a release left behind, of a workflow it removed or towards a "
+                      "system no step reaches now, is lifted too. 404 for a workflow a "
+                      "release removed with no such pause. 409 if not paused. 403: the "
+                      "token acts for nobody, or its person may not resume the workflow. "
+                      "422, with `errors` naming the field: as for a pause. Nothing is "
+                      "lifted on a refusal.")
 def resume(request, payload: PauseIn, workflow: str = Path(..., max_length=200)):
     return _change(request, workflow, payload, pause=False)

@@ -130,6 +130,17 @@ def pause_in_force(workflow_name: str, system: str = "") -> bool:
     return DispatchPause.objects.filter(workflow_name=workflow_name, system=system).exists()
 
 
+def has_dispatch(workflow_name: str) -> bool:
+    """Whether `workflow_name` has a dispatch to read and act on: the code registers the
+    workflow, or a pause of it is in force, one a release that dropped the workflow left
+    behind (still shown, and lifted: lifts_a_pause)."""
+    if definition.registry.latest(workflow_name) is not None:
+        return True
+    # A name the database cannot hold has no pause.
+    return text_problem(workflow_name) is None and \
+        DispatchPause.objects.filter(workflow_name=workflow_name).exists()
+
+
 def lifts_a_pause(workflow_name: str, system: str, *, lifting: bool) -> bool:
     """Whether this is the lifting of a pause in force, which goes whatever the code
     registers now: a release that renamed or dropped the workflow or its system would
