@@ -18,6 +18,7 @@ from approvals.operator_actions import (
     act_on_workflow,
     refuse_workflow_action,
 )
+from runs.definitions import name_in_path  # noqa: F401  (registers the converter <name:...>)
 from runs.machine import dispatch
 
 from .errors import error_body, invalid_field, no_acting_user
@@ -25,6 +26,12 @@ from .openapi import NO_NUL_PATTERN
 from .parser import refuse_unknown_query
 from .routes import REFUSALS_BEFORE_INPUT, api
 from .schemas import NO_NUL, Error, InvalidRequest
+
+# The name as the console writes it in a path (runs.definitions.name_in_path): a name may
+# hold a "/", which no segment could carry as it is.
+_NAME_IN_PATH = Path(..., max_length=200, description=(
+    'The workflow\'s name, written as in the console\'s links: "/" as "~2F", "~" as "~7E", '
+    'and a name "." or ".." with each dot as "~2E" (e.g. billing/eu: billing~2Feu).'))
 
 _HEADERS = {"responses": {429: {"headers": {"Retry-After": {
     "description": "Seconds until the token's rate-limit window resets.",
@@ -75,7 +82,7 @@ def _unknown(workflow: str):
     return Status(404, error_body("unknown_workflow", f"no workflow {workflow!r} for this token"))
 
 
-@api.get("/workflows/{workflow}/dispatch", url_name="dispatch_state",
+@api.get("/workflows/{name:workflow}/dispatch", url_name="dispatch_state",
          operation_id="get_dispatch", summary="Whether a workflow's dispatch is paused",
          response={200: DispatchState, 401: Error, 404: Error, 422: InvalidRequest,
                    429: Error}, openapi_extra=_HEADERS,
@@ -83,7 +90,7 @@ def _unknown(workflow: str):
                      "system; also of a workflow a release removed, while a pause of it is "
                      "in force. 404: no such workflow for this token. 422: a query "
                      "parameter (it takes none; `errors` names it).")
-def dispatch_state(request, workflow: str = Path(..., max_length=200)):
+def dispatch_state(request, workflow: str = _NAME_IN_PATH):
     # As the runs list: a parameter the operation does not take is refused, never ignored.
     if (refused := refuse_unknown_query(request, ())) is not None:
         return refused
@@ -142,7 +149,7 @@ _RESPONSES = {200: DispatchState, 400: Error, 401: Error, 403: Error, 404: Error
               422: InvalidRequest, 429: Error}
 
 
-@api.post("/workflows/{workflow}/dispatch/pause", url_name="pause_dispatch",
+@api.post("/workflows/{name:workflow}/dispatch/pause", url_name="pause_dispatch",
           operation_id="pause_dispatch", summary="Pause a workflow's dispatch",
           response=_RESPONSES, openapi_extra=_HEADERS,
           description="Starts are still accepted and kept queued; steps in flight finish; no "
@@ -152,11 +159,11 @@ _RESPONSES = {200: DispatchState, 400: Error, 401: Error, 403: Error, 404: Error
                       "a `reason` no record may keep (blank, or holding a control or "
                       "bidirectional character), or a `system` no step of the workflow "
                       "reaches. Nothing is paused on a refusal.")
-def pause(request, payload: PauseIn, workflow: str = Path(..., max_length=200)):
+def pause(request, payload: PauseIn, workflow: str = _NAME_IN_PATH):
     return _change(request, workflow, payload, pause=True)
 
 
-@api.post("/workflows/{workflow}/dispatch/resume", url_name="resume_dispatch",
+@api.post("/workflows/{name:workflow}/dispatch/resume", url_name="resume_dispatch",
           operation_id="resume_dispatch", summary="Resume a workflow's dispatch",
           response=_RESPONSES, openapi_extra=_HEADERS,
           description="Lifts the pause (of `system`, if given) and wakes the runs it held; "
@@ -166,5 +173,5 @@ def pause(request, payload: PauseIn, workflow: str = Path(..., max_length=200)):
                       "token acts for nobody, or its person may not resume the workflow. "
                       "422, with `errors` naming the field: as for a pause. Nothing is "
                       "lifted on a refusal.")
-def resume(request, payload: PauseIn, workflow: str = Path(..., max_length=200)):
+def resume(request, payload: PauseIn, workflow: str = _NAME_IN_PATH):
     return _change(request, workflow, payload, pause=False)
