@@ -114,6 +114,13 @@ class Command(BaseCommand):
                                    f"hash={head_hash[:12]}): {problem}")
 
         def no_records(head) -> None:
+            if not head[1]:
+                # Every run is started with its first record in the same statement: a run
+                # with no record and an empty head had both taken away, not never written.
+                raise CommandError(
+                    f"audit chain of run {head[0]} has no records and its run keeps no head "
+                    "(seq=0): every run is started with its first audit record, so its "
+                    "records were removed and its head cleared")
             raise CommandError(f"audit chain of run {head[0]} has no records but its run "
                                f"keeps the head seq={head[1]}: its records were removed")
 

@@ -3,7 +3,9 @@
 SQL (minutes, not hours). Runs already seeded are kept: running it again adds nothing.
 
 The runs are seeded without audit records: their chain is empty (seq 0, audit_seal NULL),
-with no head to seal (audit.head_seals), and verify_audit passes over them."""
+with no head to seal (audit.head_seals). A seeded database is for timings, not a system of
+record: verify_audit names its seeded runs, since every run the runtime starts is started
+with its first record and a run with none is one whose chain was removed."""
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
