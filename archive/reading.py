@@ -26,15 +26,26 @@ def storage() -> Storage:
 
 
 def recorded_archive(name: str, sha256: str) -> RecordedArchive | None:
-    """What was recorded about a file when it was written, found by its content's sha256,
-    else by its name (a changed file), else by its base name (a renamed copy)."""
-    archive = (ArchiveFile.objects.filter(sha256=sha256).first()
-               or ArchiveFile.objects.filter(name=name).first()
+    """What was recorded about the file named `name` when it was written: found by its name
+    in the archive storage, else by its base name (a copy kept elsewhere under its name),
+    else, for a copy under a name no file had, by its content's sha256.
+
+    The name comes first: a file is judged against its own record, so that one whose content
+    was replaced by another genuine archive file's (whose sha256 has a record of its own)
+    fails against the runs and heads it should hold; `same_content_as` then names the file
+    whose content it holds."""
+    archive = (ArchiveFile.objects.filter(name=name).first()
                or ArchiveFile.objects.filter(name__endswith=f"/{Path(name).name}").first())
     if archive is None:
-        return None
+        archive = ArchiveFile.objects.filter(sha256=sha256).first()
+        if archive is None:
+            return None
+    same_content_as = None
+    if archive.sha256 != sha256:
+        same_content_as = (ArchiveFile.objects.filter(sha256=sha256)
+                           .values_list("name", flat=True).first())
     return RecordedArchive(name=archive.name, sha256=archive.sha256, size=archive.size,
-                           heads=archive.heads)
+                           heads=archive.heads, same_content_as=same_content_as)
 
 
 def _dates(row: dict) -> dict:

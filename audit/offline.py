@@ -86,6 +86,8 @@ class RecordedArchive:
     sha256: str
     size: int
     heads: dict  # run id (a string) -> [seq, hash]
+    # Another recorded file whose sha256 the file has: its content was replaced by that one's.
+    same_content_as: str | None = None
 
 
 # name -> RecordedArchive | None, set by the archive app (see the module docstring).
@@ -219,7 +221,12 @@ def check_archive(handle) -> ArchiveCheck:
 def compare_with_recorded(report: ArchiveCheck, recorded: RecordedArchive) -> list[str]:
     """Differences between a file as read and what was recorded when it was written."""
     problems = []
-    if report.sha256 != recorded.sha256 or report.size != recorded.size:
+    if recorded.same_content_as is not None:
+        problems.append(f"the file holds the content of another archive file, "
+                        f"{recorded.same_content_as} (sha256 {report.sha256[:12]}...), not "
+                        f"that of {recorded.name} (recorded sha256 {recorded.sha256[:12]}...): "
+                        f"it was replaced by that file, and {recorded.name}'s runs are not in it")
+    elif report.sha256 != recorded.sha256 or report.size != recorded.size:
         problems.append(f"the file's sha256 {report.sha256[:12]}... ({report.size} bytes) is "
                         f"not the recorded {recorded.sha256[:12]}... ({recorded.size} bytes)")
     for run_id, head in sorted(recorded.heads.items(), key=lambda item: int(item[0])):
