@@ -26,9 +26,10 @@ ARCHIVE_RUNS_PER_FILE runs:
    delete its rows, and log the removal (ArchiveRemoval: who, when, which file, which chain heads).
 
 The audit table stays append-only: the model refuses every delete, and the database trigger
-(this app's migration 0002) refuses a DELETE unless the transaction declared the archive
-file it archives to (SET LOCAL audit.archival = its sha256) and the record's run has a
-tombstone pointing at that file. Only step 3 does both.
+(this app's migrations 0002 and 0005) refuses a DELETE unless the transaction declared the
+archive file it archives to (SET LOCAL audit.archival = its sha256), the record's run has a
+tombstone pointing at that file, and the file's recorded heads hold the run at the last
+record removed. Only step 3 does all three.
 
 A crash leaves nothing half done that matters: a file written but not recorded is an
 orphan in storage and its runs are archived again by the next pass; a file cut short by the

@@ -1,6 +1,8 @@
 """Reads of archived runs: search by business key, one run's tombstone, archived heads."""
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import closing
 
 from django.db.models import Func, JSONField, Value
 
@@ -78,3 +80,27 @@ def archived_head(run_id: int) -> tuple[int, str] | None:
         return None
     return int(found[0]), str(found[1])
 
+
+
+def tombstones_against_their_files() -> Iterator[tuple[int, str, str | None]]:
+    """(run id, file name, why or None) of each tombstone, checked against the archive file
+    it names: why says how the file does not back it (its heads do not hold the run, or the
+    file kept the run in the hot tables: it changed after it was written, so no removal
+    tombstoned it to this file). Read a file at a time, its heads once for all its
+    tombstones: a million tombstones cost a thousand files' heads, never a file's heads per
+    tombstone."""
+    files = (ArchiveFile.objects.order_by("pk")
+             .values_list("pk", "name", "heads", "kept_run_ids").iterator(chunk_size=10))
+    with closing(files):
+        for file_id, name, heads, kept in files:
+            kept = set(kept or ())
+            for run_id in (ArchivedRun.objects.filter(archive_file_id=file_id)
+                           .order_by("original_run_id")
+                           .values_list("original_run_id", flat=True)):
+                if str(run_id) not in heads:
+                    yield run_id, name, "its archive file does not hold it"
+                elif run_id in kept:
+                    yield run_id, name, ("its archive file kept it in the hot tables (it "
+                                         "changed after it was written)")
+                else:
+                    yield run_id, name, None

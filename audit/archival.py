@@ -1,9 +1,11 @@
 """What the audit app keeps of a run in an archive file (its chain of records, as
 audit.offline reads them back), and how they leave the table (see archive.parts).
 
-The table is append-only: its trigger (migration 0002) lets a DELETE through only in a
-transaction that names its archive file (SET LOCAL audit.archival) for runs tombstoned to
-that file, which the archive app writes before asking any app to remove its rows."""
+The table is append-only: its triggers (archive migrations 0002 and 0005) let a DELETE
+through only in a transaction that names its archive file (SET LOCAL audit.archival) for
+runs tombstoned to that file, which the archive app writes before asking any app to remove
+its rows, and whose chains the file's recorded heads close at the last record removed: the
+statement removes a run's whole chain at once."""
 
 from django.db import connection
 

@@ -210,3 +210,22 @@ def one_snapshot() -> AbstractContextManager:
 def recorded_heads() -> Iterator[Head] | None:
     """The registered heads (register_chain_heads), or None when no app keeps any."""
     return _heads() if _heads is not None else None
+
+
+# (run id, archive file name, why or None) of each tombstone, checked against the archive
+# file it names (why: what the file does not back); set by the archive app, which keeps them.
+TombstoneCheck = tuple[int, str, str | None]
+_tombstones: Callable[[], Iterator[TombstoneCheck]] | None = None
+
+
+def register_tombstone_check(check: Callable[[], Iterator[TombstoneCheck]]) -> None:
+    """Let verify_audit name a run that left the hot tables through a tombstone its archive
+    file does not back: the trigger lets a run's records go for a tombstone, and a forged one
+    would leave no chain and no head behind to tell."""
+    global _tombstones
+    _tombstones = check
+
+
+def checked_tombstones() -> Iterator[TombstoneCheck]:
+    """The registered check's findings (register_tombstone_check); none without one."""
+    return _tombstones() if _tombstones is not None else iter(())

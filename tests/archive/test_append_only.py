@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from archive.models import ArchivedRun, ArchiveFile
 from audit.models import AppendOnlyError, AuditRecord
+from runs.models import Run
 from tests.factories import new_run
 
 pytestmark = pytest.mark.django_db
@@ -20,9 +21,12 @@ def _declare(sha):
     _sql("SELECT set_config('audit.archival', %s, true)", sha)
 
 
-def _file(sha: str) -> ArchiveFile:
+def _file(sha: str, *closes) -> ArchiveFile:
+    """A recorded archive file closing the chains of the runs `closes` at their heads."""
+    heads = {str(run.pk): [run.audit_seq, run.audit_head]
+             for run in (Run.objects.get(pk=r.pk) for r in closes)}
     return ArchiveFile.objects.create(name=f"runs/{sha}.jsonl.gz", sha256=sha, size=1,
-                                      run_count=1, record_count=1, heads={},
+                                      run_count=1, record_count=1, heads=heads,
                                       created_at=timezone.now(), created_by="test")
 
 
@@ -62,8 +66,8 @@ def test_the_archival_setting_alone_does_not_open_the_table():
 
 def test_the_archival_setting_opens_only_the_runs_of_its_own_file():
     run, other = new_run(), new_run()
-    _tombstone(run, _file("b" * 64))
-    _tombstone(other, _file("c" * 64))
+    _tombstone(run, _file("b" * 64, run))
+    _tombstone(other, _file("c" * 64, other))
     _declare("b" * 64)
 
     _refused("DELETE FROM audit_auditrecord WHERE run_id = %s", other.pk)

@@ -7,7 +7,7 @@ from django.core.files.storage import FileSystemStorage, storages
 from django.core.management.base import BaseCommand, CommandError
 
 from audit.access import access_chain_break, access_head
-from audit.chain import chain_break, one_snapshot, recorded_heads
+from audit.chain import chain_break, checked_tombstones, one_snapshot, recorded_heads
 from audit.head_seals import ACCESS_CHAIN, head_seal_problem
 from audit.models import AccessRecord, AuditRecord
 from audit.offline import check_archive, compare_with_recorded, recorded_archive
@@ -15,8 +15,9 @@ from audit.offline import check_archive, compare_with_recorded, recorded_archive
 
 class Command(BaseCommand):
     help = ("Verify every run's audit hash chain and the access chain (permission "
-            "changes), and each chain's head against its seal (AUDIT_SEAL_KEYS); exit "
-            "non-zero naming the first broken record or head. "
+            "changes), each chain's head against its seal (AUDIT_SEAL_KEYS), and each "
+            "archived run's tombstone against the archive file it names; exit "
+            "non-zero naming the first broken record, head or tombstone. "
             "With --archive FILE, verify an archive file instead, offline: every run against "
             "its seal (ARCHIVE_SIGNING_KEYS) and its chain, the file against its own seal, "
             "and against its recorded sha256 and chain heads when the database has them.")
@@ -39,8 +40,11 @@ class Command(BaseCommand):
         with one_snapshot():
             runs, records = self.verify_runs()
             access = self.verify_access()
+            tombstones = self.verify_tombstones()
         self.stdout.write(f"verified {records} audit records in {runs} runs: all chains intact, "
                           "every head sealed")
+        self.stdout.write(f"verified {tombstones} archived runs: each closed by the archive "
+                          "file its tombstone names")
         self.stdout.write(f"verified {access} access records (permission changes): "
                           "chain intact" + (", its head sealed" if access else ""))
 
@@ -73,6 +77,23 @@ class Command(BaseCommand):
         if problem is not None:
             raise CommandError(f"the access chain's head seq={head_seq} "
                                f"hash={head_hash[:12]}: {problem}")
+        return count
+
+    def verify_tombstones(self) -> int:
+        """Each tombstone against the archive file it names: the audit trigger lets a run's
+        records go once a tombstone names the file, so a tombstone no file backs is a run
+        removed with its whole chain outside the archive. Returns the tombstones checked;
+        raises CommandError naming the first problem."""
+        count = 0
+        # Closed on the way out, as the streams of verify_runs are.
+        with closing(checked_tombstones()) as tombstones:
+            for run_id, file_name, why in tombstones:
+                if why is not None:
+                    raise CommandError(
+                        f"archived run {run_id}: its tombstone names archive file "
+                        f"{file_name}, but {why}: the run and its audit chain were removed "
+                        "outside the archive")
+                count += 1
         return count
 
     def verify_runs(self) -> tuple[int, int]:
