@@ -81,7 +81,6 @@ def archived_head(run_id: int) -> tuple[int, str] | None:
     return int(found[0]), str(found[1])
 
 
-
 def tombstones_against_their_files() -> Iterator[tuple[int, str, str | None]]:
     """(run id, file name, why or None) of each tombstone, checked against the archive file
     it names: why says how the file does not back it (its heads do not hold the run, or the
