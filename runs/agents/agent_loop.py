@@ -160,12 +160,15 @@ def past_call_budget(calls: list[ToolCall], spec: definition.AgentSpec,
     budget allows and `due` (by its place in the conversation) is past it. The turn that
     asked for them stopped the run; a person's resume must not make them all the same."""
     most = spec.budget.max_tool_calls
-    place = next(i for i, c in enumerate(calls, 1) if c.pk == due.pk)
+    # A call a person cancelled was never made, as turns_tx.budget_spent counts: it takes
+    # no place, or cancelling the calls past the budget would still leave the last out.
+    counted = [c for c in calls if c.status != S.CANCELLED or c.pk == due.pk]
+    place = next(i for i, c in enumerate(counted, 1) if c.pk == due.pk)
     if place <= most:
         return None
     return (f"tool call budget spent: tool call {due.ref} ({due.tool}) is call {place} of "
-            f"the {len(calls)} the model asked for, at most {most}: it is not made (a person "
-            "cancels it, or ends the run)")
+            f"the {len(counted)} the model asked for and nobody cancelled, at most {most}: "
+            "it is not made (a person cancels it, or ends the run)")
 
 
 def said_nothing(turn) -> bool:

@@ -78,7 +78,9 @@ def call_refusal(action: str, run: Run, step: Step, call: ToolCall,
         problem = args_problem(tool, call)  # the undo is sent with them
         if problem:
             return f"{where} cannot be undone as the code stands: {problem}"
-        if tool.impact == definition.HIGH:
+        # The impact the call was made with, as four eyes and the run's Compensate weigh
+        # it: a release that lowered the tool's since does not lower what this call did.
+        if call.impact == definition.HIGH:
             return (f"{where} is high impact: undo it with the run's Compensate, which a "
                     "second person approves and which pauses for a person to confirm")
         return None

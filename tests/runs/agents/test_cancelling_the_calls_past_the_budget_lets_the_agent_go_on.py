@@ -47,7 +47,8 @@ def test_once_the_calls_past_the_budget_are_cancelled_a_resume_asks_the_model_ag
     person = Actor.for_user(get_user_model().objects.create_user("operator"))
     transitions.resume(run.pk, actor=person, reason="make those within the budget")
     run = _advance(run)
-    assert run.status == RunStatus.ATTENTION and "is call 21 of the 25" in run.status_message
+    assert run.status == RunStatus.ATTENTION
+    assert "is call 21 of the 25 the model asked for and nobody cancelled" in run.status_message
     assert "a person cancels it" in run.status_message
 
     past = list(ToolCall.objects.filter(step__run=run, status="pending"))

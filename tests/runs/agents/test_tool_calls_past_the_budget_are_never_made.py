@@ -55,7 +55,8 @@ def test_a_resumed_run_makes_the_calls_within_the_budget_and_none_past_it(script
         run = _advance(run)
         assert run.status == RunStatus.ATTENTION
         assert run.attention_reason == AttentionReason.BUDGET_EXHAUSTED
-        assert "tool call 0.20 (write-note) is call 21 of the 25" in run.status_message
+        assert ("tool call 0.20 (write-note) is call 21 of the 25 the model asked for and "
+                "nobody cancelled") in run.status_message
         step = Step.objects.get(run=run, name="assist")
         assert step.status == "failed" and step.error_class == ErrorClass.EXHAUSTED
         # The twenty within the budget, each made once; none past it.
