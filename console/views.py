@@ -204,18 +204,20 @@ def _live(rows) -> bool:
 def attention(request):
     workflow_ids = _visible_ids(request.user)
     since = parse_stamp(request.GET.get("new_since", ""))
+    # The poll counts, and its "show" link opens, the list the page shows.
+    drills = request.GET.get("drills") == "1"
+    query = "drills=1" if drills else ""
     if request.htmx and since is not None:
         # The "N new" bar's poll: one count along the attention list's index.
         shown = run_list.shown_ids(request.GET.get("shown", ""))
         return render(request, "console/_new_runs.html", {
             "new_count": selectors.attention_new_count(workflow_ids=workflow_ids, since=since,
-                                                       shown=shown),
+                                                       shown=shown, drills=drills),
             "new_cap": selectors.NEW_CAP, "drawn_at": since.isoformat(),
-            "poll_url": reverse("console:attention"), "query": "", "ids": shown})
+            "poll_url": reverse("console:attention"), "query": query, "ids": shown})
     drawn_at = timezone.now()
     # A hand-edited or stale link starts over at the first page.
     after = decode_keyset(request.GET.get("after", ""))
-    drills = request.GET.get("drills") == "1"
     page = selectors.attention_page(workflow_ids=workflow_ids, after=after,
                                     limit=selectors.ATTENTION_PAGE_SIZE, drills=drills)
     # Several actions share a permission: ask for each one once.
@@ -229,7 +231,7 @@ def attention(request):
         "next_cursor": encode_keyset(page.next_cursor) or "",
         "first_page": after is None, "drills": drills,
         "drawn_at": drawn_at.isoformat(), "poll_url": reverse("console:attention"),
-        "query": "", "ids": [run.pk for run in page.runs],
+        "query": query, "ids": [run.pk for run in page.runs],
     })
 
 

@@ -334,9 +334,12 @@ def new_runs_count(filters: RunFilters, *, workflow_ids: frozenset[int] | None,
 
 
 def runs_by_ids(ids: list[int], *, workflow_ids: frozenset[int] | None) -> list[Run]:
-    """Fresh rows for the live refresh of the rows a page shows."""
-    return list(_with_row_facts(_visible(workflow_ids).filter(pk__in=ids))
-                .order_by("-updated_at", "-pk"))
+    """Fresh rows for the live refresh of the rows a page shows, in the order of `ids` (the
+    page's, whatever its sort): ordered anew, the refresh moved rows against the column the
+    person sorted by and the cursor its next page goes on from."""
+    place = {pk: i for i, pk in enumerate(ids)}
+    rows = list(_with_row_facts(_visible(workflow_ids).filter(pk__in=ids)))
+    return sorted(rows, key=lambda run: place[run.pk])
 
 
 COUNT_CAP = 10_000
@@ -345,7 +348,8 @@ COUNT_CAP = 10_000
 def status_counts(*, workflow_ids: frozenset[int] | None) -> dict[str, int]:
     """Runs per status, for the counts at the top of the list, each counted up to COUNT_CAP
     (one index range per status): an exact count of a million completed runs would cost
-    more than the page, and past ten thousand nobody reads the digits. One query."""
+    more than the page, and past ten thousand nobody reads the digits. One query. Drill
+    runs are left out, as the list each count links to leaves them out."""
     if workflow_ids is not None and not workflow_ids:  # sees nothing (and IN () has no SQL)
         return dict.fromkeys(RunStatus.values, 0)
     runs = _visible(workflow_ids)
@@ -353,11 +357,8 @@ def status_counts(*, workflow_ids: frozenset[int] | None) -> dict[str, int]:
     # counts cost the same index ranges, and a page pays one round trip for them, not ten.
     parts, params = [], []
     for status in RunStatus:
-        counted = runs.filter(status=status.value)
-        if status in ATTENTION_RUN_STATUSES:
-            # The attention counts leave drill runs out, as the attention list does
-            # (run_attention_live_idx answers them alone).
-            counted = counted.filter(drill=False)
+        # (run_attention_live_idx answers the attention statuses' alone.)
+        counted = runs.filter(status=status.value, drill=False)
         capped = counted.values("pk")[: COUNT_CAP + 1]
         sql, capped_params = capped.query.sql_with_params()
         parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped)")
@@ -404,13 +405,15 @@ def attention_page(*, workflow_ids: frozenset[int] | None,
 
 
 def attention_new_count(*, workflow_ids: frozenset[int] | None, since: datetime,
-                        shown: list[int] | tuple = ()) -> int:
+                        shown: list[int] | tuple = (), drills: bool = False) -> int:
     """How many runs other than the `shown` ones entered attention (or moved within it)
     after `since` (less NEW_LOOKBACK, see there), up to NEW_CAP + 1: one range of
-    run_attention_keyset_idx."""
+    run_attention_keyset_idx. Drill runs only with `drills`, as attention_page counts."""
     runs = _visible(workflow_ids).filter(status__in=ATTENTION_RUN_STATUSES,
                                          updated_at__gt=_looked_back(since)) \
         .exclude(pk__in=list(shown))
+    if not drills:
+        runs = runs.filter(drill=False)
     return runs.values("pk")[: NEW_CAP + 1].count()
 
 
