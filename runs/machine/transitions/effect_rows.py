@@ -289,8 +289,21 @@ class CallEffect(EffectRow):
         self.save(change)
         step = self.step
         step.status, step.next_attempt_at = SCHEDULED, at
-        step.lease_owner, step.lease_expires_at = "", None
+        self.step_waits()
         change.step_changed(step)
+
+    def step_waits(self) -> None:
+        """The agent step waits with its call (the call's backoff, its next lookup, a
+        person's approval of its arguments), no worker held. The step's own retry budget is
+        for the errors of its model turns (runs.agents.agent_loop), and the model has
+        answered since the last of them (this call is its answer): the wait is no failure
+        of the step. So the claim that resumes the step is the first attempt of a new budget
+        (budget_attempt_base, as a person's retry starts one) and its elapsed time runs from
+        that claim (lease_cycle.advance), not through the wait. The call's own budget counts
+        the call's waits."""
+        step = self.step
+        step.lease_owner, step.lease_expires_at = "", None
+        step.budget_attempt_base, step.budget_started_at = step.attempt, None
 
     def stopped(self, change: Change, message: str) -> None:
         """The agent step stops with its call, in the call's state."""
@@ -360,7 +373,7 @@ class CallEffect(EffectRow):
         self.row.status = WAITING
         step = self.step
         step.status = WAITING
-        step.lease_owner, step.lease_expires_at = "", None
+        self.step_waits()
         self.save(change)
 
     @property
