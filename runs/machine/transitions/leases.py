@@ -22,7 +22,6 @@ from .kernel import (
     COMP,
     HELD,
     QUEUED,
-    RUNNING,
     Change,
     Lease,
     audit_state,
@@ -36,10 +35,12 @@ from .resends import due_at_once
 
 
 def heartbeat(lease: Lease, *, now: datetime | None = None) -> bool:
-    """Extend the lease of a long step. False if the lease was lost to another worker."""
+    """Extend the lease of a long step or undo. False if the lease was lost to another
+    worker. A run being compensated is held as a running one is (HELD): read as running
+    only, a long undo that beat was told its lease was lost and was cut off at its deadline."""
     with store.current().transaction():
         extended = Run.objects.filter(
-            pk=lease.run.pk, status=RUNNING, fencing_token=lease.token
+            pk=lease.run.pk, status__in=HELD, fencing_token=lease.token
         ).update(**extended_lease(now))
     return extended == 1
 
