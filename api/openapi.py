@@ -85,17 +85,28 @@ def exact_start_body(schema: dict, *, operation_id: str) -> None:
     _link_to_state(operation)
 
 
-def declare_unsupported_media_type(schema: dict) -> None:
-    """Every operation that takes a body answers 415 to one sent as anything but JSON
-    (api.parser): say so in each, as the document says every other answer."""
+# The answers every operation that takes a body may give before its body is read: 413 to
+# one over DATA_UPLOAD_MAX_MEMORY_SIZE (api.routes), 415 to one not sent as JSON (api.parser).
+BODY_ANSWERS = {
+    413: "The body is larger than the limit (DATA_UPLOAD_MAX_MEMORY_SIZE); nothing was read "
+         "or done (`request_too_large`).",
+    415: "The body was not sent as application/json.",
+}
+
+
+def declare_body_answers(schema: dict) -> None:
+    """Say in each operation that takes a body the answers BODY_ANSWERS names, as the
+    document says every other answer: a client generated from it, or a contract test, would
+    otherwise meet an answer it was never told of."""
     for methods in schema.get("paths", {}).values():
         for operation in methods.values():
             if isinstance(operation, dict) and "requestBody" in operation:
-                # An integer key, like ninja's own (a string one would be a second "415").
-                operation.setdefault("responses", {})[415] = {
-                    "description": "The body was not sent as application/json.",
-                    "content": {"application/json": {
-                        "schema": {"$ref": "#/components/schemas/Error"}}}}
+                for status, description in BODY_ANSWERS.items():
+                    # An integer key, like ninja's own (a string one would be a second).
+                    operation.setdefault("responses", {})[status] = {
+                        "description": description,
+                        "content": {"application/json": {
+                            "schema": {"$ref": "#/components/schemas/Error"}}}}
 
 
 def _link_to_state(operation: dict) -> None:

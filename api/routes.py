@@ -78,7 +78,7 @@ class IntegrationApi(NinjaAPI):
     def get_openapi_schema(self, *, path_prefix=None, path_params=None):
         schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
         openapi.exact_start_body(schema, operation_id="start_run")
-        openapi.declare_unsupported_media_type(schema)
+        openapi.declare_body_answers(schema)
         openapi.declare_webhooks(schema)
         return schema
 

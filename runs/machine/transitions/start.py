@@ -60,6 +60,7 @@ def _refuse_if_archived(workflow: str, business_key: str, digest: str) -> None:
 def checked_input(workflow_def: definition.Workflow, input) -> dict:
     """`input` as a run of `workflow_def` keeps it, or InvalidInput naming what is wrong: the
     schema's refusal, text the database cannot store, or a size over RUNS_INPUT_MAX_BYTES.
+    Each error's `loc` is within the input, as the schema's are: [] for the whole of it.
     The one check of a start's input, which a schedule's fixed input is held to when it is
     declared too (runs.waiting.schedule_input)."""
     workflow = workflow_def.name
@@ -70,13 +71,13 @@ def checked_input(workflow_def: definition.Workflow, input) -> dict:
     data = validated.model_dump(mode="json")
     if not _storable(json.dumps(data, ensure_ascii=False)):
         raise InvalidInput(f"input for {workflow} holds NUL characters or unpaired surrogates, "
-                           "which cannot be stored", errors=[{"loc": ["input"],
+                           "which cannot be stored", errors=[{"loc": [],
                                                               "msg": "not storable"}])
     if (size := artifacts.over_input_limit(data)) is not None:
         raise InvalidInput(
             f"input for {workflow} is {size:,} bytes, over the limit of "
             f"{artifacts.input_limit():,} bytes (RUNS_INPUT_MAX_BYTES)",
-            errors=[{"loc": ["input"], "msg": "too large"}])
+            errors=[{"loc": [], "msg": "too large"}])
     return data
 
 
