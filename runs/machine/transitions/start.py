@@ -165,7 +165,7 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
         # different input, or by an archived run.
         existing = Run.objects.filter(workflow_name=workflow, business_key=business_key).first()
         if existing is not None:
-            if existing.input_hash != digest:
+            if not _same_start(existing, workflow_def, digest):
                 raise BusinessKeyConflict(
                     f"business key {business_key!r} of {workflow} is already used by run "
                     f"{existing.pk} with a different input", run_id=existing.pk,
@@ -175,6 +175,22 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
         # The run this statement saw was removed since (not archived): try again.
     raise RuntimeError(f"business key {business_key!r} of {workflow} kept changing hands; "
                        "nothing was started")
+
+
+def _same_start(existing: Run, workflow_def: definition.Workflow, digest: str) -> bool:
+    """Whether the input whose digest is `digest`, as `workflow_def` (the newest version)
+    reads it, is the one `existing` was started with, as that version reads it too. A start
+    sent again after a release gave the input a field with a default is read with the field
+    filled in: the same request, which compared with the run's stored input alone was
+    refused as another input. One that sets the new field otherwise is another input."""
+    if existing.input_hash == digest:
+        return True
+    if existing.workflow_version == workflow_def.version:
+        return False
+    try:
+        return input_hash(checked_input(workflow_def, existing.input)) == digest
+    except InvalidInput:
+        return False
 
 
 @contextmanager
