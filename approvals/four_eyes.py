@@ -22,7 +22,7 @@ from runs.models import Run, Step
 from runs.operator.actions import ACTIONS
 from runs.permissions import run_access
 
-from .models import ApprovalRequest, RequestKind
+from .models import ApprovalRequest, BulkJob, RequestKind
 from .requests import create_request
 from .snapshots import normalise, snapshot_hash
 from .timeouts import clock
@@ -191,7 +191,7 @@ def request_bulk_operator_action(job, run_ids: list[int], *,
                 # Named by the job in the request's own commit: committed apart, the request
                 # could be replaced before the job named it, and the job would name the
                 # replaced one.
-                type(job).objects.filter(pk=job.pk).update(approval=approval)
+                BulkJob.objects.filter(pk=job.pk).update(approval=approval)
         except IntegrityError:
             continue  # this run already has an open request for the action
         logger.info("bulk job %s: %s on %d runs requested by %s: approval request %s",

@@ -162,7 +162,7 @@ def past_call_budget(calls: list[ToolCall], spec: definition.AgentSpec,
     most = spec.budget.max_tool_calls
     # A call a person cancelled was never made, as turns_tx.budget_spent counts: it takes
     # no place, or cancelling the calls past the budget would still leave the last out.
-    counted = [c for c in calls if c.status != S.CANCELLED or c.pk == due.pk]
+    counted = [c for c in calls if c.status != S.CANCELLED]
     place = next(i for i, c in enumerate(counted, 1) if c.pk == due.pk)
     if place <= most:
         return None

@@ -357,7 +357,8 @@ def status_counts(*, workflow_ids: frozenset[int] | None) -> dict[str, int]:
     # counts cost the same index ranges, and a page pays one round trip for them, not ten.
     parts, params = [], []
     for status in RunStatus:
-        # (run_attention_live_idx answers the attention statuses' alone.)
+        # Without drill runs, as every list a count links to (run_attention_live_idx
+        # answers the attention statuses' counts alone).
         counted = runs.filter(status=status.value, drill=False)
         capped = counted.values("pk")[: COUNT_CAP + 1]
         sql, capped_params = capped.query.sql_with_params()

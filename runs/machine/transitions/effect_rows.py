@@ -23,7 +23,7 @@ from .. import sensitive
 from ..intentions import intended_action
 from . import stop_gate
 from .attempts import intent_of
-from .kernel import DONE_STEP_STATUSES, Change, reset_budget
+from .kernel import DONE_STEP_STATUSES, Change, reset_budget, restart_retry_budget
 from .repeats import earlier_call_may_land, repeat_warning
 
 # Step and tool-call states share their names (StepStatus, ToolCallStatus): one set serves.
@@ -298,12 +298,12 @@ class CallEffect(EffectRow):
         for the errors of its model turns (runs.agents.agent_loop), and the model has
         answered since the last of them (this call is its answer): the wait is no failure
         of the step. So the claim that resumes the step is the first attempt of a new budget
-        (budget_attempt_base, as a person's retry starts one) and its elapsed time runs from
-        that claim (lease_cycle.advance), not through the wait. The call's own budget counts
-        the call's waits."""
+        (restart_retry_budget, the part of a person's retry that starts one) and its elapsed
+        time runs from that claim (lease_cycle.advance), not through the wait. The call's own
+        budget counts the call's waits."""
         step = self.step
         step.lease_owner, step.lease_expires_at = "", None
-        step.budget_attempt_base, step.budget_started_at = step.attempt, None
+        restart_retry_budget(step)
 
     def stopped(self, change: Change, message: str) -> None:
         """The agent step stops with its call, in the call's state."""

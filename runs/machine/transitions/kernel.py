@@ -341,12 +341,13 @@ def require_evidence(verdict, evidence: str, what: str) -> None:
         raise EvidenceRequired(f"{what}: the evidence is {problem}")
 
 
+def restart_retry_budget(step: Step) -> None:
+    # The next claim is the budget's first attempt, and its elapsed time runs from there.
+    step.budget_attempt_base, step.budget_started_at = step.attempt, None
+
 def reset_budget(step: Step) -> None:
-    step.budget_attempt_base = step.attempt
-    step.budget_started_at = None
-    step.format_failures = 0
-    step.lookup_failures = 0
-    step.next_attempt_at = None
+    restart_retry_budget(step)
+    step.format_failures, step.lookup_failures, step.next_attempt_at = 0, 0, None
 
 def audit_state(run: Run, step: Step | None = None) -> dict:
     snap = {"status": run.status}
