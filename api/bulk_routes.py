@@ -27,6 +27,7 @@ from runs.reads.selectors import RunFilters
 from .bulk_schemas import BulkIn, BulkJobOut
 from .errors import error_body, invalid_field, no_acting_user
 from .operator_routes import not_read
+from .parser import refuse_unknown_query
 from .schemas import MAX_RUN_ID, Error, InvalidRequest
 
 
@@ -85,6 +86,8 @@ def register(api, *, headers: dict) -> None:
                     "not aimed at one, or one no version of the workflow declares; "
                     "`errors` names the field.")
     def start_bulk(request, payload: BulkIn):
+        if (refused := refuse_unknown_query(request, ())) is not None:
+            return refused
         token = request.auth
         if token.acting_user is None:
             return no_acting_user(token, "start a bulk job")
@@ -140,6 +143,8 @@ def register(api, *, headers: dict) -> None:
                     "ended each way. 404: no such job that the token's person may follow (their "
                     "own, or any for a superuser) on one of the token's workflows.")
     def get_bulk(request, job_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
+        if (refused := refuse_unknown_query(request, ())) is not None:
+            return refused
         token = request.auth
         if token.acting_user is None:
             return no_acting_user(token, "follow a bulk job")
@@ -157,6 +162,8 @@ def register(api, *, headers: dict) -> None:
         description="No further run is acted on; what was done stays done. 409: the job "
                     "had already finished.")
     def cancel_bulk(request, job_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
+        if (refused := refuse_unknown_query(request, ())) is not None:
+            return refused
         token = request.auth
         if token.acting_user is None:
             return no_acting_user(token, "cancel a bulk job")

@@ -99,6 +99,8 @@ def dispatch_state(request, workflow: str = _NAME_IN_PATH):
 
 
 def _change(request, workflow: str, payload: PauseIn, *, pause: bool):
+    if (refused := refuse_unknown_query(request, ())) is not None:
+        return refused
     token = request.auth
     refused = _refusal(token, workflow)
     if refused:

@@ -93,20 +93,31 @@ BODY_ANSWERS = {
     415: "The body was not sent as application/json.",
 }
 
+# The answer any operation gives when the database does not answer (api.routes).
+UNAVAILABLE = (503, "The database did not answer; nothing was done "
+                    "(`database_unavailable`): try again after `Retry-After` seconds.")
 
-def declare_body_answers(schema: dict) -> None:
-    """Say in each operation that takes a body the answers BODY_ANSWERS names, as the
-    document says every other answer: a client generated from it, or a contract test, would
-    otherwise meet an answer it was never told of."""
+
+def declare_common_answers(schema: dict) -> None:
+    """Say in each operation the answers it may give that its own declaration does not name
+    (BODY_ANSWERS where it takes a body, UNAVAILABLE everywhere), as the document says every
+    other answer: a client generated from it, or a contract test, would otherwise meet an
+    answer it was never told of."""
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    retry_after = {"Retry-After": {"description": "Seconds to wait before trying again.",
+                                   "schema": {"type": "integer"}}}
     for methods in schema.get("paths", {}).values():
         for operation in methods.values():
-            if isinstance(operation, dict) and "requestBody" in operation:
+            if not isinstance(operation, dict):
+                continue
+            # Integer keys, like ninja's own (a string one would be a second).
+            responses = operation.setdefault("responses", {})
+            if "requestBody" in operation:
                 for status, description in BODY_ANSWERS.items():
-                    # An integer key, like ninja's own (a string one would be a second).
-                    operation.setdefault("responses", {})[status] = {
-                        "description": description,
-                        "content": {"application/json": {
-                            "schema": {"$ref": "#/components/schemas/Error"}}}}
+                    responses[status] = {"description": description, "content": error}
+            status, description = UNAVAILABLE
+            responses[status] = {"description": description, "content": error,
+                                 "headers": retry_after}
 
 
 def _link_to_state(operation: dict) -> None:

@@ -219,6 +219,8 @@ def register(api, *, headers: dict, refusals: dict) -> None:
                     "on a refusal.")
     def run_action(request, action: ActionName, payload: ActionIn,
                    run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
+        if (refused := refuse_unknown_query(request, ())) is not None:
+            return refused
         token = request.auth
         if selectors.visible_run(run_id, workflows=token.workflows or []) is None:
             return run_not_here(request, token, run_id)
@@ -359,6 +361,8 @@ def register(api, *, headers: dict, refusals: dict) -> None:
                     "recorded.")
     def decide_approval(request, payload: DecisionIn,
                         request_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
+        if (refused := refuse_unknown_query(request, ())) is not None:
+            return refused
         token = request.auth
         approval = visible_request(token, request_id)
         if approval is None:

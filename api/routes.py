@@ -78,7 +78,7 @@ class IntegrationApi(NinjaAPI):
     def get_openapi_schema(self, *, path_prefix=None, path_params=None):
         schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
         openapi.exact_start_body(schema, operation_id="start_run")
-        openapi.declare_body_answers(schema)
+        openapi.declare_common_answers(schema)
         openapi.declare_webhooks(schema)
         return schema
 
@@ -108,7 +108,8 @@ api = IntegrationApi(
     version="1",
     description="Start runs of registered workflows and follow their state. Authenticate "
                 "with `Authorization: Bearer <token>`; tokens are created by an admin in "
-                "Django admin and scoped to workflows.",
+                "Django admin and scoped to workflows. Every operation refuses a query "
+                "parameter it does not declare with 422 naming it; nothing is done.",
     urls_namespace="api",
     auth=TokenAuth(),
     parser=JsonParser(),
@@ -233,6 +234,8 @@ def _accepted(request, run: Run) -> dict:
                 "on any refusal.",
 )
 def start(request, payload: StartRunIn):
+    if (refused := refuse_unknown_query(request, ())) is not None:
+        return refused
     token = request.auth
     with log_context(workflow=payload.workflow, business_key=payload.business_key,
                      actor=token.actor_label):
