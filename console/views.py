@@ -32,6 +32,7 @@ from approvals.operator_actions import (
     act,
     refuse_who_may_not_act,
 )
+from approvals.permissions import can_view, permissions_read_once
 from approvals.selectors import requests_for_run
 from archive import selectors as archived
 from archive.models import ArchivedRun
@@ -280,6 +281,11 @@ def _detail_context(request, detail, *, before: int | None = None) -> dict:
             recommended = next((item["action"] for item in actions
                                 if item["action"].name == recommendation.action.name), None)
     approvals = requests_for_run(run)
+    # Only its approvers and its requester open a request (approvals.permissions.can_view):
+    # the others see its row without a link that would answer them 403.
+    with permissions_read_once(request.user, approvals):
+        for approval in approvals:
+            approval.openable = can_view(request.user, approval)
     return {"run": run, "steps": detail.steps, "actions": actions,
             "generations": generations(run),
             "recommendation": recommendation, "recommended": recommended,
