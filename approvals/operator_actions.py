@@ -40,7 +40,7 @@ from runs.waiting import schedules
 from .four_eyes import request_operator_action
 from .models import ApprovalRequest
 from .timeouts import clock
-from .withdrawal import withdraw_unawaited_of
+from .withdrawal import NOT_WAITING_STATUSES, withdraw_unawaited_of
 
 logger = logging.getLogger(__name__)
 
@@ -142,13 +142,18 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
             _check(access, action, spec, run_id, user, seen)
             refuse_input_not_read(action, given)
             # The locked row, as it was before the action (the checks' read, without a lock).
-            waited = access.run is not None and access.run.status == RunStatus.WAITING
+            before = access.run.status if access.run is not None else None
+            waited = before == RunStatus.WAITING
             with within_caller_transaction(locked=access.run) if locks else nullcontext():
                 run = spec.perform(run_id, actor=Actor.for_user(user), given=given)
-        if spec.takes_call:
-            # An action on one tool call may end its wait (a cancel): its request is
-            # withdrawn now, before the agent's next turn proposes a call in its place. Other
-            # ended waits are the sweep's: no later request takes their place.
+        if spec.takes_call or (before is not None and before not in NOT_WAITING_STATUSES):
+            # An action may end a wait for a person (a tool call cancelled, the run
+            # terminated, cancelled or compensated): its request is withdrawn now, not at the
+            # sweep's full look a minute later. Left pending, it stays in the approvers'
+            # inboxes, the agent's next turn supersedes it as if the model had proposed a
+            # change, and a run reopened and resumed meanwhile waits again on the request
+            # asked before it ended. (From any other state, its requests were awaited by no one
+            # already: the sweep and a decision withdraw them.)
             withdraw_unawaited_of(run_id, clock())
     except SecondPersonRequired as exc:
         # The transition refused only for want of a second person (every other refusal
