@@ -280,6 +280,9 @@ def _deliver(pk: int, now: datetime, defer_until: datetime | None,
             note.save(update_fields=["status", "last_error"])
             logger.info("notification %s to %s skipped: %s", note.pk, note.recipient, unasked)
             return "skipped", None
+        # To the person's address as it is now: one they changed since this was queued (a
+        # mailbox handed over, or no longer theirs) is not sent the payload and the link.
+        note.recipient = note.user.email
         if defer_until is not None:
             # No attempt is counted (none was made). Moved to the time the server is tried
             # again rather than left due: each pass would otherwise spend a timeout on the
@@ -324,8 +327,8 @@ def _attempt(note: Notification, approval: ApprovalRequest,
             note.provider_message_id = note.message_id
             note.last_error = ""
             outcome = "sent"
-    note.save(update_fields=["status", "attempts", "next_attempt_at", "last_error",
-                             "sent_at", "provider_message_id"])
+    note.save(update_fields=["recipient", "status", "attempts", "next_attempt_at",
+                             "last_error", "sent_at", "provider_message_id"])
     return outcome, unanswered_until
 
 
@@ -349,6 +352,8 @@ def _no_longer_asked(note: Notification, approval: ApprovalRequest,
         return f"{note.user.get_username()} was deactivated before delivery"
     if not can_decide(recipients.get(note.user_id, note.user), approval):
         return f"{note.user.get_username()} may no longer decide it (no longer an approver)"
+    if not note.user.email:
+        return f"{note.user.get_username()} has no email address any more"
     return None
 
 

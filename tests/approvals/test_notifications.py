@@ -140,8 +140,9 @@ def test_a_queued_subject_with_a_line_break_is_sent_sanitised(pending, mailoutbo
 
 def test_a_notification_that_cannot_be_built_fails_at_once_with_its_reason_everywhere(
         pending, client, mailoutbox, t0):
-    Notification.objects.filter(recipient="ann@example.com").update(
-        recipient="ann@example.com\r\nBcc: evil@example.com")
+    # The address is the person's as it is when sent (an account saved around the form's
+    # checks).
+    User.objects.filter(username="ann").update(email="ann@example.com\r\nBcc: evil@example.com")
     report = notifications.publish_notifications(now=t0)
     assert (report.sent, report.retrying, report.failed) == (1, 0, 1)
     note = Notification.objects.get(recipient__startswith="ann@")
