@@ -45,6 +45,7 @@ from .four_eyes import request_bulk_operator_action, requester_refusal
 from .models import BulkJob, BulkJobStatus, BulkOutcome
 from .operator_actions import ActionForbidden, ActionInputError, NoSuchRun, act
 from .timeouts import clock
+from .withdrawal import withdraw_unawaited_of
 
 logger = logging.getLogger(__name__)
 
@@ -435,6 +436,9 @@ def apply_approved(job_id: int, *, actor, approved_by) -> None:
         except (TransitionNotAllowed, ActionInputError) as exc:
             _finish_row(job, row.run_id, Outcome.REFUSED, f"after approval: {exc}")
         else:
+            # As when one person acts (operator_actions.act): a wait the action ended loses
+            # its request now, not at the sweep's next full look.
+            withdraw_unawaited_of(row.run_id, clock())
             _finish_row(job, row.run_id, Outcome.DONE,
                     f"{spec.label}: done, approved by {approved_by.label}")
 

@@ -60,7 +60,7 @@ from .timeouts import (
     time_out,
     timed_out,
 )
-from .withdrawal import is_still_awaited, withdraw
+from .withdrawal import is_still_awaited, withdraw, withdraw_unawaited_of
 
 logger = logging.getLogger(__name__)
 
@@ -385,6 +385,9 @@ def _apply(approval: ApprovalRequest, now: datetime) -> None:
                 approval.run_id, actor=requester, approved_by=_decider(approval),
                 given=ActionInput(reason=approval.snapshot.get("reason", ""),
                                   step=dict(approval.params).get("step", "")))
+        # As when one person acts (operator_actions.act): a wait the action ended loses its
+        # request now, not at the sweep's next full look.
+        withdraw_unawaited_of(approval.run_id, now)
         return
     if approval.kind == RequestKind.TOOL_CALL:
         # The one rule of tool call approvals (the call still waits, with arguments of

@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from approvals import decisions
+from approvals.four_eyes import request_operator_action
 from approvals.models import ApprovalRequest, RequestStatus
 from approvals.operator_actions import act
 from approvals.selectors import inbox
@@ -65,3 +66,23 @@ def test_a_request_asked_before_the_run_ended_never_decides_it_once_reopened(
     fresh = open_request(run)
     assert fresh.pk != asked.pk
     assert ApprovalRequest.objects.filter(run=run, status=RequestStatus.PENDING).count() == 1
+
+
+def test_an_end_a_second_person_approved_withdraws_the_runs_request_at_once(
+        ann, approvers, operators):
+    olga, omar = operators
+    run = waiting_run()
+    asked = open_request(run)
+    terminate, created = request_operator_action(run, action="terminate", requested_by=olga,
+                                                 reason="vendor fraud")
+    assert created
+
+    decision = decisions.decide(terminate.pk, user=omar, approved=True,
+                                decision_id=uuid.uuid4())
+
+    assert decision.outcome == "recorded"
+    run.refresh_from_db()
+    assert run.status == RunStatus.TERMINATED
+    asked.refresh_from_db()
+    assert asked.status == RequestStatus.WITHDRAWN and "the run ended" in asked.comment
+    assert not inbox(ann).filter(pk=asked.pk).exists()
