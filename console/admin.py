@@ -55,6 +55,7 @@ from .access import (
     RoleError,
     change_role,
     group_permissions,
+    may_edit_user,
     record_group_permissions,
     record_object_permissions,
     record_user_changes,
@@ -285,6 +286,16 @@ class AuditedUserAdmin(StorableFiltersAdmin, UserAdmin):
     def get_object(self, request, object_id, from_field=None):
         return with_permissions(super().get_object(request, object_id, from_field),
                                 "user_permissions")
+
+    def has_change_permission(self, request, obj=None):
+        # The password form asks this too: see console.access.may_edit_user.
+        return super().has_change_permission(request, obj) and (
+            obj is None or may_edit_user(request.user, obj))
+
+    def has_delete_permission(self, request, obj=None):
+        # Asked for each user of a bulk delete as well (Django's get_deleted_objects).
+        return super().has_delete_permission(request, obj) and (
+            obj is None or may_edit_user(request.user, obj))
 
     def get_readonly_fields(self, request, obj=None):
         # Django lets whoever may change users give any user (themselves too) superuser
