@@ -10,12 +10,11 @@ something other than what the API acts on.
 
 import json
 import math
-import sys
 
 from ninja import Status
 from ninja.parser import Parser
 
-from runs.machine.storable import NotFinite, finite_json
+from runs.machine.storable import NotFinite, TooManyDigits, finite_json
 
 JSON = "application/json"
 # A body of nothing but non-finite numbers could otherwise be answered with an error per
@@ -59,10 +58,10 @@ def _unreadable(exc: Exception) -> str:
                 f"{exc.start}: {exc.reason})")
     if isinstance(exc, RecursionError):
         return "the request body nests objects or lists too deeply to be read"
-    if "integer string conversion" in str(exc):
+    if isinstance(exc, TooManyDigits):
         # Python's guard against quadratic-time parsing, worded for the client.
-        return (f"the request body holds an integer of more than "
-                f"{sys.get_int_max_str_digits()} digits; no field takes one")
+        return (f"the request body holds an integer of more than {exc.limit} digits; no "
+                "field takes one")
     return "the request body is not valid JSON"
 
 

@@ -6,6 +6,7 @@ anything is written, and names the problem instead of failing in the database.""
 import argparse
 import json
 import math
+import sys
 import unicodedata
 
 NUL = "\x00"
@@ -187,12 +188,31 @@ class NotFinite(ValueError):
         self.texts, self.data = texts, data
 
 
+class TooManyDigits(ValueError):
+    """JSON text holding a whole number of more digits than Python reads
+    (sys.get_int_max_str_digits, its guard against quadratic-time parsing). `digits`: how
+    many it has; `limit`: how many Python reads."""
+
+    def __init__(self, digits: int, limit: int):
+        super().__init__(f"a whole number of {digits:,} digits, more than the {limit} "
+                         "Python reads")
+        self.digits, self.limit = digits, limit
+
+
 def finite_json(text: str | bytes):
     """JSON text read as every entry point reads JSON from outside: json.loads, refusing
     NaN and Infinity (which JSON has not, though Python reads them) and literals too large
     for a float (1e400, which Python reads as infinity) with NotFinite. jsonb cannot store
-    them, and no rule can compare them as numbers."""
+    them, and no rule can compare them as numbers. A whole number longer than Python reads is
+    refused with TooManyDigits (where json.loads raises a ValueError naming Python's
+    setting)."""
     non_finite = []
+
+    def whole(written: str) -> int:
+        digits, limit = len(written.lstrip("-")), sys.get_int_max_str_digits()
+        if limit and digits > limit:
+            raise TooManyDigits(digits, limit)
+        return int(written)
 
     def number(written: str) -> float:
         value = float(written)
@@ -200,7 +220,7 @@ def finite_json(text: str | bytes):
             non_finite.append(written)
         return value
 
-    data = json.loads(text, parse_float=number, parse_constant=number)
+    data = json.loads(text, parse_float=number, parse_int=whole, parse_constant=number)
     if non_finite:
         raise NotFinite(non_finite, data)
     return data

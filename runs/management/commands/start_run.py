@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from audit.chain import Actor
 from runs.machine.errors import StartRefused
-from runs.machine.storable import NotFinite, finite_json
+from runs.machine.storable import NotFinite, TooManyDigits, finite_json
 from runs.machine.transitions import start_run
 
 
@@ -22,6 +22,8 @@ class Command(BaseCommand):
             data = finite_json(input)
         except json.JSONDecodeError as exc:
             raise CommandError(f"--input is not valid JSON: {exc}") from None
+        except TooManyDigits as exc:
+            raise CommandError(f"--input holds {exc}; nothing was started") from None
         except RecursionError:
             raise CommandError("--input is nested too deeply to read as JSON") from None
         except NotFinite as exc:
