@@ -3,6 +3,7 @@ so read-only (they change only through runs.machine.transitions, the console's a
 along indexes at a million runs. A search finds runs through the console's own search
 (runs.reads.search.search_branches), so admin and console cannot disagree about what matches."""
 
+import json
 from datetime import timedelta
 from functools import cache
 
@@ -31,6 +32,7 @@ from .models import (
     Step,
     Workflow,
 )
+from .reads.agent_selectors import declared_tool, shown_value
 from .reads.search import key_matches, search_branches
 from .world_models import EVENT_STATES
 
@@ -249,6 +251,11 @@ class ToolCallAdmin(RunSearchAdmin):
     list_select_related = ["step"]
     ordering = ["-id"]
     sortable_by = ["id"]
+    # Shown as the console shows them (runs.reads.agent_selectors.shown_value), never as
+    # stored: the row keeps what the call runs with, a credential the model passed or the
+    # tool returned included.
+    exclude = ["arguments", "result"]
+    readonly_fields = ["shown_arguments", "shown_result"]
 
     @admin.display(description="run")
     def run(self, call):
@@ -257,6 +264,16 @@ class ToolCallAdmin(RunSearchAdmin):
     @admin.display(description="step")
     def step_name(self, call):
         return call.step.name
+
+    @admin.display(description="arguments")
+    def shown_arguments(self, call):
+        return json.dumps(shown_value(declared_tool(call), call.arguments), indent=2)
+
+    @admin.display(description="result")
+    def shown_result(self, call):
+        if call.result is None:
+            return "-"
+        return json.dumps(shown_value(declared_tool(call), call.result), indent=2)
 
 
 @admin.register(AgentTurn)

@@ -93,6 +93,24 @@ class Conversation:
 TURN_PAGE = 50
 
 
+def shown_value(tool, value):
+    """A tool call's arguments or result as people see them (the console, the API, Django
+    admin): the fields `tool` declares sensitive and anything that looks like a credential
+    masked; nothing of it for a call whose tool is no longer declared (`tool` None), which
+    leaves no declaration to honour."""
+    return shown_arguments(tool, value) if tool is not None else REDACTED
+
+
+def declared_tool(call: ToolCall):
+    """The tool `call` asked for, as its run's workflow version declares it; None when that
+    version, its agent step or the tool is no longer registered. Two queries (the call's step
+    and run) unless they are loaded."""
+    run = call.step.run
+    spec = definition.step_of(definition.registry.get(run.workflow_name, run.workflow_version),
+                              call.step.name)
+    return spec.tools.get(call.tool) if isinstance(spec, definition.AgentSpec) else None
+
+
 def conversations(run, steps: list[Step], *, first_turn: int = 0,
                   turns: int | None = None) -> list[Conversation]:
     """The conversation of each agent step of `run` (empty for a run without one): with
@@ -137,12 +155,10 @@ def conversations(run, steps: list[Step], *, first_turn: int = 0,
             c.turn, Turn(c.turn, "", 0, ""))
         turn.calls.append({
             "ref": c.ref, "tool": c.tool, "kind": c.kind, "impact": c.impact,
-            "status": c.status, "arguments": (shown_arguments(tool, c.arguments) if tool is not None
-                          else REDACTED),
+            "status": c.status, "arguments": shown_value(tool, c.arguments),
             # What the tool returned, masked as its arguments are (declared fields and
             # anything that looks like a credential).
-            "result": (None if c.result is None else shown_arguments(tool, c.result)
-                       if tool is not None else REDACTED),
+            "result": None if c.result is None else shown_value(tool, c.result),
             "args_hash": c.args_hash, "key": c.idempotency_key, "attempt": c.attempt,
             "remote_ref": c.remote_ref, "compensation_ref": c.compensation_ref,
             "compensation_key": c.compensation_key,
