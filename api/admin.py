@@ -29,6 +29,7 @@ from .tokens import (
     token_create,
     token_revoke,
     token_save,
+    workflows_beyond,
 )
 
 
@@ -52,8 +53,18 @@ class ApiTokenForm(forms.ModelForm):
         names = sorted(set(registry.names()) | set(self.instance.workflows or []))
         self.fields["workflows"].choices = [(n, n) for n in names]
 
+    # Who fills the form in (ApiTokenAdmin.get_form): the workflows they may give a token.
+    maker = None
+
     def clean_workflows(self):
-        return sorted(set(self.cleaned_data["workflows"]))
+        chosen = sorted(set(self.cleaned_data["workflows"]))
+        # The ones it had stay, whoever edits it (api.tokens.token_save's rule).
+        beyond = workflows_beyond(self.maker, set(chosen) - set(self.instance.workflows or []))
+        if beyond:
+            raise forms.ValidationError(
+                f"You may not give a token {', '.join(beyond)}: a token reaches only "
+                "workflows whose runs you may view.", code="workflow_beyond_maker")
+        return chosen
 
     def clean_expires_at(self):
         expires_at = self.cleaned_data["expires_at"]
@@ -94,6 +105,11 @@ class ApiTokenAdmin(StorableFiltersAdmin):
         return ["name", "prefix", "workflows", "rate_limit", "expires_at", "acting_user",
                 "created_at",
                 "created_by", "last_used_at", "revoked_at", "revoked_by"]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.maker = request.user
+        return form
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         # The one rule of whom a token may act for (api.tokens), as the field's choices: a

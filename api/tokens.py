@@ -22,6 +22,8 @@ from django.utils import timezone
 from audit.access import AccessAction, record_access_change
 from audit.chain import Actor
 from runs.machine.storable import text_problem
+from runs.models import Workflow
+from runs.permissions import VIEW, grant_for
 
 from .models import ApiToken
 
@@ -88,13 +90,38 @@ def acting_user_choices(creator):
     return users.filter(pk=creator.pk)
 
 
+def workflows_beyond(creator, workflows) -> list[str]:
+    """The workflows among `workflows` whose runs `creator` may not view, which they may
+    not give a token either: a token starts and reads runs of its workflows, so a person
+    allowed to make tokens would otherwise reach, a form away, the runs of any workflow.
+    None (the system, a command) and a superuser reach every workflow."""
+    names = sorted(set(workflows))
+    if creator is None or creator.is_superuser or not names:
+        return []
+    grant = grant_for(creator, VIEW)
+    if grant.everywhere:
+        return []
+    rows = dict(Workflow.objects.filter(name__in=names).values_list("name", "pk"))
+    return [name for name in names if not grant.covers(rows.get(name, 0))]
+
+
+def refuse_workflows_beyond(creator, workflows) -> None:
+    """PermissionDenied naming the workflows `creator` may not give a token."""
+    beyond = workflows_beyond(creator, workflows)
+    if beyond:
+        raise PermissionDenied(f"{creator.get_username()} may not give a token "
+                               f"{', '.join(beyond)}: a token reaches only workflows whose "
+                               "runs its maker may view")
+
+
 def token_create(*, name: str, workflows: list[str], rate_limit: int | None = None,
                  expires_at: datetime | None | _Default = DEFAULT_EXPIRY, created_by=None,
                  acting_user=None, now: datetime | None = None) -> tuple[ApiToken, str]:
     """Create a token; returns it and its plaintext (shown once, never stored). It expires
     at `expires_at` (None: never), by default API_TOKEN_DEFAULT_DAYS from now; ExpiryPassed
     if that moment is not in the future, PermissionDenied if `created_by` may not make a
-    token act for `acting_user` (acting_user_choices); nothing is written then."""
+    token act for `acting_user` (acting_user_choices) or give it a workflow beyond their
+    own (workflows_beyond); nothing is written then."""
     now = now or timezone.now()
     if isinstance(expires_at, _Default):
         expires_at = default_expiry(now)
@@ -104,6 +131,7 @@ def token_create(*, name: str, workflows: list[str], rate_limit: int | None = No
         raise PermissionDenied(f"{created_by.get_username()} may not make a token that acts "
                                f"for {acting_user.get_username()}: only a superuser makes "
                                "one for another person")
+    refuse_workflows_beyond(created_by, workflows)
     for _ in range(3):
         token = ApiToken(name=name, workflows=sorted(set(workflows)), rate_limit=rate_limit,
                          expires_at=expires_at, created_by=created_by, created_at=now,
@@ -125,9 +153,11 @@ def token_create(*, name: str, workflows: list[str], rate_limit: int | None = No
 def token_save(token: ApiToken, *, by) -> None:
     """Save a changed token (its workflows, rate limit or expiry) and record its scope's
     change in the access chain, in one transaction; nothing is recorded if the scope is as
-    it was."""
+    it was. PermissionDenied, with nothing written, if `by` adds a workflow beyond their own
+    (workflows_beyond: the ones it had stay, whoever edits it)."""
     with transaction.atomic():
         before = token_scope(ApiToken.objects.select_for_update().get(pk=token.pk))
+        refuse_workflows_beyond(by, set(token.workflows or []) - set(before["workflows"]))
         token.save()
         if token_scope(token) != before:
             record_token_access(token, AccessAction.API_TOKEN_SCOPE_CHANGED, by=by,

@@ -6,9 +6,12 @@ person who signs in only through single sign-on has no other way to the API)."""
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from guardian.shortcuts import assign_perm
 
 from api.models import ApiToken
 from audit.models import AccessRecord
+from runs.models import Workflow
+from tests.factories import new_run
 
 pytestmark = pytest.mark.django_db
 
@@ -19,6 +22,9 @@ def token_clerk(client):
     clerk.user_permissions.set(Permission.objects.filter(
         content_type__app_label="api", codename__in=["add_apitoken", "view_apitoken",
                                                      "change_apitoken"]))
+    # A token reaches only workflows whose runs its maker may view.
+    new_run("test-orders")
+    assign_perm("runs.view_runs", clerk, Workflow.objects.get(name="test-orders"))
     client.force_login(clerk)
     return clerk
 
