@@ -33,7 +33,7 @@ from runs.machine.single_pass import single_pass
 from runs.machine.storable import printable
 
 from . import public_network
-from .models import WebhookDelivery
+from .models import WebhookDelivery, WebhookSubscriber
 from .webhook_cursors import queue_deliveries, takes
 
 logger = logging.getLogger(__name__)
@@ -127,6 +127,8 @@ def send_due(*, now: datetime | None = None, limit: int = 100) -> PublishReport:
     unanswered: dict[int, datetime] = {}
     with DeadlinePoster(settings.WEBHOOK_TIMEOUT_SECONDS) as poster:
         for delivery in due:
+            if not _subscriber_as_now(delivery):
+                continue
             if not still_subscribed(delivery):
                 _withdraw(delivery, report)
                 continue
@@ -138,6 +140,22 @@ def send_due(*, now: datetime | None = None, limit: int = 100) -> PublishReport:
             if code is None:
                 unanswered[delivery.subscriber_id] = retry_at
     return report
+
+
+def _subscriber_as_now(delivery: WebhookDelivery) -> bool:
+    """Read the delivery's subscriber again, as an admin left it: whether it is still active.
+
+    The due deliveries are read with their subscribers once, when the pass begins, and a
+    pass may spend WEBHOOK_TIMEOUT_SECONDS on each of them: an admin who deactivates a
+    subscriber, corrects its URL or replaces its secret meanwhile would otherwise see the
+    rest of the pass sent to it as it was, to the old URL, signed with the old secret."""
+    now = (WebhookSubscriber.objects.filter(pk=delivery.subscriber_id)
+           .values("active", "url", "secret", "workflows").first())
+    if now is None or not now["active"]:
+        return False
+    for name, value in now.items():
+        setattr(delivery.subscriber, name, value)
+    return True
 
 
 class DeadlinePoster:
