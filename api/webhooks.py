@@ -110,7 +110,11 @@ def send_due(*, now: datetime | None = None, limit: int = 100) -> PublishReport:
 
     A subscriber whose endpoint gives no answer (a timeout, a refused connection) is not
     tried again in the same pass: with up to `limit` deliveries each waiting out the
-    deadline, one dead endpoint would hold every other subscriber's deliveries back.
+    deadline, one dead endpoint would hold every other subscriber's deliveries back. Nor is
+    one whose exchanges in the pass have taken WEBHOOK_TIMEOUT_SECONDS together: a receiver
+    that answers each delivery just within the deadline (a gateway's 504, a busy service's
+    204) would hold them back as long. Either way the rest of its deliveries are deferred,
+    not tried and their attempts untouched.
 
     A subscriber an admin deactivated is sent nothing, not even what was queued for it
     before: deactivating is how a subscriber is stopped (it is never deleted). Its pending
@@ -125,6 +129,8 @@ def send_due(*, now: datetime | None = None, limit: int = 100) -> PublishReport:
            .order_by("next_attempt_at", "pk")[:limit])
     # Subscribers that gave no answer in this pass, with when their endpoint is tried again.
     unanswered: dict[int, datetime] = {}
+    # Seconds each subscriber's exchanges have taken in this pass.
+    spent: dict[int, float] = {}
     with DeadlinePoster(settings.WEBHOOK_TIMEOUT_SECONDS) as poster:
         for delivery in due:
             if not _subscriber_as_now(delivery):
@@ -135,7 +141,16 @@ def send_due(*, now: datetime | None = None, limit: int = 100) -> PublishReport:
             if delivery.subscriber_id in unanswered:
                 _defer(delivery, unanswered[delivery.subscriber_id], report)
                 continue
+            if spent.get(delivery.subscriber_id, 0.0) >= poster.seconds:
+                # Its receiver answers, but slowly: the pass's share of one subscriber is
+                # one deadline. The rest wait behind what else is due by the time they are
+                # passed over, so the next pass too sends the others' first.
+                _defer(delivery, max(now, timezone.now()), report)
+                continue
+            started = time.monotonic()
             code, error = _attempt(poster, delivery)
+            spent[delivery.subscriber_id] = (spent.get(delivery.subscriber_id, 0.0)
+                                             + time.monotonic() - started)
             retry_at = _record_attempt(delivery, now, code, error, report)
             if code is None:
                 unanswered[delivery.subscriber_id] = retry_at
