@@ -22,17 +22,48 @@ import httpcore
 import httpx
 from django.conf import settings
 
+# IPv6 prefixes whose last 32 bits are an IPv4 address that a translator, or a host's own
+# stack, connects to: NAT64's well-known and local-use prefixes (RFC 6052, 8215),
+# IPv4-translated addresses (RFC 2765) and the deprecated IPv4-compatible ones (RFC 4291).
+_CARRYING_IPV4 = [ipaddress.ip_network(prefix) for prefix in (
+    "64:ff9b::/96", "64:ff9b:1::/48", "::ffff:0:0:0/96", "::/96")]
 
-def address_refusal(address: str) -> str | None:
-    """Why a connection to `address` (an IP address as text) is refused, or None."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])  # an IPv6 zone names no other host
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1
+
+def _carried_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address reaches through, if it carries one: mapped
+    (::ffff:a.b.c.d), 6to4 (2002:AABB:CCDD::), Teredo (its client), or a prefix above."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]
+    if any(ip in prefix for prefix in _CARRYING_IPV4) and int(ip) > 1:  # not :: or ::1
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def _refusal_of(ip) -> str | None:
     if ip.is_global and not ip.is_multicast:
         return None
-    kind = ("loopback" if ip.is_loopback else "link-local" if ip.is_link_local
+    return ("loopback" if ip.is_loopback else "link-local" if ip.is_link_local
             else "private" if ip.is_private else "non-public")
-    return f"{address} is a {kind} address"
+
+
+def address_refusal(address: str) -> str | None:
+    """Why a connection to `address` (an IP address as text) is refused, or None. An IPv6
+    address that carries an IPv4 one is judged by both: 64:ff9b::7f00:1 reaches 127.0.0.1
+    through a NAT64 gateway, 2002:a9fe:a9fe:: reaches 169.254.169.254 through 6to4."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])  # an IPv6 zone names no other host
+    carried = _carried_ipv4(ip) if isinstance(ip, ipaddress.IPv6Address) else None
+    if carried is not None and ip.ipv4_mapped is not None:
+        ip, carried = carried, None  # ::ffff:127.0.0.1 is 127.0.0.1
+    kind = _refusal_of(ip)
+    if kind is None and carried is not None:
+        kind = _refusal_of(carried)
+        if kind is not None:
+            return f"{address} is a {kind} address ({carried}) behind an IPv6 one"
+    return None if kind is None else f"{address} is a {kind} address"
 
 
 class PublicOnlyBackend(httpcore.AnyIOBackend):
