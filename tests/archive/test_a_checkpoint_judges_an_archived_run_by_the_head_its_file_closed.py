@@ -9,6 +9,7 @@ from django.core.management.base import CommandError
 
 from archive.models import ArchivedRun, ArchiveFile
 from audit.models import AuditRecord
+from tests.archive.conftest import triggers_off
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +38,8 @@ def test_a_run_set_back_before_it_was_archived_is_named(finished_run, tmp_path):
     # The file's recorded head as it would be had the chain been set back to seq 2 first.
     archive = ArchiveFile.objects.get()
     earlier = {str(run.pk): [2, "0" * 64]}
-    ArchiveFile.objects.filter(pk=archive.pk).update(heads=earlier)
+    with triggers_off():  # archive file records are kept as written (archive 0006)
+        ArchiveFile.objects.filter(pk=archive.pk).update(heads=earlier)
 
     with pytest.raises(CommandError) as failed:
         call_command("audit_checkpoint", "check", str(checkpoint))

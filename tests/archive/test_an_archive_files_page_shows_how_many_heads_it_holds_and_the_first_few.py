@@ -16,6 +16,7 @@ from archive.admin import HEADS_SHOWN
 from archive.models import ArchivedRun, ArchiveFile, ArchiveRemoval
 from runs.admin import console_run_url
 from runs.models import Workflow
+from tests.archive.conftest import triggers_off
 
 pytestmark = pytest.mark.django_db
 
@@ -95,7 +96,8 @@ def test_a_tombstone_whose_run_is_not_in_its_files_heads_says_so(big_file, admin
     tombstone = ArchivedRun.objects.get()
     heads = ArchiveFile.objects.get().heads
     del heads[str(RUNS)]
-    ArchiveFile.objects.update(heads=heads)
+    with triggers_off():  # archive file records are kept as written (archive 0006)
+        ArchiveFile.objects.update(heads=heads)
     shown = admin.get(f"/admin/archive/archivedrun/{tombstone.pk}/change/")
 
     assert shown.status_code == 200
@@ -114,8 +116,9 @@ def test_a_list_naming_the_file_reads_no_heads(big_file, admin, page):
 
 def test_the_runs_a_file_kept_are_counted_and_the_first_listed_by_id(big_file, admin):
     # Kept in no order of theirs, as batches of a removal append them.
-    ArchiveFile.objects.filter(pk=big_file.pk).update(
-        kept_run_ids=list(range(RUNS, RUNS - 3000, -1)))
+    with triggers_off():
+        ArchiveFile.objects.filter(pk=big_file.pk).update(
+            kept_run_ids=list(range(RUNS, RUNS - 3000, -1)))
     shown = admin.get(f"/admin/archive/archivefile/{big_file.pk}/change/")
 
     assert shown.status_code == 200
