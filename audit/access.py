@@ -114,9 +114,13 @@ def access_head() -> tuple[int, str, str]:
     return head if head is not None else (0, "", "")
 
 
-def access_records(*, actor: str = "", action: str = "", since=None, until=None):
-    """The access chain's records matching the filters, newest first."""
+def access_records(*, actor: str = "", action: str = "", since=None, until=None,
+                   by: str = ""):
+    """The access chain's records matching the filters, newest first. `by`: an actor kind
+    (a person's changes, or the system's: a migration, a command)."""
     records = AccessRecord.objects.all()
+    if by:
+        records = records.filter(actor_kind=by)
     if actor:
         records = records.filter(actor_label=actor)
     if action:

@@ -11,13 +11,16 @@ from .models import AuditRecord
 
 def audit_records(*, actor: str = "", action: str = "", run: int | None = None,
                   since: datetime | None = None, until: datetime | None = None,
-                  workflow_ids: frozenset[int] | None = None,
+                  by: str = "", workflow_ids: frozenset[int] | None = None,
                   actor_kind: dict | None = None) -> QuerySet:
-    """Audit records matching the filters, newest first (ids grow with time). `actor_kind`:
+    """Audit records matching the filters, newest first (ids grow with time). `by`: an
+    actor kind ("user": people's records, along audit_person_idx; "system"). `actor_kind`:
     actor_kind_of(actor), when the caller has it already (audit_listing)."""
     records = AuditRecord.objects.select_related("run")
     if workflow_ids is not None:
         records = records.filter(run__workflow_id__in=workflow_ids)
+    if by:
+        records = records.filter(actor_kind=by)
     if actor:
         kind = actor_kind if actor_kind is not None else actor_kind_of(actor)
         records = records.filter(actor_label=actor, **kind)
@@ -80,7 +83,10 @@ def audit_listing(*, workflow_ids: frozenset[int] | None = None,
     actor = filters.get("actor", "")
     kind = actor_kind_of(actor) if actor else {}
     records = audit_records(**filters, workflow_ids=workflow_ids, actor_kind=kind)
-    return records, bool(actor) and not filters.get("run") and not kind
+    # A person's name asked among people's records is read along their label's index
+    # whether or not an account has it: no window.
+    indexed = kind or filters.get("by") == AuditRecord.ActorKind.USER
+    return records, bool(actor) and not filters.get("run") and not indexed
 
 
 def audit_page(records: QuerySet, *, before: int | None, windowed: bool) -> AuditPage:

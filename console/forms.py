@@ -4,6 +4,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.forms.utils import flatatt
 from django.utils.html import format_html, format_html_join
 
+from audit.models import AuditRecord
 from runs.machine.storable import whole_number
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.reads.selectors import DEFAULT_SORT, SORTS, TIME_FIELDS, RunFilters
@@ -105,6 +106,11 @@ class RunFilterForm(FilterForm):
 
 class AuditFilterForm(FilterForm):
     actor = forms.CharField(required=False)
+    # Whose records: people's (an operator's action, an approver's decision) or the
+    # system's (workers, the sweeper, API tokens, commands), as each record says.
+    by = forms.ChoiceField(required=False, label="By", choices=[
+        ("", "anyone"), (AuditRecord.ActorKind.USER, "a person"),
+        (AuditRecord.ActorKind.SYSTEM, "the system")])
     action = forms.CharField(required=False)
     # Text read by whole_number, not an IntegerField: that one reads "٣" as 3 and takes
     # more digits than an id column holds.

@@ -142,3 +142,10 @@ def test_a_person_whose_account_was_deleted_is_still_read_along_it(busy_log):
 def test_a_system_actor_no_person_ever_was_is_still_found_under_its_label(busy_log):
     assert audit_records(actor="host:1").count() == SYSTEM_RECORDS
     assert audit_records(actor="host:1")[:1].get().actor_kind == "system"
+
+
+def test_peoples_records_alone_are_read_along_the_index_of_peoples_records(busy_log):
+    page = audit_records(by="user")[:100]
+    assert {r.actor_kind for r in page} == {"user"} and len(page) == 100
+    scans = [(scan["Node Type"], scan.get("Index Name")) for scan in _scans(page)]
+    assert scans and all(index == "audit_person_idx" for _, index in scans), scans
