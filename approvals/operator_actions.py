@@ -31,7 +31,14 @@ from runs.machine import dispatch
 from runs.machine.errors import SecondPersonRequired, TransitionNotAllowed
 from runs.machine.storable import text_problem
 from runs.machine.transitions import within_caller_transaction
-from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
+from runs.models import (
+    FINAL_RUN_STATUSES,
+    AttentionReason,
+    Run,
+    RunStatus,
+    Step,
+    StepStatus,
+)
 from runs.operator.actions import ACTIONS, ActionInput, ActionInputError
 from runs.operator.reconciliation import answer_by_key
 from runs.permissions import grant_for, run_access
@@ -146,14 +153,16 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
             waited = before == RunStatus.WAITING
             with within_caller_transaction(locked=access.run) if locks else nullcontext():
                 run = spec.perform(run_id, actor=Actor.for_user(user), given=given)
-        if spec.takes_call or (before is not None and before not in NOT_WAITING_STATUSES):
+        if spec.takes_call or (before is not None and (before not in NOT_WAITING_STATUSES
+                                                       or before in FINAL_RUN_STATUSES)):
             # An action may end a wait for a person (a tool call cancelled, the run
             # terminated, cancelled or compensated): its request is withdrawn now, not at the
             # sweep's full look a minute later. Left pending, it stays in the approvers'
             # inboxes, the agent's next turn supersedes it as if the model had proposed a
             # change, and a run reopened and resumed meanwhile waits again on the request
-            # asked before it ended. (From any other state, its requests were awaited by no one
-            # already: the sweep and a decision withdraw them.)
+            # asked before it ended. A run brought back from its end (reopen, re-run) loses
+            # them before it can wait again. (From attention, a request is the same wait's,
+            # taken up again when the run is resumed.)
             withdraw_unawaited_of(run_id, clock())
     except SecondPersonRequired as exc:
         # The transition refused only for want of a second person (every other refusal

@@ -20,6 +20,7 @@ from runs.execution import executor
 from runs.models import RunStatus, StepStatus
 from runs.operator.actions import ActionInput
 from tests.approvals.conftest import open_request, waiting_run
+from tests.factories import place
 
 pytestmark = pytest.mark.django_db
 
@@ -86,3 +87,29 @@ def test_an_end_a_second_person_approved_withdraws_the_runs_request_at_once(
     asked.refresh_from_db()
     assert asked.status == RequestStatus.WITHDRAWN and "the run ended" in asked.comment
     assert not inbox(ann).filter(pk=asked.pk).exists()
+
+
+def test_a_request_left_pending_by_a_run_in_attention_never_decides_it_once_reopened(
+        ann, approvers, operators):
+    olga, _ = operators
+    run = waiting_run()
+    asked = open_request(run)
+    # Held for a person with its request still pending (the sweep has not come by).
+    run = place(run, status=RunStatus.ATTENTION)
+
+    act("terminate", run.pk, user=olga, given=ActionInput(reason="vendor fraud"))
+    act("reopen", run.pk, user=olga, given=ActionInput(reason="fraud ruled out"))
+    asked.refresh_from_db()
+    assert asked.status == RequestStatus.WITHDRAWN
+    act("resume", run.pk, user=olga, given=ActionInput(reason="go on"))
+    executor.advance_run(run.pk, worker="w1")
+    run.refresh_from_db()
+    assert run.status == RunStatus.WAITING
+
+    decision = decisions.decide(asked.pk, user=ann, approved=True, decision_id=uuid.uuid4())
+
+    assert decision.outcome == "closed"
+    run.refresh_from_db()
+    assert run.status == RunStatus.WAITING
+    assert run.steps.get(name="approve").status == StepStatus.WAITING
+    assert not AuditRecord.objects.filter(run=run, action=AuditAction.APPROVAL_DECIDED).exists()

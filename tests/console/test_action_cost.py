@@ -28,6 +28,10 @@ pytestmark = pytest.mark.django_db
 # permission twice); 8 to 10 while the check and the lock were two queries and a reconcile
 # read the steps twice.
 MAX_QUERIES = 8
+# A run brought back from its end loses the approval requests its end left pending before
+# it can wait again (approvals.operator_actions.act): one statement more, for reopen only.
+FROM_AN_END = {"reopen": 1}
+WITHDRAWAL = {"approvals/withdrawal.py", "approvals/requests.py", "approvals/timeouts.py"}
 # The htmx variant draws the run's live part again after the action: the action's own (7 to
 # 8), then the run, its steps, the last audit record per step, the user's permissions (2),
 # step times, approval requests, the timeline and its deliveries (9).
@@ -143,7 +147,8 @@ def test_an_action_reaches_its_audit_record_in_few_queries_and_modules(
     assert record.actor_label == "olga" and record.reason == "measured", action
     statements = [q["sql"] for q in queries.captured_queries
                   if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
-    assert len(statements) <= MAX_QUERIES, "\n".join(s[:120] for s in statements)
+    assert len(statements) <= MAX_QUERIES + FROM_AN_END.get(action, 0), \
+        "\n".join(s[:120] for s in statements)
     assert len(paths) == 1 and len(paths[0]) <= MAX_PATH_FILES, paths
     assert paths[0] == PATH, paths
     assert len(modules) <= MAX_MODULES, sorted(modules)
@@ -152,7 +157,8 @@ def test_an_action_reaches_its_audit_record_in_few_queries_and_modules(
                        "runs/store/", "runs/machine/wakeup.py", "audit/chain.py",
                        "audit/head_seals.py",
                        "runs/definitions/registry.py"}
-    assert {m for m in modules if not m.startswith(tuple(transition_side))} == CALLER_SIDE
+    assert {m for m in modules if not m.startswith(tuple(transition_side))} == CALLER_SIDE | (
+        WITHDRAWAL if action in FROM_AN_END else set())
 
 
 @pytest.mark.parametrize("action", list(CASES))
@@ -171,4 +177,5 @@ def test_an_htmx_action_draws_the_run_again_in_few_queries(client_for, operator,
     assert record.actor_label == "olga" and record.reason == "measured", action
     statements = [q["sql"] for q in queries.captured_queries
                   if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
-    assert len(statements) <= MAX_QUERIES_HTMX, "\n".join(s[:120] for s in statements)
+    assert len(statements) <= MAX_QUERIES_HTMX + FROM_AN_END.get(action, 0), \
+        "\n".join(s[:120] for s in statements)
