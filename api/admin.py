@@ -18,6 +18,7 @@ from django.utils.cache import add_never_cache_headers, patch_cache_control
 from audit.admin import ReadOnlyAdmin, StorableFiltersAdmin
 from runs.admin_search import UUID, IndexedSearchAdmin
 from runs.definitions.definition import registry
+from runs.machine.sensitive import UnreadableValue
 
 from . import subscribers, webhooks
 from .models import ApiToken, WebhookDelivery, WebhookSubscriber
@@ -179,7 +180,7 @@ class WebhookSubscriberForm(forms.ModelForm):
     # Typed, never shown again: a page holding it would leave it in the browser's cache and
     # history, for anyone who may view subscribers to read. Left empty, the secret stays.
     secret = forms.CharField(
-        max_length=WebhookSubscriber._meta.get_field("secret").max_length, required=False,
+        max_length=subscribers.SECRET_MAX_LENGTH, required=False,
         widget=forms.PasswordInput(render_value=False),
         help_text="Signs each delivery; give it to the receiver. Not shown once saved: leave "
                   "empty to keep the current one, type a new one to replace it.")
@@ -247,8 +248,12 @@ class WebhookSubscriberAdmin(StorableFiltersAdmin):
     @admin.display(description="current secret")
     def shown_secret(self, subscriber):
         # Enough to tell which secret is set (the receiver can hash its own), not to sign.
-        digest = hashlib.sha256(subscriber.secret.encode()).hexdigest()[:12]
-        return f"{len(subscriber.secret)} characters, sha256 {digest}… (never shown)"
+        try:
+            secret = subscribers.signing_secret(subscriber)
+        except UnreadableValue as exc:
+            return f"cannot be opened: {exc}"
+        digest = hashlib.sha256(secret.encode()).hexdigest()[:12]
+        return f"{len(secret)} characters, sha256 {digest}… (never shown)"
 
     def save_model(self, request, obj, form, change):
         if change:

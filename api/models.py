@@ -86,9 +86,11 @@ class WebhookSubscriber(models.Model):
 
     name = models.CharField(max_length=100, unique=True)
     url = models.URLField(max_length=500)
-    # Signs each delivery (HMAC-SHA256 over timestamp and body); shown to the admin to hand
-    # to the receiver, never sent.
-    secret = models.CharField(max_length=128)
+    # Signs each delivery (HMAC-SHA256 over timestamp and body); never sent, never shown once
+    # saved. Stored sealed with the field encryption key in use (api.subscribers.
+    # sealed_secret: "enc:<key id>:<Fernet token>"), so a copy of the database does not
+    # sign; opened only to sign (signing_secret).
+    secret = models.CharField(max_length=400)
     workflows = models.JSONField(default=list, blank=True,
                                  help_text="workflow names; empty means every workflow")
     active = models.BooleanField(default=True)

@@ -14,9 +14,13 @@ from django.db import transaction
 from audit.access import AccessAction, record_access_change
 from audit.chain import Actor
 from audit.redaction import REDACTED
+from runs.machine import sensitive
 
 from . import webhook_cursors
 from .models import WebhookSubscriber
+
+# The longest secret a person gives (its sealed form is longer: the model's column).
+SECRET_MAX_LENGTH = 128
 
 # What a secret is recorded as: that it changed, never what it was or became.
 SECRET_NOT_RECORDED = "(not recorded)"
@@ -36,6 +40,20 @@ def recorded_url(url: str) -> str:
                                                                  keep_blank_values=True)],
                       safe="[]")
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def sealed_secret(secret: str) -> str:
+    """A subscriber's secret as it is stored: sealed with the field encryption key in use
+    (runs.machine.sensitive, FIELD_ENCRYPTION_KEYS), never in clear."""
+    return secret if not secret or sensitive.is_sealed(secret) else sensitive.encrypt(secret)
+
+
+def signing_secret(subscriber: WebhookSubscriber) -> str:
+    """The secret `subscriber`'s deliveries are signed with: the stored one opened (one
+    stored in clear, before api 0012 sealed them, as it is). UnreadableValue if it is sealed
+    with a key FIELD_ENCRYPTION_KEYS no longer holds."""
+    secret = subscriber.secret
+    return sensitive.decrypt(secret) if sensitive.is_sealed(secret) else secret
 
 
 def subscriber_state(subscriber: WebhookSubscriber) -> dict:
@@ -77,6 +95,7 @@ def subscriber_create(subscriber: WebhookSubscriber, *, by) -> None:
     with transaction.atomic():
         for cursor, head in webhook_cursors.cursors_at_head().items():
             setattr(subscriber, cursor, head)
+        subscriber.secret = sealed_secret(subscriber.secret)
         subscriber.save()
         record_subscriber_change(subscriber, AccessAction.WEBHOOK_SUBSCRIBER_CREATED,
                                  before={}, after=subscriber_state(subscriber), by=by)
@@ -86,11 +105,15 @@ def subscriber_save(subscriber: WebhookSubscriber, *, by) -> None:
     """Save a changed subscriber and record what changed (a secret as replaced)."""
     with transaction.atomic():
         stored = WebhookSubscriber.objects.select_for_update().get(pk=subscriber.pk)
+        # A secret kept is the stored one, still sealed; a new one is typed in clear.
+        changed = subscriber.secret != stored.secret and \
+            signing_secret(subscriber) != signing_secret(stored)
+        subscriber.secret = sealed_secret(subscriber.secret)
         subscriber.save()
         record_subscriber_change(subscriber, AccessAction.WEBHOOK_SUBSCRIBER_CHANGED,
                                  before=subscriber_state(stored),
                                  after=subscriber_state(subscriber), by=by,
-                                 secret_changed=stored.secret != subscriber.secret,
+                                 secret_changed=changed,
                                  masked_url_changed=stored.url != subscriber.url)
 
 

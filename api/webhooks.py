@@ -29,11 +29,13 @@ from approvals.notifications import public_url
 from audit.access import AccessAction, record_access_change
 from audit.chain import Actor
 from runs.definitions.retry import RetryPolicy
+from runs.machine.sensitive import UnreadableValue
 from runs.machine.single_pass import single_pass
 from runs.machine.storable import printable
 
 from . import public_network
 from .models import WebhookDelivery, WebhookSubscriber
+from .subscribers import signing_secret
 from .webhook_cursors import queue_deliveries, takes
 
 logger = logging.getLogger(__name__)
@@ -226,11 +228,16 @@ def _attempt(poster: DeadlinePoster, delivery: WebhookDelivery) -> tuple[int | N
     # refuse, for good, what a long pass stamped minutes before sending it.
     stamp = str(int(time.time()))
     try:
+        secret = signing_secret(delivery.subscriber)
+    except UnreadableValue as exc:
+        # Not sent unsigned: kept for a key put back, or a secret an admin types again.
+        return None, f"not sent: its secret cannot be opened: {exc}"
+    try:
         code = poster.post(delivery.subscriber.url, body, {
             "Content-Type": "application/json",
             "X-Webhook-Id": str(delivery.delivery_id),
             "X-Webhook-Timestamp": stamp,
-            "X-Webhook-Signature": sign(delivery.subscriber.secret, stamp, body),
+            "X-Webhook-Signature": sign(secret, stamp, body),
         })
     except TimeoutError:
         return None, f"no answer within {poster.seconds:g} s"

@@ -278,7 +278,7 @@ VARIABLES: list[Variable] = [
       "verify): the HMAC-SHA256 seals of the audit chains' heads",
       shown="a development key from SECRET_KEY (refused by console.production)"),
     V("FIELD_ENCRYPTION_KEYS", STR, "", "id:key,... (Fernet keys, the one in use first): "
-      "declared sensitive fields encrypted at rest",
+      "declared sensitive fields and webhook subscribers' secrets encrypted at rest",
       shown="a development key from SECRET_KEY (refused by console.production)"),
     V("TRUSTED_PROXY_COUNT", STR, "0", "how the client's address is found: 0, clients connect "
       "directly; N, behind N proxies appending to X-Forwarded-For (required by "
