@@ -287,10 +287,13 @@ VARIABLES: list[Variable] = [
 BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}
 
 # A variable with one of these prefixes is taken for one of ours: production refuses it
-# unless it is declared above.
+# unless it is declared above. Every declared family is here, except the names other
+# software shares (Django's, Celery's, OpenTelemetry's, LOG_*), where a prefix would refuse
+# their variables too.
 OUR_PREFIXES = ("RUNS_", "API_", "APPROVALS_", "APPROVAL_", "ARCHIVE_", "METRICS_",
                 "WEBHOOK_", "SANDBOX_", "MODEL_", "AXES_", "DB_", "SWEEP_", "EXTERNAL_",
-                "EMAIL_", "SCHEDULES_", "WORKER_")
+                "EMAIL_", "SCHEDULES_", "WORKER_", "BULK_", "AUDIT_", "FIELD_ENCRYPTION_",
+                "TRUSTED_PROXY_", "HTTP_CLIENT_", "CLI_")
 
 _UNSET = object()
 
