@@ -17,6 +17,7 @@ from api.openapi import unstorable
 from approvals.operator_actions import refuse_workflow_action
 from archive.models import ArchivedRun
 from archive.selectors import archived_run
+from runs.definitions.definition import registry
 from runs.machine.storable import NotAnId, id_written
 from runs.models import Workflow
 from runs.permissions import VIEW, grant_for
@@ -74,11 +75,17 @@ def no_run(run_id: int, *, user=None) -> str:
 def workflow_filter_matches(text: str) -> None:
     """A CommandError when --workflow `text` is part of no workflow's name: a misspelt name
     would otherwise read as "no run matches" (approvals.bulk refuses a job on it the same
-    way)."""
-    if text.strip() and not workflow_names_matching(text).exists():
-        known = ", ".join(Workflow.objects.order_by("name").values_list("name", flat=True))
-        raise CommandError(f"--workflow: no workflow's name contains {text.strip()!r} "
-                           f"(workflows: {known or 'none'})")
+    way). A workflow is one with runs (its row) or one the code registers: before its first
+    run, a registered workflow simply has no run to list."""
+    if not text.strip() or workflow_names_matching(text).exists():
+        return
+    part = text.strip().lower()
+    registered = registry.names()
+    if any(part in name.lower() for name in registered):
+        return
+    known = ", ".join(sorted({*registered, *Workflow.objects.values_list("name", flat=True)}))
+    raise CommandError(f"--workflow: no workflow's name contains {text.strip()!r} "
+                       f"(workflows: {known or 'none'})")
 
 
 def user_named(username: str):
