@@ -8,6 +8,7 @@ recovered, and a go / limited / stop verdict with the smallest next step. Nothin
 changes a run: lookups are reads, and they are made only when asked for.
 """
 
+import re
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
@@ -357,34 +358,51 @@ def _verdict(card: Investigation, run: Run, steps: list[Step]) -> None:
 
 
 def to_markdown(card: Investigation) -> str:
-    """The card as Markdown, to paste into a ticket."""
-    lines = [f"# Investigation: run {card.run_id} ({card.workflow} {card.business_key})", "",
-             f"Made {card.made_at:%Y-%m-%d %H:%M:%S %Z}; state **{card.status}**; "
+    """The card as Markdown, to paste into a ticket. Every value is written as text
+    (markdown_text): a business key, a remote system's error message or reference is not
+    the card's markup."""
+    text = markdown_text
+    lines = [f"# Investigation: run {card.run_id} ({text(card.workflow)} "
+             f"{text(card.business_key)})", "",
+             f"Made {card.made_at:%Y-%m-%d %H:%M:%S %Z}; state **{text(card.status)}**; "
              f"lookups {'made now' if card.lookups_made else 'not made'}.", "",
-             f"**Verdict: {card.verdict}.** Next: {card.next_step}", "",
+             f"**Verdict: {text(card.verdict)}.** Next: {text(card.next_step)}", "",
              f"Audit chain: {_chain_line(card)}.", "", "## Facts", ""]
-    lines += [f"- {f.text} _(evidence: {f.evidence})_" for f in card.facts] or ["- none"]
+    lines += [f"- {text(f.text)} _(evidence: {text(f.evidence)})_" for f in card.facts] \
+        or ["- none"]
     lines += ["", "## Inferences (not observed)", ""]
-    lines += [f"- _inference:_ {text}" for text in card.inferences] or ["- none"]
+    lines += [f"- _inference:_ {text(t)}" for t in card.inferences] or ["- none"]
     lines += ["", "## Unconfirmed", ""]
-    lines += [f"- {text}" for text in card.unconfirmed] or ["- nothing"]
+    lines += [f"- {text(t)}" for t in card.unconfirmed] or ["- nothing"]
     lines += ["", "## Steps", "",
               "| step | does | impact | status | effect | ref | recovery |",
               "|---|---|---|---|---|---|---|"]
-    lines += ["| " + " | ".join(_cell(v) for v in (s.step, s.does, s.impact, s.status, s.effect,
-                                                  s.remote_ref or "-", s.recovery)) + " |"
+    lines += ["| " + " | ".join(text(v) for v in (s.step, s.does, s.impact, s.status, s.effect,
+                                                 s.remote_ref or "-", s.recovery)) + " |"
               for s in card.steps]
     lines += ["", "## Duplicate risk of each possible action", ""]
-    lines += [f"- {r.label}: {r.duplicate_risk}" for r in card.risks] or ["- no action"]
+    lines += [f"- {text(r.label)}: {text(r.duplicate_risk)}" for r in card.risks] \
+        or ["- no action"]
     return "\n".join(lines) + "\n"
 
 
 def _chain_line(card: Investigation) -> str:
     if card.audit_chain == "broken":
         return f"**broken at record #{card.chain_broken_at}**"
-    return card.audit_chain or "not verified"
+    return markdown_text(card.audit_chain) or "not verified"
 
 
-def _cell(value: str) -> str:
-    # A pipe or a line break would end the table cell in Markdown.
-    return str(value).replace("|", "\\|").replace("\n", " ")
+# What Markdown reads as markup within a line: emphasis and strikethrough, code, links and
+# images, autolinks and raw HTML, entities, a table's cell boundary, and the escape itself.
+_MARKDOWN_INLINE = re.compile(r"([\\`*_\[\]<>!|~&])")
+
+
+def markdown_text(value) -> str:
+    """`value` as Markdown that shows it as it is, on one line. A remote system's error
+    message or reference, a business key and a model's words reach the card: with a line
+    break it would start a line of the card's own (a bold "Verdict: go." of its choosing,
+    a heading, a list item), and within a line its [text](javascript:...) or
+    ![](https://...) would be a live link or an image fetched by whoever opens the ticket,
+    its <img onerror=...> raw HTML. Line breaks become spaces; the characters of inline
+    markup are backslash-escaped (CommonMark shows an escaped punctuation mark as itself)."""
+    return _MARKDOWN_INLINE.sub(r"\\\1", " ".join(str(value).splitlines()))
