@@ -39,7 +39,7 @@ from runs.definitions import definition
 from runs.models import Workflow
 from runs.operator.actions import ACTIONS
 
-from .permissions import VIEW
+from .permissions import VIEW, grants_of
 from .roles import ROLES
 
 # --- who may do what ------------------------------------------------------------------------
@@ -275,6 +275,10 @@ def change_role(*, workflow: Workflow, role: str, grant: bool, by, user=None, gr
         raise RoleError(f"unknown role {role!r}; the roles are {', '.join(ROLES)}")
     if (user is None) == (group is None):
         raise RoleError("name either a user or a group")
+    if grant and (beyond := rights_beyond(by, workflow, ROLES[role])):
+        raise RoleError(f"you may grant on {workflow.name} only rights you hold there "
+                        f"yourself; you do not hold {', '.join(beyond)}, which role {role} "
+                        "gives: nothing was changed")
     holder = user if user is not None else group
     with transaction.atomic():
         before = object_permissions(holder, workflow)
@@ -291,6 +295,18 @@ def change_role(*, workflow: Workflow, role: str, grant: bool, by, user=None, gr
                                   by=by, reason=reason or f"role {role} "
                                   f"{'granted' if grant else 'revoked'}")
     return True
+
+
+def rights_beyond(by, workflow: Workflow, codenames: Iterable[str]) -> list[str]:
+    """Of `codenames` (permissions on workflows), those `by` does not hold on `workflow`
+    (the one permission rule: superuser, global, or object permission there): what they
+    may not grant on it. The role form and guardian's object-permission forms need only
+    the permission to change workflow rows, which says who may manage access, not how
+    much: without this rule, staff holding it, and no right on any run, gave themselves
+    (or a group they are in) the operators' role on every workflow. As with users' rights
+    (may_edit_user) and API tokens' workflows, a person gives only what they hold."""
+    grants = grants_of(by)
+    return sorted({c for c in codenames if not grants(c).covers(workflow.pk)})
 
 
 def rights_held(user) -> frozenset:

@@ -59,6 +59,7 @@ from .access import (
     record_group_permissions,
     record_object_permissions,
     record_user_changes,
+    rights_beyond,
     user_access,
     user_audit_state,
     workflow_access,
@@ -112,6 +113,17 @@ def _audited(form_class, holder_attr: str, by):
     """Guardian's object-permission form, recording what its save changed."""
 
     class Audited(form_class):
+        def clean(self):
+            data = super().clean()
+            name = self.get_obj_perms_field_name()
+            added = set(data.get(name) or ()) - set(self.get_obj_perms_field_initial())
+            if beyond := rights_beyond(by, self.obj, added):
+                # On the field: guardian's group page shows no error of the form as a whole.
+                self.add_error(name, f"You may grant on {self.obj} only rights you hold there "
+                                     f"yourself; you do not hold {', '.join(beyond)}. Nothing "
+                                     "was changed.")
+            return data
+
         def save_obj_perms(self):
             before = set(self.get_obj_perms_field_initial())
             with transaction.atomic():
