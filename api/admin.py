@@ -203,11 +203,24 @@ class WebhookSubscriberForm(forms.ModelForm):
                                         "deliveries with.", code="required")
         return self.instance.secret
 
+    # Who fills the form in (WebhookSubscriberAdmin.get_form): the workflows they may give.
+    maker = None
+
     def clean_workflows(self):
         try:
-            return webhooks.subscribed_workflows(self.cleaned_data["workflows"])
+            workflows = webhooks.subscribed_workflows(self.cleaned_data["workflows"])
         except ValueError as exc:
             raise forms.ValidationError(str(exc), code="not_a_list") from None
+        # The instance still holds what is stored: the form writes to it after cleaning.
+        # Sent to a new URL (cleaned before this field), it is a new receiver of them all.
+        url = self.cleaned_data.get("url", self.instance.url)
+        had = None if self.instance.pk is None or url != self.instance.url \
+            else (self.instance.workflows or [])
+        refusal = subscribers.subscription_refusal(self.maker, workflows, had=had)
+        if refusal is not None:
+            raise forms.ValidationError(f"{refusal[0].upper()}{refusal[1:]}.",
+                                        code="workflow_beyond_maker")
+        return workflows
 
 
 @admin.register(WebhookSubscriber)
@@ -234,6 +247,11 @@ class WebhookSubscriberAdmin(StorableFiltersAdmin):
                     "last_event_id", "last_record_id"]
         return ["name", "url", "shown_secret", "secret", "workflows", "active",
                 "last_event_id", "last_record_id"]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.maker = request.user
+        return form
 
     def get_readonly_fields(self, request, obj=None):
         if obj is None:

@@ -15,9 +15,11 @@ from audit.access import AccessAction, record_access_change
 from audit.chain import Actor
 from audit.redaction import REDACTED
 from runs.machine import sensitive
+from runs.permissions import VIEW, grant_for
 
 from . import webhook_cursors
 from .models import WebhookSubscriber
+from .tokens import workflows_beyond
 
 # The longest secret a person gives (its sealed form is longer: the model's column).
 SECRET_MAX_LENGTH = 128
@@ -89,9 +91,41 @@ class SubscriberInUse(PermissionDenied):
     """A subscriber that has deliveries was about to be deleted; nothing was (a 403)."""
 
 
+def subscription_refusal(by, workflows: list[str], *, had: list[str] | None) -> str | None:
+    """Why `by` may not have a subscriber take `workflows` (its stored list: [] is every
+    workflow), one that took `had` before at the same URL (None: a new one, or one sent to a
+    new URL), or None. Each delivery carries a run's workflow, business key and status to
+    the subscriber's URL, which whoever makes it chooses: as for an API token
+    (api.tokens.workflows_beyond), a person gives it only workflows whose runs they may
+    view, and every workflow only if they may view every one. What it took already stays
+    whoever edits it, as long as it is sent where it was: a new URL is a new receiver of
+    all it takes. The system (None) and superusers give anything."""
+    if by is None or had == []:
+        return None
+    if workflows == []:
+        grant = grant_for(by, VIEW)
+        if grant.everywhere:
+            return None
+        return ("you may not have a subscriber take every workflow (an empty list): you "
+                "may not view every workflow's runs; name the workflows it takes")
+    beyond = workflows_beyond(by, set(workflows) - set(had or []))
+    if beyond:
+        return (f"you may not have a subscriber take {', '.join(beyond)}: it is sent the "
+                "runs of its workflows, which must be workflows whose runs you may view")
+    return None
+
+
+def refuse_subscription(by, workflows: list[str], *, had: list[str] | None) -> None:
+    """PermissionDenied, with nothing written, when subscription_refusal has a reason."""
+    if (refusal := subscription_refusal(by, workflows, had=had)) is not None:
+        raise PermissionDenied(f"{by.get_username()}: {refusal}")
+
+
 def subscriber_create(subscriber: WebhookSubscriber, *, by) -> None:
     """Save a new subscriber, its cursors at the heads (it is told what happens from now
-    on), and record it."""
+    on), and record it; PermissionDenied if `by` may not give it its workflows
+    (subscription_refusal)."""
+    refuse_subscription(by, subscriber.workflows or [], had=None)
     with transaction.atomic():
         for cursor, head in webhook_cursors.cursors_at_head().items():
             setattr(subscriber, cursor, head)
@@ -102,9 +136,13 @@ def subscriber_create(subscriber: WebhookSubscriber, *, by) -> None:
 
 
 def subscriber_save(subscriber: WebhookSubscriber, *, by) -> None:
-    """Save a changed subscriber and record what changed (a secret as replaced)."""
+    """Save a changed subscriber and record what changed (a secret as replaced);
+    PermissionDenied if `by` may not give it its workflows (subscription_refusal)."""
     with transaction.atomic():
         stored = WebhookSubscriber.objects.select_for_update().get(pk=subscriber.pk)
+        refuse_subscription(by, subscriber.workflows or [],
+                            had=(stored.workflows or []) if stored.url == subscriber.url
+                            else None)
         # A secret kept is the stored one, still sealed; a new one is typed in clear.
         changed = subscriber.secret != stored.secret and \
             signing_secret(subscriber) != signing_secret(stored)
