@@ -12,17 +12,18 @@ Never twice on a run: before acting, the job claims the run with an outcome row 
 job and run) in its own commit; a claim found without its outcome (the worker died between
 the two) is settled from the run's audit trail, where every record the job writes carries
 the job's mark in its reason: the transition writes its record in the commit of its change,
-so a record proves the action happened, and its absence that it did not.
+so a record proves the action happened, and its absence that it did not. A worker that
+stalled past its lease and was replaced acts on no run after that (approvals.bulk_lease):
+the claim it left is settled by its successor, never by both.
 """
 
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 
 from celery import current_app
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
@@ -41,6 +42,7 @@ from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import VIEW, grant_for
 from runs.reads.selectors import RunFilters, filtered_workflow_names, runs_matching
 
+from .bulk_lease import LeaseLost, hold, release, renew, take
 from .four_eyes import request_bulk_operator_action, requester_refusal
 from .models import BulkJob, BulkJobStatus, BulkOutcome
 from .operator_actions import ActionForbidden, ActionInputError, NoSuchRun, act
@@ -52,7 +54,6 @@ logger = logging.getLogger(__name__)
 BULK_JOB_TASK = "approvals.bulk_job"  # approvals.tasks.bulk_job
 
 BATCH = 200
-LEASE = timedelta(seconds=settings.BULK_JOB_LEASE_SECONDS)
 Outcome = BulkOutcome.Outcome
 
 
@@ -264,28 +265,21 @@ def cancel_bulk_job(job_id: int, *, user) -> bool:
         lease_until=None))
 
 
-def _take(job_id: int, now: datetime) -> bool:
-    """Hold the job's lease (free, or expired: its worker died). Lease times are the
-    database's clock (approvals.timeouts.clock), as a run's lease is: a worker whose own
-    clock runs ahead would take a job another worker still holds, and one whose clock is
-    behind would write a lease already over."""
-    return bool(BulkJob.objects.filter(
-        Q(lease_until__isnull=True) | Q(lease_until__lte=now), pk=job_id,
-        status=BulkJobStatus.RUNNING).update(lease_until=now + LEASE))
-
-
 def run_bulk_job(job_id: int, *, batches: int | None = None,
                  now: datetime | None = None) -> BulkJob:
     """Work job `job_id` through, a batch of runs at a time, while it is running and this
-    worker holds its lease (`batches`: stop after that many, for a worker that hands on)."""
-    if not _take(job_id, now or clock()):
+    worker holds its lease (`batches`: stop after that many, for a worker that hands on).
+    A worker that loses the job (approvals.bulk_lease: taken over, cancelled) stops."""
+    held = take(job_id, now or clock())
+    if held is None:
         return BulkJob.objects.get(pk=job_id)
     job = BulkJob.objects.select_related("requested_by").get(pk=job_id)
     # A claim left by a worker that died: settled first, since the action it may have
     # taken can have moved its run out of the filter.
     for run_id in BulkOutcome.objects.filter(job=job, outcome=Outcome.CLAIMED) \
             .values_list("run_id", flat=True):
-        _one(job, run_id)
+        if not _one(job, run_id, held):
+            return BulkJob.objects.get(pk=job_id)
     done_batches = 0
     while batches is None or done_batches < batches:
         job = BulkJob.objects.select_related("requested_by").get(pk=job_id)
@@ -295,38 +289,45 @@ def run_bulk_job(job_id: int, *, batches: int | None = None,
                    .filter(pk__gt=job.cursor, pk__lte=job.last_run_id)
                    .order_by("pk").values_list("pk", flat=True)[:BATCH])
         for run_id in ids:
-            if BulkJob.objects.filter(pk=job_id, status=BulkJobStatus.RUNNING).exists():
-                _one(job, run_id)
-            else:
+            # Cancelled, or taken over by another worker while this one stalled: stop.
+            if not _one(job, run_id, held) or \
+                    (held := renew(job_id, held, cursor=run_id)) is None:
                 return BulkJob.objects.get(pk=job_id)
-            BulkJob.objects.filter(pk=job_id).update(
-                cursor=run_id, lease_until=clock() + LEASE)
         done_batches += 1
         if len(ids) < BATCH:
             return _finish(job)
-    BulkJob.objects.filter(pk=job_id).update(lease_until=None)
+    release(job_id, held)
     return BulkJob.objects.get(pk=job_id)
 
 
-def _one(job: BulkJob, run_id: int) -> None:
+def _one(job: BulkJob, run_id: int, held: datetime) -> bool:
+    """Take the job's action on run `run_id` once, under the lease marked `held`. False,
+    with nothing done, if the job is no longer this worker's."""
     now = timezone.now()
     try:
         with transaction.atomic():
+            hold(job.pk, held)
             BulkOutcome.objects.create(job=job, run_id=run_id, outcome=Outcome.CLAIMED, at=now)
+    except LeaseLost:
+        return False
     except IntegrityError:
         existing = BulkOutcome.objects.get(job=job, run_id=run_id)
         if existing.outcome != Outcome.CLAIMED:
-            return  # settled before the worker died: never again
+            return True  # settled before the worker died: never again
+        # The worker that claimed it acted, if at all, while it held the job: the take
+        # waited for that action's commit (bulk_lease.hold), so its record is seen here.
         if AuditRecord.objects.filter(run_id=run_id, reason=marked(job.reason, job.pk)) \
                 .exists():
             _finish_row(job, run_id, Outcome.DONE, "done (found in the audit trail after a "
                                                "worker stopped)")
-            return
+            return True
     crashpoints.reach("bulk_claimed", str(run_id))
     given = _given(job, run_id)
     try:
         outcome = act(job.action, run_id, user=job.requested_by, given=given,
-                      defer_second_person=True)
+                      defer_second_person=True, guard=partial(hold, job.pk, held))
+    except LeaseLost:
+        return False  # its claim is the new holder's to settle
     except ActionForbidden as exc:
         _finish_row(job, run_id, Outcome.FORBIDDEN, str(exc))
     except (ActionInputError, TransitionNotAllowed, LookupError) as exc:
@@ -335,6 +336,7 @@ def _one(job: BulkJob, run_id: int) -> None:
         crashpoints.reach("bulk_acted", str(run_id))
         _finish_row(job, run_id, Outcome.SECOND_PERSON if outcome.deferred else Outcome.DONE,
                 outcome.message)
+    return True
 
 
 def _given(job: BulkJob, run_id: int) -> ActionInput:
@@ -458,12 +460,3 @@ def bulk_progress(job_id: int) -> Progress:
     counts = dict(BulkOutcome.objects.filter(job=job).values_list("outcome")
                   .annotate(n=Count("pk")).values_list("outcome", "n"))
     return Progress(job, counts)
-
-
-def stalled_jobs(now: datetime | None = None) -> list[int]:
-    """Running jobs no worker holds (never taken, or their worker died), by the database's
-    clock, as their leases are written."""
-    now = now or clock()
-    return list(BulkJob.objects.filter(Q(lease_until__isnull=True) | Q(lease_until__lte=now),
-                                       status=BulkJobStatus.RUNNING)
-                .values_list("pk", flat=True)[:50])

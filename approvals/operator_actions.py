@@ -19,6 +19,7 @@ checked there, and each caller calling it in one line.
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -126,12 +127,16 @@ class ActionOutcome:
 
 
 def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None = None,
-        defer_second_person: bool = False) -> ActionOutcome:
+        defer_second_person: bool = False,
+        guard: Callable[[], None] | None = None) -> ActionOutcome:
     """Take operator action `action` on run `run_id` as `user`, with `given` (the reason and
     the action's parameters). `seen`: the run's audit sequence on the caller's page, if it
     has one; the action is refused if the run moved on since. `defer_second_person`: where a
     second person must agree, answer so (`deferred`) instead of opening a request (a bulk
-    job opens one request for all such runs).
+    job opens one request for all such runs). `guard`: the caller's own last check, made
+    after every other and before the transition, in its transaction with the run locked
+    where the transition is the action's first work; what it raises is raised (a bulk job's
+    worker that lost the job, approvals.bulk_lease.hold), nothing written.
 
     Raises NoSuchAction, NoSuchRun, ActionForbidden (logged), StalePage, ActionInputError
     (incomplete input; InputNotRead: input the action would not read) or
@@ -148,6 +153,8 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
             # input, before anything is asked of another system (a reconcile by key).
             _check(access, action, spec, run_id, user, seen)
             refuse_input_not_read(action, given)
+            if guard is not None:
+                guard()
             # The locked row, as it was before the action (the checks' read, without a lock).
             before = access.run.status if access.run is not None else None
             waited = before == RunStatus.WAITING

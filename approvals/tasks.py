@@ -6,7 +6,7 @@ from celery import shared_task
 
 from runs.execution.database_outage import beat_pass
 
-from . import bulk, schedule
+from . import bulk, bulk_lease, schedule
 from .models import BulkJobStatus
 
 logger = logging.getLogger(__name__)
@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 def sweep() -> dict:
     report = schedule.sweep().as_dict()
     # Bulk jobs no worker holds (just started, or their worker died) go to a worker.
-    for job_id in bulk.stalled_jobs():
+    for job_id in bulk_lease.stalled_jobs():
         bulk.hand_over(job_id)
     return report
 

@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 
-from approvals.bulk import LEASE, run_bulk_job, stalled_jobs, start_bulk_job
+from approvals.bulk import run_bulk_job, start_bulk_job
+from approvals.bulk_lease import LEASE, stalled_jobs
 from approvals.models import BulkJob, BulkOutcome
 from approvals.timeouts import clock
 from console.roles import ensure_roles

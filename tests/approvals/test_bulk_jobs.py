@@ -15,7 +15,6 @@ from django.utils import timezone
 from guardian.shortcuts import assign_perm
 
 from approvals.bulk import (
-    LEASE,
     BulkForbidden,
     BulkRefused,
     bulk_preview,
@@ -25,6 +24,7 @@ from approvals.bulk import (
     run_bulk_job,
     start_bulk_job,
 )
+from approvals.bulk_lease import LEASE
 from approvals.decisions import decide
 from approvals.models import ApprovalRequest, BulkJob, BulkOutcome
 from audit.models import AuditRecord

@@ -1,0 +1,76 @@
+"""A bulk job's lease: which worker carries the job out now (approvals.bulk).
+
+A worker takes a job whose lease is free or over and renews it as it goes. The lease's end
+time, as the worker wrote it, is also its mark: a worker that stalled past its lease (a
+lock it waited for, a paused machine, a lookup that hung) and was replaced finds the mark
+changed and stops, instead of working on beside its successor. Each write of the worker is
+conditional on the mark, and so is each action it takes on a run: `hold` is checked in the
+action's transaction, holding the job's row until that transaction ends, so a successor
+takes the job only once the action has committed (and its audit record shows it) or not
+at all.
+
+Lease times are the database's clock (approvals.timeouts.clock), as a run's lease is: a
+worker whose own clock runs ahead would take a job another worker still holds, and one
+whose clock is behind would write a lease already over.
+"""
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+
+from .models import BulkJob, BulkJobStatus
+from .timeouts import clock
+
+LEASE = timedelta(seconds=settings.BULK_JOB_LEASE_SECONDS)
+
+
+class LeaseLost(Exception):
+    """The job was taken over by another worker, or cancelled, or finished: this worker
+    does nothing more on it (in the transaction this is raised in, nothing is written)."""
+
+
+def take(job_id: int, now: datetime) -> datetime | None:
+    """Hold running job `job_id` if its lease is free or over at `now`: the mark of the
+    lease taken, or None (another worker holds it, or it is not running)."""
+    until = now + LEASE
+    taken = BulkJob.objects.filter(Q(lease_until__isnull=True) | Q(lease_until__lte=now),
+                                   pk=job_id, status=BulkJobStatus.RUNNING) \
+        .update(lease_until=until)
+    return until if taken else None
+
+
+def renew(job_id: int, held: datetime, **changes) -> datetime | None:
+    """Renew the lease marked `held`, writing `changes` with it: the new mark, or None if
+    the job is no longer this worker's."""
+    until = clock() + LEASE
+    renewed = BulkJob.objects.filter(pk=job_id, status=BulkJobStatus.RUNNING,
+                                     lease_until=held).update(lease_until=until, **changes)
+    return until if renewed else None
+
+
+def release(job_id: int, held: datetime) -> None:
+    """Leave the job free for the next worker, if this one still holds it."""
+    BulkJob.objects.filter(pk=job_id, lease_until=held).update(lease_until=None)
+
+
+def hold(job_id: int, held: datetime) -> None:
+    """LeaseLost unless the job still runs under the lease marked `held`. Within a
+    transaction (an action's), the job's row then stays locked until it ends, and no other
+    worker takes the job meanwhile (the take waits for the commit); outside one (an action
+    that asks another system before its transition: a reconcile by key), it is a check."""
+    with transaction.atomic():
+        if not list(BulkJob.objects.select_for_update(no_key=True).filter(
+                pk=job_id, status=BulkJobStatus.RUNNING, lease_until=held)
+                .values_list("pk", flat=True)):
+            raise LeaseLost(f"bulk job {job_id} is no longer this worker's")
+
+
+def stalled_jobs(now: datetime | None = None) -> list[int]:
+    """Running jobs no worker holds (never taken, or their worker died), by the database's
+    clock, as their leases are written."""
+    now = now or clock()
+    return list(BulkJob.objects.filter(Q(lease_until__isnull=True) | Q(lease_until__lte=now),
+                                       status=BulkJobStatus.RUNNING)
+                .values_list("pk", flat=True)[:50])
