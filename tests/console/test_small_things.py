@@ -4,7 +4,7 @@ Markdown (sanitised), audit values as JSON, approval requests linked from the ru
 import json
 
 import pytest
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, User
 from django.urls import reverse
 from django.utils import timezone
 
@@ -58,10 +58,14 @@ def test_the_run_page_links_each_approval_request(client_for, operator, script):
     from approvals import requests
     from approvals.models import ApprovalRequest
 
-    Group.objects.get_or_create(name="approvers")
+    approvers, _ = Group.objects.get_or_create(name="approvers")
+    # Linked for whoever may open it, its approvers (the operator is none: tests/console/
+    # test_the_run_page_links_an_approval_request_only_to_who_may_open_it.py).
+    ann = User.objects.create_user("ann", password="pw")
+    ann.groups.add(approvers)
     run = new_run("test-approval")
     executor.advance_run(run.pk, worker="w1")
     requests.open_pending_requests(now=timezone.now())
     request = ApprovalRequest.objects.get(run=run)
-    body = client_for(operator).get(reverse("console:run", args=[run.pk])).content.decode()
+    body = client_for(ann).get(reverse("console:run", args=[run.pk])).content.decode()
     assert f'href="{reverse("approvals:detail", args=[request.pk])}"' in body
