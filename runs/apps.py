@@ -3,6 +3,7 @@ from importlib import import_module
 
 from django.apps import AppConfig
 from django.core.exceptions import ImproperlyConfigured
+from django.db.models.signals import post_migrate
 
 
 class RunsConfig(AppConfig):
@@ -28,6 +29,9 @@ class RunsConfig(AppConfig):
         # A module declares a workflow's steps after the workflow: only once the modules are
         # imported can one that declares none be refused, before a worker or a page uses it.
         registry.check_declared(known=known)
+        # A row for each workflow once the database is migrated: what grants attach to.
+        from .definitions.workflow_rows import after_migrate
+        post_migrate.connect(after_migrate, sender=self)
         _shift_clock_for_tests()
 
 

@@ -1,7 +1,8 @@
-"""On a fresh installation no run has been started yet: `list_runs --workflow NAME` of a
-workflow the code registers answers "no run matches", as it will until the first run
-starts, instead of refusing NAME as "part of no workflow's name (workflows: none)". A name
-part of no workflow, registered or run, is still refused, naming the registered ones."""
+"""A workflow the code registers that has neither a run nor a row yet (a release added it
+and `migrate`, which makes its row, has not run since): `list_runs --workflow NAME`
+answers "no run matches", as it will until the first run starts, instead of refusing NAME
+as "part of no workflow's name (workflows: none)". A name part of no workflow, registered
+or run, is still refused, naming the registered ones."""
 
 import io
 
@@ -11,6 +12,11 @@ from django.core.management import CommandError, call_command
 from runs.models import Run, Workflow
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _no_row_yet():
+    Workflow.objects.all().delete()
 
 
 def _call(*args) -> str:
