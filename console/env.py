@@ -163,7 +163,8 @@ VARIABLES: list[Variable] = [
       "(scheduling and network between admission and arrival)", minimum=0),
     V("RUNS_EVENT_SOURCES", STR, "{}", "sources that may send signed event webhooks, as JSON: "
       '{"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}; each source an '
-      "object with a non-empty `secret` and, optionally, `workflows` (a list of names; "
+      "object with a non-empty `secret` and, optionally, `previous_secret` (also accepted, "
+      "while the sender moves to the new secret) and `workflows` (a list of names; "
       "without it, every workflow); anything else (not JSON, another setting, `workflows` "
       "as one name) stops the process at start naming the source"),
     V("RUNS_EVENT_KEEP_SECONDS", FLOAT, "604800", "how long an event no run waits for yet is "

@@ -365,11 +365,17 @@ def event_sources(raw: str) -> dict:
                        "without '/' (it is a part of the webhook's path)")
         elif not isinstance(config, dict):
             problem = "must be an object with a \"secret\""
-        elif unknown := sorted(set(config) - {"secret", "workflows"}):
+        elif unknown := sorted(set(config) - {"secret", "previous_secret", "workflows"}):
             problem = (f"has the unknown setting(s) {', '.join(map(repr, unknown))}; a source "
-                       "takes \"secret\" and \"workflows\"")
+                       "takes \"secret\", \"previous_secret\" and \"workflows\"")
         elif not isinstance(config.get("secret"), str) or not config["secret"].strip():
             problem = "has no \"secret\" (a non-empty string)"
+        elif "previous_secret" in config and not (
+                isinstance(config["previous_secret"], str) and config["previous_secret"].strip()
+                and config["previous_secret"] != config["secret"]):
+            # Not the secret itself: a rotation left half done would look finished.
+            problem = ("has a \"previous_secret\" that is not a non-empty string other than "
+                       "its \"secret\"")
         elif "workflows" in config and not (
                 isinstance(config["workflows"], list)
                 and all(isinstance(w, str) and w for w in config["workflows"])):
