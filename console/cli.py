@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from axes.utils import reset as reset_login_failures
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management.base import CommandError
+from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest
 
 from api.openapi import unstorable
@@ -154,5 +155,15 @@ def proven(user, *, nothing: str = "nothing was done"):
     return user
 
 
+def json_value(value) -> str:
+    """What JSON has no type for, as text: a time as the API writes one (ISO 8601,
+    `2026-12-05T21:10:02.116Z`: Django's JSON encoder), so a script reads both alike;
+    anything else as str()."""
+    try:
+        return DjangoJSONEncoder().default(value)
+    except TypeError:
+        return str(value)
+
+
 def print_json(stream, value) -> None:
-    stream.write(json.dumps(value, default=str, ensure_ascii=False, sort_keys=True))
+    stream.write(json.dumps(value, default=json_value, ensure_ascii=False, sort_keys=True))

@@ -88,3 +88,25 @@ def test_an_action_that_needs_a_second_person_answers_json_with_the_request(oper
     assert not AuditRecord.objects.filter(run=run, action="terminated").exists()
     offered = {a["action"]: a for a in _json("run_action", run.pk, "--user", "olga")}
     assert offered["terminate"]["offered"] and not offered["reopen"]["offered"]
+
+
+def test_times_in_json_are_written_as_the_api_writes_them(operator, client):
+    from datetime import datetime
+
+    from api.tokens import token_create
+
+    run = _failed_run()
+    shown = _json("show_run", run.pk)
+    history = _json("run_history", run.pk)
+    _, plaintext = token_create(name="erp", workflows=["test-orders"])
+    api = client.get(f"/api/runs/{run.pk}", HTTP_AUTHORIZATION=f"Bearer {plaintext}").json()
+    times = [value for key, value in shown.items() if key.endswith("_at") and value]
+    times += [entry["at"] for entry in history["entries"]]
+    assert times, shown
+    for text in times:
+        assert "T" in text and " " not in text, text
+        assert datetime.fromisoformat(text) is not None
+    # The same instant as the API's, written alike (ISO 8601).
+    shared = [key for key in shown if key.endswith("_at") and api.get(key)]
+    assert shared
+    assert all(shown[key] == api[key] for key in shared), [(shown[k], api[k]) for k in shared]
