@@ -6,7 +6,6 @@ run, its steps and its first audit record in one transaction, or nothing), and d
 run with api.selectors. Every refusal names its reason in a stable `error` code.
 """
 
-import json
 import logging
 import math
 from collections.abc import Callable
@@ -16,7 +15,6 @@ from django.http import Http404
 from django.urls import reverse
 from ninja import NinjaAPI, Path, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
-from pydantic import ValidationError as PydanticError
 
 from audit.chain import Actor
 from runs.definitions.definition import registry
@@ -255,14 +253,11 @@ def start(request, payload: StartRunIn):
                       if e["type"] == "string_unicode"]
         if unreadable:
             return Status(422, _invalid_input(payload.workflow, unreadable))
-        try:
-            # Strict: the input must have the JSON types the published schema says ("5" is
-            # not an integer), whatever the runtime's own coercions.
-            validated = definition.input_schema.model_validate_json(
-                json.dumps(payload.input), strict=True)
-        except PydanticError as exc:
-            errors = [{"loc": ["input", *e["loc"]], "msg": e["msg"], "type": e["type"]}
-                      for e in exc.errors()]
+        # Strict: the input must have the JSON types the published schema says ("5" is not
+        # an integer), whatever the runtime's own coercions (as start_run's command reads it).
+        validated, problems = definition.strict_input(payload.input)
+        if problems:
+            errors = [{**e, "loc": ["input", *e["loc"]]} for e in problems]
         else:
             # What would be stored (fields the schema does not declare are dropped).
             errors = openapi.unstorable(validated.model_dump(mode="json"), ["input"])

@@ -13,6 +13,7 @@ functions never open transactions, never touch Run or Step rows and never see a 
 get a StepContext.
 """
 
+import json
 import typing
 import warnings
 from collections.abc import Callable
@@ -108,6 +109,17 @@ class Workflow:
                        "msg": ("refused by the schema's own check"
                                if "error" in e.get("ctx", {}) else e["msg"])}
                       for e in errors]
+
+    def strict_input(self, data: dict) -> tuple[BaseModel | None, list[dict]]:
+        """`data` (JSON's values) read strictly against this version's schema, as the API
+        publishes it: each field's JSON type as declared ("5" is no integer), whatever the
+        runtime's own coercions, which parse_input allows. The input parsed, or None and
+        what is wrong (each error's loc within the input, msg and type)."""
+        try:
+            return self.input_schema.model_validate_json(json.dumps(data), strict=True), []
+        except ValidationError as exc:
+            return None, [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
+                          for e in exc.errors(include_input=False)]
 
     def step(self, name: str) -> StepDef:
         for step in self.steps:

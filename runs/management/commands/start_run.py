@@ -3,6 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from audit.chain import Actor
+from runs.definitions.definition import registry
 from runs.machine.errors import StartRefused
 from runs.machine.storable import NotFinite, TooManyDigits, finite_json
 from runs.machine.transitions import start_run
@@ -32,6 +33,16 @@ class Command(BaseCommand):
                                "infinity); nothing was started") from None
         if not isinstance(data, dict):
             raise CommandError("--input must be a JSON object")
+        definition = registry.latest(workflow)
+        if definition is not None:
+            # Read as the API reads a start's input: JSON's types as the schema declares
+            # them ("5" is no integer), so a script and an integrator are told the same.
+            _, problems = definition.strict_input(data)
+            if problems:
+                fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(input)'}: {e['msg']}"
+                                   for e in problems)
+                raise CommandError(f"--input for {workflow} does not match its schema: "
+                                   f"{fields}; nothing was started")
         try:
             run, created = start_run(workflow=workflow, business_key=business_key, input=data,
                                      actor=Actor.system("start_run command"))
