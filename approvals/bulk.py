@@ -454,6 +454,15 @@ class Progress:
     def handled(self) -> int:
         return sum(n for outcome, n in self.counts.items() if outcome != Outcome.CLAIMED)
 
+    @property
+    def skipped(self) -> int:
+        """Of a job done, the runs the filter matched when it started that no longer matched
+        it when the worker reached them (another person, or the run itself, had moved them
+        on): not acted on, and with no outcome of their own. 0 until the job is done."""
+        if self.job.status != BulkJobStatus.DONE:
+            return 0
+        return max(self.job.total - self.handled, 0)
+
 
 def bulk_progress(job_id: int) -> Progress:
     job = BulkJob.objects.select_related("approval").get(pk=job_id)

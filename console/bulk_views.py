@@ -124,6 +124,7 @@ def bulk_job_page(request, job_id: int):
     template = "console/_bulk_progress.html" if request.htmx else "console/bulk_job.html"
     return render(request, template, {
         "job": progress.job, "counts": progress.counts, "handled": progress.handled,
+        "skipped": progress.skipped,
         "outcomes": outcomes, "label": ACTIONS[progress.job.action].label,
         "live": progress.job.status == "running"})
 

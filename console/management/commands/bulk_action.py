@@ -127,6 +127,7 @@ class Command(BaseCommand):
         job = progress.job
         self._out(options, {"job": job.pk, "action": job.action, "status": job.status,
                             "total": job.total, "handled": progress.handled,
+                            "skipped": progress.skipped,
                             "outcomes": progress.counts, "approval_request": job.approval_id})
 
     def _out(self, options, value: dict) -> None:
