@@ -25,6 +25,7 @@ from ..execution.executor import ask_remote
 from ..machine.context import context_outside_executor
 from ..machine.errors import TransitionNotAllowed
 from ..machine.intentions import step_lines
+from ..machine.transitions.rerun_rules import standing_effects
 from ..models import Run, Step, StepStatus
 from ..permissions import grant_for
 from .actions import ACTIONS, offered
@@ -325,11 +326,27 @@ def _risks(card: Investigation, run: Run, steps: list[Step],
             risk = "none: nothing is sent to another system"
         elif action.name in ("compensate", "confirm_compensation"):
             risk = "none for the original effects: each undo has its own key and is sent once"
+        elif action.name == "rerun_from_step":
+            risk = _rerun_risk(action.eligible_steps(run, steps), steps)
         else:  # cancel, terminate
             standing = [f.step for f in card.steps if f.effect == "exists"]
             risk = ("none: nothing is sent; " + (f"effects that stay: {', '.join(standing)}"
                                                  if standing else "no effect stands"))
         card.risks.append(ActionRisk(action.name, action.label, risk))
+
+
+def _rerun_risk(eligible: list[Step], steps: list[Step]) -> str:
+    """A re-run sends the chosen step and every later one again with new keys, which no
+    receiver can match to the first sending: each write or notification that stands from
+    there on is made again (rerun_rules.standing_effects, which the re-run's dialog lists).
+    From the first step it may start at, the most a re-run could send again."""
+    first = min(eligible, key=lambda s: s.position) if eligible else None
+    standing = list(dict.fromkeys(e.step for e in standing_effects(steps, first))) \
+        if first is not None else []
+    if not standing:
+        return "none: no write or notification stands in the steps it would send again"
+    return (f"high: it sends the steps again with new keys, so {', '.join(standing)} "
+            "(which stand) would be made a second time unless compensated first")
 
 
 def _verdict(card: Investigation, run: Run, steps: list[Step]) -> None:
