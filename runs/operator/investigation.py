@@ -26,7 +26,7 @@ from ..machine.context import context_outside_executor
 from ..machine.errors import TransitionNotAllowed
 from ..machine.intentions import step_lines
 from ..machine.transitions.rerun_rules import standing_effects
-from ..models import Run, Step, StepStatus
+from ..models import AttentionReason, Run, Step, StepStatus
 from ..permissions import grant_for
 from .actions import ACTIONS, offered
 from .guidance import recommend
@@ -126,7 +126,8 @@ def investigate(run: Run, *, lookups: bool = False, steps: list[Step] | None = N
     _risks(card, run, steps, workflow)
     _verdict(card, run, steps)
     if lookups and card.audit_chain != "broken":
-        _settled_by_lookup(card)
+        _settled_by_lookup(
+            card, ended=run.attention_reason == AttentionReason.ENDED_UNSETTLED)
     return card
 
 
@@ -185,7 +186,7 @@ def _check_chain(card: Investigation, run: Run, records: list[AuditRecord]) -> N
         "written (manage.py verify_audit names the record)")
 
 
-def _settled_by_lookup(card: Investigation) -> None:
+def _settled_by_lookup(card: Investigation, *, ended: bool) -> None:
     """A step still unknown in its row whose lookup made now found the effect (or proved
     it absent) is reported once, as found: not also as unconfirmed, and the next step says
     to record what the lookup found."""
@@ -204,10 +205,23 @@ def _settled_by_lookup(card: Investigation) -> None:
                 finding, status="unknown until recorded",
                 remote_ref=finding.remote_ref or (found[-1] if found else ""))
     first = next(f for f in card.steps if f.step in settled)
-    what = (f"found it ({first.remote_ref or 'see the facts'})" if first.effect == "exists"
+    found = first.effect == "exists"
+    what = (f"found it ({first.remote_ref or 'see the facts'})" if found
             else "found nothing, and the receiver honours keys")
+    # What follows the record is the reconcile transition's rule: found, the run goes on;
+    # not found, the step is failed and waits for a retry; on a run a person ended, neither
+    # sends it on (it is terminated once every effect is settled).
+    if ended:
+        then = ("it does not send the run on: once every effect is settled the run is "
+                "terminated")
+    elif found:
+        then = "the run continues"
+    else:
+        then = (f"{first.step} is then failed and the run stays in attention: Retry step "
+                "sends it again with the same key")
     card.next_step = (f"Reconcile: {first.step}: the lookup by key just now {what}; "
-                      "reconcile looks it up again and records it, and the run continues.")
+                      f"reconcile looks it up again and records it as "
+                      f"{'done' if found else 'not done'}; {then}.")
 
 
 def _spec(workflow: definition.Workflow | None, step: Step) -> definition.StepDef | None:
