@@ -25,6 +25,7 @@ from ..execution.executor import ask_remote
 from ..machine.context import context_outside_executor
 from ..machine.errors import TransitionNotAllowed
 from ..machine.intentions import step_lines
+from ..machine.transitions.operator_rules import undo_outcome_unknown
 from ..machine.transitions.rerun_rules import standing_effects
 from ..models import AttentionReason, Run, Step, StepStatus
 from ..permissions import grant_for
@@ -245,7 +246,16 @@ def _assess(card: Investigation, run: Run, step: Step, spec: definition.StepDef 
             effect = "exists"
             card.facts.append(Fact(f"{step.name} took effect: {step.remote_ref or 'no ref'}",
                                    _record(records, step, _EFFECT_ACTIONS)))
-            if step.status == StepStatus.COMPENSATION_FAILED:
+            if undo_outcome_unknown(step):
+                # Never relabelled failed: the undo was sent and not answered, so the
+                # effect may already be undone (an undo made by hand could be a second).
+                effect = "unconfirmed"
+                card.unconfirmed.append(
+                    f"whether the undo of {step.name} took effect: its last try's outcome "
+                    f"is unknown ({step.error_message or step.error_class}), so it may "
+                    "have been undone; check the remote system by its compensation key "
+                    f"{step.compensation_key[:12]}… before undoing it by hand")
+            elif step.status == StepStatus.COMPENSATION_FAILED:
                 card.facts.append(Fact(f"the undo of {step.name} failed: "
                                        f"{step.error_message}",
                                        _record(records, step,

@@ -70,9 +70,16 @@ _CALL_MAY_STAND = {
 _UNDO_IN_DOUBT = "undo outcome unknown: may have been undone"
 
 
+def undo_outcome_unknown(row) -> bool:
+    """Whether `row` (a step or a tool call) stands as a failed undo whose last try's outcome
+    is unknown (it timed out after sending, or was in flight when its run was ended): it
+    may have been undone."""
+    return row.status == StepStatus.COMPENSATION_FAILED and row.error_class in (
+        ErrorClass.UNKNOWN, ErrorClass.ENDED_IN_DOUBT)
+
+
 def _standing(row, texts: dict) -> str:
-    if row.status == StepStatus.COMPENSATION_FAILED and row.error_class in (
-            ErrorClass.UNKNOWN, ErrorClass.ENDED_IN_DOUBT):
+    if undo_outcome_unknown(row):
         return _UNDO_IN_DOUBT
     return texts[row.status]
 
