@@ -7,6 +7,7 @@ from api.selectors import run_view
 from console.cli import id_given, no_run, print_json
 from runs.machine.storable import written_visibly
 from runs.models import Run
+from runs.operator.guidance import recommend
 
 
 class Command(BaseCommand):
@@ -24,6 +25,9 @@ class Command(BaseCommand):
         except Run.DoesNotExist:
             raise CommandError(no_run(run_id)) from None
         view = run_view(run)
+        # The console's next-step card and the API's investigation give this advice: the
+        # same function, so a person at the command line is told the same thing.
+        advice = recommend(run, view.steps)
         shown = {
             "id": run.pk, "workflow": run.workflow_name, "workflow_version": run.workflow_version,
             "business_key": run.business_key, "drill": run.drill, "state": view.state,
@@ -38,6 +42,9 @@ class Command(BaseCommand):
             "operator_actions": [{"name": a.name, "label": a.label,
                                   "needs_second_person": a.needs_second_person(view.steps)}
                                  for a in view.operator_actions],
+            "next_step": None if advice is None else {
+                "action": advice.action_name or None, "step": advice.step or None,
+                "why": advice.why, "runbook": advice.reason},
         }
         if options["json"]:
             print_json(self.stdout, shown)
@@ -57,6 +64,11 @@ class Command(BaseCommand):
             self.stdout.write(f"  {step['name']:<24} {step['status']:<20} attempt "
                               f"{step['attempt']}  ref {written_visibly(step['remote_ref'] or '-')}"
                               f"{'  ' + written_visibly(step['error']) if step['error'] else ''}")
+        if advice is not None:
+            label = f"{advice.action.label}: " if advice.action else ""
+            where = f"{advice.step}: " if advice.step else ""
+            self.stdout.write(f"  next: {written_visibly(label + where + advice.why)}")
+            self.stdout.write(f"  runbook: docs/operations.md#runbook-{advice.reason}")
         actions = ", ".join(a["name"] + (" (four eyes)" if a["needs_second_person"] else "")
                             for a in shown["operator_actions"])
         self.stdout.write(f"  actions: {actions or 'none'}")
