@@ -349,9 +349,17 @@ def _risks(card: Investigation, run: Run, steps: list[Step],
         elif action.name in ("reconcile", "ask_again", "reopen"):
             risk = "none: nothing is sent to another system"
         elif action.name in ("compensate", "confirm_compensation"):
-            risk = "none for the original effects: each undo has its own key and is sent once"
+            doubted = [s.name for s in steps if undo_outcome_unknown(s)]
+            risk = (f"low: the undo of {', '.join(doubted)} may have been done already; it "
+                    "is sent again with its compensation key, which a receiver that honours "
+                    "keys answers once" if doubted else
+                    "none for the original effects: each undo has its own key and is sent "
+                    "once")
         elif action.name == "rerun_from_step":
             risk = _rerun_risk(action.eligible_steps(run, steps), steps)
+        elif action.name in ("event_received", "skip_event", "wake_timer"):
+            risk = ("none for what was sent: the run goes on to its later steps, each sent "
+                    "for the first time with its own key")
         else:  # cancel, terminate
             standing = [f.step for f in card.steps if f.effect == "exists"]
             risk = ("none: nothing is sent; " + (f"effects that stay: {', '.join(standing)}"

@@ -51,3 +51,20 @@ def test_an_undo_the_remote_system_refused_is_a_fact(script):
                for f in card.facts)
     assert {f.step: f.effect for f in card.steps}["charge-card"] == "exists"
     assert card.verdict == GO
+
+
+def _risk(card, action: str) -> str:
+    return next(r.duplicate_risk for r in card.risks if r.action == action)
+
+
+def test_compensates_risk_says_the_undo_in_doubt_may_be_sent_a_second_time(script):
+    run = _undo_fails(script, UnknownOutcome("timeout after sending the refund"))
+    risk = _risk(investigate(run), "compensate")
+    assert "the undo of charge-card may have been done already" in risk
+    assert "compensation key" in risk and "is sent once" not in risk
+
+
+def test_compensates_risk_after_a_refused_undo_is_that_each_undo_is_sent_once(script):
+    run = _undo_fails(script, PermanentError("refund refused: card closed"))
+    assert _risk(investigate(run), "compensate").startswith(
+        "none for the original effects: each undo has its own key and is sent once")
