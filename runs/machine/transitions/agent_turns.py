@@ -163,14 +163,17 @@ def storable_turn(turn: ModelTurn) -> tuple[ModelTurn, list[str], dict[int, str]
             fields[name] = 0
             notes.append(f"{name} {str(sent)[:40]!r} is no whole number from 0 to "
                          f"{TOKENS_MAX:,}: counted as 0")
+    kept = [_storable_call(asked) for asked in turn.tool_calls or []]
+    # Every id the model sent, so that an id given to a repeat is none of them either.
+    taken = {call["id"] for call, _ in kept if call.get("id")}
     calls, problems, ids = [], {}, {}
-    for position, asked in enumerate(turn.tool_calls or []):
-        call, problem = _storable_call(asked)
+    for position, (call, problem) in enumerate(kept):
         if call.get("id") and call["id"] in ids:
             # A result is paired with its call by id: two calls under one id could not be
             # told apart (an endpoint refuses such a conversation, once both effects are
             # made). The later one is kept under an id of its own, never executed.
-            first, call["id"] = call["id"], f"{call['id'][:CALL_ID_MAX - 12]}~repeat-{position}"
+            first = call["id"]
+            call["id"] = own_id(first, f"~repeat-{position}", taken)
             problem = problem or (f"its id {first[:60]!r} repeats tool call {ids[first]}'s in "
                                   "this turn: kept as " f"{call['id'][-60:]!r}, not executed")
         elif call.get("id"):
@@ -191,9 +194,25 @@ def with_call_ids(turn: ModelTurn, index: int) -> ModelTurn:
     for position, call in enumerate(turn.tool_calls):
         if not call.get("id"):
             ident = f"call_{index}_{position}"
-            call = {**call, "id": ident if ident not in taken else f"{ident}~{position}"}
+            if ident in taken:
+                ident = own_id(ident, f"~{position}", taken)
+            taken.add(ident)
+            call = {**call, "id": ident}
         calls.append(call)
     return replace(turn, tool_calls=calls)
+
+
+def own_id(sent: str, tail: str, taken: set) -> str:
+    """An id for a call whose id is `sent` (or none, `sent` the one it would get) and is
+    another call's: `sent` ending in `tail`, cut to fit the column, and none of `taken` (the
+    ids sent or given in the turn), which it joins. The model may send any id, this form
+    too: a number is added until the id is the turn's own."""
+    more, end = 0, tail
+    while (ident := f"{sent[:CALL_ID_MAX - len(end)]}{end}") in taken:
+        more += 1
+        end = f"{tail}-{more}"
+    taken.add(ident)
+    return ident
 
 
 def masked_calls(tool_calls: list[dict]) -> list[dict]:
