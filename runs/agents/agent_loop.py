@@ -31,6 +31,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from ..agent_models import ToolCall, ToolCallStatus
 from ..definitions import definition
 from ..machine import (
+    artifacts,
     crashpoints,
     deadline,
     heartbeats,
@@ -113,7 +114,7 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
             # A turn that says nothing is no answer: the model is asked again (and told so).
             if turns and not turns[-1].tool_calls and not turns[-1].summarises \
                     and not said_nothing(turns[-1]):
-                return transitions.Outcome(succeeded=True, value=final_result(turns, calls))
+                return final_outcome(ctx, turns, calls)
             spent = turns_tx.budget_spent(step, spec, asking=True)
             if spent is not None:
                 return turns_tx.agent_budget_spent(lease, step, spent[1])
@@ -387,6 +388,17 @@ def tool_message(call: ToolCall) -> str:
     if call.status == S.DECLINED:
         return json.dumps({"error": f"declined, not executed: {call.error_message}"})
     return json.dumps({"error": f"failed, nothing changed: {call.error_message}"})
+
+
+def final_outcome(ctx: StepContext, turns, calls: list[ToolCall]) -> transitions.Outcome:
+    """The step's Outcome once the model answered: its result kept by the one rule of every
+    step's result (artifacts.kept_result), apart as an artifact when large and refused past
+    the limit (the answer is the model's: a read's error, as a decision's output too big)."""
+    value, too_large = artifacts.kept_result(ctx.run_id, ctx.step, final_result(turns, calls),
+                                             has_side_effect=False)
+    if too_large is not None:
+        return transitions.Outcome(succeeded=False, error=too_large)
+    return transitions.Outcome(succeeded=True, value=value)
 
 
 def final_result(turns, calls: list[ToolCall]) -> dict:
