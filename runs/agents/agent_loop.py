@@ -427,7 +427,7 @@ def ask_for_summary(client: openai.OpenAI, spec: definition.AgentSpec, cut: int,
     if not str(turn.content or "").strip():
         # Asking again is no cure for a model that answers nothing: a person looks.
         raise ModelFormatError("the model answered the summary request with no text",
-                               output=dataclasses.asdict(turn))
+                               output=kept_answer(dataclasses.asdict(turn)))
     return dataclasses.replace(turn, tool_calls=[], summarises=cut, transcript=transcript)
 
 
