@@ -20,7 +20,14 @@ from ...definitions import definition
 from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
 from .. import artifacts, sensitive
 from ..keys import tool_call_key, tool_compensation_key
-from ..storable import NotFinite, finite_json, printable, text_problem, value_problem
+from ..storable import (
+    NotFinite,
+    TooManyDigits,
+    finite_json,
+    printable,
+    text_problem,
+    value_problem,
+)
 from .agent_calls import (
     ModelTurn,
     S,
@@ -326,6 +333,10 @@ def _new_call(run: Run, step: Step, spec: definition.AgentSpec, turn: int, posit
         # Read as JSON by Python, refused by jsonb: kept as text, as arguments that are not.
         parsed = {"unparsed": printable(str(raw)[:2000])}
         row.error_message = f"the arguments hold {exc.texts[0]}, not a finite number"
+    except TooManyDigits as exc:
+        # JSON, but not JSON Python reads: the model is told which number, not "not JSON".
+        parsed = {"unparsed": printable(str(raw)[:2000])}
+        row.error_message = f"the arguments hold {exc}"
     except ValueError:
         parsed = {"unparsed": printable(str(raw)[:2000])}
         row.error_message = "the arguments are not JSON"
