@@ -126,15 +126,21 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
                 return lease
             if client is None:
                 client = model_client()
-            conversation = messages(spec, ctx, turns, calls)
-            cut = agent_history.summary_cut(spec.context_budget, spec.keep_turns,
-                                            conversation, turns)
+            try:
+                # The workflow's prompt function runs here: what it raises is the step's
+                # error, classified as a step function's is, never a worker's crash.
+                conversation = messages(spec, ctx, turns, calls)
+                cut = agent_history.summary_cut(spec.context_budget, spec.keep_turns,
+                                                conversation, turns)
+                older = None if cut is None else messages(spec, ctx, turns, calls, until=cut)
+            except CODE_FAILURES as exc:
+                return transitions.Outcome(succeeded=False, error=classify(exc))
             summary = None
             if cut is not None:
                 kept = keep_transcript(step, turns, calls, cut)
                 if not kept.succeeded:
                     return kept
-                summary = (cut, messages(spec, ctx, turns, calls, until=cut), kept.value)
+                summary = (cut, older, kept.value)
             # A partial, not a lambda: the call is made here, in this pass of the loop.
             with heartbeats.calling(lease):
                 asked = limits.call_within_limits(
