@@ -14,6 +14,7 @@ get a StepContext.
 """
 
 import json
+import logging
 import typing
 import warnings
 from collections.abc import Callable
@@ -58,6 +59,8 @@ from .declarations import (  # noqa: F401
 # runs.definitions.definition names it.
 from .registry import Registry, registry  # noqa: F401
 from .retry import DEFAULT_POLICY, RetryPolicy
+
+logger = logging.getLogger(__name__)
 
 
 class Workflow:
@@ -332,8 +335,16 @@ class ToolSpec:
         return self.approve_if is not None or (self.impact == HIGH and self.has_side_effect)
 
     def needs_approval(self, args: BaseModel) -> bool:
+        """Whether a call with `args` waits for a person's approval first. approve_if is
+        the workflow's code: when it raises, the call waits for a person (a rule that cannot
+        be read never lets a call through unasked, nor crashes the worker deciding it)."""
         if self.approve_if is not None:
-            return bool(self.approve_if(args))
+            try:
+                return bool(self.approve_if(args))
+            except Exception:
+                logger.exception("tool %s: approve_if raised; the call waits for a person's "
+                                 "approval", self.name)
+                return True
         return self.impact == HIGH and self.has_side_effect
 
     @property
