@@ -390,3 +390,15 @@ def test_a_decision_that_a_later_step_acted_on_cannot_be_asked_again(script):
     with pytest.raises(TransitionNotAllowed, match="create-task already acted"):
         transitions.ask_again(run.pk, step_name="classify", actor=SYSTEM, reason="r")
     assert step(run, "classify").status == StepStatus.SUCCEEDED
+
+
+def test_a_huge_malformed_model_output_is_kept_cut_to_its_bound(script):
+    from runs.machine.transitions.outcome import INVALID_OUTPUT_MAX
+
+    huge = '{"confidence": "' + "x" * 1_000_000 + '"}'
+    script.plan["classify"] = [huge, huge]
+    run = new_run()
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.ATTENTION
+    kept = step(run, "classify").result["invalid_output"]
+    assert kept.startswith('{"confidence": "xxx') and len(kept) < INVALID_OUTPUT_MAX + 100
+    assert kept.endswith(f"(cut: {len(huge):,} characters in all)")

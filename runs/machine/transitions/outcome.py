@@ -1,5 +1,6 @@
 """What one call of a step function, a tool or an undo ended with."""
 
+import json
 from dataclasses import dataclass
 
 from ...models import ErrorClass, Step
@@ -8,6 +9,10 @@ from ..storable import printable, text_problem, value_problem
 
 # The width of the remote reference column of a step and of a tool call (the same).
 REMOTE_REF_MAX = Step._meta.get_field("remote_ref").max_length
+# The most of a rejected output kept for diagnosis, in characters of its JSON form (as a
+# model's unusable answer is kept: runs.agents.agent_loop.kept_answer): a model answering
+# megabytes would otherwise put them whole in the step's row, at every attempt.
+INVALID_OUTPUT_MAX = 4000
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,17 @@ class Outcome:
         # kept as its Python form, which writes out every character visibly.
         if self.invalid_output is not None and value_problem(self.invalid_output):
             object.__setattr__(self, "invalid_output", _python_form(self.invalid_output))
+        if self.invalid_output is not None:
+            object.__setattr__(self, "invalid_output", _bounded(self.invalid_output))
+
+
+def _bounded(output):
+    """`output` as kept: whole within INVALID_OUTPUT_MAX characters of its JSON form, else
+    that form's beginning, saying how long it was."""
+    text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+    if len(text) <= INVALID_OUTPUT_MAX:
+        return output
+    return f"{text[:INVALID_OUTPUT_MAX]}… (cut: {len(text):,} characters in all)"
 
 
 def _python_form(output) -> str:
