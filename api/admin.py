@@ -211,11 +211,10 @@ class WebhookSubscriberForm(forms.ModelForm):
             workflows = webhooks.subscribed_workflows(self.cleaned_data["workflows"])
         except ValueError as exc:
             raise forms.ValidationError(str(exc), code="not_a_list") from None
-        # The instance still holds what is stored: the form writes to it after cleaning.
-        # Sent to a new URL (cleaned before this field), it is a new receiver of them all.
-        url = self.cleaned_data.get("url", self.instance.url)
-        had = None if self.instance.pk is None or url != self.instance.url \
-            else (self.instance.workflows or [])
+        # The instance still holds what is stored: the form writes to it after cleaning
+        # (the URL is cleaned before this field).
+        had = subscribers.workflows_kept(self.instance,
+                                         self.cleaned_data.get("url", self.instance.url))
         refusal = subscribers.subscription_refusal(self.maker, workflows, had=had)
         if refusal is not None:
             raise forms.ValidationError(f"{refusal[0].upper()}{refusal[1:]}.",

@@ -115,6 +115,15 @@ def subscription_refusal(by, workflows: list[str], *, had: list[str] | None) -> 
     return None
 
 
+def workflows_kept(stored: WebhookSubscriber | None, url: str) -> list[str] | None:
+    """The workflows a subscriber keeps whoever edits it (subscription_refusal's `had`): its
+    stored ones while it is sent where it was; None for a new one, or one sent to a new URL,
+    a new receiver of all it takes."""
+    if stored is None or stored.pk is None or stored.url != url:
+        return None
+    return stored.workflows or []
+
+
 def refuse_subscription(by, workflows: list[str], *, had: list[str] | None) -> None:
     """PermissionDenied, with nothing written, when subscription_refusal has a reason."""
     if (refusal := subscription_refusal(by, workflows, had=had)) is not None:
@@ -141,8 +150,7 @@ def subscriber_save(subscriber: WebhookSubscriber, *, by) -> None:
     with transaction.atomic():
         stored = WebhookSubscriber.objects.select_for_update().get(pk=subscriber.pk)
         refuse_subscription(by, subscriber.workflows or [],
-                            had=(stored.workflows or []) if stored.url == subscriber.url
-                            else None)
+                            had=workflows_kept(stored, subscriber.url))
         # A secret kept is the stored one, still sealed; a new one is typed in clear.
         changed = subscriber.secret != stored.secret and \
             signing_secret(subscriber) != signing_secret(stored)

@@ -32,14 +32,7 @@ from runs.machine import dispatch
 from runs.machine.errors import SecondPersonRequired, TransitionNotAllowed
 from runs.machine.storable import text_problem
 from runs.machine.transitions import within_caller_transaction
-from runs.models import (
-    FINAL_RUN_STATUSES,
-    AttentionReason,
-    Run,
-    RunStatus,
-    Step,
-    StepStatus,
-)
+from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput, ActionInputError
 from runs.operator.reconciliation import answer_by_key
 from runs.permissions import grant_for, run_access
@@ -48,7 +41,7 @@ from runs.waiting import schedules
 from .four_eyes import request_operator_action
 from .models import ApprovalRequest
 from .timeouts import clock
-from .withdrawal import NOT_WAITING_STATUSES, withdraw_unawaited_of
+from .withdrawal import HELD_WITH_ITS_REQUESTS, withdraw_unawaited_of
 
 logger = logging.getLogger(__name__)
 
@@ -160,8 +153,7 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
             waited = before == RunStatus.WAITING
             with within_caller_transaction(locked=access.run) if locks else nullcontext():
                 run = spec.perform(run_id, actor=Actor.for_user(user), given=given)
-        if spec.takes_call or (before is not None and (before not in NOT_WAITING_STATUSES
-                                                       or before in FINAL_RUN_STATUSES)):
+        if spec.takes_call or (before is not None and before not in HELD_WITH_ITS_REQUESTS):
             # An action may end a wait for a person (a tool call cancelled, the run
             # terminated, cancelled or compensated): its request is withdrawn now, not at the
             # sweep's full look a minute later. Left pending, it stays in the approvers'

@@ -31,10 +31,15 @@ from .requests import call_still_waiting, lock_run, record_lifecycle, step_still
 
 logger = logging.getLogger(__name__)
 
+# Run states held for a person, or compensating: an operator's action from one of these
+# leaves the run's pending requests as they are (the same wait's, taken up again when the
+# run is resumed); from any other it may end a wait, or bring back a run whose end left
+# requests pending (operator_actions.act withdraws them at once).
+HELD_WITH_ITS_REQUESTS = [*ATTENTION_RUN_STATUSES, RunStatus.COMPENSATING]
 # Run states in which a pending request for one of its steps can no longer be decided.
 # (Queued and running are passing states: an operator's resume of a waiting run goes
 # through them back to waiting.)
-NOT_WAITING_STATUSES = [*ATTENTION_RUN_STATUSES, RunStatus.COMPENSATING, *FINAL_RUN_STATUSES]
+NOT_WAITING_STATUSES = [*HELD_WITH_ITS_REQUESTS, *FINAL_RUN_STATUSES]
 
 
 def no_longer_awaited() -> Q:

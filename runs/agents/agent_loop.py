@@ -476,8 +476,9 @@ def ask_model(client: openai.OpenAI, spec: definition.AgentSpec, conversation: l
         completion_tokens=getattr(usage, "completion_tokens", 0) if usage else 0)
 
 
-# The most of a malformed answer kept for diagnosis, in characters of its text.
-KEPT_ANSWER_MAX = 4000
+# The most of a malformed answer kept for diagnosis: the one bound of every rejected output
+# (transitions.Outcome keeps no more of any), cut here already where it is no JSON.
+KEPT_ANSWER_MAX = transitions.INVALID_OUTPUT_MAX
 
 
 def kept_answer(answer) -> object:

@@ -85,7 +85,7 @@ from .operator_rules import (
     step_refusal,
     unsettled_effects,
 )
-from .outcome import REMOTE_REF_MAX
+from .outcome import INVALID_OUTPUT_MAX, REMOTE_REF_MAX
 from .rerun import rerun_from_step
 from .rerun_rules import rerun_range, standing_effects
 from .start import checked_input, start_run
@@ -96,6 +96,7 @@ from .unknown_outcome import settle_unknown
 __all__ = [
     "DONE_STEP_STATUSES", "EFFECT_KINDS", "HELD", "NEW", "RUN_TRANSITIONS",
     "SECOND_PERSON_ACTIONS", "STEP_ACTIONS", "Lease", "Outcome", "allowed", "REMOTE_REF_MAX",
+    "INVALID_OUTPUT_MAX",
     "approval_timed_out", "approval_unaskable", "ask_again", "decide_tool_call",
     "reconcile_tool_call",
     "waiting_tool_calls", "TOOL_CALL_ACTIONS", "CALL_OPTIONAL_ACTIONS",

@@ -9,9 +9,9 @@ from ..storable import printable, text_problem, value_problem
 
 # The width of the remote reference column of a step and of a tool call (the same).
 REMOTE_REF_MAX = Step._meta.get_field("remote_ref").max_length
-# The most of a rejected output kept for diagnosis, in characters of its JSON form (as a
-# model's unusable answer is kept: runs.agents.agent_loop.kept_answer): a model answering
-# megabytes would otherwise put them whole in the step's row, at every attempt.
+# The most of a rejected output kept for diagnosis, in characters of its JSON form (a
+# model's unusable answer is cut to it first: runs.agents.agent_loop.kept_answer): a model
+# answering megabytes would otherwise put them whole in the step's row, at every attempt.
 INVALID_OUTPUT_MAX = 4000
 
 
