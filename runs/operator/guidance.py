@@ -7,9 +7,12 @@ the console never recommends what would be refused. Read-only: nothing here chan
 
 from dataclasses import dataclass
 
+from django.utils import timezone
+
 from ..agent_models import ToolCall, ToolCallStatus
 from ..definitions import definition
 from ..definitions.contracts import step_contract
+from ..machine.transitions.effects import not_found_trusted_from
 from ..machine.transitions.operator_rules import paused_undo
 from ..machine.transitions.tool_call_rules import call_refusal
 from ..models import AttentionReason, Run, RunStatus, Step, StepStatus
@@ -103,6 +106,13 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
             step is not None and step.status == StepStatus.UNKNOWN):
         unknown.append(f"whether {name} took effect in the remote system")
         if spec is not None and spec.reconcile_fn is not None:
+            trusted_from = not_found_trusted_from(spec, step, timezone.now()) \
+                if step.next_attempt_at is not None else None
+            if trusted_from is not None:
+                return offer("reconcile", f"Look {name} up by its key again after "
+                             f"{trusted_from:%Y-%m-%d %H:%M:%S %Z}: it was not found, but its "
+                             "receiver ignores keys and a request still in flight could land "
+                             "until then; a retry before then could do it twice.", name)
             return offer("reconcile", f"Look {name} up by its key now: found settles it and "
                          "the run continues; not found marks it failed, to retry with the same "
                          "key.", name)

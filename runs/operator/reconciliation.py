@@ -38,7 +38,8 @@ def reconcile_step(run_id: int, *, step_name: str, actor: Actor, reason: str) ->
                                   with_services=True) as ctx:
         verdict, error = ask_remote(spec, ctx)
     return transitions.reconcile(run_id, step_name=step_name, verdict=verdict, actor=actor,
-                                 reason=reason, evidence=_evidence(verdict, error))
+                                 reason=reason, evidence=_evidence(verdict, error),
+                                 looked_up=True)
 
 
 def reconcile_tool_call_by_key(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
@@ -66,7 +67,7 @@ def reconcile_tool_call_by_key(run_id: int, *, step_name: str, call_ref: str, ac
         verdict, error = ask_tool_remote(tool, tool_context(ctx, call), call)
     return transitions.reconcile_tool_call(
         run_id, step_name=step_name, call_ref=call_ref, verdict=verdict, actor=actor,
-        reason=reason, evidence=_evidence(verdict, error))
+        reason=reason, evidence=_evidence(verdict, error), looked_up=True)
 
 
 def _registered(run: Run) -> definition.Workflow:

@@ -203,11 +203,12 @@ def decide_tool_call(run_id: int, *, step_name: str, call_ref: str, args_hash: s
 
 def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
                         actor: Actor, reason: str, evidence: str = "",
-                        now: datetime | None = None) -> Run:
+                        looked_up: bool = False, now: datetime | None = None) -> Run:
     """Settle an unknown tool call with what a person or a lookup by key established.
     Found: the call succeeded; the run goes on (the model is told the result). NotFound:
     the call is marked failed (the model is told it did not happen), the run goes on.
-    Undetermined: still unknown, the run stays with a person."""
+    Undetermined: still unknown, the run stays with a person. `looked_up`: as for a
+    step's reconcile."""
     require_evidence(verdict, evidence, f"reconcile tool call {call_ref} of {step_name}")
     with operator_transition(run_id, "reconcile_tool_call", actor=actor, reason=reason,
                              now=now, step_name=step_name) as op:
@@ -215,6 +216,8 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
         step, call = checked_call(op, "reconcile_tool_call", step_name, call_ref)
         before = audit_state(run, step)
         effect = effects.CallEffect(op, step, call)
+        if looked_up:
+            verdict = effects.looked_up_verdict(effect, verdict, change.now)
         # "Not done" may be said before a slow request has landed: the model, told the call
         # did not happen, may ask for it again, and that repeat is sent with this key.
         call.key_open_for_repeat = isinstance(verdict, definition.NotFound)
@@ -238,7 +241,9 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
             change.step_changed(step)
             change.move(ATTENTION, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
                         message=f"{step_name}: the outcome of a tool call is still unknown "
-                                f"({data['verdict']} for call {call_ref})")
+                                f"({data['verdict']} for call {call_ref})"
+                                + (f": {verdict.reason}" if getattr(verdict, "reason", "")
+                                   else ""))
         else:
             step.status = StepStatus.PENDING
             step.error_class, step.error_message = "", ""

@@ -190,6 +190,36 @@ def halt(change: Change, lease: Lease, effect: Effect, before: dict, *, reason: 
     lease.finished, lease.work = True, None
 
 
+def not_found_trusted_from(spec, row, now):
+    """When a lookup's "not found" for `row` proves nothing yet, the time from which it will;
+    None when it may be trusted now. A receiver that ignores keys may still act on a request
+    in flight, so its first "not found" is trusted only `lookup_delay` seconds later (the
+    row's next_attempt_at keeps that time): the automation looks again then, and a person's
+    lookup before then is told so (looked_up_verdict). A receiver that honours keys makes
+    a late request harmless: the resend carries the same key."""
+    if spec.honours_key or spec.lookup_delay <= 0:
+        return None
+    if row.next_attempt_at is not None and row.next_attempt_at <= now:
+        return None
+    return row.next_attempt_at or now + timedelta(seconds=spec.lookup_delay)
+
+
+def looked_up_verdict(effect: Effect, verdict, now):
+    """A lookup's verdict as a person's reconcile records it: a "not found" that proves
+    nothing yet (not_found_trusted_from) leaves the effect unknown, the row remembering when
+    a lookup may be trusted, so that the Retry that follows a "not done" cannot send again
+    what a request still in flight is about to do."""
+    if not isinstance(verdict, definition.NotFound):
+        return verdict
+    trusted_from = not_found_trusted_from(effect.spec, effect.row, now)
+    if trusted_from is None:
+        return verdict
+    effect.row.next_attempt_at = trusted_from
+    return definition.Undetermined(
+        f"not found yet: the receiver ignores keys, and a request still in flight could land "
+        f"until {trusted_from:%Y-%m-%d %H:%M:%S %Z}; look it up again then")
+
+
 def settle(change: Change, lease: Lease, effect: Effect, verdict, *, error: str = "") -> bool:
     """Settle an unknown effect with what the lookup by its key found. True when it
     succeeded (the caller goes on).
@@ -225,14 +255,9 @@ def settle(change: Change, lease: Lease, effect: Effect, verdict, *, error: str 
                  data=data)
         return False
     low = spec.impact == definition.LOW
-    if (low and isinstance(verdict, definition.NotFound) and not spec.honours_key
-            and spec.lookup_delay > 0 and (row.next_attempt_at is None
-                                           or row.next_attempt_at > now)):
-        # The receiver ignores keys and the request may still be in flight: "not found"
-        # now proves nothing. Look again once it has had time to land, measured from the
-        # first "not found": a second lookup before then changes nothing.
-        look_again(change, lease, effect, before,
-                   at=row.next_attempt_at or now + timedelta(seconds=spec.lookup_delay),
+    if (low and isinstance(verdict, definition.NotFound)
+            and (trusted_from := not_found_trusted_from(spec, row, now)) is not None):
+        look_again(change, lease, effect, before, at=trusted_from,
                    message="not found yet; looking again before sending again",
                    data={"verdict": "not found yet"})
         return False

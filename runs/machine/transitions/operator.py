@@ -144,12 +144,14 @@ def resume(run_id: int, *, actor: Actor, reason: str, now: datetime | None = Non
     return run
 
 def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str,
-              evidence: str = "", now: datetime | None = None) -> Run:
+              evidence: str = "", looked_up: bool = False, now: datetime | None = None) -> Run:
     """Settle a step whose outcome a person or a lookup has established.
 
     `verdict` is Found(ref) (the effect happened: the step succeeds and the run continues),
     NotFound() (evidence nothing changed: the step is marked failed and waits for an explicit
-    retry) or Undetermined(reason) (still unknown; the run stays in attention).
+    retry) or Undetermined(reason) (still unknown; the run stays in attention). `looked_up`:
+    the verdict is a lookup's by key, whose "not found" may prove nothing yet
+    (effects.looked_up_verdict).
     """
     require_evidence(verdict, evidence, f"reconcile {step_name}")
     with operator_transition(run_id, "reconcile", actor=actor, reason=reason, now=now,
@@ -159,8 +161,11 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
         # A run a person ended while this effect was unknown: settling it never sends the
         # run on; once every effect is settled the run is terminated.
         ended = run.attention_reason == AttentionReason.ENDED_UNSETTLED
+        effect = effects.StepEffect(op, step)
+        if looked_up:
+            verdict = effects.looked_up_verdict(effect, verdict, change.now)
         data = {"evidence": evidence, **effects.settled_by_person(
-            change, effects.StepEffect(op, step), verdict, evidence=evidence, reason=reason)}
+            change, effect, verdict, evidence=evidence, reason=reason)}
         if ended:
             end_or_hold(change, unsettled_effects(op.steps),
                         message=f"every effect settled ({step_name}: {data['verdict']})")
