@@ -156,6 +156,14 @@ VARIABLES: list[Variable] = [
     V("RUNS_TOOL_ARGUMENTS_MAX_BYTES", INT, "65536",
       "a tool call whose arguments (as JSON) are larger than this is never executed: a schema "
       "error the model is told of", minimum=1),
+    V("RUNS_AGENT_TEXT_MAX_CHARS", INT, "65536",
+      "a model turn's text longer than this is kept cut to it, its length noted; a final "
+      "answer longer than it is kept whole as an artifact, within RUNS_RESULT_MAX_BYTES",
+      minimum=1),
+    V("RUNS_AGENT_TURN_MAX_TOOL_CALLS", INT, "64",
+      "a model turn asking for more tool calls than this is refused as a whole: none of its "
+      "calls is made, and the model is told (a schema error, against the agent's budget)",
+      minimum=1),
     V("RUNS_LIMITS_REDIS_URL", STR, None, "Redis for the rate limits shared by every worker "
       "(runs.machine.limits); empty: each process alone",
       shown="CELERY_BROKER_URL when it is Redis"),

@@ -439,6 +439,12 @@ RUNS_INPUT_MAX_BYTES = env("RUNS_INPUT_MAX_BYTES")
 # row and sent back to the model at every later turn; a tool is told what to do in far less,
 # and anything larger is passed by reference. As large as a result kept inline.
 RUNS_TOOL_ARGUMENTS_MAX_BYTES = env("RUNS_TOOL_ARGUMENTS_MAX_BYTES")
+# What one model turn may hand over (runs.agents.turn_bounds): its text is kept cut past the
+# first (a final answer kept whole apart, as a result is), and a turn asking for more tool
+# calls than the second is refused whole, the model told: a hostile or broken model's
+# megabytes or thousands of calls are never stored, nor sent back to it at every turn.
+RUNS_AGENT_TEXT_MAX_CHARS = env("RUNS_AGENT_TEXT_MAX_CHARS")
+RUNS_AGENT_TURN_MAX_TOOL_CALLS = env("RUNS_AGENT_TURN_MAX_TOOL_CALLS")
 # Modules that define workflows; importing them registers the workflows.
 RUNS_WORKFLOW_MODULES = ["demo.workflows", *env("RUNS_EXTRA_WORKFLOW_MODULES")]
 

@@ -45,9 +45,15 @@ class AgentTurn(models.Model):
     # A summary turn: the model's summary of the turns before this index (0: an ordinary
     # turn). Later turns are sent the summary instead of those turns, which stay stored.
     summarises = models.PositiveIntegerField(default=0, db_default=0)
-    # A summary turn's reference to the artifact holding the turns it covers in full
-    # (runs.machine.artifacts: {"$artifact": name, "size", "sha256"}); None on other turns.
+    # The reference of the artifact holding what the turn stands for in full
+    # (runs.machine.artifacts: {"$artifact": name, "size", "sha256"}): a summary turn's
+    # transcript of the turns it covers, or a final answer's text longer than
+    # RUNS_AGENT_TEXT_MAX_CHARS (its content keeps the start: runs.agents.turn_bounds).
     transcript = models.JSONField(null=True, blank=True)
+    # Why none of the tool calls the turn asked for was taken (more than one turn may ask
+    # for: runs.agents.turn_bounds); its tool_calls are then empty, no call has a row, and
+    # the model is told at its next turn. "": the turn's calls were taken.
+    refused = models.TextField(blank=True, default="", db_default="")
     created_at = models.DateTimeField()
 
     class Meta:

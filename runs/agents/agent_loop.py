@@ -31,7 +31,6 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from ..agent_models import ToolCall, ToolCallStatus
 from ..definitions import definition
 from ..machine import (
-    artifacts,
     crashpoints,
     deadline,
     heartbeats,
@@ -58,7 +57,7 @@ from ..machine.transitions import agent_compensation as undo_tx
 from ..machine.transitions import agent_turns as turns_tx
 from ..machine.transitions import in_flight, tool_call_rules
 from ..models import ErrorClass, Step
-from . import agent_history, tool_call_undo, tool_results
+from . import agent_history, tool_call_undo, tool_results, turn_bounds
 
 logger = logging.getLogger(__name__)
 S = ToolCallStatus
@@ -111,10 +110,10 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
                 lease = _run_call(lease, step, spec, ctx, due)
                 continue
             turns = calls_tx.turns_of(step)
-            # A turn that says nothing is no answer: the model is asked again (and told so).
-            if turns and not turns[-1].tool_calls and not turns[-1].summarises \
-                    and not said_nothing(turns[-1]):
-                return final_outcome(ctx, turns, calls)
+            # A turn that says nothing, or whose calls were refused, is no answer: the model
+            # is asked again (and told why).
+            if turns and turn_bounds.is_answer(turns[-1]):
+                return turn_bounds.final_outcome(ctx, turns, calls)
             spent = turns_tx.budget_spent(step, spec, asking=True)
             if spent is not None:
                 return turns_tx.agent_budget_spent(lease, step, spent[1])
@@ -151,9 +150,13 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
                 return asked
             if cut is not None:
                 crashpoints.reach(agent_history.BEFORE_SUMMARY, name)
-            lease = turns_tx.record_agent_turn(lease, step, asked.value)
+            # A long final answer is kept whole apart before its turn is stored, cut.
+            answer = turn_bounds.answer_kept_apart(ctx, asked.value)
+            if not answer.succeeded:
+                return answer
+            lease = turns_tx.record_agent_turn(lease, step, answer.value)
             crashpoints.reach(AFTER_TURN if cut is None else agent_history.AFTER_SUMMARY, name)
-            silent = silent_answers(lease, step, spec)
+            silent = turn_bounds.silent_answers(lease, step, spec)
             if silent is not None:
                 return silent
     finally:
@@ -176,33 +179,6 @@ def past_call_budget(calls: list[ToolCall], spec: definition.AgentSpec,
     return (f"tool call budget spent: tool call {due.ref} ({due.tool}) is call {place} of "
             f"the {len(counted)} the model asked for and nobody cancelled, at most {most}: "
             "it is not made (a person cancels it, or ends the run)")
-
-
-def said_nothing(turn) -> bool:
-    """Whether a stored ordinary turn holds neither text nor a tool call."""
-    return not turn.summarises and not turn.tool_calls and not str(turn.content or "").strip()
-
-
-def silent_answers(lease: transitions.Lease, step: Step,
-                   spec: definition.AgentSpec) -> transitions.Outcome | None:
-    """After a turn was stored: the step's model format error when the model has now said
-    nothing more often than the agent's schema error budget allows, else None. Counted as
-    its tool calls' schema errors are (the generation's turns), and checked only when a
-    turn was just stored, so that a person's resume gives the model one more try."""
-    if lease.finished or lease.work is None or lease.work.name != step.name \
-            or lease.compensating:
-        return None
-    turns = calls_tx.turns_of(lease.by_name(step.name))
-    if not turns or not said_nothing(turns[-1]):
-        return None
-    silent = sum(1 for t in turns if said_nothing(t))
-    if silent <= spec.schema_error_budget:
-        return None
-    return transitions.Outcome(succeeded=False, error=Classified(
-        ErrorClass.MODEL_FORMAT,
-        f"the model answered {silent} times with neither text nor a tool call (budget "
-        f"{spec.schema_error_budget}); the last: turn {turns[-1].index}, finish reason "
-        f"{turns[-1].finish_reason!r}"))
 
 
 def _ask(client, spec: definition.AgentSpec, ctx: StepContext, conversation: list[dict],
@@ -347,7 +323,11 @@ def messages(spec: definition.AgentSpec, ctx: StepContext, turns, calls: list[To
         if until is not None and turn.index >= until:
             break
         message = {"role": "assistant", "content": turn.content or None}
-        if said_nothing(turn):
+        if turn.refused:
+            out += [{**message, "content": turn.content or ""},
+                    turn_bounds.refused_message(turn)]
+            continue
+        if turn_bounds.said_nothing(turn):
             # Endpoints refuse an assistant message with no content and no tool calls.
             out += [{**message, "content": ""}, {"role": "user", "content": SAID_NOTHING}]
             continue
@@ -394,24 +374,6 @@ def tool_message(call: ToolCall) -> str:
     if call.status == S.DECLINED:
         return json.dumps({"error": f"declined, not executed: {call.error_message}"})
     return json.dumps({"error": f"failed, nothing changed: {call.error_message}"})
-
-
-def final_outcome(ctx: StepContext, turns, calls: list[ToolCall]) -> transitions.Outcome:
-    """The step's Outcome once the model answered: its result kept by the one rule of every
-    step's result (artifacts.kept_result), apart as an artifact when large and refused past
-    the limit (the answer is the model's: a read's error, as a decision's output too big)."""
-    value, too_large = artifacts.kept_result(ctx.run_id, ctx.step, final_result(turns, calls),
-                                             has_side_effect=False)
-    if too_large is not None:
-        return transitions.Outcome(succeeded=False, error=too_large)
-    return transitions.Outcome(succeeded=True, value=value)
-
-
-def final_result(turns, calls: list[ToolCall]) -> dict:
-    # Not "tokens": the result passes the redaction filter, which masks a key naming a token.
-    return {"answer": turns[-1].content, "turns": len(turns), "tool_calls": len(calls),
-            "usage": {"prompt": sum(t.prompt_tokens for t in turns),
-                      "completion": sum(t.completion_tokens for t in turns)}}
 
 
 # --- the model -----------------------------------------------------------------------------

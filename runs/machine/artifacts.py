@@ -5,10 +5,11 @@ checkpoint's WAL, and claims and list pages never load it.
 
 Limits (settings, with their defaults): RUNS_RESULT_INLINE_BYTES (64 KB),
 RUNS_RESULT_MAX_BYTES (32 MB), RUNS_INPUT_MAX_BYTES (256 KB), and for what a model proposes,
-RUNS_TOOL_ARGUMENTS_MAX_BYTES (64 KB). A tool call's result is kept by the one rule of a
-step's (kept_result). Artifacts go to the storage
-named "artifacts" in STORAGES when there is one (any django-storages backend), else to the
-file system under VAR_DIR/artifacts. A summary turn's transcript (the turns it covers, in
+RUNS_TOOL_ARGUMENTS_MAX_BYTES (64 KB), RUNS_AGENT_TEXT_MAX_CHARS (65,536 characters of a
+model turn's text) and RUNS_AGENT_TURN_MAX_TOOL_CALLS (64 calls in one turn). A tool call's
+result is kept by the one rule of a step's (kept_result). Artifacts go to the storage named
+"artifacts" in STORAGES when there is one (any django-storages backend), else to the file
+system under VAR_DIR/artifacts. A summary turn's transcript (the turns it covers, in
 full: runs.agents.agent_history) is written the same way, whatever its size.
 """
 
@@ -56,6 +57,16 @@ def over_input_limit(value) -> int | None:
 
 def arguments_limit() -> int:
     return limit("RUNS_TOOL_ARGUMENTS_MAX_BYTES", 64 * 1024)
+
+
+def text_limit() -> int:
+    """The most of a model turn's text kept on its row, in characters."""
+    return limit("RUNS_AGENT_TEXT_MAX_CHARS", 64 * 1024)
+
+
+def turn_calls_limit() -> int:
+    """The most tool calls one model turn may ask for."""
+    return limit("RUNS_AGENT_TURN_MAX_TOOL_CALLS", 64)
 
 
 class ArtifactUnreadable(ValueError):

@@ -36,6 +36,8 @@ class Turn:
     summarises: int = 0
     transcript: dict | None = None
     id: int = 0
+    # Why none of the tool calls the turn asked for was made (too many for one turn).
+    refused: str = ""
 
     @property
     def summary_of(self) -> str:
@@ -140,7 +142,7 @@ def conversations(run, steps: list[Step], *, first_turn: int = 0,
         by_step.setdefault((t.step_id, t.generation), {})[t.index] = Turn(
             t.index, t.content, t.tokens, t.model_ref, prompt_tokens=t.prompt_tokens,
             completion_tokens=t.completion_tokens, summarises=t.summarises,
-            transcript=t.transcript, id=t.pk)
+            transcript=t.transcript, id=t.pk, refused=t.refused)
     newest = {pk: (extent[pk, current[pk]]["newest"] if (pk, current[pk]) in extent else 0)
               for pk in names}
     # A compensation paused at the undo of one call: confirmed on that call (one more query,

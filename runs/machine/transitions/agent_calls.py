@@ -57,8 +57,11 @@ class ModelTurn:
     completion_tokens: int = 0
     # A summary of the turns before this index (runs.agents.agent_history); 0: an ordinary turn.
     summarises: int = 0
-    # A summary's reference to the artifact holding the transcript of the turns it covers.
+    # A summary's reference to the artifact holding the transcript of the turns it covers,
+    # or a long final answer's to the artifact holding it whole (runs.agents.turn_bounds).
     transcript: dict | None = None
+    # Why none of the tool calls asked for is taken (set where the turn is made storable).
+    refused: str = ""
 
 
 def args_hash(arguments) -> str:

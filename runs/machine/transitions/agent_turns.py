@@ -62,7 +62,9 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
                       now: datetime | None = None) -> Lease:
     """Store the model's answer before any tool it asks for runs, with a row per tool call
     (its key fixed by its place in the conversation). Arguments that fail the tool's schema,
-    or are over RUNS_TOOL_ARGUMENTS_MAX_BYTES, are kept as evidence and never executed; past
+    or are over RUNS_TOOL_ARGUMENTS_MAX_BYTES, are kept as evidence and never executed; a
+    turn asking for more than RUNS_AGENT_TURN_MAX_TOOL_CALLS calls is stored with none of
+    them (AgentTurn.refused), counted as a schema error; past
     the step's schema error budget, or for a tool the step does not declare, or past the
     turn, call or token budget, the run stops for a person, saying which."""
     spec = agent_spec(lease, step)
@@ -81,7 +83,8 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
             tool_calls=masked_calls(sensitive.seal_asked_calls(turn.tool_calls, spec.tools)),
             finish_reason=turn.finish_reason, model_ref=turn.model_ref,
             prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens,
-            summarises=turn.summarises, transcript=turn.transcript, created_at=now)
+            summarises=turn.summarises, transcript=turn.transcript, refused=turn.refused,
+            created_at=now)
         rows, invented, invalid = [], [], []
         for position, asked in enumerate(turn.tool_calls):
             row = _new_call(change.run, step, spec, index, position, asked, now,
@@ -102,6 +105,7 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
             # What the model sent that could not be kept as sent, and what was kept instead.
             **({"stored_otherwise": notes} if notes else {}),
             **({"summarises": turn.summarises} if turn.summarises else {}),
+            **({"refused": turn.refused} if turn.refused else {}),
             # A repeat of a call a person settled as not done is sent under that call's key.
             **({"same_key_as": same_key_as} if same_key_as else {}),
             # The chain vouches for the transcript too: its artifact can be checked by hash.
@@ -131,7 +135,9 @@ def storable_turn(turn: ModelTurn) -> tuple[ModelTurn, list[str], dict[int, str]
     checkpoint would be asked again at every attempt). Returns the turn, notes for a person
     on what was kept otherwise than sent, and why each tool call (by position) is invalid.
 
-    Content: a NUL written out (printable), a value that is no text as its JSON text.
+    Content: a NUL written out (printable), a value that is no text as its JSON text, cut
+    past RUNS_AGENT_TEXT_MAX_CHARS saying how long it was. More tool calls than
+    RUNS_AGENT_TURN_MAX_TOOL_CALLS: none is kept, the turn says why (refused).
     model_ref and finish_reason only name the completion for a person: cut to their
     columns, said so. Token counts that are no whole number in the column's range count 0,
     said so. A call whose id holds a NUL or is longer than its column is invalid (a model
@@ -153,7 +159,17 @@ def storable_turn(turn: ModelTurn) -> tuple[ModelTurn, list[str], dict[int, str]
     if (masked := redact_text(content)) != content:
         notes.append("content: what looks like a credential masked")
         content = masked
-    fields = {"content": content}
+    if len(content) > (most := artifacts.text_limit()):
+        # A final answer this long is whole in its artifact (runs.agents.turn_bounds).
+        notes.append(f"content of {len(content):,} characters cut to its {most:,} "
+                     "(RUNS_AGENT_TEXT_MAX_CHARS)" + (
+                         ", kept whole as an artifact" if turn.transcript and
+                         not turn.summarises else ""))
+        content = f"{content[:most]}… (cut: {len(content):,} characters in all)"
+    fields = {"content": content, "refused": too_many_calls(turn.tool_calls)}
+    if fields["refused"]:
+        notes.append(fields["refused"])
+        turn = replace(turn, tool_calls=[])
     for name, most in (("model_ref", REF_MAX), ("finish_reason", FINISH_MAX)):
         sent = getattr(turn, name)
         kept = _text_of(sent)
@@ -190,6 +206,24 @@ def storable_turn(turn: ModelTurn) -> tuple[ModelTurn, list[str], dict[int, str]
             problems[position] = problem
             notes.append(f"tool call {position}: {problem}")
     return replace(turn, tool_calls=calls, **fields), notes, problems
+
+
+def kept_text(value) -> str:
+    """A turn's text as storable_turn keeps it, before it is cut to its bound."""
+    return redact_text(_text_of(value))
+
+
+def too_many_calls(asked) -> str:
+    """Why a turn's tool calls are refused as a whole, or "": more than one turn may ask
+    for. None of them is taken, so a model's thousands never become rows or effects."""
+    most = artifacts.turn_calls_limit()
+    if not isinstance(asked, list) or len(asked) <= most:
+        return ""
+    names = sorted({printable(str(c.get("name") or ""))[:60] if isinstance(c, dict) else ""
+                    for c in asked})
+    return (f"it asked for {len(asked):,} tool calls ({', '.join(map(repr, names[:5]))}"
+            f"{', ...' if len(names) > 5 else ''}), more than the {most:,} one answer may "
+            "ask for (RUNS_AGENT_TURN_MAX_TOOL_CALLS)")
 
 
 def with_call_ids(turn: ModelTurn, index: int) -> ModelTurn:
@@ -391,11 +425,19 @@ def _turn_stops(step: Step, spec: definition.AgentSpec, invented: list[str]) -> 
                 f"does not declare (it declares {', '.join(spec.tools)})")
     calls = ToolCall.objects.filter(step=step, generation=step.generation)
     invalid = calls.filter(status=S.INVALID).count()
-    if invalid > spec.schema_error_budget:
+    # A turn refused for asking too many calls is a schema error too: a model repeating it
+    # is stopped by the same budget, never asked again and again.
+    refused = list(AgentTurn.objects.filter(step=step, generation=step.generation)
+                   .exclude(refused="").values_list("refused", flat=True))
+    if invalid + len(refused) > spec.schema_error_budget:
+        newest = AgentTurn.objects.filter(step=step, generation=step.generation).last()
+        last = newest.refused if newest.refused else \
+            calls.filter(status=S.INVALID).last().error_message
+        said = [f"{invalid} tool calls had arguments that fail their schema"] if invalid else []
+        if refused:
+            said.append(f"{len(refused)} turns asked for more tool calls than one turn may")
         return (AttentionReason.MODEL_OUTPUT_PAUSED,
-                f"{invalid} tool calls had arguments that fail their schema (budget "
-                f"{spec.schema_error_budget}); the last: "
-                f"{calls.filter(status=S.INVALID).last().error_message}")
+                f"{' and '.join(said)} (budget {spec.schema_error_budget}); the last: {last}")
     return budget_spent(step, spec)
 
 
