@@ -55,12 +55,12 @@ def silent_answers(lease: transitions.Lease, step: Step,
                    spec) -> transitions.Outcome | None:
     """After a turn was stored: the step's model format error when the model has now said
     nothing more often than the agent's schema error budget allows, else None. Counted as
-    its tool calls' schema errors are (the generation's turns), and checked only when a
-    turn was just stored, so that a person's resume gives the model one more try."""
+    its tool calls' schema errors are (the turns since the budget began,
+    agent_turns.turns_in_budget), and checked only when a turn was just stored."""
     if lease.finished or lease.work is None or lease.work.name != step.name \
             or lease.compensating:
         return None
-    turns = calls_tx.turns_of(lease.by_name(step.name))
+    turns = list(turns_tx.turns_in_budget(lease.by_name(step.name))[0].order_by("index"))
     if not turns or not said_nothing(turns[-1]):
         return None
     silent = sum(1 for t in turns if said_nothing(t))

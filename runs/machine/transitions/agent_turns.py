@@ -423,22 +423,37 @@ def _turn_stops(step: Step, spec: definition.AgentSpec, invented: list[str]) -> 
         return (AttentionReason.MODEL_OUTPUT_PAUSED,
                 f"the model asked for {', '.join(repr(n) for n in invented)}, which the step "
                 f"does not declare (it declares {', '.join(spec.tools)})")
-    calls = ToolCall.objects.filter(step=step, generation=step.generation)
-    invalid = calls.filter(status=S.INVALID).count()
+    turns, invalid_calls = turns_in_budget(step)
+    invalid = invalid_calls.count()
     # A turn refused for asking too many calls is a schema error too: a model repeating it
     # is stopped by the same budget, never asked again and again.
-    refused = list(AgentTurn.objects.filter(step=step, generation=step.generation)
-                   .exclude(refused="").values_list("refused", flat=True))
+    refused = list(turns.exclude(refused="").values_list("refused", flat=True))
     if invalid + len(refused) > spec.schema_error_budget:
-        newest = AgentTurn.objects.filter(step=step, generation=step.generation).last()
-        last = newest.refused if newest.refused else \
-            calls.filter(status=S.INVALID).last().error_message
+        newest = turns.order_by("index").last()
+        last = newest.refused if newest is not None and newest.refused else \
+            invalid_calls.order_by("turn", "index").last().error_message \
+            if invalid else refused[-1]
         said = [f"{invalid} tool calls had arguments that fail their schema"] if invalid else []
         if refused:
             said.append(f"{len(refused)} turns asked for more tool calls than one turn may")
         return (AttentionReason.MODEL_OUTPUT_PAUSED,
                 f"{' and '.join(said)} (budget {spec.schema_error_budget}); the last: {last}")
     return budget_spent(step, spec)
+
+
+def turns_in_budget(step: Step):
+    """The agent step's turns, and its tool calls whose arguments failed their schema, that
+    count against its schema error budget: those since a person's retry or resume started a
+    fresh budget (budget_started_at, set again at the next claim), as a decision step's
+    format failures start again. Counted over the whole generation, a model that answered
+    well after the person's retry was stopped again for the errors before it."""
+    turns = AgentTurn.objects.filter(step=step, generation=step.generation)
+    invalid = ToolCall.objects.filter(step=step, generation=step.generation, status=S.INVALID)
+    if step.budget_started_at is not None:
+        turns = turns.filter(created_at__gte=step.budget_started_at)
+        first = turns.order_by("index").values_list("index", flat=True).first()
+        invalid = invalid.filter(turn__gte=first) if first is not None else invalid.none()
+    return turns, invalid
 
 
 def budget_spent(step: Step, spec: definition.AgentSpec, *, asking: bool = False
