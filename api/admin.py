@@ -183,7 +183,14 @@ class WebhookSubscriberForm(forms.ModelForm):
         max_length=subscribers.SECRET_MAX_LENGTH, required=False,
         widget=forms.PasswordInput(render_value=False),
         help_text="Signs each delivery; give it to the receiver. Not shown once saved: leave "
-                  "empty to keep the current one, type a new one to replace it.")
+                  "empty to keep the current one, type a new one to replace it. A replaced "
+                  "secret signs beside the new one for WEBHOOK_SECRET_OVERLAP_HOURS, while "
+                  "the receiver switches.")
+    end_overlap = forms.BooleanField(
+        required=False, label="Stop the replaced secret signing now",
+        help_text="For a secret that leaked: the one replaced (now, or earlier and still "
+                  "signing) signs nothing from this save on. Receivers that still check it "
+                  "refuse every delivery until they switch.")
 
     class Meta:
         model = WebhookSubscriber
@@ -242,10 +249,10 @@ class WebhookSubscriberAdmin(StorableFiltersAdmin):
         if not self.has_change_permission(request, obj):
             # Read-only, Django would show each field's value: the secret, and credentials
             # a URL may carry. Shown as the access chain records them instead.
-            return ["name", "shown_url", "shown_secret", "workflows", "active",
-                    "last_event_id", "last_record_id"]
-        return ["name", "url", "shown_secret", "secret", "workflows", "active",
-                "last_event_id", "last_record_id"]
+            return ["name", "shown_url", "shown_secret", "shown_previous_secret",
+                    "workflows", "active", "last_event_id", "last_record_id"]
+        return ["name", "url", "shown_secret", "secret", "shown_previous_secret",
+                "end_overlap", "workflows", "active", "last_event_id", "last_record_id"]
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change=change, **kwargs)
@@ -256,7 +263,8 @@ class WebhookSubscriberAdmin(StorableFiltersAdmin):
         if obj is None:
             return ["last_event_id", "last_record_id"]
         # The name is the subject of its records in the access chain.
-        return ["name", "shown_url", "shown_secret", "last_event_id", "last_record_id"]
+        return ["name", "shown_url", "shown_secret", "shown_previous_secret",
+                "last_event_id", "last_record_id"]
 
     @admin.display(description="URL")
     def shown_url(self, subscriber):
@@ -264,17 +272,20 @@ class WebhookSubscriberAdmin(StorableFiltersAdmin):
 
     @admin.display(description="current secret")
     def shown_secret(self, subscriber):
-        # Enough to tell which secret is set (the receiver can hash its own), not to sign.
-        try:
-            secret = subscribers.signing_secret(subscriber)
-        except UnreadableValue as exc:
-            return f"cannot be opened: {exc}"
-        digest = hashlib.sha256(secret.encode()).hexdigest()[:12]
-        return f"{len(secret)} characters, sha256 {digest}… (never shown)"
+        return _secret_told(subscriber.secret)
+
+    @admin.display(description="replaced secret")
+    def shown_previous_secret(self, subscriber):
+        until = subscribers.previous_signs_until(subscriber, now=timezone.now())
+        if until is None:
+            return "none signs: only the current secret does"
+        return (f"{_secret_told(subscriber.previous_secret)}; signs beside the current one "
+                f"until {until:%Y-%m-%d %H:%M:%S %Z}")
 
     def save_model(self, request, obj, form, change):
         if change:
-            subscribers.subscriber_save(obj, by=request.user)
+            subscribers.subscriber_save(obj, by=request.user,
+                                        end_overlap=form.cleaned_data.get("end_overlap", False))
         else:
             subscribers.subscriber_create(obj, by=request.user)
 
@@ -297,6 +308,17 @@ class WebhookSubscriberAdmin(StorableFiltersAdmin):
         with transaction.atomic():
             for subscriber in queryset:
                 self.delete_model(request, subscriber)
+
+
+def _secret_told(stored: str) -> str:
+    """Enough of a stored secret to tell which it is (the receiver can hash its own), not to
+    sign."""
+    try:
+        secret = subscribers.opened(stored)
+    except UnreadableValue as exc:
+        return f"cannot be opened: {exc}"
+    digest = hashlib.sha256(secret.encode()).hexdigest()[:12]
+    return f"{len(secret)} characters, sha256 {digest}… (never shown)"
 
 
 @admin.register(WebhookDelivery)

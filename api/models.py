@@ -91,6 +91,12 @@ class WebhookSubscriber(models.Model):
     # sealed_secret: "enc:<key id>:<Fernet token>"), so a copy of the database does not
     # sign; opened only to sign (signing_secret).
     secret = models.CharField(max_length=400)
+    # The secret `secret` replaced, sealed alike, and until when it still signs beside it
+    # (WEBHOOK_SECRET_OVERLAP_HOURS from the replacement, api.subscribers.subscriber_save):
+    # a receiver switches to the new secret within that time without refusing a delivery.
+    # Empty and None: no overlap. Removed by the publisher once the time has passed.
+    previous_secret = models.CharField(max_length=400, blank=True, default="")
+    previous_secret_until = models.DateTimeField(null=True, blank=True)
     workflows = models.JSONField(default=list, blank=True,
                                  help_text="workflow names; empty means every workflow")
     active = models.BooleanField(default=True)

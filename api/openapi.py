@@ -169,8 +169,12 @@ _WEBHOOK_HEADERS = {
         "description": "`sha256=` and the lower-case hex HMAC-SHA256, keyed with the "
                        "subscriber's secret (UTF-8), of `<X-Webhook-Timestamp>.<body>`, the "
                        "body being the bytes received: verify before parsing, and compare "
-                       "in constant time.",
-        "required": True, "schema": {"type": "string", "pattern": r"^sha256=[0-9a-f]{64}$"}},
+                       "in constant time. For a while after the secret is replaced "
+                       "(WEBHOOK_SECRET_OVERLAP_HOURS) one signature per secret, "
+                       "comma-separated, the new secret's first: split on the commas and "
+                       "accept the delivery when any of them is yours.",
+        "required": True, "schema": {"type": "string",
+                                     "pattern": r"^sha256=[0-9a-f]{64}(,sha256=[0-9a-f]{64})*$"}},
 }
 # api.webhooks._attempt: any 2xx delivers, anything else (or no answer) is tried again.
 _WEBHOOK_RESPONSES = {

@@ -4,12 +4,20 @@ same transaction, whoever makes them (Django admin's pages call these).
 A subscriber is told what happens from its creation on, and one that has deliveries is never
 deleted: its deliveries are the publisher's record of what was sent where (they protect it in
 the schema too), so it is deactivated instead.
+
+A secret replaced keeps signing beside the new one for WEBHOOK_SECRET_OVERLAP_HOURS (each
+delivery then carries both signatures), so that a receiver switching to the new secret
+refuses nothing meanwhile; the replacement's record says until when. After that the
+publisher removes it (retire_previous_secrets), and only the new secret signs.
 """
 
+from datetime import datetime, timedelta
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.utils import timezone
 
 from audit.access import AccessAction, record_access_change
 from audit.chain import Actor
@@ -54,15 +62,58 @@ def signing_secret(subscriber: WebhookSubscriber) -> str:
     """The secret `subscriber`'s deliveries are signed with: the stored one opened (one
     stored in clear, before api 0012 sealed them, as it is). UnreadableValue if it is sealed
     with a key FIELD_ENCRYPTION_KEYS no longer holds."""
-    secret = subscriber.secret
+    return opened(subscriber.secret)
+
+
+def opened(secret: str) -> str:
+    """A stored secret opened (one in clear as it is); UnreadableValue if no key opens it."""
     return sensitive.decrypt(secret) if sensitive.is_sealed(secret) else secret
+
+
+def readable(secret: str) -> str | None:
+    """A stored secret opened, or None when no key FIELD_ENCRYPTION_KEYS holds opens it."""
+    try:
+        return opened(secret)
+    except sensitive.UnreadableValue:
+        return None
+
+
+def signing_secrets(subscriber: WebhookSubscriber, *, now: datetime) -> list[str]:
+    """The secrets a delivery sent at `now` is signed with: the current one (signing_secret,
+    UnreadableValue as it says), then the one it replaced while that still signs. A replaced
+    one no key opens any more is left out: the current one's signature still goes."""
+    secrets = [signing_secret(subscriber)]
+    if previous_signs_until(subscriber, now=now) is not None:
+        previous = readable(subscriber.previous_secret)
+        if previous is not None and previous not in secrets:
+            secrets.append(previous)
+    return secrets
+
+
+def previous_signs_until(subscriber: WebhookSubscriber, *, now: datetime) -> datetime | None:
+    """Until when `subscriber`'s replaced secret signs beside its current one; None when it
+    does not (none kept, or its time has passed)."""
+    until = subscriber.previous_secret_until
+    return until if subscriber.previous_secret and until is not None and now < until else None
+
+
+def retire_previous_secrets(*, now: datetime) -> int:
+    """Remove the replaced secrets whose overlap has ended (the publisher, each pass): they
+    sign nothing any more (signing_secrets asks the time), and are not kept longer. Not
+    recorded again: the replacement's record says until when one signs. How many."""
+    return (WebhookSubscriber.objects.filter(previous_secret_until__lte=now)
+            .update(previous_secret="", previous_secret_until=None))
 
 
 def subscriber_state(subscriber: WebhookSubscriber) -> dict:
     """What the access chain records of a subscriber: where its events go (recorded_url),
-    for which workflows, and whether it is active (never its secret)."""
-    return {"url": recorded_url(subscriber.url), "workflows": sorted(subscriber.workflows or []),
-            "active": subscriber.active}
+    for which workflows, whether it is active, and until when a replaced secret signs too,
+    while one does (never a secret)."""
+    state = {"url": recorded_url(subscriber.url),
+             "workflows": sorted(subscriber.workflows or []), "active": subscriber.active}
+    if (until := previous_signs_until(subscriber, now=timezone.now())) is not None:
+        state["previous_secret_signs_until"] = until.isoformat()
+    return state
 
 
 def record_subscriber_change(subscriber, action: AccessAction, *, before: dict,
@@ -144,16 +195,32 @@ def subscriber_create(subscriber: WebhookSubscriber, *, by) -> None:
                                  before={}, after=subscriber_state(subscriber), by=by)
 
 
-def subscriber_save(subscriber: WebhookSubscriber, *, by) -> None:
+def subscriber_save(subscriber: WebhookSubscriber, *, by, end_overlap: bool = False) -> None:
     """Save a changed subscriber and record what changed (a secret as replaced);
-    PermissionDenied if `by` may not give it its workflows (subscription_refusal)."""
+    PermissionDenied if `by` may not give it its workflows (subscription_refusal).
+
+    A secret replaced keeps signing beside the new one for WEBHOOK_SECRET_OVERLAP_HOURS
+    (replacing it again within them, the one replaced last); `end_overlap` (a leaked secret)
+    stops the replaced one signing now, with or without a new one."""
     with transaction.atomic():
         stored = WebhookSubscriber.objects.select_for_update().get(pk=subscriber.pk)
         refuse_subscription(by, subscriber.workflows or [],
                             had=workflows_kept(stored, subscriber.url))
+        stored_secret = readable(stored.secret)
         # A secret kept is the stored one, still sealed; a new one is typed in clear.
         changed = subscriber.secret != stored.secret and \
-            signing_secret(subscriber) != signing_secret(stored)
+            (stored_secret is None or signing_secret(subscriber) != stored_secret)
+        # Only this function sets the overlap: what the caller's copy holds of it may be
+        # older than the row (read before the publisher removed an ended one).
+        subscriber.previous_secret = stored.previous_secret
+        subscriber.previous_secret_until = stored.previous_secret_until
+        overlap = timedelta(hours=settings.WEBHOOK_SECRET_OVERLAP_HOURS)
+        if changed and stored_secret is not None and overlap and not end_overlap:
+            subscriber.previous_secret = sealed_secret(stored.secret)
+            subscriber.previous_secret_until = timezone.now() + overlap
+        elif changed or end_overlap:
+            # No overlap asked, or none possible: a secret no key opens signs nothing.
+            subscriber.previous_secret, subscriber.previous_secret_until = "", None
         subscriber.secret = sealed_secret(subscriber.secret)
         subscriber.save()
         record_subscriber_change(subscriber, AccessAction.WEBHOOK_SUBSCRIBER_CHANGED,

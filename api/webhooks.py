@@ -4,10 +4,13 @@ backoff, each signed.
 
 Signature: the header `X-Webhook-Signature: sha256=<hex>` is HMAC-SHA256 with the
 subscriber's secret over `<X-Webhook-Timestamp>.<body>`; receivers recompute it, compare in
-constant time and refuse old timestamps. `X-Webhook-Id` is the delivery id, the same on every
-attempt, for deduplication. A failing endpoint only delays its own deliveries: the runtime
-never waits for a subscriber, and the publisher waits at most WEBHOOK_TIMEOUT_SECONDS for
-one delivery, reads no response body, and tries an endpoint that gives no answer once a pass.
+constant time and refuse old timestamps. While a replaced secret still signs
+(api.subscribers.signing_secrets) the header lists one signature per secret, comma-separated,
+the current secret's first: a receiver accepts a delivery when any of them is its own.
+`X-Webhook-Id` is the delivery id, the same on every attempt, for deduplication. A failing
+endpoint only delays its own deliveries: the runtime never waits for a subscriber, and the
+publisher waits at most WEBHOOK_TIMEOUT_SECONDS for one delivery, reads no response body,
+and tries an endpoint that gives no answer once a pass.
 """
 
 import asyncio
@@ -35,7 +38,7 @@ from runs.machine.storable import printable
 
 from . import public_network
 from .models import WebhookDelivery, WebhookSubscriber
-from .subscribers import signing_secret
+from .subscribers import retire_previous_secrets, signing_secrets
 from .webhook_cursors import queue_deliveries, takes
 
 logger = logging.getLogger(__name__)
@@ -62,6 +65,12 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
     """The signature header's value for `body` sent at `timestamp`."""
     mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
     return "sha256=" + mac.hexdigest()
+
+
+def signature_header(secrets: list[str], timestamp: str, body: bytes) -> str:
+    """The X-Webhook-Signature of `body` signed with each of `secrets`, in their order,
+    comma-separated as an HTTP header lists values (a receiver splits on the commas)."""
+    return ",".join(sign(secret, timestamp, body) for secret in secrets)
 
 
 def subscribed_workflows(value) -> list[str]:
@@ -167,7 +176,8 @@ def _subscriber_as_now(delivery: WebhookDelivery) -> bool:
     subscriber, corrects its URL or replaces its secret meanwhile would otherwise see the
     rest of the pass sent to it as it was, to the old URL, signed with the old secret."""
     now = (WebhookSubscriber.objects.filter(pk=delivery.subscriber_id)
-           .values("active", "url", "secret", "workflows").first())
+           .values("active", "url", "secret", "previous_secret", "previous_secret_until",
+                   "workflows").first())
     if now is None or not now["active"]:
         return False
     for name, value in now.items():
@@ -228,7 +238,7 @@ def _attempt(poster: DeadlinePoster, delivery: WebhookDelivery) -> tuple[int | N
     # refuse, for good, what a long pass stamped minutes before sending it.
     stamp = str(int(time.time()))
     try:
-        secret = signing_secret(delivery.subscriber)
+        secrets = signing_secrets(delivery.subscriber, now=timezone.now())
     except UnreadableValue as exc:
         # Not sent unsigned: kept for a key put back, or a secret an admin types again.
         return None, f"not sent: its secret cannot be opened: {exc}"
@@ -237,7 +247,7 @@ def _attempt(poster: DeadlinePoster, delivery: WebhookDelivery) -> tuple[int | N
             "Content-Type": "application/json",
             "X-Webhook-Id": str(delivery.delivery_id),
             "X-Webhook-Timestamp": stamp,
-            "X-Webhook-Signature": sign(secret, stamp, body),
+            "X-Webhook-Signature": signature_header(secrets, stamp, body),
         })
     except TimeoutError:
         return None, f"no answer within {poster.seconds:g} s"
@@ -378,6 +388,7 @@ def publish(*, now: datetime | None = None) -> PublishReport:
 
 
 def _publish(now: datetime | None) -> PublishReport:
+    retire_previous_secrets(now=timezone.now())
     queued = queue_deliveries(now=now)
     report = send_due(now=now)
     report.queued = queued

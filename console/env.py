@@ -257,6 +257,9 @@ VARIABLES: list[Variable] = [
     V("WEBHOOK_PUBLISH_INTERVAL_SECONDS", FLOAT, "2", "how often progress events are published",
       minimum=SOME),
     V("WEBHOOK_TIMEOUT_SECONDS", FLOAT, "5", "the timeout of one webhook delivery", minimum=SOME),
+    V("WEBHOOK_SECRET_OVERLAP_HOURS", FLOAT, "24",
+      "how long a webhook subscriber's replaced secret still signs its deliveries beside the "
+      "new one, for its receiver to switch; 0: it stops at once", minimum=0),
     V("WEBHOOK_PRIVATE_ADDRESSES", BOOL, "1",
       "deliver webhooks to subscriber URLs that resolve to loopback, private or link-local "
       "addresses (api.public_network); off in console.production unless set",

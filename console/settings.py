@@ -576,6 +576,8 @@ AUDIT_CHECKPOINT_INTERVAL_SECONDS = env("AUDIT_CHECKPOINT_INTERVAL_SECONDS")
 WEBHOOK_PUBLISH_INTERVAL_SECONDS = env("WEBHOOK_PUBLISH_INTERVAL_SECONDS")
 WEBHOOK_TIMEOUT_SECONDS = env("WEBHOOK_TIMEOUT_SECONDS")
 WEBHOOK_PRIVATE_ADDRESSES = env("WEBHOOK_PRIVATE_ADDRESSES")
+# A subscriber's replaced secret signs beside the new one this long (api.subscribers).
+WEBHOOK_SECRET_OVERLAP_HOURS = env("WEBHOOK_SECRET_OVERLAP_HOURS")
 
 # --- Retention and archival (archive app) --------------------------------------------------
 # Finished runs (completed, compensated, terminated) stay in the hot tables this many days

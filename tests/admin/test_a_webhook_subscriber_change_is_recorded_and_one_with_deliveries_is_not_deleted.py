@@ -65,9 +65,12 @@ def test_creating_and_changing_a_subscriber_is_recorded_without_its_secret(
     assert changed.subject == "webhook subscriber erp"
     assert changed.before == {"url": "https://erp.example.com/hook",
                               "workflows": ["test-orders"], "secret": "(not recorded)"}
+    # The replaced secret signs beside the new one until a time, which is recorded.
     assert changed.after == {"url": "https://elsewhere.example.net/hook",
                              "workflows": ["test-orders", "test-saga"],
-                             "secret": "replaced (not recorded)"}
+                             "secret": "replaced (not recorded)",
+                             "previous_secret_signs_until":
+                                 erp.previous_secret_until.isoformat()}
 
     # Deactivated: recorded; saved unchanged: nothing recorded.
     assert admin_client.post(url, form(erp, active=None)).status_code == 302

@@ -68,7 +68,9 @@ def test_a_typed_secret_replaces_it(admin_client, subscriber):  # noqa: F811
     assert response.status_code == 302
     subscriber.refresh_from_db()
     assert signing_secret(subscriber) == "whsec-new" and "whsec-new" not in subscriber.secret
-    assert AccessRecord.objects.get().after == {"secret": "replaced (not recorded)"}
+    assert AccessRecord.objects.get().after == {
+        "secret": "replaced (not recorded)",
+        "previous_secret_signs_until": subscriber.previous_secret_until.isoformat()}
 
 
 def test_a_new_subscriber_without_a_secret_is_refused_and_nothing_is_saved(
