@@ -3,7 +3,6 @@
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.contrib.auth import get_user_model
 from django.db.models import Max, QuerySet
 
 from .models import AuditRecord
@@ -22,7 +21,8 @@ def audit_records(*, actor: str = "", action: str = "", run: int | None = None,
     if by:
         records = records.filter(actor_kind=by)
     if actor:
-        kind = actor_kind if actor_kind is not None else actor_kind_of(actor)
+        kind = actor_kind if actor_kind is not None else \
+            actor_kind_of(actor, workflow_ids=workflow_ids)
         records = records.filter(actor_label=actor, **kind)
     if action:
         records = records.filter(action=action)
@@ -35,21 +35,26 @@ def audit_records(*, actor: str = "", action: str = "", run: int | None = None,
     return records.order_by("-pk")
 
 
-def actor_kind_of(label: str) -> dict:
-    """The filter on the actor's kind that an actor filter of `label` adds.
+def actor_kind_of(label: str, *, workflow_ids: frozenset[int] | None = None) -> dict:
+    """The filter on the actor's kind that an actor filter of `label` adds, for one who
+    sees the runs of `workflow_ids` (None: every workflow's).
 
     A person's name is read along audit_person_label_idx (people's records only, so the
     system's, nearly every record, add nothing to it), where a filter on the label alone
     reads the log backwards to its start for a name on a few records. A name is a person's
-    when an account has it, or when people's records carry it (an account deleted or
-    renamed since: its past records keep the name; the look is one probe of that index).
-    Any other label (a worker, the sweeper, an API token, a name no one ever had) is read
-    as before, on the label alone: no index may cost the system's records a write. So a
-    system actor named as a person is found under that name only while no person has it."""
-    account = get_user_model()
-    if account._default_manager.filter(**{account.USERNAME_FIELD: label}).exists() or \
-            AuditRecord.objects.filter(actor_kind=AuditRecord.ActorKind.USER,
-                                       actor_label=label).exists():
+    when people's records that the reader may see carry it (the look is one probe of that
+    index). Whether an account has it is not asked: the page would tell anyone who may
+    filter it which usernames exist (an account's name on no record they see was read one
+    way, any other name another, and said so). So a person with no record the reader sees
+    is read as a name no one has, and both answer alike. Any other label (a worker, the
+    sweeper, an API token, a name no one ever had) is read on the label alone: no index may
+    cost the system's records a write. So a system actor named as a person is found under
+    that name only while no record of a person's the reader sees carries it."""
+    people = AuditRecord.objects.filter(actor_kind=AuditRecord.ActorKind.USER,
+                                        actor_label=label)
+    if workflow_ids is not None:
+        people = people.filter(run__workflow_id__in=workflow_ids)
+    if people.exists():
         return {"actor_kind": AuditRecord.ActorKind.USER}
     return {}
 
@@ -81,7 +86,7 @@ def audit_listing(*, workflow_ids: frozenset[int] | None = None,
     (actor_kind_of, asked once for both), with no run to read along (a run's records are
     read along its own index, however old)."""
     actor = filters.get("actor", "")
-    kind = actor_kind_of(actor) if actor else {}
+    kind = actor_kind_of(actor, workflow_ids=workflow_ids) if actor else {}
     records = audit_records(**filters, workflow_ids=workflow_ids, actor_kind=kind)
     # A person's name asked among people's records is read along their label's index
     # whether or not an account has it: no window.
