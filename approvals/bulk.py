@@ -158,13 +158,14 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
                    now: datetime | None = None) -> tuple[BulkJob, bool]:
     """Record a bulk job over the runs `filters` matches now that `user` may see; a worker
     carries it out (run_bulk_job). Refuses an unknown action, a missing reason, an action
-    never taken by a filter (bulk_refusal), and a person who may take the action nowhere
-    (BulkForbidden). `previewed`: how many runs the person was shown they may act on (the
-    preview's count, on its button); refused if the filter now matches more (an incident
-    may have brought hundreds into it since), started if as many or fewer. `start_key`: the
-    mark of the form that starts it (a preview's); the job that form started already, if it
-    did, is returned instead of a second one (a double click, a form sent again). Returns
-    the job and whether this call made it, as Django's get_or_create does."""
+    never taken by a filter (bulk_refusal), a filter that matches no run (naming it), and a
+    person who may take the action nowhere (BulkForbidden). `previewed`: how many runs the
+    person was shown they may act on (the preview's count, on its button); refused if the
+    filter now matches more (an incident may have brought hundreds into it since), started
+    if as many or fewer. `start_key`: the mark of the form that starts it (a preview's); the
+    job that form started already, if it did, is returned instead of a second one (a double
+    click, a form sent again). Returns the job and whether this call made it, as Django's
+    get_or_create does."""
     spec = ACTIONS.get(action)
     if spec is None:
         raise BulkRefused(f"no action {action!r}")
@@ -206,10 +207,14 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
     try:
         with transaction.atomic():
             last = runs.order_by("-pk").values_list("pk", flat=True).first() or 0
+            if not (total := runs.filter(pk__lte=last).count()):
+                # A job of no run would be done at once, as if it had acted.
+                raise BulkRefused(f"the filter ({filters.described()}) matches no run you "
+                                  "may see")
             job = BulkJob.objects.create(
                 action=action, filters=filters.to_json(), reason=redact_text(reason.strip()),
                 params=params or {}, requested_by=user, created_at=now, last_run_id=last,
-                total=runs.filter(pk__lte=last).count(), start_key=start_key)
+                total=total, start_key=start_key)
             # Whoever starts it (the console, the API, the command line): a worker is told
             # once the job is committed, not before, nor if this is rolled back.
             transaction.on_commit(partial(hand_over, job.pk))

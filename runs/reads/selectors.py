@@ -95,6 +95,22 @@ class RunFilters:
             del data["workflow_exact"]
         return data
 
+    def described(self) -> str:
+        """The filter as a person reads it in a message: each field it sets, name=value (a
+        time in ISO 8601, which field it bounds only where one is given); the order, which
+        picks no run, left out."""
+        timed = bool(self.period or self.since or self.until)
+        shown = []
+        for name, value in asdict(self).items():
+            if name in ("sort", "workflow_exact") or value == getattr(RunFilters, name) \
+                    or (name == "time_field" and not timed):
+                continue
+            # A status is a str enum: its value, not its member's name.
+            shown.append(f"{name}={value.isoformat()}" if isinstance(value, datetime) else
+                         f"{name}={str(value)!r}" if isinstance(value, str) else
+                         f"{name}={value}")
+        return ", ".join(shown) or "none (every run)"
+
     @classmethod
     def from_json(cls, data: dict) -> "RunFilters":
         values = dict(data)

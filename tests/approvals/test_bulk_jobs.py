@@ -127,10 +127,12 @@ def test_the_search_narrows_the_job_to_the_runs_the_list_shows(people):
     for run in others:
         assert Run.objects.get(pk=run.pk).status == RunStatus.ATTENTION
         assert not AuditRecord.objects.filter(run=run, action="terminated").exists()
-    # A search nothing matches acts on nothing (not on everything).
+    # A search nothing matches acts on nothing (not on everything): no job is made of it.
     nothing = RunFilters(status=RunStatus.ATTENTION, q="no-such-key-anywhere")
     assert bulk_preview("terminate", nothing, user=olga).matching == 0
-    assert start_bulk_job("terminate", nothing, user=olga, reason="none")[0].total == 0
+    with pytest.raises(BulkRefused, match="q='no-such-key-anywhere'.* matches no run"):
+        start_bulk_job("terminate", nothing, user=olga, reason="none")
+    assert BulkJob.objects.count() == 1
 
 
 def test_a_cancelled_job_stops_and_what_it_did_stays(people):
@@ -158,6 +160,7 @@ def test_a_workflow_filter_that_names_no_workflow_is_refused_not_an_empty_job(pe
 def test_only_its_owner_or_a_superuser_cancels_a_job_from_any_caller(people, monkeypatch):
     olga, carl = people
     monkeypatch.setenv("CLI_PASSWORD", "pw")
+    _failed()
     job, _ = start_bulk_job("terminate", ATTENTION, user=olga, reason="stop it")
     with pytest.raises(BulkForbidden, match="another person's"):
         cancel_bulk_job(job.pk, user=carl)

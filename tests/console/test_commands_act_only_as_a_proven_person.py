@@ -11,7 +11,8 @@ from django.core.management import CommandError, call_command
 from approvals.models import ApprovalRequest, BulkJob
 from audit.models import AuditRecord
 from runs.machine import dispatch
-from runs.models import ControlRecord, DispatchPause, ScheduleState
+from runs.models import ControlRecord, DispatchPause, RunStatus, ScheduleState
+from tests.factories import new_run, place
 
 ACTING = {
     "run_action": lambda run: ["run_action", run.pk, "resume", "--reason", "fixed"],
@@ -72,6 +73,7 @@ def test_with_the_password_the_command_acts_in_that_persons_name(operator, stuck
     # CLI_PASSWORD is olga's ("pw", tests/console/conftest.py).
     assert "Resume: done" in _call(*ACTING["run_action"](stuck_run), "--user", "olga")
     assert AuditRecord.objects.filter(run=stuck_run, actor_label="olga").exists()
+    place(new_run(), status=RunStatus.ATTENTION)  # resumed, stuck_run is no longer one
     job = json.loads(_call(*ACTING["bulk_action start"](stuck_run), "--user", "olga",
                            "--json"))
     assert BulkJob.objects.get(pk=job["job"]).requested_by == operator
