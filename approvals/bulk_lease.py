@@ -58,8 +58,9 @@ def release(job_id: int, held: datetime) -> None:
 def hold(job_id: int, held: datetime) -> None:
     """LeaseLost unless the job still runs under the lease marked `held`. Within a
     transaction (an action's), the job's row then stays locked until it ends, and no other
-    worker takes the job meanwhile (the take waits for the commit); outside one (an action
-    that asks another system before its transition: a reconcile by key), it is a check."""
+    worker takes the job meanwhile (the take waits for the commit); outside one (before a
+    reconcile asks another system by key), it is a check, made again in the transaction
+    that records the answer (runs.operator.reconciliation.answers_guarded)."""
     with transaction.atomic():
         if not list(BulkJob.objects.select_for_update(no_key=True).filter(
                 pk=job_id, status=BulkJobStatus.RUNNING, lease_until=held)

@@ -34,7 +34,7 @@ from runs.machine.storable import text_problem
 from runs.machine.transitions import within_caller_transaction
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput, ActionInputError
-from runs.operator.reconciliation import answer_by_key
+from runs.operator.reconciliation import answer_by_key, answers_guarded
 from runs.permissions import grant_for, run_access
 from runs.waiting import schedules
 
@@ -128,8 +128,10 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
     second person must agree, answer so (`deferred`) instead of opening a request (a bulk
     job opens one request for all such runs). `guard`: the caller's own last check, made
     after every other and before the transition, in its transaction with the run locked
-    where the transition is the action's first work; what it raises is raised (a bulk job's
-    worker that lost the job, approvals.bulk_lease.hold), nothing written.
+    where the transition is the action's first work, and where a lookup by key comes first,
+    before it and again in the transaction that records its answer; what it raises is
+    raised (a bulk job's worker that lost the job, approvals.bulk_lease.hold), nothing
+    written.
 
     Raises NoSuchAction, NoSuchRun, ActionForbidden (logged), StalePage, ActionInputError
     (incomplete input; InputNotRead: input the action would not read) or
@@ -151,7 +153,10 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
             # The locked row, as it was before the action (the checks' read, without a lock).
             before = access.run.status if access.run is not None else None
             waited = before == RunStatus.WAITING
-            with within_caller_transaction(locked=access.run) if locks else nullcontext():
+            # Where a lookup by key comes before the transition, `guard` is made again
+            # where its answer is recorded (answers_guarded): the lookup may be long.
+            with within_caller_transaction(locked=access.run) if locks else \
+                    answers_guarded(guard):
                 run = spec.perform(run_id, actor=Actor.for_user(user), given=given)
         if spec.takes_call or (before is not None and before not in HELD_WITH_ITS_REQUESTS):
             # An action may end a wait for a person (a tool call cancelled, the run

@@ -6,11 +6,17 @@ ask_tool_remote); this is the console's entry point, for a run that is waiting f
 The transition's own checks (a reason, the step and the call, its refusal rules) come first,
 so a run that would refuse the action is never looked up in another system. The lookup runs
 outside any transaction; the transition then re-checks the run's state under its lock, so a
-run that moved on meanwhile is refused, not double-settled.
+run that moved on meanwhile is refused, not double-settled. A caller's own last check (a bulk
+job's lease: answers_guarded) is made there too, in the transaction that records the answer.
 """
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from audit.chain import Actor
 
+from .. import store
 from ..agent_models import ToolCallStatus
 from ..agents.agent_loop import ask_tool_remote, tool_context
 from ..definitions import definition
@@ -37,9 +43,9 @@ def reconcile_step(run_id: int, *, step_name: str, actor: Actor, reason: str) ->
     with context_outside_executor(run, step_name, definition=workflow,
                                   with_services=True) as ctx:
         verdict, error = ask_remote(spec, ctx)
-    return transitions.reconcile(run_id, step_name=step_name, verdict=verdict, actor=actor,
-                                 reason=reason, evidence=_evidence(verdict, error),
-                                 looked_up=True)
+    return _recorded(run_id, lambda: transitions.reconcile(
+        run_id, step_name=step_name, verdict=verdict, actor=actor, reason=reason,
+        evidence=_evidence(verdict, error), looked_up=True))
 
 
 def reconcile_tool_call_by_key(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
@@ -65,9 +71,43 @@ def reconcile_tool_call_by_key(run_id: int, *, step_name: str, call_ref: str, ac
     with context_outside_executor(run, step_name, definition=workflow,
                                   with_services=True) as ctx:
         verdict, error = ask_tool_remote(tool, tool_context(ctx, call), call)
-    return transitions.reconcile_tool_call(
+    return _recorded(run_id, lambda: transitions.reconcile_tool_call(
         run_id, step_name=step_name, call_ref=call_ref, verdict=verdict, actor=actor,
-        reason=reason, evidence=_evidence(verdict, error), looked_up=True)
+        reason=reason, evidence=_evidence(verdict, error), looked_up=True))
+
+
+# The caller's last check while it reconciles by key (answers_guarded), or None.
+_answer_guard: ContextVar[Callable[[], None] | None] = ContextVar("reconcile_answer_guard",
+                                                                   default=None)
+
+
+@contextmanager
+def answers_guarded(guard: Callable[[], None] | None) -> Iterator[None]:
+    """Within the block, the answer of a lookup by key is recorded only if `guard` (the
+    caller's last check: approvals.operator_actions.act's, a bulk job's lease) passes in the
+    transaction that records it, with the run locked; what it raises is raised and nothing
+    is recorded. A check made before the lookup says nothing of the moment of the record: a
+    worker that stalled in the lookup past its bulk job's lease would record beside the
+    worker that took the job over. None: nothing more is checked."""
+    token = _answer_guard.set(guard)
+    try:
+        yield
+    finally:
+        _answer_guard.reset(token)
+
+
+def _recorded(run_id: int, record: Callable[[], Run]) -> Run:
+    guard = _answer_guard.get()
+    if guard is None:
+        return record()
+    with store.current().transaction():
+        # The run first, as every transition locks it, then what the guard holds (a bulk
+        # job's row), in act's order where its check locks the run: no two wait on each
+        # other. The transition takes the run locked here rather than reading it again.
+        run = store.current().lock_run(run_id)
+        guard()
+        with transitions.within_caller_transaction(locked=run):
+            return record()
 
 
 def _registered(run: Run) -> definition.Workflow:
