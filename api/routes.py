@@ -302,7 +302,9 @@ def _invalid_input(workflow: str, errors: list[dict]) -> dict:
     description="A read-only report for the person about to act: facts with their evidence "
                 "apart from inferences, which effects exist in other systems, what is "
                 "unconfirmed, the duplicate risk of each action the run offers, and a go / "
-                "limited / stop verdict with the smallest next step. With lookups=true, "
+                "limited / stop verdict with the smallest next step (where the token's "
+                "acting person may not take the action it advises, it says that the action "
+                "needs someone who holds its permission). With lookups=true, "
                 "steps whose outcome is unknown are looked up by key now (reads that reach "
                 "other systems): as on the console, only for a token whose acting person "
                 "has the reconcile permission on the run's workflow (403 otherwise). 410: "
@@ -325,7 +327,7 @@ def run_investigation(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
         if (refusal := lookups_refusal(token.acting_user, run)) is not None:
             return Status(403, error_body(
                 "forbidden", f"{token.acting_user.get_username()}: {refusal} (lookups=true)"))
-    return Status(200, investigate(run, lookups=lookups).as_dict())
+    return Status(200, investigate(run, reader=token.acting_user, lookups=lookups).as_dict())
 
 
 @api.get(

@@ -324,7 +324,8 @@ def run_detail(request, run_id: int):
             # the part (a recovery contract, a record's data, older timeline entries) stays.
             return HttpResponse(status=204)
         return HttpResponse(live.html)
-    card = investigate(detail.run, steps=detail.steps, records=detail.audit)
+    card = investigate(detail.run, reader=request.user, steps=detail.steps,
+                       records=detail.audit)
     return render(request, "console/run_detail.html", {**context, "card": card,
                                                        "live_part": live.html})
 
@@ -367,7 +368,7 @@ def run_investigation(request, run_id: int):
     lookups = request.GET.get("lookups") == "1"
     if lookups and (refusal := lookups_refusal(request.user, run)) is not None:
         raise PermissionDenied(refusal)
-    card = investigate(run, lookups=lookups)
+    card = investigate(run, reader=request.user, lookups=lookups)
     if request.GET.get("format") == "md":
         response = HttpResponse(to_markdown(card), content_type="text/markdown; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-investigation.md"'

@@ -27,7 +27,7 @@ from ..machine.errors import TransitionNotAllowed
 from ..machine.intentions import step_lines
 from ..machine.transitions.operator_rules import undo_outcome_unknown
 from ..machine.transitions.rerun_rules import standing_effects
-from ..models import AttentionReason, Run, Step, StepStatus
+from ..models import AttentionReason, Run, Step, StepStatus, Workflow
 from ..permissions import grant_for
 from .actions import ACTIONS, offered
 from .guidance import recommend
@@ -98,11 +98,15 @@ def lookups_refusal(user, run: Run) -> str | None:
     return f"looking effects up in other systems needs the reconcile permission (runs.{permission})"
 
 
-def investigate(run: Run, *, lookups: bool = False, steps: list[Step] | None = None,
+def investigate(run: Run, *, reader=None, lookups: bool = False,
+                steps: list[Step] | None = None,
                 records: list[AuditRecord] | None = None) -> Investigation:
-    """The investigation card of `run`. With lookups=True, each step whose outcome is unknown
-    is looked up by its key now (a read), and what the remote system said becomes a fact.
-    A caller that has the run's steps and audit records in order already passes them."""
+    """The investigation card of `run`, as `reader` (the person it is made for) reads it:
+    where they may not take the action it advises, its next step says so and who may
+    (_for_reader); None: no person (a token that acts for nobody). With lookups=True, each
+    step whose outcome is unknown is looked up by its key now (a read), and what the remote
+    system said becomes a fact. A caller that has the run's steps and audit records in
+    order already passes them."""
     if steps is None:
         steps = list(Step.objects.filter(run=run).order_by("position"))
     whole_chain = records is None
@@ -125,11 +129,27 @@ def investigate(run: Run, *, lookups: bool = False, steps: list[Step] | None = N
         card.steps.append(_assess(card, run, step, spec, records, workflow, lookups,
                                   lines[step.name]))
     _risks(card, run, steps, workflow)
-    _verdict(card, run, steps)
-    if lookups and card.audit_chain != "broken":
-        _settled_by_lookup(
-            card, ended=run.attention_reason == AttentionReason.ENDED_UNSETTLED)
+    advised = _verdict(card, run, steps)
+    if lookups and card.audit_chain != "broken" and _settled_by_lookup(
+            card, ended=run.attention_reason == AttentionReason.ENDED_UNSETTLED):
+        advised = ACTIONS["reconcile"]
+    if reader is not None:
+        _for_reader(card, run, advised, reader)
     return card
+
+
+def _for_reader(card: Investigation, run: Run, advised, reader) -> None:
+    """Where `reader` may not take the `advised` action on `run`, the next step says that
+    it needs someone who holds the action's permission (its row of the operator table, the
+    one the console's action buttons ask), named with its description: a card shared from
+    a person who may only look must not read as theirs to act on. Unchanged otherwise."""
+    if advised is None or grant_for(reader, advised.permission).covers(run.workflow_id):
+        return
+    described = dict(Workflow._meta.permissions).get(advised.permission)
+    right = f"runs.{advised.permission}" + (f" ({described})" if described else "")
+    card.next_step = (f"{card.next_step.rstrip('.')}. {reader.get_username()} may not "
+                      f"{advised.label.lower()} this run: it needs someone who holds {right} "
+                      f"on {run.workflow_name}.")
 
 
 def _check_chain(card: Investigation, run: Run, records: list[AuditRecord]) -> None:
@@ -187,14 +207,14 @@ def _check_chain(card: Investigation, run: Run, records: list[AuditRecord]) -> N
         "written (manage.py verify_audit names the record)")
 
 
-def _settled_by_lookup(card: Investigation, *, ended: bool) -> None:
+def _settled_by_lookup(card: Investigation, *, ended: bool) -> bool:
     """A step still unknown in its row whose lookup made now found the effect (or proved
     it absent) is reported once, as found: not also as unconfirmed, and the next step says
-    to record what the lookup found."""
+    to record what the lookup found (reconcile). Whether there was one."""
     settled = {f.step: f for f in card.steps
                if f.status == StepStatus.UNKNOWN and f.effect in ("exists", "does not exist")}
     if not settled:
-        return
+        return False
     card.unconfirmed = [text for text in card.unconfirmed
                         if not any(text.startswith((f"{name}:", f"whether {name} "))
                                    for name in settled)]
@@ -223,6 +243,7 @@ def _settled_by_lookup(card: Investigation, *, ended: bool) -> None:
     card.next_step = (f"Reconcile: {first.step}: the lookup by key just now {what}; "
                       f"reconcile looks it up again and records it as "
                       f"{'done' if found else 'not done'}; {then}.")
+    return True
 
 
 def _spec(workflow: definition.Workflow | None, step: Step) -> definition.StepDef | None:
@@ -381,18 +402,20 @@ def _rerun_risk(eligible: list[Step], steps: list[Step]) -> str:
             "(which stand) would be made a second time unless compensated first")
 
 
-def _verdict(card: Investigation, run: Run, steps: list[Step]) -> None:
+def _verdict(card: Investigation, run: Run, steps: list[Step]):
+    """The verdict and the next step; returns the action it advises (OperatorAction), or
+    None."""
     if card.audit_chain == "broken":
         card.verdict = STOP
         card.next_step = (f"none until the audit chain is examined: it does not verify at "
                           f"record #{card.chain_broken_at}; nothing of this run should be "
                           "acted on from its history")
-        return
+        return None
     advice = recommend(run, steps)
     if advice is None:
         card.verdict = GO
         card.next_step = "none: the run needs nobody"
-        return
+        return None
     card.next_step = (f"{advice.action.label}{': ' + advice.step if advice.step else ''}: "
                       f"{advice.why}" if advice.action else advice.why)
     if advice.action is None:
@@ -404,6 +427,7 @@ def _verdict(card: Investigation, run: Run, steps: list[Step]) -> None:
         card.verdict = LIMITED
     else:
         card.verdict = GO
+    return advice.action
 
 
 def to_markdown(card: Investigation) -> str:
