@@ -95,7 +95,7 @@ class WebhookSubscriber(models.Model):
     # (WEBHOOK_SECRET_OVERLAP_HOURS from the replacement, api.subscribers.subscriber_save):
     # a receiver switches to the new secret within that time without refusing a delivery.
     # Empty and None: no overlap. Removed by the publisher once the time has passed.
-    previous_secret = models.CharField(max_length=400, blank=True, default="")
+    previous_secret = models.CharField(max_length=400, blank=True, default="", db_default="")
     previous_secret_until = models.DateTimeField(null=True, blank=True)
     workflows = models.JSONField(default=list, blank=True,
                                  help_text="workflow names; empty means every workflow")
