@@ -103,6 +103,12 @@ def bulk_preview(action: str, filters: RunFilters, *, user) -> Preview:
     return Preview(**counts)
 
 
+def matches_none(filters: RunFilters) -> str:
+    """What is said of a filter that matches no run the person may see: by the preview,
+    which then offers nothing to start, and by a start it refuses."""
+    return f"the filter ({filters.described()}) matches no run you may see"
+
+
 def marked(reason: str, job_id: int) -> str:
     """The reason the job's audit records carry: the person's, with the job's mark."""
     return f"{reason.strip()} [bulk job {job_id}]"
@@ -209,8 +215,7 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
             last = runs.order_by("-pk").values_list("pk", flat=True).first() or 0
             if not (total := runs.filter(pk__lte=last).count()):
                 # A job of no run would be done at once, as if it had acted.
-                raise BulkRefused(f"the filter ({filters.described()}) matches no run you "
-                                  "may see")
+                raise BulkRefused(matches_none(filters))
             job = BulkJob.objects.create(
                 action=action, filters=filters.to_json(), reason=redact_text(reason.strip()),
                 params=params or {}, requested_by=user, created_at=now, last_run_id=last,

@@ -16,6 +16,7 @@ from approvals.bulk import (
     bulk_preview,
     bulk_progress,
     cancel_bulk_job,
+    matches_none,
     may_follow,
     start_bulk_job,
 )
@@ -66,10 +67,12 @@ def bulk_preview_page(request):
         return _invalid_filter(request, spec, form)
     query = request.GET.copy()
     query.pop("action", None)
+    preview = bulk_preview(spec.name, filters, user=request.user)
     return render(request, "console/bulk_preview.html", {
         "action": spec, "actions": BULK_BY_FILTER, "form": form, "query": query.urlencode(),
-        "preview": bulk_preview(spec.name, filters, user=request.user),
-        "filters": form.given(), "start_key": uuid.uuid4().hex})
+        "preview": preview, "filters": form.given(), "start_key": uuid.uuid4().hex,
+        # A start would be refused (start_bulk_job): the page offers none.
+        "nothing_matches": "" if preview.matching else matches_none(filters)})
 
 
 @require_POST
