@@ -390,19 +390,30 @@ def _agent_steps(request, run: Run, steps) -> list[dict]:
              "prompt_tokens": conv.prompt_tokens, "completion_tokens": conv.completion_tokens,
              "tool_calls": [_tool_call(c) for turn in conv.turns for c in turn.calls],
              "summaries": [_summary(request, run, turn) for turn in conv.turns
-                           if turn.summarises]}
+                           if turn.summarises],
+             # A final answer past RUNS_AGENT_TEXT_MAX_CHARS: the turn keeps its start only.
+             "long_answers": [{"turn": turn.index,
+                               "transcript": _artifact(request, run, turn)}
+                              for turn in conv.turns
+                              if turn.transcript and not turn.summarises]}
             # The current generation's: a re-run's earlier conversations are on the run page.
             for conv in conversations(run, steps) if conv.current]
 
 
 def _summary(request, run: Run, turn) -> dict:
+    return {"turn": turn.index, "summarises": turn.summarises,
+            "transcript": _artifact(request, run, turn)}
+
+
+def _artifact(request, run: Run, turn) -> dict | None:
+    """The artifact a turn keeps (a summary's transcript, a long answer whole), with the
+    console's download of it, which checks the reader may view the run."""
     artifact = turn.transcript
-    return {"turn": turn.index, "summarises": turn.summarises, "transcript": None if not
-            artifact else {
-                "reference": artifact[ARTIFACT], "size": artifact["size"],
-                "sha256": artifact["sha256"],
-                "download_url": request.build_absolute_uri(reverse(
-                    "console:summary_transcript", args=[run.pk, turn.id]))}}
+    return None if not artifact else {
+        "reference": artifact[ARTIFACT], "size": artifact["size"],
+        "sha256": artifact["sha256"],
+        "download_url": request.build_absolute_uri(reverse(
+            "console:summary_transcript", args=[run.pk, turn.id]))}
 
 
 def _tool_call(call: dict) -> dict:

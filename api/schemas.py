@@ -124,7 +124,7 @@ class TranscriptArtifact(Schema):
                                        "storage.")
     size: int = Field(description="Bytes.")
     sha256: str = Field(description="Of the artifact's bytes, as hex.")
-    download_url: str = Field(description="The transcript (JSON) on the console, for a "
+    download_url: str = Field(description="The artifact (JSON) on the console, for a "
                                           "signed-in person who may view the run.")
 
 
@@ -137,6 +137,13 @@ class AgentSummaryTurn(Schema):
                     "and its tool calls with arguments and results; sensitive fields sealed).")
 
 
+class AgentLongAnswer(Schema):
+    turn: int = Field(description="The answer turn's index.")
+    transcript: TranscriptArtifact = Field(
+        description="The artifact holding the final answer whole (a JSON string); the "
+                    "turn's content keeps only its start.")
+
+
 class AgentStep(Schema):
     step: str = Field(description="The agent step's name.")
     turns: int = Field(description="Model turns stored so far.")
@@ -147,6 +154,9 @@ class AgentStep(Schema):
     summaries: list[AgentSummaryTurn] = Field(
         description="The turns that summarise earlier ones once the conversation passed the "
                     "agent's context budget, oldest first.")
+    long_answers: list[AgentLongAnswer] = Field(
+        description="The final answers longer than RUNS_AGENT_TEXT_MAX_CHARS, each kept "
+                    "whole in an artifact (the step's result reads it).")
 
 
 class RunState(Schema):

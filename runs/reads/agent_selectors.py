@@ -194,8 +194,9 @@ def _agent_spec(workflow: definition.Workflow | None, name: str) -> definition.A
 
 
 def summary_transcript(run_id: int, turn_id: int) -> tuple[Run, AgentTurn] | None:
-    """A summary turn of the run that has a transcript artifact, with its run (whose
-    workflow the reader's permission is checked on), or None."""
+    """A turn of the run that keeps an artifact: a summary turn's transcript, or a final
+    answer longer than RUNS_AGENT_TEXT_MAX_CHARS kept whole (runs.agents.turn_bounds); with
+    its run (whose workflow the reader's permission is checked on), or None."""
     turn = (AgentTurn.objects.select_related("step__run")
             .filter(pk=turn_id, step__run_id=run_id, transcript__isnull=False).first())
     return None if turn is None else (turn.step.run, turn)
