@@ -15,7 +15,8 @@ from ..definitions.contracts import step_contract
 from ..machine.transitions.effects import not_found_trusted_from
 from ..machine.transitions.operator_rules import paused_undo
 from ..machine.transitions.tool_call_rules import call_refusal
-from ..models import AttentionReason, Run, RunStatus, Step, StepStatus
+from ..models import AttentionReason, Run, RunStatus, Step, StepStatus, Workflow
+from ..permissions import grant_for
 from .actions import ACTIONS, OperatorAction
 
 
@@ -44,6 +45,22 @@ class Recommendation:
     @property
     def action_name(self) -> str:
         return self.action.name if self.action else ""
+
+
+def for_reader(next_step: str, run: Run, action, reader) -> str:
+    """`next_step` (advising `action`, an OperatorAction or None) as `reader` reads it:
+    where they may not take the action on the run's workflow, it adds that the action needs
+    someone who holds its permission (its row of the operator table, the one the console's
+    action buttons ask), named with its description, so that advice shared from a person who
+    may only look does not read as theirs to act on. Unchanged otherwise. The investigation
+    card and manage.py show_run --user say it alike."""
+    if action is None or grant_for(reader, action.permission).covers(run.workflow_id):
+        return next_step
+    described = dict(Workflow._meta.permissions).get(action.permission)
+    right = f"runs.{action.permission}" + (f" ({described})" if described else "")
+    return (f"{next_step.rstrip('.')}. {reader.get_username()} may not "
+            f"{action.label.lower()} this run: it needs someone who holds {right} "
+            f"on {run.workflow_name}.")
 
 
 def _concerned_step(run: Run, steps: list[Step]) -> Step | None:

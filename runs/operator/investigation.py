@@ -27,10 +27,10 @@ from ..machine.errors import TransitionNotAllowed
 from ..machine.intentions import step_lines
 from ..machine.transitions.operator_rules import undo_outcome_unknown
 from ..machine.transitions.rerun_rules import standing_effects
-from ..models import AttentionReason, Run, Step, StepStatus, Workflow
+from ..models import AttentionReason, Run, Step, StepStatus
 from ..permissions import grant_for
 from .actions import ACTIONS, offered
-from .guidance import recommend
+from .guidance import for_reader, recommend
 
 GO, LIMITED, STOP = "go", "limited", "stop"
 _EFFECT_ACTIONS = (AuditAction.SUCCEEDED, AuditAction.RECONCILED,
@@ -103,7 +103,7 @@ def investigate(run: Run, *, reader=None, lookups: bool = False,
                 records: list[AuditRecord] | None = None) -> Investigation:
     """The investigation card of `run`, as `reader` (the person it is made for) reads it:
     where they may not take the action it advises, its next step says so and who may
-    (_for_reader); None: no person (a token that acts for nobody). With lookups=True, each
+    (guidance.for_reader); None: no person (a token that acts for nobody). With lookups=True, each
     step whose outcome is unknown is looked up by its key now (a read), and what the remote
     system said becomes a fact. A caller that has the run's steps and audit records in
     order already passes them."""
@@ -134,22 +134,8 @@ def investigate(run: Run, *, reader=None, lookups: bool = False,
             card, ended=run.attention_reason == AttentionReason.ENDED_UNSETTLED):
         advised = ACTIONS["reconcile"]
     if reader is not None:
-        _for_reader(card, run, advised, reader)
+        card.next_step = for_reader(card.next_step, run, advised, reader)
     return card
-
-
-def _for_reader(card: Investigation, run: Run, advised, reader) -> None:
-    """Where `reader` may not take the `advised` action on `run`, the next step says that
-    it needs someone who holds the action's permission (its row of the operator table, the
-    one the console's action buttons ask), named with its description: a card shared from
-    a person who may only look must not read as theirs to act on. Unchanged otherwise."""
-    if advised is None or grant_for(reader, advised.permission).covers(run.workflow_id):
-        return
-    described = dict(Workflow._meta.permissions).get(advised.permission)
-    right = f"runs.{advised.permission}" + (f" ({described})" if described else "")
-    card.next_step = (f"{card.next_step.rstrip('.')}. {reader.get_username()} may not "
-                      f"{advised.label.lower()} this run: it needs someone who holds {right} "
-                      f"on {run.workflow_name}.")
 
 
 def _check_chain(card: Investigation, run: Run, records: list[AuditRecord]) -> None:

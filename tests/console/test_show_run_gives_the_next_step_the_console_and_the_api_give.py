@@ -33,7 +33,8 @@ def test_an_unknown_ledger_posting_is_told_reconcile_on_every_surface(client, sc
 
     shown = json.loads(_show(run, "--json"))
     assert shown["next_step"] == {"action": "reconcile", "step": "post-ledger",
-                                  "why": advice.why, "runbook": "unknown_outcome"}
+                                  "why": advice.why, "runbook": "unknown_outcome",
+                                  "text": f"Reconcile: post-ledger: {advice.why}"}
     text = _show(run)
     assert f"  next: Reconcile: post-ledger: {advice.why}\n" in text
     assert "  runbook: docs/operations.md#runbook-unknown_outcome\n" in text

@@ -1,13 +1,16 @@
 """Show one run from the command line: its state, its steps and the actions it offers, as
-text or --json."""
+text or --json. With --user NAME, as that person reads it (it only reads, so, as list_runs
+--user, it asks for no password): a run they may not view is refused, and where they may not
+take the advised next step it says who may, as their investigation card does."""
 
 from django.core.management.base import BaseCommand, CommandError
 
 from api.selectors import run_view
-from console.cli import id_given, no_run, print_json
+from console.cli import id_given, no_run, print_json, user_named
 from runs.machine.storable import written_visibly
 from runs.models import Run
-from runs.operator.guidance import recommend
+from runs.operator.guidance import for_reader, recommend
+from runs.permissions import VIEW, grant_for
 
 
 class Command(BaseCommand):
@@ -16,18 +19,32 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         # Read as text: int() reads "٢" as 2 (console.cli.id_given).
         parser.add_argument("run")
+        parser.add_argument("--user", default="",
+                            help="show it as this user reads it (a username): the next step "
+                                 "says who may take it where they may not")
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **options):
         run_id = id_given(options["run"], name="run id", thing="run")
+        reader = user_named(options["user"]) if options["user"] else None
         try:
             run = Run.objects.get(pk=run_id)
         except Run.DoesNotExist:
-            raise CommandError(no_run(run_id)) from None
+            raise CommandError(no_run(run_id, user=reader)) from None
+        if reader is not None and not grant_for(reader, VIEW).covers(run.workflow_id):
+            raise CommandError(f"{reader.get_username()} may not view run {run_id} (needs "
+                               f"runs.{VIEW} on {run.workflow_name})")
         view = run_view(run)
         # The console's next-step card and the API's investigation give this advice: the
         # same function, so a person at the command line is told the same thing.
         advice = recommend(run, view.steps)
+        next_line = None
+        if advice is not None:
+            label = f"{advice.action.label}: " if advice.action else ""
+            where = f"{advice.step}: " if advice.step else ""
+            next_line = label + where + advice.why
+            if reader is not None:
+                next_line = for_reader(next_line, run, advice.action, reader)
         shown = {
             "id": run.pk, "workflow": run.workflow_name, "workflow_version": run.workflow_version,
             "business_key": run.business_key, "drill": run.drill, "state": view.state,
@@ -44,7 +61,9 @@ class Command(BaseCommand):
                                  for a in view.operator_actions],
             "next_step": None if advice is None else {
                 "action": advice.action_name or None, "step": advice.step or None,
-                "why": advice.why, "runbook": advice.reason},
+                "why": advice.why, "runbook": advice.reason,
+                # The card's next step, as --user reads it: the line the text output prints.
+                "text": next_line},
         }
         if options["json"]:
             print_json(self.stdout, shown)
@@ -65,9 +84,7 @@ class Command(BaseCommand):
                               f"{step['attempt']}  ref {written_visibly(step['remote_ref'] or '-')}"
                               f"{'  ' + written_visibly(step['error']) if step['error'] else ''}")
         if advice is not None:
-            label = f"{advice.action.label}: " if advice.action else ""
-            where = f"{advice.step}: " if advice.step else ""
-            self.stdout.write(f"  next: {written_visibly(label + where + advice.why)}")
+            self.stdout.write(f"  next: {written_visibly(next_line)}")
             self.stdout.write(f"  runbook: docs/operations.md#runbook-{advice.reason}")
         actions = ", ".join(a["name"] + (" (four eyes)" if a["needs_second_person"] else "")
                             for a in shown["operator_actions"])
