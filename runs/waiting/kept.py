@@ -28,7 +28,8 @@ empty).
 import logging
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from audit.chain import Actor
@@ -38,7 +39,6 @@ from ..machine.errors import TransitionNotAllowed
 from ..machine.transitions import (
     DuplicateEvent,
     awaiting_ref,
-    deadline_passed,
     deliver_event,
     hold_renamed_wait,
     renamed_wait,
@@ -86,7 +86,11 @@ def waiting_step(workflow: str, ref: str, *, now: datetime | None = None,
              .select_related("run").order_by("pk"))
     if passing_over is not None:
         waits = waits.exclude(run_id=passing_over)
-    step = _listening(waits, transition_time(now))
+    # Whether each deadline has passed, by the database's clock (a caller's given time
+    # aside), as deliver_event judges it: not this process's estimate of that clock.
+    waits = waits.annotate(past_deadline=ExpressionWrapper(
+        Q(next_attempt_at__lte=Now() if now is None else now), output_field=BooleanField()))
+    step = _listening(waits)
     if step is None or not _renamed(step):
         return step
     return None
@@ -97,14 +101,14 @@ def waiting_step(workflow: str, ref: str, *, now: datetime | None = None,
 WAITS_CHUNK = 100
 
 
-def _listening(waits, now: datetime) -> Step | None:
-    """Of the waiting steps `waits` (by id) not past their deadline (deadline_passed, the
+def _listening(waits) -> Step | None:
+    """Of the waiting steps `waits` (by id) not past their deadline (past_deadline, the
     rule deliver_event holds), the first whose run a person did not end; else the first,
     ended; None if there is none."""
     first, after = None, 0
     while True:
         chunk = list(waits.filter(pk__gt=after)[:WAITS_CHUNK])
-        open_waits = [s for s in chunk if not deadline_passed(s, now)]
+        open_waits = [s for s in chunk if not s.past_deadline]
         listening = next((s for s in open_waits if run_ended(s.run) is None), None)
         first = first or (open_waits[0] if open_waits else None)
         if listening is not None or len(chunk) < WAITS_CHUNK:

@@ -311,6 +311,7 @@ def deliver_event(run_id: int, *, step_name: str, source: str, event_id: str, pa
     Raises DuplicateEvent (nothing written) if this event was received before (or `kept`
     was refused for a run), and TransitionNotAllowed if the run no longer waits for it or a
     person ended it (run_ended)."""
+    given = now
     with transition_on(run_id, "event_received", actor=actor, now=now) as change:
         run, now = change.run, change.now
         # A terminated run the table refuses already; one held only to settle its effects
@@ -318,7 +319,10 @@ def deliver_event(run_id: int, *, step_name: str, source: str, event_id: str, pa
         if (why := run_ended(run)) is not None:
             raise TransitionNotAllowed(f"{why}: it takes no event on its own")
         step = _waiting_event(run, step_name)
-        if deadline_passed(step, now):
+        # By the database's clock, read as the run was locked (a caller's given time aside):
+        # this process's estimate of it runs ahead or behind for a while after its own clock
+        # stepped, and would keep an event that came in time, or deliver one that came late.
+        if deadline_passed(step, given or getattr(run, "locked_at", None) or now):
             raise TransitionNotAllowed(
                 f"step {step.name} waited for its event until "
                 f"{step.next_attempt_at:%Y-%m-%d %H:%M:%S %Z}: its timeout decides")
