@@ -54,7 +54,7 @@ from .kernel import (  # the package's shared vocabulary
 )
 from .operator import operator_transition
 from .refused_events import run_ended
-from .timers import TimeNotKept, after, failed_for_its_time, held_for_its_code
+from .timers import TimeNotKept, after, failed_for_its_time, held_for_its_code, reached
 
 AWAITING = "awaiting-event:"
 
@@ -163,7 +163,7 @@ def awaits(change: Change, lease: Lease, step: Step) -> bool:
         held_at_renamed_wait(change, step, lease.definition, renamed)
         lease.finished, lease.work = True, None
         return True
-    elif step.next_attempt_at is not None and step.next_attempt_at <= now:
+    elif step.next_attempt_at is not None and reached(lease, step.next_attempt_at, now):
         return _timed_out(change, lease, step, spec)
     change.move(WAITING, message=waiting_message(step, spec))
     run.next_wake_at = step.next_attempt_at

@@ -30,12 +30,7 @@ from ...models import (
     Step,
     StepStatus,
 )
-from ..errors import (
-    EvidenceRequired,
-    NoSuchStep,
-    ReasonRequired,
-    TransitionNotAllowed,
-)
+from ..errors import EvidenceRequired, NoSuchStep, ReasonRequired, TransitionNotAllowed
 from ..storable import person_text_problem
 from ..wakeup import wake_after_commit, wake_all_after_commit
 from .attempts import ATTEMPT_ENDS, OPEN_INTENTS, intent_of
@@ -374,6 +369,8 @@ class Lease:
     finished: bool = False
     # The run's input as its workflow's schema parsed it at the claim (lease_cycle).
     validated_input: object = None
+    # The time the claim was given (a test's), judged by rather than the database's clock.
+    clock: datetime | None = None
 
     def by_name(self, name: str) -> Step:
         return next(s for s in self.steps if s.name == name)

@@ -79,7 +79,7 @@ def _claim_in_one_statement(run_id: int, worker: str, now: datetime,
         if run is None or run.drill != drill or not _due(run, now):
             return None
         expect_status, expect_token, expect_seq = run.status, run.fencing_token, run.audit_seq
-        lease, change = _apply_claim(run, steps, worker, now)
+        lease, change = _apply_claim(run, steps, worker, now, given)
         # Whether the run is due and until when the lease runs are settled by the write
         # statement on the database's clock (`now` is this process's estimate of it).
         written = db.write_if_unchanged(
@@ -111,8 +111,8 @@ def _held(run: Run) -> bool:
         return dispatch.holds(run.workflow_name) is not None
     return dispatch.holds_step(workflow_def, run.current_step) is not None
 
-def _apply_claim(run: Run, steps: list[Step], worker: str,
-                 now: datetime) -> tuple[Lease, "Change"]:
+def _apply_claim(run: Run, steps: list[Step], worker: str, now: datetime,
+                 given: datetime | None = None) -> tuple[Lease, "Change"]:
     """The claim itself, on rows read by the caller: new fencing token, lease, audit record,
     and the first piece of work (or attention when the definition is missing)."""
     before = audit_state(run)
@@ -120,7 +120,7 @@ def _apply_claim(run: Run, steps: list[Step], worker: str,
     change = Change(run, "claim", Actor.system(worker), now)
     workflow_def = definition.registry.get(run.workflow_name, run.workflow_version)
     lease = Lease(run=run, steps=steps, token=run.fencing_token, worker=worker,
-                  definition=workflow_def)
+                  definition=workflow_def, clock=given)
     unworkable = _unworkable(run, steps, workflow_def, lease)
     if unworkable is not None:
         reason, action, message = unworkable

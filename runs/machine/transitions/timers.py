@@ -103,7 +103,7 @@ def sleeps(change: Change, lease: Lease, step: Step) -> bool:
         change.step_changed(step)
         change.audit(AuditAction.TIMER_STARTED, step=step, before=before,
                      after={"step_status": step.status}, data={"until": wake_at.isoformat()})
-    elif step.next_attempt_at <= now:
+    elif reached(lease, step.next_attempt_at, now):
         return False
     change.move(WAITING, message=sleeping_message(step))
     run.next_wake_at = step.next_attempt_at
@@ -119,6 +119,18 @@ def due_by_the_database(run: Run, when: datetime) -> bool:
     sleep the server finds not yet due sleeps, and its claim judges it by the server's clock."""
     return Run.objects.filter(LessThanOrEqual(Value(when, DateTimeField()), Now()),
                               pk=run.pk).exists()
+
+
+def reached(lease: Lease, when: datetime, now: datetime) -> bool:
+    """Whether the time a run already waits until (a sleep's wake time, an event wait's
+    deadline) has come at its claim at `now`. A run claimed because that time was due was
+    judged by the database's clock already, but one a person resumed was not: its claim's
+    `now` is this process's estimate, which runs ahead for a while after its own clock
+    stepped, and would end the wait early. So it is asked of the database too (or of the time
+    the claim was given), and only when the estimate says the time has come."""
+    if when > now:
+        return False
+    return lease.clock is not None or due_by_the_database(lease.run, when)
 
 
 def failed_for_its_time(change: Change, lease: Lease, step: Step, what: str,
