@@ -67,6 +67,18 @@ def stop(process: subprocess.Popen) -> None:
             kill_hard(process)
 
 
+def succeeded(process: subprocess.Popen, *, timeout: float = 90) -> str:
+    """Wait for a command the test started to end, killed if it has not after `timeout`;
+    asserts it exited 0 (its stderr as the message). Returns its stdout."""
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+    assert process.returncode == 0, err
+    return out
+
+
 def wait_for(predicate, *, timeout: float = 30, interval: float = 0.1, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

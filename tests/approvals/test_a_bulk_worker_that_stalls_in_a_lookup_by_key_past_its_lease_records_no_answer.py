@@ -5,7 +5,6 @@ lookup answers, it records nothing: its lease is checked in the transaction that
 record the answer, not only before the lookup. Each run has one reconcile record, the
 second process's, and the job's counts say every run was done once."""
 
-import subprocess
 import time
 
 import pytest
@@ -22,7 +21,7 @@ from runs.reads.selectors import RunFilters
 from tests.approvals.run_lock_order import session
 from tests.approvals.stalling_lookup import LOOKUP_LOCK, NAME, STEP, asked_by, declared
 from tests.factories import new_run, place
-from tests.processes import manage, start_worker, stop, wait_for
+from tests.processes import manage, start_worker, stop, succeeded, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.usefixtures("empty_broker")]
@@ -81,12 +80,7 @@ def test_a_stalled_lookups_answer_is_not_recorded_once_the_job_was_taken_over(tm
         finally:
             holder.execute("SELECT pg_advisory_unlock(%s)", [LOOKUP_LOCK])  # both answered
             holder.close()
-        try:
-            out, err = successor.communicate(timeout=90)
-        except subprocess.TimeoutExpired:
-            successor.kill()
-            out, err = successor.communicate()
-        assert successor.returncode == 0, err
+        succeeded(successor)
         wait_for(lambda: BulkJob.objects.get(pk=job.pk).status == "done", timeout=60,
                  what="the job to finish")
         # The first worker's task ends once its lookup answered and it tried to record it.

@@ -5,7 +5,6 @@ that run nor on any other: it lost the job. Each run is acted on once, by one of
 and the job's counts say what happened (every run done, none "refused" for the action the
 job itself took on it)."""
 
-import subprocess
 import time
 
 import pytest
@@ -19,7 +18,7 @@ from runs.models import Run, RunStatus, StepStatus
 from runs.reads.selectors import RunFilters
 from tests.approvals.run_lock_order import session
 from tests.factories import new_run, place
-from tests.processes import manage, start_worker, stop, wait_for
+from tests.processes import manage, start_worker, stop, succeeded, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.usefixtures("empty_broker")]
@@ -60,12 +59,7 @@ def test_a_stalled_worker_whose_job_was_taken_over_acts_on_no_run(tmp_path):
         finally:
             holder.rollback()  # the run's row is free: both go on
             holder.close()
-        try:
-            out, err = successor.communicate(timeout=90)
-        except subprocess.TimeoutExpired:
-            successor.kill()
-            out, err = successor.communicate()
-        assert successor.returncode == 0, err
+        succeeded(successor)
         wait_for(lambda: BulkJob.objects.get(pk=job.pk).status == "done", timeout=60,
                  what="the job to finish")
         time.sleep(1)  # the first worker has gone on by now, if it were to
