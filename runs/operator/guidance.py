@@ -124,7 +124,8 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
         unknown.append(f"whether {name} took effect in the remote system")
         if spec is not None and spec.reconcile_fn is not None:
             trusted_from = not_found_trusted_from(spec, step, timezone.now()) \
-                if step.next_attempt_at is not None else None
+                if step.status == StepStatus.UNKNOWN and step.next_attempt_at is not None \
+                else None
             if trusted_from is not None:
                 return offer("reconcile", f"Look {name} up by its key again after "
                              f"{trusted_from:%Y-%m-%d %H:%M:%S %Z}: it was not found, but its "
