@@ -54,8 +54,8 @@ from .requests import current_snapshot, lock_run, record_lifecycle, supersede
 from .snapshots import SnapshotUnavailable
 from .timeouts import (
     TIMED_OUT,
-    clock,
     is_due,
+    judged_at,
     late_decision_refusal,
     time_out,
     timed_out,
@@ -144,8 +144,6 @@ def _decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | s
     deny_who_may_not_decide(user, approval)
     if (refusal := decision_refusal(approved=approved, comment=comment)) is not None:
         raise DecisionRefused("comment", refusal)
-    # Due times are judged by the database's clock, as the sweep judges them.
-    now = now or clock()
     decision_id = uuid.UUID(str(decision_id))
     # Kept on the request, the run's chain and the approvals page: a credential pasted
     # into it is masked first, as an operator's reason is (runs.operator.actions).
@@ -182,12 +180,17 @@ def _decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | s
 
 def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
                    decision_id: uuid.UUID, comment: str, current,
-                   now: datetime) -> Decision | None:
+                   now: datetime | None) -> Decision | None:
     """decide's one transaction: the decision recorded and applied, and None; or what
     became of it instead (nothing recorded) as a Decision."""
     with transaction.atomic(durable=True):
         # The run first, then the request: the order every transition locks in.
-        lock_run(run_id)
+        locked_at = lock_run(run_id)
+        # Whether it came before the due time is judged by the database's clock as the run
+        # was locked (a caller's given time aside), as the sweep judges it (timeouts.
+        # judged_at): this process's estimate of that clock runs ahead or behind for a
+        # while after its own clock stepped, and would refuse a decision made in time.
+        now = judged_at(now, locked_at)
         approval = ApprovalRequest.objects.select_for_update(of=("self",)).select_related(
             "run").get(pk=request_id)
         deny_who_may_not_decide(user, approval)

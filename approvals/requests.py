@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from audit.actions import AuditAction
@@ -56,11 +57,14 @@ logger = logging.getLogger(__name__)
 LIFECYCLE_ACTOR = Actor.system("approvals")
 
 
-def lock_run(run_id: int) -> None:
+def lock_run(run_id: int) -> datetime | None:
     """Lock run `run_id`'s row for the caller's transaction, before any of its requests:
     the order every transition and a decision lock in (the other order deadlocks with
-    them, since recording on the run's chain locks the run)."""
-    list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
+    them, since recording on the run's chain locks the run). Returns the database's clock
+    as the locking statement began (None if there is no such run): the time a decision and
+    the sweep judge a request's due time by (approvals.timeouts)."""
+    return (Run.objects.select_for_update().filter(pk=run_id).annotate(locked_at=Now())
+            .values_list("locked_at", flat=True).first())
 
 
 def record_lifecycle(approval: ApprovalRequest, action: str, now: datetime, *,

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from audit.actions import AuditAction
@@ -23,8 +24,8 @@ from .decisions import apply_pending_decisions, apply_timeout
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
 from .notifications import grant_and_notify, publish_notifications, request_problem
 from .requests import current_snapshot, lock_run, next_reminder, record_lifecycle, supersede
-from .timeouts import ESCALATED, TIMED_OUT, clock
-from .withdrawal import no_longer_awaited, withdraw
+from .timeouts import ESCALATED, TIMED_OUT, clock, judged_at
+from .withdrawal import is_still_awaited, no_longer_awaited, withdraw
 
 logger = logging.getLogger(__name__)
 
@@ -83,10 +84,16 @@ def _remind(pk: int, now: datetime) -> int:
 
 # --- timeouts and escalation ---------------------------------------------------------------
 
+# _time_out's outcome for a request found due whose run no longer waits for it.
+WITHDRAWN = "withdrawn"
+
+
 @dataclass
 class TimeoutReport:
     escalated: int = 0
     timed_out: int = 0
+    # Found due, but their run no longer waited for them: withdrawn instead.
+    withdrawn: int = 0
 
 
 def apply_timeouts(*, now: datetime | None = None, limit: int = 200) -> TimeoutReport:
@@ -94,10 +101,12 @@ def apply_timeouts(*, now: datetime | None = None, limit: int = 200) -> TimeoutR
     (approvals.timeouts): escalate to the deputies once, or reject, or cancel (the run goes
     to attention, its step still waiting, for an operator to decide what happens). A
     request timed out is applied to its run in the same transaction, through the function a
-    person's late decision uses (approvals.decisions.apply_timeout)."""
-    now = now or clock()
+    person's late decision uses (approvals.decisions.apply_timeout). Due is judged by the
+    database's clock, in the query and again as each run is locked (timeouts.judged_at), as
+    a decision judges it; `now`, a caller's time (a test's), stands in for it."""
     report = TimeoutReport()
-    due = ApprovalRequest.objects.filter(status=RequestStatus.PENDING, due_at__lte=now)
+    due = ApprovalRequest.objects.filter(status=RequestStatus.PENDING,
+                                         due_at__lte=Now() if now is None else now)
     for pk, run_id in list(due.order_by("due_at").values_list("pk", "run_id")[:limit]):
         try:
             outcome = _time_out(pk, run_id, now)
@@ -108,15 +117,23 @@ def apply_timeouts(*, now: datetime | None = None, limit: int = 200) -> TimeoutR
             report.escalated += 1
         elif outcome == TIMED_OUT:
             report.timed_out += 1
+        elif outcome == WITHDRAWN:
+            report.withdrawn += 1
     return report
 
 
-def _time_out(pk: int, run_id: int, now: datetime) -> str | None:
+def _time_out(pk: int, run_id: int, given: datetime | None) -> str | None:
     with transaction.atomic(durable=True):
-        lock_run(run_id)
+        now = judged_at(given, lock_run(run_id))
         approval = _lock_pending(pk, due_at__lte=now)
         if approval is None:
             return None  # decided meanwhile (or timed out by a late decision)
+        if not is_still_awaited(approval):
+            # Due by the database's clock but not by the pass's estimate of it, which the
+            # pass's withdrawal went by: withdrawn, as a decision would; a timeout is never
+            # applied to a request its run stopped waiting for.
+            withdraw(approval, now)
+            return WITHDRAWN
         return apply_timeout(approval, now)
 
 
@@ -178,12 +195,16 @@ def sweep(*, now: datetime | None = None) -> SweepReport:
     with single_pass(JOB) as mine:
         if not mine:
             return SweepReport(locked_out=True)
-        # Due times by the database's clock, as a decision judges them (approvals.timeouts).
-        return _sweep(now or clock())
+        return _sweep(now)
 
 
-def _sweep(now: datetime) -> SweepReport:
+def _sweep(given: datetime | None) -> SweepReport:
     report = SweepReport()
+    # The pass's time: this process's estimate of the database's clock (a caller's given
+    # time aside). Timeouts alone are judged by the database's clock itself, as a decision
+    # judges them (apply_timeouts): the estimate is off for a while after the host's clock
+    # stepped, and would time a request out early.
+    now = given or clock()
     # What the pass compares: the waits new since the last and the requests due, or once
     # in a while everything (approvals.sweep_scope).
     scope = sweep_scope.of_pass(now)
@@ -195,8 +216,9 @@ def _sweep(now: datetime) -> SweepReport:
     if ApprovalRequest.objects.filter(settled_at__isnull=True).exists():
         report.withdrawn = withdraw_stale_requests(
             now=now, due_by=None if scope.full else now)
-        timeouts = apply_timeouts(now=now)
+        timeouts = apply_timeouts(now=given)
         report.escalated, report.timed_out = timeouts.escalated, timeouts.timed_out
+        report.withdrawn += timeouts.withdrawn
         report.reminded = send_reminders(now=now)
         report.settled = apply_pending_decisions(now=now)
     published = publish_notifications(now=now)

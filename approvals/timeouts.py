@@ -6,9 +6,9 @@ the sweep, which times out what it finds due, and a person's decision that arriv
 due time but before the sweep (the sweep runs every few seconds, and may be late or
 stopped). Both apply the timeout through approvals.decisions.apply_timeout, in the
 transaction that found the request due, and judge "due" by the same clock: the database's,
-as leases are, so that two machines whose clocks disagree agree on it. Which of the two
-comes first changes nothing: the run goes the same way, and the late person is refused with
-the same sentence.
+read as the run is locked (judged_at), as leases are, so that two machines whose clocks
+disagree agree on it. Which of the two comes first changes nothing: the run goes the same
+way, and the late person is refused with the same sentence.
 """
 
 import logging
@@ -30,9 +30,19 @@ TIMED_OUT = "timed_out"
 
 
 def clock() -> datetime:
-    """The time due times are judged by: the database's clock (runs.store), never this
-    process's own."""
+    """This process's estimate of the database's clock (runs.store), never its own: what
+    requests are dated and their reminders, links and pages judged by. Whether a request is
+    past its due time is asked of the database itself (judged_at)."""
     return store.current().now()
+
+
+def judged_at(given: datetime | None, locked_at: datetime | None) -> datetime:
+    """The time a request's due time is judged by in the transaction that locked its run at
+    `locked_at` (the database's clock then: requests.lock_run); a time the caller gave (a
+    test's) stands in for it. Not clock(): that estimate runs ahead or behind for a while
+    after this host's clock stepped (until it is measured again), and would refuse a
+    decision made in time, or time a request out early."""
+    return given or locked_at or clock()
 
 
 def is_due(approval: ApprovalRequest, now: datetime) -> bool:

@@ -133,20 +133,19 @@ def test_an_escalation_a_decision_finds_due_is_made_and_the_decision_taken_after
 
 
 @pytest.fixture
-def database_clock_ahead(monkeypatch):
-    """The database's clock an hour ahead of this process's (as this process's own clock
-    would be after it stepped back an hour)."""
+def estimate_behind(monkeypatch):
+    """This process's estimate of the database's clock an hour behind it (as for a while
+    after this host's own clock stepped back an hour, until the offset is measured again)."""
     measured = type(store.current()).now
     monkeypatch.setattr(type(store.current()), "now",
-                        lambda db: measured(db) + timedelta(hours=1))
+                        lambda db: measured(db) - timedelta(hours=1))
 
 
-@pytest.mark.usefixtures("database_clock_ahead")
+@pytest.mark.usefixtures("estimate_behind")
 def test_the_approvers_page_refuses_a_request_past_due_by_the_databases_clock(
         pending, ann, client):
-    # Due in half an hour by this process's clock: already past by the database's.
-    ApprovalRequest.objects.filter(pk=pending.pk).update(
-        due_at=timezone.now() + timedelta(minutes=30))
+    # Due in half an hour by this process's estimate: already past by the database's clock.
+    ApprovalRequest.objects.filter(pk=pending.pk).update(due_at=Now() - timedelta(minutes=30))
     client.force_login(ann)
     response = client.post(reverse("approvals:decide", kwargs={"pk": pending.pk}),
                            {"decision": "approve", "comment": "",
