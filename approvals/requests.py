@@ -18,12 +18,12 @@ from datetime import datetime, timedelta
 
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
-from django.db.models.functions import Now
 from django.utils import timezone
 
 from audit.actions import AuditAction
 from audit.chain import Actor
 from audit.redaction import shown_arguments
+from runs import store
 from runs.definitions import definition
 from runs.definitions.contracts import effect_verdict, stop_gate_policy
 from runs.machine import transitions
@@ -63,8 +63,8 @@ def lock_run(run_id: int) -> datetime | None:
     them, since recording on the run's chain locks the run). Returns the database's clock
     as the locking statement began (None if there is no such run): the time a decision and
     the sweep judge a request's due time by (approvals.timeouts)."""
-    return (Run.objects.select_for_update().filter(pk=run_id).annotate(locked_at=Now())
-            .values_list("locked_at", flat=True).first())
+    run = store.current().lock_run(run_id)
+    return None if run is None else run.locked_at
 
 
 def record_lifecycle(approval: ApprovalRequest, action: str, now: datetime, *,
