@@ -136,6 +136,14 @@ def proven(user, *, nothing: str = "nothing was done"):
             raise CommandError(f"no password given for {user.get_username()} (a script sets "
                                f"CLI_PASSWORD); {nothing}") from None
     username = user.get_username()
+    if not utf8(password):
+        # Bytes that are not UTF-8 (a script's Latin-1 CLI_PASSWORD) reach us as lone
+        # surrogates, which the password hasher cannot encode: no stored password is such
+        # text, so it is refused before the check rather than ending in a traceback.
+        logger.warning("command line: a password for %s that is not UTF-8 text; nothing was "
+                       "done", username)
+        raise CommandError(f"the password given for {username} (CLI_PASSWORD or the prompt) "
+                           f"is not UTF-8 text: give it as UTF-8; {nothing}")
     request = HttpRequest()
     request.method, request.path = "POST", "/command-line/"
     request.META.update(REMOTE_ADDR=COMMAND_LINE_ADDRESS, HTTP_USER_AGENT="manage.py")
@@ -153,6 +161,14 @@ def proven(user, *, nothing: str = "nothing was done"):
     # As a successful login does (AXES_RESET_ON_SUCCESS): earlier slips no longer count.
     reset_login_failures(ip=COMMAND_LINE_ADDRESS, username=username)
     return user
+
+
+def utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def json_value(value) -> str:
