@@ -56,7 +56,8 @@ def head_seal_problem(chain, seq: int, head_hash: str, seal: str | None) -> str 
     if not seal:
         return ("its head carries no seal: the head was written outside the runtime, or its "
                 "seal was removed")
-    key_id, sep, mac = seal.partition(":")
+    # A file's seal is whatever its JSON holds (a checkpoint's, an archived run's row).
+    key_id, sep, mac = seal.partition(":") if isinstance(seal, str) else ("", "", "")
     keys = _ring()
     if not sep:
         return ("its head's seal is not of the form key-id:mac: the head was written "
@@ -64,10 +65,17 @@ def head_seal_problem(chain, seq: int, head_hash: str, seal: str | None) -> str 
     if key_id not in keys:
         return (f"its head is sealed with key {key_id!r}, which this installation does not "
                 "hold (AUDIT_SEAL_KEYS): the seal cannot be checked")
-    if not hmac.compare_digest(_mac(keys[key_id], chain, seq, head_hash), mac):
+    if not same_mac(_mac(keys[key_id], chain, seq, head_hash), mac):
         return (f"the head's seal does not verify with key {key_id!r}: the chain was "
                 "rewritten, or its head changed outside the runtime")
     return None
+
+
+def same_mac(expected: str, given: str) -> bool:
+    """Whether `given` is the hex MAC `expected`, compared in constant time. A MAC read from
+    a file may hold any text: hmac.compare_digest refuses non-ASCII strings with a
+    TypeError, so they are compared as UTF-8 bytes (a lone surrogate kept as it is)."""
+    return hmac.compare_digest(expected.encode(), given.encode("utf-8", "surrogatepass"))
 
 
 def signing_key_id() -> str:

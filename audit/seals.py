@@ -21,6 +21,8 @@ from datetime import datetime
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from .head_seals import same_mac
+
 
 class UnknownKey(Exception):
     """A seal names a key id this installation does not hold."""
@@ -91,7 +93,7 @@ def run_problems(run_id, parts: dict, seal: dict | None) -> list[str]:
     found = {name: digest(rows) for name, rows in parts.items()}
     changed = sorted(name for name in found.keys() | sealed.keys()
                      if found.get(name) != sealed.get(name))
-    if not hmac.compare_digest(expected, str(seal.get("mac", ""))):
+    if not same_mac(expected, str(seal.get("mac", ""))):
         problems.append(f"run {run_id}: its seal does not verify with key {key_id!r} "
                         "(the seal was recomputed or forged)")
     if changed:
@@ -114,7 +116,7 @@ def file_problems(header: dict | None, run_seals: list[tuple[int, str]],
     except UnknownKey:
         return [f"the file is sealed with key {key_id!r}, which this installation does not "
                 "hold (ARCHIVE_SIGNING_KEYS)"]
-    if hmac.compare_digest(expected, str(seal.get("mac", ""))):
+    if same_mac(expected, str(seal.get("mac", ""))):
         return []
     if seal.get("runs") != len(run_seals):
         return [f"the file's seal counts {seal.get('runs')} runs but {len(run_seals)} were "
