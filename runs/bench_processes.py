@@ -3,6 +3,7 @@ over pg_walinspect), the Celery worker it starts (a child process with the bench
 registered) and what /proc says of processes (children, peak memory, CPU), the bench's own
 and the database server's backends when the server runs on this machine."""
 
+import contextlib
 import os
 import signal
 import statistics
@@ -208,6 +209,23 @@ class BackendsCpu:
         if self.before is None:
             return None
         return sum(cpu - self.before.get(pid, 0.0) for pid, cpu in self.last.items())
+
+
+@contextlib.contextmanager
+def stopped_on_sigterm():
+    """Within the block, SIGTERM (a `timeout`, a CI job cancelled) ends the bench as Ctrl-C
+    does, by an exception: the workers it started, each in a session of its own that the
+    signal does not reach, are then stopped by the blocks that started them instead of
+    left running and taking the broker's tasks."""
+    previous = signal.signal(signal.SIGTERM, _exit_on_signal)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_signal(signum, frame):
+    raise SystemExit(128 + signum)
 
 
 class Worker:

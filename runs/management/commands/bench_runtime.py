@@ -60,6 +60,7 @@ from runs.bench_processes import (
     median,
     proc_status_kb,
     shown,
+    stopped_on_sigterm,
     vacuum_if_autovacuum_is_off,
     verdict_over_rounds,
 )
@@ -127,6 +128,12 @@ class Command(BaseCommand):
                 f"{store.current().name} ({settings.DATABASES['default']['ENGINE']}). Run it with "
                 "DATABASE_URL=postgres://postgres@127.0.0.1:5432/durable_bench (make bench)."
             )
+        with stopped_on_sigterm():
+            self._measure(options, runs, rounds, round_seconds, concurrency, in_flight,
+                          in_flight_pool)
+
+    def _measure(self, options, runs, rounds, round_seconds, concurrency, in_flight,
+                 in_flight_pool):
         if options["fresh_database"]:
             drop_bench_database(self.stdout)
         ensure_database(self.stdout)
