@@ -11,7 +11,7 @@ from urllib.parse import urlencode, urlsplit
 
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import DisallowedRedirect, PermissionDenied
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -91,20 +91,34 @@ def login_required(view):
         reading = request.method in ("GET", "HEAD")
         if not request.htmx:
             if reading:
-                return redirect_to_login(request.get_full_path())
+                return _to_sign_in(request.get_full_path())
             # Back to the page the form was on: the address it was sent to takes only POST,
             # and signing in led to a bare 405 there.
             messages.error(request, "You were signed out, so nothing was changed: send the "
                                     "form again.")
-            return redirect_to_login(_page_sent_from(request))
+            return _to_sign_in(_page_sent_from(request))
         # Back to the page the person was on, not to the part htmx asked for (a fragment,
         # or an address that takes only POST); only a page of this site.
-        sign_in = redirect_to_login(request.htmx.current_url_abs_path or "/").url
+        sign_in = _to_sign_in(request.htmx.current_url_abs_path or "/").url
         if reading:
             return HttpResponseClientRedirect(sign_in)
         return render(request, "console/signed_out.html", {"sign_in": sign_in}, status=401)
 
     return wrapper
+
+
+def _to_sign_in(then: str):
+    """The redirect to sign in and then to `then`; to `then` without its query, or to the
+    console's first page, where the sign-in address would be longer than Django redirects
+    to (MAX_URL_REDIRECT_LENGTH). A link as long as the console hands out (a saved view's)
+    grows once written into `next`, and Django's refusal answered "Bad request", with no
+    way to sign in."""
+    for candidate in (then, urlsplit(then).path):
+        try:
+            return redirect_to_login(candidate)
+        except DisallowedRedirect:
+            continue
+    return redirect_to_login("/")
 
 
 def require_POST(view):  # noqa: N802 (named as Django's, which it stands in for)
