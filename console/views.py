@@ -99,7 +99,7 @@ def login_required(view):
             return _to_sign_in(_page_sent_from(request))
         # Back to the page the person was on, not to the part htmx asked for (a fragment,
         # or an address that takes only POST); only a page of this site.
-        sign_in = _to_sign_in(request.htmx.current_url_abs_path or "/").url
+        sign_in = _to_sign_in(_page_on_screen(request)).url
         if reading:
             return HttpResponseClientRedirect(sign_in)
         return render(request, "console/signed_out.html", {"sign_in": sign_in}, status=401)
@@ -137,6 +137,16 @@ def require_POST(view):  # noqa: N802 (named as Django's, which it stands in for
         return response
 
     return wrapper
+
+
+def _page_on_screen(request) -> str:
+    """The page of this site htmx says it sent the request from (HX-Current-URL), "/" when
+    it names none: another site's, or text that is no URL, which the header's reading
+    refuses with a ValueError (an unclosed IPv6 host), a 500 when left to rise."""
+    try:
+        return request.htmx.current_url_abs_path or "/"
+    except ValueError:
+        return "/"
 
 
 def _page_sent_from(request) -> str:
