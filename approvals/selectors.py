@@ -2,7 +2,8 @@
 
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
+from django.db.models.functions import Now
 
 from runs.machine.intentions import step_lines
 from runs.models import Step
@@ -20,7 +21,7 @@ from .models import (
 )
 from .notifications import time_text
 from .permissions import reaching_only, still_approver_of
-from .timeouts import clock, is_due, timed_out
+from .timeouts import is_due, timed_out
 
 
 def decidable_by(user) -> QuerySet[ApprovalRequest]:
@@ -49,8 +50,18 @@ INBOX_ORDER = ("due_at", "requested_at", "pk")
 
 def inbox(user, *, now: datetime | None = None) -> QuerySet[ApprovalRequest]:
     """What waits for `user`: the requests they may decide, the earliest due (so the
-    overdue) first, with their runs, in one query."""
-    return decidable_by(user).select_related("run").order_by(*INBOX_ORDER)
+    overdue) first, with their runs, in one query; each says whether it is `overdue` by the
+    database's clock (overdue_by_the_database)."""
+    return (decidable_by(user).select_related("run").order_by(*INBOX_ORDER)
+            .annotate(overdue=overdue_by_the_database()))
+
+
+def overdue_by_the_database() -> ExpressionWrapper:
+    """Whether a request is past its due time by the database's clock in the query, as the
+    sweep and a decision judge it (approvals.timeouts.judged_at): not this process's
+    estimate, which runs ahead or behind for a while after its host's clock stepped, and
+    would mark overdue a request a decision would still find on time, or the other way."""
+    return ExpressionWrapper(Q(due_at__lte=Now()), output_field=BooleanField())
 
 
 def inbox_page(user, *, workflows: list[str] | None = None, after: tuple | None = None,
@@ -75,9 +86,13 @@ def inbox_page(user, *, workflows: list[str] | None = None, after: tuple | None 
 
 def is_overdue(approval: ApprovalRequest, now: datetime | None = None) -> bool:
     """Whether `approval` is pending past its due time, by the clock the sweep and a
-    decision judge that by (the database's): the page must not offer as on time a request
-    a decision would find timed out."""
-    return is_due(approval, now or clock())
+    decision judge that by (the database's, overdue_by_the_database; a time the caller
+    gives stands in for it): the page must not offer as on time a request a decision would
+    find timed out."""
+    if now is not None or not approval.is_pending:
+        return is_due(approval, now) if now is not None else False
+    return ApprovalRequest.objects.filter(pk=approval.pk).annotate(
+        overdue=overdue_by_the_database()).values_list("overdue", flat=True).first() or False
 
 
 def timeout_outcome(approval: ApprovalRequest) -> str:

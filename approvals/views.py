@@ -202,5 +202,6 @@ def inbox(request):
     return render(request, "approvals/inbox.html", {
         "page": rows, "next_cursor": encode_keyset(next_cursor) or "",
         "first_page": after is None,
-        # "Overdue" by the database's clock, as the sweep and a decision judge it.
+        # How long ago each was asked; whether it is overdue is the database's to say
+        # (selectors.inbox).
         "now": clock()})

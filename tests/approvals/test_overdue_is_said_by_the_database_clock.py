@@ -1,12 +1,15 @@
 """Whether a pending request is overdue is said on its page and in the inbox by the clock
-its timeout is judged by: the database's (approvals.timeouts). The pages asked this web
-host's own clock, so a host whose clock was behind offered a request as on time, with its
-form, that the person's decision would then find timed out; one whose clock was ahead
-marked "overdue" a request the sweep and a decision still took as on time."""
+its timeout is judged by: the database's, asked in the query, as the sweep and a decision
+ask it (approvals.timeouts.judged_at). The pages asked this web host's estimate of that
+clock (its own clock plus an offset measured every 30 s), which runs ahead or behind for a
+while after the host's clock stepped: behind, a request was offered as on time, with its
+form, that the person's decision would then find timed out; ahead, "overdue" was said of a
+request the sweep and a decision still took as on time."""
 
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 
 from approvals.models import ApprovalRequest
@@ -20,13 +23,20 @@ OFF_BY = timedelta(hours=6)
 
 
 @pytest.fixture
-def shift_database_clock(monkeypatch):
-    """Moves the database's clock by the given amount from this (the web) host's."""
+def estimate_off_by(monkeypatch):
+    """Puts this (the web) host's estimate of the database's clock off by the given amount,
+    as for a while after the host's clock stepped."""
     measured = type(store.current()).now
 
     def shift(by: timedelta):
         monkeypatch.setattr(type(store.current()), "now", lambda db: measured(db) + by)
     return shift
+
+
+def _database_now():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        return cursor.fetchone()[0]
 
 
 def _said_overdue(client, request) -> tuple[bool, bool]:
@@ -37,21 +47,22 @@ def _said_overdue(client, request) -> tuple[bool, bool]:
 
 
 def test_a_request_past_due_by_the_database_clock_is_said_overdue(
-        shift_database_clock, approvers, ann, client):
+        estimate_off_by, approvers, ann, client):
     request = open_request(waiting_run(), clock())
-    # Due an hour ago by the database's clock, in five hours by this host's.
-    ApprovalRequest.objects.filter(pk=request.pk).update(due_at=clock() + OFF_BY
-                                                         - timedelta(hours=1))
-    shift_database_clock(OFF_BY)
+    # Due an hour ago by the database's clock; in five hours by an estimate six hours behind.
+    ApprovalRequest.objects.filter(pk=request.pk).update(
+        due_at=_database_now() - timedelta(hours=1))
+    estimate_off_by(-OFF_BY)
     client.force_login(ann)
     assert _said_overdue(client, request) == (True, True)
 
 
 def test_a_request_on_time_by_the_database_clock_is_not_said_overdue(
-        shift_database_clock, approvers, ann, client):
+        estimate_off_by, approvers, ann, client):
     request = open_request(waiting_run(), clock())
-    # Due in five hours by the database's clock, an hour ago by this host's.
-    ApprovalRequest.objects.filter(pk=request.pk).update(due_at=clock() - timedelta(hours=1))
-    shift_database_clock(-OFF_BY)
+    # Due in an hour by the database's clock; five hours ago by an estimate six hours ahead.
+    ApprovalRequest.objects.filter(pk=request.pk).update(
+        due_at=_database_now() + timedelta(hours=1))
+    estimate_off_by(OFF_BY)
     client.force_login(ann)
     assert _said_overdue(client, request) == (False, False)
