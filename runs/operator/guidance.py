@@ -123,14 +123,9 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
             step is not None and step.status == StepStatus.UNKNOWN):
         unknown.append(f"whether {name} took effect in the remote system")
         if spec is not None and spec.reconcile_fn is not None:
-            trusted_from = not_found_trusted_from(spec, step, timezone.now()) \
-                if step.status == StepStatus.UNKNOWN and step.next_attempt_at is not None \
-                else None
-            if trusted_from is not None:
+            if (trusted_from := _not_found_proves_nothing_until(spec, step)) is not None:
                 return offer("reconcile", f"Look {name} up by its key again after "
-                             f"{trusted_from:%Y-%m-%d %H:%M:%S %Z}: it was not found, but its "
-                             "receiver ignores keys and a request still in flight could land "
-                             "until then; a retry before then could do it twice.", name)
+                             f"{trusted_from:%Y-%m-%d %H:%M:%S %Z}: {NOT_FOUND_YET}", name)
             return offer("reconcile", f"Look {name} up by its key now: found settles it and "
                          "the run continues; not found marks it failed, to retry with the same "
                          "key.", name)
@@ -225,6 +220,19 @@ def _spec(workflow: definition.Workflow | None, step: Step | None) -> definition
     return definition.step_of(workflow, step.name) if step is not None else None
 
 
+NOT_FOUND_YET = ("it was not found, but its receiver ignores keys and a request still in "
+                 "flight could land until then; a retry before then could do it twice.")
+
+
+def _not_found_proves_nothing_until(spec, row):
+    """Until when a lookup's "not found" for `row` (an unknown step's or tool call's, whose
+    lookup said so already) proves nothing, by the machine's one rule; None when it may be
+    trusted now."""
+    if spec is None or row.status != StepStatus.UNKNOWN or row.next_attempt_at is None:
+        return None
+    return not_found_trusted_from(spec, row, timezone.now())
+
+
 def _agent_budget_spent(reason: str, step: Step | None) -> bool:
     """Whether the run stopped because agent `step` spent its budget. Its turns, calls and
     tokens are counted in its generation: a retry keeps that generation and would stop
@@ -284,8 +292,15 @@ def _reconcile_tool_call(run: Run, step: Step, call: ToolCall, happened: str,
     where = f"tool call {call.ref} ({call.tool}) of {step.name}"
     # The rule is the transition's; the tool's declaration only changes the wording.
     refused = call_refusal(action.name, run, step, call, None, last_turn=call.turn)
-    why = (f"Look {where} up by its key {call.idempotency_key} now: found settles it and the "
-           "agent goes on; not found marks it failed and the model is told so.")
+    workflow = definition.registry.get(run.workflow_name, run.workflow_version)
+    spec = _spec(workflow, step)
+    tool = spec.tools.get(call.tool) if isinstance(spec, definition.AgentSpec) else None
+    if (trusted_from := _not_found_proves_nothing_until(tool, call)) is not None:
+        why = (f"Look {where} up by its key {call.idempotency_key} again after "
+               f"{trusted_from:%Y-%m-%d %H:%M:%S %Z}: {NOT_FOUND_YET}")
+    else:
+        why = (f"Look {where} up by its key {call.idempotency_key} now: found settles it and "
+               "the agent goes on; not found marks it failed and the model is told so.")
     return Recommendation(
         happened=happened, known=known,
         unknown=[f"whether {where} took effect in the remote system"],

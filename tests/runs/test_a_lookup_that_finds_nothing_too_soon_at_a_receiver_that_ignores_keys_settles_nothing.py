@@ -151,3 +151,5 @@ def test_a_tool_calls_lookup_follows_the_same_rule(script, monkeypatch):
     assert call.status == "unknown" and not call.key_open_for_repeat
     assert call.next_attempt_at is not None and "not found yet" in run.status_message
     assert run.status == RunStatus.ATTENTION and sent == [call.idempotency_key]
+    advice = recommend(run, _steps(run))
+    assert advice.action.name == "reconcile_tool_call" and "again after" in advice.why
