@@ -93,9 +93,12 @@ class FastListAdmin(StorableFiltersAdmin):
     show_full_result_count off, and a paginator that estimates past COUNT_CAP rows), sorted
     only by the columns an index holds in order (`sortable_by`: none unless a subclass names
     them), and subclasses give filters whose choices come from a small table or a fixed
-    list."""
+    list. No counts beside the filters' choices (Django's facets, its "Show counts" link or
+    `?_facets=True`): each filter's counts were one COUNT over the whole filtered table, the
+    runs list's workflow filter reading every run four times over."""
 
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
     paginator = EstimatedCountPaginator
     list_per_page = 50
     sortable_by = ()
