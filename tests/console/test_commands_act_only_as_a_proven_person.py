@@ -87,3 +87,19 @@ def test_reading_asks_for_no_password(operator, stuck_run, monkeypatch):
                                "--user", "olga", "--json"))
     assert preview["matching"] == 1
     assert json.loads(_call("list_runs", "--user", "olga", "--json"))["runs"]
+
+
+@pytest.mark.parametrize("command", ACTING)
+def test_a_password_that_is_not_utf8_changes_nothing_and_says_why(command, operator, stuck_run,
+                                                                  monkeypatch, caplog):
+    # A script's CLI_PASSWORD in Latin-1 ("pwé": the é is the byte 0xE9, no UTF-8) reaches
+    # the command as a lone surrogate: refused in one line, not by the hasher's traceback.
+    monkeypatch.setenv("CLI_PASSWORD", "pw\udce9")
+    with pytest.raises(CommandError, match="the password given for olga .* is not UTF-8 "
+                                           "text: give it as UTF-8; nothing was done"):
+        _call(*ACTING[command](stuck_run), "--user", "olga")
+    assert "a password for olga that is not UTF-8 text" in caplog.text
+    stuck_run.refresh_from_db()
+    assert stuck_run.status == "attention"
+    assert not DispatchPause.objects.exists() and not BulkJob.objects.exists()
+    assert _nothing_names_olga()
