@@ -413,7 +413,7 @@ def _artifact(request, run: Run, turn) -> dict | None:
         "reference": artifact[ARTIFACT], "size": artifact["size"],
         "sha256": artifact["sha256"],
         "download_url": request.build_absolute_uri(reverse(
-            "console:summary_transcript", args=[run.pk, turn.id]))}
+            "console:turn_artifact", args=[run.pk, turn.id]))}
 
 
 def _tool_call(call: dict) -> dict:

@@ -13,7 +13,7 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET
 
 from runs.machine import artifacts
-from runs.reads.agent_selectors import summary_transcript as find_transcript
+from runs.reads.agent_selectors import turn_with_artifact
 
 from .permissions import VIEW, grant_for
 from .views import login_required
@@ -23,8 +23,8 @@ logger = logging.getLogger(__name__)
 
 @require_GET
 @login_required
-def summary_transcript(request, run_id: int, turn_id: int):
-    found = find_transcript(run_id, turn_id)
+def turn_artifact(request, run_id: int, turn_id: int):
+    found = turn_with_artifact(run_id, turn_id)
     if found is None:
         raise Http404(f"No transcript or whole answer of turn {turn_id} in run {run_id}.")
     run, turn = found

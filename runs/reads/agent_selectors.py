@@ -193,7 +193,7 @@ def _agent_spec(workflow: definition.Workflow | None, name: str) -> definition.A
     return spec if isinstance(spec, definition.AgentSpec) else None
 
 
-def summary_transcript(run_id: int, turn_id: int) -> tuple[Run, AgentTurn] | None:
+def turn_with_artifact(run_id: int, turn_id: int) -> tuple[Run, AgentTurn] | None:
     """A turn of the run that keeps an artifact: a summary turn's transcript, or a final
     answer longer than RUNS_AGENT_TEXT_MAX_CHARS kept whole (runs.agents.turn_bounds); with
     its run (whose workflow the reader's permission is checked on), or None."""

@@ -27,7 +27,7 @@ def test_a_summary_turn_comes_with_its_transcript_artifact(live_sandbox, setting
             "reference": summary.transcript[artifacts.ARTIFACT],
             "size": summary.transcript["size"], "sha256": summary.transcript["sha256"],
             "download_url": "http://testserver" + reverse(
-                "console:summary_transcript", args=[run.pk, summary.pk])}}]
+                "console:turn_artifact", args=[run.pk, summary.pk])}}]
 
 
 def test_the_openapi_document_describes_the_summaries(client):

@@ -54,7 +54,7 @@ def test_the_run_page_links_the_whole_answer_and_a_viewer_downloads_it(answered,
                                                                       client_for):
     run, turn = answered
     client = client_for(viewer)
-    url = reverse("console:summary_transcript", args=[run.pk, turn.pk])
+    url = reverse("console:turn_artifact", args=[run.pk, turn.pk])
     page = client.get(reverse("console:run", args=[run.pk])).content.decode()
     assert f'href="{url}"' in page
     assert "Download the whole answer" in page
@@ -82,7 +82,7 @@ def test_the_api_lists_the_whole_answer_with_that_download(answered, client):
             "reference": turn.transcript[artifacts.ARTIFACT],
             "size": turn.transcript["size"], "sha256": turn.transcript["sha256"],
             "download_url": "http://testserver" + reverse(
-                "console:summary_transcript", args=[run.pk, turn.pk])}}]
+                "console:turn_artifact", args=[run.pk, turn.pk])}}]
     schemas = client.get("/api/openapi.json").json()["components"]["schemas"]
     assert "long_answers" in schemas["AgentStep"]["required"]
 
@@ -90,7 +90,7 @@ def test_the_api_lists_the_whole_answer_with_that_download(answered, client):
 def test_nobody_who_may_not_view_the_run_downloads_it(answered, finance_operator,
                                                       client_for, client):
     run, turn = answered
-    url = reverse("console:summary_transcript", args=[run.pk, turn.pk])
+    url = reverse("console:turn_artifact", args=[run.pk, turn.pk])
     anonymous = client.get(url)
     assert anonymous.status_code == 302 and anonymous["Location"].startswith("/accounts/login")
     # May view test-orders runs, not the triage's.

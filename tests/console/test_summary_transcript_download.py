@@ -36,7 +36,7 @@ def test_the_summary_turn_links_its_transcript_and_a_viewer_downloads_it(summari
                                                                        client_for):
     run, summary = summarised
     client = client_for(viewer)
-    url = reverse("console:summary_transcript", args=[run.pk, summary.pk])
+    url = reverse("console:turn_artifact", args=[run.pk, summary.pk])
     page = client.get(reverse("console:run", args=[run.pk])).content.decode()
     assert f'href="{url}"' in page
     assert "Download the transcript of turns 0-2" in page
@@ -55,7 +55,7 @@ def test_the_summary_turn_links_its_transcript_and_a_viewer_downloads_it(summari
 
 def test_nobody_else_downloads_it(summarised, finance_operator, client_for, client):
     run, summary = summarised
-    url = reverse("console:summary_transcript", args=[run.pk, summary.pk])
+    url = reverse("console:turn_artifact", args=[run.pk, summary.pk])
     anonymous = client.get(url)
     assert anonymous.status_code == 302 and anonymous["Location"].startswith("/accounts/login")
     # May view test-orders runs, not this workflow's.
@@ -68,7 +68,7 @@ def test_nobody_else_downloads_it(summarised, finance_operator, client_for, clie
     admin = client_for(User.objects.create_superuser("root", password="pw"))
     for run_id, turn_id in ((run.pk + 1, summary.pk), (run.pk, ordinary.pk),
                             (run.pk, summary.pk + 100)):
-        response = admin.get(reverse("console:summary_transcript", args=[run_id, turn_id]))
+        response = admin.get(reverse("console:turn_artifact", args=[run_id, turn_id]))
         assert response.status_code == 404
     assert admin.post(url).status_code == 405
 
@@ -77,7 +77,7 @@ def test_a_damaged_or_missing_transcript_is_refused_with_the_reason_never_served
         summarised, viewer, client_for, settings, caplog):
     run, summary = summarised
     client = client_for(viewer)
-    url = reverse("console:summary_transcript", args=[run.pk, summary.pk])
+    url = reverse("console:turn_artifact", args=[run.pk, summary.pk])
     stored = settings.VAR_DIR / "artifacts" / summary.transcript[artifacts.ARTIFACT]
     original = stored.read_bytes()
     stored.write_bytes(original.replace(b"invoice", b"INVOICE", 1))
