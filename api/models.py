@@ -160,6 +160,7 @@ class WebhookDelivery(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "webhook deliveries"
         constraints = [
             models.UniqueConstraint(fields=["subscriber", "event"],
                                     name="webhook_one_delivery_per_event"),

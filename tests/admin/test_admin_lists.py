@@ -178,3 +178,9 @@ def test_the_tool_call_admin_finds_a_call_by_its_key_or_its_first_characters_alo
     other = call.idempotency_key[:20] + "0" * 12
     page = admin_client.get("/admin/runs/toolcall/", {"q": other})
     assert list(page.context["cl"].result_list) == []
+
+
+def test_every_list_is_named_in_english_on_the_admin_index(admin_client):
+    # Django makes a plural by adding "s": "Webhook deliverys" until the model named its own.
+    page = admin_client.get("/admin/").content.decode()
+    assert "Webhook deliveries" in page and "deliverys" not in page.lower()
