@@ -5,9 +5,10 @@ the access chain are in runs.admin, where the console's search of runs and the i
 search (runs.admin_search, which reads numbers as runs does) are at hand."""
 
 import json
+from math import ceil
 
 from django.contrib import admin, messages
-from django.contrib.admin.views.main import ORDER_VAR, SEARCH_VAR, ChangeList
+from django.contrib.admin.views.main import ORDER_VAR, PAGE_VAR, SEARCH_VAR, ChangeList
 from django.core.paginator import Paginator
 from django.db import connection
 from django.http import HttpResponseRedirect
@@ -35,10 +36,45 @@ def estimated_count(queryset) -> int:
     return max(COUNT_CAP + 1, int(plan[0]["Plan"]["Plan Rows"]))
 
 
+def listed_pages(per_page: int) -> int:
+    """How many pages of `per_page` rows a list offers at most: those holding its first
+    COUNT_CAP rows, the rows it counts exactly. A page is read with OFFSET, which walks every
+    row before it along the index: the last page of a million runs read the whole index, on
+    every request for it. Rows past these are reached by a filter or a search."""
+    return max(1, ceil(COUNT_CAP / per_page))
+
+
 class EstimatedCountPaginator(Paginator):
+    """Counts as estimated_count does and numbers only the listed_pages: the pager links no
+    page past them, and asking for one raises EmptyPage before any row is read."""
+
     @cached_property
     def count(self) -> int:
         return estimated_count(self.object_list)
+
+    @cached_property
+    def num_pages(self) -> int:
+        return min(super().num_pages, listed_pages(self.per_page))
+
+    @property
+    def unlisted_rows(self) -> bool:
+        """Whether rows lie past the last listed page (the pager says how to reach them)."""
+        return self.count > self.num_pages * self.per_page
+
+
+# Said when a list's address asks for a page past listed_pages.
+PAGE_REFUSED = ("Page {asked:,} of this list was not read: a list shows its first {pages:,} "
+                "pages ({rows:,} rows) only. Narrow the list with a filter or a search to "
+                "reach the rows past them.")
+
+
+def page_asked(params) -> int:
+    """The page a list's address asks for, as Django's changelist reads it (not a number:
+    the first)."""
+    try:
+        return int(params.get(PAGE_VAR, 1))
+    except ValueError:
+        return 1
 
 
 # Said when a list's address filters on a NUL: no column can hold one.
@@ -95,7 +131,8 @@ class FastListAdmin(StorableFiltersAdmin):
     them), and subclasses give filters whose choices come from a small table or a fixed
     list. No counts beside the filters' choices (Django's facets, its "Show counts" link or
     `?_facets=True`): each filter's counts were one COUNT over the whole filtered table, the
-    runs list's workflow filter reading every run four times over."""
+    runs list's workflow filter reading every run four times over. Pages past listed_pages
+    are refused with a message saying to filter or search (PAGE_REFUSED)."""
 
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
@@ -105,6 +142,19 @@ class FastListAdmin(StorableFiltersAdmin):
 
     def get_changelist(self, request, **kwargs):
         return IndexedOrderChangeList
+
+    def changelist_view(self, request, extra_context=None):
+        # Refused before the list is read: the paginator would refuse the page too, and
+        # Django answers that with its "database error" page, which tells the admin nothing.
+        asked, pages = page_asked(request.GET), listed_pages(self.list_per_page)
+        if asked > pages:
+            self.message_user(request, PAGE_REFUSED.format(
+                asked=asked, pages=pages, rows=pages * self.list_per_page), messages.ERROR)
+            params = request.GET.copy()
+            del params[PAGE_VAR]
+            query = params.urlencode()
+            return HttpResponseRedirect(request.path + (f"?{query}" if query else ""))
+        return super().changelist_view(request, extra_context)
 
 
 class ReadOnlyAdmin(FastListAdmin):
