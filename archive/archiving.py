@@ -31,9 +31,10 @@ archive file it archives to (SET LOCAL audit.archival = its sha256), the record'
 tombstone pointing at that file, and the file's recorded heads hold the run at the last
 record removed. Only step 3 does all three.
 
-A crash leaves nothing half done that matters: a file written but not recorded is an
-orphan in storage and its runs are archived again by the next pass; a file cut short by the
-crash never has its name (archive.writing), and the next pass deletes what is left of it;
+A crash leaves nothing half done that matters: the runs of a file written but not recorded
+are archived again by the next pass, and a pass an hour on deletes that file; a file cut
+short by the crash never has its name; the next pass deletes what is left of it (both in
+archive.writing);
 a file recorded but not fully removed is finished by the next pass (finish_unfinished).
 Step results kept as artifacts (runs.machine.artifacts) stay in their storage; the archive
 keeps their references.
@@ -59,6 +60,7 @@ from audit.models import AuditRecord
 from audit.offline import to_json
 from runs import store
 from runs.definitions import definition
+from runs.machine import crashpoints
 from runs.machine.single_pass import single_pass
 from runs.models import FINAL_RUN_STATUSES, Run
 
@@ -312,6 +314,7 @@ def write_file(run_ids: list[int], *, actor: str, now: datetime) -> ArchiveFile 
                 # Under its name only once whole: a process killed while it writes leaves
                 # a partial file, which the next pass deletes (archive.writing).
                 name = writing.save_whole(where, name, writing.ArchiveBytes(raw, name=name))
+                crashpoints.reach(crashpoints.SAVED, "archive_file")
             archive = ArchiveFile.objects.create(
                 name=name, sha256=digest, size=size, run_count=len(ids),
                 record_count=records, first_finished_at=min(finished, default=None),

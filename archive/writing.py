@@ -5,16 +5,20 @@ process is killed during the write, part of a file under a name like a real arch
 with no row naming it. So:
 
 - on the file system, the file is written under partial/ in the storage's directory,
-  flushed to disk, then renamed to its name (one step, on the same file system);
+  flushed to disk, then linked to its name (one step, on the same file system); the
+  partial/ name stays until the file is recorded (`recorded`), the marker of a file saved
+  but perhaps never recorded (a process killed between the two);
 - in any other storage, a marker partial/<base name> holding the file's name is saved
   first, and deleted once the file is recorded (`recorded`). Object stores (S3 and the
   like) show an object only once its upload is complete, but a storage that writes in
   place (SFTP, FTP) leaves part of one, which the marker names.
 
 The next pass, which holds the archive lock (so no other writes), deletes what such a
-write left (`remove_stale_partials`): a partial file, or a marker with the file it names
-when no row records that file. Only past STALE, in case a process that lost the lock with
-its database session still writes.
+write left (`remove_stale_partials`): a partial file, or a marker, with the file it names
+(its link, on the file system) when no row records that file: its runs stayed hot and are
+archived to a file of their own, so it would hold them a second time, recorded nowhere.
+Only past STALE, in case a process that lost the lock with its database session still
+writes.
 """
 
 import contextlib
@@ -22,6 +26,7 @@ import logging
 import os
 import posixpath
 from datetime import timedelta
+from pathlib import Path
 
 from django.core.files import File
 from django.core.files.base import ContentFile
@@ -65,9 +70,8 @@ def save_whole(where: Storage, name: str, content: File) -> str:
 
 def recorded(where: Storage, name: str) -> None:
     """The file `name` is recorded (its ArchiveFile committed): its marker goes."""
-    if not isinstance(where, FileSystemStorage):
-        with contextlib.suppress(OSError):
-            where.delete(partial_name(name))
+    with contextlib.suppress(OSError):
+        where.delete(partial_name(name))
 
 
 def discard(where: Storage, name: str) -> None:
@@ -89,7 +93,12 @@ def _save_on_disk(where: FileSystemStorage, name: str, content: File) -> str:
             os.fsync(out.fileno())
         if where.file_permissions_mode is not None:
             os.chmod(partial, where.file_permissions_mode)
-        os.replace(partial, final)
+        try:
+            os.link(partial, final)
+        except FileExistsError:
+            # As a rename would: the name holds this file.
+            os.unlink(final)
+            os.link(partial, final)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(partial)
@@ -132,9 +141,12 @@ def _remove_if_stale(where: Storage, partial: str, cut) -> int:
     except NotImplementedError:
         pass  # no time to judge by: the archive lock says no pass is writing it
     removed = 0
-    if not isinstance(where, FileSystemStorage):
+    if isinstance(where, FileSystemStorage):
+        names = _linked_names(where, partial)
+    else:
         with where.open(partial) as marker:
-            name = marker.read().decode(errors="replace")
+            names = [marker.read().decode(errors="replace")]
+    for name in names:
         if (name.startswith("runs/") and where.exists(name)
                 and not ArchiveFile.objects.filter(name=name).exists()):
             where.delete(name)
@@ -142,3 +154,15 @@ def _remove_if_stale(where: Storage, partial: str, cut) -> int:
     where.delete(partial)
     logger.warning("deleted %s, left by an archive file's write that did not finish", partial)
     return removed + 1
+
+
+def _linked_names(where: FileSystemStorage, partial: str) -> list[str]:
+    """The names in `where` of the file whose partial/ name is `partial`: the one it was
+    linked to, if the write got that far (none for a write cut short)."""
+    path = where.path(partial)
+    if os.stat(path).st_nlink < 2:
+        return []
+    base = posixpath.basename(partial)
+    return [found.relative_to(where.location).as_posix()
+            for found in Path(where.location).glob(f"runs/*/*/*/{base}")
+            if os.path.samefile(found, path)]

@@ -21,6 +21,9 @@ AFTER_CALL = "after_call"
 # Within a write, after its first part is written ("mid_write:archive_file": an archive
 # file's, archive.writing).
 MID_WRITE = "mid_write"
+# A file saved under its name, before the row that records it is committed
+# ("saved:archive_file", archive.archiving).
+SAVED = "saved"
 
 _failing: set[str] = set()
 
