@@ -185,12 +185,12 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
     became of it instead (nothing recorded) as a Decision."""
     with transaction.atomic(durable=True):
         # The run first, then the request: the order every transition locks in.
-        locked_at = lock_run(run_id)
+        locked = lock_run(run_id)
         # Whether it came before the due time is judged by the database's clock as the run
         # was locked (a caller's given time aside), as the sweep judges it (timeouts.
         # judged_at): this process's estimate of that clock runs ahead or behind for a
         # while after its own clock stepped, and would refuse a decision made in time.
-        now = judged_at(now, locked_at)
+        now = judged_at(now, locked)
         approval = ApprovalRequest.objects.select_for_update(of=("self",)).select_related(
             "run").get(pk=request_id)
         deny_who_may_not_decide(user, approval)

@@ -57,14 +57,13 @@ logger = logging.getLogger(__name__)
 LIFECYCLE_ACTOR = Actor.system("approvals")
 
 
-def lock_run(run_id: int) -> datetime | None:
+def lock_run(run_id: int) -> Run | None:
     """Lock run `run_id`'s row for the caller's transaction, before any of its requests:
     the order every transition and a decision lock in (the other order deadlocks with
-    them, since recording on the run's chain locks the run). Returns the database's clock
-    as the locking statement began (None if there is no such run): the time a decision and
-    the sweep judge a request's due time by (approvals.timeouts)."""
-    run = store.current().lock_run(run_id)
-    return None if run is None else run.locked_at
+    them, since recording on the run's chain locks the run). Returns the run (None if there
+    is none), carrying the database's clock as it was locked: what a decision and the
+    sweep judge a request's due time by (approvals.timeouts.judged_at)."""
+    return store.current().lock_run(run_id)
 
 
 def record_lifecycle(approval: ApprovalRequest, action: str, now: datetime, *,

@@ -89,8 +89,10 @@ def is_overdue(approval: ApprovalRequest, now: datetime | None = None) -> bool:
     decision judge that by (the database's, overdue_by_the_database; a time the caller
     gives stands in for it): the page must not offer as on time a request a decision would
     find timed out."""
-    if now is not None or not approval.is_pending:
-        return is_due(approval, now) if now is not None else False
+    if not approval.is_pending:
+        return False
+    if now is not None:
+        return is_due(approval, now)
     return ApprovalRequest.objects.filter(pk=approval.pk).annotate(
         overdue=overdue_by_the_database()).values_list("overdue", flat=True).first() or False
 

@@ -36,13 +36,13 @@ def clock() -> datetime:
     return store.current().now()
 
 
-def judged_at(given: datetime | None, locked_at: datetime | None) -> datetime:
-    """The time a request's due time is judged by in the transaction that locked its run at
-    `locked_at` (the database's clock then: requests.lock_run); a time the caller gave (a
-    test's) stands in for it. Not clock(): that estimate runs ahead or behind for a while
-    after this host's clock stepped (until it is measured again), and would refuse a
-    decision made in time, or time a request out early."""
-    return given or locked_at or clock()
+def judged_at(given: datetime | None, run) -> datetime:
+    """The time a request's due time is judged by in the transaction that locked `run`
+    (requests.lock_run): the runtime's one rule, store.time_of_lock (the database's clock
+    as the run was locked; a time the caller gave, a test's, stands in for it). Not clock():
+    that estimate runs ahead or behind for a while after this host's clock stepped, and
+    would refuse a decision made in time, or time a request out early."""
+    return store.time_of_lock(run, given=given)
 
 
 def is_due(approval: ApprovalRequest, now: datetime) -> bool:

@@ -33,6 +33,7 @@ from audit.actions import AuditAction
 from audit.chain import Actor
 from audit.redaction import redact
 
+from ... import store
 from ...definitions import definition
 from ...models import AttentionReason, ExternalEvent, Run, Step, StepStatus
 from ...world_models import UNSETTLED
@@ -322,7 +323,7 @@ def deliver_event(run_id: int, *, step_name: str, source: str, event_id: str, pa
         # By the database's clock, read as the run was locked (a caller's given time aside):
         # this process's estimate of it runs ahead or behind for a while after its own clock
         # stepped, and would keep an event that came in time, or deliver one that came late.
-        if deadline_passed(step, given or getattr(run, "locked_at", None) or now):
+        if deadline_passed(step, store.time_of_lock(run, given=given)):
             raise TransitionNotAllowed(
                 f"step {step.name} waited for its event until "
                 f"{step.next_attempt_at:%Y-%m-%d %H:%M:%S %Z}: its timeout decides")

@@ -262,7 +262,7 @@ def holding(lease: Lease, action: str, now: datetime | None = None, *,
         change = Change(run, action, Actor.system(lease.worker), now)
         # Renewed by the database's clock, read in the statement that locked the run (a
         # row the caller locked itself carries none: this process's estimate of it).
-        extend_lease(run, given or getattr(run, "locked_at", None) or now)
+        extend_lease(run, store.time_of_lock(run, given=given))
         lease.run = run
         if cancel_before and run.cancel_requested:
             _cancel_inside(change, lease, cancel_before)
