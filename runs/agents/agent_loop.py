@@ -325,7 +325,7 @@ def messages(spec: definition.AgentSpec, ctx: StepContext, turns, calls: list[To
         message = {"role": "assistant", "content": turn.content or None}
         if turn.refused:
             out += [{**message, "content": turn.content or ""},
-                    turn_bounds.refused_message(turn)]
+                    turn_bounds.refused_message(turn, spec)]
             continue
         if turn_bounds.said_nothing(turn):
             # Endpoints refuse an assistant message with no content and no tool calls.

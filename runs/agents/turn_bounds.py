@@ -11,11 +11,12 @@ after it. So:
   reference kept on the turn, and the step's result is read from it, kept by the one rule of
   every result (artifacts.kept_result); one over RUNS_RESULT_MAX_BYTES is refused as a
   rejected output is (never stored; the run stops for a person, naming size and limit);
-- a turn asking for more than RUNS_AGENT_TURN_MAX_TOOL_CALLS tool calls is refused as a
-  whole (AgentTurn.refused): none of its calls is made or has a row, and the model is told
-  at its next turn, as it is told of a call whose arguments fail their schema; each such
-  turn counts against the agent's schema error budget, so a model that keeps asking for
-  too many stops the run for a person.
+- a turn asking for more tool calls than its agent's AgentBudget(max_calls_per_turn), or
+  than RUNS_AGENT_TURN_MAX_TOOL_CALLS where lower or undeclared, is refused as a whole
+  (AgentTurn.refused): none of its calls is made or has a row, and the model is told at
+  its next turn, as it is told of a call whose arguments fail their schema; each such turn
+  counts against the agent's schema error budget, so a model that keeps asking for too
+  many stops the run for a person.
 """
 
 import dataclasses
@@ -43,9 +44,9 @@ def is_answer(turn) -> bool:
         and not said_nothing(turn)
 
 
-def refused_message(turn) -> dict:
+def refused_message(turn, spec) -> dict:
     """What the model is told after a turn whose tool calls were refused as a whole."""
-    most = artifacts.turn_calls_limit()
+    most, _ = artifacts.turn_calls_limit(spec.budget.max_calls_per_turn)
     return {"role": "user", "content": (
         f"Your last answer was refused and none of its tool calls was made: {turn.refused}. "
         f"Ask for at most {most} tool calls in one answer.")}

@@ -121,6 +121,10 @@ class AgentBudget:
     max_turns: int = 10
     max_tool_calls: int = 20
     max_tokens: int = 100_000
+    # The most tool calls one model turn may ask for (None: the installation's
+    # RUNS_AGENT_TURN_MAX_TOOL_CALLS, which also caps this). An agent that should act a
+    # call or two at a time says so here: a turn asking for more is refused whole.
+    max_calls_per_turn: int | None = None
 
 
 @dataclass

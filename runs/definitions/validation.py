@@ -331,6 +331,10 @@ def budget_problem(budget) -> str | None:
         value = getattr(budget, limit)
         if not whole(value, least=1):
             return f"its budget's {limit} must be a whole number >= 1, not {value!r}"
+    per_turn = getattr(budget, "max_calls_per_turn", None)
+    if per_turn is not None and not whole(per_turn, least=1):
+        return ("its budget's max_calls_per_turn must be a whole number >= 1 (or None: the "
+                f"installation's RUNS_AGENT_TURN_MAX_TOOL_CALLS), not {per_turn!r}")
     return None
 
 

@@ -64,9 +64,14 @@ def text_limit() -> int:
     return limit("RUNS_AGENT_TEXT_MAX_CHARS", 64 * 1024)
 
 
-def turn_calls_limit() -> int:
-    """The most tool calls one model turn may ask for."""
-    return limit("RUNS_AGENT_TURN_MAX_TOOL_CALLS", 64)
+def turn_calls_limit(declared: int | None = None) -> tuple[int, str]:
+    """The most tool calls one model turn may ask for, and what sets it: the agent's own
+    bound (`declared`, its AgentBudget's max_calls_per_turn) where lower than the
+    installation's, which no declaration can raise."""
+    most = limit("RUNS_AGENT_TURN_MAX_TOOL_CALLS", 64)
+    if declared is not None and declared < most:
+        return declared, "the agent's AgentBudget(max_calls_per_turn)"
+    return most, "RUNS_AGENT_TURN_MAX_TOOL_CALLS"
 
 
 class ArtifactUnreadable(ValueError):

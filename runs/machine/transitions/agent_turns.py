@@ -63,12 +63,12 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
     """Store the model's answer before any tool it asks for runs, with a row per tool call
     (its key fixed by its place in the conversation). Arguments that fail the tool's schema,
     or are over RUNS_TOOL_ARGUMENTS_MAX_BYTES, are kept as evidence and never executed; a
-    turn asking for more than RUNS_AGENT_TURN_MAX_TOOL_CALLS calls is stored with none of
-    them (AgentTurn.refused), counted as a schema error; past
+    turn asking for more calls than one may (artifacts.turn_calls_limit) is stored with none
+    of them (AgentTurn.refused), counted as a schema error; past
     the step's schema error budget, or for a tool the step does not declare, or past the
     turn, call or token budget, the run stops for a person, saying which."""
     spec = agent_spec(lease, step)
-    turn, notes, problems = storable_turn(turn)
+    turn, notes, problems = storable_turn(turn, spec.budget.max_calls_per_turn)
     if notes:
         logger.warning("%s: the model's answer held what cannot be stored as sent: %s",
                        step.name, "; ".join(notes))
@@ -129,15 +129,17 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
     return lease
 
 
-def storable_turn(turn: ModelTurn) -> tuple[ModelTurn, list[str], dict[int, str]]:
+def storable_turn(turn: ModelTurn, calls_declared: int | None = None
+                  ) -> tuple[ModelTurn, list[str], dict[int, str]]:
     """The model's answer as the database can keep it, checked in this one place before the
     turn is stored (a model is a neighbour that may misbehave: a turn that fails its
     checkpoint would be asked again at every attempt). Returns the turn, notes for a person
     on what was kept otherwise than sent, and why each tool call (by position) is invalid.
 
     Content: a NUL written out (printable), a value that is no text as its JSON text, cut
-    past RUNS_AGENT_TEXT_MAX_CHARS saying how long it was. More tool calls than
-    RUNS_AGENT_TURN_MAX_TOOL_CALLS: none is kept, the turn says why (refused).
+    past RUNS_AGENT_TEXT_MAX_CHARS saying how long it was. More tool calls than one turn may
+    ask for (`calls_declared`, the agent's, within RUNS_AGENT_TURN_MAX_TOOL_CALLS): none is
+    kept, the turn says why (refused).
     model_ref and finish_reason only name the completion for a person: cut to their
     columns, said so. Token counts that are no whole number in the column's range count 0,
     said so. A call whose id holds a NUL or is longer than its column is invalid (a model
@@ -166,7 +168,7 @@ def storable_turn(turn: ModelTurn) -> tuple[ModelTurn, list[str], dict[int, str]
                          ", kept whole as an artifact" if turn.transcript and
                          not turn.summarises else ""))
         content = f"{content[:most]}… (cut: {len(content):,} characters in all)"
-    fields = {"content": content, "refused": too_many_calls(turn.tool_calls)}
+    fields = {"content": content, "refused": too_many_calls(turn.tool_calls, calls_declared)}
     if fields["refused"]:
         notes.append(fields["refused"])
         turn = replace(turn, tool_calls=[])
@@ -213,17 +215,17 @@ def kept_text(value) -> str:
     return redact_text(_text_of(value))
 
 
-def too_many_calls(asked) -> str:
+def too_many_calls(asked, declared: int | None = None) -> str:
     """Why a turn's tool calls are refused as a whole, or "": more than one turn may ask
     for. None of them is taken, so a model's thousands never become rows or effects."""
-    most = artifacts.turn_calls_limit()
+    most, bound = artifacts.turn_calls_limit(declared)
     if not isinstance(asked, list) or len(asked) <= most:
         return ""
     names = sorted({printable(str(c.get("name") or ""))[:60] if isinstance(c, dict) else ""
                     for c in asked})
     return (f"it asked for {len(asked):,} tool calls ({', '.join(map(repr, names[:5]))}"
             f"{', ...' if len(names) > 5 else ''}), more than the {most:,} one answer may "
-            "ask for (RUNS_AGENT_TURN_MAX_TOOL_CALLS)")
+            f"ask for ({bound})")
 
 
 def with_call_ids(turn: ModelTurn, index: int) -> ModelTurn:

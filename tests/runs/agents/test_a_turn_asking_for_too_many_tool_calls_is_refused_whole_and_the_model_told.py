@@ -3,13 +3,17 @@ for more than RUNS_AGENT_TURN_MAX_TOOL_CALLS is refused as a whole: none of its 
 made, none has a row, the turn keeps none of them, and the model is told at its next turn,
 as it is told of a call whose arguments fail their schema. Each such turn counts against
 the agent's schema error budget, so a model that keeps asking stops the run for a person.
-The demo's triage agent, its model scripted, against the sandbox over real HTTP."""
+An agent may declare a lower bound of its own (AgentBudget(max_calls_per_turn)), never a
+higher one. The demo's triage agent, its model scripted, against the sandbox over real
+HTTP."""
 
+import dataclasses
 import json
 
 import pytest
 
 from audit.models import AuditRecord
+from demo.agent_workflow import triage
 from demo.sandbox.models import LedgerEntry, Task
 from runs.agent_models import AgentTurn, ToolCall
 from runs.machine.transitions.agent_calls import ModelTurn
@@ -98,3 +102,40 @@ def test_a_turn_within_the_bound_is_taken_as_before(monkeypatch, settings):
     assert run.status == RunStatus.COMPLETED, run.status_message
     assert [c.status for c in ToolCall.objects.filter(step__run=run)] == ["succeeded"] * 2
     assert not AgentTurn.objects.filter(step__run=run).exclude(refused="").exists()
+
+
+def _reads(n: int) -> ModelTurn:
+    return ModelTurn(content="", tool_calls=[
+        {"id": f"r{i}", "name": "read-invoice", "arguments": '{"number": "INV-2001"}'}
+        for i in range(n)])
+
+
+def test_an_agent_that_declares_a_lower_bound_has_a_turn_over_it_refused_naming_its_own(
+        monkeypatch):
+    monkeypatch.setattr(triage, "budget",
+                        dataclasses.replace(triage.budget, max_calls_per_turn=1))
+    seen = scripted(monkeypatch, _reads(2), _reads(1),
+                    ModelTurn(content="Read it once.", tool_calls=[]))
+    run = advance(start_triage(), times=20)
+    assert run.status == RunStatus.COMPLETED, run.status_message
+    step = Step.objects.get(run=run, name="triage")
+    first = AgentTurn.objects.get(step=step, index=0)
+    assert first.tool_calls == [] and "it asked for 2 tool calls" in first.refused
+    assert "more than the 1 one answer may ask for (the agent's " \
+        "AgentBudget(max_calls_per_turn))" in first.refused
+    # Only the next turn's one call was made; the model was told the agent's bound.
+    assert [c.turn for c in ToolCall.objects.filter(step=step)] == [1]
+    assert "Ask for at most 1 tool calls in one answer." in seen[1][-1]["content"]
+
+
+def test_an_agents_bound_above_the_installations_does_not_raise_it(monkeypatch, settings):
+    settings.RUNS_AGENT_TURN_MAX_TOOL_CALLS = 2
+    monkeypatch.setattr(triage, "budget",
+                        dataclasses.replace(triage.budget, max_calls_per_turn=50))
+    scripted(monkeypatch, _reads(3), ModelTurn(content="Done.", tool_calls=[]))
+    run = advance(start_triage(), times=20)
+    assert run.status == RunStatus.COMPLETED, run.status_message
+    first = AgentTurn.objects.get(step__run=run, index=0)
+    assert "more than the 2 one answer may ask for (RUNS_AGENT_TURN_MAX_TOOL_CALLS)" in \
+        first.refused
+    assert not ToolCall.objects.filter(step__run=run).exists()

@@ -72,3 +72,16 @@ def test_a_budget_of_part_turns_is_refused():
         "workflow test-agent-kinds v1, step 'assist': its budget's max_turns must be a whole "
         "number >= 1, not 2.5")
     assert workflow.steps == []
+
+
+@pytest.mark.parametrize("per_turn", [0, -1, 1.5, "3", True])
+def test_a_bound_on_calls_per_turn_that_is_no_whole_number_from_one_is_refused(per_turn):
+    workflow = unregistered()
+    with pytest.raises(DefinitionError) as refused:
+        workflow.agent("assist", system_prompt="Take notes.",
+                       budget=AgentBudget(max_calls_per_turn=per_turn))
+    assert str(refused.value) == (
+        "workflow test-agent-kinds v1, step 'assist': its budget's max_calls_per_turn must be "
+        "a whole number >= 1 (or None: the installation's RUNS_AGENT_TURN_MAX_TOOL_CALLS), "
+        f"not {per_turn!r}")
+    assert workflow.steps == []
