@@ -8,6 +8,7 @@ import json
 from math import ceil
 
 from django.contrib import admin, messages
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ORDER_VAR, PAGE_VAR, SEARCH_VAR, ChangeList
 from django.core.paginator import Paginator
 from django.db import connection
@@ -66,15 +67,62 @@ class EstimatedCountPaginator(Paginator):
 PAGE_REFUSED = ("Page {asked:,} of this list was not read: a list shows its first {pages:,} "
                 "pages ({rows:,} rows) only. Narrow the list with a filter or a search to "
                 "reach the rows past them.")
+# Said when it asks for a page that is not a whole number from 1 (its first page is shown).
+NOT_A_PAGE = "There is no page \"{asked}\" of this list: its pages are numbered from 1."
+# Said when it asks for a page past the last of a list all of whose rows the pages hold.
+PAST_THE_LAST_PAGE = "There is no page {asked:,} of this list: its last page is {pages:,}."
 
 
-def page_asked(params) -> int:
-    """The page a list's address asks for, as Django's changelist reads it (not a number:
-    the first)."""
+def page_asked(params) -> int | None:
+    """The page a list's address asks for, read as Django's changelist reads it (1 when it
+    names none); None when it names no page: not a whole number, or one below 1."""
     try:
-        return int(params.get(PAGE_VAR, 1))
+        asked = int(params.get(PAGE_VAR, 1))
     except ValueError:
-        return 1
+        return None
+    return asked if asked >= 1 else None
+
+
+class PageNotInList(Exception):
+    """A list's address asks for a page the list does not have. `page` is the page shown
+    instead (None: the first)."""
+
+    def __init__(self, message: str, page: int | None = None):
+        super().__init__(message)
+        self.page = page
+
+
+class PageCheckedChangeList(ChangeList):
+    """A changelist that raises PageNotInList for a page it does not have. Django reads a
+    page it cannot parse as the first, shows a one-page list whatever page is asked, and
+    answers a page out of a longer list's range by sending to the list with its filters
+    dropped, then, asked again, with its "Database error" page."""
+
+    def get_results(self, request):
+        if page_asked(request.GET) is None:
+            # A value as typed into the address, cut short: the message is kept in a cookie.
+            asked = request.GET[PAGE_VAR]
+            raise PageNotInList(NOT_A_PAGE.format(
+                asked=asked if len(asked) <= 20 else f"{asked[:20]}…"))
+        try:
+            super().get_results(request)
+        except IncorrectLookupParameters:
+            # Django's only refusal here: the paginator found the page out of range, before
+            # reading a row. Counted again (COUNT_CAP rows at most on a growing table) to
+            # say which pages the list has.
+            paginator = self.model_admin.get_paginator(request, self.queryset,
+                                                       self.list_per_page)
+            if self.page_num <= paginator.num_pages:
+                raise
+        else:
+            paginator = self.paginator
+        if self.page_num > paginator.num_pages:
+            if getattr(paginator, "unlisted_rows", False):
+                raise PageNotInList(PAGE_REFUSED.format(
+                    asked=self.page_num, pages=paginator.num_pages,
+                    rows=paginator.num_pages * self.list_per_page))
+            raise PageNotInList(PAST_THE_LAST_PAGE.format(
+                asked=self.page_num, pages=paginator.num_pages), page=paginator.num_pages)
 
 
 # Said when a list's address filters on a NUL: no column can hold one.
@@ -90,19 +138,33 @@ def nul_parameters(params) -> list[str]:
 
 
 class StorableFiltersAdmin(admin.ModelAdmin):
-    """A changelist that refuses, with a message, a filter on a NUL character. Django admin
-    takes any field of the model as a filter from the address (`?status=...`), and
-    PostgreSQL refuses a NUL in a text parameter: without this, a hand-edited address is a
-    server error instead of a list."""
+    """The base of every admin list here: a hand-edited address gets a list and a message
+    saying what was wrong with it, never an error page. A filter on a NUL character is
+    refused (Django admin takes any field of the model as a filter from the address,
+    `?status=...`, and PostgreSQL refuses a NUL in a text parameter: a server error), and a
+    page the list does not have is answered with its first page, or its last for a page
+    past it, the list's filters and search kept (PageCheckedChangeList)."""
+
+    def get_changelist(self, request, **kwargs):
+        return PageCheckedChangeList
 
     def changelist_view(self, request, extra_context=None):
         if nul_parameters(request.GET):
             self.message_user(request, NUL_FILTER_REFUSED, messages.ERROR)
             return HttpResponseRedirect(request.path)
-        return super().changelist_view(request, extra_context)
+        try:
+            return super().changelist_view(request, extra_context)
+        except PageNotInList as refused:
+            self.message_user(request, str(refused), messages.ERROR)
+            params = request.GET.copy()
+            params.pop(PAGE_VAR)
+            if refused.page and refused.page > 1:
+                params[PAGE_VAR] = str(refused.page)
+            query = params.urlencode()
+            return HttpResponseRedirect(request.path + (f"?{query}" if query else ""))
 
 
-class IndexedOrderChangeList(ChangeList):
+class IndexedOrderChangeList(PageCheckedChangeList):
     """A changelist sorted only by the columns its admin's `sortable_by` names. Django links
     only those headers, but sorts by any column an address names (`?o=3`): a sort by a column
     no index holds in order reads and sorts the whole table. The address's other columns are
@@ -132,7 +194,7 @@ class FastListAdmin(StorableFiltersAdmin):
     list. No counts beside the filters' choices (Django's facets, its "Show counts" link or
     `?_facets=True`): each filter's counts were one COUNT over the whole filtered table, the
     runs list's workflow filter reading every run four times over. Pages past listed_pages
-    are refused with a message saying to filter or search (PAGE_REFUSED)."""
+    are refused, no page read, with a message saying to filter or search (PAGE_REFUSED)."""
 
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
@@ -142,19 +204,6 @@ class FastListAdmin(StorableFiltersAdmin):
 
     def get_changelist(self, request, **kwargs):
         return IndexedOrderChangeList
-
-    def changelist_view(self, request, extra_context=None):
-        # Refused before the list is read: the paginator would refuse the page too, and
-        # Django answers that with its "database error" page, which tells the admin nothing.
-        asked, pages = page_asked(request.GET), listed_pages(self.list_per_page)
-        if asked > pages:
-            self.message_user(request, PAGE_REFUSED.format(
-                asked=asked, pages=pages, rows=pages * self.list_per_page), messages.ERROR)
-            params = request.GET.copy()
-            del params[PAGE_VAR]
-            query = params.urlencode()
-            return HttpResponseRedirect(request.path + (f"?{query}" if query else ""))
-        return super().changelist_view(request, extra_context)
 
 
 class ReadOnlyAdmin(FastListAdmin):
