@@ -9,7 +9,6 @@ import logging
 import uuid
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
@@ -28,6 +27,7 @@ from .permissions import (
     is_requester,
     permissions_read_once,
 )
+from .sign_in import login_required
 from .snapshots import snapshot_rows
 from .throttle import link_failed, link_lockout
 from .timeouts import clock

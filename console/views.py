@@ -10,8 +10,7 @@ from functools import wraps
 from urllib.parse import urlencode, urlsplit
 
 from django.contrib import messages
-from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import DisallowedRedirect, PermissionDenied
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -34,6 +33,7 @@ from approvals.operator_actions import (
 )
 from approvals.permissions import can_view, permissions_read_once
 from approvals.selectors import requests_for_run
+from approvals.sign_in import to_sign_in
 from archive import selectors as archived
 from archive.models import ArchivedRun
 from archive.reading import ArchiveUnreadable, read_archived_run
@@ -82,7 +82,8 @@ def login_required(view):
     refused with a 401 whose page says nothing was changed (console.js shows it in the
     dialog, where the typed reason stays to be sent again). A form sent without htmx is
     answered with the sign-in page, saying nothing was changed, and then the page it was
-    sent from."""
+    sent from. Each is sent as approvals.sign_in.to_sign_in sends the approver's pages: a
+    link too long to carry whole leads back without its query."""
 
     @wraps(view)
     def wrapper(request, *args, **kwargs):
@@ -91,34 +92,20 @@ def login_required(view):
         reading = request.method in ("GET", "HEAD")
         if not request.htmx:
             if reading:
-                return _to_sign_in(request.get_full_path())
+                return to_sign_in(request.get_full_path())
             # Back to the page the form was on: the address it was sent to takes only POST,
             # and signing in led to a bare 405 there.
             messages.error(request, "You were signed out, so nothing was changed: send the "
                                     "form again.")
-            return _to_sign_in(_page_sent_from(request))
+            return to_sign_in(_page_sent_from(request))
         # Back to the page the person was on, not to the part htmx asked for (a fragment,
         # or an address that takes only POST); only a page of this site.
-        sign_in = _to_sign_in(_page_on_screen(request)).url
+        sign_in = to_sign_in(_page_on_screen(request)).url
         if reading:
             return HttpResponseClientRedirect(sign_in)
         return render(request, "console/signed_out.html", {"sign_in": sign_in}, status=401)
 
     return wrapper
-
-
-def _to_sign_in(then: str):
-    """The redirect to sign in and then to `then`; to `then` without its query, or to the
-    console's first page, where the sign-in address would be longer than Django redirects
-    to (MAX_URL_REDIRECT_LENGTH). A link as long as the console hands out (a saved view's)
-    grows once written into `next`, and Django's refusal answered "Bad request", with no
-    way to sign in."""
-    for candidate in (then, urlsplit(then).path):
-        try:
-            return redirect_to_login(candidate)
-        except DisallowedRedirect:
-            continue
-    return redirect_to_login("/")
 
 
 def require_POST(view):  # noqa: N802 (named as Django's, which it stands in for)
