@@ -191,8 +191,10 @@ class Command(BaseCommand):
         ours = _project_apps()
         unknown = sorted(set(app_label) - known)
         if unknown:
-            raise CommandError(f"unknown app label(s): {', '.join(unknown)}; the project's "
-                               f"apps: {', '.join(sorted(ours))}")
+            # Quoted as Python writes them: an empty label, or one with a space or a line
+            # break in it, is seen for what it is.
+            raise CommandError(f"unknown app label(s): {', '.join(map(repr, unknown))}; the "
+                               f"project's apps: {', '.join(sorted(ours))}")
         third_party = sorted(set(app_label) - set(ours))
         if third_party:
             raise CommandError(
