@@ -128,3 +128,21 @@ def test_an_operator_resume_gives_failed_lookups_a_fresh_budget(remote):
     run = _drive(run, seconds=20)
     assert run.status == RunStatus.COMPLETED
     assert len(remote.sent("POST", "/updates")) == 1
+
+
+def test_a_budget_spent_again_after_a_persons_retry_says_it_counts_from_the_retry(remote):
+    remote.answer("POST", "/updates", 502)
+    remote.answer("GET", "/updates", 404)
+    run = _drive(_update_run(), seconds=20)
+    assert "retry budget spent after 4 attempts (" in run.status_message
+
+    transitions.retry_step(run.pk, step_name="post-update", actor=SYSTEM,
+                           reason="the receiver's gateway is said to be fixed")
+    run = _drive(run, seconds=20)
+    assert run.status == RunStatus.ATTENTION
+    assert run.attention_reason == AttentionReason.BUDGET_EXHAUSTED
+    # The retry gave a whole budget again: four more sends, told apart from the first four.
+    assert len(remote.sent("POST", "/updates")) == 2 * RECEIVER_POLICY.maximum_attempts
+    assert "retry budget spent after 4 attempts since it began again (8 in all) (" in \
+        run.status_message
+    assert Step.objects.get(run=run, name="post-update").attempt == 8

@@ -128,6 +128,10 @@ class StepEffect(EffectRow):
             step.attempt - step.budget_attempt_base
 
     @property
+    def attempts_in_all(self) -> int:
+        return self.step.compensation_attempt if self.undo else self.step.attempt
+
+    @property
     def budget_started_at(self):
         return self.step.budget_started_at
 
@@ -258,6 +262,10 @@ class CallEffect(EffectRow):
 
     @property
     def attempts_in_budget(self) -> int:
+        return self.row.attempt
+
+    @property
+    def attempts_in_all(self) -> int:
         return self.row.attempt
 
     @property

@@ -35,8 +35,12 @@ def schedule_resend(change: Change, lease: Lease, effect, *, before: dict, why: 
     delay = policy.delay(attempts, retry_after=retry_after)
     effect.release()
     if not policy.allows_another(attempts_made=attempts, elapsed=elapsed, next_delay=delay):
+        # After a person's retry (or an agent's wait for a tool call) the budget begins
+        # again: the count said is the budget's, and the attempts before it are told apart.
+        earlier = effect.attempts_in_all - attempts
         return (f"retry budget spent after {attempts} attempt{'s' if attempts != 1 else ''} "
-                f"({why}); last error: {error}")
+                + (f"since it began again ({attempts + earlier} in all) " if earlier > 0
+                   else "") + f"({why}); last error: {error}")
     at = now + timedelta(seconds=delay)
     if not effect.undo:
         effect.row.status = StepStatus.SCHEDULED
