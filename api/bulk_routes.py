@@ -16,6 +16,7 @@ from approvals.bulk import (
     bulk_progress,
     cancel_bulk_job,
     may_follow,
+    refuse_bulk_request,
     start_bulk_job,
     started_as,
 )
@@ -78,7 +79,8 @@ def register(api, *, headers: dict) -> None:
                     "person go into one approval request. 400: the workflow is not the "
                     "token's, the action cannot run in bulk, or the filters match no run "
                     "(`invalid_bulk_job`, naming them: no job is made). 403: the token acts for "
-                    "nobody, or its person may take the action on no run. 422: the body "
+                    "nobody (answered once the body has no fault), or its person may take "
+                    "the action on no run. 422: the body "
                     "does not match its schema (an unknown status is never read as no "
                     "filter), has a `reason` no record may keep (blank, holding a "
                     "control or bidirectional character, or too long once the job's mark is "
@@ -91,8 +93,6 @@ def register(api, *, headers: dict) -> None:
         if (refused := refuse_unknown_query(request, ())) is not None:
             return refused
         token = request.auth
-        if token.acting_user is None:
-            return no_acting_user(token, "start a bulk job")
         mine = list(token.workflows or [])
         workflow = payload.filters.workflow.strip() or (mine[0] if len(mine) == 1 else "")
         if workflow not in mine:
@@ -112,6 +112,13 @@ def register(api, *, headers: dict) -> None:
                              attention=f.attention, stuck=f.stuck, q=f.q)
         params = {"step": payload.step.strip()} if payload.step.strip() else {}
         try:
+            if token.acting_user is None:
+                # No person, no permission to keep from them: what is wrong with the body is
+                # named first (as its schema's faults are), then the 403. Only whether the
+                # reason fits with the job's mark waits for a job's number, so for a person.
+                refuse_bulk_request(payload.action, filters, user=None, reason=payload.reason,
+                                    params=params or None)
+                return no_acting_user(token, "start a bulk job")
             with transaction.atomic():
                 # Made now, or found by its start key (even one a concurrent request
                 # committed a moment ago).

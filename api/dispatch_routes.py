@@ -5,7 +5,8 @@ Pausing and resuming are actions like a run's (api.operator_routes): a token doe
 the person an admin named on it (ApiToken.acting_user), with that person's permission
 (approvals.operator_actions.act_on_workflow, the check the console and the CLI pass too),
 within the token's workflows, and the control record names that person. Refusals answer as
-a run action's do: 403 `no_acting_user`, 403 `forbidden`; nothing is changed."""
+a run action's do: 403 `no_acting_user` (once the body is found sound: a token acting for
+nobody has its body's faults named first), 403 `forbidden`; nothing is changed."""
 
 from datetime import datetime
 
@@ -16,6 +17,7 @@ from approvals.operator_actions import (
     ActionForbidden,
     NoSuchWorkflow,
     act_on_workflow,
+    refuse_dispatch_input,
     refuse_workflow_action,
 )
 from runs.definitions import name_in_path  # noqa: F401  (registers the converter <name:...>)
@@ -105,11 +107,16 @@ def _change(request, workflow: str, payload: PauseIn, *, pause: bool):
     refused = _refusal(token, workflow)
     if refused:
         return refused
-    if token.acting_user is None:
-        return no_acting_user(token, "pause or resume dispatch")
+    action = "pause_dispatch" if pause else "resume_dispatch"
     try:
-        act_on_workflow("pause_dispatch" if pause else "resume_dispatch", workflow,
-                        system=payload.system, reason=payload.reason, user=token.acting_user)
+        if token.acting_user is None:
+            # No person, no permission to keep from them: what is wrong with the body is
+            # named first (as its schema's faults are: _refused_before_input), then the 403.
+            refuse_dispatch_input(action, workflow, system=payload.system,
+                                  reason=payload.reason)
+            return no_acting_user(token, "pause or resume dispatch")
+        act_on_workflow(action, workflow, system=payload.system, reason=payload.reason,
+                        user=token.acting_user)
     except ActionForbidden as exc:
         return Status(403, error_body("forbidden", str(exc)))
     except NoSuchWorkflow:
@@ -156,7 +163,9 @@ _RESPONSES = {200: DispatchState, 400: Error, 401: Error, 403: Error, 404: Error
           response=_RESPONSES, openapi_extra=_HEADERS,
           description="Starts are still accepted and kept queued; steps in flight finish; no "
                       "new step starts; retries and timers hold. 409 if already paused. 403: "
-                      "the token acts for nobody, or its person may not pause the workflow. "
+                      "the token acts for nobody (answered once the body has no fault), or "
+                      "its person may not pause the workflow (answered before the body is "
+                      "looked at). "
                       "422, with `errors` naming the field: a field the body does not take, "
                       "a `reason` no record may keep (blank, or holding a control or "
                       "bidirectional character), or a `system` no step of the workflow "
@@ -171,8 +180,9 @@ def pause(request, payload: PauseIn, workflow: str = _NAME_IN_PATH):
           description="Lifts the pause (of `system`, if given) and wakes the runs it held; "
                       "a pause a release left behind, of a workflow it removed or towards a "
                       "system no step reaches now, is lifted too. 404 for a workflow a "
-                      "release removed with no such pause. 409 if not paused. 403: the "
-                      "token acts for nobody, or its person may not resume the workflow. "
+                      "release removed with no such pause. 409 if not paused. 403: as for a "
+                      "pause: the token acts for nobody (once the body has no fault), or "
+                      "its person may not resume the workflow. "
                       "422, with `errors` naming the field: as for a pause. Nothing is "
                       "lifted on a refusal.")
 def resume(request, payload: PauseIn, workflow: str = _NAME_IN_PATH):

@@ -158,6 +158,39 @@ def _undeclared(step: str, workflows: list[str]) -> str | None:
            f"(its steps: {', '.join(declared)})"
 
 
+def refuse_bulk_request(action: str, filters: RunFilters, *, user, reason: str,
+                        params: dict | None = None) -> None:
+    """start_bulk_job's refusals before it looks at the runs, in its order: BulkRefused for
+    what was asked (naming the field at fault, where one is), BulkForbidden for a `user` who
+    may take the action on no run. `user` None: a caller with no person to check (an API
+    token acting for nobody) has what was asked judged alone, so that its faults are named
+    before it is told that nobody may ask."""
+    if (spec := ACTIONS.get(action)) is None:
+        raise BulkRefused(f"no action {action!r}")
+    if (refusal := bulk_refusal(spec)) is not None:
+        raise BulkRefused(f"{refusal}: not in bulk")
+    if not reason or not reason.strip():
+        raise BulkRefused("a bulk action needs a reason", field="reason")
+    if (problem := person_text_problem(reason)) is not None:
+        raise BulkRefused(f"reason: {problem}", field="reason")
+    grant = None if user is None else grant_for(user, spec.permission)
+    if grant is not None and not grant.everywhere and not grant.workflow_ids:
+        # Each run is checked again as it is acted on; this spares a job that could only
+        # be refused run by run. Before the names: which workflows have runs is not told
+        # to whoever may not act.
+        raise BulkForbidden(f"{user.get_username()} may not {spec.label.lower()} any run "
+                            f"(needs runs.{spec.permission})")
+    if filters.workflow.strip() and not (names := filtered_workflow_names(filters)):
+        # A misspelt workflow would make a job of no run, done at once: say so instead.
+        raise BulkRefused(f"no run of {filters.workflow.strip()!r} was ever started"
+                          if filters.workflow_exact else
+                          f"no workflow's name contains {filters.workflow.strip()!r}")
+    if (step := (params or {}).get("step")) and filters.workflow.strip() and \
+            (unknown := _undeclared(step, names)) is not None:
+        # Each of its runs would refuse it: a job refused run by run.
+        raise BulkRefused(unknown, field="step")
+
+
 def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
                    params: dict | None = None, previewed: int | None = None,
                    start_key: str = "",
@@ -180,27 +213,7 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
                           field="start_key")
     if start_key and (started := started_by(user, start_key)) is not None:
         return started, False
-    if (refusal := bulk_refusal(spec)) is not None:
-        raise BulkRefused(f"{refusal}: not in bulk")
-    if not reason or not reason.strip():
-        raise BulkRefused("a bulk action needs a reason", field="reason")
-    if (problem := person_text_problem(reason)) is not None:
-        raise BulkRefused(f"reason: {problem}", field="reason")
-    grant = grant_for(user, spec.permission)
-    if not grant.everywhere and not grant.workflow_ids:
-        # Each run is checked again as it is acted on; this spares a job that could only
-        # be refused run by run.
-        raise BulkForbidden(f"{user.get_username()} may not {spec.label.lower()} any run "
-                            f"(needs runs.{spec.permission})")
-    if filters.workflow.strip() and not (names := filtered_workflow_names(filters)):
-        # A misspelt workflow would make a job of no run, done at once: say so instead.
-        raise BulkRefused(f"no run of {filters.workflow.strip()!r} was ever started"
-                          if filters.workflow_exact else
-                          f"no workflow's name contains {filters.workflow.strip()!r}")
-    if (step := (params or {}).get("step")) and filters.workflow.strip() and \
-            (unknown := _undeclared(step, names)) is not None:
-        # Each of its runs would refuse it: a job refused run by run.
-        raise BulkRefused(unknown, field="step")
+    refuse_bulk_request(action, filters, user=user, reason=reason, params=params)
     if previewed is not None and \
             (now_matching := bulk_preview(action, filters, user=user).may_act) > previewed:
         raise BulkRefused(

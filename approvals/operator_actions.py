@@ -48,7 +48,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["WORKFLOW_ACTIONS", "ActionForbidden", "ActionInputError", "ActionOutcome",
            "InputNotRead", "NoSuchAction", "NoSuchRun", "NoSuchWorkflow", "StalePage", "act",
            "refuse_who_may_not_act",
-           "act_on_workflow", "refuse_input_not_read", "refuse_workflow_action"]
+           "act_on_workflow", "refuse_input_not_read", "refuse_workflow_action",
+           "refuse_dispatch_input"]
 
 
 class ActionForbidden(PermissionDenied):
@@ -312,12 +313,7 @@ def act_on_workflow(action: str, workflow: str, *, user, reason: str, system: st
     the database cannot store among them); in every case nothing was written. In that
     order, as `act`'s: the permission first (refuse_workflow_action), then the input."""
     refuse_workflow_action(action, workflow, user=user, schedule=schedule, system=system)
-    for name, text in (("reason", reason), ("system", system)):
-        # Refused as the action refuses its input, so that every caller names the field.
-        if (problem := text_problem(text)) is not None:
-            if action.endswith("_schedule"):
-                raise schedules.ScheduleError(f"{name}: {problem}.")
-            raise dispatch.DispatchError(f"{name}: {problem}.", field=name)
+    _refuse_unstorable(action, reason=reason, system=system)
     return WORKFLOW_ACTIONS[action](workflow, actor=actor or Actor.for_user(user),
                                     reason=reason, system=system, schedule=schedule)
 
@@ -345,6 +341,26 @@ def refuse_workflow_action(action: str, workflow: str, *, user, schedule: str = 
                        user.get_username(), dispatch.PERMISSION)
         raise ActionForbidden(f"{user.get_username()} may not pause or resume {workflow} "
                               f"(needs runs.{dispatch.PERMISSION})")
+    _refuse_unknown_names(action, workflow, system=system, schedule=schedule)
+
+
+def refuse_dispatch_input(action: str, workflow: str, *, reason: str,
+                          system: str = "") -> None:
+    """act_on_workflow's refusals of a pause or resume of `workflow`'s dispatch that are the
+    same whoever asks, in its order: NoSuchAction (neither of those), NoSuchWorkflow, or
+    DispatchError naming the field (a `system` no step reaches, a reason no record may
+    keep). For a caller with no person to check (an API token acting for nobody), which
+    names what is wrong with the request before it says that nobody may make it; whoever
+    has a person calls act_on_workflow, which asks the permission before these."""
+    if action not in ("pause_dispatch", "resume_dispatch"):
+        raise NoSuchAction(f"no dispatch action {action!r}")
+    _refuse_unknown_names(action, workflow, system=system, schedule="")
+    _refuse_unstorable(action, reason=reason, system=system)
+    # The action's own check of its input, which it makes again as it acts.
+    dispatch.refuse_input(workflow, system, reason, lifting=action == "resume_dispatch")
+
+
+def _refuse_unknown_names(action: str, workflow: str, *, system: str, schedule: str) -> None:
     # A pause a release left behind, of a workflow it removed or of a system no step
     # reaches now, is still lifted (runs.machine.dispatch lets a pause in force go).
     exists = definition.registry.latest(workflow) is not None
@@ -357,3 +373,12 @@ def refuse_workflow_action(action: str, workflow: str, *, user, schedule: str = 
         dispatch.refuse_unknown_system(workflow, system, in_force=in_force)
     if action.endswith("_schedule") and schedules.registry.get(workflow, schedule) is None:
         raise NoSuchWorkflow(f"no schedule {schedule!r} of {workflow!r}")
+
+
+def _refuse_unstorable(action: str, *, reason: str, system: str) -> None:
+    for name, text in (("reason", reason), ("system", system)):
+        # Refused as the action refuses its input, so that every caller names the field.
+        if (problem := text_problem(text)) is not None:
+            if action.endswith("_schedule"):
+                raise schedules.ScheduleError(f"{name}: {problem}.")
+            raise dispatch.DispatchError(f"{name}: {problem}.", field=name)

@@ -164,7 +164,11 @@ def refuse_unknown_system(workflow_name: str, system: str, *, in_force: bool = F
                         field="system")
 
 
-def _check(workflow_name: str, system: str, reason: str, *, lifting: bool = False) -> None:
+def refuse_input(workflow_name: str, system: str, reason: str, *,
+                 lifting: bool = False) -> None:
+    """DispatchError for a pause (a resume, `lifting`) that cannot be done as asked: an
+    unknown workflow, a reason no record may keep, a `system` no step reaches (a pause in
+    force being lifted excepted). pause_dispatch and resume_dispatch check it first."""
     in_force = lifts_a_pause(workflow_name, system, lifting=lifting)
     if definition.registry.latest(workflow_name) is None and not in_force:
         raise DispatchError(f"unknown workflow {quoted(workflow_name)}")
@@ -179,7 +183,7 @@ def _check(workflow_name: str, system: str, reason: str, *, lifting: bool = Fals
 def pause_dispatch(*, workflow: str, actor: Actor, reason: str, system: str = "",
                    now: datetime | None = None) -> DispatchPause:
     """Pause `workflow`'s dispatch (only towards `system` if given)."""
-    _check(workflow, system, reason)
+    refuse_input(workflow, system, reason)
     reason = redact_text(reason)
     now = now or timezone.now()
     try:
@@ -202,7 +206,7 @@ def resume_dispatch(*, workflow: str, actor: Actor, reason: str, system: str = "
                     now: datetime | None = None) -> int:
     """Resume `workflow`'s dispatch (the pause for `system`, if given). Returns how many
     held runs were woken."""
-    _check(workflow, system, reason, lifting=True)
+    refuse_input(workflow, system, reason, lifting=True)
     reason = redact_text(reason)
     now = now or timezone.now()
     with transaction.atomic():
