@@ -23,6 +23,7 @@ from runs.machine.errors import BusinessKeyConflict, InvalidInput, RunArchived, 
 from runs.machine.logcontext import log_context
 from runs.machine.transitions import start_run
 from runs.models import Run
+from runs.operator.guidance import ActsForNobody
 from runs.operator.investigation import investigate, lookups_refusal
 from runs.permissions import grants_of
 from runs.reads.agent_selectors import conversations
@@ -304,7 +305,9 @@ def _invalid_input(workflow: str, errors: list[dict]) -> dict:
                 "unconfirmed, the duplicate risk of each action the run offers, and a go / "
                 "limited / stop verdict with the smallest next step (where the token's "
                 "acting person may not take the action it advises, it says that the action "
-                "needs someone who holds its permission). With lookups=true, "
+                "needs someone who holds its permission; to a token that acts for nobody, "
+                "that the action needs a person, and the permission that person needs). "
+                "With lookups=true, "
                 "steps whose outcome is unknown are looked up by key now (reads that reach "
                 "other systems): as on the console, only for a token whose acting person "
                 "has the reconcile permission on the run's workflow (403 otherwise). 410: "
@@ -327,7 +330,10 @@ def run_investigation(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
         if (refusal := lookups_refusal(token.acting_user, run)) is not None:
             return Status(403, error_body(
                 "forbidden", f"{token.acting_user.get_username()}: {refusal} (lookups=true)"))
-    return Status(200, investigate(run, reader=token.acting_user, lookups=lookups).as_dict())
+    # A token no person is behind reads that the advice needs one, as a person who may not
+    # take it reads who may.
+    reader = token.acting_user or ActsForNobody(f"API token {token.name}")
+    return Status(200, investigate(run, reader=reader, lookups=lookups).as_dict())
 
 
 @api.get(

@@ -47,17 +47,34 @@ class Recommendation:
         return self.action.name if self.action else ""
 
 
+@dataclass(frozen=True)
+class ActsForNobody:
+    """A reader no person is behind (an API token no admin named a person on), named as
+    `name` ("API token erp"): it may take no operator action, whatever it holds."""
+
+    name: str
+
+
 def for_reader(next_step: str, run: Run, action, reader) -> str:
     """`next_step` (advising `action`, an OperatorAction or None) as `reader` reads it:
     where they may not take the action on the run's workflow, it adds that the action needs
     someone who holds its permission (its row of the operator table, the one the console's
     action buttons ask), named with its description, so that advice shared from a person who
-    may only look does not read as theirs to act on. Unchanged otherwise. The investigation
-    card and manage.py show_run --user say it alike."""
-    if action is None or grant_for(reader, action.permission).covers(run.workflow_id):
+    may only look does not read as theirs to act on. A reader that ActsForNobody is told
+    that the action needs a person, and which permission that person needs. Unchanged
+    otherwise. The investigation card and manage.py show_run --user say it alike."""
+    if action is None:
+        return next_step
+    nobody = isinstance(reader, ActsForNobody)
+    if not nobody and grant_for(reader, action.permission).covers(run.workflow_id):
         return next_step
     described = dict(Workflow._meta.permissions).get(action.permission)
     right = f"runs.{action.permission}" + (f" ({described})" if described else "")
+    if nobody:
+        # Whatever its maker holds: what it changes is done for a person, named on it.
+        return (f"{next_step.rstrip('.')}. {reader.name} acts for nobody, so it can take "
+                f"no operator action: it takes a person who holds {right} on "
+                f"{run.workflow_name} to {action.label.lower()} this run.")
     return (f"{next_step.rstrip('.')}. {reader.get_username()} may not "
             f"{action.label.lower()} this run: it needs someone who holds {right} "
             f"on {run.workflow_name}.")

@@ -103,10 +103,11 @@ def investigate(run: Run, *, reader=None, lookups: bool = False,
                 records: list[AuditRecord] | None = None) -> Investigation:
     """The investigation card of `run`, as `reader` (the person it is made for) reads it:
     where they may not take the action it advises, its next step says so and who may
-    (guidance.for_reader); None: no person (a token that acts for nobody). With lookups=True, each
-    step whose outcome is unknown is looked up by its key now (a read), and what the remote
-    system said becomes a fact. A caller that has the run's steps and audit records in
-    order already passes them."""
+    (guidance.for_reader; a guidance.ActsForNobody, a token that acts for nobody, is told
+    the action needs a person); None: nobody in particular, the advice alone. With
+    lookups=True, each step whose outcome is unknown is looked up by its key now (a read),
+    and what the remote system said becomes a fact. A caller that has the run's steps and
+    audit records in order already passes them."""
     if steps is None:
         steps = list(Step.objects.filter(run=run).order_by("position"))
     whole_chain = records is None

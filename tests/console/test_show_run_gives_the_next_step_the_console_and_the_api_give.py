@@ -42,7 +42,11 @@ def test_an_unknown_ledger_posting_is_told_reconcile_on_every_surface(client, sc
     _, plaintext = token_create(name="erp", workflows=["test-orders"])
     card = client.get(f"/api/runs/{run.pk}/investigation",
                       HTTP_AUTHORIZATION=f"Bearer {plaintext}").json()
-    assert card["next_step"] == f"Reconcile: post-ledger: {advice.why}"
+    # The same advice; a token that acts for nobody is told it needs a person to take it
+    # (tests/api/test_an_investigation_card_tells_a_token_acting_for_nobody_...).
+    advised, note = card["next_step"].split(". API token erp acts for nobody", 1)
+    assert f"{advised}." == f"Reconcile: post-ledger: {advice.why}"
+    assert "runs.reconcile_run" in note
     assert not script.effects.get(Step.objects.get(run=run, name="post-ledger")
                                   .idempotency_key)
 
