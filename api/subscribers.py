@@ -8,7 +8,8 @@ the schema too), so it is deactivated instead.
 A secret replaced keeps signing beside the new one for WEBHOOK_SECRET_OVERLAP_HOURS (each
 delivery then carries both signatures), so that a receiver switching to the new secret
 refuses nothing meanwhile; the replacement's record says until when. After that the
-publisher removes it (retire_previous_secrets), and only the new secret signs.
+publisher removes it (retire_previous_secrets), recording the removal as the system's, and
+only the new secret signs.
 """
 
 from datetime import datetime, timedelta
@@ -35,6 +36,10 @@ SECRET_MAX_LENGTH = 128
 # What a secret is recorded as: that it changed, never what it was or became.
 SECRET_NOT_RECORDED = "(not recorded)"
 SECRET_REPLACED = "replaced (not recorded)"
+PREVIOUS_SECRET_REMOVED = "removed: its overlap ended"
+
+# Who removes a replaced secret once its overlap has ended: no person, the publisher's pass.
+PUBLISHER = Actor.system("webhook publisher")
 
 
 def recorded_url(url: str) -> str:
@@ -99,10 +104,25 @@ def previous_signs_until(subscriber: WebhookSubscriber, *, now: datetime) -> dat
 
 def retire_previous_secrets(*, now: datetime) -> int:
     """Remove the replaced secrets whose overlap has ended (the publisher, each pass): they
-    sign nothing any more (signing_secrets asks the time), and are not kept longer. Not
-    recorded again: the replacement's record says until when one signs. How many."""
-    return (WebhookSubscriber.objects.filter(previous_secret_until__lte=now)
-            .update(previous_secret="", previous_secret_until=None))
+    sign nothing any more (signing_secrets asks the time), and are not kept longer. Each
+    removal is recorded in the access chain as the system's, in its transaction: the
+    replacement's record says until when the secret was to sign, this one that it no longer
+    can. How many."""
+    with transaction.atomic():
+        # Locked as subscriber_save locks them: a save that replaces the secret again
+        # meanwhile moves the overlap's end, and such a row is no longer found here.
+        ended = list(WebhookSubscriber.objects.select_for_update()
+                     .filter(previous_secret_until__lte=now).order_by("pk"))
+        for subscriber in ended:
+            until = subscriber.previous_secret_until
+            subscriber.previous_secret, subscriber.previous_secret_until = "", None
+            subscriber.save(update_fields=["previous_secret", "previous_secret_until"])
+            record_subscriber_change(
+                subscriber, AccessAction.WEBHOOK_SUBSCRIBER_CHANGED, by=PUBLISHER,
+                before={"previous_secret": SECRET_NOT_RECORDED,
+                        "previous_secret_signs_until": until.isoformat()},
+                after={"previous_secret": PREVIOUS_SECRET_REMOVED})
+    return len(ended)
 
 
 def subscriber_state(subscriber: WebhookSubscriber) -> dict:
@@ -121,7 +141,7 @@ def record_subscriber_change(subscriber, action: AccessAction, *, before: dict,
                              masked_url_changed: bool = False) -> bool:
     """Append the parts of a subscriber that changed to the access chain (a replaced secret
     as replaced, never its value; a URL whose masked parts alone changed, as such); whether
-    anything was recorded."""
+    anything was recorded. `by`: the person, or the system's Actor (PUBLISHER)."""
     keys = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     if masked_url_changed and "url" not in keys:
         before = {**before, "url": f"{before['url']} (masked parts: not recorded)"}
@@ -134,7 +154,8 @@ def record_subscriber_change(subscriber, action: AccessAction, *, before: dict,
     if secret_changed:
         before["secret"], after["secret"] = SECRET_NOT_RECORDED, SECRET_REPLACED
     record_access_change(action=action, subject=f"webhook subscriber {subscriber.name}",
-                         actor=Actor.for_user(by), before=before, after=after)
+                         actor=by if isinstance(by, Actor) else Actor.for_user(by),
+                         before=before, after=after)
     return True
 
 
