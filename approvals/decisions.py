@@ -148,15 +148,14 @@ def _decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | s
     # Kept on the request, the run's chain and the approvals page: a credential pasted
     # into it is masked first, as an operator's reason is (runs.operator.actions).
     comment = redact_text((comment or "").strip())
-    # Recomputed before the transaction: it reads the run's results and calls the step's
-    # snapshot function, neither of which should hold the request's lock. The comparison
-    # happens under the lock below; a change in between is caught by the next reminder or
-    # the next decision, never applied as approved.
+    # A step's payload is recomputed before the transaction: it reads the run's results
+    # and calls the step's snapshot function, neither of which should hold the request's
+    # lock. The comparison happens under the lock below; a change in between is caught by
+    # the next reminder or the next decision, never applied as approved. (An operator
+    # action's effects are read under the lock: _decide_locked.)
     current = None
     if approval.is_pending and approval.kind == RequestKind.STEP:
         current = current_snapshot(approval)
-    elif approval.is_pending and approval.kind == RequestKind.OPERATOR_ACTION:
-        current = changed_effects_snapshot(approval)
     try:
         closed = _decide_locked(request_id, approval.run_id, user=user, approved=approved,
                                 decision_id=decision_id, comment=comment, current=current,
@@ -213,6 +212,10 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
             # stopped): nobody decided in time, whoever clicks now. Timed out here, as the
             # sweep would have, so the run goes the same way whichever comes first.
             return _closed(approval)
+        if approval.kind == RequestKind.OPERATOR_ACTION:
+            # Rows only, read with the run locked: an effect settled by a transition this
+            # decision waited for is one the second person was never shown.
+            current = changed_effects_snapshot(approval)
         if isinstance(current, SnapshotUnavailable):
             return Decision("unavailable", f"What this request asks about cannot be checked "
                             f"now ({current}); nothing was decided. Try again later.", approval)
