@@ -463,7 +463,7 @@ def apply_approved(job_id: int, *, actor, approved_by) -> None:
         else:
             # As when one person acts (operator_actions.act): a wait the action ended loses
             # its request now, not at the sweep's next full look.
-            withdraw_unawaited_of(row.run_id, clock())
+            withdraw_unawaited_of(row.run_id)
             _finish_row(job, row.run_id, Outcome.DONE,
                     f"{spec.label}: done, approved by {approved_by.label}")
 

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from audit.actions import AuditAction
 from audit.chain import Actor
@@ -300,11 +300,11 @@ def _decider(approval: ApprovalRequest) -> Actor:
 
 def apply_to_run(request_id: int, *, now: datetime | None = None) -> bool:
     """Apply a recorded decision that is not applied yet (the sweeper calls this) and mark
-    the request settled, in one transaction. True once settled."""
-    now = now or timezone.now()
+    the request settled, in one transaction, dated by the database's clock as the run is
+    locked (timeouts.judged_at; `now`, a test's time, stands in). True once settled."""
     run_id = ApprovalRequest.objects.filter(pk=request_id).values_list("run_id", flat=True)
     with transaction.atomic(durable=True):
-        lock_run(run_id.get())
+        now = judged_at(now, lock_run(run_id.get()))
         approval = ApprovalRequest.objects.select_for_update(of=("self",)).select_related(
             "run").get(pk=request_id)
         if approval.settled_at is not None or approval.status not in DECIDED_STATUSES:
@@ -355,10 +355,10 @@ def _apply_and_close(approval: ApprovalRequest, now: datetime) -> bool:
 
 def apply_pending_decisions(*, now: datetime | None = None, limit: int = 200) -> int:
     """Apply decisions that were claimed but not applied (the process died in between, or
-    the run was passing through another state). Returns how many settled."""
-    now = now or timezone.now()
+    the run was passing through another state), due by the database's clock (`now`, a
+    test's time, stands in for it). Returns how many settled."""
     due = ApprovalRequest.objects.filter(settled_at__isnull=True, status__in=DECIDED_STATUSES,
-                                         apply_after__lte=now)
+                                         apply_after__lte=Now() if now is None else now)
     return sum(apply_to_run(pk, now=now) for pk in
                list(due.order_by("apply_after").values_list("pk", flat=True)[:limit]))
 

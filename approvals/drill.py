@@ -15,7 +15,6 @@ import uuid
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
-from django.utils import timezone
 from guardian.shortcuts import assign_perm
 
 from runs.definitions import definition
@@ -45,11 +44,10 @@ def approve_for_drill(run: Run) -> bool:
     if not is_drill_run(run):
         raise PermissionDenied(f"run {run.pk} ({run.business_key}) is not a drill run; the "
                                "drill approver decides nothing for it")
-    now = timezone.now()
     for call in transitions.waiting_tool_calls(run):
-        open_tool_call_request(call, now=now)
+        open_tool_call_request(call)
     for step in Step.objects.filter(run=run, kind=definition.APPROVAL, status=StepStatus.WAITING):
-        open_request(run, step.name, now=now)
+        open_request(run, step.name)
     user = drill_user()
     recorded = False
     pending = ApprovalRequest.objects.filter(

@@ -23,9 +23,9 @@ from runs.operator.actions import ACTIONS
 from runs.permissions import run_access
 
 from .models import ApprovalRequest, BulkJob, RequestKind
-from .requests import create_request
+from .requests import create_request, lock_run
 from .snapshots import normalise, snapshot_hash
-from .timeouts import clock
+from .timeouts import judged_at
 
 logger = logging.getLogger(__name__)
 
@@ -76,9 +76,6 @@ def request_operator_action(run: Run | int, *, action: str, requested_by, reason
                          f"those are: {', '.join(sorted(transitions.SECOND_PERSON_ACTIONS))}")
     if not reason or not reason.strip():
         raise ValueError("an operator action needs a reason")
-    # The database's clock, by which the sweep times it out and reminds: the web server's
-    # own clock, if off, would open a request already overdue, or one days late.
-    now = now or clock()
     run = run if isinstance(run, Run) else Run.objects.get(pk=run)
     names = list(approvers or settings.APPROVALS_FOUR_EYES_APPROVERS)
     names += [f"user:{username}" for username in action_holders(run, spec.permission)
@@ -91,6 +88,10 @@ def request_operator_action(run: Run | int, *, action: str, requested_by, reason
                                               action=action, settled_at__isnull=True)
     try:
         with transaction.atomic(durable=True):
+            # Dated by the database's clock as the run is locked, by which the sweep times
+            # it out and reminds (timeouts.judged_at): the web server's own clock, or its
+            # estimate of the database's, if off, would open a request overdue or late.
+            now = judged_at(now, lock_run(run.pk))
             found = existing.first()
             if found is not None:
                 if dict(found.params).get("step", "") != snapshot["params"].get("step", ""):
@@ -166,7 +167,6 @@ def request_bulk_operator_action(job, run_ids: list[int], *,
     with the approver as the second person. The request hangs on one of the runs (a request
     belongs to a run): the first without an open request of its own for the action. None if
     every run has one (each is then decided on its own)."""
-    now = now or clock()  # the sweep's clock, as request_operator_action's
     spec = ACTIONS[job.action]
     if not spec.may_need_second_person:
         raise ValueError(f"{job.action!r} never takes a second person")
@@ -181,13 +181,15 @@ def request_bulk_operator_action(job, run_ids: list[int], *,
     for anchor in Run.objects.filter(pk__in=run_ids).order_by("pk"):
         try:
             with transaction.atomic(durable=True):
+                # Dated as request_operator_action's.
+                when = judged_at(now, lock_run(anchor.pk))
                 approval = create_request(
                     kind=RequestKind.OPERATOR_ACTION, run=anchor, action=job.action,
                     params=snapshot["params"], requested_by=job.requested_by,
                     snapshot=snapshot, snapshot_hash=snapshot_hash(snapshot), approvers=names,
                     remind_every=timedelta(seconds=settings.APPROVALS_FOUR_EYES_REMIND_SECONDS),
                     timeout=timedelta(seconds=settings.APPROVALS_FOUR_EYES_TIMEOUT_SECONDS),
-                    on_timeout="cancel", now=now)
+                    on_timeout="cancel", now=when)
                 # Named by the job in the request's own commit: committed apart, the request
                 # could be replaced before the job named it, and the job would name the
                 # replaced one.

@@ -20,7 +20,7 @@ from django.contrib.auth.models import Group
 from django.core.mail import EmailMessage
 from django.db import transaction
 from django.db.models import Case, F, TextField, Value, When
-from django.db.models.functions import Concat
+from django.db.models.functions import Concat, Now
 from django.urls import reverse
 from guardian.shortcuts import assign_perm
 
@@ -197,11 +197,13 @@ def publish_notifications(*, now: datetime | None = None, limit: int = 100) -> P
     Once the mail server gives no answer (no_answer), the rest of the pass is deferred: the
     sweep that calls this also applies every request's reminders and timeouts, and up to
     `limit` deliveries each waiting out EMAIL_TIMEOUT would hold them all back.
+
+    Due, and dated (sent, tried again), by the database's clock, the one they are queued
+    by with their request: `now`, a caller's time (a test's), stands in for it.
     """
-    now = now or store.current().now()  # the clock links are checked by (approvals.tokens)
     report = PublishReport()
     due = Notification.objects.filter(status=NotificationStatus.PENDING,
-                                      next_attempt_at__lte=now)
+                                      next_attempt_at__lte=Now() if now is None else now)
     server_retry_at = None  # when the server is tried again, once it gave no answer
     batch = list(due.order_by("next_attempt_at", "pk").values_list("pk", flat=True)[:limit])
     with recipients_read_once(batch) as recipients:
@@ -254,18 +256,22 @@ def no_answer(exc: BaseException) -> bool:
 UNREACHABLE = (errno.EHOSTUNREACH, errno.ENETUNREACH)
 
 
-def _deliver(pk: int, now: datetime, defer_until: datetime | None,
+def _deliver(pk: int, given: datetime | None, defer_until: datetime | None,
              recipients: dict[int, object]) -> tuple[str | None, datetime | None]:
     """(outcome, when the server is tried again if this attempt got no answer). With
     `defer_until`, nothing is sent: a notification still to be sent waits until then.
     `recipients`: the batch's, with their grants read (recipients_read_once)."""
     with transaction.atomic(durable=True):
+        # The database's clock read with the row's lock (runs.store.time_of_lock, as a run
+        # is locked): the request is not locked here, nor its run, while a mail is sent.
         note = (Notification.objects.select_for_update(skip_locked=True, of=("self",))
-                .select_related("request", "request__run", "user")
-                .filter(pk=pk, status=NotificationStatus.PENDING, next_attempt_at__lte=now)
+                .select_related("request", "request__run", "user").annotate(locked_at=Now())
+                .filter(pk=pk, status=NotificationStatus.PENDING,
+                        next_attempt_at__lte=Now() if given is None else given)
                 .first())
         if note is None:
             return None, None
+        now = store.time_of_lock(note, given=given)
         approval = note.request
         if not approval.is_pending:
             note.status = NotificationStatus.SKIPPED
@@ -290,15 +296,15 @@ def _deliver(pk: int, now: datetime, defer_until: datetime | None,
             note.next_attempt_at = defer_until
             note.save(update_fields=["next_attempt_at"])
             return "deferred", None
-        return _attempt(note, approval, now)
+        return _attempt(note, approval, now, given)
 
 
-def _attempt(note: Notification, approval: ApprovalRequest,
-             now: datetime) -> tuple[str, datetime | None]:
+def _attempt(note: Notification, approval: ApprovalRequest, now: datetime,
+             given: datetime | None) -> tuple[str, datetime | None]:
     note.attempts += 1
     unanswered_until = None
     try:
-        email = _email(note, approval, now)
+        email = _email(note, approval, given)
     except Exception as exc:
         # A message that cannot be built (a recipient address with a line break, say)
         # will not build on the next attempt either: it fails now, with its reason.
@@ -357,12 +363,14 @@ def _no_longer_asked(note: Notification, approval: ApprovalRequest,
     return None
 
 
-def _email(note: Notification, approval: ApprovalRequest, now: datetime) -> EmailMessage:
-    """The notification as an email, its headers checked: raises if it cannot be built."""
+def _email(note: Notification, approval: ApprovalRequest,
+           given: datetime | None) -> EmailMessage:
+    """The notification as an email, its headers checked: raises if it cannot be built.
+    Its link is stamped by the clock links are checked by (approvals.tokens), or `given`."""
     days = settings.APPROVAL_LINK_MAX_AGE / 86400
     body = (f"{note.body}\n\nOpen the request (sign in first; the link works for "
             f"{days:g} days and only while the request is pending):\n"
-            f"{request_link(approval, now=now)}\n")
+            f"{request_link(approval, now=given)}\n")
     # The subject again through header_text: rows queued before subjects were sanitised.
     email = EmailMessage(subject=header_text(note.subject, limit=SUBJECT_MAX), body=body,
                          to=[note.recipient], headers={"Message-ID": note.message_id})

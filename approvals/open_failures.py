@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import DatabaseError, transaction
-from django.db.models import F, Q, Value
-from django.db.models.functions import Coalesce
+from django.db.models import DateTimeField, F, Q, Value
+from django.db.models.functions import Coalesce, Now
 
 from runs.models import ApprovalWait
 
@@ -38,32 +38,37 @@ class Failing:
     failures: int
     # When the first of them happened.
     since: datetime
+    # When this one was counted.
+    at: datetime
 
-    def lasted(self, now: datetime) -> bool:
+    def lasted(self) -> bool:
         """Whether the failure has lasted long enough to hold the run for a person."""
-        return self.failures >= HELD_AFTER_FAILURES and now - self.since >= HELD_AFTER
+        return self.failures >= HELD_AFTER_FAILURES and self.at - self.since >= HELD_AFTER
 
 
 def count_failure(*, run_id: int, step_name: str, tool_call_id: int | None,
-                  now: datetime) -> Failing | None:
+                  now: datetime | None = None) -> Failing | None:
     """Count one more failure to open the request of the wait that names `step_name` of
     run `run_id` (or tool call `tool_call_id`), in a transaction of its own: the one that
     failed rolled back. None when the wait is gone meanwhile (its run stopped waiting), or
-    when the count itself failed (logged; the pass goes on)."""
+    when the count itself failed (logged; the pass goes on). Dated by the database's clock
+    in its statements, as requests are (`now`, a caller's time, a test's, stands in)."""
     counted = ApprovalWait.objects.filter(_wait(run_id, step_name, tool_call_id))
+    clock = Now() if now is None else Value(now, DateTimeField())
     try:
         with transaction.atomic():
             if not counted.update(open_failures=F("open_failures") + 1,
-                                  failing_since=Coalesce(F("failing_since"), Value(now))):
+                                  failing_since=Coalesce(F("failing_since"), clock)):
                 return None
-            failures, since = counted.values_list("open_failures", "failing_since").get()
+            failures, since, at = counted.values_list("open_failures", "failing_since",
+                                                      clock).get()
     except (DatabaseError, ApprovalWait.DoesNotExist):
         # Not counted (the database failed again, or the wait went meanwhile): the pass
         # goes on with the other waits, and this one is tried next pass as before.
         logger.warning("approval wait of run %s step %s: its failure could not be counted",
                        run_id, step_name, exc_info=True)
         return None
-    return Failing(failures, since)
+    return Failing(failures, since, at)
 
 
 def cleared(*, run_id: int, step_name: str, tool_call_id: int | None) -> None:

@@ -40,7 +40,6 @@ from runs.waiting import schedules
 
 from .four_eyes import request_operator_action
 from .models import ApprovalRequest
-from .timeouts import clock
 from .withdrawal import HELD_WITH_ITS_REQUESTS, withdraw_unawaited_of
 
 logger = logging.getLogger(__name__)
@@ -168,7 +167,7 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
             # asked before it ended. A run brought back from its end (reopen, re-run) loses
             # them before it can wait again. (From attention, a request is the same wait's,
             # taken up again when the run is resumed.)
-            withdraw_unawaited_of(run_id, clock())
+            withdraw_unawaited_of(run_id)
     except SecondPersonRequired as exc:
         # The transition refused only for want of a second person (every other refusal
         # comes first): ask one. request_operator_action refuses an empty reason too.

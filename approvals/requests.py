@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
-from django.utils import timezone
 
 from audit.actions import AuditAction
 from audit.chain import Actor
@@ -62,7 +61,8 @@ def lock_run(run_id: int) -> Run | None:
     the order every transition and a decision lock in (the other order deadlocks with
     them, since recording on the run's chain locks the run). Returns the run (None if there
     is none), carrying the database's clock as it was locked: what a decision and the
-    sweep judge a request's due time by (approvals.timeouts.judged_at)."""
+    sweep judge a request's due time by, and date what they write about its requests by
+    (approvals.timeouts.judged_at)."""
     return store.current().lock_run(run_id)
 
 
@@ -177,7 +177,6 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200,
     # runs, steps and calls, whose building is most of an idle sweep's time.
     if not unasked_waits(after).exists():
         return 0
-    now = now or timezone.now()
     opened = 0
     for wait in waiting_approval_steps(limit, after):
         try:
@@ -211,7 +210,7 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200,
     return opened
 
 
-def _failed(exc: Exception, now: datetime, run_id: int, step_name: str, *,
+def _failed(exc: Exception, now: datetime | None, run_id: int, step_name: str, *,
             call: ToolCall | None = None) -> None:
     """Opening a wait's request failed for a reason nobody can tell from a passing one:
     counted, tried again next pass, and its run held for a person once it has lasted
@@ -220,7 +219,7 @@ def _failed(exc: Exception, now: datetime, run_id: int, step_name: str, *,
                                           tool_call_id=call.pk if call else None)
     what = f"run {run_id} step {step_name}" + (f" tool call {call.ref}" if call else "")
     open_failures.log_failure(exc, failing, what)
-    if failing is not None and failing.lasted(now):
+    if failing is not None and failing.lasted():
         _hold_unaskable(run_id, step_name, open_failures.described(exc, failing),
                         tool_call=call.ref if call else None)
 
@@ -274,7 +273,6 @@ def open_request(run: Run, step_name: str, *,
     """Open the request for `step_name` of `run`: the request, the approvers' permissions
     and the notifications in one transaction (a crash before commit leaves none of them).
     None if the step no longer waits or another process opened it first."""
-    now = now or timezone.now()
     snapshot, digest = compute_snapshot(run, step_name)
     spec = registered_workflow(run).step(step_name)
     # A step with the stop verdict waits before each attempt; it may name no approvers.
@@ -284,6 +282,10 @@ def open_request(run: Run, step_name: str, *,
     requester = step_requester(run.pk, step_name) if gated else None
     try:
         with transaction.atomic(durable=True):
+            # Dated by the database's clock as the run is locked (runs.store.time_of_lock),
+            # the clock its timeout is judged by (timeouts.judged_at): not this process's
+            # estimate of it, which is off for a while after its host's clock stepped.
+            now = store.time_of_lock(lock_run(run.pk), given=now)
             waiting = Step.objects.filter(run_id=run.pk, name=step_name,
                                           status=StepStatus.WAITING,
                                           run__status=RunStatus.WAITING).exists()
@@ -331,7 +333,6 @@ def open_tool_call_request(call: ToolCall, *,
     for another call of the same agent step (the model proposed changed arguments since)
     is superseded by it: its link says so, and it can never be approved. None if the call
     no longer waits or another process opened its request first."""
-    now = now or timezone.now()
     run, step = call.step.run, call.step
     tool = registered_workflow(run).step(step.name).tools.get(call.tool)
     if tool is None:
@@ -351,7 +352,9 @@ def open_tool_call_request(call: ToolCall, *,
               "requested_by_id": tool_call_requester(call)}
     try:
         with transaction.atomic(durable=True):
-            lock_run(run.pk)  # before the stale request it may supersede
+            # The run locked before the request it may supersede, and its time read with
+            # the lock dates the request, as open_request's.
+            now = store.time_of_lock(lock_run(run.pk), given=now)
             waiting = ToolCall.objects.filter(
                 pk=call.pk, status=ToolCallStatus.WAITING, args_hash=call.args_hash,
                 step__status=StepStatus.WAITING, step__run__status=RunStatus.WAITING).exists()

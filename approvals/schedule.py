@@ -14,7 +14,6 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import Q
 from django.db.models.functions import Now
-from django.utils import timezone
 
 from audit.actions import AuditAction
 from runs.machine.single_pass import single_pass
@@ -24,7 +23,7 @@ from .decisions import apply_pending_decisions, apply_timeout
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
 from .notifications import grant_and_notify, publish_notifications, request_problem
 from .requests import current_snapshot, lock_run, next_reminder, record_lifecycle, supersede
-from .timeouts import ESCALATED, TIMED_OUT, clock, judged_at
+from .timeouts import ESCALATED, TIMED_OUT, judged_at
 from .withdrawal import is_still_awaited, no_longer_awaited, withdraw
 
 logger = logging.getLogger(__name__)
@@ -43,11 +42,12 @@ def _lock_pending(pk: int, *conditions: Q, **filters) -> ApprovalRequest | None:
 def send_reminders(*, now: datetime | None = None, limit: int = 200) -> int:
     """Remind the current approvers of every pending request whose reminder is due. A
     request whose payload changed meanwhile is superseded instead (the new request's
-    notification is the reminder)."""
-    now = now or timezone.now()
+    notification is the reminder). Due, and dated, by the database's clock, in the query
+    and as each run is locked (timeouts.judged_at), the clock the reminder was set by;
+    `now`, a caller's time (a test's), stands in for it."""
     count = 0
     due = ApprovalRequest.objects.filter(status=RequestStatus.PENDING,
-                                         next_reminder_at__lte=now)
+                                         next_reminder_at__lte=Now() if now is None else now)
     for pk in list(due.order_by("next_reminder_at").values_list("pk", flat=True)[:limit]):
         try:
             count += _remind(pk, now)
@@ -56,13 +56,13 @@ def send_reminders(*, now: datetime | None = None, limit: int = 200) -> int:
     return count
 
 
-def _remind(pk: int, now: datetime) -> int:
+def _remind(pk: int, given: datetime | None) -> int:
     approval = ApprovalRequest.objects.select_related("run").get(pk=pk)
     current = current_snapshot(approval) if approval.kind == RequestKind.STEP else None
     with transaction.atomic(durable=True):
         # The run first, then the request, as a decision locks them: the other order
         # deadlocks with a person deciding at that moment.
-        lock_run(approval.run_id)
+        now = judged_at(given, lock_run(approval.run_id))
         approval = _lock_pending(pk, next_reminder_at__lte=now)
         if approval is None:
             return 0  # decided meanwhile, or another sweep has it
@@ -129,9 +129,9 @@ def _time_out(pk: int, run_id: int, given: datetime | None) -> str | None:
         if approval is None:
             return None  # decided meanwhile (or timed out by a late decision)
         if not is_still_awaited(approval):
-            # Due by the database's clock but not by the pass's estimate of it, which the
-            # pass's withdrawal went by: withdrawn, as a decision would; a timeout is never
-            # applied to a request its run stopped waiting for.
+            # Its run stopped waiting for it after the pass's withdrawal looked, or it came
+            # due since: withdrawn, as a decision would; a timeout is never applied to a
+            # request its run stopped waiting for.
             withdraw(approval, now)
             return WITHDRAWN
         return apply_timeout(approval, now)
@@ -140,22 +140,24 @@ def _time_out(pk: int, run_id: int, given: datetime | None) -> str | None:
 # --- withdrawal ----------------------------------------------------------------------------
 
 def withdraw_stale_requests(*, now: datetime | None = None, limit: int = 200,
-                            due_by: datetime | None = None) -> int:
+                            due_only: bool = False) -> int:
     """Withdraw pending requests that can no longer be decided (approvals.withdrawal); with
-    `due_by`, only among those whose timeout or reminder is due by then (along their
-    partial indexes: what the pass is about to act on, approvals.sweep_scope)."""
-    now = now or timezone.now()
+    `due_only`, only among those whose timeout or reminder is due (along their partial
+    indexes: what the pass is about to act on, approvals.sweep_scope). Due, and dated, by
+    the database's clock, as timeouts and reminders are; `now` (a test's) stands in."""
     stale = ApprovalRequest.objects.filter(no_longer_awaited(), status=RequestStatus.PENDING)
-    if due_by is not None:
+    if due_only:
+        due_by = Now() if now is None else now
         stale = stale.filter(Q(due_at__lte=due_by) | Q(next_reminder_at__lte=due_by))
     count = 0
     for pk, run_id in list(stale.values_list("pk", "run_id")[:limit]):
         with transaction.atomic(durable=True):
-            lock_run(run_id)  # the run first, then the request, as a decision locks them
+            # The run first, then the request, as a decision locks them.
+            at = judged_at(now, lock_run(run_id))
             approval = _lock_pending(pk, no_longer_awaited())
             if approval is None:
                 continue
-            withdraw(approval, now)
+            withdraw(approval, at)
             count += 1
     return count
 
@@ -200,30 +202,29 @@ def sweep(*, now: datetime | None = None) -> SweepReport:
 
 def _sweep(given: datetime | None) -> SweepReport:
     report = SweepReport()
-    # The pass's time: this process's estimate of the database's clock (a caller's given
-    # time aside). Timeouts alone are judged by the database's clock itself, as a decision
-    # judges them (apply_timeouts): the estimate is off for a while after the host's clock
-    # stepped, and would time a request out early.
-    now = given or clock()
+    # The pass has no time of its own: each part finds what is due, and dates what it
+    # writes, by the database's clock in its statements or as it locks each run, as a
+    # decision does (timeouts.judged_at); `given`, a caller's time (a test's), stands in for
+    # it everywhere. This process's estimate of that clock is off for a while after the
+    # host's clock stepped, and would ask, remind and time out early or late.
     # What the pass compares: the waits new since the last and the requests due, or once
     # in a while everything (approvals.sweep_scope).
-    scope = sweep_scope.of_pass(now)
-    asked = sweep_scope.open_unasked(scope, now)
+    scope = sweep_scope.of_pass(given)
+    asked = sweep_scope.open_unasked(scope, given)
     report.opened, report.unaskable = asked.opened, asked.unaskable
     # Withdrawal, timeouts, reminders and settling act only on open requests (pending, or
     # decided and not yet settled). When there is none, one look along the open-request
     # index replaces their four queries, whose building is most of an idle pass's time.
     if ApprovalRequest.objects.filter(settled_at__isnull=True).exists():
-        report.withdrawn = withdraw_stale_requests(
-            now=now, due_by=None if scope.full else now)
+        report.withdrawn = withdraw_stale_requests(now=given, due_only=not scope.full)
         timeouts = apply_timeouts(now=given)
         report.escalated, report.timed_out = timeouts.escalated, timeouts.timed_out
         report.withdrawn += timeouts.withdrawn
-        report.reminded = send_reminders(now=now)
-        report.settled = apply_pending_decisions(now=now)
-    published = publish_notifications(now=now)
+        report.reminded = send_reminders(now=given)
+        report.settled = apply_pending_decisions(now=given)
+    published = publish_notifications(now=given)
     report.sent, report.retrying = published.sent, published.retrying
     report.failed, report.skipped = published.failed, published.skipped
     report.deferred = published.deferred
-    sweep_scope.end_pass(scope, asked.asked_through, now)
+    sweep_scope.end_pass(scope, asked.asked_through, given)
     return report

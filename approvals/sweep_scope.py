@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import Count, Max, Min
+from django.db.models.functions import Now
 
 from runs.models import PassPosition
 
@@ -49,14 +50,16 @@ class Scope:
     asked_through: int
 
 
-def of_pass(now: datetime) -> Scope:
-    """What the pass at `now` compares: a full look if none was made within
-    FULL_LOOK_EVERY before `now` (a clock that went back, as a test's may, counts as
-    none), else the new waits and the due requests."""
-    kept = {job: (after_id, at) for job, after_id, at in PassPosition.objects.filter(
-        job__in=[ASKED_JOB, FULL_LOOK_JOB]).values_list("job", "after_id", "updated_at")}
+def of_pass(given: datetime | None) -> Scope:
+    """What the pass compares: a full look if none was made within FULL_LOOK_EVERY before
+    the database's clock (`given`, a caller's time, a test's, stands in for it; a clock
+    that went back, as a test's may, counts as none), else the new waits and the due
+    requests."""
+    kept = {job: (after_id, at, now) for job, after_id, at, now in PassPosition.objects
+            .filter(job__in=[ASKED_JOB, FULL_LOOK_JOB])
+            .values_list("job", "after_id", "updated_at", Now())}
     looked = kept.get(FULL_LOOK_JOB)
-    full = looked is None or not looked[1] <= now < looked[1] + FULL_LOOK_EVERY
+    full = looked is None or not looked[1] <= (given or looked[2]) < looked[1] + FULL_LOOK_EVERY
     return Scope(full=full, asked_through=kept.get(ASKED_JOB, (0, None))[0])
 
 
@@ -80,7 +83,7 @@ def _waits_read(after: int | None, *,
     return found["first"], found["last"], found.get("unaskable", 0)
 
 
-def open_unasked(scope: Scope, now: datetime) -> Asked:
+def open_unasked(scope: Scope, now: datetime | None) -> Asked:
     """Open the requests of the waits in scope that have none, and the position for the
     next pass: up to the first wait that still has none and could have one (tried again
     next pass until its failure has lasted: approvals.open_failures), past those that can
@@ -115,9 +118,11 @@ def _report_unaskable(after: int | None) -> None:
                    "they go when their run stops waiting: %s", named)
 
 
-def end_pass(scope: Scope, asked_through: int, now: datetime) -> None:
-    """Keep the position the pass reached, and when a full look was made: one write at
-    most, none when neither changed."""
+def end_pass(scope: Scope, asked_through: int, given: datetime | None) -> None:
+    """Keep the position the pass reached, and when a full look was made (by the
+    database's clock, as of_pass judges it; `given`, a test's time, stands in): one write
+    at most, none when neither changed."""
+    now = Now() if given is None else given
     rows = []
     if asked_through != scope.asked_through:
         rows.append(PassPosition(job=ASKED_JOB, after_id=asked_through, updated_at=now))

@@ -31,17 +31,19 @@ TIMED_OUT = "timed_out"
 
 def clock() -> datetime:
     """This process's estimate of the database's clock (runs.store), never its own: what
-    requests are dated and their reminders, links and pages judged by. Whether a request is
-    past its due time is asked of the database itself (judged_at)."""
+    links and pages are judged by, and bulk jobs' leases. A request is dated, and whether
+    it is past its due time judged, by the database itself (judged_at)."""
     return store.current().now()
 
 
 def judged_at(given: datetime | None, run) -> datetime:
     """The time a request's due time is judged by in the transaction that locked `run`
-    (requests.lock_run): the runtime's one rule, store.time_of_lock (the database's clock
-    as the run was locked; a time the caller gave, a test's, stands in for it). Not clock():
-    that estimate runs ahead or behind for a while after this host's clock stepped, and
-    would refuse a decision made in time, or time a request out early."""
+    (requests.lock_run), and what that transaction writes about its requests dated by
+    (asked, due, reminded, escalated, decided, withdrawn, settled): the runtime's one rule,
+    store.time_of_lock (the database's clock as the run was locked; a time the caller gave,
+    a test's, stands in for it). Not clock(): that estimate runs ahead or behind for a
+    while after this host's clock stepped, and would refuse a decision made in time, time a
+    request out early, or open one due and reminded that much early or late."""
     return store.time_of_lock(run, given=given)
 
 

@@ -14,6 +14,7 @@ from django.db.models import Exists, OuterRef, Q, Subquery
 from django.db.models.lookups import Exact, In
 
 from audit.actions import AuditAction
+from runs import store
 from runs.machine.transitions import RUN_TRANSITIONS
 from runs.models import (
     ATTENTION_RUN_STATUSES,
@@ -121,13 +122,15 @@ def withdraw(approval: ApprovalRequest, now: datetime) -> None:
     logger.info("approval request %s withdrawn: %s", approval.pk, approval.comment)
 
 
-def withdraw_unawaited_of(run_id: int, now: datetime) -> int:
+def withdraw_unawaited_of(run_id: int, now: datetime | None = None) -> int:
     """Withdraw now the pending requests of run `run_id` that it no longer waits for: those
     an operator's action has just ended (a cancelled tool call's, a terminated run's), so
     that none is left for the run's next request to supersede under another reason before
-    the sweep comes by. In the caller's transaction, or one of its own. How many."""
+    the sweep comes by. In the caller's transaction, or one of its own; dated by the
+    database's clock as the run is locked (`now`, a caller's time, stands in). How many."""
     with transaction.atomic():
-        lock_run(run_id)  # the run first, then its requests
+        # The run first, then its requests; the time read with its lock dates them.
+        now = store.time_of_lock(lock_run(run_id), given=now)
         pending = list(ApprovalRequest.objects.select_for_update(of=("self",))
                        .select_related("run")
                        .filter(no_longer_awaited(), run_id=run_id,

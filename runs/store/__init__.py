@@ -41,7 +41,8 @@ def of(using) -> Store:
 def time_of_lock(run, *, given=None):
     """The time a transition judges a due time and a lease by, under the lock it took on
     `run`: a time its caller gave (a test's), else the database's clock read as the run was
-    locked (Store.lock_run's `locked_at`), else, for a row locked otherwise, this process's
+    locked (Store.lock_run's `locked_at`; another row locked with that time read beside it,
+    as `locked_at`, is dated the same way), else, for a row locked otherwise, this process's
     estimate of it. The estimate runs ahead or behind for a while after this host's clock
     stepped: judged by it, a lease, an event's deadline or a request's due time moves."""
     return given or getattr(run, "locked_at", None) or current().now()

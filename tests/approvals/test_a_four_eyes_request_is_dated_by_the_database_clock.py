@@ -1,16 +1,16 @@
-"""A four-eyes request is dated by the database's clock, the clock its timeout and reminders
-are judged by (approvals.timeouts): an operator asking from a web server whose own clock is
-off must not open a request that the sweep finds long overdue, or one that it reminds and
-times out days late."""
+"""A four-eyes request is dated by the database's clock as its run is locked, the clock its
+timeout and reminders are judged by (approvals.timeouts): an operator asking from a web
+server whose own clock, or whose estimate of the database's, is off must not open a request
+that the sweep finds long overdue, or one that it reminds and times out days late."""
 
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
+from django.db import connection
 
 from approvals import four_eyes, schedule
 from approvals.models import ApprovalRequest, RequestStatus
-from approvals.timeouts import clock
 from console.roles import ensure_roles
 from runs import store
 from runs.execution import executor
@@ -28,11 +28,18 @@ def roles(db):
 
 
 @pytest.fixture
-def database_clock_ahead(monkeypatch):
-    """The database's clock two days ahead of this process's (a web server whose clock is two
-    days behind): longer than a four-eyes request's timeout."""
+def estimate_behind(monkeypatch):
+    """This process's estimate of the database's clock two days behind it (a web server
+    whose clock stepped back, until the offset is measured again): longer than a four-eyes
+    request's timeout."""
     measured = type(store.current()).now
-    monkeypatch.setattr(type(store.current()), "now", lambda db: measured(db) + OFF_BY)
+    monkeypatch.setattr(type(store.current()), "now", lambda db: measured(db) - OFF_BY)
+
+
+def _server_now():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        return cursor.fetchone()[0]
 
 
 def _operator(name):
@@ -41,21 +48,25 @@ def _operator(name):
     return user
 
 
-@pytest.mark.usefixtures("database_clock_ahead")
-def test_a_request_asked_from_a_host_whose_clock_is_behind_is_not_timed_out_at_once(script):
+@pytest.mark.usefixtures("estimate_behind")
+def test_a_request_asked_from_a_host_whose_clock_is_behind_is_not_timed_out_at_once(
+        script, settings):
     run = new_run()
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
     run = place(run, status=RunStatus.ATTENTION)
     olga, _omar = _operator("olga"), _operator("omar")
 
+    before = _server_now()
     request, created = four_eyes.request_operator_action(
         run, action="terminate", requested_by=olga, reason="duplicate order")
+    after = _server_now()
 
     assert created
-    database_now = clock()
-    assert abs(request.requested_at - database_now) < timedelta(minutes=1)
-    assert request.due_at - database_now > timedelta(hours=23)
-    assert request.next_reminder_at > database_now
+    assert before <= request.requested_at <= after
+    assert request.due_at == request.requested_at + timedelta(
+        seconds=settings.APPROVALS_FOUR_EYES_TIMEOUT_SECONDS)
+    assert request.next_reminder_at == request.requested_at + timedelta(
+        seconds=settings.APPROVALS_FOUR_EYES_REMIND_SECONDS)
     report = schedule.sweep()
     assert report.timed_out == 0 and report.reminded == 0
     assert ApprovalRequest.objects.get(pk=request.pk).status == RequestStatus.PENDING

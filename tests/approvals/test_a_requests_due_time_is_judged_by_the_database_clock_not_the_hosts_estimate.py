@@ -5,7 +5,7 @@ by a person's decision and by the sweep alike. A decision made 10 s before the d
 a host whose estimate runs 30 s ahead is recorded and applied, and the run goes on once;
 the sweep on such a host times out nothing before the due time, and times the request out
 once after it; one whose run stopped waiting for it is withdrawn, never timed out, even when
-it is due by the database's clock but not by the pass's estimate."""
+it is due by the database's clock but not by this process's estimate."""
 
 import uuid
 from datetime import timedelta
@@ -123,17 +123,20 @@ def test_the_sweep_on_a_host_whose_estimate_runs_ahead_times_out_only_after_the_
     assert "pay" not in [c[0] for c in script.calls]
 
 
+@pytest.mark.parametrize("finds_it", [schedule.sweep, schedule.apply_timeouts],
+                         ids=["by-the-sweep", "by-its-timeouts-after-its-withdrawal-looked"])
 def test_a_request_due_by_the_database_clock_whose_run_ended_is_withdrawn_not_timed_out(
-        pending, monkeypatch):
+        pending, monkeypatch, finds_it):
     run_id = pending.run_id
     _estimate_off_by(monkeypatch, -AHEAD)
     assert _nothing_done(schedule.sweep())  # the pass's full look: the next ones are not
     transitions.terminate(run_id, actor=Actor.system("ops"), reason="customer cancelled")
-    # Due by the database's clock; not yet by the pass's estimate, which its withdrawal of
-    # due requests goes by.
+    # Due by the database's clock; not yet by this process's estimate. The pass's withdrawal
+    # of due requests goes by the database's clock, as its timeouts do; its timeouts, meeting
+    # one whose run ended after the withdrawal looked, withdraw it as well.
     _due_in(pending, -timedelta(seconds=1))
 
-    report = schedule.sweep()
+    report = finds_it()
 
     assert (report.withdrawn, report.timed_out, report.escalated) == (1, 0, 0)
     pending.refresh_from_db()

@@ -6,13 +6,11 @@ from datetime import timedelta
 from urllib.parse import urlparse
 
 import pytest
-from django.db.models.functions import Now
 
-from approvals import schedule
+from approvals import requests, schedule
 from approvals.models import ApprovalRequest
-from approvals.timeouts import clock
 from runs import store
-from tests.approvals.conftest import open_request, waiting_run
+from tests.approvals.conftest import waiting_run
 
 pytestmark = pytest.mark.django_db
 
@@ -42,10 +40,11 @@ def link_by_the_sweep(pending, mailoutbox):
 def test_a_fresh_link_opens_from_a_web_host_whose_clock_is_days_ahead(
         shift_database_clock, approvers, ann, client, mailoutbox, settings):
     shift_database_clock(-timedelta(seconds=settings.APPROVAL_LINK_MAX_AGE, days=1))
-    pending = open_request(waiting_run(), clock())
-    # Dated by this host's estimate, days behind: its due time is moved to days ahead of the
-    # database's clock, which its timeout is judged by, so that it is still pending.
-    ApprovalRequest.objects.filter(pk=pending.pk).update(due_at=Now() + timedelta(days=1))
+    # Opened as the sweep opens it, dated as its run is locked (approvals.timeouts.judged_at):
+    # the shift is of this process's estimate, by which links alone are stamped and judged.
+    run = waiting_run()
+    assert requests.open_pending_requests() == 1
+    pending = ApprovalRequest.objects.get(run=run, status="pending")
     assert schedule.sweep().sent == 2
     client.force_login(ann)
     response = client.get(_emailed_link(mailoutbox))

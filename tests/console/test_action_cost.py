@@ -31,7 +31,8 @@ MAX_QUERIES = 8
 # A run brought back from its end loses the approval requests its end left pending before
 # it can wait again (approvals.operator_actions.act): one statement more, for reopen only.
 FROM_AN_END = {"reopen": 1}
-WITHDRAWAL = {"approvals/withdrawal.py", "approvals/requests.py", "approvals/timeouts.py"}
+# Dated by the time read with the run's lock (runs.store), not by approvals.timeouts' clock.
+WITHDRAWAL = {"approvals/withdrawal.py", "approvals/requests.py"}
 # The htmx variant draws the run's live part again after the action: the action's own (7 to
 # 8), then the run, its steps, the last audit record per step, the user's permissions (2),
 # step times, approval requests, the timeline and its deliveries (9).
