@@ -12,7 +12,13 @@ from django.core.files.storage import FileSystemStorage, Storage, storages
 
 from audit import seals
 from audit.models import AuditRecord
-from audit.offline import RecordedArchive, archive_lines, chain_problem, record_from_dict
+from audit.offline import (
+    RecordedArchive,
+    archive_lines,
+    chain_problem,
+    record_from_dict,
+    run_row_problem,
+)
 
 from .models import ArchiveFile
 
@@ -88,21 +94,26 @@ def read_archived_run(tombstone) -> ArchivedRunDetail:
     wanted = tombstone.original_run_id
     try:
         with storage().open(archive.name, "rb") as handle:
-            line = next((line for line in archive_lines(handle) if _run_id(line) == wanted),
-                        None)
+            number, line = next(((number, line) for number, line
+                                 in enumerate(archive_lines(handle), start=1)
+                                 if _run_id(line) == wanted), (None, None))
     except (OSError, EOFError, ValueError, zlib.error) as exc:
         # zlib.error: a damaged compressed stream (a byte changed in storage), which gzip
         # does not report as an OSError.
         raise ArchiveUnreadable(f"archive file {archive.name} cannot be read: {exc}") from exc
     if line is None:
         raise ArchiveUnreadable(f"archive file {archive.name} does not hold run {wanted}")
+    # The file is read as it is, edited or not: its seal is checked once the run is read,
+    # and a row no archive writes cannot be read that far. What is wrong is named as
+    # verify_audit --archive names it.
+    unreadable = (f"archive file {archive.name}, line {number}: the row of run {wanted} is "
+                  "not one an archive writes")
+    if (problem := run_row_problem(line)) is not None:
+        raise ArchiveUnreadable(f"{unreadable}: {problem}")
     try:
         return _detail(archive, wanted, line)
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
-        # The file is read as it is, edited or not: its seal is checked once the run is
-        # read, and a row no archive writes cannot be read that far.
-        raise ArchiveUnreadable(f"archive file {archive.name}: the row of run {wanted} is not "
-                                f"one an archive writes ({type(exc).__name__}: {exc})") from exc
+        raise ArchiveUnreadable(f"{unreadable} ({type(exc).__name__}: {exc})") from exc
 
 
 def _run_id(line) -> object:

@@ -31,7 +31,7 @@ from datetime import datetime
 from django.db import models
 
 from . import seals
-from .chain import chain_break
+from .chain import CONTENT_FIELDS, chain_break
 from .head_seals import head_seal_problem
 from .models import AuditRecord
 
@@ -112,6 +112,9 @@ class ArchiveCheck:
     records: int = 0
     heads: dict = field(default_factory=dict)  # run id (a string) -> [seq, hash]
     problems: list[str] = field(default_factory=list)
+    # Runs (ids as strings) whose rows are not as an archive writes them: named among the
+    # problems, their chains not read.
+    unread: set[str] = field(default_factory=set)
     # Written before archives were sealed (format 1): it verifies only against the record
     # of its sha256 in the database.
     unsealed: bool = False
@@ -150,6 +153,99 @@ def archive_lines(handle) -> Iterator[dict]:
 JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "boolean",
               type(None): "null"}
 
+# The fields of a run's row that the check reads, with the JSON types an archive writes
+# them as (audit_seal: null for a head never sealed; rows written before heads were sealed
+# have no such field).
+RUN_FIELDS = {"id": (int,), "audit_seq": (int,), "audit_head": (str,),
+              "audit_seal": (str, type(None))}
+
+
+def _record_types(field) -> tuple[tuple[type, ...] | None, str]:
+    # What an audit record's field holds in the file (record_to_dict, to_json); None: any
+    # JSON value.
+    if isinstance(field, models.DateTimeField):
+        return (str,), "a time in ISO 8601 form"
+    if isinstance(field, models.IntegerField) or field.is_relation:
+        return ((int, type(None)) if field.null else (int,)), "an integer"
+    if isinstance(field, models.JSONField):
+        return None, "JSON"
+    return ((str, type(None)) if field.null else (str,)), "text"
+
+
+_RECORD_TYPES = {f.attname: _record_types(f) for f in _FIELDS}
+# What a record's link in its chain is computed from (audit.chain.chain_break).
+_CHAINED = {*CONTENT_FIELDS, "prev_hash", "hash"}
+
+
+def _json_kind(value) -> str:
+    return "an object" if isinstance(value, dict) else \
+        f"a JSON {JSON_KINDS.get(type(value), 'value')}"
+
+
+def _shown(value) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 40 else f"{text[:40]}…"
+
+
+def _wrong(value, types: tuple[type, ...] | None) -> bool:
+    if types is None:
+        return False
+    # A JSON true or false is no integer, though Python's bool is one.
+    return (isinstance(value, bool) and bool not in types) or not isinstance(value, types)
+
+
+def run_row_problem(line: dict) -> str | None:
+    """What in a run's line of an archive file is not as an archive writes it, naming the
+    field (and the item of a part), or None: its run an object whose id and chain head
+    have the types written, every other part an array of objects, its seal an object, and
+    each audit record with a record's fields, of their types, its time in ISO 8601 form.
+    Asked before the line is read, by the offline check and by the reading of an archived
+    run (archive.reading) alike, so that a row edited by hand is named, not met as an
+    exception halfway through it."""
+    run = line.get("run")
+    if not isinstance(run, dict):
+        return f"field 'run' is {_json_kind(run)}, not an object"
+    if "id" not in run:
+        return "field 'run.id' is missing"
+    for name, types in RUN_FIELDS.items():
+        if name in run and _wrong(run[name], types):
+            return (f"field 'run.{name}' is {_shown(run[name])}, not "
+                    f"{'an integer' if types[0] is int else 'text'}")
+    if "seal" in line and not isinstance(line["seal"], dict):
+        return f"field 'seal' is {_json_kind(line['seal'])}, not an object"
+    for part, rows in line.items():
+        if part in ("run", "seal"):
+            continue
+        if not isinstance(rows, list):
+            return f"field {part!r} is {_json_kind(rows)}, not an array"
+        for number, row in enumerate(rows, start=1):
+            if not isinstance(row, dict):
+                return f"item {number} of field {part!r} is {_json_kind(row)}, not an object"
+    for number, record in enumerate(line.get("audit", []), start=1):
+        if (problem := _record_problem(record)) is not None:
+            return f"audit record {number} (seq {_shown(record.get('seq'))}): {problem}"
+    return None
+
+
+def _record_problem(record: dict) -> str | None:
+    unknown = sorted(record.keys() - _RECORD_TYPES.keys())
+    if unknown:
+        return f"field {unknown[0]!r} is not a field of an audit record"
+    for name, (types, words) in _RECORD_TYPES.items():
+        if name not in record:
+            if name in _CHAINED:
+                return f"field {name!r} is missing"
+            continue  # a column an older file's records may not have: its default stands
+        value = record[name]
+        if _wrong(value, types):
+            return f"field {name!r} is {_shown(value)}, not {words}"
+        if name in _DATETIMES:
+            try:
+                datetime.fromisoformat(value)
+            except ValueError:
+                return f"field {name!r} is {_shown(value)}, not {words}"
+    return None
+
 
 def check_archive(handle) -> ArchiveCheck:
     """Verify an archive file (binary handle) from the file and the signing keys alone:
@@ -180,14 +276,28 @@ def check_archive(handle) -> ArchiveCheck:
                     report.problems.append("the file holds a line that is neither its "
                                            "header, a run nor its seal, or one out of place")
                 continue
+            problem = run_row_problem(line)
+            run_id = run.get("id") if isinstance(run, dict) else None
+            if problem is not None:
+                readable = not _wrong(run_id, (int,))
+                report.problems.append(
+                    f"line {number} ({f'run {run_id}' if readable else 'a run'}): its row is "
+                    f"not one an archive writes: {problem}")
+                if not readable:
+                    continue  # nothing else of it can be told apart
             if file_seal is not None:
-                report.problems.append(f"run {run['id']} comes after the file's seal")
+                report.problems.append(f"run {run_id} comes after the file's seal")
             sections = {k: v for k, v in line.items() if k != "seal"}
+            seal = line.get("seal")
             if not report.unsealed:
-                report.problems += seals.run_problems(run["id"], sections, line.get("seal"))
-            run_seals.append((run["id"], str((line.get("seal") or {}).get("mac", ""))))
+                report.problems += seals.run_problems(run_id, sections, seal)
+            run_seals.append((run_id, str(seal.get("mac", "")) if isinstance(seal, dict)
+                              else ""))
+            if problem is not None:
+                report.unread.add(str(run_id))
+                continue  # its seal is checked; its chain cannot be read as written
             records = [record_from_dict(r) for r in line.get("audit", [])]
-            problem = chain_problem(run["id"], records, run.get("audit_seq"),
+            problem = chain_problem(run_id, records, run.get("audit_seq"),
                                     run.get("audit_head"))
             if problem:
                 report.problems.append(problem)
@@ -196,14 +306,14 @@ def check_archive(handle) -> ArchiveCheck:
                 # are sealed; an older file's rows have no such column, and its own seal
                 # vouches for them). Removing the column from a row changes what the run's
                 # seal covers, so it cannot be dropped to pass.
-                unsealed = head_seal_problem(run["id"], run["audit_seq"], run["audit_head"],
-                                             run["audit_seal"])
+                unsealed = head_seal_problem(run_id, run["audit_seq"],
+                                             run.get("audit_head", ""), run["audit_seal"])
                 if unsealed:
-                    report.problems.append(f"run {run['id']}: {unsealed}")
+                    report.problems.append(f"run {run_id}: {unsealed}")
             report.runs += 1
             report.records += len(records)
             if records:
-                report.heads[str(run["id"])] = [records[-1].seq, records[-1].hash]
+                report.heads[str(run_id)] = [records[-1].seq, records[-1].hash]
         if not report.unsealed:
             report.problems += seals.file_problems(header, run_seals, file_seal)
     except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError,
@@ -231,6 +341,8 @@ def compare_with_recorded(report: ArchiveCheck, recorded: RecordedArchive) -> li
                         f"not the recorded {recorded.sha256[:12]}... ({recorded.size} bytes)")
     for run_id, head in sorted(recorded.heads.items(), key=lambda item: int(item[0])):
         found = report.heads.get(run_id)
+        if found is None and run_id in report.unread:
+            continue  # in the file, its row named as unreadable
         if found is None:
             problems.append(f"run {run_id} is recorded in the archive but missing from it")
         elif list(found) != list(head):
