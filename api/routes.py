@@ -28,7 +28,7 @@ from runs.operator.investigation import investigate, lookups_refusal
 from runs.permissions import grants_of
 from runs.reads.agent_selectors import conversations
 
-from . import bulk_routes, openapi, operator_routes, selectors
+from . import bulk_routes, openapi, operator_routes, selectors, subscriber_routes
 from .archived import archived_body, run_not_here
 from .auth import RateLimited, TokenAuth
 from .errors import DATABASE_DOWN, RETRY_AFTER_SECONDS, error_body, no_acting_user
@@ -434,3 +434,4 @@ def _tool_call(call: dict) -> dict:
 
 operator_routes.register(api, headers=_HEADERS, refusals=REFUSALS_BEFORE_INPUT)
 bulk_routes.register(api, headers=_HEADERS)
+subscriber_routes.register(api, headers=_HEADERS, refusals=REFUSALS_BEFORE_INPUT)

@@ -14,6 +14,9 @@ from runs.machine.transitions.kernel import NEW
 from runs.machine.transitions.outcome import REMOTE_REF_MAX
 from runs.models import AttentionReason, ErrorClass, RunStatus, StepStatus, ToolCallStatus
 
+from .models import WebhookSubscriber
+from .subscribers import SECRET_MAX_LENGTH
+
 # A run as a caller sees it: a small, finite set of states.
 State = Literal["accepted", "running", "waiting", "needs_attention", "compensating",
                 "completed", "compensated", "compensation_failed", "terminated"]
@@ -439,6 +442,73 @@ class DecisionOut(Schema):
     outcome: Literal["recorded", "already_recorded"]
     message: str
     approval_request: ApprovalRequestOut
+
+
+# Webhook subscribers (api.subscriber_routes). The secret is write-only: no answer has it.
+_NAME_MAX = WebhookSubscriber._meta.get_field("name").max_length
+_URL_MAX = WebhookSubscriber._meta.get_field("url").max_length
+SubscriberWorkflows = list[Annotated[str, Field(min_length=1, max_length=200,
+                                                pattern=NO_NUL)]]
+_SUBSCRIBER_NAME = "Unique; the subject of its records in the access chain, so it never changes."
+_SUBSCRIBER_URL = ("Where its events are POSTed (http or https), as Django admin takes it; "
+                   "in a deployment only a public address is sent anything.")
+_SUBSCRIBER_SECRET = ("Signs each delivery (HMAC-SHA256); give it to the receiver. Write-only: "
+                      "never answered, logged or recorded.")
+_SUBSCRIBER_WORKFLOWS = ("The workflows whose runs it is told of, each one of the token's "
+                         "and one whose runs the token's person may view; [] (every "
+                         "workflow) is beyond any token.")
+
+
+class SubscriberIn(Schema):
+    # A misspelt field ("workflow") would otherwise be dropped, and the subscriber told of
+    # other runs than meant.
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(min_length=1, max_length=_NAME_MAX, pattern=NO_NUL,
+                      description=_SUBSCRIBER_NAME)
+    url: str = Field(min_length=1, max_length=_URL_MAX, pattern=NO_NUL,
+                     description=_SUBSCRIBER_URL)
+    secret: str = Field(min_length=1, max_length=SECRET_MAX_LENGTH, pattern=NO_NUL,
+                        description=_SUBSCRIBER_SECRET)
+    workflows: SubscriberWorkflows = Field(description=_SUBSCRIBER_WORKFLOWS)
+    # Strict, as every boolean of a body: "no" would be read as a boolean.
+    active: bool = Field(True, strict=True, description="Sent its events; false holds them.")
+
+
+class SubscriberChange(Schema):
+    model_config = {"extra": "forbid"}
+
+    name: str | None = Field(None, min_length=1, max_length=_NAME_MAX, pattern=NO_NUL,
+                             description=f"{_SUBSCRIBER_NAME} Its own name only (or null).")
+    url: str | None = Field(None, min_length=1, max_length=_URL_MAX, pattern=NO_NUL,
+                            description=_SUBSCRIBER_URL)
+    secret: str | None = Field(
+        None, min_length=1, max_length=SECRET_MAX_LENGTH, pattern=NO_NUL,
+        description=f"{_SUBSCRIBER_SECRET} A new one replaces the current one, which signs "
+                    "beside it for WEBHOOK_SECRET_OVERLAP_HOURS while the receiver switches.")
+    workflows: SubscriberWorkflows | None = Field(None, description=_SUBSCRIBER_WORKFLOWS)
+    active: bool | None = Field(None, strict=True)
+    end_overlap: bool = Field(
+        False, strict=True, description="For a secret that leaked: the replaced one (now, or "
+                                        "earlier and still signing) signs nothing from now on.")
+
+
+class SubscriberOut(Schema):
+    id: int
+    name: str
+    url: str = Field(description="As the access chain records it: the credentials a URL may "
+                                 "carry (its userinfo, its query's values) masked.")
+    workflows: list[str] = Field(description="[]: every workflow.")
+    active: bool
+    previous_secret_signs_until: datetime | None = Field(
+        description="Until when the secret last replaced signs beside the current one (each "
+                    "delivery carries both signatures); null when only the current one does.")
+    created_at: datetime
+
+
+class SubscriberList(Schema):
+    subscribers: list[SubscriberOut] = Field(description="By name; those of the token's "
+                                                         "workflows only.")
 
 
 # Progress events (api.webhooks): the bodies POSTed to subscribers. The publisher builds

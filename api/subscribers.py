@@ -163,6 +163,24 @@ class SubscriberInUse(PermissionDenied):
     """A subscriber that has deliveries was about to be deleted; nothing was (a 403)."""
 
 
+class NameKept(ValueError):
+    """A subscriber's name was about to change; nothing was: its records in the access
+    chain name it (the admin shows it read-only)."""
+
+
+def refuse_who_may_not(by, action: str) -> None:
+    """PermissionDenied unless `by` holds the model permission Django admin asks of whoever
+    does `action` ("view", "add", "change" or "delete") to webhook subscribers: viewing
+    takes api.view_webhooksubscriber or api.change_webhooksubscriber (ModelAdmin.
+    has_view_permission), the others their own. The system (None) does anything."""
+    if by is None:
+        return
+    needed = ("view", "change") if action == "view" else (action,)
+    if not any(by.has_perm(f"api.{codename}_webhooksubscriber") for codename in needed):
+        raise PermissionDenied(f"{by.get_username()} may not {action} webhook subscribers "
+                               f"(permission api.{action}_webhooksubscriber)")
+
+
 def subscription_refusal(by, workflows: list[str], *, had: list[str] | None) -> str | None:
     """Why `by` may not have a subscriber take `workflows` (its stored list: [] is every
     workflow), one that took `had` before at the same URL (None: a new one, or one sent to a
@@ -205,7 +223,8 @@ def refuse_subscription(by, workflows: list[str], *, had: list[str] | None) -> N
 def subscriber_create(subscriber: WebhookSubscriber, *, by) -> None:
     """Save a new subscriber, its cursors at the heads (it is told what happens from now
     on), and record it; PermissionDenied if `by` may not give it its workflows
-    (subscription_refusal)."""
+    (subscription_refusal) or may not add subscribers (refuse_who_may_not)."""
+    refuse_who_may_not(by, "add")
     refuse_subscription(by, subscriber.workflows or [], had=None)
     with transaction.atomic():
         for cursor, head in webhook_cursors.cursors_at_head().items():
@@ -218,13 +237,18 @@ def subscriber_create(subscriber: WebhookSubscriber, *, by) -> None:
 
 def subscriber_save(subscriber: WebhookSubscriber, *, by, end_overlap: bool = False) -> None:
     """Save a changed subscriber and record what changed (a secret as replaced);
-    PermissionDenied if `by` may not give it its workflows (subscription_refusal).
+    PermissionDenied if `by` may not change subscribers (refuse_who_may_not) or may not give
+    it its workflows (subscription_refusal); NameKept if its name changed.
 
     A secret replaced keeps signing beside the new one for WEBHOOK_SECRET_OVERLAP_HOURS
     (replacing it again within them, the one replaced last); `end_overlap` (a leaked secret)
     stops the replaced one signing now, with or without a new one."""
+    refuse_who_may_not(by, "change")
     with transaction.atomic():
         stored = WebhookSubscriber.objects.select_for_update().get(pk=subscriber.pk)
+        if subscriber.name != stored.name:
+            raise NameKept(f"webhook subscriber {stored.name} keeps its name: its records in "
+                           "the access chain name it")
         refuse_subscription(by, subscriber.workflows or [],
                             had=workflows_kept(stored, subscriber.url))
         stored_secret = readable(stored.secret)
@@ -253,7 +277,8 @@ def subscriber_save(subscriber: WebhookSubscriber, *, by, end_overlap: bool = Fa
 
 def subscriber_delete(subscriber: WebhookSubscriber, *, by) -> None:
     """Delete a subscriber that has no deliveries and record it; SubscriberInUse, with
-    nothing deleted, if it has some."""
+    nothing deleted, if it has some; PermissionDenied if `by` may not delete subscribers."""
+    refuse_who_may_not(by, "delete")
     with transaction.atomic():
         # Locked, then asked again: a delivery the publisher adds meanwhile takes a share
         # lock on this row, so it is either seen here or waits for the delete.

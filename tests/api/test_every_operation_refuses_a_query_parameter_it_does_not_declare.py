@@ -4,15 +4,18 @@ one silently: `POST /api/runs/7/actions/terminate?dry_run=1` terminated the run,
 integrator who believed in the option learnt otherwise from the run. The same request
 without the parameter is answered as usual, so the refusal is the parameter's."""
 
+import json
 import uuid
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 
+from api.models import WebhookSubscriber
 from api.routes import api
+from api.subscribers import subscriber_create
 from api.tokens import token_create
 from approvals.models import ApprovalRequest, BulkJob, RequestStatus
-from audit.models import AuditRecord
+from audit.models import AccessRecord, AuditRecord
 from console.roles import ensure_roles
 from runs.machine import dispatch
 from runs.models import ControlRecord, DispatchPause, Run, RunStatus, Step, StepStatus
@@ -41,6 +44,9 @@ def headers(db):
         person.groups.add(Group.objects.get(name="operators"))
         _, plaintext = token_create(name=name, workflows=["test-orders"], acting_user=person)
         made[name] = {"HTTP_AUTHORIZATION": f"Bearer {plaintext}"}
+    # olga also keeps webhook subscribers, with the permissions admin asks for.
+    User.objects.get(username="olga").user_permissions.add(*Permission.objects.filter(
+        content_type__app_label="api", codename__endswith="_webhooksubscriber"))
     return made
 
 
@@ -56,7 +62,10 @@ def _written():
             BulkJob.objects.count(), ApprovalRequest.objects.count(),
             ApprovalRequest.objects.filter(status=RequestStatus.PENDING).count(),
             sorted(Run.objects.values_list("pk", "status")),
-            sorted(BulkJob.objects.values_list("pk", "status")))
+            sorted(BulkJob.objects.values_list("pk", "status")),
+            sorted(WebhookSubscriber.objects.values_list("name", "url", "secret", "active",
+                                                         "workflows")),
+            AccessRecord.objects.count())
 
 
 def _bulk_job(client, headers) -> int:
@@ -84,6 +93,10 @@ def _requests(client, headers) -> dict:
     # a filter that matches no run starts no job.
     place(new_run(), status=RunStatus.ATTENTION)
     job = _bulk_job(client, headers)
+    subscriber = WebhookSubscriber(name="erp", url="https://erp.example.com/hook", secret="s",
+                                   workflows=["test-orders"])
+    subscriber_create(subscriber, by=User.objects.get(username="olga"))
+    subscriber_path = f"/api/subscribers/{subscriber.pk}"
     return {
         "start_run": ("post", "/api/runs", {
             "workflow": "test-orders", "business_key": "tenant-1:order-9",
@@ -110,6 +123,13 @@ def _requests(client, headers) -> dict:
                            {"reason": "INC-7"}, "olga"),
         "resume_dispatch": ("post", "/api/workflows/test-orders/dispatch/resume",
                             {"reason": "INC-7"}, "olga"),
+        "list_subscribers": ("get", "/api/subscribers", None, "olga"),
+        "create_subscriber": ("post", "/api/subscribers", {
+            "name": "crm", "url": "https://crm.example.com/hook", "secret": "s3cret",
+            "workflows": ["test-orders"]}, "olga"),
+        "get_subscriber": ("get", subscriber_path, None, "olga"),
+        "change_subscriber": ("patch", subscriber_path, {"active": False}, "olga"),
+        "delete_subscriber": ("delete", subscriber_path, None, "olga"),
     }
 
 
@@ -117,8 +137,10 @@ def _send(client, headers, request, query=""):
     method, path, body, who = request
     if method == "get":
         return client.get(path + query, **headers[who])
-    return client.post(path + query, body or {}, content_type="application/json",
-                       **headers[who])
+    if method == "delete":
+        return client.delete(path + query, **headers[who])
+    return client.generic(method.upper(), path + query, json.dumps(body or {}),
+                          content_type="application/json", **headers[who])
 
 
 def _operation_ids() -> set[str]:

@@ -7,7 +7,7 @@ that each operation is a test of its own; schemathesis' fixture-based loader doe
 on this project's pytest version.
 
 Those items share the function's node id, and pytest-xdist, which schedules by node id,
-would run one operation of the seventeen: this module runs in a pytest of its own, without
+would run one operation of the twenty-two: this module runs in a pytest of its own, without
 -n (make test).
 """
 
@@ -16,6 +16,7 @@ import os
 
 import pytest
 import schemathesis
+from django.contrib.auth.models import User
 from hypothesis import HealthCheck, settings
 
 from api.routes import api
@@ -114,6 +115,32 @@ def test_each_documented_answer_of_a_start_matches_the_document(live_server, api
                                   media_type="application/json").call_and_validate(
             base_url=live_server.url, headers={"Authorization": f"Bearer {api_token}"})
         assert conflict.status_code == 409
+
+
+def test_each_answer_of_a_subscriber_kept_over_the_api_matches_the_document(live_server,
+                                                                           transactional_db):
+    """Generated requests come with a token that acts for nobody (403): here a person's
+    token makes, reads, changes and deletes a subscriber, each answer validated."""
+    _, plaintext = token_create(name="keeper", workflows=TEST_WORKFLOWS, rate_limit=1_000_000,
+                                acting_user=User.objects.create_superuser("keeper"))
+    headers = {"Authorization": f"Bearer {plaintext}"}
+    one = "/api/subscribers/{subscriber_id}"
+
+    def answer(path, method, **case):
+        return schema[path][method].Case(**case).call_and_validate(base_url=live_server.url,
+                                                                   headers=headers)
+
+    made = answer("/api/subscribers", "POST", media_type="application/json", body={
+        "name": "erp", "url": "https://erp.example.com/in", "secret": "s3cret",
+        "workflows": ["test-orders"]})
+    assert made.status_code == 201
+    at = {"path_parameters": {"subscriber_id": made.json()["id"]}}
+    assert answer("/api/subscribers", "GET").status_code == 200
+    assert answer(one, "GET", **at).status_code == 200
+    changed = answer(one, "PATCH", media_type="application/json", body={"secret": "n3w"}, **at)
+    assert changed.status_code == 200 and changed.json()["previous_secret_signs_until"]
+    assert answer(one, "DELETE", **at).status_code == 200
+    assert answer(one, "GET", **at).status_code == 404
 
 
 def test_the_docs_page_is_served_from_our_own_static_files(client):

@@ -304,6 +304,26 @@ def _api_dispatch_kwargs(world: World, view: View, item: str | None) -> dict:
     return {"workflow": "test-orders"}
 
 
+def _api_subscriber_kwargs(world: World, view: View, item: str | None) -> dict:
+    _token_just_used()
+    if "subscriber_id" not in view.route:
+        return {}
+    from api.models import WebhookSubscriber
+    from api.subscribers import subscriber_create
+
+    subscriber = WebhookSubscriber.objects.filter(name="matrix").first()
+    if subscriber is None:
+        subscriber = WebhookSubscriber(name="matrix", url="https://matrix.example.com/in",
+                                       secret="matrix-secret", workflows=["test-orders"])
+        subscriber_create(subscriber, by=world.users["superuser"])
+    return {"subscriber_id": subscriber.pk}
+
+
+def _api_subscriber_body(world: World, role: str, item: str | None) -> Body:
+    return {"name": world.unique("matrix"), "url": "https://matrix.example.com/in",
+            "secret": "matrix-secret", "workflows": ["test-orders"]}, JSON
+
+
 def event_body(world: World, role: str, item: str | None) -> Body:
     # The same event id each time: the first delivery goes through, later ones are
     # redeliveries that change nothing.
@@ -432,6 +452,14 @@ ENTRIES: list[tuple[str, Entry]] = [
         "person who may pause it (the matrix's token acts for nobody: 403); a console "
         "session is not a token.",
         may=NOBODY, kwargs=_api_dispatch_kwargs, body=_api_action_body, csrf=False)),
+    ("api:(list_subscribers|create_subscriber|get_subscriber|change_subscriber"
+     "|delete_subscriber)", Entry(
+        "Webhook subscribers over the API: only a token that acts for a person with the "
+        "model permission admin asks (the matrix's token acts for nobody: 403); a console "
+        "session is not a token. A subscriber's own path takes no POST (405); its PATCH and "
+        "DELETE are refused alike (tests/api/test_a_webhook_subscriber_refused_over_the_api_"
+        "is_neither_written_nor_recorded.py).",
+        may=NOBODY, kwargs=_api_subscriber_kwargs, body=_api_subscriber_body, csrf=False)),
     ("api:receive_event", Entry(
         "Send an external event: a token that may use the event's workflow; it is "
         "delivered to the run that waits for it. A console session is not a token.",
