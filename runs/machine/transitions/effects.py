@@ -397,6 +397,16 @@ def undo_outcome(change: Change, lease: Lease, step: Step, outcome: Outcome) -> 
          action=AuditAction.COMPENSATION_FAILED)
 
 
+# How a row settled as not done by a person (or a lookup they ran) says so.
+SETTLED_NOT_DONE = "settled as not done: "
+
+
+def settled_not_done(row) -> bool:
+    """Whether `row` was settled as not done by a person (settled_by_person): a second such
+    settlement (the same request sent twice at once) records nothing new."""
+    return row.status == FAILED and row.error_message.startswith(SETTLED_NOT_DONE)
+
+
 def settled_by_person(change: Change, effect: Effect, verdict, *, evidence: str,
                       reason: str) -> dict:
     """An unknown effect settled with what a person (or a lookup they ran) established,
@@ -414,7 +424,7 @@ def settled_by_person(change: Change, effect: Effect, verdict, *, evidence: str,
     elif isinstance(verdict, definition.NotFound):
         row.status = FAILED
         # Shown on the row (run page, show_run): masked as the audit record masks them.
-        row.error_message = redact_text(f"settled as not done: {evidence or reason}")
+        row.error_message = redact_text(f"{SETTLED_NOT_DONE}{evidence or reason}")
         said = {"verdict": "not found"}
     else:
         said = {"verdict": "undetermined"}

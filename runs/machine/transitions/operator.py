@@ -164,13 +164,14 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
         effect = effects.StepEffect(op, step)
         if looked_up:
             verdict = effects.looked_up_verdict(effect, verdict, change.now)
-        if isinstance(verdict, definition.NotFound) and step.status == StepStatus.FAILED:
+        if isinstance(verdict, definition.NotFound) and effects.settled_not_done(step):
             # The same settlement sent twice (a retried request, two people who read the
-            # same unknown step): the first made it failed, the second would record again.
+            # same unknown step): the first settled it, the second would record again. A
+            # step that failed by itself may still be settled as not done, with evidence.
             raise TransitionNotAllowed(
-                f"{step_name} of run {run_id} is already settled as not done (failed: "
-                f"{step.error_message or 'no error recorded'}); nothing changed. Retry "
-                "the step to send it again with the same key.")
+                f"{step_name} of run {run_id} is already settled as not done "
+                f"({step.error_message}); nothing changed. Retry the step to send it again "
+                "with the same key.")
         data = {"evidence": evidence, **effects.settled_by_person(
             change, effect, verdict, evidence=evidence, reason=reason)}
         if ended:
