@@ -71,6 +71,18 @@ def not_found(subscriber_id: int) -> Status:
                                   f"no webhook subscriber {subscriber_id} for this token"))
 
 
+def asked_for(request, subscriber_id: int, action: str) -> WebhookSubscriber | Status:
+    """The subscriber an operation on one names, or the answer refusing it, in the order
+    every such operation refuses: a query it does not take, who may not `action`
+    subscribers, one not within the token's reach (404)."""
+    if (refused := refuse_unknown_query(request, ())) is not None:
+        return refused
+    if (refused := refused_person(request.auth, action)) is not None:
+        return refused
+    subscriber = reached(request.auth, subscriber_id)
+    return not_found(subscriber_id) if subscriber is None else subscriber
+
+
 def refused_before_input(request) -> Status | None:
     """A make's or a change's refusals before its body is read, in their order: who may not
     make or change subscribers, or change this one, hears nothing of what they sent. A
@@ -195,13 +207,8 @@ def register(api, *, headers: dict, refusals: dict) -> None:
                     "subscribers. 404: no such subscriber whose workflows are all the "
                     "token's.")
     def get_subscriber(request, subscriber_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
-        if (refused := refuse_unknown_query(request, ())) is not None:
-            return refused
-        token = request.auth
-        if (refused := refused_person(token, "view")) is not None:
-            return refused
-        subscriber = reached(token, subscriber_id)
-        return not_found(subscriber_id) if subscriber is None \
+        subscriber = asked_for(request, subscriber_id, "view")
+        return subscriber if isinstance(subscriber, Status) \
             else Status(200, described(subscriber))
 
     @api.patch(
@@ -222,14 +229,9 @@ def register(api, *, headers: dict, refusals: dict) -> None:
                     "written on a refusal.")
     def change_subscriber(request, payload: SubscriberChange,
                           subscriber_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
-        if (refused := refuse_unknown_query(request, ())) is not None:
-            return refused
-        token = request.auth
-        if (refused := refused_person(token, "change")) is not None:
-            return refused
-        subscriber = reached(token, subscriber_id)
-        if subscriber is None:
-            return not_found(subscriber_id)
+        token, subscriber = request.auth, asked_for(request, subscriber_id, "change")
+        if isinstance(subscriber, Status):
+            return subscriber
         given = payload.dict(exclude_none=True)
         end_overlap = given.pop("end_overlap")
         for field, value in given.items():
@@ -253,14 +255,9 @@ def register(api, *, headers: dict, refusals: dict) -> None:
                     "not delete subscribers. 404: no such subscriber whose workflows are all "
                     "the token's.")
     def delete_subscriber(request, subscriber_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
-        if (refused := refuse_unknown_query(request, ())) is not None:
-            return refused
-        token = request.auth
-        if (refused := refused_person(token, "delete")) is not None:
-            return refused
-        subscriber = reached(token, subscriber_id)
-        if subscriber is None:
-            return not_found(subscriber_id)
+        token, subscriber = request.auth, asked_for(request, subscriber_id, "delete")
+        if isinstance(subscriber, Status):
+            return subscriber
         answer = described(subscriber)
         try:
             subscribers.subscriber_delete(subscriber, by=token.acting_user)

@@ -321,20 +321,16 @@ BUDGET_LIMITS = ("max_turns", "max_tool_calls", "max_tokens")
 
 
 def budget_problem(budget) -> str | None:
-    """Why an agent's `budget` is not one the agent loop can keep, or None. A dict of the
-    same limits, or a limit of 2.5 turns, passed the declaration and failed (or was compared
-    as it was) at the run's model turns."""
+    """Why an agent's `budget` is not one the agent loop can keep, or None (max_calls_per_turn
+    may be None: the installation's bound). A dict of the same limits, or a limit of 2.5
+    turns, passed the declaration and failed (or was compared as it was) at model turns."""
     if not all(hasattr(budget, limit) for limit in BUDGET_LIMITS):
         return (f"budget must be an AgentBudget (budget=AgentBudget(max_turns=...)), not "
                 f"{type(budget).__name__}")
-    for limit in BUDGET_LIMITS:
-        value = getattr(budget, limit)
-        if not whole(value, least=1):
+    for limit in (*BUDGET_LIMITS, "max_calls_per_turn"):
+        value = getattr(budget, limit, None)
+        if (value is not None or limit in BUDGET_LIMITS) and not whole(value, least=1):
             return f"its budget's {limit} must be a whole number >= 1, not {value!r}"
-    per_turn = getattr(budget, "max_calls_per_turn", None)
-    if per_turn is not None and not whole(per_turn, least=1):
-        return ("its budget's max_calls_per_turn must be a whole number >= 1 (or None: the "
-                f"installation's RUNS_AGENT_TURN_MAX_TOOL_CALLS), not {per_turn!r}")
     return None
 
 

@@ -82,6 +82,5 @@ def test_a_bound_on_calls_per_turn_that_is_no_whole_number_from_one_is_refused(p
                        budget=AgentBudget(max_calls_per_turn=per_turn))
     assert str(refused.value) == (
         "workflow test-agent-kinds v1, step 'assist': its budget's max_calls_per_turn must be "
-        "a whole number >= 1 (or None: the installation's RUNS_AGENT_TURN_MAX_TOOL_CALLS), "
-        f"not {per_turn!r}")
+        f"a whole number >= 1, not {per_turn!r}")
     assert workflow.steps == []
