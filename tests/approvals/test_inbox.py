@@ -47,6 +47,9 @@ def test_the_inbox_lists_what_i_may_decide_overdue_first(approvers, ann, carol, 
 def test_the_inbox_costs_the_same_queries_for_one_request_as_for_many(approvers, ann, client):
     client.force_login(ann)
     open_request(waiting_run())
+    # Once before counting: the first page a process serves also fills its caches (content
+    # types, which depend on what ran before it), and that is no cost of the list.
+    assert client.get(reverse("approvals:inbox")).status_code == 200
     with CaptureQueriesContext(connection) as one:
         assert client.get(reverse("approvals:inbox")).status_code == 200
     for _ in range(6):
