@@ -25,12 +25,12 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
-from django.db.models.functions import Now
 
 from audit.actions import AuditAction
 from audit.chain import Actor
 from audit.models import AuditRecord
 from audit.redaction import redact_text
+from runs import store
 from runs.machine import transitions
 from runs.machine.errors import TransitionNotAllowed
 from runs.machine.storable import person_text_problem
@@ -358,7 +358,7 @@ def apply_pending_decisions(*, now: datetime | None = None, limit: int = 200) ->
     the run was passing through another state), due by the database's clock (`now`, a
     test's time, stands in for it). Returns how many settled."""
     due = ApprovalRequest.objects.filter(settled_at__isnull=True, status__in=DECIDED_STATUSES,
-                                         apply_after__lte=Now() if now is None else now)
+                                         apply_after__lte=store.time_in_statement(now))
     return sum(apply_to_run(pk, now=now) for pk in
                list(due.order_by("apply_after").values_list("pk", flat=True)[:limit]))
 

@@ -203,7 +203,7 @@ def publish_notifications(*, now: datetime | None = None, limit: int = 100) -> P
     """
     report = PublishReport()
     due = Notification.objects.filter(status=NotificationStatus.PENDING,
-                                      next_attempt_at__lte=Now() if now is None else now)
+                                      next_attempt_at__lte=store.time_in_statement(now))
     server_retry_at = None  # when the server is tried again, once it gave no answer
     batch = list(due.order_by("next_attempt_at", "pk").values_list("pk", flat=True)[:limit])
     with recipients_read_once(batch) as recipients:
@@ -267,7 +267,7 @@ def _deliver(pk: int, given: datetime | None, defer_until: datetime | None,
         note = (Notification.objects.select_for_update(skip_locked=True, of=("self",))
                 .select_related("request", "request__run", "user").annotate(locked_at=Now())
                 .filter(pk=pk, status=NotificationStatus.PENDING,
-                        next_attempt_at__lte=Now() if given is None else given)
+                        next_attempt_at__lte=store.time_in_statement(given))
                 .first())
         if note is None:
             return None, None

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import DatabaseError, transaction
-from django.db.models import DateTimeField, F, Q, Value
-from django.db.models.functions import Coalesce, Now
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
 
+from runs import store
 from runs.models import ApprovalWait
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ def count_failure(*, run_id: int, step_name: str, tool_call_id: int | None,
     when the count itself failed (logged; the pass goes on). Dated by the database's clock
     in its statements, as requests are (`now`, a caller's time, a test's, stands in)."""
     counted = ApprovalWait.objects.filter(_wait(run_id, step_name, tool_call_id))
-    clock = Now() if now is None else Value(now, DateTimeField())
+    clock = store.time_in_statement(now)
     try:
         with transaction.atomic():
             if not counted.update(open_failures=F("open_failures") + 1,

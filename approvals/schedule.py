@@ -13,9 +13,9 @@ from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Q
-from django.db.models.functions import Now
 
 from audit.actions import AuditAction
+from runs import store
 from runs.machine.single_pass import single_pass
 
 from . import sweep_scope
@@ -47,7 +47,7 @@ def send_reminders(*, now: datetime | None = None, limit: int = 200) -> int:
     `now`, a caller's time (a test's), stands in for it."""
     count = 0
     due = ApprovalRequest.objects.filter(status=RequestStatus.PENDING,
-                                         next_reminder_at__lte=Now() if now is None else now)
+                                         next_reminder_at__lte=store.time_in_statement(now))
     for pk in list(due.order_by("next_reminder_at").values_list("pk", flat=True)[:limit]):
         try:
             count += _remind(pk, now)
@@ -106,7 +106,7 @@ def apply_timeouts(*, now: datetime | None = None, limit: int = 200) -> TimeoutR
     a decision judges it; `now`, a caller's time (a test's), stands in for it."""
     report = TimeoutReport()
     due = ApprovalRequest.objects.filter(status=RequestStatus.PENDING,
-                                         due_at__lte=Now() if now is None else now)
+                                         due_at__lte=store.time_in_statement(now))
     for pk, run_id in list(due.order_by("due_at").values_list("pk", "run_id")[:limit]):
         try:
             outcome = _time_out(pk, run_id, now)
@@ -147,7 +147,7 @@ def withdraw_stale_requests(*, now: datetime | None = None, limit: int = 200,
     the database's clock, as timeouts and reminders are; `now` (a test's) stands in."""
     stale = ApprovalRequest.objects.filter(no_longer_awaited(), status=RequestStatus.PENDING)
     if due_only:
-        due_by = Now() if now is None else now
+        due_by = store.time_in_statement(now)
         stale = stale.filter(Q(due_at__lte=due_by) | Q(next_reminder_at__lte=due_by))
     count = 0
     for pk, run_id in list(stale.values_list("pk", "run_id")[:limit]):

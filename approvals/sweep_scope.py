@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from django.db.models import Count, Max, Min
 from django.db.models.functions import Now
 
+from runs import store
 from runs.models import PassPosition
 
 from .requests import askable, open_pending_requests, unasked, waits_after
@@ -122,7 +123,7 @@ def end_pass(scope: Scope, asked_through: int, given: datetime | None) -> None:
     """Keep the position the pass reached, and when a full look was made (by the
     database's clock, as of_pass judges it; `given`, a test's time, stands in): one write
     at most, none when neither changed."""
-    now = Now() if given is None else given
+    now = store.time_in_statement(given)
     rows = []
     if asked_through != scope.asked_through:
         rows.append(PassPosition(job=ASKED_JOB, after_id=asked_through, updated_at=now))

@@ -261,9 +261,9 @@ def check_archive(handle) -> ArchiveCheck:
     try:
         for number, line in enumerate(archive_lines(io.BufferedReader(hashing)), start=1):
             if not isinstance(line, dict):
-                report.problems.append(f"line {number} of the archive is a JSON "
-                                       f"{JSON_KINDS.get(type(line), 'value')}, not an "
-                                       "object: no archive writes one")
+                report.problems.append(f"line {number} of the archive is "
+                                       f"{_json_kind(line)}, not an object: no archive "
+                                       "writes one")
                 continue
             run = line.get("run")
             if run is None:

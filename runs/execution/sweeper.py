@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models.functions import Now
 
 from .. import store
 from ..machine import dispatch, limits, tracing, transitions
@@ -49,7 +48,7 @@ def sweep(*, now: datetime | None = None, limit: int = 500) -> SweepReport:
 def _sweep(now: datetime | None, limit: int) -> SweepReport:
     # Leases and due times are judged by the database server's now() in each statement
     # (unless a caller gives a time): a sweeper whose clock runs ahead takes no live lease.
-    server_now = Now() if now is None else now
+    server_now = store.time_in_statement(now)
     report = SweepReport()
     expired = list(Run.objects.filter(
         status__in=[RunStatus.RUNNING, RunStatus.COMPENSATING], lease_expires_at__lt=server_now

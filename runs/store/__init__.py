@@ -15,13 +15,15 @@ The store tests (tests/runs/test_store.py) run on both databases in `make test`.
 from functools import cache
 
 from django.db import connection
+from django.db.models import DateTimeField, Value
+from django.db.models.functions import Now
 
 from .base import Store, join_next_transaction, withdraw_joined
 from .postgres import PostgresStore
 from .sqlite import SqliteStore
 
 __all__ = ["PostgresStore", "SqliteStore", "Store", "current", "join_next_transaction", "of",
-           "withdraw_joined"]
+           "time_in_statement", "time_of_lock", "withdraw_joined"]
 
 _STORES = {"postgresql": PostgresStore(), "sqlite": SqliteStore()}
 
@@ -46,3 +48,11 @@ def time_of_lock(run, *, given=None):
     estimate of it. The estimate runs ahead or behind for a while after this host's clock
     stepped: judged by it, a lease, an event's deadline or a request's due time moves."""
     return given or getattr(run, "locked_at", None) or current().now()
+
+
+def time_in_statement(given=None):
+    """The time a statement judges a due time or a lease by, and dates what it writes by,
+    as an expression: the database's clock in the statement itself, or a time its caller
+    gave (a test's). Not this process's estimate of that clock, which runs ahead or behind
+    for a while after this host's clock stepped. Under a lock already taken, time_of_lock."""
+    return Now() if given is None else Value(given, output_field=DateTimeField())

@@ -29,11 +29,11 @@ import logging
 from datetime import datetime
 
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q
-from django.db.models.functions import Now
 from django.utils import timezone
 
 from audit.chain import Actor
 
+from .. import store
 from ..definitions import definition
 from ..machine.errors import TransitionNotAllowed
 from ..machine.transitions import (
@@ -89,7 +89,7 @@ def waiting_step(workflow: str, ref: str, *, now: datetime | None = None,
     # Whether each deadline has passed, by the database's clock (a caller's given time
     # aside), as deliver_event judges it: not this process's estimate of that clock.
     waits = waits.annotate(past_deadline=ExpressionWrapper(
-        Q(next_attempt_at__lte=Now() if now is None else now), output_field=BooleanField()))
+        Q(next_attempt_at__lte=store.time_in_statement(now)), output_field=BooleanField()))
     step = _listening(waits)
     if step is None or not _renamed(step):
         return step

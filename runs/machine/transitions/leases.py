@@ -8,8 +8,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import models
-from django.db.models import DateTimeField, ExpressionWrapper, Value
-from django.db.models.functions import Now
+from django.db.models import DateTimeField, ExpressionWrapper
 
 from audit.actions import AuditAction
 from audit.chain import Actor
@@ -49,7 +48,7 @@ def extended_lease(now: datetime | None) -> dict:
     """The columns a heartbeat sets: the expiry is the database server's now() plus the
     lease, computed in the statement (unless a caller gives a time), so a worker whose clock
     runs ahead cannot give itself a longer lease."""
-    stamp = Value(now) if now is not None else Now()
+    stamp = store.time_in_statement(now)
     return {"lease_expires_at": ExpressionWrapper(
                 stamp + timedelta(seconds=settings.RUNS_LEASE_SECONDS),
                 output_field=DateTimeField()),
@@ -101,7 +100,7 @@ def expire_leases(run_ids: list[int], *, now: datetime | None = None,
         # Locked in id order, as every batch locks them: two batches cannot deadlock.
         runs = db.lock_runs(Run.objects.filter(
             pk__in=run_ids, status__in=list(HELD),
-            lease_expires_at__lte=Now() if now is None else now).order_by("pk"))
+            lease_expires_at__lte=store.time_in_statement(now)).order_by("pk"))
         # Stamped in the same transaction: now() is the time the locks were taken.
         now = transition_time(now)
         running: dict[int, list[Step]] = {run.pk: [] for run in runs}
