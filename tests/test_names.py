@@ -40,11 +40,11 @@ def private(name):
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def underscore_uses(path):
-    """(line, text) for each underscore name this file takes from another project module."""
+def underscore_uses(path, modules):
+    """(line, text) for each underscore name this file takes from another project module
+    (modules: the names of every project module)."""
     module = module_name(path)
     tree = ast.parse(path.read_text(), str(path))
-    modules = set(module_name(p) for p in project_files())
     bound = {}  # local name -> project module it stands for
     found = []
     for node in ast.walk(tree):
@@ -75,6 +75,10 @@ def underscore_uses(path):
 
 
 def test_no_module_takes_another_modules_underscore_names():
+    # The module names are read once: reading them again for each file made this test
+    # take a minute.
+    files = list(project_files())
+    modules = {module_name(path) for path in files}
     uses = [f"{path.relative_to(ROOT)}:{line}: {text}"
-            for path in project_files() for line, text in underscore_uses(path)]
+            for path in files for line, text in underscore_uses(path, modules)]
     assert not uses, "underscore names used across modules:\n" + "\n".join(uses)
