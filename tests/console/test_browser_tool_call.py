@@ -61,6 +61,15 @@ def test_an_operator_reconciles_one_tool_call_by_its_key(browser, live_server,  
     expect(button).to_have_count(1)
     expect(page.get_by_role("button", name="Reconcile tool call…")).to_have_count(1)
     page.screenshot(path=str(SCREENSHOTS / "run-agent-tool-call.png"), full_page=True)
+    # The conversation fits the page (1,280 pixels wide): its JSON's long strings wrap
+    # instead of pushing the status, its buttons and the error off the screen.
+    fits = page.evaluate("""() => {
+        const table = document.querySelector('table.agent-conversation');
+        const main = document.querySelector('main');
+        return [document.documentElement.scrollWidth <= document.documentElement.clientWidth,
+                table.getBoundingClientRect().right <= main.getBoundingClientRect().right];
+    }""")
+    assert fits == [True, True]
 
     button.click()
     dialog = page.locator(f"#dialog-reconcile_tool_call-triage-{call.turn}-{call.index}")
