@@ -9,6 +9,9 @@ alone, and decides it with approvals.decisions.decide: the claim on the request,
 decide_tool_call / decide_approval applied by apply_to_run, with the request's payload hash.
 
 The drill user ("drill") has no password and no permission but those object permissions.
+An account of that name that someone can sign in with is a person's, not the drill's: the
+drill refuses to decide as it (drill_user), since every decision it recorded would name that
+person as having approved what they never saw.
 """
 
 import uuid
@@ -30,10 +33,19 @@ DRILL_USERNAME = "drill"
 
 
 def drill_user():
+    """The drill's own account, made on first use. ValueError if an account of its name is
+    one a person signs in with (a password, staff or superuser): the drill never decides,
+    nor is granted anything, as a person."""
     user, created = get_user_model().objects.get_or_create(username=DRILL_USERNAME)
     if created:
         user.set_unusable_password()
         user.save(update_fields=["password"])
+    elif user.has_usable_password() or user.is_staff or user.is_superuser:
+        raise ValueError(
+            f"the account {DRILL_USERNAME!r} (id {user.pk}) is a person's: it has a password "
+            "or staff rights, and the drill approves as an account of that name that nobody "
+            "signs in with. Nothing was approved; rename that person's account, and the "
+            "drill makes its own on its next run.")
     return user
 
 
@@ -44,11 +56,12 @@ def approve_for_drill(run: Run) -> bool:
     if not is_drill_run(run):
         raise PermissionDenied(f"run {run.pk} ({run.business_key}) is not a drill run; the "
                                "drill approver decides nothing for it")
+    # Before anything is opened or granted: refused, the drill leaves the run as it was.
+    user = drill_user()
     for call in transitions.waiting_tool_calls(run):
         open_tool_call_request(call)
     for step in Step.objects.filter(run=run, kind=definition.APPROVAL, status=StepStatus.WAITING):
         open_request(run, step.name)
-    user = drill_user()
     recorded = False
     pending = ApprovalRequest.objects.filter(
         run=run, status=RequestStatus.PENDING, settled_at__isnull=True,
