@@ -141,9 +141,20 @@ class ApprovalRequest(models.Model):
         return self.status == RequestStatus.PENDING
 
     @property
+    def bulk_runs(self) -> list[int]:
+        """The runs a bulk job's request acts on once approved (it hangs on the first of
+        them only because a request belongs to a run); [] for any other request."""
+        params = dict(self.params or {})
+        return list(params.get("runs") or []) if params.get("bulk_job") else []
+
+    @property
     def subject(self) -> str:
-        """What is asked, in a few words."""
+        """What is asked, in a few words: a bulk job's request says how many runs it acts
+        on, never only the run it hangs on."""
         if self.kind == RequestKind.OPERATOR_ACTION:
+            if self.bulk_runs:
+                return (f"operator action: {self.action} of {len(self.bulk_runs)} runs "
+                        f"(bulk job {self.params['bulk_job']})")
             return f"operator action: {self.action}"
         if self.kind == RequestKind.TOOL_CALL:
             return f"{self.step_name}: tool {self.params.get('tool', '?')} " \

@@ -138,6 +138,11 @@ def _message(approval: ApprovalRequest, kind: str) -> tuple[str, str]:
     elif approval.kind == RequestKind.TOOL_CALL:
         what = (f"{workflow} {key}: tool {header_text(approval.params.get('tool', '?'))} "
                 f"in {header_text(approval.step_name)}")
+    elif approval.bulk_runs:
+        # Approving it acts on every run of the job, of any workflow: naming the run it
+        # hangs on would read as an action on that one run.
+        what = (f"{header_text(approval.action)} of {len(approval.bulk_runs)} runs "
+                f"(bulk job {approval.params['bulk_job']})")
     else:
         what = f"{header_text(approval.action)} of run {run.pk} ({workflow} {key})"
     prefix = {NotificationKind.REMINDER: "Reminder: ",

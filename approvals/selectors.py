@@ -140,6 +140,8 @@ def what_follows(approval: ApprovalRequest) -> list[str]:
     steps = list(Step.objects.filter(run=run).order_by("position"))
     if approval.kind == RequestKind.OPERATOR_ACTION:
         action = ACTIONS.get(approval.action)
+        if action is not None and approval.bulk_runs:
+            return _bulk_follows(approval, action)
         return action.explain(run, steps) if action else []
     lines = step_lines(run, steps)
     position = next((s.position for s in steps if s.name == approval.step_name), None)
@@ -152,6 +154,20 @@ def what_follows(approval: ApprovalRequest) -> list[str]:
             [f"Once the agent {approval.step_name} finishes, the run goes on:"] + later
             if later else [])]
     return later
+
+
+def _bulk_follows(approval: ApprovalRequest, action) -> list[str]:
+    # What approvals.bulk.apply_approved does: the action on each run of the job that
+    # waited for a second person, not on the run the request hangs on alone (whose own
+    # state, explained, would say nothing of the others).
+    count, asked_by = len(approval.bulk_runs), approval.snapshot.get("requested_by", "")
+    return [
+        f"Approved: {action.label.lower()} is taken on each of the {count} runs listed, "
+        f"as {asked_by} asked, on each run they may still {action.label.lower()} and whose "
+        "state still allows it; the bulk job's page says what became of each run.",
+        f"{action.label}, on each run: {action.summary}",
+        "Rejected: none of the runs is touched.",
+    ]
 
 
 def _tool_call_follows(approval: ApprovalRequest) -> list[str]:
