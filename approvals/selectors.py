@@ -140,9 +140,17 @@ def what_follows(approval: ApprovalRequest) -> list[str]:
     steps = list(Step.objects.filter(run=run).order_by("position"))
     if approval.kind == RequestKind.OPERATOR_ACTION:
         action = ACTIONS.get(approval.action)
-        if action is not None and approval.bulk_runs:
+        if action is None:
+            return []
+        if approval.bulk_runs:
             return _bulk_follows(approval, action)
-        return action.explain(run, steps) if action else []
+        # Told to the second person: what their approval lets happen to this run, not the
+        # asker's "your request goes to a second person".
+        asked_by = approval.snapshot.get("requested_by", "")
+        return [f"Approved: {action.label.lower()} is taken on this run, as {asked_by} asked, "
+                f"if they may still {action.label.lower()} it and its state still allows it.",
+                *action.explain(run, steps, asking=False),
+                "Rejected: nothing is done to the run."]
     lines = step_lines(run, steps)
     position = next((s.position for s in steps if s.name == approval.step_name), None)
     if position is None:

@@ -126,17 +126,17 @@ class OperatorAction:
     def needs_second_person(self, steps: list[Step]) -> bool:
         return transitions.needs_second_person(self.name, steps)
 
-    def explain(self, run: Run, steps: list[Step], call: dict | None = None) -> list[str]:
-        """What pressing the button will do, in words, for the confirmation dialog; aimed at
-        one tool call (`call`, as the console reads it), what it will do to that call."""
+    def explain(self, run: Run, steps: list[Step], call: dict | None = None,
+                asking: bool = True) -> list[str]:
+        """What pressing the button will do, in words: for its confirmation dialog, or (not
+        `asking`) for the second person's page; aimed at one tool call, what it does to it."""
         details = (tool_call_outline(self.name, call) if call is not None
                    else _DETAILS.get(self.name, _no_details)(run, steps))
         lines = [self.summary, *details]
         # A re-run counts only the effects from the chosen step on: its details say so.
-        if self.name != "rerun_from_step" and self.needs_second_person(steps):
-            lines.append("This run has a high-impact effect that took place: your request "
-                         "goes to a second person for approval (four eyes) and nothing "
-                         "happens until then.")
+        if asking and self.name != "rerun_from_step" and self.needs_second_person(steps):
+            lines.append("This run has a high-impact effect that took place: your request goes to "
+                         "a second person for approval (four eyes) and nothing happens until then.")
         return lines
 
     def perform(self, run_id: int, *, actor: Actor, given: ActionInput,
