@@ -86,6 +86,9 @@ def _approval(request, approval: ApprovalRequest) -> dict:
     snapshot = approval.snapshot if isinstance(approval.snapshot, dict) else {}
     operator = approval.kind == RequestKind.OPERATOR_ACTION
     return {"id": approval.pk, "kind": approval.kind, "run_id": approval.run_id,
+            # A bulk job's request acts on every run of the job, not on run_id alone.
+            "bulk_job": approval.params.get("bulk_job") if approval.bulk_runs else None,
+            "run_count": len(approval.bulk_runs) or 1,
             "action": approval.action, "step": approval.target_step, "status": approval.status,
             "requested_by": snapshot.get("requested_by") if operator else None,
             "requested_at": approval.requested_at, "due_at": approval.due_at,

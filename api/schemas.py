@@ -367,7 +367,12 @@ class ActionIn(Schema):
 class ApprovalRequestOut(Schema):
     id: int
     kind: str
-    run_id: int
+    run_id: int = Field(description="The run the request is kept with: for a bulk job's "
+                                    "request, the first of the `run_count` runs it acts on.")
+    bulk_job: int | None = Field(description="The bulk job whose runs an approval acts on "
+                                             "(four eyes), or null.")
+    run_count: int = Field(description="How many runs an approval acts on: 1, or the bulk "
+                                       "job's runs that wait for a second person.")
     action: str = Field(description="The operator action asked for (four eyes), or empty.")
     step: str
     status: str
