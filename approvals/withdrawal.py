@@ -47,7 +47,8 @@ def no_longer_awaited() -> Q:
     """The requests (pending or not: callers filter) whose run no longer waits for their
     decision: it stopped waiting on the step or the tool call (terminated, compensated,
     decided or settled by an operator), the call was cancelled, or, for an operator
-    action, the run is final and the action's transition cannot start from its state."""
+    action on one run, the run is final and the action's transition cannot start from its
+    state."""
     # A call a person cancelled is never decided, whatever its run does meanwhile.
     call_cancelled = ToolCall.objects.filter(pk=OuterRef("tool_call_id"),
                                              status=ToolCallStatus.CANCELLED)
@@ -59,7 +60,11 @@ def no_longer_awaited() -> Q:
             | (Q(kind=RequestKind.TOOL_CALL)
                & ((~Exists(call_still_waiting()) & Exact(run_status, RunStatus.WAITING))
                   | In(run_status, NOT_WAITING_STATUSES) | Exists(call_cancelled)))
-            | (Q(kind=RequestKind.OPERATOR_ACTION) & _action_refused_for_good(run_status)))
+            # A bulk job's request only hangs on its first run: approved, it acts on every
+            # run of the job, each refused there if it can no longer take the action
+            # (bulk.apply_approved). That one run's end ends no wait of the others.
+            | (Q(kind=RequestKind.OPERATOR_ACTION) & ~Q(params__has_key="bulk_job")
+               & _action_refused_for_good(run_status)))
 
 
 def _run_status() -> Subquery:
