@@ -192,6 +192,14 @@ def _second_person_message(approval, created: bool, reason: str) -> str:
         return (f"A second person must approve this: approval request {approval.pk} created; "
                 "nothing was done yet.")
     snapshot = approval.snapshot if isinstance(approval.snapshot, dict) else {}
+    if approval.bulk_runs:
+        # The run's one open request for the action is a bulk job's, which acts on all its
+        # runs: the person is not to take it for a request about this run alone.
+        return (f"A second person must approve this: approval request {approval.pk} already "
+                f"asks it for this run among the {len(approval.bulk_runs)} runs of bulk job "
+                f"{approval.params['bulk_job']}, asked by {snapshot.get('requested_by', '')} "
+                "with its own reason; approved, it is taken on this run too. Nothing was done "
+                "yet; once that request is decided, ask again if this run still needs it.")
     asked_with = str(snapshot.get("reason", ""))
     told = f"A second person must approve this: approval request {approval.pk} already waits"
     if (reason or "").strip() and (reason or "").strip() != asked_with:
