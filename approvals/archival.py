@@ -36,6 +36,15 @@ def rows(run_ids: list[int]) -> dict[int, dict]:
     return out
 
 
+def pending(run_ids: list[int]) -> set[int]:
+    """The runs of `run_ids` that a bulk job's four-eyes request not settled yet hangs on:
+    it still decides the job's other runs after its own ended (withdrawal.no_longer_awaited),
+    and archived with it, it would be gone, and with it their wait for a second person."""
+    return set(ApprovalRequest.objects.filter(run_id__in=run_ids, settled_at__isnull=True,
+                                              params__has_key="bulk_job")
+               .values_list("run_id", flat=True))
+
+
 def remove(run_ids: list[int]) -> None:
     Notification.objects.filter(request__run_id__in=run_ids).delete()
     requests = ApprovalRequest.objects.filter(run_id__in=run_ids)
