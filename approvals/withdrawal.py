@@ -27,7 +27,7 @@ from runs.models import (
     ToolCallStatus,
 )
 
-from .models import ApprovalRequest, RequestKind, RequestStatus
+from .models import ApprovalRequest, BulkJob, BulkJobStatus, RequestKind, RequestStatus
 from .requests import call_still_waiting, lock_run, record_lifecycle, step_still_waiting
 
 logger = logging.getLogger(__name__)
@@ -46,9 +46,9 @@ NOT_WAITING_STATUSES = [*HELD_WITH_ITS_REQUESTS, *FINAL_RUN_STATUSES]
 def no_longer_awaited() -> Q:
     """The requests (pending or not: callers filter) whose run no longer waits for their
     decision: it stopped waiting on the step or the tool call (terminated, compensated,
-    decided or settled by an operator), the call was cancelled, or, for an operator
-    action on one run, the run is final and the action's transition cannot start from its
-    state."""
+    decided or settled by an operator), the call was cancelled, for an operator action on
+    one run, the run is final and the action's transition cannot start from its state, or,
+    for a bulk job's, the job was cancelled."""
     # A call a person cancelled is never decided, whatever its run does meanwhile.
     call_cancelled = ToolCall.objects.filter(pk=OuterRef("tool_call_id"),
                                              status=ToolCallStatus.CANCELLED)
@@ -64,7 +64,13 @@ def no_longer_awaited() -> Q:
             # run of the job, each refused there if it can no longer take the action
             # (bulk.apply_approved). That one run's end ends no wait of the others.
             | (Q(kind=RequestKind.OPERATOR_ACTION) & ~Q(params__has_key="bulk_job")
-               & _action_refused_for_good(run_status)))
+               & _action_refused_for_good(run_status))
+            # A bulk job cancelled as its request was being made (the job names the request
+            # in the request's commit, and is done only after): its person asked that
+            # nothing more be done.
+            | (Q(kind=RequestKind.OPERATOR_ACTION)
+               & Exists(BulkJob.objects.filter(approval_id=OuterRef("pk"),
+                                               status=BulkJobStatus.CANCELLED))))
 
 
 def _run_status() -> Subquery:
@@ -98,6 +104,11 @@ def unawaited_reason(approval: ApprovalRequest) -> str:
     """Why the run no longer waits for `approval`'s decision, in words: the reason a
     withdrawal records, and what the request's page says of one not withdrawn yet."""
     run = approval.run
+    job = BulkJob.objects.filter(approval_id=approval.pk, status=BulkJobStatus.CANCELLED) \
+        .select_related("cancelled_by").first()
+    if job is not None:
+        by = f" by {job.cancelled_by.get_username()}" if job.cancelled_by else ""
+        return f"bulk job {job.pk} was cancelled{by}: nothing more is done for it"
     if run.status in FINAL_RUN_STATUSES:
         # An ended run's steps and calls keep the status they had (terminate leaves an
         # approval step `waiting`): naming them would claim a wait that is over.
