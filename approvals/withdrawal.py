@@ -10,7 +10,7 @@ import logging
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, Subquery
+from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.db.models.lookups import Exact, In
 
 from audit.actions import AuditAction
@@ -27,7 +27,14 @@ from runs.models import (
     ToolCallStatus,
 )
 
-from .models import ApprovalRequest, BulkJob, BulkJobStatus, RequestKind, RequestStatus
+from .models import (
+    ApprovalRequest,
+    BulkJob,
+    BulkJobStatus,
+    BulkOutcome,
+    RequestKind,
+    RequestStatus,
+)
 from .requests import call_still_waiting, lock_run, record_lifecycle, step_still_waiting
 
 logger = logging.getLogger(__name__)
@@ -48,7 +55,7 @@ def no_longer_awaited() -> Q:
     decision: it stopped waiting on the step or the tool call (terminated, compensated,
     decided or settled by an operator), the call was cancelled, for an operator action on
     one run, the run is final and the action's transition cannot start from its state, or,
-    for a bulk job's, the job was cancelled."""
+    for a bulk job's, the job was cancelled or every run it waits for is so."""
     # A call a person cancelled is never decided, whatever its run does meanwhile.
     call_cancelled = ToolCall.objects.filter(pk=OuterRef("tool_call_id"),
                                              status=ToolCallStatus.CANCELLED)
@@ -60,38 +67,51 @@ def no_longer_awaited() -> Q:
             | (Q(kind=RequestKind.TOOL_CALL)
                & ((~Exists(call_still_waiting()) & Exact(run_status, RunStatus.WAITING))
                   | In(run_status, NOT_WAITING_STATUSES) | Exists(call_cancelled)))
-            # A bulk job's request only hangs on its first run: approved, it acts on every
-            # run of the job, each refused there if it can no longer take the action
-            # (bulk.apply_approved). That one run's end ends no wait of the others.
             | (Q(kind=RequestKind.OPERATOR_ACTION) & ~Q(params__has_key="bulk_job")
                & _action_refused_for_good(run_status))
-            # A bulk job cancelled as its request was being made (the job names the request
-            # in the request's commit, and is done only after): its person asked that
-            # nothing more be done.
-            | (Q(kind=RequestKind.OPERATOR_ACTION)
-               & Exists(BulkJob.objects.filter(approval_id=OuterRef("pk"),
-                                               status=BulkJobStatus.CANCELLED))))
+            # A bulk job's request only hangs on its first run: approved, it acts on every
+            # run of the job, each refused there if it can no longer take the action
+            # (bulk.apply_approved). That one run's end ends no wait of the others; the
+            # end of every one does. So does the job's cancel: one made as its request was
+            # being made (the job names the request in the request's commit, and is done
+            # only after) asked that nothing more be done.
+            | (Q(kind=RequestKind.OPERATOR_ACTION) & Q(params__has_key="bulk_job")
+               & (_no_run_of_the_job_may_take_it()
+                  | Exists(BulkJob.objects.filter(approval_id=OuterRef("pk"),
+                                                  status=BulkJobStatus.CANCELLED)))))
 
 
 def _run_status() -> Subquery:
-    # The request's run's status, looked up by primary key for each request. Not a join:
-    # with one the planner may walk the whole runs table (along its primary key, or into
-    # a hash) to find the few runs of the pending requests, and the sweep asks this every
-    # pass (tests/approvals/test_the_withdrawal_search_costs_the_pending_requests_not_the_
-    # runs_table.py).
+    # The status of the run of the row asking (a request, a bulk job's outcome), looked up
+    # by primary key for each row. Not a join: with one the planner may walk the whole runs
+    # table (along its primary key, or into a hash) to find the few runs of the pending
+    # requests, and the sweep asks this every pass (tests/approvals/test_the_withdrawal_
+    # search_costs_the_pending_requests_not_the_runs_table.py).
     return Subquery(Run.objects.filter(pk=OuterRef("run_id")).values("status")[:1])
 
 
-def _action_refused_for_good(run_status: Subquery) -> Q:
+def _action_refused_for_good(run_status: Subquery, action=None) -> Q:
     # An operator action waits for its second person while the run is in a state its
     # transition cannot start from only if the run may still come back to one (a resumed
     # run passes through queued and running); a final run never does. Some actions start
-    # from final states (re-run from a step, reopen): their requests stand there.
+    # from final states (re-run from a step, reopen): their requests stand there. `action`:
+    # where the action is named (the request's own, by default).
+    action = F("action") if action is None else action
     refused = Q()
     for status in sorted(FINAL_RUN_STATUSES):
         starting = [name for name, move in RUN_TRANSITIONS.items() if status in move.sources]
-        refused |= Exact(run_status, status) & ~Q(action__in=starting)
+        refused |= Exact(run_status, status) & ~In(action, starting)
     return refused
+
+
+def _no_run_of_the_job_may_take_it() -> Q:
+    # A bulk job's request waits while one of the runs it would act on may still take the
+    # action (as a request about one run does): once every one has ended where the action
+    # cannot start, an approval has nothing left to do.
+    still_possible = BulkOutcome.objects.filter(
+        job__approval_id=OuterRef("pk"), outcome=BulkOutcome.Outcome.SECOND_PERSON,
+    ).exclude(_action_refused_for_good(_run_status(), OuterRef(OuterRef("action"))))
+    return ~Exists(still_possible)
 
 
 def is_still_awaited(approval: ApprovalRequest) -> bool:
@@ -109,6 +129,9 @@ def unawaited_reason(approval: ApprovalRequest) -> str:
     if job is not None:
         by = f" by {job.cancelled_by.get_username()}" if job.cancelled_by else ""
         return f"bulk job {job.pk} was cancelled{by}: nothing more is done for it"
+    if approval.bulk_runs:
+        return (f"every run of bulk job {approval.params['bulk_job']} that waited for this "
+                f"decision has ended where {approval.action} cannot be taken")
     if run.status in FINAL_RUN_STATUSES:
         # An ended run's steps and calls keep the status they had (terminate leaves an
         # approval step `waiting`): naming them would claim a wait that is over.

@@ -1,9 +1,13 @@
-"""A bulk job names its four-eyes request in the request's own commit, and is marked done
+"""A bulk job's four-eyes request is withdrawn once nothing is left for it to do.
+
+A bulk job names its four-eyes request in the request's own commit, and is marked done
 only after it: a person who cancels the job in between leaves a cancelled job whose request
 waits for a second person. Approved, that request used to take the action on every run the
 job had left waiting, after the person who started the job had asked that nothing more be
 done. A cancelled job's request is withdrawn, by the sweep or by the decision that meets it
-first, and its approval acts on no run."""
+first, and its approval acts on no run. So is one whose runs have all ended where its
+action cannot be taken: it waited for a second person until its timeout, whose approval
+then did nothing."""
 
 import uuid
 
@@ -12,9 +16,12 @@ from django.contrib.auth.models import Group, Permission, User
 
 from approvals import decisions, schedule
 from approvals.models import ApprovalRequest, BulkJob, BulkJobStatus, RequestStatus
+from approvals.operator_actions import act
 from audit.models import AuditRecord
 from console.roles import ensure_roles
+from runs.execution import executor
 from runs.models import Run, RunStatus
+from runs.operator.actions import ActionInput
 from tests.approvals.bulk_requests import bulk_terminate, run_with_an_effect
 
 pytestmark = pytest.mark.django_db
@@ -57,3 +64,26 @@ def test_a_cancelled_jobs_request_is_withdrawn_and_its_approval_ends_no_run(peop
     assert ApprovalRequest.objects.get(pk=job.approval_id).status == RequestStatus.WITHDRAWN
     assert {Run.objects.get(pk=run.pk).status for run in runs} == {RunStatus.ATTENTION}
     assert not AuditRecord.objects.filter(action="terminated").exists()
+
+
+def test_a_request_whose_runs_have_all_ended_is_withdrawn_saying_so(people):
+    olga, carl = people
+    runs = [run_with_an_effect() for _ in range(2)]
+    job = bulk_terminate(user=carl)
+    first, second = runs
+    act("resume", first.pk, user=olga, given=ActionInput(reason="fixed upstream"))
+    executor.advance_run(first.pk, worker="w1")
+    # The sweep's full look, which withdraws what no due time shows (approvals.sweep_scope).
+    schedule.withdraw_stale_requests()
+    # One run may still be ended: the request waits for its second person.
+    assert ApprovalRequest.objects.get(pk=job.approval_id).status == RequestStatus.PENDING
+
+    act("resume", second.pk, user=olga, given=ActionInput(reason="fixed upstream"))
+    executor.advance_run(second.pk, worker="w1")
+    assert {Run.objects.get(pk=run.pk).status for run in runs} == {RunStatus.COMPLETED}
+    assert schedule.withdraw_stale_requests() == 1
+
+    request = ApprovalRequest.objects.get(pk=job.approval_id)
+    assert request.status == RequestStatus.WITHDRAWN
+    assert request.comment == (f"every run of bulk job {job.pk} that waited for this "
+                               "decision has ended where terminate cannot be taken")
