@@ -50,6 +50,13 @@ def step_contract(step: definition.StepDef) -> StepContract:
         rerun = "yes: the accepted decision is stored and reused"
     elif step.kind == definition.APPROVAL:
         side_effect, rerun = "waits for a person", "yes: the request is durable"
+    elif step.kind == definition.SLEEP:
+        side_effect, rerun = "none (waits for its time)", "yes: the timer is durable"
+    elif step.kind == definition.EVENT:
+        side_effect = "none (waits for an event)"
+        rerun = "yes: the wait is durable; a redelivered event changes nothing"
+    elif step.kind == definition.AGENT:
+        side_effect, rerun = _agent_effect(step)
     else:
         side_effect = "yes: " + ("sends a message" if step.kind == definition.NOTIFY
                                  else "changes another system")
@@ -80,6 +87,19 @@ def step_contract(step: definition.StepDef) -> StepContract:
     )
 
 
+def _agent_effect(agent: definition.AgentSpec) -> tuple[str, str]:
+    """An agent's side effect and re-run safety are those of its tools: its turns are stored
+    and reused, and each tool call is an effect of its own, settled by its tool's rules."""
+    effects = [t for t in agent.tools.values() if t.has_side_effect]
+    if not effects:
+        return "none (its tools read)", "yes: its turns are stored and reused"
+    blind = [t.name for t in effects if not _settles_unknown(t)]
+    rerun = (f"no: nothing can tell whether a call of {', '.join(blind)} happened" if blind
+             else "yes: its turns are stored and reused; each tool call has its own key, "
+                  "sent or looked up")
+    return f"yes: through its tools ({', '.join(t.name for t in effects)})", rerun
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
@@ -92,6 +112,14 @@ def stop_condition(step: definition.StepDef) -> str:
     if step.kind == definition.APPROVAL:
         policy = step.approval
         return f"no decision within {policy.timeout}: {policy.on_timeout}"
+    if step.kind == definition.SLEEP:
+        return "none: it wakes at its time, or when an operator wakes it early"
+    if step.kind == definition.EVENT:
+        if step.timeout is None:
+            return "none: it waits until the event comes, or a person delivers or skips it"
+        return f"no event within {step.timeout}: {step.on_timeout}"
+    if step.kind == definition.AGENT:
+        return agent_stop_condition(step, budget)
     if step.kind == definition.READ:
         return f"a permanent error, or {budget}"
     if step.kind == definition.DECISION:
@@ -110,6 +138,27 @@ def stop_condition(step: definition.StepDef) -> str:
                          "whether to send again; one that is found settles by itself)")
     if step.compensate_fn is not None and step.impact == definition.HIGH:
         stops.append("its undo, which waits for a person to confirm")
+    return "; ".join(stops)
+
+
+def agent_stop_condition(agent: definition.AgentSpec, budget: str) -> str:
+    """When an agent step stops for a person: its own limits, and each tool call's, which
+    stops as a step of the tool's kind would."""
+    limits = agent.budget
+    stops = ["a permanent error", f"{budget} on the model's calls",
+             f"its budget spent ({_plural(limits.max_turns, 'turn')}, "
+             f"{_plural(limits.max_tool_calls, 'tool call')} or "
+             f"{_plural(limits.max_tokens, 'token')})",
+             "a call of a tool it does not declare",
+             f"more than {_plural(agent.schema_error_budget, 'schema error')} (tool "
+             "arguments failing their schema, turns asking for too many calls)"]
+    blind = [t.name for t in agent.tools.values()
+             if t.has_side_effect and not _settles_unknown(t)]
+    if blind:
+        stops.append(f"any unknown outcome of a call of {', '.join(blind)} (nothing can look "
+                     "it up)")
+    if agent.tools:
+        stops.append("a tool call's own stop, as a step of its kind and impact stops")
     return "; ".join(stops)
 
 
