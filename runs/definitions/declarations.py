@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from . import validation
+from . import validation, wait_checks
 from .retry import DEFAULT_POLICY, RetryPolicy
 
 READ, DECISION, WRITE, NOTIFY, APPROVAL = "read", "decision", "write", "notify", "approval"
@@ -178,7 +178,7 @@ class StepDef:
         validation.check_step(self, impacts=(LOW, HIGH), contract=Contract)
         self.sensitive = tuple(self.sensitive)
         if self.correlate is not None:
-            self.correlate = validation.correlation_checked(self, self.correlate)
+            self.correlate = wait_checks.correlation_checked(self, self.correlate)
 
     def __call__(self, ctx):
         return self.fn(ctx)

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from . import validation
+from . import validation, wait_checks
 
 # What a step declares (its contract, its approvers) and what its functions return (lookup
 # verdicts, results) live in runs.definitions.declarations; this module's API names them as its own.
@@ -199,7 +199,7 @@ class Workflow:
         """A durable timer: the run sleeps for `duration`, or until the aware datetime
         `until(input)` returns, holding no process; the sweeper wakes it, and an operator can
         wake it early with a reason. Not a decorator: it declares the step itself."""
-        validation.check_sleep(self, name, duration=duration, until=until)
+        wait_checks.check_sleep(self, name, duration=duration, until=until)
         return self._declare(SLEEP, name, sleep_for=duration, sleep_until=until,
                              contract=Contract(rule="wait for the time"))(lambda ctx: None)
 
@@ -213,8 +213,9 @@ class Workflow:
         gets here is kept and consumed when it does. After `timeout`, `on_timeout` applies
         (EVENT_TIMEOUT_POLICIES; "continue" goes on with `default` as the result). Not a
         decorator: it declares the step itself."""
-        validation.check_event_wait(self, name, event=event, timeout=timeout,
-                                    on_timeout=on_timeout, policies=EVENT_TIMEOUT_POLICIES)
+        wait_checks.check_event_wait(self, name, event=event, timeout=timeout,
+                                     on_timeout=on_timeout, policies=EVENT_TIMEOUT_POLICIES,
+                                     default=default)
         return self._declare(EVENT, name, event_name=event, schema=schema, correlate=correlate,
                              timeout=timeout, on_timeout=on_timeout, default=default,
                              contract=Contract(rule="wait for the event"))(lambda ctx: None)

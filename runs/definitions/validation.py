@@ -3,13 +3,12 @@ definition fails the import of its module with an error naming the workflow, the
 what is wrong, instead of failing in a worker when a run reaches the step, or never: a step
 name the database cannot hold, a function the executor cannot call, a schema that is not a
 schema. Workflow, StepDef, an agent's ToolSpec and the registry call these; each rule is
-written here once."""
+written here once (a sleep's and an event wait's in runs.definitions.wait_checks)."""
 
 import inspect
 import math
 import re
 import unicodedata
-from collections.abc import Callable
 from datetime import timedelta
 
 from pydantic import BaseModel
@@ -412,29 +411,6 @@ def check_approvers(place: str, *, approvers, escalate_to, remind_every, timeout
         raise DefinitionError(f"{place}: {problem}")
 
 
-def check_sleep(workflow, name, *, duration, until) -> None:
-    """Refuse a sleep not given exactly one of `duration` (a positive timedelta: 5 seconds
-    given as 5 failed on a comparison naming neither step nor option) and `until`."""
-    problem = "give either duration or until" if (duration is None) == (until is None) else None
-    refuse(where(workflow, name), problem or duration_problem("duration", duration, optional=True))
-
-
-def check_event_wait(workflow, name, *, event, timeout, on_timeout: str,
-                     policies: tuple[str, ...]) -> None:
-    """Refuse an event wait's event name, timeout policy and timeout (a positive timedelta)."""
-    problem = None
-    if not isinstance(event, str) or not event.strip():
-        problem = f"name the event it waits for (event=\"invoice.paid\"), not {event!r}"
-    elif ":" in event:
-        # The waiting step names what it waits for as "awaiting-event:<event>:<key>": a ':'
-        # in the event would be read as the start of the key.
-        problem = (f"the event's name {event!r} may not contain ':' (use '.' or '-' to "
-                   "separate its parts)")
-    elif on_timeout not in policies:
-        problem = f"on_timeout must be one of {', '.join(policies)}, not {on_timeout!r}"
-    refuse(where(workflow, name), problem or duration_problem("timeout", timeout, optional=True))
-
-
 def duration_problem(option: str, value, *, optional: bool = False) -> str | None:
     if (value is None and optional) or isinstance(value, timedelta) and value > timedelta(0):
         return None
@@ -483,18 +459,3 @@ def check_step(step, *, impacts: tuple[str, ...], contract: type) -> None:
         check_function(step, step.fn)
         return
     raise DefinitionError(f"{where(step.workflow, step.name)}: {problem}")
-
-
-def correlation_checked(step, correlate: Callable) -> Callable:
-    """`correlate`, refusing what is not text: str() would make a None, which a missing field
-    gives, the key "None", shared by every run whose field is missing. The event wait holds
-    the run for a person with this message, which names the workflow and the step."""
-    def correlation_key(data):
-        key = correlate(data)
-        if not isinstance(key, str):
-            raise TypeError(f"{where(step.workflow, step.name)}: correlate() must return the "
-                            f"correlation key as text, not {type(key).__name__}")
-        return key
-
-    correlation_key.declared = correlate
-    return correlation_key

@@ -1,0 +1,55 @@
+"""What a sleep and an event wait may declare, checked when they are declared (the rules of
+runs.definitions.validation, for the steps that wait on the world)."""
+
+import json
+from collections.abc import Callable
+
+from .validation import duration_problem, refuse, where
+
+
+def check_sleep(workflow, name, *, duration, until) -> None:
+    """Refuse a sleep not given exactly one of `duration` (a positive timedelta: 5 seconds
+    given as 5 failed on a comparison naming neither step nor option) and `until`."""
+    problem = "give either duration or until" if (duration is None) == (until is None) else None
+    refuse(where(workflow, name), problem or duration_problem("duration", duration, optional=True))
+
+
+def check_event_wait(workflow, name, *, event, timeout, on_timeout: str,
+                     policies: tuple[str, ...], default=None) -> None:
+    """Refuse an event wait's event name, timeout policy, timeout (a positive timedelta) and
+    default, which a "continue" timeout stores as the step's result: one JSON cannot hold
+    (a Decimal, a datetime, a model instance, NaN) failed the worker at every claim once the
+    wait timed out, and the run stayed waiting past its deadline."""
+    problem = None
+    if not isinstance(event, str) or not event.strip():
+        problem = f"name the event it waits for (event=\"invoice.paid\"), not {event!r}"
+    elif ":" in event:
+        # The waiting step names what it waits for as "awaiting-event:<event>:<key>": a ':'
+        # in the event would be read as the start of the key.
+        problem = (f"the event's name {event!r} may not contain ':' (use '.' or '-' to "
+                   "separate its parts)")
+    elif on_timeout not in policies:
+        problem = f"on_timeout must be one of {', '.join(policies)}, not {on_timeout!r}"
+    else:
+        try:
+            json.dumps(default, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            problem = (f"its default must be JSON (dicts, lists, text, finite numbers, true, "
+                       f"false, null), as the step's result is stored: {exc}")
+    refuse(where(workflow, name), problem or duration_problem("timeout", timeout, optional=True))
+
+
+
+def correlation_checked(step, correlate: Callable) -> Callable:
+    """`correlate`, refusing what is not text: str() would make a None, which a missing field
+    gives, the key "None", shared by every run whose field is missing. The event wait holds
+    the run for a person with this message, which names the workflow and the step."""
+    def correlation_key(data):
+        key = correlate(data)
+        if not isinstance(key, str):
+            raise TypeError(f"{where(step.workflow, step.name)}: correlate() must return the "
+                            f"correlation key as text, not {type(key).__name__}")
+        return key
+
+    correlation_key.declared = correlate
+    return correlation_key
