@@ -271,9 +271,12 @@ def start(request, payload: StartRunIn):
         except UnknownWorkflow as exc:
             return Status(404, error_body("unknown_workflow", str(exc)))
         except InvalidInput as exc:
+            # In the start's own words, as the CLI says them: a blank business key or an
+            # input over RUNS_INPUT_MAX_BYTES is no mismatch with the schema.
             return Status(422, _invalid_input(payload.workflow, [
                 {"loc": e["loc"] if e["loc"] == ["business_key"] else ["input", *e["loc"]],
-                 "msg": e["msg"], "type": "value_error"} for e in exc.errors]))
+                 "msg": e["msg"], "type": "value_error"} for e in exc.errors],
+                detail=str(exc)))
         except BusinessKeyConflict as exc:
             existing = Run.objects.get(pk=exc.run_id)
             return Status(409, {**error_body("business_key_conflict", str(exc)),
@@ -287,10 +290,10 @@ def start(request, payload: StartRunIn):
         return Status(201 if created else 200, _accepted(request, run))
 
 
-def _invalid_input(workflow: str, errors: list[dict]) -> dict:
+def _invalid_input(workflow: str, errors: list[dict], *, detail: str = "") -> dict:
     fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
     return {"error": "invalid_input",
-            "detail": f"input for {workflow} does not match its schema: {fields}",
+            "detail": detail or f"input for {workflow} does not match its schema: {fields}",
             "errors": errors}
 
 
