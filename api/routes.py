@@ -43,6 +43,7 @@ from .parser import (
 from .schemas import (
     FINAL_STATES,
     MAX_RUN_ID,
+    PATTERN_SAYS,
     ArchivedConflict,
     ArchivedGone,
     Conflict,
@@ -190,11 +191,18 @@ def _invalid_request(request, exc):
     refused = before(request) if before is not None and request.auth is not None else None
     if refused is not None:
         return api.create_response(request, refused.value, status=refused.status_code)
-    errors = [{"loc": _body_loc(e.get("loc", ())), "msg": e.get("msg", ""),
+    errors = [{"loc": _body_loc(e.get("loc", ())), "msg": _said(e),
                "type": e.get("type", "")} for e in exc.errors]
     return api.create_response(request, {
         "error": "invalid_request", "detail": "the request does not match its schema",
         "errors": errors}, status=422)
+
+
+def _said(error: dict) -> str:
+    """The error's message; a refusal by a pattern of ours in words (PATTERN_SAYS)."""
+    pattern = (error.get("ctx") or {}).get("pattern") \
+        if error.get("type") == "string_pattern_mismatch" else None
+    return PATTERN_SAYS.get(pattern, error.get("msg", ""))
 
 
 def _body_loc(loc) -> list:

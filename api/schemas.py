@@ -41,6 +41,14 @@ NO_NUL = r"^[^\u0000]+$"
 # characters (runs.machine.transitions.start_run applies the same rule to every caller).
 NO_CONTROL = (r"^[^\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u2028-\u202e"
               r"\u2060-\u206f\ufeff\ufff9-\ufffb]+$")
+# What a refusal by one of these patterns says, instead of quoting the expression: a caller
+# reads "contains control characters", not which code points a character class excludes.
+PATTERN_SAYS = {
+    NO_NUL: "contains a NUL character, which cannot be stored",
+    r"^[^\u0000]*$": "contains a NUL character, which cannot be stored",
+    NO_CONTROL: "contains control characters (line breaks, tabs, Unicode line or paragraph "
+                "separators, bidirectional controls, ...)",
+}
 
 
 class StartRunIn(Schema):
