@@ -181,7 +181,10 @@ def workflow_verdict(workflow: definition.Workflow) -> Verdict:
             if stop is not None:
                 return Verdict(STOP, f"tool {step.name}/{stop.reason}", stop.next_action)
     for step in workflow.steps:
-        if step.has_side_effect and not step.contract.owner:
+        # An agent changes the world through its tools: someone owns what they do too.
+        changes = step.has_side_effect or any(
+            t.has_side_effect for t in getattr(step, "tools", {}).values())
+        if changes and not step.contract.owner:
             return Verdict(STOP, f"{step.name} has no owner to decide when it goes wrong",
                            f"name an owner in the recovery contract of {step.name}")
     # An approval step is a person's decision by design, not a recovery that needs one.

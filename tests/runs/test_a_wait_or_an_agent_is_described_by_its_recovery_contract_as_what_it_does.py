@@ -1,14 +1,15 @@
 """A sleep, an event wait and an agent step change nothing of their own: their recovery
 contract (the table `recovery_contract` prints, the workflow page and each step of the run
 page show) says what they do and when they stop, not a write's "changes another system",
-"nothing can tell whether it happened" and "any unknown outcome"."""
+"nothing can tell whether it happened" and "any unknown outcome". An agent whose tools
+change something needs an owner in its contract, as a write step does."""
 
 from datetime import timedelta
 
 from django.core.management import call_command
 from pydantic import BaseModel
 
-from runs.definitions.contracts import RETRY_IS_SAFE, contract_table
+from runs.definitions.contracts import GO, RETRY_IS_SAFE, STOP, contract_table, workflow_verdict
 from runs.definitions.definition import (
     READ,
     WRITE,
@@ -82,3 +83,17 @@ def test_the_command_describes_the_demo_agent_by_its_tools(capsys):
                if line.startswith("| triage"))
     assert "through its tools (open-approval-task, post-ledger)" in row
     assert "nothing can tell" not in row
+
+
+def test_an_agent_whose_tools_change_something_needs_an_owner_as_a_write_does():
+    verdict = workflow_verdict(_workflow())
+    assert verdict.decision == STOP
+    assert verdict.reason == "triage has no owner to decide when it goes wrong"
+    assert verdict.next_action == "name an owner in the recovery contract of triage"
+
+
+def test_an_agent_whose_tools_only_read_needs_no_owner():
+    wf = Workflow("contract-of-a-reader", version=1, input=In, register=False)
+    reader = wf.agent("reader", system_prompt="Read it.")
+    reader.tool("look-up", kind=READ, args=Args)(lambda ctx, args: {})
+    assert workflow_verdict(wf).decision == GO
