@@ -11,7 +11,7 @@ import re
 import unicodedata
 from datetime import timedelta
 
-from pydantic import BaseModel
+from pydantic import BaseModel, PydanticUserError
 
 from .retry import RetryPolicy
 
@@ -75,6 +75,18 @@ def is_model(schema) -> bool:
     return isinstance(schema, type) and issubclass(schema, BaseModel)
 
 
+def json_schema_problem(schema: type[BaseModel], *, what: str, sent: str) -> str | None:
+    """Why `schema` (`what`: "its input") has no JSON Schema, which `sent` says who is given,
+    or None. A field pydantic cannot describe (a Callable, an arbitrary class) or a forward
+    reference left unresolved failed only where the schema is published: the API's whole
+    OpenAPI document answered 500, an agent's every model turn failed."""
+    try:
+        schema.model_json_schema()
+    except PydanticUserError as exc:
+        return f"{what} has no JSON Schema, which {sent}: {str(exc).splitlines()[0]}"
+    return None
+
+
 def check_workflow(workflow) -> None:
     """Refuse a workflow's own declaration: its name, version and input schema."""
     problem = name_problem(workflow.name) or version_problem(workflow.version)
@@ -88,6 +100,9 @@ def check_workflow(workflow) -> None:
     if problem is None and not is_model(workflow.input_schema):
         problem = (f"its input must be a pydantic model class, not "
                    f"{workflow.input_schema!r}")
+    if problem is None:
+        problem = json_schema_problem(workflow.input_schema, what="its input",
+                                      sent="the API publishes and starts are checked against")
     if problem is not None:
         raise DefinitionError(f"{where(workflow)}: {problem}")
 
@@ -274,6 +289,8 @@ def check_tool(tool, *, kinds: tuple[str, ...], impacts: tuple[str, ...]) -> Non
         (is_model(tool.args), f"args must be a pydantic model class, not {tool.args!r}"),
     )
     problem = next((why for ok, why in checks if not ok), None)
+    problem = problem or json_schema_problem(tool.args, what="its args class",
+                                             sent="the model is sent to call the tool")
     problem = problem or role_problem(tool.fn, takes="(ctx, args)", arguments=2)
     if problem is None and tool.approve_if is not None:
         problem = role_problem(tool.approve_if, role="approve_if", takes="(args)")
