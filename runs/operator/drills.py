@@ -58,6 +58,7 @@ from ..machine.errors import TransitionNotAllowed
 from ..machine.transitions.agent_calls import args_hash
 from ..models import AgentTurn, AttentionReason, Run, RunStatus, Step, StepStatus, ToolCall
 from .actions import ACTIONS, ActionInput
+from .drill_waits import unreached, waits_for_an_event_past, woke
 
 # What approves a drill run's waits (approvals.drill.approve_for_drill, registered by the
 # approvals app): approve(run) -> whether a decision was recorded. None: the fallback.
@@ -152,7 +153,7 @@ def _drill_crash(workflow, step: definition.StepDef, where: str, number: str) ->
         else "one effect: reconciled or resent with the same key"
     run = _start(workflow, f"crash-{where}")
     if not _kill_at(run, f"{where}:{step.name}"):
-        return DrillResult(title, expected, "the worker never reached the crash point", False)
+        return DrillResult(title, expected, unreached(run), False)
     run = recover(run)
     row = Step.objects.get(run=run, name=step.name)
     intents = _intent_keys(run, step.name)
@@ -194,7 +195,7 @@ def _drill_decision(workflow) -> DrillResult:
     decision, after = steps[index], steps[index + 1]
     run = _start(workflow, "decision")
     if not _kill_at(run, f"{crashpoints.BEFORE_CALL}:{after.name}"):
-        return DrillResult(title, expected, "the worker never reached the crash point", False)
+        return DrillResult(title, expected, unreached(run), False)
     stored = Step.objects.get(run=run, name=decision.name).result
     run = recover(run)
     row = Step.objects.get(run=run, name=decision.name)
@@ -238,7 +239,8 @@ def _drill_concurrent_delivery(workflow, deliveries: int = 20) -> DrillResult:
     _in_threads(wake, 4)  # duplicate wake-ups racing for the same run
     run = recover(run)
     calls = {s.name: len(_intent_keys(run, s.name)) for s in workflow.steps
-             if s.kind not in (definition.APPROVAL, definition.AGENT)}
+             if s.kind not in (definition.APPROVAL, definition.AGENT, definition.SLEEP,
+                               definition.EVENT)}  # waits call nothing
     # An agent step is claimed again after each wait: each of its tool calls counts.
     calls.update(_tool_call_intents(run))
     repeated = {name: n for name, n in calls.items() if n != 1}
@@ -309,9 +311,7 @@ def _agent_drills(workflow, agent: definition.AgentSpec) -> list[DrillResult]:
         tool = writes[0]
         run = _start(workflow, "agent-crash-after-call")
         if not _kill_at(run, f"{crashpoints.AFTER_CALL}:{agent.name}/{tool.name}"):
-            results.append(DrillResult(title, expected, "the worker never reached the "
-                                                         "crash point (the model never "
-                                                         "called it?)", False))
+            results.append(DrillResult(title, expected, unreached(run), False))
         else:
             run = recover(run)
             call = ToolCall.objects.filter(step__run=run, tool=tool.name).first()
@@ -326,8 +326,7 @@ def _agent_drills(workflow, agent: definition.AgentSpec) -> list[DrillResult]:
     expected = "the stored turn reused: model requests = stored turns"
     run = _start(workflow, "agent-crash-after-turn")
     if not _kill_at(run, f"{AFTER_TURN}:{agent.name}"):
-        return results + [DrillResult(title, expected, "the worker never reached the crash "
-                                                       "point", False)]
+        return results + [DrillResult(title, expected, unreached(run), False)]
     stored = list(AgentTurn.objects.filter(step__run=run).values_list("index", "tool_calls"))
     run = recover(run)
     turns = list(AgentTurn.objects.filter(step__run=run).order_by("index")
@@ -411,14 +410,17 @@ def _start(workflow, tag: str, input: dict | None = None) -> Run:
 
 
 def _kill_at(run: Run, point: str) -> bool:
-    """Advance the run in a worker process that SIGKILLs itself at `point`."""
+    """Advance the run in a worker process that SIGKILLs itself at `point`, waking each
+    timer the run sleeps on before it (a sleep ends a worker's advance as a wait does)."""
     manage = Path(settings.BASE_DIR) / "manage.py"
-    result = subprocess.run(
-        [sys.executable, str(manage), "advance_run", str(run.pk), "--drill"],
-        env=_child_env(point),
-        cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=300,
-    )
-    return result.returncode == -signal.SIGKILL
+    while True:
+        result = subprocess.run(
+            [sys.executable, str(manage), "advance_run", str(run.pk), "--drill"],
+            env=_child_env(point),
+            cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=300,
+        )
+        if result.returncode == -signal.SIGKILL or not woke(run, actor=DRILL):
+            return result.returncode == -signal.SIGKILL
 
 
 def _child_env(point: str) -> dict:
@@ -460,6 +462,10 @@ def recover(run: Run, *, fresh: bool = False, timeout: float = 120) -> Run:
         elif waiting is not None:
             transitions.decide_approval(run.pk, step_name=waiting.name, approved=True,
                                         actor=DRILL, comment="approved by the drill")
+        elif waits_for_an_event_past(run, deadline - time.monotonic()):
+            return run  # nobody sends a drill run its event: the drill's row says what waits
+        elif woke(run, actor=DRILL):
+            continue
         elif run.next_wake_at is not None:
             time.sleep(max(0.0, min((run.next_wake_at - timezone.now()).total_seconds(), 5)))
         else:
