@@ -201,6 +201,12 @@ class WebhookSubscriberForm(forms.ModelForm):
         # Not even in the form's initial data: an empty field is the secret kept, unchanged.
         self.initial["secret"] = ""
 
+    def clean_url(self):
+        url = self.cleaned_data["url"]
+        if url != self.instance.url and (problem := subscribers.url_problem(url)) is not None:
+            raise forms.ValidationError(f"{problem[0].upper()}{problem[1:]}.", code="scheme")
+        return url
+
     def clean_secret(self):
         secret = self.cleaned_data["secret"]
         if secret:

@@ -124,6 +124,8 @@ def refused_input(token, subscriber: WebhookSubscriber, given: dict) -> Status |
                             "errors": [{"loc": [field], "msg": " ".join(msgs),
                                         "type": "value_error"}
                                        for field, msgs in exc.message_dict.items()]})
+    if "url" in given and (problem := subscribers.url_problem(subscriber.url)) is not None:
+        return Status(422, invalid_field("url", problem))
     return None
 
 

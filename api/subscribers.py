@@ -42,6 +42,18 @@ PREVIOUS_SECRET_REMOVED = "removed: its overlap ended"
 PUBLISHER = Actor.system("webhook publisher")
 
 
+def url_problem(url: str) -> str | None:
+    """Why no delivery could ever be sent to `url`, or None. Deliveries are POSTed over
+    HTTP(S); Django's URL check also takes ftp:// and ftps://, whose every delivery failed
+    ("unsupported protocol") and was retried until it failed for good. Admin's form and the
+    API ask this of a URL given, a stored one is left as it is (it may still be turned off)."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme in ("http", "https"):
+        return None
+    return (f"deliveries are POSTed over HTTP: give an http:// or https:// URL, not "
+            f"{scheme}://")
+
+
 def recorded_url(url: str) -> str:
     """A subscriber's URL as the access chain keeps it, for good and hashed: the host and
     path, with the credentials a URL may carry (its userinfo, its query's values) masked and
