@@ -166,6 +166,14 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
         return offer("retry_step", f"{name} ran out of attempts with evidence each time that "
                      "nothing changed. Once the remote system is back, retry it (same key, "
                      "fresh budget).", name)
+    if reason == AttentionReason.PERMANENT_ERROR and step is not None \
+            and step.kind in (definition.SLEEP, definition.EVENT):
+        # No remote system: the wait's own declaration gave a time the database cannot keep
+        # (timers.failed_for_its_time), and a retry under the same code fails the same way.
+        return offer("retry_step", f"{name} would wait until a time the database cannot keep "
+                     "(its error names it): the workflow's declaration of the wait gives it. "
+                     "Release code whose duration, until or timeout gives a time before the "
+                     "year 9999, then retry it.", name)
     if reason == AttentionReason.PERMANENT_ERROR:
         return offer("retry_step", f"The remote system refused {name}. Fix the cause (data, "
                      "credentials, permission) first, then retry it; if the business no longer "
