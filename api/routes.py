@@ -31,7 +31,13 @@ from runs.reads.agent_selectors import conversations
 from . import bulk_routes, openapi, operator_routes, selectors, subscriber_routes
 from .archived import archived_body, run_not_here
 from .auth import RateLimited, TokenAuth
-from .errors import DATABASE_DOWN, RETRY_AFTER_SECONDS, error_body, no_acting_user
+from .errors import (
+    DATABASE_DOWN,
+    RETRY_AFTER_SECONDS,
+    database_down_detail,
+    error_body,
+    no_acting_user,
+)
 from .middleware import body_limit_text
 from .parser import (
     JsonParser,
@@ -176,8 +182,7 @@ def _server_error(request, exc):
     # Django's HTML page when off: the caller gets JSON either way, the log the traceback.
     logger.exception("unhandled error in %s %s", request.method, request.path)
     if isinstance(exc, DATABASE_DOWN):
-        return _error(request, 503, "database_unavailable",
-                      "the database did not answer; nothing was done: try again later",
+        return _error(request, 503, "database_unavailable", database_down_detail(exc),
                       headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     return _error(request, 500, "server_error", "internal error; it has been logged")
 

@@ -16,7 +16,7 @@ from django.shortcuts import render
 from django.template import loader
 from django.views.decorators.csrf import requires_csrf_token
 
-from api.errors import DATABASE_DOWN, RETRY_AFTER_SECONDS
+from api.errors import DATABASE_DOWN, RETRY_AFTER_SECONDS, would_not_wait
 from api.middleware import body_limit_text
 
 
@@ -50,9 +50,11 @@ def page_not_found(request, exception=None):
 def server_error(request):
     """500, rendered without the request's context: whatever failed (the database, the
     session) must not be needed to draw the page that says so; 503 when the database did
-    not answer."""
-    if isinstance(sys.exc_info()[1], DATABASE_DOWN):
-        response = HttpResponse(loader.get_template("503.html").render(), status=503)
+    not answer, or would not wait for what the request needed."""
+    exc = sys.exc_info()[1]
+    if isinstance(exc, DATABASE_DOWN):
+        page = loader.get_template("503.html").render({"busy": would_not_wait(exc)})
+        response = HttpResponse(page, status=503)
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response
     return HttpResponseServerError(loader.get_template("500.html").render())
