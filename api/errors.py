@@ -4,6 +4,8 @@
 from django.db import InterfaceError, OperationalError
 from ninja import Status
 
+from runs.execution.database_outage import would_not_wait
+
 
 def error_body(code: str, detail: str) -> dict:
     return {"error": code, "detail": detail}
@@ -31,21 +33,11 @@ def invalid_field(field: str, detail: str, kind: str = "value_error") -> dict:
 DATABASE_DOWN = (OperationalError, InterfaceError)
 RETRY_AFTER_SECONDS = 30
 
-# The database answered, but would not wait: a row the request needed was held by another
-# session past DB_LOCK_TIMEOUT (55P03), or the statement was cancelled (57014: a
-# statement_timeout, pg_cancel_backend). The request's transaction was rolled back: nothing
-# was done, and trying again is right once the other session lets go. Told as such, not as a
-# database that does not answer, which would send the on-call person to the wrong place.
-WOULD_NOT_WAIT = {"55P03", "57014"}
-
-
-def would_not_wait(exc: BaseException) -> bool:
-    """Whether `exc` (one of DATABASE_DOWN) says the database answered but would not wait."""
-    return getattr(exc.__cause__, "sqlstate", None) in WOULD_NOT_WAIT
-
 
 def database_down_detail(exc: BaseException) -> str:
-    """The words of the API's 503 for `exc` (one of DATABASE_DOWN)."""
+    """The words of the API's 503 for `exc` (one of DATABASE_DOWN): one that would not wait
+    (a row held by another session, a statement cancelled) is not told as a database that
+    does not answer, which would send the on-call person to the wrong place."""
     if would_not_wait(exc):
         return ("a record this needed was held by another session for too long, or the "
                 "statement was cancelled; nothing was done: try again in a little while")

@@ -12,10 +12,11 @@ from django.core.management import execute_from_command_line
 
 def execute_or_exit(program: str, argv: list[str]) -> None:
     """Run the command `argv` names. A database that cannot be reached (down, restarting, a
-    wrong DATABASE_URL) ends it with exit status 1 and a sentence naming what failed; a
+    wrong DATABASE_URL) ends it with exit status 1 and a sentence naming what failed, and so
+    does one that would not wait (a row held by another session, a cancelled statement); a
     configuration refused while the apps load, with status 2 and its one line; any other
     error is the command's own and is left as it is."""
-    from runs.execution.database_outage import CONNECTION_LOST, unreachable
+    from runs.execution.database_outage import CONNECTION_LOST, unreachable, would_not_wait
     from runs.execution.outages import first_line
 
     try:
@@ -34,6 +35,16 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(1) from None
     except CONNECTION_LOST as exc:
+        if would_not_wait(exc):
+            # A row another session held past lock_timeout, a statement_timeout, a cancel:
+            # the database answers, and what the command was doing in that transaction was
+            # rolled back. Not "cannot be reached", which sends the person to the wrong place.
+            command = f"{program} {argv[1]}" if len(argv) > 1 else program
+            print(f"{command}: the database would not wait ({first_line(exc)}): a record "
+                  "it needed was held by another session, or the statement was cancelled; "
+                  "the transaction under way was rolled back: run the command again",
+                  file=sys.stderr)
+            raise SystemExit(1) from None
         if not unreachable(exc):
             raise
         command = f"{program} {argv[1]}" if len(argv) > 1 else program

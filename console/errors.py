@@ -16,8 +16,9 @@ from django.shortcuts import render
 from django.template import loader
 from django.views.decorators.csrf import requires_csrf_token
 
-from api.errors import DATABASE_DOWN, RETRY_AFTER_SECONDS, would_not_wait
+from api.errors import DATABASE_DOWN, RETRY_AFTER_SECONDS
 from api.middleware import body_limit_text
+from runs.execution.database_outage import would_not_wait
 
 
 @requires_csrf_token
