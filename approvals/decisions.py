@@ -304,7 +304,9 @@ def apply_to_run(request_id: int, *, now: datetime | None = None) -> bool:
     locked (timeouts.judged_at; `now`, a test's time, stands in). True once settled."""
     run_id = ApprovalRequest.objects.filter(pk=request_id).values_list("run_id", flat=True)
     with transaction.atomic(durable=True):
-        now = judged_at(now, lock_run(run_id.get()))
+        if (run := lock_run(run_id.get(), skip_held=True)) is None:
+            return False  # held by another transaction: the next pass applies it
+        now = judged_at(now, run)
         approval = ApprovalRequest.objects.select_for_update(of=("self",)).select_related(
             "run").get(pk=request_id)
         if approval.settled_at is not None or approval.status not in DECIDED_STATUSES:

@@ -56,14 +56,20 @@ logger = logging.getLogger(__name__)
 LIFECYCLE_ACTOR = Actor.system("approvals")
 
 
-def lock_run(run_id: int) -> Run | None:
+def lock_run(run_id: int, *, skip_held: bool = False) -> Run | None:
     """Lock run `run_id`'s row for the caller's transaction, before any of its requests:
     the order every transition and a decision lock in (the other order deadlocks with
     them, since recording on the run's chain locks the run). Returns the run (None if there
     is none), carrying the database's clock as it was locked: what a decision and the
     sweep judge a request's due time by, and date what they write about its requests by
-    (approvals.timeouts.judged_at)."""
-    return store.current().lock_run(run_id)
+    (approvals.timeouts.judged_at).
+
+    `skip_held` (the sweep's parts): None also while another transaction holds the run (a
+    person's action under way, a session left idle in a transaction), and the pass leaves
+    that run to the next. Waiting there held the whole pass, and with it every other run's
+    requests, reminders, timeouts, decisions and notifications, for as long as the other
+    session kept the row; later passes found the pass's lock taken and did nothing."""
+    return store.current().lock_run(run_id, skip_held=skip_held)
 
 
 def record_lifecycle(approval: ApprovalRequest, action: str, now: datetime, *,
@@ -285,7 +291,9 @@ def open_request(run: Run, step_name: str, *,
             # Dated by the database's clock as the run is locked (runs.store.time_of_lock),
             # the clock its timeout is judged by (timeouts.judged_at): not this process's
             # estimate of it, which is off for a while after its host's clock stepped.
-            now = store.time_of_lock(lock_run(run.pk), given=now)
+            if (locked := lock_run(run.pk, skip_held=True)) is None:
+                return None  # held by another transaction: the next pass opens it
+            now = store.time_of_lock(locked, given=now)
             waiting = Step.objects.filter(run_id=run.pk, name=step_name,
                                           status=StepStatus.WAITING,
                                           run__status=RunStatus.WAITING).exists()
@@ -354,7 +362,9 @@ def open_tool_call_request(call: ToolCall, *,
         with transaction.atomic(durable=True):
             # The run locked before the request it may supersede, and its time read with
             # the lock dates the request, as open_request's.
-            now = store.time_of_lock(lock_run(run.pk), given=now)
+            if (locked := lock_run(run.pk, skip_held=True)) is None:
+                return None  # held by another transaction: the next pass opens it
+            now = store.time_of_lock(locked, given=now)
             waiting = ToolCall.objects.filter(
                 pk=call.pk, status=ToolCallStatus.WAITING, args_hash=call.args_hash,
                 step__status=StepStatus.WAITING, step__run__status=RunStatus.WAITING).exists()

@@ -62,7 +62,9 @@ def _remind(pk: int, given: datetime | None) -> int:
     with transaction.atomic(durable=True):
         # The run first, then the request, as a decision locks them: the other order
         # deadlocks with a person deciding at that moment.
-        now = judged_at(given, lock_run(approval.run_id))
+        if (run := lock_run(approval.run_id, skip_held=True)) is None:
+            return 0  # held by another transaction: the next pass reminds
+        now = judged_at(given, run)
         approval = _lock_pending(pk, next_reminder_at__lte=now)
         if approval is None:
             return 0  # decided meanwhile, or another sweep has it
@@ -124,7 +126,9 @@ def apply_timeouts(*, now: datetime | None = None, limit: int = 200) -> TimeoutR
 
 def _time_out(pk: int, run_id: int, given: datetime | None) -> str | None:
     with transaction.atomic(durable=True):
-        now = judged_at(given, lock_run(run_id))
+        if (run := lock_run(run_id, skip_held=True)) is None:
+            return None  # held by another transaction: the next pass applies it
+        now = judged_at(given, run)
         approval = _lock_pending(pk, due_at__lte=now)
         if approval is None:
             return None  # decided meanwhile (or timed out by a late decision)
@@ -153,7 +157,9 @@ def withdraw_stale_requests(*, now: datetime | None = None, limit: int = 200,
     for pk, run_id in list(stale.values_list("pk", "run_id")[:limit]):
         with transaction.atomic(durable=True):
             # The run first, then the request, as a decision locks them.
-            at = judged_at(now, lock_run(run_id))
+            if (run := lock_run(run_id, skip_held=True)) is None:
+                continue  # held by another transaction: the next pass withdraws it
+            at = judged_at(now, run)
             approval = _lock_pending(pk, no_longer_awaited())
             if approval is None:
                 continue

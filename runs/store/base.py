@@ -73,13 +73,14 @@ class Store(abc.ABC):
                 _do_joined_writes()
             yield
 
-    def lock_run(self, run_id: int) -> Run | None:
+    def lock_run(self, run_id: int, *, skip_held: bool = False) -> Run | None:
         """The run, locked until the transaction ends, with `locked_at`: the database's
         clock when the locking statement began (the time a lease holder's transition
-        renews its lease by). On SQLite select_for_update is ignored: the immediate
+        renews its lease by). `skip_held`: None at once, instead of waiting, while another
+        transaction holds it. On SQLite select_for_update is ignored: the immediate
         transaction holds the write lock already."""
-        return Run.objects.select_for_update().annotate(locked_at=Now()).filter(
-            pk=run_id).first()
+        return Run.objects.select_for_update(skip_locked=skip_held).annotate(
+            locked_at=Now()).filter(pk=run_id).first()
 
     def lock_runs(self, queryset, *, skip_locked: bool = False) -> list:
         """The rows of `queryset`, locked (those another transaction holds skipped, if
