@@ -25,13 +25,14 @@ from functools import partial
 
 from celery import current_app
 from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
 from audit.models import AuditRecord
 from audit.redaction import redact_text
 from runs.definitions import definition
+from runs.execution.database_outage import would_not_wait
 from runs.machine import crashpoints
 from runs.machine.errors import TransitionNotAllowed
 from runs.machine.storable import person_text_problem, text_problem
@@ -355,6 +356,11 @@ def _one(job: BulkJob, run_id: int, held: datetime) -> bool:
         _finish_row(job, run_id, Outcome.FORBIDDEN, str(exc))
     except (ActionInputError, TransitionNotAllowed, LookupError) as exc:
         _finish_row(job, run_id, Outcome.REFUSED, str(exc))
+    except OperationalError as exc:
+        if not would_not_wait(exc):
+            raise
+        _finish_row(job, run_id, Outcome.REFUSED, "another session held the run too long; "
+                    "nothing was done to it: act on it again")
     else:
         crashpoints.reach("bulk_acted", str(run_id))
         _finish_row(job, run_id, Outcome.SECOND_PERSON if outcome.deferred else Outcome.DONE,

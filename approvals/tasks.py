@@ -3,7 +3,9 @@
 import logging
 
 from celery import shared_task
+from django.conf import settings
 
+from runs import store
 from runs.execution.database_outage import beat_pass
 
 from . import bulk, bulk_lease, schedule
@@ -25,6 +27,10 @@ def sweep() -> dict:
 @shared_task(name=bulk.BULK_JOB_TASK)
 def bulk_job(job_id: int) -> None:
     """A few batches of a bulk job, then the rest in the next task (other work interleaves)."""
-    job = bulk.run_bulk_job(job_id, batches=5)
+    # A run another session holds (left idle in a transaction) is answered as refused to
+    # the person after DB_LOCK_TIMEOUT (bulk._one), not waited for: each worker handed the
+    # job after the last's lease ran out would wait on it too, until none was left.
+    with store.current().lock_wait_at_most(settings.DB_LOCK_TIMEOUT):
+        job = bulk.run_bulk_job(job_id, batches=5)
     if job.status == BulkJobStatus.RUNNING and job.lease_until is None:
         bulk.hand_over(job_id)

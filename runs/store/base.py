@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import CharField, Func
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -86,6 +86,28 @@ class Store(abc.ABC):
         """The rows of `queryset`, locked (those another transaction holds skipped, if
         `skip_locked`): batches lock in the order the caller gives, so two cannot deadlock."""
         return list(queryset.select_for_update(skip_locked=skip_locked))
+
+    # The statements that bound this session's wait for a row another transaction holds
+    # and that end the bound (PostgreSQL's lock_timeout); none here: SQLite's writers wait
+    # on its busy timeout already.
+    lock_wait_statements: tuple[str, str] | None = None
+
+    @contextlib.contextmanager
+    def lock_wait_at_most(self, seconds: float) -> Iterator[None]:
+        """Inside, this session waits at most `seconds` (0: without end) for a row another
+        transaction holds; past it the statement fails (would_not_wait), and its
+        transaction with it."""
+        if self.lock_wait_statements is None or seconds <= 0:
+            yield
+            return
+        bound, unbound = self.lock_wait_statements
+        with connection.cursor() as cursor:
+            cursor.execute(bound, [str(round(seconds * 1000))])
+        try:
+            yield
+        finally:
+            with contextlib.suppress(DatabaseError), connection.cursor() as cursor:
+                cursor.execute(unbound)
 
     def transaction_lock(self, key: int) -> None:
         """Serialise, until the transaction ends, every transaction that takes `key`. Here

@@ -438,11 +438,11 @@ class PostgresStore(Store):
                 self._measured_at = time.monotonic()
         return timezone.now() + self._offset
 
+    lock_wait_statements = ("SELECT set_config('lock_timeout', %s, false)", "RESET lock_timeout")
+
     @contextlib.contextmanager
     def pass_lock(self, job: str, key: int) -> Iterator[bool]:
-        # A session-level advisory lock, released when the pass ends, or by the server
-        # when the worker's session dies. It needs a session of its own: behind a
-        # transaction-pooling PgBouncer, point workers at PostgreSQL itself.
+        # A session-level advisory lock (runs.machine.single_pass says why and its price).
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
             (held,) = cursor.fetchone()
