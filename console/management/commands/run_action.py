@@ -13,6 +13,7 @@ USER reads only and asks for none.
 import re
 import uuid
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
@@ -27,6 +28,7 @@ from approvals.operator_actions import (
     refuse_input_not_read,
 )
 from console.cli import id_given, no_run, print_json, proven, storable_text, user_named
+from runs import store
 from runs.machine.errors import EvidenceRequired, TransitionNotAllowed
 from runs.models import Run, Step
 from runs.operator.actions import ACTIONS, ActionInput
@@ -67,6 +69,13 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
     def handle(self, *args, **options):
+        # A person waits at the prompt: a run another session holds (left idle in a
+        # transaction) ends the command with one line after DB_LOCK_TIMEOUT (console.entry),
+        # as a web request ends, instead of holding it without end.
+        with store.current().lock_wait_at_most(settings.DB_LOCK_TIMEOUT):
+            return self._handle(**options)
+
+    def _handle(self, **options):
         storable_text(options)
         if options["run"] is not None:
             options["run"] = id_given(options["run"], name="run id", thing="run")
