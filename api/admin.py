@@ -210,6 +210,9 @@ class WebhookSubscriberForm(forms.ModelForm):
     def clean_secret(self):
         secret = self.cleaned_data["secret"]
         if secret:
+            if (problem := subscribers.secret_problem(secret)) is not None:
+                raise forms.ValidationError(f"{problem[0].upper()}{problem[1:]}.",
+                                            code="too_short")
             return secret
         if self.instance.pk is None:
             raise forms.ValidationError("A new subscriber needs a secret to sign its "

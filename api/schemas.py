@@ -15,7 +15,7 @@ from runs.machine.transitions.outcome import REMOTE_REF_MAX
 from runs.models import AttentionReason, ErrorClass, RunStatus, StepStatus, ToolCallStatus
 
 from .models import WebhookSubscriber
-from .subscribers import SECRET_MAX_LENGTH
+from .subscribers import SECRET_MAX_LENGTH, SECRET_MIN_LENGTH
 
 # A run as a caller sees it: a small, finite set of states.
 State = Literal["accepted", "running", "waiting", "needs_attention", "compensating",
@@ -465,8 +465,9 @@ SubscriberWorkflows = list[Annotated[str, Field(min_length=1, max_length=200,
 _SUBSCRIBER_NAME = "Unique; the subject of its records in the access chain, so it never changes."
 _SUBSCRIBER_URL = ("Where its events are POSTed (http or https), as Django admin takes it; "
                    "in a deployment only a public address is sent anything.")
-_SUBSCRIBER_SECRET = ("Signs each delivery (HMAC-SHA256); give it to the receiver. Write-only: "
-                      "never answered, logged or recorded.")
+_SUBSCRIBER_SECRET = (f"Signs each delivery (HMAC-SHA256); give it to the receiver: at least "
+                      f"{SECRET_MIN_LENGTH} characters, random ones (a short one proves "
+                      "nothing). Write-only: never answered, logged or recorded.")
 _SUBSCRIBER_WORKFLOWS = ("The workflows whose runs it is told of, each one of the token's "
                          "and one whose runs the token's person may view; [] (every "
                          "workflow) is beyond any token.")
@@ -481,8 +482,8 @@ class SubscriberIn(Schema):
                       description=_SUBSCRIBER_NAME)
     url: str = Field(min_length=1, max_length=_URL_MAX, pattern=NO_NUL,
                      description=_SUBSCRIBER_URL)
-    secret: str = Field(min_length=1, max_length=SECRET_MAX_LENGTH, pattern=NO_NUL,
-                        description=_SUBSCRIBER_SECRET)
+    secret: str = Field(min_length=SECRET_MIN_LENGTH, max_length=SECRET_MAX_LENGTH,
+                        pattern=NO_NUL, description=_SUBSCRIBER_SECRET)
     workflows: SubscriberWorkflows = Field(description=_SUBSCRIBER_WORKFLOWS)
     # Strict, as every boolean of a body: "no" would be read as a boolean.
     active: bool = Field(True, strict=True, description="Sent its events; false holds them.")
@@ -496,7 +497,7 @@ class SubscriberChange(Schema):
     url: str | None = Field(None, min_length=1, max_length=_URL_MAX, pattern=NO_NUL,
                             description=_SUBSCRIBER_URL)
     secret: str | None = Field(
-        None, min_length=1, max_length=SECRET_MAX_LENGTH, pattern=NO_NUL,
+        None, min_length=SECRET_MIN_LENGTH, max_length=SECRET_MAX_LENGTH, pattern=NO_NUL,
         description=f"{_SUBSCRIBER_SECRET} A new one replaces the current one, which signs "
                     "beside it for WEBHOOK_SECRET_OVERLAP_HOURS while the receiver switches.")
     workflows: SubscriberWorkflows | None = Field(None, description=_SUBSCRIBER_WORKFLOWS)

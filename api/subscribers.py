@@ -32,6 +32,9 @@ from .tokens import workflows_beyond
 
 # The longest secret a person gives (its sealed form is longer: the model's column).
 SECRET_MAX_LENGTH = 128
+# The shortest: a receiver trusts a delivery because its signature could only be made with
+# the secret, which a secret of a few characters does not ensure (anyone can try them all).
+SECRET_MIN_LENGTH = 16
 
 # What a secret is recorded as: that it changed, never what it was or became.
 SECRET_NOT_RECORDED = "(not recorded)"
@@ -52,6 +55,17 @@ def url_problem(url: str) -> str | None:
         return None
     return (f"deliveries are POSTed over HTTP: give an http:// or https:// URL, not "
             f"{scheme}://")
+
+
+def secret_problem(secret: str) -> str | None:
+    """Why `secret` may not sign a subscriber's deliveries, or None. A signature made with a
+    short secret proves nothing: whoever wants to forge a delivery tries every secret that
+    short. Admin's form and the API ask this of a new secret given; a stored one keeps
+    signing (its subscriber may still be changed otherwise, e.g. turned off)."""
+    if len(secret) >= SECRET_MIN_LENGTH:
+        return None
+    return (f"a secret signs each delivery: give at least {SECRET_MIN_LENGTH} characters, "
+            f"random ones (this one has {len(secret)})")
 
 
 def recorded_url(url: str) -> str:

@@ -37,7 +37,7 @@ def keeper(client):
 
 def add(client, workflows: list[str]):
     return client.post("/admin/api/webhooksubscriber/add/", {
-        "name": "mine", "url": "https://hooks.example.com/in", "secret": "s3cret-value",
+        "name": "mine", "url": "https://hooks.example.com/in", "secret": "s3cret-value-4711-x",
         "workflows": json.dumps(workflows), "active": "on"})
 
 

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.django_db
 
 SECRET = "whsec-4711-do-not-show-0815"
 URL = "https://hooks:pa55word@erp.example.com/hook?token=tok-4711"
+NEW = "whsec-new-0815-rolled-out"
 
 
 @pytest.fixture
@@ -64,10 +65,10 @@ def test_an_empty_secret_keeps_the_secret_and_records_no_change(admin_client,  #
 
 def test_a_typed_secret_replaces_it(admin_client, subscriber):  # noqa: F811
     response = admin_client.post(f"/admin/api/webhooksubscriber/{subscriber.pk}/change/", {
-        "name": "erp", "url": URL, "secret": "whsec-new", "workflows": "[]", "active": "on"})
+        "name": "erp", "url": URL, "secret": NEW, "workflows": "[]", "active": "on"})
     assert response.status_code == 302
     subscriber.refresh_from_db()
-    assert signing_secret(subscriber) == "whsec-new" and "whsec-new" not in subscriber.secret
+    assert signing_secret(subscriber) == NEW and NEW not in subscriber.secret
     assert AccessRecord.objects.get().after == {
         "secret": "replaced (not recorded)",
         "previous_secret_signs_until": subscriber.previous_secret_until.isoformat()}

@@ -21,7 +21,8 @@ def receiver():
 
 def _add(admin_client, receiver, workflows):
     return admin_client.post(ADD, {"name": "crm", "url": f"{receiver.url}/hooks",
-                                   "secret": "k", "workflows": workflows, "active": "on"})
+                                   "secret": "whsec-crm-4711-0815", "workflows": workflows,
+                                   "active": "on"})
 
 
 @pytest.mark.parametrize("workflows", ['"test-orders"', "5", '{"test-orders": true}',

@@ -125,7 +125,7 @@ def _requests(client, headers) -> dict:
                             {"reason": "INC-7"}, "olga"),
         "list_subscribers": ("get", "/api/subscribers", None, "olga"),
         "create_subscriber": ("post", "/api/subscribers", {
-            "name": "crm", "url": "https://crm.example.com/hook", "secret": "s3cret",
+            "name": "crm", "url": "https://crm.example.com/hook", "secret": "s3cret-4711-only-crm",
             "workflows": ["test-orders"]}, "olga"),
         "get_subscriber": ("get", subscriber_path, None, "olga"),
         "change_subscriber": ("patch", subscriber_path, {"active": False}, "olga"),

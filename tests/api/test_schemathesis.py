@@ -139,13 +139,14 @@ def test_each_answer_of_a_subscriber_kept_over_the_api_matches_the_document(live
                                                                    headers=headers)
 
     made = answer("/api/subscribers", "POST", media_type="application/json", body={
-        "name": "erp", "url": "https://erp.example.com/in", "secret": "s3cret",
+        "name": "erp", "url": "https://erp.example.com/in", "secret": "s3cret-4711-only-erp",
         "workflows": ["test-orders"]})
     assert made.status_code == 201
     at = {"path_parameters": {"subscriber_id": made.json()["id"]}}
     assert answer("/api/subscribers", "GET").status_code == 200
     assert answer(one, "GET", **at).status_code == 200
-    changed = answer(one, "PATCH", media_type="application/json", body={"secret": "n3w"}, **at)
+    changed = answer(one, "PATCH", media_type="application/json",
+                     body={"secret": "n3w-0815-rolled-out"}, **at)
     assert changed.status_code == 200 and changed.json()["previous_secret_signs_until"]
     assert answer(one, "DELETE", **at).status_code == 200
     assert answer(one, "GET", **at).status_code == 404

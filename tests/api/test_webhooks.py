@@ -196,7 +196,7 @@ def test_a_subscriber_registered_in_the_admin_is_told_only_what_happens_next(
     RunEvent.objects.create(run=before, status_from="running", status_to="running",
                             step_name="fetch", outcome="succeeded", created_at=timezone.now())
     response = admin_client.post("/admin/api/webhooksubscriber/add/", {
-        "name": "crm", "url": receiver.url, "secret": "k", "workflows": "[]",
+        "name": "crm", "url": receiver.url, "secret": "whsec-crm-4711-0815", "workflows": "[]",
         "active": "on"})
     assert response.status_code == 302, response.content[:500]
     webhooks.publish()

@@ -321,7 +321,7 @@ def _api_subscriber_kwargs(world: World, view: View, item: str | None) -> dict:
 
 def _api_subscriber_body(world: World, role: str, item: str | None) -> Body:
     return {"name": world.unique("matrix"), "url": "https://matrix.example.com/in",
-            "secret": "matrix-secret", "workflows": ["test-orders"]}, JSON
+            "secret": "matrix-secret-4711", "workflows": ["test-orders"]}, JSON
 
 
 def event_body(world: World, role: str, item: str | None) -> Body:
