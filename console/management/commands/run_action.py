@@ -16,6 +16,7 @@ import uuid
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
+from django.urls import reverse
 
 from approvals.decisions import DecisionRefused, decide, decision_refusal
 from approvals.models import ApprovalRequest, RequestKind
@@ -27,9 +28,11 @@ from approvals.operator_actions import (
     act,
     refuse_input_not_read,
 )
+from approvals.permissions import can_view
 from console.cli import id_given, no_run, print_json, proven, storable_text, user_named
 from runs import store
 from runs.machine.errors import EvidenceRequired, TransitionNotAllowed
+from runs.machine.storable import written_visibly
 from runs.models import Run, Step
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import grants_of
@@ -170,11 +173,9 @@ class Command(BaseCommand):
                               f"{': ' + refused if refused else ''}")
 
     def _decide(self, user, options):
-        try:
-            request = ApprovalRequest.objects.get(pk=options["decide"],
-                                                  kind=RequestKind.OPERATOR_ACTION)
-        except ApprovalRequest.DoesNotExist:
-            raise CommandError(f"no four-eyes request {options['decide']}") from None
+        request = ApprovalRequest.objects.filter(pk=options["decide"]).first()
+        if request is None or request.kind != RequestKind.OPERATOR_ACTION:
+            raise CommandError(_not_four_eyes(options["decide"], request, user))
         # A run or action named beside --decide must be the request's: deciding another
         # run's request than the one the person named would act on the wrong run.
         if ((options["run"] is not None and options["run"] != request.run_id)
@@ -204,6 +205,21 @@ class Command(BaseCommand):
 _ACTION_OPTIONS = {"reason": "--reason", "step": "--step", "call": "--call", "mode": "--mode",
                    "remote_ref": "--remote-ref", "evidence": "--evidence"}
 _DECIDE_OPTIONS = {"reject": "--reject", "comment": "--comment"}
+
+
+def _not_four_eyes(request_id: int, request: ApprovalRequest | None, user) -> str:
+    """Why --decide REQUEST decides nothing when REQUEST is no four-eyes request: none by
+    that id, or an approval step's or a tool call's request (which this command does not
+    decide), said with where it is decided to whoever may see it on its page (can_view);
+    to anyone else, as if there were none."""
+    if request is None or not can_view(user, request):
+        return f"no four-eyes request {request_id}"
+    what = ("a tool-call approval" if request.kind == RequestKind.TOOL_CALL
+            else "a step approval")
+    return (f"approval request {request_id} is {what} ({written_visibly(request.subject)} "
+            f"of run {request.run_id}), not a four-eyes request: decide it on its page "
+            f"{reverse('approvals:detail', args=[request_id])} or over the API (POST "
+            f"/api/approvals/{request_id}/decision); nothing decided")
 
 
 def _refuse_decision(options) -> None:
