@@ -163,14 +163,18 @@ class Command(BaseCommand):
             refusals[name] = (permitted, action.refusal(run, steps) if permitted else
                               f"{user.get_username()} may not {action.label.lower()} run "
                               f"{run_id} (needs runs.{action.permission})")
+        # As show_run marks them: the one four-eyes rule the action itself is held to.
+        four_eyes = {name: action.needs_second_person(steps) for name, action in ACTIONS.items()}
         if as_json:
             print_json(self.stdout, [{"action": name, "offered": refused is None,
-                                      "permitted": permitted, "refusal": refused}
+                                      "permitted": permitted, "refusal": refused,
+                                      "needs_second_person": four_eyes[name]}
                                      for name, (permitted, refused) in refusals.items()])
             return
         for name, (_, refused) in refusals.items():
-            self.stdout.write(f"{name:22} {'-' if refused else 'offered'}"
-                              f"{': ' + refused if refused else ''}")
+            said = f"-: {refused}" if refused else \
+                "offered" + (" (four eyes)" if four_eyes[name] else "")
+            self.stdout.write(f"{name:22} {said}")
 
     def _decide(self, user, options):
         request = ApprovalRequest.objects.filter(pk=options["decide"]).first()
