@@ -18,7 +18,7 @@ from approvals.bulk import bulk_progress, start_bulk_job
 from approvals.models import BulkOutcome
 from runs.models import Run, RunStatus
 from tests.approvals.run_lock_order import session
-from tests.approvals.test_bulk_jobs import ATTENTION, _failed, _marked_records, people  # noqa: F401
+from tests.approvals.test_bulk_jobs import ATTENTION, failed_run, marked_records, people  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,7 +39,7 @@ def test_a_held_run_is_refused_with_why_the_others_are_acted_on_and_it_once_afte
         people, settings):  # noqa: F811
     settings.DB_LOCK_TIMEOUT = 1
     olga, _ = people
-    held, *others = [_failed() for _ in range(3)]
+    held, *others = [failed_run() for _ in range(3)]
     job, _ = start_bulk_job("terminate", ATTENTION, user=olga, reason="vendor fraud")
 
     holder = session()
@@ -58,14 +58,14 @@ def test_a_held_run_is_refused_with_why_the_others_are_acted_on_and_it_once_afte
     assert "another session held the run" in refusal.message
     assert "nothing was done" in refusal.message
     assert Run.objects.get(pk=held.pk).status == RunStatus.ATTENTION
-    assert _marked_records(job, held) == 0
+    assert marked_records(job, held) == 0
     for run in others:
         assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
-        assert _marked_records(job, run) == 1
+        assert marked_records(job, run) == 1
 
     again, _ = start_bulk_job("terminate", ATTENTION, user=olga, reason="vendor fraud")
     tasks.bulk_job(again.pk)
     assert bulk_progress(again.pk).counts == {"done": 1}
     assert Run.objects.get(pk=held.pk).status == RunStatus.TERMINATED
-    assert _marked_records(again, held) == 1
+    assert marked_records(again, held) == 1
     call_command("verify_audit", stdout=io.StringIO())

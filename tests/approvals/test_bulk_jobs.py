@@ -48,7 +48,7 @@ def people(db):
     return olga, carl
 
 
-def _failed(workflow="test-orders"):
+def failed_run(workflow="test-orders"):
     return place(new_run(workflow), status=RunStatus.ATTENTION,
                  step_statuses={"create-task": StepStatus.FAILED}
                  if workflow == "test-orders" else None)
@@ -60,14 +60,14 @@ def _effected():
                                 "post-ledger": StepStatus.SUCCEEDED})
 
 
-def _marked_records(job, run):
+def marked_records(job, run):
     return AuditRecord.objects.filter(run=run, reason=marked(job.reason, job.pk)).count()
 
 
 @pytest.mark.django_db
 def test_the_preview_counts_what_matches_and_what_the_person_may_act_on(people):
-    orders = [_failed() for _ in range(3)]
-    [_failed("test-saga") for _ in range(2)]
+    orders = [failed_run() for _ in range(3)]
+    [failed_run("test-saga") for _ in range(2)]
     place(new_run(), status=RunStatus.COMPLETED)
     viewer = User.objects.create_user("vera")
     viewer.user_permissions.add(Permission.objects.get(codename="view_runs"))
@@ -83,7 +83,7 @@ def test_the_preview_counts_what_matches_and_what_the_person_may_act_on(people):
 @pytest.mark.django_db
 def test_a_job_acts_once_per_run_and_sends_the_rest_to_one_four_eyes_request(people):
     olga, carl = people
-    plain = [_failed() for _ in range(4)]
+    plain = [failed_run() for _ in range(4)]
     effected = [_effected() for _ in range(2)]
     job, _ = start_bulk_job("terminate", ATTENTION, user=olga, reason="vendor fraud")
     assert job.total == 6
@@ -92,7 +92,7 @@ def test_a_job_acts_once_per_run_and_sends_the_rest_to_one_four_eyes_request(peo
     assert job.status == "done" and progress.counts == {"done": 4, "second_person": 2}
     for run in plain:
         assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
-        assert _marked_records(job, run) == 1
+        assert marked_records(job, run) == 1
     request = ApprovalRequest.objects.get(pk=job.approval_id)
     assert request.snapshot["runs"] == sorted(r.pk for r in effected)
     assert ApprovalRequest.objects.count() == 1
@@ -108,7 +108,7 @@ def test_a_job_acts_once_per_run_and_sends_the_rest_to_one_four_eyes_request(peo
     assert bulk_progress(job.pk).counts == {"done": 6}
     # Running it again changes nothing.
     run_bulk_job(job.pk)
-    assert all(_marked_records(job, r) == 1 for r in plain + effected)
+    assert all(marked_records(job, r) == 1 for r in plain + effected)
 
 
 @pytest.mark.django_db
@@ -116,7 +116,7 @@ def test_the_search_narrows_the_job_to_the_runs_the_list_shows(people):
     """A search (q) is part of the filter: the preview counts, and the job acts on, only
     the runs it matches; the others are left exactly as they were."""
     olga, _ = people
-    wanted, others = _failed(), [_failed() for _ in range(3)]
+    wanted, others = failed_run(), [failed_run() for _ in range(3)]
     search = RunFilters(status=RunStatus.ATTENTION, q=wanted.business_key)
     assert bulk_preview("terminate", search, user=olga).matching == 1
     job, _ = start_bulk_job("terminate", search, user=olga, reason="only this one")
@@ -137,7 +137,7 @@ def test_the_search_narrows_the_job_to_the_runs_the_list_shows(people):
 
 def test_a_cancelled_job_stops_and_what_it_did_stays(people):
     olga, _ = people
-    runs = [_failed() for _ in range(3)]
+    runs = [failed_run() for _ in range(3)]
     job, _ = start_bulk_job("terminate", ATTENTION, user=olga, reason="stop it")
     assert cancel_bulk_job(job.pk, user=olga)
     assert run_bulk_job(job.pk).status == "cancelled"
@@ -148,7 +148,7 @@ def test_a_cancelled_job_stops_and_what_it_did_stays(people):
 
 def test_a_workflow_filter_that_names_no_workflow_is_refused_not_an_empty_job(people):
     olga, _ = people
-    _failed()
+    failed_run()
     with pytest.raises(BulkRefused, match="no workflow's name contains 'test-ordres'"):
         start_bulk_job("terminate", RunFilters(workflow="test-ordres"), user=olga,
                        reason="typo")
@@ -160,7 +160,7 @@ def test_a_workflow_filter_that_names_no_workflow_is_refused_not_an_empty_job(pe
 def test_only_its_owner_or_a_superuser_cancels_a_job_from_any_caller(people, monkeypatch):
     olga, carl = people
     monkeypatch.setenv("CLI_PASSWORD", "pw")
-    _failed()
+    failed_run()
     job, _ = start_bulk_job("terminate", ATTENTION, user=olga, reason="stop it")
     with pytest.raises(BulkForbidden, match="another person's"):
         cancel_bulk_job(job.pk, user=carl)
@@ -189,7 +189,7 @@ def test_refusals_and_missing_permissions_are_outcomes_not_failures(people):
     fin = User.objects.create_user("fin")
     fin.user_permissions.add(Permission.objects.get(codename="view_runs"))
     assign_perm("runs.resume_run", fin, Workflow.objects.get_or_create(name="test-orders")[0])
-    orders, saga = _failed(), _failed("test-saga")
+    orders, saga = failed_run(), failed_run("test-saga")
     job = run_bulk_job(start_bulk_job("resume", ATTENTION, user=fin, reason="retry all")[0].pk)
     outcomes = dict(BulkOutcome.objects.filter(job=job).values_list("run_id", "outcome"))
     assert outcomes == {orders.pk: "done", saga.pk: "forbidden"}
@@ -201,7 +201,7 @@ def test_refusals_and_missing_permissions_are_outcomes_not_failures(people):
 def test_a_worker_killed_mid_job_is_taken_over_without_skipping_or_repeating(people,
                                                                               point):
     olga, _ = people
-    runs = [_failed() for _ in range(6)]
+    runs = [failed_run() for _ in range(6)]
     job, _ = start_bulk_job("terminate", ATTENTION, user=olga, reason="incident 42")
     victim = runs[2]
     worker = manage("bulk_action", "run", str(job.pk), RUNS_CRASH_AT=f"{point}:{victim.pk}",
@@ -210,7 +210,7 @@ def test_a_worker_killed_mid_job_is_taken_over_without_skipping_or_repeating(peo
     assert worker.returncode == -9  # SIGKILL, at that point
     claimed = dict(BulkOutcome.objects.filter(job=job).values_list("run_id", "outcome"))
     assert claimed == {runs[0].pk: "done", runs[1].pk: "done", victim.pk: "claimed"}
-    assert _marked_records(job, victim) == (1 if point == "bulk_acted" else 0)
+    assert marked_records(job, victim) == (1 if point == "bulk_acted" else 0)
 
     # Another worker, once the dead one's lease is over.
     assert run_bulk_job(job.pk).status == "running"  # the lease still holds: nothing done
@@ -219,15 +219,15 @@ def test_a_worker_killed_mid_job_is_taken_over_without_skipping_or_repeating(peo
     assert bulk_progress(job.pk).counts == {"done": 6}
     for run in runs:
         assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
-        assert _marked_records(job, run) == 1, run.pk
+        assert marked_records(job, run) == 1, run.pk
         assert AuditRecord.objects.filter(run=run, action="terminated").count() == 1
 
 
 @pytest.mark.django_db
 def test_a_job_over_a_time_range_keeps_its_range_and_acts_only_within_it(people):
     olga, _ = people
-    inside = _failed()
-    earlier = _failed()
+    inside = failed_run()
+    earlier = failed_run()
     Run.objects.filter(pk=earlier.pk).update(created_at=timezone.now() - timedelta(days=3))
     since = timezone.now() - timedelta(days=1)
     job, _ = start_bulk_job("terminate", RunFilters(status=RunStatus.ATTENTION,
