@@ -194,28 +194,14 @@ DB_CONNECT_TIMEOUT = 5
 
 # Seconds a request of a person (a console page, an API call, an approver's decision) waits
 # for a row another session holds: PostgreSQL's lock_timeout, on the web server's
-# connections only (console.wsgi). Without it, a run row held by a session left idle in a
-# transaction (a psql prompt, a stuck script) held every action on that run until the web
-# server killed its worker, with no answer; now the request ends with nothing written and
-# is answered 503 with Retry-After (console.errors, api.routes). Workers and beat's passes
-# keep waiting: their waits are nobody's page, and a bulk job's worker tries the run again.
+# connections only (console.lock_waits, from console.wsgi). Without it, a run row held by a
+# session left idle in a transaction (a psql prompt, a stuck script) held every action on
+# that run until the web server killed its worker, with no answer; now the request ends
+# with nothing written and is answered 503 with Retry-After (console.errors, api.routes).
+# Workers and beat's passes keep waiting: their waits are nobody's page, and a bulk job's
+# worker tries the run again.
 # Under a web server's own timeout (gunicorn's is 30 s).
 DB_LOCK_TIMEOUT = env("DB_LOCK_TIMEOUT")
-
-
-def bound_lock_waits(databases: dict, seconds: float) -> None:
-    """Have the PostgreSQL connections of `databases` made from now on wait at most
-    `seconds` for a lock, in libpq's startup options (no statement per request or
-    connection). A lock_timeout that DATABASE_URL's `options` names already wins."""
-    if seconds <= 0:
-        return
-    for config in databases.values():
-        if config["ENGINE"] != "django.db.backends.postgresql":
-            continue
-        options = config.setdefault("OPTIONS", {})
-        given = options.get("options", "")
-        if "lock_timeout" not in given:
-            options["options"] = f"{given} -c lock_timeout={round(seconds * 1000)}".strip()
 
 
 def database_from_url(url: str | None) -> dict:

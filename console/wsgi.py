@@ -10,10 +10,10 @@ load_settings_or_exit("wsgi")
 
 from django.conf import settings  # noqa: E402  (read once the settings are known good)
 
-from console.settings import bound_lock_waits  # noqa: E402
+from console.lock_waits import bound_lock_waits  # noqa: E402
 
 # The web server's requests are people's: none waits without end for a row another session
 # holds (DB_LOCK_TIMEOUT). Before any connection is made; runserver serves this application
 # too.
-bound_lock_waits(settings.DATABASES, settings.DB_LOCK_TIMEOUT)
+bound_lock_waits(settings.DB_LOCK_TIMEOUT)
 application = get_wsgi_application()
