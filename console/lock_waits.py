@@ -28,8 +28,9 @@ def _bound_on_connect(seconds: float):
     def bound(sender, connection, **kwargs):
         given = connection.settings_dict.get("OPTIONS", {}).get("options", "")
         statements = store.current().lock_wait_statements
-        if statements is None or connection.vendor != "postgresql" \
-                or "lock_timeout" in given:
+        # None where the database has no such bound (SQLite's writers wait on its busy
+        # timeout already).
+        if statements is None or "lock_timeout" in given:
             return
         with connection.cursor() as cursor:
             cursor.execute(statements[0], [str(round(seconds * 1000))])
