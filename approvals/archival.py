@@ -4,6 +4,7 @@ their notifications), and how those rows leave the hot tables (see archive.parts
 from runs.archival import row_values
 
 from .models import (
+    BULK_JOB_REQUESTS,
     ApprovalRequest,
     ApprovalRequestGroupObjectPermission,
     ApprovalRequestUserObjectPermission,
@@ -40,8 +41,8 @@ def pending(run_ids: list[int]) -> set[int]:
     """The runs of `run_ids` that a bulk job's four-eyes request not settled yet hangs on:
     it still decides the job's other runs after its own ended (withdrawal.no_longer_awaited),
     and archived with it, it would be gone, and with it their wait for a second person."""
-    return set(ApprovalRequest.objects.filter(run_id__in=run_ids, settled_at__isnull=True,
-                                              params__has_key="bulk_job")
+    return set(ApprovalRequest.objects.filter(BULK_JOB_REQUESTS, run_id__in=run_ids,
+                                              settled_at__isnull=True)
                .values_list("run_id", flat=True))
 
 

@@ -40,6 +40,10 @@ DECIDED_STATUSES = frozenset({RequestStatus.APPROVED, RequestStatus.REJECTED,
                               RequestStatus.EXPIRED})
 
 
+# The requests of bulk jobs, in a query (ApprovalRequest.bulk_runs: of one request).
+BULK_JOB_REQUESTS = Q(params__has_key="bulk_job")
+
+
 class ApprovalRequest(models.Model):
     kind = models.CharField(max_length=16, choices=RequestKind.choices, default=RequestKind.STEP)
     run = models.ForeignKey("runs.Run", on_delete=models.PROTECT,

@@ -28,6 +28,7 @@ from runs.models import (
 )
 
 from .models import (
+    BULK_JOB_REQUESTS,
     ApprovalRequest,
     BulkJob,
     BulkJobStatus,
@@ -67,7 +68,7 @@ def no_longer_awaited() -> Q:
             | (Q(kind=RequestKind.TOOL_CALL)
                & ((~Exists(call_still_waiting()) & Exact(run_status, RunStatus.WAITING))
                   | In(run_status, NOT_WAITING_STATUSES) | Exists(call_cancelled)))
-            | (Q(kind=RequestKind.OPERATOR_ACTION) & ~Q(params__has_key="bulk_job")
+            | (Q(kind=RequestKind.OPERATOR_ACTION) & ~BULK_JOB_REQUESTS
                & _action_refused_for_good(run_status))
             # A bulk job's request only hangs on its first run: approved, it acts on every
             # run of the job, each refused there if it can no longer take the action
@@ -75,7 +76,7 @@ def no_longer_awaited() -> Q:
             # end of every one does. So does the job's cancel: one made as its request was
             # being made (the job names the request in the request's commit, and is done
             # only after) asked that nothing more be done.
-            | (Q(kind=RequestKind.OPERATOR_ACTION) & Q(params__has_key="bulk_job")
+            | (Q(kind=RequestKind.OPERATOR_ACTION) & BULK_JOB_REQUESTS
                & (_no_run_of_the_job_may_take_it()
                   | Exists(BulkJob.objects.filter(approval_id=OuterRef("pk"),
                                                   status=BulkJobStatus.CANCELLED)))))

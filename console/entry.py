@@ -35,11 +35,11 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(1) from None
     except CONNECTION_LOST as exc:
+        command = f"{program} {argv[1]}" if len(argv) > 1 else program
         if would_not_wait(exc):
             # A row another session held past lock_timeout, a statement_timeout, a cancel:
             # the database answers, and what the command was doing in that transaction was
             # rolled back. Not "cannot be reached", which sends the person to the wrong place.
-            command = f"{program} {argv[1]}" if len(argv) > 1 else program
             print(f"{command}: the database would not wait ({first_line(exc)}): a record "
                   "it needed was held by another session, or the statement was cancelled; "
                   "the transaction under way was rolled back: run the command again",
@@ -47,7 +47,6 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
             raise SystemExit(1) from None
         if not unreachable(exc):
             raise
-        command = f"{program} {argv[1]}" if len(argv) > 1 else program
         print(f"{command}: the database cannot be reached ({first_line(exc)}); check "
               "DATABASE_URL and that PostgreSQL is running, then run the command again",
               file=sys.stderr)

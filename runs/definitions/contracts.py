@@ -93,11 +93,17 @@ def _agent_effect(agent: definition.AgentSpec) -> tuple[str, str]:
     effects = [t for t in agent.tools.values() if t.has_side_effect]
     if not effects:
         return "none (its tools read)", "yes: its turns are stored and reused"
-    blind = [t.name for t in effects if not _settles_unknown(t)]
+    blind = _unsettleable_tools(agent)
     rerun = (f"no: nothing can tell whether a call of {', '.join(blind)} happened" if blind
              else "yes: its turns are stored and reused; each tool call has its own key, "
                   "sent or looked up")
     return f"yes: through its tools ({', '.join(t.name for t in effects)})", rerun
+
+
+def _unsettleable_tools(agent: definition.AgentSpec) -> list[str]:
+    # The names of an agent's tools whose unknown outcome nothing can settle.
+    return [t.name for t in agent.tools.values()
+            if t.has_side_effect and not _settles_unknown(t)]
 
 
 def _plural(n: int, word: str) -> str:
@@ -152,8 +158,7 @@ def agent_stop_condition(agent: definition.AgentSpec, budget: str) -> str:
              "a call of a tool it does not declare",
              f"more than {_plural(agent.schema_error_budget, 'schema error')} (tool "
              "arguments failing their schema, turns asking for too many calls)"]
-    blind = [t.name for t in agent.tools.values()
-             if t.has_side_effect and not _settles_unknown(t)]
+    blind = _unsettleable_tools(agent)
     if blind:
         stops.append(f"any unknown outcome of a call of {', '.join(blind)} (nothing can look "
                      "it up)")
