@@ -20,7 +20,8 @@ ARCHIVE_RUNS_PER_FILE runs:
 2. records the file (ArchiveFile: name, sha256, size, the head of every chain it closes)
    and commits, before anything is removed;
 3. removes the runs from the hot tables, ARCHIVE_REMOVE_BATCH runs per short transaction:
-   lock the run rows, keep any run that changed since it was read (an operator reopened a
+   lock the run rows, passing over any that another session holds (kept hot, for the next
+   pass), keep any run that changed since it was read (an operator reopened a
    terminated run, a late result was recorded: its chain head moved), write a tombstone per
    run (ArchivedRun, which start_run consults through runs.machine.retention), let each app
    delete its rows, and log the removal (ArchiveRemoval: who, when, which file, which chain heads).
@@ -157,6 +158,9 @@ class ArchiveReport:
     locked_out: bool = False
     # Left in storage by writes killed before the end (archive.writing), deleted.
     partial_files_removed: int = 0
+    # Held by another session when their removal came: kept hot (in kept_run_ids, as the
+    # changed ones) for the next pass.
+    runs_busy: int = 0
     # remove_drill_runs: drill runs past ARCHIVE_MAX_RUNS_PER_PASS, left for the next.
     runs_left: int = 0
 
@@ -345,22 +349,32 @@ def remove(archive: ArchiveFile, *, actor: str, remove_batch: int,
                      .values_list("pk", flat=True))
     kept = list(archive.kept_run_ids)
     for start in range(0, len(pending), remove_batch):
-        removed, changed = _remove_batch(archive, pending[start:start + remove_batch],
-                                         actor=actor)
+        removed, changed, busy = _remove_batch(archive, pending[start:start + remove_batch],
+                                               actor=actor)
         report.runs_removed += removed
         report.runs_kept += len(changed)
-        kept += changed
+        report.runs_busy += len(busy)
+        kept += changed + busy
     ArchiveFile.objects.filter(pk=archive.pk).update(removal_finished_at=store.current().now(),
                                                      kept_run_ids=kept)
 
 
 def _remove_batch(archive: ArchiveFile, run_ids: list[int], *,
-                  actor: str) -> tuple[int, list[int]]:
+                  actor: str) -> tuple[int, list[int], list[int]]:
+    """Remove the runs of `run_ids` the file holds as they are now; (how many were removed,
+    the runs that changed since the file was written, the runs another session held)."""
     now = store.current().now()
     with transaction.atomic(durable=True):
         store.current().allow_archival_removal(archive.sha256)
-        runs = list(Run.objects.select_for_update().filter(pk__in=run_ids).order_by("pk")
-                    .only(*TOMBSTONE_FIELDS))
+        # A run another session holds (a psql prompt left idle in its transaction, an
+        # operator's action under way) is passed over, not waited for: waiting stopped the
+        # whole pass, every later run of it, for as long as the row was held. It is kept
+        # as a changed run is (in the file, still hot) and the next pass archives it.
+        runs = store.current().lock_runs(Run.objects.filter(pk__in=run_ids).order_by("pk")
+                                         .only(*TOMBSTONE_FIELDS), skip_locked=True)
+        locked = {run.pk for run in runs}
+        busy = sorted(Run.objects.filter(pk__in=[pk for pk in run_ids if pk not in locked])
+                      .values_list("pk", flat=True))
         removable, changed = [], []
         # Asked again under the runs' locks: a subscriber made active again since the file
         # was written has deliveries of them waiting.
@@ -370,7 +384,7 @@ def _remove_batch(archive: ArchiveFile, run_ids: list[int], *,
                          and run.pk not in held)
             (removable if unchanged and run.status in FINAL_RUN_STATUSES else changed).append(run)
         if not removable:
-            return 0, [r.pk for r in changed]
+            return 0, [r.pk for r in changed], busy
         ids = [r.pk for r in removable]
         ArchivedRun.objects.bulk_create([
             ArchivedRun(original_run_id=r.pk, workflow_id=r.workflow_id,
@@ -388,7 +402,7 @@ def _remove_batch(archive: ArchiveFile, run_ids: list[int], *,
             archive_file=archive, removed_at=now, actor=actor, run_count=len(ids),
             heads={str(r.pk): [r.audit_seq, r.audit_head] for r in removable},
             audit_actions=audit_actions)
-    return len(ids), [r.pk for r in changed]
+    return len(ids), [r.pk for r in changed], busy
 
 
 def finish_unfinished(*, actor: str, remove_batch: int, report: ArchiveReport) -> None:

@@ -65,7 +65,7 @@ def remove_drill_runs(*, actor: str, report: ArchiveReport) -> list[str]:
                                    remove_batch=settings.ARCHIVE_REMOVE_BATCH, report=report)
             if archive is not None:
                 archive.refresh_from_db()
-                kept += [f"run {pk}: changed while it was archived"
+                kept += [f"run {pk}: changed, or was held by another session, while it was archived"
                          for pk in archive.kept_run_ids or []]
         return kept
 

@@ -100,6 +100,7 @@ def tombstones_against_their_files() -> Iterator[tuple[int, str, str | None]]:
                     yield run_id, name, "its archive file does not hold it"
                 elif run_id in kept:
                     yield run_id, name, ("its archive file kept it in the hot tables (it "
-                                         "changed after it was written)")
+                                         "changed after it was written, or another session "
+                                         "held it)")
                 else:
                     yield run_id, name, None

@@ -81,6 +81,10 @@ class Command(BaseCommand):
             f"archived {report.runs_removed} runs in {len(report.files)} files "
             f"({report.bytes_written} bytes); {report.runs_kept} changed since they were "
             "read and stay in the hot tables")
+        if report.runs_busy:
+            self.stdout.write(
+                f"{report.runs_busy} runs were held by another session (a transaction left "
+                "open) when their turn came; they stay in the hot tables until a later pass")
         if report.runs_held:
             self.stdout.write(
                 f"{report.runs_held} runs wait for work still to be done for them (webhook "
