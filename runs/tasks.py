@@ -74,7 +74,7 @@ def fire_schedules() -> dict:
     report = schedules.fire_due_schedules()
     return {"started": len(report.started), "found": len(report.found),
             "skipped": report.skipped, "locked_out": report.locked_out,
-            "failed": report.failed}
+            "failed": report.failed, "lost": report.lost}
 
 
 @shared_task(name="runs.start_run", **RETRY)

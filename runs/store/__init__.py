@@ -14,7 +14,7 @@ The store tests (tests/runs/test_store.py) run on both databases in `make test`.
 
 from functools import cache
 
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from django.db.models import DateTimeField, Value
 from django.db.models.functions import Now
 
@@ -22,8 +22,9 @@ from .base import Store, join_next_transaction, withdraw_joined
 from .postgres import PostgresStore
 from .sqlite import SqliteStore
 
-__all__ = ["PostgresStore", "SqliteStore", "Store", "current", "join_next_transaction", "of",
-           "time_in_statement", "time_of_lock", "withdraw_joined"]
+__all__ = ["PostgresStore", "SqliteStore", "SESSION_ENDED", "Store", "current",
+           "join_next_transaction", "of", "session_ended", "time_in_statement",
+           "time_of_lock", "withdraw_joined"]
 
 _STORES = {"postgresql": PostgresStore(), "sqlite": SqliteStore()}
 
@@ -38,6 +39,29 @@ def current() -> Store:
 def of(using) -> Store:
     """The store of the connection `using` (the one place that asks which database it is)."""
     return _STORES[using.vendor]
+
+
+# SQLSTATE classes of a session ended rather than a statement refused: a connection exception
+# (08) and an operator's or the server's intervention (57P: pg_terminate_backend, a shutdown,
+# the database dropped, an idle session's timeout); as runs.execution.database_outage reads
+# them (it is imported before the apps load, so it cannot import this module).
+SESSION_ENDED = ("08", "57P")
+
+
+def session_ended(exc: BaseException, *, using=connection) -> bool:
+    """Whether `exc`, raised on the connection `using`, says that the session under it
+    ended (the server ended it: pg_terminate_backend, a restart; or the network went), not
+    that a statement was refused on a session that still works (a lock timeout, a deadlock:
+    OperationalError too). Read from the error itself: Django may already have opened a new
+    session in its place (a transaction whose rollback failed reconnects as it ends), one
+    that holds none of the old one's session locks."""
+    if not isinstance(exc, InterfaceError | OperationalError):
+        return False
+    state = getattr(exc.__cause__, "sqlstate", None)
+    if state is not None:
+        return state.startswith(SESSION_ENDED)
+    session = using.connection
+    return session is None or of(using).session_lost(exc, session)
 
 
 def time_of_lock(run, *, given=None):

@@ -43,6 +43,10 @@ logger = logging.getLogger(__name__)
 FAILING = "schedule_failing"
 RECOVERED = "schedule_recovered"
 SCHEDULER = Actor.system("scheduler")
+# How far a tick time given by hand (`schedules tick --now`) may run ahead of the database
+# clock: enough for a host whose clock drifts a little, never so far that slots the clock has
+# not reached are recorded as handled (the schedule would then start nothing until then).
+TICK_AHEAD_ALLOWANCE = timedelta(minutes=1)
 # An error is a sentence for a person, not a traceback (that is in the log): kept this long.
 ERROR_TEXT_MAX = 500
 
@@ -112,6 +116,27 @@ def recovered(state: ScheduleState, *, still: dict, now: datetime,
             actor_label=SCHEDULER.label, actor_user_id=SCHEDULER.user_id, reason=said,
             created_at=now)
     logger.info("schedule %s of %s recovered: %s", state.name, state.workflow_name, said)
+
+
+def ahead_of_clock(state: ScheduleState, *, now: datetime) -> timedelta | None:
+    """How far the last slot handled lies ahead of `now`, when it is further than a drifting
+    clock explains (the clock was set back, the row edited): the schedule starts nothing until
+    then. None otherwise."""
+    if state.last_slot_at is None or state.last_slot_at <= now + TICK_AHEAD_ALLOWANCE:
+        return None
+    return state.last_slot_at - now
+
+
+def connection_lost(exc: BaseException, *, name: str, workflow: str, started: int) -> None:
+    """Say, in one line, that the tick's database session ended at schedule `name` of
+    `workflow`, after `started` runs: the schedule is not failing, and nothing is recorded on
+    its row (the session is gone). What the tick had not started is still due and the next
+    tick starts it; a run started before its slot was recorded is found then, not started
+    again (its business key is the slot's)."""
+    said = str(exc).strip() or type(exc).__name__
+    logger.error("schedules: the database connection was lost at schedule %s of %s, after "
+                 "%d run(s) started in this tick (%s); the tick is stopped, the next one "
+                 "fires what is still due", name, workflow, started, said.splitlines()[0])
 
 
 def ahead_text(last_slot: datetime, ahead: timedelta) -> str:

@@ -31,7 +31,7 @@ from functools import partial
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
-from django.db import transaction
+from django.db import connection, transaction
 
 from audit.chain import Actor
 from audit.redaction import redact_text
@@ -69,10 +69,6 @@ KEY_PREFIX = "schedule:"
 # Where the last slot before a time is looked for, nearest first, up to a year back.
 LATEST_SLOT_WINDOWS = (timedelta(hours=1), timedelta(days=2), timedelta(days=32),
                        timedelta(days=366))
-# How far a tick time given by hand (`schedules tick --now`) may run ahead of the database
-# clock: enough for a host whose clock drifts a little, never so far that slots the clock has
-# not reached are recorded as handled (the schedule would then start nothing until then).
-TICK_AHEAD_ALLOWANCE = timedelta(minutes=1)
 # How far back a replayed tick may go: as far as a cron slot is looked for.
 TICK_REPLAY_LIMIT = timedelta(days=366)
 
@@ -251,6 +247,8 @@ class TickReport:
     refused: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)    # "workflow/schedule" that raised
     locked_out: bool = False
+    # The database session ended during the tick, which stopped there (one line logged).
+    lost: bool = False
 
     def add(self, other: "TickReport") -> None:
         self.started += other.started
@@ -275,12 +273,21 @@ def fire_due_schedules(*, now: datetime | None = None) -> TickReport:
         for schedule in registry.all():
             try:
                 report.add(fire_schedule(schedule, now=now))
-            except Exception:  # noqa: BLE001 - one broken schedule must not stop the others
+            except Exception as exc:  # noqa: BLE001 - a broken schedule stops no other
+                if store.session_ended(exc):
+                    # Every later schedule would fail on the dead session, a traceback each,
+                    # and the pass lock went with it: stop; the next tick fires what is due.
+                    schedule_health.connection_lost(exc, name=schedule.name, started=len(
+                        report.started), workflow=schedule.workflow_name)
+                    report.lost = True
+                    break
                 # Its state could not be read or made (the database): nothing to record on.
                 logger.exception("schedule %s of %s: tick failed", schedule.name,
                                  schedule.workflow_name)
                 report.failed.append(f"{schedule.workflow_name}/{schedule.name}")
-        return report
+    if report.lost:
+        connection.close()  # past the pass lock: the next tick opens a session of its own
+    return report
 
 
 def check_tick_time(now: datetime) -> None:
@@ -294,7 +301,7 @@ def check_tick_time(now: datetime) -> None:
                             f"{TICK_REPLAY_LIMIT.days} days before the database clock "
                             f"({clock.isoformat(timespec='seconds')}): a tick replays the "
                             "last year at most")
-    if now > clock + TICK_AHEAD_ALLOWANCE:
+    if now > clock + schedule_health.TICK_AHEAD_ALLOWANCE:
         raise ScheduleError(f"tick time {now.isoformat()} is ahead of the database clock "
                             f"({clock.isoformat(timespec='seconds')}): a tick may replay "
                             "the past, never run ahead of the clock")
@@ -360,7 +367,7 @@ def fire_schedule(schedule: Schedule, *, now: datetime) -> TickReport:
     state = state_of(schedule, now=now)
     if state.paused:  # a look without a lock; refuse_if_paused is the check that counts
         return TickReport()
-    ahead = ahead_of_clock(state, now=now)
+    ahead = schedule_health.ahead_of_clock(state, now=now)
     if ahead is not None:
         schedule_health.slot_ahead(state, ahead=ahead, now=now)
         return TickReport()
@@ -368,6 +375,8 @@ def fire_schedule(schedule: Schedule, *, now: datetime) -> TickReport:
     try:
         report = fire_slots(schedule, state, now=now)
     except CODE_FAILURES as exc:  # its input's code (workflow code), or slots past the calendar
+        if store.session_ended(exc):
+            raise  # the session's end, not the schedule's: fire_due_schedules stops the tick
         schedule_health.tick_failed(state, error=described(exc), now=now, exc=exc)
         return TickReport(failed=[f"{schedule.workflow_name}/{schedule.name}"])
     if report.started or report.found:
@@ -377,15 +386,6 @@ def fire_schedule(schedule: Schedule, *, now: datetime) -> TickReport:
         schedule_health.tick_failed(state, now=now, error=(
             f"{len(report.refused)} slot(s) refused; the last, {report.refused[-1]}"))
     return report
-
-
-def ahead_of_clock(state: ScheduleState, *, now: datetime) -> timedelta | None:
-    """How far the last slot handled lies ahead of `now`, when it is further than a drifting
-    clock explains (the clock was set back, the row edited): the schedule starts nothing until
-    then. None otherwise."""
-    if state.last_slot_at is None or state.last_slot_at <= now + TICK_AHEAD_ALLOWANCE:
-        return None
-    return state.last_slot_at - now
 
 
 def fire_slots(schedule: Schedule, state: ScheduleState, *, now: datetime) -> TickReport:

@@ -60,7 +60,8 @@ class Command(BaseCommand):
             raise CommandError(f"--now: {exc}") from None
         self.stdout.write(json.dumps({"started": report.started, "found": report.found,
                                       "skipped": report.skipped, "failed": report.failed,
-                                      "locked_out": report.locked_out}))
+                                      "locked_out": report.locked_out,
+                                      "lost": report.lost}))
 
     def _list(self, as_json: bool) -> None:
         rows = schedule_rows()
