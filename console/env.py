@@ -113,9 +113,9 @@ VARIABLES: list[Variable] = [
     V("DB_POOL_TIMEOUT", FLOAT, "60", "seconds a thread waits for a free pooled connection",
       minimum=SOME),
     V("DB_LOCK_TIMEOUT", FLOAT, "10",
-      "seconds a person's request (a web request, run_action, a bulk job's run) waits for a "
-      "row another session holds before it is answered that nothing was done; 0: without "
-      "end", minimum=0),
+      "seconds a person's request (a web request, run_action, dispatch or schedules pause "
+      "and resume, a bulk job's run) waits for a row another session holds before it is "
+      "answered that nothing was done; 0: without end", minimum=0),
     V("CELERY_BROKER_URL", STR, "filesystem://localhost/",
       "redis://host:6379/0 or amqp://...; the default needs no server (the demo)"),
     V("CELERY_DB_REUSE_MAX", INT, "1000",

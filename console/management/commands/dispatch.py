@@ -3,10 +3,12 @@ remote system) as a named user with a reason, or show what is paused."""
 
 import json
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
 from console.cli import acting_on_workflow, storable_text
+from runs import store
 from runs.machine import dispatch
 from runs.machine.storable import written_visibly
 
@@ -50,8 +52,12 @@ class Command(BaseCommand):
         try:
             user = acting_on_workflow(action, workflow, options["user"],
                                       system=options["system"])
-            act_on_workflow(action, workflow, system=options["system"], user=user,
-                            reason=options["reason"])
+            # A pause row another session holds (left idle in its transaction) ends the
+            # command in one line after DB_LOCK_TIMEOUT (console.entry), nothing changed, as
+            # run_action ends, instead of holding the person at the prompt without end.
+            with store.current().lock_wait_at_most(settings.DB_LOCK_TIMEOUT):
+                act_on_workflow(action, workflow, system=options["system"], user=user,
+                                reason=options["reason"])
         except (NoSuchWorkflow, ActionForbidden, dispatch.DispatchError) as exc:
             raise CommandError(str(exc)) from None
         where = f" for {options['system']}" if options["system"] else ""

@@ -4,10 +4,12 @@ and resume one as a named user with a reason."""
 
 import json
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
 from console.cli import acting_on_workflow, storable_text
+from runs import store
 from runs.reads.cursors import parse_stamp
 from runs.reads.schedule_list import schedule_rows
 from runs.waiting import schedules
@@ -39,8 +41,12 @@ class Command(BaseCommand):
         try:
             user = acting_on_workflow(action, workflow, options["user"],
                                       schedule=options["schedule"])
-            state = act_on_workflow(action, workflow, schedule=options["schedule"], user=user,
-                                    reason=options["reason"])
+            # The schedule's row held by another session (left idle in its transaction) ends
+            # the command in one line after DB_LOCK_TIMEOUT (console.entry), nothing changed,
+            # as run_action ends. A tick is beat's work and keeps waiting, as beat's does.
+            with store.current().lock_wait_at_most(settings.DB_LOCK_TIMEOUT):
+                state = act_on_workflow(action, workflow, schedule=options["schedule"],
+                                        user=user, reason=options["reason"])
         except (NoSuchWorkflow, ActionForbidden, schedules.ScheduleError) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"schedule {state.name} of {state.workflow_name}: "
