@@ -27,36 +27,20 @@ UNREACHABLE = {"skipped": "the database cannot be reached"}
 def unreachable(exc: BaseException, *, using=connection) -> bool:
     """Whether `exc` says the database cannot be reached, rather than that a statement failed
     on a connection that still works (those are the task's own errors, reported as such).
-    `using`: the connection it was raised on."""
-    if not isinstance(exc, CONNECTION_LOST):
-        return False
-    if answered(exc):
-        # Asked first: the session may be gone by now for another reason (Django's
-        # manage.py closes every connection before the error reaches its caller).
-        return False
+    `using`: the connection it was raised on. The store's rule (runs.store.session_ended),
+    which asks the error's SQLSTATE first: the session may be gone by now for another reason
+    (Django's manage.py closes every connection before the error reaches its caller)."""
     # Imported here: manage.py imports this module before Django's apps are loaded, and the
     # store's module defines models.
     from .. import store
 
-    session = using.connection
-    return session is None or store.of(using).session_lost(exc, session)
+    return store.session_ended(exc, using=using)
 
 
-# SQLSTATE classes of a session lost rather than a statement refused: a connection exception
-# (08) and an operator's or the server's intervention (57P: pg_terminate_backend, a shutdown,
-# the database dropped, an idle session's timeout).
-SESSION_ENDED = ("08", "57P")
 # The database answered, but would not wait: a row was held by another session past
 # lock_timeout (55P03), or the statement was cancelled (57014: statement_timeout,
 # pg_cancel_backend). The transaction under way was rolled back; trying again is right.
 WOULD_NOT_WAIT = {"55P03", "57014"}
-
-
-def answered(exc: BaseException) -> bool:
-    """Whether the server answered `exc`'s statement with an error of its own (a lock or
-    statement timeout, a cancel, a deadlock): a session that says so was reached."""
-    state = getattr(exc.__cause__, "sqlstate", None)
-    return state is not None and not state.startswith(SESSION_ENDED)
 
 
 def would_not_wait(exc: BaseException) -> bool:

@@ -43,8 +43,8 @@ def of(using) -> Store:
 
 # SQLSTATE classes of a session ended rather than a statement refused: a connection exception
 # (08) and an operator's or the server's intervention (57P: pg_terminate_backend, a shutdown,
-# the database dropped, an idle session's timeout); as runs.execution.database_outage reads
-# them (it is imported before the apps load, so it cannot import this module).
+# the database dropped, an idle session's timeout). runs.execution.database_outage's
+# `unreachable` is this rule.
 SESSION_ENDED = ("08", "57P")
 
 
