@@ -352,7 +352,8 @@ def register(api, *, headers: dict, refusals: dict) -> None:
         openapi_extra=headers,
         description="The token's acting user decides, as themselves (four eyes: never a "
                     "request they asked for). 200: recorded (or this decision_id was "
-                    "already recorded: nothing changed). 409: decided by someone else, "
+                    "already recorded: nothing changed); `application` says whether the run "
+                    "has it yet. 409: decided by someone else, "
                     "closed, or superseded because its payload changed, or the decision_id "
                     "was used for another request or the opposite decision "
                     "(`decision_id_reused`; `error` and `detail` say which). 403: the "
@@ -383,8 +384,8 @@ def register(api, *, headers: dict, refusals: dict) -> None:
             return Status(422, {"error": "invalid_request", "detail": str(exc),
                                 "errors": [{"loc": [exc.field], "msg": str(exc),
                                             "type": "missing"}]})
-        body = {"outcome": decision.outcome, "message": decision.message,
-                "approval_request": _approval(request, decision.request)}
         if decision.outcome in ("recorded", "already_recorded"):
-            return Status(200, body)
+            return Status(200, {"outcome": decision.outcome, "message": decision.message,
+                                "application": decision.application,
+                                "approval_request": _approval(request, decision.request)})
         return Status(409, error_body(decision.outcome, decision.message))

@@ -454,6 +454,13 @@ class DecisionIn(Schema):
 class DecisionOut(Schema):
     outcome: Literal["recorded", "already_recorded"]
     message: str
+    application: Literal["applied", "pending", "not_applied"] = Field(
+        description="Where the decision is with its run. `applied`: the run has it. "
+                    "`pending`: recorded, not applied yet (the database interrupted it, or "
+                    "the run is passing through another state): the approvals sweep applies "
+                    "it shortly, as this person; nothing needs sending again. "
+                    "`not_applied`: recorded, but the run cannot take it (it was terminated "
+                    "meanwhile); `message` says why.")
     approval_request: ApprovalRequestOut
 
 

@@ -1,17 +1,12 @@
 """Decisions: a person's approve or reject, recorded on the request and applied to the run
 in the same transaction.
 
-A decision goes back to the run through runs' transitions (decide_approval,
-approval_timed_out; decide_tool_call for an agent's tool call, with the hash of the
-arguments the request showed: the transition alone decides whether that still stands), or
-for an operator action through runs.operator.actions. They run inside the decision's transaction
-(runs.machine.transitions.within_caller_transaction): the run is locked first, as every transition
-locks it, then the request; the decision is recorded, applied, and the request marked
-settled, all in one commit. A crash anywhere in between leaves neither. A refusal that
-will pass (the run is passing through queued or running) or an unexpected error keeps the
-decision recorded and unsettled, and the sweeper applies it later (`apply_pending_decisions`).
-The run's records carry the decision's id, and that id (never a message's text) tells
-whether a decision was already applied.
+The run is locked first, as every transition locks it, then the request; the decision is
+recorded, applied (approvals.application, through runs' transitions within this
+transaction), and the request marked settled, all in one commit. A crash anywhere in
+between leaves neither. A refusal that will pass (the run is passing through queued or
+running) or an error while it is applied (the database cancelled a statement) keeps the
+decision recorded and unsettled, and the sweep applies it later; the person is told so.
 
 Every function takes an optional `now` so tests drive the schedules with a controlled clock;
 all state lives in the database, so a restart changes nothing.
@@ -26,46 +21,29 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 
-from audit.actions import AuditAction
-from audit.chain import Actor
-from audit.models import AuditRecord
 from audit.redaction import redact_text
-from runs import store
-from runs.machine import transitions
-from runs.machine.errors import TransitionNotAllowed
 from runs.machine.storable import person_text_problem
-from runs.models import (
-    Run,
-    RunStatus,
-    Step,
-    StepStatus,
-    ToolCall,
-    ToolCallStatus,
-)
-from runs.operator.actions import ACTIONS, ActionInput
 
-from .backoff import retry_delay
-from .bulk import apply_approved
-from .four_eyes import changed_effects_snapshot, requester_actor, requester_refusal
-from .models import DECIDED_STATUSES, ApprovalRequest, RequestKind, RequestStatus
+from .application import (
+    APPLIED,
+    NOT_APPLIED,
+    REFUSED,
+    application_of,
+    apply_decision,
+    apply_timeout,
+    pending_reason,
+)
+from .four_eyes import changed_effects_snapshot
+from .models import ApprovalRequest, RequestKind, RequestStatus
 from .notifications import time_text
 from .permissions import decide_refusal, permissions_read_once
-from .requests import current_snapshot, lock_run, record_lifecycle, supersede
+from .requests import current_snapshot, lock_run, supersede
 from .snapshots import SnapshotUnavailable
-from .timeouts import (
-    TIMED_OUT,
-    is_due,
-    judged_at,
-    late_decision_refusal,
-    time_out,
-    timed_out,
-)
-from .withdrawal import is_still_awaited, withdraw, withdraw_unawaited_of
+from .timeouts import TIMED_OUT, is_due, judged_at, late_decision_refusal, timed_out
+from .withdrawal import is_still_awaited, withdraw
 
 logger = logging.getLogger(__name__)
 
-SYSTEM_LABEL = "approvals"
-SYSTEM = Actor.system(SYSTEM_LABEL)
 # The outcome of a decision refused because its decision id names another decision (the
 # API answers it as a 409 with this error code, the console as an error).
 DECISION_ID_REUSED = "decision_id_reused"
@@ -106,6 +84,15 @@ class Decision:
     def recorded(self) -> bool:
         return self.outcome == "recorded"
 
+    @property
+    def application(self) -> str | None:
+        """Where a decision that stands (recorded, already recorded) is with the run:
+        application.APPLIED, PENDING (the sweep applies it shortly) or NOT_APPLIED (the run
+        cannot take it); None for any other outcome."""
+        if self.outcome not in ("recorded", "already_recorded"):
+            return None
+        return application_of(self.request)
+
 
 def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | str,
            comment: str = "", now: datetime | None = None) -> Decision:
@@ -129,6 +116,13 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
       new one is made and notified, and this decision is refused (`superseded`): an
       approval never applies to a payload it did not see;
     - the payload cannot be computed now: `unavailable`.
+    A `recorded` decision says where it is with the run (Decision.application): applied;
+    pending (the database interrupted its application, or the run is passing through
+    another state: the sweep applies it shortly, and the message says so); or not applied
+    (the run can no longer take it). A database error that leaves the transaction aborted
+    (a statement cancelled before the savepoint's work, the savepoint or the rollback to
+    it; the connection lost) is raised, and nothing was recorded. Nothing is read after the
+    commit, so no failure there can make a recorded decision look undone.
     """
     # Checked before the lock and under it: the grants read once for both.
     with permissions_read_once(user):
@@ -157,9 +151,9 @@ def _decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | s
     if approval.is_pending and approval.kind == RequestKind.STEP:
         current = current_snapshot(approval)
     try:
-        closed = _decide_locked(request_id, approval.run_id, user=user, approved=approved,
-                                decision_id=decision_id, comment=comment, current=current,
-                                now=now)
+        return _decide_locked(request_id, approval.run_id, user=user, approved=approved,
+                              decision_id=decision_id, comment=comment, current=current,
+                              now=now)
     except IntegrityError:
         # The same decision id sent with decisions on two requests at once: both found it
         # unused (the check reads committed decisions), and the unique index refused the
@@ -168,20 +162,32 @@ def _decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | s
         if (reused := _decision_id_reuse(approval, decision_id, approved)) is None:
             raise
         return Decision(DECISION_ID_REUSED, reused, approval)
-    if closed is not None:
-        return closed
-    approval = ApprovalRequest.objects.get(pk=request_id)
-    message = f"Your decision ({approval.status}) is recorded."
-    if approval.apply_error:
-        message += f" It could not be applied to the run: {approval.apply_error}"
-    return Decision("recorded", message, approval)
+
+
+def _recorded(approval: ApprovalRequest) -> Decision:
+    """The recorded decision, told from what its transaction wrote (on `approval`), not
+    read again after the commit: a read that failed then (the session ended, a statement
+    cancelled) would have told the person nothing was done of a decision that stands."""
+    said = f"Your decision ({approval.status}) is recorded"
+    state = application_of(approval)
+    if state == APPLIED:
+        return Decision("recorded", f"{said}.", approval)
+    if state == NOT_APPLIED:
+        why = approval.apply_error.removeprefix(REFUSED)
+        return Decision("recorded", f"{said}, but the run cannot take it ({why}); nothing "
+                        "more will be done with it.", approval)
+    why, will_apply = pending_reason(approval)
+    then = ("it will be applied automatically shortly" if will_apply
+            else "it is tried again automatically")
+    return Decision("recorded", f"{said}, but not applied to the run yet ({why}); {then}; "
+                    "there is nothing more to do.", approval)
 
 
 def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
                    decision_id: uuid.UUID, comment: str, current,
-                   now: datetime | None) -> Decision | None:
-    """decide's one transaction: the decision recorded and applied, and None; or what
-    became of it instead (nothing recorded) as a Decision."""
+                   now: datetime | None) -> Decision:
+    """decide's one transaction: the decision recorded and applied (or left for the sweep
+    to apply), or what became of it instead (nothing recorded)."""
     with transaction.atomic(durable=True):
         # The run first, then the request: the order every transition locks in.
         locked = lock_run(run_id)
@@ -235,8 +241,8 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
         approval.apply_after = now + timedelta(seconds=settings.APPROVALS_SETTLE_RETRY_SECONDS)
         approval.save(update_fields=["status", "decided_by", "decided_by_label", "decided_at",
                                      "decision_id", "comment", "apply_after"])
-        _apply_and_close(approval, now)
-    return None
+        apply_decision(approval, now)
+    return _recorded(approval)
 
 
 def deny_who_may_not_decide(user, approval: ApprovalRequest) -> None:
@@ -289,177 +295,3 @@ def _closed(approval: ApprovalRequest) -> Decision:
     return Decision("closed", f"This request is {approval.status} "
                     f"({approval.comment or 'no longer waiting for a decision'}); nothing "
                     "was decided.", approval)
-
-
-def _decider(approval: ApprovalRequest) -> Actor:
-    if approval.decided_by_id is not None:
-        return Actor(kind=AuditRecord.ActorKind.USER, label=approval.decided_by_label,
-                     user_id=approval.decided_by_id)
-    return Actor.system(approval.decided_by_label or SYSTEM_LABEL)
-
-
-def apply_to_run(request_id: int, *, now: datetime | None = None) -> bool:
-    """Apply a recorded decision that is not applied yet (the sweeper calls this) and mark
-    the request settled, in one transaction, dated by the database's clock as the run is
-    locked (timeouts.judged_at; `now`, a test's time, stands in). True once settled."""
-    run_id = ApprovalRequest.objects.filter(pk=request_id).values_list("run_id", flat=True)
-    with transaction.atomic(durable=True):
-        if (run := lock_run(run_id.get(), skip_held=True)) is None:
-            return False  # held by another transaction: the next pass applies it
-        now = judged_at(now, run)
-        approval = ApprovalRequest.objects.select_for_update(of=("self",)).select_related(
-            "run").get(pk=request_id)
-        if approval.settled_at is not None or approval.status not in DECIDED_STATUSES:
-            return approval.settled_at is not None
-        return _apply_and_close(approval, now)
-
-
-def apply_timeout(approval: ApprovalRequest, now: datetime) -> str:
-    """The one way a request's timeout is applied, whoever finds it due first: the sweep,
-    or a person deciding after its due time (approvals.timeouts). Inside the caller's
-    transaction, with the run and then the request locked, pending and due. Escalated
-    (timeouts.ESCALATED), the request waits for the deputies too; timed out
-    (timeouts.TIMED_OUT), the system's decision is recorded on the request and applied to
-    the run in this same transaction, as a person's decision is."""
-    outcome = time_out(approval, now)
-    if outcome == TIMED_OUT:
-        _apply_and_close(approval, now)
-    return outcome
-
-
-def _apply_and_close(approval: ApprovalRequest, now: datetime) -> bool:
-    """Inside the caller's transaction, with the run and the request locked: apply the
-    decision to the run (a savepoint: a refusal writes nothing to the run) and record on the
-    request how that went. A refusal that will not change (the run was terminated meanwhile)
-    settles the request with the reason in apply_error: the decision stays recorded."""
-    if _already_applied(approval):
-        return _mark_applied(approval, now, "")
-    try:
-        with transaction.atomic(), transitions.within_caller_transaction():
-            _apply(approval, now)
-    except TransitionNotAllowed as exc:
-        if _refusal_is_passing(approval):
-            return _retry_later(approval, f"not applied yet: {exc}", now)
-        logger.warning("approval request %s: not applied: %s", approval.pk, exc)
-        if approval.kind == RequestKind.OPERATOR_ACTION:
-            # Approved, yet the action is not taken (its requester lost the right to it, the
-            # run moved on): the run's log says who approved and why nothing followed.
-            record_lifecycle(approval, AuditAction.APPROVAL_DECIDED, now,
-                             reason=approval.comment, actor=_decider(approval),
-                             decision=approval.status, taken=False, not_applied=str(exc),
-                             decision_id=str(approval.decision_id or ""))
-        return _mark_applied(approval, now, f"not applied: {exc}")
-    except Exception as exc:
-        logger.exception("approval request %s: applying the decision failed", approval.pk)
-        return _retry_later(approval, f"{type(exc).__name__}: {exc}", now)
-    return _mark_applied(approval, now, "")
-
-
-def apply_pending_decisions(*, now: datetime | None = None, limit: int = 200) -> int:
-    """Apply decisions that were claimed but not applied (the process died in between, or
-    the run was passing through another state), due by the database's clock (`now`, a
-    test's time, stands in for it). Returns how many settled."""
-    due = ApprovalRequest.objects.filter(settled_at__isnull=True, status__in=DECIDED_STATUSES,
-                                         apply_after__lte=store.time_in_statement(now))
-    return sum(apply_to_run(pk, now=now) for pk in
-               list(due.order_by("apply_after").values_list("pk", flat=True)[:limit]))
-
-
-def _apply(approval: ApprovalRequest, now: datetime) -> None:
-    if approval.kind == RequestKind.OPERATOR_ACTION:
-        if approval.status != RequestStatus.APPROVED:
-            # Rejected, or nobody decided in time: the action is not taken, and the run's
-            # log says so, and who decided (recognised by the decision's id if applied again).
-            record_lifecycle(approval, AuditAction.APPROVAL_DECIDED, now,
-                             reason=approval.comment, actor=_decider(approval),
-                             decision=approval.status, taken=False,
-                             decision_id=str(approval.decision_id or ""))
-            return
-        # The same action, through the same table and transition, as the operator asked
-        # for; the transition checks again that the approver is a second person.
-        requester = requester_actor(approval)
-        with transitions.applying_decision(str(approval.decision_id or "")):
-            if approval.params.get("bulk_job"):
-                # One request for the runs of a bulk job that needed a second person (each
-                # run checked against the requester's permission there).
-                apply_approved(approval.params["bulk_job"], actor=requester,
-                               approved_by=_decider(approval))
-                return
-            refusal = requester_refusal(approval.requested_by, approval.action,
-                                        approval.run_id)
-            if refusal is not None:
-                raise TransitionNotAllowed(refusal)
-            ACTIONS[approval.action].perform(
-                approval.run_id, actor=requester, approved_by=_decider(approval),
-                given=ActionInput(reason=approval.snapshot.get("reason", ""),
-                                  step=dict(approval.params).get("step", "")))
-        # As when one person acts (operator_actions.act): a wait the action ended loses its
-        # request now, not at the sweep's next full look.
-        withdraw_unawaited_of(approval.run_id, now)
-        return
-    if approval.kind == RequestKind.TOOL_CALL:
-        # The one rule of tool call approvals (the call still waits, with arguments of
-        # exactly this hash) is the transition's: a refusal comes back as
-        # TransitionNotAllowed and is recorded on the request. Nobody deciding in time
-        # declines the call: it never runs, and the model is told.
-        approved = approval.status == RequestStatus.APPROVED
-        transitions.decide_tool_call(
-            approval.run_id, step_name=approval.step_name,
-            call_ref=approval.params.get("tool_call", ""),
-            args_hash=approval.params.get("args_hash", ""), approved=approved,
-            call_id=approval.tool_call_id, actor=_decider(approval), comment=approval.comment,
-            data={"approval_request": approval.pk, "payload_hash": approval.snapshot_hash,
-                  "decision_id": str(approval.decision_id or "")}, now=now)
-        return
-    if approval.status == RequestStatus.EXPIRED:
-        transitions.approval_timed_out(approval.run_id, step_name=approval.step_name,
-                                       actor=SYSTEM, reason=approval.comment, now=now)
-        return
-    transitions.decide_approval(approval.run_id, step_name=approval.step_name,
-                                approved=approval.status == RequestStatus.APPROVED,
-                                actor=_decider(approval), comment=approval.comment,
-                                data={"approval_request": approval.pk,
-                                      "payload_hash": approval.snapshot_hash,
-                                      "decision_id": str(approval.decision_id or "")},
-                                now=now)
-
-
-def _refusal_is_passing(approval: ApprovalRequest) -> bool:
-    """A run passing through queued or running (an operator resumed it) comes back to
-    waiting on the same step: the decision is applied then."""
-    if approval.kind == RequestKind.TOOL_CALL:
-        call = _call(approval)
-        return (call is not None and call.status == ToolCallStatus.WAITING
-                and call.step.run.status in (RunStatus.QUEUED, RunStatus.RUNNING))
-    if approval.kind != RequestKind.STEP:
-        return False
-    run = Run.objects.get(pk=approval.run_id)
-    step = Step.objects.filter(run=run, name=approval.step_name).first()
-    return (step is not None and step.status == StepStatus.WAITING
-            and run.status in (RunStatus.QUEUED, RunStatus.RUNNING))
-
-
-def _already_applied(approval: ApprovalRequest) -> bool:
-    """Whether the run's records already hold this decision, recognised by its id."""
-    return approval.decision_id is not None and AuditRecord.objects.filter(
-        run_id=approval.run_id, data__decision_id=str(approval.decision_id)).exists()
-
-
-def _call(approval: ApprovalRequest) -> ToolCall | None:
-    return (ToolCall.objects.select_related("step__run").filter(pk=approval.tool_call_id)
-            .first() if approval.tool_call_id else None)
-
-
-def _mark_applied(approval: ApprovalRequest, now: datetime, error: str) -> bool:
-    ApprovalRequest.objects.filter(pk=approval.pk, settled_at__isnull=True).update(
-        settled_at=now, apply_error=error, apply_after=None)
-    return True
-
-
-def _retry_later(approval: ApprovalRequest, error: str, now: datetime) -> bool:
-    attempts = approval.apply_attempts + 1
-    delay = retry_delay(settings.APPROVALS_SETTLE_RETRY_SECONDS, attempts)
-    ApprovalRequest.objects.filter(pk=approval.pk, settled_at__isnull=True).update(
-        apply_attempts=attempts, apply_error=error,
-        apply_after=now + timedelta(seconds=delay))
-    return False

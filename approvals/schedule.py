@@ -19,7 +19,7 @@ from runs import store
 from runs.machine.single_pass import single_pass
 
 from . import sweep_scope
-from .decisions import apply_pending_decisions, apply_timeout
+from .application import apply_pending_decisions, apply_timeout
 from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
 from .notifications import grant_and_notify, publish_notifications, request_problem
 from .requests import current_snapshot, lock_run, next_reminder, record_lifecycle, supersede
@@ -103,7 +103,7 @@ def apply_timeouts(*, now: datetime | None = None, limit: int = 200) -> TimeoutR
     (approvals.timeouts): escalate to the deputies once, or reject, or cancel (the run goes
     to attention, its step still waiting, for an operator to decide what happens). A
     request timed out is applied to its run in the same transaction, through the function a
-    person's late decision uses (approvals.decisions.apply_timeout). Due is judged by the
+    person's late decision uses (approvals.application.apply_timeout). Due is judged by the
     database's clock, in the query and again as each run is locked (timeouts.judged_at), as
     a decision judges it; `now`, a caller's time (a test's), stands in for it."""
     report = TimeoutReport()

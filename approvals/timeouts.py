@@ -4,7 +4,7 @@ person who decides after that time is told.
 One rule for both places that meet such a request, as for withdrawal (approvals.withdrawal):
 the sweep, which times out what it finds due, and a person's decision that arrives after the
 due time but before the sweep (the sweep runs every few seconds, and may be late or
-stopped). Both apply the timeout through approvals.decisions.apply_timeout, in the
+stopped). Both apply the timeout through approvals.application.apply_timeout, in the
 transaction that found the request due, and judge "due" by the same clock: the database's,
 read as the run is locked (judged_at), as leases are, so that two machines whose clocks
 disagree agree on it. Which of the two comes first changes nothing: the run goes the same
@@ -55,7 +55,7 @@ def is_due(approval: ApprovalRequest, now: datetime) -> bool:
 
 def time_out(approval: ApprovalRequest, now: datetime) -> str:
     """Apply the timeout policy to `approval`, pending, due and locked by the caller's
-    transaction; the run is not touched here (approvals.decisions.apply_timeout applies it).
+    transaction; the run is not touched here (approvals.application.apply_timeout applies it).
 
     escalate: the deputies (escalate_to) get the permission and a notification, a new due
     time is set and reminders start again; ESCALATED, the request still pending (escalation

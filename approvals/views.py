@@ -18,6 +18,7 @@ from runs.machine.storable import text_problem
 from runs.reads.cursors import decode_keyset, encode_keyset
 
 from . import decisions, selectors
+from .application import APPLIED
 from .forms import DecisionForm
 from .models import ApprovalRequest
 from .permissions import (
@@ -178,9 +179,13 @@ def _decide(request, pk: int):
     if tokens.pop(str(pk), None) is not None:
         request.session[SESSION_TOKENS] = tokens
     # A reused decision id is an error, not news: the person's decision was not recorded.
+    # One recorded and not applied to the run (not yet, or not at all) is no success: the
+    # person is warned, with what happens next.
     level = {"recorded": messages.SUCCESS, "already_recorded": messages.INFO,
              decisions.DECISION_ID_REUSED: messages.ERROR}.get(result.outcome,
                                                                messages.WARNING)
+    if result.recorded and result.application != APPLIED:
+        level = messages.WARNING
     messages.add_message(request, level, result.message)
     target = result.new_request or result.request
     return redirect("approvals:detail", pk=target.pk)

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from approvals import decisions
+from approvals import application, decisions
 from approvals.models import ApprovalRequest
 from audit.models import AuditRecord
 from runs.models import Run, RunStatus
@@ -22,7 +22,7 @@ def test_a_crash_after_the_run_changed_leaves_neither_decision_nor_application(
     def killed(*args, **kwargs):
         raise RuntimeError("the process was killed")
 
-    monkeypatch.setattr(decisions, "_mark_applied", killed)
+    monkeypatch.setattr(application, "_mark_applied", killed)
     first = uuid.uuid4()
     with pytest.raises(RuntimeError):
         decisions.decide(pending.pk, user=ann, approved=True, decision_id=first, now=t0)
@@ -48,6 +48,6 @@ def test_a_decision_already_applied_is_recognised_by_its_id(pending, ann, t0):
     # As if the request had not been marked settled: the run's record carries the id.
     ApprovalRequest.objects.filter(pk=pending.pk).update(settled_at=None, comment="edited")
     Run.objects.filter(pk=pending.run_id).update(status=RunStatus.WAITING)
-    assert decisions.apply_to_run(pending.pk, now=t0)
+    assert application.apply_to_run(pending.pk, now=t0)
     pending.refresh_from_db()
     assert pending.apply_error == "" and _decided(pending.run_id).count() == 1

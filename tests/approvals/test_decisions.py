@@ -10,7 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.urls import reverse
 
-from approvals import decisions, notifications, requests, schedule
+from approvals import application, decisions, notifications, requests, schedule
 from approvals.models import ApprovalRequest, Notification
 from audit.chain import Actor
 from audit.models import AuditRecord
@@ -216,7 +216,7 @@ def test_a_crash_between_the_decision_and_the_run_loses_nothing(pending, ann, mo
     def worker_died(*args, **kwargs):
         raise RuntimeError("connection to the database lost")
 
-    monkeypatch.setattr(decisions.transitions, "decide_approval", worker_died)
+    monkeypatch.setattr(application.transitions, "decide_approval", worker_died)
     result = decisions.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4(),
                               now=t0)
     assert result.recorded
@@ -228,8 +228,8 @@ def test_a_crash_between_the_decision_and_the_run_loses_nothing(pending, ann, mo
     assert requests.open_pending_requests(now=t0) == 0
 
     monkeypatch.undo()
-    assert decisions.apply_pending_decisions(now=later(t0, seconds=59)) == 0
-    assert decisions.apply_pending_decisions(now=later(t0, seconds=60)) == 1
+    assert application.apply_pending_decisions(now=later(t0, seconds=59)) == 0
+    assert application.apply_pending_decisions(now=later(t0, seconds=60)) == 1
     pending.refresh_from_db()
     assert pending.settled_at is not None and pending.apply_error == ""
     assert Run.objects.get(pk=pending.run_id).status == RunStatus.QUEUED
@@ -239,7 +239,7 @@ def test_a_crash_between_the_decision_and_the_run_loses_nothing(pending, ann, mo
     ApprovalRequest.objects.filter(pk=pending.pk).update(settled_at=None)
     run = Run.objects.get(pk=pending.run_id)
     Run.objects.filter(pk=run.pk).update(status=RunStatus.WAITING)
-    assert decisions.apply_to_run(pending.pk, now=later(t0, seconds=120))
+    assert application.apply_to_run(pending.pk, now=later(t0, seconds=120))
     pending.refresh_from_db()
     assert pending.apply_error == "" and _decided_records(run.pk).count() == 1
 

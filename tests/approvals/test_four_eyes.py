@@ -6,7 +6,7 @@ import uuid
 import pytest
 from django.core.exceptions import PermissionDenied
 
-from approvals import decisions, four_eyes, schedule
+from approvals import application, decisions, four_eyes, schedule
 from approvals.models import ApprovalRequest, Notification
 from approvals.permissions import can_decide, can_view
 from audit.chain import Actor
@@ -149,6 +149,6 @@ def test_a_four_eyes_decision_is_recorded_with_its_id_and_recognised_by_it(
     # As if the request had not been marked settled: applying it again finds the run's
     # record by the decision's id, takes no action and records no refusal.
     ApprovalRequest.objects.filter(pk=request.pk).update(settled_at=None)
-    assert decisions.apply_to_run(request.pk, now=t0)
+    assert application.apply_to_run(request.pk, now=t0)
     request.refresh_from_db()
     assert request.apply_error == "" and _terminations(stopped_run) == 1

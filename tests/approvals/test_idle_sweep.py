@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from approvals import decisions, schedule
+from approvals import application, decisions, schedule
 from approvals.models import ApprovalRequest, RequestStatus
 from audit.chain import Actor
 from runs.machine import transitions
@@ -49,7 +49,7 @@ def test_a_decision_left_unapplied_is_settled_though_no_request_is_pending(
     def worker_died(*args, **kwargs):
         raise RuntimeError("connection to the database lost")
 
-    monkeypatch.setattr(decisions.transitions, "decide_approval", worker_died)
+    monkeypatch.setattr(application.transitions, "decide_approval", worker_died)
     decisions.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4(), now=t0)
     monkeypatch.undo()
     assert not ApprovalRequest.objects.filter(status=RequestStatus.PENDING).exists()

@@ -163,7 +163,8 @@ def test_terminating_a_run_with_a_succeeded_high_impact_step_needs_a_second_pers
 
     from django.contrib.auth.models import Group, User
 
-    from approvals.decisions import apply_to_run, decide
+    from approvals.application import apply_to_run
+    from approvals.decisions import decide
     from approvals.models import ApprovalRequest
     from tests.factories import place
 

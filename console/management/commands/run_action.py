@@ -197,6 +197,7 @@ class Command(BaseCommand):
         if options["json"]:
             print_json(self.stdout, {"request": request.pk, "outcome": decision.outcome,
                                      "status": decision.request.status,
+                                     "application": decision.application,
                                      "message": decision.message})
         elif decision.recorded:
             # One not recorded is told once, by the error below.
