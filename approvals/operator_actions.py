@@ -24,7 +24,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from audit.chain import Actor
 from runs.definitions import definition
@@ -167,7 +167,7 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
             # asked before it ended. A run brought back from its end (reopen, re-run) loses
             # them before it can wait again. (From attention, a request is the same wait's,
             # taken up again when the run is resumed.)
-            withdraw_unawaited_of(run_id)
+            _withdraw_after_the_action(action, run_id)
     except SecondPersonRequired as exc:
         # The transition refused only for want of a second person (every other refusal
         # comes first): ask one. request_operator_action refuses an empty reason too.
@@ -181,7 +181,43 @@ def act(action: str, run_id: int, *, user, given: ActionInput, seen: int | None 
             raise ActionInputError(str(exc)) from None
         return ActionOutcome(action, run_id, approval=approval, created=created,
                              message=_second_person_message(approval, created, given.reason))
-    return ActionOutcome(action, run_id, run=run, message=_done(spec, run, given, waited))
+    return ActionOutcome(action, run_id, run=run, message=_told_done(spec, run, given, waited))
+
+
+def _committed() -> bool:
+    """Whether the action is committed: act's caller holds no transaction of its own
+    around it (a bulk job's may), so the transition's commit was its own."""
+    return not transaction.get_connection().in_atomic_block
+
+
+def _withdraw_after_the_action(action: str, run_id: int) -> None:
+    """The requests the action ended, withdrawn now. After the action's commit, an error
+    here (the database cancelled the statement, the connection was lost) must not reach the
+    person as "nothing was done": the action is done, and the sweep's full look withdraws
+    what is left. Within a caller's transaction the error is the caller's."""
+    if not _committed():
+        withdraw_unawaited_of(run_id)
+        return
+    try:
+        withdraw_unawaited_of(run_id)
+    except DatabaseError as exc:
+        logger.warning("%s on run %s is done; withdrawing the requests it ended failed (%s: "
+                       "%s): the sweep withdraws them", action, run_id, type(exc).__name__,
+                       exc)
+
+
+def _told_done(spec, run: Run, given: ActionInput, waited: bool) -> str:
+    """_done's words; where its read fails after the action's commit, that the action is
+    done all the same (not "nothing was done"), and where to see what it left."""
+    if not _committed():
+        return _done(spec, run, given, waited)
+    try:
+        return _done(spec, run, given, waited)
+    except DatabaseError as exc:
+        logger.warning("%s on run %s is done; reading what it left failed (%s: %s)",
+                       spec.name, run.pk, type(exc).__name__, exc)
+        return (f"{spec.label}: done. What it left could not be read just now (the database "
+                "interrupted the read): the run's page shows it.")
 
 
 def _second_person_message(approval, created: bool, reason: str) -> str:
