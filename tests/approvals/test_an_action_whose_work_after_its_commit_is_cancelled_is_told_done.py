@@ -1,8 +1,12 @@
-"""An operator's action that ends a wait for a person withdraws that wait's request right
-after its own commit (approvals.operator_actions.act). With that withdrawal cancelled by the
-database (pg_cancel_backend from another session), or the session ended there, the person is
-told the action is done, as it is (not a 503 saying nothing was done); the run is changed
-once, and the request the action ended is withdrawn by the sweep's next full look."""
+"""What an operator's action does after its own commit (approvals.operator_actions.act)
+failing does not tell the person that nothing was done: the action is done.
+
+- An action that ends a wait for a person withdraws that wait's request right after its
+  commit. With that withdrawal cancelled by the database (pg_cancel_backend from another
+  session), or the session ended there, the person is told the action is done; the run is
+  changed once, and the request is withdrawn by the sweep's next full look, once.
+- A resume reads the step its run waits at again to word its answer; that read cancelled,
+  the answer says the resume is done and that what it left is on the run's page."""
 
 import io
 import logging
@@ -87,4 +91,26 @@ def test_a_withdrawal_that_fails_after_the_actions_commit_is_told_done(api, term
     assert request.status == RequestStatus.WITHDRAWN and request.decision_id is None
     assert AuditRecord.objects.filter(run=run, action="approval_withdrawn").count() == 1
     assert schedule.sweep(now=timezone.now() + timedelta(hours=2)).withdrawn == 0
+    call_command("verify_audit", stdout=io.StringIO())
+
+
+def test_a_read_of_what_a_resume_left_that_fails_after_its_commit_is_told_done(api, caplog):
+    request = open_request(waiting_run())
+    run = request.run
+    records = AuditRecord.objects.filter(run=run, action="resumed").count()
+    caplog.set_level(logging.WARNING, logger="approvals")
+    # The read of the step the resumed run waits at again, which words the answer.
+    with cancelled(lambda sql: sql.startswith('SELECT "runs_step"."name" AS "name", '
+                                              '"runs_step"."kind"')) as hit:
+        response = api.post(f"/api/runs/{run.pk}/actions/resume", {"reason": "INC-8"},
+                            content_type="application/json")
+    assert hit
+    assert response.status_code == 200, response.content
+    assert response.json()["message"] == (
+        "Resume: done. What it left could not be read just now (the database interrupted "
+        "the read): the run's page shows it.")
+    assert AuditRecord.objects.filter(run=run, action="resumed").count() == records + 1
+    assert [r for r in caplog.records if "reading what it left failed" in r.getMessage()]
+    # The wait and its request are the same as before: nothing was withdrawn.
+    assert ApprovalRequest.objects.get(pk=request.pk).status == RequestStatus.PENDING
     call_command("verify_audit", stdout=io.StringIO())
