@@ -27,6 +27,7 @@ from runs.machine.storable import person_text_problem
 from .application import (
     APPLIED,
     NOT_APPLIED,
+    PENDING,
     REFUSED,
     application_of,
     apply_decision,
@@ -202,9 +203,13 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
         if (reused := _decision_id_reuse(approval, decision_id, approved)) is not None:
             return Decision(DECISION_ID_REUSED, reused, approval)
         if approval.decision_id == decision_id:
+            # Sent again after a warning that it was not applied yet: still not, it says so.
+            later = (" It is not applied to the run yet; the sweep applies it." if
+                     application_of(approval) == PENDING else "")
             return Decision("already_recorded",
                             f"Your decision ({approval.status}) was already recorded at "
-                            f"{time_text(approval.decided_at)}; nothing changed.", approval)
+                            f"{time_text(approval.decided_at)}; nothing changed.{later}",
+                            approval)
         if not approval.is_pending:
             return _closed(approval)
         if not is_still_awaited(approval):

@@ -18,7 +18,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.contrib.messages import SUCCESS, WARNING, get_messages
+from django.contrib.messages import INFO, SUCCESS, WARNING, get_messages
 from django.core.management import call_command
 from django.db import connection
 from django.test import Client
@@ -68,8 +68,9 @@ def _sweep_when_due():
 def test_a_cancel_while_the_decision_is_applied_warns_it_is_recorded_and_applied_shortly(
         pending, ann, client):
     client.force_login(ann)
+    decision_id = uuid.uuid4()
     with cancelled(lambda sql: sql.startswith("INSERT INTO audit_auditrecord")) as hit:
-        level, message = _told(_post(client, pending, uuid.uuid4()))
+        level, message = _told(_post(client, pending, decision_id))
     assert hit
     assert level == WARNING, message
     assert message == f"Your decision (approved) {NOT_YET} (the database interrupted it); " \
@@ -81,6 +82,10 @@ def test_a_cancel_while_the_decision_is_applied_warns_it_is_recorded_and_applied
     assert pending.settled_at is None
     assert Run.objects.get(pk=pending.run_id).status == RunStatus.WAITING
     assert not _stepped_on(pending.run_id).exists()
+    # The form sent again before the sweep: nothing changes, and it is still said.
+    level, message = _told(_post(client, pending, decision_id))
+    assert level == INFO and message.endswith(
+        "nothing changed. It is not applied to the run yet; the sweep applies it.")
 
     assert _sweep_when_due() == 1
     pending.refresh_from_db()
