@@ -4,7 +4,7 @@
 from django.db import InterfaceError, OperationalError
 from ninja import Status
 
-from runs.execution.database_outage import would_not_wait
+from runs.execution.database_outage import commit_under_way, would_not_wait
 
 
 def error_body(code: str, detail: str) -> dict:
@@ -27,8 +27,9 @@ def invalid_field(field: str, detail: str, kind: str = "value_error") -> dict:
             "errors": [{"loc": [field], "msg": detail, "type": kind}]}
 
 
-# The database not answering (down, restarting, failing over): the request did nothing, and
-# trying again later is what to do, which a 503 with Retry-After says to people, browsers,
+# The database not answering (down, restarting, failing over): the request did nothing (unless
+# the connection went as it committed: database_down_detail says so), and trying again later
+# is what to do, which a 503 with Retry-After says to people, browsers,
 # load balancers and clients alike (the API here, the console's pages in console.errors).
 DATABASE_DOWN = (OperationalError, InterfaceError)
 RETRY_AFTER_SECONDS = 30
@@ -41,5 +42,9 @@ def database_down_detail(exc: BaseException) -> str:
     if would_not_wait(exc):
         return ("a record this needed was held by another session for too long, or the "
                 "statement was cancelled; nothing was done: try again in a little while")
+    if commit_under_way(exc):
+        return ("the connection to the database was lost as this was being committed, so it "
+                "may have been done: read it back before sending it again (an action already "
+                "taken is refused, a decision already recorded is answered as such)")
     return "the database did not answer; nothing was done: try again later"
 

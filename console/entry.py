@@ -16,7 +16,12 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
     does one that would not wait (a row held by another session, a cancelled statement); a
     configuration refused while the apps load, with status 2 and its one line; any other
     error is the command's own and is left as it is."""
-    from runs.execution.database_outage import CONNECTION_LOST, unreachable, would_not_wait
+    from runs.execution.database_outage import (
+        CONNECTION_LOST,
+        commit_under_way,
+        unreachable,
+        would_not_wait,
+    )
     from runs.execution.outages import first_line
 
     try:
@@ -47,6 +52,13 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
             raise SystemExit(1) from None
         if not unreachable(exc):
             raise
+        if commit_under_way(exc):
+            # The server may have committed before the connection went: running the command
+            # again blind could act twice where an action allows it.
+            print(f"{command}: the connection to the database was lost as the command's "
+                  f"change was committed ({first_line(exc)}): it may have been done; look "
+                  "(show_run, list_runs) before running the command again", file=sys.stderr)
+            raise SystemExit(1) from None
         print(f"{command}: the database cannot be reached ({first_line(exc)}); check "
               "DATABASE_URL and that PostgreSQL is running, then run the command again",
               file=sys.stderr)

@@ -18,7 +18,7 @@ from django.views.decorators.csrf import requires_csrf_token
 
 from api.errors import DATABASE_DOWN, RETRY_AFTER_SECONDS
 from api.middleware import body_limit_text
-from runs.execution.database_outage import would_not_wait
+from runs.execution.database_outage import commit_under_way, would_not_wait
 
 
 @requires_csrf_token
@@ -51,10 +51,12 @@ def page_not_found(request, exception=None):
 def server_error(request):
     """500, rendered without the request's context: whatever failed (the database, the
     session) must not be needed to draw the page that says so; 503 when the database did
-    not answer, or would not wait for what the request needed."""
+    not answer, or would not wait for what the request needed, or went as the request's
+    change was committed (then it may have been done, and the page says so)."""
     exc = sys.exc_info()[1]
     if isinstance(exc, DATABASE_DOWN):
-        page = loader.get_template("503.html").render({"busy": would_not_wait(exc)})
+        page = loader.get_template("503.html").render(
+            {"busy": would_not_wait(exc), "maybe_done": commit_under_way(exc)})
         response = HttpResponse(page, status=503)
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response

@@ -48,6 +48,21 @@ def would_not_wait(exc: BaseException) -> bool:
     return getattr(exc.__cause__, "sqlstate", None) in WOULD_NOT_WAIT
 
 
+def commit_under_way(exc: BaseException) -> bool:
+    """Whether `exc` was raised as a transaction was being committed (Django's connection
+    `_commit`, on its traceback): a connection lost then leaves it unknown whether the server
+    committed, so a person must not be told that nothing was done."""
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    frame = exc.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_code.co_name == "_commit" and isinstance(
+                frame.tb_frame.f_locals.get("self"), BaseDatabaseWrapper):
+            return True
+        frame = frame.tb_next
+    return False
+
+
 def beat_pass(name: str):
     """Run a periodic pass (a Celery task beat sends) under the outage rule: while the
     database cannot be reached the pass answers UNREACHABLE instead of failing, and its
