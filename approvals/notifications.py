@@ -157,11 +157,45 @@ def _message(approval: ApprovalRequest, kind: str) -> tuple[str, str]:
     if approval.kind == RequestKind.TOOL_CALL:
         lines.append("The agent's model asked to call this tool. It runs only once approved, "
                      "once, with exactly these arguments; if rejected, the model is told.")
+    shown = approval.snapshot
+    if approval.bulk_runs:
+        count = len(approval.bulk_runs)
+        lines.append(f"Approving it takes the action on each of the {count} runs of bulk job "
+                     f"{approval.params['bulk_job']}. "
+                     + (f"The first {MAIL_RUNS_LISTED} are listed here; " if
+                        count > MAIL_RUNS_LISTED else "")
+                     + "the request's page, linked below, lists every one with its effects.")
+        shown = mailed_bulk_snapshot(shown)
     lines += [f"Requested {time_text(approval.requested_at)}, "
               f"due {time_text(approval.due_at)}.", "",
-              "What you are asked to approve:", snapshot_text(approval.snapshot), "",
+              "What you are asked to approve:", snapshot_text(shown), "",
               f"Payload sha256: {approval.snapshot_hash}"]
     return subject, "\n".join(lines)
+
+
+# Of a bulk job's request, how many of its runs (and of their high-impact effects) its
+# messages list. Each message is stored, for each approver at each reminder: one that
+# listed every run grew with the job, by about 53 bytes a run.
+MAIL_RUNS_LISTED = 20
+
+
+def mailed_bulk_snapshot(snapshot: dict) -> dict:
+    """A bulk job's request's snapshot as its messages show it: its runs, and their
+    high-impact effects, up to MAIL_RUNS_LISTED each, then how many more; the runs not
+    repeated in its params. (The hash is of the whole snapshot, shown on the request's
+    page.)"""
+    shown = dict(snapshot)
+    for key in ("runs", "high_impact_effects"):
+        items = [str(item) for item in shown.get(key) or []]
+        rest = len(items) - MAIL_RUNS_LISTED
+        shown[key] = items[:MAIL_RUNS_LISTED] + ([f"and {rest} more"] if rest > 0 else [])
+    params = {k: v for k, v in (shown.get("params") or {}).items()
+              if k not in ("runs", "bulk_job")}
+    if params:
+        shown["params"] = params
+    else:
+        shown.pop("params", None)
+    return shown
 
 
 # --- the outbox publisher ------------------------------------------------------------------
