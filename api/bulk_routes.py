@@ -36,8 +36,8 @@ def _job(request, job_id: int) -> dict:
     progress = bulk_progress(job_id)
     job = progress.job
     return {"id": job.pk, "action": job.action, "reason": job.reason, "status": job.status,
-            "total": job.total, "handled": progress.handled, "skipped": progress.skipped,
-            "outcomes": progress.counts,
+            "phase": job.phase, "total": job.total, "handled": progress.handled,
+            "skipped": progress.skipped, "outcomes": progress.counts,
             "approval_request_id": job.approval_id, "created_at": job.created_at,
             "finished_at": job.finished_at,
             "status_url": request.build_absolute_uri(reverse("api:bulk_job",

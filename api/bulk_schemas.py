@@ -7,7 +7,7 @@ from ninja import Field, Schema
 from pydantic import ConfigDict, model_validator
 
 from approvals.bulk import START_KEY_MAX, bulk_refusal
-from approvals.models import BulkJobStatus, BulkOutcome
+from approvals.models import BulkJobPhase, BulkJobStatus, BulkOutcome
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS
 
@@ -76,6 +76,9 @@ class BulkJobOut(Schema):
     action: str
     reason: str
     status: Literal[tuple(BulkJobStatus.values)]
+    phase: Literal[tuple(BulkJobPhase.values)] = Field(
+        description="acting: on the runs the filter matched; applying: its request was "
+                    "approved, and the job takes the action on the runs that waited for it.")
     total: int = Field(description="The runs the filter matched when the job started.")
     handled: int = Field(description="Runs with an outcome so far.")
     skipped: int = Field(description="Of a job done: the runs the filter matched when it "

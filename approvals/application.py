@@ -28,8 +28,8 @@ from runs.models import Run, RunStatus, Step, StepStatus, ToolCall, ToolCallStat
 from runs.operator.actions import ACTIONS, ActionInput
 
 from .backoff import retry_delay
-from .bulk import apply_approved
-from .four_eyes import requester_actor, requester_refusal
+from .bulk_approved import approve_job
+from .four_eyes import SYSTEM_LABEL, decider, requester_actor, requester_refusal
 from .models import DECIDED_STATUSES, ApprovalRequest, RequestKind, RequestStatus
 from .requests import lock_run, record_lifecycle
 from .timeouts import TIMED_OUT, judged_at, time_out
@@ -37,7 +37,6 @@ from .withdrawal import withdraw_unawaited_of
 
 logger = logging.getLogger(__name__)
 
-SYSTEM_LABEL = "approvals"
 SYSTEM = Actor.system(SYSTEM_LABEL)
 
 # Where a recorded decision stands with its run (application_of).
@@ -71,13 +70,6 @@ def pending_reason(approval: ApprovalRequest) -> tuple[str, bool]:
     if error.startswith(INTERRUPTED):
         return INTERRUPTED, True
     return "applying it failed unexpectedly; the error is logged", False
-
-
-def _decider(approval: ApprovalRequest) -> Actor:
-    if approval.decided_by_id is not None:
-        return Actor(kind=AuditRecord.ActorKind.USER, label=approval.decided_by_label,
-                     user_id=approval.decided_by_id)
-    return Actor.system(approval.decided_by_label or SYSTEM_LABEL)
 
 
 def apply_to_run(request_id: int, *, now: datetime | None = None) -> bool:
@@ -156,7 +148,7 @@ def _not_applied(approval: ApprovalRequest, exc: Exception, now: datetime) -> bo
         # Approved, yet the action is not taken (its requester lost the right to it, the
         # run moved on): the run's log says who approved and why nothing followed.
         record_lifecycle(approval, AuditAction.APPROVAL_DECIDED, now,
-                         reason=approval.comment, actor=_decider(approval),
+                         reason=approval.comment, actor=decider(approval),
                          decision=approval.status, taken=False, not_applied=str(exc),
                          decision_id=str(approval.decision_id or ""))
     return _mark_applied(approval, now, f"{REFUSED}{exc}")
@@ -178,7 +170,7 @@ def _apply(approval: ApprovalRequest, now: datetime) -> None:
             # Rejected, or nobody decided in time: the action is not taken, and the run's
             # log says so, and who decided (recognised by the decision's id if applied again).
             record_lifecycle(approval, AuditAction.APPROVAL_DECIDED, now,
-                             reason=approval.comment, actor=_decider(approval),
+                             reason=approval.comment, actor=decider(approval),
                              decision=approval.status, taken=False,
                              decision_id=str(approval.decision_id or ""))
             return
@@ -187,17 +179,18 @@ def _apply(approval: ApprovalRequest, now: datetime) -> None:
         requester = requester_actor(approval)
         with transitions.applying_decision(str(approval.decision_id or "")):
             if approval.params.get("bulk_job"):
-                # One request for the runs of a bulk job that needed a second person (each
-                # run checked against the requester's permission there).
-                apply_approved(approval.params["bulk_job"], actor=requester,
-                               approved_by=_decider(approval))
+                # One request for the runs of a bulk job that needed a second person: the
+                # job's worker takes the action on each (each run checked against the
+                # requester's permission there), not this transaction, whose time grows
+                # with the runs.
+                approve_job(approval.params["bulk_job"], approval)
                 return
             refusal = requester_refusal(approval.requested_by, approval.action,
                                         approval.run_id)
             if refusal is not None:
                 raise TransitionNotAllowed(refusal)
             ACTIONS[approval.action].perform(
-                approval.run_id, actor=requester, approved_by=_decider(approval),
+                approval.run_id, actor=requester, approved_by=decider(approval),
                 given=ActionInput(reason=approval.snapshot.get("reason", ""),
                                   step=dict(approval.params).get("step", "")))
         # As when one person acts (operator_actions.act): a wait the action ended loses its
@@ -214,7 +207,7 @@ def _apply(approval: ApprovalRequest, now: datetime) -> None:
             approval.run_id, step_name=approval.step_name,
             call_ref=approval.params.get("tool_call", ""),
             args_hash=approval.params.get("args_hash", ""), approved=approved,
-            call_id=approval.tool_call_id, actor=_decider(approval), comment=approval.comment,
+            call_id=approval.tool_call_id, actor=decider(approval), comment=approval.comment,
             data={"approval_request": approval.pk, "payload_hash": approval.snapshot_hash,
                   "decision_id": str(approval.decision_id or "")}, now=now)
         return
@@ -224,7 +217,7 @@ def _apply(approval: ApprovalRequest, now: datetime) -> None:
         return
     transitions.decide_approval(approval.run_id, step_name=approval.step_name,
                                 approved=approval.status == RequestStatus.APPROVED,
-                                actor=_decider(approval), comment=approval.comment,
+                                actor=decider(approval), comment=approval.comment,
                                 data={"approval_request": approval.pk,
                                       "payload_hash": approval.snapshot_hash,
                                       "decision_id": str(approval.decision_id or "")},

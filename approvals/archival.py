@@ -9,6 +9,8 @@ from .models import (
     ApprovalRequestGroupObjectPermission,
     ApprovalRequestUserObjectPermission,
     BulkJob,
+    BulkJobPhase,
+    BulkJobStatus,
     BulkOutcome,
     Notification,
 )
@@ -40,10 +42,21 @@ def rows(run_ids: list[int]) -> dict[int, dict]:
 def pending(run_ids: list[int]) -> set[int]:
     """The runs of `run_ids` that a bulk job's four-eyes request not settled yet hangs on:
     it still decides the job's other runs after its own ended (withdrawal.no_longer_awaited),
-    and archived with it, it would be gone, and with it their wait for a second person."""
-    return set(ApprovalRequest.objects.filter(BULK_JOB_REQUESTS, run_id__in=run_ids,
-                                              settled_at__isnull=True)
-               .values_list("run_id", flat=True))
+    and archived with it, it would be gone, and with it their wait for a second person.
+    So, while a job applies its approval (approvals.bulk_approved), do the runs it has yet
+    to reach, and the run its approved request hangs on: the worker names the approver
+    and the decision from that request."""
+    applying = BulkJob.objects.filter(status=BulkJobStatus.RUNNING,
+                                      phase=BulkJobPhase.APPLYING)
+    unsettled = ApprovalRequest.objects.filter(BULK_JOB_REQUESTS, run_id__in=run_ids,
+                                               settled_at__isnull=True)
+    approved = ApprovalRequest.objects.filter(run_id__in=run_ids,
+                                              pk__in=applying.values("approval_id"))
+    unreached = BulkOutcome.objects.filter(job__in=applying, run_id__in=run_ids,
+                                           outcome=BulkOutcome.Outcome.SECOND_PERSON)
+    return {*unsettled.values_list("run_id", flat=True),
+            *approved.values_list("run_id", flat=True),
+            *unreached.values_list("run_id", flat=True)}
 
 
 def remove(run_ids: list[int]) -> None:

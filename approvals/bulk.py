@@ -6,7 +6,9 @@ worked through a batch at a time by whichever worker holds its lease (Celery tas
 approvals.bulk_job; the approvals sweep hands a job whose worker died to another). Each run
 goes through the one function every caller uses (approvals.operator_actions.act): the
 permission rule, the transition's refusals, one audit record per run. Runs that need a
-second person are gathered and, at the end, go into one approval request that lists them.
+second person are gathered and, at the end, go into one approval request that lists them;
+once it is approved, the job runs again, on those runs (approvals.bulk_approved), on this
+same path.
 
 Never twice on a run: before acting, the job claims the run with an outcome row (unique per
 job and run) in its own commit; a claim found without its outcome (the worker died between
@@ -23,7 +25,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 
-from celery import current_app
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import Count, Q
@@ -37,22 +38,20 @@ from runs.machine import crashpoints
 from runs.machine.errors import TransitionNotAllowed
 from runs.machine.storable import person_text_problem, text_problem
 from runs.machine.transitions import allowed
-from runs.machine.wakeup import BROKER_DOWN
 from runs.models import Run, RunStatus
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import VIEW, grant_for
 from runs.reads.selectors import RunFilters, filtered_workflow_names, runs_matching
 
-from .bulk_lease import LeaseLost, hold, release, renew, take
-from .four_eyes import request_bulk_operator_action, requester_refusal
-from .models import BulkJob, BulkJobStatus, BulkOutcome
+from .bulk_approved import apply_one, waiting_runs
+from .bulk_input import finish_row, first_step, job_input, marked
+from .bulk_lease import LeaseLost, hand_over, hold, release, renew, take
+from .four_eyes import request_bulk_operator_action
+from .models import BulkJob, BulkJobPhase, BulkJobStatus, BulkOutcome
 from .operator_actions import ActionForbidden, ActionInputError, NoSuchRun, act
 from .timeouts import clock
-from .withdrawal import withdraw_unawaited_of
 
 logger = logging.getLogger(__name__)
-
-BULK_JOB_TASK = "approvals.bulk_job"  # approvals.tasks.bulk_job
 
 BATCH = 200
 Outcome = BulkOutcome.Outcome
@@ -108,11 +107,6 @@ def matches_none(filters: RunFilters) -> str:
     """What is said of a filter that matches no run the person may see: by the preview,
     which then offers nothing to start, and by a start it refuses."""
     return f"the filter ({filters.described()}) matches no run you may see"
-
-
-def marked(reason: str, job_id: int) -> str:
-    """The reason the job's audit records carry: the person's, with the job's mark."""
-    return f"{reason.strip()} [bulk job {job_id}]"
 
 
 def bulk_refusal(spec) -> str | None:
@@ -254,25 +248,17 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
     return job, True
 
 
-def hand_over(job_id: int) -> bool:
-    """Send a bulk job to a worker; never raises. The job is stored before this, and one no
-    worker holds is found by the approvals sweep (stalled_jobs) and sent again: a broker
-    that is down must not turn a started job into an error its caller would retry, starting
-    a second job."""
-    try:
-        # By name: the task's module (approvals.tasks) imports this one.
-        current_app.send_task(BULK_JOB_TASK, args=(job_id,))
-    except Exception as exc:  # noqa: BLE001 - a hint, made up for by the sweep
-        logger.warning("bulk job %s not handed to a worker now (%s); the approvals sweep "
-                       "will", job_id, exc, exc_info=not isinstance(exc, BROKER_DOWN))
-        return False
-    return True
-
-
 def may_follow(user, job: BulkJob) -> bool:
     """Whether `user` may follow and cancel `job`: the person who started it, or a
     superuser."""
     return job.requested_by_id == user.pk or user.is_superuser
+
+
+def may_watch(user, job: BulkJob) -> bool:
+    """Whether `user` may see `job`'s progress: whoever may follow it, and the second person
+    who approved its request (their approval is applied there)."""
+    return may_follow(user, job) or (job.approval_id is not None and BulkJob.objects.filter(
+        pk=job.pk, approval__decided_by=user, phase=BulkJobPhase.APPLYING).exists())
 
 
 def cancel_bulk_job(job_id: int, *, user) -> bool:
@@ -292,29 +278,36 @@ def cancel_bulk_job(job_id: int, *, user) -> bool:
 def run_bulk_job(job_id: int, *, batches: int | None = None,
                  now: datetime | None = None) -> BulkJob:
     """Work job `job_id` through, a batch of runs at a time, while it is running and this
-    worker holds its lease (`batches`: stop after that many, for a worker that hands on).
-    A worker that loses the job (approvals.bulk_lease: taken over, cancelled) stops."""
+    worker holds its lease (`batches`: stop after that many, for a worker that hands on):
+    acting on the runs its filter matched, or, once its request is approved, on those that
+    waited for the second person (approvals.bulk_approved). A worker that loses the job
+    (approvals.bulk_lease: taken over, cancelled, approved while it finished) stops."""
     held = take(job_id, now or clock())
     if held is None:
         return BulkJob.objects.get(pk=job_id)
     job = BulkJob.objects.select_related("requested_by").get(pk=job_id)
     # A claim left by a worker that died: settled first, since the action it may have
-    # taken can have moved its run out of the filter.
+    # taken can have moved its run out of the filter. (Applying leaves no claims: each run
+    # is done in one commit.)
     for run_id in BulkOutcome.objects.filter(job=job, outcome=Outcome.CLAIMED) \
             .values_list("run_id", flat=True):
-        if not _one(job, run_id, held):
+        if job.phase == BulkJobPhase.ACTING and not _one(job, run_id, held):
             return BulkJob.objects.get(pk=job_id)
     done_batches = 0
     while batches is None or done_batches < batches:
-        job = BulkJob.objects.select_related("requested_by").get(pk=job_id)
+        job = BulkJob.objects.select_related("requested_by", "approval__requested_by") \
+            .get(pk=job_id)
         if job.status != BulkJobStatus.RUNNING:
             return job
-        ids = list(_visible_runs(job.requested_by, RunFilters.from_json(job.filters))
-                   .filter(pk__gt=job.cursor, pk__lte=job.last_run_id)
-                   .order_by("pk").values_list("pk", flat=True)[:BATCH])
+        if job.phase == BulkJobPhase.APPLYING:
+            ids, each = waiting_runs(job, BATCH), apply_one
+        else:
+            ids, each = list(_visible_runs(job.requested_by, RunFilters.from_json(job.filters))
+                             .filter(pk__gt=job.cursor, pk__lte=job.last_run_id)
+                             .order_by("pk").values_list("pk", flat=True)[:BATCH]), _one
         for run_id in ids:
             # Cancelled, or taken over by another worker while this one stalled: stop.
-            if not _one(job, run_id, held) or \
+            if not each(job, run_id, held) or \
                     (held := renew(job_id, held, cursor=run_id)) is None:
                 return BulkJob.objects.get(pk=job_id)
         done_batches += 1
@@ -342,47 +335,30 @@ def _one(job: BulkJob, run_id: int, held: datetime) -> bool:
         # waited for that action's commit (bulk_lease.hold), so its record is seen here.
         if AuditRecord.objects.filter(run_id=run_id, reason=marked(job.reason, job.pk)) \
                 .exists():
-            _finish_row(job, run_id, Outcome.DONE, "done (found in the audit trail after a "
+            finish_row(job, run_id, Outcome.DONE, "done (found in the audit trail after a "
                                                "worker stopped)")
             return True
     crashpoints.reach("bulk_claimed", str(run_id))
-    given = _given(job, run_id)
+    given = job_input(job, run_id)
     try:
         outcome = act(job.action, run_id, user=job.requested_by, given=given,
                       defer_second_person=True, guard=partial(hold, job.pk, held))
     except LeaseLost:
         return False  # its claim is the new holder's to settle
     except ActionForbidden as exc:
-        _finish_row(job, run_id, Outcome.FORBIDDEN, str(exc))
+        finish_row(job, run_id, Outcome.FORBIDDEN, str(exc))
     except (ActionInputError, TransitionNotAllowed, LookupError) as exc:
-        _finish_row(job, run_id, Outcome.REFUSED, str(exc))
+        finish_row(job, run_id, Outcome.REFUSED, str(exc))
     except OperationalError as exc:
         if not would_not_wait(exc):
             raise
-        _finish_row(job, run_id, Outcome.REFUSED, "another session held the run too long; "
+        finish_row(job, run_id, Outcome.REFUSED, "another session held the run too long; "
                     "nothing was done to it: act on it again")
     else:
         crashpoints.reach("bulk_acted", str(run_id))
-        _finish_row(job, run_id, Outcome.SECOND_PERSON if outcome.deferred else Outcome.DONE,
+        finish_row(job, run_id, Outcome.SECOND_PERSON if outcome.deferred else Outcome.DONE,
                 outcome.message)
     return True
-
-
-def _given(job: BulkJob, run_id: int) -> ActionInput:
-    """The input of the job's action on one run: the job's reason (marked) and step."""
-    spec = ACTIONS[job.action]
-    given = ActionInput(reason=marked(job.reason, job.pk), mode="ask",
-                        **{k: v for k, v in (job.params or {}).items() if k == "step"})
-    if spec.takes_step and not given.step:
-        given = replace(given, step=first_step(spec, Run.objects.get(pk=run_id)))
-    return given
-
-
-def first_step(spec, run: Run) -> str:
-    """The step a step action taken in bulk (by a job or on runs a person ticked) aims at on
-    `run`: the first one it applies to, or "" where it applies to none."""
-    targets = spec.eligible_steps(run, list(run.steps.order_by("position")))
-    return targets[0].name if targets else ""
 
 
 @dataclass
@@ -432,46 +408,18 @@ def act_on_selected(action: str, run_ids: list[int], *, user, given: ActionInput
     return selected
 
 
-def _finish_row(job: BulkJob, run_id: int, outcome: str, message: str) -> None:
-    BulkOutcome.objects.filter(job=job, run_id=run_id).update(
-        outcome=outcome, message=message[:2000], at=timezone.now())
-
-
 def _finish(job: BulkJob) -> BulkJob:
-    waiting = list(BulkOutcome.objects.filter(job=job, outcome=Outcome.SECOND_PERSON)
-                   .order_by("run_id").values_list("run_id", flat=True))
-    if waiting and job.approval_id is None:
+    if job.phase == BulkJobPhase.ACTING and job.approval_id is None and (waiting := list(
+            BulkOutcome.objects.filter(job=job, outcome=Outcome.SECOND_PERSON)
+            .order_by("run_id").values_list("run_id", flat=True))):
         # It names itself on the job as it is made (a request replaced since has moved the
         # job on: approvals.requests.supersede), so the job's approval is not written here.
         request_bulk_operator_action(job, waiting)
-    BulkJob.objects.filter(pk=job.pk, status=BulkJobStatus.RUNNING).update(
+    # Of the phase this worker worked: a job approved as its request was made is applying
+    # the approval now, not done.
+    BulkJob.objects.filter(pk=job.pk, status=BulkJobStatus.RUNNING, phase=job.phase).update(
         status=BulkJobStatus.DONE, finished_at=timezone.now(), lease_until=None)
     return BulkJob.objects.get(pk=job.pk)
-
-
-def apply_approved(job_id: int, *, actor, approved_by) -> None:
-    """The second person approved the job's request: the action on each run that waited
-    for them, each through its transition with both people named (approvals.decisions)."""
-    job = BulkJob.objects.select_related("requested_by").get(pk=job_id)
-    spec = ACTIONS[job.action]
-    for row in BulkOutcome.objects.filter(job=job, outcome=Outcome.SECOND_PERSON) \
-            .order_by("run_id"):
-        refusal = requester_refusal(job.requested_by, job.action, row.run_id)
-        if refusal is not None:
-            _finish_row(job, row.run_id, Outcome.FORBIDDEN, f"after approval: {refusal}")
-            continue
-        try:
-            # A step action (a re-run from a step) aims at the same step as when it waited.
-            spec.perform(row.run_id, actor=actor, approved_by=approved_by,
-                         given=_given(job, row.run_id))
-        except (TransitionNotAllowed, ActionInputError) as exc:
-            _finish_row(job, row.run_id, Outcome.REFUSED, f"after approval: {exc}")
-        else:
-            # As when one person acts (operator_actions.act): a wait the action ended loses
-            # its request now, not at the sweep's next full look.
-            withdraw_unawaited_of(row.run_id)
-            _finish_row(job, row.run_id, Outcome.DONE,
-                    f"{spec.label}: done, approved by {approved_by.label}")
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,38 @@ worker whose own clock runs ahead would take a job another worker still holds, a
 whose clock is behind would write a lease already over.
 """
 
+import logging
 from datetime import datetime, timedelta
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
+from runs.machine.wakeup import BROKER_DOWN
+
 from .models import BulkJob, BulkJobStatus
 from .timeouts import clock
 
+logger = logging.getLogger(__name__)
+
 LEASE = timedelta(seconds=settings.BULK_JOB_LEASE_SECONDS)
+BULK_JOB_TASK = "approvals.bulk_job"  # approvals.tasks.bulk_job
+
+
+def hand_over(job_id: int) -> bool:
+    """Send a bulk job to a worker; never raises. The job is stored before this, and one no
+    worker holds is found by the approvals sweep (stalled_jobs) and sent again: a broker
+    that is down must not turn a started job (or an approval recorded for it) into an error
+    its caller would retry, starting a second job."""
+    try:
+        # By name: the task's module (approvals.tasks) imports this one.
+        current_app.send_task(BULK_JOB_TASK, args=(job_id,))
+    except Exception as exc:  # noqa: BLE001 - a hint, made up for by the sweep
+        logger.warning("bulk job %s not handed to a worker now (%s); the approvals sweep "
+                       "will", job_id, exc, exc_info=not isinstance(exc, BROKER_DOWN))
+        return False
+    return True
 
 
 class LeaseLost(Exception):

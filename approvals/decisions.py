@@ -171,6 +171,11 @@ def _recorded(approval: ApprovalRequest) -> Decision:
     cancelled) would have told the person nothing was done of a decision that stands."""
     said = f"Your decision ({approval.status}) is recorded"
     state = application_of(approval)
+    if state == APPLIED and approval.bulk_runs and approval.status == RequestStatus.APPROVED:
+        return Decision("recorded", (
+            f"{said}. Bulk job {approval.params['bulk_job']} is applying it: its worker "
+            f"takes the action on each of the {len(approval.bulk_runs)} runs that waited for "
+            "it; the job's page shows its progress."), approval)
     if state == APPLIED:
         return Decision("recorded", f"{said}.", approval)
     if state == NOT_APPLIED:

@@ -29,6 +29,18 @@ from .timeouts import judged_at
 
 logger = logging.getLogger(__name__)
 
+# Who decides where no person did (a timeout), in the run's records.
+SYSTEM_LABEL = "approvals"
+
+
+def decider(approval: ApprovalRequest) -> Actor:
+    """Who decided `approval`, as the run's records name them: the person, or the system
+    (nobody decided in time)."""
+    if approval.decided_by_id is not None:
+        return Actor(kind=AuditRecord.ActorKind.USER, label=approval.decided_by_label,
+                     user_id=approval.decided_by_id)
+    return Actor.system(approval.decided_by_label or SYSTEM_LABEL)
+
 
 def requester_refusal(requester, action: str, run_id: int) -> str | None:
     """Why the person who asked for `action` on run `run_id` may no longer have it taken in

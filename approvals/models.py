@@ -255,6 +255,14 @@ class BulkJobStatus(models.TextChoices):
     CANCELLED = "cancelled"
 
 
+class BulkJobPhase(models.TextChoices):
+    """What a running job's worker does: act on the runs its filter matched, then (the
+    second person approved its request) take the action on the runs that waited for them."""
+
+    ACTING = "acting", "acting on its runs"
+    APPLYING = "applying", "applying the approval"
+
+
 class BulkJob(models.Model):
     """One operator action on every run a filter matched when the job started, worked
     through in the background a batch at a time (approvals.bulk). Its runs are those that
@@ -269,6 +277,8 @@ class BulkJob(models.Model):
                                      related_name="+")
     status = models.CharField(max_length=16, choices=BulkJobStatus.choices,
                               default=BulkJobStatus.RUNNING)
+    phase = models.CharField(max_length=16, choices=BulkJobPhase.choices,
+                             default=BulkJobPhase.ACTING, db_default=BulkJobPhase.ACTING)
     total = models.PositiveIntegerField(default=0)
     last_run_id = models.BigIntegerField(default=0)
     cursor = models.BigIntegerField(default=0)

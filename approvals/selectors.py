@@ -165,7 +165,7 @@ def what_follows(approval: ApprovalRequest) -> list[str]:
 
 
 def _bulk_follows(approval: ApprovalRequest, action) -> list[str]:
-    # What approvals.bulk.apply_approved does: the action on each run of the job that
+    # What approvals.bulk_approved does: the action on each run of the job that
     # waited for a second person, not on the run the request hangs on alone (whose own
     # state, explained, would say nothing of the others).
     count, asked_by = len(approval.bulk_runs), approval.snapshot.get("requested_by", "")

@@ -20,11 +20,11 @@ def sweep() -> dict:
     report = schedule.sweep().as_dict()
     # Bulk jobs no worker holds (just started, or their worker died) go to a worker.
     for job_id in bulk_lease.stalled_jobs():
-        bulk.hand_over(job_id)
+        bulk_lease.hand_over(job_id)
     return report
 
 
-@shared_task(name=bulk.BULK_JOB_TASK)
+@shared_task(name=bulk_lease.BULK_JOB_TASK)
 def bulk_job(job_id: int) -> None:
     """A few batches of a bulk job, then the rest in the next task (other work interleaves)."""
     # A run another session holds (left idle in a transaction) is answered as refused to
@@ -33,4 +33,4 @@ def bulk_job(job_id: int) -> None:
     with store.current().lock_wait_at_most(settings.DB_LOCK_TIMEOUT):
         job = bulk.run_bulk_job(job_id, batches=5)
     if job.status == BulkJobStatus.RUNNING and job.lease_until is None:
-        bulk.hand_over(job_id)
+        bulk_lease.hand_over(job_id)

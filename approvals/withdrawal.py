@@ -72,7 +72,7 @@ def no_longer_awaited() -> Q:
                & _action_refused_for_good(run_status))
             # A bulk job's request only hangs on its first run: approved, it acts on every
             # run of the job, each refused there if it can no longer take the action
-            # (bulk.apply_approved). That one run's end ends no wait of the others; the
+            # (bulk_approved.apply_one). That one run's end ends no wait of the others; the
             # end of every one does. So does the job's cancel: one made as its request was
             # being made (the job names the request in the request's commit, and is done
             # only after) asked that nothing more be done.

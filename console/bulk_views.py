@@ -18,6 +18,7 @@ from approvals.bulk import (
     cancel_bulk_job,
     matches_none,
     may_follow,
+    may_watch,
     start_bulk_job,
 )
 from approvals.models import BulkJob, BulkOutcome
@@ -108,11 +109,11 @@ def _back_to_preview(request, spec):
     return redirect(f"{reverse('console:bulk_preview')}?{query}")
 
 
-def _visible_job(request, job_id: int) -> BulkJob:
+def _visible_job(request, job_id: int, *, rule=may_follow) -> BulkJob:
     job = BulkJob.objects.filter(pk=job_id).first()
     if job is None:
         raise Http404(f"No bulk job {job_id}.")
-    if not may_follow(request.user, job):
+    if not rule(request.user, job):
         raise PermissionDenied("This bulk job is another person's.")
     return job
 
@@ -120,7 +121,7 @@ def _visible_job(request, job_id: int) -> BulkJob:
 @require_GET
 @login_required
 def bulk_job_page(request, job_id: int):
-    _visible_job(request, job_id)
+    job = _visible_job(request, job_id, rule=may_watch)
     progress = bulk_progress(job_id)
     outcomes = (BulkOutcome.objects.filter(job_id=job_id).exclude(outcome="done")
                 .order_by("run_id")[:OUTCOMES_SHOWN])
@@ -129,7 +130,9 @@ def bulk_job_page(request, job_id: int):
         "job": progress.job, "counts": progress.counts, "handled": progress.handled,
         "skipped": progress.skipped,
         "outcomes": outcomes, "label": ACTIONS[progress.job.action].label,
-        "live": progress.job.status == "running"})
+        "live": progress.job.status == "running",
+        # The approver follows the approval's progress; the job stays its starter's to cancel.
+        "may_cancel": may_follow(request.user, job)})
 
 
 @require_POST

@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import Group, Permission, User
 
 from api.tokens import token_create
+from approvals.bulk import run_bulk_job
 from approvals.models import ApprovalRequest, BulkOutcome, RequestStatus
 from audit.models import AuditRecord
 from console.roles import ensure_roles
@@ -79,6 +80,7 @@ def test_a_token_holding_every_workflow_the_job_reaches_lists_and_decides_it(cli
     response = approve(client, job.approval_id, both)
 
     assert response.status_code == 200, response.content
+    run_bulk_job(job.pk)  # the job's worker applies the approval
     assert set(Run.objects.filter(pk__in=[r.pk for r in runs])
                .values_list("status", flat=True)) == {RunStatus.TERMINATED}
 
@@ -92,5 +94,6 @@ def test_a_job_within_the_tokens_one_workflow_is_listed_and_decided_by_it(client
 
     assert inbox_ids(client, orders_only) == [job.approval_id]
     assert approve(client, job.approval_id, orders_only).status_code == 200
+    run_bulk_job(job.pk)  # the job's worker applies the approval
     assert set(Run.objects.filter(pk__in=[r.pk for r in runs])
                .values_list("status", flat=True)) == {RunStatus.TERMINATED}

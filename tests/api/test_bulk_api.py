@@ -141,6 +141,7 @@ def test_a_bulk_rerun_from_a_step_waits_for_a_second_person_and_then_reruns_that
     assert progress["approval_request_id"] is not None
     decide(progress["approval_request_id"], user=people["carl"], approved=True,
            decision_id=uuid.uuid4())
+    run_bulk_job(job["id"])  # the job's worker applies the approval
     for run in runs:
         run.refresh_from_db()
         assert run.status == RunStatus.QUEUED and run.generation == 1

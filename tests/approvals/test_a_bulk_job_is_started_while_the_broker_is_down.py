@@ -21,7 +21,7 @@ def _closed_port() -> int:
 def test_handing_a_job_over_with_the_broker_down_says_so_and_raises_nothing():
     broker = f"redis://127.0.0.1:{_closed_port()}/0"
     handing = manage("shell", "-c",
-                     "from approvals.bulk import hand_over; print(hand_over(987654))",
+                     "from approvals.bulk_lease import hand_over; print(hand_over(987654))",
                      CELERY_BROKER_URL=broker)
     out, err = handing.communicate(timeout=60)
     assert handing.returncode == 0, err

@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth.models import Group, Permission, User
 
 from approvals import decisions, schedule
+from approvals.bulk import run_bulk_job
 from approvals.models import ApprovalRequest, BulkOutcome, RequestStatus
 from approvals.operator_actions import act
 from console.roles import ensure_roles
@@ -52,6 +53,7 @@ def test_the_request_stands_when_its_run_completes_and_its_approval_ends_the_oth
                                 decision_id=uuid.uuid4())
 
     assert decision.recorded, decision.message
+    run_bulk_job(job.pk)  # the job's worker applies the approval
     assert Run.objects.get(pk=anchor.pk).status == RunStatus.COMPLETED
     assert {Run.objects.get(pk=run.pk).status for run in others} == {RunStatus.TERMINATED}
     outcomes = dict(BulkOutcome.objects.filter(job=job).values_list("run_id", "outcome"))

@@ -11,6 +11,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
+from approvals.bulk import run_bulk_job
 from approvals.decisions import decide
 from approvals.four_eyes import changed_effects_snapshot
 from approvals.models import ApprovalRequest, BulkJob, BulkOutcome, RequestStatus
@@ -65,6 +66,7 @@ def test_the_job_names_the_request_that_replaced_its_first_and_that_one_ends_its
                .values_list("status", flat=True)) == {RunStatus.ATTENTION}
 
     assert approve(live, olga).outcome == "recorded"
+    run_bulk_job(job.pk)  # the job's worker applies the approval
     # Each run is acted on by the approval of the request the job names (the run whose
     # ledger posting is unknown is ended, and stays with a person until it is settled).
     assert set(BulkOutcome.objects.filter(job=job).values_list("outcome", flat=True)) == {

@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import Group, Permission, User
 
 from approvals import decisions, schedule
+from approvals.bulk import run_bulk_job
 from approvals.models import ApprovalRequest, RequestStatus
 from approvals.operator_actions import act
 from archive.archiving import archive_runs
@@ -61,6 +62,7 @@ def test_the_run_stays_until_the_request_is_decided_and_then_is_archived(people)
     decision = decisions.decide(request.pk, user=olga, approved=True, comment="incident 42",
                                 decision_id=uuid.uuid4())
     assert decision.recorded, decision.message
+    run_bulk_job(job.pk)  # the job's worker applies the approval
     assert {Run.objects.get(pk=run.pk).status for run in others} == {RunStatus.TERMINATED}
 
     archive_runs(actor="test")

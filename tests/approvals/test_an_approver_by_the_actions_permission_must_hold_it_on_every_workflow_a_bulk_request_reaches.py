@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth.models import Group, Permission, User
 from guardian.shortcuts import assign_perm
 
+from approvals.bulk import run_bulk_job
 from approvals.models import ApprovalRequest, RequestStatus
 from approvals.permissions import can_decide
 from approvals.selectors import inbox
@@ -78,5 +79,6 @@ def test_a_job_within_her_workflow_is_hers_to_decide(client, settings, carl):
                            {"decision": "approve", "decision_id": uuid.uuid4()})
 
     assert response.status_code == 302
+    run_bulk_job(job.pk)  # the job's worker applies the approval
     assert set(Run.objects.filter(pk__in=[r.pk for r in runs])
                .values_list("status", flat=True)) == {RunStatus.TERMINATED}

@@ -101,6 +101,9 @@ def test_a_job_acts_once_per_run_and_sends_the_rest_to_one_four_eyes_request(peo
     with pytest.raises(Exception, match="may not decide"):
         decide(request.pk, user=olga, approved=True, decision_id=uuid.uuid4())
     decide(request.pk, user=carl, approved=True, decision_id=uuid.uuid4())
+    # The approver's request only hands the job back to its worker.
+    assert all(Run.objects.get(pk=r.pk).status == RunStatus.ATTENTION for r in effected)
+    assert run_bulk_job(job.pk).status == "done"
     for run in effected:
         assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
         record = AuditRecord.objects.get(run=run, action="terminated")

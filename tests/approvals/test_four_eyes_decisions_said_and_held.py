@@ -151,5 +151,6 @@ def test_a_bulk_jobs_approval_never_applies_to_effects_its_approver_was_not_show
     assert Run.objects.get(pk=run.pk).status == RunStatus.ATTENTION
 
     decide(client, omar, new, "approve")
+    run_bulk_job(job.pk)  # the job's worker applies the approval
     assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
     assert bulk_progress(job.pk).counts.get("done") == 1

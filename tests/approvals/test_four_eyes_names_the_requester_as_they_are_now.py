@@ -79,6 +79,7 @@ def test_a_bulk_jobs_requester_renamed_before_the_approval_is_named_by_their_new
     rename(olga, "olga.berg")
 
     assert _approve(request, omar).recorded
+    run_bulk_job(job.pk)  # the job's worker applies the approval
 
     record = AuditRecord.objects.get(run=stopped_run, action="terminated")
     assert (record.actor_label, record.actor_user_id) == ("olga.berg", olga.pk)

@@ -9,7 +9,8 @@ import pytest
 from celery.signals import before_task_publish
 from django.core.management import CommandError, call_command
 
-from approvals.bulk import BULK_JOB_TASK, BulkRefused, start_bulk_job
+from approvals.bulk import BulkRefused, start_bulk_job
+from approvals.bulk_lease import BULK_JOB_TASK
 from approvals.models import BulkJob
 from runs.models import RunStatus, StepStatus
 from runs.reads.selectors import RunFilters
