@@ -16,6 +16,7 @@ from approvals.bulk import (
     bulk_progress,
     cancel_bulk_job,
     may_follow,
+    may_watch,
     refuse_bulk_request,
     start_bulk_job,
     started_as,
@@ -45,14 +46,15 @@ def _job(request, job_id: int) -> dict:
 
 
 
-def _followed_job(token, job_id: int) -> BulkJob | None:
+def _followed_job(token, job_id: int, *, rule=may_follow) -> BulkJob | None:
     """The job, if the token may follow and cancel it: the rule every caller uses
-    (approvals.bulk.may_follow: the person who started it, or a superuser) for the token's
-    person, on one of the token's workflows named whole (a job over other workflows, over
-    all of them, or over every workflow whose name holds a part, as the console's filter
-    reads it, says how runs outside the token's reach went)."""
+    (approvals.bulk.may_follow: the person who started it, or a superuser; may_watch, to
+    see it: also the approver of its request) for the token's person, on one of the token's
+    workflows named whole (a job over other workflows, over all of them, or over every
+    workflow whose name holds a part, as the console's filter reads it, says how runs
+    outside the token's reach went)."""
     job = BulkJob.objects.filter(pk=job_id).first()
-    if job is None or token.acting_user is None or not may_follow(token.acting_user, job):
+    if job is None or token.acting_user is None or not rule(token.acting_user, job):
         return None
     filters = job.filters or {}
     return job if filters.get("workflow_exact") is True \
@@ -150,14 +152,15 @@ def register(api, *, headers: dict) -> None:
         openapi_extra=headers,
         description="Its status, how many runs it matched and has handled, and how many "
                     "ended each way. 404: no such job that the token's person may follow (their "
-                    "own, or any for a superuser) on one of the token's workflows.")
+                    "own, any for a superuser, or one whose request they approved) on one "
+                    "of the token's workflows.")
     def get_bulk(request, job_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         if (refused := refuse_unknown_query(request, ())) is not None:
             return refused
         token = request.auth
         if token.acting_user is None:
             return no_acting_user(token, "follow a bulk job")
-        if _followed_job(token, job_id) is None:
+        if _followed_job(token, job_id, rule=may_watch) is None:
             return Status(404, error_body("bulk_job_not_found", f"no bulk job {job_id} of "
                                                           "this token's person"))
         return Status(200, _job(request, job_id))

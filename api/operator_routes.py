@@ -17,7 +17,7 @@ from django.urls import reverse
 from ninja import Path, Query, Status
 
 from approvals.decisions import DecisionRefused, decide, deny_who_may_not_decide
-from approvals.models import ApprovalRequest, RequestKind
+from approvals.models import ApprovalRequest, RequestKind, RequestStatus
 from approvals.operator_actions import (
     ActionForbidden,
     ActionInputError,
@@ -95,6 +95,15 @@ def _approval(request, approval: ApprovalRequest) -> dict:
             "reason": snapshot.get("reason", "") if operator else "",
             "decide_url": request.build_absolute_uri(
                 reverse("approvals:detail", args=[approval.pk]))}
+
+
+def _applying_job_url(request, approval: ApprovalRequest) -> str | None:
+    # The approval of a bulk job's request is applied by the job's worker, after the answer.
+    if not approval.bulk_runs or approval.status != RequestStatus.APPROVED \
+            or approval.settled_at is None or approval.apply_error:
+        return None
+    return request.build_absolute_uri(reverse("api:bulk_job",
+                                              args=[approval.params["bulk_job"]]))
 
 
 def refuse_who_may_not_take(request) -> Status | None:
@@ -387,5 +396,6 @@ def register(api, *, headers: dict, refusals: dict) -> None:
         if decision.outcome in ("recorded", "already_recorded"):
             return Status(200, {"outcome": decision.outcome, "message": decision.message,
                                 "application": decision.application,
-                                "approval_request": _approval(request, decision.request)})
+                                "approval_request": _approval(request, decision.request),
+                                "bulk_job_url": _applying_job_url(request, decision.request)})
         return Status(409, error_body(decision.outcome, decision.message))

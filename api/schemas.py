@@ -462,6 +462,10 @@ class DecisionOut(Schema):
                     "`not_applied`: recorded, but the run cannot take it (it was terminated "
                     "meanwhile); `message` says why.")
     approval_request: ApprovalRequestOut
+    bulk_job_url: str | None = Field(
+        None, description="A bulk job's request, approved: the job's progress (GET "
+                          "/api/bulk/{id}), where its worker takes the action on each run "
+                          "that waited for the approval. Null otherwise.")
 
 
 # Webhook subscribers (api.subscriber_routes). The secret is write-only: no answer has it.
