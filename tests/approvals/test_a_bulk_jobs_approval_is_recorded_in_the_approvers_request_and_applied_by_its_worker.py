@@ -86,7 +86,8 @@ def test_the_approvers_request_costs_the_same_for_2_runs_as_for_30_and_acts_on_n
     page = _text(client.get(response.url))
     assert (f"Bulk job {job.pk} is applying it: its worker takes the action on each of the "
             "30 runs that waited for it") in page
-    assert f"bulk job {job.pk} is applying it to the 30 runs that waited for it" in page
+    assert (f"bulk job {job.pk} takes the action on each of the 30 runs that waited for "
+            "it. Follow its progress") in page
     progress_link = reverse("console:bulk_job", args=[job.pk])
     assert f'href="{progress_link}"' in client.get(response.url).content.decode()
     progress = _text(client.get(progress_link))
