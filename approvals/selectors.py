@@ -97,13 +97,19 @@ def is_overdue(approval: ApprovalRequest, now: datetime | None = None) -> bool:
         overdue=overdue_by_the_database()).values_list("overdue", flat=True).first() or False
 
 
-def timeout_outcome(approval: ApprovalRequest) -> str:
+def timeout_outcome(approval: ApprovalRequest, *, name_deputies: bool = False) -> str:
     """What the timeout that ended `approval` did, in a sentence for the person who opens
-    its link or its page; "" for a request no timeout ended (approvals.timeouts)."""
+    its link or its page; "" for a request no timeout ended (approvals.timeouts).
+
+    The deputies an escalation reached are named only with `name_deputies`, for the
+    request page, which only a person allowed to see the request reaches: the link's page
+    is shown to whoever holds the link, signed in or not, and must not tell who decides."""
     if not timed_out(approval):
         return ""
-    deputies = (f" (after escalation to {', '.join(approval.escalate_to)})"
-                if approval.escalation_level else "")
+    deputies = ""
+    if approval.escalation_level:
+        deputies = (f" (after escalation to {', '.join(approval.escalate_to)})"
+                    if name_deputies else " (after escalation to its deputies)")
     ended = ("rejected it" if approval.status == RequestStatus.REJECTED
              else "ended it without a decision")
     return (f"Nobody decided it by {time_text(approval.due_at)}{deputies}, so its timeout "

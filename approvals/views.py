@@ -113,7 +113,7 @@ def _page(request, approval: ApprovalRequest, form: DecisionForm | None = None, 
         "is_requester": is_requester(request.user, approval),
         "overdue": selectors.is_overdue(approval), "link_problem": link_problem,
         "awaited": awaited, "unawaited_reason": "" if awaited else unawaited_reason(approval),
-        "timeout_outcome": selectors.timeout_outcome(approval),
+        "timeout_outcome": selectors.timeout_outcome(approval, name_deputies=True),
         # Said whether or not the form is shown again: a request decided meanwhile has none.
         "refusal": form.refusal() if form is not None and form.is_bound else [],
     }, status=status)

@@ -1,7 +1,9 @@
 """A request nobody decided in time says so wherever its approver meets it: the emailed
 link's page says "This approval request timed out" and what its timeout policy did (reject;
 cancel; escalate, then end after the deputies' time), never that it was decided, replaced
-or withdrawn. A request a person decided is not said to have timed out."""
+or withdrawn. A request a person decided is not said to have timed out. The link's page is
+shown to whoever holds the link and names nobody; the request's page, for a person allowed
+to see the request, names the deputies it escalated to."""
 
 import html
 import re
@@ -58,8 +60,8 @@ def test_a_request_its_timeout_cancelled_says_it_timed_out_and_expired(ann, clie
     assert "the run went to attention for an operator to decide what happens" in text
 
 
-def test_a_request_that_timed_out_after_escalation_names_the_deputies(approvers, dora,
-                                                                      client, t0):
+def test_a_request_that_timed_out_after_escalation_names_its_deputies_only_on_its_page(
+        approvers, dora, client, t0):
     # test-approval-escalate: 2 days, then the deputies for 2 days more, then it expires.
     request = open_request(waiting_run("test-approval-escalate"), t0)
     token = approval_link_token.make_token(request)
@@ -68,11 +70,22 @@ def test_a_request_that_timed_out_after_escalation_names_the_deputies(approvers,
     request.refresh_from_db()
     assert request.status == "expired"
 
+    # The link's page is shown to whoever holds the link, signed in or not: it says an
+    # escalation happened and names no approver, deputy or group.
     text = _open_link(client, request, token)
     assert TIMED_OUT in text and GENERIC not in text
+    assert (f"Nobody decided it by {time_text(later(t0, days=4))} (after escalation to its "
+            "deputies), so its timeout policy (escalate) ended it without a decision") in text
+    for name in ("finance-deputies", "approvers", "dora", "ann", "bob"):
+        assert name not in text
+
+    # The request's page asks who is signed in and whether they may see it: a deputy it
+    # went to sees whom it went to.
+    client.force_login(dora)
+    page = html.unescape(client.get(reverse("approvals:detail",
+                                            kwargs={"pk": request.pk})).content.decode())
     assert (f"Nobody decided it by {time_text(later(t0, days=4))} (after escalation to "
-            "group:finance-deputies), so its timeout policy (escalate) ended it without a "
-            "decision") in text
+            "group:finance-deputies), so its timeout policy (escalate) ended it") in page
 
 
 def test_the_request_page_says_it_timed_out_too(ann, client, t0):
