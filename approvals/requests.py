@@ -42,6 +42,7 @@ from . import open_failures
 from .models import ApprovalRequest, BulkJob, NotificationKind, RequestKind, RequestStatus
 from .notifications import grant_and_notify, request_problem
 from .permissions import step_requester, tool_call_requester
+from .problem_shown import without_addresses
 from .snapshots import (
     SnapshotUnavailable,
     compute_snapshot,
@@ -77,7 +78,10 @@ def record_lifecycle(approval: ApprovalRequest, action: str, now: datetime, *,
     """In the caller's transaction: append what happened to `approval` (opened, reminded,
     escalated, superseded, withdrawn) to its run's hash-chained audit log, so the run's
     history holds its approvals' lifecycle, not only the request row. The approvals system
-    records it, unless a person's own act is what happened (`actor`)."""
+    records it, unless a person's own act is what happened (`actor`). Its "problem" is
+    kept without addresses: the run's history is shown to whoever may view the run."""
+    if data.get("problem"):
+        data["problem"] = without_addresses(data["problem"])
     transitions.record_approval_event(
         approval.run_id, action=action, step_name=approval.step_name,
         actor=actor or LIFECYCLE_ACTOR,

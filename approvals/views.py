@@ -28,6 +28,7 @@ from .permissions import (
     is_requester,
     permissions_read_once,
 )
+from .problem_shown import problem_shown_to
 from .sign_in import login_required
 from .snapshots import snapshot_rows
 from .throttle import link_failed, link_lockout
@@ -114,6 +115,7 @@ def _page(request, approval: ApprovalRequest, form: DecisionForm | None = None, 
         "overdue": selectors.is_overdue(approval), "link_problem": link_problem,
         "awaited": awaited, "unawaited_reason": "" if awaited else unawaited_reason(approval),
         "timeout_outcome": selectors.timeout_outcome(approval, name_deputies=True),
+        "problem": problem_shown_to(request.user, approval.problem),
         # Said whether or not the form is shown again: a request decided meanwhile has none.
         "refusal": form.refusal() if form is not None and form.is_bound else [],
     }, status=status)

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from api.models import WebhookDelivery
 from approvals.models import Notification
+from approvals.problem_shown import without_addresses
 from audit.models import AuditRecord
 
 from .diffs import DiffRow, diff_rows
@@ -81,12 +82,13 @@ class Timeline:
 
 
 def timeline_page(run, *, before: int | None = None, size: int = PAGE,
-                  approval_requests: list | None = None) -> Timeline:
+                  approval_requests: list | None = None, addresses: bool = False) -> Timeline:
     """The `size` audit records of `run` before seq `before` (without it: the newest), with
     the notifications and webhook deliveries that happened between the first of them and
     the next page's first: pages follow one another without a gap or an overlap.
     `approval_requests`, when the caller has read the run's, saves the query for
-    notifications if there are none (a notification belongs to an approval request)."""
+    notifications if there are none (a notification belongs to an approval request).
+    `addresses`: whether the reader may see the notifications' addresses (run_timeline)."""
     records = (AuditRecord.objects.filter(run=run).order_by("-seq")
                .defer("run", "actor_user_id", "prev_hash", "hash"))
     until = None
@@ -100,16 +102,19 @@ def timeline_page(run, *, before: int | None = None, size: int = PAGE,
     since = records[0].created_at if more else None
     notifications = approval_requests is None or bool(approval_requests)
     return Timeline(entries=run_timeline(run, records, since=since, until=until,
-                                         notifications=notifications),
+                                         notifications=notifications, addresses=addresses),
                     older=records[0].seq if more else None,
                     older_records=records[0].seq - 1 if records else 0, before=before)
 
 
 def run_timeline(run, audit: list[AuditRecord], *, since: datetime | None = None,
-                 until: datetime | None = None, notifications: bool = True) -> list[Entry]:
+                 until: datetime | None = None, notifications: bool = True,
+                 addresses: bool = False) -> list[Entry]:
     """The run's timeline, oldest first (audit records in their chain's order):
     `audit`, and the notifications (unless `notifications` is False: the caller knows
-    there are none) and deliveries from `since` (included) to `until`."""
+    there are none) and deliveries from `since` (included) to `until`. A notification names
+    its approver by address, and its error without addresses, unless `addresses` (a reader
+    who may see the notifications: approvals.problem_shown)."""
     entries = [Entry(at=r.created_at, source="audit", title=r.action.replace("_", " "),
                      actor=actor_name(r.actor_label, r.actor_kind), step=r.step_name,
                      reason=r.reason, detail=_object(r.data).get("error", ""), seq=r.seq,
@@ -117,8 +122,9 @@ def run_timeline(run, audit: list[AuditRecord], *, since: datetime | None = None
                            if row.changed],
                      data=readable(r.data))
                for r in audit]
-    notes = (Notification.objects.filter(request__run=run).select_related("request")
-             .only("kind", "recipient", "sent_at", "last_error", "request__step_name")
+    notes = (Notification.objects.filter(request__run=run).select_related("request", "user")
+             .only("kind", "recipient", "sent_at", "last_error", "request__step_name",
+                   "user__username")
              .annotate(at=Coalesce("sent_at", "created_at")))
     # A status change is delivered from its event, a step's outcome from its audit record.
     deliveries = (WebhookDelivery.objects.filter(Q(event__run=run) | Q(record__run=run))
@@ -135,11 +141,14 @@ def run_timeline(run, audit: list[AuditRecord], *, since: datetime | None = None
     for note in (notes.order_by("pk") if notifications else []):
         if note.sent_at is None and not note.last_error:
             continue
+        to = (note.recipient if addresses
+              else note.user.get_username() if note.user is not None else "an approver")
         entries.append(Entry(
             at=note.at, source="notification",
             title=f"{note.get_kind_display()} email "
-                  f"{'sent' if note.sent_at else 'not sent'} to {note.recipient}",
-            step=note.request.step_name, detail=note.last_error))
+                  f"{'sent' if note.sent_at else 'not sent'} to {to}",
+            step=note.request.step_name,
+            detail=note.last_error if addresses else without_addresses(note.last_error)))
     for delivery in deliveries.order_by("pk"):
         if delivery.delivered_at is None and not delivery.last_error:
             continue

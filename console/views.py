@@ -32,6 +32,7 @@ from approvals.operator_actions import (
     refuse_who_may_not_act,
 )
 from approvals.permissions import can_view, permissions_read_once
+from approvals.problem_shown import may_see_addresses, problem_shown_to
 from approvals.selectors import requests_for_run
 from approvals.sign_in import to_sign_in
 from archive import selectors as archived
@@ -297,10 +298,12 @@ def _detail_context(request, detail, *, before: int | None = None) -> dict:
     with permissions_read_once(request.user, approvals):
         for approval in approvals:
             approval.openable = can_view(request.user, approval)
+            approval.problem_shown = problem_shown_to(request.user, approval.problem)
     return {"run": run, "steps": detail.steps, "actions": actions,
             "generations": generations(run),
             "recommendation": recommendation, "recommended": recommended,
-            "timeline": timeline_page(run, before=before, approval_requests=approvals),
+            "timeline": timeline_page(run, before=before, approval_requests=approvals,
+                                      addresses=may_see_addresses(request.user)),
             "timeline_page": TIMELINE_PAGE, "approvals": approvals,
             "live": not selectors.is_final(run)}
 
@@ -321,7 +324,8 @@ def run_detail(request, run_id: int):
     before = whole_number(before, digits=9)
     if request.htmx and request.GET.get("part") == "timeline":
         return render(request, "console/_timeline_rows.html", {
-            "run": detail.run, "timeline": timeline_page(detail.run, before=before),
+            "run": detail.run, "timeline": timeline_page(
+                detail.run, before=before, addresses=may_see_addresses(request.user)),
             "timeline_page": TIMELINE_PAGE})
     context = _detail_context(request, detail, before=before)
     # The page's own choices (an older page of the timeline, of an agent's turns) stay in
