@@ -168,13 +168,16 @@ def register(api, *, headers: dict, refusals: dict) -> None:
 
     @api.get(
         "/runs", url_name="list_runs", operation_id="list_runs", summary="List and search runs",
-        response={200: RunPage, 401: Error, 422: InvalidRequest, 429: Error},
+        response={200: RunPage, 400: Error, 401: Error, 422: InvalidRequest, 429: Error},
         openapi_extra=headers,
         description="The console's runs list: the same filters and search (business key, "
                     "idempotency key or remote reference), newest status change first, a "
                     "page at a time (keyset: pass `next_cursor` as `after`; an `after` "
                     "of another shape is refused with 422, never answered with the first "
-                    "page). Only runs of the token's workflows.")
+                    "page). Only runs of the token's workflows. `workflow` is a part of a "
+                    "name: one that is part of none of the token's workflows' names is "
+                    "refused with 400 (`unknown_workflow`, naming the token's workflows), "
+                    "never answered with an empty page.")
     def list_runs(request, status: RunStatusName = "",
                   workflow: str = Query("", max_length=200, pattern=NO_NUL_PATTERN),
                   step_status: StepStatusName = "", error_class: ErrorClassName = "",
@@ -190,6 +193,8 @@ def register(api, *, headers: dict, refusals: dict) -> None:
         # a client paging on with anything else would be handed the first page, and loop.
         cursor = decode_keyset(after) if after else None
         token = request.auth
+        if (problem := selectors.workflow_filter_problem(workflow, token.workflows or [])):
+            return Status(400, error_body("unknown_workflow", problem))
         filters = RunFilters(status=status, workflow=workflow, step_status=step_status,
                              error_class=error_class, attention=attention, stuck=stuck, q=q)
         rows, next_cursor = runs_page(

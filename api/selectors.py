@@ -108,6 +108,19 @@ def token_workflow_ids(workflows: list[str]) -> frozenset[int]:
     return frozenset(Workflow.objects.filter(name__in=workflows).values_list("pk", flat=True))
 
 
+def workflow_filter_problem(text: str, workflows: list[str]) -> str | None:
+    """Why the runs list's `workflow` filter `text` can match no run of a token whose
+    workflows are `workflows`, or None: a misspelt name would otherwise read as "no run
+    matches", as `manage.py list_runs --workflow` refuses it. Only the token's workflows are
+    asked and named: a workflow beyond them is one the token must not learn of."""
+    part = text.strip().casefold()
+    if not part or any(part in name.casefold() for name in workflows):
+        return None
+    known = ", ".join(sorted(workflows)) or "none"
+    return (f"workflow: no workflow of this token's has a name containing {text.strip()!r} "
+            f"(its workflows: {known})")
+
+
 # Audit records on one page of a run's history over the API.
 HISTORY_PAGE = 50
 # The most a page holds, of runs or of a run's history, from the API and from the commands.

@@ -63,11 +63,12 @@ def test_the_document_tested_is_the_one_the_server_serves(client):
 
 
 TRANSPORT_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
-# Operations a body the document accepts may still be refused by, as documented: a bulk job
-# whose filters name no workflow of the token's, or one it does not have (400
-# invalid_bulk_job), which no schema can say. The token here acts for nobody, and such a
-# token has its body's faults named before it is told so (403 no_acting_user).
-BODY_JUDGED_BY_THE_TOKEN = {("POST", "/api/bulk")}
+# Operations a request the document accepts may still be refused by, as documented, for
+# what no schema can say: a bulk job whose filters name no workflow of the token's, or one
+# it does not have (400 invalid_bulk_job; the token here acts for nobody, and such a token
+# has its body's faults named before it is told so, 403 no_acting_user); a runs list whose
+# `workflow` is part of none of the token's workflows' names (400 unknown_workflow).
+JUDGED_BY_THE_TOKEN = {("POST", "/api/bulk"), ("GET", "/api/runs")}
 
 
 @schema.parametrize()
@@ -82,7 +83,7 @@ def test_the_api_keeps_its_documented_contract(case, live_server, api_token):
     # server does not serve, which Django refuses (400) before any operation is reached.
     for name in [n for n in (case.headers or {}) if n.lower() in TRANSPORT_HEADERS]:
         del case.headers[name]
-    judged = (case.method.upper(), case.path) in BODY_JUDGED_BY_THE_TOKEN
+    judged = (case.method.upper(), case.path) in JUDGED_BY_THE_TOKEN
     case.call_and_validate(base_url=live_server.url, headers=headers,
                            excluded_checks=[positive_data_acceptance] if judged else None)
 
