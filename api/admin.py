@@ -179,9 +179,10 @@ class WebhookSubscriberForm(forms.ModelForm):
     url = forms.URLField(max_length=500, assume_scheme="https")
     # Typed, never shown again: a page holding it would leave it in the browser's cache and
     # history, for anyone who may view subscribers to read. Left empty, the secret stays.
+    # Neither stripped nor held to a length here: subscribers.secret_problem is the rule, in
+    # the words the API uses too.
     secret = forms.CharField(
-        max_length=subscribers.SECRET_MAX_LENGTH, required=False,
-        widget=forms.PasswordInput(render_value=False),
+        strip=False, required=False, widget=forms.PasswordInput(render_value=False),
         help_text="Signs each delivery; give it to the receiver. Not shown once saved: leave "
                   "empty to keep the current one, type a new one to replace it. A replaced "
                   "secret signs beside the new one for WEBHOOK_SECRET_OVERLAP_HOURS, while "
@@ -212,7 +213,7 @@ class WebhookSubscriberForm(forms.ModelForm):
         if secret:
             if (problem := subscribers.secret_problem(secret)) is not None:
                 raise forms.ValidationError(f"{problem[0].upper()}{problem[1:]}.",
-                                            code="too_short")
+                                            code="secret")
             return secret
         if self.instance.pk is None:
             raise forms.ValidationError("A new subscriber needs a secret to sign its "

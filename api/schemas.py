@@ -5,7 +5,8 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from ninja import Field, Schema
-from pydantic import PlainSerializer, WithJsonSchema
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 from audit.actions import STEP_OUTCOMES
 from runs.definitions.definition import STEP_KINDS
@@ -15,7 +16,7 @@ from runs.machine.transitions.outcome import REMOTE_REF_MAX
 from runs.models import AttentionReason, ErrorClass, RunStatus, StepStatus, ToolCallStatus
 
 from .models import WebhookSubscriber
-from .subscribers import SECRET_MAX_LENGTH, SECRET_MIN_LENGTH
+from .subscribers import SECRET_MAX_LENGTH, SECRET_MIN_LENGTH, SECRET_PATTERN, secret_problem
 
 # A run as a caller sees it: a small, finite set of states.
 State = Literal["accepted", "running", "waiting", "needs_attention", "compensating",
@@ -46,6 +47,8 @@ NO_CONTROL = (r"^[^\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u2028-\u2
 PATTERN_SAYS = {
     NO_NUL: "contains a NUL character, which cannot be stored",
     r"^[^\u0000]*$": "contains a NUL character, which cannot be stored",
+    # Reached by a NUL alone: a blank at either end is refused first (_secret_refused).
+    SECRET_PATTERN: "contains a NUL character, which cannot be stored",
     NO_CONTROL: "contains control characters (line breaks, tabs, Unicode line or paragraph "
                 "separators, bidirectional controls, ...)",
 }
@@ -478,7 +481,21 @@ _SUBSCRIBER_URL = ("Where its events are POSTed (http or https), as Django admin
                    "in a deployment only a public address is sent anything.")
 _SUBSCRIBER_SECRET = (f"Signs each delivery (HMAC-SHA256); give it to the receiver: at least "
                       f"{SECRET_MIN_LENGTH} characters, random ones (a short one proves "
-                      "nothing). Write-only: never answered, logged or recorded.")
+                      "nothing), with no blank at either end (refused, never stripped). "
+                      "Write-only: never answered, logged or recorded.")
+
+
+def _secret_refused(value):
+    # secret_problem's words, as admin's form says them, asked before the constraints (the
+    # same rule, for the document) would say it in pydantic's.
+    if isinstance(value, str) and (problem := secret_problem(value)) is not None:
+        raise PydanticCustomError("secret", problem)
+    return value
+
+
+SubscriberSecret = Annotated[str, Field(min_length=SECRET_MIN_LENGTH,
+                                        max_length=SECRET_MAX_LENGTH, pattern=SECRET_PATTERN),
+                             BeforeValidator(_secret_refused)]
 _SUBSCRIBER_WORKFLOWS = ("The workflows whose runs it is told of, each one of the token's "
                          "and one whose runs the token's person may view; [] (every "
                          "workflow) is beyond any token.")
@@ -493,8 +510,7 @@ class SubscriberIn(Schema):
                       description=_SUBSCRIBER_NAME)
     url: str = Field(min_length=1, max_length=_URL_MAX, pattern=NO_NUL,
                      description=_SUBSCRIBER_URL)
-    secret: str = Field(min_length=SECRET_MIN_LENGTH, max_length=SECRET_MAX_LENGTH,
-                        pattern=NO_NUL, description=_SUBSCRIBER_SECRET)
+    secret: SubscriberSecret = Field(description=_SUBSCRIBER_SECRET)
     workflows: SubscriberWorkflows = Field(description=_SUBSCRIBER_WORKFLOWS)
     # Strict, as every boolean of a body: "no" would be read as a boolean.
     active: bool = Field(True, strict=True, description="Sent its events; false holds them.")
@@ -507,8 +523,8 @@ class SubscriberChange(Schema):
                              description=f"{_SUBSCRIBER_NAME} Its own name only (or null).")
     url: str | None = Field(None, min_length=1, max_length=_URL_MAX, pattern=NO_NUL,
                             description=_SUBSCRIBER_URL)
-    secret: str | None = Field(
-        None, min_length=SECRET_MIN_LENGTH, max_length=SECRET_MAX_LENGTH, pattern=NO_NUL,
+    secret: SubscriberSecret | None = Field(
+        None,
         description=f"{_SUBSCRIBER_SECRET} A new one replaces the current one, which signs "
                     "beside it for WEBHOOK_SECRET_OVERLAP_HOURS while the receiver switches.")
     workflows: SubscriberWorkflows | None = Field(None, description=_SUBSCRIBER_WORKFLOWS)

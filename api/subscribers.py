@@ -35,6 +35,9 @@ SECRET_MAX_LENGTH = 128
 # The shortest: a receiver trusts a delivery because its signature could only be made with
 # the secret, which a secret of a few characters does not ensure (anyone can try them all).
 SECRET_MIN_LENGTH = 16
+# The rule secret_problem applies, as the API's document says it: no blank at either end
+# (nor a NUL anywhere, which no text column holds).
+SECRET_PATTERN = r"^[^\s\u0000](?:[^\u0000]*[^\s\u0000])?$"
 
 # What a secret is recorded as: that it changed, never what it was or became.
 SECRET_NOT_RECORDED = "(not recorded)"
@@ -58,14 +61,25 @@ def url_problem(url: str) -> str | None:
 
 
 def secret_problem(secret: str) -> str | None:
-    """Why `secret` may not sign a subscriber's deliveries, or None. A signature made with a
-    short secret proves nothing: whoever wants to forge a delivery tries every secret that
-    short. Admin's form and the API ask this of a new secret given; a stored one keeps
-    signing (its subscriber may still be changed otherwise, e.g. turned off)."""
-    if len(secret) >= SECRET_MIN_LENGTH:
-        return None
-    return (f"a secret signs each delivery: give at least {SECRET_MIN_LENGTH} characters, "
-            f"random ones (this one has {len(secret)})")
+    """Why `secret` may not sign a subscriber's deliveries, or None: the one rule admin's
+    form and the API ask of a new secret given, in the same words; a stored one keeps
+    signing (its subscriber may still be changed otherwise, e.g. turned off).
+
+    A blank at either end is refused, not stripped: the receiver holds the secret too, and
+    one changed silently on our side (or kept as typed on one path and stripped on another)
+    would fail every signature it checks. A signature made with a short secret proves
+    nothing: whoever wants to forge a delivery tries every secret that short."""
+    if secret != secret.strip():
+        return ("a secret may not begin or end with a space or another blank: the receiver "
+                "checks each signature with the secret as it holds it, so give it without "
+                "them (nothing is stripped)")
+    if len(secret) < SECRET_MIN_LENGTH:
+        return (f"a secret signs each delivery: give at least {SECRET_MIN_LENGTH} "
+                f"characters, random ones (this one has {len(secret)})")
+    if len(secret) > SECRET_MAX_LENGTH:
+        return (f"a secret may have at most {SECRET_MAX_LENGTH} characters (this one has "
+                f"{len(secret)})")
+    return None
 
 
 def recorded_url(url: str) -> str:
