@@ -108,7 +108,7 @@ def read_invoice(ctx, args):
     return ctx.services.invoices.get(args.number)
 
 
-@triage.tool("lookup-vendor", kind=READ, args=LookupVendorArgs, redact=("iban",))
+@triage.tool("lookup-vendor", kind=READ, args=LookupVendorArgs, sensitive=("iban",))
 def lookup_vendor(ctx, args):
     """Look a vendor up by name in the vendor registry: status and bank account."""
     found = ctx.services.vendors.find(args.name)

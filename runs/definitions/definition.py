@@ -305,10 +305,11 @@ class ToolSpec:
     args: type[BaseModel]
     impact: str = LOW
     honours_key: bool = False
-    # Sensitive fields: arguments shown as [redacted] wherever the call is displayed or
-    # audited, and these fields of its arguments and results stored encrypted
-    # (runs.machine.sensitive) in every table and archive file.
+    # Sensitive fields of its args (checked against them): shown as [redacted] wherever the
+    # call is displayed or audited, and stored encrypted (runs.machine.sensitive) in its
+    # arguments and results, in every table and archive file; `sensitive`: of its result alone.
     redact: tuple[str, ...] = ()
+    sensitive: tuple[str, ...] = ()
     retry: RetryPolicy = DEFAULT_POLICY
     lookup_delay: float = 10.0
     lookup_attempts: int = 3
@@ -325,7 +326,7 @@ class ToolSpec:
     def __post_init__(self):
         # As with StepDef, every tool is checked when its module is imported, not once chosen.
         validation.check_tool(self, kinds=(READ, WRITE, NOTIFY), impacts=(LOW, HIGH))
-        self.redact = tuple(self.redact)
+        self.redact, self.sensitive = tuple(self.redact), tuple(self.sensitive)
 
     @property
     def has_side_effect(self) -> bool:
@@ -406,16 +407,17 @@ class AgentSpec(StepDef):
 
     def tool(self, name: str, *, args: type[BaseModel], kind: str = READ, impact: str = LOW,
              honours_key: bool = False, redact: tuple[str, ...] = (),
-             retry: RetryPolicy = DEFAULT_POLICY, lookup_delay: float = 10.0,
-             lookup_attempts: int = 3, approve_if: Callable | None = None,
-             approval: ApprovalPolicy | None = None,
+             sensitive: tuple[str, ...] = (), retry: RetryPolicy = DEFAULT_POLICY,
+             lookup_delay: float = 10.0, lookup_attempts: int = 3,
+             approve_if: Callable | None = None, approval: ApprovalPolicy | None = None,
              system: str = "",
              honours_keys: bool | None = None) -> Callable[[Callable], ToolSpec]:
         """Declare a tool the model may call; the decorated function performs one call. A
         call waits for a person's approval of its arguments if `approve_if(args)` says so
         (unset: every call of a high-impact write or notify tool); `approval` (or the
         agent's) says who is asked. `honours_key`, as for a step: the receiver performs a
-        key it has seen once. (`honours_keys` is its former spelling, still taken.)"""
+        key it has seen once. (`honours_keys` is its former spelling, still taken.)
+        `redact` names fields of `args`, `sensitive` fields of its result alone (ToolSpec)."""
         if honours_keys is not None:
             if honours_key and not honours_keys:
                 raise validation.DefinitionError(
@@ -428,6 +430,7 @@ class AgentSpec(StepDef):
         def decorator(fn: Callable) -> ToolSpec:
             tool = ToolSpec(agent=self, name=name, kind=kind, fn=fn, args=args,
                             impact=impact, honours_key=honours_key, redact=redact,
+                            sensitive=sensitive,
                             retry=retry, lookup_delay=lookup_delay,
                             lookup_attempts=lookup_attempts, approve_if=approve_if,
                             approval=approval,

@@ -14,6 +14,7 @@ from datetime import timedelta
 from pydantic import BaseModel, PydanticUserError
 
 from .retry import RetryPolicy
+from .sensitive_fields import unknown_fields_problem
 
 # The columns that hold a workflow's name (Run.workflow_name) and a step's (Step.name).
 NAME_MAX = 200
@@ -228,7 +229,10 @@ def step_problem(step, *, impacts: tuple[str, ...], contract: type) -> str | Non
         input_function_check("correlate", step.correlate),
         fields_check("sensitive", step.sensitive),
     )
-    return next((why for ok, why in checks if not ok), None)
+    problem = next((why for ok, why in checks if not ok), None)
+    # A step with a schema (a decision, an event wait) stores what its schema took.
+    return problem or unknown_fields_problem("sensitive", step.sensitive, step.schema,
+                                             held="its result")
 
 
 def effect_checks(effect) -> tuple:
@@ -298,10 +302,14 @@ def check_tool(tool, *, kinds: tuple[str, ...], impacts: tuple[str, ...]) -> Non
         problem = approval_problem(tool.approval)
     if problem is None:
         checks = (*effect_checks(tool), fields_check("redact", tool.redact),
+                  fields_check("sensitive", tool.sensitive),
                   (not tool.may_need_approval or tool.approval_policy is not None,
                    "its calls may wait for a person's approval; declare who approves them "
                    "(approval=tool_approval(...) on the tool or on the agent)"))
         problem = next((why for ok, why in checks if not ok), None)
+    problem = problem or unknown_fields_problem(
+        "redact", tool.redact, tool.args, held="its args",
+        hint="; a field of its result alone is declared sensitive=(...)")
     refuse(tool_where(tool), problem)
 
 

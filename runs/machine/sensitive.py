@@ -111,15 +111,22 @@ def rotated(value):
     return value
 
 
+def declares_sensitive(tool) -> bool:
+    """Whether `tool` declares any field sensitive, of its args (redact) or its result."""
+    return bool(getattr(tool, "redact", ()) or getattr(tool, "sensitive", ()))
+
+
 def seal_asked_calls(tool_calls: list[dict], tools: dict) -> list[dict]:
     """The tool calls of a model turn as stored: the raw arguments text of a call sealed
-    whole when its tool declares sensitive fields, or when it names no declared tool while
-    the step has some (what an unknown call carries cannot be told)."""
-    guarded = any(getattr(t, "redact", ()) for t in tools.values())
+    whole when its tool declares sensitive fields (of its args or its result: the model may
+    echo what it was told), or when it names no declared tool while the step has some (what
+    an unknown call carries cannot be told)."""
+    guarded = any(declares_sensitive(t) for t in tools.values())
     out = []
     for call in tool_calls:
         tool = tools.get(str(call.get("name") or ""))
-        sealing = (tool.redact if tool is not None else guarded) and call.get("arguments")
+        sealing = (declares_sensitive(tool) if tool is not None else guarded) \
+            and call.get("arguments")
         out.append({**call, "arguments": encrypt(call["arguments"])} if sealing else call)
     return out
 
@@ -129,7 +136,7 @@ def seal_arguments(arguments, tool, tools: dict):
     it is not an object the fields can be found in (kept as evidence of invalid arguments),
     or when the call names no declared tool of a step that has sensitive fields."""
     if tool is None:
-        guarded = any(getattr(t, "redact", ()) for t in tools.values())
+        guarded = any(declares_sensitive(t) for t in tools.values())
         return encrypt(arguments) if guarded and arguments is not None else arguments
     if not tool.redact or arguments is None:
         return arguments
@@ -140,7 +147,8 @@ def seal_arguments(arguments, tool, tools: dict):
 
 def seal_result(value, tool):
     """A tool call's result as stored (its row, an artifact of it, a lookup's found result):
-    redacted, the fields its tool declares sealed. Sealing again changes nothing: a found
-    result is sealed once kept (lookups.kept_answer) and again as its row keeps it."""
+    redacted, the fields its tool declares sealed (redact, which may come back in the result,
+    and sensitive, of the result alone). Sealing again changes nothing: a found result is
+    sealed once kept (lookups.kept_answer) and again as its row keeps it."""
     value = redaction.redact(value, keep=is_sealed)
-    return seal_fields(value, tool.redact) if tool is not None else value
+    return seal_fields(value, (*tool.redact, *tool.sensitive)) if tool is not None else value
