@@ -8,6 +8,7 @@ from runs.admin import RunSearchAdmin
 from runs.admin_search import NUMBER, IndexedSearchAdmin
 
 from .models import ApprovalRequest, Notification, NotificationKind, NotificationStatus
+from .problem_shown import may_see_addresses, without_addresses
 
 # A request's page shows its newest this many notifications: a large approver group reminded
 # for days gives one request thousands, and the page rendered every one. The rest are a link
@@ -64,7 +65,22 @@ class ApprovalRequestAdmin(RunSearchAdmin):
         if obj is not None and any(isinstance(inline, NotificationInline)
                                    for inline in self.get_inline_instances(request, obj)):
             fields.append("notifications_in_all")
+        if not may_see_addresses(request.user):
+            fields.append("problem_without_addresses")
         return fields
+
+    def get_fields(self, request, obj=None):
+        # The problem names the addresses a notification failed to reach: whole only for who
+        # may see the notifications, as on the run's page (approvals.problem_shown).
+        fields = list(super().get_fields(request, obj))
+        if "problem_without_addresses" in fields:
+            fields.remove("problem_without_addresses")
+            fields[fields.index("problem")] = "problem_without_addresses"
+        return fields
+
+    @admin.display(description="problem")
+    def problem_without_addresses(self, approval_request):
+        return without_addresses(approval_request.problem)
 
     @admin.display(description="notifications")
     def notifications_in_all(self, approval_request):

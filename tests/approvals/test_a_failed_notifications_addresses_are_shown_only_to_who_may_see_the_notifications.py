@@ -1,8 +1,9 @@
 """A request's "problem" names the addresses a notification failed to reach, and the mail
 server's answer quotes them again. The run's page, its history and the request's page show
-the problem to whoever may view the run or the request without any address; the addresses
-are shown only to a person who may see the notifications themselves (as Django admin's
-outbox asks: approvals.view_notification). The request keeps them for that person."""
+the problem to whoever may view the run or the request without any address, and so does the
+request's admin page to a clerk who may view requests; the addresses are shown only to a
+person who may see the notifications themselves (as Django admin's outbox asks:
+approvals.view_notification). The request keeps them for that person."""
 
 import html
 
@@ -84,3 +85,16 @@ def test_the_runs_history_keeps_the_problem_without_any_address(failed_request):
     problems = [r.data["problem"] for r in records if r.data.get("problem")]
     assert problems and all("notification to [an address] failed" in p for p in problems)
     assert not [r.pk for r in records if "@example.com" in str(r.data)]
+
+
+def test_the_requests_admin_page_shows_the_addresses_only_to_who_may_see_the_notifications(
+        failed_request, client):
+    path = f"/admin/approvals/approvalrequest/{failed_request.pk}/change/"
+    clerk = User.objects.create_user("clerk", is_staff=True)
+    clerk.user_permissions.add(Permission.objects.get(codename="view_approvalrequest"))
+    page = _page(client, clerk, path)
+    assert "notification to [an address] failed" in page and "@example.com" not in page
+
+    clerk.user_permissions.add(Permission.objects.get(codename="view_notification"))
+    page = _page(client, User.objects.get(pk=clerk.pk), path)
+    assert all(f"notification to {a} failed" in page for a in ADDRESSES)
