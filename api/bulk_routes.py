@@ -3,7 +3,9 @@
 The job is the console's (approvals.bulk): a durable background job that acts through the
 one function every caller uses, once per run, one audit record per run, the runs that need
 a second person gathered into one approval request. Over the API it acts as the token's
-acting user, on one of the token's workflows, and only that person sees and cancels it.
+acting user, on one of the token's workflows, and only that person sees and cancels it;
+the second person of the job's request follows it too (approvals.bulk.may_watch, the
+console's rule), through a token that may see that request.
 """
 
 from django.db import transaction
@@ -15,6 +17,7 @@ from approvals.bulk import (
     BulkRefused,
     bulk_progress,
     cancel_bulk_job,
+    is_second_person,
     may_follow,
     may_watch,
     refuse_bulk_request,
@@ -28,7 +31,7 @@ from runs.reads.selectors import RunFilters
 
 from .bulk_schemas import BulkIn, BulkJobOut
 from .errors import error_body, invalid_field, no_acting_user
-from .operator_routes import not_read
+from .operator_routes import not_read, visible_request
 from .parser import refuse_unknown_query
 from .schemas import MAX_RUN_ID, Error, InvalidRequest
 
@@ -46,19 +49,28 @@ def _job(request, job_id: int) -> dict:
 
 
 
-def _followed_job(token, job_id: int, *, rule=may_follow) -> BulkJob | None:
-    """The job, if the token may follow and cancel it: the rule every caller uses
-    (approvals.bulk.may_follow: the person who started it, or a superuser; may_watch, to
-    see it: also the approver of its request) for the token's person, on one of the token's
+def _followed_job(token, job_id: int, *, read_only: bool = False) -> BulkJob | None:
+    """The job, if the token may follow it (`read_only`: see its progress) or also cancel
+    it. Its person by the rule every caller uses (approvals.bulk: may_follow, the person
+    who started it or a superuser; may_watch, to see it, also its request's second
+    person), within the token's reach: a job the token could have started, on one of its
     workflows named whole (a job over other workflows, over all of them, or over every
     workflow whose name holds a part, as the console's filter reads it, says how runs
-    outside the token's reach went)."""
+    outside the token's reach went); for the second person, a job whose request the token
+    may see and decide (visible_request: every run the job handled is of the token's
+    workflows), which the decision's answer links."""
     job = BulkJob.objects.filter(pk=job_id).first()
-    if job is None or token.acting_user is None or not rule(token.acting_user, job):
+    user = token.acting_user
+    if job is None or user is None:
         return None
     filters = job.filters or {}
-    return job if filters.get("workflow_exact") is True \
-        and filters.get("workflow") in (token.workflows or []) else None
+    if filters.get("workflow_exact") is True and filters.get("workflow") in (
+            token.workflows or []) and (may_watch if read_only else may_follow)(user, job):
+        return job
+    if read_only and is_second_person(user, job) \
+            and visible_request(token, job.approval_id) is not None:
+        return job
+    return None
 
 
 def register(api, *, headers: dict) -> None:
@@ -151,16 +163,18 @@ def register(api, *, headers: dict) -> None:
                   429: Error},
         openapi_extra=headers,
         description="Its status, how many runs it matched and has handled, and how many "
-                    "ended each way. 404: no such job that the token's person may follow (their "
-                    "own, any for a superuser, or one whose request they approved) on one "
-                    "of the token's workflows.")
+                    "ended each way. 404: no such job that the token's person may follow: "
+                    "their own (any, for a superuser) on one of the token's workflows, or "
+                    "one whose approval request they decided or may decide, where the "
+                    "token may see that request (every run the job handled is of the "
+                    "token's workflows).")
     def get_bulk(request, job_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         if (refused := refuse_unknown_query(request, ())) is not None:
             return refused
         token = request.auth
         if token.acting_user is None:
             return no_acting_user(token, "follow a bulk job")
-        if _followed_job(token, job_id, rule=may_watch) is None:
+        if _followed_job(token, job_id, read_only=True) is None:
             return Status(404, error_body("bulk_job_not_found", f"no bulk job {job_id} of "
                                                           "this token's person"))
         return Status(200, _job(request, job_id))

@@ -49,6 +49,7 @@ from .bulk_lease import LeaseLost, hand_over, hold, release, renew, take
 from .four_eyes import request_bulk_operator_action
 from .models import BulkJob, BulkJobPhase, BulkJobStatus, BulkOutcome
 from .operator_actions import ActionForbidden, ActionInputError, NoSuchRun, act
+from .permissions import can_decide
 from .timeouts import clock
 
 logger = logging.getLogger(__name__)
@@ -255,10 +256,22 @@ def may_follow(user, job: BulkJob) -> bool:
 
 
 def may_watch(user, job: BulkJob) -> bool:
-    """Whether `user` may see `job`'s progress: whoever may follow it, and the second person
-    who approved its request (their approval is applied there)."""
-    return may_follow(user, job) or (job.approval_id is not None and BulkJob.objects.filter(
-        pk=job.pk, approval__decided_by=user, phase=BulkJobPhase.APPLYING).exists())
+    """Whether `user` may see `job`'s progress (read only; the one rule of the console's
+    page, the API and the command line): whoever may follow it, and its second person
+    (is_second_person)."""
+    return may_follow(user, job) or is_second_person(user, job)
+
+
+def is_second_person(user, job: BulkJob) -> bool:
+    """Whether `user` decided `job`'s request, or may decide it while it waits: the runs it
+    lists, their outcomes and the approval's progress are the job's page's, which the
+    request's page sends them to."""
+    if job.approval_id is None:
+        return False
+    approval = job.approval
+    if approval.decided_by_id is not None:
+        return approval.decided_by_id == user.pk
+    return approval.is_pending and can_decide(user, approval)
 
 
 def cancel_bulk_job(job_id: int, *, user) -> bool:
