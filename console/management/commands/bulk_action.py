@@ -13,7 +13,7 @@ from approvals.bulk import (
     run_bulk_job,
     start_bulk_job,
 )
-from approvals.models import BulkJob, BulkJobStatus
+from approvals.models import BulkJob, BulkJobPhase, BulkJobStatus
 from approvals.operator_actions import InputNotRead, refuse_input_not_read
 from console.cli import (
     acting_user,
@@ -125,8 +125,11 @@ class Command(BaseCommand):
                 raise CommandError(f"bulk job {job_id} had already finished")
         progress = bulk_progress(job_id)
         job = progress.job
+        # The phase as the console's page and the API give it: "applying" once its request
+        # was approved, when the job runs again on the runs that waited for it.
+        phase = job.phase if options["json"] else BulkJobPhase(job.phase).label
         self._out(options, {"job": job.pk, "action": job.action, "status": job.status,
-                            "total": job.total, "handled": progress.handled,
+                            "phase": phase, "total": job.total, "handled": progress.handled,
                             "skipped": progress.skipped,
                             "outcomes": progress.counts, "approval_request": job.approval_id})
 
