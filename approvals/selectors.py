@@ -1,5 +1,6 @@
 """Approval reads: the approver's inbox and the request a page shows."""
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
@@ -10,6 +11,7 @@ from runs.models import Step
 from runs.operator.actions import ACTIONS
 from runs.reads.cursors import keyset_after
 
+from .four_eyes import effects_of
 from .models import (
     DECIDE_CODENAME,
     DECIDE_PERMISSION,
@@ -198,3 +200,56 @@ def _tool_call_follows(approval: ApprovalRequest) -> list[str]:
         "If the model proposes other arguments, this request is replaced and cannot be "
         "approved.",
     ]
+
+
+# Of a bulk job's request, how many runs its page lists at a time, each with its high-impact
+# effects: listing them all made the page of a job of ten thousand runs megabytes long.
+PAGE_RUNS_LISTED = 50
+
+
+@dataclass(frozen=True)
+class BulkRunsPage:
+    """One page of the runs a bulk job's request acts on: the request's snapshot as the
+    page shows it (these runs and their effects), page `number` of `pages`, runs `first` to
+    `last` (counted from 1) of `count`."""
+
+    snapshot: dict
+    number: int
+    pages: int
+    first: int
+    last: int
+    count: int
+
+    @property
+    def previous(self) -> int | None:
+        return self.number - 1 if self.number > 1 else None
+
+    @property
+    def next(self) -> int | None:
+        return self.number + 1 if self.number < self.pages else None
+
+
+def bulk_runs_page(approval: ApprovalRequest, number: int | None) -> BulkRunsPage | None:
+    """Page `number` (from 1; None, or past either end: the nearest page) of the runs of
+    bulk job request `approval`, PAGE_RUNS_LISTED at a time, with their effects; None for a
+    request of another kind. Every other part of the snapshot is shown whole; its params
+    do not repeat the runs. The hash, shown beside it, is of the whole snapshot."""
+    if not approval.bulk_runs or not isinstance(approval.snapshot, dict):
+        return None
+    snapshot = dict(approval.snapshot)
+    runs = list(snapshot.get("runs") or [])
+    pages = max(1, -(-len(runs) // PAGE_RUNS_LISTED))
+    number = min(max(number or 1, 1), pages)
+    start = (number - 1) * PAGE_RUNS_LISTED
+    listed = runs[start:start + PAGE_RUNS_LISTED]
+    snapshot["runs"] = listed
+    snapshot["high_impact_effects"] = effects_of(
+        list(snapshot.get("high_impact_effects") or []), listed)
+    params = {k: v for k, v in (snapshot.get("params") or {}).items()
+              if k not in ("runs", "bulk_job")}
+    if params:
+        snapshot["params"] = params
+    else:
+        snapshot.pop("params", None)
+    return BulkRunsPage(snapshot=snapshot, number=number, pages=pages, first=start + 1,
+                        last=start + len(listed), count=len(runs))

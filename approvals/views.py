@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 
-from runs.machine.storable import text_problem
+from runs.machine.storable import text_problem, whole_number
 from runs.reads.cursors import decode_keyset, encode_keyset
 
 from . import decisions, selectors
@@ -96,7 +96,7 @@ def _forbidden(request, approval: ApprovalRequest):
 
 
 def _page(request, approval: ApprovalRequest, form: DecisionForm | None = None, *,
-          status: int = 200):
+          status: int = 200, runs_page: int | None = None):
     link_problem = None
     token = request.session.get(SESSION_TOKENS, {}).get(str(approval.pk))
     if token:
@@ -107,8 +107,10 @@ def _page(request, approval: ApprovalRequest, form: DecisionForm | None = None, 
     decidable = approval.is_pending and awaited and can_decide(request.user, approval)
     if decidable and form is None:
         form = DecisionForm(initial={"decision_id": uuid.uuid4()})
+    bulk = selectors.bulk_runs_page(approval, runs_page)
     return render(request, "approvals/detail.html", {
-        "approval": approval, "run": approval.run, "rows": snapshot_rows(approval.snapshot),
+        "approval": approval, "run": approval.run, "bulk": bulk,
+        "rows": snapshot_rows(approval.snapshot if bulk is None else bulk.snapshot),
         "follows": selectors.what_follows(approval),
         "form": form if decidable else None, "can_decide": decidable,
         "is_requester": is_requester(request.user, approval),
@@ -134,7 +136,9 @@ def detail(request, pk: int):
     with permissions_read_once(request.user):
         if not can_view(request.user, approval):
             return _forbidden(request, approval)
-        return _page(request, approval)
+        # A bulk job's runs, a page at a time: a number that is none starts at the first.
+        return _page(request, approval,
+                     runs_page=whole_number(request.GET.get("runs_page", "")))
 
 
 def _decided_by_post_only(request, approval: ApprovalRequest):
