@@ -296,6 +296,10 @@ VARIABLES: list[Variable] = [
     V("FIELD_ENCRYPTION_KEYS", STR, "", "id:key,... (Fernet keys, the one in use first): "
       "declared sensitive fields and webhook subscribers' secrets encrypted at rest",
       shown="a development key from SECRET_KEY (refused by console.production)"),
+    V("RUNS_EVENT_DIGEST_KEYS", STR, "", "id:secret,... (the one in use first, older ones "
+      "still compare): the HMAC-SHA256 of each external event's whole payload, by which an "
+      "id sent again with a redacted field changed is refused",
+      shown="a development key from SECRET_KEY (refused by console.production)"),
     V("TRUSTED_PROXY_COUNT", STR, "0", "how the client's address is found: 0, clients connect "
       "directly; N, behind N proxies appending to X-Forwarded-For (required by "
       "console.production)"),

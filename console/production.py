@@ -34,12 +34,13 @@ if SECRET_KEY == DEVELOPMENT_SECRET_KEY or len(SECRET_KEY) < 50:
     )
 
 # The development keys are derived from values anyone can read in this code.
-for _ring in ("ARCHIVE_SIGNING_KEYS", "AUDIT_SEAL_KEYS", "FIELD_ENCRYPTION_KEYS"):
+for _ring in ("ARCHIVE_SIGNING_KEYS", "AUDIT_SEAL_KEYS", "FIELD_ENCRYPTION_KEYS",
+              "RUNS_EVENT_DIGEST_KEYS"):
     if DEVELOPMENT_KEY_ID in globals()[_ring] or not os.environ.get(_ring, "").strip():
         raise ImproperlyConfigured(
             f"{_ring} is not set: set it to \"id:secret\" (a long random secret; add new "
             "keys in front and keep old ones after them to rotate).")
-for _ring in ("ARCHIVE_SIGNING_KEYS", "AUDIT_SEAL_KEYS"):
+for _ring in ("ARCHIVE_SIGNING_KEYS", "AUDIT_SEAL_KEYS", "RUNS_EVENT_DIGEST_KEYS"):
     for _id, _secret in globals()[_ring].items():
         if len(_secret) < 32:
             raise ImproperlyConfigured(f"{_ring}: key {_id!r} is shorter than 32 characters.")

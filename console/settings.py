@@ -617,3 +617,13 @@ AUDIT_SEAL_KEYS = key_ring("AUDIT_SEAL_KEYS", env("AUDIT_SEAL_KEYS"), "audit-hea
 # keys (Fernet.generate_key()), the one that encrypts first; older ones still decrypt.
 FIELD_ENCRYPTION_KEYS = key_ring("FIELD_ENCRYPTION_KEYS", env("FIELD_ENCRYPTION_KEYS"),
                                  "field-encryption")
+# An event's payload is stored redacted, and with an HMAC-SHA256 of the whole of it
+# (runs.waiting.events.payload_mac), so that an id sent again with a secret changed is
+# refused: "id:secret,...", the first one in use, older ones still compare the events
+# received under them.
+RUNS_EVENT_DIGEST_KEYS = key_ring("RUNS_EVENT_DIGEST_KEYS", env("RUNS_EVENT_DIGEST_KEYS"),
+                                  "event-payload-digest")
+if any(len(key_id) > 200 for key_id in RUNS_EVENT_DIGEST_KEYS):
+    # The id is stored beside each MAC (ExternalEvent.payload_mac, 300 characters).
+    raise ImproperlyConfigured("RUNS_EVENT_DIGEST_KEYS: a key's id is longer than 200 "
+                               "characters")

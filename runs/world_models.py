@@ -159,6 +159,11 @@ class ExternalEvent(models.Model):
     # while what the sender meant is dropped. Empty on events a person delivered, and on
     # those received before it was written.
     payload_digest = models.CharField(max_length=64, blank=True, default="", db_default="")
+    # "key id:HMAC-SHA256" of the whole payload as sent, redacted fields in clear, with a key
+    # of RUNS_EVENT_DIGEST_KEYS: a change in a redacted field is refused too, and no secret
+    # can be recovered from the row (a plain hash of a PIN is undone by trying each one).
+    # Empty where payload_digest is, and on events received before it was written.
+    payload_mac = models.CharField(max_length=300, blank=True, default="", db_default="")
 
     class Meta:
         constraints = [

@@ -11,6 +11,7 @@ from django.conf import settings
 PRODUCTION_ENV = {"ARCHIVE_SIGNING_KEYS": "a1:" + "s" * 48,
                   "AUDIT_SEAL_KEYS": "h1:" + "h" * 48,
                   "FIELD_ENCRYPTION_KEYS": "f1:" + "A" * 43 + "=",
+                  "RUNS_EVENT_DIGEST_KEYS": "e1:" + "e" * 48,
                   "TRUSTED_PROXY_COUNT": "0"}
 
 

@@ -32,6 +32,7 @@ runs.waiting.kept's.
 
 import hashlib
 import hmac
+import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,6 +42,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from audit.chain import Actor
+from audit.head_seals import same_mac
 from audit.redaction import redact
 
 from ..machine import artifacts
@@ -228,8 +230,8 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
         waiting_step(workflow, ref, now=now)
         raise
     _refuse_unstorable_payload(payload)
-    digest = payload_digest(sent)
-    if (previous := _received_before(workflow, source, event_id, digest)) is not None:
+    digests = payload_digests(sent)
+    if (previous := _received_before(workflow, source, event_id, sent)) is not None:
         return previous
     step = waiting_step(workflow, ref, now=now)
     if step is not None and run_ended(step.run) is not None:
@@ -243,9 +245,9 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
         _refuse_unstorable_payload(delivered)
         try:
             deliver_event(step.run_id, step_name=step.name, source=source, event_id=event_id,
-                          payload=delivered, actor=actor, payload_digest=digest, now=now)
+                          payload=delivered, actor=actor, digests=digests, now=now)
         except DuplicateEvent:
-            return _received_before(workflow, source, event_id, digest) or Receipt("duplicate")
+            return _received_before(workflow, source, event_id, sent) or Receipt("duplicate")
         except TransitionNotAllowed:
             # The run stopped waiting meanwhile, or a person ended it: keep the event (whose
             # it is then, consume_kept below says: kept.not_for_ended).
@@ -265,9 +267,9 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
             kept = insert_event(
                 workflow_name=workflow, source=source, event_id=event_id, event_name=event,
                 correlation_key=key, payload=redact(payload), received_at=received_at,
-                keep_until=received_at + keep_time(), payload_digest=digest)
+                keep_until=received_at + keep_time(), **digests)
     except IntegrityError:
-        return _received_before(workflow, source, event_id, digest) or Receipt("duplicate")
+        return _received_before(workflow, source, event_id, sent) or Receipt("duplicate")
     # A run may have begun to wait between the look above and this insert.
     run_id = consume_kept(kept, now=now)
     if run_id:
@@ -285,23 +287,56 @@ def payload_digest(payload) -> str:
     return input_hash(redact(payload))
 
 
-def _received_before(workflow: str, source: str, event_id: str,
-                     digest: str) -> Receipt | None:
+def payload_mac(payload, *, key_id: str | None = None) -> str:
+    """What ExternalEvent.payload_mac holds: "key id:hex HMAC-SHA256" of the whole payload as
+    sent, its redacted fields in clear, with a key of RUNS_EVENT_DIGEST_KEYS (the first, or
+    `key_id`). Keyed, because a plain hash of a low-entropy secret (a PIN, an IBAN) is undone
+    by trying every value; the key is not in the database."""
+    keys = settings.RUNS_EVENT_DIGEST_KEYS
+    key_id = next(iter(keys)) if key_id is None else key_id
+    # ASCII escapes, as input_hash's: a lone surrogate the door refuses later still encodes.
+    message = b"event-payload:" + json.dumps(payload, sort_keys=True,
+                                             separators=(",", ":")).encode()
+    return f"{key_id}:{hmac.digest(keys[key_id].encode(), message, hashlib.sha256).hex()}"
+
+
+def payload_digests(payload) -> dict[str, str]:
+    """The payload's digest columns of ExternalEvent, as an event's row is written with them."""
+    return {"payload_digest": payload_digest(payload), "payload_mac": payload_mac(payload)}
+
+
+def _another_payload(previous: ExternalEvent, sent) -> str | None:
+    """How the payload of `previous` is told from `sent`, in words for the sender, or None if
+    it cannot be. The redacted digest first (it names both); then the keyed one, which sees
+    the redacted fields too. A row written before payload_mac, or under a key no longer in
+    the ring, is compared by its redacted digest alone, as it was when it came."""
+    digest = payload_digest(sent)
+    if previous.payload_digest and previous.payload_digest != digest:
+        return f"sha256 {previous.payload_digest[:16]}..., this one {digest[:16]}..."
+    key_id, _, mac = previous.payload_mac.partition(":")
+    if key_id not in settings.RUNS_EVENT_DIGEST_KEYS:
+        return None
+    if same_mac(payload_mac(sent, key_id=key_id).partition(":")[2], mac):
+        return None
+    # Neither MAC is quoted: nothing the sender did not send itself is told.
+    return "they differ in a field kept redacted"
+
+
+def _received_before(workflow: str, source: str, event_id: str, sent) -> Receipt | None:
     """The answer to an event whose source and id were received before: the same, naming the
     run that took it, whether the first delivery committed long ago or while this one ran;
     or, not delivered, until when it is (or was, if it expired) kept. EventIdReused if that
-    one came with another payload (`digest`, payload_digest's): the sender would otherwise
-    read "duplicate" and believe what it meant delivered."""
+    one came with another payload than `sent`, in a redacted field too: the sender would
+    otherwise read "duplicate" and believe what it meant delivered."""
     previous = ExternalEvent.objects.filter(workflow_name=workflow, source=source,
                                             event_id=event_id).first()
     if previous is None:
         return None
-    if previous.payload_digest and previous.payload_digest != digest:
+    if (difference := _another_payload(previous, sent)) is not None:
         raise EventIdReused(
             f"event {event_id!r} from {source!r} was received before with another payload "
-            f"(sha256 {previous.payload_digest[:16]}..., this one {digest[:16]}...): an id "
-            "names one event, and the one received stands; nothing was changed. Send another "
-            "event under a new id")
+            f"({difference}): an id names one event, and the one received stands; nothing "
+            "was changed. Send another event under a new id")
     kept = previous.consumed_at is None and previous.refused_at is None
     return Receipt("duplicate", previous.consumed_run_id,
                    keep_until=previous.keep_until if kept else None)

@@ -64,12 +64,16 @@ def test_an_id_kept_then_sent_with_another_payload_is_refused_and_the_first_stay
     assert step(run, "payment").result == PAID  # the run takes the first, as it came
 
 
-def test_a_payload_told_apart_only_by_a_secret_is_a_duplicate_not_a_new_event(script):
-    # The digest is of the payload as stored, redacted: a secret leaves no hash of itself.
+def test_a_payload_told_apart_only_by_a_secret_is_refused_and_leaves_no_hash_of_it(script):
+    # The payload is stored redacted; the secret is compared by a keyed digest alone.
     run = new_run("test-payment-wait")
     assert _send(run, {**PAID, "api_key": "sk-first"}).status == "kept"
-    assert _send(run, {**PAID, "api_key": "sk-second"}).status == "duplicate"
-    assert "sk-first" not in ExternalEvent.objects.get().payload_digest
+    with pytest.raises(EventIdReused, match="differ in a field kept redacted"):
+        _send(run, {**PAID, "api_key": "sk-second"})
+    assert _send(run, {**PAID, "api_key": "sk-first"}).status == "duplicate"
+    event = ExternalEvent.objects.get()
+    assert "sk-first" not in json.dumps([event.payload, event.payload_digest,
+                                         event.payload_mac])
 
 
 @pytest.mark.parametrize("event_id", ["evt-\x1b[2K1", "evt-\u202e1", "evt-\n1"])

@@ -88,7 +88,8 @@ def _production(**env):
     base = {k: v for k, v in os.environ.items() if k != "TRUSTED_PROXY_COUNT"}
     base.update({"DJANGO_SETTINGS_MODULE": "console.production", "SECRET_KEY": "k" * 64,
                  "ARCHIVE_SIGNING_KEYS": "a1:" + "s" * 48, "AUDIT_SEAL_KEYS": "h1:" + "h" * 48,
-                 "FIELD_ENCRYPTION_KEYS": "f1:" + "A" * 43 + "=", **env})
+                 "FIELD_ENCRYPTION_KEYS": "f1:" + "A" * 43 + "=",
+                 "RUNS_EVENT_DIGEST_KEYS": "e1:" + "e" * 48, **env})
     code = ("import django; django.setup(); from django.conf import settings as s; "
             "print(s.TRUSTED_PROXY_COUNT, s.AXES_CLIENT_IP_CALLABLE)")
     return subprocess.run([sys.executable, "-c", code], env=base, capture_output=True,

@@ -107,7 +107,7 @@ def test_a_malformed_key_is_refused_with_its_name(settings):
 
 
 @pytest.mark.parametrize("missing", ["ARCHIVE_SIGNING_KEYS", "AUDIT_SEAL_KEYS",
-                                     "FIELD_ENCRYPTION_KEYS"])
+                                     "FIELD_ENCRYPTION_KEYS", "RUNS_EVENT_DIGEST_KEYS"])
 def test_production_refuses_the_development_keys(missing):
     env = {k: v for k, v in os.environ.items() if k != missing}
     env.update({**PRODUCTION_ENV, "DJANGO_SETTINGS_MODULE": "console.production",

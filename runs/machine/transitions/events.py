@@ -305,13 +305,13 @@ def deadline_passed(step: Step, now: datetime) -> bool:
 
 
 def deliver_event(run_id: int, *, step_name: str, source: str, event_id: str, payload: dict,
-                  actor: Actor, kept: ExternalEvent | None = None, payload_digest: str = "",
+                  actor: Actor, kept: ExternalEvent | None = None, digests: dict | None = None,
                   now: datetime | None = None) -> Run:
     """The awaited event arrived: in one transaction, its row is written (or the kept row
     is marked consumed), the step succeeds with the payload and the run is queued.
     Raises DuplicateEvent (nothing written) if this event was received before (or `kept`
     was refused for a run), and TransitionNotAllowed if the run no longer waits for it or a
-    person ended it (run_ended)."""
+    person ended it (run_ended). `digests`: the new row's payload_digests (runs.waiting.events)."""
     given = now
     with transition_on(run_id, "event_received", actor=actor, now=now) as change:
         run, now = change.run, change.now
@@ -328,14 +328,14 @@ def deliver_event(run_id: int, *, step_name: str, source: str, event_id: str, pa
                 f"step {step.name} waited for its event until "
                 f"{step.next_attempt_at:%Y-%m-%d %H:%M:%S %Z}: its timeout decides")
         _store_event(run, step, source=source, event_id=event_id, payload=payload,
-                     kept=kept, now=now, payload_digest=payload_digest)
+                     kept=kept, now=now, digests=digests)
         _received(change, step, payload, ref=evidence_ref(source, event_id),
                   data={"source": source, "event_id": event_id})
     return run
 
 
 def _store_event(run: Run, step: Step, *, source: str, event_id: str, payload: dict,
-                 kept: ExternalEvent | None, now: datetime, payload_digest: str = "") -> None:
+                 kept: ExternalEvent | None, now: datetime, digests: dict | None = None) -> None:
     event, key = awaited(step)
     if kept is not None:
         # Refused for a run (its version's schema, or the run had ended when it came), it
@@ -353,7 +353,7 @@ def _store_event(run: Run, step: Step, *, source: str, event_id: str, payload: d
             insert_event(workflow_name=run.workflow_name, source=source, event_id=event_id,
                          event_name=event, correlation_key=key, payload=redact(payload),
                          received_at=now, consumed_run_id=run.pk, consumed_step=step.name,
-                         consumed_at=now, payload_digest=payload_digest)
+                         consumed_at=now, **(digests or {}))
     except IntegrityError:
         raise DuplicateEvent(f"event {source}:{event_id} was received before") from None
 
