@@ -8,8 +8,8 @@ after it. So:
   saying how long it was (runs.machine.transitions.agent_turns.storable_turn). A final
   answer (a turn with no tool call) is the step's result, and a result is never cut: one
   longer than the bound is written whole as an artifact first (answer_kept_apart), its
-  reference kept on the turn, and the step's result is read from it, kept by the one rule of
-  every result (artifacts.kept_result); one over RUNS_RESULT_MAX_BYTES is refused as a
+  reference kept on the turn, and the step's result refers to it, never a second copy
+  (artifacts.kept_with_parts); one over RUNS_RESULT_MAX_BYTES is refused as a
   rejected output is (never stored; the run stops for a person, naming size and limit);
 - a turn asking for more tool calls than its agent's AgentBudget(max_calls_per_turn), or
   than RUNS_AGENT_TURN_MAX_TOOL_CALLS where lower or undeclared, is refused as a whole
@@ -107,15 +107,21 @@ def answer_kept_apart(ctx: StepContext, turn: calls_tx.ModelTurn) -> transitions
 def final_outcome(ctx: StepContext, turns, calls) -> transitions.Outcome:
     """The step's Outcome once the model answered: its result kept by the one rule of every
     step's result (artifacts.kept_result), apart as an artifact when large and refused past
-    the limit (the answer is the model's: a read's error, as a decision's output too big)."""
+    the limit (the answer is the model's: a read's error, as a decision's output too big).
+    An answer its turn keeps whole apart is the result's by that artifact's reference
+    (artifacts.kept_with_parts): written again inside the result, it would be stored twice."""
     try:
         result = final_result(turns, calls)
     except artifacts.ArtifactUnreadable as exc:
         # Its file missing or changed: trying again reads the same, a person looks.
         return transitions.Outcome(succeeded=False, error=Classified(
             ErrorClass.UNCLASSIFIED, f"the model's final answer cannot be read: {exc}"))
-    value, too_large = artifacts.kept_result(ctx.run_id, ctx.step, result,
-                                             has_side_effect=False)
+    if turns[-1].transcript:
+        value, too_large = artifacts.kept_with_parts(
+            result, {"answer": turns[-1].transcript})
+    else:
+        value, too_large = artifacts.kept_result(ctx.run_id, ctx.step, result,
+                                                 has_side_effect=False)
     if too_large is not None:
         return transitions.Outcome(succeeded=False, error=too_large)
     return transitions.Outcome(succeeded=True, value=value)

@@ -27,6 +27,9 @@ from . import sensitive
 from .errors import Classified
 
 ARTIFACT = "$artifact"
+# A result some of whose fields are artifacts written before it (an agent's final answer,
+# which its turn refers to): the names of those fields, whose values are references.
+PARTS = "$parts"
 
 
 def limit(name: str, default: int) -> int:
@@ -123,6 +126,22 @@ def kept_result(run_id: int, stem: str, value, *,
         return None, Classified(cls, str(exc))
 
 
+def kept_with_parts(value: dict, parts: dict[str, dict]) -> tuple[dict | None,
+                                                                 Classified | None]:
+    """`value` as it is to be stored when its fields `parts` (field -> reference) are held
+    whole by artifacts written before it: those fields by their reference, named under
+    PARTS, so each is stored once, and load gives the value whole; and None. Or None and a
+    read's error when the value whole is over RUNS_RESULT_MAX_BYTES. The other fields are
+    few and small (an agent's counts): they are kept on the row."""
+    size = len(encoded({k: v for k, v in value.items() if k not in parts})) + sum(
+        reference["size"] for reference in parts.values())
+    if size > result_limit():
+        return None, Classified(ErrorClass.PERMANENT, (
+            f"the result is {size:,} bytes, over the limit of {result_limit():,} bytes "
+            "(RUNS_RESULT_MAX_BYTES)"))
+    return {**value, **parts, PARTS: sorted(parts)}, None
+
+
 def write(run_id: int, stem: str, value) -> dict:
     """`value` written as an artifact whatever its size (a record kept apart from the rows,
     such as a summary's transcript), and its reference."""
@@ -167,7 +186,10 @@ def read(value) -> bytes:
 
 def load(value):
     """The stored value behind an artifact reference (checked against its sha256), or the
-    value itself."""
+    value itself; a value kept with parts (kept_with_parts) with each part read."""
+    if isinstance(value, dict) and isinstance(value.get(PARTS), list):
+        return {name: json.loads(read(part)) if name in value[PARTS] else part
+                for name, part in value.items() if name != PARTS}
     if not is_artifact(value):
         return value
     return json.loads(read(value))
