@@ -22,6 +22,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 
 from audit.redaction import redact_text
+from runs.execution.database_outage import would_not_wait
 from runs.machine.storable import person_text_problem
 
 from .application import (
@@ -39,7 +40,7 @@ from .models import ApprovalRequest, RequestKind, RequestStatus
 from .notifications import time_text
 from .permissions import decide_refusal, permissions_read_once
 from .requests import current_snapshot, lock_run, supersede
-from .snapshots import SnapshotUnavailable
+from .snapshots import SnapshotUnavailable, database_failure
 from .timeouts import TIMED_OUT, is_due, judged_at, late_decision_refusal, timed_out
 from .withdrawal import is_still_awaited, withdraw
 
@@ -233,8 +234,7 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
             # decision waited for is one the second person was never shown.
             current = changed_effects_snapshot(approval)
         if isinstance(current, SnapshotUnavailable):
-            return Decision("unavailable", f"What this request asks about cannot be checked "
-                            f"now ({current}); nothing was decided. Try again later.", approval)
+            return Decision("unavailable", _unchecked(approval, current), approval)
         if current is not None and current[1] != approval.snapshot_hash:
             new = supersede(approval, *current, now)
             return Decision(
@@ -253,6 +253,24 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
                                      "decision_id", "comment", "apply_after"])
         apply_decision(approval, now)
     return _recorded(approval)
+
+
+def _unchecked(approval: ApprovalRequest, problem: SnapshotUnavailable) -> str:
+    """Why the request's payload cannot be checked now, for the person deciding. A failure
+    of the workflow's own snapshot function is theirs to hear; the database's own words (a
+    statement cancelled, a lock timeout, a lost connection) are for operators, in the log,
+    and the person is told what they mean."""
+    failure = database_failure(problem)
+    if failure is None:
+        return (f"What this request asks about cannot be checked now ({problem}); nothing "
+                "was decided. Try again later.")
+    logger.warning("approval request %s: its payload could not be checked, nothing was "
+                   "decided: %s", approval.pk, problem)
+    why = ("the database would not wait for what checking it needed (a record held by "
+           "another session, or the statement cancelled)" if would_not_wait(failure)
+           else "the database could not be reached")
+    return (f"What this request asks about cannot be checked now: {why}; nothing was "
+            "decided or recorded. Try again in a little while.")
 
 
 def deny_who_may_not_decide(user, approval: ApprovalRequest) -> None:

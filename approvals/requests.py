@@ -16,7 +16,7 @@ all state lives in the database, so a restart changes nothing.
 import logging
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from audit.actions import AuditAction
@@ -46,6 +46,7 @@ from .problem_shown import without_addresses
 from .snapshots import (
     SnapshotUnavailable,
     compute_snapshot,
+    database_failure,
     normalise,
     registered_workflow,
     snapshot_hash,
@@ -237,13 +238,7 @@ def _failed(exc: Exception, now: datetime | None, run_id: int, step_name: str, *
 def connection_lost(exc: BaseException) -> bool:
     """Whether `exc` is, or was caused by, a failure of the database connection itself
     (a snapshot function's failure wraps the error it met)."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, OperationalError | InterfaceError):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
+    return database_failure(exc) is not None
 
 
 def stop_on_lost_connection(exc: BaseException, opened: int) -> int:

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from django.core.serializers.json import DjangoJSONEncoder
+from django.db import InterfaceError, OperationalError
 from django.utils.crypto import salted_hmac
 
 from audit.redaction import REDACTED, redact_text
@@ -22,6 +23,19 @@ MASKED_VALUES_FIELD = "masked_values_hmac"
 
 class SnapshotUnavailable(Exception):
     """The step's snapshot cannot be computed now (definition missing, step function failed)."""
+
+
+def database_failure(exc: BaseException) -> OperationalError | InterfaceError | None:
+    """The database error `exc` is, or was caused by (a snapshot function's failure wraps
+    the error it met: a statement cancelled, a row held past lock_timeout, the connection
+    lost), or None for a failure of the code itself."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, OperationalError | InterfaceError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def canonical_json(value) -> str:
