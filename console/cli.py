@@ -73,12 +73,26 @@ def no_run(run_id: int, *, user=None) -> str:
             "checks it; nothing was done")
 
 
-def workflow_filter_matches(text: str) -> None:
+def workflow_filter_matches(text: str, *, user=None) -> None:
     """A CommandError when --workflow `text` is part of no workflow's name: a misspelt name
     would otherwise read as "no run matches" (approvals.bulk refuses a job on it the same
     way). A workflow is one with runs (its row) or one the code registers: before its first
-    run, a registered workflow simply has no run to list."""
-    if not text.strip() or workflow_names_matching(text).exists():
+    run, a registered workflow simply has no run to list. For `user` (--user), only the
+    workflows whose runs they may see are asked and named, by the console's runs list's
+    rule (runs.permissions.grant_for): a workflow beyond them, with runs or not, is told as
+    unknown, as the API tells a token's (api.selectors.workflow_filter_problem)."""
+    if not text.strip():
+        return
+    grant = grant_for(user, VIEW) if user is not None else None
+    if grant is not None and not grant.everywhere:
+        seen = sorted(Workflow.objects.filter(pk__in=grant.workflow_ids)
+                      .values_list("name", flat=True))
+        if any(text.strip().lower() in name.lower() for name in seen):
+            return
+        raise CommandError(f"--workflow: no workflow whose runs user {user.get_username()!r} "
+                           f"may see has a name containing {text.strip()!r} (their "
+                           f"workflows: {', '.join(seen) or 'none'})")
+    if workflow_names_matching(text).exists():
         return
     part = text.strip().lower()
     registered = registry.names()

@@ -40,7 +40,8 @@ class Command(BaseCommand):
         if not 1 <= options["limit"] <= MOST_RUNS_A_PAGE:
             raise CommandError(f"--limit must be between 1 and {MOST_RUNS_A_PAGE}, not "
                                f"{options['limit']}; page on with --after")
-        workflow_filter_matches(options["workflow"])
+        user = user_named(options["user"]) if options["user"] else None
+        workflow_filter_matches(options["workflow"], user=user)
         after = None
         if options["after"]:
             after = decode_keyset(options["after"])
@@ -48,8 +49,8 @@ class Command(BaseCommand):
                 raise CommandError(f"--after {options['after']!r} is not a cursor this "
                                    "command printed")
         workflow_ids = None
-        if options["user"]:
-            grant = grant_for(user_named(options["user"]), VIEW)
+        if user is not None:
+            grant = grant_for(user, VIEW)
             workflow_ids = None if grant.everywhere else grant.workflow_ids
         filters = RunFilters(status=options["status"], workflow=options["workflow"],
                              step_status=options["step_status"],
