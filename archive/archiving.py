@@ -53,7 +53,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import transaction
+from django.db import OperationalError, transaction
 from django.db.models import Count, Q
 
 from audit import seals
@@ -61,6 +61,7 @@ from audit.models import AuditRecord
 from audit.offline import to_json
 from runs import store
 from runs.definitions import definition
+from runs.execution.database_outage import would_not_wait
 from runs.machine import crashpoints
 from runs.machine.single_pass import single_pass
 from runs.models import FINAL_RUN_STATUSES, Run
@@ -349,14 +350,43 @@ def remove(archive: ArchiveFile, *, actor: str, remove_batch: int,
                      .values_list("pk", flat=True))
     kept = list(archive.kept_run_ids)
     for start in range(0, len(pending), remove_batch):
-        removed, changed, busy = _remove_batch(archive, pending[start:start + remove_batch],
-                                               actor=actor)
+        removed, changed, busy = remove_batch_unheld(archive, pending[start:start + remove_batch],
+                                                     actor=actor)
         report.runs_removed += removed
         report.runs_kept += len(changed)
         report.runs_busy += len(busy)
         kept += changed + busy
     ArchiveFile.objects.filter(pk=archive.pk).update(removal_finished_at=store.current().now(),
                                                      kept_run_ids=kept)
+
+
+def remove_batch_unheld(archive: ArchiveFile, run_ids: list[int], *,
+                        actor: str) -> tuple[int, list[int], list[int]]:
+    """_remove_batch, passing over a run whose rows another session holds.
+
+    A held run row is skipped as it is locked; a held row of a run's own (a step, an
+    approval request, a tool call locked FOR UPDATE by a psql prompt idle in its
+    transaction) is met only by its DELETE, which waited for it without end, and the whole
+    pass with it. That wait is bounded (DB_LOCK_TIMEOUT); past it the batch's transaction
+    is rolled back whole (no run of it half removed) and its runs are tried one per
+    transaction, so that only the run whose row is held is passed over: kept, as a held
+    run is, and archived by a later pass."""
+    try:
+        with store.current().lock_wait_at_most(settings.DB_LOCK_TIMEOUT):
+            return _remove_batch(archive, run_ids, actor=actor)
+    except OperationalError as exc:
+        if not would_not_wait(exc):
+            raise
+    if len(run_ids) == 1:
+        return 0, [], list(run_ids)
+    removed, changed, busy = 0, [], []
+    for run_id in run_ids:
+        one_removed, one_changed, one_busy = remove_batch_unheld(archive, [run_id],
+                                                                 actor=actor)
+        removed += one_removed
+        changed += one_changed
+        busy += one_busy
+    return removed, changed, busy
 
 
 def _remove_batch(archive: ArchiveFile, run_ids: list[int], *,

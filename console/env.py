@@ -115,7 +115,8 @@ VARIABLES: list[Variable] = [
     V("DB_LOCK_TIMEOUT", FLOAT, "10",
       "seconds a person's request (a web request, run_action, dispatch or schedules pause "
       "and resume, a bulk job's run) waits for a row another session holds before it is "
-      "answered that nothing was done; 0: without end", minimum=0),
+      "answered that nothing was done, and an archive pass waits for a row of a finished "
+      "run before it leaves that run to a later pass; 0: without end", minimum=0),
     V("CELERY_BROKER_URL", STR, "filesystem://localhost/",
       "redis://host:6379/0 or amqp://...; the default needs no server (the demo)"),
     V("CELERY_DB_REUSE_MAX", INT, "1000",
