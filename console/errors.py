@@ -20,6 +20,8 @@ from api.errors import DATABASE_DOWN, RETRY_AFTER_SECONDS
 from api.middleware import body_limit_text
 from runs.execution.database_outage import commit_under_way, would_not_wait
 
+from .sessions import session_save_under_way
+
 
 @requires_csrf_token
 def bad_request(request, exception=None):
@@ -52,11 +54,15 @@ def server_error(request):
     """500, rendered without the request's context: whatever failed (the database, the
     session) must not be needed to draw the page that says so; 503 when the database did
     not answer, or would not wait for what the request needed, or went as the request's
-    change was committed (then it may have been done, and the page says so)."""
+    change was committed or its session saved (then it may have been done, and the page
+    says so)."""
     exc = sys.exc_info()[1]
     if isinstance(exc, DATABASE_DOWN):
+        # The session is saved after the view's work: that work may have been done.
+        unsaved = session_save_under_way(exc)
         page = loader.get_template("503.html").render(
-            {"busy": would_not_wait(exc), "maybe_done": commit_under_way(exc)})
+            {"busy": would_not_wait(exc) and not unsaved, "session_unsaved": unsaved,
+             "maybe_done": commit_under_way(exc)})
         response = HttpResponse(page, status=503)
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response

@@ -132,6 +132,9 @@ MIDDLEWARE = [
 # Django's debug pages (404 and 500 with DEBUG on), which need inline styles and scripts.
 CONTENT_SECURITY_POLICY = CSP_POLICY
 
+# Database sessions whose save, failing on the database, is answered 503 (console.sessions).
+SESSION_ENGINE = "console.sessions"
+
 ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "console.wsgi.application"
 
