@@ -7,7 +7,8 @@ Retry-After, in the product's words, as any other database failure is, never a t
 - on its save after the view's work (here, signing in): Django's store took any database
   error there for a session deleted meanwhile and answered 400 "Bad request". The page
   now says the session could not be saved and that what was asked may have been done, to
-  look before doing it again; the person is not signed in."""
+  look before doing it again; the person is not signed in;
+- a session really deleted meanwhile (signed out in another tab) is still Django's 400."""
 
 import html
 
@@ -17,7 +18,7 @@ from django.test import Client
 
 from audit.models import AuditRecord
 from runs.models import Run, RunStatus
-from tests.cancelled_statement import cancelled
+from tests.cancelled_statement import cancelled, other_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,3 +77,23 @@ def test_a_failed_session_save_says_it_may_have_been_done(operator, terminate):
     # The session was not saved: not signed in, the sign-in page is where a page leads.
     after = client.get("/runs/")
     assert after.status_code == 302 and after["Location"].startswith("/accounts/login/")
+
+
+def test_a_session_deleted_before_it_is_saved_is_still_djangos_400(operator):
+    """Not a database failure: the session's row is gone as it is saved (signed out in
+    another tab), which Django answers as it always has."""
+    client = Client(raise_request_exception=False)
+    deleted: list[str] = []
+
+    def delete_first(execute, sql, params, many, context):
+        if sql.startswith('UPDATE "django_session"') and not deleted:
+            with other_session() as other:
+                other.execute("DELETE FROM django_session")
+            deleted.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(delete_first):
+        response = client.post("/accounts/login/", {"username": "olga", "password": "pw"})
+    assert deleted
+    assert response.status_code == 400
+    assert "may have been done" not in response.content.decode()
