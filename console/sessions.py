@@ -13,6 +13,7 @@ from django.contrib.sessions.backends import db
 from django.contrib.sessions.backends.base import SessionBase, UpdateError
 
 from api.errors import DATABASE_DOWN
+from runs.execution.database_outage import raised_within
 
 
 class SessionStore(db.SessionStore):
@@ -31,10 +32,4 @@ class SessionStore(db.SessionStore):
 def session_save_under_way(exc: BaseException) -> bool:
     """Whether `exc` was raised as a request's session was being saved (after the view's
     work, which may have been done)."""
-    frame = exc.__traceback__
-    while frame is not None:
-        if frame.tb_frame.f_code.co_name == "save" and isinstance(
-                frame.tb_frame.f_locals.get("self"), SessionBase):
-            return True
-        frame = frame.tb_next
-    return False
+    return raised_within(exc, "save", SessionBase)

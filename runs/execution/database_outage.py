@@ -48,19 +48,26 @@ def would_not_wait(exc: BaseException) -> bool:
     return getattr(exc.__cause__, "sqlstate", None) in WOULD_NOT_WAIT
 
 
-def commit_under_way(exc: BaseException) -> bool:
-    """Whether `exc` was raised as a transaction was being committed (Django's connection
-    `_commit`, on its traceback): a connection lost then leaves it unknown whether the server
-    committed, so a person must not be told that nothing was done."""
-    from django.db.backends.base.base import BaseDatabaseWrapper
-
+def raised_within(exc: BaseException, method: str, owner: type) -> bool:
+    """Whether `exc` was raised inside the method named `method` of an instance of `owner`
+    (read from its traceback): where an error of a lost connection came from decides what a
+    person may be told of what was done."""
     frame = exc.__traceback__
     while frame is not None:
-        if frame.tb_frame.f_code.co_name == "_commit" and isinstance(
-                frame.tb_frame.f_locals.get("self"), BaseDatabaseWrapper):
+        if frame.tb_frame.f_code.co_name == method and isinstance(
+                frame.tb_frame.f_locals.get("self"), owner):
             return True
         frame = frame.tb_next
     return False
+
+
+def commit_under_way(exc: BaseException) -> bool:
+    """Whether `exc` was raised as a transaction was being committed (Django's connection
+    `_commit`): a connection lost then leaves it unknown whether the server committed, so a
+    person must not be told that nothing was done."""
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    return raised_within(exc, "_commit", BaseDatabaseWrapper)
 
 
 def beat_pass(name: str):
