@@ -25,6 +25,7 @@ from .models import ApiToken, WebhookDelivery, WebhookSubscriber
 from .tokens import (
     ExpiryPassed,
     acting_user_choices,
+    clock,
     default_expiry,
     refuse_passed_expiry,
     token_create,
@@ -48,7 +49,7 @@ class ApiTokenForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if self.instance.pk is None:
             # A new token gets the default lifetime unless the admin changes or clears it.
-            self.fields["expires_at"].initial = default_expiry(timezone.now())
+            self.fields["expires_at"].initial = default_expiry(clock())
         # Registered workflows, plus any the token already names (an old, unregistered one
         # stays visible rather than being silently dropped on save).
         names = sorted(set(registry.names()) | set(self.instance.workflows or []))
@@ -73,7 +74,7 @@ class ApiTokenForm(forms.ModelForm):
         # expired, and an admin may end one now by moving its expiry back.
         if self.instance.pk is None:
             try:
-                refuse_passed_expiry(expires_at, now=timezone.now())
+                refuse_passed_expiry(expires_at, now=clock())
             except ExpiryPassed as exc:
                 raise forms.ValidationError(str(exc), code="expiry_passed") from None
         return expires_at

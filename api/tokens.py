@@ -17,10 +17,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from audit.access import AccessAction, record_access_change
 from audit.chain import Actor
+from runs import store
 from runs.machine.storable import text_problem
 from runs.models import Workflow
 from runs.permissions import VIEW, grant_for
@@ -54,6 +54,14 @@ class _Default:
 
 
 DEFAULT_EXPIRY = _Default()
+
+
+def clock() -> datetime:
+    """What a token's expiry is set from and judged by: this process's estimate of the
+    database's clock (runs.store), as every due time is. A web host whose own clock runs
+    ahead would refuse a token its holder was told is good for ten more minutes, and one
+    running behind would take a token after its expiry."""
+    return store.current().now()
 
 
 def default_expiry(now: datetime) -> datetime | None:
@@ -122,7 +130,7 @@ def token_create(*, name: str, workflows: list[str], rate_limit: int | None = No
     if that moment is not in the future, PermissionDenied if `created_by` may not make a
     token act for `acting_user` (acting_user_choices) or give it a workflow beyond their
     own (workflows_beyond); nothing is written then."""
-    now = now or timezone.now()
+    now = now or clock()
     if isinstance(expires_at, _Default):
         expires_at = default_expiry(now)
     refuse_passed_expiry(expires_at, now=now)
@@ -166,7 +174,7 @@ def token_save(token: ApiToken, *, by) -> None:
 
 def token_revoke(token: ApiToken, *, by=None, now: datetime | None = None) -> bool:
     """Revoke a token at once (the next request with it gets 401). False if it already was."""
-    now = now or timezone.now()
+    now = now or clock()
     with transaction.atomic():
         revoked = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
             revoked_at=now, revoked_by=by)
@@ -211,7 +219,7 @@ class Checked:
 
 def token_check(plaintext: str, *, now: datetime | None = None) -> Checked:
     """Find the active, unexpired token `plaintext` is, recording that it was used."""
-    now = now or timezone.now()
+    now = now or clock()
     scheme, _, rest = plaintext.partition("_")
     prefix, _, secret = rest.partition("_")
     # Text the database cannot store (a NUL) is no token, and must not reach the prefix
@@ -247,7 +255,7 @@ def _touch(token: ApiToken, now: datetime) -> None:
 def tokens_expiring_soon(now: datetime | None = None) -> int:
     """How many usable tokens expire within API_TOKEN_EXPIRY_WARNING_DAYS (for metrics):
     their callers will get 401 soon unless someone issues them a new token."""
-    now = now or timezone.now()
+    now = now or clock()
     horizon = now + timedelta(days=settings.API_TOKEN_EXPIRY_WARNING_DAYS)
     return ApiToken.objects.filter(revoked_at__isnull=True, expires_at__gt=now,
                                    expires_at__lte=horizon).count()
