@@ -12,7 +12,6 @@ from django.contrib import admin, messages
 from django.db import transaction
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.cache import add_never_cache_headers, patch_cache_control
 
 from audit.admin import ReadOnlyAdmin, StorableFiltersAdmin
@@ -287,7 +286,7 @@ class WebhookSubscriberAdmin(StorableFiltersAdmin):
 
     @admin.display(description="replaced secret")
     def shown_previous_secret(self, subscriber):
-        until = subscribers.previous_signs_until(subscriber, now=timezone.now())
+        until = subscribers.previous_signs_until(subscriber, now=subscribers.clock())
         if until is None:
             return "none signs: only the current secret does"
         return (f"{_secret_told(subscriber.previous_secret)}; signs beside the current one "

@@ -13,7 +13,6 @@ is beyond any token).
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError
-from django.utils import timezone
 from ninja import Path, Status
 
 from runs.machine.storable import whole_number
@@ -51,7 +50,7 @@ def described(subscriber: WebhookSubscriber) -> dict:
             "url": subscribers.recorded_url(subscriber.url),
             "workflows": subscriber.workflows or [], "active": subscriber.active,
             "previous_secret_signs_until": subscribers.previous_signs_until(
-                subscriber, now=timezone.now()),
+                subscriber, now=subscribers.clock()),
             "created_at": subscriber.created_at}
 
 

@@ -18,11 +18,11 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.utils import timezone
 
 from audit.access import AccessAction, record_access_change
 from audit.chain import Actor
 from audit.redaction import REDACTED
+from runs import store
 from runs.machine import sensitive
 from runs.permissions import VIEW, grant_for
 
@@ -123,6 +123,15 @@ def readable(secret: str) -> str | None:
         return None
 
 
+def clock() -> datetime:
+    """What a replaced secret's overlap is set from and judged by, and deliveries are due and
+    stamped by: this process's estimate of the database's clock (runs.store), never its own.
+    The admin or API host that replaces a secret and the publisher that signs with it are
+    different hosts; each by its own clock, one running behind and the other ahead would end
+    the overlap early, and a publisher ahead would send a retry before its backoff ended."""
+    return store.current().now()
+
+
 def signing_secrets(subscriber: WebhookSubscriber, *, now: datetime) -> list[str]:
     """The secrets a delivery sent at `now` is signed with: the current one (signing_secret,
     UnreadableValue as it says), then the one it replaced while that still signs. A replaced
@@ -171,7 +180,7 @@ def subscriber_state(subscriber: WebhookSubscriber) -> dict:
     while one does (never a secret)."""
     state = {"url": recorded_url(subscriber.url),
              "workflows": sorted(subscriber.workflows or []), "active": subscriber.active}
-    if (until := previous_signs_until(subscriber, now=timezone.now())) is not None:
+    if (until := previous_signs_until(subscriber, now=clock())) is not None:
         state["previous_secret_signs_until"] = until.isoformat()
     return state
 
@@ -302,7 +311,7 @@ def subscriber_save(subscriber: WebhookSubscriber, *, by, end_overlap: bool = Fa
         overlap = timedelta(hours=settings.WEBHOOK_SECRET_OVERLAP_HOURS)
         if changed and stored_secret is not None and overlap and not end_overlap:
             subscriber.previous_secret = sealed_secret(stored.secret)
-            subscriber.previous_secret_until = timezone.now() + overlap
+            subscriber.previous_secret_until = clock() + overlap
         elif changed or end_overlap:
             # No overlap asked, or none possible: a secret no key opens signs nothing.
             subscriber.previous_secret, subscriber.previous_secret_until = "", None

@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.db.models import Case, Max, Q, QuerySet, Value, When
-from django.utils import timezone
 
 from audit.actions import STEP_OUTCOMES
 from audit.models import AuditRecord
@@ -190,7 +189,8 @@ def queue_deliveries(*, now: datetime | None = None, limit: int = 1000) -> int:
     def clock() -> datetime:
         return given or store.current().now()
 
-    now = now or timezone.now()
+    # Queued due at once by the same clock the sender judges due times by.
+    now = now or clock()
     # Before any row is read: a transaction found ended here has its row, if it committed,
     # in what the pass reads next.
     transactions = open_transactions()

@@ -26,7 +26,6 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
-from django.utils import timezone
 
 from approvals.notifications import public_url
 from audit.access import AccessAction, record_access_change
@@ -38,7 +37,7 @@ from runs.machine.storable import printable
 
 from . import public_network
 from .models import WebhookDelivery, WebhookSubscriber
-from .subscribers import retire_previous_secrets, signing_secrets
+from .subscribers import clock, retire_previous_secrets, signing_secrets
 from .webhook_cursors import queue_deliveries, takes
 
 logger = logging.getLogger(__name__)
@@ -132,7 +131,7 @@ def send_due(*, now: datetime | None = None, limit: int = 100) -> PublishReport:
     deliveries wait, as its cursors do, and go out if it is made active again. One whose
     workflows an admin narrowed is sent nothing of a workflow it no longer takes, even if
     it was queued before (withdrawn)."""
-    now = now or timezone.now()
+    now = now or clock()
     report = PublishReport()
     due = (WebhookDelivery.objects.filter(status=WebhookDelivery.Status.PENDING,
                                           next_attempt_at__lte=now, subscriber__active=True)
@@ -156,7 +155,7 @@ def send_due(*, now: datetime | None = None, limit: int = 100) -> PublishReport:
                 # Its receiver answers, but slowly: the pass's share of one subscriber is
                 # one deadline. The rest wait behind what else is due by the time they are
                 # passed over, so the next pass too sends the others' first.
-                _defer(delivery, max(now, timezone.now()), report)
+                _defer(delivery, max(now, clock()), report)
                 continue
             started = time.monotonic()
             code, error = _attempt(poster, delivery)
@@ -238,7 +237,7 @@ def _attempt(poster: DeadlinePoster, delivery: WebhookDelivery) -> tuple[int | N
     # refuse, for good, what a long pass stamped minutes before sending it.
     stamp = str(int(time.time()))
     try:
-        secrets = signing_secrets(delivery.subscriber, now=timezone.now())
+        secrets = signing_secrets(delivery.subscriber, now=clock())
     except UnreadableValue as exc:
         # Not sent unsigned: kept for a key put back, or a secret an admin types again.
         return None, f"not sent: its secret cannot be opened: {exc}"
@@ -336,7 +335,7 @@ def send_again(delivery_ids, *, by, now: datetime | None = None) -> SentAgain:
 
     Their last status code and error stay until the next attempt replaces them: the reason
     they failed is what the admin looks at while the receiver is being fixed."""
-    now = now or timezone.now()
+    now = now or clock()
     result = SentAgain()
     with transaction.atomic():
         # Locked, then changed: a second admin sending the same ones again meanwhile waits,
@@ -388,7 +387,7 @@ def publish(*, now: datetime | None = None) -> PublishReport:
 
 
 def _publish(now: datetime | None) -> PublishReport:
-    retire_previous_secrets(now=timezone.now())
+    retire_previous_secrets(now=clock())
     queued = queue_deliveries(now=now)
     report = send_due(now=now)
     report.queued = queued
