@@ -16,7 +16,6 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
-from django.utils import timezone
 
 from .. import store
 from ..execution.executor import worker_name
@@ -111,7 +110,7 @@ class Heartbeat:
         self.last = now
         try:
             if force:  # a worker starting: the rows of processes long gone are dropped
-                Worker.objects.filter(heartbeat_at__lt=timezone.now() - FORGOTTEN_AFTER) \
+                Worker.objects.filter(heartbeat_at__lt=store.current().now() - FORGOTTEN_AFTER) \
                     .delete()
             if names is None:
                 store.withdraw_joined(JOINED_BEAT)  # written here and now instead
@@ -162,8 +161,12 @@ def workers_page(*, workflow_ids: frozenset[int] | None,
     """The workers seen lately, each with the runs it holds now (among those the person may
     see), newest heartbeat first; those silent past a lease are marked. Two queries: the
     registry's recent rows (worker_heartbeat_idx) and the held runs (run_held_idx:
-    as many rows as runs are running, whatever the number of finished ones)."""
-    now = now or timezone.now()
+    as many rows as runs are running, whatever the number of finished ones).
+
+    Judged by the database's clock, which wrote every beat and lease on the page: by the web
+    host's own, one a minute ahead would show every live worker silent and its leases run
+    out, and one behind would show a dead worker alive."""
+    now = now or store.current().now()
     lease = timedelta(seconds=settings.RUNS_LEASE_SECONDS)
     rows = {}
     for worker in Worker.objects.filter(heartbeat_at__gte=now - SHOWN_FOR) \
