@@ -115,6 +115,8 @@ def _page(request, approval: ApprovalRequest, form: DecisionForm | None = None, 
         "form": form if decidable else None, "can_decide": decidable,
         "is_requester": is_requester(request.user, approval),
         "overdue": selectors.is_overdue(approval), "link_problem": link_problem,
+        # How long ago it was asked, by the clock that dated it (not this host's).
+        "now": clock(),
         "awaited": awaited, "unawaited_reason": "" if awaited else unawaited_reason(approval),
         "timeout_outcome": selectors.timeout_outcome(approval, name_deputies=True),
         "problem": problem_shown_to(request.user, approval.problem),

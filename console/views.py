@@ -15,7 +15,6 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
@@ -41,6 +40,7 @@ from archive.reading import ArchiveUnreadable, read_archived_run
 from audit.access import access_records
 from audit.csv_export import access_csv_lines, audit_csv_lines
 from audit.selectors import audit_listing, audit_page
+from runs import store
 from runs.definitions import definition
 from runs.definitions.contracts import (
     contract_table,
@@ -164,7 +164,9 @@ def runs_list(request):
         runs = selectors.runs_by_ids(ids, workflow_ids=workflow_ids)
         return render(request, "console/_run_rows.html", {"rows": run_rows(runs), "ids": ids,
                                                            "live": _live(runs)})
-    drawn_at = timezone.now()
+    # By the clock that stamps runs' changes: by this host's, one running ahead would leave
+    # out of the "N new" count every run that changed in the minutes it is ahead.
+    drawn_at = store.current().now()
     form = RunFilterForm(request.GET or None)
     filters = form.list_filters()  # None: an invalid filter, refused rather than ignored
     query = request.GET.copy()
@@ -228,7 +230,7 @@ def attention(request):
                                                        shown=shown, drills=drills),
             "new_cap": selectors.NEW_CAP, "drawn_at": since.isoformat(),
             "poll_url": reverse("console:attention"), "query": query, "ids": shown})
-    drawn_at = timezone.now()
+    drawn_at = store.current().now()
     # A hand-edited or stale link starts over at the first page.
     after = decode_keyset(request.GET.get("after", ""))
     page = selectors.attention_page(workflow_ids=workflow_ids, after=after,
@@ -244,6 +246,7 @@ def attention(request):
         "next_cursor": encode_keyset(page.next_cursor) or "",
         "first_page": after is None, "drills": drills,
         "drawn_at": drawn_at.isoformat(), "poll_url": reverse("console:attention"),
+        "now": drawn_at,
         "query": query, "ids": [run.pk for run in page.runs],
     })
 
@@ -274,7 +277,10 @@ def _detail_context(request, detail, *, before: int | None = None) -> dict:
                 "explanation": action.explain(run, detail.steps)}
                for action in offered(run, detail.steps)
                if grants(action.permission).covers(run.workflow_id)]
-    times = step_times(run, detail.steps)
+    # Figures that move with the clock (a step in flight, the last heartbeat's age) are told
+    # by the database's, which stamped what they count from.
+    now = store.current().now()
+    times = step_times(run, detail.steps, now=now)
     for step in detail.steps:
         step.contract = contracts.get(step.name)
         # The stop verdict: the step waits for a person before each attempt.
@@ -305,7 +311,7 @@ def _detail_context(request, detail, *, before: int | None = None) -> dict:
             "timeline": timeline_page(run, before=before, approval_requests=approvals,
                                       addresses=may_see_addresses(request.user)),
             "timeline_page": TIMELINE_PAGE, "approvals": approvals,
-            "live": not selectors.is_final(run)}
+            "live": not selectors.is_final(run), "now": now}
 
 
 @require_GET
