@@ -33,7 +33,6 @@ from django.db.models import (
     Value,
     When,
 )
-from django.utils import timezone
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -190,8 +189,12 @@ class RuntimeCollector(Collector):
             # either still counted or in its counts, never both or neither; its aggregates
             # read index ranges (runs.store: fast_aggregates). Inside a caller's
             # transaction (a test's) the snapshot is the caller's.
+            # Ages and "past due" are judged by the database's clock, which stamped the
+            # leases, wake-up and due times: by the scraping host's, one running ahead would
+            # count every live lease as stuck and raise the sweeper lag and overdue alerts.
+            now = store.current().now()
             with store.current().snapshot(fast_aggregates=True):
-                families = list(self._families(timezone.now()))
+                families = list(self._families(now))
         except Exception:
             logger.exception("metrics: reading the database failed")
             up.add_metric([], 0)
