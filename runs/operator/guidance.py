@@ -7,8 +7,7 @@ the console never recommends what would be refused. Read-only: nothing here chan
 
 from dataclasses import dataclass
 
-from django.utils import timezone
-
+from .. import store
 from ..agent_models import ToolCall, ToolCallStatus
 from ..definitions import definition
 from ..definitions.contracts import step_contract
@@ -255,7 +254,8 @@ def _not_found_proves_nothing_until(spec, row):
     trusted now."""
     if spec is None or row.status != StepStatus.UNKNOWN or row.next_attempt_at is None:
         return None
-    return not_found_trusted_from(spec, row, timezone.now())
+    # By the database's clock, as the transition that records the next lookup judges it.
+    return not_found_trusted_from(spec, row, store.current().now())
 
 
 def _agent_budget_spent(reason: str, step: Step | None) -> bool:
