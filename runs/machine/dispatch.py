@@ -19,11 +19,11 @@ from datetime import datetime
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
-from django.utils import timezone
 
 from audit.chain import Actor
 from audit.redaction import redact_text
 
+from .. import store
 from ..definitions import definition
 from ..models import ControlRecord, DispatchPause, Run, RunStatus, Workflow
 from .storable import person_text_problem, quoted, text_problem
@@ -185,7 +185,8 @@ def pause_dispatch(*, workflow: str, actor: Actor, reason: str, system: str = ""
     """Pause `workflow`'s dispatch (only towards `system` if given)."""
     refuse_input(workflow, system, reason)
     reason = redact_text(reason)
-    now = now or timezone.now()
+    # Stamped by the database's clock, by which its age is told (the paused-since gauge).
+    now = now or store.current().now()
     try:
         with transaction.atomic():
             pause = DispatchPause.objects.create(workflow_name=workflow, system=system,
@@ -208,7 +209,8 @@ def resume_dispatch(*, workflow: str, actor: Actor, reason: str, system: str = "
     held runs were woken."""
     refuse_input(workflow, system, reason, lifting=True)
     reason = redact_text(reason)
-    now = now or timezone.now()
+    # The held runs due by the database's clock are woken; a host behind would leave some.
+    now = now or store.current().now()
     with transaction.atomic():
         deleted, _ = DispatchPause.objects.filter(workflow_name=workflow,
                                                   system=system).delete()
