@@ -208,6 +208,13 @@ class Store(abc.ABC):
         database lives in this process: its clock is this one)."""
         return timezone.now()
 
+    def server_now(self) -> datetime:
+        """The database's clock read now, in a query of its own where it is another host's:
+        what a wait's duration is counted from. now(), the estimate, runs behind or ahead
+        for a while after this host's clock stepped; a sleep counted from it would end early
+        or late by the step. An embedded database's clock is this process's."""
+        return timezone.now()
+
     def open_transactions(self) -> tuple[int, bool] | None:
         """(the oldest transaction id of another session still open, or the next to be
         given when none is; whether this session has no transaction id yet): on PostgreSQL

@@ -32,7 +32,7 @@ from psycopg import errors as pg_errors
 from audit.models import AuditRecord
 
 from ..models import Run, RunEvent, Step
-from . import transactions
+from . import server_clock, transactions
 from .base import Store
 
 
@@ -383,6 +383,7 @@ class PostgresStore(Store):
     REMEASURE_SECONDS = 30.0
     open_transactions = staticmethod(transactions.open_transactions)
     transaction_id = staticmethod(transactions.transaction_id)
+    server_now = staticmethod(server_clock.server_now)
 
     def __init__(self):
         self._clock_lock = threading.Lock()
@@ -430,9 +431,7 @@ class PostgresStore(Store):
         if self._offset is None or time.monotonic() - self._measured_at > self.REMEASURE_SECONDS:
             with self._clock_lock:
                 before = timezone.now()
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT clock_timestamp()")
-                    server = cursor.fetchone()[0]
+                server = self.server_now()
                 after = timezone.now()
                 self._offset = server - (before + (after - before) / 2)
                 self._measured_at = time.monotonic()

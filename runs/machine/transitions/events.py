@@ -55,7 +55,14 @@ from .kernel import (  # the package's shared vocabulary
 )
 from .operator import operator_transition
 from .refused_events import run_ended
-from .timers import TimeNotKept, after, failed_for_its_time, held_for_its_code, reached
+from .timers import (
+    TimeNotKept,
+    after,
+    counted_from,
+    failed_for_its_time,
+    held_for_its_code,
+    reached,
+)
 
 AWAITING = "awaiting-event:"
 
@@ -143,7 +150,7 @@ def awaits(change: Change, lease: Lease, step: Step) -> bool:
             held_for_its_code(change, lease, step, "its event wait's correlate()", exc)
             return True
         try:
-            until = after(now, spec.timeout) if spec.timeout else None
+            until = after(counted_from(lease, now), spec.timeout) if spec.timeout else None
         except TimeNotKept as exc:
             failed_for_its_time(change, lease, step, "its event timeout", exc)
             return True

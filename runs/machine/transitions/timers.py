@@ -23,6 +23,7 @@ from audit.actions import AuditAction
 from audit.chain import Actor
 from audit.redaction import redact_text
 
+from ... import store
 from ...definitions import definition
 from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
 from ..errors import CODE_FAILURES, Classified
@@ -49,9 +50,18 @@ class TimeNotKept(Exception):
     and the sweeper would never wake it."""
 
 
-def wake_time(spec: definition.StepDef, run: Run, now: datetime) -> datetime:
+def counted_from(lease: Lease, now: datetime) -> datetime:
+    """The time a wait's duration (a sleep's, an event wait's timeout) is counted from when
+    it begins: the database's clock, read then. `now`, the transition's, is this process's
+    estimate of it, which runs an hour behind for a while after this host's clock stepped
+    back an hour: counted from it, a wait would end an hour early (at the next sweep, for a
+    shorter one). A time the claim was given (a test's) stands in for the clock."""
+    return now if lease.clock is not None else store.current().server_now()
+
+
+def wake_time(spec: definition.StepDef, run: Run, lease: Lease, now: datetime) -> datetime:
     if spec.sleep_for is not None:
-        return after(now, spec.sleep_for)
+        return after(counted_from(lease, now), spec.sleep_for)
     until = spec.sleep_until(run.input)
     # A tzinfo whose utcoffset() is None leaves the time as naive as no tzinfo at all.
     if not isinstance(until, datetime) or until.utcoffset() is None:
@@ -86,7 +96,7 @@ def sleeps(change: Change, lease: Lease, step: Step) -> bool:
     run, now = change.run, change.now
     if step.status != StepStatus.WAITING or step.next_attempt_at is None:
         try:
-            wake_at = wake_time(definition_step(lease, step), run, now)
+            wake_at = wake_time(definition_step(lease, step), run, lease, now)
         except TimeNotKept as exc:
             failed_for_its_time(change, lease, step, "its wake time", exc)
             return True
