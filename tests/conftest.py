@@ -84,12 +84,13 @@ def _require_postgresql(request, django_db_setup, django_db_blocker):
 @pytest.fixture(autouse=True)
 def _clock_estimate_fresh(django_db_blocker):
     """A process measures the database's clock once every 30 s (runs.store's now()): a query
-    that no transition pays for itself. Measured before the test when due, it never falls
-    inside a test's count of a transition's queries."""
+    that no transition or page pays for itself. Measured afresh before each test (not only
+    when due: one due a moment into the test would be counted there), it never falls inside
+    a test's count of queries shorter than that."""
     from runs import store
 
     with django_db_blocker.unblock():
-        store.current().now()
+        store.current().measure_clock()
 
 
 @pytest.fixture(autouse=True)

@@ -208,6 +208,12 @@ class Store(abc.ABC):
         database lives in this process: its clock is this one)."""
         return timezone.now()
 
+    def measure_clock(self) -> None:
+        """Measure this process's offset from the database's clock now, which now() does by
+        itself once every while. Nothing to measure where the database's clock is this
+        process's."""
+        return None
+
     def server_now(self) -> datetime:
         """The database's clock read now, in a query of its own where it is another host's:
         what a wait's duration is counted from. now(), the estimate, runs behind or ahead

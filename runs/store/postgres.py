@@ -375,11 +375,11 @@ class PostgresStore(Store):
     name = "postgresql"
 
     # The clock: workers' clocks drift and can be wrong by minutes; the database server is one
-    # clock all workers share. Statements that judge a lease (expiry, heartbeat) use the server's
-    # now() inside the statement. Times a transition stamps in Python (a claim's lease, the next
-    # attempt, audit times) come from now(): this process's clock corrected by its offset from
-    # the server's, measured again every REMEASURE_SECONDS (a worker whose clock jumps is
-    # corrected within that time, at one short query per interval, not one per transition).
+    # clock all workers share. Statements that judge a lease use the server's now() inside the
+    # statement. Times a transition stamps in Python (a claim's lease, the next attempt, audit
+    # times) come from now(): this process's clock corrected by its offset from the server's,
+    # measured again every REMEASURE_SECONDS (a worker whose clock jumps is corrected within
+    # that time, at one short query per interval, not one per transition).
     REMEASURE_SECONDS = 30.0
     open_transactions = staticmethod(transactions.open_transactions)
     transaction_id = staticmethod(transactions.transaction_id)
@@ -429,13 +429,14 @@ class PostgresStore(Store):
 
     def now(self) -> datetime:
         if self._offset is None or time.monotonic() - self._measured_at > self.REMEASURE_SECONDS:
-            with self._clock_lock:
-                before = timezone.now()
-                server = self.server_now()
-                after = timezone.now()
-                self._offset = server - (before + (after - before) / 2)
-                self._measured_at = time.monotonic()
+            self.measure_clock()
         return timezone.now() + self._offset
+
+    def measure_clock(self) -> None:
+        with self._clock_lock:
+            before, server, after = timezone.now(), self.server_now(), timezone.now()
+            self._offset = server - (before + (after - before) / 2)
+            self._measured_at = time.monotonic()
 
     lock_wait_statements = ("SELECT set_config('lock_timeout', %s, false)", "RESET lock_timeout")
 

@@ -104,8 +104,9 @@ def _path_to_audit_record():
 
 def _warm(client, run):
     """The session and the database clock as they are in use: the page was drawn, and the
-    clock's offset measured (once a process every REMEASURE_SECONDS, not once an action: a
-    test that came after a slow neighbour counted that measurement as one statement more)."""
+    clock's offset measured (once a process every REMEASURE_SECONDS, runs.store.server_clock,
+    not once an action: a test that came after a slow neighbour counted that measurement as
+    one statement more)."""
     client.get(reverse("console:run", args=[run.pk]))
     store.current().now()
 
