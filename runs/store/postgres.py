@@ -380,7 +380,7 @@ class PostgresStore(Store):
     # times) come from now(): this process's clock corrected by its offset from the server's,
     # measured again every REMEASURE_SECONDS (a worker whose clock jumps is corrected within
     # that time, at one short query per interval, not one per transition).
-    REMEASURE_SECONDS = 30.0
+    REMEASURE_SECONDS, STEP_SECONDS = 30.0, 0.5
     open_transactions = staticmethod(transactions.open_transactions)
     transaction_id = staticmethod(transactions.transaction_id)
     server_now = staticmethod(server_clock.server_now)
@@ -388,7 +388,7 @@ class PostgresStore(Store):
     def __init__(self):
         self._clock_lock = threading.Lock()
         self._offset: timedelta | None = None
-        self._measured_at = 0.0
+        self._measured_at, self._measured_wall = 0.0, timezone.now()
 
     def update_rows(self, model, objects: list, field_names: list[str]) -> None:
         # One statement per table, the values one JSON array (below).
@@ -408,14 +408,9 @@ class PostgresStore(Store):
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
 
-    def next_run_id(self) -> int:
-        return next_run_id()
-
-    def forget_run_id(self) -> None:
-        forget_run_id()
-
-    def insert_run_if_new(self, **rows) -> int | None:
-        return insert_run_if_new(**rows)
+    next_run_id = staticmethod(next_run_id)
+    forget_run_id = staticmethod(forget_run_id)
+    insert_run_if_new = staticmethod(insert_run_if_new)
 
     def start_may_try_again(self, exc: IntegrityError) -> bool:
         # The kept run id was taken after all (the sequence was reset, as tests may do; it
@@ -428,7 +423,12 @@ class PostgresStore(Store):
         return "pkey" in str(exc)
 
     def now(self) -> datetime:
-        if self._offset is None or time.monotonic() - self._measured_at > self.REMEASURE_SECONDS:
+        wall, since = timezone.now(), time.monotonic() - self._measured_at
+        # This host's clock stepped (by hand, a VM resumed) if it moved otherwise than the
+        # monotonic clock since the measurement: measured again at once, not up to 30 s on,
+        # while a lease, a backoff, a lookup's trust time would be stamped off by the step.
+        if self._offset is None or since > self.REMEASURE_SECONDS or abs(
+                (wall - self._measured_wall).total_seconds() - since) > self.STEP_SECONDS:
             self.measure_clock()
         return timezone.now() + self._offset
 
@@ -436,7 +436,7 @@ class PostgresStore(Store):
         with self._clock_lock:
             before, server, after = timezone.now(), self.server_now(), timezone.now()
             self._offset = server - (before + (after - before) / 2)
-            self._measured_at = time.monotonic()
+            self._measured_at, self._measured_wall = time.monotonic(), after
 
     lock_wait_statements = ("SELECT set_config('lock_timeout', %s, false)", "RESET lock_timeout")
 
