@@ -4,11 +4,14 @@ minutes (no attempt counted, its due time kept), and a replaced secret whose ove
 five minutes left still signs beside the new one and is not removed."""
 
 import json
+import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.utils import timezone
 
-from api import webhook_cursors
+from api import webhook_cursors, webhooks
 from api.models import WebhookDelivery, WebhookSubscriber
 from api.subscribers import sealed_secret
 from api.webhooks import sign
@@ -85,3 +88,27 @@ def test_a_replaced_secret_with_five_minutes_left_still_signs_on_a_publisher_ten
     assert subscriber.previous_secret and subscriber.previous_secret_until == until
     # Nothing recorded as removed: the overlap has not ended.
     assert AccessRecord.objects.count() == records
+
+
+@pytest.mark.parametrize("by", [-600, 600], ids=["ten minutes behind", "ten minutes ahead"])
+def test_a_deliverys_timestamp_is_the_database_clocks_on_a_publisher_whose_clock_is_off(
+        receiver, monkeypatch, by):
+    """A receiver refusing old (or future) timestamps, as it should, would refuse every
+    delivery of a publisher whose host is minutes off: the stamp is the database's time."""
+    subscriber = WebhookSubscriber.objects.create(name="crm", url=receiver.url, secret=FIRST,
+                                                  **webhook_cursors.cursors_at_head())
+    deliveries = _queued(subscriber)
+    real_time, real_now = time.time, timezone.now
+    monkeypatch.setattr(time, "time", lambda: real_time() + by)
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + timedelta(seconds=by))
+    before = _server_seconds()
+    assert webhooks.publish().delivered == len(deliveries) == len(receiver.requests)
+    after = _server_seconds()
+    for headers, _ in receiver.requests:
+        assert before - 2 <= int(headers["X-Webhook-Timestamp"]) <= after + 2
+
+
+def _server_seconds() -> float:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT extract(epoch FROM clock_timestamp())")
+        return float(cursor.fetchone()[0])
