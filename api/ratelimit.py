@@ -4,8 +4,9 @@ Each token gets `limit` requests per window of API_RATE_LIMIT_WINDOW_SECONDS; th
 one atomic increment (Redis INCR with the Redis cache; a locked increment with the local
 memory cache). With several web processes the cache must be shared (Redis: set
 API_CACHE_URL), or each process counts on its own and the effective limit is multiplied by
-their number. A fixed window allows up to twice the limit across a window boundary, which is
-fine for protecting the service from a runaway client, the point of this limit.
+their number. Windows are cut by the database's clock, which all processes share. A fixed
+window allows up to twice the limit across a window boundary, which is fine for protecting
+the service from a runaway client, the point of this limit.
 
 When the cache cannot be reached the request is let through: the limit protects the
 service, and an outage of the counter store should not become an outage of the API. That is
@@ -15,12 +16,12 @@ traceback at every request.
 
 import logging
 import math
-import time
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import caches
 
+from runs import store
 from runs.execution.outages import first_line, outages
 
 logger = logging.getLogger(__name__)
@@ -40,7 +41,9 @@ def hit(key: str, *, limit: int, window: int | None = None,
         now: float | None = None) -> Verdict:
     """Count one request for `key` in the current window and say whether it is allowed."""
     window = window or settings.API_RATE_LIMIT_WINDOW_SECONDS
-    now = time.time() if now is None else now
+    # By the database's clock, as every web process reads it: by each host's own, hosts
+    # whose clocks disagree would count one token in windows of their own.
+    now = store.current().now().timestamp() if now is None else now
     slot = int(now // window)
     retry_after = max(1, math.ceil((slot + 1) * window - now))
     cache = caches[settings.API_RATE_LIMIT_CACHE]

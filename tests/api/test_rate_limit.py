@@ -4,10 +4,14 @@ are not affected. Counted in the locmem cache (the demo) and in Redis (productio
 import os
 import time
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
+from api import ratelimit
+from runs import store
 from tests.api.conftest import post_run
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +35,7 @@ def _clear_of_a_window_edge(margin=5.0):
     from django.conf import settings
 
     window = settings.API_RATE_LIMIT_WINDOW_SECONDS
-    left = window - time.time() % window
+    left = window - store.current().now().timestamp() % window
     if left < margin:
         time.sleep(left + 0.1)
 
@@ -106,3 +110,18 @@ def test_a_store_out_of_reach_lets_requests_through_and_says_so_once_then_once_a
         "rate limit store unavailable", "rate limit store answers again"]
     assert said[1].getMessage().endswith("after 5 request(s) let through uncounted")
     assert not any(r.exc_info for r in said)
+
+
+def test_web_hosts_whose_clocks_are_a_window_apart_count_a_token_in_one_window(monkeypatch):
+    """Windows are cut by the database's clock: a host a whole window ahead counts the same
+    token in the same window, not in one of its own (which doubled what the token may do)."""
+    _clear_of_a_window_edge()
+    assert [ratelimit.hit("t", limit=2).allowed for _ in range(2)] == [True, True]
+    from django.conf import settings
+
+    ahead = settings.API_RATE_LIMIT_WINDOW_SECONDS
+    real_time, real_now = time.time, timezone.now
+    monkeypatch.setattr(time, "time", lambda: real_time() + ahead)
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + timedelta(seconds=ahead))
+    verdict = ratelimit.hit("t", limit=2)
+    assert not verdict.allowed and verdict.count == 3
