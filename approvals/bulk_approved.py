@@ -66,6 +66,30 @@ def approve_job(job_id: int, approval: ApprovalRequest) -> None:
                 approval.pk)
 
 
+def reopen_left_unapplied() -> list[int]:
+    """Jobs marked done in their applying phase while runs still wait for the approval,
+    turned back to running: the ids, for the sweep to hand to a worker. Only a worker of the
+    release before (a rolling release: the approval decided on this release's web server,
+    the job handed to a worker not yet restarted) does that, as it knows no phase: it walks
+    the job's filter again, finds every run settled or waiting, makes no request (the job
+    has one) and marks the job done, the approval never applied. This release's worker
+    marks an applying job done only once no run waits."""
+    left = BulkJob.objects.filter(
+        status=BulkJobStatus.DONE, phase=BulkJobPhase.APPLYING,
+        pk__in=BulkOutcome.objects.filter(outcome=Outcome.SECOND_PERSON).values("job_id"))
+    ids = list(left.values_list("pk", flat=True)[:50])
+    reopened = []
+    for job_id in ids:
+        # Conditional, as approve_job is: a job cancelled meanwhile stays cancelled.
+        if BulkJob.objects.filter(pk=job_id, status=BulkJobStatus.DONE,
+                                  phase=BulkJobPhase.APPLYING).update(
+                status=BulkJobStatus.RUNNING, cursor=0, lease_until=None, finished_at=None):
+            logger.warning("bulk job %s was marked done with runs still waiting for its "
+                           "approval (a worker of the release before); applying it", job_id)
+            reopened.append(job_id)
+    return reopened
+
+
 def waiting_runs(job: BulkJob, limit: int) -> list[int]:
     """The next `limit` runs of the job, after its cursor, that wait for the approval."""
     return list(BulkOutcome.objects.filter(job=job, outcome=Outcome.SECOND_PERSON,

@@ -8,7 +8,7 @@ from django.conf import settings
 from runs import store
 from runs.execution.database_outage import beat_pass
 
-from . import bulk, bulk_lease, schedule
+from . import bulk, bulk_approved, bulk_lease, schedule
 from .models import BulkJobStatus
 
 logger = logging.getLogger(__name__)
@@ -18,7 +18,9 @@ logger = logging.getLogger(__name__)
 @beat_pass("approvals.sweep")
 def sweep() -> dict:
     report = schedule.sweep().as_dict()
-    # Bulk jobs no worker holds (just started, or their worker died) go to a worker.
+    # Bulk jobs no worker holds (just started, or their worker died, or one of the release
+    # before marked it done before applying its approval) go to a worker.
+    bulk_approved.reopen_left_unapplied()
     for job_id in bulk_lease.stalled_jobs():
         bulk_lease.hand_over(job_id)
     return report
