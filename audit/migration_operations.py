@@ -12,6 +12,7 @@ app (audit's own included) may use it.
 
 from django.contrib.postgres import operations as postgres
 from django.db.migrations.operations import AddConstraint, AddIndex, AlterField, RemoveIndex
+from django.db.migrations.operations.base import Operation
 
 
 class AddIndexConcurrently(postgres.AddIndexConcurrently):
@@ -82,3 +83,45 @@ class AlterFieldToNullable(AlterField):
         quote = schema_editor.quote_name
         schema_editor.execute(f"ALTER TABLE {quote(model._meta.db_table)} ALTER COLUMN "
                               f"{quote(model._meta.get_field(self.name).column)} DROP NOT NULL")
+
+
+class LockWaitAtMost(Operation):
+    """The statements after it in its migration (which must be atomic) wait at most
+    `seconds` for a lock, on PostgreSQL; nothing elsewhere. An ALTER TABLE takes its
+    table's ACCESS EXCLUSIVE lock for an instant, but waits for it behind any transaction
+    that touched the table, and every later statement on the table, the runtime's, waits
+    behind the ALTER: a session left idle in a transaction would stall the previous
+    release's work for as long as it is left. Past the bound the migration is rolled back
+    whole and `migrate` says the database would not wait: run it again. A lock_timeout the
+    session already has (PGOPTIONS) is kept."""
+
+    reversible = True
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def deconstruct(self):
+        return self.__class__.__qualname__, [], {"seconds": self.seconds}
+
+    def state_forwards(self, app_label, state):
+        pass
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        self._bound(schema_editor)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        self._bound(schema_editor)
+
+    def describe(self):
+        return f"Wait at most {self.seconds:g} s for a lock"
+
+    def _bound(self, schema_editor):
+        if schema_editor.connection.vendor != "postgresql":
+            return
+        if not schema_editor.connection.in_atomic_block:
+            raise ValueError("LockWaitAtMost bounds the statements of one transaction: its "
+                             "migration must be atomic")
+        schema_editor.execute(
+            "SELECT set_config('lock_timeout', %s, true) "
+            "WHERE current_setting('lock_timeout') = '0'",
+            [f"{round(self.seconds * 1000)}ms"])

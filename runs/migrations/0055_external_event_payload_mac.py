@@ -5,6 +5,8 @@
 
 from django.db import migrations, models
 
+from audit.migration_operations import LockWaitAtMost
+
 
 class Migration(migrations.Migration):
 
@@ -13,6 +15,9 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        # The ALTER waits behind the previous release's open transactions on the table,
+        # and its work waits behind the ALTER: bounded, rolled back and run again.
+        LockWaitAtMost(seconds=5),
         migrations.AddField(
             model_name="externalevent",
             name="payload_mac",
