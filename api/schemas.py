@@ -355,7 +355,11 @@ class ActionIn(Schema):
     # taken, or refused, without what the person meant to send.
     model_config = {"extra": "forbid"}
 
-    reason: str = Field(min_length=1, max_length=PERSON_TEXT_MAX, pattern=NO_NUL,
+    # Its length is the document's to say and the action's rule to hold (require_reason, as
+    # for the console and the CLI): a reason empty or too long is refused in the same words
+    # at every door, still 422 naming `reason`.
+    reason: str = Field(pattern=r"^[^\u0000]*$",
+                        json_schema_extra={"minLength": 1, "maxLength": PERSON_TEXT_MAX},
                         description="Why: recorded in the audit trail. Required.")
     step: str = Field("", max_length=200, pattern=r"^[^\u0000]*$",
                       description="The step, for the actions aimed at one.")

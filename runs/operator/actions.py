@@ -25,17 +25,9 @@ from ..machine.transitions.operator_rules import check_before_work
 from ..machine.transitions.outcome import REMOTE_REF_MAX
 from ..models import Run, Step, StepStatus
 from ..waiting import events, payloads
+from .action_input import ActionInputError, target_missing
 from .previews import compensation_outline, compensation_preview, tool_call_outline
 from .reconciliation import reconcile_step, reconcile_tool_call_by_key
-
-
-class ActionInputError(ValueError):
-    """The input for an action is incomplete or inconsistent; nothing was done. `field`: the
-    ActionInput field whose value was refused, if one was, for a caller to name as its own."""
-
-    def __init__(self, message: str, field: str = ""):
-        super().__init__(message)
-        self.field = field
 
 
 @dataclass(frozen=True)
@@ -52,6 +44,11 @@ class ActionInput:
     call: str = ""
 
     def __post_init__(self):
+        # The blanks around what was typed are no part of it, at any door: the console's
+        # form, the API's body or a command line's option give the same record, and the
+        # same answer (a payload of spaces is none, a reason ending in a form feed ends).
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, getattr(self, f.name).strip())
         # Kept in the audit chain, the run's message, a four-eyes request: no credential.
         object.__setattr__(self, "reason", redact_text(self.reason))
 
@@ -143,10 +140,9 @@ class OperatorAction:
                 approved_by: Actor | None = None) -> Run:
         """Call the transition with a person's input. Raises ActionInputError for missing
         input and TransitionNotAllowed where the run does not allow it (nothing changes)."""
-        if self.takes_step and not given.step:
-            raise ActionInputError(f"{self.label}: choose the step.")
-        if self.takes_call and not given.call:
-            raise ActionInputError(f"{self.label}: choose the tool call.")
+        if (self.takes_step and not given.step) or (self.takes_call and not given.call):
+            run = Run.objects.get(pk=run_id)
+            raise target_missing(self, run, list(run.steps.order_by("position")), given)
         run = self.call(run_id, actor=actor, given=given, approved_by=approved_by)
         tracing.event(f"operator {self.name}", run, attributes={
             "operator.action": self.name, "operator.actor": actor.label,

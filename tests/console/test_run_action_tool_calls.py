@@ -119,7 +119,7 @@ def test_the_cli_says_which_call_it_needs_and_changes_nothing_when_wrong(operato
     before = (list(ToolCall.objects.filter(step__run=run).values_list("status", "attempt")),
               AuditRecord.objects.filter(run=run).count())
     cases = [
-        ([], "name it with --call STEP:TURN.INDEX"),
+        ([], r"allows calls of triage\); nothing was done\. Give it with --call STEP:TURN\.INDEX"),
         (["--call", "triage:first"], "the call is TURN.INDEX"),
         (["--call", call.ref], "name the agent step too"),
         (["--call", f"other:{call.ref}", "--step", "triage"], "names step 'other'"),
@@ -129,7 +129,7 @@ def test_the_cli_says_which_call_it_needs_and_changes_nothing_when_wrong(operato
         with pytest.raises(CommandError, match=message):
             run_action(run.pk, "retry_tool_call", "--user", "olga", "--reason", "again",
                        *extra)
-    with pytest.raises(CommandError, match="not aimed at one tool call"):
+    with pytest.raises(CommandError, match="--call does not apply with resume"):
         run_action(run.pk, "resume", "--user", "olga", "--reason", "again",
                    "--call", f"triage:{call.ref}")
     after = (list(ToolCall.objects.filter(step__run=run).values_list("status", "attempt")),

@@ -29,8 +29,9 @@ def test_a_step_action_without_step_names_the_option_and_the_steps_the_run_allow
     monkeypatch.delenv("CLI_PASSWORD")
     with pytest.raises(CommandError) as refused:
         _call("run_action", stuck_run.pk, "retry_step", "--user", "olga", "--reason", "fixed")
-    assert str(refused.value) == ("Retry step is aimed at one step: name it with --step (run "
-                                  f"{stuck_run.pk} allows create-task). Nothing was done.")
+    assert str(refused.value) == ("Retry step was not done: Retry step is aimed at one step: "
+                                  f"choose it (run {stuck_run.pk} allows create-task); nothing "
+                                  "was done. Give it with --step.")
     assert Run.objects.get(pk=stuck_run.pk).status == RunStatus.ATTENTION
     assert AuditRecord.objects.filter(run=stuck_run).count() == records
 

@@ -34,6 +34,7 @@ from runs import store
 from runs.machine.errors import EvidenceRequired, TransitionNotAllowed
 from runs.machine.storable import written_visibly
 from runs.models import Run, Step
+from runs.operator.action_input import target_missing
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import grants_of
 
@@ -103,10 +104,8 @@ class Command(BaseCommand):
         spec = ACTIONS[options["action"]]
         step, call = target(options["step"] or "", options["call"] or "")
         if call and not spec.names_call:
-            raise CommandError(f"{spec.label} is not aimed at one tool call: leave out --call")
-        if spec.takes_call and not call:
-            raise CommandError(f"{spec.label} is aimed at one tool call: name it with --call "
-                               "STEP:TURN.INDEX (the run page shows each call's turn.index)")
+            # As act's rule says it (refuse_input_not_read), before --call's step counts.
+            _refuse(["--call"], f"with {spec.name}")
         given = ActionInput(reason=options["reason"] or "", step=step,
                             mode=options["mode"] or "ask",
                             remote_ref=options["remote_ref"] or "",
@@ -117,9 +116,9 @@ class Command(BaseCommand):
         except InputNotRead as exc:
             _refuse([_ACTION_OPTIONS[name] for name in exc.fields],
                     f"with {spec.name}" + (f" --mode {exc.mode}" if exc.mode else ""))
-        if spec.takes_step and not step:
+        if (spec.takes_step and not step) or (spec.takes_call and not call):
             # The console's form offers the run's steps; a command line has to be told them.
-            raise CommandError(_step_missing(user, spec, options["run"]))
+            raise CommandError(_target_missing(user, spec, options["run"], given))
         # Asked once the options are known to be right: the first person of a four-eyes
         # request proves who they are as the second does.
         user = proven(user)
@@ -238,9 +237,10 @@ def _decision_refused(refusal: str, field: str) -> str:
     return f"{refusal} Give it with {flag}. Nothing was decided."
 
 
-def _step_missing(user, spec, run_id: int) -> str:
-    """Why a step action given no --step was not done, naming the steps the run allows it
-    on to a person who may take it there."""
+def _target_missing(user, spec, run_id: int, given: ActionInput) -> str:
+    """Why a step or tool-call action given no --step or --call was not done, in the words
+    every door uses (runs.operator.action_input.target_missing), to a person who may take it
+    there; with the option that names it."""
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
         return no_run(run_id, user=user)
@@ -248,11 +248,10 @@ def _step_missing(user, spec, run_id: int) -> str:
         return (f"{user.get_username()} may not {spec.label.lower()} run {run_id} (needs "
                 f"runs.{spec.permission}). Nothing was done.")
     steps = list(Step.objects.filter(run=run).order_by("position"))
-    eligible = [s.name for s in spec.eligible_steps(run, steps)]
-    if not eligible:
-        return f"{spec.label} was not done: {spec.refusal(run, steps)}"
-    return (f"{spec.label} is aimed at one step: name it with --step (run {run_id} allows "
-            f"{', '.join(eligible)}). Nothing was done.")
+    missing = target_missing(spec, run, steps, given)
+    flag = "--call STEP:TURN.INDEX" if spec.takes_call else "--step"
+    return f"{spec.label} was not done: {missing}" + (
+        f" Give it with {flag}." if isinstance(missing, ActionInputError) else "")
 
 
 def _given(options, flags: dict) -> list[str]:

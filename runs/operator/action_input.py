@@ -1,0 +1,37 @@
+"""What a person gives an operator action, as every door (the console's form, the API's
+body, the command line's options) hands it over, and what is refused before the action's
+transition is asked: one set of rules, so that the same input gets the same answer at each
+door."""
+
+from ..machine.errors import TransitionNotAllowed
+
+
+class ActionInputError(ValueError):
+    """The input for an action is incomplete or inconsistent; nothing was done. `field`: the
+    ActionInput field whose value was refused, if one was, for a caller to name as its own."""
+
+    def __init__(self, message: str, field: str = ""):
+        super().__init__(message)
+        self.field = field
+
+
+def target_missing(spec, run, steps, given) -> Exception | None:
+    """Why `given` (an ActionInput) names no step, or no tool call, where action `spec` is
+    aimed at one, or None. A run whose state refuses the action whatever it is aimed at is
+    told that refusal, in the transition's words (TransitionNotAllowed), not asked to choose
+    a target it has none of; otherwise the person is asked for the target, told which steps
+    the run allows. Every door raises what this returns: the console's form and the API's
+    body through OperatorAction.perform, the command line before it asks for a password."""
+    call_missing = spec.takes_call and not given.call
+    if not call_missing and not (spec.takes_step and not given.step):
+        return None
+    refused = spec.refusal(run, steps)
+    if refused is not None:
+        return TransitionNotAllowed(refused)
+    names = ", ".join(s.name for s in spec.eligible_steps(run, steps))
+    if call_missing:
+        return ActionInputError(f"{spec.label} is aimed at one tool call: choose it, by its "
+                                "step and its turn.index as the run page shows them (run "
+                                f"{run.pk} allows calls of {names}); nothing was done.")
+    return ActionInputError(f"{spec.label} is aimed at one step: choose it (run {run.pk} "
+                            f"allows {names}); nothing was done.")
