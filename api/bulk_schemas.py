@@ -53,7 +53,10 @@ class BulkIn(Schema):
                                                "at one tool call, Deliver event (a payload "
                                                "per run) and Confirm the undo (a person "
                                                "sees each undo first).")
-    reason: str = Field(min_length=1, max_length=2000, pattern=r"^[^\u0000]+$",
+    # Its length is the document's to say and the job's rule to hold (refuse_bulk_request,
+    # as for the console and the CLI): refused in the same words, still 422 naming `reason`.
+    reason: str = Field(pattern=r"^[^\u0000]*$",
+                        json_schema_extra={"minLength": 1, "maxLength": 2000},
                         description="Why: recorded in each run's audit record followed by "
                                     "the job's mark ` [bulk job N]`, which must fit in the "
                                     "2,000 characters too: leave room for it (about 16). "

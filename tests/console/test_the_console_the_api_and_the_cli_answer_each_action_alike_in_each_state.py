@@ -5,7 +5,8 @@ each run state below and each action of the table, the same actions offered (the
 forms, the API's `operator_actions`, show_run's list and run_action's own list); and, taking
 the action with the same input, the same outcome (done, a second person asked, or refused
 with nothing written), in the same words, leaving the same run state, the same audit
-records (action, actor, reason, data keys) and the same approval requests.
+records (action, actor, reason, data keys) and the same approval requests. An action's
+input is held to the same rules at each door, and so is a bulk job's reason.
 
 The runs are made by the test workflows and a real worker pass (tests.workflows); an
 action that changes its run is taken on a fresh run in that state by each door."""
@@ -22,7 +23,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from api.tokens import token_create
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, BulkJob
 from audit.chain import Actor
 from audit.models import AuditRecord
 from console.roles import ensure_roles
@@ -323,3 +324,44 @@ def test_each_door_holds_an_actions_input_to_the_same_rules(doors, script, case)
     first = answers["api"]
     for door, answer in answers.items():
         assert answer == first, (case, door, answers)
+
+
+# --- a bulk job's reason, at each door ------------------------------------------------------
+
+BULK_REASONS = {"empty": "", "blank": "   ", "too long": "x" * 2001,
+                "with an escape": "INC-7 \x1b[31m", "padded": "  INC-7  "}
+
+
+def _bulk_started(doors: Doors, door: str, reason: str) -> str:
+    """Start a bulk terminate of test-orders at `door`; what the door said."""
+    if door == "console":
+        doors.console.cookies.pop("messages", None)
+        response = doors.console.post("/runs/bulk/jobs/", {
+            "action": "terminate", "workflow": "test-orders", "reason": reason})
+        said = [str(m) for m in get_messages(response.wsgi_request)]
+        return said[0].removeprefix("Nothing was started: ") if said else "started"
+    if door == "api":
+        response = doors.api.post("/api/bulk", {
+            "action": "terminate", "reason": reason, "filters": {"workflow": "test-orders"}},
+            content_type="application/json")
+        if response.status_code in (200, 202):
+            return "started"
+        assert response.status_code == 422, response.content
+        return response.json()["detail"].removesuffix("; nothing was started")
+    try:
+        _cli("bulk_action", "start", "terminate", "--user", "olga", "--workflow",
+             "test-orders", "--reason", reason)
+    except CommandError as exc:
+        return str(exc)
+    return "started"
+
+
+@pytest.mark.parametrize("case", BULK_REASONS)
+def test_each_door_holds_a_bulk_jobs_reason_to_the_same_rule(doors, script, case):
+    failed_write(script)
+    answers = {}
+    for door in DOORS:
+        said = _bulk_started(doors, door, BULK_REASONS[case])
+        answers[door] = (said, list(BulkJob.objects.values_list("reason", flat=True)))
+        BulkJob.objects.all().delete()
+    assert answers["console"] == answers["api"] == answers["cli"], answers
