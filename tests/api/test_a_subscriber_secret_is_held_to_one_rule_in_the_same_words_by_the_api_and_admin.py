@@ -7,11 +7,18 @@ secret changed on our side would fail every signature the receiver checks), as i
 too short or too long; nothing is written or recorded. Blanks inside a secret are its own."""
 
 import html
+import re
 
 import pytest
 
 from api.models import WebhookSubscriber
-from api.subscribers import SECRET_MAX_LENGTH, opened, sealed_secret, secret_problem
+from api.subscribers import (
+    SECRET_MAX_LENGTH,
+    SECRET_PATTERN,
+    opened,
+    sealed_secret,
+    secret_problem,
+)
 from audit.models import AccessRecord
 from tests.admin.test_admin_lists import admin_client  # noqa: F401 - the fixture
 from tests.api.test_a_webhook_subscriber_is_made_changed_and_deleted_over_the_api_as_in_admin import (  # noqa: E501,F401
@@ -97,3 +104,20 @@ def test_a_secret_with_blanks_inside_is_kept_as_given_on_both_paths(
     assert page.status_code == 302, page.content[:2000]
     assert [opened(s.secret) for s in WebhookSubscriber.objects.order_by("name")] == \
         [secret, secret]
+
+
+def test_the_documents_pattern_refuses_exactly_the_blanks_the_rule_refuses():
+    r"""The API's document says the rule as a pattern a client checks before sending: a
+    character the pattern let through at either end and the rule refuses (\x85, \x1c) was
+    a schema-valid secret answered 422. The pattern names its blanks: \s means another set
+    in each engine (ECMA-262's, which the document's clients and schema validators use, has
+    \ufeff and lacks \x85 and \x1c-\x1f; Python's follows str.isspace)."""
+    assert r"\s" not in SECRET_PATTERN
+    pattern = re.compile(SECRET_PATTERN.removeprefix("^").removesuffix("$"))
+    for code in range(1, 0x10000):
+        if 0xD800 <= code <= 0xDFFF:
+            continue  # surrogates: no text a client can send
+        for secret in ("s" * 16 + chr(code), chr(code) + "s" * 16):
+            by_rule = secret_problem(secret) is None
+            by_pattern = pattern.fullmatch(secret) is not None
+            assert by_rule == by_pattern, (hex(code), by_rule, by_pattern)
