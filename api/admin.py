@@ -286,7 +286,7 @@ class WebhookSubscriberAdmin(StorableFiltersAdmin):
 
     @admin.display(description="replaced secret")
     def shown_previous_secret(self, subscriber):
-        until = subscribers.previous_signs_until(subscriber, now=subscribers.clock())
+        until = subscribers.previous_signs_until(subscriber, now=clock())
         if until is None:
             return "none signs: only the current secret does"
         return (f"{_secret_told(subscriber.previous_secret)}; signs beside the current one "

@@ -30,6 +30,7 @@ from .schemas import (
     SubscriberList,
     SubscriberOut,
 )
+from .tokens import clock
 
 TO_DO = "manage webhook subscribers"
 
@@ -50,7 +51,7 @@ def described(subscriber: WebhookSubscriber) -> dict:
             "url": subscribers.recorded_url(subscriber.url),
             "workflows": subscriber.workflows or [], "active": subscriber.active,
             "previous_secret_signs_until": subscribers.previous_signs_until(
-                subscriber, now=subscribers.clock()),
+                subscriber, now=clock()),
             "created_at": subscriber.created_at}
 
 

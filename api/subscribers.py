@@ -22,13 +22,12 @@ from django.db import transaction
 from audit.access import AccessAction, record_access_change
 from audit.chain import Actor
 from audit.redaction import REDACTED
-from runs import store
 from runs.machine import sensitive
 from runs.permissions import VIEW, grant_for
 
 from . import webhook_cursors
 from .models import WebhookSubscriber
-from .tokens import workflows_beyond
+from .tokens import clock, workflows_beyond
 
 # The longest secret a person gives (its sealed form is longer: the model's column).
 SECRET_MAX_LENGTH = 128
@@ -124,15 +123,6 @@ def readable(secret: str) -> str | None:
         return opened(secret)
     except sensitive.UnreadableValue:
         return None
-
-
-def clock() -> datetime:
-    """What a replaced secret's overlap is set from and judged by, and deliveries are due and
-    stamped by: this process's estimate of the database's clock (runs.store), never its own.
-    The admin or API host that replaces a secret and the publisher that signs with it are
-    different hosts; each by its own clock, one running behind and the other ahead would end
-    the overlap early, and a publisher ahead would send a retry before its backoff ended."""
-    return store.current().now()
 
 
 def signing_secrets(subscriber: WebhookSubscriber, *, now: datetime) -> list[str]:

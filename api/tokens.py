@@ -57,10 +57,12 @@ DEFAULT_EXPIRY = _Default()
 
 
 def clock() -> datetime:
-    """What a token's expiry is set from and judged by: this process's estimate of the
-    database's clock (runs.store), as every due time is. A web host whose own clock runs
-    ahead would refuse a token its holder was told is good for ten more minutes, and one
-    running behind would take a token after its expiry."""
+    """What the API's due times are set from and judged by: this process's estimate of the
+    database's clock (runs.store), never its host's. A token's expiry (a web host ahead
+    would refuse a token its holder was told is good for ten more minutes); a replaced
+    webhook secret's overlap and a delivery's due time and stamp (the host that replaces a
+    secret and the publisher that signs with it are different hosts: one behind and the
+    other ahead would end the overlap early, or send a retry before its backoff ended)."""
     return store.current().now()
 
 

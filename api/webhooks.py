@@ -37,7 +37,8 @@ from runs.machine.storable import printable
 
 from . import public_network
 from .models import WebhookDelivery, WebhookSubscriber
-from .subscribers import clock, retire_previous_secrets, signing_secrets
+from .subscribers import retire_previous_secrets, signing_secrets
+from .tokens import clock
 from .webhook_cursors import queue_deliveries, takes
 
 logger = logging.getLogger(__name__)

@@ -189,13 +189,19 @@ def mailed_bulk_snapshot(snapshot: dict) -> dict:
         items = [str(item) for item in shown.get(key) or []]
         rest = len(items) - MAIL_RUNS_LISTED
         shown[key] = items[:MAIL_RUNS_LISTED] + ([f"and {rest} more"] if rest > 0 else [])
-    params = {k: v for k, v in (shown.get("params") or {}).items()
+    without_bulk_params(shown)
+    return shown
+
+
+def without_bulk_params(snapshot: dict) -> None:
+    """Take from a bulk request's shown snapshot the params that repeat its runs and its job
+    (listed and linked on their own), and the params entry if nothing else is left."""
+    params = {k: v for k, v in (snapshot.get("params") or {}).items()
               if k not in ("runs", "bulk_job")}
     if params:
-        shown["params"] = params
+        snapshot["params"] = params
     else:
-        shown.pop("params", None)
-    return shown
+        snapshot.pop("params", None)
 
 
 # --- the outbox publisher ------------------------------------------------------------------

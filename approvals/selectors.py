@@ -21,7 +21,7 @@ from .models import (
     RequestKind,
     RequestStatus,
 )
-from .notifications import time_text
+from .notifications import time_text, without_bulk_params
 from .permissions import reaching_only, still_approver_of
 from .timeouts import is_due, timed_out
 
@@ -245,11 +245,6 @@ def bulk_runs_page(approval: ApprovalRequest, number: int | None) -> BulkRunsPag
     snapshot["runs"] = listed
     snapshot["high_impact_effects"] = effects_of(
         list(snapshot.get("high_impact_effects") or []), listed)
-    params = {k: v for k, v in (snapshot.get("params") or {}).items()
-              if k not in ("runs", "bulk_job")}
-    if params:
-        snapshot["params"] = params
-    else:
-        snapshot.pop("params", None)
+    without_bulk_params(snapshot)
     return BulkRunsPage(snapshot=snapshot, number=number, pages=pages, first=start + 1,
                         last=start + len(listed), count=len(runs))
