@@ -343,13 +343,13 @@ def _past_the_missed(schedule: Schedule, start: datetime, now: datetime
         later = max(start, now - schedule.grace - schedule.every)
         return later, ((later - INTERVAL_ANCHOR) // schedule.every
                        - (start - INTERVAL_ANCHOR) // schedule.every)
-    # A cron's slots cannot be counted by arithmetic: they are counted one by one, without
-    # being kept, up to MAX_COUNTED_MISSED (then "or more" is said); the tick goes on from
-    # just before the last slot older than the grace, found by looking back.
+    # A cron's slots are counted one by one, unkept, up to MAX_COUNTED_MISSED ("or more" past
+    # it); the tick goes on from the second before the last slot older than the grace, in UTC
+    # (in the zone, 02:59:59 the night summer time begins does not exist: read an hour later).
     anchor = schedule.latest_slot(now - schedule.grace)
     if anchor is None or anchor <= start:
         return start, 0
-    passed = 0
+    anchor, passed = anchor.astimezone(UTC), 0
     for slot in schedule.slots_after(start):
         if slot >= anchor or passed >= MAX_COUNTED_MISSED:
             break
