@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, partial
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.db.models import CharField, Exists, OuterRef, Q
 from django.db.models.functions import Cast
@@ -73,19 +74,23 @@ def run_access(user, codename: str, run_id: int, *, lock: bool = False) -> RunAc
     """Whether `user` may do `codename` on run `run_id` (None: no such run), in one query:
     the same rule as grant_for, asked of one run's workflow. `lock`: the same query also
     locks the run's row (SELECT ... FOR UPDATE, in the caller's transaction) and returns it,
-    so a caller that goes on to change the run checks and locks in one statement."""
+    so a caller that goes on to change the run checks and locks in one statement.
+
+    The account's state (active, superuser) is read by that statement too, not from `user`:
+    the object is as old as whoever holds it (a bulk job's worker acts on a batch of runs
+    with one), and an account deactivated, or its superuser status taken away, since it was
+    read must be refused from the next action on, as a permission taken away is."""
     runs = Run.objects.filter(pk=run_id)
-    held = ()
-    if not user.is_authenticated or not user.is_active:
-        verdict = False
-    elif user.is_superuser:
-        verdict = True
+    if not user.is_authenticated:
+        held = ()
     else:
-        verdict = None
         perm = Q(permission__codename=codename, permission__content_type__app_label="runs")
         workflow_row = Q(content_type__app_label="runs", content_type__model="workflow",
                          object_pk=Cast(OuterRef("workflow_id"), CharField()))
+        person = get_user_model().objects.filter(pk=user.pk, is_active=True)
         annotations = {
+            "account_active": Exists(person),
+            "account_superuser": Exists(person.filter(is_superuser=True)),
             "held_globally": Exists(Permission.objects.filter(
                 Q(user=user) | Q(group__user=user), codename=codename,
                 content_type__app_label="runs")),
@@ -100,9 +105,15 @@ def run_access(user, codename: str, run_id: int, *, lock: bool = False) -> RunAc
         run = runs.select_for_update().first()
         if run is None:
             return None
-        allowed = verdict if verdict is not None else any(getattr(run, h) for h in held)
-        return RunAccess(run_id, run.workflow_id, run.audit_seq, allowed, run=run)
+        return RunAccess(run_id, run.workflow_id, run.audit_seq,
+                         _allowed([getattr(run, h) for h in held]), run=run)
     row = runs.values_list("workflow_id", "audit_seq", *held).first()
     if row is None:
         return None
-    return RunAccess(run_id, row[0], row[1], verdict if verdict is not None else any(row[2:]))
+    return RunAccess(run_id, row[0], row[1], _allowed(row[2:]))
+
+
+def _allowed(held) -> bool:
+    """The rule, of run_access's answers (none for a visitor who is not signed in): an
+    active account that is a superuser or holds the permission in one of the three ways."""
+    return bool(held) and held[0] and any(held[1:])
