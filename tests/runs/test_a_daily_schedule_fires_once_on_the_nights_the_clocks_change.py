@@ -3,7 +3,8 @@ a day whatever the night: "30 2 * * *" in Europe/Berlin, ticked every two minute
 the night summer time begins (29 March 2026: 02:00 jumps to 03:00, 02:30 never happens) and
 the night it ends (25 October 2026: 02:30 happens twice), starts one run on each day, at the
 first minute that exists after the gap (03:00) and at the first of the two 02:30s. A cron
-whose hour is a wildcard runs in both hours of the night summer time ends (cron's rule)."""
+whose hour is a wildcard runs in both hours of the night summer time ends (cron's rule). An
+interval is a duration: its slots stay 24 hours apart across the change."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -48,3 +49,13 @@ def test_an_hourly_cron_runs_in_both_of_the_hours_the_night_summer_time_ends():
     assert [slot for _, slot in runs if slot.startswith("2026-10-25T02")] == [
         "2026-10-25T02:30:00+02:00", "2026-10-25T02:30:00+01:00"]
     assert len(runs) == 10  # 20:30Z to 05:30Z, one an hour, each once
+
+
+def test_an_interval_is_a_duration_its_slots_24_hours_apart_across_the_change():
+    daily = Schedule(nightly, "every-day", every=timedelta(days=1), timezone="Europe/Berlin",
+                     register=False, input=lambda slot: {"slot": slot.isoformat()})
+    slots = daily.next_slots(SPRING, 2)
+    assert [s.isoformat() for s in slots] == ["2026-03-29T01:00:00+01:00",
+                                              "2026-03-30T02:00:00+02:00"]
+    # In UTC: datetimes of one zone subtract by the wall clock (25 hours here).
+    assert slots[1].astimezone(UTC) - slots[0].astimezone(UTC) == timedelta(hours=24)
