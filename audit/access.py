@@ -26,6 +26,8 @@ class AccessAction(StrEnum):
     GROUP_MEMBERSHIP_CHANGED = "group_membership_changed"
     STAFF_STATUS_CHANGED = "staff_status_changed"
     SUPERUSER_STATUS_CHANGED = "superuser_status_changed"
+    # An account deactivated holds no right at all, and one made active again all it held.
+    ACCOUNT_ACTIVE_CHANGED = "account_active_changed"
     API_TOKEN_CREATED = "api_token_created"
     API_TOKEN_REVOKED = "api_token_revoked"
     API_TOKEN_SCOPE_CHANGED = "api_token_scope_changed"

@@ -350,9 +350,13 @@ def may_edit_user(editor, user) -> bool:
 def user_audit_state(user) -> dict:
     """What a user's own row says about their access (never their password)."""
     if user is None or user.pk is None:
-        return {"is_staff": False, "is_superuser": False, "groups": [], "permissions": []}
+        # No account on this side (made, or deleted): whether it is active is not a change
+        # of its own, the rest of its state is.
+        return {"is_active": None, "is_staff": False, "is_superuser": False, "groups": [],
+                "permissions": []}
     return {
-        "is_staff": user.is_staff, "is_superuser": user.is_superuser,
+        "is_active": user.is_active, "is_staff": user.is_staff,
+        "is_superuser": user.is_superuser,
         "groups": sorted(user.groups.values_list("name", flat=True)),
         "permissions": sorted(f"{a}.{c}" for a, c in user.user_permissions.values_list(
             "content_type__app_label", "codename")),
@@ -360,6 +364,7 @@ def user_audit_state(user) -> dict:
 
 
 USER_CHANGES = [
+    ("is_active", AccessAction.ACCOUNT_ACTIVE_CHANGED),
     ("is_staff", AccessAction.STAFF_STATUS_CHANGED),
     ("is_superuser", AccessAction.SUPERUSER_STATUS_CHANGED),
     ("groups", AccessAction.GROUP_MEMBERSHIP_CHANGED),
@@ -371,7 +376,7 @@ def record_user_changes(*, user, before: dict, after: dict, by, reason: str = ""
     """One access record for each part of a user's access that changed; how many."""
     written = 0
     for key, action in USER_CHANGES:
-        if before[key] != after[key]:
+        if before.get(key) != after.get(key) and None not in (before.get(key), after.get(key)):
             record_access_change(action=action, subject=f"user {user.get_username()}",
                                  actor=Actor.for_user(by), before={key: before[key]},
                                  after={key: after[key]}, reason=reason)
