@@ -43,7 +43,7 @@ from ..machine.single_pass import single_pass
 from ..machine.storable import person_text_problem
 from ..machine.transitions import start_run
 from ..models import ControlRecord, ScheduleState
-from . import schedule_health, schedule_input
+from . import cron_slots, schedule_health, schedule_input
 from .schedule_state import (
     NAME_MAX,
     handled_up_to,
@@ -165,7 +165,7 @@ class Schedule:
         """The slots strictly after `start`, in order, as aware datetimes in the zone."""
         start = start.astimezone(self.zone)
         if self.cron:
-            yield from CronSim(self.cron, start)
+            yield from cron_slots.slots_after(self.cron, start)
             return
         step = self.every
         n = (start - INTERVAL_ANCHOR) // step + 1

@@ -2,8 +2,9 @@
 a day whatever the night: "30 2 * * *" in Europe/Berlin, ticked every two minutes through
 the night summer time begins (29 March 2026: 02:00 jumps to 03:00, 02:30 never happens) and
 the night it ends (25 October 2026: 02:30 happens twice), starts one run on each day, at the
-first minute that exists after the gap (03:00) and at the first of the two 02:30s. A cron
-whose hour is a wildcard runs in both hours of the night summer time ends (cron's rule). An
+first minute that exists after the gap (03:00) and at the first of the two 02:30s, with a
+seconds field too (six fields, which cronsim leaves to the clock). A cron whose minute or hour
+is a wildcard runs in both hours of the night summer time ends (cron's rule). An
 interval is a duration: its slots stay 24 hours apart across the change."""
 
 from datetime import UTC, datetime, timedelta
@@ -59,3 +60,29 @@ def test_an_interval_is_a_duration_its_slots_24_hours_apart_across_the_change():
                                               "2026-03-30T02:00:00+02:00"]
     # In UTC: datetimes of one zone subtract by the wall clock (25 hours here).
     assert slots[1].astimezone(UTC) - slots[0].astimezone(UTC) == timedelta(hours=24)
+
+
+
+@pytest.mark.parametrize("cron", ["0 30 2 * * *", "15 30 2 * * *"])
+@pytest.mark.parametrize("evening, slot", [
+    (SPRING, "2026-03-29T01:00:{s}Z 2026-03-29T03:00:{s}+02:00"),
+    (AUTUMN, "2026-10-25T00:30:{s}Z 2026-10-25T02:30:{s}+02:00")])
+def test_a_cron_with_seconds_keeps_the_same_rule_on_both_nights(cron, evening, slot):
+    """cronsim leaves six fields to the clock: "0 30 2 * * *" ran never the night summer
+    time begins and twice the night it ends."""
+    key, local = slot.format(s=cron.split()[0].zfill(2)).split()
+    assert tick_through_the_night(berlin(cron), evening) == [(f"schedule:berlin:{key}", local)]
+
+
+@pytest.mark.parametrize("cron", ["*/30 2 * * *", "0 */30 2 * * *"])
+@pytest.mark.parametrize("evening, slots", [
+    (SPRING, []),
+    (AUTUMN, ["2026-10-25T02:00:00+02:00", "2026-10-25T02:30:00+02:00",
+              "2026-10-25T02:00:00+01:00", "2026-10-25T02:30:00+01:00"])])
+def test_a_cron_whose_minute_is_a_wildcard_runs_by_the_clock_as_cron_runs_it(cron, evening,
+                                                                              slots):
+    """ "*/30 2 * * *" runs at the half hours of both 2 o'clocks the night summer time ends,
+    and at none the night it begins (cron's rule for a wildcard minute or hour), in five
+    fields or six."""
+    assert sorted(slot for _, slot in tick_through_the_night(berlin(cron), evening)) == \
+        sorted(slots)
