@@ -67,6 +67,17 @@ def archived_heads(run_ids: list[int]) -> dict[int, tuple[int, str]]:
     return heads
 
 
+def recorded_files() -> Iterator[tuple[str, str]]:
+    """(name, sha256) of every archive file the catalogue records, oldest first."""
+    return (ArchiveFile.objects.order_by("pk").values_list("name", "sha256")
+            .iterator(chunk_size=2000))
+
+
+def recorded_file_digests(names: list[str]) -> dict[str, str]:
+    """{name: sha256} of the archive files of `names` the catalogue records."""
+    return dict(ArchiveFile.objects.filter(name__in=names).values_list("name", "sha256"))
+
+
 def archived_head(run_id: int) -> tuple[int, str] | None:
     """(seq, hash): the head of one archived run's chain as its file closed it, or None. The
     file's heads (one per run, thousands) are read in the database for the run's key alone;

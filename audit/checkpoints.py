@@ -16,6 +16,11 @@ A run archived since the checkpoint has left the hot tables: its chain is then j
 head its archive file closed (the archive app registers the lookup, register_archived_heads,
 as it registers its catalogue in audit.offline). The file's records before that head are
 verify_audit --archive's to check.
+
+A run archived before the checkpoint is no longer a chain of the database, so the file names
+instead every archive file the catalogue records ("archive", "sha256"; format 2): a database
+set back to before a file was written (restored from an older backup) no longer records it,
+and the check says so, where it would otherwise find every chain it names in place.
 """
 
 import gzip
@@ -40,7 +45,9 @@ from .chain import one_snapshot, recorded_heads
 from .head_seals import head_seal_problem, seal_head
 from .models import AccessChainHead, AccessRecord, AuditRecord, StoredCheckpoint
 
-FORMAT = 1
+FORMAT = 2
+# Format 1 files (written before they named archive files) are still read.
+FORMATS_READ = (1, 2)
 CHECKPOINT_CHAIN = "checkpoint"
 # Chains looked up in one query when a checkpoint is checked.
 BATCH = 2000
@@ -58,6 +65,20 @@ def register_archived_heads(lookup: Callable[[list[int]], dict[int, tuple[int, s
     _archived_heads = lookup
 
 
+# () -> (name, sha256) of every archive file the catalogue records; [names] -> {name: sha256}
+# of those it records. Set by the archive app.
+_archive_files: tuple[Callable[[], Iterator[tuple[str, str]]],
+                      Callable[[list[str]], dict[str, str]]] | None = None
+
+
+def register_archive_files(listing: Callable[[], Iterator[tuple[str, str]]],
+                           recorded: Callable[[list[str]], dict[str, str]]) -> None:
+    """Let a checkpoint name every archive file recorded, and its check find one the
+    database no longer records (set back to before it was written)."""
+    global _archive_files
+    _archive_files = listing, recorded
+
+
 class CheckpointError(Exception):
     """The file cannot be written, read or trusted; the message says why."""
 
@@ -67,6 +88,8 @@ class CheckpointReport:
     taken_at: str = ""
     chains: int = 0
     archived: int = 0
+    # Archive files the checkpoint names (each still recorded, unless a problem says not).
+    files: int = 0
     problems: list[str] = field(default_factory=list)
     problem_count: int = 0
 
@@ -171,8 +194,13 @@ def _write_lines(out) -> tuple[int, datetime]:
         if seq:
             put({"chain": "access", "seq": seq, "hash": head_hash})
             chains += 1
+        files = 0
+        for name, file_sha256 in _archive_files[0]() if _archive_files is not None else ():
+            put({"archive": name, "sha256": file_sha256})
+            files += 1
     sha256 = digest.hexdigest()
-    out.write((json.dumps({"end": {"chains": chains, "sha256": sha256,
+    # The seal covers the count of chains and the digest of every line, the files' included.
+    out.write((json.dumps({"end": {"chains": chains, "archives": files, "sha256": sha256,
                                    "seal": seal_head(CHECKPOINT_CHAIN, chains, sha256)}},
                           sort_keys=True) + "\n").encode())
     return chains, taken_at
@@ -216,7 +244,7 @@ def check_checkpoint(path: Path | None = None, *, stored: str | None = None
 def _entries(opener, path, report: CheckpointReport) -> Iterator[dict]:
     """The chain heads of the file `opener()` opens (`path` names it), then (once all are
     read) a CheckpointError if its end line does not vouch for them."""
-    digest, count, end = hashlib.sha256(), 0, None
+    digest, count, files, end = hashlib.sha256(), 0, 0, None
     try:
         with opener() as raw, gzip.open(raw, "rb") as lines:
             for number, data in enumerate(lines, start=1):
@@ -228,13 +256,18 @@ def _entries(opener, path, report: CheckpointReport) -> Iterator[dict]:
                     continue
                 digest.update(data)
                 if number == 1:
-                    if line.get("checkpoint") != "audit-heads" or line.get("format") != FORMAT:
+                    if (line.get("checkpoint") != "audit-heads"
+                            or line.get("format") not in FORMATS_READ):
                         raise CheckpointError(f"{path} is no audit heads checkpoint (format "
-                                              f"{FORMAT})")
+                                              f"{' or '.join(map(str, FORMATS_READ))})")
                     report.taken_at = str(line.get("taken_at", ""))
                     continue
-                count += 1
-                yield _entry(line, number, path)
+                entry = _entry(line, number, path)
+                if "archive" in entry:
+                    files += 1
+                else:
+                    count += 1
+                yield entry
     except FileNotFoundError:
         raise CheckpointError(f"{path} does not exist") from None
     except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
@@ -242,13 +275,13 @@ def _entries(opener, path, report: CheckpointReport) -> Iterator[dict]:
     if end is None or not isinstance(end, dict):
         raise CheckpointError(f"{path} has no end line: the file was cut short")
     sha256, chains = digest.hexdigest(), end.get("chains")
-    if end.get("sha256") != sha256 or chains != count:
+    if end.get("sha256") != sha256 or chains != count or end.get("archives", 0) != files:
         raise CheckpointError(f"{path} was changed after it was written: its lines do not "
                               "match its end line")
     problem = head_seal_problem(CHECKPOINT_CHAIN, chains, sha256, end.get("seal"))
     if problem is not None:
         raise CheckpointError(f"{path}: {problem.replace('head', 'checkpoint')}")
-    report.chains = chains
+    report.chains, report.files = chains, files
 
 
 def _parsed(data: bytes, number: int, path: Path) -> dict:
@@ -264,6 +297,11 @@ def _parsed(data: bytes, number: int, path: Path) -> dict:
 
 
 def _entry(line: dict, number: int, path: Path) -> dict:
+    if "archive" in line:
+        name, file_sha256 = line["archive"], line.get("sha256")
+        if not (isinstance(name, str) and isinstance(file_sha256, str)):
+            raise CheckpointError(f"{path}: line {number} names no archive file")
+        return {"archive": name, "sha256": file_sha256}
     seq, head_hash = line.get("seq"), line.get("hash")
     chain = line.get("run", line.get("chain"))
     if not (isinstance(seq, int) and isinstance(head_hash, str)
@@ -273,6 +311,8 @@ def _entry(line: dict, number: int, path: Path) -> dict:
 
 
 def _check_batch(batch: list[dict], report: CheckpointReport) -> None:
+    _check_files([e for e in batch if "archive" in e], report)
+    batch = [e for e in batch if "archive" not in e]
     runs = {e["chain"]: e for e in batch if e["chain"] != "access"}
     held = {run_id: record_hash for run_id, seq, record_hash in AuditRecord.objects.filter(
         run_id__in=list(runs), seq__in={e["seq"] for e in runs.values()},
@@ -297,6 +337,21 @@ def _check_batch(batch: list[dict], report: CheckpointReport) -> None:
                        f"{entry['hash'][:12]}): it was set back or emptied")
         else:
             _compare("the access chain", entry, record_hash, report)
+
+
+def _check_files(files: list[dict], report: CheckpointReport) -> None:
+    if not files:
+        return
+    recorded = _archive_files[1]([e["archive"] for e in files]) if _archive_files else {}
+    for entry in files:
+        name, file_sha256 = entry["archive"], recorded.get(entry["archive"])
+        if file_sha256 is None:
+            report.add(f"archive file {name}: this database has no record of it: the "
+                       "database was set back to before it was written (restored from an "
+                       "older backup?), or its record removed")
+        elif file_sha256 != entry["sha256"]:
+            report.add(f"archive file {name}: recorded with sha256 {file_sha256[:12]} where "
+                       f"the checkpoint has {entry['sha256'][:12]}: its record was changed")
 
 
 def _compare(chain: str, entry: dict, record_hash: str, report: CheckpointReport) -> None:

@@ -12,6 +12,10 @@ from audit.checkpoints import (
     write_checkpoint,
 )
 
+RESTORED = ("If the database was restored from a backup older than the checkpoint, this is "
+            "expected: follow \"Restoring the database from a backup\" in "
+            "docs/operations.md before starting workers; otherwise the chains were set back.")
+
 
 class Command(BaseCommand):
     help = ("Write the head of every audit chain (each run's and the access chain's) to a "
@@ -46,13 +50,18 @@ class Command(BaseCommand):
         if report.problem_count:
             listed = "\n".join(f"  {problem}" for problem in report.problems)
             more = report.problem_count - len(report.problems)
+            files = f" and {report.files} archive file(s)" if report.files else ""
             raise CommandError(
-                f"{report.problem_count} of the {report.chains} chain(s) checkpointed at "
-                f"{report.taken_at} no longer hold their head:\n{listed}"
-                + (f"\n  ... and {more} more" if more else ""))
+                f"{report.problem_count} of the {report.chains} chain(s){files} checkpointed "
+                f"at {report.taken_at} no longer hold their head"
+                + (" or record" if files else "") + f":\n{listed}"
+                + (f"\n  ... and {more} more" if more else "")
+                + f"\n{RESTORED}")
         self.stdout.write(
             f"every one of the {report.chains} chain(s) checkpointed at {report.taken_at} "
-            f"still holds its head ({report.archived} of them closed by archive files)")
+            f"still holds its head ({report.archived} of them closed by archive files)"
+            + (f", and every one of the {report.files} archive file(s) it names is still "
+               "recorded" if report.files else ""))
 
     def write(self, file: str | None) -> None:
         if file is None:
