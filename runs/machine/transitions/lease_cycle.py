@@ -151,6 +151,15 @@ def _unworkable(run: Run, steps: list[Step], workflow_def: definition.Workflow |
     if renamed:
         return (AttentionReason.DEFINITION_MISSING, AuditAction.DEFINITION_MISSING,
                 f"{name} in this worker has no step {', '.join(renamed)} of this run")
+    # A release added steps without a new version: the run has no row for them and would
+    # pass them by, completing without their work. (An undo walks the run's own rows.)
+    started_with = {s.name for s in steps}
+    added = [repr(spec.name) for spec in workflow_def.steps if spec.name not in started_with]
+    if added and run.status != COMP:
+        return (AttentionReason.DEFINITION_MISSING, AuditAction.DEFINITION_MISSING,
+                f"{name} in this worker has step {', '.join(added)}, which this run was "
+                "started without: a release added it without a new version, and the run "
+                "would pass it by")
     lease.validated_input, errors = workflow_def.parse_input(run.input)
     if errors:
         # Its version's schema changed under it: every step would fail the same way.
