@@ -234,10 +234,15 @@ def renamed_wait(step: Step, workflow_def: definition.Workflow | None) -> str | 
     waits where the step's row waits, as the message that holds the run; None if it does.
     A release renamed the step's event, or the step, under the running run: the old name is
     what the row (and the key an event finds it by) says, the new one what the code says."""
-    if workflow_def is None or step.status != StepStatus.WAITING \
-            or not step.remote_ref.startswith(AWAITING):
-        return None  # no code to compare with: the claim holds such a run (lease_cycle)
+    if step.status != StepStatus.WAITING or not step.remote_ref.startswith(AWAITING):
+        return None
     waits_for = awaited_event(step)
+    if workflow_def is None:  # its claim holds it too, but only at its timeout (weeks away)
+        name = f"{step.run.workflow_name} v{step.run.workflow_version}"
+        return (f"{step.name}: waits for the event {waits_for}, but {name} is not registered "
+                "in this worker: a release removed it under this run and nothing was "
+                f"delivered to it. Deploy the code that waits there for {waits_for}, resume, "
+                "and have the event sent again")
     spec = declared_wait(workflow_def, step)
     if spec is not None and spec.event_name == waits_for:
         return None
@@ -281,14 +286,14 @@ def hold_renamed_wait(run_id: int, *, step_name: str, actor: Actor,
     return run
 
 
-def held_at_renamed_wait(change: Change, step: Step, workflow_def: definition.Workflow,
-                         renamed: str) -> None:
+def held_at_renamed_wait(change: Change, step: Step,
+                         workflow_def: definition.Workflow | None, renamed: str) -> None:
     """The one hold of a run whose wait a release renamed (renamed_wait says why), whoever
     finds it: an event (hold_renamed_wait) or the run's claim (awaits). The step still
     waits under its old name, so that a person may deliver or skip it."""
     run = change.run
     before = audit_state(run, step)
-    declared = declared_wait(workflow_def, step)
+    declared = declared_wait(workflow_def, step) if workflow_def is not None else None
     run.next_wake_at = None
     change.move(held_status(run), reason=AttentionReason.DEFINITION_MISSING, message=renamed)
     change.audit(AuditAction.DEFINITION_MISSING, step=step, before=before,
