@@ -309,10 +309,14 @@ def _check(access, action: str, spec, run_id: int, user, seen: int | None) -> No
     if access is None:
         raise NoSuchRun(f"no run {run_id}")
     if not access.allowed:
-        logger.warning("refused %s on run %s for %s: no %s permission", action, run_id,
-                       user.get_username(), spec.permission)
+        # An account deactivated since its holder (a bulk job's worker) read it holds
+        # nothing: told as that, not as a permission to ask for.
+        why = ("the account is no longer active" if access.account_inactive
+               else f"needs runs.{spec.permission}")
+        logger.warning("refused %s on run %s for %s: %s", action, run_id,
+                       user.get_username(), why)
         raise ActionForbidden(f"{user.get_username()} may not {spec.label.lower()} run "
-                              f"{run_id} (needs runs.{spec.permission})")
+                              f"{run_id} ({why})")
     if seen is not None and seen != access.audit_seq:
         raise StalePage("The run moved on since this page was drawn: nothing was done. "
                         "Check its state and try again if still needed.")

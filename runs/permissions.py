@@ -68,6 +68,9 @@ class RunAccess:
     audit_seq: int
     allowed: bool
     run: Run | None = None
+    # Refused because the account is no longer active, whatever it holds: told as such,
+    # not as a permission missing.
+    account_inactive: bool = False
 
 
 def run_access(user, codename: str, run_id: int, *, lock: bool = False) -> RunAccess | None:
@@ -105,12 +108,14 @@ def run_access(user, codename: str, run_id: int, *, lock: bool = False) -> RunAc
         run = runs.select_for_update().first()
         if run is None:
             return None
-        return RunAccess(run_id, run.workflow_id, run.audit_seq,
-                         _allowed([getattr(run, h) for h in held]), run=run)
+        answers = [getattr(run, h) for h in held]
+        return RunAccess(run_id, run.workflow_id, run.audit_seq, _allowed(answers), run=run,
+                         account_inactive=bool(answers) and not answers[0])
     row = runs.values_list("workflow_id", "audit_seq", *held).first()
     if row is None:
         return None
-    return RunAccess(run_id, row[0], row[1], _allowed(row[2:]))
+    return RunAccess(run_id, row[0], row[1], _allowed(row[2:]),
+                     account_inactive=bool(row[2:]) and not row[2])
 
 
 def _allowed(held) -> bool:
