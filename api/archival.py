@@ -9,13 +9,14 @@ and a receiver switched off for good must not keep every run of its workflows ho
 What was queued for it leaves with its run (the file keeps it, still "pending"); the rest
 waits for it, as before, while its runs are hot."""
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef
 from django.db.models.functions import Coalesce
 
 from runs.archival import row_values
 
 from . import webhook_cursors
 from .models import WebhookDelivery, WebhookSubscriber
+from .selectors import deliveries_of
 
 # Before audit (10): a delivery of a step outcome points at its audit record.
 ORDER = 5
@@ -26,8 +27,7 @@ TRANSIENT: dict = {}
 def _of(run_ids: list[int]):
     # A delivery of a status change points at its event, one of a step's outcome at its
     # audit record: either way at the run.
-    return WebhookDelivery.objects.filter(Q(event__run_id__in=run_ids)
-                                          | Q(record__run_id__in=run_ids))
+    return deliveries_of(run_ids)
 
 
 def rows(run_ids: list[int]) -> dict[int, dict]:

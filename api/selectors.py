@@ -9,6 +9,8 @@ from runs.definitions.definition import EVENT, SLEEP
 from runs.models import Run, RunStatus, Step, StepStatus, Workflow
 from runs.operator.actions import offered
 
+from .models import WebhookDelivery, WebhookSubscriber
+
 # The run statuses of the runtime, as the finite set of states the API promises.
 STATE_OF_STATUS = {
     RunStatus.QUEUED: "accepted",
@@ -51,6 +53,23 @@ class RunView:
     # What an operator can do with the run now (from runs.operator.actions, the one table).
     operator_actions: list
     steps: list[Step]
+
+
+def deliveries_of(run_ids):
+    """The webhook deliveries of the runs `run_ids` (a list, or a query of run ids): those
+    of their status changes (events) and of their steps' outcomes (audit records), each
+    side read along its own indexes and the two joined by id.
+
+    Not one query naming both (`event__run` OR `record__run`): PostgreSQL answers an OR
+    across two joined tables by joining every delivery to every event and every audit
+    record, then keeping the run's, 3 to 6 s on each run page at a million runs. A record's
+    deliveries are found along the unique (subscriber, record) index, which leads with the
+    subscriber: hence the subscribers named (a few rows), one probe of it each."""
+    of_events = WebhookDelivery.objects.filter(event__run_id__in=run_ids).values("pk")
+    of_records = WebhookDelivery.objects.filter(
+        subscriber__in=WebhookSubscriber.objects.values("pk"),
+        record__run_id__in=run_ids).values("pk")
+    return WebhookDelivery.objects.filter(pk__in=of_events.union(of_records, all=True))
 
 
 def visible_run(run_id: int, *, workflows: list[str]) -> Run | None:

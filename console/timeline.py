@@ -12,11 +12,10 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from api.models import WebhookDelivery
+from api.selectors import deliveries_of
 from approvals.models import Notification
 from approvals.problem_shown import without_addresses
 from audit.models import AuditRecord
@@ -127,7 +126,7 @@ def run_timeline(run, audit: list[AuditRecord], *, since: datetime | None = None
                    "user__username")
              .annotate(at=Coalesce("sent_at", "created_at")))
     # A status change is delivered from its event, a step's outcome from its audit record.
-    deliveries = (WebhookDelivery.objects.filter(Q(event__run=run) | Q(record__run=run))
+    deliveries = (deliveries_of([run.pk])
                   .select_related("subscriber", "event", "record")
                   .only("delivered_at", "last_error", "subscriber__name", "event__step_name",
                         "event__outcome", "event__status_from", "event__status_to",
