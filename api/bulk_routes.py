@@ -25,7 +25,7 @@ from approvals.bulk import (
     started_as,
 )
 from approvals.models import BulkJob
-from approvals.operator_actions import InputNotRead, refuse_input_not_read
+from approvals.operator_actions import ActionInputError, InputNotRead, refuse_input_not_read
 from runs.operator.actions import ActionInput
 from runs.reads.selectors import RunFilters
 
@@ -119,6 +119,9 @@ def register(api, *, headers: dict) -> None:
                                                               step=payload.step.strip()))
         except InputNotRead as exc:
             return Status(422, not_read(exc))
+        except ActionInputError as exc:
+            # The input's own rule (actions.field_refused), as for one run's action.
+            return Status(422, invalid_field(exc.field, str(exc)))
         f = payload.filters
         # The token names whole workflows: test-agent's job never reaches test-agent-saga.
         filters = RunFilters(workflow=workflow, workflow_exact=True, status=f.status,

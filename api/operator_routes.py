@@ -16,7 +16,12 @@ from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 from ninja import Path, Query, Status
 
-from approvals.decisions import DecisionRefused, decide, deny_who_may_not_decide
+from approvals.decisions import (
+    DecisionRefused,
+    decide,
+    decision_refusal,
+    deny_who_may_not_decide,
+)
 from approvals.models import ApprovalRequest, RequestKind, RequestStatus
 from approvals.operator_actions import (
     ActionForbidden,
@@ -218,9 +223,11 @@ def register(api, *, headers: dict, refusals: dict) -> None:
                     "request is returned and nothing is done until another person decides "
                     "it. 409: the run's state refuses it (the refusal in `detail`). 400: "
                     "input the action needs is missing (a step, a tool call), or the "
-                    "action refuses what it was given (a remote reference no record may "
-                    "keep; `detail` says which). 422, "
+                    "action refuses what it was given (a remote reference longer than a "
+                    "record keeps; `detail` says which). 422, "
                     "with `errors` naming the field: the body does not match its schema; "
+                    "a NUL in any field, or a control character in `step`, `call` or "
+                    "`remote_ref` (which name one thing on one line); "
                     "a `reason` no record may keep (blank, or holding a control or "
                     "bidirectional character); `evidence` missing where reconcile records "
                     "an outcome by hand, or none may keep (longer than 2,000 characters, "
@@ -241,11 +248,18 @@ def register(api, *, headers: dict, refusals: dict) -> None:
         token = request.auth
         if selectors.visible_run(run_id, workflows=token.workflows or []) is None:
             return run_not_here(request, token, run_id)
+        try:
+            # The input's own rule (actions.field_refused), in the words of every door;
+            # named before saying the token acts for nobody, as the schema's faults are.
+            given = ActionInput(reason=payload.reason, step=payload.step, call=payload.call,
+                                mode=payload.mode, remote_ref=payload.remote_ref,
+                                evidence=payload.evidence)
+        except ActionInputError as exc:
+            # As a fault the schema finds: after who may not act (refuse_who_may_not_take).
+            return refuse_who_may_not_take(request) or Status(
+                422, invalid_field(exc.field, str(exc)))
         if token.acting_user is None:
             return no_acting_user(token, "act or decide")
-        given = ActionInput(reason=payload.reason, step=payload.step.strip(),
-                            call=payload.call.strip(), mode=payload.mode,
-                            remote_ref=payload.remote_ref, evidence=payload.evidence)
         try:
             outcome = act(action, run_id, user=token.acting_user, given=given)
         except ActionForbidden as exc:
@@ -386,6 +400,12 @@ def register(api, *, headers: dict, refusals: dict) -> None:
         if approval is None:
             return Status(404, error_body("request_not_found",
                                     f"no approval request {request_id} for this token"))
+        if (refusal := decision_refusal(approved=payload.approve,
+                                        comment=payload.comment)) is not None:
+            # The body's own fault: after who may not decide (refuse_who_may_not_decide),
+            # before saying the token acts for nobody, as a fault the schema finds.
+            return refuse_who_may_not_decide(request) or Status(422, invalid_field(
+                "comment", refusal, "value_error" if payload.comment.strip() else "missing"))
         if token.acting_user is None:
             return no_acting_user(token, "act or decide")
         try:

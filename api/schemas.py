@@ -37,6 +37,7 @@ MAX_RUN_ID = 2**63 - 1
 
 # PostgreSQL text cannot hold NUL characters; the document says so, the API refuses them.
 NO_NUL = r"^[^\u0000]+$"
+NUL_FREE = r"^[^\u0000]*$"
 # A business key reaches mail subjects and log lines: no control characters at all, no
 # Unicode line or paragraph separators, no bidirectional or other invisible format
 # characters (runs.machine.transitions.start_run applies the same rule to every caller).
@@ -46,7 +47,7 @@ NO_CONTROL = (r"^[^\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u2028-\u2
 # reads "contains control characters", not which code points a character class excludes.
 PATTERN_SAYS = {
     NO_NUL: "contains a NUL character, which cannot be stored",
-    r"^[^\u0000]*$": "contains a NUL character, which cannot be stored",
+    NUL_FREE: "contains a NUL character, which cannot be stored",
     # Reached by a NUL alone: a blank at either end is refused first (_secret_refused).
     SECRET_PATTERN: "contains a NUL character, which cannot be stored",
     NO_CONTROL: "contains control characters (line breaks, tabs, Unicode line or paragraph "
@@ -357,22 +358,25 @@ class ActionIn(Schema):
 
     # Its length is the document's to say and the action's rule to hold (require_reason, as
     # for the console and the CLI): a reason empty or too long is refused in the same words
-    # at every door, still 422 naming `reason`.
-    reason: str = Field(pattern=r"^[^\u0000]*$",
-                        json_schema_extra={"minLength": 1, "maxLength": PERSON_TEXT_MAX},
+    # at every door, still 422 naming `reason`. So is a NUL in any field, and a control
+    # character in one that names a thing (runs.operator.actions.field_refused): the
+    # document says so with its pattern, and the rule answers.
+    reason: str = Field(json_schema_extra={"minLength": 1, "maxLength": PERSON_TEXT_MAX,
+                                           "pattern": NUL_FREE},
                         description="Why: recorded in the audit trail. Required.")
-    step: str = Field("", max_length=200, pattern=r"^[^\u0000]*$",
+    step: str = Field("", max_length=200, json_schema_extra={"pattern": NUL_FREE},
                       description="The step, for the actions aimed at one.")
-    call: str = Field("", max_length=40, pattern=r"^[^\u0000]*$",
+    call: str = Field("", max_length=40, json_schema_extra={"pattern": NUL_FREE},
                       description="The tool call ('turn.index'), for the tool-call actions.")
     mode: Literal["ask", "found", "not_found"] = Field(
         "ask", description="reconcile: ask the remote system by key, or record by hand.")
-    remote_ref: str = Field("", max_length=REMOTE_REF_MAX, pattern=r"^[^\u0000]*$",
+    remote_ref: str = Field("", max_length=REMOTE_REF_MAX,
+                            json_schema_extra={"pattern": NUL_FREE},
                             description="reconcile found: the effect's remote reference, "
                                         "whole (a cut one would name another effect).")
     # No length of its own: the action's rule holds it, as in the console and the CLI (a
     # person's evidence, PERSON_TEXT_MAX; an event's payload, RUNS_INPUT_MAX_BYTES as JSON).
-    evidence: str = Field("", pattern=r"^[^\u0000]*$", description=(
+    evidence: str = Field("", json_schema_extra={"pattern": NUL_FREE}, description=(
         f"reconcile by hand: what established it, at most {PERSON_TEXT_MAX:,} characters. "
         "event_received: the event's payload, as JSON text, at most RUNS_INPUT_MAX_BYTES "
         "(256 KB unless set) as compact JSON, as an event sent to /api/events. Longer is "
@@ -455,7 +459,9 @@ class DecisionIn(Schema):
         description="A UUID the caller makes once per decision: sending it again with "
                     "the same decision on the same request changes nothing; on another "
                     "request or with the other decision it is refused (409).")
-    comment: str = Field("", max_length=PERSON_TEXT_MAX, pattern=r"^[^\u0000]*$")
+    # A NUL is the decision's rule to word (approvals.decisions.decision_refusal), as at the
+    # console and the command line; the document says it with its pattern.
+    comment: str = Field("", max_length=PERSON_TEXT_MAX, json_schema_extra={"pattern": NUL_FREE})
 
 
 class DecisionOut(Schema):

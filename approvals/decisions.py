@@ -23,7 +23,7 @@ from django.db import IntegrityError, transaction
 
 from audit.redaction import redact_text
 from runs.execution.database_outage import would_not_wait
-from runs.machine.storable import person_text_problem
+from runs.machine.storable import person_text_problem, text_problem
 
 from .application import (
     APPLIED,
@@ -64,6 +64,11 @@ def decision_refusal(*, approved: bool, comment: str) -> str | None:
     """Why a decision cannot be recorded as given, or None. A rejection says why: the
     requester and the run's audit trail are told nothing else. The console's form words
     its field error with this, and `decide` refuses by it for every other caller."""
+    if comment and (problem := text_problem(comment)) is not None:
+        # First, and here for every door (the console's form, the API's body and the
+        # command line leave it to this rule): a NUL is told as such, with or without a
+        # decision to go with it.
+        return f"The comment is not text a record can keep ({problem})."
     if not approved and not (comment or "").strip():
         return "The comment is missing: a rejection needs one. Say why you reject it."
     if comment and (problem := person_text_problem(comment)) is not None:

@@ -1,6 +1,7 @@
 import uuid
 
 from django import forms
+from django.core.validators import ProhibitNullCharactersValidator
 
 from runs.machine.storable import PERSON_TEXT_MAX
 
@@ -24,6 +25,14 @@ class DecisionForm(forms.Form):
     comment = forms.CharField(required=False, max_length=PERSON_TEXT_MAX,
                               widget=forms.Textarea(attrs={"rows": 3}))
     decision_id = forms.UUIDField(widget=forms.HiddenInput)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A NUL in the comment is decision_refusal's to word, as it is at the API and the
+        # command line, not Django's "Null characters are not allowed."
+        field = self.fields["comment"]
+        field.validators = [v for v in field.validators
+                            if not isinstance(v, ProhibitNullCharactersValidator)]
 
     def clean(self):
         cleaned = super().clean()

@@ -61,6 +61,17 @@ def has_control_characters(text: str) -> bool:
     return any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text)
 
 
+def named_text_problem(text: str, *, one_line: bool) -> str | None:
+    """Why `text` given for a field is refused before anything is looked up, or None: what
+    the database cannot store, and where it names one thing on one line (a step, a tool
+    call, a remote reference), any control character (has_control_characters)."""
+    if (problem := text_problem(text)) is not None:
+        return problem
+    if one_line and has_control_characters(text):
+        return "control characters (a line break, NUL, a tab, ...) cannot be part of it"
+    return None
+
+
 def value_problem(value) -> str | None:
     """Why a value a step or tool returned cannot be stored as JSON in a row, or digested as
     the record of its attempt digests it (attempts.result_digest: JSON with its keys sorted),

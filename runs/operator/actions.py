@@ -20,7 +20,7 @@ from audit.redaction import redact_text, shown_arguments
 from ..agents.tool_call_undo import undo_tool_call
 from ..definitions import definition
 from ..machine import tracing, transitions
-from ..machine.storable import has_control_characters, text_problem
+from ..machine.storable import named_text_problem
 from ..machine.transitions.operator_rules import check_before_work
 from ..machine.transitions.outcome import REMOTE_REF_MAX
 from ..models import Run, Step, StepStatus
@@ -32,7 +32,8 @@ from .reconciliation import reconcile_step, reconcile_tool_call_by_key
 
 @dataclass(frozen=True)
 class ActionInput:
-    """What a person asked for: the action's input, as any caller collects it."""
+    """What a person asked for: the action's input, as any caller collects it. Raises
+    ActionInputError for a field's text no door takes (field_refused), in one set of words."""
 
     reason: str
     step: str = ""
@@ -49,19 +50,26 @@ class ActionInput:
         # same answer (a payload of spaces is none, a reason ending in a form feed ends).
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, getattr(self, f.name).strip())
+            if (refused := field_refused(f.name, getattr(self, f.name))) is not None:
+                raise refused
         # Kept in the audit chain, the run's message, a four-eyes request: no credential.
         object.__setattr__(self, "reason", redact_text(self.reason))
 
     @classmethod
     def from_form(cls, data) -> "ActionInput":
-        """The input from a posted form (or any mapping of strings). Raises ActionInputError
-        naming a field whose text the database cannot store (runs.machine.storable)."""
+        """The input from a posted form (or any mapping of strings); see field_refused."""
         given = {f.name: (data.get(f.name) or "").strip() for f in dataclasses.fields(cls)}
-        for name, text in given.items():
-            if (problem := text_problem(text)) is not None:
-                label = {"remote_ref": "remote reference", "call": "tool call"}.get(name, name)
-                raise ActionInputError(f"{label}: {problem}; nothing was done.")
         return cls(**{**given, "mode": given["mode"] or "ask"})
+
+
+def field_refused(name: str, text: str) -> ActionInputError | None:
+    """Why the text given for ActionInput field `name` is refused, whichever door it came
+    through, or None: what no record can keep (a NUL) in any field, a control character in
+    one naming one thing (a reason's and evidence's other controls are the transition's)."""
+    problem = named_text_problem(text, one_line=name in ("step", "call", "mode", "remote_ref"))
+    label = {"remote_ref": "remote reference", "call": "tool call"}.get(name, name)
+    return None if problem is None else ActionInputError(
+        f"{label}: {problem}; nothing was done.", name)
 
 
 @dataclass(frozen=True)
@@ -213,10 +221,6 @@ def _hand_verdict(given: ActionInput):
             f"The remote reference is {len(given.remote_ref.strip())} characters long; a "
             f"reference holds at most {REMOTE_REF_MAX}. Give the reference as the remote "
             "system shows it, and anything longer as evidence.")
-    if given.mode == "found" and has_control_characters(given.remote_ref.strip()):
-        # Shown on one line (run pages, show_run, the audit record): a line break forges one.
-        raise ActionInputError("remote reference: control characters (a line break, NUL, a "
-                               "tab, ...) cannot be part of it; nothing was done.")
     return (definition.Found(given.remote_ref.strip()) if given.mode == "found"
             else definition.NotFound())
 

@@ -116,16 +116,17 @@ def test_the_list_shows_as_offered_only_what_the_user_may_do(operator, auditor, 
 
 
 @pytest.mark.parametrize("option, text, problem", [
-    ("--user", "op\udcff", "not valid Unicode text"),
-    ("--reason", "bad\udcff", "not valid Unicode text"),
-    ("--reason", "bad\x00", "NUL characters"),
-    ("--step", "create\udcff", "not valid Unicode text"),
+    ("--user", "op\udcff", "--user: not valid Unicode text"),
+    # An action's own fields are named as every door names them (field_refused).
+    ("--reason", "bad\udcff", "Retry step was not done: reason: not valid Unicode text"),
+    ("--reason", "bad\x00", "Retry step was not done: reason: NUL characters"),
+    ("--step", "create\udcff", "Retry step was not done: step: not valid Unicode text"),
 ])
 def test_text_the_database_cannot_store_is_refused_by_name(operator, stuck_run, option, text,
                                                            problem):
     args = {"--user": "olga", "--reason": "fixed", "--step": "create-task", option: text}
     before = _unchanged(stuck_run)
-    with pytest.raises(CommandError, match=f"^{option}: {problem}"):
+    with pytest.raises(CommandError, match=f"^{problem}"):
         _run_action(stuck_run.pk, "retry_step", *[x for pair in args.items() for x in pair])
     assert _unchanged(stuck_run) == before
 

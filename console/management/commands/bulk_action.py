@@ -14,7 +14,7 @@ from approvals.bulk import (
     start_bulk_job,
 )
 from approvals.models import BulkJob, BulkJobPhase, BulkJobStatus
-from approvals.operator_actions import InputNotRead, refuse_input_not_read
+from approvals.operator_actions import ActionInputError, InputNotRead, refuse_input_not_read
 from console.cli import (
     acting_user,
     id_given,
@@ -77,6 +77,8 @@ class Command(BaseCommand):
                     flags = ", ".join(f"--{name}" for name in exc.fields)
                     raise CommandError(f"{flags} does not apply with {target}; leave it out. "
                                        "Nothing was done.") from None
+                except ActionInputError as exc:
+                    raise CommandError(str(exc)) from None
             workflow_filter_matches(options["workflow"])
             # A preview only reads; a job acts in its starter's name.
             user = (user_named if verb == "preview" else acting_user)(options["user"])

@@ -35,7 +35,7 @@ from runs.machine.errors import EvidenceRequired, TransitionNotAllowed
 from runs.machine.storable import written_visibly
 from runs.models import Run, Step
 from runs.operator.action_input import target_missing
-from runs.operator.actions import ACTIONS, ActionInput
+from runs.operator.actions import ACTIONS, ActionInput, field_refused
 from runs.permissions import grants_of
 
 
@@ -80,7 +80,10 @@ class Command(BaseCommand):
             return self._handle(**options)
 
     def _handle(self, **options):
-        storable_text(options)
+        # An action's own fields are held to its input's rule below, in every door's words.
+        # and a decision's comment to decide's (decision_refusal).
+        storable_text({k: v for k, v in options.items()
+                       if k not in _ACTION_OPTIONS and k != "comment"})
         if options["run"] is not None:
             options["run"] = id_given(options["run"], name="run id", thing="run")
         if options["decide"] is not None:
@@ -102,6 +105,10 @@ class Command(BaseCommand):
                     "the run offers takes only --user and --json)")
             return self._offered(user, options["run"], options["json"])
         spec = ACTIONS[options["action"]]
+        for name in _ACTION_OPTIONS:
+            # Before --call is read as STEP:TURN.INDEX: the rule of the text of every field.
+            if (refused := field_refused(name, (options[name] or "").strip())) is not None:
+                raise CommandError(f"{spec.label} was not done: {refused}")
         step, call = target(options["step"] or "", options["call"] or "")
         if call and not spec.names_call:
             # As act's rule says it (refuse_input_not_read), before --call's step counts.
