@@ -558,8 +558,11 @@ class SubscriberOut(Schema):
 
 
 class SubscriberList(Schema):
-    subscribers: list[SubscriberOut] = Field(description="By name; those of the token's "
-                                                         "workflows only.")
+    subscribers: list[SubscriberOut] = Field(description="The oldest made first; those of "
+                                                         "the token's workflows only.")
+    next_cursor: str | None = Field(
+        description="Pass as `after` for the next page (keyset paging: every page costs the "
+                    "same); null on the last page.")
 
 
 # Progress events (api.webhooks): the bodies POSTed to subscribers. The publisher builds

@@ -8,6 +8,9 @@ from audit.models import AuditRecord
 from runs.definitions.definition import EVENT, SLEEP
 from runs.models import Run, RunStatus, Step, StepStatus, Workflow
 from runs.operator.actions import offered
+from runs.reads.cursors import keyset_after
+
+from .models import WebhookSubscriber
 
 from .models import WebhookDelivery, WebhookSubscriber
 
@@ -144,6 +147,23 @@ def workflow_filter_problem(text: str, workflows: list[str]) -> str | None:
 HISTORY_PAGE = 50
 # The most a page holds, of runs or of a run's history, from the API and from the commands.
 MOST_A_PAGE = 200
+# The subscribers list's order and its keyset: the oldest made first.
+SUBSCRIBER_ORDER = ("created_at", "id")
+
+
+def subscribers_page(workflows: list[str], *, after: tuple | None,
+                     limit: int) -> tuple[list, tuple | None]:
+    """The webhook subscribers whose workflows are all of `workflows` (never one of every
+    workflow, []), the oldest made first, `limit` at a time after the keyset cursor `after`
+    ((created_at, id)), and the cursor of the next page, or None on the last."""
+    rows = WebhookSubscriber.objects.filter(workflows__contained_by=list(workflows)) \
+        .exclude(workflows=[])
+    if after is not None:
+        rows = keyset_after(rows, SUBSCRIBER_ORDER, after)
+    page = list(rows.order_by(*SUBSCRIBER_ORDER)[:limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    return page, ((page[-1].created_at, page[-1].pk) if more and page else None)
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,12 @@ is beyond any token).
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError
-from ninja import Path, Status
+from ninja import Path, Query, Status
 
 from runs.machine.storable import whole_number
+from runs.reads.cursors import KEYSET_PATTERN, decode_keyset, encode_keyset
 
-from . import openapi, subscribers, webhooks
+from . import openapi, selectors, subscribers, webhooks
 from .errors import error_body, invalid_field, no_acting_user
 from .models import WebhookSubscriber
 from .parser import refuse_unknown_query
@@ -160,17 +161,23 @@ def register(api, *, headers: dict, refusals: dict) -> None:
         openapi_extra=headers,
         description="The subscribers whose workflows are all the token's, as Django admin "
                     "lists them to a person who may view them (api.view_webhooksubscriber "
-                    "or api.change_webhooksubscriber). 403: the token acts for nobody, or its "
-                    "person may not view subscribers.")
-    def list_subscribers(request):
-        if (refused := refuse_unknown_query(request, ())) is not None:
+                    "or api.change_webhooksubscriber), the oldest made first, a page at a "
+                    "time (keyset: pass `next_cursor` as `after`; it is null on the last "
+                    "page; an `after` of another shape is refused with 422, never answered "
+                    "with the first page). A subscriber made or deleted between two pages "
+                    "makes the next page skip no other. 403: the token acts for nobody, or "
+                    "its person may not view subscribers.")
+    def list_subscribers(request, after: str = Query("", pattern=f"^$|{KEYSET_PATTERN}"),
+                         limit: int = Query(50, ge=1, le=selectors.MOST_A_PAGE)):
+        if (refused := refuse_unknown_query(request, ("after", "limit"))) is not None:
             return refused
         token = request.auth
         if (refused := refused_person(token, "view")) is not None:
             return refused
-        return Status(200, {"subscribers": [
-            described(s) for s in WebhookSubscriber.objects.order_by("name")
-            if within(token, s.workflows or [])]})
+        rows, next_cursor = selectors.subscribers_page(
+            token.workflows or [], after=decode_keyset(after) if after else None, limit=limit)
+        return Status(200, {"subscribers": [described(s) for s in rows],
+                            "next_cursor": encode_keyset(next_cursor)})
 
     @api.post(
         "/subscribers", url_name="create_subscriber", operation_id="create_subscriber",
