@@ -131,8 +131,8 @@ def register(api, *, headers: dict) -> None:
         try:
             if token.acting_user is None:
                 # No person, no permission to keep from them: what is wrong with the body is
-                # named first (as its schema's faults are), then the 403. Only whether the
-                # reason fits with the job's mark waits for a job's number, so for a person.
+                # named first (as its schema's faults are), then the 403; a reason too long
+                # once the job's mark is added among them, as the other doors order it.
                 refuse_bulk_request(payload.action, filters, user=None, reason=payload.reason,
                                     params=params or None)
                 return no_acting_user(token, "start a bulk job")

@@ -44,7 +44,7 @@ from runs.permissions import VIEW, grant_for
 from runs.reads.selectors import RunFilters, filtered_workflow_names, runs_matching
 
 from .bulk_approved import apply_one, waiting_runs
-from .bulk_input import finish_row, first_step, job_input, marked
+from .bulk_input import finish_row, first_step, job_input, mark_problem, marked
 from .bulk_lease import LeaseLost, hand_over, hold, release, renew, take
 from .four_eyes import request_bulk_operator_action
 from .models import BulkJob, BulkJobPhase, BulkJobStatus, BulkOutcome
@@ -169,6 +169,9 @@ def refuse_bulk_request(action: str, filters: RunFilters, *, user, reason: str,
         raise BulkRefused("a bulk action needs a reason", field="reason")
     if (problem := person_text_problem(reason)) is not None:
         raise BulkRefused(f"reason: {problem}", field="reason")
+    if (problem := mark_problem(redact_text(reason.strip()))) is not None:
+        # With the reason's other faults, for every caller: not once a job is made.
+        raise BulkRefused(problem, field="reason")
     grant = None if user is None else grant_for(user, spec.permission)
     if grant is not None and not grant.everywhere and not grant.workflow_ids:
         # Each run is checked again as it is acted on; this spares a job that could only
@@ -235,10 +238,9 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
             # Each run's record carries the reason with the job's mark, held to the length
             # of a person's text: one that fits only without it would be refused on every
             # run.
-            if (problem := person_text_problem(marked(job.reason, job.pk))) is not None:
-                raise BulkRefused(f"reason: {problem} with the job's mark "
-                                  f"({marked('', job.pk).strip()}) that each run's record "
-                                  "carries", field="reason")
+            # (refuse_bulk_request refused it for the least number the job could have.)
+            if (problem := mark_problem(job.reason, job.pk)) is not None:
+                raise BulkRefused(problem, field="reason")
     except IntegrityError:
         # The same form, sent at the same moment, started its job first.
         if start_key and (started := started_by(user, start_key)) is not None:

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from django.utils import timezone
 
+from runs.machine.storable import person_text_problem
 from runs.models import Run
 from runs.operator.actions import ACTIONS, ActionInput
 
@@ -15,6 +16,22 @@ from .models import BulkJob, BulkOutcome
 def marked(reason: str, job_id: int) -> str:
     """The reason the job's audit records carry: the person's, with the job's mark."""
     return f"{reason.strip()} [bulk job {job_id}]"
+
+
+def mark_problem(reason: str, job_id: int | None = None) -> str | None:
+    """Why `reason` (as kept: stripped, redacted) cannot be carried with the mark of job
+    `job_id` by each run's record (storable.person_text_problem), or None. Without an id
+    (no job made yet), with the least id the next job can have: ids only grow, and a longer
+    id leaves less room, so a reason refused now is refused whatever the job's number. So
+    every caller (a token acting for nobody, which makes no job, too) is told it with the
+    other faults of the reason, before anything else of the request."""
+    least = job_id or (BulkJob.objects.order_by("-pk").values_list("pk", flat=True)
+                       .first() or 0) + 1
+    if (problem := person_text_problem(marked(reason, least))) is None:
+        return None
+    # The number a job not made yet will have is not known: its mark is named as such.
+    mark = marked("", job_id).strip() if job_id else "[bulk job N]"
+    return f"reason: {problem} with the job's mark ({mark}) that each run's record carries"
 
 
 def job_input(job: BulkJob, run_id: int) -> ActionInput:

@@ -1,8 +1,9 @@
 """A token that acts for nobody has no person's permission to keep from it, so a bulk start
 (POST /api/bulk) and a pause or resume of a workflow's dispatch name what is wrong with the
-body first, as they do for a token that acts for a person (422 naming the field, 400 for a
-workflow that is not the token's), and only a body with no fault gets 403 `no_acting_user`.
-Nothing is made either way: no bulk job, no pause added or lifted, no record."""
+body first (a bulk job's reason too long once the job's mark is added included), as they do
+for a token that acts for a person (422 naming the field, 400 for a workflow that is not the
+token's), and only a body with no fault gets 403 `no_acting_user`. Nothing is made either
+way: no bulk job, no pause added or lifted, no record."""
 
 import json
 
@@ -13,6 +14,7 @@ from api.tokens import token_create
 from approvals.models import ApprovalRequest, BulkJob
 from audit.models import AuditRecord
 from runs.machine import dispatch
+from runs.machine.storable import PERSON_TEXT_MAX
 from runs.models import ControlRecord, DispatchPause, RunStatus, StepStatus
 from tests.factories import SYSTEM, new_run, place
 
@@ -57,6 +59,8 @@ def _written():
     ({"action": "retry_step", "reason": "INC-7", "step": "no-such-step"}, "step"),
     ({"action": "terminate", "reason": "INC-7", "step": "create-task"}, "step"),
     ({"action": "resume", "reason": "INC-7", "stpe": "create-task"}, "stpe"),
+    # Too long only once each run's record adds the job's mark: a fault of the reason too.
+    ({"action": "resume", "reason": "x" * (PERSON_TEXT_MAX - 5)}, "reason"),
 ])
 def test_a_bulk_start_names_the_field_at_fault_before_saying_it_acts_for_nobody(
         client, nobodys, failed_run, body, field):

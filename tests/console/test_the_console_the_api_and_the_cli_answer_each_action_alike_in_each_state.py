@@ -329,6 +329,7 @@ def test_each_door_holds_an_actions_input_to_the_same_rules(doors, script, case)
 # --- a bulk job's reason, at each door ------------------------------------------------------
 
 BULK_REASONS = {"empty": "", "blank": "   ", "too long": "x" * 2001,
+                "too long once the job's mark is added": "x" * 1995,
                 "with an escape": "INC-7 \x1b[31m", "padded": "  INC-7  "}
 
 
