@@ -8,7 +8,9 @@ from django.urls import reverse
 from django.utils.http import MAX_URL_REDIRECT_LENGTH
 
 from approvals.bulk import bulk_refusal
+from runs.definitions import definition
 from runs.machine.storable import text_problem, whole_number
+from runs.models import Workflow
 from runs.operator.actions import ACTIONS
 from runs.reads import selectors
 from runs.reads.cursors import parse_stamp
@@ -96,3 +98,24 @@ def list_url(query: str) -> str:
     long for a link is dropped (the list alone), since the change it followed is made."""
     return f"{reverse('console:runs')}?{query}" if query and fits_in_link(query) \
         else reverse("console:runs")
+
+
+def workflow_problem(text: str, workflow_ids) -> str | None:
+    """Why the runs list's workflow filter `text` can match no run the person sees, or
+    None: a misspelt name would otherwise read as "no run matches", where the API
+    (api.selectors.workflow_filter_problem) and manage.py list_runs
+    (console.cli.workflow_filter_matches) refuse it naming the workflows. `workflow_ids`:
+    those whose runs the person may see, None for all (then a workflow the code registers
+    counts before its first run, as for the command line). Only those are asked and
+    named."""
+    part = text.strip()
+    if not part:
+        return None
+    rows = Workflow.objects.all() if workflow_ids is None \
+        else Workflow.objects.filter(pk__in=workflow_ids)
+    names = {*rows.values_list("name", flat=True),
+             *(definition.registry.names() if workflow_ids is None else ())}
+    if any(part.casefold() in name.casefold() for name in names):
+        return None
+    return (f"workflow (Workflow): no workflow whose runs you may see has a name containing "
+            f"{part!r} (yours: {', '.join(sorted(names)) or 'none'})")

@@ -169,6 +169,11 @@ def runs_list(request):
     drawn_at = store.current().now()
     form = RunFilterForm(request.GET or None)
     filters = form.list_filters()  # None: an invalid filter, refused rather than ignored
+    problems = form.problems() if filters is None else [
+        problem for problem in [run_list.workflow_problem(filters.workflow, workflow_ids)]
+        if problem]
+    if problems:
+        filters = None
     query = request.GET.copy()
     for name in ("after", "new_since", "shown"):
         query.pop(name, None)
@@ -193,7 +198,7 @@ def runs_list(request):
         # No rows, archived rows, "N new" bar or next page: only the form and what is wrong.
         # 200, as for a filter that matches nothing: the page is what the GET asked for (a
         # failed "save view" also comes back to it).
-        return render(request, "console/runs.html", {**page, "problems": form.problems()})
+        return render(request, "console/runs.html", {**page, "problems": problems})
     after = run_list.decode_cursor(request.GET.get("after", ""), filters.sort)
     rows, next_cursor = selectors.runs_page(filters, workflow_ids=workflow_ids, after=after)
     # A search also finds runs moved to the archive (by business key or run id): read only.
