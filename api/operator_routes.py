@@ -389,8 +389,9 @@ def register(api, *, headers: dict, refusals: dict) -> None:
                     "why). 404: no such request that reaches only the token's workflows "
                     "(a bulk job's request reaches the workflow of each of the job's runs). "
                     "400: a body that is not JSON. 422: the body does not match its schema, "
-                    "or rejects without a `comment` (a rejection says why); nothing is "
-                    "recorded.")
+                    "rejects without a `comment` (a rejection says why), or has a `comment` "
+                    "no record may keep (a NUL, another control character, too long), in "
+                    "the words the console and the command line use; nothing is recorded.")
     def decide_approval(request, payload: DecisionIn,
                         request_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         if (refused := refuse_unknown_query(request, ())) is not None:

@@ -459,9 +459,11 @@ class DecisionIn(Schema):
         description="A UUID the caller makes once per decision: sending it again with "
                     "the same decision on the same request changes nothing; on another "
                     "request or with the other decision it is refused (409).")
-    # A NUL is the decision's rule to word (approvals.decisions.decision_refusal), as at the
-    # console and the command line; the document says it with its pattern.
-    comment: str = Field("", max_length=PERSON_TEXT_MAX, json_schema_extra={"pattern": NUL_FREE})
+    # A NUL or a length over PERSON_TEXT_MAX is the decision's rule to word
+    # (approvals.decisions.decision_refusal), as at the console and the command line; the
+    # document says them.
+    comment: str = Field("", json_schema_extra={"maxLength": PERSON_TEXT_MAX,
+                                                "pattern": NUL_FREE})
 
 
 class DecisionOut(Schema):

@@ -1,7 +1,7 @@
 import uuid
 
 from django import forms
-from django.core.validators import ProhibitNullCharactersValidator
+from django.core.validators import MaxLengthValidator, ProhibitNullCharactersValidator
 
 from runs.machine.storable import PERSON_TEXT_MAX
 
@@ -28,11 +28,12 @@ class DecisionForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # A NUL in the comment is decision_refusal's to word, as it is at the API and the
-        # command line, not Django's "Null characters are not allowed."
+        # A NUL in the comment, or one too long, is decision_refusal's to word, as it is at
+        # the API and the command line, not Django's "Null characters are not allowed." or
+        # "Ensure this value has at most ..." (the field's maxlength stays on the page).
         field = self.fields["comment"]
-        field.validators = [v for v in field.validators
-                            if not isinstance(v, ProhibitNullCharactersValidator)]
+        field.validators = [v for v in field.validators if not isinstance(
+            v, ProhibitNullCharactersValidator | MaxLengthValidator)]
 
     def clean(self):
         cleaned = super().clean()

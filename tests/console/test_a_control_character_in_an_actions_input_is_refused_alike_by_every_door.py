@@ -4,8 +4,8 @@ names one thing (the step, the tool call, the remote reference), is refused by o
 naming the field at the console, the API and the command line: not the API's "the request
 does not match its schema", nor the command line's "--reason: ...; give it as UTF-8 text",
 nor "the call is TURN.INDEX" for a call holding an escape. Nothing is written. A decision's
-comment holding a NUL is refused alike by its three doors too, by the decision's own rule
-(approvals.decisions.decision_refusal), and nothing is recorded."""
+comment holding a NUL, an escape, or too long is refused alike by its three doors too, by
+the decision's own rule (approvals.decisions.decision_refusal), and nothing is recorded."""
 
 import io
 import uuid
@@ -65,8 +65,14 @@ def test_each_door_refuses_it_in_the_same_words_naming_the_field(doors, script, 
 
 # --- a decision's comment -------------------------------------------------------------------
 
-COMMENT = "checked\x00 with finance"
-SAID = "The comment is not text a record can keep (NUL characters cannot be stored)."
+COMMENTS = {
+    "a NUL": ("checked\x00 with finance",
+              "The comment is not text a record can keep (NUL characters cannot be stored)."),
+    "an escape": ("checked \x1b[31m with finance",
+                  "The comment is text with the control character U+001B, where only line "
+                  "breaks and tabs may be."),
+    "too long": ("x" * 2001, "The comment is 2,001 characters, at most 2,000."),
+}
 
 
 @pytest.fixture
@@ -90,8 +96,10 @@ def _recorded(approval):
             Run.objects.get(pk=approval.run_id).status)
 
 
+@pytest.mark.parametrize("case", COMMENTS)
 @pytest.mark.parametrize("approve", [True, False])
-def test_a_comment_holding_a_nul_is_refused_alike_by_each_door(asked, approve):
+def test_a_comment_no_record_may_keep_is_refused_alike_by_each_door(asked, approve, case):
+    COMMENT, SAID = COMMENTS[case]  # noqa: N806
     approval, pete = asked
     before = _recorded(approval)
     assert before[0] == RequestStatus.PENDING
