@@ -1,5 +1,6 @@
 """bulk_action show JOB shows a bulk job as the API does: to the person who started it (or a
-superuser), once they have given their password, the way bulk_action cancel checks them.
+superuser, or the second person of its request), once they have given their password, the
+way bulk_action cancel checks them.
 Naming an unknown user, another person, or the starter without their password shows
 nothing."""
 
@@ -46,7 +47,8 @@ def _unchanged(job: BulkJob) -> bool:
 
 @pytest.mark.parametrize(("user", "refusal"), [
     ("nobody", "^no user 'nobody'$"),
-    ("carl", "^bulk job {job} is another person's: only olga or a superuser may show it$"),
+    ("carl", "^bulk job {job} is another person's: only olga, a superuser or the second person "
+              "of its request may show it$"),
 ], ids=["an unknown user", "another person"])
 def test_show_as_anyone_but_its_person_shows_nothing(job, carl, user, refusal):
     out = io.StringIO()
@@ -65,7 +67,8 @@ def test_show_as_its_person_without_their_password_shows_nothing(job, monkeypatc
 
 
 def test_show_and_cancel_refuse_another_person_alike(job, carl):
-    # One check for both: what show refuses, cancel refuses in the same words.
+    # One check for both: what show refuses, cancel refuses in the same words (cancel's
+    # rule leaves out the second person of the job's request).
     with pytest.raises(CommandError, match="another person's: only olga or a superuser may "
                                            "cancel it$"):
         _call("bulk_action", "cancel", job.pk, "--user", "carl")

@@ -10,6 +10,7 @@ from approvals.bulk import (
     bulk_progress,
     cancel_bulk_job,
     may_follow,
+    may_watch,
     run_bulk_job,
     start_bulk_job,
 )
@@ -30,8 +31,9 @@ from runs.reads.selectors import RunFilters
 
 class Command(BaseCommand):
     help = ("preview ACTION / start ACTION: an action on every run the filters match; run JOB: "
-            "carry a job out here (a worker does otherwise); show JOB; cancel JOB. show and "
-            "cancel are for the person who started the job, or a superuser.")
+            "carry a job out here (a worker does otherwise); show JOB; cancel JOB. cancel is "
+            "for the person who started the job, or a superuser; show also for the second "
+            "person of its request.")
 
     def add_arguments(self, parser):
         parser.add_argument("verb", choices=["preview", "start", "run", "show", "cancel"])
@@ -117,10 +119,11 @@ class Command(BaseCommand):
                     "it carries the job out, or stopped and leaves it free after that time. "
                     f"Nothing was done here; follow it with bulk_action show {job_id}")
         elif verb == "show":
-            _follower(job, options["user"], verb)
+            _follower(job, options["user"], verb, rule=may_watch)
         elif verb == "cancel":
             try:
-                cancelled = cancel_bulk_job(job_id, user=_follower(job, options["user"], verb))
+                cancelled = cancel_bulk_job(job_id, user=_follower(job, options["user"], verb,
+                                                                   rule=may_follow))
             except BulkForbidden as exc:
                 raise CommandError(str(exc)) from None
             if not cancelled:
@@ -172,12 +175,15 @@ def refuse_what_a_verb_ignores(options, verb: str) -> None:
         f"{why}; leave {'it' if len(given) == 1 else 'them'} out. Nothing was done.")
 
 
-def _follower(job: BulkJob, username: str, verb: str):
-    """The person `username` names, once they have proved who they are, if they may follow
-    and cancel `job`: the API's rule (approvals.bulk.may_follow: the person who started it,
-    or a superuser), so that naming its starter is not seeing their job."""
+def _follower(job: BulkJob, username: str, verb: str, *, rule):
+    """The person `username` names, once they have proved who they are, if `rule` lets them
+    `verb` `job`: the rule of the console's page and the API (approvals.bulk: may_watch to
+    see it, also the second person of its request; may_follow to cancel it, the person who
+    started it or a superuser), so that naming its starter is not seeing their job."""
     user = acting_user(username)
-    if not may_follow(user, job):
+    if not rule(user, job):
+        who = (", a superuser or the second person of its request" if rule is may_watch
+               else " or a superuser")
         raise CommandError(f"bulk job {job.pk} is another person's: only "
-                           f"{job.requested_by.get_username()} or a superuser may {verb} it")
+                           f"{job.requested_by.get_username()}{who} may {verb} it")
     return user
