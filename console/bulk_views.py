@@ -21,7 +21,8 @@ from approvals.bulk import (
     may_watch,
     start_bulk_job,
 )
-from approvals.models import BulkJob, BulkOutcome
+from approvals.bulk_outcomes import outcomes_page
+from approvals.models import BulkJob
 from runs.machine.storable import whole_number
 from runs.operator.actions import ACTIONS
 from runs.reads.selectors import RunFilters
@@ -29,8 +30,6 @@ from runs.reads.selectors import RunFilters
 from .forms import RunFilterForm
 from .run_list import BULK_BY_FILTER, fits_in_link
 from .views import login_required, require_POST
-
-OUTCOMES_SHOWN = 200
 
 
 def _filters(data) -> tuple[RunFilterForm, RunFilters | None]:
@@ -123,8 +122,9 @@ def _visible_job(request, job_id: int, *, rule=may_follow) -> BulkJob:
 def bulk_job_page(request, job_id: int):
     job = _visible_job(request, job_id, rule=may_watch)
     progress = bulk_progress(job_id)
-    outcomes = (BulkOutcome.objects.filter(job_id=job_id).exclude(outcome="done")
-                .order_by("run_id")[:OUTCOMES_SHOWN])
+    # Its outcomes a page at a time (a number that is none starts at the first), the rest
+    # counted; the page polled stays the page shown.
+    outcomes = outcomes_page(progress, whole_number(request.GET.get("outcomes_page", "")))
     template = "console/_bulk_progress.html" if request.htmx else "console/bulk_job.html"
     return render(request, template, {
         "job": progress.job, "counts": progress.counts, "handled": progress.handled,

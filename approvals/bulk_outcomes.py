@@ -1,0 +1,50 @@
+"""The outcomes a bulk job's page lists, a page at a time: each run it did not simply act on
+(refused, forbidden, waiting for a second person, claimed), with why. A job of a hundred
+thousand runs may have as many; the page reads one page of them, and counts the rest from
+the job's progress (approvals.bulk.bulk_progress), which counts every outcome in one
+query."""
+
+from dataclasses import dataclass
+
+from .bulk import Progress
+from .models import BulkOutcome
+
+# How many outcomes a page of a bulk job lists.
+OUTCOMES_LISTED = 200
+
+
+@dataclass(frozen=True)
+class OutcomesPage:
+    """Page `number` of `pages` of a job's listed outcomes: `rows`, outcomes `first` to
+    `last` (counted from 1) of the `count` the job has that are not done."""
+
+    rows: list[BulkOutcome]
+    number: int
+    pages: int
+    first: int
+    last: int
+    count: int
+
+    @property
+    def previous(self) -> int | None:
+        return self.number - 1 if self.number > 1 else None
+
+    @property
+    def next(self) -> int | None:
+        return self.number + 1 if self.number < self.pages else None
+
+
+def outcomes_page(progress: Progress, number: int | None) -> OutcomesPage:
+    """Page `number` (from 1; None, or past either end: the nearest page) of the outcomes of
+    `progress`'s job that are not done, by run id, OUTCOMES_LISTED at a time: one query of
+    that many rows at most. (A done run is counted, not listed: the action happened.)"""
+    count = sum(n for outcome, n in progress.counts.items()
+                if outcome != BulkOutcome.Outcome.DONE)
+    pages = max(1, -(-count // OUTCOMES_LISTED))
+    number = min(max(number or 1, 1), pages)
+    start = (number - 1) * OUTCOMES_LISTED
+    rows = list(BulkOutcome.objects.filter(job_id=progress.job.pk)
+                .exclude(outcome=BulkOutcome.Outcome.DONE)
+                .order_by("run_id")[start:start + OUTCOMES_LISTED])
+    return OutcomesPage(rows=rows, number=number, pages=pages, first=start + 1,
+                        last=start + len(rows), count=count)
