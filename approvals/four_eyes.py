@@ -172,12 +172,6 @@ def bulk_effects(run_ids: list[int]) -> list[str]:
             for effect in transitions.high_impact_effects(steps[run_id])]
 
 
-def effects_of(effects: list[str], run_ids) -> list[str]:
-    """Of a bulk job's request's high-impact effects (bulk_effects), those of `run_ids`."""
-    named = {f"run {run_id}" for run_id in run_ids}
-    return [effect for effect in effects if effect.split(":", 1)[0] in named]
-
-
 def request_bulk_operator_action(job, run_ids: list[int], *,
                                  now: datetime | None = None) -> ApprovalRequest | None:
     """One approval request for the runs of bulk job `job` that need a second person: it

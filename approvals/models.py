@@ -144,20 +144,38 @@ class ApprovalRequest(models.Model):
     def is_pending(self) -> bool:
         return self.status == RequestStatus.PENDING
 
+    # Of a bulk job's request read for its page (approvals.selectors.request_for_page): how
+    # many runs it acts on, counted by the database, which left the lists of them out of
+    # its params and snapshot. None: read whole.
+    runs_counted: int | None = None
+
     @property
     def bulk_runs(self) -> list[int]:
         """The runs a bulk job's request acts on once approved (it hangs on the first of
         them only because a request belongs to a run); [] for any other request."""
+        if self.runs_counted is not None:
+            raise ValueError(f"approval request {self.pk} was read without its runs "
+                             "(request_for_page): ask bulk_run_count")
         params = dict(self.params or {})
         return list(params.get("runs") or []) if params.get("bulk_job") else []
+
+    @property
+    def bulk_run_count(self) -> int:
+        """How many runs a bulk job's request acts on; 0 for any other request."""
+        return self.runs_counted if self.runs_counted is not None else len(self.bulk_runs)
+
+    @property
+    def is_bulk(self) -> bool:
+        """Whether it is a bulk job's request (bulk_runs)."""
+        return self.bulk_run_count > 0
 
     @property
     def subject(self) -> str:
         """What is asked, in a few words: a bulk job's request says how many runs it acts
         on, never only the run it hangs on."""
         if self.kind == RequestKind.OPERATOR_ACTION:
-            if self.bulk_runs:
-                return (f"operator action: {self.action} of {len(self.bulk_runs)} runs "
+            if self.is_bulk:
+                return (f"operator action: {self.action} of {self.bulk_run_count} runs "
                         f"(bulk job {self.params['bulk_job']})")
             return f"operator action: {self.action}"
         if self.kind == RequestKind.TOOL_CALL:

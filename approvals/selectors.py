@@ -3,16 +3,27 @@
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
+from django.db.models import (
+    BooleanField,
+    Case,
+    Exists,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    When,
+)
 from django.db.models.functions import Now
 
+from runs import store
 from runs.machine.intentions import step_lines
 from runs.models import Step
 from runs.operator.actions import ACTIONS
 from runs.reads.cursors import keyset_after
 
-from .four_eyes import effects_of
 from .models import (
+    BULK_JOB_REQUESTS,
     DECIDE_CODENAME,
     DECIDE_PERMISSION,
     ApprovalRequest,
@@ -150,7 +161,7 @@ def what_follows(approval: ApprovalRequest) -> list[str]:
         action = ACTIONS.get(approval.action)
         if action is None:
             return []
-        if approval.bulk_runs:
+        if approval.is_bulk:
             return _bulk_follows(approval, action)
         # Told to the second person: what their approval lets happen to this run, not the
         # asker's "your request goes to a second person".
@@ -176,7 +187,7 @@ def _bulk_follows(approval: ApprovalRequest, action) -> list[str]:
     # What approvals.bulk_approved does: the action on each run of the job that
     # waited for a second person, not on the run the request hangs on alone (whose own
     # state, explained, would say nothing of the others).
-    count, asked_by = len(approval.bulk_runs), approval.snapshot.get("requested_by", "")
+    count, asked_by = approval.bulk_run_count, approval.snapshot.get("requested_by", "")
     return [
         f"Approved: {action.label.lower()} is taken on each of the {count} runs listed, "
         f"as {asked_by} asked, on each run they may still {action.label.lower()} and whose "
@@ -207,6 +218,36 @@ def _tool_call_follows(approval: ApprovalRequest) -> list[str]:
 PAGE_RUNS_LISTED = 50
 
 
+# What a bulk job's request holds whole that its page shows a part of (bulk_runs_page): its
+# runs, in its params and its snapshot, and their high-impact effects.
+RUNS, EFFECTS, PARAMS_RUNS = ("runs",), ("high_impact_effects",), ("params", "runs")
+
+
+def request_for_page(pk: int) -> ApprovalRequest | None:
+    """Request `pk` as its page reads it, with its run, the request that replaced it and its
+    tool call. A bulk job's is read without the lists of its runs and their effects (its
+    params and snapshot hold them whole: megabytes for a job of 100,000 runs), which the
+    database counts instead (ApprovalRequest.bulk_run_count); the page reads the part it
+    shows (bulk_runs_page). Any other request is read whole."""
+    db = store.current()
+
+    def bulk_only(expression, whole: str):
+        return Case(When(BULK_JOB_REQUESTS, then=expression), default=F(whole))
+
+    approval = (ApprovalRequest.objects.select_related("run", "superseded_by", "tool_call")
+                .defer("params", "snapshot", "superseded_by__params", "superseded_by__snapshot")
+                .annotate(params_read=bulk_only(db.json_with(F("params"), removed=[RUNS]),
+                                                "params"),
+                          snapshot_read=bulk_only(db.json_with(
+                              F("snapshot"), removed=[RUNS, EFFECTS, PARAMS_RUNS]), "snapshot"),
+                          runs_counted=Case(When(BULK_JOB_REQUESTS,
+                                                 then=db.json_array_length(F("params"), RUNS))))
+                .filter(pk=pk).first())
+    if approval is not None:
+        approval.params, approval.snapshot = approval.params_read, approval.snapshot_read
+    return approval
+
+
 @dataclass(frozen=True)
 class BulkRunsPage:
     """One page of the runs a bulk job's request acts on: the request's snapshot as the
@@ -233,18 +274,25 @@ def bulk_runs_page(approval: ApprovalRequest, number: int | None) -> BulkRunsPag
     """Page `number` (from 1; None, or past either end: the nearest page) of the runs of
     bulk job request `approval`, PAGE_RUNS_LISTED at a time, with their effects; None for a
     request of another kind. Every other part of the snapshot is shown whole; its params
-    do not repeat the runs. The hash, shown beside it, is of the whole snapshot."""
-    if not approval.bulk_runs or not isinstance(approval.snapshot, dict):
+    do not repeat the runs. The hash, shown beside it, is of the whole snapshot. The
+    database takes the page's part of the snapshot (two queries of a page each): the
+    snapshot is never read whole."""
+    if not approval.is_bulk:
         return None
-    snapshot = dict(approval.snapshot)
-    runs = list(snapshot.get("runs") or [])
-    pages = max(1, -(-len(runs) // PAGE_RUNS_LISTED))
+    db, count = store.current(), approval.bulk_run_count
+    pages = max(1, -(-count // PAGE_RUNS_LISTED))
     number = min(max(number or 1, 1), pages)
     start = (number - 1) * PAGE_RUNS_LISTED
-    listed = runs[start:start + PAGE_RUNS_LISTED]
-    snapshot["runs"] = listed
-    snapshot["high_impact_effects"] = effects_of(
-        list(snapshot.get("high_impact_effects") or []), listed)
+    row = ApprovalRequest.objects.filter(pk=approval.pk)
+    listed = row.annotate(part=db.json_array_part(
+        F("snapshot"), RUNS, start=start, stop=start + PAGE_RUNS_LISTED)) \
+        .values_list("part", flat=True).get()
+    snapshot = row.annotate(part=db.json_with(F("snapshot"), removed=[PARAMS_RUNS], replaced={
+        RUNS: listed, EFFECTS: db.json_array_part(
+            F("snapshot"), EFFECTS, heads=[f"run {run_id}" for run_id in listed])})) \
+        .values_list("part", flat=True).get()
+    if not isinstance(snapshot, dict):
+        return None
     without_bulk_params(snapshot)
     return BulkRunsPage(snapshot=snapshot, number=number, pages=pages, first=start + 1,
-                        last=start + len(listed), count=len(runs))
+                        last=start + len(listed), count=count)

@@ -10,6 +10,7 @@ import uuid
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
@@ -55,7 +56,9 @@ def link(request, pk: int, token: str):
     for a client trying link after link, and an approver behind the same address (one
     office, one proxy) must not lose their emailed link to it. Tokens are HMACs: a valid
     one cannot be reached by trying."""
-    approval = ApprovalRequest.objects.filter(pk=pk).first()
+    # Its token and its page need neither what is asked nor its params (a bulk job's are
+    # megabytes at 100,000 runs).
+    approval = ApprovalRequest.objects.defer("snapshot", "params").filter(pk=pk).first()
     check = approval_link_token.check_token(approval, token)
     if check is LinkCheck.INVALID:
         # Only a forged link counts and is locked out: a used or expired one carries our
@@ -133,7 +136,10 @@ def _approval_or_404(pk: int) -> ApprovalRequest:
 @login_required
 @require_GET
 def detail(request, pk: int):
-    approval = _approval_or_404(pk)
+    # A bulk job's request without the lists its page shows a page of (request_for_page).
+    approval = selectors.request_for_page(pk)
+    if approval is None:
+        raise Http404(f"No approval request {pk}.")
     # May they see it, and may they decide it (the form): one reading of their grants.
     with permissions_read_once(request.user):
         if not can_view(request.user, approval):

@@ -130,7 +130,7 @@ def unawaited_reason(approval: ApprovalRequest) -> str:
     if job is not None:
         by = f" by {job.cancelled_by.get_username()}" if job.cancelled_by else ""
         return f"bulk job {job.pk} was cancelled{by}: nothing more is done for it"
-    if approval.bulk_runs:
+    if approval.is_bulk:
         return (f"every run of bulk job {approval.params['bulk_job']} that waited for this "
                 f"decision has ended where {approval.action} cannot be taken")
     if run.status in FINAL_RUN_STATUSES:

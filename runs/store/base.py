@@ -17,6 +17,7 @@ from django.utils.dateparse import parse_datetime
 from audit.models import AuditRecord
 
 from ..models import Run, RunEvent, Step
+from .json_parts import JsonArrayLength, JsonArrayPart, JsonWith
 
 logger = logging.getLogger(__name__)
 
@@ -269,6 +270,26 @@ class Store(abc.ABC):
         """An expression: the sha256 of a text's UTF-8 bytes in lowercase hex (what
         hashlib's hexdigest gives), to match a value stored as its digest in the query."""
         return Sha256Hex(expression)
+
+    # --- parts of a JSON column, read by the database (runs.store.json_parts) -------------
+
+    def json_array_length(self, expression, path: tuple[str, ...]) -> Func:
+        """An expression: how many items the array at `path` (object keys) of the JSON
+        `expression` holds; NULL where none is there."""
+        return JsonArrayLength(expression, path)
+
+    def json_array_part(self, expression, path: tuple[str, ...], *, start: int = 0,
+                        stop: int | None = None, heads: list[str] | None = None) -> Func:
+        """An expression: the items `start` to `stop` (not included) of the array at `path`
+        of the JSON `expression`, or (`heads`) its text items whose part before the first
+        ':' is one of `heads`; a JSON array, [] for none."""
+        return JsonArrayPart(expression, path, start=start, stop=stop, heads=heads)
+
+    def json_with(self, expression, *, replaced: dict | None = None, removed=()) -> Func:
+        """An expression: the JSON `expression` with the values at the paths `replaced`
+        names replaced (by an expression, or a value stored as JSON), and the keys at the
+        paths `removed` taken out."""
+        return JsonWith(expression, replaced=replaced, removed=removed)
 
     @abc.abstractmethod
     def url(self) -> str:

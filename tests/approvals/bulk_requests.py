@@ -3,7 +3,7 @@ tests of who may see and decide that request and of which request the job names.
 
 from approvals.bulk import run_bulk_job, start_bulk_job
 from approvals.models import BulkJob
-from runs.models import Run, RunStatus, StepStatus
+from runs.models import Run, RunStatus, Step, StepStatus
 from runs.reads.selectors import RunFilters
 from tests.factories import new_run, place
 
@@ -30,3 +30,16 @@ def bulk_terminate(*, user, workflow: str = "") -> BulkJob:
     job = run_bulk_job(job.pk)
     assert job.approval_id is not None
     return job
+
+
+def copies_of(run: Run, count: int) -> list[Run]:
+    """`count` more runs like `run`, its steps with them, in two inserts."""
+    def fields(obj, **changes):
+        return {**{f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields
+                   if not f.primary_key}, **changes}
+    runs = Run.objects.bulk_create([Run(**fields(run, business_key=f"{run.business_key}-{n}"))
+                                    for n in range(count)])
+    steps = [fields(step) for step in Step.objects.filter(run=run)]
+    Step.objects.bulk_create([Step(**{**step, "run_id": copy.pk}) for copy in runs
+                              for step in steps])
+    return runs

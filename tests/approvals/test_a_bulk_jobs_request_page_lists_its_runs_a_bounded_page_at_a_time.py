@@ -13,8 +13,7 @@ from django.urls import reverse
 from approvals.models import ApprovalRequest
 from approvals.selectors import PAGE_RUNS_LISTED
 from console.roles import ensure_roles
-from runs.models import Run, Step
-from tests.approvals.bulk_requests import bulk_terminate, run_with_an_effect
+from tests.approvals.bulk_requests import bulk_terminate, copies_of, run_with_an_effect
 
 pytestmark = pytest.mark.django_db
 
@@ -29,18 +28,6 @@ def people(db):
     for user in users:
         user.groups.add(Group.objects.get(name="operators"))
     return users
-
-
-def copies_of(run: Run, count: int) -> list[Run]:
-    """`count` more runs like `run`, its steps with them, in two inserts."""
-    def fields(obj, **changes):
-        return {**{f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields
-                   if not f.primary_key}, **changes}
-    runs = Run.objects.bulk_create([Run(**fields(run, business_key=f"{run.business_key}-{n}"))
-                                    for n in range(count)])
-    Step.objects.bulk_create([Step(**fields(step, run_id=copy.pk)) for copy in runs
-                              for step in Step.objects.filter(run=run)])
-    return runs
 
 
 def listed(page: str) -> tuple[list[int], list[int]]:

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection, connections, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from audit.chain import Actor, build_record, verify_chain
@@ -49,6 +50,38 @@ def test_sha256_hex_in_a_query_is_hashlibs_hexdigest_of_the_texts_utf8():
                   .annotate(digest=store.current().sha256_hex("business_key"))
                   .values_list("digest", flat=True).get())
         assert digest == hashlib.sha256(key.encode()).hexdigest()
+
+
+def test_the_json_parts_a_page_reads_are_taken_by_the_database_alike_on_both():
+    db = store.current()
+    value = {"b": [1, 2, 3, 4, 5], "a": {"runs": [7, 8], "keep": "x"},
+             "effects": ["run 1: charge", "run 22: mail: sent", "run 3: post", "no head"],
+             "objects": [{"k": 1}, [2], "three"]}
+    run = new_run()
+    Run.objects.filter(pk=run.pk).update(input=value)
+    runs = Run.objects.filter(pk=run.pk)
+
+    def read(expression):
+        return runs.annotate(part=expression).values_list("part", flat=True).get()
+
+    assert read(db.json_array_length(F("input"), ("b",))) == 5
+    assert read(db.json_array_length(F("input"), ("a", "runs"))) == 2
+    assert read(db.json_array_length(F("input"), ("nothing",))) is None
+    assert read(db.json_array_part(F("input"), ("b",), start=1, stop=3)) == [2, 3]
+    assert read(db.json_array_part(F("input"), ("b",), start=3)) == [4, 5]
+    assert read(db.json_array_part(F("input"), ("b",), start=9, stop=12)) == []
+    assert read(db.json_array_part(F("input"), ("nothing",), stop=2)) == []
+    assert read(db.json_array_part(F("input"), ("objects",))) == [{"k": 1}, [2], "three"]
+    assert read(db.json_array_part(F("input"), ("effects",),
+                                   heads=["run 22", "run 3", "no head"])) == [
+        "run 22: mail: sent", "run 3: post", "no head"]
+    assert read(db.json_array_part(F("input"), ("effects",), heads=[])) == []
+    shown = read(db.json_with(
+        F("input"), removed=[("a", "runs"), ("nothing",)],
+        replaced={("b",): db.json_array_part(F("input"), ("b",), stop=2),
+                  ("effects",): ["run 1: charge"]}))
+    assert shown == {**value, "b": [1, 2], "a": {"keep": "x"}, "effects": ["run 1: charge"]}
+    assert list(shown) == list(Run.objects.get(pk=run.pk).input)  # each key where it was
 
 
 def test_update_rows_writes_the_named_fields_of_many_rows_and_nothing_else():
