@@ -1,6 +1,7 @@
 """What the console's management commands share: the user a command acts as, the check of
 the text and the ids a command is given, and JSON output."""
 
+import difflib
 import getpass
 import json
 import logging
@@ -73,34 +74,51 @@ def no_run(run_id: int, *, user=None) -> str:
             "checks it; nothing was done")
 
 
+# How many workflows a refused --workflow names, the closest to it: a big install's
+# hundreds, listed on each typo, buried the line that says what is wrong.
+CLOSE_NAMES = 3
+
+
+def close_names(text: str, names) -> str:
+    """What a refusal adds after `text`: up to CLOSE_NAMES of `names` closest to it
+    (difflib's ratio, regardless of case) as " (close names: a, b)", or "" where none is
+    close."""
+    by_folded = {name.casefold(): name for name in names}
+    close = difflib.get_close_matches(text.casefold(), list(by_folded), n=CLOSE_NAMES)
+    return f" (close names: {', '.join(by_folded[c] for c in close)})" if close else ""
+
+
 def workflow_filter_matches(text: str, *, user=None) -> None:
-    """A CommandError when --workflow `text` is part of no workflow's name: a misspelt name
-    would otherwise read as "no run matches" (approvals.bulk refuses a job on it the same
-    way). A workflow is one with runs (its row) or one the code registers: before its first
-    run, a registered workflow simply has no run to list. For `user` (--user), only the
-    workflows whose runs they may see are asked and named, by the console's runs list's
-    rule (runs.permissions.grant_for): a workflow beyond them, with runs or not, is told as
-    unknown, as the API tells a token's (api.selectors.workflow_filter_problem)."""
+    """A one-line CommandError when --workflow `text` is part of no workflow's name: a
+    misspelt name would otherwise read as "no run matches" (approvals.bulk refuses a job on
+    it in the same words). It names `text` and the few workflows whose names are closest to
+    it (close_names), never every workflow. A workflow is one with runs (its row) or one the
+    code registers: before its first run, a registered workflow simply has no run to list.
+    For `user` (--user), only the workflows whose runs they may see are asked and named, by
+    the console's runs list's rule (runs.permissions.grant_for): a workflow beyond them,
+    with runs or not, is told as unknown, as the API tells a token's
+    (api.selectors.workflow_filter_problem)."""
     if not text.strip():
         return
+    part = text.strip()
     grant = grant_for(user, VIEW) if user is not None else None
     if grant is not None and not grant.everywhere:
         seen = sorted(Workflow.objects.filter(pk__in=grant.workflow_ids)
                       .values_list("name", flat=True))
-        if any(text.strip().lower() in name.lower() for name in seen):
+        if any(part.lower() in name.lower() for name in seen):
             return
         raise CommandError(f"--workflow: no workflow whose runs user {user.get_username()!r} "
-                           f"may see has a name containing {text.strip()!r} (their "
-                           f"workflows: {', '.join(seen) or 'none'})")
+                           f"may see has a name containing {part!r}"
+                           + (close_names(part, seen) if seen else
+                              " (they may see no workflow's runs)"))
     if workflow_names_matching(text).exists():
         return
-    part = text.strip().lower()
     registered = registry.names()
-    if any(part in name.lower() for name in registered):
+    if any(part.lower() in name.lower() for name in registered):
         return
-    known = ", ".join(sorted({*registered, *Workflow.objects.values_list("name", flat=True)}))
-    raise CommandError(f"--workflow: no workflow's name contains {text.strip()!r} "
-                       f"(workflows: {known or 'none'})")
+    known = {*registered, *Workflow.objects.values_list("name", flat=True)}
+    raise CommandError(f"--workflow: no workflow's name contains {part!r}"
+                       + close_names(part, known))
 
 
 def user_named(username: str):

@@ -70,8 +70,7 @@ def test_list_runs_refuses_a_workflow_no_workflow_is_named_like():
     with pytest.raises(CommandError) as refused:
         _call("list_runs", "--workflow", "test-ordres")
     assert str(refused.value).startswith("--workflow: no workflow's name contains "
-                                         "'test-ordres' (workflows: ")
-    assert "test-orders" in str(refused.value)
+                                         "'test-ordres' (close names: test-orders")
     # A part of a name still finds its workflow's runs.
     assert "test-orders" in _call("list_runs", "--workflow", "orders")
 

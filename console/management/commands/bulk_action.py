@@ -20,6 +20,7 @@ from console.cli import (
     acting_user,
     id_given,
     print_json,
+    proven,
     storable_text,
     user_named,
     workflow_filter_matches,
@@ -81,9 +82,12 @@ class Command(BaseCommand):
                                        "Nothing was done.") from None
                 except ActionInputError as exc:
                     raise CommandError(str(exc)) from None
-            workflow_filter_matches(options["workflow"])
-            # A preview only reads; a job acts in its starter's name.
-            user = (user_named if verb == "preview" else acting_user)(options["user"])
+            # Only the workflows the person may see are asked and named, before the
+            # password: a misspelt name costs none.
+            user = user_named(options["user"])
+            workflow_filter_matches(options["workflow"], user=user)
+            if verb == "start":
+                user = proven(user)  # a job acts in its starter's name; a preview only reads
             filters = RunFilters(status=options["status"], workflow=options["workflow"],
                                  step_status=options["step_status"],
                                  error_class=options["error_class"],
