@@ -357,9 +357,13 @@ def _one(job: BulkJob, run_id: int, held: datetime) -> bool:
     given = job_input(job, run_id)
     try:
         outcome = act(job.action, run_id, user=job.requested_by, given=given,
-                      defer_second_person=True, guard=partial(hold, job.pk, held))
+                      defer_second_person=True, guard=partial(_still_ours, job, run_id, held))
     except LeaseLost:
         return False  # its claim is the new holder's to settle
+    except MovedOn:
+        # Not acted on: counted with the runs the filter no longer matched when reached.
+        BulkOutcome.objects.filter(job=job, run_id=run_id, outcome=Outcome.CLAIMED).delete()
+        return True
     except ActionForbidden as exc:
         finish_row(job, run_id, Outcome.FORBIDDEN, str(exc))
     except (ActionInputError, TransitionNotAllowed, LookupError) as exc:
@@ -374,6 +378,21 @@ def _one(job: BulkJob, run_id: int, held: datetime) -> bool:
         finish_row(job, run_id, Outcome.SECOND_PERSON if outcome.deferred else Outcome.DONE,
                 outcome.message)
     return True
+
+
+class MovedOn(Exception):
+    """The run left the job's filter since its batch was listed; nothing was done to it."""
+
+
+def _still_ours(job: BulkJob, run_id: int, held: datetime) -> None:
+    """act's last check of a job's run, with the run locked: the job is still this worker's
+    (LeaseLost), and the run still matches its filter (MovedOn). Listed a batch ago, it may
+    have been resumed, reconciled or ended by another person since: the action was asked of
+    the runs the filter matched, not of one that moved on."""
+    hold(job.pk, held)
+    if not _visible_runs(job.requested_by, RunFilters.from_json(job.filters)) \
+            .filter(pk=run_id).exists():
+        raise MovedOn(f"run {run_id} no longer matches bulk job {job.pk}'s filter")
 
 
 @dataclass
