@@ -44,7 +44,7 @@ from runs.permissions import VIEW, grant_for
 from runs.reads.selectors import RunFilters, filtered_workflow_names, runs_matching
 
 from .bulk_approved import apply_one, waiting_runs
-from .bulk_input import finish_row, first_step, job_input, mark_problem, marked
+from .bulk_input import finish_row, first_step, job_input, mark_problem, marked, settle_claims
 from .bulk_lease import LeaseLost, hand_over, hold, release, renew, take
 from .four_eyes import request_bulk_operator_action
 from .models import BulkJob, BulkJobPhase, BulkJobStatus, BulkOutcome
@@ -285,9 +285,13 @@ def cancel_bulk_job(job_id: int, *, user) -> bool:
                        user.get_username(), user.pk)
         raise BulkForbidden(f"bulk job {job_id} is another person's: only "
                             f"{job.requested_by.get_username()} or a superuser may cancel it")
-    return bool(BulkJob.objects.filter(pk=job_id, status=BulkJobStatus.RUNNING).update(
+    cancelled = bool(BulkJob.objects.filter(pk=job_id, status=BulkJobStatus.RUNNING).update(
         status=BulkJobStatus.CANCELLED, cancelled_by=user, finished_at=timezone.now(),
         lease_until=None))
+    if cancelled:
+        # No worker comes back for a claim left "claimed": said done or not reached now.
+        settle_claims(job)
+    return cancelled
 
 
 def run_bulk_job(job_id: int, *, batches: int | None = None,

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from django.utils import timezone
 
+from audit.models import AuditRecord
 from runs.machine.storable import person_text_problem
 from runs.models import Run
 from runs.operator.actions import ACTIONS, ActionInput
@@ -59,3 +60,21 @@ def finish_row(job: BulkJob, run_id: int, outcome: str, message: str, *,
     if was is not None:
         rows = rows.filter(outcome=was)
     return rows.update(outcome=outcome, message=message[:2000], at=timezone.now())
+
+
+def settle_claims(job: BulkJob) -> None:
+    """Settle the claims job `job`'s workers left (a run claimed, the outcome of its action
+    not written: the worker died, or lost the job between the two), for a job no worker
+    takes again (cancelled): done where the run's audit trail holds the job's record (its
+    transition writes it in the commit of its change), else removed (nothing was done to
+    the run). Once the job's cancel is committed, no action of it commits any more
+    (approvals.bulk_lease.hold, under the job's row lock, which the cancel waited for)."""
+    claims = BulkOutcome.objects.filter(job=job, outcome=BulkOutcome.Outcome.CLAIMED)
+    for run_id in claims.values_list("run_id", flat=True):
+        if AuditRecord.objects.filter(run_id=run_id, reason=marked(job.reason, job.pk)) \
+                .exists():
+            finish_row(job, run_id, BulkOutcome.Outcome.DONE,
+                       "done (found in the audit trail once the job was cancelled)",
+                       was=BulkOutcome.Outcome.CLAIMED)
+        else:
+            claims.filter(run_id=run_id).delete()
