@@ -92,8 +92,8 @@ def _approval(request, approval: ApprovalRequest) -> dict:
     operator = approval.kind == RequestKind.OPERATOR_ACTION
     return {"id": approval.pk, "kind": approval.kind, "run_id": approval.run_id,
             # A bulk job's request acts on every run of the job, not on run_id alone.
-            "bulk_job": approval.params.get("bulk_job") if approval.bulk_runs else None,
-            "run_count": len(approval.bulk_runs) or 1,
+            "bulk_job": approval.params.get("bulk_job") if approval.is_bulk else None,
+            "run_count": approval.bulk_run_count or 1,
             "action": approval.action, "step": approval.target_step, "status": approval.status,
             "requested_by": snapshot.get("requested_by") if operator else None,
             "requested_at": approval.requested_at, "due_at": approval.due_at,
@@ -104,7 +104,7 @@ def _approval(request, approval: ApprovalRequest) -> dict:
 
 def _applying_job_url(request, approval: ApprovalRequest) -> str | None:
     # The approval of a bulk job's request is applied by the job's worker, after the answer.
-    if not approval.bulk_runs or approval.status != RequestStatus.APPROVED \
+    if not approval.is_bulk or approval.status != RequestStatus.APPROVED \
             or approval.settled_at is None or approval.apply_error:
         return None
     return request.build_absolute_uri(reverse("api:bulk_job",

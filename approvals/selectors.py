@@ -85,12 +85,13 @@ def inbox_page(user, *, workflows: list[str] | None = None, after: tuple | None 
     cursor of the next page (None on the last). Keyset paging: page N costs one query as
     page 1 does, and a request decided between two pages (gone from the inbox) makes the
     next page skip none, where an offset would skip the one that took its place."""
-    requests = inbox(user)
+    # A bulk job's request is listed by its count of runs, not read with every one of them.
+    requests = without_bulk_lists(inbox(user))
     if workflows is not None:
         requests = requests.filter(reaching_only(workflow_names=workflows))
     if after is not None:
         requests = keyset_after(requests, INBOX_ORDER, after)
-    rows = list(requests[:limit + 1])
+    rows = [as_read(approval) for approval in requests[:limit + 1]]
     if len(rows) <= limit:
         return rows, None
     last = rows[limit - 1]
@@ -223,29 +224,37 @@ PAGE_RUNS_LISTED = 50
 RUNS, EFFECTS, PARAMS_RUNS = ("runs",), ("high_impact_effects",), ("params", "runs")
 
 
-def request_for_page(pk: int) -> ApprovalRequest | None:
-    """Request `pk` as its page reads it, with its run, the request that replaced it and its
-    tool call. A bulk job's is read without the lists of its runs and their effects (its
-    params and snapshot hold them whole: megabytes for a job of 100,000 runs), which the
-    database counts instead (ApprovalRequest.bulk_run_count); the page reads the part it
-    shows (bulk_runs_page). Any other request is read whole."""
+def without_bulk_lists(requests: QuerySet[ApprovalRequest]) -> QuerySet[ApprovalRequest]:
+    """`requests` read without the lists of runs and of their effects that a bulk job's
+    request holds whole in its params and snapshot (megabytes for a job of 100,000 runs),
+    which the database counts instead (ApprovalRequest.bulk_run_count); any other request is
+    read whole. Each row read is to be passed through as_read."""
     db = store.current()
 
     def bulk_only(expression, whole: str):
         return Case(When(BULK_JOB_REQUESTS, then=expression), default=F(whole))
 
-    approval = (ApprovalRequest.objects.select_related("run", "superseded_by", "tool_call")
-                .defer("params", "snapshot", "superseded_by__params", "superseded_by__snapshot")
-                .annotate(params_read=bulk_only(db.json_with(F("params"), removed=[RUNS]),
-                                                "params"),
-                          snapshot_read=bulk_only(db.json_with(
-                              F("snapshot"), removed=[RUNS, EFFECTS, PARAMS_RUNS]), "snapshot"),
-                          runs_counted=Case(When(BULK_JOB_REQUESTS,
-                                                 then=db.json_array_length(F("params"), RUNS))))
-                .filter(pk=pk).first())
-    if approval is not None:
-        approval.params, approval.snapshot = approval.params_read, approval.snapshot_read
+    return requests.defer("params", "snapshot").annotate(
+        params_read=bulk_only(db.json_with(F("params"), removed=[RUNS]), "params"),
+        snapshot_read=bulk_only(db.json_with(F("snapshot"), removed=[RUNS, EFFECTS, PARAMS_RUNS]),
+                                "snapshot"),
+        runs_counted=Case(When(BULK_JOB_REQUESTS, then=db.json_array_length(F("params"), RUNS))))
+
+
+def as_read(approval: ApprovalRequest) -> ApprovalRequest:
+    """A request read by without_bulk_lists, its params and snapshot as read."""
+    approval.params, approval.snapshot = approval.params_read, approval.snapshot_read
     return approval
+
+
+def request_for_page(pk: int) -> ApprovalRequest | None:
+    """Request `pk` as its page reads it, with its run, the request that replaced it and its
+    tool call, a bulk job's without its lists (without_bulk_lists): the page reads the part
+    it shows (bulk_runs_page)."""
+    approval = without_bulk_lists(
+        ApprovalRequest.objects.select_related("run", "superseded_by", "tool_call")
+        .defer("superseded_by__params", "superseded_by__snapshot")).filter(pk=pk).first()
+    return None if approval is None else as_read(approval)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,10 @@ request's whole snapshot and params from the database to do it: every run of the
 and each run's high-impact effects (megabytes for a job of 100,000 runs), for each approver
 at each look, and so did the link from the mail on its way to the page. The page now reads
 the request without those lists, which the database counts, and takes the page's runs and
-their effects in SQL (runs.store's json parts); the link reads neither: what they fetch
-follows the page, not the job. The page still shows the first runs with their effects,
+their effects in SQL (runs.store's json parts); the link reads neither; and the inboxes
+(the console's and GET /api/approvals), which read each listed request whole too, list a
+bulk job's request by the count the database takes: what they fetch follows the page, not
+the job. The page still shows the first runs with their effects,
 the exact count, and the hash of the whole snapshot."""
 
 import json
@@ -16,6 +18,7 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
+from api.tokens import token_create
 from approvals.bulk import start_bulk_job
 from approvals.four_eyes import request_bulk_operator_action
 from approvals.models import ApprovalRequest, BulkOutcome
@@ -126,4 +129,23 @@ def test_the_link_from_the_mail_fetches_neither_whole(approval, people, client):
 
     assert response.redirect_chain[0][0] == reverse("approvals:detail", args=[approval.pk])
     assert 'value="approve"' in response.content.decode()
+    assert fetched.total < len(json.dumps(approval.snapshot)) / 10
+
+
+def test_the_inboxes_list_it_by_its_count_without_reading_its_runs(approval, people, client):
+    olga = people[0]
+    client.force_login(olga)
+    _, plaintext = token_create(name="ops-olga", workflows=["test-orders"], acting_user=olga)
+    fetched = BytesFetched()
+
+    with connection.execute_wrapper(fetched):
+        page = client.get(reverse("approvals:inbox")).content.decode()
+        listed = client.get("/api/approvals", HTTP_AUTHORIZATION=f"Bearer {plaintext}")
+
+    bulk_job = approval.params["bulk_job"]
+    assert f"{RUNS} runs (bulk job {bulk_job})" in page
+    assert listed.status_code == 200, listed.content
+    [row] = listed.json()["requests"]
+    assert (row["bulk_job"], row["run_count"], row["reason"], row["requested_by"]) == (
+        bulk_job, RUNS, "incident 42", "carl")
     assert fetched.total < len(json.dumps(approval.snapshot)) / 10
