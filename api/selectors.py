@@ -10,8 +10,6 @@ from runs.models import Run, RunStatus, Step, StepStatus, Workflow
 from runs.operator.actions import offered
 from runs.reads.cursors import keyset_after
 
-from .models import WebhookSubscriber
-
 from .models import WebhookDelivery, WebhookSubscriber
 
 # The run statuses of the runtime, as the finite set of states the API promises.
