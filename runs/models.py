@@ -282,6 +282,11 @@ class Step(models.Model):
             # The console's "last error" column and error-class filter: few steps have one.
             models.Index(fields=["run", "error_class"], name="step_error_idx",
                          condition=~Q(error_class="")),
+            # The agent steps of a run (their turns and calls hang from them): the agent
+            # metrics count those of the open and recently finished runs at every scrape
+            # (observability.agent_metrics). A step's kind never changes: still HOT.
+            models.Index(fields=["run", "id"], name="step_agent_idx",
+                         condition=Q(kind="agent")),
         ]
         ordering = ["run_id", "position"]
 
