@@ -39,37 +39,43 @@ UNDECLARED_TOOL = "(undeclared)"
 CHUNK = 500
 
 
-def _chunks(workflows: dict):
+def _of_steps(rows, workflows: dict, *, every: bool):
+    """The rows (grouped by step) of the steps in `workflows`: read in chunks of step ids,
+    or, `every`, grouped over the whole table, those of other steps left out (one read of
+    the table instead of a lookup per step, for the recount, which wants most of them)."""
+    if every:
+        yield from (r for r in rows if r["step_id"] in workflows)
+        return
     ids = sorted(workflows)
     for start in range(0, len(ids), CHUNK):
-        yield ids[start:start + CHUNK]
+        yield from rows.filter(step_id__in=ids[start:start + CHUNK])
 
 
-def _turns(workflows: dict) -> Counter:
+def _turns(workflows: dict, *, every: bool) -> Counter:
     """{(workflow, "turns" | "prompt" | "completion"): n}"""
     counts = Counter()
-    for ids in _chunks(workflows):
-        for r in (AgentTurn.objects.filter(step_id__in=ids).values("step_id")
-                  .annotate(n=Count("*"), prompt=Sum("prompt_tokens"),
-                            completion=Sum("completion_tokens")).order_by()):
-            name = workflows[r["step_id"]]
-            counts[(name, "turns")] += r["n"]
-            counts[(name, "prompt")] += r["prompt"] or 0
-            counts[(name, "completion")] += r["completion"] or 0
+    rows = (AgentTurn.objects.values("step_id")
+            .annotate(n=Count("*"), prompt=Sum("prompt_tokens"),
+                      completion=Sum("completion_tokens")).order_by())
+    for r in _of_steps(rows, workflows, every=every):
+        name = workflows[r["step_id"]]
+        counts[(name, "turns")] += r["n"]
+        counts[(name, "prompt")] += r["prompt"] or 0
+        counts[(name, "completion")] += r["completion"] or 0
     return counts
 
 
-def _calls(workflows: dict) -> Counter:
+def _calls(workflows: dict, *, every: bool) -> Counter:
     """{(workflow, tool, status): n}"""
     counts = Counter()
-    for ids in _chunks(workflows):
-        for r in (ToolCall.objects.filter(step_id__in=ids)
-                  .values("step_id", "tool", "status").annotate(n=Count("*")).order_by()):
-            counts[(workflows[r["step_id"]], r["tool"], r["status"])] += r["n"]
+    rows = (ToolCall.objects.values("step_id", "tool", "status").annotate(n=Count("*"))
+            .order_by())
+    for r in _of_steps(rows, workflows, every=every):
+        counts[(workflows[r["step_id"]], r["tool"], r["status"])] += r["n"]
     return counts
 
 
-def _agent_counts(runs: Q) -> tuple[Counter, Counter]:
+def _agent_counts(runs: Q, *, every: bool = False) -> tuple[Counter, Counter]:
     # The agent steps of the runs first, along step_agent_idx (its entries are the agent
     # steps only, a few a run), then their turns and calls along the unique indexes that
     # start with the step, counted per step and summed per workflow here. Joined in one
@@ -77,7 +83,7 @@ def _agent_counts(runs: Q) -> tuple[Counter, Counter]:
     # every call and looked up the run of each (1 to 1.7 s at a million runs).
     workflows = dict(Step.objects.filter(runs, kind=definition.AGENT)
                      .values_list("id", "run__workflow_name").order_by())
-    return _turns(workflows), _calls(workflows)
+    return _turns(workflows, every=every), _calls(workflows, every=every)
 
 
 def _finished_by(horizon) -> Q:
@@ -92,7 +98,7 @@ def _open_or_finished_since(horizon) -> Q:
 # (turns, calls) of agent steps: those of runs finished before the split recounted only when
 # due, those of open runs and of runs finished since at every scrape.
 agent_counts = HistoryCount(
-    count_before=lambda horizon: _agent_counts(_finished_by(horizon)),
+    count_before=lambda horizon: _agent_counts(_finished_by(horizon), every=True),
     count_after=lambda horizon: _agent_counts(_open_or_finished_since(horizon)),
     combine=lambda before, after: (before[0] + after[0], before[1] + after[1]))
 
