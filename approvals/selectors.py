@@ -6,10 +6,8 @@ from datetime import datetime
 from django.db.models import (
     BooleanField,
     Case,
-    Exists,
     ExpressionWrapper,
     F,
-    OuterRef,
     Q,
     QuerySet,
     When,
@@ -24,16 +22,13 @@ from runs.reads.cursors import keyset_after
 
 from .models import (
     BULK_JOB_REQUESTS,
-    DECIDE_CODENAME,
     DECIDE_PERMISSION,
     ApprovalRequest,
-    ApprovalRequestGroupObjectPermission,
-    ApprovalRequestUserObjectPermission,
     RequestKind,
     RequestStatus,
 )
 from .notifications import time_text, without_bulk_params
-from .permissions import reaching_only, still_approver_of
+from .permissions import granted_on_each, reaching_only, still_approver_of
 from .timeouts import is_due, timed_out
 
 
@@ -47,12 +42,7 @@ def decidable_by(user) -> QuerySet[ApprovalRequest]:
     if not user.is_authenticated or not user.is_active:
         return pending.none()
     if not (user.is_superuser or user.has_perm(DECIDE_PERMISSION)):
-        mine = ApprovalRequestUserObjectPermission.objects.filter(
-            content_object=OuterRef("pk"), user=user, permission__codename=DECIDE_CODENAME)
-        my_groups = ApprovalRequestGroupObjectPermission.objects.filter(
-            content_object=OuterRef("pk"), group__user=user,
-            permission__codename=DECIDE_CODENAME)
-        pending = pending.filter(Exists(mine) | Exists(my_groups)).filter(
+        pending = pending.filter(granted_on_each(user)).filter(
             ~Q(kind=RequestKind.OPERATOR_ACTION) | still_approver_of(user))
     return pending.filter(~Q(requested_by=user) | Q(requested_by__isnull=True))
 
