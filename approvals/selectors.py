@@ -137,9 +137,12 @@ def _timeout_effect(approval: ApprovalRequest) -> str:
 
 
 def requests_for_run(run) -> list[ApprovalRequest]:
-    """A run's approval requests, newest first (the run page lists them)."""
-    return list(ApprovalRequest.objects.filter(run=run).select_related("decided_by")
-                .order_by("-requested_at", "-pk"))
+    """A run's approval requests, newest first (the run page lists them), a bulk job's
+    without its lists of runs (without_bulk_lists): the page lists it by its count, as the
+    inbox does, and a job's request hangs on one of its runs."""
+    return [as_read(approval) for approval in without_bulk_lists(
+        ApprovalRequest.objects.filter(run=run).select_related("decided_by")
+        .order_by("-requested_at", "-pk"))]
 
 
 def what_follows(approval: ApprovalRequest) -> list[str]:
