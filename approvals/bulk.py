@@ -43,10 +43,9 @@ from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import VIEW, grant_for
 from runs.reads.selectors import RunFilters, filtered_workflow_names, runs_matching
 
-from .bulk_approved import apply_one, waiting_runs
+from .bulk_approved import apply_one, ask_second_person, waiting_runs
 from .bulk_input import finish_row, first_step, job_input, mark_problem, marked, settle_claims
 from .bulk_lease import LeaseLost, hand_over, hold, release, renew, take
-from .four_eyes import request_bulk_operator_action
 from .models import BulkJob, BulkJobPhase, BulkJobStatus, BulkOutcome
 from .operator_actions import ActionForbidden, ActionInputError, NoSuchRun, act
 from .permissions import can_decide
@@ -452,7 +451,7 @@ def _finish(job: BulkJob) -> BulkJob:
             .order_by("run_id").values_list("run_id", flat=True))):
         # It names itself on the job as it is made (a request replaced since has moved the
         # job on: approvals.requests.supersede), so the job's approval is not written here.
-        request_bulk_operator_action(job, waiting)
+        ask_second_person(job, waiting)
     # Of the phase this worker worked: a job approved as its request was made is applying
     # the approval now, not done.
     BulkJob.objects.filter(pk=job.pk, status=BulkJobStatus.RUNNING, phase=job.phase).update(

@@ -18,7 +18,9 @@ import logging
 from datetime import datetime
 from functools import partial
 
+from django.contrib.auth import get_user_model
 from django.db import OperationalError, transaction
+from django.utils import timezone
 
 from runs.execution.database_outage import would_not_wait
 from runs.machine import crashpoints, transitions
@@ -27,7 +29,7 @@ from runs.operator.actions import ACTIONS, ActionInputError
 
 from .bulk_input import finish_row, job_input
 from .bulk_lease import LeaseLost, hand_over, hold
-from .four_eyes import decider, requester_actor, requester_refusal
+from .four_eyes import decider, request_bulk_operator_action, requester_actor, requester_refusal
 from .models import ApprovalRequest, BulkJob, BulkJobPhase, BulkJobStatus, BulkOutcome
 from .requests import lock_run
 from .withdrawal import withdraw_unawaited_of
@@ -88,6 +90,27 @@ def reopen_left_unapplied() -> list[int]:
                            "approval (a worker of the release before); applying it", job_id)
             reopened.append(job_id)
     return reopened
+
+
+def ask_second_person(job: BulkJob, waiting: list[int]) -> None:
+    """At the end of job `job`'s acting: its one four-eyes request for the runs `waiting`
+    for a second person, in its person's name, if their account may still act. The account
+    is read from the database now (as runs.permissions.run_access reads it for each run),
+    not from the job's object: a person deactivated while the job ran may act on no run, so
+    approving a request in their name could do nothing, run by run. Then no request is
+    opened, and each of those runs is told forbidden, with why and what to do."""
+    if get_user_model().objects.filter(pk=job.requested_by_id, is_active=True).exists():
+        request_bulk_operator_action(job, waiting)
+        return
+    name = job.requested_by.get_username()
+    finished = BulkOutcome.objects.filter(job=job, run_id__in=waiting,
+                                          outcome=Outcome.SECOND_PERSON).update(
+        outcome=Outcome.FORBIDDEN, at=timezone.now(), message=(
+            f"not acted on: it needs a second person, and {name}'s account is no longer "
+            "active, so no approval is asked in their name; a person who may act can start "
+            "the job again"))
+    logger.info("bulk job %s: %d runs needed a second person; no request opened: %s's "
+                "account is no longer active", job.pk, finished, name)
 
 
 def waiting_runs(job: BulkJob, limit: int) -> list[int]:

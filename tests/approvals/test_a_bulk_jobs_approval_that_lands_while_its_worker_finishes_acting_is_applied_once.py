@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 
-from approvals import bulk
+from approvals import bulk, bulk_approved
 from approvals.bulk import bulk_progress, run_bulk_job, start_bulk_job
 from approvals.decisions import decide
 from approvals.models import ApprovalRequest, BulkJob, BulkOutcome
@@ -54,7 +54,7 @@ def test_an_approval_between_the_request_and_the_end_of_the_acting_pass_is_appli
                                                    status=RunStatus.ATTENTION),
                             user=carl, reason="incident 42")
     seen = {}
-    make_request = bulk.request_bulk_operator_action
+    make_request = bulk_approved.request_bulk_operator_action
 
     def approved_as_it_is_made(job, run_ids, **kwargs):
         approval = make_request(job, run_ids, **kwargs)
@@ -68,7 +68,7 @@ def test_an_approval_between_the_request_and_the_end_of_the_acting_pass_is_appli
             "pk", flat=True).first()
         return approval
 
-    monkeypatch.setattr(bulk, "request_bulk_operator_action", approved_as_it_is_made)
+    monkeypatch.setattr(bulk_approved, "request_bulk_operator_action", approved_as_it_is_made)
 
     # A worker a batch at a time, as workers hand the job on: the third reaches the end of
     # the runs, makes the request, and the approval lands before it marks the job.
