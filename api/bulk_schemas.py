@@ -85,8 +85,10 @@ class BulkJobOut(Schema):
     total: int = Field(description="The runs the filter matched when the job started.")
     handled: int = Field(description="Runs with an outcome so far.")
     skipped: int = Field(description="Of a job done: the runs the filter matched when it "
-                                     "started that no longer matched it when they were "
-                                     "reached (moved on meanwhile), not acted on. 0 before.")
+                                     "started that, when they were reached, no longer "
+                                     "matched it (moved on meanwhile) or were no longer "
+                                     "visible to the job's person (a permission taken "
+                                     "away): not acted on, and not named. 0 before.")
     outcomes: dict[Literal[tuple(BulkOutcome.Outcome.values)], int] = Field(
         description="How many runs ended each way so far (done, refused, forbidden, "
                     "second_person; claimed: being acted on).")

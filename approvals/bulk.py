@@ -470,16 +470,18 @@ class Progress:
 
     @property
     def skipped(self) -> int:
-        """Of a job done, the runs the filter matched when it started that no longer matched
-        it when the worker reached them (another person, or the run itself, had moved them
-        on): not acted on, and with no outcome of their own. 0 until the job is done."""
+        """Of a job done, the runs the filter matched when it started that, when the worker
+        reached them, no longer matched it (another person, or the run itself, had moved
+        them on) or were no longer visible to the job's person (a permission taken away: a
+        batch lists only the runs they may see, and which ones is not told): not acted on,
+        and with no outcome of their own. 0 until the job is done."""
         if self.job.status != BulkJobStatus.DONE:
             return 0
         return max(self.job.total - self.handled, 0)
 
 
 def bulk_progress(job_id: int) -> Progress:
-    job = BulkJob.objects.select_related("approval").get(pk=job_id)
+    job = BulkJob.objects.select_related("approval", "requested_by").get(pk=job_id)
     counts = dict(BulkOutcome.objects.filter(job=job).values_list("outcome")
                   .annotate(n=Count("pk")).values_list("outcome", "n"))
     return Progress(job, counts)
