@@ -90,6 +90,20 @@ def hold(job_id: int, held: datetime) -> None:
             raise LeaseLost(f"bulk job {job_id} is no longer this worker's")
 
 
+def hold_for_outcome(job_id: int, held: datetime) -> None:
+    """LeaseLost if another worker may have taken the job since the lease marked `held`:
+    the job runs under another mark, or none (released to the next worker). Within a
+    transaction (the one writing a run's outcome), the job's row then stays locked until it
+    ends. A job cancelled or finished meanwhile passes: no worker takes it again, so the
+    outcome of a run this worker claimed is this worker's to write (where its claim still
+    stands)."""
+    with transaction.atomic():
+        if not list(BulkJob.objects.select_for_update(no_key=True).filter(
+                Q(lease_until=held) | ~Q(status=BulkJobStatus.RUNNING), pk=job_id)
+                .values_list("pk", flat=True)):
+            raise LeaseLost(f"bulk job {job_id} is no longer this worker's")
+
+
 def stalled_jobs(now: datetime | None = None) -> list[int]:
     """Running jobs no worker holds (never taken, or their worker died), by the database's
     clock, as their leases are written."""
