@@ -5,13 +5,12 @@ lookup answers, it records nothing: its lease is checked in the transaction that
 record the answer, not only before the lookup. Each run has one reconcile record, the
 second process's, and the job's counts say every run was done once."""
 
-import time
-
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 
 from approvals.bulk import bulk_progress, marked, start_bulk_job
 from approvals.models import BulkJob, BulkOutcome
+from approvals.timeouts import clock
 from audit.actions import AuditAction
 from audit.models import AuditRecord
 from console.roles import ensure_roles
@@ -34,6 +33,10 @@ def stalling_lookup():
     flow = declared()
     yield flow
     registry.unregister(flow)
+
+
+def lease_over(job) -> bool:
+    return BulkJob.objects.filter(pk=job.pk, lease_until__lte=clock()).exists()
 
 
 def waiting_on_locks() -> int:
@@ -64,14 +67,18 @@ def test_a_stalled_lookups_answer_is_not_recorded_once_the_job_was_taken_over(tm
             job, _ = start_bulk_job("reconcile", RunFilters(workflow=NAME, status="attention"),
                                     user=olga, reason="ledger checked",
                                     params={"step": STEP})
+            # It stalls until the test lets it go: its wait for the lock is not cut short
+            # by DB_LOCK_TIMEOUT (a lookup that timed out while the worker still held the
+            # job would record its error as the answer, rightly, before any successor).
             # Celery's "Task ... succeeded" line says when its task is over.
             stalled = start_worker("stalled", tmp_path, BULK_JOB_LEASE_SECONDS=LEASE,
-                                   RUNS_EXTRA_WORKFLOW_MODULES=MODULES,
+                                   RUNS_EXTRA_WORKFLOW_MODULES=MODULES, DB_LOCK_TIMEOUT=0,
                                    WORKER_TASK_LOG_LEVEL="INFO")
             wait_for(lambda: BulkOutcome.objects.filter(job=job, run_id=runs[0].pk).exists()
                      and waiting_on_locks() == 1, timeout=90,
                      what="the first worker to claim the first run and stall in its lookup")
-            time.sleep(LEASE + 1)  # its lease is over: by the rules, the job is anybody's
+            # Its lease is over by the database's clock: by the rules, the job is anybody's.
+            wait_for(lambda: lease_over(job), timeout=60, what="the first worker's lease to end")
             successor = manage("bulk_action", "run", str(job.pk), BULK_JOB_LEASE_SECONDS=60,
                                RUNS_EXTRA_WORKFLOW_MODULES=MODULES)
             wait_for(lambda: waiting_on_locks() == 2 or successor.poll() is not None,

@@ -5,13 +5,12 @@ that run nor on any other: it lost the job. Each run is acted on once, by one of
 and the job's counts say what happened (every run done, none "refused" for the action the
 job itself took on it)."""
 
-import time
-
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 
 from approvals.bulk import bulk_progress, marked, start_bulk_job
 from approvals.models import BulkJob, BulkOutcome
+from approvals.timeouts import clock
 from audit.models import AuditRecord
 from console.roles import ensure_roles
 from runs.models import Run, RunStatus, StepStatus
@@ -25,10 +24,19 @@ pytestmark = [pytest.mark.django_db(transaction=True),
 LEASE = 2
 
 
+def lease_over(job) -> bool:
+    return BulkJob.objects.filter(pk=job.pk, lease_until__lte=clock()).exists()
+
+
 def waiting_on_locks() -> int:
     with session(autocommit=True) as probe:
         return probe.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
                              "'Lock' AND datname = current_database()").fetchone()[0]
+
+
+def finished_its_task(log) -> bool:
+    text = log.read_text()
+    return "approvals.bulk_job[" in text and "succeeded in" in text
 
 
 def test_a_stalled_worker_whose_job_was_taken_over_acts_on_no_run(tmp_path):
@@ -47,11 +55,17 @@ def test_a_stalled_worker_whose_job_was_taken_over_acts_on_no_run(tmp_path):
             # Started (and handed to a worker) once committed: the first worker takes it.
             job, _ = start_bulk_job("terminate", RunFilters(status=RunStatus.ATTENTION),
                                     user=olga, reason="incident 8")
-            stalled = start_worker("stalled", tmp_path, BULK_JOB_LEASE_SECONDS=LEASE)
+            # It stalls until the test lets it go: its wait for the run is not cut short by
+            # DB_LOCK_TIMEOUT (a run held that long while the worker still held the job is
+            # rightly answered as refused, before any successor). Celery's "Task ...
+            # succeeded" line says when its task is over.
+            stalled = start_worker("stalled", tmp_path, BULK_JOB_LEASE_SECONDS=LEASE,
+                                   DB_LOCK_TIMEOUT=0, WORKER_TASK_LOG_LEVEL="INFO")
             wait_for(lambda: BulkOutcome.objects.filter(job=job, run_id=victim.pk).exists()
                      and waiting_on_locks() == 1, timeout=90,
                      what="the first worker to claim the run and wait for its row")
-            time.sleep(LEASE + 1)  # its lease is over: by the rules, the job is anybody's
+            # Its lease is over by the database's clock: by the rules, the job is anybody's.
+            wait_for(lambda: lease_over(job), timeout=60, what="the first worker's lease to end")
             successor = manage("bulk_action", "run", str(job.pk), BULK_JOB_LEASE_SECONDS=60)
             wait_for(lambda: waiting_on_locks() == 2 or successor.poll() is not None,
                      timeout=60, what="the second process to take the job and reach the run")
@@ -62,7 +76,9 @@ def test_a_stalled_worker_whose_job_was_taken_over_acts_on_no_run(tmp_path):
         succeeded(successor)
         wait_for(lambda: BulkJob.objects.get(pk=job.pk).status == "done", timeout=60,
                  what="the job to finish")
-        time.sleep(1)  # the first worker has gone on by now, if it were to
+        # The first worker's task ends once it went on from the run and found the job lost.
+        wait_for(lambda: finished_its_task(tmp_path / "stalled.log"), timeout=60,
+                 what="the first worker to go on after the run")
     finally:
         if successor is not None and successor.poll() is None:
             successor.kill()
