@@ -44,8 +44,15 @@ from runs.permissions import VIEW, grant_for
 from runs.reads.selectors import RunFilters, filtered_workflow_names, runs_matching
 
 from .bulk_approved import apply_one, ask_second_person, waiting_runs
-from .bulk_input import finish_row, first_step, job_input, mark_problem, marked, settle_claims
-from .bulk_lease import LeaseLost, hand_over, hold, hold_for_outcome, release, renew, take
+from .bulk_input import (
+    first_step,
+    job_input,
+    mark_problem,
+    marked,
+    settle_claim,
+    settle_claims,
+)
+from .bulk_lease import LeaseLost, hand_over, hold, release, renew, take
 from .models import BulkJob, BulkJobPhase, BulkJobStatus, BulkOutcome
 from .operator_actions import ActionForbidden, ActionInputError, NoSuchRun, act
 from .permissions import can_decide
@@ -353,7 +360,7 @@ def _one(job: BulkJob, run_id: int, held: datetime) -> bool:
         # waited for that action's commit (bulk_lease.hold), so its record is seen here.
         if AuditRecord.objects.filter(run_id=run_id, reason=marked(job.reason, job.pk)) \
                 .exists():
-            return _settled(job, run_id, held, Outcome.DONE, "done (found in the audit trail "
+            return settle_claim(job, run_id, held, Outcome.DONE, "done (found in the audit trail "
                             "after a worker stopped)")
     crashpoints.reach("bulk_claimed", str(run_id))
     given = job_input(job, run_id)
@@ -363,43 +370,21 @@ def _one(job: BulkJob, run_id: int, held: datetime) -> bool:
     except LeaseLost:
         return False  # its claim is the new holder's to settle
     except MovedOn:
-        # Not acted on: counted with the runs the filter no longer matched when reached,
-        # its claim let go under the lease as any outcome is written (_settled).
-        try:
-            with transaction.atomic():
-                hold_for_outcome(job.pk, held)
-                BulkOutcome.objects.filter(job=job, run_id=run_id,
-                                           outcome=Outcome.CLAIMED).delete()
-        except LeaseLost:
-            return False
-        return True
+        # Not acted on: counted with the runs the filter no longer matched when reached.
+        return settle_claim(job, run_id, held, None, "")
     except ActionForbidden as exc:
-        return _settled(job, run_id, held, Outcome.FORBIDDEN, str(exc))
+        return settle_claim(job, run_id, held, Outcome.FORBIDDEN, str(exc))
     except (ActionInputError, TransitionNotAllowed, LookupError) as exc:
-        return _settled(job, run_id, held, Outcome.REFUSED, str(exc))
+        return settle_claim(job, run_id, held, Outcome.REFUSED, str(exc))
     except OperationalError as exc:
         if not would_not_wait(exc):
             raise
-        return _settled(job, run_id, held, Outcome.REFUSED, "another session held the run "
+        return settle_claim(job, run_id, held, Outcome.REFUSED, "another session held the run "
                         "too long; nothing was done to it: act on it again")
     crashpoints.reach("bulk_acted", str(run_id))
-    return _settled(job, run_id, held,
+    return settle_claim(job, run_id, held,
                     Outcome.SECOND_PERSON if outcome.deferred else Outcome.DONE,
                     outcome.message)
-
-
-def _settled(job: BulkJob, run_id: int, held: datetime, outcome: str, message: str) -> bool:
-    """Complete run `run_id`'s claim, under the lease marked `held`. False, writing
-    nothing, if another worker took the job since: what a worker that stalled past its
-    lease met (a refusal, a run held too long) may be that successor's own doing (it acted
-    on the run first), and the claim is the successor's to settle."""
-    try:
-        with transaction.atomic():
-            hold_for_outcome(job.pk, held)
-            finish_row(job, run_id, outcome, message, was=Outcome.CLAIMED)
-    except LeaseLost:
-        return False
-    return True
 
 
 class MovedOn(Exception):

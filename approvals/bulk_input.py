@@ -3,7 +3,9 @@ the runs, approvals.bulk_approved applying the second person's approval): the re
 the job's mark, the step a step action aims at, and how a run's outcome row is completed."""
 
 from dataclasses import replace
+from datetime import datetime
 
+from django.db import transaction
 from django.utils import timezone
 
 from audit.models import AuditRecord
@@ -11,6 +13,7 @@ from runs.machine.storable import person_text_problem
 from runs.models import Run
 from runs.operator.actions import ACTIONS, ActionInput
 
+from .bulk_lease import LeaseLost, hold_for_outcome
 from .models import BulkJob, BulkOutcome
 
 
@@ -78,3 +81,23 @@ def settle_claims(job: BulkJob) -> None:
                        was=BulkOutcome.Outcome.CLAIMED)
         else:
             claims.filter(run_id=run_id).delete()
+
+
+def settle_claim(job: BulkJob, run_id: int, held: datetime, outcome: str | None,
+                 message: str) -> bool:
+    """Complete run `run_id`'s claim, under the lease marked `held`. False, writing
+    nothing, if another worker took the job since: what a worker that stalled past its
+    lease met (a refusal, a run held too long) may be that successor's own doing (it acted
+    on the run first), and the claim is the successor's to settle. `outcome` None: the
+    claim is let go (nothing done, no outcome)."""
+    try:
+        with transaction.atomic():
+            hold_for_outcome(job.pk, held)
+            if outcome is None:
+                BulkOutcome.objects.filter(job=job, run_id=run_id,
+                                           outcome=BulkOutcome.Outcome.CLAIMED).delete()
+            else:
+                finish_row(job, run_id, outcome, message, was=BulkOutcome.Outcome.CLAIMED)
+    except LeaseLost:
+        return False
+    return True
