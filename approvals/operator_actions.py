@@ -313,8 +313,9 @@ def _check(access, action: str, spec, run_id: int, user, seen: int | None) -> No
         # nothing: told as that, not as a permission to ask for.
         why = ("the account is no longer active" if access.account_inactive
                else f"needs runs.{spec.permission}")
-        logger.warning("refused %s on run %s for %s: %s", action, run_id,
-                       user.get_username(), why)
+        logger.warning("refused %s on run %s for %s: %s", action, run_id, user.get_username(),
+                       "the account is no longer active" if access.account_inactive
+                       else f"no {spec.permission} permission")
         raise ActionForbidden(f"{user.get_username()} may not {spec.label.lower()} run "
                               f"{run_id} ({why})")
     if seen is not None and seen != access.audit_seq:
