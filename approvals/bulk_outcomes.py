@@ -8,30 +8,18 @@ from dataclasses import dataclass
 
 from .bulk import Progress
 from .models import BulkOutcome
+from .paging import Page, page_window
 
 # How many outcomes a page of a bulk job lists.
 OUTCOMES_LISTED = 200
 
 
 @dataclass(frozen=True)
-class OutcomesPage:
-    """Page `number` of `pages` of a job's listed outcomes: `rows`, outcomes `first` to
-    `last` (counted from 1) of the `count` the job has that are not done."""
+class OutcomesPage(Page):
+    """A page of a job's listed outcomes: `rows`, of the `count` the job has that are not
+    done."""
 
     rows: list[BulkOutcome]
-    number: int
-    pages: int
-    first: int
-    last: int
-    count: int
-
-    @property
-    def previous(self) -> int | None:
-        return self.number - 1 if self.number > 1 else None
-
-    @property
-    def next(self) -> int | None:
-        return self.number + 1 if self.number < self.pages else None
 
 
 def outcomes_page(progress: Progress, number: int | None) -> OutcomesPage:
@@ -40,9 +28,7 @@ def outcomes_page(progress: Progress, number: int | None) -> OutcomesPage:
     that many rows at most. (A done run is counted, not listed: the action happened.)"""
     count = sum(n for outcome, n in progress.counts.items()
                 if outcome != BulkOutcome.Outcome.DONE)
-    pages = max(1, -(-count // OUTCOMES_LISTED))
-    number = min(max(number or 1, 1), pages)
-    start = (number - 1) * OUTCOMES_LISTED
+    number, pages, start = page_window(count, OUTCOMES_LISTED, number)
     rows = list(BulkOutcome.objects.filter(job_id=progress.job.pk)
                 .exclude(outcome=BulkOutcome.Outcome.DONE)
                 .order_by("run_id")[start:start + OUTCOMES_LISTED])

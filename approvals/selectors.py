@@ -28,6 +28,7 @@ from .models import (
     RequestStatus,
 )
 from .notifications import time_text, without_bulk_params
+from .paging import Page, page_window
 from .permissions import granted_on_each, reaching_only, still_approver_of
 from .timeouts import is_due, timed_out
 
@@ -251,25 +252,11 @@ def request_for_page(pk: int) -> ApprovalRequest | None:
 
 
 @dataclass(frozen=True)
-class BulkRunsPage:
+class BulkRunsPage(Page):
     """One page of the runs a bulk job's request acts on: the request's snapshot as the
-    page shows it (these runs and their effects), page `number` of `pages`, runs `first` to
-    `last` (counted from 1) of `count`."""
+    page shows it (these runs and their effects)."""
 
     snapshot: dict
-    number: int
-    pages: int
-    first: int
-    last: int
-    count: int
-
-    @property
-    def previous(self) -> int | None:
-        return self.number - 1 if self.number > 1 else None
-
-    @property
-    def next(self) -> int | None:
-        return self.number + 1 if self.number < self.pages else None
 
 
 def bulk_runs_page(approval: ApprovalRequest, number: int | None) -> BulkRunsPage | None:
@@ -282,9 +269,7 @@ def bulk_runs_page(approval: ApprovalRequest, number: int | None) -> BulkRunsPag
     if not approval.is_bulk:
         return None
     db, count = store.current(), approval.bulk_run_count
-    pages = max(1, -(-count // PAGE_RUNS_LISTED))
-    number = min(max(number or 1, 1), pages)
-    start = (number - 1) * PAGE_RUNS_LISTED
+    number, pages, start = page_window(count, PAGE_RUNS_LISTED, number)
     row = ApprovalRequest.objects.filter(pk=approval.pk)
     listed = row.annotate(part=db.json_array_part(
         F("snapshot"), RUNS, start=start, stop=start + PAGE_RUNS_LISTED)) \
