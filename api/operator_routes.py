@@ -43,6 +43,7 @@ from runs.machine.storable import whole_number
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.reads.cursors import KEYSET_PATTERN, decode_keyset, encode_keyset, keyset_pattern
+from runs.reads.filter_problems import run_filter_problems
 from runs.reads.selectors import RunFilters, runs_page
 from runs.reads.workers import workers_page
 
@@ -165,11 +166,15 @@ def refuse_who_may_not_decide(request) -> Status | None:
     return None
 
 
-def register(api, *, headers: dict, refusals: dict) -> None:
-    """Add the operator's operations to `api` (api.routes' NinjaAPI), and to `refusals`
-    those refused before their input is read."""
+def register(api, *, headers: dict, refusals: dict, query_words: dict) -> None:
+    """Add the operator's operations to `api` (api.routes' NinjaAPI), to `refusals`
+    those refused before their input is read, and to `query_words` those whose query
+    parameters a rule every door shares words."""
     refusals["run_action"] = refuse_who_may_not_take
     refusals["decide_approval"] = refuse_who_may_not_decide
+    # The runs list's status and search, refused in the console's and list_runs' words.
+    query_words["list_runs"] = lambda query: run_filter_problems(
+        status=query.get("status") or "", q=query.get("q") or "")
 
     @api.get(
         "/runs", url_name="list_runs", operation_id="list_runs", summary="List and search runs",

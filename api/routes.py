@@ -78,6 +78,12 @@ _HEADERS = {"responses": {429: {"headers": _RETRY_AFTER},
 # may not act hears nothing of what they sent); a function of the request, answering a
 # Status or None. The operations' modules add theirs.
 REFUSALS_BEFORE_INPUT: dict[str, Callable[..., Status | None]] = {}
+# By GET operation without path parameters (its url name): the words a query parameter its
+# schema refuses is refused in, where a rule every door shares words it (e.g.
+# runs.reads.filter_problems for the runs list); a function of the query (request.GET),
+# answering {parameter: message}. Told by its path and method (_query_words): operations on
+# one path share its url name (resolve("/api/runs") is start_run's).
+QUERY_WORDS: dict[str, Callable[..., dict[str, str]]] = {}
 
 
 class IntegrationApi(NinjaAPI):
@@ -196,15 +202,30 @@ def _invalid_request(request, exc):
     refused = before(request) if before is not None and request.auth is not None else None
     if refused is not None:
         return api.create_response(request, refused.value, status=refused.status_code)
-    errors = [{"loc": _body_loc(e.get("loc", ())), "msg": _said(e),
+    words = _query_words(request)
+    errors = [{"loc": _body_loc(e.get("loc", ())), "msg": _said(e, words),
                "type": e.get("type", "")} for e in exc.errors]
     return api.create_response(request, {
         "error": "invalid_request", "detail": "the request does not match its schema",
         "errors": errors}, status=422)
 
 
-def _said(error: dict) -> str:
-    """The error's message; a refusal by a pattern of ours in words (PATTERN_SAYS)."""
+def _query_words(request) -> dict[str, str]:
+    """The operation's words for its query parameters (QUERY_WORDS), or none."""
+    if request.method != "GET":
+        return {}
+    for name, worded in QUERY_WORDS.items():
+        if reverse(f"api:{name}") == request.path:
+            return worded(request.GET)
+    return {}
+
+
+def _said(error: dict, words: dict[str, str]) -> str:
+    """The error's message: a query parameter's in the operation's words (QUERY_WORDS),
+    a refusal by a pattern of ours in words (PATTERN_SAYS)."""
+    loc = list(error.get("loc", ()))
+    if len(loc) == 2 and loc[0] == "query" and loc[1] in words:
+        return words[loc[1]]
     pattern = (error.get("ctx") or {}).get("pattern") \
         if error.get("type") == "string_pattern_mismatch" else None
     return PATTERN_SAYS.get(pattern, error.get("msg", ""))
@@ -448,6 +469,7 @@ def _tool_call(call: dict) -> dict:
             "arguments": call["arguments"], "actions": call["ops"]}
 
 
-operator_routes.register(api, headers=_HEADERS, refusals=REFUSALS_BEFORE_INPUT)
+operator_routes.register(api, headers=_HEADERS, refusals=REFUSALS_BEFORE_INPUT,
+                         query_words=QUERY_WORDS)
 bulk_routes.register(api, headers=_HEADERS)
 subscriber_routes.register(api, headers=_HEADERS, refusals=REFUSALS_BEFORE_INPUT)

@@ -7,6 +7,7 @@ from django.utils.html import format_html, format_html_join
 from audit.models import AuditRecord
 from runs.machine.storable import whole_number
 from runs.models import ErrorClass, RunStatus, StepStatus
+from runs.reads.filter_problems import run_filter_problems
 from runs.reads.selectors import DEFAULT_SORT, SORTS, TIME_FIELDS, RunFilters
 
 
@@ -35,8 +36,13 @@ class FilterForm(forms.Form):
 
     def problems(self) -> list[str]:
         """What makes the filter invalid: each field by its name and label, with why."""
-        return [(f"{name} ({self[name].label}): " if name in self.fields else "")
+        return [(f"{name} ({self[name].label}): " if name in self.fields
+                 and not self.worded(name, errors) else "")
                 + " ".join(errors) for name, errors in self.errors.items()]
+
+    def worded(self, name: str, errors) -> bool:
+        """Whether `errors` are a rule's own words, which name the field themselves."""
+        return False
 
 
 class RunFilterForm(FilterForm):
@@ -72,6 +78,14 @@ class RunFilterForm(FilterForm):
         # Each error on a field, so that whoever refuses the filter (a bulk job) can say
         # which one is wrong.
         data = super().clean()
+        # A status none of the runs have, a search holding a NUL: in the words GET
+        # /api/runs and manage.py list_runs refuse them in (runs.reads.filter_problems).
+        self._worded = run_filter_problems(status=self.data.get("status") or "",
+                                           q=self.data.get("q") or "")
+        for name, problem in self._worded.items():
+            self.errors.pop(name, None)
+            data.pop(name, None)
+            self.add_error(name, problem)
         since, until = data.get("since"), data.get("until")
         if since and until and since >= until:
             self.add_error("until", "The time range is empty: From must be before Until.")
@@ -79,6 +93,9 @@ class RunFilterForm(FilterForm):
             self.add_error("period", "Choose either a period (\"In the last\") or dates "
                                      "(From, Until), not both.")
         return data
+
+    def worded(self, name: str, errors) -> bool:
+        return list(errors) == [getattr(self, "_worded", {}).get(name)]
 
     def given(self) -> dict[str, str]:
         """The filter as it was submitted, field by field (the value the form reads, each

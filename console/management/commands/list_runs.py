@@ -9,6 +9,7 @@ from runs.machine.storable import whole_number_argument
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.permissions import VIEW, grant_for
 from runs.reads.cursors import decode_keyset, encode_keyset
+from runs.reads.filter_problems import run_filter_problems
 from runs.reads.selectors import RunFilters, runs_page
 
 # The most runs a page holds, as GET /api/runs allows: a script moving from one to the
@@ -20,7 +21,9 @@ class Command(BaseCommand):
     help = "List runs, newest status change first, with the console's filters and search."
 
     def add_arguments(self, parser):
-        parser.add_argument("--status", default="", choices=["", *RunStatus.values])
+        # No argparse choices: an unknown status is refused in the words of every door.
+        parser.add_argument("--status", default="", help="one of: "
+                            + ", ".join(RunStatus.values))
         parser.add_argument("--workflow", default="")
         parser.add_argument("--step-status", default="", choices=["", *StepStatus.values])
         parser.add_argument("--error-class", default="", choices=["", *ErrorClass.values])
@@ -36,6 +39,10 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **options):
+        # The console's and the API's rule, in their words (runs.reads.filter_problems).
+        refused = run_filter_problems(status=options["status"], q=options["search"])
+        if refused:
+            raise CommandError(f"--{next(iter(refused.values()))}. Nothing was done.")
         storable_text(options)
         if not 1 <= options["limit"] <= MOST_RUNS_A_PAGE:
             raise CommandError(f"--limit must be between 1 and {MOST_RUNS_A_PAGE}, not "
