@@ -311,13 +311,11 @@ def _check(access, action: str, spec, run_id: int, user, seen: int | None) -> No
     if not access.allowed:
         # An account deactivated since its holder (a bulk job's worker) read it holds
         # nothing: told as that, not as a permission to ask for.
-        why = ("the account is no longer active" if access.account_inactive
-               else f"needs runs.{spec.permission}")
+        inactive = "the account is no longer active" if access.account_inactive else None
         logger.warning("refused %s on run %s for %s: %s", action, run_id, user.get_username(),
-                       "the account is no longer active" if access.account_inactive
-                       else f"no {spec.permission} permission")
+                       inactive or f"no {spec.permission} permission")
         raise ActionForbidden(f"{user.get_username()} may not {spec.label.lower()} run "
-                              f"{run_id} ({why})")
+                              f"{run_id} ({inactive or f'needs runs.{spec.permission}'})")
     if seen is not None and seen != access.audit_seq:
         raise StalePage("The run moved on since this page was drawn: nothing was done. "
                         "Check its state and try again if still needed.")

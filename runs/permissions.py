@@ -108,17 +108,20 @@ def run_access(user, codename: str, run_id: int, *, lock: bool = False) -> RunAc
         run = runs.select_for_update().first()
         if run is None:
             return None
-        answers = [getattr(run, h) for h in held]
-        return RunAccess(run_id, run.workflow_id, run.audit_seq, _allowed(answers), run=run,
-                         account_inactive=bool(answers) and not answers[0])
+        return _access(run_id, run.workflow_id, run.audit_seq,
+                       [getattr(run, h) for h in held], run=run)
     row = runs.values_list("workflow_id", "audit_seq", *held).first()
     if row is None:
         return None
-    return RunAccess(run_id, row[0], row[1], _allowed(row[2:]),
-                     account_inactive=bool(row[2:]) and not row[2])
+    return _access(run_id, row[0], row[1], row[2:])
 
 
-def _allowed(held) -> bool:
-    """The rule, of run_access's answers (none for a visitor who is not signed in): an
-    active account that is a superuser or holds the permission in one of the three ways."""
-    return bool(held) and held[0] and any(held[1:])
+def _access(run_id: int, workflow_id: int, audit_seq: int, answers, *,
+            run: Run | None = None) -> RunAccess:
+    """The rule, of run_access's answers (none for a visitor who is not signed in, the
+    account's being active first): an active account that is a superuser or holds the
+    permission in one of the three ways."""
+    inactive = bool(answers) and not answers[0]
+    allowed = bool(answers) and not inactive and any(answers[1:])
+    return RunAccess(run_id, workflow_id, audit_seq, allowed, run=run,
+                     account_inactive=inactive)
