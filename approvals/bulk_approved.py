@@ -25,7 +25,9 @@ from django.utils import timezone
 from runs.execution.database_outage import would_not_wait
 from runs.machine import crashpoints, transitions
 from runs.machine.errors import TransitionNotAllowed
+from runs.models import Run
 from runs.operator.actions import ACTIONS, ActionInputError
+from runs.permissions import grant_for
 
 from .bulk_input import finish_row, job_input
 from .bulk_lease import LeaseLost, hand_over, hold
@@ -94,23 +96,44 @@ def reopen_left_unapplied() -> list[int]:
 
 def ask_second_person(job: BulkJob, waiting: list[int]) -> None:
     """At the end of job `job`'s acting: its one four-eyes request for the runs `waiting`
-    for a second person, in its person's name, if their account may still act. The account
-    is read from the database now (as runs.permissions.run_access reads it for each run),
-    not from the job's object: a person deactivated while the job ran may act on no run, so
-    approving a request in their name could do nothing, run by run. Then no request is
-    opened, and each of those runs is told forbidden, with why and what to do."""
-    if get_user_model().objects.filter(pk=job.requested_by_id, is_active=True).exists():
-        request_bulk_operator_action(job, waiting)
+    for a second person, in its person's name, for those they may still act on. The person
+    is read from the database now, with the action's permission (runs.permissions.grant_for,
+    the rule run_access asks of each run), not from the job's object: a person deactivated
+    while the job ran may act on no run, and one whose permission was taken away (globally,
+    or on a run's workflow) on none of those runs, so approving a request in their name
+    could do nothing there, run by run. Such runs get no request: each is told forbidden,
+    with why (naming the job's person alone) and what to do."""
+    person = get_user_model().objects.filter(pk=job.requested_by_id).first()
+    spec = ACTIONS[job.action]
+    if person is None or not person.is_active:
+        name = job.requested_by.get_username()
+        _refuse_waiting(job, waiting, f"{name}'s account is no longer active, so no approval "
+                        "is asked in their name")
         return
-    name = job.requested_by.get_username()
-    finished = BulkOutcome.objects.filter(job=job, run_id__in=waiting,
-                                          outcome=Outcome.SECOND_PERSON).update(
+    grant = grant_for(person, spec.permission)
+    if not grant.everywhere:
+        lost = Run.objects.filter(pk__in=waiting).exclude(
+            workflow_id__in=grant.workflow_ids).values_list("pk", flat=True)
+        _refuse_waiting(job, lost, f"{person.get_username()} may no longer "
+                        f"{spec.label.lower()} it (needs runs.{spec.permission}), so no "
+                        "approval is asked for it")
+        waiting = list(BulkOutcome.objects.filter(job=job, outcome=Outcome.SECOND_PERSON)
+                       .order_by("run_id").values_list("run_id", flat=True))
+    if waiting:
+        request_bulk_operator_action(job, waiting)
+
+
+def _refuse_waiting(job: BulkJob, run_ids, why: str) -> None:
+    """The runs of `run_ids` that wait for job `job`'s second person, told forbidden
+    because `why` (no request is opened for them)."""
+    refused = BulkOutcome.objects.filter(job=job, run_id__in=run_ids,
+                                         outcome=Outcome.SECOND_PERSON).update(
         outcome=Outcome.FORBIDDEN, at=timezone.now(), message=(
-            f"not acted on: it needs a second person, and {name}'s account is no longer "
-            "active, so no approval is asked in their name; a person who may act can start "
-            "the job again"))
-    logger.info("bulk job %s: %d runs needed a second person; no request opened: %s's "
-                "account is no longer active", job.pk, finished, name)
+            f"not acted on: it needs a second person, and {why}; a person who may act can "
+            "start the job again"))
+    if refused:
+        logger.info("bulk job %s: %d runs needed a second person; no request opened for "
+                    "them: %s", job.pk, refused, why)
 
 
 def waiting_runs(job: BulkJob, limit: int) -> list[int]:
