@@ -9,6 +9,7 @@ terminated). Which of the two comes first changes nothing.
 import logging
 from datetime import datetime
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.db.models.lookups import Exact, In
@@ -56,7 +57,10 @@ def no_longer_awaited() -> Q:
     decision: it stopped waiting on the step or the tool call (terminated, compensated,
     decided or settled by an operator), the call was cancelled, for an operator action on
     one run, the run is final and the action's transition cannot start from its state, or,
-    for a bulk job's, the job was cancelled or every run it waits for is so."""
+    for a bulk job's, the job was cancelled or every run it waits for is so. And any
+    operator action's whose requester can no longer act: their account was deactivated (or
+    removed) since they asked, so an approval could take the action in their name on no
+    run (four_eyes.requester_refusal would refuse it run by run)."""
     # A call a person cancelled is never decided, whatever its run does meanwhile.
     call_cancelled = ToolCall.objects.filter(pk=OuterRef("tool_call_id"),
                                              status=ToolCallStatus.CANCELLED)
@@ -70,6 +74,7 @@ def no_longer_awaited() -> Q:
                   | In(run_status, NOT_WAITING_STATUSES) | Exists(call_cancelled)))
             | (Q(kind=RequestKind.OPERATOR_ACTION) & ~BULK_JOB_REQUESTS
                & _action_refused_for_good(run_status))
+            | (Q(kind=RequestKind.OPERATOR_ACTION) & ~Exists(_requester_active()))
             # A bulk job's request only hangs on its first run: approved, it acts on every
             # run of the job, each refused there if it can no longer take the action
             # (bulk_approved.apply_one). That one run's end ends no wait of the others; the
@@ -89,6 +94,26 @@ def _run_status() -> Subquery:
     # requests, and the sweep asks this every pass (tests/approvals/test_the_withdrawal_
     # search_costs_the_pending_requests_not_the_runs_table.py).
     return Subquery(Run.objects.filter(pk=OuterRef("run_id")).values("status")[:1])
+
+
+def _requester_active():
+    # The request's requester, if their account (still there) is active: looked up by
+    # primary key for each request, as the run's status is.
+    return get_user_model().objects.filter(pk=OuterRef("requested_by_id"), is_active=True)
+
+
+def _requester_gone(approval: ApprovalRequest) -> str | None:
+    """Why `approval`'s requester can no longer have its operator action taken in their
+    name (their account), or None (not an operator action's, or they still may)."""
+    if approval.kind != RequestKind.OPERATOR_ACTION:
+        return None
+    requester = get_user_model().objects.filter(pk=approval.requested_by_id).first()
+    if requester is None:
+        return "the account of the person who asked for it no longer exists"
+    if not requester.is_active:
+        return (f"{requester.get_username()}, who asked for it, can no longer act: their "
+                "account is no longer active")
+    return None
 
 
 def _action_refused_for_good(run_status: Subquery, action=None) -> Q:
@@ -130,6 +155,8 @@ def unawaited_reason(approval: ApprovalRequest) -> str:
     if job is not None:
         by = f" by {job.cancelled_by.get_username()}" if job.cancelled_by else ""
         return f"bulk job {job.pk} was cancelled{by}: nothing more is done for it"
+    if (gone := _requester_gone(approval)) is not None:
+        return f"{gone}; nothing is done in their name"
     if approval.is_bulk:
         return (f"every run of bulk job {approval.params['bulk_job']} that waited for this "
                 f"decision has ended where {approval.action} cannot be taken")

@@ -50,16 +50,11 @@ def _terminate_request(run, olga):
     return request
 
 
-@pytest.mark.parametrize("taken_away", ["permission", "account"])
-def test_an_approval_does_not_act_for_a_person_who_lost_the_right_since_asking(
-        stopped_run, taken_away):
+def test_an_approval_does_not_act_for_a_person_who_lost_the_permission_since_asking(
+        stopped_run):
     olga, omar = person("olga"), person("omar")
     request = _terminate_request(stopped_run, olga)
-    if taken_away == "permission":
-        olga.groups.clear()
-    else:
-        olga.is_active = False
-        olga.save()
+    olga.groups.clear()
     result = _approve(request, omar)
     assert result.recorded  # omar's decision is kept...
     request.refresh_from_db()
@@ -69,6 +64,23 @@ def test_an_approval_does_not_act_for_a_person_who_lost_the_right_since_asking(
     assert Run.objects.get(pk=stopped_run.pk).status == RunStatus.ATTENTION
     assert not AuditRecord.objects.filter(run=stopped_run, action="terminated").exists()
     assert "may no longer" in result.message
+
+
+def test_a_request_of_a_person_whose_account_was_deactivated_since_is_withdrawn(
+        stopped_run):
+    """No decision is recorded of what could be taken in nobody's name: the request is no
+    longer awaited (approvals.withdrawal.no_longer_awaited), and is withdrawn instead."""
+    olga, omar = person("olga"), person("omar")
+    request = _terminate_request(stopped_run, olga)
+    olga.is_active = False
+    olga.save()
+    result = _approve(request, omar)
+    assert not result.recorded
+    request.refresh_from_db()
+    assert request.status == RequestStatus.WITHDRAWN and request.decided_by_id is None
+    assert "their account is no longer active" in request.comment
+    assert Run.objects.get(pk=stopped_run.pk).status == RunStatus.ATTENTION
+    assert not AuditRecord.objects.filter(run=stopped_run, action="terminated").exists()
 
 
 def test_while_the_person_may_still_act_the_approval_acts_for_them(stopped_run):
