@@ -86,12 +86,15 @@ class BulkJobOut(Schema):
     handled: int = Field(description="Runs with an outcome so far.")
     skipped: int = Field(description="Of a job done: the runs the filter matched when it "
                                      "started that, when they were reached, no longer "
-                                     "matched it (moved on meanwhile) or were no longer "
-                                     "visible to the job's person (a permission taken "
-                                     "away): not acted on, and not named. 0 before.")
+                                     "matched it (moved on meanwhile): not acted on. (Of a "
+                                     "job started before its person's sight was kept, a run "
+                                     "no longer visible to them is counted here too.) 0 "
+                                     "before.")
     outcomes: dict[Literal[tuple(BulkOutcome.Outcome.values)], int] = Field(
         description="How many runs ended each way so far (done, refused, forbidden, "
-                    "second_person; claimed: being acted on).")
+                    "second_person; not_visible: no longer visible to the job's person when "
+                    "reached, a permission taken away, not acted on and not named; claimed: "
+                    "being acted on).")
     approval_request_id: int | None = Field(
         description="The one request listing the runs that need a second person.")
     created_at: datetime

@@ -40,8 +40,8 @@ from runs.machine.storable import person_text_problem, text_problem
 from runs.machine.transitions import allowed
 from runs.models import Run, RunStatus
 from runs.operator.actions import ACTIONS, ActionInput
-from runs.permissions import VIEW, grant_for
-from runs.reads.selectors import RunFilters, filtered_workflow_names, runs_matching
+from runs.permissions import grant_for
+from runs.reads.selectors import RunFilters, filtered_workflow_names
 
 from .bulk_approved import apply_one, ask_second_person, waiting_runs
 from .bulk_input import (
@@ -53,6 +53,7 @@ from .bulk_input import (
     settle_claims,
 )
 from .bulk_lease import LeaseLost, hand_over, hold, release, renew, take
+from .bulk_sight import LostSight, job_runs, lost_sight, sight_at_start, visible_runs
 from .models import BulkJob, BulkJobPhase, BulkJobStatus, BulkOutcome
 from .operator_actions import ActionForbidden, ActionInputError, NoSuchRun, act
 from .permissions import can_decide
@@ -89,13 +90,6 @@ class Preview:
     acceptable: int
 
 
-def _visible_runs(user, filters: RunFilters):
-    grant = grant_for(user, VIEW)
-    if not grant.everywhere and not grant.workflow_ids:
-        return Run.objects.none()
-    return runs_matching(filters, workflow_ids=None if grant.everywhere else grant.workflow_ids)
-
-
 def bulk_preview(action: str, filters: RunFilters, *, user) -> Preview:
     """The counts a person sees before starting a bulk action, in one query."""
     spec = ACTIONS.get(action)
@@ -104,7 +98,7 @@ def bulk_preview(action: str, filters: RunFilters, *, user) -> Preview:
     grant = grant_for(user, spec.permission)
     may = Q() if grant.everywhere else Q(workflow_id__in=grant.workflow_ids)
     accepted = [s for s in RunStatus.values if allowed(action, s)]
-    counts = _visible_runs(user, filters).aggregate(
+    counts = visible_runs(user, filters).aggregate(
         matching=Count("pk"), may_act=Count("pk", filter=may),
         acceptable=Count("pk", filter=may & Q(status__in=accepted)))
     return Preview(**counts)
@@ -227,7 +221,7 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
             "start again (an Until time in the filter leaves out the runs that changed after "
             "it)")
     now = now or timezone.now()
-    runs = _visible_runs(user, filters)
+    runs = visible_runs(user, filters)
     try:
         with transaction.atomic():
             last = runs.order_by("-pk").values_list("pk", flat=True).first() or 0
@@ -237,7 +231,7 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
             job = BulkJob.objects.create(
                 action=action, filters=filters.to_json(), reason=redact_text(reason.strip()),
                 params=params or {}, requested_by=user, created_at=now, last_run_id=last,
-                total=total, start_key=start_key)
+                total=total, start_key=start_key, sight=sight_at_start(user))
             # Whoever starts it (the console, the API, the command line): a worker is told
             # once the job is committed, not before, nor if this is rolled back.
             transaction.on_commit(partial(hand_over, job.pk))
@@ -327,7 +321,7 @@ def run_bulk_job(job_id: int, *, batches: int | None = None,
         if job.phase == BulkJobPhase.APPLYING:
             ids, each = waiting_runs(job, BATCH), apply_one
         else:
-            ids, each = list(_visible_runs(job.requested_by, RunFilters.from_json(job.filters))
+            ids, each = list(job_runs(job)
                              .filter(pk__gt=job.cursor, pk__lte=job.last_run_id)
                              .order_by("pk").values_list("pk", flat=True)[:BATCH]), _one
         for run_id in ids:
@@ -372,8 +366,13 @@ def _one(job: BulkJob, run_id: int, held: datetime) -> bool:
     except MovedOn:
         # Not acted on: counted with the runs the filter no longer matched when reached.
         return settle_claim(job, run_id, held, None, "")
+    except LostSight:
+        return settle_claim(job, run_id, held, Outcome.NOT_VISIBLE, "")
     except ActionForbidden as exc:
-        return settle_claim(job, run_id, held, Outcome.FORBIDDEN, str(exc))
+        # Refused as one the person may no longer see, if so: nothing more is said of it.
+        lost = lost_sight(job, run_id)
+        return settle_claim(job, run_id, held, Outcome.NOT_VISIBLE if lost else
+                            Outcome.FORBIDDEN, "" if lost else str(exc))
     except (ActionInputError, TransitionNotAllowed, LookupError) as exc:
         return settle_claim(job, run_id, held, Outcome.REFUSED, str(exc))
     except OperationalError as exc:
@@ -393,13 +392,15 @@ class MovedOn(Exception):
 
 def _still_ours(job: BulkJob, run_id: int, held: datetime) -> None:
     """act's last check of a job's run, with the run locked: the job is still this worker's
-    (LeaseLost), and the run still matches its filter (MovedOn). Listed a batch ago, it may
-    have been resumed, reconciled or ended by another person since: the action was asked of
-    the runs the filter matched, not of one that moved on."""
+    (LeaseLost), the run still matches its filter (MovedOn) and its person may still see
+    it (LostSight). Listed a batch ago, it may have been resumed, reconciled or ended by
+    another person since: the action was asked of the runs the filter matched, not of one
+    that moved on."""
     hold(job.pk, held)
-    if not _visible_runs(job.requested_by, RunFilters.from_json(job.filters)) \
-            .filter(pk=run_id).exists():
+    if not job_runs(job).filter(pk=run_id).exists():
         raise MovedOn(f"run {run_id} no longer matches bulk job {job.pk}'s filter")
+    if lost_sight(job, run_id):
+        raise LostSight(f"run {run_id} is no longer visible to bulk job {job.pk}'s person")
 
 
 @dataclass
@@ -476,9 +477,9 @@ class Progress:
     def skipped(self) -> int:
         """Of a job done, the runs the filter matched when it started that, when the worker
         reached them, no longer matched it (another person, or the run itself, had moved
-        them on) or were no longer visible to the job's person (a permission taken away: a
-        batch lists only the runs they may see, and which ones is not told): not acted on,
-        and with no outcome of their own. 0 until the job is done."""
+        them on): not acted on, and with no outcome of their own. (A run its person lost
+        sight of has its own, not_visible: approvals.bulk_sight; of a job started by the
+        release before, it is counted here.) 0 until the job is done."""
         if self.job.status != BulkJobStatus.DONE:
             return 0
         return max(self.job.total - self.handled, 0)

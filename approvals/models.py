@@ -312,6 +312,11 @@ class BulkJob(models.Model):
     # The preview's own mark, sent with the form that starts the job: that form sent twice
     # (a double click, a resend after a timeout) starts one job.
     start_key = models.CharField(max_length=64, blank=True, default="", db_default="")
+    # What its person could see when it started (runs.permissions.Grant of view_runs:
+    # {"everywhere": bool, "workflow_ids": [...]}): its runs are those, and one they lost
+    # sight of since is told apart from one that left the filter. None: a job started by
+    # the release before, which kept no such record.
+    sight = models.JSONField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["lease_until"], name="bulk_job_running_idx",
@@ -336,6 +341,9 @@ class BulkOutcome(models.Model):
         SECOND_PERSON = "second_person", "waits for a second person"
         REFUSED = "refused"
         FORBIDDEN = "forbidden"
+        # Its person may no longer see it (they could when the job started): counted, and
+        # never named, since they may not see it.
+        NOT_VISIBLE = "not_visible", "no longer visible to its person"
 
     job = models.ForeignKey(BulkJob, on_delete=models.CASCADE, related_name="outcomes")
     run_id = models.BigIntegerField()
