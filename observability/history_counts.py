@@ -46,8 +46,9 @@ class HistoryCount:
         self._split = None
         self._before = None
 
-    def counts(self, now):
-        """The count at `now`: the recount's (made now if due) plus what came after it."""
+    def counts(self, now, **after):
+        """The count at `now`: the recount's (made now if due) plus what came after it
+        (`after`: what count_after takes besides the split)."""
         with self._lock:
             if self._counted_at is None or now < self._counted_at or \
                     (now - self._counted_at).total_seconds() >= \
@@ -56,7 +57,7 @@ class HistoryCount:
                 self._before = self._count_before(split)
                 self._counted_at, self._split = now, split
             split, before = self._split, self._before
-        return self._combine(before, self._count_after(split))
+        return self._combine(before, self._count_after(split, **after))
 
     def forget(self) -> None:
         """Count everything again at the next scrape."""

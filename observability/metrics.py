@@ -213,7 +213,7 @@ class RuntimeCollector(Collector):
         yield from self._lag(now)
         yield from self._audit_counters(now)
         yield self._step_durations(now)
-        yield from agent_families(now, names)
+        yield from agent_families(now, names, {name for name, _, _ in open_runs})
         yield from dispatch_families(now, names)
         yield self._schedules_failing()
         yield _checkpoint_age(now)

@@ -53,12 +53,13 @@ def test_old_finished_runs_are_counted_once_then_only_open_and_recent_ones(clien
     assert value(samples, "durable_agent_turns", workflow=WF) == 5
     assert value(samples, "durable_agent_tool_calls", workflow=WF, tool="post-ledger",
                  status="succeeded") == 5
-    # The agent steps of the open and recently finished runs, then their turns and calls.
+    # The agent steps of the open and recently finished runs (found first), then their turns
+    # and calls.
     agent_sql = [q["sql"] for q in ctx.captured_queries
                  if re.search(r'FROM "runs_(agentturn|toolcall)"', q["sql"])]
     assert len(agent_sql) == 2
     steps_sql = [q["sql"] for q in ctx.captured_queries
                  if '"runs_step"."kind" = \'agent\'' in q["sql"]]
-    assert len(steps_sql) == 1 and "updated_at\" >" in steps_sql[0], steps_sql
+    assert len(steps_sql) == 1 and '"runs_step"."run_id" IN' in steps_sql[0], steps_sql
     recount_history()
     assert value(scrape(client), "durable_agent_turns", workflow=WF) == 7

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 
 OTHERS = 1500
 OPEN = 40
-WF = "test-orders"
+WF = "test-agent"
 
 
 def agent_steps(runs, *, writes: int = 1) -> None:
@@ -47,11 +47,12 @@ def agent_steps(runs, *, writes: int = 1) -> None:
 
 
 def test_the_repeat_scrape_reads_the_open_runs_turns_and_calls_not_every_one(client):
-    others = bulk_runs(f"other-{n}" for n in range(OTHERS))
+    others = bulk_runs((f"other-{n}" for n in range(OTHERS)), workflow=WF)
     Run.objects.filter(pk__in=[r.pk for r in others]).update(
         updated_at=timezone.now() - timedelta(hours=2))
     agent_steps(others)
-    agent_steps(bulk_runs((f"open-{n}" for n in range(OPEN)), status=RunStatus.WAITING),
+    agent_steps(bulk_runs((f"open-{n}" for n in range(OPEN)), workflow=WF,
+                          status=RunStatus.WAITING),
                 writes=10)
     analyzed("runs_run", "runs_step", "runs_agentturn", "runs_toolcall")
 
