@@ -152,6 +152,42 @@ def still_approver_of(user) -> Q:
     return Q(kind=RequestKind.OPERATOR_ACTION) & held
 
 
+# The most grants on approval requests read to list a person's inbox from their grants
+# (granted_to): past this many, the open requests are read instead, each checked.
+GRANTS_READ_AT_MOST = 1000
+
+
+def granted_to(user) -> Q:
+    """granted_on_each(user) (the decide permission granted on the request to the user or
+    one of their groups), as the inbox reads it: from the smaller of the two sides. Each
+    open request checked costs every open request (18,684 at a million runs, for an
+    approver named on thirty of them); the person's grants cost what they were ever
+    granted (116,806 for a group named on every request). So the grants are read first,
+    GRANTS_READ_AT_MOST of them at most along the indexes that start with the group and the
+    user: when that is all of them, the condition is the requests they name; else it is
+    the check on each request."""
+    # The permission and the groups by their ids: along a subquery of them, PostgreSQL
+    # could not tell how many grants a group holds, and read every grant.
+    decide = _decide_permission().values_list("pk", flat=True).first()
+    groups = list(get_user_model().groups.through.objects.filter(user_id=user.pk)
+                  .values_list("group_id", flat=True))
+    named = set()
+    for granted in (ApprovalRequestGroupObjectPermission.objects.filter(group_id__in=groups),
+                    ApprovalRequestUserObjectPermission.objects.filter(user=user)):
+        named.update(granted.filter(permission_id=decide).order_by()
+                     .values_list("content_object_id", flat=True)[:GRANTS_READ_AT_MOST + 1])
+        if len(named) > GRANTS_READ_AT_MOST:
+            return granted_on_each(user)
+    return Q(pk__in=sorted(named))
+
+
+def _decide_permission():
+    """The decide permission's row, as a queryset."""
+    return Permission.objects.filter(
+        codename=DECIDE_CODENAME, content_type__app_label=ApprovalRequest._meta.app_label,
+        content_type__model=ApprovalRequest._meta.model_name).order_by()
+
+
 def granted_on_each(user, *, by_name: bool = True) -> Q:
     """The condition on approval requests that `user` holds the decide permission on the
     request as an object permission granted to one of their groups (and, with `by_name`,
@@ -162,9 +198,7 @@ def granted_on_each(user, *, by_name: bool = True) -> Q:
     the grant once the request is decided, and a condition PostgreSQL may turn into a
     hashed subplan (EXISTS, IN) read every such grant to answer for a page of fifty. A
     scalar subquery is read per request, never hashed."""
-    decide = Subquery(Permission.objects.filter(
-        codename=DECIDE_CODENAME, content_type__app_label=ApprovalRequest._meta.app_label,
-        content_type__model=ApprovalRequest._meta.model_name).order_by().values("pk")[:1])
+    decide = Subquery(_decide_permission().values("pk")[:1])
     groups = get_user_model().groups.through.objects.filter(user_id=user.pk)
     grants = [ApprovalRequestGroupObjectPermission.objects.filter(
         group_id__in=groups.values("group_id"))]

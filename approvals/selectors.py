@@ -29,7 +29,7 @@ from .models import (
 )
 from .notifications import time_text, without_bulk_params
 from .paging import Page, page_window
-from .permissions import granted_on_each, reaching_only, still_approver_of
+from .permissions import granted_to, reaching_only, still_approver_of
 from .timeouts import is_due, timed_out
 
 
@@ -43,7 +43,7 @@ def decidable_by(user) -> QuerySet[ApprovalRequest]:
     if not user.is_authenticated or not user.is_active:
         return pending.none()
     if not (user.is_superuser or user.has_perm(DECIDE_PERMISSION)):
-        pending = pending.filter(granted_on_each(user)).filter(
+        pending = pending.filter(granted_to(user)).filter(
             ~Q(kind=RequestKind.OPERATOR_ACTION) | still_approver_of(user))
     return pending.filter(~Q(requested_by=user) | Q(requested_by__isnull=True))
 
