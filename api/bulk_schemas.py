@@ -10,6 +10,7 @@ from approvals.bulk import START_KEY_MAX, bulk_refusal
 from approvals.models import BulkJobPhase, BulkJobStatus, BulkOutcome
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS
+from runs.reads.filter_problems import SEARCH_MOST
 
 BulkActionName = Literal[tuple(name for name, spec in ACTIONS.items()
                                if bulk_refusal(spec) is None)]
@@ -42,7 +43,7 @@ class BulkFilters(Schema):
     # as a boolean and widen or narrow the runs the job acts on.
     attention: bool = Field(False, strict=True)
     stuck: bool = Field(False, strict=True)
-    q: str = Field("", max_length=300, pattern=_NO_NUL,
+    q: str = Field("", max_length=SEARCH_MOST, pattern=_NO_NUL,
                    description="Business key, idempotency key or remote reference.")
 
 

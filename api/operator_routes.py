@@ -43,7 +43,7 @@ from runs.machine.storable import whole_number
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.reads.cursors import KEYSET_PATTERN, decode_keyset, encode_keyset, keyset_pattern
-from runs.reads.filter_problems import run_filter_problems
+from runs.reads.filter_problems import SEARCH_MOST, run_filter_problems
 from runs.reads.selectors import RunFilters, runs_page
 from runs.reads.workers import workers_page
 
@@ -194,7 +194,7 @@ def register(api, *, headers: dict, refusals: dict, query_words: dict) -> None:
                   attention: bool = False, stuck: bool = False,
                   # A NUL (no text holds one) is refused: dropped, it would leave an empty
                   # filter, and the list of every run would answer a search for it.
-                  q: str = Query("", max_length=300, pattern=NO_NUL_PATTERN),
+                  q: str = Query("", max_length=SEARCH_MOST, pattern=NO_NUL_PATTERN),
                   after: str = Query("", pattern=f"^$|{KEYSET_PATTERN}"),
                   limit: int = Query(50, ge=1, le=selectors.MOST_A_PAGE)):
         if (refused := refuse_unknown_query(request, LIST_PARAMETERS)) is not None:

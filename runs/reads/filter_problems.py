@@ -1,10 +1,21 @@
 """What makes the runs list's status filter or search one no run can be listed by, in the
 words every door says it in (the console's runs page, GET /api/runs, manage.py list_runs):
-a status that is none of the runs' statuses, and a search holding a NUL character, which
-no text column stores. Each door refuses it naming the field, never in its own framework's
-words (a form's "Select a valid choice", a schema's enum, argparse's choices)."""
+a status that is none of the runs' statuses, a search holding a NUL character, which no
+text column stores, and a search longer than anything it looks in. Each door refuses it
+naming the field, never in its own framework's words (a form's "Select a valid choice", a
+schema's enum or length, argparse's choices)."""
 
-from runs.models import RunStatus
+from runs.agent_models import ToolCall
+from runs.models import Run, RunStatus, Step
+
+from .search import SEARCHED_REFERENCES
+
+# The longest search there is something to find by: what a business key, a step's or a
+# tool call's remote or compensation reference holds at most (300 characters; an
+# idempotency key 64, a run id fewer). A longer one (a paste that ran on) matches no run.
+SEARCH_MOST = max(Run._meta.get_field("business_key").max_length,
+                  *(model._meta.get_field(field).max_length
+                    for model in (Step, ToolCall) for field in SEARCHED_REFERENCES))
 
 
 def status_problem(status: str) -> str | None:
@@ -15,8 +26,14 @@ def status_problem(status: str) -> str | None:
 
 
 def search_problem(q: str) -> str | None:
-    """Why the search `q` can be looked up in no column (a NUL), or None."""
-    return "search: NUL characters cannot be stored" if "\x00" in q else None
+    """Why the search `q` can be looked up in no column (a NUL, a length none holds), or
+    None."""
+    if "\x00" in q:
+        return "search: NUL characters cannot be stored"
+    if len(q) > SEARCH_MOST:
+        return (f"search: at most {SEARCH_MOST} characters (no business key or reference is "
+                f"longer); this one has {len(q)}")
+    return None
 
 
 def run_filter_problems(*, status: str = "", q: str = "") -> dict[str, str]:

@@ -33,14 +33,14 @@ CASES = {
 }
 
 
-def _console(door, query: dict) -> tuple[list[int], list[str]]:
+def console_answer(door, query: dict) -> tuple[list[int], list[str]]:
     page = door.console.get("/runs/", query).content.decode()
     listed = sorted({int(pk) for pk in re.findall(r'href="/runs/(\d+)/"', page)})
     return listed, [html.unescape(p) for p in
                     re.findall(r"<li>Invalid filter field ([^<]*)</li>", page)]
 
 
-def _cli(*arguments: str) -> list[int]:
+def cli_listed(*arguments: str) -> list[int]:
     out = io.StringIO()
     call_command("list_runs", "--user", "olga", "--json", *arguments, stdout=out)
     return sorted(r["id"] for r in json.loads(out.getvalue())["runs"])
@@ -52,7 +52,7 @@ def test_each_door_refuses_it_in_the_same_words(case, doors, script):  # noqa: F
     STATES["failed_write"](script)
     runs_before = Run.objects.count()
 
-    assert _console(doors, query) == ([], [words])
+    assert console_answer(doors, query) == ([], [words])
 
     api = doors.api.get("/api/runs", query)
     assert api.status_code == 422
@@ -62,7 +62,7 @@ def test_each_door_refuses_it_in_the_same_words(case, doors, script):  # noqa: F
     assert "runs" not in body
 
     with pytest.raises(CommandError) as refused:
-        _cli(*arguments)
+        cli_listed(*arguments)
     assert str(refused.value) == f"--{words}. Nothing was done."  # the option named
     assert "\n" not in str(refused.value)
     assert Run.objects.count() == runs_before
@@ -73,7 +73,7 @@ def test_a_status_the_runs_have_still_lists_theirs(doors, script):  # noqa: F811
     STATES["waiting_for_event"](script)
     run.refresh_from_db()
 
-    assert _console(doors, {"status": run.status}) == ([run.pk], [])
+    assert console_answer(doors, {"status": run.status}) == ([run.pk], [])
     assert [r["id"] for r in doors.api.get("/api/runs", {"status": run.status}).json()["runs"]] \
         == [run.pk]
-    assert _cli("--status", run.status) == [run.pk]
+    assert cli_listed("--status", run.status) == [run.pk]
