@@ -44,6 +44,7 @@ from ..machine.storable import person_text_problem
 from ..machine.transitions import start_run
 from ..models import ControlRecord, ScheduleState
 from . import cron_slots, schedule_health, schedule_input
+from .schedule_errors import ScheduleError
 from .schedule_state import (
     NAME_MAX,
     handled_up_to,
@@ -52,6 +53,7 @@ from .schedule_state import (
     state_of,
     valid_name,
 )
+from .tick_time import check_tick_time, tick_instant
 
 logger = logging.getLogger(__name__)
 
@@ -69,12 +71,6 @@ KEY_PREFIX = "schedule:"
 # Where the last slot before a time is looked for, nearest first, up to a year back.
 LATEST_SLOT_WINDOWS = (timedelta(hours=1), timedelta(days=2), timedelta(days=32),
                        timedelta(days=366))
-# How far back a replayed tick may go: as far as a cron slot is looked for.
-TICK_REPLAY_LIMIT = timedelta(days=366)
-
-
-class ScheduleError(ValueError):
-    """A schedule declared wrongly, or an unknown schedule named by an operator."""
 
 
 class PausedMeanwhile(Exception):
@@ -290,23 +286,6 @@ def fire_due_schedules(*, now: datetime | None = None) -> TickReport:
     return report
 
 
-def check_tick_time(now: datetime) -> None:
-    """Refuse a tick time ahead of the database clock: its slots would be recorded as handled
-    before they are due, and the schedule would start nothing until the clock got there."""
-    if now.tzinfo is None:
-        raise ScheduleError(f"tick time {now.isoformat()} has no UTC offset")
-    clock = store.current().now()
-    if now < clock - TICK_REPLAY_LIMIT:
-        raise ScheduleError(f"tick time {now.isoformat()} is more than "
-                            f"{TICK_REPLAY_LIMIT.days} days before the database clock "
-                            f"({clock.isoformat(timespec='seconds')}): a tick replays the "
-                            "last year at most")
-    if now > clock + schedule_health.TICK_AHEAD_ALLOWANCE:
-        raise ScheduleError(f"tick time {now.isoformat()} is ahead of the database clock "
-                            f"({clock.isoformat(timespec='seconds')}): a tick may replay "
-                            "the past, never run ahead of the clock")
-
-
 def due_slots(schedule: Schedule, state: ScheduleState, *, now: datetime
               ) -> tuple[list[datetime], int]:
     """The slots this tick starts, after the catch-up policy, and how many it skips."""
@@ -363,7 +342,9 @@ def fire_schedule(schedule: Schedule, *, now: datetime) -> TickReport:
     Safe to run in several processes at once: each slot's run is started by start_run,
     whose unique business key lets one of them create it and the others find it; the
     recorded slot only ever moves forward. A tick that raises (listed in the report's
-    `failed`) or whose every slot is refused is recorded as failed (schedule_health)."""
+    `failed`) or whose every slot is refused is recorded as failed (schedule_health).
+    `now` is any aware datetime, taken as the instant it is (tick_instant)."""
+    now = tick_instant(now)
     state = state_of(schedule, now=now)
     if state.paused:  # a look without a lock; refuse_if_paused is the check that counts
         return TickReport()
