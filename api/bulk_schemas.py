@@ -4,13 +4,14 @@ from datetime import datetime
 from typing import Literal
 
 from ninja import Field, Schema
-from pydantic import ConfigDict, model_validator
+from pydantic import ConfigDict, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from approvals.bulk import START_KEY_MAX, bulk_refusal
 from approvals.models import BulkJobPhase, BulkJobStatus, BulkOutcome
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS
-from runs.reads.filter_problems import SEARCH_MOST
+from runs.reads.filter_problems import SEARCH_MOST, search_problem, status_problem
 
 BulkActionName = Literal[tuple(name for name, spec in ACTIONS.items()
                                if bulk_refusal(spec) is None)]
@@ -45,6 +46,19 @@ class BulkFilters(Schema):
     stuck: bool = Field(False, strict=True)
     q: str = Field("", max_length=SEARCH_MOST, pattern=_NO_NUL,
                    description="Business key, idempotency key or remote reference.")
+
+    @field_validator("status", "q", mode="before")
+    @classmethod
+    def listable(cls, value, info):
+        # A status none of the runs have, a search holding a NUL or longer than anything it
+        # looks in: in the words GET /api/runs, the console and the CLI refuse them in
+        # (runs.reads.filter_problems), not the schema's enum and pattern words. Beside
+        # the field, as every fault of the body.
+        if isinstance(value, str):
+            problem = (status_problem if info.field_name == "status" else search_problem)(value)
+            if problem:
+                raise PydanticCustomError("run_filter", "{problem}", {"problem": problem})
+        return value
 
 
 class BulkIn(Schema):

@@ -23,6 +23,7 @@ from runs.definitions.definition import registry
 from runs.machine.storable import NotAnId, id_written
 from runs.models import Workflow
 from runs.permissions import VIEW, grant_for
+from runs.reads.filter_problems import run_filter_problems
 from runs.reads.selectors import workflow_names_matching
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,16 @@ def storable_text(options: Mapping) -> None:
         if problems:
             raise CommandError(f"--{name.replace('_', '-')}: {problems[0]['msg']}; give it "
                                "as UTF-8 text. Nothing was done.")
+
+
+def run_filters_refused(options: Mapping) -> None:
+    """A one-line CommandError naming the option, if the runs list's --status or --search
+    is one no run can be listed by, in the words the console and GET /api/runs say it in
+    (runs.reads.filter_problems). Call it first, before storable_text (its words for a NUL
+    are the rule's) and before anything is looked up or written."""
+    refused = run_filter_problems(status=options["status"], q=options["search"])
+    if refused:
+        raise CommandError(f"--{next(iter(refused.values()))}. Nothing was done.")
 
 
 def id_given(text: str, *, name: str, thing: str) -> int:

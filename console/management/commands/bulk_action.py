@@ -21,6 +21,7 @@ from console.cli import (
     id_given,
     print_json,
     proven,
+    run_filters_refused,
     storable_text,
     user_named,
     workflow_filter_matches,
@@ -45,7 +46,9 @@ class Command(BaseCommand):
         parser.add_argument("--step", default="",
                             help="start, for a step action: the step on every run (else the "
                                  "first step each run allows)")
-        parser.add_argument("--status", default="", choices=["", *RunStatus.values])
+        # No argparse choices: an unknown status is refused in the words of every door.
+        parser.add_argument("--status", default="", help="one of: "
+                            + ", ".join(RunStatus.values))
         parser.add_argument("--workflow", default="")
         parser.add_argument("--step-status", default="", choices=["", *StepStatus.values])
         parser.add_argument("--error-class", default="", choices=["", *ErrorClass.values])
@@ -55,6 +58,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **options):
+        run_filters_refused(options)  # as list_runs, the console and the API refuse them
         storable_text(options)
         verb, target = options["verb"], options["target"]
         step = options["step"].strip()

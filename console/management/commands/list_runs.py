@@ -4,12 +4,17 @@ paging (runs.reads.selectors.runs_page), as text or --json."""
 from django.core.management.base import BaseCommand, CommandError
 
 from api.selectors import MOST_A_PAGE, summary_of
-from console.cli import print_json, storable_text, user_named, workflow_filter_matches
+from console.cli import (
+    print_json,
+    run_filters_refused,
+    storable_text,
+    user_named,
+    workflow_filter_matches,
+)
 from runs.machine.storable import whole_number_argument
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.permissions import VIEW, grant_for
 from runs.reads.cursors import decode_keyset, encode_keyset
-from runs.reads.filter_problems import run_filter_problems
 from runs.reads.selectors import RunFilters, runs_page
 
 # The most runs a page holds, as GET /api/runs allows: a script moving from one to the
@@ -39,10 +44,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **options):
-        # The console's and the API's rule, in their words (runs.reads.filter_problems).
-        refused = run_filter_problems(status=options["status"], q=options["search"])
-        if refused:
-            raise CommandError(f"--{next(iter(refused.values()))}. Nothing was done.")
+        run_filters_refused(options)  # the console's and the API's rule, in their words
         storable_text(options)
         if not 1 <= options["limit"] <= MOST_RUNS_A_PAGE:
             raise CommandError(f"--limit must be between 1 and {MOST_RUNS_A_PAGE}, not "
