@@ -40,6 +40,30 @@ _RESULT_STATUSES = frozenset({"succeeded", "compensating", "compensated",
                               "compensation_failed"})
 
 
+class StepResults(Mapping):
+    """The results of the steps whose result a step may read (_RESULT_STATUSES), by name,
+    looked up in the rows when a step asks for one. A mapping built whole for every step made
+    each step's context cost grow with the steps before it: a run of thousands of steps
+    spent most of its time building results its steps never read."""
+
+    def __init__(self, steps: list[Step]):
+        self._steps = steps
+
+    def __getitem__(self, name: str):
+        for step in self._steps:
+            if step.name == name:
+                if step.status in _RESULT_STATUSES:
+                    return step.result
+                break
+        raise KeyError(name)
+
+    def __iter__(self):
+        return (s.name for s in self._steps if s.status in _RESULT_STATUSES)
+
+    def __len__(self) -> int:
+        return sum(1 for s in self._steps if s.status in _RESULT_STATUSES)
+
+
 def build_context(run, steps, step, *, definition, services, validated_input=None,
                   compensating: bool = False,
                   heartbeat: Callable[[], bool] | None = None) -> StepContext:
@@ -55,7 +79,7 @@ def build_context(run, steps, step, *, definition, services, validated_input=Non
     return StepContext(
         run_id=run.pk, workflow=run.workflow_name, business_key=run.business_key,
         input=validated_input, step=step.name, key=key, attempt=attempt,
-        results=Results({s.name: s.result for s in steps if s.status in _RESULT_STATUSES}),
+        results=Results(StepResults(list(steps))),
         services=services, remote_ref=step.remote_ref,
         _heartbeat=heartbeat or (lambda: True),
     )

@@ -312,6 +312,7 @@ def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
     if outcome.succeeded and not lease.compensating:
         if _record_success_in_one_statement(lease, step, outcome, now, given):
             return lease
+        step = lease.by_name(step.name)  # the row as read again after the miss
     with holding(lease, "record_outcome", given) as change:
         if change is None:
             effects.late_result(lock_run(lease.run.pk), lease, effects.StepEffect(lease, step),
@@ -330,12 +331,19 @@ def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
 
 def _record_success_in_one_statement(lease: Lease, step: Step, outcome: Outcome,
                                      now: datetime, given: datetime | None) -> bool:
-    """The hot path: the same transition as the locking path, applied to copies of the
-    lease holder's rows and written by one conditional statement (see runs.store).
-    False, with nothing written and the lease untouched, if the run moved on meanwhile."""
+    """The hot path: the same transition as the locking path, applied to a copy of the
+    lease holder's run row and to its step rows, and written by one conditional statement
+    (see runs.store). False, with nothing written, if the run moved on meanwhile: the
+    lease's step rows are then read again as the database holds them, for the locking path.
+
+    The step rows are not copied: copying every row of the run at every step made each
+    checkpoint's cost grow with the run's length (a run of thousands of steps spent most of
+    its time copying the rows of the steps done before), and the transition may change any
+    unfinished row (a cancel taking effect at the boundary skips them all). A miss is rare
+    (an operator moved the run, once per approval wait): reading the rows again then costs
+    what one claim costs."""
     trial = copy.copy(lease)
     trial.run = _shallow_copy(lease.run)
-    trial.steps = [_shallow_copy(s) for s in lease.steps]
     expect_status, expect_seq = trial.run.status, trial.run.audit_seq
     change = Change(trial.run, "record_outcome", Actor.system(lease.worker), now)
     renewed = extend_lease(trial.run, now)
@@ -345,6 +353,7 @@ def _record_success_in_one_statement(lease: Lease, step: Step, outcome: Outcome,
     if change.waits_changed:
         # The run stops at an approval: its wait row must commit with it, which the one
         # statement does not write. The locking path does (rare: once per approval).
+        _read_steps_again(lease)
         return False
     written = store.current().write_if_unchanged(
         run=trial.run, steps=list(change.steps.values()), records=change.records,
@@ -354,12 +363,18 @@ def _record_success_in_one_statement(lease: Lease, step: Step, outcome: Outcome,
         renew_lease=renewed and trial.run.lease_expires_at is not None, clock=given,
     )
     if not written:
+        _read_steps_again(lease)
         return False
-    lease.run, lease.steps, lease.work = trial.run, trial.steps, trial.work
+    lease.run, lease.work = trial.run, trial.work
     lease.finished, lease.settle_first = trial.finished, trial.settle_first
     if change.wake:  # the statement has committed: the hint can go now
         send_wakeup(trial.run.pk)
     return True
+
+def _read_steps_again(lease: Lease) -> None:
+    # The trial changed the lease's step rows in memory and nothing was written.
+    _, lease.steps = store.current().read_run_and_steps(lease.run.pk)
+
 
 def _shallow_copy(instance):
     # copy.copy of a model instance goes through __reduce__ and costs ten times more.
