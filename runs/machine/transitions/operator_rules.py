@@ -29,7 +29,7 @@ from .kernel import (  # the package's shared vocabulary
     steps_of,
     unsettled_effects,
 )
-from .rerun_rules import rerun_range, rerun_step_refusal
+from .rerun_rules import rerun_range, rerun_step_refusal, rerun_steps
 from .tool_call_rules import calls_of
 from .tool_call_rules import step_refusal as tool_call_step_refusal
 
@@ -277,6 +277,11 @@ def eligible_steps(action: str, run: Run, steps: list[Step],
     """The steps `action` can be aimed at (empty for actions on the whole run)."""
     if action not in STEP_ACTIONS:
         return []
+    if action == "rerun_from_step":
+        # The rules read the whole run: once, not once per step (quadratic in a long run).
+        if paused_undo(run, steps, workflow_def) is not None:
+            return []
+        return rerun_steps(steps)
     return [s for s in steps if step_refusal(action, run, s, steps, workflow_def) is None]
 
 

@@ -1,6 +1,8 @@
 """When a run can be re-run from a chosen step (runs.machine.transitions.rerun), and which effects
 already stand from there on: read by operator_rules.refusal and by the dialog."""
 
+from dataclasses import dataclass
+
 from django.db.models import F
 
 from ...agent_models import ToolCall, ToolCallStatus
@@ -70,26 +72,68 @@ def standing_effects(steps: list[Step], step: Step) -> list[Effect]:
     return found
 
 
+@dataclass(frozen=True)
+class RerunBounds:
+    """What decides, for the whole run at once, from which steps it can be re-run: read in
+    one pass over its steps (and one query for its agent steps' calls), so that listing the
+    steps a re-run can start from costs one pass, not one pass per step."""
+
+    first_unfinished: int | None  # position of the first step not done
+    last_unknown: int | None  # position of the last step whose outcome is unknown
+    compensating: bool
+    unsettled: list[tuple[Step, ToolCall]]  # agent steps' calls a re-run would leave behind
+
+    def refuses(self, step: Step) -> str | None:
+        """Which rule refuses a re-run from `step` (a word), or None if none does."""
+        if self.first_unfinished is not None and self.first_unfinished < step.position:
+            return "earlier"
+        if self.last_unknown is not None and self.last_unknown >= step.position:
+            return "unknown"
+        if self.compensating:
+            return "compensating"
+        if any(agent.position >= step.position for agent, _ in self.unsettled):
+            return "unsettled"
+        return None
+
+
+def rerun_bounds(steps: list[Step]) -> RerunBounds:
+    unfinished = [s.position for s in steps if s.status not in DONE_STEP_STATUSES]
+    unknown = [s.position for s in steps if s.status == StepStatus.UNKNOWN]
+    return RerunBounds(
+        first_unfinished=min(unfinished, default=None),
+        last_unknown=max(unknown, default=None),
+        compensating=any(s.status == StepStatus.COMPENSATING for s in steps),
+        unsettled=_calls(steps, _CALL_UNSETTLED))
+
+
+def rerun_steps(steps: list[Step]) -> list[Step]:
+    """The steps the run can be re-run from (as far as these rules go: operator_rules adds
+    a compensation paused for a person)."""
+    bounds = rerun_bounds(steps)
+    return [s for s in steps if bounds.refuses(s) is None]
+
+
 def rerun_step_refusal(run: Run, step: Step, steps: list[Step]) -> str | None:
     """Why the run cannot be re-run from `step`, or None if it can."""
     where = f"step {step.name} of run {run.pk}"
-    earlier = [s.name for s in steps if s.position < step.position
-               and s.status not in DONE_STEP_STATUSES]
-    if earlier:
+    bounds = rerun_bounds(steps)
+    rule = bounds.refuses(step)
+    if rule == "earlier":
+        earlier = [s.name for s in steps if s.position < step.position
+                   and s.status not in DONE_STEP_STATUSES]
         return (f"{where}: the earlier steps {', '.join(earlier)} did not succeed, so their "
                 "results cannot be reused; re-run from the first of them")
-    sent_again = rerun_range(steps, step)
-    unknown = [s.name for s in sent_again if s.status == StepStatus.UNKNOWN]
-    if unknown:
+    if rule == "unknown":
+        unknown = [s.name for s in rerun_range(steps, step) if s.status == StepStatus.UNKNOWN]
         return (f"settle {', '.join(unknown)} first (reconcile): whether its effect happened "
                 "decides whether sending it again with a new key does it twice")
-    if any(s.status == StepStatus.COMPENSATING for s in steps):
+    if rule == "compensating":
         return f"run {run.pk} is being compensated: let the compensation finish first"
-    # The same rule for an agent step's tool calls as for a step: a re-run leaves none of
-    # them unsettled behind it (its new conversation would not know how they ended).
-    unsettled = [f"tool call {c.ref} {c.tool} of {agent.name} ({_CALL_UNSETTLED[c.status]})"
-                 for agent, c in _calls(sent_again, _CALL_UNSETTLED)]
-    if unsettled:
+    if rule == "unsettled":
+        # The same rule for an agent step's tool calls as for a step: a re-run leaves none
+        # of them unsettled behind it (its new conversation would not know how they ended).
+        unsettled = [f"tool call {c.ref} {c.tool} of {agent.name} ({_CALL_UNSETTLED[c.status]})"
+                     for agent, c in bounds.unsettled if agent.position >= step.position]
         return (f"settle {'; '.join(unsettled)} first (reconcile it, or let its undo "
                 "finish): whether its effect happened decides whether the "
                 "re-run's new conversation does it twice")
