@@ -271,8 +271,8 @@ def _detail_context(request, detail, *, before: int | None = None) -> dict:
     workflow = definition.registry.get(run.workflow_name, run.workflow_version)
     contracts, verdicts = {}, {}
     if workflow is not None:
-        contracts = {s.name: step_contract(workflow.step(s.name)) for s in detail.steps
-                     if any(x.name == s.name for x in workflow.steps)}
+        contracts = {s.name: step_contract(spec) for s in detail.steps
+                     if (spec := definition.step_of(workflow, s.name)) is not None}
         verdicts = {name: effect_verdict(workflow.step(name)) for name in contracts}
     lines = step_lines(run, detail.steps)
     grants = grants_of(request.user)

@@ -59,6 +59,7 @@ from .declarations import (  # noqa: F401
 # runs.definitions.definition names it.
 from .registry import Registry, registry  # noqa: F401
 from .retry import DEFAULT_POLICY, RetryPolicy
+from .step_index import find_step
 
 logger = logging.getLogger(__name__)
 
@@ -125,10 +126,9 @@ class Workflow:
                           for e in exc.errors(include_input=False)]
 
     def step(self, name: str) -> StepDef:
-        for step in self.steps:
-            if step.name == name:
-                return step
-        raise KeyError(f"workflow {self.name} v{self.version} has no step {name!r}")
+        if (found := step_of(self, name)) is None:
+            raise KeyError(f"workflow {self.name} v{self.version} has no step {name!r}")
+        return found
 
     def _declare(self, kind: str, name: str, **options) -> Callable[[Callable], StepDef]:
         # What the step declares is checked when the StepDef is built
@@ -458,10 +458,11 @@ class AgentSpec(StepDef):
 def step_of(workflow: Workflow | None, name: str) -> StepDef | None:
     """Step `name` of `workflow`; None when the workflow is not registered or has no such
     step (a release renamed or removed it without a new version): pages and rules that read
-    a run's rows ask this, and the claim holds such a run for a person."""
+    a run's rows ask this, and the claim holds such a run for a person. By name, not by a
+    search of the list (step_index)."""
     if workflow is None:
         return None
-    return next((step for step in workflow.steps if step.name == name), None)
+    return find_step(workflow, name)
 
 
 def input_errors_text(errors: list[dict]) -> str:
