@@ -1,4 +1,6 @@
 from contextlib import closing, nullcontext
+from itertools import groupby
+from operator import attrgetter
 from pathlib import Path
 
 from django.conf import settings
@@ -11,6 +13,18 @@ from audit.chain import chain_break, checked_tombstones, one_snapshot, recorded_
 from audit.head_seals import ACCESS_CHAIN, head_seal_problem
 from audit.models import AccessRecord, AuditRecord
 from audit.offline import check_archive, compare_with_recorded, recorded_archive
+
+
+class _Passing:
+    """One run's records as they stream past: the last one and how many, kept."""
+
+    def __init__(self, records):
+        self._records, self.last, self.count = records, None, 0
+
+    def __iter__(self):
+        for record in self._records:
+            self.last, self.count = record, self.count + 1
+            yield record
 
 
 class Command(BaseCommand):
@@ -104,7 +118,7 @@ class Command(BaseCommand):
         head = next(heads, None) if heads is not None else None
         runs = records = 0
 
-        def check(run_id: int, chain: list[AuditRecord]) -> None:
+        def check(run_id: int, chain: "_Passing") -> None:
             nonlocal head
             while head is not None and head[0] < run_id:
                 no_records(head)
@@ -121,7 +135,7 @@ class Command(BaseCommand):
                                          else (0, "", ""))
             if head and head[0] == run_id:
                 head = next(heads, None)
-            last = chain[-1]
+            last = chain.last
             if (last.seq, last.hash) != (head_seq, head_hash):
                 raise CommandError(
                     f"audit chain of run {run_id} ends at seq={last.seq} but its run keeps "
@@ -145,22 +159,17 @@ class Command(BaseCommand):
             raise CommandError(f"audit chain of run {head[0]} has no records but its run "
                                f"keeps the head seq={head[1]}: its records were removed")
 
-        current_run, chain = None, []
         stream = AuditRecord.objects.order_by("run_id", "seq").iterator(chunk_size=2000)
         # Closed on the way out, a problem found or not: each stream is a server-side cursor
         # of the snapshot's transaction, which a caller's transaction outlives (tests, or
         # another command calling this one); closed later, it would fail that transaction.
         with closing(stream), closing(heads) if hasattr(heads, "close") else nullcontext():
-            for record in stream:
-                records += 1
-                if record.run_id != current_run:
-                    if chain:
-                        check(current_run, chain)
-                        runs += 1
-                    current_run, chain = record.run_id, []
-                chain.append(record)
-            if chain:
-                check(current_run, chain)
+            # Each run's chain is verified as its records stream past, never held whole: a
+            # run of 100,000 records held them all in memory at once.
+            for run_id, chain in groupby(stream, key=attrgetter("run_id")):
+                passing = _Passing(chain)
+                check(run_id, passing)
+                records += passing.count
                 runs += 1
             if head is not None:
                 no_records(head)
