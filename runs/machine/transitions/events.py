@@ -201,7 +201,9 @@ def _timed_out(change: Change, lease: Lease, step: Step, spec: definition.StepDe
         step.remote_ref = ""
         step.finished_at = now
         change.step_changed(step)
-        run.steps_done = steps_done_with(run, step)
+        # The lease holds the run's steps: read again, every timed-out wait of a run of
+        # thousands of steps read all their rows.
+        run.steps_done = steps_done_with(run, step, lease.steps)
         change.audit(AuditAction.EVENT_TIMED_OUT, step=step, before=before,
                      after=audit_state(run, step),
                      data={"policy": "continue", "timed_out": True, "waited": waited})

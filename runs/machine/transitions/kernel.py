@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from audit.actions import AuditAction
 from audit.chain import Actor, build_record
@@ -313,8 +314,10 @@ def step_named(run: Run, name: str) -> Step:
 
 def steps_done_with(run: Run, step: Step, steps: list[Step] | None = None) -> int:
     """How many steps are done once `step` (being settled now) counts as done. `steps`: the
-    run's steps as the transition already read them under its lock (not read again)."""
-    steps = steps_of(run) if steps is None else steps
+    run's steps as the transition read them (not read again); else counted by the database."""
+    if steps is None:
+        return Step.objects.filter(Q(pk=step.pk) | Q(status__in=list(DONE_STEP_STATUSES)),
+                                   run=run).count()
     return sum(1 for s in steps if s.pk == step.pk or s.status in DONE_STEP_STATUSES)
 
 def require_reason(reason: str, what: str) -> None:
