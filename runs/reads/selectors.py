@@ -7,6 +7,7 @@ caller passes the workflows the user may see, computed once per request.
 
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 
 from django.db import connection
 from django.db.models import (
@@ -458,29 +459,33 @@ def steps_of(runs: list[Run]) -> dict[int, list[Step]]:
     return steps
 
 
-@dataclass(frozen=True)
 class RunDetail:
-    run: Run
-    steps: list[Step]
-    audit: list[AuditRecord]
+    """A run, its steps and (read when first asked for) the outline of its audit log."""
+
+    def __init__(self, run: Run, steps: list[Step]):
+        self.run, self.steps = run, steps
+
+    @cached_property
+    def audit(self) -> list[AuditRecord]:
+        """The newest record of each (step, action), in seq order, as unsaved records
+        holding seq, action and step_name: all the investigation card cites (the newest
+        record of a kind). One query, which reads the run's whole log: the run page's poll
+        and its timeline's pages, which show no card, never ask it (a run of 100,000
+        records aggregated them all at every poll)."""
+        outline = (AuditRecord.objects.filter(run=self.run).values("step_name", "action")
+                   .annotate(newest=Max("seq")).order_by("newest"))
+        return [AuditRecord(run=self.run, seq=row["newest"], action=row["action"],
+                            step_name=row["step_name"]) for row in outline]
 
 
 def run_detail(run_id: int) -> RunDetail:
-    """A run with its steps and the outline of its audit log, three queries (five with an
-    agent step). The outline is
-    the newest record of each (step, action), in seq order, as unsaved records holding
-    seq, action and step_name: all the investigation card cites (the newest record of a
-    kind), tens of rows where a run retried for days has thousands of records. The records
-    in full are read a page at a time, for the timeline (console.timeline)."""
+    """A run with its steps, two queries (four with an agent step), and the outline of its
+    audit log when it is asked for (RunDetail.audit). The records in full are read a page
+    at a time, for the timeline (console.timeline)."""
     run = Run.objects.get(pk=run_id)
     # With an agent step's calls and newest turn prefetched (two more queries): each action
     # the page offers reads them, and would read them again one query each.
-    steps = steps_of([run])[run.pk]
-    outline = (AuditRecord.objects.filter(run=run).values("step_name", "action")
-               .annotate(newest=Max("seq")).order_by("newest"))
-    audit = [AuditRecord(run=run, seq=row["newest"], action=row["action"],
-                         step_name=row["step_name"]) for row in outline]
-    return RunDetail(run=run, steps=steps, audit=audit)
+    return RunDetail(run=run, steps=steps_of([run])[run.pk])
 
 
 def is_final(run: Run) -> bool:
