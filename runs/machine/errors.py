@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import httpx
 import openai
+from billiard.common import terminate_handler_fired
 
 from audit.redaction import redact_text
 
@@ -209,9 +210,18 @@ def _shown(value, most: int = 60) -> str:
 # GeneratorExit let out of a generator). Let out, they would end the worker's process with
 # the call unrecorded, again after each take-back. KeyboardInterrupt is left to propagate: it
 # is a person interrupting the process (advance_run at a terminal), whose run is taken back
-# and its call settled by key, as after any crash. Celery's own shutdown raises nothing inside
-# a task (its signal handlers set flags), so a SystemExit there is the code's.
+# and its call settled by key, as after any crash. So is the SystemExit of a process being
+# stopped (process_stopping): classify raises it again.
 CODE_FAILURES = (Exception, SystemExit, GeneratorExit)
+
+
+def process_stopping(exc: BaseException) -> bool:
+    """Whether `exc` is this process being stopped, not the code it was running: the
+    SystemExit a prefork pool process of Celery (billiard) raises from its SIGTERM handler,
+    wherever the process is. A pool process gets SIGTERM from the pool's hard time limit
+    (--time-limit, just before its SIGKILL), from a stop sent to the worker's whole process
+    group (systemd's default KillMode, `kill -- -PGID`) and from the pool shutting down."""
+    return isinstance(exc, SystemExit) and terminate_handler_fired()
 
 
 def described(exc: BaseException) -> str:
@@ -313,6 +323,13 @@ def classify(exc: BaseException, *,
     reused with other arguments is permanent and says so, naming the key and both
     arguments' hashes.
     """
+    if process_stopping(exc):
+        # Every call of workflow code has its failure classified here. The process is on
+        # its way out: recorded as the call's own failure, the call would hold its run for
+        # a person as an "unexpected error" (and a worker's stop, every run in flight).
+        # Raised again, it ends the process with the intent in the row, as a crash does:
+        # the run is taken back when its lease ends and the call settled by key.
+        raise exc
     message = redact_text(described(exc))[:2000]
     if isinstance(exc, StepError):
         try:
