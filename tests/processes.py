@@ -35,15 +35,16 @@ def manage(*args, **env) -> subprocess.Popen:
 
 
 def start_worker(name: str, log_dir: Path, *, pool: str = "solo", concurrency: int = 1,
-                 **env) -> subprocess.Popen:
+                 options: tuple[str, ...] = (), **env) -> subprocess.Popen:
     """A real Celery worker (solo pool by default: the task runs in the process we may kill;
-    the threads pool runs `concurrency` tasks at once in that one process too)."""
+    the threads pool runs `concurrency` tasks at once in that one process too), with the
+    worker's command line `options` (e.g. "--time-limit=2")."""
     log = open(log_dir / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
     return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "console", "worker", f"--pool={pool}",
          f"--concurrency={concurrency}",
          "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
-         "-n", f"{name}@%h"],
+         "-n", f"{name}@%h", *options],
         cwd=ROOT, env=child_env(**env), stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True,
     )

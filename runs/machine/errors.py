@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import httpx
 import openai
 from billiard.common import terminate_handler_fired
+from billiard.exceptions import SoftTimeLimitExceeded
 
 from audit.redaction import redact_text
 
@@ -360,6 +361,12 @@ def classify(exc: BaseException, *,
         return Classified(ErrorClass.TRANSIENT, message)
     if isinstance(exc, httpx.TimeoutException | httpx.NetworkError | httpx.RemoteProtocolError):
         return Classified(ErrorClass.UNKNOWN, message)
+    if isinstance(exc, SoftTimeLimitExceeded):
+        # Raised wherever the task is when the worker's soft time limit passes, as the
+        # runtime's own deadline interrupts a call (deadline.DeadlinePassed): the call may
+        # have acted. Unclassified, it held the run for a person as a code error.
+        return Classified(ErrorClass.UNKNOWN, f"{message} (the worker's soft time limit, "
+                          "--soft-time-limit, interrupted the call: it may have acted)")
     if isinstance(exc, SystemExit | GeneratorExit):
         message = f"{message} (workflow code exited its call: recorded as its failure; the " \
                   "worker goes on)"

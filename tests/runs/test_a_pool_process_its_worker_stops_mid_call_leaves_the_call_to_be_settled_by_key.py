@@ -9,8 +9,6 @@ system keeps every customer it creates)."""
 
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 from django.core.management import call_command
@@ -21,7 +19,7 @@ from demo.sandbox import faults
 from demo.sandbox.models import Customer, Message, PaymentUpdate
 from runs.machine.transitions import start_run
 from runs.models import Run, RunStatus, Step, StepStatus
-from tests.processes import ROOT, child_env, start_worker, stop, until_status, wait_for
+from tests.processes import start_worker, stop, until_status, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.usefixtures("empty_broker")]
@@ -29,14 +27,9 @@ HOLD = 4  # the customer system takes this long to answer the first create
 LEASE = 10
 
 
-def _prefork_worker(tmp_path, name: str, *options: str) -> subprocess.Popen:
-    log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
-    return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool=prefork",
-         "--concurrency=1", "--loglevel=INFO", "--without-gossip", "--without-mingle",
-         "--without-heartbeat", "-n", f"{name}@%h", *options],
-        cwd=ROOT, env=child_env(RUNS_LEASE_SECONDS=LEASE), stdout=log,
-        stderr=subprocess.STDOUT, start_new_session=True)
+def _prefork_worker(tmp_path, name: str, *options: str):
+    return start_worker(name, tmp_path, pool="prefork", options=options,
+                        RUNS_LEASE_SECONDS=LEASE)
 
 
 def _onboard(key: str) -> Run:
