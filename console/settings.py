@@ -335,6 +335,13 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # copy the broker hands out again finds its run advanced or leased. Cancelling it (Celery 6's
 # announced default) would stop a call mid-flight and leave its outcome unknown for nothing.
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# RabbitMQ closes a channel that holds a message unacknowledged past its consumer_timeout
+# (30 minutes by default): a task acknowledged late that runs longer (a run of many steps, a
+# step that heartbeats) closes its worker's channel. Celery counts a channel's error as
+# unrecoverable unless this is set, and the worker shut down once its tasks ended; now it
+# connects again. The broker hands the task's message out again, a hint the run's lease
+# refuses while the task goes on.
+CELERY_BROKER_CHANNEL_ERROR_RETRY = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
