@@ -1,5 +1,6 @@
 import os
 import socket
+import sys
 import warnings
 
 from celery import Celery
@@ -87,6 +88,18 @@ def _quiet_the_warning_for_a_choice_made(**kwargs):
     # deprecation warnings to "always".
     warnings.filterwarnings("ignore", category=CPendingDeprecationWarning,
                             message=r"\s*In Celery 5\.1 we introduced an optional breaking")
+
+
+@worker_init.connect
+def time_limit_or_exit(sender=None, **kwargs):
+    # A hard time limit that cuts the calls the runtime lets run stops the worker at start,
+    # in one line, as a wrong setting does (console.env.load_settings_or_exit).
+    from runs.machine.deadline import hard_limit_problem
+
+    problem = hard_limit_problem(getattr(sender, "time_limit", None))
+    if problem:
+        print(f"celery: {problem}", file=sys.stderr)
+        raise SystemExit(2)
 
 
 @worker_init.connect

@@ -45,6 +45,28 @@ def seconds() -> float:
     return settings.RUNS_LEASE_SECONDS * SHARE_OF_LEASE
 
 
+def hard_limit_problem(time_limit: float | None) -> str | None:
+    """Why a worker's hard time limit (celery worker --time-limit, task_time_limit) would
+    cut the calls the runtime lets run, or None. Past it the pool process is killed, its
+    run taken back when its lease ends and the call settled by key; a limit no longer than
+    one call may rightly run cuts that call again at each take-back, until the run waits
+    for a person (workers_keep_stopping)."""
+    if not time_limit:
+        return None
+    if settings.RUNS_HEARTBEAT_SECONDS > 0:
+        name, longest = "RUNS_CALL_LIMIT_SECONDS", settings.RUNS_CALL_LIMIT_SECONDS
+        allowed = f"{longest:g} s (heartbeats on; longer for a step that heartbeats itself)"
+    else:
+        name, longest = "RUNS_LEASE_SECONDS", settings.RUNS_LEASE_SECONDS
+        allowed = f"{longest * SHARE_OF_LEASE:g} s ({SHARE_OF_LEASE:.0%} of its lease)"
+    if time_limit > longest:
+        return None
+    return (f"--time-limit (task_time_limit) {time_limit:g} s is not above {name} "
+            f"({longest:g} s): it would kill a pool process in a call the runtime lets run "
+            f"{allowed}, and again at each take-back. Set it above {name}, or leave it "
+            "unset: the runtime bounds each call itself")
+
+
 @contextmanager
 def calls_bounded() -> Iterator[None]:
     """Within the block (the executor advancing one run) each `bounded` call is armed, when

@@ -27,9 +27,9 @@ HOLD = 4  # the customer system takes this long to answer the first create
 LEASE = 10
 
 
-def _prefork_worker(tmp_path, name: str, *options: str):
+def _prefork_worker(tmp_path, name: str, *options: str, **env):
     return start_worker(name, tmp_path, pool="prefork", options=options,
-                        RUNS_LEASE_SECONDS=LEASE)
+                        RUNS_LEASE_SECONDS=LEASE, **env)
 
 
 def _onboard(key: str) -> Run:
@@ -65,7 +65,11 @@ def slow_create(settings, live_sandbox):
 
 def test_a_step_past_the_workers_hard_time_limit_is_settled_by_key_not_held_for_a_person(
         tmp_path, slow_create):
-    worker = _prefork_worker(tmp_path, "limited", "--time-limit=2")
+    # A hard limit the worker accepts is above the longest call the runtime lets run
+    # (runs.machine.deadline.hard_limit_problem): here heartbeats keep a call's lease for
+    # a second of it, and the limit cuts the create the customer system holds longer.
+    worker = _prefork_worker(tmp_path, "limited", "--time-limit=2",
+                             RUNS_HEARTBEAT_SECONDS=0.5, RUNS_CALL_LIMIT_SECONDS=1)
     try:
         run = _onboard("hard-limit")
         wait_for(lambda: "Hard time limit" in (tmp_path / "limited.log").read_text(),
