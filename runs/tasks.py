@@ -3,12 +3,18 @@
 import logging
 
 from celery import shared_task
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from audit.chain import Actor
 
 from .execution import executor, sweeper
-from .execution.database_outage import CONNECTION_LOST, beat_pass, unreachable
+from .execution.database_outage import (
+    CONNECTION_LOST,
+    beat_pass,
+    refuses_writes,
+    refuses_writes_text,
+    unreachable,
+)
 from .execution.outages import first_line
 from .machine import limits, transitions
 from .machine.errors import StartRefused
@@ -59,6 +65,17 @@ def advance_run(self, run_id: int) -> str | None:
             return None
         logger.warning("run %s: database connection lost (%s); trying again", run_id, exc)
         raise self.retry(exc=exc) from exc
+    except DatabaseError as exc:
+        if not refuses_writes(exc):
+            raise
+        # Whatever this task had not committed was rolled back. A step whose call was made
+        # keeps its intent and its lease: once writes are allowed again the sweeper takes the
+        # lease back and the step is settled by its key, as after a worker's crash. Trying
+        # again now would only be refused again.
+        logger.warning("run %s: %s; the sweeper takes the run up again once it accepts them "
+                       "(a step whose call was made is then settled by its key)", run_id,
+                       refuses_writes_text(exc))
+        return None
 
 
 @shared_task(name="runs.sweep")
@@ -92,5 +109,11 @@ def start_run(self, workflow: str, business_key: str, input: dict) -> dict:
     except CONNECTION_LOST as exc:
         logger.warning("start event for %s: database connection lost (%s); trying again",
                        business_key, exc)
+        raise self.retry(exc=exc) from exc
+    except DatabaseError as exc:
+        if not refuses_writes(exc):
+            raise
+        logger.warning("start event for %s: %s; trying again", business_key,
+                       refuses_writes_text(exc))
         raise self.retry(exc=exc) from exc
     return {"run_id": run.pk, "created": created}

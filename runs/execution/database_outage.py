@@ -12,7 +12,7 @@ tick logged an eighty-line traceback: four a second, which buries the line that 
 import functools
 import logging
 
-from django.db import InterfaceError, OperationalError, connection
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from .outages import first_line, outages
 
@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 # OperationalError too, on a connection that still works: `unreachable` tells them apart.
 CONNECTION_LOST = (InterfaceError, OperationalError)
 UNREACHABLE = {"skipped": "the database cannot be reached"}
+REFUSING_WRITES = {"skipped": "the database refuses writes"}
 
 
 def unreachable(exc: BaseException, *, using=connection) -> bool:
@@ -46,6 +47,24 @@ WOULD_NOT_WAIT = {"55P03", "57014"}
 def would_not_wait(exc: BaseException) -> bool:
     """Whether `exc` says the database answered but would not wait (WOULD_NOT_WAIT)."""
     return getattr(exc.__cause__, "sqlstate", None) in WOULD_NOT_WAIT
+
+
+def refuses_writes(exc: BaseException) -> bool:
+    """Whether `exc` says the database refuses writes (read-only, a standby): the store's
+    rule (runs.store.refuses_writes). Said as such, once, never as a statement of the task's
+    own that failed: Django raises it as InternalError, which Celery logged as a traceback
+    at every tick."""
+    from .. import store  # as in unreachable
+
+    return store.refuses_writes(exc)
+
+READ_ONLY_WORDS = ("the database refuses writes ({}): it is read-only (a standby, or "
+                   "default_transaction_read_only is on) until a person allows them again")
+
+
+def refuses_writes_text(exc: BaseException) -> str:
+    """The words that say `exc` (refuses_writes) to a person, with the database's own."""
+    return READ_ONLY_WORDS.format(first_line(exc))
 
 
 def raised_within(exc: BaseException, method: str, owner: type) -> bool:
@@ -73,15 +92,24 @@ def commit_under_way(exc: BaseException) -> bool:
 def beat_pass(name: str):
     """Run a periodic pass (a Celery task beat sends) under the outage rule: while the
     database cannot be reached the pass answers UNREACHABLE instead of failing, and its
-    broken connection is dropped so the next pass connects anew."""
+    broken connection is dropped so the next pass connects anew; while it refuses writes
+    (refuses_writes), REFUSING_WRITES. Each is said once when it begins and once when it
+    ends."""
+    read_only = f"{name} (read-only)"
 
     def decorate(run_pass):
         @functools.wraps(run_pass)
         def guarded(*args, **kwargs):
             try:
                 result = run_pass(*args, **kwargs)
-            except CONNECTION_LOST as exc:
-                if not unreachable(exc):
+            except DatabaseError as exc:
+                if refuses_writes(exc):
+                    if outages.failed_once_more(read_only) == 1:
+                        logger.warning("%s: %s; the pass is tried again at each of beat's "
+                                       "ticks, and this is said again only when it accepts "
+                                       "them", name, refuses_writes_text(exc))
+                    return REFUSING_WRITES
+                if not isinstance(exc, CONNECTION_LOST) or not unreachable(exc):
                     raise
                 connection.close()
                 if outages.failed_once_more(name) == 1:
@@ -93,6 +121,10 @@ def beat_pass(name: str):
             if missed:
                 logger.warning("%s: the database answers again, after %d pass(es) that "
                                "could not reach it", name, missed)
+            refused = outages.answered(read_only)
+            if refused:
+                logger.warning("%s: a pass went through again, after %d pass(es) the "
+                               "database's refusal of writes stopped", name, refused)
             return result
 
         return guarded

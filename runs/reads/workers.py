@@ -21,6 +21,7 @@ from .. import store
 from ..execution.executor import worker_name
 from ..machine.storable import whole_number
 from ..models import Run, RunStatus
+from ..store import read_only
 from ..worker_models import Worker
 
 logger = logging.getLogger(__name__)
@@ -121,9 +122,14 @@ class Heartbeat:
             else:
                 beat_the_silent(names, queues=self.queues,
                                 older_than=timedelta(seconds=settings.WORKER_HEARTBEAT_SECONDS))
-        except DatabaseError:
+        except DatabaseError as exc:
+            if read_only.refuses_writes(exc):
+                read_only.refused(logger, "worker heartbeat", exc)
+                return
             logger.exception("worker heartbeat failed")
             connection.close_if_unusable_or_obsolete()
+        else:
+            read_only.went_through(logger, "worker heartbeat")
 
     def stop(self, names=None) -> None:
         try:

@@ -20,11 +20,12 @@ from django.db.models.functions import Now
 
 from .base import Store, join_next_transaction, withdraw_joined
 from .postgres import PostgresStore
+from .read_only import READ_ONLY, refuses_writes
 from .sqlite import SqliteStore
 
-__all__ = ["PostgresStore", "SqliteStore", "SESSION_ENDED", "Store", "current",
-           "join_next_transaction", "of", "session_ended", "time_in_statement",
-           "time_of_lock", "withdraw_joined"]
+__all__ = ["PostgresStore", "READ_ONLY", "SqliteStore", "SESSION_ENDED", "Store", "current",
+           "join_next_transaction", "of", "refuses_writes", "session_ended",
+           "time_in_statement", "time_of_lock", "withdraw_joined"]
 
 _STORES = {"postgresql": PostgresStore(), "sqlite": SqliteStore()}
 

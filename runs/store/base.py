@@ -17,6 +17,7 @@ from django.utils.dateparse import parse_datetime
 from audit.models import AuditRecord
 
 from ..models import Run, RunEvent, Step
+from . import read_only
 from .json_parts import JsonArrayLength, JsonArrayPart, JsonWith
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,9 @@ def withdraw_joined(name: str) -> bool:
         return _joined.pop(name, None) is not None
 
 
+JOINED_WRITES = "a write joined to a transition's transaction"
+
+
 def _do_joined_writes() -> None:
     with _joined_lock:
         writes = list(_joined.values())
@@ -51,9 +55,14 @@ def _do_joined_writes() -> None:
         try:
             with transaction.atomic():
                 write()
-        except DatabaseError:
+        except DatabaseError as exc:
+            if read_only.refuses_writes(exc):
+                read_only.refused(logger, JOINED_WRITES, exc)
+                continue
             logger.warning("a write joined to a transition's transaction failed",
                            exc_info=True)
+        else:
+            read_only.went_through(logger, JOINED_WRITES)
 
 
 class Store(abc.ABC):

@@ -62,8 +62,7 @@ CATCH_UP_POLICIES = ("skip", "latest", "all")
 # Slots started per schedule and tick under catch_up="all": a long outage is caught up over
 # several ticks, not in one pass that holds the job for minutes.
 MAX_CATCH_UP = 100
-# Missed cron slots counted one by one at most (about a tenth of a second); past it the
-# warning says "or more".
+# Missed cron slots counted one by one at most (about a tenth of a second); past it, "or more".
 MAX_COUNTED_MISSED = 10_000
 # Where interval slots are counted from: slots of "every 15 minutes" fall on :00, :15, ...
 INTERVAL_ANCHOR = datetime(2000, 1, 1, tzinfo=UTC)
@@ -277,6 +276,8 @@ def fire_due_schedules(*, now: datetime | None = None) -> TickReport:
                         report.started), workflow=schedule.workflow_name)
                     report.lost = True
                     break
+                if store.refuses_writes(exc):  # so would every later one: the pass says it
+                    raise  # once (database_outage.beat_pass), not a traceback per schedule
                 # Its state could not be read or made (the database): nothing to record on.
                 logger.exception("schedule %s of %s: tick failed", schedule.name,
                                  schedule.workflow_name)
