@@ -4,7 +4,12 @@
 from django.db import InterfaceError, OperationalError
 from ninja import Status
 
-from runs.execution.database_outage import commit_under_way, would_not_wait
+from runs.execution.database_outage import (
+    commit_under_way,
+    refused_change_detail,
+    refuses_writes,
+    would_not_wait,
+)
 
 
 def error_body(code: str, detail: str) -> dict:
@@ -33,6 +38,15 @@ def invalid_field(field: str, detail: str, kind: str = "value_error") -> dict:
 # load balancers and clients alike (the API here, the console's pages in console.errors).
 DATABASE_DOWN = (OperationalError, InterfaceError)
 RETRY_AFTER_SECONDS = 30
+
+
+def refused_change(exc: BaseException) -> tuple[str, str] | None:
+    """The 503's code and words for a database that refuses writes (read-only, a standby),
+    or None for any other error: a client tries again later, as for a database away, and
+    the person reading it is not told of an internal error."""
+    if refuses_writes(exc):
+        return "database_read_only", refused_change_detail(exc)
+    return None
 
 
 def database_down_detail(exc: BaseException) -> str:

@@ -93,9 +93,11 @@ BODY_ANSWERS = {
     415: "The body was not sent as application/json.",
 }
 
-# The answer any operation gives when the database does not answer (api.routes).
-UNAVAILABLE = (503, "The database did not answer; nothing was done "
-                    "(`database_unavailable`): try again after `Retry-After` seconds.")
+# The answer any operation gives when the database does not answer, or refuses changes
+# (read-only: a standby, a DBA's setting) (api.routes).
+UNAVAILABLE = (503, "The database did not answer (`database_unavailable`), or refused the "
+                    "change because it is read-only (`database_read_only`); nothing was done: "
+                    "try again after `Retry-After` seconds.")
 
 
 def declare_common_answers(schema: dict) -> None:

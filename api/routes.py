@@ -37,6 +37,7 @@ from .errors import (
     database_down_detail,
     error_body,
     no_acting_user,
+    refused_change,
 )
 from .middleware import body_limit_text
 from .parser import (
@@ -186,6 +187,11 @@ def _too_large(request, exc):
 def _server_error(request, exc):
     # Ninja's own handler answers a traceback as text when DEBUG is on and leaves it to
     # Django's HTML page when off: the caller gets JSON either way, the log the traceback.
+    refused = refused_change(exc)
+    if refused is not None:
+        # Not the code's fault, and said to the caller: one line, no traceback.
+        logger.warning("%s %s: %s", request.method, request.path, refused[1])
+        return _error(request, 503, *refused, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     logger.exception("unhandled error in %s %s", request.method, request.path)
     if isinstance(exc, DATABASE_DOWN):
         return _error(request, 503, "database_unavailable", database_down_detail(exc),

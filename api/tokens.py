@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 
 from audit.access import AccessAction, record_access_change
 from audit.chain import Actor
@@ -250,7 +250,15 @@ def token_check(plaintext: str, *, now: datetime | None = None) -> Checked:
 def _touch(token: ApiToken, now: datetime) -> None:
     precision = timedelta(seconds=settings.API_TOKEN_LAST_USED_PRECISION_SECONDS)
     if token.last_used_at is None or now - token.last_used_at >= precision:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        try:
+            with transaction.atomic():
+                ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        except DatabaseError as exc:
+            # A database that refuses writes (read-only, a standby) still answers what only
+            # reads: the stamp waits for the next request, the request is served.
+            if not store.refuses_writes(exc):
+                raise
+            return
         token.last_used_at = now
 
 

@@ -13,12 +13,17 @@ from django.core.management import execute_from_command_line
 def execute_or_exit(program: str, argv: list[str]) -> None:
     """Run the command `argv` names. A database that cannot be reached (down, restarting, a
     wrong DATABASE_URL) ends it with exit status 1 and a sentence naming what failed, and so
-    does one that would not wait (a row held by another session, a cancelled statement); a
+    does one that would not wait (a row held by another session, a cancelled statement) or
+    refuses writes (read-only, a standby); a
     configuration refused while the apps load, with status 2 and its one line; any other
     error is the command's own and is left as it is."""
+    from django.db import DatabaseError
+
     from runs.execution.database_outage import (
         CONNECTION_LOST,
         commit_under_way,
+        refused_change_detail,
+        refuses_writes,
         unreachable,
         would_not_wait,
     )
@@ -39,8 +44,15 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
         # Python would flush stdout again at exit and fail there too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(1) from None
-    except CONNECTION_LOST as exc:
+    except DatabaseError as exc:
         command = f"{program} {argv[1]}" if len(argv) > 1 else program
+        if refuses_writes(exc):
+            # Read-only (a standby, a DBA's setting): the command's transaction was refused
+            # before anything of it was written; commands that only read still work.
+            print(f"{command}: {refused_change_detail(exc)}", file=sys.stderr)
+            raise SystemExit(1) from None
+        if not isinstance(exc, CONNECTION_LOST):
+            raise
         if would_not_wait(exc):
             # A row another session held past lock_timeout, a statement_timeout, a cancel:
             # the database answers, and what the command was doing in that transaction was

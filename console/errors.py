@@ -18,7 +18,7 @@ from django.views.decorators.csrf import requires_csrf_token
 
 from api.errors import DATABASE_DOWN, RETRY_AFTER_SECONDS
 from api.middleware import body_limit_text
-from runs.execution.database_outage import commit_under_way, would_not_wait
+from runs.execution.database_outage import commit_under_way, refuses_writes, would_not_wait
 
 from .sessions import session_save_under_way
 
@@ -55,8 +55,16 @@ def server_error(request):
     session) must not be needed to draw the page that says so; 503 when the database did
     not answer, or would not wait for what the request needed, or went as the request's
     change was committed or its session saved (then it may have been done, and the page
-    says so)."""
+    says so), or refused the change (read-only)."""
     exc = sys.exc_info()[1]
+    if refuses_writes(exc):
+        # The database reads but refuses every change (read-only, a standby): not the
+        # console's fault, and not a database away either; pages that only read still work.
+        page = loader.get_template("503.html").render(
+            {"read_only": True, "session_unsaved": session_save_under_way(exc)})
+        response = HttpResponse(page, status=503)
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
     if isinstance(exc, DATABASE_DOWN):
         # The session is saved after the view's work: that work may have been done.
         unsaved = session_save_under_way(exc)

@@ -58,6 +58,7 @@ def refuses_writes(exc: BaseException) -> bool:
 
     return store.refuses_writes(exc)
 
+
 READ_ONLY_WORDS = ("the database refuses writes ({}): it is read-only (a standby, or "
                    "default_transaction_read_only is on) until a person allows them again")
 
@@ -65,6 +66,15 @@ READ_ONLY_WORDS = ("the database refuses writes ({}): it is read-only (a standby
 def refuses_writes_text(exc: BaseException) -> str:
     """The words that say `exc` (refuses_writes) to a person, with the database's own."""
     return READ_ONLY_WORDS.format(first_line(exc))
+
+
+def refused_change_detail(exc: BaseException) -> str:
+    """What a person who asked for a change (a console page, an API call, a command) is told
+    when the database refused it (refuses_writes): what happened, that nothing was written,
+    that reading still works, and when to try again."""
+    return (f"the database refuses changes just now ({first_line(exc)}): it is read-only "
+            "(a standby after a failover, or set so by an administrator), so nothing was "
+            "done; reading still works: try again once it accepts changes")
 
 
 def raised_within(exc: BaseException, method: str, owner: type) -> bool:
