@@ -6,6 +6,8 @@ from ninja import Status
 
 from runs.execution.database_outage import (
     commit_under_way,
+    connections_full,
+    connections_full_detail,
     refused_change_detail,
     refuses_writes,
     would_not_wait,
@@ -60,5 +62,7 @@ def database_down_detail(exc: BaseException) -> str:
         return ("the connection to the database was lost as this was being committed, so it "
                 "may have been done: read it back before sending it again (an action already "
                 "taken is refused, a decision already recorded is answered as such)")
+    if connections_full(exc):
+        return connections_full_detail(exc)
     return "the database did not answer; nothing was done: try again later"
 

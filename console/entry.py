@@ -22,6 +22,8 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
     from runs.execution.database_outage import (
         CONNECTION_LOST,
         commit_under_way,
+        connections_full,
+        connections_full_detail,
         refused_change_detail,
         refuses_writes,
         unreachable,
@@ -70,6 +72,9 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
             print(f"{command}: the connection to the database was lost as the command's "
                   f"change was committed ({first_line(exc)}): it may have been done; look "
                   "(show_run, list_runs) before running the command again", file=sys.stderr)
+            raise SystemExit(1) from None
+        if connections_full(exc):
+            print(f"{command}: {connections_full_detail(exc)}", file=sys.stderr)
             raise SystemExit(1) from None
         print(f"{command}: the database cannot be reached ({first_line(exc)}); check "
               "DATABASE_URL and that PostgreSQL is running, then run the command again",

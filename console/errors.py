@@ -18,7 +18,12 @@ from django.views.decorators.csrf import requires_csrf_token
 
 from api.errors import DATABASE_DOWN, RETRY_AFTER_SECONDS
 from api.middleware import body_limit_text
-from runs.execution.database_outage import commit_under_way, refuses_writes, would_not_wait
+from runs.execution.database_outage import (
+    commit_under_way,
+    connections_full,
+    refuses_writes,
+    would_not_wait,
+)
 
 from .sessions import session_save_under_way
 
@@ -70,7 +75,7 @@ def server_error(request):
         unsaved = session_save_under_way(exc)
         page = loader.get_template("503.html").render(
             {"busy": would_not_wait(exc) and not unsaved, "session_unsaved": unsaved,
-             "maybe_done": commit_under_way(exc)})
+             "maybe_done": commit_under_way(exc), "full": connections_full(exc)})
         response = HttpResponse(page, status=503)
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response

@@ -68,6 +68,34 @@ def refuses_writes_text(exc: BaseException) -> str:
     return READ_ONLY_WORDS.format(first_line(exc))
 
 
+# A database at its connection limit (max_connections, or a role's or a database's CONNECTION
+# LIMIT) refuses a new session at once (FATAL, SQLSTATE 53300), which libpq reports without its
+# SQLSTATE: told by the server's words. It answers, and nothing is wrong with DATABASE_URL:
+# telling it as a database that cannot be reached sends the person to the wrong place.
+CONNECTIONS_FULL = "53300"
+CONNECTIONS_FULL_WORDS = ("too many clients already", "remaining connection slots are reserved",
+                          "too many connections for")
+
+
+def connections_full(exc: BaseException) -> bool:
+    """Whether `exc` says the database refused a new session because every connection it
+    allows is in use."""
+    if not isinstance(exc, CONNECTION_LOST):
+        return False
+    if getattr(exc.__cause__, "sqlstate", None) == CONNECTIONS_FULL:
+        return True
+    text = str(exc)
+    return any(words in text for words in CONNECTIONS_FULL_WORDS)
+
+
+def connections_full_detail(exc: BaseException) -> str:
+    """What a person is told when `exc` (connections_full) stopped what they asked for."""
+    return (f"the database refuses new connections ({first_line(exc)}): every connection it "
+            "allows is in use (max_connections, or a limit on the role or the database), so "
+            "nothing was done; try again in a little while, and if it lasts, its "
+            "administrator can see what holds them in pg_stat_activity")
+
+
 def refused_change_detail(exc: BaseException) -> str:
     """What a person who asked for a change (a console page, an API call, a command) is told
     when the database refused it (refuses_writes): what happened, that nothing was written,
