@@ -94,7 +94,17 @@ def fire_schedules() -> dict:
             "failed": report.failed, "lost": report.lost}
 
 
-@shared_task(name="runs.start_run", **RETRY)
+# A start event is the only record of the run it asks for until the run's row is written: while
+# the database cannot take it (away, refusing writes, no connection free) the event is kept
+# by trying again, each time a little later (at most START_RETRY_MAX_DELAY seconds apart:
+# short of any broker's visibility timeout), for about START_RETRY_LIMIT tries, an hour,
+# rather than the five seconds of RETRY after which it was dropped. Trying again starts
+# nothing twice: a run is one per (workflow, business key).
+START_RETRY_MAX_DELAY = 30
+START_RETRY_LIMIT = 130
+
+
+@shared_task(name="runs.start_run", bind=True, max_retries=START_RETRY_LIMIT)
 def start_run(self, workflow: str, business_key: str, input: dict) -> dict:
     """Start a run from a queue event. Delivery is at least once: a redelivered event finds
     the run it started. A refused event is logged, not retried: retrying cannot fix it."""
@@ -106,14 +116,21 @@ def start_run(self, workflow: str, business_key: str, input: dict) -> dict:
     except StartRefused as exc:
         logger.error("start event refused: %s", exc)
         return {"refused": str(exc)}
-    except CONNECTION_LOST as exc:
-        logger.warning("start event for %s: database connection lost (%s); trying again",
-                       business_key, exc)
-        raise self.retry(exc=exc) from exc
     except DatabaseError as exc:
-        if not refuses_writes(exc):
+        if refuses_writes(exc):
+            why = refuses_writes_text(exc)
+        elif isinstance(exc, CONNECTION_LOST):
+            why = f"database connection lost ({first_line(exc)})"
+            connection.close()
+        else:
             raise
-        logger.warning("start event for %s: %s; trying again", business_key,
-                       refuses_writes_text(exc))
-        raise self.retry(exc=exc) from exc
+        if self.request.retries >= self.max_retries:
+            logger.error("start event for %s of %s given up after %d tries: %s; send it "
+                         "again once the database takes it", business_key, workflow,
+                         self.request.retries + 1, why)
+            raise
+        delay = min(START_RETRY_MAX_DELAY, 2 ** self.request.retries)
+        logger.warning("start event for %s: %s; trying again in %d s", business_key, why,
+                       delay)
+        raise self.retry(exc=exc, countdown=delay) from exc
     return {"run_id": run.pk, "created": created}
