@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import connection
 from django.http import Http404
 from django.urls import reverse
 from ninja import NinjaAPI, Path, Status
@@ -191,6 +192,7 @@ def _server_error(request, exc):
     if refused is not None:
         # Not the code's fault, and said to the caller: one line, no traceback.
         logger.warning("%s %s: %s", request.method, request.path, refused[1])
+        connection.close()  # a new session next time (runs.execution.database_outage)
         return _error(request, 503, *refused, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     logger.exception("unhandled error in %s %s", request.method, request.path)
     if isinstance(exc, DATABASE_DOWN):

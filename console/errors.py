@@ -11,6 +11,7 @@ JSON (api.routes, api.middleware).
 import sys
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import connection
 from django.http import HttpResponse, HttpResponseServerError
 from django.shortcuts import render
 from django.template import loader
@@ -63,6 +64,8 @@ def server_error(request):
     says so), or refused the change (read-only)."""
     exc = sys.exc_info()[1]
     if refuses_writes(exc):
+        # A new session for the next request (runs.execution.database_outage.beat_pass).
+        connection.close()
         # The database reads but refuses every change (read-only, a standby): not the
         # console's fault, and not a database away either; pages that only read still work.
         page = loader.get_template("503.html").render(

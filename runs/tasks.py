@@ -68,6 +68,7 @@ def advance_run(self, run_id: int) -> str | None:
     except DatabaseError as exc:
         if not refuses_writes(exc):
             raise
+        connection.close()  # a new session next time (database_outage.beat_pass says why)
         # Whatever this task had not committed was rolled back. A step whose call was made
         # keeps its intent and its lease: once writes are allowed again the sweeper takes the
         # lease back and the step is settled by its key, as after a worker's crash. Trying
@@ -119,6 +120,7 @@ def start_run(self, workflow: str, business_key: str, input: dict) -> dict:
     except DatabaseError as exc:
         if refuses_writes(exc):
             why = refuses_writes_text(exc)
+            connection.close()  # a new session for the next try (as beat_pass)
         elif isinstance(exc, CONNECTION_LOST):
             why = f"database connection lost ({first_line(exc)})"
             connection.close()

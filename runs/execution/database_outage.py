@@ -142,6 +142,10 @@ def beat_pass(name: str):
                 result = run_pass(*args, **kwargs)
             except DatabaseError as exc:
                 if refuses_writes(exc):
+                    # A new session next time: after a failover it may reach the new primary,
+                    # and one opened while the database was read-only stays so after a
+                    # database's or role's setting is reset.
+                    connection.close()
                     if outages.failed_once_more(read_only) == 1:
                         logger.warning("%s: %s; the pass is tried again at each of beat's "
                                        "ticks, and this is said again only when it accepts "

@@ -125,6 +125,7 @@ class Heartbeat:
         except DatabaseError as exc:
             if read_only.refuses_writes(exc):
                 read_only.refused(logger, "worker heartbeat", exc)
+                connection.close()  # a new session next time (database_outage.beat_pass)
                 return
             logger.exception("worker heartbeat failed")
             connection.close_if_unusable_or_obsolete()

@@ -3,8 +3,10 @@ demoted primary or a standby, a DBA's default_transaction_read_only): a real wor
 real beat meet it while a step's call is under way. The worker says in one line per run, and
 each beat pass once, that the database refuses writes (no traceback at every tick: Celery's
 default for a task that raises); once writes are allowed again the run goes on by beat's
-passes alone, the call made during the refusal is settled by its key, and no effect reaches
-the receiver twice (a receiver that honours keys, runs.bench_receiver)."""
+passes alone (each process dropped the session that was refused: one opened while the
+database was read-only stays so after the setting is reset, and after a failover a new one
+may reach the new primary), the call made during the refusal is settled by its key, and no
+effect reaches the receiver twice (a receiver that honours keys, runs.bench_receiver)."""
 
 import time
 
@@ -21,8 +23,9 @@ from tests.runs.test_periodic_passes_across_a_database_outage import PASSES, sta
 pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.usefixtures("empty_broker")]
 CALL_SECONDS = 3  # the receiver holds each call this long (the effect is made as it arrives)
-# A session of each task, opened afresh: the database's setting reaches every new one.
-CHILDREN = {**PASSES, "DB_CONN_MAX_AGE": 0, "RUNS_LEASE_SECONDS": 6}
+# Persistent sessions (production's default): the ones opened while the database refused
+# writes keep refusing after its setting is reset, unless the worker drops them.
+CHILDREN = {**PASSES, "RUNS_LEASE_SECONDS": 6}
 
 
 def _start(key: str, receiver) -> Run:
