@@ -11,6 +11,7 @@ from .execution import executor, sweeper
 from .execution.database_outage import (
     CONNECTION_LOST,
     beat_pass,
+    connection_trouble_text,
     refuses_writes,
     refuses_writes_text,
     unreachable,
@@ -44,8 +45,8 @@ def advance_run(self, run_id: int) -> str | None:
         except CONNECTION_LOST as exc:
             # Most often the session died while the worker waited (killed, a restart, a
             # failover): once more at once, on a new connection.
-            logger.info("run %s: database connection lost (%s); trying again on a new one",
-                        run_id, exc)
+            logger.info("run %s: %s; trying again on a new connection", run_id,
+                        connection_trouble_text(exc))
             connection.close()
             status = executor.advance_run(run_id)
         # A slot under the workflow's limits may have freed: the runs it held back go next.
@@ -55,15 +56,20 @@ def advance_run(self, run_id: int) -> str | None:
             kept.consume_kept_for_run(run_id)
         return status
     except CONNECTION_LOST as exc:
-        if unreachable(exc) and self.request.retries >= self.max_retries:
+        if self.request.retries >= self.max_retries:
             # The wake-up hint is given up, not the run: it is still queued (or its lease
-            # expires), and the sweeper's pass takes it up once the database answers.
-            logger.warning("run %s: the database could not be reached in %d tries (%s); the "
-                           "sweeper takes the run up when it answers", run_id,
-                           self.request.retries + 1, first_line(exc))
+            # expires), and the sweeper's pass takes it up once the database answers (or the
+            # session holding its row lets go).
+            if unreachable(exc):
+                logger.warning("run %s: the database could not be reached in %d tries (%s); "
+                               "the sweeper takes the run up when it answers", run_id,
+                               self.request.retries + 1, first_line(exc))
+            else:
+                logger.warning("run %s: %s, in %d tries; the sweeper takes the run up again",
+                               run_id, connection_trouble_text(exc), self.request.retries + 1)
             connection.close()
             return None
-        logger.warning("run %s: database connection lost (%s); trying again", run_id, exc)
+        logger.warning("run %s: %s; trying again", run_id, connection_trouble_text(exc))
         raise self.retry(exc=exc) from exc
     except DatabaseError as exc:
         if not refuses_writes(exc):
@@ -122,7 +128,7 @@ def start_run(self, workflow: str, business_key: str, input: dict) -> dict:
             why = refuses_writes_text(exc)
             connection.close()  # a new session for the next try (as beat_pass)
         elif isinstance(exc, CONNECTION_LOST):
-            why = f"database connection lost ({first_line(exc)})"
+            why = connection_trouble_text(exc)
             connection.close()
         else:
             raise

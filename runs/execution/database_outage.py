@@ -105,6 +105,26 @@ def refused_change_detail(exc: BaseException) -> str:
             "done; reading still works: try again once it accepts changes")
 
 
+# The database answered, but rolled the transaction back for its clash with another session:
+# a serialization failure (40001, under a REPEATABLE READ or SERIALIZABLE isolation a role or
+# database may set) or a deadlock (40P01). Nothing of it was written; trying again is right.
+ROLLED_BACK = {"40001", "40P01"}
+
+
+def connection_trouble_text(exc: BaseException) -> str:
+    """What a task's log says of `exc` (one of CONNECTION_LOST): a lost connection only when
+    it is one, not a statement the database would not wait for or rolled back, which sends
+    whoever reads it to the network instead of to the session that held the row."""
+    state = getattr(exc.__cause__, "sqlstate", None)
+    if state in WOULD_NOT_WAIT:
+        return (f"the database would not wait ({first_line(exc)}): a row it needed was held "
+                "by another session, or the statement was cancelled")
+    if state in ROLLED_BACK:
+        return (f"the database rolled the transaction back ({first_line(exc)}): it clashed "
+                "with another session's")
+    return f"database connection lost ({exc})"
+
+
 def raised_within(exc: BaseException, method: str, owner: type) -> bool:
     """Whether `exc` was raised inside the method named `method` of an instance of `owner`
     (read from its traceback): where an error of a lost connection came from decides what a
