@@ -1,7 +1,11 @@
 """A TCP forwarder on localhost whose link can be cut and restored, for the tests about a
 network between a worker and its broker that breaks: `cut()` drops every open connection at
 once (as a switch or a firewall losing its state would) and drops each new one as it comes,
-until `restore()`."""
+until `restore()`.
+
+In front of PostgreSQL, `lose_next_commit` cuts the one connection that sends the next
+COMMIT, either as it is sent (the server never sees it) or once the server has answered it
+(the server committed; the answer never reaches the client)."""
 
 import contextlib
 import socket
@@ -20,6 +24,10 @@ class CuttableProxy:
         self.open: list[socket.socket] = []
         self.connections_cut = 0
         self.connections_refused = 0
+        # lose_next_commit's aim, and the COMMITs it lost: "sent" (never reached the
+        # server) or "answered" (committed, its answer lost).
+        self.commit_to_lose: tuple[bool, bool] | None = None
+        self.commits_lost: list[str] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
@@ -40,17 +48,48 @@ class CuttableProxy:
             server.settimeout(None)
             with self.lock:
                 self.open += [client, server]
-            threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client), daemon=True).start()
+            answer_to_lose = threading.Event()
+            threading.Thread(target=self._pump, args=(client, server, answer_to_lose, True),
+                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, answer_to_lose, False),
+                             daemon=True).start()
 
-    def _pump(self, source: socket.socket, target: socket.socket):
+    def _pump(self, source: socket.socket, target: socket.socket,
+              answer_to_lose: threading.Event, to_server: bool):
         try:
             while data := source.recv(65536):
+                if not to_server and answer_to_lose.is_set():
+                    # The server's answer to the COMMIT: the link goes before it is passed.
+                    self._lost("answered", source, target)
+                    return
+                if to_server and self.commit_to_lose is not None and \
+                        data.startswith(b"Q") and b"COMMIT\x00" in data:
+                    reaches_server, stay_cut = self.commit_to_lose
+                    self.commit_to_lose = None
+                    if stay_cut:
+                        self.cut_off.set()
+                    if not reaches_server:
+                        self._lost("sent", source, target)
+                        return
+                    answer_to_lose.set()
                 target.sendall(data)
         except OSError:
             pass
         _drop(source)
         _drop(target)
+
+    def _lost(self, what: str, *sockets: socket.socket):
+        self.commits_lost.append(what)
+        self.connections_cut += 1
+        for sock in sockets:
+            _drop(sock)
+
+    def lose_next_commit(self, *, reaches_server: bool, stay_cut: bool = False):
+        """Cut the connection that sends the next COMMIT (a simple query: psycopg's
+        commit): as it is sent, or (`reaches_server`) once the server has answered it. The
+        other connections, and new ones, go on, unless `stay_cut`: then the link stays cut
+        (as cut() leaves it) from that COMMIT on, until restore()."""
+        self.commit_to_lose = (reaches_server, stay_cut)
 
     def cut(self):
         self.cut_off.set()

@@ -140,11 +140,27 @@ def raised_within(exc: BaseException, method: str, owner: type) -> bool:
 
 def commit_under_way(exc: BaseException) -> bool:
     """Whether `exc` was raised as a transaction was being committed (Django's connection
-    `_commit`): a connection lost then leaves it unknown whether the server committed, so a
-    person must not be told that nothing was done."""
+    `_commit`), or while that error was being handled (commit_error): a connection lost then
+    leaves it unknown whether the server committed, so a person must not be told that
+    nothing was done."""
+    return commit_error(exc) is not None
+
+
+def commit_error(exc: BaseException) -> BaseException | None:
+    """The error raised as a transaction was being committed (Django's connection
+    `_commit`): `exc`, or the one it was raised while handling. A COMMIT whose connection
+    is lost is followed by Django's reconnect to restore autocommit as its atomic block
+    ends; with the database still out of reach, that reconnect's error is what reaches the
+    caller, the COMMIT's in its __context__."""
     from django.db.backends.base.base import BaseDatabaseWrapper
 
-    return raised_within(exc, "_commit", BaseDatabaseWrapper)
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if raised_within(exc, "_commit", BaseDatabaseWrapper):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__context__
+    return None
 
 
 def beat_pass(name: str):
