@@ -12,6 +12,7 @@ from runs.execution.database_outage import (
     refuses_writes,
     would_not_wait,
 )
+from runs.execution.lost_commit import COMMITTED, NOT_COMMITTED, commit_outcome
 
 
 def error_body(code: str, detail: str) -> dict:
@@ -35,11 +36,15 @@ def invalid_field(field: str, detail: str, kind: str = "value_error") -> dict:
 
 
 # The database not answering (down, restarting, failing over): the request did nothing (unless
-# the connection went as it committed: database_down_detail says so), and trying again later
-# is what to do, which a 503 with Retry-After says to people, browsers,
-# load balancers and clients alike (the API here, the console's pages in console.errors).
+# the connection went as it committed: database_down_answer says what the database says of
+# it), and trying again later is what to do, which a 503 with Retry-After says to people,
+# browsers, load balancers and clients alike (the API here, the console's pages in
+# console.errors).
 DATABASE_DOWN = (OperationalError, InterfaceError)
 RETRY_AFTER_SECONDS = 30
+# The code of the 503 whose change the database says it committed, though its answer was
+# lost: done, nothing to try again (no Retry-After).
+DONE_ANSWER_LOST = "done_answer_lost"
 
 
 def refused_change(exc: BaseException) -> tuple[str, str] | None:
@@ -51,18 +56,33 @@ def refused_change(exc: BaseException) -> tuple[str, str] | None:
     return None
 
 
-def database_down_detail(exc: BaseException) -> str:
-    """The words of the API's 503 for `exc` (one of DATABASE_DOWN): one that would not wait
-    (a row held by another session, a statement cancelled) is not told as a database that
-    does not answer, which would send the on-call person to the wrong place."""
+def database_down_answer(exc: BaseException) -> tuple[str, str]:
+    """The code and the words of the API's 503 for `exc` (one of DATABASE_DOWN). One that
+    would not wait (a row held by another session, a statement cancelled) is not told as a
+    database that does not answer, which would send the on-call person to the wrong place.
+    A connection lost as the change was committed is told as the database answers when
+    asked afterwards (runs.execution.lost_commit): done (DONE_ANSWER_LOST), not done, or,
+    where that cannot be told, that it may have been done."""
     if would_not_wait(exc):
-        return ("a record this needed was held by another session for too long, or the "
-                "statement was cancelled; nothing was done: try again in a little while")
+        return "database_unavailable", (
+            "a record this needed was held by another session for too long, or the "
+            "statement was cancelled; nothing was done: try again in a little while")
     if commit_under_way(exc):
-        return ("the connection to the database was lost as this was being committed, so it "
-                "may have been done: read it back before sending it again (an action already "
-                "taken is refused, a decision already recorded is answered as such)")
+        outcome = commit_outcome(exc)
+        if outcome == COMMITTED:
+            return DONE_ANSWER_LOST, (
+                "the connection to the database was lost as this was being committed, and "
+                "the database says it committed it: it was done; read it back (the run, the "
+                "approval request or the bulk job) to see what it left, and do not send it "
+                "again")
+        if outcome == NOT_COMMITTED:
+            return "database_unavailable", (
+                "the connection to the database was lost as this was being committed, and "
+                "the database says it did not commit it: it was not done; try again")
+        return "database_unavailable", (
+            "the connection to the database was lost as this was being committed, so it "
+            "may have been done: read it back before sending it again (an action already "
+            "taken is refused, a decision already recorded is answered as such)")
     if connections_full(exc):
-        return connections_full_detail(exc)
-    return "the database did not answer; nothing was done: try again later"
-
+        return "database_unavailable", connections_full_detail(exc)
+    return "database_unavailable", "the database did not answer; nothing was done: try again later"

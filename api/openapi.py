@@ -97,7 +97,12 @@ BODY_ANSWERS = {
 # (read-only: a standby, a DBA's setting) (api.routes).
 UNAVAILABLE = (503, "The database did not answer (`database_unavailable`), or refused the "
                     "change because it is read-only (`database_read_only`); nothing was done: "
-                    "try again after `Retry-After` seconds.")
+                    "try again after `Retry-After` seconds. "
+                    "Where the connection was lost as the change was committed, `detail` "
+                    "says what the database answered afterwards: not done (try again), or "
+                    "that it may have been done (read it back first); or, as "
+                    "`done_answer_lost` without `Retry-After`, that it was done: read it "
+                    "back, do not send it again.")
 
 
 def declare_common_answers(schema: dict) -> None:

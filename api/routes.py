@@ -34,8 +34,9 @@ from .archived import archived_body, run_not_here
 from .auth import RateLimited, TokenAuth
 from .errors import (
     DATABASE_DOWN,
+    DONE_ANSWER_LOST,
     RETRY_AFTER_SECONDS,
-    database_down_detail,
+    database_down_answer,
     error_body,
     no_acting_user,
     refused_change,
@@ -196,8 +197,10 @@ def _server_error(request, exc):
         return _error(request, 503, *refused, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     logger.exception("unhandled error in %s %s", request.method, request.path)
     if isinstance(exc, DATABASE_DOWN):
-        return _error(request, 503, "database_unavailable", database_down_detail(exc),
-                      headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+        code, detail = database_down_answer(exc)
+        # Done: nothing to try again.
+        return _error(request, 503, code, detail, headers={} if code == DONE_ANSWER_LOST
+                      else {"Retry-After": str(RETRY_AFTER_SECONDS)})
     return _error(request, 500, "server_error", "internal error; it has been logged")
 
 

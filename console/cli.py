@@ -20,6 +20,7 @@ from approvals.operator_actions import refuse_workflow_action
 from archive.models import ArchivedRun
 from archive.selectors import archived_run
 from runs.definitions.definition import registry
+from runs.execution.lost_commit import acting_for_a_person
 from runs.machine.storable import NotAnId, id_written
 from runs.models import Workflow
 from runs.permissions import VIEW, grant_for
@@ -203,6 +204,9 @@ def proven(user, *, nothing: str = "nothing was done"):
         raise CommandError(f"wrong password for {username}; {nothing}")
     # As a successful login does (AXES_RESET_ON_SUCCESS): earlier slips no longer count.
     reset_login_failures(ip=COMMAND_LINE_ADDRESS, username=username)
+    # What the command commits from here on is the person's: a COMMIT whose connection is
+    # lost is asked about afterwards, and the command says whether it was done.
+    acting_for_a_person()
     return user
 
 

@@ -14,7 +14,9 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
     """Run the command `argv` names. A database that cannot be reached (down, restarting, a
     wrong DATABASE_URL) ends it with exit status 1 and a sentence naming what failed, and so
     does one that would not wait (a row held by another session, a cancelled statement) or
-    refuses writes (read-only, a standby); a
+    refuses writes (read-only, a standby); a connection lost as a change was committed, with
+    what the database says of it when asked afterwards (exit status 0 where it says it was
+    done); a
     configuration refused while the apps load, with status 2 and its one line; any other
     error is the command's own and is left as it is."""
     from django.db import DatabaseError
@@ -29,10 +31,13 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
         unreachable,
         would_not_wait,
     )
+    from runs.execution.lost_commit import COMMITTED, NOT_COMMITTED, commit_outcome, door
     from runs.execution.outages import first_line
 
     try:
-        execute_from_command_line(argv)
+        # Its commits are answered once it acts as a proven person (console.cli.proven).
+        with door(answering=False):
+            execute_from_command_line(argv)
         # Flushed here, where a reader that went away is caught, rather than at exit.
         sys.stdout.flush()
     except ImproperlyConfigured as exc:
@@ -67,11 +72,24 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
         if not unreachable(exc):
             raise
         if commit_under_way(exc):
-            # The server may have committed before the connection went: running the command
-            # again blind could act twice where an action allows it.
-            print(f"{command}: the connection to the database was lost as the command's "
-                  f"change was committed ({first_line(exc)}): it may have been done; look "
-                  "(show_run, list_runs) before running the command again", file=sys.stderr)
+            lost = (f"{command}: the connection to the database was lost as the command's "
+                    f"change was committed ({first_line(exc)})")
+            outcome = commit_outcome(exc)
+            if outcome == COMMITTED:
+                # Asked afterwards, the database says it committed: done, though its
+                # answer was lost. Exit status 0: a script must not run it again.
+                print(f"{lost}, and the database says it committed it: it was done; see "
+                      "what it left (show_run, list_runs) and do not run the command again",
+                      file=sys.stderr)
+                raise SystemExit(0) from None
+            if outcome == NOT_COMMITTED:
+                print(f"{lost}, and the database says it did not commit it: it was not "
+                      "done; run the command again", file=sys.stderr)
+                raise SystemExit(1) from None
+            # The server may have committed before the connection went, and cannot be asked
+            # now: running the command again blind could act twice where an action allows it.
+            print(f"{lost}: it may have been done; look (show_run, list_runs) before running "
+                  "the command again", file=sys.stderr)
             raise SystemExit(1) from None
         if connections_full(exc):
             print(f"{command}: {connections_full_detail(exc)}", file=sys.stderr)

@@ -25,6 +25,7 @@ from runs.execution.database_outage import (
     refuses_writes,
     would_not_wait,
 )
+from runs.execution.lost_commit import COMMITTED, NOT_COMMITTED, commit_outcome
 
 from .sessions import session_save_under_way
 
@@ -61,7 +62,8 @@ def server_error(request):
     session) must not be needed to draw the page that says so; 503 when the database did
     not answer, or would not wait for what the request needed, or went as the request's
     change was committed or its session saved (then it may have been done, and the page
-    says so), or refused the change (read-only)."""
+    says so, or, for the change, what the database answered of it afterwards: done, or
+    not done), or refused the change (read-only)."""
     exc = sys.exc_info()[1]
     if refuses_writes(exc):
         # A new session for the next request (runs.execution.database_outage.beat_pass).
@@ -76,10 +78,17 @@ def server_error(request):
     if isinstance(exc, DATABASE_DOWN):
         # The session is saved after the view's work: that work may have been done.
         unsaved = session_save_under_way(exc)
+        busy = would_not_wait(exc) and not unsaved
+        # A change's commit that lost its connection: what the database says of it when
+        # asked afterwards (runs.execution.lost_commit), where that can be told.
+        outcome = commit_outcome(exc) if commit_under_way(exc) and not unsaved and \
+            not busy else None
         page = loader.get_template("503.html").render(
-            {"busy": would_not_wait(exc) and not unsaved, "session_unsaved": unsaved,
-             "maybe_done": commit_under_way(exc), "full": connections_full(exc)})
+            {"busy": busy, "session_unsaved": unsaved,
+             "done": outcome == COMMITTED, "not_done": outcome == NOT_COMMITTED,
+             "maybe_done": outcome is not None, "full": connections_full(exc)})
         response = HttpResponse(page, status=503)
-        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        if outcome != COMMITTED:  # done: nothing to try again
+            response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response
     return HttpResponseServerError(loader.get_template("500.html").render())

@@ -117,6 +117,9 @@ MIDDLEWARE = [
     "api.middleware.JsonErrorsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Within the session's: a change's commit is answered when its connection is lost, the
+    # session's save (after it) is not (console.answered_commits).
+    "console.answered_commits.AnsweredCommitsMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",

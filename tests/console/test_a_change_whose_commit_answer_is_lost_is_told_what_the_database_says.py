@@ -1,13 +1,14 @@
-"""A person's change whose connection is cut as its COMMIT is under way, with the database
-still out of reach afterwards, is told that it may have been done, at each door: the
-console's page, the API and manage.py. Django's atomic block, ending, reconnects to restore
-autocommit; that reconnect fails too, and its error (with the COMMIT's in its __context__)
-is what reaches the door: it must not be told as a database that did not answer, "nothing
-was done", when the COMMIT had reached the server.
+"""A person's change whose connection is cut as its COMMIT is under way is told what became of
+it, as PostgreSQL answers when asked afterwards on a new connection (the transaction's id,
+read before the COMMIT: runs.execution.lost_commit), at each door: the console's page, the
+API and manage.py.
 
 The link between the process and PostgreSQL runs through a TCP forwarder of the test's,
-which cuts it once the server has committed and answered the COMMIT (the answer lost), and
-stays cut. The action stands once: one audit record, never two."""
+which cuts it at the COMMIT: once the server has committed and answered (the answer lost:
+"it was done"), or as the COMMIT is sent (the server never has it: "it was not done, try
+again"). Only where the database cannot be asked (the link stays cut) is it still "it may
+have been done". In each case the action stands once or not at all: one audit record, never
+two, and done again where told so, it is done once."""
 
 import json
 
@@ -95,7 +96,7 @@ def at_the_command_line(capsys):
     return send, run_id
 
 
-@pytest.mark.parametrize("case", [MAYBE])
+@pytest.mark.parametrize("case", [DONE, NOT_DONE, MAYBE])
 def test_the_api_says_what_the_database_says_of_a_terminate_whose_commit_lost_its_link(
         case, operator, stuck_run, client, database_behind_a_cuttable_link):
     proxy = database_behind_a_cuttable_link
@@ -116,7 +117,7 @@ def test_the_api_says_what_the_database_says_of_a_terminate_whose_commit_lost_it
     _stands_once_whatever_is_done_next(case, stuck_run, send, done_again_status=200)
 
 
-@pytest.mark.parametrize("case", [MAYBE])
+@pytest.mark.parametrize("case", [DONE, NOT_DONE, MAYBE])
 def test_the_page_says_what_the_database_says_of_a_terminate_whose_commit_lost_its_link(
         case, operator, stuck_run, client_for, database_behind_a_cuttable_link):
     proxy = database_behind_a_cuttable_link
@@ -135,7 +136,7 @@ def test_the_page_says_what_the_database_says_of_a_terminate_whose_commit_lost_i
     _stands_once_whatever_is_done_next(case, stuck_run, send, done_again_status=302)
 
 
-@pytest.mark.parametrize("case", [MAYBE])
+@pytest.mark.parametrize("case", [DONE, NOT_DONE, MAYBE])
 def test_the_command_says_what_the_database_says_of_a_terminate_whose_commit_lost_its_link(
         case, operator, stuck_run, capsys, database_behind_a_cuttable_link):
     proxy = database_behind_a_cuttable_link

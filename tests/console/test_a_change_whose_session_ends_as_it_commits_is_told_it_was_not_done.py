@@ -1,8 +1,10 @@
-"""A person's change whose connection is lost as it is committed (the server ended the
-session then: a failover, an operator's pg_terminate_backend) cannot be told "nothing was
-done": the server may have committed before the connection went. The page and the API say
-so, 503, and tell the person to read it back before doing it again; done again, it is done
-once. A connection lost before the commit still says nothing was done."""
+"""A person's change whose session the server ends as it is committed (a failover, an
+operator's pg_terminate_backend), before its COMMIT is sent, was not done: asked afterwards
+(runs.execution.lost_commit), the database says so, and the page, the API and the command
+say it was not done and to try again, 503, not that it "may have been done"; done again, it
+is done once. A connection lost before the commit still says nothing was done. (A COMMIT
+whose answer is lost, and one that cannot be asked about:
+test_a_change_whose_commit_answer_is_lost_is_told_what_the_database_says.)"""
 
 import json
 from contextlib import contextmanager
@@ -53,7 +55,7 @@ def session_ended_at_the_commit_of_a_change():
         connection.close()
 
 
-def test_a_terminate_over_the_api_whose_commit_loses_the_connection_may_have_been_done(
+def test_a_terminate_over_the_api_whose_session_ends_as_it_commits_was_not_done(
         operator, stuck_run, client):
     _, plaintext = token_create(name="erp", workflows=["test-orders"], acting_user=operator)
     client.raise_request_exception = False
@@ -66,12 +68,13 @@ def test_a_terminate_over_the_api_whose_commit_loses_the_connection_may_have_bee
     assert (response.status_code, response["Retry-After"]) == (503, "30")
     body = response.json()
     assert body["error"] == "database_unavailable"
-    assert "may have been done" in body["detail"]
-    assert "nothing was done" not in body["detail"]
+    assert "the database says it did not commit it: it was not done; try again" in \
+        body["detail"]
+    assert "may have been done" not in body["detail"]
     # The server ended the session before the COMMIT reached it: this time nothing stands.
     assert Run.objects.get(pk=stuck_run.pk).status == RunStatus.ATTENTION
     assert not AuditRecord.objects.filter(run=stuck_run, action="terminated").exists()
-    # Read back and done again: done once.
+    # Done again: done once.
     again = client.post(f"/api/runs/{stuck_run.pk}/actions/terminate",
                         json.dumps({"reason": "stop it"}), content_type="application/json",
                         HTTP_AUTHORIZATION=f"Bearer {plaintext}")
@@ -80,7 +83,7 @@ def test_a_terminate_over_the_api_whose_commit_loses_the_connection_may_have_bee
     call_command("verify_audit")
 
 
-def test_a_terminate_on_the_page_whose_commit_loses_the_connection_may_have_been_done(
+def test_a_terminate_on_the_page_whose_session_ends_as_it_commits_was_not_done(
         operator, stuck_run, client_for):
     client = client_for(operator)
     client.raise_request_exception = False
@@ -91,8 +94,8 @@ def test_a_terminate_on_the_page_whose_commit_loses_the_connection_may_have_been
     assert ended
     assert (response.status_code, response["Retry-After"]) == (503, "30")
     page = response.content.decode()
-    assert "it may have been done" in page
-    assert "Nothing was done" not in page and "nothing you asked for was done" not in page
+    assert "the database says it did not commit it: nothing you asked for was done" in page
+    assert "may have been done" not in page
     assert Run.objects.get(pk=stuck_run.pk).status == RunStatus.ATTENTION
 
 
@@ -116,7 +119,7 @@ def test_a_session_ended_before_the_commit_still_says_nothing_was_done(operator,
     assert Run.objects.get(pk=stuck_run.pk).status == RunStatus.ATTENTION
 
 
-def test_a_command_whose_commit_loses_the_connection_says_it_may_have_been_done(
+def test_a_command_whose_session_ends_as_it_commits_says_it_was_not_done(
         operator, stuck_run, capsys):
     with session_ended_at_the_commit_of_a_change() as ended, \
             pytest.raises(SystemExit) as exit_status:
@@ -126,5 +129,7 @@ def test_a_command_whose_commit_loses_the_connection_says_it_may_have_been_done(
     assert exit_status.value.code == 1
     said = capsys.readouterr().err.strip().splitlines()
     assert len(said) == 1, said
-    assert "it may have been done" in said[0] and "show_run" in said[0]
+    assert "the database says it did not commit it: it was not done; run the command " \
+        "again" in said[0]
+    assert "may have been done" not in said[0]
     assert "cannot be reached" not in said[0]

@@ -1,0 +1,162 @@
+"""What became of a person's change whose COMMIT lost its connection, asked of PostgreSQL.
+
+A connection lost while a transaction is being committed leaves the client not knowing
+whether the server committed: the COMMIT may have been lost on its way (nothing was done)
+or its answer on the way back (it was done). Told "it may have been done", an operator has
+to go and look. PostgreSQL can answer: the transaction's id, read in the transaction just
+before the COMMIT (`pg_current_xact_id_if_assigned()`), can be asked about on a new
+connection afterwards (`pg_xact_status`: committed, aborted, in progress, or NULL once too
+old to tell).
+
+Reading the id costs a round trip per commit, so it is read only at the doors where a
+person waits for the answer: a console page or an API call that changes something
+(console.answered_commits), and a command once it acts as a proven person (console.cli).
+A worker never enters a door: a step's checkpoint gains no round trip (the worker settles an
+effect by its key already).
+
+Each door asks `commit_outcome(exc)` of the error it got, and says "it was done" where the
+database says COMMITTED, "nothing was done" where it says NOT_COMMITTED, and "it may have
+been done" only where it cannot be told (UNKNOWN: no id was read, the database still cannot
+be reached, or the transaction is too old to be known). The id is a number, not a secret;
+no statement is logged here.
+"""
+
+import types
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+
+from .database_outage import commit_error
+
+COMMITTED = "committed"
+NOT_COMMITTED = "not committed"
+UNKNOWN = "unknown"
+
+# The door the current request or command came through, if any: [whether its commits are
+# answered, the database's alias]. None outside any door (a worker, a test's own code).
+_door: ContextVar[list | None] = ContextVar("commit_door", default=None)
+
+# Where the id read before a COMMIT is kept: on the error the COMMIT raised.
+ATTRIBUTE = "lost_commit"
+
+
+@dataclass(frozen=True)
+class LostCommit:
+    """The transaction whose COMMIT failed: `sent` False if the connection was lost before
+    the COMMIT could be sent (it was never committed); `xid` None if it wrote nothing."""
+
+    sent: bool
+    xid: str | None = None
+    backend_pid: int | None = None
+
+
+@contextmanager
+def door(*, answering: bool = True, using: str = DEFAULT_DB_ALIAS):
+    """A request or a command a person waits on. `answering`: whether its commits are
+    answerable from the start (a page or an API call that changes something); a command
+    turns it on once it acts as a proven person (acting_for_a_person)."""
+    token = _door.set([answering, using])
+    if answering:
+        _watch(using)
+    try:
+        yield
+    finally:
+        _door.reset(token)
+
+
+def acting_for_a_person() -> None:
+    """From here on, the commits of the current door (a command's) are made on a proven
+    person's behalf: each reads its transaction's id first, so that a COMMIT whose
+    connection is lost can be answered. Outside a door, nothing."""
+    state = _door.get()
+    if state is not None:
+        state[0] = True
+        _watch(state[1])
+
+
+def _watch(using: str) -> None:
+    wrapper = connections[using]
+    if wrapper.vendor == "postgresql" and "_commit" not in vars(wrapper):
+        # On this thread's connection object, for its life: inert outside a door.
+        wrapper._commit = types.MethodType(_commit, wrapper)
+
+
+def _answering() -> bool:
+    state = _door.get()
+    return state is not None and state[0]
+
+
+def _commit(self):
+    """The connection's COMMIT, within a door that answers its commits: the transaction's
+    id is read first and kept on the error a lost COMMIT raises (ATTRIBUTE). Named as
+    Django's, whose frame runs.execution.database_outage.commit_under_way looks for."""
+    commit = type(self)._commit
+    if not _answering() or self.connection is None:
+        return commit(self)
+    try:
+        with self.wrap_database_errors:
+            xid, pid = self.connection.execute(
+                "SELECT pg_current_xact_id_if_assigned()::text, pg_backend_pid()").fetchone()
+    except DatabaseError as exc:
+        # The COMMIT was never sent: the server ends (aborts) a transaction whose session
+        # went without one, and rolls back one whose statement failed.
+        setattr(exc, ATTRIBUTE, LostCommit(sent=False))
+        raise
+    try:
+        return commit(self)
+    except DatabaseError as exc:
+        setattr(exc, ATTRIBUTE, LostCommit(sent=True, xid=xid, backend_pid=pid))
+        raise
+
+
+def commit_outcome(exc: BaseException, *, using: str = DEFAULT_DB_ALIAS) -> str:
+    """What became of the transaction whose COMMIT raised `exc` (one raised as a commit was
+    under way: runs.execution.database_outage.commit_under_way): COMMITTED, NOT_COMMITTED,
+    or UNKNOWN where it cannot be told. Asked once per error, on a new connection."""
+    exc = commit_error(exc) or exc
+    known = getattr(exc, "commit_outcome", None)
+    if known is not None:
+        return known
+    lost = getattr(exc, ATTRIBUTE, None)
+    if lost is None:
+        outcome = UNKNOWN  # no id was read: not a door's commit
+    elif not lost.sent or lost.xid is None:
+        outcome = NOT_COMMITTED  # never sent, or it wrote nothing
+    else:
+        outcome = _asked(lost, using)
+    try:
+        exc.commit_outcome = outcome
+    except AttributeError:  # an error that takes no attribute: asked again if asked
+        pass
+    return outcome
+
+
+def _asked(lost: LostCommit, using: str) -> str:
+    asker = connections.create_connection(using)
+    try:
+        with asker.wrap_database_errors:
+            asker.ensure_connection()
+            session = asker.connection
+            status = _status(session, lost.xid)
+            if status == "in progress":
+                # The server has not yet seen the old session go (its end of a cut link
+                # learns of it later), so its transaction is still open: it can no longer
+                # commit unless its COMMIT is already there. End that session, named by its
+                # pid AND the transaction it holds (never another's that took the pid), and
+                # wait for it to be gone: its transaction's status is final then.
+                session.execute(
+                    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+                    "WHERE pid = %s AND backend_xid = xid(%s::xid8)",
+                    [lost.backend_pid, lost.xid])
+                status = _status(session, lost.xid)
+    except DatabaseError:
+        return UNKNOWN  # still out of reach, or refused: it cannot be told
+    finally:
+        asker.close()
+    return {"committed": COMMITTED, "aborted": NOT_COMMITTED}.get(status, UNKNOWN)
+
+
+def _status(session, xid: str) -> str | None:
+    return session.execute("SELECT pg_xact_status(%s::xid8)", [xid]).fetchone()[0]
