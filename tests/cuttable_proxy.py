@@ -127,3 +127,21 @@ def cuttable_proxy(host: str, port: int):
         yield proxy
     finally:
         proxy.close()
+
+
+@contextlib.contextmanager
+def database_behind_a_cuttable_link():
+    """This process's connections to the test database go through a CuttableProxy, which
+    is yielded; each is opened anew through it, and after the block anew without it."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    with cuttable_proxy(db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)) as proxy:
+        connection.close()
+        host, port = db["HOST"], db["PORT"]
+        db["HOST"], db["PORT"] = "127.0.0.1", proxy.port
+        try:
+            yield proxy
+        finally:
+            connection.close()
+            db["HOST"], db["PORT"] = host, port

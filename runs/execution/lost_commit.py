@@ -98,7 +98,8 @@ def _commit(self):
     try:
         with self.wrap_database_errors:
             xid, pid = self.connection.execute(
-                "SELECT pg_current_xact_id_if_assigned()::text, pg_backend_pid()").fetchone()
+                "SELECT pg_current_xact_id_if_assigned()::text, pg_backend_pid()",
+                prepare=False).fetchone()
     except DatabaseError as exc:
         # The COMMIT was never sent: the server ends (aborts) a transaction whose session
         # went without one, and rolls back one whose statement failed.
@@ -149,7 +150,7 @@ def _asked(lost: LostCommit, using: str) -> str:
                 session.execute(
                     "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
                     "WHERE pid = %s AND backend_xid = xid(%s::xid8)",
-                    [lost.backend_pid, lost.xid])
+                    [lost.backend_pid, lost.xid], prepare=False)
                 status = _status(session, lost.xid)
     except DatabaseError:
         return UNKNOWN  # still out of reach, or refused: it cannot be told
@@ -159,4 +160,5 @@ def _asked(lost: LostCommit, using: str) -> str:
 
 
 def _status(session, xid: str) -> str | None:
-    return session.execute("SELECT pg_xact_status(%s::xid8)", [xid]).fetchone()[0]
+    return session.execute("SELECT pg_xact_status(%s::xid8)", [xid],
+                           prepare=False).fetchone()[0]

@@ -20,7 +20,7 @@ from api.tokens import token_create
 from audit.models import AuditRecord
 from console.entry import execute_or_exit
 from runs.models import Run, RunStatus
-from tests.cuttable_proxy import cuttable_proxy
+from tests import cuttable_proxy
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,17 +32,8 @@ CUTS = {DONE: (True, False), NOT_DONE: (False, False), MAYBE: (True, True)}
 
 @pytest.fixture
 def database_behind_a_cuttable_link():
-    """This process's connections to the test database go through the forwarder."""
-    db = connection.settings_dict
-    with cuttable_proxy(db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)) as proxy:
-        connection.close()
-        host, port = db["HOST"], db["PORT"]
-        db["HOST"], db["PORT"] = "127.0.0.1", proxy.port
-        try:
-            yield proxy
-        finally:
-            connection.close()
-            db["HOST"], db["PORT"] = host, port
+    with cuttable_proxy.database_behind_a_cuttable_link() as proxy:
+        yield proxy
 
 
 def terminated(run) -> int:
