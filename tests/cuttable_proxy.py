@@ -28,6 +28,8 @@ class CuttableProxy:
         # server) or "answered" (committed, its answer lost).
         self.commit_to_lose: tuple[bool, bool] | None = None
         self.commits_lost: list[str] = []
+        # Every byte the clients sent, while not None (a test sets it to a bytearray).
+        self.sent: bytearray | None = None
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
@@ -72,6 +74,8 @@ class CuttableProxy:
                         self._lost("sent", source, target)
                         return
                     answer_to_lose.set()
+                if to_server and self.sent is not None:
+                    self.sent += data
                 target.sendall(data)
         except OSError:
             pass
