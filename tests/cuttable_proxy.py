@@ -26,7 +26,7 @@ class CuttableProxy:
         self.connections_refused = 0
         # lose_next_commit's aim, and the COMMITs it lost: "sent" (never reached the
         # server) or "answered" (committed, its answer lost).
-        self.commit_to_lose: tuple[bool, bool] | None = None
+        self.commit_to_lose: tuple[bool, bool, bool] | None = None
         self.commits_lost: list[str] = []
         # Every byte the clients sent, while not None (a test sets it to a bytearray).
         self.sent: bytearray | None = None
@@ -66,12 +66,14 @@ class CuttableProxy:
                     return
                 if to_server and self.commit_to_lose is not None and \
                         data.startswith(b"Q") and b"COMMIT\x00" in data:
-                    reaches_server, stay_cut = self.commit_to_lose
+                    reaches_server, stay_cut, server_told = self.commit_to_lose
                     self.commit_to_lose = None
                     if stay_cut:
                         self.cut_off.set()
                     if not reaches_server:
-                        self._lost("sent", source, target)
+                        # Not told, the server's end stays open (a silent partition): its
+                        # session waits in its transaction until it is ended there.
+                        self._lost("sent", source, *([target] if server_told else []))
                         return
                     answer_to_lose.set()
                 if to_server and self.sent is not None:
@@ -88,12 +90,15 @@ class CuttableProxy:
         for sock in sockets:
             _drop(sock)
 
-    def lose_next_commit(self, *, reaches_server: bool, stay_cut: bool = False):
+    def lose_next_commit(self, *, reaches_server: bool, stay_cut: bool = False,
+                         server_told: bool = True):
         """Cut the connection that sends the next COMMIT (a simple query: psycopg's
         commit): as it is sent, or (`reaches_server`) once the server has answered it. The
         other connections, and new ones, go on, unless `stay_cut`: then the link stays cut
-        (as cut() leaves it) from that COMMIT on, until restore()."""
-        self.commit_to_lose = (reaches_server, stay_cut)
+        (as cut() leaves it) from that COMMIT on, until restore(). Cut as it is sent and
+        not `server_told`, only the client's side is reset: the server's session stays
+        open, in its transaction, as after a partition no packet crossed."""
+        self.commit_to_lose = (reaches_server, stay_cut, server_told)
 
     def cut(self):
         self.cut_off.set()

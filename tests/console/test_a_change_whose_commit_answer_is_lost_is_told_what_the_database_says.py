@@ -167,3 +167,18 @@ def _stands_once_whatever_is_done_next(case, run, send, *, done_again_status):
     assert terminated(run) == 1
     assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
     call_command("verify_audit")
+
+
+def test_a_commit_lost_where_the_server_never_learns_the_link_went_is_told_not_done(
+        operator, stuck_run, client, database_behind_a_cuttable_link):
+    """The server's end of the link stays open: the session waits in its transaction, which
+    pg_xact_status says is "in progress". It can no longer commit (its client is gone), so
+    the door ends that session, by its pid and its transaction, and tells "not done"."""
+    proxy = database_behind_a_cuttable_link
+    send = through_the_api(client, stuck_run, operator)
+    proxy.lose_next_commit(reaches_server=False, server_told=False)
+    detail, status, retry_after = send()
+    assert proxy.commits_lost == ["sent"]
+    assert (status, retry_after) == (503, "30")
+    assert "the database says it did not commit it: it was not done; try again" in detail
+    _stands_once_whatever_is_done_next(NOT_DONE, stuck_run, send, done_again_status=200)
