@@ -49,12 +49,14 @@ PATH = ["console/views.py", "approvals/operator_actions.py", "runs/operator/acti
 # log, which every request passes; the permission rule, the trace span, the database clock,
 # redaction, the wake-up hint, the store: the package that chooses it and its PostgreSQL
 # module, the effect machine: its rules and the row adapters, the one check of text the
-# database cannot store, the keyed seal of the chain's head): the caller's side and the
-# transition's (18 to 21 by action).
-MAX_MODULES = 21
+# database cannot store, the keyed seal of the chain's head, the door that has a lost
+# COMMIT asked about: its middleware and runs.execution.lost_commit): the caller's side and
+# the transition's (20 to 23 by action; 18 to 21 before the door).
+MAX_MODULES = 23
 CALLER_SIDE = {"api/middleware.py", "console/client_headers.py", "console/views.py",
                "approvals/operator_actions.py", "runs/permissions.py", "runs/operator/actions.py",
-               "runs/machine/tracing.py", "runs/machine/storable.py"}
+               "runs/machine/tracing.py", "runs/machine/storable.py",
+               "console/answered_commits.py", "runs/execution/lost_commit.py"}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 
