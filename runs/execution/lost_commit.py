@@ -17,8 +17,9 @@ effect by its key already).
 Each door asks `commit_outcome(exc)` of the error it got, and says "it was done" where the
 database says COMMITTED, "nothing was done" where it says NOT_COMMITTED, and "it may have
 been done" only where it cannot be told (UNKNOWN: no id was read, the database still cannot
-be reached, or the transaction is too old to be known). The id is a number, not a secret;
-no statement is logged here.
+be reached, the transaction is too old to be known, or the server answering is not the one
+that gave the id or has restarted since). The id is a number, not a secret; no statement is
+logged here.
 """
 
 import types
@@ -50,6 +51,9 @@ class LostCommit:
     sent: bool
     xid: str | None = None
     backend_pid: int | None = None
+    # When the server that gave the id started: an id means this transaction only on that
+    # server, in that run of it (see _asked).
+    server_started: object = None
 
 
 @contextmanager
@@ -97,9 +101,9 @@ def _commit(self):
         return commit(self)
     try:
         with self.wrap_database_errors:
-            xid, pid = self.connection.execute(
-                "SELECT pg_current_xact_id_if_assigned()::text, pg_backend_pid()",
-                prepare=False).fetchone()
+            xid, pid, started = self.connection.execute(
+                "SELECT pg_current_xact_id_if_assigned()::text, pg_backend_pid(), "
+                "pg_postmaster_start_time()", prepare=False).fetchone()
     except DatabaseError as exc:
         # The COMMIT was never sent: the server ends (aborts) a transaction whose session
         # went without one, and rolls back one whose statement failed.
@@ -108,7 +112,8 @@ def _commit(self):
     try:
         return commit(self)
     except DatabaseError as exc:
-        setattr(exc, ATTRIBUTE, LostCommit(sent=True, xid=xid, backend_pid=pid))
+        setattr(exc, ATTRIBUTE, LostCommit(sent=True, xid=xid, backend_pid=pid,
+                                           server_started=started))
         raise
 
 
@@ -140,7 +145,12 @@ def _asked(lost: LostCommit, using: str) -> str:
         with asker.wrap_database_errors:
             asker.ensure_connection()
             session = asker.connection
-            status = _status(session, lost.xid)
+            status, started = _status(session, lost.xid)
+            if started != lost.server_started:
+                # Another server (a failover) or the same one restarted: a transaction whose
+                # commit record never reached its disk is gone with its id, which the server
+                # may since have given to another transaction; its status is not this one's.
+                return UNKNOWN
             if status == "in progress":
                 # The server has not yet seen the old session go (its end of a cut link
                 # learns of it later), so its transaction is still open: it can no longer
@@ -151,7 +161,7 @@ def _asked(lost: LostCommit, using: str) -> str:
                     "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
                     "WHERE pid = %s AND backend_xid = xid(%s::xid8)",
                     [lost.backend_pid, lost.xid], prepare=False)
-                status = _status(session, lost.xid)
+                status, _ = _status(session, lost.xid)
     except DatabaseError:
         return UNKNOWN  # still out of reach, or refused: it cannot be told
     finally:
@@ -159,6 +169,7 @@ def _asked(lost: LostCommit, using: str) -> str:
     return {"committed": COMMITTED, "aborted": NOT_COMMITTED}.get(status, UNKNOWN)
 
 
-def _status(session, xid: str) -> str | None:
-    return session.execute("SELECT pg_xact_status(%s::xid8)", [xid],
-                           prepare=False).fetchone()[0]
+def _status(session, xid: str) -> tuple:
+    """The transaction's status and when the server answering started."""
+    return session.execute("SELECT pg_xact_status(%s::xid8), pg_postmaster_start_time()",
+                           [xid], prepare=False).fetchone()
