@@ -137,3 +137,53 @@ function showRefusal(event) {
 
 document.addEventListener("htmx:responseError", showRefusal);
 document.addEventListener("htmx:sendError", showRefusal);
+
+// htmx keeps the focus across a swap only on an element with an id: the focused link of a
+// row the runs list refreshes, or of a run page that changed, was swapped away with its
+// part and the focus fell to the page's body, every few seconds for the list (a keyboard
+// user's next Tab started again from the top, a screen reader lost its place). Before a
+// swap, what had the focus inside the part is noted; after it, its counterpart in the new
+// part takes the focus: the same link, the same field, else the one in the same place.
+const FOCUSABLE = "a[href], button, input:not([type=hidden]), select, textarea, summary, "
+  + "[tabindex]";
+let focusInSwap = null;
+
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const active = document.activeElement;
+  const target = event.detail.target;
+  focusInSwap = null;
+  if (!active || active === document.body || !target || !target.contains(active)) return;
+  focusInSwap = {
+    part: target.id,
+    tag: active.tagName,
+    href: active.getAttribute("href"),
+    name: active.getAttribute("name"),
+    value: active.getAttribute("value"),
+    index: Array.from(target.querySelectorAll(FOCUSABLE)).indexOf(active),
+  };
+});
+
+function counterpart(part, was) {
+  const candidates = Array.from(part.querySelectorAll(FOCUSABLE));
+  const same = candidates.find((element) => element.tagName === was.tag && (
+    (was.href !== null && element.getAttribute("href") === was.href)
+    || (was.name !== null && element.getAttribute("name") === was.name
+        && element.getAttribute("value") === was.value)));
+  return same || candidates[Math.min(Math.max(was.index, 0), candidates.length - 1)];
+}
+
+document.addEventListener("htmx:afterSwap", (event) => {
+  const was = focusInSwap;
+  focusInSwap = null;
+  if (!was) return;
+  const active = document.activeElement;
+  if (active && active !== document.body && active.isConnected) return;  // kept by its id
+  const part = (was.part && document.getElementById(was.part)) || event.target;
+  if (!(part instanceof Element) || !part.isConnected) return;
+  let next = counterpart(part, was);
+  if (!next) {
+    next = part;
+    if (!part.hasAttribute("tabindex")) part.setAttribute("tabindex", "-1");
+  }
+  next.focus({preventScroll: true});
+});
