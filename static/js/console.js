@@ -172,14 +172,23 @@ function counterpart(part, was) {
   return same || candidates[Math.min(Math.max(was.index, 0), candidates.length - 1)];
 }
 
+// A form sent from a dialog (an action on a run) swaps the part the dialog was in: the
+// focus goes to the messages that say what became of it (done, refused and why), which a
+// screen reader then reads, not to whatever sat where the form's button was.
 document.addEventListener("htmx:afterSwap", (event) => {
   const was = focusInSwap;
   focusInSwap = null;
   if (!was) return;
-  const active = document.activeElement;
-  if (active && active !== document.body && active.isConnected) return;  // kept by its id
   const part = (was.part && document.getElementById(was.part)) || event.target;
   if (!(part instanceof Element) || !part.isConnected) return;
+  const said = event.detail.requestConfig?.verb !== "get" && part.querySelector(".messages");
+  if (said) {
+    said.setAttribute("tabindex", "-1");
+    said.focus();
+    return;
+  }
+  const active = document.activeElement;
+  if (active && active !== document.body && active.isConnected) return;  // kept by its id
   let next = counterpart(part, was);
   if (!next) {
     next = part;
