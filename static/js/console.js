@@ -196,3 +196,23 @@ document.addEventListener("htmx:afterSwap", (event) => {
   }
   next.focus({preventScroll: true});
 });
+
+// A part that refreshes itself (a bulk job's progress) says when its state changes: its
+// data-state is compared across the swap, and on a change its data-said goes into the
+// page's status region (#live-said, base.html), which a screen reader reads; the counts
+// that change every few seconds are not read out each time.
+let stateBeforeSwap = null;
+
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const target = event.detail.target;
+  stateBeforeSwap = target && target.hasAttribute("data-state") ? target.dataset.state : null;
+});
+
+document.addEventListener("htmx:afterSwap", (event) => {
+  const part = event.target;
+  const region = document.getElementById("live-said");
+  if (!(part instanceof Element) || !region || !part.hasAttribute("data-state")) return;
+  if (stateBeforeSwap !== null && part.dataset.state !== stateBeforeSwap) {
+    region.textContent = part.dataset.said || "";
+  }
+});
