@@ -197,10 +197,10 @@ document.addEventListener("htmx:afterSwap", (event) => {
   next.focus({preventScroll: true});
 });
 
-// A part that refreshes itself (a bulk job's progress) says when its state changes: its
-// data-state is compared across the swap, and on a change its data-said goes into the
-// page's status region (#live-said, base.html), which a screen reader reads; the counts
-// that change every few seconds are not read out each time.
+// A part that refreshes itself (a bulk job's progress, a run page's live part) says when
+// its state changes: its data-state is compared across the swap, and on a change its
+// data-said goes into the page's status region (#live-said, base.html), which a screen
+// reader reads; the counts that change every few seconds are not read out each time.
 let stateBeforeSwap = null;
 
 document.addEventListener("htmx:beforeSwap", (event) => {
