@@ -197,10 +197,11 @@ document.addEventListener("htmx:afterSwap", (event) => {
   next.focus({preventScroll: true});
 });
 
-// A part that refreshes itself (a bulk job's progress, a run page's live part) says when
-// its state changes: its data-state is compared across the swap, and on a change its
-// data-said goes into the page's status region (#live-said, base.html), which a screen
-// reader reads; the counts that change every few seconds are not read out each time.
+// A part that refreshes itself says when its state changes (a bulk job's status, a run's
+// status, the number of new runs a list's "N new" bar counts), not at every swap: its
+// data-state is compared across the swap, and on a change its data-said goes into the
+// page's status region (#live-said, base.html), which a screen reader reads. A swapped
+// part cannot be that region itself: a region put in the page anew is not followed.
 let stateBeforeSwap = null;
 
 document.addEventListener("htmx:beforeSwap", (event) => {
