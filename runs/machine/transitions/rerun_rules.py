@@ -2,6 +2,7 @@
 already stand from there on: read by operator_rules.refusal and by the dialog."""
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from django.db.models import F
 
@@ -75,13 +76,21 @@ def standing_effects(steps: list[Step], step: Step) -> list[Effect]:
 @dataclass(frozen=True)
 class RerunBounds:
     """What decides, for the whole run at once, from which steps it can be re-run: read in
-    one pass over its steps (and one query for its agent steps' calls), so that listing the
-    steps a re-run can start from costs one pass, not one pass per step."""
+    one pass over its steps (and, only when a step passes the other rules with an agent step
+    at or after it, one query for the agent steps' calls), so that listing the steps a
+    re-run can start from costs one pass, not one pass per step."""
 
     first_unfinished: int | None  # position of the first step not done
     last_unknown: int | None  # position of the last step whose outcome is unknown
     compensating: bool
-    unsettled: list[tuple[Step, ToolCall]]  # agent steps' calls a re-run would leave behind
+    last_agent: int | None  # position of the last agent step
+    steps: list[Step]
+
+    @cached_property
+    def unsettled(self) -> list[tuple[Step, ToolCall]]:
+        """The agent steps' calls a re-run would leave behind. Read when first asked: a
+        list of many runs (the attention page) asks it of none whose other rules refuse."""
+        return _calls(self.steps, _CALL_UNSETTLED)
 
     def refuses(self, step: Step) -> str | None:
         """Which rule refuses a re-run from `step` (a word), or None if none does."""
@@ -91,7 +100,8 @@ class RerunBounds:
             return "unknown"
         if self.compensating:
             return "compensating"
-        if any(agent.position >= step.position for agent, _ in self.unsettled):
+        if self.last_agent is not None and self.last_agent >= step.position and any(
+                agent.position >= step.position for agent, _ in self.unsettled):
             return "unsettled"
         return None
 
@@ -99,11 +109,12 @@ class RerunBounds:
 def rerun_bounds(steps: list[Step]) -> RerunBounds:
     unfinished = [s.position for s in steps if s.status not in DONE_STEP_STATUSES]
     unknown = [s.position for s in steps if s.status == StepStatus.UNKNOWN]
+    agents = [s.position for s in steps if s.kind == definition.AGENT]
     return RerunBounds(
         first_unfinished=min(unfinished, default=None),
         last_unknown=max(unknown, default=None),
         compensating=any(s.status == StepStatus.COMPENSATING for s in steps),
-        unsettled=_calls(steps, _CALL_UNSETTLED))
+        last_agent=max(agents, default=None), steps=steps)
 
 
 def rerun_steps(steps: list[Step]) -> list[Step]:
