@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
+from .. import store
 from .database_outage import commit_error
 
 COMMITTED = "committed"
@@ -82,7 +83,7 @@ def acting_for_a_person() -> None:
 
 def _watch(using: str) -> None:
     wrapper = connections[using]
-    if wrapper.vendor == "postgresql" and "_commit" not in vars(wrapper):
+    if store.of(wrapper).tells_lost_commits and "_commit" not in vars(wrapper):
         # On this thread's connection object, for its life: inert outside a door.
         wrapper._commit = types.MethodType(_commit, wrapper)
 

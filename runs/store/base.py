@@ -71,6 +71,13 @@ class Store(abc.ABC):
 
     name = ""
 
+    @property
+    def tells_lost_commits(self) -> bool:
+        """Whether a transaction's fate can be asked on a new session after its COMMIT's
+        answer was lost (runs.execution.lost_commit): PostgreSQL answers by transaction id;
+        SQLite commits in the process, with no answer to lose."""
+        return self.name == "postgresql"
+
     # --- the one transaction skeleton ---------------------------------------------------
 
     @contextlib.contextmanager
