@@ -72,6 +72,8 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
     (its final answer, or the model's error) for the lease cycle to record."""
     name = step.name
     client = None
+    # The calls before a turn that take a place in the budget: read once for each turn.
+    placed: dict[int, int] = {}
     try:
         while True:
             # The lease moved on: to another step, or to undoing this one (a call's failure
@@ -80,7 +82,11 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
                     or lease.compensating:
                 return lease
             step = lease.by_name(name)
-            calls = tool_call_rules.calls_of(step)
+            calls = tool_call_rules.newest_turn_calls(step)
+            if not any(c.status in tool_call_rules.OPEN for c in calls):
+                # Nothing left to work in the newest turn: every call, for the model's
+                # next turn (and, as a guard, any call an older turn left open).
+                calls = tool_call_rules.calls_of(step)
             running = [c for c in calls if c.status == S.RUNNING]
             if running:
                 lease = calls_tx.take_back_calls(lease, step, running)
@@ -104,7 +110,10 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
             due = next((c for c in calls if c.status in (S.PENDING, S.SCHEDULED, S.WAITING)),
                        None)
             if due is not None:
-                past = past_call_budget(calls, spec, due)
+                first = calls[0].turn
+                if first not in placed:
+                    placed[first] = tool_call_rules.counted_before(step, first)
+                past = past_call_budget(calls, spec, due, earlier=placed[first])
                 if past is not None:
                     return turns_tx.agent_budget_spent(lease, step, past)
                 lease = _run_call(lease, step, spec, ctx, due)
@@ -165,19 +174,21 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
 
 
 def past_call_budget(calls: list[ToolCall], spec: definition.AgentSpec,
-                     due: ToolCall) -> str | None:
+                     due: ToolCall, *, earlier: int = 0) -> str | None:
     """Why `due` is not made, or None: the model asked for more calls than the agent's
     budget allows and `due` (by its place in the conversation) is past it. The turn that
-    asked for them stopped the run; a person's resume must not make them all the same."""
+    asked for them stopped the run; a person's resume must not make them all the same.
+    `calls` are the step's calls from some turn on, `earlier` the counted ones before it."""
     most = spec.budget.max_tool_calls
     # A call a person cancelled was never made, as turns_tx.budget_spent counts: it takes
     # no place, or cancelling the calls past the budget would still leave the last out.
     counted = [c for c in calls if c.status != S.CANCELLED]
-    place = next(i for i, c in enumerate(counted, 1) if c.pk == due.pk)
+    place = earlier + next(i for i, c in enumerate(counted, 1) if c.pk == due.pk)
     if place <= most:
         return None
     return (f"tool call budget spent: tool call {due.ref} ({due.tool}) is call {place} of "
-            f"the {len(counted)} the model asked for and nobody cancelled, at most {most}: "
+            f"the {earlier + len(counted)} the model asked for and nobody cancelled, at most "
+            f"{most}: "
             "it is not made (a person cancels it, or ends the run)")
 
 

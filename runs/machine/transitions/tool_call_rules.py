@@ -3,6 +3,7 @@ retry, undo): the rules the transitions of agent_operator and agent_calls check 
 run's lock, and that operator_rules.refusal and the console ask before offering them. Reads
 nothing but the step's calls and turns, and call_refusal reads nothing at all."""
 
+from django.db.models import Subquery
 from pydantic import ValidationError
 
 from ...agent_models import AgentTurn, ToolCall, ToolCallStatus
@@ -91,6 +92,31 @@ def calls_of(step: Step) -> list[ToolCall]:
     """The tool calls of the step's current generation (a re-run's earlier ones are history)."""
     return list(ToolCall.objects.filter(step=step, generation=step.generation)
                 .order_by("turn", "index"))
+
+
+# A call in one of these states is not settled: the agent works it before the model is asked
+# for another turn.
+OPEN = NEEDS_TOOL | {S.RUNNING}
+
+
+def newest_turn_calls(step: Step) -> list[ToolCall]:
+    """The calls of the newest turn of the step's current generation that asked for any.
+    The model is asked for a turn only once every call before it is settled, so the calls
+    still to send, wait on or settle are among these (at most a turn's bound of them): the
+    agent's loop reads these before each call, not every call of the step (calls_of), which
+    made an agent of thousands of calls read millions of rows."""
+    mine = ToolCall.objects.filter(step=step, generation=step.generation)
+    newest = mine.order_by("-turn").values("turn")[:1]
+    return list(mine.filter(turn=Subquery(newest)).order_by("index"))
+
+
+def counted_before(step: Step, turn: int) -> int:
+    """How many calls of the turns before `turn` take a place in the agent's tool-call
+    budget (a call a person cancelled takes none, as turns_tx.budget_spent counts)."""
+    if turn == 0:
+        return 0
+    return ToolCall.objects.filter(step=step, generation=step.generation,
+                                   turn__lt=turn).exclude(status=S.CANCELLED).count()
 
 
 def unworkable_call(calls: list[ToolCall], spec: definition.AgentSpec, workflow: str, *,
