@@ -28,8 +28,12 @@ def begin_tool_compensation(lease: Lease, step: Step, call: ToolCall, *,
             return None
         call = fresh_call(call)
         effect = CallEffect(lease, step, call)
-        waiting = [effect.name, *(CallEffect(lease, step, c).name for c in behind),
-                   *(s.name for s in undos_to_come(lease) if s.pk != step.pk)]
+        # Named only if it pauses: building them at every undo made an agent's undos
+        # quadratic in its calls.
+        def waiting() -> list[str]:
+            return [effect.name, *(CallEffect(lease, step, c).name for c in behind),
+                    *(s.name for s in undos_to_come(lease) if s.pk != step.pk)]
+
         if pauses_before_undo(change, lease, effect, waiting=waiting):
             return None
         # The intent is the row; the record of the undo's outcome carries it.

@@ -374,6 +374,8 @@ class Lease:
     validated_input: object = None
     # The time the claim was given (a test's), judged by rather than the database's clock.
     clock: datetime | None = None
+    # The compensation's order for these step rows, worked out once (compensation.next_undo).
+    undo_order: tuple | None = None
 
     def by_name(self, name: str) -> Step:
         return next(s for s in self.steps if s.name == name)
@@ -413,7 +415,6 @@ def halt(change: Change, lease: Lease, step: Step, before: dict, to: str, reason
                  data={"error": error})
     lease.finished, lease.work = True, None
 
-
 def end_waits(change: Change, steps: list[Step], *,
               kinds: tuple[str, ...] = (definition.SLEEP,)) -> None:
     """The one rule for the waits of a run that stops going forward: a waiting step of
@@ -429,7 +430,6 @@ def end_waits(change: Change, steps: list[Step], *,
             # Skipped unfinished, as the run's end leaves it: a reopen waits anew.
             step.status, step.next_attempt_at, step.finished_at = StepStatus.SKIPPED, None, None
             change.step_changed(step)
-
 
 def terminate_in(change: Change, steps: list[Step], *, reason: str,
                   action: str = AuditAction.TERMINATED, data: dict | None = None) -> None:
