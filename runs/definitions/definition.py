@@ -59,7 +59,7 @@ from .declarations import (  # noqa: F401
 # runs.definitions.definition names it.
 from .registry import Registry, registry  # noqa: F401
 from .retry import DEFAULT_POLICY, RetryPolicy
-from .step_index import find_step
+from .step_index import StepList, find_step
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class Workflow:
         self.example = example
         self.approval_example = approval_example
         self.retention_days = retention_days
-        self.steps: list[StepDef] = []
+        self.steps: list[StepDef] = StepList()
         validation.check_workflow_options(self)
         if register:
             registry.register(self)

@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from pydantic import BaseModel, PydanticUserError
 
+from . import step_index
 from .retry import RetryPolicy
 from .sensitive_fields import unknown_fields_problem
 
@@ -404,7 +405,7 @@ def check_named(workflow, kind: str, name) -> None:
 def check_unique_name(workflow, step) -> None:
     """Refuse a step whose name the workflow declared already, as it is added to the
     workflow (a StepDef built apart, as dataclasses.replace does, is no second declaration)."""
-    if any(s.name == step.name for s in workflow.steps):
+    if step_index.declared(workflow, step.name):
         raise DefinitionError(f"{where(workflow, step.name)}: declared twice (step names are "
                               "unique within a workflow)")
 
