@@ -423,8 +423,7 @@ def run_action(request, run_id: int, action: str):
             raise Http404(str(refused)) from None
         except ActionForbidden:
             raise PermissionDenied(f"You may not {label.lower()} this run.") from None
-        messages.error(request, f"{label} was not done: {exc}")
-        return _after_action(request, run_id)
+        return _action_refused(request, run_id, f"{label} was not done: {exc}", exc.field)
     try:
         outcome = act(action, run_id, user=request.user, given=given,
                       seen=-1 if seen is None else seen)
@@ -438,9 +437,23 @@ def run_action(request, run_id: int, action: str):
             "the form did not say which state of the run it was drawn for (its 'seen' "
             "field). Act from the run's page."))
     except (ActionInputError, TransitionNotAllowed) as exc:
-        messages.error(request, f"{label} was not done: {exc}")
+        # A field's text to correct (a reason of blanks, evidence missing) names its field.
+        return _action_refused(request, run_id, f"{label} was not done: {exc}",
+                               getattr(exc, "field", ""))
     else:
         messages.success(request, outcome.message)
+    return _after_action(request, run_id)
+
+
+def _action_refused(request, run_id: int, said: str, field: str):
+    """An action refused. Refused for one field's text, an action sent from its dialog
+    through htmx is answered 422 naming the field (X-Refused-Field), not swapped: the dialog
+    stays open with what was typed, and static/js/console.js marks the field invalid with
+    this text as its error. Otherwise the messages say it, over the run as it is now."""
+    if request.htmx and field:
+        return HttpResponse(said, status=422, content_type="text/plain; charset=utf-8",
+                            headers={"X-Refused-Field": field})
+    messages.error(request, said)
     return _after_action(request, run_id)
 
 

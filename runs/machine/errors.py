@@ -85,15 +85,21 @@ class NoSuchStep(TransitionNotAllowed, LookupError):
     """An operator transition was aimed at a step the run does not have: the caller's input
     to correct, not the run's state; nothing changed."""
 
+    field = "step"  # the input field to correct, for a door to mark (ActionInputError.field)
+
 
 class ReasonRequired(TransitionNotAllowed, ValueError):
     """An operator transition was called without a reason, or with one no record keeps
     (storable.person_text_problem: too long, NUL); nothing changed."""
 
+    field = "reason"
+
 
 class EvidenceRequired(TransitionNotAllowed, ValueError):
     """An outcome was settled (found, or not found) without saying what established it;
     nothing changed."""
+
+    field = "evidence"
 
 
 class SecondPersonRequired(TransitionNotAllowed):

@@ -121,7 +121,46 @@ function refusalText(xhr) {
   return said ? `${prefix}: ${said}` : `${prefix}.`;
 }
 
+// A form's field the server refused (a reason of blanks, evidence missing: answered 422
+// with X-Refused-Field naming it, console.views._action_refused) is marked where it is:
+// the form stays as the person left it (the dialog open, what they typed kept), the field
+// is marked invalid, its error is put beside it under "<id>_error" and named by its
+// aria-describedby (as templates/partials/field_errors.html does for a page's forms), and
+// the field takes the focus, so a screen reader says the field, "invalid" and why.
+function showFieldRefusal(event) {
+  const xhr = event.detail.xhr;
+  const name = xhr && xhr.status === 422 && xhr.getResponseHeader("X-Refused-Field");
+  const form = event.detail.elt && event.detail.elt.closest && event.detail.elt.closest("form");
+  if (!name || !form) return false;
+  const field = Array.from(form.elements).find(
+    (element) => element.name === name && element.type !== "hidden" && element.id);
+  if (!field) return false;
+  form.querySelectorAll("[data-refused]").forEach((element) => {
+    element.removeAttribute("aria-invalid");
+    element.removeAttribute("data-refused");
+  });
+  form.closest("dialog")?.querySelector(":scope > .htmx-refusal")?.remove();
+  const errorId = `${field.id}_error`;
+  let error = document.getElementById(errorId);
+  if (!error) {
+    error = document.createElement("p");
+    error.id = errorId;
+    error.className = "error-text field-error";
+    field.after(error);
+  }
+  error.textContent = (xhr.responseText || "").trim() || "This field was refused.";
+  field.setAttribute("aria-invalid", "true");
+  field.setAttribute("data-refused", "");
+  const described = (field.getAttribute("aria-describedby") || "").split(/\s+/).filter(Boolean);
+  if (!described.includes(errorId)) {
+    field.setAttribute("aria-describedby", [...described, errorId].join(" "));
+  }
+  field.focus();
+  return true;
+}
+
 function showRefusal(event) {
+  if (showFieldRefusal(event)) return;
   const element = event.detail.elt;
   const place = (element && element.closest && element.closest("dialog[open]"))
     || document.getElementById("main") || document.body;

@@ -49,7 +49,9 @@ def test_a_refused_action_is_answered_as_refused_to_who_may_not_view_the_run(
     before = AuditRecord.objects.count()
     response = _terminate(client_for(terminator), stuck_run, reason="   ")
     body = response.content.decode()
-    assert response.status_code == 200
+    # A field's text refused: 422 naming the field, for the dialog to mark it.
+    assert response.status_code == 422
+    assert response["X-Refused-Field"] == "reason"
     assert "Terminate was not done: terminate needs a reason" in body
     assert stuck_run.business_key not in body
     assert Run.objects.get(pk=stuck_run.pk).status == RunStatus.ATTENTION

@@ -79,13 +79,15 @@ def test_an_action_that_needs_a_second_person_opens_no_request_for_a_reason_with
     assert _state(run) == before
 
 
-def test_an_htmx_action_given_a_nul_redraws_the_panel_with_the_refusal(client_for, operator,
-                                                                      stuck_run):
+def test_an_htmx_action_given_a_nul_is_refused_at_its_reason_field(client_for, operator,
+                                                                   stuck_run):
     before = _state(stuck_run)
     response = client_for(operator).post(
         reverse("console:action", args=[stuck_run.pk, "resume"]),
         {"seen": str(stuck_run.audit_seq), "reason": "x\x00y"}, HTTP_HX_REQUEST="true")
-    assert response.status_code == 200
+    # Answered for the dialog to mark its Reason field (static/js/console.js), not redrawn.
+    assert response.status_code == 422
+    assert response["X-Refused-Field"] == "reason"
     assert "reason: NUL characters cannot be stored" in response.content.decode()
     assert _state(stuck_run) == before
 
