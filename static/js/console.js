@@ -31,9 +31,47 @@ document.addEventListener("htmx:beforeRequest", (event) => {
 // between the rows of a list (focusing the row's first link, so Enter opens it), o opens
 // the row, / goes to the runs search, g then a, r or w goes to Attention, Runs or Workers.
 // Keys typed into a field, or with a modifier, are the field's and the browser's.
+// They can be turned off (WCAG 2.1.4: a key pressed by mistake, or a word a speech-input
+// user says, would otherwise act): the checkbox in the help dialog, remembered in this
+// browser for the person signed in (their name is on <body data-person>).
+const shortcutsKey = () => `console.shortcuts-off:${document.body.dataset.person || ""}`;
+
+let shortcutsOff = false;
+
+function showShortcutsState() {
+  const toggle = document.querySelector("[data-shortcuts-toggle]");
+  if (toggle) toggle.checked = !shortcutsOff;
+  const hint = document.querySelector(".shortcuts-hint");
+  if (hint) {
+    if (shortcutsOff) hint.removeAttribute("aria-keyshortcuts");
+    else hint.setAttribute("aria-keyshortcuts", "?");
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  try {
+    shortcutsOff = window.localStorage.getItem(shortcutsKey()) === "1";
+  } catch (error) {
+    shortcutsOff = false;  // storage refused (a browser's policy): the default
+  }
+  showShortcutsState();
+});
+document.addEventListener("change", (event) => {
+  if (!event.target.matches("[data-shortcuts-toggle]")) return;
+  shortcutsOff = !event.target.checked;
+  try {
+    if (shortcutsOff) window.localStorage.setItem(shortcutsKey(), "1");
+    else window.localStorage.removeItem(shortcutsKey());
+  } catch (error) {
+    // Not remembered: the keys follow the box on this page still.
+  }
+  showShortcutsState();
+});
+
 let pendingG = false;
 document.addEventListener("keydown", (event) => {
   if (event.ctrlKey || event.metaKey || event.altKey) return;
+  if (shortcutsOff) return;
   const target = event.target;
   if (target.closest("input, textarea, select, [contenteditable]")) return;
   const help = document.getElementById("shortcuts-help");
