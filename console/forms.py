@@ -182,16 +182,34 @@ class LoginForm(AuthenticationForm):
     characters, failing on a longer one (django-axes issue 1381). The name checked is the
     normalised one (NFKC can lengthen it), the name authentication would be given."""
 
+    # The id of the page's alert saying a sign-in was refused (templates/registration/
+    # login.html), which both fields name as their description once it is; "" where the
+    # page shows the refusal under no id (Django admin's).
+    refusal_id = "login-error"
+
     def clean(self):
         username = self.cleaned_data.get("username")
         if username is not None and len(username) > self.fields["username"].max_length:
             raise self.get_invalid_login_error()
         return super().clean()
 
+    def full_clean(self):
+        super().full_clean()
+        # A refused sign-in is neither field's error alone (Django marks a field invalid for
+        # its own errors only): both are marked, and read with the refusal.
+        if self.is_bound and self.non_field_errors():
+            for name in ("username", "password"):
+                attrs = self.fields[name].widget.attrs
+                attrs["aria-invalid"] = "true"
+                if self.refusal_id:
+                    attrs["aria-describedby"] = self.refusal_id
+
 
 class AdminLoginForm(LoginForm, AdminAuthenticationForm):
     """Django admin's sign-in form (staff only), with the console's refusal of a username
     no user can have."""
+
+    refusal_id = ""
 
 
 # The most runs one bulk form acts on: more than a page of the list ever offers.
