@@ -117,5 +117,5 @@ def workflow_problem(text: str, workflow_ids) -> str | None:
              *(definition.registry.names() if workflow_ids is None else ())}
     if any(part.casefold() in name.casefold() for name in names):
         return None
-    return (f"workflow (Workflow): no workflow whose runs you may see has a name containing "
-            f"{part!r} (yours: {', '.join(sorted(names)) or 'none'})")
+    return (f"no workflow whose runs you may see has a name containing {part!r} (yours: "
+            f"{', '.join(sorted(names)) or 'none'})")

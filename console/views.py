@@ -169,11 +169,12 @@ def runs_list(request):
     drawn_at = store.current().now()
     form = RunFilterForm(request.GET or None)
     filters = form.list_filters()  # None: an invalid filter, refused rather than ignored
-    problems = form.problems() if filters is None else [
-        problem for problem in [run_list.workflow_problem(filters.workflow, workflow_ids)]
-        if problem]
-    if problems:
+    if filters is not None and (
+            problem := run_list.workflow_problem(filters.workflow, workflow_ids)):
+        # The Workflow field's error, as the form's own are: marked invalid, said beside it.
+        form.add_error("workflow", problem)
         filters = None
+    problems = form.problems() if filters is None else []
     query = request.GET.copy()
     for name in ("after", "new_since", "shown"):
         query.pop(name, None)
