@@ -273,14 +273,11 @@ def register(api, *, headers: dict, refusals: dict, query_words: dict) -> None:
             return Status(404, error_body("run_not_found", str(exc)))
         except InputNotRead as exc:
             return Status(422, not_read(exc))
-        except ReasonRequired as exc:
-            # A reason was given (the schema requires one) that no record may keep: bad
-            # input in one field, answered as the schema answers one.
-            return Status(422, invalid_field("reason", str(exc)))
-        except EvidenceRequired as exc:
-            # As a reason: evidence missing where it settles an outcome, or that no record
-            # may keep, is input in one field.
-            return Status(422, invalid_field("evidence", str(exc)))
+        except (ReasonRequired, EvidenceRequired) as exc:
+            # A reason was given (the schema requires one) that no record may keep, evidence
+            # missing where it settles an outcome: bad input in the one field the refusal
+            # names (exc.field, as the console marks it), answered as the schema answers one.
+            return Status(422, invalid_field(exc.field, str(exc)))
         except ActionInputError as exc:
             # A field's value the action refused (Deliver event's payload, its limit the
             # event door's) is named as the schema names one; what is missing is not a field's.
