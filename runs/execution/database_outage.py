@@ -14,6 +14,7 @@ import logging
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
+from ..sqlstates import ROLLED_BACK, WOULD_NOT_WAIT
 from .outages import first_line, outages
 
 logger = logging.getLogger(__name__)
@@ -36,12 +37,6 @@ def unreachable(exc: BaseException, *, using=connection) -> bool:
     from .. import store
 
     return store.session_ended(exc, using=using)
-
-
-# The database answered, but would not wait: a row was held by another session past
-# lock_timeout (55P03), or the statement was cancelled (57014: statement_timeout,
-# pg_cancel_backend). The transaction under way was rolled back; trying again is right.
-WOULD_NOT_WAIT = {"55P03", "57014"}
 
 
 def would_not_wait(exc: BaseException) -> bool:
@@ -103,12 +98,6 @@ def refused_change_detail(exc: BaseException) -> str:
     return (f"the database refuses changes just now ({first_line(exc)}): it is read-only "
             "(a standby after a failover, or set so by an administrator), so nothing was "
             "done; reading still works: try again once it accepts changes")
-
-
-# The database answered, but rolled the transaction back for its clash with another session:
-# a serialization failure (40001, under a REPEATABLE READ or SERIALIZABLE isolation a role or
-# database may set) or a deadlock (40P01). Nothing of it was written; trying again is right.
-ROLLED_BACK = {"40001", "40P01"}
 
 
 def connection_trouble_text(exc: BaseException) -> str:

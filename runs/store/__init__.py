@@ -18,12 +18,14 @@ from django.db import InterfaceError, OperationalError, connection
 from django.db.models import DateTimeField, Value
 from django.db.models.functions import Now
 
+from ..sqlstates import CLASHED
 from .base import Store, join_next_transaction, withdraw_joined
 from .postgres import PostgresStore
 from .read_only import READ_ONLY, refuses_writes
 from .sqlite import SqliteStore
 
-__all__ = ["PostgresStore", "READ_ONLY", "SqliteStore", "SESSION_ENDED", "Store", "current",
+__all__ = ["PostgresStore", "READ_ONLY", "SqliteStore", "SESSION_ENDED", "Store", "clashed",
+           "current",
            "join_next_transaction", "of", "refuses_writes", "session_ended",
            "time_in_statement", "time_of_lock", "withdraw_joined"]
 
@@ -63,6 +65,14 @@ def session_ended(exc: BaseException, *, using=connection) -> bool:
         return state.startswith(SESSION_ENDED)
     session = using.connection
     return session is None or of(using).session_lost(exc, session)
+
+
+def clashed(exc: BaseException) -> bool:
+    """Whether `exc` says the database rolled the transaction back for its clash with another
+    session, or would not wait for one (runs.sqlstates.CLASHED): nothing of it was written,
+    and the session still works."""
+    return isinstance(exc, OperationalError) and \
+        getattr(exc.__cause__, "sqlstate", None) in CLASHED
 
 
 def time_of_lock(run, *, given=None):

@@ -21,6 +21,7 @@ from .. import dispatch, limits
 from ..intentions import intended_action
 from ..wakeup import send_wakeup
 from . import effects
+from .clashes import written_again_on_clash
 from .compensation import advance_compensation
 from .events import awaits
 from .kernel import (
@@ -307,7 +308,16 @@ def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
     If the lease was taken over (the token moved on) the result changes no state: it is kept
     in the run's log as a late result, evidence for the operator. A run terminated while the
     step was in flight gets the result recorded on the step, since nobody else will.
+
+    Rolled back by the database for a clash with another session, it is written again from
+    the rows as the database holds them (clashes): the outcome is never dropped.
     """
+    return written_again_on_clash(
+        lease, step, f"the outcome of step {step.name}",
+        lambda step: _record_outcome_once(lease, step, outcome, now))
+
+def _record_outcome_once(lease: Lease, step: Step, outcome: Outcome,
+                    now: datetime | None) -> Lease:
     given, now = now, transition_time(now)
     if outcome.succeeded and not lease.compensating:
         if _record_success_in_one_statement(lease, step, outcome, now, given):

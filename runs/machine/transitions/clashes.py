@@ -1,0 +1,68 @@
+"""A lease holder's checkpoint that the database rolled back for its clash with another session
+(a serialization failure, a deadlock, a row held past lock_timeout: runs.store.clashed) is
+written again at once, from the rows as the database holds them.
+
+The worker holds what it came to write (a step's outcome, a lookup's verdict) only in memory:
+nothing of it was written, and leaving it there made the run wait for its lease to run out,
+then settled the step by its key. Writing it again is safe only from fresh rows: a failed
+attempt has changed the lease's rows in memory (a step marked done, the next one's intent
+begun), and applying the transition to them again would write that twice or skip a step.
+The effect itself is never called again here: only its checkpoint is written again.
+"""
+
+import logging
+import random
+import time
+from collections.abc import Callable
+
+from django.db import OperationalError
+
+from ... import store
+from ...models import Step
+from .kernel import Lease
+
+logger = logging.getLogger(__name__)
+
+# Tries of one checkpoint in all. A clash clears as the other transaction ends: at once for a
+# serialization failure or a deadlock, within the holder's transaction for a held row.
+TRIES = 5
+FIRST_PAUSE_SECONDS = 0.05
+
+
+def written_again_on_clash(lease: Lease, step: Step, what: str,
+                           write: Callable[[Step], Lease]) -> Lease:
+    """`write(step)` (a transition of the lease holder on `step`), applied again to the rows as
+    the database holds them when the database rolled it back for a clash (runs.store.clashed),
+    up to TRIES times in all; past that, or on any other error, the error goes up as it was.
+    `what` names the checkpoint in the log ("the outcome of step X")."""
+    kept = (lease.work.name if lease.work is not None else None, lease.settle_first,
+            lease.compensating, lease.finished)
+    for tried in range(1, TRIES + 1):
+        try:
+            return write(step)
+        except OperationalError as exc:
+            if not store.clashed(exc) or tried == TRIES:
+                raise
+            logger.warning("run %s: the database rolled back %s (%s): it clashed with another "
+                           "session's; written again from the rows as the database holds them "
+                           "(try %d of %d)", lease.run.pk, what, _first_line(exc), tried + 1,
+                           TRIES)
+        # Jittered, so that two sessions that clashed do not meet again at once.
+        time.sleep(FIRST_PAUSE_SECONDS * 2 ** (tried - 1) * (1 + random.random()))
+        step = as_the_database_holds_them(lease, step.name, kept)
+    raise AssertionError("unreachable")  # the last try returns or raises
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def as_the_database_holds_them(lease: Lease, name: str, kept: tuple) -> Step:
+    """The lease's run and step rows read again, and its work as it was before the attempt
+    that was rolled back; returns the step named `name` among the new rows."""
+    run, steps = store.current().read_run_and_steps(lease.run.pk)
+    lease.run, lease.steps = run, steps
+    work, lease.settle_first, lease.compensating, lease.finished = kept
+    lease.work = lease.by_name(work) if work is not None else None
+    return lease.by_name(name)
