@@ -23,8 +23,10 @@ import time
 from contextlib import contextmanager
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 
+from .. import store
+from ..store import read_only
 from . import transitions
 
 logger = logging.getLogger(__name__)
@@ -128,12 +130,25 @@ def _start(interval: float) -> None:
         _beating.start()
 
 
+# What the heartbeat is called where a database that refuses writes is said (read_only).
+LEASE_HEARTBEAT = "lease heartbeat"
+
+
 def _loop(interval: float) -> None:
     stop = threading.Event()
     while not stop.wait(interval):
+        # The next beat tries again; a lease that runs out meanwhile is taken back and
+        # settled by key like any other.
         try:
             beat()
+        except DatabaseError as exc:
+            if store.refuses_writes(exc):
+                # Read-only (a standby, default_transaction_read_only): said once, not as a
+                # traceback at every beat; beat() closed the session that was refused.
+                read_only.refused(logger, LEASE_HEARTBEAT, exc)
+            else:
+                logger.warning("lease heartbeat failed", exc_info=True)
         except Exception:
-            # The next beat tries again; a lease that runs out meanwhile is taken back and
-            # settled by key like any other.
             logger.warning("lease heartbeat failed", exc_info=True)
+        else:
+            read_only.went_through(logger, LEASE_HEARTBEAT)
