@@ -49,6 +49,12 @@ def advance_run(self, run_id: int) -> str | None:
                         connection_trouble_text(exc))
             connection.close()
             status = executor.advance_run(run_id)
+            if status is None:
+                # Its lease was not handed back (runs.execution.executor): another worker or
+                # the sweeper has the run, or the database refused the hand-back.
+                logger.warning("run %s: not taken up again on the new connection: it is held "
+                               "by a lease (a step under way is settled by its key once the "
+                               "lease runs out) or it is not due", run_id)
         # A slot under the workflow's limits may have freed: the runs it held back go next.
         limits.wake_after_release(run_id, status)
         if status == RunStatus.WAITING:

@@ -12,6 +12,7 @@ import os
 import socket
 from functools import partial
 
+from django.db import DatabaseError, connection
 from pydantic import ValidationError
 
 from audit import redaction
@@ -34,6 +35,8 @@ from ..machine.errors import Classified
 from ..machine.invocation import invoke
 from ..machine.logcontext import log_context
 from ..models import ErrorClass
+from .database_outage import CONNECTION_LOST, unreachable
+from .outages import first_line
 
 logger = logging.getLogger(__name__)
 
@@ -62,19 +65,44 @@ def _advance_claimed(run_id: int, worker: str, drill: bool) -> str | None:
     if lease.finished:
         return lease.run.status
     workflow = lease.definition
-    with opened_services(workflow) as services, deadline.calls_bounded(), \
-            redaction.values_masked():
-        validated_input = lease.validated_input
-        while lease.work is not None and not lease.finished:
-            step = lease.work
-            ctx = build_context(lease.run, lease.steps, step, definition=workflow,
-                                services=services, validated_input=validated_input,
-                                compensating=lease.compensating,
-                                heartbeat=partial(heartbeat, lease))
-            with log_context(workflow=ctx.workflow, business_key=ctx.business_key,
-                             step=ctx.step, idempotency_key=ctx.key):
-                lease = _work_once(lease, step, workflow.step(step.name), ctx)
+    try:
+        with opened_services(workflow) as services, deadline.calls_bounded(), \
+                redaction.values_masked():
+            validated_input = lease.validated_input
+            while lease.work is not None and not lease.finished:
+                step = lease.work
+                ctx = build_context(lease.run, lease.steps, step, definition=workflow,
+                                    services=services, validated_input=validated_input,
+                                    compensating=lease.compensating,
+                                    heartbeat=partial(heartbeat, lease))
+                with log_context(workflow=ctx.workflow, business_key=ctx.business_key,
+                                 step=ctx.step, idempotency_key=ctx.key):
+                    lease = _work_once(lease, step, workflow.step(step.name), ctx)
+    except CONNECTION_LOST as exc:
+        if unreachable(exc):
+            _hand_back(lease, exc)
+        raise
     return lease.run.status
+
+
+def _hand_back(lease: transitions.Lease, exc: BaseException) -> None:
+    """The session this worker held the run on ended under it (killed, a failover, the
+    network): what it was about to write is lost with it. Its lease is handed back on a new
+    connection at once, rather than left to run out: the step under way is then settled by
+    its key, never sent again blindly, by whoever claims the run next (the caller's next
+    try, at once). Not when the database cannot be reached: the lease then runs out."""
+    connection.close()
+    step = lease.work.name if lease.work is not None else ""
+    try:
+        handed = transitions.hand_back(lease, why=f"its database session ended ({first_line(exc)})")
+    except DatabaseError:
+        connection.close()
+        return
+    if handed:
+        logger.warning("run %s: its lease is handed back at once, as its database session "
+                       "ended under it (%s)%s", lease.run.pk, first_line(exc),
+                       f"; step {step} is settled by its key before anything is sent again"
+                       if step else "")
 
 
 def heartbeat(lease: transitions.Lease) -> bool:

@@ -60,7 +60,7 @@ from .kernel import (
     within_caller_transaction,
 )
 from .lease_cycle import claim_run, record_outcome
-from .leases import expire_lease, expire_leases, heartbeat, heartbeat_many
+from .leases import expire_lease, expire_leases, hand_back, heartbeat, heartbeat_many
 from .operator import (
     applying_decision,
     ask_again,
@@ -104,7 +104,8 @@ __all__ = [
     "record_tool_call_undo", "retry_tool_call", "cancel_tool_call", "cancel", "claim_run",
     "compensate",
     "compensation_plan", "confirm_compensation", "decide_approval", "eligible_steps",
-    "expire_lease", "expire_leases", "heartbeat", "heartbeat_many", "high_impact_effects",
+    "expire_lease", "expire_leases", "hand_back", "heartbeat", "heartbeat_many",
+    "high_impact_effects",
     "input_hash",
     "needs_second_person",
     "paused_undo", "reconcile", "record_approval_event", "record_outcome", "refusal",

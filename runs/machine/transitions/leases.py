@@ -95,12 +95,31 @@ def expire_leases(run_ids: list[int], *, now: datetime | None = None,
     Whether a lease ran out is judged in the locking statement by the database server's
     now(), not by this process's clock: a sweeper whose clock runs ahead takes no live lease.
     """
+    return _taken_back(Run.objects.filter(pk__in=run_ids, status__in=list(HELD),
+                                          lease_expires_at__lte=store.time_in_statement(now)),
+                       now, actor, why="lease of {owner} expired while running")
+
+
+def hand_back(lease: Lease, *, why: str, now: datetime | None = None) -> bool:
+    """The lease holder gives its lease back before it runs out, having stopped working the
+    run (its database session ended under it, so what it was about to write is lost): taken
+    back exactly as the sweeper takes back an expired lease (expire_leases: the step under
+    way becomes unknown and is settled by its key before anything is sent again; counted
+    among the take-backs in a row), only sooner. Nothing happens unless the lease still holds
+    the run (its token). `why` says it in the records. Returns whether it was handed back."""
+    return bool(_taken_back(Run.objects.filter(pk=lease.run.pk, status__in=list(HELD),
+                                               fencing_token=lease.token),
+                            now, Actor.system(lease.worker),
+                            why="lease of {owner} handed back while running: " + why,
+                            handed_back=why))
+
+
+def _taken_back(held, now: datetime | None, actor: Actor | None, *, why: str,
+                handed_back: str = "") -> list[int]:
     db = store.current()
     with db.transaction():
         # Locked in id order, as every batch locks them: two batches cannot deadlock.
-        runs = db.lock_runs(Run.objects.filter(
-            pk__in=run_ids, status__in=list(HELD),
-            lease_expires_at__lte=store.time_in_statement(now)).order_by("pk"))
+        runs = db.lock_runs(held.order_by("pk"))
         # Stamped in the same transaction: now() is the time the locks were taken.
         now = transition_time(now)
         running: dict[int, list[Step]] = {run.pk: [] for run in runs}
@@ -110,7 +129,8 @@ def expire_leases(run_ids: list[int], *, now: datetime | None = None,
         for step in Step.objects.filter(in_flight, run_id__in=list(running)):
             running[step.run_id].append(step)
         in_a_row = take_backs_in_a_row_of(runs)
-        save_changes([_take_back(run, running[run.pk], now, actor, in_a_row[run.pk] + 1)
+        save_changes([_take_back(run, running[run.pk], now, actor, in_a_row[run.pk] + 1,
+                                 why=why, handed_back=handed_back)
                       for run in runs])
     return [run.pk for run in runs]
 
@@ -158,23 +178,24 @@ def take_backs_in_a_row_of(runs: list[Run]) -> dict[int, int]:
 
 
 def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None,
-               in_a_row: int) -> Change:
+               in_a_row: int, *, why: str, handed_back: str = "") -> Change:
     change = Change(run, "expire_lease", actor or Actor.system("sweeper"), now)
     before = audit_state(run)
     previous_owner = run.lease_owner
+    why = why.replace("{owner}", previous_owner)
     run.fencing_token += 1
     for step in running:
         # The record of the attempt the dead worker left in the row (it carries its intent).
         step_before = step.status
         if step_before != StepStatus.COMPENSATING:  # an undo is sent again with its own key
-            taken_back(step, step.kind, f"lease of {previous_owner} expired while running")
+            taken_back(step, step.kind, why)
         if step.kind == definition.AGENT:
             # The calls the dead worker left running are settled now, not at the next
             # claim, so that a person's terminate and the four-eyes count see them. The
             # step itself goes back to pending (taken_back): the next claim records its
             # intent again, and its agent settles an unknown call by key first.
             release_calls_in_flight(change, step, action=AuditAction.STEP_LEASE_EXPIRED,
-                                    why=f"lease of {previous_owner} expired while running")
+                                    why=why)
         step.lease_owner, step.lease_expires_at = "", None
         change.step_changed(step)
         change.audit(AuditAction.STEP_LEASE_EXPIRED, step=step,
@@ -197,5 +218,6 @@ def _take_back(run: Run, running: list[Step], now: datetime, actor: Actor | None
     else:
         change.move(QUEUED)
     change.audit(AuditAction.LEASE_EXPIRED, before=before, after=audit_state(run),
-                 data={"previous_owner": previous_owner, "in_a_row": in_a_row})
+                 data={"previous_owner": previous_owner, "in_a_row": in_a_row,
+                       **({"handed_back": handed_back} if handed_back else {})})
     return change
