@@ -22,15 +22,18 @@ that gave the id or has restarted since). The id is a number, not a secret; no s
 logged here.
 """
 
+import logging
 import types
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from .. import store
 from .database_outage import commit_error
+
+logger = logging.getLogger(__name__)
 
 COMMITTED = "committed"
 NOT_COMMITTED = "not committed"
@@ -55,6 +58,9 @@ class LostCommit:
     # When the server that gave the id started: an id means this transaction only on that
     # server, in that run of it (see _asked).
     server_started: object = None
+    # Its after-commit hooks (Django's on_commit: wake-up hints, a bulk job's hand-over),
+    # which Django drops with the error: run once if the database says it committed.
+    hooks: list = field(default_factory=list)
 
 
 @contextmanager
@@ -110,11 +116,12 @@ def _commit(self):
         # went without one, and rolls back one whose statement failed.
         setattr(exc, ATTRIBUTE, LostCommit(sent=False))
         raise
+    hooks = list(self.run_on_commit)
     try:
         return commit(self)
     except DatabaseError as exc:
         setattr(exc, ATTRIBUTE, LostCommit(sent=True, xid=xid, backend_pid=pid,
-                                           server_started=started))
+                                           server_started=started, hooks=hooks))
         raise
 
 
@@ -137,7 +144,23 @@ def commit_outcome(exc: BaseException, *, using: str = DEFAULT_DB_ALIAS) -> str:
         exc.commit_outcome = outcome
     except AttributeError:  # an error that takes no attribute: asked again if asked
         pass
+    if outcome == COMMITTED:
+        _run_hooks_once(lost)
     return outcome
+
+
+def _run_hooks_once(lost: LostCommit) -> None:
+    """The after-commit hooks of a transaction the database says it committed, which
+    Django dropped with the COMMIT's error: run now, and once (taken off the record). A
+    wake-up hint then goes out at once rather than at the sweeper's next pass, and a bulk
+    job is handed over at all."""
+    hooks, lost.hooks[:] = list(lost.hooks), []
+    for _, hook, _ in hooks:
+        try:
+            hook()
+        except Exception:
+            logger.warning("an after-commit hook of a change whose COMMIT answer was lost "
+                           "failed", exc_info=True)
 
 
 def _asked(lost: LostCommit, using: str) -> str:
