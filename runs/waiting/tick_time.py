@@ -17,15 +17,25 @@ def tick_instant(now: datetime) -> datetime:
     and subtract by the wall clock, blind to which of the two 02:30s of the night summer
     time ends each is: a tick time given in the schedule's zone started the second hour's
     slots during the first. Against UTC they compare as instants."""
+    refuse_naive(now)
+    try:
+        return now.astimezone(UTC)
+    except OverflowError:  # 0001-01-01 ahead of UTC: before any slot there can be
+        raise ScheduleError(f"tick time {now.isoformat()} is before the first instant a "
+                            "schedule can have") from None
+
+
+def refuse_naive(now: datetime) -> None:
     if now.tzinfo is None:
         raise ScheduleError(f"tick time {now.isoformat()} has no UTC offset")
-    return now.astimezone(UTC)
 
 
 def check_tick_time(now: datetime) -> None:
     """Refuse a tick time ahead of the database clock: its slots would be recorded as handled
-    before they are due, and the schedule would start nothing until the clock got there."""
-    tick_instant(now)
+    before they are due, and the schedule would start nothing until the clock got there.
+    Compared as aware datetimes, not converted: a time of year 1 ahead of UTC has no UTC
+    instant to convert to, and is refused as too far back like any other."""
+    refuse_naive(now)
     clock = store.current().now()
     if now < clock - TICK_REPLAY_LIMIT:
         raise ScheduleError(f"tick time {now.isoformat()} is more than "
