@@ -12,6 +12,7 @@ from collections import Counter
 
 import pytest
 from django.core.management import call_command
+from kombu import pools
 
 from audit.chain import Actor
 from console.celery import app as celery_app
@@ -28,9 +29,10 @@ HOLD = 8  # the customer system's answer to the first create: past the consumer 
 
 def _publish_to(url: str) -> None:
     """This process's wake-up hints go to `url` from now on: Celery keeps its connections
-    and producers for the URL it first connected to."""
-    if celery_app._pool is not None:
-        celery_app._pool.force_close_all()
+    and producers for the URL it first connected to, in kombu's pools of the process, one
+    per URL. Those are closed and forgotten together: a pool closed but kept would be handed
+    to the next test that sends a message to its URL ("Acquire on closed pool")."""
+    pools.reset()
     celery_app._pool = celery_app.amqp._producer_pool = None
     celery_app.conf.broker_url = url
 
