@@ -314,9 +314,9 @@ def record_outcome(lease: Lease, step: Step, outcome: Outcome, *,
     """
     return written_again_on_clash(
         lease, step, f"the outcome of step {step.name}",
-        lambda step: _record_outcome_once(lease, step, outcome, now))
+        lambda step: record_outcome_once(lease, step, outcome, now))
 
-def _record_outcome_once(lease: Lease, step: Step, outcome: Outcome,
+def record_outcome_once(lease: Lease, step: Step, outcome: Outcome,
                     now: datetime | None) -> Lease:
     given, now = now, transition_time(now)
     if outcome.succeeded and not lease.compensating:

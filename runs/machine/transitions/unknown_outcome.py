@@ -20,10 +20,10 @@ def settle_unknown(lease: Lease, step: Step, verdict, *, error: str = "",
     the database for a clash with another session, it is written again (clashes)."""
     return written_again_on_clash(
         lease, step, f"the lookup's verdict on step {step.name}",
-        lambda step: _settle_unknown_once(lease, step, verdict, error, now))
+        lambda step: settle_unknown_once(lease, step, verdict, error, now))
 
 
-def _settle_unknown_once(lease: Lease, step: Step, verdict, error: str,
+def settle_unknown_once(lease: Lease, step: Step, verdict, error: str,
                     now: datetime | None) -> Lease:
     with holding(lease, "settle_unknown", now) as change:
         if change is not None and effects.settle(change, lease, effects.StepEffect(lease, step),

@@ -436,7 +436,7 @@ def test_a_failed_undo_leaves_either_kind_standing_through_one_rule(monkeypatch)
 RULE = re.compile(r"succe|fail|resend|retry|settle|look|late|stop|release|halt|unknown")
 # The transitions themselves: each locks the run and hands the effect to the machine (a
 # step's outcome and its lookup's verdict through one try each, which a clash tries again).
-TRANSITIONS = {"settle_unknown", "_settle_unknown_once", "settle_tool_call",
+TRANSITIONS = {"settle_unknown", "settle_unknown_once", "settle_tool_call",
                "_record_success_in_one_statement"}
 
 
@@ -449,10 +449,10 @@ def test_steps_and_tool_calls_keep_no_rule_of_their_own():
         assert not copies, f"{module.__name__} has rules of its own: {sorted(copies)}"
     # The transitions of both kinds hand the effect to the same functions.
     for transition, rules in [
-            (lease_cycle._record_outcome_once,
+            (lease_cycle.record_outcome_once,
              {"succeed", "fail", "late_result", "undo_outcome"}),
             (agent_calls.record_tool_outcome, {"succeed", "fail", "late_result"}),
-            (unknown_outcome._settle_unknown_once, {"settle"}),
+            (unknown_outcome.settle_unknown_once, {"settle"}),
             (agent_calls.settle_tool_call, {"settle"}),
             (lease_cycle.advance, {"waits_for_person"}),
             (agent_calls.begin_tool_call, {"waits_for_person"}),
