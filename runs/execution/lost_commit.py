@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
-from .. import store
 from .database_outage import commit_error
 
 logger = logging.getLogger(__name__)
@@ -88,6 +87,10 @@ def acting_for_a_person() -> None:
 
 
 def _watch(using: str) -> None:
+    # Imported here: manage.py's entry imports this module before Django's apps are loaded,
+    # and the store's import reaches the models.
+    from .. import store
+
     wrapper = connections[using]
     if store.of(wrapper).tells_lost_commits and "_commit" not in vars(wrapper):
         # On this thread's connection object, for its life: inert outside a door.
