@@ -5,8 +5,6 @@ a run of 20,000 steps would never have answered. Measured by the lines of the ru
 executed (runs/), which grow as the steps do: ten times the steps, not a hundred times the
 work. Not by time."""
 
-import os
-import sys
 
 import pytest
 from pydantic import BaseModel
@@ -15,11 +13,10 @@ from api.tokens import token_create
 from runs.definitions.definition import Workflow
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
 from tests.factories import new_run
+from tests.line_counts import lines_of_runtime_code
 
 pytestmark = pytest.mark.django_db
 
-RUNTIME = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "runs") + os.sep
 
 
 class LoopIn(BaseModel):
@@ -36,25 +33,6 @@ def _loop(name: str, steps: int) -> Workflow:
 SHORT, LONG = _loop("test-state-short", 40), _loop("test-state-long", 400)
 
 
-def _lines_of_runtime_code(call) -> tuple[object, int]:
-    count = 0
-
-    def trace(frame, event, arg):
-        nonlocal count
-        if frame.f_code.co_filename.startswith(RUNTIME):
-            if event == "line":
-                count += 1
-            return trace
-        return None
-
-    sys.settrace(trace)
-    try:
-        result = call()
-    finally:
-        sys.settrace(None)
-    return result, count
-
-
 def _state_lines(client, workflow: Workflow, steps: int) -> int:
     # Every step done but the last, whose outcome is unknown: a re-run can start from none.
     run = new_run(workflow.name, wake=False)
@@ -64,7 +42,7 @@ def _state_lines(client, workflow: Workflow, steps: int) -> int:
         status=RunStatus.ATTENTION, attention_reason=AttentionReason.UNKNOWN_OUTCOME,
         steps_done=steps - 1, current_step=f"s{steps - 1}")
     _, plaintext = token_create(name=f"erp-{steps}", workflows=[workflow.name], rate_limit=None)
-    response, lines = _lines_of_runtime_code(lambda: client.get(
+    response, lines = lines_of_runtime_code(lambda: client.get(
         f"/api/runs/{run.pk}", HTTP_AUTHORIZATION=f"Bearer {plaintext}"))
     assert response.status_code == 200, response.content
     assert response.json()["step_count"] == steps

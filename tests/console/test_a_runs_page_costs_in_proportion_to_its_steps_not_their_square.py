@@ -3,8 +3,6 @@ search of the workflow's steps for each: a run of 2,000 steps spent seconds ther
 20,000 would never have drawn. Measured by the lines of the project's code executed (not
 Django's, not the tests'): ten times the steps, about ten times the work. Not by time."""
 
-import os
-import sys
 
 import pytest
 from django.contrib.auth.models import User
@@ -13,11 +11,10 @@ from pydantic import BaseModel
 from runs.definitions.definition import Workflow
 from runs.models import Run, RunStatus, Step, StepStatus
 from tests.factories import new_run
+from tests.line_counts import lines_of_project_code
 
 pytestmark = pytest.mark.django_db
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
-NOT_OURS = (f"{ROOT}.venv{os.sep}", f"{ROOT}tests{os.sep}")
 
 
 class LoopIn(BaseModel):
@@ -34,33 +31,13 @@ def _loop(name: str, steps: int) -> Workflow:
 SHORT, LONG = _loop("test-page-short", 40), _loop("test-page-long", 400)
 
 
-def _lines_of_project_code(call) -> tuple[object, int]:
-    count = 0
-
-    def trace(frame, event, arg):
-        nonlocal count
-        name = frame.f_code.co_filename
-        if name.startswith(ROOT) and not name.startswith(NOT_OURS):
-            if event == "line":
-                count += 1
-            return trace
-        return None
-
-    sys.settrace(trace)
-    try:
-        result = call()
-    finally:
-        sys.settrace(None)
-    return result, count
-
-
 def _page_lines(client, workflow: Workflow, steps: int) -> int:
     # A completed run: every step succeeded.
     run = new_run(workflow.name, wake=False)
     Step.objects.filter(run=run).update(status=StepStatus.SUCCEEDED, result={"i": 0})
     Run.objects.filter(pk=run.pk).update(status=RunStatus.COMPLETED, steps_done=steps,
                                          current_step="")
-    response, lines = _lines_of_project_code(lambda: client.get(f"/runs/{run.pk}/"))
+    response, lines = lines_of_project_code(lambda: client.get(f"/runs/{run.pk}/"))
     assert response.status_code == 200
     assert f"<strong>s{steps - 1}</strong>" in response.content.decode()
     return lines

@@ -5,8 +5,6 @@ every step filtered and sorted) before each undo, so a compensation of 1,000 und
 (runs/) while the undos are made: ten times the undos, about ten times the work. Not by
 time."""
 
-import os
-import sys
 from datetime import timedelta
 
 import pytest
@@ -18,11 +16,10 @@ from runs.execution import executor
 from runs.machine import transitions
 from runs.models import AttentionReason, Run, RunStatus, Step, StepStatus
 from tests.factories import SYSTEM, new_run
+from tests.line_counts import lines_of_runtime_code
 
 pytestmark = pytest.mark.django_db
 
-RUNTIME = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "runs") + os.sep
 
 
 class UndoIn(BaseModel):
@@ -45,25 +42,6 @@ def _writes(name: str, steps: int) -> Workflow:
 SHORT, LONG = _writes("test-undo-short", 30), _writes("test-undo-long", 300)
 
 
-def _lines_of_runtime_code(call) -> tuple[object, int]:
-    count = 0
-
-    def trace(frame, event, arg):
-        nonlocal count
-        if frame.f_code.co_filename.startswith(RUNTIME):
-            if event == "line":
-                count += 1
-            return trace
-        return None
-
-    sys.settrace(trace)
-    try:
-        result = call()
-    finally:
-        sys.settrace(None)
-    return result, count
-
-
 def _compensation_lines(workflow: Workflow, steps: int) -> int:
     # Every step done (one after the other), the run in attention; a person compensates it.
     run = new_run(workflow.name, wake=False)
@@ -82,7 +60,7 @@ def _compensation_lines(workflow: Workflow, steps: int) -> int:
             if executor.advance_run(run.pk, worker="w1") != RunStatus.QUEUED:
                 break
 
-    _, lines = _lines_of_runtime_code(undo_all)
+    _, lines = lines_of_runtime_code(undo_all)
     run.refresh_from_db()
     assert run.status == RunStatus.COMPENSATED, (run.status, run.status_message)
     assert Step.objects.filter(run=run, status=StepStatus.COMPENSATED).count() == steps

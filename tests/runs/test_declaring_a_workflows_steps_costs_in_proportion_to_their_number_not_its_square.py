@@ -6,40 +6,17 @@ since are added to. Measured by the lines of the runtime's code executed (runs/)
 time; a name declared twice is still refused, also once the list was changed in place."""
 
 import dataclasses
-import os
-import sys
 
 import pytest
 from pydantic import BaseModel
 
 from runs.definitions.definition import Workflow
 from runs.definitions.validation import DefinitionError
-
-RUNTIME = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "runs") + os.sep
+from tests.line_counts import lines_of_runtime_code
 
 
 class ManyIn(BaseModel):
     order: str
-
-
-def _lines_of_runtime_code(call) -> tuple[object, int]:
-    count = 0
-
-    def trace(frame, event, arg):
-        nonlocal count
-        if frame.f_code.co_filename.startswith(RUNTIME):
-            if event == "line":
-                count += 1
-            return trace
-        return None
-
-    sys.settrace(trace)
-    try:
-        result = call()
-    finally:
-        sys.settrace(None)
-    return result, count
 
 
 def _declared(name: str, steps: int) -> Workflow:
@@ -51,8 +28,8 @@ def _declared(name: str, steps: int) -> Workflow:
 
 
 def test_ten_times_the_steps_cost_about_ten_times_the_work():
-    short, short_lines = _lines_of_runtime_code(lambda: _declared("test-many-short", 200))
-    long, long_lines = _lines_of_runtime_code(lambda: _declared("test-many-long", 2000))
+    short, short_lines = lines_of_runtime_code(lambda: _declared("test-many-short", 200))
+    long, long_lines = lines_of_runtime_code(lambda: _declared("test-many-long", 2000))
     assert len(short.steps) == 200 and len(long.steps) == 2000
     # 29,570 lines against 297,967 (10 times). It was 49 times (46,672 against 2,268,969)
     # while each declaration searched the steps before it.
