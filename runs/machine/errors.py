@@ -231,6 +231,17 @@ def process_stopping(exc: BaseException) -> bool:
     return isinstance(exc, SystemExit) and terminate_handler_fired()
 
 
+def raise_if_process_stopping(exc: BaseException) -> None:
+    """Raise `exc` again if it is this process being stopped (process_stopping), from
+    wherever workflow code's failure is caught (classify, and the hooks whose failure holds
+    the run without being classified: a sleep's until(), an event wait's correlate(), a
+    step's describe()). Taken for the code's own failure, it would hold its run for a person
+    as the code's error; raised, the process ends as in a crash and the run is taken back
+    when its lease ends."""
+    if process_stopping(exc):
+        raise exc
+
+
 def described(exc: BaseException) -> str:
     """"TypeName: message" of an exception, which never raises: an exception whose message
     cannot be read (its __str__ raises) is described by its type name, saying so."""
@@ -330,13 +341,12 @@ def classify(exc: BaseException, *,
     reused with other arguments is permanent and says so, naming the key and both
     arguments' hashes.
     """
-    if process_stopping(exc):
-        # Every call of workflow code has its failure classified here. The process is on
-        # its way out: recorded as the call's own failure, the call would hold its run for
-        # a person as an "unexpected error" (and a worker's stop, every run in flight).
-        # Raised again, it ends the process with the intent in the row, as a crash does:
-        # the run is taken back when its lease ends and the call settled by key.
-        raise exc
+    # Every call of workflow code has its failure classified here. A process on its way
+    # out, recorded as the call's own failure, would hold its run for a person as an
+    # "unexpected error" (and a worker's stop, every run in flight). Raised again, it ends
+    # the process with the intent in the row, as a crash does: the run is taken back when
+    # its lease ends and the call settled by key.
+    raise_if_process_stopping(exc)
     message = redact_text(described(exc))[:2000]
     if isinstance(exc, StepError):
         try:

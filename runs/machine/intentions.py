@@ -5,7 +5,7 @@ from audit.redaction import redact_text
 
 from ..definitions import definition
 from .context import build_context
-from .errors import CODE_FAILURES
+from .errors import CODE_FAILURES, raise_if_process_stopping
 
 MAX_LENGTH = 300
 
@@ -21,6 +21,7 @@ def intended_action(workflow_def: definition.Workflow, spec: definition.StepDef,
                             validated_input=validated_input)
         text = str(spec.describe_fn(ctx))
     except CODE_FAILURES as exc:
+        raise_if_process_stopping(exc)
         return f"{spec.plain_description} (its description failed: {type(exc).__name__})"
     text = redact_text(" ".join(text.split()))
     return text if len(text) <= MAX_LENGTH else text[:MAX_LENGTH - 1] + "…"

@@ -26,7 +26,7 @@ from audit.redaction import redact_text
 from ... import store
 from ...definitions import definition
 from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
-from ..errors import CODE_FAILURES, Classified
+from ..errors import CODE_FAILURES, Classified, raise_if_process_stopping
 from ..storable import printable
 from . import effects
 from .kernel import (
@@ -161,6 +161,7 @@ def held_for_its_code(change: Change, lease: Lease, step: Step, what: str,
     again and again, every worker failing the same way; held, that success commits and
     nothing else is called. The step stays as it was (pending): resumed after the code is
     fixed, the run calls it again and goes on."""
+    raise_if_process_stopping(exc)
     error = printable(redact_text(f"{type(exc).__name__}: {exc}"))[:2000]
     run = change.run
     halt(change, lease, step, audit_state(run, step), held_status(run),
