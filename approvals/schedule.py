@@ -20,7 +20,14 @@ from runs.machine.single_pass import single_pass
 
 from . import sweep_scope
 from .application import apply_pending_decisions, apply_timeout
-from .models import ApprovalRequest, NotificationKind, RequestKind, RequestStatus
+from .models import (
+    ApprovalRequest,
+    Notification,
+    NotificationKind,
+    NotificationStatus,
+    RequestKind,
+    RequestStatus,
+)
 from .notifications import grant_and_notify, publish_notifications, request_problem
 from .requests import current_snapshot, lock_run, next_reminder, record_lifecycle, supersede
 from .timeouts import ESCALATED, TIMED_OUT, judged_at
@@ -146,13 +153,23 @@ def _time_out(pk: int, run_id: int, given: datetime | None) -> str | None:
 def withdraw_stale_requests(*, now: datetime | None = None, limit: int = 200,
                             due_only: bool = False) -> int:
     """Withdraw pending requests that can no longer be decided (approvals.withdrawal); with
-    `due_only`, only among those whose timeout or reminder is due (along their partial
-    indexes: what the pass is about to act on, approvals.sweep_scope). Due, and dated, by
-    the database's clock, as timeouts and reminders are; `now` (a test's) stands in."""
+    `due_only`, only among those whose timeout or reminder is due, or that have a
+    notification due (along their partial indexes: what the pass is about to act on,
+    approvals.sweep_scope). Due, and dated, by the database's clock, as timeouts and
+    reminders are; `now` (a test's) stands in."""
     stale = ApprovalRequest.objects.filter(no_longer_awaited(), status=RequestStatus.PENDING)
     if due_only:
         due_by = store.time_in_statement(now)
-        stale = stale.filter(Q(due_at__lte=due_by) | Q(next_reminder_at__lte=due_by))
+        # A request whose mail is due is one the pass is about to act on too: withdrawn
+        # first, its mail is skipped, where the full look would have withdrawn it only
+        # after its approvers had been written to (a requester deactivated as it opened).
+        # Their ids read first, along the outbox's own index: joined in, the plan read
+        # every pending request.
+        mailing = list(Notification.objects.filter(status=NotificationStatus.PENDING,
+                                                   next_attempt_at__lte=due_by)
+                       .values_list("request_id", flat=True).distinct()[:limit])
+        stale = stale.filter(Q(due_at__lte=due_by) | Q(next_reminder_at__lte=due_by)
+                             | Q(pk__in=mailing))
     count = 0
     for pk, run_id in list(stale.values_list("pk", "run_id")[:limit]):
         with transaction.atomic(durable=True):
