@@ -462,6 +462,37 @@ def _summarised_triage() -> Workflow:
 summarised_triage = _summarised_triage()
 
 
+# The invoice-triage agent whose approval task is a keyed write to a receiver that answers
+# after a delay and counts the requests per key (runs.bench_receiver.SlowReceiver, at the
+# run's input url): its other tools and its model are the sandbox's.
+def _triage_with_task_to_receiver() -> Workflow:
+    import dataclasses
+
+    from demo import agent_workflow as demo_triage
+    from demo.clients import build_services
+    from runs.bench_receiver import look_up_effect, send_effect
+
+    class TriageToReceiverIn(demo_triage.TriageIn, RemoteIn):
+        pass
+
+    workflow = Workflow("test-triage-task-to-receiver", version=1, input=TriageToReceiverIn,
+                        services=build_services)
+    agent = workflow.agent("triage", system_prompt=demo_triage.triage.system_prompt,
+                           budget=demo_triage.triage.budget,
+                           contract=demo_triage.triage.contract)
+    agent.prompt(demo_triage.triage_task)
+    for name, tool in demo_triage.triage.tools.items():
+        agent.tools[name] = dataclasses.replace(tool, agent=agent)
+    agent.tools["open-approval-task"] = dataclasses.replace(
+        agent.tools["open-approval-task"], fn=lambda ctx, args: send_effect(ctx),
+        reconcile_fn=lambda ctx, args: look_up_effect(ctx), compensate_fn=None)
+    agent.impact = demo_triage.triage.impact
+    return workflow
+
+
+triage_task_to_receiver = _triage_with_task_to_receiver()
+
+
 # Started by a schedule: one run per minute slot, its input derived from the slot.
 class SlotIn(BaseModel):
     slot: str

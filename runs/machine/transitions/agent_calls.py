@@ -25,6 +25,7 @@ from ...models import AttentionReason, Run, Step, StepStatus
 from ..errors import TransitionNotAllowed
 from ..storable import quoted, whole_number
 from . import effects
+from .clashes import written_again_on_clash
 from .compensation import hold_undo_missing
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
@@ -122,7 +123,15 @@ def record_tool_outcome(lease: Lease, step: Step, call: ToolCall, outcome: Outco
     effects.fail), as a step's: succeeded; transient (sent again with the tool's backoff,
     within its budget); unknown (settled by key before anything else runs); permanent or
     unclassified (a person). A result that arrives after the lease was taken over is kept
-    as evidence only (effects.late_result)."""
+    as evidence only (effects.late_result). Rolled back by the database for a clash with
+    another session, it is written again, as a step's outcome is (clashes)."""
+    return written_again_on_clash(
+        lease, step, f"the outcome of tool call {call.ref} ({call.tool}) of step {step.name}",
+        lambda step: record_tool_outcome_once(lease, step, call, outcome, now))
+
+
+def record_tool_outcome_once(lease: Lease, step: Step, call: ToolCall, outcome: Outcome,
+                             now: datetime | None) -> Lease:
     where = f"after tool call {call.ref} ({call.tool}) settled"
     with holding(lease, "tool_call", now, cancel_after=where) as change:
         if change is None:
@@ -163,7 +172,16 @@ def take_back_calls(lease: Lease, step: Step, running: list[ToolCall], *,
 def settle_tool_call(lease: Lease, step: Step, call: ToolCall, verdict, *, error: str = "",
                      now: datetime | None = None) -> Lease:
     """Settle an unknown tool call with what the lookup by its key found, by the one rule of
-    an unknown outcome (effects.settle), as a step's is settled."""
+    an unknown outcome (effects.settle), as a step's is settled. Rolled back by the
+    database for a clash with another session, it is written again (clashes)."""
+    return written_again_on_clash(
+        lease, step, f"the lookup's verdict on tool call {call.ref} ({call.tool}) of step "
+                     f"{step.name}",
+        lambda step: settle_tool_call_once(lease, step, call, verdict, error, now))
+
+
+def settle_tool_call_once(lease: Lease, step: Step, call: ToolCall, verdict, error: str,
+                          now: datetime | None) -> Lease:
     with holding(lease, "tool_call", now) as change:
         if change is None:
             return lease

@@ -10,6 +10,7 @@ from ...agent_models import ToolCall
 from ...models import Step
 from . import effects
 from .agent_calls import fresh_call
+from .clashes import written_again_on_clash
 from .compensation import pauses_before_undo, undos_to_come
 from .effect_rows import CallEffect
 from .kernel import Lease, Outcome, lock_run, transition_time
@@ -47,7 +48,16 @@ def record_tool_compensation(lease: Lease, step: Step, call: ToolCall, outcome: 
     by the lease cycle: the call is sent again with its key while resends remain, then
     fails with the step, in_flight.calls_not_undone). Fenced off (the run was ended or taken
     back meanwhile), the result is kept as evidence, and settles the undo an end left in
-    doubt (effects.late_result)."""
+    doubt (effects.late_result). Rolled back by the database for a clash with another
+    session, it is written again, as a step's undo's outcome is (clashes)."""
+    return written_again_on_clash(
+        lease, step, f"the undo's outcome of tool call {call.ref} ({call.tool}) of step "
+                     f"{step.name}",
+        lambda step: record_tool_compensation_once(lease, step, call, outcome, now))
+
+
+def record_tool_compensation_once(lease: Lease, step: Step, call: ToolCall, outcome: Outcome,
+                                  now: datetime | None) -> Lease:
     with holding(lease, "tool_compensation", now) as change:
         if change is None:
             effects.late_result(lock_run(lease.run.pk), lease, CallEffect(lease, step, call),

@@ -2,9 +2,14 @@
 (a serialization failure, a deadlock, a row held past lock_timeout: runs.store.clashed) is
 written again at once, from the rows as the database holds them.
 
-The worker holds what it came to write (a step's outcome, a lookup's verdict) only in memory:
-nothing of it was written, and leaving it there made the run wait for its lease to run out,
-then settled the step by its key. Writing it again is safe only from fresh rows: a failed
+The worker holds what it came to write (an effect's outcome, a lookup's verdict on it, an
+undo's outcome) only in memory: nothing of it was written, and leaving it there made the run
+wait for its lease to run out, then settled the effect by its key. Every kind of effect the
+one machine works (runs.machine.transitions.effects) goes through here: a step's
+(lease_cycle.record_outcome, unknown_outcome.settle_unknown) and an agent's tool call's
+(agent_calls.record_tool_outcome, settle_tool_call, agent_compensation.record_tool_compensation),
+each by one try of its transition on `step`, the step that holds the effect (a tool call's
+row is read again inside its try). Writing it again is safe only from fresh rows: a failed
 attempt has changed the lease's rows in memory (a step marked done, the next one's intent
 begun), and applying the transition to them again would write that twice or skip a step.
 The effect itself is never called again here: only its checkpoint is written again.

@@ -434,10 +434,11 @@ def test_a_failed_undo_leaves_either_kind_standing_through_one_rule(monkeypatch)
 # The rules of the machine, by name: a function of the step or tool-call modules whose name
 # says it does one of these is a copy of it.
 RULE = re.compile(r"succe|fail|resend|retry|settle|look|late|stop|release|halt|unknown")
-# The transitions themselves: each locks the run and hands the effect to the machine (a
-# step's outcome and its lookup's verdict through one try each, which a clash tries again).
+# The transitions themselves: each locks the run and hands the effect to the machine (an
+# outcome and a lookup's verdict, of either kind, through one try each, which a clash tries
+# again).
 TRANSITIONS = {"settle_unknown", "settle_unknown_once", "settle_tool_call",
-               "_record_success_in_one_statement"}
+               "settle_tool_call_once", "_record_success_in_one_statement"}
 
 
 def test_steps_and_tool_calls_keep_no_rule_of_their_own():
@@ -451,9 +452,9 @@ def test_steps_and_tool_calls_keep_no_rule_of_their_own():
     for transition, rules in [
             (lease_cycle.record_outcome_once,
              {"succeed", "fail", "late_result", "undo_outcome"}),
-            (agent_calls.record_tool_outcome, {"succeed", "fail", "late_result"}),
+            (agent_calls.record_tool_outcome_once, {"succeed", "fail", "late_result"}),
             (unknown_outcome.settle_unknown_once, {"settle"}),
-            (agent_calls.settle_tool_call, {"settle"}),
+            (agent_calls.settle_tool_call_once, {"settle"}),
             (lease_cycle.advance, {"waits_for_person"}),
             (agent_calls.begin_tool_call, {"waits_for_person"}),
             (approval_waits.decide_approval, {"decided_by_person"}),
@@ -462,3 +463,32 @@ def test_steps_and_tool_calls_keep_no_rule_of_their_own():
             (agent_operator.record_tool_call_undo, {"undo_failed"})]:
         assert rules <= set(transition.__code__.co_names), transition.__name__
     assert lease_cycle.effects is effects and agent_calls.effects is effects
+
+
+def _names(code) -> set[str]:
+    """The names `code` uses, with those of the functions (lambdas) written inside it."""
+    inner = (const for const in code.co_consts if inspect.iscode(const))
+    return set(code.co_names).union(*map(_names, inner))
+
+
+# What the lease holder hands the machine when an effect has ended: its outcome, a lookup's
+# verdict on it, its undo's outcome.
+OUTCOMES = {"succeed", "fail", "settle", "late_result", "undo_outcome", "undone"}
+
+
+def test_every_outcome_the_lease_holder_writes_is_written_again_on_a_clash():
+    # Of either kind of effect: a transition that writes an outcome in one try is called
+    # through clashes.written_again_on_clash (or is a part of such a try), so a tool call's
+    # outcome is not dropped where a step's is written again.
+    for module in (lease_cycle, unknown_outcome, agent_calls, agent_compensation):
+        own = {name: fn for name, fn in inspect.getmembers(module, inspect.isfunction)
+               if fn.__module__ == module.__name__}
+        wrapped = {name for fn in own.values() if "written_again_on_clash" in _names(fn.__code__)
+                   for name in _names(fn.__code__)}
+        tries = {name for name in wrapped if name in own}
+        # What a try calls of its own module is a part of it (the one-statement success).
+        parts = {name for t in tries for name in _names(own[t].__code__) if name in own}
+        writes = {name for name, fn in own.items() if OUTCOMES & set(fn.__code__.co_names)}
+        assert writes, module.__name__
+        assert writes <= tries | parts, \
+            f"{module.__name__}: not written again on a clash: {sorted(writes - tries - parts)}"
