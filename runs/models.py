@@ -41,6 +41,10 @@ class StepStatus(models.TextChoices):
     SKIPPED = "skipped"
 
 
+# A step that is over for the run going forward: counted in its steps done.
+DONE_STEP_STATUSES = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})
+
+
 class AttentionReason(models.TextChoices):
     UNKNOWN_OUTCOME = "unknown_outcome", "unknown outcome not settled"
     PERMANENT_ERROR = "permanent_error", "permanent error"

@@ -34,6 +34,7 @@ from ..machine.context import StepContext, build_context, opened_services
 from ..machine.errors import Classified
 from ..machine.invocation import invoke
 from ..machine.logcontext import log_context
+from ..machine.step_rows import index_of
 from ..models import ErrorClass
 from .database_outage import CONNECTION_LOST, unreachable
 from .outages import first_line
@@ -74,7 +75,8 @@ def _advance_claimed(run_id: int, worker: str, drill: bool) -> str | None:
                 ctx = build_context(lease.run, lease.steps, step, definition=workflow,
                                     services=services, validated_input=validated_input,
                                     compensating=lease.compensating,
-                                    heartbeat=partial(heartbeat, lease))
+                                    heartbeat=partial(heartbeat, lease),
+                                    rows=index_of(lease, lease.steps))
                 with log_context(workflow=ctx.workflow, business_key=ctx.business_key,
                                  step=ctx.step, idempotency_key=ctx.key):
                     lease = _work_once(lease, step, workflow.step(step.name), ctx)

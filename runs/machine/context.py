@@ -12,6 +12,7 @@ from ..definitions.definition import input_errors_text
 from ..models import Step
 from .artifacts import Results
 from .errors import TransitionNotAllowed
+from .step_rows import RowIndex
 
 
 @dataclass(frozen=True)
@@ -43,33 +44,33 @@ _RESULT_STATUSES = frozenset({"succeeded", "compensating", "compensated",
 class StepResults(Mapping):
     """The results of the steps whose result a step may read (_RESULT_STATUSES), by name,
     looked up in the rows when a step asks for one. A mapping built whole for every step made
-    each step's context cost grow with the steps before it: a run of thousands of steps
-    spent most of its time building results its steps never read."""
+    each step's context cost grow with the steps before it, and so did a search of the rows
+    for each result asked for: a run of thousands of steps spent most of its time on them.
+    `rows`: the worker's index of its lease's rows, kept from step to step."""
 
-    def __init__(self, steps: list[Step]):
-        self._steps = steps
+    def __init__(self, rows: RowIndex):
+        self._rows = rows
 
     def __getitem__(self, name: str):
-        for step in self._steps:
-            if step.name == name:
-                if step.status in _RESULT_STATUSES:
-                    return step.result
-                break
+        step = self._rows.named(name)
+        if step is not None and step.status in _RESULT_STATUSES:
+            return step.result
         raise KeyError(name)
 
     def __iter__(self):
-        return (s.name for s in self._steps if s.status in _RESULT_STATUSES)
+        return (s.name for s in self._rows.steps if s.status in _RESULT_STATUSES)
 
     def __len__(self) -> int:
-        return sum(1 for s in self._steps if s.status in _RESULT_STATUSES)
+        return sum(1 for s in self._rows.steps if s.status in _RESULT_STATUSES)
 
 
 def build_context(run, steps, step, *, definition, services, validated_input=None,
-                  compensating: bool = False,
-                  heartbeat: Callable[[], bool] | None = None) -> StepContext:
+                  compensating: bool = False, heartbeat: Callable[[], bool] | None = None,
+                  rows: RowIndex | None = None) -> StepContext:
     """The one way to build what a step function, its reconcile, its compensation, its
     compensation preview or an approval snapshot sees. `run` and `steps` are rows (read
-    here, never handed on); a compensation gets its own key and attempt count."""
+    here, never handed on); a compensation gets its own key and attempt count. `rows`: the
+    worker's index of `steps`, kept from one step to the next (step_rows.index_of)."""
     if validated_input is None:
         validated_input = definition.input_schema.model_validate(run.input)
     if compensating:
@@ -79,7 +80,7 @@ def build_context(run, steps, step, *, definition, services, validated_input=Non
     return StepContext(
         run_id=run.pk, workflow=run.workflow_name, business_key=run.business_key,
         input=validated_input, step=step.name, key=key, attempt=attempt,
-        results=Results(StepResults(list(steps))),
+        results=Results(StepResults(rows or RowIndex(list(steps)))),
         services=services, remote_ref=step.remote_ref,
         _heartbeat=heartbeat or (lambda: True),
     )

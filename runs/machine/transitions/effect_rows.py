@@ -159,9 +159,12 @@ class StepEffect(EffectRow):
         self.release()
         change.step_changed(self.step)
 
-    def succeeded(self, change: Change) -> None:
-        change.run.steps_done = sum(1 for s in self.context.steps
-                                    if s.status in DONE_STEP_STATUSES)
+    def succeeded(self, change: Change, before: str) -> None:
+        # Counted on from the run's count (every transition that moves a step in or out of
+        # the done ones keeps it), not by a pass over every step row at every step: that
+        # made a run of thousands of steps quadratic in its length.
+        if before not in DONE_STEP_STATUSES:
+            change.run.steps_done += 1
 
     def settle_next(self, lease) -> None:
         # The executor looks the step up by key before anything else is written.
@@ -323,7 +326,7 @@ class CallEffect(EffectRow):
         step.lease_owner, step.lease_expires_at = "", None
         change.step_changed(step)
 
-    def succeeded(self, change: Change) -> None:
+    def succeeded(self, change: Change, before: str) -> None:
         pass  # the agent goes on: its next turn is told the result
 
     def settle_next(self, lease) -> None:

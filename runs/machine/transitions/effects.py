@@ -59,7 +59,7 @@ def succeed(change: Change, effect: Effect, value, remote_ref: str, action: str,
     stands(change, effect, value, remote_ref)
     effect.release()
     effect.save(change)
-    effect.succeeded(change)
+    effect.succeeded(change, before)
     change.audit(action, step=effect.step, before={effect.status_key: before},
                  after={effect.status_key: row.status, "remote_ref": row.remote_ref},
                  data=effect.data(**data) or None)
@@ -418,8 +418,9 @@ def settled_by_person(change: Change, effect: Effect, verdict, *, evidence: str,
     row = effect.row
     row.lookup_failures = 0
     if isinstance(verdict, definition.Found):
+        before = row.status
         stands(change, effect, verdict.result, verdict.ref, keep_result=True)
-        effect.succeeded(change)
+        effect.succeeded(change, before)
         said = {"verdict": "found", "remote_ref": str(verdict.ref or "")}
     elif isinstance(verdict, definition.NotFound):
         row.status = FAILED

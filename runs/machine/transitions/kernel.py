@@ -23,6 +23,7 @@ from audit.redaction import redact, redact_text
 from ... import store
 from ...definitions import definition
 from ...models import (
+    DONE_STEP_STATUSES,
     HELD_RUN_STATUSES,
     ApprovalWait,
     Run,
@@ -43,6 +44,7 @@ from .in_flight import (  # noqa: F401 - the vocabulary
     taken_back,
     undos_left,
 )
+from .lease import Lease  # noqa: F401 - the vocabulary
 from .outcome import Outcome  # noqa: F401 - the vocabulary
 from .unsettled import Effect, end_or_hold, unsettled_effects  # noqa: F401 - the vocabulary
 
@@ -137,8 +139,6 @@ RUN_TRANSITIONS: dict[str, Move] = {
     # A person cancels one pending or approval-waiting call; the agent goes on without it.
     "cancel_tool_call": _move({WAITING, ATTENTION}, {QUEUED, WAITING, ATTENTION}),
 }
-
-DONE_STEP_STATUSES = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})
 
 def allowed(transition: str, status: str) -> bool:
     """Whether `transition` may start from run status `status`."""
@@ -355,30 +355,6 @@ def audit_state(run: Run, step: Step | None = None) -> dict:
         snap["step_status"] = step.status
     return snap
 
-@dataclass
-class Lease:
-    """A worker's hold on a run: the token it claimed with and the rows as it left them."""
-
-    run: Run
-    steps: list[Step]
-    token: int
-    worker: str
-    definition: definition.Workflow | None
-    work: Step | None = None
-    # True when `work` is a step whose outcome is unknown: reconcile it before anything else.
-    settle_first: bool = False
-    # True when `work` is a compensation to call rather than the step's action.
-    compensating: bool = False
-    finished: bool = False
-    # The run's input as its workflow's schema parsed it at the claim (lease_cycle).
-    validated_input: object = None
-    # The time the claim was given (a test's), judged by rather than the database's clock.
-    clock: datetime | None = None
-    # The compensation's order for these step rows, worked out once (compensation.next_undo).
-    undo_order: tuple | None = None
-
-    def by_name(self, name: str) -> Step:
-        return next(s for s in self.steps if s.name == name)
 
 def held_status(run: Run) -> str:
     """Where a run that nothing can work waits for a person: a run that was undoing its

@@ -19,6 +19,7 @@ from ...models import (
 )
 from .. import dispatch, limits
 from ..intentions import intended_action
+from ..step_rows import index_of
 from ..wakeup import send_wakeup
 from . import effects
 from .clashes import written_again_on_clash
@@ -27,7 +28,6 @@ from .events import awaits
 from .kernel import (
     COMP,
     DONE,
-    DONE_STEP_STATUSES,
     QUEUED,
     RUN_FIELDS,
     RUNNING,
@@ -189,7 +189,7 @@ def advance(change: Change, lease: Lease) -> None:
                      action=AuditAction.CANCELLED)
         lease.finished = True
         return
-    step = next((s for s in lease.steps if s.status not in DONE_STEP_STATUSES), None)
+    step = index_of(lease, lease.steps).first_not_done()
     if step is None:
         before = audit_state(run)
         change.move(DONE)
