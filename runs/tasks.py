@@ -16,6 +16,7 @@ from .execution.database_outage import (
     refuses_writes_text,
     unreachable,
 )
+from .execution.lost_pool_process import AdvanceRunRequest
 from .execution.outages import first_line
 from .machine import limits, transitions
 from .machine.errors import StartRefused
@@ -36,8 +37,10 @@ RETRY = {"bind": True, "max_retries": 5, "default_retry_delay": 1}
 
 
 # replaces_broken_connection: console.celery skips its "SELECT 1" before this task, which
-# replaces a connection found dead at its first statement itself, at once.
-@shared_task(name=ADVANCE_RUN_TASK, replaces_broken_connection=True, **RETRY)
+# replaces a connection found dead at its first statement itself, at once. Its request, in
+# the worker's main process, hands back the lease of a pool process that died under it.
+@shared_task(name=ADVANCE_RUN_TASK, replaces_broken_connection=True,
+             Request=AdvanceRunRequest, **RETRY)
 def advance_run(self, run_id: int) -> str | None:
     try:
         try:

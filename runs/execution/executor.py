@@ -42,9 +42,10 @@ from .outages import first_line
 logger = logging.getLogger(__name__)
 
 
-def worker_name() -> str:
-    """This process's name in leases and audit records."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+def worker_name(pid: int | None = None) -> str:
+    """This process's name in leases and audit records (or, given its `pid`, the name of
+    another process of this host: a worker's pool process)."""
+    return f"{socket.gethostname()}:{pid or os.getpid()}"
 
 
 def advance_run(run_id: int, *, worker: str | None = None, drill: bool = False) -> str | None:

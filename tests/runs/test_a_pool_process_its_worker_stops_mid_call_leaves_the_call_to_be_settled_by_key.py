@@ -3,9 +3,10 @@ limit, --time-limit; a stop sent to the worker's whole process group, as systemd
 KillMode sends it) is a crash, not the step's failure. billiard turns the SIGTERM it gets
 into a SystemExit raised inside the call; recorded as the call's own exit ("workflow code
 exited its call"), it held the run for a person as an unexpected error. Now the process ends
-with the intent in the row: the run is taken back when its lease ends, the call is settled
-by key, and the run completes, its effect made once (real prefork workers; the customer
-system keeps every customer it creates)."""
+with the intent in the row, its worker hands its lease back at once (the take-back, as when
+the lease ends: runs.execution.lost_pool_process), the call is settled by key, and the run
+completes, its effect made once (real prefork workers; the customer system keeps every
+customer it creates)."""
 
 import os
 import signal
@@ -13,6 +14,7 @@ import signal
 import pytest
 from django.core.management import call_command
 
+from audit.actions import AuditAction
 from audit.chain import Actor
 from audit.models import AuditRecord
 from demo.sandbox import faults
@@ -40,6 +42,12 @@ def _onboard(key: str) -> Run:
 
 def _create(run: Run) -> Step:
     return Step.objects.get(run=run, name="create-customer")
+
+
+def _handed_back(run: Run) -> str:
+    """Why the run's lease was handed back (its one take-back)."""
+    return AuditRecord.objects.get(run_id=run.pk, action=AuditAction.LEASE_EXPIRED) \
+        .data["handed_back"]
 
 
 def _completed_once(run: Run) -> None:
@@ -72,10 +80,11 @@ def test_a_step_past_the_workers_hard_time_limit_is_settled_by_key_not_held_for_
                              RUNS_HEARTBEAT_SECONDS=0.5, RUNS_CALL_LIMIT_SECONDS=1)
     try:
         run = _onboard("hard-limit")
-        wait_for(lambda: "Hard time limit" in (tmp_path / "limited.log").read_text(),
+        wait_for(lambda: "handed back at once" in (tmp_path / "limited.log").read_text(),
                  timeout=60, what="the hard time limit to stop the pool process")
-        # The intent stays in the row: nothing recorded it as the call's failure.
-        assert _create(run).status == StepStatus.RUNNING
+        # Nothing recorded it as the call's failure: the worker took the lease of the process
+        # it killed back, after the kill, and the call is settled by key.
+        assert "hard time limit" in _handed_back(run)
         _completed_once(run)
     finally:
         stop(worker)
@@ -91,8 +100,11 @@ def test_a_step_in_flight_when_the_workers_process_group_is_stopped_is_settled_b
                  what="the create to be at the customer system")
         os.killpg(worker.pid, signal.SIGTERM)  # what systemd sends to every process
         worker.wait(timeout=30)
-        assert _create(run).status == StepStatus.RUNNING
-        assert Run.objects.get(pk=run.pk).status == RunStatus.RUNNING
+        # Handed back by the worker before it exited: the call is unknown, not failed, and
+        # the run waits for the next worker, not for its lease to run out.
+        assert _create(run).status == StepStatus.UNKNOWN
+        assert Run.objects.get(pk=run.pk).status == RunStatus.QUEUED
+        assert "its pool process died" in _handed_back(run)
     finally:
         stop(worker)
     replacement = start_worker("replacement", tmp_path, RUNS_LEASE_SECONDS=LEASE)

@@ -60,7 +60,14 @@ from .kernel import (
     within_caller_transaction,
 )
 from .lease_cycle import claim_run, record_outcome
-from .leases import expire_lease, expire_leases, hand_back, heartbeat, heartbeat_many
+from .leases import (
+    expire_lease,
+    expire_leases,
+    hand_back,
+    heartbeat,
+    heartbeat_many,
+    lease_held_by,
+)
 from .operator import (
     applying_decision,
     ask_again,
@@ -105,6 +112,7 @@ __all__ = [
     "compensate",
     "compensation_plan", "confirm_compensation", "decide_approval", "eligible_steps",
     "expire_lease", "expire_leases", "hand_back", "heartbeat", "heartbeat_many",
+    "lease_held_by",
     "high_impact_effects",
     "input_hash",
     "needs_second_person",

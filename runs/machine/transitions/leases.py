@@ -100,18 +100,33 @@ def expire_leases(run_ids: list[int], *, now: datetime | None = None,
                        now, actor, why="lease of {owner} expired while running")
 
 
-def hand_back(lease: Lease, *, why: str, now: datetime | None = None) -> bool:
-    """The lease holder gives its lease back before it runs out, having stopped working the
-    run (its database session ended under it, so what it was about to write is lost): taken
-    back exactly as the sweeper takes back an expired lease (expire_leases: the step under
-    way becomes unknown and is settled by its key before anything is sent again; counted
-    among the take-backs in a row), only sooner. Nothing happens unless the lease still holds
-    the run (its token). `why` says it in the records. Returns whether it was handed back."""
+def hand_back(lease: Lease, *, why: str, by: str = "", now: datetime | None = None) -> bool:
+    """A lease whose holder stopped working the run is given back before it runs out (its
+    database session ended under it, so what it was about to write is lost; or the process
+    died, and its worker, `by`, saw it die): taken back exactly as the sweeper takes back an
+    expired lease (expire_leases: the step under way becomes unknown and is settled by its
+    key before anything is sent again; counted among the take-backs in a row), only sooner.
+    Nothing happens unless the lease still holds the run (its token). `why` says it in the
+    records, done by `by` (the holder itself by default). Returns whether it was handed
+    back."""
     return bool(_taken_back(Run.objects.filter(pk=lease.run.pk, status__in=list(HELD),
                                                fencing_token=lease.token),
-                            now, Actor.system(lease.worker),
+                            now, Actor.system(by or lease.worker),
                             why="lease of {owner} handed back while running: " + why,
                             handed_back=why))
+
+
+def lease_held_by(run_id: int, worker: str) -> Lease | None:
+    """The lease `worker` (a process's name in leases) holds on the run, with the token of
+    its claim, or None: what a worker hands back for one of its pool processes that died
+    holding it (runs.execution.lost_pool_process). The dead process claims nothing more, and
+    any claim since put its own name on the run, so while the run carries this name the
+    token read here is the dead process's; hand_back goes by the token all the same."""
+    run = (Run.objects.filter(pk=run_id, status__in=list(HELD), lease_owner=worker)
+           .only("pk", "fencing_token", "lease_owner").first())
+    if run is None:
+        return None
+    return Lease(run=run, steps=[], token=run.fencing_token, worker=worker, definition=None)
 
 
 def _taken_back(held, now: datetime | None, actor: Actor | None, *, why: str,
