@@ -64,3 +64,18 @@ def test_the_lease_the_dead_process_holds_is_handed_back_once_by_its_worker():
     assert take_back["actor_label"] == worker_name()  # the worker, not the dead process
     assert take_back["data"]["previous_owner"] == worker_name(DEAD)
     assert take_back["data"]["handed_back"] == "its pool process died (signal 9 (SIGKILL))"
+
+
+def test_a_call_that_may_land_unmatched_by_a_key_is_left_to_the_leases_end():
+    """A lookup at once could find the dead process's call not done while its receiver is
+    still handling it, and send it again: a receiver that does not honour keys would then
+    make it twice. Such a step's lease runs out first, as after any crash."""
+    run = new_run("test-saga")  # its first step changes a system that ignores keys
+    lease = transitions.claim_run(run.pk, worker=worker_name(DEAD))
+    assert lease is not None and lease.work.name == "reserve-stock"
+    assert not hand_back_of_lost_process(run.pk, DEAD, "signal 9 (SIGKILL)")
+    run.refresh_from_db()
+    assert (run.status, run.lease_owner, run.fencing_token) == \
+        (RunStatus.RUNNING, worker_name(DEAD), lease.token)
+    assert run.steps.get(name="reserve-stock").status == StepStatus.RUNNING
+    assert _take_backs(run) == []
