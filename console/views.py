@@ -1,9 +1,7 @@
 """The operator console's pages. Thin: parse, check the permission, call a selector or an
 action, render a page or the partial htmx swaps."""
 
-import hashlib
 import logging
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from functools import wraps
@@ -61,9 +59,11 @@ from runs.reads.generations import generations
 
 from . import run_list, saved_views
 from .forms import AccessFilterForm, AuditFilterForm, RunFilterForm, selected_run_ids
+from .live_versions import live_version
 from .permissions import VIEW, grant_for, grants_of
 from .run_rows import run_rows
 from .runbooks import runbook_html, runbook_section
+from .step_pages import step_page
 from .step_times import step_times
 from .timeline import PAGE as TIMELINE_PAGE
 from .timeline import timeline_page
@@ -257,42 +257,49 @@ def attention(request):
     })
 
 
-def _load_visible_run(request, run_id: int):
+def _visible_run(request, run_id: int) -> Run:
     try:
-        detail = selectors.run_detail(run_id)
+        run = selectors.run_row(run_id)
     except Run.DoesNotExist:
         raise Http404(f"No run {run_id}.") from None
-    if not grant_for(request.user, VIEW).covers(detail.run.workflow_id):
+    if not grant_for(request.user, VIEW).covers(run.workflow_id):
         raise PermissionDenied("You may not view this run.")
-    return detail
+    return run
 
 
-def _detail_context(request, detail, *, before: int | None = None) -> dict:
-    run = detail.run
-    workflow = definition.registry.get(run.workflow_name, run.workflow_version)
-    contracts, verdicts = {}, {}
-    if workflow is not None:
-        contracts = {s.name: step_contract(spec) for s in detail.steps
-                     if (spec := definition.step_of(workflow, s.name)) is not None}
-        verdicts = {name: effect_verdict(workflow.step(name)) for name in contracts}
+def _load_visible_run(request, run_id: int):
+    return selectors.run_detail(_visible_run(request, run_id))
+
+
+def _beside_steps(request, run: Run, *, before: int | None = None) -> dict:
+    """What the live part shows beside the steps, read without them: all its poll needs to
+    tell whether anything changed (console.live_versions)."""
+    approvals = requests_for_run(run)
+    # Only its approvers and its requester open a request (approvals.permissions.can_view):
+    # the others see its row without a link that would answer them 403.
+    with permissions_read_once(request.user, approvals):
+        for approval in approvals:
+            approval.openable = can_view(request.user, approval)
+            approval.problem_shown = problem_shown_to(request.user, approval.problem)
+    # Figures that move with the clock (a step in flight, the last heartbeat's age) are told
+    # by the database's, which stamped what they count from.
+    return {"run": run, "approvals": approvals, "grants": grants_of(request.user),
+            "timeline": timeline_page(run, before=before, approval_requests=approvals,
+                                      addresses=may_see_addresses(request.user)),
+            "timeline_page": TIMELINE_PAGE, "now": store.current().now(),
+            "workflow": definition.registry.get(run.workflow_name, run.workflow_version),
+            "live": not selectors.is_final(run)}
+
+
+def _detail_context(request, detail, beside: dict, *, steps_asked: int | None = None) -> dict:
+    run, workflow, grants, now = detail.run, beside["workflow"], beside["grants"], beside["now"]
     lines = step_lines(run, detail.steps)
-    grants = grants_of(request.user)
     for step in detail.steps:
         step.will_do = lines[step.name]
     actions = [{"action": action, "steps": action.eligible_steps(run, detail.steps),
                 "explanation": action.explain(run, detail.steps)}
                for action in offered(run, detail.steps)
                if grants(action.permission).covers(run.workflow_id)]
-    # Figures that move with the clock (a step in flight, the last heartbeat's age) are told
-    # by the database's, which stamped what they count from.
-    now = store.current().now()
-    times = step_times(run, detail.steps, now=now)
-    for step in detail.steps:
-        step.contract = contracts.get(step.name)
-        # The stop verdict: the step waits for a person before each attempt.
-        step.verdict = verdicts.get(step.name)
-        # Execution time, and apart from it the time the step waited (backoff, attention).
-        step.took = times.get(step.name)
     recommendation = recommend(run, detail.steps)
     recommended = None
     if recommendation is not None and recommendation.action is not None:
@@ -304,27 +311,27 @@ def _detail_context(request, detail, *, before: int | None = None) -> dict:
         else:
             recommended = next((item["action"] for item in actions
                                 if item["action"].name == recommendation.action.name), None)
-    approvals = requests_for_run(run)
-    # Only its approvers and its requester open a request (approvals.permissions.can_view):
-    # the others see its row without a link that would answer them 403.
-    with permissions_read_once(request.user, approvals):
-        for approval in approvals:
-            approval.openable = can_view(request.user, approval)
-            approval.problem_shown = problem_shown_to(request.user, approval.problem)
-    return {"run": run, "steps": detail.steps, "actions": actions,
+    # The table draws one page of the steps; the rules above read them all.
+    page = step_page(detail.steps, asked=steps_asked, current=run.current_step,
+                     focus=recommendation.step if recommendation is not None else "")
+    times = step_times(run, detail.steps, now=now)
+    for step in page.steps:
+        spec = definition.step_of(workflow, step.name) if workflow is not None else None
+        step.contract = step_contract(spec) if spec is not None else None
+        # The stop verdict: the step waits for a person before each attempt.
+        step.verdict = effect_verdict(workflow.step(step.name)) if spec is not None else None
+        # Execution time, and apart from it the time the step waited (backoff, attention).
+        step.took = times.get(step.name)
+    return {**beside, "steps": detail.steps, "step_page": page, "actions": actions,
             "generations": generations(run),
-            "recommendation": recommendation, "recommended": recommended,
-            "timeline": timeline_page(run, before=before, approval_requests=approvals,
-                                      addresses=may_see_addresses(request.user)),
-            "timeline_page": TIMELINE_PAGE, "approvals": approvals,
-            "live": not selectors.is_final(run), "now": now}
+            "recommendation": recommendation, "recommended": recommended}
 
 
 @require_GET
 @login_required
 def run_detail(request, run_id: int):
     try:
-        detail = _load_visible_run(request, run_id)
+        run = _visible_run(request, run_id)
     except Http404:
         # A link kept from before the run was archived (a ticket, a notification): its page
         # is the archived one now, for who may view it; to anyone else, still no run.
@@ -336,20 +343,28 @@ def run_detail(request, run_id: int):
     before = whole_number(before, digits=9)
     if request.htmx and request.GET.get("part") == "timeline":
         return render(request, "console/_timeline_rows.html", {
-            "run": detail.run, "timeline": timeline_page(
-                detail.run, before=before, addresses=may_see_addresses(request.user)),
+            "run": run, "timeline": timeline_page(
+                run, before=before, addresses=may_see_addresses(request.user)),
             "timeline_page": TIMELINE_PAGE})
-    context = _detail_context(request, detail, before=before)
-    # The page's own choices (an older page of the timeline, of an agent's turns) stay in
-    # its poll, or the poll would put the newest back in their place.
-    poll = {"part": "live", "before": before,
+    # The page's own choices (a page of the steps, an older page of the timeline, of an
+    # agent's turns) stay in its poll, or the poll would put the first ones back.
+    # ?steps=N: the page of the steps holding step N (a number not written in digits, or
+    # past the last step, opens the page a person is there for, as no number does).
+    poll = {"part": "live", "steps": whole_number(request.GET.get("steps", ""), digits=9),
+            "before": before,
             "turns_from": whole_number(request.GET.get("turns_from", ""), digits=6)}
-    live = _live_part(request, context, poll={k: v for k, v in poll.items() if v is not None})
+    poll = {k: v for k, v in poll.items() if v is not None}
+    beside = _beside_steps(request, run, before=before)
+    if request.htmx and request.GET.get("part") == "live" \
+            and request.GET.get("shown") == _version(beside, poll):
+        # Nothing it shows has changed, told without reading a step: htmx swaps no 204, so
+        # what the person opened in the part (a recovery contract, a record's data, older
+        # timeline entries) stays.
+        return HttpResponse(status=204)
+    detail = selectors.run_detail(run)
+    context = _detail_context(request, detail, beside, steps_asked=poll.get("steps"))
+    live = _live_part(request, context, poll=poll)
     if request.htmx and request.GET.get("part") == "live":
-        if request.GET.get("shown") == live.version:
-            # Nothing it shows has changed: htmx swaps no 204, so what the person opened in
-            # the part (a recovery contract, a record's data, older timeline entries) stays.
-            return HttpResponse(status=204)
         return HttpResponse(live.html)
     card = investigate(detail.run, reader=request.user, steps=detail.steps,
                        records=detail.audit)
@@ -357,32 +372,29 @@ def run_detail(request, run_id: int):
                                                        "live_part": live.html})
 
 
+def _version(beside: dict, poll: dict) -> str:
+    return live_version(run=beside["run"], approvals=beside["approvals"],
+                        timeline=beside["timeline"], grants=beside["grants"],
+                        now=beside["now"], registered=beside["workflow"] is not None,
+                        poll=poll)
+
+
 @dataclass(frozen=True)
 class LivePart:
     html: SafeString
-    version: str  # a digest of what it shows, which its poll sends back as `shown`
-
-
-# Where the version goes in the poll's address: it is known once the part is drawn.
-_VERSION_SLOT = "live-version-slot"
-_CSRF_VALUE = re.compile(r'(name="csrfmiddlewaretoken" value=")[^"]*')
-_UNVERSIONED = re.compile(r"<!--unversioned-->.*?<!--/unversioned-->", re.DOTALL)
+    version: str  # what it shows (console.live_versions), which its poll sends as `shown`
 
 
 def _live_part(request, context: dict, *, poll: dict | None = None) -> LivePart:
-    """The run's live part, drawn once, with its version in the address its poll asks
-    with. Left out of the version: the forms' CSRF tokens, masked anew at each drawing, the
-    figures that move with the clock alone and the messages of an action (marked
-    <!--unversioned--> in the template), or every poll would be a change."""
-    query = urlencode({**(poll or {"part": "live"}), "shown": _VERSION_SLOT})
+    """The run's live part, with its version in the address its poll asks with."""
+    poll = poll or {"part": "live"}
+    version = _version(context, poll)
+    query = urlencode({**poll, "shown": version})
     html = render_to_string("console/_run_live.html", {
         **context, "live_url": f"{reverse('console:run', args=[context['run'].pk])}?{query}"},
         request)
-    version = hashlib.sha256(_UNVERSIONED.sub("", _CSRF_VALUE.sub(r"\1", html)).encode())
-    version = version.hexdigest()[:20]
     # The template's own output, escaped there.
-    return LivePart(html=mark_safe(html.replace(_VERSION_SLOT, version)),  # noqa: S308
-                    version=version)
+    return LivePart(html=mark_safe(html), version=version)  # noqa: S308
 
 
 @require_GET
@@ -469,7 +481,8 @@ def _after_action(request, run_id: int):
             # hears what became of their action, and a 403 here would read as a refusal of
             # an action that was done.
             return render(request, "console/_action_outcome.html")
-        return HttpResponse(_live_part(request, _detail_context(request, detail)).html)
+        beside = _beside_steps(request, detail.run)
+        return HttpResponse(_live_part(request, _detail_context(request, detail, beside)).html)
     return redirect(reverse("console:run", args=[run_id]))
 
 

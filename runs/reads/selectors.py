@@ -478,11 +478,16 @@ class RunDetail:
                             step_name=row["step_name"]) for row in outline]
 
 
-def run_detail(run_id: int) -> RunDetail:
-    """A run with its steps, two queries (four with an agent step), and the outline of its
+def run_row(run_id: int) -> Run:
+    """A run's row alone: its page's poll tells from it (and a few small reads) whether the
+    page is unchanged, without reading a step (console.live_versions)."""
+    return Run.objects.get(pk=run_id)
+
+
+def run_detail(run: Run) -> RunDetail:
+    """A run with its steps, one query (three with an agent step), and the outline of its
     audit log when it is asked for (RunDetail.audit). The records in full are read a page
     at a time, for the timeline (console.timeline)."""
-    run = Run.objects.get(pk=run_id)
     # With an agent step's calls and newest turn prefetched (two more queries): each action
     # the page offers reads them, and would read them again one query each.
     return RunDetail(run=run, steps=steps_of([run])[run.pk])

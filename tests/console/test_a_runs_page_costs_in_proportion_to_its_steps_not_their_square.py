@@ -37,7 +37,9 @@ def _page_lines(client, workflow: Workflow, steps: int) -> int:
     Step.objects.filter(run=run).update(status=StepStatus.SUCCEEDED, result={"i": 0})
     Run.objects.filter(pk=run.pk).update(status=RunStatus.COMPLETED, steps_done=steps,
                                          current_step="")
-    response, lines = lines_of_project_code(lambda: client.get(f"/runs/{run.pk}/"))
+    # The page of the steps that holds the last one (the table draws a page at a time).
+    response, lines = lines_of_project_code(
+        lambda: client.get(f"/runs/{run.pk}/?steps={steps}"))
     assert response.status_code == 200
     assert f"<strong>s{steps - 1}</strong>" in response.content.decode()
     return lines
