@@ -368,8 +368,11 @@ def run_detail(request, run_id: int):
         return HttpResponse(live.html)
     card = investigate(detail.run, reader=request.user, steps=detail.steps,
                        records=detail.audit)
-    return render(request, "console/run_detail.html", {**context, "card": card,
-                                                       "live_part": live.html})
+    # The card here lists the steps of the table's page; its own page lists them all.
+    shown = {step.name for step in context["step_page"].steps}
+    return render(request, "console/run_detail.html", {
+        **context, "card": card, "live_part": live.html,
+        "card_rows": [row for row in card.steps if row.step in shown]})
 
 
 def _version(beside: dict, poll: dict) -> str:

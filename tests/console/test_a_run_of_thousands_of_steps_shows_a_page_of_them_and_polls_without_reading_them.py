@@ -77,7 +77,8 @@ def _poll_url(body: str) -> str:
 def test_the_page_draws_one_page_of_steps_around_the_one_wanting_a_person(
         client_for, operator, wide_run):
     run = wide_run(2000, unknown=1234)
-    body = client_for(operator).get(reverse("console:run", args=[run.pk])).content.decode()
+    client = client_for(operator)
+    body = client.get(reverse("console:run", args=[run.pk])).content.decode()
     assert _rows(body) == list(range(1201, 1301))
     assert "Steps 1,201–1,300 of 2,000" in body
     # The row wanted is drawn whole: its key, status and (escaped) last error.
@@ -88,7 +89,14 @@ def test_the_page_draws_one_page_of_steps_around_the_one_wanting_a_person(
     assert "timeout after send &lt;b&gt;x&lt;/b&gt;" in row and "<b>x</b>" not in body
     # The run's actions are offered as before, whatever page of its steps is drawn.
     assert 'id="dialog-resume"' in body and 'id="dialog-terminate"' in body
-    assert len(body) < 600_000, len(body)
+    # The investigation card here lists the same page of steps; its own page, all of them.
+    card = body[body.index('id="investigation-card"'):]
+    assert "<td>read-1234</td>" in card and "<td>read-0001</td>" not in card
+    assert "Steps 1,201–1,300 of 2,000, as in the table of steps" in card
+    whole = client.get(reverse("console:investigation", args=[run.pk])).content.decode()
+    assert whole.count("<td>read-") == 2000
+    # It drew 2 MB.
+    assert len(body) < 250_000, len(body)
 
 
 def test_the_links_lead_page_by_page_to_the_last_step(client_for, operator, wide_run):
