@@ -52,10 +52,10 @@ from ..machine.errors import (
 )
 from ..machine.invocation import invoke
 from ..machine.storable import printable
+from ..machine.transitions import agent_budgets, in_flight, tool_call_rules
 from ..machine.transitions import agent_calls as calls_tx
 from ..machine.transitions import agent_compensation as undo_tx
 from ..machine.transitions import agent_turns as turns_tx
-from ..machine.transitions import in_flight, tool_call_rules
 from ..models import ErrorClass, Step
 from . import agent_history, tool_call_undo, tool_results, turn_bounds
 
@@ -123,7 +123,7 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
             # is asked again (and told why).
             if turns and turn_bounds.is_answer(turns[-1]):
                 return turn_bounds.final_outcome(ctx, turns, calls)
-            spent = turns_tx.budget_spent(step, spec, asking=True)
+            spent = agent_budgets.budget_spent(step, spec, asking=True)
             if spent is not None:
                 return turns_tx.agent_budget_spent(lease, step, spent[1])
             # A cancel request is read before every model turn (and, under the run's lock,
@@ -132,6 +132,8 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
                                                where=f"before model turn {len(turns)}")
             if lease.finished:
                 return lease
+            # A transition written again after a clash read the rows again (clashes).
+            step = lease.by_name(name)
             if client is None:
                 client = model_client()
             try:
@@ -164,6 +166,7 @@ def run_agent_step(lease: transitions.Lease, step: Step, spec: definition.AgentS
             if not answer.succeeded:
                 return answer
             lease = turns_tx.record_agent_turn(lease, step, answer.value)
+            step = lease.by_name(name)
             crashpoints.reach(AFTER_TURN if cut is None else agent_history.AFTER_SUMMARY, name)
             silent = turn_bounds.silent_answers(lease, step, spec)
             if silent is not None:
@@ -180,7 +183,7 @@ def past_call_budget(calls: list[ToolCall], spec: definition.AgentSpec,
     asked for them stopped the run; a person's resume must not make them all the same.
     `calls` are the step's calls from some turn on, `earlier` the counted ones before it."""
     most = spec.budget.max_tool_calls
-    # A call a person cancelled was never made, as turns_tx.budget_spent counts: it takes
+    # A call a person cancelled was never made, as agent_budgets.budget_spent counts: it takes
     # no place, or cancelling the calls past the budget would still leave the last out.
     counted = [c for c in calls if c.status != S.CANCELLED]
     place = earlier + next(i for i, c in enumerate(counted, 1) if c.pk == due.pk)
@@ -229,6 +232,9 @@ def _run_call(lease, step: Step, spec: definition.AgentSpec, ctx: StepContext, c
     call = calls_tx.begin_tool_call(lease, step, call)
     if call is None:
         return lease
+    # The step's row as the lease holds it now: the intent may have been written again
+    # after a clash, from rows read again (clashes).
+    step = lease.by_name(step.name)
     point = f"{step.name}/{call.tool}"
     crashpoints.reach(crashpoints.BEFORE_CALL, point)
     if crashpoints.injected_failure(point):
@@ -300,6 +306,8 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition
         call = undo_tx.begin_tool_compensation(lease, step, call, behind=order[i + 1:])
         if call is None:
             return lease
+        # Written again after a clash, a transition read the rows again (clashes).
+        step = lease.by_name(step.name)
         point = f"{step.name}/{call.tool}:compensate"
         crashpoints.reach(crashpoints.BEFORE_CALL, point)
         with heartbeats.calling(lease):
@@ -310,6 +318,7 @@ def compensate_agent_step(lease: transitions.Lease, step: Step, spec: definition
         lease = undo_tx.record_tool_compensation(lease, step, call, undo)
         if lease.finished:
             return lease
+        step = lease.by_name(step.name)
     return transitions.Outcome(succeeded=True, value=None)
 
 

@@ -25,6 +25,7 @@ import json
 from ..machine import artifacts, transitions
 from ..machine.context import StepContext
 from ..machine.errors import Classified, TransientError, classify
+from ..machine.transitions import agent_budgets
 from ..machine.transitions import agent_calls as calls_tx
 from ..machine.transitions import agent_turns as turns_tx
 from ..models import ErrorClass, Step
@@ -57,11 +58,11 @@ def silent_answers(lease: transitions.Lease, step: Step,
     """After a turn was stored: the step's model format error when the model has now said
     nothing more often than the agent's schema error budget allows, else None. Counted as
     its tool calls' schema errors are (the turns since the budget began,
-    agent_turns.turns_in_budget), and checked only when a turn was just stored."""
+    agent_budgets.turns_in_budget), and checked only when a turn was just stored."""
     if lease.finished or lease.work is None or lease.work.name != step.name \
             or lease.compensating:
         return None
-    turns = list(turns_tx.turns_in_budget(lease.by_name(step.name))[0].order_by("index"))
+    turns = list(agent_budgets.turns_in_budget(lease.by_name(step.name))[0].order_by("index"))
     if not turns or not said_nothing(turns[-1]):
         return None
     silent = sum(1 for t in turns if said_nothing(t))

@@ -1,5 +1,6 @@
 import pytest
 from celery.signals import before_task_publish
+from django.db import connection
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -49,3 +50,52 @@ def hints():
     before_task_publish.connect(count, weak=False)
     yield sent
     before_task_publish.disconnect(count)
+
+
+class ClashOnce:
+    """The database refuses one write as a clash with another session (a trigger raising
+    SQLSTATE 40001, as a serializable session's commit refused is): the first write of
+    `table`'s rows (`event`: UPDATE or INSERT) that `when` (a trigger condition on NEW and
+    OLD) picks, once. The writes that follow are let through."""
+
+    def __call__(self, table: str = "runs_toolcall", event: str = "UPDATE",
+                 when: str = "TRUE") -> None:
+        self.table = table
+        with connection.cursor() as cursor:
+            cursor.execute(f"""
+CREATE SEQUENCE clash_once;
+CREATE FUNCTION clash_once() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF nextval('clash_once') = 1 THEN
+        RAISE EXCEPTION 'could not serialize access due to concurrent update'
+            USING ERRCODE = 'serialization_failure';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER clash_once BEFORE {event} ON {table}
+    FOR EACH ROW WHEN ({when}) EXECUTE FUNCTION clash_once();
+""")
+
+    def writes(self) -> int:
+        """How many writes the trigger saw: the one refused and those let through."""
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT CASE WHEN is_called THEN last_value ELSE 0 END "
+                           "FROM clash_once")
+            return cursor.fetchone()[0]
+
+    def remove(self) -> None:
+        with connection.cursor() as cursor:
+            if getattr(self, "table", None):
+                cursor.execute(f"DROP TRIGGER IF EXISTS clash_once ON {self.table}")
+            cursor.execute("DROP FUNCTION IF EXISTS clash_once(); "
+                           "DROP SEQUENCE IF EXISTS clash_once;")
+
+
+@pytest.fixture
+def clash_once():
+    """clash_once(table, event, when) arms a ClashOnce; removed after the test."""
+    clash = ClashOnce()
+    try:
+        yield clash
+    finally:
+        clash.remove()

@@ -104,7 +104,16 @@ def begin_tool_call(lease: Lease, step: Step, call: ToolCall, *,
     a cancel request stopped the run, or the call waits for a person's approval of its
     arguments. It waits when its tool has the stop verdict (stop_gate.is_gated) or asks for
     approval of these arguments, unless a person approved exactly them: the one wait a
-    step's attempts go through too (effects.waits_for_person)."""
+    step's attempts go through too (effects.waits_for_person). Rolled back by the database
+    for a clash with another session, it is written again before anything is sent
+    (clashes): the call is made once, under the intent that committed."""
+    return written_again_on_clash(
+        lease, step, f"the intent of tool call {call.ref} ({call.tool}) of step {step.name}",
+        lambda step: begin_tool_call_once(lease, step, call, now))
+
+
+def begin_tool_call_once(lease: Lease, step: Step, call: ToolCall,
+                         now: datetime | None) -> ToolCall | None:
     where = f"before tool call {call.ref} ({call.tool})"
     with holding(lease, "tool_call", now, cancel_before=where) as change:
         if change is None:
@@ -157,7 +166,15 @@ def stored_result(lease: Lease, step: Step, call: ToolCall, value):
 def take_back_calls(lease: Lease, step: Step, running: list[ToolCall], *,
                     now: datetime | None = None) -> Lease:
     """Tool calls a dead worker left running: a write or notify may have acted, so its
-    outcome is unknown (settled by key next); a read simply runs again."""
+    outcome is unknown (settled by key next); a read simply runs again. Rolled back by the
+    database for a clash with another session, it is written again (clashes)."""
+    return written_again_on_clash(
+        lease, step, f"the take-back of {len(running)} tool call(s) of step {step.name}",
+        lambda step: take_back_calls_once(lease, step, running, now))
+
+
+def take_back_calls_once(lease: Lease, step: Step, running: list[ToolCall],
+                         now: datetime | None) -> Lease:
     with holding(lease, "tool_call", now) as change:
         if change is None:
             return lease
@@ -196,7 +213,15 @@ def call_unworkable(lease: Lease, step: Step, call: ToolCall, problem: str, *,
     why): the run waits for a person, as a run whose step a release removed does
     (lease_cycle), the call left as it stands. Resumed once the code is fixed, it goes on;
     a compensation held so (compensation.hold_undo_missing) goes on undoing once
-    compensated again."""
+    compensated again. Rolled back by the database for a clash with another session, it is
+    written again (clashes)."""
+    return written_again_on_clash(
+        lease, step, f"the stop for tool call {call.ref} ({call.tool}) of step {step.name}",
+        lambda step: call_unworkable_once(lease, step, call, problem, now))
+
+
+def call_unworkable_once(lease: Lease, step: Step, call: ToolCall, problem: str,
+                         now: datetime | None) -> Lease:
     with holding(lease, "call_unworkable", now) as change:
         if change is None:
             return lease

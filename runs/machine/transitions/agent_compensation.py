@@ -23,7 +23,18 @@ def begin_tool_compensation(lease: Lease, step: Step, call: ToolCall, *,
     """The intent of one call's undo. None, with nothing to send: the lease was lost, or the
     call's tool is high impact and nobody confirmed its undo yet, so the run now waits for a
     person (compensation.pauses_before_undo, the step's rule too); `behind` are the calls of
-    the step to undo after it, which wait with the older steps' undos."""
+    the step to undo after it, which wait with the older steps' undos. Rolled back by the
+    database for a clash with another session, it is written again before the undo is sent
+    (clashes)."""
+    return written_again_on_clash(
+        lease, step, f"the undo's intent of tool call {call.ref} ({call.tool}) of step "
+                     f"{step.name}",
+        lambda step: begin_tool_compensation_once(lease, step, call, behind, now))
+
+
+def begin_tool_compensation_once(lease: Lease, step: Step, call: ToolCall,
+                                 behind: list[ToolCall] | tuple,
+                                 now: datetime | None) -> ToolCall | None:
     with holding(lease, "tool_compensation", now) as change:
         if change is None:
             return None

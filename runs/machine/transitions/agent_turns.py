@@ -1,7 +1,9 @@
 """The lease holder's transitions of an agent step's model turns: the cancel request read
 before each turn is asked, the model's answer stored (with a row per tool call it asks
-for) before anything it asks for runs, and the step's turn, call and token budgets.
-The tool calls' own checkpoints are agent_calls'."""
+for) before anything it asks for runs, and the stop when the step's turn, call or token
+budget is spent (which one: agent_budgets). The tool calls' own checkpoints are
+agent_calls'. Each, rolled back by the database for a clash with another session, is written
+again from the rows as the database holds them (clashes)."""
 
 import hashlib
 import json
@@ -28,6 +30,7 @@ from ..storable import (
     text_problem,
     value_problem,
 )
+from .agent_budgets import turn_stops
 from .agent_calls import (
     ModelTurn,
     S,
@@ -35,6 +38,7 @@ from .agent_calls import (
     args_hash,
     call_data,
 )
+from .clashes import written_again_on_clash
 from .kernel import ATTENTION, Lease, audit_state, halt
 from .lease_cycle import holding
 from .repeats import repeats_take_open_keys
@@ -51,10 +55,18 @@ ARGUMENTS_KEPT = 2000
 def stop_if_cancelled(lease: Lease, step: Step, *, where: str) -> Lease:
     """Read the run's cancel request before work the lease holder is about to start (a
     model turn); if there is one, the run stops here. A plain read first: the lock is taken
-    only when a cancel is pending."""
+    only when a cancel is pending; the stop, rolled back for a clash, is written again
+    (clashes)."""
     if Run.objects.filter(pk=lease.run.pk, cancel_requested=True).exists():
-        with holding(lease, "agent_turn", cancel_before=where):
-            pass
+        return written_again_on_clash(
+            lease, step, f"the cancel {where} of step {step.name}",
+            lambda step: stop_if_cancelled_once(lease, where))
+    return lease
+
+
+def stop_if_cancelled_once(lease: Lease, where: str) -> Lease:
+    with holding(lease, "agent_turn", cancel_before=where):
+        pass
     return lease
 
 
@@ -66,12 +78,22 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
     turn asking for more calls than one may (artifacts.turn_calls_limit) is stored with none
     of them (AgentTurn.refused), counted as a schema error; past
     the step's schema error budget, or for a tool the step does not declare, or past the
-    turn, call or token budget, the run stops for a person, saying which."""
+    turn, call or token budget, the run stops for a person, saying which. Rolled back by
+    the database for a clash with another session, the answer is stored again from the rows
+    as the database holds them (clashes): the model is never asked again for it."""
     spec = agent_spec(lease, step)
     turn, notes, problems = storable_turn(turn, spec.budget.max_calls_per_turn)
     if notes:
         logger.warning("%s: the model's answer held what cannot be stored as sent: %s",
                        step.name, "; ".join(notes))
+    return written_again_on_clash(
+        lease, step, f"the model's turn of step {step.name}",
+        lambda step: record_agent_turn_once(lease, step, spec, turn, notes, problems, now))
+
+
+def record_agent_turn_once(lease: Lease, step: Step, spec: definition.AgentSpec,
+                           turn: ModelTurn, notes: list[str], problems: dict[int, str],
+                           now: datetime | None) -> Lease:
     with holding(lease, "agent_turn", now) as change:
         if change is None:
             return lease
@@ -115,7 +137,7 @@ def record_agent_turn(lease: Lease, step: Step, turn: ModelTurn, *,
                          data=call_data(row, error=row.error_message,
                                          arguments=shown_arguments(spec.tools[row.tool],
                                                                    row.arguments)))
-        stop = _turn_stops(step, spec, invented)
+        stop = turn_stops(step, spec, invented)
         if stop is not None:
             reason, message = stop
             before = audit_state(change.run, step)
@@ -418,73 +440,17 @@ def _new_call(run: Run, step: Step, spec: definition.AgentSpec, turn: int, posit
     return row
 
 
-def _turn_stops(step: Step, spec: definition.AgentSpec, invented: list[str]) -> tuple[str,
-                                                                                      str] | None:
-    """Why the turn just stored stops the run for a person, or None."""
-    if invented:
-        return (AttentionReason.MODEL_OUTPUT_PAUSED,
-                f"the model asked for {', '.join(repr(n) for n in invented)}, which the step "
-                f"does not declare (it declares {', '.join(spec.tools)})")
-    turns, invalid_calls = turns_in_budget(step)
-    invalid = invalid_calls.count()
-    # A turn refused for asking too many calls is a schema error too: a model repeating it
-    # is stopped by the same budget, never asked again and again.
-    refused = list(turns.exclude(refused="").values_list("refused", flat=True))
-    if invalid + len(refused) > spec.schema_error_budget:
-        newest = turns.order_by("index").last()
-        last = newest.refused if newest is not None and newest.refused else \
-            invalid_calls.order_by("turn", "index").last().error_message \
-            if invalid else refused[-1]
-        said = [f"{invalid} tool calls had arguments that fail their schema"] if invalid else []
-        if refused:
-            said.append(f"{len(refused)} turns asked for more tool calls than one turn may")
-        return (AttentionReason.MODEL_OUTPUT_PAUSED,
-                f"{' and '.join(said)} (budget {spec.schema_error_budget}); the last: {last}")
-    return budget_spent(step, spec)
-
-
-def turns_in_budget(step: Step):
-    """The agent step's turns, and its tool calls whose arguments failed their schema, that
-    count against its schema error budget: those since a person's retry or resume started a
-    fresh budget (budget_started_at, set again at the next claim), as a decision step's
-    format failures start again. Counted over the whole generation, a model that answered
-    well after the person's retry was stopped again for the errors before it."""
-    turns = AgentTurn.objects.filter(step=step, generation=step.generation)
-    invalid = ToolCall.objects.filter(step=step, generation=step.generation, status=S.INVALID)
-    if step.budget_started_at is not None:
-        turns = turns.filter(created_at__gte=step.budget_started_at)
-        first = turns.order_by("index").values_list("index", flat=True).first()
-        invalid = invalid.filter(turn__gte=first) if first is not None else invalid.none()
-    return turns, invalid
-
-
-def budget_spent(step: Step, spec: definition.AgentSpec, *, asking: bool = False
-                 ) -> tuple[str, str] | None:
-    """Which of the agent's budgets is spent, or None. `asking`: before another turn."""
-    budget = spec.budget
-    # A re-run's new generation has the whole budget again, as its step's attempts do.
-    turns = list(AgentTurn.objects.filter(step=step, generation=step.generation)
-                 .values_list("prompt_tokens", "completion_tokens"))
-    # A call a person cancelled was never made: cancelling the calls past the budget lets
-    # the agent go on (past_call_budget says so), the model told they were cancelled.
-    calls = ToolCall.objects.filter(step=step, generation=step.generation).exclude(
-        status=S.CANCELLED).count()
-    tokens = sum(p + c for p, c in turns)
-    why = None
-    if calls > budget.max_tool_calls:
-        why = f"tool call budget spent: the model asked for {calls} calls, at most " \
-              f"{budget.max_tool_calls}"
-    elif tokens > budget.max_tokens:
-        why = f"token budget spent: {tokens} tokens used, at most {budget.max_tokens}"
-    elif asking and len(turns) >= budget.max_turns:
-        why = f"turn budget spent: {len(turns)} model turns without a final answer, at " \
-              f"most {budget.max_turns}"
-    return (AttentionReason.BUDGET_EXHAUSTED, why) if why else None
-
-
 def agent_budget_spent(lease: Lease, step: Step, message: str, *,
                        now: datetime | None = None) -> Lease:
-    """Stop before asking the model again: a budget is spent."""
+    """Stop before asking the model again: a budget is spent. Rolled back for a clash, the
+    stop is written again (clashes)."""
+    return written_again_on_clash(
+        lease, step, f"the spent budget of step {step.name}",
+        lambda step: agent_budget_spent_once(lease, step, message, now))
+
+
+def agent_budget_spent_once(lease: Lease, step: Step, message: str,
+                            now: datetime | None) -> Lease:
     with holding(lease, "agent_turn", now) as change:
         if change is None:
             return lease

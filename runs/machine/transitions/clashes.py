@@ -3,22 +3,27 @@
 written again at once, from the rows as the database holds them.
 
 The worker holds what it came to write (an effect's outcome, a lookup's verdict on it, an
-undo's outcome) only in memory: nothing of it was written, and leaving it there made the run
-wait for its lease to run out, then settled the effect by its key. Every kind of effect the
-one machine works (runs.machine.transitions.effects) goes through here: a step's
-(lease_cycle.record_outcome, unknown_outcome.settle_unknown) and an agent's tool call's
-(agent_calls.record_tool_outcome, settle_tool_call, agent_compensation.record_tool_compensation),
-each by one try of its transition on `step`, the step that holds the effect (a tool call's
-row is read again inside its try). Writing it again is safe only from fresh rows: a failed
-attempt has changed the lease's rows in memory (a step marked done, the next one's intent
-begun), and applying the transition to them again would write that twice or skip a step.
-The effect itself is never called again here: only its checkpoint is written again.
+undo's outcome, a model's answer) only in memory: nothing of it was written, and leaving it
+there made the run wait for its lease to run out, then settled the effect by its key, or
+asked the model again (a paid call, whose answer may differ). Every kind of effect the one
+machine works (runs.machine.transitions.effects) goes through here: a step's
+(lease_cycle.record_outcome, with the next step's intent, unknown_outcome.settle_unknown)
+and every lease holder's transition of an agent step (agent_turns: the model's turn stored,
+a budget spent, a cancel read; agent_calls: a tool call's intent, outcome and lookup's
+verdict, calls taken back, a call no rule can work; agent_compensation: an undo's intent and
+outcome), each by one try of its transition on `step`, the step that holds the effect (a
+tool call's row is read again inside its try). Writing it again is safe only from fresh
+rows: a failed attempt has changed the lease's rows in memory (a step marked done, the next
+one's intent begun), and applying the transition to them again would write that twice or
+skip a step. The effect itself is never called again here, nor the model: only the
+checkpoint is written again.
 """
 
 import logging
 import random
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from django.db import OperationalError
 
@@ -33,13 +38,17 @@ logger = logging.getLogger(__name__)
 TRIES = 5
 FIRST_PAUSE_SECONDS = 0.05
 
+Written = TypeVar("Written")
+
 
 def written_again_on_clash(lease: Lease, step: Step, what: str,
-                           write: Callable[[Step], Lease]) -> Lease:
+                           write: Callable[[Step], Written]) -> Written:
     """`write(step)` (a transition of the lease holder on `step`), applied again to the rows as
     the database holds them when the database rolled it back for a clash (runs.store.clashed),
     up to TRIES times in all; past that, or on any other error, the error goes up as it was.
-    `what` names the checkpoint in the log ("the outcome of step X")."""
+    Returns what `write` returns (the lease, or the row an intent recorded). `what` names the
+    checkpoint in the log ("the outcome of step X"). After a try again the caller's `step`
+    is not the lease's row any more: it goes on with lease.by_name(step.name)."""
     kept = (lease.work.name if lease.work is not None else None, lease.settle_first,
             lease.compensating, lease.finished)
     for tried in range(1, TRIES + 1):

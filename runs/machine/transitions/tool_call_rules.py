@@ -112,7 +112,7 @@ def newest_turn_calls(step: Step) -> list[ToolCall]:
 
 def counted_before(step: Step, turn: int) -> int:
     """How many calls of the turns before `turn` take a place in the agent's tool-call
-    budget (a call a person cancelled takes none, as turns_tx.budget_spent counts)."""
+    budget (a call a person cancelled takes none, as agent_budgets.budget_spent counts)."""
     if turn == 0:
         return 0
     return ToolCall.objects.filter(step=step, generation=step.generation,

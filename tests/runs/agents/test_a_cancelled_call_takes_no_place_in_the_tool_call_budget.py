@@ -1,5 +1,5 @@
 """A call a person cancelled was never made: it spends none of the agent's tool-call budget,
-by the rule a turn is judged by (turns_tx.budget_spent) and by the check made before each
+by the rule a turn is judged by (agent_budgets.budget_spent) and by the check made before each
 call (agent_loop.past_call_budget). The second placed a call among all the step's calls,
 the cancelled ones included: with the first of 21 calls cancelled (20 left, the budget),
 the last was refused as call 21 and the run stopped again, 19 notes made."""
@@ -12,7 +12,7 @@ from runs.agents import agent_loop
 from runs.definitions.definition import registry
 from runs.execution import executor
 from runs.machine import transitions
-from runs.machine.transitions import agent_turns as turns_tx
+from runs.machine.transitions import agent_budgets
 from runs.machine.transitions.agent_calls import ModelTurn
 from runs.models import RunStatus, Step, ToolCall
 from tests.agent_runs import ACTOR
@@ -53,7 +53,7 @@ def test_with_one_of_the_calls_past_the_budget_cancelled_the_rest_are_all_made(
                                  actor=person, reason="not wanted")
     step = Step.objects.get(run=run, name="assist")
     spec = registry.get("test-agent", 1).step("assist")
-    assert turns_tx.budget_spent(step, spec) is None  # within budget by the turn's rule
+    assert agent_budgets.budget_spent(step, spec) is None  # within budget by the turn's rule
     transitions.resume(run.pk, actor=person, reason="20 notes, within the budget")
     run = advance(run)
 

@@ -106,38 +106,8 @@ def test_a_tool_calls_outcome_rolled_back_for_a_serialization_failure_is_written
 # The same, in this process: the database refuses the first write of a tool call's row once,
 # as a clash (a trigger raising SQLSTATE 40001), for the call's outcome, a lookup's verdict
 # on it and its undo's outcome; what is written again is what the rows as the database
-# holds them call for.
-CLASH_ONCE = """
-CREATE SEQUENCE clash_once;
-CREATE FUNCTION clash_once() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF nextval('clash_once') = 1 THEN
-        RAISE EXCEPTION 'could not serialize access due to concurrent update'
-            USING ERRCODE = 'serialization_failure';
-    END IF;
-    RETURN NEW;
-END $$;
-CREATE TRIGGER clash_once BEFORE UPDATE ON runs_toolcall
-    FOR EACH ROW EXECUTE FUNCTION clash_once();
-"""
-NO_CLASH = """
-DROP TRIGGER IF EXISTS clash_once ON runs_toolcall;
-DROP FUNCTION IF EXISTS clash_once();
-DROP SEQUENCE IF EXISTS clash_once;
-"""
-
-
-@pytest.fixture
-def clash_once():
-    def arm():
-        with connection.cursor() as cursor:
-            cursor.execute(CLASH_ONCE)
-
-    try:
-        yield arm
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute(NO_CLASH)
+# holds them call for (the clash_once fixture, tests/runs/conftest.py: by default, the first
+# update of a tool call's row).
 
 
 def _call_in_flight():

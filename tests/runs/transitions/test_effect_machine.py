@@ -20,6 +20,7 @@ from runs.machine.transitions import (
     agent_calls,
     agent_compensation,
     agent_operator,
+    agent_turns,
     approval_waits,
     compensation,
     effect_rows,
@@ -456,7 +457,7 @@ def test_steps_and_tool_calls_keep_no_rule_of_their_own():
             (unknown_outcome.settle_unknown_once, {"settle"}),
             (agent_calls.settle_tool_call_once, {"settle"}),
             (lease_cycle.advance, {"waits_for_person"}),
-            (agent_calls.begin_tool_call, {"waits_for_person"}),
+            (agent_calls.begin_tool_call_once, {"waits_for_person"}),
             (approval_waits.decide_approval, {"decided_by_person"}),
             (agent_operator.decide_tool_call, {"decided_by_person"}),
             (effects.undo_outcome, {"undo_failed"}),
@@ -474,6 +475,25 @@ def _names(code) -> set[str]:
 # What the lease holder hands the machine when an effect has ended: its outcome, a lookup's
 # verdict on it, its undo's outcome.
 OUTCOMES = {"succeed", "fail", "settle", "late_result", "undo_outcome", "undone"}
+# The lease holder's modules: a step's, and an agent step's turns, tool calls and undos.
+LEASE_HOLDERS = (lease_cycle, unknown_outcome, agent_turns, agent_calls, agent_compensation)
+
+
+def _own(module) -> dict:
+    return {name: fn for name, fn in inspect.getmembers(module, inspect.isfunction)
+            if fn.__module__ == module.__name__}
+
+
+def _written_again(module) -> set[str]:
+    """The functions of `module` that run as a try of clashes.written_again_on_clash (called
+    in the function handed to it), or as a part of such a try."""
+    own = _own(module)
+    tries = {name for fn in own.values() if "written_again_on_clash" in fn.__code__.co_names
+             for inner in fn.__code__.co_consts if inspect.iscode(inner)
+             for name in _names(inner) if name in own}
+    # What a try calls of its own module is a part of it (the one-statement success).
+    parts = {name for t in tries for name in _names(own[t].__code__) if name in own}
+    return tries | parts
 
 
 def test_every_outcome_the_lease_holder_writes_is_written_again_on_a_clash():
@@ -481,14 +501,28 @@ def test_every_outcome_the_lease_holder_writes_is_written_again_on_a_clash():
     # through clashes.written_again_on_clash (or is a part of such a try), so a tool call's
     # outcome is not dropped where a step's is written again.
     for module in (lease_cycle, unknown_outcome, agent_calls, agent_compensation):
-        own = {name: fn for name, fn in inspect.getmembers(module, inspect.isfunction)
-               if fn.__module__ == module.__name__}
-        wrapped = {name for fn in own.values() if "written_again_on_clash" in _names(fn.__code__)
-                   for name in _names(fn.__code__)}
-        tries = {name for name in wrapped if name in own}
-        # What a try calls of its own module is a part of it (the one-statement success).
-        parts = {name for t in tries for name in _names(own[t].__code__) if name in own}
-        writes = {name for name, fn in own.items() if OUTCOMES & set(fn.__code__.co_names)}
+        writes = {name for name, fn in _own(module).items()
+                  if OUTCOMES & set(fn.__code__.co_names)}
         assert writes, module.__name__
-        assert writes <= tries | parts, \
-            f"{module.__name__}: not written again on a clash: {sorted(writes - tries - parts)}"
+        assert writes <= _written_again(module), \
+            f"{module.__name__}: not written again on a clash: " \
+            f"{sorted(writes - _written_again(module))}"
+
+
+def test_every_checkpoint_the_lease_holder_writes_is_written_again_on_a_clash():
+    # Not only outcomes: an effect's intent (a tool call's, an undo's), a model's turn (a
+    # paid call: dropped, the model was asked again after the take-back), calls taken back,
+    # a stop for a person. Every transition of the lease holder's modules (each opens the
+    # run under the lease: lease_cycle.holding) is one try of written_again_on_clash, so a
+    # new one that is not fails here.
+    for module in LEASE_HOLDERS:
+        writes = {name for name, fn in _own(module).items()
+                  if "holding" in fn.__code__.co_names
+                  or {"begun", "undo_begun"} & set(fn.__code__.co_names)}
+        assert writes, module.__name__
+        assert writes <= _written_again(module), \
+            f"{module.__name__}: not written again on a clash: " \
+            f"{sorted(writes - _written_again(module))}"
+    assert {"record_agent_turn_once", "begin_tool_call_once",
+            "begin_tool_compensation_once"} <= set().union(
+                *map(_written_again, LEASE_HOLDERS))
