@@ -7,9 +7,7 @@ step's call is under way and commits while the worker's outcome waits for that r
 database refuses the outcome's write (SQLSTATE 40001). The call reaches the receiver once,
 the outcome is the worker's, and nothing is taken back or looked up."""
 
-import psycopg
 import pytest
-from django.db import connection
 
 from audit.actions import AuditAction
 from audit.chain import Actor, verify_chain
@@ -20,27 +18,10 @@ from runs.machine.errors import Classified
 from runs.machine.transitions import start_run
 from runs.models import ErrorClass, Run, RunStatus, Step
 from tests.processes import child_env, start_worker, stop, wait_for
+from tests.runs.clash_sessions import SERIALIZABLE, other_session, waiting_for_a_row
 
 pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.usefixtures("empty_broker")]
-
-SERIALIZABLE = "?options=-c%20default_transaction_isolation%3Dserializable"
-
-
-def other_session() -> psycopg.Connection:
-    params = connection.settings_dict
-    return psycopg.connect(dbname=params["NAME"], user=params["USER"] or None,
-                           host=params["HOST"] or None, port=params["PORT"] or None)
-
-
-def _waiting_for_a_row(holder: psycopg.Connection) -> bool:
-    # Another session of this database waits for a lock: the worker's outcome, on the row
-    # the holder updated.
-    row = holder.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'").fetchone()
-    return row[0] > 0
-
 
 def test_an_outcome_rolled_back_for_a_serialization_failure_is_written_again_by_the_worker(
         tmp_path):
@@ -61,7 +42,7 @@ def test_an_outcome_rolled_back_for_a_serialization_failure_is_written_again_by_
             # then finds it changed since its snapshot and is refused.
             holder.execute("UPDATE runs_run SET cancel_requested = cancel_requested "
                            "WHERE id = %s", [run.pk])
-            wait_for(lambda: _waiting_for_a_row(holder), timeout=60, interval=0.05,
+            wait_for(lambda: waiting_for_a_row(holder), timeout=60, interval=0.05,
                      what="the worker's outcome to wait for the run's row")
             holder.commit()
             wait_for(lambda: Run.objects.get(pk=run.pk).status == RunStatus.COMPLETED,
@@ -88,39 +69,8 @@ def test_an_outcome_rolled_back_for_a_serialization_failure_is_written_again_by_
 # a success; the locking transaction of a failure): the database refuses the first write of
 # a step row once, as a clash (a trigger raising SQLSTATE 40001), and the checkpoint written
 # again is the one the rows as the database holds them call for, not one applied a second
-# time to rows the refused attempt had already changed in memory.
-CLASH_ONCE = """
-CREATE SEQUENCE clash_once;
-CREATE FUNCTION clash_once() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF nextval('clash_once') = 1 THEN
-        RAISE EXCEPTION 'could not serialize access due to concurrent update'
-            USING ERRCODE = 'serialization_failure';
-    END IF;
-    RETURN NEW;
-END $$;
-CREATE TRIGGER clash_once BEFORE UPDATE ON runs_step FOR EACH ROW EXECUTE FUNCTION clash_once();
-"""
-NO_CLASH = """
-DROP TRIGGER IF EXISTS clash_once ON runs_step;
-DROP FUNCTION IF EXISTS clash_once();
-DROP SEQUENCE IF EXISTS clash_once;
-"""
-
-
-@pytest.fixture
-def clash_once():
-    def arm():
-        with connection.cursor() as cursor:
-            cursor.execute(CLASH_ONCE)
-
-    try:
-        yield arm
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute(NO_CLASH)
-
-
+# time to rows the refused attempt had already changed in memory (tests/runs/conftest.py's
+# clash_once).
 def _claimed(key: str):
     run = start_run(workflow="test-two-remote-calls", business_key=key,
                     input={"n": 1, "url": "http://127.0.0.1:9/"},
@@ -136,7 +86,7 @@ def _steps(run) -> dict:
 
 def test_a_success_refused_once_is_written_from_the_rows_the_database_holds(clash_once):
     run, lease = _claimed("hot-path")
-    clash_once()
+    clash_once("runs_step", "UPDATE")
     lease = transitions.record_outcome(lease, lease.work,
                                        transitions.Outcome(succeeded=True, value={"id": "E-1"},
                                                            remote_ref="E-1"))
@@ -151,7 +101,7 @@ def test_a_success_refused_once_is_written_from_the_rows_the_database_holds(clas
 
 def test_a_failure_refused_once_is_written_from_the_rows_the_database_holds(clash_once):
     run, lease = _claimed("locking-path")
-    clash_once()
+    clash_once("runs_step", "UPDATE")
     lease = transitions.record_outcome(
         lease, lease.work,
         transitions.Outcome(succeeded=False, error=Classified(ErrorClass.TRANSIENT, "HTTP 503")))

@@ -22,6 +22,7 @@ from demo.sandbox.models import LedgerEntry, ModelCall, Task
 from runs.agents import agent_loop
 from runs.models import AgentTurn, RunStatus, ToolCall
 from tests.agent_runs import SMALL, advance, start_triage
+from tests.runs.clash_sessions import actions, undone_once_without_a_take_back
 from tests.workflows import note_then_charge, start_saga
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -51,11 +52,6 @@ def received():
     request_started.disconnect(note)
 
 
-def _actions(run) -> list[str]:
-    return list(AuditRecord.objects.filter(run_id=run.pk).order_by("seq")
-                .values_list("action", flat=True))
-
-
 def _went_on_by_its_worker(run) -> None:
     """The run completed by the worker that held it: nothing was taken back, looked up or
     sent twice, one ledger entry posted; its chain verifies."""
@@ -64,11 +60,11 @@ def _went_on_by_its_worker(run) -> None:
     assert calls.exists() and {c.attempt for c in calls} == {1}
     assert {c.status for c in calls} == {"succeeded"}
     assert LedgerEntry.objects.count() == 1
-    actions = _actions(run)
+    done = actions(run)
     for never in (AuditAction.LEASE_EXPIRED, AuditAction.STEP_LEASE_EXPIRED,
                   AuditAction.OUTCOME_UNKNOWN, AuditAction.RECONCILED):
-        assert never not in actions
-    assert actions.count(AuditAction.TOOL_CALL_SUCCEEDED) == calls.count()
+        assert never not in done
+    assert done.count(AuditAction.TOOL_CALL_SUCCEEDED) == calls.count()
     assert verify_chain(AuditRecord.objects.filter(run_id=run.pk).order_by("seq")) is None
 
 
@@ -87,7 +83,7 @@ def test_a_model_turn_rolled_back_for_a_clash_is_stored_once_and_the_model_asked
     # stored from the answer held in memory, never asked for again.
     assert ModelCall.objects.count() == len(turns)
     assert len({t.model_ref for t in turns}) == len(turns)
-    assert _actions(run).count(AuditAction.AGENT_TURN_STORED) == len(turns)
+    assert actions(run).count(AuditAction.AGENT_TURN_STORED) == len(turns)
     # Each call the first turn asked for was made from the one stored row.
     first = [c.get("id") for c in turns[0].tool_calls]
     assert first and sorted(ToolCall.objects.filter(step__run=run, turn=0)
@@ -127,13 +123,4 @@ def test_a_tool_calls_undo_intent_rolled_back_for_a_clash_is_written_again_and_s
                "NEW.status = 'compensating' AND OLD.status <> 'compensating'")
     run = advance(start_saga("undo-intent-clash"))
     assert clash_once.writes() == 2
-    assert run.status == RunStatus.COMPENSATED
-    note = ToolCall.objects.get(step__run=run, tool="write-note")
-    assert (note.status, note.compensation_attempt) == ("compensated", 1)
-    assert [c[1] for c in script.calls if c[0] == "write-note:compensate"] == \
-        [note.compensation_key]  # the undo was sent once
-    actions = _actions(run)
-    assert actions.count(AuditAction.TOOL_CALL_COMPENSATED) == 1
-    assert AuditAction.STEP_LEASE_EXPIRED not in actions
-    assert AuditAction.LEASE_EXPIRED not in actions
-    assert verify_chain(AuditRecord.objects.filter(run_id=run.pk).order_by("seq")) is None
+    undone_once_without_a_take_back(run, script)

@@ -8,9 +8,7 @@ and commits while the worker's outcome waits for that row, so the database refus
 outcome's write (SQLSTATE 40001). The call reaches the receiver once, the outcome is the
 worker's, and nothing is taken back or looked up."""
 
-import psycopg
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from audit.actions import AuditAction
@@ -27,27 +25,18 @@ from runs.models import ErrorClass, Run, RunStatus, Step, ToolCall
 from tests.agent_runs import SMALL, advance
 from tests.factories import new_run
 from tests.processes import child_env, start_worker, stop, wait_for
+from tests.runs.clash_sessions import (
+    SERIALIZABLE,
+    actions,
+    other_session,
+    undone_once_without_a_take_back,
+    waiting_for_a_row,
+)
 from tests.workflows import note_then_charge, start_saga
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SERIALIZABLE = "?options=-c%20default_transaction_isolation%3Dserializable"
 TASK = "open-approval-task"
-
-
-def other_session() -> psycopg.Connection:
-    params = connection.settings_dict
-    return psycopg.connect(dbname=params["NAME"], user=params["USER"] or None,
-                           host=params["HOST"] or None, port=params["PORT"] or None)
-
-
-def _waiting_for_a_row(holder: psycopg.Connection) -> bool:
-    # Another session of this database waits for a lock: the worker's outcome, on the row
-    # the holder updated.
-    row = holder.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'").fetchone()
-    return row[0] > 0
 
 
 def test_a_tool_calls_outcome_rolled_back_for_a_serialization_failure_is_written_again(
@@ -74,7 +63,7 @@ def test_a_tool_calls_outcome_rolled_back_for_a_serialization_failure_is_written
             # it, then finds it changed since its snapshot and is refused.
             holder.execute("UPDATE runs_run SET cancel_requested = cancel_requested "
                            "WHERE id = %s", [run.pk])
-            wait_for(lambda: _waiting_for_a_row(holder), timeout=60, interval=0.05,
+            wait_for(lambda: waiting_for_a_row(holder), timeout=60, interval=0.05,
                      what="the worker's outcome to wait for the run's row")
             holder.commit()
             wait_for(lambda: Run.objects.get(pk=run.pk).status == RunStatus.COMPLETED,
@@ -125,11 +114,6 @@ def _call_in_flight():
     return run, lease, call
 
 
-def _actions(run) -> list[str]:
-    return list(AuditRecord.objects.filter(run_id=run.pk).order_by("seq")
-                .values_list("action", flat=True))
-
-
 def test_a_tool_calls_outcome_refused_once_is_written_from_the_rows_the_database_holds(
         clash_once):
     run, lease, call = _call_in_flight()
@@ -142,7 +126,7 @@ def test_a_tool_calls_outcome_refused_once_is_written_from_the_rows_the_database
     assert (row.status, row.attempt, row.remote_ref) == ("succeeded", 1, "E-1")
     assert Step.objects.get(run=run, name="act").status == "running"
     assert Run.objects.get(pk=run.pk).status == RunStatus.RUNNING
-    assert _actions(run) == ["started", "claimed", "tool_call_succeeded"]
+    assert actions(run) == ["started", "claimed", "tool_call_succeeded"]
     assert verify_chain(AuditRecord.objects.filter(run_id=run.pk).order_by("seq")) is None
 
 
@@ -158,7 +142,7 @@ def test_a_lookups_verdict_on_a_tool_call_refused_once_is_written_again(clash_on
     row = ToolCall.objects.get(pk=call.pk)
     assert (row.status, row.attempt, row.remote_ref) == ("succeeded", 1, "E-7")
     assert Run.objects.get(pk=run.pk).status == RunStatus.RUNNING
-    assert _actions(run) == ["started", "claimed", "outcome_unknown", "reconciled"]
+    assert actions(run) == ["started", "claimed", "outcome_unknown", "reconciled"]
     assert verify_chain(AuditRecord.objects.filter(run_id=run.pk).order_by("seq")) is None
 
 
@@ -177,13 +161,5 @@ def test_a_tool_calls_undo_refused_once_is_written_again_and_not_sent_again(
     monkeypatch.setattr(agent_compensation, "record_tool_compensation",
                         refused_once_then_recorded)
     run = advance(start_saga("undo-clash"))
-    assert armed and run.status == RunStatus.COMPENSATED
-    note = ToolCall.objects.get(step__run=run, tool="write-note")
-    assert (note.status, note.compensation_attempt) == ("compensated", 1)
-    assert [c[1] for c in script.calls if c[0] == "write-note:compensate"] == \
-        [note.compensation_key]  # the undo was sent once
-    actions = _actions(run)
-    assert actions.count(AuditAction.TOOL_CALL_COMPENSATED) == 1
-    assert AuditAction.STEP_LEASE_EXPIRED not in actions
-    assert AuditAction.LEASE_EXPIRED not in actions
-    assert verify_chain(AuditRecord.objects.filter(run_id=run.pk).order_by("seq")) is None
+    assert armed
+    undone_once_without_a_take_back(run, script)
