@@ -195,12 +195,15 @@ def _server_error(request, exc):
         logger.warning("%s %s: %s", request.method, request.path, refused[1])
         connection.close()  # a new session next time (runs.execution.database_outage)
         return _error(request, 503, *refused, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
-    logger.exception("unhandled error in %s %s", request.method, request.path)
     if isinstance(exc, DATABASE_DOWN):
         code, detail = database_down_answer(exc)
+        # The database's, not the code's: one line, in the words the caller gets, not a
+        # traceback for each request while it lasts.
+        logger.warning("%s %s: %s", request.method, request.path, " ".join(detail.split()))
         # Done: nothing to try again.
         return _error(request, 503, code, detail, headers={} if code == DONE_ANSWER_LOST
                       else {"Retry-After": str(RETRY_AFTER_SECONDS)})
+    logger.exception("unhandled error in %s %s", request.method, request.path)
     return _error(request, 500, "server_error", "internal error; it has been logged")
 
 

@@ -21,8 +21,11 @@ from api.errors import DATABASE_DOWN, RETRY_AFTER_SECONDS
 from api.middleware import body_limit_text
 from runs.execution.database_outage import (
     commit_under_way,
+    connection_trouble_text,
     connections_full,
+    connections_full_detail,
     refuses_writes,
+    refuses_writes_text,
     would_not_wait,
 )
 from runs.execution.lost_commit import COMMITTED, NOT_COMMITTED, commit_outcome
@@ -55,6 +58,17 @@ def permission_denied(request, exception=None):
 def page_not_found(request, exception=None):
     """404. The exception is not shown: for an unknown URL it lists the URL patterns."""
     return render(request, "404.html", {"request_path": request.path}, status=404)
+
+
+def outage_line(exc: BaseException | None) -> str | None:
+    """What the log says, in one line, of a request server_error answers 503 for the
+    database (console.request_log), or None for one it answers 500."""
+    if refuses_writes(exc):
+        return refuses_writes_text(exc)
+    if isinstance(exc, DATABASE_DOWN):
+        return connections_full_detail(exc) if connections_full(exc) \
+            else connection_trouble_text(exc)
+    return None
 
 
 def server_error(request):

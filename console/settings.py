@@ -582,10 +582,12 @@ METRICS_FINISHED_RECOUNT_SECONDS = env("METRICS_FINISHED_RECOUNT_SECONDS")
 # Logs: every line carries the run it is about (observability.logs); LOG_FORMAT=json writes
 # one JSON object per line (the default of console.production).
 LOGGING["filters"] = {"run_context": {"()": "observability.logs.ContextFilter"},
-                      "link_tokens": {"()": "observability.logs.LinkTokenFilter"}}
-# The loggers that write request paths, where an approval link's token would be.
-LOGGING["loggers"].update({name: {"filters": ["link_tokens"]}
-                           for name in ("django.request", "django.server")})
+                      "link_tokens": {"()": "observability.logs.LinkTokenFilter"},
+                      "outage_lines": {"()": "console.request_log.OutageLines"}}
+# The loggers that write request paths, where an approval link's token would be; a request
+# answered 503 for the database is said in one line (console.request_log), then masked too.
+LOGGING["loggers"].update({"django.request": {"filters": ["outage_lines", "link_tokens"]},
+                           "django.server": {"filters": ["link_tokens"]}})
 LOGGING["formatters"]["json"] = {"()": "observability.logs.JsonFormatter"}
 # Plain lines are masked as the JSON ones are: a deployment may choose either.
 LOGGING["formatters"]["plain"] = {"()": "observability.logs.PlainFormatter",

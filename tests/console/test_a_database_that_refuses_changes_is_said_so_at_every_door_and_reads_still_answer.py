@@ -59,6 +59,12 @@ def test_pages_and_reads_answer_and_an_action_is_refused_in_words_at_every_door(
     out, err = asking.communicate(timeout=90)
     assert asking.returncode == 0, err
     answers = json.loads(out.strip().splitlines()[-1])
+    # The log says it in one line, as what it is: not "Internal Server Error" and a
+    # traceback for each request while the database refuses changes.
+    assert "Traceback" not in err and "Internal Server Error" not in err, err
+    [said] = [line for line in err.splitlines() if "/terminate/" in line]
+    assert f"Service Unavailable: /runs/{stuck_run.pk}/terminate/: the database refuses " \
+        "writes (" in said, said
 
     # What only reads still answers.
     assert answers["list"][0] == 200 and answers["page"][0] == 200
