@@ -19,6 +19,7 @@ from django.db.models.functions import Now
 
 from .. import store
 from ..execution.executor import worker_name
+from ..execution.outages import first_line
 from ..machine.storable import whole_number
 from ..models import Run, RunStatus
 from ..store import read_only
@@ -126,6 +127,13 @@ class Heartbeat:
             if read_only.refuses_writes(exc):
                 read_only.refused(logger, "worker heartbeat", exc)
                 connection.close()  # a new session next time (database_outage.beat_pass)
+                return
+            if store.session_ended(exc):
+                # Its session ended under it (killed, a restart, a failover): said in one
+                # line, as the tasks say it, and beaten again on a new one at the next.
+                logger.warning("worker heartbeat: the database session ended (%s); beating "
+                               "again on a new one", first_line(exc))
+                connection.close()
                 return
             logger.exception("worker heartbeat failed")
             connection.close_if_unusable_or_obsolete()

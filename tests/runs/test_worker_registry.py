@@ -89,3 +89,32 @@ def test_the_prefork_worker_beats_only_for_its_processes_that_went_quiet():
     assert Worker.objects.get(pk=quiet.pk).heartbeat_at > quiet.heartbeat_at
     new = Worker.objects.get(name="host:103")  # a new pool process: registered
     assert new.pid == 103 and new.queues == "celery"
+
+
+def test_a_beat_whose_session_was_ended_under_it_says_so_in_one_line_and_beats_again(caplog):
+    """A worker's session killed (pg_terminate_backend, a restart, a failover) while it is
+    idle: its timer's next beat fails on the dead session. That was logged as "worker
+    heartbeat failed" with a traceback at every such beat; it is one line saying what
+    happened, and the beat after it goes through on a new session."""
+    me = registered(worker_name(), beaten_ago=timedelta(minutes=5))
+    heartbeat = Heartbeat()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        [pid] = cursor.fetchone()
+    killer = connection.copy()
+    try:
+        with killer.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s, 5000)", [pid])
+    finally:
+        killer.close()
+
+    with caplog.at_level("WARNING", logger="runs.reads.workers"):
+        heartbeat()
+    [said] = [r for r in caplog.records if r.name == "runs.reads.workers"]
+    assert said.levelname == "WARNING" and said.exc_info is None, said.exc_info
+    assert said.getMessage().startswith("worker heartbeat: the database session ended (")
+    assert Worker.objects.get(pk=me.pk).heartbeat_at == me.heartbeat_at  # not written then
+
+    heartbeat.last -= 3600
+    heartbeat()
+    assert Worker.objects.get(pk=me.pk).heartbeat_at > me.heartbeat_at
