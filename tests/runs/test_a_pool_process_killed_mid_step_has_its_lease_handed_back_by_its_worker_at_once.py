@@ -36,16 +36,19 @@ def held_create(settings, live_sandbox):
     settings.EXTERNAL_TIMEOUT_SECONDS = HOLD + 30  # the call is in flight when it is killed
     faults.add("customers.create", faults.COMMIT_THEN_TIMEOUT)
     yield
-    # The customer system's thread holds its answer (and its database session) on after
-    # the caller died: the test database is dropped once it let go.
-    wait_for(_alone_on_the_database, timeout=HOLD + 30, interval=0.5,
+    # The customer system's thread holds its answer on after the caller died: the test's
+    # tables are emptied once no other session is in a transaction on them (a session left
+    # idle, by this test or one before it, blocks nothing).
+    wait_for(_no_other_transaction, timeout=HOLD + 30, interval=0.5,
              what="the customer system's held answer to end")
 
 
-def _alone_on_the_database() -> bool:
+def _no_other_transaction() -> bool:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                       "AND state IN ('active', 'idle in transaction', "
+                       "'idle in transaction (aborted)')")
         return cursor.fetchone()[0] == 0
 
 
