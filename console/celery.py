@@ -1,5 +1,4 @@
 import os
-import socket
 import sys
 import warnings
 
@@ -137,9 +136,11 @@ def _prefork_processes(pool):
     for a pool whose tasks run in the worker's own process."""
     if "prefork" not in type(pool).__module__:
         return None
-    host = socket.gethostname()
+    # The one naming rule of leases (imported here: the executor's module reads models).
+    from runs.execution.executor import worker_name
+
     processes = getattr(getattr(pool, "_pool", None), "_pool", None) or []
-    return [f"{host}:{process.pid}" for process in processes if process.pid]
+    return [worker_name(process.pid) for process in processes if process.pid]
 
 
 @worker_process_init.connect
