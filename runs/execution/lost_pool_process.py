@@ -22,10 +22,7 @@ from celery.worker.request import Request
 from django.db import DatabaseError, connection
 from kombu.asynchronous import get_event_loop
 
-from ..definitions import definition
-from ..definitions.registry import registry
 from ..machine import transitions
-from ..models import Run, RunStatus, Step, StepStatus
 from .executor import worker_name
 from .outages import first_line
 
@@ -77,18 +74,18 @@ def _run_id(request: Request) -> int | None:
 
 def hand_back_of_lost_process(run_id: int, pid: int, what: str) -> bool:
     """Hand back the lease the dead pool process `pid` held on `run_id`, if it still holds
-    it (transitions.hand_back, done by this worker) and nothing it had sent may still land
-    unmatched by a key (late_landing). Returns whether it was handed back."""
+    it (transitions.hand_back, done by this worker). Returns whether it was handed back.
+
+    A call the process had sent may still reach its receiver: what the next worker may do
+    about it is the effect machine's one rule for every take-back (transitions.effects.
+    settle), not this hand-back's: a receiver that ignores keys has its first "not found"
+    trusted only `lookup_delay` seconds later, and nothing high-impact is sent again without
+    a person."""
     dead = worker_name(pid)
     # The main process's session may have idled past its age or broken meanwhile.
     connection.close_if_unusable_or_obsolete()
     try:
         lease = transitions.lease_held_by(run_id, dead)
-        if lease is not None and (landing := late_landing(run_id)) is not None:
-            logger.warning("run %s: its pool process %s died (%s); its lease runs out "
-                           "rather than being handed back at once: %s", run_id, dead, what,
-                           landing)
-            return False
         handed = lease is not None and transitions.hand_back(
             lease, why=f"its pool process died ({what})", by=worker_name())
     except DatabaseError as exc:
@@ -101,29 +98,3 @@ def hand_back_of_lost_process(run_id: int, pid: int, what: str) -> bool:
                        "back at once; a step under way is settled by its key before anything "
                        "is sent again", run_id, dead, what)
     return handed
-
-
-def late_landing(run_id: int) -> str | None:
-    """Why a call the dead process made may still reach its receiver after a lookup by key
-    found nothing and sent it again, or None. A process killed mid-call leaves its request
-    on the wire or in the receiver's hands: looked up at once, it may be found not done and
-    sent again while the first is still being handled. A receiver that honours keys makes
-    the two one; for any other (an undo, a tool call, a step not declared to honour its
-    key), the lease's end gives the first time to land before anything is looked up, as
-    after any crash."""
-    run = Run.objects.filter(pk=run_id).only(
-        "workflow_name", "workflow_version", "status").first()
-    if run is None:
-        return None
-    if run.status == RunStatus.COMPENSATING:
-        return "an undo may be in flight"
-    running = list(Step.objects.filter(run_id=run_id, status=StepStatus.RUNNING)
-                   .values_list("name", flat=True))
-    workflow = registry.get(run.workflow_name, run.workflow_version)
-    for name in running:
-        spec = workflow.step(name) if workflow is not None else None
-        if spec is None or spec.kind == definition.AGENT:
-            return f"step {name} may have a call in flight"
-        if spec.has_side_effect and not spec.honours_key:
-            return f"step {name} changes another system and does not honour its key"
-    return None

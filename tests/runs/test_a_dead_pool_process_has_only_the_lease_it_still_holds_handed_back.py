@@ -11,11 +11,12 @@ from django.utils import timezone
 
 from audit.actions import AuditAction
 from audit.models import AuditRecord
+from runs.execution import executor
 from runs.execution.executor import worker_name
 from runs.execution.lost_pool_process import hand_back_of_lost_process
 from runs.machine import transitions
-from runs.models import Run, RunStatus, StepStatus
-from tests.factories import new_run
+from runs.models import Run, RunStatus, Step, StepStatus
+from tests.factories import make_due, new_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DEAD, OTHER = 4242, 4343
@@ -66,16 +67,24 @@ def test_the_lease_the_dead_process_holds_is_handed_back_once_by_its_worker():
     assert take_back["data"]["handed_back"] == "its pool process died (signal 9 (SIGKILL))"
 
 
-def test_a_call_that_may_land_unmatched_by_a_key_is_left_to_the_leases_end():
-    """A lookup at once could find the dead process's call not done while its receiver is
-    still handling it, and send it again: a receiver that does not honour keys would then
-    make it twice. Such a step's lease runs out first, as after any crash."""
-    run = new_run("test-saga")  # its first step changes a system that ignores keys
+def test_a_call_that_may_still_land_unmatched_by_a_key_is_handed_back_and_not_sent_again_early(
+        script):
+    """The dead process's request may still reach a receiver that ignores keys after the
+    hand-back. The next worker settles the step by the effect machine's one rule for every
+    take-back: its lookup's first "not found" is trusted only `lookup_delay` seconds later,
+    so nothing is sent again while the first request may still land."""
+    run = new_run("test-messages")  # "send": low impact, ignores keys, lookup_delay 5 s
     lease = transitions.claim_run(run.pk, worker=worker_name(DEAD))
-    assert lease is not None and lease.work.name == "reserve-stock"
-    assert not hand_back_of_lost_process(run.pk, DEAD, "signal 9 (SIGKILL)")
-    run.refresh_from_db()
-    assert (run.status, run.lease_owner, run.fencing_token) == \
-        (RunStatus.RUNNING, worker_name(DEAD), lease.token)
-    assert run.steps.get(name="reserve-stock").status == StepStatus.RUNNING
-    assert _take_backs(run) == []
+    assert lease is not None and lease.work.name == "send"
+    assert hand_back_of_lost_process(run.pk, DEAD, "signal 9 (SIGKILL)")
+    assert executor.advance_run(run.pk, worker=worker_name(OTHER)) == RunStatus.WAITING
+    sent = Step.objects.get(run=run, name="send")
+    assert sent.status == StepStatus.UNKNOWN
+    assert (sent.next_attempt_at - timezone.now()).total_seconds() > 4
+    assert script.calls == [] and len(script.reconcile_calls) == 1  # looked up, not sent
+    # The dead process's request lands meanwhile: the lookup then finds it.
+    script.effects[sent.idempotency_key] = "MSG-late"
+    make_due(run)
+    assert executor.advance_run(run.pk, worker=worker_name(OTHER)) == RunStatus.COMPLETED
+    assert Step.objects.get(run=run, name="send").remote_ref == "MSG-late"
+    assert script.calls == []  # never sent by anyone but the dead process
