@@ -9,6 +9,7 @@ from runs.definitions.definition import EVENT, SLEEP
 from runs.models import Run, RunStatus, Step, StepStatus, Workflow
 from runs.operator.actions import offered
 from runs.reads.cursors import keyset_after
+from runs.reads.step_rows import steps_in_order
 
 from .models import WebhookDelivery, WebhookSubscriber
 
@@ -85,7 +86,7 @@ def visible_archived_run(run_id: int, *, workflows: list[str]) -> ArchivedRun | 
 
 
 def run_view(run: Run) -> RunView:
-    steps = list(Step.objects.filter(run=run).order_by("position"))
+    steps = list(steps_in_order(run=run))
     current = next((s for s in steps if s.name == run.current_step), None) \
         if run.current_step else None
     errored = [s for s in steps if s.error_class]

@@ -21,6 +21,7 @@ from runs.machine import transitions
 from runs.models import Run, Step
 from runs.operator.actions import ACTIONS
 from runs.permissions import run_access
+from runs.reads.step_rows import steps_in_order
 
 from .models import ApprovalRequest, BulkJob, RequestKind
 from .requests import create_request, lock_run
@@ -130,7 +131,7 @@ def _action_snapshot(run: Run, *, action: str, requested_by: str, reason: str,
                      params: dict) -> dict:
     # Each effect with its state: the second person sees what may have happened too.
     high_impact = [str(e) for e in transitions.high_impact_effects(
-        list(Step.objects.filter(run=run).order_by("position")))]
+        list(steps_in_order(run=run)))]
     return normalise({
         "action": action, "run": run.pk, "workflow": run.workflow_name,
         "business_key": run.business_key, "run_status": run.status,
@@ -166,7 +167,7 @@ def bulk_effects(run_ids: list[int]) -> list[str]:
     named with its run: what its one request shows the second person (the steps in one
     query; the agent steps' calls in one more per run that has any)."""
     steps: dict[int, list[Step]] = {}
-    for step in Step.objects.filter(run_id__in=list(run_ids)).order_by("run_id", "position"):
+    for step in steps_in_order(run_id__in=list(run_ids)):
         steps.setdefault(step.run_id, []).append(step)
     return [f"run {run_id}: {effect}" for run_id in sorted(steps)
             for effect in transitions.high_impact_effects(steps[run_id])]

@@ -16,9 +16,9 @@ from django.db.models.functions import Now
 
 from runs import store
 from runs.machine.intentions import step_lines
-from runs.models import Step
 from runs.operator.actions import ACTIONS
 from runs.reads.cursors import keyset_after
+from runs.reads.step_rows import steps_in_order
 
 from .models import (
     BULK_JOB_REQUESTS,
@@ -151,7 +151,7 @@ def what_follows(approval: ApprovalRequest) -> list[str]:
     what each later step of the run will do; for an operator's action, what the action
     does to this run."""
     run = approval.run
-    steps = list(Step.objects.filter(run=run).order_by("position"))
+    steps = list(steps_in_order(run=run))
     if approval.kind == RequestKind.OPERATOR_ACTION:
         action = ACTIONS.get(approval.action)
         if action is None:

@@ -29,6 +29,7 @@ from ..machine.transitions.operator_rules import undo_outcome_unknown
 from ..machine.transitions.rerun_rules import standing_effects
 from ..models import AttentionReason, Run, Step, StepStatus
 from ..permissions import grant_for
+from ..reads.step_rows import steps_in_order
 from .actions import ACTIONS, offered
 from .guidance import for_reader, recommend
 
@@ -109,7 +110,7 @@ def investigate(run: Run, *, reader=None, lookups: bool = False,
     and what the remote system said becomes a fact. A caller that has the run's steps and
     audit records in order already passes them."""
     if steps is None:
-        steps = list(Step.objects.filter(run=run).order_by("position"))
+        steps = list(steps_in_order(run=run))
     whole_chain = records is None
     if whole_chain:
         records = list(AuditRecord.objects.filter(run=run).order_by("seq"))

@@ -38,6 +38,7 @@ from ..models import (
 )
 from .cursors import keyset_after
 from .search import search_branches
+from .step_rows import steps_in_order
 
 PAGE_SIZE = 50
 # A waiting run whose wake-up time passed this long ago is stuck: nobody picked it up.
@@ -442,7 +443,7 @@ def steps_of(runs: list[Run]) -> dict[int, list[Step]]:
     whatever their number."""
     steps: dict[int, list[Step]] = {run.pk: [] for run in runs}
     agent_steps = []
-    for step in Step.objects.filter(run_id__in=list(steps)).order_by("run_id", "position"):
+    for step in steps_in_order(run_id__in=list(steps)):
         steps[step.run_id].append(step)
         if step.kind == AGENT:
             agent_steps.append(step)
