@@ -33,7 +33,7 @@ from .four_eyes import SYSTEM_LABEL, decider, requester_actor, requester_refusal
 from .models import DECIDED_STATUSES, ApprovalRequest, RequestKind, RequestStatus
 from .requests import lock_run, record_lifecycle
 from .timeouts import TIMED_OUT, judged_at, time_out
-from .withdrawal import withdraw_unawaited_of
+from .withdrawal import REFUSED, withdraw_unawaited_of
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +48,9 @@ NOT_APPLIED = "not_applied"
 # How apply_error begins for a decision the database interrupted as it was applied (a
 # statement cancelled, the connection lost, a deadlock): tried again, it goes through.
 INTERRUPTED = "the database interrupted it"
-# How apply_error begins for a refusal that will pass (_refusal_is_passing), and for one
-# that will not (the request is settled with it).
+# How apply_error begins for a refusal that will pass (_refusal_is_passing); one that will
+# not settles the request with withdrawal.REFUSED.
 NOT_YET = "not applied yet: "
-REFUSED = "not applied: "
 
 
 def application_of(approval: ApprovalRequest) -> str:

@@ -30,6 +30,7 @@ from runs.models import (
 
 from .models import (
     BULK_JOB_REQUESTS,
+    DECIDED_STATUSES,
     ApprovalRequest,
     BulkJob,
     BulkJobStatus,
@@ -46,6 +47,9 @@ logger = logging.getLogger(__name__)
 # run is resumed); from any other it may end a wait, or bring back a run whose end left
 # requests pending (operator_actions.act withdraws them at once).
 HELD_WITH_ITS_REQUESTS = [*ATTENTION_RUN_STATUSES, RunStatus.COMPENSATING]
+# How apply_error begins for a recorded decision its run can no longer take: the request is
+# settled with it, the decision kept as recorded.
+REFUSED = "not applied: "
 # Run states in which a pending request for one of its steps can no longer be decided.
 # (Queued and running are passing states: an operator's resume of a waiting run goes
 # through them back to waiting.)
@@ -193,15 +197,31 @@ def withdraw_unawaited_of(run_id: int, now: datetime | None = None) -> int:
     """Withdraw now the pending requests of run `run_id` that it no longer waits for: those
     an operator's action has just ended (a cancelled tool call's, a terminated run's), so
     that none is left for the run's next request to supersede under another reason before
-    the sweep comes by. In the caller's transaction, or one of its own; dated by the
-    database's clock as the run is locked (`now`, a caller's time, stands in). How many."""
+    the sweep comes by. A decision recorded on such a wait and left for the sweep to apply
+    (the run was passing through queued or running) is settled now as not applied: once
+    the run was reopened and resumed, the sweep would find the same step waiting again and
+    apply to that new wait a decision made before the run ended. In the caller's
+    transaction, or one of its own; dated by the database's clock as the run is locked
+    (`now`, a caller's time, stands in). How many were withdrawn."""
     with transaction.atomic():
         # The run first, then its requests; the time read with its lock dates them.
         now = store.time_of_lock(lock_run(run_id), given=now)
-        pending = list(ApprovalRequest.objects.select_for_update(of=("self",))
-                       .select_related("run")
-                       .filter(no_longer_awaited(), run_id=run_id,
-                               status=RequestStatus.PENDING))
+        unawaited = (ApprovalRequest.objects.select_for_update(of=("self",))
+                     .select_related("run").filter(no_longer_awaited(), run_id=run_id))
+        pending = list(unawaited.filter(status=RequestStatus.PENDING))
         for approval in pending:
             withdraw(approval, now)
+        # An operator action's decision is the action's own to refuse when applied
+        # (application.apply_decision), whatever the run's state.
+        for approval in unawaited.filter(status__in=DECIDED_STATUSES, settled_at__isnull=True) \
+                .exclude(kind=RequestKind.OPERATOR_ACTION):
+            _settle_unapplied(approval, now)
     return len(pending)
+
+
+def _settle_unapplied(approval: ApprovalRequest, now: datetime) -> None:
+    why = unawaited_reason(approval)
+    ApprovalRequest.objects.filter(pk=approval.pk).update(
+        settled_at=now, apply_error=f"{REFUSED}{why}", apply_after=None)
+    logger.warning("approval request %s: its decision (%s) was not applied: %s", approval.pk,
+                   approval.status, why)
