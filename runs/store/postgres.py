@@ -16,16 +16,13 @@ import contextlib
 import json
 import threading
 import time
-import weakref
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from functools import lru_cache, partial
+from functools import lru_cache
+from operator import attrgetter
 
-import psycopg
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connection, connections, transaction
-from django.db.models import signals
-from django.db.models.base import ModelState
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 from psycopg import errors as pg_errors
 
@@ -34,6 +31,7 @@ from audit.models import AuditRecord
 from ..models import Run, RunEvent, Step
 from . import server_clock, transactions
 from .base import Store
+from .prepared import prepared_cursor, read_run_and_steps
 
 
 # The field lists are asked for at every checkpoint: looked up once per process.
@@ -115,95 +113,34 @@ def _json_default(value):
 _encode = json.JSONEncoder(default=_json_default, separators=(",", ":")).encode
 
 
-def _rows(objects, fields) -> str:
-    columns = [(f.column, f.attname) for f in fields]
-    return _encode([{column: getattr(obj, attname) for column, attname in columns}
-                    for obj in objects])
+class _Rows:
+    """Objects of a model as a statement's JSON array takes them: the fields written, their
+    columns, and one getter of an object's values in their order (the objects are many, the
+    fields few: asked for per field, they were a fifth of a checkpoint's calls)."""
+
+    def __init__(self, fields: tuple):
+        self.columns = tuple(f.column for f in fields)
+        getter = attrgetter(*(f.attname for f in fields))
+        self.values = getter if len(fields) > 1 else lambda obj: (getter(obj),)
+
+    def json(self, objects) -> str:
+        columns, values = self.columns, self.values
+        return _encode([dict(zip(columns, values(obj), strict=True)) for obj in objects])
 
 
-# The psycopg connections told to keep one generic plan per prepared statement.
-_generic_plans: weakref.WeakSet = weakref.WeakSet()
+@lru_cache(maxsize=32)
+def _updated(model, names: tuple) -> _Rows:
+    return _Rows((model._meta.pk, *_fields(model, names)))
 
 
-@contextlib.contextmanager
-def _prepared_cursor():
-    """psycopg's own cursor on Django's connection (the thread's own, not the proxy, whose
-    every attribute is a lookup): it binds parameters on the server, so `execute(...,
-    prepare=True)` parses and plans a statement once per connection (settings:
-    prepare_threshold; without it psycopg ignores prepare=True). A new connection (after a
-    health check or a lost session) prepares its statements again.
-
-    PostgreSQL would still re-plan the checkpoint at every execution: its generic plan's
-    estimate (the step id list) looks dearer than a custom one, though both take the same
-    primary keys. force_generic_plan, set once per session, keeps the one plan; it touches
-    prepared statements only, and the ORM's queries are not prepared (client-side binding).
-    wrap_database_errors: a lost connection raises Django's OperationalError and marks the
-    connection for the check that replaces it, as with any ORM statement."""
-    db = connections[connection.alias]
-    db.ensure_connection()
-    raw = db.connection
-    with db.wrap_database_errors, psycopg.Cursor(raw) as cursor:
-        if raw not in _generic_plans:
-            # Transactional, like any SET: the session counts as set once it has committed
-            # (at once in autocommit; never inside a test's transaction, which sets it again
-            # at each statement).
-            cursor.execute("SET plan_cache_mode = force_generic_plan")
-            transaction.on_commit(partial(_generic_plans.add, raw))
-        yield cursor
+@lru_cache(maxsize=4)
+def _inserted(model) -> _Rows:
+    return _Rows(_inserted_fields(model))
 
 
 @lru_cache(maxsize=1)
-def _claim_read() -> tuple[str, "_Loader", "_Loader"]:
-    steps, runs = Step._meta.concrete_fields, Run._meta.concrete_fields
-    columns = ", ".join([f"s.{f.column}" for f in steps] + [f"r.{f.column}" for f in runs])
-    return (f"SELECT {columns} FROM {Step._meta.db_table} s "
-            f"JOIN {Run._meta.db_table} r ON r.id = s.run_id "
-            "WHERE s.run_id = %s::bigint ORDER BY s.position",
-            _Loader(Step, 0), _Loader(Run, len(steps)))
-
-
-class _Loader:
-    """Model instances from a slice of a row, as the ORM's from_db makes them (the same
-    field converters, e.g. JSONField's), without compiling a query per read and, when no
-    receiver listens to pre_init/post_init, without Model.__init__'s per-field work."""
-
-    def __init__(self, model, start: int):
-        fields = model._meta.concrete_fields
-        self.model, self.start, self.stop = model, start, start + len(fields)
-        self.attnames = [f.attname for f in fields]
-        self.converters = [(i, f.from_db_value) for i, f in enumerate(fields)
-                           if hasattr(f, "from_db_value")]
-
-    def __call__(self, row, alias: str):
-        values = list(row[self.start:self.stop])
-        for i, convert in self.converters:
-            values[i] = convert(values[i], None, connection)
-        model = self.model
-        if signals.pre_init.has_listeners(model) or signals.post_init.has_listeners(model):
-            return model.from_db(alias, None, values)
-        instance = model.__new__(model)
-        instance.__dict__.update(zip(self.attnames, values, strict=True))
-        state = instance._state = ModelState()
-        state.adding, state.db = False, alias
-        return instance
-
-
-def read_run_and_steps(run_id: int) -> tuple[Run | None, list[Step]]:
-    """The run and its steps in position order (each step's .run is the run), by one
-    prepared statement: what the claim reads, through the ORM, cost about as much CPU as the
-    rest of the claim. (None, []) when the run has no steps; the caller asks for the run."""
-    sql, load_step, load_run = _claim_read()
-    with _prepared_cursor() as cursor:
-        cursor.execute(sql, [run_id], prepare=True)
-        rows = cursor.fetchall()
-    if not rows:
-        return None, []
-    alias = connection.alias
-    run = load_run(rows[0], alias)
-    steps = [load_step(row, alias) for row in rows]
-    for step in steps:
-        step.run = run
-    return run, steps
+def _started_run() -> _Rows:
+    return _Rows(tuple(f for f in Run._meta.concrete_fields if f.attname != "workflow_id"))
 
 
 def write_if_unchanged(*, run: Run, steps: list[Step], records: list[AuditRecord],
@@ -226,14 +163,14 @@ def write_if_unchanged(*, run: Run, steps: list[Step], records: list[AuditRecord
             params.append(renew_lease)
         params.append(getattr(run, f.attname))
     params += [run.pk, expect_token, expect_status, expect_seq, wake_due,
-               _rows(steps, [Step._meta.pk, *_fields(Step, tuple(step_fields))]),
+               _updated(Step, tuple(step_fields)).json(steps),
                [step.pk for step in steps],
-               _rows(records, _inserted_fields(AuditRecord))]
+               _inserted(AuditRecord).json(records)]
     if events:
-        params.append(_rows(events, _inserted_fields(RunEvent)))
+        params.append(_inserted(RunEvent).json(events))
     params += [renew_lease, renew_lease]
     # Prepared: this always-identical statement is parsed and planned once per connection.
-    with _prepared_cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params, prepare=True)
         matched, lease_expires_at, heartbeat_at = cursor.fetchone()
     if matched == 1 and renew_lease:
@@ -255,7 +192,7 @@ def update_rows(model, objects: list, field_names: list[str]) -> None:
             f"UPDATE {table} AS t SET {assignments} "
             f"FROM jsonb_to_recordset(%s::jsonb) AS v({_recordset(fields)}) "
             "WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id",
-            [_rows(objects, fields), [obj.pk for obj in objects]])
+            [_updated(model, tuple(field_names)).json(objects), [obj.pk for obj in objects]])
 
 
 def insert_rows(model, objects: list) -> None:
@@ -270,7 +207,7 @@ def insert_rows(model, objects: list) -> None:
         cursor.execute(
             f"INSERT INTO {model._meta.db_table} ({columns}) SELECT {columns} "
             f"FROM jsonb_to_recordset(%s::jsonb) AS v({_recordset(fields)})",
-            [_rows(objects, fields)])
+            [_inserted(model).json(objects)])
 
 
 @lru_cache(maxsize=4)
@@ -350,16 +287,15 @@ def insert_run_if_new(*, run: Run, steps: list[dict], records: list[AuditRecord]
     events in one statement, unless its (workflow, business key) is taken by a run or by a
     tombstone in `tombstones`. Returns the run's workflow row id, or None if nothing was
     written. The workflow row is made if it is missing."""
-    run_fields = [f for f in Run._meta.concrete_fields if f.attname != "workflow_id"]
     params = {
         "workflow": run.workflow_name, "key": run.business_key, "now": run.created_at,
-        "run": _rows([run], run_fields),
+        "run": _started_run().json([run]),
         "steps": json.dumps(steps, default=_json_default, separators=(",", ":")),
-        "audit": _rows(records, _inserted_fields(AuditRecord)),
-        "events": _rows(events, _inserted_fields(RunEvent)),
+        "audit": _inserted(AuditRecord).json(records),
+        "events": _inserted(RunEvent).json(events),
     }
     try:
-        with _prepared_cursor() as cursor:
+        with prepared_cursor() as cursor:
             cursor.execute(_start_statement(tombstones), params, prepare=True)
             row = cursor.fetchone()
     except Exception:
