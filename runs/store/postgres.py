@@ -16,7 +16,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from functools import lru_cache
 from operator import attrgetter
@@ -51,11 +51,26 @@ def _recordset(fields) -> str:
 
 # The run columns of a lease: when the statement renews the lease, they are stamped with the
 # statement's clock (the server's, unless the caller gives a time), never a worker's.
+# Whether it renews, and for how long, are c's columns: the run's columns then take one
+# parameter each, in their order (_run_values).
 _LEASE_COLUMNS = {
-    "lease_expires_at": "CASE WHEN %s::boolean THEN (SELECT t FROM c) + %s::interval "
+    "lease_expires_at": "CASE WHEN (SELECT renew FROM c) THEN (SELECT t + lease FROM c) "
                         "ELSE %s::timestamptz END",
-    "heartbeat_at": "CASE WHEN %s::boolean THEN (SELECT t FROM c) ELSE %s::timestamptz END",
+    "heartbeat_at": "CASE WHEN (SELECT renew FROM c) THEN (SELECT t FROM c) "
+                    "ELSE %s::timestamptz END",
 }
+
+
+@lru_cache(maxsize=8)
+def _run_values(run_fields: tuple) -> Callable:
+    return _values_of(_fields(Run, run_fields))
+
+
+def _values_of(fields) -> Callable:
+    """One getter of an object's values of `fields`, in their order (a tuple even for one
+    field): asked for per field, they were a fifth of a checkpoint's calls."""
+    getter = attrgetter(*(f.attname for f in fields))
+    return getter if len(fields) > 1 else lambda obj: (getter(obj),)
 
 
 @lru_cache(maxsize=8)
@@ -77,7 +92,8 @@ def _statement(run_fields: tuple, step_fields: tuple, with_events: bool) -> str:
     return (
         # statement_timestamp(): the server's clock when this statement began, which a
         # claim's due time and a lease are judged and stamped by.
-        "WITH c AS (SELECT coalesce(%s::timestamptz, statement_timestamp()) AS t), "
+        "WITH c AS (SELECT coalesce(%s::timestamptz, statement_timestamp()) AS t, "
+        "%s::boolean AS renew, %s::interval AS lease), "
         f"r AS (UPDATE {Run._meta.db_table} SET {run_set} "
         "WHERE id = %s::bigint AND fencing_token = %s::bigint AND status = %s "
         "AND audit_seq = %s::integer "
@@ -98,8 +114,8 @@ def _statement(run_fields: tuple, step_fields: tuple, with_events: bool) -> str:
            if with_events else "") +
         # The stamped lease only when the statement stamped it: reading two timestamps back
         # at every checkpoint cost a tenth of a worker's CPU per step.
-        "SELECT count(*), max(lease_expires_at) FILTER (WHERE %s::boolean), "
-        "max(heartbeat_at) FILTER (WHERE %s::boolean) FROM r"
+        "SELECT count(*), max(r.lease_expires_at) FILTER (WHERE c.renew), "
+        "max(r.heartbeat_at) FILTER (WHERE c.renew) FROM r, c"
     )
 
 
@@ -114,14 +130,12 @@ _encode = json.JSONEncoder(default=_json_default, separators=(",", ":")).encode
 
 
 class _Rows:
-    """Objects of a model as a statement's JSON array takes them: the fields written, their
-    columns, and one getter of an object's values in their order (the objects are many, the
-    fields few: asked for per field, they were a fifth of a checkpoint's calls)."""
+    """Objects of a model as a statement's JSON array takes them: the columns written and
+    the getter of an object's values for them."""
 
     def __init__(self, fields: tuple):
         self.columns = tuple(f.column for f in fields)
-        getter = attrgetter(*(f.attname for f in fields))
-        self.values = getter if len(fields) > 1 else lambda obj: (getter(obj),)
+        self.values = _values_of(fields)
 
     def json(self, objects) -> str:
         columns, values = self.columns, self.values
@@ -155,20 +169,15 @@ def write_if_unchanged(*, run: Run, steps: list[Step], records: list[AuditRecord
     anything was written."""
     sql = _statement(tuple(run_fields), tuple(step_fields), bool(events))
     lease = timedelta(seconds=settings.RUNS_LEASE_SECONDS)
-    params: list = [clock]
-    for f in _fields(Run, tuple(run_fields)):
-        if f.column == "lease_expires_at":
-            params += [renew_lease, lease]
-        elif f.column == "heartbeat_at":
-            params.append(renew_lease)
-        params.append(getattr(run, f.attname))
-    params += [run.pk, expect_token, expect_status, expect_seq, wake_due,
-               _updated(Step, tuple(step_fields)).json(steps),
-               [step.pk for step in steps],
-               _inserted(AuditRecord).json(records)]
+    # The id list as PostgreSQL's text of an array: a list would be inspected by psycopg,
+    # item by item, to choose its type, at every checkpoint.
+    ids = "{" + ",".join([str(step.id) for step in steps]) + "}"
+    params = [clock, renew_lease, lease, *_run_values(tuple(run_fields))(run),
+              run.pk, expect_token, expect_status, expect_seq, wake_due,
+              _updated(Step, tuple(step_fields)).json(steps), ids,
+              _inserted(AuditRecord).json(records)]
     if events:
         params.append(_inserted(RunEvent).json(events))
-    params += [renew_lease, renew_lease]
     # Prepared: this always-identical statement is parsed and planned once per connection.
     with prepared_cursor() as cursor:
         cursor.execute(sql, params, prepare=True)
