@@ -42,14 +42,17 @@ class Actor:
         return cls(kind=AuditRecord.ActorKind.USER, label=user.get_username(), user_id=user.pk)
 
 
+# The canonical JSON a record's hash covers: json.dumps with these options would build a new
+# encoder for every record.
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
+
+
 def record_hash(*, run_id, seq, action, step_name, actor_kind, actor_label, actor_user_id,
                 reason, before, after, data, created_at: datetime, prev_hash) -> str:
     """The hash of one record's content chained to its predecessor's hash."""
-    body = json.dumps(
+    body = _canonical(
         [run_id, seq, action, step_name, actor_kind, actor_label, actor_user_id, reason,
-         before, after, data, created_at.isoformat(), prev_hash],
-        sort_keys=True, separators=(",", ":"), default=str,
-    )
+         before, after, data, created_at.isoformat(), prev_hash])
     return hashlib.sha256(body.encode()).hexdigest()
 
 

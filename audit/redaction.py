@@ -119,6 +119,9 @@ def redact(value, *, keep=None):
     secret and would no longer open with a part of it masked)."""
     if keep is not None and keep(value):
         return value
+    # Text first: most values are text, and text is neither an object nor a list.
+    if isinstance(value, str):
+        return redact_text(value)
     if isinstance(value, dict):
         return {
             k: (REDACTED if isinstance(k, str) and _names_a_secret(k)
@@ -127,8 +130,6 @@ def redact(value, *, keep=None):
         }
     if isinstance(value, list | tuple):
         return [redact(v, keep=keep) for v in value]
-    if isinstance(value, str):
-        return redact_text(value)
     return value
 
 

@@ -25,11 +25,14 @@ ATTEMPT_ENDS = frozenset({
 OPEN_INTENTS = frozenset({StepStatus.RUNNING, StepStatus.COMPENSATING})
 
 
+# json.dumps with these options would build a new encoder for every result.
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
+
+
 def result_digest(value) -> str:
     """sha256 of a result's canonical JSON: the record proves what was stored without
     holding it (the row holds it, redacted or sealed)."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":"),
-                                     default=str).encode()).hexdigest()
+    return hashlib.sha256(_canonical(value).encode()).hexdigest()
 
 
 def intent_of(row, *, undo: bool = False) -> dict:
