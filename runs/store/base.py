@@ -48,16 +48,27 @@ JOINED_WRITES = "a write joined to a transition's transaction"
 
 
 def _do_joined_writes() -> None:
+    # The package's rule, imported here: the package imports this module as it loads.
+    from . import session_ended
+
     with _joined_lock:
-        writes = list(_joined.values())
+        writes = list(_joined.items())
         _joined.clear()
-    for write in writes:
+    for name, write in writes:
         try:
             with transaction.atomic():
                 write()
         except DatabaseError as exc:
             if read_only.refuses_writes(exc):
                 read_only.refused(logger, JOINED_WRITES, exc)
+                continue
+            if session_ended(exc):
+                # Killed, a restart, a failover: said in one line, as the heartbeat and the
+                # tasks say it; the transition's own statements meet the same dead session.
+                logger.warning("%s (%s) was not written: the database session ended (%s); "
+                               "the transition fails with it, and its writer joins it "
+                               "again to a later one", JOINED_WRITES, name,
+                               read_only.first_line(exc))
                 continue
             logger.warning("a write joined to a transition's transaction failed",
                            exc_info=True)

@@ -32,9 +32,15 @@ def refused(logger: logging.Logger, what: str, exc: BaseException) -> None:
         first = what not in _refused
         _refused.add(what)
     if first:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         logger.warning("%s: the database refuses writes (%s); tried again as before, and "
-                       "said again only when one goes through", what, text)
+                       "said again only when one goes through", what, first_line(exc))
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of what `exc` says (a server's message may go on for lines), or its
+    class where it says nothing."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def went_through(logger: logging.Logger, what: str) -> None:
