@@ -9,7 +9,7 @@ job counted it as not acted on.
 Here the first worker stalls in its check that the run still matches the filter (another
 session holds the steps table, which that check reads), past its lease; a second process
 takes the job over, and acts on the run once it is back in the filter. Sessions hold the
-run's row and its outcome row so that each step comes in this order."""
+run's row, its outcome row and the job's table so that each step comes in this order."""
 
 import threading
 
@@ -55,12 +55,13 @@ def test_a_stalled_worker_letting_go_of_a_moved_on_run_deletes_nothing_of_its_su
                   step_statuses={"create-task": StepStatus.FAILED}) for _ in range(3)]
     victim = runs[1]
     run_table, step_table = Run._meta.db_table, Step._meta.db_table
-    outcome_table = BulkOutcome._meta.db_table
+    outcome_table, job_table = BulkOutcome._meta.db_table, BulkJob._meta.db_table
     holder = session()  # the victim's row, until the first worker has claimed it
     holder.execute(f"SELECT id FROM {run_table} WHERE id = %s FOR UPDATE", [victim.pk])
     steps = session()  # the steps table, while the first worker checks the filter
     outcome = session()  # the victim's outcome row, while the stale let-go would delete it
     back = session()  # the victim's row again, while it comes back into the filter
+    jobs = session()  # the job's table, until the second process has taken the job
     stalled = successor = None
     try:
         try:
@@ -84,25 +85,42 @@ def test_a_stalled_worker_letting_go_of_a_moved_on_run_deletes_nothing_of_its_su
                      what="the first worker to stall in its check of the filter")
             wait_for(lambda: BulkJob.objects.filter(pk=job.pk, lease_until__lte=clock())
                      .exists(), timeout=60, what="the first worker's lease to end")
+            stalled_mark = BulkJob.objects.get(pk=job.pk).lease_until
             successor = manage("bulk_action", "run", str(job.pk), BULK_JOB_LEASE_SECONDS=60,
                                DB_LOCK_TIMEOUT=0)
             wait_for(lambda: waiting() == 2 or successor.poll() is not None, timeout=60,
                      what="the second process to wait for the job's row")
             assert successor.poll() is None, successor.communicate()
+            # The job's table is asked for whole, behind the first worker's action and the
+            # second process's take (which holds the table already, as it waits for the
+            # job's row). The first worker's let-go asks for the table once its action has
+            # ended, and so waits until the take has committed: left to itself, it could
+            # reach the job's row before the second process woke to take it (under load)
+            # and let go under a lease nobody had taken yet, holding the job's row (and the
+            # second process behind it) while it waited for the outcome row held here.
+            whole = threading.Thread(target=jobs.execute, args=(
+                f"LOCK TABLE {job_table} IN EXCLUSIVE MODE",))
+            whole.start()
+            wait_for(lambda: waiting() == 3, timeout=60,
+                     what="the job's table to be asked for behind the second process")
             # The run is asked for again now, first in line after the first worker (before
             # the second process reaches it), to bring it back into the filter.
             relock = threading.Thread(target=back.execute, args=(
                 f"SELECT id FROM {run_table} WHERE id = %s FOR UPDATE", [victim.pk]))
             relock.start()
-            wait_for(lambda: waiting() == 3, timeout=60,
+            wait_for(lambda: waiting() == 4, timeout=60,
                      what="the run to be asked for again behind the first worker")
             # The check goes on and finds the run moved on; the second process takes the
-            # job as the first lets go of its row.
+            # job as the first ends its action, before the first lets go of its claim.
             steps.rollback()
             relock.join(timeout=60)
             assert not relock.is_alive()
+            whole.join(timeout=60)
+            assert not whole.is_alive()
+            assert BulkJob.objects.get(pk=job.pk).lease_until != stalled_mark
             back.execute(f"UPDATE {run_table} SET status = %s WHERE id = %s",
                          [RunStatus.ATTENTION, victim.pk])
+            jobs.rollback()
             # The second process waits for the run; the first has gone (its let-go
             # refused: the job is no longer its) or, let go without the check, waits to
             # delete the claim.
@@ -115,7 +133,7 @@ def test_a_stalled_worker_letting_go_of_a_moved_on_run_deletes_nothing_of_its_su
                 run=victim, reason=marked(job.reason, job.pk)).exists(), timeout=60,
                 what="the second process to act on the run")
         finally:
-            for held in (holder, steps, outcome, back):
+            for held in (holder, steps, outcome, back, jobs):
                 held.rollback()
                 held.close()
         succeeded(successor)
