@@ -1,8 +1,8 @@
 """What a person or a caller reads of a run's steps (the run page and its poll, its
-investigation, the attention list (the actions each run offers), the API's run, the effects a four-eyes request shows) is
-their state, keys, references and errors, never their results: a result is kept inline up
-to 64 KB, and each of these read every step's at every view and every poll. A tool call's
-result, which the page does show, is read with its conversation."""
+investigation, the attention list's actions, the API's run, the effects a four-eyes request
+shows) is their state, keys, references and errors, never their results: a result is kept
+inline up to 64 KB, and each of these read every step's at every view and every poll. A
+tool call's result, which the page does show, is read with its conversation."""
 
 import re
 
