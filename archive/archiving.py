@@ -13,7 +13,8 @@ ARCHIVE_RUNS_PER_FILE runs:
 
 1. asks each app for its rows of the runs (archive.parts: the runs and their steps,
    events, agent turns and tool calls; audit records; approval requests and notifications;
-   webhook deliveries) in one repeatable-read snapshot and writes them as gzip-compressed
+   webhook deliveries) in one repeatable-read snapshot, RUNS_PER_READ runs at a time, and
+   writes them as gzip-compressed
    JSON Lines (a header line, one line per run with its seal, then the file's seal: see
    audit.seals) to the archive storage (STORAGES "archive", any django-storages backend,
    else the file system under VAR_DIR/archive);
@@ -71,6 +72,12 @@ from .models import ArchivedRun, ArchiveFile, ArchiveRemoval
 from .reading import storage
 
 JOB = "archive.archive_runs"
+# Runs whose rows are read, and held in memory, at once while a file is written. A run's
+# rows can weigh megabytes (each step's result is kept inline up to
+# RUNS_RESULT_INLINE_BYTES, with its audit records, agent turns and tool calls): read all
+# ARCHIVE_RUNS_PER_FILE at once, one file took hundreds of MB to GBs. Not one run at a
+# time: each read is a statement per part (about ten), which a few runs share.
+RUNS_PER_READ = 20
 # 2: every run sealed, and the file too (audit.seals).
 FORMAT = 2
 # What removal reads of a run (not its input): the checks and the tombstone.
@@ -276,36 +283,42 @@ def write_file(run_ids: list[int], *, actor: str, now: datetime) -> ArchiveFile 
     finished = []
     records = 0
     with tempfile.TemporaryFile() as raw:
+        # One snapshot for the whole file, so that it is one consistent picture of its
+        # runs; within it the runs are read RUNS_PER_READ at a time, and each run's rows
+        # are let go once its line is written.
         with _repeatable_read():
-            found = parts.rows(run_ids)
-        if not found:
-            return None
-        ids = sorted(found)
-        with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as out:
-            def line(obj):
-                out.write(json.dumps(obj, default=to_json, ensure_ascii=False,
-                                     separators=(",", ":")).encode())
-                out.write(b"\n")
+            ids = sorted(Run.objects.filter(pk__in=run_ids).values_list("pk", flat=True))
+            if not ids:
+                return None
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as out:
+                def line(obj):
+                    out.write(json.dumps(obj, default=to_json, ensure_ascii=False,
+                                         separators=(",", ":")).encode())
+                    out.write(b"\n")
 
-            header = {"format": FORMAT, "created_at": now, "created_by": actor,
-                      "runs": len(ids)}
-            line({"archive": header})
-            run_seals = []
-            for run_id in ids:
-                sections = found[run_id]
-                seal = seals.seal_run(run_id, sections)
-                line({**sections, "seal": seal})
-                run_seals.append((run_id, seal["mac"]))
-                run = sections["run"]
-                # The head's seal travels in the run's row (audit_seal, under the run's
-                # seal), where the offline check verifies it. The heads recorded here stay
-                # [seq, hash], as those of the files recorded before heads were sealed.
-                heads[str(run_id)] = [run["audit_seq"], run["audit_head"]]
-                records += len(sections.get("audit", []))
-                if run["finished_at"]:
-                    finished.append(run["finished_at"])
-            line({"seal": seals.seal_file(json.loads(json.dumps(header, default=to_json)),
-                                          run_seals)})
+                header = {"format": FORMAT, "created_at": now, "created_by": actor,
+                          "runs": len(ids)}
+                line({"archive": header})
+                run_seals = []
+                for start in range(0, len(ids), RUNS_PER_READ):
+                    read = ids[start:start + RUNS_PER_READ]
+                    found = parts.rows(read)
+                    for run_id in read:
+                        sections = found.pop(run_id)
+                        seal = seals.seal_run(run_id, sections)
+                        line({**sections, "seal": seal})
+                        run_seals.append((run_id, seal["mac"]))
+                        run = sections["run"]
+                        # The head's seal travels in the run's row (audit_seal, under the
+                        # run's seal), where the offline check verifies it. The heads
+                        # recorded here stay [seq, hash], as those of the files recorded
+                        # before heads were sealed.
+                        heads[str(run_id)] = [run["audit_seq"], run["audit_head"]]
+                        records += len(sections.get("audit", []))
+                        if run["finished_at"]:
+                            finished.append(run["finished_at"])
+                line({"seal": seals.seal_file(json.loads(json.dumps(header, default=to_json)),
+                                              run_seals)})
         size = raw.tell()
         raw.seek(0)
         digest = _sha256(raw)
