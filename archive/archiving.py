@@ -14,10 +14,9 @@ ARCHIVE_RUNS_PER_FILE runs:
 1. asks each app for its rows of the runs (archive.parts: the runs and their steps,
    events, agent turns and tool calls; audit records; approval requests and notifications;
    webhook deliveries) in one repeatable-read snapshot, RUNS_PER_READ runs at a time, and
-   writes them as gzip-compressed
-   JSON Lines (a header line, one line per run with its seal, then the file's seal: see
-   audit.seals) to the archive storage (STORAGES "archive", any django-storages backend,
-   else the file system under VAR_DIR/archive);
+   writes them as gzip-compressed JSON Lines (a header line, one line per run with its
+   seal, then the file's seal: see audit.seals) to the archive storage (STORAGES
+   "archive", any django-storages backend, else the file system under VAR_DIR/archive);
 2. records the file (ArchiveFile: name, sha256, size, the head of every chain it closes)
    and commits, before anything is removed;
 3. removes the runs from the hot tables, ARCHIVE_REMOVE_BATCH runs per short transaction:
