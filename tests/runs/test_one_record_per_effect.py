@@ -116,3 +116,22 @@ def test_an_undo_in_flight_gets_its_record_from_the_take_back_with_its_own_key(s
     assert executor.advance_run(run.pk, worker="w3") == RunStatus.COMPENSATED
     assert len(script.compensations) == 2
     call_command("verify_audit")
+
+
+def test_a_credential_in_the_intents_reference_or_description_is_masked_in_its_record(script):
+    run = new_run()
+    transitions.claim_run(run.pk, worker="doomed")
+    # A reference a remote system answered and a line a step's description wrote, each
+    # holding a credential (as a row written before descriptions were masked would).
+    Step.objects.filter(run=run, name="fetch").update(
+        remote_ref="https://bot:hunter2hunter2@tracker.example/T-1",
+        intended_action="read the invoice with token=abcd1234efgh")
+    assert transitions.expire_lease(run.pk, now=timezone.now() + timedelta(days=1))
+    fetch = step(run, "fetch")
+    (record,) = AuditRecord.objects.filter(run=run, step_name="fetch")
+    assert record.data["remote_ref"] == "https://bot:[redacted]@tracker.example/T-1"
+    assert record.data["will_do"] == "read the invoice with token=[redacted]"
+    # The runtime's own values are kept as they are.
+    assert record.data["key"] == fetch.idempotency_key
+    assert record.data["started_at"] == fetch.attempt_started_at.isoformat()
+    call_command("verify_audit")

@@ -214,12 +214,15 @@ class Change:
                 and before.get("step_status") in OPEN_INTENTS
                 and not (data and "tool_call" in data)):
             undo = before["step_status"] == StepStatus.COMPENSATING
-            data = {**intent_of(step, undo=undo), **(data or {})}
+            # The intent comes redacted (intent_of masks its texts only).
+            data = {**intent_of(step, undo=undo), **(redact(data) if data else {})}
+        elif data:
+            data = redact(data)
         record = build_record(
             run_id=self.run.pk, head_seq=self.run.audit_seq, head_hash=self.run.audit_head,
             action=action, actor=self.actor, reason=redact_text(reason) if reason else "",
             step_name=step.name if step is not None else step_name,
-            before=before, after=after, data=redact(data) if data else None, created_at=self.now,
+            before=before, after=after, data=data or None, created_at=self.now,
         )
         self.run.audit_seq, self.run.audit_head = record.seq, record.hash
         # Sealed where the head is set, so that every path that writes the run row (the
