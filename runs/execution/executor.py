@@ -80,7 +80,7 @@ def _advance_claimed(run_id: int, worker: str, drill: bool) -> str | None:
                                     rows=index_of(lease, lease.steps))
                 with log_context(workflow=ctx.workflow, business_key=ctx.business_key,
                                  step=ctx.step, idempotency_key=ctx.key):
-                    lease = _work_once(lease, step, workflow.step(step.name), ctx)
+                    lease = _work_once(lease, step, lease.spec(step.name), ctx)
     except CONNECTION_LOST as exc:
         if unreachable(exc):
             _hand_back(lease, exc)

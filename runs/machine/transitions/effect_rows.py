@@ -108,9 +108,12 @@ class StepEffect(EffectRow):
 
     status_key = "step_status"
 
-    def __init__(self, context, step: Step, *, undo: bool = False):
+    def __init__(self, context, step: Step, *, undo: bool = False,
+                 spec: definition.StepDef | None = None):
         self.context, self.row, self.step, self.undo = context, step, step, undo
         self.name = step.name
+        if spec is not None:  # the caller's, found already
+            self.spec = spec
 
     @cached_property
     def spec(self) -> definition.StepDef:

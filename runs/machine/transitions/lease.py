@@ -1,6 +1,6 @@
 """A worker's hold on a run, as the transitions of the lease holder pass it along."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from ...definitions import definition
@@ -32,6 +32,16 @@ class Lease:
     undo_order: tuple | None = None
     # These step rows by name and how far they are done (step_rows.index_of).
     row_index: RowIndex | None = None
+    # The definitions of its steps found so far (spec).
+    specs: dict[str, definition.StepDef] = field(default_factory=dict)
+
+    def spec(self, name: str) -> definition.StepDef:
+        """Step `name` of the run's workflow (KeyError when it has none), found once per
+        lease: a step's pause check, intent and call each read it."""
+        spec = self.specs.get(name)
+        if spec is None:
+            spec = self.specs[name] = self.definition.step(name)
+        return spec
 
     def by_name(self, name: str) -> Step:
         step = index_of(self, self.steps).named(name)

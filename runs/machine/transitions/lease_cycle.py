@@ -229,7 +229,9 @@ def advance(change: Change, lease: Lease) -> None:
                      before=before, after=audit_state(run, step))
         lease.finished = True
         return
-    pause = dispatch.holds_step(lease.definition, step.name)
+    # The claim made sure that the workflow has a step for each of the run's rows.
+    spec = lease.spec(step.name)
+    pause = dispatch.holds(lease.definition.name, spec.system)
     if pause is not None:
         # The step before finished; this one does not start while the dispatch is paused.
         # Due at once, so the sweeper wakes it as soon as the pause is lifted.
@@ -240,7 +242,7 @@ def advance(change: Change, lease: Lease) -> None:
                      after=audit_state(run), data={"system": pause.system})
         lease.finished = True
         return
-    effect = effects.StepEffect(lease, step)
+    effect = effects.StepEffect(lease, step, spec=spec)
     if effects.waits_for_person(change, lease, effect):
         return
     step.intended_action = intended_action(lease.definition, effect.spec, run, lease.steps,
