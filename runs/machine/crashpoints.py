@@ -1,8 +1,9 @@
 """Crash and failure points at step boundaries, for crash tests and the drill kit.
 
-RUNS_CRASH_AT names one point as "<where>:<step name>", where is one of before_call (after
-the intent is committed, before the call) or after_call (after the call returned, before
-its outcome is committed); a compensation's points are named "<where>:<step>:compensate".
+RUNS_CRASH_AT, in the environment a process starts with, names one point as
+"<where>:<step name>", where is one of before_call (after the intent is committed, before
+the call) or after_call (after the call returned, before its outcome is committed); a
+compensation's points are named "<where>:<step>:compensate".
 When a worker reaches it, it writes RUNS_CRASH_MARKER (if set) and then waits forever, so
 that a test can kill it with SIGKILL at exactly that point. With RUNS_CRASH_MODE=self the
 worker sends SIGKILL to itself instead. Unset, nothing happens.
@@ -26,10 +27,13 @@ MID_WRITE = "mid_write"
 SAVED = "saved"
 
 _failing: set[str] = set()
+# Read once: a point is armed in the environment a process starts with (the crash tests'
+# and the drills' child processes), and a worker passes two points at every step.
+_ARMED_AT = os.environ.get("RUNS_CRASH_AT", "")
 
 
 def reach(where: str, step_name: str) -> None:
-    target = os.environ.get("RUNS_CRASH_AT")
+    target = _ARMED_AT
     if not target or target != f"{where}:{step_name}":
         return
     marker = os.environ.get("RUNS_CRASH_MARKER")
