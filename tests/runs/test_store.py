@@ -5,7 +5,7 @@ specification."""
 
 import hashlib
 import threading
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection, connections, transaction
@@ -114,6 +114,21 @@ def test_read_run_and_steps_reads_the_run_and_its_steps_in_order():
     assert [s.name for s in steps] == ["fetch", "classify", "create-task", "post-ledger"]
     assert all(s.run is read for s in steps)
     assert store.current().read_run_and_steps(run.pk + 10_000) == (None, [])
+
+
+def test_read_run_and_steps_gives_each_time_as_the_orm_does():
+    run = new_run()
+    transitions.claim_run(run.pk, worker="w1")  # the claim and the first intent stamp times
+    read, steps = store.current().read_run_and_steps(run.pk)
+    orm = [Run.objects.get(pk=run.pk), *_steps(run)]
+    for mine, theirs in zip([read, *steps], orm, strict=True):
+        times = [f.attname for f in type(mine)._meta.concrete_fields
+                 if f.get_internal_type() == "DateTimeField"]
+        assert any(getattr(mine, t) is not None for t in times)
+        for t in times:
+            value, expected = getattr(mine, t), getattr(theirs, t)
+            assert value == expected, t
+            assert value is None or value.tzinfo is expected.tzinfo is UTC, t
 
 
 def _checkpoint(run, *, token):
