@@ -405,7 +405,13 @@ def _live_part(request, context: dict, *, poll: dict | None = None) -> LivePart:
 def run_investigation(request, run_id: int):
     """The investigation card: a page, or Markdown to paste into a ticket. Lookups by key
     (reads, but they reach other systems) need the reconcile permission."""
-    detail = _load_visible_run(request, run_id)
+    try:
+        detail = _load_visible_run(request, run_id)
+    except Http404:
+        # Archived since the link was kept: its read-only page, as the run's address.
+        if _may_view_archived(request.user, run_id):
+            return redirect("console:archived_run", run_id)
+        raise
     run = detail.run
     lookups = request.GET.get("lookups") == "1"
     if lookups and (refusal := lookups_refusal(request.user, run)) is not None:
@@ -436,6 +442,8 @@ def run_action(request, run_id: int, action: str):
         try:
             refuse_who_may_not_act(action, run_id, user=request.user)
         except NoSuchRun as refused:
+            if (archived_page := _archived_since(request, run_id, label)) is not None:
+                return archived_page
             raise Http404(str(refused)) from None
         except ActionForbidden:
             raise PermissionDenied(f"You may not {label.lower()} this run.") from None
@@ -443,7 +451,11 @@ def run_action(request, run_id: int, action: str):
     try:
         outcome = act(action, run_id, user=request.user, given=given,
                       seen=-1 if seen is None else seen)
-    except (NoSuchAction, NoSuchRun) as exc:
+    except NoSuchRun as exc:
+        if (archived_page := _archived_since(request, run_id, label)) is not None:
+            return archived_page
+        raise Http404(str(exc)) from None
+    except NoSuchAction as exc:
         raise Http404(str(exc)) from None
     except ActionForbidden:
         raise PermissionDenied(f"You may not {label.lower()} this run.") from None
@@ -459,6 +471,23 @@ def run_action(request, run_id: int, action: str):
     else:
         messages.success(request, outcome.message)
     return _after_action(request, run_id)
+
+
+def _archived_since(request, run_id: int, label: str):
+    """For a run archived since its page was drawn (it finished, and archival moved it out
+    of the hot tables), to whoever may view it: its archived page, saying that the action
+    was not done and why, as the run's own address leads there (run_detail) and the API
+    answers 410 naming the archive. None for anyone else, to whom it is still no run."""
+    if not _may_view_archived(request.user, run_id):
+        return None
+    tombstone = archived.archived_run(run_id)
+    messages.error(request, f"{label} was not done: run {run_id} finished "
+                            f"({tombstone.final_status}) and was archived to "
+                            f"{tombstone.archive_file.name} since its page was drawn. It is "
+                            "shown here read only; nothing was done.")
+    target = reverse("console:archived_run", args=[run_id])
+    # htmx swaps no answer of another page into the dialog: the browser goes there.
+    return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
 
 
 def _action_refused(request, run_id: int, said: str, field: str):
