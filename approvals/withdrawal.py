@@ -206,16 +206,21 @@ def withdraw_unawaited_of(run_id: int, now: datetime | None = None) -> int:
     with transaction.atomic():
         # The run first, then its requests; the time read with its lock dates them.
         now = store.time_of_lock(lock_run(run_id), given=now)
-        unawaited = (ApprovalRequest.objects.select_for_update(of=("self",))
-                     .select_related("run").filter(no_longer_awaited(), run_id=run_id))
-        pending = list(unawaited.filter(status=RequestStatus.PENDING))
+        # Pending ones, and decided ones not yet applied, in one read (an operator's action
+        # pays it). An operator action's decision is the action's own to refuse when
+        # applied (application.apply_decision), whatever the run's state.
+        unawaited = list(
+            ApprovalRequest.objects.select_for_update(of=("self",)).select_related("run")
+            .filter(no_longer_awaited(), run_id=run_id)
+            .filter(Q(status=RequestStatus.PENDING)
+                    | (Q(status__in=DECIDED_STATUSES, settled_at__isnull=True)
+                       & ~Q(kind=RequestKind.OPERATOR_ACTION))))
+        pending = [a for a in unawaited if a.status == RequestStatus.PENDING]
         for approval in pending:
             withdraw(approval, now)
-        # An operator action's decision is the action's own to refuse when applied
-        # (application.apply_decision), whatever the run's state.
-        for approval in unawaited.filter(status__in=DECIDED_STATUSES, settled_at__isnull=True) \
-                .exclude(kind=RequestKind.OPERATOR_ACTION):
-            _settle_unapplied(approval, now)
+        for approval in unawaited:
+            if approval.status != RequestStatus.PENDING:
+                _settle_unapplied(approval, now)
     return len(pending)
 
 
