@@ -1,5 +1,6 @@
 """A real cancel (pg_cancel_backend) or a real end of the session (pg_terminate_backend),
-sent from another session at one chosen statement of this process's connection.
+sent from another session at one chosen statement of this process's connection; or a
+session ended at once (end_session, end_this_session).
 
 The chosen statement is not sent: in its place the connection runs a long pg_sleep, and the
 other session, once it sees this backend sleeping, cancels it (or ends the session). What
@@ -23,6 +24,21 @@ def other_session(*, autocommit: bool = True) -> psycopg.Connection:
     return psycopg.connect(host=s["HOST"], port=s["PORT"] or 5432, user=s["USER"],
                            password=s["PASSWORD"] or None, dbname=s["NAME"],
                            autocommit=autocommit)
+
+
+def end_session(pid: int) -> None:
+    """End backend `pid`'s session from another one, waiting until it is gone."""
+    with other_session() as other:
+        (done,) = other.execute("SELECT pg_terminate_backend(%s, 5000)", [pid]).fetchone()
+    assert done, f"backend {pid} was not ended"
+
+
+def end_this_session() -> None:
+    """End this process's own session from another one, waiting until it is gone."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    end_session(pid)
 
 
 def _stop_when_sleeping(pid: int, terminate: bool, done: list) -> None:

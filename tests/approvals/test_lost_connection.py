@@ -4,7 +4,6 @@ the batch stopped; the next pass opens every request left."""
 
 import logging
 
-import psycopg
 import pytest
 from django.db import connection
 
@@ -12,18 +11,9 @@ from approvals import requests
 from approvals.models import ApprovalRequest
 from runs.models import ApprovalWait
 from tests.approvals.conftest import waiting_run
+from tests.cancelled_statement import end_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def terminate(pid: int) -> None:
-    """End backend `pid` from another session, waiting until it is gone."""
-    params = connection.settings_dict
-    with psycopg.connect(dbname=params["NAME"], user=params["USER"] or None,
-                         password=params["PASSWORD"] or None, host=params["HOST"] or None,
-                         port=params["PORT"] or None, autocommit=True) as other:
-        (done,) = other.execute("SELECT pg_terminate_backend(%s, 5000)", [pid]).fetchone()
-    assert done
 
 
 def test_a_connection_killed_mid_batch_logs_one_line_and_the_next_pass_opens_the_rest(
@@ -39,7 +29,7 @@ def test_a_connection_killed_mid_batch_logs_one_line_and_the_next_pass_opens_the
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_backend_pid()")
                 (pid,) = cursor.fetchone()
-            terminate(pid)
+            end_session(pid)
             killed.append(pid)
         return opened
 

@@ -7,7 +7,6 @@ of its own keeps its traceback."""
 
 import logging
 
-import psycopg
 import pytest
 from django.db import DatabaseError, connection
 
@@ -16,6 +15,7 @@ from runs.execution.executor import worker_name
 from runs.machine import transitions
 from runs.reads.workers import JOINED_BEAT, Heartbeat
 from runs.worker_models import Worker
+from tests.cancelled_statement import end_this_session
 from tests.factories import new_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,19 +25,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def nothing_joined():
     yield
     store.withdraw_joined(JOINED_BEAT)
-
-
-def end_this_session() -> None:
-    """End this process's session from another one, waiting until it is gone."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        (pid,) = cursor.fetchone()
-    params = connection.settings_dict
-    with psycopg.connect(dbname=params["NAME"], user=params["USER"] or None,
-                         password=params["PASSWORD"] or None, host=params["HOST"] or None,
-                         port=params["PORT"] or None, autocommit=True) as other:
-        (done,) = other.execute("SELECT pg_terminate_backend(%s, 5000)", [pid]).fetchone()
-    assert done
 
 
 def said(caplog) -> list[logging.LogRecord]:

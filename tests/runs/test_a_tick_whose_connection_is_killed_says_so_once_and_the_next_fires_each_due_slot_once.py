@@ -9,30 +9,16 @@ was left, each slot's run once, none lost."""
 import logging
 from datetime import timedelta
 
-import psycopg
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from runs.models import ControlRecord, Run
 from runs.waiting import schedules
+from tests.cancelled_statement import end_this_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 NAMES = ["lost-a", "lost-b", "lost-c", "lost-d"]
-
-
-def terminate_this_session() -> None:
-    """End the tick's own session from another one, waiting until it is gone."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        (pid,) = cursor.fetchone()
-    params = connection.settings_dict
-    with psycopg.connect(dbname=params["NAME"], user=params["USER"] or None,
-                         password=params["PASSWORD"] or None, host=params["HOST"] or None,
-                         port=params["PORT"] or None, autocommit=True) as other:
-        (done,) = other.execute("SELECT pg_terminate_backend(%s, 5000)", [pid]).fetchone()
-    assert done
 
 
 @pytest.fixture
@@ -80,7 +66,7 @@ def test_a_session_killed_between_two_schedules_is_said_once(tick_times, monkeyp
     def fire_then_kill_after_the_second(schedule, **kwargs):
         report = fire_schedule(schedule, **kwargs)
         if schedule.name == "lost-b":
-            terminate_this_session()
+            end_this_session()
         return report
 
     monkeypatch.setattr(schedules, "fire_schedule", fire_then_kill_after_the_second)
@@ -106,7 +92,7 @@ def test_a_session_killed_while_a_slots_run_is_created_is_said_once(tick_times, 
     def kill_in_the_creation_of_lost_b(state):
         # start_run's guard: called in the transaction that inserts the slot's run.
         if state.name == "lost-b":
-            terminate_this_session()
+            end_this_session()
         refuse_if_paused(state)
 
     monkeypatch.setattr(schedules, "refuse_if_paused", kill_in_the_creation_of_lost_b)
