@@ -333,10 +333,10 @@ def run_detail(request, run_id: int):
     try:
         run = _visible_run(request, run_id)
     except Http404:
-        # A link kept from before the run was archived (a ticket, a notification): its page
-        # is the archived one now, for who may view it; to anyone else, still no run.
-        if not request.htmx and _may_view_archived(request.user, run_id):
-            return redirect("console:archived_run", run_id)
+        # A link kept from before the run was archived (a ticket, a notification). A poll
+        # of a page drawn before it was archived keeps what it shows.
+        if not request.htmx and (archived_page := _archived_page(request, run_id)):
+            return archived_page
         raise
     # ?before=SEQ: the timeline's page before that audit record (older entries).
     before = request.GET.get("before", "")
@@ -408,9 +408,8 @@ def run_investigation(request, run_id: int):
     try:
         detail = _load_visible_run(request, run_id)
     except Http404:
-        # Archived since the link was kept: its read-only page, as the run's address.
-        if _may_view_archived(request.user, run_id):
-            return redirect("console:archived_run", run_id)
+        if archived_page := _archived_page(request, run_id):
+            return archived_page
         raise
     run = detail.run
     lookups = request.GET.get("lookups") == "1"
@@ -442,7 +441,7 @@ def run_action(request, run_id: int, action: str):
         try:
             refuse_who_may_not_act(action, run_id, user=request.user)
         except NoSuchRun as refused:
-            if (archived_page := _archived_since(request, run_id, label)) is not None:
+            if archived_page := _archived_page(request, run_id, not_done=label):
                 return archived_page
             raise Http404(str(refused)) from None
         except ActionForbidden:
@@ -452,7 +451,7 @@ def run_action(request, run_id: int, action: str):
         outcome = act(action, run_id, user=request.user, given=given,
                       seen=-1 if seen is None else seen)
     except NoSuchRun as exc:
-        if (archived_page := _archived_since(request, run_id, label)) is not None:
+        if archived_page := _archived_page(request, run_id, not_done=label):
             return archived_page
         raise Http404(str(exc)) from None
     except NoSuchAction as exc:
@@ -473,18 +472,24 @@ def run_action(request, run_id: int, action: str):
     return _after_action(request, run_id)
 
 
-def _archived_since(request, run_id: int, label: str):
-    """For a run archived since its page was drawn (it finished, and archival moved it out
-    of the hot tables), to whoever may view it: its archived page, saying that the action
-    was not done and why, as the run's own address leads there (run_detail) and the API
-    answers 410 naming the archive. None for anyone else, to whom it is still no run."""
-    if not _may_view_archived(request.user, run_id):
+def _archived_page(request, run_id: int, *, not_done: str = ""):
+    """Where an address of run `run_id` leads once archival has moved the run out of the hot
+    tables (a link kept in a ticket or a notification, a page drawn before): its read-only
+    archived page, for whoever may view it, as the API answers 410 naming the archive. For
+    an action (`not_done`, its label), the page says the action was not done and why. None
+    when the run was not archived or this person may not view it: to them it is still no
+    run."""
+    try:
+        tombstone = archived.archived_run(run_id)
+    except ArchivedRun.DoesNotExist:
         return None
-    tombstone = archived.archived_run(run_id)
-    messages.error(request, f"{label} was not done: run {run_id} finished "
-                            f"({tombstone.final_status}) and was archived to "
-                            f"{tombstone.archive_file.name} since its page was drawn. It is "
-                            "shown here read only; nothing was done.")
+    if not grant_for(request.user, VIEW).covers(tombstone.workflow_id):
+        return None
+    if not_done:
+        messages.error(request, f"{not_done} was not done: run {run_id} finished "
+                                f"({tombstone.final_status}) and was archived to "
+                                f"{tombstone.archive_file.name} since its page was drawn. "
+                                "It is shown here read only; nothing was done.")
     target = reverse("console:archived_run", args=[run_id])
     # htmx swaps no answer of another page into the dialog: the browser goes there.
     return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
@@ -665,11 +670,6 @@ def runbook(request, reason: str):
     title, _, body = text.partition("\n")
     return render(request, "console/runbook.html", {
         "title": title.lstrip("# "), "body": mark_safe(runbook_html(body))})  # noqa: S308
-
-
-def _may_view_archived(user, run_id: int) -> bool:
-    tombstone = ArchivedRun.objects.filter(original_run_id=run_id).only("workflow_id").first()
-    return tombstone is not None and grant_for(user, VIEW).covers(tombstone.workflow_id)
 
 
 @require_GET
