@@ -33,7 +33,7 @@ from .four_eyes import SYSTEM_LABEL, decider, requester_actor, requester_refusal
 from .models import DECIDED_STATUSES, ApprovalRequest, RequestKind, RequestStatus
 from .requests import lock_run, record_lifecycle
 from .timeouts import TIMED_OUT, judged_at, time_out
-from .withdrawal import REFUSED, withdraw_unawaited_of
+from .withdrawal import REFUSED, mark_settled, withdraw_unawaited_of
 
 logger = logging.getLogger(__name__)
 
@@ -250,10 +250,7 @@ def _call(approval: ApprovalRequest) -> ToolCall | None:
 
 
 def _mark_applied(approval: ApprovalRequest, now: datetime, error: str) -> bool:
-    ApprovalRequest.objects.filter(pk=approval.pk, settled_at__isnull=True).update(
-        settled_at=now, apply_error=error, apply_after=None)
-    # The caller tells the person from these, not from a read after its commit.
-    approval.settled_at, approval.apply_error, approval.apply_after = now, error, None
+    mark_settled(approval, now, error)
     return True
 
 

@@ -226,7 +226,17 @@ def withdraw_unawaited_of(run_id: int, now: datetime | None = None) -> int:
 
 def _settle_unapplied(approval: ApprovalRequest, now: datetime) -> None:
     why = unawaited_reason(approval)
-    ApprovalRequest.objects.filter(pk=approval.pk).update(
-        settled_at=now, apply_error=f"{REFUSED}{why}", apply_after=None)
+    mark_settled(approval, now, f"{REFUSED}{why}")
     logger.warning("approval request %s: its decision (%s) was not applied: %s", approval.pk,
                    approval.status, why)
+
+
+def mark_settled(approval: ApprovalRequest, now: datetime, error: str) -> None:
+    """A decision is settled: applied (`error` empty) or refused for good (`error` begins
+    with REFUSED), never to be applied again. The sweep's application and the withdrawal of
+    a decision made before its wait ended both end here; a request settled already keeps
+    its settlement."""
+    ApprovalRequest.objects.filter(pk=approval.pk, settled_at__isnull=True).update(
+        settled_at=now, apply_error=error, apply_after=None)
+    # The caller tells the person from these, not from a read after its commit.
+    approval.settled_at, approval.apply_error, approval.apply_after = now, error, None
