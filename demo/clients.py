@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 import httpx
-import openai
 from django.conf import settings
 
 from runs.machine import tracing
-from runs.machine.errors import MODEL_CALL_ERRORS, key_reused, model_call_error
+from runs.machine.errors import key_reused, model_call_error, model_call_errors
 
 
 class _RemoteSystem:
@@ -150,6 +149,8 @@ class ModelClient:
     """
 
     def __init__(self, *, base_url: str, api_key: str, model: str, timeout: float):
+        import openai  # when a model is asked, not at every process's start (model_call_errors)
+
         self._openai = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
                                      max_retries=0)
         self._model = model
@@ -166,7 +167,7 @@ class ModelClient:
                           {"role": "user", "content": invoice_text(invoice)}],
                 response_format={"type": "json_object"},
             )
-        except MODEL_CALL_ERRORS as exc:
+        except model_call_errors() as exc:
             raise model_call_error(exc) from exc
         if not completion.choices:
             return ""

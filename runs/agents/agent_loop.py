@@ -23,10 +23,9 @@ import dataclasses
 import functools
 import json
 import logging
+from typing import TYPE_CHECKING
 
-import openai
 from django.conf import settings
-from openai.types.chat import ChatCompletion, ChatCompletionMessage
 
 from ..agent_models import ToolCall, ToolCallStatus
 from ..definitions import definition
@@ -43,12 +42,12 @@ from ..machine import (
 from ..machine.context import StepContext
 from ..machine.errors import (
     CODE_FAILURES,
-    MODEL_CALL_ERRORS,
     Classified,
     ModelFormatError,
     TransientError,
     classify,
     model_call_error,
+    model_call_errors,
 )
 from ..machine.invocation import invoke
 from ..machine.storable import printable
@@ -58,6 +57,9 @@ from ..machine.transitions import agent_compensation as undo_tx
 from ..machine.transitions import agent_turns as turns_tx
 from ..models import ErrorClass, Step
 from . import agent_history, tool_call_undo, tool_results, turn_bounds
+
+if TYPE_CHECKING:
+    import openai
 
 logger = logging.getLogger(__name__)
 S = ToolCallStatus
@@ -398,13 +400,16 @@ def tool_message(call: ToolCall) -> str:
 
 # --- the model -----------------------------------------------------------------------------
 
-def model_client() -> openai.OpenAI:
+def model_client() -> "openai.OpenAI":
+    # Imported when a model is asked, not at every process's start (model_call_errors).
+    import openai
+
     # Retries are the runtime's business (max_retries=0), as for the demo's model client.
     return openai.OpenAI(base_url=settings.MODEL_BASE_URL, api_key=settings.MODEL_API_KEY,
                          timeout=settings.EXTERNAL_TIMEOUT_SECONDS, max_retries=0)
 
 
-def ask_for_summary(client: openai.OpenAI, spec: definition.AgentSpec, cut: int,
+def ask_for_summary(client: "openai.OpenAI", spec: definition.AgentSpec, cut: int,
                     older: list[dict], transcript: dict) -> calls_tx.ModelTurn:
     """The model's summary of `older` (the conversation before turn `cut`), as a turn that
     stands for those turns from now on and keeps the reference of their `transcript`.
@@ -419,16 +424,19 @@ def ask_for_summary(client: openai.OpenAI, spec: definition.AgentSpec, cut: int,
     return dataclasses.replace(turn, tool_calls=[], summarises=cut, transcript=transcript)
 
 
-def ask_model(client: openai.OpenAI, spec: definition.AgentSpec, conversation: list[dict], *,
+def ask_model(client: "openai.OpenAI", spec: definition.AgentSpec, conversation: list[dict], *,
               tools: bool = True) -> calls_tx.ModelTurn:
     """One chat completion, with the step's tools unless `tools` is False. Raises
     TransientError or PermanentError (the endpoint's failures), or ModelFormatError (an
     answer that is no chat completion)."""
+    import openai
+    from openai.types.chat import ChatCompletion, ChatCompletionMessage
+
     offered = {"tools": spec.openai_tools()} if tools else {}
     try:
         completion = client.chat.completions.create(
             model=spec.model or settings.MODEL_NAME, messages=conversation, **offered)
-    except MODEL_CALL_ERRORS as exc:
+    except model_call_errors() as exc:
         raise model_call_error(exc) from exc
     except (json.JSONDecodeError, openai.APIResponseValidationError) as exc:  # no JSON body
         raise ModelFormatError(f"the model endpoint answered with no chat completion: "

@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass
 
 import httpx
-import openai
 from billiard.common import terminate_handler_fired
 from billiard.exceptions import SoftTimeLimitExceeded
 
@@ -305,14 +304,22 @@ def retry_after_of(response: httpx.Response) -> float | None:
     return read_retry_after(response.headers.get("Retry-After"))[0]
 
 
-# The failures of a model endpoint (openai client), read as a step's errors.
-MODEL_CALL_ERRORS = (openai.APIConnectionError, openai.APIStatusError)
+def model_call_errors() -> tuple[type[Exception], ...]:
+    """The failures of a model endpoint (the openai client), for an `except` clause, which
+    evaluates it only once something was raised. The openai package is imported by the
+    processes that ask a model, when they do: it takes most of a second, which every command
+    and every worker would otherwise pay at its start."""
+    import openai
+
+    return (openai.APIConnectionError, openai.APIStatusError)
 
 
-def model_call_error(exc: openai.APIConnectionError | openai.APIStatusError) -> StepError:
-    """A model endpoint's failure as a step error: unreachable or too slow, a 429 (with its
-    Retry-After) and a 5xx are transient; a 501 (the endpoint does not do this at all, and
-    never will) and any other 4xx are permanent."""
+def model_call_error(exc: Exception) -> StepError:
+    """A model endpoint's failure (one of model_call_errors) as a step error: unreachable or
+    too slow, a 429 (with its Retry-After) and a 5xx are transient; a 501 (the endpoint does
+    not do this at all, and never will) and any other 4xx are permanent."""
+    import openai
+
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return TransientError(f"model endpoint unreachable or too slow: {type(exc).__name__}")
     if isinstance(exc, openai.RateLimitError):
