@@ -6,6 +6,8 @@ run by its id learns once, wherever it asks, that it is gone for good and where 
 from django.urls import reverse
 from ninja import Status
 
+from archive.selectors import gone_to_archive
+
 from . import selectors
 from .errors import error_body
 
@@ -23,7 +25,6 @@ def run_not_here(request, token, run_id: int) -> Status:
     """410 for a run of the token's workflows that was archived, else 404."""
     tombstone = selectors.visible_archived_run(run_id, workflows=token.workflows or [])
     if tombstone is not None:
-        return Status(410, {**error_body("run_archived", (
-            f"run {run_id} finished ({tombstone.final_status}) and was archived to "
-            f"{tombstone.archive_file.name}")), "archived_run": archived_body(request, tombstone)})
+        return Status(410, {**error_body("run_archived", gone_to_archive(tombstone)),
+                            "archived_run": archived_body(request, tombstone)})
     return Status(404, error_body("run_not_found", f"no run {run_id} for this token"))

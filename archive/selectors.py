@@ -1,12 +1,13 @@
 """Reads of archived runs: search by business key, one run's tombstone, archived heads."""
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import closing
 
 from django.db.models import Func, JSONField, Value
 
 from runs.machine.storable import whole_number
+from runs.permissions import VIEW, grant_for
 
 from .models import ArchivedRun, ArchiveFile, ArchiveRemoval
 
@@ -34,6 +35,31 @@ def archived_matching(q: str, *, workflow_ids: frozenset[int] | None,
 def archived_run(run_id: int) -> ArchivedRun:
     """The tombstone of original run `run_id` (ArchivedRun.DoesNotExist if none)."""
     return ArchivedRun.objects.select_related("archive_file").get(original_run_id=run_id)
+
+
+def archived_runs_viewable(user, run_ids: Iterable[int]) -> dict[int, ArchivedRun]:
+    """{original run id: tombstone} of those of `run_ids` that were archived and whose
+    workflow's runs `user` may view: the runs the console and the command line tell this
+    person were archived, naming the file. To anyone else an archived run is still no run:
+    naming it would tell them that it existed."""
+    grant = grant_for(user, VIEW)
+    return {tombstone.original_run_id: tombstone
+            for tombstone in ArchivedRun.objects.select_related("archive_file")
+            .filter(original_run_id__in=list(run_ids))
+            if grant.covers(tombstone.workflow_id)}
+
+
+def archived_run_viewable(user, run_id: int) -> ArchivedRun | None:
+    """The tombstone of run `run_id` if it was archived and `user` may view it, else None
+    (archived_runs_viewable)."""
+    return archived_runs_viewable(user, [run_id]).get(run_id)
+
+
+def gone_to_archive(tombstone: ArchivedRun) -> str:
+    """What is said of an archived run where it is asked for: how it finished and the file
+    it is in."""
+    return (f"run {tombstone.original_run_id} finished ({tombstone.final_status}) and was "
+            f"archived to {tombstone.archive_file.name}")
 
 
 def archived_for_key(workflow: str, business_key: str) -> ArchivedRun | None:

@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from api.openapi import unstorable
 from approvals.operator_actions import refuse_workflow_action
 from archive.models import ArchivedRun
-from archive.selectors import archived_run
+from archive.selectors import archived_run, archived_run_viewable
 from runs.definitions.definition import registry
 from runs.execution.lost_commit import acting_for_a_person
 from runs.machine.storable import NotAnId, id_written
@@ -73,11 +73,14 @@ def no_run(run_id: int, *, user=None) -> str:
     archival removed, where it went; "no run" would tell its operator it never existed. A
     command acting as `user` names it only to a person who may view its workflow's runs, as
     the console's page of an archived run does."""
-    try:
-        tombstone = archived_run(run_id)
-    except ArchivedRun.DoesNotExist:
-        return f"no run {run_id}"
-    if user is not None and not grant_for(user, VIEW).covers(tombstone.workflow_id):
+    if user is not None:
+        tombstone = archived_run_viewable(user, run_id)
+    else:
+        try:
+            tombstone = archived_run(run_id)
+        except ArchivedRun.DoesNotExist:
+            tombstone = None
+    if tombstone is None:
         return f"no run {run_id}"
     name = tombstone.archive_file.name
     return (f"run {run_id} ({tombstone.workflow_name} {tombstone.business_key}) finished "

@@ -479,17 +479,12 @@ def _archived_page(request, run_id: int, *, not_done: str = ""):
     an action (`not_done`, its label), the page says the action was not done and why. None
     when the run was not archived or this person may not view it: to them it is still no
     run."""
-    try:
-        tombstone = archived.archived_run(run_id)
-    except ArchivedRun.DoesNotExist:
-        return None
-    if not grant_for(request.user, VIEW).covers(tombstone.workflow_id):
+    if (tombstone := archived.archived_run_viewable(request.user, run_id)) is None:
         return None
     if not_done:
-        messages.error(request, f"{not_done} was not done: run {run_id} finished "
-                                f"({tombstone.final_status}) and was archived to "
-                                f"{tombstone.archive_file.name} since its page was drawn. "
-                                "It is shown here read only; nothing was done.")
+        messages.error(request, f"{not_done} was not done: {archived.gone_to_archive(tombstone)} "
+                                "since its page was drawn. It is shown here read only; nothing "
+                                "was done.")
     target = reverse("console:archived_run", args=[run_id])
     # htmx swaps no answer of another page into the dialog: the browser goes there.
     return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
@@ -558,11 +553,14 @@ def bulk_action(request):
 def _report_bulk(request, spec, selected) -> None:
     """The messages of a bulk action: the runs it was done for, those that wait for a
     second person (with their approval requests, as the run page says for one run), those
-    refused, and the ids of no run the person may act on. A run that does not exist and
-    one the person may not act on are told alike: anything more would tell whoever may
-    not see a run that it exists."""
-    done, waiting, refused, unseen = (selected.done, selected.waiting, selected.refused,
-                                      selected.unseen)
+    refused, those archived since the list was drawn (to whoever may view them, as a run's
+    page says it of one), and the ids of no run the person may act on. A run that does not
+    exist and one the person may not act on are told alike: anything more would tell
+    whoever may not see a run that it exists."""
+    done, waiting, refused = selected.done, selected.waiting, selected.refused
+    gone = archived.archived_runs_viewable(request.user, selected.unseen) \
+        if selected.unseen else {}
+    unseen = [run_id for run_id in selected.unseen if run_id not in gone]
     if done:
         messages.success(request, f"{spec.label} done for runs "
                                   f"{', '.join(str(o.run_id) for o in done)}.")
@@ -574,6 +572,9 @@ def _report_bulk(request, spec, selected) -> None:
                                f"runs {requests}; nothing was done to them yet.")
     if refused:
         messages.error(request, f"{spec.label} refused for runs {'; '.join(refused)}.")
+    for tombstone in (gone[run_id] for run_id in selected.unseen if run_id in gone):
+        messages.error(request, f"{spec.label} not done: {archived.gone_to_archive(tombstone)} "
+                                "since the list was drawn; nothing was done to it.")
     if unseen:
         messages.error(request, f"{spec.label} not done: no run you may act on has the "
                                 f"id{'s' if len(unseen) > 1 else ''} "
