@@ -4,36 +4,21 @@ only from its state: its history, its investigation and an action on it answer 4
 wrong id (or a token without the workflow), and sent the integrator looking for a run that
 is in an archive file."""
 
-from datetime import timedelta
-
 import pytest
 from django.contrib.auth.models import Group, Permission, User
-from django.utils import timezone
 
 from api.tokens import token_create
-from archive.archiving import archive_runs
 from archive.models import ArchiveFile
 from audit.models import AuditRecord
 from console.roles import ensure_roles
-from runs.execution import executor
-from runs.models import Run, RunStatus
-from tests.factories import new_run
+from tests.archived_runs import completed_and_archived
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def archived(settings, tmp_path, script):
-    settings.VAR_DIR = tmp_path
-    settings.RUNS_RETENTION_DAYS = 30
-    settings.STORAGES = {k: v for k, v in settings.STORAGES.items() if k != "archive"}
-    run = new_run("test-orders")
-    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
-    then = timezone.now() - timedelta(days=40)
-    Run.objects.filter(pk=run.pk).update(updated_at=then, finished_at=then)
-    archive_runs(actor="test")
-    assert not Run.objects.filter(pk=run.pk).exists()
-    return run.pk
+    return completed_and_archived(settings, tmp_path).run_id
 
 
 @pytest.fixture

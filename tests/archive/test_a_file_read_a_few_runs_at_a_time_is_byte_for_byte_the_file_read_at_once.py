@@ -19,25 +19,14 @@ from approvals import requests
 from archive import archiving
 from archive.models import ArchiveFile
 from runs.execution import executor
-from runs.models import AgentTurn, RunEvent, RunStatus, Step, ToolCall
+from runs.models import RunEvent, RunStatus
+from tests.archived_runs import agent_run_with_a_tool_call
 from tests.factories import new_run, place
 
 pytestmark = pytest.mark.django_db
 
 RECORDED = ("name", "sha256", "size", "run_count", "record_count", "first_finished_at",
             "last_finished_at", "heads")
-
-
-def _agent_run():
-    run = place(new_run("test-agent"), status=RunStatus.COMPLETED,
-                step_statuses={"assist": "succeeded"})
-    step = Step.objects.get(run=run, name="assist")
-    now = timezone.now()
-    AgentTurn.objects.create(step=step, index=0, content="noting", created_at=now)
-    ToolCall.objects.create(step=step, turn=0, index=0, call_id="c1", tool="write-note",
-                            arguments={"text": "hi"}, args_hash="h" * 64, status="succeeded",
-                            idempotency_key="k" * 64, remote_ref="NOTE-1", updated_at=now)
-    return run
 
 
 def _approval_run():
@@ -53,7 +42,8 @@ def _approval_run():
 def run_ids(finished_run):
     """Seven runs with every part a file holds, the agent's and the approval's in the
     middle: read three at a time, they fall in different reads."""
-    runs = [finished_run(), finished_run(), _agent_run(), _approval_run(), finished_run(),
+    agent = agent_run_with_a_tool_call(said="noting", arguments={"text": "hi"})
+    runs = [finished_run(), finished_run(), agent, _approval_run(), finished_run(),
             finished_run(), finished_run()]
     subscriber = WebhookSubscriber.objects.create(name="erp", url="https://erp.example/h",
                                                   secret="s" * 40,

@@ -10,14 +10,12 @@ from datetime import datetime
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.utils import timezone
 
 from archive.models import ArchiveFile
 from audit.chain import record_hash
 from audit.seals import digest
-from runs.models import AgentTurn, RunStatus, Step, ToolCall
 from tests.archive.conftest import age
-from tests.factories import new_run, place
+from tests.archived_runs import agent_run_with_a_tool_call
 
 pytestmark = pytest.mark.django_db
 
@@ -28,15 +26,8 @@ AMOUNT = "1410.47"
 def archived(finished_run, archive_dir):
     """An archive of an ordinary run and an agent run with a tool call: (path, ids)."""
     plain = finished_run(days=40)
-    agent = place(new_run("test-agent"), status=RunStatus.COMPLETED,
-                  step_statuses={"assist": "succeeded"})
-    step = Step.objects.get(run=agent, name="assist")
-    now = timezone.now()
-    AgentTurn.objects.create(step=step, index=0, content="posting", created_at=now)
-    ToolCall.objects.create(step=step, turn=0, index=0, call_id="c1", tool="write-note",
-                            arguments={"text": "post", "amount": AMOUNT},
-                            args_hash="h" * 64, status="succeeded", idempotency_key="k" * 64,
-                            remote_ref="NOTE-1", updated_at=now)
+    agent = agent_run_with_a_tool_call(said="posting",
+                                       arguments={"text": "post", "amount": AMOUNT})
     age(agent, days=40)
     call_command("archive_runs")
     return archive_dir / ArchiveFile.objects.get().name, plain.pk, agent.pk

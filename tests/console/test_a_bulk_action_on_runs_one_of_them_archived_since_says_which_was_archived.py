@@ -5,21 +5,17 @@ archive file, and that nothing was done to it, as a single action on it says fro
 (console.views._archived_since). The other runs ticked are acted on. To whoever may not view
 it, it stays an id of no run: nothing tells them that it existed."""
 
-from datetime import timedelta
-
 import pytest
 from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 from django.urls import reverse
-from django.utils import timezone
 from guardian.shortcuts import assign_perm
 
-from archive.archiving import archive_runs
 from archive.models import ArchiveFile
 from audit.models import AuditRecord
-from runs.execution import executor
 from runs.models import Run, RunStatus, Workflow
-from tests.factories import drawn, new_run
+from tests.archived_runs import completed_and_archived
+from tests.factories import drawn
 
 pytestmark = pytest.mark.django_db
 
@@ -29,17 +25,8 @@ MISSING = 999999
 @pytest.fixture
 def archived(settings, tmp_path, script):
     """(run id, the audit sequence its row was drawn at): a completed run, archived."""
-    settings.VAR_DIR = tmp_path
-    settings.RUNS_RETENTION_DAYS = 30
-    settings.STORAGES = {k: v for k, v in settings.STORAGES.items() if k != "archive"}
-    run = new_run("test-orders")
-    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
-    seen = Run.objects.get(pk=run.pk).audit_seq
-    then = timezone.now() - timedelta(days=40)
-    Run.objects.filter(pk=run.pk).update(updated_at=then, finished_at=then)
-    archive_runs(actor="test")
-    assert not Run.objects.filter(pk=run.pk).exists()
-    return run.pk, seen
+    run = completed_and_archived(settings, tmp_path)
+    return run.run_id, run.seen
 
 
 def _terminate(client, stuck_run, archived, *more):

@@ -5,20 +5,14 @@ and leads to the run's archived page, as the run's address does (run_detail), as
 answers 410 `run_archived` and as run_action on the command line says. Its investigation's
 address leads there too. To whoever may not view the run, it stays no run (404)."""
 
-from datetime import timedelta
-
 import pytest
 from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 from django.urls import reverse
-from django.utils import timezone
 
-from archive.archiving import archive_runs
 from archive.models import ArchiveFile
 from audit.models import AuditRecord
-from runs.execution import executor
-from runs.models import Run, RunStatus
-from tests.factories import new_run
+from tests.archived_runs import completed_and_archived
 
 pytestmark = pytest.mark.django_db
 
@@ -26,17 +20,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def archived(settings, tmp_path, script):
     """(run id, the audit sequence its page was drawn at): a completed run, archived."""
-    settings.VAR_DIR = tmp_path
-    settings.RUNS_RETENTION_DAYS = 30
-    settings.STORAGES = {k: v for k, v in settings.STORAGES.items() if k != "archive"}
-    run = new_run("test-orders")
-    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
-    seen = Run.objects.get(pk=run.pk).audit_seq
-    then = timezone.now() - timedelta(days=40)
-    Run.objects.filter(pk=run.pk).update(updated_at=then, finished_at=then)
-    archive_runs(actor="test")
-    assert not Run.objects.filter(pk=run.pk).exists()
-    return run.pk, seen
+    run = completed_and_archived(settings, tmp_path)
+    return run.run_id, run.seen
 
 
 @pytest.mark.parametrize("action, label", [("compensate", "Compensate"), ("reopen", "Reopen")])
