@@ -102,6 +102,14 @@ def time_limit_or_exit(sender=None, **kwargs):
 
 
 @worker_init.connect
+def _import_the_model_client(**kwargs):
+    # A worker asks models: it imports the openai package (most of a second) at its start,
+    # before a pool forks, not inside its first agent step, where that second would be spent
+    # from the run's lease. Commands import it only if they ask a model.
+    import openai  # noqa: F401
+
+
+@worker_init.connect
 def _connect_connection_checks(**kwargs):
     # Workers only: the web server has Django's own request signals for this.
     task_prerun.connect(keep_healthy_connections, weak=False, dispatch_uid="db-prerun")
