@@ -2,11 +2,12 @@
 read this table.
 
 Each action names its transition (in runs.machine.transitions, the same function automation
-calls), the permission it needs on the run's workflow, its label, and the sentence that
-says what it will do. Which runs and steps it applies to, whether it needs a second person,
-and that it needs a reason are decided by the transitions themselves (transitions.refusal,
-transitions.needs_second_person, and every operator transition refusing an empty reason),
-so what a caller offers is what the transition accepts, and no caller can skip a rule.
+calls), the permission it needs on the run's workflow, and the sentence that says what it
+will do; its label is the transitions' (transitions.LABELS), which their refusals name.
+Which runs and steps it applies to, whether it needs a second person, and that it needs a
+reason are decided by the transitions (transitions.refusal, needs_second_person, and every
+operator transition refusing an empty reason), so what a caller offers is what the
+transition accepts, and no caller can skip a rule.
 """
 
 import dataclasses
@@ -75,12 +76,15 @@ def field_refused(name: str, text: str) -> ActionInputError | None:
 @dataclass(frozen=True)
 class OperatorAction:
     name: str
-    label: str
     # The codename of the runs.Workflow permission (global or per workflow) it needs.
     permission: str
     summary: str
     call: Callable[..., Run]
     danger: bool = False
+
+    @property
+    def label(self) -> str:
+        return transitions.LABELS[self.name]  # the one table: refusals name it as buttons do
 
     @property
     def takes_step(self) -> bool:
@@ -309,13 +313,13 @@ def _rerun_from_step(run_id, *, actor, given, approved_by):
 
 ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
     OperatorAction(
-        "resume", "Resume", "resume_run",
+        "resume", "resume_run",
         "The run continues from its last checkpoint. A failed or scheduled step is tried "
         "again with a fresh retry budget and the same idempotency key (a step with the stop "
         "verdict waits for a second person's approval of that attempt first); a step whose "
         "outcome is unknown is looked up by key first, never blindly resent.", _resume),
     OperatorAction(
-        "reconcile", "Reconcile", "reconcile_run",
+        "reconcile", "reconcile_run",
         "Settles a step whose outcome is unknown (or failed): either ask the remote system "
         "by the step's key, or record what you established yourself, with evidence. Found: "
         "the step succeeds and the run continues. Not found: the step is marked failed and "
@@ -323,64 +327,64 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
         "never continues: once its last such effect is settled, it is terminated.",
         _reconcile),
     OperatorAction(
-        "retry_step", "Retry step", "retry_step",
+        "retry_step", "retry_step",
         "Sends the chosen failed or scheduled step again with the same idempotency key and "
         "a fresh retry budget (a step with the stop verdict waits for a second person's "
         "approval of that attempt first). A step whose outcome is unknown must be "
         "reconciled first.",
         _retry_step),
     OperatorAction(
-        "ask_again", "Ask the model again", "retry_step",
+        "ask_again", "retry_step",
         "Discards the stored model decision of the chosen step and asks the model again (a "
         "new decision version); the later reads and decisions that ran on the old one run "
         "again after it, and a later approval granted on it is asked again. The old decision "
         "is kept in the audit record. Refused once a later step has acted on the old "
         "decision.", _ask_again),
     OperatorAction(
-        "compensate", "Compensate", "compensate_run",
+        "compensate", "compensate_run",
         "Undoes the completed steps, newest first, each with its own idempotency key. The "
         "undo of a high-impact step pauses until a person confirms what it will send.",
         _compensate, danger=True),
     OperatorAction(
-        "confirm_compensation", "Confirm the undo", "compensate_run",
+        "confirm_compensation", "compensate_run",
         "Sends the prepared undo of the high-impact step, or agent tool call, the "
         "compensation paused at (with its own compensation key), then carries on with the "
         "older undos.", _confirm_compensation, danger=True),
     OperatorAction(
-        "cancel", "Cancel", "terminate_run",
+        "cancel", "terminate_run",
         "Stops the run at the next step boundary: at once if no step is in flight, "
         "otherwise after the current step's outcome is recorded.", _cancel),
     OperatorAction(
-        "terminate", "Terminate", "terminate_run",
+        "terminate", "terminate_run",
         "Ends the run now. A step still in flight is marked unknown and its result is "
         "recorded when it arrives. It never goes on by itself: only Reopen (back to "
         "attention) or Re-run from step (a new generation) brings it back.",
         _terminate, danger=True),
     OperatorAction(
-        "event_received", "Deliver event", "reconcile_run",
+        "event_received", "reconcile_run",
         "Delivers the event the run waits for, as the other system should have sent it: "
         "the payload (JSON, in the evidence field) is checked against the step's schema and "
         "becomes its result; the run goes on. Events kept for this wait (under its name or "
         "a renamed one, with its key, not past their keep time) are marked consumed by this "
         "delivery and never delivered later.", _deliver_event),
     OperatorAction(
-        "skip_event", "Skip event", "resume_run",
+        "skip_event", "resume_run",
         "Ends the wait without the event: the step is skipped and the run goes on with its "
         "next step. Events kept for this wait (under its name or a renamed one, with its "
         "key, not past their keep time) are marked consumed by this skip and never "
         "delivered later.", _skip_event),
     OperatorAction(
-        "wake_timer", "Wake now", "resume_run",
+        "wake_timer", "resume_run",
         "Ends the timer the run sleeps on now, before its time: the run goes on with its "
         "next step at once.", _wake_timer),
     OperatorAction(
-        "reopen", "Reopen", "resume_run",
+        "reopen", "resume_run",
         "Brings the terminated run back to attention, from where it can be resumed, "
         "reconciled or compensated. An event that came while it was terminated is not "
         "delivered to it (the timeline shows it as refused): deliver it by hand if it is "
         "still right.", _reopen),
     OperatorAction(
-        "rerun_from_step", "Re-run from step", "retry_step",
+        "rerun_from_step", "retry_step",
         "Sends the chosen step and every later step again as a new attempt generation, "
         "with new idempotency keys (a receiver that honours keys acts anew); the earlier "
         "steps' results are reused. What the earlier generation did stays in the audit "
@@ -388,7 +392,7 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
         danger=True),
     # Aimed at one tool call of an agent step (the run page offers them on the call).
     OperatorAction(
-        "reconcile_tool_call", "Reconcile tool call", "reconcile_run",
+        "reconcile_tool_call", "reconcile_run",
         "Settles one tool call whose outcome is unknown: ask the remote system by the "
         "call's key, or record what you established yourself, with evidence. Found: the "
         "call succeeded and the agent goes on. Not found: the call is marked failed and the "
@@ -396,17 +400,17 @@ ACTIONS: dict[str, OperatorAction] = {a.name: a for a in [
         "never goes on: once its last such effect is settled, it is terminated.",
         _reconcile_tool_call),
     OperatorAction(
-        "retry_tool_call", "Retry tool call", "retry_step",
+        "retry_tool_call", "retry_step",
         "Sends the failed tool call again with the same idempotency key (after a person's "
         "approval of its arguments where its tool asks for one). Refused once the model "
         "has answered after the failure.", _retry_tool_call),
     OperatorAction(
-        "compensate_tool_call", "Undo tool call", "compensate_run",
+        "compensate_tool_call", "compensate_run",
         "Undoes this one tool call now with its own compensation key; the run stays with "
         "you. A high-impact call is undone only through the run's Compensate (four eyes).",
         _compensate_tool_call, danger=True),
     OperatorAction(
-        "cancel_tool_call", "Cancel tool call", "terminate_run",
+        "cancel_tool_call", "terminate_run",
         "Cancels this one tool call before it runs (pending, scheduled, or waiting for "
         "approval of its arguments): it never runs, and the model is told in its next turn "
         "that a person cancelled it. A run that waited only for this call goes on; one in "
@@ -425,11 +429,6 @@ def offered(run: Run, steps: list[Step]) -> list[OperatorAction]:
 
 def _no_details(run: Run, steps: list[Step]) -> list[str]:
     return []
-
-
-def _compensation_details(run: Run, steps: list[Step]) -> list[str]:
-    # By the rules the compensation follows (previews.compensation_outline).
-    return compensation_outline(run, steps)
 
 
 def _confirmation_details(run: Run, steps: list[Step]) -> list[str]:
@@ -495,6 +494,7 @@ def _rerun_details(run: Run, steps: list[Step]) -> list[str]:
     return lines
 
 
-_DETAILS = {"compensate": _compensation_details, "rerun_from_step": _rerun_details,
+# Compensating: by the rules the compensation follows (previews.compensation_outline).
+_DETAILS = {"compensate": compensation_outline, "rerun_from_step": _rerun_details,
             "confirm_compensation": _confirmation_details,
             "terminate": _ending_details, "cancel": _ending_details}

@@ -52,5 +52,5 @@ def test_the_cli_lists_what_the_run_offers_with_the_reasons_for_the_rest(operato
     out = _run_action(stuck_run.pk, "--user", "olga")
     lines = dict(line.split(None, 1) for line in out.strip().splitlines())
     assert lines["retry_step"] == "offered" and lines["resume"] == "offered"
-    assert lines["reopen"].startswith("-: reopen is not allowed")
+    assert lines["reopen"].startswith("-: Reopen is not possible")
     assert lines["confirm_compensation"].startswith("-: ")

@@ -143,7 +143,7 @@ def test_through_the_one_action_function_it_opens_an_approval_request(script):
 
 def test_refused_where_it_cannot_succeed(script):
     running = new_run("test-saga")
-    with pytest.raises(TransitionNotAllowed, match="not allowed"):
+    with pytest.raises(TransitionNotAllowed, match="Re-run from step is not possible"):
         transitions.rerun_from_step(running.pk, step_name="book-shipment", actor=SYSTEM,
                                     reason="x")
     script.plan["charge-card"] = [PermanentError("card declined")]

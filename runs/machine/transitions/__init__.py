@@ -9,8 +9,9 @@ The package, by concern: kernel (the table, Change, locking, audit), start (star
 run), lease_cycle (claim, outcomes), leases (heartbeats, lease expiry), unknown_outcome (settling
 an unknown outcome by a lookup), resends
 (the one path that sends a step again), compensation, operator_rules (when an operator
-action can succeed, who must agree), operator (the operator actions and their skeleton:
-reason, lock, refusal, four eyes), approval_waits,
+action can succeed, who must agree), operator_words (an action's label and a state in words,
+as a person is told them), operator (the operator actions and their skeleton: reason, lock,
+refusal, four eyes), approval_waits,
 agent_calls (an agent step's tool calls), agent_turns (its model turns), agent_compensation
 (the undo of its calls), agent_operator (a person's actions on one call), rerun and
 rerun_rules (re-run from a chosen step as a new generation).
@@ -92,6 +93,7 @@ from .operator_rules import (
     step_refusal,
     unsettled_effects,
 )
+from .operator_words import LABELS
 from .outcome import INVALID_OUTPUT_MAX, REMOTE_REF_MAX
 from .rerun import rerun_from_step
 from .rerun_rules import rerun_range, standing_effects
@@ -127,4 +129,5 @@ __all__ = [
     "REF_LENGTH",
     "waiting_event_step", "unsettled_effects", "within_caller_transaction",
     "rerun_from_step", "rerun_range", "standing_effects", "applying_decision",
+    "LABELS",
 ]

@@ -6,6 +6,7 @@ small pieces every transition shares. The other modules of this package build on
 import contextvars
 import hashlib
 import json
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -468,12 +469,17 @@ def within_caller_transaction(locked: Run | None = None):
 
 
 @contextmanager
-def transition_on(run_id: int, transition: str, *, actor: Actor, now: datetime | None):
+def transition_on(run_id: int, transition: str, *, actor: Actor, now: datetime | None,
+                  refused: Callable[[Run], str | None] | None = None):
     """The skeleton of a transition on an existing run: in one durable transaction, lock the
     run, check `transition` may start from its state, let the body change it, save everything.
-    If the body raises, nothing is written."""
+    If the body raises, nothing is written. `refused`: why the locked run refuses it, in the
+    caller's words (a person's action: operator_rules.state_refusal), asked before the
+    table's check, whose words name the transition as the code does."""
     with store.current().transaction(durable=not _joined.get()):
         run = lock_run(run_id)
+        if refused is not None and (words := refused(run)) is not None:
+            raise TransitionNotAllowed(words)
         change = Change(run, transition, actor, transition_time(now))
         yield change
         change.save()

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 from audit.actions import AuditAction
 from audit.chain import Actor
@@ -44,6 +45,7 @@ from .operator_rules import (
     high_impact_effects,
     needs_second_person,
     paused_undo,
+    state_refusal,
 )
 from .rerun_rules import rerun_range
 from .resends import due_at_once
@@ -74,7 +76,10 @@ def operator_transition(run_id: int, action: str, *, actor: Actor, reason: str,
     against the table, the action checked against refusal() and the four-eyes rule; then the
     body's changes saved together, or (if the body raises) nothing at all."""
     require_reason(reason, action.replace("_", " "))
-    with transition_on(run_id, action, actor=actor, now=now) as change:
+    # A run whose state refuses the action is told so in a person's words, the action named
+    # as the console labels it, where the table's own check would name the transition.
+    with transition_on(run_id, action, actor=actor, now=now,
+                       refused=partial(state_refusal, action)) as change:
         found = checked(action, change.run, step_name)
         run, steps, step, workflow_def = found.run, found.steps, found.step, found.definition
         if needs_second_person(action, steps, step):

@@ -29,6 +29,7 @@ from .kernel import (  # the package's shared vocabulary
     steps_of,
     unsettled_effects,
 )
+from .operator_words import LABELS, STATE_WORDS
 from .rerun_rules import rerun_range, rerun_step_refusal, rerun_steps
 from .tool_call_rules import calls_of
 from .tool_call_rules import step_refusal as tool_call_step_refusal
@@ -211,14 +212,38 @@ def undos_in_doubt(steps: list[Step]) -> list[str]:
             if c.generation == s.generation and undo_unanswered(c)]
 
 
+# A state that allows only a few actions whatever the run's steps has them named. Of the
+# many a run waiting or in attention may allow, which apply depends on its steps: the run's
+# page (and run_action without an action) offers those, where a list of all would mislead.
+_FEW = 3
+
+
+def state_refusal(action: str, run: Run) -> str | None:
+    """Why operator action `action` is not possible from `run`'s state, in words, or None if
+    the transition table allows it from there. operator_transition asks it before the
+    table's own check, whose words name the transition as the code does."""
+    if allowed(action, run.status):
+        return None
+    state = str(run.status)
+    if run.status == ATTENTION and run.attention_reason:
+        state += f": {run.get_attention_reason_display()}"
+    said = (f"{LABELS[action]} is not possible for run {run.pk} ({run.workflow_name} "
+            f"{run.business_key}): {STATE_WORDS[run.status]} ({state})")
+    instead = [label for name, label in LABELS.items() if allowed(name, run.status)]
+    if 0 < len(instead) <= _FEW:
+        named = instead[0] if len(instead) == 1 else \
+            f"{', '.join(instead[:-1])} or {instead[-1]}"
+        said += f"; in that state only {named} can be taken"
+    return said
+
+
 def refusal(action: str, run: Run, steps: list[Step], workflow_def: definition.Workflow | None, *,
             step: Step | None = None) -> str | None:
     """Why the operator action `action` cannot succeed on `run` (aimed at `step`, for the
     actions that take one), or None if it can. Without `step`, a step action can succeed if
     any step of the run qualifies."""
-    if not allowed(action, run.status):
-        return (f"{action} is not allowed for run {run.pk} ({run.workflow_name} "
-                f"{run.business_key}) in state {run.status}")
+    if (refused := state_refusal(action, run)) is not None:
+        return refused
     if run.status == ATTENTION and run.attention_reason == AttentionReason.ENDED_UNSETTLED \
             and action not in SETTLE_ACTIONS:
         names = "; ".join(str(e) for e in unsettled_effects(steps))
