@@ -133,6 +133,27 @@ def redact(value, *, keep=None):
     return value
 
 
+# The texts from outside that a run's records of an effect carry, by the names they carry
+# them under, in their data and in their states (the intent and outcome of an attempt,
+# runs.machine.transitions.attempts.intent_of; the state after an outcome or an undo): the
+# reference a remote system answered, an undo's too, and the line a step's description wrote
+# from its input and earlier results. Any of them may hold a credential: the row keeps them
+# whole, a record never does.
+OUTSIDE_TEXTS = frozenset({"remote_ref", "compensation_ref", "will_do"})
+
+
+def outside_texts_masked(fields: dict) -> dict:
+    """`fields` (a record's data or one of its states) with its texts from outside masked
+    (redact_text), the rest as it is: keys and digests in hex, a count, an ISO time, a
+    status, all the runtime's own (masking them could only cut out a sensitive value that
+    happened to match a piece of a key or a time, and spoil the evidence)."""
+    if OUTSIDE_TEXTS.isdisjoint(fields):  # most states: a status or two
+        return fields
+    # An empty text (a reference no remote system gave) has nothing to mask.
+    return {name: redact_text(value) if name in OUTSIDE_TEXTS and value and isinstance(value, str)
+            else value for name, value in fields.items()}
+
+
 def shown_arguments(tool, arguments):
     """A tool call's arguments as people and audit records see them: the fields `tool` (a
     ToolSpec, or None) declares sensitive and anything that looks like a credential

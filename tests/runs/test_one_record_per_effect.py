@@ -3,6 +3,7 @@ before the effect; the one record that ends the attempt (its outcome, or the tak
 dead worker's lease) carries the intent with the outcome. Subscribers' progress events are
 read from that record, not written a second time."""
 
+import json
 from collections import Counter
 from datetime import datetime, timedelta
 
@@ -11,12 +12,14 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from audit.models import AuditRecord
+from runs.agents import agent_loop
 from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.errors import PermanentError, TransientError
 from runs.machine.transitions.attempts import result_digest
-from runs.models import RunEvent, RunStatus, Step, StepStatus
+from runs.models import RunEvent, RunStatus, Step, StepStatus, ToolCall
 from tests.factories import make_due, new_run, step
+from tests.workflows import note_then_charge, start_saga
 
 pytestmark = pytest.mark.django_db
 
@@ -134,4 +137,55 @@ def test_a_credential_in_the_intents_reference_or_description_is_masked_in_its_r
     # The runtime's own values are kept as they are.
     assert record.data["key"] == fetch.idempotency_key
     assert record.data["started_at"] == fetch.attempt_started_at.isoformat()
+    call_command("verify_audit")
+
+
+class AnsweredWith(dict):
+    """References as a remote system that names the caller's credential in them answers
+    them (the script keeps its references with setdefault)."""
+
+    def __init__(self, form: str):
+        super().__init__()
+        self.form = form
+
+    def setdefault(self, key, ref):
+        return super().setdefault(key, self.form.format(ref=ref))
+
+
+def test_a_credential_in_a_remote_reference_is_in_no_record_of_the_run_and_whole_in_its_row(
+        script, monkeypatch):
+    # A step and an agent's tool call, each done and then undone by policy: four references
+    # answered (two outcomes, two undos), each holding the credential.
+    monkeypatch.setattr(script, "effects",
+                        AnsweredWith("https://bot:hunter2hunter2@remote.example/{ref}"))
+    monkeypatch.setattr(script, "compensations",
+                        AnsweredWith("https://remote.example/{ref}?token=hunter2hunter2"))
+    monkeypatch.setattr(agent_loop, "ask_model", note_then_charge())
+    run = start_saga("credential-in-references")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPENSATED
+    reserve = step(run, "reserve")
+    note = ToolCall.objects.get(step__run=run, tool="write-note")
+    # The rows keep what the remote systems answered, whole (the console shows it to those
+    # who may see it).
+    assert [(row.status, row.remote_ref, row.compensation_ref) for row in (reserve, note)] == [
+        (StepStatus.COMPENSATED, "https://bot:hunter2hunter2@remote.example/reserve-1",
+         "https://remote.example/undo-reserve?token=hunter2hunter2"),
+        (StepStatus.COMPENSATED, "https://bot:hunter2hunter2@remote.example/NOTE-2",
+         "https://remote.example/DEL-1?token=hunter2hunter2")]
+    records = list(AuditRecord.objects.filter(run=run).order_by("seq"))
+    # No record holds the credential anywhere: not in its data, not in its states.
+    assert [r.seq for r in records
+            if "hunter2" in json.dumps([r.reason, r.before, r.after, r.data])] == []
+    # Each outcome's and each undo's record says the reference, masked, in its state after
+    # as in its data.
+    told = [(r.step_name, r.action, part, state[name]) for r in records
+            for part, state in (("before", r.before), ("after", r.after), ("data", r.data))
+            for name in ("remote_ref", "compensation_ref") if state.get(name)]
+    assert told == [(name, action, part, ref) for name, action, ref in (
+        ("reserve", "succeeded", "https://bot:[redacted]@remote.example/reserve-1"),
+        ("assist", "tool_call_succeeded", "https://bot:[redacted]@remote.example/NOTE-2"),
+        ("assist", "tool_call_compensated", "https://remote.example/DEL-1?token=[redacted]"),
+        ("reserve", "compensation_succeeded",
+         "https://remote.example/undo-reserve?token=[redacted]"),
+    ) for part in ("after", "data")]
     call_command("verify_audit")

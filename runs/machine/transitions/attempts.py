@@ -8,7 +8,7 @@ import hashlib
 import json
 
 from audit.actions import AuditAction
-from audit.redaction import redact_text
+from audit.redaction import outside_texts_masked
 
 from ...models import Step, StepStatus
 
@@ -39,23 +39,20 @@ def result_digest(value) -> str:
 def intent_of(row, *, undo: bool = False) -> dict:
     """The intent checkpointed in an effect's row (a Step, or an agent's ToolCall: their
     fields share names), with what its attempt ended with: the data of the one record of
-    that attempt, its texts redacted. `undo`: the attempt was its compensation."""
-    # Only the texts from outside can carry a credential: the reference a remote system
-    # answered and the line a step's description wrote from its input and earlier results.
-    # They are masked here, and the rest is left as it is: keys and digests in hex, a count,
-    # an ISO time, all the runtime's own (masking them could only cut out a sensitive value
-    # that happened to match a piece of a key or a time, and spoil the evidence).
+    that attempt, its texts from outside masked (outside_texts_masked). `undo`: the attempt
+    was its compensation."""
     began = row.attempt_started_at.isoformat() if row.attempt_started_at else None
     if undo:
-        return {"key": row.compensation_key, "attempt": row.compensation_attempt,
-                "started_at": began, "remote_ref": redact_text(row.compensation_ref)}
+        return outside_texts_masked({
+            "key": row.compensation_key, "attempt": row.compensation_attempt,
+            "started_at": began, "remote_ref": row.compensation_ref})
     intent = {"key": row.idempotency_key, "attempt": row.attempt, "started_at": began,
-              "remote_ref": redact_text(row.remote_ref)}
+              "remote_ref": row.remote_ref}
     # What it would do: a step's one-line intended action, a call's arguments by hash.
     if isinstance(row, Step):
-        intent["will_do"] = redact_text(row.intended_action)
+        intent["will_do"] = row.intended_action
     else:
         intent["args_hash"] = row.args_hash
     if row.status == StepStatus.SUCCEEDED:
         intent["result_sha256"] = result_digest(row.result)
-    return intent
+    return outside_texts_masked(intent)

@@ -19,7 +19,7 @@ from audit.actions import AuditAction
 from audit.chain import Actor, build_record
 from audit.head_seals import seal_head
 from audit.models import AuditRecord
-from audit.redaction import redact, redact_text
+from audit.redaction import outside_texts_masked, redact, redact_text
 
 from ... import store
 from ...definitions import definition
@@ -215,15 +215,18 @@ class Change:
                 and before.get("step_status") in OPEN_INTENTS
                 and not (data and "tool_call" in data)):
             undo = before["step_status"] == StepStatus.COMPENSATING
-            # The intent comes redacted (intent_of masks its texts only).
+            # The intent comes redacted (intent_of masks its texts from outside only).
             data = {**intent_of(step, undo=undo), **(redact(data) if data else {})}
         elif data:
             data = redact(data)
+        # The states an effect's record gives (its row's status, with what the remote
+        # system answered) are masked as its data is, by the one list of texts from outside.
         record = build_record(
             run_id=self.run.pk, head_seq=self.run.audit_seq, head_hash=self.run.audit_head,
             action=action, actor=self.actor, reason=redact_text(reason) if reason else "",
             step_name=step.name if step is not None else step_name,
-            before=before, after=after, data=data or None, created_at=self.now,
+            before=before and outside_texts_masked(before),
+            after=after and outside_texts_masked(after), data=data or None, created_at=self.now,
         )
         self.run.audit_seq, self.run.audit_head = record.seq, record.hash
         # Sealed where the head is set, so that every path that writes the run row (the
