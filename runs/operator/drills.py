@@ -53,11 +53,11 @@ from ..agents.agent_loop import AFTER_TURN
 from ..definitions import definition
 from ..execution import executor
 from ..machine import crashpoints, transitions
-from ..machine.context import context_outside_executor
 from ..machine.errors import TransitionNotAllowed
 from ..machine.transitions.agent_calls import args_hash
 from ..models import AgentTurn, AttentionReason, Run, RunStatus, Step, StepStatus, ToolCall
 from .actions import ACTIONS, ActionInput
+from .drill_evidence import found_by_key, intent_keys
 from .drill_waits import unreached, waits_for_an_event_past, woke
 
 # What approves a drill run's waits (approvals.drill.approve_for_drill, registered by the
@@ -156,7 +156,7 @@ def _drill_crash(workflow, step: definition.StepDef, where: str, number: str) ->
         return DrillResult(title, expected, unreached(run), False)
     run = recover(run)
     row = Step.objects.get(run=run, name=step.name)
-    intents = _intent_keys(run, step.name)
+    intents = intent_keys(run, step.name)
     if row.status != StepStatus.SUCCEEDED:
         if row.status == StepStatus.UNKNOWN and step.reconcile_fn is None \
                 and not step.honours_key:
@@ -173,9 +173,9 @@ def _drill_crash(workflow, step: definition.StepDef, where: str, number: str) ->
     sends = len(intents)
     if sends > 1 and not step.honours_key and where == crashpoints.AFTER_CALL:
         problems.append(f"sent {sends} times to a receiver that ignores keys")
-    lookup = _lookup(workflow, run, step)
-    if lookup is not None and lookup != row.remote_ref:
-        problems.append(f"lookup by key finds {lookup}, step recorded {row.remote_ref}")
+    found, lookup = found_by_key(workflow, run, step)
+    if lookup and found != row.remote_ref:
+        problems.append(f"lookup by key {lookup}, step recorded {row.remote_ref}")
     if where == crashpoints.BEFORE_CALL:
         how = f"{sends} intents (the first never called)"
     else:
@@ -199,7 +199,7 @@ def _drill_decision(workflow) -> DrillResult:
     stored = Step.objects.get(run=run, name=decision.name).result
     run = recover(run)
     row = Step.objects.get(run=run, name=decision.name)
-    asked = len(_intent_keys(run, decision.name))
+    asked = len(intent_keys(run, decision.name))
     passed = asked == 1 and row.result == stored
     return DrillResult(title, expected, f"asked {asked}x, decision "
                                         f"{'unchanged' if row.result == stored else 'changed'}; "
@@ -238,7 +238,7 @@ def _drill_concurrent_delivery(workflow, deliveries: int = 20) -> DrillResult:
 
     _in_threads(wake, 4)  # duplicate wake-ups racing for the same run
     run = recover(run)
-    calls = {s.name: len(_intent_keys(run, s.name)) for s in workflow.steps
+    calls = {s.name: len(intent_keys(run, s.name)) for s in workflow.steps
              if s.kind not in (definition.APPROVAL, definition.AGENT, definition.SLEEP,
                                definition.EVENT)}  # waits call nothing
     # An agent step is claimed again after each wait: each of its tool calls counts.
@@ -424,14 +424,11 @@ def _kill_at(run: Run, point: str) -> bool:
 
 
 def _child_env(point: str) -> dict:
-    return {
-        **os.environ, "DATABASE_URL": store.current().url(), "RUNS_CRASH_AT": point,
-        "RUNS_CRASH_MODE": "self",
-        "RUNS_EXTRA_WORKFLOW_MODULES": ",".join(settings.RUNS_WORKFLOW_MODULES),
-        "SANDBOX_BASE_URL": getattr(settings, "SANDBOX_BASE_URL", ""),
-        "MODEL_BASE_URL": getattr(settings, "MODEL_BASE_URL", ""),
-        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-    }
+    return {**os.environ, "DATABASE_URL": store.current().url(), "RUNS_CRASH_AT": point,
+            "RUNS_CRASH_MODE": "self", "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+            "RUNS_EXTRA_WORKFLOW_MODULES": ",".join(settings.RUNS_WORKFLOW_MODULES),
+            "SANDBOX_BASE_URL": getattr(settings, "SANDBOX_BASE_URL", ""),
+            "MODEL_BASE_URL": getattr(settings, "MODEL_BASE_URL", "")}
 
 
 def recover(run: Run, *, fresh: bool = False, timeout: float = 120) -> Run:
@@ -471,22 +468,6 @@ def recover(run: Run, *, fresh: bool = False, timeout: float = 120) -> Run:
         else:
             time.sleep(0.05)
     return run
-
-
-def _intent_keys(run: Run, step_name: str) -> list[str]:
-    # The key of each attempt, from the one record that ended it (the intent is the row).
-    return list(run.audit_records.filter(step_name=step_name, data__has_key="started_at")
-                .exclude(data__has_key="tool_call").exclude(before__step_status="compensating")
-                .order_by("seq").values_list("data__key", flat=True))
-
-
-def _lookup(workflow, run: Run, step: definition.StepDef) -> str | None:
-    if step.reconcile_fn is None:
-        return None
-    with context_outside_executor(run, step.name, definition=workflow,
-                                  with_services=True) as ctx:
-        verdict, _ = executor.ask_remote(step, ctx)
-    return verdict.ref if isinstance(verdict, definition.Found) else f"nothing ({verdict})"
 
 
 def _in_threads(target, count: int) -> None:
