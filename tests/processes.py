@@ -23,7 +23,11 @@ def child_env(**extra) -> dict:
            # The sandbox the test serves (live_server), as the test process sees it.
            "SANDBOX_BASE_URL": settings.SANDBOX_BASE_URL,
            "MODEL_BASE_URL": settings.MODEL_BASE_URL,
-           "EXTERNAL_TIMEOUT_SECONDS": str(settings.EXTERNAL_TIMEOUT_SECONDS)}
+           "EXTERNAL_TIMEOUT_SECONDS": str(settings.EXTERNAL_TIMEOUT_SECONDS),
+           # Celery's own switch: a worker runs Django's system checks as it starts, which
+           # import the URL configuration, views and API schemas (about 0.3 s of CPU) in each
+           # of the suite's hundred and more workers; tests/test_system_checks.py runs them.
+           "CELERY_SKIP_CHECKS": "1"}
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
