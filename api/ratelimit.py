@@ -22,7 +22,8 @@ from django.conf import settings
 from django.core.cache import caches
 
 from runs import store
-from runs.execution.outages import first_line, outages
+from runs.error_text import first_line
+from runs.execution.outages import outages
 
 logger = logging.getLogger(__name__)
 # The trouble's name in runs.execution.outages.

@@ -21,6 +21,7 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
     error is the command's own and is left as it is."""
     from django.db import DatabaseError
 
+    from runs.error_text import first_line
     from runs.execution.database_outage import (
         CONNECTION_LOST,
         commit_under_way,
@@ -32,7 +33,6 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
         would_not_wait,
     )
     from runs.execution.lost_commit import COMMITTED, NOT_COMMITTED, commit_outcome, door
-    from runs.execution.outages import first_line
 
     try:
         # Its commits are answered once it acts as a proven person (console.cli.proven).

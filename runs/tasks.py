@@ -7,6 +7,7 @@ from django.db import DatabaseError, connection
 
 from audit.chain import Actor
 
+from .error_text import first_line
 from .execution import executor, sweeper
 from .execution.database_outage import (
     CONNECTION_LOST,
@@ -17,7 +18,6 @@ from .execution.database_outage import (
     unreachable,
 )
 from .execution.lost_pool_process import AdvanceRunRequest
-from .execution.outages import first_line
 from .machine import limits, transitions
 from .machine.errors import StartRefused
 from .machine.wakeup import ADVANCE_RUN_TASK

@@ -14,8 +14,9 @@ import logging
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
+from ..error_text import first_line
 from ..sqlstates import ROLLED_BACK, WOULD_NOT_WAIT
-from .outages import first_line, outages
+from .outages import outages
 
 logger = logging.getLogger(__name__)
 

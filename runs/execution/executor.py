@@ -19,6 +19,7 @@ from audit import redaction
 
 from ..agents import agent_loop
 from ..definitions import definition
+from ..error_text import first_line
 from ..machine import (
     artifacts,
     crashpoints,
@@ -37,7 +38,6 @@ from ..machine.logcontext import log_context
 from ..machine.step_rows import index_of
 from ..models import ErrorClass
 from .database_outage import CONNECTION_LOST, unreachable
-from .outages import first_line
 
 logger = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from celery.worker.request import Request
 from django.db import DatabaseError, connection
 from kombu.asynchronous import get_event_loop
 
+from ..error_text import first_line
 from ..machine import transitions
 from .executor import worker_name
-from .outages import first_line
 
 logger = logging.getLogger(__name__)
 

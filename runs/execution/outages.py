@@ -28,9 +28,3 @@ class Outages:
 
 
 outages = Outages()
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of what `exc` says, or its class where it says nothing."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

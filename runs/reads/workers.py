@@ -18,8 +18,8 @@ from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 
 from .. import store
+from ..error_text import first_line
 from ..execution.executor import worker_name
-from ..execution.outages import first_line
 from ..machine.storable import whole_number
 from ..models import Run, RunStatus
 from ..store import read_only

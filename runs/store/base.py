@@ -16,6 +16,7 @@ from django.utils.dateparse import parse_datetime
 
 from audit.models import AuditRecord
 
+from ..error_text import first_line
 from ..models import Run, RunEvent, Step
 from . import read_only
 from .json_parts import JsonArrayLength, JsonArrayPart, JsonWith
@@ -68,7 +69,7 @@ def _do_joined_writes() -> None:
                 logger.warning("%s (%s) was not written: the database session ended (%s); "
                                "the transition fails with it, and its writer joins it "
                                "again to a later one", JOINED_WRITES, name,
-                               read_only.first_line(exc))
+                               first_line(exc))
                 continue
             logger.warning("a write joined to a transition's transaction failed",
                            exc_info=True)

@@ -13,6 +13,8 @@ import threading
 
 from django.db import DatabaseError
 
+from ..error_text import first_line
+
 READ_ONLY = "25006"
 
 _refused: set[str] = set()
@@ -34,13 +36,6 @@ def refused(logger: logging.Logger, what: str, exc: BaseException) -> None:
     if first:
         logger.warning("%s: the database refuses writes (%s); tried again as before, and "
                        "said again only when one goes through", what, first_line(exc))
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of what `exc` says (a server's message may go on for lines), or its
-    class where it says nothing."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def went_through(logger: logging.Logger, what: str) -> None:

@@ -28,6 +28,7 @@ from typing import TypeVar
 from django.db import OperationalError
 
 from ... import store
+from ...error_text import first_line
 from ...models import Step
 from .kernel import Lease
 
@@ -59,17 +60,12 @@ def written_again_on_clash(lease: Lease, step: Step, what: str,
                 raise
             logger.warning("run %s: the database rolled back %s (%s): it clashed with another "
                            "session's; written again from the rows as the database holds them "
-                           "(try %d of %d)", lease.run.pk, what, _first_line(exc), tried + 1,
+                           "(try %d of %d)", lease.run.pk, what, first_line(exc), tried + 1,
                            TRIES)
         # Jittered, so that two sessions that clashed do not meet again at once.
         time.sleep(FIRST_PAUSE_SECONDS * 2 ** (tried - 1) * (1 + random.random()))
         step = as_the_database_holds_them(lease, step.name, kept)
     raise AssertionError("unreachable")  # the last try returns or raises
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def as_the_database_holds_them(lease: Lease, name: str, kept: tuple) -> Step:
