@@ -46,6 +46,7 @@ from runs.definitions.contracts import (
     step_contract,
     workflow_verdict,
 )
+from runs.machine import transitions
 from runs.machine.errors import TransitionNotAllowed
 from runs.machine.intentions import step_lines
 from runs.machine.storable import whole_number
@@ -446,7 +447,7 @@ def run_action(request, run_id: int, action: str):
             raise Http404(str(refused)) from None
         except ActionForbidden:
             raise PermissionDenied(f"You may not {label.lower()} this run.") from None
-        return _action_refused(request, run_id, f"{label} was not done: {exc}", exc.field)
+        return _action_refused(request, run_id, transitions.not_done(label, exc), exc.field)
     try:
         outcome = act(action, run_id, user=request.user, given=given,
                       seen=-1 if seen is None else seen)
@@ -459,13 +460,13 @@ def run_action(request, run_id: int, action: str):
     except ActionForbidden:
         raise PermissionDenied(f"You may not {label.lower()} this run.") from None
     except StalePage as exc:
-        messages.error(request, f"{label} was not done: " + (
+        messages.error(request, transitions.not_done(label, (
             str(exc) if seen is not None else
             "the form did not say which state of the run it was drawn for (its 'seen' "
-            "field). Act from the run's page."))
+            "field). Act from the run's page.")))
     except (ActionInputError, TransitionNotAllowed) as exc:
         # A field's text to correct (a reason of blanks, evidence missing) names its field.
-        return _action_refused(request, run_id, f"{label} was not done: {exc}",
+        return _action_refused(request, run_id, transitions.not_done(label, exc),
                                getattr(exc, "field", ""))
     else:
         messages.success(request, outcome.message)
@@ -482,9 +483,9 @@ def _archived_page(request, run_id: int, *, not_done: str = ""):
     if (tombstone := archived.archived_run_viewable(request.user, run_id)) is None:
         return None
     if not_done:
-        messages.error(request, f"{not_done} was not done: {archived.gone_to_archive(tombstone)} "
-                                "since its page was drawn. It is shown here read only; nothing "
-                                "was done.")
+        messages.error(request, transitions.not_done(
+            not_done, f"{archived.gone_to_archive(tombstone)} since its page was drawn. It is "
+                      "shown here read only; nothing was done."))
     target = reverse("console:archived_run", args=[run_id])
     # htmx swaps no answer of another page into the dialog: the browser goes there.
     return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
@@ -533,12 +534,12 @@ def bulk_action(request):
     try:
         given = ActionInput.from_form(request.POST)
     except ActionInputError as exc:
-        messages.error(request, f"{spec.label} was not done: {exc}")
+        messages.error(request, transitions.not_done(spec.label, exc))
         return redirect(back)
     try:
         ids = selected_run_ids(request.POST.getlist("run"))
     except ValueError as exc:
-        messages.error(request, f"{spec.label} was not done: {exc}; nothing was done.")
+        messages.error(request, transitions.not_done(spec.label, f"{exc}; nothing was done."))
         return redirect(back)
     # What each ticked row showed of its run (its audit sequence), as one run's form sends
     # "seen": a run that moved on since is refused, not acted on unseen. A row without it

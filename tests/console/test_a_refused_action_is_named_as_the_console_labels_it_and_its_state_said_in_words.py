@@ -1,7 +1,10 @@
 """An action the run's state refuses is told, at the console, the API and the command line
 alike, with the action named as the console's button labels it (transitions.LABELS) and the
 run's state in words, its id, workflow and business key kept: never the transition's
-internal name ("wake_timer") and a bare state, which the table's own check says to code."""
+internal name ("wake_timer") and a bare state, which the table's own check says to code.
+The console and the command line say the refusal alone, as it names the action already, not
+"Wake now was not done: Wake now is not possible ..."; a reason missing is told as "Terminate
+needs a reason" at every door, not with the internal name ("terminate needs a reason")."""
 
 import io
 
@@ -25,7 +28,7 @@ def _console(user, run: Run) -> str:
     assert response.status_code == 302, response.content
     said = [str(m) for m in get_messages(response.wsgi_request)]
     assert len(said) == 1, said
-    return said[0].removeprefix("Wake now was not done: ")
+    return said[0]
 
 
 def _api(user, run: Run) -> str:
@@ -41,7 +44,7 @@ def _cli(user, run: Run) -> str:
     with pytest.raises(CommandError) as refused:
         call_command("run_action", str(run.pk), "wake_timer", "--user", user.username,
                      "--reason", "INC-7", stdout=io.StringIO())
-    return str(refused.value).removeprefix("Wake now was not done: ")
+    return str(refused.value)
 
 
 def _listed(user, run: Run) -> str:
@@ -75,4 +78,26 @@ def test_a_finished_run_names_what_its_state_still_allows(operator):
                         f"{run.business_key}): it has completed (completed); in that state "
                         "only Re-run from step can be taken"), ask
         assert "wake_timer" not in said and "not allowed" not in said
+    assert Run.objects.get(pk=run.pk).audit_seq == run.audit_seq
+
+
+def test_an_action_without_a_reason_is_refused_naming_it_as_its_button_does(operator):
+    run = place(new_run(), status=RunStatus.ATTENTION,
+                step_statuses={"create-task": StepStatus.FAILED},
+                attention_reason=AttentionReason.PERMANENT_ERROR)
+    client = Client()
+    client.force_login(operator)
+    console = client.post(f"/runs/{run.pk}/terminate/", {"reason": "  ",
+                                                           "seen": str(run.audit_seq)})
+    said = {"console": [str(m) for m in get_messages(console.wsgi_request)]}
+    _, plaintext = token_create(name="erp", workflows=["test-orders"], acting_user=operator)
+    api = Client().post(f"/api/runs/{run.pk}/actions/terminate", {"reason": "  "},
+                        content_type="application/json",
+                        HTTP_AUTHORIZATION=f"Bearer {plaintext}")
+    said["api"] = [api.json()["detail"]]
+    with pytest.raises(CommandError) as refused:
+        call_command("run_action", str(run.pk), "terminate", "--user", operator.username,
+                     "--reason", "  ", stdout=io.StringIO())
+    said["cli"] = [str(refused.value)]
+    assert said == {door: ["Terminate needs a reason"] for door in ("console", "api", "cli")}
     assert Run.objects.get(pk=run.pk).audit_seq == run.audit_seq

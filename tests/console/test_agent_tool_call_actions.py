@@ -96,7 +96,7 @@ def test_reconcile_one_tool_call_by_its_key_from_the_run_page(client_for, operat
     call = ledger_call(run)
     client = client_for(operator)
     page = post(client, run, "reconcile_tool_call", call=call.ref, mode="ask", reason=" ")
-    assert "was not done" in page.content.decode()
+    assert "Reconcile tool call needs a reason" in page.content.decode()
     assert ledger_call(run).status == "unknown"
     page = post(client, run, "reconcile_tool_call", call=call.ref, mode="ask",
                 reason="the ledger answers again")

@@ -32,7 +32,7 @@ def test_a_reason_of_blanks_is_refused_in_its_dialog(browser, live_server,  # no
 
     expect(reason).to_have_attribute("aria-invalid", "true")
     expect(reason).to_have_accessible_description(
-        re.compile(r"^Terminate was not done: terminate needs a reason"))
+        re.compile(r"^Terminate needs a reason"))
     expect(reason).to_be_focused()
     expect(dialog).to_be_visible()
     expect(reason).to_have_value("    ")  # what was typed is kept

@@ -6,8 +6,10 @@ import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from approvals.models import ApprovalRequest
+from approvals.bulk import run_bulk_job, start_bulk_job
+from approvals.models import ApprovalRequest, BulkOutcome
 from runs.models import Run, RunStatus, StepStatus
+from runs.reads.selectors import RunFilters
 from tests.factories import drawn, new_run, place
 
 pytestmark = pytest.mark.django_db
@@ -57,3 +59,19 @@ def test_a_bulk_action_only_opening_requests_says_nothing_was_done(client_for, o
                  "created); nothing was done to them yet."]}
     assert set(Run.objects.filter(pk__in=[first.pk, second.pk])
                .values_list("status", flat=True)) == {RunStatus.ATTENTION}
+
+
+def test_a_bulk_jobs_run_waiting_for_a_second_person_names_the_action_as_its_button_does(
+        operator):
+    waits = _high_impact_run()
+    job, _ = start_bulk_job("terminate", RunFilters(status=RunStatus.ATTENTION), user=operator,
+                            reason="vendor fraud")
+
+    run_bulk_job(job.pk)
+
+    outcome = BulkOutcome.objects.get(job=job, run_id=waits.pk)
+    assert outcome.outcome == BulkOutcome.Outcome.SECOND_PERSON
+    assert outcome.message.startswith(
+        f"Terminate of run {waits.pk} needs a second person's approval: high-impact effects "
+        "stand or may stand ("), outcome.message
+    assert Run.objects.get(pk=waits.pk).status == RunStatus.ATTENTION

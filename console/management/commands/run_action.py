@@ -31,6 +31,7 @@ from approvals.operator_actions import (
 from approvals.permissions import can_view
 from console.cli import id_given, no_run, print_json, proven, storable_text, user_named
 from runs import store
+from runs.machine import transitions
 from runs.machine.errors import EvidenceRequired, TransitionNotAllowed
 from runs.machine.storable import written_visibly
 from runs.models import Run, Step
@@ -108,7 +109,7 @@ class Command(BaseCommand):
         for name in _ACTION_OPTIONS:
             # Before --call is read as STEP:TURN.INDEX: the rule of the text of every field.
             if (refused := field_refused(name, (options[name] or "").strip())) is not None:
-                raise CommandError(f"{spec.label} was not done: {refused}")
+                raise CommandError(transitions.not_done(spec.label, refused))
         step, call = target(options["step"] or "", options["call"] or "")
         if call and not spec.names_call:
             # As act's rule says it (refuse_input_not_read), before --call's step counts.
@@ -137,11 +138,11 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         except EvidenceRequired as exc:
             # The transition's words serve every caller; a command line names its option.
-            raise CommandError(f"{ACTIONS[options['action']].label} was not done: {exc}. "
-                               "Give it with --evidence.") from None
+            raise CommandError(transitions.not_done(ACTIONS[options["action"]].label,
+                                                    f"{exc}. Give it with --evidence.")) from None
         except (ActionInputError, TransitionNotAllowed) as exc:
-            raise CommandError(f"{ACTIONS[options['action']].label} was not done: "
-                               f"{exc}") from None
+            raise CommandError(transitions.not_done(ACTIONS[options["action"]].label,
+                                                    exc)) from None
         if options["json"]:
             print_json(self.stdout, {
                 "action": outcome.action, "run": outcome.run_id, "done": outcome.done,
@@ -257,8 +258,8 @@ def _target_missing(user, spec, run_id: int, given: ActionInput) -> str:
     steps = list(Step.objects.filter(run=run).order_by("position"))
     missing = target_missing(spec, run, steps, given)
     flag = "--call STEP:TURN.INDEX" if spec.takes_call else "--step"
-    return f"{spec.label} was not done: {missing}" + (
-        f" Give it with {flag}." if isinstance(missing, ActionInputError) else "")
+    return transitions.not_done(spec.label, f"{missing}" + (
+        f" Give it with {flag}." if isinstance(missing, ActionInputError) else ""))
 
 
 def _given(options, flags: dict) -> list[str]:

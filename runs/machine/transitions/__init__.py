@@ -93,7 +93,7 @@ from .operator_rules import (
     step_refusal,
     unsettled_effects,
 )
-from .operator_words import LABELS
+from .operator_words import LABELS, not_done
 from .outcome import INVALID_OUTPUT_MAX, REMOTE_REF_MAX
 from .rerun import rerun_from_step
 from .rerun_rules import rerun_range, standing_effects
@@ -130,4 +130,5 @@ __all__ = [
     "waiting_event_step", "unsettled_effects", "within_caller_transaction",
     "rerun_from_step", "rerun_range", "standing_effects", "applying_decision",
     "LABELS",
+    "not_done",
 ]

@@ -34,7 +34,6 @@ from .kernel import (  # the package's shared vocabulary
     audit_state,
     end_or_hold,
     require_evidence,
-    require_reason,
     reset_budget,
     terminate_in,
     transition_on,
@@ -45,8 +44,10 @@ from .operator_rules import (
     high_impact_effects,
     needs_second_person,
     paused_undo,
+    require_action_reason,
     state_refusal,
 )
+from .operator_words import LABELS
 from .rerun_rules import rerun_range
 from .resends import due_at_once
 
@@ -75,7 +76,7 @@ def operator_transition(run_id: int, action: str, *, actor: Actor, reason: str,
     """The skeleton of every operator transition: a reason, the run locked, the move checked
     against the table, the action checked against refusal() and the four-eyes rule; then the
     body's changes saved together, or (if the body raises) nothing at all."""
-    require_reason(reason, action.replace("_", " "))
+    require_action_reason(action, reason)
     # A run whose state refuses the action is told so in a person's words, the action named
     # as the console labels it, where the table's own check would name the transition.
     with transition_on(run_id, action, actor=actor, now=now,
@@ -87,11 +88,11 @@ def operator_transition(run_id: int, action: str, *, actor: Actor, reason: str,
             names = "; ".join(str(e) for e in high_impact_effects(counted))
             if approved_by is None:
                 raise SecondPersonRequired(
-                    f"{action} of run {run_id} needs a second person's approval: high-impact "
-                    f"effects stand or may stand ({names})")
+                    f"{LABELS[action]} of run {run_id} needs a second person's approval: "
+                    f"high-impact effects stand or may stand ({names})")
             if _same_person(actor, approved_by):
                 raise SecondPersonRequired(
-                    f"{action} of run {run_id} must be approved by someone other than "
+                    f"{LABELS[action]} of run {run_id} must be approved by someone other than "
                     f"{actor.label}")
         held = run.status in HELD
         yield Operation(change, run, steps, step, workflow_def)

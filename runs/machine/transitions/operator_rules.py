@@ -294,7 +294,7 @@ def refusal(action: str, run: Run, steps: list[Step], workflow_def: definition.W
         if step is not None:
             return step_refusal(action, run, step, steps, workflow_def)
         if not eligible_steps(action, run, steps, workflow_def):
-            return f"no step of run {run.pk} can be the target of {action}"
+            return f"no step of run {run.pk} can be its target"
     return None
 
 def eligible_steps(action: str, run: Run, steps: list[Step],
@@ -338,6 +338,12 @@ def checked(action: str, run: Run, step_name: str | None = None) -> Checked:
     return Checked(run, steps, step, workflow_def)
 
 
+def require_action_reason(action: str, reason: str) -> None:
+    """The reason every operator action needs, asked before any lock; a refusal names the
+    action as the console's button labels it ("Terminate needs a reason")."""
+    require_reason(reason, LABELS[action])
+
+
 def check_before_work(action: str, run_id: int, *, reason: str,
                       step_name: str | None = None) -> Checked:
     """The checks of operator.operator_transition (a reason, then checked()), made without
@@ -346,7 +352,7 @@ def check_before_work(action: str, run_id: int, *, reason: str,
     refused here, before anything is asked or built; the transition checks again under the
     lock, for a run that moved on meanwhile. Raises TransitionNotAllowed (ReasonRequired)
     with the transition's own words."""
-    require_reason(reason, action.replace("_", " "))
+    require_action_reason(action, reason)
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
         raise TransitionNotAllowed(f"run {run_id} does not exist")

@@ -38,3 +38,12 @@ STATE_WORDS = {
     RunStatus.COMPENSATION_FAILED: "an undo failed and it is waiting for a person",
     RunStatus.TERMINATED: "it was terminated",
 }
+
+
+def not_done(label: str, why) -> str:
+    """An action that was not done, as every door tells it: "<label> was not done: <why>";
+    where `why` begins with the label already (a refusal for the run's state, "Wake now is
+    not possible for run 12 ...", a reason missing, "Terminate needs a reason"), `why` alone,
+    not the label twice."""
+    why = str(why)
+    return why if why.startswith((f"{label} ", f"{label}:")) else f"{label} was not done: {why}"
