@@ -5,8 +5,9 @@ through RUNS_WORKFLOW_MODULES; the drill's own lookups are made in the test's pr
 import httpx
 
 from demo.clients import build_services
-from runs.definitions.definition import Contract, Found, NotFound, StepResult, Workflow
+from runs.definitions.definition import Workflow
 from runs.models import Run, RunStatus
+from tests.drill_wait_workflows import LEDGER, find_in_the_ledger, post_to_the_ledger
 from tests.workflows import OrderIn
 
 # How many lookups of a completed run time out before one answers; the test sets it.
@@ -16,14 +17,8 @@ asked_after_completion: dict[int, int] = {}
 
 times_out = Workflow("test-drill-lookup-times-out", version=1, input=OrderIn,
                      services=build_services, example={"order": "drill"})
-
-
-@times_out.write("post", honours_key=True, system="the ledger",
-                 contract=Contract(evidence="ledger entry", rule="reconcile by key", owner="ops"))
-def post(ctx):
-    entry = ctx.services.ledger.post(transaction_ref=ctx.key, account="expenses:services",
-                                     amount="5.00", currency="EUR", memo=ctx.input.order)
-    return StepResult(entry, remote_ref=entry["id"])
+post = times_out.write("post", honours_key=True, system="the ledger",
+                       contract=LEDGER)(post_to_the_ledger)
 
 
 @post.reconcile
@@ -32,5 +27,4 @@ def find_post(ctx):
         asked = asked_after_completion[ctx.run_id] = asked_after_completion.get(ctx.run_id, 0) + 1
         if asked <= TIMEOUTS_AFTER_COMPLETION["count"]:
             raise httpx.ReadTimeout("timed out")
-    entry = ctx.services.ledger.find(ctx.key)
-    return Found(entry["id"], entry) if entry else NotFound()
+    return find_in_the_ledger(ctx)

@@ -10,17 +10,21 @@ from tests.workflows import OrderIn
 LEDGER = Contract(evidence="ledger entry", rule="reconcile by key", owner="ops")
 
 
-def _declare_post(workflow: Workflow) -> None:
-    @workflow.write("post", honours_key=True, system="the ledger", contract=LEDGER)
-    def post(ctx):
-        entry = ctx.services.ledger.post(transaction_ref=ctx.key, account="expenses:services",
-                                         amount="5.00", currency="EUR", memo=ctx.input.order)
-        return StepResult(entry, remote_ref=entry["id"])
+def post_to_the_ledger(ctx):
+    entry = ctx.services.ledger.post(transaction_ref=ctx.key, account="expenses:services",
+                                     amount="5.00", currency="EUR", memo=ctx.input.order)
+    return StepResult(entry, remote_ref=entry["id"])
 
-    @post.reconcile
-    def find_post(ctx):
-        entry = ctx.services.ledger.find(ctx.key)
-        return Found(entry["id"], entry) if entry else NotFound()
+
+def find_in_the_ledger(ctx):
+    entry = ctx.services.ledger.find(ctx.key)
+    return Found(entry["id"], entry) if entry else NotFound()
+
+
+def _declare_post(workflow: Workflow) -> None:
+    post = workflow.write("post", honours_key=True, system="the ledger",
+                          contract=LEDGER)(post_to_the_ledger)
+    post.reconcile(find_in_the_ledger)
 
 
 sleeps = Workflow("test-drill-sleeps", version=1, input=OrderIn, services=build_services,
