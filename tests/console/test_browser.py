@@ -6,6 +6,7 @@ violation a page reports. Screenshots of the list and detail pages go to var/scr
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import Group, User
+from django.db import connections
 from playwright.sync_api import expect, sync_playwright
 
 from audit.models import AuditRecord
@@ -73,6 +74,11 @@ def browser(monkeypatch, settings):
         chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         policed = PolicedBrowser(chromium)
         yield policed
+        # The test's ORM calls, made while Playwright's loop runs in this thread, opened a
+        # connection of their own (Django keeps one per context): closed here, in that
+        # context, it would otherwise outlive the tests and keep the test database from
+        # being dropped ("being accessed by other users").
+        connections.close_all()
         chromium.close()
     assert policed.policies and all("script-src 'self'" in (h or "")
                                     for h in policed.policies), policed.policies
