@@ -316,7 +316,7 @@ def test_a_rejected_approval_stops_the_run_for_an_operator_and_sends_nothing(scr
     assert run.status == RunStatus.ATTENTION
     assert run.attention_reason == AttentionReason.APPROVAL_REJECTED
     assert script.effects == {}
-    with pytest.raises(TransitionNotAllowed, match="decide_approval is not allowed"):
+    with pytest.raises(TransitionNotAllowed, match="the decision cannot be applied to run"):
         transitions.decide_approval(run.pk, step_name="approve", approved=True, actor=SYSTEM)
 
 

@@ -40,6 +40,7 @@ from .kernel import (
     unsettled_effects,
 )
 from .operator import operator_transition
+from .operator_rules import decision_refusal
 from .tool_call_rules import tool_of
 
 S = ToolCallStatus
@@ -172,7 +173,8 @@ def decide_tool_call(run_id: int, *, step_name: str, call_ref: str, args_hash: s
     Approved: the call runs. Declined: it never runs, and the model is told. `data` (the
     approval request the decision came from, say) joins the audit record. `call_id`: the
     call row the request was made for, where known."""
-    with transition_on(run_id, "decide_approval", actor=actor, now=now) as change:
+    with transition_on(run_id, "decide_approval", actor=actor, now=now,
+                       refused=decision_refusal) as change:
         run = change.run
         step, call = call_named(run, step_name, call_ref)
         if call_id is not None and call.pk != call_id:

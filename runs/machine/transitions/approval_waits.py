@@ -34,6 +34,7 @@ from .kernel import (  # the package's shared vocabulary
     transition_on,
     transition_time,
 )
+from .operator_rules import decision_refusal
 
 
 def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor,
@@ -47,7 +48,8 @@ def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor
     sent it again (step_sent_again_by), as a resent tool call's is not
     (agent_operator.decide_tool_call), whoever calls this.
     """
-    with transition_on(run_id, "decide_approval", actor=actor, now=now) as change:
+    with transition_on(run_id, "decide_approval", actor=actor, now=now,
+                       refused=decision_refusal) as change:
         run, now = change.run, change.now
         step = _waiting_approval(run, step_name)
         if step.kind != definition.APPROVAL:

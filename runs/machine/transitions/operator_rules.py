@@ -218,17 +218,30 @@ def undos_in_doubt(steps: list[Step]) -> list[str]:
 _FEW = 3
 
 
+def _run_in_its_state(run: Run) -> str:
+    state = str(run.status)
+    if run.status == ATTENTION and run.attention_reason:
+        state += f": {run.get_attention_reason_display()}"
+    return (f"run {run.pk} ({run.workflow_name} {run.business_key}): "
+            f"{STATE_WORDS[run.status]} ({state})")
+
+
+def decision_refusal(run: Run) -> str | None:
+    """Why a person's decision on what `run` waits for (an approval step, a tool call) can
+    no longer be applied to it, in the words of state_refusal, or None if it can. The
+    approvals app records it on the request, where the approver reads it."""
+    if allowed("decide_approval", run.status):
+        return None
+    return f"the decision cannot be applied to {_run_in_its_state(run)}"
+
+
 def state_refusal(action: str, run: Run) -> str | None:
     """Why operator action `action` is not possible from `run`'s state, in words, or None if
     the transition table allows it from there. operator_transition asks it before the
     table's own check, whose words name the transition as the code does."""
     if allowed(action, run.status):
         return None
-    state = str(run.status)
-    if run.status == ATTENTION and run.attention_reason:
-        state += f": {run.get_attention_reason_display()}"
-    said = (f"{LABELS[action]} is not possible for run {run.pk} ({run.workflow_name} "
-            f"{run.business_key}): {STATE_WORDS[run.status]} ({state})")
+    said = f"{LABELS[action]} is not possible for {_run_in_its_state(run)}"
     instead = [label for name, label in LABELS.items() if allowed(name, run.status)]
     if 0 < len(instead) <= _FEW:
         named = instead[0] if len(instead) == 1 else \
