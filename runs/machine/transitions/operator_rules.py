@@ -200,7 +200,7 @@ def step_refusal(action: str, run: Run, step: Step, steps: list[Step],
         if paused is None or paused.step.pk != step.pk:
             return f"no compensation waits for the undo of {step.name} to be confirmed"
     else:
-        return f"{action} is not aimed at a step"
+        return f"{LABELS[action]} is not aimed at a step"
     return None
 
 def undos_in_doubt(steps: list[Step]) -> list[str]:
@@ -270,8 +270,8 @@ def refusal(action: str, run: Run, steps: list[Step], workflow_def: definition.W
         in_doubt = undos_in_doubt(steps)
         if in_doubt:
             return (f"the undo of {', '.join(in_doubt)} was sent but its outcome is not "
-                    "recorded: send it again with its key (compensate_tool_call) first, so "
-                    "that the run never goes on with an undo half done")
+                    f"recorded: send it again with its key ({LABELS['compensate_tool_call']}) "
+                    "first, so that the run never goes on with an undo half done")
     if action == "compensate":
         if workflow_def is None:
             return (f"{run.workflow_name} v{run.workflow_version} is not registered: its "

@@ -66,8 +66,10 @@ def test_the_undo_cut_short_is_sent_again_with_its_key(settings):
     call.refresh_from_db()
     assert (call.status, call.compensation_attempt) == (ToolCallStatus.COMPENSATING, 1)
 
-    # Nothing goes forward with the undo in doubt.
-    with pytest.raises(TransitionNotAllowed, match="outcome is not recorded"):
+    # Nothing goes forward with the undo in doubt; the person is told what to do, the action
+    # named as its button labels it.
+    with pytest.raises(TransitionNotAllowed, match=r"outcome is not recorded: send it again "
+                                                   r"with its key \(Undo tool call\) first"):
         transitions.resume(run.pk, actor=SYSTEM, reason="carry on")
 
     again = undo_tool_call(run.pk, step_name="triage", call_ref=call.ref, actor=SYSTEM,
