@@ -47,7 +47,7 @@ test: install
 	$(BIN)/lint-imports
 	DATABASE_URL=$(LINT_DATABASE_URL) $(BIN)/python manage.py lint_migrations
 	# Compiled once here: where the environment sets PYTHONDONTWRITEBYTECODE, each of the
-	# two hundred workers and commands the tests start compiled the project's modules anew
+	# hundreds of workers and commands the tests start compiled the project's modules anew
 	# (about 0.3 s of CPU each).
 	$(BIN)/python -m compileall -q -j 0 $(PROJECT_PACKAGES)
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -q \

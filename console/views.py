@@ -442,7 +442,7 @@ def run_action(request, run_id: int, action: str):
         try:
             refuse_who_may_not_act(action, run_id, user=request.user)
         except NoSuchRun as refused:
-            if archived_page := _archived_page(request, run_id, not_done=label):
+            if archived_page := _archived_page(request, run_id, action_label=label):
                 return archived_page
             raise Http404(str(refused)) from None
         except ActionForbidden:
@@ -452,7 +452,7 @@ def run_action(request, run_id: int, action: str):
         outcome = act(action, run_id, user=request.user, given=given,
                       seen=-1 if seen is None else seen)
     except NoSuchRun as exc:
-        if archived_page := _archived_page(request, run_id, not_done=label):
+        if archived_page := _archived_page(request, run_id, action_label=label):
             return archived_page
         raise Http404(str(exc)) from None
     except NoSuchAction as exc:
@@ -473,18 +473,18 @@ def run_action(request, run_id: int, action: str):
     return _after_action(request, run_id)
 
 
-def _archived_page(request, run_id: int, *, not_done: str = ""):
+def _archived_page(request, run_id: int, *, action_label: str = ""):
     """Where an address of run `run_id` leads once archival has moved the run out of the hot
     tables (a link kept in a ticket or a notification, a page drawn before): its read-only
     archived page, for whoever may view it, as the API answers 410 naming the archive. For
-    an action (`not_done`, its label), the page says the action was not done and why. None
-    when the run was not archived or this person may not view it: to them it is still no
-    run."""
+    an action (`action_label`, its label), the page says the action was not done and why.
+    None when the run was not archived or this person may not view it: to them it is still
+    no run."""
     if (tombstone := archived.archived_run_viewable(request.user, run_id)) is None:
         return None
-    if not_done:
+    if action_label:
         messages.error(request, transitions.not_done(
-            not_done, f"{archived.gone_to_archive(tombstone)} since its page was drawn. It is "
+            action_label, f"{archived.gone_to_archive(tombstone)} since its page was drawn. It is "
                       "shown here read only; nothing was done."))
     target = reverse("console:archived_run", args=[run_id])
     # htmx swaps no answer of another page into the dialog: the browser goes there.
