@@ -75,11 +75,14 @@ def _values_of(fields) -> Callable:
 
 @lru_cache(maxsize=8)
 def _statement(run_fields: tuple, step_fields: tuple, with_events: bool) -> str:
-    # Steps and audit records travel as one JSON array each (jsonb_to_recordset), so the
+    # Steps and audit records travel as one JSON array each (json_to_recordset), so the
     # statement has few parameters and one shape whatever the number of rows: psycopg and
-    # the server keep it prepared. Status events come with a status change only: a step's
-    # checkpoint has none, and the server would still open their table and its indexes at
-    # every execution of a shape that may insert one (two shapes, each prepared once).
+    # the server keep it prepared. As json, not jsonb: the server reads the text once into
+    # the columns, where jsonb's input first builds the whole document in its binary form
+    # (about a twentieth of the backend's CPU a step). Status events come with a status
+    # change only: a step's checkpoint has none, and the server would still open their
+    # table and its indexes at every execution of a shape that may insert one (two shapes,
+    # each prepared once).
     run_set = ", ".join(f"{f.column} = {_LEASE_COLUMNS[f.column]}" if f.column in _LEASE_COLUMNS
                         else f"{f.column} = %s::{f.cast_db_type(connection)}"
                         for f in _fields(Run, run_fields))
@@ -100,16 +103,16 @@ def _statement(run_fields: tuple, step_fields: tuple, with_events: bool) -> str:
         "AND (NOT %s::boolean OR next_wake_at <= (SELECT t FROM c)) "
         "RETURNING id, lease_expires_at, heartbeat_at), "
         f"s AS (UPDATE {Step._meta.db_table} AS t SET {step_set} "
-        f"FROM jsonb_to_recordset(%s::jsonb) AS v({_recordset(steps)}) "
+        f"FROM json_to_recordset(%s::json) AS v({_recordset(steps)}) "
         # The id list lets the planner use the primary key; it cannot guess how few rows
         # the recordset holds and would otherwise scan the whole table.
         "WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id AND EXISTS (SELECT 1 FROM r) "
         "RETURNING t.id), "
         f"a AS (INSERT INTO {AuditRecord._meta.db_table} ({audit_columns}) "
-        f"SELECT {audit_columns} FROM jsonb_to_recordset(%s::jsonb) AS v({_recordset(audit)}) "
+        f"SELECT {audit_columns} FROM json_to_recordset(%s::json) AS v({_recordset(audit)}) "
         "WHERE EXISTS (SELECT 1 FROM r) RETURNING id) "
         + (f", e AS (INSERT INTO {RunEvent._meta.db_table} ({event_columns}) "
-           f"SELECT {event_columns} FROM jsonb_to_recordset(%s::jsonb) "
+           f"SELECT {event_columns} FROM json_to_recordset(%s::json) "
            f"AS v({_recordset(events)}) WHERE EXISTS (SELECT 1 FROM r) RETURNING id) "
            if with_events else "") +
         # The stamped lease only when the statement stamped it: reading two timestamps back
