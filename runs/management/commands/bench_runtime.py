@@ -164,6 +164,16 @@ class Command(BaseCommand):
                                            label="warm-up")
                     # A margin over the warm-up's rate, which a warm cache outruns.
                     runs = max(10, round(1.5 * round_seconds * warm["steps_s"] / bw.STEPS))
+                # A round's worth of runs before the tables are first analysed: the first
+                # round would start on statistics taken when they held the warm-up's few runs
+                # and grow them tenfold, where production's autovacuum analyses a table each
+                # time a tenth of it has changed. Measured in one process on a fresh
+                # database: that round's start_run took twice the database CPU of the
+                # rounds after it, its steps an eighth more; in make bench it was the worst
+                # round of every run.
+                self._run_batch(worker, runs, label="warm-up")
+                out.write(f"warm-up: {runs} ten-step runs, a round's worth, before the tables "
+                          "are analysed (not timed)")
                 # What the warm-up wrote, analysed as autovacuum would (a fresh database's
                 # statistics say its tables are empty), and again before each round as the
                 # tables grow: plans made for the empty tables would time a database that
