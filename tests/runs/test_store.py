@@ -389,7 +389,7 @@ def test_a_run_completes_with_one_effect_per_write_and_a_chain_that_verifies(scr
 def test_a_result_is_stored_as_json_writes_it_whatever_its_numbers_and_keys(script):
     # A checkpoint's rows travel to the database as JSON text: an integer past 64 bits, keys
     # that are numbers, a choice's text and a float written with an exponent are stored as
-    # the json module writes them, on the hot path and the locking path alike.
+    # the json module writes them (a step's success: the one-statement checkpoint).
     script.plan["fetch"] = [{"big": 2 ** 70, "by_number": {1: "one", 2.5: "half"},
                              "status": StepStatus.RUNNING, "ratio": 1e16, "small": 1.5e-7}]
     run = new_run()
