@@ -14,8 +14,10 @@ PROJECT_PACKAGES := console api observability archive approvals runs audit demo 
 # Modules whose tests share a node id, which pytest-xdist would run once: run without -n.
 SERIAL_TESTS := tests/api/test_schemathesis.py
 # make test runs the store tests (runs.store) again on SQLite, the demo's embedded database,
-# kept here with its lock files.
+# kept here with its lock files, and the tests of the other rules marked demo_database.
 STORE_TEST_DIR ?= /tmp/durable-store-tests
+SQLITE_TESTS := tests/runs/test_store.py \
+	tests/console/test_an_address_naming_an_id_no_row_can_have_is_not_found.py
 BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/durable_bench
 # The runtime's figures (WAL per step among them) are measured on a database made afresh
 # each time; the console's on the million runs seed_scale keeps in BENCH_DATABASE_URL.
@@ -57,7 +59,7 @@ test: install
 	rm -rf $(STORE_TEST_DIR) && mkdir -p $(STORE_TEST_DIR)
 	DATABASE_URL=sqlite:///$(STORE_TEST_DIR)/durable.sqlite3 VAR_DIR=$(STORE_TEST_DIR) \
 		CELERY_BROKER_URL=$(TEST_BROKER_URL) STORE_TESTS_ON_SQLITE=1 \
-		$(BIN)/pytest -q -m store tests/runs/test_store.py
+		$(BIN)/pytest -q -m 'store or demo_database' $(SQLITE_TESTS)
 
 # bin/demo checks the port, migrates, seeds and starts everything.
 demo: install

@@ -14,6 +14,7 @@ from runs.machine.storable import PERSON_TEXT_MAX
 from runs.machine.transitions.kernel import NEW
 from runs.machine.transitions.outcome import REMOTE_REF_MAX
 from runs.models import AttentionReason, ErrorClass, RunStatus, StepStatus, ToolCallStatus
+from runs.reads.id_in_path import LARGEST_ID
 
 from .models import WebhookSubscriber
 from .subscribers import SECRET_MAX_LENGTH, SECRET_MIN_LENGTH, SECRET_PATTERN, secret_problem
@@ -32,8 +33,8 @@ StepStatusName = Literal[tuple(s.value for s in StepStatus)]
 StepKind = Literal[STEP_KINDS]
 ToolCallStateName = Literal[tuple(s.value for s in ToolCallStatus)]
 
-# The largest id a path may name (PostgreSQL's bigint).
-MAX_RUN_ID = 2**63 - 1
+# The largest id a path may name, as the console's paths read it.
+MAX_RUN_ID = LARGEST_ID
 
 # PostgreSQL text cannot hold NUL characters; the document says so, the API refuses them.
 NO_NUL = r"^[^\u0000]+$"

@@ -5,6 +5,7 @@ from django.urls import include, path
 
 from observability import views as observability_views
 from runs.definitions import name_in_path  # noqa: F401  (registers the converter <name:...>)
+from runs.reads import id_in_path  # noqa: F401  (registers the converter <id:...>)
 
 from . import bulk_views, list_views, transcript_views, views, world_views
 from .forms import LoginForm
@@ -14,16 +15,16 @@ console_patterns = [
     path("runs/bulk/", views.bulk_action, name="bulk"),
     path("runs/bulk/preview/", bulk_views.bulk_preview_page, name="bulk_preview"),
     path("runs/bulk/jobs/", bulk_views.bulk_start, name="bulk_start"),
-    path("runs/bulk/jobs/<int:job_id>/", bulk_views.bulk_job_page, name="bulk_job"),
-    path("runs/bulk/jobs/<int:job_id>/cancel/", bulk_views.bulk_cancel, name="bulk_cancel"),
+    path("runs/bulk/jobs/<id:job_id>/", bulk_views.bulk_job_page, name="bulk_job"),
+    path("runs/bulk/jobs/<id:job_id>/cancel/", bulk_views.bulk_cancel, name="bulk_cancel"),
     path("runs/views/", list_views.save_view, name="save_view"),
-    path("runs/views/<int:view_id>/delete/", list_views.delete_view, name="delete_view"),
-    path("runs/<int:run_id>/", views.run_detail, name="run"),
-    path("runs/archived/<int:run_id>/", views.archived_run, name="archived_run"),
-    path("runs/<int:run_id>/investigation/", views.run_investigation, name="investigation"),
-    path("runs/<int:run_id>/transcripts/<int:turn_id>/", transcript_views.turn_artifact,
+    path("runs/views/<id:view_id>/delete/", list_views.delete_view, name="delete_view"),
+    path("runs/<id:run_id>/", views.run_detail, name="run"),
+    path("runs/archived/<id:run_id>/", views.archived_run, name="archived_run"),
+    path("runs/<id:run_id>/investigation/", views.run_investigation, name="investigation"),
+    path("runs/<id:run_id>/transcripts/<id:turn_id>/", transcript_views.turn_artifact,
          name="turn_artifact"),
-    path("runs/<int:run_id>/<slug:action>/", views.run_action, name="action"),
+    path("runs/<id:run_id>/<slug:action>/", views.run_action, name="action"),
     path("attention/", views.attention, name="attention"),
     path("workers/", list_views.workers_page, name="workers"),
     path("audit/", views.audit_log, name="audit"),

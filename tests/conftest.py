@@ -25,6 +25,9 @@ def _fresh_metric_counts():
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "store: runs.store's tests, run on PostgreSQL and on SQLite (make test)")
+    config.addinivalue_line(
+        "markers", "demo_database: a rule the demo's SQLite database is tested for too (make "
+                   "test runs them there beside the store tests)")
     broker_per_test_process()
     fast_password_hashing()
     empty_by_truncating_what_was_written()
@@ -70,18 +73,20 @@ def broker_per_test_process():
 @pytest.fixture(autouse=True, scope="session")
 def _require_postgresql(request, django_db_setup, django_db_blocker):
     # Concurrency, locking and the audit trigger are tested for real: on PostgreSQL only,
-    # except the store tests, which also run on the demo's SQLite when asked to (and only
-    # they: a session that selected anything else stops here, nothing is skipped).
+    # except the store tests and those marked demo_database, which also run on the demo's
+    # SQLite when asked to (and only they: a session that selected anything else stops
+    # here, nothing is skipped).
     with django_db_blocker.unblock():
         if connection.vendor == "postgresql":
             return
     others = [item.nodeid for item in request.session.items
-              if item.get_closest_marker("store") is None]
+              if item.get_closest_marker("store") is None
+              and item.get_closest_marker("demo_database") is None]
     if os.environ.get(STORE_TESTS_ON_SQLITE) and not others:
         return
     pytest.exit("the tests run on PostgreSQL: set DATABASE_URL=postgres://... (make test "
-                "does); on SQLite only the store tests run, with "
-                f"{STORE_TESTS_ON_SQLITE}=1 and -m store", returncode=2)
+                "does); on SQLite only the store tests and those marked demo_database run, with "
+                f"{STORE_TESTS_ON_SQLITE}=1 and -m 'store or demo_database'", returncode=2)
 
 
 @pytest.fixture(autouse=True)

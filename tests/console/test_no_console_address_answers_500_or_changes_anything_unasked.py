@@ -58,7 +58,7 @@ def _paths(route: str, ids: dict[str, str]) -> list[str]:
     params = re.findall(r"<(\w+):(\w+)>", route)
     values = []
     for converter, name in params:
-        if converter == "int":
+        if converter in ("int", "id"):
             values.append([ids.get(name, "1"), "999999", "99999999999999999999999"])
         elif name == "action":
             values.append(["terminate", "nope"])
