@@ -15,6 +15,7 @@ only the new secret signs.
 from datetime import datetime, timedelta
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import httpx
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -56,10 +57,21 @@ def url_problem(url: str) -> str | None:
     ("unsupported protocol") and was retried until it failed for good. Admin's form and the
     API ask this of a URL given, a stored one is left as it is (it may still be turned off)."""
     scheme = urlsplit(url).scheme.lower()
-    if scheme in ("http", "https"):
-        return None
-    return (f"deliveries are POSTed over HTTP: give an http:// or https:// URL, not "
-            f"{scheme}://")
+    if scheme not in ("http", "https"):
+        return (f"deliveries are POSTed over HTTP: give an http:// or https:// URL, not "
+                f"{scheme}://")
+    # Django's URL check takes a host IDNA refuses (an emoji's punycode) and any port of
+    # five digits; the HTTP client refuses the one, and the other fails in the connect
+    # itself, raised where no delivery's error catches it.
+    try:
+        parsed = httpx.URL(url)
+        port = parsed.port
+        parsed.host  # noqa: B018  (decodes the host: IDNA's refusal is raised here)
+    except (httpx.InvalidURL, UnicodeError) as exc:
+        return f"the HTTP client cannot send to it: {type(exc).__name__}: {exc}"
+    if port is not None and not 0 < port <= 65535:
+        return f"its port {port} is no port (1 to 65535)"
+    return None
 
 
 def secret_problem(secret: str) -> str | None:

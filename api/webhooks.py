@@ -37,7 +37,7 @@ from runs.machine.storable import printable
 
 from . import public_network
 from .models import WebhookDelivery, WebhookSubscriber
-from .subscribers import retire_previous_secrets, signing_secrets
+from .subscribers import retire_previous_secrets, signing_secrets, url_problem
 from .tokens import clock
 from .webhook_cursors import queue_deliveries, takes
 
@@ -225,8 +225,8 @@ class DeadlinePoster:
 
 # No answer at all: the endpoint, not the delivery, is the problem, and the subscriber's
 # next delivery would wait for nothing the same way (an answer, even 500, is about its own
-# delivery). An address the HTTP client refuses (a host the URL field takes but IDNA does
-# not) is one for every delivery, and must not end the pass for every subscriber.
+# delivery). An address the HTTP client refuses is one for every delivery, and must not
+# end the pass for every subscriber.
 NO_ANSWER = (httpx.TransportError, httpx.InvalidURL)
 
 
@@ -244,6 +244,12 @@ def _attempt(poster: DeadlinePoster, delivery: WebhookDelivery) -> tuple[int | N
     except UnreadableValue as exc:
         # Not sent unsigned: kept for a key put back, or a secret an admin types again.
         return None, f"not sent: its secret cannot be opened: {exc}"
+    # An address no delivery can be sent to (stored before the rule, or by hand), asked by
+    # the rule the API and admin ask of a URL given: the HTTP client raises for some where
+    # no delivery's error catches it (a port past 65535, in the connect), which ended the
+    # pass for every subscriber. It is no answer, like a refused connection.
+    if (problem := url_problem(delivery.subscriber.url)) is not None:
+        return None, printable(f"not sent: {problem}")[:500]
     try:
         code = poster.post(delivery.subscriber.url, body, {
             "Content-Type": "application/json",

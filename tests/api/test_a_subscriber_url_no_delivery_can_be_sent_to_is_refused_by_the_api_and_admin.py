@@ -1,6 +1,7 @@
-"""Deliveries are POSTed over HTTP(S). Django's URL check also takes ftp:// and ftps://: a
-subscriber made with one over the API or in admin was written, and each of its deliveries
-failed with "unsupported protocol", retried until it failed for good. Now such a URL is
+"""Deliveries are POSTed over HTTP(S). Django's URL check also takes ftp:// and ftps://, a
+port past 65535 and a host IDNA refuses: a subscriber made with one over the API or in
+admin was written, and each of its deliveries failed ("unsupported protocol"), or, for the
+port, ended every publisher pass before any subscriber's delivery. Now such a URL is
 refused where it is given (422 naming `url` over the API, the form's error in admin), and
 nothing is written or recorded; a subscriber stored with one before may still be turned
 off."""
@@ -21,9 +22,16 @@ pytestmark = pytest.mark.django_db
 SECRET = "whsec-only-the-receiver-4711"
 
 
-@pytest.mark.parametrize("url", ["ftp://files.example.com/hooks",
-                                 "ftps://files.example.com/hooks"])
-def test_an_url_no_delivery_can_reach_is_refused_over_the_api(client, keeper, url):  # noqa: F811
+@pytest.mark.parametrize(("url", "said"), [
+    ("ftp://files.example.com/hooks", "give an http:// or https:// URL"),
+    ("ftps://files.example.com/hooks", "give an http:// or https:// URL"),
+    # Django's URL check takes these; no delivery could be sent to either (the connect
+    # raised OverflowError, IDNA refuses the emoji this punycode decodes to).
+    ("http://127.0.0.1:65536/hooks", "its port 65536 is no port (1 to 65535)"),
+    ("http://xn--ls8h.example/hooks", "the HTTP client cannot send to it: InvalidCodepoint"),
+])
+def test_an_url_no_delivery_can_reach_is_refused_over_the_api(client, keeper, url,  # noqa: F811
+                                                              said):
     recorded = AccessRecord.objects.count()  # the token's own record
     response = send(client, "POST", "/api/subscribers", {
         "name": "crm", "url": url, "secret": SECRET, "workflows": ["test-orders"]})
@@ -31,7 +39,7 @@ def test_an_url_no_delivery_can_reach_is_refused_over_the_api(client, keeper, ur
     assert response.status_code == 422, response.content
     [error] = response.json()["errors"]
     assert error["loc"] == ["url"]
-    assert "give an http:// or https:// URL" in error["msg"]
+    assert said in error["msg"]
     assert not WebhookSubscriber.objects.exists()
     assert AccessRecord.objects.count() == recorded
 
@@ -63,6 +71,16 @@ def test_admin_refuses_such_an_url_and_saves_nothing(admin_client):  # noqa: F81
 
     assert response.status_code == 200
     assert "give an http:// or https:// URL, not ftp://" in response.text
+    assert not WebhookSubscriber.objects.exists() and not AccessRecord.objects.exists()
+
+
+def test_admin_refuses_an_url_with_no_port_and_saves_nothing(admin_client):  # noqa: F811
+    response = admin_client.post("/admin/api/webhooksubscriber/add/", {
+        "name": "crm", "url": "http://127.0.0.1:65536/hooks", "secret": SECRET,
+        "workflows": "[]", "active": "on"})
+
+    assert response.status_code == 200
+    assert "Its port 65536 is no port (1 to 65535)." in response.text
     assert not WebhookSubscriber.objects.exists() and not AccessRecord.objects.exists()
 
 

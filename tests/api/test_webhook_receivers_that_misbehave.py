@@ -183,6 +183,29 @@ def test_a_url_the_http_client_cannot_use_fails_its_delivery_not_the_pass(good):
     assert (report.delivered, report.deferred) == (2, 1)
 
 
+@pytest.mark.parametrize(("url", "said"), [
+    # The connect raised OverflowError inside the HTTP client's task group: the pass ended,
+    # at every beat, before any other subscriber's delivery.
+    ("http://127.0.0.1:65536/hooks", "its port 65536 is no port (1 to 65535)"),
+    # Django's URL field takes this punycode; IDNA refuses the emoji it decodes to.
+    ("http://xn--ls8h.example/hooks", "InvalidCodepoint"),
+])
+def test_a_stored_url_no_delivery_can_be_sent_to_fails_its_delivery_not_the_pass(good, url,
+                                                                                   said):
+    bad = _subscribe("bad", url)
+    _subscribe("crm", f"{good.url}/hooks")
+    new_run()
+    new_run()
+    report = webhooks.publish(now=timezone.now())
+    assert len(good.sent("POST", "/hooks")) == 2
+    attempts = list(WebhookDelivery.objects.filter(subscriber=bad).order_by("pk")
+                    .values_list("attempts", "last_error", "status"))
+    assert attempts[0][0] == 1 and attempts[0][1].startswith("not sent: ")
+    assert said in attempts[0][1]
+    assert attempts[1] == (0, "", WebhookDelivery.Status.PENDING)
+    assert (report.delivered, report.deferred) == (2, 1)
+
+
 def test_error_text_is_storable_and_bounded():
     try:
         raise httpx.RemoteProtocolError("bad\x00line " + "z" * 600)
