@@ -82,6 +82,10 @@ class ErrorClass(models.TextChoices):
     # its own value, so that what a late result may settle is never read from a message.
     ENDED_IN_DOUBT = "ended_in_doubt"
     ENDED_UNDOING = "ended_undoing"
+    # A permanent error whose receiver holds an earlier request under the key, with other
+    # arguments (HTTP 422 idempotency_key_reused): a lookup by the key finds that request's
+    # effect, never this one's, so it settles nothing (effects.looked_up_verdict).
+    KEY_REUSED = "key_reused"
 
 
 class Workflow(models.Model):

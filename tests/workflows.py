@@ -292,8 +292,9 @@ def find_payment(ctx):
     return _look_up(f"/payments/{ctx.key}")
 
 
-# Two workflows that share a step name, against the sandbox's tracker (which honours keys).
-def _tracker_workflow(name: str) -> Workflow:
+# Two workflows that share a step name, against the sandbox's tracker (which honours keys),
+# and one whose step a person may also look up by its key.
+def _tracker_workflow(name: str, *, looked_up: bool = False) -> Workflow:
     from demo.clients import build_services
 
     workflow = Workflow(name, version=1, input=OrderIn, services=build_services)
@@ -305,11 +306,18 @@ def _tracker_workflow(name: str) -> Workflow:
                                                 assignee="ops")
         return StepResult(task, remote_ref=task["id"])
 
+    if looked_up:
+        @create.reconcile
+        def find_task(ctx):
+            task = ctx.services.tracker.find_task(ctx.key)
+            return NotFound() if task is None else Found(task["id"], task)
+
     return workflow
 
 
 tracker_a = _tracker_workflow("test-tracker-a")
 tracker_b = _tracker_workflow("test-tracker-b")
+tracker_looked_up = _tracker_workflow("test-tracker-looked-up", looked_up=True)
 
 
 # A step whose result is as large as its input says, read by the next step.

@@ -54,6 +54,8 @@ class IdempotencyKeyReused(PermanentError):
     nothing now. Sending again cannot help, since the key stays while the arguments changed
     (a new decision, a step whose code changed without a new version): a person decides."""
 
+    error_class = ErrorClass.KEY_REUSED
+
     def __init__(self, *, key: str, first_hash: str, request_hash: str, receiver: str = ""):
         where = f" at {receiver}" if receiver else ""
         super().__init__(
@@ -64,6 +66,15 @@ class IdempotencyKeyReused(PermanentError):
         self.key = key
         self.first_hash = first_hash
         self.request_hash = request_hash
+
+
+# What a lookup finds under a key its receiver said holds an earlier request with other
+# arguments is that request's effect (transitions.effects.looked_up_verdict): recorded as
+# this one's, the run would go on as if it had done what it never asked for.
+KEY_HOLDS_ANOTHER_REQUEST = (
+    "the key holds an earlier request with other arguments (key_reused): what the lookup "
+    "found is that request's effect, not this one's; record what this one did by hand, with "
+    "evidence, or retry it once its arguments match")
 
 
 class ModelFormatError(StepError):
@@ -369,7 +380,7 @@ def classify(exc: BaseException, *,
                               f"{exc.response.text[:500]}")
         reused = key_reused(exc.response)
         if reused is not None:
-            return Classified(ErrorClass.PERMANENT, redact_text(str(reused)))
+            return Classified(reused.error_class, redact_text(str(reused)))
         if status in _NOT_DONE_STATUSES:
             return Classified(ErrorClass.PERMANENT, f"{message} (not implemented: the "
                               "receiver did nothing)")

@@ -1,7 +1,9 @@
 """A write whose key the receiver already holds with other arguments (a task opened by an
 earlier version of the step, say): the receiver refuses it (HTTP 422, code
 idempotency_key_reused); the run stops for a person after that one send, with an error that
-names the key and both arguments' hashes, and nothing is sent again."""
+names the key and both arguments' hashes, and nothing is sent again. A person's lookup by
+that key finds the earlier request's task, which is not this step's effect: it settles
+nothing, and the run keeps waiting for a person."""
 
 import pytest
 from django.core.signals import request_started
@@ -13,6 +15,7 @@ from runs.execution import executor
 from runs.machine import transitions
 from runs.machine.keys import step_key
 from runs.models import AttentionReason, ErrorClass, Run, RunStatus, Step
+from runs.operator.reconciliation import reconcile_step
 from tests.factories import SYSTEM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -53,7 +56,7 @@ def test_a_write_refused_for_a_reused_key_goes_to_attention_after_one_send(live_
     assert run.attention_reason == AttentionReason.PERMANENT_ERROR
     assert task_posts == [key]
     assert step.status == "failed" and step.attempt == 1 and step.next_attempt_at is None
-    assert step.error_class == ErrorClass.PERMANENT
+    assert step.error_class == ErrorClass.KEY_REUSED
     assert f"idempotency key {key} was used before with other arguments" in \
         step.error_message
     assert step.error_message.count("sha256 ") == 2
@@ -62,3 +65,30 @@ def test_a_write_refused_for_a_reused_key_goes_to_attention_after_one_send(live_
         (key, "an earlier title")]
     assert not AuditRecord.objects.filter(run=run, action__in=[
         AuditAction.RETRY_SCHEDULED, AuditAction.RECONCILE_SCHEDULED]).exists()
+
+
+def test_a_lookup_by_the_reused_key_settles_nothing_and_the_run_waits_for_a_person(
+        live_sandbox, task_posts, settings):
+    settings.EXTERNAL_TIMEOUT_SECONDS = 15
+    business_key = "tenant-1:looked-up"
+    key = step_key("test-tracker-looked-up", business_key, "create-task", 1)
+    Task.objects.create(idempotency_key=key, title="an earlier title", assignee="ops")
+    run, _ = transitions.start_run(workflow="test-tracker-looked-up", business_key=business_key,
+                                   input={"order": business_key}, actor=SYSTEM, wake=False)
+    executor.advance_run(run.pk, worker="w1")
+    assert Step.objects.get(run=run, name="create-task").error_class == ErrorClass.KEY_REUSED
+
+    # The tracker has a task under the key (the earlier request's): it is found.
+    reconcile_step(run.pk, step_name="create-task", actor=SYSTEM, reason="what did it do?")
+
+    run = Run.objects.get(pk=run.pk)
+    step = Step.objects.get(run=run, name="create-task")
+    assert run.status == RunStatus.ATTENTION
+    assert "the key holds an earlier request with other arguments" in run.status_message
+    assert (step.status, step.remote_ref, step.error_class) == ("failed", "",
+                                                                ErrorClass.KEY_REUSED)
+    [reconciled] = AuditRecord.objects.filter(run=run, action=AuditAction.RECONCILED)
+    assert reconciled.data["verdict"] != "found"
+    assert not AuditRecord.objects.filter(run=run, action=AuditAction.SUCCEEDED).exists()
+    assert task_posts == [key]
+    assert Task.objects.count() == 1

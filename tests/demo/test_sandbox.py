@@ -270,7 +270,8 @@ def test_every_keyed_write_refuses_its_key_with_other_arguments_and_keeps_the_fi
         "/tracker/tasks", params={"key": "k-task"}).json()
 
 
-def test_the_clients_raise_a_reused_key_as_a_permanent_error_naming_key_and_hashes(services):
+def test_the_clients_raise_a_reused_key_as_its_own_permanent_error_naming_key_and_hashes(
+        services):
     services.tracker.create_task("k-1", "Approve invoice INV-1", "ada")
     services.ledger.post("tx-1", "6000-office", "125.00", "EUR", "invoice INV-1")
 
@@ -282,7 +283,7 @@ def test_the_clients_raise_a_reused_key_as_a_permanent_error_naming_key_and_hash
         assert isinstance(exc, IdempotencyKeyReused) and exc.key == key
         assert len(exc.first_hash) == len(exc.request_hash) == 64
         classified = classify(exc)
-        assert classified.error_class == ErrorClass.PERMANENT
+        assert classified.error_class == ErrorClass.KEY_REUSED
         assert f"idempotency key {key} was used before with other arguments" in \
             classified.message
         assert exc.first_hash in classified.message and exc.request_hash in classified.message

@@ -88,12 +88,14 @@ def test_501_says_the_receiver_did_nothing(server):
     assert "HTTP 501" in classified.message and "did nothing" in classified.message
 
 
-def test_a_key_reused_with_other_arguments_is_permanent_and_names_the_key_and_both_hashes(
+def test_a_key_reused_with_other_arguments_is_a_permanent_error_of_its_own_class_naming_both(
         server):
+    # Its own class: a lookup by that key finds the other request's effect (errors.
+    # KEY_HOLDS_ANOTHER_REQUEST); the machine fails it as a permanent error.
     exc = _raised(f"{server}/reused")
     assert isinstance(exc, httpx.HTTPStatusError)
     classified = classify(exc)
-    assert classified.error_class == ErrorClass.PERMANENT and classified.retry_after is None
+    assert classified.error_class == ErrorClass.KEY_REUSED and classified.retry_after is None
     assert "idempotency key k-1 was used before with other arguments" in classified.message
     assert f"sha256 {'a' * 64}" in classified.message
     assert f"sha256 {'b' * 64}" in classified.message
@@ -102,7 +104,7 @@ def test_a_key_reused_with_other_arguments_is_permanent_and_names_the_key_and_bo
     reused = key_reused(exc.response)
     assert isinstance(reused, IdempotencyKeyReused) and isinstance(reused, PermanentError)
     assert (reused.key, reused.first_hash, reused.request_hash) == ("k-1", "a" * 64, "b" * 64)
-    assert classify(reused).error_class == ErrorClass.PERMANENT
+    assert classify(reused).error_class == ErrorClass.KEY_REUSED
     # Any other 422 is a plain permanent refusal, not a reused key.
     assert key_reused(_raised(f"{server}/422").response) is None
 

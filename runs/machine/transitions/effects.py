@@ -25,6 +25,7 @@ from audit.redaction import redact, redact_text
 
 from ...definitions import definition
 from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
+from ..errors import KEY_HOLDS_ANOTHER_REQUEST
 from .compensation import advance_compensation, begin_compensation, compensation_plan
 from .effect_rows import FAILED, PENDING, SUCCEEDED, UNKNOWN, CallEffect, Effect, StepEffect
 from .in_flight import (
@@ -96,7 +97,7 @@ def fail(change: Change, lease: Lease, effect: Effect, outcome: Outcome) -> bool
     if cls == ErrorClass.TRANSIENT:
         resend_or_stop(change, lease, effect, before=before, why="transient error",
                        error=error.message, retry_after=error.retry_after)
-    elif cls == ErrorClass.PERMANENT:
+    elif cls in (ErrorClass.PERMANENT, ErrorClass.KEY_REUSED):
         row.status = FAILED
         effect.save(change)
         stop(change, lease, effect, before, AttentionReason.PERMANENT_ERROR, error.message,
@@ -207,8 +208,10 @@ def not_found_trusted_from(spec, row, now):
 def looked_up_verdict(effect: Effect, verdict, now):
     """A lookup's verdict as a person's reconcile records it: a "not found" that proves
     nothing yet (not_found_trusted_from) leaves the effect unknown, the row remembering when
-    a lookup may be trusted, so that the Retry that follows a "not done" cannot send again
-    what a request still in flight is about to do."""
+    a lookup may be trusted, so that the Retry after a "not done" cannot send again what a
+    request in flight is about to do; a "found" under a reused key proves nothing of it."""
+    if isinstance(verdict, definition.Found) and effect.row.error_class == ErrorClass.KEY_REUSED:
+        return definition.Undetermined(KEY_HOLDS_ANOTHER_REQUEST)
     if not isinstance(verdict, definition.NotFound):
         return verdict
     trusted_from = not_found_trusted_from(effect.spec, effect.row, now)
