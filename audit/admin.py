@@ -5,13 +5,18 @@ the access chain are in runs.admin, where the console's search of runs and the i
 search (runs.admin_search, which reads numbers as runs does) are at hand."""
 
 import json
+from datetime import UTC, datetime
 from math import ceil
 
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.utils import build_q_object_from_lookup_parameters, prepare_lookup_value
 from django.contrib.admin.views.main import ORDER_VAR, PAGE_VAR, SEARCH_VAR, ChangeList
+from django.core.exceptions import EmptyResultSet, FieldError, FullResultSet, ValidationError
 from django.core.paginator import Paginator
 from django.db import connection
+from django.db.models.sql.where import WhereNode
 from django.http import HttpResponseRedirect
 from django.utils.functional import cached_property
 
@@ -92,11 +97,117 @@ class PageNotInList(Exception):
         self.page = page
 
 
+def storable(value) -> bool:
+    """Whether a column could hold `value`, a filter's value as Django's lookups prepared it:
+    text without a NUL, an integer within a bigint, a time with an offset that is a time in
+    UTC too (Python's times end with the year 9999, and Django reads every stored time into
+    one)."""
+    if isinstance(value, str):
+        return "\x00" not in value  # PostgreSQL holds no NUL in text (NUL_FILTER_REFUSED)
+    if isinstance(value, int) and not isinstance(value, bool):
+        # The widest integer column's range, as Django's backend for the database knows it.
+        low, high = connection.ops.integer_field_range("BigIntegerField")
+        return low <= value <= high
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        try:
+            value.astimezone(UTC)
+        except OverflowError:
+            return False
+    return True
+
+
+def lookup_values(node):
+    """The values the lookups of a query's WHERE `node` compare their columns with."""
+    for child in node.children:
+        if isinstance(child, WhereNode):
+            yield from lookup_values(child)
+        else:
+            value = getattr(child, "rhs", None)
+            yield from value if isinstance(value, (list, tuple, set, frozenset)) else [value]
+
+
+def holdable(queryset, lookup: str, values: list[str]) -> bool:
+    """Whether a row of `queryset` could match the filter `lookup` with `values`, as an
+    address gives them: False when a value is not of its column's kind ("abc" for an id) or
+    is past what any column holds (an integer past a bigint, a time past the year 9999 in
+    UTC). Django's lookups hand such a value on to the database: SQLite, the demo's, refuses
+    it as the list is counted (OverflowError, a server error), PostgreSQL finds no row. A
+    parameter that names no column (a list filter's own) is not judged here: True."""
+    try:
+        query = queryset.filter(build_q_object_from_lookup_parameters(
+            {lookup: prepare_lookup_value(lookup, values)})).query
+    except (ValueError, ValidationError, OverflowError):
+        return False
+    except FieldError:
+        return True
+    if not all(storable(value) for value in lookup_values(query.where)):
+        return False
+    # Some values fail only as the query is written: a year's bounds (a time past 9999), a
+    # time SQLite is given in UTC, a range of one value. Writing it reads no row, and Django
+    # itself takes any error of an address's filter for a bad value (ChangeList.get_queryset).
+    try:
+        query.get_compiler(using=queryset.db).as_sql()
+    except (EmptyResultSet, FullResultSet):
+        pass
+    except Exception:
+        return False
+    return True
+
+
+def shown(value: str) -> str:
+    """A value as typed into an address, quoted and cut short, for a message (kept in a
+    cookie)."""
+    return repr(value if len(value) <= 20 else f"{value[:20]}…")
+
+
+# Said when a list's address filters on values no row can hold.
+FILTER_REFUSED = ("No row of this list can hold {filters}: the list is shown without "
+                  "{that}.")
+# Said when it asks the date hierarchy for a year, month or day it cannot bound.
+DATE_REFUSED = ("This list cannot be filtered by the date {filters}: a date filter reads up "
+                "to the start of the year, month or day after it, which must fall between "
+                "the years 1 and 9999. The list is shown without it.")
+# Said when an action is asked for on a selection naming what no row has as its id.
+SELECTION_REFUSED = ("Nothing was done: the selection named no row of this list ({values} "
+                     "{is_} no id a row can have).")
+
+
+class FiltersRefused(Exception):
+    """A list's address filters on what no row can hold. `names` are the refused
+    parameters, which the list is shown without."""
+
+    def __init__(self, message: str, names):
+        super().__init__(message)
+        self.names = list(names)
+
+
 class PageCheckedChangeList(ChangeList):
     """A changelist that raises PageNotInList for a page it does not have. Django reads a
     page it cannot parse as the first, shows a one-page list whatever page is asked, and
     answers a page out of a longer list's range by sending to the list with its filters
-    dropped, then, asked again, with its "Database error" page."""
+    dropped, then, asked again, with its "Database error" page. It raises FiltersRefused for
+    a filter no row can hold (holdable), before any row is read."""
+
+    def get_filters(self, request):
+        try:
+            filters = super().get_filters(request)
+        except (ValueError, OverflowError):
+            # Django's date hierarchy bounds a year, month or day by the next one and catches
+            # only a date it cannot make, not a next one past the year 9999.
+            hierarchy = [f"{self.date_hierarchy}__{part}" for part in ("year", "month", "day")]
+            asked = [name for name in hierarchy if name in self.params]
+            if not self.date_hierarchy or not asked:
+                raise
+            raise FiltersRefused(DATE_REFUSED.format(filters=", ".join(
+                f"{name}={shown(self.params[name])}" for name in asked)), hierarchy) from None
+        refused = [(name, values) for name, values in self.get_filters_params().items()
+                   if not holdable(self.root_queryset, name, values)]
+        if refused:
+            raise FiltersRefused(FILTER_REFUSED.format(
+                filters=", ".join(f"{name}={shown(values[-1])}" for name, values in refused),
+                that="that filter" if len(refused) == 1 else "those filters"),
+                [name for name, _ in refused])
+        return filters
 
     def get_results(self, request):
         if page_asked(request.GET) is None:
@@ -143,7 +254,10 @@ class StorableFiltersAdmin(admin.ModelAdmin):
     refused (Django admin takes any field of the model as a filter from the address,
     `?status=...`, and PostgreSQL refuses a NUL in a text parameter: a server error), and a
     page the list does not have is answered with its first page, or its last for a page
-    past it, the list's filters and search kept (PageCheckedChangeList)."""
+    past it, the list's filters and search kept (PageCheckedChangeList). A filter on what no
+    row can hold (an id past a bigint, a time past the year 9999, "abc" for a number) is
+    answered with the list without it (FiltersRefused), and an action on a selection naming
+    no row's id does nothing (response_action)."""
 
     def get_changelist(self, request, **kwargs):
         return PageCheckedChangeList
@@ -160,8 +274,27 @@ class StorableFiltersAdmin(admin.ModelAdmin):
             params.pop(PAGE_VAR)
             if refused.page and refused.page > 1:
                 params[PAGE_VAR] = str(refused.page)
-            query = params.urlencode()
-            return HttpResponseRedirect(request.path + (f"?{query}" if query else ""))
+        except FiltersRefused as refused:
+            self.message_user(request, str(refused), messages.ERROR)
+            params = request.GET.copy()
+            # The page was one of the filtered list.
+            for name in [*refused.names, PAGE_VAR]:
+                params.pop(name, None)
+        query = params.urlencode()
+        return HttpResponseRedirect(request.path + (f"?{query}" if query else ""))
+
+    def response_action(self, request, queryset):
+        # Django filters the list by the selection as it is sent (pk__in), and the action
+        # reads it: a value no id can be was a server error (ValueError, or SQLite's
+        # OverflowError).
+        unheld = [value for value in request.POST.getlist(ACTION_CHECKBOX_NAME)
+                  if not holdable(queryset, "pk", [value])]
+        if unheld:
+            self.message_user(request, SELECTION_REFUSED.format(
+                values=", ".join(shown(value) for value in unheld),
+                is_="is" if len(unheld) == 1 else "are"), messages.ERROR)
+            return None
+        return super().response_action(request, queryset)
 
 
 class IndexedOrderChangeList(PageCheckedChangeList):

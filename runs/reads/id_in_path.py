@@ -8,12 +8,14 @@ reached the views, whose lookups SQLite (the demo's database) refuses with an Ov
 where PostgreSQL finds no row: on the demo, the run page, its investigation, its transcripts
 and every action answered 500. No row has such an id, so no page is found."""
 
+from django.db import connection
 from django.urls import register_converter
 
 from ..machine.storable import whole_number
 
-# The largest id a row can have: PostgreSQL's bigint, SQLite's integer.
-LARGEST_ID = 2**63 - 1
+# The largest id a row can have, as Django's backend for the database knows it (PostgreSQL's
+# bigint, SQLite's integer: 2**63 - 1).
+LARGEST_ID = connection.ops.integer_field_range("BigAutoField")[1]
 
 
 class IdInPath:
