@@ -19,7 +19,8 @@ STORE_TEST_DIR ?= /tmp/durable-store-tests
 SQLITE_TESTS := tests/runs/test_store.py \
 	tests/console/test_an_address_naming_an_id_no_row_can_have_is_not_found.py \
 	tests/audit/test_an_admin_list_given_a_filter_no_row_can_hold_answers_with_the_list_and_a_message.py \
-	tests/audit/test_an_admin_action_on_a_selection_naming_no_id_does_nothing_and_says_so.py
+	tests/audit/test_an_admin_action_on_a_selection_naming_no_id_does_nothing_and_says_so.py \
+	tests/console/test_a_time_outside_the_calendar_answers_no_server_error_on_the_demo_database.py
 BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/durable_bench
 # The runtime's figures (WAL per step among them) are measured on a database made afresh
 # each time; the console's on the million runs seed_scale keeps in BENCH_DATABASE_URL.

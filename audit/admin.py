@@ -5,7 +5,7 @@ the access chain are in runs.admin, where the console's search of runs and the i
 search (runs.admin_search, which reads numbers as runs does) are at hand."""
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from math import ceil
 
 from django.contrib import admin, messages
@@ -20,6 +20,7 @@ from django.db.models.sql.where import WhereNode
 from django.http import HttpResponseRedirect
 from django.utils.functional import cached_property
 
+from .given_times import askable_as_given
 from .models import StoredCheckpoint
 
 # Up to this many rows a list counts exactly; past it, it shows the planner's estimate.
@@ -99,20 +100,17 @@ class PageNotInList(Exception):
 
 def storable(value) -> bool:
     """Whether a column could hold `value`, a filter's value as Django's lookups prepared it:
-    text without a NUL, an integer within a bigint, a time with an offset that is a time in
-    UTC too (Python's times end with the year 9999, and Django reads every stored time into
-    one)."""
+    text without a NUL, an integer within a bigint, a time the database can be asked about as
+    it is written (audit.given_times.askable_as_given: in the calendar in UTC, with an offset
+    PostgreSQL takes)."""
     if isinstance(value, str):
         return "\x00" not in value  # PostgreSQL holds no NUL in text (NUL_FILTER_REFUSED)
     if isinstance(value, int) and not isinstance(value, bool):
         # The widest integer column's range, as Django's backend for the database knows it.
         low, high = connection.ops.integer_field_range("BigIntegerField")
         return low <= value <= high
-    if isinstance(value, datetime) and value.tzinfo is not None:
-        try:
-            value.astimezone(UTC)
-        except OverflowError:
-            return False
+    if isinstance(value, datetime):
+        return askable_as_given(value)
     return True
 
 

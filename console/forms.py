@@ -4,6 +4,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.forms.utils import flatatt
 from django.utils.html import format_html, format_html_join
 
+from audit.given_times import calendar_problem, given_time
 from audit.models import AuditRecord
 from runs.machine.storable import whole_number
 from runs.models import ErrorClass, RunStatus, StepStatus
@@ -28,6 +29,28 @@ class PlainSelect(forms.Select):
              for key, label in self.choices))
         return format_html('<select name="{}"{}>\n{}\n</select>', name,
                            flatatt(self.build_attrs(self.attrs, attrs)), options)
+
+
+class TimeField(forms.DateTimeField):
+    """A time a filter is given, read as Django reads one (without an offset, in the current
+    time zone), refused as one naming no date is when its UTC value lies outside the years 1
+    to 9999 (audit.given_times.calendar_problem: on the demo's SQLite every page filtering
+    by it answered 500, and its export a file of its header alone), and cleaned to UTC
+    (given_time: PostgreSQL refuses an offset past 15:59, which Python reads)."""
+
+    def to_python(self, value):
+        when = super().to_python(value)
+        if when is None:
+            return None
+        if (problem := calendar_problem(when)) is not None:
+            raise forms.ValidationError(f"Enter a valid date/time: {problem}.",
+                                        code="invalid")
+        return given_time(when)
+
+
+def _time_field(**kwargs) -> TimeField:
+    return TimeField(required=False, widget=forms.DateTimeInput(
+        attrs={"type": "datetime-local"}), **kwargs)
 
 
 class FilterForm(forms.Form):
@@ -66,10 +89,8 @@ class RunFilterForm(FilterForm):
     period = forms.ChoiceField(required=False, label="In the last",
                                choices=[("", "any time"), ("1h", "hour"), ("24h", "day"),
                                         ("7d", "week")], widget=PlainSelect)
-    since = forms.DateTimeField(required=False, label="From", widget=forms.DateTimeInput(
-        attrs={"type": "datetime-local"}))
-    until = forms.DateTimeField(required=False, label="Until", widget=forms.DateTimeInput(
-        attrs={"type": "datetime-local"}))
+    since = _time_field(label="From")
+    until = _time_field(label="Until")
     sort = forms.ChoiceField(required=False, label="Sort by", widget=PlainSelect, choices=[
         (f"{sign}{name}", f"{name} {label}") for name in SORTS
         for sign, label in (("-", "(descending)"), ("", "(ascending)"))])
@@ -132,10 +153,8 @@ class AuditFilterForm(FilterForm):
     # Text read by whole_number, not an IntegerField: that one reads "٣" as 3 and takes
     # more digits than an id column holds.
     run = forms.CharField(required=False)
-    since = forms.DateTimeField(required=False, widget=forms.DateTimeInput(
-        attrs={"type": "datetime-local"}))
-    until = forms.DateTimeField(required=False, widget=forms.DateTimeInput(
-        attrs={"type": "datetime-local"}))
+    since = _time_field()
+    until = _time_field()
 
     def clean_run(self) -> int | None:
         text = self.cleaned_data["run"]

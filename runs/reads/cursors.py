@@ -9,14 +9,22 @@ from datetime import UTC, datetime, timedelta
 from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
 
+from audit.given_times import calendar_problem, given_time
+
 
 def parse_stamp(value: str) -> datetime | None:
-    """The time `value` names, or None where it names none: parse_datetime raises for text
-    shaped like a time that names no date (month 13) and returns None for the rest."""
+    """The time `value` names, in UTC (given_time), or None where it names none: text that
+    is no time (parse_datetime raises for one shaped like a time that names no date, month
+    13, and returns None for the rest), a time without its UTC offset, which names no instant
+    (every time a page or the API hands out carries one; a command refuses one without), and
+    a time outside the calendar (audit.given_times.calendar_problem)."""
     try:
-        return parse_datetime(value)
+        when = parse_datetime(value)
     except ValueError:
         return None
+    if when is None or when.utcoffset() is None or calendar_problem(when) is not None:
+        return None
+    return given_time(when)
 
 
 # A (time, id) cursor as text: the time in microseconds since 1970 (UTC), a dot, the id.

@@ -59,7 +59,8 @@ class Command(BaseCommand):
         if at:
             now = parse_stamp(at)
             if now is None or now.tzinfo is None:
-                raise CommandError(f"--now {at!r} is not an ISO 8601 time with an offset")
+                raise CommandError(f"--now {at!r} is not an ISO 8601 time with an offset, "
+                                   "in the years 1 to 9999 in UTC")
         try:
             report = schedules.fire_due_schedules(now=now)
         except schedules.ScheduleError as exc:
