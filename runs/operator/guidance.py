@@ -14,7 +14,7 @@ from ..definitions.contracts import step_contract
 from ..machine.transitions.effects import not_found_trusted_from
 from ..machine.transitions.operator_rules import paused_undo
 from ..machine.transitions.tool_call_rules import call_refusal
-from ..models import AttentionReason, Run, RunStatus, Step, StepStatus, Workflow
+from ..models import AttentionReason, ErrorClass, Run, RunStatus, Step, StepStatus, Workflow
 from ..permissions import grant_for
 from .actions import ACTIONS, OperatorAction
 
@@ -174,9 +174,19 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
                      "Release code whose duration, until or timeout gives a time before the "
                      "year 9999, then retry it.", name)
     if reason == AttentionReason.PERMANENT_ERROR:
+        # Only an end the run offers: a workflow without undos cannot be compensated.
+        instead = "compensate" if ACTIONS["compensate"].refusal(run, steps) is None \
+            else "terminate the run"
+        if step is not None and step.error_class == ErrorClass.KEY_REUSED:
+            return offer("reconcile", f"The receiver holds an earlier request under {name}'s "
+                         "key, with other arguments, and refused this one. Look up what that "
+                         f"first request did: if {name}'s own effect happened, record it by "
+                         "hand with evidence (a lookup by the key finds the first request's); "
+                         "retry once its arguments match the first request's; if the "
+                         f"business no longer wants it, {instead}.", name)
         return offer("retry_step", f"The remote system refused {name}. Fix the cause (data, "
                      "credentials, permission) first, then retry it; if the business no longer "
-                     "wants it, compensate instead.", name)
+                     f"wants it, {instead} instead.", name)
     if reason == AttentionReason.MODEL_OUTPUT_PAUSED:
         return offer("retry_step", f"The model's answers for {name} failed their schema; its "
                      "invalid output is kept on the step. Fix the prompt or the model, then "
