@@ -42,7 +42,8 @@ class EventIn(Schema):
     event_id: str = Field(min_length=1, max_length=200, pattern=NO_NUL,
                           description="Unique per source, not blank: a redelivery with "
                                       "the same id and payload changes nothing; with "
-                                      "another payload it is refused (409).")
+                                      "another payload, event or correlation key it is "
+                                      "refused (409).")
     correlation_key: str = Field(min_length=1, max_length=300, pattern=NO_NUL,
                                  description="Matches the run: by default its business key.")
     payload: dict = Field(default_factory=dict, description="Checked against the waiting "
@@ -151,7 +152,8 @@ _RESPONSES = {200: EventReceipt, 202: EventReceipt, 400: Error, 401: Error, 403:
                       "business key it is). 200: "
                       "this source and id were received before; "
                       "nothing changed. 409: this source and id were received before with "
-                      "another payload; nothing changed (send it under a new id). 422: the "
+                      "another payload, event or correlation key; nothing changed (send it "
+                      "under a new id). 422: the "
                       "payload does not match the waiting step's schema, is too large, or "
                       "the id is blank or holds control characters, or a query parameter "
                       "was sent (this operation takes none). 404: no such workflow or "

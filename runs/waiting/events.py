@@ -231,7 +231,11 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
         raise
     _refuse_unstorable_payload(payload)
     digests = payload_digests(sent)
-    if (previous := _received_before(workflow, source, event_id, sent)) is not None:
+
+    def received_before() -> Receipt | None:
+        return _received_before(workflow, source, event_id, sent, event=event, key=key)
+
+    if (previous := received_before()) is not None:
         return previous
     step = waiting_step(workflow, ref, now=now)
     if step is not None and run_ended(step.run) is not None:
@@ -247,7 +251,7 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
             deliver_event(step.run_id, step_name=step.name, source=source, event_id=event_id,
                           payload=delivered, actor=actor, digests=digests, now=now)
         except DuplicateEvent:
-            return _received_before(workflow, source, event_id, sent) or Receipt("duplicate")
+            return received_before() or Receipt("duplicate")
         except TransitionNotAllowed:
             # The run stopped waiting meanwhile, or a person ended it: keep the event (whose
             # it is then, consume_kept below says: kept.not_for_ended).
@@ -269,7 +273,7 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
                 correlation_key=key, payload=redact(payload), received_at=received_at,
                 keep_until=received_at + keep_time(), **digests)
     except IntegrityError:
-        return _received_before(workflow, source, event_id, sent) or Receipt("duplicate")
+        return received_before() or Receipt("duplicate")
     # A run may have begun to wait between the look above and this insert.
     run_id = consume_kept(kept, now=now)
     if run_id:
@@ -322,16 +326,25 @@ def _another_payload(previous: ExternalEvent, sent) -> str | None:
     return "they differ in a field kept redacted"
 
 
-def _received_before(workflow: str, source: str, event_id: str, sent) -> Receipt | None:
+def _received_before(workflow: str, source: str, event_id: str, sent, *, event: str,
+                     key: str) -> Receipt | None:
     """The answer to an event whose source and id were received before: the same, naming the
     run that took it, whether the first delivery committed long ago or while this one ran;
     or, not delivered, until when it is (or was, if it expired) kept. EventIdReused if that
-    one came with another payload than `sent`, in a redacted field too: the sender would
-    otherwise read "duplicate" and believe what it meant delivered."""
+    one came as another event, for another correlation key or with another payload than
+    `sent` (in a redacted field too): the sender would otherwise read "duplicate" and
+    believe what it meant delivered, as a sender correcting a mistyped key would."""
     previous = ExternalEvent.objects.filter(workflow_name=workflow, source=source,
                                             event_id=event_id).first()
     if previous is None:
         return None
+    for what, before, now in (("event", previous.event_name, event),
+                              ("correlation key", previous.correlation_key, key)):
+        if before != now:
+            raise EventIdReused(
+                f"event {event_id!r} from {source!r} was received before with another "
+                f"{what} ({before!r}, this one {now!r}): an id names one event, and the one "
+                "received stands; nothing was changed. Send another event under a new id")
     if (difference := _another_payload(previous, sent)) is not None:
         raise EventIdReused(
             f"event {event_id!r} from {source!r} was received before with another payload "

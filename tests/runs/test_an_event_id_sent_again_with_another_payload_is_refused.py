@@ -3,8 +3,10 @@ timeout) it is a duplicate and changes nothing; sent again with another payload 
 that "corrects" an amount under the same id) it is refused, naming the id, and nothing
 changes: before, the sender was answered "duplicate" and believed its payload delivered,
 while the run went on with the first one. The same holds whether the first was delivered to
-its waiting run or kept for the run that will wait. An id holding control characters is
-refused too: it is shown on the run's page and in log lines, where one would forge a line."""
+its waiting run or kept for the run that will wait. So is one sent again for another
+correlation key (a sender correcting a mistyped key): before, it was answered "duplicate"
+and never reached the run it was meant for. An id holding control characters is refused
+too: it is shown on the run's page and in log lines, where one would forge a line."""
 
 import json
 
@@ -24,9 +26,9 @@ PAID = {"amount": 120, "reference": "PSP-77"}
 CORRECTED = {"amount": 210, "reference": "PSP-77"}
 
 
-def _send(run, payload, *, event_id="evt-1"):
+def _send(run, payload, *, event_id="evt-1", key=None):
     return events.receive_event(workflow=run.workflow_name, event="payment.settled",
-                                key=run.business_key, event_id=event_id, source="psp",
+                                key=key or run.business_key, event_id=event_id, source="psp",
                                 payload=payload, actor=Actor.system("payments"))
 
 
@@ -62,6 +64,23 @@ def test_an_id_kept_then_sent_with_another_payload_is_refused_and_the_first_stay
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
     events.consume_kept_for_run(run.pk)
     assert step(run, "payment").result == PAID  # the run takes the first, as it came
+
+
+def test_an_id_kept_for_a_mistyped_key_then_sent_for_the_runs_key_is_refused_naming_both(
+        script):
+    run = new_run("test-payment-wait")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    assert _send(run, PAID, key="no-such-order").status == "kept"
+
+    with pytest.raises(EventIdReused, match="received before with another correlation key "
+                                            "\\('no-such-order', this one "):
+        _send(run, PAID)
+
+    event = ExternalEvent.objects.get()
+    assert event.correlation_key == "no-such-order" and event.consumed_at is None
+    assert step(run, "payment").status == StepStatus.WAITING
+    # Under a new id, the event reaches the run.
+    assert _send(run, PAID, event_id="evt-2").status == "delivered"
 
 
 def test_a_payload_told_apart_only_by_a_secret_is_refused_and_leaves_no_hash_of_it(script):
