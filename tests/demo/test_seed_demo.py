@@ -2,13 +2,14 @@
 demo's simulated systems are served, never granting an existing login anything, and saying
 a password only where it set one. Seeding again (bin/demo does at every start) counts a demo
 run archived since as seeded, and a demo key another input took is named, never a
-traceback."""
+traceback. A database emptied since (manage.py flush drops the role groups' rights, which a
+migration gave) gets its roles back: the operators it seeds see their runs."""
 
 import io
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
@@ -16,6 +17,7 @@ from archive.archiving import archive_runs
 from audit.chain import Actor
 from runs.machine.transitions import start_run
 from runs.models import Run, RunStatus
+from runs.permissions import VIEW, grant_for
 
 pytestmark = pytest.mark.django_db
 
@@ -79,3 +81,11 @@ def test_a_demo_key_taken_by_another_input_is_named_and_starts_no_run():
     assert Run.objects.filter(business_key=key).count() == 1
     assert Run.objects.get(business_key=key).input["email"] == "someone@example.com"
     assert not Run.objects.filter(workflow_name="invoice-approval").exists()
+
+
+def test_a_flushed_database_gets_its_roles_and_its_operator_sees_every_run():
+    Group.objects.all().delete()  # as manage.py flush leaves them
+    call_command("seed_demo", stdout=io.StringIO())
+    operator = User.objects.get(username="operator")
+    assert grant_for(operator, VIEW).everywhere
+    assert operator.has_perm("runs.terminate_run")

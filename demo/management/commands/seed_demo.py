@@ -1,8 +1,9 @@
 from django.conf import settings
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from django.core.management.base import BaseCommand, CommandError
 
 from audit.chain import Actor
+from console.roles import ensure_roles
 from runs.machine.errors import RunArchived, StartRefused
 from runs.machine.transitions import start_run
 
@@ -51,6 +52,10 @@ class Command(BaseCommand):
             raise CommandError("seed_demo creates logins whose passwords anyone can read in "
                                "the code; it runs only where the demo's simulated systems "
                                "are served (SANDBOX_ENABLED). Nothing was done.")
+        # The role groups with their permissions, as the migration made them: a database
+        # emptied since (manage.py flush) keeps the tables and loses the groups' rights, and
+        # the operators seeded into them could see no run.
+        ensure_roles(Group, Permission)
         said = []
         for username, password, superuser, groups in DEMO_USERS:
             user, created = User.objects.get_or_create(username=username)
