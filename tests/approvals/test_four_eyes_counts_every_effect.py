@@ -1,9 +1,14 @@
 """Four eyes counts every high-impact effect that stands or may stand: a step whose outcome is
-unknown (it may have paid), and an agent's tool call that succeeded, whatever state its agent
-step is in. The second person's page lists each effect with its state."""
+unknown (it may have paid), one in flight (a run ended under it leaves it unknown, and it may
+land: one operator alone ended such a run), and an agent's tool call that succeeded or is in
+flight, whatever state its agent step is in. The second person's page lists each effect with
+its state."""
+
+import uuid
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from approvals import four_eyes
 from audit.chain import Actor
@@ -35,6 +40,33 @@ def test_an_unknown_high_impact_payment_needs_a_second_person(action):
     with pytest.raises(SecondPersonRequired, match="post-ledger: outcome unknown"):
         call(run.pk, actor=OPERATOR, reason="stop it")
     assert Run.objects.get(pk=run.pk).status == RunStatus.ATTENTION and not _ended(run)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("action", ["terminate", "cancel"])
+def test_a_high_impact_payment_in_flight_needs_a_second_person(action):
+    run = place(new_run(), status=RunStatus.RUNNING,
+                step_statuses={"fetch": "succeeded", "classify": "succeeded",
+                               "create-task": "succeeded", "post-ledger": "running"})
+    with pytest.raises(SecondPersonRequired, match="post-ledger: in flight"):
+        getattr(transitions, action)(run.pk, actor=OPERATOR, reason="stop it")
+    run = Run.objects.get(pk=run.pk)
+    assert run.status == RunStatus.RUNNING and not run.cancel_requested and not _ended(run)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("action", ["terminate", "cancel"])
+def test_an_agents_high_impact_tool_call_in_flight_needs_a_second_person(action):
+    run = place(new_run("test-agent"), status=RunStatus.RUNNING,
+                step_statuses={"assist": "running"})
+    ToolCall.objects.create(
+        step=Step.objects.get(run=run, name="assist"), turn=1, index=0, call_id="c0",
+        tool="write-note", impact="high", status="running", args_hash="h",
+        idempotency_key=uuid.uuid4().hex, updated_at=timezone.now(), arguments={})
+    with pytest.raises(SecondPersonRequired, match="tool call 1.0 write-note: in flight"):
+        getattr(transitions, action)(run.pk, actor=OPERATOR, reason="stop it")
+    run = Run.objects.get(pk=run.pk)
+    assert run.status == RunStatus.RUNNING and not run.cancel_requested and not _ended(run)
 
 
 @pytest.mark.django_db

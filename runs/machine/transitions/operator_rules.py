@@ -53,14 +53,17 @@ _UNDO_STARTED = frozenset({StepStatus.COMPENSATING, StepStatus.COMPENSATED,
                            StepStatus.COMPENSATION_FAILED})
 
 # The states in which an effect stands or may stand: the second person is asked about each.
+# One in flight may stand too: a run ended under it leaves it unknown, and it may land.
 _MAY_STAND = {
     StepStatus.SUCCEEDED: "succeeded",
+    StepStatus.RUNNING: "in flight: may be happening now",
     StepStatus.UNKNOWN: "outcome unknown: may have happened",
     StepStatus.COMPENSATING: "being undone",
     StepStatus.COMPENSATION_FAILED: "undo failed: still stands",
 }
 _CALL_MAY_STAND = {
     ToolCallStatus.SUCCEEDED: "succeeded",
+    ToolCallStatus.RUNNING: "in flight: may be happening now",
     ToolCallStatus.UNKNOWN: "outcome unknown: may have happened",
     ToolCallStatus.COMPENSATING: "being undone",
     ToolCallStatus.COMPENSATION_FAILED: "undo failed: still stands",
@@ -86,9 +89,9 @@ def _standing(row, texts: dict) -> str:
 
 
 def high_impact_effects(steps: list[Step]) -> list[Effect]:
-    """The high-impact effects that stand or may stand in another system (succeeded or
-    unknown, not yet undone): those of the run's write and notify steps, and each tool call
-    of its agent steps, whatever state the agent step itself is in."""
+    """The high-impact effects that stand or may stand in another system (succeeded, in
+    flight or unknown, not yet undone): those of the run's write and notify steps, and each
+    tool call of its agent steps, whatever state the agent step itself is in."""
     effects = [Effect(s.name, s.status, _standing(s, _MAY_STAND), s.name) for s in steps
                if s.kind in EFFECT_KINDS and s.impact == definition.HIGH and s.status in _MAY_STAND]
     agents = {s.pk: s.name for s in steps if s.kind == definition.AGENT}
