@@ -50,7 +50,8 @@ def test_an_agent_cancelled_inside_after_it_posted_is_undone_by_compensate(
     post = tool.fn
 
     def cancel_then_post(ctx, args):
-        transitions.cancel(ctx.run_id, actor=ACTOR, reason="wrong vendor")
+        # With a second person's approval: the posting in flight may stand (four eyes).
+        transitions.cancel(ctx.run_id, actor=ACTOR, reason="wrong vendor", approved_by=SECOND)
         return post(ctx, args)
 
     monkeypatch.setattr(tool, "fn", cancel_then_post)

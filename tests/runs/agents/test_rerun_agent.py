@@ -213,7 +213,9 @@ def test_a_call_whose_outcome_is_unknown_is_settled_first(monkeypatch):
     post = tool.fn
 
     def terminate_then_post(ctx, args):
-        transitions.terminate(ctx.run_id, actor=ACTOR, reason="stop this triage")
+        # With a second person's approval: the posting in flight may stand (four eyes).
+        transitions.terminate(ctx.run_id, actor=ACTOR, reason="stop this triage",
+                              approved_by=SECOND)
         return post(ctx, args)
 
     monkeypatch.setattr(tool, "fn", terminate_then_post)

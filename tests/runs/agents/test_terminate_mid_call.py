@@ -20,6 +20,7 @@ def call_ref(call):
     return LedgerEntry.objects.get(transaction_ref=call.idempotency_key).ref
 
 OPERATOR = Actor.system("operator")
+SECOND = Actor.system("second")
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +39,9 @@ def terminated_mid_post(monkeypatch):
     def terminate_then_post(ctx, args):
         seen["status"] = ToolCall.objects.get(step__run_id=ctx.run_id,
                                               tool="post-ledger").status
-        transitions.terminate(ctx.run_id, actor=OPERATOR, reason="stop this triage")
+        # With a second person's approval: the posting in flight may stand (four eyes).
+        transitions.terminate(ctx.run_id, actor=OPERATOR, reason="stop this triage",
+                              approved_by=SECOND)
         return post(ctx, args)
 
     monkeypatch.setattr(tool, "fn", terminate_then_post)
