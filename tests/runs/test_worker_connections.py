@@ -118,9 +118,11 @@ def test_sessions_killed_mid_soak_are_replaced_and_no_effect_happens_twice(
           f"{len(seen)} worker session(s) seen")
     assert killed == [1, 1]
     # One before each kill and one after: replaced, not reopened per task (forty runs of
-    # several steps would show dozens). At most one more is the session the worker may open
-    # while it starts, as the test above allows; a sample can catch it before it closes.
-    assert 3 <= len(seen) <= 4
+    # several steps would show dozens). At most two more: the session the worker may open
+    # while it starts, as the test above allows (a sample can catch it before it closes),
+    # and the heartbeat thread's own (runs.machine.heartbeats), opened once a call outlasts
+    # a beat, as calls do on a loaded host (seen once in CI: five).
+    assert 3 <= len(seen) <= 5
 
     # Every effect once: customers and payment updates are unique per key at the receiver,
     # but the messenger keeps every message it is sent.
