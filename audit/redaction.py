@@ -113,6 +113,23 @@ def _masked_opened(text: str, opened: set[str]) -> str:
     return text
 
 
+def mask_held_at(value, where: str = "") -> str | None:
+    """Where in a JSON-like value a string is the mask itself (REDACTED), as a path such as
+    `iban` or `lines[0].iban` ("" for the value as a whole); None when no value is. A value
+    that is only the mask was read where something was masked: it stands for a value, and
+    is none."""
+    if value == REDACTED:
+        return where
+    if isinstance(value, dict):
+        items = ((f"{where}.{key}" if where else str(key), item) for key, item in value.items())
+    elif isinstance(value, list):
+        items = ((f"{where}[{index}]", item) for index, item in enumerate(value))
+    else:
+        return None
+    return next((found for path, item in items
+                 if (found := mask_held_at(item, path)) is not None), None)
+
+
 def redact(value, *, keep=None):
     """A copy of a JSON-like value with secret-looking keys and strings masked. `keep`: a
     predicate of the values left exactly as they are (sealed ones, whose ciphertext is no

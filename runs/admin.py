@@ -286,6 +286,8 @@ class AgentTurnAdmin(RunSearchAdmin):
     list_select_related = ["step"]
     ordering = ["-id"]
     sortable_by = ["id"]
+    # The text as written, sealed for the model alone: people read the content, masked.
+    exclude = ["sealed_content"]
 
     @admin.display(description="run")
     def run(self, turn):

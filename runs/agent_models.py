@@ -54,6 +54,12 @@ class AgentTurn(models.Model):
     # for: runs.agents.turn_bounds); its tool_calls are then empty, no call has a row, and
     # the model is told at its next turn. "": the turn's calls were taken.
     refused = models.TextField(blank=True, default="", db_default="")
+    # The text as the model wrote it, sealed (runs.machine.sensitive), where `content` masks
+    # what looks like a credential or a declared sensitive value: the model is sent its own
+    # words again (a summary is the only place the facts it covers are kept for it: an IBAN
+    # erased there comes back as a payment to "[redacted]"); people see `content`. "": the
+    # content is as written.
+    sealed_content = models.TextField(blank=True, default="", db_default="")
     created_at = models.DateTimeField()
 
     class Meta:

@@ -66,7 +66,13 @@ def visible(turns: list[AgentTurn]) -> tuple[AgentTurn | None, list[AgentTurn]]:
 
 def summary_message(summary: AgentTurn) -> dict:
     heading = SUMMARY_HEADING.format(first=0, last=summary.summarises - 1)
-    return {"role": "user", "content": f"{heading}\n{summary.content}"}
+    return {"role": "user", "content": f"{heading}\n{written(summary)}"}
+
+
+def written(turn: AgentTurn) -> str:
+    """The turn's text as the model wrote it, for the model alone: where the stored content
+    masks part of it, the sealed text opened (as a sensitive value is, to tell the model)."""
+    return sensitive.decrypt(turn.sealed_content) if turn.sealed_content else turn.content
 
 
 def summary_cut(context_budget: int, keep_turns: int, conversation: list[dict],

@@ -344,9 +344,9 @@ def messages(spec: definition.AgentSpec, ctx: StepContext, turns, calls: list[To
     for turn in shown:
         if until is not None and turn.index >= until:
             break
-        message = {"role": "assistant", "content": turn.content or None}
+        message = {"role": "assistant", "content": agent_history.written(turn) or None}
         if turn.refused:
-            out += [{**message, "content": turn.content or ""},
+            out += [{**message, "content": message["content"] or ""},
                     turn_bounds.refused_message(turn, spec)]
             continue
         if turn_bounds.said_nothing(turn):

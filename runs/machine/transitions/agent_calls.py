@@ -63,6 +63,9 @@ class ModelTurn:
     transcript: dict | None = None
     # Why none of the tool calls asked for is taken (set where the turn is made storable).
     refused: str = ""
+    # The content as written, sealed, where the stored content masks part of it (set where
+    # the turn is made storable: AgentTurn.sealed_content).
+    sealed_content: str = ""
 
 
 def args_hash(arguments) -> str:

@@ -15,7 +15,7 @@ from datetime import datetime
 from pydantic import BaseModel, ValidationError
 
 from audit.actions import AuditAction
-from audit.redaction import redact, redact_text, shown_arguments
+from audit.redaction import REDACTED, mask_held_at, redact, redact_text, shown_arguments
 
 from ...agent_models import AgentTurn, ToolCall
 from ...definitions import definition
@@ -106,7 +106,7 @@ def record_agent_turn_once(lease: Lease, step: Step, spec: definition.AgentSpec,
             finish_reason=turn.finish_reason, model_ref=turn.model_ref,
             prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens,
             summarises=turn.summarises, transcript=turn.transcript, refused=turn.refused,
-            created_at=now)
+            sealed_content=turn.sealed_content, created_at=now)
         rows, invented, invalid = [], [], []
         for position, asked in enumerate(turn.tool_calls):
             row = _new_call(change.run, step, spec, index, position, asked, now,
@@ -178,10 +178,13 @@ def storable_turn(turn: ModelTurn, calls_declared: int | None = None
         notes.append("content " + ("written out where it held what text cannot"
                                    if isinstance(turn.content, str) else
                                    f"was {type(turn.content).__name__}, kept as its JSON text"))
-    # A checkpoint never holds a credential (results and errors are redacted too): what
-    # looks like one in the model's text is masked before the turn is stored and shown.
+    # A checkpoint never holds a credential in clear (results and errors are redacted too):
+    # what looks like one in the model's text is masked in the turn stored and shown, and
+    # the text as written is kept sealed for the model alone (AgentTurn.sealed_content).
+    written = content
     if (masked := redact_text(content)) != content:
-        notes.append("content: what looks like a credential masked")
+        notes.append("content: what looks like a credential masked (kept sealed for the "
+                     "model)")
         content = masked
     if len(content) > (most := artifacts.text_limit()):
         # A final answer this long is whole in its artifact (runs.agents.turn_bounds).
@@ -189,8 +192,9 @@ def storable_turn(turn: ModelTurn, calls_declared: int | None = None
                      "(RUNS_AGENT_TEXT_MAX_CHARS)" + (
                          ", kept whole as an artifact" if turn.transcript and
                          not turn.summarises else ""))
-        content = f"{content[:most]}… (cut: {len(content):,} characters in all)"
-    fields = {"content": content, "refused": too_many_calls(turn.tool_calls, calls_declared)}
+        content, written = cut_text(content, most), cut_text(written, most)
+    fields = {"content": content, "refused": too_many_calls(turn.tool_calls, calls_declared),
+              "sealed_content": sensitive.encrypt(written) if written != content else ""}
     if fields["refused"]:
         notes.append(fields["refused"])
         turn = replace(turn, tool_calls=[])
@@ -230,6 +234,10 @@ def storable_turn(turn: ModelTurn, calls_declared: int | None = None
             problems[position] = problem
             notes.append(f"tool call {position}: {problem}")
     return replace(turn, tool_calls=calls, **fields), notes, problems
+
+
+def cut_text(text: str, most: int) -> str:
+    return f"{text[:most]}… (cut: {len(text):,} characters in all)"
 
 
 def kept_text(value) -> str:
@@ -407,6 +415,12 @@ def _new_call(run: Run, step: Step, spec: definition.AgentSpec, turn: int, posit
         if (unstorable := value_problem(parsed)) is not None:
             parsed = {"unparsed": printable(str(raw)[:2000])}
             row.error_message = f"the arguments cannot be stored: {unstorable}"
+        elif (where := mask_held_at(parsed)) is not None:
+            # The model can only have read the mask where a value was masked for it: made,
+            # the call would act on the mask (a payment to "[redacted]"), and an approver
+            # sees a sealed field shown the same way.
+            row.error_message = (f"{where or 'the arguments'} is {REDACTED!r}, the mark of a value "
+                                 "masked where it was shown, not a value to act on")
     if tool is None:
         row.status, row.arguments = S.INVALID, redact(parsed)
         row.error_class = ErrorClass.MODEL_FORMAT
