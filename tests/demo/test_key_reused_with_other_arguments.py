@@ -36,16 +36,25 @@ def task_posts():
     request_started.disconnect(count)
 
 
-def test_a_write_refused_for_a_reused_key_goes_to_attention_after_one_send(live_sandbox,
-                                                                          task_posts, settings):
-    # A slow answer on a busy machine would be an unknown outcome: not this test's case.
+@pytest.fixture(autouse=True)
+def patient(settings):
+    # A slow answer on a busy machine would be an unknown outcome: not these tests' case.
     settings.EXTERNAL_TIMEOUT_SECONDS = 15
-    business_key = "tenant-1:reused"
-    key = step_key("test-tracker-a", business_key, "create-task", 1)
-    # The receiver already holds this key, first sent with another title.
+
+
+def started_under_a_held_key(workflow: str, business_key: str) -> tuple[Run, str]:
+    """A run of `workflow` whose create-task key the tracker already holds, first sent with
+    another title; the run and that key."""
+    key = step_key(workflow, business_key, "create-task", 1)
     Task.objects.create(idempotency_key=key, title="an earlier title", assignee="ops")
-    run, _ = transitions.start_run(workflow="test-tracker-a", business_key=business_key,
+    run, _ = transitions.start_run(workflow=workflow, business_key=business_key,
                                    input={"order": business_key}, actor=SYSTEM, wake=False)
+    return run, key
+
+
+def test_a_write_refused_for_a_reused_key_goes_to_attention_after_one_send(live_sandbox,
+                                                                          task_posts):
+    run, key = started_under_a_held_key("test-tracker-a", "tenant-1:reused")
 
     for _ in range(3):  # whatever a worker does next, nothing is sent again
         executor.advance_run(run.pk, worker="w1")
@@ -68,13 +77,8 @@ def test_a_write_refused_for_a_reused_key_goes_to_attention_after_one_send(live_
 
 
 def test_a_lookup_by_the_reused_key_settles_nothing_and_the_run_waits_for_a_person(
-        live_sandbox, task_posts, settings):
-    settings.EXTERNAL_TIMEOUT_SECONDS = 15
-    business_key = "tenant-1:looked-up"
-    key = step_key("test-tracker-looked-up", business_key, "create-task", 1)
-    Task.objects.create(idempotency_key=key, title="an earlier title", assignee="ops")
-    run, _ = transitions.start_run(workflow="test-tracker-looked-up", business_key=business_key,
-                                   input={"order": business_key}, actor=SYSTEM, wake=False)
+        live_sandbox, task_posts):
+    run, key = started_under_a_held_key("test-tracker-looked-up", "tenant-1:looked-up")
     executor.advance_run(run.pk, worker="w1")
     assert Step.objects.get(run=run, name="create-task").error_class == ErrorClass.KEY_REUSED
 
