@@ -13,13 +13,16 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from audit.redaction import API_TOKEN_NAME, api_token_label
+
 
 class ApiToken(models.Model):
-    # Audit records name the token as "api-token:<name>": names are unique and tokens are
-    # revoked rather than deleted, so a name always means one token.
+    # Audit records name the token as "api-token:<name>" (api_token_label): names are unique
+    # and tokens are revoked rather than deleted, so a name always means one token. The
+    # redaction keeps that label whole for names of exactly these characters.
     name = models.CharField(
         max_length=100, unique=True,
-        validators=[RegexValidator(r"^[a-z0-9][a-z0-9._-]*$",
+        validators=[RegexValidator(f"^{API_TOKEN_NAME}$",
                                    "lower-case letters, digits, '.', '_' and '-'")],
         help_text="Who uses it, e.g. 'erp-prod'. Audit records name it as api-token:NAME.")
     prefix = models.CharField(max_length=16, unique=True, editable=False)
@@ -75,7 +78,7 @@ class ApiToken(models.Model):
     @property
     def actor_label(self) -> str:
         """How audit records and logs name this token."""
-        return f"api-token:{self.name}"
+        return api_token_label(self.name)
 
     def may_use(self, workflow: str) -> bool:
         return workflow in (self.workflows or [])

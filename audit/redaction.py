@@ -21,8 +21,27 @@ _SECRET_WORDS = frozenset({
 _SECRET_ENDINGS = ("passwd", "password", "passphrase", "secret", "token", "apikey",
                    "privatekey", "credential", "credentials", "cookie")
 _SECRET_PAIRS = frozenset({("api", "key"), ("private", "key")})
+# How records and logs name an API token (api.models.ApiToken.actor_label, also an event's
+# source): "api-token:<name>", a name of these characters (the token's validator). Read by
+# the pattern below, it looks like a "token: value" pair; it is kept whole, written exactly
+# so, and only so: a header quoted in an error text ("X-Api-Token: ...", "api-token: ...",
+# "Api-Token:..."), or a value running on in other characters, is still masked. What is let
+# through is text written exactly as a label: "api-token:" in lower case at a word's start,
+# right after it only a name's characters, up to a space, ":", "~" or the end.
+API_TOKEN_NAME = r"[a-z0-9][a-z0-9._-]*"
+_API_TOKEN_PREFIX = "api-token:"
+
+
+def api_token_label(name: str) -> str:
+    """How audit records, logs and an event's source name the API token called `name`."""
+    return f"{_API_TOKEN_PREFIX}{name}"
+
+
 _SECRET_IN_TEXT = re.compile(
-    r"(?i)(bearer\s+|basic\s+)[A-Za-z0-9._~+/=-]+"
+    # Not after a word, a header name's "X-" or a base64 text, nor followed by more of one
+    # (the name is matched whole, never cut to leave a secret's rest unmasked).
+    rf"(?i)(?P<label>(?<![\w.+/=-])(?-i:{_API_TOKEN_PREFIX}{API_TOKEN_NAME})(?![\w.+/=-]))"
+    r"|(bearer\s+|basic\s+)[A-Za-z0-9._~+/=-]+"
     r"|\bsk-[A-Za-z0-9_-]{8,}"
     r"|((?:password|secret|token|api[-_]?key)\s*[=:]\s*)[^\s&,;\"']+"
     # A URL's userinfo (scheme://user:password@host): the password, or a token standing
@@ -50,6 +69,8 @@ def redact_text(text: str) -> str:
 
 
 def _masked(match: re.Match) -> str:
+    if match["label"] is not None:
+        return match["label"]
     prefix = next((g for g in match.groups() if g), "")
     return f"{prefix}{REDACTED}"
 

@@ -67,8 +67,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": redact_text(record.getMessage()),
         }
-        # Identifiers our own code binds, written as they are (redacting them would mask
-        # "api-token:NAME", which looks like a token=value pair and is the opposite).
+        # Identifiers our own code binds, written as they are: lines are searched by them
+        # (a run, a business key, who acted), and a mask could blank one that reads like a
+        # "key: value" pair.
         for key in CONTEXT_FIELDS:
             value = getattr(record, key, None)
             if value not in (None, ""):

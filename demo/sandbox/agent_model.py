@@ -20,6 +20,9 @@ misbehave on purpose, for the tests and the drills:
                         (a field its schema ignores)
   huge-args-always      every open-approval-task call does
 
+The fault "malformed" (demo.sandbox.faults) breaks one turn's tool calls the same way for any
+script: their arguments are not JSON (malformed).
+
 It also answers a request to summarise a conversation (sent without tools; its system
 message asks to "summarise the conversation" and its user message carries the conversation
 as a JSON array): a short text, with the facts the script needs later as a tail
@@ -210,14 +213,22 @@ def _triage(talk: Conversation, flags: set[str]) -> tuple[str, list[dict]]:
             f"ledger entry {ledger_ref}."), []
 
 
+def malformed(tool_calls: list[dict]) -> list[dict]:
+    """The calls as a model that broke off mid-answer sends them (the fault malformed): the
+    arguments' JSON text without its closing brace, which no JSON reader takes."""
+    return [{**c, "arguments": json.dumps(c["arguments"])[:-1]} for c in tool_calls]
+
+
 def completion(*, completion_id: str, model: str, messages: list, content: str,
                tool_calls: list[dict]) -> dict:
     """A chat.completion with tool calls, as the OpenAI API returns it. Call ids are
-    deterministic: the turn's number and the call's place in it."""
+    deterministic: the turn's number and the call's place in it. A call's arguments are
+    sent as JSON text, or as the text they are (malformed)."""
     # Turns a summary in the conversation stands for count too: call ids stay unique.
     turn = Conversation(messages).turns
     calls = [{"id": f"call_{turn}_{i}", "type": "function",
-              "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+              "function": {"name": c["name"], "arguments": c["arguments"]
+                           if isinstance(c["arguments"], str) else json.dumps(c["arguments"])}}
              for i, c in enumerate(tool_calls)]
     prompt_tokens = sum(len(_text(m.get("content")).split()) + 4 for m in messages
                         if isinstance(m, dict))

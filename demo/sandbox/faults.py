@@ -52,7 +52,9 @@ KINDS = {
     NOT_IMPLEMENTED: "501, no change",
     COMMIT_THEN_TIMEOUT: "commit the change, then hold the answer SANDBOX_HOLD_SECONDS",
     COMMIT_THEN_RESET: "commit the change, then drop the connection mid-response",
-    MALFORMED: "model.chat only: answer with output that fails the classification schema",
+    MALFORMED: "model.chat only: answer with output that fails its schema: a classification "
+               "that is none, or an agent's tool calls with arguments that are not JSON (an "
+               "agent's final answer or summary, which no schema reads, comes as it is)",
     SLOW: "wait SANDBOX_HOLD_SECONDS, then act and answer normally",
     NOT_A_COMPLETION: "model.chat only: answer 200 with an HTML page, no chat completion",
     EMPTY_ANSWER: "model.chat only: a chat completion with neither text nor tool calls",

@@ -358,7 +358,8 @@ def chat_completions(request):
                             content_type="text/html")
     if data.get("tools"):
         return _agent_turn(model, messages,
-                           empty=request.sandbox_fault == faults.EMPTY_ANSWER)
+                           empty=request.sandbox_fault == faults.EMPTY_ANSWER,
+                           malformed=request.sandbox_fault == faults.MALFORMED)
     if agent_model.is_summary_request(messages):
         return _agent_turn(model, messages, summary=True)
     prompt = classifier.last_user_text(messages)
@@ -371,16 +372,20 @@ def chat_completions(request):
 
 
 def _agent_turn(model: str, messages: list, *, summary: bool = False,
-                empty: bool = False) -> JsonResponse:
+                empty: bool = False, malformed: bool = False) -> JsonResponse:
     """The next turn of a model offered tools, or its summary of a conversation (see
     agent_model): recorded as a ModelCall like any completion, with the messages it was
     sent (as JSON), so tests can count how often the model was asked, and what for.
-    `empty`: an answer with neither text nor tool calls (the fault empty_answer)."""
+    `empty`: an answer with neither text nor tool calls (the fault empty_answer);
+    `malformed`: its tool calls with arguments that are not JSON (the fault malformed)."""
     content, calls = ("", []) if empty else (agent_model.summarise(messages), []) if summary \
         else agent_model.answer(messages)
+    if malformed:
+        calls = agent_model.malformed(calls)
     call = ModelCall.objects.create(
         model=model, prompt=json.dumps(messages),
-        content=json.dumps({"content": content, "tool_calls": calls}))
+        content=json.dumps({"content": content, "tool_calls": calls}),
+        malformed=malformed and bool(calls))
     return JsonResponse(agent_model.completion(completion_id=call.ref, model=model,
                                                messages=messages, content=content,
                                                tool_calls=calls))

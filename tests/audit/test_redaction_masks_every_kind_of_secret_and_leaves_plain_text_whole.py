@@ -22,6 +22,13 @@ SECRET = "Zq8vLw3xKp"
     (f"postgres://user:{SECRET}@db.example.test/x", "postgres://user:"),
     (f"/approvals/12/link/{SECRET}", "/approvals/12/link/"),
     (f"Failing row contains (7, {SECRET}, x)", "Failing row contains "),
+    # A credential quoted as a header or a pair, however close to an API token's label.
+    (f"X-Api-Token: {SECRET}", "X-Api-Token: "),
+    (f"x-api-token:{SECRET.lower()}", "x-api-token:"),
+    (f"api-token: {SECRET.lower()}", "api-token: "),
+    (f"Api-Token:{SECRET.lower()}", "Api-Token:"),
+    (f"api-token={SECRET.lower()}", "api-token="),
+    (f"api-token:{SECRET}", "api-token:"),
 ])
 def test_each_kind_of_secret_in_a_text_is_masked_and_the_words_before_it_stay(text, kept_part):
     masked = redact_text(text)
@@ -86,3 +93,30 @@ def test_a_field_whose_name_only_holds_a_secrets_letters_is_kept(key):
     """Business data a run's next step reads (an event's payload, a model's usage): masked,
     it no longer fitted the schema that took it."""
     assert redact({key: 2, "note": "DE"}) == {key: 2, "note": "DE"}
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    ("upstream said 401: X-Api-Token: s3cr3tvalue", "s3cr3tvalue"),
+    ("token: abc", "abc"),
+    ("sent api-token:erp-bridge with token=abc", "abc"),
+    ("event api-token:erp-bridge:token:abc", "abc"),
+])
+def test_a_credential_beside_an_api_tokens_label_is_masked_and_the_label_kept(text, secret):
+    masked = redact_text(text)
+
+    assert secret not in masked.replace("api-token:erp-bridge", "")
+    assert REDACTED in masked
+
+
+@pytest.mark.parametrize("text", [
+    "api-token:erp-bridge",
+    "event:api-token:erp-bridge:evt-1",
+    "event api-token:erp.prod_2",
+    "kept event 7 (api-token:psp:evt-1) expired",
+    f"api-token:{'p' * 60}~0123456789abcdef0123456789abcdef",
+])
+def test_an_api_tokens_label_and_the_event_id_after_it_are_kept_whole(text):
+    """How records, logs and an event's source name the token that sent it: masked, nobody
+    could tell which system sent an event, nor which event it was."""
+    assert redact_text(text) == text
+    assert redact({"source": text}) == {"source": text}

@@ -86,8 +86,7 @@ def _assert_left_for_a_person(run, source="psp") -> None:
     assert refused.step_name == "payment"
     assert refused.data["event_name"] == "payment.settled"
     assert refused.data["run_ended"] == "terminated"
-    if source == "psp":  # (an API token's name is redacted from the record's text)
-        assert refused.data["event"] == "psp:evt-1"
+    assert refused.data["event"] == f"{source}:evt-1"
     shown = [e for e in timeline_page(run).entries if e.title == "event refused"]
     assert len(shown) == 1 and "terminated when it came" in shown[0].detail
 
