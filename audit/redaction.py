@@ -37,11 +37,8 @@ def api_token_label(name: str) -> str:
     return f"{_API_TOKEN_PREFIX}{name}"
 
 
-_SECRET_IN_TEXT = re.compile(
-    # Not after a word, a header name's "X-" or a base64 text, nor followed by more of one
-    # (the name is matched whole, never cut to leave a secret's rest unmasked).
-    rf"(?i)(?P<label>(?<![\w.+/=-])(?-i:{_API_TOKEN_PREFIX}{API_TOKEN_NAME})(?![\w.+/=-]))"
-    r"|(bearer\s+|basic\s+)[A-Za-z0-9._~+/=-]+"
+_SECRETS = (
+    r"(bearer\s+|basic\s+)[A-Za-z0-9._~+/=-]+"
     r"|\bsk-[A-Za-z0-9_-]{8,}"
     r"|((?:password|secret|token|api[-_]?key)\s*[=:]\s*)[^\s&,;\"']+"
     # A URL's userinfo (scheme://user:password@host): the password, or a token standing
@@ -53,6 +50,14 @@ _SECRET_IN_TEXT = re.compile(
     # subscriber's signing secret among them): the values go, the words stay.
     r"|(Failing row contains )\([^\n]*\)"
 )
+_SECRET_IN_TEXT = re.compile(f"(?i){_SECRETS}")
+# The same beside a token's label, matched first and kept: asked only of a text that holds
+# the label's prefix, so that the texts every record passes pay nothing for it. Not after
+# a word, a header name's "X-" or a base64 text, nor followed by more of one (the name is
+# matched whole, never cut to leave a secret's rest unmasked).
+_SECRET_BESIDE_LABELS = re.compile(
+    rf"(?i)(?P<label>(?<![\w.+/=-])(?-i:{_API_TOKEN_PREFIX}{API_TOKEN_NAME})(?![\w.+/=-]))"
+    f"|{_SECRETS}")
 # Each kind of secret above holds one of these characters (a space, "=", ":", "/" or "-").
 # Most texts a checkpoint records hold none (keys, digests, statuses): a scan for them is
 # a twentieth of the cost of the alternatives above, which every record's texts pass.
@@ -65,11 +70,13 @@ def redact_text(text: str) -> str:
     text = _without_opened(text)
     if _SIGN_OF_SECRET.search(text) is None:
         return text
+    if _API_TOKEN_PREFIX in text:
+        return _SECRET_BESIDE_LABELS.sub(_masked, text)
     return _SECRET_IN_TEXT.sub(_masked, text)
 
 
 def _masked(match: re.Match) -> str:
-    if match["label"] is not None:
+    if match.lastgroup == "label":
         return match["label"]
     prefix = next((g for g in match.groups() if g), "")
     return f"{prefix}{REDACTED}"
