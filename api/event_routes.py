@@ -40,12 +40,15 @@ class EventIn(Schema):
     event: str = Field(min_length=1, max_length=200, pattern=NO_NUL,
                        description="The event's name, as the waiting step declares it.")
     event_id: str = Field(min_length=1, max_length=200, pattern=NO_NUL,
-                          description="Unique per source, not blank: a redelivery with "
+                          description="Unique per source, not blank, without control "
+                                      "characters: a redelivery with "
                                       "the same id and payload changes nothing; with "
                                       "another payload, event or correlation key it is "
                                       "refused (409).")
     correlation_key: str = Field(min_length=1, max_length=300, pattern=NO_NUL,
-                                 description="Matches the run: by default its business key.")
+                                 description="Matches the run: by default its business "
+                                             "key. Not blank, and without control "
+                                             "characters, as the event_id.")
     payload: dict = Field(default_factory=dict, description="Checked against the waiting "
                           "step's schema; its text may hold no NUL characters, its "
                           f"objects and lists may nest at most {events.MAX_PAYLOAD_DEPTH} "
@@ -155,7 +158,8 @@ _RESPONSES = {200: EventReceipt, 202: EventReceipt, 400: Error, 401: Error, 403:
                       "another payload, event or correlation key; nothing changed (send it "
                       "under a new id). 422: the "
                       "payload does not match the waiting step's schema, is too large, or "
-                      "the id is blank or holds control characters, or a query parameter "
+                      "the id or the correlation key is blank or holds control "
+                      "characters, or a query parameter "
                       "was sent (this operation takes none). 404: no such workflow or "
                       "event. 403: the token may not use the workflow.")
 def receive(request, payload: EventIn):

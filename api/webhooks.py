@@ -1,6 +1,6 @@
 """Progress events to subscribers: the deliveries queued per subscriber (api.webhook_cursors:
 one for each status change and step outcome it is told of) are sent with retries and
-backoff, each signed.
+backoff, each signed; one to a URL no delivery can be sent to is failed at once.
 
 Signature: the header `X-Webhook-Signature: sha256=<hex>` is HMAC-SHA256 with the
 subscriber's secret over `<X-Webhook-Timestamp>.<body>`; receivers recompute it, compare in
@@ -117,7 +117,10 @@ def _body(delivery: WebhookDelivery) -> bytes:
 
 
 def send_due(*, now: datetime | None = None, limit: int = 100) -> PublishReport:
-    """Send the deliveries that are due; a failure is tried again later with backoff.
+    """Send the deliveries that are due; a failure is tried again later with backoff, but
+    for one whose subscriber's URL no delivery can ever be sent to (url_problem): that one
+    is failed at once, its one attempt saying why, and is sent again (send_again) once an
+    admin has corrected the URL.
 
     A subscriber whose endpoint gives no answer (a timeout, a refused connection) is not
     tried again in the same pass: with up to `limit` deliveries each waiting out the
@@ -157,6 +160,13 @@ def send_due(*, now: datetime | None = None, limit: int = 100) -> PublishReport:
                 # one deadline. The rest wait behind what else is due by the time they are
                 # passed over, so the next pass too sends the others' first.
                 _defer(delivery, max(now, clock()), report)
+                continue
+            # A URL stored before the rule, or by hand, asked by the rule the API and admin
+            # ask of a URL given: it will never be sendable, and retrying it only spends the
+            # attempts over hours. Each of its deliveries fails on its own, sending nothing.
+            if (problem := url_problem(delivery.subscriber.url)) is not None:
+                _record_attempt(delivery, now, None, error_text(f"not sent: {problem}"),
+                                report, final=True)
                 continue
             started = time.monotonic()
             code, error = _attempt(poster, delivery)
@@ -243,13 +253,10 @@ def _attempt(poster: DeadlinePoster, delivery: WebhookDelivery) -> tuple[int | N
         secrets = signing_secrets(delivery.subscriber, now=clock())
     except UnreadableValue as exc:
         # Not sent unsigned: kept for a key put back, or a secret an admin types again.
-        return None, f"not sent: its secret cannot be opened: {exc}"
-    # An address no delivery can be sent to (stored before the rule, or by hand), asked by
-    # the rule the API and admin ask of a URL given: the HTTP client raises for some where
-    # no delivery's error catches it (a port past 65535, in the connect), which ended the
-    # pass for every subscriber. It is no answer, like a refused connection.
-    if (problem := url_problem(delivery.subscriber.url)) is not None:
-        return None, printable(f"not sent: {problem}")[:500]
+        return None, error_text(f"not sent: its secret cannot be opened: {exc}")
+    # The URL is one a delivery can be sent to (send_due asked url_problem): the HTTP client
+    # raises for some others where no delivery's error catches it (a port past 65535, in
+    # the connect), which ended the pass for every subscriber.
     try:
         code = poster.post(delivery.subscriber.url, body, {
             "Content-Type": "application/json",
@@ -264,21 +271,24 @@ def _attempt(poster: DeadlinePoster, delivery: WebhookDelivery) -> tuple[int | N
     return code, "" if 200 <= code < 300 else f"HTTP {code}"
 
 
-def error_text(exc: Exception) -> str:
-    """What `last_error` keeps of an exception: text the database stores (a NUL written
-    out), cut to a size that fits a list of deliveries."""
-    return printable(f"{type(exc).__name__}: {exc}")[:500]
+def error_text(error: Exception | str) -> str:
+    """What `last_error` keeps of an error (an exception, or words saying why nothing was
+    sent): text the database stores (a NUL written out), cut to a size that fits a list of
+    deliveries."""
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return printable(text)[:500]
 
 
-def _record_attempt(delivery, now, code, error, report) -> datetime | None:
-    """Store the attempt; when it failed, the time its endpoint is next tried."""
+def _record_attempt(delivery, now, code, error, report, *, final: bool = False) -> datetime | None:
+    """Store the attempt; when it failed, the time its endpoint is next tried. `final`: it
+    failed for good, whatever attempts it has left."""
     attempts = delivery.attempts + 1
     fields = {"attempts": attempts, "last_status_code": code, "last_error": error}
     backoff = RETRY.base_delay(attempts)
     if not error:
         fields.update(status=WebhookDelivery.Status.DELIVERED, delivered_at=now)
         report.delivered += 1
-    elif attempts >= RETRY.maximum_attempts:
+    elif final or attempts >= RETRY.maximum_attempts:
         fields.update(status=WebhookDelivery.Status.FAILED)
         report.failed += 1
         logger.warning("webhook %s to %s failed for good: %s", delivery.delivery_id,
@@ -316,8 +326,8 @@ def _withdraw(delivery, report) -> None:
     workflow = (delivery.record or delivery.event).run.workflow_name
     WebhookDelivery.objects.filter(pk=delivery.pk).update(
         status=WebhookDelivery.Status.FAILED,
-        last_error=printable(f"not sent: the subscriber no longer takes workflow "
-                             f"{workflow!r}")[:500])
+        last_error=error_text(f"not sent: the subscriber no longer takes workflow "
+                              f"{workflow!r}"))
     report.withdrawn += 1
 
 

@@ -15,7 +15,9 @@ from django.contrib.admin.utils import build_q_object_from_lookup_parameters, pr
 from django.contrib.admin.views.main import ORDER_VAR, PAGE_VAR, SEARCH_VAR, ChangeList
 from django.core.exceptions import EmptyResultSet, FieldError, FullResultSet, ValidationError
 from django.core.paginator import Paginator
-from django.db import connection
+from django.db import DatabaseError, connection, connections, transaction
+from django.db.models import CharField, Value
+from django.db.models.lookups import Regex
 from django.db.models.sql.where import WhereNode
 from django.http import HttpResponseRedirect
 from django.utils.functional import cached_property
@@ -114,32 +116,70 @@ def storable(value) -> bool:
     return True
 
 
-def lookup_values(node):
-    """The values the lookups of a query's WHERE `node` compare their columns with."""
+def lookups(node):
+    """The lookups of a query's WHERE `node`."""
     for child in node.children:
         if isinstance(child, WhereNode):
-            yield from lookup_values(child)
+            yield from lookups(child)
         else:
-            value = getattr(child, "rhs", None)
-            yield from value if isinstance(value, (list, tuple, set, frozenset)) else [value]
+            yield child
 
 
-def holdable(queryset, lookup: str, values: list[str]) -> bool:
-    """Whether a row of `queryset` could match the filter `lookup` with `values`, as an
-    address gives them: False when a value is not of its column's kind ("abc" for an id) or
-    is past what any column holds (an integer past a bigint, a time past the year 9999 in
-    UTC). Django's lookups hand such a value on to the database: SQLite, the demo's, refuses
-    it as the list is counted (OverflowError, a server error), PostgreSQL finds no row. A
-    parameter that names no column (a list filter's own) is not judged here: True."""
+def lookup_values(node):
+    """The values the lookups of a query's WHERE `node` compare their columns with."""
+    for lookup in lookups(node):
+        value = getattr(lookup, "rhs", None)
+        yield from value if isinstance(value, (list, tuple, set, frozenset)) else [value]
+
+
+def patterns_read(query, using: str) -> bool:
+    """Whether the database reads the pattern of each regex or iregex lookup of `query` (a
+    malformed one is refused only as rows are matched: a server error on either database).
+    The database judges it, as its own engine is the one that reads it: PostgreSQL's reads
+    no named group nor a bound past 255, SQLite's (Python's re) no \\y nor a director. The
+    same lookup, matched against an empty text instead of the column, reads no row."""
+    patterns = [type(lookup)(Value("", output_field=CharField()), lookup.rhs)
+                for lookup in lookups(query.where) if isinstance(lookup, Regex)]
+    if not patterns:
+        return True
+    compiler = query.get_compiler(using=using)
+    parts = [pattern.as_sql(compiler, compiler.connection) for pattern in patterns]
+    try:
+        # Its own savepoint: a refused statement spoils no transaction the request is in.
+        with transaction.atomic(using=using), connections[using].cursor() as cursor:
+            cursor.execute("SELECT " + ", ".join(sql for sql, _ in parts),
+                           [param for _, params in parts for param in params])
+    except DatabaseError:
+        return False
+    return True
+
+
+# Said when a list's address filters on values no row can hold.
+FILTER_REFUSED = ("No row of this list can hold {filters}: the list is shown without "
+                  "{that}.")
+# Said when a list's address filters by a regular expression the database cannot read.
+PATTERN_REFUSED = ("This list cannot be filtered by {filters}: {is_} not a regular expression "
+                   "the database reads. The list is shown without {that}.")
+
+
+def refusal(queryset, lookup: str, values: list[str]) -> str | None:
+    """Why no row of `queryset` could match the filter `lookup` with `values`, as an address
+    gives them: the message saying so (None: one could). FILTER_REFUSED when a value is not
+    of its column's kind ("abc" for an id) or is past what any column holds (an integer past
+    a bigint, a time past the year 9999 in UTC): Django's lookups hand such a value on to the
+    database, and SQLite, the demo's, refuses it as the list is counted (OverflowError, a
+    server error), PostgreSQL finds no row. PATTERN_REFUSED for a regular expression the
+    database cannot read (patterns_read). A parameter that names no column (a list filter's
+    own) is not judged here: None."""
     try:
         query = queryset.filter(build_q_object_from_lookup_parameters(
             {lookup: prepare_lookup_value(lookup, values)})).query
     except (ValueError, ValidationError, OverflowError):
-        return False
+        return FILTER_REFUSED
     except FieldError:
-        return True
+        return None
     if not all(storable(value) for value in lookup_values(query.where)):
-        return False
+        return FILTER_REFUSED
     # Some values fail only as the query is written: a year's bounds (a time past 9999), a
     # time SQLite is given in UTC, a range of one value. Writing it reads no row, and Django
     # itself takes any error of an address's filter for a bad value (ChangeList.get_queryset).
@@ -148,8 +188,13 @@ def holdable(queryset, lookup: str, values: list[str]) -> bool:
     except (EmptyResultSet, FullResultSet):
         pass
     except Exception:
-        return False
-    return True
+        return FILTER_REFUSED
+    return None if patterns_read(query, queryset.db) else PATTERN_REFUSED
+
+
+def holdable(queryset, lookup: str, values: list[str]) -> bool:
+    """Whether a row of `queryset` could match the filter `lookup` with `values` (refusal)."""
+    return refusal(queryset, lookup, values) is None
 
 
 def shown(value: str) -> str:
@@ -158,9 +203,6 @@ def shown(value: str) -> str:
     return repr(value if len(value) <= 20 else f"{value[:20]}…")
 
 
-# Said when a list's address filters on values no row can hold.
-FILTER_REFUSED = ("No row of this list can hold {filters}: the list is shown without "
-                  "{that}.")
 # Said when it asks the date hierarchy for a year, month or day it cannot bound.
 DATE_REFUSED = ("This list cannot be filtered by the date {filters}: a date filter reads up "
                 "to the start of the year, month or day after it, which must fall between "
@@ -198,13 +240,17 @@ class PageCheckedChangeList(ChangeList):
                 raise
             raise FiltersRefused(DATE_REFUSED.format(filters=", ".join(
                 f"{name}={shown(self.params[name])}" for name in asked)), hierarchy) from None
-        refused = [(name, values) for name, values in self.get_filters_params().items()
-                   if not holdable(self.root_queryset, name, values)]
+        refused = {}  # each message, with the filters it refuses
+        for name, values in self.get_filters_params().items():
+            if message := refusal(self.root_queryset, name, values):
+                refused.setdefault(message, []).append((name, values))
         if refused:
-            raise FiltersRefused(FILTER_REFUSED.format(
-                filters=", ".join(f"{name}={shown(values[-1])}" for name, values in refused),
-                that="that filter" if len(refused) == 1 else "those filters"),
-                [name for name, _ in refused])
+            raise FiltersRefused(" ".join(message.format(
+                filters=", ".join(f"{name}={shown(values[-1])}" for name, values in named),
+                is_="is" if len(named) == 1 else "are",
+                that="that filter" if len(named) == 1 else "those filters")
+                for message, named in refused.items()),
+                [name for named in refused.values() for name, _ in named])
         return filters
 
     def get_results(self, request):

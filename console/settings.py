@@ -583,10 +583,13 @@ METRICS_FINISHED_RECOUNT_SECONDS = env("METRICS_FINISHED_RECOUNT_SECONDS")
 # one JSON object per line (the default of console.production).
 LOGGING["filters"] = {"run_context": {"()": "observability.logs.ContextFilter"},
                       "link_tokens": {"()": "observability.logs.LinkTokenFilter"},
-                      "outage_lines": {"()": "console.request_log.OutageLines"}}
+                      "outage_lines": {"()": "console.request_log.OutageLines"},
+                      "client_errors": {"()": "console.request_log.ClientErrorLines"}}
 # The loggers that write request paths, where an approval link's token would be; a request
-# answered 503 for the database is said in one line (console.request_log), then masked too.
-LOGGING["loggers"].update({"django.request": {"filters": ["outage_lines", "link_tokens"]},
+# answered 503 for the database, or refused (4xx), is said in one line without a traceback
+# (console.request_log), then masked too.
+LOGGING["loggers"].update({"django.request": {"filters": ["outage_lines", "client_errors",
+                                                          "link_tokens"]},
                            "django.server": {"filters": ["link_tokens"]}})
 LOGGING["formatters"]["json"] = {"()": "observability.logs.JsonFormatter"}
 # Plain lines are masked as the JSON ones are: a deployment may choose either.

@@ -61,6 +61,19 @@ def has_control_characters(text: str) -> bool:
     return any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text)
 
 
+def identifier_problem(text: str) -> str | None:
+    """Why `text` cannot name one thing a sender sends (an event's id, or the correlation key
+    of the wait it is for) or None: blank (only spaces: every event sent with its id left
+    blank would be one event, the next ones answered "duplicate" and dropped), or holding a
+    control character (has_control_characters), which would forge a line of the log, or
+    read as another id or key on the run's page and in its records, where both are shown."""
+    if not text.strip():
+        return "blank (only spaces)"
+    if has_control_characters(text):
+        return "contains control characters"
+    return None
+
+
 def named_text_problem(text: str, *, one_line: bool) -> str | None:
     """Why `text` given for a field is refused before anything is looked up, or None: what
     the database cannot store, and where it names one thing on one line (a step, a tool

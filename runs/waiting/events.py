@@ -50,7 +50,7 @@ from ..machine.errors import TransitionNotAllowed
 from ..machine.storable import (
     NotFinite,
     finite_json,
-    has_control_characters,
+    identifier_problem,
     text_problem,
     value_problem,
 )
@@ -181,13 +181,13 @@ def _refuse_too_long(**texts: str) -> None:
                            nothing_kept=True)
 
 
-def _refuse_control_characters(**texts: str) -> None:
-    """EventRefused naming the text holding control characters: an event's id is shown on
-    the run's page, in its records and in log lines, where one would forge a line or read as
-    another id (as a remote reference may hold none). Not the correlation key: a wait's own
-    correlate() may give any Unicode text, which the event must then carry as it is."""
-    errors = [{"loc": [name], "msg": "contains control characters"}
-              for name, text in texts.items() if has_control_characters(text)]
+def _refuse_unnamed(**texts: str) -> None:
+    """EventRefused naming each of `texts` (the event's id, its correlation key) blank or
+    holding control characters (identifier_problem). A wait whose own correlate() gives such
+    a key is held for a person by the same rule (transitions.events.sendable_key), never
+    left waiting for an event the door refuses."""
+    errors = [{"loc": [name], "msg": problem} for name, text in texts.items()
+              if (problem := identifier_problem(text)) is not None]
     if errors:
         raise EventRefused("; ".join(f"{e['loc'][0]}: {e['msg']}" for e in errors), errors,
                            nothing_kept=True)
@@ -208,17 +208,11 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
     """Deliver the event to the run waiting for it, or keep it. Raises EventRefused."""
     if not event_id or not source or not key:
         raise EventRefused("an event needs an id, a source and a correlation key")
-    if not event_id.strip():
-        # As a business key of spaces is refused: every event a sender sends with its id
-        # left blank would be this one, the next ones answered "duplicate" and dropped.
-        raise EventRefused("event_id: is blank (only spaces)",
-                           [{"loc": ["event_id"], "msg": "blank (only spaces)"}],
-                           nothing_kept=True)
     texts = {"workflow": workflow, "event": event, "correlation_key": key,
              "event_id": event_id, "source": source}
     _refuse_unstorable(**texts)
     _refuse_too_long(**texts)
-    _refuse_control_characters(event_id=event_id)
+    _refuse_unnamed(event_id=event_id, correlation_key=key)
     refuse_too_deep(payload)
     refuse_too_large(payload)
     ref = awaiting_ref(event, key)

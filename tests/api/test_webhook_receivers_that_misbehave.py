@@ -1,7 +1,8 @@
 """Receivers that misbehave for ever do not hold up the publisher: one delivery takes at most
 WEBHOOK_TIMEOUT_SECONDS however its receiver dribbles, a receiver's body is never read, and
 an endpoint that gives no answer is tried once per pass while the other subscribers' deliveries
-go out. Every receiver here is a real HTTP server on localhost."""
+go out. A delivery to a URL no delivery can be sent to fails at once, sending nothing. Every
+receiver here is a real HTTP server on localhost."""
 
 import socket
 import threading
@@ -53,6 +54,20 @@ def _timed_publish(now):
     return report, time.monotonic() - started
 
 
+def _pass_beside_a_receiver_that_answers(good, url: str, *, runs: int = 1):
+    """One publish pass for a subscriber at `url` beside "crm", whose receiver answers, with
+    `runs` runs to tell of: the pass's report, how long it took, and the subscriber's
+    deliveries in order, once crm was sent each run's (the subscriber held up no other)."""
+    tested = _subscribe("tested", url)
+    _subscribe("crm", f"{good.url}/hooks")
+    for _ in range(runs):
+        new_run()
+    report, elapsed = _timed_publish(timezone.now())
+    assert len(good.sent("POST", "/hooks")) == runs
+    return report, elapsed, list(WebhookDelivery.objects.filter(subscriber=tested)
+                                 .order_by("pk"))
+
+
 def _exchange_ended(slow, mode: str):
     """The receiver's one exchange of `mode`, once it ended: the receiver learns of a hang-up
     at its next write, a drip or two after it, later on a loaded machine; by `hold` it ends
@@ -72,15 +87,11 @@ def _closed_port() -> int:
 
 def test_a_receiver_that_sends_its_headers_a_byte_at_a_time_is_cut_off_at_the_deadline(
         slow, good):
-    dripping = _subscribe("dripping", f"{slow.url}/slow-headers")
-    _subscribe("crm", f"{good.url}/hooks")
-    new_run()
-    report, elapsed = _timed_publish(timezone.now())
+    report, elapsed, [delivery] = _pass_beside_a_receiver_that_answers(
+        good, f"{slow.url}/slow-headers")
     # Each byte comes within httpx's read timeout: only a deadline over the whole exchange
     # ends it.
     assert elapsed < BOUND, elapsed
-    assert len(good.sent("POST", "/hooks")) == 1
-    delivery = WebhookDelivery.objects.get(subscriber=dripping)
     assert (delivery.status, delivery.attempts, delivery.last_status_code) == \
         ("pending", 1, None)
     assert delivery.last_error
@@ -91,15 +102,12 @@ def test_a_receiver_that_sends_its_headers_a_byte_at_a_time_is_cut_off_at_the_de
 
 
 def test_a_receiver_that_dribbles_its_body_is_delivered_by_its_status_alone(slow, good):
-    dribbling = _subscribe("dribbling", f"{slow.url}/slow-body")
-    _subscribe("crm", f"{good.url}/hooks")
-    new_run()
-    report, elapsed = _timed_publish(timezone.now())
+    report, elapsed, [delivery] = _pass_beside_a_receiver_that_answers(
+        good, f"{slow.url}/slow-body")
     assert elapsed < BOUND, elapsed
     # Delivered, not cut off at the deadline: the body, which would take minutes, is not
     # waited for.
-    assert WebhookDelivery.objects.get(subscriber=dribbling).status == "delivered"
-    assert len(good.sent("POST", "/hooks")) == 1
+    assert delivery.status == "delivered"
     assert report.delivered == 2
     exchange = _exchange_ended(slow, "slow-body")
     assert exchange.client_hung_up
@@ -154,33 +162,11 @@ def test_an_endpoint_that_never_answers_is_tried_once_a_pass_and_starves_no_one(
 
 
 def test_a_refused_connection_keeps_the_rest_of_its_deliveries_for_later(good):
-    refused = _subscribe("refused", f"http://127.0.0.1:{_closed_port()}/hooks")
-    _subscribe("crm", f"{good.url}/hooks")
-    for _ in range(3):
-        new_run()
-    report = webhooks.publish(now=timezone.now())
-    attempts = list(WebhookDelivery.objects.filter(subscriber=refused).order_by("pk")
-                    .values_list("attempts", flat=True))
-    assert attempts == [1, 0, 0]
-    assert WebhookDelivery.objects.get(subscriber=refused, attempts=1).last_error.startswith(
-        "ConnectError")
-    assert len(good.sent("POST", "/hooks")) == 3
+    report, _, deliveries = _pass_beside_a_receiver_that_answers(
+        good, f"http://127.0.0.1:{_closed_port()}/hooks", runs=3)
+    assert [d.attempts for d in deliveries] == [1, 0, 0]
+    assert deliveries[0].last_error.startswith("ConnectError")
     assert (report.delivered, report.deferred) == (3, 2)
-
-
-def test_a_url_the_http_client_cannot_use_fails_its_delivery_not_the_pass(good):
-    # The admin's URL field takes this host; the HTTP client refuses it before connecting.
-    snowman = _subscribe("snowman", "http://\u2603.example/hooks")
-    _subscribe("crm", f"{good.url}/hooks")
-    new_run()
-    new_run()
-    report = webhooks.publish(now=timezone.now())
-    assert len(good.sent("POST", "/hooks")) == 2
-    attempts = list(WebhookDelivery.objects.filter(subscriber=snowman).order_by("pk")
-                    .values_list("attempts", "last_error"))
-    assert attempts[0][0] == 1 and "IDNA" in attempts[0][1]
-    assert attempts[1] == (0, "")
-    assert (report.delivered, report.deferred) == (2, 1)
 
 
 @pytest.mark.parametrize(("url", "said"), [
@@ -189,21 +175,23 @@ def test_a_url_the_http_client_cannot_use_fails_its_delivery_not_the_pass(good):
     ("http://127.0.0.1:65536/hooks", "its port 65536 is no port (1 to 65535)"),
     # Django's URL field takes this punycode; IDNA refuses the emoji it decodes to.
     ("http://xn--ls8h.example/hooks", "InvalidCodepoint"),
+    # The admin's URL field takes this host; the HTTP client refuses it before connecting.
+    ("http://\u2603.example/hooks", "Invalid IDNA hostname"),
 ])
-def test_a_stored_url_no_delivery_can_be_sent_to_fails_its_delivery_not_the_pass(good, url,
-                                                                                   said):
-    bad = _subscribe("bad", url)
-    _subscribe("crm", f"{good.url}/hooks")
-    new_run()
-    new_run()
-    report = webhooks.publish(now=timezone.now())
-    assert len(good.sent("POST", "/hooks")) == 2
-    attempts = list(WebhookDelivery.objects.filter(subscriber=bad).order_by("pk")
-                    .values_list("attempts", "last_error", "status"))
-    assert attempts[0][0] == 1 and attempts[0][1].startswith("not sent: ")
-    assert said in attempts[0][1]
-    assert attempts[1] == (0, "", WebhookDelivery.Status.PENDING)
-    assert (report.delivered, report.deferred) == (2, 1)
+def test_a_stored_url_no_delivery_can_be_sent_to_fails_its_deliveries_at_once(good, url, said):
+    report, _, deliveries = _pass_beside_a_receiver_that_answers(good, url, runs=2)
+    # No attempt could ever send it: each delivery is failed at its first, saying why, not
+    # tried again with backoff until its attempts are spent, nor left behind the first.
+    assert [(d.status, d.attempts, d.last_status_code) for d in deliveries] == \
+        [(WebhookDelivery.Status.FAILED, 1, None)] * 2
+    assert all(d.last_error.startswith("not sent: ") and said in d.last_error
+               for d in deliveries)
+    assert (report.delivered, report.failed, report.deferred) == (2, 2, 0)
+    # Nothing is tried again, however late the next pass.
+    later = webhooks.send_due(now=timezone.now() + timedelta(days=1))
+    assert (later.delivered, later.failed) == (0, 0)
+    assert [d.attempts for d in WebhookDelivery.objects.filter(pk__in=[
+        d.pk for d in deliveries])] == [1, 1]
 
 
 def test_error_text_is_storable_and_bounded():
@@ -219,9 +207,6 @@ def test_a_receiver_answering_with_nul_bytes_leaves_an_error_the_database_stores
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
-        bad = _subscribe("bad", f"http://127.0.0.1:{server.getsockname()[1]}/hooks")
-        _subscribe("crm", f"{good.url}/hooks")
-        new_run()
 
         def answer():
             conn, _ = server.accept()
@@ -230,8 +215,7 @@ def test_a_receiver_answering_with_nul_bytes_leaves_an_error_the_database_stores
                 conn.sendall(b"HTTP/1.1 200 O\x00K\r\nX-\x00: \x00\r\n\r\n")
 
         threading.Thread(target=answer, daemon=True).start()
-        webhooks.publish(now=timezone.now())
-    delivery = WebhookDelivery.objects.get(subscriber=bad)
+        _, _, [delivery] = _pass_beside_a_receiver_that_answers(
+            good, f"http://127.0.0.1:{server.getsockname()[1]}/hooks")
     assert delivery.attempts == 1 and delivery.last_status_code is None
     assert delivery.last_error and "\x00" not in delivery.last_error
-    assert len(good.sent("POST", "/hooks")) == 1

@@ -4,8 +4,10 @@ for an id, a year the date hierarchy cannot bound) is answered with the list wit
 filter, its other filters kept, and a message naming it, on PostgreSQL and on the demo's
 SQLite alike. SQLite refused such an id or time as the list was counted (OverflowError), the
 date hierarchy failed on both (ValueError, OverflowError), and PostgreSQL refused a time
-with an offset past 15:59 (a DataError): each was a server error. Marked
-demo_database: make test runs these on SQLite too."""
+with an offset past 15:59 (a DataError): each was a server error. So was a regex or iregex
+filter whose pattern the database cannot read, refused by either database as rows were
+matched; it is judged by the database's own engine, reading no row. Marked demo_database:
+make test runs these on SQLite too."""
 
 from urllib.parse import quote
 
@@ -16,7 +18,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from archive.models import ArchiveFile
-from audit.admin import DATE_REFUSED, FILTER_REFUSED, shown
+from audit.admin import DATE_REFUSED, FILTER_REFUSED, PATTERN_REFUSED, shown
 from runs.models import Run
 from runs.reads.id_in_path import LARGEST_ID
 from tests.factories import new_run
@@ -117,3 +119,53 @@ def test_a_date_the_date_hierarchy_cannot_bound_gets_the_list_and_a_message_nami
     last = admin_client.get("/admin/archive/archivefile/?created_at__year=9999"
                             "&created_at__month=12&created_at__day=30")
     assert last.status_code == 200 and list(last.context["cl"].result_list) == []
+
+
+def refused_pattern(name: str, value: str) -> str:
+    return PATTERN_REFUSED.format(filters=f"{name}={shown(value)}", is_="is",
+                                  that="that filter")
+
+
+@pytest.mark.parametrize(("address", "name", "value"), [
+    ("/admin/runs/run/?id__regex={}", "id__regex", "("),
+    ("/admin/runs/run/?business_key__iregex={}", "business_key__iregex", "[a"),
+    ("/admin/runs/run/?business_key__regex={}", "business_key__regex", "a{2,1}"),
+    ("/admin/audit/auditrecord/?reason__regex={}", "reason__regex", "*"),
+])
+def test_a_filter_by_a_malformed_regular_expression_gets_the_list_without_it_and_a_message(
+        admin_client, address, name, value):
+    run = new_run()
+    base = address.split("?")[0]
+    location, said = answer(admin_client, f"{address.format(quote(value))}&id__gt=0")
+    assert (location, said) == (f"{base}?id__gt=0", [refused_pattern(name, value)])
+    listed = admin_client.get(location)
+    assert listed.status_code == 200
+    assert escape(refused_pattern(name, value)) in listed.text
+    assert run in listed.context["cl"].result_list or base.startswith("/admin/audit/")
+    # A pattern the database reads is still a filter, on the same column.
+    kept = admin_client.get(f"{base}?{name}=.")
+    assert kept.status_code == 200 and not list(get_messages(kept.wsgi_request))
+    assert run in kept.context["cl"].result_list or base.startswith("/admin/audit/")
+
+
+@pytest.mark.parametrize("pattern", [
+    # Each is read by one database's engine and refused by the other's: PostgreSQL's
+    # (named groups, a bound past 255, Python's flags) and Python's, which SQLite's REGEXP is
+    # (\y and \m, PostgreSQL's word bounds; a director; a look-behind of varying width).
+    "(?P<n>o)", "o{256}", "(?a)o", r"\yo", r"\mo", "***:o", "(?<=r+)d",
+])
+def test_a_pattern_is_judged_by_the_engine_that_reads_it(admin_client, pattern):
+    new_run()
+    response = admin_client.get(f"/admin/runs/run/?business_key__regex={quote(pattern)}")
+    if response.status_code == 302:
+        assert [str(m) for m in get_messages(response.wsgi_request)] == [
+            refused_pattern("business_key__regex", pattern)]
+    else:
+        assert response.status_code == 200
+        assert not list(get_messages(response.wsgi_request))
+
+
+def test_a_malformed_pattern_and_a_value_no_row_can_hold_are_both_named(admin_client):
+    location, said = answer(admin_client, f"/admin/runs/run/?id__in={PAST}&id__iregex=)")
+    assert location == "/admin/runs/run/"
+    assert said == [f"{refused_filter('id__in', PAST)} {refused_pattern('id__iregex', ')')}"]

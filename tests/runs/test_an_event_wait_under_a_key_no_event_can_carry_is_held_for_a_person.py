@@ -1,9 +1,12 @@
 """An event wait's correlate() is the workflow's code, and it may give a key no event can
-carry: empty, longer than the door takes (300 characters), or text the database cannot
-store (a NUL, a lone surrogate). Waiting under it, the run would wait for an event no sender
-can deliver (the door refuses the key), or fail its checkpoint at every worker in turn (a NUL
-in the step's reference). The run is held for a person instead, naming why and not the key;
-a key of 300 characters, or of any Unicode text, still waits and takes its event."""
+carry: empty, longer than the door takes (300 characters), text the database cannot store
+(a NUL, a lone surrogate), or blank or holding a control character (a line break, a
+bidirectional override, an invisible format character), which the door refuses as it
+refuses such an event id (runs.machine.storable.identifier_problem). Waiting under it, the
+run would wait for an event no sender can deliver, or fail its checkpoint at every worker in
+turn (a NUL in the step's reference). The run is held for a person instead, naming why and
+not the key; a key of 300 characters, or of any other Unicode text, still waits and takes
+its event."""
 
 import pytest
 
@@ -38,6 +41,10 @@ def waits_under():
     ("k" * 10_000, "it is 10000 characters long, an event's at most 300"),
     ("a\x00b", "NUL characters cannot be stored"),
     ("a\ud800b", "a lone surrogate"),
+    ("  \u3000", "blank (only spaces)"),
+    ("a\nb", "contains control characters"),
+    ("a\u202eb", "contains control characters"),
+    ("ключ-🔑-\u200b-客户", "contains control characters"),
 ])
 def test_the_run_is_held_naming_why_no_event_could_reach_it(script, waits_under, key, why):
     waits_under(key)
@@ -51,7 +58,7 @@ def test_the_run_is_held_naming_why_no_event_could_reach_it(script, waits_under,
     assert (wait.status, wait.remote_ref) == (StepStatus.PENDING, "")
 
 
-@pytest.mark.parametrize("key", ["k" * 300, "ключ-🔑-\u200b-客户"])
+@pytest.mark.parametrize("key", ["k" * 300, "ключ-🔑-客户 a b"])
 def test_a_key_an_event_can_carry_waits_and_takes_its_event(script, waits_under, key):
     waits_under(key)
     run = new_run("test-keyed-wait")

@@ -38,7 +38,7 @@ from ...definitions import definition
 from ...models import AttentionReason, ExternalEvent, Run, Step, StepStatus
 from ...world_models import UNSETTLED
 from ..errors import CODE_FAILURES, TransitionNotAllowed
-from ..storable import text_problem
+from ..storable import identifier_problem, text_problem
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     QUEUED,
@@ -128,11 +128,12 @@ KEY_LENGTH = ExternalEvent._meta.get_field("correlation_key").max_length
 
 def sendable_key(key: str) -> str:
     """`key`, if an event can carry it to the wait; ValueError otherwise. A wait under a key
-    the door refuses (empty, too long, text the database cannot store) would wait for an event
-    no sender can deliver, and a NUL would fail the checkpoint of every worker in turn."""
+    the door refuses (empty, too long, text the database cannot store, blank or holding a
+    control character: identifier_problem) would wait for an event no sender can deliver,
+    and a NUL would fail the checkpoint of every worker in turn."""
     problem = ("it is empty" if not key
                else f"it is {len(key)} characters long, an event's at most {KEY_LENGTH}"
-               if len(key) > KEY_LENGTH else text_problem(key))
+               if len(key) > KEY_LENGTH else text_problem(key) or identifier_problem(key))
     if problem is not None:
         raise ValueError(f"no event can carry the correlation key it gave: {problem}")
     return key
