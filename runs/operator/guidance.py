@@ -279,7 +279,7 @@ def _agent_budget_spent(reason: str, step: Step | None) -> bool:
 def _settled_not_done(reason: str, step: Step | None) -> bool:
     """Whether the unknown outcome that stopped the run was settled as not done (reconciled
     "not found"): its step failed, and what follows is a retry, not another lookup."""
-    return reason == AttentionReason.UNKNOWN_OUTCOME and step is not None \
+    return reason == AttentionReason.SETTLED_NOT_DONE and step is not None \
         and step.status == StepStatus.FAILED
 
 
