@@ -67,6 +67,9 @@ class AttentionReason(models.TextChoices):
     INPUT_REJECTED = "input_rejected", "input no longer accepted by its workflow version"
     # The approval it waits on cannot be asked for: no request, so no one could decide it.
     APPROVAL_UNASKABLE = "approval_unaskable", "approval request cannot be made"
+    # An unknown outcome a person (or a lookup they ran) settled as not done: the step
+    # failed with that evidence and waits for a person to send it again or end the run.
+    SETTLED_NOT_DONE = "settled_not_done", "effect settled as not done"
 
 
 class ErrorClass(models.TextChoices):

@@ -2,6 +2,7 @@
 (against the sandbox over real HTTP: the tests take the live_sandbox fixture)."""
 
 from audit.chain import Actor
+from demo.sandbox import faults
 from runs.execution import executor
 from runs.machine import transitions
 from runs.models import Run, RunStatus
@@ -20,6 +21,15 @@ def start_triage(number: str = SMALL, notes: str = "", key: str | None = None) -
                                    business_key=key or f"tenant-42:{number}", input=data,
                                    actor=ACTOR, wake=False)
     return run
+
+
+def posting_left_unknown(number: str = SMALL) -> Run:
+    """A triage of invoice `number` whose ledger posting was made and timed out, and whose
+    three lookups by key failed: the run waits for a person, the call unknown (no longer in
+    flight)."""
+    faults.add("ledger.post", faults.COMMIT_THEN_TIMEOUT, times=1)
+    faults.add("ledger.lookup", faults.UNAVAILABLE, times=3)
+    return advance(start_triage(number))
 
 
 def start_summarised(key: str, *, wake: bool = False) -> Run:

@@ -279,7 +279,7 @@ def _agent_budget_spent(reason: str, step: Step | None) -> bool:
 def _settled_not_done(reason: str, step: Step | None) -> bool:
     """Whether the unknown outcome that stopped the run was settled as not done (reconciled
     "not found"): its step failed, and what follows is a retry, not another lookup."""
-    return reason == AttentionReason.UNKNOWN_OUTCOME and step is not None \
+    return reason == AttentionReason.SETTLED_NOT_DONE and step is not None \
         and step.status == StepStatus.FAILED
 
 
@@ -333,6 +333,12 @@ def _reconcile_tool_call(run: Run, step: Step, call: ToolCall, happened: str,
     if (trusted_from := _not_found_proves_nothing_until(tool, call)) is not None:
         why = (f"Look {where} up by its key {call.idempotency_key} again after "
                f"{trusted_from:%Y-%m-%d %H:%M:%S %Z}: {NOT_FOUND_YET}")
+    elif reason == AttentionReason.ENDED_UNSETTLED:
+        # As the transition does for a run a person ended (agent_operator.reconcile_tool_call).
+        why = (f"The run was ended while the outcome of {where} was unknown: look it up by "
+               f"its key {call.idempotency_key}. Settling it records what the call did (found: "
+               "done; not found: not done) and does not send the agent on; once every effect "
+               "is settled the run is terminated.")
     else:
         why = (f"Look {where} up by its key {call.idempotency_key} now: found settles it and "
                "the agent goes on; not found marks it failed and the model is told so.")

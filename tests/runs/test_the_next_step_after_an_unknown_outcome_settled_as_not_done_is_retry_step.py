@@ -1,5 +1,5 @@
 """Once a person settles an unknown outcome as not done (Reconcile, "not found", with
-evidence), the run's next step is Retry step of that step, as the runbook's unknown_outcome
+evidence), the run's next step is Retry step of that step, as the runbook's settled_not_done
 section and the run's own message say, never another lookup of a step that is no longer
 unknown; the retry sends it again with the same key."""
 
@@ -35,7 +35,7 @@ def test_after_not_found_the_next_step_is_retry_step_with_the_same_key(script):
     transitions.reconcile(run.pk, step_name="post-ledger", verdict=NotFound(), actor=OLGA,
                           reason="checked the ledger", evidence="no entry under the key")
     run = Run.objects.get(pk=run.pk)
-    assert run.attention_reason == AttentionReason.UNKNOWN_OUTCOME
+    assert run.attention_reason == AttentionReason.SETTLED_NOT_DONE
     assert "retry the step" in run.status_message
     advice = recommend(run, _steps(run))
     assert (advice.action.name, advice.step) == ("retry_step", "post-ledger")

@@ -144,7 +144,13 @@ def record_tool_outcome(lease: Lease, step: Step, call: ToolCall, outcome: Outco
 
 def record_tool_outcome_once(lease: Lease, step: Step, call: ToolCall, outcome: Outcome,
                              now: datetime | None) -> Lease:
-    where = f"after tool call {call.ref} ({call.tool}) settled"
+    effect = None
+
+    def where() -> str:
+        # Read once the outcome is recorded: an unknown one settled nothing.
+        came_to = ", its outcome unknown" if effect.row.status == S.UNKNOWN else " settled"
+        return f"after tool call {call.ref} ({call.tool}){came_to}"
+
     with holding(lease, "tool_call", now, cancel_after=where) as change:
         if change is None:
             effects.late_result(lock_run(lease.run.pk), lease, effects.CallEffect(lease, step,

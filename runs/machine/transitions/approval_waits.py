@@ -33,6 +33,7 @@ from .kernel import (  # the package's shared vocabulary
     steps_done_with,
     transition_on,
     transition_time,
+    wait_ended,
 )
 from .operator_rules import decision_refusal
 
@@ -70,6 +71,7 @@ def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor
         if approved:
             step.status = StepStatus.SUCCEEDED
             step.remote_ref = f"approved by {actor.label}"
+            wait_ended(step)
             change.step_changed(step)
             run.steps_done = steps_done_with(run, step)
             change.move(QUEUED)

@@ -52,6 +52,7 @@ from .kernel import (  # the package's shared vocabulary
     step_named,
     steps_done_with,
     transition_on,
+    wait_ended,
 )
 from .operator import operator_transition
 from .refused_events import run_ended
@@ -201,6 +202,7 @@ def _timed_out(change: Change, lease: Lease, step: Step, spec: definition.StepDe
         step.result = redact(spec.default)
         step.remote_ref = ""
         step.finished_at = now
+        wait_ended(step)
         change.step_changed(step)
         # The lease holds the run's steps: read again, every timed-out wait of a run of
         # thousands of steps read all their rows.
@@ -407,6 +409,7 @@ def _end_wait(change: Change, step: Step, status: str, action: str, *, result=No
     step.remote_ref = ref
     step.next_attempt_at = None
     step.finished_at = change.now
+    wait_ended(step)
     change.step_changed(step)
     run.steps_done = steps_done_with(run, step, steps)
     run.next_wake_at = None

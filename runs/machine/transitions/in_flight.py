@@ -14,6 +14,9 @@ from ...models import ErrorClass, Step, StepStatus
 from .attempts import intent_of
 
 IN_FLIGHT_AT_END = "in flight when the run was terminated"
+# An agent step none of whose calls was in flight at the end, one of them unknown before it
+# (its lookups failed, or a take-back left it so): it was not in flight then.
+CALL_UNKNOWN_AT_END = "a tool call's outcome unknown when the run was terminated"
 # A tool call in one of these states has an effect in another system (not yet undone).
 EFFECT_STANDS = frozenset({StepStatus.SUCCEEDED, StepStatus.COMPENSATING,
                            StepStatus.COMPENSATION_FAILED})
@@ -79,17 +82,20 @@ def end_agent_step(change, step: Step, *, action: str) -> None:
     left running, pending after a take-back too, are settled as any effect in flight; the
     step is unknown while one of its calls is (its own model turn is no effect), and ended
     (failed) once it ran: never skipped with calls that acted, nor unknown with nothing
-    left to settle."""
+    left to settle. Its error says whether a call was in flight at the end or only unknown
+    then (CALL_UNKNOWN_AT_END)."""
     from ...agent_models import ToolCall, ToolCallStatus  # the models module imports ours
 
-    release_calls_in_flight(change, step, action=action, why=IN_FLIGHT_AT_END,
-                            settle=ended_in_flight)
+    released = release_calls_in_flight(change, step, action=action, why=IN_FLIGHT_AT_END,
+                                       settle=ended_in_flight)
     not_started = step.status in (StepStatus.PENDING, StepStatus.SCHEDULED)
     # All its calls, not only those released now: a take-back may have made one unknown.
     calls = list(ToolCall.objects.filter(step=step, generation=step.generation)
                  .values_list("status", flat=True))
     if ToolCallStatus.UNKNOWN in calls:
-        ended_in_flight(step, definition.WRITE, IN_FLIGHT_AT_END)
+        in_flight = any(call.status == ToolCallStatus.UNKNOWN for call in released)
+        ended_in_flight(step, definition.WRITE,
+                        IN_FLIGHT_AT_END if in_flight else CALL_UNKNOWN_AT_END)
     elif step.status == StepStatus.RUNNING or not_started and calls:
         step.error_message = "ended by a person before it finished" if not_started \
             else IN_FLIGHT_AT_END

@@ -327,6 +327,13 @@ def steps_done_with(run: Run, step: Step, steps: list[Step] | None = None) -> in
                                    run=run).count()
     return sum(1 for s in steps if s.pk == step.pk or s.status in DONE_STEP_STATUSES)
 
+def wait_ended(step: Step) -> None:
+    """A wait that ended and lets the run go on (its event came or was skipped, its
+    timeout's default taken, its approval given) keeps no error of an earlier try of it (a
+    timeout or a rejection that failed it before a person asked again), as an effect's
+    success clears its own (effects.stands)."""
+    step.error_class, step.error_message = "", ""
+
 def require_reason(reason: str, what: str) -> None:
     # Every operator transition calls this first, before any lock is taken: a refusal
     # writes nothing, whichever caller (console, API, CLI, a second person's approval) it is.

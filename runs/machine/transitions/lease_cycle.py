@@ -3,6 +3,7 @@ next intent, settle unknown outcomes with what a lookup found, heartbeats, and t
 taking back runs whose lease ran out. The executor calls these."""
 
 import copy
+from collections.abc import Callable
 from contextlib import contextmanager
 from datetime import datetime
 
@@ -255,15 +256,16 @@ def advance(change: Change, lease: Lease) -> None:
 
 @contextmanager
 def holding(lease: Lease, action: str, now: datetime | None = None, *,
-             cancel_before: str = "", cancel_after: str = ""):
+             cancel_before: str = "", cancel_after: Callable[[], str] | None = None):
     """The skeleton of the lease holder's transitions (a step's outcome or its lookup, an
     agent's turns and tool calls): the run locked, still under the lease's token, the move
     checked; the body's changes saved together. Yields None, writing nothing, if the lease
     was taken over (the executor then stops).
 
     A cancel request is read here, under the run's lock: `cancel_before` names the work
-    about to start (none starts: yields None), `cancel_after` the work just settled (the
-    body's changes are kept, then the run stops)."""
+    about to start (none starts: yields None), `cancel_after` gives in words the work just
+    done, read once the body has recorded what it came to (the body's changes are kept,
+    then the run stops)."""
     given, now = now, transition_time(now)
     with store.current().transaction():
         run = lock_run(lease.run.pk)
@@ -283,7 +285,7 @@ def holding(lease: Lease, action: str, now: datetime | None = None, *,
             return
         yield change
         if cancel_after and run.cancel_requested and not lease.finished:
-            _cancel_inside(change, lease, cancel_after)
+            _cancel_inside(change, lease, cancel_after())
         change.save()
 
 

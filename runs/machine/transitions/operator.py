@@ -186,7 +186,8 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
         elif isinstance(verdict, definition.Found):
             change.move(QUEUED)
         elif isinstance(verdict, definition.NotFound):
-            change.move(ATTENTION, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
+            # Settled: the run's reason no longer says an outcome is unknown.
+            change.move(ATTENTION, reason=AttentionReason.SETTLED_NOT_DONE,
                         message=f"{step_name} settled as not done; retry the step to send "
                                 "it again with the same key")
         else:

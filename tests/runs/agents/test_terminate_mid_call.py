@@ -57,7 +57,9 @@ def test_a_write_call_in_flight_at_terminate_becomes_unknown_and_its_late_result
     call = ToolCall.objects.get(step__run=run, tool="post-ledger")
     assert call.status == "unknown" and call.error_class == "unknown"
     assert call.error_message == "in flight when the run was terminated"
-    assert Step.objects.get(run=run, name="triage").status == StepStatus.UNKNOWN
+    step = Step.objects.get(run=run, name="triage")
+    assert (step.status, step.error_message) == (StepStatus.UNKNOWN,
+                                                 "in flight when the run was terminated")
     # The posting did happen at the ledger: the call's late result is evidence only.
     assert LedgerEntry.objects.filter(transaction_ref=call.idempotency_key).count() == 1
     records = list(AuditRecord.objects.filter(run=run).order_by("seq")
