@@ -90,6 +90,11 @@ class CurrentStep(Schema):
     next_attempt_at: datetime | None = Field(
         description="When the step's wait ends: a scheduled retry, a timer (sleep step) or "
                     "an event wait's timeout (null when none is due).")
+    wait_ended: str | None = Field(
+        None, description="Set when the step still reads 'waiting' (an approval, an event) "
+                          "but the run's end ended that wait: it says how the run was ended "
+                          "(cancelled, terminated, compensated). Nothing more comes for it "
+                          "unless the run is reopened.")
 
 
 class LastError(Schema):

@@ -9,6 +9,7 @@ from runs.definitions.definition import EVENT, SLEEP
 from runs.models import Run, RunStatus, Step, StepStatus, Workflow
 from runs.operator.actions import offered
 from runs.reads.cursors import keyset_after
+from runs.reads.endings import ended_waits
 from runs.reads.step_rows import steps_in_order
 
 from .models import WebhookDelivery, WebhookSubscriber
@@ -55,6 +56,9 @@ class RunView:
     # What an operator can do with the run now (from runs.operator.actions, the one table).
     operator_actions: list
     steps: list[Step]
+    # The steps that still read waiting though the run's end ended their wait, by name, with
+    # what ended it (runs.reads.endings).
+    ended_waits: dict[str, str]
 
 
 def deliveries_of(run_ids):
@@ -95,7 +99,8 @@ def run_view(run: Run) -> RunView:
     waits_for = waiting_for(current) if state == "waiting" else None
     return RunView(run=run, state=state, current=current, waiting_for=waits_for,
                    last_error=last_error, operator_actions=offered(run, steps), steps=steps,
-                   description=_describe(run, state, current, waits_for))
+                   description=_describe(run, state, current, waits_for),
+                   ended_waits=ended_waits(run, steps))
 
 
 def _describe(run: Run, state: str, current: Step | None, waits_for: str | None) -> str:

@@ -55,7 +55,9 @@ class Command(BaseCommand):
             "steps": [{"name": s.name, "kind": s.kind, "impact": s.impact, "status": s.status,
                        "attempt": s.attempt, "idempotency_key": s.idempotency_key,
                        "remote_ref": s.remote_ref, "error_class": s.error_class or None,
-                       "error": s.error_message} for s in view.steps],
+                       "error": s.error_message,
+                       # A wait the run's end ended reads `waiting` still: said so.
+                       "wait_ended": view.ended_waits.get(s.name)} for s in view.steps],
             "operator_actions": [{"name": a.name, "label": a.label,
                                   "needs_second_person": a.needs_second_person(view.steps)}
                                  for a in view.operator_actions],
@@ -82,7 +84,8 @@ class Command(BaseCommand):
         for step in shown["steps"]:
             self.stdout.write(f"  {step['name']:<24} {step['status']:<20} attempt "
                               f"{step['attempt']}  ref {written_visibly(step['remote_ref'] or '-')}"
-                              f"{'  ' + written_visibly(step['error']) if step['error'] else ''}")
+                              f"{'  ' + written_visibly(step['error']) if step['error'] else ''}"
+                              f"{'  (' + step['wait_ended'] + ')' if step['wait_ended'] else ''}")
         if advice is not None:
             self.stdout.write(f"  next: {written_visibly(next_line)}")
             self.stdout.write(f"  runbook: docs/operations.md#runbook-{advice.reason}")
