@@ -5,7 +5,7 @@ take the advised next step it says who may, as their investigation card does."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from api.selectors import run_view
+from api.selectors import hold_of, run_view
 from console.cli import id_given, no_run, print_json, user_named
 from runs.machine.storable import written_visibly
 from runs.models import Run
@@ -50,7 +50,9 @@ class Command(BaseCommand):
             "business_key": run.business_key, "drill": run.drill, "state": view.state,
             "status": run.status,
             "description": view.description, "attention_reason": run.attention_reason or None,
-            "message": run.status_message, "created_at": run.created_at,
+            "message": run.status_message,
+            "dispatch_pause": hold_of(view),
+            "created_at": run.created_at,
             "updated_at": run.updated_at, "finished_at": run.finished_at,
             "steps": [{"name": s.name, "kind": s.kind, "impact": s.impact, "status": s.status,
                        "attempt": s.attempt, "idempotency_key": s.idempotency_key,
