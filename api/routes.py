@@ -422,10 +422,12 @@ def run_state(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         "current_step": None if current is None else {
             "name": current.name, "number": current.position + 1, "kind": current.kind,
             "status": current.status, "attempt": current.attempt,
-            "next_attempt_at": current.next_attempt_at},
+            "next_attempt_at": current.next_attempt_at,
+            "wait_ended": view.ended_waits.get(current.name)},
         "waiting_for": view.waiting_for,
         "attention_reason": run.attention_reason or None,
         "message": run.status_message,
+        "dispatch_pause": selectors.hold_of(view),
         "last_error": None if error is None else {"error_class": error.error_class,
                                                   "step": error.name},
         "created_at": run.created_at, "updated_at": run.updated_at,

@@ -90,6 +90,19 @@ class CurrentStep(Schema):
     next_attempt_at: datetime | None = Field(
         description="When the step's wait ends: a scheduled retry, a timer (sleep step) or "
                     "an event wait's timeout (null when none is due).")
+    wait_ended: str | None = Field(
+        None, description="Set when the step still reads 'waiting' (an approval, an event) "
+                          "but the run's end ended that wait: it says how the run was ended "
+                          "(cancelled, terminated, compensated). Nothing more comes for it "
+                          "unless the run is reopened.")
+
+
+class DispatchHold(Schema):
+    system: str = Field(description="The remote system the paused steps reach; empty: the "
+                                    "whole workflow is paused.")
+    paused_by: str
+    paused_at: datetime
+    reason: str
 
 
 class LastError(Schema):
@@ -197,6 +210,11 @@ class RunState(Schema):
     attention_reason: Reason | None = Field(
         description="Set when state is 'needs_attention' or 'compensation_failed'.")
     message: str = Field(description="What the runtime said about the current state.")
+    dispatch_pause: DispatchHold | None = Field(
+        None, description="Set while a dispatch pause holds the run where it is (accepted, or "
+                          "a retry or timer waiting): the pause of its whole workflow, or the "
+                          "one towards the system its next step reaches. Lifting it lets the "
+                          "run go on.")
     last_error: LastError | None
     created_at: datetime
     updated_at: datetime

@@ -6,9 +6,11 @@ from dataclasses import dataclass
 from archive.models import ArchivedRun
 from audit.models import AuditRecord
 from runs.definitions.definition import EVENT, SLEEP
+from runs.machine import dispatch
 from runs.models import Run, RunStatus, Step, StepStatus, Workflow
 from runs.operator.actions import offered
 from runs.reads.cursors import keyset_after
+from runs.reads.endings import ended_waits
 from runs.reads.step_rows import steps_in_order
 
 from .models import WebhookDelivery, WebhookSubscriber
@@ -55,6 +57,11 @@ class RunView:
     # What an operator can do with the run now (from runs.operator.actions, the one table).
     operator_actions: list
     steps: list[Step]
+    # The steps that still read waiting though the run's end ended their wait, by name, with
+    # what ended it (runs.reads.endings).
+    ended_waits: dict[str, str]
+    # The dispatch pause that holds the run where it is (queued, or a retry or timer due).
+    dispatch_pause: dispatch.Pause | None
 
 
 def deliveries_of(run_ids):
@@ -93,9 +100,25 @@ def run_view(run: Run) -> RunView:
     last_error = max(errored, key=lambda s: (s.updated_at, s.position)) if errored else None
     state = state_of(run.status)
     waits_for = waiting_for(current) if state == "waiting" else None
+    # A pause holds what a claim would take next: a queued run, a retry or a timer (the
+    # claim's own rule, dispatch.holding). A run waiting for a person or an event is not
+    # held by it until that comes.
+    held = dispatch.holding(run) if state == "accepted" or waits_for in ("retry", "timer") \
+        else None
+    description = _describe(run, state, current, waits_for)
+    if held is not None:
+        description += f"; held: {dispatch.pause_words(held)}"
     return RunView(run=run, state=state, current=current, waiting_for=waits_for,
                    last_error=last_error, operator_actions=offered(run, steps), steps=steps,
-                   description=_describe(run, state, current, waits_for))
+                   description=description, ended_waits=ended_waits(run, steps),
+                   dispatch_pause=held)
+
+
+def hold_of(view: RunView) -> dict | None:
+    """The dispatch pause that holds the run, as the API's run state and show_run give it."""
+    pause = view.dispatch_pause
+    return None if pause is None else {"system": pause.system, "paused_by": pause.paused_by,
+                                       "paused_at": pause.paused_at, "reason": pause.reason}
 
 
 def _describe(run: Run, state: str, current: Step | None, waits_for: str | None) -> str:

@@ -37,13 +37,13 @@ from runs.execution.database_outage import would_not_wait
 from runs.machine import crashpoints
 from runs.machine.errors import TransitionNotAllowed
 from runs.machine.storable import person_text_problem, text_problem
-from runs.machine.transitions import allowed
-from runs.models import Run, RunStatus
+from runs.models import Run
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import grant_for
 from runs.reads.selectors import RunFilters, filtered_workflow_names
 
 from .bulk_approved import apply_one, ask_second_person, waiting_runs
+from .bulk_counts import Preview, count_preview
 from .bulk_input import (
     first_step,
     job_input,
@@ -79,29 +79,14 @@ class BulkForbidden(PermissionDenied):
     job. Nothing was written."""
 
 
-@dataclass(frozen=True)
-class Preview:
-    """What a bulk action would touch: the runs the filter matches (that the person may
-    see), how many of them the person may take the action on, and how many of those the
-    action's transition accepts in their present state."""
-
-    matching: int
-    may_act: int
-    acceptable: int
-
-
 def bulk_preview(action: str, filters: RunFilters, *, user) -> Preview:
-    """The counts a person sees before starting a bulk action, in one query."""
+    """The counts a person sees before starting a bulk action (approvals.bulk_counts)."""
     spec = ACTIONS.get(action)
     if spec is None:
         raise BulkRefused(f"no action {action!r}")
     grant = grant_for(user, spec.permission)
     may = Q() if grant.everywhere else Q(workflow_id__in=grant.workflow_ids)
-    accepted = [s for s in RunStatus.values if allowed(action, s)]
-    counts = visible_runs(user, filters).aggregate(
-        matching=Count("pk"), may_act=Count("pk", filter=may),
-        acceptable=Count("pk", filter=may & Q(status__in=accepted)))
-    return Preview(**counts)
+    return count_preview(visible_runs(user, filters), action, may)
 
 
 def matches_none(filters: RunFilters) -> str:

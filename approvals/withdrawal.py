@@ -27,6 +27,7 @@ from runs.models import (
     ToolCall,
     ToolCallStatus,
 )
+from runs.reads.endings import ending_of
 
 from .models import (
     BULK_JOB_REQUESTS,
@@ -166,8 +167,9 @@ def unawaited_reason(approval: ApprovalRequest) -> str:
                 f"decision has ended where {approval.action} cannot be taken")
     if run.status in FINAL_RUN_STATUSES:
         # An ended run's steps and calls keep the status they had (terminate leaves an
-        # approval step `waiting`): naming them would claim a wait that is over.
-        return f"the run ended: it was {run.status}"
+        # approval step `waiting`): naming them would claim a wait that is over. A cancelled
+        # run is terminated too: what ended it is said, not its status.
+        return f"the run ended: {ending_of(run)}"
     step = Step.objects.filter(run_id=approval.run_id, name=approval.step_name).first()
     call = (ToolCall.objects.filter(pk=approval.tool_call_id).first()
             if approval.tool_call_id else None)

@@ -56,6 +56,7 @@ from runs.operator.guidance import recommend
 from runs.operator.investigation import investigate, lookups_refusal, to_markdown
 from runs.reads import selectors
 from runs.reads.cursors import decode_keyset, encode_keyset, parse_stamp
+from runs.reads.endings import ended_waits
 from runs.reads.generations import generations
 
 from . import run_list, saved_views
@@ -316,7 +317,10 @@ def _detail_context(request, detail, beside: dict, *, steps_asked: int | None = 
     page = step_page(detail.steps, asked=steps_asked, current=run.current_step,
                      focus=recommendation.step if recommendation is not None else "")
     times = step_times(run, detail.steps, now=now)
+    # A wait the run's end ended reads `waiting` still (kernel.end_waits): the row says so.
+    ended = ended_waits(run, detail.steps)
     for step in page.steps:
+        step.wait_ended = ended.get(step.name, "")
         spec = definition.step_of(workflow, step.name) if workflow is not None else None
         step.contract = step_contract(spec) if spec is not None else None
         # The stop verdict: the step waits for a person before each attempt.

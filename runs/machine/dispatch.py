@@ -95,6 +95,23 @@ def holds_step(workflow_def: definition.Workflow, step_name: str) -> Pause | Non
     return holds(workflow_def.name, spec.system if spec is not None else "")
 
 
+def holding(run: Run) -> Pause | None:
+    """The pause that keeps `run` where it is (queued stays queued, a due wait waits on): its
+    whole workflow's, or the one towards the system its current step reaches. The claim
+    asks it (transitions.lease_cycle), and the run's readers name it (api.selectors.run_view:
+    the API's run state, show_run), so that a run held looks held, not merely queued."""
+    workflow_def = definition.registry.get(run.workflow_name, run.workflow_version)
+    if workflow_def is None:
+        return holds(run.workflow_name)
+    return holds_step(workflow_def, run.current_step)
+
+
+def pause_words(pause: Pause) -> str:
+    """A pause as a held run's message and its readers say it."""
+    towards = f" towards {pause.system}" if pause.system else ""
+    return f"dispatch{towards} paused by {pause.paused_by}: {pause.reason}"
+
+
 def held_runs_filter() -> Q | None:
     """The runs a pause holds, as a filter for the sweeper to leave out (None: none held):
     whole workflows, and for a system pause the runs whose current step reaches it."""

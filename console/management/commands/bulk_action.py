@@ -101,7 +101,8 @@ class Command(BaseCommand):
                 preview = bulk_preview(target, filters, user=user)
                 return self._out(options, {"matching": preview.matching,
                                            "may_act": preview.may_act,
-                                           "acceptable": preview.acceptable})
+                                           "acceptable": preview.acceptable,
+                                           "held_to_settle": preview.held_to_settle})
             try:
                 # As the API passes it (api.bulk_routes.start_bulk).
                 job, _ = start_bulk_job(target, filters, user=user, reason=options["reason"],

@@ -5,7 +5,7 @@ take the advised next step it says who may, as their investigation card does."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from api.selectors import run_view
+from api.selectors import hold_of, run_view
 from console.cli import id_given, no_run, print_json, user_named
 from runs.machine.storable import written_visibly
 from runs.models import Run
@@ -50,12 +50,16 @@ class Command(BaseCommand):
             "business_key": run.business_key, "drill": run.drill, "state": view.state,
             "status": run.status,
             "description": view.description, "attention_reason": run.attention_reason or None,
-            "message": run.status_message, "created_at": run.created_at,
+            "message": run.status_message,
+            "dispatch_pause": hold_of(view),
+            "created_at": run.created_at,
             "updated_at": run.updated_at, "finished_at": run.finished_at,
             "steps": [{"name": s.name, "kind": s.kind, "impact": s.impact, "status": s.status,
                        "attempt": s.attempt, "idempotency_key": s.idempotency_key,
                        "remote_ref": s.remote_ref, "error_class": s.error_class or None,
-                       "error": s.error_message} for s in view.steps],
+                       "error": s.error_message,
+                       # A wait the run's end ended reads `waiting` still: said so.
+                       "wait_ended": view.ended_waits.get(s.name)} for s in view.steps],
             "operator_actions": [{"name": a.name, "label": a.label,
                                   "needs_second_person": a.needs_second_person(view.steps)}
                                  for a in view.operator_actions],
@@ -82,7 +86,8 @@ class Command(BaseCommand):
         for step in shown["steps"]:
             self.stdout.write(f"  {step['name']:<24} {step['status']:<20} attempt "
                               f"{step['attempt']}  ref {written_visibly(step['remote_ref'] or '-')}"
-                              f"{'  ' + written_visibly(step['error']) if step['error'] else ''}")
+                              f"{'  ' + written_visibly(step['error']) if step['error'] else ''}"
+                              f"{'  (' + step['wait_ended'] + ')' if step['wait_ended'] else ''}")
         if advice is not None:
             self.stdout.write(f"  next: {written_visibly(next_line)}")
             self.stdout.write(f"  runbook: docs/operations.md#runbook-{advice.reason}")

@@ -414,7 +414,8 @@ def end_waits(change: Change, steps: list[Step], *,
     for it is refused for that run by the wait it still holds, and a reopen waits on with
     its timeout (runs.waiting.kept); a compensation ends it too (begin_compensation), as
     no event may send a run being undone forward. An approval wait is never ended here:
-    the approvals sweep withdraws its request, saying why (approvals.withdrawal)."""
+    the approvals sweep withdraws its request, saying why (approvals.withdrawal). A wait kept
+    so still reads `waiting`: its readers say it ended with the run (runs.reads.endings)."""
     for step in steps:
         if step.kind in kinds and step.status == StepStatus.WAITING:
             # Skipped unfinished, as the run's end leaves it: a reopen waits anew.

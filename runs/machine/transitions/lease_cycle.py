@@ -108,10 +108,7 @@ def _due(run: Run, now: datetime) -> bool:
 
 def _held(run: Run) -> bool:
     # A paused dispatch (runs.machine.dispatch) keeps the run where it is: queued stays queued.
-    workflow_def = definition.registry.get(run.workflow_name, run.workflow_version)
-    if workflow_def is None:
-        return dispatch.holds(run.workflow_name) is not None
-    return dispatch.holds_step(workflow_def, run.current_step) is not None
+    return dispatch.holding(run) is not None
 
 def _apply_claim(run: Run, steps: list[Step], worker: str, now: datetime,
                  given: datetime | None = None) -> tuple[Lease, "Change"]:
@@ -237,7 +234,7 @@ def advance(change: Change, lease: Lease) -> None:
         # The step before finished; this one does not start while the dispatch is paused.
         # Due at once, so the sweeper wakes it as soon as the pause is lifted.
         before = audit_state(run)
-        change.move(WAITING, message=f"dispatch paused by {pause.paused_by}: {pause.reason}")
+        change.move(WAITING, message=dispatch.pause_words(pause))
         run.next_wake_at = due_at_once(now)
         change.audit(AuditAction.DISPATCH_HELD, step=step, before=before,
                      after=audit_state(run), data={"system": pause.system})

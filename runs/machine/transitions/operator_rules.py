@@ -5,13 +5,14 @@ returns None, so a rule written here cannot drift from the rule a caller shows."
 
 from dataclasses import dataclass
 
-from django.db.models import F
+from django.db.models import F, Q
 
 from ...definitions import definition
 from ...models import (
     AttentionReason,
     ErrorClass,
     Run,
+    RunStatus,
     Step,
     StepStatus,
     ToolCall,
@@ -253,6 +254,27 @@ def state_refusal(action: str, run: Run) -> str | None:
     return said
 
 
+def held_to_settle(action: str, status: str, attention_reason: str) -> bool:
+    """Whether a run in `status` (for `attention_reason`) refuses `action` as one ended while
+    an effect was unsettled (kernel.end_or_hold): it waits only for each to be settled."""
+    return (status == ATTENTION and attention_reason == AttentionReason.ENDED_UNSETTLED
+            and action not in SETTLE_ACTIONS)
+
+
+def state_accepts(action: str) -> Q:
+    """The runs whose state lets `action` be taken, as a filter: those the transition table
+    lets it start from, but those held_to_settle refuses; refusal() asks both of one run,
+    and a bulk preview counts by this (approvals.bulk_counts), so that its count is the
+    runs that will not be refused for their state."""
+    statuses = [s for s in RunStatus.values if allowed(action, s)]
+    accepted = Q(status__in=statuses)
+    for status in statuses:
+        refused = [r for r in AttentionReason.values if held_to_settle(action, status, r)]
+        if refused:
+            accepted &= ~Q(status=status, attention_reason__in=refused)
+    return accepted
+
+
 def refusal(action: str, run: Run, steps: list[Step], workflow_def: definition.Workflow | None, *,
             step: Step | None = None) -> str | None:
     """Why the operator action `action` cannot succeed on `run` (aimed at `step`, for the
@@ -260,8 +282,7 @@ def refusal(action: str, run: Run, steps: list[Step], workflow_def: definition.W
     any step of the run qualifies."""
     if (refused := state_refusal(action, run)) is not None:
         return refused
-    if run.status == ATTENTION and run.attention_reason == AttentionReason.ENDED_UNSETTLED \
-            and action not in SETTLE_ACTIONS:
+    if held_to_settle(action, run.status, run.attention_reason):
         names = "; ".join(str(e) for e in unsettled_effects(steps))
         return (f"run {run.pk} was ended and waits only for its unsettled effects to be "
                 f"settled (reconcile): {names}")
