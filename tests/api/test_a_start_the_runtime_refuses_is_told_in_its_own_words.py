@@ -37,6 +37,25 @@ def test_a_business_key_of_spaces_is_told_as_a_blank_key_not_a_schema_mismatch(a
     assert Run.objects.count() == 0
 
 
+@pytest.mark.parametrize("business_key", ["tenant-42:P5-1 ", " tenant-42:P5-1",
+                                          "tenant-42:P5-1\u00a0"])
+def test_a_business_key_with_a_space_at_an_end_starts_no_second_run_of_the_same_key(
+        api_client, business_key):
+    data = {"order": "o-1", "amount": 5}
+    assert post_run(api_client, {"workflow": "test-orders", "business_key": "tenant-42:P5-1",
+                                 "input": data}).status_code == 201
+    response = post_run(api_client, {"workflow": "test-orders", "business_key": business_key,
+                                     "input": data})
+
+    assert response.status_code == 422, response.content
+    answer = response.json()
+    assert answer["detail"] == ("business key must not begin or end with spaces: "
+                                f"{business_key!r}")
+    assert [e["loc"] for e in answer["errors"]] == [["business_key"]]
+    assert answer["detail"] in _cli_refusal(business_key, data)
+    assert list(Run.objects.values_list("business_key", flat=True)) == ["tenant-42:P5-1"]
+
+
 def test_an_input_over_its_size_limit_names_its_size_and_the_limit(api_client, settings):
     settings.RUNS_INPUT_MAX_BYTES = 1000
     data = {"order": "x" * 2000, "amount": 5}

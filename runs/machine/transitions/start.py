@@ -112,6 +112,12 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
     if not isinstance(business_key, str) or not business_key.strip():
         raise InvalidInput("business key must be a non-empty string, not only spaces",
                            errors=[{"loc": ["business_key"], "msg": "required"}])
+    # Two keys that differ by a space at an end would start two runs of one business
+    # object that no list or page tells apart (and a search by the key's end misses one).
+    if business_key != business_key.strip():
+        raise InvalidInput(
+            f"business key must not begin or end with spaces: {business_key[:80]!r}",
+            errors=[{"loc": ["business_key"], "msg": "begins or ends with spaces"}])
     if len(business_key) > BUSINESS_KEY_MAX or not _storable(business_key):
         raise InvalidInput(
             f"business key must be at most {BUSINESS_KEY_MAX} characters of text without NUL "
