@@ -101,9 +101,9 @@ def run_view(run: Run) -> RunView:
     state = state_of(run.status)
     waits_for = waiting_for(current) if state == "waiting" else None
     # A pause holds what a claim would take next: a queued run, a retry or a timer (the
-    # claim's own rule, dispatch.holding). A run waiting for a person or an event is not
+    # claim's own rule, dispatch.pause_holding). A run waiting for a person or an event is not
     # held by it until that comes.
-    held = dispatch.holding(run) if state == "accepted" or waits_for in ("retry", "timer") \
+    held = dispatch.pause_holding(run) if state == "accepted" or waits_for in ("retry", "timer") \
         else None
     description = _describe(run, state, current, waits_for)
     if held is not None:

@@ -95,7 +95,7 @@ def holds_step(workflow_def: definition.Workflow, step_name: str) -> Pause | Non
     return holds(workflow_def.name, spec.system if spec is not None else "")
 
 
-def holding(run: Run) -> Pause | None:
+def pause_holding(run: Run) -> Pause | None:
     """The pause that keeps `run` where it is (queued stays queued, a due wait waits on): its
     whole workflow's, or the one towards the system its current step reaches. The claim
     asks it (transitions.lease_cycle), and the run's readers name it (api.selectors.run_view:

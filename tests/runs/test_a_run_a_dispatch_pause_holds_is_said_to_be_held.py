@@ -1,4 +1,4 @@
-"""A run a dispatch pause holds where it is (the claim's rule, dispatch.holding) is named held
+"""A run a dispatch pause holds where it is (the claim's rule, dispatch.pause_holding) is named held
 by the API's run state and by show_run, with the pause: the whole workflow's, or the one
 towards the system its next step reaches. A queued run held so no longer reads as merely
 waiting for a worker. A run no pause holds, and one waiting for a person, is not said to

@@ -108,7 +108,7 @@ def _due(run: Run, now: datetime) -> bool:
 
 def _held(run: Run) -> bool:
     # A paused dispatch (runs.machine.dispatch) keeps the run where it is: queued stays queued.
-    return dispatch.holding(run) is not None
+    return dispatch.pause_holding(run) is not None
 
 def _apply_claim(run: Run, steps: list[Step], worker: str, now: datetime,
                  given: datetime | None = None) -> tuple[Lease, "Change"]:
