@@ -207,7 +207,8 @@ class RunState(Schema):
     waiting_for: WaitingFor | None = Field(
         description="Set when state is 'waiting': 'approval' (a person's decision), 'event' "
                     "(an external event), 'timer' (a sleep step) or 'retry' (a scheduled "
-                    "retry).")
+                    "retry; or, for a step not yet tried, its first try, which a dispatch "
+                    "pause holds: dispatch_pause).")
     attention_reason: Reason | None = Field(
         description="Set when state is 'needs_attention' or 'compensation_failed'.")
     message: str = Field(description="What the runtime said about the current state.")

@@ -129,6 +129,9 @@ def _describe(run: Run, state: str, current: Step | None, waits_for: str | None)
     if state == "running":
         return f"running {where}" if where else "running"
     if state == "waiting":
+        if waits_for == "retry" and current is not None and current.attempt == 0:
+            # Never tried: held before its first try (a dispatch pause), not between tries.
+            return f"waiting to run {where}"
         if waits_for == "retry":
             return f"waiting to retry {where}" if where else "waiting to retry"
         return {"approval": f"waiting for approval at {where}",

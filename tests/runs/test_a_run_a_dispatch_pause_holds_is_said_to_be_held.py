@@ -96,3 +96,18 @@ def test_a_run_waiting_for_a_person_is_not_said_to_be_held(client, script):
     body = _api(client, run)
     assert body["waiting_for"] == "approval"
     assert body["dispatch_pause"] is None and "held" not in body["description"]
+
+
+def test_a_step_held_before_its_first_try_is_said_to_wait_to_run_not_to_retry(client,
+                                                                              script):
+    _pause("test-two-systems", system="tracker")
+    run = new_run("test-two-systems")
+    # The ledger's step is made; the tracker's, next, is held before it is ever tried.
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+
+    body = _api(client, run)
+    assert body["current_step"]["name"] == "to-tracker"
+    assert body["description"] == (
+        "waiting to run step 2 of 2 (to-tracker); "
+        "held: dispatch towards tracker paused by test: ledger incident INC-7")
+    assert "retry" not in _show(run).split("steps")[0]
