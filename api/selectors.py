@@ -7,10 +7,10 @@ from archive.models import ArchivedRun
 from audit.models import AuditRecord
 from runs.definitions.definition import EVENT, SLEEP
 from runs.machine import dispatch
+from runs.machine.endings import ended_waits
 from runs.models import Run, RunStatus, Step, StepStatus, Workflow
 from runs.operator.actions import offered
 from runs.reads.cursors import keyset_after
-from runs.reads.endings import ended_waits
 from runs.reads.step_rows import steps_in_order
 
 from .models import WebhookDelivery, WebhookSubscriber
@@ -58,7 +58,7 @@ class RunView:
     operator_actions: list
     steps: list[Step]
     # The steps that still read waiting though the run's end ended their wait, by name, with
-    # what ended it (runs.reads.endings).
+    # what ended it (runs.machine.endings).
     ended_waits: dict[str, str]
     # The dispatch pause that holds the run where it is (queued, or a retry or timer due).
     dispatch_pause: dispatch.Pause | None

@@ -16,6 +16,7 @@ from django.db.models.lookups import Exact, In
 
 from audit.actions import AuditAction
 from runs import store
+from runs.machine.endings import ending_of
 from runs.machine.transitions import RUN_TRANSITIONS
 from runs.models import (
     ATTENTION_RUN_STATUSES,
@@ -27,7 +28,6 @@ from runs.models import (
     ToolCall,
     ToolCallStatus,
 )
-from runs.reads.endings import ending_of
 
 from .models import (
     BULK_JOB_REQUESTS,

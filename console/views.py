@@ -47,6 +47,7 @@ from runs.definitions.contracts import (
     workflow_verdict,
 )
 from runs.machine import transitions
+from runs.machine.endings import ended_waits
 from runs.machine.errors import TransitionNotAllowed
 from runs.machine.intentions import step_lines
 from runs.machine.storable import whole_number
@@ -56,7 +57,6 @@ from runs.operator.guidance import recommend
 from runs.operator.investigation import investigate, lookups_refusal, to_markdown
 from runs.reads import selectors
 from runs.reads.cursors import decode_keyset, encode_keyset, parse_stamp
-from runs.reads.endings import ended_waits
 from runs.reads.generations import generations
 
 from . import run_list, saved_views

@@ -185,7 +185,9 @@ def test_a_run_ended_with_an_effect_unsettled_takes_no_event_either(script):
                                                                           None)
     assert [name for name, *_ in script.calls] == ["invoice"]
     (refused,) = AuditRecord.objects.filter(run=run, action=AuditAction.EVENT_REFUSED)
-    assert "was ended" in refused.data["error"]
+    # Placed there without a record of how it was ended: "terminated", as a terminate's.
+    assert f"run {run.pk} was terminated (it waits only for its unsettled effects" in \
+        refused.data["error"]
     assert AuditRecord.objects.filter(run=run).count() == records + 1
     row = ExternalEvent.objects.get()
     assert (row.consumed_at, row.refused_run_id) == (None, run.pk)
@@ -206,3 +208,17 @@ def test_an_event_that_came_while_the_run_was_alive_still_reaches_it_after_a_reo
     assert (row.consumed_run_id, row.refused_at) == (run.pk, None)
     assert step(run, "payment").result == PAID
     assert not AuditRecord.objects.filter(run=run, action=AuditAction.EVENT_REFUSED).exists()
+
+
+def test_an_event_sent_to_a_cancelled_run_says_the_run_was_cancelled(script):
+    run = _waiting()
+    ACTIONS["cancel"].perform(run.pk, actor=OLGA, given=ActionInput(reason="not needed"))
+    assert Run.objects.get(pk=run.pk).status == RunStatus.TERMINATED
+
+    assert _send(run) == events.Receipt("kept")
+
+    row = ExternalEvent.objects.get(event_id="evt-1")
+    assert f"run {run.pk} was cancelled when it came" in row.refused_reason
+    (refused,) = AuditRecord.objects.filter(run=run, action=AuditAction.EVENT_REFUSED)
+    assert f"run {run.pk} was cancelled" in refused.data["error"]
+    assert "terminated" not in row.refused_reason + refused.data["error"]

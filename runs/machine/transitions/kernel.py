@@ -415,7 +415,7 @@ def end_waits(change: Change, steps: list[Step], *,
     its timeout (runs.waiting.kept); a compensation ends it too (begin_compensation), as
     no event may send a run being undone forward. An approval wait is never ended here:
     the approvals sweep withdraws its request, saying why (approvals.withdrawal). A wait kept
-    so still reads `waiting`: its readers say it ended with the run (runs.reads.endings)."""
+    so still reads `waiting`: its readers say it ended with the run (runs.machine.endings)."""
     for step in steps:
         if step.kind in kinds and step.status == StepStatus.WAITING:
             # Skipped unfinished, as the run's end leaves it: a reopen waits anew.

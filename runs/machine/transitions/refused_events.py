@@ -12,6 +12,7 @@ from audit.chain import Actor
 from ... import store
 from ...models import AttentionReason, ExternalEvent, Run
 from ...world_models import EVENT_STATES
+from ..endings import ended_by
 from .kernel import ATTENTION, TERM, Change, lock_run, transition_time
 
 
@@ -38,9 +39,10 @@ def run_ended(run: Run) -> str | None:
     while an effect was unsettled and held only until it is settled). An event that comes
     then was sent to a run that no longer listens; reopening it does not make it heard."""
     if run.status == TERM:
-        return f"run {run.pk} was terminated"
+        return f"run {run.pk} was {ended_by(run)}"
     if run.status == ATTENTION and run.attention_reason == AttentionReason.ENDED_UNSETTLED:
-        return f"run {run.pk} was ended (it waits only for its unsettled effects to be settled)"
+        return (f"run {run.pk} was {ended_by(run)} (it waits only for its unsettled effects "
+                "to be settled)")
     return None
 
 

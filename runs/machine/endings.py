@@ -18,6 +18,15 @@ from ..models import AttentionReason, Run, RunStatus, Step, StepStatus
 _ENDED_BY = {AuditAction.CANCELLED: "cancelled", AuditAction.TERMINATED: "terminated"}
 
 
+def ended_by(run: Run) -> str:
+    """How a person ended `run` (its status terminated, or held in attention until its
+    unsettled effects are settled): "cancelled" or "terminated", by its last record of an
+    ending, along the (run, seq) index."""
+    last = (AuditRecord.objects.filter(run_id=run.pk, action__in=list(_ENDED_BY))
+            .order_by("-seq").values_list("action", flat=True).first())
+    return _ENDED_BY.get(last, "terminated")
+
+
 def ending_of(run: Run) -> str | None:
     """What ended `run`, as said of it ("it was cancelled", "it was terminated", "it was
     compensated", "it is being compensated", "it was completed"), or None while it may
@@ -28,9 +37,7 @@ def ending_of(run: Run) -> str | None:
     if status == RunStatus.TERMINATED or (
             status == RunStatus.ATTENTION
             and run.attention_reason == AttentionReason.ENDED_UNSETTLED):
-        last = (AuditRecord.objects.filter(run_id=run.pk, action__in=list(_ENDED_BY))
-                .order_by("-seq").values_list("action", flat=True).first())
-        return f"it was {_ENDED_BY.get(last, 'terminated')}"
+        return f"it was {ended_by(run)}"
     if status in (RunStatus.COMPENSATING, RunStatus.COMPENSATION_FAILED):
         # An undo never goes forward again: the waits it began in are over.
         return "it is being compensated"
