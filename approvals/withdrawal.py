@@ -165,11 +165,12 @@ def unawaited_reason(approval: ApprovalRequest) -> str:
     if approval.is_bulk:
         return (f"every run of bulk job {approval.params['bulk_job']} that waited for this "
                 f"decision has ended where {approval.action} cannot be taken")
-    if run.status in FINAL_RUN_STATUSES:
+    if (ended := ending_of(run)) is not None:
         # An ended run's steps and calls keep the status they had (terminate leaves an
         # approval step `waiting`): naming them would claim a wait that is over. A cancelled
-        # run is terminated too: what ended it is said, not its status.
-        return f"the run ended: {ending_of(run)}"
+        # run is terminated too: what ended it is said, not its status; so is one a person
+        # ended while an effect was unsettled, in attention until each is settled.
+        return f"the run ended: {ended}"
     step = Step.objects.filter(run_id=approval.run_id, name=approval.step_name).first()
     call = (ToolCall.objects.filter(pk=approval.tool_call_id).first()
             if approval.tool_call_id else None)

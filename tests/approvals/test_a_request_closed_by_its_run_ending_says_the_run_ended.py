@@ -104,3 +104,15 @@ def test_a_run_that_goes_on_without_the_step_says_what_became_of_the_step(approv
     request.refresh_from_db()
     assert "no longer waits for this decision" in request.comment
     assert "step skipped" in request.comment and "run ended" not in request.comment
+
+
+def test_a_run_ended_with_an_effect_unsettled_is_said_to_have_ended(pending, t0):
+    # A person ended it while an effect was unknown: it is held in attention until each is
+    # settled, and goes forward no more; its request was not awaited since.
+    transitions.cancel(pending.run_id, actor=OPS, reason="vendor fraud")
+    place(pending.run, status=RunStatus.ATTENTION, attention_reason="ended_unsettled")
+    assert schedule.withdraw_stale_requests(now=t0) == 1
+    pending.refresh_from_db()
+    assert pending.status == "withdrawn"
+    assert "the run ended: it was cancelled" in pending.comment
+    assert "run attention" not in pending.comment
