@@ -591,6 +591,15 @@ LOGGING["filters"] = {"run_context": {"()": "observability.logs.ContextFilter"},
 LOGGING["loggers"].update({"django.request": {"filters": ["outage_lines", "client_errors",
                                                           "link_tokens"]},
                            "django.server": {"filters": ["link_tokens"]}})
+# A request Django refuses as suspicious (400: a Host not allowed, a form too large) is
+# logged by django.security.<the exception's class> with its traceback, a client's
+# condition too. A logger's filters apply to its own records only, not to its children's:
+# each is named.
+LOGGING["loggers"].update({
+    f"django.security.{name}": {"filters": ["client_errors", "link_tokens"]}
+    for name in ("SuspiciousOperation", "DisallowedHost", "DisallowedRedirect",
+                 "RequestDataTooBig", "SuspiciousFileOperation", "SuspiciousMultipartForm",
+                 "TooManyFieldsSent", "TooManyFilesSent")})
 LOGGING["formatters"]["json"] = {"()": "observability.logs.JsonFormatter"}
 # Plain lines are masked as the JSON ones are: a deployment may choose either.
 LOGGING["formatters"]["plain"] = {"()": "observability.logs.PlainFormatter",

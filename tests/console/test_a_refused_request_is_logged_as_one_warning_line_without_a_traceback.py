@@ -46,3 +46,13 @@ def test_an_action_refused_is_one_warning_line_naming_the_refusal(client_for, au
     assert refused.getMessage().endswith(": You may not terminate this run.")
     assert "\n" not in refused.getMessage()
     assert Run.objects.get(pk=stuck_run.pk).status == stuck_run.status
+
+
+def test_a_request_refused_as_suspicious_is_one_line_without_a_traceback(client, caplog, db):
+    # Django refuses it (400) before any view, and logs it under django.security.<class>.
+    client.raise_request_exception = False
+    with caplog.at_level(logging.WARNING):
+        assert client.get("/runs/", HTTP_HOST="evil.example").status_code == 400
+    (refused,) = [r for r in caplog.records if r.name == "django.security.DisallowedHost"]
+    assert "Invalid HTTP_HOST header: 'evil.example'" in refused.getMessage()
+    assert refused.exc_info is None and refused.exc_text is None
