@@ -53,6 +53,21 @@ def time_text(moment: datetime | None) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else "?"
 
 
+# (unit, its length in seconds, the least duration said in it): "36 hours", not "1.5 days".
+DURATION_UNITS = (("day", 86400, 2 * 86400), ("hour", 3600, 3600), ("minute", 60, 60))
+
+
+def duration_text(delta: timedelta) -> str:
+    """A duration as people read it in a message, to a tenth of its unit: days from two days
+    ("3 days", "4.5 days"), hours under that ("1 hour", "36 hours"), minutes or seconds
+    under an hour or a minute."""
+    seconds = delta.total_seconds()
+    unit, size = next(((unit, size) for unit, size, least in DURATION_UNITS
+                       if seconds >= least), ("second", 1))
+    number = f"{seconds / size:.1f}".removesuffix(".0")
+    return f"{number} {unit}{'' if number == '1' else 's'}"
+
+
 # --- approvers and the outbox --------------------------------------------------------------
 
 @dataclass
@@ -412,9 +427,9 @@ def _email(note: Notification, approval: ApprovalRequest,
            given: datetime | None) -> EmailMessage:
     """The notification as an email, its headers checked: raises if it cannot be built.
     Its link is stamped by the clock links are checked by (approvals.tokens), or `given`."""
-    days = settings.APPROVAL_LINK_MAX_AGE / 86400
+    max_age = duration_text(timedelta(seconds=settings.APPROVAL_LINK_MAX_AGE))
     body = (f"{note.body}\n\nOpen the request (sign in first; the link works for "
-            f"{days:g} days and only while the request is pending):\n"
+            f"{max_age} and only while the request is pending):\n"
             f"{request_link(approval, now=given)}\n")
     # The subject again through header_text: rows queued before subjects were sanitised.
     email = EmailMessage(subject=header_text(note.subject, limit=SUBJECT_MAX), body=body,

@@ -20,7 +20,7 @@ from audit.actions import AuditAction
 from runs import store
 
 from .models import ApprovalRequest, NotificationKind, RequestStatus
-from .notifications import grant_and_notify, request_problem, time_text
+from .notifications import duration_text, grant_and_notify, request_problem, time_text
 from .requests import LIFECYCLE_ACTOR, next_reminder, record_lifecycle
 
 logger = logging.getLogger(__name__)
@@ -83,13 +83,13 @@ def time_out(approval: ApprovalRequest, now: datetime) -> str:
         return ESCALATED
     if approval.on_timeout == "reject":
         approval.status = RequestStatus.REJECTED
-        approval.comment = f"no decision within {_duration(waited)}: rejected by the " \
+        approval.comment = f"no decision within {duration_text(waited)}: rejected by the " \
                            "timeout policy"
     else:
         approval.status = RequestStatus.EXPIRED
         after = (f" and after escalation to {', '.join(approval.escalate_to)}"
                  if approval.escalation_level else "")
-        approval.comment = f"no decision within {_duration(waited)}{after}"
+        approval.comment = f"no decision within {duration_text(waited)}{after}"
     approval.decided_by_label = LIFECYCLE_ACTOR.label
     approval.decided_at = now
     approval.apply_after = now + timedelta(seconds=settings.APPROVALS_SETTLE_RETRY_SECONDS)
@@ -114,8 +114,3 @@ def late_decision_refusal(approval: ApprovalRequest) -> str:
     return (f"This request timed out at {time_text(approval.due_at)}; its timeout "
             f"({approval.on_timeout}) applies: {approval.comment}. Your decision was not "
             "recorded.")
-
-
-def _duration(delta: timedelta) -> str:
-    hours = delta.total_seconds() / 3600
-    return f"{hours / 24:.1f} days" if hours >= 48 else f"{hours:.1f} hours"

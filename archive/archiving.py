@@ -64,7 +64,7 @@ from runs.definitions import definition
 from runs.execution.database_outage import would_not_wait
 from runs.machine import crashpoints
 from runs.machine.single_pass import single_pass
-from runs.models import FINAL_RUN_STATUSES, Run
+from runs.models import FINAL_RUN_STATUSES, OF_REAL_WORK, Run
 
 from . import parts, writing
 from .models import ArchivedRun, ArchiveFile, ArchiveRemoval
@@ -435,8 +435,10 @@ def _remove_batch(archive: ArchiveFile, run_ids: list[int], *,
                         final_status=r.status, created_at=r.created_at,
                         finished_at=r.finished_at, archived_at=now, archive_file=archive)
             for r in removable])
-        audit_actions = dict(AuditRecord.objects.filter(run_id__in=ids).values_list("action")
-                             .annotate(n=Count("*")).order_by())
+        # The records the metrics' counters counted (runs.models.OF_REAL_WORK): a drill
+        # run's were never counted, so its removal adds none back.
+        audit_actions = dict(AuditRecord.objects.filter(OF_REAL_WORK, run_id__in=ids)
+                             .values_list("action").annotate(n=Count("*")).order_by())
         # Each app removes its own rows of the runs (archive.parts); the audit app's
         # DELETE passes its trigger through the tombstones written just above.
         parts.remove(ids)

@@ -52,8 +52,9 @@ class ArchiveRemoval(models.Model):
     run_count = models.PositiveIntegerField()
     # Run id (a string) -> [seq, hash] of the audit chains removed.
     heads = models.JSONField()
-    # Audit action -> records of it this removal deleted: the metrics' counters are counts
-    # of audit records and must not go down when records leave for an archive.
+    # Audit action -> records of it this removal deleted, those of drill runs left out
+    # (runs.models.OF_REAL_WORK): the metrics' counters are counts of audit records of real
+    # work and must not go down when records leave for an archive.
     audit_actions = models.JSONField(null=True, blank=True)
 
     def __str__(self):

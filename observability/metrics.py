@@ -8,6 +8,8 @@ AuditRecord.Meta.indexes); the costs are in docs/operations.md.
 
 Counters (`*_total`) are counts of audit records of one kind, which only ever grow (the log
 is append-only), so Prometheus' rate() over them is the rate of retries, unknown outcomes...
+Drill runs are left out of every figure (a drill breaks runs on purpose): runs by their
+`drill` column, their steps and records by runs.models.OF_REAL_WORK.
 The step duration histogram is a gauge histogram: the distribution of the durations of steps
 that finished within the last METRICS_STEP_WINDOW_SECONDS, read it with histogram_quantile()
 directly (no rate()).
@@ -52,6 +54,7 @@ from runs.models import (
     ATTENTION_RUN_STATUSES,
     FINAL_RUN_STATUSES,
     HELD_RUN_STATUSES,
+    OF_REAL_WORK,
     AttentionReason,
     Run,
     RunStatus,
@@ -135,7 +138,7 @@ finished_runs = HistoryCount(
 
 def _audit_counted(**ids) -> Counter:
     return _by_action(AuditRecord.objects.filter(
-        action__in=[action for _, action in AUDIT_COUNTERS.values()], **ids))
+        OF_REAL_WORK, action__in=[action for _, action in AUDIT_COUNTERS.values()], **ids))
 
 
 def _audit_mark(now) -> int:
@@ -319,8 +322,9 @@ class RuntimeCollector(Collector):
                       default=Value(len(DURATION_BUCKETS)), output_field=IntegerField())
         # Recent steps are found through their runs' status change time (an index); a
         # step of a run that has stayed in one status for the whole window is not counted.
-        rows = (Step.objects.filter(run__updated_at__gte=cutoff, finished_at__gte=cutoff,
-                                    started_at__isnull=False, status=StepStatus.SUCCEEDED)
+        rows = (Step.objects.filter(OF_REAL_WORK, run__updated_at__gte=cutoff,
+                                    finished_at__gte=cutoff, started_at__isnull=False,
+                                    status=StepStatus.SUCCEEDED)
                 .annotate(duration=duration, bucket=bucket)
                 .values("run__workflow_name", "kind", "bucket")
                 .annotate(n=Count("id"), seconds=Sum("duration")).order_by())

@@ -25,6 +25,12 @@ FINAL_RUN_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.COMPENSATED, RunS
 ATTENTION_RUN_STATUSES = frozenset({RunStatus.ATTENTION, RunStatus.COMPENSATION_FAILED})
 # A worker may hold the run's lease.
 HELD_RUN_STATUSES = frozenset({RunStatus.RUNNING, RunStatus.COMPENSATING})
+# The rows that hang from a run (its steps, its audit records) of real work, not of a drill
+# (Run.drill): a drill breaks runs on purpose, so nothing it did is in any figure, the
+# metrics' counters and durations nor archival's counts of the records it removed, which
+# the counters add back. A run is a drill run from the statement that makes it, never
+# after: its rows are in or out of a count for good, and a counter never goes down.
+OF_REAL_WORK = Q(run__drill=False)
 
 
 class StepStatus(models.TextChoices):

@@ -11,18 +11,22 @@ at WARNING. The first tick that starts (or finds) a run again clears the row and
 "schedule_recovered" record. A tick with nothing due changes nothing: a schedule whose slot
 was refused an hour ago is failing until its next slot says otherwise.
 
-A schedule whose last slot handled lies ahead of the clock (the clock was set back, the row
-edited) starts nothing until the clock gets there: that is trouble of the same kind, kept on
-the same row (`ahead_of_clock` says which), said once by a "schedule_failing" record and one
-WARNING line; the ticks after it only update how far ahead. The first tick that finds the
-clock caught up clears it, with one "schedule_recovered" record, without waiting for a run.
+A schedule whose last slot handled lies ahead of the database's clock (the clock was set
+back, the row edited) starts nothing until the clock gets there: that is trouble of the same
+kind, kept on the same row (`ahead_of_clock` says which), said once by a "schedule_failing"
+record and one WARNING line; the ticks after it only update how far ahead. The first tick
+that finds the clock caught up clears it, with one "schedule_recovered" record, without
+waiting for a run. A tick replayed at a past time (`schedules tick --now`) judges this by the
+database's clock too, not by its own time: the slots handled since that time are not ahead
+of any clock.
 
 A paused schedule does not tick, so its trouble is left out of the metric while it is paused
 (observability), and resuming it forgets the trouble (`forget_trouble`): its next tick says
 again whether it fails.
 
 The records are control records (ControlRecord), as a schedule's pause is: they are about a
-workflow's schedule, not one run, so they belong in no run's audit chain.
+workflow's schedule, not one run, so they belong in no run's audit chain. They are dated when
+written, by the database's clock, whatever time a tick is given.
 """
 
 import logging
@@ -35,6 +39,7 @@ from django.db.models import F
 from audit.chain import Actor
 from audit.redaction import redact_text
 
+from .. import store
 from ..machine.storable import printable, written_visibly
 from ..models import ControlRecord, ScheduleState
 
@@ -74,10 +79,7 @@ def tick_failed(state: ScheduleState, *, error: str, now: datetime,
             changes["failing_since"] = now
         ScheduleState.objects.filter(pk=state.pk).update(**changes)
         if first:
-            ControlRecord.objects.create(
-                action=FAILING, workflow_name=state.workflow_name, target=state.name,
-                actor_label=SCHEDULER.label, actor_user_id=SCHEDULER.user_id, reason=text,
-                created_at=now)
+            record(state, action=FAILING, reason=text)
     if first:
         # The traceback once, here; the error text is masked, the log's formatter masks
         # the traceback.
@@ -111,20 +113,28 @@ def recovered(state: ScheduleState, *, still: dict, now: datetime,
             failing_since=None, failures=0, last_error="", ahead_of_clock=False,
             updated_at=now)
         said = reason(current)
-        ControlRecord.objects.create(
-            action=RECOVERED, workflow_name=state.workflow_name, target=state.name,
-            actor_label=SCHEDULER.label, actor_user_id=SCHEDULER.user_id, reason=said,
-            created_at=now)
+        record(state, action=RECOVERED, reason=said)
     logger.info("schedule %s of %s recovered: %s", state.name, state.workflow_name, said)
 
 
-def ahead_of_clock(state: ScheduleState, *, now: datetime) -> timedelta | None:
-    """How far the last slot handled lies ahead of `now`, when it is further than a drifting
-    clock explains (the clock was set back, the row edited): the schedule starts nothing until
-    then. None otherwise."""
-    if state.last_slot_at is None or state.last_slot_at <= now + TICK_AHEAD_ALLOWANCE:
+def ahead_of_clock(state: ScheduleState, *, clock: datetime) -> timedelta | None:
+    """How far the last slot handled lies ahead of `clock`, the database's clock, when it is
+    further than a drifting clock explains (the clock was set back, the row edited): the
+    schedule starts nothing until then. None otherwise. Never judged against a replayed tick's
+    time: every slot handled since that time lies ahead of it, and is not trouble."""
+    if state.last_slot_at is None or state.last_slot_at <= clock + TICK_AHEAD_ALLOWANCE:
         return None
-    return state.last_slot_at - now
+    return state.last_slot_at - clock
+
+
+def record(state: ScheduleState, *, action: str, reason: str) -> None:
+    """Write the scheduler's control record `action` about `state`'s schedule. Dated when it
+    is written, by the database's clock: a replayed tick's time is the time of the slots it
+    handles, and dating its records so would put them before the records already written."""
+    ControlRecord.objects.create(
+        action=action, workflow_name=state.workflow_name, target=state.name,
+        actor_label=SCHEDULER.label, actor_user_id=SCHEDULER.user_id, reason=reason,
+        created_at=store.current().now())
 
 
 def connection_lost(exc: BaseException, *, name: str, workflow: str, started: int) -> None:
@@ -161,10 +171,7 @@ def slot_ahead(state: ScheduleState, *, ahead: timedelta, now: datetime) -> None
         ScheduleState.objects.filter(pk=state.pk).update(
             ahead_of_clock=True, failing_since=current.failing_since or now,
             failures=current.failures + 1, last_error=text, updated_at=now)
-        ControlRecord.objects.create(
-            action=FAILING, workflow_name=state.workflow_name, target=state.name,
-            actor_label=SCHEDULER.label, actor_user_id=SCHEDULER.user_id, reason=text,
-            created_at=now)
+        record(state, action=FAILING, reason=text)
     logger.warning("schedule %s of %s: %s", state.name, state.workflow_name, text)
 
 

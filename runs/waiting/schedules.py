@@ -239,17 +239,22 @@ class TickReport:
     started: list[int] = field(default_factory=list)   # runs this tick created
     found: list[int] = field(default_factory=list)     # slots whose run already existed
     skipped: int = 0                                   # missed slots left out by policy
+    # "slot: why" of each slot whose start was refused; in a whole tick's report,
+    # "workflow/schedule slot: why" (add).
     refused: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)    # "workflow/schedule" that raised
     locked_out: bool = False
     # The database session ended during the tick, which stopped there (one line logged).
     lost: bool = False
 
-    def add(self, other: "TickReport") -> None:
+    def add(self, other: "TickReport", *, schedule: Schedule) -> None:
+        """Count in `other`, the report of `schedule`'s tick, naming the schedule of each of
+        its refused slots."""
         self.started += other.started
         self.found += other.found
         self.skipped += other.skipped
-        self.refused += other.refused
+        self.refused += [f"{schedule.workflow_name}/{schedule.name} {refusal}"
+                         for refusal in other.refused]
         self.failed += other.failed
 
 
@@ -267,7 +272,7 @@ def fire_due_schedules(*, now: datetime | None = None) -> TickReport:
         report = TickReport()
         for schedule in registry.all():
             try:
-                report.add(fire_schedule(schedule, now=now))
+                report.add(fire_schedule(schedule, now=now), schedule=schedule)
             except Exception as exc:  # noqa: BLE001 - a broken schedule stops no other
                 if store.session_ended(exc):
                     # Every later schedule would fail on the dead session, a traceback each,
@@ -349,11 +354,15 @@ def fire_schedule(schedule: Schedule, *, now: datetime) -> TickReport:
     state = state_of(schedule, now=now)
     if state.paused:  # a look without a lock; refuse_if_paused is the check that counts
         return TickReport()
-    ahead = schedule_health.ahead_of_clock(state, now=now)
+    # Only the real clock can be behind the slots handled: a tick replayed at a past time has
+    # every slot handled since then ahead of it, and is no reason to call a schedule failing
+    # (nor, at the next tick, recovered).
+    clock = store.current().now()
+    ahead = schedule_health.ahead_of_clock(state, clock=clock)
     if ahead is not None:
-        schedule_health.slot_ahead(state, ahead=ahead, now=now)
+        schedule_health.slot_ahead(state, ahead=ahead, now=clock)
         return TickReport()
-    schedule_health.clock_caught_up(state, now=now)
+    schedule_health.clock_caught_up(state, now=clock)
     try:
         report = fire_slots(schedule, state, now=now)
     except CODE_FAILURES as exc:  # its input's code (workflow code), or slots past the calendar

@@ -49,7 +49,7 @@ def test_an_approval_after_the_due_time_is_refused_and_the_timeout_rejects_once(
     assert result.outcome == "closed" and not result.recorded
     assert result.message == (
         f"This request timed out at {time_text(due)}; its timeout (reject) applies: no "
-        "decision within 3.0 days: rejected by the timeout policy. Your decision was not "
+        "decision within 3 days: rejected by the timeout policy. Your decision was not "
         "recorded.")
     pending.refresh_from_db()
     assert pending.status == RequestStatus.REJECTED
@@ -99,7 +99,7 @@ def test_the_run_goes_the_same_way_whether_the_sweep_or_the_late_decision_comes_
     for request, run in ((by_sweep, swept_first), (by_decision, decided_first)):
         request.refresh_from_db()
         assert request.status == RequestStatus.EXPIRED and request.settled_at is not None
-        assert request.comment == "no decision within 24.0 hours"
+        assert request.comment == "no decision within 24 hours"
         run.refresh_from_db()
         assert (run.status, run.attention_reason) == (RunStatus.ATTENTION,
                                                       AttentionReason.APPROVAL_TIMED_OUT)

@@ -58,7 +58,7 @@ def test_a_timeout_that_rejects_stops_the_run_in_attention(pending, t0, script):
     pending.refresh_from_db()
     assert pending.status == "rejected" and pending.decided_by is None
     assert pending.decided_by_label == "approvals" and pending.decided_at == later(t0, days=3)
-    assert "no decision within 3.0 days" in pending.comment
+    assert "no decision within 3 days" in pending.comment
     assert pending.settled_at is not None and pending.apply_error == ""
     run = Run.objects.get(pk=pending.run_id)
     assert run.status == RunStatus.ATTENTION
@@ -83,7 +83,7 @@ def test_a_timeout_that_cancels_sends_the_run_to_attention_with_the_step_waiting
     assert report.timed_out == 1
     request.refresh_from_db()
     assert request.status == "expired" and request.settled_at is not None
-    assert request.comment == "no decision within 24.0 hours"
+    assert request.comment == "no decision within 24 hours"
     run.refresh_from_db()
     assert run.status == RunStatus.ATTENTION
     assert run.attention_reason == AttentionReason.APPROVAL_TIMED_OUT

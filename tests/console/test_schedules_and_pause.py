@@ -151,3 +151,20 @@ def test_the_cli_says_when_nothing_is_paused_and_when_there_are_no_schedules(
     monkeypatch.setattr(schedules.registry, "all", lambda: [])  # no workflow declares one
     call_command("schedules", "list")
     assert capsys.readouterr().out.strip() == "no schedules: no workflow declares one"
+
+
+def test_the_cli_list_says_a_paused_schedule_has_no_next_fire_time(operator, capsys):
+    call_command("schedules", "pause", "test-scheduled", "every-minute", "--user", "olga",
+                 "--reason", "freeze")
+    capsys.readouterr()
+    call_command("schedules", "list")
+    line = next(line for line in capsys.readouterr().out.splitlines()
+                if line.startswith("test-scheduled every-minute "))
+    assert line.endswith("] paused; next: none while paused")
+    call_command("schedules", "resume", "test-scheduled", "every-minute", "--user", "olga",
+                 "--reason", "thaw")
+    capsys.readouterr()
+    call_command("schedules", "list")
+    line = next(line for line in capsys.readouterr().out.splitlines()
+                if line.startswith("test-scheduled every-minute "))
+    assert "] running; next: " in line and "none while paused" not in line

@@ -66,7 +66,8 @@ class Command(BaseCommand):
         except schedules.ScheduleError as exc:
             raise CommandError(f"--now: {exc}") from None
         self.stdout.write(json.dumps({"started": report.started, "found": report.found,
-                                      "skipped": report.skipped, "failed": report.failed,
+                                      "skipped": report.skipped, "refused": report.refused,
+                                      "failed": report.failed,
                                       "locked_out": report.locked_out,
                                       "lost": report.lost}))
 
@@ -88,12 +89,15 @@ class Command(BaseCommand):
         if not rows:
             self.stdout.write("no schedules: no workflow declares one")
         for r in rows:
-            state = "paused" if r.state and r.state.paused else "running"
+            paused = bool(r.state and r.state.paused)
+            # A paused schedule has no next fire time (schedule_rows): said, as on the page.
             upcoming = [s.isoformat() for s in r.next_fires] + (
-                [r.next_problem] if r.next_problem else [])
+                [r.next_problem] if r.next_problem else []) or (
+                ["none while paused"] if paused else [])
             self.stdout.write(f"{r.schedule.workflow_name} {r.schedule.name} "
                               f"[{r.schedule.expression} {r.schedule.timezone}, catch-up "
-                              f"{r.schedule.catch_up}] {state}; next: " + ", ".join(upcoming))
+                              f"{r.schedule.catch_up}] {'paused' if paused else 'running'}; "
+                              "next: " + ", ".join(upcoming))
             if (failing := _failing(r.state)) is not None:
                 # The error was kept on one line (schedule_health.error_text): it cannot
                 # forge a line of this listing or colour the terminal.
