@@ -129,7 +129,8 @@ def _describe(run: Run, state: str, current: Step | None, waits_for: str | None)
     if state == "running":
         return f"running {where}" if where else "running"
     if state == "waiting":
-        if waits_for == "retry" and current is not None and current.attempt == 0:
+        if waits_for == "retry" and current is not None and \
+                current.status == StepStatus.PENDING:
             # Never tried: held before its first try (a dispatch pause), not between tries.
             return f"waiting to run {where}"
         if waits_for == "retry":
