@@ -19,7 +19,7 @@ from django.db.models import Case, Max, Q, QuerySet, Value, When
 from audit.actions import STEP_OUTCOMES
 from audit.models import AuditRecord
 from runs import store
-from runs.models import RunEvent
+from runs.models import OF_REAL_WORK, RunEvent
 
 from .models import WebhookDelivery, WebhookSubscriber
 
@@ -81,9 +81,8 @@ def news(kind: str) -> Q:
     """The rows of `kind` that a subscriber of every workflow is told of."""
     # A drill run's changes are no news of real work (a drill breaks runs on purpose).
     if kind == "event":
-        return Q(run__drill=False)
-    return (Q(action__in=[str(a) for a in STEP_OUTCOMES], run__drill=False)
-            & ~Q(step_name=""))
+        return OF_REAL_WORK
+    return OF_REAL_WORK & Q(action__in=[str(a) for a in STEP_OUTCOMES]) & ~Q(step_name="")
 
 
 def takes(workflows: list[str], workflow_name: str) -> bool:

@@ -26,6 +26,7 @@ from guardian.shortcuts import assign_perm
 
 from audit.redaction import redact_text
 from runs import store
+from runs.duration_text import duration_text
 from runs.machine.storable import printable
 
 from .backoff import retry_delay
@@ -51,21 +52,6 @@ SUBJECT_MAX = Notification._meta.get_field("subject").max_length
 def time_text(moment: datetime | None) -> str:
     """A time as people read it in a message: "2024-05-01 09:30 UTC" ("?" if unknown)."""
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else "?"
-
-
-# (unit, its length in seconds, the least duration said in it): "36 hours", not "1.5 days".
-DURATION_UNITS = (("day", 86400, 2 * 86400), ("hour", 3600, 3600), ("minute", 60, 60))
-
-
-def duration_text(delta: timedelta) -> str:
-    """A duration as people read it in a message, to a tenth of its unit: days from two days
-    ("3 days", "4.5 days"), hours under that ("1 hour", "36 hours"), minutes or seconds
-    under an hour or a minute."""
-    seconds = delta.total_seconds()
-    unit, size = next(((unit, size) for unit, size, least in DURATION_UNITS
-                       if seconds >= least), ("second", 1))
-    number = f"{seconds / size:.1f}".removesuffix(".0")
-    return f"{number} {unit}{'' if number == '1' else 's'}"
 
 
 # --- approvers and the outbox --------------------------------------------------------------

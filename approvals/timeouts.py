@@ -18,9 +18,10 @@ from django.conf import settings
 
 from audit.actions import AuditAction
 from runs import store
+from runs.duration_text import duration_text
 
 from .models import ApprovalRequest, NotificationKind, RequestStatus
-from .notifications import duration_text, grant_and_notify, request_problem, time_text
+from .notifications import grant_and_notify, request_problem, time_text
 from .requests import LIFECYCLE_ACTOR, next_reminder, record_lifecycle
 
 logger = logging.getLogger(__name__)

@@ -7,6 +7,7 @@ The console shows the same table on a workflow's page; `manage.py recovery_contr
 from dataclasses import dataclass
 from datetime import timedelta
 
+from ..duration_text import duration_text
 from . import definition
 
 RETRY_IS_SAFE = "retry is safe"
@@ -117,13 +118,13 @@ def stop_condition(step: definition.StepDef) -> str:
               f"{step.retry.maximum_elapsed:g} s spent")
     if step.kind == definition.APPROVAL:
         policy = step.approval
-        return f"no decision within {policy.timeout}: {policy.on_timeout}"
+        return f"no decision within {duration_text(policy.timeout)}: {policy.on_timeout}"
     if step.kind == definition.SLEEP:
         return "none: it wakes at its time, or when an operator wakes it early"
     if step.kind == definition.EVENT:
         if step.timeout is None:
             return "none: it waits until the event comes, or a person delivers or skips it"
-        return f"no event within {step.timeout}: {step.on_timeout}"
+        return f"no event within {duration_text(step.timeout)}: {step.on_timeout}"
     if step.kind == definition.AGENT:
         return agent_stop_condition(step, budget)
     if step.kind == definition.READ:

@@ -33,6 +33,8 @@ def _workflow(*, blind_tool: bool = False) -> Workflow:
     wf.wait_for_event("paid", event="payment.settled", timeout=timedelta(hours=2),
                       on_timeout="fail")
     wf.wait_for_event("signed", event="contract.signed")
+    wf.approval("sign-off", approvers=("group:approvers",), timeout=timedelta(hours=36),
+                on_timeout="reject")(lambda ctx: {})
     agent = wf.agent("triage", system_prompt="Triage it.",
                      budget=AgentBudget(max_turns=4, max_tool_calls=6, max_tokens=9000),
                      schema_error_budget=1)
@@ -56,7 +58,10 @@ def test_a_sleep_and_an_event_wait_change_nothing_and_stop_only_as_they_declare(
         assert "unknown outcome" not in wait.stop_condition
         assert "attempts" not in wait.stop_condition
     assert "wakes at its time" in sleep.stop_condition
-    assert paid.stop_condition == "no event within 2:00:00: fail"
+    # A time as people read it ("2 hours", "36 hours"), not Python's "2:00:00" and
+    # "1 day, 12:00:00".
+    assert paid.stop_condition == "no event within 2 hours: fail"
+    assert table["sign-off"].stop_condition == "no decision within 36 hours: reject"
     assert "until the event comes" in signed.stop_condition
 
 
