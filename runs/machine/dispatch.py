@@ -143,7 +143,10 @@ def may_pause(user, workflow_name: str) -> bool:
 
 def pause_in_force(workflow_name: str, system: str = "") -> bool:
     """Whether a pause of `workflow_name` (towards `system`; "" the whole workflow) is in
-    force, in the database, whatever the code registers now."""
+    force, in the database, whatever the code registers now. A name the database cannot
+    hold (a NUL) has none: it is refused as input, naming the field, by the caller."""
+    if text_problem(workflow_name) is not None or text_problem(system) is not None:
+        return False
     return DispatchPause.objects.filter(workflow_name=workflow_name, system=system).exists()
 
 

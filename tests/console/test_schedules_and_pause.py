@@ -168,3 +168,17 @@ def test_the_cli_list_says_a_paused_schedule_has_no_next_fire_time(operator, cap
     line = next(line for line in capsys.readouterr().out.splitlines()
                 if line.startswith("test-scheduled every-minute "))
     assert "] running; next: " in line and "none while paused" not in line
+
+
+@pytest.mark.parametrize("url, system, answered", [
+    ("/workflows/test-two-systems/dispatch/", "x\x00", 302),  # refused, naming the field
+    ("/workflows/test-orders/dispatch/", "\x00", 302),
+    ("/workflows/a%00b/dispatch/", "", 404),  # no workflow has such a name
+])
+def test_a_resume_naming_what_the_database_cannot_hold_is_refused_not_a_server_error(
+        client, operator, url, system, answered):
+    client.force_login(operator)
+    client.raise_request_exception = False
+    response = client.post(url, {"paused": "0", "reason": "r", "system": system})
+    assert response.status_code == answered, response.content[:300]
+    assert not DispatchPause.objects.exists() and not ControlRecord.objects.exists()
