@@ -422,7 +422,9 @@ def run_state(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
         "current_step": None if current is None else {
             "name": current.name, "number": current.position + 1, "kind": current.kind,
             "status": current.status, "attempt": current.attempt,
-            "next_attempt_at": current.next_attempt_at,
+            # An ended wait's timeout is not due: nothing happens then.
+            "next_attempt_at": None if current.name in view.ended_waits
+            else current.next_attempt_at,
             "wait_ended": view.ended_waits.get(current.name)},
         "waiting_for": view.waiting_for,
         "attention_reason": run.attention_reason or None,

@@ -90,7 +90,8 @@ class CurrentStep(Schema):
     attempt: int
     next_attempt_at: datetime | None = Field(
         description="When the step's wait ends: a scheduled retry, a timer (sleep step) or "
-                    "an event wait's timeout (null when none is due).")
+                    "an event wait's timeout (null when none is due, as when the "
+                    "run's end ended the wait: see wait_ended).")
     wait_ended: str | None = Field(
         None, description="Set when the step still reads 'waiting' (an approval, an event) "
                           "but the run's end ended that wait: it says how the run was ended "
@@ -298,6 +299,9 @@ class InvestigationStep(Schema):
     effect: Literal["exists", "does not exist", "unconfirmed", "none"]
     remote_ref: str
     recovery: str
+    wait_ended: str = Field(
+        "", description="Set when the step reads 'waiting' but the run's end ended that "
+                        "wait: how the run was ended. Nothing more comes for it.")
 
 
 class InvestigationRisk(Schema):

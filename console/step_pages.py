@@ -65,24 +65,25 @@ def _range(first: int, total: int) -> str:
 
 
 def step_page(steps: list, *, asked: int | None, focus: str = "",
-              current: str = "") -> StepPage:
+              current: str = "", ended: frozenset = frozenset()) -> StepPage:
     """The page of `steps` (the run's, in order) holding step number `asked`, or without one
     (or past the last) the page holding the step named `focus` (the recommendation's), else
     the first step wanting a person, else the step named `current` (the run's), else the
-    first page."""
+    first page. The steps named in `ended` read `waiting` though the run's end ended their
+    wait (runs.machine.endings.ended_waits): nobody is wanted there."""
     total = len(steps)
     for number, step in enumerate(steps, start=1):
         step.number = number
     if not total:
         return StepPage(steps=[], first=0, last=0, total=0)
     missing = asked if asked is not None and not 1 <= asked <= total else None
+    wanted = [s for s in steps if s.status in WANTING_A_PERSON and s.name not in ended]
     if asked is None or missing is not None:
-        asked = _focus(steps, focus, current)
+        asked = _focus(steps, wanted, focus, current)
     start = (asked - 1) // PAGE * PAGE
     shown = steps[start:start + PAGE]
     last_start = (total - 1) // PAGE * PAGE
-    wanting = [s for s in steps if s.status in WANTING_A_PERSON
-               and not start < s.number <= start + PAGE]
+    wanting = [s for s in wanted if not start < s.number <= start + PAGE]
     return StepPage(
         steps=shown, first=start + 1, last=start + len(shown), total=total,
         previous=start - PAGE + 1 if start else None,
@@ -92,11 +93,10 @@ def step_page(steps: list, *, asked: int | None, focus: str = "",
         missing=missing)
 
 
-def _focus(steps: list, focus: str, current: str) -> int:
+def _focus(steps: list, wanted: list, focus: str, current: str) -> int:
     by_name = {s.name: s.number for s in steps}
     if focus in by_name:
         return by_name[focus]
-    wanting = next((s.number for s in steps if s.status in WANTING_A_PERSON), None)
-    if wanting is not None:
-        return wanting
+    if wanted:
+        return wanted[0].number
     return by_name.get(current, 1)

@@ -313,12 +313,14 @@ def _detail_context(request, detail, beside: dict, *, steps_asked: int | None = 
         else:
             recommended = next((item["action"] for item in actions
                                 if item["action"].name == recommendation.action.name), None)
+    # A wait the run's end ended reads `waiting` still (kernel.end_waits): the row says so,
+    # and the page does not name it as wanting a person.
+    ended = ended_waits(run, detail.steps)
     # The table draws one page of the steps; the rules above read them all.
     page = step_page(detail.steps, asked=steps_asked, current=run.current_step,
-                     focus=recommendation.step if recommendation is not None else "")
+                     focus=recommendation.step if recommendation is not None else "",
+                     ended=frozenset(ended))
     times = step_times(run, detail.steps, now=now)
-    # A wait the run's end ended reads `waiting` still (kernel.end_waits): the row says so.
-    ended = ended_waits(run, detail.steps)
     for step in page.steps:
         step.wait_ended = ended.get(step.name, "")
         spec = definition.step_of(workflow, step.name) if workflow is not None else None

@@ -23,6 +23,7 @@ from ..definitions import definition
 from ..definitions.contracts import NEEDS_COMPENSATION, NEEDS_PERSON, step_contract
 from ..execution.executor import ask_remote
 from ..machine.context import context_outside_executor
+from ..machine.endings import ended_waits
 from ..machine.errors import TransitionNotAllowed
 from ..machine.intentions import step_lines
 from ..machine.transitions.operator_rules import undo_outcome_unknown
@@ -54,6 +55,8 @@ class StepFinding:
     effect: str  # "exists", "does not exist", "unconfirmed" or "none" (no side effect)
     remote_ref: str
     recovery: str  # retry is safe / needs compensation / needs a person
+    # Set when it reads `waiting` though the run's end ended that wait (endings.ended_waits).
+    wait_ended: str = ""
 
 
 @dataclass(frozen=True)
@@ -126,10 +129,12 @@ def investigate(run: Run, *, reader=None, lookups: bool = False,
     if whole_chain:
         _check_chain(card, run, records)
     lines = step_lines(run, steps)
+    ended = ended_waits(run, steps)
     for step in steps:
         spec = _spec(workflow, step)
-        card.steps.append(_assess(card, run, step, spec, records, workflow, lookups,
-                                  lines[step.name]))
+        card.steps.append(replace(
+            _assess(card, run, step, spec, records, workflow, lookups, lines[step.name]),
+            wait_ended=ended.get(step.name, "")))
     _risks(card, run, steps, workflow)
     advised = _verdict(card, run, steps)
     if lookups and card.audit_chain != "broken" and _settled_by_lookup(
@@ -438,9 +443,9 @@ def to_markdown(card: Investigation) -> str:
     lines += ["", "## Steps", "",
               "| step | does | impact | status | effect | ref | recovery |",
               "|---|---|---|---|---|---|---|"]
-    lines += ["| " + " | ".join(text(v) for v in (s.step, s.does, s.impact, s.status, s.effect,
-                                                 s.remote_ref or "-", s.recovery)) + " |"
-              for s in card.steps]
+    lines += ["| " + " | ".join(text(v) for v in (
+        s.step, s.does, s.impact, s.status + (f" ({s.wait_ended})" if s.wait_ended else ""),
+        s.effect, s.remote_ref or "-", s.recovery)) + " |" for s in card.steps]
     lines += ["", "## Duplicate risk of each possible action", ""]
     lines += [f"- {text(r.label)}: {text(r.duplicate_risk)}" for r in card.risks] \
         or ["- no action"]

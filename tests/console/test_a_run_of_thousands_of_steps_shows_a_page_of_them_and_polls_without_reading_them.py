@@ -193,3 +193,21 @@ def test_the_steps_a_worker_moved_on_are_drawn_at_the_next_poll(client_for, oper
     assert moved.status_code == 200
     assert "s-succeeded" in moved.content.decode() and "403 from tracker" in moved.content.decode()
     assert client.get(_poll_url(moved.content.decode()), **HTMX).status_code == 204
+
+
+def test_a_wait_the_runs_end_ended_is_not_named_as_wanting_a_person(client_for, operator,
+                                                                    wide_run):
+    run = wide_run(150, unknown=150)
+    # Terminated while its last step waited: the step keeps `waiting` (kernel.end_waits).
+    Step.objects.filter(run=run, name="read-0150").update(
+        status=StepStatus.WAITING, error_class="", error_message="")
+    run = place(run, status=RunStatus.TERMINATED, attention_reason="")
+    client = client_for(operator)
+    body = client.get(reverse("console:run", args=[run.pk]), {"steps": "1"}).content.decode()
+    assert 150 not in _rows(body)
+    assert 'id="steps-elsewhere"' not in body
+    assert "read-0150 (waiting)" not in body
+    # Its own page says the wait is over.
+    last = client.get(reverse("console:run", args=[run.pk]), {"steps": "150"}).content.decode()
+    assert 150 in _rows(last)
+    assert "the wait ended with the run: it was terminated" in last

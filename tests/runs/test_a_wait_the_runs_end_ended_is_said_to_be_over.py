@@ -1,9 +1,10 @@
 """A run a person ended (cancelled, terminated, compensated) while it waited for an approval
 or an event keeps that step `waiting`: the kept-event rules find the ended run by the wait it
 still holds, a reopen waits on with it, and the approvals sweep withdraws the request
-(kernel.end_waits). So the run page, the API's run state and show_run say that the wait
-ended with the run, and how the run was ended; a wait that is still live, or live again
-after a reopen, is not said to be over."""
+(kernel.end_waits). So the run page, its investigation card, the API's run state and
+show_run say that the wait ended with the run, and how the run was ended, and the API gives
+no time at which an ended event wait would time out; a wait that is still live, or live
+again after a reopen, is not said to be over."""
 
 import io
 import itertools
@@ -19,6 +20,7 @@ from runs.definitions.definition import Workflow, registry
 from runs.execution import executor
 from runs.machine import transitions
 from runs.models import RunStatus, StepStatus
+from runs.operator.investigation import investigate, to_markdown
 from tests.factories import new_run, step
 from tests.workflows import FAST, OrderIn, scripted_call
 
@@ -136,3 +138,33 @@ def test_a_live_wait_and_one_a_reopen_brought_back_are_not_said_to_be_over(clien
     assert _shown(run)["approve"]["wait_ended"] is None
     assert "the wait ended" not in _shown_text(run)
     assert "the wait ended" not in _page(client, run)
+
+
+def test_the_investigation_card_says_the_wait_ended_with_the_run(client, script):
+    run = _waiting("test-approval")
+    transitions.cancel(run.pk, actor=OLGA, reason="order withdrawn")
+    run.refresh_from_db()
+    said = "the wait ended with the run: it was cancelled"
+    card = investigate(run)
+    rows = {row.step: row for row in card.steps}
+    assert rows["approve"].status == StepStatus.WAITING
+    assert rows["approve"].wait_ended == said
+    assert rows["prepare"].wait_ended == ""
+    assert f"| waiting ({said}) |" in to_markdown(card)
+    # The card on the run page, and on its own page, say so on the step's row.
+    assert said in _page(client, run).split('id="investigation-steps"', 1)[1]
+    own = client.get(f"/runs/{run.pk}/investigation/")
+    assert own.status_code == 200
+    assert said in own.content.decode()
+
+
+def test_an_ended_event_waits_timeout_is_not_given_as_due(client, script):
+    run = _waiting("test-payment-wait")
+    assert _api(client, run)["current_step"]["next_attempt_at"] is not None
+    transitions.terminate(run.pk, actor=OLGA, reason="duplicate order")
+    # The row keeps its timeout (a reopen waits on until then); nothing happens at it now.
+    assert step(run, "payment").next_attempt_at is not None
+    current = _api(client, run)["current_step"]
+    assert current["name"] == "payment"
+    assert current["wait_ended"] == "the wait ended with the run: it was terminated"
+    assert current["next_attempt_at"] is None
