@@ -125,6 +125,10 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
 
     if reason == AttentionReason.ENDED_UNSETTLED and step is not None:
         unknown.append(f"whether {name} took effect in the remote system")
+        if spec is not None and spec.reconcile_fn is not None \
+                and (trusted_from := _not_found_proves_nothing_until(spec, step)) is not None:
+            return offer("reconcile", f"Look {name} up by its key again after "
+                         f"{trusted_from:%Y-%m-%d %H:%M:%S %Z}: {_not_found_yet(reason)}", name)
         how = ("look it up by its key" if spec is not None and spec.reconcile_fn is not None
                else "check the remote system by hand and record what you found, with "
                     "evidence")
@@ -256,6 +260,17 @@ def _spec(workflow: definition.Workflow | None, step: Step | None) -> definition
 
 NOT_FOUND_YET = ("it was not found, but its receiver ignores keys and a request still in "
                  "flight could land until then; a retry before then could do it twice.")
+# A run a person ended offers no retry (operator.reconcile: settling never sends it on); a
+# person's own finding, with evidence, is recorded as they give it, lookup delay or not.
+ENDED_NOT_FOUND_YET = ("it was not found, but its receiver ignores keys and a request still in "
+                       "flight could land until then. The run was ended, so it is not sent "
+                       "again: look it up then, or record by hand what the remote system "
+                       "shows, with evidence; once every effect is settled the run is "
+                       "terminated.")
+
+
+def _not_found_yet(reason: str) -> str:
+    return ENDED_NOT_FOUND_YET if reason == AttentionReason.ENDED_UNSETTLED else NOT_FOUND_YET
 
 
 def _not_found_proves_nothing_until(spec, row):
@@ -332,7 +347,7 @@ def _reconcile_tool_call(run: Run, step: Step, call: ToolCall, happened: str,
     tool = spec.tools.get(call.tool) if isinstance(spec, definition.AgentSpec) else None
     if (trusted_from := _not_found_proves_nothing_until(tool, call)) is not None:
         why = (f"Look {where} up by its key {call.idempotency_key} again after "
-               f"{trusted_from:%Y-%m-%d %H:%M:%S %Z}: {NOT_FOUND_YET}")
+               f"{trusted_from:%Y-%m-%d %H:%M:%S %Z}: {_not_found_yet(reason)}")
     elif reason == AttentionReason.ENDED_UNSETTLED:
         # As the transition does for a run a person ended (agent_operator.reconcile_tool_call).
         why = (f"The run was ended while the outcome of {where} was unknown: look it up by "
