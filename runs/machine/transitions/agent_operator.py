@@ -237,8 +237,7 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
                 step.error_class = ""
                 step.error_message = "ended by a person; its tool calls are settled"
             change.step_changed(step)
-            end_or_hold(change, unsettled,
-                        message=f"every effect settled (call {call_ref}: {data['verdict']})")
+            end_or_hold(change, unsettled, settled=(f"call {call_ref}", data["verdict"]))
         elif still_unknown:
             change.step_changed(step)
             change.move(ATTENTION, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,

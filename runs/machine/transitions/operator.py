@@ -182,7 +182,7 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
             change, effect, verdict, evidence=evidence, reason=reason)}
         if ended:
             end_or_hold(change, unsettled_effects(op.steps),
-                        message=f"every effect settled ({step_name}: {data['verdict']})")
+                        settled=(step_name, data["verdict"]))
         elif isinstance(verdict, definition.Found):
             change.move(QUEUED)
         elif isinstance(verdict, definition.NotFound):

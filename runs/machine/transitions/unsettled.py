@@ -43,9 +43,16 @@ def unsettled_effects(steps: list[Step]) -> list[Effect]:
     return found
 
 
-def end_or_hold(change, unsettled: list[Effect], *, message: str) -> None:
+def end_or_hold(change, unsettled: list[Effect], *, message: str = "",
+                settled: tuple[str, str] | None = None) -> None:
     """End a run a person ended: terminated, unless an effect is still unsettled; then it
-    stays in attention with its own reason until each is settled (a lookup or a person)."""
+    stays in attention with its own reason until each is settled (a lookup or a person).
+    `message`: the ending's words; or `settled`: (the effect, the verdict) a settling just
+    recorded, said as the last of them only when none remains."""
+    if settled is not None:
+        what, verdict = settled
+        message = (f"{what} recorded as {verdict}" if unsettled
+                   else f"every effect settled ({what}: {verdict})")
     if unsettled:
         names = "; ".join(str(e) for e in unsettled)
         change.move(RunStatus.ATTENTION, reason=AttentionReason.ENDED_UNSETTLED,
