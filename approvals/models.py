@@ -17,6 +17,8 @@ from django.db import models
 from django.db.models import Q
 from guardian.models import GroupObjectPermissionBase, UserObjectPermissionBase
 
+from runs.models import OF_REAL_WORK
+
 DECIDE_CODENAME = "decide_approvalrequest"
 DECIDE_PERMISSION = f"approvals.{DECIDE_CODENAME}"
 
@@ -42,6 +44,10 @@ DECIDED_STATUSES = frozenset({RequestStatus.APPROVED, RequestStatus.REJECTED,
 
 # The requests of bulk jobs, in a query (ApprovalRequest.bulk_runs: of one request).
 BULK_JOB_REQUESTS = Q(params__has_key="bulk_job")
+# The requests of real work (runs.models.OF_REAL_WORK), which the metrics count: a drill
+# run's are left out, a bulk job's kept whatever run it hangs on (the first it acts on,
+# which may be a drill's, while the job acts on real runs too).
+OF_REAL_WORK_REQUESTS = BULK_JOB_REQUESTS | OF_REAL_WORK
 
 
 class ApprovalRequest(models.Model):

@@ -360,13 +360,15 @@ class RuntimeCollector(Collector):
 
     def _approvals(self, now):
         from approvals.models import (
+            OF_REAL_WORK_REQUESTS,
             ApprovalRequest,
             Notification,
             NotificationStatus,
             RequestStatus,
         )
 
-        pending = ApprovalRequest.objects.filter(status=RequestStatus.PENDING).aggregate(
+        pending = ApprovalRequest.objects.filter(
+            OF_REAL_WORK_REQUESTS, status=RequestStatus.PENDING).aggregate(
             n=Count("id"), overdue=Count("id", filter=Q(due_at__lte=now)))
         family = GaugeMetricFamily("durable_approvals_pending",
                                    "Approval requests waiting for a decision.")
@@ -437,7 +439,9 @@ def _unasked_waits(now):
     from approvals.requests import unasked
     from runs.models import ApprovalWait
 
-    oldest = ApprovalWait.objects.filter(unasked()).aggregate(at=Min("created_at"))["at"]
+    # A drill's waits are the drill's to ask, in no figure (OF_REAL_WORK).
+    oldest = ApprovalWait.objects.filter(OF_REAL_WORK, unasked()).aggregate(
+        at=Min("created_at"))["at"]
     family = GaugeMetricFamily(
         "durable_approval_waits_unasked_oldest_seconds",
         "Age of the oldest approval a run waits on that no request asks anyone for "

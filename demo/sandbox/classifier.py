@@ -63,7 +63,8 @@ def completion(*, completion_id: str, model: str, prompt: str, content: str) -> 
         "model": model,
         "choices": [{
             "index": 0,
-            "message": {"role": "assistant", "content": content, "refusal": None},
+            # No text at all (the fault empty_answer) is null, as the OpenAI API sends it.
+            "message": {"role": "assistant", "content": content or None, "refusal": None},
             "logprobs": None,
             "finish_reason": "stop",
         }],

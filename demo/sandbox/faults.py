@@ -57,7 +57,8 @@ KINDS = {
                "agent's final answer or summary, which no schema reads, comes as it is)",
     SLOW: "wait SANDBOX_HOLD_SECONDS, then act and answer normally",
     NOT_A_COMPLETION: "model.chat only: answer 200 with an HTML page, no chat completion",
-    EMPTY_ANSWER: "model.chat only: a chat completion with neither text nor tool calls",
+    EMPTY_ANSWER: "model.chat only: a chat completion with neither text nor tool calls, "
+                  "whatever it was asked: a classification, an agent's turn or a summary",
     LARGE_ANSWER: "act, then answer with the JSON padded past RUNS_RESULT_INLINE_BYTES",
     OVERSIZED_ANSWER: "act, then answer with the JSON padded past RUNS_RESULT_MAX_BYTES",
 }

@@ -356,15 +356,13 @@ def chat_completions(request):
         # What a proxy in front of a model may answer: a page, with a success status.
         return HttpResponse("<html><body>Service temporarily moved</body></html>",
                             content_type="text/html")
-    if data.get("tools"):
-        return _agent_turn(model, messages,
-                           empty=request.sandbox_fault == faults.EMPTY_ANSWER,
-                           malformed=request.sandbox_fault == faults.MALFORMED)
-    if agent_model.is_summary_request(messages):
-        return _agent_turn(model, messages, summary=True)
-    prompt = classifier.last_user_text(messages)
+    empty = request.sandbox_fault == faults.EMPTY_ANSWER
     malformed = request.sandbox_fault == faults.MALFORMED
-    content = classifier.answer(prompt, malformed=malformed)
+    if data.get("tools") or agent_model.is_summary_request(messages):
+        return _agent_turn(model, messages, summary=not data.get("tools"), empty=empty,
+                           malformed=malformed)
+    prompt = classifier.last_user_text(messages)
+    content = "" if empty else classifier.answer(prompt, malformed=malformed)
     call = ModelCall.objects.create(model=model, prompt=prompt, content=content,
                                     malformed=malformed)
     return JsonResponse(classifier.completion(completion_id=call.ref, model=model,
@@ -377,7 +375,8 @@ def _agent_turn(model: str, messages: list, *, summary: bool = False,
     agent_model): recorded as a ModelCall like any completion, with the messages it was
     sent (as JSON), so tests can count how often the model was asked, and what for.
     `empty`: an answer with neither text nor tool calls (the fault empty_answer);
-    `malformed`: its tool calls with arguments that are not JSON (the fault malformed)."""
+    `malformed`: its tool calls with arguments that are not JSON (the fault malformed; a
+    summary, which has no calls and no schema, comes as it is)."""
     content, calls = ("", []) if empty else (agent_model.summarise(messages), []) if summary \
         else agent_model.answer(messages)
     if malformed:
