@@ -67,7 +67,7 @@ class StartRunIn(Schema):
         min_length=1, max_length=300, pattern=NO_CONTROL,
         description="Identifies the business event, e.g. 'tenant-42:inv-1847'. The same "
                     "workflow, business key and input delivered again find the same run. "
-                    "Not blank, and no space at either end (refused, 422).")
+                    "Not blank, no space at either end, in Unicode NFC (refused, 422).")
     input: dict[str, Any] = Field(
         default_factory=dict,
         description="The run's input, validated strictly against the workflow's input schema.")

@@ -56,6 +56,22 @@ def test_a_business_key_with_a_space_at_an_end_starts_no_second_run_of_the_same_
     assert list(Run.objects.values_list("business_key", flat=True)) == ["tenant-42:P5-1"]
 
 
+def test_a_business_key_with_its_accents_written_apart_starts_no_second_run(api_client):
+    data = {"order": "o-1", "amount": 5}
+    composed, apart = "tenant-42:caf\u00e9", "tenant-42:cafe\u0301"  # both read "café"
+    assert post_run(api_client, {"workflow": "test-orders", "business_key": composed,
+                                 "input": data}).status_code == 201
+    response = post_run(api_client, {"workflow": "test-orders", "business_key": apart,
+                                     "input": data})
+
+    assert response.status_code == 422, response.content
+    answer = response.json()
+    assert answer["detail"].startswith("business key must be in Unicode's composed form (NFC")
+    assert [e["loc"] for e in answer["errors"]] == [["business_key"]]
+    assert answer["detail"] in _cli_refusal(apart, data)
+    assert list(Run.objects.values_list("business_key", flat=True)) == [composed]
+
+
 def test_an_input_over_its_size_limit_names_its_size_and_the_limit(api_client, settings):
     settings.RUNS_INPUT_MAX_BYTES = 1000
     data = {"order": "x" * 2000, "amount": 5}

@@ -2,6 +2,7 @@
 their stable keys, all in one transaction or not at all."""
 
 import json
+import unicodedata
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from datetime import datetime
@@ -123,6 +124,13 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
             f"business key must be at most {BUSINESS_KEY_MAX} characters of text without NUL "
             "or unpaired surrogates",
             errors=[{"loc": ["business_key"], "msg": "too long or not storable"}])
+    # A key whose accents are written apart ("cafe" and a combining accent) looks like the
+    # composed one everywhere and would start a run of its own, as a space at an end would.
+    if not unicodedata.is_normalized("NFC", business_key):
+        raise InvalidInput(
+            "business key must be in Unicode's composed form (NFC: an accented letter as one "
+            f"character, not a letter and a combining accent): {business_key[:80]!r}",
+            errors=[{"loc": ["business_key"], "msg": "not in Unicode NFC form"}])
     # A business key ends up in mail subjects, log lines and file names.
     if has_control_characters(business_key):
         raise InvalidInput(
