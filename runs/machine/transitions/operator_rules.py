@@ -261,14 +261,18 @@ def held_to_settle(action: str, status: str, attention_reason: str) -> bool:
             and action not in SETTLE_ACTIONS)
 
 
+def table_accepts(action: str) -> Q:
+    """The runs the transition table lets `action` start from, as a filter."""
+    return Q(status__in=[s for s in RunStatus.values if allowed(action, s)])
+
+
 def state_accepts(action: str) -> Q:
     """The runs whose state lets `action` be taken, as a filter: those the transition table
-    lets it start from, but those held_to_settle refuses; refusal() asks both of one run,
-    and a bulk preview counts by this (approvals.bulk_counts), so that its count is the
-    runs that will not be refused for their state."""
-    statuses = [s for s in RunStatus.values if allowed(action, s)]
-    accepted = Q(status__in=statuses)
-    for status in statuses:
+    lets it start from (table_accepts), but those held_to_settle refuses; refusal() asks
+    both of one run, and a bulk preview counts by this (approvals.bulk_counts), so that its
+    count is the runs that will not be refused for their state."""
+    accepted = table_accepts(action)
+    for status in [s for s in RunStatus.values if allowed(action, s)]:
         refused = [r for r in AttentionReason.values if held_to_settle(action, status, r)]
         if refused:
             accepted &= ~Q(status=status, attention_reason__in=refused)
