@@ -117,6 +117,30 @@ def sealed_secret(secret: str) -> str:
     return secret if not secret or sensitive.is_sealed(secret) else sensitive.encrypt(secret)
 
 
+def secrets_sealed_with(replaced) -> int:
+    """Every subscriber's stored secrets with each sealed one replaced by `replaced(it)`,
+    saved where that changed it; how many subscribers changed. The walk of a field key's
+    retirement (runs.operator.field_keys, registered by api.apps): a secret sealed again is
+    the same secret, so its subscriber signs as before and the access chain keeps the
+    retirement's own record, not a change of each subscriber."""
+    changed = 0
+    held = WebhookSubscriber.objects.filter(secret__startswith=sensitive.PREFIX) | \
+        WebhookSubscriber.objects.filter(previous_secret__startswith=sensitive.PREFIX)
+    for pk in held.order_by("pk").values_list("pk", flat=True):
+        with transaction.atomic():
+            subscriber = WebhookSubscriber.objects.select_for_update().get(pk=pk)
+            fields = []
+            for name in ("secret", "previous_secret"):
+                value = getattr(subscriber, name)
+                if sensitive.is_sealed(value) and (kept := replaced(value)) != value:
+                    setattr(subscriber, name, kept)
+                    fields.append(name)
+            if fields:
+                subscriber.save(update_fields=fields)
+                changed += 1
+    return changed
+
+
 def signing_secret(subscriber: WebhookSubscriber) -> str:
     """The secret `subscriber`'s deliveries are signed with: the stored one opened (one
     stored in clear, before api 0012 sealed them, as it is). UnreadableValue if it is sealed

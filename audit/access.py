@@ -39,6 +39,8 @@ class AccessAction(StrEnum):
     WEBHOOK_DELIVERIES_SENT_AGAIN = "webhook_deliveries_sent_again"
     # Which key vouches for the chains: the heads sealed again with the key that signs now.
     AUDIT_HEADS_RESEALED = "audit_heads_resealed"
+    # Which field key the stored sensitive values need: sealed again with the one that seals.
+    FIELDS_RESEALED = "fields_resealed"
 
 
 def access_hash(record: AccessRecord) -> str:

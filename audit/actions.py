@@ -84,6 +84,9 @@ class AuditAction(StrEnum):
     TERMINATED = "terminated"
     REOPENED = "reopened"
     RERUN_FROM_STEP = "rerun_from_step"
+    # maintenance: the run's sensitive values sealed again with the field key that seals now
+    # (runs.operator.field_keys), with the new digests of the results that changed
+    FIELDS_RESEALED = "fields_resealed"
 
 
 # The records every run and step writes on its way through (a ten-step run: 22 of its 23):

@@ -9,7 +9,9 @@ where the model is told what happened, never for display.
 
 Keys come from settings.FIELD_ENCRYPTION_KEYS (key id -> Fernet key); the first one
 encrypts, every one decrypts the values it sealed, found by the id each value carries, so a
-new key is put in front and the old one kept until no stored value names it.
+new key is put in front and the old one kept until no stored value names it
+(`manage.py reseal_fields` seals the stored values again with the new one and says which
+keys they still name).
 """
 
 import json
@@ -99,15 +101,25 @@ def opened(value):
     return value
 
 
-def rotated(value):
-    """A copy of `value` with every sealed value sealed again with the current key."""
+def key_of(sealed: str) -> str:
+    """The id of the key a sealed value names."""
+    return sealed[len(PREFIX):].partition(":")[0]
+
+
+def current_key() -> str:
+    """The id of the key that seals now (the first of FIELD_ENCRYPTION_KEYS)."""
+    return _keys()[0]
+
+
+def each_sealed(value, replaced):
+    """A copy of `value` with every sealed value in it, at any depth of dicts and lists,
+    replaced by `replaced(it)`: the walk of a key's retirement (runs.operator.field_keys)."""
     if is_sealed(value):
-        return encrypt(decrypt(value)) if not value.startswith(
-            f"{PREFIX}{_keys()[0]}:") else value
+        return replaced(value)
     if isinstance(value, dict):
-        return {k: rotated(v) for k, v in value.items()}
+        return {k: each_sealed(v, replaced) for k, v in value.items()}
     if isinstance(value, list):
-        return [rotated(v) for v in value]
+        return [each_sealed(v, replaced) for v in value]
     return value
 
 

@@ -87,7 +87,7 @@ def test_a_sealed_value_names_its_key_and_rotation_keeps_old_values_readable(set
 
     settings.FIELD_ENCRYPTION_KEYS = {"k2": "B" * 43 + "=", "k1": "A" * 43 + "="}
     assert sensitive.opened(sealed)["iban"] == "DE89370400440532013000"
-    again = sensitive.rotated(sealed)
+    again = sensitive.each_sealed(sealed, lambda v: sensitive.encrypt(sensitive.decrypt(v)))
     assert again["iban"].startswith("enc:k2:")
     assert sensitive.encrypt("x").startswith("enc:k2:")
 
