@@ -18,12 +18,19 @@ from api.models import WebhookSubscriber
 from api.subscribers import signing_secret, subscriber_create
 from audit.access import AccessAction
 from audit.actions import AuditAction
+from audit.chain import Actor
 from audit.models import AccessRecord, AuditRecord
 from demo.sandbox.models import LedgerEntry
-from runs.machine import sensitive, transitions
+from runs.agent_models import AgentTurn
+from runs.agents import agent_history
+from runs.execution import executor
+from runs.machine import artifacts, sensitive, transitions
 from runs.machine.transitions.attempts import result_digest
-from runs.models import Run, RunStatus, ToolCall
-from tests.agent_runs import ACTOR, LARGE, advance, start_triage
+from runs.models import Run, RunStatus, Step, ToolCall
+from tests.agent_runs import ACTOR, LARGE, advance, start_summarised, start_triage
+from tests.runs.agents.test_a_value_masked_in_a_turn_is_sent_to_the_model_as_written_and_never_acted_on import (  # noqa: E501
+    summarising_model,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -161,10 +168,6 @@ def account_step():
 
 def test_a_result_kept_as_an_artifact_is_written_anew_and_its_step_refers_to_it(
         account_step, settings):
-    from audit.chain import Actor
-    from runs.execution import executor
-    from runs.machine import artifacts
-    from runs.models import Step
 
     settings.FIELD_ENCRYPTION_KEYS = {OLD: KEYS[OLD]}
     settings.RUNS_RESULT_INLINE_BYTES = 64  # the result goes to an artifact
@@ -187,3 +190,29 @@ def test_a_result_kept_as_an_artifact_is_written_anew_and_its_step_refers_to_it(
                                        "result_sha256": result_digest(step.result)}]
     settings.FIELD_ENCRYPTION_KEYS = {NEW: KEYS[NEW]}
     assert sensitive.opened(artifacts.load(step.result))["iban"] == "DE89370400440532013000"
+    call_command("verify_audit", stdout=io.StringIO())
+
+
+def test_a_summarys_sealed_text_and_its_transcript_are_sealed_anew(live_sandbox, monkeypatch,
+                                                                   settings):
+
+    settings.FIELD_ENCRYPTION_KEYS = {OLD: KEYS[OLD]}
+    settings.EXTERNAL_TIMEOUT_SECONDS = 15
+    summarising_model(monkeypatch)
+    run = advance(start_summarised("tenant-42:reseal-summary"), times=20)
+    assert run.status == RunStatus.COMPLETED, run.status_message
+    summary = AgentTurn.objects.get(step__run=run, summarises__gt=0)
+    written = agent_history.written(summary)
+    assert sealed_keys(summary.sealed_content) == {OLD}
+    assert sealed_keys(artifacts.load(summary.transcript)) == {OLD}
+    settings.FIELD_ENCRYPTION_KEYS = {NEW: KEYS[NEW], OLD: KEYS[OLD]}
+
+    reseal("--reason", "k-old rotated on schedule")
+
+    settings.FIELD_ENCRYPTION_KEYS = {NEW: KEYS[NEW]}
+    summary.refresh_from_db()
+    assert sealed_keys(summary.sealed_content) == {NEW}
+    assert agent_history.written(summary) == written
+    assert sealed_keys(artifacts.load(summary.transcript)) == {NEW}
+    assert f"no stored value names another key than '{NEW}'" in reseal("--count")
+    call_command("verify_audit", stdout=io.StringIO())
