@@ -15,7 +15,7 @@ from django.contrib.admin.utils import build_q_object_from_lookup_parameters, pr
 from django.contrib.admin.views.main import ORDER_VAR, PAGE_VAR, SEARCH_VAR, ChangeList
 from django.core.exceptions import EmptyResultSet, FieldError, FullResultSet, ValidationError
 from django.core.paginator import Paginator
-from django.db import DatabaseError, connection, connections, transaction
+from django.db import DataError, OperationalError, connection, connections, transaction
 from django.db.models import CharField, Value
 from django.db.models.lookups import Regex
 from django.db.models.sql.where import WhereNode
@@ -149,7 +149,14 @@ def patterns_read(query, using: str) -> bool:
         with transaction.atomic(using=using), connections[using].cursor() as cursor:
             cursor.execute("SELECT " + ", ".join(sql for sql, _ in parts),
                            [param for _, params in parts for param in params])
-    except DatabaseError:
+    except DataError:  # PostgreSQL's invalid_regular_expression
+        return False
+    except OperationalError:
+        # SQLite's engine is Python's re, run as a function the database calls: a pattern
+        # it cannot read comes back as that function's failure. On PostgreSQL this error is
+        # the connection's (lost, shut down), not the pattern's: the page fails as any would.
+        if connections[using].vendor != "sqlite":
+            raise
         return False
     return True
 
