@@ -157,6 +157,8 @@ def reseal_run(run_id: int, counts: KeyCounts, *, reason: str, actor: Actor) -> 
                     "key_id": counts.key_id, "values": counts.resealed - before,
                     "results": results})
     except TransitionNotAllowed:
+        if not Run.objects.filter(pk=run_id).exists():
+            return  # archived meanwhile: its file keeps its values as they were sealed
         counts.runs_held.append(run_id)
         count_run(run_id, counts)  # as they are: the keys they name are still needed
         return

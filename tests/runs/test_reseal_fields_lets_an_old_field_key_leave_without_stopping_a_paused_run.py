@@ -216,3 +216,12 @@ def test_a_summarys_sealed_text_and_its_transcript_are_sealed_anew(live_sandbox,
     assert sealed_keys(artifacts.load(summary.transcript)) == {NEW}
     assert f"no stored value names another key than '{NEW}'" in reseal("--count")
     call_command("verify_audit", stdout=io.StringIO())
+
+
+def test_a_run_archived_between_its_listing_and_its_lock_is_not_called_held(settings):
+    from runs.operator.field_keys import KeyCounts, reseal_run
+
+    settings.FIELD_ENCRYPTION_KEYS = {NEW: KEYS[NEW]}
+    counts = KeyCounts(key_id=NEW)
+    reseal_run(2**62, counts, reason="rotated", actor=Actor.system("test"))  # no such run
+    assert counts.runs_held == [] and counts.runs == 0 and not counts.by_key
