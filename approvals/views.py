@@ -77,13 +77,13 @@ def link(request, pk: int, token: str):
         tokens[str(pk)] = token
         request.session[SESSION_TOKENS] = tokens
         return redirect("approvals:detail", pk=pk)
-    # No such request: its run may have finished and been archived since the email was
-    # sent (a workflow may keep finished runs for no day at all), so the link is not said
-    # to be altered. It still counts above: the token cannot be checked without the row.
-    missing = approval is None
+    # A request that does not exist gets the answer of a forged link, counted above the
+    # same way: told apart, they would let anyone try ids to learn which requests exist.
+    # Its run may have finished and been archived since the email was sent (a workflow may
+    # keep finished runs for no day at all), so the page names that case among the causes.
     status = 400 if check is LinkCheck.INVALID else 410
     return render(request, "approvals/link_error.html",
-                  {"check": check.value, "missing": missing, "pk": pk,
+                  {"check": check.value,
                    "approval": approval if check is not LinkCheck.INVALID else None,
                    "timeout_outcome": selectors.timeout_outcome(approval)
                    if check is LinkCheck.USED else ""}, status=status)

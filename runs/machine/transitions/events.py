@@ -52,6 +52,7 @@ from .kernel import (  # the package's shared vocabulary
     step_named,
     steps_done_with,
     transition_on,
+    wait_began,
     wait_ended,
 )
 from .operator import operator_transition
@@ -157,8 +158,7 @@ def awaits(change: Change, lease: Lease, step: Step) -> bool:
             failed_for_its_time(change, lease, step, "its event timeout", exc)
             return True
         before = audit_state(run, step)
-        step.status = StepStatus.WAITING
-        step.started_at = step.started_at or now
+        wait_began(step, now)
         step.remote_ref = awaiting_ref(spec.event_name, key)
         step.next_attempt_at = until
         change.step_changed(step)

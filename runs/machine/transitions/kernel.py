@@ -48,6 +48,7 @@ from .in_flight import (  # noqa: F401 - the vocabulary
 from .lease import Lease  # noqa: F401 - the vocabulary
 from .outcome import Outcome  # noqa: F401 - the vocabulary
 from .unsettled import Effect, end_or_hold, unsettled_effects  # noqa: F401 - the vocabulary
+from .wait_rows import wait_began, wait_ended  # noqa: F401 - the vocabulary
 
 NEW = "new"  # the pseudo-state of a run that does not exist yet
 
@@ -326,13 +327,6 @@ def steps_done_with(run: Run, step: Step, steps: list[Step] | None = None) -> in
         return Step.objects.filter(Q(pk=step.pk) | Q(status__in=list(DONE_STEP_STATUSES)),
                                    run=run).count()
     return sum(1 for s in steps if s.pk == step.pk or s.status in DONE_STEP_STATUSES)
-
-def wait_ended(step: Step) -> None:
-    """A wait that ended and lets the run go on (its event came or was skipped, its
-    timeout's default taken, its approval given) keeps no error of an earlier try of it (a
-    timeout or a rejection that failed it before a person asked again), as an effect's
-    success clears its own (effects.stands)."""
-    step.error_class, step.error_message = "", ""
 
 def require_reason(reason: str, what: str) -> None:
     # Every operator transition calls this first, before any lock is taken: a refusal

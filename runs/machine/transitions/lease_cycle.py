@@ -46,6 +46,7 @@ from .kernel import (
     save_waits,
     terminate_in,
     transition_time,
+    wait_began,
 )
 from .resends import due_at_once
 from .timers import sleeps
@@ -217,8 +218,7 @@ def advance(change: Change, lease: Lease) -> None:
     if step.kind == definition.APPROVAL:
         # A durable wait: no worker is held; decide_approval moves the run on.
         before = audit_state(run, step)
-        step.status = StepStatus.WAITING
-        step.started_at = step.started_at or now
+        wait_began(step, now)
         change.step_changed(step)
         change.move(WAITING, message=f"{step.name} waits for a person's approval")
         change.wait_for_person(step)

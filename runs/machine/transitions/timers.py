@@ -39,6 +39,7 @@ from .kernel import (
     definition_step,
     halt,
     held_status,
+    wait_began,
 )
 from .operator import operator_transition
 from .resends import due_at_once
@@ -106,8 +107,7 @@ def sleeps(change: Change, lease: Lease, step: Step) -> bool:
         if wake_at <= now and due_by_the_database(run, wake_at):
             return False
         before = audit_state(run, step)
-        step.status = StepStatus.WAITING
-        step.started_at = step.started_at or now
+        wait_began(step, now)
         step.next_attempt_at = wake_at
         step.lease_owner, step.lease_expires_at = "", None
         change.step_changed(step)
