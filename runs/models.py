@@ -76,6 +76,10 @@ class AttentionReason(models.TextChoices):
     # An unknown outcome a person (or a lookup they ran) settled as not done: the step
     # failed with that evidence and waits for a person to send it again or end the run.
     SETTLED_NOT_DONE = "settled_not_done", "effect settled as not done"
+    # A value sealed with a field key that FIELD_ENCRYPTION_KEYS does not hold (or holds with
+    # another secret) could not be opened before its effect was sent: nothing was sent, and
+    # the cure is the key ring, not the code (ErrorClass.UNREADABLE).
+    SEALED_VALUE_UNREADABLE = "sealed_value_unreadable", "a sealed value cannot be opened"
 
 
 class ErrorClass(models.TextChoices):
@@ -93,8 +97,11 @@ class ErrorClass(models.TextChoices):
     ENDED_UNDOING = "ended_undoing"
     # A permanent error whose receiver holds an earlier request under the key, with other
     # arguments (HTTP 422 idempotency_key_reused): a lookup by the key finds that request's
-    # effect, never this one's, so it settles nothing (effects.looked_up_verdict).
+    # effect, never this one's, so it settles nothing (lookup_verdicts.looked_up_verdict).
     KEY_REUSED = "key_reused"
+    # A sealed value (runs.machine.sensitive) could not be opened: opened before anything
+    # that needs it is sent, so the effect was not done (errors.classify, effects.fail).
+    UNREADABLE = "unreadable"
 
 
 class Workflow(models.Model):

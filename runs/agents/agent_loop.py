@@ -229,7 +229,11 @@ def keep_transcript(step: Step, turns, calls: list[ToolCall], cut: int) -> trans
 
 def _run_call(lease, step: Step, spec: definition.AgentSpec, ctx: StepContext, call: ToolCall):
     tool = spec.tools[call.tool]
-    args = tool.args.model_validate(sensitive.opened(call.arguments))
+    try:
+        args = tool.args.model_validate(sensitive.opened(call.arguments))
+    except sensitive.UnreadableValue as exc:
+        # Before its intent: not made, and not done (errors.classify, effects.fail).
+        return calls_tx.call_not_made(lease, step, call, classify(exc))
     # None: nothing is sent (it waits for a person's approval, a cancel, a lost lease).
     call = calls_tx.begin_tool_call(lease, step, call)
     if call is None:
@@ -281,10 +285,15 @@ def ask_tool_remote(tool: definition.ToolSpec | None, ctx: StepContext, call: To
     """Look a tool call's effect up by its key: (verdict, error), as executor.ask_remote."""
     if tool is None or tool.reconcile_fn is None:
         return None, ""
-    args = tool.args.model_validate(sensitive.opened(call.arguments))
+
+    def reconcile():
+        # Opened within the lookup: arguments that cannot be opened fail it (LookupFailed),
+        # as a step's earlier result its lookup cannot open does.
+        return tool.reconcile_fn(ctx, tool.args.model_validate(sensitive.opened(call.arguments)))
+
     # A found result is sealed and kept as the call's own result is (tool_results.kept).
     verdict, error = lookups.ask(ctx, kind="tool", what=f"lookup {call.tool}",
-                                 reconcile=lambda: tool.reconcile_fn(ctx, args),
+                                 reconcile=reconcile,
                                  stem=f"{ctx.step}-{call.tool}",
                                  sealed=lambda value: sensitive.seal_result(value, tool))
     return verdict, printable(error)

@@ -17,6 +17,7 @@ from billiard.exceptions import SoftTimeLimitExceeded
 from audit.redaction import redact_text
 
 from ..models import ErrorClass
+from .sensitive import UnreadableValue
 from .storable import printable
 
 
@@ -69,7 +70,7 @@ class IdempotencyKeyReused(PermanentError):
 
 
 # What a lookup finds under a key its receiver said holds an earlier request with other
-# arguments is that request's effect (transitions.effects.looked_up_verdict): recorded as
+# arguments is that request's effect (transitions.lookup_verdicts.looked_up_verdict): recorded as
 # this one's, the run would go on as if it had done what it never asked for.
 KEY_HOLDS_ANOTHER_REQUEST = (
     "the key holds an earlier request with other arguments (key_reused): what the lookup "
@@ -357,7 +358,8 @@ def classify(exc: BaseException, *,
     receiver may have committed (unknown). HTTP statuses: 429/503 transient (honouring
     Retry-After), 500/502/504 unknown, other 4xx and 501 permanent; a 422 refusing a key
     reused with other arguments is permanent and says so, naming the key and both
-    arguments' hashes.
+    arguments' hashes. A sealed value that cannot be opened (sensitive.UnreadableValue) is
+    unreadable: not done, whatever the effect.
     """
     # Every call of workflow code has its failure classified here. A process on its way
     # out, recorded as the call's own failure, would hold its run for a person as an
@@ -372,6 +374,15 @@ def classify(exc: BaseException, *,
         except Exception:
             retry_after = _UNREADABLE
         return Classified(exc.error_class, message, retry_after)
+    if isinstance(exc, UnreadableValue):
+        # Sealed values are opened before anything that needs them is sent (a tool's
+        # arguments before the call, the conversation before the model is asked, an earlier
+        # step's result as the step's code reads it): nothing was sent, and the cure is the
+        # key ring, not the code. Before non_retryable: it is the runtime's, not the step's.
+        # The message names the key (sensitive.decrypt).
+        return Classified(ErrorClass.UNREADABLE, f"{message}: nothing that needs it was sent; "
+                          "put the key it was sealed with back in FIELD_ENCRYPTION_KEYS on "
+                          "every worker (after the current key), then retry")
     if non_retryable and isinstance(exc, non_retryable):
         return Classified(ErrorClass.PERMANENT, message)
     if isinstance(exc, httpx.HTTPStatusError):

@@ -11,9 +11,9 @@ from .. import store
 from ..agent_models import ToolCall, ToolCallStatus
 from ..definitions import definition
 from ..definitions.contracts import step_contract
-from ..machine.transitions.effects import not_found_trusted_from
+from ..machine.transitions.lookup_verdicts import not_found_trusted_from
 from ..machine.transitions.operator_rules import paused_undo
-from ..machine.transitions.tool_call_rules import call_refusal
+from ..machine.transitions.tool_call_rules import call_refusal, last_turn, tool_of
 from ..models import AttentionReason, ErrorClass, Run, RunStatus, Step, StepStatus, Workflow
 from ..permissions import grant_for
 from .actions import ACTIONS, OperatorAction
@@ -106,6 +106,11 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
         call = unknown_tool_call(step)
         if call is not None:
             return _reconcile_tool_call(run, step, call, happened, known, reason)
+    if reason == AttentionReason.SEALED_VALUE_UNREADABLE and step is not None \
+            and step.kind == definition.AGENT and step.status == StepStatus.FAILED:
+        call = unreadable_tool_call(step)
+        if call is not None:  # else its model turn stopped it: the step is retried
+            return _retry_tool_call(run, step, call, happened, known, reason, workflow)
     # The step is the one the recommended action's transition would act on: a run paused
     # before the undo of one step may hold another step that failed, and naming that one
     # would recommend what the transition refuses.
@@ -152,6 +157,12 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
         return offer("reconcile", f"{name} has no lookup: check the remote system by hand "
                      f"({step_contract(spec).evidence if spec else 'its evidence'}) and record "
                      "what you found, with evidence.", name)
+    if _undo_needs_sealed_value(reason, step):
+        return offer("compensate", f"The undo of {name} {_sealed_value_words('compensate')} "
+                     "again: the undo is sent again with its own key.")
+    if reason == AttentionReason.SEALED_VALUE_UNREADABLE:
+        return offer("retry_step", f"{name} {_sealed_value_words('retry it')} with the same "
+                     "key.", name)
     if reason == AttentionReason.COMPENSATION_PAUSED:
         paused = paused_undo(run, steps, workflow)  # a step's undo, or one tool call's
         return offer("confirm_compensation", f"Check what the undo of {paused or name} will "
@@ -291,6 +302,25 @@ def _agent_budget_spent(reason: str, step: Step | None) -> bool:
         and step.kind == definition.AGENT
 
 
+def _sealed_value_words(then: str) -> str:
+    """What a step, a tool call or an undo held for a sealed value it could not open
+    (AttentionReason.SEALED_VALUE_UNREADABLE) needs, and what to do before `then`. Its
+    error names the key (sensitive.decrypt)."""
+    return ("needs a value sealed with a field key that this installation's "
+            "FIELD_ENCRYPTION_KEYS does not hold, or holds with another secret (its error "
+            "names the key): nothing was sent. Put that key back in FIELD_ENCRYPTION_KEYS on "
+            "every worker and the console (after the current key; `manage.py reseal_fields` "
+            "seals stored values again under the current key, so that an old key can go), "
+            f"then {then}")
+
+
+def _undo_needs_sealed_value(reason: str, step: Step | None) -> bool:
+    """Whether the run stopped undoing because an undo could not open a sealed value
+    (effects.undo_outcome): it goes on undoing, never forward."""
+    return reason == AttentionReason.SEALED_VALUE_UNREADABLE and step is not None \
+        and step.status == StepStatus.COMPENSATION_FAILED
+
+
 def _settled_not_done(reason: str, step: Step | None) -> bool:
     """Whether the unknown outcome that stopped the run was settled as not done (reconciled
     "not found"): its step failed, and what follows is a retry, not another lookup."""
@@ -307,6 +337,8 @@ def _action_for(reason: str, step: Step | None) -> str:
         return "reconcile"
     if _agent_budget_spent(reason, step):
         return "rerun_from_step"
+    if _undo_needs_sealed_value(reason, step):
+        return "compensate"
     return {
         AttentionReason.COMPENSATION_PAUSED: "confirm_compensation",
         AttentionReason.COMPENSATION_FAILED: "compensate",
@@ -314,6 +346,7 @@ def _action_for(reason: str, step: Step | None) -> str:
         AttentionReason.PERMANENT_ERROR: "retry_step",
         AttentionReason.MODEL_OUTPUT_PAUSED: "retry_step",
         AttentionReason.UNCLASSIFIED_ERROR: "retry_step",
+        AttentionReason.SEALED_VALUE_UNREADABLE: "retry_step",
         AttentionReason.APPROVAL_REJECTED: "compensate",
     }.get(reason, "resume")
 
@@ -334,6 +367,34 @@ def unknown_tool_call(step: Step) -> ToolCall | None:
     """The agent step's oldest tool call whose outcome is unknown (one query)."""
     return (ToolCall.objects.filter(step=step, status=ToolCallStatus.UNKNOWN)
             .order_by("turn", "index").first())
+
+
+def unreadable_tool_call(step: Step) -> ToolCall | None:
+    """The agent step's newest tool call that failed on a sealed value it could not open
+    (ErrorClass.UNREADABLE), in its generation (one query)."""
+    return (ToolCall.objects.filter(step=step, generation=step.generation,
+                                    status=ToolCallStatus.FAILED,
+                                    error_class=ErrorClass.UNREADABLE)
+            .order_by("-turn", "-index").first())
+
+
+def _retry_tool_call(run: Run, step: Step, call: ToolCall, happened: str, known: list[str],
+                     reason: str, workflow: definition.Workflow | None) -> Recommendation:
+    """Send the call that could not open a sealed value again with its own key, once the
+    key is back: asking the model again would not make it."""
+    action = ACTIONS["retry_tool_call"]
+    where = f"tool call {call.ref} ({call.tool}) of {step.name}"
+    refused = call_refusal(action.name, run, step, call, tool_of(workflow, step, call),
+                           last_turn=last_turn(step))
+    why = (f"The {where} {_sealed_value_words('retry the call')} with its own key "
+           f"{call.idempotency_key} (where its tool asks for approval of its arguments, it "
+           "is asked again first).")
+    return Recommendation(
+        happened=happened, known=known, unknown=[],
+        action=None if refused else action, step=step.name if not refused else "",
+        why=why if not refused else f"{why} (not possible now: {refused})", reason=reason,
+        call_slug="" if refused else f"{step.name}-{call.turn}-{call.index}",
+        meant=action.name)
 
 
 def _reconcile_tool_call(run: Run, step: Step, call: ToolCall, happened: str,

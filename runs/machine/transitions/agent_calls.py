@@ -22,7 +22,7 @@ from audit.models import AuditRecord
 from ...agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ...definitions import definition
 from ...models import AttentionReason, Run, Step, StepStatus
-from ..errors import TransitionNotAllowed
+from ..errors import Classified, TransitionNotAllowed
 from ..storable import quoted, whole_number
 from . import effects
 from .clashes import written_again_on_clash
@@ -163,6 +163,30 @@ def record_tool_outcome_once(lease: Lease, step: Step, call: ToolCall, outcome: 
                             AuditAction.TOOL_CALL_SUCCEEDED)
         else:
             effects.fail(change, lease, effect, outcome)
+    return lease
+
+
+def call_not_made(lease: Lease, step: Step, call: ToolCall, error: Classified, *,
+                  now: datetime | None = None) -> Lease:
+    """`call` failed before its intent, so nothing was sent: its stored arguments could not
+    be opened (errors.classify). Recorded by the effect machine's rule (effects.fail), as a
+    failure after the call is, its attempt not counted; a cancel request takes effect
+    instead. Rolled back by the database for a clash with another session, it is written
+    again (clashes)."""
+    return written_again_on_clash(
+        lease, step, f"the failure of tool call {call.ref} ({call.tool}) of step {step.name} "
+                     "before it was made",
+        lambda step: call_not_made_once(lease, step, call, error, now))
+
+
+def call_not_made_once(lease: Lease, step: Step, call: ToolCall, error: Classified,
+                       now: datetime | None) -> Lease:
+    with holding(lease, "tool_call", now,
+                 cancel_before=f"before tool call {call.ref} ({call.tool})") as change:
+        if change is None:
+            return lease
+        effects.fail(change, lease, effects.CallEffect(lease, step, fresh_call(call)),
+                     Outcome.failure(error))
     return lease
 
 

@@ -39,6 +39,7 @@ from .kernel import (
     transition_time,
     unsettled_effects,
 )
+from .lookup_verdicts import looked_up_verdict
 from .operator import operator_transition
 from .operator_rules import decision_refusal
 from .tool_call_rules import tool_of
@@ -65,8 +66,16 @@ def retry_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
         step, call = checked_call(op, "retry_tool_call", step_name, call_ref)
         before = audit_state(run, step)
         tool = tool_of(op.definition, step, call)
-        approval_spent = bool(call.approved_hash) and tool is not None and \
-            tool.needs_approval(tool.args.model_validate(sensitive.opened(call.arguments)))
+        try:
+            approval_spent = bool(call.approved_hash) and tool is not None and \
+                tool.needs_approval(tool.args.model_validate(sensitive.opened(call.arguments)))
+        except sensitive.UnreadableValue as exc:
+            # Whether its approval is spent depends on them: sent again now, it would fail
+            # again at once (errors.classify).
+            raise TransitionNotAllowed(
+                f"tool call {call_ref} of {step_name} is not sent again: its arguments cannot "
+                f"be opened here ({exc}); put that key back in FIELD_ENCRYPTION_KEYS, then "
+                "retry it") from None
         if approval_spent:
             call.approved_hash, call.approved_by = "", ""
         effects.sent_again_by_person(
@@ -219,7 +228,7 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
         before = audit_state(run, step)
         effect = effects.CallEffect(op, step, call)
         if looked_up:
-            verdict = effects.looked_up_verdict(effect, verdict, change.now)
+            verdict = looked_up_verdict(effect, verdict, change.now)
         # "Not done" may be said before a slow request has landed: the model, told the call
         # did not happen, may ask for it again, and that repeat is sent with this key.
         call.key_open_for_repeat = isinstance(verdict, definition.NotFound)

@@ -25,7 +25,6 @@ from audit.redaction import redact, redact_text
 
 from ...definitions import definition
 from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
-from ..errors import KEY_HOLDS_ANOTHER_REQUEST
 from .compensation import advance_compensation, begin_compensation, compensation_plan
 from .effect_rows import FAILED, PENDING, SUCCEEDED, UNKNOWN, CallEffect, Effect, StepEffect
 from .in_flight import (
@@ -48,6 +47,7 @@ from .kernel import (  # the package's shared vocabulary
     Outcome,
     audit_state,
 )
+from .lookup_verdicts import not_found_trusted_from
 from .resends import release_until, schedule_resend
 from .tool_call_rules import calls_of
 
@@ -102,6 +102,14 @@ def fail(change: Change, lease: Lease, effect: Effect, outcome: Outcome) -> bool
         effect.save(change)
         stop(change, lease, effect, before, AttentionReason.PERMANENT_ERROR, error.message,
              error.message)
+    elif cls == ErrorClass.UNREADABLE:
+        # A sealed value was not opened, before anything that needs it was sent
+        # (errors.classify): not done, whatever the effect. Held for the key to be put back,
+        # never undone by policy: nothing the run did was refused.
+        row.status = FAILED
+        effect.save(change)
+        halt(change, lease, effect, before, reason=AttentionReason.SEALED_VALUE_UNREADABLE,
+             message=error.message, data={"error": error.message})
     elif cls == ErrorClass.UNKNOWN:
         # It may have happened. Never relabel it failed: it is looked up by key before
         # anything else is written.
@@ -189,38 +197,6 @@ def halt(change: Change, lease: Lease, effect: Effect, before: dict, *, reason: 
     change.audit(action, step=effect.step, before=before,
                  after=audit_state(change.run, effect.step), data=effect.data(**data))
     lease.finished, lease.work = True, None
-
-
-def not_found_trusted_from(spec, row, now):
-    """When a lookup's "not found" for `row` proves nothing yet, the time from which it will;
-    None when it may be trusted now. A receiver that ignores keys may still act on a request
-    in flight, so its first "not found" is trusted only `lookup_delay` seconds later (the
-    row's next_attempt_at keeps that time): the automation looks again then, and a person's
-    lookup before then is told so (looked_up_verdict). A receiver that honours keys makes
-    a late request harmless: the resend carries the same key."""
-    if spec.honours_key or spec.lookup_delay <= 0:
-        return None
-    if row.next_attempt_at is not None and row.next_attempt_at <= now:
-        return None
-    return row.next_attempt_at or now + timedelta(seconds=spec.lookup_delay)
-
-
-def looked_up_verdict(effect: Effect, verdict, now):
-    """A lookup's verdict as a person's reconcile records it: a "not found" that proves
-    nothing yet (not_found_trusted_from) leaves the effect unknown, the row remembering when
-    a lookup may be trusted, so that the Retry after a "not done" cannot send again what a
-    request in flight is about to do; a "found" under a reused key proves nothing of it."""
-    if isinstance(verdict, definition.Found) and effect.row.error_class == ErrorClass.KEY_REUSED:
-        return definition.Undetermined(KEY_HOLDS_ANOTHER_REQUEST)
-    if not isinstance(verdict, definition.NotFound):
-        return verdict
-    trusted_from = not_found_trusted_from(effect.spec, effect.row, now)
-    if trusted_from is None:
-        return verdict
-    effect.row.next_attempt_at = trusted_from
-    return definition.Undetermined(
-        f"not found yet: the receiver ignores keys, and a request still in flight could land "
-        f"until {trusted_from:%Y-%m-%d %H:%M:%S %Z}; look it up again then")
 
 
 def settle(change: Change, lease: Lease, effect: Effect, verdict, *, error: str = "") -> bool:
@@ -394,7 +370,10 @@ def undo_outcome(change: Change, lease: Lease, step: Step, outcome: Outcome) -> 
     # An agent step's calls fail with it: the one left compensating, to be sent again with
     # its key, is sent by nothing now.
     calls = {call.ref: call.status for call in calls_not_undone(change, step)}
-    halt(change, lease, effect, before, to=CFAIL, reason=AttentionReason.COMPENSATION_FAILED,
+    # An undo that could not open a sealed value sent nothing: its reason says what to mend.
+    reason = AttentionReason.SEALED_VALUE_UNREADABLE \
+        if error.error_class == ErrorClass.UNREADABLE else AttentionReason.COMPENSATION_FAILED
+    halt(change, lease, effect, before, to=CFAIL, reason=reason,
          message=f"compensation failed: {error_message}",
          data={"error": error.message, **({"tool_calls": calls} if calls else {})},
          action=AuditAction.COMPENSATION_FAILED)

@@ -39,6 +39,7 @@ from .kernel import (  # the package's shared vocabulary
     transition_on,
     unsettled_effects,
 )
+from .lookup_verdicts import looked_up_verdict
 from .operator_rules import (
     checked,
     high_impact_effects,
@@ -157,7 +158,7 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
     NotFound() (evidence nothing changed: the step is marked failed and waits for an explicit
     retry) or Undetermined(reason) (still unknown; the run stays in attention). `looked_up`:
     the verdict is a lookup's by key, whose "not found" may prove nothing yet
-    (effects.looked_up_verdict).
+    (lookup_verdicts.looked_up_verdict).
     """
     require_evidence(verdict, evidence, f"reconcile {step_name}")
     with operator_transition(run_id, "reconcile", actor=actor, reason=reason, now=now,
@@ -169,7 +170,7 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
         ended = run.attention_reason == AttentionReason.ENDED_UNSETTLED
         effect = effects.StepEffect(op, step)
         if looked_up:
-            verdict = effects.looked_up_verdict(effect, verdict, change.now)
+            verdict = looked_up_verdict(effect, verdict, change.now)
         if isinstance(verdict, definition.NotFound) and effects.settled_not_done(step):
             # The same settlement sent twice (a retried request, two people who read the
             # same unknown step): the first settled it, the second would record again. A

@@ -147,12 +147,15 @@ def unworkable_call(calls: list[ToolCall], spec: definition.AgentSpec, workflow:
 
 def args_problem(tool: definition.ToolSpec, call: ToolCall) -> str | None:
     """Why the call's stored arguments no longer pass its tool's schema (fields and why,
-    never the values), or None."""
+    never the values), or None. Arguments that cannot be opened are no problem of the
+    schema's: the work that opens them records it, as a failure (errors.classify)."""
     try:
         tool.args.model_validate(sensitive.opened(call.arguments))
     except ValidationError as exc:
         return (f"the call's stored arguments no longer match {tool.args.__name__}: "
                 f"{definition.input_errors_text(exc.errors())}")
+    except sensitive.UnreadableValue:
+        return None
     return None
 
 
