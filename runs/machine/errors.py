@@ -359,7 +359,7 @@ def classify(exc: BaseException, *,
     Retry-After), 500/502/504 unknown, other 4xx and 501 permanent; a 422 refusing a key
     reused with other arguments is permanent and says so, naming the key and both
     arguments' hashes. A sealed value that cannot be opened (sensitive.UnreadableValue) is
-    unreadable: not done, whatever the effect.
+    unreadable: the effect machine says whether anything may have been sent (effects.fail).
     """
     # Every call of workflow code has its failure classified here. A process on its way
     # out, recorded as the call's own failure, would hold its run for a person as an
@@ -375,14 +375,13 @@ def classify(exc: BaseException, *,
             retry_after = _UNREADABLE
         return Classified(exc.error_class, message, retry_after)
     if isinstance(exc, UnreadableValue):
-        # Sealed values are opened before anything that needs them is sent (a tool's
-        # arguments before the call, the conversation before the model is asked, an earlier
-        # step's result as the step's code reads it): nothing was sent, and the cure is the
-        # key ring, not the code. Before non_retryable: it is the runtime's, not the step's.
-        # The message names the key (sensitive.decrypt).
-        return Classified(ErrorClass.UNREADABLE, f"{message}: nothing that needs it was sent; "
-                          "put the key it was sealed with back in FIELD_ENCRYPTION_KEYS on "
-                          "every worker (after the current key), then retry")
+        # The cure is the key ring, not the code; whether anything was sent is the effect
+        # machine's to say (effects.fail: a tool's arguments are opened before the call, an
+        # earlier result as the step's code reads it). Before non_retryable: it is the
+        # runtime's error, not the step's. The message names the key (sensitive.decrypt).
+        return Classified(ErrorClass.UNREADABLE, f"{message}: put the key it was sealed "
+                          "with back in FIELD_ENCRYPTION_KEYS on every worker (after the "
+                          "current key)")
     if non_retryable and isinstance(exc, non_retryable):
         return Classified(ErrorClass.PERMANENT, message)
     if isinstance(exc, httpx.HTTPStatusError):

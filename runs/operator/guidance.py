@@ -147,19 +147,27 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
     if reason == AttentionReason.UNKNOWN_OUTCOME or (
             step is not None and step.status == StepStatus.UNKNOWN):
         unknown.append(f"whether {name} took effect in the remote system")
+        # Its code could not open a sealed value and may have sent before it read it
+        # (effects.fail): the key goes back before anything reads the value again.
+        first = (f"{name} {NEEDS_SEALED_VALUE}, and its code ran: it may have sent before "
+                 f"it read the value. {PUT_THE_KEY_BACK}. Then: "
+                 if reason == AttentionReason.SEALED_VALUE_UNREADABLE else "")
         if spec is not None and spec.reconcile_fn is not None:
             if (trusted_from := _not_found_proves_nothing_until(spec, step)) is not None:
-                return offer("reconcile", f"Look {name} up by its key again after "
+                return offer("reconcile", f"{first}Look {name} up by its key again after "
                              f"{trusted_from:%Y-%m-%d %H:%M:%S %Z}: {NOT_FOUND_YET}", name)
-            return offer("reconcile", f"Look {name} up by its key now: found settles it and "
-                         "the run continues; not found marks it failed, to retry with the same "
-                         "key.", name)
-        return offer("reconcile", f"{name} has no lookup: check the remote system by hand "
-                     f"({step_contract(spec).evidence if spec else 'its evidence'}) and record "
-                     "what you found, with evidence.", name)
+            return offer("reconcile", f"{first}Look {name} up by its key now: found settles "
+                         "it and the run continues; not found marks it failed, to retry with "
+                         "the same key.", name)
+        return offer("reconcile", f"{first}{name} has no lookup: check the remote system by "
+                     f"hand ({step_contract(spec).evidence if spec else 'its evidence'}) and "
+                     "record what you found, with evidence.", name)
     if _undo_needs_sealed_value(reason, step):
-        return offer("compensate", f"The undo of {name} {_sealed_value_words('compensate')} "
-                     "again: the undo is sent again with its own key.")
+        # An undo's code reads the value: it may have sent before (effects.undo_outcome
+        # holds it as any failed undo, sent again with its own key).
+        return offer("compensate", f"The undo of {name} {NEEDS_SEALED_VALUE}. "
+                     f"{PUT_THE_KEY_BACK}, then compensate again: the undo is sent again "
+                     "with its own key.")
     if reason == AttentionReason.SEALED_VALUE_UNREADABLE:
         return offer("retry_step", f"{name} {_sealed_value_words('retry it')} with the same "
                      "key.", name)
@@ -302,16 +310,21 @@ def _agent_budget_spent(reason: str, step: Step | None) -> bool:
         and step.kind == definition.AGENT
 
 
+# What a step, a tool call or an undo held for a sealed value it could not open
+# (AttentionReason.SEALED_VALUE_UNREADABLE) needs, and the cure. Its error names the key
+# (sensitive.decrypt).
+NEEDS_SEALED_VALUE = ("needs a value sealed with a field key that this installation's "
+                      "FIELD_ENCRYPTION_KEYS does not hold, or holds with another secret (its "
+                      "error names the key)")
+PUT_THE_KEY_BACK = ("Put that key back in FIELD_ENCRYPTION_KEYS on every worker and the "
+                    "console (after the current key; `manage.py reseal_fields` seals stored "
+                    "values again under the current key, so that an old key can go)")
+
+
 def _sealed_value_words(then: str) -> str:
-    """What a step, a tool call or an undo held for a sealed value it could not open
-    (AttentionReason.SEALED_VALUE_UNREADABLE) needs, and what to do before `then`. Its
-    error names the key (sensitive.decrypt)."""
-    return ("needs a value sealed with a field key that this installation's "
-            "FIELD_ENCRYPTION_KEYS does not hold, or holds with another secret (its error "
-            "names the key): nothing was sent. Put that key back in FIELD_ENCRYPTION_KEYS on "
-            "every worker and the console (after the current key; `manage.py reseal_fields` "
-            "seals stored values again under the current key, so that an old key can go), "
-            f"then {then}")
+    """The words for an effect held for a sealed value before anything was sent, ending
+    with what to do once the key is back (`then`)."""
+    return f"{NEEDS_SEALED_VALUE}: nothing was sent. {PUT_THE_KEY_BACK}, then {then}"
 
 
 def _undo_needs_sealed_value(reason: str, step: Step | None) -> bool:

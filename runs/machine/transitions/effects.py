@@ -82,6 +82,12 @@ def stands(change: Change, effect: Effect, value, remote_ref: str, *,
     row.finished_at = change.now
 
 
+# What a sealed value that could not be opened left behind (fail): said after its error.
+NOTHING_SENT = "nothing that needs it was sent"
+MAY_HAVE_SENT = ("its code ran and may have sent before it read the value: look it up by "
+                 "its key once the key is back")
+
+
 def fail(change: Change, lease: Lease, effect: Effect, outcome: Outcome) -> bool:
     """Apply a classified error to the effect and decide what the run does next. True when
     the caller goes on to the next piece of work (a rejected model output, within budget)."""
@@ -103,13 +109,17 @@ def fail(change: Change, lease: Lease, effect: Effect, outcome: Outcome) -> bool
         stop(change, lease, effect, before, AttentionReason.PERMANENT_ERROR, error.message,
              error.message)
     elif cls == ErrorClass.UNREADABLE:
-        # A sealed value was not opened, before anything that needs it was sent
-        # (errors.classify): not done, whatever the effect. Held for the key to be put back,
-        # never undone by policy: nothing the run did was refused.
-        row.status = FAILED
+        # A sealed value could not be opened (errors.classify). Opened by the runtime before
+        # the effect (a tool call's arguments, an agent's conversation), nothing was sent:
+        # failed. Opened by the code of an effect that acts elsewhere (an earlier result it
+        # reads), it may have sent before it read: unknown, to be looked up once the key is
+        # back. Held either way for the key, never undone by policy.
+        acted = row.status == StepStatus.RUNNING and spec.has_side_effect
+        row.status = UNKNOWN if acted else FAILED
         effect.save(change)
+        said = f"{error.message}; {MAY_HAVE_SENT if acted else NOTHING_SENT}"
         halt(change, lease, effect, before, reason=AttentionReason.SEALED_VALUE_UNREADABLE,
-             message=error.message, data={"error": error.message})
+             message=said, data={"error": said})
     elif cls == ErrorClass.UNKNOWN:
         # It may have happened. Never relabel it failed: it is looked up by key before
         # anything else is written.

@@ -1,11 +1,13 @@
-"""A value sealed with a key that FIELD_ENCRYPTION_KEYS no longer holds is opened before
-anything that needs it is sent: a tool call's arguments before the call, an agent's
-conversation before the model is asked, an earlier step's result before the step's code (or
-its undo) can send it. The run is held for a person with a reason of its own
-(sealed_value_unreadable), the effect failed, never unknown, since nothing was sent, and the
-next step says to put the key back. Put back, a retry sends it once. Before, the agent's
-worker crashed on the call's arguments (the run taken back again and again), and a step's
-effect or a model turn was called unknown or unexpected, to be fixed in the code."""
+"""A value sealed with a key that FIELD_ENCRYPTION_KEYS no longer holds holds its run for a
+person with a reason of its own (sealed_value_unreadable), whose next step says to put the
+key back. Opened by the runtime before the effect (a tool call's arguments before the call,
+an agent's conversation before the model is asked), nothing was sent: the effect failed, and
+a retry with the key back sends it once. Opened by the code of a write (an earlier step's
+result it reads), it may have sent before it read: unknown, looked up by its key once the
+key is back, and sent once if not found. An undo that cannot open it stands as any failed
+undo, sent again with its own key. Before, the agent's worker crashed on the call's
+arguments (the run taken back again and again), and a step's effect or a model turn was
+called unknown or unexpected, to be fixed in the code."""
 
 import pytest
 from cryptography.fernet import Fernet
@@ -14,7 +16,7 @@ from audit.chain import Actor
 from demo.sandbox.models import LedgerEntry, ModelCall
 from runs.agent_models import ToolCall
 from runs.definitions import definition
-from runs.definitions.definition import StepResult, Workflow
+from runs.definitions.definition import Found, NotFound, StepResult, Workflow
 from runs.execution import executor
 from runs.machine import sensitive, transitions
 from runs.machine.errors import PermanentError, TransitionNotAllowed
@@ -134,7 +136,8 @@ def test_a_conversation_holding_a_value_that_cannot_be_opened_is_not_sent_to_the
 @pytest.fixture
 def paying():
     """A read step whose result holds a bank account declared sensitive, a person's
-    approval, and a high-impact write that sends the account: what it sent is in `script`."""
+    approval, and a high-impact write that sends the account, with a lookup by its key:
+    what it sent is in `script`."""
     workflow = Workflow("test-sealed-result-read-later", version=1, input=OrderIn)
 
     @workflow.read("fetch-account", sensitive=("iban",), retry=FAST)
@@ -155,12 +158,17 @@ def paying():
 
         return scripted_call(ctx, send)
 
+    @pay.reconcile
+    def find_payment(ctx):
+        ref = script.effects.get(ctx.key)
+        return Found(ref, {"payment": ref}) if ref else NotFound()
+
     yield workflow
     definition.registry.unregister(workflow)
 
 
 @pytest.mark.django_db
-def test_a_step_reading_an_earlier_result_that_cannot_be_opened_is_held_not_unknown(
+def test_a_write_whose_code_cannot_open_an_earlier_result_may_have_sent_and_is_looked_up(
         paying, settings):
     settings.FIELD_ENCRYPTION_KEYS = {"old": OLD}
     run, _ = transitions.start_run(workflow="test-sealed-result-read-later",
@@ -173,15 +181,27 @@ def test_a_step_reading_an_earlier_result_that_cannot_be_opened_is_held_not_unkn
     executor.advance_run(run.pk, worker="w1")
     run = Run.objects.get(pk=run.pk)
 
-    advice = _held_for_the_key(run)
+    # Its code ran: it may have sent before it read the value, so it is never called
+    # failed (here it read first, and nothing was sent).
+    assert run.status == RunStatus.ATTENTION, (run.status, run.status_message)
+    assert run.attention_reason == AttentionReason.SEALED_VALUE_UNREADABLE
+    assert "'old'" in run.status_message and "may have sent" in run.status_message
     pay = Step.objects.get(run=run, name="pay")
-    assert (pay.status, pay.error_class) == (StepStatus.FAILED, ErrorClass.UNREADABLE)
+    assert (pay.status, pay.error_class) == (StepStatus.UNKNOWN, ErrorClass.UNREADABLE)
     assert script.effects == {} and [c for c in script.calls if c[0] == "pay"] == []
-    assert (advice.action.name, advice.step) == ("retry_step", "pay")
+    advice = recommend(run, _steps(run))
+    assert (advice.action.name, advice.step) == ("reconcile", "pay")
+    assert "FIELD_ENCRYPTION_KEYS" in advice.why and "reseal_fields" in advice.why
+    assert "may have sent" in advice.why and "nothing was sent" not in advice.why
 
     settings.FIELD_ENCRYPTION_KEYS = {"new": NEW, "old": OLD}
     advice.action.perform(run.pk, actor=ACTOR, given=ActionInput(
         reason="field key old put back", step="pay"))
+    run = Run.objects.get(pk=run.pk)
+    pay.refresh_from_db()
+    assert pay.status == StepStatus.FAILED  # not found: settled as not done
+    assert recommend(run, _steps(run)).action.name == "retry_step"
+    transitions.retry_step(run.pk, step_name="pay", actor=ACTOR, reason="not sent: send it")
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
     pay.refresh_from_db()
     assert list(script.effects) == [pay.idempotency_key]
@@ -240,7 +260,8 @@ def test_an_undo_reading_a_result_that_cannot_be_opened_holds_the_compensation(r
     assert script.compensations == {}
     advice = recommend(run, _steps(run))
     assert advice.action.name == "compensate"
-    assert "FIELD_ENCRYPTION_KEYS" in advice.why and "nothing was sent" in advice.why
+    # Its code read the value: whether it sent before is not known, so it is not said.
+    assert "FIELD_ENCRYPTION_KEYS" in advice.why and "nothing was sent" not in advice.why
 
     settings.FIELD_ENCRYPTION_KEYS = {"new": NEW, "old": OLD}
     advice.action.perform(run.pk, actor=ACTOR, given=ActionInput(
