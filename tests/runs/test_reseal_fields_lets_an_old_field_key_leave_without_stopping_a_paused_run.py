@@ -39,9 +39,15 @@ KEYS = {OLD: "A" * 43 + "=", NEW: "B" * 43 + "="}
 SECRET = "whsec-4711-typed-by-an-admin"
 
 
-def reseal(*args: str) -> str:
+def reseal(*args: str, exits: int = 0) -> str:
+    """What the command said; `exits`: the status it must end with (3: a value is left)."""
     out = io.StringIO()
-    call_command("reseal_fields", *args, stdout=out)
+    if not exits:
+        call_command("reseal_fields", *args, stdout=out)
+        return out.getvalue()
+    with pytest.raises(CommandError, match="not every stored value is sealed with") as ended:
+        call_command("reseal_fields", *args, stdout=out)
+    assert ended.value.returncode == exits
     return out.getvalue()
 
 
@@ -109,7 +115,7 @@ def test_every_sealed_value_is_sealed_again_and_the_paused_run_goes_on_without_t
 def test_a_run_a_worker_holds_is_left_and_named_for_a_later_pass(paused_under_the_old_key):
     run, _ = paused_under_the_old_key
     Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
-    said = reseal("--reason", "k-old rotated on schedule")
+    said = reseal("--reason", "k-old rotated on schedule", exits=3)
     assert f"left 1 run(s) a worker holds now (run the command again once they have " \
            f"stopped): {run.pk}" in said
     assert f"still needed: '{OLD}'" in said
@@ -122,9 +128,11 @@ def test_a_value_no_key_opens_is_counted_and_left(paused_under_the_old_key, sett
     run, _ = paused_under_the_old_key
     settings.FIELD_ENCRYPTION_KEYS = {NEW: KEYS[NEW]}  # removed before its values were moved
     post = ToolCall.objects.get(step__run=run, tool="post-ledger")
-    said = reseal("--reason", "k-old rotated on schedule")
+    said = reseal("--reason", "k-old rotated on schedule", exits=3)
     assert "sealed 0 value(s) again" in said
     assert f"key '{OLD}':" in said and "of them no key held opens" in said
+    assert "not in this process's FIELD_ENCRYPTION_KEYS: they cannot be opened here" in said
+    assert "not in this process's" in reseal("--count")
     post.refresh_from_db()
     assert sealed_keys(post.arguments) == {OLD}
     assert not AuditRecord.objects.filter(run=run, action=AuditAction.FIELDS_RESEALED).exists()

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from audit.chain import Actor
@@ -9,7 +10,8 @@ class Command(BaseCommand):
             "of FIELD_ENCRYPTION_KEYS), so that an older key can be removed from the ring; "
             "with --count, only say which keys the stored values name. Runs a worker holds "
             "are left for a later pass. --reason is kept in the access chain and in each "
-            "run's chain.")
+            "run's chain. Exits 3 when a value is left sealed with another key (a run a "
+            "worker held, a value no key opens).")
 
     def add_arguments(self, parser):
         parser.add_argument("--reason", help="why the values are sealed again (a key "
@@ -37,11 +39,18 @@ class Command(BaseCommand):
                               + ", ".join(map(str, done.runs_held[:20]))
                               + (" ..." if len(done.runs_held) > 20 else ""))
         self.stdout.write(self.counted(done))
+        if done.runs_held or done.unreadable or done.unreadable_artifacts:
+            # Scripts and runbooks check the status: a key is not free to go yet.
+            raise CommandError("not every stored value is sealed with "
+                               f"{done.key_id!r} yet (said above)", returncode=3)
 
     @staticmethod
     def counted(counts: KeyCounts) -> str:
+        held = set(settings.FIELD_ENCRYPTION_KEYS)
         lines = [f"key {key_id!r}: {n} value(s)"
                  + (" (the key that seals now)" if key_id == counts.key_id else "")
+                 + ("; not in this process's FIELD_ENCRYPTION_KEYS: they cannot be opened "
+                    "here" if key_id not in held else "")
                  + (f", {counts.unreadable[key_id]} of them no key held opens"
                     if counts.unreadable[key_id] else "")
                  for key_id, n in sorted(counts.by_key.items())]
@@ -52,7 +61,8 @@ class Command(BaseCommand):
                          "other key may leave FIELD_ENCRYPTION_KEYS")
         else:
             lines.append("still needed: " + ", ".join(repr(k) for k in sorted(left))
-                         + " (keep each in FIELD_ENCRYPTION_KEYS until no value names it)"
+                         + " (each stays in FIELD_ENCRYPTION_KEYS, or is put back, until no "
+                         "value names it)"
                          if left else "an artifact could not be read: its values are not "
                          "counted")
         return "\n".join(lines)
