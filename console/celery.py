@@ -178,6 +178,15 @@ def _worker_beats(sender=None, **kwargs):
     sender.timer.call_repeatedly(settings.WORKER_HEARTBEAT_SECONDS, idle_beat)
 
 
+@worker_ready.connect
+def _release_check(**kwargs):
+    # A release that changed a workflow without a new version is said at the deploy, not
+    # weeks later when a waiting run wakes (runs.operator.release_check).
+    from runs.operator.release_check import log_unworkable_versions
+
+    log_unworkable_versions()
+
+
 @task_postrun.connect
 def _beat_after_task(sender=None, **kwargs):
     if _heartbeat is not None and not getattr(getattr(sender, "request", None), "is_eager",

@@ -15,7 +15,7 @@ class RunsConfig(AppConfig):
 
         from audit.chain import register_chain_heads
 
-        from . import store
+        from . import checks, store  # noqa: F401 - checks registers the system checks
         from .definitions.registry import registry
         from .machine import tracing
         from .reads.chain_heads import chain_heads

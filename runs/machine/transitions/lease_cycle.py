@@ -19,6 +19,7 @@ from ...models import (
     StepStatus,
 )
 from .. import dispatch, limits
+from ..code_fit import code_problem
 from ..intentions import intended_action
 from ..step_rows import index_of
 from ..wakeup import send_wakeup
@@ -142,24 +143,10 @@ def _unworkable(run: Run, steps: list[Step], workflow_def: definition.Workflow |
     message), or None, with the parsed input kept on the lease for its steps. Such a run
     waits for a person (held_status)."""
     name = f"{run.workflow_name} v{run.workflow_version}"
-    if workflow_def is None:
-        return (AttentionReason.DEFINITION_MISSING, AuditAction.DEFINITION_MISSING,
-                f"{name} is not registered in this worker")
-    # A release renamed or removed steps without a new version: no rule can read them.
-    known = {spec.name for spec in workflow_def.steps}
-    renamed = [repr(s.name) for s in steps if s.name not in known]
-    if renamed:
-        return (AttentionReason.DEFINITION_MISSING, AuditAction.DEFINITION_MISSING,
-                f"{name} in this worker has no step {', '.join(renamed)} of this run")
-    # A release added steps without a new version: the run has no row for them and would
-    # pass them by, completing without their work. (An undo walks the run's own rows.)
-    started_with = {s.name for s in steps}
-    added = [repr(spec.name) for spec in workflow_def.steps if spec.name not in started_with]
-    if added and run.status != COMP:
-        return (AttentionReason.DEFINITION_MISSING, AuditAction.DEFINITION_MISSING,
-                f"{name} in this worker has step {', '.join(added)}, which this run was "
-                "started without: a release added it without a new version, and the run "
-                "would pass it by")
+    problem = code_problem(name, workflow_def, [s.name for s in steps],
+                           undoing=run.status == COMP)
+    if problem is not None:
+        return (AttentionReason.DEFINITION_MISSING, AuditAction.DEFINITION_MISSING, problem)
     lease.validated_input, errors = workflow_def.parse_input(run.input)
     if errors:
         # Its version's schema changed under it: every step would fail the same way.

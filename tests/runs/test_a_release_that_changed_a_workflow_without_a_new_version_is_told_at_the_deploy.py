@@ -1,0 +1,80 @@
+"""A release that changed a workflow's steps without a new version, or left out a version
+runs still use, holds each such run for a person only when it next wakes (weeks later for a
+run waiting on an approval, an event or a timer). The same rule is told at the deploy:
+`manage.py check --database default` (and migrate, which runs it) warns runs.W001 once per
+such version with how many runs are in flight and why, and a worker logs it at its start.
+Finished runs and versions the code still fits say nothing."""
+
+import io
+import logging
+
+import pytest
+from django.core.management import call_command
+
+from runs.definitions.definition import Workflow, registry
+from runs.models import RunStatus
+from runs.operator.release_check import log_unworkable_versions, unworkable_versions
+from tests.factories import new_run, place
+from tests.workflows import OrderIn
+
+pytestmark = pytest.mark.django_db
+FLOW = "test-released-without-a-version"
+
+
+def version_one(*steps: str) -> Workflow:
+    flow = Workflow(FLOW, version=1, input=OrderIn)
+    for name in steps:
+        flow.read(name)(lambda ctx: {"done": True})
+    return flow
+
+
+@pytest.fixture
+def released():
+    """v1 with steps fetch and book, one run of it in flight, one finished; then the code of
+    v1 as a release changed it (returned by calling), unregistered at the end."""
+    flow = version_one("fetch", "book")
+    new_run(FLOW, wake=False)
+    place(new_run(FLOW, wake=False), status=RunStatus.COMPLETED)
+    changed = []
+
+    def release(*steps: str) -> None:
+        registry.unregister(changed.pop() if changed else flow)
+        if steps:
+            changed.append(version_one(*steps))
+
+    yield release
+    if changed:
+        registry.unregister(changed.pop())
+
+
+def checked() -> str:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("check", "--database", "default", stdout=out, stderr=err)
+    return out.getvalue() + err.getvalue()
+
+
+def test_a_step_added_without_a_new_version_is_told_with_the_runs_it_holds(released):
+    assert "runs.W001" not in checked()
+    released("fetch", "check-budget", "book")
+    said = checked()
+    assert "runs.W001" in said and said.count("runs.W001") == 1
+    assert f"1 run(s) in flight of {FLOW} v1" in said  # the finished one is not counted
+    assert "has step 'check-budget', which this run was started without" in said
+
+
+def test_a_step_renamed_or_a_version_left_out_is_told(released):
+    released("fetch", "post")
+    (found,) = unworkable_versions()
+    assert (found.workflow, found.version, found.runs) == (FLOW, 1, 1)
+    assert "has no step 'book' of this run" in found.problem
+    released()  # v1 left out of the release
+    (found,) = unworkable_versions()
+    assert found.problem == f"{FLOW} v1 is not registered in this worker"
+
+
+def test_a_worker_logs_it_at_its_start(released, caplog):
+    released("fetch", "check-budget", "book")
+    with caplog.at_level(logging.WARNING, logger="runs.operator.release_check"):
+        log_unworkable_versions()
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"release check: 1 run(s) in flight of {FLOW} v1")
