@@ -87,6 +87,10 @@ VARIABLES: list[Variable] = [
       "console.production in a deployment: secure cookies, HSTS, JSON logs, these checks"),
     V("SECRET_KEY", STR, None, "50+ random characters; signs sessions and approval links",
       shown="a development key (refused by console.production)"),
+    V("SECRET_KEY_FALLBACKS", LIST, "",
+      "the SECRET_KEYs it replaced, comma separated, each 50+ random characters: while "
+      "one is here, sessions, approval links and pending approval requests made under it "
+      "still hold (see Rotating SECRET_KEY)"),
     V("DEBUG", BOOL, "0", "Django's debug pages; only the local demo turns it on"),
     V("ALLOWED_HOSTS", LIST, "localhost,127.0.0.1", "the console's host names, comma separated"),
     V("VAR_DIR", PATH, None, "where the embedded database, broker, mail, archives and artifacts "
@@ -310,11 +314,12 @@ BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}
 # A variable with one of these prefixes is taken for one of ours: production refuses it
 # unless it is declared above. Every declared family is here, except the names other
 # software shares (Django's, Celery's, OpenTelemetry's, LOG_*), where a prefix would refuse
-# their variables too.
+# their variables too. SECRET_KEY_ covers SECRET_KEY_FALLBACKS, not SECRET_KEY itself:
+# misspelt, the old key would be dropped unsaid, and every link it signed refused.
 OUR_PREFIXES = ("RUNS_", "API_", "APPROVALS_", "APPROVAL_", "ARCHIVE_", "METRICS_",
                 "WEBHOOK_", "SANDBOX_", "MODEL_", "AXES_", "DB_", "SWEEP_", "EXTERNAL_",
                 "EMAIL_", "SCHEDULES_", "WORKER_", "BULK_", "AUDIT_", "FIELD_ENCRYPTION_",
-                "TRUSTED_PROXY_", "HTTP_CLIENT_", "CLI_")
+                "TRUSTED_PROXY_", "HTTP_CLIENT_", "CLI_", "SECRET_KEY_")
 
 _UNSET = object()
 

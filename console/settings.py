@@ -45,6 +45,11 @@ var_directory(VAR_DIR)
 
 DEVELOPMENT_SECRET_KEY = "development-only-secret-key-never-use-in-production"
 SECRET_KEY = env("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
+# The keys SECRET_KEY replaced, while a rotation is under way (docs/operations.md, "Rotating
+# SECRET_KEY"): Django still reads sessions and signed values made with them, approvals.tokens
+# the links mailed under them, approvals.snapshots the payload a pending request was asked
+# with. The first key alone signs anything new.
+SECRET_KEY_FALLBACKS = env("SECRET_KEY_FALLBACKS")
 
 
 def key_ring(name: str, raw: str | None, purpose: str) -> dict[str, str]:
