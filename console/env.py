@@ -42,6 +42,9 @@ BODY_ROOM = 65536
 # by default: a two- or four-byte character becomes six or twelve bytes (\u00e9, a
 # surrogate pair), never more than three times its bytes.
 ESCAPED_GROWTH = 3
+# How the entries of a key ring are written (console.settings.key_ring refuses the rest).
+RING_ENTRIES = ("entries separated by commas: a secret holding whitespace or a ';' (never "
+                "part of a random secret or a Fernet key) is refused at start")
 
 
 @dataclass(frozen=True)
@@ -293,17 +296,18 @@ VARIABLES: list[Variable] = [
       "runs removed from the hot tables per transaction", minimum=1),
     # Keys and the client's address
     V("ARCHIVE_SIGNING_KEYS", STR, "", "id:secret,... (signing key first, older ones still "
-      "verify): the HMAC-SHA256 seals of archive files",
+      "verify): the HMAC-SHA256 seals of archive files; " + RING_ENTRIES,
       shown="a development key from SECRET_KEY (refused by console.production)"),
     V("AUDIT_SEAL_KEYS", STR, "", "id:secret,... (signing key first, older ones still "
-      "verify): the HMAC-SHA256 seals of the audit chains' heads",
+      "verify): the HMAC-SHA256 seals of the audit chains' heads; " + RING_ENTRIES,
       shown="a development key from SECRET_KEY (refused by console.production)"),
     V("FIELD_ENCRYPTION_KEYS", STR, "", "id:key,... (Fernet keys, the one in use first): "
-      "declared sensitive fields and webhook subscribers' secrets encrypted at rest",
+      "declared sensitive fields and webhook subscribers' secrets encrypted at rest; "
+      + RING_ENTRIES,
       shown="a development key from SECRET_KEY (refused by console.production)"),
     V("RUNS_EVENT_DIGEST_KEYS", STR, "", "id:secret,... (the one in use first, older ones "
       "still compare): the HMAC-SHA256 of each external event's whole payload, by which an "
-      "id sent again with a redacted field changed is refused",
+      "id sent again with a redacted field changed is refused; " + RING_ENTRIES,
       shown="a development key from SECRET_KEY (refused by console.production)"),
     V("TRUSTED_PROXY_COUNT", STR, "0", "how the client's address is found: 0, clients connect "
       "directly; N, behind N proxies appending to X-Forwarded-For (required by "

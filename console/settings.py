@@ -72,6 +72,13 @@ def key_ring(name: str, raw: str | None, purpose: str) -> dict[str, str]:
             problem = "has an empty id"
         elif not secret.strip():
             problem = "has an empty secret"
+        elif any(char.isspace() or char == ";" for char in secret.strip()):
+            # "k2:A k1:B" (or "k2:A;k1:B") read as one key k2 whose secret was "A k1:B": the
+            # process started, and k1 was found missing only when what it sealed was checked.
+            # No secret of a ring holds either (random characters, or a Fernet key's
+            # url-safe base64).
+            problem = ("has whitespace or a ';' in its secret: entries are separated by "
+                       "commas")
         elif key_id.strip() in ring:
             # Read as one, the later secret would silently replace the one in use.
             problem = f"repeats the id {key_id.strip()!r} of an earlier entry"
