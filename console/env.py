@@ -183,10 +183,12 @@ VARIABLES: list[Variable] = [
       "(scheduling and network between admission and arrival)", minimum=0),
     V("RUNS_EVENT_SOURCES", STR, "{}", "sources that may send signed event webhooks, as JSON: "
       '{"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}; each source an '
-      "object with a non-empty `secret` and, optionally, `previous_secret` (also accepted, "
-      "while the sender moves to the new secret) and `workflows` (a list of names; "
+      "object with a `secret` of 16+ random characters (a webhook subscriber's least) and, "
+      "optionally, `previous_secret` (as long; also accepted, while the sender moves to the "
+      "new secret; never one that leaked: set the new secret alone and move the sender at "
+      "once, its events refused until it has moved) and `workflows` (a list of names; "
       "without it, every workflow); anything else (not JSON, another setting, `workflows` "
-      "as one name) stops the process at start naming the source"),
+      "as one name, a shorter secret) stops the process at start naming the source"),
     V("RUNS_EVENT_KEEP_SECONDS", FLOAT, "604800", "how long an event no run waits for yet is "
       "kept for the run that will (7 days); then it expires and is never delivered"),
     V("SCHEDULES_INTERVAL_SECONDS", FLOAT, "5", "how often beat looks for due schedule slots",

@@ -377,6 +377,12 @@ RUNS_RATE_MARGIN_MS = env("RUNS_RATE_MARGIN_MS")
 # The URL path's longest source name (api.event_routes).
 EVENT_SOURCE_NAME_MAX = 100
 EVENT_SOURCE_SHAPE = '{"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}'
+# The shortest secret a source signs with: a signature made with a shorter one proves nothing,
+# since whoever wants to forge an event tries every secret that short. The subscribers' own
+# least (api.subscribers.SECRET_MIN_LENGTH), for the same reason, written here rather than
+# imported: api.subscribers loads its models, which cannot be loaded while the settings are
+# read. A test keeps the two equal.
+EVENT_SOURCE_SECRET_MIN_LENGTH = 16
 
 
 def event_sources(raw: str) -> dict:
@@ -413,6 +419,13 @@ def event_sources(raw: str) -> dict:
             # Not the secret itself: a rotation left half done would look finished.
             problem = ("has a \"previous_secret\" that is not a non-empty string other than "
                        "its \"secret\"")
+        elif short := [field for field in ("secret", "previous_secret") if field in config
+                       and len(config[field]) < EVENT_SOURCE_SECRET_MIN_LENGTH]:
+            # The old secret too: it is accepted as the new one is, until it is removed.
+            problem = (f"has a \"{short[0]}\" shorter than {EVENT_SOURCE_SECRET_MIN_LENGTH} "
+                       "characters: a signature made with it proves nothing, anyone can try "
+                       f"every secret that short; give {EVENT_SOURCE_SECRET_MIN_LENGTH} or more "
+                       "random characters")
         elif "workflows" in config and not (
                 isinstance(config["workflows"], list)
                 and all(isinstance(w, str) and w for w in config["workflows"])):
