@@ -484,9 +484,11 @@ def _supersede(approval: ApprovalRequest, digest: str, now: datetime, make_new, 
 
 
 def current_snapshot(approval: ApprovalRequest) -> tuple[dict, str] | SnapshotUnavailable:
-    """The step's snapshot as it would be now (computed outside any transaction), or why
-    it cannot be computed."""
+    """The step's snapshot as it would be now (computed outside any transaction), to be
+    compared with `approval`'s (a rotated SECRET_KEY aside: snapshots.masked_snapshot), or
+    why it cannot be computed."""
     try:
-        return compute_snapshot(approval.run, approval.step_name)
+        return compute_snapshot(approval.run, approval.step_name,
+                                hashed_as=approval.snapshot_hash)
     except SnapshotUnavailable as exc:
         return exc

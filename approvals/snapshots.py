@@ -6,6 +6,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import InterfaceError, OperationalError
 from django.utils.crypto import salted_hmac
@@ -64,11 +65,14 @@ def registered_workflow(run: Run) -> definition.Workflow:
     return workflow
 
 
-def compute_snapshot(run: Run, step_name: str) -> tuple[dict, str]:
+def compute_snapshot(run: Run, step_name: str, *,
+                     hashed_as: str | None = None) -> tuple[dict, str]:
     """Call the approval step's function on the run's results as they are now.
 
     Returns (snapshot, hash). The step function builds the snapshot from earlier results
     and calls nothing; the services object it could reach is closed afterwards anyway.
+    `hashed_as` is the hash of the snapshot a pending request was asked with, when it is
+    compared with this one (see masked_snapshot).
     """
     workflow = registered_workflow(run)
     try:
@@ -87,7 +91,8 @@ def compute_snapshot(run: Run, step_name: str) -> tuple[dict, str]:
             value = spec.fn(ctx)
             # Masked inside the block: only there are the sensitive values it opened known.
             snapshot = masked_snapshot(
-                normalise(value if isinstance(value, dict) else {"value": value}))
+                normalise(value if isinstance(value, dict) else {"value": value}),
+                hashed_as=hashed_as)
     except Exception as exc:
         raise SnapshotUnavailable(f"{step_name}: the snapshot function failed: "
                                   f"{type(exc).__name__}: {exc}") from exc
@@ -112,18 +117,26 @@ def _masked(value):
     return value
 
 
-def masked_snapshot(snapshot: dict) -> dict:
+def masked_snapshot(snapshot: dict, *, hashed_as: str | None = None) -> dict:
     """`snapshot` as it may be stored, shown and mailed: the declared sensitive values the
     step function read (in clear, through ctx.results) and credentials masked. A request
     must still be superseded when a masked value changes (an approval for one account never
     pays another), so the clear snapshot is bound in by a keyed hash: a plain one would let
-    anyone holding the mail try IBANs against it. (A new SECRET_KEY changes that hash: such
-    a request is then superseded and asked again, never approved unseen.)"""
+    anyone holding the mail try IBANs against it.
+
+    The hash is keyed with SECRET_KEY. A request asked before SECRET_KEY was rotated holds
+    it under the key replaced: while that key is in SECRET_KEY_FALLBACKS, the snapshot is
+    bound under the key whose result has the request's hash (`hashed_as`), so the same
+    values still match it; changed values match under no key. Once the key is dropped,
+    such a request is superseded and asked again, never approved unseen."""
     shown = _masked(snapshot)
     if shown == snapshot:
         return snapshot
-    return {**shown, MASKED_VALUES_FIELD: salted_hmac(
-        MASKED_VALUES_FIELD, canonical_json(snapshot), algorithm="sha256").hexdigest()}
+    bound = [{**shown, MASKED_VALUES_FIELD: salted_hmac(
+        MASKED_VALUES_FIELD, canonical_json(snapshot), secret=secret,
+        algorithm="sha256").hexdigest()}
+        for secret in (settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS)]
+    return next((each for each in bound if snapshot_hash(each) == hashed_as), bound[0])
 
 
 def attempt_snapshot(run: Run, spec: definition.StepDef, verdict) -> tuple[dict, str]:

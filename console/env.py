@@ -42,6 +42,9 @@ BODY_ROOM = 65536
 # by default: a two- or four-byte character becomes six or twelve bytes (\u00e9, a
 # surrogate pair), never more than three times its bytes.
 ESCAPED_GROWTH = 3
+# How the entries of a key ring are written (console.settings.key_ring refuses the rest).
+RING_ENTRIES = ("entries separated by commas: a secret holding whitespace or a ';' (never "
+                "part of a random secret or a Fernet key) is refused at start")
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,10 @@ VARIABLES: list[Variable] = [
       "console.production in a deployment: secure cookies, HSTS, JSON logs, these checks"),
     V("SECRET_KEY", STR, None, "50+ random characters; signs sessions and approval links",
       shown="a development key (refused by console.production)"),
+    V("SECRET_KEY_FALLBACKS", LIST, "",
+      "the SECRET_KEYs it replaced, comma separated, each 50+ random characters: while "
+      "one is here, sessions, approval links and pending approval requests made under it "
+      "still hold (see Rotating SECRET_KEY)"),
     V("DEBUG", BOOL, "0", "Django's debug pages; only the local demo turns it on"),
     V("ALLOWED_HOSTS", LIST, "localhost,127.0.0.1", "the console's host names, comma separated"),
     V("VAR_DIR", PATH, None, "where the embedded database, broker, mail, archives and artifacts "
@@ -176,10 +183,12 @@ VARIABLES: list[Variable] = [
       "(scheduling and network between admission and arrival)", minimum=0),
     V("RUNS_EVENT_SOURCES", STR, "{}", "sources that may send signed event webhooks, as JSON: "
       '{"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}; each source an '
-      "object with a non-empty `secret` and, optionally, `previous_secret` (also accepted, "
-      "while the sender moves to the new secret) and `workflows` (a list of names; "
+      "object with a `secret` of 16+ random characters (a webhook subscriber's least) and, "
+      "optionally, `previous_secret` (as long; also accepted, while the sender moves to the "
+      "new secret; never one that leaked: set the new secret alone and move the sender at "
+      "once, its events refused until it has moved) and `workflows` (a list of names; "
       "without it, every workflow); anything else (not JSON, another setting, `workflows` "
-      "as one name) stops the process at start naming the source"),
+      "as one name, a shorter secret) stops the process at start naming the source"),
     V("RUNS_EVENT_KEEP_SECONDS", FLOAT, "604800", "how long an event no run waits for yet is "
       "kept for the run that will (7 days); then it expires and is never delivered"),
     V("SCHEDULES_INTERVAL_SECONDS", FLOAT, "5", "how often beat looks for due schedule slots",
@@ -289,17 +298,18 @@ VARIABLES: list[Variable] = [
       "runs removed from the hot tables per transaction", minimum=1),
     # Keys and the client's address
     V("ARCHIVE_SIGNING_KEYS", STR, "", "id:secret,... (signing key first, older ones still "
-      "verify): the HMAC-SHA256 seals of archive files",
+      "verify): the HMAC-SHA256 seals of archive files; " + RING_ENTRIES,
       shown="a development key from SECRET_KEY (refused by console.production)"),
     V("AUDIT_SEAL_KEYS", STR, "", "id:secret,... (signing key first, older ones still "
-      "verify): the HMAC-SHA256 seals of the audit chains' heads",
+      "verify): the HMAC-SHA256 seals of the audit chains' heads; " + RING_ENTRIES,
       shown="a development key from SECRET_KEY (refused by console.production)"),
     V("FIELD_ENCRYPTION_KEYS", STR, "", "id:key,... (Fernet keys, the one in use first): "
-      "declared sensitive fields and webhook subscribers' secrets encrypted at rest",
+      "declared sensitive fields and webhook subscribers' secrets encrypted at rest; "
+      + RING_ENTRIES,
       shown="a development key from SECRET_KEY (refused by console.production)"),
     V("RUNS_EVENT_DIGEST_KEYS", STR, "", "id:secret,... (the one in use first, older ones "
       "still compare): the HMAC-SHA256 of each external event's whole payload, by which an "
-      "id sent again with a redacted field changed is refused",
+      "id sent again with a redacted field changed is refused; " + RING_ENTRIES,
       shown="a development key from SECRET_KEY (refused by console.production)"),
     V("TRUSTED_PROXY_COUNT", STR, "0", "how the client's address is found: 0, clients connect "
       "directly; N, behind N proxies appending to X-Forwarded-For (required by "
@@ -310,7 +320,7 @@ BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}
 # A variable with one of these prefixes is taken for one of ours: production refuses it
 # unless it is declared above. Every declared family is here, except the names other
 # software shares (Django's, Celery's, OpenTelemetry's, LOG_*), where a prefix would refuse
-# their variables too.
+# their variables too (SECRET_KEY_: a container's SECRET_KEY_FILE convention is not ours).
 OUR_PREFIXES = ("RUNS_", "API_", "APPROVALS_", "APPROVAL_", "ARCHIVE_", "METRICS_",
                 "WEBHOOK_", "SANDBOX_", "MODEL_", "AXES_", "DB_", "SWEEP_", "EXTERNAL_",
                 "EMAIL_", "SCHEDULES_", "WORKER_", "BULK_", "AUDIT_", "FIELD_ENCRYPTION_",

@@ -13,6 +13,7 @@ from .settings import (
     DEVELOPMENT_SECRET_KEY,
     PROXY_COUNT_RULE,
     SECRET_KEY,
+    SECRET_KEY_FALLBACKS,
 )
 
 # Every variable that looks like one of ours is declared (console.env) and well formed:
@@ -27,11 +28,26 @@ SANDBOX_ENABLED = env("SANDBOX_ENABLED", False)
 # (api.public_network), unless asked.
 WEBHOOK_PRIVATE_ADDRESSES = env("WEBHOOK_PRIVATE_ADDRESSES", False)
 
-if SECRET_KEY == DEVELOPMENT_SECRET_KEY or len(SECRET_KEY) < 50:
+
+def weak_secret_key(key: str) -> bool:
+    """Whether `key` may not sign anything in a deployment: the development key (anyone can
+    read it in this code) or one shorter than 50 characters. A retired key still opens what
+    it signed while it is a fallback, so the same holds for each of those."""
+    return key == DEVELOPMENT_SECRET_KEY or len(key) < 50
+
+
+if weak_secret_key(SECRET_KEY):
     raise ImproperlyConfigured(
         "SECRET_KEY is the development key or shorter than 50 characters; "
         "set SECRET_KEY in the environment to a long random value."
     )
+for _position, _key in enumerate(SECRET_KEY_FALLBACKS, start=1):
+    if weak_secret_key(_key):
+        # By its position, never its text: it is a secret.
+        raise ImproperlyConfigured(
+            f"SECRET_KEY_FALLBACKS: key {_position} (of {len(SECRET_KEY_FALLBACKS)}, "
+            "comma-separated) is the development key or shorter than 50 characters; each "
+            "is a SECRET_KEY used before (a long random value).")
 
 # The development keys are derived from values anyone can read in this code.
 for _ring in ("ARCHIVE_SIGNING_KEYS", "AUDIT_SEAL_KEYS", "FIELD_ENCRYPTION_KEYS",

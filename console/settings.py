@@ -45,6 +45,11 @@ var_directory(VAR_DIR)
 
 DEVELOPMENT_SECRET_KEY = "development-only-secret-key-never-use-in-production"
 SECRET_KEY = env("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
+# The keys SECRET_KEY replaced, while a rotation is under way (docs/operations.md, "Rotating
+# SECRET_KEY"): Django still reads sessions and signed values made with them, approvals.tokens
+# the links mailed under them, approvals.snapshots the payload a pending request was asked
+# with. The first key alone signs anything new.
+SECRET_KEY_FALLBACKS = env("SECRET_KEY_FALLBACKS")
 
 
 def key_ring(name: str, raw: str | None, purpose: str) -> dict[str, str]:
@@ -67,6 +72,13 @@ def key_ring(name: str, raw: str | None, purpose: str) -> dict[str, str]:
             problem = "has an empty id"
         elif not secret.strip():
             problem = "has an empty secret"
+        elif any(char.isspace() or char == ";" for char in secret.strip()):
+            # "k2:A k1:B" (or "k2:A;k1:B") read as one key k2 whose secret was "A k1:B": the
+            # process started, and k1 was found missing only when what it sealed was checked.
+            # No secret of a ring holds either (random characters, or a Fernet key's
+            # url-safe base64).
+            problem = ("has whitespace or a ';' in its secret: entries are separated by "
+                       "commas")
         elif key_id.strip() in ring:
             # Read as one, the later secret would silently replace the one in use.
             problem = f"repeats the id {key_id.strip()!r} of an earlier entry"
@@ -365,6 +377,12 @@ RUNS_RATE_MARGIN_MS = env("RUNS_RATE_MARGIN_MS")
 # The URL path's longest source name (api.event_routes).
 EVENT_SOURCE_NAME_MAX = 100
 EVENT_SOURCE_SHAPE = '{"payments": {"secret": "...", "workflows": ["order-fulfilment"]}}'
+# The shortest secret a source signs with: a signature made with a shorter one proves nothing,
+# since whoever wants to forge an event tries every secret that short. The subscribers' own
+# least (api.subscribers.SECRET_MIN_LENGTH), for the same reason, written here rather than
+# imported: api.subscribers loads its models, which cannot be loaded while the settings are
+# read. A test keeps the two equal.
+EVENT_SOURCE_SECRET_MIN_LENGTH = 16
 
 
 def event_sources(raw: str) -> dict:
@@ -401,6 +419,13 @@ def event_sources(raw: str) -> dict:
             # Not the secret itself: a rotation left half done would look finished.
             problem = ("has a \"previous_secret\" that is not a non-empty string other than "
                        "its \"secret\"")
+        elif short := [field for field in ("secret", "previous_secret") if field in config
+                       and len(config[field]) < EVENT_SOURCE_SECRET_MIN_LENGTH]:
+            # The old secret too: it is accepted as the new one is, until it is removed.
+            problem = (f"has a \"{short[0]}\" shorter than {EVENT_SOURCE_SECRET_MIN_LENGTH} "
+                       "characters: a signature made with it proves nothing, anyone can try "
+                       f"every secret that short; give {EVENT_SOURCE_SECRET_MIN_LENGTH} or more "
+                       "random characters")
         elif "workflows" in config and not (
                 isinstance(config["workflows"], list)
                 and all(isinstance(w, str) and w for w in config["workflows"])):

@@ -45,6 +45,31 @@ def test_production_starts_with_a_real_secret_key_secure_cookies_and_a_slow_hash
     assert result.stdout.split() == ["False", "True", "True", "pbkdf2_sha256"]
 
 
+def test_production_takes_the_secret_keys_a_rotation_replaced_and_refuses_a_weak_one():
+    """SECRET_KEY_FALLBACKS holds the keys SECRET_KEY replaced (docs/operations.md,
+    "Rotating SECRET_KEY"); each is held to SECRET_KEY's own rule, and a weak one is named
+    by its position, never its text."""
+    from console.settings import DEVELOPMENT_SECRET_KEY
+
+    old = "an-earlier-production-key-" + "q8w7e6" * 6
+    code = ("import django; django.setup(); from django.conf import settings as s; "
+            f"print(s.SECRET_KEY_FALLBACKS == ['{old}', '{old[::-1]}'])")
+    taken = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "console.production", **PRODUCTION_ENV,
+             "SECRET_KEY": "k" * 64, "SECRET_KEY_FALLBACKS": f" {old} , {old[::-1]} "})
+    assert taken.returncode == 0, taken.stderr
+    assert taken.stdout.strip() == "True"
+
+    for weak in ("old-key-" + "s" * 41, DEVELOPMENT_SECRET_KEY):
+        refused = _production_check({"SECRET_KEY": "k" * 64,
+                                     "SECRET_KEY_FALLBACKS": f"{old},{weak}"})
+        assert refused.returncode != 0
+        assert ("SECRET_KEY_FALLBACKS: key 2 (of 2, comma-separated) is the development key "
+                "or shorter than 50 characters") in refused.stderr
+        assert weak not in refused.stderr and old not in refused.stderr
+
+
 def test_tests_run_on_postgresql_with_immediate_sqlite_as_the_embedded_default():
     assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
     from console.settings import database_from_url

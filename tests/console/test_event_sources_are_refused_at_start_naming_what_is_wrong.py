@@ -17,7 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from console.settings import event_sources
 
 ROOT = Path(__file__).resolve().parents[2]
-SECRET = "Zq8vLw3xKp"
+SECRET = "Zq8vLw3xKp5mT2nR"
 
 
 def test_sources_written_as_documented_are_taken_as_they_are():
