@@ -2,11 +2,12 @@
 request, the path a person's approval takes, not straight through the transition.
 
 runs.operator.drills cannot import this app (approvals sits above runs), so ApprovalsConfig.ready
-registers approve_for_drill with runs.operator.drills.register_approver. For each tool call and
-approval step the run waits on, the request is opened as the sweeper would (its approvers
-granted and notified), the drill's own user is granted the decide permission on that request
-alone, and decides it with approvals.decisions.decide: the claim on the request, then
-decide_tool_call / decide_approval applied by apply_to_run, with the request's payload hash.
+registers approve_for_drill with runs.operator.drills.register_approver. For each tool call,
+approval step and attempt of a step with the stop verdict the run waits on, the request is
+opened as the sweeper would (its approvers granted; a drill run's notify nobody), the drill's
+own user is granted the decide permission on that request alone, and decides it with
+approvals.decisions.decide: the claim on the request, then decide_tool_call / decide_approval
+applied by apply_to_run, with the request's payload hash.
 
 The drill user ("drill") has no password and no permission but those object permissions.
 An account of that name that someone can sign in with is a person's, not the drill's: the
@@ -20,9 +21,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from guardian.shortcuts import assign_perm
 
-from runs.definitions import definition
 from runs.machine import transitions
-from runs.models import Run, Step, StepStatus
+from runs.models import Run
 from runs.operator.drills import is_drill_run
 
 from .decisions import decide
@@ -60,8 +60,10 @@ def approve_for_drill(run: Run) -> bool:
     user = drill_user()
     for call in transitions.waiting_tool_calls(run):
         open_tool_call_request(call)
-    for step in Step.objects.filter(run=run, kind=definition.APPROVAL, status=StepStatus.WAITING):
-        open_request(run, step.name)
+    # An approval step's, or an attempt's of a step with the stop verdict: a step's waits.
+    for name in run.approval_waits.filter(tool_call__isnull=True).values_list("step_name",
+                                                                              flat=True):
+        open_request(run, name)
     recorded = False
     pending = ApprovalRequest.objects.filter(
         run=run, status=RequestStatus.PENDING, settled_at__isnull=True,

@@ -1,7 +1,10 @@
-"""Workflows that sleep or wait for an event before their one write to the sandbox's ledger,
-for the drill kit's tests (imported by worker processes through RUNS_WORKFLOW_MODULES)."""
+"""Workflows that sleep, wait for a person or for an event before their writes to the
+sandbox's ledger, for the drill kit's tests (imported by worker processes through
+RUNS_WORKFLOW_MODULES)."""
 
 from datetime import timedelta
+
+from pydantic import BaseModel
 
 from demo.clients import build_services
 from runs.definitions.definition import Contract, Found, NotFound, StepResult, Workflow
@@ -32,7 +35,58 @@ sleeps = Workflow("test-drill-sleeps", version=1, input=OrderIn, services=build_
 sleeps.sleep("cool-off", duration=timedelta(days=1))
 _declare_post(sleeps)
 
-waits = Workflow("test-drill-waits", version=1, input=OrderIn, services=build_services,
-                 example={"order": "drill"})
-waits.wait_for_event("paid", event="payment.settled", timeout=timedelta(days=1))
-_declare_post(waits)
+
+def reverse_the_entry(ctx):
+    entry = ctx.services.ledger.post(transaction_ref=ctx.key, account="expenses:services",
+                                     amount="-5.00", currency="EUR",
+                                     memo=f"reversal of {ctx.remote_ref}",
+                                     reverses=ctx.remote_ref)
+    return StepResult(entry, remote_ref=entry["id"])
+
+
+def charge_the_fee(ctx):
+    entry = ctx.services.ledger.post(transaction_ref=ctx.key, account="expenses:fees",
+                                     amount="1.00", currency="EUR", memo=ctx.input.order)
+    return StepResult(entry, remote_ref=entry["id"])
+
+
+def _declare_undoable_post(workflow: Workflow) -> None:
+    post = workflow.write("post", honours_key=True, system="the ledger",
+                          contract=LEDGER)(post_to_the_ledger)
+    post.reconcile(find_in_the_ledger)
+    post.compensate(reverse_the_entry)
+
+
+class Verdict(BaseModel):
+    verdict: str
+
+
+def decide(ctx):
+    return {"verdict": "post"}
+
+
+# Approve, then post: the usual shape.
+approves = Workflow("test-drill-approves", version=1, input=OrderIn, services=build_services,
+                    example={"order": "drill"})
+approves.read("look-up")(lambda ctx: {"order": ctx.input.order})
+approves.approval("approve-order", approvers=("group:approvers",), on_timeout="reject")(
+    lambda ctx: {"order": ctx.input.order})
+_declare_undoable_post(approves)
+
+# An event, a decision and a sleep before two writes, the first undone when the second fails.
+settles = Workflow("test-drill-settles", version=1, input=OrderIn, services=build_services,
+                   example={"order": "drill"})
+settles.wait_for_event("paid", event="payment.settled", timeout=timedelta(minutes=10))
+settles.decision("decide", schema=Verdict)(decide)
+settles.sleep("cool-off", duration=timedelta(days=1))
+_declare_undoable_post(settles)
+fee = settles.write("charge-fee", honours_key=True, system="the ledger",
+                    contract=LEDGER)(charge_the_fee)
+fee.reconcile(find_in_the_ledger)
+
+# A decision that nothing calling anything follows: no worker crashes after it is stored.
+decides_last = Workflow("test-drill-decides-last", version=1, input=OrderIn,
+                        services=build_services, example={"order": "drill"})
+_declare_post(decides_last)
+decides_last.decision("decide", schema=Verdict)(decide)
+decides_last.sleep("cool-off", duration=timedelta(days=1))

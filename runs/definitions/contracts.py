@@ -42,6 +42,12 @@ def _settles_unknown(step: definition.StepDef) -> bool:
     return step.reconcile_fn is not None or step.honours_key
 
 
+def _unknown_stops(step: definition.StepDef) -> bool:
+    # Nothing looks its effect up, and it is not sent again on its own after an unknown
+    # outcome (high impact, or a receiver that ignores keys): a person decides.
+    return step.reconcile_fn is None and (step.impact == definition.HIGH or not step.honours_key)
+
+
 def step_contract(step: definition.StepDef) -> StepContract:
     """The recovery contract of one step, as its declaration implies it."""
     if step.kind == definition.READ:
@@ -134,7 +140,7 @@ def stop_condition(step: definition.StepDef) -> str:
                 f"{step.format_failure_budget + 1} times")
     stops = ["a permanent error",
              f"{budget} (retries and resends after an unknown outcome count alike)"]
-    if step.reconcile_fn is None and (step.impact == definition.HIGH or not step.honours_key):
+    if _unknown_stops(step):
         stops.append("any unknown outcome (nothing can look it up)")
     else:
         if step.reconcile_fn is not None:
@@ -207,6 +213,27 @@ def workflow_verdict(workflow: definition.Workflow) -> Verdict:
         )
     return Verdict(GO, "every step can be retried or compensated by the runtime alone",
                    "none")
+
+
+def rules_without_function(workflow: definition.Workflow) -> list[str]:
+    """The declared rules a step gives the runtime nothing to follow, one line each: a rule
+    that names a lookup (reconcile) on a write whose unknown outcome nothing settles (no
+    reconcile function, and no resend with its key on its own: high impact, or a receiver
+    that ignores keys), or an undo (compensate) on one with no compensation. The rule is the
+    author's words, the rest of the contract is derived from the functions: where they
+    disagree, the words are wrong."""
+    lines = []
+    for step in (s for s in workflow.steps if s.has_side_effect):
+        rule = step.contract.rule.lower()
+        if "reconcil" in rule and _unknown_stops(step):
+            lines.append(f"{step.name}: its rule says {step.contract.rule!r}, but it declares "
+                         "no reconcile function, so nothing looks its effect up by key after "
+                         "an unknown outcome and a person decides: add one that finds it by "
+                         "ctx.key, or correct the rule")
+        if "compensat" in rule and step.compensate_fn is None:
+            lines.append(f"{step.name}: its rule says {step.contract.rule!r}, but it declares "
+                         "no compensation, so nothing undoes it: add one, or correct the rule")
+    return lines
 
 
 def contract_table(workflow: definition.Workflow) -> list[StepContract]:

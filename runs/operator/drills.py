@@ -8,7 +8,8 @@ sweeper and a worker would, and compares what happened with what must happen:
 1. crash before the first external request: the action is performed once;
 2. crash after the call, before its outcome is stored: reconciled or resent with the same
    key, still one effect (fails, naming the fix, for a step nothing can settle);
-5. restart after a model decision was stored: the stored decision is reused;
+5. restart after a model decision was stored (the worker killed at the next step that calls
+   something, or at an agent's first turn): the stored decision is reused;
 2a, 5a. (for an agent step) crash after a tool call committed at its receiver: reconciled
    by the call's key, one effect; crash after a model turn was stored: the turn is reused;
 7a. (for an agent whose tool waits for a person, given the workflow's approval_example) an
@@ -20,12 +21,18 @@ sweeper and a worker would, and compares what happened with what must happen:
 Runs are ordinary runs with business keys starting "drill:", flagged Run.drill: the
 console leaves them out of its lists and attention count unless asked, approval requests
 for them notify nobody, and `manage.py remove_drill_runs` archives and removes them. What
-they wait for (approval steps, tool calls waiting for a person) is approved by "drill". With
-the approvals app installed, through its approval requests: it registers its approver here
-(register_approver, in its AppConfig.ready; runs cannot import it), which opens each request
-and decides it as the drill user, so the drill exercises the path a person's approval takes.
-Without one, the fallback approves straight through the transitions (decide_tool_call,
-decide_approval) as the actor "drill", and the drill table says so.
+they wait for is carried through by "drill" (drill_waits), before a crash point as after it:
+an event is skipped, a timer woken, and what waits for a person (approval steps, attempts of
+a step with the stop verdict, tool calls) approved. With the approvals app installed, through
+its approval requests: it registers its approver here (register_approver, in its
+AppConfig.ready; runs cannot import it), which opens each request and decides it as the drill
+user, so the drill exercises the path a person's approval takes. Without one, the fallback
+approves straight through the transitions (decide_tool_call, decide_approval) as the actor
+"drill", and the drill table says so.
+
+A drill that applies but whose crash point no worker reaches for a reason that is no failure
+of recovery (drill 5 where only waits follow the decision) is "not exercised", saying why:
+neither passed nor failed.
 """
 
 import os
@@ -58,7 +65,7 @@ from ..machine.transitions.agent_calls import args_hash
 from ..models import AgentTurn, AttentionReason, Run, RunStatus, Step, StepStatus, ToolCall
 from .actions import ACTIONS, ActionInput
 from .drill_evidence import found_by_key, intent_keys
-from .drill_waits import unreached, waits_for_an_event_past, woke
+from .drill_waits import carried_through, unreached, waits_for_person
 
 # What approves a drill run's waits (approvals.drill.approve_for_drill, registered by the
 # approvals app): approve(run) -> whether a decision was recorded. None: the fallback.
@@ -89,6 +96,8 @@ def approval_path() -> str:
 DRILL = Actor.system("drill")
 # A compensation a person starts after a high-impact effect needs a second person.
 DRILL_SECOND = Actor.system("drill-second-person")
+# The steps that call nothing: a worker reaches no crash point at them.
+WAITS = (definition.APPROVAL, definition.SLEEP, definition.EVENT)
 SETTLED = {RunStatus.COMPLETED, RunStatus.COMPENSATED, RunStatus.TERMINATED,
            RunStatus.ATTENTION, RunStatus.COMPENSATION_FAILED}
 
@@ -98,7 +107,13 @@ class DrillResult:
     drill: str
     expected: str
     observed: str
-    passed: bool | None  # None: does not apply to this workflow
+    passed: bool | None  # None: does not apply to this workflow, or was not exercised
+    # False: it applies, but no worker reaches its crash point for want of a step to crash at.
+    exercised: bool = True
+
+
+def not_exercised(title: str, expected: str, why: str) -> DrillResult:
+    return DrillResult(title, expected, f"not exercised: {why}", None, exercised=False)
 
 
 def run_drills(workflow: definition.Workflow) -> list[DrillResult]:
@@ -192,9 +207,18 @@ def _drill_decision(workflow) -> DrillResult:
     index = next((i for i, s in enumerate(steps) if s.kind == definition.DECISION), None)
     if index is None or index + 1 >= len(steps):
         return DrillResult(title, expected, "no decision step followed by another step", None)
-    decision, after = steps[index], steps[index + 1]
+    decision = steps[index]
+    # Where a worker is at work once the decision is stored: the next step that calls
+    # something (a wait before it is carried through by the drill), or an agent's first turn.
+    after = next((s for s in steps[index + 1:] if s.kind not in WAITS), None)
+    if after is None:
+        return not_exercised(title, expected, (
+            f"only waits follow {decision.name} ({', '.join(s.name for s in steps[index + 1:])})"
+            ", so no worker is at work to crash once the decision is stored"))
+    point = (f"{AFTER_TURN}:{after.name}" if after.kind == definition.AGENT
+             else f"{crashpoints.BEFORE_CALL}:{after.name}")
     run = _start(workflow, "decision")
-    if not _kill_at(run, f"{crashpoints.BEFORE_CALL}:{after.name}"):
+    if not _kill_at(run, point):
         return DrillResult(title, expected, unreached(run), False)
     stored = Step.objects.get(run=run, name=decision.name).result
     run = recover(run)
@@ -239,8 +263,7 @@ def _drill_concurrent_delivery(workflow, deliveries: int = 20) -> DrillResult:
     _in_threads(wake, 4)  # duplicate wake-ups racing for the same run
     run = recover(run)
     calls = {s.name: len(intent_keys(run, s.name)) for s in workflow.steps
-             if s.kind not in (definition.APPROVAL, definition.AGENT, definition.SLEEP,
-                               definition.EVENT)}  # waits call nothing
+             if s.kind not in (*WAITS, definition.AGENT)}  # waits call nothing
     # An agent step is claimed again after each wait: each of its tool calls counts.
     calls.update(_tool_call_intents(run))
     repeated = {name: n for name, n in calls.items() if n != 1}
@@ -364,6 +387,8 @@ def _drill_approval_binding(workflow, agent: definition.AgentSpec) -> DrillResul
         calls = transitions.waiting_tool_calls(run)
         if not calls and run.status in SETTLED:
             break
+        if not calls:
+            _carried_through(run)  # what waits before the agent: not the call drilled here
     if not calls:
         return DrillResult(title, expected, f"no tool call waited for approval; run "
                                             f"{run.status}", False)
@@ -410,8 +435,9 @@ def _start(workflow, tag: str, input: dict | None = None) -> Run:
 
 
 def _kill_at(run: Run, point: str) -> bool:
-    """Advance the run in a worker process that SIGKILLs itself at `point`, waking each
-    timer the run sleeps on before it (a sleep ends a worker's advance as a wait does)."""
+    """Advance the run in a worker process that SIGKILLs itself at `point`, carrying the run
+    through each wait before it (a wait ends a worker's advance): True once the worker died
+    there; False if the run stopped short of it waiting for nothing the drill can end."""
     manage = Path(settings.BASE_DIR) / "manage.py"
     while True:
         result = subprocess.run(
@@ -419,8 +445,21 @@ def _kill_at(run: Run, point: str) -> bool:
             env=_child_env(point),
             cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=300,
         )
-        if result.returncode == -signal.SIGKILL or not woke(run, actor=DRILL):
-            return result.returncode == -signal.SIGKILL
+        if result.returncode == -signal.SIGKILL:
+            return True
+        if not _carried_through(run, patience=5):
+            return False
+
+
+def _carried_through(run: Run, *, patience: float = 0) -> bool:
+    """carried_through as the drill; a person's wait whose approval request recorded no
+    decision yet (another process was opening it) is asked again for `patience` seconds."""
+    deadline = time.monotonic() + patience
+    while not carried_through(run, actor=DRILL, approver=_approver):
+        if time.monotonic() >= deadline or not waits_for_person(run):
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _child_env(point: str) -> dict:
@@ -433,8 +472,8 @@ def _child_env(point: str) -> dict:
 
 def recover(run: Run, *, fresh: bool = False, timeout: float = 120) -> Run:
     """Do what the sweeper and a worker would: take the run back from the dead worker, then
-    advance it until it settles, approving what it waits for as the drill (through the
-    registered approver, or straight through the transitions without one)."""
+    advance it until it settles, carrying it through what it waits for as the drill
+    (drill_waits.carried_through)."""
     if not fresh:
         # The killed worker's lease would run out; the drill does not wait for it.
         transitions.expire_lease(run.pk, now=timezone.now() + timedelta(days=1), actor=DRILL)
@@ -444,26 +483,9 @@ def recover(run: Run, *, fresh: bool = False, timeout: float = 120) -> Run:
         run.refresh_from_db()
         if run.status in SETTLED:
             return run
-        waiting = run.steps.filter(kind=definition.APPROVAL, status=StepStatus.WAITING).first()
-        calls = transitions.waiting_tool_calls(run)
-        if _approver is not None and (calls or waiting is not None):
-            # The real path: the approval request, decided as the drill user.
-            if not _approver(run):
-                time.sleep(0.05)
-        elif calls:
-            # A tool call waiting for approval: approved, bound to its arguments' hash.
-            transitions.decide_tool_call(run.pk, step_name=calls[0].step.name,
-                                         call_ref=calls[0].ref, args_hash=calls[0].args_hash,
-                                         approved=True, actor=DRILL,
-                                         comment="approved by the drill")
-        elif waiting is not None:
-            transitions.decide_approval(run.pk, step_name=waiting.name, approved=True,
-                                        actor=DRILL, comment="approved by the drill")
-        elif waits_for_an_event_past(run, deadline - time.monotonic()):
-            return run  # nobody sends a drill run its event: the drill's row says what waits
-        elif woke(run, actor=DRILL):
+        if _carried_through(run):
             continue
-        elif run.next_wake_at is not None:
+        if run.next_wake_at is not None:  # a retry's backoff
             time.sleep(max(0.0, min((run.next_wake_at - timezone.now()).total_seconds(), 5)))
         else:
             time.sleep(0.05)

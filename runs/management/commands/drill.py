@@ -33,7 +33,10 @@ def sandbox_candidates() -> list[tuple[str, str]]:
 
 class Command(BaseCommand):
     help = ("Run the crash drills (1, 2, 5, 8 and, with compensation, 6) against a registered "
-            "workflow and print drill / expected / observed / pass. Exits non-zero if one fails. "
+            "workflow and print drill / expected / observed / pass. What a drill run waits for "
+            "is carried through as the drill: approvals approved, events skipped, timers "
+            "woken. Exits non-zero if one fails; a drill not exercised (its row says why: "
+            "the workflow has no step of the kind it crashes at) is no failure. "
             "Drill runs are flagged, kept out of the console's lists, notify nobody, and "
             "`manage.py remove_drill_runs` removes them.")
 
@@ -77,18 +80,27 @@ class Command(BaseCommand):
         except Exception as exc:  # what no drill row could hold: a message, not a traceback
             raise CommandError(redact_text(f"the drills stopped: {type(exc).__name__}: {exc}")) \
                 from None
-        rows = [(r.drill, r.expected, r.observed,
-                 "n/a" if r.passed is None else ("PASS" if r.passed else "FAIL"))
-                for r in results]
+        rows = [(r.drill, r.expected, r.observed, _verdict(r)) for r in results]
         self.stdout.write(f"drills for {definition.name} v{definition.version}")
         self.stdout.write(render_table(("drill", "expected", "observed", "pass"), rows))
         self.stdout.write(f"approvals: {approval_path()}")
         self.stdout.write("drill runs are left out of the console's lists (tick 'Drill runs "
                           "too' to see them); remove them with: manage.py remove_drill_runs")
+        unexercised = [r.drill for r in results if not r.exercised]
+        if unexercised:
+            self.stdout.write(f"{len(unexercised)} drill(s) not exercised (no failure; the "
+                              f"row says why): {'; '.join(unexercised)}")
         failed = [r.drill for r in results if r.passed is False]
         if failed:
             raise CommandError(f"{len(failed)} drill(s) failed: {'; '.join(failed)}")
-        self.stdout.write("all applicable drills passed")
+        self.stdout.write("all applicable drills passed"
+                          + (" that could be exercised" if unexercised else ""))
+
+
+def _verdict(result) -> str:
+    if not result.exercised:
+        return "not exercised"
+    return "n/a" if result.passed is None else ("PASS" if result.passed else "FAIL")
 
 
 def _calls_the_sandbox(definition) -> bool:

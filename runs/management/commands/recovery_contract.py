@@ -1,6 +1,12 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.definitions.contracts import contract_table, effect_verdict, workflow_verdict
+from runs.definitions.contracts import (
+    STOP,
+    contract_table,
+    effect_verdict,
+    rules_without_function,
+    workflow_verdict,
+)
 from runs.definitions.definition import registry
 from runs.machine.storable import whole_number_argument
 from runs.management.tables import render_table
@@ -12,7 +18,10 @@ COLUMNS = [("step", "step"), ("side effect", "side_effect"), ("safe to re-run", 
 
 class Command(BaseCommand):
     help = ("Print a workflow's recovery contract: per step what it changes, whether it is "
-            "safe to re-run, the rule, the evidence and the owner; then the verdict.")
+            "safe to re-run, the rule, the evidence and the owner; then the verdict, and "
+            "each declared rule the step gives nothing to follow. Exit status: 0 once "
+            "printed, whatever the verdict; with --strict, 3 when the verdict is stop; 1 "
+            "for a workflow or version not registered here.")
 
     def add_arguments(self, parser):
         parser.add_argument("workflow")
@@ -20,8 +29,11 @@ class Command(BaseCommand):
         parser.add_argument("--workflow-version", type=whole_number_argument,
                             dest="workflow_version",
                             help="a registered version (default: latest)")
+        parser.add_argument("--strict", action="store_true",
+                            help="exit with status 3 when the verdict is stop (a CI gate: a "
+                                 "write that nothing can settle after an unknown outcome)")
 
-    def handle(self, *args, workflow, workflow_version=None, **options):
+    def handle(self, *args, workflow, workflow_version=None, strict=False, **options):
         version = workflow_version
         # `is None`, not falsiness: --workflow-version 0 names a version (none exists).
         definition = (registry.latest(workflow) if version is None
@@ -50,3 +62,9 @@ class Command(BaseCommand):
                 if stop is not None:
                     self.stdout.write(f"{label}: {stop.decision}: a person approves each "
                                       f"attempt before it runs ({stop.reason})")
+        for line in rules_without_function(definition):
+            self.stdout.write(f"rule without a function: {line}")
+        if strict and verdict.decision == STOP:
+            # Not 1, which says the workflow could not be read: the contract was, and stops.
+            raise CommandError(f"{definition.name} v{definition.version}: the verdict is stop "
+                               f"(--strict): {verdict.next_action}", returncode=3)
