@@ -276,7 +276,8 @@ def _accepted(request, run: Run) -> dict:
                 "that finished and was archived (error `run_archived`, the run and its "
                 "archive file named in `archived_run`; nothing is started, whatever the "
                 "input: a business key is never reused). 422: the "
-                "input does not match the workflow's schema, field by field. 404: no such "
+                "input does not match the workflow's schema, field by field, or a wait's "
+                "until(input) or correlate(input) fails with it (the step named). 404: no such "
                 "workflow. 403: the token may not start this workflow. Nothing is written "
                 "on any refusal.",
 )

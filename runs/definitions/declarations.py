@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from . import validation, wait_checks
+from . import validation
 from .retry import DEFAULT_POLICY, RetryPolicy
 
 READ, DECISION, WRITE, NOTIFY, APPROVAL = "read", "decision", "write", "notify", "approval"
@@ -177,8 +177,6 @@ class StepDef:
         # when its module is imported (runs.definitions.validation).
         validation.check_step(self, impacts=(LOW, HIGH), contract=Contract)
         self.sensitive = tuple(self.sensitive)
-        if self.correlate is not None:
-            self.correlate = wait_checks.correlation_checked(self, self.correlate)
 
     def __call__(self, ctx):
         return self.fn(ctx)

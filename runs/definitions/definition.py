@@ -198,7 +198,8 @@ class Workflow:
               until: Callable[[dict], Any] | None = None) -> StepDef:
         """A durable timer: the run sleeps for `duration`, or until the aware datetime
         `until(input)` returns, holding no process; the sweeper wakes it, and an operator can
-        wake it early with a reason. Not a decorator: it declares the step itself."""
+        wake it early with a reason. A start `until` fails with is refused (wait_functions).
+        Not a decorator: it declares the step itself."""
         wait_checks.check_sleep(self, name, duration=duration, until=until)
         return self._declare(SLEEP, name, sleep_for=duration, sleep_until=until,
                              contract=Contract(rule="wait for the time"))(lambda ctx: None)
@@ -212,7 +213,7 @@ class Workflow:
         against `schema`, becomes the step's result. An event that arrives before the run
         gets here is kept and consumed when it does. After `timeout`, `on_timeout` applies
         (EVENT_TIMEOUT_POLICIES; "continue" goes on with `default` as the result). Not a
-        decorator: it declares the step itself."""
+        decorator: it declares the step itself. A start `correlate` fails with is refused."""
         wait_checks.check_event_wait(self, name, event=event, timeout=timeout,
                                      on_timeout=on_timeout, policies=EVENT_TIMEOUT_POLICIES,
                                      default=default)

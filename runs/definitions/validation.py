@@ -253,9 +253,10 @@ def effect_checks(effect) -> tuple:
 
 def input_function_check(option: str, fn) -> tuple[bool, str]:
     """(ok, why) for a function of the run's input that a wait declares (a sleep's `until`,
-    an event wait's `correlate`), called as fn(input) with the input as stored, a dict, once
-    a run reaches the wait. A datetime given in its place, or a function of no argument, was
-    accepted here and held every run for a person at that step."""
+    an event wait's `correlate`), called as fn(input) with the input as stored, a dict, when
+    a run is started and again when it reaches the wait. A datetime given in its place, or a
+    function of no argument, was accepted here and held every run for a person at that
+    step."""
     if fn is None:
         return True, ""
     if not callable(fn):

@@ -2,7 +2,6 @@
 runs.definitions.validation, for the steps that wait on the world)."""
 
 import json
-from collections.abc import Callable
 
 from .validation import duration_problem, refuse, where
 
@@ -37,19 +36,3 @@ def check_event_wait(workflow, name, *, event, timeout, on_timeout: str,
             problem = (f"its default must be JSON (dicts, lists, text, finite numbers, true, "
                        f"false, null), as the step's result is stored: {exc}")
     refuse(where(workflow, name), problem or duration_problem("timeout", timeout, optional=True))
-
-
-
-def correlation_checked(step, correlate: Callable) -> Callable:
-    """`correlate`, refusing what is not text: str() would make a None, which a missing field
-    gives, the key "None", shared by every run whose field is missing. The event wait holds
-    the run for a person with this message, which names the workflow and the step."""
-    def correlation_key(data):
-        key = correlate(data)
-        if not isinstance(key, str):
-            raise TypeError(f"{where(step.workflow, step.name)}: correlate() must return the "
-                            f"correlation key as text, not {type(key).__name__}")
-        return key
-
-    correlation_key.declared = correlate
-    return correlation_key

@@ -244,9 +244,9 @@ def process_stopping(exc: BaseException) -> bool:
 
 def raise_if_process_stopping(exc: BaseException) -> None:
     """Raise `exc` again if it is this process being stopped (process_stopping), from
-    wherever workflow code's failure is caught (classify, and the hooks whose failure holds
-    the run without being classified: a sleep's until(), an event wait's correlate(), a
-    step's describe()). Taken for the code's own failure, it would hold its run for a person
+    wherever workflow code's failure is caught (classify, and the hooks called outside a
+    step's call: a sleep's until(), an event wait's correlate(), at the start and at the
+    wait, a step's describe()). Taken for the code's own failure, it would hold its run for a person
     as the code's error; raised, the process ends as in a crash and the run is taken back
     when its lease ends."""
     if process_stopping(exc):

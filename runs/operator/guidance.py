@@ -214,6 +214,15 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
         return offer("retry_step", f"The model's answers for {name} failed their schema; its "
                      "invalid output is kept on the step. Fix the prompt or the model, then "
                      "retry it.", name)
+    if reason == AttentionReason.UNCLASSIFIED_ERROR and step is not None \
+            and step.kind in (definition.SLEEP, definition.EVENT):
+        # Its until() or correlate() failed with the run's input (timers.failed_in_its_code):
+        # the code is there, and the input cannot be changed, so only the code can be fixed.
+        fn = "until(input)" if step.kind == definition.SLEEP else "correlate(input)"
+        return offer("retry_step", f"{name}'s {fn}, the workflow's code, failed with this "
+                     "run's input (the message says how); the input cannot be changed. "
+                     "Release code that takes it, then retry the step; if the business no "
+                     "longer wants the run, terminate it.", name)
     if reason == AttentionReason.UNCLASSIFIED_ERROR:
         return offer("retry_step", f"{name} raised an unexpected error. Read it, fix the "
                      "code or the data, then retry.", name)

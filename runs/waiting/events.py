@@ -60,9 +60,10 @@ from ..machine.storable import (
     value_problem,
 )
 from ..machine.transitions import DuplicateEvent, awaiting_ref, deliver_event
-from ..machine.transitions.events import KEY_LENGTH, insert_event
+from ..machine.transitions.events import insert_event
 from ..machine.transitions.kernel import input_hash, transition_time
 from ..machine.transitions.refused_events import run_ended
+from ..machine.transitions.wait_functions import KEY_LENGTH
 from ..models import ExternalEvent
 from .kept import (
     consume_kept,
@@ -191,8 +192,8 @@ def _refuse_too_long(**texts: str) -> None:
 def _refuse_unnamed(**texts: str) -> None:
     """EventRefused naming each of `texts` (the event's id, its correlation key) blank or
     holding control characters (identifier_problem). A wait whose own correlate() gives such
-    a key is held for a person by the same rule (transitions.events.sendable_key), never
-    left waiting for an event the door refuses."""
+    a key is refused by the same rule (transitions.wait_functions.key_problem): its start,
+    or the step when the run reaches it, never left waiting for an event the door refuses."""
     errors = [{"loc": [name], "msg": problem} for name, text in texts.items()
               if (problem := identifier_problem(text)) is not None]
     if errors:

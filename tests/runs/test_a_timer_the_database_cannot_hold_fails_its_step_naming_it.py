@@ -2,7 +2,9 @@
 year 1 UTC, or a duration past the year 9999) would leave the run unreadable for ever:
 PostgreSQL keeps 10000-01-01, psycopg cannot load it. The step fails at once as a permanent
 error of the workflow's code, naming the time, and the run waits for a person, readable; a
-far but sensible time still sleeps."""
+far but sensible time still sleeps. A start whose until() gives such a time is refused
+(tests/runs/test_a_start_whose_input_a_waits_until_or_correlate_fails_with_is_refused_naming_the_step.py):
+here a release gives it after the start."""
 
 from datetime import datetime, timedelta, timezone
 
@@ -43,10 +45,12 @@ def sleeps():
      "0001-01-01T03:00:00+09:00 is before what the database can keep"),
     (dict(duration=timedelta(days=999_999_999)), "+ 999999999 days, 0:00:00 is past the year"),
 ])
-def test_the_step_fails_naming_the_time_and_the_run_stays_readable(script, sleeps, when,
-                                                                   named):
-    sleeps(**when)
+def test_the_step_fails_naming_the_time_and_the_run_stays_readable(script, sleeps, monkeypatch,
+                                                                   when, named):
+    nap = sleeps(duration=timedelta(hours=1)).step("nap")
     run = new_run("test-sleep-at")
+    monkeypatch.setattr(nap, "sleep_for", when.get("duration"))
+    monkeypatch.setattr(nap, "sleep_until", when.get("until"))
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.ATTENTION
     run = Run.objects.get(pk=run.pk)  # every column read back
     assert run.attention_reason == AttentionReason.PERMANENT_ERROR

@@ -8,10 +8,11 @@ arriving event finds its run along step_remote_ref_idx; once delivered it names 
 transition that consumes it: a redelivered event (same source and id) changes nothing.
 
 A wait's `correlate` is the workflow's own code, called with the run's input when the run
-reaches the step: a release can make it fail for older runs (a key their input lacks). The
-run is then held for a person in that same change (timers.held_for_its_code), as a sleep's
-`until` that fails is; so is one whose key no event could carry (sendable_key). A timeout
-whose deadline the database cannot hold fails the step, as a sleep's wake time does.
+is started (a start it fails is refused) and again when the run reaches the step
+(runs.machine.transitions.wait_functions): a release can make it fail for older runs, or give
+a key no event could carry. The step then fails in that same change
+(timers.failed_in_its_code), as a sleep's `until` that fails does. A timeout whose deadline
+the database cannot hold fails the step, as a sleep's wake time does.
 
 A release can also rename the event a running run waits for (or the step that waits), with
 no new version: the row still waits under the old name, which no sender uses any more, and
@@ -37,8 +38,7 @@ from ... import store
 from ...definitions import definition
 from ...models import AttentionReason, ExternalEvent, Run, Step, StepStatus
 from ...world_models import UNSETTLED
-from ..errors import CODE_FAILURES, TransitionNotAllowed
-from ..storable import identifier_problem, text_problem
+from ..errors import TransitionNotAllowed
 from .kernel import (  # the package's shared vocabulary
     ATTENTION,
     QUEUED,
@@ -57,14 +57,8 @@ from .kernel import (  # the package's shared vocabulary
 )
 from .operator import operator_transition
 from .refused_events import run_ended
-from .timers import (
-    TimeNotKept,
-    after,
-    counted_from,
-    failed_for_its_time,
-    held_for_its_code,
-    reached,
-)
+from .timers import after, counted_from, failed_for_its_time, failed_in_its_code, reached
+from .wait_functions import TimeNotKept, WaitFunctionFailed, correlation_key
 
 AWAITING = "awaiting-event:"
 
@@ -119,28 +113,6 @@ def shortest_digested_key(event: str) -> int:
     return REF_LENGTH - len(AWAITING) - len(event)
 
 
-def correlation_key(spec: definition.StepDef, run: Run) -> str:
-    return str(spec.correlate(run.input)) if spec.correlate else run.business_key
-
-
-# The longest correlation key an event may carry (its column; the door, runs.waiting.events,
-# refuses a longer one).
-KEY_LENGTH = ExternalEvent._meta.get_field("correlation_key").max_length
-
-
-def sendable_key(key: str) -> str:
-    """`key`, if an event can carry it to the wait; ValueError otherwise. A wait under a key
-    the door refuses (empty, too long, text the database cannot store, blank or holding a
-    control character: identifier_problem) would wait for an event no sender can deliver,
-    and a NUL would fail the checkpoint of every worker in turn."""
-    problem = ("it is empty" if not key
-               else f"it is {len(key)} characters long, an event's at most {KEY_LENGTH}"
-               if len(key) > KEY_LENGTH else text_problem(key) or identifier_problem(key))
-    if problem is not None:
-        raise ValueError(f"no event can carry the correlation key it gave: {problem}")
-    return key
-
-
 def awaits(change: Change, lease: Lease, step: Step) -> bool:
     """From advance: the run waits for the step's event (True), or the wait is over by its
     timeout policy "continue" (False: the step succeeded with the default, go on)."""
@@ -148,9 +120,9 @@ def awaits(change: Change, lease: Lease, step: Step) -> bool:
     spec = definition_step(lease, step)
     if step.status != StepStatus.WAITING:
         try:
-            key = sendable_key(correlation_key(spec, run))
-        except CODE_FAILURES as exc:  # the workflow's code, whatever it raises
-            held_for_its_code(change, lease, step, "its event wait's correlate()", exc)
+            key = correlation_key(spec, run.input, run.business_key)
+        except WaitFunctionFailed as exc:
+            failed_in_its_code(change, lease, step, exc)
             return True
         try:
             until = after(counted_from(lease, now), spec.timeout) if spec.timeout else None
@@ -476,8 +448,8 @@ def _wait_refs(run: Run, step: Step, workflow_def: definition.Workflow | None) -
     if declared is None or declared.event_name == awaited_event(step):
         return refs
     try:
-        key = correlation_key(declared, run)
-    except Exception:  # noqa: BLE001 - the workflow's code, whatever it raises
+        key = correlation_key(declared, run.input, run.business_key)
+    except WaitFunctionFailed:
         return refs  # no key to name: nothing under the new name is taken on a guess
     if awaiting_ref(awaited_event(step), key) == step.remote_ref:  # the key it waits with
         refs.append(awaiting_ref(declared.event_name, key))

@@ -29,6 +29,7 @@ from ..errors import (
 from ..keys import compensation_key, step_key
 from ..storable import has_control_characters, text_problem
 from ..wakeup import wake_after_commit
+from . import wait_functions
 from .kernel import (  # the package's shared vocabulary
     NEW,
     QUEUED,
@@ -82,6 +83,38 @@ def checked_input(workflow_def: definition.Workflow, input) -> dict:
     return data
 
 
+def refuse_waits_the_input_fails(workflow_def: definition.Workflow, data: dict,
+                                 business_key: str) -> None:
+    """InvalidInput naming each wait of `workflow_def` whose function of the input (a sleep's
+    until, an event wait's correlate) raises, or gives what the wait cannot use, called with
+    `data` as the run would hold it, by the rules the wait applies when the run reaches it
+    (wait_functions): what depends only on the input (a key it lacks, a datetime without a
+    time zone) is told to whoever starts the run, with nothing written, instead of holding
+    the run at the wait weeks later. A function that fails for every input is refused so
+    too. Both take the input alone (definition.validation.input_function_check)."""
+    problems = []
+    for spec in workflow_def.steps:
+        try:
+            if spec.kind == definition.SLEEP and spec.sleep_until is not None:
+                wait_functions.until_time(spec, _as_stored(data))
+            elif spec.kind == definition.EVENT and spec.correlate is not None:
+                wait_functions.correlation_key(spec, _as_stored(data), business_key)
+        except wait_functions.WaitFunctionFailed as exc:
+            problems.append(f"step {spec.name!r}: {exc}")
+        except wait_functions.TimeNotKept as exc:
+            problems.append(f"step {spec.name!r}: its until(input) returned a time the "
+                            f"database cannot keep: {exc}")
+    if problems:
+        raise InvalidInput(f"input for {workflow_def.name} is refused: {'; '.join(problems)}",
+                           errors=[{"loc": [], "msg": problem} for problem in problems])
+
+
+def _as_stored(data: dict) -> dict:
+    # As the run's column gives it back, and a copy of its own: a function that changes what
+    # it is given changes neither what is stored nor what the next one is given.
+    return json.loads(json.dumps(data, ensure_ascii=False))
+
+
 def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
               now: datetime | None = None, wake: bool = True,
               guard: Callable[[], None] | None = None,
@@ -90,8 +123,9 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
 
     Returns (run, created). The same (workflow, business key, input) delivered twice, or by
     two processes at once, gives one run. The same business key with a different input, an
-    unknown workflow and input that fails the workflow's schema are refused with an error
-    naming the problem, and nothing is written. With wake=False no worker is told about the
+    unknown workflow, input that fails the workflow's schema and input a wait's until() or
+    correlate() fails with (refuse_waits_the_input_fails) are refused with an error naming
+    the problem, and nothing is written. With wake=False no worker is told about the
     new run (the caller advances it itself, as the drill kit does); the sweeper still finds
     it if nobody does.
 
@@ -138,6 +172,7 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
             "line or paragraph separators, bidirectional controls, ...)",
             errors=[{"loc": ["business_key"], "msg": "contains control characters"}])
     data = checked_input(workflow_def, input)
+    refuse_waits_the_input_fails(workflow_def, data, business_key)
     digest = input_hash(data)
     now = transition_time(now)
     db = store.current()

@@ -7,13 +7,15 @@ may wake it early, with a reason (wake_timer): the step's time becomes now. A ru
 going forward (cancelled, terminated, being undone) skips its sleep (kernel.end_waits): no
 wake time is left pending on a run that will not go on.
 
-A sleep's `until` is the workflow's own code, called with the run's input when the run
-reaches the step: a release can make it fail for older runs (a key their input lacks, a
-naive datetime). The run is then held for a person in that same change (held_for_its_code),
-the previous step's success kept; resumed once the code is fixed, it sleeps.
+A sleep's `until` is the workflow's own code, called with the run's input when the run is
+started (a start it fails is refused) and again when the run reaches the step
+(runs.machine.transitions.wait_functions): a release can make it fail for older runs. The step
+then fails as any step whose code raised unexpectedly does, in that same change
+(failed_in_its_code), the previous step's success kept; retried once the code is fixed, it
+sleeps.
 """
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from django.db.models import DateTimeField, Value
 from django.db.models.functions import Now
@@ -25,8 +27,8 @@ from audit.redaction import redact_text
 
 from ... import store
 from ...definitions import definition
-from ...models import AttentionReason, ErrorClass, Run, Step, StepStatus
-from ..errors import CODE_FAILURES, Classified, raise_if_process_stopping
+from ...models import ErrorClass, Run, Step, StepStatus
+from ..errors import Classified
 from ..storable import printable
 from . import effects
 from .kernel import (
@@ -37,18 +39,11 @@ from .kernel import (
     Outcome,
     audit_state,
     definition_step,
-    halt,
-    held_status,
     wait_began,
 )
 from .operator import operator_transition
 from .resends import due_at_once
-
-
-class TimeNotKept(Exception):
-    """A wake time the database cannot hold and give back: PostgreSQL keeps a time after
-    year 9999 (UTC), but psycopg cannot read it, so every later read of the run would fail
-    and the sweeper would never wake it."""
+from .wait_functions import TimeNotKept, WaitFunctionFailed, kept, until_time
 
 
 def counted_from(lease: Lease, now: datetime) -> datetime:
@@ -63,12 +58,7 @@ def counted_from(lease: Lease, now: datetime) -> datetime:
 def wake_time(spec: definition.StepDef, run: Run, lease: Lease, now: datetime) -> datetime:
     if spec.sleep_for is not None:
         return after(counted_from(lease, now), spec.sleep_for)
-    until = spec.sleep_until(run.input)
-    # A tzinfo whose utcoffset() is None leaves the time as naive as no tzinfo at all.
-    if not isinstance(until, datetime) or until.utcoffset() is None:
-        raise ValueError(f"sleep {spec.name!r}: until() must return an aware datetime, "
-                         f"not {until!r}")
-    return kept(until)
+    return until_time(spec, run.input)
 
 
 def after(now: datetime, duration: timedelta) -> datetime:
@@ -78,17 +68,6 @@ def after(now: datetime, duration: timedelta) -> datetime:
     except OverflowError:
         raise TimeNotKept(f"now ({now.isoformat()}) + {duration} is past the year 9999") \
             from None
-
-
-def kept(when: datetime) -> datetime:
-    """`when`, if the database can hold it and give it back: Python reads it in UTC, so it
-    must fall in years 1 to 9999 there (9999-12-31 23:00-05:00 does not)."""
-    try:
-        when.astimezone(UTC)
-    except OverflowError:
-        raise TimeNotKept(f"{when.isoformat()} is {'after' if when.year > 1 else 'before'} "
-                          "what the database can keep (years 1 to 9999, UTC)") from None
-    return when
 
 
 def sleeps(change: Change, lease: Lease, step: Step) -> bool:
@@ -101,8 +80,8 @@ def sleeps(change: Change, lease: Lease, step: Step) -> bool:
         except TimeNotKept as exc:
             failed_for_its_time(change, lease, step, "its wake time", exc)
             return True
-        except CODE_FAILURES as exc:  # the workflow's code, whatever it raises
-            held_for_its_code(change, lease, step, "its sleep's until()", exc)
+        except WaitFunctionFailed as exc:
+            failed_in_its_code(change, lease, step, exc)
             return True
         if wake_at <= now and due_by_the_database(run, wake_at):
             return False
@@ -152,22 +131,20 @@ def failed_for_its_time(change: Change, lease: Lease, step: Step, what: str,
         succeeded=False, error=Classified(ErrorClass.PERMANENT, f"{what} {exc}")))
 
 
-def held_for_its_code(change: Change, lease: Lease, step: Step, what: str,
-                      exc: BaseException) -> None:
-    """The workflow's own code for `step` (`what`: a sleep's until, an event wait's
-    correlate) raised as the run reached it: the run waits for a person, saying which step
-    and what was raised, in the change that reached the step. Raised on, the error would roll
-    back the previous step's success with this change and the run would go round its lease
-    again and again, every worker failing the same way; held, that success commits and
-    nothing else is called. The step stays as it was (pending): resumed after the code is
-    fixed, the run calls it again and goes on."""
-    raise_if_process_stopping(exc)
-    error = printable(redact_text(f"{type(exc).__name__}: {exc}"))[:2000]
-    run = change.run
-    halt(change, lease, step, audit_state(run, step), held_status(run),
-         AttentionReason.DEFINITION_MISSING,
-         f"{step.name}: {what} in this worker's code raised {error}; fix the code, then "
-         "resume", error, action=AuditAction.DEFINITION_MISSING)
+def failed_in_its_code(change: Change, lease: Lease, step: Step,
+                       exc: WaitFunctionFailed) -> None:
+    """The workflow's own code for `step` (a sleep's until, an event wait's correlate) raised,
+    or gave what the wait cannot use, as the run reached it; the start checked it with the
+    same input, so the code changed since (or depends on more than the input). The step
+    fails as a step whose code raised unexpectedly does (unclassified_error: fix the code,
+    then retry), not as a missing deployment: the code is there, and says what is wrong. In
+    the change that reached the step: raised on, the error would roll back the previous
+    step's success with this change and the run would go round its lease again and again,
+    every worker failing the same way; failed, that success commits and nothing else is
+    called. Retried after the code is fixed, the step calls it again and goes on."""
+    error = printable(redact_text(str(exc)))[:2000]
+    effects.fail(change, lease, effects.StepEffect(lease, step), Outcome(
+        succeeded=False, error=Classified(ErrorClass.UNCLASSIFIED, error)))
 
 
 def sleeping_message(step: Step) -> str:

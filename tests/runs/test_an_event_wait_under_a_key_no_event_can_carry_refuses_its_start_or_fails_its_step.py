@@ -4,39 +4,25 @@ carry: empty, longer than the door takes (300 characters), text the database can
 bidirectional override, an invisible format character), which the door refuses as it
 refuses such an event id (runs.machine.storable.identifier_problem). Waiting under it, the
 run would wait for an event no sender can deliver, or fail its checkpoint at every worker in
-turn (a NUL in the step's reference). The run is held for a person instead, naming why and
-not the key; a key of 300 characters, or of any other Unicode text, still waits and takes
-its event."""
+turn (a NUL in the step's reference). A start whose input makes it give such a key is
+refused, naming the step and why and not the key, and nothing is written; where the code
+gives it only after the start (a release changed it), the step fails when the run reaches
+it, naming the same. A key of 300 characters, or of any other Unicode text, still waits
+and takes its event."""
 
 import pytest
 
 from audit.chain import Actor
 from runs.definitions.definition import Workflow, registry
 from runs.execution import executor
+from runs.machine.errors import InvalidInput
 from runs.models import AttentionReason, Run, RunStatus, StepStatus
 from runs.waiting import events
 from tests.factories import new_run, step
 from tests.workflows import OrderIn
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def waits_under():
-    """Declare "test-keyed-wait", whose one step waits for "e" under the key given."""
-    declared = []
-
-    def declare(key: str) -> None:
-        flow = Workflow("test-keyed-wait", version=1, input=OrderIn)
-        flow.wait_for_event("wait", event="e", correlate=lambda data: key)
-        declared.append(flow)
-
-    yield declare
-    for flow in declared:
-        registry.unregister(flow)
-
-
-@pytest.mark.parametrize("key, why", [
+NO_KEY = [
     ("", "it is empty"),
     ("k" * 10_000, "it is 10000 characters long, an event's at most 300"),
     ("a\x00b", "NUL characters cannot be stored"),
@@ -45,17 +31,49 @@ def waits_under():
     ("a\nb", "contains control characters"),
     ("a\u202eb", "contains control characters"),
     ("ключ-🔑-\u200b-客户", "contains control characters"),
-])
-def test_the_run_is_held_naming_why_no_event_could_reach_it(script, waits_under, key, why):
+]
+
+
+@pytest.fixture
+def waits_under():
+    """Declare "test-keyed-wait", whose one step waits for "e" under the key given."""
+    declared = []
+
+    def declare(key: str) -> Workflow:
+        flow = Workflow("test-keyed-wait", version=1, input=OrderIn)
+        flow.wait_for_event("wait", event="e", correlate=lambda data: key)
+        declared.append(flow)
+        return flow
+
+    yield declare
+    for flow in declared:
+        registry.unregister(flow)
+
+
+@pytest.mark.parametrize("key, why", NO_KEY)
+def test_a_start_whose_wait_no_event_could_reach_is_refused_naming_why(waits_under, key, why):
     waits_under(key)
+    with pytest.raises(InvalidInput) as refused:
+        new_run("test-keyed-wait")
+    message = str(refused.value)
+    assert "step 'wait': its correlate(input) returned a key no event can carry: " in message
+    assert why in message and "kkkkkkkkkk" not in message
+    assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize("key, why", NO_KEY)
+def test_a_wait_its_code_gives_such_a_key_after_the_start_fails_naming_why(
+        script, waits_under, monkeypatch, key, why):
+    flow = waits_under("k-1")
     run = new_run("test-keyed-wait")
+    monkeypatch.setattr(flow.step("wait"), "correlate", lambda data: key)
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.ATTENTION
     run = Run.objects.get(pk=run.pk)
-    assert run.attention_reason == AttentionReason.DEFINITION_MISSING
-    assert "correlate()" in run.status_message and why in run.status_message
+    assert run.attention_reason == AttentionReason.UNCLASSIFIED_ERROR
+    assert "correlate(input)" in run.status_message and why in run.status_message
     assert "kkkkkkkkkk" not in run.status_message and run.next_wake_at is None
     wait = step(run, "wait")
-    assert (wait.status, wait.remote_ref) == (StepStatus.PENDING, "")
+    assert (wait.status, wait.remote_ref) == (StepStatus.FAILED, "")
 
 
 @pytest.mark.parametrize("key", ["k" * 300, "ключ-🔑-客户 a b"])
