@@ -61,9 +61,7 @@ class EventReceipt(Schema):
                                     "listens waits for it yet: for the next run that waits "
                                     "under its key; where a person ended the run whose "
                                     "business key it is, left for a person, not delivered "
-                                    "if the run is reopened) or duplicate (received before, or "
-                                    "sent again under a new id with the source, correlation "
-                                    "key and payload of one a run took: run_id names it)")
+                                    "if the run is reopened) or duplicate (received before)")
     run_id: int | None = None
     keep_until: datetime | None = Field(
         None, description="Only for kept (for a run that will wait for it), and for a duplicate "
@@ -155,9 +153,8 @@ _RESPONSES = {200: EventReceipt, 202: EventReceipt, 400: Error, 401: Error, 403:
                       "will wait for it until keep_until, when it expires undelivered (for a "
                       "person, with no keep_until, where a person ended the run whose "
                       "business key it is). 200: "
-                      "this source and id were received before, or this source sent "
-                      "the same event, key and payload under another id and a run took it "
-                      "(run_id); nothing changed, nothing kept. 409: this source and id "
+                      "this source and id were received before; "
+                      "nothing changed. 409: this source and id "
                       "were received before with another payload, event or correlation "
                       "key; nothing changed (send it "
                       "under a new id). 422: the "

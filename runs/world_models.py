@@ -191,11 +191,6 @@ class ExternalEvent(models.Model):
             # The expired ones by when, for the metric of those expired since its recount.
             models.Index(fields=["expired_at"], name="external_event_expired_idx",
                          condition=models.Q(expired_at__isnull=False)),
-            # The events runs took, by the wait's reference: an event sent again under a new
-            # id is compared with them (runs.waiting.events: answered duplicate, not kept).
-            models.Index(fields=["awaited_ref", "workflow_name"],
-                         name="external_event_taken_ref_idx",
-                         condition=models.Q(consumed_at__isnull=False)),
             # Kept rows without their reference (written by a release before the column):
             # none once filled, so the pass's look for them costs nothing.
             models.Index(fields=["id"], name="external_event_no_ref_idx",

@@ -22,10 +22,6 @@ refused for the run and said on its log, left for a person, who may deliver it b
 the run is reopened. A key that a wait's own correlate() gave names no run: the event is
 kept for the next run that waits under it, as an early event is, with its keep time.
 
-An event sent again under a new id (same source, event, correlation key and payload as one a
-run took) is answered "duplicate", naming that run, and not kept: a sender that retries by
-minting new ids would otherwise complete the next wait under the key with it.
-
 A kept event is kept for RUNS_EVENT_KEEP_SECONDS from when it came (keep_until, which the
 sender's answer carries), then expires and is never delivered (runs.waiting.kept_expiry).
 
@@ -37,7 +33,6 @@ runs.waiting.kept's.
 import hashlib
 import hmac
 import json
-import logging
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -74,8 +69,6 @@ from .kept import (
 )
 from .kept_expiry import keep_time
 from .payloads import EventIdReused, EventRefused, for_run, one_schema, validated
-
-logger = logging.getLogger(__name__)
 
 # How old a signed webhook's timestamp may be (either way): older is a replay.
 SIGNATURE_WINDOW_SECONDS = 300
@@ -239,8 +232,6 @@ def receive_event(*, workflow: str, event: str, key: str, event_id: str, source:
 
     if (previous := received_before()) is not None:
         return previous
-    if (answered := _answered_before(workflow, source, ref, sent)) is not None:
-        return answered
     step = waiting_step(workflow, ref, now=now)
     if step is not None and run_ended(step.run) is not None:
         step = None  # not the run's on its own: kept, then whose it is (consume_kept)
@@ -357,29 +348,6 @@ def _received_before(workflow: str, source: str, event_id: str, sent, *, event: 
     kept = previous.consumed_at is None and previous.refused_at is None
     return Receipt("duplicate", previous.consumed_run_id,
                    keep_until=previous.keep_until if kept else None)
-
-
-# How many of the events a run took under one key and source an event sent again under a
-# new id is compared with (newest first): a key names one business object, so they are few.
-ANSWERED_COMPARED = 20
-
-
-def _answered_before(workflow: str, source: str, ref: str, sent) -> Receipt | None:
-    """The answer to an event sent again under a new id: from the same source, as the same
-    event under the same correlation key, with the same payload (a redacted field too) as one
-    a run already took. "duplicate", naming that run, and nothing kept: a sender that retries
-    by minting a new id would otherwise complete the next wait under the key (a later run's,
-    or another run's waiting beside it) with what the first run took."""
-    taken = ExternalEvent.objects.filter(
-        workflow_name=workflow, awaited_ref=ref, source=source, consumed_at__isnull=False,
-        consumed_run_id__isnull=False).order_by("-pk")[:ANSWERED_COMPARED]
-    for previous in taken:
-        if _another_payload(previous, sent) is None:
-            logger.info("event from %s under %s is event %s again under a new id (run %s took "
-                        "it): answered duplicate, not kept", source, ref, previous.event_id,
-                        previous.consumed_run_id)
-            return Receipt("duplicate", previous.consumed_run_id)
-    return None
 
 
 # --- signed webhooks -----------------------------------------------------------------------

@@ -17,11 +17,11 @@ OLGA = Actor(kind="user", label="olga")
 PAID = {"amount": 5, "reference": "PSP-9"}
 
 
-def send(run, event, *, key=None, event_id="evt-1", payload=None):
-    """The provider sends `event` for the run's key (or `key`), with PAID (or `payload`)."""
+def send(run, event, *, key=None, event_id="evt-1"):
+    """The provider sends `event` for the run's key (or `key`)."""
     return events.receive_event(workflow=run.workflow_name, event=event,
                                 key=key or run.business_key, event_id=event_id, source="psp",
-                                payload=PAID if payload is None else payload, actor=PSP)
+                                payload=PAID, actor=PSP)
 
 
 def kept_before_the_wait() -> tuple[Run, Run]:
