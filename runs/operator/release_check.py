@@ -26,33 +26,41 @@ class UnworkableVersion:
     problem: str
 
     def __str__(self) -> str:
-        return (f"{self.runs} run(s) in flight of {self.workflow} v{self.version} would be "
-                f"held for a person when they next wake: {self.problem}; deploy the code "
+        return (f"{self.runs} run(s) in flight of {self.workflow} v{self.version}, some or "
+                f"all of which this code cannot work (held for a person when they next "
+                f"wake): {self.problem}; deploy the code "
                 "that has this version as those runs were started (a changed workflow is a "
                 "new version), or settle those runs first")
 
 
+# The runs in flight: a status filter the status index serves (a NOT IN would read them all).
+IN_FLIGHT = [status for status in RunStatus.values if status not in FINAL_RUN_STATUSES]
+
+
 def unworkable_versions() -> list[UnworkableVersion]:
     """Each workflow version with runs in flight that this process's code cannot work, with
-    how many runs and why; judged on the oldest such run's steps (every run of a version is
-    started with the steps of its code then)."""
-    live = (Run.objects.exclude(status__in=FINAL_RUN_STATUSES)
+    how many runs and why. Judged on the oldest and the newest such run's steps: a run is
+    started with the steps of its code then, so a version changed in place has runs of two
+    shapes at most as often as it was changed, the first and the last the likeliest to
+    differ from the code now."""
+    live = (Run.objects.filter(status__in=IN_FLIGHT)
             .values("workflow_name", "workflow_version").annotate(runs=Count("pk"))
             .order_by("workflow_name", "workflow_version"))
     found = []
     for row in live:
         name, version = row["workflow_name"], row["workflow_version"]
-        oldest = (Run.objects.exclude(status__in=FINAL_RUN_STATUSES)
-                  .filter(workflow_name=name, workflow_version=version)
-                  .order_by("pk").only("pk", "status").first())
-        if oldest is None:
-            continue  # finished meanwhile
-        steps = list(Step.objects.filter(run_id=oldest.pk).order_by("position")
-                     .values_list("name", flat=True))
-        problem = code_problem(f"{name} v{version}", definition.registry.get(name, version),
-                               steps, undoing=oldest.status == RunStatus.COMPENSATING)
-        if problem is not None:
-            found.append(UnworkableVersion(name, version, row["runs"], problem))
+        of_version = Run.objects.filter(status__in=IN_FLIGHT, workflow_name=name,
+                                        workflow_version=version).only("pk", "status")
+        for run in {r.pk: r for r in (of_version.order_by("pk").first(),
+                                      of_version.order_by("-pk").first()) if r}.values():
+            steps = list(Step.objects.filter(run_id=run.pk).order_by("position")
+                         .values_list("name", flat=True))
+            problem = code_problem(f"{name} v{version}",
+                                   definition.registry.get(name, version), steps,
+                                   undoing=run.status == RunStatus.COMPENSATING)
+            if problem is not None:
+                found.append(UnworkableVersion(name, version, row["runs"], problem))
+                break
     return found
 
 

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 
 from runs.definitions.definition import Workflow, registry
-from runs.models import RunStatus
+from runs.models import Run, RunStatus
 from runs.operator.release_check import log_unworkable_versions, unworkable_versions
 from tests.factories import new_run, place
 from tests.workflows import OrderIn
@@ -78,3 +78,21 @@ def test_a_worker_logs_it_at_its_start(released, caplog):
         log_unworkable_versions()
     (line,) = [r.getMessage() for r in caplog.records]
     assert line.startswith(f"release check: 1 run(s) in flight of {FLOW} v1")
+
+
+def test_runs_of_two_shapes_are_judged_each(released):
+    released("fetch", "check", "book")  # a release changed v1 in place...
+    new_run(FLOW, wake=False)           # ...and started a run with its steps
+    released("fetch", "book")           # the next release went back
+    (found,) = unworkable_versions()
+    assert found.runs == 2 and "has no step 'check' of this run" in found.problem
+
+
+def test_an_oldest_run_being_undone_does_not_hide_a_step_added_under_the_newer(released):
+    oldest = Run.objects.filter(workflow_name=FLOW, status=RunStatus.QUEUED).get()
+    place(oldest, status=RunStatus.COMPENSATING)  # its undo walks its own rows
+    new_run(FLOW, wake=False)
+    released("fetch", "book", "post")
+    (found,) = unworkable_versions()
+    assert found.runs == 2 and "has step 'post', which this run was started without" \
+        in found.problem
