@@ -5,7 +5,7 @@ opens (its next turn or call would stop for a person). `manage.py reseal_fields`
 reseal_fields, and with --count, key_counts: which keys the stored values still name.
 
 A run's rows are sealed again in one transaction on the locked run, never while a worker
-holds it (its checkpoint writes the rows it holds and the chain's next record): such runs
+holds its lease (its checkpoint writes the rows it holds and the chain's next record): such runs
 are left and counted, for a later pass. Each run changed gets one chained record
 (fields_resealed) with the new digest of every result sealed again, since a sealed value
 encrypts anew and so no longer matches the digest its outcome's record carries. Archive
@@ -138,7 +138,11 @@ def reseal_run(run_id: int, counts: KeyCounts, *, reason: str, actor: Actor) -> 
     """One run's sealed values sealed again, with its record, in one transaction on the
     locked run; left (and counted) while a worker holds it."""
     def held(run: Run) -> str | None:
-        return "held by a worker" if run.status in HELD_RUN_STATUSES else None
+        # A worker's checkpoint writes the rows it holds and the chain's next record. A run
+        # between two tries (an undo's backoff) holds no lease: a claim that read it before
+        # this change finds the chain moved on and claims nothing.
+        return "held by a worker" if run.status in HELD_RUN_STATUSES and run.lease_owner \
+            else None
 
     before = counts.resealed
     try:

@@ -114,7 +114,7 @@ def test_every_sealed_value_is_sealed_again_and_the_paused_run_goes_on_without_t
 
 def test_a_run_a_worker_holds_is_left_and_named_for_a_later_pass(paused_under_the_old_key):
     run, _ = paused_under_the_old_key
-    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, lease_owner="w9:4242")
     said = reseal("--reason", "k-old rotated on schedule", exits=3)
     assert f"left 1 run(s) a worker holds now (run the command again once they have " \
            f"stopped): {run.pk}" in said
@@ -122,6 +122,16 @@ def test_a_run_a_worker_holds_is_left_and_named_for_a_later_pass(paused_under_th
     post = ToolCall.objects.get(step__run=run, tool="post-ledger")
     assert sealed_keys(post.arguments) == {OLD}
     assert not AuditRecord.objects.filter(run=run, action=AuditAction.FIELDS_RESEALED).exists()
+
+
+def test_a_run_between_two_tries_of_an_undo_holds_no_lease_and_is_sealed_again(
+        paused_under_the_old_key):
+    run, _ = paused_under_the_old_key
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.COMPENSATING, lease_owner="")
+    said = reseal("--reason", "k-old rotated on schedule")
+    assert "left" not in said and f"no stored value names another key than '{NEW}'" in said
+    post = ToolCall.objects.get(step__run=run, tool="post-ledger")
+    assert sealed_keys(post.arguments) == {NEW}
 
 
 def test_a_value_no_key_opens_is_counted_and_left(paused_under_the_old_key, settings):
