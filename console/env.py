@@ -320,11 +320,13 @@ BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}
 # A variable with one of these prefixes is taken for one of ours: production refuses it
 # unless it is declared above. Every declared family is here, except the names other
 # software shares (Django's, Celery's, OpenTelemetry's, LOG_*), where a prefix would refuse
-# their variables too (SECRET_KEY_: a container's SECRET_KEY_FILE convention is not ours).
+# their variables too. SECRET_KEY_FALLBACK, not SECRET_KEY_: a misspelt fallback would drop
+# the old key unsaid (every link it signed refused), and a container's SECRET_KEY_FILE
+# convention is not ours.
 OUR_PREFIXES = ("RUNS_", "API_", "APPROVALS_", "APPROVAL_", "ARCHIVE_", "METRICS_",
                 "WEBHOOK_", "SANDBOX_", "MODEL_", "AXES_", "DB_", "SWEEP_", "EXTERNAL_",
                 "EMAIL_", "SCHEDULES_", "WORKER_", "BULK_", "AUDIT_", "FIELD_ENCRYPTION_",
-                "TRUSTED_PROXY_", "HTTP_CLIENT_", "CLI_")
+                "TRUSTED_PROXY_", "HTTP_CLIENT_", "CLI_", "SECRET_KEY_FALLBACK")
 
 _UNSET = object()
 

@@ -143,3 +143,15 @@ def test_a_worker_logs_no_line_per_task_taken_and_still_logs_a_task_that_fails(c
         assert fails.apply().failed()
     assert "tests.settings.succeeds" not in caplog.text
     assert "the task broke" in caplog.text
+
+
+def test_a_misspelt_fallback_stops_production_and_a_containers_secret_key_file_does_not():
+    """SECRET_KEY_FALLBACK (no S) would drop the old key unsaid during a rotation: refused,
+    naming the declared one; SECRET_KEY_FILE (a container's convention) is not ours."""
+    old = "an-earlier-production-key-" + "q8w7e6" * 6
+    refused = _production_check({"SECRET_KEY": "k" * 64, "SECRET_KEY_FALLBACK": old})
+    assert refused.returncode != 0
+    assert "SECRET_KEY_FALLBACK" in refused.stderr and "SECRET_KEY_FALLBACKS" in refused.stderr
+    assert old not in refused.stderr
+    taken = _production_check({"SECRET_KEY": "k" * 64, "SECRET_KEY_FILE": "/run/secrets/key"})
+    assert taken.returncode == 0, taken.stderr
