@@ -7,14 +7,16 @@ Finished runs and versions the code still fits say nothing."""
 
 import io
 import logging
+import time
 
 import pytest
 from django.core.management import call_command
 
 from runs.definitions.definition import Workflow, registry
-from runs.models import Run, RunStatus
+from runs.models import Run, RunStatus, Step
 from runs.operator.release_check import log_unworkable_versions, unworkable_versions
 from tests.factories import new_run, place
+from tests.processes import start_worker, stop
 from tests.workflows import OrderIn
 
 pytestmark = pytest.mark.django_db
@@ -96,3 +98,21 @@ def test_an_oldest_run_being_undone_does_not_hide_a_step_added_under_the_newer(r
     (found,) = unworkable_versions()
     assert found.runs == 2 and "has step 'post', which this run was started without" \
         in found.problem
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("empty_broker")
+def test_a_real_worker_says_it_in_its_log_as_it_starts(tmp_path):
+    run = new_run(wake=False)  # test-orders, which the worker's code declares
+    Step.objects.filter(run=run, position=0).update(name="ghost")  # as an older release named it
+    worker = start_worker("release-check", tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while "release check:" not in (log := (tmp_path / "release-check.log").read_text()):
+            assert worker.poll() is None and time.monotonic() < deadline, log[-2000:]
+            time.sleep(0.2)
+    finally:
+        stop(worker)
+    (line,) = [line for line in log.splitlines() if "release check:" in line]
+    assert "WARNING" in line and "1 run(s) in flight of test-orders v" in line
+    assert "has no step 'ghost' of this run" in line
