@@ -77,8 +77,10 @@ class AttentionReason(models.TextChoices):
     # failed with that evidence and waits for a person to send it again or end the run.
     SETTLED_NOT_DONE = "settled_not_done", "effect settled as not done"
     # A value sealed with a field key that FIELD_ENCRYPTION_KEYS does not hold (or holds with
-    # another secret) could not be opened before its effect was sent: nothing was sent, and
-    # the cure is the key ring, not the code (ErrorClass.UNREADABLE).
+    # another secret) could not be opened, and the cure is the key ring, not the code
+    # (ErrorClass.UNREADABLE). Nothing was sent where the runtime opened it before the
+    # effect; where the effect's own code opened it, it may have sent before it read
+    # (runs.machine.transitions.effects.fail).
     SEALED_VALUE_UNREADABLE = "sealed_value_unreadable", "a sealed value cannot be opened"
 
 
@@ -99,8 +101,9 @@ class ErrorClass(models.TextChoices):
     # arguments (HTTP 422 idempotency_key_reused): a lookup by the key finds that request's
     # effect, never this one's, so it settles nothing (lookup_verdicts.looked_up_verdict).
     KEY_REUSED = "key_reused"
-    # A sealed value (runs.machine.sensitive) could not be opened: opened before anything
-    # that needs it is sent, so the effect was not done (errors.classify, effects.fail).
+    # A sealed value (runs.machine.sensitive) could not be opened (errors.classify). Opened
+    # by the runtime before the effect, nothing was sent; opened by the effect's own code, it
+    # may have sent before it read (effects.fail says which).
     UNREADABLE = "unreadable"
 
 

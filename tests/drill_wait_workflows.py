@@ -50,15 +50,27 @@ def charge_the_fee(ctx):
     return StepResult(entry, remote_ref=entry["id"])
 
 
-def _declare_undoable_post(workflow: Workflow) -> None:
+def post_what_was_paid(ctx):
+    # Reads the event's payload: a run that went on without it fails here.
+    entry = ctx.services.ledger.post(transaction_ref=ctx.key, account="expenses:services",
+                                     amount=ctx.results["paid"]["amount"], currency="EUR",
+                                     memo=ctx.input.order)
+    return StepResult(entry, remote_ref=entry["id"])
+
+
+def _declare_undoable_post(workflow: Workflow, post_fn=post_to_the_ledger) -> None:
     post = workflow.write("post", honours_key=True, system="the ledger",
-                          contract=LEDGER)(post_to_the_ledger)
+                          contract=LEDGER)(post_fn)
     post.reconcile(find_in_the_ledger)
     post.compensate(reverse_the_entry)
 
 
 class Verdict(BaseModel):
     verdict: str
+
+
+class Payment(BaseModel):
+    amount: str
 
 
 def decide(ctx):
@@ -73,13 +85,16 @@ approves.approval("approve-order", approvers=("group:approvers",), on_timeout="r
     lambda ctx: {"order": ctx.input.order})
 _declare_undoable_post(approves)
 
-# An event, a decision and a sleep before two writes, the first undone when the second fails.
+# An event whose wait declares a default, a decision and a sleep before two writes, the first
+# (which posts the amount the event says) undone when the second fails.
 settles = Workflow("test-drill-settles", version=1, input=OrderIn, services=build_services,
                    example={"order": "drill"})
-settles.wait_for_event("paid", event="payment.settled", timeout=timedelta(minutes=10))
+settles.wait_for_event("paid", event="payment.settled", schema=Payment,
+                       timeout=timedelta(minutes=10), on_timeout="continue",
+                       default={"amount": "5.00"})
 settles.decision("decide", schema=Verdict)(decide)
 settles.sleep("cool-off", duration=timedelta(days=1))
-_declare_undoable_post(settles)
+_declare_undoable_post(settles, post_what_was_paid)
 fee = settles.write("charge-fee", honours_key=True, system="the ledger",
                     contract=LEDGER)(charge_the_fee)
 fee.reconcile(find_in_the_ledger)
@@ -90,3 +105,11 @@ decides_last = Workflow("test-drill-decides-last", version=1, input=OrderIn,
 _declare_post(decides_last)
 decides_last.decision("decide", schema=Verdict)(decide)
 decides_last.sleep("cool-off", duration=timedelta(days=1))
+
+# An event whose wait declares no default before a write that reads its payload: only the
+# sender knows what it says, so no drill gets past it.
+awaits_payment = Workflow("test-drill-awaits-payment", version=1, input=OrderIn,
+                          services=build_services, example={"order": "drill"})
+awaits_payment.wait_for_event("paid", event="payment.settled", schema=Payment,
+                              timeout=timedelta(minutes=10))
+_declare_undoable_post(awaits_payment, post_what_was_paid)

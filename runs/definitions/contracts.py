@@ -4,6 +4,7 @@ verdict for a whole workflow, derived from the declarations alone (never hand-wr
 The console shows the same table on a workflow's page; `manage.py recovery_contract` prints it.
 """
 
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -221,19 +222,42 @@ def rules_without_function(workflow: definition.Workflow) -> list[str]:
     reconcile function, and no resend with its key on its own: high impact, or a receiver
     that ignores keys), or an undo (compensate) on one with no compensation. The rule is the
     author's words, the rest of the contract is derived from the functions: where they
-    disagree, the words are wrong."""
+    disagree, the words are wrong. A rule that names one only to deny it ("never
+    compensated") claims nothing (rule_claims)."""
     lines = []
     for step in (s for s in workflow.steps if s.has_side_effect):
-        rule = step.contract.rule.lower()
-        if "reconcil" in rule and _unknown_stops(step):
+        rule = step.contract.rule
+        if rule_claims(rule, "reconcil") and _unknown_stops(step):
             lines.append(f"{step.name}: its rule says {step.contract.rule!r}, but it declares "
                          "no reconcile function, so nothing looks its effect up by key after "
                          "an unknown outcome and a person decides: add one that finds it by "
                          "ctx.key, or correct the rule")
-        if "compensat" in rule and step.compensate_fn is None:
+        if rule_claims(rule, "compensat") and step.compensate_fn is None:
             lines.append(f"{step.name}: its rule says {step.contract.rule!r}, but it declares "
                          "no compensation, so nothing undoes it: add one, or correct the rule")
     return lines
+
+
+# A word that denies what follows it within a few words of its clause ("never compensated",
+# "not to be compensated", "without compensation", "can't be reconciled").
+_DENIALS = frozenset({"never", "no", "not", "without", "nor", "neither", "cannot", "nothing",
+                      "none"})
+_DENIAL_REACH = 3
+# Where a clause ends: a denial in one says nothing of the next ("no retry; compensated").
+_CLAUSE_END = re.compile(r"[;,.:!?()\[\]]|\bbut\b")
+
+
+def rule_claims(rule: str, stem: str) -> bool:
+    """Whether the rule `rule` claims what the word stem `stem` names: a word containing
+    it that no denial (_DENIALS, or a word ending in n't) stands before within _DENIAL_REACH
+    words of the same clause."""
+    for clause in _CLAUSE_END.split(rule.lower()):
+        words = re.findall(r"[a-z']+", clause)
+        for at, word in enumerate(words):
+            before = words[max(0, at - _DENIAL_REACH):at]
+            if stem in word and not any(w in _DENIALS or w.endswith("n't") for w in before):
+                return True
+    return False
 
 
 def contract_table(workflow: definition.Workflow) -> list[StepContract]:

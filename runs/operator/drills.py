@@ -22,8 +22,10 @@ Runs are ordinary runs with business keys starting "drill:", flagged Run.drill: 
 console leaves them out of its lists and attention count unless asked, approval requests
 for them notify nobody, and `manage.py remove_drill_runs` archives and removes them. What
 they wait for is carried through by "drill" (drill_waits), before a crash point as after it:
-an event is skipped, a timer woken, and what waits for a person (approval steps, attempts of
-a step with the stop verdict, tool calls) approved. With the approvals app installed, through
+an event is delivered with the default its wait declares (as its timeout would), a timer
+woken, and what waits for a person (approval steps, attempts of a step with the stop verdict,
+tool calls) approved; an event whose wait declares no default is not made up, and the drills
+whose crash point lies behind it are "not exercised". With the approvals app installed, through
 its approval requests: it registers its approver here (register_approver, in its
 AppConfig.ready; runs cannot import it), which opens each request and decides it as the drill
 user, so the drill exercises the path a person's approval takes. Without one, the fallback
@@ -31,7 +33,8 @@ approves straight through the transitions (decide_tool_call, decide_approval) as
 "drill", and the drill table says so.
 
 A drill that applies but whose crash point no worker reaches for a reason that is no failure
-of recovery (drill 5 where only waits follow the decision) is "not exercised", saying why:
+of recovery (drill 5 where only waits follow the decision; a crash point behind an event
+the drill does not make up) is "not exercised", saying why:
 neither passed nor failed.
 """
 
@@ -43,7 +46,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -65,7 +67,8 @@ from ..machine.transitions.agent_calls import args_hash
 from ..models import AgentTurn, AttentionReason, Run, RunStatus, Step, StepStatus, ToolCall
 from .actions import ACTIONS, ActionInput
 from .drill_evidence import found_by_key, intent_keys
-from .drill_waits import carried_through, unreached, waits_for_person
+from .drill_results import DrillResult, not_exercised, short_of, went_through
+from .drill_waits import carried_through, event_not_made_up, waits_for_person
 
 # What approves a drill run's waits (approvals.drill.approve_for_drill, registered by the
 # approvals app): approve(run) -> whether a decision was recorded. None: the fallback.
@@ -100,20 +103,6 @@ DRILL_SECOND = Actor.system("drill-second-person")
 WAITS = (definition.APPROVAL, definition.SLEEP, definition.EVENT)
 SETTLED = {RunStatus.COMPLETED, RunStatus.COMPENSATED, RunStatus.TERMINATED,
            RunStatus.ATTENTION, RunStatus.COMPENSATION_FAILED}
-
-
-@dataclass(frozen=True)
-class DrillResult:
-    drill: str
-    expected: str
-    observed: str
-    passed: bool | None  # None: does not apply to this workflow, or was not exercised
-    # False: it applies, but no worker reaches its crash point for want of a step to crash at.
-    exercised: bool = True
-
-
-def not_exercised(title: str, expected: str, why: str) -> DrillResult:
-    return DrillResult(title, expected, f"not exercised: {why}", None, exercised=False)
 
 
 def run_drills(workflow: definition.Workflow) -> list[DrillResult]:
@@ -168,7 +157,7 @@ def _drill_crash(workflow, step: definition.StepDef, where: str, number: str) ->
         else "one effect: reconciled or resent with the same key"
     run = _start(workflow, f"crash-{where}")
     if not _kill_at(run, f"{where}:{step.name}"):
-        return DrillResult(title, expected, unreached(run), False)
+        return short_of(title, expected, run)
     run = recover(run)
     row = Step.objects.get(run=run, name=step.name)
     intents = intent_keys(run, step.name)
@@ -219,7 +208,7 @@ def _drill_decision(workflow) -> DrillResult:
              else f"{crashpoints.BEFORE_CALL}:{after.name}")
     run = _start(workflow, "decision")
     if not _kill_at(run, point):
-        return DrillResult(title, expected, unreached(run), False)
+        return short_of(title, expected, run)
     stored = Step.objects.get(run=run, name=decision.name).result
     run = recover(run)
     row = Step.objects.get(run=run, name=decision.name)
@@ -262,6 +251,8 @@ def _drill_concurrent_delivery(workflow, deliveries: int = 20) -> DrillResult:
 
     _in_threads(wake, 4)  # duplicate wake-ups racing for the same run
     run = recover(run)
+    if (why := event_not_made_up(run)) is not None:
+        return not_exercised(title, expected, why)  # the steps behind the wait are not called
     calls = {s.name: len(intent_keys(run, s.name)) for s in workflow.steps
              if s.kind not in (*WAITS, definition.AGENT)}  # waits call nothing
     # An agent step is claimed again after each wait: each of its tool calls counts.
@@ -290,6 +281,8 @@ def _drill_compensation(workflow) -> DrillResult:
     pauses, early = [], []
     with crashpoints.failing(late.name):
         run = recover(run, fresh=True)
+        if (why := event_not_made_up(run)) is not None:
+            return not_exercised(title, expected, why)
         if run.status == RunStatus.ATTENTION and \
                 run.attention_reason != AttentionReason.COMPENSATION_PAUSED:
             # No automatic policy: a person compensates (a second person approving it).
@@ -334,13 +327,13 @@ def _agent_drills(workflow, agent: definition.AgentSpec) -> list[DrillResult]:
         tool = writes[0]
         run = _start(workflow, "agent-crash-after-call")
         if not _kill_at(run, f"{crashpoints.AFTER_CALL}:{agent.name}/{tool.name}"):
-            results.append(DrillResult(title, expected, unreached(run), False))
+            results.append(short_of(title, expected, run))
         else:
             run = recover(run)
             call = ToolCall.objects.filter(step__run=run, tool=tool.name).first()
             sends = len(_tool_intents(run, call)) if call else 0
             passed = (call is not None and call.status == "succeeded" and sends == 1
-                      and run.status == RunStatus.COMPLETED)
+                      and went_through(run))
             results.append(DrillResult(title, expected, (
                 f"call {call.status if call else 'missing'}, sent {sends}x, ref "
                 f"{(call.remote_ref if call else '') or '-'}; run {run.status}"), passed))
@@ -349,7 +342,7 @@ def _agent_drills(workflow, agent: definition.AgentSpec) -> list[DrillResult]:
     expected = "the stored turn reused: model requests = stored turns"
     run = _start(workflow, "agent-crash-after-turn")
     if not _kill_at(run, f"{AFTER_TURN}:{agent.name}"):
-        return results + [DrillResult(title, expected, unreached(run), False)]
+        return results + [short_of(title, expected, run)]
     stored = list(AgentTurn.objects.filter(step__run=run).values_list("index", "tool_calls"))
     run = recover(run)
     turns = list(AgentTurn.objects.filter(step__run=run).order_by("index")
@@ -357,7 +350,7 @@ def _agent_drills(workflow, agent: definition.AgentSpec) -> list[DrillResult]:
     reused = turns[:len(stored)] == stored
     asked_again = AuditRecord.objects.filter(run=run, action=AuditAction.AGENT_TURN_STORED,
                                              data__turn__lt=len(stored)).count() - len(stored)
-    passed = reused and asked_again == 0 and run.status == RunStatus.COMPLETED
+    passed = reused and asked_again == 0 and went_through(run)
     results.append(DrillResult(title, expected, (
         f"{len(stored)} turn stored before the crash, {'reused' if reused else 'CHANGED'}; "
         f"{len(turns)} turns in all; run {run.status}"), passed))
@@ -387,8 +380,9 @@ def _drill_approval_binding(workflow, agent: definition.AgentSpec) -> DrillResul
         calls = transitions.waiting_tool_calls(run)
         if not calls and run.status in SETTLED:
             break
-        if not calls:
-            _carried_through(run)  # what waits before the agent: not the call drilled here
+        if not calls and not _carried_through(run) \
+                and (why := event_not_made_up(run)) is not None:
+            return not_exercised(title, expected, why)  # what waits before the agent
     if not calls:
         return DrillResult(title, expected, f"no tool call waited for approval; run "
                                             f"{run.status}", False)
@@ -407,7 +401,7 @@ def _drill_approval_binding(workflow, agent: definition.AgentSpec) -> DrillResul
     call.refresh_from_db()
     sends = len(_tool_intents(run, call))
     passed = (refused and sent_before == 0 and sends == 1 and call.status == "succeeded"
-              and run.status == RunStatus.COMPLETED)
+              and went_through(run))
     return DrillResult(title, expected, (
         f"other arguments {'refused' if refused else 'ACCEPTED'}, {sent_before} sent; "
         f"{call.tool} {call.status}, sent {sends}x after its approval; run {run.status}"),
@@ -485,6 +479,8 @@ def recover(run: Run, *, fresh: bool = False, timeout: float = 120) -> Run:
             return run
         if _carried_through(run):
             continue
+        if event_not_made_up(run) is not None:
+            return run  # as far as a drill carries it
         if run.next_wake_at is not None:  # a retry's backoff
             time.sleep(max(0.0, min((run.next_wake_at - timezone.now()).total_seconds(), 5)))
         else:

@@ -3,7 +3,10 @@ timeout policy) and that a person resumed waits again with no error: the step's 
 no error of the try before, so show_run, the run page and the API all show the step
 waiting and nothing wrong with it. show_run printed the timeout's "no payment.settled event
 arrived by ..." (or "rejected by ...") beside the step waiting again, as if it were
-current. The earlier try's error stays where it is evidence: in its audit record."""
+current. The earlier try's error stays where it is evidence: in its audit record. So too
+for the attempt of a step with the stop verdict, a person's rejection of which failed it
+("attempt 1 rejected by pia: no; nothing was sent" stayed beside the attempt waiting
+again): that wait now begins where every wait does (wait_rows.wait_began)."""
 
 import io
 import json
@@ -47,8 +50,9 @@ def _shown_by_show_run(run: Run, name: str) -> tuple[str, dict]:
     text, as_json = io.StringIO(), io.StringIO()
     call_command("show_run", str(run.pk), stdout=text)
     call_command("show_run", str(run.pk), "--json", stdout=as_json)
+    # The step's row, not a line saying what it waits for.
     line = next(line for line in text.getvalue().splitlines()
-                if line.startswith(f"  {name} ") and " attempt " in line)
+                if re.match(rf"  {re.escape(name)} +\S+ +attempt \d", line))
     entry = next(s for s in json.loads(as_json.getvalue())["steps"] if s["name"] == name)
     return line, entry
 
@@ -129,3 +133,25 @@ def test_an_approval_resumed_after_its_timeout_rejected_it_waits_again_with_no_e
     assert decided.reason == comment and decided.data["approved"] is False
     assert AuditRecord.objects.filter(run=run,
                                       action=AuditAction.APPROVAL_REQUESTED).count() == 2
+
+
+def test_a_stop_verdict_attempt_resumed_after_its_rejection_waits_again_with_no_error(client):
+    client.force_login(User.objects.create_superuser("root"))
+    run = _advance(new_run("test-stop-verdict", amount=120))
+    assert step(run, "pay-unkeyed").status == StepStatus.WAITING
+    transitions.decide_approval(run.pk, step_name="pay-unkeyed", approved=False,
+                                actor=Actor(kind="user", label="pia"), comment="no")
+    run = Run.objects.get(pk=run.pk)
+    assert run.attention_reason == AttentionReason.APPROVAL_REJECTED
+    rejected = step(run, "pay-unkeyed").error_message
+    assert rejected == "attempt 1 rejected by pia: no; nothing was sent"
+
+    run = _resume(run)
+
+    _all_show_it_waiting_with_no_error(client, run, "pay-unkeyed", "rejected")
+    # The rejection's record keeps it; the attempt waits for a person's approval again.
+    decided = AuditRecord.objects.get(run=run, action=AuditAction.APPROVAL_DECIDED)
+    assert decided.data["approved"] is False and decided.reason == "no"
+    assert AuditRecord.objects.filter(run=run,
+                                      action=AuditAction.APPROVAL_REQUESTED).count() == 2
+    assert run.approval_waits.filter(step_name="pay-unkeyed").exists()

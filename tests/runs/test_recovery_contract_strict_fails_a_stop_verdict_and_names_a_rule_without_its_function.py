@@ -3,7 +3,9 @@ verdict: a reading, which the definition_missing runbook also uses to ask whethe
 known. With --strict it exits 3 when the verdict is stop, so that a CI job can refuse such a
 workflow (1 stays for a workflow it cannot find). And a contract whose declared rule names a
 lookup by key the step cannot make (a high-impact write, no reconcile function) says so in
-one line, instead of showing the rule as if it were followed."""
+one line, instead of showing the rule as if it were followed. A rule that says the step is
+never compensated (or never reconciled) claims nothing of the kind: it was flagged as
+declaring an undo it has no function for, because the word was matched anywhere in it."""
 
 import io
 import subprocess
@@ -23,6 +25,32 @@ promised = Workflow("test-contract-rule-without-function", version=1, input=Orde
                 contract=Contract(evidence="payment id", rule="reconcile by key", owner="ops"))
 def post_payment(ctx):
     return StepResult({"id": "p-1"}, remote_ref="p-1")
+
+
+def _paid(ctx):
+    return StepResult({"id": "p-2"}, remote_ref="p-2")
+
+
+def _found(ctx):
+    return None
+
+
+# Rules that say what the step does not do, each beside the function it does have.
+disclaimed = Workflow("test-contract-rule-disclaims", version=1, input=OrderIn)
+disclaimed.write("refund-by-hand", honours_key=True, system="payments", contract=Contract(
+    evidence="payment id", rule="retry with the key; never compensated (a person refunds by "
+    "hand)", owner="ops"))(_paid)
+disclaimed.write("no-undo", honours_key=True, system="payments", contract=Contract(
+    evidence="payment id", rule="not to be compensated: without compensation, a person "
+    "decides", owner="ops"))(_paid)
+disclaimed.write("unlooked", impact="high", system="payments", contract=Contract(
+    evidence="payment id", rule="never reconciled by key; a person checks",
+    owner="ops"))(_paid).compensate(_paid)
+# A rule that claims an undo, after a clause that negates something else.
+claimed = Workflow("test-contract-rule-claims-undo", version=1, input=OrderIn)
+claimed.write("pay", honours_key=True, system="payments", contract=Contract(
+    evidence="payment id", rule="no retry without the key; compensated by a refund",
+    owner="ops"))(_paid).reconcile(_found)
 
 
 def _contract(*args) -> subprocess.CompletedProcess:
@@ -78,3 +106,22 @@ def test_a_rule_the_step_follows_is_not_flagged():
     out = io.StringIO()
     call_command("recovery_contract", "invoice-approval", stdout=out)
     assert "rule without a function" not in out.getvalue()
+
+
+def test_a_rule_that_says_the_step_is_never_compensated_or_reconciled_is_not_flagged():
+    out = io.StringIO()
+    call_command("recovery_contract", "test-contract-rule-disclaims", stdout=out)
+    assert "refund-by-hand" in out.getvalue()
+    assert "rule without a function" not in out.getvalue()
+
+
+def test_a_rule_claiming_an_undo_after_a_negated_clause_is_still_flagged():
+    out = io.StringIO()
+    call_command("recovery_contract", "test-contract-rule-claims-undo", stdout=out)
+
+    flagged = [line for line in out.getvalue().splitlines()
+               if line.startswith("rule without a function:")]
+    assert flagged == [
+        "rule without a function: pay: its rule says 'no retry without the key; compensated "
+        "by a refund', but it declares no compensation, so nothing undoes it: add one, or "
+        "correct the rule"]

@@ -4,12 +4,15 @@ person approves the attempt; then it is paid once; a retry after a transient err
 again, as does an operator's retry; a rejection pays nothing. Payments are counted at a real
 HTTP receiver. An agent tool with the stop verdict waits before each call attempt alike."""
 
+import json
+
 import pytest
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 
 from approvals import decisions, requests
 from approvals.models import ApprovalRequest, RequestStatus
+from audit.actions import AuditAction
 from audit.models import AuditRecord
 from demo.sandbox import faults
 from demo.sandbox.models import LedgerEntry
@@ -210,6 +213,13 @@ def test_a_tool_with_the_stop_verdict_waits_for_a_person_before_each_call(live_s
     assert call.status == ToolCallStatus.WAITING and call.attempt == 1
     assert call.approved_hash == ""  # spent by the attempt it allowed
     assert LedgerEntry.objects.count() == 0
+    # The wait begun again is the current try: neither the call nor its step shows the
+    # 503 of the attempt before, which that attempt's record keeps.
+    assert (call.error_class, call.error_message) == ("", "")
+    triage = run.steps.get(name="triage")
+    assert (triage.error_class, triage.error_message) == ("", "")
+    assert any("503" in json.dumps(r.data) for r in AuditRecord.objects.filter(
+        run=run, step_name="triage", action=AuditAction.RETRY_SCHEDULED))
     assert requests.open_pending_requests() == 1
     second = ApprovalRequest.objects.filter(run=run, tool_call=call).order_by("pk").last()
     assert second.pk != approval.pk and second.snapshot["attempt"] == 2

@@ -25,11 +25,11 @@ from . import stop_gate
 from .attempts import intent_of
 from .kernel import DONE_STEP_STATUSES, Change, reset_budget, restart_retry_budget
 from .repeats import earlier_call_may_land, repeat_warning
+from .wait_rows import wait_began
 
 # Step and tool-call states share their names (StepStatus, ToolCallStatus): one set serves.
 PENDING, RUNNING, SCHEDULED = StepStatus.PENDING, StepStatus.RUNNING, StepStatus.SCHEDULED
 SUCCEEDED, FAILED, UNKNOWN = StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.UNKNOWN
-WAITING = StepStatus.WAITING
 
 
 class EffectRow:
@@ -205,8 +205,7 @@ class StepEffect(EffectRow):
         # What it will send, computed now (nothing is called), so the person approves it.
         step.intended_action = intended_action(context.definition, self.spec, change.run,
                                                context.steps, step)
-        step.status = WAITING
-        step.started_at = step.started_at or change.now
+        wait_began(step, change.now)
         step.next_attempt_at = None
         change.step_changed(step)
 
@@ -384,9 +383,7 @@ class CallEffect(EffectRow):
 
     def hold_for_person(self, change: Change) -> None:
         """The call waits, and its step with it; no worker is held meanwhile."""
-        self.row.status = WAITING
-        step = self.step
-        step.status = WAITING
+        wait_began(self.step, change.now, call=self.row)
         self.step_waits()
         self.save(change)
 

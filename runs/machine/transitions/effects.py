@@ -380,7 +380,10 @@ def undo_outcome(change: Change, lease: Lease, step: Step, outcome: Outcome) -> 
     # An agent step's calls fail with it: the one left compensating, to be sent again with
     # its key, is sent by nothing now.
     calls = {call.ref: call.status for call in calls_not_undone(change, step)}
-    # An undo that could not open a sealed value sent nothing: its reason says what to mend.
+    # An undo that could not open a sealed value: its reason says what to mend (the key
+    # ring). Where its own code opened the value (an earlier result it reads), it may have
+    # sent before it read, as a write's may (fail): held as any failed undo, to be sent again
+    # with its own key, never as an undo that sent nothing.
     reason = AttentionReason.SEALED_VALUE_UNREADABLE \
         if error.error_class == ErrorClass.UNREADABLE else AttentionReason.COMPENSATION_FAILED
     halt(change, lease, effect, before, to=CFAIL, reason=reason,

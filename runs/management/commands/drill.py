@@ -34,9 +34,11 @@ def sandbox_candidates() -> list[tuple[str, str]]:
 class Command(BaseCommand):
     help = ("Run the crash drills (1, 2, 5, 8 and, with compensation, 6) against a registered "
             "workflow and print drill / expected / observed / pass. What a drill run waits for "
-            "is carried through as the drill: approvals approved, events skipped, timers "
-            "woken. Exits non-zero if one fails; a drill not exercised (its row says why: "
-            "the workflow has no step of the kind it crashes at) is no failure. "
+            "is carried through as the drill: approvals approved, events delivered with the "
+            "default their wait declares, timers woken. Exits non-zero if one fails; a drill "
+            "not exercised (its row says why: the workflow has no step of the kind it crashes "
+            "at, or an event without a default, which no drill makes up, comes first) is no "
+            "failure. "
             "Drill runs are flagged, kept out of the console's lists, notify nobody, and "
             "`manage.py remove_drill_runs` removes them.")
 
