@@ -5,6 +5,7 @@ the access chain are in runs.admin, where the console's search of runs and the i
 search (runs.admin_search, which reads numbers as runs does) are at hand."""
 
 import json
+import re
 from datetime import datetime
 from math import ceil
 
@@ -153,10 +154,20 @@ def patterns_read(query, using: str) -> bool:
         return False
     except OperationalError:
         # SQLite's engine is Python's re, run as a function the database calls: a pattern
-        # it cannot read comes back as that function's failure. On PostgreSQL this error is
-        # the connection's (lost, shut down), not the pattern's: the page fails as any would.
-        if connections[using].vendor != "sqlite":
+        # it cannot read comes back as that function's failure. Where Python's re reads
+        # every pattern, the error is not theirs (a connection lost or shut down): the page
+        # fails as any would.
+        if all(python_reads(str(lookup.rhs)) for lookup in patterns):
             raise
+        return False
+    return True
+
+
+def python_reads(pattern: str) -> bool:
+    """Whether Python's re compiles `pattern` (the engine of SQLite's REGEXP in Django)."""
+    try:
+        re.compile(pattern)
+    except (re.error, OverflowError, RecursionError):
         return False
     return True
 
