@@ -411,10 +411,17 @@ def _retry_tool_call(run: Run, step: Step, call: ToolCall, happened: str, known:
     why = (f"The {where} {_sealed_value_words('retry the call')} with its own key "
            f"{call.idempotency_key} (where its tool asks for approval of its arguments, it "
            "is asked again first).")
+    return _call_offer(action, step, call, refused, why, happened=happened, known=known,
+                       unknown=[], reason=reason)
+
+
+def _call_offer(action: OperatorAction, step: Step, call: ToolCall, refused: str | None,
+                why: str, **seen) -> Recommendation:
+    """The next step aimed at one tool call (its own dialog on the page): `action`, or, when
+    `refused` says why it is not possible now, the same words and no action."""
     return Recommendation(
-        happened=happened, known=known, unknown=[],
-        action=None if refused else action, step=step.name if not refused else "",
-        why=why if not refused else f"{why} (not possible now: {refused})", reason=reason,
+        **seen, action=None if refused else action, step=step.name if not refused else "",
+        why=why if not refused else f"{why} (not possible now: {refused})",
         call_slug="" if refused else f"{step.name}-{call.turn}-{call.index}",
         meant=action.name)
 
@@ -440,9 +447,6 @@ def _reconcile_tool_call(run: Run, step: Step, call: ToolCall, happened: str,
     else:
         why = (f"Look {where} up by its key {call.idempotency_key} now: found settles it and "
                "the agent goes on; not found marks it failed and the model is told so.")
-    return Recommendation(
-        happened=happened, known=known,
-        unknown=[f"whether {where} took effect in the remote system"],
-        action=None if refused else action, step=step.name if not refused else "",
-        why=why if not refused else f"{why} (not possible now: {refused})", reason=reason,
-        call_slug="" if refused else f"{step.name}-{call.turn}-{call.index}")
+    return _call_offer(action, step, call, refused, why, happened=happened, known=known,
+                       unknown=[f"whether {where} took effect in the remote system"],
+                       reason=reason)
