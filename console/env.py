@@ -43,8 +43,14 @@ BODY_ROOM = 65536
 # surrogate pair), never more than three times its bytes.
 ESCAPED_GROWTH = 3
 # How the entries of a key ring are written (console.settings.key_ring refuses the rest).
-RING_ENTRIES = ("entries separated by commas: a secret holding whitespace or a ';' (never "
-                "part of a random secret or a Fernet key) is refused at start")
+# An id is written beside everything its key seals ("enc:<id>:...", "<id>:<mac>", an
+# access record's subject; an event's "<id>:<mac>" in 300 characters), so it is plain and
+# short.
+KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
+KEY_ID_RULE = "1 to 200 letters, digits, '.', '_' or '-'"
+RING_ENTRIES = (f"an id is {KEY_ID_RULE}; entries separated by commas: a secret holding "
+                "whitespace or a ';' (never part of a random secret or a Fernet key) is "
+                "refused at start")
 
 
 @dataclass(frozen=True)
