@@ -329,8 +329,14 @@ def subscriber_save(subscriber: WebhookSubscriber, *, by, end_overlap: bool = Fa
                            "the access chain name it")
         refuse_subscription(by, subscriber.workflows or [],
                             had=workflows_kept(stored, subscriber.url))
+        # A secret kept is the stored one, still sealed; a new one is typed in clear. Kept, it
+        # is the row's as read under this lock, not the caller's copy: that copy was read
+        # before (admin's page, the API's lookup), and a reseal_fields pass or another save
+        # committed meanwhile would be undone by it (the ciphertext of the key being
+        # retired, or the secret that save replaced, written back).
+        if sensitive.is_sealed(subscriber.secret):
+            subscriber.secret = stored.secret
         stored_secret = readable(stored.secret)
-        # A secret kept is the stored one, still sealed; a new one is typed in clear.
         changed = subscriber.secret != stored.secret and \
             (stored_secret is None or signing_secret(subscriber) != stored_secret)
         # Only this function sets the overlap: what the caller's copy holds of it may be
