@@ -169,6 +169,22 @@ def stored(run_id: int, stem: str, body: bytes) -> dict:
     return {ARTIFACT: name, "size": len(body), "sha256": digest}
 
 
+def names(value) -> set[str]:
+    """The names of the artifacts a stored value refers to: its own, or its parts' (a value
+    kept with parts); none for a value kept whole on its row."""
+    if is_artifact(value):
+        return {value[ARTIFACT]}
+    if isinstance(value, dict) and isinstance(value.get(PARTS), list):
+        return {value[part][ARTIFACT] for part in value[PARTS] if is_artifact(value.get(part))}
+    return set()
+
+
+def remove(name: str) -> None:
+    """Delete the artifact `name` (gone already: nothing). Named by its content, a file may
+    be referred to by more than one row: the caller has made sure that none does."""
+    storage().delete(name)
+
+
 def read(value) -> bytes:
     """The bytes behind an artifact reference, checked against its sha256. Raises
     ArtifactUnreadable when they are missing or are not the bytes the reference names."""

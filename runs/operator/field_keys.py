@@ -8,22 +8,28 @@ A run's rows are sealed again in one transaction on the locked run, never while 
 holds its lease (its checkpoint writes the rows it holds and the chain's next record): such runs
 are left and counted, for a later pass. Each run changed gets one chained record
 (fields_resealed) with the new digest of every result sealed again, since a sealed value
-encrypts anew and so no longer matches the digest its outcome's record carries. Archive
-files keep their values as sealed at their time: they are never opened (the archive shows
-them masked), so they do not hold an old key in the ring.
+encrypts anew and so no longer matches the digest its outcome's record carries. An artifact
+holding such a value is written anew (named by its content) and its row refers to the new
+one; the old file, which the retired key opens, is removed once that transaction has
+committed, unless a row still refers to it (a late result's record in the run's chain keeps
+its file). Archive files keep their values as sealed at their time: they are never opened
+(the archive shows them masked), so they do not hold an old key in the ring.
 """
 
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 
+from django.db import transaction
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 
 from audit.access import AccessAction, record_access_change
 from audit.actions import AuditAction
 from audit.chain import Actor
+from audit.models import AuditRecord
 
 from ..agent_models import AgentTurn, ToolCall
 from ..machine import artifacts, sensitive
@@ -72,6 +78,8 @@ class KeyCounts:
     runs_held: list[int] = field(default_factory=list)  # left: a worker held them
     other_rows: dict[str, int] = field(default_factory=dict)  # rows changed, by holder
     unreadable_artifacts: list[str] = field(default_factory=list)
+    files_removed: int = 0  # artifacts written anew: their old files removed
+    files_left: list[str] = field(default_factory=list)  # old files the storage kept
 
     @property
     def left(self) -> Counter:
@@ -148,10 +156,12 @@ def reseal_run(run_id: int, counts: KeyCounts, *, reason: str, actor: Actor) -> 
     try:
         with transition_on(run_id, None, actor=actor, now=None, refused=held) as change:
             results = []
+            written_over = set()
             for row, column, value in sealed_columns(run_id):
                 kept = stored_with(run_id, value, counts.sealed_again, counts)
                 if kept == value:
                     continue
+                written_over |= artifacts.names(value) - artifacts.names(kept)
                 setattr(row, column, kept)
                 row.save(update_fields=[column])
                 if column == "result":
@@ -160,6 +170,10 @@ def reseal_run(run_id: int, counts: KeyCounts, *, reason: str, actor: Actor) -> 
                 change.audit(AuditAction.FIELDS_RESEALED, reason=reason, data={
                     "key_id": counts.key_id, "values": counts.resealed - before,
                     "results": results})
+            if written_over:
+                # Not before the commit: rolled back, the rows still refer to the old files.
+                transaction.on_commit(partial(remove_written_over, run_id, written_over,
+                                              counts))
     except TransitionNotAllowed:
         if not Run.objects.filter(pk=run_id).exists():
             return  # archived meanwhile: its file keeps its values as they were sealed
@@ -168,6 +182,43 @@ def reseal_run(run_id: int, counts: KeyCounts, *, reason: str, actor: Actor) -> 
         return
     if counts.resealed > before:
         counts.runs += 1
+
+
+def remove_written_over(run_id: int, names: set[str], counts: KeyCounts) -> None:
+    """Remove the files of the run's artifacts `names`: written anew, their rows refer to
+    the new ones, and what the retired key sealed is left in these. Named by its content, a
+    file may be another row's too: one a row still refers to is kept. A file the storage
+    fails to remove is named in counts.files_left (the rows changed already: nothing refers
+    to it)."""
+    for name in sorted(names):
+        if referred(run_id, name):
+            continue
+        try:
+            artifacts.remove(name)
+        except Exception as exc:  # any storage backend's failure: named, the pass goes on
+            counts.files_left.append(f"{name} ({type(exc).__name__}: {exc})")
+        else:
+            counts.files_removed += 1
+
+
+def referred(run_id: int, name: str) -> bool:
+    """Whether a row of run `run_id` refers to its artifact `name` (the run's in its path, so
+    no other run's does): a column that may hold a reference, or a record of its chain (a
+    late result's keeps the reference it came with)."""
+    for model, columns in SEALED_COLUMNS.items():
+        if mentioning(model.objects.filter(**{RUN_OF[model]: run_id}), columns, name):
+            return True
+    return mentioning(AuditRecord.objects.filter(run_id=run_id), ("before", "after", "data"),
+                      name)
+
+
+def mentioning(rows, columns, text: str) -> bool:
+    """Whether one of `rows` holds `text` in one of its `columns`, each read as text."""
+    texts = {f"{column}_text": Cast(column, output_field=TextField()) for column in columns}
+    found = Q()
+    for name in texts:
+        found |= Q(**{f"{name}__contains": text})
+    return rows.annotate(**texts).filter(found).exists()
 
 
 def count_run(run_id: int, counts: KeyCounts) -> None:

@@ -38,6 +38,11 @@ class Command(BaseCommand):
                               "command again once they have stopped): "
                               + ", ".join(map(str, done.runs_held[:20]))
                               + (" ..." if len(done.runs_held) > 20 else ""))
+        for left in done.files_left:
+            # Its row refers to the artifact written anew: nothing reads this file, which
+            # the retired key opens.
+            self.stdout.write(f"not removed (remove it from the artifact storage by hand): "
+                              f"the old file of an artifact written anew, {left}")
         self.stdout.write(self.counted(done))
         if done.runs_held or done.unreadable or done.unreadable_artifacts:
             # Scripts and runbooks check the status: a key is not free to go yet.
