@@ -87,6 +87,11 @@ def secret_problem(secret: str) -> str | None:
         return ("a secret may not begin or end with a space or another blank: the receiver "
                 "checks each signature with the secret as it holds it, so give it without "
                 "them (nothing is stripped)")
+    if sensitive.is_sealed(secret):
+        # What every sealed value begins with: taken as the stored secret kept, such a new
+        # one would never be sealed nor sign anything (subscriber_save keeps the row's).
+        return (f"a secret may not begin with '{sensitive.PREFIX}', which marks a secret "
+                "stored sealed: give another")
     if len(secret) < SECRET_MIN_LENGTH:
         return (f"a secret signs each delivery: give at least {SECRET_MIN_LENGTH} "
                 f"characters, random ones (this one has {len(secret)})")

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.django_db
 
 SECRET = "whsec-only-the-receiver-4711"
 REFUSED = [" " + SECRET, SECRET + " ", SECRET + "\n", "\u00a0" + SECRET, "   ", "s3c",
-           "x" * (SECRET_MAX_LENGTH + 1)]
+           "x" * (SECRET_MAX_LENGTH + 1), "enc:" + SECRET]
 HOOK = {"name": "crm", "url": "https://crm.example.com/hook"}
 
 
@@ -89,6 +89,31 @@ def test_a_new_secret_for_a_stored_subscriber_is_refused_and_the_stored_one_kept
 
     stored = WebhookSubscriber.objects.get()
     assert opened(stored.secret) == SECRET and not stored.previous_secret
+    assert AccessRecord.objects.count() == recorded
+
+
+def test_a_new_secret_written_as_a_sealed_one_is_refused_not_taken_for_the_stored_one(
+        client, keeper, admin_client):  # noqa: F811
+    """A secret that begins as every sealed value does was taken for the stored one kept:
+    the save kept the old secret and said nothing, so the receiver given the new one would
+    fail every signature."""
+    stored = WebhookSubscriber.objects.create(**HOOK, secret=sealed_secret(SECRET),
+                                              workflows=["test-orders"])
+    before = stored.secret
+    recorded = AccessRecord.objects.count()
+    typed = "enc:whsec-the-new-one-4712"
+    problem = secret_problem(typed)
+    assert problem is not None and "'enc:'" in problem
+
+    changed = send(client, "PATCH", f"/api/subscribers/{stored.pk}", {"secret": typed})
+    assert _api_refusal(changed, typed) == problem
+    page = admin_client.post(f"/admin/api/webhooksubscriber/{stored.pk}/change/", {
+        **HOOK, "secret": typed, "workflows": '["test-orders"]', "active": "on"})
+    assert _sentence(problem) in _admin_says(page)
+
+    stored = WebhookSubscriber.objects.get()
+    assert stored.secret == before and opened(stored.secret) == SECRET
+    assert not stored.previous_secret
     assert AccessRecord.objects.count() == recorded
 
 
