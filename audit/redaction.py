@@ -27,7 +27,12 @@ _SECRET_PAIRS = frozenset({("api", "key"), ("private", "key")})
 # so, and only so: a header quoted in an error text ("X-Api-Token: ...", "api-token: ...",
 # "Api-Token:..."), or a value running on in other characters, is still masked. What is let
 # through is text written exactly as a label: "api-token:" in lower case at a word's start,
-# right after it only a name's characters, up to a space, ":", "~" or the end.
+# right after it only a name's characters, up to a space, ":", "~" or the end. Kept so in
+# an error text too, whatever the name looks like ("api-token:abc123"): a name is an admin's
+# choice, shown in the admin and in every record of what its token did, and opens nothing;
+# the token itself reads as no name (its random part, URL-safe base64, holds a capital in
+# all but about one token in five billion: api.tokens), so written after the prefix it is
+# masked.
 API_TOKEN_NAME = r"[a-z0-9][a-z0-9._-]*"
 _API_TOKEN_PREFIX = "api-token:"
 

@@ -19,16 +19,22 @@ class RunsConfig(AppConfig):
         from .definitions.registry import registry
         from .machine import tracing
         from .reads.chain_heads import chain_heads
+        from .waiting import schedule_input, schedules
 
         register_chain_heads(chain_heads, snapshot=lambda: store.current().snapshot())
         tracing.configure()  # OTLP export when an endpoint is configured; off otherwise
         # Importing a workflow module registers its workflows.
-        known = registry.keys()
+        known, known_schedules = registry.keys(), schedules.registry.keys()
         for module in settings.RUNS_WORKFLOW_MODULES:
             _import_workflow_module(module)
         # A module declares a workflow's steps after the workflow: only once the modules are
         # imported can one that declares none be refused, before a worker or a page uses it.
         registry.check_declared(known=known)
+        # So too a schedule's fixed input against the waits of the version its ticks start,
+        # declared after the schedule or after that version (runs.waiting.schedule_input).
+        schedule_input.check_fixed_inputs(
+            schedule for schedule in schedules.registry.all()
+            if (schedule.workflow_name, schedule.name) not in known_schedules)
         # A row for each workflow once the database is migrated: what grants attach to.
         from .definitions.workflow_rows import after_migrate
         post_migrate.connect(after_migrate, sender=self)

@@ -1,12 +1,13 @@
-"""What the drill kit reads to judge a drill run: the key each attempt of a step sent, and
-what a lookup by the step's key finds at its receiver now."""
+"""What the drill kit reads to judge a drill run: the key each attempt of a step sent, how
+many times each tool call was sent, and what a lookup by the step's key finds at its
+receiver now."""
 
 import time
 
 from ..definitions import definition
 from ..execution import executor
 from ..machine.context import context_outside_executor
-from ..models import Run
+from ..models import Run, ToolCall
 
 
 def intent_keys(run: Run, step_name: str) -> list[str]:
@@ -14,6 +15,19 @@ def intent_keys(run: Run, step_name: str) -> list[str]:
     return list(run.audit_records.filter(step_name=step_name, data__has_key="started_at")
                 .exclude(data__has_key="tool_call").exclude(before__step_status="compensating")
                 .order_by("seq").values_list("data__key", flat=True))
+
+
+def call_sends(call: ToolCall) -> int:
+    """How many times tool call `call` was sent, read afresh: its attempts (the row is the
+    intent)."""
+    return ToolCall.objects.values_list("attempt", flat=True).get(pk=call.pk)
+
+
+def calls_sent(run: Run) -> dict[str, int]:
+    """How many times each tool call of `run` that was sent was, by its name for people."""
+    return {f"{c.step.name}/{c.ref} {c.tool}": c.attempt
+            for c in ToolCall.objects.filter(step__run=run, attempt__gt=0)
+            .select_related("step")}
 
 
 def found_by_key(workflow: definition.Workflow, run: Run,

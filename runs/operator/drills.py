@@ -66,7 +66,7 @@ from ..machine.errors import TransitionNotAllowed
 from ..machine.transitions.agent_calls import args_hash
 from ..models import AgentTurn, AttentionReason, Run, RunStatus, Step, StepStatus, ToolCall
 from .actions import ACTIONS, ActionInput
-from .drill_evidence import found_by_key, intent_keys
+from .drill_evidence import call_sends, calls_sent, found_by_key, intent_keys
 from .drill_results import DrillResult, not_exercised, short_of, went_through
 from .drill_waits import carried_through, event_not_made_up, waits_for_person
 
@@ -256,7 +256,7 @@ def _drill_concurrent_delivery(workflow, deliveries: int = 20) -> DrillResult:
     calls = {s.name: len(intent_keys(run, s.name)) for s in workflow.steps
              if s.kind not in (*WAITS, definition.AGENT)}  # waits call nothing
     # An agent step is claimed again after each wait: each of its tool calls counts.
-    calls.update(_tool_call_intents(run))
+    calls.update(calls_sent(run))
     repeated = {name: n for name, n in calls.items() if n != 1}
     observed = (f"{len(runs)} run ({sum(created)} created), "
                 f"{'each step called once' if not repeated else f'repeated: {repeated}'}; "
@@ -331,18 +331,24 @@ def _agent_drills(workflow, agent: definition.AgentSpec) -> list[DrillResult]:
         else:
             run = recover(run)
             call = ToolCall.objects.filter(step__run=run, tool=tool.name).first()
-            sends = len(_tool_intents(run, call)) if call else 0
+            sends = call_sends(call) if call else 0
             passed = (call is not None and call.status == "succeeded" and sends == 1
                       and went_through(run))
             results.append(DrillResult(title, expected, (
                 f"call {call.status if call else 'missing'}, sent {sends}x, ref "
                 f"{(call.remote_ref if call else '') or '-'}; run {run.status}"), passed))
     results.append(_drill_approval_binding(workflow, agent))
+    return results + [drill_restart_after_turn(workflow, agent)]
+
+
+def drill_restart_after_turn(workflow, agent: definition.AgentSpec) -> DrillResult:
+    """5a: the worker killed once the agent's first model turn is stored; recovered, the
+    stored turn is reused, never asked for again."""
     title = f"5a restart after a model turn was stored ({agent.name})"
     expected = "the stored turn reused: model requests = stored turns"
     run = _start(workflow, "agent-crash-after-turn")
     if not _kill_at(run, f"{AFTER_TURN}:{agent.name}"):
-        return results + [short_of(title, expected, run)]
+        return short_of(title, expected, run)
     stored = list(AgentTurn.objects.filter(step__run=run).values_list("index", "tool_calls"))
     run = recover(run)
     turns = list(AgentTurn.objects.filter(step__run=run).order_by("index")
@@ -351,10 +357,9 @@ def _agent_drills(workflow, agent: definition.AgentSpec) -> list[DrillResult]:
     asked_again = AuditRecord.objects.filter(run=run, action=AuditAction.AGENT_TURN_STORED,
                                              data__turn__lt=len(stored)).count() - len(stored)
     passed = reused and asked_again == 0 and went_through(run)
-    results.append(DrillResult(title, expected, (
+    return DrillResult(title, expected, (
         f"{len(stored)} turn stored before the crash, {'reused' if reused else 'CHANGED'}; "
-        f"{len(turns)} turns in all; run {run.status}"), passed))
-    return results
+        f"{len(turns)} turns in all; run {run.status}"), passed)
 
 
 def _drill_approval_binding(workflow, agent: definition.AgentSpec) -> DrillResult:
@@ -396,26 +401,16 @@ def _drill_approval_binding(workflow, agent: definition.AgentSpec) -> DrillResul
     except TransitionNotAllowed:
         refused = True
     call.refresh_from_db()
-    sent_before = len(_tool_intents(run, call))
+    sent_before = call_sends(call)
     run = recover(run, fresh=True)
     call.refresh_from_db()
-    sends = len(_tool_intents(run, call))
+    sends = call_sends(call)
     passed = (refused and sent_before == 0 and sends == 1 and call.status == "succeeded"
               and went_through(run))
     return DrillResult(title, expected, (
         f"other arguments {'refused' if refused else 'ACCEPTED'}, {sent_before} sent; "
         f"{call.tool} {call.status}, sent {sends}x after its approval; run {run.status}"),
         passed)
-
-
-def _tool_intents(run: Run, call) -> list:
-    return list(range(ToolCall.objects.get(pk=call.pk).attempt))  # the row is the intent
-
-
-def _tool_call_intents(run: Run) -> dict[str, int]:
-    return {f"{c.step.name}/{c.ref} {c.tool}": c.attempt
-            for c in ToolCall.objects.filter(step__run=run, attempt__gt=0)
-            .select_related("step")}
 
 
 # --- how the drills break and recover runs -------------------------------------------------

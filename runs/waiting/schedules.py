@@ -143,7 +143,9 @@ class Schedule:
             raise ScheduleError(f"schedule {self.name!r}: catch_up must be one of "
                                 f"{', '.join(CATCH_UP_POLICIES)}, not {self.catch_up!r}")
         started = schedule_input.started_version(self.workflow)
-        if (problem := schedule_input.input_problem(self.input, started)) is not None:
+        # Against the steps declared so far; once the modules are loaded, against them all
+        # (schedule_input.check_fixed_inputs).
+        if (problem := schedule_input.input_problem(self, started)) is not None:
             raise ScheduleError(f"schedule {self.name!r}: {problem}")
         if self.register:
             registry.add(self)
@@ -220,6 +222,9 @@ class ScheduleRegistry:
 
     def remove(self, schedule: Schedule) -> None:
         self._schedules.pop((schedule.workflow_name, schedule.name), None)
+
+    def keys(self) -> frozenset:
+        return frozenset(self._schedules)
 
     def get(self, workflow: str, name: str) -> Schedule | None:
         return self._schedules.get((workflow, name))

@@ -98,7 +98,7 @@ from .operator_words import LABELS, not_done
 from .outcome import INVALID_OUTPUT_MAX, REMOTE_REF_MAX
 from .rerun import rerun_from_step
 from .rerun_rules import rerun_range, standing_effects
-from .start import checked_input, start_run
+from .start import admitted_input, start_run
 from .timers import sleeping_step, wake_timer
 from .tool_call_rules import CALL_OPTIONAL_ACTIONS, TOOL_CALL_ACTIONS, call_refusal
 from .unknown_outcome import settle_unknown
@@ -121,7 +121,8 @@ __all__ = [
     "needs_second_person",
     "paused_undo", "reconcile", "record_approval_event", "record_outcome", "refusal",
     "reopen", "resume", "retry_step",
-    "settle_unknown", "sleeping_step", "checked_input", "start_run", "step_refusal",
+    "settle_unknown", "sleeping_step", "admitted_input", "start_run",
+    "step_refusal",
     "terminate", "wake_timer",
     "DuplicateEvent", "awaited", "awaiting_ref", "deadline_passed", "declared_wait",
     "deliver_event",

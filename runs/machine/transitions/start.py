@@ -63,8 +63,7 @@ def checked_input(workflow_def: definition.Workflow, input) -> dict:
     """`input` as a run of `workflow_def` keeps it, or InvalidInput naming what is wrong: the
     schema's refusal, text the database cannot store, or a size over RUNS_INPUT_MAX_BYTES.
     Each error's `loc` is within the input, as the schema's are: [] for the whole of it.
-    The one check of a start's input, which a schedule's fixed input is held to when it is
-    declared too (runs.waiting.schedule_input)."""
+    Half of a start's check of its input (admitted_input)."""
     workflow = workflow_def.name
     validated, errors = workflow_def.parse_input(input, to_its_sender=True)
     if errors:
@@ -107,6 +106,17 @@ def refuse_waits_the_input_fails(workflow_def: definition.Workflow, data: dict,
     if problems:
         raise InvalidInput(f"input for {workflow_def.name} is refused: {'; '.join(problems)}",
                            errors=[{"loc": [], "msg": problem} for problem in problems])
+
+
+def admitted_input(workflow_def: definition.Workflow, input, *, business_key: str) -> dict:
+    """`input` as a run of `workflow_def` under `business_key` keeps it, or InvalidInput
+    naming what is wrong: the schema, what the database can store (checked_input), then each
+    wait's function of it (refuse_waits_the_input_fails). The one check of a start's input,
+    which a schedule's fixed input is held to when it is declared and once the workflow
+    modules are loaded (runs.waiting.schedule_input)."""
+    data = checked_input(workflow_def, input)
+    refuse_waits_the_input_fails(workflow_def, data, business_key)
+    return data
 
 
 def _as_stored(data: dict) -> dict:
@@ -171,8 +181,7 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
             "business key must not contain control characters (line breaks, tabs, Unicode "
             "line or paragraph separators, bidirectional controls, ...)",
             errors=[{"loc": ["business_key"], "msg": "contains control characters"}])
-    data = checked_input(workflow_def, input)
-    refuse_waits_the_input_fails(workflow_def, data, business_key)
+    data = admitted_input(workflow_def, input, business_key=business_key)
     digest = input_hash(data)
     now = transition_time(now)
     db = store.current()
