@@ -1,8 +1,13 @@
-"""A drill's row in the drill table: passed, failed, or not exercised and why."""
+"""A drill's row in the drill table: passed, failed, or not exercised and why; and the
+verdicts that judge a recovered run apart from the crash that made it."""
 
 from dataclasses import dataclass
 
-from ..models import Run, RunStatus
+from audit.actions import AuditAction
+from audit.models import AuditRecord
+
+from ..models import AgentTurn, Run, RunStatus
+from .drill_evidence import calls_sent
 from .drill_waits import event_not_made_up, unreached
 
 
@@ -33,3 +38,24 @@ def went_through(run: Run) -> bool:
     """Whether recovered run `run` went as far as a drill takes it: completed, or waiting for
     an event the drill does not make up (what lies behind it is the drills' it is not)."""
     return run.status == RunStatus.COMPLETED or event_not_made_up(run) is not None
+
+
+def restart_after_turn_verdict(run: Run, stored: list[tuple]) -> tuple[str, bool]:
+    """Drill 5a's words and verdict on `run`, recovered after its worker was killed once the
+    turns `stored` ((index, tool calls) of each) were stored: passed if those turns were
+    reused, none asked of the model again, every tool call sent once (a call sent again
+    after the restart is an effect that may be made twice) and the run went through."""
+    turns = list(AgentTurn.objects.filter(step__run=run).order_by("index")
+                 .values_list("index", "tool_calls"))
+    reused = turns[:len(stored)] == stored
+    asked_again = AuditRecord.objects.filter(run=run, action=AuditAction.AGENT_TURN_STORED,
+                                             data__turn__lt=len(stored)).count() - len(stored)
+    sent = calls_sent(run)
+    repeated = {name: n for name, n in sent.items() if n != 1}
+    calls = (f"{len(sent)} tool call{'' if len(sent) == 1 else 's'}, each sent once"
+             if not repeated else
+             "sent more than once: " + ", ".join(f"{name} {n}x"
+                                                 for name, n in sorted(repeated.items())))
+    passed = reused and asked_again == 0 and not repeated and went_through(run)
+    return (f"{len(stored)} turn stored before the crash, {'reused' if reused else 'CHANGED'}; "
+            f"{len(turns)} turns in all; {calls}; run {run.status}"), passed

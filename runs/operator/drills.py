@@ -11,7 +11,8 @@ sweeper and a worker would, and compares what happened with what must happen:
 5. restart after a model decision was stored (the worker killed at the next step that calls
    something, or at an agent's first turn): the stored decision is reused;
 2a, 5a. (for an agent step) crash after a tool call committed at its receiver: reconciled
-   by the call's key, one effect; crash after a model turn was stored: the turn is reused;
+   by the call's key, one effect; crash after a model turn was stored: the turn is reused,
+   each tool call sent once;
 7a. (for an agent whose tool waits for a person, given the workflow's approval_example) an
    approval of arguments other than those waiting is refused and sends nothing; the
    approval of what waits runs the call once;
@@ -55,7 +56,6 @@ from django.utils import timezone
 
 from audit.actions import AuditAction
 from audit.chain import Actor
-from audit.models import AuditRecord
 
 from .. import store
 from ..agents.agent_loop import AFTER_TURN
@@ -67,7 +67,13 @@ from ..machine.transitions.agent_calls import args_hash
 from ..models import AgentTurn, AttentionReason, Run, RunStatus, Step, StepStatus, ToolCall
 from .actions import ACTIONS, ActionInput
 from .drill_evidence import call_sends, calls_sent, found_by_key, intent_keys
-from .drill_results import DrillResult, not_exercised, short_of, went_through
+from .drill_results import (
+    DrillResult,
+    not_exercised,
+    restart_after_turn_verdict,
+    short_of,
+    went_through,
+)
 from .drill_waits import carried_through, event_not_made_up, waits_for_person
 
 # What approves a drill run's waits (approvals.drill.approve_for_drill, registered by the
@@ -343,23 +349,15 @@ def _agent_drills(workflow, agent: definition.AgentSpec) -> list[DrillResult]:
 
 def drill_restart_after_turn(workflow, agent: definition.AgentSpec) -> DrillResult:
     """5a: the worker killed once the agent's first model turn is stored; recovered, the
-    stored turn is reused, never asked for again."""
+    stored turn is reused, never asked for again, and no tool call is sent twice."""
     title = f"5a restart after a model turn was stored ({agent.name})"
-    expected = "the stored turn reused: model requests = stored turns"
+    expected = "the stored turn reused: model requests = stored turns; each tool call sent once"
     run = _start(workflow, "agent-crash-after-turn")
     if not _kill_at(run, f"{AFTER_TURN}:{agent.name}"):
         return short_of(title, expected, run)
     stored = list(AgentTurn.objects.filter(step__run=run).values_list("index", "tool_calls"))
-    run = recover(run)
-    turns = list(AgentTurn.objects.filter(step__run=run).order_by("index")
-                 .values_list("index", "tool_calls"))
-    reused = turns[:len(stored)] == stored
-    asked_again = AuditRecord.objects.filter(run=run, action=AuditAction.AGENT_TURN_STORED,
-                                             data__turn__lt=len(stored)).count() - len(stored)
-    passed = reused and asked_again == 0 and went_through(run)
-    return DrillResult(title, expected, (
-        f"{len(stored)} turn stored before the crash, {'reused' if reused else 'CHANGED'}; "
-        f"{len(turns)} turns in all; run {run.status}"), passed)
+    observed, passed = restart_after_turn_verdict(recover(run), stored)
+    return DrillResult(title, expected, observed, passed)
 
 
 def _drill_approval_binding(workflow, agent: definition.AgentSpec) -> DrillResult:

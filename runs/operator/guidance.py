@@ -14,6 +14,7 @@ from ..definitions.contracts import step_contract
 from ..machine.transitions.lookup_verdicts import not_found_trusted_from
 from ..machine.transitions.operator_rules import paused_undo
 from ..machine.transitions.tool_call_rules import call_refusal, last_turn, tool_of
+from ..machine.transitions.unsettled import unknown_calls
 from ..models import AttentionReason, ErrorClass, Run, RunStatus, Step, StepStatus, Workflow
 from ..permissions import grant_for
 from .actions import ACTIONS, OperatorAction
@@ -386,9 +387,12 @@ def waits_at(run: Run, steps: list[Step], action: str, step: Step | None) -> Ste
 
 
 def unknown_tool_call(step: Step) -> ToolCall | None:
-    """The agent step's oldest tool call whose outcome is unknown (one query)."""
-    return (ToolCall.objects.filter(step=step, status=ToolCallStatus.UNKNOWN)
-            .order_by("turn", "index").first())
+    """The agent step's tool call to settle next (one query): the first whose unknown
+    outcome holds the run's end (unsettled_calls, the rule the end goes by), never one of a
+    generation a re-run replaced. Only where none does, an unknown read: a run reopened
+    after it was ended with a read in flight whose result never came, its step unknown for
+    that read alone."""
+    return next(iter(unknown_calls([step])), None)
 
 
 def unreadable_tool_call(step: Step) -> ToolCall | None:

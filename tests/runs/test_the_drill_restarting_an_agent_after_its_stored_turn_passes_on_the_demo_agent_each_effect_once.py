@@ -23,7 +23,7 @@ def test_drill_5a_on_the_triage_agent_passes_with_each_effect_made_once(live_san
     assert result.passed is True, result.observed
     assert result.drill == "5a restart after a model turn was stored (triage)"
     assert result.observed == ("1 turn stored before the crash, reused; 5 turns in all; "
-                               "run completed")
+                               "4 tool calls, each sent once; run completed")
     (run,) = Run.objects.filter(workflow_name="invoice-triage")
     assert run.drill and run.business_key.startswith("drill:agent-crash-after-turn:")
     assert run.status == RunStatus.COMPLETED
