@@ -164,7 +164,8 @@ def tool_call_outline(action: str, call: dict) -> list[str]:
         lines = [f"{where} is never sent: nothing goes out under its key {key}, and the model "
                  "is told in its next turn that a person cancelled it."]
         if call["status"] == ToolCallStatus.WAITING:
-            lines.append("It waits for approval of its arguments: that approval request is "
+            # Of its arguments, or of its attempt (the stop verdict): either request goes.
+            lines.append("It waits for a person's approval: that approval request is "
                          "withdrawn.")
         return lines
     return []

@@ -393,15 +393,26 @@ class CallEffect(EffectRow):
 
     @property
     def wait_message(self) -> str:
-        if (earlier := self.may_land_beside) is not None:
+        earlier = self.may_land_beside
+        if self.gated:
+            # The stop verdict: the person approves this attempt, whatever its arguments,
+            # and is told so as for a step (StepEffect.wait_message).
+            said = stop_gate.WAIT_MESSAGE.format(step=self.name, attempt=self.row.attempt + 1,
+                                                 reason=effect_verdict(self.spec).reason)
+            return said + (f"; {repeat_warning(earlier)}" if earlier is not None else "")
+        if earlier is not None:
             return (f"{self.name} waits for a person's approval of its arguments: "
                     f"{repeat_warning(earlier)}")
         return f"{self.name} waits for a person's approval of its arguments"
 
     def approval_data(self) -> dict:
         call, earlier = self.row, self.may_land_beside
+        verdict = effect_verdict(self.spec) if self.gated else None
         return self.data(args_hash=call.args_hash,
                          arguments=shown_arguments(self.spec, call.arguments),
+                         # As a step's record says which attempt is approved, and why.
+                         **({"verdict": verdict.decision, "why": verdict.reason,
+                             "attempt": call.attempt + 1} if verdict is not None else {}),
                          **({"may_land_beside": earlier.ref} if earlier is not None else {}))
 
     def grant(self, change: Change, by: str) -> None:
