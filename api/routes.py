@@ -485,7 +485,8 @@ def _tool_call(call: dict) -> dict:
     return {"ref": call["ref"], "tool": call["tool"], "state": call["status"],
             "idempotency_key": call["key"], "remote_ref": call["remote_ref"],
             "attempts": call["attempt"], "last_error": error,
-            "arguments": call["arguments"], "actions": call["ops"]}
+            "arguments": call["arguments"], "actions": call["ops"],
+            "wait_ended": call["wait_ended"]}
 
 
 operator_routes.register(api, headers=_HEADERS, refusals=REFUSALS_BEFORE_INPUT,

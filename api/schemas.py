@@ -148,6 +148,12 @@ class AgentToolCall(Schema):
         description="The operator actions that can be aimed at this call now (POST them "
                     "with `step` and `call`), e.g. 'confirm_compensation' on the call whose "
                     "undo a compensation paused at.")
+    wait_ended: str | None = Field(
+        None, description="Set when the call still reads 'waiting' (for a person's "
+                          "approval) but the run's end ended that wait: it says how the run "
+                          "was ended (cancelled, terminated, compensated), as a step's "
+                          "wait_ended does. Nothing more comes for it unless the run is "
+                          "reopened.")
 
 
 class TranscriptArtifact(Schema):

@@ -1,6 +1,6 @@
 """How a run's going forward was ended, as every reader tells it: the approval requests its
-end closed (approvals.withdrawal), and the steps it left waiting (the run page, the API's run
-state, show_run).
+end closed (approvals.withdrawal), and the steps and tool calls it left waiting (the run
+page, the API's run state, show_run).
 
 A cancel ends a run as a terminate does (terminated, or held in attention until its
 unsettled effects are settled): only the audit record of the ending tells them apart. A
@@ -46,12 +46,20 @@ def ending_of(run: Run) -> str | None:
     return None
 
 
+def wait_over(run: Run) -> str | None:
+    """What a step or a tool call of `run` that still reads `waiting` says once the run's
+    end ended its wait ("the wait ended with the run: it was cancelled"), or None while the
+    run may still go forward (the wait is live). As ending_of: a query only for a run a
+    person ended."""
+    ending = ending_of(run)
+    return None if ending is None else f"the wait ended with the run: {ending}"
+
+
 def ended_waits(run: Run, steps: list[Step]) -> dict[str, str]:
     """The steps of `run` (`steps`, its rows) that still read `waiting` though the run's end
-    ended their wait, by name, each with what ended it ("the wait ended with the run: it
-    was cancelled"). A query only for a run that has such a step and was ended by a
-    person."""
+    ended their wait, by name, each with what ended it (wait_over). A query only for a run
+    that has such a step and was ended by a person."""
     waiting = [s.name for s in steps if s.status == StepStatus.WAITING]
-    if not waiting or (ending := ending_of(run)) is None:
+    if not waiting or (over := wait_over(run)) is None:
         return {}
-    return dict.fromkeys(waiting, f"the wait ended with the run: {ending}")
+    return dict.fromkeys(waiting, over)

@@ -15,8 +15,9 @@ from django.db.models import Count, Max
 
 from audit.redaction import REDACTED, shown_arguments
 
-from ..agent_models import AgentTurn, ToolCall
+from ..agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ..definitions import definition
+from ..machine.endings import wait_over
 from ..machine.transitions.operator_rules import paused_undo
 from ..machine.transitions.tool_call_rules import TOOL_CALL_ACTIONS, call_refusal
 from ..models import Run, Step
@@ -165,7 +166,7 @@ def conversations(run, steps: list[Step], *, first_turn: int = 0,
             "remote_ref": c.remote_ref, "compensation_ref": c.compensation_ref,
             "compensation_key": c.compensation_key,
             "error_class": c.error_class, "error": c.error_message,
-            "approved_by": c.approved_by, "step": names[c.step_id],
+            "approved_by": c.approved_by, "step": names[c.step_id], "wait_ended": None,
             "slug": f"{names[c.step_id]}-{c.turn}-{c.index}" + (
                 f"-g{c.generation}" if c.generation != current[c.step_id] else ""),
             # The operator actions this call's state allows (who may use them is the
@@ -174,6 +175,14 @@ def conversations(run, steps: list[Step], *, first_turn: int = 0,
                     if call_refusal(a, run, by_pk[c.step_id], c, tool,
                                     last_turn=newest[c.step_id]) is None]
             + (["confirm_compensation"] if c.pk == paused_call else [])})
+    # A call still `waiting` whose wait the run's end ended keeps that status, as a step's
+    # wait does (kernel.end_waits): it says the wait is over, as the step does (one query,
+    # only for such a call of a run a person ended).
+    waiting = [c for turns_of in by_step.values() for turn in turns_of.values()
+               for c in turn.calls if c["status"] == ToolCallStatus.WAITING]
+    over = wait_over(run) if waiting else None
+    for c in waiting:
+        c["wait_ended"] = over
     result = []
     for pk in names:
         spec = _agent_spec(workflow, names[pk])

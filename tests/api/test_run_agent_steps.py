@@ -49,7 +49,7 @@ def test_an_agent_step_comes_with_its_turns_tokens_and_tool_calls(reader):
         "last_error": None,
         "arguments": {"invoice": "summary", "account": "expenses:office", "amount": "12.00",
                       "currency": "EUR", "iban": "[redacted]"},
-        "actions": []}
+        "actions": [], "wait_ended": None}
     assert last["state"] == "failed" and last["attempts"] == 2
     assert last["last_error"] == {"error_class": "permanent",
                                   "message": "ledger: 403 account closed"}
