@@ -219,11 +219,13 @@ def withdraw_unawaited_of(run_id: int, now: datetime | None = None) -> int:
                     | (Q(status__in=DECIDED_STATUSES, settled_at__isnull=True)
                        & ~Q(kind=RequestKind.OPERATOR_ACTION))))
         pending = [a for a in unawaited if a.status == RequestStatus.PENDING]
+        # Told apart before any is withdrawn: withdraw() changes the status in hand, and a
+        # request withdrawn here had no decision to say was not applied.
+        decided = [a for a in unawaited if a.status != RequestStatus.PENDING]
         for approval in pending:
             withdraw(approval, now)
-        for approval in unawaited:
-            if approval.status != RequestStatus.PENDING:
-                _settle_unapplied(approval, now)
+        for approval in decided:
+            _settle_unapplied(approval, now)
     return len(pending)
 
 
