@@ -42,10 +42,38 @@ def api_token_label(name: str) -> str:
     return f"{_API_TOKEN_PREFIX}{name}"
 
 
+def _quoted_up_to(opened: str) -> str:
+    """A quoted text's characters up to the quote that opened it (the group `opened`, maybe
+    escaped: JSON quoted in another JSON text), escaped quotes among them. A line's end ends
+    it too: a text cut off (an error text keeps 500 characters of a body) is masked to the
+    end of its line."""
+    return rf"(?:(?!(?P={opened}))(?:\\.|[^\\\n]))*"
+
+
+# Every text is scanned at each of its characters: a lookahead for the first characters an
+# alternative can begin with ("(?=[ab])") lets almost every position fail at one test.
 _SECRETS = (
-    r"(bearer\s+|basic\s+)[A-Za-z0-9._~+/=-]+"
+    # An Authorization header's credentials, the scheme word kept ("Token", "Basic"): a
+    # word of letters before a space is the scheme, taken for good (a placeholder after it,
+    # "Bearer <key>" in a hint, is no credential); without one, the credentials follow.
+    r"(?=[ab])(bearer\s+|basic\s+|authorization\s*[=:]\s*(?:[a-z]+(?:-[a-z]+)*\s+)?+)"
+    r"[A-Za-z0-9._~+/=-]+"
     r"|\bsk-[A-Za-z0-9_-]{8,}"
-    r"|((?:password|secret|token|api[-_]?key)\s*[=:]\s*)[^\s&,;\"']+"
+    # A quoted key (a JSON body a remote answered, a dict's repr, a config line) that names
+    # a secret as a field of a value does (_names_a_secret, asked by _masked_in), ":" or
+    # "=", and its value, of which only what it holds is masked (_masked): a quoted text,
+    # its quotes kept; a list or an object, masked whole as redact masks such a field, up
+    # to where it ends (_masked_in); or a JSON literal (a number, true), which a bracket
+    # ends.
+    r"|(?=[\"'])(?P<pair>(?P<quote>[\"'])(?P<key>[\w .-]{1,64})\\?(?P=quote)\s*[=:]\s*"
+    rf"(?:(?P<opened>\\?[\"'])(?P<text>{_quoted_up_to('opened')})(?P=opened)?"
+    r"|(?=[\[{])(?P<container>)"
+    r"|(?P<literal>[^\s&,;\"'{}\[\]]+)))"
+    # One of these words, ":" or "=", and a value: a quoted text, masked up to its closing
+    # quote (kept), or a bare one up to a separator, but not the start of a JSON text
+    # (".../oauth/token: {"error": ...}": an endpoint's path and the answer it gave).
+    r"|(?=[apst])((?:password|secret|token|api[-_]?key)\s*[=:]\s*(?P<word_opened>\\?[\"'])?)"
+    rf"(?(word_opened){_quoted_up_to('word_opened')}|(?![\[{{][\"'\s])[^\s&,;\"']+)"
     # A URL's userinfo (scheme://user:password@host): the password, or a token standing
     # alone as the user, up to the last @ of the authority (a password may hold an @).
     r"|(\b[a-z][a-z0-9+.-]*://(?:[^\s/?#@:]*:)?)[^\s/?#]+(?=@)"
@@ -70,19 +98,70 @@ _SIGN_OF_SECRET = re.compile(r"[\s=:/-]")
 
 
 def redact_text(text: str) -> str:
-    """The text with bearer tokens, API keys, key=value secrets, URLs' credentials and the
+    """The text with bearer tokens, Authorization credentials, API keys, the values of
+    secret-named keys (key=value, "key": "value" however quoted), URLs' credentials and the
     declared sensitive values opened for the work at hand (values_masked) masked."""
     text = _without_opened(text)
     if _SIGN_OF_SECRET.search(text) is None:
         return text
     if _API_TOKEN_PREFIX in text:
-        return _SECRET_BESIDE_LABELS.sub(_masked, text)
-    return _SECRET_IN_TEXT.sub(_masked, text)
+        return _masked_in(text, _SECRET_BESIDE_LABELS)
+    return _masked_in(text, _SECRET_IN_TEXT)
+
+
+def _masked_in(text: str, secrets: re.Pattern) -> str:
+    """`text` with what `secrets` finds masked: a search at a time rather than a sub, since
+    whether a quoted key names a secret is asked of the key found, and when it does not,
+    the text after the key is still to be looked into."""
+    parts = []
+    kept_to = looked_from = 0
+    while (match := secrets.search(text, looked_from)) is not None:
+        if match["key"] is not None and not _names_a_secret(match["key"]):
+            # A quoted key naming no secret: its value, and the key itself, are looked
+            # into from the next character on as any text is (a note may quote a pair, a
+            # URL its password).
+            looked_from = match.start() + 1
+            continue
+        end = match.end()
+        if match["container"] is not None:
+            end = _container_end(text, end)
+            masked = f"{match[0]}{REDACTED}"
+        else:
+            masked = _masked(match)
+        parts += (text[kept_to:match.start()], masked)
+        kept_to = looked_from = end
+    parts.append(text[kept_to:])
+    return "".join(parts)
+
+
+# What decides where a list or an object in a JSON text (or a dict's repr) ends: a quoted
+# text, whose brackets count for nothing, a bracket, and the rest.
+_CONTAINER_PARTS = re.compile(
+    r"\"(?:[^\"\\]|\\.)*\"?|'(?:[^'\\]|\\.)*'?|[\[{]|[\]}]|[^\"'\[\]{}]+")
+
+
+def _container_end(text: str, start: int) -> int:
+    """Where the list or object beginning at `start` ends: the end of the text when it was
+    cut off (what was left of it is masked). Each character is read once: the text read is
+    masked and never looked into again."""
+    depth = 0
+    for part in _CONTAINER_PARTS.finditer(text, start):
+        if part[0] in ("[", "{"):
+            depth += 1
+        elif part[0] in ("]", "}"):
+            depth -= 1
+            if depth == 0:
+                return part.end()
+    return len(text)
 
 
 def _masked(match: re.Match) -> str:
     if match.lastgroup == "label":
         return match["label"]
+    if match.lastgroup == "pair":
+        text, (start, end) = match.string, match.span("text" if match["text"] is not None
+                                                      else "literal")
+        return f"{text[match.start():start]}{REDACTED}{text[end:match.end()]}"
     prefix = next((g for g in match.groups() if g), "")
     return f"{prefix}{REDACTED}"
 
