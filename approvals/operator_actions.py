@@ -246,18 +246,18 @@ def _second_person_message(approval, created: bool, reason: str) -> str:
 
 
 # What a run waiting at a step of each kind waits for, and the actions that end that wait,
-# named by the labels the run page shows for them.
+# named by the labels the run page shows for them. (A run waiting for a person's approval
+# is not resumed at all: operator_rules.awaited_approval.)
 _WAITS_FOR = {
     definition.EVENT: (f"an event ({ACTIONS['event_received'].label} or "
                        f"{ACTIONS['skip_event'].label} ends that wait)"),
     definition.SLEEP: f"its timer ({ACTIONS['wake_timer'].label} ends that wait)"}
-_WAITS_FOR_A_PERSON = "a person's decision on its approval request"
 
 
 def _done(spec, run: Run, given: ActionInput, waited: bool) -> str:
     """What the action did, in words: "done", except where that would mislead. A reconcile
     by key says what the remote system answered, which may be nothing; a resume of a run
-    that waited at a step for a person, an event or a timer says that it waits there again
+    that waited at a step for an event or a timer says that it waits there again
     (the transition lets it go on from its checkpoint, which is that wait); a cancel of a
     run with a step in flight says that it is only asked for; a run ended with an effect
     unsettled says that it is not terminated yet, and what it waits for."""
@@ -269,13 +269,13 @@ def _done(spec, run: Run, given: ActionInput, waited: bool) -> str:
         return ("Cancel: asked for, not done yet: a step is in flight. The run stops at the "
                 "next step boundary, once that step's outcome is recorded.")
     if spec.name == "resume" and waited:
-        waiting = (Step.objects.filter(run=run, status=StepStatus.WAITING)
+        waiting = (Step.objects.filter(run=run, status=StepStatus.WAITING,
+                                       kind__in=list(_WAITS_FOR))
                    .values_list("name", "kind").first())
         if waiting is not None:
             name, kind = waiting
             return (f"Resume: done, but resuming does not end a wait: the run goes on at "
-                    f"{name}, where it waits again for "
-                    f"{_WAITS_FOR.get(kind, _WAITS_FOR_A_PERSON)}.")
+                    f"{name}, where it waits again for {_WAITS_FOR[kind]}.")
     return f"{spec.label}: done." + _ending(spec, run)
 
 

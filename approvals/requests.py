@@ -26,7 +26,7 @@ from runs import store
 from runs.definitions import definition
 from runs.definitions.contracts import effect_verdict, stop_gate_policy
 from runs.machine import transitions
-from runs.machine.errors import TransitionNotAllowed
+from runs.machine.errors import TransitionNotAllowed, classify
 from runs.machine.transitions.repeats import earlier_call_may_land, repeat_warning
 from runs.models import (
     ApprovalWait,
@@ -199,7 +199,7 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200,
         except SnapshotUnavailable as exc:
             if connection_lost(exc):
                 return stop_on_lost_connection(exc, opened)
-            _hold_unaskable(wait.run_id, wait.step_name, str(exc))
+            _hold_unaskable(wait.run_id, wait.step_name, str(exc), cause=exc.__cause__)
         except Exception as exc:
             if connection_lost(exc):
                 return stop_on_lost_connection(exc, opened)
@@ -213,7 +213,8 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200,
         except SnapshotUnavailable as exc:
             if connection_lost(exc):
                 return stop_on_lost_connection(exc, opened)
-            _hold_unaskable(call.step.run_id, call.step.name, str(exc), tool_call=call.ref)
+            _hold_unaskable(call.step.run_id, call.step.name, str(exc), tool_call=call.ref,
+                            cause=exc.__cause__)
         except Exception as exc:
             if connection_lost(exc):
                 return stop_on_lost_connection(exc, opened)
@@ -256,13 +257,16 @@ def stop_on_lost_connection(exc: BaseException, opened: int) -> int:
 
 
 def _hold_unaskable(run_id: int, step_name: str, why: str, *,
-                    tool_call: str | None = None) -> None:
+                    tool_call: str | None = None, cause: BaseException | None = None) -> None:
     """No request can be made for this wait, an approval step's or a tool call's: nobody
-    could decide it, so a person looks."""
+    could decide it, so a person looks. `cause`: what the snapshot met, classified as the
+    executor classifies what a step's code raises, so that the transition holds the run
+    for the reason that names its cure (a sealed value it could not open: the key)."""
     what = f"step {step_name}" + (f" tool call {tool_call}" if tool_call else "")
     try:
         transitions.approval_unaskable(run_id, step_name=step_name, tool_call=tool_call,
-                                       actor=LIFECYCLE_ACTOR, why=why)
+                                       actor=LIFECYCLE_ACTOR, why=why,
+                                       error=classify(cause) if cause is not None else None)
     except TransitionNotAllowed as exc:
         # It moved on meanwhile (decided, cancelled), or the wait names nothing that waits
         # (the sweep reports those, approvals.sweep_scope): nothing to hold.

@@ -11,7 +11,7 @@ import uuid
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 
@@ -89,9 +89,27 @@ def link(request, pk: int, token: str):
                    if check is LinkCheck.USED else ""}, status=status)
 
 
-def _forbidden(request, approval: ApprovalRequest):
+def _refused(request, approval: ApprovalRequest) -> None:
     logger.warning("approval request %s: %s (id %s) refused at %s %s", approval.pk,
                    request.user.get_username(), request.user.pk, request.method, request.path)
+
+
+def _not_found(pk: int):
+    return Http404(f"No approval request {pk}.")
+
+
+def _unseen(request, approval: ApprovalRequest):
+    """A request the person may not see is answered as one that does not exist (the same
+    404, the same page): told apart, anyone signed in could try ids to learn which exist,
+    as a missing request's emailed link is answered as a forged one (link)."""
+    _refused(request, approval)
+    return _not_found(approval.pk)
+
+
+def _forbidden(request, approval: ApprovalRequest):
+    """For a person who sees the request and may not decide it (its requester, four
+    eyes): they know it exists, and are told why."""
+    _refused(request, approval)
     return render(request, "approvals/forbidden.html",
                   {"approval": approval, "is_requester": is_requester(request.user, approval),
                    "refusal": decide_refusal(request.user, approval)},
@@ -129,8 +147,11 @@ def _page(request, approval: ApprovalRequest, form: DecisionForm | None = None, 
 
 
 def _approval_or_404(pk: int) -> ApprovalRequest:
-    return get_object_or_404(ApprovalRequest.objects.select_related(
-        "run", "superseded_by", "tool_call"), pk=pk)
+    approval = ApprovalRequest.objects.select_related(
+        "run", "superseded_by", "tool_call").filter(pk=pk).first()
+    if approval is None:
+        raise _not_found(pk)
+    return approval
 
 
 @login_required
@@ -139,11 +160,11 @@ def detail(request, pk: int):
     # A bulk job's request without the lists its page shows a page of (request_for_page).
     approval = selectors.request_for_page(pk)
     if approval is None:
-        raise Http404(f"No approval request {pk}.")
+        raise _not_found(pk)
     # May they see it, and may they decide it (the form): one reading of their grants.
     with permissions_read_once(request.user):
         if not can_view(request.user, approval):
-            return _forbidden(request, approval)
+            raise _unseen(request, approval)
         # A bulk job's runs, a page at a time: a number that is none starts at the first.
         return _page(request, approval,
                      runs_page=whole_number(request.GET.get("runs_page", "")))
@@ -172,7 +193,7 @@ def _decide(request, pk: int):
     # checks, of one reading of their grants.
     approval = _approval_or_404(pk)
     if not can_view(request.user, approval):
-        return _forbidden(request, approval)
+        raise _unseen(request, approval)
     if request.method != "POST":
         return _decided_by_post_only(request, approval)
     if decide_refusal(request.user, approval) is not None:

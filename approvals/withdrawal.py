@@ -52,8 +52,8 @@ HELD_WITH_ITS_REQUESTS = [*ATTENTION_RUN_STATUSES, RunStatus.COMPENSATING]
 # settled with it, the decision kept as recorded.
 REFUSED = "not applied: "
 # Run states in which a pending request for one of its steps can no longer be decided.
-# (Queued and running are passing states: an operator's resume of a waiting run goes
-# through them back to waiting.)
+# (Queued and running are passing states: a run in them with its step still waiting goes
+# back to waiting on it.)
 NOT_WAITING_STATUSES = [*HELD_WITH_ITS_REQUESTS, *FINAL_RUN_STATUSES]
 
 

@@ -169,6 +169,9 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
         return offer("compensate", f"The undo of {name} {NEEDS_SEALED_VALUE}. "
                      f"{PUT_THE_KEY_BACK}, then compensate again: the undo is sent again "
                      "with its own key.")
+    if _approval_needs_sealed_value(reason, step):
+        return offer("resume", f"No approval request can be made for {name}: its snapshot "
+                     f"{_sealed_value_words('resume to ask the approvers')}.")
     if reason == AttentionReason.SEALED_VALUE_UNREADABLE:
         return offer("retry_step", f"{name} {_sealed_value_words('retry it')} with the same "
                      "key.", name)
@@ -344,6 +347,13 @@ def _undo_needs_sealed_value(reason: str, step: Step | None) -> bool:
         and step.status == StepStatus.COMPENSATION_FAILED
 
 
+def _approval_needs_sealed_value(reason: str, step: Step | None) -> bool:
+    """Whether the run was held because its approval's snapshot could not open a sealed
+    value (approval_waits.approval_unaskable): the step still waits, and a resume asks."""
+    return reason == AttentionReason.SEALED_VALUE_UNREADABLE and step is not None \
+        and step.status == StepStatus.WAITING
+
+
 def _settled_not_done(reason: str, step: Step | None) -> bool:
     """Whether the unknown outcome that stopped the run was settled as not done (reconciled
     "not found"): its step failed, and what follows is a retry, not another lookup."""
@@ -362,6 +372,8 @@ def _action_for(reason: str, step: Step | None) -> str:
         return "rerun_from_step"
     if _undo_needs_sealed_value(reason, step):
         return "compensate"
+    if _approval_needs_sealed_value(reason, step):
+        return "resume"
     return {
         AttentionReason.COMPENSATION_PAUSED: "confirm_compensation",
         AttentionReason.COMPENSATION_FAILED: "compensate",

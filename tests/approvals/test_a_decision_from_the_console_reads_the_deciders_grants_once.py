@@ -48,8 +48,9 @@ def test_a_person_who_may_not_decide_is_refused_and_nothing_is_recorded(pending,
     records = AuditRecord.objects.filter(run_id=pending.run_id).count()
     client.force_login(carol)
     response = _post(client, pending)
-    assert response.status_code == 403
-    assert b"You may not decide this request" in response.content
+    # Nor may she see it: answered as a request that does not exist.
+    assert response.status_code == 404
+    assert b"Not found" in response.content
     pending.refresh_from_db()
     assert pending.status == RequestStatus.PENDING and pending.decision_id is None
     assert pending.decided_by_id is None and pending.settled_at is None

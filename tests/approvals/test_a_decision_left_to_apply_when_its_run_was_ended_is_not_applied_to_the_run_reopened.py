@@ -1,5 +1,5 @@
-"""A decision recorded while its run passed through queued (an operator resumed the waiting
-run) is left for the sweep to apply. If a person then ends the run, the decision can no
+"""A decision recorded while its run passed through queued (on its way back to the same
+wait) is left for the sweep to apply. If a person then ends the run, the decision can no
 longer be applied: it was made for a wait that ended with the run. Reopened and resumed,
 the run waits on the same step again, for a decision made after the reopen; the one left
 from before must not send it on with nobody acting, whether the sweep comes by while the
@@ -13,6 +13,7 @@ from runs.execution import executor
 from runs.models import Run, RunStatus, Step, StepStatus
 from runs.operator.actions import ActionInput
 from tests.approvals.conftest import later
+from tests.factories import place
 
 
 def _act(action, run_id, user, reason):
@@ -23,7 +24,9 @@ def test_a_decision_left_to_apply_is_not_applied_once_its_run_was_ended_and_reop
         pending, ann, operators, t0):
     olga, _ = operators
     run_id = pending.run_id
-    _act("resume", run_id, olga, "look at it again")
+    # Passing through queued (an operator's resume does not take a run waiting for a
+    # decision there: operator_rules.awaited_approval), its step still waiting.
+    place(pending.run, status=RunStatus.QUEUED)
     recorded = decisions.decide(pending.pk, user=ann, approved=True, decision_id=uuid.uuid4(),
                                 now=t0)
     assert recorded.recorded and recorded.application == application.PENDING

@@ -5,7 +5,7 @@ failing does not tell the person that nothing was done: the action is done.
   commit. With that withdrawal cancelled by the database (pg_cancel_backend from another
   session), or the session ended there, the person is told the action is done; the run is
   changed once, and the request is withdrawn by the sweep's next full look, once.
-- A resume reads the step its run waits at again to word its answer; that read cancelled,
+- A resume reads the step its run (asleep) waits at again to word its answer; that read cancelled,
   the answer says the resume is done and that what it left is on the run's page."""
 
 import io
@@ -24,9 +24,11 @@ from approvals import schedule
 from approvals.models import ApprovalRequest, RequestStatus
 from audit.models import AuditRecord
 from console.roles import ensure_roles
+from runs.execution import executor
 from runs.models import Run, RunStatus
 from tests.approvals.conftest import open_request, waiting_run
 from tests.cancelled_statement import cancelled
+from tests.factories import new_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,7 +38,8 @@ def api(client, approvers):
     ensure_roles(Group, Permission)
     olga = User.objects.create_user("olga", email="olga@example.com")
     olga.groups.add(Group.objects.get(name="operators"))
-    _, plaintext = token_create(name="ops", workflows=["test-approval"], acting_user=olga)
+    _, plaintext = token_create(name="ops", workflows=["test-approval", "test-sleepy"],
+                                acting_user=olga)
     client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {plaintext}"
     client.raise_request_exception = False
     return client
@@ -94,9 +97,10 @@ def test_a_withdrawal_that_fails_after_the_actions_commit_is_told_done(api, term
     call_command("verify_audit", stdout=io.StringIO())
 
 
-def test_a_read_of_what_a_resume_left_that_fails_after_its_commit_is_told_done(api, caplog):
-    request = open_request(waiting_run())
-    run = request.run
+def test_a_read_of_what_a_resume_left_that_fails_after_its_commit_is_told_done(api, caplog,
+                                                                               script):
+    run = new_run("test-sleepy")
+    executor.advance_run(run.pk, worker="w1")
     records = AuditRecord.objects.filter(run=run, action="resumed").count()
     caplog.set_level(logging.WARNING, logger="approvals")
     # The read of the step the resumed run waits at again, which words the answer.
@@ -111,6 +115,5 @@ def test_a_read_of_what_a_resume_left_that_fails_after_its_commit_is_told_done(a
         "the read): the run's page shows it.")
     assert AuditRecord.objects.filter(run=run, action="resumed").count() == records + 1
     assert [r for r in caplog.records if "reading what it left failed" in r.getMessage()]
-    # The wait and its request are the same as before: nothing was withdrawn.
-    assert ApprovalRequest.objects.get(pk=request.pk).status == RequestStatus.PENDING
+    assert Run.objects.get(pk=run.pk).status == RunStatus.QUEUED
     call_command("verify_audit", stdout=io.StringIO())

@@ -56,11 +56,12 @@ def test_holding_it_on_the_anchor_runs_workflow_alone_sees_and_decides_nothing(
     assert not can_decide(vera, job.approval)
     assert list(inbox(vera)) == []
     client.force_login(vera)
-    assert client.get(f"/approvals/{job.approval_id}/").status_code == 403
+    # What she may not see is answered as a request that does not exist.
+    assert client.get(f"/approvals/{job.approval_id}/").status_code == 404
     response = client.post(f"/approvals/{job.approval_id}/decide/",
                            {"decision": "approve", "decision_id": uuid.uuid4()})
 
-    assert response.status_code == 403
+    assert response.status_code == 404
     assert ApprovalRequest.objects.get(pk=job.approval_id).status == RequestStatus.PENDING
     assert set(Run.objects.filter(pk__in=[mine.pk, not_hers.pk])
                .values_list("status", flat=True)) == {RunStatus.ATTENTION}

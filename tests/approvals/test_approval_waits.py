@@ -1,8 +1,9 @@
 """A run's wait for a person is a row of runs.ApprovalWait for exactly as long as it lasts:
 inserted with the transition that makes the run wait, deleted by every transition that
-ends the wait (a decision, a timeout, resume, cancel, terminate), whichever it is, because
-the kernel deletes it where a run leaves `waiting` (kernel._Change.move). The approvals
-sweep reads only these rows."""
+ends the wait (a decision, a timeout, cancel, terminate), whichever it is, because the
+kernel deletes it where a run leaves `waiting` (kernel._Change.move). The approvals sweep
+reads only these rows. (Resume is not one of them: a run waiting for a person's approval is
+not resumed, its request decides it.)"""
 
 import pytest
 from django.contrib.auth.models import User
@@ -42,8 +43,6 @@ ENDINGS = {
                    RunStatus.TERMINATED),
     "cancelled": (lambda run: transitions.cancel(run.pk, actor=OPS, reason="withdrawn"),
                   RunStatus.TERMINATED),
-    "resumed": (lambda run: transitions.resume(run.pk, actor=OPS, reason="look again"),
-                RunStatus.QUEUED),
 }
 
 
@@ -70,6 +69,8 @@ def test_every_way_out_of_an_approval_wait_removes_its_row(approvers, ending):
 
 def test_a_resumed_run_that_comes_back_to_its_approval_waits_on_one_row_again(approvers):
     run = waiting_run()
+    transitions.approval_timed_out(run.pk, step_name="approve", actor=OPS,
+                                   reason="nobody decided")
     transitions.resume(run.pk, actor=OPS, reason="look again")
     executor.advance_run(run.pk, worker="w1")
     run.refresh_from_db()

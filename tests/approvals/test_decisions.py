@@ -244,16 +244,18 @@ def test_a_crash_between_the_decision_and_the_run_loses_nothing(pending, ann, mo
     assert pending.apply_error == "" and _decided_records(run.pk).count() == 1
 
 
-def test_someone_who_is_not_an_approver_gets_403_and_nothing_changes(pending, carol, client,
-                                                                     caplog):
+def test_someone_who_is_not_an_approver_is_answered_not_found_and_nothing_changes(
+        pending, carol, client, caplog):
     client.force_login(carol)
     records = AuditRecord.objects.filter(run_id=pending.run_id).count()
     detail = client.get(reverse("approvals:detail", kwargs={"pk": pending.pk}))
-    assert detail.status_code == 403
+    # As a request that does not exist (tests/approvals/test_a_request_one_may_not_see_is_
+    # answered_as_one_that_does_not_exist.py).
+    assert detail.status_code == 404
     assert pending.snapshot["order"].encode() not in detail.content
     response = _post(client, pending)
-    assert response.status_code == 403
-    assert b"You may not decide this request" in response.content
+    assert response.status_code == 404
+    assert b"You may not decide this request" not in response.content
     with pytest.raises(PermissionDenied):
         decisions.decide(pending.pk, user=carol, approved=True, decision_id=uuid.uuid4())
     pending.refresh_from_db()

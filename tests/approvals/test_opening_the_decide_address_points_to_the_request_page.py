@@ -46,13 +46,14 @@ def test_a_head_of_the_decide_address_is_refused_the_same_way(pending, ann, clie
     assert _written() == before
 
 
-def test_a_person_who_may_not_see_the_request_gets_the_forbidden_page(pending, carol,
-                                                                      client):
+def test_a_person_who_may_not_see_the_request_gets_the_not_found_page(pending, carol,
+                                                                       client):
     client.force_login(carol)
     before = _written()
     response = client.get(_url(pending))
-    assert response.status_code == 403
-    assert [t.name for t in response.templates][0] == "approvals/forbidden.html"
+    # As a request that does not exist: told apart, the answer would say which ids exist.
+    assert response.status_code == 404
+    assert [t.name for t in response.templates][0] == "404.html"
     assert "Decisions are made from the request page" not in response.content.decode()
     assert _written() == before
 

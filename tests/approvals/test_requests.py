@@ -18,7 +18,7 @@ from audit.models import AuditRecord
 from runs.machine import transitions
 from runs.models import RunStatus, StepStatus
 from tests.approvals.conftest import later, waiting_run
-from tests.factories import step
+from tests.factories import place, step
 
 pytestmark = pytest.mark.django_db
 
@@ -141,10 +141,11 @@ def test_a_request_whose_run_stops_waiting_is_withdrawn_and_its_emails_not_sent(
     assert ApprovalRequest.objects.count() == 1
 
 
-def test_a_run_resumed_by_an_operator_keeps_its_request(pending, t0):
-    """An operator's resume of a waiting run passes through queued back to waiting on the
-    same step: the request stays as it is."""
-    transitions.resume(pending.run_id, actor=Actor.system("test"), reason="nudge")
+def test_a_run_passing_through_queued_keeps_its_request(pending, t0):
+    """Queued and running are passing states: a run in them, its step still waiting, goes
+    back to waiting on the same step, and the request stays as it is. (An operator's resume
+    does not take a run waiting for a decision there: its request decides it.)"""
+    place(pending.run, status=RunStatus.QUEUED)
     assert schedule.withdraw_stale_requests(now=t0) == 0
     pending.refresh_from_db()
     assert pending.status == "pending"

@@ -196,14 +196,15 @@ def test_an_approval_of_a_call_the_model_moved_on_from_withdraws_its_request(ann
     assert ToolCall.objects.get(pk=first.pk).status == "declined"
 
 
-def test_a_user_who_is_not_an_approver_gets_403_and_decides_nothing(ann, carol, client):
+def test_a_user_who_is_not_an_approver_is_answered_not_found_and_decides_nothing(ann, carol,
+                                                                                 client):
     run = start_triage(LARGE)
     call = _waiting_call(run)
     schedule.sweep()
     request = ApprovalRequest.objects.get(run=run)
     client.force_login(carol)
-    assert client.get(reverse("approvals:detail", args=[request.pk])).status_code == 403
-    assert _decide(client, request, "approve").status_code == 403
+    assert client.get(reverse("approvals:detail", args=[request.pk])).status_code == 404
+    assert _decide(client, request, "approve").status_code == 404
     request.refresh_from_db()
     call.refresh_from_db()
     assert request.status == "pending" and call.status == "waiting"

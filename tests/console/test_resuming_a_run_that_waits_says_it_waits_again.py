@@ -1,7 +1,9 @@
-"""Resume lets a run go on from its checkpoint; for a run that waits at a step for a person,
-an event or a timer, that checkpoint is the wait itself. Resume says so, and what ends that
-wait, where it said "done" as if the run were on its way; a run waiting for a retry after a
-backoff is resumed as before."""
+"""Resume lets a run go on from its checkpoint; for a run that waits at a step for an event
+or a timer, that checkpoint is the wait itself. Resume says so, and what ends that wait,
+where it said "done" as if the run were on its way; a run waiting for a retry after a
+backoff is resumed as before. A run waiting for a person's approval is not resumed at all:
+its approval request decides it (tests/runs/test_a_run_waiting_for_a_persons_approval_is_
+neither_offered_nor_taken_resume.py)."""
 
 import re
 
@@ -10,7 +12,7 @@ from django.urls import reverse
 
 from approvals.operator_actions import act
 from runs.execution import executor
-from runs.machine.errors import TransientError
+from runs.machine.errors import TransientError, TransitionNotAllowed
 from runs.models import Run, RunStatus, StepStatus
 from runs.operator.actions import ActionInput
 from tests.approvals.conftest import waiting_run
@@ -24,13 +26,14 @@ def _resume(user, run):
                seen=Run.objects.get(pk=run.pk).audit_seq)
 
 
-def test_a_run_waiting_for_an_approval_is_told_it_waits_again_for_the_decision(operator):
+def test_a_run_waiting_for_an_approval_is_told_its_request_decides_it(operator):
     run = waiting_run()
-    outcome = _resume(operator, run)
-    assert outcome.message == (
-        "Resume: done, but resuming does not end a wait: the run goes on at approve, where it "
-        "waits again for a person's decision on its approval request.")
-    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    with pytest.raises(TransitionNotAllowed) as refused:
+        _resume(operator, run)
+    assert str(refused.value).startswith(
+        f"run {run.pk} waits for a person's approval of approve: its approvers decide it "
+        "from its approval request")
+    assert Run.objects.get(pk=run.pk).status == RunStatus.WAITING
     assert step(run, "approve").status == StepStatus.WAITING
 
 

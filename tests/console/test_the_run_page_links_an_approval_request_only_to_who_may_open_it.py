@@ -1,7 +1,8 @@
 """The run page lists the run's approval requests to whoever may view the run, and links
 each only for those who may open it: its approvers and the person who asked for it. An
 auditor sees the row (what was asked, its state, who decided) without a link that would
-answer "You may not decide this request"; the live refresh of the page says the same."""
+answer "Not found" (as for a request that does not exist); the live refresh of the page says
+the same."""
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -52,4 +53,4 @@ def test_an_auditor_sees_the_request_without_a_link_to_a_page_they_may_not_open(
     for html in _pages(client, run):
         assert f"(request #{approval.pk})" in html
         assert reverse("approvals:detail", args=[approval.pk]) not in html
-    assert client.get(reverse("approvals:detail", args=[approval.pk])).status_code == 403
+    assert client.get(reverse("approvals:detail", args=[approval.pk])).status_code == 404

@@ -14,11 +14,13 @@ from ... import store
 from ...definitions import definition
 from ...models import (
     AttentionReason,
+    ErrorClass,
     Run,
     Step,
     StepStatus,
 )
 from ..errors import (
+    Classified,
     SecondPersonRequired,
     TransitionNotAllowed,
 )
@@ -132,13 +134,19 @@ def approval_timed_out(run_id: int, *, step_name: str, actor: Actor, reason: str
 
 
 def approval_unaskable(run_id: int, *, step_name: str, actor: Actor, why: str,
-                       tool_call: str | None = None, now: datetime | None = None) -> Run:
+                       tool_call: str | None = None, error: Classified | None = None,
+                       now: datetime | None = None) -> Run:
     """The approval `step_name` waits on cannot be asked for, an approval step's or, with
     `tool_call` (its ref), one of its agent's tool calls' (the snapshot cannot be made: the
     code changed under the run, a release removed the tool or its approvers, a snapshot
     function fails): with no request nobody could ever decide it, so the run waits for a
     person in attention, the step (and the call) still waiting. Resumed, it waits for the
-    approval again, and its request is tried anew."""
+    approval again, and its request is tried anew.
+
+    `error`: the snapshot's failure as errors.classify reads it. A sealed value it could not
+    open (ErrorClass.UNREADABLE) holds the run as a step or a tool call is held for one
+    (effects.fail): sealed_value_unreadable, in the classified words that name the key and
+    its cure, for the cure is the key ring, not the code."""
     with transition_on(run_id, "approval_unaskable", actor=actor, now=now) as change:
         run = change.run
         step = step_named(run, step_name)
@@ -147,7 +155,13 @@ def approval_unaskable(run_id: int, *, step_name: str, actor: Actor, why: str,
                                        f"({step.status})")
         what = step_name + (f" tool call {tool_call}" if tool_call else "")
         before = audit_state(run, step)
-        change.move(ATTENTION, reason=AttentionReason.APPROVAL_UNASKABLE,
+        if error is not None and error.error_class == ErrorClass.UNREADABLE:
+            # Nothing waits on a request that was never made: nothing needing it was sent.
+            reason = AttentionReason.SEALED_VALUE_UNREADABLE
+            why = f"{error.message}; {effects.NOTHING_SENT}"
+        else:
+            reason = AttentionReason.APPROVAL_UNASKABLE
+        change.move(ATTENTION, reason=reason,
                     message=f"{what}: no approval request can be made: {redact_text(why)}")
         change.audit(AuditAction.APPROVAL_UNASKABLE, step=step, before=before,
                      after=audit_state(run, step),

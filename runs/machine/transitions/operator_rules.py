@@ -216,6 +216,29 @@ def undos_in_doubt(steps: list[Step]) -> list[str]:
             if c.generation == s.generation and undo_unanswered(c)]
 
 
+def awaited_approval(run: Run, steps: list[Step]) -> str | None:
+    """What `run`, waiting, waits for a person to approve, in words (an approval step, an
+    attempt of a step with the stop verdict, a tool call of an agent step), or None. Read
+    from the steps alone: a waiting step of these kinds waits for nothing else."""
+    if run.status != RunStatus.WAITING:
+        return None
+    step = next((s for s in steps if s.status == StepStatus.WAITING
+                 and s.kind in _APPROVED_KINDS), None)
+    if step is None:
+        return None
+    if step.kind == definition.APPROVAL:
+        return step.name
+    if step.kind == definition.AGENT:
+        return f"a tool call of {step.name}"
+    return (f"attempt {step.attempt + 1} of {step.name} (the stop verdict: a person approves "
+            "each attempt)")
+
+
+# The kinds of step whose wait is for a person's decision (a sleep's and an event wait's
+# are not).
+_APPROVED_KINDS = (definition.APPROVAL, definition.AGENT, *EFFECT_KINDS)
+
+
 # A state that allows only a few actions whatever the run's steps has them named. Of the
 # many a run waiting or in attention may allow, which apply depends on its steps: the run's
 # page (and run_action without an action) offers those, where a list of all would mislead.
@@ -300,6 +323,11 @@ def refusal(action: str, run: Run, steps: list[Step], workflow_def: definition.W
             return (f"the undo of {', '.join(in_doubt)} was sent but its outcome is not "
                     f"recorded: send it again with its key ({LABELS['compensate_tool_call']}) "
                     "first, so that the run never goes on with an undo half done")
+    if action == "resume" and (awaited := awaited_approval(run, steps)) is not None:
+        return (f"run {run.pk} waits for a person's approval of {awaited}: its approvers "
+                "decide it from its approval request, and their decision moves the run on. "
+                "Resumed, it would only wait for the same approval again; to stop the run "
+                "instead, cancel or terminate it")
     if action == "compensate":
         if workflow_def is None:
             return (f"{run.workflow_name} v{run.workflow_version} is not registered: its "

@@ -1,0 +1,92 @@
+"""An approval step whose snapshot reads a value sealed with a field key FIELD_ENCRYPTION_KEYS
+no longer holds cannot be asked for: its run is held for a person as a sealed value that
+cannot be opened (sealed_value_unreadable, the reason steps and tool calls are held with),
+its message naming the key and the cure, not as an approval request that cannot be made
+(approval_unaskable, whose cure is the code). Its next step is to put the key back, then
+Resume, which asks the approvers; nothing after the approval was sent meanwhile."""
+
+import pytest
+from cryptography.fernet import Fernet
+
+from approvals import requests
+from approvals.models import ApprovalRequest, Notification
+from audit.models import AuditRecord
+from runs.definitions import definition
+from runs.definitions.definition import Workflow
+from runs.execution import executor
+from runs.machine import transitions
+from runs.models import AttentionReason, Run, RunStatus, StepStatus
+from runs.operator.guidance import recommend
+from tests.factories import SYSTEM, new_run, step
+from tests.workflows import FAST, OrderIn, script
+
+pytestmark = pytest.mark.django_db
+
+OLD = Fernet.generate_key().decode()
+NEW = Fernet.generate_key().decode()
+IBAN = "DE89370400440532013000"
+
+
+@pytest.fixture
+def paying_to_an_account(script):
+    """A read step returning a bank account it declares sensitive, an approval step whose
+    snapshot shows the account, and the payment after it."""
+    workflow = Workflow("test-approval-of-a-sealed-account", version=1, input=OrderIn)
+
+    @workflow.read("fetch-account", sensitive=("iban",))
+    def fetch_account(ctx):
+        return {"holder": "ACME", "iban": IBAN}
+
+    @workflow.approval("approve", approvers=("group:approvers",), on_timeout="reject")
+    def approve(ctx):
+        account = ctx.results["fetch-account"]
+        return {"holder": account["holder"], "iban": account["iban"],
+                "amount": ctx.input.amount}
+
+    @workflow.write("pay", retry=FAST, honours_key=True)
+    def pay(ctx):
+        script.calls.append((ctx.step, ctx.key, ctx.attempt))
+        return {"ref": "pay-1"}
+
+    yield workflow
+    definition.registry.unregister(workflow)
+
+
+def test_the_run_is_held_for_the_key_and_resumed_once_it_is_back(
+        paying_to_an_account, approvers, t0, settings):
+    settings.FIELD_ENCRYPTION_KEYS = {"old": OLD}
+    run = new_run("test-approval-of-a-sealed-account")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+
+    settings.FIELD_ENCRYPTION_KEYS = {"new": NEW}  # "old" was taken out of the ring
+    assert requests.open_pending_requests(now=t0) == 0
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.ATTENTION
+    assert run.attention_reason == AttentionReason.SEALED_VALUE_UNREADABLE
+    assert run.status_message.startswith("approve: no approval request can be made: ")
+    assert "'old'" in run.status_message and "FIELD_ENCRYPTION_KEYS" in run.status_message
+    assert "put the key it was sealed with back" in run.status_message
+    assert IBAN not in run.status_message
+    assert step(run, "approve").status == StepStatus.WAITING
+    assert not ApprovalRequest.objects.exists() and not Notification.objects.exists()
+    assert AuditRecord.objects.filter(run=run, action="approval_unaskable").count() == 1
+    # The next sweep holds nothing twice.
+    assert requests.open_pending_requests(now=t0) == 0
+    assert AuditRecord.objects.filter(run=run, action="approval_unaskable").count() == 1
+
+    advice = recommend(run, list(run.steps.all()))
+    assert advice.reason == AttentionReason.SEALED_VALUE_UNREADABLE
+    assert advice.action is not None and advice.action.name == "resume"
+    assert "FIELD_ENCRYPTION_KEYS" in advice.why and "nothing was sent" in advice.why
+    assert "resume" in advice.why and "fix the code" not in advice.why
+
+    settings.FIELD_ENCRYPTION_KEYS = {"new": NEW, "old": OLD}  # put back, after the current
+    transitions.resume(run.pk, actor=SYSTEM, reason="field key old put back")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    assert requests.open_pending_requests(now=t0) == 1
+    request = ApprovalRequest.objects.get()
+    assert request.run_id == run.pk and request.snapshot["iban"] == "[redacted]"
+    assert Run.objects.get(pk=run.pk).status == RunStatus.WAITING
+    # Nothing after the approval was sent, at any point.
+    assert step(run, "pay").attempt == 0 and not [c for c in script.calls if c[0] == "pay"]
