@@ -23,7 +23,9 @@ from django.db import IntegrityError, transaction
 
 from audit.redaction import redact_text
 from runs.execution.database_outage import would_not_wait
+from runs.machine.errors import classify
 from runs.machine.storable import person_text_problem, text_problem
+from runs.models import ErrorClass
 
 from .application import (
     APPLIED,
@@ -266,6 +268,16 @@ def _unchecked(approval: ApprovalRequest, problem: SnapshotUnavailable) -> str:
     statement cancelled, a lock timeout, a lost connection) are for operators, in the log,
     and the person is told what they mean."""
     failure = database_failure(problem)
+    if problem.__cause__ is not None and \
+            (cause := classify(problem.__cause__)).error_class == ErrorClass.UNREADABLE:
+        # The key ring's, not the workflow's: the key's name and the cure are for
+        # operators (the log); the person deciding hears what it means for them.
+        logger.warning("approval request %s: its payload could not be checked, nothing was "
+                       "decided: %s", approval.pk, cause.message)
+        return ("What this request asks about cannot be checked now: a value it shows was "
+                "sealed with a key this installation no longer holds, which an operator "
+                "must put back (the log names it); nothing was decided or recorded. Try "
+                "again once it is back.")
     if failure is None:
         return (f"What this request asks about cannot be checked now ({problem}); nothing "
                 "was decided. Try again later.")

@@ -5,11 +5,14 @@ its message naming the key and the cure, not as an approval request that cannot 
 (approval_unaskable, whose cure is the code). Its next step is to put the key back, then
 Resume, which asks the approvers; nothing after the approval was sent meanwhile."""
 
+import uuid
+
 import pytest
 from cryptography.fernet import Fernet
 
 from approvals import requests
-from approvals.models import ApprovalRequest, Notification
+from approvals.decisions import decide
+from approvals.models import ApprovalRequest, Notification, RequestStatus
 from audit.models import AuditRecord
 from runs.definitions import definition
 from runs.definitions.definition import Workflow
@@ -90,3 +93,36 @@ def test_the_run_is_held_for_the_key_and_resumed_once_it_is_back(
     assert Run.objects.get(pk=run.pk).status == RunStatus.WAITING
     # Nothing after the approval was sent, at any point.
     assert step(run, "pay").attempt == 0 and not [c for c in script.calls if c[0] == "pay"]
+
+
+def test_a_decision_once_the_key_is_gone_tells_the_person_what_it_means_and_decides_nothing(
+        paying_to_an_account, approvers, ann, t0, settings, caplog, script):
+    """The key left the ring after the request was made: the person deciding is told that a
+    value it shows cannot be opened and that nothing was decided, in words of theirs (no
+    exception's name); the key's name and the cure are in the log for operators. With the
+    key back, the same person's decision goes through, and the payment is sent once."""
+    settings.FIELD_ENCRYPTION_KEYS = {"old": OLD}
+    run = new_run("test-approval-of-a-sealed-account")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    assert requests.open_pending_requests(now=t0) == 1
+    request = ApprovalRequest.objects.get()
+
+    settings.FIELD_ENCRYPTION_KEYS = {"new": NEW}
+    said = decide(request.pk, user=ann, approved=True, decision_id=uuid.uuid4(), now=t0)
+    assert said.outcome == "unavailable"
+    assert "sealed with a key this installation no longer holds" in said.message
+    assert "nothing was decided" in said.message
+    assert "UnreadableValue" not in said.message and "FIELD_ENCRYPTION_KEYS" not in said.message
+    assert IBAN not in said.message
+    logged = [r.getMessage() for r in caplog.records if f"request {request.pk}" in
+              r.getMessage()]
+    assert any("'old'" in line and "FIELD_ENCRYPTION_KEYS" in line for line in logged)
+    request.refresh_from_db()
+    assert request.status == RequestStatus.PENDING and request.decided_by is None
+    assert AuditRecord.objects.filter(run=run, action="approval_decided").count() == 0
+
+    settings.FIELD_ENCRYPTION_KEYS = {"new": NEW, "old": OLD}
+    assert decide(request.pk, user=ann, approved=True, decision_id=uuid.uuid4(),
+                  now=t0).outcome == "recorded"
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
+    assert [c[0] for c in script.calls if c[0] == "pay"] == ["pay"]
