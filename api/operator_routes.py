@@ -18,6 +18,7 @@ from ninja import Path, Query, Status
 
 from approvals.decisions import (
     DecisionRefused,
+    RequestUnseen,
     decide,
     decision_refusal,
     deny_who_may_not_decide,
@@ -145,24 +146,41 @@ def visible_request(token, request_id: int) -> ApprovalRequest | None:
         reaching_only(workflow_names=token.workflows or []), pk=request_id).first()
 
 
+def request_not_found(request_id: int) -> Status:
+    """The one answer for a request that does not exist, one that reaches beyond the
+    token's workflows, and one the token's person may not see (RequestUnseen, the console
+    page's rule): told apart, they would let anyone holding a token try ids to learn which
+    requests exist. It echoes only the id asked for."""
+    return Status(404, error_body("request_not_found",
+                                  f"no approval request {request_id} for this token"))
+
+
+def refusal_to_decide(request_id: int, exc: PermissionDenied) -> Status:
+    """decide's refusal of the token's person (deny_who_may_not_decide): as for no such
+    request if they may not see it; 403 saying why if they see it and may not decide it
+    (its requester, four eyes), who knows it exists."""
+    if isinstance(exc, RequestUnseen):
+        return request_not_found(request_id)
+    return Status(403, error_body("forbidden", str(exc)))
+
+
 def refuse_who_may_not_decide(request) -> Status | None:
     """decide_approval's refusals that come before its body is looked at: no such request
-    among the token's workflows (404), a person who may not decide it (403), by the check
-    decide makes (one rule, one reading of their grants: the body is not read, so decide
-    is not called)."""
+    among the token's workflows, or one its person may not see (404), a person who sees it
+    and may not decide it (403), by the check decide makes (one rule, one reading of their
+    grants: the body is not read, so decide is not called)."""
     request_id = whole_number(request.resolver_match.kwargs.get("request_id", ""))
     if request_id is None or not 1 <= request_id <= MAX_RUN_ID:
         return None
     token = request.auth
     approval = visible_request(token, request_id)
     if approval is None:
-        return Status(404, error_body("request_not_found",
-                                      f"no approval request {request_id} for this token"))
+        return request_not_found(request_id)
     if token.acting_user is not None:
         try:
             deny_who_may_not_decide(token.acting_user, approval)
         except PermissionDenied as exc:
-            return Status(403, error_body("forbidden", str(exc)))
+            return refusal_to_decide(request_id, exc)
     return None
 
 
@@ -387,9 +405,13 @@ def register(api, *, headers: dict, refusals: dict, query_words: dict) -> None:
                     "closed, or superseded because its payload changed, or the decision_id "
                     "was used for another request or the opposite decision "
                     "(`decision_id_reused`; `error` and `detail` say which). 403: the "
-                    "token acts for nobody, or its person may not decide (`detail` says "
-                    "why). 404: no such request that reaches only the token's workflows "
-                    "(a bulk job's request reaches the workflow of each of the job's runs). "
+                    "token acts for nobody, or its person sees the request and may not "
+                    "decide it: they asked for it (four eyes; `detail` says why). 404 "
+                    "(`request_not_found`): no such request that reaches only the token's "
+                    "workflows (a bulk job's request reaches the workflow of each of the "
+                    "job's runs) and that its person may see (its approvers and the one who "
+                    "asked for it): one they may not see is answered as one that does not "
+                    "exist, in the same words, whatever the body. "
                     "400: a body that is not JSON. 422: the body does not match its schema, "
                     "rejects without a `comment` (a rejection says why), or has a `comment` "
                     "no record may keep (a NUL, another control character, too long), in "
@@ -401,8 +423,7 @@ def register(api, *, headers: dict, refusals: dict, query_words: dict) -> None:
         token = request.auth
         approval = visible_request(token, request_id)
         if approval is None:
-            return Status(404, error_body("request_not_found",
-                                    f"no approval request {request_id} for this token"))
+            return request_not_found(request_id)
         if (refusal := decision_refusal(approved=payload.approve,
                                         comment=payload.comment)) is not None:
             # The body's own fault: after who may not decide (refuse_who_may_not_decide),
@@ -416,7 +437,7 @@ def register(api, *, headers: dict, refusals: dict, query_words: dict) -> None:
                               decision_id=uuid.UUID(payload.decision_id),
                               comment=payload.comment)
         except PermissionDenied as exc:
-            return Status(403, error_body("forbidden", str(exc)))
+            return refusal_to_decide(request_id, exc)
         except DecisionRefused as exc:
             return Status(422, {"error": "invalid_request", "detail": str(exc),
                                 "errors": [{"loc": [exc.field], "msg": str(exc),

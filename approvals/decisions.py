@@ -40,7 +40,7 @@ from .application import (
 from .four_eyes import changed_effects_snapshot
 from .models import ApprovalRequest, RequestKind, RequestStatus
 from .notifications import time_text
-from .permissions import decide_refusal, permissions_read_once
+from .permissions import can_view, decide_refusal, permissions_read_once
 from .requests import current_snapshot, lock_run, supersede
 from .snapshots import SnapshotUnavailable, database_failure
 from .timeouts import TIMED_OUT, is_due, judged_at, late_decision_refusal, timed_out
@@ -60,6 +60,14 @@ class DecisionRefused(ValueError):
     def __init__(self, field: str, message: str):
         self.field = field
         super().__init__(message)
+
+
+class RequestUnseen(PermissionDenied):
+    """Refused to a person who may not see the request (neither its approver nor the one
+    who asked: permissions.can_view, the rule the console's pages answer by). The API
+    answers it as a request that does not exist, in the same words, as those pages do:
+    told apart, anyone could try ids to learn which requests exist. The message says why,
+    for the command line's operator."""
 
 
 def decision_refusal(*, approved: bool, comment: str) -> str | None:
@@ -109,7 +117,8 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
 
     Raises DecisionRefused for a decision that cannot be recorded as given (a rejection
     without a comment: decision_refusal), PermissionDenied (and logs it) if `user` may not
-    decide, and ApprovalRequest.DoesNotExist for an unknown id; nothing changes in any case.
+    decide (RequestUnseen if they may not see it either), and ApprovalRequest.DoesNotExist
+    for an unknown id; nothing changes in any case.
     Otherwise nothing changes either unless the returned Decision is `recorded`:
     - the same decision_id again, with the same decision on the same request (double
       click, resent form): `already_recorded`; with another decision, or on another
@@ -292,8 +301,16 @@ def _unchecked(approval: ApprovalRequest, problem: SnapshotUnavailable) -> str:
 
 def deny_who_may_not_decide(user, approval: ApprovalRequest) -> None:
     """Raise PermissionDenied, saying why (decide_refusal), and log it, if `user` may not
-    decide `approval`: decide's check, and the API's before it reads a body."""
-    if (refusal := decide_refusal(user, approval)) is not None:
+    decide `approval`: decide's check, and the API's before it reads a body. RequestUnseen
+    if they may not even see it (can_view, the console page's rule)."""
+    with permissions_read_once(user):
+        seen = can_view(user, approval)
+        refusal = decide_refusal(user, approval)
+    if not seen:
+        logger.warning("approval request %s: %s (id %s) may neither see nor decide it; "
+                       "refused", approval.pk, user.get_username(), user.pk)
+        raise RequestUnseen(refusal)
+    if refusal is not None:
         logger.warning("approval request %s: %s (id %s) may not decide it; refused",
                        approval.pk, user.get_username(), user.pk)
         raise PermissionDenied(refusal)

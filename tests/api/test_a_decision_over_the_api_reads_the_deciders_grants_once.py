@@ -2,8 +2,9 @@
 (deny_who_may_not_decide), before the body is read and again under the request's lock, and
 the person's grants are read once for all of it: their object permissions once (their own
 and their groups': two queries), and for an operator action the check that they still hold
-its role once, not once per check. Who may not decide is refused 403 saying why, whatever
-the body, and nothing is written; an approver's decision is applied once."""
+its role once, not once per check. Who may not decide, nor see, the request is answered as
+for a request that does not exist, whatever the body, and nothing is written; an approver's
+decision is applied once."""
 
 import uuid
 
@@ -63,7 +64,7 @@ def step_request(db):
     {"approve": True, "comment": "looks right"},
     {"approve": "perhaps"},  # fails the schema: refused before it is looked at
 ])
-def test_a_person_without_the_grant_is_refused_403_saying_why_and_nothing_is_written(
+def test_a_person_without_the_grant_is_answered_not_found_and_nothing_is_written(
         client, step_request, body):
     approval, _, carol = step_request
     records = AuditRecord.objects.filter(run_id=approval.run_id).count()
@@ -71,11 +72,12 @@ def test_a_person_without_the_grant_is_refused_403_saying_why_and_nothing_is_wri
     response, grant_reads = _decide(client, _bearer(carol, "test-approval"), approval.pk,
                                     decision_id=str(uuid.uuid4()), **body)
 
-    assert response.status_code == 403, response.content
+    # Nor may she see it: as a request that does not exist (tests/api/test_a_request_the_
+    # tokens_person_may_not_see_is_answered_as_one_that_does_not_exist.py).
+    assert response.status_code == 404, response.content
     assert response.json() == {
-        "error": "forbidden",
-        "detail": f"You may not decide approval request {approval.pk}: it can be decided "
-                  "only by its approvers."}
+        "error": "request_not_found",
+        "detail": f"no approval request {approval.pk} for this token"}
     assert grant_reads == 2
     approval.refresh_from_db()
     assert approval.status == RequestStatus.PENDING and approval.decision_id is None
