@@ -1,7 +1,7 @@
 """What manage.py does with a condition its user can cause and cannot fix by reading a
 traceback: a database that cannot be reached ends the command in one line that says so, a
 reader of its output that stops early (`| head`) ends it quietly, and an output that takes
-nothing (a full disk, a closed descriptor) is said in one line."""
+nothing (a full disk, a closed descriptor) or a Ctrl-C is said in one line."""
 
 import os
 import select
@@ -56,6 +56,13 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
         # configuration's fault, said as load_settings_or_exit says a malformed variable.
         print(f"{program}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        # Ctrl-C: the person stopped it. A transaction under way is rolled back as the
+        # interrupt leaves it (atomic); what an earlier one committed stays.
+        print(f"{command}: interrupted (Ctrl-C); the transaction under way, if any, was "
+              "rolled back, and what the command committed before stays: look (show_run, "
+              "list_runs) before running it again", file=sys.stderr)
+        raise SystemExit(130) from None
     except OutputRefused as exc:
         # Python would flush what is left at exit and fail there too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), output.fileno())
