@@ -182,6 +182,10 @@ def proven(user, *, nothing: str = "nothing was done"):
         except (EOFError, OSError):  # no terminal to ask on, and no CLI_PASSWORD
             raise CommandError(f"no password given for {user.get_username()} (a script sets "
                                f"CLI_PASSWORD); {nothing}") from None
+        except KeyboardInterrupt:
+            # Ctrl-C at the prompt: the person decided not to act, and nothing has been yet.
+            raise CommandError(f"no password given for {user.get_username()}: interrupted "
+                               f"at the prompt; {nothing}") from None
     username = user.get_username()
     if not utf8(password):
         # Bytes that are not UTF-8 (a script's Latin-1 CLI_PASSWORD) reach us as lone

@@ -1,6 +1,7 @@
 """What manage.py does with a condition its user can cause and cannot fix by reading a
-traceback: a database that cannot be reached ends the command in one line that says so, and
-a reader of its output that stops early (`| head`) ends it quietly."""
+traceback: a database that cannot be reached ends the command in one line that says so, a
+reader of its output that stops early (`| head`) ends it quietly, and an output that takes
+nothing (a full disk, a closed descriptor) or a Ctrl-C is said in one line."""
 
 import os
 import select
@@ -34,6 +35,16 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
     )
     from runs.execution.lost_commit import COMMITTED, NOT_COMMITTED, commit_outcome, door
 
+    command = f"{program} {argv[1]}" if len(argv) > 1 else program
+    output = sys.stdout
+    if output is None:
+        # Started with its standard output closed (`>&-`): the command would do its work and
+        # then fail as it says so, which reads as work not done. Refused before any.
+        print(f"{command}: standard output is closed, so the command could not say what it "
+              "did; give it somewhere to write (> /dev/null to discard it); nothing was done",
+              file=sys.stderr)
+        raise SystemExit(1)
+    sys.stdout = _Output(output)
     try:
         # Its commits are answered once it acts as a proven person (console.cli.proven).
         with door(answering=False):
@@ -45,6 +56,20 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
         # configuration's fault, said as load_settings_or_exit says a malformed variable.
         print(f"{program}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        # Ctrl-C: the person stopped it. A transaction under way is rolled back as the
+        # interrupt leaves it (atomic); what an earlier one committed stays.
+        print(f"{command}: interrupted (Ctrl-C); the transaction under way, if any, was "
+              "rolled back, and what the command committed before stays: look (show_run, "
+              "list_runs) before running it again", file=sys.stderr)
+        raise SystemExit(130) from None
+    except OutputRefused as exc:
+        # Python would flush what is left at exit and fail there too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), output.fileno())
+        print(f"{command}: its output could not be written ({exc.problem}), so what it "
+              "printed is incomplete; it may have done its work: look (show_run, list_runs) "
+              "before running it again", file=sys.stderr)
+        raise SystemExit(1) from None
     except BrokenPipeError:
         if not _stdout_closed():
             raise  # another pipe or socket: the command's own error
@@ -52,7 +77,6 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(1) from None
     except DatabaseError as exc:
-        command = f"{program} {argv[1]}" if len(argv) > 1 else program
         if refuses_writes(exc):
             # Read-only (a standby, a DBA's setting): the command's transaction was refused
             # before anything of it was written; commands that only read still work.
@@ -98,6 +122,44 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
               "DATABASE_URL and that PostgreSQL is running, then run the command again",
               file=sys.stderr)
         raise SystemExit(1) from None
+    finally:
+        sys.stdout = output
+
+
+class OutputRefused(Exception):
+    """Standard output refused what the command wrote. Not an OSError: a command's own
+    `except OSError` (a file it writes, a storage) must not take it for its own failure."""
+
+    def __init__(self, error: OSError):
+        super().__init__(error)
+        self.problem = error.strerror or str(error)
+
+
+class _Output:
+    """sys.stdout, whose refusals (a full disk, an I/O error) are told apart from the
+    command's own errors. A reader that went away stays a BrokenPipeError (said nothing)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputRefused(exc) from exc
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputRefused(exc) from exc
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def _stdout_closed() -> bool:
