@@ -70,3 +70,17 @@ def test_a_checkpoint_nested_past_the_decoders_depth_is_refused_naming_its_line(
 
     assert message == f"{damaged}: line 2 is nested too deep"
 
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_name_that_is_no_regular_file_is_refused_without_waiting_on_it(kind, tmp_path):
+    """A named pipe held the command until something wrote to it (for ever, in a script),
+    and a checkpoint is read twice, its seal checked first, where a pipe gives its lines
+    once."""
+    import os
+    place = tmp_path / "heads.jsonl.gz"
+    os.mkfifo(place) if kind == "fifo" else place.mkdir()
+
+    message = refusal("check", str(place))
+
+    assert message == f"{place} is not a regular file: name a checkpoint file"

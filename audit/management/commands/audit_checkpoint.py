@@ -89,6 +89,10 @@ class Command(BaseCommand):
             raise CommandError("name the checkpoint file to check, or give --latest")
         if not local_exists(file) and stored_exists(file):
             return {"stored": file}
+        if local_exists(file) and not Path(file).is_file():
+            # A named pipe would hold the command until something writes to it, and is read
+            # once where a checkpoint is read twice (its seal first); a directory says so.
+            raise CommandError(f"{file} is not a regular file: name a checkpoint file")
         return {"path": Path(file)}
 
 
