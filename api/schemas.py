@@ -144,6 +144,12 @@ class AgentToolCall(Schema):
         description="The call's arguments as people see them: the fields its tool declares "
                     "secret, and anything that looks like a credential, are '[redacted]'; "
                     "the whole value is '[redacted]' when the tool is no longer declared.")
+    result: Any = Field(
+        None, description="What the call returned (null until it returned anything), as the "
+                          "run page shows it: a value sealed at rest (a field the tool "
+                          "declares sensitive) and anything that looks like a credential are "
+                          "'[redacted]', as in `arguments`; the whole value is '[redacted]' "
+                          "when the tool is no longer declared.")
     actions: list[str] = Field(
         description="The operator actions that can be aimed at this call now (POST them "
                     "with `step` and `call`), e.g. 'confirm_compensation' on the call whose "

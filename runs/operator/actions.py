@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from audit.chain import Actor
-from audit.redaction import redact_text, shown_arguments
+from audit.redaction import redact_text
 
 from ..agents.tool_call_undo import undo_tool_call
 from ..definitions import definition
-from ..machine import tracing, transitions
+from ..machine import sensitive, tracing, transitions
 from ..machine.storable import named_text_problem
 from ..machine.transitions.operator_rules import check_before_work
 from ..machine.transitions.outcome import REMOTE_REF_MAX
@@ -442,7 +442,7 @@ def _confirmation_details(run: Run, steps: list[Step]) -> list[str]:
         return [f"The undo of {paused} is sent with its compensation key "
                 f"{call.compensation_key}. It undoes the call with remote reference "
                 f"{call.remote_ref or '-'} and arguments "
-                f"{json.dumps(shown_arguments(tool, call.arguments), default=str)}."]
+                f"{json.dumps(sensitive.shown(tool, call.arguments), default=str)}."]
     preview = compensation_preview(run, paused.step.name)
     if preview is None:
         return [f"The undo of {paused} ({paused.step.remote_ref or 'no reference'}) declares "
