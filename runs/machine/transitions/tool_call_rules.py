@@ -3,13 +3,15 @@ retry, undo): the rules the transitions of agent_operator and agent_calls check 
 run's lock, and that operator_rules.refusal and the console ask before offering them. Reads
 nothing but the step's calls and turns, and call_refusal reads nothing at all."""
 
-from django.db.models import Subquery
+from django.db.models import F, Subquery
 from pydantic import ValidationError
 
 from ...agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ...definitions import definition
 from ...models import ErrorClass, Run, Step, StepStatus
 from .. import sensitive
+from ..errors import TransitionNotAllowed
+from ..storable import quoted, whole_number
 from .in_flight import EFFECT_STANDS
 from .kernel import ATTENTION, WAITING
 
@@ -31,6 +33,24 @@ def tool_of(workflow_def: definition.Workflow | None, step: Step,
             call: ToolCall) -> definition.ToolSpec | None:
     spec = definition.step_of(workflow_def, step.name)
     return spec.tools.get(call.tool) if isinstance(spec, definition.AgentSpec) else None
+
+
+def call_named(run: Run, step_name: str, call_ref: str) -> tuple[Step, ToolCall]:
+    """Tool call `call_ref` ("turn.index") of the current generation of `step_name` in
+    `run`, with its step; TransitionNotAllowed naming the id where the run has no such call."""
+    # TURN.INDEX in ASCII digits, as whole_number reads every number given from outside:
+    # int() would read "١.٠" (and " 1.0", "1_0.0") as a call the person did not name.
+    numbers = [whole_number(part, digits=9) for part in str(call_ref).split(".")]
+    try:
+        if len(numbers) != 2 or None in numbers:
+            raise ValueError(call_ref)
+        call = ToolCall.objects.select_related("step").get(
+            step__run=run, step__name=step_name, generation=F("step__generation"),
+            turn=numbers[0], index=numbers[1])
+    except (ValueError, ToolCall.DoesNotExist):
+        raise TransitionNotAllowed(f"run {run.pk} has no tool call {quoted(str(call_ref))} "
+                                   f"in step {quoted(step_name)}") from None
+    return call.step, call
 
 
 def call_refusal(action: str, run: Run, step: Step, call: ToolCall,
