@@ -32,7 +32,7 @@ from .kernel import (  # the package's shared vocabulary
 )
 from .operator_words import LABELS, STATE_WORDS
 from .rerun_rules import rerun_range, rerun_step_refusal, rerun_steps
-from .tool_call_rules import TOOL_CALL_ACTIONS, call_named, calls_of
+from .tool_call_rules import TOOL_CALL_ACTIONS, already_refusal, call_named, calls_of
 from .tool_call_rules import step_refusal as tool_call_step_refusal
 
 STEP_ACTIONS = frozenset({"reconcile", "retry_step", "ask_again", "confirm_compensation",
@@ -366,15 +366,18 @@ def named_target(action: str, run: Run, step_name: str | None, call_ref: str) ->
     """The tool call `call_ref` of `step_name` that `action` is aimed at, checked before
     anything of the run's or the step's state, which say nothing of a call the person named
     wrongly ("did not stop on a failed tool call", "only Cancel or Terminate"): a step or a
-    call the run does not have is told as such, naming it (NoSuchStep, TransitionNotAllowed)."""
+    call the run does not have is told as such, naming it (NoSuchStep, TransitionNotAllowed),
+    and so is a call that already is what the action would make it (already_refusal)."""
     if action not in TOOL_CALL_ACTIONS or not call_ref:
         return
     try:
-        call_named(run, step_name or "", call_ref)
+        step, call = call_named(run, step_name or "", call_ref)
     except TransitionNotAllowed:
         if not Step.objects.filter(run=run, name=step_name).exists():
             raise NoSuchStep(f"run {run.pk} has no step {quoted(step_name)}") from None
         raise
+    if (done := already_refusal(action, step, call)) is not None:
+        raise TransitionNotAllowed(done)
 
 
 def first_refusal(action: str, run: Run, step_name: str | None = None,

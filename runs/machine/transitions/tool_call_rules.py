@@ -53,6 +53,18 @@ def call_named(run: Run, step_name: str, call_ref: str) -> tuple[Step, ToolCall]
     return call.step, call
 
 
+def already_refusal(action: str, step: Step, call: ToolCall) -> str | None:
+    """Why `action` asks for what `call` already is, or None: a cancelled call is not
+    cancelled again. Told before anything of the run's state (operator_rules.named_target),
+    which says nothing of the call: a run that a cancel let go on is queued, and refuses
+    every action on a call."""
+    if action == "cancel_tool_call" and call.status == S.CANCELLED:
+        # Who cancelled it and why are in its record (the run's history, the call's error).
+        return (f"tool call {call.ref} ({call.tool}) of {step.name} is already cancelled; "
+                "the run's history says by whom and why")
+    return None
+
+
 def call_refusal(action: str, run: Run, step: Step, call: ToolCall,
                  tool: definition.ToolSpec | None,
                  *, last_turn: int) -> str | None:
@@ -63,6 +75,8 @@ def call_refusal(action: str, run: Run, step: Step, call: ToolCall,
     if call.generation != step.generation:
         return (f"{where} belongs to generation {call.generation}, which a re-run replaced "
                 f"(now {step.generation}): it is kept as history, not acted on")
+    if (done := already_refusal(action, step, call)) is not None:
+        return done
     if action == "cancel_tool_call":
         if run.status not in (ATTENTION, WAITING):
             return (f"run {run.pk} is {run.status}; a tool call is cancelled while its run "
