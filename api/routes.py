@@ -398,7 +398,7 @@ def run_investigation(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
                 "compensating, completed, compensated, compensation_failed, terminated. "
                 "Each agent step comes with a summary of its conversation: turns, tokens "
                 "and its tool calls (state, key, remote reference, attempts, last error, "
-                "arguments redacted as the tool declares). "
+                "arguments and result masked as the run page masks them). "
                 "Runs of workflows the token may not use are not found. 410: the run "
                 "finished and was archived (error `run_archived`, with its archive file).",
 )
@@ -485,7 +485,7 @@ def _tool_call(call: dict) -> dict:
     return {"ref": call["ref"], "tool": call["tool"], "state": call["status"],
             "idempotency_key": call["key"], "remote_ref": call["remote_ref"],
             "attempts": call["attempt"], "last_error": error,
-            "arguments": call["arguments"], "actions": call["ops"],
+            "arguments": call["arguments"], "result": call["result"], "actions": call["ops"],
             "wait_ended": call["wait_ended"]}
 
 

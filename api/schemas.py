@@ -14,6 +14,7 @@ from runs.machine.storable import PERSON_TEXT_MAX
 from runs.machine.transitions.kernel import NEW
 from runs.machine.transitions.outcome import REMOTE_REF_MAX
 from runs.models import AttentionReason, ErrorClass, RunStatus, StepStatus, ToolCallStatus
+from runs.operator.action_input import CALL_ID
 from runs.reads.id_in_path import LARGEST_ID
 
 from .models import WebhookSubscriber
@@ -144,6 +145,12 @@ class AgentToolCall(Schema):
         description="The call's arguments as people see them: the fields its tool declares "
                     "secret, and anything that looks like a credential, are '[redacted]'; "
                     "the whole value is '[redacted]' when the tool is no longer declared.")
+    result: Any = Field(
+        None, description="What the call returned (null until it returned anything), as the "
+                          "run page shows it: a value sealed at rest (a field the tool "
+                          "declares sensitive) and anything that looks like a credential are "
+                          "'[redacted]', as in `arguments`; the whole value is '[redacted]' "
+                          "when the tool is no longer declared.")
     actions: list[str] = Field(
         description="The operator actions that can be aimed at this call now (POST them "
                     "with `step` and `call`), e.g. 'confirm_compensation' on the call whose "
@@ -397,8 +404,11 @@ class ActionIn(Schema):
                         description="Why: recorded in the audit trail. Required.")
     step: str = Field("", max_length=200, json_schema_extra={"pattern": NUL_FREE},
                       description="The step, for the actions aimed at one.")
-    call: str = Field("", max_length=40, json_schema_extra={"pattern": NUL_FREE},
-                      description="The tool call ('turn.index'), for the tool-call actions.")
+    # Its form is the rule every door reads it by (action_input.call_id_problem): written
+    # otherwise, it is refused with 422 naming `call`, in the command line's words.
+    call: str = Field("", max_length=40, json_schema_extra={"pattern": f"^$|^{CALL_ID}$"},
+                      description="The tool call, for the tool-call actions: 'turn.index' "
+                                  "as the run page shows it, e.g. '2.0'.")
     mode: Literal["ask", "found", "not_found"] = Field(
         "ask", description="reconcile: ask the remote system by key, or record by hand.")
     remote_ref: str = Field("", max_length=REMOTE_REF_MAX,

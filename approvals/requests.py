@@ -21,11 +21,10 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from audit.actions import AuditAction
 from audit.chain import Actor
-from audit.redaction import shown_arguments
 from runs import store
 from runs.definitions import definition
 from runs.definitions.contracts import effect_verdict, stop_gate_policy
-from runs.machine import transitions
+from runs.machine import sensitive, transitions
 from runs.machine.errors import TransitionNotAllowed, classify
 from runs.machine.transitions.repeats import earlier_call_may_land, repeat_warning
 from runs.models import (
@@ -326,7 +325,7 @@ def tool_call_snapshot(call: ToolCall, tool: definition.ToolSpec) -> tuple[dict,
         "tool": call.tool, "tool_call": call.ref, "agent_step": call.step.name,
         "system": tool.system or "-", "impact": tool.impact,
         "description": tool.description or f"{tool.kind} tool",
-        "arguments": shown_arguments(tool, call.arguments),
+        "arguments": sensitive.shown(tool, call.arguments),
         "arguments_sha256": call.args_hash,
         # The stop verdict: each attempt is approved, and the person is told why.
         **({"attempt": call.attempt + 1, "verdict": verdict.decision}

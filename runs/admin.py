@@ -23,6 +23,7 @@ from audit.models import AccessRecord, AuditRecord
 from .admin_search import EXACT, PREFIX, IndexedSearchAdmin
 from .agent_models import AgentTurn, ToolCall
 from .definitions.definition import AGENT
+from .machine import sensitive
 from .models import (
     ATTENTION_RUN_STATUSES,
     ApprovalWait,
@@ -32,7 +33,7 @@ from .models import (
     Step,
     Workflow,
 )
-from .reads.agent_selectors import declared_tool, shown_value
+from .reads.agent_selectors import declared_tool
 from .reads.search import key_matches, search_branches
 from .world_models import EVENT_STATES
 
@@ -251,7 +252,7 @@ class ToolCallAdmin(RunSearchAdmin):
     list_select_related = ["step"]
     ordering = ["-id"]
     sortable_by = ["id"]
-    # Shown as the console shows them (runs.reads.agent_selectors.shown_value), never as
+    # Shown as the console shows them (runs.machine.sensitive.shown), never as
     # stored: the row keeps what the call runs with, a credential the model passed or the
     # tool returned included.
     exclude = ["arguments", "result"]
@@ -267,13 +268,13 @@ class ToolCallAdmin(RunSearchAdmin):
 
     @admin.display(description="arguments")
     def shown_arguments(self, call):
-        return json.dumps(shown_value(declared_tool(call), call.arguments), indent=2)
+        return json.dumps(sensitive.shown(declared_tool(call), call.arguments), indent=2)
 
     @admin.display(description="result")
     def shown_result(self, call):
         if call.result is None:
             return "-"
-        return json.dumps(shown_value(declared_tool(call), call.result), indent=2)
+        return json.dumps(sensitive.shown(declared_tool(call), call.result), indent=2)
 
 
 @admin.register(AgentTurn)

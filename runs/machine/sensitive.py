@@ -1,11 +1,11 @@
 """Declared sensitive fields, encrypted at rest.
 
 A tool declares fields sensitive (`redact=("iban",)`): people and audit records see them
-masked (redaction.shown_arguments), and every table and archive file holds them
-encrypted. A sealed value is a string "enc:<key id>:<Fernet token>" in place of the value
-(its JSON, encrypted: a number stays a number once opened). It is opened only where the
-effect runs (the tool's arguments validated for the call, its lookup or its undo) and
-where the model is told what happened, never for display.
+masked (shown: a sealed value as the mask, never its ciphertext), and every table and
+archive file holds them encrypted. A sealed value is a string "enc:<key id>:<Fernet
+token>" in place of the value (its JSON, encrypted: a number stays a number once opened).
+It is opened only where the effect runs (the tool's arguments validated for the call, its
+lookup or its undo) and where the model is told what happened, never for display.
 
 Keys come from settings.FIELD_ENCRYPTION_KEYS (key id -> Fernet key); the first one
 encrypts, every one decrypts the values it sealed, found by the id each value carries, so a
@@ -121,6 +121,20 @@ def each_sealed(value, replaced):
     if isinstance(value, list):
         return [each_sealed(v, replaced) for v in value]
     return value
+
+
+def shown(tool, value):
+    """A tool call's arguments or its result as a person sees them, wherever they are shown
+    (the run page, the API's run, Django admin, an approval's page, the confirmation of an
+    undo): every sealed value in it, at any depth, as the mask a declared field is shown
+    with (redaction.REDACTED), never its ciphertext (which tells a person nothing, and which
+    the key that sealed it still opens wherever it is copied); then the fields `tool`
+    declares and anything that looks like a credential masked (redaction.shown_arguments).
+    Nothing of it for a call whose tool is no longer declared (`tool` None): no declaration
+    is left to honour."""
+    if tool is None:
+        return redaction.REDACTED
+    return redaction.shown_arguments(tool, each_sealed(value, lambda _: redaction.REDACTED))
 
 
 def declares_sensitive(tool) -> bool:

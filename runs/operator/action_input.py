@@ -3,7 +3,13 @@ body, the command line's options) hands it over, and what is refused before the 
 transition is asked: one set of rules, so that the same input gets the same answer at each
 door."""
 
+import re
+
 from ..machine.errors import TransitionNotAllowed
+
+# A tool call's id as the run page shows it: its turn, then its index in the turn, in ASCII
+# digits ([0-9], not \d, which passes "١.٠": int() would read it as call 1.0).
+CALL_ID = r"[0-9]+\.[0-9]+"
 
 
 class ActionInputError(ValueError):
@@ -35,3 +41,14 @@ def target_missing(spec, run, steps, given) -> Exception | None:
                                 f"{run.pk} allows calls of {names}); nothing was done.")
     return ActionInputError(f"{spec.label} is aimed at one step: choose it (run {run.pk} "
                             f"allows {names}); nothing was done.")
+
+
+def call_id_problem(ref: str) -> str | None:
+    """Why `ref` is not written as a tool call's id (TURN.INDEX), or None: the one reading
+    of the id that every door takes (the console's form, the API's body, the command line's
+    --call after its STEP:), in one set of words, each door naming its own field. A
+    well-formed id that names no call of the run is another answer: the transition's
+    refusal, which names the id."""
+    if re.fullmatch(CALL_ID, ref):
+        return None
+    return "the call is TURN.INDEX, as the run page shows it (e.g. 2.0)"

@@ -16,17 +16,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from audit.chain import Actor
-from audit.redaction import redact_text, shown_arguments
+from audit.redaction import redact_text
 
 from ..agents.tool_call_undo import undo_tool_call
 from ..definitions import definition
-from ..machine import tracing, transitions
+from ..machine import sensitive, tracing, transitions
 from ..machine.storable import named_text_problem
 from ..machine.transitions.operator_rules import check_before_work
 from ..machine.transitions.outcome import REMOTE_REF_MAX
 from ..models import Run, Step, StepStatus
 from ..waiting import events, payloads
-from .action_input import ActionInputError, target_missing
+from .action_input import ActionInputError, call_id_problem, target_missing
 from .previews import compensation_outline, compensation_preview, tool_call_outline
 from .reconciliation import reconcile_step, reconcile_tool_call_by_key
 
@@ -34,7 +34,8 @@ from .reconciliation import reconcile_step, reconcile_tool_call_by_key
 @dataclass(frozen=True)
 class ActionInput:
     """What a person asked for: the action's input, as any caller collects it. Raises
-    ActionInputError for a field's text no door takes (field_refused), in one set of words."""
+    ActionInputError for a field's text no door takes (field_refused) and for a tool call
+    not written as one's id (action_input.call_id_problem), in one set of words."""
 
     reason: str
     step: str = ""
@@ -53,6 +54,11 @@ class ActionInput:
             object.__setattr__(self, f.name, getattr(self, f.name).strip())
             if (refused := field_refused(f.name, getattr(self, f.name))) is not None:
                 raise refused
+        if self.call and (problem := call_id_problem(self.call)) is not None:
+            # Malformed, it is input to correct, not a call the run lacks (the transition's
+            # refusal, for an id well formed).
+            raise ActionInputError(f"tool call {self.call!r}: {problem}; nothing was done.",
+                                   "call")
         # Kept in the audit chain, the run's message, a four-eyes request: no credential.
         object.__setattr__(self, "reason", redact_text(self.reason))
 
@@ -442,7 +448,7 @@ def _confirmation_details(run: Run, steps: list[Step]) -> list[str]:
         return [f"The undo of {paused} is sent with its compensation key "
                 f"{call.compensation_key}. It undoes the call with remote reference "
                 f"{call.remote_ref or '-'} and arguments "
-                f"{json.dumps(shown_arguments(tool, call.arguments), default=str)}."]
+                f"{json.dumps(sensitive.shown(tool, call.arguments), default=str)}."]
     preview = compensation_preview(run, paused.step.name)
     if preview is None:
         return [f"The undo of {paused} ({paused.step.remote_ref or 'no reference'}) declares "

@@ -53,7 +53,7 @@ def reconcile_tool_call_by_key(run_id: int, *, step_name: str, call_ref: str, ac
     """Ask the remote system whether tool call `call_ref` (turn.index) of `step_name` took
     effect, by its key, and settle it (transitions.reconcile_tool_call)."""
     checked = check_before_work("reconcile_tool_call", run_id, reason=reason,
-                                step_name=step_name)
+                                step_name=step_name, call_ref=call_ref)
     # The call's own rule too (only an unknown call is reconciled), as the transition asks it.
     call = checked_call(checked, "reconcile_tool_call", step_name, call_ref)[1]
     run = checked.run

@@ -5,19 +5,19 @@ queries whatever the number of turns and calls; a long conversation is read a pa
 turns at a time (`first_turn`, `turns`). The integration API (GET /api/runs/{id}) reads the
 same conversations.
 
-Arguments are shown through shown_arguments with the tool's declaration; a call whose tool
-is no longer declared (its workflow version is gone) has no declaration to honour, so its
-arguments are not shown at all rather than shown unmasked."""
+Arguments and results are shown through sensitive.shown with the tool's declaration: a
+sealed value as the mask, never its ciphertext; a call whose tool is no longer declared (its
+workflow version is gone) has no declaration to honour, so its arguments are not shown at
+all rather than shown unmasked."""
 
 from dataclasses import dataclass, field
 
 from django.db.models import Count, Max
 
-from audit.redaction import REDACTED, shown_arguments
-
 from ..agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ..definitions import definition
 from ..machine.endings import wait_over
+from ..machine.sensitive import shown
 from ..machine.transitions.operator_rules import paused_undo
 from ..machine.transitions.tool_call_rules import TOOL_CALL_ACTIONS, call_refusal
 from ..models import Run, Step
@@ -96,14 +96,6 @@ class Conversation:
 TURN_PAGE = 50
 
 
-def shown_value(tool, value):
-    """A tool call's arguments or result as people see them (the console, the API, Django
-    admin): the fields `tool` declares sensitive and anything that looks like a credential
-    masked; nothing of it for a call whose tool is no longer declared (`tool` None), which
-    leaves no declaration to honour."""
-    return shown_arguments(tool, value) if tool is not None else REDACTED
-
-
 def declared_tool(call: ToolCall):
     """The tool `call` asked for, as its run's workflow version declares it; None when that
     version, its agent step or the tool is no longer registered. Two queries (the call's step
@@ -158,10 +150,9 @@ def conversations(run, steps: list[Step], *, first_turn: int = 0,
             c.turn, Turn(c.turn, "", 0, ""))
         turn.calls.append({
             "ref": c.ref, "tool": c.tool, "kind": c.kind, "impact": c.impact,
-            "status": c.status, "arguments": shown_value(tool, c.arguments),
-            # What the tool returned, masked as its arguments are (declared fields and
-            # anything that looks like a credential).
-            "result": None if c.result is None else shown_value(tool, c.result),
+            "status": c.status, "arguments": shown(tool, c.arguments),
+            # What the tool returned, masked as its arguments are.
+            "result": None if c.result is None else shown(tool, c.result),
             "args_hash": c.args_hash, "key": c.idempotency_key, "attempt": c.attempt,
             "remote_ref": c.remote_ref, "compensation_ref": c.compensation_ref,
             "compensation_key": c.compensation_key,

@@ -1,5 +1,5 @@
 """A tool call's page in Django admin shows its arguments and its result as the console's
-conversation shows them (audit.redaction.shown_arguments): anything that looks like a
+conversation shows them (runs.machine.sensitive.shown): anything that looks like a
 credential masked, and, for a call whose tool is no longer declared, nothing at all. Admin
 showed every field of the row as stored, a password the model passed to a tool and the API
 key a tool returned included, to every staff member who may view tool calls."""

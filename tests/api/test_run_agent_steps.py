@@ -1,7 +1,7 @@
 """GET /api/runs/{id} summarises each agent step's conversation: turns, prompt and completion
 tokens, and each tool call (ref, tool, state, key, remote reference, attempts, last error,
-arguments redacted as the tool declares, the operator actions aimed at it now), in the
-same queries for 2 and for 40 calls."""
+arguments and result masked as the run page masks them, the operator actions aimed at it
+now), in the same queries for 2 and for 40 calls."""
 
 import json
 
@@ -49,7 +49,7 @@ def test_an_agent_step_comes_with_its_turns_tokens_and_tool_calls(reader):
         "last_error": None,
         "arguments": {"invoice": "summary", "account": "expenses:office", "amount": "12.00",
                       "currency": "EUR", "iban": "[redacted]"},
-        "actions": [], "wait_ended": None}
+        "result": None, "actions": [], "wait_ended": None}
     assert last["state"] == "failed" and last["attempts"] == 2
     assert last["last_error"] == {"error_class": "permanent",
                                   "message": "ledger: 403 account closed"}

@@ -10,7 +10,6 @@ that nobody acts, asks or agrees in another person's name. The list of what a ru
 USER reads only and asks for none.
 """
 
-import re
 import uuid
 
 from django.conf import settings
@@ -35,7 +34,7 @@ from runs.machine import transitions
 from runs.machine.errors import EvidenceRequired, TransitionNotAllowed
 from runs.machine.storable import written_visibly
 from runs.models import Run, Step
-from runs.operator.action_input import target_missing
+from runs.operator.action_input import call_id_problem, target_missing
 from runs.operator.actions import ACTIONS, ActionInput, field_refused
 from runs.permissions import grants_of
 
@@ -291,8 +290,7 @@ def target(step: str, call: str) -> tuple[str, str]:
     if not step:
         raise CommandError(f"--call {call!r}: name the agent step too, as STEP:TURN.INDEX "
                            "(e.g. triage:2.0), or with --step")
-    # [0-9], not \d, which passes "١.٠": the transition's int() would read it as call 1.0.
-    if not re.fullmatch(r"[0-9]+\.[0-9]+", ref):
-        raise CommandError(f"--call {call!r}: the call is TURN.INDEX, as the run page shows "
-                           "it (e.g. 2.0)")
+    # The reading every door takes (the API's `call`, the console's form), in its words.
+    if (problem := call_id_problem(ref)) is not None:
+        raise CommandError(f"--call {call!r}: {problem}")
     return step, ref

@@ -23,7 +23,6 @@ from ...agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ...definitions import definition
 from ...models import AttentionReason, Run, Step, StepStatus
 from ..errors import Classified, TransitionNotAllowed
-from ..storable import quoted, whole_number
 from . import effects
 from .clashes import written_again_on_clash
 from .compensation import hold_undo_missing
@@ -38,7 +37,7 @@ from .kernel import (  # the package's shared vocabulary
     transition_time,
 )
 from .lease_cycle import holding
-from .tool_call_rules import call_refusal, last_turn, tool_of
+from .tool_call_rules import call_named, call_refusal, last_turn, tool_of
 
 S = ToolCallStatus
 # A call in one of these states is settled: the model can be told how it went.
@@ -291,23 +290,6 @@ def retried_by(call: ToolCall) -> int | None:
                     step_name=call.step.name, data__tool_call=call.ref,
                     actor_user_id__isnull=False)
             .order_by("-seq").values_list("actor_user_id", flat=True).first())
-
-
-def call_named(run: Run, step_name: str, call_ref: str) -> tuple[Step, ToolCall]:
-    # TURN.INDEX in ASCII digits, as whole_number reads every number given from outside:
-    # int() would read "١.٠" (and " 1.0", "1_0.0") as a call the person did not name.
-    numbers = [whole_number(part, digits=9) for part in str(call_ref).split(".")]
-    try:
-        if len(numbers) != 2 or None in numbers:
-            raise ValueError(call_ref)
-        call = ToolCall.objects.select_related("step").get(
-            step__run=run, step__name=step_name, generation=F("step__generation"),
-            turn=numbers[0], index=numbers[1])
-    except (ValueError, ToolCall.DoesNotExist):
-        raise TransitionNotAllowed(f"run {run.pk} has no tool call {quoted(str(call_ref))} "
-                                   f"in step {quoted(step_name)}") from None
-    return call.step, call
-
 
 
 def checked_call(op, action: str, step_name: str, call_ref: str) -> tuple[Step, ToolCall]:

@@ -24,7 +24,7 @@ from ...models import AttentionReason, Run, StepStatus
 from .. import sensitive
 from ..errors import SecondPersonRequired, TransitionNotAllowed
 from . import effects
-from .agent_calls import call_data, call_named, checked_call, retried_by, save_call
+from .agent_calls import call_data, checked_call, retried_by, save_call
 from .in_flight import undo_in_doubt_at_end
 from .kernel import (
     ATTENTION,
@@ -42,7 +42,7 @@ from .kernel import (
 from .lookup_verdicts import looked_up_verdict
 from .operator import operator_transition
 from .operator_rules import decision_refusal
-from .tool_call_rules import tool_of
+from .tool_call_rules import call_named, tool_of
 
 S = ToolCallStatus
 
@@ -61,7 +61,7 @@ def retry_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
     resent, and the operator who retried it is that approval request's requester, who may
     not decide it (four eyes, approvals.permissions)."""
     with operator_transition(run_id, "retry_tool_call", actor=actor, reason=reason, now=now,
-                             step_name=step_name) as op:
+                             step_name=step_name, call_ref=call_ref) as op:
         run, change = op.run, op.change
         step, call = checked_call(op, "retry_tool_call", step_name, call_ref)
         before = audit_state(run, step)
@@ -92,7 +92,7 @@ def cancel_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor
     in its next turn that a person cancelled it, and its approval request is withdrawn (the
     approvals sweep). A run that waited only on it goes on; one in attention stays there."""
     with operator_transition(run_id, "cancel_tool_call", actor=actor, reason=reason,
-                             now=now, step_name=step_name) as op:
+                             now=now, step_name=step_name, call_ref=call_ref) as op:
         run, change = op.run, op.change
         step, call = checked_call(op, "cancel_tool_call", step_name, call_ref)
         before = audit_state(run, step)
@@ -131,7 +131,7 @@ def begin_tool_call_undo(run_id: int, *, step_name: str, call_ref: str, actor: A
     """The intent of undoing one tool call: the call compensating, its undo attempt counted,
     the key in the audit record. The run stays in attention. Returns the call."""
     with operator_transition(run_id, "compensate_tool_call", actor=actor, reason=reason,
-                             now=now, step_name=step_name) as op:
+                             now=now, step_name=step_name, call_ref=call_ref) as op:
         change = op.change
         step, call = checked_call(op, "compensate_tool_call", step_name, call_ref)
         effects.CallEffect(op, step, call).undo_begun(
@@ -222,7 +222,7 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
     step's reconcile."""
     require_evidence(verdict, evidence, f"reconcile tool call {call_ref} of {step_name}")
     with operator_transition(run_id, "reconcile_tool_call", actor=actor, reason=reason,
-                             now=now, step_name=step_name) as op:
+                             now=now, step_name=step_name, call_ref=call_ref) as op:
         run, change = op.run, op.change
         step, call = checked_call(op, "reconcile_tool_call", step_name, call_ref)
         before = audit_state(run, step)

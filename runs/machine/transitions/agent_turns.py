@@ -15,7 +15,7 @@ from datetime import datetime
 from pydantic import BaseModel, ValidationError
 
 from audit.actions import AuditAction
-from audit.redaction import REDACTED, mask_held_at, redact, redact_text, shown_arguments
+from audit.redaction import REDACTED, mask_held_at, redact, redact_text
 
 from ...agent_models import AgentTurn, ToolCall
 from ...definitions import definition
@@ -135,7 +135,7 @@ def record_agent_turn_once(lease: Lease, step: Step, spec: definition.AgentSpec,
         for row in invalid:
             change.audit(AuditAction.TOOL_CALL_INVALID, step=step,
                          data=call_data(row, error=row.error_message,
-                                         arguments=shown_arguments(spec.tools[row.tool],
+                                         arguments=sensitive.shown(spec.tools[row.tool],
                                                                    row.arguments)))
         stop = turn_stops(step, spec, invented)
         if stop is not None:

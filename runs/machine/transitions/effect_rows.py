@@ -13,7 +13,7 @@ read."""
 from functools import cached_property
 
 from audit.actions import AuditAction
-from audit.redaction import redact, shown_arguments
+from audit.redaction import redact
 
 from ...agent_models import ToolCall, ToolCallStatus
 from ...definitions import definition
@@ -409,7 +409,7 @@ class CallEffect(EffectRow):
         call, earlier = self.row, self.may_land_beside
         verdict = effect_verdict(self.spec) if self.gated else None
         return self.data(args_hash=call.args_hash,
-                         arguments=shown_arguments(self.spec, call.arguments),
+                         arguments=sensitive.shown(self.spec, call.arguments),
                          # As a step's record says which attempt is approved, and why.
                          **({"verdict": verdict.decision, "why": verdict.reason,
                              "attempt": call.attempt + 1} if verdict is not None else {}),

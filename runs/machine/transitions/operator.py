@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 
 from audit.actions import AuditAction
 from audit.chain import Actor
@@ -42,11 +41,11 @@ from .kernel import (  # the package's shared vocabulary
 from .lookup_verdicts import looked_up_verdict
 from .operator_rules import (
     checked,
+    first_refusal,
     high_impact_effects,
     needs_second_person,
     paused_undo,
     require_action_reason,
-    state_refusal,
 )
 from .operator_words import LABELS
 from .rerun_rules import rerun_range
@@ -73,15 +72,18 @@ class Operation:
 @contextmanager
 def operator_transition(run_id: int, action: str, *, actor: Actor, reason: str,
                         now: datetime | None, step_name: str | None = None,
-                        approved_by: Actor | None = None):
-    """The skeleton of every operator transition: a reason, the run locked, the move checked
-    against the table, the action checked against refusal() and the four-eyes rule; then the
-    body's changes saved together, or (if the body raises) nothing at all."""
+                        call_ref: str = "", approved_by: Actor | None = None):
+    """The skeleton of every operator transition: a reason, the run locked, the tool call
+    `call_ref` it is aimed at (if any) found, the move checked against the table, the action
+    checked against refusal() and the four-eyes rule; then the body's changes saved
+    together, or (if the body raises) nothing at all."""
     require_action_reason(action, reason)
     # A run whose state refuses the action is told so in a person's words, the action named
-    # as the console labels it, where the table's own check would name the transition.
+    # as the console labels it, where the table's own check would name the transition; a
+    # call named that the run does not have is told first (first_refusal).
     with transition_on(run_id, action, actor=actor, now=now,
-                       refused=partial(state_refusal, action)) as change:
+                       refused=lambda run: first_refusal(action, run, step_name,
+                                                         call_ref)) as change:
         found = checked(action, change.run, step_name)
         run, steps, step, workflow_def = found.run, found.steps, found.step, found.definition
         if needs_second_person(action, steps, step):

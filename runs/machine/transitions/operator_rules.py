@@ -32,7 +32,7 @@ from .kernel import (  # the package's shared vocabulary
 )
 from .operator_words import LABELS, STATE_WORDS
 from .rerun_rules import rerun_range, rerun_step_refusal, rerun_steps
-from .tool_call_rules import calls_of
+from .tool_call_rules import TOOL_CALL_ACTIONS, already_refusal, call_named, calls_of
 from .tool_call_rules import step_refusal as tool_call_step_refusal
 
 STEP_ACTIONS = frozenset({"reconcile", "retry_step", "ask_again", "confirm_compensation",
@@ -390,10 +390,39 @@ class Checked:
     definition: definition.Workflow | None
 
 
-def checked(action: str, run: Run, step_name: str | None = None) -> Checked:
+def named_target(action: str, run: Run, step_name: str | None, call_ref: str) -> None:
+    """The tool call `call_ref` of `step_name` that `action` is aimed at, checked before
+    anything of the run's or the step's state, which say nothing of a call the person named
+    wrongly ("did not stop on a failed tool call", "only Cancel or Terminate"): a step or a
+    call the run does not have is told as such, naming it (NoSuchStep, TransitionNotAllowed),
+    and so is a call that already is what the action would make it (already_refusal)."""
+    if action not in TOOL_CALL_ACTIONS or not call_ref:
+        return
+    try:
+        step, call = call_named(run, step_name or "", call_ref)
+    except TransitionNotAllowed:
+        if not Step.objects.filter(run=run, name=step_name).exists():
+            raise NoSuchStep(f"run {run.pk} has no step {quoted(step_name)}") from None
+        raise
+    if (done := already_refusal(action, step, call)) is not None:
+        raise TransitionNotAllowed(done)
+
+
+def first_refusal(action: str, run: Run, step_name: str | None = None,
+                  call_ref: str = "") -> str | None:
+    """Why `action` is refused before its own rules are asked, or None: the tool call it
+    names (named_target, which raises), then the run's state (state_refusal, in words)."""
+    named_target(action, run, step_name, call_ref)
+    return state_refusal(action, run)
+
+
+def checked(action: str, run: Run, step_name: str | None = None,
+            call_ref: str = "") -> Checked:
     """The run's steps, the named step and its workflow, if `action` may be taken on `run`
-    (refusal()); TransitionNotAllowed with the reason otherwise. What operator_transition
-    checks under the lock, and check_before_work before it."""
+    (refusal()), aimed at `call_ref` where it names a tool call (named_target, first);
+    TransitionNotAllowed with the reason otherwise. What operator_transition checks under
+    the lock, and check_before_work before it."""
+    named_target(action, run, step_name, call_ref)
     steps = steps_of(run)
     step = None
     if step_name is not None:
@@ -414,7 +443,7 @@ def require_action_reason(action: str, reason: str) -> None:
 
 
 def check_before_work(action: str, run_id: int, *, reason: str,
-                      step_name: str | None = None) -> Checked:
+                      step_name: str | None = None, call_ref: str = "") -> Checked:
     """The checks of operator.operator_transition (a reason, then checked()), made without
     a lock by an action that does work of its own before its transition: asks another
     system by key, or builds what an undo will send. A run that would refuse the action is
@@ -425,4 +454,4 @@ def check_before_work(action: str, run_id: int, *, reason: str,
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
         raise TransitionNotAllowed(f"run {run_id} does not exist")
-    return checked(action, run, step_name)
+    return checked(action, run, step_name, call_ref)

@@ -3,13 +3,15 @@ retry, undo): the rules the transitions of agent_operator and agent_calls check 
 run's lock, and that operator_rules.refusal and the console ask before offering them. Reads
 nothing but the step's calls and turns, and call_refusal reads nothing at all."""
 
-from django.db.models import Subquery
+from django.db.models import F, Subquery
 from pydantic import ValidationError
 
 from ...agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ...definitions import definition
 from ...models import ErrorClass, Run, Step, StepStatus
 from .. import sensitive
+from ..errors import TransitionNotAllowed
+from ..storable import quoted, whole_number
 from .in_flight import EFFECT_STANDS
 from .kernel import ATTENTION, WAITING
 
@@ -33,6 +35,36 @@ def tool_of(workflow_def: definition.Workflow | None, step: Step,
     return spec.tools.get(call.tool) if isinstance(spec, definition.AgentSpec) else None
 
 
+def call_named(run: Run, step_name: str, call_ref: str) -> tuple[Step, ToolCall]:
+    """Tool call `call_ref` ("turn.index") of the current generation of `step_name` in
+    `run`, with its step; TransitionNotAllowed naming the id where the run has no such call."""
+    # TURN.INDEX in ASCII digits, as whole_number reads every number given from outside:
+    # int() would read "١.٠" (and " 1.0", "1_0.0") as a call the person did not name.
+    numbers = [whole_number(part, digits=9) for part in str(call_ref).split(".")]
+    try:
+        if len(numbers) != 2 or None in numbers:
+            raise ValueError(call_ref)
+        call = ToolCall.objects.select_related("step").get(
+            step__run=run, step__name=step_name, generation=F("step__generation"),
+            turn=numbers[0], index=numbers[1])
+    except (ValueError, ToolCall.DoesNotExist):
+        raise TransitionNotAllowed(f"run {run.pk} has no tool call {quoted(str(call_ref))} "
+                                   f"in step {quoted(step_name)}") from None
+    return call.step, call
+
+
+def already_refusal(action: str, step: Step, call: ToolCall) -> str | None:
+    """Why `action` asks for what `call` already is, or None: a cancelled call is not
+    cancelled again. Told before anything of the run's state (operator_rules.named_target),
+    which says nothing of the call: a run that a cancel let go on is queued, and refuses
+    every action on a call."""
+    if action == "cancel_tool_call" and call.status == S.CANCELLED:
+        # Who cancelled it and why are in its record (the run's history, the call's error).
+        return (f"tool call {call.ref} ({call.tool}) of {step.name} is already cancelled; "
+                "the run's history says by whom and why")
+    return None
+
+
 def call_refusal(action: str, run: Run, step: Step, call: ToolCall,
                  tool: definition.ToolSpec | None,
                  *, last_turn: int) -> str | None:
@@ -43,6 +75,8 @@ def call_refusal(action: str, run: Run, step: Step, call: ToolCall,
     if call.generation != step.generation:
         return (f"{where} belongs to generation {call.generation}, which a re-run replaced "
                 f"(now {step.generation}): it is kept as history, not acted on")
+    if (done := already_refusal(action, step, call)) is not None:
+        return done
     if action == "cancel_tool_call":
         if run.status not in (ATTENTION, WAITING):
             return (f"run {run.pk} is {run.status}; a tool call is cancelled while its run "
