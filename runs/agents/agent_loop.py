@@ -287,7 +287,7 @@ def ask_tool_remote(tool: definition.ToolSpec | None, ctx: StepContext, call: To
         return None, ""
 
     def reconcile():
-        # Opened within the lookup: arguments that cannot be opened fail it (LookupFailed),
+        # Opened within the lookup: arguments that cannot be opened make it LookupUnreadable,
         # as a step's earlier result its lookup cannot open does.
         return tool.reconcile_fn(ctx, tool.args.model_validate(sensitive.opened(call.arguments)))
 

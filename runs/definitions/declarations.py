@@ -104,6 +104,17 @@ class LookupFailed(Undetermined):
 
 
 @dataclass(frozen=True)
+class LookupUnreadable(Undetermined):
+    """The lookup could not open a sealed value it is asked with (a tool call's arguments,
+    an earlier result its reconcile function reads): a key FIELD_ENCRYPTION_KEYS no longer
+    holds (errors.classify, the unreadable class; the reason names the key and the cure).
+
+    The runtime produces this, reconcile functions do not return it. No try opens the value
+    before a person puts the key back, so it spends no lookup budget: the run waits for them
+    (AttentionReason.SEALED_VALUE_UNREADABLE), the outcome still unknown."""
+
+
+@dataclass(frozen=True)
 class StepResult:
     """What a side-effecting step returns: its result and the remote reference (evidence)."""
 

@@ -48,6 +48,7 @@ from .declarations import (  # noqa: F401
     Contract,
     Found,
     LookupFailed,
+    LookupUnreadable,
     NotFound,
     StepDef,
     StepResult,

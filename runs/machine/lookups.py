@@ -18,8 +18,10 @@ def ask(ctx, *, kind: str, what: str, reconcile: Callable[[], object], stem: str
     with its arguments), as a span of the run's trace: (verdict, error). The verdict is
     Found, NotFound or Undetermined; a lookup that raises is LookupFailed (an Undetermined:
     only evidence settles an unknown outcome), which the runtime asks again within the
-    lookup budget; an answer of another type is Undetermined, and so is one the database
-    cannot store (unusable_answer, kept_answer), with the problem as its error.
+    lookup budget, or, where it could not open a sealed value it is asked with (a tool
+    call's arguments, an earlier result), LookupUnreadable, which waits for the key; an
+    answer of another type is Undetermined, and so is one the database cannot store
+    (unusable_answer, kept_answer), with the problem as its error.
 
     A Found's result comes back as the effect's row is to keep it (kept_answer): `sealed`
     is how that row seals a result, `stem` names its artifact, as the call's own result's."""
@@ -50,7 +52,12 @@ def _answer(reconcile: Callable[[], object]):
         with deadline.bounded("lookup by key"):
             verdict = reconcile()
     except CODE_FAILURES as exc:
-        message = classify(exc).message
+        classified = classify(exc)
+        if classified.error_class == ErrorClass.UNREADABLE:
+            # A sealed value it is asked with cannot be opened: asked again, it fails again
+            # until a person puts the key back (effects.settle holds the run for them).
+            return definition.LookupUnreadable(classified.message), classified.message
+        message = classified.message
         return definition.LookupFailed(f"lookup failed: {message}"), message
     if not isinstance(verdict, definition.Found | definition.NotFound | definition.Undetermined):
         return definition.Undetermined(f"reconcile returned {type(verdict).__name__}, expected "

@@ -49,4 +49,6 @@ def found_by_key(workflow: definition.Workflow, run: Run,
         return verdict.ref, f"finds {verdict.ref}"
     if isinstance(verdict, definition.LookupFailed):
         return None, f"failed {step.lookup_attempts} times ({verdict.reason}): nothing checked"
+    if isinstance(verdict, definition.LookupUnreadable):  # asked again, it fails again
+        return None, f"cannot be asked ({verdict.reason}): nothing checked"
     return None, f"finds nothing ({verdict})"

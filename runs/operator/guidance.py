@@ -148,11 +148,9 @@ def recommend(run: Run, steps: list[Step]) -> Recommendation | None:
     if reason == AttentionReason.UNKNOWN_OUTCOME or (
             step is not None and step.status == StepStatus.UNKNOWN):
         unknown.append(f"whether {name} took effect in the remote system")
-        # Its code could not open a sealed value and may have sent before it read it
-        # (effects.fail): the key goes back before anything reads the value again.
-        first = (f"{name} {NEEDS_SEALED_VALUE}, and its code ran: it may have sent before "
-                 f"it read the value. {PUT_THE_KEY_BACK}. Then: "
-                 if reason == AttentionReason.SEALED_VALUE_UNREADABLE else "")
+        # The key goes back before anything reads the value again.
+        first = _unknown_needs_sealed_value(name, step) \
+            if reason == AttentionReason.SEALED_VALUE_UNREADABLE else ""
         if spec is not None and spec.reconcile_fn is not None:
             if (trusted_from := _not_found_proves_nothing_until(spec, step)) is not None:
                 return offer("reconcile", f"{first}Look {name} up by its key again after "
@@ -340,6 +338,19 @@ def _sealed_value_words(then: str) -> str:
     return f"{NEEDS_SEALED_VALUE}: nothing was sent. {PUT_THE_KEY_BACK}, then {then}"
 
 
+def _unknown_needs_sealed_value(what: str, row) -> str:
+    """The words for an unknown effect (a step's or a tool call's row) held for a sealed
+    value, before what to do once the key is back: its code could not open it and may have
+    sent before it read (effects.fail); or its lookup by key cannot open what it is asked
+    with, and whether it took effect is still unknown (effects.settle)."""
+    if row.error_class == ErrorClass.UNREADABLE:
+        return (f"{what} {NEEDS_SEALED_VALUE}, and its code ran: it may have sent before it "
+                f"read the value. {PUT_THE_KEY_BACK}. Then: ")
+    return (f"The lookup of {what} by its key {NEEDS_SEALED_VALUE}: whether it took effect is "
+            "still unknown, and it is not looked up again before the key is back. "
+            f"{PUT_THE_KEY_BACK}. Then: ")
+
+
 def _undo_needs_sealed_value(reason: str, step: Step | None) -> bool:
     """Whether the run stopped undoing because an undo could not open a sealed value
     (effects.undo_outcome): it goes on undoing, never forward."""
@@ -463,6 +474,8 @@ def _reconcile_tool_call(run: Run, step: Step, call: ToolCall, happened: str,
     else:
         why = (f"Look {where} up by its key {call.idempotency_key} now: found settles it and "
                "the agent goes on; not found marks it failed and the model is told so.")
+    if reason == AttentionReason.SEALED_VALUE_UNREADABLE:
+        why = f"{_unknown_needs_sealed_value(where, call)}{why}"
     return _call_offer(action, step, call, refused, why, happened=happened, known=known,
                        unknown=[f"whether {where} took effect in the remote system"],
                        reason=reason)

@@ -39,7 +39,7 @@ from .kernel import (
     transition_time,
     unsettled_effects,
 )
-from .lookup_verdicts import looked_up_verdict
+from .lookup_verdicts import looked_up_verdict, still_unknown_reason
 from .operator import operator_transition
 from .operator_rules import decision_refusal
 from .tool_call_rules import call_named, tool_of
@@ -249,7 +249,7 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
             end_or_hold(change, unsettled, settled=(f"call {call_ref}", data["verdict"]))
         elif still_unknown:
             change.step_changed(step)
-            change.move(ATTENTION, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
+            change.move(ATTENTION, reason=still_unknown_reason(verdict, run.attention_reason),
                         message=f"{step_name}: the outcome of a tool call is still unknown "
                                 f"({data['verdict']} for call {call_ref})"
                                 + (f": {verdict.reason}" if getattr(verdict, "reason", "")

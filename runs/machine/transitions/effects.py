@@ -47,7 +47,7 @@ from .kernel import (  # the package's shared vocabulary
     Outcome,
     audit_state,
 )
-from .lookup_verdicts import not_found_trusted_from
+from .lookup_verdicts import not_found_trusted_from, still_unknown_reason
 from .resends import release_until, schedule_resend
 from .tool_call_rules import calls_of
 
@@ -218,7 +218,8 @@ def settle(change: Change, lease: Lease, effect: Effect, verdict, *, error: str 
     lookup budget is spent. NotFound, or no lookup but a receiver that honours keys: a
     low-impact effect is sent again with the same key through the one resend path, counted
     and backed off; a high-impact one waits for a person. Undetermined (or no way to ask):
-    a person must settle it.
+    a person must settle it; LookupUnreadable (the lookup cannot open a sealed value it is
+    asked with) too, and no lookup budget is spent: none can open it before the key is back.
     """
     row, spec, now = effect.row, effect.spec, change.now
     before = audit_state(change.run, effect.step)
@@ -268,12 +269,17 @@ def settle(change: Change, lease: Lease, effect: Effect, verdict, *, error: str 
                "person" if spec.honours_key else
                "no reconcile function and the receiver does not honour keys")
         label = "cannot ask"
+    elif isinstance(verdict, definition.LookupUnreadable):
+        why, label = (f"its lookup by key cannot open what it is asked with: {verdict.reason}; "
+                      "the outcome is still unknown: look it up once the key is back"), \
+            "sealed value unreadable"
+        row.error_message = why[:2000]
     else:
         why, label = f"reconciliation could not tell: {verdict.reason or error}", \
             "undetermined"
         if error:  # the lookup's own error (lookups.unusable_answer): the row names it too
             row.error_message = why[:2000]
-    halt(change, lease, effect, before, reason=AttentionReason.UNKNOWN_OUTCOME, message=why,
+    halt(change, lease, effect, before, reason=still_unknown_reason(verdict), message=why,
          data={"verdict": label, "error": error})
     return False
 

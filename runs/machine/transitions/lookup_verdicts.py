@@ -1,11 +1,11 @@
 """What a lookup's verdict proves of an effect, by the effect machine's rules
-(runs.machine.transitions.effects): when a "not found" may be trusted, and how a lookup a
-person ran is recorded."""
+(runs.machine.transitions.effects): when a "not found" may be trusted, how a lookup a
+person ran is recorded, and what a run waits for while an effect stays unknown."""
 
 from datetime import timedelta
 
 from ...definitions import definition
-from ...models import ErrorClass
+from ...models import AttentionReason, ErrorClass
 from ..errors import KEY_HOLDS_ANOTHER_REQUEST
 from .effect_rows import Effect
 
@@ -40,3 +40,13 @@ def looked_up_verdict(effect: Effect, verdict, now):
     return definition.Undetermined(
         f"not found yet: the receiver ignores keys, and a request still in flight could land "
         f"until {trusted_from:%Y-%m-%d %H:%M:%S %Z}; look it up again then")
+
+
+def still_unknown_reason(verdict, reason: str = "") -> str:
+    """Why a run waits for a person while a lookup by key (the runtime's or one a person ran)
+    leaves the effect unknown: one that cannot open a sealed value it is asked with
+    (LookupUnreadable) waits for the key, SEALED_VALUE_UNREADABLE, whose cure is the key
+    ring; any other, for `reason` (what the run waited for already) or UNKNOWN_OUTCOME."""
+    if isinstance(verdict, definition.LookupUnreadable):
+        return AttentionReason.SEALED_VALUE_UNREADABLE
+    return reason or AttentionReason.UNKNOWN_OUTCOME

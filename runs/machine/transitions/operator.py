@@ -38,7 +38,7 @@ from .kernel import (  # the package's shared vocabulary
     transition_on,
     unsettled_effects,
 )
-from .lookup_verdicts import looked_up_verdict
+from .lookup_verdicts import looked_up_verdict, still_unknown_reason
 from .operator_rules import (
     checked,
     first_refusal,
@@ -194,7 +194,7 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
                         message=f"{step_name} settled as not done; retry the step to send "
                                 "it again with the same key")
         else:
-            change.move(ATTENTION, reason=run.attention_reason or AttentionReason.UNKNOWN_OUTCOME,
+            change.move(ATTENTION, reason=still_unknown_reason(verdict, run.attention_reason),
                         message=f"{step_name}: still undetermined: "
                                 f"{getattr(verdict, 'reason', '')}")
         change.audit(AuditAction.RECONCILED, step=step, reason=reason, before=before,
