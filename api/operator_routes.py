@@ -326,8 +326,9 @@ def register(api, *, headers: dict, refusals: dict, query_words: dict) -> None:
         openapi_extra=headers,
         description="The run's audit trail as JSON, a page at a time: each record with its "
                     "actor, reason, the state before and after, and its data (credentials "
-                    "masked as recorded). Newest page first; pass `older` as `before` for "
-                    "the page before. 410: the run finished and was archived (error "
+                    "masked as recorded; a sensitive value the record keeps sealed shown as "
+                    "\"[redacted]\"). Newest page first; pass `older` as `before` for the "
+                    "page before. 410: the run finished and was archived (error "
                     "`run_archived`, with its archive file).")
     def run_history(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID),
                     before: int | None = Query(None, ge=1, le=MAX_RUN_ID),

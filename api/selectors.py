@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from archive.models import ArchivedRun
 from audit.models import AuditRecord
+from audit.redaction import sealed_masked
 from runs.definitions.definition import EVENT, SLEEP
 from runs.machine import dispatch
 from runs.machine.endings import ended_waits
@@ -224,8 +225,10 @@ def summary_of(run: Run) -> dict:
 
 
 def history_entry(record: AuditRecord) -> dict:
-    """One audit record as the API and the CLI print a run's history."""
+    """One audit record as the API and the CLI print a run's history: a sealed value it
+    keeps as the mask, as the run page shows it (sealed_masked)."""
     return {"seq": record.seq, "at": record.created_at, "action": record.action,
             "actor": record.actor_label, "actor_kind": record.actor_kind,
-            "step": record.step_name, "reason": record.reason, "before": record.before or {},
-            "after": record.after or {}, "data": record.data or {}}
+            "step": record.step_name, "reason": record.reason,
+            "before": sealed_masked(record.before or {}),
+            "after": sealed_masked(record.after or {}), "data": sealed_masked(record.data or {})}

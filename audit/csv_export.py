@@ -22,7 +22,9 @@ QUOTED_PREFIXES = (*FORMULA_PREFIXES, "'")
 
 # After the hash, the rest of what it covers: an auditor re-hashes each row of an export
 # (audit.chain.record_hash) without the database, and sees the evidence `data` holds (the
-# effect's key, remote reference, result digest).
+# effect's key, remote reference, result digest). A sealed value a record keeps (a late
+# result's) is exported as written, not as the mask the pages show (sealed_masked): masked,
+# its row would no longer hash to its hash, and read as a record changed.
 AUDIT_HEADER = ["id", "run", "seq", "time", "actor", "action", "step", "reason", "before",
                 "after", "hash", "actor_kind", "actor_user_id", "data", "prev_hash"]
 

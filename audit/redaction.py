@@ -8,6 +8,11 @@ from contextvars import ContextVar
 from functools import lru_cache
 
 REDACTED = "[redacted]"
+# What begins a sealed value: "enc:<key id>:<Fernet token>" in place of a value a tool or a
+# step declares sensitive (runs.machine.sensitive seals and opens them). Told here, below
+# runs, so that wherever audit records are shown they can show one as the mask
+# (sealed_masked), which audit may not import runs to learn.
+SEALED_PREFIX = "enc:"
 # A key names a secret when one of its words does, never a part of a word: "passengers",
 # "passport_country", "max_tokens" and "secretary" are business data a run's next step reads
 # (an event's payload, a model's usage), and masked they broke the schema that took them.
@@ -223,6 +228,33 @@ def _masked_opened(text: str, opened: set[str]) -> str:
     for opened_text in sorted(opened, key=len, reverse=True):
         text = text.replace(opened_text, REDACTED)
     return text
+
+
+def is_sealed(value) -> bool:
+    """Whether `value` is a sealed value (SEALED_PREFIX)."""
+    return isinstance(value, str) and value.startswith(SEALED_PREFIX)
+
+
+def each_sealed(value, replaced):
+    """A copy of `value` with every sealed value in it, at any depth of dicts and lists,
+    replaced by `replaced(it)`: the walk of a key's retirement (runs.operator.field_keys)
+    and of showing (sealed_masked)."""
+    if is_sealed(value):
+        return replaced(value)
+    if isinstance(value, dict):
+        return {k: each_sealed(v, replaced) for k, v in value.items()}
+    if isinstance(value, list):
+        return [each_sealed(v, replaced) for v in value]
+    return value
+
+
+def sealed_masked(value):
+    """A copy of a JSON-like value with every sealed value in it, at any depth, as the mask
+    (REDACTED): how a person is shown one, wherever it is kept (a tool call's arguments or
+    result, an audit record's data, before and after). Its ciphertext tells a person
+    nothing, and the key that sealed it still opens it wherever it is copied. Only for
+    showing: what is stored and hashed keeps it as written."""
+    return each_sealed(value, lambda _: REDACTED)
 
 
 def mask_held_at(value, where: str = "") -> str | None:

@@ -19,6 +19,7 @@ from api.selectors import deliveries_of
 from approvals.models import Notification
 from approvals.problem_shown import without_addresses
 from audit.models import AuditRecord
+from audit.redaction import sealed_masked
 
 from .diffs import DiffRow, diff_rows
 
@@ -64,6 +65,21 @@ def _object(value) -> dict:
     # Every record is written with objects; one rewritten past the triggers may hold any
     # JSON. Its data is still shown whole (readable), and the chain check names it.
     return value if isinstance(value, dict) else {}
+
+
+def audit_entry(record: AuditRecord) -> Entry:
+    """An audit record as the timeline shows it: a sealed value it keeps (a late result's,
+    as the call's row holds it) as the mask (sealed_masked); the record itself, evidence
+    bound into its chain, stays as written."""
+    data, before, after = (sealed_masked(value)
+                           for value in (record.data, record.before, record.after))
+    return Entry(at=record.created_at, source="audit", title=record.action.replace("_", " "),
+                 actor=actor_name(record.actor_label, record.actor_kind),
+                 step=record.step_name, reason=record.reason,
+                 detail=_object(data).get("error", ""), seq=record.seq,
+                 diff=[row for row in diff_rows(_object(before), _object(after))
+                       if row.changed],
+                 data=readable(data))
 
 
 def readable(value) -> str:
@@ -114,13 +130,7 @@ def run_timeline(run, audit: list[AuditRecord], *, since: datetime | None = None
     there are none) and deliveries from `since` (included) to `until`. A notification names
     its approver by address, and its error without addresses, unless `addresses` (a reader
     who may see the notifications: approvals.problem_shown)."""
-    entries = [Entry(at=r.created_at, source="audit", title=r.action.replace("_", " "),
-                     actor=actor_name(r.actor_label, r.actor_kind), step=r.step_name,
-                     reason=r.reason, detail=_object(r.data).get("error", ""), seq=r.seq,
-                     diff=[row for row in diff_rows(_object(r.before), _object(r.after))
-                           if row.changed],
-                     data=readable(r.data))
-               for r in audit]
+    entries = [audit_entry(r) for r in audit]
     notes = (Notification.objects.filter(request__run=run).select_related("request", "user")
              .only("kind", "recipient", "sent_at", "last_error", "request__step_name",
                    "user__username")

@@ -19,6 +19,7 @@ from audit.access import AccessAction
 from audit.actions import ROUTINE_ACTIONS, AuditAction
 from audit.admin import IndexedOrderChangeList, ReadOnlyAdmin, StorableFiltersAdmin, choices_filter
 from audit.models import AccessRecord, AuditRecord
+from audit.redaction import sealed_masked
 
 from .admin_search import EXACT, PREFIX, IndexedSearchAdmin
 from .agent_models import AgentTurn, ToolCall
@@ -335,6 +336,14 @@ class AuditRecordAdmin(RunSearchAdmin):
                     "reason"]
     list_filter = [choices_filter("action", "action", UNCOMMON_ACTIONS), "actor_kind"]
     ordering = ["-id"]
+    # Its before, after and data shown as the run page shows them (audit.redaction.
+    # sealed_masked): a sealed value a record keeps (a late result's) as the mask, never its
+    # ciphertext. The hashes stay shown; the console's CSV export carries the record as
+    # written, to be re-hashed.
+    fields = ["run", "seq", "action", "step_name", "actor_kind", "actor_label",
+              "actor_user_id", "reason", "shown_before", "shown_after", "shown_data",
+              "created_at", "prev_hash", "hash"]
+    readonly_fields = ["shown_before", "shown_after", "shown_data"]
 
     def changelist_view(self, request, extra_context=None):
         action = request.GET.get("action", "")
@@ -346,6 +355,23 @@ class AuditRecordAdmin(RunSearchAdmin):
     @admin.display(description="run")
     def run_link(self, record):
         return _run_link(record.run_id)
+
+    @admin.display(description="before")
+    def shown_before(self, record):
+        return _shown_json(record.before)
+
+    @admin.display(description="after")
+    def shown_after(self, record):
+        return _shown_json(record.after)
+
+    @admin.display(description="data")
+    def shown_data(self, record):
+        return _shown_json(record.data)
+
+
+def _shown_json(value) -> str:
+    return json.dumps(sealed_masked(value), indent=2, sort_keys=True, ensure_ascii=False,
+                      default=str)
 
 
 @admin.register(AccessRecord)

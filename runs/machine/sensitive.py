@@ -23,7 +23,12 @@ from django.core.exceptions import ImproperlyConfigured
 
 from audit import redaction
 
-PREFIX = "enc:"
+# What a sealed value is, and the walk of the sealed values in one (runs.operator.field_keys
+# retires a key with it), are defined once, in audit, below runs: wherever audit records
+# are shown, a sealed value they keep is shown as the mask (redaction.sealed_masked).
+from audit.redaction import SEALED_PREFIX as PREFIX
+from audit.redaction import each_sealed as each_sealed
+from audit.redaction import is_sealed
 
 
 class UnreadableValue(Exception):
@@ -44,10 +49,6 @@ def _keys() -> tuple[str, dict[str, Fernet]]:
         raise ImproperlyConfigured("FIELD_ENCRYPTION_KEYS is empty: sensitive fields cannot "
                                    "be stored")
     return ring[0][0], _fernets(ring)
-
-
-def is_sealed(value) -> bool:
-    return isinstance(value, str) and value.startswith(PREFIX)
 
 
 def encrypt(value) -> str:
@@ -111,18 +112,6 @@ def current_key() -> str:
     return _keys()[0]
 
 
-def each_sealed(value, replaced):
-    """A copy of `value` with every sealed value in it, at any depth of dicts and lists,
-    replaced by `replaced(it)`: the walk of a key's retirement (runs.operator.field_keys)."""
-    if is_sealed(value):
-        return replaced(value)
-    if isinstance(value, dict):
-        return {k: each_sealed(v, replaced) for k, v in value.items()}
-    if isinstance(value, list):
-        return [each_sealed(v, replaced) for v in value]
-    return value
-
-
 def shown(tool, value):
     """A tool call's arguments or its result as a person sees them, wherever they are shown
     (the run page, the API's run, Django admin, an approval's page, the confirmation of an
@@ -134,7 +123,7 @@ def shown(tool, value):
     is left to honour."""
     if tool is None:
         return redaction.REDACTED
-    return redaction.shown_arguments(tool, each_sealed(value, lambda _: redaction.REDACTED))
+    return redaction.shown_arguments(tool, redaction.sealed_masked(value))
 
 
 def declares_sensitive(tool) -> bool:
