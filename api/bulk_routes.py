@@ -120,7 +120,7 @@ def register(api, *, headers: dict) -> None:
         except InputNotRead as exc:
             return Status(422, not_read(exc))
         except ActionInputError as exc:
-            # The input's own rule (actions.field_refused), as for one run's action.
+            # The input's own rule (action_input.field_refused), as for one run's action.
             return Status(422, invalid_field(exc.field, str(exc)))
         f = payload.filters
         # The token names whole workflows: test-agent's job never reaches test-agent-saga.

@@ -273,7 +273,7 @@ def register(api, *, headers: dict, refusals: dict, query_words: dict) -> None:
         if selectors.visible_run(run_id, workflows=token.workflows or []) is None:
             return run_not_here(request, token, run_id)
         try:
-            # The input's own rule (actions.field_refused), in the words of every door;
+            # The input's own rule (action_input.field_refused), in the words of every door;
             # named before saying the token acts for nobody, as the schema's faults are.
             given = ActionInput(reason=payload.reason, step=payload.step, call=payload.call,
                                 mode=payload.mode, remote_ref=payload.remote_ref,

@@ -397,7 +397,7 @@ class ActionIn(Schema):
     # Its length is the document's to say and the action's rule to hold (require_reason, as
     # for the console and the CLI): a reason empty or too long is refused in the same words
     # at every door, still 422 naming `reason`. So is a NUL in any field, and a control
-    # character in one that names a thing (runs.operator.actions.field_refused): the
+    # character in one that names a thing (runs.operator.action_input.field_refused): the
     # document says so with its pattern, and the rule answers.
     reason: str = Field(json_schema_extra={"minLength": 1, "maxLength": PERSON_TEXT_MAX,
                                            "pattern": NUL_FREE},

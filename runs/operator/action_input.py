@@ -6,6 +6,7 @@ door."""
 import re
 
 from ..machine.errors import TransitionNotAllowed
+from ..machine.storable import named_text_problem
 
 # A tool call's id as the run page shows it: its turn, then its index in the turn, in ASCII
 # digits ([0-9], not \d, which passes "١.٠": int() would read it as call 1.0).
@@ -19,6 +20,16 @@ class ActionInputError(ValueError):
     def __init__(self, message: str, field: str = ""):
         super().__init__(message)
         self.field = field
+
+
+def field_refused(name: str, text: str) -> ActionInputError | None:
+    """Why the text given for ActionInput field `name` is refused, whichever door it came
+    through, or None: what no record can keep (a NUL) in any field, a control character in
+    one naming one thing (a reason's and evidence's other controls are the transition's)."""
+    problem = named_text_problem(text, one_line=name in ("step", "call", "mode", "remote_ref"))
+    label = {"remote_ref": "remote reference", "call": "tool call"}.get(name, name)
+    return None if problem is None else ActionInputError(
+        f"{label}: {problem}; nothing was done.", name)
 
 
 def target_missing(spec, run, steps, given) -> Exception | None:

@@ -21,12 +21,11 @@ from audit.redaction import redact_text
 from ..agents.tool_call_undo import undo_tool_call
 from ..definitions import definition
 from ..machine import sensitive, tracing, transitions
-from ..machine.storable import named_text_problem
 from ..machine.transitions.operator_rules import check_before_work
 from ..machine.transitions.outcome import REMOTE_REF_MAX
 from ..models import Run, Step, StepStatus
 from ..waiting import events, payloads
-from .action_input import ActionInputError, call_id_problem, target_missing
+from .action_input import ActionInputError, call_id_problem, field_refused, target_missing
 from .previews import compensation_outline, compensation_preview, tool_call_outline
 from .reconciliation import reconcile_step, reconcile_tool_call_by_key
 
@@ -67,16 +66,6 @@ class ActionInput:
         """The input from a posted form (or any mapping of strings); see field_refused."""
         given = {f.name: (data.get(f.name) or "").strip() for f in dataclasses.fields(cls)}
         return cls(**{**given, "mode": given["mode"] or "ask"})
-
-
-def field_refused(name: str, text: str) -> ActionInputError | None:
-    """Why the text given for ActionInput field `name` is refused, whichever door it came
-    through, or None: what no record can keep (a NUL) in any field, a control character in
-    one naming one thing (a reason's and evidence's other controls are the transition's)."""
-    problem = named_text_problem(text, one_line=name in ("step", "call", "mode", "remote_ref"))
-    label = {"remote_ref": "remote reference", "call": "tool call"}.get(name, name)
-    return None if problem is None else ActionInputError(
-        f"{label}: {problem}; nothing was done.", name)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A NUL in any field of an operator action's input, or a control character in a field that
 names one thing (the step, the tool call, the remote reference), is refused by one rule
-(runs.operator.actions.field_refused, which ActionInput applies) in the same words
+(runs.operator.action_input.field_refused, which ActionInput applies) in the same words
 naming the field at the console, the API and the command line: not the API's "the request
 does not match its schema", nor the command line's "--reason: ...; give it as UTF-8 text",
 nor "the call is TURN.INDEX" for a call holding an escape. Nothing is written. A decision's

@@ -34,8 +34,8 @@ from runs.machine import transitions
 from runs.machine.errors import EvidenceRequired, TransitionNotAllowed
 from runs.machine.storable import written_visibly
 from runs.models import Run, Step
-from runs.operator.action_input import call_id_problem, target_missing
-from runs.operator.actions import ACTIONS, ActionInput, field_refused
+from runs.operator.action_input import call_id_problem, field_refused, target_missing
+from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import grants_of
 
 
