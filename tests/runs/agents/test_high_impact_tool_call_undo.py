@@ -20,6 +20,7 @@ from runs.machine.errors import TransitionNotAllowed
 from runs.machine.keys import tool_call_key, tool_compensation_key
 from runs.machine.transitions.agent_calls import args_hash
 from runs.models import AttentionReason, Run, RunStatus, Step, ToolCall, ToolCallStatus
+from runs.operator.action_input import ActionInputError
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.reads.agent_selectors import conversations
 from tests.agent_runs import ACTOR, advance, start_triage
@@ -88,10 +89,13 @@ def test_a_high_impact_tool_calls_undo_waits_for_a_person_then_is_sent_once(live
     # A wake-up meanwhile changes nothing: nobody holds the run, nothing is sent.
     assert advance(run).status == RunStatus.ATTENTION and reversals() == 0
     # Only the paused call's undo can be confirmed, and only with a reason.
-    for wrong in (task_call.ref, "9.9", "abc"):
+    for wrong in (task_call.ref, "9.9"):
         with pytest.raises(TransitionNotAllowed, match=rf"paused at the undo of triage: tool "
                                                        rf"post-ledger \(call {post.ref}\)"):
             confirm(run, call=wrong)
+    # Not written as a call's id at all: input to correct, before the run's state.
+    with pytest.raises(ActionInputError, match=r"the call is TURN\.INDEX"):
+        confirm(run, call="abc")
     with pytest.raises(TransitionNotAllowed, match="reason"):
         ACTIONS["confirm_compensation"].perform(
             run.pk, actor=ACTOR, given=ActionInput(reason=" ", step="triage", call=post.ref))
