@@ -77,8 +77,14 @@ _SECRETS = (
     # One of these words, ":" or "=", and a value: a quoted text, masked up to its closing
     # quote (kept), or a bare one up to a separator, but not the start of a JSON text
     # (".../oauth/token: {"error": ...}": an endpoint's path and the answer it gave).
-    r"|(?=[apst])((?:password|secret|token|api[-_]?key)\s*[=:]\s*(?P<word_opened>\\?[\"'])?)"
+    r"|(?=[acpst])((?:passw(?:or)?d|passphrase|pwd|secret|token|(?:api|private)[-_]?key"
+    r"|(?:set-)?cookie)\s*[=:]\s*(?P<word_opened>\\?[\"'])?)"
     rf"(?(word_opened){_quoted_up_to('word_opened')}|(?![\[{{][\"'\s])[^\s&,;\"']+)"
+    # A bare key before "=" (a DSN's "db_pass=...", a query's "client_credentials=...")
+    # that names a secret as a field's name does (_names_a_secret, asked by _masked_in),
+    # and its value up to a separator. Only "=": in prose a word before ":" is no key.
+    # An Authorization header is the first alternative's, its scheme word kept.
+    r"|\b(?=[a-z])(?!authorization\b)(?P<bare>[\w.-]{1,64}\s*=\s*)(?P<bare_value>[^\s&,;\"']+)"
     # A URL's userinfo (scheme://user:password@host): the password, or a token standing
     # alone as the user, up to the last @ of the authority (a password may hold an @).
     r"|(\b[a-z][a-z0-9+.-]*://(?:[^\s/?#@:]*:)?)[^\s/?#]+(?=@)"
@@ -121,7 +127,8 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
     parts = []
     kept_to = looked_from = 0
     while (match := secrets.search(text, looked_from)) is not None:
-        if match["key"] is not None and not _names_a_secret(match["key"]):
+        if (key := match["key"] if match["key"] is not None else match["bare"]) is not None \
+                and not _names_a_secret(key.rstrip("= \t\n")):
             # A quoted key naming no secret: its value, and the key itself, are looked
             # into from the next character on as any text is (a note may quote a pair, a
             # URL its password).

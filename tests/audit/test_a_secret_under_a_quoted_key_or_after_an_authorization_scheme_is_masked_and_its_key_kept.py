@@ -200,3 +200,23 @@ def _texts_of(value):
     elif isinstance(value, dict | list):
         for item in value.values() if isinstance(value, dict) else value:
             yield from _texts_of(item)
+
+
+@pytest.mark.parametrize(("text", "masked"), [
+    # A bare key before "=" is decided as a field's name is: a DSN, a query, a call's repr.
+    (f"db_pass={SECRET} host=db", f"db_pass={REDACTED} host=db"),
+    (f"connect(user=app, passwd={SECRET})", f"connect(user=app, passwd={REDACTED}"),
+    (f"client_credentials={SECRET}&scope=all", f"client_credentials={REDACTED}&scope=all"),
+    (f"private_key={SECRET}", f"private_key={REDACTED}"),
+    # These words before ":" too, as password, secret and token were.
+    (f"pwd: {SECRET}", f"pwd: {REDACTED}"),
+    (f"passphrase: {SECRET}", f"passphrase: {REDACTED}"),
+    (f"Set-Cookie: sid={SECRET}", f"Set-Cookie: {REDACTED}"),
+    # Kept whole: a key that names no secret, and a word before ":" in prose.
+    ("user=app host=db", "user=app host=db"),
+    ("during the pass: nothing queued", "during the pass: nothing queued"),
+    ("Authorization=Token x1y2", "Authorization=Token [redacted]"),
+])
+def test_a_bare_key_that_names_a_secret_before_an_equals_sign_loses_its_value(text, masked):
+    assert redact_text(text) == masked
+    assert redact_text(masked) == masked
