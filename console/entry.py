@@ -58,10 +58,12 @@ def execute_or_exit(program: str, argv: list[str]) -> None:
         raise SystemExit(2) from None
     except KeyboardInterrupt:
         # Ctrl-C: the person stopped it. A transaction under way is rolled back as the
-        # interrupt leaves it (atomic); what an earlier one committed stays.
+        # interrupt leaves it (atomic), unless the interrupt came as it committed: then
+        # nobody here knows, so the person looks. What an earlier one committed stays.
         print(f"{command}: interrupted (Ctrl-C); the transaction under way, if any, was "
-              "rolled back, and what the command committed before stays: look (show_run, "
-              "list_runs) before running it again", file=sys.stderr)
+              "rolled back unless it was committing at that instant, and what the command "
+              "committed before stays: look (show_run, list_runs) before running it again",
+              file=sys.stderr)
         raise SystemExit(130) from None
     except OutputRefused as exc:
         # Python would flush what is left at exit and fail there too.
