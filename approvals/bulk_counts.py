@@ -10,7 +10,11 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet
 
-from runs.machine.transitions.operator_rules import state_accepts, table_accepts
+from runs.machine.transitions.operator_rules import (
+    held_to_settle_filter,
+    state_accepts,
+    table_accepts,
+)
 
 # Of the runs held until their effects are settled, how many a preview names.
 HELD_NAMED = 20
@@ -36,7 +40,7 @@ def count_preview(runs: QuerySet, action: str, may: Q) -> Preview:
     matches), `may` those they may take it on: one query, and one more to name the runs
     held until their effects are settled where there are any."""
     accepts = state_accepts(action)
-    held = may & table_accepts(action) & ~accepts
+    held = may & table_accepts(action) & held_to_settle_filter(action)
     counts = runs.aggregate(matching=Count("pk"), may_act=Count("pk", filter=may),
                             acceptable=Count("pk", filter=may & accepts),
                             held_to_settle=Count("pk", filter=held))

@@ -5,7 +5,7 @@ returns None, so a rule written here cannot drift from the rule a caller shows."
 
 from dataclasses import dataclass
 
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 
 from ...definitions import definition
 from ...models import (
@@ -289,16 +289,30 @@ def table_accepts(action: str) -> Q:
     return Q(status__in=[s for s in RunStatus.values if allowed(action, s)])
 
 
+def held_to_settle_filter(action: str) -> Q:
+    """held_to_settle as a filter: the runs the table lets `action` start from that it
+    refuses because they were ended with an effect unsettled (none: a filter matching no
+    run)."""
+    held = Q(pk__in=[])
+    for status in [s for s in RunStatus.values if allowed(action, s)]:
+        refused = [r for r in AttentionReason.values if held_to_settle(action, status, r)]
+        if refused:
+            held |= Q(status=status, attention_reason__in=refused)
+    return held
+
+
 def state_accepts(action: str) -> Q:
     """The runs whose state lets `action` be taken, as a filter: those the transition table
     lets it start from (table_accepts), but those held_to_settle refuses; refusal() asks
     both of one run, and a bulk preview counts by this (approvals.bulk_counts), so that its
-    count is the runs that will not be refused for their state."""
-    accepted = table_accepts(action)
-    for status in [s for s in RunStatus.values if allowed(action, s)]:
-        refused = [r for r in AttentionReason.values if held_to_settle(action, status, r)]
-        if refused:
-            accepted &= ~Q(status=status, attention_reason__in=refused)
+    count is the runs that will not be refused for their state (Resume's, those waiting for
+    a person's approval: awaited_approval)."""
+    accepted = table_accepts(action) & ~held_to_settle_filter(action)
+    if action == "resume":
+        # awaited_approval's rule, as a filter: a waiting run whose waiting step is one of
+        # the kinds whose wait is for a person's decision.
+        accepted &= ~(Q(status=RunStatus.WAITING) & Q(Exists(Step.objects.filter(
+            run=OuterRef("pk"), status=StepStatus.WAITING, kind__in=_APPROVED_KINDS))))
     return accepted
 
 
