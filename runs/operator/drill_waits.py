@@ -35,7 +35,7 @@ def carried_through(run: Run, *, actor: Actor,
     run.refresh_from_db()
     if run.status != RunStatus.WAITING:
         return False
-    if waits_for_person(run):
+    if waits_for_approval(run):
         return approver(run) if approver is not None else _approved(run, actor=actor)
     steps = list(run.steps.all())
     if (event := transitions.waiting_event_step(steps)) is not None:
@@ -79,10 +79,12 @@ def _declares_default(spec: definition.StepDef) -> bool:
     return spec.on_timeout == "continue" and spec.default is not None
 
 
-def waits_for_person(run: Run) -> bool:
-    """Whether `run` waits for a person's decision: an approval step, an attempt of a step
-    with the stop verdict, or a tool call (each waits with its ApprovalWait row)."""
-    return run.approval_waits.exists()
+def waits_for_approval(run: Run) -> bool:
+    """Whether `run` waits for a person's approval (an approval step, an attempt of a step
+    with the stop verdict, a tool call), by the rule Resume's refusal reads
+    (transitions.awaited_approval); the ApprovalWait rows the drill then decides on are
+    written in the transaction that makes such a step wait."""
+    return transitions.awaited_approval(run, list(run.steps.all())) is not None
 
 
 def _approved(run: Run, *, actor: Actor) -> bool:

@@ -74,7 +74,7 @@ from .drill_results import (
     short_of,
     went_through,
 )
-from .drill_waits import carried_through, event_not_made_up, waits_for_person
+from .drill_waits import carried_through, event_not_made_up, waits_for_approval
 
 # What approves a drill run's waits (approvals.drill.approve_for_drill, registered by the
 # approvals app): approve(run) -> whether a decision was recorded. None: the fallback.
@@ -443,7 +443,7 @@ def _carried_through(run: Run, *, patience: float = 0) -> bool:
     decision yet (another process was opening it) is asked again for `patience` seconds."""
     deadline = time.monotonic() + patience
     while not carried_through(run, actor=DRILL, approver=_approver):
-        if time.monotonic() >= deadline or not waits_for_person(run):
+        if time.monotonic() >= deadline or not waits_for_approval(run):
             return False
         time.sleep(0.05)
     return True

@@ -106,7 +106,7 @@ def begin_tool_call(lease: Lease, step: Step, call: ToolCall, *,
     a cancel request stopped the run, or the call waits for a person's approval of its
     arguments. It waits when its tool has the stop verdict (stop_gate.is_gated) or asks for
     approval of these arguments, unless a person approved exactly them: the one wait a
-    step's attempts go through too (effects.waits_for_person). Rolled back by the database
+    step's attempts go through too (effects.held_for_approval). Rolled back by the database
     for a clash with another session, it is written again before anything is sent
     (clashes): the call is made once, under the intent that committed."""
     return written_again_on_clash(
@@ -122,7 +122,7 @@ def begin_tool_call_once(lease: Lease, step: Step, call: ToolCall,
             return None
         call = fresh_call(call)
         effect = effects.CallEffect(lease, step, call)
-        if effects.waits_for_person(change, lease, effect):
+        if effects.held_for_approval(change, lease, effect):
             return None
         effect.begun(change)
     return call

@@ -4,7 +4,7 @@ rows have the same field names (status, attempt, lookup_failures, remote_ref, re
 error_class, error_message, next_attempt_at, started_at, finished_at); an adapter adds the
 effect's spec (the StepDef or the ToolSpec: impact, retry policy, lookup), the step that
 holds it, and how it is saved, budgeted, scheduled and stopped; and, for the wait for a
-person before an attempt (effects.waits_for_person, effects.decided_by_person), whether it
+person before an attempt (effects.held_for_approval, effects.decided_by_person), whether it
 needs one, how an approval is recorded and spent, what the request shows and what a
 decision leaves. `context` is what the transition works under: a Lease, or an operator
 transition's operation (each has the run's definition and steps), or None where no spec is

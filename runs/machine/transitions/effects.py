@@ -10,7 +10,7 @@ once, for both kinds: the intent checkpoint (EffectRow.begun), the outcome check
 the lookup budget (settle), stopping for a person or undoing by policy (stop, halt), the
 late result of a fenced-off worker (late_result), settlement and a resend by a person
 (settled_by_person, sent_again_by_person), the wait for a person's approval before an
-attempt and their decision (waits_for_person, decided_by_person), and an undo's outcome
+attempt and their decision (held_for_approval, decided_by_person), and an undo's outcome
 (undo_outcome, over EffectRow.undone and undo_failed; an agent step's failed undo fails its
 call's, in_flight.calls_not_undone). The transitions (lease_cycle,
 unknown_outcome, agent_calls, approval_waits, operator, agent_operator) lock the run, build
@@ -448,7 +448,7 @@ def sent_again_by_person(change: Change, effect: Effect, *, reason: str, before:
                  data=effect.data(key=effect.row.idempotency_key, **data))
 
 
-def waits_for_person(change: Change, lease: Lease, effect: Effect) -> bool:
+def held_for_approval(change: Change, lease: Lease, effect: Effect) -> bool:
     """Within the transition that would record the effect's intent: an effect that needs a
     person's approval before this attempt (the stop verdict, or a tool asking for these
     arguments) and has none waits for one instead, and nothing is sent. True when it waits.
@@ -476,7 +476,7 @@ def waits_for_person(change: Change, lease: Lease, effect: Effect) -> bool:
 
 def decided_by_person(change: Change, effect: Effect, *, approved: bool, by: str,
                       comment: str, **data) -> None:
-    """A person's decision on the attempt an effect waits for (waits_for_person), once the
+    """A person's decision on the attempt an effect waits for (held_for_approval), once the
     caller checked that it is theirs to make and still stands. Approved: that attempt may run
     (effect.grant records the approval) and the run is queued for it. Declined: it is never
     sent; a step fails for good and the run waits for a person, a tool call is declined and

@@ -228,7 +228,7 @@ def advance(change: Change, lease: Lease) -> None:
         lease.finished = True
         return
     effect = effects.StepEffect(lease, step, spec=spec)
-    if effects.waits_for_person(change, lease, effect):
+    if effects.held_for_approval(change, lease, effect):
         return
     step.intended_action = intended_action(lease.definition, effect.spec, run, lease.steps,
                                            step)

@@ -7,7 +7,7 @@ the approvals app's request, notifications and pages. The approval allows that a
 no other: the attempt after it asks again.
 
 The wait and a person's decision are the effect machine's, for steps and tool calls alike
-(effects.waits_for_person, effects.decided_by_person); the adapters (effect_rows.StepEffect,
+(effects.held_for_approval, effects.decided_by_person); the adapters (effect_rows.StepEffect,
 CallEffect) ask is_gated, and record and spend the approval."""
 
 from ...definitions import definition

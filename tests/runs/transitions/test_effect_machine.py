@@ -330,7 +330,7 @@ def _waits_with_nothing_sent(effect, attempts_sent: int) -> None:
 
 @GATED
 def test_an_approval_allows_exactly_one_attempt_and_the_next_asks_again(kind, monkeypatch):
-    waits = _spy(monkeypatch, effects, "waits_for_person")
+    waits = _spy(monkeypatch, effects, "held_for_approval")
     decisions = _spy(monkeypatch, effects, "decided_by_person")
     effect = kind()
     effect.send()
@@ -456,8 +456,8 @@ def test_steps_and_tool_calls_keep_no_rule_of_their_own():
             (agent_calls.record_tool_outcome_once, {"succeed", "fail", "late_result"}),
             (unknown_outcome.settle_unknown_once, {"settle"}),
             (agent_calls.settle_tool_call_once, {"settle"}),
-            (lease_cycle.advance, {"waits_for_person"}),
-            (agent_calls.begin_tool_call_once, {"waits_for_person"}),
+            (lease_cycle.advance, {"held_for_approval"}),
+            (agent_calls.begin_tool_call_once, {"held_for_approval"}),
             (approval_waits.decide_approval, {"decided_by_person"}),
             (agent_operator.decide_tool_call, {"decided_by_person"}),
             (effects.undo_outcome, {"undo_failed"}),
