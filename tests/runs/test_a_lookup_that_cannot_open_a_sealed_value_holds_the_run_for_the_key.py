@@ -5,8 +5,10 @@ sealed value (sealed_value_unreadable), its message naming the key and the cure.
 stays unknown (nothing is claimed to have happened or not), and the lookup budget is not
 spent on tries that cannot succeed until the key is back. Once it is, the operator's
 Reconcile, which the next-step card offers, looks the effect up and settles it: the effect
-made once, nothing sent again. Before, such a lookup failed as any lookup does, was asked
-again until the budget was spent, and held the run for an unknown outcome."""
+made once, nothing sent again; should that lookup, the key back, not tell, the run waits for
+a person to settle the outcome (unknown_outcome), no longer for the key. Before, such a lookup
+failed as any lookup does, was asked again until the budget was spent, and held the run for
+an unknown outcome."""
 
 import pytest
 from cryptography.fernet import Fernet
@@ -17,7 +19,7 @@ from demo.sandbox import faults
 from demo.sandbox.models import LedgerEntry
 from runs.agent_models import ToolCall
 from runs.definitions import definition
-from runs.definitions.definition import Found, NotFound, StepResult, Workflow
+from runs.definitions.definition import Found, NotFound, StepResult, Undetermined, Workflow
 from runs.execution import executor
 from runs.machine import sensitive, transitions
 from runs.machine.errors import TransientError
@@ -62,7 +64,8 @@ def _lookup_retries(run: Run) -> int:
 def paying():
     """A read step whose result holds a bank account declared sensitive, and a write that
     pays from it, looked up by its key and the account (the receiver's search asks for
-    both): what it sent is in `script`."""
+    both): what it sent is in `script`; an Undetermined in script.lookup_errors is its
+    answer."""
     workflow = Workflow("test-sealed-lookup-by-account", version=1, input=OrderIn)
 
     @workflow.read("fetch-account", sensitive=("iban",), retry=FAST)
@@ -84,7 +87,10 @@ def paying():
         script.reconcile_calls.append((ctx.step, ctx.key))
         iban = ctx.results["fetch-account"]["iban"]
         if script.lookup_errors:
-            raise script.lookup_errors.pop(0)
+            error = script.lookup_errors.pop(0)
+            if isinstance(error, Undetermined):
+                return error
+            raise error
         ref = script.effects.get(ctx.key)
         return Found(ref, {"payment": ref, "from": iban[-4:]}) if ref else NotFound()
 
@@ -187,3 +193,38 @@ def test_a_tool_calls_lookup_that_cannot_open_its_arguments_holds_the_run_for_th
     assert LedgerEntry.objects.filter(transaction_ref=call.idempotency_key).count() == 1
     assert not ToolCall.objects.filter(step__run=run, tool="post-ledger") \
         .exclude(pk=call.pk).exists()
+
+
+@pytest.mark.django_db
+def test_a_run_held_for_the_key_whose_lookup_then_cannot_tell_waits_for_a_person_to_settle_it(
+        paying, settings):
+    settings.FIELD_ENCRYPTION_KEYS = {"old": OLD}
+    run, _ = transitions.start_run(workflow="test-sealed-lookup-by-account",
+                                   business_key="pay-lookup-sealed-2", input={"order": "o-2"},
+                                   actor=ACTOR, wake=False)
+    script.plan["pay"] = ["effect-then-raise"]
+    script.lookup_errors.append(TransientError("payments search unavailable"))
+    executor.advance_run(run.pk, worker="w1")
+    settings.FIELD_ENCRYPTION_KEYS = {"new": NEW}
+    advice = _held_for_the_key(advance(run))
+
+    # The key is back; the operator's Reconcile asks the lookup, which cannot tell.
+    settings.FIELD_ENCRYPTION_KEYS = {"new": NEW, "old": OLD}
+    script.lookup_errors.append(Undetermined("the payments search cannot tell for this key"))
+    advice.action.perform(run.pk, actor=ACTOR, given=ActionInput(
+        reason="field key old put back", step="pay"))
+
+    run = Run.objects.get(pk=run.pk)
+    assert run.status == RunStatus.ATTENTION
+    assert run.attention_reason == AttentionReason.UNKNOWN_OUTCOME, run.status_message
+    assert "cannot tell" in run.status_message
+    advice = recommend(run, _steps(run))
+    assert advice.reason == AttentionReason.UNKNOWN_OUTCOME
+    assert "FIELD_ENCRYPTION_KEYS" not in advice.why
+    pay = Step.objects.get(run=run, name="pay")
+    assert pay.status == StepStatus.UNKNOWN  # still neither done nor not done
+    # The lookup was asked three times (the runtime's two, the person's one); the payment
+    # was sent once and nothing was sent again.
+    assert len(script.reconcile_calls) == 3
+    assert [c[0] for c in script.calls] == ["pay"]
+    assert list(script.effects) == [pay.idempotency_key]

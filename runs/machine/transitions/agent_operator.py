@@ -249,7 +249,8 @@ def reconcile_tool_call(run_id: int, *, step_name: str, call_ref: str, verdict,
             end_or_hold(change, unsettled, settled=(f"call {call_ref}", data["verdict"]))
         elif still_unknown:
             change.step_changed(step)
-            change.move(ATTENTION, reason=still_unknown_reason(verdict, run.attention_reason),
+            change.move(ATTENTION, reason=still_unknown_reason(verdict, run.attention_reason,
+                                                           looked_up=looked_up),
                         message=f"{step_name}: the outcome of a tool call is still unknown "
                                 f"({data['verdict']} for call {call_ref})"
                                 + (f": {verdict.reason}" if getattr(verdict, "reason", "")

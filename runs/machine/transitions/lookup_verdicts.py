@@ -42,11 +42,20 @@ def looked_up_verdict(effect: Effect, verdict, now):
         f"until {trusted_from:%Y-%m-%d %H:%M:%S %Z}; look it up again then")
 
 
-def still_unknown_reason(verdict, reason: str = "") -> str:
+def still_unknown_reason(verdict, reason: str = "", *, looked_up: bool = False) -> str:
     """Why a run waits for a person while a lookup by key (the runtime's or one a person ran)
     leaves the effect unknown: one that cannot open a sealed value it is asked with
     (LookupUnreadable) waits for the key, SEALED_VALUE_UNREADABLE, whose cure is the key
-    ring; any other, for `reason` (what the run waited for already) or UNKNOWN_OUTCOME."""
+    ring; any other, for `reason` (what the run waited for already) or UNKNOWN_OUTCOME.
+    A lookup that ran (`looked_up`) and answered that it could not tell (Undetermined, not
+    a lookup that failed) opened what it is asked with: a run held for the key now waits
+    for a person to settle that outcome, UNKNOWN_OUTCOME, not for a key that is back. A
+    person's own "undetermined", or another effect of the run still unknown after this
+    one's verdict, says nothing of the key."""
     if isinstance(verdict, definition.LookupUnreadable):
         return AttentionReason.SEALED_VALUE_UNREADABLE
+    if (looked_up and isinstance(verdict, definition.Undetermined)
+            and not isinstance(verdict, definition.LookupFailed)
+            and reason == AttentionReason.SEALED_VALUE_UNREADABLE):
+        return AttentionReason.UNKNOWN_OUTCOME
     return reason or AttentionReason.UNKNOWN_OUTCOME

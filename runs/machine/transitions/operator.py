@@ -194,7 +194,8 @@ def reconcile(run_id: int, *, step_name: str, verdict, actor: Actor, reason: str
                         message=f"{step_name} settled as not done; retry the step to send "
                                 "it again with the same key")
         else:
-            change.move(ATTENTION, reason=still_unknown_reason(verdict, run.attention_reason),
+            change.move(ATTENTION, reason=still_unknown_reason(verdict, run.attention_reason,
+                                                           looked_up=looked_up),
                         message=f"{step_name}: still undetermined: "
                                 f"{getattr(verdict, 'reason', '')}")
         change.audit(AuditAction.RECONCILED, step=step, reason=reason, before=before,
