@@ -15,7 +15,6 @@ get a StepContext.
 
 import json
 import logging
-import typing
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,6 +57,7 @@ from .declarations import (  # noqa: F401
 
 # The catalogue of registered workflows lives in runs.definitions.registry;
 # runs.definitions.definition names it.
+from .input_errors import shown_location
 from .registry import Registry, registry  # noqa: F401
 from .retry import DEFAULT_POLICY, RetryPolicy
 from .step_index import StepList, find_step
@@ -110,7 +110,7 @@ class Workflow:
             errors = exc.errors(include_input=False)
         if to_its_sender:
             return None, [{"loc": list(e["loc"]), "msg": e["msg"]} for e in errors]
-        return None, [{"loc": _shown_location(self.input_schema, e["loc"]),
+        return None, [{"loc": shown_location(self.input_schema, e["loc"]),
                        "msg": ("refused by the schema's own check"
                                if "error" in e.get("ctx", {}) else e["msg"])}
                       for e in errors]
@@ -465,36 +465,3 @@ def step_of(workflow: Workflow | None, name: str) -> StepDef | None:
     if workflow is None:
         return None
     return find_step(workflow, name)
-
-
-def input_errors_text(errors: list[dict]) -> str:
-    """parse_input's errors as one line: `field.sub: why; ...`."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in errors)
-
-
-def _shown_location(schema: type[BaseModel], loc) -> list:
-    """`loc` with the schema's field names and list positions, any other part (a dict key
-    the input chose) as [key]."""
-    shown, model = [], schema
-    for part in loc:
-        fields = model.model_fields if isinstance(model, type) and issubclass(
-            model, BaseModel) else {}
-        if isinstance(part, int):
-            shown.append(part)
-        elif part in fields:
-            shown.append(part)
-            model = _model_within(fields[part].annotation)
-        else:
-            shown.append("[key]")
-    return shown
-
-
-def _model_within(annotation) -> type[BaseModel] | None:
-    """The model a field holds, directly or as the items of a list or dict (or a union)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in typing.get_args(annotation):
-        found = _model_within(arg)
-        if found is not None:
-            return found
-    return None

@@ -8,7 +8,7 @@ from typing import Any
 
 from audit import redaction
 
-from ..definitions.definition import input_errors_text
+from ..definitions.input_errors import input_errors_text
 from ..models import Step
 from .artifacts import Results
 from .errors import TransitionNotAllowed

@@ -12,6 +12,7 @@ from audit.chain import Actor
 
 from ... import store
 from ...definitions import definition
+from ...definitions.input_errors import input_errors_text
 from ...models import (
     AttentionReason,
     Run,
@@ -152,7 +153,7 @@ def _unworkable(run: Run, steps: list[Step], workflow_def: definition.Workflow |
         # Its version's schema changed under it: every step would fail the same way.
         return (AttentionReason.INPUT_REJECTED, AuditAction.INPUT_REJECTED,
                 f"{name} no longer accepts this run's input: "
-                f"{definition.input_errors_text(errors)}")
+                f"{input_errors_text(errors)}")
     return None
 
 def _next(change: Change, lease: Lease) -> None:

@@ -14,6 +14,7 @@ from audit.chain import Actor
 
 from ... import store
 from ...definitions import definition
+from ...definitions.input_errors import input_errors_text
 from ...models import (
     Run,
     RunEvent,
@@ -68,7 +69,7 @@ def checked_input(workflow_def: definition.Workflow, input) -> dict:
     validated, errors = workflow_def.parse_input(input, to_its_sender=True)
     if errors:
         raise InvalidInput(f"input for {workflow} does not match its schema: "
-                           f"{definition.input_errors_text(errors)}", errors=errors)
+                           f"{input_errors_text(errors)}", errors=errors)
     data = validated.model_dump(mode="json")
     if not _storable(json.dumps(data, ensure_ascii=False)):
         raise InvalidInput(f"input for {workflow} holds NUL characters or unpaired surrogates, "

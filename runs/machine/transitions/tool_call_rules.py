@@ -8,6 +8,7 @@ from pydantic import ValidationError
 
 from ...agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ...definitions import definition
+from ...definitions.input_errors import input_errors_text
 from ...models import ErrorClass, Run, Step, StepStatus
 from .. import sensitive
 from ..errors import TransitionNotAllowed
@@ -187,7 +188,7 @@ def args_problem(tool: definition.ToolSpec, call: ToolCall) -> str | None:
         tool.args.model_validate(sensitive.opened(call.arguments))
     except ValidationError as exc:
         return (f"the call's stored arguments no longer match {tool.args.__name__}: "
-                f"{definition.input_errors_text(exc.errors())}")
+                f"{input_errors_text(exc.errors())}")
     except sensitive.UnreadableValue:
         return None
     return None
