@@ -134,15 +134,6 @@ def printable(text: str) -> str:
     return text.replace(NUL, "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def quoted(text: str, *, limit: int = 120) -> str:
-    """`text` quoted for a message that names what a person gave (a step name that names no
-    step), cut to `limit` characters: a refusal repeats what was asked, not all of a
-    90,000-character field into the session and the page."""
-    if len(text) <= limit:
-        return repr(text)
-    return f"{text[:limit]!r}... ({len(text)} characters)"
-
-
 # Characters that change how a text reads without showing themselves: controls (a terminal's
 # escape, a line break), format characters (the bidi overrides that make "0001 RUE" read as
 # "EUR 1000", zero-width ones) and line and paragraph separators.
