@@ -10,7 +10,7 @@ from pydantic_core import PydanticCustomError
 
 from audit.actions import STEP_OUTCOMES
 from runs.definitions.definition import STEP_KINDS
-from runs.machine.storable import PERSON_TEXT_MAX
+from runs.machine.storable import BLANKS, PERSON_TEXT_MAX
 from runs.machine.transitions.kernel import NEW
 from runs.machine.transitions.outcome import REMOTE_REF_MAX
 from runs.models import AttentionReason, ErrorClass, RunStatus, StepStatus, ToolCallStatus
@@ -43,8 +43,15 @@ NUL_FREE = r"^[^\u0000]*$"
 # A business key reaches mail subjects and log lines: no control characters at all, no
 # Unicode line or paragraph separators, no bidirectional or other invisible format
 # characters (runs.machine.transitions.start_run applies the same rule to every caller).
-NO_CONTROL = (r"^[^\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u2028-\u202e"
-              r"\u2060-\u206f\ufeff\ufff9-\ufffb]+$")
+CONTROL_CHARACTERS = (r"\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u2028-\u202e"
+                      r"\u2060-\u206f\ufeff\ufff9-\ufffb")
+NO_CONTROL = rf"^[^{CONTROL_CHARACTERS}]+$"
+# What the document says of a business key: NO_CONTROL, and no blank at either end (BLANKS,
+# what the start's str.strip() takes away). Said, not checked here: the start refuses such a
+# key itself (422 invalid_input, in its own words, as it does for the CLI), where this
+# pattern would refuse it first as a request that does not match its schema.
+BUSINESS_KEY_PATTERN = (rf"^[^{CONTROL_CHARACTERS}{BLANKS}]"
+                        rf"(?:[^{CONTROL_CHARACTERS}]*[^{CONTROL_CHARACTERS}{BLANKS}])?$")
 # What a refusal by one of these patterns says, instead of quoting the expression: a caller
 # reads "contains control characters", not which code points a character class excludes.
 PATTERN_SAYS = {
@@ -66,6 +73,7 @@ class StartRunIn(Schema):
                           description="The registered workflow to start (its latest version).")
     business_key: str = Field(
         min_length=1, max_length=300, pattern=NO_CONTROL,
+        json_schema_extra={"pattern": BUSINESS_KEY_PATTERN},
         description="Identifies the business event, e.g. 'tenant-42:inv-1847'. The same "
                     "workflow, business key and input delivered again find the same run. "
                     "Not blank, no space at either end, in Unicode NFC (refused, 422).")

@@ -24,6 +24,7 @@ from audit.access import AccessAction, record_access_change
 from audit.chain import Actor
 from audit.redaction import REDACTED
 from runs.machine import sensitive
+from runs.machine.storable import BLANKS
 from runs.permissions import VIEW, grant_for
 
 from . import webhook_cursors
@@ -35,9 +36,6 @@ SECRET_MAX_LENGTH = 128
 # The shortest: a receiver trusts a delivery because its signature could only be made with
 # the secret, which a secret of a few characters does not ensure (anyone can try them all).
 SECRET_MIN_LENGTH = 16
-# What secret_problem calls a blank: the characters Python's str.strip() takes away, each
-# named (a regular expression's \s is another set: \ufeff in it, \x85 and \x1c-\x1f not).
-BLANKS = r"\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 # The rule secret_problem applies, as the API's document says it: no blank at either end
 # (nor a NUL anywhere, which no text column holds).
 SECRET_PATTERN = rf"^[^{BLANKS}\u0000](?:[^\u0000]*[^{BLANKS}\u0000])?$"

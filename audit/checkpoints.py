@@ -44,6 +44,7 @@ from .access import access_head
 from .chain import one_snapshot, recorded_heads
 from .head_seals import head_seal_problem, seal_head
 from .models import AccessChainHead, AccessRecord, AuditRecord, StoredCheckpoint
+from .quoting import file_name
 
 FORMAT = 2
 # Format 1 files (written before they named archive files) are still read.
@@ -103,28 +104,29 @@ def write_checkpoint(path: Path) -> int:
     """Write the head of every chain, as of one moment, to a new file at `path`; returns the
     chains written. Refuses a path that exists; the file appears whole or not at all."""
     path = Path(path)
+    shown = file_name(path)
     try:
         exists, in_a_directory = path.exists(), path.parent.is_dir()
     except OSError as exc:  # a name the file system cannot take (too long)
-        raise CheckpointError(f"{path} cannot be written: {exc.strerror or exc}") from None
+        raise CheckpointError(f"{shown} cannot be written: {exc.strerror or exc}") from None
     if exists:
-        raise CheckpointError(f"{path} exists: a checkpoint is never written over another")
+        raise CheckpointError(f"{shown} exists: a checkpoint is never written over another")
     if not in_a_directory:
-        raise CheckpointError(f"{path.parent} is no directory")
+        raise CheckpointError(f"{file_name(path.parent)} is no directory")
     try:
         descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     except OSError as exc:  # a directory that takes no new file: read-only, not ours
-        raise CheckpointError(f"{path} cannot be written: {exc.strerror or exc}") from None
+        raise CheckpointError(f"{shown} cannot be written: {exc.strerror or exc}") from None
     try:
         with os.fdopen(descriptor, "wb") as raw, gzip.open(raw, "wb") as out:
             chains, _taken_at = _write_lines(out)
         # link, not rename: a checkpoint written meanwhile under the same name is kept.
         os.link(temporary, path)
     except FileExistsError:
-        raise CheckpointError(f"{path} exists: a checkpoint is never written over another")\
+        raise CheckpointError(f"{shown} exists: a checkpoint is never written over another")\
             from None
     except OSError as exc:
-        raise CheckpointError(f"{path} cannot be written: {exc.strerror or exc}") from None
+        raise CheckpointError(f"{shown} cannot be written: {exc.strerror or exc}") from None
     finally:
         Path(temporary).unlink(missing_ok=True)
     return chains
@@ -223,9 +225,9 @@ def check_checkpoint(path: Path | None = None, *, stored: str | None = None
     million runs' heads are never held in memory at once. `stored`: a name in the checkpoint
     storage instead of a local path."""
     if stored is not None:
-        label, opener = stored, lambda: storage().open(stored, "rb")
+        label, opener = file_name(stored), lambda: storage().open(stored, "rb")
     else:
-        label, opener = Path(path), lambda: open(path, "rb")
+        label, opener = file_name(path), lambda: open(path, "rb")
     report = CheckpointReport()
     for _ in _entries(opener, label, report):
         pass
@@ -241,16 +243,17 @@ def check_checkpoint(path: Path | None = None, *, stored: str | None = None
     return report
 
 
-def _entries(opener, path, report: CheckpointReport) -> Iterator[dict]:
-    """The chain heads of the file `opener()` opens (`path` names it), then (once all are
-    read) a CheckpointError if its end line does not vouch for them."""
+def _entries(opener, shown, report: CheckpointReport) -> Iterator[dict]:
+    """The chain heads of the file `opener()` opens (`shown` names it, as file_name writes
+    it), then (once all are read) a CheckpointError if its end line does not vouch for
+    them."""
     digest, count, files, end = hashlib.sha256(), 0, 0, None
     try:
         with opener() as raw, gzip.open(raw, "rb") as lines:
             for number, data in enumerate(lines, start=1):
-                line = _parsed(data, number, path)
+                line = _parsed(data, number, shown)
                 if end is not None:
-                    raise CheckpointError(f"{path}: line {number} follows the end line")
+                    raise CheckpointError(f"{shown}: line {number} follows the end line")
                 if "end" in line:
                     end = line["end"]
                     continue
@@ -258,55 +261,55 @@ def _entries(opener, path, report: CheckpointReport) -> Iterator[dict]:
                 if number == 1:
                     if (line.get("checkpoint") != "audit-heads"
                             or line.get("format") not in FORMATS_READ):
-                        raise CheckpointError(f"{path} is no audit heads checkpoint (format "
+                        raise CheckpointError(f"{shown} is no audit heads checkpoint (format "
                                               f"{' or '.join(map(str, FORMATS_READ))})")
                     report.taken_at = str(line.get("taken_at", ""))
                     continue
-                entry = _entry(line, number, path)
+                entry = _entry(line, number, shown)
                 if "archive" in entry:
                     files += 1
                 else:
                     count += 1
                 yield entry
     except FileNotFoundError:
-        raise CheckpointError(f"{path} does not exist") from None
+        raise CheckpointError(f"{shown} does not exist") from None
     except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise CheckpointError(f"{path} cannot be read: {exc}") from None
+        raise CheckpointError(f"{shown} cannot be read: {exc}") from None
     if end is None or not isinstance(end, dict):
-        raise CheckpointError(f"{path} has no end line: the file was cut short")
+        raise CheckpointError(f"{shown} has no end line: the file was cut short")
     sha256, chains = digest.hexdigest(), end.get("chains")
     if end.get("sha256") != sha256 or chains != count or end.get("archives", 0) != files:
-        raise CheckpointError(f"{path} was changed after it was written: its lines do not "
+        raise CheckpointError(f"{shown} was changed after it was written: its lines do not "
                               "match its end line")
     problem = head_seal_problem(CHECKPOINT_CHAIN, chains, sha256, end.get("seal"))
     if problem is not None:
-        raise CheckpointError(f"{path}: {problem.replace('head', 'checkpoint')}")
+        raise CheckpointError(f"{shown}: {problem.replace('head', 'checkpoint')}")
     report.chains, report.files = chains, files
 
 
-def _parsed(data: bytes, number: int, path: Path) -> dict:
+def _parsed(data: bytes, number: int, shown: str) -> dict:
     try:
         line = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError):
-        raise CheckpointError(f"{path}: line {number} is not JSON") from None
+        raise CheckpointError(f"{shown}: line {number} is not JSON") from None
     except RecursionError:  # arrays within arrays past the decoder's depth: no line of ours
-        raise CheckpointError(f"{path}: line {number} is nested too deep") from None
+        raise CheckpointError(f"{shown}: line {number} is nested too deep") from None
     if not isinstance(line, dict):
-        raise CheckpointError(f"{path}: line {number} is not an object")
+        raise CheckpointError(f"{shown}: line {number} is not an object")
     return line
 
 
-def _entry(line: dict, number: int, path: Path) -> dict:
+def _entry(line: dict, number: int, shown: str) -> dict:
     if "archive" in line:
         name, file_sha256 = line["archive"], line.get("sha256")
         if not (isinstance(name, str) and isinstance(file_sha256, str)):
-            raise CheckpointError(f"{path}: line {number} names no archive file")
+            raise CheckpointError(f"{shown}: line {number} names no archive file")
         return {"archive": name, "sha256": file_sha256}
     seq, head_hash = line.get("seq"), line.get("hash")
     chain = line.get("run", line.get("chain"))
     if not (isinstance(seq, int) and isinstance(head_hash, str)
             and (chain == "access" or isinstance(chain, int))):
-        raise CheckpointError(f"{path}: line {number} names no chain head")
+        raise CheckpointError(f"{shown}: line {number} names no chain head")
     return {"chain": chain, "seq": seq, "hash": head_hash}
 
 
@@ -346,12 +349,13 @@ def _check_files(files: list[dict], report: CheckpointReport) -> None:
     for entry in files:
         name, file_sha256 = entry["archive"], recorded.get(entry["archive"])
         if file_sha256 is None:
-            report.add(f"archive file {name}: this database has no record of it: the "
-                       "database was set back to before it was written (restored from an "
+            report.add(f"archive file {file_name(name)}: this database has no record of it: "
+                       "the database was set back to before it was written (restored from an "
                        "older backup?), or its record removed")
         elif file_sha256 != entry["sha256"]:
-            report.add(f"archive file {name}: recorded with sha256 {file_sha256[:12]} where "
-                       f"the checkpoint has {entry['sha256'][:12]}: its record was changed")
+            report.add(f"archive file {file_name(name)}: recorded with sha256 "
+                       f"{file_sha256[:12]} where the checkpoint has {entry['sha256'][:12]}: "
+                       "its record was changed")
 
 
 def _compare(chain: str, entry: dict, record_hash: str, report: CheckpointReport) -> None:

@@ -34,6 +34,7 @@ from . import seals
 from .chain import CONTENT_FIELDS, chain_break
 from .head_seals import head_seal_problem
 from .models import AuditRecord
+from .quoting import file_name
 
 _FIELDS = [f for f in AuditRecord._meta.concrete_fields]
 _DATETIMES = {f.attname for f in _FIELDS if isinstance(f, models.DateTimeField)}
@@ -332,10 +333,12 @@ def compare_with_recorded(report: ArchiveCheck, recorded: RecordedArchive) -> li
     """Differences between a file as read and what was recorded when it was written."""
     problems = []
     if recorded.same_content_as is not None:
+        name = file_name(recorded.name)
         problems.append(f"the file holds the content of another archive file, "
-                        f"{recorded.same_content_as} (sha256 {report.sha256[:12]}...), not "
-                        f"that of {recorded.name} (recorded sha256 {recorded.sha256[:12]}...): "
-                        f"it was replaced by that file, and {recorded.name}'s runs are not in it")
+                        f"{file_name(recorded.same_content_as)} (sha256 "
+                        f"{report.sha256[:12]}...), not that of {name} (recorded sha256 "
+                        f"{recorded.sha256[:12]}...): it was replaced by that file, and the "
+                        f"runs of {name} are not in it")
     elif report.sha256 != recorded.sha256 or report.size != recorded.size:
         problems.append(f"the file's sha256 {report.sha256[:12]}... ({report.size} bytes) is "
                         f"not the recorded {recorded.sha256[:12]}... ({recorded.size} bytes)")

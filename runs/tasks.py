@@ -104,12 +104,9 @@ def sweep() -> dict:
 @shared_task(name="runs.fire_schedules")
 @beat_pass("runs.fire_schedules")
 def fire_schedules() -> dict:
-    report = schedules.fire_due_schedules()
-    # The refused slots by name, as `schedules tick` prints them: a result backend or the
-    # worker's log line of the result shows which slot was refused and why.
-    return {"started": len(report.started), "found": len(report.found),
-            "skipped": report.skipped, "refused": report.refused,
-            "locked_out": report.locked_out, "failed": report.failed, "lost": report.lost}
+    # As `schedules tick` says it: a result backend or the worker's log line of the result
+    # shows which slot was refused and why.
+    return schedules.fire_due_schedules().said(run_ids=False)
 
 
 # A start event is the only record of the run it asks for until the run's row is written: while

@@ -21,12 +21,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from audit.chain import Actor
+from audit.quoting import quoted
 from audit.redaction import redact_text
 
 from .. import store
 from ..definitions import definition
 from ..models import ControlRecord, DispatchPause, Run, RunStatus, Workflow
-from .storable import person_text_problem, quoted, text_problem
+from .storable import person_text_problem, text_problem
 from .wakeup import send_wakeups
 
 # A pause is read before every claim and step: kept for this long per process, so a busy

@@ -12,6 +12,11 @@ import unicodedata
 NUL = "\x00"
 NUL_PROBLEM = "NUL characters cannot be stored"
 SURROGATE_PROBLEM = "not valid Unicode text (a lone surrogate)"
+# The blanks a business key (the start's rule) and a webhook secret (secret_problem) may not
+# begin or end with: what Python's str.strip() takes away, each named for a pattern the API's
+# document says it with (a regular expression's \s is another set: \ufeff in it, \x85 and
+# \x1c-\x1f not).
+BLANKS = r"\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 
 
 def text_problem(text: str) -> str | None:
@@ -132,15 +137,6 @@ def printable(text: str) -> str:
     if text_problem(text) is None:
         return text
     return text.replace(NUL, "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def quoted(text: str, *, limit: int = 120) -> str:
-    """`text` quoted for a message that names what a person gave (a step name that names no
-    step), cut to `limit` characters: a refusal repeats what was asked, not all of a
-    90,000-character field into the session and the page."""
-    if len(text) <= limit:
-        return repr(text)
-    return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 # Characters that change how a text reads without showing themselves: controls (a terminal's

@@ -53,6 +53,7 @@ from .schedule_state import (
     state_of,
     valid_name,
 )
+from .tick_report import TickReport
 from .tick_time import check_tick_time, tick_instant
 
 logger = logging.getLogger(__name__)
@@ -237,30 +238,6 @@ registry = ScheduleRegistry()
 # A later version of a workflow is held to the fixed input of the schedules that would start it.
 definition.registry.check_each(lambda workflow: schedule_input.check_version(registry.all(),
                                                                              workflow))
-
-
-@dataclass
-class TickReport:
-    started: list[int] = field(default_factory=list)   # runs this tick created
-    found: list[int] = field(default_factory=list)     # slots whose run already existed
-    skipped: int = 0                                   # missed slots left out by policy
-    # "slot: why" of each slot whose start was refused; in a whole tick's report,
-    # "workflow/schedule slot: why" (add).
-    refused: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)    # "workflow/schedule" that raised
-    locked_out: bool = False
-    # The database session ended during the tick, which stopped there (one line logged).
-    lost: bool = False
-
-    def add(self, other: "TickReport", *, schedule: Schedule) -> None:
-        """Count in `other`, the report of `schedule`'s tick, naming the schedule of each of
-        its refused slots."""
-        self.started += other.started
-        self.found += other.found
-        self.skipped += other.skipped
-        self.refused += [f"{schedule.workflow_name}/{schedule.name} {refusal}"
-                         for refusal in other.refused]
-        self.failed += other.failed
 
 
 def fire_due_schedules(*, now: datetime | None = None) -> TickReport:

@@ -39,7 +39,7 @@ def test_a_database_set_back_to_before_an_archive_pass_is_named_by_the_later_che
     with pytest.raises(CommandError) as failed:
         call_command("audit_checkpoint", "check", str(checkpoint))
     message = str(failed.value)
-    assert f"archive file {name}: this database has no record of it" in message
+    assert f"archive file '{name}': this database has no record of it" in message
     assert "Restoring the database from a backup" in message
 
 

@@ -61,7 +61,7 @@ def test_verify_audit_names_the_line_the_run_and_the_field(malformed):
         call_command("verify_audit", "--archive", str(path))
 
     message = str(failed.value)
-    assert message.startswith(f"archive {path}: ")
+    assert message.startswith(f"archive '{path}': ")
     assert (f"line {number} (run {run.pk}): its row is not one an archive writes: {wrong}"
             in message)
     assert "cannot be read" not in message and "\n" not in message

@@ -98,7 +98,7 @@ def test_a_tombstone_whose_file_does_not_hold_its_run_is_named_by_verify_audit(
         call_command("verify_audit")
     message = str(failed.value)
     assert message.startswith(f"archived run {hot.pk}: its tombstone names archive file "
-                              f"{archive.name}, but its archive file does not hold it")
+                              f"'{archive.name}', but its archive file does not hold it")
     assert f"run {archived_id}" not in message  # the genuine tombstone beside it is not named
     assert "all chains intact" not in capsys.readouterr().out
 

@@ -43,8 +43,8 @@ def test_a_file_whose_content_was_replaced_by_another_archive_files_is_named(
     shutil.copy(archive_dir / two.name, archive_dir / one.name)
 
     message = failure(one.name)
-    assert f"the file holds the content of another archive file, {two.name}" in message
-    assert f"not that of {one.name}" in message
+    assert f"the file holds the content of another archive file, '{two.name}'" in message
+    assert f"not that of '{one.name}'" in message
     assert f"run {first.pk} is recorded in the archive but missing from it" in message
     assert f"run {second.pk} is in the file but not recorded in its archive" in message
     assert "all chains intact" not in capsys.readouterr().out
@@ -61,7 +61,7 @@ def test_a_local_copy_under_a_files_base_name_is_judged_against_that_files_recor
     shutil.copy(archive_dir / two.name, copy)
 
     message = failure(str(copy))
-    assert f"the file holds the content of another archive file, {two.name}" in message
+    assert f"the file holds the content of another archive file, '{two.name}'" in message
     assert f"run {first.pk} is recorded in the archive but missing from it" in message
 
 

@@ -26,7 +26,7 @@ def test_a_checkpoint_of_the_demos_database_is_written_and_then_checked(tmp_path
 
     written = manage_on_sqlite(tmp_path, "audit_checkpoint", "write", str(checkpoint))
     assert written.returncode == 0, written.stderr
-    assert f"wrote the heads of 1 chain(s) to {checkpoint}" in written.stdout
+    assert f"wrote the heads of 1 chain(s) to '{checkpoint}'" in written.stdout
 
     checked = manage_on_sqlite(tmp_path, "audit_checkpoint", "check", str(checkpoint))
     assert checked.returncode == 0, checked.stderr

@@ -165,7 +165,7 @@ def test_writing_refuses_a_file_that_exists_and_leaves_it_as_it_was(completed_ru
 
 def test_a_file_that_is_no_checkpoint_is_named_without_a_traceback(tmp_path):
     missing = tmp_path / "missing.jsonl.gz"
-    assert f"{missing} does not exist" in check(missing)
+    assert f"'{missing}' does not exist" in check(missing)
     not_gzip = tmp_path / "plain.txt"
     not_gzip.write_text("hello")
     assert "cannot be read" in check(not_gzip)

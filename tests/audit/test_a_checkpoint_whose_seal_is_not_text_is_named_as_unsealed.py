@@ -52,7 +52,7 @@ def test_a_seal_that_is_no_text_is_said_to_be_of_no_seals_form(checkpoint, seal)
     records = AuditRecord.objects.count()
     with pytest.raises(CommandError) as refused:
         call_command("audit_checkpoint", "check", str(changed))
-    assert f"{changed}: its checkpoint's seal is not of the form key-id:mac" in str(
+    assert f"'{changed}': its checkpoint's seal is not of the form key-id:mac" in str(
         refused.value)
     assert AuditRecord.objects.count() == records
     assert sorted(p.name for p in checkpoint.parent.iterdir()) == [
@@ -64,7 +64,7 @@ def test_a_mac_with_characters_no_hex_digest_has_does_not_verify(checkpoint, mac
     changed = with_seal(checkpoint, f"{signing_key_id()}:{mac}")
     with pytest.raises(CommandError) as refused:
         call_command("audit_checkpoint", "check", str(changed))
-    assert (f"{changed}: the checkpoint's seal does not verify with key "
+    assert (f"'{changed}': the checkpoint's seal does not verify with key "
             f"{signing_key_id()!r}") in str(refused.value)
 
 

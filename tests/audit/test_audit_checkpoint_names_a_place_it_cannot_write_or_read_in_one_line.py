@@ -23,7 +23,7 @@ def test_a_file_in_a_directory_that_takes_no_new_file_is_refused_in_one_line():
     # /proc is a directory in which nobody, root included, creates a file.
     message = refusal("write", "/proc/heads.jsonl.gz")
 
-    assert message.startswith("/proc/heads.jsonl.gz cannot be written: ")
+    assert message.startswith("'/proc/heads.jsonl.gz' cannot be written: ")
     assert "\n" not in message
 
 
@@ -68,7 +68,7 @@ def test_a_checkpoint_nested_past_the_decoders_depth_is_refused_naming_its_line(
 
     message = refusal("check", str(damaged))
 
-    assert message == f"{damaged}: line 2 is nested too deep"
+    assert message == f"'{damaged}': line 2 is nested too deep"
 
 
 
@@ -83,4 +83,4 @@ def test_a_name_that_is_no_regular_file_is_refused_without_waiting_on_it(kind, t
 
     message = refusal("check", str(place))
 
-    assert message == f"{place} is not a regular file: name a checkpoint file"
+    assert message == f"'{place}' is not a regular file: name a checkpoint file"

@@ -11,6 +11,7 @@ from audit.checkpoints import (
     store_checkpoint,
     write_checkpoint,
 )
+from audit.quoting import file_name
 
 RESTORED = ("If the database was restored from a backup older than the checkpoint, this is "
             "expected: follow \"Restoring the database from a backup\" in "
@@ -69,12 +70,12 @@ class Command(BaseCommand):
                 name, chains = store_checkpoint()
             except OSError as exc:  # a storage misplaced or refusing us: the machine's to fix
                 raise CommandError(f"the checkpoint storage cannot be written: {exc}") from None
-            self.stdout.write(f"wrote the heads of {chains} chain(s) to {name} in the "
-                              "checkpoint storage")
+            self.stdout.write(f"wrote the heads of {chains} chain(s) to {file_name(name)} in "
+                              "the checkpoint storage")
             return
         chains = write_checkpoint(Path(file))
-        self.stdout.write(f"wrote the heads of {chains} chain(s) to {file}: keep it "
-                          "where the database's writers cannot reach")
+        self.stdout.write(f"wrote the heads of {chains} chain(s) to {file_name(file)}: keep "
+                          "it where the database's writers cannot reach")
 
     def to_check(self, file: str | None, latest: bool) -> dict:
         if latest:
@@ -92,7 +93,8 @@ class Command(BaseCommand):
         if local_exists(file) and not Path(file).is_file():
             # A named pipe would hold the command until something writes to it, and is read
             # once where a checkpoint is read twice (its seal first); a directory says so.
-            raise CommandError(f"{file} is not a regular file: name a checkpoint file")
+            raise CommandError(f"{file_name(file)} is not a regular file: name a checkpoint "
+                               "file")
         return {"path": Path(file)}
 
 

@@ -13,6 +13,7 @@ from audit.chain import chain_break, checked_tombstones, one_snapshot, recorded_
 from audit.head_seals import ACCESS_CHAIN, head_seal_problem
 from audit.models import AccessRecord, AuditRecord
 from audit.offline import check_archive, compare_with_recorded, recorded_archive
+from audit.quoting import file_name
 
 
 class _Passing:
@@ -101,12 +102,12 @@ class Command(BaseCommand):
         count = 0
         # Closed on the way out, as the streams of verify_runs are.
         with closing(checked_tombstones()) as tombstones:
-            for run_id, file_name, why in tombstones:
+            for run_id, archive_name, why in tombstones:
                 if why is not None:
                     raise CommandError(
                         f"archived run {run_id}: its tombstone names archive file "
-                        f"{file_name}, but {why}: the run and its audit chain were removed "
-                        "outside the archive")
+                        f"{file_name(archive_name)}, but {why}: the run and its audit chain "
+                        "were removed outside the archive")
                 count += 1
         return count
 
@@ -176,34 +177,33 @@ class Command(BaseCommand):
         return runs, records
 
     def verify_archive(self, name: str):
-        path = Path(name)
+        path, shown = Path(name), file_name(name)
         try:
             path.is_file()
         except OSError as exc:  # a name the file system cannot take (too long, ...)
-            shown = name if len(name) <= 80 else f"{name[:80]}…"
-            raise CommandError(f"no archive file {shown!r}: {exc.strerror}") from None
+            raise CommandError(f"no archive file {shown}: {exc.strerror}") from None
         if path.is_file():
             with path.open("rb") as handle:
                 report = check_archive(handle)
             stored_name = path.name
         elif path.is_dir():
-            raise CommandError(f"{name!r} is a directory, not an archive file")
+            raise CommandError(f"{shown} is a directory, not an archive file")
         else:
             store = (storages["archive"] if "archive" in settings.STORAGES
                      else FileSystemStorage(location=Path(settings.VAR_DIR) / "archive"))
             try:
                 if not store.exists(name):
-                    raise CommandError(f"no archive file {name!r} on disk or in the archive "
+                    raise CommandError(f"no archive file {shown} on disk or in the archive "
                                        "storage")
                 with store.open(name, "rb") as handle:
                     report = check_archive(handle)
             except SuspiciousFileOperation:
                 # The storage refuses a name that leads out of its location (an absolute
                 # path, ..): as a file on disk it was not found either.
-                raise CommandError(f"no archive file {name!r} on disk, and the name leads "
+                raise CommandError(f"no archive file {shown} on disk, and the name leads "
                                    "outside the archive storage") from None
             except IsADirectoryError:
-                raise CommandError(f"{name!r} is a directory in the archive storage, not an "
+                raise CommandError(f"{shown} is a directory in the archive storage, not an "
                                    "archive file") from None
             stored_name = name
         problems = list(report.problems)
@@ -220,9 +220,9 @@ class Command(BaseCommand):
                             "(format 1) and this database has no record of its sha256: "
                             "nothing vouches for its content")
         if problems:
-            raise CommandError(f"archive {name}: " + "; ".join(problems))
+            raise CommandError(f"archive {shown}: " + "; ".join(problems))
         against = ("its seals and its recorded sha256 and chain heads" if recorded is not None
                    else "its seals and the file alone (no record of it in this database)")
         self.stdout.write(
-            f"verified archive {name}: {report.records} audit records in {report.runs} runs, "
+            f"verified archive {shown}: {report.records} audit records in {report.runs} runs, "
             f"sha256 {report.sha256}, against {against}: all chains intact")

@@ -65,11 +65,7 @@ class Command(BaseCommand):
             report = schedules.fire_due_schedules(now=now)
         except schedules.ScheduleError as exc:
             raise CommandError(f"--now: {exc}") from None
-        self.stdout.write(json.dumps({"started": report.started, "found": report.found,
-                                      "skipped": report.skipped, "refused": report.refused,
-                                      "failed": report.failed,
-                                      "locked_out": report.locked_out,
-                                      "lost": report.lost}))
+        self.stdout.write(json.dumps(report.said(run_ids=True)))
 
     def _list(self, as_json: bool) -> None:
         rows = schedule_rows()

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from django.db.models import Exists, F, OuterRef, Q
 
+from audit.quoting import quoted
+
 from ...definitions import definition
 from ...models import (
     AttentionReason,
@@ -19,7 +21,6 @@ from ...models import (
     ToolCallStatus,
 )
 from ..errors import NoSuchStep, TransitionNotAllowed
-from ..storable import quoted
 from .compensation import compensation_plan
 from .in_flight import compensation_order, undo_unanswered
 from .kernel import (  # the package's shared vocabulary

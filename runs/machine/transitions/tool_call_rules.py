@@ -6,13 +6,15 @@ nothing but the step's calls and turns, and call_refusal reads nothing at all.""
 from django.db.models import F, Subquery
 from pydantic import ValidationError
 
+from audit.quoting import quoted
+
 from ...agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ...definitions import definition
 from ...definitions.input_errors import input_errors_text
 from ...models import ErrorClass, Run, Step, StepStatus
 from .. import sensitive
 from ..errors import TransitionNotAllowed
-from ..storable import quoted, whole_number
+from ..storable import whole_number
 from .in_flight import EFFECT_STANDS
 from .kernel import ATTENTION, WAITING
 

@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from audit.quoting import quoted
 from runs.definitions.contracts import (
     STOP,
     contract_table,
@@ -8,6 +9,7 @@ from runs.definitions.contracts import (
     workflow_verdict,
 )
 from runs.definitions.definition import registry
+from runs.definitions.validation import VERSION_MAX, version_problem
 from runs.machine.storable import whole_number_argument
 from runs.management.tables import render_table
 
@@ -28,14 +30,19 @@ class Command(BaseCommand):
         # Not type=int, which reads "٢" as 2 and "1_0" as 10: a version no one wrote.
         parser.add_argument("--workflow-version", type=whole_number_argument,
                             dest="workflow_version",
-                            help="a registered version (default: latest)")
+                            help="a registered version, 1 or more (default: latest)")
         parser.add_argument("--strict", action="store_true",
                             help="exit with status 3 when the verdict is stop (a CI gate: a "
                                  "write that nothing can settle after an unknown outcome)")
 
     def handle(self, *args, workflow, workflow_version=None, strict=False, **options):
         version = workflow_version
-        # `is None`, not falsiness: --workflow-version 0 names a version (none exists).
+        # What a definition may declare as its version (validation.version_problem): -1 or 0
+        # names none, and was looked up as "v-1" as if a version had gone missing.
+        if version is not None and version_problem(version) is not None:
+            raise CommandError(f"--workflow-version must be a positive whole number (a "
+                               f"workflow's version, 1 to {VERSION_MAX}), not "
+                               f"{quoted(str(version), limit=40)}")
         definition = (registry.latest(workflow) if version is None
                       else registry.get(workflow, version))
         if definition is None:
