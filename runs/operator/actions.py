@@ -251,7 +251,7 @@ def _compensate(run_id, *, actor, given, approved_by):
 def _confirm_compensation(run_id, *, actor, given, approved_by):
     # The preview runs the workflow's own code: only for the undo the run is paused at.
     run = check_before_work("confirm_compensation", run_id, reason=given.reason,
-                            step_name=given.step).run
+                            step_name=given.step, call_ref=given.call).run
     preview = compensation_preview(run, given.step)
     return transitions.confirm_compensation(
         run_id, step_name=given.step, call_ref=given.call, actor=actor, reason=given.reason,

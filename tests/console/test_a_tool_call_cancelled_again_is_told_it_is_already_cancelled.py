@@ -3,7 +3,7 @@ so: "tool call 3.0 (post-ledger) of triage is already cancelled". It said why th
 state refused the action instead ("it is queued for a worker (queued); in that state only
 Cancel or Terminate can be taken": the first cancel let the run go on), or, on a run left in
 attention, that the step has no tool call that cancel applies to. The call's state is told first
-(tool_call_rules.already_refusal, asked by operator_rules.named_target), the same at the
+(tool_call_rules.call_state_refusal, asked by operator_rules.named_target), the same at the
 console, the API and the command line; nothing more is written."""
 
 import pytest
@@ -53,7 +53,8 @@ def test_a_call_cancelled_again_is_said_to_be_cancelled_already(live_sandbox, do
     assert answers["console"] == answers["api"] == answers["cli"], answers
     said = answers["api"]
     assert said.words == (f"tool call {call.ref} (post-ledger) of triage is already "
-                          "cancelled; the run's history says by whom and why"), said
+                          "cancelled; the run's history says by whom and why; no call of "
+                          "triage can be cancelled now"), said
     assert said.outcome == "refused" and said.records == [] and said.requests == []
     assert said.status == RunStatus.QUEUED
     response = doors.api.post(f"/api/runs/{run.pk}/actions/cancel_tool_call",
@@ -74,6 +75,7 @@ def test_on_a_run_left_in_attention_too(live_sandbox, doors, operator):
     answers = {door: ask(doors, door, run, "cancel_tool_call", given) for door in DOORS}
     assert answers["console"] == answers["api"] == answers["cli"], answers
     assert answers["api"].words.endswith("of triage is already cancelled; the run's history "
-                                         "says by whom and why"), answers["api"]
+                                         "says by whom and why; no call of triage can be "
+                                         "cancelled now"), answers["api"]
     assert answers["api"].outcome == "refused" and answers["api"].records == []
     assert AuditRecord.objects.filter(run=run, action="tool_call_cancelled").count() == 1

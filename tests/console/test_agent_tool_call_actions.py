@@ -151,7 +151,7 @@ def test_retry_is_refused_once_the_model_answered_after_the_failure(sandbox):
 
 
 def test_only_an_unknown_call_is_reconciled_whoever_asks(sandbox):
-    # The transition itself refuses (tool_call_rules.call_refusal), not only the page that
+    # The transition itself refuses (tool_call_rules.call_state_refusal), not only the page that
     # offers the action: the step has an unknown call, but the one aimed at has settled,
     # and reconciling it as found would overwrite its real outcome.
     run = unknown_posting("not-this-call")
@@ -161,7 +161,7 @@ def test_only_an_unknown_call_is_reconciled_whoever_asks(sandbox):
     records = AuditRecord.objects.filter(run=run).count()
     from runs.definitions.definition import Found
 
-    with pytest.raises(TransitionNotAllowed, match="only an unknown call is reconciled"):
+    with pytest.raises(TransitionNotAllowed, match="is already settled: it succeeded"):
         transitions.reconcile_tool_call(run.pk, step_name="triage", call_ref=settled.ref,
                                         verdict=Found(ref="FORGED-1"), actor=ACTOR,
                                         reason="it happened", evidence="a forged receipt")
@@ -192,7 +192,7 @@ def test_undo_one_low_impact_call_and_never_a_high_impact_one(client_for, operat
         task_call.compensation_key
     assert AuditRecord.objects.filter(run=run, action="tool_call_compensated").count() == 1
     # Once undone, never again.
-    with pytest.raises(TransitionNotAllowed, match="no tool call that compensate"):
+    with pytest.raises(TransitionNotAllowed, match="no effect that stands to undo: it was undone"):
         transitions.begin_tool_call_undo(run.pk, step_name="triage", call_ref=task_call.ref,
                                          actor=ACTOR, reason="again")
 

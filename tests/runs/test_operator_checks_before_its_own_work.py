@@ -85,13 +85,21 @@ def test_a_step_is_not_looked_up_by_key_where_the_transition_would_refuse(script
 def test_a_tool_call_is_not_looked_up_by_key_where_the_transition_would_refuse(script):
     finished = _agent_run(status=RunStatus.COMPLETED, step_status=StepStatus.SUCCEEDED,
                           calls={0: ToolCallStatus.SUCCEEDED})
-    with pytest.raises(TransitionNotAllowed,
-                       match=r"^Reconcile tool call is not possible .* \(completed\)"):
+    with pytest.raises(TransitionNotAllowed, match=r"^tool call 1.0 \(write-note\) of assist "
+                                                   r"is already settled: it succeeded"):
         _perform("reconcile_tool_call", finished, step="assist", call="1.0")
+    # The call may be reconciled, but not in the run's state.
+    queued = _agent_run(status=RunStatus.QUEUED, step_status=StepStatus.PENDING,
+                        calls={0: ToolCallStatus.UNKNOWN})
+    with pytest.raises(TransitionNotAllowed,
+                       match=r"^Reconcile tool call is not possible .* \(queued\)"):
+        _perform("reconcile_tool_call", queued, step="assist", call="1.0")
     # The step has an unknown call, but not this one.
     stuck = _agent_run(status=RunStatus.ATTENTION, step_status=StepStatus.UNKNOWN,
                        calls={0: ToolCallStatus.SUCCEEDED, 1: ToolCallStatus.UNKNOWN})
-    with pytest.raises(TransitionNotAllowed, match="only an unknown call is reconciled"):
+    with pytest.raises(TransitionNotAllowed, match=r"is already settled: .*; tool call 1.1 "
+                                                   r"\(write-note\) of assist can be "
+                                                   "reconciled now$"):
         _perform("reconcile_tool_call", stuck, step="assist", call="1.0")
     with pytest.raises(TransitionNotAllowed, match="has no tool call '1.7'"):
         _perform("reconcile_tool_call", stuck, step="assist", call="1.7")

@@ -241,7 +241,7 @@ def confirm_compensation(run_id: int, *, step_name: str, actor: Actor, reason: s
     Without `call_ref`, the paused undo of `step_name` is the one confirmed, whichever it is;
     with it, it must be that one."""
     with operator_transition(run_id, "confirm_compensation", actor=actor, reason=reason,
-                             now=now, step_name=step_name) as op:
+                             now=now, step_name=step_name, call_ref=call_ref.strip()) as op:
         run, change, step = op.run, op.change, op.step
         # operator_transition's refusal() made sure the paused undo is this step's.
         paused = paused_undo(run, op.steps, op.definition)

@@ -33,7 +33,15 @@ from .kernel import (  # the package's shared vocabulary
 )
 from .operator_words import LABELS, STATE_WORDS
 from .rerun_rules import rerun_range, rerun_step_refusal, rerun_steps
-from .tool_call_rules import TOOL_CALL_ACTIONS, already_refusal, call_named, calls_of
+from .tool_call_rules import (
+    CALL_OPTIONAL_ACTIONS,
+    TOOL_CALL_ACTIONS,
+    call_named,
+    call_state_refusal,
+    calls_allowed,
+    calls_of,
+    calls_open_said,
+)
 from .tool_call_rules import step_refusal as tool_call_step_refusal
 
 STEP_ACTIONS = frozenset({"reconcile", "retry_step", "ask_again", "confirm_compensation",
@@ -410,8 +418,9 @@ def named_target(action: str, run: Run, step_name: str | None, call_ref: str) ->
     anything of the run's or the step's state, which say nothing of a call the person named
     wrongly ("did not stop on a failed tool call", "only Cancel or Terminate"): a step or a
     call the run does not have is told as such, naming it (NoSuchStep, TransitionNotAllowed),
-    and so is a call that already is what the action would make it (already_refusal)."""
-    if action not in TOOL_CALL_ACTIONS or not call_ref:
+    and so is a call in a state the action never starts from (call_state_refusal), with the
+    calls of its step the action can be aimed at now."""
+    if action not in (*TOOL_CALL_ACTIONS, *CALL_OPTIONAL_ACTIONS) or not call_ref:
         return
     try:
         step, call = call_named(run, step_name or "", call_ref)
@@ -419,8 +428,21 @@ def named_target(action: str, run: Run, step_name: str | None, call_ref: str) ->
         if not Step.objects.filter(run=run, name=step_name).exists():
             raise NoSuchStep(f"run {run.pk} has no step {quoted(step_name)}") from None
         raise
-    if (done := already_refusal(action, step, call)) is not None:
-        raise TransitionNotAllowed(done)
+    if (wrong := call_state_refusal(action, step, call)) is not None:
+        open_now = calls_open_said(action, step, _calls_open_to(action, run, step))
+        raise TransitionNotAllowed(f"{wrong}; {open_now}")
+
+
+def _calls_open_to(action: str, run: Run, step: Step) -> list[ToolCall]:
+    """The calls of `step` that `action` can be aimed at now: none where checked() refuses
+    it the step, else those call_refusal allows (confirm_compensation: the one paused at)."""
+    try:
+        found = checked(action, run, step.name)
+    except TransitionNotAllowed:
+        return []
+    if action == "confirm_compensation":
+        return [paused_undo(run, found.steps, found.definition).call]
+    return calls_allowed(action, run, found.step, found.definition)
 
 
 def first_refusal(action: str, run: Run, step_name: str | None = None,

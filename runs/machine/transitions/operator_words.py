@@ -2,8 +2,10 @@
 the console's buttons show it (the one table of them: runs.operator.actions reads it), and
 each run state in words. A refusal for the run's state (operator_rules.state_refusal) names
 both so, whichever door it is read at (the console, the API, the command line, a bulk job's
-outcome), and never the transition's internal name."""
+outcome), and never the transition's internal name. A refusal for a tool call's state
+(tool_call_rules.call_state_refusal) names the call's state so."""
 
+from ...agent_models import ToolCallStatus
 from ...models import RunStatus
 
 LABELS = {
@@ -37,6 +39,22 @@ STATE_WORDS = {
     RunStatus.COMPENSATED: "its completed steps were undone",
     RunStatus.COMPENSATION_FAILED: "an undo failed and it is waiting for a person",
     RunStatus.TERMINATED: "it was terminated",
+}
+
+CALL_STATE_WORDS = {
+    ToolCallStatus.PENDING: "it has not been made yet",
+    ToolCallStatus.RUNNING: "it is being made now",
+    ToolCallStatus.SCHEDULED: "it waits to be made again after a failed try",
+    ToolCallStatus.SUCCEEDED: "it succeeded",
+    ToolCallStatus.FAILED: "it failed, and nothing changed",
+    ToolCallStatus.UNKNOWN: "its outcome is unknown: it may have happened",
+    ToolCallStatus.INVALID: "its arguments did not pass its tool's schema: it was never made",
+    ToolCallStatus.WAITING: "it waits for a person's approval of its arguments",
+    ToolCallStatus.DECLINED: "a person declined it: it was never made",
+    ToolCallStatus.CANCELLED: "a person cancelled it: it was never made",
+    ToolCallStatus.COMPENSATING: "its undo is under way",
+    ToolCallStatus.COMPENSATED: "it was undone",
+    ToolCallStatus.COMPENSATION_FAILED: "its undo failed: its effect still stands",
 }
 
 

@@ -17,10 +17,14 @@ from ..errors import TransitionNotAllowed
 from ..storable import whole_number
 from .in_flight import EFFECT_STANDS
 from .kernel import ATTENTION, WAITING
+from .operator_words import CALL_STATE_WORDS
 
 S = ToolCallStatus
 # A call in one of these states still needs its tool: to be sent, waited on or settled by key.
 NEEDS_TOOL = frozenset({S.PENDING, S.SCHEDULED, S.WAITING, S.UNKNOWN})
+# A call in one of these states is not settled: the agent works it before the model is asked
+# for another turn.
+OPEN = NEEDS_TOOL | {S.RUNNING}
 
 # The actions of the table (runs.operator.actions) that are aimed at one tool call.
 TOOL_CALL_ACTIONS = ("reconcile_tool_call", "retry_tool_call", "compensate_tool_call",
@@ -56,16 +60,55 @@ def call_named(run: Run, step_name: str, call_ref: str) -> tuple[Step, ToolCall]
     return call.step, call
 
 
-def already_refusal(action: str, step: Step, call: ToolCall) -> str | None:
-    """Why `action` asks for what `call` already is, or None: a cancelled call is not
-    cancelled again. Told before anything of the run's state (operator_rules.named_target),
-    which says nothing of the call: a run that a cancel let go on is queued, and refuses
-    every action on a call."""
+# The states of a call each action aimed at one can start from, whatever its run's or
+# its step's state (confirm_compensation: the call whose undo the compensation paused at).
+CALL_STATES = {
+    "reconcile_tool_call": frozenset({S.UNKNOWN}),
+    "retry_tool_call": frozenset({S.FAILED}),
+    "compensate_tool_call": EFFECT_STANDS,
+    "cancel_tool_call": NOT_STARTED,
+    "confirm_compensation": frozenset({S.SUCCEEDED}),
+}
+
+
+def call_state_refusal(action: str, step: Step, call: ToolCall) -> str | None:
+    """Why `action` cannot be aimed at `call` in the state it is in, naming that state in
+    words, or None. Told before anything of the run's or the step's state
+    (operator_rules.named_target), which says nothing of the call: a call settled once is
+    settled whatever its run did next (queued, it refuses every action on a call)."""
+    if action not in CALL_STATES or call.status in CALL_STATES[action]:
+        return None
+    where = f"tool call {call.ref} ({call.tool}) of {step.name}"
+    state = f"{CALL_STATE_WORDS[call.status]} ({call.status})"
     if action == "cancel_tool_call" and call.status == S.CANCELLED:
         # Who cancelled it and why are in its record (the run's history, the call's error).
-        return (f"tool call {call.ref} ({call.tool}) of {step.name} is already cancelled; "
-                "the run's history says by whom and why")
-    return None
+        return f"{where} is already cancelled; the run's history says by whom and why"
+    if action == "reconcile_tool_call":
+        if call.status not in OPEN:
+            return f"{where} is already settled: {state}, so it has nothing to reconcile"
+        return f"{where} has no unknown outcome to reconcile: {state}"
+    if action == "retry_tool_call":
+        return f"{where} did not fail: {state}"
+    if action == "cancel_tool_call":
+        return f"{where} can no longer be cancelled: {state}"
+    if action == "compensate_tool_call":
+        return f"{where} has no effect that stands to undo: {state}"
+    return f"{where} has no undo waiting to be confirmed: {state}"
+
+
+# What each action does to a call, as a refusal of one names the calls it applies to now.
+_DONE_TO_CALL = {"reconcile_tool_call": "be reconciled", "retry_tool_call": "be retried",
+                 "compensate_tool_call": "be undone", "cancel_tool_call": "be cancelled",
+                 "confirm_compensation": "have its undo confirmed"}
+
+
+def calls_open_said(action: str, step: Step, calls: list[ToolCall]) -> str:
+    """The calls of `step` that `action` can be aimed at now, in words (none, too)."""
+    done = _DONE_TO_CALL[action]
+    if not calls:
+        return f"no call of {step.name} can {done} now"
+    named = ", ".join(f"{c.ref} ({c.tool})" for c in calls)
+    return f"tool call{'s' if len(calls) > 1 else ''} {named} of {step.name} can {done} now"
 
 
 def call_refusal(action: str, run: Run, step: Step, call: ToolCall,
@@ -78,24 +121,20 @@ def call_refusal(action: str, run: Run, step: Step, call: ToolCall,
     if call.generation != step.generation:
         return (f"{where} belongs to generation {call.generation}, which a re-run replaced "
                 f"(now {step.generation}): it is kept as history, not acted on")
-    if (done := already_refusal(action, step, call)) is not None:
-        return done
+    if action in TOOL_CALL_ACTIONS and (
+            wrong := call_state_refusal(action, step, call)) is not None:
+        return wrong
     if action == "cancel_tool_call":
         if run.status not in (ATTENTION, WAITING):
             return (f"run {run.pk} is {run.status}; a tool call is cancelled while its run "
                     "waits or is in attention")
-        if call.status not in NOT_STARTED:
-            return (f"{where} is {call.status}; only a call that has not run (pending, "
-                    "scheduled or waiting for approval) is cancelled")
         return None
     if run.status != ATTENTION:
         return f"run {run.pk} is {run.status}; a tool call is acted on while it is in attention"
     if action == "reconcile_tool_call":
-        if call.status != S.UNKNOWN:
-            return f"{where} is {call.status}; only an unknown call is reconciled"
         return None
     if action == "retry_tool_call":
-        if call.status != S.FAILED or call.error_class == ErrorClass.MODEL_FORMAT:
+        if call.error_class == ErrorClass.MODEL_FORMAT:
             return f"{where} is {call.status}; only a failed call is sent again"
         if step.status != StepStatus.FAILED:
             return f"{where} failed, but {step.name} did not stop on it"
@@ -106,8 +145,6 @@ def call_refusal(action: str, run: Run, step: Step, call: ToolCall,
             return f"{where}: the tool is no longer declared"
         return None
     if action == "compensate_tool_call":
-        if call.status not in EFFECT_STANDS:
-            return f"{where} is {call.status}; only a call whose effect stands is undone"
         if not call.compensation_key:
             return (f"{where} declared no undo when it was made: none is sent under this "
                     "run, keyless")
@@ -125,15 +162,18 @@ def call_refusal(action: str, run: Run, step: Step, call: ToolCall,
     return f"{action} is not aimed at a tool call"
 
 
+def calls_allowed(action: str, run: Run, step: Step,
+                  workflow_def: definition.Workflow | None) -> list[ToolCall]:
+    """The calls of `step` that call_refusal lets `action` be aimed at."""
+    newest = last_turn(step)
+    return [c for c in calls_of(step) if call_refusal(
+        action, run, step, c, tool_of(workflow_def, step, c), last_turn=newest) is None]
+
+
 def calls_of(step: Step) -> list[ToolCall]:
     """The tool calls of the step's current generation (a re-run's earlier ones are history)."""
     return list(ToolCall.objects.filter(step=step, generation=step.generation)
                 .order_by("turn", "index"))
-
-
-# A call in one of these states is not settled: the agent works it before the model is asked
-# for another turn.
-OPEN = NEEDS_TOOL | {S.RUNNING}
 
 
 def newest_turn_calls(step: Step) -> list[ToolCall]:

@@ -94,5 +94,6 @@ def test_once_the_first_has_answered_the_lock_is_free_for_the_next_request():
     thread.join(60)
     # Refused by the call's state (undone), not as being sent: the lock went with its
     # request.
-    assert answers == [f"step triage of run {run.pk} has no tool call that compensate tool "
-                       "call applies to"], answers
+    assert answers == [f"tool call {call.ref} (open-approval-task) of triage has no effect "
+                       "that stands to undo: it was undone (compensated); no call of triage "
+                       "can be undone now"], answers
