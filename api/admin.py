@@ -294,8 +294,11 @@ class WebhookSubscriberAdmin(StorableFiltersAdmin):
 
     def save_model(self, request, obj, form, change):
         if change:
+            # What the person changed on the page, no more: the rest of `obj` was read as
+            # the page was posted, and the publisher may have moved on since.
             subscribers.subscriber_save(obj, by=request.user,
-                                        end_overlap=form.cleaned_data.get("end_overlap", False))
+                                        end_overlap=form.cleaned_data.get("end_overlap", False),
+                                        changed=form.changed_data)
         else:
             subscribers.subscriber_create(obj, by=request.user)
 

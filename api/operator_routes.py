@@ -155,6 +155,15 @@ def request_not_found(request_id: int) -> Status:
                                   f"no approval request {request_id} for this token"))
 
 
+def nobody_decides(token) -> Status:
+    """The one answer to a token that acts for nobody, whatever request it names (one of its
+    workflows', another workflow's, none), its body not looked at: no decision can be made
+    through it, whatever it sends. It lists no request either (approval_requests): a 404 for
+    some ids and a 422 or 403 for others let it try ids to learn which requests exist within
+    its workflows."""
+    return no_acting_user(token, "decide approval requests")
+
+
 def refusal_to_decide(request_id: int, exc: PermissionDenied) -> Status:
     """decide's refusal of the token's person (deny_who_may_not_decide): as for no such
     request if they may not see it; 403 saying why if they see it and may not decide it
@@ -165,22 +174,24 @@ def refusal_to_decide(request_id: int, exc: PermissionDenied) -> Status:
 
 
 def refuse_who_may_not_decide(request) -> Status | None:
-    """decide_approval's refusals that come before its body is looked at: no such request
-    among the token's workflows, or one its person may not see (404), a person who sees it
-    and may not decide it (403), by the check decide makes (one rule, one reading of their
-    grants: the body is not read, so decide is not called)."""
+    """decide_approval's refusals that come before its body is looked at: a token that acts
+    for nobody (403, nobody_decides), no such request among the token's workflows, or one
+    its person may not see (404), a person who sees it and may not decide it (403), by the
+    check decide makes (one rule, one reading of their grants: the body is not read, so
+    decide is not called)."""
     request_id = whole_number(request.resolver_match.kwargs.get("request_id", ""))
     if request_id is None or not 1 <= request_id <= MAX_RUN_ID:
         return None
     token = request.auth
+    if token.acting_user is None:
+        return nobody_decides(token)
     approval = visible_request(token, request_id)
     if approval is None:
         return request_not_found(request_id)
-    if token.acting_user is not None:
-        try:
-            deny_who_may_not_decide(token.acting_user, approval)
-        except PermissionDenied as exc:
-            return refusal_to_decide(request_id, exc)
+    try:
+        deny_who_may_not_decide(token.acting_user, approval)
+    except PermissionDenied as exc:
+        return refusal_to_decide(request_id, exc)
     return None
 
 
@@ -407,8 +418,10 @@ def register(api, *, headers: dict, refusals: dict, query_words: dict) -> None:
                     "closed, or superseded because its payload changed, or the decision_id "
                     "was used for another request or the opposite decision "
                     "(`decision_id_reused`; `error` and `detail` say which). 403: the "
-                    "token acts for nobody, or its person sees the request and may not "
-                    "decide it: they asked for it (four eyes; `detail` says why). 404 "
+                    "token acts for nobody (`no_acting_user`, alike for any request id, its "
+                    "body not looked at), or its person sees "
+                    "the request and may not decide it: they asked for it (four eyes; "
+                    "`detail` says why). 404 "
                     "(`request_not_found`): no such request that reaches only the token's "
                     "workflows (a bulk job's request reaches the workflow of each of the "
                     "job's runs) and that its person may see (its approvers and the one who "
@@ -423,17 +436,17 @@ def register(api, *, headers: dict, refusals: dict, query_words: dict) -> None:
         if (refused := refuse_unknown_query(request, ())) is not None:
             return refused
         token = request.auth
+        if token.acting_user is None:
+            return nobody_decides(token)
         approval = visible_request(token, request_id)
         if approval is None:
             return request_not_found(request_id)
         if (refusal := decision_refusal(approved=payload.approve,
                                         comment=payload.comment)) is not None:
             # The body's own fault: after who may not decide (refuse_who_may_not_decide),
-            # before saying the token acts for nobody, as a fault the schema finds.
+            # as a fault the schema finds.
             return refuse_who_may_not_decide(request) or Status(422, invalid_field(
                 "comment", refusal, "value_error" if payload.comment.strip() else "missing"))
-        if token.acting_user is None:
-            return no_acting_user(token, "act or decide")
         try:
             decision = decide(approval.pk, user=token.acting_user, approved=payload.approve,
                               decision_id=uuid.UUID(payload.decision_id),

@@ -248,7 +248,8 @@ def register(api, *, headers: dict, refusals: dict) -> None:
         if (refused := refused_input(token, subscriber, given)) is not None:
             return refused
         return written(lambda: subscribers.subscriber_save(
-            subscriber, by=token.acting_user, end_overlap=end_overlap), subscriber, 200)
+            subscriber, by=token.acting_user, end_overlap=end_overlap, changed=given),
+            subscriber, 200)
 
     @api.delete(
         "/subscribers/{subscriber_id}", url_name="delete_subscriber",

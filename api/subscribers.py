@@ -12,6 +12,7 @@ publisher removes it (retire_previous_secrets), recording the removal as the sys
 only the new secret signs.
 """
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -47,6 +48,12 @@ PREVIOUS_SECRET_REMOVED = "removed: its overlap ended"
 
 # Who removes a replaced secret once its overlap has ended: no person, the publisher's pass.
 PUBLISHER = Actor.system("webhook publisher")
+
+# What a person changes of a subscriber (admin's form, the API's change). The rest of its row
+# is the publisher's (its cursors and their holes, api.webhook_cursors), subscriber_save's
+# own (the replaced secret's overlap, which the publisher removes once ended), or fixed (its
+# name, when it was made).
+EDITABLE = ("url", "secret", "workflows", "active")
 
 
 def url_problem(url: str) -> str | None:
@@ -316,10 +323,18 @@ def subscriber_create(subscriber: WebhookSubscriber, *, by) -> None:
                                  before={}, after=subscriber_state(subscriber), by=by)
 
 
-def subscriber_save(subscriber: WebhookSubscriber, *, by, end_overlap: bool = False) -> None:
+def subscriber_save(subscriber: WebhookSubscriber, *, by, end_overlap: bool = False,
+                    changed: Iterable[str] | None = None) -> None:
     """Save a changed subscriber and record what changed (a secret as replaced);
     PermissionDenied if `by` may not change subscribers (refuse_who_may_not) or may not give
     it its workflows (subscription_refusal); NameKept if its name changed.
+
+    Only the fields of EDITABLE that `by` changed (`changed`: admin's form's changed data,
+    the API's fields given; None, every one) are written from `subscriber`, and the rest of
+    it becomes the row as read under this save's lock. The caller's copy was read before
+    (admin's page, the API's lookup): written back whole, it set the publisher's cursors
+    back to where they were then, and the deliveries queued meanwhile were made again (each
+    a duplicate to its receiver); a field another person changed meanwhile was undone.
 
     A secret replaced keeps signing beside the new one for WEBHOOK_SECRET_OVERLAP_HOURS
     (replacing it again within them, the one replaced last); `end_overlap` (a leaked secret)
@@ -330,6 +345,10 @@ def subscriber_save(subscriber: WebhookSubscriber, *, by, end_overlap: bool = Fa
         if subscriber.name != stored.name:
             raise NameKept(f"webhook subscriber {stored.name} keeps its name: its records in "
                            "the access chain name it")
+        edited = [name for name in EDITABLE if changed is None or name in changed]
+        for field in WebhookSubscriber._meta.concrete_fields:
+            if field.attname not in edited:
+                setattr(subscriber, field.attname, getattr(stored, field.attname))
         refuse_subscription(by, subscriber.workflows or [],
                             had=workflows_kept(stored, subscriber.url))
         # A secret kept is the stored one, still sealed; a new one is typed in clear. Kept, it
@@ -340,25 +359,27 @@ def subscriber_save(subscriber: WebhookSubscriber, *, by, end_overlap: bool = Fa
         if sensitive.is_sealed(subscriber.secret):
             subscriber.secret = stored.secret
         stored_secret = readable(stored.secret)
-        changed = subscriber.secret != stored.secret and \
+        replaced = subscriber.secret != stored.secret and \
             (stored_secret is None or signing_secret(subscriber) != stored_secret)
-        # Only this function sets the overlap: what the caller's copy holds of it may be
-        # older than the row (read before the publisher removed an ended one).
-        subscriber.previous_secret = stored.previous_secret
-        subscriber.previous_secret_until = stored.previous_secret_until
+        # Only this function sets the overlap, from the row's (taken above): what the
+        # caller's copy held of it may be older (read before the publisher removed an ended
+        # one).
         overlap = timedelta(hours=settings.WEBHOOK_SECRET_OVERLAP_HOURS)
-        if changed and stored_secret is not None and overlap and not end_overlap:
+        if replaced and stored_secret is not None and overlap and not end_overlap:
             subscriber.previous_secret = sealed_secret(stored.secret)
             subscriber.previous_secret_until = clock() + overlap
-        elif changed or end_overlap:
+        elif replaced or end_overlap:
             # No overlap asked, or none possible: a secret no key opens signs nothing.
             subscriber.previous_secret, subscriber.previous_secret_until = "", None
         subscriber.secret = sealed_secret(subscriber.secret)
-        subscriber.save()
+        # The secret and its overlap are this function's to write (the secret kept is the
+        # row's, sealed if it was stored in clear).
+        subscriber.save(update_fields={*edited, "secret", "previous_secret",
+                                       "previous_secret_until"})
         record_subscriber_change(subscriber, AccessAction.WEBHOOK_SUBSCRIBER_CHANGED,
                                  before=subscriber_state(stored),
                                  after=subscriber_state(subscriber), by=by,
-                                 secret_changed=changed,
+                                 secret_changed=replaced,
                                  masked_url_changed=stored.url != subscriber.url)
 
 

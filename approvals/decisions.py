@@ -23,6 +23,7 @@ from django.db import IntegrityError, transaction
 
 from audit.redaction import redact_text
 from runs.execution.database_outage import would_not_wait
+from runs.machine import transitions
 from runs.machine.errors import classify
 from runs.machine.storable import person_text_problem, text_problem
 from runs.models import ErrorClass
@@ -41,7 +42,7 @@ from .four_eyes import changed_effects_snapshot
 from .models import ApprovalRequest, RequestKind, RequestStatus
 from .notifications import time_text
 from .permissions import can_view, decide_refusal, permissions_read_once
-from .requests import current_snapshot, lock_run, supersede
+from .requests import current_snapshot, hold_unaskable, lock_run, supersede
 from .snapshots import SnapshotUnavailable, database_failure
 from .timeouts import TIMED_OUT, is_due, judged_at, late_decision_refusal, timed_out
 from .withdrawal import is_still_awaited, withdraw
@@ -133,7 +134,9 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
     - the payload differs from the one this request shows: the request is superseded, a
       new one is made and notified, and this decision is refused (`superseded`): an
       approval never applies to a payload it did not see;
-    - the payload cannot be computed now: `unavailable`.
+    - the payload cannot be computed now: `unavailable` (one that shows a value sealed
+      with a key the ring no longer holds: the run is held for the key at once, and the
+      request withdrawn: _held_for_the_key).
     A `recorded` decision says where it is with the run (Decision.application): applied;
     pending (the database interrupted its application, or the run is passing through
     another state: the sweep applies it shortly, and the message says so); or not applied
@@ -250,7 +253,8 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
             # decision waited for is one the second person was never shown.
             current = changed_effects_snapshot(approval)
         if isinstance(current, SnapshotUnavailable):
-            return Decision("unavailable", _unchecked(approval, current), approval)
+            held = _held_for_the_key(approval, current, now)
+            return Decision("unavailable", _unchecked(approval, current, held=held), approval)
         if current is not None and current[1] != approval.snapshot_hash:
             new = supersede(approval, *current, now)
             return Decision(
@@ -271,22 +275,56 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
     return _recorded(approval)
 
 
-def _unchecked(approval: ApprovalRequest, problem: SnapshotUnavailable) -> str:
-    """Why the request's payload cannot be checked now, for the person deciding. A failure
-    of the workflow's own snapshot function is theirs to hear; the database's own words (a
-    statement cancelled, a lock timeout, a lost connection) are for operators, in the log,
-    and the person is told what they mean."""
+def _unreadable(problem: SnapshotUnavailable):
+    """What the payload met, classified, when it is a sealed value no key in the ring opens
+    (ErrorClass.UNREADABLE); None for any other problem."""
+    if problem.__cause__ is None:
+        return None
+    cause = classify(problem.__cause__)
+    return cause if cause.error_class == ErrorClass.UNREADABLE else None
+
+
+def _held_for_the_key(approval: ApprovalRequest, problem: SnapshotUnavailable,
+                      now: datetime) -> bool:
+    """A payload that cannot be checked because a value it shows is sealed with a key the
+    ring no longer holds: nobody can decide it until the key is back. Its run is held for
+    the key now, in this transaction, as the sweep holds a wait whose request cannot be
+    made (requests.hold_unaskable: the transition approval_unaskable, whose reason is then
+    sealed_value_unreadable), not once the request is asked again; and the request, which
+    the held run no longer waits for, is withdrawn (the run resumed, its approvers are asked
+    anew). Whether the run was held: not if it is only passing through queued or running."""
+    if _unreadable(problem) is None:
+        return False
+    with transaction.atomic(), transitions.within_caller_transaction():
+        held = hold_unaskable(approval.run_id, approval.step_name, str(problem),
+                              cause=problem.__cause__)
+    if held:
+        approval.run.refresh_from_db()  # the withdrawal says what became of it
+        withdraw(approval, now)
+    return held
+
+
+def _unchecked(approval: ApprovalRequest, problem: SnapshotUnavailable, *,
+               held: bool) -> str:
+    """Why the request's payload cannot be checked now, for the person deciding (`held`:
+    its run was held for a key, _held_for_the_key). A failure of the workflow's own
+    snapshot function is theirs to hear; the database's own words (a statement cancelled, a
+    lock timeout, a lost connection) are for operators, in the log, and the person is told
+    what they mean."""
     failure = database_failure(problem)
-    if problem.__cause__ is not None and \
-            (cause := classify(problem.__cause__)).error_class == ErrorClass.UNREADABLE:
+    if (cause := _unreadable(problem)) is not None:
         # The key ring's, not the workflow's: the key's name and the cure are for
         # operators (the log); the person deciding hears what it means for them.
         logger.warning("approval request %s: its payload could not be checked, nothing was "
                        "decided: %s", approval.pk, cause.message)
-        return ("What this request asks about cannot be checked now: a value it shows was "
-                "sealed with a key this installation no longer holds, which an operator "
-                "must put back (the log names it); nothing was decided or recorded. Try "
-                "again once it is back.")
+        said = ("What this request asks about cannot be checked now: a value it shows was "
+                "sealed with a key this installation no longer holds")
+        if held:
+            return (f"{said}; nothing was decided or recorded. Its run is held until an "
+                    "operator puts the key back (the log names it) and resumes it; this "
+                    "request is withdrawn, and its approvers are asked again then.")
+        return (f"{said}, which an operator must put back (the log names it); nothing was "
+                "decided or recorded. Try again once it is back.")
     if failure is None:
         return (f"What this request asks about cannot be checked now ({problem}); nothing "
                 "was decided. Try again later.")

@@ -198,7 +198,7 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200,
         except SnapshotUnavailable as exc:
             if connection_lost(exc):
                 return stop_on_lost_connection(exc, opened)
-            _hold_unaskable(wait.run_id, wait.step_name, str(exc), cause=exc.__cause__)
+            hold_unaskable(wait.run_id, wait.step_name, str(exc), cause=exc.__cause__)
         except Exception as exc:
             if connection_lost(exc):
                 return stop_on_lost_connection(exc, opened)
@@ -212,7 +212,7 @@ def open_pending_requests(*, now: datetime | None = None, limit: int = 200,
         except SnapshotUnavailable as exc:
             if connection_lost(exc):
                 return stop_on_lost_connection(exc, opened)
-            _hold_unaskable(call.step.run_id, call.step.name, str(exc), tool_call=call.ref,
+            hold_unaskable(call.step.run_id, call.step.name, str(exc), tool_call=call.ref,
                             cause=exc.__cause__)
         except Exception as exc:
             if connection_lost(exc):
@@ -231,7 +231,7 @@ def _failed(exc: Exception, now: datetime | None, run_id: int, step_name: str, *
     what = f"run {run_id} step {step_name}" + (f" tool call {call.ref}" if call else "")
     open_failures.log_failure(exc, failing, what)
     if failing is not None and failing.lasted():
-        _hold_unaskable(run_id, step_name, open_failures.described(exc, failing),
+        hold_unaskable(run_id, step_name, open_failures.described(exc, failing),
                         tool_call=call.ref if call else None)
 
 
@@ -255,12 +255,13 @@ def stop_on_lost_connection(exc: BaseException, opened: int) -> int:
     return opened
 
 
-def _hold_unaskable(run_id: int, step_name: str, why: str, *,
-                    tool_call: str | None = None, cause: BaseException | None = None) -> None:
-    """No request can be made for this wait, an approval step's or a tool call's: nobody
-    could decide it, so a person looks. `cause`: what the snapshot met, classified as the
-    executor classifies what a step's code raises, so that the transition holds the run
-    for the reason that names its cure (a sealed value it could not open: the key)."""
+def hold_unaskable(run_id: int, step_name: str, why: str, *,
+                   tool_call: str | None = None, cause: BaseException | None = None) -> bool:
+    """No request can be made for this wait, an approval step's or a tool call's, or the
+    one made cannot be checked any more (approvals.decisions): nobody could decide it, so a
+    person looks. `cause`: what the snapshot met, classified as the executor classifies
+    what a step's code raises, so that the transition holds the run for the reason that
+    names its cure (a sealed value it could not open: the key). Whether it was held."""
     what = f"step {step_name}" + (f" tool call {tool_call}" if tool_call else "")
     try:
         transitions.approval_unaskable(run_id, step_name=step_name, tool_call=tool_call,
@@ -271,9 +272,10 @@ def _hold_unaskable(run_id: int, step_name: str, why: str, *,
         # (the sweep reports those, approvals.sweep_scope): nothing to hold.
         logger.info("approval request for run %s %s cannot be made (%s); not held: %s",
                     run_id, what, why, exc)
-        return
+        return False
     logger.warning("approval request for run %s %s cannot be made: %s; the run waits for a "
                    "person", run_id, what, why)
+    return True
 
 
 def open_request(run: Run, step_name: str, *,

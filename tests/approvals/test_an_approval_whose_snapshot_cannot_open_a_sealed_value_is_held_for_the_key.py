@@ -3,7 +3,8 @@ no longer holds cannot be asked for: its run is held for a person as a sealed va
 cannot be opened (sealed_value_unreadable, the reason steps and tool calls are held with),
 its message naming the key and the cure, not as an approval request that cannot be made
 (approval_unaskable, whose cure is the code). Its next step is to put the key back, then
-Resume, which asks the approvers; nothing after the approval was sent meanwhile."""
+Resume, which asks the approvers; nothing after the approval was sent meanwhile. A request
+made before the key left is decided by nobody: the first decision holds the run so."""
 
 import uuid
 
@@ -95,12 +96,15 @@ def test_the_run_is_held_for_the_key_and_resumed_once_it_is_back(
     assert step(run, "pay").attempt == 0 and not [c for c in script.calls if c[0] == "pay"]
 
 
-def test_a_decision_once_the_key_is_gone_tells_the_person_what_it_means_and_decides_nothing(
+def test_a_decision_once_the_key_is_gone_holds_the_run_for_the_key_and_decides_nothing(
         paying_to_an_account, approvers, ann, t0, settings, caplog, script):
-    """The key left the ring after the request was made: the person deciding is told that a
-    value it shows cannot be opened and that nothing was decided, in words of theirs (no
-    exception's name); the key's name and the cure are in the log for operators. With the
-    key back, the same person's decision goes through, and the payment is sent once."""
+    """The key left the ring after the request was made: nobody can decide it until the key
+    is back. The first decision holds the run for the key at once (sealed_value_unreadable,
+    through the transition the sweep holds an unaskable wait with), where it was held only
+    once the request was asked again; the person is told what it means and that nothing was
+    decided, in words of theirs (no exception's name); the key's name and the cure are in
+    the log for operators. The request is withdrawn; with the key back and the run resumed,
+    the approvers are asked again, one decision is recorded, and the payment is sent once."""
     settings.FIELD_ENCRYPTION_KEYS = {"old": OLD}
     run = new_run("test-approval-of-a-sealed-account")
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
@@ -112,17 +116,46 @@ def test_a_decision_once_the_key_is_gone_tells_the_person_what_it_means_and_deci
     assert said.outcome == "unavailable"
     assert "sealed with a key this installation no longer holds" in said.message
     assert "nothing was decided" in said.message
+    assert "run is held until an operator puts the key back" in said.message
     assert "UnreadableValue" not in said.message and "FIELD_ENCRYPTION_KEYS" not in said.message
     assert IBAN not in said.message
     logged = [r.getMessage() for r in caplog.records if f"request {request.pk}" in
               r.getMessage()]
     assert any("'old'" in line and "FIELD_ENCRYPTION_KEYS" in line for line in logged)
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.ATTENTION
+    assert run.attention_reason == AttentionReason.SEALED_VALUE_UNREADABLE
+    assert "'old'" in run.status_message and "FIELD_ENCRYPTION_KEYS" in run.status_message
+    assert "put the key it was sealed with back" in run.status_message
+    assert IBAN not in run.status_message
+    assert step(run, "approve").status == StepStatus.WAITING
+    advice = recommend(run, list(run.steps.all()))
+    assert advice.reason == AttentionReason.SEALED_VALUE_UNREADABLE
+    assert advice.action is not None and advice.action.name == "resume"
     request.refresh_from_db()
-    assert request.status == RequestStatus.PENDING and request.decided_by is None
+    assert request.status == RequestStatus.WITHDRAWN
+    assert request.decided_by is None and request.decision_id is None
+    assert AuditRecord.objects.filter(run=run, action="approval_unaskable").count() == 1
+    assert AuditRecord.objects.filter(run=run, action="approval_withdrawn").count() == 1
     assert AuditRecord.objects.filter(run=run, action="approval_decided").count() == 0
 
-    settings.FIELD_ENCRYPTION_KEYS = {"new": NEW, "old": OLD}
+    # Decided again, and swept: nothing held twice, nothing decided, nothing asked.
     assert decide(request.pk, user=ann, approved=True, decision_id=uuid.uuid4(),
+                  now=t0).outcome == "closed"
+    assert requests.open_pending_requests(now=t0) == 0
+    assert AuditRecord.objects.filter(run=run, action="approval_unaskable").count() == 1
+    assert AuditRecord.objects.filter(run=run, action="approval_decided").count() == 0
+    assert ApprovalRequest.objects.count() == 1
+    assert step(run, "pay").attempt == 0 and not [c for c in script.calls if c[0] == "pay"]
+
+    settings.FIELD_ENCRYPTION_KEYS = {"new": NEW, "old": OLD}
+    transitions.resume(run.pk, actor=SYSTEM, reason="field key old put back")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    assert requests.open_pending_requests(now=t0) == 1
+    asked_again = ApprovalRequest.objects.exclude(pk=request.pk).get()
+    assert decide(asked_again.pk, user=ann, approved=True, decision_id=uuid.uuid4(),
                   now=t0).outcome == "recorded"
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
+    assert AuditRecord.objects.filter(run=run, action="approval_decided").count() == 1
     assert [c[0] for c in script.calls if c[0] == "pay"] == ["pay"]
