@@ -7,7 +7,6 @@ call's state is told first (tool_call_rules.call_state_refusal, asked by
 operator_rules.named_target), the same at the console, the API and the command line; nothing
 is written and nothing is sent."""
 
-import re
 
 import pytest
 from django.test import Client
@@ -20,6 +19,7 @@ from tests.agent_runs import SMALL, advance, posting_left_unknown, start_triage
 from tests.console.test_the_console_the_api_and_the_cli_answer_each_action_alike_in_each_state import (  # noqa: E501
     Doors,
     ask,
+    with_run_id_said,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,7 +38,7 @@ def doors(operator):
 
 def as_told(run, words: str) -> str:
     """`words` as ask() reports them (the run's id said RUN)."""
-    return re.sub(rf"\b{run.pk}\b", "RUN", words)
+    return with_run_id_said(run.pk, words)
 
 
 def calls(run) -> list[tuple]:

@@ -7,7 +7,6 @@ state is told first (tool_call_rules.call_state_refusal, asked by
 operator_rules.named_target), the same at the console, the API and the command line, looked
 up by key or recorded by hand; nothing is written and nothing is asked of the ledger."""
 
-import re
 
 import pytest
 from django.test import Client
@@ -23,6 +22,7 @@ from tests.agent_runs import SMALL, posting_left_unknown
 from tests.console.test_the_console_the_api_and_the_cli_answer_each_action_alike_in_each_state import (  # noqa: E501
     Doors,
     ask,
+    with_run_id_said,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,7 +41,7 @@ def doors(operator):
 
 def as_told(run, words: str) -> str:
     """`words` as ask() reports them (the run's id said RUN)."""
-    return re.sub(rf"\b{run.pk}\b", "RUN", words)
+    return with_run_id_said(run.pk, words)
 
 
 @pytest.mark.parametrize("given", [

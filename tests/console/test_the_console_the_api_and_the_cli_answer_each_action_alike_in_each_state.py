@@ -212,6 +212,12 @@ def _door_words(words: str) -> str:
     return re.sub(r"^--(?=[a-z])", "", words)
 
 
+def with_run_id_said(run_id: int, words: str) -> str:
+    """`words` with the run's id written RUN, where it stands alone: not within a tool
+    call's id ("9.9", TURN.INDEX), which a run's id may equal by chance."""
+    return re.sub(rf"(?<![\w.]){run_id}(?!\w|\.\d)", "RUN", words)
+
+
 def _answer(run: Run, words: str, seq_before: int, requests_before: int) -> Answer:
     run = Run.objects.get(pk=run.pk)
     records = [(r.action, r.step_name, r.actor_kind, r.actor_label, r.reason,
@@ -221,7 +227,7 @@ def _answer(run: Run, words: str, seq_before: int, requests_before: int) -> Answ
                 for a in ApprovalRequest.objects.filter(run=run).order_by("pk")
                 [requests_before:]]
     outcome = "asked" if requests else "done" if run.audit_seq != seq_before else "refused"
-    words = re.sub(rf"\b{run.pk}\b", "RUN", _door_words(words).replace(run.business_key, "KEY"))
+    words = with_run_id_said(run.pk, _door_words(words).replace(run.business_key, "KEY"))
     for approval in ApprovalRequest.objects.filter(run=run):
         words = re.sub(rf"\brequest {approval.pk}\b", "request N", words)
     return Answer(outcome, words, run.status, records, requests)
