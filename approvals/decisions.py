@@ -23,10 +23,7 @@ from django.db import IntegrityError, transaction
 
 from audit.redaction import redact_text
 from runs.execution.database_outage import would_not_wait
-from runs.machine import transitions
-from runs.machine.errors import classify
 from runs.machine.storable import person_text_problem, text_problem
-from runs.models import ErrorClass
 
 from .application import (
     APPLIED,
@@ -42,9 +39,10 @@ from .four_eyes import changed_effects_snapshot
 from .models import ApprovalRequest, RequestKind, RequestStatus
 from .notifications import time_text
 from .permissions import can_view, decide_refusal, permissions_read_once
-from .requests import current_snapshot, hold_unaskable, lock_run, supersede
+from .requests import current_snapshot, lock_run, supersede
 from .snapshots import SnapshotUnavailable, database_failure
 from .timeouts import TIMED_OUT, is_due, judged_at, late_decision_refusal, timed_out
+from .unreadable import hold_for_the_key, sealed_value_unreadable
 from .withdrawal import is_still_awaited, withdraw
 
 logger = logging.getLogger(__name__)
@@ -136,7 +134,7 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
       approval never applies to a payload it did not see;
     - the payload cannot be computed now: `unavailable` (one that shows a value sealed
       with a key the ring no longer holds: the run is held for the key at once, and the
-      request withdrawn: _held_for_the_key).
+      request withdrawn: unreadable.hold_for_the_key).
     A `recorded` decision says where it is with the run (Decision.application): applied;
     pending (the database interrupted its application, or the run is passing through
     another state: the sweep applies it shortly, and the message says so); or not applied
@@ -253,7 +251,7 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
             # decision waited for is one the second person was never shown.
             current = changed_effects_snapshot(approval)
         if isinstance(current, SnapshotUnavailable):
-            held = _held_for_the_key(approval, current, now)
+            held = hold_for_the_key(approval, current, now)
             return Decision("unavailable", _unchecked(approval, current, held=held), approval)
         if current is not None and current[1] != approval.snapshot_hash:
             new = supersede(approval, *current, now)
@@ -275,44 +273,15 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
     return _recorded(approval)
 
 
-def _unreadable(problem: SnapshotUnavailable):
-    """What the payload met, classified, when it is a sealed value no key in the ring opens
-    (ErrorClass.UNREADABLE); None for any other problem."""
-    if problem.__cause__ is None:
-        return None
-    cause = classify(problem.__cause__)
-    return cause if cause.error_class == ErrorClass.UNREADABLE else None
-
-
-def _held_for_the_key(approval: ApprovalRequest, problem: SnapshotUnavailable,
-                      now: datetime) -> bool:
-    """A payload that cannot be checked because a value it shows is sealed with a key the
-    ring no longer holds: nobody can decide it until the key is back. Its run is held for
-    the key now, in this transaction, as the sweep holds a wait whose request cannot be
-    made (requests.hold_unaskable: the transition approval_unaskable, whose reason is then
-    sealed_value_unreadable), not once the request is asked again; and the request, which
-    the held run no longer waits for, is withdrawn (the run resumed, its approvers are asked
-    anew). Whether the run was held: not if it is only passing through queued or running."""
-    if _unreadable(problem) is None:
-        return False
-    with transaction.atomic(), transitions.within_caller_transaction():
-        held = hold_unaskable(approval.run_id, approval.step_name, str(problem),
-                              cause=problem.__cause__)
-    if held:
-        approval.run.refresh_from_db()  # the withdrawal says what became of it
-        withdraw(approval, now)
-    return held
-
-
 def _unchecked(approval: ApprovalRequest, problem: SnapshotUnavailable, *,
                held: bool) -> str:
     """Why the request's payload cannot be checked now, for the person deciding (`held`:
-    its run was held for a key, _held_for_the_key). A failure of the workflow's own
+    its run was held for a key, unreadable.hold_for_the_key). A failure of the workflow's own
     snapshot function is theirs to hear; the database's own words (a statement cancelled, a
     lock timeout, a lost connection) are for operators, in the log, and the person is told
     what they mean."""
     failure = database_failure(problem)
-    if (cause := _unreadable(problem)) is not None:
+    if (cause := sealed_value_unreadable(problem)) is not None:
         # The key ring's, not the workflow's: the key's name and the cure are for
         # operators (the log); the person deciding hears what it means for them.
         logger.warning("approval request %s: its payload could not be checked, nothing was "

@@ -30,7 +30,9 @@ from .models import (
 )
 from .notifications import grant_and_notify, publish_notifications, request_problem
 from .requests import current_snapshot, lock_run, next_reminder, record_lifecycle, supersede
+from .snapshots import SnapshotUnavailable
 from .timeouts import ESCALATED, TIMED_OUT, judged_at
+from .unreadable import hold_for_the_key, sealed_value_unreadable
 from .withdrawal import is_still_awaited, no_longer_awaited, withdraw
 
 logger = logging.getLogger(__name__)
@@ -49,7 +51,9 @@ def _lock_pending(pk: int, *conditions: Q, **filters) -> ApprovalRequest | None:
 def send_reminders(*, now: datetime | None = None, limit: int = 200) -> int:
     """Remind the current approvers of every pending request whose reminder is due. A
     request whose payload changed meanwhile is superseded instead (the new request's
-    notification is the reminder). Due, and dated, by the database's clock, in the query
+    notification is the reminder); one whose payload shows a value sealed with a key the
+    ring no longer holds is reminded to nobody: its run is held for the key and the request
+    withdrawn (unreadable.hold_for_the_key). Due, and dated, by the database's clock, in the query
     and as each run is locked (timeouts.judged_at), the clock the reminder was set by;
     `now`, a caller's time (a test's), stands in for it."""
     count = 0
@@ -78,6 +82,14 @@ def _remind(pk: int, given: datetime | None) -> int:
         if isinstance(current, tuple) and current[1] != approval.snapshot_hash:
             supersede(approval, *current, now)
             return 1
+        if isinstance(current, SnapshotUnavailable) \
+                and sealed_value_unreadable(current) is not None:
+            # A value its payload shows is sealed with a key the ring no longer holds:
+            # nobody can decide it, so nobody is reminded of it. Its run is held for the key
+            # and the request withdrawn, as a person's decision would find it; a run only
+            # passing through queued or running is held by the next pass.
+            hold_for_the_key(approval, current, now)
+            return 0
         # The grants are made again: a group created since the request was made (an
         # unknown group is recorded as a problem) now gets its permission and its email.
         problems = grant_and_notify(approval, approval.current_approvers,

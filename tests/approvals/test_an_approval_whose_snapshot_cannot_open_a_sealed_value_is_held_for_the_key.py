@@ -4,16 +4,17 @@ cannot be opened (sealed_value_unreadable, the reason steps and tool calls are h
 its message naming the key and the cure, not as an approval request that cannot be made
 (approval_unaskable, whose cure is the code). Its next step is to put the key back, then
 Resume, which asks the approvers; nothing after the approval was sent meanwhile. A request
-made before the key left is decided by nobody: the first decision holds the run so."""
+made before the key left is decided by nobody, and reminded to nobody: the first decision,
+or the first reminder due, holds the run so and withdraws the request."""
 
 import uuid
 
 import pytest
 from cryptography.fernet import Fernet
 
-from approvals import requests
+from approvals import notifications, requests, schedule
 from approvals.decisions import decide
-from approvals.models import ApprovalRequest, Notification, RequestStatus
+from approvals.models import ApprovalRequest, Notification, NotificationKind, RequestStatus
 from audit.models import AuditRecord
 from runs.definitions import definition
 from runs.definitions.definition import Workflow
@@ -21,6 +22,7 @@ from runs.execution import executor
 from runs.machine import transitions
 from runs.models import AttentionReason, Run, RunStatus, StepStatus
 from runs.operator.guidance import recommend
+from tests.approvals.conftest import later
 from tests.factories import SYSTEM, new_run, step
 from tests.workflows import FAST, OrderIn, script
 
@@ -159,3 +161,74 @@ def test_a_decision_once_the_key_is_gone_holds_the_run_for_the_key_and_decides_n
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
     assert AuditRecord.objects.filter(run=run, action="approval_decided").count() == 1
     assert [c[0] for c in script.calls if c[0] == "pay"] == ["pay"]
+
+
+def _asked(settings, t0, mailoutbox) -> ApprovalRequest:
+    """The request made with the key in the ring, its first mails sent and put aside."""
+    settings.FIELD_ENCRYPTION_KEYS = {"old": OLD}
+    run = new_run("test-approval-of-a-sealed-account")
+    assert executor.advance_run(run.pk, worker="w1") == RunStatus.WAITING
+    assert requests.open_pending_requests(now=t0) == 1
+    assert notifications.publish_notifications(now=t0).sent == 2
+    mailoutbox.clear()
+    return ApprovalRequest.objects.get()
+
+
+def _reminders() -> int:
+    return Notification.objects.filter(kind=NotificationKind.REMINDER).count()
+
+
+def test_a_reminder_due_once_the_key_is_gone_holds_the_run_for_the_key_and_reminds_nobody(
+        paying_to_an_account, approvers, t0, settings, mailoutbox):
+    """The key left the ring after the request was made, and its reminder comes due: the
+    approvers are not reminded of a request none of them can decide. The reminder sweep
+    holds the run for the key (sealed_value_unreadable) and withdraws the request, as a
+    person's decision would have, where it used to remind them every day until the
+    request timed out."""
+    request = _asked(settings, t0, mailoutbox)
+    run = request.run
+
+    settings.FIELD_ENCRYPTION_KEYS = {"new": NEW}
+    assert schedule.send_reminders(now=later(t0, hours=24)) == 0
+    assert _reminders() == 0
+    assert notifications.publish_notifications(now=later(t0, hours=24)).sent == 0
+    assert mailoutbox == []
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.ATTENTION
+    assert run.attention_reason == AttentionReason.SEALED_VALUE_UNREADABLE
+    assert "'old'" in run.status_message and "put the key it was sealed with back" in \
+        run.status_message
+    assert IBAN not in run.status_message
+    assert step(run, "approve").status == StepStatus.WAITING
+    request.refresh_from_db()
+    assert request.status == RequestStatus.WITHDRAWN and request.reminder_count == 0
+    assert request.decided_by is None
+    assert AuditRecord.objects.filter(run=run, action="approval_unaskable").count() == 1
+    assert AuditRecord.objects.filter(run=run, action="approval_withdrawn").count() == 1
+    assert AuditRecord.objects.filter(run=run, action="approval_reminded").count() == 0
+
+    # The next passes, reminders and the whole sweep: nothing held twice, nobody reminded.
+    assert schedule.send_reminders(now=later(t0, hours=48)) == 0
+    schedule.sweep(now=later(t0, hours=48))
+    assert AuditRecord.objects.filter(run=run, action="approval_unaskable").count() == 1
+    assert _reminders() == 0 and mailoutbox == []
+    assert ApprovalRequest.objects.count() == 1
+    assert step(run, "pay").attempt == 0
+
+
+def test_a_reminder_due_with_the_key_in_the_ring_is_sent_as_before(
+        paying_to_an_account, approvers, t0, settings, mailoutbox):
+    request = _asked(settings, t0, mailoutbox)
+
+    assert schedule.send_reminders(now=later(t0, hours=24)) == 1
+    assert _reminders() == 2
+    assert notifications.publish_notifications(now=later(t0, hours=24)).sent == 2
+    assert sorted(m.to[0] for m in mailoutbox) == ["ann@example.com", "bob@example.com"]
+    assert IBAN not in "".join(m.body for m in mailoutbox)
+
+    request.refresh_from_db()
+    assert request.status == RequestStatus.PENDING and request.reminder_count == 1
+    assert Run.objects.get(pk=request.run_id).status == RunStatus.WAITING
+    assert AuditRecord.objects.filter(run=request.run, action="approval_unaskable").count() == 0
+    assert AuditRecord.objects.filter(run=request.run, action="approval_reminded").count() == 1
