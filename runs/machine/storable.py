@@ -9,6 +9,8 @@ import math
 import sys
 import unicodedata
 
+from django.core.management.base import CommandError
+
 NUL = "\x00"
 NUL_PROBLEM = "NUL characters cannot be stored"
 SURROGATE_PROBLEM = "not valid Unicode text (a lone surrogate)"
@@ -179,6 +181,18 @@ def whole_number_argument(text: str) -> int:
 
 # Python refuses to read a longer number (sys.int_info.default_max_str_digits).
 MOST_DIGITS = 4300
+
+
+def whole_number_in_range(value: int, *, option: str, low: int, high: int,
+                          then: str = "") -> int:
+    """`value`, a command's whole-number option (read by whole_number_argument), if it is
+    from `low` to `high`; else CommandError naming `option`, in the one sentence every
+    command says it in, with `then` (what to do instead) after it. Checked in handle(),
+    before anything is read or written."""
+    if low <= value <= high:
+        return value
+    raise CommandError(f"{option} must be a whole number from {low} to {high}, not {value}"
+                       + (f"; {then}" if then else ""))
 
 
 class NotAnId(ValueError):

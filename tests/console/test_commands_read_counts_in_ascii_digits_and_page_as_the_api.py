@@ -53,7 +53,7 @@ def test_run_history_allows_the_most_records_a_page_the_api_does(client):
     call_command("run_history", str(run.pk), "--limit", "200", stdout=out)
     assert "started" in out.getvalue()
     out = io.StringIO()
-    with pytest.raises(CommandError, match="^--limit must be between 1 and 200, not 201; "
-                                           "page on with --before$"):
+    with pytest.raises(CommandError, match="^--limit must be a whole number from 1 to 200, "
+                                           "not 201; page on with --before$"):
         call_command("run_history", str(run.pk), "--limit", "201", stdout=out)
     assert out.getvalue() == ""

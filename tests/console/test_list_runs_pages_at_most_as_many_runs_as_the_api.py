@@ -29,7 +29,8 @@ def test_the_command_and_the_api_allow_the_same_most_runs_a_page(client):
 def test_a_limit_the_api_would_refuse_is_refused_and_lists_nothing(limit):
     new_run(wake=False)
     out = io.StringIO()
-    with pytest.raises(CommandError, match=f"^--limit must be between 1 and 200, not {limit}; "
+    with pytest.raises(CommandError, match=f"^--limit must be a whole number from 1 to 200, "
+                                           f"not {limit}; "
                                            "page on with --after$"):
         call_command("list_runs", "--limit", limit, "--json", stdout=out)
     assert out.getvalue() == ""

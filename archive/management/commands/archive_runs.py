@@ -3,7 +3,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from archive import archiving
-from runs.machine.storable import has_control_characters, text_problem, whole_number_argument
+from runs.machine.storable import (
+    has_control_characters,
+    text_problem,
+    whole_number_argument,
+    whole_number_in_range,
+)
 
 # The most runs a count may say: what a PostgreSQL bigint holds, as a pass's queries take
 # --batch and --max-runs as their LIMIT.
@@ -43,11 +48,13 @@ class Command(BaseCommand):
                **options):
         for name, value in (("--batch", batch), ("--max-runs", max_runs),
                             ("--remove-batch", remove_batch)):
-            if value is not None and not 1 <= value <= MOST_RUNS:
-                raise CommandError(f"{name} must be between 1 and {MOST_RUNS}")
-        if older_than_days is not None and not 0 <= older_than_days <= LONGEST_RETENTION_DAYS:
-            raise CommandError(f"--older-than-days must be between 0 and "
-                               f"{LONGEST_RETENTION_DAYS} (a hundred years)")
+            if value is not None:
+                whole_number_in_range(value, option=name, low=1, high=MOST_RUNS,
+                                      then="nothing was done")
+        if older_than_days is not None:
+            whole_number_in_range(older_than_days, option="--older-than-days", low=0,
+                                  high=LONGEST_RETENTION_DAYS,
+                                  then="no run is a hundred years old; nothing was done")
         if (problem := text_problem(actor)) is not None:
             # Checked before any run is read: the name goes into each archived run's record.
             raise CommandError(f"--actor: {problem}; give it as UTF-8 text. Nothing was done.")

@@ -33,6 +33,7 @@ from observability.metrics import recount_history
 from runs import store
 from runs.bench_processes import ensure_database, vacuum_if_autovacuum_is_off
 from runs.execution import sweeper
+from runs.machine.storable import whole_number_argument, whole_number_in_range
 from runs.management.commands.seed_scale import MOST_RUNS
 from runs.models import Run, RunStatus, Step, StepStatus, Worker
 from runs.reads.selectors import RunFilters
@@ -47,6 +48,8 @@ AUDIT_RECORDS = 500
 LONG_RUN_KEY = f"bench:audit-{AUDIT_RECORDS}"
 COMPENSATION_REF = "CMP-bench-1"
 BENCH_WORKERS = 16
+# Each round renders every page once (a second or so at full scale): ten thousand is a day.
+MOST_REPEAT = 10_000
 
 
 class Command(BaseCommand):
@@ -56,18 +59,19 @@ class Command(BaseCommand):
     requires_system_checks = []
 
     def add_arguments(self, parser):
-        parser.add_argument("--runs", type=int, default=1_000_000,
+        parser.add_argument("--runs", type=whole_number_argument, default=1_000_000,
                             help="how many runs seed_scale should make sure exist")
-        parser.add_argument("--repeat", type=int, default=30)
+        parser.add_argument("--repeat", type=whole_number_argument, default=30,
+                            help=f"timed rounds of each page (1 to {MOST_REPEAT})")
 
     def handle(self, *args, runs, repeat, **options):
         # Checked before anything is written: the bulk preview reads the BULK_RUNS-th newest
         # run, and the medians need one timed round.
-        if not BULK_RUNS <= runs <= MOST_RUNS:
-            raise CommandError(f"--runs must be between {BULK_RUNS} (the bulk preview times "
-                               f"{BULK_RUNS} runs) and {MOST_RUNS}, not {runs}")
-        if repeat < 1:
-            raise CommandError(f"--repeat must be at least 1, not {repeat}")
+        whole_number_in_range(runs, option="--runs", low=BULK_RUNS, high=MOST_RUNS,
+                              then=f"the bulk preview times {BULK_RUNS} runs; nothing was "
+                                   "done")
+        whole_number_in_range(repeat, option="--repeat", low=1, high=MOST_REPEAT,
+                              then="nothing was done")
         if store.current().name != "postgresql":
             raise CommandError("bench_console needs PostgreSQL (set DATABASE_URL=postgres://...)")
         ensure_database(self.stdout)

@@ -11,7 +11,7 @@ from console.cli import (
     user_named,
     workflow_filter_matches,
 )
-from runs.machine.storable import whole_number_argument
+from runs.machine.storable import whole_number_argument, whole_number_in_range
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.permissions import VIEW, grant_for
 from runs.reads.cursors import decode_keyset, encode_keyset
@@ -46,9 +46,8 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         run_filters_refused(options)  # the console's and the API's rule, in their words
         storable_text(options)
-        if not 1 <= options["limit"] <= MOST_RUNS_A_PAGE:
-            raise CommandError(f"--limit must be between 1 and {MOST_RUNS_A_PAGE}, not "
-                               f"{options['limit']}; page on with --after")
+        whole_number_in_range(options["limit"], option="--limit", low=1,
+                              high=MOST_RUNS_A_PAGE, then="page on with --after")
         user = user_named(options["user"]) if options["user"] else None
         workflow_filter_matches(options["workflow"], user=user)
         after = None

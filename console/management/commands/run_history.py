@@ -5,7 +5,12 @@ from django.core.management.base import BaseCommand, CommandError
 
 from api.selectors import HISTORY_PAGE, MOST_A_PAGE, history_entry, history_page
 from console.cli import id_given, no_run, print_json
-from runs.machine.storable import whole_number, whole_number_argument, written_visibly
+from runs.machine.storable import (
+    whole_number,
+    whole_number_argument,
+    whole_number_in_range,
+    written_visibly,
+)
 from runs.models import Run
 
 
@@ -22,9 +27,8 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         # As GET /api/runs/{id}/history allows: a script moving from one to the other keeps
         # its pages.
-        if not 1 <= options["limit"] <= MOST_A_PAGE:
-            raise CommandError(f"--limit must be between 1 and {MOST_A_PAGE}, not "
-                               f"{options['limit']}; page on with --before")
+        whole_number_in_range(options["limit"], option="--limit", low=1, high=MOST_A_PAGE,
+                              then="page on with --before")
         run_id = id_given(options["run"], name="run id", thing="run")
         before = None
         if options["before"] is not None:

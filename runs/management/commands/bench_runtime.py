@@ -64,6 +64,7 @@ from runs.bench_processes import (
     vacuum_if_autovacuum_is_off,
     verdict_over_rounds,
 )
+from runs.machine.storable import whole_number_argument, whole_number_in_range
 from runs.machine.transitions import start_run
 from runs.models import Run, RunStatus
 
@@ -80,6 +81,11 @@ START_RUN_MS_TARGET = 3.0
 COMMITS_PER_STEP_TARGET = 1.2
 WORKER_CPU_MS_TARGET = 0.4
 DB_CPU_MS_TARGET = 0.3
+# The ranges of the counts it takes (option: least, most). A bench round is seconds, a
+# worker a process or thread of this machine and a pool's a PostgreSQL connection each: the
+# most of each is far past what a machine runs, and short of a loop that never ends.
+COUNTS = {"--runs": (0, 1_000_000), "--rounds": (1, 1_000), "--concurrency": (1, 1_000),
+          "--in-flight": (1, 100_000), "--in-flight-pool": (1, 10_000)}
 
 class Command(BaseCommand):
     help = ("Benchmark the runtime through a real Celery worker on PostgreSQL: steps/s, "
@@ -88,35 +94,34 @@ class Command(BaseCommand):
     requires_system_checks = []
 
     def add_arguments(self, parser):
-        parser.add_argument("--runs", type=int, default=0,
+        parser.add_argument("--runs", type=whole_number_argument, default=0,
                             help="ten-step runs per round (default 0: as many as take "
                                  "--round-seconds at the warm-up's rate)")
         parser.add_argument("--round-seconds", type=float, default=10.0,
                             help="the least duration of each side of a round (default 10)")
-        parser.add_argument("--rounds", type=int, default=5,
+        parser.add_argument("--rounds", type=whole_number_argument, default=5,
                             help="interleaved rounds of bare loop and runs (default 5)")
-        parser.add_argument("--concurrency", type=int, default=1,
+        parser.add_argument("--concurrency", type=whole_number_argument, default=1,
                             help="worker processes (default 1: compared with one bare "
                                  "connection)")
-        parser.add_argument("--in-flight", type=int, default=bench_in_flight.IN_FLIGHT_TARGET,
+        parser.add_argument("--in-flight", type=whole_number_argument,
+                            default=bench_in_flight.IN_FLIGHT_TARGET,
                             help="threads of the threads-mode worker, each step waiting 1 s "
                                  f"on a receiver (default {bench_in_flight.IN_FLIGHT_TARGET})")
         parser.add_argument("--fresh-database", action="store_true",
                             help="drop and create the benchmark database first (its name must "
                                  "contain 'bench'): WAL per step is measured on a fresh "
                                  "database, whose indexes are not those of a million runs")
-        parser.add_argument("--in-flight-pool", type=int, default=20,
+        parser.add_argument("--in-flight-pool", type=whole_number_argument, default=20,
                             help="that worker's database connection pool (default 20)")
 
     def handle(self, *args, **options):
         runs, rounds = options["runs"], options["rounds"]
         round_seconds, concurrency = options["round_seconds"], options["concurrency"]
         in_flight, in_flight_pool = options["in_flight"], options["in_flight_pool"]
-        if in_flight < 1 or in_flight_pool < 1:
-            raise CommandError("--in-flight and --in-flight-pool must be at least 1")
-        if runs < 0 or rounds < 1 or concurrency < 1:
-            raise CommandError("--rounds and --concurrency must be at least 1, --runs at "
-                               "least 0")
+        for option, (low, high) in COUNTS.items():
+            whole_number_in_range(options[option[2:].replace("-", "_")], option=option,
+                                  low=low, high=high, then="nothing was done")
         # nan passes a "<= 0" check (every comparison with it is false), and inf sizes no
         # batch: both would end in a crash after the warm-up has written its runs.
         if not math.isfinite(round_seconds) or round_seconds <= 0:

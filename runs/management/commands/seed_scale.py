@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 
 from runs import store
+from runs.machine.storable import whole_number_argument, whole_number_in_range
 
 WORKFLOW = "bench-noop-10"
 STEPS = 10
@@ -62,13 +63,13 @@ class Command(BaseCommand):
     help = "Seed a million runs and ten million steps (PostgreSQL) for the console timings."
 
     def add_arguments(self, parser):
-        parser.add_argument("--runs", type=int, default=1_000_000,
+        parser.add_argument("--runs", type=whole_number_argument, default=1_000_000,
                             help=f"how many runs the database should hold (1 to {MOST_RUNS})")
 
     def handle(self, *args, runs, **options):
-        if not 1 <= runs <= MOST_RUNS:
-            raise CommandError(f"--runs must be between 1 and {MOST_RUNS}: ten steps a run, "
-                               "one statement for them all. Nothing was done.")
+        whole_number_in_range(runs, option="--runs", low=1, high=MOST_RUNS,
+                              then="ten steps a run, one statement for them all; nothing "
+                                   "was done")
         if store.current().name != "postgresql":
             raise CommandError("seed_scale needs PostgreSQL (set DATABASE_URL=postgres://...)")
         with transaction.atomic(), connection.cursor() as cursor:
