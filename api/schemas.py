@@ -10,7 +10,12 @@ from pydantic_core import PydanticCustomError
 
 from audit.actions import STEP_OUTCOMES
 from runs.definitions.definition import STEP_KINDS
-from runs.machine.storable import BLANKS, PERSON_TEXT_MAX
+from runs.machine.storable import (
+    BLANKS,
+    CONTROL_CHARACTER_RANGES,
+    PERSON_TEXT_MAX,
+    character_class,
+)
 from runs.machine.transitions.kernel import NEW
 from runs.machine.transitions.outcome import REMOTE_REF_MAX
 from runs.models import AttentionReason, ErrorClass, RunStatus, StepStatus, ToolCallStatus
@@ -42,14 +47,27 @@ NO_NUL = r"^[^\u0000]+$"
 NUL_FREE = r"^[^\u0000]*$"
 # A business key reaches mail subjects and log lines: no control characters at all, no
 # Unicode line or paragraph separators, no bidirectional or other invisible format
-# characters (runs.machine.transitions.start_run applies the same rule to every caller).
-CONTROL_CHARACTERS = (r"\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u2028-\u202e"
-                      r"\u2060-\u206f\ufeff\ufff9-\ufffb")
-NO_CONTROL = rf"^[^{CONTROL_CHARACTERS}]+$"
-# What the document says of a business key: NO_CONTROL, and no blank at either end (BLANKS,
-# what the start's str.strip() takes away). Said, not checked here: the start refuses such a
-# key itself (422 invalid_input, in its own words, as it does for the CLI), where this
-# pattern would refuse it first as a request that does not match its schema.
+# characters (storable.CONTROL_CHARACTER_RANGES, the rule
+# runs.machine.transitions.start_run applies to every caller). The request is checked
+# against all of them (NO_CONTROL); the document's pattern says those up to U+FFFF, as
+# \uXXXX, which every dialect a pattern is read in reads alike (ECMA-262 with its u flag
+# or without, Python's re, the Rust regex crate). One above it has no spelling every reader
+# takes: \u{...} (ECMA-262 with the u flag, the Rust regex crate) is an error to ECMA-262
+# without it and to Python's re, which the contract test's generator draws keys with; a
+# surrogate pair (ECMA-262 without the flag) is an error to the Rust regex crate and to
+# jsonschema-rs, which checks the contract. The document's description names those instead
+# (LEFT_TO_THE_START).
+SAID_BY_THE_PATTERN = tuple((first, min(last, 0xFFFF))
+                            for first, last in CONTROL_CHARACTER_RANGES if first <= 0xFFFF)
+LEFT_TO_THE_START = tuple((max(first, 0x10000), last)
+                          for first, last in CONTROL_CHARACTER_RANGES if last > 0xFFFF)
+CONTROL_CHARACTERS = character_class(SAID_BY_THE_PATTERN)
+NO_CONTROL = rf"^[^{character_class(CONTROL_CHARACTER_RANGES)}]+$"
+# What the document says of a business key: no control character up to U+FFFF
+# (CONTROL_CHARACTERS), and no blank at either end (BLANKS, what the start's str.strip()
+# takes away). Said, not checked here: the start refuses a key with a blank at an end
+# itself (422 invalid_input, in its own words, as it does for the CLI), where this pattern
+# would refuse it first as a request that does not match its schema.
 BUSINESS_KEY_PATTERN = (rf"^[^{CONTROL_CHARACTERS}{BLANKS}]"
                         rf"(?:[^{CONTROL_CHARACTERS}]*[^{CONTROL_CHARACTERS}{BLANKS}])?$")
 # What a refusal by one of these patterns says, instead of quoting the expression: a caller
@@ -76,7 +94,13 @@ class StartRunIn(Schema):
         json_schema_extra={"pattern": BUSINESS_KEY_PATTERN},
         description="Identifies the business event, e.g. 'tenant-42:inv-1847'. The same "
                     "workflow, business key and input delivered again find the same run. "
-                    "Not blank, no space at either end, in Unicode NFC (refused, 422).")
+                    "Not blank, no space at either end, in Unicode NFC (refused, 422). "
+                    "The pattern names the control and format characters it may not hold "
+                    "up to U+FFFF; those of Unicode category Cf above it ("
+                    + ", ".join(f"U+{first:04X}" if first == last
+                                else f"U+{first:04X}-U+{last:04X}"
+                                for first, last in LEFT_TO_THE_START)
+                    + ") are refused too (422).")
     input: dict[str, Any] = Field(
         default_factory=dict,
         description="The run's input, validated strictly against the workflow's input schema.")

@@ -6,6 +6,7 @@ anything is written, and names the problem instead of failing in the database.""
 import argparse
 import json
 import math
+import re
 import sys
 import unicodedata
 
@@ -60,12 +61,43 @@ def person_text_problem(text: str) -> str | None:
     return None
 
 
+# Every code point of Unicode's categories Cc (C0 and C1 controls), Cf (format characters:
+# bidirectional controls, zero-width ones, tags), Zl and Zp (line and paragraph separators),
+# first and last of each run, in the Unicode of this Python (14.0 in 3.11). The one list of
+# them: has_control_characters reads it, and the API document's patterns are written from it.
+# Written out, as unicodedata cannot list a category without a walk through all 1.1M code
+# points, which every process importing this would pay; a test holds it to unicodedata, so a
+# Python with a newer Unicode (which adds format characters) fails until it is brought in line.
+CONTROL_CHARACTER_RANGES = (
+    (0x0000, 0x001F), (0x007F, 0x009F), (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C),
+    (0x06DD, 0x06DD), (0x070F, 0x070F), (0x0890, 0x0891), (0x08E2, 0x08E2), (0x180E, 0x180E),
+    (0x200B, 0x200F), (0x2028, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x13438),
+    (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F),
+)
+
+
+def character_class(ranges) -> str:
+    """The inside of a regular expression's character class (`[...]`) holding `ranges`, each
+    (first, last) code point: \\uXXXX, and above U+FFFF \\UXXXXXXXX, which Python's re and
+    the Rust regex crate (pydantic's) read alike. ECMA-262, a JSON schema's dialect, reads
+    the first and not the second."""
+    def one(code: int) -> str:
+        return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    return "".join(one(first) if first == last else f"{one(first)}-{one(last)}"
+                   for first, last in ranges)
+
+
+CONTROL_CHARACTER = re.compile(f"[{character_class(CONTROL_CHARACTER_RANGES)}]")
+
+
 def has_control_characters(text: str) -> bool:
-    """Whether `text` holds a control character: a line break (U+2028 and U+2029 too), NUL
-    or another C0/C1 control, or an invisible format character (a bidirectional override
-    makes text read as other text). For what names a thing in mail subjects, log lines and
-    one-line displays (a business key, a remote reference), where one would forge a line."""
-    return any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text)
+    """Whether `text` holds a control character (CONTROL_CHARACTER_RANGES): a line break
+    (U+2028 and U+2029 too), NUL or another C0/C1 control, or an invisible format character
+    (a bidirectional override makes text read as other text). For what names a thing in mail
+    subjects, log lines and one-line displays (a business key, a remote reference), where one
+    would forge a line."""
+    return CONTROL_CHARACTER.search(text) is not None
 
 
 def identifier_problem(text: str) -> str | None:
@@ -141,18 +173,14 @@ def printable(text: str) -> str:
     return text.replace(NUL, "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-# Characters that change how a text reads without showing themselves: controls (a terminal's
-# escape, a line break), format characters (the bidi overrides that make "0001 RUE" read as
-# "EUR 1000", zero-width ones) and line and paragraph separators.
-HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
-
-
 def written_visibly(text: str, *, keep: str = "", form: str = "\\u{:04x}") -> str:
-    """`text` with each hidden character (HIDDEN_CATEGORIES), but those in `keep`, written
-    as its code in `form`: what a person reads (an approval's data, a schedule's error) is
-    the text as it is, not as it was made to look."""
-    return "".join(form.format(ord(c)) if c not in keep
-                   and unicodedata.category(c) in HIDDEN_CATEGORIES else c for c in text)
+    """`text` with each character that changes how a text reads without showing itself (a
+    control character, CONTROL_CHARACTER_RANGES: a terminal's escape, a line break, the bidi
+    overrides that make "0001 RUE" read as "EUR 1000"), but those in `keep`, written as its
+    code in `form`: what a person reads (an approval's data, a schedule's error) is the text
+    as it is, not as it was made to look."""
+    return CONTROL_CHARACTER.sub(
+        lambda found: found[0] if found[0] in keep else form.format(ord(found[0])), text)
 
 
 def whole_number(text: str, *, digits: int = 18) -> int | None:
