@@ -201,10 +201,32 @@ class WebhookSubscriberForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         # Not even in the form's initial data: an empty field is the secret kept, unchanged.
         self.initial["secret"] = ""
+        # The page posts back what it showed (a hidden "initial-" input beside each field),
+        # and changed_data compares with that: what this person changed, which is all
+        # subscribers.subscriber_save writes. Compared with the row as it is when the page is
+        # posted (Django's default), a field another admin changed since the page was shown
+        # counted as changed here and was written back with the value this page showed. The
+        # secret is changed by typing one: the page shows none. A post that did not come from
+        # the page (a script) and says nothing of what was shown is compared with the row:
+        # read as empty, an unticked "active" would be no change, and not written.
+        for name in subscribers.EDITABLE:
+            if name != "secret" and name in self.fields:
+                self.fields[name].show_hidden_initial = (
+                    not self.is_bound or self.add_initial_prefix(name) in self.data)
+
+    def _saved(self, name: str, posted):
+        """What the save writes for the field `name`, posted as `posted`: a change saves
+        what this person changed (changed_data) and keeps the row's value of the rest
+        (subscribers.subscriber_save), so the rules judge that, not a value the page showed
+        and another admin has changed since."""
+        if self.instance.pk is None or name in self.changed_data:
+            return posted
+        return getattr(self.instance, name)
 
     def clean_url(self):
         url = self.cleaned_data["url"]
-        if url != self.instance.url and (problem := subscribers.url_problem(url)) is not None:
+        if self._saved("url", url) != self.instance.url \
+                and (problem := subscribers.url_problem(url)) is not None:
             raise forms.ValidationError(f"{problem[0].upper()}{problem[1:]}.", code="scheme")
         return url
 
@@ -230,9 +252,10 @@ class WebhookSubscriberForm(forms.ModelForm):
             raise forms.ValidationError(str(exc), code="not_a_list") from None
         # The instance still holds what is stored: the form writes to it after cleaning
         # (the URL is cleaned before this field).
-        had = subscribers.workflows_kept(self.instance,
-                                         self.cleaned_data.get("url", self.instance.url))
-        refusal = subscribers.subscription_refusal(self.maker, workflows, had=had)
+        url = self._saved("url", self.cleaned_data.get("url", self.instance.url))
+        had = subscribers.workflows_kept(self.instance, url)
+        refusal = subscribers.subscription_refusal(
+            self.maker, self._saved("workflows", workflows), had=had)
         if refusal is not None:
             raise forms.ValidationError(f"{refusal[0].upper()}{refusal[1:]}.",
                                         code="workflow_beyond_maker")
