@@ -63,6 +63,9 @@ class AuditAction(StrEnum):
     APPROVAL_WITHDRAWN = "approval_withdrawn"
     APPROVAL_DECIDED = "approval_decided"
     APPROVAL_TIMED_OUT = "approval_timed_out"
+    # an approval step whose approve_if said no person is needed: the workflow's rule
+    # approved it, nobody was asked (runs.machine.transitions.approval_rules)
+    APPROVED_BY_RULE = "approved_by_rule"
     # agent steps: each model turn, and each tool call it asks for (the call's outcome,
     # reconciliation, retries and attention use the step actions above, with the call named
     # in the record's data as "tool_call": "<turn>.<index>")
@@ -105,5 +108,5 @@ STEP_OUTCOMES = (
     AuditAction.SUCCEEDED, AuditAction.RECONCILED, AuditAction.FAILED,
     AuditAction.OUTCOME_UNKNOWN, AuditAction.RETRY_SCHEDULED,
     AuditAction.COMPENSATION_SUCCEEDED, AuditAction.COMPENSATION_FAILED,
-    AuditAction.APPROVAL_DECIDED,
+    AuditAction.APPROVAL_DECIDED, AuditAction.APPROVED_BY_RULE,
 )

@@ -85,6 +85,15 @@ approves.approval("approve-order", approvers=("group:approvers",), on_timeout="r
     lambda ctx: {"order": ctx.input.order})
 _declare_undoable_post(approves)
 
+# The same, with a rule that needs no approver under 1,000: the example's 100 passes by it.
+approves_by_rule = Workflow("test-drill-approves-by-rule", version=1, input=OrderIn,
+                            services=build_services, example={"order": "drill"})
+approves_by_rule.read("look-up")(lambda ctx: {"order": ctx.input.order})
+approves_by_rule.approval("approve-order", approvers=("group:approvers",), on_timeout="reject",
+                          approve_if=lambda snapshot: snapshot["amount"] >= 1000)(
+    lambda ctx: {"order": ctx.input.order, "amount": ctx.input.amount})
+_declare_undoable_post(approves_by_rule)
+
 # An event whose wait declares a default, a decision and a sleep before two writes, the first
 # (which posts the amount the event says) undone when the second fails.
 settles = Workflow("test-drill-settles", version=1, input=OrderIn, services=build_services,

@@ -58,6 +58,10 @@ def step_contract(step: definition.StepDef) -> StepContract:
         rerun = "yes: the accepted decision is stored and reused"
     elif step.kind == definition.APPROVAL:
         side_effect, rerun = "waits for a person", "yes: the request is durable"
+        if step.approve_if is not None:
+            # Asked when the run first reaches the step (transitions.approval_rules).
+            side_effect = ("waits for a person, unless its approve_if says none is needed "
+                           "(approved by the workflow's rule, nobody asked)")
     elif step.kind == definition.SLEEP:
         side_effect, rerun = "none (waits for its time)", "yes: the timer is durable"
     elif step.kind == definition.EVENT:
@@ -125,7 +129,10 @@ def stop_condition(step: definition.StepDef) -> str:
               f"{step.retry.maximum_elapsed:g} s spent")
     if step.kind == definition.APPROVAL:
         policy = step.approval
-        return f"no decision within {duration_text(policy.timeout)}: {policy.on_timeout}"
+        stop = f"no decision within {duration_text(policy.timeout)}: {policy.on_timeout}"
+        # A rule that cannot be read (it raises, its snapshot cannot be made) asks a person.
+        return stop if step.approve_if is None else \
+            f"when its approve_if asks for a person, or cannot be read: {stop}"
     if step.kind == definition.SLEEP:
         return "none: it wakes at its time, or when an operator wakes it early"
     if step.kind == definition.EVENT:

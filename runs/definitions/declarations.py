@@ -157,6 +157,9 @@ class StepDef:
     # How many failed lookups by key (errors, not answers) before a person is asked.
     lookup_attempts: int = 3
     approval: ApprovalPolicy | None = None
+    # An approval step: (snapshot) -> bool, whether a person approves it (False: the
+    # workflow's rule approves it, nobody is asked; runs.machine.transitions.approval_rules).
+    approve_if: Callable[[dict], bool] | None = None
     # A sleep step: for how long, or until when (a function of the run's input).
     sleep_for: timedelta | None = None
     sleep_until: Callable[[dict], Any] | None = None
@@ -223,7 +226,8 @@ class StepDef:
         return {READ: f"read{where}", DECISION: "ask the model for a decision",
                 WRITE: f"change{where or ' another system'}",
                 NOTIFY: f"send a message{where}",
-                APPROVAL: "wait for a person's approval",
+                APPROVAL: "wait for a person's approval" + (
+                    ", unless its rule approves" if self.approve_if is not None else ""),
                 AGENT: "let the model choose its tools",
                 SLEEP: "sleep until its time",
                 EVENT: f"wait for the event {self.event_name}"}[self.kind]

@@ -225,7 +225,8 @@ class Workflow:
     def approval(self, name: str, *, approvers: tuple[str, ...], version: int = 1,
                  remind_every: timedelta = timedelta(hours=24),
                  timeout: timedelta = timedelta(days=3), on_timeout: str = "escalate",
-                 escalate_to: tuple[str, ...] = (), contract: Contract | None = None):
+                 escalate_to: tuple[str, ...] = (), contract: Contract | None = None,
+                 approve_if: Callable[[dict], bool] | None = None):
         """A durable wait for a person's decision; the approvals app asks and records it.
 
         The step function returns the snapshot a person approves (amounts, vendor, the
@@ -233,6 +234,10 @@ class Workflow:
         call anything. `approvers` and `escalate_to` name users ("user:ann") and groups
         ("group:finance-approvers"). At `timeout` the policy `on_timeout` applies:
         "escalate" (to `escalate_to`), "reject" or "cancel" (the run goes to attention).
+        `approve_if(snapshot)`, when given, is asked first with the snapshot as a person
+        would be shown it: True, a person approves as above; False, the workflow's rule
+        approves and nobody is asked; anything else (it raises, the snapshot cannot be
+        made) leaves the decision to a person (runs.machine.transitions.approval_rules).
         """
         validation.check_approvers(validation.where(self, name), approvers=approvers,
                                    escalate_to=escalate_to, remind_every=remind_every,
@@ -244,6 +249,7 @@ class Workflow:
             approval=ApprovalPolicy(approvers=tuple(approvers), remind_every=remind_every,
                                     timeout=timeout, on_timeout=on_timeout,
                                     escalate_to=tuple(escalate_to)),
+            approve_if=approve_if,
         )
 
     def agent(self, name: str, *, system_prompt: str, model: str = "",

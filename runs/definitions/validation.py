@@ -215,8 +215,12 @@ def step_problem(step, *, impacts: tuple[str, ...], contract: type) -> str | Non
     if problem is not None:
         return problem
     version = version_problem(step.version)
+    # An approval step's rule, called as approve_if(snapshot) by the worker reaching it.
+    rule = None if step.approve_if is None else role_problem(
+        step.approve_if, role="approve_if", takes="(snapshot)")
     checks = (
         (version is None, version),
+        (not rule, rule),
         (step.impact in impacts, f"impact must be one of {', '.join(impacts)}, "
                                  f"not {step.impact!r}"),
         *effect_checks(step),

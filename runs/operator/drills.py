@@ -25,8 +25,10 @@ for them notify nobody, and `manage.py remove_drill_runs` archives and removes t
 they wait for is carried through by "drill" (drill_waits), before a crash point as after it:
 an event is delivered with the default its wait declares (as its timeout would), a timer
 woken, and what waits for a person (approval steps, attempts of a step with the stop verdict,
-tool calls) approved; an event whose wait declares no default is not made up, and the drills
-whose crash point lies behind it are "not exercised". With the approvals app installed, through
+tool calls) approved (an approval step whose approve_if needs no person for the input is
+approved by that rule, as in production: nothing to carry through); an event whose wait
+declares no default is not made up, and the drills whose crash point lies behind it are "not
+exercised". With the approvals app installed, through
 its approval requests: it registers its approver here (register_approver, in its
 AppConfig.ready; runs cannot import it), which opens each request and decides it as the drill
 user, so the drill exercises the path a person's approval takes. Without one, the fallback

@@ -35,3 +35,22 @@ cancelling.read("prepare", retry=FAST)(_prepare)
 cancelling.approval("approve", approvers=("user:ann",), remind_every=timedelta(hours=12),
                     timeout=timedelta(days=1), on_timeout="cancel")(_snapshot)
 cancelling.write("pay", retry=FAST, honours_key=True)(_pay)
+
+
+# Invoices under 1,000 EUR need no approver: the step's rule approves them, a person the rest.
+NO_APPROVER_UNDER = 1000
+
+
+def _pay_what_was_approved(ctx):
+    # Reads the approval as a later step does, whoever gave it.
+    approval = ctx.results["approve"]
+    script.calls.append((ctx.step, ctx.key, ctx.attempt, approval["approved"], approval["by"]))
+    ref = script.effects.setdefault(ctx.key, f"pay-{len(script.effects) + 1}")
+    return {"ref": ref}
+
+
+ruled = Workflow("test-approval-by-rule", version=1, input=OrderIn)
+ruled.read("prepare", retry=FAST)(_prepare)
+ruled.approval("approve", approvers=("group:approvers",), on_timeout="reject",
+               approve_if=lambda snapshot: snapshot["amount"] >= NO_APPROVER_UNDER)(_snapshot)
+ruled.write("pay", retry=FAST, honours_key=True)(_pay_what_was_approved)
