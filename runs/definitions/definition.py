@@ -14,7 +14,6 @@ get a StepContext.
 """
 
 import json
-import logging
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,8 +60,6 @@ from .input_errors import shown_location
 from .registry import Registry, registry  # noqa: F401
 from .retry import DEFAULT_POLICY, RetryPolicy
 from .step_index import StepList, find_step
-
-logger = logging.getLogger(__name__)
 
 
 class Workflow:
@@ -343,19 +340,6 @@ class ToolSpec:
     @property
     def may_need_approval(self) -> bool:
         return self.approve_if is not None or (self.impact == HIGH and self.has_side_effect)
-
-    def needs_approval(self, args: BaseModel) -> bool:
-        """Whether a call with `args` waits for a person's approval first. approve_if is
-        the workflow's code: when it raises, the call waits for a person (a rule that cannot
-        be read never lets a call through unasked, nor crashes the worker deciding it)."""
-        if self.approve_if is not None:
-            try:
-                return bool(self.approve_if(args))
-            except Exception:
-                logger.exception("tool %s: approve_if raised; the call waits for a person's "
-                                 "approval", self.name)
-                return True
-        return self.impact == HIGH and self.has_side_effect
 
     @property
     def approval_policy(self) -> ApprovalPolicy | None:

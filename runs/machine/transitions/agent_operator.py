@@ -23,6 +23,7 @@ from ...definitions import definition
 from ...models import AttentionReason, Run, StepStatus
 from .. import sensitive
 from ..errors import SecondPersonRequired, TransitionNotAllowed
+from ..rule_answers import call_asks_a_person
 from . import effects
 from .agent_calls import call_data, checked_call, retried_by, save_call
 from .in_flight import undo_in_doubt_at_end
@@ -68,7 +69,7 @@ def retry_tool_call(run_id: int, *, step_name: str, call_ref: str, actor: Actor,
         tool = tool_of(op.definition, step, call)
         try:
             approval_spent = bool(call.approved_hash) and tool is not None and \
-                tool.needs_approval(tool.args.model_validate(sensitive.opened(call.arguments)))
+                call_asks_a_person(tool, tool.args.model_validate(sensitive.opened(call.arguments)))
         except sensitive.UnreadableValue as exc:
             # Whether its approval is spent depends on them: sent again now, it would fail
             # again at once (errors.classify).

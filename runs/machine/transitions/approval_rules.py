@@ -26,7 +26,7 @@ from ...definitions import definition
 from ...models import Step, StepStatus
 from ..approval_snapshots import SnapshotUnavailable, approval_snapshot, database_failure
 from ..context import StepContext, build_context
-from ..errors import CODE_FAILURES, raise_if_process_stopping
+from ..rule_answers import person_asked
 from ..step_rows import index_of
 from . import effects
 from .kernel import Change, Lease
@@ -78,18 +78,8 @@ def _no_person_needed(lease: Lease, step: Step,
         logger.warning("%s: approve_if not asked, its snapshot cannot be made (%s); a "
                        "person decides", where, exc)
         return None
-    try:
-        # A copy: what the rule does to it changes nothing of what is recorded.
-        answer = spec.approve_if(copy.deepcopy(snapshot))
-    except CODE_FAILURES as exc:
-        raise_if_process_stopping(exc)
-        logger.exception("%s: approve_if raised; a person decides", where)
-        return None
-    if answer is True:
-        return None
-    if answer is not False:
-        logger.warning("%s: approve_if answered a %s, neither True nor False; a person "
-                       "decides", where, type(answer).__name__)
+    # A copy: what the rule does to it changes nothing of what is recorded.
+    if person_asked(spec.approve_if, copy.deepcopy(snapshot), where=where):
         return None
     return snapshot, digest
 

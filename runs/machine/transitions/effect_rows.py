@@ -21,6 +21,7 @@ from ...definitions.contracts import effect_verdict
 from ...models import ErrorClass, Step, StepStatus
 from .. import sensitive
 from ..intentions import intended_action
+from ..rule_answers import call_asks_a_person
 from . import stop_gate
 from .attempts import intent_of
 from .kernel import DONE_STEP_STATUSES, Change, reset_budget, restart_retry_budget
@@ -369,8 +370,8 @@ class CallEffect(EffectRow):
 
     def needs_person(self) -> bool:
         tool = self.spec
-        return self.gated or self.may_land_beside is not None or tool.needs_approval(
-            tool.args.model_validate(sensitive.opened(self.row.arguments)))
+        return self.gated or self.may_land_beside is not None or call_asks_a_person(
+            tool, tool.args.model_validate(sensitive.opened(self.row.arguments)))
 
     def approved(self) -> bool:
         return self.row.approved_hash == self.row.args_hash

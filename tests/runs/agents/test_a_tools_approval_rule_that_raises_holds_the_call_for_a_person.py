@@ -1,5 +1,5 @@
-"""A tool's approval rule (approve_if, the workflow's code) that raises cannot say whether a
-call may go unasked: the call waits for a person's approval, as one the rule asks for does,
+"""A tool's approval rule (approve_if, the workflow's code) that raises, or answers neither
+True nor False, cannot say whether a call may go unasked: the call waits for a person's approval, as one the rule asks for does,
 and is made once they approve it. It is never made unasked, and the exception never escapes
 the worker, which left the run running under its lease with the call pending."""
 
@@ -21,11 +21,18 @@ from tests.workflows import assist
 pytestmark = pytest.mark.django_db
 
 
-def test_the_call_waits_for_a_person_and_is_made_once_approved(script, monkeypatch):
-    script.reset()
+def raises(args):
+    raise ValueError("no approval threshold configured")
 
-    def approve_if(args):
-        raise ValueError("no approval threshold configured")
+
+# A rule answering neither True nor False (a forgotten `return` answers None) is read as an
+# approval step's is (runs.machine.rule_answers): a person decides. Read as a truth value,
+# None and 0 made the call unasked.
+@pytest.mark.parametrize("approve_if", [raises, lambda args: None, lambda args: 0],
+                         ids=["raises", "answers None", "answers 0"])
+def test_the_call_waits_for_a_person_and_is_made_once_approved(script, monkeypatch,
+                                                                approve_if):
+    script.reset()
 
     monkeypatch.setitem(assist.tools, "write-note", dataclasses.replace(
         assist.tools["write-note"], approve_if=approve_if,
