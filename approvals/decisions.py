@@ -21,6 +21,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 
+from audit.chain import Actor
 from audit.redaction import redact_text
 from runs.execution.database_outage import would_not_wait
 from runs.machine.storable import person_text_problem, text_problem
@@ -39,10 +40,10 @@ from .four_eyes import changed_effects_snapshot
 from .models import ApprovalRequest, RequestKind, RequestStatus
 from .notifications import time_text
 from .permissions import can_view, decide_refusal, permissions_read_once
-from .requests import current_snapshot, lock_run, supersede
+from .requests import lock_run, supersede
 from .snapshots import SnapshotUnavailable, database_failure
 from .timeouts import TIMED_OUT, is_due, judged_at, late_decision_refusal, timed_out
-from .unreadable import hold_for_the_key, sealed_value_unreadable
+from .unreadable import HELD, hold_for_the_key, payload_now, sealed_value_unreadable
 from .withdrawal import is_still_awaited, withdraw
 
 logger = logging.getLogger(__name__)
@@ -133,8 +134,9 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
       new one is made and notified, and this decision is refused (`superseded`): an
       approval never applies to a payload it did not see;
     - the payload cannot be computed now: `unavailable` (one that shows a value sealed
-      with a key the ring no longer holds: the run is held for the key at once, and the
-      request withdrawn: unreadable.hold_for_the_key).
+      with a key the ring no longer holds, a tool call's arguments too: the run is held for
+      the key at once, the record naming `user`, and the request withdrawn, before any
+      timeout is applied: unreadable.hold_for_the_key).
     A `recorded` decision says where it is with the run (Decision.application): applied;
     pending (the database interrupted its application, or the run is passing through
     another state: the sweep applies it shortly, and the message says so); or not applied
@@ -164,11 +166,10 @@ def _decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | s
     # A step's payload is recomputed before the transaction: it reads the run's results
     # and calls the step's snapshot function, neither of which should hold the request's
     # lock. The comparison happens under the lock below; a change in between is caught by
-    # the next reminder or the next decision, never applied as approved. (An operator
-    # action's effects are read under the lock: _decide_locked.)
-    current = None
-    if approval.is_pending and approval.kind == RequestKind.STEP:
-        current = current_snapshot(approval)
+    # the next reminder or the next decision, never applied as approved. (A tool call's
+    # arguments are only opened, unreadable.payload_now; an operator action's effects are
+    # read under the lock: _decide_locked.)
+    current = payload_now(approval) if approval.is_pending else None
     try:
         return _decide_locked(request_id, approval.run_id, user=user, approved=approved,
                               decision_id=decision_id, comment=comment, current=current,
@@ -241,6 +242,12 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
             # person is recorded as deciding what nobody can apply.
             withdraw(approval, now)
             return _closed(approval)
+        if (held := hold_for_the_key(approval, current, now,
+                                     by=Actor.for_user(user))) is not None:
+            # Before its timeout, as the sweep's timeout asks it: nobody can decide it until
+            # the key is back, so neither this person nor the timeout policy does.
+            return Decision("unavailable", _unchecked(approval, current, held=held == HELD),
+                            approval)
         if is_due(approval, now) and apply_timeout(approval, now) == TIMED_OUT:
             # Past its due time and the sweep has not come by yet (it may be late or
             # stopped): nobody decided in time, whoever clicks now. Timed out here, as the
@@ -251,8 +258,7 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
             # decision waited for is one the second person was never shown.
             current = changed_effects_snapshot(approval)
         if isinstance(current, SnapshotUnavailable):
-            held = hold_for_the_key(approval, current, now)
-            return Decision("unavailable", _unchecked(approval, current, held=held), approval)
+            return Decision("unavailable", _unchecked(approval, current, held=False), approval)
         if current is not None and current[1] != approval.snapshot_hash:
             new = supersede(approval, *current, now)
             return Decision(

@@ -255,17 +255,17 @@ def stop_on_lost_connection(exc: BaseException, opened: int) -> int:
     return opened
 
 
-def hold_unaskable(run_id: int, step_name: str, why: str, *,
-                   tool_call: str | None = None, cause: BaseException | None = None) -> bool:
+def hold_unaskable(run_id: int, step_name: str, why: str, *, tool_call: str | None = None,
+                   cause: BaseException | None = None, actor: Actor | None = None) -> bool:
     """No request can be made for this wait, an approval step's or a tool call's, or the
-    one made cannot be checked any more (approvals.decisions): nobody could decide it, so a
-    person looks. `cause`: what the snapshot met, classified as the executor classifies
-    what a step's code raises, so that the transition holds the run for the reason that
-    names its cure (a sealed value it could not open: the key). Whether it was held."""
+    one made cannot be checked any more (approvals.unreadable): nobody could decide it, so
+    a person looks. `cause`: what the snapshot met, classified as the executor classifies
+    what a step's code raises, so the run is held for the reason naming its cure (a sealed
+    value: the key). `actor`: who found it (the system's by default). Whether it was held."""
     what = f"step {step_name}" + (f" tool call {tool_call}" if tool_call else "")
     try:
         transitions.approval_unaskable(run_id, step_name=step_name, tool_call=tool_call,
-                                       actor=LIFECYCLE_ACTOR, why=why,
+                                       actor=actor or LIFECYCLE_ACTOR, why=why,
                                        error=classify(cause) if cause is not None else None)
     except TransitionNotAllowed as exc:
         # It moved on meanwhile (decided, cancelled), or the wait names nothing that waits

@@ -25,14 +25,12 @@ from .models import (
     Notification,
     NotificationKind,
     NotificationStatus,
-    RequestKind,
     RequestStatus,
 )
 from .notifications import grant_and_notify, publish_notifications, request_problem
-from .requests import current_snapshot, lock_run, next_reminder, record_lifecycle, supersede
-from .snapshots import SnapshotUnavailable
+from .requests import lock_run, next_reminder, record_lifecycle, supersede
 from .timeouts import ESCALATED, TIMED_OUT, judged_at
-from .unreadable import hold_for_the_key, sealed_value_unreadable
+from .unreadable import HELD, hold_for_the_key, payload_now
 from .withdrawal import is_still_awaited, no_longer_awaited, withdraw
 
 logger = logging.getLogger(__name__)
@@ -69,7 +67,7 @@ def send_reminders(*, now: datetime | None = None, limit: int = 200) -> int:
 
 def _remind(pk: int, given: datetime | None) -> int:
     approval = ApprovalRequest.objects.select_related("run").get(pk=pk)
-    current = current_snapshot(approval) if approval.kind == RequestKind.STEP else None
+    current = payload_now(approval)
     with transaction.atomic(durable=True):
         # The run first, then the request, as a decision locks them: the other order
         # deadlocks with a person deciding at that moment.
@@ -79,17 +77,16 @@ def _remind(pk: int, given: datetime | None) -> int:
         approval = _lock_pending(pk, next_reminder_at__lte=now)
         if approval is None:
             return 0  # decided meanwhile, or another sweep has it
+        if hold_for_the_key(approval, current, now) is not None:
+            # A value its payload shows (a tool call's arguments too) is sealed with a key
+            # the ring no longer holds: nobody can decide it, so nobody is reminded of it.
+            # Its run is held for the key and the request withdrawn, as a person's decision
+            # or its timeout would find it; a run only passing through queued or running
+            # is held by the next pass.
+            return 0
         if isinstance(current, tuple) and current[1] != approval.snapshot_hash:
             supersede(approval, *current, now)
             return 1
-        if isinstance(current, SnapshotUnavailable) \
-                and sealed_value_unreadable(current) is not None:
-            # A value its payload shows is sealed with a key the ring no longer holds:
-            # nobody can decide it, so nobody is reminded of it. Its run is held for the key
-            # and the request withdrawn, as a person's decision would find it; a run only
-            # passing through queued or running is held by the next pass.
-            hold_for_the_key(approval, current, now)
-            return 0
         # The grants are made again: a group created since the request was made (an
         # unknown group is recorded as a problem) now gets its permission and its email.
         problems = grant_and_notify(approval, approval.current_approvers,
@@ -105,7 +102,8 @@ def _remind(pk: int, given: datetime | None) -> int:
 
 # --- timeouts and escalation ---------------------------------------------------------------
 
-# _time_out's outcome for a request found due whose run no longer waits for it.
+# _time_out's outcome for a request found due whose run no longer waits for it, or whose
+# run it held for a key the ring no longer holds.
 WITHDRAWN = "withdrawn"
 
 
@@ -113,7 +111,8 @@ WITHDRAWN = "withdrawn"
 class TimeoutReport:
     escalated: int = 0
     timed_out: int = 0
-    # Found due, but their run no longer waited for them: withdrawn instead.
+    # Found due, but their run no longer waited for them, or was held for a key nobody can
+    # decide them without: withdrawn instead.
     withdrawn: int = 0
 
 
@@ -122,7 +121,10 @@ def apply_timeouts(*, now: datetime | None = None, limit: int = 200) -> TimeoutR
     (approvals.timeouts): escalate to the deputies once, or reject, or cancel (the run goes
     to attention, its step still waiting, for an operator to decide what happens). A
     request timed out is applied to its run in the same transaction, through the function a
-    person's late decision uses (approvals.application.apply_timeout). Due is judged by the
+    person's late decision uses (approvals.application.apply_timeout). One whose payload
+    shows a value sealed with a key the ring no longer holds is neither escalated nor
+    decided: its run is held for the key and the request withdrawn, as a reminder or a
+    person's decision would find it (unreadable.hold_for_the_key). Due is judged by the
     database's clock, in the query and again as each run is locked (timeouts.judged_at), as
     a decision judges it; `now`, a caller's time (a test's), stands in for it."""
     report = TimeoutReport()
@@ -144,6 +146,9 @@ def apply_timeouts(*, now: datetime | None = None, limit: int = 200) -> TimeoutR
 
 
 def _time_out(pk: int, run_id: int, given: datetime | None) -> str | None:
+    # Read before the transaction, as a reminder and a decision read it: a step's snapshot
+    # function reads the run's results, and should hold no lock while it does.
+    current = payload_now(ApprovalRequest.objects.select_related("run").get(pk=pk))
     with transaction.atomic(durable=True):
         if (run := lock_run(run_id, skip_held=True)) is None:
             return None  # held by another transaction: the next pass applies it
@@ -157,6 +162,12 @@ def _time_out(pk: int, run_id: int, given: datetime | None) -> str | None:
             # request its run stopped waiting for.
             withdraw(approval, now)
             return WITHDRAWN
+        if (held := hold_for_the_key(approval, current, now)) is not None:
+            # Nobody can decide it until the key is back: escalated, its deputies would be
+            # mailed a request none of them can decide; rejected or expired, the system
+            # would decide what nobody could look at. A run only passing through queued or
+            # running is held by the next pass.
+            return WITHDRAWN if held == HELD else None
         return apply_timeout(approval, now)
 
 

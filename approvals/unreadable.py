@@ -1,21 +1,30 @@
 """A pending request whose payload cannot be checked because a value it shows is sealed with
 a key FIELD_ENCRYPTION_KEYS no longer holds: nobody can decide it until the key is back.
-Whoever finds it first, a person deciding (approvals.decisions) or the reminder sweep
-(approvals.schedule), holds its run for the key and withdraws the request, through
-hold_for_the_key, in the transaction that has the run and the request locked."""
+Whoever finds it first, a person deciding (approvals.decisions), the reminder or the timeout
+sweep (approvals.schedule), reads what its payload says now before its transaction
+(payload_now), and under its locks, before it reminds, times out or records anything, holds
+its run for the key and withdraws the request (hold_for_the_key). A request nobody can
+decide is never reminded, escalated to deputies, or decided by its timeout policy."""
 
 from datetime import datetime
 
 from django.db import transaction
 
-from runs.machine import transitions
+from audit.chain import Actor
+from runs.machine import sensitive, transitions
 from runs.machine.errors import Classified, classify
-from runs.models import ErrorClass
+from runs.models import ErrorClass, ToolCall
 
-from .models import ApprovalRequest
-from .requests import hold_unaskable
+from .models import ApprovalRequest, RequestKind
+from .requests import current_snapshot, hold_unaskable
 from .snapshots import SnapshotUnavailable
 from .withdrawal import withdraw
+
+# hold_for_the_key's answers for a payload showing a value no key in the ring opens: the run
+# was held for the key now and the request withdrawn; or the run is only passing through
+# queued or running, and whoever comes next (the next pass, the next decision) holds it.
+HELD = "held"
+PASSING = "passing"
 
 
 def sealed_value_unreadable(problem: SnapshotUnavailable) -> Classified | None:
@@ -27,21 +36,59 @@ def sealed_value_unreadable(problem: SnapshotUnavailable) -> Classified | None:
     return cause if cause.error_class == ErrorClass.UNREADABLE else None
 
 
-def hold_for_the_key(approval: ApprovalRequest, problem: SnapshotUnavailable,
-                     now: datetime) -> bool:
-    """If `problem` is a sealed value the ring cannot open, hold `approval`'s run for the
-    key now, in the caller's transaction (the run and the request locked), as the sweep
-    holds a wait whose request cannot be made (requests.hold_unaskable: the transition
-    approval_unaskable, whose reason is then sealed_value_unreadable), not once the request
-    is asked again; and withdraw the request, which the held run no longer waits for (the
-    run resumed, its approvers are asked anew). Whether the run was held: not for any other
-    problem, nor if the run is only passing through queued or running."""
-    if sealed_value_unreadable(problem) is None:
-        return False
+def payload_now(approval: ApprovalRequest) -> tuple[dict, str] | SnapshotUnavailable | None:
+    """What `approval`'s payload says now, read before the caller's transaction (a step's
+    snapshot function reads the run's results, and should hold no lock while it does):
+    - an approval step's: its snapshot and hash as they would be now
+      (requests.current_snapshot), or why it cannot be computed;
+    - a tool call's: None, or why its arguments cannot be opened. Its snapshot is not
+      computed again: what it shows and what a decision is bound to are the arguments the
+      model proposed, fixed with the call (their hash, which runs' decide_tool_call checks),
+      and other arguments are another call, whose own request supersedes this one
+      (requests.open_tool_call_request). It shows a sealed value as the mask
+      (sensitive.shown), so it was made whatever the ring held; what a lost key changes is
+      whether the call, approved, can ever be made: the worker must open its arguments;
+    - an operator action's: None (its effects are read under the lock:
+      four_eyes.changed_effects_snapshot)."""
+    if approval.kind == RequestKind.STEP:
+        return current_snapshot(approval)
+    if approval.kind != RequestKind.TOOL_CALL:
+        return None
+    arguments = (ToolCall.objects.filter(pk=approval.tool_call_id)
+                 .values_list("arguments", flat=True).first())
+    try:
+        sensitive.opened(arguments)
+    except sensitive.UnreadableValue as exc:
+        problem = SnapshotUnavailable(f"tool call {approval.params.get('tool_call')}: its "
+                                      f"arguments cannot be opened: {exc}")
+        problem.__cause__ = exc
+        return problem
+    return None
+
+
+def hold_for_the_key(approval: ApprovalRequest, current, now: datetime, *,
+                     by: Actor | None = None) -> str | None:
+    """In the caller's transaction, with `approval`'s run and then the request locked and the
+    request pending: None if `current` (payload_now's answer) shows no value sealed with a
+    key the ring no longer holds, and the caller goes on. Otherwise nothing may be decided,
+    reminded or timed out, and:
+    - HELD: the run is held for the key now, as the sweep holds a wait whose request
+      cannot be made (requests.hold_unaskable: the transition approval_unaskable, whose
+      reason is then sealed_value_unreadable), not once the request is asked again; and the
+      request, which the held run no longer waits for, is withdrawn (the run resumed, its
+      approvers are asked anew);
+    - PASSING: the run is only passing through queued or running, and is held by whoever
+      finds it next.
+    `by`: the person whose decision found it, whom the hold's record names (they acted);
+    the approvals system otherwise (the sweep)."""
+    if not isinstance(current, SnapshotUnavailable) or sealed_value_unreadable(current) is None:
+        return None
+    call = approval.params.get("tool_call") if approval.kind == RequestKind.TOOL_CALL else None
     with transaction.atomic(), transitions.within_caller_transaction():
-        held = hold_unaskable(approval.run_id, approval.step_name, str(problem),
-                              cause=problem.__cause__)
-    if held:
-        approval.run.refresh_from_db()  # the withdrawal says what became of it
-        withdraw(approval, now)
-    return held
+        held = hold_unaskable(approval.run_id, approval.step_name, str(current),
+                              tool_call=call, cause=current.__cause__, actor=by)
+    if not held:
+        return PASSING
+    approval.run.refresh_from_db()  # the withdrawal says what became of it
+    withdraw(approval, now)
+    return HELD

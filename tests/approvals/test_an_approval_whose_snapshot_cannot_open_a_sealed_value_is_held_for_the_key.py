@@ -232,3 +232,29 @@ def test_a_reminder_due_with_the_key_in_the_ring_is_sent_as_before(
     assert Run.objects.get(pk=request.run_id).status == RunStatus.WAITING
     assert AuditRecord.objects.filter(run=request.run, action="approval_unaskable").count() == 0
     assert AuditRecord.objects.filter(run=request.run, action="approval_reminded").count() == 1
+
+
+def test_the_hold_names_the_person_whose_decision_found_it(
+        paying_to_an_account, approvers, ann, t0, settings, mailoutbox):
+    """ann acted: her decision is what found the request nobody can decide, and what held
+    its run, so the run's history names her for the hold, not the approvals system."""
+    request = _asked(settings, t0, mailoutbox)
+    settings.FIELD_ENCRYPTION_KEYS = {"new": NEW}
+
+    assert decide(request.pk, user=ann, approved=False, comment="cannot check the account",
+                  decision_id=uuid.uuid4(), now=t0).outcome == "unavailable"
+
+    held = AuditRecord.objects.get(run=request.run, action="approval_unaskable")
+    assert (held.actor_kind, held.actor_label, held.actor_user_id) == ("user", "ann", ann.pk)
+
+
+def test_the_hold_the_reminder_sweep_makes_names_the_approvals_system(
+        paying_to_an_account, approvers, t0, settings, mailoutbox):
+    request = _asked(settings, t0, mailoutbox)
+    settings.FIELD_ENCRYPTION_KEYS = {"new": NEW}
+
+    assert schedule.send_reminders(now=later(t0, hours=24)) == 0
+
+    held = AuditRecord.objects.get(run=request.run, action="approval_unaskable")
+    assert (held.actor_kind, held.actor_label, held.actor_user_id) == \
+        ("system", "approvals", None)

@@ -51,3 +51,27 @@ def test_a_tool_call_decided_after_the_run_was_terminated_names_the_run_and_its_
         str(refused.value)
     assert "decide_approval" not in str(refused.value)
     assert Run.objects.get(pk=run.pk).status == "terminated"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_decision_on_a_cancelled_call_names_the_calls_state_not_the_runs(live_sandbox):
+    """The call's own state is told first, as an operator action aimed at one tells it
+    (tool_call_rules.call_state_refusal): its run, queued because the call it waited on
+    was cancelled, says nothing of why this decision stands on nothing."""
+    run = advance(start_triage(LARGE))
+    (call,) = transitions.waiting_tool_calls(run)
+    transitions.cancel_tool_call(run.pk, step_name="triage", call_ref=call.ref, actor=ACTOR,
+                                 reason="wrong cost centre")
+    assert Run.objects.get(pk=run.pk).status == "queued"
+    records = AuditRecord.objects.filter(run=run).count()
+
+    with pytest.raises(TransitionNotAllowed) as refused:
+        transitions.decide_tool_call(run.pk, step_name="triage", call_ref=call.ref,
+                                     args_hash=call.args_hash, approved=True, actor=ACTOR,
+                                     call_id=call.pk)
+
+    assert str(refused.value) == (
+        f"tool call {call.ref} (post-ledger) of triage no longer waits for approval: a "
+        "person cancelled it: it was never made (cancelled); this decision is for a request "
+        "that no longer stands")
+    assert AuditRecord.objects.filter(run=run).count() == records

@@ -43,7 +43,7 @@ from .kernel import (
 from .lookup_verdicts import looked_up_verdict, still_unknown_reason
 from .operator import operator_transition
 from .operator_rules import decision_refusal
-from .tool_call_rules import call_named, tool_of
+from .tool_call_rules import DECIDE_TOOL_CALL, call_named, call_state_refusal, tool_of
 
 S = ToolCallStatus
 
@@ -182,21 +182,26 @@ def decide_tool_call(run_id: int, *, step_name: str, call_ref: str, args_hash: s
     waits (decided, or superseded by a later call) or its arguments hash differently.
     Approved: the call runs. Declined: it never runs, and the model is told. `data` (the
     approval request the decision came from, say) joins the audit record. `call_id`: the
-    call row the request was made for, where known."""
-    with transition_on(run_id, "decide_approval", actor=actor, now=now,
-                       refused=decision_refusal) as change:
-        run = change.run
+    call row the request was made for, where known.
+
+    A refusal names the call first, as an operator action aimed at one does
+    (operator_rules.named_target): a call the run does not have, one a re-run replaced, one
+    no longer waiting (tool_call_rules.call_state_refusal), whatever the run did next (a
+    run whose one waiting call was cancelled is queued, which says nothing of the call);
+    then the run's state (operator_rules.decision_refusal)."""
+    def refused(run: Run) -> str | None:
         step, call = call_named(run, step_name, call_ref)
         if call_id is not None and call.pk != call_id:
             # A re-run's new generation has a call of the same name (turn.index): a
             # decision on the earlier generation's call never authorises it.
-            raise TransitionNotAllowed(
-                f"this decision is for tool call {call_ref} of an earlier generation of "
-                f"{step_name}, which a re-run replaced: it authorises nothing now")
-        if call.status != S.WAITING:
-            raise TransitionNotAllowed(
-                f"tool call {call_ref} of {step_name} is {call.status}, not waiting for "
-                "approval: this decision is for a request that no longer stands")
+            return (f"this decision is for tool call {call_ref} of an earlier generation of "
+                    f"{step_name}, which a re-run replaced: it authorises nothing now")
+        return call_state_refusal(DECIDE_TOOL_CALL, step, call) or decision_refusal(run)
+
+    with transition_on(run_id, "decide_approval", actor=actor, now=now,
+                       refused=refused) as change:
+        run = change.run
+        step, call = call_named(run, step_name, call_ref)
         if args_hash != call.args_hash:
             raise TransitionNotAllowed(
                 f"the approval is for arguments with hash {args_hash[:12]}, but tool call "

@@ -61,13 +61,16 @@ def call_named(run: Run, step_name: str, call_ref: str) -> tuple[Step, ToolCall]
 
 
 # The states of a call each action aimed at one can start from, whatever its run's or
-# its step's state (confirm_compensation: the call whose undo the compensation paused at).
+# its step's state (confirm_compensation: the call whose undo the compensation paused at),
+# and a person's decision on its arguments (agent_operator.decide_tool_call).
+DECIDE_TOOL_CALL = "decide_tool_call"
 CALL_STATES = {
     "reconcile_tool_call": frozenset({S.UNKNOWN}),
     "retry_tool_call": frozenset({S.FAILED}),
     "compensate_tool_call": EFFECT_STANDS,
     "cancel_tool_call": NOT_STARTED,
     "confirm_compensation": frozenset({S.SUCCEEDED}),
+    DECIDE_TOOL_CALL: frozenset({S.WAITING}),
 }
 
 
@@ -93,6 +96,9 @@ def call_state_refusal(action: str, step: Step, call: ToolCall) -> str | None:
         return f"{where} can no longer be cancelled: {state}"
     if action == "compensate_tool_call":
         return f"{where} has no effect that stands to undo: {state}"
+    if action == DECIDE_TOOL_CALL:
+        return (f"{where} no longer waits for approval: {state}; this decision is for a "
+                "request that no longer stands")
     return f"{where} has no undo waiting to be confirmed: {state}"
 
 
