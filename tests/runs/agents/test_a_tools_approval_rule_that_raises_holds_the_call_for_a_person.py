@@ -1,7 +1,8 @@
 """A tool's approval rule (approve_if, the workflow's code) that raises, or answers neither
-True nor False, cannot say whether a call may go unasked: the call waits for a person's approval, as one the rule asks for does,
-and is made once they approve it. It is never made unasked, and the exception never escapes
-the worker, which left the run running under its lease with the call pending."""
+True nor False, cannot say whether a call may go unasked: the call waits for a person's
+approval, as one the rule asks for does, and is made once they approve it. It is never made
+unasked, and the exception never escapes the worker, which left the run running under its
+lease with the call pending."""
 
 import dataclasses
 
