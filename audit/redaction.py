@@ -55,14 +55,35 @@ def _quoted_up_to(opened: str) -> str:
     return rf"(?:(?!(?P={opened}))(?:\\.|[^\\\n]))*"
 
 
+# The schemes an Authorization header names before its credentials (IANA's registry and
+# those APIs use), kept when quoted: any other word there may be the credential itself.
+_AUTH_SCHEMES = (
+    "basic", "bearer", "digest", "token", "apikey", "api-key", "aws", "aws4-hmac-sha256",
+    "negotiate", "ntlm", "kerberos", "hoba", "mutual", "scram-sha-1", "scram-sha-256", "vapid",
+    "oauth", "hawk", "dpop", "gnap", "privatetoken", "concealed", "signature", "hmac", "mac",
+    "ssws", "googlelogin", "sharedkey", "sharedkeylite", "splunk", "bot", "key", "jwt")
+# A credential: token68 (RFC 9110), or a list of parameters ("username=..., response=...",
+# "Credential=..., Signature=..."), its secret part anywhere in it: masked whole, up to the
+# end of the line, or, quoted in a JSON text (its quotes escaped), of the text that holds it.
+# A token68's "=" padding is followed by none: "YWJj==" is no parameter.
+_AUTH_CREDENTIALS = (
+    r"(?:[\w.-]+\s*=(?!=)(?:\s*\\\"(?:\\.|[^\"\\\r\n])*|[^\r\n]*)|[A-Za-z0-9._~+/=-]+)")
+
 # Every text is scanned at each of its characters: a lookahead for the first characters an
 # alternative can begin with ("(?=[ab])") lets almost every position fail at one test.
 _SECRETS = (
-    # An Authorization header's credentials, the scheme word kept ("Token", "Basic"): a
-    # word of letters before a space is the scheme, taken for good (a placeholder after it,
-    # "Bearer <key>" in a hint, is no credential); without one, the credentials follow.
-    r"(?=[ab])(bearer\s+|basic\s+|authorization\s*[=:]\s*(?:[a-z]+(?:-[a-z]+)*\s+)?+)"
-    r"[A-Za-z0-9._~+/=-]+"
+    # An Authorization header's credentials, the scheme word kept: a known scheme, or a
+    # name written as header names are ("Key-Id", "Client-ID"), which no random credential
+    # is, taken for good (a placeholder after it, "Bearer <key>" in a hint, is no
+    # credential). Any other word there may be the credential or an unknown scheme: it is
+    # masked with what follows it, "abcdefghijklmnop sent" whole (a word of prose lost
+    # costs less than a credential kept).
+    r"(?=[ab])(?:(?P<auth>authorization\s*[=:]\s*"
+    rf"(?:(?P<scheme>{'|'.join(_AUTH_SCHEMES)}"
+    r"|(?-i:[A-Z](?:[a-z]+|[A-Z0-9]*)(?:-[A-Z](?:[a-z]+|[A-Z0-9]*))+))\s+)?+)"
+    rf"(?(scheme){_AUTH_CREDENTIALS}"
+    rf"|(?:(?>[a-z]+(?:-[a-z]+)*)[ \t]+{_AUTH_CREDENTIALS}|[A-Za-z0-9._~+/=-]+))"
+    r"|(bearer\s+|basic\s+)[A-Za-z0-9._~+/=-]+)"
     r"|\bsk-[A-Za-z0-9_-]{8,}"
     # A quoted key (a JSON body a remote answered, a dict's repr, a config line) that names
     # a secret as a field of a value does (_names_a_secret, asked by _masked_in), ":" or

@@ -120,3 +120,46 @@ def test_an_api_tokens_label_and_the_event_id_after_it_are_kept_whole(text):
     could tell which system sent an event, nor which event it was."""
     assert redact_text(text) == text
     assert redact({"source": text}) == {"source": text}
+
+
+@pytest.mark.parametrize(("text", "masked"), [
+    # No scheme: a credential of letters only is the credential, not a scheme word.
+    ("Authorization: abcdefghijklmnop sent", f"Authorization: {REDACTED}"),
+    ("authorization=abcdefghijklmnop then", f"authorization={REDACTED}"),
+    # A word no scheme is named: the credential, or an unknown scheme and its credential.
+    ("Authorization: Custom abcdefghijklmnop", f"Authorization: {REDACTED}"),
+    ("Authorization: custom Zq8vLw3xKp sent", f"Authorization: {REDACTED} sent"),
+    # A credential that is no word is the credential alone.
+    ("Authorization: abc1defghijklmnop sent", f"Authorization: {REDACTED} sent"),
+    # A known scheme, or one written as header names are, keeps its word.
+    ("Authorization: Bearer abcdefghijklmnop sent", f"Authorization: Bearer {REDACTED} sent"),
+    ("Authorization: NTLM TlRMTVNTUAAB sent", f"Authorization: NTLM {REDACTED} sent"),
+    ("Authorization: negotiate abcdefghijklmnop", f"Authorization: negotiate {REDACTED}"),
+    ("Authorization: Client-ID abcdefghijklmnop sent", f"Authorization: Client-ID {REDACTED} sent"),
+])
+def test_after_authorization_a_known_scheme_keeps_its_word_and_any_other_word_is_masked(
+        text, masked):
+    assert redact_text(text) == masked
+    assert redact_text(masked) == masked
+
+
+@pytest.mark.parametrize(("text", "masked"), [
+    ('Authorization: Digest username="x", realm="r", nonce="n", '
+     'response="6629fae49393a05397450978507c4ef1"', f"Authorization: Digest {REDACTED}"),
+    # Up to the end of the header's line: the next header stays.
+    ('Authorization: Digest username="x", response="6629fae4"\nHost: example.test',
+     f"Authorization: Digest {REDACTED}\nHost: example.test"),
+    ("Authorization: AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/s3/aws4_request,"
+     " SignedHeaders=host;x-amz-date, Signature=5d672d79c15b13162d9279b0855cfba6789a8edb",
+     f"Authorization: AWS4-HMAC-SHA256 {REDACTED}"),
+    ('Authorization: vapid t=eyJ0eXAiOiJKV1QiLCJhbGciOiJFUzI1NiJ9, k=BA1Hxzyi1RUM1b5wjxsn',
+     f"Authorization: vapid {REDACTED}"),
+    # Quoted in a JSON text: up to the end of the text that holds it.
+    ('{"request": "Authorization: Digest username=\\"x\\", response=\\"6629fae4\\"", '
+     '"status": 401}',
+     f'{{"request": "Authorization: Digest {REDACTED}", "status": 401}}'),
+])
+def test_a_credential_of_parameters_is_masked_whole_up_to_the_end_of_its_header(text, masked):
+    assert redact_text(text) == masked
+    assert redact_text(masked) == masked
+
