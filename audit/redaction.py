@@ -157,7 +157,9 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
             continue
         end = match.end()
         if match["container"] is not None:
-            end = _container_end(text, end)
+            # A key whose closing quote is escaped is in a JSON text held as a string by
+            # another: its list or object is written with escaped quotes too.
+            end = _container_end(text, end, escaped=text[match.end("key")] == "\\")
             masked = f"{match[0]}{REDACTED}"
         else:
             masked = _masked(match)
@@ -171,14 +173,26 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
 # text, whose brackets count for nothing, a bracket, and the rest.
 _CONTAINER_PARTS = re.compile(
     r"\"(?:[^\"\\]|\\.)*\"?|'(?:[^'\\]|\\.)*'?|[\[{]|[\]}]|[^\"'\[\]{}]+")
+# The same of a list or an object in a JSON text held as a string by another JSON text,
+# each of its characters written as that string writes it: its quotes as \", its own
+# escapes doubled (\\\" a quote within one of its texts, \\n a line's end). A quote not
+# escaped ends the string that holds it, and so the list or object, if it has not ended;
+# so does a line's end, which no such string holds: it was cut off.
+_ESCAPED_CONTAINER_PARTS = re.compile(
+    r'\\"(?:[^"\\\n]|\\[^"\\\n]|\\\\(?:\\.|[^"\\\n]))*(?:\\")?'
+    r'|[\[{]|[\]}]|["\n]|(?:[^"\\\[\]{}\n]|\\[^"\[\]{}\n])+')
 
 
-def _container_end(text: str, start: int) -> int:
+def _container_end(text: str, start: int, *, escaped: bool = False) -> int:
     """Where the list or object beginning at `start` ends: the end of the text when it was
-    cut off (what was left of it is masked). Each character is read once: the text read is
-    masked and never looked into again."""
+    cut off (what was left of it is masked), or, `escaped` (in a JSON text held as a
+    string by another), the end of the string that holds it or of its line. Each character
+    is read once: the text read is masked and never looked into again."""
     depth = 0
-    for part in _CONTAINER_PARTS.finditer(text, start):
+    for part in (_ESCAPED_CONTAINER_PARTS if escaped else _CONTAINER_PARTS).finditer(
+            text, start):
+        if escaped and part[0] in ('"', "\n"):
+            return part.start()
         if part[0] in ("[", "{"):
             depth += 1
         elif part[0] in ("]", "}"):

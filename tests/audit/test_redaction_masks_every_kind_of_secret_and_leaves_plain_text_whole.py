@@ -3,6 +3,8 @@ what it leaves exactly as it was. Every text a record, a checkpoint or a log lin
 passes through it, and most hold no secret: the filter skips those quickly, which must
 never let one kind of secret through."""
 
+import json
+
 import pytest
 
 from audit.redaction import REDACTED, redact, redact_text, remember_opened, values_masked
@@ -163,3 +165,25 @@ def test_a_credential_of_parameters_is_masked_whole_up_to_the_end_of_its_header(
     assert redact_text(text) == masked
     assert redact_text(masked) == masked
 
+
+@pytest.mark.parametrize("secrets", [
+    [SECRET, "b"],
+    # Brackets, escaped quotes and backslashes in its texts count for nothing.
+    [f"{SECRET}]", 'a"}]', "c\\d]"],
+    {"prod": [SECRET], "note": "} ]"},
+    [[SECRET], {"k": [f"{SECRET}\\"]}],
+])
+def test_a_list_or_object_under_a_secret_key_in_json_held_as_a_string_is_masked_up_to_its_end(
+        secrets):
+    """A remote's JSON answer quoted in another JSON text (an error body another system
+    wrapped): its quotes are escaped, and only the value under the secret's key goes."""
+    text = json.dumps({"detail": json.dumps({"secrets": secrets, "n": 1}), "other": "kept"})
+
+    assert redact_text(text) == json.dumps(
+        {"detail": f'{{"secrets": {REDACTED}, "n": 1}}', "other": "kept"})
+
+
+def test_a_list_cut_off_in_json_held_as_a_string_is_masked_to_the_end_of_that_string():
+    text = f'{{"detail": "{{\\"secrets\\": [\\"{SECRET}\\", \\"b", "other": "kept"}}'
+
+    assert redact_text(text) == f'{{"detail": "{{\\"secrets\\": {REDACTED}", "other": "kept"}}'
