@@ -90,7 +90,9 @@ _SECRETS = (
     # "=", and its value, of which only what it holds is masked (_masked): a quoted text,
     # its quotes kept; a list or an object, masked whole as redact masks such a field, up
     # to where it ends (_masked_in); or a JSON literal (a number, true), which a bracket
-    # ends.
+    # ends, or a bare word, even one prose follows ('field "password": check the length'):
+    # YAML writes a value so, and a message quoting a value ('"password": hunter is too
+    # short') reads as prose does, so that whatever kept "check" would keep "hunter".
     r"|(?=[\"'])(?P<pair>(?P<quote>[\"'])(?P<key>[\w .-]{1,64})\\?(?P=quote)\s*[=:]\s*"
     rf"(?:(?P<opened>\\?[\"'])(?P<text>{_quoted_up_to('opened')})(?P=opened)?"
     r"|(?=[\[{])(?P<container>)"

@@ -187,3 +187,17 @@ def test_a_list_cut_off_in_json_held_as_a_string_is_masked_to_the_end_of_that_st
     text = f'{{"detail": "{{\\"secrets\\": [\\"{SECRET}\\", \\"b", "other": "kept"}}'
 
     assert redact_text(text) == f'{{"detail": "{{\\"secrets\\": {REDACTED}", "other": "kept"}}'
+
+
+@pytest.mark.parametrize(("text", "masked"), [
+    ('field "password": check the length', f'field "password": {REDACTED} the length'),
+    ('invalid "password": hunter is too short', f'invalid "password": {REDACTED} is too short'),
+    ('"password": hunter', f'"password": {REDACTED}'),
+    ("password: hunter", f"password: {REDACTED}"),
+])
+def test_a_bare_word_after_a_quoted_secret_key_is_masked_even_where_prose_follows(text, masked):
+    """Pinned: prose quoting a key ('field "password": check the length') loses a word,
+    because nothing in the text tells that word from a value. YAML writes a value bare
+    after a quoted key, and a message quoting a rejected value reads as prose does
+    ('"password": hunter is too short'): whatever kept "check" would keep "hunter"."""
+    assert redact_text(text) == masked
