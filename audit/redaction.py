@@ -94,20 +94,23 @@ _SECRETS = (
     # YAML writes a value so, and a message quoting a value ('"password": hunter is too
     # short') reads as prose does, so that whatever kept "check" would keep "hunter".
     r"|(?=[\"'])(?P<pair>(?P<quote>[\"'])(?P<key>[\w .-]{1,64})\\?(?P=quote)\s*[=:]\s*"
-    rf"(?:(?P<opened>\\?[\"'])(?P<text>{_quoted_up_to('opened')})(?P=opened)?"
+    rf"(?:b?(?P<opened>\\?[\"'])(?P<text>{_quoted_up_to('opened')})(?P=opened)?"
     r"|(?=[\[{])(?P<container>)"
     r"|(?P<literal>[^\s&,;\"'{}\[\]]+)))"
     # One of these words, ":" or "=", and a value: a quoted text, masked up to its closing
     # quote (kept), or a bare one up to a separator, but not the start of a JSON text
     # (".../oauth/token: {"error": ...}": an endpoint's path and the answer it gave).
     r"|(?=[acpst])((?:passw(?:or)?d|passphrase|pwd|secret|token|(?:api|private)[-_]?key"
-    r"|(?:set-)?cookie)\s*[=:]\s*(?P<word_opened>\\?[\"'])?)"
+    r"|(?:set-)?cookie)\s*[=:]\s*(?:b?(?P<word_opened>\\?[\"']))?)"
     rf"(?(word_opened){_quoted_up_to('word_opened')}|(?![\[{{][\"'\s])[^\s&,;\"']+)"
-    # A bare key before "=" (a DSN's "db_pass=...", a query's "client_credentials=...")
-    # that names a secret as a field's name does (_names_a_secret, asked by _masked_in),
-    # and its value up to a separator. Only "=": in prose a word before ":" is no key.
-    # An Authorization header is the first alternative's, its scheme word kept.
-    r"|\b(?=[a-z])(?!authorization\b)(?P<bare>[\w.-]{1,64}\s*=\s*)(?P<bare_value>[^\s&,;\"']+)"
+    # A bare key before "=" (a DSN's "db_pass=...", a query's "client_credentials=...", a
+    # repr's "db_pass='...'") that names a secret as a field's name does (_names_a_secret,
+    # asked by _masked_in), and its value: a quoted text, masked up to its closing quote
+    # (kept), or a bare one up to a separator. Only "=": in prose a word before ":" is no
+    # key. An Authorization header is the first alternative's, its scheme word kept.
+    r"|\b(?=[a-z])(?!authorization\b)(?P<bare>(?P<bare_key>[\w.-]{1,64})\s*=\s*"
+    r"(?:b?(?P<bare_opened>\\?[\"']))?)"
+    rf"(?(bare_opened){_quoted_up_to('bare_opened')}|[^\s&,;\"']+)"
     # A URL's userinfo (scheme://user:password@host): the password, or a token standing
     # alone as the user, up to the last @ of the authority (a password may hold an @).
     r"|(\b[a-z][a-z0-9+.-]*://(?:[^\s/?#@:]*:)?)[^\s/?#]+(?=@)"
@@ -150,8 +153,8 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
     parts = []
     kept_to = looked_from = 0
     while (match := secrets.search(text, looked_from)) is not None:
-        if (key := match["key"] if match["key"] is not None else match["bare"]) is not None \
-                and not _names_a_secret(key.rstrip("= \t\n")):
+        if (key := match["key"] if match["key"] is not None else match["bare_key"]) is not None \
+                and not _names_a_secret(key):
             # A quoted key naming no secret: its value, and the key itself, are looked
             # into from the next character on as any text is (a note may quote a pair, a
             # URL its password).

@@ -201,3 +201,21 @@ def test_a_bare_word_after_a_quoted_secret_key_is_masked_even_where_prose_follow
     after a quoted key, and a message quoting a rejected value reads as prose does
     ('"password": hunter is too short'): whatever kept "check" would keep "hunter"."""
     assert redact_text(text) == masked
+
+
+@pytest.mark.parametrize(("text", "masked"), [
+    # A repr's keyword, a config line: a bare key naming a secret, its value quoted.
+    (f"Settings(db_pass='{SECRET}', host='db')", f"Settings(db_pass='{REDACTED}', host='db')"),
+    (f'client_credentials="{SECRET} x"&scope=all', f'client_credentials="{REDACTED}"&scope=all'),
+    # Bytes as a repr writes them.
+    (f"{{'password': b'{SECRET}', 'n': 1}}", f"{{'password': b'{REDACTED}', 'n': 1}}"),
+    (f"connect(passwd=b'{SECRET}')", f"connect(passwd=b'{REDACTED}')"),
+    (f"Config(credentials=b'{SECRET}')", f"Config(credentials=b'{REDACTED}')"),
+    # Kept whole: a bare key naming no secret, its value quoted (and looked into).
+    ("Settings(host='db', user='app')", "Settings(host='db', user='app')"),
+    (f"Settings(note='token={SECRET}')", f"Settings(note='token={REDACTED}')"),
+])
+def test_a_quoted_value_after_a_bare_secret_key_and_a_secret_written_as_bytes_are_masked(
+        text, masked):
+    assert redact_text(text) == masked
+    assert redact_text(masked) == masked
