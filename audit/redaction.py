@@ -107,8 +107,9 @@ _SECRETS = (
     # repr's "db_pass='...'") that names a secret as a field's name does (_names_a_secret,
     # asked by _masked_in), and its value: a quoted text, masked up to its closing quote
     # (kept), or a bare one up to a separator. Only "=": in prose a word before ":" is no
-    # key. An Authorization header is the first alternative's, its scheme word kept.
-    r"|\b(?=[a-z])(?!authorization\b)(?P<bare>(?P<bare_key>[\w.-]{1,64})\s*=\s*"
+    # key. An Authorization header (a proxy's too) is the first alternative's, its scheme
+    # word kept.
+    r"|\b(?=[a-z])(?!(?:proxy-)?authorization\b)(?P<bare>(?P<bare_key>[\w.-]{1,64})\s*=\s*"
     r"(?:b?(?P<bare_opened>\\?[\"']))?)"
     rf"(?(bare_opened){_quoted_up_to('bare_opened')}|[^\s&,;\"']+)"
     # A URL's userinfo (scheme://user:password@host): the password, or a token standing

@@ -138,6 +138,8 @@ def test_an_api_tokens_label_and_the_event_id_after_it_are_kept_whole(text):
     ("Authorization: NTLM TlRMTVNTUAAB sent", f"Authorization: NTLM {REDACTED} sent"),
     ("Authorization: negotiate abcdefghijklmnop", f"Authorization: negotiate {REDACTED}"),
     ("Authorization: Client-ID abcdefghijklmnop sent", f"Authorization: Client-ID {REDACTED} sent"),
+    # Before "=" too, Proxy-Authorization as Authorization.
+    ("Proxy-Authorization=Basic Zq8vLw3xKp sent", f"Proxy-Authorization=Basic {REDACTED} sent"),
 ])
 def test_after_authorization_a_known_scheme_keeps_its_word_and_any_other_word_is_masked(
         text, masked):
