@@ -56,7 +56,8 @@ def _quoted_up_to(opened: str) -> str:
 
 
 # The schemes an Authorization header names before its credentials (IANA's registry and
-# those APIs use), kept when quoted: any other word there may be the credential itself.
+# those APIs use): their word stays in a text quoting the header, where any other word may
+# be the credential itself.
 _AUTH_SCHEMES = (
     "basic", "bearer", "digest", "token", "apikey", "api-key", "aws", "aws4-hmac-sha256",
     "negotiate", "ntlm", "kerberos", "hoba", "mutual", "scram-sha-1", "scram-sha-256", "vapid",
@@ -64,7 +65,7 @@ _AUTH_SCHEMES = (
     "ssws", "googlelogin", "sharedkey", "sharedkeylite", "splunk", "bot", "key", "jwt")
 # A credential: token68 (RFC 9110), or a list of parameters ("username=..., response=...",
 # "Credential=..., Signature=..."), its secret part anywhere in it: masked whole, up to the
-# end of the line, or, quoted in a JSON text (its quotes escaped), of the text that holds it.
+# end of the line, or, in a JSON text's string (its quotes escaped), of that string.
 # A token68's "=" padding is followed by none: "YWJj==" is no parameter.
 _AUTH_CREDENTIALS = (
     r"(?:[\w.-]+\s*=(?!=)(?:\s*\\\"(?:\\.|[^\"\\\r\n])*|[^\r\n]*)|[A-Za-z0-9._~+/=-]+)")
@@ -75,9 +76,9 @@ _SECRETS = (
     # An Authorization header's credentials, the scheme word kept: a known scheme, or a
     # name written as header names are ("Key-Id", "Client-ID"), which no random credential
     # is, taken for good (a placeholder after it, "Bearer <key>" in a hint, is no
-    # credential). Any other word there may be the credential or an unknown scheme: it is
-    # masked with what follows it, "abcdefghijklmnop sent" whole (a word of prose lost
-    # costs less than a credential kept).
+    # credential). Any other word of letters there may be the credential or an unknown
+    # scheme: it is masked with the credential that may follow it on its line,
+    # "abcdefghijklmnop sent" whole (a word of prose lost costs less than a credential kept).
     r"(?=[ab])(?:(?P<auth>authorization\s*[=:]\s*"
     rf"(?:(?P<scheme>{'|'.join(_AUTH_SCHEMES)}"
     r"|(?-i:[A-Z](?:[a-z]+|[A-Z0-9]*)(?:-[A-Z](?:[a-z]+|[A-Z0-9]*))+))\s+)?+)"
