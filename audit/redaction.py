@@ -55,36 +55,64 @@ def _quoted_up_to(opened: str) -> str:
     return rf"(?:(?!(?P={opened}))(?:\\.|[^\\\n]))*"
 
 
+# The schemes an Authorization header names before its credentials (IANA's registry and
+# those APIs use): their word stays in a text quoting the header, where any other word may
+# be the credential itself.
+_AUTH_SCHEMES = (
+    "basic", "bearer", "digest", "token", "apikey", "api-key", "aws", "aws4-hmac-sha256",
+    "negotiate", "ntlm", "kerberos", "hoba", "mutual", "scram-sha-1", "scram-sha-256", "vapid",
+    "oauth", "hawk", "dpop", "gnap", "privatetoken", "concealed", "signature", "hmac", "mac",
+    "ssws", "googlelogin", "sharedkey", "sharedkeylite", "splunk", "bot", "key", "jwt")
+# A credential: token68 (RFC 9110), or a list of parameters ("username=..., response=...",
+# "Credential=..., Signature=..."), its secret part anywhere in it: masked whole, up to the
+# end of the line, or, in a JSON text's string (its quotes escaped), of that string.
+# A token68's "=" padding is followed by none: "YWJj==" is no parameter.
+_AUTH_CREDENTIALS = (
+    r"(?:[\w.-]+\s*=(?!=)(?:\s*\\\"(?:\\.|[^\"\\\r\n])*|[^\r\n]*)|[A-Za-z0-9._~+/=-]+)")
+
 # Every text is scanned at each of its characters: a lookahead for the first characters an
 # alternative can begin with ("(?=[ab])") lets almost every position fail at one test.
 _SECRETS = (
-    # An Authorization header's credentials, the scheme word kept ("Token", "Basic"): a
-    # word of letters before a space is the scheme, taken for good (a placeholder after it,
-    # "Bearer <key>" in a hint, is no credential); without one, the credentials follow.
-    r"(?=[ab])(bearer\s+|basic\s+|authorization\s*[=:]\s*(?:[a-z]+(?:-[a-z]+)*\s+)?+)"
-    r"[A-Za-z0-9._~+/=-]+"
+    # An Authorization header's credentials, the scheme word kept: a known scheme, or a
+    # name written as header names are ("Key-Id", "Client-ID"), which no random credential
+    # is, taken for good (a placeholder after it, "Bearer <key>" in a hint, is no
+    # credential). Any other word of letters there may be the credential or an unknown
+    # scheme: it is masked with the credential that may follow it on its line,
+    # "abcdefghijklmnop sent" whole (a word of prose lost costs less than a credential kept).
+    r"(?=[ab])(?:(?P<auth>authorization\s*[=:]\s*"
+    rf"(?:(?P<scheme>{'|'.join(_AUTH_SCHEMES)}"
+    r"|(?-i:[A-Z](?:[a-z]+|[A-Z0-9]*)(?:-[A-Z](?:[a-z]+|[A-Z0-9]*))+))\s+)?+)"
+    rf"(?(scheme){_AUTH_CREDENTIALS}"
+    rf"|(?:(?>[a-z]+(?:-[a-z]+)*)[ \t]+{_AUTH_CREDENTIALS}|[A-Za-z0-9._~+/=-]+))"
+    r"|(bearer\s+|basic\s+)[A-Za-z0-9._~+/=-]+)"
     r"|\bsk-[A-Za-z0-9_-]{8,}"
     # A quoted key (a JSON body a remote answered, a dict's repr, a config line) that names
     # a secret as a field of a value does (_names_a_secret, asked by _masked_in), ":" or
     # "=", and its value, of which only what it holds is masked (_masked): a quoted text,
     # its quotes kept; a list or an object, masked whole as redact masks such a field, up
     # to where it ends (_masked_in); or a JSON literal (a number, true), which a bracket
-    # ends.
+    # ends, or a bare word, even one prose follows ('field "password": check the length'):
+    # YAML writes a value so, and a message quoting a value ('"password": hunter is too
+    # short') reads as prose does, so that whatever kept "check" would keep "hunter".
     r"|(?=[\"'])(?P<pair>(?P<quote>[\"'])(?P<key>[\w .-]{1,64})\\?(?P=quote)\s*[=:]\s*"
-    rf"(?:(?P<opened>\\?[\"'])(?P<text>{_quoted_up_to('opened')})(?P=opened)?"
+    rf"(?:b?(?P<opened>\\?[\"'])(?P<text>{_quoted_up_to('opened')})(?P=opened)?"
     r"|(?=[\[{])(?P<container>)"
     r"|(?P<literal>[^\s&,;\"'{}\[\]]+)))"
     # One of these words, ":" or "=", and a value: a quoted text, masked up to its closing
     # quote (kept), or a bare one up to a separator, but not the start of a JSON text
     # (".../oauth/token: {"error": ...}": an endpoint's path and the answer it gave).
     r"|(?=[acpst])((?:passw(?:or)?d|passphrase|pwd|secret|token|(?:api|private)[-_]?key"
-    r"|(?:set-)?cookie)\s*[=:]\s*(?P<word_opened>\\?[\"'])?)"
+    r"|(?:set-)?cookie)\s*[=:]\s*(?:b?(?P<word_opened>\\?[\"']))?)"
     rf"(?(word_opened){_quoted_up_to('word_opened')}|(?![\[{{][\"'\s])[^\s&,;\"']+)"
-    # A bare key before "=" (a DSN's "db_pass=...", a query's "client_credentials=...")
-    # that names a secret as a field's name does (_names_a_secret, asked by _masked_in),
-    # and its value up to a separator. Only "=": in prose a word before ":" is no key.
-    # An Authorization header is the first alternative's, its scheme word kept.
-    r"|\b(?=[a-z])(?!authorization\b)(?P<bare>[\w.-]{1,64}\s*=\s*)(?P<bare_value>[^\s&,;\"']+)"
+    # A bare key before "=" (a DSN's "db_pass=...", a query's "client_credentials=...", a
+    # repr's "db_pass='...'") that names a secret as a field's name does (_names_a_secret,
+    # asked by _masked_in), and its value: a quoted text, masked up to its closing quote
+    # (kept), or a bare one up to a separator. Only "=": in prose a word before ":" is no
+    # key. An Authorization header (a proxy's too) is the first alternative's, its scheme
+    # word kept.
+    r"|\b(?=[a-z])(?!(?:proxy-)?authorization\b)(?P<bare>[\w.-]{1,64}\s*=\s*"
+    r"(?:b?(?P<bare_opened>\\?[\"']))?)"
+    rf"(?(bare_opened){_quoted_up_to('bare_opened')}|[^\s&,;\"']+)"
     # A URL's userinfo (scheme://user:password@host): the password, or a token standing
     # alone as the user, up to the last @ of the authority (a password may hold an @).
     r"|(\b[a-z][a-z0-9+.-]*://(?:[^\s/?#@:]*:)?)[^\s/?#]+(?=@)"
@@ -127,8 +155,10 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
     parts = []
     kept_to = looked_from = 0
     while (match := secrets.search(text, looked_from)) is not None:
+        # A bare key is what its group holds before "=": a group of the key alone would
+        # cost each word of every text a capture (2% of a prose text's scan).
         if (key := match["key"] if match["key"] is not None else match["bare"]) is not None \
-                and not _names_a_secret(key.rstrip("= \t\n")):
+                and not _names_a_secret(key.partition("=")[0].rstrip()):
             # A quoted key naming no secret: its value, and the key itself, are looked
             # into from the next character on as any text is (a note may quote a pair, a
             # URL its password).
@@ -136,7 +166,9 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
             continue
         end = match.end()
         if match["container"] is not None:
-            end = _container_end(text, end)
+            # A key whose closing quote is escaped is in a JSON text held as a string by
+            # another: its list or object is written with escaped quotes too.
+            end = _container_end(text, end, escaped=text[match.end("key")] == "\\")
             masked = f"{match[0]}{REDACTED}"
         else:
             masked = _masked(match)
@@ -150,14 +182,26 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
 # text, whose brackets count for nothing, a bracket, and the rest.
 _CONTAINER_PARTS = re.compile(
     r"\"(?:[^\"\\]|\\.)*\"?|'(?:[^'\\]|\\.)*'?|[\[{]|[\]}]|[^\"'\[\]{}]+")
+# The same of a list or an object in a JSON text held as a string by another JSON text,
+# each of its characters written as that string writes it: its quotes as \", its own
+# escapes doubled (\\\" a quote within one of its texts, \\n a line's end). A quote not
+# escaped ends the string that holds it, and so the list or object, if it has not ended;
+# so does a line's end, which no such string holds: it was cut off.
+_ESCAPED_CONTAINER_PARTS = re.compile(
+    r'\\"(?:[^"\\\n]|\\[^"\\\n]|\\\\(?:\\.|[^"\\\n]))*(?:\\")?'
+    r'|[\[{]|[\]}]|["\n]|(?:[^"\\\[\]{}\n]|\\[^"\[\]{}\n])+')
 
 
-def _container_end(text: str, start: int) -> int:
+def _container_end(text: str, start: int, *, escaped: bool = False) -> int:
     """Where the list or object beginning at `start` ends: the end of the text when it was
-    cut off (what was left of it is masked). Each character is read once: the text read is
-    masked and never looked into again."""
+    cut off (what was left of it is masked), or, `escaped` (in a JSON text held as a
+    string by another), the end of the string that holds it or of its line. Each character
+    is read once: the text read is masked and never looked into again."""
     depth = 0
-    for part in _CONTAINER_PARTS.finditer(text, start):
+    for part in (_ESCAPED_CONTAINER_PARTS if escaped else _CONTAINER_PARTS).finditer(
+            text, start):
+        if escaped and part[0] in ('"', "\n"):
+            return part.start()
         if part[0] in ("[", "{"):
             depth += 1
         elif part[0] in ("]", "}"):

@@ -147,7 +147,13 @@ def test_a_quoted_key_in_a_text_is_decided_as_the_same_field_of_a_value_is(key):
     '{"n": [' * 16_000,
     "Authorization: " + "a-" * 50_000,
     "Authorization: a" + " " * 100_000 + "!",
+    "Authorization: " + "a " * 50_000,
+    "Authorization: Digest " + 'a=\\"' * 30_000,
+    '{"d": "{\\"secrets\\": [' + '\\\\\\"' * 30_000,
+    '{"d": "{\\"secrets\\": [' + '\\"[' * 30_000,
     "password" + " " * 100_000 + "x",
+    "a='" + ' k="' * 25_000,
+    'a="' + " k=\\'" * 25_000,
 ])
 def test_a_long_adversarial_text_is_redacted_and_a_secret_after_it_masked(adversary):
     """Every error text passes the redaction: however it is written, its cost grows with
