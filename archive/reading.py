@@ -19,6 +19,7 @@ from audit.offline import (
     record_from_dict,
     run_row_problem,
 )
+from audit.quoting import file_name
 
 from .models import ArchiveFile
 
@@ -92,6 +93,7 @@ def read_archived_run(tombstone) -> ArchivedRunDetail:
     audit chain verified against the head recorded when the file was written."""
     archive = tombstone.archive_file
     wanted = tombstone.original_run_id
+    shown = file_name(archive.name)
     try:
         with storage().open(archive.name, "rb") as handle:
             number, line = next(((number, line) for number, line
@@ -100,14 +102,14 @@ def read_archived_run(tombstone) -> ArchivedRunDetail:
     except (OSError, EOFError, ValueError, zlib.error) as exc:
         # zlib.error: a damaged compressed stream (a byte changed in storage), which gzip
         # does not report as an OSError.
-        raise ArchiveUnreadable(f"archive file {archive.name} cannot be read: {exc}") from exc
+        raise ArchiveUnreadable(f"archive file {shown} cannot be read: {exc}") from exc
     if line is None:
-        raise ArchiveUnreadable(f"archive file {archive.name} does not hold run {wanted}")
+        raise ArchiveUnreadable(f"archive file {shown} does not hold run {wanted}")
     # The file is read as it is, edited or not: its seal is checked once the run is read,
     # and a row no archive writes cannot be read that far. What is wrong is named as
     # verify_audit --archive names it.
-    unreadable = (f"archive file {archive.name}, line {number}: the row of run {wanted} is "
-                  "not one an archive writes")
+    unreadable = (f"archive file {shown}, line {number}: the row of run {wanted} is not one "
+                  "an archive writes")
     if (problem := run_row_problem(line)) is not None:
         raise ArchiveUnreadable(f"{unreadable}: {problem}")
     try:

@@ -6,6 +6,7 @@ from contextlib import closing
 
 from django.db.models import Func, JSONField, Value
 
+from audit.quoting import file_name
 from runs.machine.storable import whole_number
 from runs.permissions import VIEW, grant_for
 
@@ -59,7 +60,7 @@ def gone_to_archive(tombstone: ArchivedRun) -> str:
     """What is said of an archived run where it is asked for: how it finished and the file
     it is in."""
     return (f"run {tombstone.original_run_id} finished ({tombstone.final_status}) and was "
-            f"archived to {tombstone.archive_file.name}")
+            f"archived to {file_name(tombstone.archive_file.name)}")
 
 
 def archived_for_key(workflow: str, business_key: str) -> ArchivedRun | None:

@@ -19,6 +19,7 @@ from api.openapi import unstorable
 from approvals.operator_actions import refuse_workflow_action
 from archive.models import ArchivedRun
 from archive.selectors import archived_run, archived_run_viewable
+from audit.quoting import file_name
 from runs.definitions.definition import registry
 from runs.execution.lost_commit import acting_for_a_person
 from runs.machine.storable import NotAnId, id_written
@@ -82,7 +83,7 @@ def no_run(run_id: int, *, user=None) -> str:
             tombstone = None
     if tombstone is None:
         return f"no run {run_id}"
-    name = tombstone.archive_file.name
+    name = file_name(tombstone.archive_file.name)
     return (f"run {run_id} ({tombstone.workflow_name} {tombstone.business_key}) finished "
             f"{tombstone.final_status} and was archived to {name}: the console shows it read "
             f"only (/runs/archived/{run_id}/), and manage.py verify_audit --archive {name} "

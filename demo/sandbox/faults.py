@@ -11,7 +11,7 @@ kind does to an HTTP exchange is demo.sandbox.injection's business.
 from django.db import transaction
 from django.db.models import F, Sum
 
-from runs.machine.storable import whole_number
+from runs.machine.storable import out_of_range, whole_number
 
 from .models import Fault
 
@@ -85,7 +85,7 @@ def validate(endpoint: str, kind: str, times: int = 1) -> None:
     if only and endpoint != only:
         raise FaultError(f"fault kind {kind!r} applies only to the endpoint {only!r}")
     if isinstance(times, bool) or not isinstance(times, int) or not 1 <= times <= MOST_TIMES:
-        raise FaultError(f"times must be a whole number from 1 to {MOST_TIMES}, not {times!r}")
+        raise _times_refused(times)
 
 
 def parse_times(value) -> int:
@@ -96,7 +96,15 @@ def parse_times(value) -> int:
         return value
     if isinstance(value, str) and (number := whole_number(value.strip())) is not None:
         return number  # ASCII digits only: "٣" is no count anyone wrote
-    raise FaultError(f"times must be a whole number from 1 to {MOST_TIMES}, not {value!r}")
+    raise _times_refused(value)
+
+
+def _times_refused(value) -> FaultError:
+    """A count of calls out of range, or no count, refused as every command refuses one
+    (storable.out_of_range)."""
+    number = isinstance(value, int) and not isinstance(value, bool)
+    return FaultError(out_of_range("times", low=1, high=MOST_TIMES,
+                                   given=value if number else repr(value)))
 
 
 def add(endpoint: str, kind: str, times: int = 1) -> Fault:

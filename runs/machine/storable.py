@@ -211,15 +211,54 @@ def whole_number_argument(text: str) -> int:
 MOST_DIGITS = 4300
 
 
+# How much of a number given a refusal repeats: whole_number_argument passes up to
+# MOST_DIGITS digits, which would fill the terminal the refusal is read on.
+NUMBER_SHOWN = 40
+
+
+def out_of_range(option: str, *, low, high, given, whole: bool = True) -> str:
+    """The one sentence in which a number given for `option` is refused for being outside
+    `low` to `high` (both included): "--X must be a whole number from A to B, not V" (a
+    number, where a fraction is one). Every count and duration a command or a form takes is
+    refused in it: one shape, for a person and a script to read alike. `given` is the
+    number given, or how a value that is no number was written (its repr)."""
+    written = number_written(given)
+    if len(written) > NUMBER_SHOWN:
+        written = (f"{written[:NUMBER_SHOWN]}... ({len(written.lstrip('-'))} digits)"
+                   if isinstance(given, int) else
+                   f"{written[:NUMBER_SHOWN]}... ({len(written)} characters)")
+    return (f"{option} must be a {'whole number' if whole else 'number'} from "
+            f"{number_written(low)} to {number_written(high)}, not {written}")
+
+
+def number_written(number) -> str:
+    """`number` as a person writes it: 10 for 10.0, 0.5, 1e+300, nan, inf."""
+    if isinstance(number, float) and number.is_integer() and abs(number) < 1e15:
+        return str(int(number))
+    return str(number)
+
+
 def whole_number_in_range(value: int, *, option: str, low: int, high: int,
                           then: str = "") -> int:
     """`value`, a command's whole-number option (read by whole_number_argument), if it is
     from `low` to `high`; else CommandError naming `option`, in the one sentence every
-    command says it in, with `then` (what to do instead) after it. Checked in handle(),
-    before anything is read or written."""
+    command says it in (out_of_range), with `then` (what to do instead) after it. Checked
+    in handle(), before anything is read or written."""
     if low <= value <= high:
         return value
-    raise CommandError(f"{option} must be a whole number from {low} to {high}, not {value}"
+    raise CommandError(out_of_range(option, low=low, high=high, given=value)
+                       + (f"; {then}" if then else ""))
+
+
+def number_in_range(value: float, *, option: str, low: float, high: float,
+                    then: str = "") -> float:
+    """`value`, a command's option that may be a fraction (a duration in seconds), if it is
+    from `low` to `high`; else CommandError in the sentence whole_number_in_range says it
+    in, "a number" for "a whole number". NaN is in no range (every comparison with it is
+    false) and infinity past any."""
+    if low <= value <= high:
+        return value
+    raise CommandError(out_of_range(option, low=low, high=high, given=value, whole=False)
                        + (f"; {then}" if then else ""))
 
 

@@ -92,7 +92,7 @@ def test_the_archived_runs_page_names_the_line_the_run_and_the_field(malformed, 
     assert page.context["detail"] is None
     name = ArchiveFile.objects.get().name
     assert page.context["problem"] == (
-        f"archive file {name}, line {number}: the row of run {run.pk} is not one an archive "
+        f"archive file {name!r}, line {number}: the row of run {run.pk} is not one an archive "
         f"writes: {wrong}")
     # The other run of the file reads as it was written.
     other = client.get(reverse("console:archived_run", args=[kept.pk]))

@@ -38,23 +38,23 @@ def test_show_run_names_the_archive_file_of_an_archived_run(archived):
 
     assert message.startswith(f"run {archived.original_run_id} ({archived.workflow_name} "
                               f"{archived.business_key}) finished completed and was archived "
-                              f"to {archived.archive_file.name}")
-    assert f"verify_audit --archive {archived.archive_file.name}" in message
+                              f"to {archived.archive_file.name!r}")
+    assert f"verify_audit --archive {archived.archive_file.name!r}" in message
     assert f"/runs/archived/{archived.original_run_id}/" in message
 
 
 def test_run_history_names_the_archive_file_of_an_archived_run(archived):
     message = said("run_history", str(archived.original_run_id))
 
-    assert f"was archived to {archived.archive_file.name}" in message
+    assert f"was archived to {archived.archive_file.name!r}" in message
 
 
 def test_run_action_names_the_archive_file_of_an_archived_run(archived, operator):
     run_id = str(archived.original_run_id)
 
-    assert f"was archived to {archived.archive_file.name}" in said(
+    assert f"was archived to {archived.archive_file.name!r}" in said(
         "run_action", run_id, "--user", "olga")
-    assert f"was archived to {archived.archive_file.name}" in said(
+    assert f"was archived to {archived.archive_file.name!r}" in said(
         "run_action", run_id, "resume", "--user", "olga", "--reason", "try it")
 
 

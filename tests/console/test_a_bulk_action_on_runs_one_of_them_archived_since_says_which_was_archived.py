@@ -58,7 +58,7 @@ def test_the_archived_run_is_named_with_its_archive_file_and_the_other_is_termin
     assert _messages(response) == [
         ("success", f"Terminate done for runs {stuck_run.pk}."),
         ("error", f"Terminate not done: run {run_id} finished (completed) and was archived "
-                  f"to {name} since the list was drawn; nothing was done to it."),
+                  f"to {name!r} since the list was drawn; nothing was done to it."),
         ("error", f"Terminate not done: no run you may act on has the id {MISSING}.")]
     assert Run.objects.get(pk=stuck_run.pk).status == RunStatus.TERMINATED
     assert not Run.objects.filter(pk=run_id).exists()

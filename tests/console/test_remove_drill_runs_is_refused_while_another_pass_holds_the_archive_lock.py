@@ -85,7 +85,7 @@ def test_while_another_pass_holds_the_lock_the_removal_says_so_and_does_nothing(
 
     other_session.execute("SELECT pg_advisory_unlock(%s)", [lock_key(JOB)])
     call_command("remove_drill_runs", stdout=out)
-    assert out.getvalue().startswith("2 drill run(s) removed, archived in runs/")
+    assert out.getvalue().startswith("2 drill run(s) removed, archived in 'runs/")
     assert not Run.objects.filter(drill=True).exists()
     assert ArchiveFile.objects.get().run_count == 2
     # The removal let go of the lock when it ended: the next pass may take it.

@@ -33,7 +33,7 @@ def test_five_drill_runs_at_two_a_file_go_to_three_files(settings, tmp_path):
     files = list(ArchiveFile.objects.order_by("pk"))
     assert [f.run_count for f in files] == [2, 2, 1]
     assert out.getvalue() == ("5 drill run(s) removed, archived in "
-                              + ", ".join(f.name for f in files) + "\n")
+                              + ", ".join(repr(f.name) for f in files) + "\n")
     assert not Run.objects.filter(drill=True).exists()
     archived = dict(ArchivedRun.objects.values_list("original_run_id", "archive_file__name"))
     assert sorted(archived) == sorted(run.pk for run in runs)

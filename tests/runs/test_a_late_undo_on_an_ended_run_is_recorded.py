@@ -2,7 +2,7 @@
 failed undo whose outcome is unknown (in_flight.undo_ended: compensation_failed, "in flight
 when the run was terminated"), and the worker sending it is fenced off. When that worker's
 result arrives, it is recorded on the row, as a forward effect's late result is
-(effects.late_result), since nobody else will: a successful undo leaves the effect
+(late_outcomes.late_result), since nobody else will: a successful undo leaves the effect
 compensated, with one late_result_recorded record; the run stays terminated, its
 compensation not carried on. A failed one is kept as evidence only: the row still says the
 undo failed, and compensating again sends it again with its key."""

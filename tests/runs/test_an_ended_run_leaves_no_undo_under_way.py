@@ -73,7 +73,7 @@ def test_terminating_while_an_undo_is_being_sent_records_it_failed_with_its_outc
         script, task_run, monkeypatch):
     """The person ends the run while the worker is sending the task's undo: the worker is
     fenced off, so the row is settled now, its outcome unknown; the success the worker
-    brings later is recorded on it (effects.late_result), the run staying terminated."""
+    brings later is recorded on it (late_outcomes.late_result), the run staying terminated."""
     spec = registry.get("test-orders", 1).step("create-task")
     cancel_task = spec.compensate_fn
     at_the_end = {}

@@ -3,6 +3,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from archive import archiving
+from audit.quoting import file_name
 from runs.machine.storable import (
     has_control_characters,
     text_problem,
@@ -83,7 +84,7 @@ class Command(BaseCommand):
             self.stdout.write(f"dry run: {report.eligible} runs would be archived")
             return
         for name in report.files:
-            self.stdout.write(f"wrote {name}")
+            self.stdout.write(f"wrote {file_name(name)}")
         self.stdout.write(
             f"archived {report.runs_removed} runs in {len(report.files)} files "
             f"({report.bytes_written} bytes); {report.runs_kept} changed since they were "

@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from archive.archiving import ArchiveReport, default_actor
 from archive.drill_runs import remove_drill_runs
+from audit.quoting import file_name
 
 
 class Command(BaseCommand):
@@ -25,7 +26,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         except OSError as exc:
             done = (f"The {report.runs_removed} drill run(s) archived in the files recorded "
-                    f"before it ({', '.join(report.files)}) are removed, no other"
+                    f"before it ({', '.join(map(file_name, report.files))}) are removed, no "
+                    "other"
                     if report.files else "No drill run was removed")
             raise CommandError(
                 f"the archive storage refused the drill runs' file: {exc}. {done}; those "
@@ -38,8 +40,8 @@ class Command(BaseCommand):
                                "holds the archive lock); nothing was done. Run "
                                "remove_drill_runs again once it has finished")
         self.stdout.write(f"{report.runs_removed} drill run(s) removed"
-                          + (f", archived in {', '.join(report.files)}" if report.files
-                             else ""))
+                          + (f", archived in {', '.join(map(file_name, report.files))}"
+                             if report.files else ""))
         for line in kept:
             self.stdout.write(f"kept: {line}")
         # A drill run left in the tables is a removal that did not happen: a script

@@ -23,7 +23,7 @@ from ...agent_models import AgentTurn, ToolCall, ToolCallStatus
 from ...definitions import definition
 from ...models import AttentionReason, Run, Step, StepStatus
 from ..errors import Classified, TransitionNotAllowed
-from . import effects
+from . import effects, late_outcomes
 from .clashes import written_again_on_clash
 from .compensation import hold_undo_missing
 from .kernel import (  # the package's shared vocabulary
@@ -134,8 +134,8 @@ def record_tool_outcome(lease: Lease, step: Step, call: ToolCall, outcome: Outco
     effects.fail), as a step's: succeeded; transient (sent again with the tool's backoff,
     within its budget); unknown (settled by key before anything else runs); permanent or
     unclassified (a person). A result that arrives after the lease was taken over is kept
-    as evidence only (effects.late_result). Rolled back by the database for a clash with
-    another session, it is written again, as a step's outcome is (clashes)."""
+    as evidence only (late_outcomes.late_result). Rolled back by the database for a clash
+    with another session, it is written again, as a step's outcome is (clashes)."""
     return written_again_on_clash(
         lease, step, f"the outcome of tool call {call.ref} ({call.tool}) of step {step.name}",
         lambda step: record_tool_outcome_once(lease, step, call, outcome, now))
@@ -152,9 +152,9 @@ def record_tool_outcome_once(lease: Lease, step: Step, call: ToolCall, outcome: 
 
     with holding(lease, "tool_call", now, cancel_after=where) as change:
         if change is None:
-            effects.late_result(lock_run(lease.run.pk), lease, effects.CallEffect(lease, step,
-                                                                                  call),
-                                outcome, transition_time(now))
+            late_outcomes.late_result(lock_run(lease.run.pk), lease,
+                                      effects.CallEffect(lease, step, call), outcome,
+                                      transition_time(now))
             return lease
         effect = effects.CallEffect(lease, step, fresh_call(call))
         if outcome.succeeded:

@@ -8,7 +8,7 @@ from audit.actions import AuditAction
 
 from ...agent_models import ToolCall
 from ...models import Step
-from . import effects
+from . import late_outcomes
 from .agent_calls import fresh_call
 from .clashes import written_again_on_clash
 from .compensation import pauses_before_undo, undos_to_come
@@ -59,7 +59,7 @@ def record_tool_compensation(lease: Lease, step: Step, call: ToolCall, outcome: 
     by the lease cycle: the call is sent again with its key while resends remain, then
     fails with the step, in_flight.calls_not_undone). Fenced off (the run was ended or taken
     back meanwhile), the result is kept as evidence, and settles the undo an end left in
-    doubt (effects.late_result). Rolled back by the database for a clash with another
+    doubt (late_outcomes.late_result). Rolled back by the database for a clash with another
     session, it is written again, as a step's undo's outcome is (clashes)."""
     return written_again_on_clash(
         lease, step, f"the undo's outcome of tool call {call.ref} ({call.tool}) of step "
@@ -71,8 +71,9 @@ def record_tool_compensation_once(lease: Lease, step: Step, call: ToolCall, outc
                                   now: datetime | None) -> Lease:
     with holding(lease, "tool_compensation", now) as change:
         if change is None:
-            effects.late_result(lock_run(lease.run.pk), lease, CallEffect(lease, step, call),
-                                outcome, transition_time(now))
+            late_outcomes.late_result(lock_run(lease.run.pk), lease,
+                                      CallEffect(lease, step, call), outcome,
+                                      transition_time(now))
             return lease
         CallEffect(lease, step, fresh_call(call)).undone(change, outcome.remote_ref,
                                                      AuditAction.TOOL_CALL_COMPENSATED)

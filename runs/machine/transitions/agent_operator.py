@@ -24,7 +24,7 @@ from ...models import AttentionReason, Run, StepStatus
 from .. import sensitive
 from ..errors import SecondPersonRequired, TransitionNotAllowed
 from ..rule_answers import call_asks_a_person
-from . import effects
+from . import effects, late_outcomes
 from .agent_calls import call_data, checked_call, retried_by, save_call
 from .in_flight import undo_in_doubt_at_end
 from .kernel import (
@@ -155,9 +155,10 @@ def record_tool_call_undo(run_id: int, *, call_id: int, attempt: int, actor: Act
         if call.compensation_attempt == attempt and not error \
                 and undo_in_doubt_at_end(call):
             # The run was ended while this undo was sent: the answer settles it, as a
-            # worker's late undo does (effects.late_result).
-            effects.undo_settled(change, effects.CallEffect(None, step, call), remote_ref,
-                                 AuditAction.LATE_RESULT_RECORDED, operator=True)
+            # worker's late undo does (late_outcomes.late_result).
+            late_outcomes.undo_settled(change, effects.CallEffect(None, step, call),
+                                       remote_ref, AuditAction.LATE_RESULT_RECORDED,
+                                       operator=True)
         elif call.status != S.COMPENSATING or call.compensation_attempt != attempt:
             change.audit(AuditAction.LATE_RESULT, step=step, data=call_data(
                 call, undo_attempt=attempt, remote_ref=remote_ref, error=error,

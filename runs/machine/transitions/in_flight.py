@@ -35,7 +35,7 @@ def compensation_order(calls: list) -> list:
 def ended_in_flight(row, kind: str, why: str) -> None:
     """An effect (a step's, or a tool call's) in flight when a person ended its run: its
     outcome is unknown whatever its kind, and its result, when it arrives, is recorded on it
-    (effects.late_result). Only one that may have acted elsewhere keeps the run from ending
+    (late_outcomes.late_result). Only one that may have acted elsewhere keeps the run from ending
     (unsettled.unsettled_effects); a read's is evidence only. An agent step's are its
     calls' (end_agent_step)."""
     row.status = StepStatus.UNKNOWN
@@ -142,7 +142,7 @@ def undo_unanswered(row) -> bool:
 def undos_left(change, steps: list[Step]) -> dict[str, str]:
     """A run a person ends (terminate_in) keeps no step or tool call compensating: nothing
     will send its undo again, nor record the outcome of one being sent (its worker is fenced
-    off: the result is kept as evidence only, effects.late_result). Each is put in the state
+    off: the result is kept as evidence only, late_outcomes.late_result). Each is put in the state
     that says what stands (not_undone): an undo sent and never answered (undo_unanswered)
     counts as sent, its outcome unknown, as an effect in flight at the end is
     (ended_in_flight); an agent step's is its calls' (agent_undo_ended). Returns each one
@@ -178,7 +178,7 @@ def undos_left(change, steps: list[Step]) -> dict[str, str]:
 
 def undo_in_doubt_at_end(row) -> bool:
     """Whether `row`'s undo was in flight when its run was ended (undo_ended): the one
-    whose outcome, when its sender brings it, settles the row (effects.late_result, and
+    whose outcome, when its sender brings it, settles the row (late_outcomes.late_result, and
     agent_operator.record_tool_call_undo for a person's undo of one call)."""
     return (row.status == StepStatus.COMPENSATION_FAILED
             and row.error_class == ErrorClass.ENDED_IN_DOUBT)
@@ -196,7 +196,7 @@ def undo_in_doubt(call) -> bool:
 ENDED_BEFORE_UNDONE = "ended by a person before every tool call of it was undone"
 # What an undo sent and never answered says where its compensation stops with nothing to
 # carry it on (undo_ended): at a person's end of the run, its sender's late answer settles
-# it (effects.late_result); at a hold (undo_held), compensating again sends it again with
+# it (late_outcomes.late_result); at a hold (undo_held), compensating again sends it again with
 # its key.
 ENDED_UNANSWERED = (ErrorClass.ENDED_IN_DOUBT, IN_FLIGHT_AT_END)
 HELD_UNANSWERED = (ErrorClass.UNKNOWN, "its undo was sent and never answered: it may have "
@@ -240,7 +240,7 @@ def undone_so_far(step: Step, status: str) -> None:
 
 def undo_stopped_by_end(row) -> bool:
     """Whether the success of `row`'s undo, brought by its sender after a person ended the
-    run, settles it (effects.late_result): an undo in doubt at the end
+    run, settles it (late_outcomes.late_result): an undo in doubt at the end
     (undo_in_doubt_at_end), or an agent step's whose calls the end found undone so far
     (undone_so_far): its worker brings the step's own success once the last of them was
     undone before the end."""

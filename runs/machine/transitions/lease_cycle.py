@@ -24,7 +24,7 @@ from ..code_fit import code_problem
 from ..intentions import intended_action
 from ..step_rows import index_of
 from ..wakeup import send_wakeup
-from . import effects
+from . import effects, late_outcomes
 from .approval_rules import approved_by_rule
 from .clashes import written_again_on_clash
 from .compensation import advance_compensation
@@ -318,8 +318,8 @@ def record_outcome_once(lease: Lease, step: Step, outcome: Outcome,
         step = lease.by_name(step.name)  # the row as read again after the miss
     with holding(lease, "record_outcome", given) as change:
         if change is None:
-            effects.late_result(lock_run(lease.run.pk), lease, effects.StepEffect(lease, step),
-                                outcome, now)
+            late_outcomes.late_result(lock_run(lease.run.pk), lease,
+                                      effects.StepEffect(lease, step), outcome, now)
             return lease
         effect = effects.StepEffect(lease, step)
         if lease.compensating:

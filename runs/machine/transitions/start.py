@@ -11,6 +11,7 @@ from django.db import IntegrityError, connection, transaction
 
 from audit.actions import AuditAction
 from audit.chain import Actor
+from audit.quoting import file_name
 
 from ... import store
 from ...definitions import definition
@@ -55,7 +56,7 @@ def _refuse_if_archived(workflow: str, business_key: str, digest: str) -> None:
     raise RunArchived(
         f"business key {business_key!r} of {workflow} belongs to run "
         f"{archived.original_run_id}, which finished ({archived.final_status}) and was "
-        f"archived to {archived.archive_file.name}; nothing was started"
+        f"archived to {file_name(archived.archive_file.name)}; nothing was started"
         + ("" if same else " (and this input differs from that run's)"),
         archived=archived, same_input=same)
 

@@ -34,7 +34,6 @@ the most WAL per step; one run whose step returns 10 MB is then measured on its 
 of the worker process executing it, WAL written).
 """
 
-import math
 import statistics
 import tempfile
 import time
@@ -64,7 +63,7 @@ from runs.bench_processes import (
     vacuum_if_autovacuum_is_off,
     verdict_over_rounds,
 )
-from runs.machine.storable import whole_number_argument, whole_number_in_range
+from runs.machine.storable import number_in_range, whole_number_argument, whole_number_in_range
 from runs.machine.transitions import start_run
 from runs.models import Run, RunStatus
 
@@ -86,6 +85,10 @@ DB_CPU_MS_TARGET = 0.3
 # most of each is far past what a machine runs, and short of a loop that never ends.
 COUNTS = {"--runs": (0, 1_000_000), "--rounds": (1, 1_000), "--concurrency": (1, 1_000),
           "--in-flight": (1, 100_000), "--in-flight-pool": (1, 10_000)}
+# The range of --round-seconds (least, most): under a second a round is a burst of the
+# machine's load, not a measure; an hour a side is far past what a verdict needs, and short
+# of a bench that never ends.
+ROUND_SECONDS = (1.0, 3600.0)
 
 class Command(BaseCommand):
     help = ("Benchmark the runtime through a real Celery worker on PostgreSQL: steps/s, "
@@ -98,7 +101,9 @@ class Command(BaseCommand):
                             help="ten-step runs per round (default 0: as many as take "
                                  "--round-seconds at the warm-up's rate)")
         parser.add_argument("--round-seconds", type=float, default=10.0,
-                            help="the least duration of each side of a round (default 10)")
+                            help="the least duration of each side of a round, from "
+                                 f"{ROUND_SECONDS[0]:g} to {ROUND_SECONDS[1]:g} seconds "
+                                 "(default 10)")
         parser.add_argument("--rounds", type=whole_number_argument, default=5,
                             help="interleaved rounds of bare loop and runs (default 5)")
         parser.add_argument("--concurrency", type=whole_number_argument, default=1,
@@ -122,11 +127,11 @@ class Command(BaseCommand):
         for option, (low, high) in COUNTS.items():
             whole_number_in_range(options[option[2:].replace("-", "_")], option=option,
                                   low=low, high=high, then="nothing was done")
-        # nan passes a "<= 0" check (every comparison with it is false), and inf sizes no
-        # batch: both would end in a crash after the warm-up has written its runs.
-        if not math.isfinite(round_seconds) or round_seconds <= 0:
-            raise CommandError(f"--round-seconds must be a finite number above 0, not "
-                               f"{round_seconds:g}")
+        # nan and inf are in no range: past a "<= 0" check, nan (every comparison with it is
+        # false) and inf (which sizes no batch) ended in a crash after the warm-up had
+        # written its runs.
+        number_in_range(round_seconds, option="--round-seconds", low=ROUND_SECONDS[0],
+                        high=ROUND_SECONDS[1], then="nothing was done")
         if store.current().name != "postgresql":
             raise CommandError(
                 "bench_runtime measures PostgreSQL commits, but the default database is "

@@ -1,6 +1,5 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from audit.quoting import quoted
 from runs.definitions.contracts import (
     STOP,
     contract_table,
@@ -9,8 +8,8 @@ from runs.definitions.contracts import (
     workflow_verdict,
 )
 from runs.definitions.definition import registry
-from runs.definitions.validation import VERSION_MAX, version_problem
-from runs.machine.storable import whole_number_argument
+from runs.definitions.validation import VERSION_MAX
+from runs.machine.storable import whole_number_argument, whole_number_in_range
 from runs.management.tables import render_table
 
 COLUMNS = [("step", "step"), ("side effect", "side_effect"), ("safe to re-run", "safe_to_rerun"),
@@ -38,11 +37,12 @@ class Command(BaseCommand):
     def handle(self, *args, workflow, workflow_version=None, strict=False, **options):
         version = workflow_version
         # What a definition may declare as its version (validation.version_problem): -1 or 0
-        # names none, and was looked up as "v-1" as if a version had gone missing.
-        if version is not None and version_problem(version) is not None:
-            raise CommandError(f"--workflow-version must be a positive whole number (a "
-                               f"workflow's version, 1 to {VERSION_MAX}), not "
-                               f"{quoted(str(version), limit=40)}")
+        # names none, and was looked up as "v-1" as if a version had gone missing. Said as
+        # every command says a count out of its range.
+        if version is not None:
+            whole_number_in_range(version, option="--workflow-version", low=1,
+                                  high=VERSION_MAX,
+                                  then="leave it out for the latest version")
         definition = (registry.latest(workflow) if version is None
                       else registry.get(workflow, version))
         if definition is None:

@@ -5,7 +5,7 @@ after commit."""
 from django.core.management.base import BaseCommand, CommandError
 
 from demo.sandbox import faults
-from runs.machine.storable import whole_number_argument
+from runs.machine.storable import whole_number_argument, whole_number_in_range
 
 
 class Command(BaseCommand):
@@ -32,6 +32,11 @@ class Command(BaseCommand):
                 raise CommandError(f"{flag} takes no endpoint or kind")
             if given and times is not None:
                 raise CommandError(f"{flag} takes no --times")
+        if times is not None:
+            # Named as the option, as every command names a count out of its range, before
+            # anything is queued (faults.add refuses it too, naming the form's field).
+            whole_number_in_range(times, option="--times", low=1, high=faults.MOST_TIMES,
+                                  then="nothing was queued")
         if clear:
             self.stdout.write(f"cleared {faults.clear()} queued fault(s)")
         elif endpoint or kind:
