@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils.cache import add_never_cache_headers, patch_cache_control
 
 from audit.admin import ReadOnlyAdmin, StorableFiltersAdmin
+from audit.page_edits import RowLockedAdmin, ShownValuesForm
 from runs.admin_search import UUID, IndexedSearchAdmin
 from runs.definitions.definition import registry
 from runs.machine.sensitive import UnreadableValue
@@ -22,11 +23,13 @@ from runs.machine.sensitive import UnreadableValue
 from . import subscribers, webhooks
 from .models import ApiToken, WebhookDelivery, WebhookSubscriber
 from .tokens import (
+    SCOPE,
     ExpiryPassed,
     acting_user_choices,
     clock,
     default_expiry,
     refuse_passed_expiry,
+    revoked_refusal,
     token_create,
     token_revoke,
     token_save,
@@ -34,7 +37,7 @@ from .tokens import (
 )
 
 
-class ApiTokenForm(forms.ModelForm):
+class ApiTokenForm(ShownValuesForm, forms.ModelForm):
     workflows = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple,
         help_text="The workflows this token may start and read runs of. None: the token can "
@@ -43,6 +46,10 @@ class ApiTokenForm(forms.ModelForm):
     class Meta:
         model = ApiToken
         fields = ["name", "workflows", "rate_limit", "expires_at", "acting_user"]
+
+    # Compared with what the page showed (audit.page_edits): what this person changed is all
+    # tokens.token_save writes, a workflow another admin took away stays away.
+    shown_fields = SCOPE
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -59,13 +66,25 @@ class ApiTokenForm(forms.ModelForm):
 
     def clean_workflows(self):
         chosen = sorted(set(self.cleaned_data["workflows"]))
-        # The ones it had stay, whoever edits it (api.tokens.token_save's rule).
-        beyond = workflows_beyond(self.maker, set(chosen) - set(self.instance.workflows or []))
+        # The ones it had stay, whoever edits it (api.tokens.token_save's rule); the ones
+        # it is saved with are judged (those this person added to the row's).
+        saved = self.saved_value("workflows", chosen)
+        beyond = workflows_beyond(self.maker, set(saved) - set(self.instance.workflows or []))
         if beyond:
             raise forms.ValidationError(
                 f"You may not give a token {', '.join(beyond)}: a token reaches only "
                 "workflows whose runs you may view.", code="workflow_beyond_maker")
         return chosen
+
+    def clean(self):
+        data = super().clean()
+        # The row as it is (ApiTokenAdmin reads it FOR UPDATE): revoked since the page was
+        # shown, it is refused here, in words, rather than by token_save once the form is
+        # judged valid.
+        if self.instance.pk is not None and \
+                (refusal := revoked_refusal(self.instance)) is not None:
+            raise forms.ValidationError(f"{refusal[0].upper()}{refusal[1:]}.", code="revoked")
+        return data
 
     def clean_expires_at(self):
         expires_at = self.cleaned_data["expires_at"]
@@ -80,7 +99,7 @@ class ApiTokenForm(forms.ModelForm):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(StorableFiltersAdmin):
+class ApiTokenAdmin(RowLockedAdmin, StorableFiltersAdmin):
     form = ApiTokenForm
     list_display = ["name", "prefix", "scope", "rate_limit", "created_at", "last_used_at",
                     "expires_at", "revoked_at"]
@@ -126,9 +145,11 @@ class ApiTokenAdmin(StorableFiltersAdmin):
 
     def save_model(self, request, obj, form, change):
         # The same functions as every other caller: a new token through token_create (its
-        # rules and its record in the access chain), a change of scope through token_save.
+        # rules and its record in the access chain), a change of scope through token_save:
+        # what the person changed on the page, no more (never its revocation nor its last
+        # use, which the page read before they may have changed).
         if change:
-            token_save(obj, by=request.user)
+            token_save(obj, by=request.user, changed=form.changed_data)
             return
         token, plaintext = token_create(
             name=obj.name, workflows=obj.workflows or [], rate_limit=obj.rate_limit,
@@ -174,7 +195,7 @@ class ApiTokenAdmin(StorableFiltersAdmin):
                           messages.SUCCESS if revoked else messages.WARNING)
 
 
-class WebhookSubscriberForm(forms.ModelForm):
+class WebhookSubscriberForm(ShownValuesForm, forms.ModelForm):
     # A URL typed without a scheme is taken as https: events are signed, not encrypted.
     url = forms.URLField(max_length=500, assume_scheme="https")
     # Typed, never shown again: a page holding it would leave it in the browser's cache and
@@ -197,35 +218,19 @@ class WebhookSubscriberForm(forms.ModelForm):
         model = WebhookSubscriber
         fields = ["name", "url", "secret", "workflows", "active"]
 
+    # Compared with what the page showed (audit.page_edits): what this person changed is
+    # all subscribers.subscriber_save writes. The secret is changed by typing one: the page
+    # shows none.
+    shown_fields = tuple(name for name in subscribers.EDITABLE if name != "secret")
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # Not even in the form's initial data: an empty field is the secret kept, unchanged.
         self.initial["secret"] = ""
-        # The page posts back what it showed (a hidden "initial-" input beside each field),
-        # and changed_data compares with that: what this person changed, which is all
-        # subscribers.subscriber_save writes. Compared with the row as it is when the page is
-        # posted (Django's default), a field another admin changed since the page was shown
-        # counted as changed here and was written back with the value this page showed. The
-        # secret is changed by typing one: the page shows none. A post that did not come from
-        # the page (a script) and says nothing of what was shown is compared with the row:
-        # read as empty, an unticked "active" would be no change, and not written.
-        for name in subscribers.EDITABLE:
-            if name != "secret" and name in self.fields:
-                self.fields[name].show_hidden_initial = (
-                    not self.is_bound or self.add_initial_prefix(name) in self.data)
-
-    def _saved(self, name: str, posted):
-        """What the save writes for the field `name`, posted as `posted`: a change saves
-        what this person changed (changed_data) and keeps the row's value of the rest
-        (subscribers.subscriber_save), so the rules judge that, not a value the page showed
-        and another admin has changed since."""
-        if self.instance.pk is None or name in self.changed_data:
-            return posted
-        return getattr(self.instance, name)
 
     def clean_url(self):
         url = self.cleaned_data["url"]
-        if self._saved("url", url) != self.instance.url \
+        if self.saved_value("url", url) != self.instance.url \
                 and (problem := subscribers.url_problem(url)) is not None:
             raise forms.ValidationError(f"{problem[0].upper()}{problem[1:]}.", code="scheme")
         return url
@@ -252,10 +257,10 @@ class WebhookSubscriberForm(forms.ModelForm):
             raise forms.ValidationError(str(exc), code="not_a_list") from None
         # The instance still holds what is stored: the form writes to it after cleaning
         # (the URL is cleaned before this field).
-        url = self._saved("url", self.cleaned_data.get("url", self.instance.url))
+        url = self.saved_value("url", self.cleaned_data.get("url", self.instance.url))
         had = subscribers.workflows_kept(self.instance, url)
         refusal = subscribers.subscription_refusal(
-            self.maker, self._saved("workflows", workflows), had=had)
+            self.maker, self.saved_value("workflows", workflows), had=had)
         if refusal is not None:
             raise forms.ValidationError(f"{refusal[0].upper()}{refusal[1:]}.",
                                         code="workflow_beyond_maker")
@@ -263,7 +268,7 @@ class WebhookSubscriberForm(forms.ModelForm):
 
 
 @admin.register(WebhookSubscriber)
-class WebhookSubscriberAdmin(StorableFiltersAdmin):
+class WebhookSubscriberAdmin(RowLockedAdmin, StorableFiltersAdmin):
     """Where run events are sent: every creation, change of URL, workflows, secret or active
     state, and deletion is in the access chain, in the transaction of the change. A
     subscriber with deliveries is deactivated, never deleted: its deliveries are the

@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import logging
 import secrets
+from collections.abc import Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -161,15 +162,50 @@ def token_create(*, name: str, workflows: list[str], rate_limit: int | None = No
     raise RuntimeError("could not draw an unused token prefix")
 
 
-def token_save(token: ApiToken, *, by) -> None:
-    """Save a changed token (its workflows, rate limit or expiry) and record its scope's
-    change in the access chain, in one transaction; nothing is recorded if the scope is as
-    it was. PermissionDenied, with nothing written, if `by` adds a workflow beyond their own
-    (workflows_beyond: the ones it had stay, whoever edits it)."""
+# What a person changes of a token (admin's page). Its name and the person it acts for are
+# in the records it wrote; its revocation is token_revoke's, its last use token_check's.
+SCOPE = ("workflows", "rate_limit", "expires_at")
+
+
+class TokenRevoked(ValueError):
+    """The token was revoked: nothing of it is changed any more."""
+
+
+def revoked_refusal(token: ApiToken) -> str | None:
+    """Why `token`'s scope may not be changed, or None: it was revoked, for good."""
+    if token.revoked_at is None:
+        return None
+    by = f" by {token.revoked_by.get_username()}" if token.revoked_by_id else ""
+    return (f"token {token.name} was revoked at {token.revoked_at:%Y-%m-%d %H:%M:%S %Z}{by}: "
+            "a revoked token stays revoked, and its scope is no longer changed; nothing was "
+            "saved")
+
+
+def token_save(token: ApiToken, *, by, changed: Iterable[str] | None = None) -> None:
+    """Save the parts of a token's scope `by` changed (`changed`: admin's form's changed
+    data; None, all of SCOPE) and record its scope's change in the access chain, in one
+    transaction under the row's lock; nothing is recorded if the scope is as it was.
+    PermissionDenied, with nothing written, if `by` adds a workflow beyond their own
+    (workflows_beyond: the ones it had stay, whoever edits it); TokenRevoked if the token
+    is revoked (revoked_refusal), whenever that happened.
+
+    The rest of `token` becomes the row as read under the lock. The caller's copy was read
+    before (admin's page): written back whole, a revocation committed since was undone, the
+    token working again, and its last use and what another admin changed of its scope set
+    back."""
+    edited = [name for name in SCOPE if changed is None or name in changed]
     with transaction.atomic():
-        before = token_scope(ApiToken.objects.select_for_update().get(pk=token.pk))
-        refuse_workflows_beyond(by, set(token.workflows or []) - set(before["workflows"]))
-        token.save()
+        stored = ApiToken.objects.select_for_update().get(pk=token.pk)
+        if (refusal := revoked_refusal(stored)) is not None:
+            raise TokenRevoked(refusal)
+        if "workflows" in edited:
+            refuse_workflows_beyond(by, set(token.workflows or []) - set(stored.workflows))
+        for field in ApiToken._meta.concrete_fields:
+            if field.name not in edited:
+                setattr(token, field.attname, getattr(stored, field.attname))
+        if edited:
+            token.save(update_fields=edited)
+        before = token_scope(stored)
         if token_scope(token) != before:
             record_token_access(token, AccessAction.API_TOKEN_SCOPE_CHANGED, by=by,
                                 before=before)

@@ -260,6 +260,14 @@ def record_object_permissions(*, holder, obj, before: Iterable[str], after: Iter
                                  reason=reason)
 
 
+def lock_access(obj) -> None:
+    """Take `obj`'s row (a workflow's) for this transaction: every change of who may do what
+    on it takes it first (change_role, guardian's object-permission pages in admin), so
+    each reads the permissions it changes, and records them, as the one before it left
+    them."""
+    type(obj)._default_manager.select_for_update().filter(pk=obj.pk).first()
+
+
 class RoleError(ValueError):
     """The role change asked for is incomplete or unknown; nothing was changed."""
 
@@ -281,6 +289,7 @@ def change_role(*, workflow: Workflow, role: str, grant: bool, by, user=None, gr
                         "gives: nothing was changed")
     holder = user if user is not None else group
     with transaction.atomic():
+        lock_access(workflow)
         before = object_permissions(holder, workflow)
         if grant:
             for codename in ROLES[role]:

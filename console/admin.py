@@ -8,7 +8,10 @@ save_related, in one transaction, so save_model reads what was there before and
 save_related, once everything is saved, writes the records in that same transaction (a
 signal on the many-to-many tables would see each table's change alone, without the actor
 or the reason). Guardian's object-permission forms on the workflow page are wrapped the
-same way.
+same way. Each of these pages writes what its person changed on it, judged against what the
+page showed (audit.page_edits): a deactivation, a removal from a group, from staff or
+superuser status, or a permission taken away by another admin after the page was shown
+stands when the page is saved.
 
 Deleting a user or a group deletes, by cascade, every guardian object permission it held
 (on workflows and on approval requests), its global permissions and its memberships: each is
@@ -49,6 +52,7 @@ from guardian.models import (
 )
 
 from audit.admin import FastListAdmin, StorableFiltersAdmin
+from audit.page_edits import RowLockedAdmin, ShownValuesForm
 from runs.admin import WorkflowAdmin
 from runs.admin_search import IP, PREFIX, IndexedSearchAdmin
 from runs.machine.storable import person_text_problem
@@ -58,6 +62,7 @@ from .access import (
     RoleError,
     change_role,
     group_permissions,
+    lock_access,
     may_edit_user,
     record_group_permissions,
     record_object_permissions,
@@ -113,13 +118,21 @@ class RoleForm(forms.Form):
 
 
 def _audited(form_class, holder_attr: str, by):
-    """Guardian's object-permission form, recording what its save changed."""
+    """Guardian's object-permission form, writing only the permissions its user ticked or
+    unticked on the page (audit.page_edits) and recording what its save changed. Guardian's
+    own compared the ticks posted with the permissions held when the page was posted: one
+    another admin revoked after the page was shown, still ticked on it, was granted again
+    by a save of another tick."""
 
-    class Audited(form_class):
+    class Audited(ShownValuesForm, form_class):
+        shown_fields = ("permissions",)
+
         def clean(self):
             data = super().clean()
             name = self.get_obj_perms_field_name()
-            added = set(data.get(name) or ()) - set(self.get_obj_perms_field_initial())
+            # What this person grants: the ticks they added on the page, held now or not (one
+            # revoked before the save would be granted by it).
+            added, _ = self.member_changes(name, self[name].data)
             if beyond := rights_beyond(by, self.obj, added):
                 # On the field: guardian's group page shows no error of the form as a whole.
                 self.add_error(name, f"You may grant on {self.obj} only rights you hold there "
@@ -128,12 +141,16 @@ def _audited(form_class, holder_attr: str, by):
             return data
 
         def save_obj_perms(self):
-            before = set(self.get_obj_perms_field_initial())
+            name = self.get_obj_perms_field_name()
             with transaction.atomic():
+                lock_access(self.obj)
+                before = set(self.get_obj_perms_field_initial())
+                # The permissions held now, with this person's ticks and unticks: guardian's
+                # save then changes those alone.
+                self.cleaned_data[name] = self.members_saved(name, self[name].data, before)
                 super().save_obj_perms()
-                after = set(self.cleaned_data[self.get_obj_perms_field_name()])
                 record_object_permissions(holder=getattr(self, holder_attr), obj=self.obj,
-                                          before=before, after=after, by=by)
+                                          before=before, after=self.cleaned_data[name], by=by)
 
     return Audited
 
@@ -262,9 +279,16 @@ refit_axes_admins()
 # --- users and groups: audited saves, and a user's access page -----------------------------
 
 
-class AuditedUserChangeForm(UserChangeForm):
+class AuditedUserChangeForm(ShownValuesForm, UserChangeForm):
     access_reason = forms.CharField(label="Reason", required=False, max_length=500,
                                     help_text=REASON_HELP)
+
+    # Compared with what the page showed (audit.page_edits): a save writes what this person
+    # changed, so a deactivation, or a removal from a group, from staff or superuser status,
+    # that another admin made after the page was shown stands.
+    shown_fields = ("username", "first_name", "last_name", "email", "is_active", "is_staff",
+                    "is_superuser", "groups", "user_permissions", "last_login",
+                    "date_joined")
 
     def clean_access_reason(self):
         return checked_reason(self.cleaned_data["access_reason"])
@@ -274,7 +298,7 @@ admin.site.unregister(User)
 
 
 @admin.register(User)
-class AuditedUserAdmin(StorableFiltersAdmin, UserAdmin):
+class AuditedUserAdmin(RowLockedAdmin, StorableFiltersAdmin, UserAdmin):
     form = AuditedUserChangeForm
     fieldsets = [*UserAdmin.fieldsets, ("Reason for this change", {"fields": ["access_reason"]})]
     list_display = [*UserAdmin.list_display, "access_link"]
@@ -321,7 +345,8 @@ class AuditedUserAdmin(StorableFiltersAdmin, UserAdmin):
         return [*super().get_readonly_fields(request, obj), *GRANTS_OF_USERS]
 
     def save_model(self, request, obj, form, change):
-        # Before the row is saved: its groups and permissions are still the old ones here.
+        # Before the row is saved, as locked for this save (RowLockedAdmin): its groups and
+        # permissions are still the old ones here.
         request.access_before = user_audit_state(User.objects.get(pk=obj.pk) if change else None)
         super().save_model(request, obj, form, change)
 
@@ -350,9 +375,12 @@ class AuditedUserAdmin(StorableFiltersAdmin, UserAdmin):
                 self.delete_model(request, user)
 
 
-class AuditedGroupForm(forms.ModelForm):
+class AuditedGroupForm(ShownValuesForm, forms.ModelForm):
     access_reason = forms.CharField(label="Reason", required=False, max_length=500,
                                     help_text=REASON_HELP)
+
+    # A permission another admin took from the group after the page was shown stays taken.
+    shown_fields = ("permissions",)
 
     class Meta:
         model = Group
@@ -366,7 +394,7 @@ admin.site.unregister(Group)
 
 
 @admin.register(Group)
-class AuditedGroupAdmin(StorableFiltersAdmin, GroupAdmin):
+class AuditedGroupAdmin(RowLockedAdmin, StorableFiltersAdmin, GroupAdmin):
     form = AuditedGroupForm
 
     def save_model(self, request, obj, form, change):
