@@ -207,6 +207,23 @@ def whole_number_argument(text: str) -> int:
     return -number if text.startswith("-") else number
 
 
+# A number as a command's option may write one: ASCII digits, a sign, a fraction, an
+# exponent, or the words of NaN and infinity, which its range check then refuses by name.
+NUMBER_WRITTEN = re.compile(
+    r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:inf|infinity|nan)",
+    re.IGNORECASE)
+
+
+def number_argument(text: str) -> float:
+    """A command's option that may be a fraction (an argparse type): in ASCII digits, as
+    whole_number_argument reads a whole one, where type=float reads "١٠", "1_0" and " 10 " as
+    10. Any size passes, for the command's range check (number_in_range) to name the range."""
+    if len(text) > MOST_DIGITS or NUMBER_WRITTEN.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"must be a number written in digits 0-9, not {text[:40]!r}")
+    return float(text)
+
+
 # Python refuses to read a longer number (sys.int_info.default_max_str_digits).
 MOST_DIGITS = 4300
 

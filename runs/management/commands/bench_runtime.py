@@ -63,7 +63,12 @@ from runs.bench_processes import (
     vacuum_if_autovacuum_is_off,
     verdict_over_rounds,
 )
-from runs.machine.storable import number_in_range, whole_number_argument, whole_number_in_range
+from runs.machine.storable import (
+    number_argument,
+    number_in_range,
+    whole_number_argument,
+    whole_number_in_range,
+)
 from runs.machine.transitions import start_run
 from runs.models import Run, RunStatus
 
@@ -100,7 +105,7 @@ class Command(BaseCommand):
         parser.add_argument("--runs", type=whole_number_argument, default=0,
                             help="ten-step runs per round (default 0: as many as take "
                                  "--round-seconds at the warm-up's rate)")
-        parser.add_argument("--round-seconds", type=float, default=10.0,
+        parser.add_argument("--round-seconds", type=number_argument, default=10.0,
                             help="the least duration of each side of a round, from "
                                  f"{ROUND_SECONDS[0]:g} to {ROUND_SECONDS[1]:g} seconds "
                                  "(default 10)")
