@@ -40,6 +40,7 @@ from .snapshots import (
     normalise,
     registered_workflow,
     snapshot_hash,
+    unopened_arguments,
 )
 from .waits import unasked_waits, waiting_approval_steps, waiting_tool_calls
 
@@ -235,7 +236,13 @@ def tool_call_snapshot(call: ToolCall, tool: definition.ToolSpec) -> tuple[dict,
     """What a person approves of a tool call: the tool, where it acts, and its arguments as
     people see them (declared fields and anything like a credential masked), with the hash
     of the full arguments that the decision is bound to. The snapshot's own hash (the
-    link's) changes with the arguments, since it holds their hash."""
+    link's) changes with the arguments, since it holds their hash. SnapshotUnavailable,
+    caused by the sealed value, if the arguments cannot be opened: as for an approval
+    step's snapshot that cannot open one, the sweep holds the run for the key
+    (hold_unaskable) and nobody is asked or mailed about a call that, approved, could never
+    be made."""
+    if (unopened := unopened_arguments(call.ref, call.arguments)) is not None:
+        raise unopened
     verdict = effect_verdict(tool)
     earlier = earlier_call_may_land(call) if tool.has_side_effect else None
     # Why the runtime asks a person (the tool's own approval needs no reason): the stop
