@@ -39,11 +39,12 @@ from .application import (
 from .four_eyes import changed_effects_snapshot
 from .models import ApprovalRequest, RequestKind, RequestStatus
 from .notifications import time_text
+from .payload_check import SUPERSEDED, payload_outcome, superseded_if_changed
 from .permissions import can_view, decide_refusal, permissions_read_once
-from .requests import lock_run, supersede
+from .requests import lock_run
 from .snapshots import SnapshotUnavailable, database_failure
 from .timeouts import TIMED_OUT, is_due, judged_at, late_decision_refusal, timed_out
-from .unreadable import HELD, hold_for_the_key, payload_now, sealed_value_unreadable
+from .unreadable import HELD, payload_now, sealed_value_unreadable
 from .withdrawal import is_still_awaited, withdraw
 
 logger = logging.getLogger(__name__)
@@ -126,13 +127,16 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
     - decided already by someone else (the first of two racing approvers wins):
       `already_decided`, saying by whom and when;
     - superseded, withdrawn or timed out: `closed`; one the run no longer waits for (its
-      tool call cancelled, the run terminated) is withdrawn now and `closed`; one past its
-      due time that the sweep has not timed out yet is timed out now, as the sweep would
-      (apply_timeout), and `closed` (an escalation leaves it open: the decision is then
-      taken as after the sweep's escalation);
+      tool call cancelled, the run terminated) is withdrawn now and `closed`;
     - the payload differs from the one this request shows: the request is superseded, a
       new one is made and notified, and this decision is refused (`superseded`): an
-      approval never applies to a payload it did not see;
+      approval never applies to a payload it did not see. Past its due time too, as the
+      sweep's timeout would find it (payload_check.payload_outcome), and neither the
+      timeout policy nor an escalation is applied to it; for an operator action, whose
+      effects the sweep does not read, only once its timeout left it open;
+    - past its due time, and the sweep has not timed it out yet: timed out now, as the
+      sweep would (apply_timeout), and `closed` (an escalation leaves it open: the decision
+      is then taken as after the sweep's escalation);
     - the payload cannot be computed now: `unavailable` (one that shows a value sealed
       with a key the ring no longer holds, a tool call's arguments too: the run is held for
       the key at once, the record naming `user`, and the request withdrawn, before any
@@ -242,30 +246,29 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
             # person is recorded as deciding what nobody can apply.
             withdraw(approval, now)
             return _closed(approval)
-        if (held := hold_for_the_key(approval, current, now,
-                                     by=Actor.for_user(user))) is not None:
-            # Before its timeout, as the sweep's timeout asks it: nobody can decide it until
-            # the key is back, so neither this person nor the timeout policy does.
-            return Decision("unavailable", _unchecked(approval, current, held=held == HELD),
-                            approval)
+        outcome = payload_outcome(approval, current, now, by=Actor.for_user(user))
+        # Before its timeout, as the sweep's timeout asks it, so that the request goes the
+        # same way whichever comes first: changed, it is superseded, never decided by its
+        # timeout policy on a payload nobody was shown; a key gone, nobody can decide it
+        # until the key is back, neither this person nor the timeout policy.
+        if outcome == SUPERSEDED:
+            return _superseded(approval)
+        if outcome is not None:
+            return Decision("unavailable",
+                            _unchecked(approval, current, held=outcome == HELD), approval)
         if is_due(approval, now) and apply_timeout(approval, now) == TIMED_OUT:
             # Past its due time and the sweep has not come by yet (it may be late or
             # stopped): nobody decided in time, whoever clicks now. Timed out here, as the
             # sweep would have, so the run goes the same way whichever comes first.
             return _closed(approval)
-        if approval.kind == RequestKind.OPERATOR_ACTION:
-            # Rows only, read with the run locked: an effect settled by a transition this
-            # decision waited for is one the second person was never shown.
-            current = changed_effects_snapshot(approval)
+        # Rows only, read with the run locked: an effect settled by a transition this
+        # decision waited for is one the second person was never shown. (Asked after the
+        # timeout, as the sweep, which reads no operator action's effects, times it out.)
+        if approval.kind == RequestKind.OPERATOR_ACTION and superseded_if_changed(
+                approval, changed_effects_snapshot(approval), now) is not None:
+            return _superseded(approval)
         if isinstance(current, SnapshotUnavailable):
             return Decision("unavailable", _unchecked(approval, current, held=False), approval)
-        if current is not None and current[1] != approval.snapshot_hash:
-            new = supersede(approval, *current, now)
-            return Decision(
-                "superseded",
-                f"The payload changed since this request was made, so it was replaced by "
-                f"request {new.pk}; nothing was approved or rejected. Review the new "
-                "request.", approval, new)
         approval.status = RequestStatus.APPROVED if approved else RequestStatus.REJECTED
         approval.decided_by = user
         approval.decided_by_label = user.get_username()
@@ -277,6 +280,13 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
                                      "decision_id", "comment", "apply_after"])
         apply_decision(approval, now)
     return _recorded(approval)
+
+
+def _superseded(approval: ApprovalRequest) -> Decision:
+    new = approval.superseded_by
+    return Decision("superseded", f"The payload changed since this request was made, so it "
+                    f"was replaced by request {new.pk}; nothing was approved or rejected. "
+                    "Review the new request.", approval, new)
 
 
 def _unchecked(approval: ApprovalRequest, problem: SnapshotUnavailable, *,

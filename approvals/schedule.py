@@ -28,9 +28,10 @@ from .models import (
     RequestStatus,
 )
 from .notifications import grant_and_notify, publish_notifications, request_problem
-from .requests import lock_run, next_reminder, record_lifecycle, supersede
+from .payload_check import SUPERSEDED, payload_outcome
+from .requests import lock_run, next_reminder, record_lifecycle
 from .timeouts import ESCALATED, TIMED_OUT, judged_at
-from .unreadable import HELD, hold_for_the_key, payload_now
+from .unreadable import HELD, payload_now
 from .withdrawal import is_still_awaited, no_longer_awaited, withdraw
 
 logger = logging.getLogger(__name__)
@@ -51,9 +52,10 @@ def send_reminders(*, now: datetime | None = None, limit: int = 200) -> int:
     request whose payload changed meanwhile is superseded instead (the new request's
     notification is the reminder); one whose payload shows a value sealed with a key the
     ring no longer holds is reminded to nobody: its run is held for the key and the request
-    withdrawn (unreadable.hold_for_the_key). Due, and dated, by the database's clock, in the query
-    and as each run is locked (timeouts.judged_at), the clock the reminder was set by;
-    `now`, a caller's time (a test's), stands in for it."""
+    withdrawn (payload_check.payload_outcome, which the timeout and a decision ask too).
+    Due, and dated, by the database's clock, in the query and as each run is locked
+    (timeouts.judged_at), the clock the reminder was set by; `now`, a caller's time (a
+    test's), stands in for it."""
     count = 0
     due = ApprovalRequest.objects.filter(status=RequestStatus.PENDING,
                                          next_reminder_at__lte=store.time_in_statement(now))
@@ -77,16 +79,14 @@ def _remind(pk: int, given: datetime | None) -> int:
         approval = _lock_pending(pk, next_reminder_at__lte=now)
         if approval is None:
             return 0  # decided meanwhile, or another sweep has it
-        if hold_for_the_key(approval, current, now) is not None:
-            # A value its payload shows (a tool call's arguments too) is sealed with a key
-            # the ring no longer holds: nobody can decide it, so nobody is reminded of it.
-            # Its run is held for the key and the request withdrawn, as a person's decision
-            # or its timeout would find it; a run only passing through queued or running
-            # is held by the next pass.
-            return 0
-        if isinstance(current, tuple) and current[1] != approval.snapshot_hash:
-            supersede(approval, *current, now)
-            return 1
+        if (outcome := payload_outcome(approval, current, now)) is not None:
+            # Changed, it was superseded: the new request's notification is the reminder.
+            # A value it shows (a tool call's arguments too) sealed with a key the ring no
+            # longer holds: nobody can decide it, so nobody is reminded of it; its run was
+            # held for the key and the request withdrawn, as a person's decision or its
+            # timeout would find it (a run only passing through queued or running is held
+            # by the next pass).
+            return 1 if outcome == SUPERSEDED else 0
         # The grants are made again: a group created since the request was made (an
         # unknown group is recorded as a problem) now gets its permission and its email.
         problems = grant_and_notify(approval, approval.current_approvers,
@@ -114,6 +114,8 @@ class TimeoutReport:
     # Found due, but their run no longer waited for them, or was held for a key nobody can
     # decide them without: withdrawn instead.
     withdrawn: int = 0
+    # Found due with a payload that changed since they were made: superseded instead.
+    superseded: int = 0
 
 
 def apply_timeouts(*, now: datetime | None = None, limit: int = 200) -> TimeoutReport:
@@ -121,12 +123,15 @@ def apply_timeouts(*, now: datetime | None = None, limit: int = 200) -> TimeoutR
     (approvals.timeouts): escalate to the deputies once, or reject, or cancel (the run goes
     to attention, its step still waiting, for an operator to decide what happens). A
     request timed out is applied to its run in the same transaction, through the function a
-    person's late decision uses (approvals.application.apply_timeout). One whose payload
-    shows a value sealed with a key the ring no longer holds is neither escalated nor
-    decided: its run is held for the key and the request withdrawn, as a reminder or a
-    person's decision would find it (unreadable.hold_for_the_key). Due is judged by the
-    database's clock, in the query and again as each run is locked (timeouts.judged_at), as
-    a decision judges it; `now`, a caller's time (a test's), stands in for it."""
+    person's late decision uses (approvals.application.apply_timeout). Before that its
+    payload is asked, as a reminder and a person's decision ask it
+    (payload_check.payload_outcome): one that shows a value sealed with a key the ring no
+    longer holds is neither escalated nor decided, its run held for the key and the request
+    withdrawn; one that changed since the request was made is superseded by a request about
+    the payload as it is now, with its own due time, never escalated to deputies or
+    decided on what nobody was shown. Due is judged by the database's clock, in the query
+    and again as each run is locked (timeouts.judged_at), as a decision judges it; `now`, a
+    caller's time (a test's), stands in for it."""
     report = TimeoutReport()
     due = ApprovalRequest.objects.filter(status=RequestStatus.PENDING,
                                          due_at__lte=store.time_in_statement(now))
@@ -142,6 +147,8 @@ def apply_timeouts(*, now: datetime | None = None, limit: int = 200) -> TimeoutR
             report.timed_out += 1
         elif outcome == WITHDRAWN:
             report.withdrawn += 1
+        elif outcome == SUPERSEDED:
+            report.superseded += 1
     return report
 
 
@@ -162,12 +169,12 @@ def _time_out(pk: int, run_id: int, given: datetime | None) -> str | None:
             # request its run stopped waiting for.
             withdraw(approval, now)
             return WITHDRAWN
-        if (held := hold_for_the_key(approval, current, now)) is not None:
-            # Nobody can decide it until the key is back: escalated, its deputies would be
-            # mailed a request none of them can decide; rejected or expired, the system
-            # would decide what nobody could look at. A run only passing through queued or
-            # running is held by the next pass.
-            return WITHDRAWN if held == HELD else None
+        if (outcome := payload_outcome(approval, current, now)) is not None:
+            # Escalated, its deputies would be mailed a request none of them can decide (a
+            # key gone) or a payload that is no longer the run's (changed); rejected or
+            # expired, the system would decide what nobody could look at, or was shown. A
+            # run only passing through queued or running is held by the next pass.
+            return {HELD: WITHDRAWN, SUPERSEDED: SUPERSEDED}.get(outcome)
         return apply_timeout(approval, now)
 
 
@@ -221,6 +228,9 @@ class SweepReport:
     withdrawn: int = 0
     escalated: int = 0
     timed_out: int = 0
+    # Found due for their timeout with a changed payload: superseded, not timed out. (One a
+    # reminder finds changed is counted as reminded: its successor's mail is the reminder.)
+    superseded: int = 0
     reminded: int = 0
     settled: int = 0
     sent: int = 0
@@ -266,6 +276,7 @@ def _sweep(given: datetime | None) -> SweepReport:
         timeouts = apply_timeouts(now=given)
         report.escalated, report.timed_out = timeouts.escalated, timeouts.timed_out
         report.withdrawn += timeouts.withdrawn
+        report.superseded = timeouts.superseded
         report.reminded = send_reminders(now=given)
         report.settled = apply_pending_decisions(now=given)
     published = publish_notifications(now=given)

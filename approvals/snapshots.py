@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from runs.definitions import definition
 from runs.definitions.contracts import effect_verdict
+from runs.machine import sensitive
 from runs.machine.approval_snapshots import (  # noqa: F401 - this app's names for them
     MASKED_VALUES_FIELD,
     SnapshotUnavailable,
@@ -70,6 +71,23 @@ def attempt_snapshot(run: Run, spec: definition.StepDef, verdict) -> tuple[dict,
         "verdict": verdict.decision, "why_a_person_approves": verdict.reason,
     })
     return snapshot, snapshot_hash(snapshot)
+
+
+def unopened_arguments(call_ref: str, arguments) -> SnapshotUnavailable | None:
+    """Why tool call `call_ref`'s `arguments` cannot be opened (a value sealed with a key
+    FIELD_ENCRYPTION_KEYS no longer holds), with what it met as its cause; None if they
+    can. What a person is shown of them masks a sealed value whatever the ring holds
+    (sensitive.shown), but approved, the call is made only if its worker opens them: until
+    the key is back, nobody can be asked for it (requests.tool_call_snapshot) nor decide a
+    request made before the key left (unreadable.payload_now)."""
+    try:
+        sensitive.opened(arguments)
+    except sensitive.UnreadableValue as exc:
+        problem = SnapshotUnavailable(f"tool call {call_ref}: its arguments cannot be "
+                                      f"opened: {exc}")
+        problem.__cause__ = exc
+        return problem
+    return None
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ no longer waits for (approvals.withdrawal). Asked of every row, every pass (ever
 seconds) would read every pending request twice to find, nearly always, none. So a pass
 asks them of:
 - the waits past a position kept in the database (runs.PassPosition): every wait up to it
-  has its request or can never be asked (requests.askable), and the position moves on over
+  has its request or can never be asked (waits.askable), and the position moves on over
   each new wait once it has its own. A wait that can never be asked is passed over, not
   waited for: held below it, every pass would read every wait after it. It is reported
   instead (the pass's `unaskable`, and a warning naming it) by the pass that meets it and
@@ -33,7 +33,8 @@ from django.db.models.functions import Now
 from runs import store
 from runs.models import PassPosition
 
-from .requests import askable, open_pending_requests, unasked, waits_after
+from .requests import open_pending_requests
+from .waits import askable, unasked, waits_after
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ class Asked:
     opened: int
     # The position for the next pass (Scope.asked_through).
     asked_through: int
-    # Waits the pass read that can never be asked (requests.askable).
+    # Waits the pass read that can never be asked (waits.askable).
     unaskable: int
 
 

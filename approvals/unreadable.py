@@ -4,20 +4,22 @@ Whoever finds it first, a person deciding (approvals.decisions), the reminder or
 sweep (approvals.schedule), reads what its payload says now before its transaction
 (payload_now), and under its locks, before it reminds, times out or records anything, holds
 its run for the key and withdraws the request (hold_for_the_key). A request nobody can
-decide is never reminded, escalated to deputies, or decided by its timeout policy."""
+decide is never reminded, escalated to deputies, or decided by its timeout policy. (One
+whose key was gone before it was made is never made: the sweep holds the run for the key
+instead, as it does for any wait whose request cannot be made: requests.hold_unaskable.)"""
 
 from datetime import datetime
 
 from django.db import transaction
 
 from audit.chain import Actor
-from runs.machine import sensitive, transitions
+from runs.machine import transitions
 from runs.machine.errors import Classified, classify
 from runs.models import ErrorClass, ToolCall
 
 from .models import ApprovalRequest, RequestKind
 from .requests import current_snapshot, hold_unaskable
-from .snapshots import SnapshotUnavailable
+from .snapshots import SnapshotUnavailable, unopened_arguments
 from .withdrawal import withdraw
 
 # hold_for_the_key's answers for a payload showing a value no key in the ring opens: the run
@@ -46,8 +48,9 @@ def payload_now(approval: ApprovalRequest) -> tuple[dict, str] | SnapshotUnavail
       model proposed, fixed with the call (their hash, which runs' decide_tool_call checks),
       and other arguments are another call, whose own request supersedes this one
       (requests.open_tool_call_request). It shows a sealed value as the mask
-      (sensitive.shown), so it was made whatever the ring held; what a lost key changes is
-      whether the call, approved, can ever be made: the worker must open its arguments;
+      (sensitive.shown), so it reads as before once the key left; what a lost key changes
+      is whether the call, approved, can ever be made: the worker must open its arguments.
+      The question its opening asked (snapshots.unopened_arguments), asked again;
     - an operator action's: None (its effects are read under the lock:
       four_eyes.changed_effects_snapshot)."""
     if approval.kind == RequestKind.STEP:
@@ -56,14 +59,7 @@ def payload_now(approval: ApprovalRequest) -> tuple[dict, str] | SnapshotUnavail
         return None
     arguments = (ToolCall.objects.filter(pk=approval.tool_call_id)
                  .values_list("arguments", flat=True).first())
-    try:
-        sensitive.opened(arguments)
-    except sensitive.UnreadableValue as exc:
-        problem = SnapshotUnavailable(f"tool call {approval.params.get('tool_call')}: its "
-                                      f"arguments cannot be opened: {exc}")
-        problem.__cause__ = exc
-        return problem
-    return None
+    return unopened_arguments(approval.params.get("tool_call"), arguments)
 
 
 def hold_for_the_key(approval: ApprovalRequest, current, now: datetime, *,

@@ -39,7 +39,8 @@ from .models import (
     RequestKind,
     RequestStatus,
 )
-from .requests import call_still_waiting, lock_run, record_lifecycle, step_still_waiting
+from .requests import lock_run, record_lifecycle
+from .waits import call_still_waiting, step_still_waiting
 
 logger = logging.getLogger(__name__)
 

@@ -436,7 +436,7 @@ def _unasked_waits(now):
     # A decision a run waits on that nobody has been asked for: the sweep asks within a pass,
     # so an age past that is a wait it cannot ask (reported in its log only) or one whose
     # request keeps failing to open (held for a person once it has lasted).
-    from approvals.requests import unasked
+    from approvals.waits import unasked
     from runs.models import ApprovalWait
 
     # A drill's waits are the drill's to ask, in no figure (OF_REAL_WORK).

@@ -6,7 +6,9 @@ for an approval step whose snapshot shows such a value: its reminder, its timeou
 person's decision each hold the run for the key (sealed_value_unreadable) and withdraw the
 request, reminding, escalating to and deciding for nobody, where its approvers used to be
 reminded until it was escalated to the deputies. With the key back and the run resumed, the
-call is asked for again and posted once. The agent runs against the sandbox over real HTTP."""
+call is asked for again and posted once. A call whose key left before its request was made
+is asked of nobody: the sweep holds its run for the key as it opens the request. The agent
+runs against the sandbox over real HTTP."""
 
 import uuid
 
@@ -137,5 +139,46 @@ def test_a_decision_holds_the_run_for_the_key_and_decides_nothing(
     held = AuditRecord.objects.get(run=run, action="approval_unaskable")
     assert (held.actor_kind, held.actor_label, held.actor_user_id) == ("user", "ann", ann.pk)
     assert request.decision_id is None and call.approved_hash == ""
+
+    _posted_once_the_key_is_back(run, call, ann, settings, t0)
+
+
+def test_a_call_whose_key_left_before_it_was_asked_for_is_held_and_nobody_is_mailed(
+        approvers, ann, t0, settings, mailoutbox):
+    """The key left the ring before the sweep opened the posting's request: its approvers
+    are not mailed about a call that, approved, could never be made, and the run is held for
+    the key by the opening itself, as an approval step whose snapshot cannot open a sealed
+    value is, where the request used to be opened and mailed and only its first reminder,
+    timeout or decision held the run."""
+    settings.FIELD_ENCRYPTION_KEYS = {"old": OLD}
+    run = advance(start_triage(LARGE))
+    assert run.status == RunStatus.WAITING, run.status_message
+    (call,) = transitions.waiting_tool_calls(run)
+    assert sensitive.is_sealed(call.arguments["iban"])
+    settings.FIELD_ENCRYPTION_KEYS = {"new": NEW}  # "old" was taken out of the ring
+
+    assert schedule.sweep(now=t0).opened == 0
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.ATTENTION, run.status_message
+    assert run.attention_reason == AttentionReason.SEALED_VALUE_UNREADABLE
+    assert run.status_message.startswith(
+        f"triage tool call {call.ref}: no approval request can be made: ")
+    assert "'old'" in run.status_message and "put the key it was sealed with back" in \
+        run.status_message
+    call.refresh_from_db()
+    assert call.status == ToolCallStatus.WAITING and call.attempt == 0
+    assert not ApprovalRequest.objects.exists() and not Notification.objects.exists()
+    held = AuditRecord.objects.get(run=run, action="approval_unaskable")
+    assert held.data["tool_call"] == call.ref
+    assert (held.actor_kind, held.actor_label) == ("system", "approvals")
+    assert not AuditRecord.objects.filter(run=run, action="approval_opened").exists()
+    assert mailoutbox == []
+    # The next passes: nothing held twice, nobody asked.
+    schedule.sweep(now=later(t0, hours=8))
+    assert requests.open_pending_requests(now=later(t0, hours=8)) == 0
+    assert AuditRecord.objects.filter(run=run, action="approval_unaskable").count() == 1
+    assert not ApprovalRequest.objects.exists() and mailoutbox == []
+    assert LedgerEntry.objects.count() == 0
 
     _posted_once_the_key_is_back(run, call, ann, settings, t0)

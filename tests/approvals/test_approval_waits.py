@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 
 from approvals import requests
 from approvals.models import ApprovalRequest, RequestStatus
+from approvals.waits import waiting_approval_steps
 from audit.chain import Actor
 from runs.execution import executor
 from runs.machine import transitions
@@ -52,7 +53,7 @@ def test_a_run_that_reaches_an_approval_step_waits_on_one_row(approvers):
     # The sweep opens its request from that row; the row stays while the step waits.
     assert requests.open_pending_requests() == 1
     assert waits(run) == [("approve", None)]
-    assert list(requests.waiting_approval_steps()) == []  # its request is open
+    assert list(waiting_approval_steps()) == []  # its request is open
 
 
 @pytest.mark.parametrize("ending", list(ENDINGS))
@@ -64,7 +65,7 @@ def test_every_way_out_of_an_approval_wait_removes_its_row(approvers, ending):
     run.refresh_from_db()
     assert run.status == status
     assert waits(run) == []
-    assert list(requests.waiting_approval_steps()) == []
+    assert list(waiting_approval_steps()) == []
 
 
 def test_a_resumed_run_that_comes_back_to_its_approval_waits_on_one_row_again(approvers):

@@ -31,8 +31,9 @@ MAX_QUERIES = 8
 # A run brought back from its end loses the approval requests its end left pending before
 # it can wait again (approvals.operator_actions.act): one statement more, for reopen only.
 FROM_AN_END = {"reopen": 1}
-# Dated by the time read with the run's lock (runs.store), not by approvals.timeouts' clock.
-WITHDRAWAL = {"approvals/withdrawal.py", "approvals/requests.py"}
+# Dated by the time read with the run's lock (runs.store), not by approvals.timeouts' clock;
+# whether the run still waits on a step or a call asked of approvals.waits.
+WITHDRAWAL = {"approvals/withdrawal.py", "approvals/requests.py", "approvals/waits.py"}
 # The htmx variant draws the run's live part again after the action: the action's own (7 to
 # 8), then the run, its steps, the last audit record per step, the user's permissions (2),
 # step times, approval requests, the timeline and its deliveries (9).
@@ -51,10 +52,11 @@ PATH = ["console/views.py", "approvals/operator_actions.py", "runs/operator/acti
 # module, the effect machine: its rules and the row adapters, the one check of text the
 # database cannot store, the keyed seal of the chain's head, the door that has a lost
 # COMMIT asked about: its middleware and runs.execution.lost_commit, the path's id read by its
-# converter, the action's input rules): the caller's side and the transition's (22 to 25 by
-# action; 21 to 24 before the input rules left the action table for a module of their own,
-# 20 to 23 before the converter, 18 to 21 before the door).
-MAX_MODULES = 25
+# converter, the action's input rules): the caller's side and the transition's (22 to 26 by
+# action, reopen's withdrawal the most; 22 to 25 before the conditions on runs' waits left
+# approvals.requests for approvals.waits, 21 to 24 before the input rules left the action
+# table for a module of their own, 20 to 23 before the converter, 18 to 21 before the door).
+MAX_MODULES = 26
 CALLER_SIDE = {"api/middleware.py", "console/client_headers.py", "console/views.py",
                "approvals/operator_actions.py", "runs/permissions.py", "runs/operator/actions.py",
                "runs/machine/tracing.py", "runs/machine/storable.py",
