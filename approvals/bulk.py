@@ -39,7 +39,7 @@ from runs.machine.errors import TransitionNotAllowed
 from runs.machine.storable import person_text_problem, text_problem
 from runs.models import Run
 from runs.operator.actions import ACTIONS, ActionInput
-from runs.permissions import grant_for
+from runs.permissions import grant_for, grants_of
 from runs.reads.selectors import RunFilters, filtered_workflow_names
 
 from .bulk_approved import apply_one, ask_second_person, waiting_runs
@@ -109,6 +109,21 @@ def bulk_refusal(spec) -> str | None:
     return None
 
 
+def bulk_offered(actions, grants) -> list:
+    """Of `actions`, those a person may take on some run, by `grants` (runs.permissions
+    .grants_of them): any other is refused in bulk before a run is read (refuse_bulk_request),
+    or on each run ticked (act_on_selected), so no page offers it to them."""
+    return [a for a in actions if (g := grants(a.permission)).everywhere or g.workflow_ids]
+
+
+def forbidden_in_bulk(spec, user) -> str | None:
+    """Why `user` may not take action `spec` in bulk at all (bulk_offered), or None."""
+    if bulk_offered([spec], grants_of(user)):
+        return None
+    return f"{user.get_username()} may not {spec.label.lower()} any run " \
+           f"(needs runs.{spec.permission})"
+
+
 # A start key is a preview's mark (a uuid's 32 hex digits, from the console's form).
 START_KEY_MAX = BulkJob._meta.get_field("start_key").max_length
 
@@ -157,13 +172,11 @@ def refuse_bulk_request(action: str, filters: RunFilters, *, user, reason: str,
     if (problem := mark_problem(redact_text(reason.strip()))) is not None:
         # With the reason's other faults, for every caller: not once a job is made.
         raise BulkRefused(problem, field="reason")
-    grant = None if user is None else grant_for(user, spec.permission)
-    if grant is not None and not grant.everywhere and not grant.workflow_ids:
+    if user is not None and (forbidden := forbidden_in_bulk(spec, user)) is not None:
         # Each run is checked again as it is acted on; this spares a job that could only
         # be refused run by run. Before the names: which workflows have runs is not told
         # to whoever may not act.
-        raise BulkForbidden(f"{user.get_username()} may not {spec.label.lower()} any run "
-                            f"(needs runs.{spec.permission})")
+        raise BulkForbidden(forbidden)
     if filters.workflow.strip() and not (names := filtered_workflow_names(filters)):
         # A misspelt workflow would make a job of no run, done at once: say so instead.
         raise BulkRefused(f"no run of {filters.workflow.strip()!r} was ever started"

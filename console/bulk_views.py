@@ -16,6 +16,7 @@ from approvals.bulk import (
     bulk_preview,
     bulk_progress,
     cancel_bulk_job,
+    forbidden_in_bulk,
     matches_none,
     may_follow,
     may_watch,
@@ -72,6 +73,7 @@ def bulk_preview_page(request):
         "action": spec, "actions": BULK_BY_FILTER, "form": form, "query": query.urlencode(),
         "preview": preview, "filters": form.given(), "start_key": uuid.uuid4().hex,
         # A start would be refused (start_bulk_job): the page offers none.
+        "forbidden": forbidden_in_bulk(spec, request.user) or "",
         "nothing_matches": "" if preview.matching else matches_none(filters)})
 
 

@@ -18,7 +18,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseClientRedirect
 
-from approvals.bulk import act_on_selected
+from approvals.bulk import act_on_selected, bulk_offered
 from approvals.operator_actions import (
     ActionForbidden,
     ActionInputError,
@@ -156,6 +156,16 @@ def _visible_ids(user):
     return None if grant.everywhere else grant.workflow_ids
 
 
+# The actions the runs list offers for the runs a person ticks.
+BULK_ACTIONS = ("resume", "reconcile", "terminate")
+
+
+def _ticked_actions(grants) -> list:
+    """Of BULK_ACTIONS, those the person of `grants` may take on some run
+    (approvals.bulk.bulk_offered): with none, the list has no box to tick, nor its form."""
+    return bulk_offered([ACTIONS[name] for name in BULK_ACTIONS], grants)
+
+
 @require_GET
 @login_required
 def runs_list(request):
@@ -164,8 +174,9 @@ def runs_list(request):
         # Live refresh of the rows on screen (htmx polling), not a new query of the list.
         ids = run_list.whole_numbers(request.GET["rows"].split(","))[:200]
         runs = selectors.runs_by_ids(ids, workflow_ids=workflow_ids)
-        return render(request, "console/_run_rows.html", {"rows": run_rows(runs), "ids": ids,
-                                                           "live": _live(runs)})
+        return render(request, "console/_run_rows.html", {
+            "rows": run_rows(runs), "ids": ids, "live": _live(runs),
+            "selected_actions": _ticked_actions(grants_of(request.user))})
     # By the clock that stamps runs' changes: by this host's, one running ahead would leave
     # out of the "N new" count every run that changed in the minutes it is ahead.
     drawn_at = store.current().now()
@@ -207,11 +218,14 @@ def runs_list(request):
     # A search also finds runs moved to the archive (by business key or run id): read only.
     archived_rows = (archived.archived_matching(filters.q, workflow_ids=workflow_ids)
                      if filters.q and after is None else [])
+    grants = grants_of(request.user)
     return render(request, "console/runs.html", {
         **page, "archived": archived_rows,
         "rows": run_rows(rows), "ids": [r.pk for r in rows], "live": _live(rows),
         "next_cursor": run_list.encode_cursor(next_cursor), "first_page": after is None,
-        "bulk_actions": run_list.BULK_BY_FILTER,
+        # Only what the server could accept from this person somewhere (bulk_offered).
+        "selected_actions": _ticked_actions(grants),
+        "bulk_actions": bulk_offered(run_list.BULK_BY_FILTER, grants),
         "drawn_at": drawn_at.isoformat(), "poll_url": reverse("console:runs"),
         "sort_links": run_list.sort_links(query, filters.sort),
     })
@@ -523,10 +537,6 @@ def _after_action(request, run_id: int):
         beside = _beside_steps(request, detail.run)
         return HttpResponse(_live_part(request, _detail_context(request, detail, beside)).html)
     return redirect(reverse("console:run", args=[run_id]))
-
-
-# The actions the runs list offers for many runs at once.
-BULK_ACTIONS = ("resume", "reconcile", "terminate")
 
 
 @require_POST
