@@ -50,7 +50,13 @@ def approved_by_rule(change: Change, lease: Lease, step: Step) -> bool:
     if spec.approve_if is None or step.status != StepStatus.PENDING \
             or step.started_at is not None:
         return False
-    judged = _no_person_needed(lease, step, spec)
+    # Once per reaching: a change tried and thrown away (the one statement left to the
+    # locking path when the run then waits, a clash written again) asked it already, and a
+    # rule whose answers differ may not take back the person its first answer asked for.
+    reached = (step.name, step.generation)
+    if reached not in lease.rule_answers:
+        lease.rule_answers[reached] = _no_person_needed(lease, step, spec)
+    judged = lease.rule_answers[reached]
     if judged is None:
         return False
     snapshot, digest = judged
