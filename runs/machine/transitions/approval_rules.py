@@ -24,7 +24,12 @@ from audit.actions import AuditAction
 
 from ...definitions import definition
 from ...models import Step, StepStatus
-from ..approval_snapshots import SnapshotUnavailable, approval_snapshot, database_failure
+from ..approval_snapshots import (
+    SnapshotUnavailable,
+    approval_snapshot,
+    as_shown,
+    database_failure,
+)
 from ..context import StepContext, build_context
 from ..rule_answers import person_asked
 from ..step_rows import index_of
@@ -84,8 +89,9 @@ def _no_person_needed(lease: Lease, step: Step,
         logger.warning("%s: approve_if not asked, its snapshot cannot be made (%s); a "
                        "person decides", where, exc)
         return None
-    # A copy: what the rule does to it changes nothing of what is recorded.
-    if person_asked(spec.approve_if, copy.deepcopy(snapshot), where=where):
+    # A copy: what the rule does to it changes nothing of what is recorded. As a person is
+    # shown it, without the hash binding its masked values.
+    if person_asked(spec.approve_if, copy.deepcopy(as_shown(snapshot)), where=where):
         return None
     return snapshot, digest
 
