@@ -34,12 +34,15 @@ from ..context import StepContext, build_context
 from ..rule_answers import person_asked
 from ..step_rows import index_of
 from . import effects
+from .approval_waits import approved_reference
 from .kernel import Change, Lease
 
 logger = logging.getLogger(__name__)
 
 # Who approved a step no person was asked about, as its result and its reference say.
 BY_RULE = "the workflow's rule"
+# What is said of such a step where a person reads the run (rule_approval_words).
+APPROVED_UNASKED = approved_reference(BY_RULE) + "; no person was asked"
 
 
 def approved_by_rule(change: Change, lease: Lease, step: Step) -> bool:
@@ -67,10 +70,20 @@ def approved_by_rule(change: Change, lease: Lease, step: Step) -> bool:
     snapshot, digest = judged
     effects.succeed(change, effects.StepEffect(lease, step, spec=spec),
                     {"approved": True, "by": BY_RULE, "comment": "", "person_asked": False},
-                    f"approved by {BY_RULE}; no person was asked",
-                    AuditAction.APPROVED_BY_RULE, decided_by=BY_RULE, person_asked=False,
-                    payload_hash=digest, snapshot=snapshot)
+                    approved_reference(BY_RULE), AuditAction.APPROVED_BY_RULE,
+                    decided_by=BY_RULE, person_asked=False, payload_hash=digest,
+                    snapshot=snapshot)
     return True
+
+
+def rule_approval_words(step: Step) -> str:
+    """APPROVED_UNASKED for a step the workflow's rule approved, as its result says (its
+    reference names who approved, as a person's approval leaves it, and no more), else ""."""
+    result = step.result
+    unasked = (step.kind == definition.APPROVAL and step.status == StepStatus.SUCCEEDED
+               and isinstance(result, dict)
+               and result.get("person_asked") is False)
+    return APPROVED_UNASKED if unasked else ""
 
 
 def _no_person_needed(lease: Lease, step: Step,
