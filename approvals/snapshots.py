@@ -11,6 +11,7 @@ from runs.machine.approval_snapshots import (  # noqa: F401 - this app's names f
     MASKED_VALUES_FIELD,
     SnapshotUnavailable,
     approval_snapshot,
+    as_shown,
     canonical_json,
     database_failure,
     masked_snapshot,
@@ -122,7 +123,9 @@ def _text(value) -> str:
 
 def snapshot_rows(snapshot) -> list[Row]:
     """The snapshot as labelled rows for a person: an amount next to its currency, lists
-    (such as the model's reasons) as items. Values are plain text; templates escape them."""
+    (such as the model's reasons) as items. Values are plain text; templates escape them.
+    The hash that binds its masked values is no row (as_shown)."""
+    snapshot = as_shown(snapshot)
     if not isinstance(snapshot, dict):
         return [Row("Value", _text(snapshot))]
     rows = []

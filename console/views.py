@@ -337,6 +337,7 @@ def _detail_context(request, detail, beside: dict, *, steps_asked: int | None = 
     times = step_times(run, detail.steps, now=now)
     for step in page.steps:
         step.wait_ended = ended.get(step.name, "")
+        step.decided_unasked = transitions.rule_approval_words(step)
         spec = definition.step_of(workflow, step.name) if workflow is not None else None
         step.contract = step_contract(spec) if spec is not None else None
         # The stop verdict: the step waits for a person before each attempt.

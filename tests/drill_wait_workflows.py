@@ -85,14 +85,26 @@ approves.approval("approve-order", approvers=("group:approvers",), on_timeout="r
     lambda ctx: {"order": ctx.input.order})
 _declare_undoable_post(approves)
 
-# The same, with a rule that needs no approver under 1,000: the example's 100 passes by it.
+def _declare_approved_by_rule(workflow: Workflow) -> None:
+    # A rule that needs no approver under 1,000: the examples' 100 passes by it.
+    workflow.read("look-up")(lambda ctx: {"order": ctx.input.order})
+    workflow.approval("approve-order", approvers=("group:approvers",), on_timeout="reject",
+                      approve_if=lambda snapshot: snapshot["amount"] >= 1000)(
+        lambda ctx: {"order": ctx.input.order, "amount": ctx.input.amount})
+    _declare_undoable_post(workflow)
+
+
+# The same, with that rule: the example passes by it, and no input a person is asked about
+# is declared.
 approves_by_rule = Workflow("test-drill-approves-by-rule", version=1, input=OrderIn,
                             services=build_services, example={"order": "drill"})
-approves_by_rule.read("look-up")(lambda ctx: {"order": ctx.input.order})
-approves_by_rule.approval("approve-order", approvers=("group:approvers",), on_timeout="reject",
-                          approve_if=lambda snapshot: snapshot["amount"] >= 1000)(
-    lambda ctx: {"order": ctx.input.order, "amount": ctx.input.amount})
-_declare_undoable_post(approves_by_rule)
+_declare_approved_by_rule(approves_by_rule)
+
+# And with an approval_example of 1,000, which the rule asks a person about.
+approves_by_rule_or_asks = Workflow(
+    "test-drill-approves-by-rule-or-asks", version=1, input=OrderIn, services=build_services,
+    example={"order": "drill"}, approval_example={"order": "drill-large", "amount": 1000})
+_declare_approved_by_rule(approves_by_rule_or_asks)
 
 # An event whose wait declares a default, a decision and a sleep before two writes, the first
 # (which posts the amount the event says) undone when the second fails.

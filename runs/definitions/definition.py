@@ -73,8 +73,9 @@ class Workflow:
         claim if they have a close()). `auto_compensate`: when a step fails with evidence that
         nothing changed, undo the completed steps without waiting for a person, provided all
         of them are low impact. `example` is a valid input, used by the drill kit;
-        `approval_example` one whose agent asks a person to approve a tool call (the kit's
-        approval drill).
+        `approval_example` one for which a person is asked: to approve an agent's tool call,
+        or an approval step whose rule (approve_if) lets `example` through (the kit's
+        approval drills, 7a and 7b).
         `retention_days`: how long its finished runs stay in the hot tables before the
         archive app moves them to an archive file (None: the RUNS_RETENTION_DAYS setting)."""
         self.name = name

@@ -56,6 +56,15 @@ def normalise(value):
     return json.loads(canonical_json(value))
 
 
+def as_shown(snapshot):
+    """`snapshot` as a person is shown it and an approval step's rule is asked with it:
+    without MASKED_VALUES_FIELD, which binds values neither sees and tells them nothing. The
+    snapshot stored, and its hash, keep it."""
+    if isinstance(snapshot, dict) and MASKED_VALUES_FIELD in snapshot:
+        return {key: value for key, value in snapshot.items() if key != MASKED_VALUES_FIELD}
+    return snapshot
+
+
 def approval_snapshot(step_name: str, fn: Callable, context: AbstractContextManager, *,
                       hashed_as: str | None = None) -> tuple[dict, str]:
     """(snapshot, hash): what approval step `step_name`'s function `fn` returns, called with
@@ -75,6 +84,11 @@ def approval_snapshot(step_name: str, fn: Callable, context: AbstractContextMana
         raise_if_process_stopping(exc)
         raise SnapshotUnavailable(f"{step_name}: the snapshot function failed: "
                                   f"{type(exc).__name__}: {exc}") from exc
+    if isinstance(value, dict) and MASKED_VALUES_FIELD in value:
+        # Nobody is shown that field (as_shown): what it held would be approved unseen.
+        raise SnapshotUnavailable(f"{step_name}: the snapshot has a field named "
+                                  f"{MASKED_VALUES_FIELD}, which the runtime keeps for the "
+                                  "hash of its masked values; rename it")
     # What the function made of the results (a NUL, a lone surrogate, NaN) may be more than
     # the database stores: the request would be refused by it at every try, so nobody could
     # ever be asked. Said as such, like any other snapshot that cannot be made.

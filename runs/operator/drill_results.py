@@ -1,11 +1,13 @@
 """A drill's row in the drill table: passed, failed, or not exercised and why; and the
 verdicts that judge a recovered run apart from the crash that made it."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from audit.actions import AuditAction
 from audit.models import AuditRecord
 
+from ..machine.errors import TransitionNotAllowed
 from ..models import AgentTurn, Run, RunStatus
 from .drill_evidence import calls_sent
 from .drill_waits import event_not_made_up, unreached
@@ -19,6 +21,20 @@ class DrillResult:
     passed: bool | None  # None: does not apply to this workflow, or was not exercised
     # False: it applies, but no worker reaches its crash point for want of a step to crash at.
     exercised: bool = True
+
+
+def run_guarded(title: str, drill: Callable[..., DrillResult], *args) -> DrillResult:
+    """One drill; what it could not do (a refused transition, a remote system that does not
+    answer) is its failed row in the table, so the other drills still run and report."""
+    try:
+        return drill(*args)
+    except Exception as exc:
+        return failed(title, exc)
+
+
+def failed(title: str, exc: Exception) -> DrillResult:
+    name = "refused" if isinstance(exc, TransitionNotAllowed) else type(exc).__name__
+    return DrillResult(title, "-", f"the drill could not finish: {name}: {exc}", False)
 
 
 def not_exercised(title: str, expected: str, why: str) -> DrillResult:

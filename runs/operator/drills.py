@@ -16,6 +16,9 @@ sweeper and a worker would, and compares what happened with what must happen:
 7a. (for an agent whose tool waits for a person, given the workflow's approval_example) an
    approval of arguments other than those waiting is refused and sends nothing; the
    approval of what waits runs the call once;
+7b. (for an approval step with a rule, approve_if, which may let the example through) a
+   run of the workflow's approval_example, which the rule asks a person about: approved
+   through its request, it goes on; without one, the row says that path was not exercised;
 8. the same start event delivered 20 times at once: one run, each step called once;
 6. (where steps declare compensation) a late step fails: compensations run newest first.
 
@@ -68,11 +71,14 @@ from ..machine.errors import TransitionNotAllowed
 from ..machine.transitions.agent_calls import args_hash
 from ..models import AgentTurn, AttentionReason, Run, RunStatus, Step, StepStatus, ToolCall
 from .actions import ACTIONS, ActionInput
+from .drill_approvals import TITLE, person_path_verdict, ruled_steps, without_example
 from .drill_evidence import call_sends, calls_sent, found_by_key, intent_keys
 from .drill_results import (
     DrillResult,
+    failed,
     not_exercised,
     restart_after_turn_verdict,
+    run_guarded,
     short_of,
     went_through,
 )
@@ -134,26 +140,15 @@ def run_drills(workflow: definition.Workflow) -> list[DrillResult]:
         try:
             results += _agent_drills(workflow, agent)
         except Exception as exc:  # reported as the drill's failure, never a traceback
-            results.append(_failed(f"agent drills ({agent.name})", exc))
+            results.append(failed(f"agent drills ({agent.name})", exc))
+    for step in ruled_steps(workflow):
+        results.append(run_guarded(TITLE.format(step.name), _drill_person_path, workflow,
+                                   step))
     results.append(run_guarded("8 same start event delivered at once",
                             _drill_concurrent_delivery, workflow))
     results.append(run_guarded("6 late failure after earlier effects", _drill_compensation,
                             workflow))
     return results
-
-
-def run_guarded(title: str, drill: Callable[..., DrillResult], *args) -> DrillResult:
-    """One drill; what it could not do (a refused transition, a remote system that does not
-    answer) is its failed row in the table, so the other drills still run and report."""
-    try:
-        return drill(*args)
-    except Exception as exc:
-        return _failed(title, exc)
-
-
-def _failed(title: str, exc: Exception) -> DrillResult:
-    name = "refused" if isinstance(exc, TransitionNotAllowed) else type(exc).__name__
-    return DrillResult(title, "-", f"the drill could not finish: {name}: {exc}", False)
 
 
 # --- the drills ----------------------------------------------------------------------------
@@ -225,6 +220,15 @@ def _drill_decision(workflow) -> DrillResult:
     return DrillResult(title, expected, f"asked {asked}x, decision "
                                         f"{'unchanged' if row.result == stored else 'changed'}; "
                                         f"run {run.status}", passed)
+
+
+def _drill_person_path(workflow, step: definition.StepDef) -> DrillResult:
+    """7b: a run of the approval_example input, carried through as any drill run: `step`'s
+    rule asks a person, whom the drill stands in for (drill_approvals judges the run)."""
+    if workflow.approval_example is None:
+        return without_example(step)
+    run = _start(workflow, "rule-asks-a-person", input=workflow.approval_example)
+    return person_path_verdict(recover(run, fresh=True), step)
 
 
 def _drill_concurrent_delivery(workflow, deliveries: int = 20) -> DrillResult:

@@ -56,7 +56,8 @@ def test_an_amount_under_the_threshold_completes_the_run_asking_and_notifying_no
     approve = step(run, "approve")
     assert approve.status == StepStatus.SUCCEEDED
     assert approve.result == BY_RULE
-    assert approve.remote_ref == "approved by the workflow's rule; no person was asked"
+    # Who approved it, as a person's approval leaves it ("approved by ann", below).
+    assert approve.remote_ref == "approved by the workflow's rule"
     # The payment read the approval as it reads a person's, and was made once.
     assert paid(script) == [(True, "the workflow's rule")]
     # One record says it, naming no person; none says a person was asked or decided.
@@ -96,6 +97,7 @@ def test_an_amount_at_the_threshold_is_asked_of_a_person_as_before(
                   now=t0).outcome == "recorded"
     assert executor.advance_run(run.pk, worker="w1") == RunStatus.COMPLETED
     assert step(run, "approve").result == {"approved": True, "by": "ann", "comment": ""}
+    assert step(run, "approve").remote_ref == "approved by ann"
     assert paid(script) == [(True, "ann")]
     assert not records(run, "approved_by_rule").exists()
 

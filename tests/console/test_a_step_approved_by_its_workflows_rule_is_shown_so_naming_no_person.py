@@ -1,9 +1,11 @@
 """An approval step the workflow's rule approved (approve_if: no person needed) is shown as
 such wherever a run is read: on the run page, its row says it was approved by the
-workflow's rule and that no person was asked, what it does says it waits for a person
-unless its rule approves, and the timeline has the record of it, by the worker, naming no
-person; show_run and the API's history say the same; its recovery contract says so; and a
-webhook subscriber is told of it as of any step's outcome."""
+workflow's rule and that no person was asked (read from its result), what it does says it
+waits for a person unless its rule approves, and the timeline has the record of it, by the
+worker, naming no person; its reference names who approved it, as a person's approval
+leaves it ("approved by ann"), and no more: a step's reference is another system's, shown
+as such by show_run and the API's history; its recovery contract says so; and a webhook
+subscriber is told of it as of any step's outcome."""
 
 import io
 import json
@@ -29,6 +31,8 @@ from tests.factories import new_run, step
 pytestmark = pytest.mark.django_db
 
 SAID = "approved by the workflow's rule; no person was asked"
+# As a person's approval leaves its reference: "approved by" whoever approved it.
+REFERENCE = "approved by the workflow's rule"
 
 
 @pytest.fixture
@@ -47,7 +51,10 @@ def test_the_run_page_says_the_rule_approved_the_step_and_no_person_was_asked(
 
     number = step(run, "approve").position + 1
     row = re.search(rf'<tr id="step-{number}">.*?</tr>', page, re.S).group(0)
-    assert SAID.replace("'", "&#x27;") in row
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    status, reference = cells[4], cells[7]
+    assert SAID.replace("'", "&#x27;") in status
+    assert reference.strip() == REFERENCE.replace("'", "&#x27;")
     assert "wait for a person&#x27;s approval, unless its rule approves" in row
     assert "succeeded" in row
     # The timeline's entry of the record: by the worker, the system; no person named.
@@ -62,7 +69,7 @@ def test_show_run_and_the_api_history_say_the_same(approved_by_rule, client):
     out = io.StringIO()
     call_command("show_run", str(run.pk), "--json", stdout=out)
     shown = next(s for s in json.loads(out.getvalue())["steps"] if s["name"] == "approve")
-    assert (shown["status"], shown["remote_ref"]) == ("succeeded", SAID)
+    assert (shown["status"], shown["remote_ref"]) == ("succeeded", REFERENCE)
 
     _, plaintext = token_create(name="erp", workflows=[run.workflow_name])
     history = client.get(f"/api/runs/{run.pk}/history",
@@ -71,7 +78,7 @@ def test_show_run_and_the_api_history_say_the_same(approved_by_rule, client):
     assert entry["step"] == "approve" and entry["actor_kind"] == "system"
     assert entry["data"]["person_asked"] is False
     assert entry["data"]["decided_by"] == "the workflow's rule"
-    assert entry["after"]["remote_ref"] == SAID
+    assert entry["after"]["remote_ref"] == REFERENCE
     assert not [e for e in history["entries"]
                 if e["action"] in ("approval_requested", "approval_decided")]
 

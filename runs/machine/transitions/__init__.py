@@ -26,6 +26,7 @@ from .agent_operator import (
     record_tool_call_undo,
     retry_tool_call,
 )
+from .approval_rules import rule_approval_words
 from .approval_waits import (
     approval_timed_out,
     approval_unaskable,
@@ -108,7 +109,8 @@ __all__ = [
     "DONE_STEP_STATUSES", "EFFECT_KINDS", "HELD", "NEW", "RUN_TRANSITIONS",
     "SECOND_PERSON_ACTIONS", "STEP_ACTIONS", "Lease", "Outcome", "allowed", "REMOTE_REF_MAX",
     "INVALID_OUTPUT_MAX",
-    "approval_timed_out", "awaited_approval", "approval_unaskable", "ask_again", "decide_tool_call",
+    "approval_timed_out", "awaited_approval", "approval_unaskable", "rule_approval_words",
+    "ask_again", "decide_tool_call",
     "reconcile_tool_call",
     "waiting_tool_calls", "TOOL_CALL_ACTIONS", "CALL_OPTIONAL_ACTIONS",
     "begin_tool_call_undo", "call_refusal",

@@ -24,17 +24,25 @@ from audit.actions import AuditAction
 
 from ...definitions import definition
 from ...models import Step, StepStatus
-from ..approval_snapshots import SnapshotUnavailable, approval_snapshot, database_failure
+from ..approval_snapshots import (
+    SnapshotUnavailable,
+    approval_snapshot,
+    as_shown,
+    database_failure,
+)
 from ..context import StepContext, build_context
 from ..rule_answers import person_asked
 from ..step_rows import index_of
 from . import effects
+from .approval_waits import approved_reference
 from .kernel import Change, Lease
 
 logger = logging.getLogger(__name__)
 
 # Who approved a step no person was asked about, as its result and its reference say.
 BY_RULE = "the workflow's rule"
+# What is said of such a step where a person reads the run (rule_approval_words).
+APPROVED_UNASKED = approved_reference(BY_RULE) + "; no person was asked"
 
 
 def approved_by_rule(change: Change, lease: Lease, step: Step) -> bool:
@@ -50,16 +58,32 @@ def approved_by_rule(change: Change, lease: Lease, step: Step) -> bool:
     if spec.approve_if is None or step.status != StepStatus.PENDING \
             or step.started_at is not None:
         return False
-    judged = _no_person_needed(lease, step, spec)
+    # Once per reaching: a change tried and thrown away (the one statement left to the
+    # locking path when the run then waits, a clash written again) asked it already, and a
+    # rule whose answers differ may not take back the person its first answer asked for.
+    reached = (step.name, step.generation)
+    if reached not in lease.rule_answers:
+        lease.rule_answers[reached] = _no_person_needed(lease, step, spec)
+    judged = lease.rule_answers[reached]
     if judged is None:
         return False
     snapshot, digest = judged
     effects.succeed(change, effects.StepEffect(lease, step, spec=spec),
                     {"approved": True, "by": BY_RULE, "comment": "", "person_asked": False},
-                    f"approved by {BY_RULE}; no person was asked",
-                    AuditAction.APPROVED_BY_RULE, decided_by=BY_RULE, person_asked=False,
-                    payload_hash=digest, snapshot=snapshot)
+                    approved_reference(BY_RULE), AuditAction.APPROVED_BY_RULE,
+                    decided_by=BY_RULE, person_asked=False, payload_hash=digest,
+                    snapshot=snapshot)
     return True
+
+
+def rule_approval_words(step: Step) -> str:
+    """APPROVED_UNASKED for a step the workflow's rule approved, as its result says (its
+    reference names who approved, as a person's approval leaves it, and no more), else ""."""
+    result = step.result
+    unasked = (step.kind == definition.APPROVAL and step.status == StepStatus.SUCCEEDED
+               and isinstance(result, dict)
+               and result.get("person_asked") is False)
+    return APPROVED_UNASKED if unasked else ""
 
 
 def _no_person_needed(lease: Lease, step: Step,
@@ -78,8 +102,9 @@ def _no_person_needed(lease: Lease, step: Step,
         logger.warning("%s: approve_if not asked, its snapshot cannot be made (%s); a "
                        "person decides", where, exc)
         return None
-    # A copy: what the rule does to it changes nothing of what is recorded.
-    if person_asked(spec.approve_if, copy.deepcopy(snapshot), where=where):
+    # A copy: what the rule does to it changes nothing of what is recorded. As a person is
+    # shown it, without the hash binding its masked values.
+    if person_asked(spec.approve_if, copy.deepcopy(as_shown(snapshot)), where=where):
         return None
     return snapshot, digest
 

@@ -40,6 +40,12 @@ from .kernel import (  # the package's shared vocabulary
 from .operator_rules import decision_refusal
 
 
+def approved_reference(by: str) -> str:
+    """What an approved approval step keeps as its reference: who approved it (a person's
+    label, or approval_rules.BY_RULE), the same words whoever it was."""
+    return f"approved by {by}"
+
+
 def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor,
                     comment: str = "", data: dict | None = None,
                     now: datetime | None = None) -> Run:
@@ -72,7 +78,7 @@ def decide_approval(run_id: int, *, step_name: str, approved: bool, actor: Actor
         step.result = {"approved": approved, "by": actor.label, "comment": comment}
         if approved:
             step.status = StepStatus.SUCCEEDED
-            step.remote_ref = f"approved by {actor.label}"
+            step.remote_ref = approved_reference(actor.label)
             wait_ended(step)
             change.step_changed(step)
             run.steps_done = steps_done_with(run, step)

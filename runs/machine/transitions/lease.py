@@ -34,6 +34,11 @@ class Lease:
     row_index: RowIndex | None = None
     # The definitions of its steps found so far (spec).
     specs: dict[str, definition.StepDef] = field(default_factory=dict)
+    # What each approval step's rule answered when this lease reached the step, by (step
+    # name, generation) (approval_rules): a change tried and thrown away (lease_cycle's one
+    # statement, a checkpoint the database rolled back) is made again with the same answer,
+    # the rule not asked twice. A copy of the lease (copy.copy) shares it.
+    rule_answers: dict[tuple[str, int], tuple[dict, str] | None] = field(default_factory=dict)
 
     def spec(self, name: str) -> definition.StepDef:
         """Step `name` of the run's workflow (KeyError when it has none), found once per

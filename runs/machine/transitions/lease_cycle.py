@@ -345,6 +345,8 @@ def _record_success_in_one_statement(lease: Lease, step: Step, outcome: Outcome,
     unfinished row (a cancel taking effect at the boundary skips them all). A miss is rare
     (an operator moved the run, once per approval wait): reading the rows again then costs
     what one claim costs."""
+    # Shallow: its rule_answers are the lease's, so that an approval step's rule asked here
+    # is not asked again by the locking path this trial may leave the change to.
     trial = copy.copy(lease)
     trial.run = _shallow_copy(lease.run)
     expect_status, expect_seq = trial.run.status, trial.run.audit_seq

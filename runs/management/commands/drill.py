@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from audit.redaction import redact_text
 from runs.definitions.definition import registry
 from runs.management.tables import render_table
+from runs.operator.drill_approvals import approvals_said, last_run_id
 from runs.operator.drills import approval_path, run_drills
 from runs.operator.sandbox_check import sandbox_answers
 
@@ -32,13 +33,16 @@ def sandbox_candidates() -> list[tuple[str, str]]:
 
 
 class Command(BaseCommand):
-    help = ("Run the crash drills (1, 2, 5, 8 and, with compensation, 6) against a registered "
-            "workflow and print drill / expected / observed / pass. What a drill run waits for "
-            "is carried through as the drill: approvals approved, events delivered with the "
-            "default their wait declares, timers woken. Exits non-zero if one fails; a drill "
-            "not exercised (its row says why: the workflow has no step of the kind it crashes "
-            "at, or an event without a default, which no drill makes up, comes first) is no "
-            "failure. "
+    help = ("Run the crash drills (1, 2, 5, 8 and, with compensation, 6; 7b for an approval "
+            "step with a rule) against a registered workflow and print drill / expected / "
+            "observed / pass, then who approved what the drill runs waited for. What a drill "
+            "run waits for is carried through as the drill: approvals approved, events "
+            "delivered with the default their wait declares, timers woken (an approval step "
+            "whose rule lets the run through is passed by it, nobody asked; 7b drills the "
+            "person it asks with the workflow's approval_example). Exits non-zero if one "
+            "fails; a drill not exercised (its row says why: the workflow has no step of the "
+            "kind it crashes at, or an event without a default, which no drill makes up, "
+            "comes first) is no failure. "
             "Drill runs are flagged, kept out of the console's lists, notify nobody, and "
             "`manage.py remove_drill_runs` removes them.")
 
@@ -75,6 +79,7 @@ class Command(BaseCommand):
             settings.MODEL_BASE_URL = f"{url}/model/v1"
             self.stdout.write(redact_text(f"sandbox: {url} (from {source}); model: "
                                           f"{settings.MODEL_BASE_URL}"))
+        before = last_run_id()
         try:
             results = run_drills(definition)
         except ValueError as exc:
@@ -85,7 +90,10 @@ class Command(BaseCommand):
         rows = [(r.drill, r.expected, r.observed, _verdict(r)) for r in results]
         self.stdout.write(f"drills for {definition.name} v{definition.version}")
         self.stdout.write(render_table(("drill", "expected", "observed", "pass"), rows))
-        self.stdout.write(f"approvals: {approval_path()}")
+        # What the drill runs came to, not only how the drill would approve: an approval
+        # step's rule may have let every one of them through, nobody asked.
+        self.stdout.write("approvals: " + approvals_said(definition, after=before,
+                                                         path=approval_path()))
         self.stdout.write("drill runs are left out of the console's lists (tick 'Drill runs "
                           "too' to see them); remove them with: manage.py remove_drill_runs")
         unexercised = [r.drill for r in results if not r.exercised]
