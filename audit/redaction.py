@@ -47,12 +47,26 @@ def api_token_label(name: str) -> str:
     return f"{_API_TOKEN_PREFIX}{name}"
 
 
-def _quoted_up_to(opened: str) -> str:
-    """A quoted text's characters up to the quote that opened it (the group `opened`, maybe
-    escaped: JSON quoted in another JSON text), escaped quotes among them. A line's end ends
-    it too: a text cut off (an error text keeps 500 characters of a body) is masked to the
-    end of its line."""
-    return rf"(?:(?!(?P={opened}))(?:\\.|[^\\\n]))*"
+# The backslashes that may escape a quote: none, one in JSON held as a string by another JSON
+# text, three when that text is itself held as a string, and so on (2**depth - 1), here up
+# to a fourth level. Bounded: a value whose quote is escaped so is looked into at most once
+# for each length a run of them may have, which keeps every scan linear.
+_ESCAPES = r"\\{0,15}"
+
+
+def _quoted_up_to(opened: str, escape: str) -> str:
+    """A quoted text's characters up to the quote that opened it (the group `opened`), at
+    any depth of JSON held as a string: `escape` is the group of the backslashes before
+    that quote (r of them, none outside such a string). A quote preceded by a run of
+    backslashes ends the text when the run, its blocks of 2r + 2 taken away (each an escaped
+    backslash of the text), leaves exactly r; when it leaves 2r + 1 the quote is one of the
+    text's own, escaped. A line's end ends it too: a text cut off (an error text keeps 500
+    characters of a body) is masked to the end of its line."""
+    run, end = f"(?P={escape})", f"(?P={opened})"
+    # Characters that are neither a quote nor a backslash are taken a run at a time: most
+    # of a text is made of them.
+    return (rf"(?:[^\"'\\\n]++|(?!{end})(?:{run}{run}\\\\)*+"
+            rf"(?:{run}\\{end}|(?={end})|\\*+[^\\\n]))*+")
 
 
 # The schemes an Authorization header names before its credentials (IANA's registry and
@@ -93,26 +107,31 @@ _SECRETS = (
     # to where it ends (_masked_in); or a JSON literal (a number, true), which a bracket
     # ends, or a bare word, even one prose follows ('field "password": check the length'):
     # YAML writes a value so, and a message quoting a value ('"password": hunter is too
-    # short') reads as prose does, so that whatever kept "check" would keep "hunter".
-    r"|(?=[\"'])(?P<pair>(?P<quote>[\"'])(?P<key>[\w .-]{1,64})\\?(?P=quote)\s*[=:]\s*"
-    rf"(?:b?(?P<opened>\\?[\"'])(?P<text>{_quoted_up_to('opened')})(?P=opened)?"
+    # short') reads as prose does, so that whatever kept "check" would keep "hunter". In
+    # JSON held as a string by another JSON text, at any depth, the quotes of the key and of
+    # its value are escaped (_ESCAPES). The key is taken whole (possessive), never given back
+    # a character at a time: no shorter key is followed by a quote.
+    rf"|(?=[\"'])(?P<pair>(?P<quote>[\"'])(?P<key>[\w .-]{{1,64}}+){_ESCAPES}(?P=quote)\s*[=:]\s*"
+    rf"(?:b?(?P<opened>(?P<escape>{_ESCAPES})[\"'])(?P<text>{_quoted_up_to('opened', 'escape')})"
+    r"(?P=opened)?"
     r"|(?=[\[{])(?P<container>)"
     r"|(?P<literal>[^\s&,;\"'{}\[\]]+)))"
     # One of these words, ":" or "=", and a value: a quoted text, masked up to its closing
     # quote (kept), or a bare one up to a separator, but not the start of a JSON text
     # (".../oauth/token: {"error": ...}": an endpoint's path and the answer it gave).
     r"|(?=[acpst])((?:passw(?:or)?d|passphrase|pwd|secret|token|(?:api|private)[-_]?key"
-    r"|(?:set-)?cookie)\s*[=:]\s*(?:b?(?P<word_opened>\\?[\"']))?)"
-    rf"(?(word_opened){_quoted_up_to('word_opened')}|(?![\[{{][\"'\s])[^\s&,;\"']+)"
+    rf"|(?:set-)?cookie)\s*[=:]\s*(?:b?(?P<word_opened>(?P<word_escape>{_ESCAPES})[\"']))?)"
+    rf"(?(word_opened){_quoted_up_to('word_opened', 'word_escape')}|(?![\[{{][\"'\s])[^\s&,;\"']+)"
     # A bare key before "=" (a DSN's "db_pass=...", a query's "client_credentials=...", a
     # repr's "db_pass='...'") that names a secret as a field's name does (_names_a_secret,
     # asked by _masked_in), and its value: a quoted text, masked up to its closing quote
     # (kept), or a bare one up to a separator. Only "=": in prose a word before ":" is no
     # key. An Authorization header (a proxy's too) is the first alternative's, its scheme
-    # word kept.
-    r"|\b(?=[a-z])(?!(?:proxy-)?authorization\b)(?P<bare>[\w.-]{1,64}\s*=\s*"
-    r"(?:b?(?P<bare_opened>\\?[\"']))?)"
-    rf"(?(bare_opened){_quoted_up_to('bare_opened')}|[^\s&,;\"']+)"
+    # word kept. The key is taken whole, as a quoted one is: no shorter key is followed by
+    # "=", and each word of a text would otherwise be given back a character at a time.
+    r"|\b(?=[a-z])(?!(?:proxy-)?authorization\b)(?P<bare>[\w.-]{1,64}+\s*=\s*"
+    rf"(?:b?(?P<bare_opened>(?P<bare_escape>{_ESCAPES})[\"']))?)"
+    rf"(?(bare_opened){_quoted_up_to('bare_opened', 'bare_escape')}|[^\s&,;\"']+)"
     # A URL's userinfo (scheme://user:password@host): the password, or a token standing
     # alone as the user, up to the last @ of the authority (a password may hold an @).
     r"|(\b[a-z][a-z0-9+.-]*://(?:[^\s/?#@:]*:)?)[^\s/?#]+(?=@)"
@@ -167,8 +186,9 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
         end = match.end()
         if match["container"] is not None:
             # A key whose closing quote is escaped is in a JSON text held as a string by
-            # another: its list or object is written with escaped quotes too.
-            end = _container_end(text, end, escaped=text[match.end("key")] == "\\")
+            # another (or deeper): its list or object is written with quotes escaped so too.
+            escape = len(_BACKSLASHES.match(text, match.end("key"))[0])
+            end = _container_end(text, end, escape=escape)
             masked = f"{match[0]}{REDACTED}"
         else:
             masked = _masked(match)
@@ -182,25 +202,38 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
 # text, whose brackets count for nothing, a bracket, and the rest.
 _CONTAINER_PARTS = re.compile(
     r"\"(?:[^\"\\]|\\.)*\"?|'(?:[^'\\]|\\.)*'?|[\[{]|[\]}]|[^\"'\[\]{}]+")
-# The same of a list or an object in a JSON text held as a string by another JSON text,
-# each of its characters written as that string writes it: its quotes as \", its own
-# escapes doubled (\\\" a quote within one of its texts, \\n a line's end). A quote not
-# escaped ends the string that holds it, and so the list or object, if it has not ended;
-# so does a line's end, which no such string holds: it was cut off.
-_ESCAPED_CONTAINER_PARTS = re.compile(
-    r'\\"(?:[^"\\\n]|\\[^"\\\n]|\\\\(?:\\.|[^"\\\n]))*(?:\\")?'
-    r'|[\[{]|[\]}]|["\n]|(?:[^"\\\[\]{}\n]|\\[^"\[\]{}\n])+')
+_BACKSLASHES = re.compile(r"\\*")
 
 
-def _container_end(text: str, start: int, *, escaped: bool = False) -> int:
+@lru_cache(maxsize=16)
+def _container_parts(escape: int) -> re.Pattern:
+    """The parts of a list or an object in a JSON text held as a string by another JSON
+    text (or deeper), its quotes written with `escape` backslashes before them (0: not so
+    held, _CONTAINER_PARTS) and each of its characters as the strings holding it write it:
+    a text, whose quotes end it as _quoted_up_to tells; a bracket; the end (`end`), a
+    quote escaped fewer times than its own, which ends a string that holds it, and so the
+    list or object if it has not ended, or a line's end, which no such string holds (it was
+    cut off); and the rest. Each part begins where a run of backslashes does, so that no
+    run is read twice."""
+    if not escape:
+        return _CONTAINER_PARTS
+    quote, block, own_quote = (
+        rf'\\{{{escape}}}"', rf"\\{{{2 * escape + 2}}}", rf'\\{{{2 * escape + 1}}}"')
+    text = (rf'{quote}(?:[^"\\\n]++|(?:{block})*+{own_quote}|(?:{block})++(?={quote})'
+            rf'|\\++(?=[^"\\\n]))*+(?:{quote})?')
+    return re.compile(rf'{text}|[\[{{]|[\]}}]|(?P<end>\\{{0,{escape - 1}}}"|\n)'
+                      rf'|(?:[^"\\\[\]{{}}\n]|(?!\\{{0,{escape}}}")\\++[^\\\n]?)+')
+
+
+def _container_end(text: str, start: int, *, escape: int = 0) -> int:
     """Where the list or object beginning at `start` ends: the end of the text when it was
-    cut off (what was left of it is masked), or, `escaped` (in a JSON text held as a
-    string by another), the end of the string that holds it or of its line. Each character
-    is read once: the text read is masked and never looked into again."""
+    cut off (what was left of it is masked), or, held as a string by another JSON text
+    (`escape`: the backslashes before its quotes), the end of the string that holds it or
+    of its line. Each character is read once: the text read is masked and never looked into
+    again."""
     depth = 0
-    for part in (_ESCAPED_CONTAINER_PARTS if escaped else _CONTAINER_PARTS).finditer(
-            text, start):
-        if escaped and part[0] in ('"', "\n"):
+    for part in _container_parts(escape).finditer(text, start):
+        if part.lastgroup == "end":
             return part.start()
         if part[0] in ("[", "{"):
             depth += 1
