@@ -104,18 +104,20 @@ _SECRETS = (
     # a secret as a field of a value does (_names_a_secret, asked by _masked_in), ":" or
     # "=", and its value, of which only what it holds is masked (_masked): a quoted text,
     # its quotes kept; a list or an object, masked whole as redact masks such a field, up
-    # to where it ends (_masked_in); or a JSON literal (a number, true), which a bracket
-    # ends, or a bare word, even one prose follows ('field "password": check the length'):
-    # YAML writes a value so, and a message quoting a value ('"password": hunter is too
-    # short') reads as prose does, so that whatever kept "check" would keep "hunter". In
-    # JSON held as a string by another JSON text, at any depth, the quotes of the key and of
-    # its value are escaped (_ESCAPES). The key is taken whole (possessive), never given back
-    # a character at a time: no shorter key is followed by a quote.
+    # to where it ends (_masked_in); or a bare value, a JSON literal (a number, true) or
+    # YAML's words ('"password": correct horse battery staple'), up to what ends a value
+    # in JSON or YAML (_bare_value_end): a comma, a closing bracket, the end of its line.
+    # Prose after it goes too ('field "password": check the length'): a message quoting a
+    # value ('"password": hunter is too short') reads as prose does, so that whatever kept
+    # "check the length" would keep "is too short", and a password of words too. In JSON
+    # held as a string by another JSON text, at any depth, the quotes of the key and of its
+    # value are escaped (_ESCAPES). The key is taken whole (possessive), never given back a
+    # character at a time: no shorter key is followed by a quote.
     rf"|(?=[\"'])(?P<pair>(?P<quote>[\"'])(?P<key>[\w .-]{{1,64}}+){_ESCAPES}(?P=quote)\s*[=:]\s*"
     rf"(?:b?(?P<opened>(?P<escape>{_ESCAPES})[\"'])(?P<text>{_quoted_up_to('opened', 'escape')})"
     r"(?P=opened)?"
     r"|(?=[\[{])(?P<container>)"
-    r"|(?P<literal>[^\s&,;\"'{}\[\]]+)))"
+    r"|(?=[^\s&,;\"'{}\[\]])(?P<literal>)))"
     # One of these words, ":" or "=", and a value: a quoted text, masked up to its closing
     # quote (kept), or a bare one up to a separator, but not the start of a JSON text
     # (".../oauth/token: {"error": ...}": an endpoint's path and the answer it gave).
@@ -125,13 +127,16 @@ _SECRETS = (
     # A bare key before "=" (a DSN's "db_pass=...", a query's "client_credentials=...", a
     # repr's "db_pass='...'") that names a secret as a field's name does (_names_a_secret,
     # asked by _masked_in), and its value: a quoted text, masked up to its closing quote
-    # (kept), or a bare one up to a separator. Only "=": in prose a word before ":" is no
-    # key. An Authorization header (a proxy's too) is the first alternative's, its scheme
-    # word kept. The key is taken whole, as a quoted one is: no shorter key is followed by
-    # "=", and each word of a text would otherwise be given back a character at a time.
+    # (kept), or a bare one up to a separator (_BARE_VALUE, read only once the key is known
+    # to name a secret: a key naming none is looked into from its next character on, and a
+    # value read with it would be read again from there, "a=a=a=..." in quadratic time).
+    # Only "=": in prose a word before ":" is no key. An Authorization header (a proxy's
+    # too) is the first alternative's, its scheme word kept. The key is taken whole, as a
+    # quoted one is: no shorter key is followed by "=", and each word of a text would
+    # otherwise be given back a character at a time.
     r"|\b(?=[a-z])(?!(?:proxy-)?authorization\b)(?P<bare>[\w.-]{1,64}+\s*=\s*"
     rf"(?:b?(?P<bare_opened>(?P<bare_escape>{_ESCAPES})[\"']))?)"
-    rf"(?(bare_opened){_quoted_up_to('bare_opened', 'bare_escape')}|[^\s&,;\"']+)"
+    rf"(?(bare_opened){_quoted_up_to('bare_opened', 'bare_escape')}|(?=[^\s&,;\"']))"
     # A URL's userinfo (scheme://user:password@host): the password, or a token standing
     # alone as the user, up to the last @ of the authority (a password may hold an @).
     r"|(\b[a-z][a-z0-9+.-]*://(?:[^\s/?#@:]*:)?)[^\s/?#]+(?=@)"
@@ -190,6 +195,12 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
             escape = len(_BACKSLASHES.match(text, match.end("key"))[0])
             end = _container_end(text, end, escape=escape)
             masked = f"{match[0]}{REDACTED}"
+        elif match["literal"] is not None:
+            end = _bare_value_end(text, end, escaped=text[match.end("key")] == "\\")
+            masked = f"{match[0]}{REDACTED}"
+        elif match["bare"] is not None and match["bare_opened"] is None:
+            end = _BARE_VALUE.match(text, end).end()
+            masked = f"{match[0]}{REDACTED}"
         else:
             masked = _masked(match)
         parts += (text[kept_to:match.start()], masked)
@@ -203,6 +214,26 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
 _CONTAINER_PARTS = re.compile(
     r"\"(?:[^\"\\]|\\.)*\"?|'(?:[^'\\]|\\.)*'?|[\[{]|[\]}]|[^\"'\[\]{}]+")
 _BACKSLASHES = re.compile(r"\\*")
+# A bare key's value unquoted: up to a separator.
+_BARE_VALUE = re.compile(r"[^\s&,;\"']*")
+# What ends a bare value after a quoted key: a separator of JSON or YAML, or a line's end;
+# and, in a JSON text held as a string, the escape of a line's end or of a quote, or a
+# quote, which ends the string that holds it. A run of backslashes is matched from its
+# start only: at each of its characters it would be read again.
+_BARE_VALUE_ENDS = re.compile(r"[\r\n,}\]]")
+_ESCAPED_BARE_VALUE_ENDS = re.compile(r'[\r\n,}\]"]|(?<!\\)\\++[nr"]')
+
+
+def _bare_value_end(text: str, start: int, *, escaped: bool) -> int:
+    """Where a bare value after a quoted key, from `start`, ends (`escaped`: the key's quote
+    was, in a JSON text held as a string): at what ends a value, the blanks before it
+    left out. Read only once the key is known to name a secret (its value is masked and
+    never read again): a key naming none is looked into from its next character on, and a
+    value read with it would be read again from there, '"k": a "k": a ...' in quadratic
+    time."""
+    ends = (_ESCAPED_BARE_VALUE_ENDS if escaped else _BARE_VALUE_ENDS).search(text, start)
+    stop = len(text) if ends is None else ends.start()
+    return start + len(text[start:stop].rstrip())
 
 
 @lru_cache(maxsize=16)
@@ -248,8 +279,7 @@ def _masked(match: re.Match) -> str:
     if match.lastgroup == "label":
         return match["label"]
     if match.lastgroup == "pair":
-        text, (start, end) = match.string, match.span("text" if match["text"] is not None
-                                                      else "literal")
+        text, (start, end) = match.string, match.span("text")
         return f"{text[match.start():start]}{REDACTED}{text[end:match.end()]}"
     prefix = next((g for g in match.groups() if g), "")
     return f"{prefix}{REDACTED}"

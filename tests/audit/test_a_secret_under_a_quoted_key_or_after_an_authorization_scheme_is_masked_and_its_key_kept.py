@@ -194,6 +194,10 @@ def test_a_quoted_key_in_a_text_is_decided_as_the_same_field_of_a_value_is(key):
     "".join('"k": ' + "\\" * (n % 17) + '"' for n in range(12_000)),
     '{"d": "{\\"e\\": \\"{\\\\\\"secrets\\\\\\": [' + '\\\\\\"[' * 25_000,
     '{"d": "{\\"secrets\\": [' + "\\" * 100_000,
+    # Keys naming no secret, each one's value holding all the others.
+    "a=" * 200_000,
+    '"k": a ' * 16_000,
+    '{\\"k\\": a ' * 12_000,
 ])
 def test_a_long_adversarial_text_is_redacted_and_a_secret_after_it_masked(adversary):
     """Every error text passes the redaction: however it is written, its cost grows with
