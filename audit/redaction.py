@@ -24,8 +24,15 @@ _SECRET_WORDS = frozenset({
 })
 # A word of its own run together with what it qualifies: "accesstoken", "dbpassword".
 _SECRET_ENDINGS = ("passwd", "password", "passphrase", "secret", "token", "apikey",
-                   "privatekey", "credential", "credentials", "cookie")
-_SECRET_PAIRS = frozenset({("api", "key"), ("private", "key")})
+                   "privatekey", "credential", "credentials", "cookie", "authkey", "accesskey")
+# A key is a secret when a word says what it opens: the headers and parameters APIs take
+# one in (X-Auth-Key, Ocp-Apim-Subscription-Key, x-functions-key, DD-APPLICATION-KEY,
+# X-Master-Key, access_key). Alone, or after another word ("idempotency_key", "sort_key",
+# "public_key"), a key is a name.
+_SECRET_PAIRS = frozenset({
+    ("api", "key"), ("private", "key"), ("auth", "key"), ("access", "key"),
+    ("subscription", "key"), ("functions", "key"), ("application", "key"), ("app", "key"),
+    ("master", "key")})
 # How records and logs name an API token (api.models.ApiToken.actor_label, also an event's
 # source): "api-token:<name>", a name of these characters (the token's validator). Read by
 # the pattern below, it looks like a "token: value" pair; it is kept whole, written exactly
@@ -84,6 +91,13 @@ _AUTH_SCHEMES = (
 _AUTH_CREDENTIALS = (
     r"(?:[\w.-]+\s*=(?!=)(?:\s*\\\"(?:\\.|[^\"\\\r\n])*|[^\r\n]*)|[A-Za-z0-9._~+/=-]+)")
 
+# An Authorization scheme's word before a credential, where a header of another name (or a
+# secret-named key) holds one ("X-Auth-Token: Bearer ..."): the word kept, the credential
+# masked. A word alone is no scheme: it may be the secret itself.
+_SCHEME_BEFORE_CREDENTIAL = rf"(?:{'|'.join(_AUTH_SCHEMES)})[ \t]+(?=[^\s&,;\"'])"
+# A Cookie header's cookies, every one of which may open a session.
+_COOKIES = r"[^\s&,;\"']+(?:;[ \t]*[^\s&,;\"']+)*+"
+
 # Every text is scanned at each of its characters: a lookahead for the first characters an
 # alternative can begin with ("(?=[ab])") lets almost every position fail at one test.
 _SECRETS = (
@@ -93,7 +107,8 @@ _SECRETS = (
     # credential). Any other word of letters there may be the credential or an unknown
     # scheme: it is masked with the credential that may follow it on its line,
     # "abcdefghijklmnop sent" whole (a word of prose lost costs less than a credential kept).
-    r"(?=[ab])(?:(?P<auth>authorization\s*[=:]\s*"
+    # Quoted too (a repr's "authorization='...'"), the quote kept.
+    rf"(?=[ab])(?:(?P<auth>authorization\s*[=:]\s*(?:{_ESCAPES}[\"'])?"
     rf"(?:(?P<scheme>{'|'.join(_AUTH_SCHEMES)}"
     r"|(?-i:[A-Z](?:[a-z]+|[A-Z0-9]*)(?:-[A-Z](?:[a-z]+|[A-Z0-9]*))+))\s+)?+)"
     rf"(?(scheme){_AUTH_CREDENTIALS}"
@@ -119,23 +134,30 @@ _SECRETS = (
     r"|(?=[\[{])(?P<container>)"
     r"|(?=[^\s&,;\"'{}\[\]])(?P<literal>)))"
     # One of these words, ":" or "=", and a value: a quoted text, masked up to its closing
-    # quote (kept), or a bare one up to a separator, but not the start of a JSON text
-    # (".../oauth/token: {"error": ...}": an endpoint's path and the answer it gave).
+    # quote (kept), a scheme's word and the credential after it (the word kept), a
+    # Cookie header's cookies, or a bare value up to a separator, but not the start of a
+    # JSON text (".../oauth/token: {"error": ...}": an endpoint's path and the answer it
+    # gave).
     r"|(?=[acpst])((?:passw(?:or)?d|passphrase|pwd|secret|token|(?:api|private)[-_]?key"
-    rf"|(?:set-)?cookie)\s*[=:]\s*(?:b?(?P<word_opened>(?P<word_escape>{_ESCAPES})[\"']))?)"
-    rf"(?(word_opened){_quoted_up_to('word_opened', 'word_escape')}|(?![\[{{][\"'\s])[^\s&,;\"']+)"
+    r"|(?P<cookie>(?:set-)?cookie))\s*[=:]\s*"
+    rf"(?:b?(?P<word_opened>(?P<word_escape>{_ESCAPES})[\"'])|{_SCHEME_BEFORE_CREDENTIAL})?)"
+    rf"(?(word_opened){_quoted_up_to('word_opened', 'word_escape')}"
+    rf"|(?(cookie){_COOKIES}|(?![\[{{][\"'\s])[^\s&,;\"']+))"
     # A bare key before "=" (a DSN's "db_pass=...", a query's "client_credentials=...", a
     # repr's "db_pass='...'") that names a secret as a field's name does (_names_a_secret,
     # asked by _masked_in), and its value: a quoted text, masked up to its closing quote
     # (kept), or a bare one up to a separator (_BARE_VALUE, read only once the key is known
     # to name a secret: a key naming none is looked into from its next character on, and a
     # value read with it would be read again from there, "a=a=a=..." in quadratic time).
-    # Only "=": in prose a word before ":" is no key. An Authorization header (a proxy's
-    # too) is the first alternative's, its scheme word kept. The key is taken whole, as a
-    # quoted one is: no shorter key is followed by "=", and each word of a text would
-    # otherwise be given back a character at a time.
-    r"|\b(?=[a-z])(?!(?:proxy-)?authorization\b)(?P<bare>[\w.-]{1,64}+\s*=\s*"
-    rf"(?:b?(?P<bare_opened>(?P<bare_escape>{_ESCAPES})[\"']))?)"
+    # Before ":" too, a header's name ("X-Auth-Key: ...") or a config's key ("auth_key:
+    # ..."), not a word of prose nor an error's class (_where_to_look_on), nor a URL's
+    # scheme. A scheme's word before the credential is kept, as in an Authorization
+    # header, which is the first alternative's, under any name that ends so
+    # ("X-Authorization", "HTTP_AUTHORIZATION": _where_to_look_on). The key is taken whole, as a
+    # quoted one is: no shorter key is followed by "=" or ":", and each word of a text
+    # would otherwise be given back a character at a time.
+    r"|\b(?=[a-z])(?!authorization\b)(?P<bare>[\w.-]{1,64}+(?:\s*=\s*|:(?!//)[ \t]*)"
+    rf"(?:b?(?P<bare_opened>(?P<bare_escape>{_ESCAPES})[\"'])|{_SCHEME_BEFORE_CREDENTIAL})?)"
     rf"(?(bare_opened){_quoted_up_to('bare_opened', 'bare_escape')}|(?=[^\s&,;\"']))"
     # A URL's userinfo (scheme://user:password@host): the password, or a token standing
     # alone as the user, up to the last @ of the authority (a password may hold an @).
@@ -162,14 +184,45 @@ _SIGN_OF_SECRET = re.compile(r"[\s=:/-]")
 
 def redact_text(text: str) -> str:
     """The text with bearer tokens, Authorization credentials, API keys, the values of
-    secret-named keys (key=value, "key": "value" however quoted), URLs' credentials and the
-    declared sensitive values opened for the work at hand (values_masked) masked."""
+    secret-named keys and headers (key=value, "key": "value" however quoted, X-Auth-Key:
+    value), cookies, URLs' credentials and the declared sensitive values opened for the
+    work at hand (values_masked) masked."""
     text = _without_opened(text)
     if _SIGN_OF_SECRET.search(text) is None:
         return text
     if _API_TOKEN_PREFIX in text:
         return _masked_in(text, _SECRET_BESIDE_LABELS)
     return _masked_in(text, _SECRET_IN_TEXT)
+
+
+# A bare key's name, read from its match: a group of the name alone would cost each word
+# of every text a capture (2% of a prose text's scan).
+_NAME = re.compile(r"[\w.-]*")
+_AUTHORIZATION = "authorization"
+
+
+def _where_to_look_on(match: re.Match) -> int | None:
+    """Where to look on from when `match` is not masked as it is found: a key that names
+    no secret, whose value, and the key itself, are looked into from its next character on
+    as any text is (a note may quote a pair, a URL its password), or an Authorization
+    header under another name. None when it is a secret to mask."""
+    if (key := match["key"]) is not None:
+        return None if _names_a_secret(key) else match.start() + 1
+    if (bare := match["bare"]) is None:
+        return None
+    name = _NAME.match(bare)[0]
+    if bare[len(name)] == ":" and "-" not in name and "_" not in name:
+        # Before ":", a header's name or a config's key, never a word of prose ("during
+        # the pass: nothing queued") nor an error's class ("InvalidToken: ..."), which
+        # hold no "-" or "_".
+        return match.start() + 1
+    if not _names_a_secret(name):
+        return match.start() + 1
+    if len(name) > len(_AUTHORIZATION) and name.lower().endswith(_AUTHORIZATION):
+        # An Authorization header under another name: the Authorization alternative reads
+        # it from that word on, its scheme kept, a credential of parameters masked whole.
+        return match.start() + len(name) - len(_AUTHORIZATION)
+    return None
 
 
 def _masked_in(text: str, secrets: re.Pattern) -> str:
@@ -179,14 +232,8 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
     parts = []
     kept_to = looked_from = 0
     while (match := secrets.search(text, looked_from)) is not None:
-        # A bare key is what its group holds before "=": a group of the key alone would
-        # cost each word of every text a capture (2% of a prose text's scan).
-        if (key := match["key"] if match["key"] is not None else match["bare"]) is not None \
-                and not _names_a_secret(key.partition("=")[0].rstrip()):
-            # A quoted key naming no secret: its value, and the key itself, are looked
-            # into from the next character on as any text is (a note may quote a pair, a
-            # URL its password).
-            looked_from = match.start() + 1
+        if (look_on_from := _where_to_look_on(match)) is not None:
+            looked_from = look_on_from
             continue
         end = match.end()
         if match["container"] is not None:

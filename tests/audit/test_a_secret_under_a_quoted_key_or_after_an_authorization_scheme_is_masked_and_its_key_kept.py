@@ -198,6 +198,9 @@ def test_a_quoted_key_in_a_text_is_decided_as_the_same_field_of_a_value_is(key):
     "a=" * 200_000,
     '"k": a ' * 16_000,
     '{\\"k\\": a ' * 12_000,
+    "a-b:" * 25_000,
+    # Authorization headers under another name, with no credential to read.
+    "X-Authorization=<" * 6_000,
 ])
 def test_a_long_adversarial_text_is_redacted_and_a_secret_after_it_masked(adversary):
     """Every error text passes the redaction: however it is written, its cost grows with
