@@ -153,9 +153,9 @@ _SECRETS = (
     # ..."), not a word of prose nor an error's class (_where_to_look_on), nor a URL's
     # scheme. A scheme's word before the credential is kept, as in an Authorization
     # header, which is the first alternative's, under any name that ends so
-    # ("X-Authorization", "HTTP_AUTHORIZATION": _where_to_look_on). The key is taken whole, as a
-    # quoted one is: no shorter key is followed by "=" or ":", and each word of a text
-    # would otherwise be given back a character at a time.
+    # ("X-Authorization", "HTTP_AUTHORIZATION": _where_to_look_on). The key is taken
+    # whole, as a quoted one is: no shorter key is followed by "=" or ":", and each word
+    # of a text would otherwise be given back a character at a time.
     r"|\b(?=[a-z])(?!authorization\b)(?P<bare>[\w.-]{1,64}+(?:\s*=\s*|:(?!//)[ \t]*)"
     rf"(?:b?(?P<bare_opened>(?P<bare_escape>{_ESCAPES})[\"'])|{_SCHEME_BEFORE_CREDENTIAL})?)"
     rf"(?(bare_opened){_quoted_up_to('bare_opened', 'bare_escape')}|(?=[^\s&,;\"']))"
