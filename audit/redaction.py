@@ -24,8 +24,15 @@ _SECRET_WORDS = frozenset({
 })
 # A word of its own run together with what it qualifies: "accesstoken", "dbpassword".
 _SECRET_ENDINGS = ("passwd", "password", "passphrase", "secret", "token", "apikey",
-                   "privatekey", "credential", "credentials", "cookie")
-_SECRET_PAIRS = frozenset({("api", "key"), ("private", "key")})
+                   "privatekey", "credential", "credentials", "cookie", "authkey", "accesskey")
+# A key is a secret when a word says what it opens: the headers and parameters APIs take
+# one in (X-Auth-Key, Ocp-Apim-Subscription-Key, x-functions-key, DD-APPLICATION-KEY,
+# X-Master-Key, access_key). Alone, or after another word ("idempotency_key", "sort_key",
+# "public_key"), a key is a name.
+_SECRET_PAIRS = frozenset({
+    ("api", "key"), ("private", "key"), ("auth", "key"), ("access", "key"),
+    ("subscription", "key"), ("functions", "key"), ("application", "key"), ("app", "key"),
+    ("master", "key")})
 # How records and logs name an API token (api.models.ApiToken.actor_label, also an event's
 # source): "api-token:<name>", a name of these characters (the token's validator). Read by
 # the pattern below, it looks like a "token: value" pair; it is kept whole, written exactly
@@ -47,12 +54,26 @@ def api_token_label(name: str) -> str:
     return f"{_API_TOKEN_PREFIX}{name}"
 
 
-def _quoted_up_to(opened: str) -> str:
-    """A quoted text's characters up to the quote that opened it (the group `opened`, maybe
-    escaped: JSON quoted in another JSON text), escaped quotes among them. A line's end ends
-    it too: a text cut off (an error text keeps 500 characters of a body) is masked to the
-    end of its line."""
-    return rf"(?:(?!(?P={opened}))(?:\\.|[^\\\n]))*"
+# The backslashes that may escape a quote: none, one in JSON held as a string by another JSON
+# text, three when that text is itself held as a string, and so on (2**depth - 1), here up
+# to a fourth level. Bounded: a value whose quote is escaped so is looked into at most once
+# for each length a run of them may have, which keeps every scan linear.
+_ESCAPES = r"\\{0,15}"
+
+
+def _quoted_up_to(opened: str, escape: str) -> str:
+    """A quoted text's characters up to the quote that opened it (the group `opened`), at
+    any depth of JSON held as a string: `escape` is the group of the backslashes before
+    that quote (r of them, none outside such a string). A quote preceded by a run of
+    backslashes ends the text when the run, its blocks of 2r + 2 taken away (each an escaped
+    backslash of the text), leaves exactly r; when it leaves 2r + 1 the quote is one of the
+    text's own, escaped. A line's end ends it too: a text cut off (an error text keeps 500
+    characters of a body) is masked to the end of its line."""
+    run, end = f"(?P={escape})", f"(?P={opened})"
+    # Characters that are neither a quote nor a backslash are taken a run at a time: most
+    # of a text is made of them.
+    return (rf"(?:[^\"'\\\n]++|(?!{end})(?:{run}{run}\\\\)*+"
+            rf"(?:{run}\\{end}|(?={end})|\\*+[^\\\n]))*+")
 
 
 # The schemes an Authorization header names before its credentials (IANA's registry and
@@ -70,6 +91,13 @@ _AUTH_SCHEMES = (
 _AUTH_CREDENTIALS = (
     r"(?:[\w.-]+\s*=(?!=)(?:\s*\\\"(?:\\.|[^\"\\\r\n])*|[^\r\n]*)|[A-Za-z0-9._~+/=-]+)")
 
+# An Authorization scheme's word before a credential, where a header of another name (or a
+# secret-named key) holds one ("X-Auth-Token: Bearer ..."): the word kept, the credential
+# masked. A word alone is no scheme: it may be the secret itself.
+_SCHEME_BEFORE_CREDENTIAL = rf"(?:{'|'.join(_AUTH_SCHEMES)})[ \t]+(?=[^\s&,;\"'])"
+# A Cookie header's cookies, every one of which may open a session.
+_COOKIES = r"[^\s&,;\"']+(?:;[ \t]*[^\s&,;\"']+)*+"
+
 # Every text is scanned at each of its characters: a lookahead for the first characters an
 # alternative can begin with ("(?=[ab])") lets almost every position fail at one test.
 _SECRETS = (
@@ -79,7 +107,8 @@ _SECRETS = (
     # credential). Any other word of letters there may be the credential or an unknown
     # scheme: it is masked with the credential that may follow it on its line,
     # "abcdefghijklmnop sent" whole (a word of prose lost costs less than a credential kept).
-    r"(?=[ab])(?:(?P<auth>authorization\s*[=:]\s*"
+    # Quoted too (a repr's "authorization='...'"), the quote kept.
+    rf"(?=[ab])(?:(?P<auth>authorization\s*[=:]\s*(?:{_ESCAPES}[\"'])?"
     rf"(?:(?P<scheme>{'|'.join(_AUTH_SCHEMES)}"
     r"|(?-i:[A-Z](?:[a-z]+|[A-Z0-9]*)(?:-[A-Z](?:[a-z]+|[A-Z0-9]*))+))\s+)?+)"
     rf"(?(scheme){_AUTH_CREDENTIALS}"
@@ -90,29 +119,46 @@ _SECRETS = (
     # a secret as a field of a value does (_names_a_secret, asked by _masked_in), ":" or
     # "=", and its value, of which only what it holds is masked (_masked): a quoted text,
     # its quotes kept; a list or an object, masked whole as redact masks such a field, up
-    # to where it ends (_masked_in); or a JSON literal (a number, true), which a bracket
-    # ends, or a bare word, even one prose follows ('field "password": check the length'):
-    # YAML writes a value so, and a message quoting a value ('"password": hunter is too
-    # short') reads as prose does, so that whatever kept "check" would keep "hunter".
-    r"|(?=[\"'])(?P<pair>(?P<quote>[\"'])(?P<key>[\w .-]{1,64})\\?(?P=quote)\s*[=:]\s*"
-    rf"(?:b?(?P<opened>\\?[\"'])(?P<text>{_quoted_up_to('opened')})(?P=opened)?"
+    # to where it ends (_masked_in); or a bare value, a JSON literal (a number, true) or
+    # YAML's words ('"password": correct horse battery staple'), up to what ends a value
+    # in JSON or YAML (_bare_value_end): a comma, a closing bracket, the end of its line.
+    # Prose after it goes too ('field "password": check the length'): a message quoting a
+    # value ('"password": hunter is too short') reads as prose does, so that whatever kept
+    # "check the length" would keep "is too short", and a password of words too. In JSON
+    # held as a string by another JSON text, at any depth, the quotes of the key and of its
+    # value are escaped (_ESCAPES). The key is taken whole (possessive), never given back a
+    # character at a time: no shorter key is followed by a quote.
+    rf"|(?=[\"'])(?P<pair>(?P<quote>[\"'])(?P<key>[\w .-]{{1,64}}+){_ESCAPES}(?P=quote)\s*[=:]\s*"
+    rf"(?:b?(?P<opened>(?P<escape>{_ESCAPES})[\"'])(?P<text>{_quoted_up_to('opened', 'escape')})"
+    r"(?P=opened)?"
     r"|(?=[\[{])(?P<container>)"
-    r"|(?P<literal>[^\s&,;\"'{}\[\]]+)))"
+    r"|(?=[^\s&,;\"'{}\[\]])(?P<literal>)))"
     # One of these words, ":" or "=", and a value: a quoted text, masked up to its closing
-    # quote (kept), or a bare one up to a separator, but not the start of a JSON text
-    # (".../oauth/token: {"error": ...}": an endpoint's path and the answer it gave).
+    # quote (kept), a scheme's word and the credential after it (the word kept), a
+    # Cookie header's cookies, or a bare value up to a separator, but not the start of a
+    # JSON text (".../oauth/token: {"error": ...}": an endpoint's path and the answer it
+    # gave).
     r"|(?=[acpst])((?:passw(?:or)?d|passphrase|pwd|secret|token|(?:api|private)[-_]?key"
-    r"|(?:set-)?cookie)\s*[=:]\s*(?:b?(?P<word_opened>\\?[\"']))?)"
-    rf"(?(word_opened){_quoted_up_to('word_opened')}|(?![\[{{][\"'\s])[^\s&,;\"']+)"
+    r"|(?P<cookie>(?:set-)?cookie))\s*[=:]\s*"
+    rf"(?:b?(?P<word_opened>(?P<word_escape>{_ESCAPES})[\"'])|{_SCHEME_BEFORE_CREDENTIAL})?)"
+    rf"(?(word_opened){_quoted_up_to('word_opened', 'word_escape')}"
+    rf"|(?(cookie){_COOKIES}|(?![\[{{][\"'\s])[^\s&,;\"']+))"
     # A bare key before "=" (a DSN's "db_pass=...", a query's "client_credentials=...", a
     # repr's "db_pass='...'") that names a secret as a field's name does (_names_a_secret,
     # asked by _masked_in), and its value: a quoted text, masked up to its closing quote
-    # (kept), or a bare one up to a separator. Only "=": in prose a word before ":" is no
-    # key. An Authorization header (a proxy's too) is the first alternative's, its scheme
-    # word kept.
-    r"|\b(?=[a-z])(?!(?:proxy-)?authorization\b)(?P<bare>[\w.-]{1,64}\s*=\s*"
-    r"(?:b?(?P<bare_opened>\\?[\"']))?)"
-    rf"(?(bare_opened){_quoted_up_to('bare_opened')}|[^\s&,;\"']+)"
+    # (kept), or a bare one up to a separator (_BARE_VALUE, read only once the key is known
+    # to name a secret: a key naming none is looked into from its next character on, and a
+    # value read with it would be read again from there, "a=a=a=..." in quadratic time).
+    # Before ":" too, a header's name ("X-Auth-Key: ...") or a config's key ("auth_key:
+    # ..."), not a word of prose nor an error's class (_where_to_look_on), nor a URL's
+    # scheme. A scheme's word before the credential is kept, as in an Authorization
+    # header, which is the first alternative's, under any name that ends so
+    # ("X-Authorization", "HTTP_AUTHORIZATION": _where_to_look_on). The key is taken
+    # whole, as a quoted one is: no shorter key is followed by "=" or ":", and each word
+    # of a text would otherwise be given back a character at a time.
+    r"|\b(?=[a-z])(?!authorization\b)(?P<bare>[\w.-]{1,64}+(?:\s*=\s*|:(?!//)[ \t]*)"
+    rf"(?:b?(?P<bare_opened>(?P<bare_escape>{_ESCAPES})[\"'])|{_SCHEME_BEFORE_CREDENTIAL})?)"
+    rf"(?(bare_opened){_quoted_up_to('bare_opened', 'bare_escape')}|(?=[^\s&,;\"']))"
     # A URL's userinfo (scheme://user:password@host): the password, or a token standing
     # alone as the user, up to the last @ of the authority (a password may hold an @).
     r"|(\b[a-z][a-z0-9+.-]*://(?:[^\s/?#@:]*:)?)[^\s/?#]+(?=@)"
@@ -138,14 +184,45 @@ _SIGN_OF_SECRET = re.compile(r"[\s=:/-]")
 
 def redact_text(text: str) -> str:
     """The text with bearer tokens, Authorization credentials, API keys, the values of
-    secret-named keys (key=value, "key": "value" however quoted), URLs' credentials and the
-    declared sensitive values opened for the work at hand (values_masked) masked."""
+    secret-named keys and headers (key=value, "key": "value" however quoted, X-Auth-Key:
+    value), cookies, URLs' credentials and the declared sensitive values opened for the
+    work at hand (values_masked) masked."""
     text = _without_opened(text)
     if _SIGN_OF_SECRET.search(text) is None:
         return text
     if _API_TOKEN_PREFIX in text:
         return _masked_in(text, _SECRET_BESIDE_LABELS)
     return _masked_in(text, _SECRET_IN_TEXT)
+
+
+# A bare key's name, read from its match: a group of the name alone would cost each word
+# of every text a capture (2% of a prose text's scan).
+_NAME = re.compile(r"[\w.-]*")
+_AUTHORIZATION = "authorization"
+
+
+def _where_to_look_on(match: re.Match) -> int | None:
+    """Where to look on from when `match` is not masked as it is found: a key that names
+    no secret, whose value, and the key itself, are looked into from its next character on
+    as any text is (a note may quote a pair, a URL its password), or an Authorization
+    header under another name. None when it is a secret to mask."""
+    if (key := match["key"]) is not None:
+        return None if _names_a_secret(key) else match.start() + 1
+    if (bare := match["bare"]) is None:
+        return None
+    name = _NAME.match(bare)[0]
+    if bare[len(name)] == ":" and "-" not in name and "_" not in name:
+        # Before ":", a header's name or a config's key, never a word of prose ("during
+        # the pass: nothing queued") nor an error's class ("InvalidToken: ..."), which
+        # hold no "-" or "_".
+        return match.start() + 1
+    if not _names_a_secret(name):
+        return match.start() + 1
+    if len(name) > len(_AUTHORIZATION) and name.lower().endswith(_AUTHORIZATION):
+        # An Authorization header under another name: the Authorization alternative reads
+        # it from that word on, its scheme kept, a credential of parameters masked whole.
+        return match.start() + len(name) - len(_AUTHORIZATION)
+    return None
 
 
 def _masked_in(text: str, secrets: re.Pattern) -> str:
@@ -155,20 +232,21 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
     parts = []
     kept_to = looked_from = 0
     while (match := secrets.search(text, looked_from)) is not None:
-        # A bare key is what its group holds before "=": a group of the key alone would
-        # cost each word of every text a capture (2% of a prose text's scan).
-        if (key := match["key"] if match["key"] is not None else match["bare"]) is not None \
-                and not _names_a_secret(key.partition("=")[0].rstrip()):
-            # A quoted key naming no secret: its value, and the key itself, are looked
-            # into from the next character on as any text is (a note may quote a pair, a
-            # URL its password).
-            looked_from = match.start() + 1
+        if (look_on_from := _where_to_look_on(match)) is not None:
+            looked_from = look_on_from
             continue
         end = match.end()
         if match["container"] is not None:
             # A key whose closing quote is escaped is in a JSON text held as a string by
-            # another: its list or object is written with escaped quotes too.
-            end = _container_end(text, end, escaped=text[match.end("key")] == "\\")
+            # another (or deeper): its list or object is written with quotes escaped so too.
+            escape = len(_BACKSLASHES.match(text, match.end("key"))[0])
+            end = _container_end(text, end, escape=escape)
+            masked = f"{match[0]}{REDACTED}"
+        elif match["literal"] is not None:
+            end = _bare_value_end(text, end, escaped=text[match.end("key")] == "\\")
+            masked = f"{match[0]}{REDACTED}"
+        elif match["bare"] is not None and match["bare_opened"] is None:
+            end = _BARE_VALUE.match(text, end).end()
             masked = f"{match[0]}{REDACTED}"
         else:
             masked = _masked(match)
@@ -182,25 +260,58 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
 # text, whose brackets count for nothing, a bracket, and the rest.
 _CONTAINER_PARTS = re.compile(
     r"\"(?:[^\"\\]|\\.)*\"?|'(?:[^'\\]|\\.)*'?|[\[{]|[\]}]|[^\"'\[\]{}]+")
-# The same of a list or an object in a JSON text held as a string by another JSON text,
-# each of its characters written as that string writes it: its quotes as \", its own
-# escapes doubled (\\\" a quote within one of its texts, \\n a line's end). A quote not
-# escaped ends the string that holds it, and so the list or object, if it has not ended;
-# so does a line's end, which no such string holds: it was cut off.
-_ESCAPED_CONTAINER_PARTS = re.compile(
-    r'\\"(?:[^"\\\n]|\\[^"\\\n]|\\\\(?:\\.|[^"\\\n]))*(?:\\")?'
-    r'|[\[{]|[\]}]|["\n]|(?:[^"\\\[\]{}\n]|\\[^"\[\]{}\n])+')
+_BACKSLASHES = re.compile(r"\\*")
+# A bare key's value unquoted: up to a separator.
+_BARE_VALUE = re.compile(r"[^\s&,;\"']*")
+# What ends a bare value after a quoted key: a separator of JSON or YAML, or a line's end;
+# and, in a JSON text held as a string, the escape of a line's end or of a quote, or a
+# quote, which ends the string that holds it. A run of backslashes is matched from its
+# start only: at each of its characters it would be read again.
+_BARE_VALUE_ENDS = re.compile(r"[\r\n,}\]]")
+_ESCAPED_BARE_VALUE_ENDS = re.compile(r'[\r\n,}\]"]|(?<!\\)\\++[nr"]')
 
 
-def _container_end(text: str, start: int, *, escaped: bool = False) -> int:
+def _bare_value_end(text: str, start: int, *, escaped: bool) -> int:
+    """Where a bare value after a quoted key, from `start`, ends (`escaped`: the key's quote
+    was, in a JSON text held as a string): at what ends a value, the blanks before it
+    left out. Read only once the key is known to name a secret (its value is masked and
+    never read again): a key naming none is looked into from its next character on, and a
+    value read with it would be read again from there, '"k": a "k": a ...' in quadratic
+    time."""
+    ends = (_ESCAPED_BARE_VALUE_ENDS if escaped else _BARE_VALUE_ENDS).search(text, start)
+    stop = len(text) if ends is None else ends.start()
+    return start + len(text[start:stop].rstrip())
+
+
+@lru_cache(maxsize=16)
+def _container_parts(escape: int) -> re.Pattern:
+    """The parts of a list or an object in a JSON text held as a string by another JSON
+    text (or deeper), its quotes written with `escape` backslashes before them (0: not so
+    held, _CONTAINER_PARTS) and each of its characters as the strings holding it write it:
+    a text, whose quotes end it as _quoted_up_to tells; a bracket; the end (`end`), a
+    quote escaped fewer times than its own, which ends a string that holds it, and so the
+    list or object if it has not ended, or a line's end, which no such string holds (it was
+    cut off); and the rest. Each part begins where a run of backslashes does, so that no
+    run is read twice."""
+    if not escape:
+        return _CONTAINER_PARTS
+    quote, block, own_quote = (
+        rf'\\{{{escape}}}"', rf"\\{{{2 * escape + 2}}}", rf'\\{{{2 * escape + 1}}}"')
+    text = (rf'{quote}(?:[^"\\\n]++|(?:{block})*+{own_quote}|(?:{block})++(?={quote})'
+            rf'|\\++(?=[^"\\\n]))*+(?:{quote})?')
+    return re.compile(rf'{text}|[\[{{]|[\]}}]|(?P<end>\\{{0,{escape - 1}}}"|\n)'
+                      rf'|(?:[^"\\\[\]{{}}\n]|(?!\\{{0,{escape}}}")\\++[^\\\n]?)+')
+
+
+def _container_end(text: str, start: int, *, escape: int = 0) -> int:
     """Where the list or object beginning at `start` ends: the end of the text when it was
-    cut off (what was left of it is masked), or, `escaped` (in a JSON text held as a
-    string by another), the end of the string that holds it or of its line. Each character
-    is read once: the text read is masked and never looked into again."""
+    cut off (what was left of it is masked), or, held as a string by another JSON text
+    (`escape`: the backslashes before its quotes), the end of the string that holds it or
+    of its line. Each character is read once: the text read is masked and never looked into
+    again."""
     depth = 0
-    for part in (_ESCAPED_CONTAINER_PARTS if escaped else _CONTAINER_PARTS).finditer(
-            text, start):
-        if escaped and part[0] in ('"', "\n"):
+    for part in _container_parts(escape).finditer(text, start):
+        if part.lastgroup == "end":
             return part.start()
         if part[0] in ("[", "{"):
             depth += 1
@@ -215,8 +326,7 @@ def _masked(match: re.Match) -> str:
     if match.lastgroup == "label":
         return match["label"]
     if match.lastgroup == "pair":
-        text, (start, end) = match.string, match.span("text" if match["text"] is not None
-                                                      else "literal")
+        text, (start, end) = match.string, match.span("text")
         return f"{text[match.start():start]}{REDACTED}{text[end:match.end()]}"
     prefix = next((g for g in match.groups() if g), "")
     return f"{prefix}{REDACTED}"

@@ -75,6 +75,41 @@ def test_the_value_of_a_secret_named_key_is_masked_however_it_is_quoted_and_the_
     assert redact_text(masked) == masked
 
 
+def _held_as_a_string(value, depth: int) -> str:
+    """`value` as a JSON text, held as a string by another JSON text `depth` times over (an
+    error body one system wrapped, which another wrapped again)."""
+    text = json.dumps(value)
+    for _ in range(depth):
+        text = json.dumps({"detail": text, "status": 400})
+    return text
+
+
+def _held_at(text: str, depth: int) -> str:
+    for _ in range(depth):
+        text = json.loads(text)["detail"]
+    return text
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+@pytest.mark.parametrize(("value", "masked"), [
+    ({"password": SECRET, "user": "bob"}, f'{{"password": "{REDACTED}", "user": "bob"}}'),
+    # A quote, a bracket and a backslash of the secret's own, escaped once more at each
+    # depth: the secret is masked whole, up to its own closing quote.
+    ({"password": f'{SECRET}"}}, "user": "{SECRET}\\', "user": "bob"},
+     f'{{"password": "{REDACTED}", "user": "bob"}}'),
+    ({"token": 748213901, "user": "bob"}, f'{{"token": {REDACTED}, "user": "bob"}}'),
+    ({"secrets": [SECRET, {"k": f'"]{SECRET}\\'}], "user": "bob"},
+     f'{{"secrets": {REDACTED}, "user": "bob"}}'),
+])
+def test_a_secret_in_json_held_as_a_string_at_any_depth_is_masked_and_the_rest_kept(
+        value, masked, depth):
+    text = redact_text(_held_as_a_string(value, depth))
+
+    assert SECRET not in text
+    assert _held_at(text, depth) == masked
+    assert redact_text(text) == text
+
+
 def test_a_remotes_json_error_body_quoted_in_an_error_text_loses_only_its_secrets():
     body = json.dumps({"error": "invalid_grant", "detail": "the password was wrong",
                        "password": SECRET, "session": {"refresh_token": SECRET},
@@ -154,6 +189,18 @@ def test_a_quoted_key_in_a_text_is_decided_as_the_same_field_of_a_value_is(key):
     "password" + " " * 100_000 + "x",
     "a='" + ' k="' * 25_000,
     'a="' + " k=\\'" * 25_000,
+    # Values whose quotes are escaped any number of times, and lists in JSON held as a
+    # string held as a string.
+    "".join('"k": ' + "\\" * (n % 17) + '"' for n in range(12_000)),
+    '{"d": "{\\"e\\": \\"{\\\\\\"secrets\\\\\\": [' + '\\\\\\"[' * 25_000,
+    '{"d": "{\\"secrets\\": [' + "\\" * 100_000,
+    # Keys naming no secret, each one's value holding all the others.
+    "a=" * 200_000,
+    '"k": a ' * 16_000,
+    '{\\"k\\": a ' * 12_000,
+    "a-b:" * 25_000,
+    # Authorization headers under another name, with no credential to read.
+    "X-Authorization=<" * 6_000,
 ])
 def test_a_long_adversarial_text_is_redacted_and_a_secret_after_it_masked(adversary):
     """Every error text passes the redaction: however it is written, its cost grows with

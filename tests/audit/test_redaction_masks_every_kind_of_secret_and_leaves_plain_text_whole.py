@@ -82,6 +82,9 @@ def test_redacting_again_changes_nothing_even_for_a_sensitive_value_that_is_part
     "accesstoken", "refresh_token", "api_key", "api-key", "apikey", "APIKey", "X-Api-Key",
     "Authorization", "Proxy-Authorization", "cookie", "Set-Cookie", "credentials",
     "private_key", "sshPrivateKey",
+    # A key that says what it opens, as headers and parameters APIs take one in name it.
+    "X-Auth-Key", "authKey", "Ocp-Apim-Subscription-Key", "x-functions-key",
+    "DD-APPLICATION-KEY", "app_key", "X-Master-Key", "access_key", "accesskey",
 ])
 def test_a_field_a_word_of_whose_name_names_a_secret_is_masked(key):
     assert redact({key: SECRET, "n": 1}) == {key: REDACTED, "n": 1}
@@ -90,6 +93,8 @@ def test_a_field_a_word_of_whose_name_names_a_secret_is_masked(key):
 @pytest.mark.parametrize("key", [
     "passengers", "passport_country", "bypass", "compass", "max_tokens", "prompt_tokens",
     "tokens_left", "tokenizer", "secretary", "keyboard", "cookbook",
+    # A key that names a record, or one anybody may read.
+    "key", "idempotency_key", "sort_key", "public_key", "Sec-WebSocket-Key",
 ])
 def test_a_field_whose_name_only_holds_a_secrets_letters_is_kept(key):
     """Business data a run's next step reads (an event's payload, a model's usage): masked,
@@ -192,17 +197,34 @@ def test_a_list_cut_off_in_json_held_as_a_string_is_masked_to_the_end_of_that_st
 
 
 @pytest.mark.parametrize(("text", "masked"), [
-    ('field "password": check the length', f'field "password": {REDACTED} the length'),
-    ('invalid "password": hunter is too short', f'invalid "password": {REDACTED} is too short'),
+    ('field "password": check the length', f'field "password": {REDACTED}'),
+    ('invalid "password": hunter is too short', f'invalid "password": {REDACTED}'),
     ('"password": hunter', f'"password": {REDACTED}'),
     ("password: hunter", f"password: {REDACTED}"),
+    # YAML's words, a password of several: up to the end of the line, or to what ends a
+    # value in JSON or YAML (a comma, a closing bracket).
+    ('"password": correct horse battery staple', f'"password": {REDACTED}'),
+    ("'password': correct horse battery staple  \nuser: bob",
+     f"'password': {REDACTED}  \nuser: bob"),
+    ('{"password": correct horse, "user": bob}', f'{{"password": {REDACTED}, "user": bob}}'),
+    ('["a", {"token": two words}, "b"]', f'["a", {{"token": {REDACTED}}}, "b"]'),
+    ('{"n": 1, "token": 748213901 two}', f'{{"n": 1, "token": {REDACTED}}}'),
+    # In a YAML text held as a JSON string: up to the escape of its line's end, or to the
+    # end of the string.
+    (json.dumps({"config": '"password": correct horse\nuser: bob', "n": 1}),
+     json.dumps({"config": f'"password": {REDACTED}\nuser: bob', "n": 1})),
+    # Not at a quote, which a password may hold, where no JSON string holds the key.
+    ('"password": pass"word and more', f'"password": {REDACTED}'),
 ])
-def test_a_bare_word_after_a_quoted_secret_key_is_masked_even_where_prose_follows(text, masked):
-    """Pinned: prose quoting a key ('field "password": check the length') loses a word,
-    because nothing in the text tells that word from a value. YAML writes a value bare
-    after a quoted key, and a message quoting a rejected value reads as prose does
-    ('"password": hunter is too short'): whatever kept "check" would keep "hunter"."""
+def test_a_bare_value_after_a_quoted_secret_key_is_masked_to_the_end_of_its_value_or_line(
+        text, masked):
+    """Prose quoting a key ('field "password": check the length') loses what follows on
+    its line: nothing in the text tells prose from a value. YAML writes a value bare after
+    a quoted key, a password of several words too, and a message quoting a rejected value
+    reads as prose does ('"password": hunter is too short'): whatever kept "check the
+    length" would keep "is too short"."""
     assert redact_text(text) == masked
+    assert redact_text(masked) == masked
 
 
 @pytest.mark.parametrize(("text", "masked"), [
@@ -221,3 +243,56 @@ def test_a_quoted_value_after_a_bare_secret_key_and_a_secret_written_as_bytes_ar
         text, masked):
     assert redact_text(text) == masked
     assert redact_text(masked) == masked
+
+
+@pytest.mark.parametrize("text", [
+    # The headers APIs take a credential in, as an error text quotes them, and a config's
+    # keys: the name kept, before ":" as before "=".
+    f"X-Api-Key: {SECRET}", f"X-API-Key: {SECRET}", f"Api-Key: {SECRET}",
+    f"X-Auth-Token: {SECRET}", f"X-Amz-Security-Token: {SECRET}", f"X-Auth-Key: {SECRET}",
+    f"Ocp-Apim-Subscription-Key: {SECRET}", f"x-functions-key: {SECRET}",
+    f"DD-APPLICATION-KEY: {SECRET}", f"X-Master-Key: {SECRET}", f"X-Credentials: {SECRET}",
+    f"X-Db-Pass: {SECRET}", f"X-Auth-Key={SECRET}", f"auth_key: {SECRET}",
+    f"access_key={SECRET}", f"sent X-Auth-Key:{SECRET}, retrying",
+])
+def test_a_credential_in_a_header_apis_take_one_in_is_masked_and_the_headers_name_kept(text):
+    masked = redact_text(text)
+
+    assert masked == text.replace(SECRET, REDACTED)
+    assert redact_text(masked) == masked
+
+
+@pytest.mark.parametrize(("text", "masked"), [
+    # A scheme's word before the credential, in a header of another name: the word kept.
+    (f"X-Auth-Token: Bearer {SECRET} sent", f"X-Auth-Token: Bearer {REDACTED} sent"),
+    (f"access_token=Bearer {SECRET}", f"access_token=Bearer {REDACTED}"),
+    (f"token: Bearer {SECRET}", f"token: Bearer {REDACTED}"),
+    # A scheme's word alone may be the secret itself.
+    ("password: basic", f"password: {REDACTED}"),
+    # An Authorization header under another name is read as one.
+    (f"X-Authorization=Bearer {SECRET} sent", f"X-Authorization=Bearer {REDACTED} sent"),
+    (f"HTTP_AUTHORIZATION=Basic {SECRET}", f"HTTP_AUTHORIZATION=Basic {REDACTED}"),
+    (f"X-Authorization: Custom {SECRET}", f"X-Authorization: {REDACTED}"),
+    ('X-Authorization: Digest username="x", response="6629fae4"',
+     f"X-Authorization: Digest {REDACTED}"),
+    # Its credential quoted, as a repr writes a keyword: the quotes kept.
+    (f"Request(authorization='{SECRET}')", f"Request(authorization='{REDACTED}')"),
+    (f'authorization="Bearer {SECRET}"', f'authorization="Bearer {REDACTED}"'),
+    # A Cookie header: every cookie (any may open a session), up to the end of its line.
+    (f"Cookie: theme=dark; session={SECRET}\nHost: example.test",
+     f"Cookie: {REDACTED}\nHost: example.test"),
+    (f"Set-Cookie: sid={SECRET}; Path=/; HttpOnly", f"Set-Cookie: {REDACTED}"),
+])
+def test_a_credential_after_a_scheme_an_authorization_of_another_name_or_a_cookie_is_masked(
+        text, masked):
+    assert redact_text(text) == masked
+    assert redact_text(masked) == masked
+
+
+@pytest.mark.parametrize("text", [
+    "Content-Type: application/json", "Idempotency-Key: 7f3a9c", "X-Request-Id: 42-abc",
+    "step_one: done", "during the pass: nothing queued", "InvalidTokenError: signature expired",
+    "send X-Authorization: Bearer <key>", "https://example.test:8443/a", "see mailto:ann@x.test",
+])
+def test_a_header_or_a_word_naming_no_secret_before_a_colon_is_left_whole(text):
+    assert redact_text(text) == text
