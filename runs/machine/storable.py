@@ -285,10 +285,12 @@ class NotAnId(ValueError):
 
 def id_written(text: str, *, name: str, thing: str) -> int:
     """The id `text` writes, read as every entry point reads one (whole_number), or NotAnId
-    in one sentence naming `name`. A number in ASCII digits that no id can be (negative, or
-    longer than any) names no `thing`, and is answered as an id that names none is."""
+    in one sentence naming `name`. A number in ASCII digits that no id can be (0: ids count
+    from 1; negative, or longer than any) names no `thing`, and is answered as an id that
+    names none is, before anything is asked: a command asks for no password (which, mistyped,
+    counts towards a lockout) to be told so."""
     number = whole_number(text)
-    if number is not None:
+    if number:
         return number
     unsigned = text.removeprefix("-")
     if whole_number(unsigned, digits=len(unsigned)) is not None:
