@@ -5,6 +5,7 @@ text column stores, or another control character, and a search longer than anyth
 looks in. Each door refuses it naming the field, never in its own framework's words (a
 form's "Select a valid choice", a schema's enum or length, argparse's choices)."""
 
+from audit.quoting import quoted
 from runs.agent_models import ToolCall
 from runs.machine.storable import has_control_characters
 from runs.models import Run, RunStatus, Step
@@ -23,7 +24,8 @@ def status_problem(status: str) -> str | None:
     """Why `status` filters no run ("" is no filter), or None."""
     if status == "" or status in RunStatus.values:
         return None
-    return f"status: no status {status!r}; the statuses are: {', '.join(RunStatus.values)}"
+    return (f"status: no status {quoted(status)}; the statuses are: "
+            f"{', '.join(RunStatus.values)}")
 
 
 def search_problem(q: str) -> str | None:

@@ -292,8 +292,8 @@ def target(step: str, call: str) -> tuple[str, str]:
             raise CommandError(f"--call {quoted(call)}: give it as STEP:TURN.INDEX, e.g. "
                                "triage:2.0")
         if step and named != step:
-            raise CommandError(f"--call {quoted(call)} names step {quoted(named)} but --step "
-                               f"says {quoted(step)}")
+            raise CommandError(f"--call names step {quoted(named)} but --step says "
+                               f"{quoted(step)}")
         step = named
     # The rule every door holds a call to (the API's `call`, the console's form:
     # action_input.call_refused), before the run's state is asked, in this command's words.
