@@ -1,7 +1,7 @@
 """The bodies of the bulk-job operations (api.bulk_routes)."""
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from ninja import Field, Schema
 from pydantic import ConfigDict, field_validator, model_validator
@@ -12,6 +12,8 @@ from approvals.models import BulkJobPhase, BulkJobStatus, BulkOutcome
 from runs.models import ErrorClass, RunStatus, StepStatus
 from runs.operator.actions import ACTIONS
 from runs.reads.filter_problems import SEARCH_MOST, search_problem, status_problem
+
+from .schemas import SEARCH_TEXT
 
 BulkActionName = Literal[tuple(name for name, spec in ACTIONS.items()
                                if bulk_refusal(spec) is None)]
@@ -44,16 +46,15 @@ class BulkFilters(Schema):
     # as a boolean and widen or narrow the runs the job acts on.
     attention: bool = Field(False, strict=True)
     stuck: bool = Field(False, strict=True)
-    q: str = Field("", max_length=SEARCH_MOST, pattern=_NO_NUL,
-                   description="Business key, idempotency key or remote reference.")
+    q: Annotated[str, SEARCH_TEXT] = Field("", max_length=SEARCH_MOST)
 
     @field_validator("status", "q", mode="before")
     @classmethod
     def listable(cls, value, info):
-        # A status none of the runs have, a search holding a NUL or longer than anything it
-        # looks in: in the words GET /api/runs, the console and the CLI refuse them in
-        # (runs.reads.filter_problems), not the schema's enum and pattern words. Beside
-        # the field, as every fault of the body.
+        # A status none of the runs have, a search holding a NUL or another control
+        # character or longer than anything it looks in: in the words GET /api/runs, the
+        # console and the CLI refuse them in (runs.reads.filter_problems), not the schema's
+        # enum and pattern words. Beside the field, as every fault of the body.
         if isinstance(value, str):
             problem = (status_problem if info.field_name == "status" else search_problem)(value)
             if problem:

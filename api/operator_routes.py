@@ -10,7 +10,7 @@ the rest.
 """
 
 import uuid
-from typing import Literal
+from typing import Annotated, Literal
 
 from django.core.exceptions import PermissionDenied
 from django.urls import reverse
@@ -55,6 +55,7 @@ from .openapi import NO_NUL_PATTERN
 from .parser import refuse_unknown_query
 from .schemas import (
     MAX_RUN_ID,
+    SEARCH_TEXT,
     ActionDone,
     ActionIn,
     ActionPending,
@@ -222,8 +223,10 @@ def register(api, *, headers: dict, refusals: dict, query_words: dict) -> None:
                   step_status: StepStatusName = "", error_class: ErrorClassName = "",
                   attention: bool = False, stuck: bool = False,
                   # A NUL (no text holds one) is refused: dropped, it would leave an empty
-                  # filter, and the list of every run would answer a search for it.
-                  q: str = Query("", max_length=SEARCH_MOST, pattern=NO_NUL_PATTERN),
+                  # filter, and the list of every run would answer a search for it. So is
+                  # any control character, in filter_problems' words (query_words).
+                  q: Annotated[str, SEARCH_TEXT] = Query(
+                      "", max_length=SEARCH_MOST, description=SEARCH_TEXT.description),
                   after: str = Query("", pattern=f"^$|{KEYSET_PATTERN}"),
                   limit: int = Query(50, ge=1, le=selectors.MOST_A_PAGE)):
         if (refused := refuse_unknown_query(request, LIST_PARAMETERS)) is not None:
@@ -269,7 +272,8 @@ def register(api, *, headers: dict, refusals: dict, query_words: dict) -> None:
                     "event_received refuses (not JSON, larger than RUNS_INPUT_MAX_BYTES, "
                     "nested too deep, or failing the step's schema); "
                     "a `step` the run does not have; a `call` not written 'turn.index' "
-                    "(a well-formed one the run does not have is a 409); or a field "
+                    "(a well-formed one the run does not have is a 409), or given without "
+                    "its `step` (named: before the run's state); or a field "
                     "the action does not read (e.g. `evidence` with reconcile in mode "
                     "`ask`). 403: the token acts for nobody, or its person lacks the "
                     "permission (asked before the reason and the step are). "

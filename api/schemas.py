@@ -63,6 +63,19 @@ LEFT_TO_THE_START = tuple((max(first, 0x10000), last)
                           for first, last in CONTROL_CHARACTER_RANGES if last > 0xFFFF)
 CONTROL_CHARACTERS = character_class(SAID_BY_THE_PATTERN)
 NO_CONTROL = rf"^[^{character_class(CONTROL_CHARACTER_RANGES)}]+$"
+# The format characters the document's patterns cannot name, as its descriptions name them.
+UNSAID_BY_THE_PATTERN = ", ".join(f"U+{first:04X}" if first == last
+                                  else f"U+{first:04X}-U+{last:04X}"
+                                  for first, last in LEFT_TO_THE_START)
+# The runs list's search (`q`): empty, or holding no control character
+# (runs.reads.filter_problems), checked against all of them (CONTROL_FREE) and said up to
+# U+FFFF, as a business key is.
+CONTROL_FREE = rf"^[^{character_class(CONTROL_CHARACTER_RANGES)}]*$"
+SEARCH_TEXT = Field(
+    pattern=CONTROL_FREE, json_schema_extra={"pattern": rf"^[^{CONTROL_CHARACTERS}]*$"},
+    description="Business key, idempotency key or remote reference. No control character "
+                "(refused, 422): the pattern names those up to U+FFFF; those of Unicode "
+                f"category Cf above it ({UNSAID_BY_THE_PATTERN}) are refused too.")
 # What the document says of a business key: no control character up to U+FFFF
 # (CONTROL_CHARACTERS), and no blank at either end (BLANKS, what the start's str.strip()
 # takes away). Said, not checked here: the start refuses a key with a blank at an end
@@ -80,6 +93,7 @@ PATTERN_SAYS = {
     NO_CONTROL: "contains control characters (line breaks, tabs, Unicode line or paragraph "
                 "separators, bidirectional controls, ...)",
 }
+PATTERN_SAYS[CONTROL_FREE] = PATTERN_SAYS[NO_CONTROL]
 
 
 class StartRunIn(Schema):
@@ -96,11 +110,8 @@ class StartRunIn(Schema):
                     "workflow, business key and input delivered again find the same run. "
                     "Not blank, no space at either end, in Unicode NFC (refused, 422). "
                     "The pattern names the control and format characters it may not hold "
-                    "up to U+FFFF; those of Unicode category Cf above it ("
-                    + ", ".join(f"U+{first:04X}" if first == last
-                                else f"U+{first:04X}-U+{last:04X}"
-                                for first, last in LEFT_TO_THE_START)
-                    + ") are refused too (422).")
+                    f"up to U+FFFF; those of Unicode category Cf above it ("
+                    f"{UNSAID_BY_THE_PATTERN}) are refused too (422).")
     input: dict[str, Any] = Field(
         default_factory=dict,
         description="The run's input, validated strictly against the workflow's input schema.")

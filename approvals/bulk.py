@@ -31,6 +31,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from audit.models import AuditRecord
+from audit.quoting import quoted
 from audit.redaction import redact_text
 from runs.definitions import definition
 from runs.execution.database_outage import would_not_wait
@@ -150,7 +151,7 @@ def _undeclared(step: str, workflows: list[str]) -> str | None:
                        for s in version.steps})
     if step in declared or not declared:
         return None
-    return f"step {step!r}: no version of {', '.join(workflows)} declares it " \
+    return f"step {quoted(step)}: no version of {', '.join(workflows)} declares it " \
            f"(its steps: {', '.join(declared)})"
 
 

@@ -27,6 +27,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError, transaction
 
 from audit.chain import Actor
+from audit.quoting import quoted
 from runs.definitions import definition
 from runs.machine import dispatch
 from runs.machine.errors import SecondPersonRequired, TransitionNotAllowed
@@ -376,7 +377,7 @@ def refuse_workflow_action(action: str, workflow: str, *, user, schedule: str = 
     refused alike whether it (or its schedule) exists or not, so that names cannot be
     probed. Whoever may pause every workflow may also be told that one does not exist."""
     if action not in WORKFLOW_ACTIONS:
-        raise NoSuchAction(f"no workflow action {action!r}; the actions are: "
+        raise NoSuchAction(f"no workflow action {quoted(action)}; the actions are: "
                            f"{', '.join(WORKFLOW_ACTIONS)}")
     # A name the database cannot hold is no workflow's, and cannot be asked of it: only
     # whoever may pause every workflow hears so.
@@ -414,11 +415,11 @@ def _refuse_unknown_names(action: str, workflow: str, *, system: str, schedule: 
     in_force = action.endswith("_dispatch") and (not exists or bool(system)) and \
         dispatch.lifts_a_pause(workflow, system, lifting=action == "resume_dispatch")
     if not exists and not in_force:
-        raise NoSuchWorkflow(f"no workflow {workflow!r}")
+        raise NoSuchWorkflow(f"no workflow {quoted(workflow)}")
     if action.endswith("_dispatch"):
         dispatch.refuse_unknown_system(workflow, system, in_force=in_force)
     if action.endswith("_schedule") and schedules.registry.get(workflow, schedule) is None:
-        raise NoSuchWorkflow(f"no schedule {schedule!r} of {workflow!r}")
+        raise NoSuchWorkflow(f"no schedule {quoted(schedule)} of {quoted(workflow)}")
 
 
 def _refuse_unstorable(action: str, *, reason: str, system: str) -> None:

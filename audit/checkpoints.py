@@ -274,7 +274,10 @@ def _entries(opener, shown, report: CheckpointReport) -> Iterator[dict]:
     except FileNotFoundError:
         raise CheckpointError(f"{shown} does not exist") from None
     except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise CheckpointError(f"{shown} cannot be read: {exc}") from None
+        # Not str(exc) where it is an OSError's: that repeats the whole path, which `shown`
+        # cuts.
+        why = getattr(exc, "strerror", None) or exc
+        raise CheckpointError(f"{shown} cannot be read: {why}") from None
     if end is None or not isinstance(end, dict):
         raise CheckpointError(f"{shown} has no end line: the file was cut short")
     sha256, chains = digest.hexdigest(), end.get("chains")

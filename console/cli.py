@@ -19,7 +19,7 @@ from api.openapi import unstorable
 from approvals.operator_actions import refuse_workflow_action
 from archive.models import ArchivedRun
 from archive.selectors import archived_run, archived_run_viewable
-from audit.quoting import file_name
+from audit.quoting import file_name, quoted
 from runs.definitions.definition import registry
 from runs.execution.lost_commit import acting_for_a_person
 from runs.machine.storable import NotAnId, id_written
@@ -124,7 +124,7 @@ def workflow_filter_matches(text: str, *, user=None) -> None:
         if any(part.lower() in name.lower() for name in seen):
             return
         raise CommandError(f"--workflow: no workflow whose runs user {user.get_username()!r} "
-                           f"may see has a name containing {part!r}"
+                           f"may see has a name containing {quoted(part)}"
                            + (close_names(part, seen) if seen else
                               " (they may see no workflow's runs)"))
     if workflow_names_matching(text).exists():
@@ -133,7 +133,7 @@ def workflow_filter_matches(text: str, *, user=None) -> None:
     if any(part.lower() in name.lower() for name in registered):
         return
     known = {*registered, *Workflow.objects.values_list("name", flat=True)}
-    raise CommandError(f"--workflow: no workflow's name contains {part!r}"
+    raise CommandError(f"--workflow: no workflow's name contains {quoted(part)}"
                        + close_names(part, known))
 
 
@@ -143,9 +143,9 @@ def user_named(username: str):
     try:
         user = get_user_model().objects.get(username=username)
     except get_user_model().DoesNotExist:
-        raise CommandError(f"no user {username!r}") from None
+        raise CommandError(f"no user {quoted(username)}") from None
     if not user.is_active:
-        raise CommandError(f"user {username!r} is not active")
+        raise CommandError(f"user {quoted(username)} is not active")
     return user
 
 

@@ -12,6 +12,8 @@ import unicodedata
 
 from django.core.management.base import CommandError
 
+from audit.quoting import quoted
+
 NUL = "\x00"
 NUL_PROBLEM = "NUL characters cannot be stored"
 SURROGATE_PROBLEM = "not valid Unicode text (a lone surrogate)"
@@ -240,12 +242,21 @@ def out_of_range(option: str, *, low, high, given, whole: bool = True) -> str:
     refused in it: one shape, for a person and a script to read alike. `given` is the
     number given, or how a value that is no number was written (its repr)."""
     written = number_written(given)
-    if len(written) > NUMBER_SHOWN:
-        written = (f"{written[:NUMBER_SHOWN]}... ({len(written.lstrip('-'))} digits)"
-                   if isinstance(given, int) else
-                   f"{written[:NUMBER_SHOWN]}... ({len(written)} characters)")
+    if isinstance(given, int):
+        written = digits_shown(written)
+    elif len(written) > NUMBER_SHOWN:
+        written = f"{written[:NUMBER_SHOWN]}... ({len(written)} characters)"
     return (f"{option} must be a {'whole number' if whole else 'number'} from "
             f"{number_written(low)} to {number_written(high)}, not {written}")
+
+
+def digits_shown(written: str) -> str:
+    """A whole number written in digits (a sign before them, maybe) as a refusal repeats
+    it: whole up to NUMBER_SHOWN characters, else its first ones and how many digits it has.
+    (A text is repeated by audit.quoting.quoted.)"""
+    if len(written) <= NUMBER_SHOWN:
+        return written
+    return f"{written[:NUMBER_SHOWN]}... ({len(written.lstrip('-'))} digits)"
 
 
 def number_written(number) -> str:
@@ -285,15 +296,18 @@ class NotAnId(ValueError):
 
 def id_written(text: str, *, name: str, thing: str) -> int:
     """The id `text` writes, read as every entry point reads one (whole_number), or NotAnId
-    in one sentence naming `name`. A number in ASCII digits that no id can be (negative, or
-    longer than any) names no `thing`, and is answered as an id that names none is."""
+    in one sentence naming `name`. A number in ASCII digits that no id can be (0: ids count
+    from 1; negative, or longer than any) names no `thing`, and is answered as an id that
+    names none is, before anything is asked: a command asks for no password (which, mistyped,
+    counts towards a lockout) to be told so."""
     number = whole_number(text)
-    if number is not None:
+    if number:
         return number
     unsigned = text.removeprefix("-")
-    if whole_number(unsigned, digits=len(unsigned)) is not None:
-        raise NotAnId(f"no {thing} {text}")
-    raise NotAnId(f"{name} must be a whole number written in digits 0-9, not {text!r}; "
+    # Not read as a number: past MOST_DIGITS digits, int() raises.
+    if unsigned.isascii() and unsigned.isdigit():
+        raise NotAnId(f"no {thing} {digits_shown(text)}")
+    raise NotAnId(f"{name} must be a whole number written in digits 0-9, not {quoted(text)}; "
                   "nothing was done")
 
 

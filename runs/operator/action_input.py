@@ -5,6 +5,8 @@ door."""
 
 import re
 
+from audit.quoting import quoted
+
 from ..machine.errors import TransitionNotAllowed
 from ..machine.storable import named_text_problem
 
@@ -52,6 +54,27 @@ def target_missing(spec, run, steps, given) -> Exception | None:
                                 f"{run.pk} allows calls of {names}); nothing was done.")
     return ActionInputError(f"{spec.label} is aimed at one step: choose it (run {run.pk} "
                             f"allows {names}); nothing was done.")
+
+
+# Why a tool call given without its step names none: TURN.INDEX counts the calls of one agent
+# step, so "1.0" is a call of every agent step. Every door says it; the command line adds
+# how its --call names the step.
+CALL_WITHOUT_STEP = "a tool call is named with its agent step (TURN.INDEX counts that step's calls)"
+
+
+def call_refused(step: str, call: str) -> ActionInputError | None:
+    """Why the tool call `call` (of step `step`) given for any action is refused, or None:
+    not written TURN.INDEX (call_id_problem), or given without its step. Either is input to
+    correct at the door, whatever the action (no action reads a call without its step), not
+    a target the run's state is asked about: refused naming the field before the run is
+    looked at, where a well-formed call the run lacks is the transition's refusal."""
+    if call and (problem := call_id_problem(call)) is not None:
+        return ActionInputError(f"tool call {quoted(call)}: {problem}; nothing was done.",
+                                "call")
+    if call and not step:
+        return ActionInputError(f"step: {CALL_WITHOUT_STEP}; give the step too; nothing was "
+                                "done.", "step")
+    return None
 
 
 def call_id_problem(ref: str) -> str | None:

@@ -25,7 +25,7 @@ from ..machine.transitions.operator_rules import check_before_work
 from ..machine.transitions.outcome import REMOTE_REF_MAX
 from ..models import Run, Step, StepStatus
 from ..waiting import events, payloads
-from .action_input import ActionInputError, call_id_problem, field_refused, target_missing
+from .action_input import ActionInputError, call_refused, field_refused, target_missing
 from .previews import compensation_outline, compensation_preview, tool_call_outline
 from .reconciliation import reconcile_step, reconcile_tool_call_by_key
 
@@ -34,7 +34,8 @@ from .reconciliation import reconcile_step, reconcile_tool_call_by_key
 class ActionInput:
     """What a person asked for: the action's input, as any caller collects it. Raises
     ActionInputError for a field's text no door takes (field_refused) and for a tool call
-    not written as one's id (action_input.call_id_problem), in one set of words."""
+    not written as one's id or given without its step (action_input.call_refused), in one
+    set of words."""
 
     reason: str
     step: str = ""
@@ -53,11 +54,8 @@ class ActionInput:
             object.__setattr__(self, f.name, getattr(self, f.name).strip())
             if (refused := field_refused(f.name, getattr(self, f.name))) is not None:
                 raise refused
-        if self.call and (problem := call_id_problem(self.call)) is not None:
-            # Malformed, it is input to correct, not a call the run lacks (the transition's
-            # refusal, for an id well formed).
-            raise ActionInputError(f"tool call {self.call!r}: {problem}; nothing was done.",
-                                   "call")
+        if (refused := call_refused(self.step, self.call)) is not None:
+            raise refused
         # Kept in the audit chain, the run's message, a four-eyes request: no credential.
         object.__setattr__(self, "reason", redact_text(self.reason))
 

@@ -3,6 +3,8 @@ drills and the demo's scenarios check before they make anything."""
 
 import httpx
 
+from audit.quoting import quoted
+
 # What the sandbox's counters (its stats page) name: a server that answers with all of them
 # is the sandbox. A weaker sign (any JSON 404) let the drills send their business traffic
 # (customers, ledger entries) to whatever API answered so, the product's own included.
@@ -20,7 +22,7 @@ def sandbox_answers(url: str) -> str | None:
     except UnicodeError:
         # httpx lets through a host no DNS name can be (a label over 63 characters, an
         # empty one): the resolver's IDNA encoding refuses it at connect time.
-        return (f"InvalidURL: invalid host {httpx.URL(url).host!r} (a DNS name's labels are "
+        return (f"InvalidURL: invalid host {quoted(httpx.URL(url).host)} (a DNS name's labels are "
                 "1 to 63 characters, 253 in all)")
     try:
         counters = response.json() if response.status_code == 200 else None

@@ -4,6 +4,8 @@ run's own version (for_run). runs.waiting.events and runs.waiting.kept both chec
 
 from pydantic import ValidationError
 
+from audit.quoting import quoted
+
 from ..definitions import definition
 from ..models import Step
 
@@ -51,7 +53,7 @@ def validated(workflow: str, event: str, payload) -> dict:
     payload passes if the step of one of them accepts it (the newest first, and its faults
     are the ones named). The run's own version checks it again on delivery (for_run)."""
     if definition.registry.latest(workflow) is None:
-        raise EventRefused(f"unknown workflow {workflow!r}")
+        raise EventRefused(f"unknown workflow {quoted(workflow)}")
     steps = event_steps(workflow, event)
     if not steps:
         raise EventRefused(f"no step of {workflow} waits for an event {event!r}")

@@ -16,6 +16,7 @@ from approvals.bulk import (
 )
 from approvals.models import BulkJob, BulkJobPhase, BulkJobStatus
 from approvals.operator_actions import ActionInputError, InputNotRead, refuse_input_not_read
+from audit.quoting import quoted
 from console.cli import (
     acting_user,
     id_given,
@@ -70,7 +71,7 @@ class Command(BaseCommand):
                                "done.")
         if verb in ("preview", "start"):
             if target not in ACTIONS:
-                raise CommandError(f"no action {target!r}; the actions are: "
+                raise CommandError(f"no action {quoted(target, limit=40)}; the actions are: "
                                    f"{', '.join(ACTIONS)}")
             if verb == "preview":
                 refuse_what_a_verb_ignores(options, verb)

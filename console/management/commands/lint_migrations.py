@@ -34,6 +34,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from audit.quoting import quoted
+
 # The migrations written before the lock rules (issue 13), excluded by name. They were
 # applied when the tables were new or small, on every database that has them, and
 # changing an applied migration changes nothing on such a database; several of them
@@ -193,7 +195,7 @@ class Command(BaseCommand):
         if unknown:
             # Quoted as Python writes them: an empty label, or one with a space or a line
             # break in it, is seen for what it is.
-            raise CommandError(f"unknown app label(s): {', '.join(map(repr, unknown))}; the "
+            raise CommandError(f"unknown app label(s): {', '.join(map(quoted, unknown))}; the "
                                f"project's apps: {', '.join(sorted(ours))}")
         third_party = sorted(set(app_label) - set(ours))
         if third_party:

@@ -4,6 +4,7 @@ paging (runs.reads.selectors.runs_page), as text or --json."""
 from django.core.management.base import BaseCommand, CommandError
 
 from api.selectors import MOST_A_PAGE, summary_of
+from audit.quoting import quoted
 from console.cli import (
     print_json,
     run_filters_refused,
@@ -54,7 +55,7 @@ class Command(BaseCommand):
         if options["after"]:
             after = decode_keyset(options["after"])
             if after is None:
-                raise CommandError(f"--after {options['after']!r} is not a cursor this "
+                raise CommandError(f"--after {quoted(options['after'])} is not a cursor this "
                                    "command printed")
         workflow_ids = None
         if user is not None:
@@ -73,7 +74,7 @@ class Command(BaseCommand):
             return
         if not runs:
             # A blank answer reads as a command that did nothing: say which it was.
-            self.stdout.write(f"user {options['user']!r} may see no workflow's runs"
+            self.stdout.write(f"user {quoted(options['user'])} may see no workflow's runs"
                               if workflow_ids is not None and not workflow_ids
                               else "no run matches")
         for run in runs:

@@ -28,13 +28,20 @@ from approvals.operator_actions import (
     refuse_input_not_read,
 )
 from approvals.permissions import can_view
+from audit.quoting import quoted
 from console.cli import id_given, no_run, print_json, proven, storable_text, user_named
 from runs import store
 from runs.machine import transitions
 from runs.machine.errors import EvidenceRequired, TransitionNotAllowed
 from runs.machine.storable import written_visibly
 from runs.models import Run, Step
-from runs.operator.action_input import call_id_problem, field_refused, target_missing
+from runs.operator.action_input import (
+    CALL_WITHOUT_STEP,
+    call_id_problem,
+    call_refused,
+    field_refused,
+    target_missing,
+)
 from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import grants_of
 
@@ -282,15 +289,17 @@ def target(step: str, call: str) -> tuple[str, str]:
     named, sep, ref = call.rpartition(":")
     if sep:
         if not named:
-            raise CommandError(f"--call {call!r}: give it as STEP:TURN.INDEX, e.g. triage:2.0")
+            raise CommandError(f"--call {quoted(call)}: give it as STEP:TURN.INDEX, e.g. "
+                               "triage:2.0")
         if step and named != step:
-            raise CommandError(f"--call {call!r} names step {named!r} but --step says "
-                               f"{step!r}")
+            raise CommandError(f"--call names step {quoted(named)} but --step says "
+                               f"{quoted(step)}")
         step = named
-    if not step:
-        raise CommandError(f"--call {call!r}: name the agent step too, as STEP:TURN.INDEX "
-                           "(e.g. triage:2.0), or with --step")
-    # The reading every door takes (the API's `call`, the console's form), in its words.
-    if (problem := call_id_problem(ref)) is not None:
-        raise CommandError(f"--call {call!r}: {problem}")
-    return step, ref
+    # The rule every door holds a call to (the API's `call`, the console's form:
+    # action_input.call_refused), before the run's state is asked, in this command's words.
+    if (refused := call_refused(step, ref)) is None:
+        return step, ref
+    if refused.field == "step":
+        raise CommandError(f"--call {quoted(call)}: {CALL_WITHOUT_STEP}; name the agent step "
+                           "too, as STEP:TURN.INDEX (e.g. triage:2.0), or with --step")
+    raise CommandError(f"--call {quoted(call)}: {call_id_problem(ref)}")

@@ -4,6 +4,7 @@ text or --json."""
 from django.core.management.base import BaseCommand, CommandError
 
 from api.selectors import HISTORY_PAGE, MOST_A_PAGE, history_entry, history_page
+from audit.quoting import quoted
 from console.cli import id_given, no_run, print_json
 from runs.machine.storable import (
     whole_number,
@@ -36,7 +37,7 @@ class Command(BaseCommand):
             before = whole_number(options["before"])
             if not before:
                 raise CommandError("--before takes the seq a page printed as 'older' (1 or "
-                                   f"more, in digits 0-9), not {options['before']!r}")
+                                   f"more, in digits 0-9), not {quoted(options['before'])}")
         try:
             run = Run.objects.get(pk=run_id)
         except Run.DoesNotExist:

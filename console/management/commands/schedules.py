@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
+from audit.quoting import quoted
 from console.cli import acting_on_workflow, storable_text
 from runs import store
 from runs.reads.cursors import parse_stamp
@@ -59,7 +60,7 @@ class Command(BaseCommand):
         if at:
             now = parse_stamp(at)
             if now is None or now.tzinfo is None:
-                raise CommandError(f"--now {at!r} is not an ISO 8601 time with an offset, "
+                raise CommandError(f"--now {quoted(at)} is not an ISO 8601 time with an offset, "
                                    "in the years 1 to 9999 in UTC")
         try:
             report = schedules.fire_due_schedules(now=now)

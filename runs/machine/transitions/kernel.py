@@ -19,6 +19,7 @@ from audit.actions import AuditAction
 from audit.chain import Actor, build_record
 from audit.head_seals import seal_head
 from audit.models import AuditRecord
+from audit.quoting import quoted
 from audit.redaction import outside_texts_masked, redact, redact_text
 
 from ... import store
@@ -318,7 +319,7 @@ def step_named(run: Run, name: str) -> Step:
     try:
         return Step.objects.get(run=run, name=name)
     except Step.DoesNotExist:
-        raise NoSuchStep(f"run {run.pk} has no step {name!r}") from None
+        raise NoSuchStep(f"run {run.pk} has no step {quoted(name)}") from None
 
 def steps_done_with(run: Run, step: Step, steps: list[Step] | None = None) -> int:
     """How many steps are done once `step` (being settled now) counts as done. `steps`: the

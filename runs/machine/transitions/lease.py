@@ -3,6 +3,8 @@
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from audit.quoting import quoted
+
 from ...definitions import definition
 from ...models import Run, Step
 from ..errors import NoSuchStep
@@ -51,5 +53,5 @@ class Lease:
     def by_name(self, name: str) -> Step:
         step = index_of(self, self.steps).named(name)
         if step is None:
-            raise NoSuchStep(f"run {self.run.pk} has no step {name!r}")
+            raise NoSuchStep(f"run {self.run.pk} has no step {quoted(name)}")
         return step

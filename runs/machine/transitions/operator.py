@@ -11,6 +11,7 @@ from datetime import datetime
 
 from audit.actions import AuditAction
 from audit.chain import Actor
+from audit.quoting import quoted
 
 from ...definitions import definition
 from ...models import (
@@ -249,7 +250,7 @@ def confirm_compensation(run_id: int, *, step_name: str, actor: Actor, reason: s
         if named and (call is None or call.ref != named):
             raise TransitionNotAllowed(
                 f"run {run_id} is paused at the undo of {paused}, not of tool call "
-                f"{named!r} of {step_name}: confirm the undo it is paused at")
+                f"{quoted(named)} of {step_name}: confirm the undo it is paused at")
         before = audit_state(run, step)
         if call is not None:
             effect = effects.CallEffect(op, step, call)

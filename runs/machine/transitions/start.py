@@ -11,7 +11,7 @@ from django.db import IntegrityError, connection, transaction
 
 from audit.actions import AuditAction
 from audit.chain import Actor
-from audit.quoting import file_name
+from audit.quoting import file_name, quoted
 
 from ... import store
 from ...definitions import definition
@@ -153,7 +153,7 @@ def start_run(*, workflow: str, business_key: str, input: dict, actor: Actor,
     """
     workflow_def = definition.registry.latest(workflow)
     if workflow_def is None:
-        raise UnknownWorkflow(f"unknown workflow {workflow!r}; registered: "
+        raise UnknownWorkflow(f"unknown workflow {quoted(workflow)}; registered: "
                               f"{', '.join(definition.registry.names()) or 'none'}")
     # Blank counts as empty: a key of spaces names nothing a person could tell apart.
     if not isinstance(business_key, str) or not business_key.strip():

@@ -4,6 +4,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from audit.quoting import quoted
 from audit.redaction import redact_text
 from runs.definitions.definition import registry
 from runs.management.tables import render_table
@@ -56,7 +57,7 @@ class Command(BaseCommand):
     def handle(self, *args, workflow, sandbox, **options):
         definition = registry.latest(workflow)
         if definition is None:
-            raise CommandError(f"unknown workflow {workflow!r}; registered: "
+            raise CommandError(f"unknown workflow {quoted(workflow)}; registered: "
                                f"{', '.join(registry.names()) or 'none'}")
         if _calls_the_sandbox(definition):
             candidates = ([(sandbox.rstrip("/"), "--sandbox")] if sandbox
@@ -66,7 +67,8 @@ class Command(BaseCommand):
                 problem = sandbox_answers(url)
                 if problem is None:
                     break
-                tried.append(f"{url} (from {source}): {problem}")
+                # Masked before it is cut: a cut could leave part of a password unmasked.
+                tried.append(f"{quoted(redact_text(url))} (from {source}): {problem}")
             else:
                 # A URL may carry a password (http://user:password@host/sandbox).
                 raise CommandError(redact_text(

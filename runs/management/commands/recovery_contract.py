@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from audit.quoting import quoted
 from runs.definitions.contracts import (
     STOP,
     contract_table,
@@ -52,7 +53,7 @@ class Command(BaseCommand):
             registered = (f"{workflow} versions registered here: "
                           f"{', '.join(str(w.version) for w in known)}" if known else
                           f"registered: {', '.join(registry.names()) or 'none'}")
-            raise CommandError(f"unknown workflow {workflow!r}"
+            raise CommandError(f"unknown workflow {quoted(workflow)}"
                                f"{'' if version is None else f' v{version}'}; {registered}")
         rows = [[getattr(c, attr) for _, attr in COLUMNS] for c in contract_table(definition)]
         self.stdout.write(f"{definition.name} v{definition.version}\n")

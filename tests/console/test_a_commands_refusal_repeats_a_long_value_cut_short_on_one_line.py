@@ -1,0 +1,135 @@
+"""A command that refuses a name or a text it was given repeats it, so that the person sees
+what was wrong, cut short as every refusal of the runtime cuts it (audit.quoting.quoted:
+the first 120 characters, then how many there were; a number by
+runs.machine.storable.digits_shown). Several repeated it whole: run_action --user with a
+100,000-character name printed one line of 100,025 characters, and so did list_runs --user
+and --workflow, start_run's workflow, the ids of show_run and run_action, --after, --before,
+--now, --call, a bulk job's action and step, a dispatch's or a schedule's workflow. A run id
+of 100,000 digits ended show_run in a traceback (int() reads 4,300 at most). Each refusal is
+now one line, a few hundred characters at most, naming what was refused."""
+
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+
+pytestmark = pytest.mark.django_db
+
+LONG = "u" * 100_000
+DIGITS = "9" * 100_000
+RUN = object()  # the stuck run's id, in its place
+
+# (the command's arguments, the words its refusal names what was refused by)
+CASES = {
+    "run_action --user": (["run_action", RUN, "--user", LONG], "no user"),
+    "run_action's run": (["run_action", LONG, "--user", "olga"], "run id"),
+    "run_action's run in digits": (["run_action", DIGITS, "--user", "olga"], "no run"),
+    "run_action --step": (["run_action", RUN, "retry_step", "--user", "olga", "--reason",
+                           "INC-7", "--step", LONG], "has no step"),
+    "run_action --call": (["run_action", RUN, "reconcile_tool_call", "--user", "olga",
+                           "--reason", "INC-7", "--call", LONG], "--call"),
+    "run_action --call of a step": (["run_action", RUN, "reconcile_tool_call", "--user", "olga",
+                                     "--reason", "INC-7", "--call", f"create-task:{LONG}"],
+                                    "--call"),
+    "run_action --call naming another step": (
+        ["run_action", RUN, "reconcile_tool_call", "--user", "olga", "--reason", "INC-7",
+         "--step", LONG, "--call", f"{LONG}x:1.0"], "--call names step"),
+    "run_action --decide": (["run_action", "--decide", LONG, "--user", "olga"], "--decide"),
+    "run_action --decide in digits": (["run_action", "--decide", DIGITS, "--user", "olga"],
+                                      "no four-eyes request"),
+    "list_runs --user": (["list_runs", "--user", LONG], "no user"),
+    "list_runs --workflow": (["list_runs", "--workflow", LONG], "--workflow"),
+    "list_runs --workflow as a user": (["list_runs", "--workflow", LONG, "--user", "olga"],
+                                       "--workflow"),
+    "list_runs --status": (["list_runs", "--status", LONG], "--status"),
+    "list_runs --after": (["list_runs", "--after", LONG], "--after"),
+    "start_run's workflow": (["start_run", LONG, "k", "--input", "{}"], "unknown workflow"),
+    "show_run's run": (["show_run", LONG], "run id"),
+    "show_run's run in digits": (["show_run", DIGITS], "no run"),
+    "show_run --user": (["show_run", RUN, "--user", LONG], "no user"),
+    "run_history's run": (["run_history", LONG], "run id"),
+    "run_history --before": (["run_history", RUN, "--before", LONG], "--before"),
+    "advance_run's run": (["advance_run", LONG], "run id"),
+    "bulk_action's action": (["bulk_action", "preview", LONG, "--user", "olga"], "no action"),
+    "bulk_action's job": (["bulk_action", "show", LONG, "--user", "olga"], "job id"),
+    "bulk_action --user": (["bulk_action", "preview", "terminate", "--user", LONG], "no user"),
+    "bulk_action --step": (["bulk_action", "start", "retry_step", "--user", "olga",
+                            "--workflow", "test-orders", "--reason", "INC-7", "--step", LONG],
+                           "step"),
+    "bulk_action --status": (["bulk_action", "preview", "terminate", "--user", "olga",
+                              "--status", LONG], "--status"),
+    "bulk_action --workflow": (["bulk_action", "preview", "terminate", "--user", "olga",
+                                "--workflow", LONG], "--workflow"),
+    "dispatch's workflow": (["dispatch", "pause", LONG, "--user", "olga", "--reason", "INC-7"],
+                            "no workflow"),
+    "dispatch --system": (["dispatch", "pause", "test-orders", "--system", LONG, "--user",
+                           "olga", "--reason", "INC-7"], "system"),
+    "dispatch --user": (["dispatch", "pause", "test-orders", "--user", LONG, "--reason",
+                         "INC-7"], "no user"),
+    "schedules' workflow": (["schedules", "pause", LONG, "nightly", "--user", "olga",
+                             "--reason", "INC-7"], "no workflow"),
+    "schedules' schedule": (["schedules", "pause", "test-orders", LONG, "--user", "olga",
+                             "--reason", "INC-7"], "no schedule"),
+    "schedules tick --now": (["schedules", "tick", "--now", LONG], "--now"),
+    "recovery_contract's workflow": (["recovery_contract", LONG], "unknown workflow"),
+    "drill's workflow": (["drill", LONG], "unknown workflow"),
+    "lint_migrations' app label": (["lint_migrations", LONG], "unknown app label"),
+    "audit_checkpoint's file": (["audit_checkpoint", "check", f"/tmp/{LONG}"],
+                                "cannot be read"),
+    "verify_audit --archive": (["verify_audit", "--archive", f"/tmp/{LONG}"],
+                               "no archive file"),
+}
+
+
+# Refused by their length, which the refusal says instead of repeating them.
+BY_LENGTH = {
+    "list_runs --search": (["list_runs", "--search", LONG], "--search"),
+    "start_run's business key": (["start_run", "test-orders", LONG, "--input",
+                                  '{"order": "o-1"}'], "business key"),
+    "run_action --reason": (["run_action", RUN, "resume", "--user", "olga", "--reason", LONG],
+                            "reason"),
+}
+
+
+def refusal(arguments: list) -> str:
+    with pytest.raises(CommandError) as refused:
+        call_command(*arguments, stdout=io.StringIO(), stderr=io.StringIO())
+    return str(refused.value)
+
+
+# What repeating a value adds to a refusal, cut short: 120 characters, quoted, then
+# "... (100000 characters)"; a refusal may repeat two values (--call and --step).
+REPEATED_AT_MOST = 2 * 150
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_refusal_repeats_what_it_was_given_cut_short_on_one_line(operator, stuck_run, case):
+    arguments, named = CASES[case]
+    run_id = str(stuck_run.pk)
+    said = refusal([run_id if a is RUN else a for a in arguments])
+    assert "\n" not in said
+    assert named in said, said
+    # The same refusal, given a value ten characters long, differs only by what it repeats:
+    # what else it says (the workflows registered, for a start of an unknown one) is its own.
+    short = refusal([run_id if a is RUN else a.replace(LONG, "u" * 10).replace(DIGITS, "9" * 10)
+                     for a in arguments])
+    assert len(said) <= len(short) + REPEATED_AT_MOST, (len(said), said[:600])
+    if "registered: " not in said:
+        assert len(said) < 400, (len(said), said[:600])
+
+
+@pytest.mark.parametrize("case", list(BY_LENGTH))
+def test_a_value_refused_for_its_length_is_not_repeated(operator, stuck_run, case):
+    arguments, named = BY_LENGTH[case]
+    said = refusal([str(stuck_run.pk) if a is RUN else a for a in arguments])
+    assert "\n" not in said and len(said) < 400 and named in said, said
+
+
+def test_a_drill_names_a_sandbox_url_it_cannot_reach_cut_short(settings):
+    # The refusal's own advice (how to start the demo's sandbox) takes most of its line.
+    settings.SANDBOX_ENABLED = True
+    url = "http://ops:Secret-Sandbox-Pw@" + "a" * 64 + "." + "b" * 60_000
+    said = refusal(["drill", "invoice-approval", "--sandbox", url])
+    assert "\n" not in said and len(said) < 700, (len(said), said[:700])
+    assert "characters) (from --sandbox): InvalidURL: invalid host 'aaaa" in said, said
+    assert "Secret-Sandbox-Pw" not in said
