@@ -18,6 +18,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from audit.quoting import file_name
 from runs.machine.storable import whole_number
 
 from .content_security import POLICY as CSP_POLICY
@@ -33,10 +34,12 @@ def var_directory(path: Path) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        problem = (f"{path} is a file, not a directory" if path.is_file()
-                   else f"cannot make the directory {path} ({exc.strerror})")
+        # Named as every command names a path: a control character in it (a terminal's
+        # escape, a line break) would recolour the terminal or forge a second line.
+        problem = (f"{file_name(path)} is a file, not a directory" if path.is_file()
+                   else f"cannot make the directory {file_name(path)} ({exc.strerror})")
         raise ImproperlyConfigured(
-            f"VAR_DIR={str(VAR_DIR)!r} cannot hold the project's files: "
+            f"VAR_DIR={file_name(VAR_DIR)} cannot hold the project's files: "
             f"{problem}") from None
     return path
 

@@ -59,6 +59,17 @@ def test_a_var_dir_naming_a_file_is_one_line_and_status_2(tmp_path):
     assert f"VAR_DIR='{a_file / 'inside'}'" in inside and "Not a directory" in inside
 
 
+def test_a_var_dir_holding_control_characters_is_named_escaped_on_its_one_line(tmp_path):
+    # A file named with a terminal's escape, a line break and a bell: printed raw, the escape
+    # recoloured the terminal and the line break forged a second line of the message.
+    a_file = tmp_path / "var\x1b[31m\nforged\x07"
+    a_file.write_text("not a directory")
+    line = _one_line(_check(VAR_DIR=str(a_file)))
+    assert "\x1b" not in line and "\x07" not in line
+    assert line.count(r"var\x1b[31m\nforged\x07") == 2, line  # VAR_DIR= and the problem
+    assert "is a file, not a directory" in line
+
+
 def test_a_sqlite_url_and_a_new_var_dir_are_taken(tmp_path):
     var = tmp_path / "new" / "var"
     result = _check(DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}", VAR_DIR=str(var))
