@@ -36,10 +36,9 @@ from .application import (
     apply_timeout,
     pending_reason,
 )
-from .four_eyes import changed_effects_snapshot
 from .models import ApprovalRequest, RequestKind, RequestStatus
 from .notifications import time_text
-from .payload_check import SUPERSEDED, payload_outcome, superseded_if_changed
+from .payload_check import SUPERSEDED, payload_outcome
 from .permissions import can_view, decide_refusal, permissions_read_once
 from .requests import lock_run
 from .snapshots import SnapshotUnavailable, database_failure
@@ -130,10 +129,10 @@ def decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | st
       tool call cancelled, the run terminated) is withdrawn now and `closed`;
     - the payload differs from the one this request shows: the request is superseded, a
       new one is made and notified, and this decision is refused (`superseded`): an
-      approval never applies to a payload it did not see. Past its due time too, as the
-      sweep's timeout would find it (payload_check.payload_outcome), and neither the
-      timeout policy nor an escalation is applied to it; for an operator action, whose
-      effects the sweep does not read, only once its timeout left it open;
+      approval never applies to a payload it did not see (an operator action's: the
+      high-impact effects it showed). Past its due time too, as the sweep's timeout would
+      find it (payload_check.payload_outcome), and neither the timeout policy nor an
+      escalation is applied to it;
     - past its due time, and the sweep has not timed it out yet: timed out now, as the
       sweep would (apply_timeout), and `closed` (an escalation leaves it open: the decision
       is then taken as after the sweep's escalation);
@@ -172,7 +171,7 @@ def _decide(request_id: int, *, user, approved: bool, decision_id: uuid.UUID | s
     # lock. The comparison happens under the lock below; a change in between is caught by
     # the next reminder or the next decision, never applied as approved. (A tool call's
     # arguments are only opened, unreadable.payload_now; an operator action's effects are
-    # read under the lock: _decide_locked.)
+    # read under the lock: payload_check.payload_outcome.)
     current = payload_now(approval) if approval.is_pending else None
     try:
         return _decide_locked(request_id, approval.run_id, user=user, approved=approved,
@@ -261,12 +260,6 @@ def _decide_locked(request_id: int, run_id: int, *, user, approved: bool,
             # stopped): nobody decided in time, whoever clicks now. Timed out here, as the
             # sweep would have, so the run goes the same way whichever comes first.
             return _closed(approval)
-        # Rows only, read with the run locked: an effect settled by a transition this
-        # decision waited for is one the second person was never shown. (Asked after the
-        # timeout, as the sweep, which reads no operator action's effects, times it out.)
-        if approval.kind == RequestKind.OPERATOR_ACTION and superseded_if_changed(
-                approval, changed_effects_snapshot(approval), now) is not None:
-            return _superseded(approval)
         if isinstance(current, SnapshotUnavailable):
             return Decision("unavailable", _unchecked(approval, current, held=False), approval)
         approval.status = RequestStatus.APPROVED if approved else RequestStatus.REJECTED

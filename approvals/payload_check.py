@@ -9,15 +9,18 @@ comes first does the same:
   superseded by one that asks about the payload as it is now (requests.supersede).
 Only then is anyone reminded, the timeout policy applied, or a decision recorded: a
 reminder, an escalation or a decision on a payload that is no longer the run's would be
-about what nobody is asked any more. (An operator action's effects are read under the lock
-by a decision alone, after the timeout, which the sweep applies without reading them:
-decisions.decide.)"""
+about what nobody is asked any more. An operator action's payload is the high-impact effects
+that stand in its runs (four_eyes.changed_effects_snapshot): payload_now reads nothing for
+it, and payload_outcome reads them here, under the locks, once, for all three: a reminder
+mailing its approvers about effects that are no longer the run's, or a timeout cancelling
+it, would be about what nobody was shown."""
 
 from datetime import datetime
 
 from audit.chain import Actor
 
-from .models import ApprovalRequest
+from .four_eyes import changed_effects_snapshot
+from .models import ApprovalRequest, RequestKind
 from .requests import supersede
 from .unreadable import hold_for_the_key
 
@@ -31,9 +34,14 @@ def payload_outcome(approval: ApprovalRequest, current, now: datetime, *,
     """In the caller's transaction, with `approval`'s run and then the request locked and
     the request pending, what `current` (payload_now's answer) makes of it: HELD or PASSING
     (unreadable.hold_for_the_key, `by` the person whose decision found it), SUPERSEDED
-    (superseded_if_changed), or None: the payload stands, and the caller goes on."""
+    (superseded_if_changed; for an operator action, by its effects as they are now), or
+    None: the payload stands, and the caller goes on."""
     if (held := hold_for_the_key(approval, current, now, by=by)) is not None:
         return held
+    if approval.kind == RequestKind.OPERATOR_ACTION:
+        # Rows only, read with the run locked: an effect settled by a transition the caller
+        # waited for is one its approvers were never shown.
+        current = changed_effects_snapshot(approval)
     if superseded_if_changed(approval, current, now) is not None:
         return SUPERSEDED
     return None

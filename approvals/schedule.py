@@ -49,11 +49,12 @@ def _lock_pending(pk: int, *conditions: Q, **filters) -> ApprovalRequest | None:
 
 def send_reminders(*, now: datetime | None = None, limit: int = 200) -> int:
     """Remind the current approvers of every pending request whose reminder is due. A
-    request whose payload changed meanwhile is superseded instead (the new request's
-    notification is the reminder); one whose payload shows a value sealed with a key the
-    ring no longer holds is reminded to nobody: its run is held for the key and the request
-    withdrawn (payload_check.payload_outcome, which the timeout and a decision ask too).
-    Due, and dated, by the database's clock, in the query and as each run is locked
+    request whose payload changed meanwhile (an operator action's: the high-impact effects
+    it shows) is superseded instead (the new request's notification is the reminder); one
+    whose payload shows a value sealed with a key the ring no longer holds is reminded to
+    nobody: its run is held for the key and the request withdrawn
+    (payload_check.payload_outcome, which the timeout and a decision ask too). Due, and
+    dated, by the database's clock, in the query and as each run is locked
     (timeouts.judged_at), the clock the reminder was set by; `now`, a caller's time (a
     test's), stands in for it."""
     count = 0
@@ -127,11 +128,11 @@ def apply_timeouts(*, now: datetime | None = None, limit: int = 200) -> TimeoutR
     payload is asked, as a reminder and a person's decision ask it
     (payload_check.payload_outcome): one that shows a value sealed with a key the ring no
     longer holds is neither escalated nor decided, its run held for the key and the request
-    withdrawn; one that changed since the request was made is superseded by a request about
-    the payload as it is now, with its own due time, never escalated to deputies or
-    decided on what nobody was shown. Due is judged by the database's clock, in the query
-    and again as each run is locked (timeouts.judged_at), as a decision judges it; `now`, a
-    caller's time (a test's), stands in for it."""
+    withdrawn; one that changed since the request was made (an operator action's effects
+    too) is superseded by a request about the payload as it is now, with its own due time,
+    never escalated to deputies or decided on what nobody was shown. Due is judged by the
+    database's clock, in the query and again as each run is locked (timeouts.judged_at), as
+    a decision judges it; `now`, a caller's time (a test's), stands in for it."""
     report = TimeoutReport()
     due = ApprovalRequest.objects.filter(status=RequestStatus.PENDING,
                                          due_at__lte=store.time_in_statement(now))

@@ -51,8 +51,8 @@ def payload_now(approval: ApprovalRequest) -> tuple[dict, str] | SnapshotUnavail
       (sensitive.shown), so it reads as before once the key left; what a lost key changes
       is whether the call, approved, can ever be made: the worker must open its arguments.
       The question its opening asked (snapshots.unopened_arguments), asked again;
-    - an operator action's: None (its effects are read under the lock:
-      four_eyes.changed_effects_snapshot)."""
+    - an operator action's: None (its effects are rows only, read under the lock:
+      payload_check.payload_outcome)."""
     if approval.kind == RequestKind.STEP:
         return current_snapshot(approval)
     if approval.kind != RequestKind.TOOL_CALL:
