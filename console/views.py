@@ -708,6 +708,9 @@ def archived_run(request, run_id: int):
         detail, problem = None, str(exc)
     tool_calls = []
     if detail is not None:
+        for step in detail.steps:
+            # As the live page says it (the step's reference names only who approved).
+            step["decided_unasked"] = transitions.rule_approval_words(step)
         names = {step.get("id"): step.get("name", "") for step in detail.steps}
         tool_calls = [{**call, "step_name": names.get(call.get("step_id") or call.get("step"),
                                                       "")}

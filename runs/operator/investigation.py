@@ -26,6 +26,7 @@ from ..machine.context import context_outside_executor
 from ..machine.endings import ended_waits
 from ..machine.errors import TransitionNotAllowed
 from ..machine.intentions import step_lines
+from ..machine.transitions.approval_rules import rule_approval_words
 from ..machine.transitions.operator_rules import undo_outcome_unknown
 from ..machine.transitions.rerun_rules import standing_effects
 from ..models import AttentionReason, Run, Step, StepStatus
@@ -57,6 +58,8 @@ class StepFinding:
     recovery: str  # retry is safe / needs compensation / needs a person
     # Set when it reads `waiting` though the run's end ended that wait (endings.ended_waits).
     wait_ended: str = ""
+    # Set when the workflow's rule approved it: its reference names only who approved.
+    approved_unasked: str = ""
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,7 @@ def investigate(run: Run, *, reader=None, lookups: bool = False,
         spec = _spec(workflow, step)
         card.steps.append(replace(
             _assess(card, run, step, spec, records, workflow, lookups, lines[step.name]),
-            wait_ended=ended.get(step.name, "")))
+            wait_ended=ended.get(step.name, ""), approved_unasked=rule_approval_words(step)))
     _risks(card, run, steps, workflow)
     advised = _verdict(card, run, steps)
     if lookups and card.audit_chain != "broken" and _settled_by_lookup(
@@ -444,7 +447,8 @@ def to_markdown(card: Investigation) -> str:
               "| step | does | impact | status | effect | ref | recovery |",
               "|---|---|---|---|---|---|---|"]
     lines += ["| " + " | ".join(text(v) for v in (
-        s.step, s.does, s.impact, s.status + (f" ({s.wait_ended})" if s.wait_ended else ""),
+        s.step, s.does, s.impact, s.status + "".join(f" ({said})" for said in (
+            s.wait_ended, s.approved_unasked) if said),
         s.effect, s.remote_ref or "-", s.recovery)) + " |" for s in card.steps]
     lines += ["", "## Duplicate risk of each possible action", ""]
     lines += [f"- {text(r.label)}: {text(r.duplicate_risk)}" for r in card.risks] \

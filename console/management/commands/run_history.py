@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from api.selectors import HISTORY_PAGE, MOST_A_PAGE, history_entry, history_page
 from audit.quoting import quoted
 from console.cli import id_given, no_run, print_json
+from runs.machine import transitions
 from runs.machine.storable import (
     whole_number,
     whole_number_argument,
@@ -54,9 +55,12 @@ class Command(BaseCommand):
             reason = f"  reason: {written_visibly(e['reason'])}" if e["reason"] else ""
             changed = (f" {e['before'].get('status')} -> {e['after'].get('status')}"
                        if e["before"].get("status") != e["after"].get("status") else "")
+            # A step the workflow's rule approved: its record's actor is the worker, which
+            # would read as though someone had decided it.
+            unasked = transitions.record_approval_words(e["action"])
             self.stdout.write(f"{e['seq']:>5} {e['at']:%Y-%m-%d %H:%M:%S} {e['action']:<26} "
                               f"{e['actor']:<20} {e['step'] or '-':<20}{changed}"
-                              f"{reason}")
+                              f"{'  (' + unasked + ')' if unasked else ''}{reason}")
         if not entries:
             # Silence would read as a run with no history.
             self.stdout.write(f"no entries of run {run.pk}"

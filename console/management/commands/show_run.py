@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from api.selectors import hold_of, run_view
 from console.cli import id_given, no_run, print_json, user_named
+from runs.machine import transitions
 from runs.machine.storable import written_visibly
 from runs.models import Run
 from runs.operator.guidance import for_reader, recommend
@@ -59,7 +60,11 @@ class Command(BaseCommand):
                        "remote_ref": s.remote_ref, "error_class": s.error_class or None,
                        "error": s.error_message,
                        # A wait the run's end ended reads `waiting` still: said so.
-                       "wait_ended": view.ended_waits.get(s.name)} for s in view.steps],
+                       "wait_ended": view.ended_waits.get(s.name),
+                       # Its reference names who approved, as a person's approval's does:
+                       # that no person was asked is said apart, as the run page says it.
+                       "approved_unasked": transitions.rule_approval_words(s) or None}
+                      for s in view.steps],
             "operator_actions": [{"name": a.name, "label": a.label,
                                   "needs_second_person": a.needs_second_person(view.steps)}
                                  for a in view.operator_actions],
@@ -84,10 +89,12 @@ class Command(BaseCommand):
         if run.status_message:
             self.stdout.write(f"  {written_visibly(run.status_message)}")
         for step in shown["steps"]:
+            unasked = step["approved_unasked"]
             self.stdout.write(f"  {step['name']:<24} {step['status']:<20} attempt "
                               f"{step['attempt']}  ref {written_visibly(step['remote_ref'] or '-')}"
                               f"{'  ' + written_visibly(step['error']) if step['error'] else ''}"
-                              f"{'  (' + step['wait_ended'] + ')' if step['wait_ended'] else ''}")
+                              f"{'  (' + step['wait_ended'] + ')' if step['wait_ended'] else ''}"
+                              f"{'  (' + unasked + ')' if unasked else ''}")
         if advice is not None:
             self.stdout.write(f"  next: {written_visibly(next_line)}")
             self.stdout.write(f"  runbook: docs/operations.md#runbook-{advice.reason}")

@@ -26,7 +26,7 @@ from .agent_operator import (
     record_tool_call_undo,
     retry_tool_call,
 )
-from .approval_rules import rule_approval_words
+from .approval_rules import record_approval_words, rule_approval_words
 from .approval_waits import (
     approval_timed_out,
     approval_unaskable,
@@ -110,6 +110,7 @@ __all__ = [
     "SECOND_PERSON_ACTIONS", "STEP_ACTIONS", "Lease", "Outcome", "allowed", "REMOTE_REF_MAX",
     "INVALID_OUTPUT_MAX",
     "approval_timed_out", "awaited_approval", "approval_unaskable", "rule_approval_words",
+    "record_approval_words",
     "ask_again", "decide_tool_call",
     "reconcile_tool_call",
     "waiting_tool_calls", "TOOL_CALL_ACTIONS", "CALL_OPTIONAL_ACTIONS",

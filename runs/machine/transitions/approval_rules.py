@@ -16,7 +16,7 @@ unasked by mistake.
 
 import copy
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from audit import redaction
@@ -76,14 +76,26 @@ def approved_by_rule(change: Change, lease: Lease, step: Step) -> bool:
     return True
 
 
-def rule_approval_words(step: Step) -> str:
+def rule_approval_words(step: Step | Mapping) -> str:
     """APPROVED_UNASKED for a step the workflow's rule approved, as its result says (its
-    reference names who approved, as a person's approval leaves it, and no more), else ""."""
-    result = step.result
-    unasked = (step.kind == definition.APPROVAL and step.status == StepStatus.SUCCEEDED
+    reference names who approved, as a person's approval leaves it, and no more), else "".
+
+    `step` is a step's row, or its columns as an archive file holds them: the run page, its
+    archived page, show_run and run_history say it from the same reading."""
+    if isinstance(step, Mapping):
+        kind, status, result = step.get("kind"), step.get("status"), step.get("result")
+    else:
+        kind, status, result = step.kind, step.status, step.result
+    unasked = (kind == definition.APPROVAL and status == StepStatus.SUCCEEDED
                and isinstance(result, dict)
                and result.get("person_asked") is False)
     return APPROVED_UNASKED if unasked else ""
+
+
+def record_approval_words(action: str) -> str:
+    """APPROVED_UNASKED for the audit record a rule's approval leaves (a run's history
+    names the step's outcome by its record, not its row), else ""."""
+    return APPROVED_UNASKED if action == AuditAction.APPROVED_BY_RULE else ""
 
 
 def _no_person_needed(lease: Lease, step: Step,
