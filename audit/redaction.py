@@ -18,21 +18,26 @@ SEALED_PREFIX = "enc:"
 # (an event's payload, a model's usage), and masked they broke the schema that took them.
 # Words are split at "_", "-", spaces and camelCase ("accessToken", "X-Api-Key").
 _KEY_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+# A signature grants what it was made for to whoever holds it: a pre-signed URL's
+# (X-Amz-Signature, X-Goog-Signature, CloudFront's Signature, an Azure SAS's sig) opens its
+# object, a webhook's (X-Hub-Signature, Stripe-Signature) lets a forged delivery through
+# while its timestamp is fresh.
 _SECRET_WORDS = frozenset({
     "pass", "pwd", "passwd", "password", "passphrase", "secret", "secrets", "token",
     "authorization", "cookie", "cookies", "credential", "credentials", "apikey", "privatekey",
+    "signature", "signatures", "sig",
 })
 # A word of its own run together with what it qualifies: "accesstoken", "dbpassword".
 _SECRET_ENDINGS = ("passwd", "password", "passphrase", "secret", "token", "apikey",
                    "privatekey", "credential", "credentials", "cookie", "authkey", "accesskey")
 # A key is a secret when a word says what it opens: the headers and parameters APIs take
 # one in (X-Auth-Key, Ocp-Apim-Subscription-Key, x-functions-key, DD-APPLICATION-KEY,
-# X-Master-Key, access_key). Alone, or after another word ("idempotency_key", "sort_key",
-# "public_key"), a key is a name.
+# X-Master-Key, access_key), and an Authorization header's ("auth_header"). Alone, or
+# after another word ("idempotency_key", "sort_key", "public_key"), a key is a name.
 _SECRET_PAIRS = frozenset({
     ("api", "key"), ("private", "key"), ("auth", "key"), ("access", "key"),
     ("subscription", "key"), ("functions", "key"), ("application", "key"), ("app", "key"),
-    ("master", "key")})
+    ("master", "key"), ("auth", "header")})
 # How records and logs name an API token (api.models.ApiToken.actor_label, also an event's
 # source): "api-token:<name>", a name of these characters (the token's validator). Read by
 # the pattern below, it looks like a "token: value" pair; it is kept whole, written exactly
@@ -91,6 +96,14 @@ _AUTH_SCHEMES = (
 _AUTH_CREDENTIALS = (
     r"(?:[\w.-]+\s*=(?!=)(?:\s*\\\"(?:\\.|[^\"\\\r\n])*|[^\r\n]*)|[A-Za-z0-9._~+/=-]+)")
 
+# An Authorization header's value: what is kept of it (a quote, a scheme's word), and the
+# credential masked (the first alternative below tells which).
+_AUTH_KEPT = (
+    rf"(?:{_ESCAPES}[\"'])?(?:(?P<scheme>{'|'.join(_AUTH_SCHEMES)}"
+    r"|(?-i:[A-Z](?:[a-z]+|[A-Z0-9]*)(?:-[A-Z](?:[a-z]+|[A-Z0-9]*))+))\s+)?+")
+_AUTH_MASKED = (rf"(?(scheme){_AUTH_CREDENTIALS}"
+                rf"|(?:(?>[a-z]+(?:-[a-z]+)*)[ \t]+{_AUTH_CREDENTIALS}|[A-Za-z0-9._~+/=-]+))")
+
 # An Authorization scheme's word before a credential, where a header of another name (or a
 # secret-named key) holds one ("X-Auth-Token: Bearer ..."): the word kept, the credential
 # masked. A word alone is no scheme: it may be the secret itself.
@@ -108,11 +121,7 @@ _SECRETS = (
     # scheme: it is masked with the credential that may follow it on its line,
     # "abcdefghijklmnop sent" whole (a word of prose lost costs less than a credential kept).
     # Quoted too (a repr's "authorization='...'"), the quote kept.
-    rf"(?=[ab])(?:(?P<auth>authorization\s*[=:]\s*(?:{_ESCAPES}[\"'])?"
-    rf"(?:(?P<scheme>{'|'.join(_AUTH_SCHEMES)}"
-    r"|(?-i:[A-Z](?:[a-z]+|[A-Z0-9]*)(?:-[A-Z](?:[a-z]+|[A-Z0-9]*))+))\s+)?+)"
-    rf"(?(scheme){_AUTH_CREDENTIALS}"
-    rf"|(?:(?>[a-z]+(?:-[a-z]+)*)[ \t]+{_AUTH_CREDENTIALS}|[A-Za-z0-9._~+/=-]+))"
+    rf"(?=[ab])(?:(?P<auth>authorization\s*[=:]\s*{_AUTH_KEPT}){_AUTH_MASKED}"
     r"|(bearer\s+|basic\s+)[A-Za-z0-9._~+/=-]+)"
     r"|\bsk-[A-Za-z0-9_-]{8,}"
     # A quoted key (a JSON body a remote answered, a dict's repr, a config line) that names
@@ -150,10 +159,10 @@ _SECRETS = (
     # to name a secret: a key naming none is looked into from its next character on, and a
     # value read with it would be read again from there, "a=a=a=..." in quadratic time).
     # Before ":" too, a header's name ("X-Auth-Key: ...") or a config's key ("auth_key:
-    # ..."), not a word of prose nor an error's class (_where_to_look_on), nor a URL's
-    # scheme. A scheme's word before the credential is kept, as in an Authorization
-    # header, which is the first alternative's, under any name that ends so
-    # ("X-Authorization", "HTTP_AUTHORIZATION": _where_to_look_on). The key is taken
+    # ..."), not a word of prose nor an error's class (_names_a_field_before_a_colon), nor
+    # a URL's scheme. A scheme's word before the credential is kept, as in an Authorization
+    # header, which is read as the first alternative reads it under any name that says so
+    # ("X-Authorization", "authorization_header": _bare_masked). The key is taken
     # whole, as a quoted one is: no shorter key is followed by "=" or ":", and each word
     # of a text would otherwise be given back a character at a time.
     r"|\b(?=[a-z])(?!authorization\b)(?P<bare>[\w.-]{1,64}+(?:\s*=\s*|:(?!//)[ \t]*)"
@@ -198,31 +207,79 @@ def redact_text(text: str) -> str:
 # A bare key's name, read from its match: a group of the name alone would cost each word
 # of every text a capture (2% of a prose text's scan).
 _NAME = re.compile(r"[\w.-]*")
-_AUTHORIZATION = "authorization"
+_AUTHORIZATION, _AUTH_HEADER = "authorization", ("auth", "header")
+# What parts a bare key from its value.
+_SEPARATOR = re.compile(r"\s*=\s*|:[ \t]*")
+# An Authorization header's value after a bare key that names one, read as the first
+# alternative reads it after "Authorization:".
+_AUTHORIZATION_VALUE = re.compile(rf"(?i)(?P<auth>{_AUTH_KEPT}){_AUTH_MASKED}")
 
 
 def _where_to_look_on(match: re.Match) -> int | None:
     """Where to look on from when `match` is not masked as it is found: a key that names
     no secret, whose value, and the key itself, are looked into from its next character on
-    as any text is (a note may quote a pair, a URL its password), or an Authorization
-    header under another name. None when it is a secret to mask."""
+    as any text is (a note may quote a pair, a URL its password). None when it is a secret
+    to mask."""
     if (key := match["key"]) is not None:
         return None if _names_a_secret(key) else match.start() + 1
     if (bare := match["bare"]) is None:
         return None
     name = _NAME.match(bare)[0]
-    if bare[len(name)] == ":" and "-" not in name and "_" not in name:
-        # Before ":", a header's name or a config's key, never a word of prose ("during
-        # the pass: nothing queued") nor an error's class ("InvalidToken: ..."), which
-        # hold no "-" or "_".
+    if bare[len(name)] == ":" and not _names_a_field_before_a_colon(name):
         return match.start() + 1
     if not _names_a_secret(name):
         return match.start() + 1
-    if len(name) > len(_AUTHORIZATION) and name.lower().endswith(_AUTHORIZATION):
-        # An Authorization header under another name: the Authorization alternative reads
-        # it from that word on, its scheme kept, a credential of parameters masked whole.
-        return match.start() + len(name) - len(_AUTHORIZATION)
     return None
+
+
+def _names_a_field_before_a_colon(name: str) -> bool:
+    """Whether `name`, before ":", is a header's name or a config's key rather than a word
+    of prose ("during the pass: nothing queued") or an error's class ("InvalidTokenError:
+    ..."): it holds "-" or "_", or it is written in camelCase ("authKey: ..."). An error's
+    class is written in PascalCase, as a key may be ("AuthKey: ..."): one of several words
+    is taken for a key when it ends in what names a secret, as "InvalidToken: ..." always
+    was by the word alternative, since a class names what went wrong last
+    ("InvalidTokenError", "TokenExpired")."""
+    if "-" in name or "_" in name:
+        return True
+    if name.islower():
+        return False
+    if name[0].islower():
+        return True
+    words = _lower_words(name)
+    return len(words) > 1 and (_names_a_secret(words[-1]) or tuple(words[-2:]) in _SECRET_PAIRS)
+
+
+def _bare_masked(match: re.Match) -> tuple[int, str] | None:
+    """Where the unquoted value after a bare key naming a secret ends, and what `match` and
+    that value are masked as; None when the key is an Authorization header's name and no
+    credential follows (a placeholder, "X-Authorization: Bearer <key>"), which is kept as
+    after "Authorization:". Read only once the key is known to name a secret (the value is
+    masked and never read again): a key naming none is looked into from its next
+    character on, and a value read with it would be read again from there, "a=a=a=..." in
+    quadratic time."""
+    text, start = match.string, match.start()
+    name = _NAME.match(match["bare"])[0]
+    words = _lower_words(name)
+    if _AUTHORIZATION in words or _AUTH_HEADER in itertools.pairwise(words):
+        # An Authorization header under another name ("X-Authorization",
+        # "HTTP_AUTHORIZATION", "authorization_header", "auth_header"): read as one, its
+        # scheme's word kept and a credential of parameters ('Digest username="x",
+        # response="..."') masked whole, never cut at its first separator; at least up to
+        # one, as any bare value ("authorization_url=https://...").
+        value = _SEPARATOR.match(text, start + len(name)).end()
+        if (auth := _AUTHORIZATION_VALUE.match(text, value)) is not None:
+            end = max(auth.end(), _BARE_VALUE.match(text, value).end())
+            return end, f"{text[start:value]}{auth['auth']}{REDACTED}"
+        if words[-1] == _AUTHORIZATION:
+            # What "Authorization:" keeps, the header under another name keeps: a
+            # placeholder, "X-Authorization: Bearer <key>". Any other key's value is
+            # masked as a bare value is ("authorization_code=%2F...").
+            return None
+    # A signature header's value may list several, comma-separated ("t=...,v1=...,v0=..."
+    # in Stripe-Signature, one per secret in our X-Webhook-Signature).
+    value = _SIGNATURES if _SIGNATURE_WORDS.intersection(words) else _BARE_VALUE
+    return value.match(text, match.end()).end(), f"{match[0]}{REDACTED}"
 
 
 def _masked_in(text: str, secrets: re.Pattern) -> str:
@@ -246,8 +303,10 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
             end = _bare_value_end(text, end, escaped=text[match.end("key")] == "\\")
             masked = f"{match[0]}{REDACTED}"
         elif match["bare"] is not None and match["bare_opened"] is None:
-            end = _BARE_VALUE.match(text, end).end()
-            masked = f"{match[0]}{REDACTED}"
+            if (bare := _bare_masked(match)) is None:
+                looked_from = match.start() + 1
+                continue
+            end, masked = bare
         else:
             masked = _masked(match)
         parts += (text[kept_to:match.start()], masked)
@@ -261,8 +320,11 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
 _CONTAINER_PARTS = re.compile(
     r"\"(?:[^\"\\]|\\.)*\"?|'(?:[^'\\]|\\.)*'?|[\[{]|[\]}]|[^\"'\[\]{}]+")
 _BACKSLASHES = re.compile(r"\\*")
-# A bare key's value unquoted: up to a separator.
+# A bare key's value unquoted: up to a separator; a signature's, up to one that is not a
+# comma before more of it.
 _BARE_VALUE = re.compile(r"[^\s&,;\"']*")
+_SIGNATURES = re.compile(r"[^\s&,;\"']*(?:,[^\s&,;\"']+)*+")
+_SIGNATURE_WORDS = frozenset({"signature", "signatures", "sig"})
 # What ends a bare value after a quoted key: a separator of JSON or YAML, or a line's end;
 # and, in a JSON text held as a string, the escape of a line's end or of a quote, or a
 # quote, which ends the string that holds it. A run of backslashes is matched from its
@@ -333,9 +395,14 @@ def _masked(match: re.Match) -> str:
 
 
 @lru_cache(maxsize=4096)
+def _lower_words(key: str) -> tuple[str, ...]:
+    return tuple(word.lower() for word in _KEY_WORDS.findall(key))
+
+
+@lru_cache(maxsize=4096)
 def _names_a_secret(key: str) -> bool:
     # The same few keys (status, key, result...) are asked about at every record.
-    words = [word.lower() for word in _KEY_WORDS.findall(key)]
+    words = _lower_words(key)
     return (any(word in _SECRET_WORDS or word.endswith(_SECRET_ENDINGS) for word in words)
             or any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words)))
 

@@ -201,6 +201,14 @@ def test_a_quoted_key_in_a_text_is_decided_as_the_same_field_of_a_value_is(key):
     "a-b:" * 25_000,
     # Authorization headers under another name, with no credential to read.
     "X-Authorization=<" * 6_000,
+    "X-Authorization: Bearer " + " " * 100_000 + "<",
+    "authorization_header=Digest " + 'a=\\"' * 30_000,
+    # Signatures listed without end, camelCase keys naming no secret.
+    "X-Hub-Signature: " + "a," * 50_000,
+    "Stripe-Signature: t=1" + ",v1=" * 30_000,
+    "sig=&" * 30_000,
+    "aB:" * 30_000,
+    "authKey:" + " " * 100_000 + "x",
 ])
 def test_a_long_adversarial_text_is_redacted_and_a_secret_after_it_masked(adversary):
     """Every error text passes the redaction: however it is written, its cost grows with
