@@ -20,8 +20,7 @@ the claim it left is settled by its successor, never by both.
 """
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 
@@ -38,15 +37,13 @@ from runs.execution.database_outage import would_not_wait
 from runs.machine import crashpoints
 from runs.machine.errors import TransitionNotAllowed
 from runs.machine.storable import person_text_problem, text_problem
-from runs.models import Run
-from runs.operator.actions import ACTIONS, ActionInput
+from runs.operator.actions import ACTIONS
 from runs.permissions import grant_for, grants_of
 from runs.reads.selectors import RunFilters, filtered_workflow_names
 
 from .bulk_approved import apply_one, ask_second_person, waiting_runs
 from .bulk_counts import Preview, count_preview
 from .bulk_input import (
-    first_step,
     job_input,
     mark_problem,
     marked,
@@ -56,7 +53,7 @@ from .bulk_input import (
 from .bulk_lease import LeaseLost, hand_over, hold, release, renew, take
 from .bulk_sight import LostSight, job_runs, lost_sight, sight_at_start, visible_runs
 from .models import BulkJob, BulkJobPhase, BulkJobStatus, BulkOutcome
-from .operator_actions import ActionForbidden, ActionInputError, NoSuchRun, act
+from .operator_actions import ActionForbidden, ActionInputError, act
 from .permissions import can_decide
 from .timeouts import clock
 
@@ -113,7 +110,7 @@ def bulk_refusal(spec) -> str | None:
 def bulk_offered(actions, grants) -> list:
     """Of `actions`, those a person may take on some run, by `grants` (runs.permissions
     .grants_of them): any other is refused in bulk before a run is read (refuse_bulk_request),
-    or on each run ticked (act_on_selected), so no page offers it to them."""
+    or on each run ticked (approvals.bulk_selected), so no page offers it to them."""
     return [a for a in actions if (g := grants(a.permission)).everywhere or g.workflow_ids]
 
 
@@ -400,53 +397,6 @@ def _still_ours(job: BulkJob, run_id: int, held: datetime) -> None:
         raise MovedOn(f"run {run_id} no longer matches bulk job {job.pk}'s filter")
     if lost_sight(job, run_id):
         raise LostSight(f"run {run_id} is no longer visible to bulk job {job.pk}'s person")
-
-
-@dataclass
-class Selected:
-    """What an action on the runs a person ticked did, run by run: done, waiting for a second
-    person (the outcomes), refused (a sentence each), and the ids of runs that do not exist
-    or that the person may not act on, told apart from neither."""
-
-    done: list = field(default_factory=list)
-    waiting: list = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)
-    unseen: list[int] = field(default_factory=list)
-
-
-def act_on_selected(action: str, run_ids: list[int], *, user, given: ActionInput,
-                    seen: Mapping[int, int] | None = None) -> Selected:
-    """Take `action` on each of `run_ids` as `user`, through act (the permission, four eyes
-    and the transition, one audit record per run), at once: a handful a person ticked, where
-    a filter's many runs go to a job (start_bulk_job). `seen`: each run's audit sequence as
-    the person's page showed it, where there was a page; a run that moved on since is
-    refused."""
-    spec, selected = ACTIONS[action], Selected()
-    runs = {run.pk: run for run in Run.objects.filter(pk__in=run_ids)}
-    for run_id in run_ids:
-        run = runs.get(run_id)
-        if run is None:
-            selected.unseen.append(run_id)
-            continue
-        aimed = given
-        if spec.takes_step:
-            # With no step to aim at, act is still asked: it checks the permission first, so
-            # that whoever may not act on the run hears no more of it than of no run at all.
-            aimed = replace(given, step=first_step(spec, run), mode="ask")
-        try:
-            outcome = act(action, run.pk, user=user, given=aimed,
-                          seen=None if seen is None else seen.get(run_id, -1))
-        except (ActionForbidden, NoSuchRun):
-            selected.unseen.append(run_id)
-        except (ActionInputError, TransitionNotAllowed) as exc:
-            # A selection names no step: no "choose the step" its form could not follow.
-            selected.refused.append(
-                f"{run.pk} ({spec.label.lower()} applies to none of its steps)"
-                if spec.takes_step and not aimed.step else f"{run.pk} ({exc})")
-        else:
-            # Where four eyes apply, act opened an approval request and did nothing yet.
-            (selected.done if outcome.done else selected.waiting).append(outcome)
-    return selected
 
 
 def _finish(job: BulkJob) -> BulkJob:

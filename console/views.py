@@ -18,7 +18,8 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseClientRedirect
 
-from approvals.bulk import act_on_selected, bulk_offered
+from approvals.bulk import bulk_offered
+from approvals.bulk_selected import act_on_selected
 from approvals.operator_actions import (
     ActionForbidden,
     ActionInputError,
