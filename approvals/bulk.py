@@ -93,6 +93,21 @@ def matches_none(filters: RunFilters) -> str:
     return f"the filter ({filters.described()}) matches no run you may see"
 
 
+def nothing_to_start(spec, filters: RunFilters, preview: Preview) -> str | None:
+    """Why a job of action `spec` over `filters` would act on no run, by its `preview`, or
+    None: the filter matches no run the person may see, or none that they may take the
+    action on (they may on other workflows' runs only), so that the job would refuse every
+    run. The preview then offers nothing to start, and a start is refused (start_bulk_job)."""
+    if not preview.matching:
+        return matches_none(filters)
+    if not preview.may_act:
+        label = spec.label.lower()
+        return (f"no run the filter ({filters.described()}) matches is one you may {label}: "
+                f"none of the {preview.matching} it matches is of a workflow where you have "
+                f"runs.{spec.permission}")
+    return None
+
+
 def bulk_refusal(spec) -> str | None:
     """Why action `spec` is never taken by a filter, or None. A job carries one reason and
     at most a step for all its runs; an action that needs more of each run, or a person's
@@ -192,14 +207,15 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
                    now: datetime | None = None) -> tuple[BulkJob, bool]:
     """Record a bulk job over the runs `filters` matches now that `user` may see; a worker
     carries it out (run_bulk_job). Refuses an unknown action, a missing reason, an action
-    never taken by a filter (bulk_refusal), a filter that matches no run (naming it), and a
-    person who may take the action nowhere (BulkForbidden). `previewed`: how many runs the
-    person was shown they may act on (the preview's count, on its button); refused if the
-    filter now matches more (an incident may have brought hundreds into it since), started
-    if as many or fewer. `start_key`: the mark of the form that starts it (a preview's); the
-    job that form started already, if it did, is returned instead of a second one (a double
-    click, a form sent again). Returns the job and whether this call made it, as Django's
-    get_or_create does."""
+    never taken by a filter (bulk_refusal), a filter that matches no run or none the person
+    may take the action on (nothing_to_start, naming it), and a person who may take the
+    action nowhere (BulkForbidden). `previewed`: how many runs the person was shown they may
+    act on (the preview's count, on its button); refused if the filter now matches more (an
+    incident may have brought hundreds into it since), started if as many or fewer.
+    `start_key`: the mark of the form that starts it (a preview's); the job that form
+    started already, if it did, is returned instead of a second one (a double click, a form
+    sent again). Returns the job and whether this call made it, as Django's get_or_create
+    does."""
     spec = ACTIONS.get(action)
     if spec is None:
         raise BulkRefused(f"no action {action!r}")
@@ -209,8 +225,10 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
     if start_key and (started := started_by(user, start_key)) is not None:
         return started, False
     refuse_bulk_request(action, filters, user=user, reason=reason, params=params)
-    if previewed is not None and \
-            (now_matching := bulk_preview(action, filters, user=user).may_act) > previewed:
+    preview = bulk_preview(action, filters, user=user)
+    if (nothing := nothing_to_start(spec, filters, preview)) is not None:
+        raise BulkRefused(nothing)
+    if previewed is not None and (now_matching := preview.may_act) > previewed:
         raise BulkRefused(
             f"the filter matches {now_matching} runs you may {spec.label.lower()} now, more "
             f"than the {previewed} the preview counted. Check them in a new preview, then "
@@ -222,7 +240,8 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
         with transaction.atomic():
             last = runs.order_by("-pk").values_list("pk", flat=True).first() or 0
             if not (total := runs.filter(pk__lte=last).count()):
-                # A job of no run would be done at once, as if it had acted.
+                # A job of no run would be done at once, as if it had acted (the runs may
+                # have left the filter since nothing_to_start counted them).
                 raise BulkRefused(matches_none(filters))
             job = BulkJob.objects.create(
                 action=action, filters=filters.to_json(), reason=redact_text(reason.strip()),
