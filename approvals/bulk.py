@@ -137,6 +137,14 @@ def forbidden_in_bulk(spec, user) -> str | None:
            f"(needs runs.{spec.permission})"
 
 
+def refuse_forbidden_in_bulk(spec, user) -> None:
+    """BulkForbidden, with forbidden_in_bulk's sentence, for a `user` who may take action
+    `spec` on no run: refused before a run is read or a job made, where it could only be
+    refused run by run."""
+    if (forbidden := forbidden_in_bulk(spec, user)) is not None:
+        raise BulkForbidden(forbidden)
+
+
 # A start key is a preview's mark (a uuid's 32 hex digits, from the console's form).
 START_KEY_MAX = BulkJob._meta.get_field("start_key").max_length
 
@@ -185,11 +193,11 @@ def refuse_bulk_request(action: str, filters: RunFilters, *, user, reason: str,
     if (problem := mark_problem(redact_text(reason.strip()))) is not None:
         # With the reason's other faults, for every caller: not once a job is made.
         raise BulkRefused(problem, field="reason")
-    if user is not None and (forbidden := forbidden_in_bulk(spec, user)) is not None:
+    if user is not None:
         # Each run is checked again as it is acted on; this spares a job that could only
         # be refused run by run. Before the names: which workflows have runs is not told
         # to whoever may not act.
-        raise BulkForbidden(forbidden)
+        refuse_forbidden_in_bulk(spec, user)
     if filters.workflow.strip() and not (names := filtered_workflow_names(filters)):
         # A misspelt workflow would make a job of no run, done at once: say so instead.
         raise BulkRefused(f"no run of {filters.workflow.strip()!r} was ever started"

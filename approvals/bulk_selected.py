@@ -9,6 +9,7 @@ from runs.machine.errors import TransitionNotAllowed
 from runs.models import Run
 from runs.operator.actions import ACTIONS, ActionInput
 
+from .bulk import refuse_forbidden_in_bulk
 from .bulk_input import first_step
 from .operator_actions import ActionForbidden, ActionInputError, NoSuchRun, act
 
@@ -31,8 +32,10 @@ def act_on_selected(action: str, run_ids: list[int], *, user, given: ActionInput
     and the transition, one audit record per run), at once: a handful a person ticked, where
     a filter's many runs go to a job (start_bulk_job). `seen`: each run's audit sequence as
     the person's page showed it, where there was a page; a run that moved on since is
-    refused."""
+    refused. BulkForbidden, before any run is read, for a person who may take the action on
+    no run at all (approvals.bulk.refuse_forbidden_in_bulk)."""
     spec, selected = ACTIONS[action], Selected()
+    refuse_forbidden_in_bulk(spec, user)
     runs = {run.pk: run for run in Run.objects.filter(pk__in=run_ids)}
     for run_id in run_ids:
         run = runs.get(run_id)
