@@ -20,8 +20,7 @@ the claim it left is settled by its successor, never by both.
 """
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 
@@ -38,15 +37,13 @@ from runs.execution.database_outage import would_not_wait
 from runs.machine import crashpoints
 from runs.machine.errors import TransitionNotAllowed
 from runs.machine.storable import person_text_problem, text_problem
-from runs.models import Run
-from runs.operator.actions import ACTIONS, ActionInput
+from runs.operator.actions import ACTIONS
 from runs.permissions import grant_for, grants_of
 from runs.reads.selectors import RunFilters, filtered_workflow_names
 
 from .bulk_approved import apply_one, ask_second_person, waiting_runs
 from .bulk_counts import Preview, count_preview
 from .bulk_input import (
-    first_step,
     job_input,
     mark_problem,
     marked,
@@ -56,7 +53,7 @@ from .bulk_input import (
 from .bulk_lease import LeaseLost, hand_over, hold, release, renew, take
 from .bulk_sight import LostSight, job_runs, lost_sight, sight_at_start, visible_runs
 from .models import BulkJob, BulkJobPhase, BulkJobStatus, BulkOutcome
-from .operator_actions import ActionForbidden, ActionInputError, NoSuchRun, act
+from .operator_actions import ActionForbidden, ActionInputError, act
 from .permissions import can_decide
 from .timeouts import clock
 
@@ -96,6 +93,21 @@ def matches_none(filters: RunFilters) -> str:
     return f"the filter ({filters.described()}) matches no run you may see"
 
 
+def nothing_to_start(spec, filters: RunFilters, preview: Preview) -> str | None:
+    """Why a job of action `spec` over `filters` would act on no run, by its `preview`, or
+    None: the filter matches no run the person may see, or none that they may take the
+    action on (they may on other workflows' runs only), so that the job would refuse every
+    run. The preview then offers nothing to start, and a start is refused (start_bulk_job)."""
+    if not preview.matching:
+        return matches_none(filters)
+    if not preview.may_act:
+        label = spec.label.lower()
+        return (f"no run the filter ({filters.described()}) matches is one you may {label}: "
+                f"none of the {preview.matching} it matches is of a workflow where you have "
+                f"runs.{spec.permission}")
+    return None
+
+
 def bulk_refusal(spec) -> str | None:
     """Why action `spec` is never taken by a filter, or None. A job carries one reason and
     at most a step for all its runs; an action that needs more of each run, or a person's
@@ -113,7 +125,7 @@ def bulk_refusal(spec) -> str | None:
 def bulk_offered(actions, grants) -> list:
     """Of `actions`, those a person may take on some run, by `grants` (runs.permissions
     .grants_of them): any other is refused in bulk before a run is read (refuse_bulk_request),
-    or on each run ticked (act_on_selected), so no page offers it to them."""
+    or on each run ticked (approvals.bulk_selected), so no page offers it to them."""
     return [a for a in actions if (g := grants(a.permission)).everywhere or g.workflow_ids]
 
 
@@ -123,6 +135,14 @@ def forbidden_in_bulk(spec, user) -> str | None:
         return None
     return f"{user.get_username()} may not {spec.label.lower()} any run " \
            f"(needs runs.{spec.permission})"
+
+
+def refuse_forbidden_in_bulk(spec, user) -> None:
+    """BulkForbidden, with forbidden_in_bulk's sentence, for a `user` who may take action
+    `spec` on no run: refused before a run is read or a job made, where it could only be
+    refused run by run."""
+    if (forbidden := forbidden_in_bulk(spec, user)) is not None:
+        raise BulkForbidden(forbidden)
 
 
 # A start key is a preview's mark (a uuid's 32 hex digits, from the console's form).
@@ -173,11 +193,11 @@ def refuse_bulk_request(action: str, filters: RunFilters, *, user, reason: str,
     if (problem := mark_problem(redact_text(reason.strip()))) is not None:
         # With the reason's other faults, for every caller: not once a job is made.
         raise BulkRefused(problem, field="reason")
-    if user is not None and (forbidden := forbidden_in_bulk(spec, user)) is not None:
+    if user is not None:
         # Each run is checked again as it is acted on; this spares a job that could only
         # be refused run by run. Before the names: which workflows have runs is not told
         # to whoever may not act.
-        raise BulkForbidden(forbidden)
+        refuse_forbidden_in_bulk(spec, user)
     if filters.workflow.strip() and not (names := filtered_workflow_names(filters)):
         # A misspelt workflow would make a job of no run, done at once: say so instead.
         raise BulkRefused(f"no run of {filters.workflow.strip()!r} was ever started"
@@ -195,14 +215,15 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
                    now: datetime | None = None) -> tuple[BulkJob, bool]:
     """Record a bulk job over the runs `filters` matches now that `user` may see; a worker
     carries it out (run_bulk_job). Refuses an unknown action, a missing reason, an action
-    never taken by a filter (bulk_refusal), a filter that matches no run (naming it), and a
-    person who may take the action nowhere (BulkForbidden). `previewed`: how many runs the
-    person was shown they may act on (the preview's count, on its button); refused if the
-    filter now matches more (an incident may have brought hundreds into it since), started
-    if as many or fewer. `start_key`: the mark of the form that starts it (a preview's); the
-    job that form started already, if it did, is returned instead of a second one (a double
-    click, a form sent again). Returns the job and whether this call made it, as Django's
-    get_or_create does."""
+    never taken by a filter (bulk_refusal), a filter that matches no run or none the person
+    may take the action on (nothing_to_start, naming it), and a person who may take the
+    action nowhere (BulkForbidden). `previewed`: how many runs the person was shown they may
+    act on (the preview's count, on its button); refused if the filter now matches more (an
+    incident may have brought hundreds into it since), started if as many or fewer.
+    `start_key`: the mark of the form that starts it (a preview's); the job that form
+    started already, if it did, is returned instead of a second one (a double click, a form
+    sent again). Returns the job and whether this call made it, as Django's get_or_create
+    does."""
     spec = ACTIONS.get(action)
     if spec is None:
         raise BulkRefused(f"no action {action!r}")
@@ -212,8 +233,10 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
     if start_key and (started := started_by(user, start_key)) is not None:
         return started, False
     refuse_bulk_request(action, filters, user=user, reason=reason, params=params)
-    if previewed is not None and \
-            (now_matching := bulk_preview(action, filters, user=user).may_act) > previewed:
+    preview = bulk_preview(action, filters, user=user)
+    if (nothing := nothing_to_start(spec, filters, preview)) is not None:
+        raise BulkRefused(nothing)
+    if previewed is not None and (now_matching := preview.may_act) > previewed:
         raise BulkRefused(
             f"the filter matches {now_matching} runs you may {spec.label.lower()} now, more "
             f"than the {previewed} the preview counted. Check them in a new preview, then "
@@ -225,7 +248,8 @@ def start_bulk_job(action: str, filters: RunFilters, *, user, reason: str,
         with transaction.atomic():
             last = runs.order_by("-pk").values_list("pk", flat=True).first() or 0
             if not (total := runs.filter(pk__lte=last).count()):
-                # A job of no run would be done at once, as if it had acted.
+                # A job of no run would be done at once, as if it had acted (the runs may
+                # have left the filter since nothing_to_start counted them).
                 raise BulkRefused(matches_none(filters))
             job = BulkJob.objects.create(
                 action=action, filters=filters.to_json(), reason=redact_text(reason.strip()),
@@ -400,53 +424,6 @@ def _still_ours(job: BulkJob, run_id: int, held: datetime) -> None:
         raise MovedOn(f"run {run_id} no longer matches bulk job {job.pk}'s filter")
     if lost_sight(job, run_id):
         raise LostSight(f"run {run_id} is no longer visible to bulk job {job.pk}'s person")
-
-
-@dataclass
-class Selected:
-    """What an action on the runs a person ticked did, run by run: done, waiting for a second
-    person (the outcomes), refused (a sentence each), and the ids of runs that do not exist
-    or that the person may not act on, told apart from neither."""
-
-    done: list = field(default_factory=list)
-    waiting: list = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)
-    unseen: list[int] = field(default_factory=list)
-
-
-def act_on_selected(action: str, run_ids: list[int], *, user, given: ActionInput,
-                    seen: Mapping[int, int] | None = None) -> Selected:
-    """Take `action` on each of `run_ids` as `user`, through act (the permission, four eyes
-    and the transition, one audit record per run), at once: a handful a person ticked, where
-    a filter's many runs go to a job (start_bulk_job). `seen`: each run's audit sequence as
-    the person's page showed it, where there was a page; a run that moved on since is
-    refused."""
-    spec, selected = ACTIONS[action], Selected()
-    runs = {run.pk: run for run in Run.objects.filter(pk__in=run_ids)}
-    for run_id in run_ids:
-        run = runs.get(run_id)
-        if run is None:
-            selected.unseen.append(run_id)
-            continue
-        aimed = given
-        if spec.takes_step:
-            # With no step to aim at, act is still asked: it checks the permission first, so
-            # that whoever may not act on the run hears no more of it than of no run at all.
-            aimed = replace(given, step=first_step(spec, run), mode="ask")
-        try:
-            outcome = act(action, run.pk, user=user, given=aimed,
-                          seen=None if seen is None else seen.get(run_id, -1))
-        except (ActionForbidden, NoSuchRun):
-            selected.unseen.append(run_id)
-        except (ActionInputError, TransitionNotAllowed) as exc:
-            # A selection names no step: no "choose the step" its form could not follow.
-            selected.refused.append(
-                f"{run.pk} ({spec.label.lower()} applies to none of its steps)"
-                if spec.takes_step and not aimed.step else f"{run.pk} ({exc})")
-        else:
-            # Where four eyes apply, act opened an approval request and did nothing yet.
-            (selected.done if outcome.done else selected.waiting).append(outcome)
-    return selected
 
 
 def _finish(job: BulkJob) -> BulkJob:

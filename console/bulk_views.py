@@ -17,9 +17,9 @@ from approvals.bulk import (
     bulk_progress,
     cancel_bulk_job,
     forbidden_in_bulk,
-    matches_none,
     may_follow,
     may_watch,
+    nothing_to_start,
     start_bulk_job,
 )
 from approvals.bulk_outcomes import outcomes_page
@@ -74,7 +74,7 @@ def bulk_preview_page(request):
         "preview": preview, "filters": form.given(), "start_key": uuid.uuid4().hex,
         # A start would be refused (start_bulk_job): the page offers none.
         "forbidden": forbidden_in_bulk(spec, request.user) or "",
-        "nothing_matches": "" if preview.matching else matches_none(filters)})
+        "nothing_to_start": nothing_to_start(spec, filters, preview) or ""})
 
 
 @require_POST

@@ -18,7 +18,8 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseClientRedirect
 
-from approvals.bulk import act_on_selected, bulk_offered
+from approvals.bulk import bulk_offered, refuse_forbidden_in_bulk
+from approvals.bulk_selected import act_on_selected
 from approvals.operator_actions import (
     ActionForbidden,
     ActionInputError,
@@ -547,6 +548,9 @@ def bulk_action(request):
     if action not in BULK_ACTIONS:
         raise Http404(f"No bulk action {action!r}.")
     spec = ACTIONS[action]
+    # Before the form is read, as one run's action is: 403 (console.errors) with the
+    # sentence, rather than each ticked run refused as no run they may act on.
+    refuse_forbidden_in_bulk(spec, request.user)
     back = run_list.list_url(request.POST.get("query", ""))
     try:
         given = ActionInput.from_form(request.POST)

@@ -31,8 +31,8 @@ def test_a_filter_matching_no_run_shows_no_start_button_and_says_nothing_matches
         client_for, operator, attention_run):
     status, page = _preview(client_for(operator), status="completed")
     assert status == 200
-    assert ("Nothing matches: the filter (status='completed') matches no run you may see, "
-            "so there is nothing to start.") in page
+    assert "Nothing to start: the filter (status='completed') matches no run you may see." \
+        in page
     assert reverse("console:bulk_start") not in page
     assert "runs in the background</button>" not in page
     assert 'name="reason"' not in page
@@ -42,7 +42,7 @@ def test_a_filter_matching_no_run_shows_no_start_button_and_says_nothing_matches
 def test_a_filter_matching_a_run_still_offers_its_start(client_for, operator, attention_run):
     status, page = _preview(client_for(operator), status="attention")
     assert status == 200
-    assert "Nothing matches" not in page
+    assert "Nothing to start" not in page
     assert f'action="{reverse("console:bulk_start")}"' in page
     assert "Terminate 1 runs in the background</button>" in page
     assert not BulkJob.objects.exists()

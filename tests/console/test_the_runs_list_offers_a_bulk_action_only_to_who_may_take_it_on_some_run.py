@@ -95,9 +95,10 @@ def test_what_a_viewer_sends_anyway_is_still_refused(client_for, viewer, run):
     before = (Run.objects.get(pk=run.pk).audit_seq, AuditRecord.objects.count())
     response = client.post(reverse("console:bulk"), {
         "action": "terminate", "reason": "vendor fraud", "run": [str(run.pk)], **drawn(run)})
-    assert response.status_code == 302
-    assert [m.message for m in get_messages(response.wsgi_request)] == [
-        f"Terminate not done: no run you may act on has the id {run.pk}."]
+    assert response.status_code == 403
+    assert "vera may not terminate any run (needs runs.terminate_run)" in \
+        response.content.decode()
+    assert [m.message for m in get_messages(response.wsgi_request)] == []
 
     preview = client.get(reverse("console:bulk_preview"),
                          {"status": "attention", "action": "terminate"}).content.decode()
