@@ -77,18 +77,19 @@ def approved_by_rule(change: Change, lease: Lease, step: Step) -> bool:
 
 
 def rule_approval_words(step: Step | Mapping) -> str:
-    """APPROVED_UNASKED for a step the workflow's rule approved, as its result says (its
-    reference names who approved, as a person's approval leaves it, and no more), else "".
+    """APPROVED_UNASKED for a step the workflow's rule approved, else "". Read from its
+    reference, which names who approved (approved_reference), as a person's approval leaves
+    it: no username holds the rule's name (a space, an apostrophe), and the reference is read
+    with the step, where its result is loaded apart (a query a step on the run page).
 
     `step` is a step's row, or its columns as an archive file holds them: the run page, its
     archived page, show_run and run_history say it from the same reading."""
     if isinstance(step, Mapping):
-        kind, status, result = step.get("kind"), step.get("status"), step.get("result")
+        kind, status, reference = step.get("kind"), step.get("status"), step.get("remote_ref")
     else:
-        kind, status, result = step.kind, step.status, step.result
+        kind, status, reference = step.kind, step.status, step.remote_ref
     unasked = (kind == definition.APPROVAL and status == StepStatus.SUCCEEDED
-               and isinstance(result, dict)
-               and result.get("person_asked") is False)
+               and reference == approved_reference(BY_RULE))
     return APPROVED_UNASKED if unasked else ""
 
 
