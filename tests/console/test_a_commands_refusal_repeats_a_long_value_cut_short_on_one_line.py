@@ -5,13 +5,18 @@ runs.machine.storable.digits_shown). Several repeated it whole: run_action --use
 100,000-character name printed one line of 100,025 characters, and so did list_runs --user
 and --workflow, start_run's workflow, the ids of show_run and run_action, --after, --before,
 --now, --call, a bulk job's action and step, a dispatch's or a schedule's workflow. A run id
-of 100,000 digits ended show_run in a traceback (int() reads 4,300 at most). Each refusal is
-now one line, a few hundred characters at most, naming what was refused."""
+of 100,000 digits ended show_run in a traceback (int() reads 4,300 at most). A value that is
+not one of an argument's choices (run_action's action, --mode, --step-status, a subcommand of
+dispatch) was repeated whole by argparse's own "invalid choice" (now audit.arguments). Each
+refusal is now one line, a few hundred characters at most (and its list of the choices),
+naming what was refused."""
 
 import io
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError, call_command, get_commands, load_command_class
+
+from audit.arguments import ChoicesCutShortParser
 
 pytestmark = pytest.mark.django_db
 
@@ -78,6 +83,28 @@ CASES = {
                                 "cannot be read"),
     "verify_audit --archive": (["verify_audit", "--archive", f"/tmp/{LONG}"],
                                "no archive file"),
+    # Not one of an argument's choices, which argparse refuses (audit.arguments).
+    "run_action's action": (["run_action", RUN, LONG, "--user", "olga"],
+                            "argument action: invalid choice"),
+    "run_action --mode": (["run_action", RUN, "reconcile", "--user", "olga", "--mode", LONG],
+                          "argument --mode: invalid choice"),
+    "list_runs --step-status": (["list_runs", "--step-status", LONG],
+                                "argument --step-status: invalid choice"),
+    "list_runs --error-class": (["list_runs", "--error-class", LONG],
+                                "argument --error-class: invalid choice"),
+    "bulk_action's verb": (["bulk_action", LONG, "terminate", "--user", "olga"],
+                           "argument verb: invalid choice"),
+    "bulk_action --step-status": (["bulk_action", "preview", "terminate", "--user", "olga",
+                                   "--step-status", LONG],
+                                  "argument --step-status: invalid choice"),
+    "bulk_action --error-class": (["bulk_action", "preview", "terminate", "--user", "olga",
+                                   "--error-class", LONG],
+                                  "argument --error-class: invalid choice"),
+    "dispatch's subcommand": (["dispatch", LONG], "invalid choice"),
+    "schedules' subcommand": (["schedules", LONG, "test-orders", "nightly"],
+                              "invalid choice"),
+    "audit_checkpoint's operation": (["audit_checkpoint", LONG],
+                                     "argument operation: invalid choice"),
 }
 
 
@@ -110,11 +137,12 @@ def test_a_refusal_repeats_what_it_was_given_cut_short_on_one_line(operator, stu
     assert "\n" not in said
     assert named in said, said
     # The same refusal, given a value ten characters long, differs only by what it repeats:
-    # what else it says (the workflows registered, for a start of an unknown one) is its own.
+    # what else it says (the workflows registered, for a start of an unknown one; the choices,
+    # for a value not one of them) is its own.
     short = refusal([run_id if a is RUN else a.replace(LONG, "u" * 10).replace(DIGITS, "9" * 10)
                      for a in arguments])
     assert len(said) <= len(short) + REPEATED_AT_MOST, (len(said), said[:600])
-    if "registered: " not in said:
+    if "registered: " not in said and "(choose from " not in said:
         assert len(said) < 400, (len(said), said[:600])
 
 
@@ -133,3 +161,31 @@ def test_a_drill_names_a_sandbox_url_it_cannot_reach_cut_short(settings):
     assert "\n" not in said and len(said) < 700, (len(said), said[:700])
     assert "characters) (from --sandbox): InvalidURL: invalid host 'aaaa" in said, said
     assert "Secret-Sandbox-Pw" not in said
+
+
+PROJECT_APPS = ("console", "api", "observability", "archive", "approvals", "runs", "audit",
+                "demo")
+
+
+def parsers_with_choices(parser):
+    """`parser` and its subcommands' parsers, each that takes a value among choices (Django's
+    --verbosity aside: a number, which type=int refuses before its choices are read)."""
+    for action in parser._actions:
+        if isinstance(action.choices, dict):
+            for inner in action.choices.values():
+                yield from parsers_with_choices(inner)
+    if any(a.choices is not None and a.dest != "verbosity" for a in parser._actions):
+        yield parser
+
+
+def test_every_command_refuses_a_value_not_among_its_choices_cut_short():
+    # A command given choices= later, without the base that cuts its refusal short, fails
+    # here rather than only when someone gives it 100,000 characters.
+    commands = {name: app for name, app in get_commands().items()
+                if app.split(".")[0] in PROJECT_APPS}
+    assert {"run_action", "dispatch", "audit_checkpoint"} <= set(commands)
+    whole = [name for name, app in sorted(commands.items())
+             for parser in parsers_with_choices(
+                 load_command_class(app, name).create_parser("manage.py", name))
+             if not isinstance(parser, ChoicesCutShortParser)]
+    assert not whole, whole

@@ -1,8 +1,9 @@
 from pathlib import Path
 
 from django.core.exceptions import SuspiciousFileOperation
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.arguments import ChoicesCutShortCommand
 from audit.checkpoints import (
     CheckpointError,
     check_checkpoint,
@@ -18,7 +19,7 @@ RESTORED = ("If the database was restored from a backup older than the checkpoin
             "docs/operations.md before starting workers; otherwise the chains were set back.")
 
 
-class Command(BaseCommand):
+class Command(ChoicesCutShortCommand):
     help = ("Write the head of every audit chain (each run's and the access chain's) to a "
             "sealed checkpoint file, to keep where the database's writers cannot reach; or "
             "check a database against such a file: every head it names must still be in its "

@@ -1,7 +1,7 @@
 """Bulk by filter from the command line: preview, start, carry out, follow and cancel a
 bulk job (approvals.bulk), with the list's filters, as text or --json."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from approvals.bulk import (
     BulkForbidden,
@@ -16,6 +16,7 @@ from approvals.bulk import (
 )
 from approvals.models import BulkJob, BulkJobPhase, BulkJobStatus
 from approvals.operator_actions import ActionInputError, InputNotRead, refuse_input_not_read
+from audit.arguments import ChoicesCutShortCommand
 from audit.quoting import quoted
 from console.cli import (
     acting_user,
@@ -32,7 +33,7 @@ from runs.operator.actions import ACTIONS, ActionInput
 from runs.reads.selectors import RunFilters
 
 
-class Command(BaseCommand):
+class Command(ChoicesCutShortCommand):
     help = ("preview ACTION / start ACTION: an action on every run the filters match; run JOB: "
             "carry a job out here (a worker does otherwise); show JOB; cancel JOB. cancel is "
             "for the person who started the job, or a superuser; show also for the second "

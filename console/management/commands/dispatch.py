@@ -4,16 +4,17 @@ remote system) as a named user with a reason, or show what is paused."""
 import json
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
+from audit.arguments import ChoicesCutShortCommand
 from console.cli import acting_on_workflow, storable_text
 from runs import store
 from runs.machine import dispatch
 from runs.machine.storable import written_visibly
 
 
-class Command(BaseCommand):
+class Command(ChoicesCutShortCommand):
     help = "Show paused workflows, or pause/resume a workflow's dispatch."
 
     def add_arguments(self, parser):

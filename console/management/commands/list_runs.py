@@ -1,9 +1,10 @@
 """List and search runs from the command line: the console's filters, search and keyset
 paging (runs.reads.selectors.runs_page), as text or --json."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from api.selectors import MOST_A_PAGE, summary_of
+from audit.arguments import ChoicesCutShortCommand
 from audit.quoting import quoted
 from console.cli import (
     print_json,
@@ -23,7 +24,7 @@ from runs.reads.selectors import RunFilters, runs_page
 MOST_RUNS_A_PAGE = MOST_A_PAGE
 
 
-class Command(BaseCommand):
+class Command(ChoicesCutShortCommand):
     help = "List runs, newest status change first, with the console's filters and search."
 
     def add_arguments(self, parser):

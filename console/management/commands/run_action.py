@@ -14,7 +14,7 @@ import uuid
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.urls import reverse
 
 from approvals.decisions import DecisionRefused, decide, decision_refusal
@@ -28,6 +28,7 @@ from approvals.operator_actions import (
     refuse_input_not_read,
 )
 from approvals.permissions import can_view
+from audit.arguments import ChoicesCutShortCommand
 from audit.quoting import quoted
 from console.cli import id_given, no_run, print_json, proven, storable_text, user_named
 from runs import store
@@ -46,7 +47,7 @@ from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import grants_of
 
 
-class Command(BaseCommand):
+class Command(ChoicesCutShortCommand):
     help = ("Perform an operator action on a run as USER: " + ", ".join(ACTIONS)
             + ". Without an action, list what the run offers. With --decide REQUEST, decide "
               "a four-eyes request as USER (authenticated by password).")

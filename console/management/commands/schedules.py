@@ -5,9 +5,10 @@ and resume one as a named user with a reason."""
 import json
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
+from audit.arguments import ChoicesCutShortCommand
 from audit.quoting import quoted
 from console.cli import acting_on_workflow, storable_text
 from runs import store
@@ -16,7 +17,7 @@ from runs.reads.schedule_list import schedule_rows
 from runs.waiting import schedules
 
 
-class Command(BaseCommand):
+class Command(ChoicesCutShortCommand):
     help = "List schedules, run one scheduler tick, or pause/resume a schedule."
 
     def add_arguments(self, parser):
