@@ -11,8 +11,8 @@ from django.core.management import CommandError
 from runs.machine.transitions.tool_call_rules import TOOL_CALL_ACTIONS
 from tests.console.test_the_console_the_api_and_the_cli_answer_each_action_alike_in_each_state import (  # noqa: E501
     STATES,
-    _cli,
     ask,
+    command_output,
     doors,  # noqa: F401 (a fixture)
 )
 
@@ -53,7 +53,7 @@ def test_a_call_without_its_step_is_refused_naming_the_step_before_the_runs_stat
     options = [arg for name, value in given.items()
                for arg in (f"--{name.replace('_', '-')}", value)]
     with pytest.raises(CommandError) as cli:
-        _cli("run_action", str(run.pk), action, "--user", "olga", *options)
+        command_output("run_action", str(run.pk), action, "--user", "olga", *options)
     assert str(cli.value) == (
         "--call '1.0': a tool call is named with its agent step (TURN.INDEX counts that "
         "step's calls); name the agent step too, as STEP:TURN.INDEX (e.g. triage:2.0), or "

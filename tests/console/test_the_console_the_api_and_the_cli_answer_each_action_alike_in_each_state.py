@@ -158,8 +158,8 @@ class Doors:
         page = self.console.get(f"/runs/{run.pk}/").content.decode()
         forms = set(re.findall(rf'action="/runs/{run.pk}/([a-z_]+)/"', page))
         api = {a["name"] for a in self.api.get(f"/api/runs/{run.pk}").json()["operator_actions"]}
-        shown = json.loads(_cli("show_run", str(run.pk), "--json"))
-        listed = json.loads(_cli("run_action", str(run.pk), "--user", "olga", "--json"))
+        shown = json.loads(command_output("show_run", str(run.pk), "--json"))
+        listed = json.loads(command_output("run_action", str(run.pk), "--user", "olga", "--json"))
         return {"console": forms, "api": api,
                 "show_run": {a["name"] for a in shown["operator_actions"]},
                 "run_action": {a["action"] for a in listed if a["offered"]}}
@@ -190,14 +190,14 @@ class Doors:
                 name, value = "call", f"{given['step']}:{value}"
             options += [f"--{name.replace('_', '-')}", value]
         try:
-            out = _cli("run_action", str(run.pk), action, "--user", "olga", "--json",
+            out = command_output("run_action", str(run.pk), action, "--user", "olga", "--json",
                        *options)
         except CommandError as exc:
             return str(exc).removeprefix(f"{ACTIONS[action].label} was not done: ")
         return json.loads(out)["message"]
 
 
-def _cli(*args) -> str:
+def command_output(*args) -> str:
     out = io.StringIO()
     call_command(*args, stdout=out)
     return out.getvalue()
@@ -356,7 +356,7 @@ def _bulk_started(doors: Doors, door: str, reason: str) -> str:
         assert response.status_code == 422, response.content
         return response.json()["detail"].removesuffix("; nothing was started")
     try:
-        _cli("bulk_action", "start", "terminate", "--user", "olga", "--workflow",
+        command_output("bulk_action", "start", "terminate", "--user", "olga", "--workflow",
              "test-orders", "--reason", reason)
     except CommandError as exc:
         return str(exc)
