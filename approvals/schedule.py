@@ -56,7 +56,9 @@ def send_reminders(*, now: datetime | None = None, limit: int = 200) -> int:
     (payload_check.payload_outcome, which the timeout and a decision ask too). Due, and
     dated, by the database's clock, in the query and as each run is locked
     (timeouts.judged_at), the clock the reminder was set by; `now`, a caller's time (a
-    test's), stands in for it."""
+    test's), stands in for it. One whose run no longer waits for it, found so with the run
+    locked (it stopped waiting after the pass's withdrawal looked), is withdrawn instead,
+    as its timeout and a decision withdraw it: it is not counted as reminded."""
     count = 0
     due = ApprovalRequest.objects.filter(status=RequestStatus.PENDING,
                                          next_reminder_at__lte=store.time_in_statement(now))
@@ -80,6 +82,12 @@ def _remind(pk: int, given: datetime | None) -> int:
         approval = _lock_pending(pk, next_reminder_at__lte=now)
         if approval is None:
             return 0  # decided meanwhile, or another sweep has it
+        if not is_still_awaited(approval):
+            # Its run stopped waiting for it after the pass's withdrawal looked: withdrawn,
+            # as its timeout and a decision would; nobody is reminded of a request that can
+            # no longer be decided.
+            withdraw(approval, now)
+            return 0
         if (outcome := payload_outcome(approval, current, now)) is not None:
             # Changed, it was superseded: the new request's notification is the reminder.
             # A value it shows (a tool call's arguments too) sealed with a key the ring no

@@ -75,8 +75,8 @@ def hold_for_the_key(approval: ApprovalRequest, current, now: datetime, *,
       approvers are asked anew);
     - PASSING: the run is only passing through queued or running, and is held by whoever
       finds it next.
-    `by`: the person whose decision found it, whom the hold's record names (they acted);
-    the approvals system otherwise (the sweep)."""
+    `by`: the person whose decision found it, whom the hold's record and the withdrawal's
+    name (they acted); the approvals system otherwise (the sweep)."""
     if not isinstance(current, SnapshotUnavailable) or sealed_value_unreadable(current) is None:
         return None
     call = approval.params.get("tool_call") if approval.kind == RequestKind.TOOL_CALL else None
@@ -86,5 +86,7 @@ def hold_for_the_key(approval: ApprovalRequest, current, now: datetime, *,
     if not held:
         return PASSING
     approval.run.refresh_from_db()  # the withdrawal says what became of it
-    withdraw(approval, now)
+    # The same act as the hold, and named as it is: a person's decision that found it
+    # withdrew the request, as it held the run.
+    withdraw(approval, now, actor=by)
     return HELD

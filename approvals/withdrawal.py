@@ -15,6 +15,7 @@ from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.db.models.lookups import Exact, In
 
 from audit.actions import AuditAction
+from audit.chain import Actor
 from runs import store
 from runs.machine.endings import ending_of
 from runs.machine.transitions import RUN_TRANSITIONS
@@ -185,15 +186,19 @@ def unawaited_reason(approval: ApprovalRequest) -> str:
     return f"the run no longer waits for this decision ({', '.join(facts)})"
 
 
-def withdraw(approval: ApprovalRequest, now: datetime) -> None:
+def withdraw(approval: ApprovalRequest, now: datetime, *, actor: Actor | None = None) -> None:
     """Withdraw `approval`, pending and locked by the caller's transaction, with what became
-    of its run, step and call as the reason, and record it on the run."""
+    of its run, step and call as the reason, and record it on the run. `actor`: the person
+    whose own act the withdrawal follows from in the same transaction (their decision found
+    the request nobody can decide, and held its run: unreadable.hold_for_the_key), whom the
+    record names as the hold's names them; the approvals system otherwise."""
     approval.status = RequestStatus.WITHDRAWN
     approval.settled_at = now
     approval.next_reminder_at = None
     approval.comment = unawaited_reason(approval)
     approval.save(update_fields=["status", "settled_at", "next_reminder_at", "comment"])
-    record_lifecycle(approval, AuditAction.APPROVAL_WITHDRAWN, now, reason=approval.comment)
+    record_lifecycle(approval, AuditAction.APPROVAL_WITHDRAWN, now, reason=approval.comment,
+                     actor=actor)
     logger.info("approval request %s withdrawn: %s", approval.pk, approval.comment)
 
 

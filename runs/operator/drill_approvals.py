@@ -13,6 +13,7 @@ from audit.models import AuditRecord
 
 from ..definitions import definition
 from ..models import Run, StepStatus
+from .drill_batches import of_batch
 from .drill_results import DrillResult, not_exercised, went_through
 
 # A person was asked: an approval step's or a stop verdict's attempt (a step), or a tool call.
@@ -30,12 +31,15 @@ def last_run_id() -> int:
     return Run.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
 
 
-def approvals_said(workflow: definition.Workflow, *, after: int, path: str) -> str:
-    """The drill table's line on approvals, of the drill runs of `workflow` started after
-    run `after` (last_run_id): how many waited for a person, approved through `path`
+def approvals_said(workflow: definition.Workflow, *, after: int, batch: str,
+                   path: str) -> str:
+    """The drill table's line on approvals, of the drill runs of `workflow` that the drill
+    with token `batch` started (drill_batches), after run `after` (last_run_id, which keeps
+    the look to the newest runs): how many waited for a person, approved through `path`
     (drills.approval_path), and how many passed an approval step by its rule, nobody asked;
-    when none waited for a person, that the person path was not exercised."""
-    runs = Run.objects.filter(workflow_name=workflow.name, drill=True, pk__gt=after)
+    when none waited for a person, that the person path was not exercised. Another drill
+    of the workflow run meanwhile started runs of its own: they are not this drill's."""
+    runs = Run.objects.filter(of_batch(batch), workflow_name=workflow.name, pk__gt=after)
     total = runs.count()
     records = AuditRecord.objects.filter(run__in=runs.values("pk"))
     asked = records.filter(action__in=ASKED).values("run_id").distinct().count()

@@ -50,7 +50,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -72,6 +71,7 @@ from ..machine.transitions.agent_calls import args_hash
 from ..models import AgentTurn, AttentionReason, Run, RunStatus, Step, StepStatus, ToolCall
 from .actions import ACTIONS, ActionInput
 from .drill_approvals import TITLE, person_path_verdict, ruled_steps, without_example
+from .drill_batches import drill_key, new_batch, started_in
 from .drill_evidence import call_sends, calls_sent, found_by_key, intent_keys
 from .drill_results import (
     DrillResult,
@@ -88,9 +88,6 @@ from .drill_waits import carried_through, event_not_made_up, waits_for_approval
 # approvals app): approve(run) -> whether a decision was recorded. None: the fallback.
 _approver: Callable[[Run], bool] | None = None
 
-
-# Every drill run's business key starts with this: what tells a drill run from real work.
-DRILL_KEY_PREFIX = "drill:"
 
 
 def is_drill_run(run: Run) -> bool:
@@ -119,8 +116,14 @@ SETTLED = {RunStatus.COMPLETED, RunStatus.COMPENSATED, RunStatus.TERMINATED,
            RunStatus.ATTENTION, RunStatus.COMPENSATION_FAILED}
 
 
-def run_drills(workflow: definition.Workflow) -> list[DrillResult]:
-    """Run every drill that applies to `workflow` and report each."""
+def run_drills(workflow: definition.Workflow, *, batch: str = "") -> list[DrillResult]:
+    """Run every drill that applies to `workflow` and report each; the runs started carry
+    `batch` (a new token without it) in their keys (drill_batches)."""
+    with started_in(batch or new_batch()):
+        return _drills(workflow)
+
+
+def _drills(workflow: definition.Workflow) -> list[DrillResult]:
     if workflow.example is None:
         raise ValueError(f"{workflow.name} declares no example input: pass example={{...}} to "
                          "its Workflow so the drills can start runs")
@@ -234,7 +237,7 @@ def _drill_person_path(workflow, step: definition.StepDef) -> DrillResult:
 def _drill_concurrent_delivery(workflow, deliveries: int = 20) -> DrillResult:
     title = f"8 same start event delivered {deliveries}x at once"
     expected = "one run, each step called once"
-    key = f"{DRILL_KEY_PREFIX}concurrent:{uuid.uuid4().hex[:10]}"
+    key = drill_key("concurrent")
     barrier = threading.Barrier(deliveries)
     created, errors = [], []
 
@@ -420,7 +423,7 @@ def _drill_approval_binding(workflow, agent: definition.AgentSpec) -> DrillResul
 # --- how the drills break and recover runs -------------------------------------------------
 
 def _start(workflow, tag: str, input: dict | None = None) -> Run:
-    key = f"{DRILL_KEY_PREFIX}{tag}:{uuid.uuid4().hex[:10]}"
+    key = drill_key(tag)
     # No wake-up hint: the drill, not a running worker, must be the one to advance it.
     return transitions.start_run(
         workflow=workflow.name, business_key=key, input=input or workflow.example,

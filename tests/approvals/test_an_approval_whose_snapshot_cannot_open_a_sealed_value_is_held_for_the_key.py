@@ -248,6 +248,21 @@ def test_the_hold_names_the_person_whose_decision_found_it(
     assert (held.actor_kind, held.actor_label, held.actor_user_id) == ("user", "ann", ann.pk)
 
 
+def test_the_withdrawal_that_follows_the_hold_names_the_same_person(
+        paying_to_an_account, approvers, ann, t0, settings, mailoutbox):
+    """Her decision held the run and, in the same act, withdrew the request the held run no
+    longer waits for: both records name her, not one her and the other the system."""
+    request = _asked(settings, t0, mailoutbox)
+    settings.FIELD_ENCRYPTION_KEYS = {"new": NEW}
+
+    decide(request.pk, user=ann, approved=True, decision_id=uuid.uuid4(), now=t0)
+
+    withdrawn = AuditRecord.objects.get(run=request.run, action="approval_withdrawn")
+    assert (withdrawn.actor_kind, withdrawn.actor_label, withdrawn.actor_user_id) == \
+        ("user", "ann", ann.pk)
+    assert ApprovalRequest.objects.get(pk=request.pk).decided_by_id is None
+
+
 def test_the_hold_the_reminder_sweep_makes_names_the_approvals_system(
         paying_to_an_account, approvers, t0, settings, mailoutbox):
     request = _asked(settings, t0, mailoutbox)
@@ -257,4 +272,7 @@ def test_the_hold_the_reminder_sweep_makes_names_the_approvals_system(
 
     held = AuditRecord.objects.get(run=request.run, action="approval_unaskable")
     assert (held.actor_kind, held.actor_label, held.actor_user_id) == \
+        ("system", "approvals", None)
+    withdrawn = AuditRecord.objects.get(run=request.run, action="approval_withdrawn")
+    assert (withdrawn.actor_kind, withdrawn.actor_label, withdrawn.actor_user_id) == \
         ("system", "approvals", None)

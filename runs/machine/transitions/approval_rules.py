@@ -68,6 +68,11 @@ def approved_by_rule(change: Change, lease: Lease, step: Step) -> bool:
     if judged is None:
         return False
     snapshot, digest = judged
+    # The record keeps the snapshot as stored, masked_values_hmac included, not as shown
+    # (as_shown): the field is the only thing in it that binds the masked values (which
+    # account was paid), and payload_hash is taken over it, so the record can be checked
+    # against the hash, and against a request's, only whole. Keyed with SECRET_KEY, it
+    # tells a reader of the run's history nothing.
     effects.succeed(change, effects.StepEffect(lease, step, spec=spec),
                     {"approved": True, "by": BY_RULE, "comment": "", "person_asked": False},
                     approved_reference(BY_RULE), AuditAction.APPROVED_BY_RULE,

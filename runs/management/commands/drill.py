@@ -9,6 +9,7 @@ from audit.redaction import redact_text
 from runs.definitions.definition import registry
 from runs.management.tables import render_table
 from runs.operator.drill_approvals import approvals_said, last_run_id
+from runs.operator.drill_batches import new_batch
 from runs.operator.drills import approval_path, run_drills
 from runs.operator.sandbox_check import sandbox_answers
 
@@ -81,9 +82,9 @@ class Command(BaseCommand):
             settings.MODEL_BASE_URL = f"{url}/model/v1"
             self.stdout.write(redact_text(f"sandbox: {url} (from {source}); model: "
                                           f"{settings.MODEL_BASE_URL}"))
-        before = last_run_id()
+        before, batch = last_run_id(), new_batch()
         try:
-            results = run_drills(definition)
+            results = run_drills(definition, batch=batch)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         except Exception as exc:  # what no drill row could hold: a message, not a traceback
@@ -94,7 +95,7 @@ class Command(BaseCommand):
         self.stdout.write(render_table(("drill", "expected", "observed", "pass"), rows))
         # What the drill runs came to, not only how the drill would approve: an approval
         # step's rule may have let every one of them through, nobody asked.
-        self.stdout.write("approvals: " + approvals_said(definition, after=before,
+        self.stdout.write("approvals: " + approvals_said(definition, after=before, batch=batch,
                                                          path=approval_path()))
         self.stdout.write("drill runs are left out of the console's lists (tick 'Drill runs "
                           "too' to see them); remove them with: manage.py remove_drill_runs")
