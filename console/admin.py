@@ -242,7 +242,9 @@ def refit_axes_admins() -> None:
     paths for a filter, the first and last times and the distinct days for the date
     hierarchy, a sort by time (no index holds it), and a search for the term anywhere in four
     columns. Here they have no filter (each one's rare value, a lock-out or a day with no
-    sign-in, was found by reading the whole log) and search along indexes."""
+    sign-in, was found by reading the whole log) and search along indexes. Their rows are
+    shown, never changed (no_change): every field is read-only, and a save wrote the row back
+    as read, undoing a failed sign-in counted, or a sign-out logged, meanwhile."""
     for model in apps.get_app_config("axes").get_models():
         if not admin.site.is_registered(model):
             continue
@@ -258,7 +260,14 @@ def refit_axes_admins() -> None:
                                          (IndexedSearchAdmin, FastListAdmin, type(model_admin)),
                                          {"list_filter": [], "date_hierarchy": None,
                                           "ordering": ["-id"],
-                                          "indexed_search": AXES_SEARCH, **actions}))
+                                          "indexed_search": AXES_SEARCH,
+                                          "has_change_permission": no_change, **actions}))
+
+
+def no_change(model_admin, request, obj=None) -> bool:
+    """A log's row is axes' to write: no one changes it (viewing asks the view or change
+    permission of the model itself, ModelAdmin.has_view_permission)."""
+    return False
 
 
 def deleting_action(action):
