@@ -222,6 +222,9 @@ class WebhookSubscriberForm(ShownValuesForm, forms.ModelForm):
     # all subscribers.subscriber_save writes. The secret is changed by typing one: the page
     # shows none.
     shown_fields = tuple(name for name in subscribers.EDITABLE if name != "secret")
+    # A workflow another admin added or took away since the page was shown stays so beside
+    # this person's (never across "every workflow", []: refused).
+    listed_sets = ("workflows",)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -15,8 +15,10 @@ Each admin page that changes a row uses the two parts here:
   input beside each field, Django's show_hidden_initial), and the form compares with that.
   A field this person did not change is saved as the row holds it; a set (groups,
   permissions, a token's workflows) as the row holds it with the members this person added
-  and without those they removed; a field changed here and behind the page, to something
-  else, is refused with a message, nothing saved.
+  and without those they removed, and so a list typed in one box that the form names as a
+  set (a webhook subscriber's workflows) when it was changed behind the page too; a field
+  changed here and behind the page, to something else, is refused with a message, nothing
+  saved.
 - RowLockedAdmin, an admin mixin: the post reads the row it changes FOR UPDATE, in the
   admin's transaction of the save, so the form judges, and the save writes, the row as it
   is: a change committed while the form was judged waits, and is seen.
@@ -86,6 +88,14 @@ class ShownValuesForm:
     # Not a field the page never shows its value of (a secret: changed by typing one).
     shown_fields: tuple[str, ...] = ()
 
+    # Of shown_fields, those holding a list of names typed in one box (a JSON list), saved
+    # as a set when changed here and behind the page: the row's names with this person's
+    # additions and without their removals (listed_members_saved). An empty list is a value
+    # of its own, not a set with no member (a subscriber's [] is every workflow): a change
+    # from it or to it, on either side, or a merge leaving none, is refused as another
+    # field's is.
+    listed_sets: tuple[str, ...] = ()
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         for name in self.shown_fields:
@@ -135,6 +145,23 @@ class ShownValuesForm:
         added, removed = self.member_changes(name, posted)
         return sorted((member_keys(field, now) - removed) | added)
 
+    def listed_members_saved(self, name: str, posted) -> list[str] | None:
+        """The names the listed set `name` (listed_sets), changed here and behind the page,
+        is saved with: the row's, with those this person added to what the page showed and
+        without those they removed; None when what the page showed, the row, what was
+        posted or the merge is no list of names or an empty one (refused)."""
+        try:
+            shown = self.fields[name].to_python(self.shown_data(name))
+        except ValidationError:
+            return None
+        lists = (shown, self[name].initial, posted)
+        if not all(isinstance(value, list) and value
+                   and all(isinstance(member, str) for member in value) for value in lists):
+            return None
+        shown, row, posted = (set(value) for value in lists)
+        saved = (row - (shown - posted)) | (posted - shown)
+        return sorted(saved) or None
+
     def saved_value(self, name: str, posted):
         """What the save writes for field `name`, posted as `posted` (cleaned): for a rule
         of a clean_ method to judge that, not a value the page showed and another admin has
@@ -145,6 +172,9 @@ class ShownValuesForm:
         if holds_members(field):
             return field.clean(self.members_saved(name, posted, self[name].initial))
         if name in self.changed_data:
+            if name in self.listed_sets and self.changed_behind_the_page(name) and \
+                    (merged := self.listed_members_saved(name, posted)) is not None:
+                return merged
             return posted
         return getattr(self.instance, name)
 
@@ -173,7 +203,9 @@ class ShownValuesForm:
                     continue
                 posted = self.cleaned_data[name]
                 if not holds_members(field) and name in self.changed_data \
-                        and self.changed_behind_the_page(name):
+                        and self.changed_behind_the_page(name) and not (
+                            name in self.listed_sets
+                            and self.listed_members_saved(name, posted) is not None):
                     self.add_error(name, CHANGED_BEHIND_THE_PAGE)
                     continue
                 try:

@@ -32,7 +32,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import NestedObjects
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
-from django.contrib.auth.forms import UserChangeForm
+from django.contrib.auth.forms import AdminPasswordChangeForm, UserChangeForm
 from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
@@ -242,7 +242,9 @@ def refit_axes_admins() -> None:
     paths for a filter, the first and last times and the distinct days for the date
     hierarchy, a sort by time (no index holds it), and a search for the term anywhere in four
     columns. Here they have no filter (each one's rare value, a lock-out or a day with no
-    sign-in, was found by reading the whole log) and search along indexes."""
+    sign-in, was found by reading the whole log) and search along indexes. Their rows are
+    shown, never changed (no_change): every field is read-only, and a save wrote the row back
+    as read, undoing a failed sign-in counted, or a sign-out logged, meanwhile."""
     for model in apps.get_app_config("axes").get_models():
         if not admin.site.is_registered(model):
             continue
@@ -258,7 +260,14 @@ def refit_axes_admins() -> None:
                                          (IndexedSearchAdmin, FastListAdmin, type(model_admin)),
                                          {"list_filter": [], "date_hierarchy": None,
                                           "ordering": ["-id"],
-                                          "indexed_search": AXES_SEARCH, **actions}))
+                                          "indexed_search": AXES_SEARCH,
+                                          "has_change_permission": no_change, **actions}))
+
+
+def no_change(model_admin, request, obj=None) -> bool:
+    """A log's row is axes' to write: no one changes it (viewing asks the view or change
+    permission of the model itself, ModelAdmin.has_view_permission)."""
+    return False
 
 
 def deleting_action(action):
@@ -294,12 +303,24 @@ class AuditedUserChangeForm(ShownValuesForm, UserChangeForm):
         return checked_reason(self.cleaned_data["access_reason"])
 
 
+class PasswordOnlyForm(AdminPasswordChangeForm):
+    """Admin's change-password form, writing the password column alone: the rest of the
+    user is not this page's to write, whatever it read of it."""
+
+    def save(self, commit=True):
+        user = super().save(commit=False)
+        if commit:
+            user.save(update_fields=["password"])
+        return user
+
+
 admin.site.unregister(User)
 
 
 @admin.register(User)
 class AuditedUserAdmin(RowLockedAdmin, StorableFiltersAdmin, UserAdmin):
     form = AuditedUserChangeForm
+    change_password_form = PasswordOnlyForm
     fieldsets = [*UserAdmin.fieldsets, ("Reason for this change", {"fields": ["access_reason"]})]
     list_display = [*UserAdmin.list_display, "access_link"]
 
@@ -325,6 +346,15 @@ class AuditedUserAdmin(RowLockedAdmin, StorableFiltersAdmin, UserAdmin):
     def get_object(self, request, object_id, from_field=None):
         return with_permissions(super().get_object(request, object_id, from_field),
                                 "user_permissions")
+
+    def user_change_password(self, request, id, form_url=""):
+        # Django's page runs in no transaction: it read the user, checked and hashed the new
+        # password (a second or so), and saved the user whole, as read, so a deactivation
+        # saved meanwhile by another admin was written back as "active". In a transaction,
+        # its read of the user is RowLockedAdmin's, FOR UPDATE: a save of the user's page
+        # waits for the change and is judged on the row as it changed.
+        with transaction.atomic(using=router.db_for_write(self.model)):
+            return super().user_change_password(request, id, form_url)
 
     def has_change_permission(self, request, obj=None):
         # The password form asks this too: see console.access.may_edit_user.
