@@ -300,7 +300,7 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
             end = _container_end(text, end, escape=escape)
             masked = f"{match[0]}{REDACTED}"
         elif match["literal"] is not None:
-            end = _bare_value_end(text, end, escaped=text[match.end("key")] == "\\")
+            end = _bare_value_end(text, end, key_quote=text[match.end("key")])
             masked = f"{match[0]}{REDACTED}"
         elif match["bare"] is not None and match["bare_opened"] is None:
             if (bare := _bare_masked(match)) is None:
@@ -329,18 +329,24 @@ _SIGNATURE_WORDS = frozenset({"signature", "signatures", "sig"})
 # and, in a JSON text held as a string, the escape of a line's end or of a quote, or a
 # quote, which ends the string that holds it. A run of backslashes is matched from its
 # start only: at each of its characters it would be read again.
-_BARE_VALUE_ENDS = re.compile(r"[\r\n,}\]]")
 _ESCAPED_BARE_VALUE_ENDS = re.compile(r'[\r\n,}\]"]|(?<!\\)\\++[nr"]')
+# A key quoted unescaped ('password' in "{'password': x}") may be held by a string quoted
+# with the other kind ({"msg": "'password': x"}, a repr's {'msg': '"password": x'}): that
+# quote ends the string, and so the value, where what ends a value follows it. Anywhere
+# else a password may hold one ('"password": pass"word'): it is masked with the rest.
+_BARE_VALUE_ENDS = {
+    key_quote: re.compile(rf"[\r\n,}}\]]|{other}(?=[ \t]*(?:[\r\n,}}\]]|$))")
+    for key_quote, other in (('"', "'"), ("'", '"'))}
 
 
-def _bare_value_end(text: str, start: int, *, escaped: bool) -> int:
-    """Where a bare value after a quoted key, from `start`, ends (`escaped`: the key's quote
-    was, in a JSON text held as a string): at what ends a value, the blanks before it
-    left out. Read only once the key is known to name a secret (its value is masked and
-    never read again): a key naming none is looked into from its next character on, and a
-    value read with it would be read again from there, '"k": a "k": a ...' in quadratic
-    time."""
-    ends = (_ESCAPED_BARE_VALUE_ENDS if escaped else _BARE_VALUE_ENDS).search(text, start)
+def _bare_value_end(text: str, start: int, *, key_quote: str) -> int:
+    """Where a bare value after a quoted key, from `start`, ends (`key_quote`: the
+    character after the key, a backslash when its quote was escaped, in a JSON text held
+    as a string): at what ends a value, the blanks before it left out. Read only once the
+    key is known to name a secret (its value is masked and never read again): a key naming
+    none is looked into from its next character on, and a value read with it would be read
+    again from there, '"k": a "k": a ...' in quadratic time."""
+    ends = _BARE_VALUE_ENDS.get(key_quote, _ESCAPED_BARE_VALUE_ENDS).search(text, start)
     stop = len(text) if ends is None else ends.start()
     return start + len(text[start:stop].rstrip())
 

@@ -187,6 +187,8 @@ def test_a_quoted_key_in_a_text_is_decided_as_the_same_field_of_a_value_is(key):
     '{"d": "{\\"secrets\\": [' + '\\\\\\"' * 30_000,
     '{"d": "{\\"secrets\\": [' + '\\"[' * 30_000,
     "password" + " " * 100_000 + "x",
+    # A bare value after a key quoted with one kind, quotes of the other kind after it.
+    "'password': " + '"  ' * 30_000,
     "a='" + ' k="' * 25_000,
     'a="' + " k=\\'" * 25_000,
     # Values whose quotes are escaped any number of times, and lists in JSON held as a

@@ -215,6 +215,13 @@ def test_a_list_cut_off_in_json_held_as_a_string_is_masked_to_the_end_of_that_st
      json.dumps({"config": f'"password": {REDACTED}\nuser: bob', "n": 1})),
     # Not at a quote, which a password may hold, where no JSON string holds the key.
     ('"password": pass"word and more', f'"password": {REDACTED}'),
+    # A string quoted with the other kind holding the key: its closing quote ends the value
+    # (and the string) where what ends a value follows it, and is kept.
+    (json.dumps({"detail": "'password': correct horse", "n": 1}),
+     json.dumps({"detail": f"'password': {REDACTED}", "n": 1})),
+    (repr({"detail": '"token": hunter2'}), repr({"detail": f'"token": {REDACTED}'})),
+    (repr(['"token": two words', "b"]), repr([f'"token": {REDACTED}', "b"])),
+    ("'password': pass\"word and more", f"'password': {REDACTED}"),
 ])
 def test_a_bare_value_after_a_quoted_secret_key_is_masked_to_the_end_of_its_value_or_line(
         text, masked):
