@@ -32,10 +32,11 @@ _SECRET_ENDINGS = ("passwd", "password", "passphrase", "secret", "token", "apike
                    "privatekey", "credential", "credentials", "cookie", "authkey", "accesskey")
 # A key is a secret when a word says what it opens: the headers and parameters APIs take
 # one in (X-Auth-Key, Ocp-Apim-Subscription-Key, x-functions-key, DD-APPLICATION-KEY,
-# X-Master-Key, access_key), and an Authorization header's ("auth_header"). Alone, or
-# after another word ("idempotency_key", "sort_key", "public_key"), a key is a name.
+# X-Master-Key, access_key, an Azure storage account's AccountKey and account_key), and an
+# Authorization header's ("auth_header"). Alone, or after another word ("idempotency_key",
+# "sort_key", "public_key"), a key is a name.
 _SECRET_PAIRS = frozenset({
-    ("api", "key"), ("private", "key"), ("auth", "key"), ("access", "key"),
+    ("api", "key"), ("private", "key"), ("auth", "key"), ("access", "key"), ("account", "key"),
     ("subscription", "key"), ("functions", "key"), ("application", "key"), ("app", "key"),
     ("master", "key"), ("auth", "header")})
 # How records and logs name an API token (api.models.ApiToken.actor_label, also an event's
