@@ -226,7 +226,8 @@ def _where_to_look_on(match: re.Match) -> int | None:
     if (bare := match["bare"]) is None:
         return None
     name = _NAME.match(bare)[0]
-    if bare[len(name)] == ":" and not _names_a_field_before_a_colon(name):
+    if bare[len(name)] == ":" and not (_names_a_field_before_a_colon(name)
+                                        or _names_a_signature_before_its_parameters(match)):
         return match.start() + 1
     if not _names_a_secret(name):
         return match.start() + 1
@@ -249,6 +250,20 @@ def _names_a_field_before_a_colon(name: str) -> bool:
         return True
     words = _lower_words(name)
     return len(words) > 1 and (_names_a_secret(words[-1]) or tuple(words[-2:]) in _SECRET_PAIRS)
+
+
+# A signature header's value as it is written: a parameter first ("sig1=:...:", "t=...").
+_PARAMETER = re.compile(r"[\w.-]{1,64}+=")
+
+
+def _names_a_signature_before_its_parameters(match: re.Match) -> bool:
+    """Whether a word naming a signature alone before ":" ("Signature", RFC 9421's header,
+    a webhook's) is a header's name: where a parameter follows, as a signature header's
+    value is written ("Signature: sig1=:...:", "Signature: t=...,v1=..."). Followed by
+    anything else it is a word of prose ("signature: expired"), kept with what follows."""
+    words = _lower_words(_NAME.match(match["bare"])[0])
+    return (len(words) == 1 and words[0] in _SIGNATURE_WORDS and match["bare_opened"] is None
+            and _PARAMETER.match(match.string, match.end()) is not None)
 
 
 def _bare_masked(match: re.Match) -> tuple[int, str] | None:
@@ -322,9 +337,12 @@ _CONTAINER_PARTS = re.compile(
     r"\"(?:[^\"\\]|\\.)*\"?|'(?:[^'\\]|\\.)*'?|[\[{]|[\]}]|[^\"'\[\]{}]+")
 _BACKSLASHES = re.compile(r"\\*")
 # A bare key's value unquoted: up to a separator; a signature's, up to one that is not a
-# comma before more of it.
+# comma before more of it, or a comma and blanks before another parameter ("t=1, v1=...,
+# v0=...", RFC 9421's "sig1=:...:, sig2=:...:"): a word of prose after them is kept
+# ("sha1=..., retrying").
 _BARE_VALUE = re.compile(r"[^\s&,;\"']*")
-_SIGNATURES = re.compile(r"[^\s&,;\"']*(?:,[^\s&,;\"']+)*+")
+_SIGNATURES = re.compile(
+    r"[^\s&,;\"']*(?:,(?:[^\s&,;\"']+|[ \t]++[\w.-]{1,64}+=[^\s&,;\"']*))*+")
 _SIGNATURE_WORDS = frozenset({"signature", "signatures", "sig"})
 # What ends a bare value after a quoted key: a separator of JSON or YAML, or a line's end;
 # and, in a JSON text held as a string, the escape of a line's end or of a quote, or a
