@@ -32,10 +32,11 @@ _SECRET_ENDINGS = ("passwd", "password", "passphrase", "secret", "token", "apike
                    "privatekey", "credential", "credentials", "cookie", "authkey", "accesskey")
 # A key is a secret when a word says what it opens: the headers and parameters APIs take
 # one in (X-Auth-Key, Ocp-Apim-Subscription-Key, x-functions-key, DD-APPLICATION-KEY,
-# X-Master-Key, access_key), and an Authorization header's ("auth_header"). Alone, or
-# after another word ("idempotency_key", "sort_key", "public_key"), a key is a name.
+# X-Master-Key, access_key, an Azure storage account's AccountKey and account_key), and an
+# Authorization header's ("auth_header"). Alone, or after another word ("idempotency_key",
+# "sort_key", "public_key"), a key is a name.
 _SECRET_PAIRS = frozenset({
-    ("api", "key"), ("private", "key"), ("auth", "key"), ("access", "key"),
+    ("api", "key"), ("private", "key"), ("auth", "key"), ("access", "key"), ("account", "key"),
     ("subscription", "key"), ("functions", "key"), ("application", "key"), ("app", "key"),
     ("master", "key"), ("auth", "header")})
 # How records and logs name an API token (api.models.ApiToken.actor_label, also an event's
@@ -225,7 +226,8 @@ def _where_to_look_on(match: re.Match) -> int | None:
     if (bare := match["bare"]) is None:
         return None
     name = _NAME.match(bare)[0]
-    if bare[len(name)] == ":" and not _names_a_field_before_a_colon(name):
+    if bare[len(name)] == ":" and not (_names_a_field_before_a_colon(name)
+                                        or _names_a_signature_before_its_parameters(match)):
         return match.start() + 1
     if not _names_a_secret(name):
         return match.start() + 1
@@ -248,6 +250,20 @@ def _names_a_field_before_a_colon(name: str) -> bool:
         return True
     words = _lower_words(name)
     return len(words) > 1 and (_names_a_secret(words[-1]) or tuple(words[-2:]) in _SECRET_PAIRS)
+
+
+# A signature header's value as it is written: a parameter first ("sig1=:...:", "t=...").
+_PARAMETER = re.compile(r"[\w.-]{1,64}+=")
+
+
+def _names_a_signature_before_its_parameters(match: re.Match) -> bool:
+    """Whether a word naming a signature alone before ":" ("Signature", RFC 9421's header,
+    a webhook's) is a header's name: where a parameter follows, as a signature header's
+    value is written ("Signature: sig1=:...:", "Signature: t=...,v1=..."). Followed by
+    anything else it is a word of prose ("signature: expired"), kept with what follows."""
+    words = _lower_words(_NAME.match(match["bare"])[0])
+    return (len(words) == 1 and words[0] in _SIGNATURE_WORDS and match["bare_opened"] is None
+            and _PARAMETER.match(match.string, match.end()) is not None)
 
 
 def _bare_masked(match: re.Match) -> tuple[int, str] | None:
@@ -300,7 +316,7 @@ def _masked_in(text: str, secrets: re.Pattern) -> str:
             end = _container_end(text, end, escape=escape)
             masked = f"{match[0]}{REDACTED}"
         elif match["literal"] is not None:
-            end = _bare_value_end(text, end, escaped=text[match.end("key")] == "\\")
+            end = _bare_value_end(text, end, key_quote=text[match.end("key")])
             masked = f"{match[0]}{REDACTED}"
         elif match["bare"] is not None and match["bare_opened"] is None:
             if (bare := _bare_masked(match)) is None:
@@ -321,26 +337,35 @@ _CONTAINER_PARTS = re.compile(
     r"\"(?:[^\"\\]|\\.)*\"?|'(?:[^'\\]|\\.)*'?|[\[{]|[\]}]|[^\"'\[\]{}]+")
 _BACKSLASHES = re.compile(r"\\*")
 # A bare key's value unquoted: up to a separator; a signature's, up to one that is not a
-# comma before more of it.
+# comma before more of it, or a comma and blanks before another parameter ("t=1, v1=...,
+# v0=...", RFC 9421's "sig1=:...:, sig2=:...:"): a word of prose after them is kept
+# ("sha1=..., retrying").
 _BARE_VALUE = re.compile(r"[^\s&,;\"']*")
-_SIGNATURES = re.compile(r"[^\s&,;\"']*(?:,[^\s&,;\"']+)*+")
+_SIGNATURES = re.compile(
+    r"[^\s&,;\"']*(?:,(?:[^\s&,;\"']+|[ \t]++[\w.-]{1,64}+=[^\s&,;\"']*))*+")
 _SIGNATURE_WORDS = frozenset({"signature", "signatures", "sig"})
 # What ends a bare value after a quoted key: a separator of JSON or YAML, or a line's end;
 # and, in a JSON text held as a string, the escape of a line's end or of a quote, or a
 # quote, which ends the string that holds it. A run of backslashes is matched from its
 # start only: at each of its characters it would be read again.
-_BARE_VALUE_ENDS = re.compile(r"[\r\n,}\]]")
 _ESCAPED_BARE_VALUE_ENDS = re.compile(r'[\r\n,}\]"]|(?<!\\)\\++[nr"]')
+# A key quoted unescaped ('password' in "{'password': x}") may be held by a string quoted
+# with the other kind ({"msg": "'password': x"}, a repr's {'msg': '"password": x'}): that
+# quote ends the string, and so the value, where what ends a value follows it. Anywhere
+# else a password may hold one ('"password": pass"word'): it is masked with the rest.
+_BARE_VALUE_ENDS = {
+    key_quote: re.compile(rf"[\r\n,}}\]]|{other}(?=[ \t]*(?:[\r\n,}}\]]|$))")
+    for key_quote, other in (('"', "'"), ("'", '"'))}
 
 
-def _bare_value_end(text: str, start: int, *, escaped: bool) -> int:
-    """Where a bare value after a quoted key, from `start`, ends (`escaped`: the key's quote
-    was, in a JSON text held as a string): at what ends a value, the blanks before it
-    left out. Read only once the key is known to name a secret (its value is masked and
-    never read again): a key naming none is looked into from its next character on, and a
-    value read with it would be read again from there, '"k": a "k": a ...' in quadratic
-    time."""
-    ends = (_ESCAPED_BARE_VALUE_ENDS if escaped else _BARE_VALUE_ENDS).search(text, start)
+def _bare_value_end(text: str, start: int, *, key_quote: str) -> int:
+    """Where a bare value after a quoted key, from `start`, ends (`key_quote`: the
+    character after the key, a backslash when its quote was escaped, in a JSON text held
+    as a string): at what ends a value, the blanks before it left out. Read only once the
+    key is known to name a secret (its value is masked and never read again): a key naming
+    none is looked into from its next character on, and a value read with it would be read
+    again from there, '"k": a "k": a ...' in quadratic time."""
+    ends = _BARE_VALUE_ENDS.get(key_quote, _ESCAPED_BARE_VALUE_ENDS).search(text, start)
     stop = len(text) if ends is None else ends.start()
     return start + len(text[start:stop].rstrip())
 

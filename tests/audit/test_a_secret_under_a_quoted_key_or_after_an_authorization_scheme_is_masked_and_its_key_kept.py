@@ -187,6 +187,8 @@ def test_a_quoted_key_in_a_text_is_decided_as_the_same_field_of_a_value_is(key):
     '{"d": "{\\"secrets\\": [' + '\\\\\\"' * 30_000,
     '{"d": "{\\"secrets\\": [' + '\\"[' * 30_000,
     "password" + " " * 100_000 + "x",
+    # A bare value after a key quoted with one kind, quotes of the other kind after it.
+    "'password': " + '"  ' * 30_000,
     "a='" + ' k="' * 25_000,
     'a="' + " k=\\'" * 25_000,
     # Values whose quotes are escaped any number of times, and lists in JSON held as a
@@ -206,6 +208,11 @@ def test_a_quoted_key_in_a_text_is_decided_as_the_same_field_of_a_value_is(key):
     # Signatures listed without end, camelCase keys naming no secret.
     "X-Hub-Signature: " + "a," * 50_000,
     "Stripe-Signature: t=1" + ",v1=" * 30_000,
+    "Stripe-Signature: t=1" + ", v1=" * 30_000,
+    "Stripe-Signature: t=1," + " " * 100_000 + "v",
+    "Signature:" + " " * 100_000 + "v",
+    "Signature: " + "a" * 100_000 + "=",
+    "signature: " * 10_000,
     "sig=&" * 30_000,
     "aB:" * 30_000,
     "authKey:" + " " * 100_000 + "x",

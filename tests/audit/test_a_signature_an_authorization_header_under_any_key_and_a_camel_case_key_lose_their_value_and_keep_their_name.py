@@ -54,6 +54,18 @@ def test_a_signature_that_grants_access_is_masked_and_its_name_kept(text):
     (f"Stripe-Signature: t=1492774577,v1={SECRET},v0={OTHER}\nHost: example.test",
      f"Stripe-Signature: {REDACTED}\nHost: example.test"),
     (f"X-Hub-Signature: sha1={SECRET}, retrying", f"X-Hub-Signature: {REDACTED}, retrying"),
+    # Signatures listed with blanks after their commas: every one of them.
+    (f"Stripe-Signature: t=1492774577, v1={SECRET}, v0={OTHER}\nHost: example.test",
+     f"Stripe-Signature: {REDACTED}\nHost: example.test"),
+    (f"Stripe-Signature: t=1492774577, v1={SECRET},  v0={OTHER} refused",
+     f"Stripe-Signature: {REDACTED} refused"),
+    (f"signature=sha256={SECRET}, sha256={OTHER}&n=1", f"signature={REDACTED}&n=1"),
+    # A signature's word alone as a header's name (RFC 9421's Signature, a webhook's),
+    # followed by its parameters as such a header writes them.
+    (f"Signature: sig1=:{SECRET}+/{OTHER}==:, sig2=:{OTHER}:", f"Signature: {REDACTED}"),
+    (f"Signature: t=1492774577,v1={SECRET}\nHost: example.test",
+     f"Signature: {REDACTED}\nHost: example.test"),
+    (f"signature: v1={SECRET}, retrying", f"signature: {REDACTED}, retrying"),
 ])
 def test_only_the_signature_goes_and_what_follows_it_stays(text, masked):
     assert redact_text(text) == masked
@@ -70,6 +82,7 @@ def test_a_field_named_a_signature_or_an_authorization_header_is_masked(key):
 
 @pytest.mark.parametrize("text", [
     "InvalidSignatureError: signature expired", "signature: expired", "signal=9",
+    "Signature: missing", "invalid signature: expected sha256=abc, got none",
     "X-Amz-SignedHeaders=host;x-amz-date", "Key-Pair-Id=K2JCJMDEHXQW5F", "design=flat",
     "X-Amz-Expires=900&X-Amz-Date=20250101T000000Z",
 ])

@@ -215,6 +215,13 @@ def test_a_list_cut_off_in_json_held_as_a_string_is_masked_to_the_end_of_that_st
      json.dumps({"config": f'"password": {REDACTED}\nuser: bob', "n": 1})),
     # Not at a quote, which a password may hold, where no JSON string holds the key.
     ('"password": pass"word and more', f'"password": {REDACTED}'),
+    # A string quoted with the other kind holding the key: its closing quote ends the value
+    # (and the string) where what ends a value follows it, and is kept.
+    (json.dumps({"detail": "'password': correct horse", "n": 1}),
+     json.dumps({"detail": f"'password': {REDACTED}", "n": 1})),
+    (repr({"detail": '"token": hunter2'}), repr({"detail": f'"token": {REDACTED}'})),
+    (repr(['"token": two words', "b"]), repr([f'"token": {REDACTED}', "b"])),
+    ("'password': pass\"word and more", f"'password': {REDACTED}"),
 ])
 def test_a_bare_value_after_a_quoted_secret_key_is_masked_to_the_end_of_its_value_or_line(
         text, masked):
@@ -296,3 +303,42 @@ def test_a_credential_after_a_scheme_an_authorization_of_another_name_or_a_cooki
 ])
 def test_a_header_or_a_word_naming_no_secret_before_a_colon_is_left_whole(text):
     assert redact_text(text) == text
+
+
+KEY = "Xy7+/Ab9cD0eF1gH2iJ3kL4mN5oP6qR7sT8uV9wX0yZ1aB2cD3eF4gH5iJ6kL7mN8oP9qR0sT1uV2wX3y+/A=="
+
+
+@pytest.mark.parametrize(("text", "masked"), [
+    # An Azure storage account's connection string: its key, base64 with "+", "/" and "="
+    # padding, masked whole up to the ";" that ends it; the endpoint and names kept.
+    (f"DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={KEY};"
+     "EndpointSuffix=core.windows.net",
+     f"DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={REDACTED};"
+     "EndpointSuffix=core.windows.net"),
+    (f"BlobServiceClient(account_url='https://acme.blob.core.windows.net', account_key='{KEY}')",
+     "BlobServiceClient(account_url='https://acme.blob.core.windows.net', "
+     f"account_key='{REDACTED}')"),
+    (f"AccountKey: {KEY}", f"AccountKey: {REDACTED}"),
+    # A shared access signature in a connection string: its signature masked.
+    ("BlobEndpoint=https://acme.blob.core.windows.net/;SharedAccessSignature=sv=2021-06-08"
+     f"&ss=b&sp=r&se=2025-01-01&sig={SECRET}%2B%3D",
+     "BlobEndpoint=https://acme.blob.core.windows.net/;SharedAccessSignature="
+     f"{REDACTED}&ss=b&sp=r&se=2025-01-01&sig={REDACTED}"),
+])
+def test_an_azure_connection_strings_key_and_signature_are_masked_whole(text, masked):
+    assert redact_text(text) == masked
+    assert redact_text(masked) == masked
+
+
+def test_a_field_named_a_storage_accounts_key_is_masked_and_its_accounts_name_kept():
+    assert redact({"AccountKey": KEY, "account_key": KEY, "AccountName": "acme"}) == {
+        "AccountKey": REDACTED, "account_key": REDACTED, "AccountName": "acme"}
+
+
+def test_a_service_bus_connection_strings_key_is_masked_whole():
+    masked = redact_text(
+        f"Endpoint=sb://acme.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey={KEY}")
+
+    assert KEY not in masked and "+/" not in masked
+    assert masked.startswith("Endpoint=sb://acme.servicebus.windows.net/;")
+    assert masked.endswith(f";SharedAccessKey={REDACTED}")

@@ -7,16 +7,17 @@ and --workflow, start_run's workflow, the ids of show_run and run_action, --afte
 --now, --call, a bulk job's action and step, a dispatch's or a schedule's workflow. A run id
 of 100,000 digits ended show_run in a traceback (int() reads 4,300 at most). A value that is
 not one of an argument's choices (run_action's action, --mode, --step-status, a subcommand of
-dispatch) was repeated whole by argparse's own "invalid choice" (now audit.arguments). Each
-refusal is now one line, a few hundred characters at most (and its list of the choices),
-naming what was refused."""
+dispatch) was repeated whole by argparse's own "invalid choice", and so were an argument no
+command takes ("unrecognized arguments") and a value its type refuses (--verbosity's "invalid
+int value"): every command's parser is now audit.arguments'. Each refusal is now one line, a
+few hundred characters at most (and its list of the choices), naming what was refused."""
 
 import io
 
 import pytest
 from django.core.management import CommandError, call_command, get_commands, load_command_class
 
-from audit.arguments import ChoicesCutShortParser
+from audit.arguments import REFUSAL_SHOWN, ValuesCutShortParser, parsers_within
 
 pytestmark = pytest.mark.django_db
 
@@ -105,6 +106,19 @@ CASES = {
                               "invalid choice"),
     "audit_checkpoint's operation": (["audit_checkpoint", LONG],
                                      "argument operation: invalid choice"),
+    # What argparse itself refuses: an argument no command takes, a value its type refuses.
+    "list_runs' unrecognized argument": (["list_runs", LONG], "unrecognized arguments: 'uuu"),
+    "list_runs' unrecognized option": (["list_runs", f"--{LONG}"],
+                                       "unrecognized arguments: '--uuu"),
+    "a subcommand's unrecognized argument": (["dispatch", "status", LONG],
+                                             "unrecognized arguments"),
+    "show_run's second run": (["show_run", RUN, LONG], "unrecognized arguments"),
+    "list_runs -v": (["list_runs", "-v", LONG], "argument -v/--verbosity: invalid int value"),
+    "run_history --verbosity": (["run_history", RUN, "--verbosity", LONG],
+                                "invalid int value"),
+    "seed_scale --runs": (["seed_scale", "--runs", LONG], "argument --runs"),
+    "bench_runtime --runs": (["bench_runtime", "--runs", LONG], "argument --runs"),
+    "bench_console --runs": (["bench_console", "--runs", DIGITS], "argument --runs"),
 }
 
 
@@ -167,25 +181,39 @@ PROJECT_APPS = ("console", "api", "observability", "archive", "approvals", "runs
                 "demo")
 
 
-def parsers_with_choices(parser):
-    """`parser` and its subcommands' parsers, each that takes a value among choices (Django's
-    --verbosity aside: a number, which type=int refuses before its choices are read)."""
-    for action in parser._actions:
-        if isinstance(action.choices, dict):
-            for inner in action.choices.values():
-                yield from parsers_with_choices(inner)
-    if any(a.choices is not None and a.dest != "verbosity" for a in parser._actions):
-        yield parser
+@pytest.mark.parametrize("arguments", [
+    # Whatever else argparse repeats whole is cut where every refusal passes: an option
+    # that may be one of several, a value given to an option that takes none.
+    ["list_runs", f"--s={LONG}"],
+    ["dispatch", "status", f"--json={LONG}"],
+    ["bench_runtime", f"--fresh-database={LONG}"],
+    # So many arguments no command takes that, each cut short, they still make a long line.
+    ["list_runs", *["u" * 8] * 12_500],
+])
+def test_what_else_argparse_repeats_is_cut_short_on_one_line(arguments):
+    said = refusal(arguments)
+    assert "\n" not in said and len(said) < REFUSAL_SHOWN + 100, (len(said), said[:600])
+    assert "(100000 characters)" not in said and "characters)" in said, said[-200:]
 
 
-def test_every_command_refuses_a_value_not_among_its_choices_cut_short():
-    # A command given choices= later, without the base that cuts its refusal short, fails
-    # here rather than only when someone gives it 100,000 characters.
+@pytest.mark.parametrize("arguments", [
+    ["list_runs", "a\nb\x1b[31m"], ["list_runs", "--s=a\nb\x1b[31m"],
+    ["list_runs", "-v", "a\nb\x1b[31m"],
+])
+def test_a_line_break_or_a_terminals_escape_argparse_repeats_is_written_as_its_escape(arguments):
+    said = refusal(arguments)
+    assert "\n" not in said and "\x1b" not in said
+    assert "a\\nb\\x1b[31m" in said, said
+
+
+def test_every_commands_parser_and_its_subcommands_repeat_what_they_were_given_cut_short():
+    # A command made later without the base that cuts its refusals short fails here rather
+    # than only when someone gives it 100,000 characters.
     commands = {name: app for name, app in get_commands().items()
                 if app.split(".")[0] in PROJECT_APPS}
-    assert {"run_action", "dispatch", "audit_checkpoint"} <= set(commands)
-    whole = [name for name, app in sorted(commands.items())
-             for parser in parsers_with_choices(
+    assert {"run_action", "dispatch", "audit_checkpoint", "seed_scale"} <= set(commands)
+    whole = [(name, parser.prog) for name, app in sorted(commands.items())
+             for parser in parsers_within(
                  load_command_class(app, name).create_parser("manage.py", name))
-             if not isinstance(parser, ChoicesCutShortParser)]
+             if not isinstance(parser, ValuesCutShortParser)]
     assert not whole, whole

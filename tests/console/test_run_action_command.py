@@ -34,7 +34,7 @@ def test_terminate_from_the_cli_after_a_high_impact_effect_opens_a_request(
     assert f"approval request {request.pk} created" in out and "--decide" in out
     assert Run.objects.get(pk=effected_run.pk).status == RunStatus.ATTENTION
     assert not AuditRecord.objects.filter(run=effected_run, action="terminated").exists()
-    with pytest.raises(CommandError, match="unrecognized arguments: --approved-by"):
+    with pytest.raises(CommandError, match="unrecognized arguments: '--approved-by' 'carl'"):
         _run_action(effected_run.pk, "terminate", "--user", "olga", "--reason", "fraud",
                     "--approved-by", "carl")
 

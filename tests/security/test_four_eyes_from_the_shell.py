@@ -55,7 +55,7 @@ def _names_in_audit(run) -> set[str]:
 def test_approved_by_is_gone_and_naming_a_colleague_does_nothing(people, effected_run,
                                                                  monkeypatch):
     monkeypatch.setenv("CLI_PASSWORD", "olga-secret")
-    with pytest.raises(CommandError, match="unrecognized arguments: --approved-by"):
+    with pytest.raises(CommandError, match="unrecognized arguments: '--approved-by' 'carl'"):
         _cli(effected_run.pk, "terminate", "--user", "olga", "--reason", "fraud",
              "--approved-by", "carl")
     assert Run.objects.get(pk=effected_run.pk).status == RunStatus.ATTENTION

@@ -1,8 +1,9 @@
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from archive import archiving
+from audit.arguments import ValuesCutShortCommand
 from audit.quoting import file_name
 from runs.machine.storable import (
     has_control_characters,
@@ -22,7 +23,7 @@ LONGEST_RETENTION_DAYS = 36_500
 LONGEST_ACTOR = 200 - len("archive_runs command ()")
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = ("Move finished runs older than their retention (RUNS_RETENTION_DAYS, or the "
             "workflow's retention_days) out of the hot tables into gzip JSON Lines archive "
             "files, then remove them in short batches. What beat does every "

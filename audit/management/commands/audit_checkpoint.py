@@ -3,7 +3,7 @@ from pathlib import Path
 from django.core.exceptions import SuspiciousFileOperation
 from django.core.management.base import CommandError
 
-from audit.arguments import ChoicesCutShortCommand
+from audit.arguments import ValuesCutShortCommand
 from audit.checkpoints import (
     CheckpointError,
     check_checkpoint,
@@ -19,7 +19,7 @@ RESTORED = ("If the database was restored from a backup older than the checkpoin
             "docs/operations.md before starting workers; otherwise the chains were set back.")
 
 
-class Command(ChoicesCutShortCommand):
+class Command(ValuesCutShortCommand):
     help = ("Write the head of every audit chain (each run's and the access chain's) to a "
             "sealed checkpoint file, to keep where the database's writers cannot reach; or "
             "check a database against such a file: every head it names must still be in its "

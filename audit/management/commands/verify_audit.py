@@ -6,9 +6,10 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import SuspiciousFileOperation
 from django.core.files.storage import FileSystemStorage, storages
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from audit.access import access_chain_break, access_head
+from audit.arguments import ValuesCutShortCommand
 from audit.chain import chain_break, checked_tombstones, one_snapshot, recorded_heads
 from audit.head_seals import ACCESS_CHAIN, head_seal_problem
 from audit.models import AccessRecord, AuditRecord
@@ -28,7 +29,7 @@ class _Passing:
             yield record
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = ("Verify every run's audit hash chain and the access chain (permission "
             "changes), each chain's head against its seal (AUDIT_SEAL_KEYS), and each "
             "archived run's tombstone against the archive file it names; exit "

@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from django.contrib.auth.models import Group, Permission, User
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -25,6 +25,7 @@ from django.utils import timezone
 from approvals import schedule as approvals_schedule
 from approvals.bulk import bulk_preview
 from audit.actions import AuditAction
+from audit.arguments import ValuesCutShortCommand
 from audit.chain import Actor, build_record
 from audit.head_seals import seal_head
 from audit.models import AuditRecord
@@ -52,7 +53,7 @@ BENCH_WORKERS = 16
 MOST_REPEAT = 10_000
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = "Time the console's lists, search and run detail pages (median of --repeat)."
     # The database may not exist yet (a new machine): no system check may touch it before
     # handle() creates it.

@@ -16,7 +16,7 @@ from approvals.bulk import (
 )
 from approvals.models import BulkJob, BulkJobPhase, BulkJobStatus
 from approvals.operator_actions import ActionInputError, InputNotRead, refuse_input_not_read
-from audit.arguments import ChoicesCutShortCommand
+from audit.arguments import ValuesCutShortCommand
 from audit.quoting import quoted
 from console.cli import (
     acting_user,
@@ -33,7 +33,7 @@ from runs.operator.actions import ACTIONS, ActionInput
 from runs.reads.selectors import RunFilters
 
 
-class Command(ChoicesCutShortCommand):
+class Command(ValuesCutShortCommand):
     help = ("preview ACTION / start ACTION: an action on every run the filters match; run JOB: "
             "carry a job out here (a worker does otherwise); show JOB; cancel JOB. cancel is "
             "for the person who started the job, or a superuser; show also for the second "

@@ -7,14 +7,14 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
-from audit.arguments import ChoicesCutShortCommand
+from audit.arguments import ValuesCutShortCommand
 from console.cli import acting_on_workflow, storable_text
 from runs import store
 from runs.machine import dispatch
 from runs.machine.storable import written_visibly
 
 
-class Command(ChoicesCutShortCommand):
+class Command(ValuesCutShortCommand):
     help = "Show paused workflows, or pause/resume a workflow's dispatch."
 
     def add_arguments(self, parser):

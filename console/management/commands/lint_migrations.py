@@ -32,8 +32,9 @@ import re
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.arguments import ValuesCutShortCommand
 from audit.quoting import quoted
 
 # The migrations written before the lock rules (issue 13), excluded by name. They were
@@ -176,7 +177,7 @@ def lint(*, app_labels: list[str] | None = None, database: str = "default",
     return not linter.has_errors
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = "Fail on migrations that would lock or rewrite a big table (see the module)."
     # It reads migrations, not models: the models' checks are the test suite's business.
     requires_system_checks = []

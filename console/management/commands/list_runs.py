@@ -4,7 +4,7 @@ paging (runs.reads.selectors.runs_page), as text or --json."""
 from django.core.management.base import CommandError
 
 from api.selectors import MOST_A_PAGE, summary_of
-from audit.arguments import ChoicesCutShortCommand
+from audit.arguments import ValuesCutShortCommand
 from audit.quoting import quoted
 from console.cli import (
     print_json,
@@ -24,7 +24,7 @@ from runs.reads.selectors import RunFilters, runs_page
 MOST_RUNS_A_PAGE = MOST_A_PAGE
 
 
-class Command(ChoicesCutShortCommand):
+class Command(ValuesCutShortCommand):
     help = "List runs, newest status change first, with the console's filters and search."
 
     def add_arguments(self, parser):

@@ -3,14 +3,15 @@ open, archived to files, then removed (archive.drill_runs does it; this command 
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from archive.archiving import ArchiveReport, default_actor
 from archive.drill_runs import remove_drill_runs
+from audit.arguments import ValuesCutShortCommand
 from audit.quoting import file_name
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = ("Remove the drill runs (started by manage.py drill): terminated if still open, "
             "archived to files of at most ARCHIVE_RUNS_PER_FILE runs (the audit chains stay "
             "verifiable), then removed, at most ARCHIVE_MAX_RUNS_PER_PASS at a time (it says "

@@ -28,7 +28,7 @@ from approvals.operator_actions import (
     refuse_input_not_read,
 )
 from approvals.permissions import can_view
-from audit.arguments import ChoicesCutShortCommand
+from audit.arguments import ValuesCutShortCommand
 from audit.quoting import quoted
 from console.cli import id_given, no_run, print_json, proven, storable_text, user_named
 from runs import store
@@ -47,7 +47,7 @@ from runs.operator.actions import ACTIONS, ActionInput
 from runs.permissions import grants_of
 
 
-class Command(ChoicesCutShortCommand):
+class Command(ValuesCutShortCommand):
     help = ("Perform an operator action on a run as USER: " + ", ".join(ACTIONS)
             + ". Without an action, list what the run offers. With --decide REQUEST, decide "
               "a four-eyes request as USER (authenticated by password).")

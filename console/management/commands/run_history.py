@@ -1,9 +1,10 @@
 """Print a run's history (its audit trail) from the command line, a page at a time, as
 text or --json."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from api.selectors import HISTORY_PAGE, MOST_A_PAGE, history_entry, history_page
+from audit.arguments import ValuesCutShortCommand
 from audit.quoting import quoted
 from console.cli import id_given, no_run, print_json
 from runs.machine import transitions
@@ -16,7 +17,7 @@ from runs.machine.storable import (
 from runs.models import Run
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = "Print a run's audit trail, oldest first within a page (the newest page first)."
 
     def add_arguments(self, parser):

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from approvals.operator_actions import ActionForbidden, NoSuchWorkflow, act_on_workflow
-from audit.arguments import ChoicesCutShortCommand
+from audit.arguments import ValuesCutShortCommand
 from audit.quoting import quoted
 from console.cli import acting_on_workflow, storable_text
 from runs import store
@@ -17,7 +17,7 @@ from runs.reads.schedule_list import schedule_rows
 from runs.waiting import schedules
 
 
-class Command(ChoicesCutShortCommand):
+class Command(ValuesCutShortCommand):
     help = "List schedules, run one scheduler tick, or pause/resume a schedule."
 
     def add_arguments(self, parser):

@@ -3,9 +3,10 @@ text or --json. With --user NAME, as that person reads it (it only reads, so, as
 --user, it asks for no password): a run they may not view is refused, and where they may not
 take the advised next step it says who may, as their investigation card does."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from api.selectors import hold_of, run_view
+from audit.arguments import ValuesCutShortCommand
 from console.cli import id_given, no_run, print_json, user_named
 from runs.machine import transitions
 from runs.machine.storable import written_visibly
@@ -14,7 +15,7 @@ from runs.operator.guidance import for_reader, recommend
 from runs.permissions import VIEW, grant_for
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = "Show a run: its state, steps (key, remote reference, last error) and actions."
 
     def add_arguments(self, parser):

@@ -13,9 +13,10 @@ import time
 from collections.abc import Callable
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
+from audit.arguments import ValuesCutShortCommand
 from audit.chain import Actor
 from audit.redaction import redact_text
 from demo.sandbox import faults
@@ -33,7 +34,7 @@ REST_WITHIN_SECONDS = 60
 CUSTOMER = {"email": "linus@example.com", "name": "Linus", "plan": "enterprise"}
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = "Create one demo run in each state an operator meets (needs the sandbox up)."
 
     def handle(self, *args, **options):

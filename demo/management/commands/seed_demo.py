@@ -1,7 +1,8 @@
 from django.conf import settings
 from django.contrib.auth.models import Group, Permission, User
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.arguments import ValuesCutShortCommand
 from audit.chain import Actor
 from console.roles import ensure_roles
 from runs.machine.errors import RunArchived, StartRefused
@@ -42,7 +43,7 @@ CUSTOMERS = [
 ]
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = "Create the demo logins and start a few demo runs (safe to run again)."
 
     def handle(self, *args, **options):

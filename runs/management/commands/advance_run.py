@@ -1,11 +1,12 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.arguments import ValuesCutShortCommand
 from runs.execution.executor import advance_run
 from runs.machine.storable import NotAnId, id_written
 from runs.models import Run
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = ("Advance one run as a worker would: claim it and run it until it completes, "
             "waits or needs a person. A run another worker holds is left alone.")
 

@@ -43,9 +43,10 @@ from pathlib import Path
 from celery import current_app
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import connection
 
+from audit.arguments import ValuesCutShortCommand
 from audit.chain import Actor
 from runs import bench_in_flight, store
 from runs import bench_workflows as bw
@@ -95,7 +96,7 @@ COUNTS = {"--runs": (0, 1_000_000), "--rounds": (1, 1_000), "--concurrency": (1,
 # of a bench that never ends.
 ROUND_SECONDS = (1.0, 3600.0)
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = ("Benchmark the runtime through a real Celery worker on PostgreSQL: steps/s, "
             "commits and WAL per step, start_run ms, against a bare INSERT+COMMIT loop.")
     # The database may not exist yet: no system check may touch it before handle() creates it.

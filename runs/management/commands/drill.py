@@ -2,8 +2,9 @@ import os
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.arguments import ValuesCutShortCommand
 from audit.quoting import quoted
 from audit.redaction import redact_text
 from runs.definitions.definition import registry
@@ -34,7 +35,7 @@ def sandbox_candidates() -> list[tuple[str, str]]:
     return candidates
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = ("Run the crash drills (1, 2, 5, 8 and, with compensation, 6; 7b for an approval "
             "step with a rule) against a registered workflow and print drill / expected / "
             "observed / pass, then who approved what the drill runs waited for. What a drill "

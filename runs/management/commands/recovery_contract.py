@@ -1,5 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.arguments import ValuesCutShortCommand
 from audit.quoting import quoted
 from runs.definitions.contracts import (
     STOP,
@@ -18,7 +19,7 @@ COLUMNS = [("step", "step"), ("side effect", "side_effect"), ("safe to re-run", 
            ("class", "classification")]
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = ("Print a workflow's recovery contract: per step what it changes, whether it is "
             "safe to re-run, the rule, the evidence and the owner; then the verdict, and "
             "each declared rule the step gives nothing to follow. Exit status: 0 once "

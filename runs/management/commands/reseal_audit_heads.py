@@ -1,10 +1,11 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.arguments import ValuesCutShortCommand
 from audit.chain import Actor
 from runs.operator.audit_keys import ReasonRefused, ResealRefused, reseal_heads
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = ("Seal every chain head again with the key that signs now (the first of "
             "AUDIT_SEAL_KEYS), so that an older key can be removed from the ring. Runs "
             "verify_audit first and seals nothing unless every chain verifies. --reason is "

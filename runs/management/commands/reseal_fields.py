@@ -1,11 +1,12 @@
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.arguments import ValuesCutShortCommand
 from audit.chain import Actor
 from runs.operator.field_keys import KeyCounts, ResealRefused, key_counts, reseal_fields
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = ("Seal every stored sensitive value again with the key that seals now (the first "
             "of FIELD_ENCRYPTION_KEYS), so that an older key can be removed from the ring; "
             "with --count, only say which keys the stored values name. Runs a worker holds "

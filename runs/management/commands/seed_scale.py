@@ -7,9 +7,10 @@ with no head to seal (audit.head_seals). A seeded database is for timings, not a
 record: verify_audit names its seeded runs, since every run the runtime starts is started
 with its first record and a run with none is one whose chain was removed."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import connection, transaction
 
+from audit.arguments import ValuesCutShortCommand
 from runs import store
 from runs.machine.storable import whole_number_argument, whole_number_in_range
 
@@ -59,7 +60,7 @@ WHERE r.workflow_name = %(workflow)s AND r.business_key LIKE 'scale:%%'
 MOST_RUNS = 10_000_000
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = "Seed a million runs and ten million steps (PostgreSQL) for the console timings."
 
     def add_arguments(self, parser):

@@ -1,7 +1,8 @@
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.arguments import ValuesCutShortCommand
 from audit.chain import Actor
 from runs.definitions.definition import registry
 from runs.machine.errors import StartRefused
@@ -9,7 +10,7 @@ from runs.machine.storable import NotFinite, TooManyDigits, finite_json
 from runs.machine.transitions import start_run
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = ("Start a run of WORKFLOW for BUSINESS_KEY with --input JSON. Delivering the same "
             "start twice finds the existing run.")
 

@@ -2,13 +2,14 @@
 sandbox's endpoints from a shell, e.g. to show an operator how a run recovers from a timeout
 after commit."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.arguments import ValuesCutShortCommand
 from demo.sandbox import faults
 from runs.machine.storable import whole_number_argument, whole_number_in_range
 
 
-class Command(BaseCommand):
+class Command(ValuesCutShortCommand):
     help = ("Queue a fault for the next call(s) to a sandbox endpoint, list the queued faults "
             "or clear them. Endpoints: " + ", ".join(faults.ENDPOINTS) + ". Kinds: "
             + ", ".join(faults.KINDS) + ".")
