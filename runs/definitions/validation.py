@@ -14,6 +14,7 @@ from datetime import timedelta
 from pydantic import BaseModel, PydanticUserError
 
 from . import step_index
+from .durations import dated_problem, duration_problem
 from .retry import RetryPolicy
 from .sensitive_fields import unknown_fields_problem
 
@@ -432,7 +433,7 @@ def check_approvers(place: str, *, approvers, escalate_to, remind_every, timeout
     elif not approvers:
         problem = "name at least one approver"
     for option, value in (("remind_every", remind_every), ("timeout", timeout)):
-        problem = problem or duration_problem(option, value)
+        problem = problem or duration_problem(option, value) or dated_problem(option, value)
     for who in () if problem else (*approvers, *escalate_to):
         kind, _, named = str(who).partition(":")
         if not isinstance(who, str) or kind not in ("user", "group") or not named.strip():
@@ -440,12 +441,6 @@ def check_approvers(place: str, *, approvers, escalate_to, remind_every, timeout
             break
     if problem is not None:
         raise DefinitionError(f"{place}: {problem}")
-
-
-def duration_problem(option: str, value, *, optional: bool = False) -> str | None:
-    if (value is None and optional) or isinstance(value, timedelta) and value > timedelta(0):
-        return None
-    return f"{option} must be a positive timedelta, not {value!r}"
 
 
 def refuse(place: str, problem: str | None) -> None:

@@ -3,7 +3,8 @@ runs.definitions.validation, for the steps that wait on the world)."""
 
 import json
 
-from .validation import duration_problem, name_problem, refuse, where
+from .durations import duration_problem
+from .validation import name_problem, refuse, where
 
 
 def check_sleep(workflow, name, *, duration, until) -> None:
