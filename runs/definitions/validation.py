@@ -428,8 +428,13 @@ def check_approvers(place: str, *, approvers, escalate_to, remind_every, timeout
         problem = f"on_timeout must be one of {', '.join(policies)}, not {on_timeout!r}"
     elif on_timeout == "escalate" and not escalate_to:
         problem = "on_timeout='escalate' needs escalate_to"
-    elif isinstance(approvers, str) or isinstance(escalate_to, str):
-        problem = "approvers and escalate_to are tuples: write (\"group:finance\",), not a string"
+    elif not all(isinstance(given, tuple | list | set | frozenset)
+                 for given in (approvers, escalate_to)):
+        # A string's letters would be taken for approvers; a generator was emptied by these
+        # checks, and the policy kept nobody to ask.
+        given = escalate_to if isinstance(approvers, tuple | list | set | frozenset) else approvers
+        problem = ("approvers and escalate_to are tuples: write (\"group:finance\",), not "
+                   f"{'a string' if isinstance(given, str) else type(given).__name__}")
     elif not approvers:
         problem = "name at least one approver"
     for option, value in (("remind_every", remind_every), ("timeout", timeout)):
