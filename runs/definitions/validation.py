@@ -118,6 +118,8 @@ def check_workflow_options(workflow) -> None:
     checks = (
         (services is None or callable(services),
          f"services must be a function building the clients, not {type(services).__name__}"),
+        (isinstance(workflow.auto_compensate, bool),
+         f"auto_compensate must be True or False, not {workflow.auto_compensate!r}"),
         (days is None or whole(days, least=0),
          f"retention_days must be a whole number of days, 0 or more, not {days!r}"),
         *(example_check(workflow, option) for option in ("example", "approval_example")),
@@ -249,6 +251,10 @@ def effect_checks(effect) -> tuple:
         (isinstance(effect.retry, RetryPolicy),
          f"retry must be a RetryPolicy, not {type(effect.retry).__name__}"),
         (problem is None, f"retry policy: {problem}"),
+        # Read as a yes or a no: "no" given for it is true, and a receiver that ignores keys
+        # would be sent the effect again after an unknown outcome.
+        (isinstance(effect.honours_key, bool),
+         f"honours_key must be True or False, not {effect.honours_key!r}"),
         (whole(effect.lookup_attempts, least=1),
          f"lookup_attempts must be a whole number >= 1, not {effect.lookup_attempts!r}"),
         (seconds(effect.lookup_delay),
