@@ -219,7 +219,14 @@ class ScheduleRegistry:
         self._schedules: dict[tuple[str, str], Schedule] = {}
 
     def add(self, schedule: Schedule) -> None:
-        self._schedules[(schedule.workflow_name, schedule.name)] = schedule
+        key = (schedule.workflow_name, schedule.name)
+        if self._schedules.get(key, schedule) is not schedule:
+            # The second replaced the first without a word, and the first's slots never ran:
+            # both would start their runs under the same slot keys.
+            raise ScheduleError(f"schedule {schedule.name!r} of {schedule.workflow_name}: "
+                                "declared twice (schedule names are unique within a "
+                                "workflow)")
+        self._schedules[key] = schedule
 
     def remove(self, schedule: Schedule) -> None:
         self._schedules.pop((schedule.workflow_name, schedule.name), None)
