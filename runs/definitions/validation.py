@@ -14,6 +14,7 @@ from datetime import timedelta
 from pydantic import BaseModel, PydanticUserError
 
 from . import step_index
+from .durations import dated_problem, duration_problem
 from .retry import RetryPolicy
 from .sensitive_fields import unknown_fields_problem
 
@@ -117,6 +118,8 @@ def check_workflow_options(workflow) -> None:
     checks = (
         (services is None or callable(services),
          f"services must be a function building the clients, not {type(services).__name__}"),
+        (isinstance(workflow.auto_compensate, bool),
+         f"auto_compensate must be True or False, not {workflow.auto_compensate!r}"),
         (days is None or whole(days, least=0),
          f"retention_days must be a whole number of days, 0 or more, not {days!r}"),
         *(example_check(workflow, option) for option in ("example", "approval_example")),
@@ -248,6 +251,10 @@ def effect_checks(effect) -> tuple:
         (isinstance(effect.retry, RetryPolicy),
          f"retry must be a RetryPolicy, not {type(effect.retry).__name__}"),
         (problem is None, f"retry policy: {problem}"),
+        # Read as a yes or a no: "no" given for it is true, and a receiver that ignores keys
+        # would be sent the effect again after an unknown outcome.
+        (isinstance(effect.honours_key, bool),
+         f"honours_key must be True or False, not {effect.honours_key!r}"),
         (whole(effect.lookup_attempts, least=1),
          f"lookup_attempts must be a whole number >= 1, not {effect.lookup_attempts!r}"),
         (seconds(effect.lookup_delay),
@@ -427,12 +434,17 @@ def check_approvers(place: str, *, approvers, escalate_to, remind_every, timeout
         problem = f"on_timeout must be one of {', '.join(policies)}, not {on_timeout!r}"
     elif on_timeout == "escalate" and not escalate_to:
         problem = "on_timeout='escalate' needs escalate_to"
-    elif isinstance(approvers, str) or isinstance(escalate_to, str):
-        problem = "approvers and escalate_to are tuples: write (\"group:finance\",), not a string"
+    elif not all(isinstance(given, tuple | list | set | frozenset)
+                 for given in (approvers, escalate_to)):
+        # A string's letters would be taken for approvers; a generator was emptied by these
+        # checks, and the policy kept nobody to ask.
+        given = escalate_to if isinstance(approvers, tuple | list | set | frozenset) else approvers
+        problem = ("approvers and escalate_to are tuples: write (\"group:finance\",), not "
+                   f"{'a string' if isinstance(given, str) else type(given).__name__}")
     elif not approvers:
         problem = "name at least one approver"
     for option, value in (("remind_every", remind_every), ("timeout", timeout)):
-        problem = problem or duration_problem(option, value)
+        problem = problem or duration_problem(option, value) or dated_problem(option, value)
     for who in () if problem else (*approvers, *escalate_to):
         kind, _, named = str(who).partition(":")
         if not isinstance(who, str) or kind not in ("user", "group") or not named.strip():
@@ -440,12 +452,6 @@ def check_approvers(place: str, *, approvers, escalate_to, remind_every, timeout
             break
     if problem is not None:
         raise DefinitionError(f"{place}: {problem}")
-
-
-def duration_problem(option: str, value, *, optional: bool = False) -> str | None:
-    if (value is None and optional) or isinstance(value, timedelta) and value > timedelta(0):
-        return None
-    return f"{option} must be a positive timedelta, not {value!r}"
 
 
 def refuse(place: str, problem: str | None) -> None:

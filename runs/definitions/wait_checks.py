@@ -3,7 +3,8 @@ runs.definitions.validation, for the steps that wait on the world)."""
 
 import json
 
-from .validation import duration_problem, refuse, where
+from .durations import duration_problem
+from .validation import name_problem, refuse, where
 
 
 def check_sleep(workflow, name, *, duration, until) -> None:
@@ -22,6 +23,12 @@ def check_event_wait(workflow, name, *, event, timeout, on_timeout: str,
     problem = None
     if not isinstance(event, str) or not event.strip():
         problem = f"name the event it waits for (event=\"invoice.paid\"), not {event!r}"
+    elif (named := name_problem(event)) is not None:
+        # An event is sent under this name and kept in a column as long as a step's name
+        # (ExternalEvent.event_name): the door refused every event named past it, or with a
+        # control character, so the wait was never woken, and a name past the waiting
+        # step's reference failed every claim of its run in the database.
+        problem = f"the event's {named.removeprefix('its ')}"
     elif ":" in event:
         # The waiting step names what it waits for as "awaiting-event:<event>:<key>": a ':'
         # in the event would be read as the start of the key.

@@ -143,6 +143,13 @@ class Schedule:
         if self.catch_up not in CATCH_UP_POLICIES:
             raise ScheduleError(f"schedule {self.name!r}: catch_up must be one of "
                                 f"{', '.join(CATCH_UP_POLICIES)}, not {self.catch_up!r}")
+        if self.catch_up != "all" and reaches_before_year_one(self.grace, self.every):
+            # A tick looks back the grace and an interval from now for the missed slots:
+            # every tick failed with "date value out of range", and no slot ever ran.
+            raise ScheduleError(f"schedule {self.name!r}: grace {self.grace}"
+                                f"{f' and every {self.every}' if self.every else ''} reach "
+                                "back from now past the year 1, which no date holds (to run "
+                                "every missed slot, declare catch_up='all')")
         started = schedule_input.started_version(self.workflow)
         # Against the steps declared so far; once the modules are loaded, against them all
         # (schedule_input.check_fixed_inputs).
@@ -219,7 +226,14 @@ class ScheduleRegistry:
         self._schedules: dict[tuple[str, str], Schedule] = {}
 
     def add(self, schedule: Schedule) -> None:
-        self._schedules[(schedule.workflow_name, schedule.name)] = schedule
+        key = (schedule.workflow_name, schedule.name)
+        if self._schedules.get(key, schedule) is not schedule:
+            # The second replaced the first without a word, and the first's slots never ran:
+            # both would start their runs under the same slot keys.
+            raise ScheduleError(f"schedule {schedule.name!r} of {schedule.workflow_name}: "
+                                "declared twice (schedule names are unique within a "
+                                "workflow)")
+        self._schedules[key] = schedule
 
     def remove(self, schedule: Schedule) -> None:
         self._schedules.pop((schedule.workflow_name, schedule.name), None)
@@ -232,6 +246,14 @@ class ScheduleRegistry:
 
     def all(self) -> list[Schedule]:
         return sorted(self._schedules.values(), key=lambda s: (s.workflow_name, s.name))
+
+
+def reaches_before_year_one(grace: timedelta, every: timedelta | None) -> bool:
+    try:
+        datetime.now(UTC) - grace - (every or timedelta(0))
+    except OverflowError:
+        return True
+    return False
 
 
 registry = ScheduleRegistry()
