@@ -111,9 +111,12 @@ def register(api, *, headers: dict) -> None:
         mine = list(token.workflows or [])
         workflow = payload.filters.workflow.strip() or (mine[0] if len(mine) == 1 else "")
         if workflow not in mine:
-            return Status(400, error_body("invalid_bulk_job",
-                                    "name the workflow (filters.workflow), one of the "
-                                    f"token's: {', '.join(mine) or 'none'}"))
+            theirs = ", ".join(mine) or "none"
+            # One named and not the token's is told so: asked to name one, it had.
+            said = (f"filters.workflow {workflow!r} is not one of this token's workflows: "
+                    f"{theirs}" if workflow else
+                    f"name the workflow (filters.workflow), one of the token's: {theirs}")
+            return Status(400, error_body("invalid_bulk_job", said))
         try:
             # Refused once here rather than run by run: each run's action would refuse it.
             refuse_input_not_read(payload.action, ActionInput(reason=payload.reason,

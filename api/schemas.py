@@ -20,6 +20,7 @@ from runs.machine.transitions.kernel import NEW
 from runs.machine.transitions.outcome import REMOTE_REF_MAX
 from runs.models import AttentionReason, ErrorClass, RunStatus, StepStatus, ToolCallStatus
 from runs.operator.action_input import CALL_ID
+from runs.reads.cursors import keyset_pattern
 from runs.reads.id_in_path import LARGEST_ID
 
 from .models import WebhookSubscriber
@@ -94,6 +95,11 @@ PATTERN_SAYS = {
                 "separators, bidirectional controls, ...)",
 }
 PATTERN_SAYS[CONTROL_FREE] = PATTERN_SAYS[NO_CONTROL]
+# A list's `after` (a page's cursor, or the inbox's of two times): a client paging on is
+# told what to send, as list_runs tells it, not the document's expression.
+for _times in (1, 2):
+    PATTERN_SAYS[f"^$|{keyset_pattern(_times)}"] = (
+        "is not a cursor this list gave: pass a page's next_cursor as it came")
 
 
 class StartRunIn(Schema):
