@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from . import validation
+from . import approval_checks, validation
 from .retry import DEFAULT_POLICY, RetryPolicy
 
 READ, DECISION, WRITE, NOTIFY, APPROVAL = "read", "decision", "write", "notify", "approval"
@@ -67,9 +67,10 @@ def tool_approval(*, approvers: tuple[str, ...], remind_every: timedelta = timed
     asks an approval step's approvers: an email with a signed link, reminders every
     `remind_every`, and at `timeout` the call is declined ("reject"), or first escalated
     to `escalate_to` and declined at the next timeout ("escalate")."""
-    validation.check_approvers("tool approval", approvers=approvers, escalate_to=escalate_to,
-                               remind_every=remind_every, timeout=timeout,
-                               on_timeout=on_timeout, policies=TOOL_APPROVAL_TIMEOUT_POLICIES)
+    approval_checks.check_approvers(
+        "tool approval", approvers=approvers, escalate_to=escalate_to,
+        remind_every=remind_every, timeout=timeout, on_timeout=on_timeout,
+        policies=TOOL_APPROVAL_TIMEOUT_POLICIES)
     return ApprovalPolicy(approvers=tuple(approvers), remind_every=remind_every,
                           timeout=timeout, on_timeout=on_timeout,
                           escalate_to=tuple(escalate_to))

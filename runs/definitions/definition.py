@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from . import validation, wait_checks
+from . import approval_checks, validation, wait_checks
 
 # What a step declares (its contract, its approvers) and what its functions return (lookup
 # verdicts, results) live in runs.definitions.declarations; this module's API names them as its own.
@@ -237,10 +237,10 @@ class Workflow:
         approves and nobody is asked; anything else (it raises, the snapshot cannot be
         made) leaves the decision to a person (runs.machine.transitions.approval_rules).
         """
-        validation.check_approvers(validation.where(self, name), approvers=approvers,
-                                   escalate_to=escalate_to, remind_every=remind_every,
-                                   timeout=timeout, on_timeout=on_timeout,
-                                   policies=APPROVAL_TIMEOUT_POLICIES)
+        approval_checks.check_approvers(validation.where(self, name), approvers=approvers,
+                                        escalate_to=escalate_to, remind_every=remind_every,
+                                        timeout=timeout, on_timeout=on_timeout,
+                                        policies=APPROVAL_TIMEOUT_POLICIES)
         return self._declare(
             APPROVAL, name, impact=HIGH, version=version,
             contract=contract or Contract(rule="human confirmation"),
