@@ -10,9 +10,9 @@ def check_approvers(place: str, *, approvers, escalate_to, remind_every, timeout
                     on_timeout: str, policies: tuple[str, ...]) -> None:
     """Refuse who approves and how long they have, for an approval step and an agent's tool
     approval alike (`place` starts the refusal): an approver the approvals app could not ask
-    ("user:" naming nobody, a string whose letters would be taken for approvers), or a
-    reminder or timeout that is no positive timedelta (a reminder every 0 s is a mail a
-    tick; a negative timeout times every request out as it opens)."""
+    ("user:" naming nobody, "user: ann" naming ' ann', a string whose letters would be taken
+    for approvers), or a reminder or timeout that is no positive timedelta (a reminder every
+    0 s is a mail a tick; a negative timeout times every request out as it opens)."""
     problem = None
     if on_timeout not in policies:
         problem = f"on_timeout must be one of {', '.join(policies)}, not {on_timeout!r}"
@@ -30,8 +30,18 @@ def check_approvers(place: str, *, approvers, escalate_to, remind_every, timeout
     for option, value in (("remind_every", remind_every), ("timeout", timeout)):
         problem = problem or duration_problem(option, value) or dated_problem(option, value)
     for who in () if problem else (*approvers, *escalate_to):
-        kind, _, named = str(who).partition(":")
-        if not isinstance(who, str) or kind not in ("user", "group") or not named.strip():
-            problem = f"{who!r} is neither 'user:<name>' nor 'group:<name>'"
-            break
+        problem = problem or approver_problem(who)
     refuse(place, problem)
+
+
+def approver_problem(who) -> str | None:
+    """Why the approvals app could not ask `who`, or None. A name is looked up as it is
+    written (approvals.notifications): "user: ann" was accepted here and asked nobody, the
+    request recording only an unknown user ' ann' once it opened."""
+    kind, _, named = str(who).partition(":")
+    if not isinstance(who, str) or kind.strip() not in ("user", "group") or not named.strip():
+        return f"{who!r} is neither 'user:<name>' nor 'group:<name>'"
+    if who != (meant := f"{kind.strip()}:{named.strip()}"):
+        return (f"{who!r} has blanks around its name, which no user or group is named with: "
+                f"write {meant!r}")
+    return None
