@@ -27,6 +27,12 @@ def check_approvers(place: str, *, approvers, escalate_to, remind_every, timeout
                    f"{'a string' if isinstance(given, str) else type(given).__name__}")
     elif not approvers:
         problem = "name at least one approver"
+    elif escalate_to and on_timeout != "escalate":
+        # The deputies are asked only by an escalation (approvals.timeouts): under another
+        # policy they were never asked, though the declaration and the access pages named them.
+        problem = (f"escalate_to names who is asked when on_timeout='escalate', and "
+                   f"on_timeout is {on_timeout!r}: declare on_timeout='escalate', or no "
+                   "escalate_to")
     for option, value in (("remind_every", remind_every), ("timeout", timeout)):
         problem = problem or duration_problem(option, value) or dated_problem(option, value)
     for who in () if problem else (*approvers, *escalate_to):
