@@ -12,7 +12,8 @@ def check_approvers(place: str, *, approvers, escalate_to, remind_every, timeout
     approval alike (`place` starts the refusal): an approver the approvals app could not ask
     ("user:" naming nobody, "user: ann" naming ' ann', a string whose letters would be taken
     for approvers), or a reminder or timeout that is no positive timedelta (a reminder every
-    0 s is a mail a tick; a negative timeout times every request out as it opens)."""
+    0 s is a mail a tick; a negative timeout times every request out as it opens); a
+    reminder of None is none."""
     problem = None
     if on_timeout not in policies:
         problem = f"on_timeout must be one of {', '.join(policies)}, not {on_timeout!r}"
@@ -33,7 +34,10 @@ def check_approvers(place: str, *, approvers, escalate_to, remind_every, timeout
         problem = (f"escalate_to names who is asked when on_timeout='escalate', and "
                    f"on_timeout is {on_timeout!r}: declare on_timeout='escalate', or no "
                    "escalate_to")
-    for option, value in (("remind_every", remind_every), ("timeout", timeout)):
+    # remind_every=None: the approvers are told once, when the request opens, and never
+    # reminded (approvals.requests.next_reminder gives such a request no reminder).
+    durations = (("remind_every", remind_every),) if remind_every is not None else ()
+    for option, value in (*durations, ("timeout", timeout)):
         problem = problem or duration_problem(option, value) or dated_problem(option, value)
     for who in () if problem else (*approvers, *escalate_to):
         problem = problem or approver_problem(who)
