@@ -233,6 +233,7 @@ def step_problem(step, *, impacts: tuple[str, ...], contract: type) -> str | Non
          f"its schema must be a pydantic model class, not {step.schema!r}"),
         (whole(step.format_failure_budget, least=0),
          f"format_failure_budget must be a whole number >= 0, not {step.format_failure_budget!r}"),
+        label_check("system", step.system),
         input_function_check("until", step.sleep_until),
         input_function_check("correlate", step.correlate),
         fields_check("sensitive", step.sensitive),
@@ -282,6 +283,19 @@ def fields_check(option: str, value) -> tuple[bool, str]:
             "letters would be taken for field names")
 
 
+def label_check(option: str, value) -> tuple[bool, str]:
+    """(ok, why) for a name a step declares for the system it calls (a step's and a tool's
+    `system`, an agent's `model_system`) or the model it asks (`model`); "" declares none.
+    A rate limit, a dispatch pause and the model endpoint find it by its text as it is: a
+    tuple, or "ledger " with a blank, was declared and matched no limit and no pause."""
+    if not isinstance(value, str):
+        return False, f"{option} must be text, not {value!r}"
+    if value and not value.strip():
+        return False, f"{option} is blank ({value!r}): name it, or leave it unset"
+    return value == value.strip(), (f"{option} {value!r} starts or ends with blanks, so "
+                                     f"nothing named {value.strip()!r} would match it")
+
+
 # The model calls a tool by its name, which the chat completions API holds to this.
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -314,7 +328,8 @@ def check_tool(tool, *, kinds: tuple[str, ...], impacts: tuple[str, ...]) -> Non
     if problem is None:
         problem = approval_problem(tool.approval)
     if problem is None:
-        checks = (*effect_checks(tool), fields_check("redact", tool.redact),
+        checks = (*effect_checks(tool), label_check("system", tool.system),
+                  fields_check("redact", tool.redact),
                   fields_check("sensitive", tool.sensitive),
                   (not tool.may_need_approval or tool.approval_policy is not None,
                    "its calls may wait for a person's approval; declare who approves them "
@@ -386,8 +401,9 @@ def approval_problem(approval) -> str | None:
 def check_agent(spec) -> None:
     """Refuse an agent step whose system prompt says nothing (the model would be sent an
     empty instruction at every turn, and choose its tools with no rule for them), whose
-    budget or approval is not one (budget_problem, approval_problem), or whose
-    schema_error_budget, context_budget or keep_turns is no whole number >= 0."""
+    budget or approval is not one (budget_problem, approval_problem), whose model or
+    model_system is no name (label_check), or whose schema_error_budget, context_budget or
+    keep_turns is no whole number >= 0."""
     prompt = spec.system_prompt
     problem = None
     if not isinstance(prompt, str):
@@ -395,7 +411,9 @@ def check_agent(spec) -> None:
     elif not prompt.strip():
         problem = "its system prompt is empty: the model would be given no instructions"
     else:
-        problem = budget_problem(spec.budget) or approval_problem(spec.approval)
+        labels = (label_check("model", spec.model), label_check("model_system", spec.model_system))
+        problem = (budget_problem(spec.budget) or approval_problem(spec.approval)
+                   or next((why for ok, why in labels if not ok), None))
     for option in () if problem else ("schema_error_budget", "context_budget", "keep_turns"):
         if not whole(getattr(spec, option), least=0):
             problem = f"{option} must be a whole number >= 0, not {getattr(spec, option)!r}"
