@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from . import validation
+from . import approval_checks, validation
 from .retry import DEFAULT_POLICY, RetryPolicy
 
 READ, DECISION, WRITE, NOTIFY, APPROVAL = "read", "decision", "write", "notify", "approval"
@@ -47,7 +47,7 @@ class ApprovalPolicy:
     """Who may decide an approval step, and what happens while nobody does."""
 
     approvers: tuple[str, ...]
-    remind_every: timedelta
+    remind_every: timedelta | None  # None: never reminded
     timeout: timedelta
     on_timeout: str
     escalate_to: tuple[str, ...] = ()
@@ -58,18 +58,20 @@ class ApprovalPolicy:
 TOOL_APPROVAL_TIMEOUT_POLICIES = ("escalate", "reject")
 
 
-def tool_approval(*, approvers: tuple[str, ...], remind_every: timedelta = timedelta(hours=8),
+def tool_approval(*, approvers: tuple[str, ...],
+                  remind_every: timedelta | None = timedelta(hours=8),
                   timeout: timedelta = timedelta(days=1), on_timeout: str = "reject",
                   escalate_to: tuple[str, ...] = ()) -> ApprovalPolicy:
     """Who approves an agent's tool calls that wait for a person, and what happens while
     nobody does: declared on the agent (`wf.agent(..., approval=...)`, for all its tools)
     or on one tool (`@agent.tool(..., approval=...)`). The approvals app asks them as it
     asks an approval step's approvers: an email with a signed link, reminders every
-    `remind_every`, and at `timeout` the call is declined ("reject"), or first escalated
-    to `escalate_to` and declined at the next timeout ("escalate")."""
-    validation.check_approvers("tool approval", approvers=approvers, escalate_to=escalate_to,
-                               remind_every=remind_every, timeout=timeout,
-                               on_timeout=on_timeout, policies=TOOL_APPROVAL_TIMEOUT_POLICIES)
+    `remind_every` (None: none), and at `timeout` the call is declined ("reject"), or first
+    escalated to `escalate_to` and declined at the next timeout ("escalate")."""
+    approval_checks.check_approvers(
+        "tool approval", approvers=approvers, escalate_to=escalate_to,
+        remind_every=remind_every, timeout=timeout, on_timeout=on_timeout,
+        policies=TOOL_APPROVAL_TIMEOUT_POLICIES)
     return ApprovalPolicy(approvers=tuple(approvers), remind_every=remind_every,
                           timeout=timeout, on_timeout=on_timeout,
                           escalate_to=tuple(escalate_to))

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from . import validation, wait_checks
+from . import approval_checks, validation, wait_checks
 
 # What a step declares (its contract, its approvers) and what its functions return (lookup
 # verdicts, results) live in runs.definitions.declarations; this module's API names them as its own.
@@ -220,7 +220,7 @@ class Workflow:
                              contract=Contract(rule="wait for the event"))(lambda ctx: None)
 
     def approval(self, name: str, *, approvers: tuple[str, ...], version: int = 1,
-                 remind_every: timedelta = timedelta(hours=24),
+                 remind_every: timedelta | None = timedelta(hours=24),
                  timeout: timedelta = timedelta(days=3), on_timeout: str = "escalate",
                  escalate_to: tuple[str, ...] = (), contract: Contract | None = None,
                  approve_if: Callable[[dict], bool] | None = None):
@@ -229,17 +229,18 @@ class Workflow:
         The step function returns the snapshot a person approves (amounts, vendor, the
         model's classification and its reasons), built from earlier results; it must not
         call anything. `approvers` and `escalate_to` name users ("user:ann") and groups
-        ("group:finance-approvers"). At `timeout` the policy `on_timeout` applies:
+        ("group:finance-approvers"), reminded every `remind_every` (None: never reminded,
+        told once when the request opens). At `timeout` the policy `on_timeout` applies:
         "escalate" (to `escalate_to`), "reject" or "cancel" (the run goes to attention).
         `approve_if(snapshot)`, when given, is asked first with the snapshot as a person
         would be shown it: True, a person approves as above; False, the workflow's rule
         approves and nobody is asked; anything else (it raises, the snapshot cannot be
         made) leaves the decision to a person (runs.machine.transitions.approval_rules).
         """
-        validation.check_approvers(validation.where(self, name), approvers=approvers,
-                                   escalate_to=escalate_to, remind_every=remind_every,
-                                   timeout=timeout, on_timeout=on_timeout,
-                                   policies=APPROVAL_TIMEOUT_POLICIES)
+        approval_checks.check_approvers(validation.where(self, name), approvers=approvers,
+                                        escalate_to=escalate_to, remind_every=remind_every,
+                                        timeout=timeout, on_timeout=on_timeout,
+                                        policies=APPROVAL_TIMEOUT_POLICIES)
         return self._declare(
             APPROVAL, name, impact=HIGH, version=version,
             contract=contract or Contract(rule="human confirmation"),

@@ -3,7 +3,8 @@ definition fails the import of its module with an error naming the workflow, the
 what is wrong, instead of failing in a worker when a run reaches the step, or never: a step
 name the database cannot hold, a function the executor cannot call, a schema that is not a
 schema. Workflow, StepDef, an agent's ToolSpec and the registry call these; each rule is
-written here once (a sleep's and an event wait's in runs.definitions.wait_checks)."""
+written here once (a sleep's and an event wait's in runs.definitions.wait_checks, who approves
+in runs.definitions.approval_checks)."""
 
 import inspect
 import math
@@ -14,7 +15,6 @@ from datetime import timedelta
 from pydantic import BaseModel, PydanticUserError
 
 from . import step_index
-from .durations import dated_problem, duration_problem
 from .retry import RetryPolicy
 from .sensitive_fields import unknown_fields_problem
 
@@ -233,6 +233,7 @@ def step_problem(step, *, impacts: tuple[str, ...], contract: type) -> str | Non
          f"its schema must be a pydantic model class, not {step.schema!r}"),
         (whole(step.format_failure_budget, least=0),
          f"format_failure_budget must be a whole number >= 0, not {step.format_failure_budget!r}"),
+        label_check("system", step.system),
         input_function_check("until", step.sleep_until),
         input_function_check("correlate", step.correlate),
         fields_check("sensitive", step.sensitive),
@@ -282,6 +283,19 @@ def fields_check(option: str, value) -> tuple[bool, str]:
             "letters would be taken for field names")
 
 
+def label_check(option: str, value) -> tuple[bool, str]:
+    """(ok, why) for a name a step declares for the system it calls (a step's and a tool's
+    `system`, an agent's `model_system`) or the model it asks (`model`); "" declares none.
+    A rate limit, a dispatch pause and the model endpoint find it by its text as it is: a
+    tuple, or "ledger " with a blank, was declared and matched no limit and no pause."""
+    if not isinstance(value, str):
+        return False, f"{option} must be text, not {value!r}"
+    if value and not value.strip():
+        return False, f"{option} is blank ({value!r}): name it, or leave it unset"
+    return value == value.strip(), (f"{option} {value!r} starts or ends with blanks, so "
+                                     f"nothing named {value.strip()!r} would match it")
+
+
 # The model calls a tool by its name, which the chat completions API holds to this.
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -314,7 +328,8 @@ def check_tool(tool, *, kinds: tuple[str, ...], impacts: tuple[str, ...]) -> Non
     if problem is None:
         problem = approval_problem(tool.approval)
     if problem is None:
-        checks = (*effect_checks(tool), fields_check("redact", tool.redact),
+        checks = (*effect_checks(tool), label_check("system", tool.system),
+                  fields_check("redact", tool.redact),
                   fields_check("sensitive", tool.sensitive),
                   (not tool.may_need_approval or tool.approval_policy is not None,
                    "its calls may wait for a person's approval; declare who approves them "
@@ -386,8 +401,9 @@ def approval_problem(approval) -> str | None:
 def check_agent(spec) -> None:
     """Refuse an agent step whose system prompt says nothing (the model would be sent an
     empty instruction at every turn, and choose its tools with no rule for them), whose
-    budget or approval is not one (budget_problem, approval_problem), or whose
-    schema_error_budget, context_budget or keep_turns is no whole number >= 0."""
+    budget or approval is not one (budget_problem, approval_problem), whose model or
+    model_system is no name (label_check), or whose schema_error_budget, context_budget or
+    keep_turns is no whole number >= 0."""
     prompt = spec.system_prompt
     problem = None
     if not isinstance(prompt, str):
@@ -395,7 +411,9 @@ def check_agent(spec) -> None:
     elif not prompt.strip():
         problem = "its system prompt is empty: the model would be given no instructions"
     else:
-        problem = budget_problem(spec.budget) or approval_problem(spec.approval)
+        labels = (label_check("model", spec.model), label_check("model_system", spec.model_system))
+        problem = (budget_problem(spec.budget) or approval_problem(spec.approval)
+                   or next((why for ok, why in labels if not ok), None))
     for option in () if problem else ("schema_error_budget", "context_budget", "keep_turns"):
         if not whole(getattr(spec, option), least=0):
             problem = f"{option} must be a whole number >= 0, not {getattr(spec, option)!r}"
@@ -420,38 +438,6 @@ def check_unique_name(workflow, step) -> None:
     if step_index.declared(workflow, step.name):
         raise DefinitionError(f"{where(workflow, step.name)}: declared twice (step names are "
                               "unique within a workflow)")
-
-
-def check_approvers(place: str, *, approvers, escalate_to, remind_every, timeout,
-                    on_timeout: str, policies: tuple[str, ...]) -> None:
-    """Refuse who approves and how long they have, for an approval step and an agent's tool
-    approval alike (`place` starts the refusal): an approver the approvals app could not ask
-    ("user:" naming nobody, a string whose letters would be taken for approvers), or a
-    reminder or timeout that is no positive timedelta (a reminder every 0 s is a mail a
-    tick; a negative timeout times every request out as it opens)."""
-    problem = None
-    if on_timeout not in policies:
-        problem = f"on_timeout must be one of {', '.join(policies)}, not {on_timeout!r}"
-    elif on_timeout == "escalate" and not escalate_to:
-        problem = "on_timeout='escalate' needs escalate_to"
-    elif not all(isinstance(given, tuple | list | set | frozenset)
-                 for given in (approvers, escalate_to)):
-        # A string's letters would be taken for approvers; a generator was emptied by these
-        # checks, and the policy kept nobody to ask.
-        given = escalate_to if isinstance(approvers, tuple | list | set | frozenset) else approvers
-        problem = ("approvers and escalate_to are tuples: write (\"group:finance\",), not "
-                   f"{'a string' if isinstance(given, str) else type(given).__name__}")
-    elif not approvers:
-        problem = "name at least one approver"
-    for option, value in (("remind_every", remind_every), ("timeout", timeout)):
-        problem = problem or duration_problem(option, value) or dated_problem(option, value)
-    for who in () if problem else (*approvers, *escalate_to):
-        kind, _, named = str(who).partition(":")
-        if not isinstance(who, str) or kind not in ("user", "group") or not named.strip():
-            problem = f"{who!r} is neither 'user:<name>' nor 'group:<name>'"
-            break
-    if problem is not None:
-        raise DefinitionError(f"{place}: {problem}")
 
 
 def refuse(place: str, problem: str | None) -> None:

@@ -16,10 +16,11 @@ def check_sleep(workflow, name, *, duration, until) -> None:
 
 def check_event_wait(workflow, name, *, event, timeout, on_timeout: str,
                      policies: tuple[str, ...], default=None) -> None:
-    """Refuse an event wait's event name, timeout policy, timeout (a positive timedelta) and
-    default, which a "continue" timeout stores as the step's result: one JSON cannot hold
-    (a Decimal, a datetime, a model instance, NaN) failed the worker at every claim once the
-    wait timed out, and the run stayed waiting past its deadline."""
+    """Refuse an event wait's event name, timeout policy (one other than "escalate", the
+    wait's own, only with a timeout), timeout (a positive timedelta) and default, which a
+    "continue" timeout stores as the step's result: one JSON cannot hold (a Decimal, a
+    datetime, a model instance, NaN) failed the worker at every claim once the wait timed
+    out, and the run stayed waiting past its deadline."""
     problem = None
     if not isinstance(event, str) or not event.strip():
         problem = f"name the event it waits for (event=\"invoice.paid\"), not {event!r}"
@@ -36,6 +37,12 @@ def check_event_wait(workflow, name, *, event, timeout, on_timeout: str,
                    "separate its parts)")
     elif on_timeout not in policies:
         problem = f"on_timeout must be one of {', '.join(policies)}, not {on_timeout!r}"
+    elif timeout is None and on_timeout != "escalate":
+        # No timeout, no deadline (runs.machine.transitions.events): the policy would never
+        # apply, and a run meant to fail or go on with its default would wait for ever.
+        problem = (f"on_timeout={on_timeout!r} applies when its timeout passes, and no "
+                   "timeout is declared: declare timeout=timedelta(...), or leave on_timeout "
+                   "unset to wait for the event")
     else:
         try:
             json.dumps(default, allow_nan=False)

@@ -47,7 +47,8 @@ def on_timeout(request, script):
     @workflow.approval("approve", approvers=("group:approvers",),
                        remind_every=timedelta(days=7), timeout=timedelta(days=1),
                        on_timeout=request.param,
-                       escalate_to=("group:finance-deputies",))
+                       escalate_to=("group:finance-deputies",)
+                       if request.param == "escalate" else ())
     def approve(ctx):
         account = ctx.results["fetch-account"]
         return {"holder": account["holder"], "iban": account["iban"],

@@ -254,7 +254,7 @@ def test_a_correct_definition_of_every_kind_is_declared():
 
 
 # Who approves and how long they have, for an approval step and an agent's tool approval
-# alike: one rule (validation.check_approvers).
+# alike: one rule (approval_checks.check_approvers).
 APPROVERS = [
     ({"approvers": ("user:",)}, "'user:' is neither 'user:<name>' nor 'group:<name>'"),
     ({"approvers": ("group:  ",)}, "neither 'user:<name>' nor 'group:<name>'"),
