@@ -66,7 +66,7 @@ def event_not_made_up(run: Run) -> str | None:
         return None
     name = spec.event_name if spec is not None else transitions.awaited(event)[0]
     return (f"the run waits for event {name}, which a drill does not make up (declare "
-            "on_timeout='continue' with a default to drill past it)")
+            "on_timeout='continue' with a timeout and a default to drill past it)")
 
 
 def _declared_wait(run: Run, step: Step) -> definition.StepDef | None:

@@ -113,7 +113,7 @@ def test_an_event_wait_without_a_default_is_not_made_up_and_the_drills_behind_ar
     rows = _rows("test-drill-awaits-payment")
 
     why = ("not exercised: the run waits for event payment.settled, which a drill does not "
-           "make up (declare on_timeout='continue' with a default to drill past it)")
+           "make up (declare on_timeout='continue' with a timeout and a default to drill past it)")
     for title in ("1 crash before the request", "2 crash after the call, before the outcome",
                   "8 same start event delivered 20x at once"):
         assert rows[title].observed == why, rows[title].observed
