@@ -387,12 +387,21 @@ class WebhookDeliveryAdmin(IndexedSearchAdmin, ReadOnlyAdmin):
 
     @admin.action(permissions=["send_again"], description="Send again")
     def send_again(self, request, queryset):
-        selected = queryset.count()
+        # "Select all" hands over the whole filtered list: send_again takes its first
+        # SEND_AGAIN_AT_MOST failed ones, and the selection is counted no further than that.
+        at_most = webhooks.SEND_AGAIN_AT_MOST
+        selected = queryset.order_by()[: at_most + 1].count()
         sent = webhooks.send_again(queryset.values_list("pk", flat=True), by=request.user)
         left = sent.not_taken_workflow
+        skipped = (f"{selected - sent.taken - left} skipped (not failed)."
+                   if selected <= at_most else "the rest of the selection skipped (not failed).")
+        if sent.more:
+            skipped = (f"more failed deliveries are left in the selection: {at_most} at most "
+                       "are sent again at a time, choose Send again on the same list once "
+                       "more for the next ones.")
         self.message_user(
             request, f"{sent.taken} failed delivery(ies) taken back to pending, due now; "
                      + (f"{left} left failed: their subscriber no longer takes their "
                         "workflow; " if left else "")
-                     + f"{selected - sent.taken - left} skipped (not failed).",
+                     + skipped,
             messages.SUCCESS if sent.taken else messages.WARNING)

@@ -338,6 +338,15 @@ class SentAgain:
     # Failed, and left so: their subscriber no longer takes their run's workflow (the
     # publisher withdrew them, or would at once, sending nothing).
     not_taken_workflow: int = 0
+    # Failed deliveries among the ids past the SEND_AGAIN_AT_MOST read: left as they are,
+    # for the next call.
+    more: bool = False
+
+
+# Failed deliveries one send_again reads, locks and changes at most: admin's "select all"
+# hands it a whole filtered list, a million rows in one transaction otherwise. A call takes
+# these back to pending, so calling it again on the same list takes the next ones.
+SEND_AGAIN_AT_MOST = 1000
 
 
 def send_again(delivery_ids, *, by, now: datetime | None = None) -> SentAgain:
@@ -353,7 +362,10 @@ def send_again(delivery_ids, *, by, now: datetime | None = None) -> SentAgain:
     transaction of the change.
 
     Their last status code and error stay until the next attempt replaces them: the reason
-    they failed is what the admin looks at while the receiver is being fixed."""
+    they failed is what the admin looks at while the receiver is being fixed.
+
+    The first SEND_AGAIN_AT_MOST failed ones, by id, at most; `more` says whether others
+    are left."""
     now = now or clock()
     result = SentAgain()
     with transaction.atomic():
@@ -365,9 +377,12 @@ def send_again(delivery_ids, *, by, now: datetime | None = None) -> SentAgain:
                   .filter(pk__in=delivery_ids, status=WebhookDelivery.Status.FAILED)
                   .order_by("pk").values_list("pk", "subscriber__name", "subscriber__workflows",
                                               "event__run__workflow_name",
-                                              "record__run__workflow_name"))
+                                              "record__run__workflow_name")
+                  [:SEND_AGAIN_AT_MOST + 1])
+        failed = list(failed)
+        result.more = len(failed) > SEND_AGAIN_AT_MOST
         taken = []
-        for pk, name, workflows, event_workflow, record_workflow in failed:
+        for pk, name, workflows, event_workflow, record_workflow in failed[:SEND_AGAIN_AT_MOST]:
             # still_subscribed, read with the rows rather than one delivery at a time.
             if takes(workflows, record_workflow or event_workflow):
                 taken.append((pk, name))

@@ -28,6 +28,9 @@ class AccessAction(StrEnum):
     SUPERUSER_STATUS_CHANGED = "superuser_status_changed"
     # An account deactivated holds no right at all, and one made active again all it held.
     ACCOUNT_ACTIVE_CHANGED = "account_active_changed"
+    # Another's password set, replaced or disabled from admin: who, whose and when, never
+    # the password or its hash (an account taken over is traced by this).
+    PASSWORD_CHANGED = "password_changed"
     API_TOKEN_CREATED = "api_token_created"
     API_TOKEN_REVOKED = "api_token_revoked"
     API_TOKEN_SCOPE_CHANGED = "api_token_scope_changed"

@@ -378,7 +378,17 @@ USER_CHANGES = [
     ("is_superuser", AccessAction.SUPERUSER_STATUS_CHANGED),
     ("groups", AccessAction.GROUP_MEMBERSHIP_CHANGED),
     ("permissions", AccessAction.GLOBAL_PERMISSIONS_CHANGED),
+    # Not in user_audit_state: only the change-password page says it (password_audit_state).
+    ("password", AccessAction.PASSWORD_CHANGED),
 ]
+
+
+def password_audit_state(user, *, changed: bool) -> dict:
+    """What the access chain says of a user's password: whether it lets them sign in, and,
+    once changed, that it is a new one. Never the password, nor its hash."""
+    if not user.has_usable_password():
+        return {"password": "unusable"}
+    return {"password": "new" if changed else "usable"}
 
 
 def record_user_changes(*, user, before: dict, after: dict, by, reason: str = "") -> int:

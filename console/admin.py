@@ -64,6 +64,7 @@ from .access import (
     group_permissions,
     lock_access,
     may_edit_user,
+    password_audit_state,
     record_group_permissions,
     record_object_permissions,
     record_user_changes,
@@ -305,7 +306,18 @@ class AuditedUserChangeForm(ShownValuesForm, UserChangeForm):
 
 class PasswordOnlyForm(AdminPasswordChangeForm):
     """Admin's change-password form, writing the password column alone: the rest of the
-    user is not this page's to write, whatever it read of it."""
+    user is not this page's to write, whatever it read of it. Asks the reason the user's
+    page asks, for the access chain (AuditedUserAdmin.construct_change_message)."""
+
+    access_reason = forms.CharField(label="Reason", required=False, max_length=500,
+                                    help_text=REASON_HELP)
+
+    def __init__(self, user, *args, **kwargs):
+        super().__init__(user, *args, **kwargs)
+        self.access_before = password_audit_state(user, changed=False)
+
+    def clean_access_reason(self):
+        return checked_reason(self.cleaned_data["access_reason"])
 
     def save(self, commit=True):
         user = super().save(commit=False)
@@ -321,6 +333,7 @@ admin.site.unregister(User)
 class AuditedUserAdmin(RowLockedAdmin, StorableFiltersAdmin, UserAdmin):
     form = AuditedUserChangeForm
     change_password_form = PasswordOnlyForm
+    change_user_password_template = "admin/auth/user/change_password_with_reason.html"
     fieldsets = [*UserAdmin.fieldsets, ("Reason for this change", {"fields": ["access_reason"]})]
     list_display = [*UserAdmin.list_display, "access_link"]
 
@@ -355,6 +368,15 @@ class AuditedUserAdmin(RowLockedAdmin, StorableFiltersAdmin, UserAdmin):
         # waits for the change and is judged on the row as it changed.
         with transaction.atomic(using=router.db_for_write(self.model)):
             return super().user_change_password(request, id, form_url)
+
+    def construct_change_message(self, request, form, formsets, add=False):
+        # Django's change-password page calls this once the password is saved, in the
+        # transaction above, and nothing else hands its view the form and who saved it.
+        if isinstance(form, PasswordOnlyForm):
+            record_user_changes(user=form.user, before=form.access_before,
+                                after=password_audit_state(form.user, changed=True),
+                                by=request.user, reason=form.cleaned_data["access_reason"])
+        return super().construct_change_message(request, form, formsets, add)
 
     def has_change_permission(self, request, obj=None):
         # The password form asks this too: see console.access.may_edit_user.
