@@ -168,7 +168,8 @@ def what_follows(approval: ApprovalRequest, *, awaited: bool) -> list[str]:
         asked_by = approval.snapshot.get("requested_by", "")
         return [f"Approved: {action.label.lower()} is taken on this run, as {asked_by} asked, "
                 f"if they may still {action.label.lower()} it and its state still allows it.",
-                *action.explain(run, steps, asking=False),
+                *action.explain(run, steps, asking=False,
+                                step=dict(approval.params).get("step", "")),
                 "Rejected: nothing is done to the run."]
     lines = step_lines(run, steps)
     position = next((s.position for s in steps if s.name == approval.step_name), None)
