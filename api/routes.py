@@ -28,6 +28,7 @@ from runs.operator.guidance import ActsForNobody
 from runs.operator.investigation import investigate, lookups_refusal
 from runs.permissions import grants_of
 from runs.reads.agent_selectors import conversations
+from runs.reads.step_rows import next_try_at
 
 from . import bulk_routes, openapi, operator_routes, selectors, subscriber_routes
 from .archived import archived_body, run_not_here
@@ -425,7 +426,7 @@ def run_state(request, run_id: int = Path(..., ge=1, le=MAX_RUN_ID)):
             "status": current.status, "attempt": current.attempt,
             # An ended wait's timeout is not due: nothing happens then.
             "next_attempt_at": None if current.name in view.ended_waits
-            else current.next_attempt_at,
+            else next_try_at(run, current),
             "wait_ended": view.ended_waits.get(current.name)},
         "waiting_for": view.waiting_for,
         "attention_reason": run.attention_reason or None,

@@ -140,8 +140,9 @@ class CurrentStep(Schema):
     attempt: int
     next_attempt_at: datetime | None = Field(
         description="When the step's wait ends: a scheduled retry, a timer (sleep step) or "
-                    "an event wait's timeout (null when none is due, as when the "
-                    "run's end ended the wait: see wait_ended).")
+                    "an event wait's timeout (null when none is due: while the run "
+                    "waits for a person, or when the run's end ended the wait: see "
+                    "wait_ended).")
     wait_ended: str | None = Field(
         None, description="Set when the step still reads 'waiting' (an approval, an event) "
                           "but the run's end ended that wait: it says how the run was ended "

@@ -146,10 +146,15 @@ def requests_for_run(run) -> list[ApprovalRequest]:
         .order_by("-requested_at", "-pk"))]
 
 
-def what_follows(approval: ApprovalRequest) -> list[str]:
+def what_follows(approval: ApprovalRequest, *, awaited: bool) -> list[str]:
     """What an approval sets off, in words, for the person deciding: for an approval step,
     what each later step of the run will do; for an operator's action, what the action
-    does to this run."""
+    does to this run. Nothing once the request can no longer be decided (decided, timed
+    out, superseded, withdrawn, or not `awaited` and being closed): it would be told from
+    the run as it is now, not as it was asked about, and a re-run approved and applied read
+    as one of a run where nothing stands, beside the decision that sent it again."""
+    if not approval.is_pending or not awaited:
+        return []
     run = approval.run
     steps = list(steps_in_order(run=run))
     if approval.kind == RequestKind.OPERATOR_ACTION:
@@ -163,7 +168,8 @@ def what_follows(approval: ApprovalRequest) -> list[str]:
         asked_by = approval.snapshot.get("requested_by", "")
         return [f"Approved: {action.label.lower()} is taken on this run, as {asked_by} asked, "
                 f"if they may still {action.label.lower()} it and its state still allows it.",
-                *action.explain(run, steps, asking=False),
+                *action.explain(run, steps, asking=False,
+                                step=dict(approval.params).get("step", "")),
                 "Rejected: nothing is done to the run."]
     lines = step_lines(run, steps)
     position = next((s.position for s in steps if s.name == approval.step_name), None)

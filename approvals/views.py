@@ -132,7 +132,7 @@ def _page(request, approval: ApprovalRequest, form: DecisionForm | None = None, 
     return render(request, "approvals/detail.html", {
         "approval": approval, "run": approval.run, "bulk": bulk,
         "rows": snapshot_rows(approval.snapshot if bulk is None else bulk.snapshot),
-        "follows": selectors.what_follows(approval),
+        "follows": selectors.what_follows(approval, awaited=awaited),
         "form": form if decidable else None, "can_decide": decidable,
         "is_requester": is_requester(request.user, approval),
         "overdue": selectors.is_overdue(approval), "link_problem": link_problem,

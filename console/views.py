@@ -59,6 +59,7 @@ from runs.operator.investigation import investigate, lookups_refusal, to_markdow
 from runs.reads import selectors
 from runs.reads.cursors import decode_keyset, encode_keyset, parse_stamp
 from runs.reads.generations import generations
+from runs.reads.step_rows import next_try_at
 
 from . import run_list, saved_views
 from .forms import AccessFilterForm, AuditFilterForm, RunFilterForm, selected_run_ids
@@ -345,6 +346,7 @@ def _detail_context(request, detail, beside: dict, *, steps_asked: int | None = 
         step.verdict = effect_verdict(workflow.step(step.name)) if spec is not None else None
         # Execution time, and apart from it the time the step waited (backoff, attention).
         step.took = times.get(step.name)
+        step.next_try = next_try_at(run, step)
     return {**beside, "steps": detail.steps, "step_page": page, "actions": actions,
             "generations": generations(run),
             "recommendation": recommendation, "recommended": recommended}

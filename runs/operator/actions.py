@@ -129,10 +129,12 @@ class OperatorAction:
         return transitions.needs_second_person(self.name, steps)
 
     def explain(self, run: Run, steps: list[Step], call: dict | None = None,
-                asking: bool = True) -> list[str]:
+                asking: bool = True, step: str = "") -> list[str]:
         """What pressing the button will do, in words: for its confirmation dialog, or (not
-        `asking`) for the second person's page; aimed at one tool call, what it does to it."""
+        `asking`) for the second person's page, of the `step` asked for; aimed at one tool
+        call, what it does to it."""
         details = (tool_call_outline(self.name, call) if call is not None
+                   else _rerun_details(run, steps, step) if self.name == "rerun_from_step"
                    else _DETAILS.get(self.name, _no_details)(run, steps))
         lines = [self.summary, *details]
         # A re-run counts only the effects from the chosen step on: its details say so.
@@ -457,17 +459,20 @@ def _ending_details(run: Run, steps: list[Step]) -> list[str]:
             "terminated."]
 
 
-def _rerun_details(run: Run, steps: list[Step]) -> list[str]:
-    """The effects that already stand from each step a re-run could start at, with their
-    state, and the compensation the workflow declares for them, offered first."""
+def _rerun_details(run: Run, steps: list[Step], chosen: str = "") -> list[str]:
+    """The effects that already stand from the `chosen` step (one asked for), or else from
+    each step a re-run could start at, with their state, and the compensation the workflow
+    declares for them, offered first."""
     lines = []
     workflow = _definition(run)
     eligible = transitions.eligible_steps("rerun_from_step", run, steps, workflow)
-    first = eligible[0] if eligible else None
+    first = next((s for s in eligible if s.name == chosen), eligible[0] if eligible else None)
     standing = transitions.standing_effects(steps, first) if first is not None else []
     if standing:
-        lines.append(f"Effects that already stand (from {first.name} on; a later chosen step "
-                     "leaves out the earlier ones) and would be sent again with a new key:")
+        lines.append(f"Effects that already stand (from {first.name} on; "
+                     + ("the step asked for" if first.name == chosen else
+                        "a later chosen step leaves out the earlier ones")
+                     + ") and would be sent again with a new key:")
         lines += [str(e) for e in standing]
         names = {e.step for e in standing}
         undoable = [s.name for s in steps if s.name in names
@@ -488,6 +493,6 @@ def _rerun_details(run: Run, steps: list[Step]) -> list[str]:
 
 
 # Compensating: by the rules the compensation follows (previews.compensation_outline).
-_DETAILS = {"compensate": compensation_outline, "rerun_from_step": _rerun_details,
+_DETAILS = {"compensate": compensation_outline,
             "confirm_compensation": _confirmation_details,
             "terminate": _ending_details, "cancel": _ending_details}
