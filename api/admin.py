@@ -387,13 +387,16 @@ class WebhookDeliveryAdmin(IndexedSearchAdmin, ReadOnlyAdmin):
 
     @admin.action(permissions=["send_again"], description="Send again")
     def send_again(self, request, queryset):
-        # "Select all" hands over the whole filtered list: send_again takes its first
-        # SEND_AGAIN_AT_MOST failed ones, and the selection is counted no further than that.
+        # "Select all" hands over the whole filtered list: send_again takes back its first
+        # SEND_AGAIN_AT_MOST failed ones (past those of a workflow no longer taken), and the
+        # selection is counted no further than that.
         at_most = webhooks.SEND_AGAIN_AT_MOST
         selected = queryset.order_by()[: at_most + 1].count()
         sent = webhooks.send_again(queryset.values_list("pk", flat=True), by=request.user)
-        left = sent.not_taken_workflow
-        skipped = (f"{selected - sent.taken - left} skipped (not failed)."
+        # Counted no further than the bound, as the selection is.
+        left = (str(sent.not_taken_workflow) if sent.not_taken_workflow <= at_most
+                else f"more than {at_most}")
+        skipped = (f"{selected - sent.taken - sent.not_taken_workflow} skipped (not failed)."
                    if selected <= at_most else "the rest of the selection skipped (not failed).")
         if sent.more:
             skipped = (f"more failed deliveries are left in the selection: {at_most} at most "
@@ -402,6 +405,6 @@ class WebhookDeliveryAdmin(IndexedSearchAdmin, ReadOnlyAdmin):
         self.message_user(
             request, f"{sent.taken} failed delivery(ies) taken back to pending, due now; "
                      + (f"{left} left failed: their subscriber no longer takes their "
-                        "workflow; " if left else "")
+                        "workflow; " if sent.not_taken_workflow else "")
                      + skipped,
             messages.SUCCESS if sent.taken else messages.WARNING)

@@ -71,10 +71,8 @@ def news_for(subscriber: WebhookSubscriber) -> tuple[QuerySet, QuerySet]:
     and archiving (api.archival) keeps a run hot until they are delivered."""
     events = RunEvent.objects.filter(news("event"))
     records = AuditRecord.objects.filter(news("record"))
-    if subscriber.workflows:
-        events = events.filter(run__workflow_name__in=subscriber.workflows)
-        records = records.filter(run__workflow_name__in=subscriber.workflows)
-    return events, records
+    return (events.filter(taken(subscriber.workflows, "run__workflow_name")),
+            records.filter(taken(subscriber.workflows, "run__workflow_name")))
 
 
 def news(kind: str) -> Q:
@@ -88,6 +86,12 @@ def news(kind: str) -> Q:
 def takes(workflows: list[str], workflow_name: str) -> bool:
     """Whether a subscriber of `workflows` (none: every one) takes `workflow_name`."""
     return not workflows or workflow_name in workflows
+
+
+def taken(workflows: list[str], workflow_name: str) -> Q:
+    """`takes` as a query's condition on the rows whose workflow's name is the field
+    `workflow_name`: a query reads past the rows a subscriber does not take."""
+    return Q(**{f"{workflow_name}__in": workflows}) if workflows else Q()
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,14 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import reduce
+from operator import or_
 
 import httpx
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q, Value
+from django.db.models.functions import Coalesce
 from django.urls import reverse
 
 from approvals.notifications import public_url
@@ -39,7 +43,7 @@ from . import public_network
 from .models import WebhookDelivery, WebhookSubscriber
 from .subscribers import retire_previous_secrets, signing_secrets, url_problem
 from .tokens import clock
-from .webhook_cursors import queue_deliveries, takes
+from .webhook_cursors import queue_deliveries, taken, takes
 
 logger = logging.getLogger(__name__)
 JOB = "api.publish_webhooks"
@@ -336,10 +340,11 @@ class SentAgain:
     # Taken back to pending, due now.
     taken: int = 0
     # Failed, and left so: their subscriber no longer takes their run's workflow (the
-    # publisher withdrew them, or would at once, sending nothing).
+    # publisher withdrew them, or would at once, sending nothing). Counted to
+    # SEND_AGAIN_AT_MOST + 1 at most: past that, "more than SEND_AGAIN_AT_MOST".
     not_taken_workflow: int = 0
-    # Failed deliveries among the ids past the SEND_AGAIN_AT_MOST read: left as they are,
-    # for the next call.
+    # Failed deliveries that would be taken, past the SEND_AGAIN_AT_MOST taken: left as they
+    # are, for the next call.
     more: bool = False
 
 
@@ -364,36 +369,41 @@ def send_again(delivery_ids, *, by, now: datetime | None = None) -> SentAgain:
     Their last status code and error stay until the next attempt replaces them: the reason
     they failed is what the admin looks at while the receiver is being fixed.
 
-    The first SEND_AGAIN_AT_MOST failed ones, by id, at most; `more` says whether others
-    are left."""
+    The first SEND_AGAIN_AT_MOST failed ones that are taken, by id, at most; `more` says
+    whether others are left. Those left failed for their workflow are read past, not
+    counted toward the SEND_AGAIN_AT_MOST: they stay failed, so a list beginning with that
+    many of them would otherwise take nothing however often it is sent again."""
     now = now or clock()
     result = SentAgain()
+    failed = (WebhookDelivery.objects.filter(pk__in=delivery_ids,
+                                             status=WebhookDelivery.Status.FAILED)
+              # Never null, so that a delivery whose run cannot be read counts as not taken
+              # (takes), not as neither.
+              .annotate(workflow=Coalesce("record__run__workflow_name",
+                                          "event__run__workflow_name", Value(""))))
     with transaction.atomic():
+        # still_subscribed, as the query's condition: each subscriber's deliveries of the
+        # workflows it takes (subscribers are few; their deliveries are not).
+        still = reduce(or_, (Q(subscriber_id=pk) & taken(workflows, "workflow")
+                             for pk, workflows in
+                             WebhookSubscriber.objects.values_list("pk", "workflows")),
+                       Q(pk__in=[]))
         # Locked, then changed: a second admin sending the same ones again meanwhile waits,
         # then finds them pending and takes nothing, so each is counted and recorded once.
         # Only the deliveries are locked: a subscriber's row is what a publisher pass holds
         # a share lock on while it queues.
-        failed = (WebhookDelivery.objects.select_for_update(of=("self",))
-                  .filter(pk__in=delivery_ids, status=WebhookDelivery.Status.FAILED)
-                  .order_by("pk").values_list("pk", "subscriber__name", "subscriber__workflows",
-                                              "event__run__workflow_name",
-                                              "record__run__workflow_name")
-                  [:SEND_AGAIN_AT_MOST + 1])
-        failed = list(failed)
-        result.more = len(failed) > SEND_AGAIN_AT_MOST
-        taken = []
-        for pk, name, workflows, event_workflow, record_workflow in failed[:SEND_AGAIN_AT_MOST]:
-            # still_subscribed, read with the rows rather than one delivery at a time.
-            if takes(workflows, record_workflow or event_workflow):
-                taken.append((pk, name))
-            else:
-                result.not_taken_workflow += 1
-        if not taken:
+        taking = list(failed.filter(still).select_for_update(of=("self",)).order_by("pk")
+                      .values_list("pk", "subscriber__name")[:SEND_AGAIN_AT_MOST + 1])
+        result.more = len(taking) > SEND_AGAIN_AT_MOST
+        taking = taking[:SEND_AGAIN_AT_MOST]
+        result.not_taken_workflow = (failed.exclude(still).order_by()
+                                     [:SEND_AGAIN_AT_MOST + 1].count())
+        if not taking:
             return result
-        WebhookDelivery.objects.filter(pk__in=[pk for pk, _ in taken]).update(
+        WebhookDelivery.objects.filter(pk__in=[pk for pk, _ in taking]).update(
             status=WebhookDelivery.Status.PENDING, attempts=0, next_attempt_at=now)
         per_subscriber: dict[str, int] = {}
-        for _, name in taken:
+        for _, name in taking:
             per_subscriber[name] = per_subscriber.get(name, 0) + 1
         for name, count in sorted(per_subscriber.items()):
             record_access_change(action=AccessAction.WEBHOOK_DELIVERIES_SENT_AGAIN,
@@ -401,8 +411,8 @@ def send_again(delivery_ids, *, by, now: datetime | None = None) -> SentAgain:
                                  actor=Actor.for_user(by),
                                  before={"status": "failed", "deliveries": count},
                                  after={"status": "pending", "deliveries": count})
-    result.taken = len(taken)
-    logger.info("%s sent %d failed webhook deliveries again", by.get_username(), len(taken))
+    result.taken = len(taking)
+    logger.info("%s sent %d failed webhook deliveries again", by.get_username(), len(taking))
     return result
 
 

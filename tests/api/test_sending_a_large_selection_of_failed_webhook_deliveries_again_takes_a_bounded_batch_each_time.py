@@ -3,7 +3,8 @@ takes the first SEND_AGAIN_AT_MOST failed deliveries of the selection back to pe
 all of them: it counted the whole selection, then read, locked and changed every failed one
 in one request and one transaction (a receiver down for a day leaves a million). The message
 says how many were taken and that more are left, to be taken by choosing it again on the
-same list; each time takes the next ones, until none is left."""
+same list; each time takes the next ones, until none is left. Failed ones left so because
+their subscriber no longer takes their workflow are read past, not counted in the batch."""
 
 from datetime import timedelta
 from uuid import uuid4
@@ -18,6 +19,8 @@ from api.models import WebhookDelivery, WebhookSubscriber
 from api.webhooks import SEND_AGAIN_AT_MOST
 from audit.access import AccessAction
 from audit.models import AccessRecord
+from runs.models import RunEvent
+from tests.factories import new_run
 
 pytestmark = pytest.mark.django_db
 
@@ -85,3 +88,45 @@ def test_select_all_sends_again_a_bounded_batch_each_time_and_says_more_are_left
                     "pending, due now; 0 skipped (not failed)."]
     assert pending() == set(backlog)
     assert WebhookDelivery.objects.filter(status="failed").count() == 0
+
+
+def test_failed_ones_of_a_workflow_no_longer_taken_first_in_the_list_do_not_hold_back_the_rest(
+        client):
+    """Those left failed because their subscriber no longer takes their workflow stay in
+    the failed list: counted toward the batch, a list beginning with SEND_AGAIN_AT_MOST of
+    them took nothing, and said more were left, however often it was sent again."""
+    crm = WebhookSubscriber.objects.create(name="crm", url="https://crm.example/", secret="s",
+                                           workflows=["test-orders"])
+    then = timezone.now() - timedelta(days=1)
+
+    def failed_deliveries(run, count):
+        events = RunEvent.objects.bulk_create(
+            RunEvent(run=run, status_from="running", status_to="failed", created_at=then)
+            for _ in range(count))
+        return [d.pk for d in WebhookDelivery.objects.bulk_create(
+            WebhookDelivery(subscriber=crm, event=event, delivery_id=uuid4(), status="failed",
+                            attempts=10, next_attempt_at=then, last_status_code=500)
+            for event in events)]
+
+    not_taken = failed_deliveries(new_run("test-saga"), SEND_AGAIN_AT_MOST + 5)
+    orders = failed_deliveries(new_run("test-orders"), 3)
+    assert max(not_taken) < min(orders)
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "x"))
+    left = (f"more than {SEND_AGAIN_AT_MOST} left failed: their subscriber no longer takes "
+            "their workflow; the rest of the selection skipped (not failed).")
+
+    said, queries = send_again_all(client, not_taken[0])
+
+    assert said == [f"3 failed delivery(ies) taken back to pending, due now; {left}"]
+    assert pending() == set(orders)
+    reads = [sql for sql in queries if f'FROM "{TABLE}"' in sql and sql.startswith("SELECT")]
+    assert reads and all("LIMIT" in sql for sql in reads), reads
+
+    # Again on the same list: nothing more to take, and none of the three taken twice.
+    said, _ = send_again_all(client, not_taken[0])
+    assert said == [f"0 failed delivery(ies) taken back to pending, due now; {left}"]
+    assert pending() == set(orders)
+    assert (set(WebhookDelivery.objects.filter(status="failed").values_list("pk", flat=True))
+            == set(not_taken))
+    (record,) = AccessRecord.objects.filter(action=AccessAction.WEBHOOK_DELIVERIES_SENT_AGAIN)
+    assert record.after == {"status": "pending", "deliveries": 3}
