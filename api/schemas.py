@@ -461,8 +461,11 @@ class ActionIn(Schema):
                                   "as the run page shows it, e.g. '2.0'.")
     mode: Literal["ask", "found", "not_found"] = Field(
         "ask", description="reconcile: ask the remote system by key, or record by hand.")
-    remote_ref: str = Field("", max_length=REMOTE_REF_MAX,
-                            json_schema_extra={"pattern": NUL_FREE},
+    # Its length too is the document's to say and the action's rule to hold (a reference
+    # longer than a record keeps: 422 naming it in the console's and the CLI's words, not
+    # the schema's).
+    remote_ref: str = Field("", json_schema_extra={"maxLength": REMOTE_REF_MAX,
+                                                   "pattern": NUL_FREE},
                             description="reconcile found: the effect's remote reference, "
                                         "whole (a cut one would name another effect).")
     # No length of its own: the action's rule holds it, as in the console and the CLI (a

@@ -215,11 +215,12 @@ def _hand_verdict(given: ActionInput):
     if given.mode == "found" and not given.remote_ref.strip():
         raise ActionInputError("Give the remote reference of the effect you found.")
     if given.mode == "found" and len(given.remote_ref.strip()) > REMOTE_REF_MAX:
-        # A reference cut to fit the column would name another effect, or none.
+        # A reference cut to fit the column would name another effect, or none. Its field
+        # named: the value is to correct (the API's 422, the console's dialog marks it).
         raise ActionInputError(
             f"The remote reference is {len(given.remote_ref.strip())} characters long; a "
             f"reference holds at most {REMOTE_REF_MAX}. Give the reference as the remote "
-            "system shows it, and anything longer as evidence.")
+            "system shows it, and anything longer as evidence.", "remote_ref")
     return (definition.Found(given.remote_ref.strip()) if given.mode == "found"
             else definition.NotFound())
 

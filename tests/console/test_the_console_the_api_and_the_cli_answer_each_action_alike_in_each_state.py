@@ -312,6 +312,9 @@ INPUTS = {
     "remote reference on two lines": ("failed_write", "reconcile", {
         "reason": "INC-7", "step": "create-task", "mode": "found", "remote_ref": "T-1\nT-2",
         "evidence": "seen"}),
+    "remote reference longer than a record keeps": ("failed_write", "reconcile", {
+        "reason": "INC-7", "step": "create-task", "mode": "found", "remote_ref": "T" * 301,
+        "evidence": "seen"}),
     "event payload blank": ("waiting_for_event", "event_received", {
         "reason": "INC-7", "evidence": "  "}),
     "event payload padded": ("waiting_for_event", "event_received", {
