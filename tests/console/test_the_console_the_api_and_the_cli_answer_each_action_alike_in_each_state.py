@@ -311,6 +311,8 @@ INPUTS = {
         "reason": "INC-7", "step": "create-task", "mode": "not_found"}),
     "evidence blank by hand": ("failed_write", "reconcile", {
         "reason": "INC-7", "step": "create-task", "mode": "not_found", "evidence": "  "}),
+    "remote reference missing where found": ("failed_write", "reconcile", {
+        "reason": "INC-7", "step": "create-task", "mode": "found", "evidence": "seen"}),
     "remote reference on two lines": ("failed_write", "reconcile", {
         "reason": "INC-7", "step": "create-task", "mode": "found", "remote_ref": "T-1\nT-2",
         "evidence": "seen"}),
