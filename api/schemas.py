@@ -452,7 +452,10 @@ class ActionIn(Schema):
     reason: str = Field(json_schema_extra={"minLength": 1, "maxLength": PERSON_TEXT_MAX,
                                            "pattern": NUL_FREE},
                         description="Why: recorded in the audit trail. Required.")
-    step: str = Field("", max_length=200, json_schema_extra={"pattern": NUL_FREE},
+    # Its length the document's to say (a step's name is at most 200 characters) and the
+    # action's rule to hold: a longer one names no step of the run, 422 naming `step` in the
+    # console's and the CLI's words, not the schema's.
+    step: str = Field("", json_schema_extra={"maxLength": 200, "pattern": NUL_FREE},
                       description="The step, for the actions aimed at one.")
     # Its form is the rule every door reads it by (action_input.call_id_problem): written
     # otherwise, it is refused with 422 naming `call`, in the command line's words.

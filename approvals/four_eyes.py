@@ -110,8 +110,9 @@ def request_operator_action(run: Run | int, *, action: str, requested_by, reason
                 if dict(found.params).get("step", "") != snapshot["params"].get("step", ""):
                     # One open request per action and run: another step's would be
                     # answered with this one, which its approver could take for theirs.
+                    # Named by its label, as the button the person pressed names it.
                     raise ValueError(
-                        f"approval request {found.pk} already asks for {action} of run "
+                        f"approval request {found.pk} already asks for {spec.label} of run "
                         f"{run.pk} at step {dict(found.params).get('step')!r}: it is decided "
                         "or withdrawn first, then another step can be asked for")
                 return found, False

@@ -9,6 +9,7 @@ from audit.quoting import quoted
 
 from ..machine.errors import TransitionNotAllowed
 from ..machine.storable import named_text_problem
+from ..machine.transitions.outcome import REMOTE_REF_MAX
 
 # A tool call's id as the run page shows it: its turn, then its index in the turn, in ASCII
 # digits ([0-9], not \d, which passes "١.٠": int() would read it as call 1.0).
@@ -17,11 +18,14 @@ CALL_ID = r"[0-9]+\.[0-9]+"
 
 class ActionInputError(ValueError):
     """The input for an action is incomplete or inconsistent; nothing was done. `field`: the
-    ActionInput field whose value was refused, if one was, for a caller to name as its own."""
+    ActionInput field whose value was refused, if one was, for a caller to name as its own.
+    `missing`: the field the action needs and was not given, if that is why, for a caller
+    to name how it is given (the command line's option)."""
 
-    def __init__(self, message: str, field: str = ""):
+    def __init__(self, message: str, field: str = "", missing: str = ""):
         super().__init__(message)
         self.field = field
+        self.missing = missing
 
 
 def field_refused(name: str, text: str) -> ActionInputError | None:
@@ -32,6 +36,24 @@ def field_refused(name: str, text: str) -> ActionInputError | None:
     label = {"remote_ref": "remote reference", "call": "tool call"}.get(name, name)
     return None if problem is None else ActionInputError(
         f"{label}: {problem}; nothing was done.", name)
+
+
+def remote_ref_refused(remote_ref: str) -> ActionInputError | None:
+    """Why `remote_ref` does not name the effect a person records as found (reconcile by
+    hand), or None: none given (`missing`, for a door to say how it is given), or longer
+    than a record keeps."""
+    ref = remote_ref.strip()
+    if not ref:
+        return ActionInputError("Give the remote reference of the effect you found.",
+                                missing="remote_ref")
+    if len(ref) > REMOTE_REF_MAX:
+        # A reference cut to fit the column would name another effect, or none. Its field
+        # named: the value is to correct (the API's 422, the console's dialog marks it).
+        return ActionInputError(
+            f"The remote reference is {len(ref)} characters long; a reference holds at most "
+            f"{REMOTE_REF_MAX}. Give the reference as the remote system shows it, and "
+            "anything longer as evidence.", "remote_ref")
+    return None
 
 
 def target_missing(spec, run, steps, given) -> Exception | None:

@@ -22,10 +22,15 @@ from ..agents.tool_call_undo import undo_tool_call
 from ..definitions import definition
 from ..machine import sensitive, tracing, transitions
 from ..machine.transitions.operator_rules import check_before_work
-from ..machine.transitions.outcome import REMOTE_REF_MAX
 from ..models import Run, Step, StepStatus
 from ..waiting import events, payloads
-from .action_input import ActionInputError, call_refused, field_refused, target_missing
+from .action_input import (
+    ActionInputError,
+    call_refused,
+    field_refused,
+    remote_ref_refused,
+    target_missing,
+)
 from .previews import compensation_outline, compensation_preview, tool_call_outline
 from .reconciliation import reconcile_step, reconcile_tool_call_by_key
 
@@ -212,15 +217,8 @@ def _hand_verdict(given: ActionInput):
     without evidence (kernel._require_evidence)."""
     if given.mode not in ("found", "not_found"):
         raise ActionInputError(f"Unknown reconcile mode {given.mode!r}.")
-    if given.mode == "found" and not given.remote_ref.strip():
-        raise ActionInputError("Give the remote reference of the effect you found.")
-    if given.mode == "found" and len(given.remote_ref.strip()) > REMOTE_REF_MAX:
-        # A reference cut to fit the column would name another effect, or none. Its field
-        # named: the value is to correct (the API's 422, the console's dialog marks it).
-        raise ActionInputError(
-            f"The remote reference is {len(given.remote_ref.strip())} characters long; a "
-            f"reference holds at most {REMOTE_REF_MAX}. Give the reference as the remote "
-            "system shows it, and anything longer as evidence.", "remote_ref")
+    if given.mode == "found" and (refused := remote_ref_refused(given.remote_ref)) is not None:
+        raise refused
     return (definition.Found(given.remote_ref.strip()) if given.mode == "found"
             else definition.NotFound())
 

@@ -117,7 +117,7 @@ def test_a_rerun_from_another_step_is_refused_while_one_from_the_first_waits(ops
         params={"step": "post-ledger"})
     assert created
     with pytest.raises(ValueError, match=f"approval request {first.pk} already asks for "
-                                         f"rerun_from_step of run {run.pk} at step "
+                                         f"Re-run from step of run {run.pk} at step "
                                          "'post-ledger'"):
         four_eyes.request_operator_action(run, action="rerun_from_step", requested_by=omar,
                                           reason="redo all", params={"step": "fetch"})

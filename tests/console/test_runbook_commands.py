@@ -94,3 +94,16 @@ def test_settling_an_outcome_without_evidence_names_the_option(operator):
         _call("run_action", run.pk, "reconcile", "--step", "create-task", "--mode",
               "not_found", "--user", "olga", "--reason", "checked the tracker")
     assert AuditRecord.objects.filter(run=run).count() == records
+
+
+def test_settling_an_outcome_as_found_without_its_remote_reference_names_the_option(operator):
+    run = place(new_run(), status=RunStatus.ATTENTION,
+                step_statuses={"fetch": StepStatus.SUCCEEDED, "classify": StepStatus.SUCCEEDED,
+                               "create-task": StepStatus.UNKNOWN})
+    records = AuditRecord.objects.filter(run=run).count()
+    with pytest.raises(CommandError) as refused:
+        _call("run_action", run.pk, "reconcile", "--step", "create-task", "--mode", "found",
+              "--evidence", "in the tracker", "--user", "olga", "--reason", "checked")
+    assert str(refused.value) == ("Reconcile was not done: Give the remote reference of the "
+                                  "effect you found. Give it with --remote-ref.")
+    assert AuditRecord.objects.filter(run=run).count() == records

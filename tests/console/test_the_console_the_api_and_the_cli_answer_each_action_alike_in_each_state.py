@@ -299,6 +299,8 @@ INPUTS = {
     "step missing where one may be": ("failed_write", "retry_step", {"reason": "INC-7"}),
     "step missing where none may be": ("queued", "retry_step", {"reason": "INC-7"}),
     "step unknown": ("failed_write", "retry_step", {"reason": "INC-7", "step": "nope"}),
+    "step longer than a step's name may be": ("failed_write", "retry_step", {
+        "reason": "INC-7", "step": "s" * 201}),
     "step padded": ("failed_write", "retry_step", {"reason": "INC-7", "step": " create-task "}),
     "step not read": ("failed_write", "resume", {"reason": "INC-7", "step": "fetch"}),
     "call missing": ("failed_write", "retry_tool_call", {"reason": "INC-7",
@@ -309,6 +311,8 @@ INPUTS = {
         "reason": "INC-7", "step": "create-task", "mode": "not_found"}),
     "evidence blank by hand": ("failed_write", "reconcile", {
         "reason": "INC-7", "step": "create-task", "mode": "not_found", "evidence": "  "}),
+    "remote reference missing where found": ("failed_write", "reconcile", {
+        "reason": "INC-7", "step": "create-task", "mode": "found", "evidence": "seen"}),
     "remote reference on two lines": ("failed_write", "reconcile", {
         "reason": "INC-7", "step": "create-task", "mode": "found", "remote_ref": "T-1\nT-2",
         "evidence": "seen"}),

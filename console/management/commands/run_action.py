@@ -148,8 +148,11 @@ class Command(ValuesCutShortCommand):
             raise CommandError(transitions.not_done(ACTIONS[options["action"]].label,
                                                     f"{exc}. Give it with --evidence.")) from None
         except (ActionInputError, TransitionNotAllowed) as exc:
+            # Input the action needs and was not given: named by its option, as --evidence.
+            missing = getattr(exc, "missing", "")
+            hint = f" Give it with {_ACTION_OPTIONS[missing]}." if missing else ""
             raise CommandError(transitions.not_done(ACTIONS[options["action"]].label,
-                                                    exc)) from None
+                                                    f"{exc}{hint}")) from None
         if options["json"]:
             print_json(self.stdout, {
                 "action": outcome.action, "run": outcome.run_id, "done": outcome.done,
