@@ -434,7 +434,8 @@ def register(api, *, headers: dict, refusals: dict, query_words: dict) -> None:
                     "job's runs) and that its person may see (its approvers and the one who "
                     "asked for it): one they may not see is answered as one that does not "
                     "exist, in the same words, whatever the body. "
-                    "400: a body that is not JSON. 422: the body does not match its schema, "
+                    "400: a body that is not JSON, or names a key twice in one object. 422: the "
+                    "body does not match its schema, "
                     "rejects without a `comment` (a rejection says why), or has a `comment` "
                     "no record may keep (a NUL, another control character, too long), in "
                     "the words the console and the command line use; nothing is recorded.")

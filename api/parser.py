@@ -14,6 +14,7 @@ import math
 from ninja import Status
 from ninja.parser import Parser
 
+from audit.quoting import quoted
 from runs.machine.storable import NotFinite, TooManyDigits, finite_json
 
 JSON = "application/json"
@@ -49,7 +50,30 @@ class MalformedJson(Exception):
     where, where ninja alone would answer only that the body could not be parsed."""
 
 
+class DuplicateKey(ValueError):
+    """An object in the body naming one key twice (400). json.loads keeps the last and says
+    nothing, where another reader of the same body (a proxy, a log, a signature check) may
+    keep the first: the API would then act on a body other than the one they saw."""
+
+    def __init__(self, key: str):
+        super().__init__(f"the request body has the key {quoted(key)} more than once in one "
+                         "object; send each key once")
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return data
+
+
 def _unreadable(exc: Exception) -> str:
+    if isinstance(exc, DuplicateKey):
+        return str(exc)
     if isinstance(exc, json.JSONDecodeError):
         return (f"the request body is not valid JSON: {exc.msg} at line {exc.lineno}, "
                 f"column {exc.colno}")
@@ -66,20 +90,21 @@ def _unreadable(exc: Exception) -> str:
 
 
 class JsonParser(Parser):
-    """JSON bodies, refusing other media types, and numbers that are not finite: NaN and
-    Infinity are not JSON, and neither they nor an overflowing literal (1e400, read as
-    infinity) can be stored in jsonb or compared as a number."""
+    """JSON bodies, refusing other media types, an object naming a key twice (at any depth),
+    and numbers that are not finite: NaN and Infinity are not JSON, and neither they nor an
+    overflowing literal (1e400, read as infinity) can be stored in jsonb or compared as a
+    number."""
 
     def parse_body(self, request):
         # Django lower-cases the media type and sets its parameters (charset=utf-8) apart.
         if request.content_type != JSON:
             raise UnsupportedMediaType(request.content_type)
         try:
-            return finite_json(request.body)
+            return finite_json(request.body, object_pairs_hook=_unique_keys)
         except NotFinite as exc:
             raise NonFiniteNumber(_non_finite_locations(exc.data)) from None
         except (ValueError, RecursionError) as exc:
-            # JSONDecodeError and UnicodeDecodeError are ValueErrors too.
+            # JSONDecodeError, UnicodeDecodeError and DuplicateKey are ValueErrors too.
             raise MalformedJson(_unreadable(exc)) from None
 
 

@@ -331,13 +331,14 @@ class TooManyDigits(ValueError):
         self.digits, self.limit = digits, limit
 
 
-def finite_json(text: str | bytes):
+def finite_json(text: str | bytes, *, object_pairs_hook=None):
     """JSON text read as every entry point reads JSON from outside: json.loads, refusing
     NaN and Infinity (which JSON has not, though Python reads them) and literals too large
     for a float (1e400, which Python reads as infinity) with NotFinite. jsonb cannot store
     them, and no rule can compare them as numbers. A whole number longer than Python reads is
     refused with TooManyDigits (where json.loads raises a ValueError naming Python's
-    setting)."""
+    setting). `object_pairs_hook`: as json.loads takes it, for a reader with a rule of its
+    own about an object's keys."""
     non_finite = []
 
     def whole(written: str) -> int:
@@ -352,7 +353,8 @@ def finite_json(text: str | bytes):
             non_finite.append(written)
         return value
 
-    data = json.loads(text, parse_float=number, parse_int=whole, parse_constant=number)
+    data = json.loads(text, parse_float=number, parse_int=whole, parse_constant=number,
+                      object_pairs_hook=object_pairs_hook)
     if non_finite:
         raise NotFinite(non_finite, data)
     return data
