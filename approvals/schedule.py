@@ -47,7 +47,27 @@ def _lock_pending(pk: int, *conditions: Q, **filters) -> ApprovalRequest | None:
 
 # --- reminders -----------------------------------------------------------------------------
 
+# _remind's outcomes: reminded (or superseded, whose successor's mail is the reminder), or
+# withdrawn, its run found no longer waiting for it or held for a key the ring no longer
+# holds (as a timeout's are).
+REMINDED = "reminded"
+WITHDRAWN = "withdrawn"
+
+
+@dataclass
+class ReminderReport:
+    reminded: int = 0
+    # Found, with the run locked, no longer waited for, or their run held for a lost key:
+    # withdrawn instead of reminded.
+    withdrawn: int = 0
+
+
 def send_reminders(*, now: datetime | None = None, limit: int = 200) -> int:
+    """How many requests remind_due reminded."""
+    return remind_due(now=now, limit=limit).reminded
+
+
+def remind_due(*, now: datetime | None = None, limit: int = 200) -> ReminderReport:
     """Remind the current approvers of every pending request whose reminder is due. A
     request whose payload changed meanwhile (an operator action's: the high-impact effects
     it shows) is superseded instead (the new request's notification is the reminder); one
@@ -58,36 +78,39 @@ def send_reminders(*, now: datetime | None = None, limit: int = 200) -> int:
     (timeouts.judged_at), the clock the reminder was set by; `now`, a caller's time (a
     test's), stands in for it. One whose run no longer waits for it, found so with the run
     locked (it stopped waiting after the pass's withdrawal looked), is withdrawn instead,
-    as its timeout and a decision withdraw it: it is not counted as reminded."""
-    count = 0
+    as its timeout and a decision withdraw it: counted as withdrawn, not as reminded."""
+    report = ReminderReport()
     due = ApprovalRequest.objects.filter(status=RequestStatus.PENDING,
                                          next_reminder_at__lte=store.time_in_statement(now))
     for pk in list(due.order_by("next_reminder_at").values_list("pk", flat=True)[:limit]):
         try:
-            count += _remind(pk, now)
+            outcome = _remind(pk, now)
         except Exception:
             logger.exception("approval request %s: reminder failed; will retry", pk)
-    return count
+            continue
+        report.reminded += outcome == REMINDED
+        report.withdrawn += outcome == WITHDRAWN
+    return report
 
 
-def _remind(pk: int, given: datetime | None) -> int:
+def _remind(pk: int, given: datetime | None) -> str | None:
     approval = ApprovalRequest.objects.select_related("run").get(pk=pk)
     current = payload_now(approval)
     with transaction.atomic(durable=True):
         # The run first, then the request, as a decision locks them: the other order
         # deadlocks with a person deciding at that moment.
         if (run := lock_run(approval.run_id, skip_held=True)) is None:
-            return 0  # held by another transaction: the next pass reminds
+            return None  # held by another transaction: the next pass reminds
         now = judged_at(given, run)
         approval = _lock_pending(pk, next_reminder_at__lte=now)
         if approval is None:
-            return 0  # decided meanwhile, or another sweep has it
+            return None  # decided meanwhile, or another sweep has it
         if not is_still_awaited(approval):
             # Its run stopped waiting for it after the pass's withdrawal looked: withdrawn,
             # as its timeout and a decision would; nobody is reminded of a request that can
             # no longer be decided.
             withdraw(approval, now)
-            return 0
+            return WITHDRAWN
         if (outcome := payload_outcome(approval, current, now)) is not None:
             # Changed, it was superseded: the new request's notification is the reminder.
             # A value it shows (a tool call's arguments too) sealed with a key the ring no
@@ -95,7 +118,7 @@ def _remind(pk: int, given: datetime | None) -> int:
             # held for the key and the request withdrawn, as a person's decision or its
             # timeout would find it (a run only passing through queued or running is held
             # by the next pass).
-            return 1 if outcome == SUPERSEDED else 0
+            return {SUPERSEDED: REMINDED, HELD: WITHDRAWN}.get(outcome)
         # The grants are made again: a group created since the request was made (an
         # unknown group is recorded as a problem) now gets its permission and its email.
         problems = grant_and_notify(approval, approval.current_approvers,
@@ -106,14 +129,13 @@ def _remind(pk: int, given: datetime | None) -> int:
         approval.save(update_fields=["reminder_count", "next_reminder_at", "problem"])
         record_lifecycle(approval, AuditAction.APPROVAL_REMINDED, now,
                          reminder=approval.reminder_count, problem=approval.problem)
-    return 1
+    return REMINDED
 
 
 # --- timeouts and escalation ---------------------------------------------------------------
 
 # _time_out's outcome for a request found due whose run no longer waits for it, or whose
-# run it held for a key the ring no longer holds.
-WITHDRAWN = "withdrawn"
+# run it held for a key the ring no longer holds: WITHDRAWN, as a reminder's.
 
 
 @dataclass
@@ -234,6 +256,7 @@ class SweepReport:
     opened: int = 0
     # Waits this pass read that no request can ever be made for (approvals.sweep_scope).
     unaskable: int = 0
+    # By the pass's withdrawal, and those its timeouts and reminders found to withdraw.
     withdrawn: int = 0
     escalated: int = 0
     timed_out: int = 0
@@ -286,7 +309,9 @@ def _sweep(given: datetime | None) -> SweepReport:
         report.escalated, report.timed_out = timeouts.escalated, timeouts.timed_out
         report.withdrawn += timeouts.withdrawn
         report.superseded = timeouts.superseded
-        report.reminded = send_reminders(now=given)
+        reminders = remind_due(now=given)
+        report.reminded = reminders.reminded
+        report.withdrawn += reminders.withdrawn
         report.settled = apply_pending_decisions(now=given)
     published = publish_notifications(now=given)
     report.sent, report.retrying = published.sent, published.retrying

@@ -214,7 +214,7 @@ class Workflow:
         decorator: it declares the step itself. A start `correlate` fails with is refused."""
         wait_checks.check_event_wait(self, name, event=event, timeout=timeout,
                                      on_timeout=on_timeout, policies=EVENT_TIMEOUT_POLICIES,
-                                     default=default)
+                                     default=default, schema=schema)
         return self._declare(EVENT, name, event_name=event, schema=schema, correlate=correlate,
                              timeout=timeout, on_timeout=on_timeout, default=default,
                              contract=Contract(rule="wait for the event"))(lambda ctx: None)

@@ -6,7 +6,7 @@ from pydantic import ValidationError
 
 from audit.quoting import quoted
 
-from ..definitions import definition
+from ..definitions import definition, wait_checks
 from ..models import Step
 
 
@@ -73,7 +73,7 @@ def _accepted(schema, event: str, payload: dict) -> dict:
     if schema is None:
         return payload
     try:
-        return schema.model_validate(payload).model_dump(mode="json")
+        return wait_checks.payload_taken(schema, payload)
     except ValidationError as exc:
         errors = [{"loc": ["payload", *e["loc"]], "msg": e["msg"]} for e in exc.errors()]
         fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
