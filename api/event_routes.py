@@ -19,9 +19,9 @@ from ninja import Path, Schema, Status
 from pydantic import ConfigDict, Field
 
 from audit.chain import Actor
+from runs.machine.storable import unstorable_texts
 from runs.waiting import events, payloads
 
-from .openapi import unstorable
 from .parser import refuse_unknown_query
 from .routes import api
 from .schemas import NO_NUL, Error, InvalidRequest
@@ -120,7 +120,7 @@ def _receive(payload: EventIn, *, source: str, actor: Actor):
     except payloads.EventRefused as exc:
         return _invalid(str(exc), [{**e, "type": "value_error"} for e in exc.errors])
     # What the database cannot store is named field by field, before anything is looked up.
-    problems = unstorable(payload.payload, ["payload"])
+    problems = unstorable_texts(payload.payload, ["payload"])
     if problems:
         return _invalid("the payload holds text that cannot be stored", problems)
     try:

@@ -15,7 +15,6 @@ The document also says what the API sends: the progress events POSTed to subscri
 import re
 
 from runs.definitions.definition import registry
-from runs.machine.storable import NUL_PROBLEM, text_problem
 
 from .schemas import RunStatusChanged, RunStepCompleted
 
@@ -136,29 +135,6 @@ def _link_to_state(operation: dict) -> None:
             response["links"] = {"GetRun": {
                 "operationId": "get_run", "parameters": {"run_id": f"$response.body#{pointer}"},
                 "description": "The state of the run."}}
-
-
-def unstorable(value, loc: list) -> list[dict]:
-    """Field errors for strings the database cannot store (NUL characters, lone surrogates),
-    in keys or values anywhere in `value`."""
-    errors: list[dict] = []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            errors += _bad_text(key, [*loc, key]) + unstorable(item, [*loc, key])
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            errors += unstorable(item, [*loc, i])
-    elif isinstance(value, str):
-        errors += _bad_text(value, loc)
-    return errors
-
-
-def _bad_text(text, loc: list) -> list[dict]:
-    problem = text_problem(text) if isinstance(text, str) else None
-    if problem is None:
-        return []
-    kind = "string_nul" if problem == NUL_PROBLEM else "string_unicode"
-    return [{"loc": loc, "msg": problem, "type": kind}]
 
 
 # The headers of every delivery (api.webhooks._attempt), as a receiver checks them.

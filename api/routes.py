@@ -22,6 +22,7 @@ from runs.definitions.definition import registry
 from runs.machine.artifacts import ARTIFACT
 from runs.machine.errors import BusinessKeyConflict, InvalidInput, RunArchived, UnknownWorkflow
 from runs.machine.logcontext import log_context
+from runs.machine.storable import unstorable_texts
 from runs.machine.transitions import start_run
 from runs.models import Run
 from runs.operator.guidance import ActsForNobody
@@ -300,7 +301,7 @@ def start(request, payload: StartRunIn):
         # Text that is not Unicode (a lone surrogate) cannot even be handed to the strict
         # validation below, which reads it as JSON and would answer "Invalid JSON" about
         # `input` as a whole: named where it is instead.
-        unreadable = [e for e in openapi.unstorable(payload.input, ["input"])
+        unreadable = [e for e in unstorable_texts(payload.input, ["input"])
                       if e["type"] == "string_unicode"]
         if unreadable:
             return Status(422, _invalid_input(payload.workflow, unreadable))
@@ -311,7 +312,7 @@ def start(request, payload: StartRunIn):
             errors = [{**e, "loc": ["input", *e["loc"]]} for e in problems]
         else:
             # What would be stored (fields the schema does not declare are dropped).
-            errors = openapi.unstorable(validated.model_dump(mode="json"), ["input"])
+            errors = unstorable_texts(validated.model_dump(mode="json"), ["input"])
         if errors:
             return Status(422, _invalid_input(payload.workflow, errors))
         try:

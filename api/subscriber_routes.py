@@ -15,10 +15,10 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError
 from ninja import Path, Query, Status
 
-from runs.machine.storable import whole_number
+from runs.machine.storable import unstorable_texts, whole_number
 from runs.reads.cursors import KEYSET_PATTERN, decode_keyset, encode_keyset
 
-from . import openapi, selectors, subscribers, webhooks
+from . import selectors, subscribers, webhooks
 from .errors import error_body, invalid_field, no_acting_user
 from .models import WebhookSubscriber
 from .parser import refuse_unknown_query
@@ -104,7 +104,7 @@ def refused_before_input(request) -> Status | None:
 def refused_input(token, subscriber: WebhookSubscriber, given: dict) -> Status | None:
     """What the schema cannot say of a subscriber about to be written, named by field (422),
     or a workflow beyond the token (403); None when it may be written."""
-    if errors := openapi.unstorable(given, []):
+    if errors := unstorable_texts(given, []):
         return Status(422, {"error": "invalid_request", "detail": "text the database cannot "
                             "store", "errors": errors})
     try:

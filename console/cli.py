@@ -15,14 +15,13 @@ from django.core.management.base import CommandError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest
 
-from api.openapi import unstorable
 from approvals.operator_actions import refuse_workflow_action
 from archive.models import ArchivedRun
 from archive.selectors import archived_run, archived_run_viewable
 from audit.quoting import file_name, quoted
 from runs.definitions.definition import registry
 from runs.execution.lost_commit import acting_for_a_person
-from runs.machine.storable import NotAnId, id_written
+from runs.machine.storable import NotAnId, id_written, unstorable_texts
 from runs.models import Workflow
 from runs.permissions import VIEW, grant_for
 from runs.reads.filter_problems import run_filter_problems
@@ -40,10 +39,10 @@ def storable_text(options: Mapping) -> None:
     """A CommandError naming the first option whose text the database cannot store: NUL
     characters, or bytes that are not UTF-8 (the shell hands them over as lone surrogates,
     which PostgreSQL refuses with a traceback). The rule is the one a start request is
-    checked with (api.openapi.unstorable). Call it first, before anything is looked up or
-    written."""
+    checked with (runs.machine.storable.unstorable_texts). Call it first, before anything is
+    looked up or written."""
     for name, value in options.items():
-        problems = unstorable(value, [name]) if isinstance(value, (str, list)) else []
+        problems = unstorable_texts(value, [name]) if isinstance(value, (str, list)) else []
         if problems:
             raise CommandError(f"--{name.replace('_', '-')}: {problems[0]['msg']}; give it "
                                "as UTF-8 text. Nothing was done.")

@@ -121,7 +121,7 @@ class Workflow:
         try:
             return self.input_schema.model_validate_json(json.dumps(data), strict=True), []
         except ValidationError as exc:
-            return None, [_as_sent(e, data) for e in exc.errors(include_input=False)]
+            return None, [_as_sent(e) for e in exc.errors(include_input=False)]
 
     def step(self, name: str) -> StepDef:
         if (found := step_of(self, name)) is None:
@@ -458,35 +458,13 @@ def step_of(workflow: Workflow | None, name: str) -> StepDef | None:
     return find_step(workflow, name)
 
 
-def _as_sent(error: dict, data) -> dict:
+def _as_sent(error: dict) -> dict:
     """A schema error of strict_input as its sender reads it: the JSON reader's own faults
     are about the text strict_input wrote, which nobody sent (its line and column mean
-    nothing to them), so they are named for what the input holds."""
-    said = {"loc": list(error["loc"]), "msg": error["msg"], "type": error["type"]}
-    if error["type"] != "json_invalid":
-        return said
-    if "recursion limit" in error["msg"]:
+    nothing to them), so one nested too deeply is named so. Text that is not Unicode, which
+    the reader refuses as well, is named where it is by the doors before they ask
+    (storable.unstorable_texts)."""
+    if error["type"] == "json_invalid" and "recursion limit" in error["msg"]:
         return {"loc": [], "msg": "objects and lists nested too deeply to be read",
                 "type": "too_deep"}
-    if (where := _not_unicode_at(data)) is not None:
-        return {"loc": where, "msg": "not valid Unicode text (a lone surrogate)",
-                "type": "string_unicode"}
-    return said
-
-
-def _not_unicode_at(data) -> list | None:
-    """Where `data` holds a key or a text that is not Unicode (one such place), or None."""
-    pending = [([], data)]
-    while pending:
-        loc, value = pending.pop()
-        items = (value.items() if isinstance(value, dict)
-                 else enumerate(value) if isinstance(value, list) else ())
-        for key, item in items:
-            for text in (key, item):
-                if isinstance(text, str) and not text.isascii():
-                    try:
-                        text.encode("utf-8")
-                    except UnicodeEncodeError:
-                        return [*loc, key]
-            pending.append(([*loc, key], item))
-    return None
+    return {"loc": list(error["loc"]), "msg": error["msg"], "type": error["type"]}

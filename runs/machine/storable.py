@@ -47,6 +47,31 @@ PERSON_TEXT_MAX = 2000
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
+def unstorable_texts(value, loc: list) -> list[dict]:
+    """Field errors ({loc, msg, type}) for the strings the database cannot store (NUL
+    characters, lone surrogates: text_problem), in keys or values anywhere in `value`, each
+    named where it is from `loc`: what every door that takes JSON from outside names (the
+    API's bodies, the command line's options, a start's strict reading of its input)."""
+    errors: list[dict] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            errors += _bad_text(key, [*loc, key]) + unstorable_texts(item, [*loc, key])
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            errors += unstorable_texts(item, [*loc, i])
+    elif isinstance(value, str):
+        errors += _bad_text(value, loc)
+    return errors
+
+
+def _bad_text(text, loc: list) -> list[dict]:
+    problem = text_problem(text) if isinstance(text, str) else None
+    if problem is None:
+        return []
+    kind = "string_nul" if problem == NUL_PROBLEM else "string_unicode"
+    return [{"loc": loc, "msg": problem, "type": kind}]
+
+
 def person_text_problem(text: str) -> str | None:
     """Why a person's `text` (a reason, a comment, evidence) cannot be kept, or None. Line
     breaks and tabs are text; other control characters (an escape sequence that recolours a

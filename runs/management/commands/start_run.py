@@ -6,7 +6,7 @@ from audit.arguments import ValuesCutShortCommand
 from audit.chain import Actor
 from runs.definitions.definition import registry
 from runs.machine.errors import StartRefused
-from runs.machine.storable import NotFinite, TooManyDigits, finite_json
+from runs.machine.storable import NotFinite, TooManyDigits, finite_json, unstorable_texts
 from runs.machine.transitions import start_run
 
 
@@ -38,7 +38,10 @@ class Command(ValuesCutShortCommand):
         if definition is not None:
             # Read as the API reads a start's input: JSON's types as the schema declares
             # them ("5" is no integer), so a script and an integrator are told the same.
-            _, problems = definition.strict_input(data)
+            # Text that is not Unicode is named where it is, as the API names it: the strict
+            # reading would only say its JSON is invalid.
+            problems = [e for e in unstorable_texts(data, []) if e["type"] == "string_unicode"]
+            problems = problems or definition.strict_input(data)[1]
             if problems:
                 fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(input)'}: {e['msg']}"
                                    for e in problems)
